@@ -1,0 +1,165 @@
+"""Tool definitions as upstream servers give them: validation, normalization, canonical JSON and hash.
+
+ORM-free, shared by live sync and file import so both hash and reject exactly alike.
+"""
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from .constants import TOOL_ID_SEPARATOR
+
+MAX_NAME_LENGTH = 255
+
+
+class DefinitionError(ValueError):
+    """A tool definition Scout refuses; the message says why, for the SyncRun and the admin."""
+
+
+@dataclass(frozen=True)
+class ToolDefinition:
+    """A validated, normalized upstream tool definition."""
+
+    name: str
+    title: str
+    description: str
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any] | None
+    annotations: dict[str, Any] | None
+
+    def canonical(self) -> dict[str, Any]:
+        """The definition as hashed and stored in a revision (MCP field names)."""
+        return {
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "inputSchema": self.input_schema,
+            "outputSchema": self.output_schema,
+            "annotations": self.annotations,
+        }
+
+    @property
+    def hash(self) -> str:
+        return definition_hash(self.canonical())
+
+
+def canonical_json(value: Any) -> str:
+    """Deterministic JSON: sorted keys, no insignificant whitespace, UTF-8 kept as is."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def definition_hash(canonical: dict[str, Any]) -> str:
+    return hashlib.sha256(canonical_json(canonical).encode("utf-8")).hexdigest()
+
+
+def _find_remote_ref(node: Any, path: str = "$") -> str | None:
+    """The path of the first ``$ref`` that does not point inside the document, if any."""
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and not ref.startswith("#"):
+            return path
+        for key, value in node.items():
+            found = _find_remote_ref(value, f"{path}.{key}")
+            if found:
+                return found
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            found = _find_remote_ref(value, f"{path}[{index}]")
+            if found:
+                return found
+    return None
+
+
+def _text(raw: dict[str, Any], key: str) -> str:
+    value = raw.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise DefinitionError(f"'{key}' must be a string, got {type(value).__name__}")
+    return value
+
+
+def _optional_object(raw: dict[str, Any], *keys: str) -> dict[str, Any] | None:
+    for key in keys:
+        value = raw.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            raise DefinitionError(f"'{key}' must be a JSON object, got {type(value).__name__}")
+        return value
+    return None
+
+
+def normalize_definition(raw: Any, *, max_bytes: int) -> ToolDefinition:
+    """Validate one tool from ``tools/list`` (or an import line) and return its normalized definition.
+
+    Accepts MCP field names (``inputSchema``) and snake_case (``input_schema``). Raises DefinitionError.
+    """
+    if not isinstance(raw, dict):
+        raise DefinitionError(f"a tool must be a JSON object, got {type(raw).__name__}")
+    name = raw.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise DefinitionError("tool has no name")
+    if len(name) > MAX_NAME_LENGTH:
+        raise DefinitionError(f"tool name is longer than {MAX_NAME_LENGTH} characters")
+    if TOOL_ID_SEPARATOR in name or any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+        raise DefinitionError(f"tool name {name[:80]!r} contains '::' or control characters")
+
+    schema = raw.get("inputSchema", raw.get("input_schema"))
+    if schema is None:
+        schema = {"type": "object", "properties": {}}
+    if not isinstance(schema, dict):
+        raise DefinitionError(f"inputSchema must be a JSON object, got {type(schema).__name__}")
+    if schema.get("type", "object") != "object":
+        raise DefinitionError(f"inputSchema must describe an object, got type {schema.get('type')!r}")
+    schema = {"type": "object", **schema}
+    output_schema = _optional_object(raw, "outputSchema", "output_schema")
+    for label, node in (("inputSchema", schema), ("outputSchema", output_schema)):
+        remote = _find_remote_ref(node)
+        if remote:
+            raise DefinitionError(f"{label} has a remote $ref at {remote}; only local '#/...' references are allowed")
+
+    definition = ToolDefinition(
+        name=name,
+        title=_text(raw, "title"),
+        description=_text(raw, "description"),
+        input_schema=schema,
+        output_schema=output_schema,
+        annotations=_optional_object(raw, "annotations"),
+    )
+    try:
+        size = len(canonical_json(definition.canonical()).encode("utf-8"))
+    except ValueError as exc:  # NaN or Infinity inside a schema
+        raise DefinitionError(f"definition is not valid JSON: {exc}") from exc
+    if size > max_bytes:
+        raise DefinitionError(f"definition is {size} bytes, over the {max_bytes}-byte limit")
+    return definition
+
+
+def normalize_listing(
+    raw_tools: list[Any], *, max_bytes: int
+) -> tuple[list[ToolDefinition], list[dict[str, str]], set[str]]:
+    """Normalize a whole listing.
+
+    Returns the accepted definitions, the rejections (``{"name", "reason"}``) and every name the listing
+    mentioned, so a tool that is still listed but now rejected is kept rather than tombstoned.
+    """
+    accepted: dict[str, ToolDefinition] = {}
+    rejections: list[dict[str, str]] = []
+    mentioned: set[str] = set()
+    for index, raw in enumerate(raw_tools):
+        raw_name = raw.get("name") if isinstance(raw, dict) else None
+        label = raw_name[:120] if isinstance(raw_name, str) and raw_name.strip() else f"#{index}"
+        if isinstance(raw_name, str) and raw_name.strip():
+            mentioned.add(raw_name)
+        try:
+            definition = normalize_definition(raw, max_bytes=max_bytes)
+        except DefinitionError as exc:
+            rejections.append({"name": label, "reason": str(exc)})
+            continue
+        if definition.name in accepted:
+            rejections.append({"name": label, "reason": "duplicate tool name in one listing; the first was kept"})
+            continue
+        accepted[definition.name] = definition
+    return list(accepted.values()), rejections, mentioned

@@ -1,0 +1,246 @@
+"""The tool catalog: upstream servers, their tools, every distinct upstream definition, curation.
+
+Upstream text (what a server's ``tools/list`` said) and curated text (what a curator wrote to make a tool
+findable) are kept apart: a sync writes only the upstream fields, a curator edits only the curated ones.
+"""
+
+from django.core.exceptions import ValidationError
+from django.db import models
+
+from .choices import ServerStatus, SyncKind, SyncStatus, Transport
+from .constants import TOOL_ID_SEPARATOR
+
+
+def validate_namespace(value: str) -> None:
+    if TOOL_ID_SEPARATOR in value:
+        raise ValidationError(f"must not contain {TOOL_ID_SEPARATOR!r}")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+        raise ValidationError("must not contain control characters")
+    if value != value.strip():
+        raise ValidationError("must not start or end with whitespace")
+
+
+def validate_env_var_names(value: object) -> None:
+    names = value.values() if isinstance(value, dict) else value
+    if not isinstance(names, list | type({}.values())):
+        raise ValidationError("must be a list of environment variable names")
+    for name in names:
+        if not isinstance(name, str) or not name.replace("_", "a").isalnum() or name[:1].isdigit():
+            raise ValidationError(f"{name!r} is not an environment variable name")
+
+
+class Server(models.Model):
+    """An upstream MCP server. Its slug namespaces its tools (``slug::tool``).
+
+    Credentials are never stored: the server names environment variables whose values are passed to the
+    process (stdio) or sent as headers (HTTP) when Scout connects.
+    """
+
+    slug = models.CharField(
+        max_length=200, unique=True, validators=[validate_namespace], help_text="Namespace in tool ids: slug::tool"
+    )
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    category = models.CharField(max_length=100, blank=True)
+    environment = models.CharField(max_length=50, default="production", help_text="e.g. production, development")
+    transport = models.CharField(max_length=20, choices=Transport.choices, default=Transport.STDIO)
+    command = models.CharField(max_length=500, blank=True, help_text="stdio: the executable to start")
+    args = models.JSONField(default=list, blank=True, help_text="stdio: the argument list (JSON array)")
+    env_vars = models.JSONField(
+        default=list,
+        blank=True,
+        validators=[validate_env_var_names],
+        help_text="stdio: names of environment variables passed to the process (values are never stored)",
+    )
+    url = models.URLField(max_length=500, blank=True, help_text="Streamable HTTP: the endpoint URL")
+    header_env = models.JSONField(
+        default=dict,
+        blank=True,
+        validators=[validate_env_var_names],
+        help_text='HTTP: header name -> environment variable holding its value, e.g. {"Authorization": "X_TOKEN"}',
+    )
+    status = models.CharField(max_length=20, choices=ServerStatus.choices, default=ServerStatus.ACTIVE)
+    last_synced_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["slug"]
+        permissions = [
+            ("discover_server", "Can discover the server's tools"),
+            ("execute_server", "Can execute the server's tools"),
+            ("approve_server", "Can approve calls to the server's tools"),
+        ]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    def clean(self) -> None:
+        if self.transport == Transport.STDIO and not self.command:
+            raise ValidationError({"command": "A stdio server needs a command."})
+        if self.transport == Transport.HTTP and not self.url:
+            raise ValidationError({"url": "A Streamable HTTP server needs a URL."})
+        if not isinstance(self.args, list) or not all(isinstance(a, str) for a in self.args):
+            raise ValidationError({"args": "Arguments must be a JSON array of strings."})
+        if not isinstance(self.header_env, dict):
+            raise ValidationError({"header_env": "Must be a JSON object of header name -> variable name."})
+
+
+class ToolQuerySet(models.QuerySet["Tool"]):
+    def live(self) -> "ToolQuerySet":
+        """Tools the upstream server still lists."""
+        return self.filter(removed_at__isnull=True)
+
+
+class Tool(models.Model):
+    """One upstream tool, identified as ``server::name``. Tombstoned (``removed_at``), never deleted."""
+
+    server = models.ForeignKey(Server, on_delete=models.CASCADE, related_name="tools")
+    name = models.CharField(max_length=255, help_text="The upstream tool name")
+    tool_id = models.CharField(max_length=460, unique=True, help_text="server::name")
+    # Upstream copy: written by sync and import only.
+    upstream_title = models.CharField(max_length=500, blank=True)
+    description = models.TextField(blank=True)
+    input_schema = models.JSONField(default=dict)
+    output_schema = models.JSONField(null=True, blank=True)
+    annotations = models.JSONField(null=True, blank=True)
+    definition_hash = models.CharField(max_length=64, db_index=True)
+    first_seen_at = models.DateTimeField()
+    last_seen_at = models.DateTimeField()
+    removed_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    enabled = models.BooleanField(default=True)
+    # Curation: written by curators only; a sync never touches these.
+    title = models.CharField(max_length=200, blank=True, help_text="Curated display title")
+    purpose = models.TextField(blank=True, help_text="Curated purpose: what a user would want this tool for")
+    entity_types = models.JSONField(default=list, blank=True, help_text="e.g. issue, repository, invoice")
+    operation_verbs = models.JSONField(default=list, blank=True, help_text="e.g. create, list, delete")
+    related_tools = models.ManyToManyField("self", blank=True, symmetrical=False)
+    curated_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ToolQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["tool_id"]
+        constraints = [models.UniqueConstraint(fields=["server", "name"], name="catalog_tool_unique_name")]
+        permissions = [
+            ("discover_tool", "Can discover the tool"),
+            ("execute_tool", "Can execute the tool"),
+            ("approve_tool", "Can approve calls to the tool"),
+        ]
+
+    def __str__(self) -> str:
+        return self.tool_id
+
+    @property
+    def display_title(self) -> str:
+        return self.title or self.upstream_title or self.name
+
+    @property
+    def is_removed(self) -> bool:
+        return self.removed_at is not None
+
+
+class ToolRevision(models.Model):
+    """Every distinct upstream definition a tool has had, so changes can be diffed and reviewed."""
+
+    tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="revisions")
+    definition_hash = models.CharField(max_length=64)
+    definition = models.JSONField(help_text="Canonical definition: name, title, description, schemas, annotations")
+    created_at = models.DateTimeField()
+    sync_run = models.ForeignKey("SyncRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        get_latest_by = "created_at"
+        constraints = [
+            models.UniqueConstraint(fields=["tool", "definition_hash"], name="catalog_revision_unique_hash"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool_id} @ {self.definition_hash[:12]}"
+
+    def previous(self) -> "ToolRevision | None":
+        return (
+            ToolRevision.objects.filter(tool_id=self.tool_id, created_at__lte=self.created_at)
+            .exclude(pk=self.pk)
+            .filter(models.Q(created_at__lt=self.created_at) | models.Q(pk__lt=self.pk))
+            .order_by("-created_at", "-id")
+            .first()
+        )
+
+
+class CurationPhrase(models.Model):
+    """A curated phrase attached to a tool (base for aliases, keywords, examples, negative queries)."""
+
+    text = models.CharField(max_length=500)
+
+    class Meta:
+        abstract = True
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class ToolAlias(CurationPhrase):
+    """Another name people use for the tool."""
+
+    tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="aliases")
+
+    class Meta(CurationPhrase.Meta):
+        verbose_name_plural = "aliases"
+
+
+class ToolKeyword(CurationPhrase):
+    """A search keyword for the tool."""
+
+    tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="keywords")
+
+
+class ToolExample(CurationPhrase):
+    """An example request the tool serves ("synthetic query")."""
+
+    tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="examples")
+
+    class Meta(CurationPhrase.Meta):
+        verbose_name = "example request"
+
+
+class ToolNegativeExample(CurationPhrase):
+    """A request the tool must not be chosen for ("not for ...")."""
+
+    tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="negative_examples")
+
+    class Meta(CurationPhrase.Meta):
+        verbose_name = "negative query"
+
+
+class SyncRun(models.Model):
+    """One sync of a server or one import of a file, with what it changed."""
+
+    server = models.ForeignKey(Server, null=True, blank=True, on_delete=models.CASCADE, related_name="sync_runs")
+    kind = models.CharField(max_length=20, choices=SyncKind.choices, default=SyncKind.SYNC)
+    source = models.CharField(max_length=500, blank=True, help_text="File imported, or what triggered the sync")
+    status = models.CharField(max_length=20, choices=SyncStatus.choices, default=SyncStatus.RUNNING)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    added = models.PositiveIntegerField(default=0)
+    changed = models.PositiveIntegerField(default=0)
+    unchanged = models.PositiveIntegerField(default=0)
+    removed = models.PositiveIntegerField(default=0)
+    rejected = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    rejections = models.JSONField(default=list, blank=True, help_text="Tools refused, each with its reason")
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.server or self.source} {self.started_at:%Y-%m-%d %H:%M:%S} {self.status}"
+
+    @property
+    def duration_seconds(self) -> float | None:
+        if self.finished_at is None:
+            return None
+        return (self.finished_at - self.started_at).total_seconds()

@@ -1,0 +1,1 @@
+"""Catalog write services. Import from the submodules, e.g. ``catalog.services.apply``."""

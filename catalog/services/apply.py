@@ -1,0 +1,152 @@
+"""Reconcile a server's tools with a complete, validated listing. Shared by live sync and file import."""
+
+from dataclasses import dataclass, field
+
+from django.db import transaction
+from django.utils import timezone
+
+from catalog.constants import make_tool_id
+from catalog.definitions import ToolDefinition
+from catalog.models import Server, SyncRun, Tool, ToolRevision
+from catalog.signals import tool_definition_changed, tools_changed
+
+UPSTREAM_FIELDS = ["upstream_title", "description", "input_schema", "output_schema", "annotations", "definition_hash"]
+
+
+@dataclass
+class ApplyResult:
+    added: int = 0
+    changed: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    touched_pks: list[int] = field(default_factory=list)
+
+
+def _set_upstream_fields(tool: Tool, definition: ToolDefinition, digest: str) -> None:
+    tool.upstream_title = definition.title
+    tool.description = definition.description
+    tool.input_schema = definition.input_schema
+    tool.output_schema = definition.output_schema
+    tool.annotations = definition.annotations
+    tool.definition_hash = digest
+
+
+def catalog_apply_listing(
+    *,
+    server: Server,
+    definitions: list[ToolDefinition],
+    keep_names: set[str],
+    run: SyncRun | None = None,
+) -> ApplyResult:
+    """Make ``server``'s tools match ``definitions``, in one transaction.
+
+    ``definitions`` must be the server's complete, validated listing. Tools absent from it and from
+    ``keep_names`` (names the listing mentioned but that were rejected) are tombstoned, never deleted.
+    A new or changed definition gets a ToolRevision and sends ``tool_definition_changed`` inside the
+    transaction; ``tools_changed`` follows on commit. Curation fields are never written.
+    Applying the same listing twice changes nothing the second time.
+    """
+    now = timezone.now()
+    result = ApplyResult()
+    changed_pairs: list[tuple[Tool, str | None]] = []
+    with transaction.atomic():
+        existing = {tool.name: tool for tool in Tool.objects.select_for_update().filter(server=server)}
+        to_create: list[Tool] = []
+        to_update: list[Tool] = []
+        seen_unchanged: list[int] = []
+        digests: dict[str, str] = {}
+        for definition in definitions:
+            digest = definition.hash
+            digests[definition.name] = digest
+            tool = existing.get(definition.name)
+            if tool is None:
+                tool = Tool(
+                    server=server,
+                    name=definition.name,
+                    tool_id=make_tool_id(server.slug, definition.name),
+                    first_seen_at=now,
+                    last_seen_at=now,
+                )
+                _set_upstream_fields(tool, definition, digest)
+                to_create.append(tool)
+                result.added += 1
+                changed_pairs.append((tool, None))
+            elif tool.definition_hash != digest or tool.removed_at is not None:
+                previous = tool.definition_hash
+                if tool.removed_at is not None:
+                    result.added += 1  # a tombstoned tool came back
+                else:
+                    result.changed += 1
+                _set_upstream_fields(tool, definition, digest)
+                tool.removed_at = None
+                tool.last_seen_at = now
+                to_update.append(tool)
+                changed_pairs.append((tool, previous))
+            else:
+                result.unchanged += 1
+                seen_unchanged.append(tool.pk)
+
+        Tool.objects.bulk_create(to_create, batch_size=1000)
+        Tool.objects.bulk_update(to_update, [*UPSTREAM_FIELDS, "removed_at", "last_seen_at"], batch_size=1000)
+        if seen_unchanged:
+            Tool.objects.filter(pk__in=seen_unchanged).update(last_seen_at=now)
+
+        gone = [
+            tool
+            for name, tool in existing.items()
+            if name not in digests and name not in keep_names and tool.removed_at is None
+        ]
+        if gone:
+            Tool.objects.filter(pk__in=[tool.pk for tool in gone]).update(removed_at=now)
+            result.removed = len(gone)
+
+        if to_create and to_create[0].pk is None:  # backends without RETURNING on bulk insert
+            created = Tool.objects.filter(server=server, name__in=[t.name for t in to_create])
+            pks = dict(created.values_list("name", "pk"))
+            for tool in to_create:
+                tool.pk = pks[tool.name]
+
+        revisions = _record_revisions(changed_pairs, now=now, run=run)
+        for (tool, previous), revision in zip(changed_pairs, revisions, strict=True):
+            tool_definition_changed.send(sender=Tool, tool=tool, revision=revision, previous_hash=previous)
+
+        result.touched_pks = [tool.pk for tool, _ in changed_pairs] + [tool.pk for tool in gone]
+        if result.touched_pks:
+            touched = list(result.touched_pks)
+            transaction.on_commit(lambda: tools_changed.send(sender=Tool, tool_pks=touched))
+    return result
+
+
+def _record_revisions(changed_pairs: list[tuple[Tool, str | None]], *, now, run: SyncRun | None) -> list[ToolRevision]:
+    """One revision per distinct definition; a tool that returns to an earlier definition reuses it."""
+    if not changed_pairs:
+        return []
+    known = {
+        (rev.tool_id, rev.definition_hash): rev
+        for rev in ToolRevision.objects.filter(tool__in=[tool.pk for tool, _ in changed_pairs])
+    }
+    new_revisions = []
+    for tool, _ in changed_pairs:
+        if (tool.pk, tool.definition_hash) not in known:
+            revision = ToolRevision(
+                tool=tool,
+                definition_hash=tool.definition_hash,
+                definition=_canonical_of(tool),
+                created_at=now,
+                sync_run=run,
+            )
+            known[(tool.pk, tool.definition_hash)] = revision
+            new_revisions.append(revision)
+    ToolRevision.objects.bulk_create(new_revisions, batch_size=1000)
+    return [known[(tool.pk, tool.definition_hash)] for tool, _ in changed_pairs]
+
+
+def _canonical_of(tool: Tool) -> dict:
+    return {
+        "name": tool.name,
+        "title": tool.upstream_title,
+        "description": tool.description,
+        "inputSchema": tool.input_schema,
+        "outputSchema": tool.output_schema,
+        "annotations": tool.annotations,
+    }

@@ -1,0 +1,48 @@
+"""SyncRun bookkeeping shared by sync and import."""
+
+from django.utils import timezone
+
+from catalog.choices import SyncKind, SyncStatus
+from catalog.models import Server, SyncRun
+from catalog.services.apply import ApplyResult
+
+MAX_ERROR_CHARS = 4000
+
+
+def sync_run_start(*, kind: SyncKind, server: Server | None = None, source: str = "") -> SyncRun:
+    return SyncRun.objects.create(
+        kind=kind, server=server, source=source[:500], status=SyncStatus.RUNNING, started_at=timezone.now()
+    )
+
+
+def sync_run_finish(
+    run: SyncRun,
+    *,
+    result: ApplyResult | None = None,
+    rejections: list[dict[str, str]] | None = None,
+    error: str = "",
+) -> SyncRun:
+    """Close a run: FAILED with ``error``, PARTIAL when tools were rejected, else SUCCESS."""
+    rejections = rejections or []
+    if result is not None:
+        run.added, run.changed, run.unchanged, run.removed = (
+            result.added,
+            result.changed,
+            result.unchanged,
+            result.removed,
+        )
+    run.rejected = len(rejections)
+    run.rejections = rejections[:500]
+    if error:
+        run.status = SyncStatus.FAILED
+        run.error = error[:MAX_ERROR_CHARS]
+    elif rejections:
+        run.status = SyncStatus.PARTIAL
+        shown = "; ".join(f"{r['name']}: {r['reason']}" for r in rejections[:5])
+        more = f" (and {len(rejections) - 5} more)" if len(rejections) > 5 else ""
+        run.error = f"{len(rejections)} tool(s) rejected: {shown}{more}"[:MAX_ERROR_CHARS]
+    else:
+        run.status = SyncStatus.SUCCESS
+    run.finished_at = timezone.now()
+    run.save()
+    return run

@@ -1,0 +1,24 @@
+"""The Celery app. Shared tasks bind to it through ``scoutsite/__init__.py``."""
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scoutsite.settings")
+
+app = Celery("scoutsite")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()
+
+
+@app.on_after_finalize.connect
+def setup_periodic_tasks(sender: Celery, **kwargs: object) -> None:
+    """Every beat schedule lives here."""
+    from django.conf import settings
+
+    # Reconcile every upstream server's catalog every SCOUT_SYNC_INTERVAL seconds (default 15 minutes).
+    sender.add_periodic_task(
+        float(settings.SCOUT_SYNC_INTERVAL),
+        sender.signature("catalog.tasks.sync_all_servers"),
+        name="catalog: reconcile all servers",
+    )

@@ -1,0 +1,74 @@
+import pytest
+
+from catalog.definitions import DefinitionError, normalize_definition, normalize_listing
+
+LIMIT = 256 * 1024
+
+
+def test_hash_ignores_key_order():
+    a = normalize_definition(
+        {"name": "t", "inputSchema": {"type": "object", "properties": {"x": {}, "y": {}}}}, max_bytes=LIMIT
+    )
+    b = normalize_definition(
+        {"inputSchema": {"properties": {"y": {}, "x": {}}, "type": "object"}, "name": "t"}, max_bytes=LIMIT
+    )
+    assert a.hash == b.hash
+
+
+def test_hash_changes_with_schema():
+    a = normalize_definition({"name": "t", "inputSchema": {"type": "object"}}, max_bytes=LIMIT)
+    b = normalize_definition({"name": "t", "inputSchema": {"type": "object", "required": ["x"]}}, max_bytes=LIMIT)
+    assert a.hash != b.hash
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        ({"description": "no name"}, "no name"),
+        ({"name": "t", "inputSchema": "string"}, "must be a JSON object"),
+        ({"name": "t", "inputSchema": {"type": "array"}}, "must describe an object"),
+        ({"name": "t", "description": "x" * (1024 * 1024)}, "over the"),
+        (
+            {
+                "name": "t",
+                "inputSchema": {"type": "object", "properties": {"a": {"$ref": "https://evil.example/s.json"}}},
+            },
+            "remote $ref",
+        ),
+        ({"name": "a::b"}, "'::'"),
+    ],
+)
+def test_rejects_bad_definitions_with_reason(raw, reason):
+    with pytest.raises(DefinitionError, match=None) as info:
+        normalize_definition(raw, max_bytes=LIMIT)
+    assert reason in str(info.value)
+
+
+def test_local_ref_is_allowed():
+    d = normalize_definition(
+        {
+            "name": "t",
+            "inputSchema": {
+                "type": "object",
+                "$defs": {"x": {"type": "string"}},
+                "properties": {"a": {"$ref": "#/$defs/x"}},
+            },
+        },
+        max_bytes=LIMIT,
+    )
+    assert d.input_schema["properties"]["a"]["$ref"] == "#/$defs/x"
+
+
+def test_listing_keeps_first_duplicate_and_remembers_rejected_names():
+    accepted, rejections, mentioned = normalize_listing(
+        [
+            {"name": "a", "description": "first"},
+            {"name": "a", "description": "second"},
+            {"name": "b", "inputSchema": []},
+            {"description": "nameless"},
+        ],
+        max_bytes=LIMIT,
+    )
+    assert [d.description for d in accepted] == ["first"]
+    assert [r["name"] for r in rejections] == ["a", "b", "#3"]
+    assert mentioned == {"a", "b"}

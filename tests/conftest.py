@@ -1,0 +1,1 @@
+"""Shared fixtures. Personas (owner, approver, member, outsider, superuser) are added by governance."""
