@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install demo test lint format run worker beat check clean
+.PHONY: install tools demo test lint format run worker beat check clean
 
 $(BIN)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -14,7 +14,12 @@ $(BIN)/.installed: requirements.txt
 	$(BIN)/pip install --quiet -r requirements.txt
 	touch $@
 
-install: $(BIN)/.installed
+# Node tools: npm MCP reference servers and the MCP Inspector CLI, with node 22 from the npm registry.
+tools/node_modules/.installed: tools/package.json tools/package-lock.json
+	cd tools && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+install: $(BIN)/.installed tools/node_modules/.installed
 
 demo: install
 	DEBUG=1 $(BIN)/python manage.py demo --host $(HOST) --port $(PORT)
