@@ -1,0 +1,182 @@
+"""``manage.py demo``: the local demo on the embedded default, with real MCP servers.
+
+Migrates, creates (or resets) an admin login and prints it, registers real upstream MCP servers installed
+by ``make install`` (``mcp-server-time`` and ``mcp-server-git`` from PyPI; ``server-memory`` and
+``server-everything`` from npm), syncs them, builds the search index, issues an API token for MCP clients
+and serves Scout on 127.0.0.1:8000.
+"""
+
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandParser
+from django.utils import timezone
+
+from catalog.choices import ServerStatus, Transport
+from catalog.models import Server
+
+DEMO_USERNAME = "admin"
+
+
+class Command(BaseCommand):
+    help = "Set up and serve the local demo: admin login, real MCP servers synced, search index, API token."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--no-serve", action="store_true", help="Set up only; do not start the server.")
+        parser.add_argument(
+            "--import", dest="imports", action="append", default=[], help="Also import a tools/list dump (JSONL)."
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        var = Path(settings.BASE_DIR) / "var"
+        var.mkdir(exist_ok=True)
+        call_command("migrate", interactive=False, verbosity=0)
+        password = self._admin_login()
+        servers = self._register_servers(var)
+        self._sync(servers)
+        for path in options["imports"]:
+            call_command("catalog_import", path)
+        self._build_index()
+        token = self._api_token()
+        self._print_summary(options["host"], options["port"], password, token)
+        if not options["no_serve"]:
+            import uvicorn
+
+            uvicorn.run("scoutsite.asgi:application", host=options["host"], port=options["port"], log_level="info")
+
+    def _admin_login(self) -> str:
+        user_model = get_user_model()
+        user, _ = user_model.objects.get_or_create(username=DEMO_USERNAME, defaults={"email": "admin@localhost"})
+        password = secrets.token_urlsafe(12)
+        user.is_staff = user.is_superuser = user.is_active = True
+        user.set_password(password)
+        user.save()
+        return password
+
+    def _register_servers(self, var: Path) -> list[Server]:
+        bin_dir = Path(sys.executable).parent
+        node_bin = Path(settings.BASE_DIR) / "tools" / "node_modules" / ".bin"
+        repo = self._demo_repository(var / "demo-repo")
+        # server-memory keeps its knowledge graph in this file; the variable is passed by name, never stored.
+        os.environ.setdefault("MEMORY_FILE_PATH", str(var / "demo-memory.jsonl"))
+        specs = [
+            ("time", "Time", "Current time and time-zone conversion.", str(bin_dir / "mcp-server-time"), [], []),
+            (
+                "git",
+                "Git",
+                f"Git operations on the demo repository {repo}.",
+                str(bin_dir / "mcp-server-git"),
+                ["--repository", str(repo)],
+                [],
+            ),
+        ]
+        if (node_bin / "mcp-server-memory").exists():
+            specs.append(
+                (
+                    "memory",
+                    "Memory",
+                    "A knowledge graph of entities and relations that persists across conversations.",
+                    str(node_bin / "mcp-server-memory"),
+                    [],
+                    ["MEMORY_FILE_PATH"],
+                )
+            )
+        if (node_bin / "mcp-server-everything").exists():
+            specs.append(
+                (
+                    "everything",
+                    "Everything",
+                    "The MCP reference test server: echo, sums, long operations, sample data.",
+                    str(node_bin / "mcp-server-everything"),
+                    ["stdio"],
+                    [],
+                )
+            )
+        servers = []
+        for slug, name, description, command, arguments, env_vars in specs:
+            server, _ = Server.objects.update_or_create(
+                slug=slug,
+                defaults={
+                    "name": name,
+                    "description": description,
+                    "environment": "development",
+                    "transport": Transport.STDIO,
+                    "command": command,
+                    "args": arguments,
+                    "env_vars": env_vars,
+                    "status": ServerStatus.ACTIVE,
+                },
+            )
+            servers.append(server)
+        return servers
+
+    def _demo_repository(self, path: Path) -> Path:
+        if not (path / ".git").exists():
+            path.mkdir(parents=True, exist_ok=True)
+            git = shutil.which("git") or "git"
+            env = {**os.environ, "GIT_AUTHOR_NAME": "Scout demo", "GIT_AUTHOR_EMAIL": "demo@localhost"}
+            env |= {"GIT_COMMITTER_NAME": "Scout demo", "GIT_COMMITTER_EMAIL": "demo@localhost"}
+            (path / "README.md").write_text("# Demo repository\n\nA repository for Scout's git MCP server demo.\n")
+            subprocess.run([git, "init", "-q", "-b", "main"], cwd=path, check=True, env=env)
+            subprocess.run([git, "add", "README.md"], cwd=path, check=True, env=env)
+            subprocess.run([git, "commit", "-q", "-m", "Initial commit"], cwd=path, check=True, env=env)
+        return path
+
+    def _sync(self, servers: list[Server]) -> None:
+        from catalog.services.sync import server_sync
+
+        for server in servers:
+            run = server_sync(server_pk=server.pk, trigger="demo")
+            self.stdout.write(
+                f"synced {server.slug:<12} {run.status:<8} +{run.added} ~{run.changed} ={run.unchanged} "
+                f"-{run.removed} in {run.duration_seconds or 0:.1f}s {run.error[:200]}"
+            )
+
+    def _build_index(self) -> None:
+        try:
+            call_command("search_rebuild")
+        except Exception as exc:  # the demo still serves: the gateway lists tools directly without an index
+            self.stderr.write(f"search index not built ({exc}); tools are listed directly")
+
+    def _api_token(self) -> str | None:
+        try:
+            from governance.services.tokens import api_token_create
+        except ImportError:
+            return None
+        user = get_user_model().objects.get(username=DEMO_USERNAME)
+        _, raw = api_token_create(
+            user=user,
+            name=f"demo {timezone.now():%Y-%m-%d %H:%M}",
+            agent="demo-client",
+            tenant="",
+            scopes=frozenset({"discover", "execute"}),
+            expires_at=timezone.now() + timedelta(days=7),
+        )
+        return raw
+
+    def _print_summary(self, host: str, port: int, password: str, token: str | None) -> None:
+        base = f"http://{host}:{port}"
+        lines = [
+            "",
+            "Scout demo is ready.",
+            f"  Admin:    {base}/admin/   login: {DEMO_USERNAME} / {password}",
+            f"  MCP:      {base}/mcp",
+        ]
+        if token:
+            lines += [
+                f"  Token:    {token}   (shown once; revoke it in the admin under API tokens)",
+                "  Try it:   PATH=tools/node_modules/.bin:$PATH mcp-inspector --cli "
+                f'{base}/mcp --transport http --header "Authorization: Bearer {token}" --method tools/list',
+            ]
+        self.stdout.write("\n".join(lines) + "\n")
