@@ -46,3 +46,17 @@ def sync_run_finish(
     run.finished_at = timezone.now()
     run.save()
     return run
+
+
+def sync_run_skip(*, server: Server, source: str, reason: str) -> SyncRun:
+    """Record a sync that did not run (the server is disabled, or another run holds its lock)."""
+    now = timezone.now()
+    return SyncRun.objects.create(
+        kind=SyncKind.SYNC,
+        server=server,
+        source=source[:500],
+        status=SyncStatus.SKIPPED,
+        started_at=now,
+        finished_at=now,
+        error=reason[:MAX_ERROR_CHARS],
+    )

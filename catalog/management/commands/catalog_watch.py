@@ -1,0 +1,104 @@
+"""Keep a session open to every active live server and re-sync a server when its tool list changes."""
+
+import logging
+import math
+from dataclasses import dataclass, field
+
+import anyio
+from django.core.management.base import BaseCommand, CommandParser
+from django.db import close_old_connections
+
+from catalog import upstream
+from catalog.choices import ServerStatus, Transport
+from catalog.models import Server
+from catalog.tasks import request_resync
+
+logger = logging.getLogger("catalog.watch")
+
+
+def _watched_servers() -> list[Server]:
+    """Servers worth a standing connection: live transports that are not disabled."""
+    close_old_connections()
+    return list(Server.objects.exclude(status=ServerStatus.DISABLED).exclude(transport=Transport.IMPORTED))
+
+
+def _resync(server_pk: int) -> None:
+    close_old_connections()
+    request_resync(server_pk)
+
+
+def _config(server: Server) -> tuple:
+    """What a connection depends on: a change means reconnecting."""
+    return (
+        server.transport,
+        server.command,
+        tuple(server.args or []),
+        tuple(server.env_vars or []),
+        server.url,
+        tuple(sorted((server.header_env or {}).items())),
+    )
+
+
+@dataclass
+class Watcher:
+    server: Server
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+
+
+class Command(BaseCommand):
+    help = "Listen for notifications/tools/list_changed from every live server and queue a debounced re-sync."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--refresh", type=float, default=60.0, help="seconds between re-reading the server list")
+        parser.add_argument("--max-backoff", type=float, default=300.0, help="longest wait before reconnecting")
+        parser.add_argument("--heartbeat", type=float, default=30.0, help="seconds between liveness checks")
+        parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
+
+    def handle(self, *args: object, **options: float | None) -> None:
+        self.refresh = float(options["refresh"] or 60.0)
+        self.max_backoff = float(options["max_backoff"] or 300.0)
+        self.heartbeat = float(options["heartbeat"] or 30.0)
+        duration = options["duration"]
+        anyio.run(self._main, math.inf if duration is None else float(duration))
+
+    async def _main(self, duration: float) -> None:
+        watchers: dict[int, tuple[tuple, Watcher]] = {}
+        with anyio.move_on_after(duration):
+            async with anyio.create_task_group() as tg:
+                while True:
+                    servers = {server.pk: server for server in await anyio.to_thread.run_sync(_watched_servers)}
+                    for pk in list(watchers):
+                        config, watcher = watchers[pk]
+                        if pk not in servers or _config(servers[pk]) != config:
+                            watcher.scope.cancel()
+                            del watchers[pk]
+                    for pk, server in servers.items():
+                        if pk not in watchers:
+                            watcher = Watcher(server=server)
+                            watchers[pk] = (_config(server), watcher)
+                            tg.start_soon(self._watch, watcher)
+                    await anyio.sleep(self.refresh)
+
+    async def _watch(self, watcher: Watcher) -> None:
+        server = watcher.server
+        backoff = 1.0
+
+        async def on_message(message: object) -> None:
+            if upstream.is_tools_list_changed(message):
+                logger.info("%s: tools/list_changed; re-sync requested", server.slug)
+                await anyio.to_thread.run_sync(_resync, server.pk)
+
+        with watcher.scope:
+            while True:
+                try:
+                    async with upstream.open_session(server, message_handler=on_message) as session:
+                        logger.info("%s: watching (protocol %s)", server.slug, session.protocol_version)
+                        backoff = 1.0
+                        await session.listen_for_changes(heartbeat=self.heartbeat)
+                    logger.info("%s: the server closed the stream; reconnecting", server.slug)
+                except upstream.UpstreamError as exc:
+                    logger.warning("%s: %s; reconnecting in %.0fs", server.slug, exc, backoff)
+                except Exception:  # a watcher must outlive any one server's surprise
+                    logger.exception("%s: watcher failed; reconnecting in %.0fs", server.slug, backoff)
+                await anyio.sleep(backoff)
+                backoff = min(backoff * 2, self.max_backoff)

@@ -1,0 +1,107 @@
+"""Live sync of one upstream server's tools into the catalog."""
+
+import logging
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from catalog import upstream
+from catalog.choices import ServerStatus, SyncKind, Transport
+from catalog.definitions import normalize_listing
+from catalog.locks import named_lock
+from catalog.models import Server, SyncRun
+from catalog.services.apply import catalog_apply_listing
+from catalog.services.runs import MAX_ERROR_CHARS, sync_run_finish, sync_run_skip, sync_run_start
+
+logger = logging.getLogger(__name__)
+
+# Margin on top of the upstream timeouts for the lock TTL: writing a listing of thousands of tools.
+LOCK_MARGIN_SECONDS = 300
+
+
+def server_sync_lock_ttl() -> int:
+    """How long a sync's lock lives: longer than any run (connect + list timeouts + writing the listing)."""
+    return int(settings.SCOUT_UPSTREAM_CONNECT_TIMEOUT + settings.SCOUT_UPSTREAM_LIST_TIMEOUT + LOCK_MARGIN_SECONDS)
+
+
+def server_sync_lock_name(server_pk: int) -> str:
+    return f"catalog-sync:{server_pk}"
+
+
+def server_list_syncable() -> list[int]:
+    """Primary keys of servers a reconcile syncs: live transports, not disabled."""
+    return list(
+        Server.objects.exclude(status=ServerStatus.DISABLED)
+        .exclude(transport=Transport.IMPORTED)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+
+
+def server_sync(*, server_pk: int, trigger: str = "manual") -> SyncRun:
+    """Fetch ``server_pk``'s complete tools/list and reconcile the catalog with it. Returns the SyncRun.
+
+    Never two runs for one server at once: a run that finds the lock taken is recorded SKIPPED, as is a
+    disabled or imported server. The whole listing is fetched before anything is written, so a failure
+    part-way (page 2, a timeout) changes no tool; it records a FAILED run and marks the server DEGRADED
+    (it had worked, failing now) or UNAVAILABLE (failing again, or never worked). Tools that fail
+    validation are rejected one by one (PARTIAL run) and the good ones kept.
+
+    Raises Server.DoesNotExist for an unknown pk. Unexpected errors (database) are recorded on the run
+    and re-raised.
+    """
+    server = Server.objects.get(pk=server_pk)
+    if server.status == ServerStatus.DISABLED:
+        return sync_run_skip(server=server, source=trigger, reason="server is disabled")
+    if server.transport == Transport.IMPORTED:
+        return sync_run_skip(server=server, source=trigger, reason="imported server: no live connection to sync")
+    with named_lock(server_sync_lock_name(server.pk), ttl=server_sync_lock_ttl()) as acquired:
+        if not acquired:
+            return sync_run_skip(server=server, source=trigger, reason="another sync of this server is running")
+        return _sync_locked(server, trigger)
+
+
+def _sync_locked(server: Server, trigger: str) -> SyncRun:
+    run = sync_run_start(kind=SyncKind.SYNC, server=server, source=trigger)
+    try:
+        raw_tools = upstream.list_tools(server)
+    except upstream.UpstreamError as exc:
+        sync_run_finish(run, error=str(exc))
+        _server_mark_failed(server, error=str(exc))
+        logger.warning("sync of %s failed: %s", server.slug, exc)
+        return run
+    except Exception as exc:
+        sync_run_finish(run, error=f"internal error while listing tools: {type(exc).__name__}: {exc}")
+        raise
+    try:
+        definitions, rejections, mentioned = normalize_listing(
+            raw_tools, max_bytes=settings.SCOUT_MAX_TOOL_DEFINITION_BYTES
+        )
+        # Names listed but rejected are kept, not tombstoned: a bad new version must not lose the tool.
+        result = catalog_apply_listing(server=server, definitions=definitions, keep_names=mentioned, run=run)
+    except Exception as exc:
+        sync_run_finish(run, error=f"internal error while saving the listing: {type(exc).__name__}: {exc}")
+        raise
+    sync_run_finish(run, result=result, rejections=rejections)
+    _server_mark_synced(server, warning=run.error)
+    return run
+
+
+def _server_mark_synced(server: Server, *, warning: str) -> None:
+    # update() rather than save(): never overwrite fields an operator edited while the sync ran, and
+    # never re-activate a server disabled meanwhile.
+    Server.objects.filter(pk=server.pk).exclude(status=ServerStatus.DISABLED).update(
+        status=ServerStatus.ACTIVE, last_synced_at=timezone.now(), last_error=warning[:MAX_ERROR_CHARS]
+    )
+
+
+def _server_mark_failed(server: Server, *, error: str) -> None:
+    """ACTIVE with a past success -> DEGRADED (first failure); otherwise -> UNAVAILABLE."""
+    with transaction.atomic():
+        current = Server.objects.select_for_update().filter(pk=server.pk).values("status", "last_synced_at").first()
+        if current is None or current["status"] == ServerStatus.DISABLED:
+            return
+        had_worked = current["status"] == ServerStatus.ACTIVE and current["last_synced_at"] is not None
+        status = ServerStatus.DEGRADED if had_worked else ServerStatus.UNAVAILABLE
+        Server.objects.filter(pk=server.pk).update(status=status, last_error=error[:MAX_ERROR_CHARS])

@@ -1,0 +1,56 @@
+"""Catalog background jobs: sync one server, reconcile all, debounced re-sync on tools/list_changed."""
+
+import logging
+
+from celery import shared_task
+from django.conf import settings
+from django.core.cache import cache
+
+from catalog.models import Server
+from catalog.services.sync import server_list_syncable, server_sync
+
+logger = logging.getLogger(__name__)
+
+RESYNC_MARKER_PREFIX = "catalog:resync-pending:"
+# A queued countdown must stay under the broker's visibility timeout or Redis redelivers the task.
+VISIBILITY_MARGIN_SECONDS = 60
+
+
+@shared_task(ignore_result=True)
+def sync_server(server_pk: int, trigger: str = "task") -> int | None:
+    """Sync one server; returns the SyncRun pk (None if the server was deleted meanwhile)."""
+    try:
+        run = server_sync(server_pk=server_pk, trigger=trigger)
+    except Server.DoesNotExist:
+        logger.info("sync of server %s skipped: it no longer exists", server_pk)
+        return None
+    return run.pk
+
+
+@shared_task(ignore_result=True)
+def sync_all_servers() -> int:
+    """Queue one sync per live, non-disabled server (the beat reconcile). Returns how many were queued."""
+    pks = server_list_syncable()
+    for pk in pks:
+        sync_server.delay_on_commit(pk, "beat")
+    return len(pks)
+
+
+def resync_debounce_seconds() -> int:
+    visibility = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("visibility_timeout", 3600)
+    return max(0, min(settings.SCOUT_SYNC_DEBOUNCE, visibility - VISIBILITY_MARGIN_SECONDS))
+
+
+def request_resync(server_pk: int) -> bool:
+    """Ask for a sync of ``server_pk`` because it announced tools/list_changed. Returns whether one was queued.
+
+    Notifications within SCOUT_SYNC_DEBOUNCE seconds coalesce: the first sets a marker and queues a sync
+    that runs once the window ends; later ones see the marker and add nothing. The queued sync fetches
+    after the window, so it sees every change announced within it. (With eager Celery and no worker,
+    the sync runs at once instead, and the rest of the window is coalesced into it.)
+    """
+    debounce = resync_debounce_seconds()
+    if not cache.add(f"{RESYNC_MARKER_PREFIX}{server_pk}", 1, timeout=max(debounce, 1)):
+        return False
+    sync_server.apply_async_on_commit((server_pk, "list_changed"), countdown=debounce)
+    return True

@@ -1,0 +1,399 @@
+"""The one place Scout talks to upstream MCP servers: connect, list tools, call tools, hear list changes.
+
+Used by catalog sync (``list_tools``) and by the gateway's tool execution (``open_session`` for warm
+sessions, ``call_tool`` for one-shot calls). ORM-free apart from reading a Server's connection fields, so
+it runs the same in a Celery task, a management command or an async gateway handler.
+
+Every failure surfaces as one ``UpstreamError`` whose message says what went wrong in words an operator
+can act on (command not found, connection refused, timed out, protocol error), never with a secret value.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import math
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, TypeVar
+
+import anyio
+import httpx2
+import mcp_types as types
+from django.conf import settings
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+
+from catalog.choices import Transport
+
+if TYPE_CHECKING:
+    from catalog.models import Server
+
+logger = logging.getLogger(__name__)
+
+# Besides the SDK's defaults (HOME, LOGNAME, PATH, SHELL, TERM, USER), variables a process commonly needs
+# to start and decode text. Everything else must be named in Server.env_vars.
+BASIC_ENV_VARS = ("LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ")
+STDERR_TAIL_CHARS = 1500
+TOOLS_LIST_CHANGED = "notifications/tools/list_changed"
+
+T = TypeVar("T")
+MessageHandler = Callable[[Any], Awaitable[None]]
+
+
+def is_tools_list_changed(message: object) -> bool:
+    """Whether a message handed to ``open_session``'s ``message_handler`` is a tools/list_changed notification."""
+    return isinstance(message, types.ToolListChangedNotification)
+
+
+class UpstreamError(Exception):
+    """Talking to an upstream server failed. ``str(error)`` is a readable message for SyncRun and admin."""
+
+    def __init__(self, message: str, *, kind: str = "error") -> None:
+        super().__init__(message)
+        self.kind = kind  # config, not_found, refused, timeout, protocol, closed, error
+
+
+def _fail(server: Server, message: str, kind: str) -> UpstreamError:
+    return UpstreamError(f"{server.slug}: {message}", kind=kind)
+
+
+# --- connection ---------------------------------------------------------------------------------
+
+
+def _resolve_command(server: Server) -> str:
+    """The executable to start. A bare name not on PATH is also looked up next to this Python, so the
+    servers installed into Scout's virtualenv start without activating it."""
+    command = server.command.strip()
+    if not command:
+        raise _fail(server, "no command configured for this stdio server", "config")
+    if os.sep in command:
+        if not (os.path.isfile(command) and os.access(command, os.X_OK)):
+            raise _fail(server, f"command not found or not executable: {command}", "not_found")
+        return command
+    found = shutil.which(command)
+    if found:
+        return found
+    beside_python = Path(sys.executable).parent / command
+    if beside_python.is_file() and os.access(beside_python, os.X_OK):
+        return str(beside_python)
+    raise _fail(server, f"command not found: {command!r} is not on PATH", "not_found")
+
+
+def _process_env(server: Server) -> dict[str, str]:
+    """Only the variables the server names, plus locale basics; never Scout's whole environment."""
+    env = {name: os.environ[name] for name in BASIC_ENV_VARS if name in os.environ}
+    missing = [name for name in server.env_vars or [] if name not in os.environ]
+    if missing:
+        raise _fail(server, f"environment variable(s) not set: {', '.join(missing)}", "config")
+    env.update({name: os.environ[name] for name in server.env_vars or []})
+    return env
+
+
+def _headers(server: Server) -> dict[str, str]:
+    header_env = server.header_env or {}
+    missing = [name for name in header_env.values() if name not in os.environ]
+    if missing:
+        raise _fail(server, f"environment variable(s) for headers not set: {', '.join(missing)}", "config")
+    return {header: os.environ[name] for header, name in header_env.items()}
+
+
+@asynccontextmanager
+async def _http_transport(url: str, headers: dict[str, str], connect_timeout: float) -> AsyncIterator[Any]:
+    # Read timeout stays long: a Streamable HTTP response is an event stream that may idle between events.
+    timeout = httpx2.Timeout(connect_timeout, read=MCP_DEFAULT_SSE_READ_TIMEOUT)
+    async with create_mcp_http_client(headers=headers, timeout=timeout) as http_client:
+        async with streamable_http_client(url, http_client=http_client) as streams:
+            yield streams
+
+
+def _transport(server: Server, *, connect_timeout: float, errlog: IO[str] | None) -> Any:
+    if server.transport == Transport.STDIO:
+        params = StdioServerParameters(
+            command=_resolve_command(server), args=list(server.args or []), env=_process_env(server)
+        )
+        return stdio_client(params, errlog=errlog) if errlog is not None else stdio_client(params)
+    if server.transport == Transport.HTTP:
+        if not server.url:
+            raise _fail(server, "no URL configured for this Streamable HTTP server", "config")
+        return _http_transport(server.url, _headers(server), connect_timeout)
+    raise _fail(server, f"transport {server.transport!r} has no live connection", "config")
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for sub in exc.exceptions for leaf in _leaves(sub)]
+    return [exc]
+
+
+def _pick(exc: BaseException) -> BaseException:
+    """The most telling exception inside a (possibly nested) task-group failure."""
+    leaves = _leaves(exc)
+    for preferred in (UpstreamError, OSError, httpx2.HTTPError, TimeoutError, MCPError, ValidationError):
+        for leaf in leaves:
+            if isinstance(leaf, preferred):
+                return leaf
+    return leaves[0]
+
+
+def _translate(server: Server, exc: BaseException, *, doing: str, timeout: float | None, stderr: str) -> UpstreamError:
+    """Map SDK, network and process errors to one readable UpstreamError."""
+    exc = _pick(exc)
+    tail = f" (server stderr: {stderr.strip()[-STDERR_TAIL_CHARS:]})" if stderr.strip() else ""
+    if isinstance(exc, UpstreamError):
+        return exc
+    if isinstance(exc, FileNotFoundError | PermissionError):
+        return _fail(server, f"command not found or not executable: {server.command} ({exc.strerror})", "not_found")
+    if isinstance(exc, TimeoutError):
+        return _fail(server, f"timed out after {timeout:g}s while {doing}{tail}", "timeout")
+    if isinstance(exc, httpx2.ConnectError | ConnectionRefusedError):
+        return _fail(server, f"connection refused or unreachable: {server.url} ({exc})", "refused")
+    if isinstance(exc, httpx2.TimeoutException):
+        return _fail(server, f"HTTP timeout while {doing}: {server.url}", "timeout")
+    if isinstance(exc, httpx2.HTTPStatusError):
+        return _fail(server, f"HTTP {exc.response.status_code} from {server.url} while {doing}", "protocol")
+    if isinstance(exc, httpx2.HTTPError):
+        return _fail(server, f"HTTP error while {doing}: {type(exc).__name__}: {exc}", "refused")
+    if isinstance(exc, MCPError):
+        if exc.code == types.CONNECTION_CLOSED:
+            return _fail(server, f"the server closed the connection while {doing}{tail}", "closed")
+        if exc.code == types.REQUEST_TIMEOUT:
+            return _fail(server, f"timed out while {doing}{tail}", "timeout")
+        return _fail(server, f"protocol error while {doing}: {exc.message} (code {exc.code}){tail}", "protocol")
+    if isinstance(exc, ValidationError):
+        return _fail(
+            server, f"protocol error while {doing}: invalid response ({exc.error_count()} problem(s))", "protocol"
+        )
+    if isinstance(exc, OSError):
+        return _fail(server, f"could not connect while {doing}: {exc}{tail}", "refused")
+    return _fail(server, f"failed while {doing}: {type(exc).__name__}: {exc}{tail}", "error")
+
+
+def _read_tail(errlog: IO[str] | None) -> str:
+    if errlog is None:
+        return ""
+    try:
+        errlog.flush()
+        size = errlog.seek(0, os.SEEK_END)
+        errlog.seek(max(0, size - 4 * STDERR_TAIL_CHARS))
+        return errlog.read()
+    except (OSError, ValueError):
+        return ""
+
+
+@dataclass
+class UpstreamSession:
+    """A connected session to one upstream server. Keep it open to reuse it (the gateway's warm sessions)."""
+
+    server: Server
+    client: Client
+    errlog: IO[str] | None = None
+    list_timeout: float = 30.0
+    max_pages: int = 500
+    _stderr_cache: str = field(default="", repr=False)
+
+    @property
+    def protocol_version(self) -> str:
+        return self.client.protocol_version
+
+    @property
+    def is_modern(self) -> bool:
+        """2026-07-28 servers send list changes only on a ``subscriptions/listen`` stream."""
+        return self.client.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+    @property
+    def supports_list_changed(self) -> bool:
+        tools = self.client.server_capabilities.tools
+        return bool(tools and tools.list_changed)
+
+    def stderr_tail(self) -> str:
+        return _read_tail(self.errlog)
+
+    async def _guard(self, doing: str, timeout: float, work: Callable[[], Awaitable[T]]) -> T:
+        try:
+            with anyio.fail_after(timeout):
+                return await work()
+        except UpstreamError:
+            raise
+        except Exception as exc:  # every SDK, network and process failure becomes one readable error
+            raise _translate(self.server, exc, doing=doing, timeout=timeout, stderr=self.stderr_tail()) from exc
+
+    async def _list_page(self, cursor: str | None) -> tuple[list[Any], str | None]:
+        """One raw ``tools/list`` page.
+
+        The SDK validates a whole page at once, so one malformed tool (say, without a name) would lose the
+        good ones with it. Sync must judge each tool alone (catalog.definitions), so the page is sent through
+        the session's own request stamping and dispatcher and read as plain JSON.
+        """
+        session = self.client.session
+        request = types.ListToolsRequest(params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
+        data = request.model_dump(by_alias=True, mode="json", exclude_none=True)
+        opts: dict[str, Any] = {}
+        session._stamp(data, opts)  # noqa: SLF001 - protocol headers/_meta the negotiated version requires
+        raw = await session._dispatcher.send_raw_request("tools/list", data.get("params"), opts)  # noqa: SLF001
+        if not isinstance(raw, dict) or not isinstance(raw.get("tools"), list):
+            raise _fail(self.server, "protocol error: tools/list result has no 'tools' array", "protocol")
+        next_cursor = raw.get("nextCursor")
+        if next_cursor is not None and not isinstance(next_cursor, str):
+            raise _fail(self.server, "protocol error: tools/list nextCursor is not a string", "protocol")
+        return raw["tools"], next_cursor or None
+
+    async def list_tools(self) -> list[dict[str, Any]]:
+        """The complete listing, every page, as raw JSON tool objects for ``normalize_listing``.
+
+        Raises UpstreamError when any page fails, the cursor loops, the page cap is passed or the whole
+        listing takes longer than ``list_timeout``: a partial listing is never returned.
+        """
+
+        async def walk() -> list[dict[str, Any]]:
+            tools: list[Any] = []
+            cursor: str | None = None
+            seen: set[str] = set()
+            for _page in range(self.max_pages):
+                page, cursor = await self._list_page(cursor)
+                tools.extend(page)
+                if cursor is None:
+                    return tools
+                if cursor in seen:
+                    raise _fail(
+                        self.server, f"protocol error: tools/list cursor loop ({cursor[:60]!r} repeated)", "protocol"
+                    )
+                seen.add(cursor)
+            raise _fail(self.server, f"tools/list still had more pages after {self.max_pages} pages", "protocol")
+
+        return await self._guard("listing tools", self.list_timeout, walk)
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None, timeout: float) -> types.CallToolResult:
+        """Call one tool. A tool's own failure comes back as ``result.is_error``; UpstreamError otherwise."""
+        return await self._guard(
+            f"calling tool {name!r}",
+            timeout,
+            lambda: self.client.call_tool(name, arguments or {}, read_timeout_seconds=timeout),
+        )
+
+    async def listen_for_changes(self, *, heartbeat: float = 30.0) -> None:
+        """Hold the session open so the server's tools/list_changed notifications reach the
+        ``message_handler`` given to ``open_session``.
+
+        A 2026-07-28 server sends them only on a ``subscriptions/listen`` stream, which this opens; a
+        handshake-era server pushes them unasked, and a ``tools/list`` heartbeat notices a dead connection.
+        Returns when the server ends the stream gracefully; raises UpstreamError when the connection drops.
+        """
+        if not self.is_modern:
+            while True:
+                await anyio.sleep(heartbeat)
+                await self._guard("checking the connection", self.list_timeout, lambda: self._list_page(None))
+        try:
+            async with self.client.listen(tools_list_changed=True) as subscription:
+                async for _event in subscription:
+                    pass  # the same event is delivered to the message handler
+        except UpstreamError:
+            raise
+        except Exception as exc:
+            raise _translate(
+                self.server, exc, doing="listening for changes", timeout=None, stderr=self.stderr_tail()
+            ) from exc
+
+
+@asynccontextmanager
+async def open_session(
+    server: Server,
+    *,
+    message_handler: MessageHandler | None = None,
+    connect_timeout: float | None = None,
+    list_timeout: float | None = None,
+    max_pages: int | None = None,
+) -> AsyncIterator[UpstreamSession]:
+    """Connect to ``server`` and negotiate the protocol; the session closes (and a stdio process stops) on exit.
+
+    ``message_handler`` receives every server notification (``types.ServerNotification``; a
+    ``notifications/tools/list_changed`` one has ``method == TOOLS_LIST_CHANGED``) and transport exceptions.
+    Raises UpstreamError if the connection or handshake fails or takes longer than the connect timeout.
+    """
+    connect_timeout = settings.SCOUT_UPSTREAM_CONNECT_TIMEOUT if connect_timeout is None else connect_timeout
+    with contextlib.ExitStack() as files:
+        errlog: IO[str] | None = None
+        if server.transport == Transport.STDIO:
+            # The server's stderr, kept so a failure can say why the process died.
+            errlog = files.enter_context(tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace"))
+        client = Client(
+            _transport(server, connect_timeout=connect_timeout, errlog=errlog),
+            cache=None,  # a sync must see the server's listing now, never a cached one
+            message_handler=message_handler,
+        )
+        connected = False
+        # The deadline covers only the handshake; the scope must still enclose the client's whole life, since
+        # anyio requires the client's task group to close inside the scope that opened it.
+        with anyio.CancelScope(deadline=anyio.current_time() + connect_timeout) as connect_scope:
+            try:
+                async with client:
+                    connected = True
+                    connect_scope.deadline = math.inf
+                    yield UpstreamSession(
+                        server=server,
+                        client=client,
+                        errlog=errlog,
+                        list_timeout=settings.SCOUT_UPSTREAM_LIST_TIMEOUT if list_timeout is None else list_timeout,
+                        max_pages=settings.SCOUT_UPSTREAM_MAX_PAGES if max_pages is None else max_pages,
+                    )
+            except UpstreamError:
+                raise
+            except Exception as exc:
+                doing = "talking to the server" if connected else "connecting"
+                raise _translate(server, exc, doing=doing, timeout=connect_timeout, stderr=_read_tail(errlog)) from exc
+        if connect_scope.cancelled_caught and not connected:
+            tail = _read_tail(errlog).strip()[-STDERR_TAIL_CHARS:]
+            raise _fail(
+                server,
+                f"timed out after {connect_timeout:g}s while connecting"
+                + (f" (server stderr: {tail})" if tail else ""),
+                "timeout",
+            )
+
+
+async def alist_tools(server: Server, **timeouts: Any) -> list[dict[str, Any]]:
+    """Connect, fetch the complete listing, disconnect. See ``UpstreamSession.list_tools``."""
+    session_cm = open_session(server, **timeouts)
+    try:
+        async with session_cm as session:
+            return await session.list_tools()
+    except UpstreamError:
+        raise
+    except Exception as exc:  # teardown failures after the listing failed or succeeded
+        raise _translate(server, exc, doing="closing the connection", timeout=None, stderr="") from exc
+
+
+async def call_tool(
+    server: Server, name: str, arguments: dict[str, Any] | None, timeout: float
+) -> types.CallToolResult:
+    """One-shot tool call on a fresh session (the gateway keeps warm sessions with ``open_session`` instead)."""
+    async with open_session(server) as session:
+        return await session.call_tool(name, arguments, timeout)
+
+
+def run_async(make_coro: Callable[[], Awaitable[T]]) -> T:
+    """Run async upstream work from sync code (Celery tasks, commands), even under a running event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return anyio.run(make_coro)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(anyio.run, make_coro).result()
+
+
+def list_tools(server: Server, **timeouts: Any) -> list[dict[str, Any]]:
+    """Sync wrapper of ``alist_tools`` for the sync service."""
+    return run_async(lambda: alist_tools(server, **timeouts))

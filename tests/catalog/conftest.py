@@ -1,0 +1,1 @@
+from tests.catalog.servers.fixtures import git_repo, http_upstream, make_server, scripted  # noqa: F401

@@ -1,0 +1,99 @@
+"""A real Streamable HTTP MCP server (the SDK's MCPServer under uvicorn) on a free 127.0.0.1 port.
+
+It runs in a background thread of the test process, so a test changes its tool set directly between
+syncs (``upstream.mcp.add_tool`` / ``remove_tool``). The ``bump`` tool changes the tool set itself and
+announces it with tools/list_changed, as a real server would.
+"""
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import uvicorn
+from mcp.server.mcpserver import Context, MCPServer
+
+
+def greet(name: str) -> str:
+    """Greet someone by name."""
+    return f"Hello, {name}!"
+
+
+def greet_v2(name: str, loud: bool = False) -> str:
+    """Greet someone by name."""
+    return f"HELLO, {name.upper()}!" if loud else f"Hello, {name}!"
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def build_server() -> MCPServer:
+    server = MCPServer("scout-test-http")
+    server.add_tool(greet, name="greet")
+    server.add_tool(add, name="add")
+
+    async def bump(ctx: Context) -> str:
+        """Add one more tool and announce that the tool list changed."""
+        count = len(await server.list_tools())
+        server.add_tool(add, name=f"add_{count}")
+        await ctx.notify_tools_changed()
+        return f"now {count + 1} tools"
+
+    server.add_tool(bump, name="bump")
+    return server
+
+
+@dataclass
+class RunningServer:
+    mcp: MCPServer
+    url: str
+
+
+@contextmanager
+def serve_http(server: MCPServer | None = None) -> Iterator[RunningServer]:
+    """Serve ``server`` (a fresh ``build_server()`` by default) until the block ends."""
+    mcp = server or build_server()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(mcp.streamable_http_app(), log_level="warning", lifespan="on")
+    uv = uvicorn.Server(config)
+    thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not uv.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the test MCP server did not start")
+        time.sleep(0.02)
+    try:
+        yield RunningServer(mcp=mcp, url=f"http://127.0.0.1:{port}/mcp")
+    finally:
+        uv.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+
+@contextmanager
+def silent_listener() -> Iterator[str]:
+    """A TCP port that accepts connections and never answers: a hanging HTTP server."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    finally:
+        sock.close()
+
+
+def refused_url() -> str:
+    """A URL on a port nothing listens on (bound then closed, so the connection is refused)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return f"http://127.0.0.1:{port}/mcp"

@@ -1,0 +1,79 @@
+"""A scripted MCP server over stdio, speaking raw JSON-RPC so tests control every byte of tools/list.
+
+Usage: python scripted_stdio.py SCRIPT.json. The script (re-read on every request) holds:
+  pages: list of pages, each a list of raw tool objects (anything, even invalid ones);
+  fail_on_page: {"2": "exit" | "hang" | "error"} what to do instead of serving that page (1-based);
+  loop_cursor: true to hand out the same cursor forever;
+  hang_on_connect: true to never answer the handshake;
+  delay: seconds to wait before answering each tools/list;
+  env_tool: true to add a tool "env" whose description lists the environment's variable names.
+It answers server/discover with "method not found", so the client falls back to the initialize handshake.
+"""
+
+import json
+import os
+import sys
+import time
+
+
+def send(message: dict) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def main() -> None:
+    script_path = sys.argv[1]
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        message = json.loads(line)
+        with open(script_path) as fh:
+            script = json.load(fh)
+        method, msg_id = message.get("method"), message.get("id")
+        if msg_id is None:
+            continue  # a notification
+        if script.get("hang_on_connect") and method in ("initialize", "server/discover"):
+            continue
+        if method == "initialize":
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": msg_id,
+                    "result": {
+                        "protocolVersion": "2025-11-25",
+                        "capabilities": {"tools": {"listChanged": True}},
+                        "serverInfo": {"name": "scripted", "version": "1"},
+                    },
+                }
+            )
+        elif method == "tools/list":
+            cursor = (message.get("params") or {}).get("cursor")
+            index = 0 if cursor is None else int(cursor.removeprefix("page-"))
+            action = script.get("fail_on_page", {}).get(str(index + 1))
+            if action == "exit":
+                sys.stderr.write(f"scripted server: exiting on page {index + 1}\n")
+                sys.stderr.flush()
+                sys.exit(3)
+            if action == "hang":
+                continue
+            if action == "error":
+                error = {"code": -32603, "message": f"page {index + 1} exploded"}
+                send({"jsonrpc": "2.0", "id": msg_id, "error": error})
+                continue
+            time.sleep(script.get("delay", 0))
+            pages = script["pages"]
+            result = {"tools": list(pages[index])}
+            if script.get("env_tool") and index == 0:
+                result["tools"].append({"name": "env", "description": " ".join(sorted(os.environ))})
+            if script.get("loop_cursor"):
+                result["nextCursor"] = "page-0"
+            elif index + 1 < len(pages):
+                result["nextCursor"] = f"page-{index + 1}"
+            send({"jsonrpc": "2.0", "id": msg_id, "result": result})
+        else:
+            error = {"code": -32601, "message": f"method not found: {method}"}
+            send({"jsonrpc": "2.0", "id": msg_id, "error": error})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,397 @@
+"""server_sync against real MCP servers: PyPI servers over stdio, an SDK server over Streamable HTTP,
+and scripted servers that misbehave on purpose."""
+
+import threading
+import time
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from catalog.choices import ServerStatus, SyncStatus, Transport
+from catalog.locks import named_lock
+from catalog.models import SyncRun, Tool, ToolRevision
+from catalog.services.sync import server_sync, server_sync_lock_name
+from tests.catalog.servers.fixtures import BIN_DIR, good_tool
+from tests.catalog.servers.http_mcp import add as add_fn
+from tests.catalog.servers.http_mcp import greet_v2, refused_url, silent_listener
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
+
+TIME_TOOLS = {"get_current_time", "convert_time"}
+GIT_TOOLS = {
+    "git_add",
+    "git_branch",
+    "git_checkout",
+    "git_commit",
+    "git_create_branch",
+    "git_diff",
+    "git_diff_staged",
+    "git_diff_unstaged",
+    "git_log",
+    "git_reset",
+    "git_show",
+    "git_status",
+}
+
+
+def live_names(server) -> set[str]:
+    return set(Tool.objects.live().filter(server=server).values_list("name", flat=True))
+
+
+def counts(run: SyncRun) -> tuple[int, int, int, int]:
+    return run.added, run.changed, run.unchanged, run.removed
+
+
+# --- real servers over stdio -----------------------------------------------------------------------
+
+
+def test_syncs_mcp_server_time_over_stdio(make_server):
+    server = make_server("time", command=str(BIN_DIR / "mcp-server-time"))
+
+    run = server_sync(server_pk=server.pk, trigger="test")
+
+    assert run.status == SyncStatus.SUCCESS, run.error
+    assert counts(run) == (2, 0, 0, 0)
+    assert live_names(server) == TIME_TOOLS
+    tool = Tool.objects.get(tool_id="time::get_current_time")
+    assert tool.input_schema["required"] == ["timezone"]
+    assert tool.annotations["readOnlyHint"] is True
+    assert len(tool.definition_hash) == 64
+    assert ToolRevision.objects.filter(tool=tool).count() == 1
+    server.refresh_from_db()
+    assert server.status == ServerStatus.ACTIVE
+    assert server.last_synced_at is not None and server.last_error == ""
+    assert run.finished_at >= run.started_at and run.source == "test"
+
+
+def test_bare_command_name_is_found_in_scouts_virtualenv(make_server):
+    server = make_server("time", command="mcp-server-time")
+
+    run = server_sync(server_pk=server.pk, trigger="test")
+
+    assert run.status == SyncStatus.SUCCESS, run.error
+    assert live_names(server) == TIME_TOOLS
+
+
+def test_syncs_mcp_server_git_against_a_real_repository_and_second_run_changes_nothing(make_server, git_repo):
+    server = make_server("git", command=str(BIN_DIR / "mcp-server-git"), args=["--repository", str(git_repo)])
+
+    first = server_sync(server_pk=server.pk, trigger="test")
+    hashes = dict(Tool.objects.filter(server=server).values_list("name", "definition_hash"))
+    second = server_sync(server_pk=server.pk, trigger="test")
+
+    assert first.status == SyncStatus.SUCCESS, first.error
+    assert live_names(server) == GIT_TOOLS
+    assert counts(first) == (len(GIT_TOOLS), 0, 0, 0)
+    assert second.status == SyncStatus.SUCCESS
+    assert counts(second) == (0, 0, len(GIT_TOOLS), 0)
+    assert dict(Tool.objects.filter(server=server).values_list("name", "definition_hash")) == hashes
+    assert ToolRevision.objects.filter(tool__server=server).count() == len(GIT_TOOLS)
+
+
+def test_passes_only_the_named_environment_variables(scripted, monkeypatch):
+    """A stdio server sees the variables it names and the basics, never the rest of Scout's environment."""
+    monkeypatch.setenv("SCOUT_TEST_PASSED", "yes")
+    monkeypatch.setenv("SCOUT_TEST_SECRET", "must-not-leak")
+    server, _ = scripted({"pages": [[]], "env_tool": True})
+    server.env_vars = ["SCOUT_TEST_PASSED"]
+    server.save()
+
+    run = server_sync(server_pk=server.pk, trigger="test")
+
+    assert run.status == SyncStatus.SUCCESS, run.error
+    seen = set(Tool.objects.get(server=server, name="env").description.split())
+    assert {"SCOUT_TEST_PASSED", "PATH", "HOME"} <= seen
+    assert "SCOUT_TEST_SECRET" not in seen
+    assert "DATABASE_URL" not in seen and "REDIS_URL" not in seen
+
+
+# --- Streamable HTTP ---------------------------------------------------------------------------------
+
+
+def test_http_changes_give_revisions_tombstones_and_a_quiet_second_run(make_server, http_upstream):
+    server = make_server("web", transport=Transport.HTTP, url=http_upstream.url)
+
+    first = server_sync(server_pk=server.pk, trigger="test")
+    assert first.status == SyncStatus.SUCCESS, first.error
+    assert counts(first) == (3, 0, 0, 0)
+    assert live_names(server) == {"greet", "add", "bump"}
+    greet = Tool.objects.get(tool_id="web::greet")
+    old_hash = greet.definition_hash
+
+    # The server changes greet's schema and drops add.
+    http_upstream.mcp.remove_tool("greet")
+    http_upstream.mcp.add_tool(greet_v2, name="greet")
+    http_upstream.mcp.remove_tool("add")
+    second = server_sync(server_pk=server.pk, trigger="test")
+
+    assert second.status == SyncStatus.SUCCESS, second.error
+    assert counts(second) == (0, 1, 1, 1)
+    greet.refresh_from_db()
+    assert greet.definition_hash != old_hash
+    assert "loud" in greet.input_schema["properties"]
+    assert set(greet.revisions.values_list("definition_hash", flat=True)) == {old_hash, greet.definition_hash}
+    assert greet.revisions.latest().definition["inputSchema"]["properties"]["loud"]["type"] == "boolean"
+    add = Tool.objects.get(tool_id="web::add")
+    assert add.removed_at is not None  # tombstoned, not deleted
+    assert live_names(server) == {"greet", "bump"}
+
+    third = server_sync(server_pk=server.pk, trigger="test")
+    assert counts(third) == (0, 0, 2, 0)
+    assert ToolRevision.objects.filter(tool__server=server).count() == 4
+
+    # The tool comes back: the tombstone lifts and the known revision is reused.
+    http_upstream.mcp.add_tool(add_fn, name="add")
+    fourth = server_sync(server_pk=server.pk, trigger="test")
+    assert counts(fourth) == (1, 0, 2, 0)
+    add.refresh_from_db()
+    assert add.removed_at is None
+    assert ToolRevision.objects.filter(tool=add).count() == 1
+
+
+def test_sync_never_touches_curation(make_server, http_upstream):
+    server = make_server("web", transport=Transport.HTTP, url=http_upstream.url)
+    server_sync(server_pk=server.pk, trigger="test")
+    Tool.objects.filter(tool_id="web::greet").update(title="Say hello", purpose="Greets", curated_at=timezone.now())
+    http_upstream.mcp.remove_tool("greet")
+    http_upstream.mcp.add_tool(greet_v2, name="greet")
+
+    run = server_sync(server_pk=server.pk, trigger="test")
+
+    greet = Tool.objects.get(tool_id="web::greet")
+    assert run.changed == 1
+    assert (greet.title, greet.purpose) == ("Say hello", "Greets")
+
+
+def test_http_headers_come_from_named_variables_and_a_missing_one_is_a_clear_error(make_server, http_upstream):
+    server = make_server(
+        "web", transport=Transport.HTTP, url=http_upstream.url, header_env={"Authorization": "SCOUT_TEST_UNSET_TOKEN"}
+    )
+
+    run = server_sync(server_pk=server.pk, trigger="test")
+
+    assert run.status == SyncStatus.FAILED
+    assert "SCOUT_TEST_UNSET_TOKEN" in run.error and "not set" in run.error
+    assert not Tool.objects.filter(server=server).exists()
+
+
+# --- failures change nothing -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("action", ["exit", "error", "hang"])
+def test_server_failing_on_page_two_changes_nothing(scripted, settings, action):
+    settings.SCOUT_UPSTREAM_LIST_TIMEOUT = 1.5
+    one, two = [good_tool("alpha"), good_tool("beta")], [good_tool("gamma")]
+    server, write = scripted({"pages": [one, two]})
+    first = server_sync(server_pk=server.pk, trigger="test")
+    assert first.status == SyncStatus.SUCCESS, first.error
+    before = {t.name: (t.definition_hash, t.removed_at, t.last_seen_at) for t in Tool.objects.filter(server=server)}
+
+    # Page 1 now differs (a change and a removal), then page 2 fails.
+    write({"pages": [[good_tool("alpha", description="changed")], two], "fail_on_page": {"2": action}})
+    run = server_sync(server_pk=server.pk, trigger="test")
+
+    assert run.status == SyncStatus.FAILED
+    expected = {"exit": "closed the connection", "error": "page 2 exploded", "hang": "timed out after 1.5s"}[action]
+    assert expected in run.error
+    if action == "exit":
+        assert "exiting on page 2" in run.error  # the server's own stderr explains it
+    after = {t.name: (t.definition_hash, t.removed_at, t.last_seen_at) for t in Tool.objects.filter(server=server)}
+    assert after == before
+    assert counts(run) == (0, 0, 0, 0)
+    server.refresh_from_db()
+    assert server.status == ServerStatus.DEGRADED
+    assert server.last_error == run.error
+
+
+def test_paged_listing_is_read_in_full(scripted):
+    pages = [[good_tool(f"tool_{page}_{i}") for i in range(3)] for page in range(4)]
+    server, _ = scripted({"pages": pages})
+
+    run = server_sync(server_pk=server.pk, trigger="test")
+
+    assert run.status == SyncStatus.SUCCESS, run.error
+    assert run.added == 12 and len(live_names(server)) == 12
+
+
+def test_cursor_loop_and_page_cap_fail_without_changes(scripted, settings):
+    server, write = scripted({"pages": [[good_tool("alpha")]], "loop_cursor": True})
+    run = server_sync(server_pk=server.pk, trigger="test")
+    assert run.status == SyncStatus.FAILED and "cursor loop" in run.error
+
+    settings.SCOUT_UPSTREAM_MAX_PAGES = 2
+    write({"pages": [[good_tool("a")], [good_tool("b")], [good_tool("c")]]})
+    run = server_sync(server_pk=server.pk, trigger="test")
+    assert run.status == SyncStatus.FAILED and "after 2 pages" in run.error
+    assert not Tool.objects.filter(server=server).exists()
+
+
+def test_status_goes_degraded_then_unavailable_then_active_again(scripted):
+    server, write = scripted({"pages": [[good_tool("alpha")]]})
+    assert server_sync(server_pk=server.pk, trigger="test").status == SyncStatus.SUCCESS
+    write({"pages": [[good_tool("alpha")]], "fail_on_page": {"1": "error"}})
+
+    statuses = []
+    for _ in range(2):
+        server_sync(server_pk=server.pk, trigger="test")
+        server.refresh_from_db()
+        statuses.append(server.status)
+    write({"pages": [[good_tool("alpha")]]})
+    server_sync(server_pk=server.pk, trigger="test")
+    server.refresh_from_db()
+
+    assert statuses == [ServerStatus.DEGRADED, ServerStatus.UNAVAILABLE]
+    assert server.status == ServerStatus.ACTIVE and server.last_error == ""
+    assert live_names(server) == {"alpha"}  # the failures lost nothing
+
+
+# --- bad input ---------------------------------------------------------------------------------------
+
+
+def test_command_that_does_not_exist(make_server):
+    server = make_server("ghost", command="scout-no-such-command-xyz")
+
+    run = server_sync(server_pk=server.pk, trigger="test")
+
+    assert run.status == SyncStatus.FAILED
+    assert "command not found" in run.error and "scout-no-such-command-xyz" in run.error
+    server.refresh_from_db()
+    assert server.status == ServerStatus.UNAVAILABLE  # it never worked
+    assert server.last_error == run.error
+
+
+def test_url_that_refuses_connections(make_server):
+    server = make_server("refused", transport=Transport.HTTP, url=refused_url())
+
+    started = time.monotonic()
+    run = server_sync(server_pk=server.pk, trigger="test")
+
+    assert time.monotonic() - started < 10
+    assert run.status == SyncStatus.FAILED
+    assert "connection refused" in run.error and server.url in run.error
+    server.refresh_from_db()
+    assert server.status == ServerStatus.UNAVAILABLE
+
+
+def test_stdio_server_that_hangs_on_connect_times_out(scripted, settings):
+    settings.SCOUT_UPSTREAM_CONNECT_TIMEOUT = 1.0
+    server, _ = scripted({"pages": [[good_tool("alpha")]], "hang_on_connect": True})
+
+    started = time.monotonic()
+    run = server_sync(server_pk=server.pk, trigger="test")
+
+    assert time.monotonic() - started < 8
+    assert run.status == SyncStatus.FAILED
+    assert "timed out after 1s while connecting" in run.error
+
+
+def test_http_server_that_never_answers_times_out(make_server, settings):
+    settings.SCOUT_UPSTREAM_CONNECT_TIMEOUT = 1.0
+    with silent_listener() as url:
+        server = make_server("silent", transport=Transport.HTTP, url=url)
+        started = time.monotonic()
+        run = server_sync(server_pk=server.pk, trigger="test")
+
+    assert time.monotonic() - started < 8
+    assert run.status == SyncStatus.FAILED and "timed out after 1s while connecting" in run.error
+
+
+def test_bad_tools_are_rejected_one_by_one_and_good_tools_kept(scripted):
+    bad = [
+        {"description": "I have no name", "inputSchema": {"type": "object"}},
+        {"name": "stringly", "inputSchema": {"type": "string"}},
+        {"name": "huge", "description": "x" * 1_000_000, "inputSchema": {"type": "object"}},
+        good_tool("twice"),
+        good_tool("twice", description="the second twice"),
+        {
+            "name": "remote_ref",
+            "inputSchema": {"type": "object", "properties": {"a": {"$ref": "https://example.com/s.json"}}},
+        },
+    ]
+    server, _ = scripted({"pages": [[good_tool("alpha"), *bad[:3]], [*bad[3:], good_tool("omega")]]})
+
+    run = server_sync(server_pk=server.pk, trigger="test")
+
+    assert run.status == SyncStatus.PARTIAL
+    assert live_names(server) == {"alpha", "twice", "omega"}
+    assert Tool.objects.get(server=server, name="twice").description == "The twice tool."  # the first kept
+    reasons = {item["name"]: item["reason"] for item in run.rejections}
+    assert run.rejected == 5 and len(reasons) == 5
+    assert reasons["#1"] == "tool has no name"
+    assert "must describe an object" in reasons["stringly"]
+    assert "over the" in reasons["huge"] and "byte limit" in reasons["huge"]
+    assert "duplicate tool name" in reasons["twice"]
+    assert "remote $ref" in reasons["remote_ref"]
+    assert "5 tool(s) rejected" in run.error
+    server.refresh_from_db()
+    assert server.status == ServerStatus.ACTIVE
+    assert "5 tool(s) rejected" in server.last_error
+
+
+def test_a_listed_tool_turned_bad_is_kept_with_its_last_good_definition(scripted):
+    server, write = scripted({"pages": [[good_tool("alpha"), good_tool("beta")]]})
+    server_sync(server_pk=server.pk, trigger="test")
+    beta = Tool.objects.get(server=server, name="beta")
+
+    write({"pages": [[good_tool("alpha"), {"name": "beta", "inputSchema": {"type": "array"}}]]})
+    run = server_sync(server_pk=server.pk, trigger="test")
+
+    assert run.status == SyncStatus.PARTIAL and run.removed == 0
+    refreshed = Tool.objects.get(pk=beta.pk)
+    assert refreshed.removed_at is None and refreshed.definition_hash == beta.definition_hash
+
+
+# --- what is not synced, and the lock ---------------------------------------------------------------
+
+
+def test_disabled_and_imported_servers_are_skipped(make_server):
+    disabled = make_server("off", command=str(BIN_DIR / "mcp-server-time"), status=ServerStatus.DISABLED)
+    imported = make_server("dump", transport=Transport.IMPORTED)
+
+    runs = [server_sync(server_pk=s.pk, trigger="test") for s in (disabled, imported)]
+
+    assert [r.status for r in runs] == [SyncStatus.SKIPPED, SyncStatus.SKIPPED]
+    assert "disabled" in runs[0].error and "no live connection" in runs[1].error
+    assert not Tool.objects.exists()
+    disabled.refresh_from_db()
+    assert disabled.status == ServerStatus.DISABLED
+
+
+def test_a_run_that_cannot_take_the_lock_is_skipped(make_server):
+    server = make_server("time", command=str(BIN_DIR / "mcp-server-time"))
+
+    with named_lock(server_sync_lock_name(server.pk), ttl=60) as held:
+        assert held
+        run = server_sync(server_pk=server.pk, trigger="test")
+    after = server_sync(server_pk=server.pk, trigger="test")
+
+    assert run.status == SyncStatus.SKIPPED and "another sync" in run.error
+    assert after.status == SyncStatus.SUCCESS  # the lock was released
+
+
+@pytest.mark.django_db(transaction=True)
+def test_second_concurrent_run_for_the_same_server_is_skipped(scripted):
+    server, write = scripted({"pages": [[good_tool("alpha")]]})
+    write({"pages": [[good_tool("alpha")]], "delay": 2.0})
+    results: list[SyncRun] = []
+
+    def run_first() -> None:
+        try:
+            results.append(server_sync(server_pk=server.pk, trigger="first"))
+        finally:
+            connection.close()  # this thread's own connection, or the test database cannot be dropped
+
+    first = threading.Thread(target=run_first)
+    first.start()
+    deadline = time.monotonic() + 10
+    while not SyncRun.objects.filter(server=server, status=SyncStatus.RUNNING).exists():
+        assert time.monotonic() < deadline, "the first run never started"
+        time.sleep(0.05)
+
+    second = server_sync(server_pk=server.pk, trigger="second")
+    first.join(timeout=20)
+
+    assert second.status == SyncStatus.SKIPPED
+    assert results and results[0].status == SyncStatus.SUCCESS, results and results[0].error
+    assert live_names(server) == {"alpha"}
