@@ -10,6 +10,10 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from django_stubs_ext import monkeypatch as django_stubs_monkeypatch
+
+# Makes generic admin/queryset classes subscriptable at run time (ModelAdmin[Tool], QuerySet[Tool]).
+django_stubs_monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
