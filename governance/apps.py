@@ -4,3 +4,9 @@ from django.apps import AppConfig
 class GovernanceConfig(AppConfig):
     name = "governance"
     default_auto_field = "django.db.models.BigAutoField"
+    verbose_name = "Governance"
+
+    def ready(self) -> None:
+        from . import receivers
+
+        receivers.connect()

@@ -19,3 +19,38 @@ def celery_eager(request: pytest.FixtureRequest):
     celery_app.conf.task_eager_propagates = True
     yield
     celery_app.conf.task_always_eager, celery_app.conf.task_eager_propagates = saved
+
+
+# --- governance personas ---------------------------------------------------------------------------
+# owner: staff who runs a server; approver: staff who decides approvals; member: an ordinary user of
+# granted tools; outsider: an active user with no grants; superuser: a Django superuser. Grants are made
+# per test (tests/governance/conftest.py has helpers): a persona alone sees nothing.
+
+
+def _persona(django_user_model, username: str, **extra):
+    return django_user_model.objects.create_user(username=username, password="pw-" + username, **extra)
+
+
+@pytest.fixture
+def owner(django_user_model):
+    return _persona(django_user_model, "owner", is_staff=True)
+
+
+@pytest.fixture
+def approver(django_user_model):
+    return _persona(django_user_model, "approver", is_staff=True)
+
+
+@pytest.fixture
+def member(django_user_model):
+    return _persona(django_user_model, "member")
+
+
+@pytest.fixture
+def outsider(django_user_model):
+    return _persona(django_user_model, "outsider")
+
+
+@pytest.fixture
+def superuser(django_user_model):
+    return django_user_model.objects.create_superuser(username="superuser", password="pw-superuser")

@@ -1,0 +1,43 @@
+"""Governance constants: token format, scopes, permission codenames."""
+
+# API tokens: "scout_" + 43 url-safe characters (256 random bits). The prefix makes leaked tokens easy to
+# find with secret scanners; only a SHA-256 of the whole string is stored.
+TOKEN_PREFIX = "scout_"
+TOKEN_SECRET_BYTES = 32
+TOKEN_DISPLAY_CHARS = 10  # how much of the raw token the admin keeps to tell tokens apart
+
+# Token scopes. "server:<slug>" scopes, when present, restrict the token to those servers.
+SCOPE_DISCOVER = "discover"
+SCOPE_EXECUTE = "execute"
+SCOPE_APPROVE = "approve"
+BASE_SCOPES = frozenset({SCOPE_DISCOVER, SCOPE_EXECUTE, SCOPE_APPROVE})
+SERVER_SCOPE_PREFIX = "server:"
+
+# Object-permission codenames declared on catalog.Server and catalog.Tool, by action.
+PERMISSION_ACTIONS = ("discover", "execute", "approve")
+
+
+def server_codename(action: str) -> str:
+    return f"{action}_server"
+
+
+def tool_codename(action: str) -> str:
+    return f"{action}_tool"
+
+
+# Approval ids: "apr_" + 22 url-safe characters (128 random bits), never guessable (T12).
+APPROVAL_ID_PREFIX = "apr_"
+APPROVAL_ID_BYTES = 16
+# How long a pending request waits for a decision before it expires.
+APPROVAL_PENDING_TTL_SECONDS = 24 * 3600
+
+# Canonical arguments: limits so a hostile payload fails with a clear error, not a RecursionError.
+MAX_ARGUMENT_DEPTH = 64
+MAX_ARGUMENT_BYTES = 1024 * 1024
+
+# A delegation chain longer than this is refused (Z8: chain depth capped).
+MAX_DELEGATION_DEPTH = 8
+
+# Visibility cache: entries live this long at most even if an invalidation were missed.
+VISIBILITY_CACHE_TTL_SECONDS = 300
+VISIBILITY_VERSION_KEY = "governance:visibility:version"

@@ -1,0 +1,359 @@
+"""Governance: who may discover, call and approve which tools, and the record of what happened.
+
+Object permissions live in direct foreign-key tables for guardian (one per target model and holder), so
+they are deleted with their server or tool and a tool re-created under the same name never inherits an
+old grant. Everything an agent may see is computed by ``governance.selectors`` from these tables.
+"""
+
+from django.conf import settings
+from django.contrib.auth.models import Group
+from django.db import models
+from guardian.models import GroupObjectPermissionBase, UserObjectPermissionBase
+
+from .choices import (
+    ApprovalStatus,
+    AuditEventType,
+    AuditOutcome,
+    OperationClass,
+    Reversibility,
+    ReviewKind,
+    ReviewStatus,
+    RiskLevel,
+)
+
+
+class AuditLogImmutable(Exception):
+    """Raised on any attempt to change or delete an audit event: the trail is append-only."""
+
+
+# --- object permissions (guardian direct foreign-key tables) -------------------------------------
+
+
+class ServerUserObjectPermission(UserObjectPermissionBase):
+    """A permission (discover/execute/approve) on one server's tools, granted to a user."""
+
+    content_object = models.ForeignKey("catalog.Server", on_delete=models.CASCADE, related_name="user_grants")
+
+    class Meta(UserObjectPermissionBase.Meta):
+        verbose_name = "server grant to a user"
+
+
+class ServerGroupObjectPermission(GroupObjectPermissionBase):
+    """A permission on one server's tools, granted to a group."""
+
+    content_object = models.ForeignKey("catalog.Server", on_delete=models.CASCADE, related_name="group_grants")
+
+    class Meta(GroupObjectPermissionBase.Meta):
+        verbose_name = "server grant to a group"
+
+
+class ToolUserObjectPermission(UserObjectPermissionBase):
+    """A permission on one tool, granted to a user."""
+
+    content_object = models.ForeignKey("catalog.Tool", on_delete=models.CASCADE, related_name="user_grants")
+
+    class Meta(UserObjectPermissionBase.Meta):
+        verbose_name = "tool grant to a user"
+
+
+class ToolGroupObjectPermission(GroupObjectPermissionBase):
+    """A permission on one tool, granted to a group."""
+
+    content_object = models.ForeignKey("catalog.Tool", on_delete=models.CASCADE, related_name="group_grants")
+
+    class Meta(GroupObjectPermissionBase.Meta):
+        verbose_name = "tool grant to a group"
+
+
+# --- policy -------------------------------------------------------------------------------------
+
+
+class PolicyVersion(models.Model):
+    """A numbered version of the approval policy. Bumps when risk classes or a tool's classification change;
+    recorded on every approval and audit event so a decision can be traced to the rules in force."""
+
+    number = models.PositiveIntegerField(unique=True)
+    reason = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-number"]
+        get_latest_by = "number"
+
+    def __str__(self) -> str:
+        return self.label
+
+    @property
+    def label(self) -> str:
+        return f"policy-{self.number}"
+
+
+class RiskClass(models.Model):
+    """A risk tier (low, moderate, high, critical): whether calls need approval and how long one stays valid."""
+
+    name = models.CharField(max_length=20, choices=RiskLevel.choices, unique=True)
+    rank = models.PositiveSmallIntegerField(help_text="Ordering from least to most risky")
+    description = models.CharField(max_length=300, blank=True)
+    requires_approval = models.BooleanField(default=False, help_text="Every call to such a tool needs an approval")
+    requires_approval_for_mutating = models.BooleanField(
+        default=True, help_text="Calls to write/execute/approve tools of this class need an approval"
+    )
+    approval_ttl = models.DurationField(help_text="How long an approval stays usable after it is granted")
+
+    class Meta:
+        ordering = ["rank"]
+        verbose_name_plural = "risk classes"
+
+    def __str__(self) -> str:
+        return self.get_name_display()
+
+
+class Entitlement(models.Model):
+    """A business entitlement (e.g. "payments-operator") a tool may require, held by users and groups.
+
+    A tool that requires entitlements is visible only to principals holding all of them."""
+
+    slug = models.SlugField(max_length=100, unique=True)
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    users = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="entitlements")
+    groups = models.ManyToManyField(Group, blank=True, related_name="entitlements")
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class ToolPolicy(models.Model):
+    """Governance fields of one tool plus its change-review state.
+
+    Defaults come from the upstream annotations (untrusted hints) and are re-derived on every sync until an
+    admin classifies the tool (``classified_by_admin``); from then on the admin's values win.
+    ``held`` keeps the tool out of every visible set until a curator accepts its current definition.
+    """
+
+    tool = models.OneToOneField("catalog.Tool", on_delete=models.CASCADE, related_name="policy")
+    operation_class = models.CharField(max_length=20, choices=OperationClass.choices, default=OperationClass.WRITE)
+    reversibility = models.CharField(max_length=20, choices=Reversibility.choices, default=Reversibility.IRREVERSIBLE)
+    risk_class = models.ForeignKey(RiskClass, on_delete=models.PROTECT, related_name="tool_policies")
+    required_entitlements = models.ManyToManyField(Entitlement, blank=True, related_name="tool_policies")
+    allowed_environments = models.JSONField(
+        default=list, blank=True, help_text="Environments the tool may be used in; empty = its server's environment"
+    )
+    data_classes = models.JSONField(default=list, blank=True, help_text="e.g. pii, financial, secrets")
+    classified_by_admin = models.BooleanField(default=False, help_text="An admin set the classification; syncs keep it")
+    classified_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    classified_at = models.DateTimeField(null=True, blank=True)
+    # Change review
+    accepted_hash = models.CharField(max_length=64, blank=True, help_text="Definition hash last accepted")
+    held = models.BooleanField(default=False, db_index=True, help_text="Out of search and execution until reviewed")
+    hold_reason = models.CharField(max_length=300, blank=True)
+    markers = models.JSONField(default=list, blank=True, help_text="Suspicious markers found in the definition")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "tool policies"
+
+    def __str__(self) -> str:
+        return f"policy of {self.tool_id}"
+
+    @property
+    def is_mutating(self) -> bool:
+        return self.operation_class != OperationClass.READ
+
+
+class ToolReview(models.Model):
+    """A tool revision waiting for a curator: a changed definition of an accepted tool, or suspicious text."""
+
+    tool = models.ForeignKey("catalog.Tool", on_delete=models.CASCADE, related_name="reviews")
+    revision = models.ForeignKey(
+        "catalog.ToolRevision", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    definition_hash = models.CharField(max_length=64, help_text="The definition under review")
+    previous_hash = models.CharField(max_length=64, blank=True, help_text="The hash accepted before this change")
+    kind = models.CharField(max_length=20, choices=ReviewKind.choices)
+    status = models.CharField(max_length=20, choices=ReviewStatus.choices, default=ReviewStatus.PENDING)
+    markers = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"review of {self.tool} @ {self.definition_hash[:12]}"
+
+
+# --- identity -----------------------------------------------------------------------------------
+
+
+class ApiToken(models.Model):
+    """A bearer token for MCP clients, issued to a user (optionally for one agent and tenant).
+
+    Only the SHA-256 of the raw token is stored; the raw value is shown once at creation."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=200)
+    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    display_prefix = models.CharField(max_length=20, editable=False, help_text="First characters, to tell tokens apart")
+    agent = models.CharField(max_length=200, blank=True, help_text="The agent this token is for, if any")
+    tenant = models.CharField(max_length=200, blank=True)
+    scopes = models.JSONField(default=list, help_text='e.g. ["discover", "execute", "server:github"]')
+    expires_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = "API token"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.display_prefix}…)"
+
+    @property
+    def ref(self) -> str:
+        """A non-secret reference for logs and audit rows."""
+        return f"tok-{self.pk}"
+
+
+# --- approvals ----------------------------------------------------------------------------------
+
+
+class ApprovalRequest(models.Model):
+    """A request to call one tool with exact arguments, bound to the principal who asked.
+
+    Usable once, by that principal, for those arguments, before ``expires_at``, while the tool's definition
+    hash and the policy version are still the ones recorded here."""
+
+    approval_id = models.CharField(max_length=40, unique=True, editable=False)
+    requester = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    token = models.ForeignKey(ApiToken, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    token_ref = models.CharField(max_length=40, blank=True)
+    agent = models.CharField(max_length=200, blank=True)
+    tenant = models.CharField(max_length=200, blank=True)
+    delegation_chain = models.JSONField(default=list, blank=True)
+    tool = models.ForeignKey("catalog.Tool", on_delete=models.CASCADE, related_name="approval_requests")
+    tool_definition_hash = models.CharField(max_length=64)
+    arguments_json = models.TextField(help_text="Canonical JSON of the exact arguments")
+    arguments_digest = models.CharField(max_length=64, help_text="SHA-256 of arguments_json")
+    policy_version = models.ForeignKey(PolicyVersion, on_delete=models.PROTECT, related_name="+")
+    risk_class = models.CharField(max_length=20, choices=RiskLevel.choices)
+    operation_class = models.CharField(max_length=20, choices=OperationClass.choices)
+    status = models.CharField(max_length=20, choices=ApprovalStatus.choices, default=ApprovalStatus.PENDING)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(help_text="Pending: decide before; approved: use before")
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_reason = models.TextField(blank=True)
+    consumed_at = models.DateTimeField(null=True, blank=True)
+    trace_id = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["status", "created_at"])]
+
+    def __str__(self) -> str:
+        return self.approval_id
+
+
+# --- audit --------------------------------------------------------------------------------------
+
+
+class AuditEventQuerySet(models.QuerySet["AuditEvent"]):
+    def update(self, **kwargs):
+        raise AuditLogImmutable("audit events cannot be updated")
+
+    def delete(self):
+        raise AuditLogImmutable("audit events cannot be deleted")
+
+
+class AuditEvent(models.Model):
+    """One governed action with the identity and delegation envelope of whoever did it. Append-only.
+
+    Identity is copied as text (and kept as a constraint-free id) so deleting a user or a tool never
+    rewrites the trail."""
+
+    created_at = models.DateTimeField(db_index=True)
+    event_type = models.CharField(max_length=40, choices=AuditEventType.choices)
+    outcome = models.CharField(max_length=20, choices=AuditOutcome.choices)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="+",
+    )
+    human_subject = models.CharField(max_length=200, blank=True)
+    token_ref = models.CharField(max_length=40, blank=True)
+    agent = models.CharField(max_length=200, blank=True)
+    tenant = models.CharField(max_length=200, blank=True)
+    delegation_chain = models.JSONField(default=list, blank=True)
+    target_server = models.CharField(max_length=200, blank=True)
+    tool = models.ForeignKey(
+        "catalog.Tool", null=True, blank=True, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+"
+    )
+    tool_ref = models.CharField(max_length=460, blank=True, help_text="server::name at the time")
+    tool_definition_hash = models.CharField(max_length=64, blank=True)
+    environment = models.CharField(max_length=50, blank=True)
+    policy_version = models.PositiveIntegerField(null=True, blank=True)
+    approval_ref = models.CharField(max_length=40, blank=True)
+    trace_id = models.CharField(max_length=200, blank=True)
+    payload = models.JSONField(default=dict, blank=True)
+
+    objects = AuditEventQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["event_type", "created_at"]),
+            models.Index(fields=["user", "created_at"]),
+            models.Index(fields=["tool", "created_at"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.event_type} {self.outcome} {self.human_subject}"
+
+    def save(self, *args, **kwargs) -> None:
+        if not self._state.adding:
+            raise AuditLogImmutable("audit events cannot be updated")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise AuditLogImmutable("audit events cannot be deleted")
+
+    @property
+    def envelope(self) -> dict:
+        """The identity and delegation envelope as in seeds/001 (field names of the reference record)."""
+        return {
+            "humanSubject": self.human_subject,
+            "agentId": self.agent,
+            "tenantId": self.tenant,
+            "delegationChain": list(self.delegation_chain),
+            "targetServer": self.target_server,
+            "tool": self.tool_ref,
+            "environment": self.environment,
+            "policyVersion": self.policy_version,
+            "approvalId": self.approval_ref or None,
+            "traceId": self.trace_id or None,
+        }

@@ -1,0 +1,67 @@
+"""Who is acting: the verified identity and delegation envelope every governed call carries."""
+
+from dataclasses import dataclass
+
+from django.contrib.auth.models import AbstractBaseUser
+
+from .constants import BASE_SCOPES, SCOPE_APPROVE, SCOPE_DISCOVER, SCOPE_EXECUTE, SERVER_SCOPE_PREFIX
+
+
+@dataclass(frozen=True)
+class Principal:
+    """A verified caller: the human user, the token used (None for a session), the agent and tenant the token
+    names, its scopes and the delegation chain. Built only by ``api_token_verify`` or ``principal_for_user``,
+    never from anything a client sends (T15: client-supplied ``_meta`` identity is ignored).
+
+    Effective rights are the user's object grants narrowed by ``scopes``: "discover", "execute", "approve",
+    and, when any "server:<slug>" scope is present, only those servers.
+    """
+
+    user: AbstractBaseUser
+    token_id: int | None
+    agent: str
+    tenant: str
+    scopes: frozenset[str]
+    delegation_chain: tuple[str, ...]
+
+    def has_scope(self, scope: str) -> bool:
+        return scope in self.scopes
+
+    @property
+    def server_slugs(self) -> frozenset[str] | None:
+        """Servers the token is limited to, or None when it is not limited to any."""
+        slugs = frozenset(s[len(SERVER_SCOPE_PREFIX) :] for s in self.scopes if s.startswith(SERVER_SCOPE_PREFIX))
+        return slugs or None
+
+    @property
+    def token_ref(self) -> str:
+        return f"tok-{self.token_id}" if self.token_id is not None else ""
+
+    @property
+    def human_subject(self) -> str:
+        return self.user.get_username() if self.user is not None else ""
+
+    def cache_fingerprint(self) -> str:
+        """Everything that changes what this principal may see; part of the visibility cache key."""
+        servers = ",".join(sorted(self.server_slugs or ()))
+        base = ",".join(sorted(s for s in self.scopes if s in BASE_SCOPES))
+        return f"u{self.user.pk}:t{self.token_id}:{base}:{servers}"
+
+
+def principal_for_user(
+    user: AbstractBaseUser,
+    *,
+    agent: str = "",
+    tenant: str = "",
+    scopes: frozenset[str] = frozenset({SCOPE_DISCOVER, SCOPE_EXECUTE, SCOPE_APPROVE}),
+    via: str = "session",
+) -> Principal:
+    """A principal for a logged-in human (admin session, management command) with the user's full rights."""
+    return Principal(
+        user=user,
+        token_id=None,
+        agent=agent,
+        tenant=tenant,
+        scopes=frozenset(scopes),
+        delegation_chain=(f"user:{user.get_username()}", via),
+    )

@@ -1,0 +1,212 @@
+"""Reads: the one visibility selector every surface (admin, search, API, gateway) uses.
+
+Permission model, in short:
+- A tool is visible ("discover") to a principal when the user, or one of the user's groups, holds
+  ``discover_server`` on its server or ``discover_tool`` on the tool itself (guardian direct-FK grants),
+  AND the tool is enabled, not removed, not held for review, its server is ACTIVE, the user holds every
+  entitlement the tool requires, and the token's scopes allow it ("discover"; "server:<slug>" limits).
+- "execute" = visible AND an ``execute_server``/``execute_tool`` grant AND the "execute" scope.
+- "approve" (admin inbox) = an ``approve_server``/``approve_tool`` grant; a session, not a token.
+- Model-level permissions never grant objects (unlike guardian's ``accept_global_perms`` default), and
+  superusers get no implicit grants here: an admin sees everything in the admin, but an agent acting for a
+  superuser sees only what was granted. Inactive users see nothing.
+"""
+
+import hashlib
+from typing import Literal
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.cache import cache
+from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
+
+from catalog.choices import ServerStatus
+from catalog.models import Tool
+
+from .cache import visibility_version
+from .choices import ApprovalStatus
+from .constants import SCOPE_DISCOVER, SCOPE_EXECUTE, VISIBILITY_CACHE_TTL_SECONDS
+from .models import (
+    ApprovalRequest,
+    Entitlement,
+    ServerGroupObjectPermission,
+    ServerUserObjectPermission,
+    ToolGroupObjectPermission,
+    ToolUserObjectPermission,
+)
+from .principals import Principal
+
+Permission = Literal["discover", "execute"]
+# Tools of servers in these states can be seen and called.
+VISIBLE_SERVER_STATUSES = (ServerStatus.ACTIVE,)
+MAX_TOOL_ID_LENGTH = 460
+
+
+class ToolNotFound(Exception):
+    """The tool does not exist or the principal may not use it. One error for both, on purpose (T3, T4):
+    the message never names the tool, so a caller learns nothing about hidden tools."""
+
+    def __init__(self) -> None:
+        super().__init__("Unknown tool")
+
+
+def _group_ids(user: AbstractBaseUser) -> QuerySet:
+    return user.groups.values("pk")
+
+
+def _grant_q(user: AbstractBaseUser, action: str) -> Q:
+    """Tools for which ``user`` (directly or through a group) holds ``<action>_server`` or ``<action>_tool``."""
+    groups = _group_ids(user)
+    servers = ServerUserObjectPermission.objects.filter(user=user, permission__codename=f"{action}_server")
+    server_groups = ServerGroupObjectPermission.objects.filter(
+        group__in=groups, permission__codename=f"{action}_server"
+    )
+    tools = ToolUserObjectPermission.objects.filter(user=user, permission__codename=f"{action}_tool")
+    tool_groups = ToolGroupObjectPermission.objects.filter(group__in=groups, permission__codename=f"{action}_tool")
+    return (
+        Q(server_id__in=servers.values("content_object_id"))
+        | Q(server_id__in=server_groups.values("content_object_id"))
+        | Q(pk__in=tools.values("content_object_id"))
+        | Q(pk__in=tool_groups.values("content_object_id"))
+    )
+
+
+def _missing_entitlements(user: AbstractBaseUser) -> QuerySet:
+    held = Entitlement.objects.filter(Q(users=user) | Q(groups__in=_group_ids(user))).values("pk")
+    return Entitlement.objects.exclude(pk__in=held).values("pk")
+
+
+def tools_visible_to(*, principal: Principal, permission: Permission = "discover") -> QuerySet[Tool]:
+    """Every tool ``principal`` may discover (or execute), straight from the database (authoritative).
+
+    Callers that only need ids should use ``tool_pks_visible_to`` (cached)."""
+    user = principal.user
+    if user is None or not getattr(user, "is_active", False) or user.pk is None:
+        return Tool.objects.none()
+    if not principal.has_scope(SCOPE_DISCOVER):
+        return Tool.objects.none()
+    if permission == "execute" and not principal.has_scope(SCOPE_EXECUTE):
+        return Tool.objects.none()
+    if permission not in ("discover", "execute"):
+        raise ValueError(f"unknown permission {permission!r}")
+
+    qs = (
+        Tool.objects.filter(removed_at__isnull=True, enabled=True, server__status__in=VISIBLE_SERVER_STATUSES)
+        .exclude(policy__held=True)
+        .exclude(policy__required_entitlements__in=_missing_entitlements(user))
+        .filter(_grant_q(user, "discover"))
+    )
+    if permission == "execute":
+        qs = qs.filter(_grant_q(user, "execute"))
+    if principal.server_slugs is not None:
+        qs = qs.filter(server__slug__in=sorted(principal.server_slugs))
+    return qs
+
+
+def tools_narrow(
+    qs: QuerySet[Tool],
+    *,
+    operation_class: str | None = None,
+    environment: str | None = None,
+    server_slugs: list[str] | frozenset[str] | None = None,
+) -> QuerySet[Tool]:
+    """Narrow a (visible) tool queryset by search filters.
+
+    ``environment`` matches a tool whose policy lists it in ``allowed_environments``, or, when that list is
+    empty, whose server runs in it. ``operation_class`` is one of governance.choices.OperationClass."""
+    if operation_class:
+        qs = qs.filter(policy__operation_class=operation_class)
+    if environment:
+        # JSON containment is not portable (SQLite lacks it), so match the short lists in Python.
+        rows = qs.values_list("pk", "policy__allowed_environments", "server__environment")
+        qs = qs.filter(pk__in=[pk for pk, allowed, own in rows if environment in (allowed or [own])])
+    if server_slugs is not None:
+        qs = qs.filter(server__slug__in=sorted(server_slugs))
+    return qs
+
+
+def _cache_key(principal: Principal, permission: str, version: int, extra: str) -> str:
+    # Keys carry the user id and token: one principal's entry is never read for another (Z10).
+    fingerprint = hashlib.sha256(f"{principal.cache_fingerprint()}|{extra}".encode()).hexdigest()[:32]
+    return f"governance:vis:{version}:{permission}:{fingerprint}"
+
+
+def tool_pks_visible_to(
+    *,
+    principal: Principal,
+    permission: Permission = "discover",
+    operation_class: str | None = None,
+    environment: str | None = None,
+    server_slugs: list[str] | frozenset[str] | None = None,
+) -> frozenset[int]:
+    """Primary keys of the tools ``principal`` may discover (or execute), optionally narrowed by search filters.
+
+    Cached per principal and filter set; every grant, revocation, group change, entitlement change, tool or
+    server status change and review hold bumps a global version, so the next call recomputes."""
+    extra = f"{operation_class}|{environment}|{','.join(sorted(server_slugs)) if server_slugs is not None else '*'}"
+    version = visibility_version()
+    key = _cache_key(principal, permission, version, extra) if version is not None else None
+    if key is not None:
+        try:
+            cached = cache.get(key)
+        except Exception:  # noqa: BLE001 - a cache outage means computing, never allowing more
+            cached, key = None, None
+        if cached is not None:
+            return cached
+    qs = tools_narrow(
+        tools_visible_to(principal=principal, permission=permission),
+        operation_class=operation_class,
+        environment=environment,
+        server_slugs=server_slugs,
+    )
+    pks = frozenset(qs.values_list("pk", flat=True))
+    if key is not None:
+        try:
+            cache.set(key, pks, timeout=VISIBILITY_CACHE_TTL_SECONDS)
+        except Exception:  # noqa: BLE001
+            pass
+    return pks
+
+
+def tool_get_for_principal(*, principal: Principal, tool_id: str, permission: Permission = "discover") -> Tool:
+    """The tool ``tool_id`` ("server::name", exact bytes) if ``principal`` may discover/execute it.
+
+    Raises ToolNotFound whether the tool is missing, hidden or forbidden."""
+    if not isinstance(tool_id, str) or not tool_id or len(tool_id) > MAX_TOOL_ID_LENGTH:
+        raise ToolNotFound()
+    tool = Tool.objects.select_related("server", "policy__risk_class").filter(tool_id=tool_id).first()
+    # Compare exact bytes: some database collations match case-insensitively.
+    if tool is None or tool.tool_id != tool_id:
+        raise ToolNotFound()
+    if tool.pk not in tool_pks_visible_to(principal=principal, permission=permission):
+        raise ToolNotFound()
+    return tool
+
+
+def user_can_approve(*, user: AbstractBaseUser, tool: Tool) -> bool:
+    """Whether ``user`` holds approve_tool on ``tool`` or approve_server on its server (directly or by group).
+
+    Superusers need an explicit grant too: approving is a decision someone must be named for."""
+    if user is None or not getattr(user, "is_active", False) or user.pk is None:
+        return False
+    return Tool.objects.filter(pk=tool.pk).filter(_grant_q(user, "approve")).exists()
+
+
+def tools_approvable_by(*, user: AbstractBaseUser) -> QuerySet[Tool]:
+    """Tools whose calls ``user`` may approve."""
+    if user is None or not getattr(user, "is_active", False) or user.pk is None:
+        return Tool.objects.none()
+    return Tool.objects.filter(_grant_q(user, "approve"))
+
+
+def approval_requests_for_approver(*, user: AbstractBaseUser) -> QuerySet[ApprovalRequest]:
+    """The approver inbox: requests for tools ``user`` may approve, pending first, newest first."""
+    return (
+        ApprovalRequest.objects.filter(tool__in=tools_approvable_by(user=user).values("pk"))
+        .select_related("requester", "tool", "tool__server", "decided_by", "policy_version")
+        .annotate(
+            pending_first=Case(
+                When(status=ApprovalStatus.PENDING, then=Value(0)), default=Value(1), output_field=IntegerField()
+            )
+        )
+        .order_by("pending_first", "-created_at", "-id")
+    )

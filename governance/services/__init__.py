@@ -1,0 +1,1 @@
+"""Governance writes. Each module documents the errors its services raise."""

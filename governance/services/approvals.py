@@ -1,0 +1,346 @@
+"""Approvals bound to the exact call: principal, tool, definition hash, argument digest, policy version.
+
+Errors: ArgumentsNotCanonical (arguments cannot be hashed), ApprovalError (with a ``code``) for anything
+wrong with an approval at decision or use. Messages never echo argument values.
+"""
+
+import hashlib
+import json
+import math
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from catalog.models import Tool
+from governance.choices import ApprovalStatus, AuditEventType, AuditOutcome
+from governance.constants import (
+    APPROVAL_ID_BYTES,
+    APPROVAL_ID_PREFIX,
+    APPROVAL_PENDING_TTL_SECONDS,
+    MAX_ARGUMENT_BYTES,
+    MAX_ARGUMENT_DEPTH,
+    MAX_DELEGATION_DEPTH,
+)
+from governance.models import ApprovalRequest
+from governance.principals import Principal, principal_for_user
+from governance.selectors import user_can_approve
+from governance.services.audit import audit_record
+from governance.services.policy import policy_version_current, tool_policy_ensure
+
+MAX_REASON_CHARS = 2000
+
+
+class ArgumentsNotCanonical(ValueError):
+    """The arguments cannot be turned into canonical JSON (NaN/Infinity, non-JSON types, non-string keys,
+    too deep, too large). Nothing was executed."""
+
+
+class ApprovalError(Exception):
+    """An approval cannot be decided or used. ``code`` is stable for callers:
+    unknown, not_pending, not_approved, denied, used, expired, arguments_mismatch, definition_changed,
+    policy_changed, self_approval, forbidden, reason_required."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class ApprovalPolicy:
+    """What the policy in force says about calls to one tool."""
+
+    needs_approval: bool
+    ttl: timedelta
+    risk_class: str
+    operation_class: str
+    policy_version: int
+
+
+# --- canonical arguments ------------------------------------------------------------------------
+
+
+def _check_json_value(value: Any) -> None:
+    """Iterative walk (no recursion): reject non-JSON types, non-finite floats, non-string keys, deep nesting."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_ARGUMENT_DEPTH:
+            raise ArgumentsNotCanonical(f"arguments are nested deeper than {MAX_ARGUMENT_DEPTH} levels")
+        if node is None or isinstance(node, bool | str | int):
+            continue
+        if isinstance(node, float):
+            if not math.isfinite(node):
+                raise ArgumentsNotCanonical("arguments contain NaN or Infinity, which JSON cannot represent")
+            continue
+        if isinstance(node, dict):
+            for key, child in node.items():
+                if not isinstance(key, str):
+                    raise ArgumentsNotCanonical("argument object keys must be strings")
+                stack.append((child, depth + 1))
+            continue
+        if isinstance(node, list | tuple):
+            stack.extend((child, depth + 1) for child in node)
+            continue
+        raise ArgumentsNotCanonical(f"arguments contain a {type(node).__name__}, which is not a JSON type")
+
+
+def arguments_canonical(arguments: Any) -> str:
+    """Canonical JSON of the call arguments (a JSON object): sorted keys, no whitespace, UTF-8 kept.
+
+    Raises ArgumentsNotCanonical."""
+    if not isinstance(arguments, dict):
+        raise ArgumentsNotCanonical("arguments must be a JSON object")
+    _check_json_value(arguments)
+    text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    if len(text.encode("utf-8")) > MAX_ARGUMENT_BYTES:
+        raise ArgumentsNotCanonical(f"arguments are larger than {MAX_ARGUMENT_BYTES} bytes")
+    return text
+
+
+def arguments_digest(arguments: Any) -> str:
+    """SHA-256 (hex) of the canonical JSON of ``arguments``. Raises ArgumentsNotCanonical."""
+    return hashlib.sha256(arguments_canonical(arguments).encode("utf-8")).hexdigest()
+
+
+# --- policy -------------------------------------------------------------------------------------
+
+
+def policy_for_tool(tool: Tool) -> ApprovalPolicy:
+    """Whether calls to ``tool`` need an approval and how long one stays valid.
+
+    Needs approval when its risk class says so for every call, or the tool is mutating (anything but a
+    "read" operation class) and its risk class requires approval for mutating calls. A tool without
+    annotations defaults to mutating/high, so it needs approval until an admin classifies it."""
+    policy = tool_policy_ensure(tool=tool)
+    risk = policy.risk_class
+    needs = risk.requires_approval or (policy.is_mutating and risk.requires_approval_for_mutating)
+    return ApprovalPolicy(
+        needs_approval=needs,
+        ttl=risk.approval_ttl,
+        risk_class=risk.name,
+        operation_class=policy.operation_class,
+        policy_version=policy_version_current().number,
+    )
+
+
+# --- lifecycle ----------------------------------------------------------------------------------
+
+
+def _new_approval_id() -> str:
+    return APPROVAL_ID_PREFIX + secrets.token_urlsafe(APPROVAL_ID_BYTES)
+
+
+def approval_request_create(*, principal: Principal, tool: Tool, arguments: Any, trace_id: str = "") -> ApprovalRequest:
+    """Ask for approval of one exact call. Returns the pending request; an identical pending request by the
+    same principal is returned instead of a duplicate. Raises ArgumentsNotCanonical, ApprovalError."""
+    canonical = arguments_canonical(arguments)
+    digest = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    if len(principal.delegation_chain) > MAX_DELEGATION_DEPTH:
+        raise ApprovalError("forbidden", f"delegation chain is deeper than {MAX_DELEGATION_DEPTH}")
+    policy = policy_for_tool(tool)
+    version = policy_version_current()
+    now = timezone.now()
+    with transaction.atomic():
+        existing = ApprovalRequest.objects.filter(
+            requester=principal.user,
+            token_id=principal.token_id,
+            agent=principal.agent,
+            tool=tool,
+            tool_definition_hash=tool.definition_hash,
+            arguments_digest=digest,
+            policy_version=version,
+            status=ApprovalStatus.PENDING,
+            expires_at__gt=now,
+        ).first()
+        if existing is not None:
+            return existing
+        request = ApprovalRequest.objects.create(
+            approval_id=_new_approval_id(),
+            requester=principal.user,
+            token_id=principal.token_id,
+            token_ref=principal.token_ref,
+            agent=principal.agent,
+            tenant=principal.tenant,
+            delegation_chain=list(principal.delegation_chain),
+            tool=tool,
+            tool_definition_hash=tool.definition_hash,
+            arguments_json=canonical,
+            arguments_digest=digest,
+            policy_version=version,
+            risk_class=policy.risk_class,
+            operation_class=policy.operation_class,
+            expires_at=now + timedelta(seconds=APPROVAL_PENDING_TTL_SECONDS),
+            trace_id=(trace_id or "")[:200],
+        )
+        audit_record(
+            event_type=AuditEventType.APPROVAL_REQUESTED,
+            principal=principal,
+            tool=tool,
+            approval=request,
+            outcome=AuditOutcome.PENDING,
+            trace_id=trace_id,
+            payload={"arguments_digest": digest, "risk_class": policy.risk_class},
+        )
+    return request
+
+
+def approval_get(*, approval_id: object) -> ApprovalRequest:
+    """The request with this public id. Raises ApprovalError("unknown") for anything else."""
+    if not isinstance(approval_id, str) or not approval_id.startswith(APPROVAL_ID_PREFIX) or len(approval_id) > 40:
+        raise ApprovalError("unknown", "Unknown approval id")
+    request = ApprovalRequest.objects.select_related("tool", "tool__server", "policy_version").filter(
+        approval_id=approval_id
+    )
+    found = request.first()
+    if found is None or found.approval_id != approval_id:
+        raise ApprovalError("unknown", "Unknown approval id")
+    return found
+
+
+def approval_decide(
+    *, request: ApprovalRequest, approver: AbstractBaseUser, approve: bool, reason: str
+) -> ApprovalRequest:
+    """Approve or deny a pending request. The approver needs approve_tool/approve_server on the tool and
+    must not be the requester (nor appear in the request's delegation chain). A denial needs a reason.
+    An approval stays usable for the risk class's TTL. Raises ApprovalError (forbidden, self_approval,
+    reason_required, not_pending, expired)."""
+    reason = (reason or "").strip()[:MAX_REASON_CHARS]
+    if approver.pk == request.requester_id or f"user:{approver.get_username()}" in request.delegation_chain:
+        raise ApprovalError("self_approval", "You cannot decide on your own request")
+    if not user_can_approve(user=approver, tool=request.tool):
+        raise ApprovalError("forbidden", "You may not approve calls to this tool")
+    if not approve and not reason:
+        raise ApprovalError("reason_required", "A denial needs a reason")
+    now = timezone.now()
+    ttl = policy_for_tool(request.tool).ttl
+    new_status = ApprovalStatus.APPROVED if approve else ApprovalStatus.DENIED
+    with transaction.atomic():
+        # Conditional update: of two concurrent decisions exactly one changes the row.
+        changed = ApprovalRequest.objects.filter(
+            pk=request.pk, status=ApprovalStatus.PENDING, expires_at__gt=now
+        ).update(
+            status=new_status,
+            decided_by=approver,
+            decided_at=now,
+            decision_reason=reason,
+            expires_at=now + ttl if approve else F("expires_at"),
+        )
+        request.refresh_from_db()
+        if not changed:
+            if request.status == ApprovalStatus.PENDING:
+                _expire(request)
+                raise ApprovalError("expired", "The request expired before a decision")
+            raise ApprovalError("not_pending", f"The request is already {request.get_status_display().lower()}")
+        audit_record(
+            event_type=AuditEventType.APPROVAL_APPROVED if approve else AuditEventType.APPROVAL_DENIED,
+            principal=principal_for_user(approver, via="admin"),
+            tool=request.tool,
+            approval=request,
+            outcome=AuditOutcome.SUCCESS,
+            payload={"requester": request.requester.get_username(), "reason": reason},
+        )
+    return request
+
+
+def _expire(request: ApprovalRequest) -> None:
+    ApprovalRequest.objects.filter(pk=request.pk, status__in=[ApprovalStatus.PENDING, ApprovalStatus.APPROVED]).update(
+        status=ApprovalStatus.EXPIRED
+    )
+    request.refresh_from_db()
+
+
+def approval_expire_stale() -> int:
+    """Mark pending and approved requests past their expiry as expired. Returns how many."""
+    return ApprovalRequest.objects.filter(
+        status__in=[ApprovalStatus.PENDING, ApprovalStatus.APPROVED], expires_at__lte=timezone.now()
+    ).update(status=ApprovalStatus.EXPIRED)
+
+
+def _rejection(request: ApprovalRequest, *, principal: Principal, tool: Tool, digest: str) -> ApprovalError:
+    """Why a use was refused, read after the conditional update failed."""
+    request.refresh_from_db()
+    now = timezone.now()
+    current_hash = Tool.objects.filter(pk=tool.pk).values_list("definition_hash", flat=True).first()
+    if request.status == ApprovalStatus.CONSUMED:
+        return ApprovalError("used", "This approval was already used")
+    if request.status == ApprovalStatus.DENIED:
+        return ApprovalError("denied", "This request was denied")
+    if request.status == ApprovalStatus.EXPIRED or request.expires_at <= now:
+        _expire(request)
+        return ApprovalError("expired", "This approval has expired")
+    if request.status == ApprovalStatus.PENDING:
+        return ApprovalError("not_approved", "This request is still waiting for an approver")
+    if request.arguments_digest != digest:
+        return ApprovalError("arguments_mismatch", "The arguments differ from the approved ones")
+    if current_hash != request.tool_definition_hash:
+        return ApprovalError("definition_changed", "The tool changed since the approval; ask again")
+    if request.policy_version_id != policy_version_current().pk:
+        return ApprovalError("policy_changed", "The policy changed since the approval; ask again")
+    return ApprovalError("unknown", "Unknown approval id")
+
+
+def approval_consume(*, approval_id: object, principal: Principal, tool: Tool, arguments: Any) -> ApprovalRequest:
+    """Use an approval for this exact call, once. Atomic: of two concurrent uses exactly one succeeds.
+
+    The approval must belong to this principal (same user, token and agent; anything else looks like an
+    unknown id, T12), name this tool, match the digest of ``arguments``, be approved and unexpired, and the
+    tool's definition hash and the policy version must not have changed. On refusal an
+    ``approval.rejected`` audit event is written in the caller's transaction and ApprovalError is raised.
+    Raises ArgumentsNotCanonical, ApprovalError."""
+    digest = arguments_digest(arguments)
+    request = approval_get(approval_id=approval_id)
+    if (
+        request.requester_id != principal.user.pk
+        or request.token_id != principal.token_id
+        or request.agent != principal.agent
+        or request.tool_id != tool.pk
+    ):
+        error = ApprovalError("unknown", "Unknown approval id")
+        _audit_rejection(principal=principal, tool=tool, request=None, error=error)
+        raise error
+    now = timezone.now()
+    current_hash = Tool.objects.filter(pk=tool.pk).values_list("definition_hash", flat=True).first()
+    with transaction.atomic():
+        # One UPDATE on this table's own columns: the database re-checks the WHERE clause on the row it
+        # locks (Postgres) or serializes writers (SQLite), so a second concurrent use changes nothing.
+        used = ApprovalRequest.objects.filter(
+            pk=request.pk,
+            status=ApprovalStatus.APPROVED,
+            expires_at__gt=now,
+            arguments_digest=digest,
+            tool_definition_hash=current_hash,
+            policy_version=policy_version_current(),
+        ).update(status=ApprovalStatus.CONSUMED, consumed_at=now)
+        if used:
+            request.refresh_from_db()
+            audit_record(
+                event_type=AuditEventType.APPROVAL_CONSUMED,
+                principal=principal,
+                tool=tool,
+                approval=request,
+                outcome=AuditOutcome.SUCCESS,
+                payload={"arguments_digest": digest},
+            )
+            return request
+    error = _rejection(request, principal=principal, tool=tool, digest=digest)
+    _audit_rejection(principal=principal, tool=tool, request=request, error=error)
+    raise error
+
+
+def _audit_rejection(
+    *, principal: Principal, tool: Tool, request: ApprovalRequest | None, error: ApprovalError
+) -> None:
+    audit_record(
+        event_type=AuditEventType.APPROVAL_REJECTED,
+        principal=principal,
+        tool=tool,
+        approval=request,
+        outcome=AuditOutcome.DENIED,
+        payload={"code": error.code},
+    )

@@ -1,0 +1,65 @@
+"""The audit trail: one append-only AuditEvent per governed action, in the caller's transaction."""
+
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.utils import timezone
+
+from catalog.models import Server, Tool
+from governance.models import ApprovalRequest, AuditEvent
+from governance.principals import Principal
+
+MAX_TRACE_ID = 200
+
+
+def audit_record(
+    *,
+    event_type: str,
+    principal: Principal | None,
+    outcome: str,
+    payload: dict[str, Any] | None = None,
+    tool: Tool | None = None,
+    server: Server | None = None,
+    approval: ApprovalRequest | None = None,
+    trace_id: str | None = None,
+    environment: str | None = None,
+    actor: AbstractBaseUser | None = None,
+    policy_version: int | None = None,
+) -> AuditEvent:
+    """Write one audit event carrying the identity and delegation envelope.
+
+    ``principal`` is the verified caller (None for system actions such as a sync holding a tool; then
+    ``actor`` may name the admin user). Server and environment default to the tool's. The policy version
+    defaults to the approval's, else the current one. Runs in the caller's transaction: if the caller rolls
+    back, the event goes too, so write it in the same ``atomic`` block as the change it records.
+    ``payload`` must be JSON-serializable; keep it small and never put secrets in it.
+    """
+    from governance.services.policy import policy_version_current
+
+    user = principal.user if principal is not None else actor
+    if server is None and tool is not None:
+        server = tool.server
+    if policy_version is None:
+        policy_version = approval.policy_version.number if approval is not None else policy_version_current().number
+    if environment is None:
+        environment = server.environment if server is not None else ""
+    return AuditEvent.objects.create(
+        created_at=timezone.now(),
+        event_type=event_type,
+        outcome=outcome,
+        user=user if user is not None and user.pk is not None else None,
+        human_subject=user.get_username() if user is not None else "system",
+        token_ref=principal.token_ref if principal is not None else "",
+        agent=principal.agent if principal is not None else "",
+        tenant=principal.tenant if principal is not None else "",
+        delegation_chain=list(principal.delegation_chain) if principal is not None else [],
+        target_server=server.slug if server is not None else "",
+        tool=tool,
+        tool_ref=tool.tool_id if tool is not None else "",
+        tool_definition_hash=tool.definition_hash if tool is not None else "",
+        environment=environment,
+        policy_version=policy_version,
+        approval_ref=approval.approval_id if approval is not None else "",
+        trace_id=(trace_id or "")[:MAX_TRACE_ID],
+        payload=payload or {},
+    )

@@ -1,0 +1,49 @@
+"""One call for the gateway: may this principal run this tool with these arguments now?"""
+
+from dataclasses import dataclass
+from typing import Any
+
+from catalog.models import Tool
+from governance.models import ApprovalRequest
+from governance.principals import Principal
+from governance.selectors import tool_get_for_principal
+from governance.services.approvals import (
+    ApprovalPolicy,
+    approval_consume,
+    approval_request_create,
+    arguments_canonical,
+    policy_for_tool,
+)
+
+
+@dataclass(frozen=True)
+class CallDecision:
+    """``allowed``: execute now (``approval`` is the consumed approval, if one was needed).
+    Not allowed: ``approval_request`` is the pending request to show the caller (its ``approval_id``)."""
+
+    allowed: bool
+    tool: Tool
+    policy: ApprovalPolicy
+    approval: ApprovalRequest | None = None
+    approval_request: ApprovalRequest | None = None
+
+
+def call_authorize(
+    *, principal: Principal, tool_id: str, arguments: Any, approval_id: str | None = None, trace_id: str = ""
+) -> CallDecision:
+    """Re-authorize a call (never trusting earlier discovery) and apply the approval policy.
+
+    Raises ToolNotFound (missing, hidden or not executable: one error), ArgumentsNotCanonical,
+    ApprovalError (approval unknown, foreign, used, expired, for other arguments, tool or policy changed).
+    Writes approval.requested / approval.consumed / approval.rejected audit events; the caller records the
+    execution itself with ``audit_record(event_type="execution", ...)`` once the upstream call returns."""
+    tool = tool_get_for_principal(principal=principal, tool_id=tool_id, permission="execute")
+    arguments_canonical(arguments)  # fail early, before any approval is touched
+    policy = policy_for_tool(tool)
+    if not policy.needs_approval:
+        return CallDecision(allowed=True, tool=tool, policy=policy)
+    if approval_id is None:
+        request = approval_request_create(principal=principal, tool=tool, arguments=arguments, trace_id=trace_id)
+        return CallDecision(allowed=False, tool=tool, policy=policy, approval_request=request)
+    approval = approval_consume(approval_id=approval_id, principal=principal, tool=tool, arguments=arguments)
+    return CallDecision(allowed=True, tool=tool, policy=policy, approval=approval)

@@ -1,0 +1,108 @@
+"""Grants and revocations of discover/execute/approve on servers and tools. Each one audits itself and
+invalidates every cached visible set."""
+
+from typing import Literal
+
+from django.contrib.auth.models import AbstractBaseUser, Group, Permission
+from django.contrib.contenttypes.models import ContentType
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from catalog.models import Server, Tool
+from governance.cache import visibility_invalidate
+from governance.choices import AuditEventType, AuditOutcome
+from governance.constants import PERMISSION_ACTIONS
+from governance.models import (
+    ServerGroupObjectPermission,
+    ServerUserObjectPermission,
+    ToolGroupObjectPermission,
+    ToolUserObjectPermission,
+)
+from governance.principals import principal_for_user
+from governance.services.audit import audit_record
+
+Action = Literal["discover", "execute", "approve"]
+
+
+def _grant_model(target: Server | Tool, holder: AbstractBaseUser | Group):
+    is_group = isinstance(holder, Group)
+    if isinstance(target, Server):
+        return ServerGroupObjectPermission if is_group else ServerUserObjectPermission
+    if isinstance(target, Tool):
+        return ToolGroupObjectPermission if is_group else ToolUserObjectPermission
+    raise ValidationError("grants apply to servers and tools only")
+
+
+def permission_for(*, target: Server | Tool, action: str) -> Permission:
+    """The auth Permission row for ``action`` on the target's model (e.g. execute_tool)."""
+    if action not in PERMISSION_ACTIONS:
+        raise ValidationError(f"unknown action {action!r}; expected one of {', '.join(PERMISSION_ACTIONS)}")
+    model = "server" if isinstance(target, Server) else "tool"
+    return Permission.objects.get(
+        content_type=ContentType.objects.get_for_model(type(target)), codename=f"{action}_{model}"
+    )
+
+
+def _holder_label(holder: AbstractBaseUser | Group) -> str:
+    return f"group:{holder.name}" if isinstance(holder, Group) else f"user:{holder.get_username()}"
+
+
+def _audit(
+    *, event_type: str, actor: AbstractBaseUser, target: Server | Tool, holder, action: str, changed: bool
+) -> None:
+    tool = target if isinstance(target, Tool) else None
+    server = target.server if isinstance(target, Tool) else target
+    audit_record(
+        event_type=event_type,
+        principal=principal_for_user(actor, via="admin"),
+        tool=tool,
+        server=server,
+        outcome=AuditOutcome.SUCCESS,
+        payload={"action": action, "holder": _holder_label(holder), "target": str(target), "changed": changed},
+    )
+
+
+def permission_grant(
+    *, actor: AbstractBaseUser, target: Server | Tool, action: Action, holder: AbstractBaseUser | Group
+):
+    """Grant ``action`` on ``target`` (a server covers all its tools) to a user or group.
+
+    Idempotent: granting twice keeps one row (and audits both calls). Returns the grant row.
+    Raises ValidationError for an unknown action or target."""
+    model = _grant_model(target, holder)
+    permission = permission_for(target=target, action=action)
+    holder_field = "group" if isinstance(holder, Group) else "user"
+    with transaction.atomic():
+        grant, created = model.objects.get_or_create(
+            **{holder_field: holder, "permission": permission, "content_object": target}
+        )
+        _audit(
+            event_type=AuditEventType.GRANT, actor=actor, target=target, holder=holder, action=action, changed=created
+        )
+        visibility_invalidate()
+    return grant
+
+
+def permission_revoke(
+    *, actor: AbstractBaseUser, target: Server | Tool, action: Action, holder: AbstractBaseUser | Group
+) -> bool:
+    """Revoke ``action`` on ``target`` from a user or group. Takes effect on the next call: the visible-set
+    cache is invalidated, and approvals are re-checked against current grants when used.
+    Returns whether a grant existed."""
+    model = _grant_model(target, holder)
+    permission = permission_for(target=target, action=action)
+    holder_field = "group" if isinstance(holder, Group) else "user"
+    with transaction.atomic():
+        deleted, _ = model.objects.filter(
+            **{holder_field: holder, "permission": permission, "content_object": target}
+        ).delete()
+        _audit(
+            event_type=AuditEventType.REVOKE,
+            actor=actor,
+            target=target,
+            holder=holder,
+            action=action,
+            changed=bool(deleted),
+        )
+        visibility_invalidate()
+    return bool(deleted)

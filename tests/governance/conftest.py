@@ -1,0 +1,56 @@
+"""Governance test helpers: grants through the real services, principals through real tokens."""
+
+import pytest
+
+from governance.principals import Principal, principal_for_user
+from governance.services.permissions import permission_grant
+from tests.governance.factories import ServerFactory, ToolFactory, in_days
+
+
+@pytest.fixture
+def grant(superuser):
+    """grant(holder, target, *actions): grant through the audited service, as the superuser."""
+
+    def _grant(holder, target, *actions: str):
+        for action in actions or ("discover", "execute"):
+            permission_grant(actor=superuser, target=target, action=action, holder=holder)
+
+    return _grant
+
+
+@pytest.fixture
+def server(db):
+    return ServerFactory(slug="github")
+
+
+@pytest.fixture
+def tool(server):
+    return ToolFactory(server=server, name="list_issues")
+
+
+@pytest.fixture
+def mutating_tool(server):
+    """A tool without annotations: mutating, irreversible, high risk, so every call needs approval."""
+    return ToolFactory(server=server, name="delete_repo", description="Deletes a repository.", annotations=None)
+
+
+def as_principal(user, **kwargs) -> Principal:
+    return principal_for_user(user, **kwargs)
+
+
+@pytest.fixture
+def member_token(member):
+    """A real API token for ``member`` (agent "triage-agent", tenant "acme"), verified into a principal."""
+    from governance.services.tokens import api_token_create, api_token_verify
+
+    token, raw = api_token_create(
+        user=member,
+        name="member token",
+        agent="triage-agent",
+        tenant="acme",
+        scopes=["discover", "execute"],
+        expires_at=in_days(30),
+    )
+    principal = api_token_verify(raw)
+    assert principal is not None
+    return token, raw, principal

@@ -1,0 +1,243 @@
+"""Visibility: without permission, with permission, with a narrower permission (NetBox style)."""
+
+import pytest
+from django.contrib.auth.models import Permission
+
+from catalog.choices import ServerStatus
+from governance.models import ToolPolicy
+from governance.principals import Principal
+from governance.selectors import ToolNotFound, tool_get_for_principal, tool_pks_visible_to, tools_visible_to
+from governance.services.permissions import permission_revoke
+from tests.governance.conftest import as_principal
+from tests.governance.factories import EntitlementFactory, GroupFactory, ServerFactory, ToolFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def visible(user, **kwargs) -> set[str]:
+    pks = tool_pks_visible_to(principal=as_principal(user), **kwargs)
+    from catalog.models import Tool
+
+    return set(Tool.objects.filter(pk__in=pks).values_list("tool_id", flat=True))
+
+
+def test_outsider_without_grant_sees_nothing(outsider, tool):
+    assert visible(outsider) == set()
+    with pytest.raises(ToolNotFound):
+        tool_get_for_principal(principal=as_principal(outsider), tool_id=tool.tool_id)
+
+
+def test_user_server_grant_shows_every_tool_of_that_server_only(member, grant, server, tool):
+    other = ToolFactory(server=server, name="get_issue")
+    foreign = ToolFactory(server=ServerFactory(slug="jira"), name="list_tickets")
+    grant(member, server, "discover")
+    assert visible(member) == {tool.tool_id, other.tool_id}
+    assert foreign.tool_id not in visible(member)
+
+
+def test_tool_grant_is_narrower_than_server_grant(member, grant, server, tool):
+    ToolFactory(server=server, name="get_issue")
+    grant(member, tool, "discover")
+    assert visible(member) == {tool.tool_id}
+
+
+def test_group_grant_applies_to_members_of_the_group_only(member, outsider, grant, server, tool):
+    team = GroupFactory(name="developers")
+    member.groups.add(team)
+    grant(team, server, "discover")
+    assert visible(member) == {tool.tool_id}
+    assert visible(outsider) == set()
+
+
+def test_group_tool_grant(member, grant, server, tool):
+    team = GroupFactory(name="ops")
+    member.groups.add(team)
+    ToolFactory(server=server, name="other")
+    grant(team, tool, "discover")
+    assert visible(member) == {tool.tool_id}
+
+
+def test_leaving_the_group_hides_on_next_call(member, grant, server, tool):
+    team = GroupFactory(name="developers")
+    member.groups.add(team)
+    grant(team, server, "discover")
+    assert visible(member) == {tool.tool_id}
+    member.groups.remove(team)
+    assert visible(member) == set()
+
+
+def test_revocation_takes_effect_on_the_next_call(member, superuser, grant, server, tool):
+    grant(member, server, "discover", "execute")
+    principal = as_principal(member)
+    assert tool_get_for_principal(principal=principal, tool_id=tool.tool_id, permission="execute") == tool
+    permission_revoke(actor=superuser, target=server, action="execute", holder=member)
+    with pytest.raises(ToolNotFound):
+        tool_get_for_principal(principal=principal, tool_id=tool.tool_id, permission="execute")
+    assert tool_get_for_principal(principal=principal, tool_id=tool.tool_id) == tool  # discover kept
+    permission_revoke(actor=superuser, target=server, action="discover", holder=member)
+    assert tool_pks_visible_to(principal=principal) == frozenset()
+
+
+def test_execute_needs_an_execute_grant_and_discover(member, grant, server, tool):
+    principal = as_principal(member)
+    grant(member, server, "discover")
+    with pytest.raises(ToolNotFound):
+        tool_get_for_principal(principal=principal, tool_id=tool.tool_id, permission="execute")
+    grant(member, tool, "execute")
+    assert tool_get_for_principal(principal=principal, tool_id=tool.tool_id, permission="execute") == tool
+
+
+def test_execute_grant_without_discover_shows_nothing(member, grant, server, tool):
+    grant(member, server, "execute")
+    assert tool_pks_visible_to(principal=as_principal(member), permission="execute") == frozenset()
+
+
+def _hold(tool) -> None:
+    policy = ToolPolicy.objects.get(tool=tool)
+    policy.held = True
+    policy.save()
+
+
+@pytest.mark.parametrize(
+    "hide",
+    [
+        pytest.param(lambda t: setattr(t, "enabled", False) or t.save(), id="disabled"),
+        pytest.param(
+            lambda t: t.server.__setattr__("status", ServerStatus.DISABLED) or t.server.save(), id="server-off"
+        ),
+        pytest.param(
+            lambda t: t.server.__setattr__("status", ServerStatus.UNAVAILABLE) or t.server.save(), id="server-down"
+        ),
+        pytest.param(_hold, id="held"),
+        pytest.param(lambda t: setattr(t, "removed_at", t.first_seen_at) or t.save(), id="removed"),
+    ],
+)
+def test_hidden_states_leave_the_visible_set(member, grant, server, tool, hide):
+    grant(member, server, "discover", "execute")
+    assert tool.tool_id in visible(member)
+    hide(tool)
+    assert tool.tool_id not in visible(member)
+    assert tool.tool_id not in visible(member, permission="execute")
+    with pytest.raises(ToolNotFound):
+        tool_get_for_principal(principal=as_principal(member), tool_id=tool.tool_id)
+
+
+def test_model_level_permission_does_not_expose_every_object(member, tool):
+    for codename in ("discover_tool", "execute_tool", "discover_server", "execute_server"):
+        member.user_permissions.add(Permission.objects.get(codename=codename))
+    assert visible(member) == set()
+    assert visible(member, permission="execute") == set()
+
+
+def test_superuser_gets_no_implicit_grants_through_the_selector(superuser, grant, server, tool):
+    assert visible(superuser) == set()
+    grant(superuser, tool, "discover")
+    assert visible(superuser) == {tool.tool_id}
+
+
+def test_inactive_user_sees_nothing(member, grant, server, tool):
+    grant(member, server, "discover")
+    member.is_active = False
+    member.save()
+    assert visible(member) == set()
+
+
+def test_recreated_tool_does_not_inherit_old_grants(member, grant, server):
+    old = ToolFactory(server=server, name="drop_table")
+    grant(member, old, "discover")
+    old.delete()
+    new = ToolFactory(server=server, name="drop_table")
+    assert visible(member) == set()
+    with pytest.raises(ToolNotFound):
+        tool_get_for_principal(principal=as_principal(member), tool_id=new.tool_id)
+
+
+def test_required_entitlement_hides_tool_until_held(member, grant, server, tool):
+    grant(member, server, "discover")
+    entitlement = EntitlementFactory(slug="payments")
+    tool.policy.required_entitlements.add(entitlement)
+    assert visible(member) == set()
+    team = GroupFactory(name="finance")
+    entitlement.groups.add(team)
+    member.groups.add(team)
+    assert visible(member) == {tool.tool_id}
+
+
+def test_token_scopes_narrow_rights(member, grant, server, tool):
+    other_server = ServerFactory(slug="jira")
+    other = ToolFactory(server=other_server, name="list_tickets")
+    grant(member, server, "discover", "execute")
+    grant(member, other_server, "discover", "execute")
+
+    def principal(*scopes):
+        return Principal(
+            user=member, token_id=1, agent="a", tenant="", scopes=frozenset(scopes), delegation_chain=("user:member",)
+        )
+
+    assert tool_pks_visible_to(principal=principal("discover", "execute")) == {tool.pk, other.pk}
+    assert tool_pks_visible_to(principal=principal("execute")) == frozenset()  # no discover scope
+    assert tool_pks_visible_to(principal=principal("discover"), permission="execute") == frozenset()
+    narrowed = principal("discover", "execute", "server:jira")
+    assert tool_pks_visible_to(principal=narrowed) == {other.pk}
+    with pytest.raises(ToolNotFound):
+        tool_get_for_principal(principal=narrowed, tool_id=tool.tool_id, permission="execute")
+
+
+def test_scopes_never_widen_rights(outsider, tool):
+    principal = Principal(
+        user=outsider,
+        token_id=1,
+        agent="",
+        tenant="",
+        scopes=frozenset({"discover", "execute", "approve", "server:github"}),
+        delegation_chain=(),
+    )
+    assert tool_pks_visible_to(principal=principal) == frozenset()
+
+
+def test_hidden_and_missing_tools_raise_the_same_error(member, grant, server, tool):
+    hidden = ToolFactory(server=server, name="secret_tool")
+    grant(member, tool, "discover")
+    principal = as_principal(member)
+    errors = []
+    for tool_id in (
+        hidden.tool_id,
+        "github::does_not_exist",
+        "GITHUB::secret_tool",
+        "github::secret_tool ",
+        "x" * 10000,
+    ):
+        with pytest.raises(ToolNotFound) as exc:
+            tool_get_for_principal(principal=principal, tool_id=tool_id)
+        errors.append(str(exc.value))
+    assert set(errors) == {"Unknown tool"}
+
+
+def test_cache_entries_are_never_shared_across_users(member, outsider, grant, server, tool):
+    grant(member, server, "discover")
+    assert visible(member) == {tool.tool_id}  # fills member's cache entry
+    assert visible(outsider) == set()
+
+
+def test_narrowing_by_operation_class_environment_and_server(member, grant, server, tool):
+    writer = ToolFactory(server=server, name="create_issue", annotations={"destructiveHint": False})
+    staging = ServerFactory(slug="staging-github", environment="staging")
+    staged = ToolFactory(server=staging, name="list_issues")
+    grant(member, server, "discover")
+    grant(member, staging, "discover")
+    principal = as_principal(member)
+    assert tool_pks_visible_to(principal=principal, operation_class="read") == {tool.pk, staged.pk}
+    assert tool_pks_visible_to(principal=principal, operation_class="write") == {writer.pk}
+    assert tool_pks_visible_to(principal=principal, environment="staging") == {staged.pk}
+    assert tool_pks_visible_to(principal=principal, server_slugs=["github"]) == {tool.pk, writer.pk}
+    tool.policy.allowed_environments = ["staging"]
+    tool.policy.save()
+    assert tool_pks_visible_to(principal=principal, environment="staging") == {staged.pk, tool.pk}
+
+
+def test_tools_visible_to_queryset_matches_cached_pks(member, grant, server, tool):
+    grant(member, server, "discover")
+    principal = as_principal(member)
+    assert set(tools_visible_to(principal=principal).values_list("pk", flat=True)) == tool_pks_visible_to(
+        principal=principal
+    )
