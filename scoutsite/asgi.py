@@ -1,4 +1,8 @@
-"""ASGI entry point. The MCP endpoint is mounted beside Django here by the gateway issue."""
+"""ASGI entry point: a small Starlette root with the MCP endpoint at /mcp and Django for everything else.
+
+The Starlette lifespan runs the MCP SDK's session manager and the gateway's upstream pool, so uvicorn
+(``make run``) serves both from one process.
+"""
 
 import os
 
@@ -6,4 +10,23 @@ from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scoutsite.settings")
 
-application = get_asgi_application()
+django_application = get_asgi_application()
+
+# Imported after Django is set up: the gateway reads settings and models.
+from contextlib import asynccontextmanager  # noqa: E402
+
+from starlette.applications import Starlette  # noqa: E402
+from starlette.routing import Mount  # noqa: E402
+
+from mcpgateway.server import build_gateway_app, gateway_lifespan  # noqa: E402
+
+mcp_server, mcp_routes = build_gateway_app()
+
+
+@asynccontextmanager
+async def lifespan(app: Starlette):
+    async with gateway_lifespan(mcp_server):
+        yield
+
+
+application = Starlette(routes=[*mcp_routes, Mount("/", app=django_application)], lifespan=lifespan)

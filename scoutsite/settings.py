@@ -200,3 +200,28 @@ SCOUT_UPSTREAM_LIST_TIMEOUT = env_float("SCOUT_UPSTREAM_LIST_TIMEOUT", 30.0)
 SCOUT_UPSTREAM_MAX_PAGES = env_int("SCOUT_UPSTREAM_MAX_PAGES", 500)
 # A tool definition larger than this (bytes of canonical JSON) is rejected at sync.
 SCOUT_MAX_TOOL_DEFINITION_BYTES = env_int("SCOUT_MAX_TOOL_DEFINITION_BYTES", 256 * 1024)
+
+# --- gateway -------------------------------------------------------------------------------------
+# Base URL users reach Scout at: names the admin page where approvers act and the protected resource.
+SCOUT_PUBLIC_URL = env_str("SCOUT_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
+# Host and Origin values /mcp accepts (DNS-rebinding defence); "host:*" matches any port.
+SCOUT_MCP_ALLOWED_HOSTS = env_list("SCOUT_MCP_ALLOWED_HOSTS", ["127.0.0.1:*", "localhost:*", "[::1]:*"])
+SCOUT_MCP_ALLOWED_ORIGINS = env_list(
+    "SCOUT_MCP_ALLOWED_ORIGINS", ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+)
+# Request limits on /mcp: body bytes (413 past it), JSON nesting depth, bytes of execute_tool arguments.
+SCOUT_MCP_MAX_BODY_BYTES = env_int("SCOUT_MCP_MAX_BODY_BYTES", 1024 * 1024)
+SCOUT_MCP_MAX_JSON_DEPTH = env_int("SCOUT_MCP_MAX_JSON_DEPTH", 64)
+SCOUT_MCP_MAX_ARGUMENT_BYTES = env_int("SCOUT_MCP_MAX_ARGUMENT_BYTES", 256 * 1024)
+# Upstream calls: per-call timeout (seconds; never above the cap), output cap (bytes of the JSON result),
+# calls in flight per upstream server (a bulkhead), longest wait between restarts of a crashed server.
+SCOUT_MCP_CALL_TIMEOUT = env_float("SCOUT_MCP_CALL_TIMEOUT", 30.0)
+SCOUT_MCP_CALL_TIMEOUT_CAP = 120.0
+SCOUT_MCP_MAX_OUTPUT_BYTES = env_int("SCOUT_MCP_MAX_OUTPUT_BYTES", 1024 * 1024)
+SCOUT_MCP_MAX_CALLS_PER_SERVER = env_int("SCOUT_MCP_MAX_CALLS_PER_SERVER", 8)
+SCOUT_MCP_RESTART_BACKOFF_MAX = env_float("SCOUT_MCP_RESTART_BACKOFF_MAX", 30.0)
+# How long an idempotency key remembers its result (seconds).
+SCOUT_MCP_IDEMPOTENCY_TTL = env_int("SCOUT_MCP_IDEMPOTENCY_TTL", 24 * 3600)
+# "auto": meta-tools while the search index is ready, the caller's tools listed directly otherwise;
+# "meta" or "direct" force one mode.
+SCOUT_MCP_EXPOSURE = env_str("SCOUT_MCP_EXPOSURE", "auto")

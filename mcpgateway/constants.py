@@ -1,0 +1,23 @@
+"""Gateway constants: meta-tool names, namespacing of directly listed tools, fixed error texts."""
+
+META_TOOL_SEARCH = "tool_search"
+META_TOOL_INSPECT = "tool_inspect"
+META_TOOL_EXECUTE = "execute_tool"
+META_TOOLS = (META_TOOL_SEARCH, META_TOOL_INSPECT, META_TOOL_EXECUTE)
+
+# Directly listed tools are named "<server>__<tool>" (MCP clients accept [A-Za-z0-9_.-], 1..64 is safe for
+# every host we know); a name that would not fit gets a short hash suffix.
+NAMESPACE_SEPARATOR = "__"
+MAX_CLIENT_TOOL_NAME = 64
+
+# top_k is clamped to this range (SCOUT 6.5).
+TOP_K_MIN = 1
+TOP_K_MAX = 20
+MAX_QUERY_CHARS = 2000
+MAX_INSPECT_IDS = 20
+MAX_TOOL_ID_CHARS = 460
+MAX_IDEMPOTENCY_KEY_CHARS = 200
+MAX_APPROVAL_ID_CHARS = 64
+
+# One text for a hidden and an unknown tool alike, never echoing what was asked for (T3, T4, Z4).
+UNKNOWN_TOOL_MESSAGE = "Unknown tool. Use a tool_id exactly as tool_search returned it; do not guess tool ids."

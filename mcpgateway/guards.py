@@ -1,0 +1,181 @@
+"""ASGI guards in front of the MCP endpoint: checks that need no identity run before authentication, the
+body checks after it, so nobody can make the gateway buffer or parse more than the limits allow.
+
+- ``EdgeGuard`` (before auth): Host and Origin against the allowlists (421 / 403), and no query string (a
+  token put in the URL is refused, and redacted from the scope so the access log never shows it).
+- ``BodyGuard`` (after auth): counts body bytes as they stream in and answers 413 as soon as the limit is
+  passed (declared, chunked or understated lengths alike); then rejects what JSON-RPC dispatch should never
+  see: a byte-order mark, invalid or truncated JSON, duplicate object keys (authorization and dispatch must
+  never read different values), nesting deeper than the limit, and batches.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import deque
+from typing import Any
+
+import numpy as np
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+
+
+def _host_allowed(host: str, allowed: list[str]) -> bool:
+    for pattern in allowed:
+        if pattern.endswith(":*"):
+            if host.startswith(pattern[:-1]) and host[len(pattern) - 1 :].isdigit():
+                return True
+        elif host == pattern:
+            return True
+    return False
+
+
+async def _send_json(send: Send, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]] = ()) -> None:
+    payload = json.dumps(body).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
+
+
+async def _send_rpc_error(send: Send, status: int, code: int, message: str) -> None:
+    await _send_json(send, status, {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}})
+
+
+class EdgeGuard:
+    """Host/Origin allowlists and the no-query-string rule, before any identity is looked at."""
+
+    def __init__(self, app: ASGIApp, *, allowed_hosts: list[str], allowed_origins: list[str]) -> None:
+        self.app = app
+        self.allowed_hosts = allowed_hosts
+        self.allowed_origins = allowed_origins
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if scope.get("query_string"):
+            # The scope dict is the server's own: blanking it here keeps a token out of the access log line.
+            scope["query_string"] = b""
+            await _send_json(
+                send,
+                400,
+                {
+                    "error": "invalid_request",
+                    "error_description": "Query parameters are not accepted on /mcp; "
+                    "send the token in the Authorization header",
+                },
+            )
+            return
+        headers = Headers(scope=scope)
+        if not _host_allowed(headers.get("host", ""), self.allowed_hosts):
+            await _send_json(send, 421, {"error": "misdirected_request", "error_description": "Host not allowed"})
+            return
+        origin = headers.get("origin")
+        if origin is not None and not _host_allowed(origin, self.allowed_origins):
+            await _send_json(send, 403, {"error": "forbidden", "error_description": "Origin not allowed"})
+            return
+        await self.app(scope, receive, send)
+
+
+def json_depth(body: bytes) -> int:
+    """Deepest nesting of arrays/objects in ``body``, without recursion (strings are skipped)."""
+    skeleton = _STRING.sub(b'""', body)
+    codes = np.frombuffer(skeleton, dtype=np.uint8)
+    steps = np.zeros(codes.shape, dtype=np.int32)
+    steps[(codes == ord("[")) | (codes == ord("{"))] = 1
+    steps[(codes == ord("]")) | (codes == ord("}"))] = -1
+    if not steps.any():
+        return 0
+    return int(np.cumsum(steps).max())
+
+
+class DuplicateKeyError(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise DuplicateKeyError("duplicate object key")
+        result[key] = value
+    return result
+
+
+def check_json_body(body: bytes, *, max_depth: int) -> tuple[int, int, str] | None:
+    """``(status, code, message)`` for a body JSON-RPC dispatch must not see, or None when it is fine."""
+    if body.startswith(b"\xef\xbb\xbf"):
+        return 400, PARSE_ERROR, "Parse error: a byte-order mark is not allowed"
+    if json_depth(body) > max_depth:
+        return 400, PARSE_ERROR, f"Parse error: JSON nested deeper than {max_depth} levels"
+    try:
+        decoded = json.loads(body, object_pairs_hook=_no_duplicates)
+    except DuplicateKeyError:
+        return 400, PARSE_ERROR, "Parse error: duplicate object keys"
+    except (ValueError, RecursionError):
+        return 400, PARSE_ERROR, "Parse error: invalid JSON"
+    if isinstance(decoded, list):
+        return 400, INVALID_REQUEST, "Invalid request: JSON-RPC batches are not supported"
+    return None
+
+
+class BodyGuard:
+    """Size-limit and sanity-check POST bodies, then replay them to the MCP app."""
+
+    def __init__(self, app: ASGIApp, *, max_body_bytes: int, max_depth: int) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+        self.max_depth = max_depth
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        declared = Headers(scope=scope).get("content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.max_body_bytes):
+            await self._too_large(send)
+            return
+        body = bytearray()
+        trailing: Message | None = None
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                trailing = message  # the client went away; let the app see it
+                break
+            body.extend(message.get("body", b""))
+            if len(body) > self.max_body_bytes:
+                await self._too_large(send)
+                return
+            if not message.get("more_body", False):
+                break
+        if trailing is None:
+            problem = check_json_body(bytes(body), max_depth=self.max_depth)
+            if problem is not None:
+                await _send_rpc_error(send, *problem)
+                return
+        pending: deque[Message] = deque([{"type": "http.request", "body": bytes(body), "more_body": False}])
+        if trailing is not None:
+            pending.append(trailing)
+
+        async def replay() -> Message:
+            return pending.popleft() if pending else await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _too_large(self, send: Send) -> None:
+        await _send_rpc_error(send, 413, INVALID_REQUEST, f"Request body larger than {self.max_body_bytes} bytes")

@@ -1,0 +1,63 @@
+"""Reads for the gateway: which of a caller's visible tools are listed, and how they are named for clients."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from django.db.models import QuerySet
+
+from catalog.models import Tool
+from governance.models import ServerUserObjectPermission
+from governance.principals import Principal
+from governance.selectors import tool_pks_visible_to
+
+from .constants import MAX_CLIENT_TOOL_NAME, NAMESPACE_SEPARATOR
+from .models import PinnedTool
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def client_tool_name(*, server_slug: str, tool_name: str) -> str:
+    """The name a directly listed tool gets: ``server__tool``, valid for MCP clients (``[A-Za-z0-9_.-]``,
+    at most 64 characters). A name that had to be changed or shortened gets a hash of the exact tool id,
+    so two tools never share a client name."""
+    raw = f"{server_slug}{NAMESPACE_SEPARATOR}{tool_name}"
+    safe = _UNSAFE.sub("_", raw)
+    if safe == raw and len(safe) <= MAX_CLIENT_TOOL_NAME:
+        return safe
+    digest = hashlib.sha256(f"{server_slug}::{tool_name}".encode()).hexdigest()[:8]
+    return f"{safe[: MAX_CLIENT_TOOL_NAME - 9]}_{digest}"
+
+
+def _listed(pks: frozenset[int] | set[int]) -> QuerySet[Tool]:
+    return Tool.objects.filter(pk__in=pks).select_related("server", "policy__risk_class").order_by("tool_id")
+
+
+def tools_listed_for(*, principal: Principal, pinned_only: bool = False) -> list[Tool]:
+    """The caller's visible tools as ``tools/list`` shows them directly (all, or only the pinned ones)."""
+    visible = tool_pks_visible_to(principal=principal)
+    if not pinned_only:
+        return list(_listed(visible))
+    pinned = [pk for pk in PinnedTool.objects.values_list("tool_id", flat=True) if pk in visible]
+    order = {pk: i for i, pk in enumerate(pinned)}
+    return sorted(_listed(set(pinned)), key=lambda tool: order[tool.pk])
+
+
+def tool_for_client_name(*, principal: Principal, name: str) -> Tool | None:
+    """The visible tool listed under ``name``, or None (unknown and hidden alike)."""
+    if not isinstance(name, str) or not name or len(name) > MAX_CLIENT_TOOL_NAME:
+        return None
+    for tool in _listed(tool_pks_visible_to(principal=principal)):
+        if client_tool_name(server_slug=tool.server.slug, tool_name=tool.name) == name:
+            return tool
+    return None
+
+
+def server_slugs_of(*, principal: Principal) -> frozenset[str]:
+    """The caller's own servers (scope="my_servers"): servers granted to the user personally, not via a group."""
+    return frozenset(
+        ServerUserObjectPermission.objects.filter(
+            user=principal.user, permission__codename="discover_server"
+        ).values_list("content_object__slug", flat=True)
+    )

@@ -1,0 +1,189 @@
+"""The MCP server behind /mcp: meta-tools, conditional exposure and the ASGI app with its guards.
+
+``tools/list`` and ``tools/call`` are answered per caller. While the search index is ready the caller sees
+the three meta-tools plus any pinned tools it may see; otherwise (SCOUT 5.2) it sees its visible tools
+directly, named ``server__tool``, and calls to those names take the same governed path as execute_tool.
+"""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from typing import Any
+
+import mcp_types as types
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
+from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
+from mcp.server.auth.routes import build_resource_metadata_url
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.context import ServerRequestContext
+from mcp.server.mcpserver import MCPServer
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.routing import BaseRoute, Route
+
+from catalog.models import Tool
+
+from .auth import ScoutTokenVerifier, principal_from_context
+from .choices import Exposure
+from .constants import META_TOOLS
+from .guards import BodyGuard, EdgeGuard
+from .selectors import client_tool_name, tool_for_client_name, tools_listed_for
+from .services import UnknownTool, gateway_execute
+from .tools import META_TOOL_FUNCTIONS, unknown_tool_error
+from .upstreams import UpstreamPool
+
+INSTRUCTIONS = (
+    "Scout is a gateway to many governed tools. To act: call tool_search with the step you need, pick a "
+    "tool_id from its answer, then call execute_tool with that tool_id and arguments matching its inputSchema. "
+    "Never guess tool ids."
+)
+
+
+def index_ready() -> bool:
+    """Whether meta-tools are exposed: the setting, then the search index (ready and non-empty)."""
+    mode = settings.SCOUT_MCP_EXPOSURE
+    if mode == Exposure.META:
+        return True
+    if mode == Exposure.DIRECT:
+        return False
+    from search.backends import backend_get
+
+    status = backend_get().status()
+    return bool(status.ready and status.tool_count > 0)
+
+
+def direct_definition(tool: Tool) -> types.Tool:
+    """A visible tool as listed directly: namespaced name, cleaned texts, readOnlyHint from Scout's policy."""
+    from governance.sanitize import clean_for_model
+
+    annotations = dict(tool.annotations or {})
+    policy = getattr(tool, "policy", None)
+    if policy is not None:
+        annotations["readOnlyHint"] = policy.operation_class == "read"
+    return types.Tool(
+        name=client_tool_name(server_slug=tool.server.slug, tool_name=tool.name),
+        title=clean_for_model(tool.title or tool.upstream_title) or None,
+        description=clean_for_model(tool.purpose or tool.description) or None,
+        input_schema=tool.input_schema or {"type": "object"},
+        output_schema=tool.output_schema or None,
+        annotations=types.ToolAnnotations.model_validate(annotations) if annotations else None,
+    )
+
+
+def _listing(principal: Any) -> tuple[bool, list[types.Tool]]:
+    ready = index_ready()
+    return ready, [direct_definition(tool) for tool in tools_listed_for(principal=principal, pinned_only=ready)]
+
+
+class ScoutMCPServer(MCPServer):
+    """MCPServer whose tool listing and routing depend on the caller."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.pool = UpstreamPool()
+        for function in META_TOOL_FUNCTIONS:
+            self.add_tool(function)
+
+    async def _handle_list_tools(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        principal = await principal_from_context(ctx)
+        if principal is None:
+            return types.ListToolsResult(tools=[], ttl_ms=0, cache_scope="private")
+        ready, listed = await sync_to_async(_listing)(principal)
+        tools = (await self.list_tools() if ready else []) + listed
+        # Private and immediately stale: the listing is this caller's and follows permission changes.
+        return types.ListToolsResult(tools=tools, ttl_ms=0, cache_scope="private")
+
+    async def _handle_call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        if params.name in META_TOOLS:
+            return await super()._handle_call_tool(ctx, params)
+        principal = await principal_from_context(ctx)
+        if principal is None:
+            raise unknown_tool_error()
+        tool = await sync_to_async(tool_for_client_name)(principal=principal, name=params.name)
+        if tool is None:
+            raise unknown_tool_error()
+        try:
+            return await gateway_execute(
+                principal=principal, tool_id=tool.tool_id, arguments=params.arguments or {}, pool=self.pool
+            )
+        except UnknownTool:
+            raise unknown_tool_error() from None
+
+
+def transport_security() -> TransportSecuritySettings:
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=list(settings.SCOUT_MCP_ALLOWED_HOSTS),
+        allowed_origins=list(settings.SCOUT_MCP_ALLOWED_ORIGINS),
+    )
+
+
+def build_mcp_server() -> ScoutMCPServer:
+    return ScoutMCPServer(
+        name="scout",
+        title="Scout",
+        instructions=INSTRUCTIONS,
+        token_verifier=ScoutTokenVerifier(),
+        auth=AuthSettings(
+            issuer_url=settings.SCOUT_PUBLIC_URL,
+            resource_server_url=f"{settings.SCOUT_PUBLIC_URL}/mcp",
+            validate_token_resource=False,  # Scout's verifier checks its own tokens; they name no audience
+        ),
+    )
+
+
+def build_routes(server: ScoutMCPServer) -> list[BaseRoute]:
+    """Routes for /mcp and its protected-resource metadata, with the guards in order: edge checks, bearer
+    authentication, body checks, then the SDK's Streamable HTTP handling."""
+    sdk_app = server.streamable_http_app(
+        transport_security=transport_security(),
+        max_request_body_size=settings.SCOUT_MCP_MAX_BODY_BYTES,
+    )
+    verifier = server._token_verifier  # noqa: SLF001 - the verifier MCPServer was built with
+    auth = server.settings.auth
+    assert auth is not None and verifier is not None
+    inner = BodyGuard(
+        StreamableHTTPASGIApp(server.session_manager),
+        max_body_bytes=settings.SCOUT_MCP_MAX_BODY_BYTES,
+        max_depth=settings.SCOUT_MCP_MAX_JSON_DEPTH,
+    )
+    endpoint = AuthenticationMiddleware(
+        AuthContextMiddleware(
+            RequireAuthMiddleware(
+                inner, auth.required_scopes or [], build_resource_metadata_url(auth.resource_server_url)
+            )
+        ),
+        backend=BearerAuthBackend(verifier),
+    )
+    guarded = EdgeGuard(
+        endpoint,
+        allowed_hosts=list(settings.SCOUT_MCP_ALLOWED_HOSTS),
+        allowed_origins=list(settings.SCOUT_MCP_ALLOWED_ORIGINS),
+    )
+    metadata_routes = [
+        route for route in sdk_app.routes if isinstance(route, Route) and route.path.startswith("/.well-known/")
+    ]
+    return [Route("/mcp", endpoint=guarded), *metadata_routes]
+
+
+@asynccontextmanager
+async def gateway_lifespan(server: ScoutMCPServer):
+    """Run the SDK session manager and the upstream pool for the life of the process."""
+    async with server.session_manager.run(), server.pool.running():
+        yield
+
+
+def build_gateway_app(server: ScoutMCPServer | None = None) -> tuple[ScoutMCPServer, list[BaseRoute]]:
+    server = server or build_mcp_server()
+    return server, build_routes(server)
+
+
+__all__ = ["ScoutMCPServer", "Starlette", "build_gateway_app", "gateway_lifespan", "index_ready"]

@@ -1,0 +1,122 @@
+"""The meta-tools a model sees. Each is a thin typed function: it finds the caller and calls a service.
+
+Docstrings are the descriptions models read, so they are short (they sit in every context window) and set
+the order of work: search -> (inspect) -> execute, never guessing a tool id.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+import mcp_types as types
+from asgiref.sync import sync_to_async
+from mcp.server.mcpserver import Context
+from mcp.shared.exceptions import MCPError
+from pydantic import Field
+
+from .auth import principal_from_context
+from .constants import UNKNOWN_TOOL_MESSAGE
+from .services import (
+    GatewayInputError,
+    UnknownTool,
+    error_result,
+    gateway_execute,
+    gateway_inspect,
+    gateway_search,
+)
+
+
+def unknown_tool_error() -> MCPError:
+    """The one error for an unknown or hidden tool: same code, same bytes, nothing echoed (Z4)."""
+    return MCPError(code=types.INVALID_PARAMS, message=UNKNOWN_TOOL_MESSAGE)
+
+
+async def _principal(ctx: Context) -> Any:
+    principal = await principal_from_context(ctx.request_context)
+    if principal is None:  # the bearer middleware already refused the request; this is a second lock
+        raise MCPError(code=types.INVALID_REQUEST, message="Authentication required")
+    return principal
+
+
+async def tool_search(
+    query: Annotated[str, Field(description="The step you need a tool for, in plain words (what, on what).")],
+    ctx: Context,
+    top_k: Annotated[int, Field(description="How many tools to return (1-20).")] = 5,
+    operation_class: Literal["read", "write", "execute", "approve"] | None = None,
+    environment: Annotated[str | None, Field(description="e.g. production or development")] = None,
+    scope: Literal["all", "my_servers"] = "all",
+) -> types.CallToolResult:
+    """Find tools for one step of the task. Call this first whenever you need a capability.
+
+    Returns the best matching tools with tool_id, summary, risk, why it matched and inputSchema. Then call
+    execute_tool with one of these tool_ids and arguments that satisfy its inputSchema. No matches means no
+    tool fits: rephrase or tell the user. Never guess or invent a tool_id."""
+    principal = await _principal(ctx)
+    try:
+        answer = await sync_to_async(gateway_search)(
+            principal=principal,
+            query=query,
+            top_k=top_k,
+            operation_class=operation_class,
+            environment=environment,
+            scope=scope,
+        )
+    except GatewayInputError as exc:
+        return error_result(str(exc))
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=answer.text())],
+        structured_content=answer.structured(),
+    )
+
+
+async def tool_inspect(
+    tool_ids: Annotated[list[str], Field(description="tool_ids exactly as tool_search returned them.")],
+    ctx: Context,
+) -> types.CallToolResult:
+    """Full definitions (inputSchema, outputSchema, annotations) of tools tool_search returned.
+
+    Rarely needed: tool_search already includes each inputSchema."""
+    principal = await _principal(ctx)
+    try:
+        tools = await sync_to_async(gateway_inspect)(principal=principal, tool_ids=tool_ids)
+    except UnknownTool:
+        raise unknown_tool_error() from None
+    except GatewayInputError as exc:
+        return error_result(str(exc))
+
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=json.dumps(tools, ensure_ascii=False))],
+        structured_content={"tools": tools},
+    )
+
+
+async def execute_tool(
+    tool_id: Annotated[str, Field(description="Exact tool_id from tool_search (server::tool). Do not guess.")],
+    arguments: Annotated[dict[str, Any], Field(description="Arguments satisfying the tool's inputSchema.")],
+    ctx: Context,
+    approval_id: Annotated[str | None, Field(description="Only when retrying an approved call.")] = None,
+    idempotency_key: Annotated[
+        str | None, Field(description="A unique string per intended call, so a resent call runs once.")
+    ] = None,
+) -> types.CallToolResult:
+    """Run one tool found with tool_search and return its result unchanged.
+
+    If the result says approval is needed, wait until an approver has approved it, then call again with the
+    same tool_id, the same arguments and the approval_id it gave. Use an idempotency_key for calls that
+    change things."""
+    principal = await _principal(ctx)
+    try:
+        return await gateway_execute(
+            principal=principal,
+            tool_id=tool_id,
+            arguments=arguments,
+            approval_id=approval_id,
+            idempotency_key=idempotency_key,
+            pool=ctx.mcp_server.pool,
+        )
+    except UnknownTool:
+        raise unknown_tool_error() from None
+
+
+META_TOOL_FUNCTIONS = (tool_search, tool_inspect, execute_tool)

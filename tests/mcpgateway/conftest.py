@@ -1,0 +1,352 @@
+"""A live gateway over HTTP for the gateway tests, real upstream servers, personas and tokens.
+
+The gateway (``scoutsite.asgi.application``) runs under uvicorn in a background thread on a free 127.0.0.1
+port, once per test session (the SDK's session manager runs once per app). Tests talk to it only over HTTP:
+the SDK's in-memory client would skip authentication. Data is committed (``transaction=True``) so the
+server sees it; with the in-memory SQLite test database the server shares the test connection, as
+Django's LiveServerTestCase does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import httpx
+import httpx2
+import pytest
+import uvicorn
+from asgiref.sync import sync_to_async
+from django.db import connections
+from django.utils import timezone
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+T = TypeVar("T")
+
+REPO = Path(__file__).resolve().parents[2]
+FAULTY_SERVER = Path(__file__).parent / "servers" / "faulty_server.py"
+NODE_BIN = REPO / "tools" / "node_modules" / ".bin"
+MODERN = "2026-07-28"
+LEGACY = "legacy"  # the 2025-11-25 initialize handshake
+PROTOCOL_MODES = [LEGACY, MODERN]
+
+# Marks every gateway test: committed data, and the seeded risk classes restored after each flush.
+gateway_db = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class ThreadedUvicorn:
+    """uvicorn serving one ASGI app from a background thread, with its own event loop."""
+
+    def __init__(self, app: Any, *, log_config: Any = None) -> None:
+        self.port = free_port()
+        config = uvicorn.Config(
+            app,
+            host="127.0.0.1",
+            port=self.port,
+            lifespan="on",
+            log_level="info",
+            access_log=True,
+            log_config=log_config,
+            timeout_graceful_shutdown=2,
+        )
+        self.server = uvicorn.Server(config)
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        try:
+            self.loop.run_until_complete(self.server.serve())
+        finally:
+            # Leave nothing pending (e.g. sse-starlette's shutdown watcher) to be destroyed at exit.
+            pending = [task for task in asyncio.all_tasks(self.loop) if not task.done()]
+            for task in pending:
+                task.cancel()
+            self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            self.loop.close()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> ThreadedUvicorn:
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.05)
+        return self
+
+    def run_sync_in_server(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` in the thread where the server's ORM work runs (asgiref's thread-sensitive executor)."""
+        return asyncio.run_coroutine_threadsafe(sync_to_async(fn)(), self.loop).result(30)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(15)
+
+
+@pytest.fixture(scope="session")
+def access_log() -> list[str]:
+    return []
+
+
+@pytest.fixture(scope="session")
+def live_gateway(django_db_setup, django_db_blocker, access_log: list[str]) -> Iterator[ThreadedUvicorn]:
+    import logging
+
+    from scoutsite.asgi import application
+
+    class _Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            access_log.append(record.getMessage())
+
+    collector = _Collect(level=logging.INFO)
+    for name in ("uvicorn.access", "uvicorn.error"):
+        logging.getLogger(name).addHandler(collector)
+    server = ThreadedUvicorn(application, log_config=None).start()
+    with django_db_blocker.unblock():
+        connection = connections["default"]
+        if connection.vendor == "sqlite" and connection.is_in_memory_db():
+            # One in-memory database: the server thread must use this very connection (as LiveServerTestCase).
+            connection.inc_thread_sharing()
+
+            def share() -> None:
+                connections["default"] = connection
+
+            server.run_sync_in_server(share)
+        yield server
+        if not (connection.vendor == "sqlite" and connection.is_in_memory_db()):
+            server.run_sync_in_server(connections.close_all)  # or the test database cannot be dropped
+        server.stop()
+    for name in ("uvicorn.access", "uvicorn.error"):
+        logging.getLogger(name).removeHandler(collector)
+
+
+@pytest.fixture
+def gateway(live_gateway: ThreadedUvicorn, transactional_db, settings) -> ThreadedUvicorn:
+    """The live gateway for one test, with a clean slate of settings and search state."""
+    from search.backends import backend_get
+
+    settings.SCOUT_PUBLIC_URL = live_gateway.url
+    backend_get().reset()
+    yield live_gateway
+    backend_get().reset()
+
+
+def run(make: Callable[[], Awaitable[T]]) -> T:
+    """Run async client code from a (sync) test."""
+    return anyio.run(make)
+
+
+# --- people and tokens ----------------------------------------------------------------------------
+
+
+@dataclass
+class Persona:
+    user: Any
+    token: str
+
+
+def make_user(username: str, **extra: Any) -> Any:
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.create_user(username=username, password=f"pw-{username}-123", **extra)
+
+
+def make_token(user: Any, scopes: list[str] | None = None, **extra: Any) -> str:
+    from governance.services.tokens import api_token_create
+
+    _, raw = api_token_create(
+        user=user,
+        name=f"{user.username} test token",
+        scopes=scopes or ["discover", "execute"],
+        expires_at=timezone.now() + timedelta(hours=1),
+        **extra,
+    )
+    return raw
+
+
+@pytest.fixture
+def admin_user(transactional_db) -> Any:
+    return make_user("gw_admin", is_staff=True, is_superuser=True)
+
+
+def grant(admin_user: Any, target: Any, holder: Any, *actions: str) -> None:
+    from governance.services.permissions import permission_grant
+
+    for action in actions:
+        permission_grant(actor=admin_user, target=target, action=action, holder=holder)
+
+
+# --- upstream servers -----------------------------------------------------------------------------
+
+
+def sync_server(**fields: Any) -> Any:
+    """Register an upstream server and sync its real listing through the catalog."""
+    from catalog.models import Server
+    from catalog.services.sync import server_sync
+
+    server = Server.objects.create(name=fields["slug"], **fields)
+    run_ = server_sync(server_pk=server.pk, trigger="test")
+    server.refresh_from_db()
+    assert run_.status in ("success", "partial"), (run_.status, run_.error)
+    assert server.tools.exists(), f"{server.slug}: no tools synced"
+    return server
+
+
+@pytest.fixture
+def time_server(transactional_db) -> Any:
+    return sync_server(slug="time", transport="stdio", command="mcp-server-time", args=["--local-timezone", "UTC"])
+
+
+@pytest.fixture
+def faulty_call_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "faulty-calls.log"
+    monkeypatch.setenv("FAULTY_CALL_LOG", str(path))
+    return path
+
+
+def faulty_calls(path: Path, name: str) -> int:
+    if not path.exists():
+        return 0
+    return sum(1 for line in path.read_text().splitlines() if line.split()[-1] == name)
+
+
+@pytest.fixture
+def faulty_server(transactional_db, faulty_call_log: Path) -> Any:
+    return sync_server(
+        slug="faulty",
+        transport="stdio",
+        command=sys.executable,
+        args=[str(FAULTY_SERVER)],
+        env_vars=["FAULTY_CALL_LOG"],
+    )
+
+
+@pytest.fixture
+def memory_server(transactional_db, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    binary = NODE_BIN / "mcp-server-memory"
+    if not binary.exists():
+        if os.environ.get("SCOUT_REQUIRE_NODE_TOOLS"):
+            pytest.fail(f"{binary} is missing and SCOUT_REQUIRE_NODE_TOOLS is set: run `make install`")
+        pytest.skip(f"{binary} is missing: run `make install` (npm reference servers)")
+    monkeypatch.setenv("MEMORY_FILE_PATH", str(tmp_path / "memory.jsonl"))
+    return sync_server(slug="memory", transport="stdio", command=str(binary), env_vars=["MEMORY_FILE_PATH"])
+
+
+def build_http_upstream() -> Any:
+    """A Streamable HTTP upstream built with MCPServer: arithmetic, plus an admin tool tests hide."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp_types import ToolAnnotations
+
+    upstream = MCPServer("calc")
+    read_only = ToolAnnotations(readOnlyHint=True, destructiveHint=False)
+
+    @upstream.tool(annotations=read_only)
+    def add(a: int, b: int) -> int:
+        """Add two integers and return the sum."""
+        return a + b
+
+    @upstream.tool(annotations=read_only)
+    def rotate_payroll_encryption_keys(environment: str) -> str:
+        """Rotate the payroll database encryption keys for an environment (payroll key rotation)."""
+        return f"rotated {environment}"
+
+    return upstream.streamable_http_app(stateless_http=False)
+
+
+@pytest.fixture(scope="session")
+def http_upstream() -> Iterator[ThreadedUvicorn]:
+    server = ThreadedUvicorn(build_http_upstream()).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def calc_server(transactional_db, http_upstream: ThreadedUvicorn) -> Any:
+    return sync_server(slug="calc", transport="http", url=f"{http_upstream.url}/mcp")
+
+
+# --- search index ---------------------------------------------------------------------------------
+
+
+def build_index() -> None:
+    from search.services import index_rebuild
+
+    index_rebuild()
+
+
+# --- MCP and raw HTTP clients ---------------------------------------------------------------------
+
+
+def mcp_client(gateway: ThreadedUvicorn, token: str, mode: str = LEGACY) -> Client:
+    http_client = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
+    return Client(streamable_http_client(f"{gateway.url}/mcp", http_client=http_client), mode=mode)
+
+
+def raw_post(
+    gateway: ThreadedUvicorn,
+    body: Any,
+    *,
+    token: str | None = None,
+    headers: dict[str, str] | None = None,
+    protocol: str = MODERN,
+    raw: bytes | None = None,
+) -> httpx.Response:
+    """One POST to /mcp as a 2026-07-28 client would send it (no session needed)."""
+    sent = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": protocol,
+    }
+    if token:
+        sent["Authorization"] = f"Bearer {token}"
+    if isinstance(body, dict) and "method" in body:
+        sent["Mcp-Method"] = body["method"]
+        name = (body.get("params") or {}).get("name")
+        if body["method"] == "tools/call" and isinstance(name, str) and name.isascii() and name.isprintable():
+            sent["Mcp-Name"] = name
+    sent.update(headers or {})
+    content = raw if raw is not None else json.dumps(body).encode()
+    return httpx.post(f"{gateway.url}/mcp", content=content, headers=sent, timeout=60)
+
+
+def modern_request(method: str, params: dict[str, Any] | None = None, request_id: int = 1) -> dict[str, Any]:
+    """A 2026-07-28 JSON-RPC request: the envelope carries protocol version and client info in ``_meta``."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw-test", "version": "1"},
+    }
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {**(params or {}), "_meta": meta}}
+
+
+def rpc_result(response: httpx.Response) -> dict[str, Any]:
+    """The JSON-RPC message of a response, whether sent as JSON or as one SSE event."""
+    text = response.text
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        data = [line[5:].strip() for line in text.splitlines() if line.startswith("data:") and line[5:].strip()]
+        messages = [json.loads(item) for item in data]
+        return next(m for m in messages if "result" in m or "error" in m)
+    return json.loads(text)

@@ -1,0 +1,63 @@
+"""A stdio MCP server with tools that misbehave on purpose, for the gateway's fault tests.
+
+Every call is appended to the file named by FAULTY_CALL_LOG (one line per call) so a test can count how
+many times the upstream really ran a tool.
+"""
+
+import os
+import sys
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp_types import ToolAnnotations
+
+server = MCPServer("faulty")
+READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+
+
+def _log(name: str) -> None:
+    path = os.environ.get("FAULTY_CALL_LOG")
+    if path:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(f"{os.getpid()} {name}\n")
+
+
+@server.tool(annotations=READ_ONLY)
+def ping(text: str = "pong") -> str:
+    """Answer with the given text."""
+    _log("ping")
+    return text
+
+
+@server.tool(annotations=READ_ONLY)
+async def hang() -> str:
+    """Never answer."""
+    _log("hang")
+    await anyio.sleep_forever()
+    return "unreachable"
+
+
+@server.tool(annotations=READ_ONLY)
+def crash() -> str:
+    """Kill the server process mid-call."""
+    _log("crash")
+    sys.stdout.flush()
+    os._exit(1)
+
+
+@server.tool(annotations=READ_ONLY)
+def big(megabytes: int = 10) -> str:
+    """Return a very large text."""
+    _log("big")
+    return "x" * (megabytes * 1024 * 1024)
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=False))
+def record_note(note: str) -> str:
+    """Store a note (changes state: every call writes one record)."""
+    _log("record_note")
+    return f"stored {len(note)} characters"
+
+
+if __name__ == "__main__":
+    server.run("stdio")

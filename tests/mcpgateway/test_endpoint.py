@@ -1,0 +1,237 @@
+"""The /mcp endpoint over HTTP: authentication, Host/Origin, and hostile request shapes (SECURITY-TESTS C1)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+import httpx
+import pytest
+
+from .conftest import (
+    LEGACY,
+    MODERN,
+    PROTOCOL_MODES,
+    gateway_db,
+    make_token,
+    make_user,
+    mcp_client,
+    modern_request,
+    raw_post,
+    rpc_result,
+    run,
+)
+
+pytestmark = [gateway_db, pytest.mark.slow]
+
+
+@pytest.fixture
+def member_token(gateway) -> str:
+    return make_token(make_user("gw_member"))
+
+
+def test_no_token_is_401_with_www_authenticate_naming_the_metadata_url(gateway):
+    response = raw_post(gateway, modern_request("tools/list"))
+    assert response.status_code == 401
+    challenge = response.headers["www-authenticate"]
+    assert challenge.startswith("Bearer ")
+    assert "/.well-known/oauth-protected-resource/mcp" in challenge
+    metadata = httpx.get(f"{gateway.url}/.well-known/oauth-protected-resource/mcp", timeout=10)
+    assert metadata.status_code == 200
+    assert metadata.json()["resource"].endswith("/mcp")
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    [
+        "Bearer scout_" + "A" * 43,  # well-formed, unknown
+        "Bearer not-a-scout-token",
+        "Bearer eyJhbGciOiJub25lIn0.eyJzdWIiOiJhZG1pbiJ9.",  # alg:none JWT
+        "Basic Z3dfbWVtYmVyOnB3",  # another scheme
+    ],
+)
+def test_bad_tokens_are_401(gateway, authorization):
+    response = raw_post(gateway, modern_request("tools/list"), headers={"Authorization": authorization})
+    assert response.status_code == 401
+    assert "www-authenticate" in response.headers
+
+
+def test_revoked_and_expired_tokens_are_401(gateway):
+    from django.utils import timezone
+
+    from governance.models import ApiToken
+    from governance.services.tokens import api_token_revoke
+
+    user = make_user("gw_revoked")
+    revoked, expired = make_token(user), make_token(user)
+    assert raw_post(gateway, modern_request("tools/list"), token=revoked).status_code == 200
+    api_token_revoke(token=ApiToken.objects.get(display_prefix=revoked[:10]))
+    ApiToken.objects.filter(display_prefix=expired[:10]).update(expires_at=timezone.now())
+    assert raw_post(gateway, modern_request("tools/list"), token=revoked).status_code == 401
+    assert raw_post(gateway, modern_request("tools/list"), token=expired).status_code == 401
+
+
+def test_identity_only_from_the_authorization_header(gateway, member_token):
+    # Other headers that proxies use for identity are ignored: without a bearer token it is still 401.
+    spoof = {"X-Forwarded-User": "gw_member", "X-User": "admin", "X-Api-Key": member_token, "Cookie": "a=b"}
+    assert raw_post(gateway, modern_request("tools/list"), headers=spoof).status_code == 401
+
+
+def test_token_in_query_string_is_refused_and_never_logged(gateway, member_token, access_log):
+    response = httpx.post(
+        f"{gateway.url}/mcp?access_token={member_token}",
+        content=json.dumps(modern_request("tools/list")),
+        headers={
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": MODERN,
+            "Mcp-Method": "tools/list",
+        },
+        timeout=10,
+    )
+    assert response.status_code == 400
+    assert member_token not in response.text
+    time.sleep(0.2)  # the access log line is written after the response
+    assert access_log, "uvicorn wrote no log lines to check"
+    assert not any(member_token in line for line in access_log)
+
+
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [
+        ({"Origin": "https://evil.example"}, 403),
+        ({"Host": "evil.example"}, 421),
+        ({"Host": "127.0.0.1.evil.example:80"}, 421),
+    ],
+)
+def test_origin_and_host_are_checked(gateway, member_token, headers, status):
+    response = raw_post(gateway, modern_request("tools/list"), token=member_token, headers=headers)
+    assert response.status_code == status
+    # Checked before identity: the same answer without a token.
+    assert raw_post(gateway, modern_request("tools/list"), headers=headers).status_code == status
+
+
+def test_allowed_origin_passes(gateway, member_token):
+    response = raw_post(gateway, modern_request("tools/list"), token=member_token, headers={"Origin": gateway.url})
+    assert response.status_code == 200
+
+
+def test_batch_is_rejected(gateway, member_token):
+    response = raw_post(
+        gateway,
+        [modern_request("tools/list", request_id=1), modern_request("tools/list", request_id=2)],
+        token=member_token,
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32600
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"jsonrpc": "2.0", "id": 1, "method": "tools/li',  # truncated
+        b"\xef\xbb\xbf" + json.dumps(modern_request("tools/list")).encode(),  # byte-order mark
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"tool_search","name":"execute_tool",'
+        b'"arguments":{}}}',  # duplicate "name"
+    ],
+)
+def test_malformed_json_is_a_parse_error(gateway, member_token, raw):
+    response = raw_post(gateway, None, token=member_token, raw=raw)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32700
+
+
+def test_deep_nesting_is_rejected_fast(gateway, member_token):
+    raw = b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"x":' + b"[" * 10_000 + b"]" * 10_000 + b"}}"
+    started = time.monotonic()
+    response = raw_post(gateway, None, token=member_token, raw=raw)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32700
+    assert time.monotonic() - started < 1.0  # ≤100 ms of server work; the rest is HTTP on a shared machine
+
+
+def test_ten_megabyte_body_is_413(gateway, member_token):
+    body = modern_request("tools/call", {"name": "tool_search", "arguments": {"query": "x" * (10 * 1024 * 1024)}})
+    response = raw_post(gateway, body, token=member_token)
+    assert response.status_code == 413
+
+
+def test_chunked_body_without_length_is_413(gateway, member_token):
+    chunk = b" " * 65536
+
+    def chunks():
+        yield b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"pad":"'
+        for _ in range(200):  # 12.5 MiB, never declared
+            yield chunk
+        yield b'"}}'
+
+    response = httpx.post(
+        f"{gateway.url}/mcp",
+        content=chunks(),
+        headers={
+            "Authorization": f"Bearer {member_token}",
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": MODERN,
+            "Mcp-Method": "tools/list",
+        },
+        timeout=30,
+    )
+    assert response.status_code == 413
+
+
+def test_understated_content_length_never_reaches_dispatch(gateway, member_token):
+    body = json.dumps(modern_request("tools/list")).encode()
+    head = (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{gateway.port}\r\nAuthorization: Bearer {member_token}\r\n"
+        "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+        f"MCP-Protocol-Version: {MODERN}\r\nMcp-Method: tools/list\r\nContent-Length: 10\r\n"
+        "Connection: close\r\n\r\n"
+    ).encode()
+    with socket.create_connection(("127.0.0.1", gateway.port), timeout=10) as sock:
+        sock.sendall(head + body)
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+    # The server reads the 10 declared bytes: not valid JSON, so a parse error, never a dispatched request.
+    assert reply.startswith(b"HTTP/1.1 400")
+    assert b"-32700" in reply
+
+
+def test_mcp_name_header_must_match_the_body(gateway, member_token):
+    body = modern_request("tools/call", {"name": "tool_search", "arguments": {"query": "time"}})
+    response = raw_post(gateway, body, token=member_token, headers={"Mcp-Name": "execute_tool"})
+    assert response.status_code == 400
+    assert rpc_result(response)["error"]["code"] == -32020
+
+
+def test_unsupported_protocol_version_lists_the_supported_ones(gateway, member_token):
+    body = modern_request("tools/list")
+    body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = "1999-01-01"
+    response = raw_post(gateway, body, token=member_token, protocol="1999-01-01")
+    assert response.status_code == 400
+    error = rpc_result(response)["error"]
+    assert MODERN in error["data"]["supported"]
+    # A handshake client asking for an unknown version is answered with one the gateway speaks.
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "1999-01-01", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    response = raw_post(gateway, initialize, token=member_token, headers={"MCP-Protocol-Version": "2025-11-25"})
+    assert response.status_code == 200
+    assert rpc_result(response)["result"]["protocolVersion"] == "2025-11-25"
+
+
+@pytest.mark.parametrize("mode", PROTOCOL_MODES)
+def test_both_protocol_versions_connect_and_list(gateway, member_token, mode):
+    async def main():
+        async with mcp_client(gateway, member_token, mode=mode) as client:
+            listing = await client.list_tools()
+            return client.protocol_version, [tool.name for tool in listing.tools]
+
+    version, names = run(main)
+    assert version == ("2025-11-25" if mode == LEGACY else MODERN)
+    assert isinstance(names, list)
