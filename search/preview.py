@@ -1,0 +1,138 @@
+"""Curator preview: run a request as the gateway would and show how every tool ranks, and why.
+
+Reads only; it calls ``search.services.tool_search`` exactly like the gateway (same backend, same
+visibility rule), so what a curator sees here is what an agent gets. Rendering escapes every string that
+came from an upstream server (descriptions, names, example text): templates never mark anything safe.
+"""
+
+from collections.abc import Collection
+from dataclasses import dataclass, field
+
+from django import forms
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+
+from catalog.models import Tool
+
+from .backends import Match, SearchResult
+from .selectors import indexable_tools
+from .services import TOP_K_MAX, SearchQueryError, tool_search
+
+PREVIEW_PERMISSION = "catalog.view_tool"  # who may preview: anyone who may read the catalog in the admin
+AS_USER_PERMISSION = "auth.view_user"  # previewing as someone else reveals what they see
+
+
+class PreviewForm(forms.Form):
+    query = forms.CharField(max_length=4096, strip=True, widget=forms.TextInput(attrs={"size": 80}))
+    top_k = forms.IntegerField(min_value=1, max_value=TOP_K_MAX, initial=10)
+    fusion = forms.ChoiceField(
+        choices=[("", "configured default"), ("convex", "convex"), ("rrf", "RRF")], required=False
+    )
+    as_user = forms.CharField(
+        required=False,
+        max_length=150,
+        label="As user",
+        help_text="Username: rank among the tools this user may discover. Empty: every live tool.",
+    )
+
+    def __init__(self, *args, may_choose_user: bool = False, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if not may_choose_user:
+            del self.fields["as_user"]
+
+    def clean_as_user(self) -> AbstractBaseUser | None:
+        username = self.cleaned_data.get("as_user") or ""
+        if not username:
+            return None
+        user = get_user_model().objects.filter(username=username).first()
+        if user is None:
+            raise forms.ValidationError("No such user.")
+        return user
+
+
+def visible_tool_pks(*, as_user: AbstractBaseUser | None) -> frozenset[int]:
+    """The set a preview searches: a chosen user's discoverable tools (governance), else every live tool."""
+    if as_user is None:
+        return frozenset(indexable_tools().values_list("pk", flat=True))
+    try:
+        from governance.principals import principal_for_user
+        from governance.selectors import tool_pks_visible_to
+    except ImportError:  # governance not installed: only superusers see everything
+        return visible_tool_pks(as_user=None) if as_user.is_superuser else frozenset()
+    return tool_pks_visible_to(principal=principal_for_user(as_user))
+
+
+@dataclass
+class PreviewOutcome:
+    result: SearchResult | None = None
+    error: str = ""
+
+
+def preview_run(*, query: str, visible: Collection[int], top_k: int, fusion: str | None) -> PreviewOutcome:
+    """One search as the gateway runs it; a bad query becomes a message, never an exception."""
+    try:
+        return PreviewOutcome(tool_search(query=query, visible=visible, top_k=top_k, fusion=fusion or None))
+    except SearchQueryError as exc:
+        return PreviewOutcome(error=str(exc))
+
+
+@dataclass
+class ExampleCheck:
+    text: str
+    negative: bool  # a negative example: the tool should NOT come up for it
+    rank: int | None  # the tool's fused rank (None: not returned)
+    returned: int  # how many matches came back
+    abstained: bool
+    degraded: bool
+    error: str = ""
+    top: list[Match] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        if self.error:
+            return False
+        return self.rank is None if self.negative else self.rank == 1
+
+
+def tool_examples_check(
+    *, tool: Tool, visible: Collection[int], top_k: int = TOP_K_MAX, fusion: str | None = None
+) -> list[ExampleCheck]:
+    """Run each example request (and negative example) of ``tool``; report where the tool lands."""
+    texts = [(e.text, False) for e in tool.examples.all()] + [(n.text, True) for n in tool.negative_examples.all()]
+    checks = []
+    for text, negative in texts:
+        outcome = preview_run(query=text, visible=visible, top_k=top_k, fusion=fusion)
+        if outcome.result is None:
+            checks.append(ExampleCheck(text, negative, None, 0, False, False, error=outcome.error))
+            continue
+        matches = outcome.result.matches
+        rank = next((m.fused_rank for m in matches if m.tool_pk == tool.pk), None)
+        checks.append(
+            ExampleCheck(
+                text,
+                negative,
+                rank,
+                len(matches),
+                outcome.result.abstained,
+                outcome.result.degraded,
+                top=matches[:3],
+            )
+        )
+    return checks
+
+
+def why_lines(match: Match) -> list[str]:
+    """why_matched as short plain lines for the template (which escapes them)."""
+    why = match.why_matched or {}
+    lines = []
+    for label, terms in (why.get("fields") or {}).items():
+        lines.append(f"{label}: {', '.join(str(t) for t in terms)}")
+    if why.get("closest"):
+        lines.append(f"closest vector: {why['closest']}")
+    if why.get("example_request"):
+        lines.append(f"example request: {why['example_request']}")
+    if why.get("operation_intent"):
+        lines.append(f"operation intent: {why['operation_intent']:+}")
+    if why.get("demoted"):
+        lines.append(f"demoted: {why['demoted']}")
+    return lines

@@ -1,0 +1,117 @@
+"""The curator preview in the admin: ranked tools with BM25, dense and fused rank; a tool's example check."""
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.urls import reverse
+
+from search.services import index_rebuild, index_update
+
+from .factories import ToolFactory, add_examples, add_negatives
+
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]
+
+PREVIEW = "admin:search_preview"
+
+
+@pytest.fixture
+def indexed(small_catalog, reindex, encoder):
+    reindex(index_rebuild)
+    return small_catalog
+
+
+@pytest.fixture
+def curator(django_user_model):
+    user = django_user_model.objects.create_user(username="curator", password="pw-curator", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_tool", content_type__app_label="catalog"))
+    return user
+
+
+def rows_of(response) -> list[str]:
+    """tool ids of the result rows, in page order."""
+    html = response.content.decode()
+    marker = 'class="match" data-tool-id="'
+    return [chunk.split('"', 1)[0] for chunk in html.split(marker)[1:]]
+
+
+def test_staff_with_permission_sees_ranked_results_with_branch_ranks(client, curator, indexed):
+    client.force_login(curator)
+    response = client.get(reverse(PREVIEW), {"query": "list_directory", "top_k": 5})
+    assert response.status_code == 200
+    assert rows_of(response)[0] == "files::list_directory"
+    top = response.context["rows"][0][0]
+    assert top.fused_rank == 1 and top.bm25_rank == 1 and top.dense_rank is not None
+    lines = response.context["rows"][0][1]
+    assert any(line.startswith("name:") and "list_directory" in line for line in lines)
+    body = response.content.decode()
+    assert "<th>BM25 rank</th>" in body and "<th>Dense rank</th>" in body and "<th>Fused rank</th>" in body
+
+
+def test_non_staff_is_redirected_to_login(client, member, indexed):
+    client.force_login(member)
+    response = client.get(reverse(PREVIEW), {"query": "list_directory"})
+    assert response.status_code == 302
+    assert reverse("admin:login") in response["Location"]
+
+
+def test_staff_without_catalog_view_permission_is_denied(client, owner, indexed):
+    client.force_login(owner)
+    response = client.get(reverse(PREVIEW), {"query": "list_directory"})
+    assert response.status_code == 403
+
+
+def test_upstream_text_is_escaped(client, curator, indexed, reindex):
+    evil = ToolFactory(
+        server=indexed["read_file"].server,
+        name="render_page",
+        description="<script>alert('x')</script> Render an HTML page to an image.",
+    )
+    reindex(index_update, tool_pks=[evil.pk])
+    client.force_login(curator)
+    response = client.get(reverse(PREVIEW), {"query": "render html page image", "top_k": 5})
+    body = response.content.decode()
+    assert "<script>alert" not in body
+    assert "&lt;script&gt;alert" in body
+
+
+def test_bad_query_shows_a_message_not_an_error(client, curator, indexed):
+    client.force_login(curator)
+    response = client.get(reverse(PREVIEW), {"query": "?!?!", "top_k": 5})
+    assert response.status_code == 200
+    assert response.context["outcome"].error
+    assert rows_of(response) == []
+
+
+def test_preview_as_a_user_ranks_only_what_they_may_see(client, superuser, member, indexed):
+    from governance.services.permissions import permission_grant
+
+    permission_grant(actor=superuser, target=indexed["get_forecast"], action="discover", holder=member)
+    client.force_login(superuser)
+    response = client.get(
+        reverse(PREVIEW), {"query": "weather forecast alerts storm", "top_k": 10, "as_user": "member"}
+    )
+    assert response.status_code == 200
+    assert rows_of(response) == ["weather::get_forecast"]
+
+
+def test_tool_example_check_shows_where_the_tool_lands(client, curator, indexed, reindex):
+    alerts = indexed["get_alerts"]
+    add_negatives(alerts, "how warm will it be on saturday")
+    add_examples(alerts, "are there any tornado warnings in kansas")
+    reindex(index_update, tool_pks=[alerts.pk])
+    client.force_login(curator)
+    response = client.get(reverse("admin:search_preview_tool", args=[alerts.pk]))
+    assert response.status_code == 200
+    checks = {check.text: check for check in response.context["checks"]}
+    example = checks["is there a storm warning near me"]
+    assert not example.negative and example.rank == 1 and example.ok
+    assert checks["are there any tornado warnings in kansas"].rank == 1
+    negative = checks["how warm will it be on saturday"]
+    assert negative.negative
+    assert negative.rank is None or negative.rank > 1
+    assert 'class="check ok"' in response.content.decode()
+
+
+def test_tool_example_check_needs_the_permission(client, owner, indexed):
+    client.force_login(owner)
+    response = client.get(reverse("admin:search_preview_tool", args=[indexed["get_alerts"].pk]))
+    assert response.status_code == 403
