@@ -225,3 +225,19 @@ SCOUT_MCP_IDEMPOTENCY_TTL = env_int("SCOUT_MCP_IDEMPOTENCY_TTL", 24 * 3600)
 # "auto": meta-tools while the search index is ready, the caller's tools listed directly otherwise;
 # "meta" or "direct" force one mode.
 SCOUT_MCP_EXPOSURE = env_str("SCOUT_MCP_EXPOSURE", "auto")
+
+# --- search: Weaviate backend (SCOUT_SEARCH_BACKEND=weaviate) --------------------------------------------
+# HTTP URL of the server; gRPC defaults to the same host on port 50051. API key from WEAVIATE_API_KEY(_FILE).
+WEAVIATE_URL = env_str("WEAVIATE_URL")
+WEAVIATE_GRPC_URL = env_str("WEAVIATE_GRPC_URL")
+WEAVIATE_API_KEY = env_secret("WEAVIATE_API_KEY")
+# Alias searches go through; each full index generation is a collection "<prefix>_<generation>".
+SCOUT_WEAVIATE_PREFIX = env_str("SCOUT_WEAVIATE_PREFIX", "ScoutTools")
+# Connect and query timeout (seconds): past it a search falls back to embedded BM25 (F5: degraded <= 1 s).
+SCOUT_WEAVIATE_TIMEOUT = env_float("SCOUT_WEAVIATE_TIMEOUT", 1.0)
+SCOUT_WEAVIATE_INSERT_TIMEOUT = env_float("SCOUT_WEAVIATE_INSERT_TIMEOUT", 60.0)
+# After a failure, searches skip Weaviate (straight to the fallback) for this long (seconds).
+SCOUT_WEAVIATE_RETRY_SECONDS = env_float("SCOUT_WEAVIATE_RETRY_SECONDS", 10.0)
+SCOUT_WEAVIATE_BATCH_SIZE = env_int("SCOUT_WEAVIATE_BATCH_SIZE", 200)
+# Old generation collections kept after an alias swap (a rollback window); 0 drops them at once.
+SCOUT_WEAVIATE_KEEP_PREVIOUS = env_int("SCOUT_WEAVIATE_KEEP_PREVIOUS", 0)
