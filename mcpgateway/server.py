@@ -7,6 +7,7 @@ directly, named ``server__tool``, and calls to those names take the same governe
 
 from __future__ import annotations
 
+import inspect
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -86,7 +87,7 @@ class ScoutMCPServer(MCPServer):
         super().__init__(**kwargs)
         self.pool = UpstreamPool()
         for function in META_TOOL_FUNCTIONS:
-            self.add_tool(function)
+            self.add_tool(function, description=inspect.cleandoc(function.__doc__ or ""))
 
     async def _handle_list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None

@@ -398,43 +398,49 @@ def _principal_key(principal: Principal) -> str:
 
 def _approval_url(approval: Any) -> str:
     try:
-        path = reverse("admin:governance_approvalrequest_change", args=[approval.pk])
+        path = reverse("admin:governance_approvalrequest_decide", args=[approval.pk])
     except NoReverseMatch:
         path = "/admin/governance/approvalrequest/"
     return f"{settings.SCOUT_PUBLIC_URL}{path}"
 
 
 def _approval_gate(
-    *, principal: Principal, tool: Tool, arguments: dict[str, Any], approval_id: str | None, digest: str
+    *, principal: Principal, tool: Tool, arguments: dict[str, Any], approval_id: str | None
 ) -> tuple[Any, types.CallToolResult | None]:
-    """``(approval, None)`` when the call may run (approval None if none is needed), else ``(None, result)``."""
-    from governance.services.approvals import (
-        ApprovalError,
-        approval_consume,
-        approval_request_create,
-        policy_for_tool,
-    )
+    """``(approval, None)`` when the call may run (approval None if none is needed), else ``(None, result)``.
 
-    if approval_id is None:
-        if not policy_for_tool(tool=tool).requires_approval:
-            return None, None
-        approval = approval_request_create(principal=principal, tool=tool, arguments=arguments)
-        url = _approval_url(approval)
-        return None, error_result(
-            f"This call needs human approval (approval_id {approval.approval_id}). An approver decides at {url} . "
-            "Once it is approved, call execute_tool again with the same tool_id, the same arguments and "
-            f'approval_id "{approval.approval_id}". Do not retry before then.',
-            approval_required=True,
-            approval_id=approval.approval_id,
-            approval_url=url,
-        )
-    if not isinstance(approval_id, str) or len(approval_id) > MAX_APPROVAL_ID_CHARS:
-        return None, error_result("approval_id is not valid; request the call again without it to get a new one")
+    governance.call_authorize re-authorizes and applies the policy: it opens a pending request when an
+    approval is needed, or consumes the given one atomically (once, for these exact arguments)."""
+    from governance.services.approvals import ApprovalError, ArgumentsNotCanonical
+    from governance.services.authorize import call_authorize
+
+    if approval_id is not None and (not isinstance(approval_id, str) or len(approval_id) > MAX_APPROVAL_ID_CHARS):
+        return None, error_result("approval_id is not valid; call again without it to request a new approval")
     try:
-        approval = approval_consume(principal=principal, approval_id=approval_id, tool=tool, arguments=arguments)
+        decision = call_authorize(
+            principal=principal, tool_id=tool.tool_id, arguments=arguments, approval_id=approval_id
+        )
+    except ToolNotFound:
+        raise UnknownTool() from None
+    except ArgumentsNotCanonical as exc:
+        return None, error_result(f"Invalid arguments: {exc}")
     except ApprovalError as exc:
-        return None, error_result(f"The approval cannot be used: {exc}", approval_rejected=True)
-    return approval, None
+        return None, error_result(
+            f"The approval cannot be used ({exc.code}): {exc}. Call again without approval_id to request a new one.",
+            approval_rejected=exc.code,
+        )
+    if decision.allowed:
+        return decision.approval, None
+    request = decision.approval_request
+    url = _approval_url(request)
+    return None, error_result(
+        f"This call needs human approval (approval_id {request.approval_id}, {decision.policy.risk_class} risk). "
+        f"An approver decides at {url} . Once it is approved, call execute_tool again with the same tool_id, "
+        f'the same arguments and approval_id "{request.approval_id}". Do not retry before then.',
+        approval_required=True,
+        approval_id=request.approval_id,
+        approval_url=url,
+    )
 
 
 def _idempotency_claim(
@@ -529,9 +535,7 @@ def execute_prepare(
             _, final = _idempotency_claim(principal, idempotency_key, tool, digest)
             return final or error_result("idempotency_key is busy; retry in a moment", idempotency_conflict=True)
     with transaction.atomic():
-        approval, final = _approval_gate(
-            principal=principal, tool=tool, arguments=arguments, approval_id=approval_id, digest=digest
-        )
+        approval, final = _approval_gate(principal=principal, tool=tool, arguments=arguments, approval_id=approval_id)
         if final is not None:
             return final
         if idempotency_key is not None:

@@ -100,7 +100,7 @@ async def execute_tool(
         str | None, Field(description="A unique string per intended call, so a resent call runs once.")
     ] = None,
 ) -> types.CallToolResult:
-    """Run one tool found with tool_search and return its result unchanged.
+    """Run one tool found with tool_search and return its result unchanged. Never guess a tool_id.
 
     If the result says approval is needed, wait until an approver has approved it, then call again with the
     same tool_id, the same arguments and the approval_id it gave. Use an idempotency_key for calls that

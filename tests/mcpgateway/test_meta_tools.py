@@ -1,0 +1,238 @@
+"""tool_search, tool_inspect and execute_tool over Streamable HTTP against real upstream servers."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from mcpgateway.constants import UNKNOWN_TOOL_MESSAGE
+
+from .conftest import (
+    LEGACY,
+    MODERN,
+    PROTOCOL_MODES,
+    build_index,
+    gateway_db,
+    grant,
+    make_token,
+    make_user,
+    mcp_client,
+    run,
+)
+
+pytestmark = [gateway_db, pytest.mark.slow]
+META = {"tool_search", "tool_inspect", "execute_tool"}
+
+
+@pytest.fixture
+def world(gateway, admin_user, time_server, calc_server, memory_server) -> dict[str, Any]:
+    member = make_user("gw_member")
+    for server in (time_server, calc_server, memory_server):
+        grant(admin_user, server, member, "discover", "execute")
+    build_index()
+    return {"member": member, "token": make_token(member), "calc": calc_server}
+
+
+def text_of(result: Any) -> str:
+    return "".join(block.text for block in result.content if getattr(block, "type", "") == "text")
+
+
+@pytest.mark.parametrize("mode", PROTOCOL_MODES)
+def test_lists_the_meta_tools_with_descriptions_for_models(gateway, world, mode):
+    async def main():
+        async with mcp_client(gateway, world["token"], mode=mode) as client:
+            return (await client.list_tools()).tools
+
+    tools = {tool.name: tool for tool in run(main)}
+    assert set(tools) == META
+    assert "tool_search" in tools["execute_tool"].description and "guess" in tools["execute_tool"].description
+    assert "first" in tools["tool_search"].description
+    assert tools["execute_tool"].input_schema["required"] == ["tool_id", "arguments"]
+    assert set(tools["tool_search"].input_schema["properties"]["scope"]["enum"]) == {"all", "my_servers"}
+
+
+@pytest.mark.parametrize("mode", PROTOCOL_MODES)
+def test_search_then_execute_against_the_time_server(gateway, world, mode):
+    async def main():
+        async with mcp_client(gateway, world["token"], mode=mode) as client:
+            found = await client.call_tool("tool_search", {"query": "what is the current time in a timezone"})
+            ran = await client.call_tool(
+                "execute_tool", {"tool_id": "time::get_current_time", "arguments": {"timezone": "Europe/Paris"}}
+            )
+            return found, ran
+
+    found, ran = run(main)
+    assert not found.is_error
+    matches = found.structured_content["matches"]
+    assert matches[0]["tool_id"] == "time::get_current_time"
+    first = matches[0]
+    assert first["server"] == "time" and first["summary"] and first["why_matched"]
+    assert first["input_schema"]["properties"]["timezone"]
+    assert {"name": "timezone", "type": "string", "required": True} in first["key_inputs"]
+    assert first["risk"] and first["operation_class"] == "read"
+    assert found.structured_content["degraded"] is False
+    text = text_of(found)
+    assert "time::get_current_time" in text and "inputSchema" in text
+    assert not ran.is_error
+    assert json.loads(text_of(ran))["timezone"] == "Europe/Paris"
+
+
+def test_execute_returns_the_upstream_result_unchanged(gateway, world, http_upstream):
+    async def gateway_call():
+        async with mcp_client(gateway, world["token"], mode=MODERN) as client:
+            return await client.call_tool("execute_tool", {"tool_id": "calc::add", "arguments": {"a": 2, "b": 40}})
+
+    async def direct_call():
+        async with Client(streamable_http_client(f"{http_upstream.url}/mcp", http_client=httpx2.AsyncClient())) as c:
+            return await c.call_tool("add", {"a": 2, "b": 40})
+
+    via_gateway, direct = run(gateway_call), run(direct_call)
+    assert via_gateway.model_dump(exclude_none=True) == direct.model_dump(exclude_none=True)
+    assert via_gateway.structured_content == {"result": 42}
+
+
+def test_inspect_returns_full_definitions(gateway, world):
+    async def main():
+        async with mcp_client(gateway, world["token"]) as client:
+            return await client.call_tool("tool_inspect", {"tool_ids": ["time::convert_time", "calc::add"]})
+
+    result = run(main)
+    tools = {tool["tool_id"]: tool for tool in result.structured_content["tools"]}
+    assert set(tools) == {"time::convert_time", "calc::add"}
+    assert set(tools["time::convert_time"]["input_schema"]["required"]) == {
+        "source_timezone",
+        "time",
+        "target_timezone",
+    }
+    assert "description" in tools["calc::add"] and "annotations" in tools["calc::add"]
+
+
+def test_execute_against_the_npm_memory_server(gateway, world, admin_user):
+    from catalog.models import Tool
+    from governance.models import RiskClass
+    from governance.services.policy import tool_policy_classify, tool_policy_ensure
+
+    # An admin classifies the graph writes as low-risk, so this member may run them without an approval.
+    for tool in Tool.objects.filter(server__slug="memory"):
+        tool_policy_classify(
+            policy=tool_policy_ensure(tool=tool),
+            actor=admin_user,
+            operation_class="write",
+            reversibility="reversible",
+            risk_class=RiskClass.objects.get(name="low"),
+            allowed_environments=[],
+            data_classes=[],
+        )
+    entity = {"name": "Scout", "entityType": "project", "observations": ["governed MCP gateway"]}
+
+    async def main():
+        async with mcp_client(gateway, world["token"], mode=LEGACY) as client:
+            created = await client.call_tool(
+                "execute_tool", {"tool_id": "memory::create_entities", "arguments": {"entities": [entity]}}
+            )
+            graph = await client.call_tool("execute_tool", {"tool_id": "memory::read_graph", "arguments": {}})
+            return created, graph
+
+    created, graph = run(main)
+    assert not created.is_error, text_of(created)
+    assert "governed MCP gateway" in text_of(graph)
+
+
+def test_invalid_arguments_name_the_path_and_never_reach_upstream(gateway, world, http_upstream):
+    from governance.models import AuditEvent
+
+    async def main():
+        async with mcp_client(gateway, world["token"]) as client:
+            wrong_type = await client.call_tool(
+                "execute_tool", {"tool_id": "calc::add", "arguments": {"a": "x", "b": 1}}
+            )
+            missing = await client.call_tool("execute_tool", {"tool_id": "calc::add", "arguments": {"a": 1}})
+            extra = await client.call_tool(
+                "execute_tool", {"tool_id": "time::get_current_time", "arguments": {"timezone": "UTC", "evil": 1}}
+            )
+            return wrong_type, missing, extra
+
+    wrong_type, missing, extra = run(main)
+    assert wrong_type.is_error and "arguments.a" in text_of(wrong_type) and "integer" in text_of(wrong_type)
+    assert missing.is_error and "missing required property b" in text_of(missing)
+    if extra.is_error:  # the time server's schema forbids extra properties only if it says so
+        assert "evil" not in text_of(extra)
+    denied = AuditEvent.objects.filter(event_type="execution", outcome="denied", tool__tool_id="calc::add")
+    assert denied.count() == 2
+    assert not AuditEvent.objects.filter(event_type="execution", outcome="success", tool__tool_id="calc::add").exists()
+
+
+def test_search_edge_cases_are_bounded(gateway, world):
+    async def main():
+        async with mcp_client(gateway, world["token"], mode=MODERN) as client:
+            results = {}
+            for label, args in {
+                "empty": {"query": "   "},
+                "huge": {"query": "time " * 20_000},
+                "star": {"query": "*"},
+                "punct": {"query": '")}{'},
+                "meta": {"query": "(a|b)* .+? {user(id:1){name}}"},
+                "negative_k": {"query": "current time", "top_k": -1},
+                "huge_k": {"query": "current time", "top_k": 1_000_000_000},
+            }.items():
+                results[label] = await client.call_tool("tool_search", args)
+            return results
+
+    results = run(main)
+    assert results["empty"].is_error
+    assert results["huge"].is_error and "characters" in text_of(results["huge"])
+    for label in ("star", "punct", "meta"):
+        assert "Traceback" not in text_of(results[label]) and "Error executing" not in text_of(results[label])
+    assert len(results["negative_k"].structured_content["matches"]) <= 1
+    assert len(results["huge_k"].structured_content["matches"]) <= 20
+
+
+def test_meta_tools_audit_discovery_and_execution(gateway, world):
+    from governance.models import AuditEvent
+
+    async def main():
+        async with mcp_client(gateway, world["token"]) as client:
+            await client.call_tool("tool_search", {"query": "add two numbers"})
+            await client.call_tool("execute_tool", {"tool_id": "calc::add", "arguments": {"a": 1, "b": 2}})
+
+    run(main)
+    search = AuditEvent.objects.filter(event_type="discovery", user=world["member"]).first()
+    assert search is not None and search.payload["meta_tool"] == "tool_search"
+    execution = AuditEvent.objects.get(event_type="execution", outcome="success")
+    assert execution.tool_ref == "calc::add" and execution.user == world["member"]
+    assert execution.token_ref.startswith("tok-") and execution.payload["arguments_digest"]
+
+
+def test_client_meta_identity_is_ignored(gateway, world):
+    from governance.models import AuditEvent
+
+    async def main():
+        async with mcp_client(gateway, world["token"]) as client:
+            return await client.session.call_tool(
+                "execute_tool",
+                {"tool_id": "calc::add", "arguments": {"a": 1, "b": 1}},
+                meta={"subject": "gw_admin", "tenant": "other", "agent": "root", "delegationChain": ["x"]},
+            )
+
+    run(main)
+    event = AuditEvent.objects.get(event_type="execution", outcome="success")
+    assert event.human_subject == "gw_member" and event.tenant == "" and event.agent == ""
+    assert "x" not in event.delegation_chain
+
+
+def test_unknown_tool_is_invalid_params_without_echo(gateway, world):
+    async def main():
+        async with mcp_client(gateway, world["token"]) as client:
+            with pytest.raises(MCPError) as caught:
+                await client.call_tool("execute_tool", {"tool_id": "nope::<script>", "arguments": {}})
+            return caught.value
+
+    error = run(main)
+    assert error.code == -32602 and error.message == UNKNOWN_TOOL_MESSAGE
+    assert "<script>" not in str(error.data or "")
