@@ -1,5 +1,8 @@
 """Shared fixtures. Personas (owner, approver, member, outsider, superuser) are added by governance."""
 
+import os
+from pathlib import Path
+
 import pytest
 
 
@@ -19,6 +22,24 @@ def celery_eager(request: pytest.FixtureRequest):
     celery_app.conf.task_eager_propagates = True
     yield
     celery_app.conf.task_always_eager, celery_app.conf.task_eager_propagates = saved
+
+
+# --- evaluation data -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def eval_dir() -> Path:
+    """``../shared/eval`` (or ``$SCOUT_EVAL_DIR``): skips with the reason when absent, but fails when
+    ``SCOUT_REQUIRE_EVAL_DATA=1`` (CI), so missing data can never silently pass there."""
+    from django.conf import settings
+
+    path = Path(os.environ.get("SCOUT_EVAL_DIR") or Path(settings.BASE_DIR).parent / "shared" / "eval")
+    if not path.is_dir():
+        reason = f"evaluation data not found at {path} (set SCOUT_EVAL_DIR)"
+        if os.environ.get("SCOUT_REQUIRE_EVAL_DATA") == "1":
+            pytest.fail(f"{reason}; SCOUT_REQUIRE_EVAL_DATA=1 requires it")
+        pytest.skip(reason)
+    return path
 
 
 # --- governance personas ---------------------------------------------------------------------------

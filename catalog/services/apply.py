@@ -37,6 +37,7 @@ def catalog_apply_listing(
     definitions: list[ToolDefinition],
     keep_names: set[str],
     run: SyncRun | None = None,
+    notify: bool = True,
 ) -> ApplyResult:
     """Make ``server``'s tools match ``definitions``, in one transaction.
 
@@ -45,6 +46,9 @@ def catalog_apply_listing(
     A new or changed definition gets a ToolRevision and sends ``tool_definition_changed`` inside the
     transaction; ``tools_changed`` follows on commit. Curation fields are never written.
     Applying the same listing twice changes nothing the second time.
+
+    ``notify=False`` leaves ``tools_changed`` to the caller, which sends it for ``result.touched_pks``:
+    a bulk import coalesces many servers into one signal instead of one reindex per server.
     """
     now = timezone.now()
     result = ApplyResult()
@@ -111,7 +115,7 @@ def catalog_apply_listing(
             tool_definition_changed.send(sender=Tool, tool=tool, revision=revision, previous_hash=previous)
 
         result.touched_pks = [tool.pk for tool, _ in changed_pairs] + [tool.pk for tool in gone]
-        if result.touched_pks:
+        if result.touched_pks and notify:
             touched = list(result.touched_pks)
             transaction.on_commit(lambda: tools_changed.send(sender=Tool, tool_pks=touched))
     return result
