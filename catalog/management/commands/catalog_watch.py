@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import anyio
 from django.core.management.base import BaseCommand, CommandParser
-from django.db import close_old_connections
+from django.db import connections
 
 from catalog import upstream
 from catalog.choices import ServerStatus, Transport
@@ -16,15 +16,21 @@ from catalog.tasks import request_resync
 logger = logging.getLogger("catalog.watch")
 
 
+# Both run on anyio worker threads: each closes its own connection, so no thread holds one between calls
+# (they are rare: a refresh a minute, a notice now and then).
 def _watched_servers() -> list[Server]:
     """Servers worth a standing connection: live transports that are not disabled."""
-    close_old_connections()
-    return list(Server.objects.exclude(status=ServerStatus.DISABLED).exclude(transport=Transport.IMPORTED))
+    try:
+        return list(Server.objects.exclude(status=ServerStatus.DISABLED).exclude(transport=Transport.IMPORTED))
+    finally:
+        connections.close_all()
 
 
 def _resync(server_pk: int) -> None:
-    close_old_connections()
-    request_resync(server_pk)
+    try:
+        request_resync(server_pk)
+    finally:
+        connections.close_all()
 
 
 def _config(server: Server) -> tuple:

@@ -5,6 +5,7 @@ Usage: python scripted_stdio.py SCRIPT.json. The script (re-read on every reques
   fail_on_page: {"2": "exit" | "hang" | "error"} what to do instead of serving that page (1-based);
   loop_cursor: true to hand out the same cursor forever;
   hang_on_connect: true to never answer the handshake;
+  hang_methods: methods never answered (e.g. ["tools/call"]);
   delay: seconds to wait before answering each tools/list;
   env_tool: true to add a tool "env" whose description lists the environment's variable names.
 It answers server/discover with "method not found", so the client falls back to the initialize handshake.
@@ -33,6 +34,8 @@ def main() -> None:
         if msg_id is None:
             continue  # a notification
         if script.get("hang_on_connect") and method in ("initialize", "server/discover"):
+            continue
+        if method in script.get("hang_methods", []):
             continue
         if method == "initialize":
             send(

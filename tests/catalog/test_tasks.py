@@ -1,0 +1,190 @@
+"""Catalog Celery tasks: reconcile, debounced re-sync, and a real worker on Redis."""
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+from django.conf import settings as django_settings
+
+from catalog.choices import ServerStatus, SyncStatus, Transport
+from catalog.models import SyncRun, Tool
+from catalog.tasks import request_resync, sync_all_servers, sync_server
+from scoutsite import celery_app
+from tests.catalog.servers.fixtures import BIN_DIR, good_tool
+
+WORKER_TESTS = os.environ.get("SCOUT_CELERY_WORKER_TESTS") == "1"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+def test_sync_server_task_syncs_and_returns_the_run(make_server):
+    server = make_server("time", command=str(BIN_DIR / "mcp-server-time"))
+
+    run_pk = sync_server.delay(server.pk, "test").get()
+
+    run = SyncRun.objects.get(pk=run_pk)
+    assert run.status == SyncStatus.SUCCESS and run.added == 2 and run.source == "test"
+
+
+def test_sync_server_task_ignores_a_deleted_server(db):
+    assert sync_server.delay(987654, "test").get() is None
+    assert not SyncRun.objects.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+def test_sync_all_servers_queues_one_sync_per_live_enabled_server(
+    scripted, make_server, django_capture_on_commit_callbacks
+):
+    live, _ = scripted({"pages": [[good_tool("alpha")]]}, slug="live")
+    other, _ = scripted({"pages": [[good_tool("beta")]]}, slug="other")
+    make_server("off", command="unused", status=ServerStatus.DISABLED)
+    make_server("dump", transport=Transport.IMPORTED)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        queued = sync_all_servers.delay().get()
+
+    assert queued == 2
+    runs = SyncRun.objects.all()
+    assert sorted(r.server.slug for r in runs) == ["live", "other"]
+    assert {r.source for r in runs} == {"beat"}
+    assert set(Tool.objects.values_list("tool_id", flat=True)) == {"live::alpha", "other::beta"}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+def test_a_burst_of_list_changed_requests_queues_one_sync(scripted, settings, django_capture_on_commit_callbacks):
+    settings.SCOUT_SYNC_DEBOUNCE = 30
+    server, _ = scripted({"pages": [[good_tool("alpha")]]})
+    other, _ = scripted({"pages": [[good_tool("beta")]]}, slug="other")
+
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        queued = [request_resync(server.pk) for _ in range(25)] + [request_resync(other.pk)]
+
+    assert queued == [True] + [False] * 24 + [True]
+    assert len([cb for cb in callbacks if getattr(cb, "func", None) == sync_server.apply_async]) == 2
+    assert all(
+        cb.keywords["countdown"] == 30 for cb in callbacks if getattr(cb, "func", None) == sync_server.apply_async
+    )
+    runs = SyncRun.objects.filter(source="list_changed")
+    assert sorted(r.server.slug for r in runs) == ["other", "scripted"]
+    assert all(r.status == SyncStatus.SUCCESS for r in runs)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+def test_a_notice_after_the_window_queues_another_sync(scripted, settings, django_capture_on_commit_callbacks):
+    settings.SCOUT_SYNC_DEBOUNCE = 1
+    server, _ = scripted({"pages": [[good_tool("alpha")]]})
+
+    with django_capture_on_commit_callbacks(execute=True):
+        first = request_resync(server.pk)
+        during = request_resync(server.pk)
+        time.sleep(1.2)
+        after = request_resync(server.pk)
+
+    assert (first, during, after) == (True, False, True)
+    assert SyncRun.objects.filter(server=server, source="list_changed").count() == 2
+
+
+def test_debounce_countdown_stays_below_the_visibility_timeout(settings):
+    from catalog.tasks import resync_debounce_seconds
+
+    settings.SCOUT_SYNC_DEBOUNCE = 10_000
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+
+    assert resync_debounce_seconds() < 3600
+
+
+# --- a real worker ----------------------------------------------------------------------------------
+
+
+def _worker_database_env() -> dict[str, str]:
+    """Point the worker at the test database pytest-django created (and this test committed rows to)."""
+    db = django_settings.DATABASES["default"]
+    name = str(db["NAME"])
+    if db["ENGINE"].endswith("sqlite3"):
+        if name.startswith("file:memorydb") or name == ":memory:" or "mode=memory" in name:
+            pytest.fail(
+                "the Celery worker test needs a database another process can open; the SQLite test database "
+                "is in memory. Run it with DATABASE_URL (Postgres), as CI does."
+            )
+        return {"SQLITE_PATH": name, "DATABASE_URL": ""}
+    parts = urlsplit(os.environ["DATABASE_URL"])
+    return {"DATABASE_URL": urlunsplit(parts._replace(path=f"/{name}"))}
+
+
+@pytest.mark.celery_worker
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(
+    not WORKER_TESTS,
+    reason="starts a real Celery worker on Redis: set SCOUT_CELERY_WORKER_TESTS=1 and REDIS_URL (CI sets both)",
+)
+@pytest.mark.django_db(transaction=True)
+def test_real_worker_runs_a_sync_task_end_to_end(make_server):
+    if not django_settings.REDIS_URL:
+        pytest.fail("SCOUT_CELERY_WORKER_TESTS=1 but REDIS_URL is not set: the worker test needs Redis")
+    celery_app.conf.task_always_eager = False  # this test's tasks must go through the broker
+    server = make_server("time", command=str(BIN_DIR / "mcp-server-time"))
+    queue = f"scout-test-{uuid.uuid4().hex[:12]}"  # a private queue: no other worker on this Redis takes it
+    env = {
+        **os.environ,
+        **_worker_database_env(),
+        "SECRET_KEY": "celery-worker-test",
+        "PYTHONPATH": str(django_settings.BASE_DIR),
+    }
+    # Queued before any worker runs: nothing happens until the worker takes it from Redis.
+    result = sync_server.apply_async((server.pk, "worker"), queue=queue)
+    assert not SyncRun.objects.filter(server=server).exists()
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "scoutsite",
+            "worker",
+            "--pool=solo",
+            "--loglevel=WARNING",
+            "-Q",
+            queue,
+            "-n",
+            f"{queue}@%h",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+        ],
+        cwd=django_settings.BASE_DIR,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        run = None
+        while run is None or run.status == SyncStatus.RUNNING:
+            assert worker.poll() is None, f"the worker exited early:\n{worker.stdout.read()}"
+            assert time.monotonic() < deadline, "the worker did not finish the sync in time"
+            time.sleep(0.2)
+            run = SyncRun.objects.filter(server=server, source="worker").first()
+        assert run.status == SyncStatus.SUCCESS, run.error
+        assert run.added == 2
+        assert set(Tool.objects.filter(server=server).values_list("name", flat=True)) == {
+            "get_current_time",
+            "convert_time",
+        }
+        assert result.id
+    finally:
+        worker.terminate()
+        try:
+            worker.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait(timeout=5)
+        celery_app.conf.task_always_eager = django_settings.CELERY_TASK_ALWAYS_EAGER

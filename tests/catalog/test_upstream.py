@@ -1,0 +1,138 @@
+"""catalog.upstream against real servers: the parts the gateway uses (sessions, calls, change notices)."""
+
+import sys
+from types import SimpleNamespace
+
+import anyio
+import pytest
+
+from catalog import upstream
+from catalog.choices import Transport
+from tests.catalog.servers.fixtures import BIN_DIR, SCRIPTED
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
+
+
+def connection(**fields: object) -> SimpleNamespace:
+    """A server's connection fields only: upstream needs no database."""
+    base = {
+        "slug": "up",
+        "transport": Transport.STDIO,
+        "command": "",
+        "args": [],
+        "env_vars": [],
+        "url": "",
+        "header_env": {},
+    }
+    return SimpleNamespace(**{**base, **fields})
+
+
+def test_call_tool_runs_a_real_tool_over_stdio():
+    server = connection(command=str(BIN_DIR / "mcp-server-time"))
+
+    result = upstream.run_async(
+        lambda: upstream.call_tool(server, "get_current_time", {"timezone": "Etc/UTC"}, timeout=10)
+    )
+
+    assert not result.is_error
+    assert result.structured_content["timezone"] == "Etc/UTC"
+
+
+def test_tool_failure_is_a_result_not_an_exception():
+    server = connection(command=str(BIN_DIR / "mcp-server-time"))
+
+    result = upstream.run_async(
+        lambda: upstream.call_tool(server, "get_current_time", {"timezone": "Not/AZone"}, timeout=10)
+    )
+
+    assert result.is_error
+
+
+def test_warm_session_serves_many_calls_and_listings(http_upstream):
+    server = connection(transport=Transport.HTTP, url=http_upstream.url)
+
+    async def work() -> tuple[list[str], list[int]]:
+        async with upstream.open_session(server) as session:
+            names = [tool["name"] for tool in await session.list_tools()]
+            sums = [
+                (await session.call_tool("add", {"a": i, "b": 1}, timeout=5)).structured_content["result"]
+                for i in range(3)
+            ]
+            return names, sums
+
+    names, sums = upstream.run_async(work)
+
+    assert names == ["greet", "add", "bump"]
+    assert sums == [1, 2, 3]
+
+
+def test_protocol_error_is_reported_with_the_servers_message(tmp_path):
+    script = tmp_path / "script.json"
+    script.write_text('{"pages": [[]]}')
+    server = connection(command=sys.executable, args=[str(SCRIPTED), str(script)])
+
+    with pytest.raises(upstream.UpstreamError) as caught:
+        upstream.run_async(lambda: upstream.call_tool(server, "anything", {}, timeout=5))
+
+    assert caught.value.kind == "protocol" and "method not found: tools/call" in str(caught.value)
+
+
+def test_call_that_hangs_times_out_with_a_clear_error(tmp_path):
+    script = tmp_path / "script.json"
+    script.write_text('{"pages": [[]], "hang_methods": ["tools/call"]}')
+    server = connection(command=sys.executable, args=[str(SCRIPTED), str(script)])
+
+    with pytest.raises(upstream.UpstreamError) as caught:
+        upstream.run_async(lambda: upstream.call_tool(server, "anything", {}, timeout=1))
+
+    assert caught.value.kind == "timeout"
+    assert "timed out after 1s while calling tool 'anything'" in str(caught.value)
+
+
+def test_listener_hears_tools_list_changed_from_a_2026_server(http_upstream):
+    server = connection(transport=Transport.HTTP, url=http_upstream.url)
+    heard = anyio.Event()
+    messages: list[object] = []
+
+    async def on_message(message: object) -> None:
+        messages.append(message)
+        if upstream.is_tools_list_changed(message):
+            heard.set()
+
+    async def work() -> bool:
+        async with anyio.create_task_group() as tg:
+
+            async def listen() -> None:
+                async with upstream.open_session(server, message_handler=on_message) as session:
+                    assert session.is_modern
+                    await session.listen_for_changes()
+
+            tg.start_soon(listen)
+            await anyio.sleep(0.3)  # let the subscription be acknowledged
+            await upstream.call_tool(server, "bump", {}, timeout=5)  # adds a tool and announces it
+            with anyio.fail_after(5):
+                await heard.wait()
+            tg.cancel_scope.cancel()
+        return heard.is_set()
+
+    assert upstream.run_async(work)
+    assert any(upstream.is_tools_list_changed(m) for m in messages)
+
+
+def test_missing_stdio_variable_is_a_config_error(monkeypatch):
+    monkeypatch.delenv("SCOUT_TEST_MISSING", raising=False)
+    server = connection(command=str(BIN_DIR / "mcp-server-time"), env_vars=["SCOUT_TEST_MISSING"])
+
+    with pytest.raises(upstream.UpstreamError) as caught:
+        upstream.list_tools(server)
+
+    assert caught.value.kind == "config" and "SCOUT_TEST_MISSING" in str(caught.value)
+
+
+def test_run_async_works_under_a_running_event_loop():
+    server = connection(command=str(BIN_DIR / "mcp-server-time"))
+
+    async def caller() -> list[dict]:
+        return upstream.list_tools(server)  # sync code called from async code: runs on a fresh thread
+
+    assert {t["name"] for t in anyio.run(caller)} == {"get_current_time", "convert_time"}
