@@ -24,6 +24,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 import httpx2
@@ -48,6 +49,7 @@ logger = logging.getLogger(__name__)
 # to start and decode text. Everything else must be named in Server.env_vars.
 BASIC_ENV_VARS = ("LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ")
 STDERR_TAIL_CHARS = 1500
+STDERR_MAX_BYTES = 1024 * 1024
 TOOLS_LIST_CHANGED = "notifications/tools/list_changed"
 
 T = TypeVar("T")
@@ -149,37 +151,65 @@ def _pick(exc: BaseException) -> BaseException:
     return leaves[0]
 
 
+def safe_url(url: str) -> str:
+    """The URL without user info, query or fragment, which may carry credentials: fit for messages and logs."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        netloc = f"{host}:{parts.port}" if parts.port else host
+    except ValueError:
+        return "<invalid URL>"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
 def _translate(server: Server, exc: BaseException, *, doing: str, timeout: float | None, stderr: str) -> UpstreamError:
     """Map SDK, network and process errors to one readable UpstreamError."""
     exc = _pick(exc)
     tail = f" (server stderr: {stderr.strip()[-STDERR_TAIL_CHARS:]})" if stderr.strip() else ""
+    url = safe_url(server.url)
+    after = f" after {timeout:g}s" if timeout is not None else ""
     if isinstance(exc, UpstreamError):
         return exc
     if isinstance(exc, FileNotFoundError | PermissionError):
         return _fail(server, f"command not found or not executable: {server.command} ({exc.strerror})", "not_found")
     if isinstance(exc, TimeoutError):
-        return _fail(server, f"timed out after {timeout:g}s while {doing}{tail}", "timeout")
+        return _fail(server, f"timed out{after} while {doing}{tail}", "timeout")
     if isinstance(exc, httpx2.ConnectError | ConnectionRefusedError):
-        return _fail(server, f"connection refused or unreachable: {server.url} ({exc})", "refused")
+        return _fail(server, f"connection refused or unreachable: {url} ({_scrub(exc, server)})", "refused")
     if isinstance(exc, httpx2.TimeoutException):
-        return _fail(server, f"HTTP timeout while {doing}: {server.url}", "timeout")
+        return _fail(server, f"HTTP timeout while {doing}: {url}", "timeout")
     if isinstance(exc, httpx2.HTTPStatusError):
-        return _fail(server, f"HTTP {exc.response.status_code} from {server.url} while {doing}", "protocol")
+        return _fail(server, f"HTTP {exc.response.status_code} from {url} while {doing}", "protocol")
     if isinstance(exc, httpx2.HTTPError):
-        return _fail(server, f"HTTP error while {doing}: {type(exc).__name__}: {exc}", "refused")
+        return _fail(server, f"HTTP error while {doing}: {type(exc).__name__}: {_scrub(exc, server)}", "refused")
     if isinstance(exc, MCPError):
         if exc.code == types.CONNECTION_CLOSED:
             return _fail(server, f"the server closed the connection while {doing}{tail}", "closed")
         if exc.code == types.REQUEST_TIMEOUT:
             return _fail(server, f"timed out while {doing}{tail}", "timeout")
-        return _fail(server, f"protocol error while {doing}: {exc.message} (code {exc.code}){tail}", "protocol")
+        message = _scrub(exc.message, server)
+        return _fail(server, f"protocol error while {doing}: {message} (code {exc.code}){tail}", "protocol")
     if isinstance(exc, ValidationError):
         return _fail(
             server, f"protocol error while {doing}: invalid response ({exc.error_count()} problem(s))", "protocol"
         )
     if isinstance(exc, OSError):
-        return _fail(server, f"could not connect while {doing}: {exc}{tail}", "refused")
-    return _fail(server, f"failed while {doing}: {type(exc).__name__}: {exc}{tail}", "error")
+        return _fail(server, f"could not connect while {doing}: {_scrub(exc, server)}{tail}", "refused")
+    return _fail(server, f"failed while {doing}: {type(exc).__name__}: {_scrub(exc, server)}{tail}", "error")
+
+
+def _scrub(value: object, server: Server) -> str:
+    """Exception text with the server's full URL (and header values) replaced: they may carry secrets."""
+    text = str(value)
+    if server.url:
+        text = text.replace(server.url, safe_url(server.url))
+    for name in (server.header_env or {}).values():
+        secret = os.environ.get(name)
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "***")
+    return text
 
 
 def _read_tail(errlog: IO[str] | None) -> str:
@@ -222,7 +252,18 @@ class UpstreamSession:
     def stderr_tail(self) -> str:
         return _read_tail(self.errlog)
 
+    def _trim_stderr(self) -> None:
+        """Keep a chatty stdio server's captured stderr from growing without bound in a warm session."""
+        if self.errlog is None:
+            return
+        try:
+            if os.fstat(self.errlog.fileno()).st_size > STDERR_MAX_BYTES:
+                self.errlog.truncate(0)
+        except (OSError, ValueError):
+            pass
+
     async def _guard(self, doing: str, timeout: float, work: Callable[[], Awaitable[T]]) -> T:
+        self._trim_stderr()
         try:
             with anyio.fail_after(timeout):
                 return await work()
@@ -319,22 +360,25 @@ async def open_session(
 ) -> AsyncIterator[UpstreamSession]:
     """Connect to ``server`` and negotiate the protocol; the session closes (and a stdio process stops) on exit.
 
-    ``message_handler`` receives every server notification (``types.ServerNotification``; a
-    ``notifications/tools/list_changed`` one has ``method == TOOLS_LIST_CHANGED``) and transport exceptions.
-    Raises UpstreamError if the connection or handshake fails or takes longer than the connect timeout.
+    ``message_handler`` receives every server notification (``types.ServerNotification``; test one with
+    ``is_tools_list_changed``) and transport exceptions; ``UpstreamSession.listen_for_changes`` makes a
+    2026-07-28 server send list changes at all. Raises UpstreamError if the connection or handshake fails or
+    takes longer than the connect timeout; exceptions raised by the caller's block pass through unchanged.
     """
     connect_timeout = settings.SCOUT_UPSTREAM_CONNECT_TIMEOUT if connect_timeout is None else connect_timeout
     with contextlib.ExitStack() as files:
         errlog: IO[str] | None = None
         if server.transport == Transport.STDIO:
             # The server's stderr, kept so a failure can say why the process died.
-            errlog = files.enter_context(tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace"))
+            # Append mode (O_APPEND) lets a long-lived session trim the file while the process writes to it.
+            errlog = files.enter_context(tempfile.TemporaryFile("a+", encoding="utf-8", errors="replace"))
         client = Client(
             _transport(server, connect_timeout=connect_timeout, errlog=errlog),
             cache=None,  # a sync must see the server's listing now, never a cached one
             message_handler=message_handler,
         )
         connected = False
+        body_error: BaseException | None = None
         # The deadline covers only the handshake; the scope must still enclose the client's whole life, since
         # anyio requires the client's task group to close inside the scope that opened it.
         with anyio.CancelScope(deadline=anyio.current_time() + connect_timeout) as connect_scope:
@@ -342,18 +386,28 @@ async def open_session(
                 async with client:
                     connected = True
                     connect_scope.deadline = math.inf
-                    yield UpstreamSession(
+                    session = UpstreamSession(
                         server=server,
                         client=client,
                         errlog=errlog,
                         list_timeout=settings.SCOUT_UPSTREAM_LIST_TIMEOUT if list_timeout is None else list_timeout,
                         max_pages=settings.SCOUT_UPSTREAM_MAX_PAGES if max_pages is None else max_pages,
                     )
+                    try:
+                        yield session
+                    except BaseException as exc:
+                        body_error = exc
+                        raise
             except UpstreamError:
                 raise
             except Exception as exc:
-                doing = "talking to the server" if connected else "connecting"
-                raise _translate(server, exc, doing=doing, timeout=connect_timeout, stderr=_read_tail(errlog)) from exc
+                if body_error is not None:
+                    # The caller's own error, not ours to reword; unwrap it from the SDK's task groups.
+                    if exc is not body_error and any(leaf is body_error for leaf in _leaves(exc)):
+                        raise body_error from body_error.__cause__
+                    raise
+                doing, limit = ("closing the connection", None) if connected else ("connecting", connect_timeout)
+                raise _translate(server, exc, doing=doing, timeout=limit, stderr=_read_tail(errlog)) from exc
         if connect_scope.cancelled_caught and not connected:
             tail = _read_tail(errlog).strip()[-STDERR_TAIL_CHARS:]
             raise _fail(

@@ -9,6 +9,7 @@ import pytest
 from catalog import upstream
 from catalog.choices import Transport
 from tests.catalog.servers.fixtures import BIN_DIR, SCRIPTED
+from tests.catalog.servers.http_mcp import refused_url
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
 
@@ -136,3 +137,28 @@ def test_run_async_works_under_a_running_event_loop():
         return upstream.list_tools(server)  # sync code called from async code: runs on a fresh thread
 
     assert {t["name"] for t in anyio.run(caller)} == {"get_current_time", "convert_time"}
+
+
+def test_errors_inside_a_session_block_are_the_callers_own(http_upstream):
+    server = connection(transport=Transport.HTTP, url=http_upstream.url)
+
+    async def work() -> None:
+        async with upstream.open_session(server):
+            raise KeyError("the caller's bug")
+
+    with pytest.raises(KeyError, match="the caller's bug"):
+        upstream.run_async(work)
+
+
+def test_messages_never_carry_url_credentials_or_header_values(monkeypatch):
+    monkeypatch.setenv("SCOUT_TEST_TOKEN", "s3cr3t-token-value")
+    url = refused_url().replace("http://", "http://user:hunter22@") + "?api_key=abc123"
+    server = connection(transport=Transport.HTTP, url=url, header_env={"Authorization": "SCOUT_TEST_TOKEN"})
+
+    with pytest.raises(upstream.UpstreamError) as caught:
+        upstream.list_tools(server)
+
+    message = str(caught.value)
+    assert caught.value.kind == "refused"
+    assert "hunter22" not in message and "abc123" not in message and "s3cr3t" not in message
+    assert upstream.safe_url(url) in message

@@ -95,16 +95,21 @@ class Command(BaseCommand):
                 await anyio.to_thread.run_sync(_resync, server.pk)
 
         with watcher.scope:
+            reconnecting = False
             while True:
                 try:
                     async with upstream.open_session(server, message_handler=on_message) as session:
                         logger.info("%s: watching (protocol %s)", server.slug, session.protocol_version)
                         backoff = 1.0
+                        if reconnecting:
+                            # A change announced while we were disconnected went unheard: fetch once now.
+                            await anyio.to_thread.run_sync(_resync, server.pk)
                         await session.listen_for_changes(heartbeat=self.heartbeat)
                     logger.info("%s: the server closed the stream; reconnecting", server.slug)
                 except upstream.UpstreamError as exc:
                     logger.warning("%s: %s; reconnecting in %.0fs", server.slug, exc, backoff)
                 except Exception:  # a watcher must outlive any one server's surprise
                     logger.exception("%s: watcher failed; reconnecting in %.0fs", server.slug, backoff)
+                reconnecting = True
                 await anyio.sleep(backoff)
                 backoff = min(backoff * 2, self.max_backoff)
