@@ -1,0 +1,166 @@
+"""Authorization over HTTP with outsider, member and approver personas (SECURITY-TESTS Z1, Z4, Z8; C1 11)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from mcp.shared.exceptions import MCPError
+
+from mcpgateway.constants import UNKNOWN_TOOL_MESSAGE
+
+from .conftest import (
+    MODERN,
+    PROTOCOL_MODES,
+    build_index,
+    gateway_db,
+    grant,
+    make_token,
+    make_user,
+    mcp_client,
+    modern_request,
+    raw_post,
+    run,
+)
+
+pytestmark = [gateway_db, pytest.mark.slow]
+HIDDEN = "calc::rotate_payroll_encryption_keys"
+QUERY = "rotate the payroll encryption keys"
+
+
+@pytest.fixture
+def people(gateway, admin_user, time_server, calc_server) -> dict[str, Any]:
+    from catalog.models import Tool
+
+    member, approver, outsider = make_user("gw_member"), make_user("gw_approver"), make_user("gw_outsider")
+    grant(admin_user, time_server, member, "discover", "execute")
+    grant(admin_user, Tool.objects.get(tool_id="calc::add"), member, "discover", "execute")
+    grant(admin_user, calc_server, approver, "discover", "execute", "approve")
+    build_index()
+    return {
+        "member": make_token(member),
+        "approver": make_token(approver),
+        "outsider": make_token(outsider),
+        "member_discover_only": make_token(member, scopes=["discover"]),
+        "member_time_only": make_token(member, scopes=["discover", "execute", "server:time"]),
+    }
+
+
+async def _search(client, query: str, top_k: int = 10) -> list[str]:
+    result = await client.call_tool("tool_search", {"query": query, "top_k": top_k})
+    return [match["tool_id"] for match in result.structured_content["matches"]]
+
+
+def test_the_hidden_tool_is_the_best_match_for_those_who_may_see_it(gateway, people):
+    async def main():
+        async with mcp_client(gateway, people["approver"]) as client:
+            return await _search(client, QUERY)
+
+    assert run(main)[0] == HIDDEN
+
+
+@pytest.mark.parametrize("mode", PROTOCOL_MODES)
+def test_member_never_sees_inspects_or_executes_the_hidden_tool(gateway, people, mode):
+    async def main():
+        async with mcp_client(gateway, people["member"], mode=mode) as client:
+            found = await _search(client, QUERY, top_k=20)
+            errors = []
+            for name, args in (
+                ("tool_inspect", {"tool_ids": [HIDDEN]}),
+                ("execute_tool", {"tool_id": HIDDEN, "arguments": {"environment": "prod"}}),
+            ):
+                with pytest.raises(MCPError) as caught:
+                    await client.call_tool(name, args)
+                errors.append(caught.value)
+            return found, errors
+
+    found, errors = run(main)
+    assert HIDDEN not in found
+    assert all(tool_id.startswith(("time::", "calc::add")) for tool_id in found)
+    for error in errors:
+        assert (error.code, error.message) == (-32602, UNKNOWN_TOOL_MESSAGE)
+
+
+def _execute_bytes(gateway, token: str, tool_id: str) -> tuple[int, bytes, dict[str, str]]:
+    body = modern_request("tools/call", {"name": "execute_tool", "arguments": {"tool_id": tool_id, "arguments": {}}})
+    response = raw_post(gateway, body, token=token)
+    headers = {k: v for k, v in response.headers.items() if k.lower() not in ("date",)}
+    return response.status_code, response.content, headers
+
+
+def _inspect_bytes(gateway, token: str, tool_id: str) -> tuple[int, bytes]:
+    body = modern_request("tools/call", {"name": "tool_inspect", "arguments": {"tool_ids": [tool_id]}})
+    response = raw_post(gateway, body, token=token)
+    return response.status_code, response.content
+
+
+VARIANTS = [
+    "calc::Rotate_payroll_encryption_keys",  # case change
+    "calc::rotate_payroll_encryptіon_keys",  # Cyrillic і homoglyph
+    HIDDEN + "\x00",
+    HIDDEN + "\r\nX-Injected: 1",
+    "\u202e" + HIDDEN,  # right-to-left mark
+    HIDDEN + " ",
+    "calc::" + "r" * 10_000,
+]
+
+
+def test_hidden_and_its_variants_answer_exactly_like_a_nonexistent_tool(gateway, people):
+    nonexistent = _execute_bytes(gateway, people["member"], "calc::no_such_tool")
+    assert nonexistent[0] == 400 and UNKNOWN_TOOL_MESSAGE.encode() in nonexistent[1]  # -32602 maps to 400
+    inspect_nonexistent = _inspect_bytes(gateway, people["member"], "calc::no_such_tool")
+    assert _execute_bytes(gateway, people["member"], HIDDEN) == nonexistent
+    assert _inspect_bytes(gateway, people["member"], HIDDEN) == inspect_nonexistent
+    for variant in VARIANTS:
+        assert _execute_bytes(gateway, people["member"], variant) == nonexistent, repr(variant[:40])
+        assert _inspect_bytes(gateway, people["member"], variant) == inspect_nonexistent, repr(variant[:40])
+        assert variant.encode() not in nonexistent[1]
+
+
+def test_outsider_sees_and_runs_nothing(gateway, people):
+    async def main():
+        async with mcp_client(gateway, people["outsider"], mode=MODERN) as client:
+            listing = [tool.name for tool in (await client.list_tools()).tools]
+            found = await _search(client, "current time")
+            with pytest.raises(MCPError) as caught:
+                await client.call_tool("execute_tool", {"tool_id": "time::get_current_time", "arguments": {}})
+            return listing, found, caught.value
+
+    listing, found, error = run(main)
+    assert set(listing) == {"tool_search", "tool_inspect", "execute_tool"}
+    assert found == []
+    assert error.message == UNKNOWN_TOOL_MESSAGE
+
+
+def test_token_scopes_narrow_what_is_seen_and_run(gateway, people):
+    async def main():
+        async with mcp_client(gateway, people["member_time_only"]) as client:
+            time_only = await _search(client, "add two integers", top_k=20)
+        async with mcp_client(gateway, people["member_discover_only"]) as client:
+            seen = await _search(client, "current time")
+            with pytest.raises(MCPError) as caught:
+                await client.call_tool("execute_tool", {"tool_id": "time::get_current_time", "arguments": {}})
+        async with mcp_client(gateway, people["member"]) as client:
+            full = await _search(client, "add two integers", top_k=20)
+        return time_only, seen, caught.value, full
+
+    time_only, seen, error, full = run(main)
+    assert "calc::add" in full
+    assert all(tool_id.startswith("time::") for tool_id in time_only)
+    assert "time::get_current_time" in seen  # discover scope: searchable...
+    assert error.message == UNKNOWN_TOOL_MESSAGE  # ...but not executable without the execute scope
+
+
+def test_revocation_takes_effect_on_the_next_call(gateway, people, admin_user, time_server):
+    from django.contrib.auth import get_user_model
+
+    from governance.services.permissions import permission_revoke
+
+    async def call():
+        async with mcp_client(gateway, people["member"]) as client:
+            return await _search(client, "current time")
+
+    assert "time::get_current_time" in run(call)
+    member = get_user_model().objects.get(username="gw_member")
+    permission_revoke(actor=admin_user, target=time_server, action="discover", holder=member)
+    assert not any(tool_id.startswith("time::") for tool_id in run(call))
