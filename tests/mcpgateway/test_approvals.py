@@ -1,0 +1,106 @@
+"""Approvals end to end: a mutating call waits, an approver approves it in the admin over HTTP, it runs once."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import httpx
+import pytest
+
+from .conftest import MODERN, faulty_calls, gateway_db, grant, make_token, make_user, mcp_client, run
+
+pytestmark = [gateway_db, pytest.mark.slow]
+TOOL = "faulty::record_note"
+
+
+@pytest.fixture
+def setup(gateway, admin_user, faulty_server) -> dict[str, Any]:
+    member = make_user("gw_member")
+    approver = make_user("gw_approver", is_staff=True)
+    grant(admin_user, faulty_server, member, "discover", "execute")
+    grant(admin_user, faulty_server, approver, "discover", "approve")
+    return {"token": make_token(member)}
+
+
+def _text(result: Any) -> str:
+    return "".join(block.text for block in result.content if getattr(block, "type", "") == "text")
+
+
+def _admin_approve(base_url: str, approval_url: str, username: str) -> httpx.Response:
+    """Log in to the Django admin as ``username`` and approve the request at ``approval_url``."""
+    with httpx.Client(base_url=base_url, timeout=30, follow_redirects=False) as browser:
+        login_page = browser.get("/admin/login/")
+        csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', login_page.text).group(1)
+        logged_in = browser.post(
+            "/admin/login/?next=/admin/",
+            data={"username": username, "password": f"pw-{username}-123", "csrfmiddlewaretoken": csrf},
+        )
+        assert logged_in.status_code == 302, logged_in.text[:500]
+        path = approval_url.removeprefix(base_url)
+        page = browser.get(path)
+        assert page.status_code == 200, page.text[:500]
+        csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+        return browser.post(path, data={"csrfmiddlewaretoken": csrf, "reason": "looks fine", "_approve": "1"})
+
+
+def test_mutating_call_runs_once_after_an_approver_approves_it_in_the_admin(
+    gateway, setup, faulty_call_log, admin_user
+):
+    from governance.models import ApprovalRequest
+
+    arguments = {"note": "ship the release"}
+
+    async def ask(approval_id: str | None = None, args: dict[str, Any] = arguments) -> Any:
+        async with mcp_client(gateway, setup["token"], mode=MODERN) as client:
+            payload = {"tool_id": TOOL, "arguments": args}
+            if approval_id:
+                payload["approval_id"] = approval_id
+            return await client.call_tool("execute_tool", payload)
+
+    first = run(ask)
+    assert first.is_error and first.structured_content["approval_required"] is True
+    approval_id = first.structured_content["approval_id"]
+    approval_url = first.structured_content["approval_url"]
+    assert approval_id in _text(first) and approval_url in _text(first)
+    assert approval_url.startswith(f"{gateway.url}/admin/governance/approvalrequest/")
+    assert ApprovalRequest.objects.get(approval_id=approval_id).status == "pending"
+    assert faulty_calls(faulty_call_log, "record_note") == 0
+
+    pending = run(lambda: ask(approval_id))
+    assert pending.is_error and pending.structured_content["approval_rejected"] == "not_approved"
+
+    decided = _admin_approve(gateway.url, approval_url, "gw_approver")
+    assert decided.status_code == 302, decided.text[:500]
+    assert ApprovalRequest.objects.get(approval_id=approval_id).status == "approved"
+
+    swapped = run(lambda: ask(approval_id, {"note": "drop the database"}))
+    assert swapped.is_error and swapped.structured_content["approval_rejected"] == "arguments_mismatch"
+    assert faulty_calls(faulty_call_log, "record_note") == 0
+
+    executed = run(lambda: ask(approval_id))
+    assert not executed.is_error, _text(executed)
+    assert _text(executed) == "stored 16 characters"
+    assert faulty_calls(faulty_call_log, "record_note") == 1
+
+    again = run(lambda: ask(approval_id))
+    assert again.is_error and again.structured_content["approval_rejected"] == "used"
+    assert faulty_calls(faulty_call_log, "record_note") == 1
+    assert ApprovalRequest.objects.get(approval_id=approval_id).status == "consumed"
+
+
+def test_forged_approval_id_is_rejected_without_execution(gateway, setup, faulty_call_log):
+    async def main():
+        async with mcp_client(gateway, setup["token"]) as client:
+            forged = await client.call_tool(
+                "execute_tool", {"tool_id": TOOL, "arguments": {"note": "x"}, "approval_id": "apr_" + "A" * 22}
+            )
+            oversized = await client.call_tool(
+                "execute_tool", {"tool_id": TOOL, "arguments": {"note": "x"}, "approval_id": "apr_" + "A" * 5000}
+            )
+            return forged, oversized
+
+    forged, oversized = run(main)
+    assert forged.is_error and forged.structured_content["approval_rejected"] == "unknown"
+    assert oversized.is_error and "A" * 100 not in _text(oversized)
+    assert faulty_calls(faulty_call_log, "record_note") == 0
