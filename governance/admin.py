@@ -36,7 +36,7 @@ from .models import (
     ToolUserObjectPermission,
 )
 from .principals import principal_for_user
-from .selectors import approval_requests_for_approver, tools_approvable_by
+from .selectors import approval_requests_for_approver, user_is_approver
 from .services.approvals import ApprovalError, approval_decide
 from .services.audit import audit_record
 from .services.permissions import permission_grant, permission_revoke
@@ -526,11 +526,14 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
             return _all_pending_first()
         return approval_requests_for_approver(user=request.user)
 
+    def get_ordering(self, request):
+        return ["pending_first", "-created_at", "-id"]  # annotated by both querysets above
+
     def _may_see(self, request) -> bool:
         user = request.user
         if not (user.is_active and user.is_staff):
             return False
-        return user.is_superuser or tools_approvable_by(user=user).exists()
+        return user.is_superuser or user_is_approver(user=user)
 
     def has_module_permission(self, request) -> bool:
         return self._may_see(request)

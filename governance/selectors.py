@@ -198,6 +198,19 @@ def tools_approvable_by(*, user: AbstractBaseUser) -> QuerySet[Tool]:
     return Tool.objects.filter(_grant_q(user, "approve"))
 
 
+def user_is_approver(*, user: AbstractBaseUser) -> bool:
+    """Whether ``user`` holds any approve grant (on a server or a tool, directly or through a group)."""
+    if user is None or not getattr(user, "is_active", False) or user.pk is None:
+        return False
+    groups = _group_ids(user)
+    return (
+        ServerUserObjectPermission.objects.filter(user=user, permission__codename="approve_server").exists()
+        or ServerGroupObjectPermission.objects.filter(group__in=groups, permission__codename="approve_server").exists()
+        or ToolUserObjectPermission.objects.filter(user=user, permission__codename="approve_tool").exists()
+        or ToolGroupObjectPermission.objects.filter(group__in=groups, permission__codename="approve_tool").exists()
+    )
+
+
 def approval_requests_for_approver(*, user: AbstractBaseUser) -> QuerySet[ApprovalRequest]:
     """The approver inbox: requests for tools ``user`` may approve, pending first, newest first."""
     return (

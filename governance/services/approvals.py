@@ -4,16 +4,18 @@ Errors: ArgumentsNotCanonical (arguments cannot be hashed), ApprovalError (with 
 wrong with an approval at decision or use. Messages never echo argument values.
 """
 
+import functools
 import hashlib
 import json
 import math
 import secrets
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.db import OperationalError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -34,6 +36,7 @@ from governance.services.audit import audit_record
 from governance.services.policy import policy_version_current, tool_policy_ensure
 
 MAX_REASON_CHARS = 2000
+SQLITE_LOCK_RETRIES = 20
 
 
 class ArgumentsNotCanonical(ValueError):
@@ -285,6 +288,27 @@ def _rejection(request: ApprovalRequest, *, principal: Principal, tool: Tool, di
     return ApprovalError("unknown", "Unknown approval id")
 
 
+def _retry_if_sqlite_locked(func):
+    """SQLite can report a concurrent writer as "locked" instead of waiting (shared-cache and lock-upgrade
+    cases). Outside a transaction, run the whole operation again: the retry sees the other writer's result.
+    Any other error, any other database, or a call inside a transaction propagates unchanged."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        for attempt in range(SQLITE_LOCK_RETRIES + 1):
+            try:
+                return func(*args, **kwargs)
+            except OperationalError as exc:
+                retryable = connection.vendor == "sqlite" and "locked" in str(exc) and not connection.in_atomic_block
+                if not retryable or attempt == SQLITE_LOCK_RETRIES:
+                    raise
+                time.sleep(0.01 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    return wrapper
+
+
+@_retry_if_sqlite_locked
 def approval_consume(*, approval_id: object, principal: Principal, tool: Tool, arguments: Any) -> ApprovalRequest:
     """Use an approval for this exact call, once. Atomic: of two concurrent uses exactly one succeeds.
 
@@ -306,16 +330,18 @@ def approval_consume(*, approval_id: object, principal: Principal, tool: Tool, a
         raise error
     now = timezone.now()
     current_hash = Tool.objects.filter(pk=tool.pk).values_list("definition_hash", flat=True).first()
+    version = policy_version_current()
     with transaction.atomic():
-        # One UPDATE on this table's own columns: the database re-checks the WHERE clause on the row it
-        # locks (Postgres) or serializes writers (SQLite), so a second concurrent use changes nothing.
+        # One UPDATE on this table's own columns, first in its transaction: the database re-checks the WHERE
+        # clause on the row it locks (Postgres) or serializes writers (SQLite), so a second concurrent use
+        # changes nothing.
         used = ApprovalRequest.objects.filter(
             pk=request.pk,
             status=ApprovalStatus.APPROVED,
             expires_at__gt=now,
             arguments_digest=digest,
             tool_definition_hash=current_hash,
-            policy_version=policy_version_current(),
+            policy_version=version,
         ).update(status=ApprovalStatus.CONSUMED, consumed_at=now)
         if used:
             request.refresh_from_db()

@@ -1,0 +1,115 @@
+"""The approver inbox over the Django test client: approver decides; requester and others are refused."""
+
+import pytest
+from django.urls import reverse
+
+from governance.choices import ApprovalStatus
+from governance.models import AuditEvent
+from governance.services.approvals import approval_request_create
+
+pytestmark = pytest.mark.django_db
+
+HOSTILE_ARGS = {"title": "<script>alert(1)</script>", "body": "line1\nline2"}
+
+
+@pytest.fixture
+def pending(member_token, approver, grant, server, mutating_tool):
+    _, _, principal = member_token
+    grant(principal.user, server, "discover", "execute")
+    grant(approver, server, "approve")
+    return approval_request_create(principal=principal, tool=mutating_tool, arguments=HOSTILE_ARGS)
+
+
+def decide_url(request) -> str:
+    return reverse("admin:governance_approvalrequest_decide", args=[request.pk])
+
+
+def test_inbox_lists_pending_first_with_envelope_and_escaped_arguments(client, approver, pending, member_token):
+    _, _, principal = member_token
+    done = approval_request_create(principal=principal, tool=pending.tool, arguments={"other": 1})
+    done.status = ApprovalStatus.DENIED
+    done.save()
+    client.force_login(approver)
+    listing = client.get(reverse("admin:governance_approvalrequest_changelist"))
+    assert listing.status_code == 200
+    body = listing.content.decode()
+    assert body.index(pending.approval_id) < body.index(done.approval_id)
+
+    page = client.get(decide_url(pending))
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "<script>alert(1)</script>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    for text in ("human subject: member", "agent: triage-agent", "tenant: acme", "github::delete_repo", "High"):
+        assert text in html
+
+
+def test_approver_approves_with_a_reason(client, approver, pending):
+    client.force_login(approver)
+    response = client.post(decide_url(pending), {"reason": "checked with the team", "_approve": "1"})
+    assert response.status_code == 302
+    pending.refresh_from_db()
+    assert pending.status == ApprovalStatus.APPROVED and pending.decided_by == approver
+    assert pending.decision_reason == "checked with the team"
+    assert AuditEvent.objects.filter(event_type="approval.approved", approval_ref=pending.approval_id).count() == 1
+
+
+def test_approver_denies_with_a_reason(client, approver, pending):
+    client.force_login(approver)
+    response = client.post(decide_url(pending), {"reason": "not during the freeze", "_deny": "1"})
+    assert response.status_code == 302
+    pending.refresh_from_db()
+    assert pending.status == ApprovalStatus.DENIED
+
+
+def test_deny_without_reason_is_refused(client, approver, pending):
+    client.force_login(approver)
+    response = client.post(decide_url(pending), {"reason": "", "_deny": "1"})
+    assert response.status_code == 409
+    pending.refresh_from_db()
+    assert pending.status == ApprovalStatus.PENDING
+
+
+def test_requester_cannot_approve_their_own_request_in_the_admin(client, pending, grant, server):
+    requester = pending.requester
+    requester.is_staff = True
+    requester.save()
+    grant(requester, server, "approve")  # even with approve rights
+    client.force_login(requester)
+    response = client.post(decide_url(pending), {"reason": "mine", "_approve": "1"})
+    assert response.status_code == 403
+    pending.refresh_from_db()
+    assert pending.status == ApprovalStatus.PENDING
+
+
+def test_staff_without_approve_permission_cannot_see_or_decide(client, owner, grant, server, pending):
+    grant(owner, server, "discover", "execute")
+    client.force_login(owner)
+    assert client.get(reverse("admin:governance_approvalrequest_changelist")).status_code == 403
+    response = client.post(decide_url(pending), {"reason": "x", "_approve": "1"})
+    assert response.status_code == 403
+    pending.refresh_from_db()
+    assert pending.status == ApprovalStatus.PENDING
+
+
+def test_approver_of_another_server_does_not_see_the_request(client, outsider, grant, pending):
+    from tests.governance.factories import ServerFactory
+
+    outsider.is_staff = True
+    outsider.save()
+    grant(outsider, ServerFactory(slug="jira"), "approve")
+    client.force_login(outsider)
+    listing = client.get(reverse("admin:governance_approvalrequest_changelist"))
+    assert listing.status_code == 200
+    assert pending.approval_id not in listing.content.decode()
+    assert client.post(decide_url(pending), {"reason": "x", "_approve": "1"}).status_code == 404
+    pending.refresh_from_db()
+    assert pending.status == ApprovalStatus.PENDING
+
+
+def test_superuser_reads_every_request_but_needs_a_grant_to_decide(client, superuser, pending):
+    client.force_login(superuser)
+    assert pending.approval_id in client.get(reverse("admin:governance_approvalrequest_changelist")).content.decode()
+    assert client.post(decide_url(pending), {"reason": "x", "_approve": "1"}).status_code == 403
+    pending.refresh_from_db()
+    assert pending.status == ApprovalStatus.PENDING

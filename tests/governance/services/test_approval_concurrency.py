@@ -1,0 +1,58 @@
+"""Two concurrent uses of one approval: exactly one succeeds (Z9), on whichever database the run uses."""
+
+import threading
+
+import pytest
+from django.db import connection
+
+from governance.choices import ApprovalStatus
+from governance.models import ApprovalRequest, AuditEvent
+from governance.principals import principal_for_user
+from governance.services.approvals import ApprovalError, approval_consume, approval_decide, approval_request_create
+from governance.services.permissions import permission_grant
+from tests.governance.factories import ServerFactory, ToolFactory
+
+ARGS = {"repo": "acme/site"}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("attempt", range(3))
+def test_two_concurrent_uses_exactly_one_wins(member, approver, superuser, attempt):
+    server = ServerFactory(slug=f"race-{attempt}")
+    tool = ToolFactory(server=server, name="delete_repo", annotations=None)
+    for action in ("discover", "execute"):
+        permission_grant(actor=superuser, target=server, action=action, holder=member)
+    permission_grant(actor=superuser, target=server, action="approve", holder=approver)
+    principal = principal_for_user(member, agent="racer")
+    request = approval_request_create(principal=principal, tool=tool, arguments=ARGS)
+    approval_decide(request=request, approver=approver, approve=True, reason="go")
+
+    barrier = threading.Barrier(2)
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def use() -> None:
+        try:
+            barrier.wait(timeout=10)
+            approval_consume(approval_id=request.approval_id, principal=principal, tool=tool, arguments=ARGS)
+            result = "ok"
+        except ApprovalError as exc:
+            result = exc.code
+        except Exception as exc:  # noqa: BLE001 - recorded and asserted below
+            result = f"error: {exc!r}"
+        finally:
+            connection.close()
+        with lock:
+            outcomes.append(result)
+
+    threads = [threading.Thread(target=use) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+
+    assert sorted(outcomes) == ["ok", "used"], outcomes
+    request.refresh_from_db()
+    assert request.status == ApprovalStatus.CONSUMED
+    assert AuditEvent.objects.filter(event_type="approval.consumed", approval_ref=request.approval_id).count() == 1
+    assert ApprovalRequest.objects.filter(status=ApprovalStatus.CONSUMED).count() == 1

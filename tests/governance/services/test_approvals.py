@@ -1,0 +1,318 @@
+"""Approvals bound to the exact call (SECURITY-TESTS.md Z9): each bypass is rejected."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from catalog.definitions import normalize_listing
+from catalog.services.apply import catalog_apply_listing
+from governance.choices import ApprovalStatus
+from governance.models import ApprovalRequest, AuditEvent, RiskClass
+from governance.principals import Principal
+from governance.selectors import ToolNotFound
+from governance.services.approvals import (
+    ApprovalError,
+    ArgumentsNotCanonical,
+    approval_consume,
+    approval_decide,
+    approval_request_create,
+    arguments_digest,
+    policy_for_tool,
+)
+from governance.services.authorize import call_authorize
+from governance.services.policy import tool_policy_classify
+from tests.governance.factories import ToolFactory
+
+pytestmark = pytest.mark.django_db
+
+ARGS_A = {"repo": "acme/site", "force": True}
+ARGS_B = {"repo": "acme/payroll", "force": True}
+
+
+@pytest.fixture
+def setup(member_token, approver, grant, server, mutating_tool):
+    """member may execute delete_repo (needs approval); approver may approve it."""
+    _, _, principal = member_token
+    grant(principal.user, server, "discover", "execute")
+    grant(approver, server, "approve")
+    return principal, mutating_tool
+
+
+def approved_request(principal, tool, approver, arguments=ARGS_A) -> ApprovalRequest:
+    request = approval_request_create(principal=principal, tool=tool, arguments=arguments)
+    return approval_decide(request=request, approver=approver, approve=True, reason="ok")
+
+
+def test_call_without_approval_creates_a_pending_request_and_does_not_allow(setup):
+    principal, tool = setup
+    decision = call_authorize(principal=principal, tool_id=tool.tool_id, arguments=ARGS_A)
+    assert decision.allowed is False
+    request = decision.approval_request
+    assert request.status == ApprovalStatus.PENDING
+    assert request.requester == principal.user and request.token_id == principal.token_id
+    assert request.agent == "triage-agent" and request.tenant == "acme"
+    assert request.tool_definition_hash == tool.definition_hash
+    assert request.arguments_digest == arguments_digest(ARGS_A)
+    assert request.policy_version.number >= 1
+    assert len(request.approval_id) >= 20  # >= 128 random bits
+    # asking again for the same call returns the same pending request
+    again = call_authorize(principal=principal, tool_id=tool.tool_id, arguments=ARGS_A)
+    assert again.approval_request.pk == request.pk
+
+
+def test_approved_call_is_allowed_exactly_once(setup, approver):
+    principal, tool = setup
+    request = approved_request(principal, tool, approver)
+    decision = call_authorize(
+        principal=principal,
+        tool_id=tool.tool_id,
+        arguments=dict(reversed(list(ARGS_A.items()))),
+        approval_id=request.approval_id,
+    )
+    assert decision.allowed and decision.approval.status == ApprovalStatus.CONSUMED
+    with pytest.raises(ApprovalError) as exc:
+        call_authorize(principal=principal, tool_id=tool.tool_id, arguments=ARGS_A, approval_id=request.approval_id)
+    assert exc.value.code == "used"
+
+
+def test_approval_for_arguments_a_cannot_be_used_for_b(setup, approver):
+    principal, tool = setup
+    request = approved_request(principal, tool, approver)
+    with pytest.raises(ApprovalError) as exc:
+        approval_consume(approval_id=request.approval_id, principal=principal, tool=tool, arguments=ARGS_B)
+    assert exc.value.code == "arguments_mismatch"
+    request.refresh_from_db()
+    assert request.status == ApprovalStatus.APPROVED  # still usable for A
+    assert AuditEvent.objects.filter(event_type="approval.rejected", payload__code="arguments_mismatch").exists()
+
+
+def test_requester_cannot_approve_their_own_request(setup, grant):
+    principal, tool = setup
+    grant(principal.user, tool.server, "approve")
+    request = approval_request_create(principal=principal, tool=tool, arguments=ARGS_A)
+    with pytest.raises(ApprovalError) as exc:
+        approval_decide(request=request, approver=principal.user, approve=True, reason="me")
+    assert exc.value.code == "self_approval"
+    request.refresh_from_db()
+    assert request.status == ApprovalStatus.PENDING
+
+
+def test_user_without_approve_permission_cannot_decide(setup, outsider, owner, grant):
+    principal, tool = setup
+    grant(owner, tool.server, "discover", "execute")  # execute rights are not approve rights
+    request = approval_request_create(principal=principal, tool=tool, arguments=ARGS_A)
+    for user in (outsider, owner):
+        with pytest.raises(ApprovalError) as exc:
+            approval_decide(request=request, approver=user, approve=True, reason="")
+        assert exc.value.code == "forbidden"
+    request.refresh_from_db()
+    assert request.status == ApprovalStatus.PENDING
+
+
+def test_tool_approve_grant_is_narrower_than_server_grant(setup, owner, grant, server):
+    principal, tool = setup
+    other = ToolFactory(server=server, name="drop_branch", annotations=None)
+    grant(owner, tool, "approve")
+    on_other = approval_request_create(principal=principal, tool=other, arguments=ARGS_A)
+    with pytest.raises(ApprovalError):
+        approval_decide(request=on_other, approver=owner, approve=True, reason="")
+    on_tool = approval_request_create(principal=principal, tool=tool, arguments=ARGS_A)
+    assert approval_decide(request=on_tool, approver=owner, approve=True, reason="").status == "approved"
+
+
+def test_schema_change_after_approval_voids_it(setup, approver, server):
+    principal, tool = setup
+    request = approved_request(principal, tool, approver)
+    definitions, _, names = normalize_listing(
+        [
+            {
+                "name": tool.name,
+                "description": "Deletes a repository.",
+                "inputSchema": {
+                    "type": "object",
+                    "properties": {"repo": {"type": "string"}, "also_delete_backups": {"type": "boolean"}},
+                },
+            }
+        ],
+        max_bytes=100_000,
+    )
+    catalog_apply_listing(server=server, definitions=definitions, keep_names=names)
+    tool.refresh_from_db()
+    with pytest.raises(ApprovalError) as exc:
+        approval_consume(approval_id=request.approval_id, principal=principal, tool=tool, arguments=ARGS_A)
+    assert exc.value.code == "definition_changed"
+    # and through the gateway path the changed tool is held, hence not even found
+    with pytest.raises(ToolNotFound):
+        call_authorize(principal=principal, tool_id=tool.tool_id, arguments=ARGS_A, approval_id=request.approval_id)
+
+
+def test_expired_approval_is_rejected(setup, approver):
+    principal, tool = setup
+    request = approved_request(principal, tool, approver)
+    ApprovalRequest.objects.filter(pk=request.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    with pytest.raises(ApprovalError) as exc:
+        approval_consume(approval_id=request.approval_id, principal=principal, tool=tool, arguments=ARGS_A)
+    assert exc.value.code == "expired"
+    request.refresh_from_db()
+    assert request.status == ApprovalStatus.EXPIRED
+
+
+def test_pending_and_denied_requests_cannot_be_used(setup, approver):
+    principal, tool = setup
+    pending = approval_request_create(principal=principal, tool=tool, arguments=ARGS_A)
+    with pytest.raises(ApprovalError) as exc:
+        approval_consume(approval_id=pending.approval_id, principal=principal, tool=tool, arguments=ARGS_A)
+    assert exc.value.code == "not_approved"
+    approval_decide(request=pending, approver=approver, approve=False, reason="too risky")
+    with pytest.raises(ApprovalError) as exc:
+        approval_consume(approval_id=pending.approval_id, principal=principal, tool=tool, arguments=ARGS_A)
+    assert exc.value.code == "denied"
+
+
+def test_denial_needs_a_reason(setup, approver):
+    principal, tool = setup
+    request = approval_request_create(principal=principal, tool=tool, arguments=ARGS_A)
+    with pytest.raises(ApprovalError) as exc:
+        approval_decide(request=request, approver=approver, approve=False, reason="  ")
+    assert exc.value.code == "reason_required"
+
+
+def test_deciding_twice_is_refused(setup, approver):
+    principal, tool = setup
+    request = approved_request(principal, tool, approver)
+    with pytest.raises(ApprovalError) as exc:
+        approval_decide(request=request, approver=approver, approve=False, reason="changed my mind")
+    assert exc.value.code == "not_pending"
+
+
+@pytest.mark.parametrize("approval_id", ["apr_doesnotexist0000000", "", "x" * 5000, None, 42, "apr_\x00"])
+def test_unknown_approval_ids_give_a_clear_error(setup, approval_id):
+    principal, tool = setup
+    with pytest.raises(ApprovalError) as exc:
+        approval_consume(approval_id=approval_id, principal=principal, tool=tool, arguments=ARGS_A)
+    assert exc.value.code == "unknown"
+    assert str(exc.value) == "Unknown approval id"
+
+
+def test_approval_of_another_principal_looks_unknown(setup, approver, outsider, grant, server):
+    principal, tool = setup
+    request = approved_request(principal, tool, approver)
+    grant(outsider, server, "discover", "execute")
+    thief = Principal(
+        user=outsider,
+        token_id=None,
+        agent="",
+        tenant="",
+        scopes=frozenset({"discover", "execute"}),
+        delegation_chain=("user:outsider",),
+    )
+    other_agent = Principal(
+        user=principal.user,
+        token_id=principal.token_id,
+        agent="other-agent",
+        tenant="acme",
+        scopes=principal.scopes,
+        delegation_chain=principal.delegation_chain,
+    )
+    for who in (thief, other_agent):
+        with pytest.raises(ApprovalError) as exc:
+            approval_consume(approval_id=request.approval_id, principal=who, tool=tool, arguments=ARGS_A)
+        assert exc.value.code == "unknown"
+    request.refresh_from_db()
+    assert request.status == ApprovalStatus.APPROVED
+
+
+def test_approval_for_another_tool_is_rejected(setup, approver, server):
+    principal, tool = setup
+    request = approved_request(principal, tool, approver)
+    other = ToolFactory(server=server, name="other_mutation", annotations=None)
+    with pytest.raises(ApprovalError) as exc:
+        approval_consume(approval_id=request.approval_id, principal=principal, tool=other, arguments=ARGS_A)
+    assert exc.value.code == "unknown"
+
+
+def test_policy_change_after_approval_voids_it(setup, approver, superuser):
+    principal, tool = setup
+    request = approved_request(principal, tool, approver)
+    tool_policy_classify(
+        policy=tool.policy,
+        actor=superuser,
+        operation_class="execute",
+        reversibility="irreversible",
+        risk_class=RiskClass.objects.get(name="critical"),
+        allowed_environments=[],
+        data_classes=[],
+    )
+    with pytest.raises(ApprovalError) as exc:
+        approval_consume(approval_id=request.approval_id, principal=principal, tool=tool, arguments=ARGS_A)
+    assert exc.value.code == "policy_changed"
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        ({"x": float("nan")}, "NaN"),
+        ({"x": float("inf")}, "NaN or Infinity"),
+        ({"x": {1, 2}}, "set"),
+        ({"x": object()}, "object"),
+        ({1: "a"}, "keys must be strings"),
+        ([1, 2], "must be a JSON object"),
+        ("text", "must be a JSON object"),
+    ],
+)
+def test_uncanonicalizable_arguments_give_a_clear_error(setup, arguments, message):
+    principal, tool = setup
+    with pytest.raises(ArgumentsNotCanonical) as exc:
+        call_authorize(principal=principal, tool_id=tool.tool_id, arguments=arguments)
+    assert message in str(exc.value)
+    assert ApprovalRequest.objects.count() == 0
+
+
+def test_deeply_nested_arguments_fail_fast_without_recursion_error(setup):
+    principal, tool = setup
+    deep: dict = {}
+    node = deep
+    for _ in range(10_000):
+        node["a"] = {}
+        node = node["a"]
+    with pytest.raises(ArgumentsNotCanonical, match="nested deeper"):
+        call_authorize(principal=principal, tool_id=tool.tool_id, arguments=deep)
+
+
+def test_big_integers_and_negative_zero_are_preserved_exactly():
+    assert arguments_digest({"n": 2**64}) != arguments_digest({"n": 2**64 + 1})
+    assert arguments_digest({"z": -0.0}) != arguments_digest({"z": 0.0})
+
+
+def test_tool_without_annotations_needs_approval(mutating_tool):
+    assert policy_for_tool(mutating_tool).needs_approval is True
+
+
+def test_read_hint_overridden_by_admin_as_mutating_needs_approval(superuser, tool):
+    assert policy_for_tool(tool).needs_approval is False  # readOnlyHint upstream
+    tool_policy_classify(
+        policy=tool.policy,
+        actor=superuser,
+        operation_class="write",
+        reversibility="compensatable",
+        risk_class=RiskClass.objects.get(name="moderate"),
+        allowed_environments=[],
+        data_classes=[],
+    )
+    assert policy_for_tool(tool).needs_approval is True
+
+
+def test_read_only_low_risk_tool_runs_without_approval(member, grant, server, tool):
+    from tests.governance.conftest import as_principal
+
+    grant(member, server, "discover", "execute")
+    decision = call_authorize(principal=as_principal(member), tool_id=tool.tool_id, arguments={"q": "bug"})
+    assert decision.allowed and decision.approval is None
+
+
+def test_hidden_tool_call_is_not_found_and_creates_nothing(member_token, mutating_tool):
+    _, _, principal = member_token
+    with pytest.raises(ToolNotFound):
+        call_authorize(principal=principal, tool_id=mutating_tool.tool_id, arguments=ARGS_A)
+    assert ApprovalRequest.objects.count() == 0

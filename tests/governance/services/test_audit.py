@@ -1,0 +1,97 @@
+"""Audit: one event per governed action, with the full envelope, append-only."""
+
+import pytest
+
+from governance.choices import AuditEventType
+from governance.models import AuditEvent, AuditLogImmutable
+from governance.services.approvals import approval_consume, approval_decide, approval_request_create
+from governance.services.audit import audit_record
+from governance.services.permissions import permission_grant, permission_revoke
+from governance.services.policy import policy_version_current
+
+pytestmark = pytest.mark.django_db
+
+
+def test_discovery_and_execution_events_carry_the_full_envelope(member_token, tool):
+    _, _, principal = member_token
+    event = audit_record(
+        event_type=AuditEventType.EXECUTION,
+        principal=principal,
+        tool=tool,
+        outcome="success",
+        payload={"duration_ms": 12},
+        trace_id="00-abc-01",
+    )
+    event.refresh_from_db()
+    assert event.envelope == {
+        "humanSubject": "member",
+        "agentId": "triage-agent",
+        "tenantId": "acme",
+        "delegationChain": ["user:member", "agent:triage-agent", "scout-gateway"],
+        "targetServer": "github",
+        "tool": "github::list_issues",
+        "environment": "production",
+        "policyVersion": policy_version_current().number,
+        "approvalId": None,
+        "traceId": "00-abc-01",
+    }
+    assert event.token_ref == principal.token_ref and event.user == principal.user
+    assert event.tool_definition_hash == tool.definition_hash
+
+
+def test_grant_and_revoke_write_one_event_each(member, superuser, server):
+    before = AuditEvent.objects.count()
+    permission_grant(actor=superuser, target=server, action="discover", holder=member)
+    permission_revoke(actor=superuser, target=server, action="discover", holder=member)
+    events = list(AuditEvent.objects.order_by("id")[before:])
+    assert [e.event_type for e in events] == ["grant", "revoke"]
+    assert all(e.human_subject == "superuser" and e.target_server == "github" for e in events)
+    assert events[0].payload == {"action": "discover", "holder": "user:member", "target": "github", "changed": True}
+
+
+def test_approval_lifecycle_events_carry_the_approval_id(member_token, approver, grant, server, mutating_tool):
+    _, _, principal = member_token
+    grant(principal.user, server, "discover", "execute")
+    grant(approver, server, "approve")
+    request = approval_request_create(principal=principal, tool=mutating_tool, arguments={"a": 1})
+    approval_decide(request=request, approver=approver, approve=True, reason="fine")
+    approval_consume(approval_id=request.approval_id, principal=principal, tool=mutating_tool, arguments={"a": 1})
+    events = AuditEvent.objects.filter(approval_ref=request.approval_id).order_by("id")
+    assert [e.event_type for e in events] == ["approval.requested", "approval.approved", "approval.consumed"]
+    assert [e.human_subject for e in events] == ["member", "approver", "member"]
+    assert all(e.policy_version == request.policy_version.number for e in events)
+    assert events[0].agent == "triage-agent" and events[0].tenant == "acme"
+
+
+def test_failed_change_leaves_no_event(member, superuser, server):
+    before = AuditEvent.objects.count()
+    with pytest.raises(Exception):  # noqa: B017 - any validation error; the point is nothing was written
+        permission_grant(actor=superuser, target=server, action="administer", holder=member)
+    assert AuditEvent.objects.count() == before
+
+
+def test_audit_events_cannot_be_updated_or_deleted(member_token, tool):
+    _, _, principal = member_token
+    event = audit_record(event_type="discovery", principal=principal, tool=tool, outcome="success", payload={})
+    event.outcome = "denied"
+    with pytest.raises(AuditLogImmutable):
+        event.save()
+    with pytest.raises(AuditLogImmutable):
+        event.delete()
+    with pytest.raises(AuditLogImmutable):
+        AuditEvent.objects.filter(pk=event.pk).update(outcome="denied")
+    with pytest.raises(AuditLogImmutable):
+        AuditEvent.objects.filter(pk=event.pk).delete()
+    with pytest.raises(AuditLogImmutable):
+        AuditEvent.objects.all().delete()
+    event.refresh_from_db()
+    assert event.outcome == "success"
+
+
+def test_deleting_a_user_or_tool_keeps_their_events_unchanged(member_token, tool):
+    _, _, principal = member_token
+    event = audit_record(event_type="discovery", principal=principal, tool=tool, outcome="success", payload={})
+    tool.delete()
+    principal.user.delete()
+    event = AuditEvent.objects.get(pk=event.pk)
+    assert event.human_subject == "member" and event.tool_ref == "github::list_issues"
