@@ -11,7 +11,9 @@ Nothing is retried here: a call that failed mid-way may have had effects upstrea
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import os
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -50,8 +52,11 @@ def call_timeout(requested: float | None = None) -> float:
 
 
 def _server_fingerprint(server: Server) -> tuple[Any, ...]:
-    """What a session depends on: a change of any of these (an admin edit) reopens it."""
-    return (server.transport, server.command, tuple(server.args or ()), server.url, str(server.env_vars))
+    """What a session depends on: a change of any of these (an admin edit, a rotated credential) reopens it.
+    Environment values are only hashed here, never kept."""
+    names = [*(server.env_vars or []), *(server.header_env or {}).values()]
+    values = hashlib.sha256("\0".join(f"{n}={os.environ.get(n, '')}" for n in names).encode()).hexdigest()
+    return (server.transport, server.command, tuple(server.args or ()), server.url, str(server.header_env), values)
 
 
 def capped_result(result: types.CallToolResult, max_bytes: int) -> types.CallToolResult:
@@ -114,6 +119,13 @@ class UpstreamPool:
                     if connection.closing is not None:
                         connection.closing.set()
                 self._connections.clear()
+
+    async def close_all(self) -> None:
+        """Close every warm session (they reopen on the next call). Call from the pool's event loop."""
+        for connection in self._connections.values():
+            if connection.closing is not None:
+                connection.closing.set()
+        self._connections.clear()
 
     @property
     def is_running(self) -> bool:

@@ -146,12 +146,15 @@ def live_gateway(django_db_setup, django_db_blocker, access_log: list[str]) -> I
 @pytest.fixture
 def gateway(live_gateway: ThreadedUvicorn, transactional_db, settings) -> ThreadedUvicorn:
     """The live gateway for one test, with a clean slate of settings and search state."""
+    from scoutsite.asgi import mcp_server
     from search.backends import backend_get
 
     settings.SCOUT_PUBLIC_URL = live_gateway.url
     backend_get().reset()
     yield live_gateway
     backend_get().reset()
+    # Upstream sessions belong to this test's servers and environment: close them.
+    asyncio.run_coroutine_threadsafe(mcp_server.pool.close_all(), live_gateway.loop).result(10)
 
 
 def run(make: Callable[[], Awaitable[T]]) -> T:

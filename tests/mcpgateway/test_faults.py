@@ -1,0 +1,129 @@
+"""Upstream faults (SECURITY-TESTS F1, F2, C1 27): a hang, a crash mid-call, an oversized result."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import anyio
+import pytest
+
+from .conftest import MODERN, faulty_calls, gateway_db, grant, make_token, make_user, mcp_client, run
+
+pytestmark = [gateway_db, pytest.mark.slow]
+
+
+@pytest.fixture
+def token(gateway, admin_user, faulty_server, time_server) -> str:
+    member = make_user("gw_member")
+    grant(admin_user, faulty_server, member, "discover", "execute")
+    grant(admin_user, time_server, member, "discover", "execute")
+    return make_token(member)
+
+
+def _text(result: Any) -> str:
+    return "".join(block.text for block in result.content if getattr(block, "type", "") == "text")
+
+
+def test_hanging_upstream_times_out_frees_its_slot_and_leaves_others_alone(gateway, token, settings, faulty_call_log):
+    settings.SCOUT_MCP_CALL_TIMEOUT = 2.0
+    settings.SCOUT_MCP_MAX_CALLS_PER_SERVER = 1  # one slot: the ping after the hang proves it was freed
+    timings: dict[str, float] = {}
+
+    async def main():
+        async with mcp_client(gateway, token, mode=MODERN) as client:
+            await client.call_tool("execute_tool", {"tool_id": "faulty::ping", "arguments": {}})  # warm up
+            results: dict[str, Any] = {}
+
+            async def hang():
+                started = time.monotonic()
+                results["hang"] = await client.call_tool("execute_tool", {"tool_id": "faulty::hang", "arguments": {}})
+                timings["hang"] = time.monotonic() - started
+
+            async def other_server():
+                await anyio.sleep(0.3)
+                started = time.monotonic()
+                results["time"] = await client.call_tool(
+                    "execute_tool", {"tool_id": "time::get_current_time", "arguments": {"timezone": "UTC"}}
+                )
+                timings["time"] = time.monotonic() - started
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(hang)
+                group.start_soon(other_server)
+            started = time.monotonic()
+            results["ping"] = await client.call_tool("execute_tool", {"tool_id": "faulty::ping", "arguments": {}})
+            timings["ping"] = time.monotonic() - started
+            return results
+
+    results = run(main)
+    assert results["hang"].is_error and results["hang"].structured_content["upstream_failure"] == "timeout"
+    assert "did not answer within 2 s" in _text(results["hang"])
+    assert 2.0 <= timings["hang"] <= 3.0  # error within T + 1 s
+    assert not results["time"].is_error and timings["time"] < 2.0  # another server was not held up
+    assert not results["ping"].is_error and _text(results["ping"]) == "pong"
+    assert timings["ping"] < 2.0
+    assert faulty_calls(faulty_call_log, "hang") == 1
+
+
+def test_crash_mid_call_errors_is_not_retried_and_the_server_restarts(gateway, token, faulty_call_log):
+    from governance.models import AuditEvent
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            await client.call_tool("execute_tool", {"tool_id": "faulty::ping", "arguments": {}})
+            started = time.monotonic()
+            crashed = await client.call_tool("execute_tool", {"tool_id": "faulty::crash", "arguments": {}})
+            elapsed = time.monotonic() - started
+            after = await client.call_tool("execute_tool", {"tool_id": "faulty::ping", "arguments": {"text": "back"}})
+            return crashed, elapsed, after
+
+    crashed, elapsed, after = run(main)
+    assert crashed.is_error and crashed.structured_content["upstream_failure"] == "closed"
+    assert elapsed < 1.5
+    assert not after.is_error and _text(after) == "back"
+    assert faulty_calls(faulty_call_log, "crash") == 1  # never retried
+    pids = {line.split()[0] for line in faulty_call_log.read_text().splitlines()}
+    assert len(pids) == 2  # a new process answered after the crash
+    event = AuditEvent.objects.get(event_type="execution", tool_ref="faulty::crash")
+    assert event.outcome == "unknown"
+
+
+def test_ten_megabyte_result_is_capped(gateway, token, faulty_call_log):
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            big = await client.call_tool("execute_tool", {"tool_id": "faulty::big", "arguments": {"megabytes": 10}})
+            after = await client.call_tool("execute_tool", {"tool_id": "faulty::ping", "arguments": {}})
+            return big, after
+
+    big, after = run(main)
+    assert big.is_error
+    text = _text(big)
+    assert "was cut" in text and len(text) < 1000
+    assert not after.is_error
+
+
+def test_oversized_arguments_are_rejected_before_the_upstream(gateway, token, faulty_call_log, settings):
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            return await client.call_tool(
+                "execute_tool", {"tool_id": "faulty::ping", "arguments": {"text": "x" * (300 * 1024)}}
+            )
+
+    result = run(main)
+    assert result.is_error and "larger than" in _text(result)
+    assert faulty_calls(faulty_call_log, "ping") == 0
+
+
+def test_a_million_item_array_is_rejected_before_the_upstream(gateway, token, faulty_call_log):
+    from .conftest import modern_request, raw_post
+
+    body = modern_request(
+        "tools/call",
+        {"name": "execute_tool", "arguments": {"tool_id": "faulty::ping", "arguments": {"text": [0] * 1_000_000}}},
+    )
+    response = raw_post(gateway, body, token=token)
+    assert response.status_code == 413
+    assert faulty_calls(faulty_call_log, "ping") == 0
+    assert json.loads(response.text)["error"]["code"] == -32600
