@@ -49,7 +49,8 @@ def eval_dir() -> Path:
 
 
 def _persona(django_user_model, username: str, **extra):
-    return django_user_model.objects.create_user(username=username, password="pw-" + username, **extra)
+    # No password: tests log in with force_login, and skipping the slow password hash keeps them fast.
+    return django_user_model.objects.create_user(username=username, **extra)
 
 
 @pytest.fixture
@@ -74,4 +75,4 @@ def outsider(django_user_model):
 
 @pytest.fixture
 def superuser(django_user_model):
-    return django_user_model.objects.create_superuser(username="superuser", password="pw-superuser")
+    return django_user_model.objects.create_superuser(username="superuser", email=None, password=None)
