@@ -1,0 +1,315 @@
+"""The catalog admin, driven through the Django test client as an operator would use it."""
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from catalog.choices import ServerStatus, SyncKind, SyncStatus, Transport
+from catalog.models import Server, SyncRun, Tool, ToolRevision
+from catalog.services.imports import catalog_import_file
+from catalog.signals import tools_changed
+from tests.catalog.servers.fixtures import good_tool
+
+pytestmark = pytest.mark.django_db
+
+SCRIPT_TAG = "<script>alert('upstream')</script>"
+
+
+def write_jsonl(path: Path, items: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(item) + "\n" for item in items), encoding="utf-8")
+    return path
+
+
+def line(server: str, name: str, description: str, **extra) -> dict:
+    return {"server": server, "name": name, "description": description, "inputSchema": {"type": "object"}, **extra}
+
+
+@pytest.fixture
+def imported(tmp_path) -> dict[str, Tool]:
+    """Two imported servers; 'issues::search' later changes its description, 'issues::old' is removed."""
+    first = [
+        line("issues", "search", "Search issues by text.", server_title="Issue Tracker"),
+        line("issues", "old", "A tool that will disappear."),
+        line("wiki", "page_get", f"Read a wiki page. {SCRIPT_TAG}"),
+    ]
+    catalog_import_file(path=write_jsonl(tmp_path / "v1.jsonl", first))
+    second = [
+        line("issues", "search", "Search issues by text, label and assignee.", server_title="Issue Tracker"),
+        line("wiki", "page_get", f"Read a wiki page. {SCRIPT_TAG}"),
+    ]
+    catalog_import_file(path=write_jsonl(tmp_path / "v2.jsonl", second))
+    return {tool.tool_id: tool for tool in Tool.objects.all()}
+
+
+@pytest.fixture
+def admin_client(client, superuser):
+    client.force_login(superuser)
+    return client
+
+
+def test_non_staff_user_is_redirected_to_login(client, member, imported):
+    client.force_login(member)
+    for url in [
+        reverse("admin:catalog_server_changelist"),
+        reverse("admin:catalog_tool_change", args=[imported["issues::search"].pk]),
+        reverse("admin:catalog_syncrun_changelist"),
+    ]:
+        response = client.get(url)
+        assert response.status_code == 302
+        assert response["Location"].startswith(reverse("admin:login"))
+
+
+def test_server_changelist_shows_status_counts_and_last_run(admin_client, imported):
+    Server.objects.filter(slug="wiki").update(status=ServerStatus.DEGRADED)
+    response = admin_client.get(reverse("admin:catalog_server_changelist"))
+    assert response.status_code == 200
+    rows = {server.slug: server for server in response.context["cl"].result_list}
+    assert rows["issues"].live_tool_count == 1  # 'old' is tombstoned and not counted
+    assert rows["wiki"].live_tool_count == 1
+    assert rows["issues"].last_run_status == SyncStatus.SUCCESS
+    html = response.content.decode()
+    assert "Issue Tracker" in html
+    assert "Degraded" in html and "#ef6c00" in html  # coloured badge
+    assert "?server=issues&amp;status=live" in html
+
+
+def test_server_change_page_shows_error_runs_and_sync_button(admin_client, make_server):
+    server = make_server("flaky", transport=Transport.STDIO, command="does-not-exist-scout")
+    server.status, server.last_error = ServerStatus.UNAVAILABLE, "FileNotFoundError: <does-not-exist-scout>"
+    server.save()
+    SyncRun.objects.create(
+        server=server, kind=SyncKind.SYNC, status=SyncStatus.FAILED, started_at=timezone.now(), error="boom"
+    )
+    response = admin_client.get(reverse("admin:catalog_server_change", args=[server.pk]))
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "FileNotFoundError: &lt;does-not-exist-scout&gt;" in html  # escaped, read-only
+    assert 'name="last_error"' not in html
+    assert "Last 10 sync runs" in html and "Failed" in html
+    assert reverse("admin:catalog_server_sync", args=[server.pk]) in html
+
+
+def test_sync_now_action_syncs_a_real_stdio_server(admin_client, scripted):
+    server, _ = scripted({"pages": [[good_tool("alpha"), good_tool("beta")]]}, slug="scripted")
+    response = admin_client.post(
+        reverse("admin:catalog_server_changelist"),
+        {"action": "sync_now", "_selected_action": [server.pk]},
+        follow=True,
+    )
+    assert response.status_code == 200
+    assert "Sync queued for 1 server(s)." in response.content.decode()
+    run = SyncRun.objects.get(server=server)
+    assert run.status == SyncStatus.SUCCESS and run.added == 2
+    assert set(server.tools.values_list("name", flat=True)) == {"alpha", "beta"}
+
+
+def test_sync_button_on_change_page_syncs_and_skips_imported(admin_client, scripted, imported):
+    server, _ = scripted({"pages": [[good_tool("gamma")]]}, slug="scripted")
+    response = admin_client.post(reverse("admin:catalog_server_sync", args=[server.pk]), follow=True)
+    assert "Sync of scripted queued." in response.content.decode()
+    assert server.tools.get().name == "gamma"
+
+    issues = Server.objects.get(slug="issues")
+    runs_before = SyncRun.objects.filter(server=issues).count()
+    response = admin_client.post(reverse("admin:catalog_server_sync", args=[issues.pk]), follow=True)
+    assert "Imported server issues has no live connection" in response.content.decode()
+    assert SyncRun.objects.filter(server=issues).count() == runs_before
+    assert admin_client.get(reverse("admin:catalog_server_sync", args=[issues.pk])).status_code == 405
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ({}, {"issues::search", "issues::old", "wiki::page_get"}),
+        ({"server": "wiki"}, {"wiki::page_get"}),
+        ({"status": "live"}, {"issues::search", "wiki::page_get"}),
+        ({"status": "removed"}, {"issues::old"}),
+        ({"status": "disabled"}, set()),
+        ({"transport": Transport.IMPORTED}, {"issues::search", "issues::old", "wiki::page_get"}),
+        ({"transport": Transport.STDIO}, set()),
+        ({"changed": "day"}, {"issues::search", "issues::old", "wiki::page_get"}),
+        ({"q": "assignee"}, {"issues::search"}),
+    ],
+)
+def test_tool_changelist_filters(admin_client, imported, query, expected):
+    response = admin_client.get(reverse("admin:catalog_tool_changelist"), query)
+    assert response.status_code == 200
+    assert {tool.tool_id for tool in response.context["cl"].result_list} == expected
+
+
+def test_changed_recently_filter_uses_the_latest_revision(admin_client, imported):
+    week_ago = timezone.now() - timedelta(days=3)
+    ToolRevision.objects.exclude(tool__tool_id="issues::search").update(created_at=week_ago)
+    ToolRevision.objects.filter(tool__tool_id="issues::search").update(created_at=week_ago)
+    latest = imported["issues::search"].revisions.order_by("-id").first()
+    ToolRevision.objects.filter(pk=latest.pk).update(created_at=timezone.now())
+
+    day = admin_client.get(reverse("admin:catalog_tool_changelist"), {"changed": "day"})
+    assert {tool.tool_id for tool in day.context["cl"].result_list} == {"issues::search"}
+    week = admin_client.get(reverse("admin:catalog_tool_changelist"), {"changed": "week"})
+    assert len(week.context["cl"].result_list) == 3
+
+
+def test_tool_search_finds_aliases(admin_client, imported):
+    imported["wiki::page_get"].aliases.create(text="knowledge base reader")
+    response = admin_client.get(reverse("admin:catalog_tool_changelist"), {"q": "knowledge base"})
+    assert [tool.tool_id for tool in response.context["cl"].result_list] == ["wiki::page_get"]
+
+
+def test_tool_change_page_shows_upstream_read_only_and_curation_inlines(admin_client, imported):
+    tool = imported["wiki::page_get"]
+    response = admin_client.get(reverse("admin:catalog_tool_change", args=[tool.pk]))
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert SCRIPT_TAG not in html  # upstream text is escaped
+    assert "&lt;script&gt;alert(&#x27;upstream&#x27;)&lt;/script&gt;" in html
+    assert "&quot;type&quot;: &quot;object&quot;" in html  # pretty-printed schema
+    for inline_prefix in ["aliases", "keywords", "examples", "negative_examples"]:
+        assert f'name="{inline_prefix}-TOTAL_FORMS"' in html
+    for editable in ["title", "purpose", "entity_types", "operation_verbs", "related_tools", "enabled"]:
+        assert f'name="{editable}"' in html
+    for upstream in ["description", "input_schema", "definition_hash", "tool_id", "name"]:
+        assert f'name="{upstream}"' not in html
+
+
+def _inline_management(prefix: str, rows: list[str]) -> dict[str, str]:
+    data = {
+        f"{prefix}-TOTAL_FORMS": str(len(rows)),
+        f"{prefix}-INITIAL_FORMS": "0",
+        f"{prefix}-MIN_NUM_FORMS": "0",
+        f"{prefix}-MAX_NUM_FORMS": "1000",
+    }
+    for index, text in enumerate(rows):
+        data[f"{prefix}-{index}-text"] = text
+    return data
+
+
+def test_curation_saved_through_the_admin_is_stored_and_upstream_is_not_writable(
+    admin_client, imported, django_capture_on_commit_callbacks
+):
+    tool, related = imported["issues::search"], imported["wiki::page_get"]
+    upstream_before = (tool.description, tool.input_schema, tool.definition_hash, tool.name)
+    received: list[list[int]] = []
+
+    def receiver(sender, tool_pks, **kwargs):
+        received.append(tool_pks)
+
+    data = {
+        "title": "Find issues",
+        "purpose": "Look up tickets by text, label or assignee.",
+        "entity_types": "issue, ticket, issue",
+        "operation_verbs": "search, list",
+        "related_tools": [str(related.pk)],
+        "enabled": "on",
+        # Attempts to write upstream fields through the form must be ignored.
+        "description": "HACKED",
+        "input_schema": '{"type": "object", "properties": {"x": {}}}',
+        "definition_hash": "0" * 64,
+        "name": "renamed",
+        **_inline_management("aliases", ["ticket finder"]),
+        **_inline_management("keywords", ["jira", "bug"]),
+        **_inline_management("examples", ["show my open bugs"]),
+        **_inline_management("negative_examples", ["create a new issue"]),
+    }
+    tools_changed.connect(receiver)
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            response = admin_client.post(reverse("admin:catalog_tool_change", args=[tool.pk]), data)
+    finally:
+        tools_changed.disconnect(receiver)
+    assert response.status_code == 302, response.content.decode()[:2000]
+
+    tool.refresh_from_db()
+    assert tool.title == "Find issues"
+    assert tool.purpose.startswith("Look up tickets")
+    assert tool.entity_types == ["issue", "ticket"]
+    assert tool.operation_verbs == ["search", "list"]
+    assert list(tool.related_tools.all()) == [related]
+    assert [a.text for a in tool.aliases.all()] == ["ticket finder"]
+    assert [k.text for k in tool.keywords.all()] == ["jira", "bug"]
+    assert [e.text for e in tool.examples.all()] == ["show my open bugs"]
+    assert [n.text for n in tool.negative_examples.all()] == ["create a new issue"]
+    assert tool.curated_at is not None
+    assert (tool.description, tool.input_schema, tool.definition_hash, tool.name) == upstream_before
+    assert received == [[tool.pk]]
+
+
+def test_saving_without_changes_does_not_mark_curated(admin_client, imported, django_capture_on_commit_callbacks):
+    tool = imported["wiki::page_get"]
+    data = {
+        "title": "",
+        "purpose": "",
+        "entity_types": "",
+        "operation_verbs": "",
+        "enabled": "on",
+        **{
+            k: v
+            for p in ["aliases", "keywords", "examples", "negative_examples"]
+            for k, v in _inline_management(p, []).items()
+        },
+    }
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        response = admin_client.post(reverse("admin:catalog_tool_change", args=[tool.pk]), data)
+    assert response.status_code == 302
+    tool.refresh_from_db()
+    assert tool.curated_at is None
+    assert callbacks == []
+
+
+def test_tools_cannot_be_added_or_deleted_in_the_admin(admin_client, imported):
+    assert admin_client.get(reverse("admin:catalog_tool_add")).status_code == 403
+    tool = imported["issues::old"]
+    assert admin_client.post(reverse("admin:catalog_tool_delete", args=[tool.pk]), {"post": "yes"}).status_code == 403
+    assert Tool.objects.filter(pk=tool.pk).exists()
+
+
+def test_sync_run_list_is_read_only_with_counts_and_filters(admin_client, imported, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{not json\n" + json.dumps(line("wiki", "page_get", f"Read a wiki page. {SCRIPT_TAG}")) + "\n")
+    catalog_import_file(path=bad)
+
+    response = admin_client.get(reverse("admin:catalog_syncrun_changelist"))
+    assert response.status_code == 200
+    assert "Add sync run" not in response.content.decode()
+    assert len(response.context["cl"].result_list) == SyncRun.objects.count() == 6
+
+    partial = admin_client.get(reverse("admin:catalog_syncrun_changelist"), {"status__exact": SyncStatus.PARTIAL})
+    assert [run.server for run in partial.context["cl"].result_list] == [None]
+    by_server = admin_client.get(reverse("admin:catalog_syncrun_changelist"), {"server": "issues"})
+    assert [(r.added, r.changed, r.removed) for r in by_server.context["cl"].result_list] == [(0, 1, 1), (2, 0, 0)]
+    kind = admin_client.get(reverse("admin:catalog_syncrun_changelist"), {"kind__exact": SyncKind.SYNC})
+    assert list(kind.context["cl"].result_list) == []
+
+    file_run = SyncRun.objects.get(server__isnull=True)
+    detail = admin_client.get(reverse("admin:catalog_syncrun_change", args=[file_run.pk])).content.decode()
+    assert "invalid JSON" in detail and "Succeeded with rejected tools" in detail
+    assert 'name="error"' not in detail and 'name="_save"' not in detail
+    assert admin_client.get(reverse("admin:catalog_syncrun_add")).status_code == 403
+    delete = admin_client.post(reverse("admin:catalog_syncrun_delete", args=[file_run.pk]), {"post": "yes"})
+    assert delete.status_code == 403
+    assert SyncRun.objects.filter(pk=file_run.pk).exists()
+
+
+def test_revision_page_shows_an_escaped_diff_against_the_previous_revision(admin_client, imported, tmp_path):
+    tool = imported["wiki::page_get"]
+    catalog_import_file(
+        path=write_jsonl(tmp_path / "v3.jsonl", [line("wiki", "page_get", f"Read or render a wiki page. {SCRIPT_TAG}")])
+    )
+    latest = tool.revisions.order_by("-created_at", "-id").first()
+    response = admin_client.get(reverse("admin:catalog_toolrevision_change", args=[latest.pk]))
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert SCRIPT_TAG not in html
+    assert "-  &quot;description&quot;: &quot;Read a wiki page. &lt;script&gt;" in html
+    assert "+  &quot;description&quot;: &quot;Read or render a wiki page. &lt;script&gt;" in html
+    first = tool.revisions.order_by("created_at", "id").first()
+    first_html = admin_client.get(reverse("admin:catalog_toolrevision_change", args=[first.pk])).content.decode()
+    assert "first sight" in first_html
+
+    listing = admin_client.get(reverse("admin:catalog_toolrevision_changelist"), {"server": "wiki"})
+    assert {r.tool.tool_id for r in listing.context["cl"].result_list} == {"wiki::page_get"}
+    assert admin_client.get(reverse("admin:catalog_toolrevision_add")).status_code == 403
