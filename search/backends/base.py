@@ -1,0 +1,89 @@
+"""The search backend interface: what an engine must do, nothing about how.
+
+The service (``search.services``) validates the request, encodes the query once (or not, when the model
+is down) and hands the backend a ``SearchRequest``. The indexing service stores vectors in the database
+and hands the backend the tools of a new generation with ``publish``. A backend:
+
+- applies ``request.visible`` inside its query: a tool outside it must change nothing in the answer
+  (results, order, scores, counts), and the backend must not compute statistics over hidden tools;
+- answers from one published generation at a time (never a half-built index);
+- reports ``index_ready=False`` instead of failing when it has no index.
+"""
+
+from abc import ABC, abstractmethod
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..documents import ToolDoc
+from ..engine.snapshot import DocVectors
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    query: str  # validated, control characters removed
+    visible: Collection[int]  # Tool pks the caller may see
+    top_k: int  # already clamped to 1..20
+    fusion: str  # "convex" | "rrf"
+    query_vector: np.ndarray | None  # unit vector from the configured model; None when it is unavailable
+    explain: bool = True
+
+
+@dataclass(frozen=True)
+class Match:
+    tool_pk: int
+    tool_id: str
+    name: str
+    server: str
+    title: str
+    summary: str
+    score: float  # calibrated relevance, 0..1, comparable across queries
+    fused_rank: int
+    bm25_rank: int | None  # rank among visible tools in the BM25 branch (None: no term matched)
+    dense_rank: int | None  # rank among visible tools in the dense branch (None: no dense branch)
+    why_matched: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    matches: list[Match]
+    index_ready: bool  # False: no usable index; the gateway lists the caller's tools directly
+    degraded: bool = False  # True: BM25 only (model unavailable or no vectors)
+    abstained: bool = False  # True: nothing relevant enough; no match rather than noise
+    generation: str | None = None
+    backend: str = ""
+
+
+@dataclass(frozen=True)
+class IndexedTool:
+    doc: ToolDoc
+    vectors: DocVectors | None  # None when the model was unavailable while indexing
+
+
+@dataclass(frozen=True)
+class BackendStatus:
+    ready: bool
+    generation: str | None
+    tool_count: int
+
+
+class SearchBackend(ABC):
+    name: ClassVar[str]
+
+    @abstractmethod
+    def search(self, request: SearchRequest) -> SearchResult:
+        """Rank the visible tools for the request. Never raises for a valid request."""
+
+    @abstractmethod
+    def publish(self, *, generation: str, tools: Sequence[IndexedTool], removed: Collection[int], full: bool) -> None:
+        """Make ``generation`` current. ``full``: ``tools`` is the whole catalog (build aside, then swap);
+        otherwise ``tools`` changed and ``removed`` (pks) left the index. Called after the DB commit."""
+
+    @abstractmethod
+    def status(self) -> BackendStatus:
+        """Whether searches can be answered, from which generation, over how many tools."""
+
+    def reset(self) -> None:  # noqa: B027 - optional hook
+        """Drop in-process state (tests; after a database reset)."""

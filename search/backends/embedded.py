@@ -1,0 +1,142 @@
+"""The embedded backend: an in-process snapshot (sparse matrix + vector table) built from the database.
+
+Every process keeps one immutable ``IndexSnapshot``. Before a search it compares the snapshot's
+generation token with the current one (a cached value, refreshed every few seconds), rebuilds a new
+snapshot aside when it changed and swaps the reference; concurrent searches keep using the old snapshot
+until the swap, so none sees a half-built index. Works on SQLite and Postgres alike.
+"""
+
+import logging
+import threading
+from collections.abc import Collection, Sequence
+
+from django.conf import settings
+
+from ..choices import SearchEventKind
+from ..encoder import model_key
+from ..engine.ranking import RankingOptions
+from ..engine.snapshot import IndexSnapshot
+from ..events import search_event_record
+from ..selectors import current_generation_token, stored_vectors, tool_docs_load
+from ..text import first_sentence
+from .base import BackendStatus, IndexedTool, Match, SearchBackend, SearchRequest, SearchResult
+
+logger = logging.getLogger(__name__)
+
+
+def ranking_options(fusion: str) -> RankingOptions:
+    return RankingOptions(
+        fusion=fusion,
+        bm25_weight=settings.SCOUT_SEARCH_BM25_WEIGHT,
+        abstain_threshold=settings.SCOUT_SEARCH_ABSTAIN_THRESHOLD,
+    )
+
+
+class EmbeddedBackend(SearchBackend):
+    name = "embedded"
+
+    def __init__(self) -> None:
+        self._snapshot: IndexSnapshot | None = None
+        self._build_lock = threading.Lock()
+        self.builds = 0  # snapshots built by this process (tests and diagnostics)
+
+    # -- index -------------------------------------------------------------------------------------------
+    def snapshot(self) -> IndexSnapshot | None:
+        """The snapshot of the current generation, rebuilding it if the generation moved."""
+        token = current_generation_token()
+        if token is None:
+            return None
+        current = self._snapshot
+        if current is not None and current.generation == token:
+            return current
+        # Only one thread builds; the others keep answering from the old snapshot meanwhile.
+        if self._build_lock.acquire(blocking=current is None):
+            try:
+                if self._snapshot is None or self._snapshot.generation != token:
+                    self._snapshot = self._build(token)
+            finally:
+                self._build_lock.release()
+        return self._snapshot
+
+    def _build(self, token: str) -> IndexSnapshot:
+        docs = tool_docs_load()
+        key = model_key()
+        vectors = stored_vectors(docs=docs, model_key=key)
+        snapshot = IndexSnapshot(docs, vectors if vectors else None, generation=token, model_key=key)
+        self.builds += 1
+        if docs and len(vectors) < len(docs):
+            search_event_record(
+                kind=SearchEventKind.VECTORS_MISSING,
+                detail=f"{len(docs) - len(vectors)} of {len(docs)} tools have no {key} vectors (generation {token})",
+            )
+        logger.info("search: loaded generation %s (%d tools, %d with vectors)", token, len(docs), len(vectors))
+        return snapshot
+
+    def publish(self, *, generation: str, tools: Sequence[IndexedTool], removed: Collection[int], full: bool) -> None:
+        # The vectors are in the database already; rebuild this process's snapshot now rather than on the
+        # next search. Other processes follow when they see the new generation token.
+        snapshot = self._build(generation)
+        with self._build_lock:
+            self._snapshot = snapshot
+
+    def status(self) -> BackendStatus:
+        snapshot = self.snapshot()
+        if snapshot is None:
+            return BackendStatus(False, None, 0)
+        return BackendStatus(len(snapshot) > 0, snapshot.generation, len(snapshot))
+
+    def reset(self) -> None:
+        with self._build_lock:
+            self._snapshot = None
+
+    # -- search ------------------------------------------------------------------------------------------
+    def search(self, request: SearchRequest) -> SearchResult:
+        snapshot = self.snapshot()
+        if snapshot is None or len(snapshot) == 0:
+            return SearchResult([], index_ready=False, backend=self.name)
+        vector = request.query_vector if snapshot.dense is not None else None
+        if vector is not None and snapshot.dense is not None and vector.shape[0] != snapshot.dense.dim:
+            vector = None  # vectors from another model: never compare across models
+        visible = snapshot.visible_mask(request.visible)
+        branches = snapshot.branches(request.query, vector, visible)
+        ranking = snapshot.rank(
+            branches,
+            query=request.query,
+            query_vector=vector,
+            top_k=request.top_k,
+            options=ranking_options(request.fusion),
+        )
+        matches = [
+            self._match(snapshot, candidate, ranking.query_terms if request.explain else None)
+            for candidate in ranking.kept
+        ]
+        return SearchResult(
+            matches,
+            index_ready=True,
+            degraded=vector is None,
+            abstained=ranking.abstained,
+            generation=snapshot.generation,
+            backend=self.name,
+        )
+
+    @staticmethod
+    def _match(snapshot: IndexSnapshot, candidate, query_terms) -> Match:
+        doc = snapshot.docs[candidate.row]
+        why = snapshot.explain(candidate.row, candidate.best_vector, query_terms) if query_terms is not None else {}
+        if candidate.demoted:
+            why["demoted"] = "close to a negative example"
+        if candidate.intent:
+            why["operation_intent"] = round(candidate.intent, 3)
+        return Match(
+            tool_pk=doc.pk,
+            tool_id=doc.tool_id,
+            name=doc.name,
+            server=doc.server,
+            title=doc.title or doc.name,
+            summary=first_sentence(doc.purpose) or first_sentence(doc.description),
+            score=round(candidate.calibrated, 4),
+            fused_rank=candidate.fused_rank,
+            bm25_rank=candidate.bm25_rank,
+            dense_rank=candidate.dense_rank,
+            why_matched=why,
+        )

@@ -1,0 +1,169 @@
+"""The retrieval document of a tool: upstream and curated text, rendered once, ORM-free.
+
+``ToolDoc`` is built from a ``catalog.Tool`` (duck-typed, with its server and curation children loaded;
+see ``search.selectors.tool_docs_load`` for many at once) or from an eval catalog record, so the app and
+``scout_eval`` index exactly the same text.
+"""
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .indexes import ToolSearchIndex
+from .text import first_sentence, split_identifier
+
+MAX_PARAMETERS = 40
+MAX_ENUM_VALUES = 12
+
+
+@dataclass(frozen=True)
+class ToolDoc:
+    """Everything search reads about one tool. ``pk`` is the catalog Tool's primary key."""
+
+    pk: int
+    tool_id: str
+    name: str
+    server: str
+    server_name: str = ""
+    server_description: str = ""
+    title: str = ""
+    purpose: str = ""
+    description: str = ""
+    parameters: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
+    keywords: tuple[str, ...] = ()
+    verbs: tuple[str, ...] = ()
+    entities: tuple[str, ...] = ()
+    examples: tuple[str, ...] = ()
+    negatives: tuple[str, ...] = ()
+    extra: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def field_texts(self) -> dict[str, str]:
+        """Text per indexed field (names declared in ``ToolSearchIndex``)."""
+        server_label = self.server if self.server_name in ("", self.server) else f"{self.server} {self.server_name}"
+        return {
+            "name": self.name,
+            "name_split": split_identifier(self.name),
+            "title": self.title,
+            "aliases": "\n".join(self.aliases),
+            "server": server_label,
+            "server_description": self.server_description,
+            "purpose": self.purpose,
+            "description": self.description,
+            "parameters": "\n".join(self.parameters),
+            "keywords": "\n".join(self.keywords),
+            "verbs": " ".join(self.verbs),
+            "entities": " ".join(self.entities),
+            "examples": "\n".join(self.examples),
+        }
+
+    def summary_text(self) -> str:
+        """The short vector's text: ``name (server): first sentence``."""
+        label = self.title or split_identifier(self.name)
+        sentence = first_sentence(self.purpose) or first_sentence(self.description)
+        return f"{label} ({self.server_name or self.server}): {sentence}".strip()
+
+    def document_text(self) -> str:
+        """The full-document vector's text, most telling fields first (the model truncates the tail)."""
+        parts = [
+            f"{self.title or split_identifier(self.name)} ({self.name}) on {self.server_name or self.server}",
+            self.purpose,
+            self.description,
+            "Parameters: " + "; ".join(self.parameters) if self.parameters else "",
+            "Also called: " + ", ".join(self.aliases) if self.aliases else "",
+            "Keywords: " + ", ".join(self.keywords + self.verbs + self.entities)
+            if self.keywords or self.verbs or self.entities
+            else "",
+            self.server_description,
+        ]
+        return "\n".join(p for p in parts if p)[: ToolSearchIndex.dense_document_chars]
+
+    def dense_texts(self) -> list[tuple[str, str]]:
+        """(kind, text) per vector: document, summary, then each example request."""
+        texts = [("document", self.document_text()), ("summary", self.summary_text())]
+        texts += [("example", example) for example in self.examples if example.strip()]
+        return texts
+
+    def dense_hash(self) -> str:
+        """Hash of the texts that get vectors (dense texts and negatives): what decides re-encoding."""
+        payload = json.dumps([self.dense_texts(), list(self.negatives)], ensure_ascii=False)
+        return hashlib.sha256(payload.encode()).hexdigest()
+
+    def content_hash(self) -> str:
+        """Hash of everything the index reads; an unchanged hash means nothing needs re-encoding."""
+        payload = json.dumps(
+            [self.field_texts(), self.dense_texts(), list(self.negatives)], sort_keys=True, ensure_ascii=False
+        )
+        return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def render_parameters(schema: object) -> tuple[str, ...]:
+    """``name (type, required): description [enum a, b]`` for each top-level property."""
+    if not isinstance(schema, Mapping):
+        return ()
+    properties = schema.get("properties")
+    if not isinstance(properties, Mapping):
+        return ()
+    required = schema.get("required") if isinstance(schema.get("required"), list) else []
+    lines = []
+    for name, spec in list(properties.items())[:MAX_PARAMETERS]:
+        spec = spec if isinstance(spec, Mapping) else {}
+        kind = spec.get("type", "any")
+        if isinstance(kind, list):
+            kind = "|".join(str(k) for k in kind)
+        flag = "required" if name in required else "optional"
+        line = f"{name} ({kind}, {flag})"
+        description = spec.get("description") or spec.get("title") or ""
+        if isinstance(description, str) and description.strip():
+            line += f": {description.strip()}"
+        enum = spec.get("enum")
+        if isinstance(enum, list) and enum:
+            line += " [enum " + ", ".join(str(v) for v in enum[:MAX_ENUM_VALUES]) + "]"
+        lines.append(line)
+    return tuple(lines)
+
+
+def _texts(items: Iterable[Any]) -> tuple[str, ...]:
+    return tuple(t for t in (str(getattr(i, "text", i)).strip() for i in items) if t)
+
+
+def tool_doc_from_tool(tool: Any) -> ToolDoc:
+    """Build a ToolDoc from a catalog Tool. Children should be prefetched (``tool_docs_load`` does)."""
+    server = tool.server
+    return ToolDoc(
+        pk=tool.pk,
+        tool_id=tool.tool_id,
+        name=tool.name,
+        server=server.slug,
+        server_name=server.name,
+        server_description=server.description,
+        title=tool.title or tool.upstream_title,
+        purpose=tool.purpose,
+        description=tool.description,
+        parameters=render_parameters(tool.input_schema),
+        aliases=_texts(tool.aliases.all()),
+        keywords=_texts(tool.keywords.all()),
+        verbs=_texts(tool.operation_verbs or []),
+        entities=_texts(tool.entity_types or []),
+        examples=_texts(tool.examples.all()),
+        negatives=_texts(tool.negative_examples.all()),
+    )
+
+
+def tool_doc_from_record(pk: int, record: Mapping[str, Any], servers: Mapping[str, Mapping[str, Any]]) -> ToolDoc:
+    """Build a ToolDoc from an eval catalog line (``{"id", "server", "name", "description", "inputSchema"}``)."""
+    server = str(record.get("server", ""))
+    meta = servers.get(server, {})
+    return ToolDoc(
+        pk=pk,
+        tool_id=str(record["id"]),
+        name=str(record.get("name", "")),
+        server=server,
+        server_name=str(record.get("server_title") or meta.get("title") or meta.get("name") or server),
+        server_description=str(meta.get("description") or meta.get("summary") or ""),
+        title=str(record.get("title") or ""),
+        description=str(record.get("description") or ""),
+        parameters=render_parameters(record.get("inputSchema")),
+    )

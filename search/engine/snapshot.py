@@ -1,0 +1,126 @@
+"""An immutable in-memory index: documents, sparse matrix, vector tables. Built whole, then swapped in.
+
+Searches take a reference to one snapshot and use only it, so a rebuild running next to them is never
+half-visible: they see the old snapshot or the new one.
+"""
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..documents import ToolDoc
+from ..indexes import ToolSearchIndex
+from ..text import tokenize
+from .dense import DenseIndex
+from .intent import tool_operation
+from .ranking import Branches, Calibration, Ranking, RankingOptions, rank, score_branches
+from .sparse import SparseIndex, weighted_tokens
+
+
+@dataclass(frozen=True)
+class DocVectors:
+    """A tool's vectors: one per dense text (kinds/texts align with rows), and its negative examples."""
+
+    vectors: np.ndarray
+    kinds: tuple[str, ...]
+    texts: tuple[str, ...]
+    negatives: np.ndarray | None = None
+
+
+class IndexSnapshot:
+    def __init__(
+        self,
+        docs: Sequence[ToolDoc],
+        vectors: Mapping[int, DocVectors] | None,
+        *,
+        generation: str = "",
+        model_key: str | None = None,
+    ) -> None:
+        self.docs = tuple(docs)
+        self.generation = generation
+        self.model_key = model_key
+        self.pks = np.asarray([d.pk for d in self.docs], dtype=np.int64)
+        self._row_by_pk = {d.pk: row for row, d in enumerate(self.docs)}
+        # Tie-break key: position of the tool id in sorted order (relative order ignores hidden tools).
+        order = sorted(range(len(self.docs)), key=lambda i: self.docs[i].tool_id)
+        self.tie_keys = np.empty(len(self.docs), np.int64)
+        self.tie_keys[order] = np.arange(len(self.docs))
+        weights = ToolSearchIndex.weights()
+        self.sparse = SparseIndex([weighted_tokens(d.field_texts(), weights) for d in self.docs])
+        self.tool_ops = [tool_operation(d.name, d.purpose or d.description) for d in self.docs]
+        self.negative_terms = [frozenset(t for n in d.negatives for t in tokenize(n)) for d in self.docs]
+        self.dense: DenseIndex | None = None
+        self.negatives: DenseIndex | None = None
+        self.missing_vectors = 0
+        if vectors is not None:
+            per_doc = [vectors.get(d.pk) for d in self.docs]
+            self.missing_vectors = sum(1 for v in per_doc if v is None)
+            self.dense = DenseIndex(
+                [v.vectors if v else None for v in per_doc],
+                [v.kinds if v else () for v in per_doc],
+                [v.texts if v else () for v in per_doc],
+            )
+            self.negatives = DenseIndex(
+                [v.negatives if v is not None else None for v in per_doc],
+                [
+                    ("negative",) * len(v.negatives) if v is not None and v.negatives is not None else ()
+                    for v in per_doc
+                ],
+                [d.negatives for d in self.docs],
+            )
+
+    def __len__(self) -> int:
+        return len(self.docs)
+
+    def visible_mask(self, visible: Collection[int] | None) -> np.ndarray:
+        """Boolean mask over rows for the caller's visible tool pks (None: every tool, for evaluation)."""
+        if visible is None:
+            return np.ones(len(self.docs), dtype=bool)
+        wanted = np.fromiter((int(pk) for pk in visible), dtype=np.int64, count=len(visible))
+        return np.isin(self.pks, wanted)
+
+    def branches(self, query: str, query_vector: np.ndarray | None, visible: np.ndarray) -> Branches:
+        return score_branches(self.sparse, self.dense, query, query_vector, visible)
+
+    def rank(
+        self,
+        branches: Branches,
+        *,
+        query: str,
+        query_vector: np.ndarray | None,
+        top_k: int,
+        options: RankingOptions,
+        calibration: Calibration = Calibration(),  # noqa: B008 - frozen, shared default
+    ) -> Ranking:
+        return rank(
+            branches,
+            query=query,
+            top_k=top_k,
+            options=options,
+            tie_keys=self.tie_keys,
+            tool_ops=self.tool_ops,
+            negatives=self.negatives if query_vector is not None else None,
+            negative_terms=self.negative_terms,
+            query_vector=query_vector,
+            calibration=calibration,
+        )
+
+    def explain(self, row: int, best_vector: int, query_terms: Sequence[str]) -> dict:
+        """Why a tool matched: the request's terms it contains (by field) and its closest vector."""
+        doc = self.docs[row]
+        wanted = set(query_terms)
+        fields: dict[str, list[str]] = {}
+        for name, text in doc.field_texts().items():
+            hits = [t for t in dict.fromkeys(tokenize(text)) if t in wanted] if text else []
+            if hits:
+                fields.setdefault(ToolSearchIndex.label(name), [])
+                fields[ToolSearchIndex.label(name)] += [h for h in hits if h not in fields[ToolSearchIndex.label(name)]]
+        terms = [t for t in query_terms if any(t in hits for hits in fields.values())]
+        why: dict = {"terms": terms, "fields": fields}
+        if self.dense is not None and best_vector >= 0:
+            kind = self.dense.kinds[best_vector]
+            why["closest"] = kind
+            if kind == "example":
+                why["example_request"] = self.dense.texts[best_vector]
+        return why

@@ -1,0 +1,100 @@
+"""BM25 over a term-frequency matrix, with corpus statistics taken from the caller's visible tools only.
+
+Why not bm25s' precomputed index: bm25s bakes each term's IDF and the average document length of the
+whole indexed corpus into its score matrix. A hidden tool would then change every visible tool's score
+(and so order, normalized scores and abstention). Here the index keeps raw term frequencies in the same
+CSC layout bm25s uses and applies the Lucene BM25 formula per query, with document frequency, document
+count and average length computed over the visible rows. A hidden tool contributes nothing: not to a
+score, not to a statistic. Cost per query: one column slice per query term plus one masked sum.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..text import tokenize
+
+K1 = 1.5
+B = 0.75
+
+
+@dataclass(frozen=True)
+class SparseScores:
+    scores: np.ndarray  # (n_docs,) BM25 score, 0 for hidden or unmatched rows
+    coverage: np.ndarray  # (n_docs,) share of the query's IDF mass the document matches, 0..1
+    query_terms: tuple[str, ...]  # the distinct query terms, in query order
+
+
+class SparseIndex:
+    """Immutable once built. Rows are documents, in the order given."""
+
+    def __init__(self, weighted_tokens: Sequence[Sequence[tuple[str, int]]]) -> None:
+        vocab: dict[str, int] = {}
+        rows: list[int] = []
+        cols: list[int] = []
+        data: list[float] = []
+        lengths = np.zeros(len(weighted_tokens), dtype=np.float32)
+        for row, pairs in enumerate(weighted_tokens):
+            counts: dict[int, float] = {}
+            for token, weight in pairs:
+                col = vocab.setdefault(token, len(vocab))
+                counts[col] = counts.get(col, 0.0) + weight
+                lengths[row] += weight
+            rows.extend([row] * len(counts))
+            cols.extend(counts.keys())
+            data.extend(counts.values())
+        shape = (len(weighted_tokens), max(len(vocab), 1))
+        self.vocab = vocab
+        self.tf = sp.csc_matrix((np.asarray(data, np.float32), (rows, cols)), shape=shape)
+        self.lengths = lengths
+
+    def __len__(self) -> int:
+        return self.tf.shape[0]
+
+    def score(self, query: str, visible: np.ndarray) -> SparseScores:
+        """BM25 of ``query`` against every visible row. ``visible`` is a boolean mask over rows."""
+        terms = tuple(dict.fromkeys(tokenize(query)))
+        n_docs = len(self)
+        scores = np.zeros(n_docs, dtype=np.float32)
+        matched_mass = np.zeros(n_docs, dtype=np.float32)
+        n_visible = int(visible.sum())
+        if not terms or n_visible == 0:
+            return SparseScores(scores, matched_mass, terms)
+        avg_len = float(self.lengths[visible].sum()) / n_visible or 1.0
+        total_mass = 0.0
+        for term in terms:
+            col = self.vocab.get(term)
+            if col is None:
+                total_mass += _idf(0, n_visible)  # an unknown word is as rare as can be: it lowers coverage
+                continue
+            start, end = self.tf.indptr[col], self.tf.indptr[col + 1]
+            doc_rows = self.tf.indices[start:end]
+            keep = visible[doc_rows]
+            doc_rows = doc_rows[keep]
+            idf = _idf(len(doc_rows), n_visible)
+            total_mass += idf
+            if len(doc_rows) == 0:
+                continue
+            tf = self.tf.data[start:end][keep]
+            norm = K1 * (1 - B + B * self.lengths[doc_rows] / avg_len)
+            scores[doc_rows] += idf * tf * (K1 + 1) / (tf + norm)
+            matched_mass[doc_rows] += idf
+        coverage = matched_mass / total_mass if total_mass > 0 else matched_mass
+        return SparseScores(scores, coverage, terms)
+
+
+def _idf(df: int, n: int) -> float:
+    """Lucene's BM25 IDF: always positive."""
+    return float(np.log(1.0 + (n - df + 0.5) / (df + 0.5)))
+
+
+def weighted_tokens(fields: dict[str, str], weights: dict[str, int]) -> list[tuple[str, int]]:
+    """Tokens of each field with the field's weight (repeat-weighting, without materializing repeats)."""
+    pairs: list[tuple[str, int]] = []
+    for name, text in fields.items():
+        weight = weights.get(name, 1)
+        if text and weight > 0:
+            pairs.extend((token, weight) for token in tokenize(text))
+    return pairs

@@ -1,0 +1,240 @@
+"""scout_eval's engine: load public catalogs into an isolated in-memory index and score labeled queries.
+
+Nothing here touches the app's database: catalogs become ToolDocs (the same documents and ranking code
+the app uses), vectors come from an on-disk cache keyed by model and text hash.
+"""
+
+import hashlib
+import json
+import math
+import os
+import random
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .documents import ToolDoc, tool_doc_from_record
+from .engine.ranking import MODES, Calibration, RankingOptions
+from .engine.snapshot import DocVectors, IndexSnapshot
+
+HIT_KS = (1, 3, 5, 10)
+DEPTH = 10
+
+
+class EvalDataError(ValueError):
+    """A catalog or query file is missing or malformed."""
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        raise EvalDataError(f"{path}: no such file")
+    rows = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise EvalDataError(f"{path}:{number}: not JSON ({exc.msg})") from exc
+    return rows
+
+
+def load_catalogs(paths: Sequence[Path]) -> list[ToolDoc]:
+    """Tools from every catalog (first occurrence of an id wins), with servers-<src>.jsonl beside them."""
+    docs: list[ToolDoc] = []
+    seen: set[str] = set()
+    for path in paths:
+        servers: dict[str, dict] = {}
+        server_file = path.with_name(path.name.replace("catalog-", "servers-", 1))
+        if server_file != path and server_file.is_file():
+            servers = {str(row.get("server")): row for row in read_jsonl(server_file)}
+        for record in read_jsonl(path):
+            if "id" not in record:
+                raise EvalDataError(f"{path}: a line has no 'id'")
+            if record["id"] in seen:
+                continue
+            seen.add(record["id"])
+            docs.append(tool_doc_from_record(len(docs) + 1, record, servers))
+    return docs
+
+
+class EmbeddingCache:
+    """Vectors on disk under ``<dir>/<model>/``, keyed by sha256 of the text: repeated runs encode nothing."""
+
+    def __init__(self, directory: Path, model_key: str, encode: Callable[[list[str]], np.ndarray]) -> None:
+        self.dir = directory / "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in model_key)
+        self.encode_fn = encode
+        self.index: dict[str, int] = {}
+        self.matrix = np.zeros((0, 0), np.float32)
+        self.encoded = 0
+        keys_file, matrix_file = self.dir / "keys.json", self.dir / "vectors.npy"
+        if keys_file.is_file() and matrix_file.is_file():
+            keys = json.loads(keys_file.read_text())
+            matrix = np.load(matrix_file)
+            if len(keys) == len(matrix):
+                self.index = {k: i for i, k in enumerate(keys)}
+                self.matrix = matrix
+
+    @staticmethod
+    def key(text: str) -> str:
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def vectors(self, texts: Sequence[str]) -> np.ndarray:
+        keys = [self.key(t) for t in texts]
+        missing = list(dict.fromkeys(k for k in keys if k not in self.index))
+        if missing:
+            by_key = {k: t for k, t in zip(keys, texts, strict=True)}
+            new = self.encode_fn([by_key[k] for k in missing])
+            base = len(self.index)
+            self.matrix = new if not len(self.matrix) else np.vstack([self.matrix, new])
+            self.index.update({k: base + i for i, k in enumerate(missing)})
+            self.encoded += len(missing)
+            self._save()
+        if not keys:
+            return np.zeros((0, self.matrix.shape[1] if self.matrix.ndim == 2 else 0), np.float32)
+        return self.matrix[[self.index[k] for k in keys]]
+
+    def _save(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        keys = [None] * len(self.index)
+        for k, i in self.index.items():
+            keys[i] = k
+        tmp_keys, tmp_matrix = self.dir / "keys.json.tmp", self.dir / "vectors.tmp.npy"
+        np.save(tmp_matrix, self.matrix)
+        tmp_keys.write_text(json.dumps(keys))
+        os.replace(tmp_matrix, self.dir / "vectors.npy")
+        os.replace(tmp_keys, self.dir / "keys.json")
+
+
+def doc_vectors(docs: Sequence[ToolDoc], vectors_for: Callable[[list[str]], np.ndarray]) -> dict[int, DocVectors]:
+    texts, spans = [], []
+    for doc in docs:
+        pairs = doc.dense_texts()
+        spans.append((len(texts), len(pairs), pairs))
+        texts.extend(t for _, t in pairs)
+    matrix = vectors_for(texts)
+    result = {}
+    for doc, (start, count, pairs) in zip(docs, spans, strict=True):
+        negatives = vectors_for(list(doc.negatives)) if doc.negatives else None
+        result[doc.pk] = DocVectors(
+            matrix[start : start + count], tuple(k for k, _ in pairs), tuple(t for _, t in pairs), negatives
+        )
+    return result
+
+
+@dataclass
+class EvalQuery:
+    text: str
+    groups: list[list[str]]
+    match: str
+    subset: str
+    source: str
+
+    @property
+    def kind(self) -> str:
+        if self.match == "none":
+            return "none"
+        return "single" if len(self.groups) == 1 else "multi"
+
+
+def load_queries(paths: Sequence[Path], known_ids: set[str]) -> tuple[list[EvalQuery], int]:
+    """Queries from every file; a query whose labels are not all in the catalogs is dropped (counted)."""
+    queries, dropped = [], 0
+    for path in paths:
+        source = path.stem.replace("queries-", "")
+        for row in read_jsonl(path):
+            groups = [list(g) for g in row.get("relevant_groups") or []]
+            match = str(row.get("match", "all"))
+            if match != "none" and (not groups or any(not set(g) & known_ids for g in groups)):
+                dropped += 1
+                continue
+            subset = str(row.get("subset") or row.get("category") or "-")
+            queries.append(EvalQuery(str(row["query"]), groups, match, f"{source}/{subset}", source))
+    return queries, dropped
+
+
+@dataclass
+class Tally:
+    values: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+
+    def add(self, name: str, value: float) -> None:
+        self.values[name].append(value)
+
+    def summary(self) -> dict[str, float]:
+        return {name: float(np.mean(v)) for name, v in self.values.items() if v}
+
+
+def score_query(query: EvalQuery, ranked_ids: list[str], abstained: bool, tally: Tally) -> None:
+    """Single slot: Hit@k, MRR@10, nDCG@10 (one needed tool, so IDCG is 1); multi: slot recall, all-slots."""
+    top = ranked_ids[:DEPTH]
+    if query.kind == "none":
+        tally.add("abstention", float(abstained))
+        return
+    tally.add("false_abstention", float(abstained))
+    if query.kind == "single":
+        wanted = set(query.groups[0])
+        rank = next((i for i, tool_id in enumerate(top, start=1) if tool_id in wanted), None)
+        for k in HIT_KS:
+            tally.add(f"hit@{k}", float(rank is not None and rank <= k))
+        tally.add("mrr@10", 1.0 / rank if rank else 0.0)
+        tally.add("ndcg@10", 1.0 / math.log2(rank + 1) if rank else 0.0)
+    else:
+        found = [bool(set(group) & set(top)) for group in query.groups]
+        tally.add("slot_recall@10", sum(found) / len(found))
+        tally.add("all_slots@10", float(all(found)))
+
+
+def evaluate(
+    snapshot: IndexSnapshot,
+    queries: Sequence[EvalQuery],
+    query_vectors: np.ndarray | None,
+    options: RankingOptions,
+    calibration: Calibration = Calibration(),  # noqa: B008 - frozen, shared default
+    modes: Iterable[str] = MODES,
+) -> dict[str, dict[str, dict[str, float]]]:
+    """{group: {mode: {metric: value}}} with groups "all", each source and each source/subset."""
+    modes = list(modes)
+    tallies: dict[str, dict[str, Tally]] = defaultdict(lambda: defaultdict(Tally))
+    counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    visible = snapshot.visible_mask(None)
+    for i, query in enumerate(queries):
+        vector = query_vectors[i] if query_vectors is not None else None
+        branches = snapshot.branches(query.text, vector, visible)
+        for mode in modes:
+            if mode != "bm25" and vector is None:
+                continue
+            ranking = snapshot.rank(
+                branches,
+                query=query.text,
+                query_vector=vector,
+                top_k=DEPTH,
+                options=_with(options, fusion=mode, dynamic_cut=False),
+                calibration=calibration,
+            )
+            ids = [snapshot.docs[c.row].tool_id for c in ranking.candidates]
+            for group in ("all", query.source, query.subset):
+                score_query(query, ids, ranking.abstained, tallies[group][mode])
+        for group in ("all", query.source, query.subset):
+            counts[group][query.kind] += 1
+    return {
+        group: {"counts": dict(counts[group]), **{m: tallies[group][m].summary() for m in modes}}
+        for group in sorted(tallies, key=lambda g: (g != "all", "/" in g, g))
+    }
+
+
+def _with(options: RankingOptions, **changes: Any) -> RankingOptions:
+    from dataclasses import replace
+
+    return replace(options, **changes)
+
+
+def sample_queries(queries: list[EvalQuery], sample: int | None, seed: int, limit: int | None) -> list[EvalQuery]:
+    if sample is not None and sample < len(queries):
+        queries = random.Random(seed).sample(queries, sample)
+    if limit is not None:
+        queries = queries[:limit]
+    return queries

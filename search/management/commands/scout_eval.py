@@ -1,0 +1,123 @@
+"""Evaluate retrieval on public catalogs and labeled queries, in an isolated in-memory index.
+
+    manage.py scout_eval --catalog ../shared/eval/catalog-apify.jsonl --queries ../shared/eval/queries-apify.jsonl
+
+Reports BM25-only, dense-only and both hybrid fusions side by side (the one chosen by --fusion, default
+the SCOUT_SEARCH_FUSION setting, is marked as "hybrid"), overall, per source and per subset.
+"""
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from search.encoder import EncoderUnavailable, encoder_get, model_key
+from search.engine.ranking import FUSIONS, MODES, RankingOptions
+from search.engine.snapshot import IndexSnapshot
+from search.evaluation import (
+    EmbeddingCache,
+    EvalDataError,
+    doc_vectors,
+    evaluate,
+    load_catalogs,
+    load_queries,
+    sample_queries,
+)
+
+METRICS = {
+    "single": ["hit@1", "hit@3", "hit@5", "hit@10", "mrr@10", "ndcg@10"],
+    "multi": ["slot_recall@10", "all_slots@10"],
+    "answerable": ["false_abstention"],
+    "none": ["abstention"],
+}
+
+
+class Command(BaseCommand):
+    help = "Evaluate tool retrieval (BM25, dense, hybrid) on JSONL catalogs and labeled queries."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--catalog", action="append", required=True, type=Path, help="catalog JSONL (repeat)")
+        parser.add_argument("--queries", action="append", required=True, type=Path, help="queries JSONL (repeat)")
+        parser.add_argument("--fusion", choices=FUSIONS, default=None, help="the fusion reported as hybrid")
+        parser.add_argument("--limit", type=int, default=None, help="only the first N queries (after sampling)")
+        parser.add_argument("--sample", type=int, default=None, help="a random sample of N queries")
+        parser.add_argument("--seed", type=int, default=0, help="seed for --sample")
+        parser.add_argument("--json", type=Path, default=None, help="write every figure as JSON here")
+        parser.add_argument("--no-intent", action="store_true", help="disable operation-intent re-ranking")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        fusion = opts["fusion"] or settings.SCOUT_SEARCH_FUSION
+        started = time.monotonic()
+        try:
+            docs = load_catalogs(opts["catalog"])
+            queries, dropped = load_queries(opts["queries"], {d.tool_id for d in docs})
+        except EvalDataError as exc:
+            raise CommandError(str(exc)) from exc
+        queries = sample_queries(queries, opts["sample"], opts["seed"], opts["limit"])
+        if not docs or not queries:
+            raise CommandError("nothing to evaluate: no tools or no queries")
+        vectors, query_vectors, degraded, encoded = None, None, False, 0
+        try:
+            encoder = encoder_get()
+            cache = EmbeddingCache(Path(settings.SCOUT_SEARCH_EVAL_CACHE_DIR), model_key(), encoder.encode)
+            vectors = doc_vectors(docs, cache.vectors)
+            query_vectors = cache.vectors([q.text for q in queries])
+            encoded = cache.encoded
+        except EncoderUnavailable as exc:
+            degraded = True
+            self.stderr.write(f"embedding model unavailable, BM25 only: {exc}")
+        snapshot = IndexSnapshot(docs, vectors, generation="eval")
+        options = RankingOptions(
+            fusion=fusion,
+            bm25_weight=settings.SCOUT_SEARCH_BM25_WEIGHT,
+            abstain_threshold=settings.SCOUT_SEARCH_ABSTAIN_THRESHOLD,
+            intent=not opts["no_intent"],
+        )
+        results = evaluate(snapshot, queries, query_vectors, options)
+        report = {
+            "catalogs": [str(p) for p in opts["catalog"]],
+            "queries": [str(p) for p in opts["queries"]],
+            "tools": len(docs),
+            "n_queries": len(queries),
+            "dropped_queries": dropped,
+            "sample": opts["sample"],
+            "seed": opts["seed"],
+            "limit": opts["limit"],
+            "hybrid": fusion,
+            "model": model_key(),
+            "degraded": degraded,
+            "texts_encoded": encoded,
+            "seconds": round(time.monotonic() - started, 1),
+            "groups": results,
+        }
+        self.stdout.write(render_table(report))
+        if opts["json"]:
+            opts["json"].parent.mkdir(parents=True, exist_ok=True)
+            opts["json"].write_text(json.dumps(report, indent=2))
+
+
+def render_table(report: dict) -> str:
+    hybrid = report["hybrid"]
+    labels = {m: ("hybrid:" + m if m == hybrid else m) for m in MODES}
+    lines = [
+        f"tools={report['tools']} queries={report['n_queries']} dropped={report['dropped_queries']} "
+        f"model={report['model']} degraded={report['degraded']} encoded={report['texts_encoded']} "
+        f"seconds={report['seconds']}",
+    ]
+    header = f"{'metric':<18}" + "".join(f"{labels[m]:>15}" for m in MODES)
+    for group, data in report["groups"].items():
+        counts = data.get("counts", {})
+        lines += ["", f"== {group}  " + " ".join(f"{k}={v}" for k, v in sorted(counts.items())), header]
+        for kind, metrics in METRICS.items():
+            present = counts.get(kind, 0) or (kind == "answerable" and (counts.get("single") or counts.get("multi")))
+            if not present:
+                continue
+            for metric in metrics:
+                cells = "".join(
+                    f"{data[m][metric]:>15.3f}" if m in data and metric in data[m] else f"{'-':>15}" for m in MODES
+                )
+                lines.append(f"{metric:<18}{cells}")
+    return "\n".join(lines) + "\n"

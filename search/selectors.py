@@ -1,0 +1,61 @@
+"""Reads: tool documents for indexing, stored vectors, the current index generation."""
+
+from collections.abc import Collection, Iterable
+
+from django.conf import settings
+from django.core.cache import cache
+
+from catalog.models import Tool
+
+from .choices import GenerationStatus
+from .documents import ToolDoc, tool_doc_from_tool
+from .engine.snapshot import DocVectors
+from .models import IndexGeneration, ToolEmbedding
+
+GENERATION_CACHE_KEY = "scout:search:generation"
+
+
+def indexable_tools() -> "Iterable[Tool]":
+    """Tools search may return: still listed upstream and enabled. Visibility is applied per caller."""
+    return Tool.objects.live().filter(enabled=True)
+
+
+def tool_docs_load(*, pks: Collection[int] | None = None) -> list[ToolDoc]:
+    """ToolDocs for indexable tools (all, or those among ``pks``), children prefetched: 5 queries in all."""
+    queryset = indexable_tools()
+    if pks is not None:
+        queryset = queryset.filter(pk__in=list(pks))
+    queryset = queryset.select_related("server").prefetch_related(
+        "aliases", "keywords", "examples", "negative_examples"
+    )
+    return [tool_doc_from_tool(tool) for tool in queryset.order_by("pk")]
+
+
+def stored_vectors(*, docs: Iterable[ToolDoc], model_key: str) -> dict[int, DocVectors]:
+    """Stored vectors whose hash still matches the tool's current texts (stale rows are ignored)."""
+    wanted = {doc.pk: doc.dense_hash() for doc in docs}
+    rows = ToolEmbedding.objects.filter(model_key=model_key, tool_id__in=list(wanted))
+    result = {}
+    for row in rows:
+        if wanted.get(row.tool_id) != row.dense_hash:
+            continue
+        matrix = row.matrix()
+        count = len(row.kinds)
+        result[row.tool_id] = DocVectors(
+            matrix[:count], tuple(row.kinds), tuple(row.texts), matrix[count:] if row.negative_count else None
+        )
+    return result
+
+
+def current_generation_token() -> str | None:
+    """Token of the latest ready generation; a cache value trusted for SCOUT_SEARCH_GENERATION_CHECK_SECONDS."""
+    token = cache.get(GENERATION_CACHE_KEY)
+    if token is None:
+        latest = (
+            IndexGeneration.objects.filter(status=GenerationStatus.READY)
+            .order_by("-id")
+            .values_list("token", flat=True)
+        ).first()
+        token = str(latest) if latest else ""
+        cache.set(GENERATION_CACHE_KEY, token, timeout=settings.SCOUT_SEARCH_GENERATION_CHECK_SECONDS)
+    return token or None

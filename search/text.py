@@ -1,0 +1,53 @@
+"""Text helpers shared by the sparse index, documents and explanations. ORM-free."""
+
+import re
+import unicodedata
+
+from bm25s.stopwords import STOPWORDS_EN
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_CHUNK = re.compile(r"[\w\-]+", re.UNICODE)
+_SENTENCE_END = re.compile(r"(?<=[.!?。])\s+|\n")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+STOPWORDS = frozenset(STOPWORDS_EN) | {"please", "can", "could", "would", "want", "need", "i", "me", "my"}
+
+
+def split_identifier(name: str) -> str:
+    """``createPullRequest`` / ``create_pull-request`` -> ``create pull request``."""
+    spaced = _CAMEL.sub(" ", name)
+    return " ".join(_WORD.findall(spaced)).lower()
+
+
+def strip_control(text: str) -> str:
+    return _CONTROL.sub(" ", text)
+
+
+def tokenize(text: str) -> list[str]:
+    """Lowercased words, identifiers split on ``_ - .`` and camelCase, English stopwords dropped.
+
+    No stemming: with the name weighted, PyStemmer measured worse inside the hybrid (RETRIEVAL-NOTES).
+    Compound words are kept whole as well as split (``GitHub`` -> ``github git hub``, ``list_files`` ->
+    ``list_files list files``), so an exact tool name and its parts both match.
+    """
+    text = unicodedata.normalize("NFKC", text)
+    tokens: list[str] = []
+    for chunk in _CHUNK.findall(text):
+        parts = _WORD.findall(_CAMEL.sub(" ", chunk))
+        if len(parts) > 1:
+            whole = chunk.strip("-_").lower().replace("-", "_")
+            if whole:
+                tokens.append(whole)
+        for raw in parts:
+            word = raw.lower()
+            if word in STOPWORDS or (len(word) == 1 and word.isascii()):
+                continue
+            tokens.append(word)
+    return tokens
+
+
+def first_sentence(text: str, limit: int = 300) -> str:
+    text = text.strip()
+    if not text:
+        return ""
+    return _SENTENCE_END.split(text, maxsplit=1)[0].strip()[:limit]

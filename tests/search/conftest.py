@@ -1,0 +1,80 @@
+"""Search fixtures: one model load per test session, a clean index state per test, a small catalog."""
+
+from collections.abc import Callable
+
+import pytest
+from django.core.cache import cache
+
+from search.backends import backends_reset
+from search.encoder import Encoder, encoder_forget_failures, encoder_get
+from search.events import search_events_reset
+from search.models import IndexGeneration
+
+from .factories import ServerFactory, ToolFactory, add_examples
+
+
+@pytest.fixture(scope="session")
+def encoder() -> Encoder:
+    """The real model, loaded once for the whole session (slow on 2 cores)."""
+    return encoder_get()
+
+
+@pytest.fixture(autouse=True)
+def clean_search_state():
+    """Per-process index state must not outlive the test's database transaction."""
+    cache.clear()
+    backends_reset()
+    search_events_reset()
+    encoder_forget_failures()
+    yield
+    cache.clear()
+    backends_reset()
+
+
+@pytest.fixture
+def reindex(django_capture_on_commit_callbacks) -> Callable[..., IndexGeneration]:
+    """Run an indexing service and its on-commit publication, as a committed transaction would."""
+
+    def run(service: Callable[..., IndexGeneration], **kwargs: object) -> IndexGeneration:
+        with django_capture_on_commit_callbacks(execute=True):
+            return service(**kwargs)
+
+    return run
+
+
+def _params(*names: str, required: tuple[str, ...] = ()) -> dict:
+    return {
+        "type": "object",
+        "properties": {name: {"type": "string", "description": name.replace("_", " ")} for name in names},
+        "required": list(required),
+    }
+
+
+@pytest.fixture
+def small_catalog(db) -> dict[str, object]:
+    """Twelve self-made tools on four servers, with confusable neighbours."""
+    mail = ServerFactory(slug="mail", name="Mail", description="Send and read email messages")
+    files = ServerFactory(slug="files", name="Filesystem", description="Local files and directories")
+    weather = ServerFactory(slug="weather", name="Weather", description="Forecasts and current conditions")
+    tracker = ServerFactory(slug="tracker", name="Issue Tracker", description="Project issues and tickets")
+    specs = [
+        (mail, "send_email", "Send an email message to one or more recipients.", ("to", "subject", "body")),
+        (mail, "list_inbox", "List the newest messages in the inbox.", ("folder",)),
+        (mail, "delete_email", "Delete an email message by its id.", ("message_id",)),
+        (files, "read_file", "Read the complete contents of a file from disk.", ("path",)),
+        (files, "write_file", "Create a new file or overwrite an existing file with content.", ("path", "content")),
+        (files, "list_directory", "List the files and folders inside a directory.", ("path",)),
+        (files, "move_file", "Move or rename a file or directory.", ("source", "destination")),
+        (weather, "get_forecast", "Weather forecast for the next days at a location.", ("latitude", "longitude")),
+        (weather, "get_alerts", "Active severe weather alerts for a US state.", ("state",)),
+        (tracker, "create_issue", "Open a new issue in a project with a title and body.", ("project", "title")),
+        (tracker, "close_issue", "Close an existing issue.", ("issue_id",)),
+        (tracker, "search_issues", "Search issues by text, label or assignee.", ("query",)),
+    ]
+    tools = {}
+    for server, name, description, params in specs:
+        tools[name] = ToolFactory(
+            server=server, name=name, description=description, input_schema=_params(*params, required=params[:1])
+        )
+    add_examples(tools["get_alerts"], "is there a storm warning near me")
+    return tools

@@ -1,0 +1,42 @@
+"""Catalog rows for search tests (factory_boy)."""
+
+import factory
+from django.utils import timezone
+
+from catalog.choices import Transport
+from catalog.constants import make_tool_id
+from catalog.models import Server, Tool, ToolExample, ToolNegativeExample
+
+
+class ServerFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Server
+        django_get_or_create = ("slug",)
+
+    slug = factory.Sequence(lambda n: f"server-{n}")
+    name = factory.LazyAttribute(lambda o: o.slug.replace("-", " ").title())
+    transport = Transport.IMPORTED
+
+
+class ToolFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Tool
+
+    server = factory.SubFactory(ServerFactory)
+    name = factory.Sequence(lambda n: f"tool_{n}")
+    tool_id = factory.LazyAttribute(lambda o: make_tool_id(o.server.slug, o.name))
+    description = ""
+    input_schema = factory.LazyFunction(lambda: {"type": "object", "properties": {}})
+    definition_hash = factory.Sequence(lambda n: f"{n:064x}")
+    first_seen_at = factory.LazyFunction(timezone.now)
+    last_seen_at = factory.LazyFunction(timezone.now)
+
+
+def add_examples(tool: Tool, *texts: str) -> None:
+    for text in texts:
+        ToolExample.objects.create(tool=tool, text=text)
+
+
+def add_negatives(tool: Tool, *texts: str) -> None:
+    for text in texts:
+        ToolNegativeExample.objects.create(tool=tool, text=text)

@@ -1,0 +1,108 @@
+"""Ranking on a small self-made catalog, through the public service."""
+
+import pytest
+
+from search.services import index_rebuild, index_update, tool_search
+
+from .factories import ToolFactory, add_examples, add_negatives
+
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]
+
+
+def ids(result) -> list[str]:
+    return [m.tool_id for m in result.matches]
+
+
+@pytest.fixture
+def indexed(small_catalog, reindex, encoder):
+    reindex(index_rebuild)
+    return small_catalog
+
+
+def everyone(tools) -> set[int]:
+    return {t.pk for t in tools.values()}
+
+
+def test_exact_name_ranks_first(indexed):
+    result = tool_search(query="list_directory", visible=everyone(indexed))
+    assert result.index_ready and not result.degraded
+    assert ids(result)[0] == "files::list_directory"
+    top = result.matches[0]
+    assert "list_directory" in top.why_matched["terms"]
+    assert top.bm25_rank == 1 and top.fused_rank == 1
+
+
+def test_paraphrase_is_found(indexed):
+    result = tool_search(query="what will the temperature be tomorrow in Paris", visible=everyone(indexed))
+    assert "weather::get_forecast" in ids(result)[:2]
+
+
+def test_example_request_lifts_its_tool(indexed, reindex):
+    query = "any word from my landlord lately"
+    before = tool_search(query=query, visible=everyone(indexed), top_k=10)
+    assert ids(before)[:1] != ["mail::list_inbox"]
+    add_examples(indexed["list_inbox"], "did I get anything from my landlord lately")
+    reindex(index_update, tool_pks=[indexed["list_inbox"].pk])
+    after = tool_search(query=query, visible=everyone(indexed), top_k=10)
+    assert ids(after)[0] == "mail::list_inbox"
+    assert after.matches[0].why_matched["closest"] == "example"
+    assert after.matches[0].why_matched["example_request"] == "did I get anything from my landlord lately"
+    assert not after.abstained
+
+
+def test_negative_example_pushes_its_tool_down(indexed, reindex):
+    query = "delete the file notes.txt"
+    before = ids(tool_search(query=query, visible=everyone(indexed), top_k=10))
+    target = before[0]
+    tool = next(t for t in indexed.values() if t.tool_id == target)
+    add_negatives(tool, "delete the file notes.txt from disk")
+    reindex(index_update, tool_pks=[tool.pk])
+    after = tool_search(query=query, visible=everyone(indexed), top_k=10)
+    assert ids(after)[0] != target
+    demoted = [m for m in after.matches if m.tool_id == target]
+    assert not demoted or demoted[0].why_matched.get("demoted")
+
+
+def test_nonsense_abstains(indexed):
+    result = tool_search(query="zxqv blorft wumpus glarb", visible=everyone(indexed))
+    assert result.abstained and result.matches == []
+
+
+def test_off_topic_request_abstains(indexed):
+    result = tool_search(query="bake a sourdough bread with rye flour", visible=everyone(indexed))
+    assert result.abstained
+
+
+def test_only_visible_tools_are_returned(indexed):
+    visible = {indexed["read_file"].pk, indexed["get_forecast"].pk}
+    result = tool_search(query="list the files in my directory", visible=visible, top_k=20)
+    assert set(ids(result)) <= {"files::read_file", "weather::get_forecast"}
+    assert tool_search(query="list_directory", visible=set(), top_k=5).matches == []
+
+
+def test_top_k_and_dynamic_cut_bound_the_answer(indexed):
+    result = tool_search(query="file", visible=everyone(indexed), top_k=2)
+    assert 1 <= len(result.matches) <= 2
+    wide = tool_search(query="send an email to bob", visible=everyone(indexed), top_k=20)
+    assert wide.matches[0].tool_id == "mail::send_email"
+    assert len(wide.matches) < 12  # scores fall off long before the whole catalog
+
+
+def test_rrf_fusion_is_selectable(indexed):
+    result = tool_search(query="send an email to bob", visible=everyone(indexed), fusion="rrf")
+    assert result.matches[0].tool_id == "mail::send_email"
+
+
+def test_disabled_tool_leaves_the_index(indexed, reindex):
+    tool = indexed["send_email"]
+    tool.enabled = False
+    tool.save()
+    reindex(index_update, tool_pks=[tool.pk])
+    assert "mail::send_email" not in ids(tool_search(query="send_email", visible=everyone(indexed), top_k=20))
+
+
+def test_new_tool_becomes_searchable(indexed, reindex):
+    tool = ToolFactory(server=indexed["send_email"].server, name="schedule_meeting", description="Book a meeting.")
+    reindex(index_update, tool_pks=[tool.pk])
+    result = tool_search(query="schedule_meeting", visible=everyone(indexed) | {tool.pk})
+    assert ids(result)[0] == "mail::schedule_meeting"

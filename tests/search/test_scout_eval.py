@@ -1,0 +1,151 @@
+"""scout_eval on a self-made catalog (hand-checked metrics) and on the public Apify set."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.core.management import CommandError, call_command
+
+from search.evaluation import EvalQuery, Tally, score_query
+
+CATALOG = [
+    {
+        "id": "mail::send_email",
+        "server": "mail",
+        "name": "send_email",
+        "description": "Send an email message.",
+        "inputSchema": {"type": "object", "properties": {"to": {"type": "string"}}, "required": ["to"]},
+    },
+    {
+        "id": "files::read_file",
+        "server": "files",
+        "name": "read_file",
+        "description": "Read a file from disk.",
+        "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}},
+    },
+    {
+        "id": "files::write_file",
+        "server": "files",
+        "name": "write_file",
+        "description": "Write a file to disk.",
+        "inputSchema": {},
+    },
+    {
+        "id": "weather::get_forecast",
+        "server": "weather",
+        "name": "get_forecast",
+        "description": "Weather forecast for a city.",
+        "inputSchema": {},
+    },
+]
+QUERIES = [
+    {"query": "send_email", "relevant_groups": [["mail::send_email"]], "match": "all", "subset": "names"},
+    {"query": "read_file", "relevant_groups": [["files::read_file"]], "match": "all", "subset": "names"},
+    {
+        "query": "read_file then send_email",
+        "relevant_groups": [["files::read_file"], ["mail::send_email"]],
+        "match": "all",
+        "subset": "steps",
+    },
+    {"query": "zzyzx qwfp", "relevant_groups": [], "match": "none", "subset": "none"},
+    {"query": "gone", "relevant_groups": [["nowhere::missing"]], "match": "all", "subset": "names"},
+]
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_metrics_by_hand():
+    single = EvalQuery("q", [["a", "b"]], "any", "s", "src")
+    tally = Tally()
+    score_query(single, ["x", "b", "a"], abstained=False, tally=tally)  # first relevant at rank 2
+    multi = EvalQuery("q", [["a"], ["c"], ["d"]], "all", "s", "src")
+    score_query(multi, ["c", "x", "a"], abstained=True, tally=tally)  # 2 of 3 slots
+    none = EvalQuery("q", [], "none", "s", "src")
+    score_query(none, ["a"], abstained=True, tally=tally)
+    summary = tally.summary()
+    assert summary["hit@1"] == 0 and summary["hit@3"] == 1 and summary["mrr@10"] == 0.5
+    assert summary["ndcg@10"] == pytest.approx(1 / 1.584962500721156)
+    assert summary["slot_recall@10"] == pytest.approx(2 / 3) and summary["all_slots@10"] == 0
+    assert summary["false_abstention"] == 0.5 and summary["abstention"] == 1.0
+
+
+@pytest.mark.slow
+def test_eval_command_on_a_small_catalog(tmp_path, capsys):
+    catalog = write_jsonl(tmp_path / "catalog-small.jsonl", CATALOG)
+    queries = write_jsonl(tmp_path / "queries-small.jsonl", QUERIES)
+    out = tmp_path / "report.json"
+    call_command("scout_eval", "--catalog", str(catalog), "--queries", str(queries), "--json", str(out))
+    report = json.loads(out.read_text())
+    assert report["tools"] == 4 and report["n_queries"] == 4 and report["dropped_queries"] == 1
+    overall = report["groups"]["all"]
+    assert overall["counts"] == {"single": 2, "multi": 1, "none": 1}
+    for mode in ("bm25", "dense", "convex", "rrf"):
+        assert overall[mode]["slot_recall@10"] == 1.0 and overall[mode]["all_slots@10"] == 1.0
+    for mode in ("bm25", "convex", "rrf"):  # exact tool names: BM25 and both fusions put them first
+        assert overall[mode]["hit@1"] == 1.0 and overall[mode]["mrr@10"] == 1.0
+    assert overall["convex"]["abstention"] == 1.0 and overall["convex"]["false_abstention"] == 0.0
+    assert set(report["groups"]) >= {"all", "small", "small/names", "small/steps", "small/none"}
+    table = capsys.readouterr().out
+    assert "hybrid:convex" in table and "== small/names" in table
+
+    call_command(
+        "scout_eval",
+        "--catalog",
+        str(catalog),
+        "--queries",
+        str(queries),
+        "--json",
+        str(out),
+        "--fusion",
+        "rrf",
+        "--sample",
+        "2",
+        "--seed",
+        "3",
+    )
+    again = json.loads(out.read_text())
+    assert again["hybrid"] == "rrf" and again["n_queries"] == 2 and again["texts_encoded"] == 0  # cached
+
+
+def test_eval_command_rejects_bad_files(tmp_path):
+    with pytest.raises(CommandError, match="no such file"):
+        call_command("scout_eval", "--catalog", str(tmp_path / "nope.jsonl"), "--queries", str(tmp_path / "q.jsonl"))
+    bad = tmp_path / "catalog-bad.jsonl"
+    bad.write_text("{not json\n")
+    with pytest.raises(CommandError, match="not JSON"):
+        call_command("scout_eval", "--catalog", str(bad), "--queries", str(bad))
+
+
+@pytest.fixture
+def eval_dir() -> Path:
+    path = Path(os.environ.get("SCOUT_EVAL_DIR") or Path(settings.BASE_DIR).parent / "shared" / "eval")
+    if not (path / "catalog-apify.jsonl").is_file():
+        if os.environ.get("SCOUT_REQUIRE_EVAL_DATA") == "1":
+            pytest.fail(f"SCOUT_REQUIRE_EVAL_DATA=1 but the public eval data is missing at {path}")
+        pytest.skip(f"public eval data not found at {path} (set SCOUT_EVAL_DIR)")
+    return path
+
+
+@pytest.mark.eval_data
+@pytest.mark.slow
+def test_hybrid_at_least_as_good_as_either_branch_on_apify(eval_dir, tmp_path):
+    out = tmp_path / "apify.json"
+    call_command(
+        "scout_eval",
+        "--catalog",
+        str(eval_dir / "catalog-apify.jsonl"),
+        "--queries",
+        str(eval_dir / "queries-apify.jsonl"),
+        "--json",
+        str(out),
+    )
+    overall = json.loads(out.read_text())["groups"]["all"]
+    tolerance = 0.03
+    for metric in ("hit@1", "hit@5", "mrr@10"):
+        best_branch = max(overall["bm25"][metric], overall["dense"][metric])
+        assert overall["convex"][metric] >= best_branch - tolerance, (metric, overall)
