@@ -150,7 +150,7 @@ def gateway(live_gateway: ThreadedUvicorn, transactional_db, settings) -> Thread
     from search.backends import backend_get
 
     settings.SCOUT_PUBLIC_URL = live_gateway.url
-    backend_get().reset()
+    forget_cached_state()
     yield live_gateway
     backend_get().reset()
     # Upstream sessions belong to this test's servers and environment: close them.
@@ -294,10 +294,32 @@ def calc_server(transactional_db, http_upstream: ThreadedUvicorn) -> Any:
 # --- search index ---------------------------------------------------------------------------------
 
 
+def forget_cached_state() -> None:
+    """Process caches that outlive a flushed test database: the index generation and visible sets."""
+    from django.core.cache import cache
+
+    from governance.cache import visibility_invalidate
+    from search.backends import backend_get
+    from search.selectors import GENERATION_CACHE_KEY
+
+    cache.delete(GENERATION_CACHE_KEY)
+    visibility_invalidate()
+    backend_get().reset()
+
+
 def build_index() -> None:
     from search.services import index_rebuild
 
     index_rebuild()
+    forget_cached_state()
+
+
+def drop_index() -> None:
+    """No search index at all (as on a fresh install before the first build)."""
+    from search.models import IndexGeneration
+
+    IndexGeneration.objects.all().delete()
+    forget_cached_state()
 
 
 # --- MCP and raw HTTP clients ---------------------------------------------------------------------
