@@ -171,7 +171,8 @@ def tool_get_for_principal(*, principal: Principal, tool_id: str, permission: Pe
     """The tool ``tool_id`` ("server::name", exact bytes) if ``principal`` may discover/execute it.
 
     Raises ToolNotFound whether the tool is missing, hidden or forbidden."""
-    if not isinstance(tool_id, str) or not tool_id or len(tool_id) > MAX_TOOL_ID_LENGTH:
+    # Tool ids never hold control characters (catalog rejects them); NUL would also break Postgres.
+    if not isinstance(tool_id, str) or not tool_id or len(tool_id) > MAX_TOOL_ID_LENGTH or "\x00" in tool_id:
         raise ToolNotFound()
     tool = Tool.objects.select_related("server", "policy__risk_class").filter(tool_id=tool_id).first()
     # Compare exact bytes: some database collations match case-insensitively.

@@ -8,6 +8,7 @@ import functools
 import hashlib
 import json
 import math
+import re
 import secrets
 import time
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from governance.services.policy import policy_version_current, tool_policy_ensur
 
 MAX_REASON_CHARS = 2000
 SQLITE_LOCK_RETRIES = 20
+APPROVAL_ID_RE = re.compile(re.escape(APPROVAL_ID_PREFIX) + r"[A-Za-z0-9_-]{16,36}")
 
 
 class ArgumentsNotCanonical(ValueError):
@@ -195,7 +197,7 @@ def approval_request_create(*, principal: Principal, tool: Tool, arguments: Any,
 
 def approval_get(*, approval_id: object) -> ApprovalRequest:
     """The request with this public id. Raises ApprovalError("unknown") for anything else."""
-    if not isinstance(approval_id, str) or not approval_id.startswith(APPROVAL_ID_PREFIX) or len(approval_id) > 40:
+    if not isinstance(approval_id, str) or not APPROVAL_ID_RE.fullmatch(approval_id):
         raise ApprovalError("unknown", "Unknown approval id")
     request = ApprovalRequest.objects.select_related("tool", "tool__server", "policy_version").filter(
         approval_id=approval_id

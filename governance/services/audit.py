@@ -12,6 +12,17 @@ from governance.principals import Principal
 MAX_TRACE_ID = 200
 
 
+def _no_nul(value: Any) -> Any:
+    """Hostile text may carry NUL, which Postgres text and jsonb refuse; an audit write must never fail on it."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {_no_nul(k): _no_nul(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_no_nul(v) for v in value]
+    return value
+
+
 def audit_record(
     *,
     event_type: str,
@@ -60,6 +71,6 @@ def audit_record(
         environment=environment,
         policy_version=policy_version,
         approval_ref=approval.approval_id if approval is not None else "",
-        trace_id=(trace_id or "")[:MAX_TRACE_ID],
-        payload=payload or {},
+        trace_id=_no_nul(trace_id or "")[:MAX_TRACE_ID],
+        payload=_no_nul(payload or {}),
     )

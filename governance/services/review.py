@@ -85,7 +85,7 @@ def tool_definition_review(*, tool: Tool, revision: ToolRevision | None, previou
 
 def _decide(*, review: ToolReview, actor: AbstractBaseUser, reason: str, accept: bool) -> ToolReview:
     with transaction.atomic():
-        review = ToolReview.objects.select_for_update().select_related("tool", "revision").get(pk=review.pk)
+        review = ToolReview.objects.select_for_update().get(pk=review.pk)
         if review.status != ReviewStatus.PENDING:
             raise ReviewError(f"this review is already {review.get_status_display().lower()}")
         tool = Tool.objects.select_related("server").get(pk=review.tool_id)

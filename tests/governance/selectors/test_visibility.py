@@ -205,6 +205,9 @@ def test_hidden_and_missing_tools_raise_the_same_error(member, grant, server, to
         "github::does_not_exist",
         "GITHUB::secret_tool",
         "github::secret_tool ",
+        "github::secret\x00tool",
+        "github::secret_tool\r\n",
+        "github::\u202esecret_tool",
         "x" * 10000,
     ):
         with pytest.raises(ToolNotFound) as exc:

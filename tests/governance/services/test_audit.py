@@ -95,3 +95,18 @@ def test_deleting_a_user_or_tool_keeps_their_events_unchanged(member_token, tool
     principal.user.delete()
     event = AuditEvent.objects.get(pk=event.pk)
     assert event.human_subject == "member" and event.tool_ref == "github::list_issues"
+
+
+def test_hostile_text_in_payload_and_trace_id_is_recorded_not_refused(member_token, tool):
+    _, _, principal = member_token
+    event = audit_record(
+        event_type="execution",
+        principal=principal,
+        tool=tool,
+        outcome="error",
+        payload={"error": "bad\x00byte", "k\x00": ["\x00"]},
+        trace_id="t\x00" + "x" * 500,
+    )
+    event.refresh_from_db()
+    assert event.payload == {"error": "bad\ufffdbyte", "k\ufffd": ["\ufffd"]}
+    assert len(event.trace_id) == 200 and "\x00" not in event.trace_id
