@@ -1,0 +1,96 @@
+"""Idempotency keys (SECURITY-TESTS C1 25, F13): a re-sent mutating call runs once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+from .conftest import MODERN, faulty_calls, gateway_db, grant, make_token, make_user, mcp_client, run
+
+pytestmark = [gateway_db, pytest.mark.slow]
+TOOL = "faulty::record_note"
+
+
+@pytest.fixture
+def token(gateway, admin_user, faulty_server) -> str:
+    from catalog.models import Tool
+    from governance.models import RiskClass
+    from governance.services.policy import tool_policy_classify, tool_policy_ensure
+
+    member = make_user("gw_member")
+    grant(admin_user, faulty_server, member, "discover", "execute")
+    # A low-risk write: no approval needed, so only the idempotency key stands between a resend and a rerun.
+    tool_policy_classify(
+        policy=tool_policy_ensure(tool=Tool.objects.get(tool_id=TOOL)),
+        actor=admin_user,
+        operation_class="write",
+        reversibility="reversible",
+        risk_class=RiskClass.objects.get(name="low"),
+        allowed_environments=[],
+        data_classes=[],
+    )
+    return make_token(member)
+
+
+def _call(client, key: str | None, note: str) -> Any:
+    payload: dict[str, Any] = {"tool_id": TOOL, "arguments": {"note": note}}
+    if key is not None:
+        payload["idempotency_key"] = key
+    return client.call_tool("execute_tool", payload)
+
+
+def test_a_resent_call_runs_once_and_returns_the_same_result(gateway, token, faulty_call_log):
+    async def main():
+        async with mcp_client(gateway, token, mode=MODERN) as client:
+            first = await _call(client, "order-17", "hello")
+            second = await _call(client, "order-17", "hello")
+            other_args = await _call(client, "order-17", "goodbye")
+            without_key = await _call(client, None, "hello")
+            return first, second, other_args, without_key
+
+    first, second, other_args, without_key = run(main)
+    assert not first.is_error
+    assert second.model_dump() == first.model_dump()
+    assert other_args.is_error and other_args.structured_content["idempotency_mismatch"] is True
+    assert not without_key.is_error
+    assert faulty_calls(faulty_call_log, "record_note") == 2  # "order-17" once, the keyless call once
+
+
+def test_concurrent_duplicates_run_once(gateway, token, faulty_call_log):
+    results: list[Any] = []
+
+    async def main():
+        async with mcp_client(gateway, token, mode=MODERN) as client:
+            await client.call_tool("execute_tool", {"tool_id": "faulty::ping", "arguments": {}})  # warm session
+
+            async def send():
+                results.append(await _call(client, "burst-1", "once"))
+
+            async with anyio.create_task_group() as group:
+                for _ in range(4):
+                    group.start_soon(send)
+
+    run(main)
+    assert faulty_calls(faulty_call_log, "record_note") == 1
+    succeeded = [r for r in results if not r.is_error]
+    refused = [r for r in results if r.is_error]
+    assert succeeded, "no duplicate got the result"
+    assert all(r.structured_content.get("idempotency_conflict") for r in refused)
+
+
+def test_keys_are_per_principal(gateway, token, faulty_call_log, admin_user):
+    from django.contrib.auth import get_user_model
+
+    other_token = make_token(get_user_model().objects.get(username="gw_member"), agent="second-agent")
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            await _call(client, "shared-key", "a")
+        async with mcp_client(gateway, other_token) as client:
+            return await _call(client, "shared-key", "b")
+
+    result = run(main)
+    assert not result.is_error  # another agent's key space: no mismatch, it ran
+    assert faulty_calls(faulty_call_log, "record_note") == 2

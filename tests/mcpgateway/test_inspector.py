@@ -1,0 +1,67 @@
+"""An independent client: the MCP Inspector CLI (0.21.x, on node 22) against the live gateway with a token."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from .conftest import NODE_BIN, build_index, gateway_db, grant, make_token, make_user
+
+pytestmark = [gateway_db, pytest.mark.slow]
+INSPECTOR = NODE_BIN / "mcp-inspector"
+
+
+@pytest.fixture
+def inspector_env() -> dict[str, str]:
+    if not INSPECTOR.exists():
+        if os.environ.get("SCOUT_REQUIRE_NODE_TOOLS"):
+            pytest.fail(f"{INSPECTOR} is missing and SCOUT_REQUIRE_NODE_TOOLS is set: run `make install`")
+        pytest.skip(f"{INSPECTOR} is missing: run `make install` to get the MCP Inspector and node 22")
+    env = {**os.environ, "PATH": f"{NODE_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    node = shutil.which("node", path=env["PATH"])
+    version = subprocess.run([node, "--version"], capture_output=True, text=True, env=env, check=True).stdout
+    assert int(version.strip().lstrip("v").split(".")[0]) >= 22, f"the Inspector needs node 22, found {version}"
+    return env
+
+
+def _inspect(env: dict[str, str], url: str, token: str | None, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [str(INSPECTOR), "--cli", url, "--transport", "http"]
+    if token is not None:
+        command += ["--header", f"Authorization: Bearer {token}"]
+    return subprocess.run(command + list(args), capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_inspector_lists_tools_and_calls_tool_search_with_a_token(gateway, admin_user, time_server, inspector_env):
+    member = make_user("gw_member")
+    grant(admin_user, time_server, member, "discover", "execute")
+    build_index()
+    token = make_token(member)
+    url = f"{gateway.url}/mcp"
+
+    listed = _inspect(inspector_env, url, token, "--method", "tools/list")
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    names = {tool["name"] for tool in json.loads(listed.stdout)["tools"]}
+    assert names == {"tool_search", "tool_inspect", "execute_tool"}
+
+    called = _inspect(
+        inspector_env,
+        url,
+        token,
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "tool_search",
+        "--tool-arg",
+        "query=current time in a timezone",
+    )
+    assert called.returncode == 0, called.stderr[-2000:]
+    result = json.loads(called.stdout)
+    assert result["structuredContent"]["matches"][0]["tool_id"] == "time::get_current_time"
+
+    refused = _inspect(inspector_env, url, None, "--method", "tools/list")
+    assert refused.returncode != 0
+    assert "tool_search" not in refused.stdout
