@@ -30,7 +30,7 @@ from governance.constants import (
     MAX_ARGUMENT_DEPTH,
     MAX_DELEGATION_DEPTH,
 )
-from governance.models import ApprovalRequest
+from governance.models import ApprovalRequest, ToolPolicy
 from governance.principals import Principal, principal_for_user
 from governance.selectors import user_can_approve
 from governance.services.audit import audit_record
@@ -122,7 +122,10 @@ def policy_for_tool(tool: Tool) -> ApprovalPolicy:
     Needs approval when its risk class says so for every call, or the tool is mutating (anything but a
     "read" operation class) and its risk class requires approval for mutating calls. A tool without
     annotations defaults to mutating/high, so it needs approval until an admin classifies it."""
-    policy = tool_policy_ensure(tool=tool)
+    # Read fresh: a cached tool.policy may predate an admin's reclassification or a risk-class change.
+    policy = ToolPolicy.objects.select_related("risk_class").filter(tool_id=tool.pk).first()
+    if policy is None:
+        policy = tool_policy_ensure(tool=tool)
     risk = policy.risk_class
     needs = risk.requires_approval or (policy.is_mutating and risk.requires_approval_for_mutating)
     return ApprovalPolicy(

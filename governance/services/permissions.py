@@ -10,9 +10,10 @@ from django.db import transaction
 
 from catalog.models import Server, Tool
 from governance.cache import visibility_invalidate
-from governance.choices import AuditEventType, AuditOutcome
+from governance.choices import ApprovalStatus, AuditEventType, AuditOutcome
 from governance.constants import PERMISSION_ACTIONS
 from governance.models import (
+    ApprovalRequest,
     ServerGroupObjectPermission,
     ServerUserObjectPermission,
     ToolGroupObjectPermission,
@@ -105,4 +106,28 @@ def permission_revoke(
             changed=bool(deleted),
         )
         visibility_invalidate()
+        if deleted and action in ("discover", "execute"):
+            _void_approvals_after_revocation(target=target, holder=holder)
     return bool(deleted)
+
+
+def _void_approvals_after_revocation(*, target: Server | Tool, holder: AbstractBaseUser | Group) -> int:
+    """Expire pending and approved requests whose requester can no longer execute the tool (Z6).
+
+    Use would fail anyway (every call is re-authorized); voiding also clears the approver inbox."""
+    from governance.selectors import tool_pks_visible_to
+
+    requests = ApprovalRequest.objects.filter(status__in=[ApprovalStatus.PENDING, ApprovalStatus.APPROVED])
+    requests = requests.filter(tool__server=target) if isinstance(target, Server) else requests.filter(tool=target)
+    if isinstance(holder, Group):
+        requests = requests.filter(requester__groups=holder)
+    else:
+        requests = requests.filter(requester=holder)
+    voided = 0
+    for request in requests.select_related("requester").distinct():
+        executable = tool_pks_visible_to(principal=principal_for_user(request.requester), permission="execute")
+        if request.tool_id not in executable:
+            voided += ApprovalRequest.objects.filter(
+                pk=request.pk, status__in=[ApprovalStatus.PENDING, ApprovalStatus.APPROVED]
+            ).update(status=ApprovalStatus.EXPIRED)
+    return voided

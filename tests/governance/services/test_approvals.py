@@ -316,3 +316,29 @@ def test_hidden_tool_call_is_not_found_and_creates_nothing(member_token, mutatin
     with pytest.raises(ToolNotFound):
         call_authorize(principal=principal, tool_id=mutating_tool.tool_id, arguments=ARGS_A)
     assert ApprovalRequest.objects.count() == 0
+
+
+def test_revoking_execute_voids_pending_and_approved_requests(setup, approver, superuser):
+    from governance.services.permissions import permission_revoke
+
+    principal, tool = setup
+    approved = approved_request(principal, tool, approver)
+    pending = approval_request_create(principal=principal, tool=tool, arguments=ARGS_B)
+    permission_revoke(actor=superuser, target=tool.server, action="execute", holder=principal.user)
+    approved.refresh_from_db()
+    pending.refresh_from_db()
+    assert approved.status == pending.status == ApprovalStatus.EXPIRED
+    with pytest.raises(ApprovalError) as exc:
+        approval_consume(approval_id=approved.approval_id, principal=principal, tool=tool, arguments=ARGS_A)
+    assert exc.value.code == "expired"
+
+
+def test_expire_task_marks_stale_requests(setup, approver):
+    from governance.tasks import expire_approvals
+
+    principal, tool = setup
+    request = approved_request(principal, tool, approver)
+    ApprovalRequest.objects.filter(pk=request.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert expire_approvals.delay().get() == 1
+    request.refresh_from_db()
+    assert request.status == ApprovalStatus.EXPIRED

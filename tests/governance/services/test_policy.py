@@ -1,0 +1,103 @@
+"""Policy versions bump when approval rules change, and are recorded on approvals and audit events."""
+
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+
+from catalog.definitions import normalize_listing
+from catalog.services.apply import catalog_apply_listing
+from governance.models import AuditEvent, PolicyVersion, RiskClass
+from governance.selectors import tool_pks_visible_to
+from governance.services.approvals import approval_request_create, policy_for_tool
+from governance.services.policy import policy_version_current, risk_class_update, tool_policy_classify
+from tests.governance.conftest import as_principal
+from tests.governance.factories import ServerFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def test_four_risk_classes_are_seeded():
+    assert list(RiskClass.objects.order_by("rank").values_list("name", flat=True)) == [
+        "low",
+        "moderate",
+        "high",
+        "critical",
+    ]
+    assert PolicyVersion.objects.filter(number=1).exists()
+
+
+def test_risk_class_rule_change_bumps_the_version_and_is_audited(superuser, mutating_tool):
+    before = policy_version_current().number
+    high = RiskClass.objects.get(name="high")
+    risk_class_update(
+        risk_class=high,
+        actor=superuser,
+        requires_approval=True,
+        requires_approval_for_mutating=True,
+        approval_ttl=timedelta(minutes=3),
+    )
+    assert policy_version_current().number == before + 1
+    assert policy_for_tool(mutating_tool).ttl == timedelta(minutes=3)
+    event = AuditEvent.objects.get(event_type="policy.changed")
+    assert event.policy_version == before + 1 and event.payload["risk_class"] == "high"
+
+
+def test_unchanged_rules_do_not_bump(superuser):
+    low = RiskClass.objects.get(name="low")
+    before = policy_version_current().number
+    risk_class_update(
+        risk_class=low,
+        actor=superuser,
+        requires_approval=low.requires_approval,
+        requires_approval_for_mutating=low.requires_approval_for_mutating,
+        approval_ttl=low.approval_ttl,
+    )
+    assert policy_version_current().number == before
+
+
+def test_approvals_record_the_version_in_force(member_token, superuser, mutating_tool):
+    _, _, principal = member_token
+    tool_policy_classify(
+        policy=mutating_tool.policy,
+        actor=superuser,
+        operation_class="write",
+        reversibility="reversible",
+        risk_class=RiskClass.objects.get(name="moderate"),
+        allowed_environments=[],
+        data_classes=[],
+    )
+    request = approval_request_create(principal=principal, tool=mutating_tool, arguments={})
+    assert request.policy_version == policy_version_current() and request.policy_version.number == 2
+
+
+def test_risk_class_admin_edit_goes_through_the_service(client, superuser):
+    critical = RiskClass.objects.get(name="critical")
+    client.force_login(superuser)
+    response = client.post(
+        reverse("admin:governance_riskclass_change", args=[critical.pk]),
+        {
+            "description": "prod",
+            "requires_approval": "on",
+            "requires_approval_for_mutating": "on",
+            "approval_ttl": "00:02:00",
+        },
+    )
+    assert response.status_code == 302
+    critical.refresh_from_db()
+    assert critical.approval_ttl == timedelta(minutes=2)
+    assert policy_version_current().number == 2
+
+
+def test_tombstoned_tool_leaves_the_visible_set_after_commit(member, grant, django_capture_on_commit_callbacks):
+    server = ServerFactory(slug="calc")
+    listing = [{"name": "add", "description": "Adds."}, {"name": "sub", "description": "Subtracts."}]
+    definitions, _, names = normalize_listing(listing, max_bytes=10_000)
+    catalog_apply_listing(server=server, definitions=definitions, keep_names=names)
+    grant(member, server, "discover")
+    principal = as_principal(member)
+    assert len(tool_pks_visible_to(principal=principal)) == 2
+    definitions, _, names = normalize_listing(listing[:1], max_bytes=10_000)
+    with django_capture_on_commit_callbacks(execute=True):
+        catalog_apply_listing(server=server, definitions=definitions, keep_names=names)
+    assert len(tool_pks_visible_to(principal=principal)) == 1
