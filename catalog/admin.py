@@ -178,8 +178,13 @@ class TransportFilter(admin.SimpleListFilter):
 
 
 class RecentRunsFormSet(BaseInlineFormSet):
+    """Only the latest runs; evaluated once, since the formset indexes its queryset row by row."""
+
     def get_queryset(self) -> QuerySet:
-        return super().get_queryset()[:RECENT_RUNS_SHOWN]
+        if not hasattr(self, "_recent"):
+            self._recent = super().get_queryset()[:RECENT_RUNS_SHOWN]
+            len(self._recent)  # fills the result cache: later indexing reads it instead of querying
+        return self._recent
 
 
 class RecentSyncRunInline(admin.TabularInline):
@@ -191,6 +196,9 @@ class RecentSyncRunInline(admin.TabularInline):
     extra = 0
     can_delete = False
     show_change_link = False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[SyncRun]:
+        return super().get_queryset(request).select_related("server")  # each row's title names its server
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

@@ -25,6 +25,7 @@ from catalog.signals import tools_changed
 SLUG_MAX_LENGTH = Server._meta.get_field("slug").max_length
 NAME_MAX_LENGTH = Server._meta.get_field("name").max_length
 CATEGORY_MAX_LENGTH = Server._meta.get_field("category").max_length
+ENVIRONMENT_MAX_LENGTH = Server._meta.get_field("environment").max_length
 LOOKUP_BATCH = 500
 SERVERS_PER_TRANSACTION = 200
 
@@ -366,8 +367,12 @@ def catalog_import_files(
 ) -> list[ImportReport]:
     """Import several files in order, each the complete listing of the servers it names.
 
-    Every path is checked before anything is imported. Raises ImportFileError for a missing file.
+    Every path and the environment are checked before anything is imported. Raises ImportFileError for a
+    missing file or an environment name longer than the column.
     """
+    if environment is not None and not (0 < len(environment.strip()) <= ENVIRONMENT_MAX_LENGTH):
+        raise ImportFileError(f"--environment must be 1 to {ENVIRONMENT_MAX_LENGTH} characters")
+    environment = environment.strip() if environment else None
     for path in [*paths, *([servers_path] if servers_path else [])]:
         if not path.is_file():
             raise ImportFileError(f"no such file: {path}")

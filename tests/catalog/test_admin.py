@@ -1,6 +1,7 @@
 """The catalog admin, driven through the Django test client as an operator would use it."""
 
 import json
+import re
 from datetime import timedelta
 from pathlib import Path
 
@@ -81,15 +82,21 @@ def test_server_change_page_shows_error_runs_and_sync_button(admin_client, make_
     server = make_server("flaky", transport=Transport.STDIO, command="does-not-exist-scout")
     server.status, server.last_error = ServerStatus.UNAVAILABLE, "FileNotFoundError: <does-not-exist-scout>"
     server.save()
-    SyncRun.objects.create(
-        server=server, kind=SyncKind.SYNC, status=SyncStatus.FAILED, started_at=timezone.now(), error="boom"
-    )
+    for minutes in range(12):
+        SyncRun.objects.create(
+            server=server,
+            kind=SyncKind.SYNC,
+            status=SyncStatus.FAILED,
+            started_at=timezone.now() - timedelta(minutes=minutes),
+            error="boom",
+        )
     response = admin_client.get(reverse("admin:catalog_server_change", args=[server.pk]))
     html = response.content.decode()
     assert response.status_code == 200
     assert "FileNotFoundError: &lt;does-not-exist-scout&gt;" in html  # escaped, read-only
     assert 'name="last_error"' not in html
     assert "Last 10 sync runs" in html and "Failed" in html
+    assert len(re.findall(r'href="/admin/catalog/syncrun/\d+/change/"', html)) == 10  # only the latest runs
     assert reverse("admin:catalog_server_sync", args=[server.pk]) in html
 
 

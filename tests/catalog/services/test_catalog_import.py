@@ -225,3 +225,29 @@ def test_import_sends_one_tools_changed_after_commit(tmp_path, django_capture_on
     # One signal for the whole batch of servers (one reindex), not one per server.
     assert received == [sorted(Tool.objects.values_list("pk", flat=True))]
     assert len(received[0]) == 3
+
+
+def test_command_reads_server_metadata_and_environment(tmp_path, capsys):
+    catalog = write_jsonl(tmp_path / "catalog.jsonl", [tool_line("notes", "add"), tool_line("notes", "list")])
+    servers = write_jsonl(
+        tmp_path / "servers.jsonl",
+        [{"server": "notes", "title": "Notes", "description": "Keeps notes.", "categories": ["productivity", "x"]}],
+    )
+    call_command("catalog_import", str(catalog), "--servers", str(servers), "--environment", "staging")
+
+    server = Server.objects.get(slug="notes")
+    assert (server.name, server.description, server.category, server.environment) == (
+        "Notes",
+        "Keeps notes.",
+        "productivity",
+        "staging",
+    )
+    assert server.transport == Transport.IMPORTED and server.last_synced_at is not None
+    assert "1 servers; tools added 2" in capsys.readouterr().out
+
+
+def test_environment_too_long_is_a_command_error(tmp_path):
+    catalog = write_jsonl(tmp_path / "catalog.jsonl", [tool_line("notes", "add")])
+    with pytest.raises(CommandError, match="--environment"):
+        call_command("catalog_import", str(catalog), "--environment", "x" * 51)
+    assert not Server.objects.exists()
