@@ -10,7 +10,7 @@ from catalog.choices import SyncKind, SyncStatus, Transport
 from catalog.definitions import normalize_definition
 from catalog.models import Server, SyncRun, Tool, ToolRevision
 from catalog.services.imports import catalog_import_file, catalog_import_files
-from catalog.signals import tools_changed
+from catalog.signals import tool_definition_changed, tools_changed
 
 pytestmark = pytest.mark.django_db
 
@@ -251,3 +251,23 @@ def test_environment_too_long_is_a_command_error(tmp_path):
     with pytest.raises(CommandError, match="--environment"):
         call_command("catalog_import", str(catalog), "--environment", "x" * 51)
     assert not Server.objects.exists()
+
+
+def test_a_server_that_fails_to_apply_is_recorded_and_the_others_are_imported(tmp_path, capsys):
+    def explode(sender, tool, **kwargs):
+        if tool.server.slug == "boom":
+            raise RuntimeError("receiver failed")
+
+    tool_definition_changed.connect(explode)
+    try:
+        path = write_jsonl(tmp_path / "a.jsonl", [tool_line("boom", "one"), tool_line("fine", "two")])
+        call_command("catalog_import", str(path))
+    finally:
+        tool_definition_changed.disconnect(explode)
+
+    assert "1 servers failed" in capsys.readouterr().err
+    run = SyncRun.objects.get(server__slug="boom")
+    assert run.status == SyncStatus.FAILED and "RuntimeError: receiver failed" in run.error
+    assert Server.objects.get(slug="boom").last_error == run.error
+    assert not Tool.objects.filter(server__slug="boom").exists()  # its transaction rolled back
+    assert Tool.objects.get(server__slug="fine").tool_id == "fine::two"
