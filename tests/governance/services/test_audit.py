@@ -110,3 +110,22 @@ def test_hostile_text_in_payload_and_trace_id_is_recorded_not_refused(member_tok
     event.refresh_from_db()
     assert event.payload == {"error": "bad\ufffdbyte", "k\ufffd": ["\ufffd"]}
     assert len(event.trace_id) == 200 and "\x00" not in event.trace_id
+
+
+@pytest.mark.skipif(
+    __import__("django.db", fromlist=["connection"]).connection.vendor != "postgresql",
+    reason="the database-level append-only trigger is installed on Postgres only (CI runs Postgres)",
+)
+def test_postgres_refuses_raw_sql_update_and_delete(member_token, tool):
+    from django.db import DatabaseError, connection, transaction
+
+    _, _, principal = member_token
+    event = audit_record(event_type="discovery", principal=principal, tool=tool, outcome="success", payload={})
+    for sql in (
+        "UPDATE governance_auditevent SET outcome = 'denied' WHERE id = %s",
+        "DELETE FROM governance_auditevent WHERE id = %s",
+    ):
+        with pytest.raises(DatabaseError, match="append-only"), transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(sql, [event.pk])
+    event.refresh_from_db()
+    assert event.outcome == "success"
