@@ -360,12 +360,16 @@ class WeaviateBackend(SearchBackend):
     name = "weaviate"
 
     def __init__(self) -> None:
-        self.prefix = alias_name(settings.SCOUT_WEAVIATE_PREFIX)
         self._client = None
         self._lock = threading.Lock()
         self._down_until = 0.0
         self._status: tuple[float, BackendStatus] | None = None
         self._generation: str | None = None
+
+    @property
+    def prefix(self) -> str:
+        """The alias name (and collection prefix), read per call so a settings override takes effect."""
+        return alias_name(settings.SCOUT_WEAVIATE_PREFIX)
 
     # -- connection --------------------------------------------------------------------------------------
     def client(self):
@@ -530,6 +534,16 @@ class WeaviateBackend(SearchBackend):
             if result.has_errors:
                 first = next(iter(result.errors.values()))
                 raise RuntimeError(f"{len(result.errors)} of {len(objects)} objects failed: {first.message}")
+
+    def drop_all(self) -> None:
+        """Delete the alias, then every generation collection under the prefix (alias first: none dangles)."""
+        client = self.client()
+        client.alias.delete(alias_name=self.prefix)
+        for name in client.collections.list_all(simple=True):
+            if is_generation_collection(self.prefix, name):
+                client.collections.delete(name)
+        self._status = None
+        self._generation = None
 
     # -- search ------------------------------------------------------------------------------------------
     def search(self, request: SearchRequest) -> SearchResult:

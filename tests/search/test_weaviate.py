@@ -238,6 +238,12 @@ def test_parse_explain_reads_each_branch_score():
         "(Result Set vector,hybridVector) Document 1f: original score 0.81, normalized score: 0.7"
     )
     assert parse_explain(text) == {"keyword": 2.5, "vector": 0.81}
+    server_format = (  # as Weaviate 1.24+ prints it (weaviate/weaviate#4735)
+        "Hybrid (Result Set vector) Document 2d628e6a-565c-47b3-8e8a-6c0924358ec0: original score 0.3755169, "
+        "normalized score: 0.35678205 - \nHybrid (Result Set keyword) Document "
+        "2d628e6a-565c-47b3-8e8a-6c0924358ec0: original score 6.4637876, normalized score: 0.4792187"
+    )
+    assert parse_explain(server_format) == {"vector": pytest.approx(0.3755169), "keyword": pytest.approx(6.4637876)}
     assert parse_explain(None) == {}
     assert parse_explain("something else") == {}
 

@@ -5,6 +5,7 @@ Embedded always; Weaviate only where a server is reachable:
 """
 
 import os
+import uuid
 
 import pytest
 from django.test import override_settings
@@ -31,9 +32,14 @@ BACKENDS = [
 
 @pytest.fixture(params=BACKENDS)
 def backend_name(request, encoder):
-    with override_settings(SCOUT_SEARCH_BACKEND=request.param):
+    overrides = {"SCOUT_SEARCH_BACKEND": request.param}
+    if request.param == "weaviate":  # the server outlives the test database: a fresh alias per test
+        overrides["SCOUT_WEAVIATE_PREFIX"] = f"ScoutTest{uuid.uuid4().hex[:12]}"
+    with override_settings(**overrides):
         backend_get().reset()
         yield request.param
+        if request.param == "weaviate":
+            backend_get().drop_all()
         backend_get().reset()
 
 

@@ -1,0 +1,331 @@
+"""In-process search speed and memory at 2k, 10k and 100k tools (a benchmark script, not a test).
+
+    .venv/bin/python bench/bench_search.py [--sizes 2000,10000,100000] [--queries 300] [--json PATH]
+    make bench-search
+
+Each size runs in its own child process, so the memory figure is that of one search process: Django,
+the embedding model and one index snapshot. Per size it reports:
+
+- build: seconds to build the in-memory snapshot (tokenize, sparse matrix, vector table) from documents
+  already in memory (a process does this when the index generation changes; the database read is extra);
+- encode: the single-query encoding time of the real model (median, p95): the floor;
+- search: backend search with the query vector given (median, p95);
+- tool_search: the public service end to end in the process (validation, status, encode, search);
+- ratio: p95 tool_search / p95 encode, against the targets (10k <= 1.5x, 100k <= 2x);
+- rss: resident memory of the process after the run (target at 100k: <= 1 GB including the model).
+
+Catalogs are synthetic, built in memory and never written: the public catalogs under ../shared/eval
+(SCOUT_EVAL_DIR) sampled and, past their size, copied onto renamed servers with descriptions perturbed
+(words dropped and swapped), so vocabulary and document lengths stay realistic. Tool vectors are random
+unit vectors of the model's dimension, as many per tool as its documents produce (document + summary
+[+ examples]): encoding 100k tools x several texts on 2 cores would take an hour, and scan cost does not
+depend on the values. Queries are encoded by the real model: the request texts of the public query files
+when present (read at run time, never stored), else requests built from tool names.
+
+Threads: one torch thread and one BLAS thread (SCOUT_SEARCH_TORCH_THREADS / SCOUT_SEARCH_BLAS_THREADS,
+OMP_WAIT_POLICY=PASSIVE), set before numpy loads: both pools at 2 threads on 2 cores push p95 up ~8x.
+"""
+
+import argparse
+import json
+import os
+import random
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGETS = {10_000: 1.5, 100_000: 2.0}
+MEMORY_TARGET_MB = 1024
+
+
+def _setup_process() -> None:
+    """Thread pools and Django, before numpy or torch is imported."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", os.environ.get("SCOUT_SEARCH_BLAS_THREADS", "1"))
+    os.environ.setdefault("OMP_NUM_THREADS", os.environ.get("SCOUT_SEARCH_TORCH_THREADS", "1"))
+    os.environ.setdefault("MKL_NUM_THREADS", "1")
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scoutsite.settings")
+    os.environ.setdefault("SECRET_KEY", "bench-only-not-a-secret")  # a throwaway key for this process
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+
+
+def eval_dir() -> Path:
+    return Path(os.environ.get("SCOUT_EVAL_DIR") or ROOT.parent / "shared" / "eval")
+
+
+def rss_mb() -> tuple[float, float]:
+    """(current, peak) resident set size of this process in MiB, from /proc."""
+    values = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(("VmRSS:", "VmHWM:")):
+            key, amount = line.split(":", 1)
+            values[key] = int(amount.split()[0]) / 1024
+    return values.get("VmRSS", 0.0), values.get("VmHWM", 0.0)
+
+
+# -- synthetic catalog -----------------------------------------------------------------------------------
+
+
+def base_docs():
+    """Tools of every public catalog, else a small template catalog when ../shared/eval is absent."""
+    from search.documents import ToolDoc
+    from search.evaluation import load_catalogs
+
+    paths = sorted(eval_dir().glob("catalog-*.jsonl"))
+    if paths:
+        return load_catalogs(paths), f"{len(paths)} public catalogs in {eval_dir()}"
+    verbs = ["get", "list", "create", "update", "delete", "search", "send", "export"]
+    nouns = ["issue", "file", "message", "invoice", "user", "event", "report", "order", "ticket", "page"]
+    docs = []
+    for verb in verbs:
+        for noun in nouns:
+            pk = len(docs) + 1
+            docs.append(
+                ToolDoc(
+                    pk=pk,
+                    tool_id=f"{noun}s::{verb}_{noun}",
+                    name=f"{verb}_{noun}",
+                    server=f"{noun}s",
+                    description=f"{verb.title()} a {noun} by id or by its attributes.",
+                    parameters=(f"{noun}_id (string, required): the {noun}",),
+                )
+            )
+    return docs, "a template catalog (../shared/eval absent)"
+
+
+def _perturb(text: str, rng: random.Random) -> str:
+    words = text.split()
+    if len(words) > 4:
+        words = [w for w in words if rng.random() > 0.15]  # drop ~15% of the words
+        for _ in range(max(1, len(words) // 10) if len(words) > 1 else 0):  # and swap a few neighbours
+            i = rng.randrange(len(words) - 1)
+            words[i], words[i + 1] = words[i + 1], words[i]
+    return " ".join(words)
+
+
+def synthetic_docs(size: int, seed: int = 7):
+    """``size`` ToolDocs: a sample of the public tools, then perturbed copies on renamed servers."""
+    from dataclasses import replace
+
+    docs, origin = base_docs()
+    rng = random.Random(seed)
+    if size <= len(docs):
+        picked = rng.sample(docs, size)
+        return [replace(d, pk=i + 1) for i, d in enumerate(picked)], origin
+    result = [replace(d, pk=i + 1) for i, d in enumerate(docs)]
+    replica = 0
+    while len(result) < size:
+        replica += 1
+        for doc in docs:
+            if len(result) >= size:
+                break
+            server = f"{doc.server}-r{replica}"
+            result.append(
+                replace(
+                    doc,
+                    pk=len(result) + 1,
+                    tool_id=f"{server}::{doc.name}",
+                    server=server,
+                    server_name=f"{doc.server_name} {replica}",
+                    description=_perturb(doc.description, rng),
+                )
+            )
+    return result, origin + f", perturbed copies on {replica} renamed server sets"
+
+
+def random_vectors(docs, dim: int, seed: int = 11):
+    """Unit vectors per tool, as many as its dense texts (document, summary, examples)."""
+    import numpy as np
+
+    from search.engine.snapshot import DocVectors
+
+    rng = np.random.default_rng(seed)
+    result = {}
+    for doc in docs:
+        pairs = doc.dense_texts()
+        block = rng.standard_normal((len(pairs), dim), dtype=np.float32)
+        block /= np.linalg.norm(block, axis=1, keepdims=True)
+        result[doc.pk] = DocVectors(block, tuple(k for k, _ in pairs), tuple(t for _, t in pairs), None)
+    return result
+
+
+def bench_queries(docs, count: int, seed: int = 3) -> tuple[list[str], str]:
+    """Request texts: the public query files read at run time (never stored), else built from tool names."""
+    rng = random.Random(seed)
+    texts = []
+    for path in sorted(eval_dir().glob("queries-*.jsonl")):
+        with path.open(encoding="utf-8") as handle:
+            texts += [json.loads(line)["query"] for line in handle if line.strip()]
+    texts = [t for t in texts if isinstance(t, str) and 0 < len(t) <= 1000]
+    if len(texts) >= count:
+        return rng.sample(texts, count), "public query files (sampled)"
+    names = [re.sub(r"[_\-]+", " ", d.name) for d in rng.sample(list(docs), min(count, len(docs)))]
+    return [f"please {n} for me" for n in names][:count], "requests built from tool names"
+
+
+# -- one size, in this process ---------------------------------------------------------------------------
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def summary(values_ms: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values_ms), "p95": percentile(values_ms, 0.95)}
+
+
+def run_size(size: int, n_queries: int, warmup: int) -> dict:
+    import gc
+
+    import numpy as np
+    import torch
+    from django.core.cache import cache
+    from threadpoolctl import threadpool_info
+
+    from search.backends import SearchRequest, backend_get
+    from search.encoder import encoder_get
+    from search.engine.snapshot import IndexSnapshot
+    from search.selectors import GENERATION_CACHE_KEY
+    from search.services import tool_search
+
+    rss_start, _ = rss_mb()
+    encoder = encoder_get()
+    rss_model, _ = rss_mb()
+    docs, catalog_origin = synthetic_docs(size)
+    vectors = random_vectors(docs, encoder.dim)
+    n_vectors = sum(len(v.vectors) for v in vectors.values())
+
+    gc.collect()
+    started = time.perf_counter()
+    snapshot = IndexSnapshot(docs, vectors, generation="bench", model_key=encoder.key)
+    build_s = time.perf_counter() - started
+    del vectors
+    gc.collect()
+
+    # Serve this snapshot as the current generation without a database: the generation token is cached.
+    backend = backend_get("embedded")
+    backend._snapshot = snapshot
+    cache.set(GENERATION_CACHE_KEY, "bench", timeout=None)
+    visible = frozenset(int(pk) for pk in snapshot.pks)
+    queries, query_origin = bench_queries(docs, n_queries + warmup)
+
+    encode_ms, search_ms, service_ms, degraded = [], [], [], 0
+    for i, query in enumerate(queries):
+        t0 = time.perf_counter()
+        vector = encoder.encode([query])[0]
+        t1 = time.perf_counter()
+        request = SearchRequest(query=query, visible=visible, top_k=5, fusion="convex", query_vector=vector)
+        backend.search(request)
+        t2 = time.perf_counter()
+        result = tool_search(query=query, visible=visible, top_k=5)
+        t3 = time.perf_counter()
+        if i < warmup:
+            continue
+        degraded += int(result.degraded)
+        encode_ms.append((t1 - t0) * 1000)
+        search_ms.append((t2 - t1) * 1000)
+        service_ms.append((t3 - t2) * 1000)
+    rss_end, rss_peak = rss_mb()
+    encode, search, service = summary(encode_ms), summary(search_ms), summary(service_ms)
+    blas = [f"{p.get('internal_api')}:{p.get('num_threads')}" for p in threadpool_info()]
+    return {
+        "tools": size,
+        "vectors": n_vectors,
+        "dim": encoder.dim,
+        "build_s": build_s,
+        "encode_ms": encode,
+        "search_ms": search,
+        "tool_search_ms": service,
+        "ratio_p95": service["p95"] / encode["p95"],
+        "target_ratio": TARGETS.get(size),
+        "rss_mb": rss_end,
+        "rss_peak_mb": rss_peak,
+        "rss_model_mb": rss_model - rss_start,
+        "queries": len(encode_ms),
+        "degraded": degraded,
+        "threads": {"torch": torch.get_num_threads(), "blas": blas},
+        "catalog": catalog_origin,
+        "query_source": query_origin,
+        "tool_vectors": "random unit vectors (see docstring); queries encoded by the real model",
+        "numpy": np.__version__,
+    }
+
+
+# -- driver ----------------------------------------------------------------------------------------------
+
+
+def print_table(rows: list[dict]) -> None:
+    print()
+    header = (
+        f"{'tools':>7} {'vectors':>8} {'build s':>8} {'encode med/p95 ms':>18} {'search med/p95 ms':>18} "
+        f"{'tool_search med/p95':>20} {'ratio p95':>9} {'target':>7} {'RSS MB':>7} {'peak MB':>7}"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        target = f"<={r['target_ratio']}x" if r["target_ratio"] else "-"
+        print(
+            f"{r['tools']:>7} {r['vectors']:>8} {r['build_s']:>8.2f} "
+            f"{r['encode_ms']['median']:>8.2f} / {r['encode_ms']['p95']:>6.2f} "
+            f"{r['search_ms']['median']:>8.2f} / {r['search_ms']['p95']:>6.2f} "
+            f"{r['tool_search_ms']['median']:>9.2f} / {r['tool_search_ms']['p95']:>7.2f} "
+            f"{r['ratio_p95']:>8.2f}x {target:>7} {r['rss_mb']:>7.0f} {r['rss_peak_mb']:>7.0f}"
+        )
+    print()
+    for r in rows:
+        verdicts = []
+        if r["target_ratio"]:
+            ok = r["ratio_p95"] <= r["target_ratio"]
+            verdicts.append(f"latency {'meets' if ok else 'MISSES'} {r['target_ratio']}x ({r['ratio_p95']:.2f}x)")
+        if r["tools"] >= 100_000:
+            ok = r["rss_mb"] <= MEMORY_TARGET_MB
+            verdicts.append(f"memory {'meets' if ok else 'MISSES'} 1 GB ({r['rss_mb']:.0f} MB)")
+        if verdicts:
+            print(f"{r['tools']:>7} tools: " + "; ".join(verdicts))
+    first = rows[0]
+    print(f"catalog: {first['catalog']}")
+    print(f"tool vectors: {first['tool_vectors']}; queries: {first['query_source']}, {first['queries']} per size")
+    print(f"threads: torch {first['threads']['torch']}, BLAS {', '.join(first['threads']['blas']) or '-'}")
+    print("ratio = p95 tool_search (encode + search, in process) / p95 single-query encode, same run")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="2000,10000,100000")
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--json", dest="json_path", help="write every figure as JSON here")
+    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        _setup_process()
+        print(json.dumps(run_size(args.child, args.queries, args.warmup)))
+        return 0
+    rows = []
+    for size in (int(s) for s in args.sizes.split(",") if s.strip()):
+        print(f"bench: {size} tools ...", file=sys.stderr, flush=True)
+        command = [sys.executable, __file__, "--child", str(size), "--queries", str(args.queries)]
+        command += ["--warmup", str(args.warmup)]
+        done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False)
+        if done.returncode != 0:
+            print(done.stderr[-4000:], file=sys.stderr)
+            return done.returncode
+        rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    print_table(rows)
+    if args.json_path:
+        Path(args.json_path).write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
