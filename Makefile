@@ -50,3 +50,8 @@ beat: install
 
 clean:
 	rm -rf $(VENV) var
+
+# Search speed and memory at 2k/10k/100k tools against the query-encoding floor (a benchmark, not a test).
+.PHONY: bench-search
+bench-search: install
+	$(BIN)/python bench/bench_search.py $(BENCH_ARGS)
