@@ -25,6 +25,8 @@ from catalog.choices import ServerStatus, Transport
 from catalog.models import Server
 
 DEMO_USERNAME = "admin"
+APPROVER_USERNAME = "approver"
+DEMO_GROUP = "Demo users"
 
 
 class Command(BaseCommand):
@@ -42,27 +44,47 @@ class Command(BaseCommand):
         var = Path(settings.BASE_DIR) / "var"
         var.mkdir(exist_ok=True)
         call_command("migrate", interactive=False, verbosity=0)
-        password = self._admin_login()
+        password = self._login(DEMO_USERNAME, superuser=True)
+        approver_password = self._login(APPROVER_USERNAME, superuser=False)
         servers = self._register_servers(var)
         self._sync(servers)
+        self._grant(servers)
         for path in options["imports"]:
             call_command("catalog_import", path)
         self._build_index()
         token = self._api_token()
-        self._print_summary(options["host"], options["port"], password, token)
+        self._print_summary(options["host"], options["port"], password, approver_password, token)
         if not options["no_serve"]:
             import uvicorn
 
             uvicorn.run("scoutsite.asgi:application", host=options["host"], port=options["port"], log_level="info")
 
-    def _admin_login(self) -> str:
-        user_model = get_user_model()
-        user, _ = user_model.objects.get_or_create(username=DEMO_USERNAME, defaults={"email": "admin@localhost"})
+    def _login(self, username: str, *, superuser: bool) -> str:
+        """Create the login, or reset its password: the new one is printed, never stored in clear."""
+        user, _ = get_user_model().objects.get_or_create(username=username, defaults={"email": f"{username}@localhost"})
         password = secrets.token_urlsafe(12)
-        user.is_staff = user.is_superuser = user.is_active = True
+        user.is_staff = user.is_active = True
+        user.is_superuser = superuser
         user.set_password(password)
         user.save()
         return password
+
+    def _grant(self, servers: list[Server]) -> None:
+        """Agents see only what is granted, superusers included: both demo logins may use the demo servers;
+        the approver (not the admin, who makes the calls) may approve them."""
+        from django.contrib.auth.models import Group
+
+        from governance.services.permissions import permission_grant
+
+        admin = get_user_model().objects.get(username=DEMO_USERNAME)
+        approver = get_user_model().objects.get(username=APPROVER_USERNAME)
+        group, _ = Group.objects.get_or_create(name=DEMO_GROUP)
+        admin.groups.add(group)
+        approver.groups.add(group)
+        for server in servers:
+            for action in ("discover", "execute"):
+                permission_grant(actor=admin, target=server, action=action, holder=group)
+            permission_grant(actor=admin, target=server, action="approve", holder=approver)
 
     def _register_servers(self, var: Path) -> list[Server]:
         bin_dir = Path(sys.executable).parent
@@ -165,12 +187,13 @@ class Command(BaseCommand):
         )
         return raw
 
-    def _print_summary(self, host: str, port: int, password: str, token: str | None) -> None:
+    def _print_summary(self, host: str, port: int, password: str, approver_password: str, token: str | None) -> None:
         base = f"http://{host}:{port}"
         lines = [
             "",
             "Scout demo is ready.",
             f"  Admin:    {base}/admin/   login: {DEMO_USERNAME} / {password}",
+            f"  Approver: {base}/admin/   login: {APPROVER_USERNAME} / {approver_password}  (decides pending calls)",
             f"  MCP:      {base}/mcp",
         ]
         if token:
