@@ -224,7 +224,10 @@ def _update_server_details(
 
 
 def _rejections_with_lines(rejections: list[dict[str, str]], group: _ServerLines) -> list[dict[str, Any]]:
-    """Attach line numbers to ``normalize_listing`` rejections (labelled by name, or ``#index``)."""
+    """Attach line numbers to ``normalize_listing`` rejections (labelled by name, or ``#index``).
+
+    Each rejection gains ``lines`` (a list of 1-based line numbers) and ``line`` (the same, as text for the
+    SyncRun and the admin)."""
     lines_by_name: dict[str, list[int]] = {}
     for raw, number in zip(group.raw_tools, group.line_numbers, strict=True):
         name = raw.get("name")
@@ -238,13 +241,8 @@ def _rejections_with_lines(rejections: list[dict[str, str]], group: _ServerLines
         else:
             # A name on several lines (duplicates) cannot be pinned to one of them: name them all.
             lines = lines_by_name.get(label, [])
-        located.append({**rejection, "line": ", ".join(str(n) for n in lines)})
+        located.append({**rejection, "line": ", ".join(str(n) for n in lines), "lines": lines})
     return located
-
-
-def _first_line(lines: str) -> int:
-    first = lines.split(",")[0].strip()
-    return int(first) if first.isdigit() else 0
 
 
 def _import_server(
@@ -255,7 +253,8 @@ def _import_server(
     definitions, rejections, mentioned = normalize_listing(
         group.raw_tools, max_bytes=settings.SCOUT_MAX_TOOL_DEFINITION_BYTES
     )
-    rejections = _rejections_with_lines(rejections, group)
+    located = _rejections_with_lines(rejections, group)
+    rejections = [{key: value for key, value in r.items() if key != "lines"} for r in located]
     keep_names = set(mentioned)
     if keep_all:
         # The file has unreadable lines; one of them may be this server's tool, so tombstone nothing.
@@ -268,13 +267,14 @@ def _import_server(
         sync_run_finish(run, rejections=rejections, error=f"{type(exc).__name__}: {exc}")
         server.last_error = run.error
         server.save(update_fields=["last_error", *details, "updated_at"])
-        return run, None, rejections
+        return run, None, located
     sync_run_finish(run, result=result, rejections=rejections)
-    server.status = ServerStatus.ACTIVE if server.status != ServerStatus.DISABLED else server.status
+    if server.status != ServerStatus.DISABLED:  # an operator's "disabled" outlives re-imports
+        server.status = ServerStatus.ACTIVE
     server.last_synced_at = run.finished_at
     server.last_error = run.error
     server.save(update_fields=["status", "last_synced_at", "last_error", *details, "updated_at"])
-    return run, result, rejections
+    return run, result, located
 
 
 def _import_group(
@@ -297,7 +297,7 @@ def _import_group(
     report.runs.append(run)
     report.rejected += len(rejections)
     report.bad_lines.extend(
-        LineError(_first_line(r["line"]), f"{server.slug}::{r['name']}: {r['reason']}") for r in rejections
+        LineError(min(r["lines"], default=0), f"{server.slug}::{r['name']}: {r['reason']}") for r in rejections
     )
     if result is None:
         report.failed_servers += 1
