@@ -56,7 +56,9 @@ def tool_curation_update(
         if curated:
             tool.curated_at = timezone.now()
             update_fields.append("curated_at")
-        tool.full_clean(exclude=["server", "related_tools"], validate_unique=False, validate_constraints=False)
+        # Validate only what a curator wrote: upstream fields are the sync's business, whatever they hold.
+        upstream = [f.name for f in Tool._meta.get_fields() if f.concrete and f.name not in wanted]
+        tool.full_clean(exclude=upstream, validate_unique=False, validate_constraints=False)
         tool.save(update_fields=update_fields)
         pk = tool.pk
         transaction.on_commit(lambda: tools_changed.send(sender=Tool, tool_pks=[pk]))
