@@ -83,6 +83,7 @@ class ToolDoc:
     def dense_texts(self) -> list[tuple[str, str]]:
         """(kind, text) per vector: document, summary, then each example request."""
         texts = [("document", self.document_text()), ("summary", self.summary_text())]
+        texts += [("passage", passage) for passage in description_passages(self.description)]
         texts += [("example", example) for example in self.examples if example.strip()]
         return texts
 
@@ -97,6 +98,24 @@ class ToolDoc:
             [self.field_texts(), self.dense_texts(), list(self.negatives)], sort_keys=True, ensure_ascii=False
         )
         return hashlib.sha256(payload.encode()).hexdigest()
+
+
+MAX_PASSAGES = 8
+MIN_PASSAGE_CHARS = 25
+
+
+def description_passages(description: str) -> list[str]:
+    """Lines of a long description past its first sentence, each its own vector (max-sim finds the one
+    line a request is about, instead of one averaged vector over a long text)."""
+    if len(description) < 300:
+        return []
+    first = first_sentence(description)
+    passages = []
+    for line in description.splitlines():
+        line = line.strip(" -*#\t")
+        if len(line) >= MIN_PASSAGE_CHARS and line != first and line not in passages:
+            passages.append(line[:500])
+    return passages[:MAX_PASSAGES]
 
 
 def render_parameters(schema: object) -> tuple[str, ...]:

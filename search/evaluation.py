@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .documents import ToolDoc, tool_doc_from_record
+from .engine.decompose import request_parts
 from .engine.ranking import MODES, Calibration, RankingOptions
 from .engine.snapshot import DocVectors, IndexSnapshot
 
@@ -192,6 +193,7 @@ def evaluate(
     snapshot: IndexSnapshot,
     queries: Sequence[EvalQuery],
     query_vectors: np.ndarray | None,
+    vectors_for: Callable[[list[str]], np.ndarray] | None,
     options: RankingOptions,
     calibration: Calibration = Calibration(),  # noqa: B008 - frozen, shared default
     modes: Iterable[str] = MODES,
@@ -201,8 +203,17 @@ def evaluate(
     tallies: dict[str, dict[str, Tally]] = defaultdict(lambda: defaultdict(Tally))
     counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     visible = snapshot.visible_mask(None)
+    all_parts = [request_parts(q.text) for q in queries]
+    flat = [p for parts in all_parts for p in parts]
+    part_vectors = vectors_for(flat) if vectors_for is not None and flat else None
+    offset = 0
     for i, query in enumerate(queries):
         vector = query_vectors[i] if query_vectors is not None else None
+        parts = [
+            (text, part_vectors[offset + j] if part_vectors is not None else None)
+            for j, text in enumerate(all_parts[i])
+        ]
+        offset += len(parts)
         branches = snapshot.branches(query.text, vector, visible)
         for mode in modes:
             if mode != "bm25" and vector is None:
@@ -214,6 +225,7 @@ def evaluate(
                 top_k=DEPTH,
                 options=_with(options, fusion=mode, dynamic_cut=False),
                 calibration=calibration,
+                parts=parts,
             )
             ids = [snapshot.docs[c.row].tool_id for c in ranking.candidates]
             for group in ("all", query.source, query.subset):

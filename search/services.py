@@ -13,6 +13,7 @@ from .backends import IndexedTool, SearchRequest, SearchResult, backend_get
 from .choices import GenerationKind, GenerationStatus, SearchEventKind
 from .documents import ToolDoc
 from .encoder import EncoderUnavailable, encoder_get, model_key
+from .engine.decompose import request_parts
 from .engine.ranking import FUSIONS
 from .engine.snapshot import DocVectors
 from .events import search_event_record
@@ -48,12 +49,14 @@ def _clamp_top_k(top_k: object) -> int:
     return min(max(top_k, TOP_K_MIN), TOP_K_MAX)
 
 
-def _encode_query(query: str) -> np.ndarray | None:
+def _encode_query(query: str, parts: list[str]) -> tuple[np.ndarray | None, list[np.ndarray | None]]:
+    """The request's vector and its parts' vectors, in one batch; Nones when the model is unavailable."""
     try:
-        return encoder_get().encode([query])[0]
+        vectors = encoder_get().encode([query, *parts])
     except EncoderUnavailable as exc:
         search_event_record(kind=SearchEventKind.MODEL_UNAVAILABLE, detail=str(exc))
-        return None
+        return None, [None] * len(parts)
+    return vectors[0], list(vectors[1:])
 
 
 def tool_search(
@@ -78,9 +81,18 @@ def tool_search(
     if not backend.status().ready:
         search_event_record(kind=SearchEventKind.INDEX_NOT_READY, detail=f"backend {backend.name}: no index yet")
         return SearchResult([], index_ready=False, backend=backend.name)
-    vector = _encode_query(cleaned)
+    parts = request_parts(cleaned)
+    vector, part_vectors = _encode_query(cleaned, parts)
     result = backend.search(
-        SearchRequest(query=cleaned, visible=visible, top_k=k, fusion=fusion, query_vector=vector, explain=explain)
+        SearchRequest(
+            query=cleaned,
+            visible=visible,
+            top_k=k,
+            fusion=fusion,
+            query_vector=vector,
+            parts=tuple(zip(parts, part_vectors, strict=True)),
+            explain=explain,
+        )
     )
     if result.degraded and vector is not None:
         search_event_record(kind=SearchEventKind.VECTORS_MISSING, detail="index has no vectors: BM25 only")

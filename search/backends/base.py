@@ -28,6 +28,8 @@ class SearchRequest:
     top_k: int  # already clamped to 1..20
     fusion: str  # "convex" | "rrf"
     query_vector: np.ndarray | None  # unit vector from the configured model; None when it is unavailable
+    # Steps of a multi-step request with their vectors (may be ignored by a backend that cannot use them).
+    parts: tuple[tuple[str, np.ndarray | None], ...] = ()
     explain: bool = True
 
 

@@ -5,6 +5,7 @@ are computed over them, and ties break on the tool id, so a hidden tool changes 
 """
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,6 +27,8 @@ class RankingOptions:
     rrf_k: int = 60
     overfetch: int = 3  # RRF: each branch contributes its top overfetch * top_k (SCOUT §6.4)
     second_stage: int = 30  # candidates the second stage re-ranks
+    decompose: bool = True  # multi-step requests: also score each part (see engine/decompose.py)
+    clause_discount: float = 0.9
     intent: bool = True
     intent_agree: float = 0.06
     intent_conflict: float = 0.04
@@ -125,38 +128,29 @@ def _normalize(values: np.ndarray, how: str, *, sparse: bool) -> np.ndarray:
     return _minmax(values)
 
 
-def rank(
-    branches: Branches,
-    *,
-    query: str,
-    top_k: int,
-    options: RankingOptions,
-    tie_keys: np.ndarray,
-    tool_ops: list[frozenset[str]] | None = None,
-    negatives: DenseIndex | None = None,
-    negative_terms: list[frozenset[str]] | None = None,
-    query_vector: np.ndarray | None = None,
-    calibration: Calibration = Calibration(),  # noqa: B008 - frozen, shared default
-) -> Ranking:
-    rows = branches.visible_rows
-    terms = branches.sparse.query_terms
-    if not len(rows):
-        return Ranking([], True, 0, terms)
-    bm25_all = branches.sparse.scores
-    dense_all = branches.dense.scores if branches.dense is not None else None
-    fusion = options.fusion if dense_all is not None or options.fusion == "bm25" else "bm25"
+@dataclass
+class _Fused:
+    fused: np.ndarray  # over visible rows
+    calibrated: np.ndarray
+    bm25: np.ndarray
+    bm25_rank: np.ndarray  # 0: no rank
+    dense: np.ndarray | None
+    dense_rank: np.ndarray
 
-    bm25 = bm25_all[rows]
-    bm25_order = _order(bm25, np.arange(len(rows)), tie_keys[rows])
+
+def _fuse(
+    branches: Branches, fusion: str, options: RankingOptions, top_k: int, tie_keys: np.ndarray, calibration: Calibration
+) -> _Fused:
+    rows = branches.visible_rows
+    positions = np.arange(len(rows))
+    bm25 = branches.sparse.scores[rows]
     bm25_rank = np.empty(len(rows), np.int64)
-    bm25_rank[bm25_order] = np.arange(1, len(rows) + 1)
+    bm25_rank[_order(bm25, positions, tie_keys[rows])] = np.arange(1, len(rows) + 1)
     bm25_rank[bm25 <= 0] = 0  # no term matched: no BM25 rank
     dense_rank = np.zeros(len(rows), np.int64)
-    if dense_all is not None:
-        dense = dense_all[rows]
-        dense_order = _order(dense, np.arange(len(rows)), tie_keys[rows])
-        dense_rank[dense_order] = np.arange(1, len(rows) + 1)
-
+    dense = branches.dense.scores[rows] if branches.dense is not None else None
+    if dense is not None:
+        dense_rank[_order(dense, positions, tie_keys[rows])] = np.arange(1, len(rows) + 1)
     if fusion == "bm25":
         fused = bm25.astype(np.float64)
     elif fusion == "dense":
@@ -171,29 +165,57 @@ def rank(
         for branch_rank in (bm25_rank, dense_rank):
             take = (branch_rank > 0) & (branch_rank <= depth)
             fused[take] += 1.0 / (options.rrf_k + branch_rank[take])
+    calibrated = calibration.score(dense, branches.sparse.coverage[rows])
+    return _Fused(fused, calibrated, bm25, bm25_rank, dense, dense_rank)
+
+
+def rank(
+    branches: Branches,
+    *,
+    query: str,
+    top_k: int,
+    options: RankingOptions,
+    tie_keys: np.ndarray,
+    tool_ops: list[frozenset[str]] | None = None,
+    negatives: DenseIndex | None = None,
+    negative_terms: list[frozenset[str]] | None = None,
+    query_vector: np.ndarray | None = None,
+    calibration: Calibration = Calibration(),  # noqa: B008 - frozen, shared default
+    clauses: Sequence[Branches] = (),
+) -> Ranking:
+    """Rank the visible rows. ``clauses``: branches of the request's parts (a multi-step request); a tool
+    then scores by the best of the whole request and each part (parts slightly discounted)."""
+    rows = branches.visible_rows
+    terms = branches.sparse.query_terms
+    if not len(rows):
+        return Ranking([], True, 0, terms)
+    fusion = options.fusion if branches.dense is not None or options.fusion == "bm25" else "bm25"
+    whole = _fuse(branches, fusion, options, top_k, tie_keys, calibration)
+    fused, calibrated = whole.fused, whole.calibrated
+    for clause in clauses:
+        part = _fuse(clause, fusion, options, top_k, tie_keys, calibration)
+        fused = np.maximum(fused, options.clause_discount * part.fused)
+        calibrated = np.maximum(calibrated, part.calibrated)
 
     pool = max(options.second_stage, options.overfetch * top_k)
     order = _order(fused, np.arange(len(rows)), tie_keys[rows])[:pool]
     if fusion == "rrf":
         order = order[fused[order] > 0]
     cand_rows = rows[order]
-    cosine = dense_all[cand_rows] if dense_all is not None else None
-    calibrated = calibration.score(cosine, branches.sparse.coverage[cand_rows])
     candidates = [
         Candidate(
             row=int(cand_rows[i]),
             score=float(fused[order[i]]),
-            calibrated=float(calibrated[i]),
-            bm25_rank=int(bm25_rank[order[i]]) or None,
-            dense_rank=int(dense_rank[order[i]]) or None,
-            bm25_score=float(bm25[order[i]]),
-            dense_score=float(cosine[i]) if cosine is not None else None,
+            calibrated=float(calibrated[order[i]]),
+            bm25_rank=int(whole.bm25_rank[order[i]]) or None,
+            dense_rank=int(whole.dense_rank[order[i]]) or None,
+            bm25_score=float(whole.bm25[order[i]]),
+            dense_score=float(whole.dense[order[i]]) if whole.dense is not None else None,
             best_vector=int(branches.dense.best[cand_rows[i]]) if branches.dense is not None else -1,
         )
         for i in range(len(order))
     ]
-    hybrid = fusion in FUSIONS
-    if hybrid and options.intent and tool_ops is not None:
+    if fusion in FUSIONS and options.intent and tool_ops is not None:
         _apply_intent(candidates, query, tool_ops, options, scale=1.0 if fusion == "convex" else 2.0 / options.rrf_k)
     _apply_negatives(candidates, query, query_vector, negatives, negative_terms, options)
     candidates.sort(key=lambda c: (c.demoted, -c.score, tie_keys[c.row]))

@@ -28,6 +28,12 @@ class DocVectors:
     negatives: np.ndarray | None = None
 
 
+def branches_visible(branches: Branches) -> np.ndarray:
+    mask = np.zeros(len(branches.sparse.scores), dtype=bool)
+    mask[branches.visible_rows] = True
+    return mask
+
+
 class IndexSnapshot:
     def __init__(
         self,
@@ -92,7 +98,10 @@ class IndexSnapshot:
         top_k: int,
         options: RankingOptions,
         calibration: Calibration = Calibration(),  # noqa: B008 - frozen, shared default
+        parts: Sequence[tuple[str, np.ndarray | None]] = (),
     ) -> Ranking:
+        """Rank; ``parts`` are the request's steps with their vectors (multi-step requests)."""
+        clauses = [self.branches(text, vector, branches_visible(branches)) for text, vector in parts]
         return rank(
             branches,
             query=query,
@@ -104,6 +113,7 @@ class IndexSnapshot:
             negative_terms=self.negative_terms,
             query_vector=query_vector,
             calibration=calibration,
+            clauses=clauses if options.decompose else (),
         )
 
     def explain(self, row: int, best_vector: int, query_terms: Sequence[str]) -> dict:

@@ -47,8 +47,9 @@ class Command(BaseCommand):
         parser.add_argument("--seed", type=int, default=0, help="seed for --sample")
         parser.add_argument("--json", type=Path, default=None, help="write every figure as JSON here")
         parser.add_argument("--no-intent", action="store_true", help="disable operation-intent re-ranking")
+        parser.add_argument("--no-decompose", action="store_true", help="do not split multi-step requests")
 
-    def handle(self, *args: Any, **opts: Any) -> None:
+    def handle(self, *args: Any, **opts: Any) -> None:  # noqa: C901 - a linear script
         fusion = opts["fusion"] or settings.SCOUT_SEARCH_FUSION
         started = time.monotonic()
         try:
@@ -59,13 +60,12 @@ class Command(BaseCommand):
         queries = sample_queries(queries, opts["sample"], opts["seed"], opts["limit"])
         if not docs or not queries:
             raise CommandError("nothing to evaluate: no tools or no queries")
-        vectors, query_vectors, degraded, encoded = None, None, False, 0
+        vectors, query_vectors, degraded, encoded, cache = None, None, False, 0, None
         try:
             encoder = encoder_get()
             cache = EmbeddingCache(Path(settings.SCOUT_SEARCH_EVAL_CACHE_DIR), model_key(), encoder.encode)
             vectors = doc_vectors(docs, cache.vectors)
             query_vectors = cache.vectors([q.text for q in queries])
-            encoded = cache.encoded
         except EncoderUnavailable as exc:
             degraded = True
             self.stderr.write(f"embedding model unavailable, BM25 only: {exc}")
@@ -75,8 +75,10 @@ class Command(BaseCommand):
             bm25_weight=settings.SCOUT_SEARCH_BM25_WEIGHT,
             abstain_threshold=settings.SCOUT_SEARCH_ABSTAIN_THRESHOLD,
             intent=not opts["no_intent"],
+            decompose=not opts["no_decompose"],
         )
-        results = evaluate(snapshot, queries, query_vectors, options)
+        results = evaluate(snapshot, queries, query_vectors, cache.vectors if cache else None, options)
+        encoded = cache.encoded if cache else 0
         report = {
             "catalogs": [str(p) for p in opts["catalog"]],
             "queries": [str(p) for p in opts["queries"]],

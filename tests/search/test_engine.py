@@ -1,0 +1,69 @@
+"""ORM-free pieces: tokenizer, documents, sparse statistics, request parts, operation intent."""
+
+import numpy as np
+
+from search.documents import ToolDoc, description_passages, render_parameters
+from search.engine.decompose import request_parts
+from search.engine.intent import CREATE, DELETE, READ, request_operations, tool_operation
+from search.engine.sparse import SparseIndex, weighted_tokens
+from search.indexes import ToolSearchIndex
+from search.text import split_identifier, tokenize
+
+
+def test_identifiers_are_split_and_kept_whole():
+    assert split_identifier("createPullRequest") == "create pull request"
+    assert split_identifier("get_HTTP-response") == "get http response"
+    assert tokenize("list_files in GitHub") == ["list_files", "list", "files", "github", "git", "hub"]
+
+
+def test_parameters_render_type_requirement_and_enum():
+    schema = {
+        "type": "object",
+        "properties": {"state": {"type": "string", "description": "Issue state", "enum": ["open", "closed"]}},
+        "required": ["state"],
+    }
+    assert render_parameters(schema) == ("state (string, required): Issue state [enum open, closed]",)
+    assert render_parameters("not a schema") == ()
+
+
+def test_document_fields_follow_the_declaration_and_hash_tracks_texts():
+    doc = ToolDoc(pk=1, tool_id="s::get_issue", name="get_issue", server="s", description="Get an issue.")
+    assert set(doc.field_texts()) == {f.name for f in ToolSearchIndex.fields}
+    assert doc.summary_text() == "get issue (s): Get an issue."
+    changed = ToolDoc(pk=1, tool_id="s::get_issue", name="get_issue", server="s", description="Get a bug.")
+    assert doc.dense_hash() != changed.dense_hash()
+    long = "First sentence here.\n" + "\n".join(f"- usage line number {i} with enough words" for i in range(12))
+    assert len(description_passages(long)) == 8 and description_passages("short") == []
+
+
+def test_bm25_statistics_come_from_visible_rows_only():
+    weights = {"name": 3, "description": 1}
+    docs = [
+        weighted_tokens({"name": "alpha", "description": "send mail"}, weights),
+        weighted_tokens({"name": "beta", "description": "send mail now"}, weights),
+        weighted_tokens({"name": "gamma", "description": "mail mail mail mail"}, weights),
+    ]
+    full = SparseIndex(docs)
+    alone = SparseIndex(docs[:2])
+    visible = np.array([True, True, False])
+    a = full.score("send mail", visible)
+    b = alone.score("send mail", np.array([True, True]))
+    assert np.allclose(a.scores[:2], b.scores) and a.scores[2] == 0
+    assert np.allclose(a.coverage[:2], b.coverage)
+
+
+def test_multi_step_requests_are_split_into_parts():
+    assert request_parts("Get the weather in Oslo. Then book a table; finally send an invite") == [
+        "Get the weather in Oslo",
+        "book a table",
+        "send an invite",
+    ]
+    assert request_parts("read and write the file") == []
+    assert request_parts("On Semgrep, scan main.py for issues") == []
+
+
+def test_operation_intent():
+    assert request_operations("please delete the old branch") == {DELETE}
+    assert request_operations("open a ticket") == {CREATE, READ}
+    assert tool_operation("createIssue", "") == {CREATE}
+    assert tool_operation("issue_tool", "Fetch an issue by id") == {READ}
