@@ -160,6 +160,12 @@ class SearchAnswer:
     def structured(self) -> dict[str, Any]:
         return {"matches": self.matches, "degraded": self.degraded, "abstained": self.abstained}
 
+    def as_result(self) -> types.CallToolResult:
+        """Structured content for programs plus a compact text rendering for the model."""
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=self.text())], structured_content=self.structured()
+        )
+
     def text(self) -> str:
         if not self.matches:
             return (
@@ -225,7 +231,7 @@ def _ranked(query: str, visible: frozenset[int], top_k: int) -> tuple[list[tuple
     return hits[:top_k], bool(result.degraded), bool(result.abstained)
 
 
-def gateway_search(
+def search_answer(
     *,
     principal: Principal,
     query: str,
@@ -234,7 +240,8 @@ def gateway_search(
     environment: str | None = None,
     scope: str = "all",
 ) -> SearchAnswer:
-    """Search the caller's visible tools. Raises GatewayInputError for an empty/oversized query or bad filters."""
+    """The tool_search answer for ``principal``, without an audit event (reports use this; the meta-tool
+    uses ``gateway_search``). Raises GatewayInputError for an empty/oversized query or bad filters."""
     if not isinstance(query, str) or not query.strip():
         raise GatewayInputError("query is empty: describe the step you need a tool for, in plain words")
     if len(query) > MAX_QUERY_CHARS:
@@ -255,7 +262,29 @@ def gateway_search(
     hits, degraded, abstained = _ranked(query.strip(), visible, top_k)
     tools = Tool.objects.select_related("server", "policy__risk_class").in_bulk([pk for pk, _ in hits])
     matches = [tool_descriptor(tools[pk], why_matched=why) for pk, why in hits if pk in tools]
-    answer = SearchAnswer(matches=matches, degraded=degraded, abstained=abstained)
+    return SearchAnswer(matches=matches, degraded=degraded, abstained=abstained)
+
+
+def gateway_search(
+    *,
+    principal: Principal,
+    query: str,
+    top_k: int = 5,
+    operation_class: str | None = None,
+    environment: str | None = None,
+    scope: str = "all",
+) -> SearchAnswer:
+    """tool_search: ``search_answer`` plus a discovery audit event. Raises GatewayInputError."""
+    answer = search_answer(
+        principal=principal,
+        query=query,
+        top_k=top_k,
+        operation_class=operation_class,
+        environment=environment,
+        scope=scope,
+    )
+    top_k = max(TOP_K_MIN, min(TOP_K_MAX, int(top_k)))
+    matches = answer.matches
     audit_record(
         event_type=AuditEventType.DISCOVERY,
         principal=principal,

@@ -64,10 +64,7 @@ async def tool_search(
         )
     except GatewayInputError as exc:
         return error_result(str(exc))
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=answer.text())],
-        structured_content=answer.structured(),
-    )
+    return answer.as_result()
 
 
 async def tool_inspect(
