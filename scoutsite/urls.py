@@ -1,10 +1,13 @@
 from django.contrib import admin
 from django.urls import path
 
+from search.preview import urls as search_preview_urls
+
 admin.site.site_header = "Scout"
 admin.site.site_title = "Scout admin"
 admin.site.index_title = "Catalog, search and governance"
 
 urlpatterns = [
+    *search_preview_urls(),  # /admin/search/preview/: before admin.site.urls, which would claim the path
     path("admin/", admin.site.urls),
 ]

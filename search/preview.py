@@ -9,12 +9,18 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from django import forms
+from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.urls import path
 
 from catalog.models import Tool
 
 from .backends import Match, SearchResult
+from .models import IndexGeneration
 from .selectors import indexable_tools
 from .services import TOP_K_MAX, SearchQueryError, tool_search
 
@@ -136,3 +142,59 @@ def why_lines(match: Match) -> list[str]:
     if why.get("demoted"):
         lines.append(f"demoted: {why['demoted']}")
     return lines
+
+
+# -- admin views (mounted under /admin/search/preview/ by ``urls()``, inside the admin's login) ------------
+
+
+def _check_preview_permission(request: HttpRequest) -> None:
+    if not request.user.has_perm(PREVIEW_PERMISSION):
+        raise PermissionDenied
+
+
+def _context(request: HttpRequest, title: str, **extra: object) -> dict:
+    return {**admin.site.each_context(request), "opts": IndexGeneration._meta, "title": title, **extra}
+
+
+def preview_view(request: HttpRequest) -> HttpResponse:
+    """Type a request, see the ranked tools with BM25, dense and fused rank, score and why."""
+    _check_preview_permission(request)
+    form = PreviewForm(request.GET or None, may_choose_user=request.user.has_perm(AS_USER_PERMISSION))
+    outcome, rows, as_user = None, [], None
+    if form.is_valid():
+        as_user = form.cleaned_data.get("as_user")
+        outcome = preview_run(
+            query=form.cleaned_data["query"],
+            visible=visible_tool_pks(as_user=as_user),
+            top_k=form.cleaned_data["top_k"],
+            fusion=form.cleaned_data.get("fusion"),
+        )
+        if outcome.result is not None:
+            rows = [(match, why_lines(match)) for match in outcome.result.matches]
+    context = _context(request, "Search preview", form=form, outcome=outcome, rows=rows, as_user=as_user)
+    return render(request, "admin/search/preview.html", context)
+
+
+def tool_examples_view(request: HttpRequest, tool_pk: int) -> HttpResponse:
+    """Run a tool's example requests (and negative examples) and show where the tool lands."""
+    _check_preview_permission(request)
+    tool = get_object_or_404(Tool.objects.select_related("server"), pk=tool_pk)
+    as_user = None
+    username = request.GET.get("as_user", "")
+    if username and request.user.has_perm(AS_USER_PERMISSION):
+        as_user = get_object_or_404(get_user_model(), username=username)
+    checks = tool_examples_check(tool=tool, visible=visible_tool_pks(as_user=as_user))
+    context = _context(request, f"Example requests of {tool.tool_id}", tool=tool, checks=checks, as_user=as_user)
+    return render(request, "admin/search/preview_tool.html", context)
+
+
+def urls() -> list:
+    """URL patterns for scoutsite/urls.py, placed before ``admin/`` (admin_view: staff login, CSRF, no cache)."""
+    return [
+        path("admin/search/preview/", admin.site.admin_view(preview_view), name="search_preview"),
+        path(
+            "admin/search/preview/tool/<int:tool_pk>/",
+            admin.site.admin_view(tool_examples_view),
+            name="search_preview_tool",
+        ),
+    ]

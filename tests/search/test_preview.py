@@ -10,7 +10,7 @@ from .factories import ToolFactory, add_examples, add_negatives
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
-PREVIEW = "admin:search_preview"
+PREVIEW = "search_preview"
 
 
 @pytest.fixture
@@ -99,7 +99,7 @@ def test_tool_example_check_shows_where_the_tool_lands(client, curator, indexed,
     add_examples(alerts, "are there any tornado warnings in kansas")
     reindex(index_update, tool_pks=[alerts.pk])
     client.force_login(curator)
-    response = client.get(reverse("admin:search_preview_tool", args=[alerts.pk]))
+    response = client.get(reverse("search_preview_tool", args=[alerts.pk]))
     assert response.status_code == 200
     checks = {check.text: check for check in response.context["checks"]}
     example = checks["is there a storm warning near me"]
@@ -113,5 +113,12 @@ def test_tool_example_check_shows_where_the_tool_lands(client, curator, indexed,
 
 def test_tool_example_check_needs_the_permission(client, owner, indexed):
     client.force_login(owner)
-    response = client.get(reverse("admin:search_preview_tool", args=[indexed["get_alerts"].pk]))
+    response = client.get(reverse("search_preview_tool", args=[indexed["get_alerts"].pk]))
     assert response.status_code == 403
+
+
+def test_generations_list_links_to_the_preview(client, superuser, db):
+    client.force_login(superuser)
+    response = client.get(reverse("admin:search_indexgeneration_changelist"))
+    assert response.status_code == 200
+    assert reverse("search_preview") in response.content.decode()
