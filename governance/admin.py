@@ -149,7 +149,7 @@ class ToolGroupGrantAdmin(GrantAdmin):
 
 
 @admin.register(RiskClass)
-class RiskClassAdmin(admin.ModelAdmin):
+class RiskClassAdmin(admin.ModelAdmin[RiskClass]):
     list_display = ("name", "rank", "requires_approval", "requires_approval_for_mutating", "approval_ttl")
     readonly_fields = ("name", "rank")
 
@@ -172,7 +172,7 @@ class RiskClassAdmin(admin.ModelAdmin):
 
 
 @admin.register(PolicyVersion)
-class PolicyVersionAdmin(admin.ModelAdmin):
+class PolicyVersionAdmin(admin.ModelAdmin[PolicyVersion]):
     list_display = ("label", "reason", "created_at", "created_by")
     readonly_fields = ("number", "reason", "created_at", "created_by")
 
@@ -187,7 +187,7 @@ class PolicyVersionAdmin(admin.ModelAdmin):
 
 
 @admin.register(Entitlement)
-class EntitlementAdmin(admin.ModelAdmin):
+class EntitlementAdmin(admin.ModelAdmin[Entitlement]):
     list_display = ("slug", "name")
     search_fields = ("slug", "name")
     filter_horizontal = ("users", "groups")
@@ -223,7 +223,7 @@ class HeldFilter(admin.SimpleListFilter):
 
 
 @admin.register(ToolPolicy)
-class ToolPolicyAdmin(admin.ModelAdmin):
+class ToolPolicyAdmin(admin.ModelAdmin[ToolPolicy]):
     list_display = ("tool", "operation_class", "reversibility", "risk_class", "classified_by_admin", "held")
     list_filter = ("operation_class", "risk_class", "reversibility", "classified_by_admin", HeldFilter)
     list_select_related = ("tool", "risk_class")
@@ -286,7 +286,7 @@ class ToolPolicyAdmin(admin.ModelAdmin):
 
 
 @admin.register(ToolReview)
-class ToolReviewAdmin(admin.ModelAdmin):
+class ToolReviewAdmin(admin.ModelAdmin[ToolReview]):
     list_display = ("tool", "kind", "status", "markers", "created_at", "decided_by")
     list_filter = ("status", "kind")
     list_select_related = ("tool", "decided_by")
@@ -372,7 +372,7 @@ class ApiTokenAddForm(forms.ModelForm):
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
+class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
     list_display = (
         "name",
         "user",
@@ -486,7 +486,7 @@ class ApprovalDecisionForm(forms.Form):
 
 
 @admin.register(ApprovalRequest)
-class ApprovalRequestAdmin(admin.ModelAdmin):
+class ApprovalRequestAdmin(admin.ModelAdmin[ApprovalRequest]):
     list_display = (
         "approval_id",
         "status",
@@ -649,7 +649,7 @@ class RecentToolFilter(admin.SimpleListFilter):
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(admin.ModelAdmin):
+class AuditEventAdmin(admin.ModelAdmin[AuditEvent]):
     list_display = (
         "created_at",
         "event_type",
