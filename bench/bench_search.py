@@ -193,6 +193,7 @@ def run_size(size: int, n_queries: int, warmup: int) -> dict:
     from threadpoolctl import threadpool_info
 
     from search.backends import SearchRequest, backend_get
+    from search.backends.embedded import release_memory
     from search.encoder import encoder_get
     from search.engine.snapshot import IndexSnapshot
     from search.selectors import GENERATION_CACHE_KEY
@@ -210,7 +211,7 @@ def run_size(size: int, n_queries: int, warmup: int) -> dict:
     snapshot = IndexSnapshot(docs, vectors, generation="bench", model_key=encoder.key)
     build_s = time.perf_counter() - started
     del vectors
-    gc.collect()
+    release_memory()  # as the embedded backend does after every build
 
     # Serve this snapshot as the current generation without a database: the generation token is cached.
     backend = backend_get("embedded")

@@ -6,6 +6,8 @@ snapshot aside when it changed and swaps the reference; concurrent searches keep
 until the swap, so none sees a half-built index. Works on SQLite and Postgres alike.
 """
 
+import ctypes
+import gc
 import logging
 import threading
 from collections.abc import Collection, Sequence
@@ -32,6 +34,20 @@ def ranking_options(fusion: str) -> RankingOptions:
     )
 
 
+def release_memory() -> None:
+    """Return memory freed by a snapshot build (or a replaced snapshot) to the OS.
+
+    A build allocates millions of small transient objects (tokens, per-tool vector blocks); glibc keeps
+    the freed arenas, so without a trim the process stays ~300 MB larger at 100k tools
+    (bench/bench_search.py). Runs only when a generation changes, never per search.
+    """
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc (macOS, musl): nothing to trim
+        pass
+
+
 class EmbeddedBackend(SearchBackend):
     name = "embedded"
 
@@ -54,6 +70,7 @@ class EmbeddedBackend(SearchBackend):
             try:
                 if self._snapshot is None or self._snapshot.generation != token:
                     self._snapshot = self._build(token)
+                    release_memory()  # the build's garbage and the replaced snapshot
             finally:
                 self._build_lock.release()
         return self._snapshot
@@ -78,6 +95,8 @@ class EmbeddedBackend(SearchBackend):
         snapshot = self._build(generation)
         with self._build_lock:
             self._snapshot = snapshot
+        del snapshot
+        release_memory()  # the build's garbage and the replaced snapshot
 
     def status(self) -> BackendStatus:
         snapshot = self.snapshot()
