@@ -53,5 +53,5 @@ clean:
 
 # Search speed and memory at 2k/10k/100k tools against the query-encoding floor (a benchmark, not a test).
 .PHONY: bench-search
-bench-search: install
+bench-search: $(BIN)/.installed
 	$(BIN)/python bench/bench_search.py $(BENCH_ARGS)
