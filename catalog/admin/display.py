@@ -1,0 +1,85 @@
+"""Rendering helpers for the catalog admin. Upstream text is untrusted: everything goes through format_html."""
+
+import difflib
+import json
+from functools import cached_property
+from typing import Any
+
+from django.core.paginator import Paginator
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+
+from catalog.choices import ServerStatus, SyncStatus
+
+LARGE_TABLE_COUNT_CAP = 10_000
+
+STATUS_COLOURS = {
+    ServerStatus.ACTIVE: "#2e7d32",
+    ServerStatus.DEGRADED: "#ef6c00",
+    ServerStatus.UNAVAILABLE: "#c62828",
+    ServerStatus.DISABLED: "#757575",
+    SyncStatus.SUCCESS: "#2e7d32",
+    SyncStatus.PARTIAL: "#ef6c00",
+    SyncStatus.FAILED: "#c62828",
+    SyncStatus.RUNNING: "#1565c0",
+    SyncStatus.SKIPPED: "#757575",
+    "live": "#2e7d32",
+    "removed": "#c62828",
+    "disabled": "#757575",
+}
+
+
+def badge(value: str, label: str) -> str:
+    colour = STATUS_COLOURS.get(value, "#757575")
+    return format_html(
+        '<span style="background:{};color:#fff;padding:2px 8px;border-radius:10px;white-space:nowrap">{}</span>',
+        colour,
+        label,
+    )
+
+
+def pretty_json(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def json_block(value: Any) -> str:
+    if value is None:
+        return "—"
+    return format_html('<pre style="white-space:pre-wrap;max-height:40em;overflow:auto">{}</pre>', pretty_json(value))
+
+
+def text_block(value: str) -> str:
+    if not value:
+        return "—"
+    return format_html('<pre style="white-space:pre-wrap">{}</pre>', value)
+
+
+def admin_link(obj: Any, label: str | None = None) -> str:
+    if obj is None:
+        return "—"
+    url = reverse(f"admin:{obj._meta.app_label}_{obj._meta.model_name}_change", args=[obj.pk])
+    return format_html('<a href="{}">{}</a>', url, label if label is not None else str(obj))
+
+
+class CappedCountPaginator(Paginator):
+    """For append-only tables: counts at most LARGE_TABLE_COUNT_CAP rows instead of scanning the table."""
+
+    @cached_property
+    def count(self) -> int:
+        return self.object_list[:LARGE_TABLE_COUNT_CAP].count()
+
+
+DIFF_LINE_STYLES = {"+": "background:#e6ffec", "-": "background:#ffebe9", "@": "color:#6e7781"}
+
+
+def render_unified_diff(before: str, after: str) -> str:
+    """A unified diff of two texts as escaped HTML; every line of upstream text goes through format_html."""
+    lines = list(
+        difflib.unified_diff(before.splitlines(), after.splitlines(), "previous", "this revision", n=3, lineterm="")
+    )
+    if not lines:
+        return "— (identical)"
+    rendered = format_html_join(
+        "\n", '<span style="{}">{}</span>', ((DIFF_LINE_STYLES.get(line[:1], ""), line) for line in lines)
+    )
+    return format_html('<pre class="scout-diff" style="white-space:pre-wrap">{}</pre>', rendered)

@@ -1,0 +1,84 @@
+"""Named list filters shared by the catalog admin pages."""
+
+from datetime import timedelta
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils import timezone
+
+from catalog.choices import Transport
+from catalog.models import Server
+
+SERVER_FILTER_CHOICES = 100
+
+
+class ServerFilter(admin.SimpleListFilter):
+    """By server slug. Lists the first servers only (a catalog may hold thousands); any slug works in the URL."""
+
+    title = "server"
+    parameter_name = "server"
+    server_path = "server"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        slugs = list(Server.objects.order_by("slug").values_list("slug", flat=True)[:SERVER_FILTER_CHOICES])
+        selected = self.value()
+        if selected and selected not in slugs:
+            slugs.insert(0, selected)
+        return [(slug, slug) for slug in slugs]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value():
+            return queryset.filter(**{f"{self.server_path}__slug": self.value()})
+        return queryset
+
+
+class RevisionServerFilter(ServerFilter):
+    server_path = "tool__server"
+
+
+class ToolStatusFilter(admin.SimpleListFilter):
+    title = "status"
+    parameter_name = "status"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        return [("live", "Live"), ("removed", "Removed upstream"), ("disabled", "Disabled")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value() == "live":
+            return queryset.filter(removed_at__isnull=True, enabled=True)
+        if self.value() == "removed":
+            return queryset.filter(removed_at__isnull=False)
+        if self.value() == "disabled":
+            return queryset.filter(removed_at__isnull=True, enabled=False)
+        return queryset
+
+
+class ChangedRecentlyFilter(admin.SimpleListFilter):
+    """Tools whose upstream definition got a new revision recently (first sight counts as a change)."""
+
+    title = "definition changed"
+    parameter_name = "changed"
+    windows = {"day": timedelta(days=1), "week": timedelta(days=7), "month": timedelta(days=30)}
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        return [("day", "In the last day"), ("week", "In the last week"), ("month", "In the last 30 days")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        window = self.windows.get(self.value() or "")
+        if window is None:
+            return queryset
+        return queryset.filter(last_changed_at__gte=timezone.now() - window)
+
+
+class TransportFilter(admin.SimpleListFilter):
+    title = "transport"
+    parameter_name = "transport"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        return list(Transport.choices)
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value():
+            return queryset.filter(server__transport=self.value())
+        return queryset

@@ -1,0 +1,129 @@
+"""Sync runs and tool revisions: append-only records, viewable and never edited here."""
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+from django.utils.html import format_html, format_html_join
+
+from catalog.models import SyncRun, ToolRevision
+
+from .display import CappedCountPaginator, admin_link, badge, json_block, pretty_json, render_unified_diff, text_block
+from .filters import RevisionServerFilter, ServerFilter
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Records written by services only: viewable, never added, changed or deleted here."""
+
+    paginator = CappedCountPaginator
+    show_full_result_count = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(SyncRun)
+class SyncRunAdmin(ReadOnlyAdmin, admin.ModelAdmin[SyncRun]):
+    list_display = (
+        "started_at",
+        "server",
+        "kind",
+        "status_badge",
+        "added",
+        "changed",
+        "unchanged",
+        "removed",
+        "rejected",
+        "duration",
+        "short_error",
+    )
+    list_select_related = ("server",)
+    list_filter = ("status", "kind", ServerFilter)
+    search_fields = ("server__slug", "source", "error")
+    date_hierarchy = "started_at"
+    fields = (
+        "server",
+        "kind",
+        "source",
+        "status_badge",
+        "started_at",
+        "finished_at",
+        "duration",
+        "added",
+        "changed",
+        "unchanged",
+        "removed",
+        "rejected",
+        "error_block",
+        "rejections_table",
+    )
+    readonly_fields = fields
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, run: SyncRun) -> str:
+        return badge(run.status, run.get_status_display())
+
+    @admin.display(description="duration")
+    def duration(self, run: SyncRun) -> str:
+        seconds = run.duration_seconds
+        return "—" if seconds is None else f"{seconds:.2f}s"
+
+    @admin.display(description="error")
+    def short_error(self, run: SyncRun) -> str:
+        return (run.error[:120] + "…") if len(run.error) > 120 else run.error
+
+    @admin.display(description="error")
+    def error_block(self, run: SyncRun) -> str:
+        return text_block(run.error)
+
+    @admin.display(description="rejected tools")
+    def rejections_table(self, run: SyncRun) -> str:
+        if not run.rejections:
+            return "—"
+        rows = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+            ((r.get("name", ""), r.get("line", ""), r.get("reason", "")) for r in run.rejections),
+        )
+        return format_html("<table><tr><th>tool</th><th>line</th><th>reason</th></tr>{}</table>", rows)
+
+
+@admin.register(ToolRevision)
+class ToolRevisionAdmin(ReadOnlyAdmin, admin.ModelAdmin[ToolRevision]):
+    list_display = ("created_at", "tool", "short_hash", "sync_run")
+    list_select_related = ("tool", "tool__server", "sync_run", "sync_run__server")
+    list_filter = (RevisionServerFilter,)
+    search_fields = ("tool__tool_id", "definition_hash")
+    date_hierarchy = "created_at"
+    fields = ("tool_link", "definition_hash", "created_at", "sync_run", "previous_link", "diff", "definition_block")
+    readonly_fields = fields
+
+    @admin.display(description="hash")
+    def short_hash(self, revision: ToolRevision) -> str:
+        return revision.definition_hash[:12]
+
+    @admin.display(description="tool")
+    def tool_link(self, revision: ToolRevision) -> str:
+        return admin_link(revision.tool)
+
+    @admin.display(description="previous revision")
+    def previous_link(self, revision: ToolRevision) -> str:
+        previous = revision.previous()
+        return admin_link(previous, previous.definition_hash[:12]) if previous else "— (first sight)"
+
+    @admin.display(description="definition")
+    def definition_block(self, revision: ToolRevision) -> str:
+        return json_block(revision.definition)
+
+    @admin.display(description="changes from the previous revision")
+    def diff(self, revision: ToolRevision) -> str:
+        previous = revision.previous()
+        if previous is None:
+            return "— (first sight: nothing to compare)"
+        return render_unified_diff(pretty_json(previous.definition), pretty_json(revision.definition))

@@ -1,0 +1,169 @@
+"""Servers: health at a glance, the last runs, and "Sync now"."""
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db import models
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
+from django.forms.models import BaseInlineFormSet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.urls import path, reverse
+from django.utils.html import format_html
+from django.utils.http import urlencode
+from django.views.decorators.http import require_POST
+
+from catalog.choices import SyncStatus, Transport
+from catalog.models import Server, SyncRun
+
+from .display import admin_link, badge, text_block
+
+RECENT_RUNS_SHOWN = 10
+
+
+class RecentRunsFormSet(BaseInlineFormSet):
+    """Only the latest runs; evaluated once, since the formset indexes its queryset row by row."""
+
+    def get_queryset(self) -> QuerySet:
+        if not hasattr(self, "_recent"):
+            self._recent = super().get_queryset()[:RECENT_RUNS_SHOWN]
+            len(self._recent)  # fills the result cache: later indexing reads it instead of querying
+        return self._recent
+
+
+class RecentSyncRunInline(admin.TabularInline):
+    model = SyncRun
+    formset = RecentRunsFormSet
+    verbose_name_plural = f"Last {RECENT_RUNS_SHOWN} sync runs"
+    fields = ("run_link", "kind", "status_badge", "source", "added", "changed", "unchanged", "removed", "rejected")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[SyncRun]:
+        return super().get_queryset(request).select_related("server")  # each row's title names its server
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="started")
+    def run_link(self, run: SyncRun) -> str:
+        return admin_link(run, f"{run.started_at:%Y-%m-%d %H:%M:%S}")
+
+    @admin.display(description="status")
+    def status_badge(self, run: SyncRun) -> str:
+        return badge(run.status, run.get_status_display())
+
+
+@admin.register(Server)
+class ServerAdmin(admin.ModelAdmin[Server]):
+    list_display = (
+        "slug",
+        "name",
+        "status_badge",
+        "transport",
+        "environment",
+        "tool_count",
+        "last_synced_at",
+        "last_run",
+    )
+    list_filter = ("status", "transport", "environment")
+    search_fields = ("slug", "name", "description", "category")
+    ordering = ("slug",)
+    actions = ("sync_now",)
+    inlines = (RecentSyncRunInline,)
+    change_form_template = "admin/catalog/server/change_form.html"
+    readonly_fields = ("status_badge", "tool_count", "last_synced_at", "last_error_display", "created_at", "updated_at")
+    fieldsets = (
+        (None, {"fields": ("slug", "name", "description", "category", "environment")}),
+        ("Connection", {"fields": ("transport", "command", "args", "env_vars", "url", "header_env")}),
+        ("Health", {"fields": ("status", "status_badge", "tool_count", "last_synced_at", "last_error_display")}),
+        ("Record", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
+    )
+
+    def formfield_for_dbfield(self, db_field: models.Field, request: HttpRequest, **kwargs: Any) -> Any:
+        if isinstance(db_field, models.URLField):
+            kwargs["assume_scheme"] = "https"  # a URL typed without a scheme is taken as https (Django 6 default)
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Server]:
+        latest_run = SyncRun.objects.filter(server=OuterRef("pk")).order_by("-started_at", "-id")
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                live_tool_count=Count("tools", filter=Q(tools__removed_at__isnull=True)),
+                last_run_status=Subquery(latest_run.values("status")[:1]),
+                last_run_pk=Subquery(latest_run.values("pk")[:1]),
+            )
+        )
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, server: Server) -> str:
+        return badge(server.status, server.get_status_display())
+
+    @admin.display(description="live tools", ordering="live_tool_count")
+    def tool_count(self, server: Server) -> str:
+        count = getattr(server, "live_tool_count", None)
+        if count is None:
+            count = server.tools.live().count()
+        url = reverse("admin:catalog_tool_changelist") + "?" + urlencode({"server": server.slug, "status": "live"})
+        return format_html('<a href="{}">{}</a>', url, count)
+
+    @admin.display(description="last run", ordering="last_run_status")
+    def last_run(self, server: Server) -> str:
+        status = getattr(server, "last_run_status", None)
+        if not status:
+            return "—"
+        url = reverse("admin:catalog_syncrun_change", args=[server.last_run_pk])
+        return format_html('<a href="{}">{}</a>', url, badge(status, SyncStatus(status).label))
+
+    @admin.display(description="last error")
+    def last_error_display(self, server: Server) -> str:
+        return text_block(server.last_error)
+
+    @admin.action(description="Sync now", permissions=["change"])
+    def sync_now(self, request: HttpRequest, queryset: QuerySet[Server]) -> None:
+        queued, skipped = self._queue_sync(request, list(queryset))
+        if queued:
+            self.message_user(request, f"Sync queued for {queued} server(s).", messages.SUCCESS)
+        if skipped:
+            self.message_user(request, f"Not synced (imported, no live connection): {', '.join(skipped)}.")
+
+    def _queue_sync(self, request: HttpRequest, servers: list[Server]) -> tuple[int, list[str]]:
+        try:
+            from catalog.tasks import sync_server
+        except ImportError as exc:  # the sync task may not be deployed yet; say so instead of failing
+            self.message_user(request, f"Sync is not available: {exc}", messages.ERROR)
+            return 0, []
+        queued, skipped = 0, []
+        for server in servers:
+            if server.transport == Transport.IMPORTED:
+                skipped.append(server.slug)
+                continue
+            sync_server.delay(server.pk, "admin")
+            queued += 1
+        return queued, skipped
+
+    def get_urls(self) -> list:
+        sync_view = self.admin_site.admin_view(require_POST(self.sync_view))
+        return [path("<int:object_id>/sync/", sync_view, name="catalog_server_sync"), *super().get_urls()]
+
+    def sync_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
+        server = get_object_or_404(Server, pk=object_id)
+        if not self.has_change_permission(request, server):
+            raise PermissionDenied
+        queued, skipped = self._queue_sync(request, [server])
+        if queued:
+            self.message_user(request, f"Sync of {server.slug} queued.", messages.SUCCESS)
+        elif skipped:
+            self.message_user(request, f"Imported server {server.slug} has no live connection: re-import its file.")
+        return HttpResponseRedirect(reverse("admin:catalog_server_change", args=[server.pk]))

@@ -1,0 +1,186 @@
+"""Tools: upstream text read-only, curation editable (saved through tool_curation_update)."""
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.db.models import OuterRef, QuerySet, Subquery
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+
+from catalog.models import Tool, ToolAlias, ToolExample, ToolKeyword, ToolNegativeExample, ToolRevision
+from catalog.services.curation import tool_curation_update
+
+from .display import admin_link, badge, json_block, text_block
+from .filters import ChangedRecentlyFilter, ServerFilter, ToolStatusFilter, TransportFilter
+
+RECENT_REVISIONS_SHOWN = 10
+
+
+class CommaSeparatedListField(forms.CharField):
+    """A JSON list of short strings edited as ``issue, repository``."""
+
+    def prepare_value(self, value: Any) -> str:
+        if isinstance(value, list):
+            return ", ".join(str(item) for item in value)
+        return value or ""
+
+    def to_python(self, value: Any) -> list[str]:
+        text = super().to_python(value)
+        items = [item.strip() for item in text.split(",") if item.strip()]
+        return list(dict.fromkeys(items))
+
+
+class ToolCurationForm(forms.ModelForm):
+    entity_types = CommaSeparatedListField(required=False, help_text="Comma-separated, e.g. issue, repository")
+    operation_verbs = CommaSeparatedListField(required=False, help_text="Comma-separated, e.g. create, list")
+
+    class Meta:
+        model = Tool
+        fields = ("title", "purpose", "entity_types", "operation_verbs", "related_tools", "enabled")
+
+
+class PhraseInline(admin.TabularInline):
+    extra = 1
+    fields = ("text",)
+
+
+class ToolAliasInline(PhraseInline):
+    model = ToolAlias
+
+
+class ToolKeywordInline(PhraseInline):
+    model = ToolKeyword
+
+
+class ToolExampleInline(PhraseInline):
+    model = ToolExample
+
+
+class ToolNegativeExampleInline(PhraseInline):
+    model = ToolNegativeExample
+
+
+@admin.register(Tool)
+class ToolAdmin(admin.ModelAdmin[Tool]):
+    form = ToolCurationForm
+    list_display = ("tool_id", "display_title_column", "server", "status_badge", "last_changed", "curated")
+    list_select_related = ("server",)
+    list_filter = (ServerFilter, ToolStatusFilter, ChangedRecentlyFilter, TransportFilter)
+    search_fields = ("tool_id", "name", "description", "title", "upstream_title", "aliases__text")
+    ordering = ("tool_id",)
+    autocomplete_fields = ("related_tools",)
+    inlines = (ToolAliasInline, ToolKeywordInline, ToolExampleInline, ToolNegativeExampleInline)
+    upstream_fields = (
+        "tool_id",
+        "server_link",
+        "name",
+        "upstream_title",
+        "description_block",
+        "input_schema_block",
+        "output_schema_block",
+        "annotations_block",
+        "definition_hash",
+        "first_seen_at",
+        "last_seen_at",
+        "removed_at",
+        "recent_revisions",
+    )
+    readonly_fields = (*upstream_fields, "status_badge", "curated_at")
+    fieldsets = (
+        ("Upstream (written by sync and import only)", {"fields": upstream_fields}),
+        ("Curation", {"fields": ("title", "purpose", "entity_types", "operation_verbs", "related_tools")}),
+        ("Operations", {"fields": ("enabled", "status_badge", "curated_at")}),
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Tool]:
+        latest = ToolRevision.objects.filter(tool=OuterRef("pk")).order_by("-created_at", "-id")
+        return super().get_queryset(request).annotate(last_changed_at=Subquery(latest.values("created_at")[:1]))
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # tools come from sync and import only
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # removed tools are tombstoned by sync, never deleted
+
+    def save_model(self, request: HttpRequest, obj: Tool, form: forms.ModelForm, change: bool) -> None:
+        # Nothing here: curation is written in save_related through tool_curation_update, with the inlines,
+        # and only curated columns are saved (a full save could overwrite a concurrent sync's upstream text).
+        pass
+
+    def save_related(self, request: HttpRequest, form: forms.ModelForm, formsets: list, change: bool) -> None:
+        for formset in formsets:
+            self.save_formset(request, form, formset, change=change)
+        data = form.cleaned_data
+        tool_curation_update(
+            tool=form.instance,
+            title=data["title"],
+            purpose=data["purpose"],
+            entity_types=data["entity_types"],
+            operation_verbs=data["operation_verbs"],
+            enabled=data["enabled"],
+            related_tools=data["related_tools"],
+            phrases_changed=any(formset.has_changed() for formset in formsets),
+        )
+
+    @admin.display(description="title", ordering="title")
+    def display_title_column(self, tool: Tool) -> str:
+        return tool.display_title
+
+    @admin.display(description="status")
+    def status_badge(self, tool: Tool) -> str:
+        if tool.removed_at is not None:
+            return badge("removed", "removed")
+        if not tool.enabled:
+            return badge("disabled", "disabled")
+        return badge("live", "live")
+
+    @admin.display(description="definition changed", ordering="last_changed_at")
+    def last_changed(self, tool: Tool) -> Any:
+        return getattr(tool, "last_changed_at", None)
+
+    @admin.display(description="curated", boolean=True, ordering="curated_at")
+    def curated(self, tool: Tool) -> bool:
+        return tool.curated_at is not None
+
+    @admin.display(description="server")
+    def server_link(self, tool: Tool) -> str:
+        return admin_link(tool.server)
+
+    @admin.display(description="description")
+    def description_block(self, tool: Tool) -> str:
+        return text_block(tool.description)
+
+    @admin.display(description="inputSchema")
+    def input_schema_block(self, tool: Tool) -> str:
+        return json_block(tool.input_schema)
+
+    @admin.display(description="outputSchema")
+    def output_schema_block(self, tool: Tool) -> str:
+        return json_block(tool.output_schema)
+
+    @admin.display(description="annotations")
+    def annotations_block(self, tool: Tool) -> str:
+        return json_block(tool.annotations)
+
+    @admin.display(description="revisions")
+    def recent_revisions(self, tool: Tool) -> str:
+        revisions = tool.revisions.order_by("-created_at", "-id")[:RECENT_REVISIONS_SHOWN]
+        if not revisions:
+            return "—"
+        return format_html(
+            "<ul>{}</ul>",
+            format_html_join(
+                "",
+                '<li><a href="{}">{} · {}</a></li>',
+                (
+                    (
+                        reverse("admin:catalog_toolrevision_change", args=[r.pk]),
+                        f"{r.created_at:%Y-%m-%d %H:%M:%S}",
+                        r.definition_hash[:12],
+                    )
+                    for r in revisions
+                ),
+            ),
+        )
