@@ -43,4 +43,9 @@ def _bump() -> None:
 def visibility_invalidate() -> None:
     """Invalidate every cached visible set, now and once the current transaction commits."""
     _bump()
-    transaction.on_commit(_bump)
+    connection = transaction.get_connection()
+    if not connection.in_atomic_block:
+        return  # autocommit: the change is already committed, the bump above came after it
+    # One bump per transaction is enough after commit; a sync may invalidate thousands of times.
+    if not any(func is _bump for _, func, _ in connection.run_on_commit):
+        transaction.on_commit(_bump)

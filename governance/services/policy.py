@@ -63,19 +63,30 @@ def _risk_class(name: str) -> RiskClass:
     return risk
 
 
+def tool_policy_build(*, tool: Tool) -> ToolPolicy:
+    """An unsaved policy for ``tool`` with defaults from its annotations."""
+    hints = classification_from_annotations(tool.annotations)
+    return ToolPolicy(
+        tool=tool,
+        operation_class=hints.operation_class,
+        reversibility=hints.reversibility,
+        risk_class=_risk_class(hints.risk),
+    )
+
+
 def tool_policy_ensure(*, tool: Tool) -> ToolPolicy:
     """The tool's policy, created from its annotations if it has none yet."""
     try:
         return tool.policy
     except ToolPolicy.DoesNotExist:
         pass
-    hints = classification_from_annotations(tool.annotations)
+    built = tool_policy_build(tool=tool)
     policy, _ = ToolPolicy.objects.get_or_create(
         tool=tool,
         defaults={
-            "operation_class": hints.operation_class,
-            "reversibility": hints.reversibility,
-            "risk_class": _risk_class(hints.risk),
+            "operation_class": built.operation_class,
+            "reversibility": built.reversibility,
+            "risk_class": built.risk_class,
         },
     )
     tool.policy = policy
@@ -89,7 +100,8 @@ def tool_policy_apply_hints(*, policy: ToolPolicy, annotations: object) -> None:
     hints = classification_from_annotations(annotations)
     policy.operation_class = hints.operation_class
     policy.reversibility = hints.reversibility
-    policy.risk_class = _risk_class(hints.risk)
+    if policy.risk_class.name != hints.risk:
+        policy.risk_class = _risk_class(hints.risk)
 
 
 def tool_policy_classify(

@@ -18,7 +18,7 @@ from governance.models import ToolPolicy, ToolReview
 from governance.principals import principal_for_user
 from governance.sanitize import definition_text, suspicious_markers
 from governance.services.audit import audit_record
-from governance.services.policy import tool_policy_apply_hints, tool_policy_ensure
+from governance.services.policy import tool_policy_apply_hints, tool_policy_build, tool_policy_ensure
 
 
 class ReviewError(Exception):
@@ -45,13 +45,18 @@ def tool_definition_review(*, tool: Tool, revision: ToolRevision | None, previou
     was accepted: held, with a pending ToolReview, so the tool leaves every visible set in this same
     transaction. A tool that returns to its accepted definition is released. Governance defaults are
     re-derived from the new annotations unless an admin classified the tool."""
-    policy = tool_policy_ensure(tool=tool)
-    tool_policy_apply_hints(policy=policy, annotations=tool.annotations)
+    # Runs once per changed tool inside a sync, so it keeps to a few queries (3 for a new clean tool).
+    policy = ToolPolicy.objects.select_related("risk_class").filter(tool_id=tool.pk).first()
+    is_new = policy is None
+    if is_new:
+        policy = tool_policy_build(tool=tool)
+    else:
+        tool_policy_apply_hints(policy=policy, annotations=tool.annotations)
+        # Older pending reviews are replaced by the one for the current definition.
+        ToolReview.objects.filter(tool=tool, status=ReviewStatus.PENDING).update(status=ReviewStatus.SUPERSEDED)
     markers = suspicious_markers(definition_text(_definition_of(tool, revision)))
     new_hash = tool.definition_hash
     first_sight = previous_hash is None or not policy.accepted_hash
-    # Older pending reviews are replaced by the one for the current definition.
-    ToolReview.objects.filter(tool=tool, status=ReviewStatus.PENDING).update(status=ReviewStatus.SUPERSEDED)
     if new_hash == policy.accepted_hash and not markers:
         policy.held, policy.hold_reason, policy.markers = False, "", []
     elif first_sight and not markers:
