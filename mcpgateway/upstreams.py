@@ -146,7 +146,6 @@ class UpstreamPool:
         Raises UpstreamCallError when no result came back (connection, timeout, crash, bulkhead full).
         """
         connection = self._connection(server)
-        deadline = time.monotonic() + timeout
         try:
             with anyio.fail_after(timeout):
                 await connection.slots.acquire()
@@ -155,9 +154,10 @@ class UpstreamPool:
                 f"{server.slug}: too many calls in flight; try again shortly", kind="busy", outcome="error"
             ) from exc
         try:
-            session = await self._session(connection, deadline)
+            # Starting a cold server is bounded by the connect timeout; the call itself by ``timeout``.
+            session = await self._session(connection, time.monotonic() + settings.SCOUT_UPSTREAM_CONNECT_TIMEOUT)
             try:
-                result = await session.call_tool(tool_name, arguments, max(0.1, deadline - time.monotonic()))
+                result = await session.call_tool(tool_name, arguments, timeout)
             except UpstreamError as exc:
                 if exc.kind in ("closed", "refused", "protocol", "error"):
                     # The session is unusable (process gone, stream broken): reopen it on the next call.

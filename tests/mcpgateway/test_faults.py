@@ -33,7 +33,11 @@ def test_hanging_upstream_times_out_frees_its_slot_and_leaves_others_alone(gatew
 
     async def main():
         async with mcp_client(gateway, token, mode=MODERN) as client:
-            await client.call_tool("execute_tool", {"tool_id": "faulty::ping", "arguments": {}})  # warm up
+            # Warm both sessions: starting a process is bounded by the connect timeout, not the call timeout.
+            await client.call_tool("execute_tool", {"tool_id": "faulty::ping", "arguments": {}})
+            await client.call_tool(
+                "execute_tool", {"tool_id": "time::get_current_time", "arguments": {"timezone": "UTC"}}
+            )
             results: dict[str, Any] = {}
 
             async def hang():
