@@ -49,3 +49,8 @@ def visibility_invalidate() -> None:
     # One bump per transaction is enough after commit; a sync may invalidate thousands of times.
     if not any(func is _bump for _, func, _ in connection.run_on_commit):
         transaction.on_commit(_bump)
+
+
+def visibility_cache_reset() -> None:
+    """Start a new version without a transaction (tests: a shared Redis outlives each test's database)."""
+    _bump()

@@ -48,6 +48,15 @@ def eval_dir() -> Path:
 # per test (tests/governance/conftest.py has helpers): a persona alone sees nothing.
 
 
+@pytest.fixture(autouse=True)
+def fresh_visibility_cache():
+    """A shared cache (Redis in CI) outlives each test's rolled-back database, and primary keys repeat;
+    start every test on a new visibility-cache version so no set cached by an earlier test is read."""
+    from governance.cache import visibility_cache_reset
+
+    visibility_cache_reset()
+
+
 def _persona(django_user_model, username: str, **extra):
     # No password: tests log in with force_login, and skipping the slow password hash keeps them fast.
     return django_user_model.objects.create_user(username=username, **extra)
