@@ -29,6 +29,7 @@ class RankingOptions:
     second_stage: int = 30  # candidates the second stage re-ranks
     decompose: bool = True  # multi-step requests: also score each part (see engine/decompose.py)
     clause_discount: float = 0.9
+    clause_rescale: bool = False  # rescaling each part to the top measured worse on ETOM levels 3-4
     intent: bool = True
     intent_agree: float = 0.06
     intent_conflict: float = 0.04
@@ -42,15 +43,15 @@ class RankingOptions:
 class Calibration:
     """Logistic map from raw, visibility-independent evidence to a 0..1 relevance score.
 
-    Evidence: the tool's best cosine to the request (independent of every other tool) plus a quarter of
-    the share of the request's IDF mass it matches (statistics over the visible set only). Raw RRF
-    values carry no such information: they only encode ranks. Fitted on ETOM (levels 1-2 against the
-    infeasible level 5): at 0.5, about 96% of level 5 abstains for about 1% of levels 1-2.
+    Evidence: the tool's best cosine to the request (independent of every other tool) plus half the
+    share of the request's IDF mass it matches (statistics over the visible set only). Raw RRF values
+    carry no such information: they only encode ranks. Fitted on ETOM (levels 1-2 against the
+    infeasible level 5, top-ranked tool): at 0.5, about 96% of level 5 abstains for about 1.5% of levels 1-2.
     """
 
     slope: float = 12.0
-    coverage_share: float = 0.25
-    center: float = 0.40
+    coverage_share: float = 0.5
+    center: float = 0.435
     lexical_slope: float = 10.0  # BM25 only (model down): coverage alone
     lexical_center: float = 0.30
 
@@ -192,9 +193,13 @@ def rank(
     fusion = options.fusion if branches.dense is not None or options.fusion == "bm25" else "bm25"
     whole = _fuse(branches, fusion, options, top_k, tie_keys, calibration)
     fused, calibrated = whole.fused, whole.calibrated
+    top = float(fused.max()) if len(fused) else 0.0
     for clause in clauses:
         part = _fuse(clause, fusion, options, top_k, tie_keys, calibration)
-        fused = np.maximum(fused, options.clause_discount * part.fused)
+        part_top = float(part.fused.max())
+        # Each part's best tool lands just under the whole request's best, so every step gets a place.
+        scale = options.clause_discount * top / part_top if options.clause_rescale and part_top > 0 else 1.0
+        fused = np.maximum(fused, scale * part.fused)
         calibrated = np.maximum(calibrated, part.calibrated)
 
     pool = max(options.second_stage, options.overfetch * top_k)
@@ -264,7 +269,8 @@ def _apply_negatives(
 def _cut(candidates: list[Candidate], top_k: int, options: RankingOptions, terms: tuple[str, ...]) -> Ranking:
     if not candidates:
         return Ranking([], True, 0, terms)
-    best = max(c.calibrated for c in candidates[: max(top_k, 1)])
+    # Abstain on the head of the ranking: a relevant tool further down does not make the answer relevant.
+    best = candidates[0].calibrated
     if best < options.abstain_threshold:
         return Ranking(candidates, True, 0, terms)
     cut = 0
