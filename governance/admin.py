@@ -244,9 +244,11 @@ class ToolPolicyAdmin(admin.ModelAdmin[ToolPolicy]):
         "hold_reason",
         "markers",
         "accepted_hash",
+        "access",
     )
     readonly_fields = (
         "tool",
+        "access",
         "classified_by_admin",
         "classified_by",
         "classified_at",
@@ -255,6 +257,46 @@ class ToolPolicyAdmin(admin.ModelAdmin[ToolPolicy]):
         "markers",
         "accepted_hash",
     )
+
+    @admin.display(description="who has access")
+    def access(self, obj: ToolPolicy):
+        """Grants that reach this tool (on the tool or its server), with links to add more."""
+        tool, server = obj.tool, obj.tool.server
+        sources = [
+            ("tool", ToolUserObjectPermission.objects.filter(content_object=tool).select_related("user", "permission")),
+            (
+                "tool",
+                ToolGroupObjectPermission.objects.filter(content_object=tool).select_related("group", "permission"),
+            ),
+            (
+                "server",
+                ServerUserObjectPermission.objects.filter(content_object=server).select_related("user", "permission"),
+            ),
+            (
+                "server",
+                ServerGroupObjectPermission.objects.filter(content_object=server).select_related("group", "permission"),
+            ),
+        ]
+        lines = []
+        for scope, grants in sources:
+            for grant in grants:
+                holder = f"user {grant.user}" if hasattr(grant, "user") else f"group {grant.group}"
+                lines.append(f"{holder}: {grant.permission.codename.split('_', 1)[0]} (on the {scope})")
+        links = format_html(
+            '<a href="{}?content_object={}">grant on this tool to a user</a> · '
+            '<a href="{}?content_object={}">to a group</a> · '
+            '<a href="{}?content_object={}">grant on the server to a user</a> · '
+            '<a href="{}?content_object={}">to a group</a>',
+            reverse("admin:governance_tooluserobjectpermission_add"),
+            tool.pk,
+            reverse("admin:governance_toolgroupobjectpermission_add"),
+            tool.pk,
+            reverse("admin:governance_serveruserobjectpermission_add"),
+            server.pk,
+            reverse("admin:governance_servergroupobjectpermission_add"),
+            server.pk,
+        )
+        return format_html("{}{}", _pre("\n".join(lines) or "(no grants: nobody can see this tool)"), links)
 
     def has_add_permission(self, request) -> bool:
         return False

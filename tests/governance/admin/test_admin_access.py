@@ -64,3 +64,12 @@ def test_entitlement_admin_changes_are_audited(client, superuser, member):
     assert list(Entitlement.objects.get(slug="payments").users.all()) == [member]
     event = AuditEvent.objects.get(event_type="entitlement.changed")
     assert event.payload == {"entitlement": "payments", "users": ["member"], "groups": []}
+
+
+def test_tool_policy_page_lists_who_has_access(client, superuser, member, grant, server, tool):
+    grant(member, server, "discover")
+    client.force_login(superuser)
+    page = client.get(reverse("admin:governance_toolpolicy_change", args=[ToolPolicy.objects.get(tool=tool).pk]))
+    html = page.content.decode()
+    assert "user member: discover (on the server)" in html
+    assert f"/admin/governance/tooluserobjectpermission/add/?content_object={tool.pk}" in html
