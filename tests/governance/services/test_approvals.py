@@ -342,3 +342,19 @@ def test_expire_task_marks_stale_requests(setup, approver):
     assert expire_approvals.delay().get() == 1
     request.refresh_from_db()
     assert request.status == ApprovalStatus.EXPIRED
+
+
+def test_someone_in_the_requests_delegation_chain_cannot_approve_it(setup, approver):
+    principal, tool = setup
+    delegated = Principal(
+        user=principal.user,
+        token_id=principal.token_id,
+        agent=principal.agent,
+        tenant=principal.tenant,
+        scopes=principal.scopes,
+        delegation_chain=("user:approver", *principal.delegation_chain),
+    )
+    request = approval_request_create(principal=delegated, tool=tool, arguments=ARGS_A)
+    with pytest.raises(ApprovalError) as exc:
+        approval_decide(request=request, approver=approver, approve=True, reason="")
+    assert exc.value.code == "self_approval"

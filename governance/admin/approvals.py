@@ -1,0 +1,170 @@
+"""Governance admin: approver inbox."""
+
+import json
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import Case, IntegerField, Value, When
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from ..choices import ApprovalStatus
+from ..models import (
+    ApprovalRequest,
+)
+from ..selectors import approval_requests_for_approver, user_is_approver
+from ..services.approvals import ApprovalError, approval_decide
+from .common import _pre
+
+
+class ApprovalDecisionForm(forms.Form):
+    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False, max_length=2000)
+
+
+@admin.register(ApprovalRequest)
+class ApprovalRequestAdmin(admin.ModelAdmin[ApprovalRequest]):
+    list_display = (
+        "approval_id",
+        "status",
+        "tool",
+        "risk_class",
+        "requester",
+        "agent",
+        "tenant",
+        "created_at",
+        "decide_link",
+    )
+    list_filter = ("status", "risk_class", "operation_class")
+    search_fields = ("approval_id", "tool__tool_id", "requester__username", "agent")
+    readonly_fields = (
+        "approval_id",
+        "status",
+        "tool",
+        "risk_class",
+        "operation_class",
+        "envelope",
+        "arguments_pretty",
+        "arguments_digest",
+        "tool_definition_hash",
+        "policy_version",
+        "created_at",
+        "expires_at",
+        "decided_by",
+        "decided_at",
+        "decision_reason",
+        "consumed_at",
+    )
+    fields = readonly_fields
+
+    def get_queryset(self, request):
+        # Superusers read every request; deciding still needs an approve grant (approval_decide checks).
+        if request.user.is_superuser:
+            return _all_pending_first()
+        return approval_requests_for_approver(user=request.user)
+
+    def get_ordering(self, request):
+        return ["pending_first", "-created_at", "-id"]  # annotated by both querysets above
+
+    def _may_see(self, request) -> bool:
+        user = request.user
+        if not (user.is_active and user.is_staff):
+            return False
+        return user.is_superuser or user_is_approver(user=user)
+
+    def has_module_permission(self, request) -> bool:
+        return self._may_see(request)
+
+    def has_view_permission(self, request, obj=None) -> bool:
+        return self._may_see(request)
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    @admin.display(description="who asked")
+    def envelope(self, obj: ApprovalRequest):
+        lines = [
+            f"human subject: {obj.requester.get_username()}",
+            f"agent: {obj.agent or '-'}",
+            f"tenant: {obj.tenant or '-'}",
+            f"token: {obj.token_ref or '-'}",
+            f"delegation chain: {' > '.join(obj.delegation_chain) or '-'}",
+            f"server: {obj.tool.server.slug} ({obj.tool.server.environment})",
+            f"trace id: {obj.trace_id or '-'}",
+        ]
+        return _pre("\n".join(lines))
+
+    @admin.display(description="exact arguments")
+    def arguments_pretty(self, obj: ApprovalRequest):
+        return _pre(json.dumps(json.loads(obj.arguments_json), indent=2, sort_keys=True, ensure_ascii=True))
+
+    @admin.display(description="")
+    def decide_link(self, obj: ApprovalRequest):
+        if obj.status != ApprovalStatus.PENDING:
+            return ""
+        return format_html('<a href="{}">Decide</a>', reverse("admin:governance_approvalrequest_decide", args=[obj.pk]))
+
+    def get_urls(self):
+        custom = [
+            path(
+                "<int:pk>/decide/",
+                self.admin_site.admin_view(self.decide_view),
+                name="governance_approvalrequest_decide",
+            )
+        ]
+        return custom + super().get_urls()
+
+    def decide_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        """Show the request (envelope, tool, risk, exact arguments) and approve or deny it with a reason."""
+        if not self._may_see(request):
+            raise PermissionDenied
+        obj = self.get_queryset(request).filter(pk=pk).first()
+        if obj is None:
+            raise Http404("No such approval request")
+        form = ApprovalDecisionForm(request.POST or None)
+        status = 200
+        if request.method == "POST" and form.is_valid():
+            approve = "_approve" in request.POST
+            if not approve and "_deny" not in request.POST:
+                messages.error(request, "Choose approve or deny.")
+            else:
+                try:
+                    approval_decide(
+                        request=obj, approver=request.user, approve=approve, reason=form.cleaned_data["reason"]
+                    )
+                except ApprovalError as exc:
+                    messages.error(request, str(exc))
+                    status = 403 if exc.code in ("self_approval", "forbidden") else 409
+                else:
+                    messages.success(request, f"{obj.approval_id}: {'approved' if approve else 'denied'}")
+                    return HttpResponseRedirect(reverse("admin:governance_approvalrequest_changelist"))
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "obj": obj,
+            "form": form,
+            "envelope": self.envelope(obj),
+            "arguments": self.arguments_pretty(obj),
+            "title": f"Decide {obj.approval_id}",
+        }
+        return render(request, "admin/governance/approvalrequest/decide.html", context, status=status)
+
+
+def _all_pending_first():
+    return (
+        ApprovalRequest.objects.select_related("requester", "tool", "tool__server", "decided_by", "policy_version")
+        .annotate(
+            pending_first=Case(
+                When(status=ApprovalStatus.PENDING, then=Value(0)), default=Value(1), output_field=IntegerField()
+            )
+        )
+        .order_by("pending_first", "-created_at", "-id")
+    )

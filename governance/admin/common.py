@@ -1,0 +1,23 @@
+"""Shared admin helpers."""
+
+from datetime import timedelta
+
+from django.core.paginator import Paginator
+from django.utils.functional import cached_property
+from django.utils.html import format_html
+
+DEFAULT_TOKEN_LIFETIME = timedelta(days=90)
+MAX_COUNTED_ROWS = 10_000
+
+
+class BoundedCountPaginator(Paginator):
+    """Counts at most MAX_COUNTED_ROWS rows, so an append-only table never costs a full COUNT(*)."""
+
+    @cached_property
+    def count(self) -> int:
+        return self.object_list.order_by()[: MAX_COUNTED_ROWS + 1].count()
+
+
+def _pre(value: str):
+    """A block of untrusted text, escaped (format_html escapes the argument)."""
+    return format_html('<pre style="white-space: pre-wrap; max-width: 100ch">{}</pre>', value)

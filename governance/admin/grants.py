@@ -1,0 +1,95 @@
+"""Governance admin: grants."""
+
+from django.contrib import admin
+from django.contrib.auth.models import Permission
+
+from catalog.models import Server, Tool
+
+from ..models import (
+    ServerGroupObjectPermission,
+    ServerUserObjectPermission,
+    ToolGroupObjectPermission,
+    ToolUserObjectPermission,
+)
+from ..services.permissions import permission_grant, permission_revoke
+
+
+class GrantAdmin(admin.ModelAdmin):
+    """Grants are added and deleted, never edited; both go through the audited services."""
+
+    target_model: type = Server
+    list_display = ("holder", "action", "content_object")
+    list_filter = ("permission",)
+    raw_id_fields = ("content_object",)
+    list_select_related = ("permission", "content_object")
+
+    def holder(self, obj) -> str:
+        holder = getattr(obj, "user", None) or obj.group
+        return str(holder)
+
+    @admin.display(description="permission")
+    def action(self, obj) -> str:
+        return obj.permission.codename.split("_", 1)[0]
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "permission":
+            model = self.target_model._meta.model_name
+            kwargs["queryset"] = Permission.objects.filter(
+                content_type__app_label="catalog",
+                content_type__model=model,
+                codename__in=[f"{a}_{model}" for a in ("discover", "execute", "approve")],
+            )
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def _holder_of(self, obj):
+        return getattr(obj, "user", None) if hasattr(obj, "user_id") else obj.group
+
+    def save_model(self, request, obj, form, change) -> None:
+        grant = permission_grant(
+            actor=request.user,
+            target=obj.content_object,
+            action=obj.permission.codename.split("_", 1)[0],
+            holder=self._holder_of(obj),
+        )
+        obj.pk = grant.pk
+
+    def delete_model(self, request, obj) -> None:
+        permission_revoke(
+            actor=request.user,
+            target=obj.content_object,
+            action=obj.permission.codename.split("_", 1)[0],
+            holder=self._holder_of(obj),
+        )
+
+    def delete_queryset(self, request, queryset) -> None:
+        for obj in list(queryset):
+            self.delete_model(request, obj)
+
+
+@admin.register(ServerUserObjectPermission)
+class ServerUserGrantAdmin(GrantAdmin):
+    target_model = Server
+    raw_id_fields = ("content_object", "user")
+    search_fields = ("user__username", "content_object__slug")
+
+
+@admin.register(ServerGroupObjectPermission)
+class ServerGroupGrantAdmin(GrantAdmin):
+    target_model = Server
+    search_fields = ("group__name", "content_object__slug")
+
+
+@admin.register(ToolUserObjectPermission)
+class ToolUserGrantAdmin(GrantAdmin):
+    target_model = Tool
+    raw_id_fields = ("content_object", "user")
+    search_fields = ("user__username", "content_object__tool_id")
+
+
+@admin.register(ToolGroupObjectPermission)
+class ToolGroupGrantAdmin(GrantAdmin):
+    target_model = Tool
+    search_fields = ("group__name", "content_object__tool_id")

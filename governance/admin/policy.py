@@ -1,0 +1,197 @@
+"""Governance admin: policy."""
+
+from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
+from django.urls import reverse
+from django.utils.html import format_html
+
+from ..models import (
+    Entitlement,
+    PolicyVersion,
+    RiskClass,
+    ServerGroupObjectPermission,
+    ServerUserObjectPermission,
+    ToolGroupObjectPermission,
+    ToolPolicy,
+    ToolUserObjectPermission,
+)
+from ..principals import principal_for_user
+from ..services.audit import audit_record
+from ..services.policy import risk_class_update, tool_policy_classify
+from .common import _pre
+
+
+@admin.register(RiskClass)
+class RiskClassAdmin(admin.ModelAdmin[RiskClass]):
+    list_display = ("name", "rank", "requires_approval", "requires_approval_for_mutating", "approval_ttl")
+    readonly_fields = ("name", "rank")
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def save_model(self, request, obj, form, change) -> None:
+        original = RiskClass.objects.get(pk=obj.pk)
+        risk_class_update(
+            risk_class=original,
+            actor=request.user,
+            requires_approval=form.cleaned_data["requires_approval"],
+            requires_approval_for_mutating=form.cleaned_data["requires_approval_for_mutating"],
+            approval_ttl=form.cleaned_data["approval_ttl"],
+            description=form.cleaned_data.get("description"),
+        )
+
+
+@admin.register(PolicyVersion)
+class PolicyVersionAdmin(admin.ModelAdmin[PolicyVersion]):
+    list_display = ("label", "reason", "created_at", "created_by")
+    readonly_fields = ("number", "reason", "created_at", "created_by")
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(Entitlement)
+class EntitlementAdmin(admin.ModelAdmin[Entitlement]):
+    list_display = ("slug", "name")
+    search_fields = ("slug", "name")
+    filter_horizontal = ("users", "groups")
+
+    def save_related(self, request, form, formsets, change) -> None:
+        super().save_related(request, form, formsets, change)
+        entitlement = form.instance
+        audit_record(
+            event_type="entitlement.changed",
+            principal=principal_for_user(request.user, via="admin"),
+            outcome="success",
+            payload={
+                "entitlement": entitlement.slug,
+                "users": sorted(u.get_username() for u in entitlement.users.all()),
+                "groups": sorted(g.name for g in entitlement.groups.all()),
+            },
+        )
+
+
+class HeldFilter(admin.SimpleListFilter):
+    title = "review state"
+    parameter_name = "held"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "Held for review"), ("no", "Accepted")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "yes":
+            return queryset.filter(held=True)
+        if self.value() == "no":
+            return queryset.filter(held=False)
+        return queryset
+
+
+@admin.register(ToolPolicy)
+class ToolPolicyAdmin(admin.ModelAdmin[ToolPolicy]):
+    list_display = ("tool", "operation_class", "reversibility", "risk_class", "classified_by_admin", "held")
+    list_filter = ("operation_class", "risk_class", "reversibility", "classified_by_admin", HeldFilter)
+    list_select_related = ("tool", "risk_class")
+    search_fields = ("tool__tool_id",)
+    filter_horizontal = ("required_entitlements",)
+    fields = (
+        "tool",
+        "operation_class",
+        "reversibility",
+        "risk_class",
+        "required_entitlements",
+        "allowed_environments",
+        "data_classes",
+        "classified_by_admin",
+        "classified_by",
+        "classified_at",
+        "held",
+        "hold_reason",
+        "markers",
+        "accepted_hash",
+        "access",
+    )
+    readonly_fields = (
+        "tool",
+        "access",
+        "classified_by_admin",
+        "classified_by",
+        "classified_at",
+        "held",
+        "hold_reason",
+        "markers",
+        "accepted_hash",
+    )
+
+    @admin.display(description="who has access")
+    def access(self, obj: ToolPolicy):
+        """Grants that reach this tool (on the tool or its server), with links to add more."""
+        tool, server = obj.tool, obj.tool.server
+        sources = [
+            ("tool", ToolUserObjectPermission.objects.filter(content_object=tool).select_related("user", "permission")),
+            (
+                "tool",
+                ToolGroupObjectPermission.objects.filter(content_object=tool).select_related("group", "permission"),
+            ),
+            (
+                "server",
+                ServerUserObjectPermission.objects.filter(content_object=server).select_related("user", "permission"),
+            ),
+            (
+                "server",
+                ServerGroupObjectPermission.objects.filter(content_object=server).select_related("group", "permission"),
+            ),
+        ]
+        lines = []
+        for scope, grants in sources:
+            for grant in grants:
+                holder = f"user {grant.user}" if hasattr(grant, "user") else f"group {grant.group}"
+                lines.append(f"{holder}: {grant.permission.codename.split('_', 1)[0]} (on the {scope})")
+        links = format_html(
+            '<a href="{}?content_object={}">grant on this tool to a user</a> · '
+            '<a href="{}?content_object={}">to a group</a> · '
+            '<a href="{}?content_object={}">grant on the server to a user</a> · '
+            '<a href="{}?content_object={}">to a group</a>',
+            reverse("admin:governance_tooluserobjectpermission_add"),
+            tool.pk,
+            reverse("admin:governance_toolgroupobjectpermission_add"),
+            tool.pk,
+            reverse("admin:governance_serveruserobjectpermission_add"),
+            server.pk,
+            reverse("admin:governance_servergroupobjectpermission_add"),
+            server.pk,
+        )
+        return format_html("{}{}", _pre("\n".join(lines) or "(no grants: nobody can see this tool)"), links)
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def save_model(self, request, obj, form, change) -> None:
+        data = form.cleaned_data
+        try:
+            tool_policy_classify(
+                policy=ToolPolicy.objects.get(pk=obj.pk),
+                actor=request.user,
+                operation_class=data["operation_class"],
+                reversibility=data["reversibility"],
+                risk_class=data["risk_class"],
+                allowed_environments=data["allowed_environments"] or [],
+                data_classes=data["data_classes"] or [],
+                required_entitlements=list(data["required_entitlements"]),
+            )
+        except ValidationError as exc:
+            messages.error(request, "; ".join(exc.messages))
+
+    def save_related(self, request, form, formsets, change) -> None:
+        pass  # entitlements were set by tool_policy_classify

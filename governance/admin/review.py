@@ -1,0 +1,72 @@
+"""Governance admin: change review."""
+
+from django.contrib import admin, messages
+from django.http import HttpResponseRedirect
+from django.urls import reverse
+
+from ..models import (
+    ToolReview,
+)
+from ..services.review import ReviewError, tool_review_accept, tool_review_diff, tool_review_reject
+from .common import _pre
+
+
+@admin.register(ToolReview)
+class ToolReviewAdmin(admin.ModelAdmin[ToolReview]):
+    list_display = ("tool", "kind", "status", "markers", "created_at", "decided_by")
+    list_filter = ("status", "kind")
+    list_select_related = ("tool", "decided_by")
+    search_fields = ("tool__tool_id",)
+    readonly_fields = (
+        "tool",
+        "kind",
+        "status",
+        "markers",
+        "previous_hash",
+        "definition_hash",
+        "diff",
+        "created_at",
+        "decided_by",
+        "decided_at",
+        "reason",
+    )
+    exclude = ("revision",)
+    actions = ["accept_selected", "reject_selected"]
+    change_form_template = "admin/governance/toolreview/change_form.html"
+
+    def get_queryset(self, request):
+        qs = super().get_queryset(request)
+        return qs.order_by("status", "-created_at")  # "pending" sorts before the decided states
+
+    @admin.display(description="diff (accepted → new revision)")
+    def diff(self, obj) -> str:
+        return _pre(tool_review_diff(review=obj) or "(no earlier accepted definition)")
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def _decide(self, request, queryset, accept: bool) -> None:
+        for review in queryset:
+            try:
+                (tool_review_accept if accept else tool_review_reject)(review=review, actor=request.user)
+            except ReviewError as exc:
+                messages.error(request, f"{review.tool}: {exc}")
+            else:
+                messages.success(request, f"{review.tool}: {'accepted' if accept else 'rejected'}")
+
+    @admin.action(description="Accept selected revisions (release the tools)", permissions=["change"])
+    def accept_selected(self, request, queryset) -> None:
+        self._decide(request, queryset, accept=True)
+
+    @admin.action(description="Reject selected revisions (tools stay held)", permissions=["change"])
+    def reject_selected(self, request, queryset) -> None:
+        self._decide(request, queryset, accept=False)
+
+    def response_change(self, request, obj):
+        if "_accept" in request.POST or "_reject" in request.POST:
+            self._decide(request, ToolReview.objects.filter(pk=obj.pk), accept="_accept" in request.POST)
+            return HttpResponseRedirect(reverse("admin:governance_toolreview_changelist"))
+        return super().response_change(request, obj)

@@ -1,0 +1,142 @@
+"""Governance admin: API tokens."""
+
+from django import forms
+from django.contrib import admin, messages
+from django.shortcuts import render
+from django.utils import timezone
+
+from ..constants import BASE_SCOPES
+from ..models import (
+    ApiToken,
+)
+from ..services.tokens import api_token_create, api_token_revoke
+from .common import DEFAULT_TOKEN_LIFETIME
+
+
+class ApiTokenAddForm(forms.ModelForm):
+    base_scopes = forms.MultipleChoiceField(
+        choices=[(s, s) for s in sorted(BASE_SCOPES)],
+        widget=forms.CheckboxSelectMultiple,
+        initial=["discover", "execute"],
+        label="Scopes",
+    )
+    server_scopes = forms.CharField(
+        required=False, help_text="Optional: limit the token to these server slugs (comma-separated)"
+    )
+
+    class Meta:
+        model = ApiToken
+        fields = ("user", "name", "agent", "tenant", "expires_at")
+
+    def clean(self):
+        data = super().clean()
+        servers = [s.strip() for s in (data.get("server_scopes") or "").split(",") if s.strip()]
+        data["scopes"] = list(data.get("base_scopes") or []) + [f"server:{s}" for s in servers]
+        return data
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
+    list_display = (
+        "name",
+        "user",
+        "agent",
+        "tenant",
+        "scopes",
+        "display_prefix",
+        "expires_at",
+        "state",
+        "last_used_at",
+    )
+    list_filter = ("revoked_at", "tenant")
+    list_select_related = ("user",)
+    search_fields = ("name", "user__username", "agent", "tenant", "display_prefix")
+    raw_id_fields = ("user",)
+    actions = ["revoke_selected"]
+    readonly_fields = (
+        "user",
+        "name",
+        "agent",
+        "tenant",
+        "scopes",
+        "display_prefix",
+        "expires_at",
+        "created_at",
+        "created_by",
+        "revoked_at",
+        "revoked_by",
+        "last_used_at",
+    )
+
+    @admin.display(description="state")
+    def state(self, obj: ApiToken) -> str:
+        if obj.revoked_at:
+            return "revoked"
+        if obj.expires_at <= timezone.now():
+            return "expired"
+        return "active"
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        if obj is None:
+            kwargs["form"] = ApiTokenAddForm
+            kwargs["fields"] = None
+        return super().get_form(request, obj, change=change, **kwargs)
+
+    def get_fieldsets(self, request, obj=None):
+        if obj is None:
+            return [
+                (None, {"fields": ("user", "name", "agent", "tenant", "base_scopes", "server_scopes", "expires_at")})
+            ]
+        return super().get_fieldsets(request, obj)
+
+    def get_readonly_fields(self, request, obj=None):
+        return () if obj is None else self.readonly_fields
+
+    def get_changeform_initial_data(self, request):
+        return {"expires_at": timezone.now() + DEFAULT_TOKEN_LIFETIME, "base_scopes": ["discover", "execute"]}
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False  # revoke instead: the row stays for the audit trail
+
+    def save_model(self, request, obj, form, change) -> None:
+        if change:
+            return
+        data = form.cleaned_data
+        token, raw = api_token_create(
+            user=data["user"],
+            name=data["name"],
+            agent=data.get("agent") or "",
+            tenant=data.get("tenant") or "",
+            scopes=data["scopes"],
+            expires_at=data["expires_at"],
+            created_by=request.user,
+        )
+        obj.pk = token.pk
+        obj._state.adding = False
+        # Kept on the request only, to render once below; never in messages, sessions or logs.
+        request._scout_raw_token = raw
+
+    def save_related(self, request, form, formsets, change) -> None:
+        pass
+
+    def log_addition(self, request, obj, message):
+        return super().log_addition(request, ApiToken.objects.get(pk=obj.pk), message)
+
+    def response_add(self, request, obj, post_url_continue=None):
+        raw = getattr(request, "_scout_raw_token", None)
+        if raw is None:
+            return super().response_add(request, obj, post_url_continue)
+        token = ApiToken.objects.get(pk=obj.pk)
+        response = render(
+            request,
+            "admin/governance/apitoken/created.html",
+            {**self.admin_site.each_context(request), "token": token, "raw_token": raw, "opts": self.opts},
+        )
+        response["Cache-Control"] = "no-store"
+        return response
+
+    @admin.action(description="Revoke selected tokens", permissions=["change"])
+    def revoke_selected(self, request, queryset) -> None:
+        for token in queryset:
+            api_token_revoke(token=token, actor=request.user)
+        messages.success(request, f"Revoked {queryset.count()} token(s).")
