@@ -122,3 +122,11 @@ def test_generations_list_links_to_the_preview(client, superuser, db):
     response = client.get(reverse("admin:search_indexgeneration_changelist"))
     assert response.status_code == 200
     assert reverse("search_preview") in response.content.decode()
+
+
+def test_tool_page_links_to_its_example_check(client, superuser, small_catalog):
+    tool = small_catalog["get_alerts"]
+    client.force_login(superuser)
+    response = client.get(reverse("admin:catalog_tool_change", args=[tool.pk]))
+    assert response.status_code == 200
+    assert reverse("search_preview_tool", args=[tool.pk]) in response.content.decode()

@@ -244,3 +244,15 @@ def test_tools_visible_to_queryset_matches_cached_pks(member, grant, server, too
     assert set(tools_visible_to(principal=principal).values_list("pk", flat=True)) == tool_pks_visible_to(
         principal=principal
     )
+
+
+def test_anonymous_user_sees_nothing_and_approves_nothing(tool):
+    from django.contrib.auth.models import AnonymousUser
+
+    from governance.selectors import user_can_approve
+
+    anonymous = Principal(
+        user=AnonymousUser(), token_id=None, agent="", tenant="", scopes=frozenset({"discover"}), delegation_chain=()
+    )
+    assert tool_pks_visible_to(principal=anonymous) == frozenset()
+    assert user_can_approve(user=AnonymousUser(), tool=tool) is False

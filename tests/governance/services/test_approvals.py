@@ -358,3 +358,19 @@ def test_someone_in_the_requests_delegation_chain_cannot_approve_it(setup, appro
     with pytest.raises(ApprovalError) as exc:
         approval_decide(request=request, approver=approver, approve=True, reason="")
     assert exc.value.code == "self_approval"
+
+
+def test_overlong_delegation_chain_is_refused(setup):
+    principal, tool = setup
+    deep = Principal(
+        user=principal.user,
+        token_id=principal.token_id,
+        agent=principal.agent,
+        tenant=principal.tenant,
+        scopes=principal.scopes,
+        delegation_chain=tuple(f"agent:hop{i}" for i in range(20)),
+    )
+    with pytest.raises(ApprovalError) as exc:
+        approval_request_create(principal=deep, tool=tool, arguments=ARGS_A)
+    assert exc.value.code == "forbidden"
+    assert ApprovalRequest.objects.count() == 0
