@@ -91,7 +91,10 @@ class EmbeddedBackend(SearchBackend):
 
     def publish(self, *, generation: str, tools: Sequence[IndexedTool], removed: Collection[int], full: bool) -> None:
         # The vectors are in the database already; rebuild this process's snapshot now rather than on the
-        # next search. Other processes follow when they see the new generation token.
+        # next search. Other processes follow when they see the new generation token. A process that has
+        # never searched (a Celery worker) builds nothing: it would only hold an unused index in memory.
+        if self._snapshot is None:
+            return
         snapshot = self._build(generation)
         with self._build_lock:
             self._snapshot = snapshot
