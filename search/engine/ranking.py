@@ -198,7 +198,9 @@ def rank(
         part = _fuse(clause, fusion, options, top_k, tie_keys, calibration)
         part_top = float(part.fused.max())
         # Each part's best tool lands just under the whole request's best, so every step gets a place.
-        scale = options.clause_discount * top / part_top if options.clause_rescale and part_top > 0 else 1.0
+        scale = options.clause_discount
+        if options.clause_rescale and part_top > 0:
+            scale *= top / part_top
         fused = np.maximum(fused, scale * part.fused)
         calibrated = np.maximum(calibrated, part.calibrated)
 
