@@ -22,3 +22,8 @@ def setup_periodic_tasks(sender: Celery, **kwargs: object) -> None:
         sender.signature("catalog.tasks.sync_all_servers"),
         name="catalog: reconcile all servers",
     )
+    # Mark approvals past their expiry as expired every 5 minutes, so the approver inbox stays current.
+    # (An expired approval is refused when used whether or not this has run.)
+    sender.add_periodic_task(
+        300.0, sender.signature("governance.tasks.expire_approvals"), name="governance: expire approvals"
+    )
