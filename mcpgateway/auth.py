@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
@@ -19,13 +18,15 @@ from mcp.server.auth.provider import AccessToken
 from governance.principals import Principal
 from governance.services.tokens import api_token_verify
 
+from .db import run_orm
+
 
 class ScoutTokenVerifier:
     """Maps a Scout API token to an ``AccessToken`` whose ``client_id`` and ``subject`` name the token and user,
     so the SDK binds a Streamable HTTP session to the token that opened it."""
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        principal = await sync_to_async(api_token_verify)(token)
+        principal = await run_orm(api_token_verify, token)
         if principal is None:
             return None
         return AccessToken(
@@ -51,4 +52,4 @@ async def principal_from_context(ctx: Any) -> Principal | None:
     access_token = _request_access_token(ctx) or get_access_token()
     if access_token is None:
         return None
-    return await sync_to_async(api_token_verify)(access_token.token)
+    return await run_orm(api_token_verify, access_token.token)

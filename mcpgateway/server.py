@@ -12,7 +12,6 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import mcp_types as types
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
@@ -22,6 +21,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
 from starlette.applications import Starlette
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.routing import BaseRoute, Route
@@ -31,6 +31,7 @@ from catalog.models import Tool
 from .auth import ScoutTokenVerifier, principal_from_context
 from .choices import Exposure
 from .constants import META_TOOLS
+from .db import run_orm
 from .guards import BodyGuard, EdgeGuard
 from .selectors import client_tool_name, tool_for_client_name, tools_listed_for
 from .services import UnknownTool, gateway_execute
@@ -92,10 +93,13 @@ class ScoutMCPServer(MCPServer):
     async def _handle_list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
+        if params is not None and params.cursor is not None:
+            # Scout lists everything in one page and never issues cursors: any cursor is forged or foreign.
+            raise MCPError(code=types.INVALID_PARAMS, message="Invalid cursor")
         principal = await principal_from_context(ctx)
         if principal is None:
             return types.ListToolsResult(tools=[], ttl_ms=0, cache_scope="private")
-        ready, listed = await sync_to_async(_listing)(principal)
+        ready, listed = await run_orm(_listing, principal)
         tools = (await self.list_tools() if ready else []) + listed
         # Private and immediately stale: the listing is this caller's and follows permission changes.
         return types.ListToolsResult(tools=tools, ttl_ms=0, cache_scope="private")
@@ -108,7 +112,7 @@ class ScoutMCPServer(MCPServer):
         principal = await principal_from_context(ctx)
         if principal is None:
             raise unknown_tool_error()
-        tool = await sync_to_async(tool_for_client_name)(principal=principal, name=params.name)
+        tool = await run_orm(tool_for_client_name, principal=principal, name=params.name)
         if tool is None:
             raise unknown_tool_error()
         try:

@@ -10,13 +10,13 @@ import json
 from typing import Annotated, Any, Literal
 
 import mcp_types as types
-from asgiref.sync import sync_to_async
 from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError
 from pydantic import Field
 
 from .auth import principal_from_context
 from .constants import UNKNOWN_TOOL_MESSAGE
+from .db import run_orm
 from .services import (
     GatewayInputError,
     UnknownTool,
@@ -54,7 +54,8 @@ async def tool_search(
     tool fits: rephrase or tell the user. Never guess or invent a tool_id."""
     principal = await _principal(ctx)
     try:
-        answer = await sync_to_async(gateway_search)(
+        answer = await run_orm(
+            gateway_search,
             principal=principal,
             query=query,
             top_k=top_k,
@@ -76,7 +77,7 @@ async def tool_inspect(
     Rarely needed: tool_search already includes each inputSchema."""
     principal = await _principal(ctx)
     try:
-        tools = await sync_to_async(gateway_inspect)(principal=principal, tool_ids=tool_ids)
+        tools = await run_orm(gateway_inspect, principal=principal, tool_ids=tool_ids)
     except UnknownTool:
         raise unknown_tool_error() from None
     except GatewayInputError as exc:

@@ -235,3 +235,9 @@ def test_both_protocol_versions_connect_and_list(gateway, member_token, mode):
     version, names = run(main)
     assert version == ("2025-11-25" if mode == LEGACY else MODERN)
     assert isinstance(names, list)
+
+
+def test_forged_cursor_is_rejected(gateway, member_token):
+    response = raw_post(gateway, modern_request("tools/list", {"cursor": "eyJvZmZzZXQiOjEwMH0="}), token=member_token)
+    assert response.status_code == 400
+    assert rpc_result(response)["error"]["code"] == -32602

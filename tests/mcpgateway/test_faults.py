@@ -111,12 +111,15 @@ def test_ten_megabyte_result_is_capped(gateway, token, faulty_call_log):
 def test_oversized_arguments_are_rejected_before_the_upstream(gateway, token, faulty_call_log, settings):
     async def main():
         async with mcp_client(gateway, token) as client:
-            return await client.call_tool(
+            large = await client.call_tool(
                 "execute_tool", {"tool_id": "faulty::ping", "arguments": {"text": "x" * (300 * 1024)}}
             )
+            wrong = await client.call_tool("execute_tool", {"tool_id": "faulty::ping", "arguments": {"text": 5}})
+            return large, wrong
 
-    result = run(main)
-    assert result.is_error and "larger than" in _text(result)
+    large, wrong = run(main)
+    assert large.is_error and "larger than" in _text(large)
+    assert wrong.is_error and "arguments.text: must be of type string" in _text(wrong)
     assert faulty_calls(faulty_call_log, "ping") == 0
 
 

@@ -1,0 +1,338 @@
+"""tool_search over HTTP at 10k tools, against the encoder floor of the same run (a benchmark, not a test).
+
+    .venv/bin/python bench/bench_mcp_http.py [--tools 10000] [--queries 200] [--workers 2] [--db PATH]
+
+1. A throwaway SQLite database (``--db``, default var/bench-mcp-<tools>.sqlite3, reused when it already
+   holds the catalog) gets a catalog of ``--tools`` tools: the public catalogs under ../shared/eval
+   (SCOUT_EVAL_DIR) read at run time, then perturbed copies on renamed servers until the size is reached;
+   a small template catalog when the data is absent. The search index is built once with the real model.
+2. The gateway runs as ``uvicorn scoutsite.asgi:application --workers N`` on a free port, and one user with
+   discover on every server calls ``tool_search`` over Streamable HTTP (protocol 2026-07-28, raw JSON-RPC
+   POSTs, bearer token).
+3. Figures, all from this run:
+   - encode p95: the model encoding one query in this process (one torch thread, as in the server);
+   - p95 at concurrency 1, and its ratio to the encode p95 (target <= 2x);
+   - throughput at concurrency 16, against the encode-bound ceiling 2 cores / mean encode time
+     (target >= 70%).
+Queries are the public query files' request texts (read at run time, never stored) when present, else
+requests built from tool names.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MODERN = "2026-07-28"
+CORES = 2
+
+
+def _setup(db: Path) -> None:
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ["SQLITE_PATH"] = str(db)
+    os.environ.pop("DATABASE_URL", None)
+    os.environ["CELERY_TASK_ALWAYS_EAGER"] = "0"  # nothing reindexes behind our back; we build once
+    os.environ.setdefault("SECRET_KEY", "bench-only-not-a-secret")
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scoutsite.settings")
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+
+
+def eval_dir() -> Path:
+    return Path(os.environ.get("SCOUT_EVAL_DIR") or ROOT.parent / "shared" / "eval")
+
+
+def base_tools() -> tuple[list[dict], str]:
+    paths = sorted(eval_dir().glob("catalog-*.jsonl"))
+    tools: list[dict] = []
+    for path in paths:
+        with path.open(encoding="utf-8") as handle:
+            tools += [json.loads(line) for line in handle if line.strip()]
+    tools = [t for t in tools if isinstance(t.get("server"), str) and isinstance(t.get("name"), str)]
+    if tools:
+        return tools, f"{len(paths)} public catalogs"
+    verbs = ["get", "list", "create", "update", "delete", "search", "send", "export", "archive", "sync"]
+    nouns = ["issue", "file", "message", "invoice", "user", "event", "report", "order", "ticket", "page"]
+    for verb in verbs:
+        for noun in nouns:
+            tools.append(
+                {
+                    "server": f"{noun}s",
+                    "name": f"{verb}_{noun}",
+                    "description": f"{verb.title()} a {noun} by id or by its attributes.",
+                    "inputSchema": {"type": "object", "properties": {f"{noun}_id": {"type": "string"}}},
+                }
+            )
+    return tools, "a template catalog (../shared/eval absent)"
+
+
+def _perturb(text: str, rng: random.Random) -> str:
+    words = text.split()
+    if len(words) > 4:
+        words = [w for w in words if rng.random() > 0.15]
+    return " ".join(words)
+
+
+def catalog(size: int, seed: int = 7) -> tuple[dict[str, list[dict]], str]:
+    """``size`` raw tools grouped by server slug: the base tools, then perturbed copies on renamed servers."""
+    from catalog.services.imports import normalize_server_slug
+
+    tools, origin = base_tools()
+    rng = random.Random(seed)
+    picked = list(tools)
+    replica = 0
+    while len(picked) < size:
+        replica += 1
+        for tool in tools:
+            if len(picked) >= size:
+                break
+            picked.append(
+                {
+                    **tool,
+                    "server": f"{tool['server']}-r{replica}",
+                    "description": _perturb(str(tool.get("description") or ""), rng),
+                }
+            )
+    servers: dict[str, list[dict]] = {}
+    for tool in picked[:size]:
+        raw = {k: tool[k] for k in ("name", "description", "inputSchema", "annotations", "title") if k in tool}
+        servers.setdefault(normalize_server_slug(tool["server"]), []).append(raw)
+    return servers, origin + (f" + copies on {replica} renamed server sets" if replica else "")
+
+
+def prepare_db(size: int) -> tuple[int, str]:
+    """Import the catalog and build the index unless the database already holds it. Returns (tools, origin)."""
+    from django.conf import settings
+    from django.core.management import call_command
+
+    from catalog.models import Server, Tool
+
+    call_command("migrate", verbosity=0)
+    existing = Tool.objects.filter(removed_at__isnull=True).count()
+    if existing == size:
+        return existing, "reused"
+    from catalog.definitions import normalize_listing
+    from catalog.services.apply import catalog_apply_listing
+    from search.services import index_rebuild
+
+    servers, origin = catalog(size)
+    started = time.monotonic()
+    for slug, raws in servers.items():
+        server, _ = Server.objects.get_or_create(slug=slug, defaults={"name": slug, "transport": "imported"})
+        definitions, _rejected, mentioned = normalize_listing(raws, max_bytes=settings.SCOUT_MAX_TOOL_DEFINITION_BYTES)
+        catalog_apply_listing(server=server, definitions=definitions, keep_names=mentioned, notify=False)
+    print(f"imported {Tool.objects.count()} tools on {len(servers)} servers in {time.monotonic() - started:.0f}s")
+    started = time.monotonic()
+    index_rebuild()
+    print(f"built the index in {time.monotonic() - started:.0f}s")
+    return Tool.objects.filter(removed_at__isnull=True).count(), origin
+
+
+def bench_user() -> str:
+    """A user with discover on every server (through a group); returns a fresh API token."""
+    from datetime import timedelta
+
+    from django.contrib.auth.models import Group, User
+    from django.utils import timezone
+
+    from catalog.models import Server
+    from governance.models import ServerGroupObjectPermission
+    from governance.services.permissions import permission_for
+    from governance.services.tokens import api_token_create
+
+    user, _ = User.objects.get_or_create(username="bench-mcp")
+    group, _ = Group.objects.get_or_create(name="bench-mcp")
+    user.groups.add(group)
+    permission = permission_for(target=Server.objects.first(), action="discover")
+    have = set(ServerGroupObjectPermission.objects.filter(group=group).values_list("content_object_id", flat=True))
+    ServerGroupObjectPermission.objects.bulk_create(
+        [
+            ServerGroupObjectPermission(group=group, permission=permission, content_object_id=pk)
+            for pk in Server.objects.exclude(pk__in=have).values_list("pk", flat=True)
+        ]
+    )
+    _, raw = api_token_create(
+        user=user, name="bench", scopes=["discover"], expires_at=timezone.now() + timedelta(hours=2)
+    )
+    return raw
+
+
+def bench_queries(count: int, seed: int = 3) -> tuple[list[str], str]:
+    from catalog.models import Tool
+
+    rng = random.Random(seed)
+    texts: list[str] = []
+    for path in sorted(eval_dir().glob("queries-*.jsonl")):
+        with path.open(encoding="utf-8") as handle:
+            texts += [json.loads(line).get("query") for line in handle if line.strip()]
+    texts = [t for t in texts if isinstance(t, str) and 0 < len(t) <= 1000]
+    if len(texts) >= count:
+        return rng.sample(texts, count), "public query files (sampled)"
+    names = list(Tool.objects.order_by("?").values_list("name", flat=True)[:count])
+    return [f"please {re.sub(r'[_-]+', ' ', n)} for me" for n in names], "requests built from tool names"
+
+
+def encode_times(queries: list[str]) -> list[float]:
+    from search.encoder import encoder_get
+
+    encoder = encoder_get()
+    encoder.encode(["warm up"])
+    times = []
+    for query in queries:
+        started = time.perf_counter()
+        encoder.encode([query])
+        times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_gateway(port: int, workers: int) -> subprocess.Popen:
+    command = [
+        str(ROOT / ".venv" / "bin" / "uvicorn"),
+        "scoutsite.asgi:application",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        str(workers),
+        "--log-level",
+        "warning",
+        "--no-access-log",
+    ]
+    process = subprocess.Popen(command, cwd=ROOT, env={**os.environ, "SCOUT_MCP_EXPOSURE": "meta"})
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return process
+        except OSError:
+            time.sleep(0.5)
+    process.kill()
+    raise RuntimeError("the gateway did not start")
+
+
+async def _search(client, url: str, token: str, query: str, request_id: int) -> float:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+    }
+    body = {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": "tool_search", "arguments": {"query": query, "top_k": 5}, "_meta": meta},
+    }
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "tool_search",
+    }
+    started = time.perf_counter()
+    response = await client.post(url, content=json.dumps(body), headers=headers)
+    elapsed = (time.perf_counter() - started) * 1000
+    if response.status_code != 200 or '"isError":true' in response.text or '"error"' in response.text[:200]:
+        raise RuntimeError(f"tool_search failed: {response.status_code} {response.text[:300]}")
+    return elapsed
+
+
+async def run_load(url: str, token: str, queries: list[str], concurrency: int) -> tuple[list[float], float]:
+    import httpx
+
+    latencies: list[float] = []
+    work = list(enumerate(queries))
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+
+        async def worker() -> None:
+            while work:
+                request_id, query = work.pop()
+                latencies.append(await _search(client, url, token, query, request_id))
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return latencies, time.perf_counter() - started
+
+
+def p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tools", type=int, default=10_000)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--db", type=Path)
+    parser.add_argument("--prepare-only", action="store_true", help="build the database and index, then stop")
+    args = parser.parse_args()
+    db = args.db or ROOT / "var" / f"bench-mcp-{args.tools}.sqlite3"
+    db.parent.mkdir(parents=True, exist_ok=True)
+    _setup(db)
+    size, origin = prepare_db(args.tools)
+    if args.prepare_only:
+        print(f"{size} tools ready in {db}")
+        return 0
+    token = bench_user()
+    queries, query_origin = bench_queries(args.queries)
+    encode = encode_times(queries)
+    port = free_port()
+    gateway = start_gateway(port, args.workers)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        asyncio.run(run_load(url, token, queries[:20], 2))  # warm every worker (model load, snapshot)
+        serial, _ = asyncio.run(run_load(url, token, queries, 1))
+        loaded, elapsed = asyncio.run(run_load(url, token, queries * 2, args.concurrency))
+    finally:
+        gateway.send_signal(signal.SIGINT)
+        gateway.wait(30)
+    encode_p95, encode_mean = p95(encode), statistics.fmean(encode)
+    ceiling = CORES / (encode_mean / 1000)
+    throughput = len(loaded) / elapsed
+    rows = [
+        ("encode one query, p95 (ms)", encode_p95, None, None),
+        ("tool_search over HTTP, c=1, p50 (ms)", statistics.median(serial), None, None),
+        ("tool_search over HTTP, c=1, p95 (ms)", p95(serial), p95(serial) / encode_p95, "<= 2.0x encode p95"),
+        (f"encode-bound ceiling, {CORES} cores (req/s)", ceiling, None, None),
+        (f"tool_search over HTTP, c={args.concurrency} (req/s)", throughput, throughput / ceiling, ">= 0.70x ceiling"),
+        (f"tool_search over HTTP, c={args.concurrency}, p95 (ms)", p95(loaded), None, None),
+    ]
+    print(f"\n{size} tools ({origin}); {len(queries)} queries ({query_origin}); uvicorn --workers {args.workers}")
+    print(f"{'measure':<44}{'value':>10}{'ratio':>9}  target")
+    for label, value, ratio, target in rows:
+        ratio_text = f"{ratio:.2f}" if ratio is not None else ""
+        print(f"{label:<44}{value:>10.1f}{ratio_text:>9}  {target or ''}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

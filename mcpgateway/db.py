@@ -1,0 +1,27 @@
+"""ORM access from the async MCP handlers.
+
+Django closes stale connections around each of its own requests; MCP messages do not pass through that
+cycle, so ``run_orm`` does the same around each piece of ORM work (honouring CONN_MAX_AGE), in asgiref's
+thread-sensitive executor like Django's own sync views.
+"""
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
+
+T = TypeVar("T")
+
+
+def _with_fresh_connection(fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
+    close_old_connections()
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        close_old_connections()
+
+
+async def run_orm(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)`` run synchronously off the event loop, with connection hygiene."""
+    return await sync_to_async(_with_fresh_connection)(fn, args, kwargs)

@@ -1,0 +1,36 @@
+"""What the meta-tools do, for one verified principal. The MCP handlers in ``tools.py`` and ``server.py``
+only translate to and from the protocol; every decision is made here or in governance and search."""
+
+from .discovery import (
+    GatewayInputError,
+    SearchAnswer,
+    UnknownTool,
+    gateway_inspect,
+    gateway_search,
+    search_answer,
+    tool_descriptor,
+)
+from .execution import (
+    ExecutionPlan,
+    arguments_problem,
+    error_result,
+    execute_finish,
+    execute_prepare,
+    gateway_execute,
+)
+
+__all__ = [
+    "ExecutionPlan",
+    "GatewayInputError",
+    "SearchAnswer",
+    "UnknownTool",
+    "arguments_problem",
+    "error_result",
+    "execute_finish",
+    "execute_prepare",
+    "gateway_execute",
+    "gateway_inspect",
+    "gateway_search",
+    "search_answer",
+    "tool_descriptor",
+]

@@ -1,0 +1,324 @@
+"""Discovery for one verified principal: tool_search answers and tool_inspect definitions.
+
+Everything shown to a model passes through governance's ``clean_for_model``; visibility comes from
+governance (``tool_pks_visible_to``) and ranking from search, with the gateway's own permission re-check.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import mcp_types as types
+
+from catalog.models import Tool
+from governance.choices import AuditEventType, AuditOutcome, OperationClass
+from governance.principals import Principal
+from governance.sanitize import clean_for_model
+from governance.selectors import ToolNotFound, tool_get_for_principal, tool_pks_visible_to
+from governance.services.audit import audit_record
+
+from ..constants import (
+    MAX_INSPECT_IDS,
+    MAX_QUERY_CHARS,
+    TOP_K_MAX,
+    TOP_K_MIN,
+)
+from ..selectors import server_slugs_of
+
+logger = logging.getLogger(__name__)
+
+SUMMARY_CHARS = 200
+KEY_INPUTS = 6
+
+
+class GatewayInputError(Exception):
+    """The caller's input cannot be served; ``str(error)`` is safe to show (it never echoes the input)."""
+
+
+class UnknownTool(Exception):
+    """A tool id that is unknown or hidden from the caller: one error for both, never naming the id."""
+
+
+# --- presentation -------------------------------------------------------------------------------
+
+
+def _policy_fields(tool: Tool) -> tuple[str, str]:
+    policy = getattr(tool, "policy", None)
+    if policy is None:
+        return "unclassified", OperationClass.WRITE.value
+    return policy.risk_class.name, policy.operation_class
+
+
+def _clean_schema(node: Any) -> Any:
+    """The schema with its human texts (description, title) cleaned; names and enum values kept exact."""
+    if isinstance(node, dict):
+        return {
+            key: clean_for_model(value)
+            if key in ("description", "title") and isinstance(value, str)
+            else _clean_schema(value)
+            for key, value in node.items()
+        }
+    if isinstance(node, list):
+        return [_clean_schema(value) for value in node]
+    return node
+
+
+def _first_line(text: str) -> str:
+    text = " ".join(clean_for_model(text or "").split())
+    for end in (". ", "\n"):
+        cut = text.find(end)
+        if 0 < cut < SUMMARY_CHARS:
+            return text[: cut + 1].strip()
+    return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1].rstrip() + "…"
+
+
+def tool_title(tool: Tool) -> str:
+    return clean_for_model(tool.title or tool.upstream_title or tool.name)
+
+
+def tool_summary(tool: Tool) -> str:
+    return _first_line(tool.purpose or tool.description or tool.title or tool.name)
+
+
+def key_inputs(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    """The first few parameters, required ones first: name, type and whether it is required."""
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(properties, dict):
+        return []
+    required = set(schema.get("required") or [])
+    names = sorted(properties, key=lambda name: (name not in required, list(properties).index(name)))
+    inputs = []
+    for name in names[:KEY_INPUTS]:
+        spec = properties[name] if isinstance(properties[name], dict) else {}
+        kind = spec.get("type", "any")
+        inputs.append(
+            {
+                "name": name,
+                "type": kind if isinstance(kind, str) else "|".join(map(str, kind)),
+                "required": name in required,
+            }
+        )
+    return inputs
+
+
+def tool_descriptor(tool: Tool, *, why_matched: list[str] | None = None, full: bool = False) -> dict[str, Any]:
+    """How a tool is shown to a model in search and inspect answers."""
+    risk, operation_class = _policy_fields(tool)
+    descriptor: dict[str, Any] = {
+        "tool_id": tool.tool_id,
+        "server": tool.server.slug,
+        "title": tool_title(tool),
+        "summary": tool_summary(tool),
+        "key_inputs": key_inputs(tool.input_schema),
+        "risk": risk,
+        "operation_class": operation_class,
+    }
+    if why_matched is not None:
+        descriptor["why_matched"] = [clean_for_model(reason) for reason in why_matched]
+    descriptor["input_schema"] = _clean_schema(tool.input_schema)
+    if full:
+        descriptor["description"] = clean_for_model(tool.description)
+        descriptor["output_schema"] = _clean_schema(tool.output_schema) if tool.output_schema else None
+        descriptor["annotations"] = tool.annotations or None
+        descriptor["environment"] = tool.server.environment
+    return descriptor
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=False)
+
+
+# --- tool_search --------------------------------------------------------------------------------
+
+
+@dataclass
+class SearchAnswer:
+    matches: list[dict[str, Any]]
+    degraded: bool = False
+    abstained: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def structured(self) -> dict[str, Any]:
+        return {"matches": self.matches, "degraded": self.degraded, "abstained": self.abstained}
+
+    def as_result(self) -> types.CallToolResult:
+        """Structured content for programs plus a compact text rendering for the model."""
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=self.text())], structured_content=self.structured()
+        )
+
+    def text(self) -> str:
+        if not self.matches:
+            return (
+                "No tool fits this request. Rephrase it (say what should be done and to what), or tell the user "
+                "no available tool can do it. Do not guess tool ids."
+            )
+        lines = [
+            f"{len(self.matches)} matching tools, best first"
+            + (" (degraded search)" if self.degraded else "")
+            + ". Call execute_tool with a tool_id below and arguments that satisfy its inputSchema."
+        ]
+        for rank, match in enumerate(self.matches, start=1):
+            title = "" if match["title"] == match["tool_id"].split("::", 1)[-1] else f"{match['title']}: "
+            lines.append(
+                f"{rank}. {match['tool_id']} - {title}{match['summary']} "
+                f"[risk {match['risk']}, {match['operation_class']}]"
+            )
+            if match.get("why_matched"):
+                lines.append("   why: " + "; ".join(match["why_matched"][:3]))
+            lines.append("   inputSchema: " + _compact(match["input_schema"]))
+        return "\n".join(lines)
+
+
+def _why_lines(why: dict[str, Any]) -> list[str]:
+    """The search engine's explanation as short lines a model can read."""
+    lines = []
+    fields = why.get("fields") or {}
+    if fields:
+        lines.append("matched " + "; ".join(f"{name}: {', '.join(terms[:6])}" for name, terms in fields.items()))
+    if why.get("closest") == "example" and why.get("example_request"):
+        lines.append(f"close to the example request {why['example_request'][:160]!r}")
+    elif why.get("closest"):
+        lines.append(f"meaning close to its {why['closest']}")
+    if why.get("demoted"):
+        lines.append(str(why["demoted"]))
+    return lines or ["closest in meaning"]
+
+
+def _fallback_hits(query: str, visible: frozenset[int], top_k: int) -> list[tuple[int, list[str]]]:
+    """No index: rank the visible tools by words they share with the query (degraded, permission-filtered)."""
+    words = {word for word in re.findall(r"[a-z0-9]+", query.lower()) if len(word) > 2}
+    scored = []
+    rows = Tool.objects.filter(pk__in=visible).values_list("pk", "tool_id", "title", "description", "purpose")
+    for pk, tool_id, title, description, purpose in rows:
+        text = " ".join((tool_id.replace("_", " "), title, purpose, description)).lower()
+        shared = sorted(words & set(re.findall(r"[a-z0-9]+", text)))
+        if shared:
+            scored.append((-len(shared), tool_id, pk, shared))
+    scored.sort()
+    return [(pk, [f"shares the words: {', '.join(shared[:6])}"]) for _, _, pk, shared in scored[:top_k]]
+
+
+def _ranked(query: str, visible: frozenset[int], top_k: int) -> tuple[list[tuple[int, list[str]]], bool, bool]:
+    """``(hits, degraded, abstained)``; hits are (tool pk, why lines), best first, all inside ``visible``."""
+    from search.services import SearchQueryError, tool_search
+
+    try:
+        result = tool_search(query=query, visible=visible, top_k=top_k)
+    except SearchQueryError as exc:
+        raise GatewayInputError(str(exc)) from None
+    if not result.index_ready:
+        return _fallback_hits(query, visible, top_k), True, False
+    hits = [(m.tool_pk, _why_lines(m.why_matched)) for m in result.matches if m.tool_pk in visible]
+    return hits[:top_k], bool(result.degraded), bool(result.abstained)
+
+
+def search_answer(
+    *,
+    principal: Principal,
+    query: str,
+    top_k: int = 5,
+    operation_class: str | None = None,
+    environment: str | None = None,
+    scope: str = "all",
+) -> SearchAnswer:
+    """The tool_search answer for ``principal``, without an audit event (reports use this; the meta-tool
+    uses ``gateway_search``). Raises GatewayInputError for an empty/oversized query or bad filters."""
+    if not isinstance(query, str) or not query.strip():
+        raise GatewayInputError("query is empty: describe the step you need a tool for, in plain words")
+    if len(query) > MAX_QUERY_CHARS:
+        raise GatewayInputError(f"query is longer than {MAX_QUERY_CHARS} characters; describe one step briefly")
+    if operation_class is not None and operation_class not in OperationClass.values:
+        raise GatewayInputError(f"operation_class must be one of: {', '.join(OperationClass.values)}")
+    if scope not in ("all", "my_servers"):
+        raise GatewayInputError('scope must be "all" or "my_servers"')
+    if environment is not None and (not isinstance(environment, str) or len(environment) > 50):
+        raise GatewayInputError("environment must be a short name such as production or development")
+    top_k = max(TOP_K_MIN, min(TOP_K_MAX, int(top_k)))
+    visible = tool_pks_visible_to(
+        principal=principal,
+        operation_class=operation_class,
+        environment=environment or None,
+        server_slugs=server_slugs_of(principal=principal) if scope == "my_servers" else None,
+    )
+    hits, degraded, abstained = _ranked(query.strip(), visible, top_k)
+    tools = Tool.objects.select_related("server", "policy__risk_class").in_bulk([pk for pk, _ in hits])
+    matches = [tool_descriptor(tools[pk], why_matched=why) for pk, why in hits if pk in tools]
+    return SearchAnswer(matches=matches, degraded=degraded, abstained=abstained)
+
+
+def gateway_search(
+    *,
+    principal: Principal,
+    query: str,
+    top_k: int = 5,
+    operation_class: str | None = None,
+    environment: str | None = None,
+    scope: str = "all",
+) -> SearchAnswer:
+    """tool_search: ``search_answer`` plus a discovery audit event. Raises GatewayInputError."""
+    answer = search_answer(
+        principal=principal,
+        query=query,
+        top_k=top_k,
+        operation_class=operation_class,
+        environment=environment,
+        scope=scope,
+    )
+    top_k = max(TOP_K_MIN, min(TOP_K_MAX, int(top_k)))
+    matches = answer.matches
+    audit_record(
+        event_type=AuditEventType.DISCOVERY,
+        principal=principal,
+        outcome=AuditOutcome.SUCCESS,
+        payload={
+            "meta_tool": "tool_search",
+            "query_chars": len(query),
+            "top_k": top_k,
+            "scope": scope,
+            "returned": [match["tool_id"] for match in matches],
+            "degraded": answer.degraded,
+            "abstained": answer.abstained,
+        },
+    )
+    return answer
+
+
+# --- tool_inspect -------------------------------------------------------------------------------
+
+
+def gateway_inspect(*, principal: Principal, tool_ids: list[str]) -> list[dict[str, Any]]:
+    """Full definitions of visible tools. Raises UnknownTool if any id is unknown or hidden,
+    GatewayInputError for an empty or too long list."""
+    if not isinstance(tool_ids, list) or not tool_ids:
+        raise GatewayInputError("tool_ids is empty: pass tool ids returned by tool_search")
+    if len(tool_ids) > MAX_INSPECT_IDS:
+        raise GatewayInputError(f"pass at most {MAX_INSPECT_IDS} tool ids")
+    tools = []
+    for tool_id in dict.fromkeys(tool_ids):
+        try:
+            tools.append(tool_get_for_principal(principal=principal, tool_id=tool_id, permission="discover"))
+        except ToolNotFound:
+            _audit_unknown(principal, "tool_inspect")
+            raise UnknownTool() from None
+    audit_record(
+        event_type=AuditEventType.DISCOVERY,
+        principal=principal,
+        outcome=AuditOutcome.SUCCESS,
+        payload={"meta_tool": "tool_inspect", "returned": [tool.tool_id for tool in tools]},
+    )
+    return [tool_descriptor(tool, full=True) for tool in tools]
+
+
+def _audit_unknown(principal: Principal, meta_tool: str) -> None:
+    # The asked-for id is not recorded: it may be hostile text, and the event must look the same either way.
+    audit_record(
+        event_type=AuditEventType.DISCOVERY if meta_tool == "tool_inspect" else AuditEventType.EXECUTION,
+        principal=principal,
+        outcome=AuditOutcome.DENIED,
+        payload={"meta_tool": meta_tool, "reason": "unknown_tool"},
+    )

@@ -1,0 +1,72 @@
+"""Pure checks behind the endpoint: argument validation messages and the JSON body guard."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from mcpgateway.guards import check_json_body, json_depth
+from mcpgateway.services import arguments_problem
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "owner": {"type": "string"},
+        "labels": {"type": "array", "items": {"type": "string"}},
+        "limit": {"type": "integer", "minimum": 1},
+    },
+    "required": ["owner"],
+    "additionalProperties": False,
+}
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        ({"owner": "a"}, None),
+        ({}, "arguments: missing required property owner"),
+        ({"owner": 5}, "arguments.owner: must be of type string"),
+        ({"owner": "a", "labels": ["x", 3]}, "arguments.labels[1]: must be of type string"),
+        ({"owner": "a", "limit": 0}, "arguments.limit: fails minimum 1"),
+        (
+            {"owner": "a", "<script>": 1},
+            "arguments: has properties the schema does not allow (allowed: labels, limit, owner)",
+        ),
+    ],
+)
+def test_arguments_problem_names_the_path_and_never_the_value(arguments, expected):
+    assert arguments_problem(SCHEMA, arguments) == expected
+
+
+def test_a_broken_schema_is_reported_not_raised():
+    assert "cannot be used" in arguments_problem({"type": "nonsense-type"}, {})
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        (b'{"a": 1', -32700),
+        (b"\xef\xbb\xbf{}", -32700),
+        (b'{"name": "a", "name": "b"}', -32700),
+        (b"[]", -32600),
+        (b"[" * 100 + b"]" * 100, -32700),
+    ],
+)
+def test_check_json_body_rejects(body, code):
+    problem = check_json_body(body, max_depth=64)
+    assert problem is not None and problem[1] == code
+
+
+def test_check_json_body_accepts_ordinary_requests_and_brackets_inside_strings():
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "x", "params": {"q": "[[[[{{{{" * 100}}).encode()
+    assert check_json_body(body, max_depth=64) is None
+    assert json_depth(body) == 2
+
+
+def test_depth_check_is_fast_on_hostile_nesting():
+    body = b"[" * 500_000 + b"]" * 500_000
+    started = time.perf_counter()
+    assert json_depth(body) == 500_000
+    assert time.perf_counter() - started < 0.5
