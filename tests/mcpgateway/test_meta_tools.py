@@ -236,3 +236,28 @@ def test_unknown_tool_is_invalid_params_without_echo(gateway, world):
     error = run(main)
     assert error.code == -32602 and error.message == UNKNOWN_TOOL_MESSAGE
     assert "<script>" not in str(error.data or "")
+
+
+def test_execute_against_the_git_server(gateway, admin_user, tmp_path):
+    import subprocess
+
+    from .conftest import sync_server
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "README.md").write_text("hello\n")
+    git_server = sync_server(slug="git", transport="stdio", command="mcp-server-git", args=["--repository", str(repo)])
+    member = make_user("gw_member")
+    grant(admin_user, git_server, member, "discover", "execute")
+    token = make_token(member)
+
+    async def main():
+        async with mcp_client(gateway, token, mode=MODERN) as client:
+            return await client.call_tool(
+                "execute_tool", {"tool_id": "git::git_status", "arguments": {"repo_path": str(repo)}}
+            )
+
+    result = run(main)
+    assert not result.is_error, text_of(result)
+    assert "README.md" in text_of(result)
