@@ -75,12 +75,14 @@ def test_metrics_by_hand():
 
 
 @pytest.mark.slow
-def test_eval_command_on_a_small_catalog(tmp_path, capsys):
+def test_eval_command_on_a_small_catalog(tmp_path, capsys, settings):
+    settings.SCOUT_SEARCH_EVAL_CACHE_DIR = str(tmp_path / "cache")
     catalog = write_jsonl(tmp_path / "catalog-small.jsonl", CATALOG)
     queries = write_jsonl(tmp_path / "queries-small.jsonl", QUERIES)
     out = tmp_path / "report.json"
     call_command("scout_eval", "--catalog", str(catalog), "--queries", str(queries), "--json", str(out))
     report = json.loads(out.read_text())
+    assert report["texts_encoded"] > 0 and (tmp_path / "cache").is_dir()
     assert report["tools"] == 4 and report["n_queries"] == 4 and report["dropped_queries"] == 1
     overall = report["groups"]["all"]
     assert overall["counts"] == {"single": 2, "multi": 1, "none": 1}
