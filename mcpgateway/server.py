@@ -149,6 +149,7 @@ def build_routes(server: ScoutMCPServer) -> list[BaseRoute]:
     """Routes for /mcp and its protected-resource metadata, with the guards in order: edge checks, bearer
     authentication, body checks, then the SDK's Streamable HTTP handling."""
     sdk_app = server.streamable_http_app(
+        stateless_http=settings.SCOUT_MCP_STATELESS,
         transport_security=transport_security(),
         max_request_body_size=settings.SCOUT_MCP_MAX_BODY_BYTES,
     )

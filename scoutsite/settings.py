@@ -225,6 +225,9 @@ SCOUT_MCP_IDEMPOTENCY_TTL = env_int("SCOUT_MCP_IDEMPOTENCY_TTL", 24 * 3600)
 # "auto": meta-tools while the search index is ready, the caller's tools listed directly otherwise;
 # "meta" or "direct" force one mode.
 SCOUT_MCP_EXPOSURE = env_str("SCOUT_MCP_EXPOSURE", "auto")
+# Handshake-era (2025-11-25) clients without server-side sessions, so any worker or replica can answer any
+# request (no sticky sessions); 2026-07-28 is sessionless anyway. Off: sessions kept in this process.
+SCOUT_MCP_STATELESS = env_bool("SCOUT_MCP_STATELESS", default=True)
 
 # --- search: Weaviate backend (SCOUT_SEARCH_BACKEND=weaviate) --------------------------------------------
 # HTTP URL of the server; gRPC defaults to the same host on port 50051. API key from WEAVIATE_API_KEY(_FILE).
