@@ -34,6 +34,7 @@ class SyncRunAdmin(ReadOnlyAdmin, admin.ModelAdmin[SyncRun]):
         "started_at",
         "server",
         "kind",
+        "short_source",
         "status_badge",
         "added",
         "changed",
@@ -73,6 +74,10 @@ class SyncRunAdmin(ReadOnlyAdmin, admin.ModelAdmin[SyncRun]):
     def duration(self, run: SyncRun) -> str:
         seconds = run.duration_seconds
         return "—" if seconds is None else f"{seconds:.2f}s"
+
+    @admin.display(description="source")
+    def short_source(self, run: SyncRun) -> str:
+        return run.source if len(run.source) <= 60 else "…" + run.source[-59:]
 
     @admin.display(description="error")
     def short_error(self, run: SyncRun) -> str:

@@ -173,12 +173,14 @@ class ToolAdmin(admin.ModelAdmin[Tool]):
             "<ul>{}</ul>",
             format_html_join(
                 "",
-                '<li><a href="{}">{} · {}</a></li>',
+                '<li><a href="{}">{} · {}</a>{}</li>',
                 (
                     (
                         reverse("admin:catalog_toolrevision_change", args=[r.pk]),
                         f"{r.created_at:%Y-%m-%d %H:%M:%S}",
                         r.definition_hash[:12],
+                        # A tool that returns to an earlier definition reuses that revision: mark the live one.
+                        " (current)" if r.definition_hash == tool.definition_hash else "",
                     )
                     for r in revisions
                 ),

@@ -313,6 +313,8 @@ def test_revision_page_shows_an_escaped_diff_against_the_previous_revision(admin
     assert SCRIPT_TAG not in html
     assert "-  &quot;description&quot;: &quot;Read a wiki page. &lt;script&gt;" in html
     assert "+  &quot;description&quot;: &quot;Read or render a wiki page. &lt;script&gt;" in html
+    tool_page = admin_client.get(reverse("admin:catalog_tool_change", args=[tool.pk])).content.decode()
+    assert f"{latest.definition_hash[:12]}</a> (current)" in tool_page
     first = tool.revisions.order_by("created_at", "id").first()
     first_html = admin_client.get(reverse("admin:catalog_toolrevision_change", args=[first.pk])).content.decode()
     assert "first sight" in first_html
