@@ -42,8 +42,10 @@ MODERN = "2026-07-28"
 LEGACY = "legacy"  # the 2025-11-25 initialize handshake
 PROTOCOL_MODES = [LEGACY, MODERN]
 
-# Marks every gateway test: committed data, and the seeded risk classes restored after each flush.
-gateway_db = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+# Marks every gateway test: committed data. No serialized_rollback: mixed with other transactional tests it
+# re-inserts content types that a flush already recreated (IntegrityError on Postgres); governance
+# re-creates its seeded risk classes and policy version on demand instead.
+gateway_db = pytest.mark.django_db(transaction=True)
 
 
 def free_port() -> int:

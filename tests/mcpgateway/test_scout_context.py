@@ -10,7 +10,7 @@ from django.core.management import call_command
 
 from .conftest import build_index, grant, make_user
 
-pytestmark = [pytest.mark.django_db(transaction=True, serialized_rollback=True), pytest.mark.slow]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 def _figures(username: str) -> dict:
