@@ -229,22 +229,6 @@ SCOUT_MCP_EXPOSURE = env_str("SCOUT_MCP_EXPOSURE", "auto")
 # request (no sticky sessions); 2026-07-28 is sessionless anyway. Off: sessions kept in this process.
 SCOUT_MCP_STATELESS = env_bool("SCOUT_MCP_STATELESS", default=True)
 
-# --- search: Weaviate backend (SCOUT_SEARCH_BACKEND=weaviate) --------------------------------------------
-# HTTP URL of the server; gRPC defaults to the same host on port 50051. API key from WEAVIATE_API_KEY(_FILE).
-WEAVIATE_URL = env_str("WEAVIATE_URL")
-WEAVIATE_GRPC_URL = env_str("WEAVIATE_GRPC_URL")
-WEAVIATE_API_KEY = env_secret("WEAVIATE_API_KEY")
-# Alias searches go through; each full index generation is a collection "<prefix>_<generation>".
-SCOUT_WEAVIATE_PREFIX = env_str("SCOUT_WEAVIATE_PREFIX", "ScoutTools")
-# Connect and query timeout (seconds): past it a search falls back to embedded BM25 (F5: degraded <= 1 s).
-SCOUT_WEAVIATE_TIMEOUT = env_float("SCOUT_WEAVIATE_TIMEOUT", 1.0)
-SCOUT_WEAVIATE_INSERT_TIMEOUT = env_float("SCOUT_WEAVIATE_INSERT_TIMEOUT", 60.0)
-# After a failure, searches skip Weaviate (straight to the fallback) for this long (seconds).
-SCOUT_WEAVIATE_RETRY_SECONDS = env_float("SCOUT_WEAVIATE_RETRY_SECONDS", 10.0)
-SCOUT_WEAVIATE_BATCH_SIZE = env_int("SCOUT_WEAVIATE_BATCH_SIZE", 200)
-# Old generation collections kept after an alias swap (a rollback window); 0 drops them at once.
-SCOUT_WEAVIATE_KEEP_PREVIOUS = env_int("SCOUT_WEAVIATE_KEEP_PREVIOUS", 0)
-
 # --- search --------------------------------------------------------------------------------------
 # Keep numpy's BLAS from fighting torch for the cores (must be set before numpy loads; see search/encoder.py).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", env_str("SCOUT_SEARCH_BLAS_THREADS", "1"))
