@@ -197,6 +197,13 @@ def admin_user(transactional_db) -> Any:
     return make_user("gw_admin", is_staff=True, is_superuser=True)
 
 
+def low_risk() -> Any:
+    """The seeded "low" risk class (re-created on demand: flushes between transactional tests drop seeds)."""
+    from governance.services.policy import _risk_class
+
+    return _risk_class("low")
+
+
 def grant(admin_user: Any, target: Any, holder: Any, *actions: str) -> None:
     from governance.services.permissions import permission_grant
 

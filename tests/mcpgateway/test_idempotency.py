@@ -7,7 +7,7 @@ from typing import Any
 import anyio
 import pytest
 
-from .conftest import MODERN, faulty_calls, gateway_db, grant, make_token, make_user, mcp_client, run
+from .conftest import MODERN, faulty_calls, gateway_db, grant, low_risk, make_token, make_user, mcp_client, run
 
 pytestmark = [gateway_db, pytest.mark.slow]
 TOOL = "faulty::record_note"
@@ -16,7 +16,6 @@ TOOL = "faulty::record_note"
 @pytest.fixture
 def token(gateway, admin_user, faulty_server) -> str:
     from catalog.models import Tool
-    from governance.models import RiskClass
     from governance.services.policy import tool_policy_classify, tool_policy_ensure
 
     member = make_user("gw_member")
@@ -27,7 +26,7 @@ def token(gateway, admin_user, faulty_server) -> str:
         actor=admin_user,
         operation_class="write",
         reversibility="reversible",
-        risk_class=RiskClass.objects.get(name="low"),
+        risk_class=low_risk(),
         allowed_environments=[],
         data_classes=[],
     )

@@ -20,6 +20,7 @@ from .conftest import (
     build_index,
     gateway_db,
     grant,
+    low_risk,
     make_token,
     make_user,
     mcp_client,
@@ -115,7 +116,6 @@ def test_inspect_returns_full_definitions(gateway, world):
 
 def test_execute_against_the_npm_memory_server(gateway, world, admin_user):
     from catalog.models import Tool
-    from governance.models import RiskClass
     from governance.services.policy import tool_policy_classify, tool_policy_ensure
 
     # An admin classifies the graph writes as low-risk, so this member may run them without an approval.
@@ -125,7 +125,7 @@ def test_execute_against_the_npm_memory_server(gateway, world, admin_user):
             actor=admin_user,
             operation_class="write",
             reversibility="reversible",
-            risk_class=RiskClass.objects.get(name="low"),
+            risk_class=low_risk(),
             allowed_environments=[],
             data_classes=[],
         )
