@@ -46,12 +46,12 @@ class Calibration:
     Evidence: the tool's best cosine to the request (independent of every other tool) plus half the
     share of the request's IDF mass it matches (statistics over the visible set only). Raw RRF values
     carry no such information: they only encode ranks. Fitted on ETOM (levels 1-2 against the
-    infeasible level 5, top-ranked tool): at 0.5, about 96% of level 5 abstains for about 1.5% of levels 1-2.
+    infeasible level 5, top-ranked tool): at 0.5, about 97% of level 5 abstains for about 1.5% of levels 1-2.
     """
 
     slope: float = 12.0
     coverage_share: float = 0.5
-    center: float = 0.435
+    center: float = 0.452
     lexical_slope: float = 10.0  # BM25 only (model down): coverage alone
     lexical_center: float = 0.30
 
