@@ -257,8 +257,10 @@ WEAVIATE_GRPC_URL = env_str("WEAVIATE_GRPC_URL")
 WEAVIATE_API_KEY = env_secret("WEAVIATE_API_KEY")
 # Alias searches go through; each full index generation is a collection "<prefix>_<generation>".
 SCOUT_WEAVIATE_PREFIX = env_str("SCOUT_WEAVIATE_PREFIX", "ScoutTools")
-# Connect and query timeout (seconds): past it a search falls back to embedded BM25 (F5: degraded <= 1 s).
-SCOUT_WEAVIATE_TIMEOUT = env_float("SCOUT_WEAVIATE_TIMEOUT", 1.0)
+# Connect check and query timeouts (seconds): past them a search falls back to embedded BM25 (F5: degraded
+# <= 1 s). The client's connect check takes about twice its timeout against a hung server: hence 0.5.
+SCOUT_WEAVIATE_CONNECT_TIMEOUT = env_float("SCOUT_WEAVIATE_CONNECT_TIMEOUT", 0.5)
+SCOUT_WEAVIATE_TIMEOUT = env_float("SCOUT_WEAVIATE_TIMEOUT", 0.8)
 SCOUT_WEAVIATE_INSERT_TIMEOUT = env_float("SCOUT_WEAVIATE_INSERT_TIMEOUT", 60.0)
 # After a failure, searches skip Weaviate (straight to the fallback) for this long (seconds).
 SCOUT_WEAVIATE_RETRY_SECONDS = env_float("SCOUT_WEAVIATE_RETRY_SECONDS", 10.0)

@@ -391,7 +391,7 @@ class WeaviateBackend(SearchBackend):
                     auth_credentials=Auth.api_key(api_key) if api_key else None,
                     additional_config=AdditionalConfig(
                         timeout=Timeout(
-                            init=settings.SCOUT_WEAVIATE_TIMEOUT,
+                            init=settings.SCOUT_WEAVIATE_CONNECT_TIMEOUT,
                             query=settings.SCOUT_WEAVIATE_TIMEOUT,
                             insert=settings.SCOUT_WEAVIATE_INSERT_TIMEOUT,
                         )

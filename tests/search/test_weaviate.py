@@ -361,11 +361,11 @@ def test_unreachable_weaviate_gives_degraded_filtered_bm25(indexed_with_hidden):
 def test_hung_weaviate_gives_degraded_results_within_the_timeout(indexed_with_hidden, silent_server):
     _, hidden, visible = indexed_with_hidden
     url = f"http://127.0.0.1:{silent_server}"
-    with override_settings(SCOUT_SEARCH_BACKEND="weaviate", WEAVIATE_URL=url, SCOUT_WEAVIATE_TIMEOUT=0.5):
+    with override_settings(SCOUT_SEARCH_BACKEND="weaviate", WEAVIATE_URL=url):
         result, elapsed = _degraded_search(visible)
     assert result.degraded and result.matches
     assert hidden.pk not in {m.tool_pk for m in result.matches}
-    assert elapsed < 2.0  # connect check (0.5 s) + fallback; the server never answered
+    assert elapsed < 1.0  # F5: the connect check gives up (default settings), then embedded BM25 answers
 
 
 @pytest.mark.django_db
