@@ -12,6 +12,15 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scoutsite.settings")
 
 django_application = get_asgi_application()
 
+# The admin is the product, so its CSS and JS are served here too (from the app directories, no
+# collectstatic step), unless a front proxy serves STATIC_ROOT (SCOUT_SERVE_STATIC=0).
+from django.conf import settings  # noqa: E402
+
+if settings.SCOUT_SERVE_STATIC:
+    from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+
+    django_application = ASGIStaticFilesHandler(django_application)
+
 # Imported after Django is set up: the gateway reads settings and models.
 from contextlib import asynccontextmanager  # noqa: E402
 

@@ -155,6 +155,8 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "var" / "static"
+# Serve the admin's static files from the ASGI app itself (scoutsite/asgi.py); turn off behind a proxy.
+SCOUT_SERVE_STATIC = env_bool("SCOUT_SERVE_STATIC", default=True)
 
 REDIS_URL = env_str("REDIS_URL")
 if REDIS_URL:
