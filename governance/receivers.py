@@ -8,7 +8,7 @@ from django.db.models.signals import m2m_changed, post_delete, post_save
 from django.dispatch import receiver
 
 from catalog.models import Server, Tool
-from catalog.signals import tool_definition_changed, tools_changed
+from catalog.signals import tool_definitions_changed, tools_changed
 
 from .cache import visibility_invalidate
 from .models import (
@@ -21,11 +21,11 @@ from .models import (
 )
 
 
-@receiver(tool_definition_changed)
-def on_tool_definition_changed(sender, *, tool, revision, previous_hash, **kwargs) -> None:
-    from .services.review import tool_definition_review
+@receiver(tool_definitions_changed)
+def on_tool_definitions_changed(sender, *, changes, **kwargs) -> None:
+    from .services.review import tool_definitions_review
 
-    tool_definition_review(tool=tool, revision=revision, previous_hash=previous_hash)
+    tool_definitions_review(changes=changes)
 
 
 @receiver(post_save, sender=Tool)

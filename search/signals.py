@@ -6,8 +6,11 @@ from catalog.signals import tools_changed
 
 
 @receiver(tools_changed, dispatch_uid="search.reindex_changed_tools")
-def reindex_changed_tools(sender: object, tool_pks: list[int], **kwargs: object) -> None:
+def reindex_changed_tools(sender: object, tool_pks: list[int], index: bool = True, **kwargs: object) -> None:
     from .tasks import reindex_tools
+
+    if not index:
+        return  # a bulk import deferred indexing to an operator's search_rebuild
 
     pks = sorted({int(pk) for pk in tool_pks})
     if pks:

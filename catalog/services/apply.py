@@ -8,7 +8,7 @@ from django.utils import timezone
 from catalog.constants import make_tool_id
 from catalog.definitions import ToolDefinition
 from catalog.models import Server, SyncRun, Tool, ToolRevision
-from catalog.signals import tool_definition_changed, tools_changed
+from catalog.signals import DefinitionChange, tool_definitions_changed, tools_changed
 
 UPSTREAM_FIELDS = ["upstream_title", "description", "input_schema", "output_schema", "annotations", "definition_hash"]
 
@@ -43,8 +43,8 @@ def catalog_apply_listing(
 
     ``definitions`` must be the server's complete, validated listing. Tools absent from it and from
     ``keep_names`` (names the listing mentioned but that were rejected) are tombstoned, never deleted.
-    A new or changed definition gets a ToolRevision and sends ``tool_definition_changed`` inside the
-    transaction; ``tools_changed`` follows on commit. Curation fields are never written.
+    Each new or changed definition gets a ToolRevision; one ``tool_definitions_changed`` carries them all,
+    inside the transaction; ``tools_changed`` follows on commit. Curation fields are never written.
     Applying the same listing twice changes nothing the second time.
 
     ``notify=False`` leaves ``tools_changed`` to the caller, which sends it for ``result.touched_pks``:
@@ -111,8 +111,13 @@ def catalog_apply_listing(
                 tool.pk = pks[tool.name]
 
         revisions = _record_revisions(changed_pairs, now=now, run=run)
-        for (tool, previous), revision in zip(changed_pairs, revisions, strict=True):
-            tool_definition_changed.send(sender=Tool, tool=tool, revision=revision, previous_hash=previous)
+        if changed_pairs:
+            # One signal for the listing: governance reviews the batch with a bounded number of queries.
+            changes = [
+                DefinitionChange(tool, revision, previous)
+                for (tool, previous), revision in zip(changed_pairs, revisions, strict=True)
+            ]
+            tool_definitions_changed.send(sender=Tool, changes=changes)
 
         result.touched_pks = [tool.pk for tool, _ in changed_pairs] + [tool.pk for tool in gone]
         if result.touched_pks and notify:

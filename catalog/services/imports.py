@@ -310,8 +310,12 @@ def catalog_import_file(
     path: Path,
     environment: str | None = None,
     server_metadata: dict[str, ServerMetadata] | None = None,
+    index: bool = True,
 ) -> ImportReport:
     """Import one catalog JSONL file; see the module docstring for the rules.
+
+    ``index=False`` sends ``tools_changed`` with ``index=False``: derived indexes (search) skip the
+    per-batch update and the operator rebuilds once afterwards (``search_rebuild``); caches still refresh.
 
     Bad lines (invalid JSON, no server, refused definitions) are reported with their line numbers in
     ``ImportReport.bad_lines`` and on the SyncRuns; every good line is still imported. When some line
@@ -346,7 +350,9 @@ def catalog_import_file(
                 )
             touched = report.touched_pks[touched_before:]
             if touched:
-                transaction.on_commit(lambda touched=touched: tools_changed.send(sender=Tool, tool_pks=touched))
+                transaction.on_commit(
+                    lambda touched=touched: tools_changed.send(sender=Tool, tool_pks=touched, index=index)
+                )
 
     if line_errors:
         # Lines no server can own still leave a trace an operator can find in the admin.
@@ -363,7 +369,7 @@ def catalog_import_file(
 
 
 def catalog_import_files(
-    *, paths: list[Path], environment: str | None = None, servers_path: Path | None = None
+    *, paths: list[Path], environment: str | None = None, servers_path: Path | None = None, index: bool = True
 ) -> list[ImportReport]:
     """Import several files in order, each the complete listing of the servers it names.
 
@@ -377,4 +383,6 @@ def catalog_import_files(
         if not path.is_file():
             raise ImportFileError(f"no such file: {path}")
     metadata = read_server_metadata(servers_path) if servers_path else {}
-    return [catalog_import_file(path=path, environment=environment, server_metadata=metadata) for path in paths]
+    return [
+        catalog_import_file(path=path, environment=environment, server_metadata=metadata, index=index) for path in paths
+    ]

@@ -45,6 +45,45 @@ def audit_record(
     back, the event goes too, so write it in the same ``atomic`` block as the change it records.
     ``payload`` must be JSON-serializable; keep it small and never put secrets in it.
     """
+    event = audit_event_build(
+        event_type=event_type,
+        principal=principal,
+        outcome=outcome,
+        payload=payload,
+        tool=tool,
+        server=server,
+        approval=approval,
+        trace_id=trace_id,
+        environment=environment,
+        actor=actor,
+        policy_version=policy_version,
+    )
+    event.save(force_insert=True)
+    return event
+
+
+def audit_record_many(*, events: list[AuditEvent]) -> list[AuditEvent]:
+    """Write events built by ``audit_event_build`` in one bulk insert, in the caller's transaction (a sync
+    holding many tools at once). Build them with an explicit ``policy_version`` and ``server`` to keep the
+    batch at a bounded number of queries."""
+    return AuditEvent.objects.bulk_create(events, batch_size=500)
+
+
+def audit_event_build(
+    *,
+    event_type: str,
+    principal: Principal | None,
+    outcome: str,
+    payload: dict[str, Any] | None = None,
+    tool: Tool | None = None,
+    server: Server | None = None,
+    approval: ApprovalRequest | None = None,
+    trace_id: str | None = None,
+    environment: str | None = None,
+    actor: AbstractBaseUser | None = None,
+    policy_version: int | None = None,
+) -> AuditEvent:
+    """An unsaved audit event (see ``audit_record`` for the arguments); ``audit_record_many`` writes a batch."""
     from governance.services.policy import policy_version_current
 
     user = principal.user if principal is not None else actor
@@ -54,7 +93,7 @@ def audit_record(
         policy_version = approval.policy_version.number if approval is not None else policy_version_current().number
     if environment is None:
         environment = server.environment if server is not None else ""
-    return AuditEvent.objects.create(
+    return AuditEvent(
         created_at=timezone.now(),
         event_type=event_type,
         outcome=outcome,

@@ -1,5 +1,6 @@
 """Policy: versions, risk classes, tool classification (ToolPolicy)."""
 
+from collections.abc import Mapping
 from datetime import timedelta
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -63,14 +64,23 @@ def _risk_class(name: str) -> RiskClass:
     return risk
 
 
-def tool_policy_build(*, tool: Tool) -> ToolPolicy:
+def risk_classes_by_name() -> dict[str, RiskClass]:
+    """Every seeded risk class by name, in one query (recreating any a table flush removed).
+    Batch services pass it on so that deriving defaults for many tools costs no query per tool."""
+    risks = {risk.name: risk for risk in RiskClass.objects.all()}
+    for name in DEFAULT_RISK_CLASSES.keys() - risks.keys():
+        risks[name] = _risk_class(name)
+    return risks
+
+
+def tool_policy_build(*, tool: Tool, risk_classes: Mapping[str, RiskClass] | None = None) -> ToolPolicy:
     """An unsaved policy for ``tool`` with defaults from its annotations."""
     hints = classification_from_annotations(tool.annotations)
     return ToolPolicy(
         tool=tool,
         operation_class=hints.operation_class,
         reversibility=hints.reversibility,
-        risk_class=_risk_class(hints.risk),
+        risk_class=risk_classes[hints.risk] if risk_classes else _risk_class(hints.risk),
     )
 
 
@@ -93,7 +103,9 @@ def tool_policy_ensure(*, tool: Tool) -> ToolPolicy:
     return policy
 
 
-def tool_policy_apply_hints(*, policy: ToolPolicy, annotations: object) -> None:
+def tool_policy_apply_hints(
+    *, policy: ToolPolicy, annotations: object, risk_classes: Mapping[str, RiskClass] | None = None
+) -> None:
     """Re-derive defaults after an upstream change, unless an admin classified the tool (the admin wins)."""
     if policy.classified_by_admin:
         return
@@ -101,7 +113,7 @@ def tool_policy_apply_hints(*, policy: ToolPolicy, annotations: object) -> None:
     policy.operation_class = hints.operation_class
     policy.reversibility = hints.reversibility
     if policy.risk_class.name != hints.risk:
-        policy.risk_class = _risk_class(hints.risk)
+        policy.risk_class = risk_classes[hints.risk] if risk_classes else _risk_class(hints.risk)
 
 
 def tool_policy_classify(

@@ -6,19 +6,40 @@ Errors: ReviewError when a review cannot be decided (already decided, or a newer
 
 import difflib
 import json
+from collections.abc import Sequence
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
-from catalog.models import Tool, ToolRevision
+from catalog.models import Server, Tool, ToolRevision
+from catalog.signals import DefinitionChange
 from governance.cache import visibility_invalidate
 from governance.choices import AuditEventType, AuditOutcome, ReviewKind, ReviewStatus
 from governance.models import ToolPolicy, ToolReview
 from governance.principals import principal_for_user
 from governance.sanitize import definition_text, suspicious_markers
-from governance.services.audit import audit_record
-from governance.services.policy import tool_policy_apply_hints, tool_policy_build, tool_policy_ensure
+from governance.services.audit import audit_event_build, audit_record, audit_record_many
+from governance.services.policy import (
+    policy_version_current,
+    risk_classes_by_name,
+    tool_policy_apply_hints,
+    tool_policy_build,
+    tool_policy_ensure,
+)
+
+BATCH_SIZE = 500
+# What a definition review may change on an existing policy (the rest belongs to admins).
+POLICY_REVIEW_FIELDS = [
+    "operation_class",
+    "reversibility",
+    "risk_class",
+    "accepted_hash",
+    "held",
+    "hold_reason",
+    "markers",
+    "updated_at",
+]
 
 
 class ReviewError(Exception):
@@ -39,53 +60,120 @@ def _definition_of(tool: Tool, revision: ToolRevision | None) -> dict:
 
 
 def tool_definition_review(*, tool: Tool, revision: ToolRevision | None, previous_hash: str | None) -> ToolPolicy:
-    """React to a new or changed upstream definition (called inside the sync's transaction).
+    """Review one new or changed definition (a tool created outside a sync); see ``tool_definitions_review``."""
+    [policy] = tool_definitions_review(changes=[DefinitionChange(tool, revision, previous_hash)])
+    return policy
+
+
+def tool_definitions_review(*, changes: Sequence[DefinitionChange]) -> list[ToolPolicy]:
+    """React to new or changed upstream definitions (called inside the sync's transaction), one policy each.
 
     First sight of clean text: accepted. First sight of suspicious text, or any change after a definition
-    was accepted: held, with a pending ToolReview, so the tool leaves every visible set in this same
-    transaction. A tool that returns to its accepted definition is released. Governance defaults are
-    re-derived from the new annotations unless an admin classified the tool."""
-    # Runs once per changed tool inside a sync, so it keeps to a few queries (3 for a new clean tool).
-    policy = ToolPolicy.objects.select_related("risk_class").filter(tool_id=tool.pk).first()
-    is_new = policy is None
-    if is_new:
-        policy = tool_policy_build(tool=tool)
-    else:
-        tool_policy_apply_hints(policy=policy, annotations=tool.annotations)
-        # Older pending reviews are replaced by the one for the current definition.
-        ToolReview.objects.filter(tool=tool, status=ReviewStatus.PENDING).update(status=ReviewStatus.SUPERSEDED)
-    markers = suspicious_markers(definition_text(_definition_of(tool, revision)))
+    was accepted: held, with a pending ToolReview and one ``review.held`` audit event per held tool, so the
+    tool leaves every visible set in this same transaction. A tool that returns to its accepted definition is
+    released. Governance defaults are re-derived from the new annotations unless an admin classified the tool.
+
+    A sync or import sends a whole listing at once: the queries are bounded per call (3 for new clean tools,
+    7 when some are held), never one per tool. Each tool appears at most once in ``changes``."""
+    if not changes:
+        return []
+    tools = [change.tool for change in changes]
+    policies = _policies_by_tool([tool.pk for tool in tools])
+    risk_classes = risk_classes_by_name()
+    # Older pending reviews are replaced by the one for the current definition.
+    for chunk in _chunks(list(policies)):
+        ToolReview.objects.filter(tool_id__in=chunk, status=ReviewStatus.PENDING).update(status=ReviewStatus.SUPERSEDED)
+    created: list[ToolPolicy] = []
+    updated: list[ToolPolicy] = []
+    reviews: list[ToolReview] = []
+    for change in changes:
+        policy = policies.get(change.tool.pk)
+        if policy is None:
+            policy = policies[change.tool.pk] = tool_policy_build(tool=change.tool, risk_classes=risk_classes)
+            created.append(policy)
+        else:
+            tool_policy_apply_hints(policy=policy, annotations=change.tool.annotations, risk_classes=risk_classes)
+            updated.append(policy)
+        review = _hold_decide(policy=policy, change=change)
+        if review is not None:
+            reviews.append(review)
+
+    now = timezone.now()
+    for policy in updated:
+        policy.updated_at = now  # bulk_update skips auto_now
+    ToolPolicy.objects.bulk_create(created, batch_size=BATCH_SIZE)
+    ToolPolicy.objects.bulk_update(updated, POLICY_REVIEW_FIELDS, batch_size=BATCH_SIZE)
+    ToolReview.objects.bulk_create(reviews, batch_size=BATCH_SIZE)
+    _audit_holds(reviews)
+    visibility_invalidate()
+    return [policies[tool.pk] for tool in tools]
+
+
+def _hold_decide(*, policy: ToolPolicy, change: DefinitionChange) -> ToolReview | None:
+    """Set the policy's hold fields for the new definition; the unsaved ToolReview when it is held."""
+    tool = change.tool
+    markers = suspicious_markers(definition_text(_definition_of(tool, change.revision)))
     new_hash = tool.definition_hash
-    first_sight = previous_hash is None or not policy.accepted_hash
+    first_sight = change.previous_hash is None or not policy.accepted_hash
     if new_hash == policy.accepted_hash and not markers:
         policy.held, policy.hold_reason, policy.markers = False, "", []
-    elif first_sight and not markers:
+        return None
+    if first_sight and not markers:
         policy.accepted_hash, policy.held, policy.hold_reason, policy.markers = new_hash, False, "", []
-    else:
-        kind = ReviewKind.SUSPICIOUS if first_sight else ReviewKind.CHANGED
-        policy.held = True
-        policy.markers = markers
-        policy.hold_reason = (
-            f"suspicious text: {', '.join(markers)}" if markers else "upstream definition changed after acceptance"
-        )[:300]
-        ToolReview.objects.create(
-            tool=tool,
-            revision=revision,
-            definition_hash=new_hash,
-            previous_hash=policy.accepted_hash,
-            kind=kind,
-            markers=markers,
-        )
-        audit_record(
-            event_type=AuditEventType.REVIEW_HELD,
-            principal=None,
-            tool=tool,
-            outcome=AuditOutcome.SUCCESS,
-            payload={"kind": kind, "old_hash": policy.accepted_hash, "new_hash": new_hash, "markers": markers},
-        )
-    policy.save()
-    visibility_invalidate()
-    return policy
+        return None
+    policy.held = True
+    policy.markers = markers
+    policy.hold_reason = (
+        f"suspicious text: {', '.join(markers)}" if markers else "upstream definition changed after acceptance"
+    )[:300]
+    return ToolReview(
+        tool=tool,
+        revision=change.revision,
+        definition_hash=new_hash,
+        previous_hash=policy.accepted_hash,
+        kind=ReviewKind.SUSPICIOUS if first_sight else ReviewKind.CHANGED,
+        markers=markers,
+    )
+
+
+def _audit_holds(reviews: list[ToolReview]) -> None:
+    """One ``review.held`` event per held tool (not one per batch): the trail stays searchable by tool."""
+    if not reviews:
+        return
+    version = policy_version_current().number
+    servers = Server.objects.in_bulk({review.tool.server_id for review in reviews})
+    audit_record_many(
+        events=[
+            audit_event_build(
+                event_type=AuditEventType.REVIEW_HELD,
+                principal=None,
+                tool=review.tool,
+                server=servers[review.tool.server_id],
+                outcome=AuditOutcome.SUCCESS,
+                policy_version=version,
+                payload={
+                    "kind": review.kind,
+                    "old_hash": review.previous_hash,
+                    "new_hash": review.definition_hash,
+                    "markers": review.markers,
+                },
+            )
+            for review in reviews
+        ]
+    )
+
+
+def _policies_by_tool(tool_pks: list[int]) -> dict[int, ToolPolicy]:
+    policies: dict[int, ToolPolicy] = {}
+    for chunk in _chunks(tool_pks):
+        for policy in ToolPolicy.objects.select_related("risk_class").filter(tool_id__in=chunk):
+            policies[policy.tool_id] = policy
+    return policies
+
+
+def _chunks(pks: list[int]) -> list[list[int]]:
+    """Keep ``IN`` lists under SQLite's bound-parameter limit on a very large listing."""
+    return [pks[start : start + BATCH_SIZE] for start in range(0, len(pks), BATCH_SIZE)]
 
 
 def _decide(*, review: ToolReview, actor: AbstractBaseUser, reason: str, accept: bool) -> ToolReview:

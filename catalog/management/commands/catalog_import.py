@@ -22,14 +22,24 @@ class Command(BaseCommand):
         parser.add_argument(
             "--servers", type=Path, metavar="SERVERS.jsonl", help="Server metadata: title, description, categories"
         )
+        parser.add_argument(
+            "--no-index",
+            action="store_false",
+            dest="index",
+            help="Skip the search index update per batch (huge files); run `manage.py search_rebuild` afterwards",
+        )
 
-    def handle(self, *args, files: list[Path], environment: str | None, servers: Path | None, **options) -> None:
+    def handle(
+        self, *args, files: list[Path], environment: str | None, servers: Path | None, index: bool, **options
+    ) -> None:
         try:
-            reports = catalog_import_files(paths=files, environment=environment, servers_path=servers)
+            reports = catalog_import_files(paths=files, environment=environment, servers_path=servers, index=index)
         except ImportFileError as exc:
             raise CommandError(str(exc)) from exc
         for report in reports:
             self._print_report(report)
+        if not index and any(report.touched_pks for report in reports):
+            self.stdout.write("search index not updated (--no-index): run `manage.py search_rebuild` now")
 
     def _print_report(self, report: ImportReport) -> None:
         for error in report.bad_lines[:MAX_BAD_LINES_SHOWN]:
