@@ -17,6 +17,7 @@ from .sparse import SparseIndex, SparseScores
 
 FUSIONS = ("convex", "rrf")
 MODES = ("bm25", "dense", *FUSIONS)
+_SORT_HEAD_LIMIT = 4096  # _ranks_at: above this many rows to sort, counting per candidate is cheaper
 
 
 @dataclass(frozen=True)
@@ -43,37 +44,23 @@ class RankingOptions:
 class Calibration:
     """Logistic map from raw, visibility-independent evidence to a 0..1 relevance score.
 
-    Evidence: the tool's best cosine to the request (independent of every other tool), a quarter of the
-    share of the request's IDF mass it matches, and half the request's peak: how far its best cosine
-    stands above its 20th best (statistics over the visible set only). Raw RRF values carry no such
-    information: they only encode ranks. The peak is what generalizes across query styles: an off-topic
-    request is about as close to its best tool as to its 20th, while a short or human-written request
-    with a modest best cosine still stands out from the rest. Centre chosen on ETOM (infeasible level 5
-    against levels 1-2): 96% of level 5 abstains for 0.4% / 2.7% of levels 1 / 2; checked, not tuned,
-    on human-written sets (false abstention LiveMCPBench+MCPVerse .27 -> .17, MetaTool .46 -> .29).
+    Evidence: the tool's best cosine to the request (independent of every other tool) plus half the
+    share of the request's IDF mass it matches (statistics over the visible set only). Raw RRF values
+    carry no such information: they only encode ranks. Fitted on ETOM (levels 1-2 against the
+    infeasible level 5, top-ranked tool): at 0.5, about 97% of level 5 abstains for about 1.5% of levels 1-2.
     """
 
     slope: float = 12.0
-    coverage_share: float = 0.25
-    peak_share: float = 0.5
-    peak_depth: int = 20
-    center: float = 0.48
+    coverage_share: float = 0.5
+    center: float = 0.452
     lexical_slope: float = 10.0  # BM25 only (model down): coverage alone
     lexical_center: float = 0.30
 
-    def peak(self, cosine: np.ndarray | None) -> float:
-        """How far the request's best cosine stands above its ``peak_depth``-th best (visible rows only)."""
-        if cosine is None or not len(cosine):
-            return 0.0
-        depth = min(self.peak_depth, len(cosine))
-        head = np.partition(cosine, len(cosine) - depth)[len(cosine) - depth :]
-        return float(head.max() - head.min())
-
-    def score(self, cosine: np.ndarray | None, coverage: np.ndarray, peak: float = 0.0) -> np.ndarray:
+    def score(self, cosine: np.ndarray | None, coverage: np.ndarray) -> np.ndarray:
         if cosine is None:
             z = self.lexical_slope * (coverage - self.lexical_center)
         else:
-            z = self.slope * (cosine + self.coverage_share * coverage + self.peak_share * peak - self.center)
+            z = self.slope * (cosine + self.coverage_share * coverage - self.center)
         return 1.0 / (1.0 + np.exp(-z))
 
 
@@ -120,9 +107,43 @@ def score_branches(
     return Branches(sparse_scores, dense_scores, np.flatnonzero(visible))
 
 
-def _order(values: np.ndarray, rows: np.ndarray, tie_keys: np.ndarray) -> np.ndarray:
-    """Rows sorted by value descending, ties by tool id (never by anything a hidden tool affects)."""
-    return rows[np.lexsort((tie_keys[rows], -values))]
+def _top(values: np.ndarray, tie: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the ``k`` best values, best first, ties by tool id (never by anything a hidden tool
+    affects). Same as a full sort cut at ``k``, but only the head is sorted: a full sort of every visible
+    row per query was most of the search time at 100k tools."""
+    n = len(values)
+    if k <= 0 or n == 0:
+        return np.zeros(0, np.int64)
+    if k >= n:
+        return np.lexsort((tie, -values))
+    negated = -values
+    kth = np.partition(negated, k - 1)[k - 1]
+    head = np.flatnonzero(negated <= kth)  # the k best and everything tied with the k-th
+    return head[np.lexsort((tie[head], negated[head]))][:k]
+
+
+def _ranks_at(values: np.ndarray, tie: np.ndarray, positions: np.ndarray, *, positive_only: bool) -> np.ndarray:
+    """1-based rank in the full order (value descending, ties by tool id) of the given positions only;
+    0 where ``positive_only`` and the value is not positive. Equal to ranking every row and reading these."""
+    ranks = np.zeros(len(positions), np.int64)
+    ranked = values[positions] > 0 if positive_only else np.ones(len(positions), bool)
+    if not ranked.any():
+        return ranks
+    wanted = positions[ranked]
+    # Every row ordered before a wanted one has a value >= the lowest wanted value: sort only those rows.
+    head = np.flatnonzero(values >= values[wanted].min())
+    if len(head) <= _SORT_HEAD_LIMIT:
+        place = np.empty(len(values), np.int64)
+        place[head[np.lexsort((tie[head], -values[head]))]] = np.arange(1, len(head) + 1)
+        ranks[ranked] = place[wanted]
+    else:  # a candidate far down a branch: count what precedes each one instead of sorting most rows
+        found = []
+        for row in wanted.tolist():
+            value = values[row]
+            ahead = np.count_nonzero(values > value) + np.count_nonzero((values == value) & (tie < tie[row]))
+            found.append(1 + int(ahead))
+        ranks[ranked] = found
+    return ranks
 
 
 def _minmax(values: np.ndarray) -> np.ndarray:
@@ -148,30 +169,17 @@ class _Fused:
     fused: np.ndarray  # over visible rows
     calibrated: np.ndarray
     bm25: np.ndarray
-    bm25_rank: np.ndarray  # 0: no rank
     dense: np.ndarray | None
-    dense_rank: np.ndarray
+    tie: np.ndarray  # tie-break keys of the visible rows; branch ranks are computed for candidates only
 
 
 def _fuse(
-    branches: Branches,
-    fusion: str,
-    options: RankingOptions,
-    top_k: int,
-    tie_keys: np.ndarray,
-    calibration: Calibration,
-    peak: float | None = None,
+    branches: Branches, fusion: str, options: RankingOptions, top_k: int, tie_keys: np.ndarray, calibration: Calibration
 ) -> _Fused:
     rows = branches.visible_rows
-    positions = np.arange(len(rows))
+    tie = tie_keys[rows]
     bm25 = branches.sparse.scores[rows]
-    bm25_rank = np.empty(len(rows), np.int64)
-    bm25_rank[_order(bm25, positions, tie_keys[rows])] = np.arange(1, len(rows) + 1)
-    bm25_rank[bm25 <= 0] = 0  # no term matched: no BM25 rank
-    dense_rank = np.zeros(len(rows), np.int64)
     dense = branches.dense.scores[rows] if branches.dense is not None else None
-    if dense is not None:
-        dense_rank[_order(dense, positions, tie_keys[rows])] = np.arange(1, len(rows) + 1)
     if fusion == "bm25":
         fused = bm25.astype(np.float64)
     elif fusion == "dense":
@@ -183,13 +191,14 @@ def _fuse(
     else:  # rrf over each branch's top overfetch * top_k
         depth = options.overfetch * top_k
         fused = np.zeros(len(rows))
-        for branch_rank in (bm25_rank, dense_rank):
-            take = (branch_rank > 0) & (branch_rank <= depth)
-            fused[take] += 1.0 / (options.rrf_k + branch_rank[take])
-    if peak is None:
-        peak = calibration.peak(dense)
-    calibrated = calibration.score(dense, branches.sparse.coverage[rows], peak)
-    return _Fused(fused, calibrated, bm25, bm25_rank, dense, dense_rank)
+        head = _top(bm25, tie, depth)
+        head = head[bm25[head] > 0]  # no term matched: no BM25 rank
+        fused[head] += 1.0 / (options.rrf_k + np.arange(1, len(head) + 1))
+        if dense is not None:
+            head = _top(dense, tie, depth)
+            fused[head] += 1.0 / (options.rrf_k + np.arange(1, len(head) + 1))
+    calibrated = calibration.score(dense, branches.sparse.coverage[rows])
+    return _Fused(fused, calibrated, bm25, dense, tie)
 
 
 def rank(
@@ -216,9 +225,8 @@ def rank(
     whole = _fuse(branches, fusion, options, top_k, tie_keys, calibration)
     fused, calibrated = whole.fused, whole.calibrated
     top = float(fused.max()) if len(fused) else 0.0
-    peak = calibration.peak(whole.dense) if clauses else 0.0
     for clause in clauses:
-        part = _fuse(clause, fusion, options, top_k, tie_keys, calibration, peak=peak)
+        part = _fuse(clause, fusion, options, top_k, tie_keys, calibration)
         part_top = float(part.fused.max())
         # Each part's best tool lands just under the whole request's best, so every step gets a place.
         scale = options.clause_discount
@@ -228,20 +236,26 @@ def rank(
         calibrated = np.maximum(calibrated, part.calibrated)
 
     pool = max(options.second_stage, options.overfetch * top_k)
-    order = _order(fused, np.arange(len(rows)), tie_keys[rows])[:pool]
+    order = _top(fused, whole.tie, pool)
     if fusion == "rrf":
         order = order[fused[order] > 0]
     cand_rows = rows[order]
+    bm25_ranks = _ranks_at(whole.bm25, whole.tie, order, positive_only=True)
+    dense_ranks = (
+        _ranks_at(whole.dense, whole.tie, order, positive_only=False)
+        if whole.dense is not None
+        else np.zeros(len(order), np.int64)
+    )
     candidates = [
         Candidate(
             row=int(cand_rows[i]),
             score=float(fused[order[i]]),
             calibrated=float(calibrated[order[i]]),
-            bm25_rank=int(whole.bm25_rank[order[i]]) or None,
-            dense_rank=int(whole.dense_rank[order[i]]) or None,
+            bm25_rank=int(bm25_ranks[i]) or None,
+            dense_rank=int(dense_ranks[i]) or None,
             bm25_score=float(whole.bm25[order[i]]),
             dense_score=float(whole.dense[order[i]]) if whole.dense is not None else None,
-            best_vector=int(branches.dense.best[cand_rows[i]]) if branches.dense is not None else -1,
+            best_vector=branches.dense.best(int(cand_rows[i])) if branches.dense is not None else -1,
         )
         for i in range(len(order))
     ]
@@ -294,11 +308,8 @@ def _apply_negatives(
 def _cut(candidates: list[Candidate], top_k: int, options: RankingOptions, terms: tuple[str, ...]) -> Ranking:
     if not candidates:
         return Ranking([], True, 0, terms)
-    # Abstain when no candidate the second stage saw is a fit (not only the first: with a long, multi-step
-    # request the fused order and the per-tool evidence disagree more often, and abstaining then loses a
-    # real answer).
-    best = max(c.calibrated for c in candidates)
-
+    # Abstain on the head of the ranking: a relevant tool further down does not make the answer relevant.
+    best = candidates[0].calibrated
     if best < options.abstain_threshold:
         return Ranking(candidates, True, 0, terms)
     cut = 0

@@ -28,6 +28,15 @@ class DocVectors:
     negatives: np.ndarray | None = None
 
 
+def _row_lookup(pks: np.ndarray) -> np.ndarray | None:
+    """pk -> row (-1: not in the index) as an array, when pks are dense enough for one (database ids are)."""
+    if not len(pks) or int(pks.min()) < 0 or int(pks.max()) > 4 * len(pks) + 1024:
+        return None
+    lookup = np.full(int(pks.max()) + 1, -1, dtype=np.int64)
+    lookup[pks] = np.arange(len(pks))
+    return lookup
+
+
 def branches_visible(branches: Branches) -> np.ndarray:
     mask = np.zeros(len(branches.sparse.scores), dtype=bool)
     mask[branches.visible_rows] = True
@@ -47,15 +56,19 @@ class IndexSnapshot:
         self.generation = generation
         self.model_key = model_key
         self.pks = np.asarray([d.pk for d in self.docs], dtype=np.int64)
-        self._row_by_pk = {d.pk: row for row, d in enumerate(self.docs)}
+        self._row_of_pk = _row_lookup(self.pks)
         # Tie-break key: position of the tool id in sorted order (relative order ignores hidden tools).
         order = sorted(range(len(self.docs)), key=lambda i: self.docs[i].tool_id)
         self.tie_keys = np.empty(len(self.docs), np.int64)
         self.tie_keys[order] = np.arange(len(self.docs))
         weights = ToolSearchIndex.weights()
-        self.sparse = SparseIndex([weighted_tokens(d.field_texts(), weights) for d in self.docs])
+        # A generator: one document's tokens at a time, never every document's token list at once.
+        self.sparse = SparseIndex(weighted_tokens(d.field_texts(), weights) for d in self.docs)
         self.tool_ops = [tool_operation(d.name, d.purpose or d.description) for d in self.docs]
-        self.negative_terms = [frozenset(t for n in d.negatives for t in tokenize(n)) for d in self.docs]
+        no_terms: frozenset[str] = frozenset()  # shared by every tool without negative examples
+        self.negative_terms = [
+            frozenset(t for n in d.negatives for t in tokenize(n)) if d.negatives else no_terms for d in self.docs
+        ]
         self.dense: DenseIndex | None = None
         self.negatives: DenseIndex | None = None
         self.missing_vectors = 0
@@ -73,7 +86,7 @@ class IndexSnapshot:
                     ("negative",) * len(v.negatives) if v is not None and v.negatives is not None else ()
                     for v in per_doc
                 ],
-                [d.negatives for d in self.docs],
+                [() for _ in per_doc],  # negative texts: never quoted
             )
 
     def __len__(self) -> int:
@@ -83,8 +96,17 @@ class IndexSnapshot:
         """Boolean mask over rows for the caller's visible tool pks (None: every tool, for evaluation)."""
         if visible is None:
             return np.ones(len(self.docs), dtype=bool)
-        wanted = np.fromiter((int(pk) for pk in visible), dtype=np.int64, count=len(visible))
-        return np.isin(self.pks, wanted)
+        try:
+            wanted = np.fromiter(visible, dtype=np.int64, count=len(visible))
+        except (TypeError, ValueError):  # not plain ints (numpy scalars of other kinds, numeric strings)
+            wanted = np.fromiter((int(pk) for pk in visible), dtype=np.int64, count=len(visible))
+        if self._row_of_pk is None:
+            return np.isin(self.pks, wanted)
+        wanted = wanted[(wanted >= 0) & (wanted < len(self._row_of_pk))]
+        rows = self._row_of_pk[wanted]
+        mask = np.zeros(len(self.docs), dtype=bool)
+        mask[rows[rows >= 0]] = True
+        return mask
 
     def branches(self, query: str, query_vector: np.ndarray | None, visible: np.ndarray) -> Branches:
         return score_branches(self.sparse, self.dense, query, query_vector, visible)
@@ -132,5 +154,5 @@ class IndexSnapshot:
             kind = self.dense.kinds[best_vector]
             why["closest"] = kind
             if kind == "example":
-                why["example_request"] = self.dense.texts[best_vector]
+                why["example_request"] = self.dense.text(best_vector)
         return why
