@@ -1,0 +1,90 @@
+"""The fast paths of the engine against the plain computations they replace (ORM-free, no model).
+
+Ranking selects and sorts only the head of each order and computes branch ranks for the candidates only;
+the dense branch finds a tool's best vector on demand; the visible mask goes through a pk -> row array.
+Each must give exactly what the full computation gives, ties included.
+"""
+
+import numpy as np
+import pytest
+
+from search.documents import ToolDoc
+from search.engine import ranking
+from search.engine.dense import DenseIndex
+from search.engine.ranking import _ranks_at, _top
+from search.engine.snapshot import IndexSnapshot
+
+
+def full_order(values: np.ndarray, tie: np.ndarray) -> np.ndarray:
+    """Every position, value descending, ties by tie key: what the engine sorted before."""
+    return np.lexsort((tie, -values))
+
+
+def tied_values(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Scores with many exact ties and zeros (unmatched BM25 rows), as real branches have."""
+    values = rng.integers(0, 12, n).astype(np.float32) / 4
+    values[rng.random(n) < 0.3] = 0.0
+    return values
+
+
+@pytest.mark.parametrize("n", [1, 7, 50, 3000])
+def test_top_is_the_head_of_the_full_order(n):
+    rng = np.random.default_rng(n)
+    for _ in range(20):
+        values = tied_values(rng, n)
+        tie = rng.permutation(n)
+        expected = full_order(values, tie)
+        for k in (0, 1, 3, 15, 30, n - 1, n, n + 5):
+            assert _top(values, tie, k).tolist() == expected[: max(k, 0)].tolist()
+
+
+@pytest.mark.parametrize("limit", [4096, 5])  # 5: forces the counting fallback for far-down candidates
+def test_ranks_at_equal_the_ranks_of_the_full_order(monkeypatch, limit):
+    monkeypatch.setattr(ranking, "_SORT_HEAD_LIMIT", limit)
+    rng = np.random.default_rng(limit)
+    for n in (1, 40, 2500):
+        for _ in range(10):
+            values = tied_values(rng, n)
+            tie = rng.permutation(n)
+            rank_of = np.empty(n, np.int64)
+            rank_of[full_order(values, tie)] = np.arange(1, n + 1)
+            positions = rng.choice(n, size=min(n, 30), replace=False)
+            assert _ranks_at(values, tie, positions, positive_only=False).tolist() == rank_of[positions].tolist()
+            expected = np.where(values[positions] > 0, rank_of[positions], 0)
+            assert _ranks_at(values, tie, positions, positive_only=True).tolist() == expected.tolist()
+
+
+def test_best_vector_on_demand_is_the_first_best_of_the_tools_block():
+    rng = np.random.default_rng(3)
+    per_doc = [None if i % 5 == 0 else rng.standard_normal((1 + i % 4, 8)).astype(np.float32) for i in range(40)]
+    per_doc[7] = np.ones((3, 8), np.float32)  # a tie inside one block: the first vector wins
+    kinds = [() if v is None else ("document",) + ("example",) * (len(v) - 1) for v in per_doc]
+    texts = [() if v is None else tuple(f"text {i}.{j}" for j in range(len(v))) for i, v in enumerate(per_doc)]
+    index = DenseIndex(per_doc, kinds, texts)
+    query = rng.standard_normal(8).astype(np.float32)
+    scores = index.score(query)
+    all_sims = index.matrix @ query  # one product over the table, as the engine computes it
+    start = 0
+    for row, vectors in enumerate(per_doc):
+        if vectors is None:
+            assert scores.best(row) == -1 and scores.scores[row] == -1.0
+            continue
+        sims = all_sims[start : start + len(vectors)]
+        assert np.allclose(sims, vectors @ query, atol=1e-5)
+        assert scores.best(row) == start + int(np.argmax(sims))
+        assert scores.scores[row] == sims.max()
+        # Explanations quote example requests only; other texts are not kept.
+        assert index.text(start) is None
+        assert [index.text(start + j) for j in range(1, len(vectors))] == list(texts[row][1:])
+        start += len(vectors)
+    assert np.allclose(index.max_similarity(query, np.arange(40)), scores.scores, atol=1e-5)
+
+
+@pytest.mark.parametrize("pks", [[3, 1, 2, 10], [5, 10_000_000, 7]])  # dense ids use the lookup array
+def test_visible_mask_matches_membership(pks):
+    docs = [ToolDoc(pk=pk, tool_id=f"s::t{pk}", name=f"t{pk}", server="s", description="Do a thing.") for pk in pks]
+    snapshot = IndexSnapshot(docs, None)
+    for visible in ([], [pks[0]], pks, [pks[-1], -4, 99_999_999_999, pks[-1]], {str(pks[1])}):
+        expected = np.isin(snapshot.pks, [int(pk) for pk in visible])
+        assert snapshot.visible_mask(visible).tolist() == expected.tolist()
+    assert snapshot.visible_mask(None).all()
