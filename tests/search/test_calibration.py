@@ -1,0 +1,68 @@
+"""Abstention evidence: a request's best tool must stand out from the rest, over the visible tools only."""
+
+import numpy as np
+
+from search.engine.dense import DenseIndex
+from search.engine.ranking import Calibration, RankingOptions, rank, score_branches
+from search.engine.sparse import SparseIndex, weighted_tokens
+
+DIM = 64
+
+
+def _unit(vector: np.ndarray) -> np.ndarray:
+    return (vector / np.linalg.norm(vector)).astype(np.float32)
+
+
+def _catalog(cosines: list[float]) -> tuple[SparseIndex, DenseIndex, np.ndarray]:
+    """Tools whose single vector has exactly the given cosine to the returned query vector."""
+    query = np.zeros(DIM, np.float32)
+    query[0] = 1.0
+    vectors = []
+    for i, cosine in enumerate(cosines):
+        v = np.zeros(DIM, np.float32)
+        v[0], v[i + 1] = cosine, np.sqrt(1 - cosine**2)  # orthogonal remainders: cosines are exact
+        vectors.append(v[None, :])
+    names = [f"tool{i}" for i in range(len(cosines))]
+    sparse = SparseIndex([weighted_tokens({"name": n}, {"name": 1}) for n in names])
+    dense = DenseIndex(vectors, [("document",)] * len(cosines), [(n,) for n in names])
+    return sparse, dense, query
+
+
+def _rank(cosines: list[float], visible: np.ndarray | None = None):
+    sparse, dense, query = _catalog(cosines)
+    visible = np.ones(len(cosines), bool) if visible is None else visible
+    branches = score_branches(sparse, dense, "unrelated words", query, visible)
+    return rank(
+        branches,
+        query="unrelated words",
+        top_k=5,
+        options=RankingOptions(),
+        tie_keys=np.arange(len(cosines)),
+        query_vector=query,
+    )
+
+
+def test_peak_is_the_best_cosine_above_the_twentieth():
+    calibration = Calibration()
+    cosines = np.linspace(0.6, 0.01, 40)
+    assert np.isclose(calibration.peak(cosines), cosines[0] - cosines[19])
+    assert np.isclose(calibration.peak(np.array([0.5, 0.2, 0.1])), 0.4)  # fewer tools: down to the last
+    assert calibration.peak(None) == 0.0 and calibration.peak(np.zeros(0)) == 0.0
+
+
+def test_a_modest_match_that_stands_out_is_answered_a_flat_one_abstains():
+    best = 0.42  # a modest cosine, typical of short or human-written requests
+    standing_out = _rank([best] + [0.08] * 30)
+    flat = _rank([best] + [0.38] * 30)
+    assert not standing_out.abstained and standing_out.kept[0].row == 0
+    assert flat.abstained and flat.kept == []
+
+
+def test_hidden_tools_do_not_move_the_peak():
+    # A hidden near-duplicate of the best tool would flatten the peak; it must change nothing.
+    cosines = [0.42] + [0.08] * 30 + [0.41] * 20
+    visible = np.array([True] * 31 + [False] * 20)
+    with_hidden = _rank(cosines, visible)
+    without = _rank(cosines[:31])
+    assert not with_hidden.abstained
+    assert [(c.row, c.calibrated) for c in with_hidden.kept] == [(c.row, c.calibrated) for c in without.kept]
