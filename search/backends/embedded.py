@@ -127,6 +127,9 @@ class EmbeddedBackend(SearchBackend):
             query_vector=vector,
             top_k=request.top_k,
             options=ranking_options(request.fusion),
+            # A multi-step request's steps (encoded with the request in one batch); no part vectors when the
+            # request's own vector was dropped.
+            parts=tuple((text, part if vector is not None else None) for text, part in request.parts),
         )
         matches = [
             self._match(snapshot, candidate, ranking.query_terms if request.explain else None)
