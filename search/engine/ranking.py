@@ -17,7 +17,6 @@ from .sparse import SparseIndex, SparseScores
 
 FUSIONS = ("convex", "rrf")
 MODES = ("bm25", "dense", *FUSIONS)
-_SORT_HEAD_LIMIT = 4096  # _ranks_at: above this many rows to sort, counting per candidate is cheaper
 
 
 @dataclass(frozen=True)
@@ -132,8 +131,14 @@ def _top(values: np.ndarray, tie: np.ndarray, k: int) -> np.ndarray:
         return np.lexsort((tie, -values))
     negated = -values
     kth = np.partition(negated, k - 1)[k - 1]
-    head = np.flatnonzero(negated <= kth)  # the k best and everything tied with the k-th
-    return head[np.lexsort((tie[head], negated[head]))][:k]
+    better = np.flatnonzero(negated < kth)  # fewer than k rows
+    better = better[np.lexsort((tie[better], negated[better]))]
+    # Rows tied with the k-th (with RRF, every unfused row: most of the index): only the lowest tie keys.
+    tied = np.flatnonzero(negated == kth)
+    need = k - len(better)
+    if need < len(tied):
+        tied = tied[np.argpartition(tie[tied], need - 1)[:need]]
+    return np.concatenate((better, tied[np.argsort(tie[tied])]))
 
 
 def _ranks_at(values: np.ndarray, tie: np.ndarray, positions: np.ndarray, *, positive_only: bool) -> np.ndarray:
@@ -144,19 +149,19 @@ def _ranks_at(values: np.ndarray, tie: np.ndarray, positions: np.ndarray, *, pos
     if not ranked.any():
         return ranks
     wanted = positions[ranked]
-    # Every row ordered before a wanted one has a value >= the lowest wanted value: sort only those rows.
-    head = np.flatnonzero(values >= values[wanted].min())
-    if len(head) <= _SORT_HEAD_LIMIT:
-        place = np.empty(len(values), np.int64)
-        place[head[np.lexsort((tie[head], -values[head]))]] = np.arange(1, len(head) + 1)
-        ranks[ranked] = place[wanted]
-    else:  # a candidate far down a branch: count what precedes each one instead of sorting most rows
-        found = []
-        for row in wanted.tolist():
-            value = values[row]
-            ahead = np.count_nonzero(values > value) + np.count_nonzero((values == value) & (tie < tie[row]))
-            found.append(1 + int(ahead))
-        ranks[ranked] = found
+    # Rank = 1 + rows with a greater value + rows with an equal value and a lower tie key. A plain sort
+    # of the values counts the first (np.sort is ~100x faster than a two-key lexsort of every row).
+    ordered = np.sort(values)
+    wanted_values = values[wanted]
+    left = np.searchsorted(ordered, wanted_values, side="left")
+    right = np.searchsorted(ordered, wanted_values, side="right")
+    found = 1 + (len(values) - right)
+    tied = right - left > 1
+    for value in np.unique(wanted_values[tied]):
+        group = np.sort(tie[values == value])
+        which = np.flatnonzero(tied & (wanted_values == value))
+        found[which] += np.searchsorted(group, tie[wanted[which]])
+    ranks[ranked] = found
     return ranks
 
 
