@@ -77,7 +77,9 @@ class PreviewOutcome:
 def preview_run(*, query: str, visible: Collection[int], top_k: int, fusion: str | None) -> PreviewOutcome:
     """One search as the gateway runs it; a bad query becomes a message, never an exception."""
     try:
-        return PreviewOutcome(tool_search(query=query, visible=visible, top_k=top_k, fusion=fusion or None))
+        # The curator sees the ranking even where the gateway would answer "no match", flagged as such.
+        result = tool_search(query=query, visible=visible, top_k=top_k, fusion=fusion or None, enforce_abstention=False)
+        return PreviewOutcome(result)
     except SearchQueryError as exc:
         return PreviewOutcome(error=str(exc))
 

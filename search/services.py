@@ -60,7 +60,13 @@ def _encode_query(query: str, parts: list[str]) -> tuple[np.ndarray | None, list
 
 
 def tool_search(
-    *, query: str, visible: Collection[int], top_k: int = 5, fusion: str | None = None, explain: bool = True
+    *,
+    query: str,
+    visible: Collection[int],
+    top_k: int = 5,
+    fusion: str | None = None,
+    explain: bool = True,
+    enforce_abstention: bool = True,
 ) -> SearchResult:
     """Rank the tools in ``visible`` (Tool pks the caller may see) for a natural-language request.
 
@@ -68,7 +74,8 @@ def tool_search(
     (``abstained``). Raises SearchQueryError for an unusable query (empty, over
     SCOUT_SEARCH_MAX_QUERY_CHARS, no words, a non-integer top_k, a missing visible set). Never raises
     because of the index or the model: ``index_ready=False`` when there is no index (list tools
-    directly), ``degraded=True`` when only BM25 could run.
+    directly), ``degraded=True`` when only BM25 could run. ``enforce_abstention=False`` (the curator
+    preview) keeps the ranking where it would abstain, with ``abstained`` still set.
     """
     cleaned = _clean_query(query)
     k = _clamp_top_k(top_k)
@@ -92,6 +99,7 @@ def tool_search(
             query_vector=vector,
             parts=tuple(zip(parts, part_vectors, strict=True)),
             explain=explain,
+            enforce_abstention=enforce_abstention,
         )
     )
     if result.degraded and vector is not None:

@@ -31,6 +31,8 @@ class SearchRequest:
     # Steps of a multi-step request with their vectors (may be ignored by a backend that cannot use them).
     parts: tuple[tuple[str, np.ndarray | None], ...] = ()
     explain: bool = True
+    # False (curator preview only): keep the ranking when it would abstain; ``abstained`` still says so.
+    enforce_abstention: bool = True
 
 
 @dataclass(frozen=True)

@@ -26,11 +26,12 @@ from .base import BackendStatus, IndexedTool, Match, SearchBackend, SearchReques
 logger = logging.getLogger(__name__)
 
 
-def ranking_options(fusion: str) -> RankingOptions:
+def ranking_options(fusion: str, *, enforce_abstention: bool = True) -> RankingOptions:
     return RankingOptions(
         fusion=fusion,
         bm25_weight=settings.SCOUT_SEARCH_BM25_WEIGHT,
         abstain_threshold=settings.SCOUT_SEARCH_ABSTAIN_THRESHOLD,
+        enforce_abstention=enforce_abstention,
     )
 
 
@@ -126,7 +127,7 @@ class EmbeddedBackend(SearchBackend):
             query=request.query,
             query_vector=vector,
             top_k=request.top_k,
-            options=ranking_options(request.fusion),
+            options=ranking_options(request.fusion, enforce_abstention=request.enforce_abstention),
             # A multi-step request's steps (encoded with the request in one batch); no part vectors when the
             # request's own vector was dropped.
             parts=tuple((text, part if vector is not None else None) for text, part in request.parts),

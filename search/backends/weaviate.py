@@ -251,9 +251,10 @@ def rank_pool(
     top_k: int,
     fusion: str,
     calibration: Calibration = Calibration(),  # noqa: B008 - frozen, shared default
+    enforce_abstention: bool = True,
 ) -> tuple[list[Candidate], bool, int, tuple[str, ...]]:
     """Second stage over the pool: intent, negatives, calibration, abstention and the cut (as embedded)."""
-    options = ranking_options(fusion)
+    options = ranking_options(fusion, enforce_abstention=enforce_abstention)
     terms = tuple(dict.fromkeys(tokenize(query)))
     wanted = request_operations(query) if options.intent else frozenset()
     cosines = [_best(hit.vectors, query_vector) for hit in hits]
@@ -556,7 +557,12 @@ class WeaviateBackend(SearchBackend):
             result = self._fallback().search(replace(request, query_vector=None))
             return replace(result, degraded=True)
         candidates, abstained, cut, terms = rank_pool(
-            hits, query=request.query, query_vector=request.query_vector, top_k=request.top_k, fusion=request.fusion
+            hits,
+            query=request.query,
+            query_vector=request.query_vector,
+            top_k=request.top_k,
+            fusion=request.fusion,
+            enforce_abstention=request.enforce_abstention,
         )
         matches = [self._match(hits[c.row], c, terms if request.explain else None) for c in candidates[:cut]]
         return SearchResult(

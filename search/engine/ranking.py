@@ -35,6 +35,8 @@ class RankingOptions:
     intent_conflict: float = 0.04
     negative_threshold: float = 0.55  # cosine to a negative example that demotes a tool
     abstain_threshold: float = 0.5  # on the calibrated score
+    # False: report that it would abstain but keep the ranking, uncut (the curator preview shows why).
+    enforce_abstention: bool = True
     dynamic_cut: bool = True
     cut_drop: float = 0.25  # keep matches within this much calibrated score of the best
 
@@ -340,6 +342,8 @@ def _cut(candidates: list[Candidate], top_k: int, options: RankingOptions, terms
     # request the fused order and the per-tool evidence disagree more often, and abstaining then loses a
     # real answer).
     best = max(c.calibrated for c in candidates)
+    if not options.enforce_abstention:
+        return Ranking(candidates, best < options.abstain_threshold, min(top_k, len(candidates)), terms)
     if best < options.abstain_threshold:
         return Ranking(candidates, True, 0, terms)
     cut = 0

@@ -130,3 +130,19 @@ def test_tool_page_links_to_its_example_check(client, superuser, small_catalog):
     response = client.get(reverse("admin:catalog_tool_change", args=[tool.pk]))
     assert response.status_code == 200
     assert reverse("search_preview_tool", args=[tool.pk]) in response.content.decode()
+
+
+def test_where_the_gateway_would_abstain_the_curator_still_sees_the_ranking(client, curator, indexed):
+    from search.preview import visible_tool_pks
+    from search.services import tool_search
+
+    query = "zebra migration patterns across the serengeti"
+    gateway = tool_search(query=query, visible=visible_tool_pks(as_user=None), top_k=5)
+    assert gateway.abstained and gateway.matches == []
+
+    client.force_login(curator)
+    response = client.get(reverse(PREVIEW), {"query": query, "top_k": 5})
+    assert response.status_code == 200
+    assert response.context["outcome"].result.abstained
+    assert len(rows_of(response)) == 5  # the ranking it would have returned, uncut
+    assert "would abstain" in response.content.decode()
