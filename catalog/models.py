@@ -140,6 +140,17 @@ class Tool(models.Model):
     def is_removed(self) -> bool:
         return self.removed_at is not None
 
+    def upstream_definition(self) -> dict:
+        """The upstream definition as hashed and stored in revisions (catalog.definitions.ToolDefinition)."""
+        return {
+            "name": self.name,
+            "title": self.upstream_title,
+            "description": self.description,
+            "inputSchema": self.input_schema,
+            "outputSchema": self.output_schema,
+            "annotations": self.annotations,
+        }
+
 
 class ToolRevision(models.Model):
     """Every distinct upstream definition a tool has had, so changes can be diffed and reviewed."""

@@ -140,7 +140,7 @@ def _record_revisions(changed_pairs: list[tuple[Tool, str | None]], *, now, run:
             revision = ToolRevision(
                 tool=tool,
                 definition_hash=tool.definition_hash,
-                definition=_canonical_of(tool),
+                definition=tool.upstream_definition(),
                 created_at=now,
                 sync_run=run,
             )
@@ -148,14 +148,3 @@ def _record_revisions(changed_pairs: list[tuple[Tool, str | None]], *, now, run:
             new_revisions.append(revision)
     ToolRevision.objects.bulk_create(new_revisions, batch_size=1000)
     return [known[(tool.pk, tool.definition_hash)] for tool, _ in changed_pairs]
-
-
-def _canonical_of(tool: Tool) -> dict:
-    return {
-        "name": tool.name,
-        "title": tool.upstream_title,
-        "description": tool.description,
-        "inputSchema": tool.input_schema,
-        "outputSchema": tool.output_schema,
-        "annotations": tool.annotations,
-    }

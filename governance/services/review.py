@@ -47,16 +47,7 @@ class ReviewError(Exception):
 
 
 def _definition_of(tool: Tool, revision: ToolRevision | None) -> dict:
-    if revision is not None:
-        return revision.definition
-    return {
-        "name": tool.name,
-        "title": tool.upstream_title,
-        "description": tool.description,
-        "inputSchema": tool.input_schema,
-        "outputSchema": tool.output_schema,
-        "annotations": tool.annotations,
-    }
+    return revision.definition if revision is not None else tool.upstream_definition()
 
 
 def tool_definition_review(*, tool: Tool, revision: ToolRevision | None, previous_hash: str | None) -> ToolPolicy:
