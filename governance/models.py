@@ -36,6 +36,7 @@ class ServerUserObjectPermission(UserObjectPermissionBase):
 
     class Meta(UserObjectPermissionBase.Meta):
         verbose_name = "server grant to a user"
+        verbose_name_plural = "server grants to users"
 
 
 class ServerGroupObjectPermission(GroupObjectPermissionBase):
@@ -45,6 +46,7 @@ class ServerGroupObjectPermission(GroupObjectPermissionBase):
 
     class Meta(GroupObjectPermissionBase.Meta):
         verbose_name = "server grant to a group"
+        verbose_name_plural = "server grants to groups"
 
 
 class ToolUserObjectPermission(UserObjectPermissionBase):
@@ -54,6 +56,7 @@ class ToolUserObjectPermission(UserObjectPermissionBase):
 
     class Meta(UserObjectPermissionBase.Meta):
         verbose_name = "tool grant to a user"
+        verbose_name_plural = "tool grants to users"
 
 
 class ToolGroupObjectPermission(GroupObjectPermissionBase):
@@ -63,6 +66,7 @@ class ToolGroupObjectPermission(GroupObjectPermissionBase):
 
     class Meta(GroupObjectPermissionBase.Meta):
         verbose_name = "tool grant to a group"
+        verbose_name_plural = "tool grants to groups"
 
 
 # --- policy -------------------------------------------------------------------------------------
