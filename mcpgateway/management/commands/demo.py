@@ -27,6 +27,29 @@ from catalog.models import Server
 DEMO_USERNAME = "admin"
 APPROVER_USERNAME = "approver"
 DEMO_GROUP = "Demo users"
+# (tool, curated purpose, example requests): what a curator would write for the demo's servers.
+DEMO_CURATION = [
+    (
+        "memory::create_entities",
+        "Remember facts about people, projects and organisations for later conversations.",
+        ["remember that a person works at a company", "keep a note about a new project and who owns it"],
+    ),
+    (
+        "memory::add_observations",
+        "Add facts to something already remembered.",
+        ["remember one more detail about someone we already know"],
+    ),
+    (
+        "memory::search_nodes",
+        "Recall what was remembered about a person, project or topic.",
+        ["what do you remember about this person", "recall earlier notes on a project"],
+    ),
+    (
+        "git::git_log",
+        "Show the history of recent commits.",
+        ["show me the latest commits", "who changed the repository recently"],
+    ),
+]
 
 
 class Command(BaseCommand):
@@ -49,6 +72,7 @@ class Command(BaseCommand):
         servers = self._register_servers(var)
         self._sync(servers)
         self._grant(servers)
+        self._curate()
         for path in options["imports"]:
             call_command("catalog_import", path)
         self._build_index()
@@ -142,6 +166,20 @@ class Command(BaseCommand):
             )
             servers.append(server)
         return servers
+
+    def _curate(self) -> None:
+        """A little curation, as a curator would add in the admin: example requests in users' words lift a
+        tool whose upstream text uses other words (try them in the admin's search preview)."""
+        from catalog.models import Tool, ToolExample
+        from catalog.services.curation import tool_curation_update
+
+        for tool_id, purpose, examples in DEMO_CURATION:
+            tool = Tool.objects.filter(tool_id=tool_id).first()
+            if tool is None:
+                continue
+            for text in examples:
+                ToolExample.objects.get_or_create(tool=tool, text=text)
+            tool_curation_update(tool=tool, purpose=purpose, phrases_changed=True)
 
     def _demo_repository(self, path: Path) -> Path:
         if not (path / ".git").exists():
