@@ -59,13 +59,14 @@ class Command(BaseCommand):
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--no-serve", action="store_true", help="Set up only; do not start the server.")
+        parser.add_argument("--data-dir", type=Path, help="Where the demo repository and memory file live (var/).")
         parser.add_argument(
             "--import", dest="imports", action="append", default=[], help="Also import a tools/list dump (JSONL)."
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        var = Path(settings.BASE_DIR) / "var"
-        var.mkdir(exist_ok=True)
+        var = options["data_dir"] or Path(settings.BASE_DIR) / "var"
+        var.mkdir(parents=True, exist_ok=True)
         call_command("migrate", interactive=False, verbosity=0)
         password = self._login(DEMO_USERNAME, superuser=True)
         approver_password = self._login(APPROVER_USERNAME, superuser=False)

@@ -1,0 +1,53 @@
+"""`manage.py demo` (what `make demo` runs before serving): real servers synced, granted, curated, indexed."""
+
+import os
+from io import StringIO
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+
+from catalog.choices import ServerStatus
+from catalog.models import Server, Tool
+from governance.principals import principal_for_user
+from governance.services.tokens import api_token_verify
+from mcpgateway.services import search_answer
+
+from .conftest import NODE_BIN
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+@pytest.fixture
+def memory_file_env():
+    before = os.environ.get("MEMORY_FILE_PATH")
+    yield
+    if before is None:
+        os.environ.pop("MEMORY_FILE_PATH", None)
+    else:
+        os.environ["MEMORY_FILE_PATH"] = before
+
+
+def test_demo_sets_up_real_servers_a_login_a_token_and_a_curated_index(tmp_path, memory_file_env):
+    if not (NODE_BIN / "mcp-server-memory").exists() and not os.environ.get("SCOUT_REQUIRE_NODE_TOOLS"):
+        pytest.skip("tools/node_modules is not installed (make install); the demo syncs npm servers too")
+    out = StringIO()
+    call_command("demo", "--no-serve", "--data-dir", str(tmp_path), stdout=out)
+    printed = out.getvalue()
+
+    for slug in ("time", "git", "memory", "everything"):
+        server = Server.objects.get(slug=slug)
+        assert server.status == ServerStatus.ACTIVE, (slug, server.last_error)
+        assert Tool.objects.filter(server=server, removed_at__isnull=True).exists()
+    assert Tool.objects.filter(tool_id="time::get_current_time").exists()
+    assert Tool.objects.filter(tool_id="git::git_log").exists()
+
+    admin = get_user_model().objects.get(username="admin")
+    assert admin.is_superuser and "login: admin / " in printed
+    token = next(word for word in printed.split() if word.startswith("scout_"))
+    principal = api_token_verify(token)
+    assert principal is not None and principal.user == admin
+
+    # The admin's agent sees the granted demo servers, and the curated example lifts the memory tool.
+    answer = search_answer(principal=principal_for_user(admin), query="remember that alice works at acme")
+    assert answer.matches and answer.matches[0]["tool_id"] == "memory::create_entities"
