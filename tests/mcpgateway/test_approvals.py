@@ -104,3 +104,36 @@ def test_forged_approval_id_is_rejected_without_execution(gateway, setup, faulty
     assert forged.is_error and forged.structured_content["approval_rejected"] == "unknown"
     assert oversized.is_error and "A" * 100 not in _text(oversized)
     assert faulty_calls(faulty_call_log, "record_note") == 0
+
+
+def test_an_approval_is_bound_to_the_requesting_token_not_only_the_user(gateway, setup, faulty_call_log):
+    """Another token of the same user cannot use the approval (the principal is the token, T12)."""
+    from django.contrib.auth import get_user_model
+
+    from governance.models import ApprovalRequest
+
+    member = get_user_model().objects.get(username="gw_member")
+    other_token = make_token(member)
+    arguments = {"note": "rotate the keys"}
+
+    async def ask(token: str, approval_id: str | None = None) -> Any:
+        async with mcp_client(gateway, token, mode=MODERN) as client:
+            payload = {"tool_id": TOOL, "arguments": arguments}
+            if approval_id:
+                payload["approval_id"] = approval_id
+            return await client.call_tool("execute_tool", payload)
+
+    first = run(lambda: ask(setup["token"]))
+    approval_id = first.structured_content["approval_id"]
+    decided = _admin_approve(gateway.url, first.structured_content["approval_url"], "gw_approver")
+    assert decided.status_code == 302
+    assert ApprovalRequest.objects.get(approval_id=approval_id).status == "approved"
+
+    stolen = run(lambda: ask(other_token, approval_id))
+    assert stolen.is_error and stolen.structured_content["approval_rejected"] == "unknown"
+    assert faulty_calls(faulty_call_log, "record_note") == 0
+    assert ApprovalRequest.objects.get(approval_id=approval_id).status == "approved"  # still usable by its owner
+
+    owner = run(lambda: ask(setup["token"], approval_id))  # positive control: the requesting token runs it
+    assert not owner.is_error, _text(owner)
+    assert faulty_calls(faulty_call_log, "record_note") == 1

@@ -164,3 +164,24 @@ def test_revocation_takes_effect_on_the_next_call(gateway, people, admin_user, t
     member = get_user_model().objects.get(username="gw_member")
     permission_revoke(actor=admin_user, target=time_server, action="discover", holder=member)
     assert not any(tool_id.startswith("time::") for tool_id in run(call))
+
+
+def test_executing_an_unknown_or_hidden_tool_writes_one_identical_denied_audit_event(gateway, people):
+    from governance.models import AuditEvent
+
+    def denied_events() -> list[tuple[str, str, str, dict]]:
+        return [
+            (event.outcome, event.tool_ref, event.human_subject, event.payload)
+            for event in AuditEvent.objects.filter(event_type="execution").order_by("pk")
+        ]
+
+    assert denied_events() == []
+    _execute_bytes(gateway, people["member"], "calc::no_such_tool")
+    unknown = denied_events()
+    assert len(unknown) == 1
+    outcome, tool_ref, subject, payload = unknown[0]
+    assert (outcome, subject) == ("denied", "gw_member") and payload["meta_tool"] == "execute_tool"
+    assert "no_such_tool" not in tool_ref + str(payload)  # the asked-for id is never recorded
+    _execute_bytes(gateway, people["member"], HIDDEN)
+    both = denied_events()
+    assert len(both) == 2 and both[1] == both[0]  # a hidden tool's event looks exactly like an unknown one's

@@ -1,0 +1,78 @@
+"""tool_search's filters over HTTP: scope="my_servers", operation_class and environment each narrow the answer.
+
+Each test has a positive control (the same request without the filter finds the tool), so a filter that is
+ignored fails the test instead of passing on an empty answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from .conftest import build_index, gateway_db, grant, low_risk, make_token, make_user, mcp_client, run
+
+pytestmark = [gateway_db, pytest.mark.slow]
+PAYROLL = "calc::rotate_payroll_encryption_keys"
+PAYROLL_QUERY = "rotate the payroll encryption keys"
+TIME_QUERY = "what is the current time in a timezone"
+
+
+@pytest.fixture
+def world(gateway, admin_user, time_server, calc_server) -> dict[str, Any]:
+    from django.contrib.auth.models import Group
+
+    from catalog.models import Tool
+    from governance.services.policy import tool_policy_classify, tool_policy_ensure
+
+    member = make_user("gw_member")
+    team = Group.objects.create(name="payroll team")
+    member.groups.add(team)
+    grant(admin_user, time_server, member, "discover", "execute")  # the member's own server
+    grant(admin_user, calc_server, team, "discover", "execute")  # a server the member has through a group
+    # An admin's classification: rotating keys is an "execute" operation allowed in staging only.
+    payroll = Tool.objects.get(tool_id=PAYROLL)
+    tool_policy_classify(
+        policy=tool_policy_ensure(tool=payroll),
+        actor=admin_user,
+        operation_class="execute",
+        reversibility="irreversible",
+        risk_class=low_risk(),
+        allowed_environments=["staging"],
+        data_classes=[],
+    )
+    build_index()
+    return {"token": make_token(member)}
+
+
+def _search(gateway, token: str, query: str, **filters: Any) -> list[str]:
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            result = await client.call_tool("tool_search", {"query": query, "top_k": 20, **filters})
+            assert not result.is_error, result.content
+            return [match["tool_id"] for match in result.structured_content["matches"]]
+
+    return run(main)
+
+
+def test_scope_my_servers_leaves_out_servers_granted_through_a_group(gateway, world):
+    assert PAYROLL in _search(gateway, world["token"], PAYROLL_QUERY)  # control: visible through the group
+    mine = _search(gateway, world["token"], PAYROLL_QUERY, scope="my_servers")
+    assert all(tool_id.startswith("time::") for tool_id in mine), mine
+    assert "time::get_current_time" in _search(gateway, world["token"], TIME_QUERY, scope="my_servers")
+
+
+def test_operation_class_filter_keeps_only_that_class(gateway, world):
+    assert PAYROLL in _search(gateway, world["token"], PAYROLL_QUERY, operation_class="execute")
+    reads = _search(gateway, world["token"], PAYROLL_QUERY, operation_class="read")
+    assert PAYROLL not in reads
+    assert PAYROLL not in _search(gateway, world["token"], PAYROLL_QUERY, operation_class="write")
+
+
+def test_environment_filter_uses_the_policy_then_the_server_environment(gateway, world):
+    assert PAYROLL in _search(gateway, world["token"], PAYROLL_QUERY, environment="staging")
+    in_production = _search(gateway, world["token"], PAYROLL_QUERY, environment="production")
+    assert PAYROLL not in in_production
+    # Tools without allowed environments run where their server runs (the time server: production).
+    assert "time::get_current_time" in _search(gateway, world["token"], TIME_QUERY, environment="production")
+    assert "time::get_current_time" not in _search(gateway, world["token"], TIME_QUERY, environment="staging")
