@@ -1,4 +1,11 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+
+def _seed_defaults(**kwargs) -> None:
+    from .services.policy import policy_defaults_ensure
+
+    policy_defaults_ensure()
 
 
 class GovernanceConfig(AppConfig):
@@ -10,3 +17,5 @@ class GovernanceConfig(AppConfig):
         from . import receivers
 
         receivers.connect()
+        # Seeds come back after a flush (transactional tests) as well as after migrate.
+        post_migrate.connect(_seed_defaults, sender=self, dispatch_uid="governance-seed-defaults")

@@ -64,6 +64,15 @@ def _risk_class(name: str) -> RiskClass:
     return risk
 
 
+def policy_defaults_ensure() -> None:
+    """Create any missing seeded risk class and the first policy version; never changes existing rows.
+
+    Runs after every migrate and every database flush (the ``post_migrate`` signal, as Django re-creates
+    content types and permissions), so seeds a flush removed are back before the next reader needs them."""
+    risk_classes_by_name()
+    policy_version_current()
+
+
 def risk_classes_by_name() -> dict[str, RiskClass]:
     """Every seeded risk class by name, in one query (recreating any a table flush removed).
     Batch services pass it on so that deriving defaults for many tools costs no query per tool."""

@@ -79,6 +79,7 @@ def test_identity_only_from_the_authorization_header(gateway, member_token):
 
 
 def test_token_in_query_string_is_refused_and_never_logged(gateway, member_token, access_log):
+    logged_before = len(access_log)
     response = httpx.post(
         f"{gateway.url}/mcp?access_token={member_token}",
         content=json.dumps(modern_request("tools/list")),
@@ -92,8 +93,12 @@ def test_token_in_query_string_is_refused_and_never_logged(gateway, member_token
     )
     assert response.status_code == 400
     assert member_token not in response.text
-    time.sleep(0.2)  # the access log line is written after the response
-    assert access_log, "uvicorn wrote no log lines to check"
+    # The access log line is written after the response: wait for this request's own line (bounded), so the
+    # check below runs on it rather than passing on a log that has not been written yet.
+    deadline = time.monotonic() + 10
+    while not any("POST /mcp" in line and "400" in line for line in access_log[logged_before:]):
+        assert time.monotonic() < deadline, "uvicorn never logged the refused request"
+        time.sleep(0.05)
     assert not any(member_token in line for line in access_log)
 
 

