@@ -27,3 +27,5 @@ def setup_periodic_tasks(sender: Celery, **kwargs: object) -> None:
     sender.add_periodic_task(
         300.0, sender.signature("governance.tasks.expire_approvals"), name="governance: expire approvals"
     )
+    # Purge the query log past its retention once an hour (SCOUT_QUERY_LOG_RETENTION_DAYS).
+    sender.add_periodic_task(3600.0, sender.signature("search.tasks.purge_query_log"), name="search: purge query log")

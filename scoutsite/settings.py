@@ -247,6 +247,20 @@ SCOUT_SEARCH_FUSION = env_str("SCOUT_SEARCH_FUSION", "convex")  # convex | rrf
 SCOUT_SEARCH_BM25_WEIGHT = env_float("SCOUT_SEARCH_BM25_WEIGHT", 0.3)  # convex mix: BM25 share
 SCOUT_SEARCH_ABSTAIN_THRESHOLD = env_float("SCOUT_SEARCH_ABSTAIN_THRESHOLD", 0.5)  # on the calibrated score
 SCOUT_SEARCH_MAX_QUERY_CHARS = env_int("SCOUT_SEARCH_MAX_QUERY_CHARS", 4096)
+
+# --- the usage loop: query log, outcomes, learned requests ----------------------------------------------
+SCOUT_QUERY_LOG = env_str("SCOUT_QUERY_LOG", "full")  # full | redacted (digits, e-mails, tokens masked) | off
+SCOUT_QUERY_LOG_RETENTION_DAYS = env_int("SCOUT_QUERY_LOG_RETENTION_DAYS", 30)
+# An execute_tool is linked to the same token's latest search that returned the tool within this window.
+SCOUT_QUERY_LINK_WINDOW_SECONDS = env_int("SCOUT_QUERY_LINK_WINDOW_SECONDS", 900)
+SCOUT_LEARNING = env_bool("SCOUT_LEARNING", True)  # successful linked calls teach ranking their requests
+# A learned request's weight next to a curated example (1.0): BASE for one principal, + STEP for each other
+# distinct principal who confirmed it, at most CAP.
+SCOUT_LEARNED_WEIGHT_BASE = env_float("SCOUT_LEARNED_WEIGHT_BASE", 0.6)
+SCOUT_LEARNED_WEIGHT_STEP = env_float("SCOUT_LEARNED_WEIGHT_STEP", 0.1)
+SCOUT_LEARNED_WEIGHT_CAP = env_float("SCOUT_LEARNED_WEIGHT_CAP", 0.9)
+# Seconds between batched reindexes of tools whose learned requests changed (Celery beat).
+SCOUT_LEARNED_INDEX_INTERVAL = env_int("SCOUT_LEARNED_INDEX_INTERVAL", 60)
 # How long a process trusts its cached view of the current index generation (seconds).
 SCOUT_SEARCH_GENERATION_CHECK_SECONDS = env_float("SCOUT_SEARCH_GENERATION_CHECK_SECONDS", 2.0)
 # scout_eval's on-disk embedding cache (model + text hash).

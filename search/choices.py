@@ -17,3 +17,33 @@ class SearchEventKind(models.TextChoices):
     INDEX_NOT_READY = "index_not_ready", "Index missing or empty: tools listed directly"
     VECTORS_MISSING = "vectors_missing", "Some tools have no vectors: BM25 only for them"
     REINDEX_FAILED = "reindex_failed", "Reindex failed"
+
+
+class Confidence(models.TextChoices):
+    """How sure the answer is: ``high``, ``low`` (a ranking the model should check), or ``withheld``."""
+
+    HIGH = "high", "High"
+    LOW = "low", "Low: check the schemas or rephrase"
+    WITHHELD = "withheld", "Withheld: no tool fits"
+
+
+class QueryLogMode(models.TextChoices):
+    FULL = "full", "Full text"
+    REDACTED = "redacted", "Digits, e-mail addresses and long tokens masked"
+    OFF = "off", "Nothing recorded"
+
+
+class SearchOutcomeKind(models.TextChoices):
+    """What became of a search: the outcome of an execute_tool of a tool that search returned."""
+
+    SUCCESS = "success", "Succeeded"
+    UPSTREAM_ERROR = "upstream_error", "Upstream error"
+    VALIDATION_ERROR = "validation_error", "Invalid arguments"
+    DENIED = "denied", "Denied"
+    PENDING_APPROVAL = "pending_approval", "Waiting for approval"
+
+
+class LearnedStatus(models.TextChoices):
+    LEARNED = "learned", "Learned (used in ranking)"
+    PROMOTED = "promoted", "Promoted to a curated example request"
+    REJECTED = "rejected", "Rejected by a curator (never learned again)"

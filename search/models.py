@@ -1,11 +1,22 @@
-"""Search state kept in the database: stored vectors, index generations, fallback events."""
+"""Search state kept in the database: stored vectors, index generations, fallback events, and the usage
+loop (query log, search outcomes, learned requests)."""
 
 import uuid
 
 import numpy as np
+from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
-from .choices import GenerationKind, GenerationStatus, SearchEventKind
+from .choices import (
+    Confidence,
+    GenerationKind,
+    GenerationStatus,
+    LearnedStatus,
+    QueryLogMode,
+    SearchEventKind,
+    SearchOutcomeKind,
+)
 
 
 class ToolEmbedding(models.Model):
@@ -71,3 +82,97 @@ class SearchEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.kind}"
+
+
+class QueryLogEntry(models.Model):
+    """One search a client made (``tool_search`` over MCP, or another client entry point; never the curator
+    preview): what was asked, what came back, and how sure the answer was. ``query`` is stored as the
+    SCOUT_QUERY_LOG mode says (``full`` or ``redacted``); with ``off`` no row is written. Rows older than
+    SCOUT_QUERY_LOG_RETENTION_DAYS are purged by a periodic task."""
+
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    token_ref = models.CharField(max_length=40, blank=True)
+    # Who asked, as executions are matched to searches: user, token and agent (one token's searches only).
+    principal_key = models.CharField(max_length=200, db_index=True)
+    client = models.CharField(max_length=20, default="mcp")
+    log_mode = models.CharField(max_length=10, choices=QueryLogMode.choices)
+    query = models.TextField()
+    results = models.JSONField(default=list, help_text='[{"tool_id": ..., "score": ...}] in rank order')
+    confidence = models.CharField(max_length=10, choices=Confidence.choices)
+    degraded = models.BooleanField(default=False)
+    backend = models.CharField(max_length=20, blank=True)
+    latency_ms = models.FloatField(default=0.0)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = "query log entry"
+        verbose_name_plural = "query log"
+        indexes = [models.Index(fields=["principal_key", "created_at"], name="search_qlog_principal_time")]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.confidence}: {self.query[:60]}"
+
+    @property
+    def withheld(self) -> bool:
+        return self.confidence == Confidence.WITHHELD
+
+
+class SearchOutcome(models.Model):
+    """An ``execute_tool`` that followed a search by the same token within SCOUT_QUERY_LINK_WINDOW_SECONDS,
+    of a tool that search returned, and how it ended. Insert-only (no read-modify-write per call)."""
+
+    entry = models.ForeignKey(QueryLogEntry, on_delete=models.CASCADE, related_name="outcomes")
+    tool = models.ForeignKey("catalog.Tool", on_delete=models.CASCADE, related_name="+")
+    outcome = models.CharField(max_length=20, choices=SearchOutcomeKind.choices)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.tool_id} {self.outcome}"
+
+
+class LearnedRequest(models.Model):
+    """A request that led to a successful call of ``tool``: real users' words for what the tool does.
+
+    Ranking uses it like a curated example request, with a weight that grows with the number of distinct
+    principals who confirmed it (capped), so one principal alone cannot move others' rankings far. Its
+    text is another user's words: it is never shown to searchers, only to curators in the admin."""
+
+    tool = models.ForeignKey("catalog.Tool", on_delete=models.CASCADE, related_name="learned_requests")
+    text = models.CharField(max_length=500)
+    key = models.CharField(max_length=64, help_text="hash of the normalised text")
+    status = models.CharField(max_length=10, choices=LearnedStatus.choices, default=LearnedStatus.LEARNED)
+    confirmations = models.PositiveIntegerField(default=0, help_text="successful calls that followed it")
+    principal_count = models.PositiveIntegerField(default=0, help_text="distinct principals who confirmed it")
+    first_seen = models.DateTimeField(default=timezone.now)
+    last_seen = models.DateTimeField(default=timezone.now)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    indexed = models.BooleanField(default=False, help_text="its current weight is in the search index")
+
+    class Meta:
+        ordering = ["-principal_count", "-confirmations", "-last_seen"]
+        constraints = [models.UniqueConstraint(fields=["tool", "key"], name="search_learned_unique_text")]
+
+    def __str__(self) -> str:
+        return f"{self.tool_id}: {self.text[:60]} ({self.principal_count} principals)"
+
+
+class LearnedConfirmation(models.Model):
+    """One principal's confirmation of a learned request (distinct principals are what give it weight)."""
+
+    learned = models.ForeignKey(LearnedRequest, on_delete=models.CASCADE, related_name="confirmed_by")
+    principal_key = models.CharField(max_length=200)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["learned", "principal_key"], name="search_learned_unique_principal")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.learned_id} by {self.principal_key}"

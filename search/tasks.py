@@ -3,6 +3,7 @@
 from celery import shared_task
 
 from .services import index_rebuild, index_update
+from .usage import learned_index_flush, query_log_purge
 
 
 @shared_task(name="search.tasks.reindex_tools", acks_late=True, autoretry_for=(OSError,), retry_backoff=True)
@@ -14,3 +15,15 @@ def reindex_tools(tool_pks: list[int]) -> int:
 @shared_task(name="search.tasks.rebuild_index", acks_late=True)
 def rebuild_index() -> int:
     return index_rebuild().pk
+
+
+@shared_task(name="search.tasks.flush_learned_index", acks_late=True)
+def flush_learned_index() -> int:
+    """Reindex, in one batch, the tools whose learned requests changed; returns how many."""
+    return learned_index_flush()
+
+
+@shared_task(name="search.tasks.purge_query_log")
+def purge_query_log() -> int:
+    """Delete query log entries past SCOUT_QUERY_LOG_RETENTION_DAYS; returns how many."""
+    return query_log_purge()

@@ -1,0 +1,254 @@
+"""The usage loop: a query log of clients' searches, the outcome of the calls that followed them, and the
+requests learned from successful outcomes (DESIGN.md, "The usage loop").
+
+The gateway (or any other client entry point) calls ``query_log_record`` after a search and
+``search_outcome_record`` after an ``execute_tool``; both are single inserts on the request path (learning
+adds a few small writes only on a successful, linked call). Curators see the log in the admin's workbench.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+from celery import current_app
+from django.conf import settings
+from django.core.cache import cache
+from django.db import IntegrityError, connections, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from catalog.models import Tool, ToolExample
+from catalog.services.curation import tool_curation_update
+from governance.principals import Principal
+from governance.selectors import tool_pks_visible_to
+
+from .choices import Confidence, LearnedStatus, QueryLogMode, SearchOutcomeKind
+from .models import LearnedConfirmation, LearnedRequest, QueryLogEntry, SearchOutcome
+
+logger = logging.getLogger(__name__)
+
+MAX_LEARNED_CHARS = 500
+FLUSH_PENDING_KEY = "search:learned-index-flush-pending"
+# Masks for the ``redacted`` mode: e-mail addresses, long opaque tokens (keys, ids, hashes), then digits.
+_EMAIL_RE = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+_TOKEN_RE = re.compile(r"\b(?=[A-Za-z0-9_\-]*\d)[A-Za-z0-9_\-]{16,}\b|\b[A-Za-z0-9_\-]{32,}\b")
+_DIGIT_RE = re.compile(r"\d")
+
+
+@dataclass(frozen=True)
+class LoggedResult:
+    """One tool in a search answer, as the log keeps it."""
+
+    tool_id: str
+    score: float
+
+
+def principal_key(principal: Principal) -> str:
+    """Who searched and who called, for linking the two: the same user, token and agent."""
+    return f"u{principal.user.pk}|t{principal.token_id}|a{principal.agent}"
+
+
+def query_redact(text: str) -> str:
+    """``text`` with e-mail addresses, long tokens and every digit masked (the ``redacted`` log mode)."""
+    text = _EMAIL_RE.sub("<email>", text)
+    text = _TOKEN_RE.sub("<token>", text)
+    return _DIGIT_RE.sub("#", text)
+
+
+def _log_mode() -> str:
+    mode = getattr(settings, "SCOUT_QUERY_LOG", QueryLogMode.FULL)
+    return mode if mode in QueryLogMode.values else QueryLogMode.FULL
+
+
+def query_log_record(
+    *,
+    principal: Principal,
+    query: str,
+    results: Sequence[LoggedResult],
+    confidence: str,
+    degraded: bool,
+    backend: str,
+    latency_ms: float,
+    client: str = "mcp",
+) -> QueryLogEntry | None:
+    """Record one client search (one INSERT). Returns None when the log is ``off``."""
+    mode = _log_mode()
+    if mode == QueryLogMode.OFF:
+        return None
+    stored = query_redact(query) if mode == QueryLogMode.REDACTED else query
+    return QueryLogEntry.objects.create(
+        user=principal.user,
+        token_ref=principal.token_ref,
+        principal_key=principal_key(principal),
+        client=client,
+        log_mode=mode,
+        query=stored,
+        results=[{"tool_id": r.tool_id, "score": round(float(r.score), 4)} for r in results],
+        confidence=confidence,
+        degraded=degraded,
+        backend=backend,
+        latency_ms=round(latency_ms, 2),
+    )
+
+
+def query_log_purge(*, now=None) -> int:
+    """Delete log entries (and their outcomes) older than SCOUT_QUERY_LOG_RETENTION_DAYS. Returns how many."""
+    cutoff = (now or timezone.now()) - timedelta(days=settings.SCOUT_QUERY_LOG_RETENTION_DAYS)
+    deleted, per_model = QueryLogEntry.objects.filter(created_at__lt=cutoff).delete()
+    return per_model.get(QueryLogEntry._meta.label, 0)
+
+
+def _linked_entry(*, key: str, tool: Tool) -> QueryLogEntry | None:
+    """The newest search by ``key`` within the link window that returned ``tool``."""
+    since = timezone.now() - timedelta(seconds=settings.SCOUT_QUERY_LINK_WINDOW_SECONDS)
+    recent = QueryLogEntry.objects.filter(principal_key=key, created_at__gte=since).only("pk", "query", "results")
+    for entry in recent.order_by("-created_at", "-id")[:20]:
+        if any(result.get("tool_id") == tool.tool_id for result in entry.results):
+            return entry
+    return None
+
+
+def search_outcome_record(*, principal: Principal, tool: Tool, outcome: str) -> SearchOutcome | None:
+    """Link an ``execute_tool`` of ``tool`` to the search by the same token that returned it (within the
+    window), with its outcome; a success makes that search's request a learned request for the tool.
+    Returns None when no such search was logged."""
+    if outcome not in SearchOutcomeKind.values:
+        raise ValueError(f"unknown outcome {outcome!r}")
+    key = principal_key(principal)
+    entry = _linked_entry(key=key, tool=tool)
+    if entry is None:
+        return None
+    linked = SearchOutcome.objects.create(entry=entry, tool=tool, outcome=outcome)
+    if outcome == SearchOutcomeKind.SUCCESS and settings.SCOUT_LEARNING:
+        learned_request_confirm(principal=principal, tool=tool, text=entry.query)
+    return linked
+
+
+def _normalised(text: str) -> str:
+    return " ".join(text.split())[:MAX_LEARNED_CHARS]
+
+
+def learned_key(text: str) -> str:
+    return hashlib.sha256(_normalised(text).casefold().encode()).hexdigest()
+
+
+def learned_request_confirm(*, principal: Principal, tool: Tool, text: str) -> LearnedRequest | None:
+    """Count one principal's successful call of ``tool`` after asking ``text``.
+
+    Learned only for a tool the principal may see and execute; never for a text a curator rejected for
+    this tool. A principal counts once per request (repeats add confirmations, not weight). Returns the
+    learned request, or None when nothing was learned."""
+    text = _normalised(text)
+    if not text or tool.pk not in tool_pks_visible_to(principal=principal, permission="execute"):
+        return None
+    now = timezone.now()
+    key = learned_key(text)
+    with transaction.atomic():
+        learned, _ = LearnedRequest.objects.get_or_create(
+            tool=tool, key=key, defaults={"text": text, "first_seen": now, "last_seen": now}
+        )
+        if learned.status == LearnedStatus.REJECTED:
+            return None
+        try:
+            with transaction.atomic():
+                LearnedConfirmation.objects.create(learned=learned, principal_key=principal_key(principal))
+            new_principal = 1
+        except IntegrityError:
+            new_principal = 0
+        LearnedRequest.objects.filter(pk=learned.pk).update(
+            confirmations=F("confirmations") + 1, principal_count=F("principal_count") + new_principal, last_seen=now
+        )
+    learned.refresh_from_db()
+    if new_principal:
+        # The weight changed (a new principal): the tool's vectors must include it; batched, not per call.
+        learned_index_schedule(tool_pks=[tool.pk])
+    return learned
+
+
+def learned_weight(principal_count: int) -> float:
+    """How much a learned request counts next to a curated example (1.0): it grows with the number of
+    distinct principals who confirmed it and is capped, so no single principal can lift a tool far."""
+    if principal_count <= 0:
+        return 0.0
+    base, step = settings.SCOUT_LEARNED_WEIGHT_BASE, settings.SCOUT_LEARNED_WEIGHT_STEP
+    return min(settings.SCOUT_LEARNED_WEIGHT_CAP, base + step * (principal_count - 1))
+
+
+def learned_index_schedule(*, tool_pks: Sequence[int]) -> None:
+    """Mark tools whose learned requests changed and make sure one batched reindex follows within
+    SCOUT_LEARNED_INDEX_INTERVAL seconds: every change in that interval rides on the same reindex."""
+    LearnedRequest.objects.filter(tool_id__in=list(tool_pks)).update(indexed=False)
+    transaction.on_commit(_flush_later)
+
+
+def _flush_later() -> None:
+    interval = settings.SCOUT_LEARNED_INDEX_INTERVAL
+    if interval <= 0:
+        learned_index_flush()
+        return
+    if not cache.add(FLUSH_PENDING_KEY, 1, timeout=interval * 2):
+        return  # a flush is already on its way and will take this change too
+    if current_app.conf.task_always_eager:
+        # No worker (the embedded default): a daemon timer in this process runs the one flush.
+        timer = threading.Timer(interval, _flush_in_thread)
+        timer.daemon = True
+        timer.start()
+    else:
+        from .tasks import flush_learned_index
+
+        flush_learned_index.apply_async(countdown=interval)
+
+
+def _flush_in_thread() -> None:
+    try:
+        learned_index_flush()
+    except Exception:  # noqa: BLE001 - a background flush must not die silently nor kill the process
+        logger.exception("learned requests: batched reindex failed")
+    finally:
+        connections.close_all()  # this thread's connections only
+
+
+def learned_index_flush() -> int:
+    """Reindex every tool with learned requests not yet in the index, in one incremental update.
+    Returns the number of tools reindexed."""
+    from .services import index_update
+
+    cache.delete(FLUSH_PENDING_KEY)  # changes from now on arm the next flush
+    pending = sorted(set(LearnedRequest.objects.filter(indexed=False).values_list("tool_id", flat=True)))
+    if not pending:
+        return 0
+    index_update(tool_pks=pending)
+    LearnedRequest.objects.filter(tool_id__in=pending).update(indexed=True)
+    return len(pending)
+
+
+def learned_request_promote(*, learned: LearnedRequest, actor) -> LearnedRequest:
+    """Copy a learned request to the tool's curated example requests (the curator keeps it from now on)."""
+    with transaction.atomic():
+        if not learned.tool.examples.filter(text=learned.text).exists():
+            ToolExample.objects.create(tool=learned.tool, text=learned.text)
+        learned.status = LearnedStatus.PROMOTED
+        learned.decided_by = actor
+        learned.indexed = False
+        learned.save(update_fields=["status", "decided_by", "indexed"])
+        tool_curation_update(tool=learned.tool, phrases_changed=True)  # reindexes the tool on commit
+    return learned
+
+
+def learned_request_reject(*, learned: LearnedRequest, actor) -> LearnedRequest:
+    """Stop using a learned request; the same text is never learned again for this tool."""
+    learned.status = LearnedStatus.REJECTED
+    learned.decided_by = actor
+    learned.indexed = False
+    learned.save(update_fields=["status", "decided_by", "indexed"])
+    return learned
+
+
+def confidence_of(*, withheld: bool, low: bool) -> str:
+    return Confidence.WITHHELD if withheld else (Confidence.LOW if low else Confidence.HIGH)

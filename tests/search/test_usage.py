@@ -1,0 +1,154 @@
+"""The usage loop's services: query log modes and retention, search → execution links, learned requests."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from governance.principals import principal_for_user
+from governance.services.permissions import permission_grant
+from search.choices import Confidence, LearnedStatus
+from search.models import LearnedRequest, QueryLogEntry, SearchOutcome
+from search.usage import (
+    LoggedResult,
+    learned_request_promote,
+    learned_request_reject,
+    learned_weight,
+    query_log_purge,
+    query_log_record,
+    query_redact,
+    search_outcome_record,
+)
+from tests.governance.factories import ServerFactory, ToolFactory
+
+pytestmark = pytest.mark.django_db
+QUERY = "email alice@example.com the invoice 12345 with key sk_live_4eC39HqLyjWDarjtT1zdp7dc"
+
+
+@pytest.fixture
+def world(member, outsider, superuser, settings):
+    settings.SCOUT_LEARNED_INDEX_INTERVAL = -1  # flush inline, not on a timer
+    server = ServerFactory(slug="mail")
+    send = ToolFactory(server=server, name="send_email", description="Send an e-mail message.")
+    other = ToolFactory(server=server, name="archive_email", description="Archive an e-mail message.")
+    for action in ("discover", "execute"):
+        permission_grant(actor=superuser, target=server, action=action, holder=member)
+    return {"send": send, "other": other, "member": principal_for_user(member), "outsider": outsider}
+
+
+def _log(principal, query=QUERY, tools=("mail::send_email",), confidence=Confidence.HIGH):
+    return query_log_record(
+        principal=principal,
+        query=query,
+        results=[LoggedResult(tool_id=tool_id, score=0.9) for tool_id in tools],
+        confidence=confidence,
+        degraded=False,
+        backend="embedded",
+        latency_ms=12.3,
+    )
+
+
+def test_full_mode_stores_the_request_and_what_came_back(world):
+    entry = _log(world["member"])
+    stored = QueryLogEntry.objects.get(pk=entry.pk)
+    assert stored.query == QUERY and stored.log_mode == "full"
+    assert stored.results == [{"tool_id": "mail::send_email", "score": 0.9}]
+    assert stored.confidence == "high" and stored.backend == "embedded" and stored.latency_ms == 12.3
+    assert stored.user == world["member"].user
+
+
+def test_redacted_mode_masks_digits_emails_and_tokens(world, settings):
+    settings.SCOUT_QUERY_LOG = "redacted"
+    stored = QueryLogEntry.objects.get(pk=_log(world["member"]).pk).query
+    assert stored == "email <email> the invoice ##### with key <token>"
+    for secret in ("alice", "example.com", "12345", "sk_live", "4eC39"):
+        assert secret not in stored
+    assert query_redact("list files in room 4") == "list files in room #"
+
+
+def test_off_mode_stores_nothing(world, settings):
+    settings.SCOUT_QUERY_LOG = "off"
+    assert _log(world["member"]) is None
+    assert not QueryLogEntry.objects.exists()
+    assert search_outcome_record(principal=world["member"], tool=world["send"], outcome="success") is None
+    assert not LearnedRequest.objects.exists()
+
+
+def test_purge_removes_only_rows_past_retention(world, settings):
+    settings.SCOUT_QUERY_LOG_RETENTION_DAYS = 7
+    old, recent = _log(world["member"]), _log(world["member"])
+    QueryLogEntry.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(days=8))
+    assert query_log_purge() == 1
+    assert list(QueryLogEntry.objects.values_list("pk", flat=True)) == [recent.pk]
+
+
+def test_an_execution_links_to_the_search_that_returned_the_tool_within_the_window(world, settings):
+    settings.SCOUT_QUERY_LINK_WINDOW_SECONDS = 600
+    entry = _log(world["member"])
+    unrelated = search_outcome_record(principal=world["member"], tool=world["other"], outcome="success")
+    assert unrelated is None  # that search did not return archive_email
+    linked = search_outcome_record(principal=world["member"], tool=world["send"], outcome="validation_error")
+    assert linked is not None and linked.entry == entry and linked.outcome == "validation_error"
+    QueryLogEntry.objects.filter(pk=entry.pk).update(created_at=timezone.now() - timedelta(seconds=601))
+    assert search_outcome_record(principal=world["member"], tool=world["send"], outcome="success") is None
+    assert SearchOutcome.objects.count() == 1
+
+
+def test_another_principals_search_is_never_linked(world, outsider):
+    _log(world["member"])
+    assert search_outcome_record(principal=principal_for_user(outsider), tool=world["send"], outcome="success") is None
+
+
+@pytest.mark.parametrize("outcome", ["upstream_error", "validation_error", "denied", "pending_approval"])
+def test_only_a_success_teaches(world, outcome):
+    _log(world["member"])
+    assert search_outcome_record(principal=world["member"], tool=world["send"], outcome=outcome).outcome == outcome
+    assert not LearnedRequest.objects.exists()
+
+
+def test_a_success_learns_the_request_once_per_principal(world):
+    for _ in range(5):
+        _log(world["member"], query="send the quarterly numbers to finance")
+        search_outcome_record(principal=world["member"], tool=world["send"], outcome="success")
+    learned = LearnedRequest.objects.get()
+    assert learned.tool == world["send"] and learned.text == "send the quarterly numbers to finance"
+    assert learned.confirmations == 5 and learned.principal_count == 1  # repeats add no weight
+    assert learned_weight(learned.principal_count) == learned_weight(1)
+
+
+def test_weight_grows_with_distinct_principals_and_is_capped(settings):
+    settings.SCOUT_LEARNED_WEIGHT_BASE, settings.SCOUT_LEARNED_WEIGHT_STEP = 0.6, 0.1
+    settings.SCOUT_LEARNED_WEIGHT_CAP = 0.9
+    weights = [learned_weight(n) for n in range(0, 10)]
+    assert weights[0] == 0.0 and weights[1] == 0.6
+    assert weights[2] > weights[1] and max(weights) == 0.9 and weights[-1] == 0.9
+    assert weights == sorted(weights)
+
+
+def test_nothing_is_learned_for_a_tool_the_principal_cannot_execute(world, superuser):
+    from django.contrib.auth import get_user_model
+
+    viewer = get_user_model().objects.create_user(username="viewer")
+    permission_grant(actor=superuser, target=world["send"].server, action="discover", holder=viewer)
+    principal = principal_for_user(viewer)
+    _log(principal)
+    search_outcome_record(principal=principal, tool=world["send"], outcome="success")
+    assert not LearnedRequest.objects.exists()
+
+
+def test_a_rejected_request_is_never_learned_again(world, superuser):
+    _log(world["member"], query="mail the report")
+    search_outcome_record(principal=world["member"], tool=world["send"], outcome="success")
+    learned_request_reject(learned=LearnedRequest.objects.get(), actor=superuser)
+    _log(world["member"], query="mail  the report")  # same request, other spacing
+    search_outcome_record(principal=world["member"], tool=world["send"], outcome="success")
+    learned = LearnedRequest.objects.get()
+    assert learned.status == LearnedStatus.REJECTED and learned.confirmations == 1
+
+
+def test_promote_makes_it_a_curated_example_request(world, superuser):
+    _log(world["member"], query="mail the report to my boss")
+    search_outcome_record(principal=world["member"], tool=world["send"], outcome="success")
+    learned = learned_request_promote(learned=LearnedRequest.objects.get(), actor=superuser)
+    assert learned.status == LearnedStatus.PROMOTED and learned.decided_by == superuser
+    assert list(world["send"].examples.values_list("text", flat=True)) == ["mail the report to my boss"]
