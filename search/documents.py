@@ -38,6 +38,9 @@ class ToolDoc:
     entities: tuple[str, ...] = ()
     examples: tuple[str, ...] = ()
     negatives: tuple[str, ...] = ()
+    # Learned requests (real users' words that led to a successful call) with their weights; dense only,
+    # never in BM25 fields or explanations: they are other users' words.
+    learned: tuple[tuple[str, float], ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def field_texts(self) -> dict[str, str]:
@@ -85,11 +88,17 @@ class ToolDoc:
         texts = [("document", self.document_text()), ("summary", self.summary_text())]
         texts += [("passage", passage) for passage in description_passages(self.description)]
         texts += [("example", example) for example in self.examples if example.strip()]
+        texts += [("learned", text) for text, _ in self.learned]
         return texts
+
+    def vector_weights(self) -> list[float]:
+        """A factor per dense text: 1.0, except learned requests, which count less than curated text (their
+        vectors are scaled, so a tool's best-vector score takes the weight into account)."""
+        return [1.0] * (len(self.dense_texts()) - len(self.learned)) + [weight for _, weight in self.learned]
 
     def dense_hash(self) -> str:
         """Hash of the texts that get vectors (dense texts and negatives): what decides re-encoding."""
-        payload = json.dumps([self.dense_texts(), list(self.negatives)], ensure_ascii=False)
+        payload = json.dumps([self.dense_texts(), list(self.negatives), self.vector_weights()], ensure_ascii=False)
         return hashlib.sha256(payload.encode()).hexdigest()
 
     def content_hash(self) -> str:
@@ -168,7 +177,18 @@ def tool_doc_from_tool(tool: Any) -> ToolDoc:
         entities=_texts(tool.entity_types or []),
         examples=_texts(tool.examples.all()),
         negatives=_texts(tool.negative_examples.all()),
+        learned=_learned(tool),
     )
+
+
+def _learned(tool: Any) -> tuple[tuple[str, float], ...]:
+    """Learned requests in use (prefetched by ``tool_docs_load`` as ``learned_in_use``), with their weights."""
+    from .usage import learned_weight
+
+    rows = getattr(tool, "learned_in_use", None)
+    if rows is None:
+        return ()
+    return tuple((row.text, learned_weight(row.principal_count)) for row in rows if row.text.strip())
 
 
 def tool_doc_from_record(pk: int, record: Mapping[str, Any], servers: Mapping[str, Mapping[str, Any]]) -> ToolDoc:

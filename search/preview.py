@@ -135,7 +135,9 @@ def why_lines(match: Match) -> list[str]:
     lines = []
     for label, terms in (why.get("fields") or {}).items():
         lines.append(f"{label}: {', '.join(str(t) for t in terms)}")
-    if why.get("closest"):
+    if why.get("closest") == "learned":
+        lines.append("closest vector: requests that led to this tool (learned from usage)")
+    elif why.get("closest"):
         lines.append(f"closest vector: {why['closest']}")
     if why.get("example_request"):
         lines.append(f"example request: {why['example_request']}")

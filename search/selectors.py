@@ -4,13 +4,14 @@ from collections.abc import Collection, Iterable
 
 from django.conf import settings
 from django.core.cache import cache
+from django.db.models import Prefetch
 
 from catalog.models import Tool
 
-from .choices import GenerationStatus
+from .choices import GenerationStatus, LearnedStatus
 from .documents import ToolDoc, tool_doc_from_tool
 from .engine.snapshot import DocVectors
-from .models import IndexGeneration, ToolEmbedding
+from .models import IndexGeneration, LearnedRequest, ToolEmbedding
 
 GENERATION_CACHE_KEY = "scout:search:generation"
 
@@ -25,8 +26,13 @@ def tool_docs_load(*, pks: Collection[int] | None = None) -> list[ToolDoc]:
     queryset = indexable_tools()
     if pks is not None:
         queryset = queryset.filter(pk__in=list(pks))
+    in_use = LearnedRequest.objects.filter(status=LearnedStatus.LEARNED, principal_count__gt=0).order_by("pk")
     queryset = queryset.select_related("server").prefetch_related(
-        "aliases", "keywords", "examples", "negative_examples"
+        "aliases",
+        "keywords",
+        "examples",
+        "negative_examples",
+        Prefetch("learned_requests", queryset=in_use, to_attr="learned_in_use"),
     )
     return [tool_doc_from_tool(tool) for tool in queryset.order_by("pk")]
 

@@ -182,6 +182,8 @@ def _why_lines(why: dict[str, Any]) -> list[str]:
         lines.append("matched " + "; ".join(f"{name}: {', '.join(terms[:6])}" for name, terms in fields.items()))
     if why.get("closest") == "example" and why.get("example_request"):
         lines.append(f"close to the example request {why['example_request'][:160]!r}")
+    elif why.get("closest") == "learned":
+        lines.append("matches requests that led to this tool")  # never the request: another user's words
     elif why.get("closest"):
         lines.append(f"meaning close to its {why['closest']}")
     if why.get("demoted"):

@@ -155,4 +155,6 @@ class IndexSnapshot:
             why["closest"] = kind
             if kind == "example":
                 why["example_request"] = self.dense.text(best_vector)
+            elif kind == "learned":
+                why["closest"] = "learned"  # never the text: it is another user's words
         return why

@@ -1,0 +1,66 @@
+"""Learned requests in ranking: real users' words lift their tool, with a capped weight, and are never shown."""
+
+import numpy as np
+import pytest
+
+from search.choices import LearnedStatus
+from search.models import LearnedRequest, ToolEmbedding
+from search.services import index_rebuild, index_update, tool_search
+
+REQUEST = "did I get anything from my landlord lately"
+PARAPHRASE = "has my landlord sent me anything recently"
+
+
+@pytest.fixture
+def indexed(small_catalog, reindex, encoder):
+    reindex(index_rebuild)
+    return small_catalog
+
+
+def _everyone(tools) -> set[int]:
+    return {t.pk for t in tools.values()}
+
+
+def _learn(reindex, tool, text: str, principals: int, status: str = LearnedStatus.LEARNED) -> LearnedRequest:
+    learned = LearnedRequest.objects.create(
+        tool=tool, text=text, key=text, principal_count=principals, confirmations=principals, status=status
+    )
+    reindex(index_update, tool_pks=[tool.pk])
+    return learned
+
+
+def _learned_vector_norm(tool) -> float:
+    row = ToolEmbedding.objects.get(tool=tool)
+    return float(np.linalg.norm(row.matrix()[row.kinds.index("learned")]))
+
+
+def test_a_learned_request_lifts_its_tool_for_another_users_paraphrase(indexed, reindex):
+    inbox = indexed["list_inbox"]
+    before = tool_search(query=PARAPHRASE, visible=_everyone(indexed), top_k=5)
+    assert [m.tool_id for m in before.matches][:1] != ["mail::list_inbox"]
+    _learn(reindex, inbox, REQUEST, principals=3)
+    after = tool_search(query=PARAPHRASE, visible=_everyone(indexed), top_k=5)
+    assert after.matches and after.matches[0].tool_id == "mail::list_inbox"
+    assert after.matches[0].why_matched["closest"] == "learned"
+    assert REQUEST not in repr(after)  # another user's words are never part of an answer
+    assert "example_request" not in after.matches[0].why_matched
+
+
+def test_weight_grows_with_principals_and_is_capped(indexed, reindex, settings):
+    settings.SCOUT_LEARNED_WEIGHT_BASE, settings.SCOUT_LEARNED_WEIGHT_STEP = 0.6, 0.1
+    settings.SCOUT_LEARNED_WEIGHT_CAP = 0.9
+    inbox = indexed["list_inbox"]
+    learned = _learn(reindex, inbox, REQUEST, principals=1)
+    one = _learned_vector_norm(inbox)
+    for count, expected in ((2, 0.7), (4, 0.9), (1000, 0.9)):
+        LearnedRequest.objects.filter(pk=learned.pk).update(principal_count=count)
+        reindex(index_update, tool_pks=[inbox.pk])
+        assert _learned_vector_norm(inbox) == pytest.approx(expected, abs=1e-3)
+    assert one == pytest.approx(0.6, abs=1e-3)  # below a curated example's full weight (unit vectors)
+
+
+@pytest.mark.parametrize("status", [LearnedStatus.REJECTED, LearnedStatus.PROMOTED])
+def test_rejected_or_promoted_rows_are_not_used_as_learned_vectors(indexed, reindex, status):
+    inbox = indexed["list_inbox"]
+    _learn(reindex, inbox, REQUEST, principals=5, status=status)
+    assert "learned" not in ToolEmbedding.objects.get(tool=inbox).kinds
