@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import path
 
 from search.preview import urls as search_preview_urls
+from search.workbench import urls as search_workbench_urls
 
 admin.site.site_header = "Scout"
 admin.site.site_title = "Scout admin"
@@ -9,5 +10,6 @@ admin.site.index_title = "Catalog, search and governance"
 
 urlpatterns = [
     *search_preview_urls(),  # /admin/search/preview/: before admin.site.urls, which would claim the path
+    *search_workbench_urls(),  # /admin/search/workbench/
     path("admin/", admin.site.urls),
 ]

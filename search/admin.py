@@ -5,10 +5,13 @@ the generations list links to it (templates/admin/search/indexgeneration/change_
 every Tool page (templates/admin/catalog/tool/change_form.html).
 """
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from .models import IndexGeneration, SearchEvent
+from .choices import LearnedStatus
+from .models import IndexGeneration, LearnedRequest, QueryLogEntry, SearchEvent
+from .usage import learned_request_promote, learned_request_reject
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -42,3 +45,59 @@ class SearchEventAdmin(ReadOnlyAdmin, admin.ModelAdmin[SearchEvent]):
     @admin.display(description="detail")
     def detail_short(self, obj: SearchEvent) -> str:
         return obj.detail[:120]
+
+
+@admin.register(QueryLogEntry)
+class QueryLogEntryAdmin(ReadOnlyAdmin, admin.ModelAdmin[QueryLogEntry]):
+    """Clients' searches (SCOUT_QUERY_LOG); the workbench groups the ones that need a curator."""
+
+    list_display = ("created_at", "query_short", "confidence", "returned", "degraded", "backend", "latency_ms", "user")
+    list_filter = ("confidence", "degraded", "backend", "client")
+    search_fields = ("query",)
+    date_hierarchy = "created_at"
+    list_select_related = ("user",)
+    show_full_result_count = False
+    readonly_fields = [f.name for f in QueryLogEntry._meta.fields]
+
+    @admin.display(description="request")
+    def query_short(self, obj: QueryLogEntry) -> str:
+        return obj.query[:120]
+
+    @admin.display(description="returned")
+    def returned(self, obj: QueryLogEntry) -> int:
+        return len(obj.results)
+
+
+@admin.register(LearnedRequest)
+class LearnedRequestAdmin(admin.ModelAdmin[LearnedRequest]):
+    """Requests that led to successful calls. Promote one to a curated example request, or reject it (it is
+    then never learned again for that tool). Only curators see these texts: they are other users' words."""
+
+    list_display = ("text", "tool", "principal_count", "confirmations", "status", "last_seen")
+    list_filter = ("status",)
+    search_fields = ("text", "tool__tool_id")
+    list_select_related = ("tool",)
+    readonly_fields = [f.name for f in LearnedRequest._meta.fields]
+    actions = ["promote", "reject"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    @admin.action(description="Promote to curated example requests", permissions=["change"])
+    def promote(self, request: HttpRequest, queryset: QuerySet[LearnedRequest]) -> None:
+        rows = list(queryset.exclude(status=LearnedStatus.PROMOTED).select_related("tool"))
+        for learned in rows:
+            learned_request_promote(learned=learned, actor=request.user)
+        self.message_user(
+            request, f"{len(rows)} promoted to example requests; the tools are reindexed.", messages.SUCCESS
+        )
+
+    @admin.action(description="Reject (never learn again for this tool)", permissions=["change"])
+    def reject(self, request: HttpRequest, queryset: QuerySet[LearnedRequest]) -> None:
+        rows = list(queryset.exclude(status=LearnedStatus.REJECTED).select_related("tool"))
+        for learned in rows:
+            learned_request_reject(learned=learned, actor=request.user)
+        self.message_user(request, f"{len(rows)} rejected.", messages.SUCCESS)

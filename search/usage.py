@@ -28,7 +28,7 @@ from catalog.services.curation import tool_curation_update
 from governance.principals import Principal
 from governance.selectors import tool_pks_visible_to
 
-from .choices import Confidence, LearnedStatus, QueryLogMode, SearchOutcomeKind
+from .choices import LearnedStatus, QueryLogMode, SearchOutcomeKind
 from .models import LearnedConfirmation, LearnedRequest, QueryLogEntry, SearchOutcome
 
 logger = logging.getLogger(__name__)
@@ -245,10 +245,6 @@ def learned_request_reject(*, learned: LearnedRequest, actor) -> LearnedRequest:
     """Stop using a learned request; the same text is never learned again for this tool."""
     learned.status = LearnedStatus.REJECTED
     learned.decided_by = actor
-    learned.indexed = False
-    learned.save(update_fields=["status", "decided_by", "indexed"])
+    learned.save(update_fields=["status", "decided_by"])
+    learned_index_schedule(tool_pks=[learned.tool_id])  # its vector leaves the index with the next flush
     return learned
-
-
-def confidence_of(*, withheld: bool, low: bool) -> str:
-    return Confidence.WITHHELD if withheld else (Confidence.LOW if low else Confidence.HIGH)

@@ -1,0 +1,183 @@
+"""The curator's workbench: requests from the query log that agents did not get a good answer for.
+
+Three kinds of request need a curator: withheld ("no tool fits"), answered with low confidence, and
+answered but not followed by any call of a returned tool. Similar requests (the same words, in any order
+or case) are grouped, newest first, with counts. From each group a curator attaches the request to a tool
+as an example request (or a negative query); the tool is reindexed at once, so the next search finds it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.db.models import Exists, OuterRef, Q
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import path, reverse
+from django.utils import timezone
+
+from catalog.models import Tool, ToolExample, ToolNegativeExample
+from catalog.services.curation import tool_curation_update
+
+from .choices import Confidence
+from .models import IndexGeneration, QueryLogEntry, SearchOutcome
+from .text import tokenize
+
+WORKBENCH_PERMISSIONS = ("catalog.change_tool", "search.view_querylogentry")
+MAX_ENTRIES = 2000  # newest log rows read per page view
+MAX_GROUPS = 100
+
+
+@dataclass
+class RequestGroup:
+    """Similar requests: the newest wording, how often and why they need attention, the tools returned."""
+
+    key: str
+    text: str
+    latest: datetime
+    count: int = 0
+    withheld: int = 0
+    low: int = 0
+    unfollowed: int = 0
+    tool_ids: list[str] = field(default_factory=list)
+
+
+def group_key(text: str) -> str:
+    """Requests with the same words (any order, case or punctuation; stopwords ignored) share a group."""
+    words = sorted(set(tokenize(text)))
+    return " ".join(words) or " ".join(text.casefold().split())
+
+
+def workbench_groups(*, days: int = 30, reason: str = "") -> list[RequestGroup]:
+    """Groups of logged client requests that were withheld, low-confidence or not followed by a call,
+    newest first. ``reason`` narrows to one of ``withheld``, ``low``, ``unfollowed``."""
+    since = timezone.now() - timedelta(days=days)
+    followed = Exists(SearchOutcome.objects.filter(entry=OuterRef("pk")))
+    entries = (
+        QueryLogEntry.objects.filter(created_at__gte=since)
+        .annotate(followed=followed)
+        .filter(Q(confidence__in=[Confidence.WITHHELD, Confidence.LOW]) | Q(followed=False))
+        .order_by("-created_at", "-id")
+        .only("query", "created_at", "confidence", "results")[:MAX_ENTRIES]
+    )
+    groups: dict[str, RequestGroup] = {}
+    for entry in entries:
+        kind = _reason(entry)
+        if reason and kind != reason:
+            continue
+        key = group_key(entry.query)
+        group = groups.get(key)
+        if group is None:
+            if len(groups) >= MAX_GROUPS:
+                continue
+            group = groups[key] = RequestGroup(key=key, text=entry.query, latest=entry.created_at)
+        group.count += 1
+        setattr(group, kind, getattr(group, kind) + 1)
+        for result in entry.results:
+            if result.get("tool_id") not in group.tool_ids:
+                group.tool_ids.append(result.get("tool_id"))
+    return _unhandled(list(groups.values()))
+
+
+def _unhandled(groups: list[RequestGroup]) -> list[RequestGroup]:
+    """Groups whose newest wording a curator has not yet attached to a tool (as example or negative)."""
+    texts = [group.text for group in groups]
+    handled = set(ToolExample.objects.filter(text__in=texts).values_list("text", flat=True))
+    handled |= set(ToolNegativeExample.objects.filter(text__in=texts).values_list("text", flat=True))
+    return [group for group in groups if group.text not in handled]
+
+
+def _reason(entry: QueryLogEntry) -> str:
+    if entry.confidence == Confidence.WITHHELD:
+        return "withheld"
+    if entry.confidence == Confidence.LOW:
+        return "low"
+    return "unfollowed"
+
+
+def request_attach(*, tool: Tool, text: str, negative: bool) -> bool:
+    """Add ``text`` to ``tool`` as an example request (or a negative query). Returns False if it was there.
+    The tool is reindexed when the transaction commits (``tools_changed``)."""
+    model = ToolNegativeExample if negative else ToolExample
+    text = " ".join(text.split())[:500]
+    with transaction.atomic():
+        _, created = model.objects.get_or_create(tool=tool, text=text)
+        if created:
+            tool_curation_update(tool=tool, phrases_changed=True)
+    return created
+
+
+class AttachForm(forms.Form):
+    text = forms.CharField(max_length=500, strip=True)
+    tool_id = forms.CharField(max_length=460, strip=True, label="Tool id")
+    kind = forms.ChoiceField(choices=[("example", "example request"), ("negative", "negative query")])
+
+    def clean_tool_id(self) -> Tool:
+        tool = Tool.objects.filter(tool_id=self.cleaned_data["tool_id"], removed_at__isnull=True).first()
+        if tool is None:
+            raise forms.ValidationError("No such tool in the catalog.")
+        return tool
+
+
+def _check_permission(request: HttpRequest) -> None:
+    if not all(request.user.has_perm(perm) for perm in WORKBENCH_PERMISSIONS):
+        raise PermissionDenied
+
+
+def workbench_view(request: HttpRequest) -> HttpResponse:
+    """GET: the groups; POST: attach a request to a tool, then back to the page with what happened."""
+    _check_permission(request)
+    if request.method == "POST":
+        form = AttachForm(request.POST)
+        if form.is_valid():
+            tool, text, negative = (
+                form.cleaned_data["tool_id"],
+                form.cleaned_data["text"],
+                form.cleaned_data["kind"] == "negative",
+            )
+            before = IndexGeneration.objects.order_by("-id").values_list("pk", flat=True).first()
+            added = request_attach(tool=tool, text=text, negative=negative)
+            after = IndexGeneration.objects.order_by("-id").values_list("pk", flat=True).first()
+            what = "a negative query" if negative else "an example request"
+            if not added:
+                messages.info(request, f"“{text}” already was {what} of {tool.tool_id}.")
+            elif after != before:
+                messages.success(
+                    request,
+                    f"Added “{text}” as {what} of {tool.tool_id}. It is searchable now: the index was updated.",
+                )
+            else:
+                messages.success(
+                    request,
+                    f"Added “{text}” as {what} of {tool.tool_id}. The index update is queued; "
+                    "it is searchable as soon as a worker runs it (usually within a second).",
+                )
+            return HttpResponseRedirect(reverse("search_workbench") + _keep_filters(request))
+        messages.error(request, "Not added: " + "; ".join(e for errors in form.errors.values() for e in errors))
+    reason = request.GET.get("reason", "")
+    if reason not in ("", "withheld", "low", "unfollowed"):
+        reason = ""
+    context = {
+        **admin.site.each_context(request),
+        "opts": QueryLogEntry._meta,
+        "title": "Search workbench",
+        "groups": workbench_groups(reason=reason),
+        "reason": reason,
+        "preview_url": reverse("search_preview"),
+    }
+    return render(request, "admin/search/workbench.html", context)
+
+
+def _keep_filters(request: HttpRequest) -> str:
+    reason = request.GET.get("reason", "")
+    return f"?reason={reason}" if reason in ("withheld", "low", "unfollowed") else ""
+
+
+def urls() -> list:
+    """Mounted by scoutsite/urls.py before ``admin/`` (admin_view: staff login, CSRF, no cache)."""
+    return [path("admin/search/workbench/", admin.site.admin_view(workbench_view), name="search_workbench")]

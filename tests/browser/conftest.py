@@ -1,0 +1,67 @@
+"""A real browser for admin journeys: headless Chromium from Debian's ``chromium`` and ``chromium-driver``
+packages, driven by selenium. Skipped with the reason when they are absent, except where
+SCOUT_REQUIRE_BROWSER=1 (CI installs them), where their absence fails. Screenshots go to var/screenshots/."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.search.conftest import clean_search_state, encoder, small_catalog  # noqa: F401 - shared fixtures
+
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
+CHROMIUM = ("chromium", "chromium-browser")
+DRIVER = "chromedriver"
+
+
+def _find(names: tuple[str, ...]) -> str | None:
+    return next((path for path in map(shutil.which, names) if path), None)
+
+
+@pytest.fixture(scope="session")
+def browser_binaries() -> tuple[str, str]:
+    chromium, driver = _find(CHROMIUM), _find((DRIVER,))
+    if not (chromium and driver):
+        reason = "headless Chromium not found: apt-get install -y chromium chromium-driver"
+        if os.environ.get("SCOUT_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"{reason} (SCOUT_REQUIRE_BROWSER=1 requires it)")
+        pytest.skip(reason)
+    return chromium, driver
+
+
+@pytest.fixture
+def browser(browser_binaries) -> Iterator[object]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    chromium, driver = browser_binaries
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,900"):
+        options.add_argument(argument)
+    # An explicit driver path: selenium never tries to download one (no network here).
+    session = webdriver.Chrome(service=Service(executable_path=driver), options=options)
+    session.implicitly_wait(5)
+    yield session
+    session.quit()
+
+
+def screenshot(browser, name: str) -> Path:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    browser.save_screenshot(str(path))
+    return path
+
+
+def admin_login(browser, base_url: str, username: str, password: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get(f"{base_url}/admin/login/")
+    browser.find_element(By.NAME, "username").send_keys(username)
+    browser.find_element(By.NAME, "password").send_keys(password)
+    browser.find_element(By.CSS_SELECTOR, "input[type=submit], button[type=submit]").click()
+    assert "/admin/login/" not in browser.current_url, "login failed"

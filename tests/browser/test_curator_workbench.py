@@ -1,0 +1,62 @@
+"""Curator journey in a real browser: find a withheld request in the workbench, attach it to a tool, see the
+tool found for it in the search preview."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Permission
+
+from governance.principals import principal_for_user
+from search.choices import Confidence
+from search.services import index_rebuild
+from search.usage import query_log_record
+
+from .conftest import admin_login, screenshot
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+WITHHELD = "ping my landlord about the rent"
+
+
+@pytest.fixture
+def curator(django_user_model):
+    user = django_user_model.objects.create_user(username="curator", password="pw-curator-123", is_staff=True)
+    for app, codename in (("catalog", "view_tool"), ("catalog", "change_tool"), ("search", "view_querylogentry")):
+        user.user_permissions.add(Permission.objects.get(codename=codename, content_type__app_label=app))
+    return user
+
+
+def test_curator_attaches_a_withheld_request_and_sees_it_found(
+    browser, live_server, curator, member, small_catalog, encoder
+):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    index_rebuild()
+    query_log_record(
+        principal=principal_for_user(member),
+        query=WITHHELD,
+        results=[],
+        confidence=Confidence.WITHHELD,
+        degraded=False,
+        backend="embedded",
+        latency_ms=9,
+    )
+    admin_login(browser, live_server.url, "curator", "pw-curator-123")
+    browser.get(f"{live_server.url}/admin/search/workbench/?reason=withheld")
+    row = browser.find_element(By.CSS_SELECTOR, f'tr.request-group[data-text="{WITHHELD}"]')
+    assert "withheld ×1" in row.text
+    screenshot(browser, "curator-workbench")
+
+    row.find_element(By.NAME, "tool_id").send_keys("mail::send_email")
+    Select(row.find_element(By.NAME, "kind")).select_by_value("example")
+    row.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    message = browser.find_element(By.CSS_SELECTOR, "ul.messagelist li.success").text
+    assert "mail::send_email" in message and "searchable now" in message
+    assert not browser.find_elements(By.CSS_SELECTOR, f'tr.request-group[data-text="{WITHHELD}"]')  # handled
+    screenshot(browser, "curator-workbench-attached")
+
+    browser.get(f"{live_server.url}/admin/search/preview/?query={WITHHELD.replace(' ', '+')}&top_k=10")
+    first = browser.find_element(By.CSS_SELECTOR, "#preview-results tr.match")
+    assert first.get_attribute("data-tool-id") == "mail::send_email"
+    assert "example request" in first.text
+    screenshot(browser, "curator-preview-after")

@@ -1,0 +1,97 @@
+"""The curator's workbench over the query log: groups what needs a curator, attaches requests to tools."""
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.urls import reverse
+
+from governance.principals import principal_for_user
+from search.choices import Confidence
+from search.models import SearchOutcome
+from search.services import index_rebuild, tool_search
+from search.usage import LoggedResult, query_log_record
+from search.workbench import group_key, workbench_groups
+
+pytestmark = [pytest.mark.django_db]
+WORKBENCH = "search_workbench"
+WITHHELD = "ping my landlord about the rent"
+
+
+def _perm(app: str, codename: str) -> Permission:
+    return Permission.objects.get(codename=codename, content_type__app_label=app)
+
+
+@pytest.fixture
+def curator(django_user_model):
+    user = django_user_model.objects.create_user(username="curator", is_staff=True)
+    user.user_permissions.add(
+        _perm("catalog", "view_tool"), _perm("catalog", "change_tool"), _perm("search", "view_querylogentry")
+    )
+    return user
+
+
+def _log(user, query, confidence=Confidence.HIGH, tools=()):
+    return query_log_record(
+        principal=principal_for_user(user),
+        query=query,
+        results=[LoggedResult(tool_id=t, score=0.5) for t in tools],
+        confidence=confidence,
+        degraded=False,
+        backend="embedded",
+        latency_ms=5,
+    )
+
+
+def test_similar_requests_are_grouped_with_counts_and_reasons(member):
+    _log(member, "Ping my landlord about the rent", Confidence.WITHHELD)
+    _log(member, "ping  my landlord   about the RENT!", Confidence.WITHHELD)
+    _log(member, "about the rent, ping my landlord", Confidence.LOW, tools=["mail::send_email"])
+    followed = _log(member, "read the file notes.txt", Confidence.HIGH, tools=["files::read_file"])
+    _log(member, "list my inbox", Confidence.HIGH, tools=["mail::list_inbox"])  # answered, never followed
+    from catalog.models import Tool
+    from tests.search.factories import ToolFactory
+
+    SearchOutcome.objects.create(entry=followed, tool=ToolFactory(name="read_file"), outcome="success")
+    groups = {group.key: group for group in workbench_groups()}
+    rent = groups[group_key(WITHHELD)]
+    assert (rent.count, rent.withheld, rent.low, rent.unfollowed) == (3, 2, 1, 0)
+    assert rent.text == "about the rent, ping my landlord"  # the newest wording
+    assert rent.tool_ids == ["mail::send_email"]
+    assert groups[group_key("list my inbox")].unfollowed == 1
+    assert group_key("read the file notes.txt") not in groups  # answered and followed by a call
+    assert [g.key for g in workbench_groups(reason="withheld")] == [group_key(WITHHELD)]
+    assert Tool.objects.count() == 1
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)  # the reindex runs on commit, inside the request, as in production
+def test_attaching_a_withheld_request_makes_the_tool_found(client, curator, member, small_catalog, encoder):
+    index_rebuild()
+    everyone = {tool.pk for tool in small_catalog.values()}
+    assert [m.tool_id for m in tool_search(query=WITHHELD, visible=everyone).matches][:1] != ["mail::send_email"]
+    _log(member, WITHHELD, Confidence.WITHHELD)
+    client.force_login(curator)
+    page = client.get(reverse(WORKBENCH))
+    assert page.status_code == 200 and WITHHELD in page.content.decode()
+    response = client.post(
+        reverse(WORKBENCH), {"text": WITHHELD, "tool_id": "mail::send_email", "kind": "example"}, follow=True
+    )
+    assert response.status_code == 200
+    assert "It is searchable now" in response.content.decode()
+    assert list(small_catalog["send_email"].examples.values_list("text", flat=True)) == [WITHHELD]
+    assert tool_search(query=WITHHELD, visible=everyone).matches[0].tool_id == "mail::send_email"
+
+
+def test_unknown_tool_is_refused_with_a_message(client, curator, member):
+    _log(member, WITHHELD, Confidence.WITHHELD)
+    client.force_login(curator)
+    response = client.post(reverse(WORKBENCH), {"text": WITHHELD, "tool_id": "nope::nothing", "kind": "example"})
+    assert response.status_code == 200 and "No such tool" in response.content.decode()
+
+
+@pytest.mark.parametrize("perms", [(), (("catalog", "view_tool"), ("catalog", "change_tool"))])
+def test_needs_both_curation_and_query_log_permissions(client, django_user_model, perms):
+    user = django_user_model.objects.create_user(username="staff", is_staff=True)
+    user.user_permissions.add(*[_perm(app, codename) for app, codename in perms])
+    client.force_login(user)
+    assert client.get(reverse(WORKBENCH)).status_code == 403
+    assert client.post(reverse(WORKBENCH), {"text": "x", "tool_id": "a::b", "kind": "example"}).status_code == 403
