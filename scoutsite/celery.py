@@ -3,12 +3,31 @@
 import os
 
 from celery import Celery
+from celery.signals import task_failure, task_retry, task_success
+from prometheus_client import Counter
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scoutsite.settings")
 
 app = Celery("scoutsite")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+TASKS = Counter("scout_celery_tasks", "Celery task outcomes by task name", ["task", "outcome"])
+
+
+@task_success.connect
+def _count_success(sender=None, **kwargs: object) -> None:
+    TASKS.labels(task=getattr(sender, "name", "unknown"), outcome="success").inc()
+
+
+@task_failure.connect
+def _count_failure(sender=None, **kwargs: object) -> None:
+    TASKS.labels(task=getattr(sender, "name", "unknown"), outcome="failure").inc()
+
+
+@task_retry.connect
+def _count_retry(sender=None, request=None, **kwargs: object) -> None:
+    TASKS.labels(task=getattr(request, "task", None) or "unknown", outcome="retry").inc()
 
 
 @app.on_after_finalize.connect

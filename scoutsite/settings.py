@@ -158,6 +158,14 @@ STATIC_ROOT = BASE_DIR / "var" / "static"
 # Serve the admin's static files from the ASGI app itself (scoutsite/asgi.py); turn off behind a proxy.
 SCOUT_SERVE_STATIC = env_bool("SCOUT_SERVE_STATIC", default=True)
 
+# --- observability -------------------------------------------------------------------------------------
+# /metrics (Prometheus text) is never public: a bearer token, or a client address in these networks.
+SCOUT_METRICS_TOKEN = env_secret("SCOUT_METRICS_TOKEN")
+SCOUT_METRICS_ALLOWED_NETWORKS = env_list("SCOUT_METRICS_ALLOWED_NETWORKS", ["127.0.0.1/32", "::1/128"])
+# Several worker processes (uvicorn --workers, Celery) share counters through files in this directory
+# (prometheus-client's multiprocess mode); it must be set before the processes start, and emptied on deploy.
+PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR")
+
 REDIS_URL = env_str("REDIS_URL")
 if REDIS_URL:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}

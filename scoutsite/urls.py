@@ -1,6 +1,8 @@
 from django.contrib import admin
 from django.urls import path
 
+from scoutsite.health import healthz, readyz
+from scoutsite.metrics import metrics_view
 from search.preview import urls as search_preview_urls
 from search.workbench import urls as search_workbench_urls
 
@@ -9,6 +11,9 @@ admin.site.site_title = "Scout admin"
 admin.site.index_title = "Catalog, search and governance"
 
 urlpatterns = [
+    path("healthz", healthz, name="healthz"),
+    path("readyz", readyz, name="readyz"),
+    path("metrics", metrics_view, name="metrics"),
     *search_preview_urls(),  # /admin/search/preview/: before admin.site.urls, which would claim the path
     *search_workbench_urls(),  # /admin/search/workbench/
     path("admin/", admin.site.urls),

@@ -120,3 +120,25 @@ def encoder_forget_failures() -> None:
     """Let the next encoder_get() retry a model that failed (tests, operators after fixing a path)."""
     with _lock:
         _failed.clear()
+
+
+def encoder_status() -> str:
+    """``loaded``, ``unavailable`` (the last load failed; retried after a pause) or ``not_loaded``."""
+    path = model_path()
+    if path in _loaded:
+        return "loaded"
+    return "unavailable" if path in _failed else "not_loaded"
+
+
+def encoder_warm_in_background() -> None:
+    """Start loading the model in a daemon thread (readiness probes call this; the first search would
+    otherwise pay for the load)."""
+
+    def load() -> None:
+        try:
+            encoder_get()
+        except EncoderUnavailable:
+            pass  # recorded in _failed; encoder_status() reports it
+
+    if encoder_status() == "not_loaded" and not any(t.name == "scout-encoder-warm" for t in threading.enumerate()):
+        threading.Thread(target=load, name="scout-encoder-warm", daemon=True).start()

@@ -10,6 +10,7 @@ from catalog import upstream
 from catalog.choices import ServerStatus, SyncKind, Transport
 from catalog.definitions import normalize_listing
 from catalog.locks import named_lock
+from catalog.metrics import SYNC_SECONDS, SYNCS
 from catalog.models import Server, SyncRun
 from catalog.services.apply import catalog_apply_listing
 from catalog.services.runs import MAX_ERROR_CHARS, sync_run_finish, sync_run_skip, sync_run_start
@@ -53,13 +54,21 @@ def server_sync(*, server_pk: int, trigger: str = "manual") -> SyncRun:
     """
     server = Server.objects.get(pk=server_pk)
     if server.status == ServerStatus.DISABLED:
-        return sync_run_skip(server=server, source=trigger, reason="server is disabled")
+        return _counted(sync_run_skip(server=server, source=trigger, reason="server is disabled"))
     if server.transport == Transport.IMPORTED:
-        return sync_run_skip(server=server, source=trigger, reason="imported server: no live connection to sync")
+        reason = "imported server: no live connection to sync"
+        return _counted(sync_run_skip(server=server, source=trigger, reason=reason))
     with named_lock(server_sync_lock_name(server.pk), ttl=server_sync_lock_ttl()) as acquired:
         if not acquired:
-            return sync_run_skip(server=server, source=trigger, reason="another sync of this server is running")
-        return _sync_locked(server, trigger)
+            reason = "another sync of this server is running"
+            return _counted(sync_run_skip(server=server, source=trigger, reason=reason))
+        with SYNC_SECONDS.time():
+            return _counted(_sync_locked(server, trigger))
+
+
+def _counted(run: SyncRun) -> SyncRun:
+    SYNCS.labels(status=run.status).inc()
+    return run
 
 
 def _sync_locked(server: Server, trigger: str) -> SyncRun:

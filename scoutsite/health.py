@@ -1,0 +1,79 @@
+"""Health endpoints for orchestrators: ``/healthz`` (the process answers) and ``/readyz`` (it can serve).
+
+Both are unauthenticated, cheap and JSON, and reveal no configuration: only check names and ok / not ok.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db import connection
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+
+logger = logging.getLogger(__name__)
+READY_PROBE_KEY = "scout:readyz"
+
+
+@never_cache
+@require_GET
+def healthz(request: HttpRequest) -> JsonResponse:
+    """The process is alive and answering HTTP."""
+    return JsonResponse({"status": "ok"})
+
+
+def _database() -> bool:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            return cursor.fetchone() == (1,)
+    except Exception:  # noqa: BLE001 - any failure means not ready
+        logger.warning("readyz: database check failed", exc_info=True)
+        return False
+
+
+def _cache() -> bool:
+    try:
+        cache.set(READY_PROBE_KEY, "1", timeout=10)
+        return cache.get(READY_PROBE_KEY) == "1"
+    except Exception:  # noqa: BLE001
+        logger.warning("readyz: cache check failed", exc_info=True)
+        return False
+
+
+def _search_index() -> bool:
+    from search.selectors import current_generation_token
+
+    try:
+        return current_generation_token() is not None
+    except Exception:  # noqa: BLE001
+        logger.warning("readyz: search index check failed", exc_info=True)
+        return False
+
+
+def _model() -> str:
+    from search.encoder import encoder_status, encoder_warm_in_background
+
+    status = encoder_status()
+    if status == "not_loaded":
+        encoder_warm_in_background()  # ready on a later probe, instead of on the first search
+        status = "loading"
+    return status
+
+
+@never_cache
+@require_GET
+def readyz(request: HttpRequest) -> JsonResponse:
+    """Ready to serve: database, cache (Redis when configured), a built search index and the model loaded.
+    503 with the failing checks named when not."""
+    checks = {"database": "ok" if _database() else "unavailable"}
+    if settings.REDIS_URL:
+        checks["cache"] = "ok" if _cache() else "unavailable"
+    checks["search_index"] = "ok" if _search_index() else "not_built"
+    model = _model()
+    checks["model"] = "ok" if model == "loaded" else model
+    ready = all(value == "ok" for value in checks.values())
+    return JsonResponse({"status": "ready" if ready else "not_ready", "checks": checks}, status=200 if ready else 503)

@@ -1,0 +1,93 @@
+"""``/metrics``: Prometheus text for every counter and histogram Scout defines, plus figures read from the
+database at scrape time (index size, pending approvals, server health, recent sync failures).
+
+Counters and histograms are defined next to the code that observes them (``search/metrics.py``,
+``mcpgateway/metrics.py``, ``catalog/metrics.py``, Celery task outcomes in ``scoutsite/celery.py``). With
+PROMETHEUS_MULTIPROC_DIR set, every process writes its values to files there and a scrape of any worker
+sums them (prometheus-client's multiprocess mode), so several uvicorn workers and Celery agree.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+from collections.abc import Iterator
+from datetime import timedelta
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.registry import Collector
+
+
+class DatabaseCollector(Collector):
+    """Figures that live in the database, read at scrape time (the same in every process)."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        from catalog.models import Server, SyncRun
+        from governance.choices import ApprovalStatus
+        from governance.models import ApprovalRequest
+        from search.choices import GenerationStatus
+        from search.models import IndexGeneration
+
+        latest = IndexGeneration.objects.filter(status=GenerationStatus.READY).order_by("-id").first()
+        index = GaugeMetricFamily("scout_index_generation", "Id of the latest ready search index generation")
+        index.add_metric([], latest.pk if latest else 0)
+        yield index
+        size = GaugeMetricFamily("scout_index_tools", "Tools in the latest ready full index build")
+        full = IndexGeneration.objects.filter(status=GenerationStatus.READY, kind="full").order_by("-id").first()
+        size.add_metric([], full.tool_count if full else 0)
+        yield size
+        pending = GaugeMetricFamily("scout_approvals_pending", "Approval requests waiting for a decision")
+        pending.add_metric([], ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING).count())
+        yield pending
+        servers = GaugeMetricFamily("scout_upstream_servers", "Upstream servers by status", labels=["status"])
+        counts: dict[str, int] = {}
+        for status in Server.objects.values_list("status", flat=True):
+            counts[status] = counts.get(status, 0) + 1
+        for status, count in sorted(counts.items()):
+            servers.add_metric([status], count)
+        yield servers
+        failures = GaugeMetricFamily("scout_sync_failures_24h", "Failed sync runs in the last 24 hours")
+        since = timezone.now() - timedelta(hours=24)
+        failures.add_metric([], SyncRun.objects.filter(status="failed", started_at__gte=since).count())
+        yield failures
+
+
+def _allowed(request: HttpRequest) -> bool:
+    token = settings.SCOUT_METRICS_TOKEN
+    header = request.META.get("HTTP_AUTHORIZATION", "")
+    if token and header.startswith("Bearer ") and hmac.compare_digest(header[7:].strip(), token):
+        return True
+    try:
+        address = ipaddress.ip_address(request.META.get("REMOTE_ADDR", ""))
+    except ValueError:
+        return False
+    return any(address in ipaddress.ip_network(net, strict=False) for net in settings.SCOUT_METRICS_ALLOWED_NETWORKS)
+
+
+def metrics_text() -> bytes:
+    """Counters and histograms (of every process in multiprocess mode, else of this one), then the
+    database figures."""
+    if settings.PROMETHEUS_MULTIPROC_DIR:
+        counters = CollectorRegistry()
+        MultiProcessCollector(counters)
+    else:
+        counters = REGISTRY
+    database = CollectorRegistry()
+    database.register(DatabaseCollector())
+    return generate_latest(counters) + generate_latest(database)
+
+
+@never_cache
+@require_GET
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    """Prometheus text; 403 unless the bearer token (SCOUT_METRICS_TOKEN) or an allowed network matches."""
+    if not _allowed(request):
+        return HttpResponse("forbidden\n", status=403, content_type="text/plain")
+    return HttpResponse(metrics_text(), content_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,10 @@
+import pytest
+from django.core.cache import cache
+
+
+@pytest.fixture(autouse=True)
+def clean_cache():
+    """The search generation token is cached per process: start and end every test without it."""
+    cache.clear()
+    yield
+    cache.clear()

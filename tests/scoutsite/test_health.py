@@ -1,0 +1,65 @@
+"""/healthz and /readyz: unauthenticated, JSON, naming checks but never configuration."""
+
+import json
+import socket
+
+import pytest
+from django.test import override_settings
+
+from search.services import index_rebuild
+
+pytestmark = pytest.mark.django_db
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_healthz_answers_without_login(client):
+    response = client.get("/healthz")
+    assert response.status_code == 200 and response.json() == {"status": "ok"}
+
+
+def test_readyz_is_not_ready_without_a_search_index(client):
+    response = client.get("/readyz")
+    assert response.status_code == 503
+    body = response.json()
+    assert body["status"] == "not_ready" and body["checks"]["search_index"] == "not_built"
+    assert body["checks"]["database"] == "ok"
+
+
+@pytest.mark.slow
+def test_readyz_is_ready_with_an_index_and_the_model(client, encoder_loaded, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        index_rebuild()
+    response = client.get("/readyz")
+    assert response.status_code == 200, response.json()
+    assert response.json() == {
+        "status": "ready",
+        "checks": {"database": "ok", "search_index": "ok", "model": "ok"}
+        | ({"cache": "ok"} if "cache" in response.json()["checks"] else {}),
+    }
+
+
+@pytest.mark.slow
+def test_readyz_reports_an_unreachable_redis(client, encoder_loaded, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        index_rebuild()
+    dead = f"redis://127.0.0.1:{_closed_port()}/0"
+    caches = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": dead}}
+    with override_settings(REDIS_URL=dead, CACHES=caches):
+        response = client.get("/readyz")
+    assert response.status_code == 503
+    body = response.json()
+    assert body["checks"]["cache"] == "unavailable" and body["status"] == "not_ready"
+    text = json.dumps(body)
+    assert "127.0.0.1" not in text and "redis://" not in text  # names the check, not the configuration
+
+
+@pytest.fixture
+def encoder_loaded():
+    from search.encoder import encoder_get
+
+    return encoder_get()
