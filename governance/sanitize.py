@@ -33,6 +33,8 @@ _CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # For the screen only, more that renders as nothing: variation selectors, combining grapheme joiner,
 # Hangul fillers and the braille blank; format characters (category Cf) are removed separately.
 _SCREEN_INVISIBLE_RE = re.compile("[\u034f\u115f\u1160\u2800\u3164\uffa0\ufe00-\ufe0f\U000e0100-\U000e01ef]")
+# Invisible characters worth a marker of their own (variation selectors are not: emoji use them, "⚠️").
+_BLANK_LETTER_RE = re.compile("[\u034f\u115f\u1160\u2800\u3164\uffa0]")
 _QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u02bc": "'", "\u2032": "'", "\u00b4": "'", "`": "'"})
 _SPACES_RE = re.compile(r"[ \t\f\v]+")
 
@@ -340,7 +342,7 @@ def suspicious_markers(text: str) -> list[str]:
     found: list[str] = []
     if _ANSI_RE.search(text) or "\x1b" in text:
         found.append("ansi-escape")
-    if _HIDDEN_RE.search(text):
+    if _HIDDEN_RE.search(text) or _BLANK_LETTER_RE.search(text) or any(unicodedata.category(ch) == "Cf" for ch in text):
         found.append("hidden-unicode")
     if _CONTROL_RE.search(text.replace("\r", "")):
         found.append("control-character")
