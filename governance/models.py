@@ -136,8 +136,9 @@ class Entitlement(models.Model):
 class ToolPolicy(models.Model):
     """Governance fields of one tool plus its change-review state.
 
-    Defaults come from the upstream annotations (untrusted hints) and are re-derived on every sync until an
-    admin classifies the tool (``classified_by_admin``); from then on the admin's values win.
+    Defaults come from the upstream annotations (untrusted hints, never less strict than the tool's own name and
+    description: ``classification_note`` says when they were overruled) and are re-derived on every sync until
+    an admin classifies the tool (``classified_by_admin``); from then on the admin's values win.
     ``held`` keeps the tool out of every visible set until a curator accepts its current definition.
     """
 
@@ -155,6 +156,11 @@ class ToolPolicy(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     classified_at = models.DateTimeField(null=True, blank=True)
+    classification_note = models.CharField(
+        max_length=300,
+        blank=True,
+        help_text="Why the defaults are stricter than the upstream hints (e.g. readOnlyHint on a tool that deletes)",
+    )
     # Change review
     accepted_hash = models.CharField(max_length=64, blank=True, help_text="Definition hash last accepted")
     held = models.BooleanField(default=False, db_index=True, help_text="Out of search and execution until reviewed")

@@ -1,11 +1,23 @@
-"""Text shown to a model: strip what could hide instructions, and find what looks like an injection (T6).
+"""Text shown to a model: strip what could hide instructions, and screen upstream text for injections (T6).
 
 ORM-free. ``clean_for_model`` is for anything Scout returns to a model (descriptions, titles, errors);
-``suspicious_markers`` decides whether a tool's upstream text is held for review at first sight.
+``suspicious_markers`` is the one injection screen: it decides whether a tool's upstream text is held for
+review (governance.services.review).
+
+The screen does not match the raw text. It first folds it to a *skeleton*: ANSI escapes and invisible or
+control characters removed, Unicode NFKC (full-width and mathematical letters become plain ones), case folded,
+accents dropped, and look-alike letters (Cyrillic "о", Greek "ο", ...) mapped to the Latin letter they imitate
+with Unicode's confusables table (from ``confusable-homoglyphs``). Signals are then matched on the skeleton:
+instructions addressed to the model, attempts to override earlier instructions or to hide something from the
+user, directives to call other tools or Scout's own meta-tools, exfiltration wording, chat-template markers,
+role tags, and the same override/addressing phrases in German, French, Spanish, Italian, Portuguese, Russian
+and Chinese. Each marker has a name, so a curator sees why a tool was held. The screen errs towards holding:
+a false positive costs a curator one click, a false negative puts an attacker's words in front of the model.
 """
 
 import re
 import unicodedata
+from functools import lru_cache
 
 # ANSI escape sequences: CSI (ESC [ ... final), OSC (ESC ] ... BEL/ST), and two-character escapes.
 _ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]|\x9b[0-?]*[ -/]*[@-~]")
@@ -18,31 +30,13 @@ _HIDDEN_CHARS = (
 _HIDDEN_RE = re.compile(f"[{_HIDDEN_CHARS}\U000e0000-\U000e007f]")
 # C0 and C1 controls except tab and newline (carriage returns become newlines).
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-_INJECTION_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
-    (
-        "ignore-previous",
-        re.compile(
-            r"\b(ignore|disregard|forget|override)\b[^.\n]{0,40}\b(previous|prior|above|earlier|all|other|system)\b"
-            r"[^.\n]{0,30}\b(instructions?|prompts?|rules|directions|messages?|context)\b",
-            re.I,
-        ),
-    ),
-    (
-        "instruction-tag",
-        re.compile(r"</?\s*(important|system|instructions?|admin|assistant|secret|hidden|critical)\b[^>]*>", re.I),
-    ),
-    ("system-prompt", re.compile(r"\b(system prompt|developer message|new instructions)\b", re.I)),
-    (
-        "conceal-from-user",
-        re.compile(r"\b(do not|don't|never)\s+(tell|inform|mention|reveal|show)\b[^.\n]{0,30}\buser\b", re.I),
-    ),
-    (
-        "cross-tool-directive",
-        re.compile(r"\b(before|after|instead of)\s+(using|calling|running)\s+(this|any|the)\b[^.\n]{0,20}\btool", re.I),
-    ),
-    ("secret-path", re.compile(r"(~/\.ssh|id_rsa\b|\.aws/credentials|/etc/passwd)", re.I)),
-]
+# For the screen only, more that renders as nothing: variation selectors, combining grapheme joiner,
+# Hangul fillers and the braille blank; format characters (category Cf) are removed separately.
+_SCREEN_INVISIBLE_RE = re.compile("[\u034f\u115f\u1160\u2800\u3164\uffa0\ufe00-\ufe0f\U000e0100-\U000e01ef]")
+# Invisible characters worth a marker of their own (variation selectors are not: emoji use them, "⚠️").
+_BLANK_LETTER_RE = re.compile("[\u034f\u115f\u1160\u2800\u3164\uffa0]")
+_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u02bc": "'", "\u2032": "'", "\u00b4": "'", "`": "'"})
+_SPACES_RE = re.compile(r"[ \t\f\v]+")
 
 
 def clean_for_model(text: str) -> str:
@@ -57,20 +51,310 @@ def clean_for_model(text: str) -> str:
     return unicodedata.normalize("NFC", text)
 
 
+# --- normalisation --------------------------------------------------------------------------------------
+
+
+def _strip_marks(text: str) -> str:
+    """Decomposed, without combining marks (é -> e, й -> и): accents cannot split a matched word."""
+    return "".join(ch for ch in unicodedata.normalize("NFKD", text) if not unicodedata.combining(ch))
+
+
+def _fold(text: str) -> str:
+    """Everything but the look-alike mapping: no escapes or invisibles, NFKC, case folded, no accents,
+    typographic quotes as ``'``, runs of blanks as one space (newlines kept for line-start markers)."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = _ANSI_RE.sub("", text)
+    text = unicodedata.normalize("NFKC", text)
+    # Invisible characters are removed (not replaced by a space) so "ig\u200bnore" still reads "ignore".
+    text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
+    text = _HIDDEN_RE.sub("", _SCREEN_INVISIBLE_RE.sub("", text))
+    text = _CONTROL_RE.sub(" ", text)
+    text = _strip_marks(text.casefold()).translate(_QUOTES)
+    return _SPACES_RE.sub(" ", text)
+
+
+@lru_cache(maxsize=1)
+def _confusables_table() -> dict[int, str]:
+    """Each non-ASCII character that Unicode lists as confusable with an ASCII letter (or, failing a letter,
+    ASCII punctuation), mapped to it; chains such as к -> ĸ -> k are followed. Built once from the
+    ``confusable-homoglyphs`` copy of Unicode's confusables.txt."""
+    from confusable_homoglyphs.confusables import confusables_data
+
+    def ascii_of(glyph: str) -> str | None:
+        glyph = _strip_marks(glyph.strip("\u200e\u200f")).casefold()
+        return glyph if len(glyph) == 1 and glyph.isascii() and glyph.isprintable() and glyph != " " else None
+
+    direct: dict[str, list[str]] = {}
+    for char, homoglyphs in confusables_data.items():
+        if len(char) != 1 or char.isascii():
+            continue  # ASCII stays as written: mapping "1" to "l" would change ordinary numbers
+        direct[char] = [glyph["c"].strip("\u200e\u200f") for glyph in homoglyphs]
+
+    def resolve(char: str, depth: int = 0) -> str | None:
+        candidates = [ascii_of(glyph) for glyph in direct.get(char, [])]
+        letters = [c for c in candidates if c and c.isalpha()]
+        if letters:
+            return letters[0]
+        if depth < 2:
+            for glyph in direct.get(char, []):
+                if len(glyph) == 1 and not glyph.isascii():
+                    found = resolve(glyph, depth + 1)
+                    if found and found.isalpha():
+                        return found
+        others = [c for c in candidates if c]
+        return others[0] if others else None
+
+    table: dict[int, str] = {}
+    for char in direct:
+        mapped = resolve(char)
+        if mapped is not None:
+            table[ord(char)] = mapped
+    return table
+
+
+def screen_skeleton(text: str) -> str:
+    """The form the injection screen matches: ``_fold`` plus look-alike letters mapped to Latin ones."""
+    return _fold(text).translate(_confusables_table())
+
+
+# --- signals ---------------------------------------------------------------------------------------------
+
+_MODEL = (
+    r"(?:ai|a\.i\.|llm|large language model|language model|model|assistant|agent|chatbot|bot|claude|chatgpt|gpt"
+    r"|copilot|gemini)"
+)
+_CONCEAL_VERB = r"(?:tell|inform|mention|reveal|show|notify|alert|disclose|let|explain|warn|say)(?:s|ing)?"
+_CALL_VERB = r"(?:call|invoke|run|execute|trigger|use)"
+_INVOKE = r"(?:call|invoke|run|execute|trigger)"
+_SECRET = (
+    r"(?:~/|\.ssh\b|id_rsa|\.env\b|api[ _-]?keys?|credentials?|passwords?|passphrases?|secrets?|private[ _-]?keys?"
+    r"|ssh[ _-]?keys?|access[ _-]?tokens?|auth(?:entication)?[ _-]?tokens?|tokens?|mcp\.json|cookies?"
+    r"|conversation|chat history|system prompt|environment variables?)"
+)
+_SEND_VERB = r"(?:send|include|upload|post|forward|leak|exfiltrate|transmit|share|attach|embed|paste|append|email|copy)"
+
+# (marker, pattern) matched on the skeleton; written lower case and without accents (the skeleton has none).
+_SKELETON_PATTERNS: list[tuple[str, str]] = [
+    # English: overriding what the model was told before.
+    (
+        "ignore-previous",
+        r"\b(?:ignore|disregard|forget|bypass|abandon|discard)\b[^.]{0,40}?\b(?:previous|prior|above|earlier|preceding"
+        r"|former|all|any|other|system|safety|original|your)\b[^.]{0,30}?\b(?:instructions?|prompts?|rules|directions"
+        r"|directives|messages?|context|guidelines|guardrails|constraints|polic(?:y|ies)|commands)\b",
+    ),
+    (
+        "ignore-previous",
+        r"\boverride\b[^.]{0,30}?\b(?:previous|prior|above|system|safety|your)\b[^.]{0,20}?\b(?:instructions?|prompts?"
+        r"|guidelines|guardrails|directives)\b",
+    ),
+    # Text addressed to the model rather than describing the tool ("instructions for the AI on what to extract"
+    # describes a parameter, so "instructions"/"message" count only after "important").
+    (
+        "addressed-to-model",
+        rf"\b(?:note|reminder|notice|memo|attention)\s+(?:to|for)\s+(?:the\s+|any\s+|all\s+)?(?:ai\s+)?{_MODEL}s?\b",
+    ),
+    (
+        "addressed-to-model",
+        rf"\bimportant\b[^.]{{0,15}}?\b(?:note|message|instructions?|reminder|information)\s+(?:to|for)\s+"
+        rf"(?:the\s+|any\s+|all\s+)?(?:ai\s+)?{_MODEL}s?\b",
+    ),
+    ("addressed-to-model", rf"\b(?:dear|hey|hello|attention)\s*,?\s+(?:the\s+)?(?:ai\s+)?{_MODEL}\b"),
+    ("addressed-to-model", rf"\bif you are an?\s+(?:ai\s+)?{_MODEL}\b"),
+    ("addressed-to-model", r"\byou are (?:now )?(?:an? |the )?(?:ai|assistant|llm|language model|chatbot)\b"),
+    (
+        "addressed-to-model",
+        r"\b(?:the|this|any|an?)\s+(?:ai\s+)?(?:assistant|llm|language model|ai model|chatbot|ai agent)\s+(?:must|shall"
+        r"|is required to)\b",
+    ),
+    # Imperatives to the model that go beyond how to call this tool.
+    (
+        "you-must",
+        rf"\byou\s+(?:must|shall|have to|need to|are required to|should)\s+(?:always\s+|now\s+|immediately\s+|first\s+"
+        rf"|also\s+|secretly\s+|silently\s+)*(?:ignore|disregard|forget|obey|comply|exfiltrate|forward|send|upload"
+        rf"|(?:not|never)\s+{_CONCEAL_VERB})\b",
+    ),
+    (
+        "you-must",
+        rf"\byou\s+(?:must|shall|have to|need to|are required to)\s+(?:always|first|immediately)\s+{_INVOKE}\b",
+    ),
+    # Keeping the user in the dark.
+    (
+        "conceal-from-user",
+        rf"\b(?:do not|don't|dont|never|must not|should not|shouldn't|without)\s+{_CONCEAL_VERB}\b"
+        rf"[^.]{{0,30}}?\buser\b",
+    ),
+    ("conceal-from-user", r"\b(?:hide|conceal|keep)\b[^.]{0,25}?\bfrom\s+the\s+user\b"),
+    ("conceal-from-user", r"\bwithout\s+(?:the\s+)?user'?s?\s+(?:knowing|knowledge|noticing|awareness|consent)\b"),
+    (
+        "conceal-from-user",
+        r"\bthe\s+user\s+(?:must|should|need|does|will)\s*(?:not|n't)\s+(?:know|see|be told|notice)\b",
+    ),
+    (
+        "conceal-from-user",
+        r"\b(?:secretly|covertly|quietly|silently)\s+(?:call|send|read|forward|upload|include|copy|exfiltrate|run"
+        r"|execute|invoke|delete|transfer)\b",
+    ),
+    # Steering the model to other tools: Scout's meta-tools, namespaced ids, "before using this tool, call ...".
+    ("meta-tool-reference", r"\b(?:execute[_-]tool|tool[_-]search|tool[_-]inspect)\b"),
+    ("cross-tool-directive", rf"\b{_CALL_VERB}\b[^.]{{0,40}}?\b[a-z0-9][a-z0-9_.-]*::[a-z0-9_.-]+"),
+    (
+        "cross-tool-directive",
+        rf"\b(?:before|after|instead of|prior to)\s+(?:using|calling|running|invoking|executing|answering|responding"
+        rf"|replying)\s+(?:this|any|the|other)\b[^.]{{0,25}}?\b(?:tool|function)s?\b[^.]{{0,40}}?\b(?:{_CALL_VERB}"
+        rf"|read|send)\b",
+    ),
+    ("cross-tool-directive", rf"\b(?:first|always|also)\s+{_CALL_VERB}\b[^.]{{0,30}}?\b(?:every|all|other)\s+tools?\b"),
+    # Exfiltration wording and secret locations.
+    ("exfiltration", rf"\b{_SEND_VERB}\b[^.]{{0,50}}?\b(?:contents?|text|body|value)\s+of\b[^.]{{0,30}}?{_SECRET}"),
+    (
+        "exfiltration",
+        rf"\b{_SEND_VERB}\b[^.]{{0,40}}?\b(?:the user'?s?|all|every|any)\s+(?:[a-z]+\s+)?(?:api[ _-]?keys?|credentials"
+        rf"|passwords?|secrets?|private[ _-]?keys?|ssh[ _-]?keys?|access[ _-]?tokens?|conversation|chat history"
+        rf"|system prompt|environment variables)\b",
+    ),
+    ("exfiltration", r"\bexfiltrat(?:e|es|ed|ing|ion)\b"),
+    (
+        "secret-path",
+        r"(?:~/\.ssh|\bid_rsa\b|\bid_ed25519\b|\.aws/credentials|/etc/passwd|/etc/shadow|\.cursor/mcp\.json"
+        r"|claude_desktop_config\.json|\.git-credentials\b|~/\.netrc\b)",
+    ),
+    # Chat-template and role markers: text pretending to be a turn boundary or a system message.
+    ("chat-template", r"<\|\s*[a-z_]{2,30}\s*\|>"),
+    ("chat-template", r"\[/?inst\]|<</?sys>>|<(?:start|end)_of_turn>|\[/?(?:system|assistant)(?:_prompt)?\]"),
+    ("chat-template", r"(?:^|\n)\s*#{2,}\s*(?:system|instruction|instructions|assistant|response)\s*:"),
+    ("chat-template", r"(?:^|\n)\s*(?:human|assistant|system)\s*:\s"),
+    (
+        "instruction-tag",
+        r"</?\s*(?:important|system|system[_-]?prompt|instructions?|admin|assistant|secret|hidden|critical|sys|prompt"
+        r"|tool_call|function_call|override|priority|urgent)\b[^>]*>",
+    ),
+    (
+        "system-prompt",
+        r"\b(?:developer message|new instructions|updated instructions|developer mode|dan mode|god mode)\b",
+    ),
+    (
+        "system-prompt",
+        r"\b(?:reveal|print|output|repeat|show|leak|dump|disclose)\b[^.]{0,20}?\b(?:your|the)\s+(?:system prompt"
+        r"|instructions|initial prompt)\b",
+    ),
+    # German.
+    (
+        "ignore-previous",
+        r"\b(?:ignorier(?:e|en|t)?|vergiss|vergessen sie|missachte(?:n)?|uberspring(?:e|en)?)\b[^.]{0,40}?"
+        r"\b(?:vorherigen?|vorigen?|bisherigen?|obigen?|fruheren?|alle[nm]?|sonstigen?|vorangegangenen?)\b[^.]{0,30}?"
+        r"\b(?:anweisungen|anweisung|instruktionen|befehle|regeln|vorgaben|hinweise|nachrichten)\b",
+    ),
+    (
+        "addressed-to-model",
+        r"\b(?:hinweis|nachricht|anweisung|notiz|mitteilung)\s+(?:an|fur)\s+(?:den\s+|die\s+|das\s+)?(?:assistenten"
+        r"|assistentin|assistent|ki|modell|sprachmodell|agenten|bot|llm)\b",
+    ),
+    (
+        "conceal-from-user",
+        r"\b(?:sag(?:e|en sie)?|erzahl(?:e|en sie)?|verrat(?:e|en sie)?)\s+(?:dem|der|den)\s+(?:benutzer|nutzer"
+        r"|anwender|user)(?:in|innen)?\s+(?:nichts|nicht)\b",
+    ),
+    ("cross-tool-directive", r"\b(?:rufe|rufen sie)\s+(?:zuerst|zunachst|vorher|immer)\b"),
+    # French.
+    (
+        "ignore-previous",
+        r"\b(?:ignore[zr]?|oublie[zr]?|ne tenez pas compte)\b[^.]{0,40}?\b(?:instructions?|consignes?|regles"
+        r"|directives)\s+(?:precedentes?|anterieures?|ci-dessus|prealables|du systeme)\b",
+    ),
+    (
+        "addressed-to-model",
+        r"\b(?:note|message|remarque|instructions?|avis)\s+(?:a|pour)\s+(?:l'\s*|le\s+|la\s+)?(?:assistant|ia"
+        r"|intelligence artificielle|modele|agent)\b",
+    ),
+    (
+        "conceal-from-user",
+        r"\bne\s+(?:dites|dis|mentionnez|mentionne|revelez|revele|informez|previens|prevenez)\s+(?:rien|pas)\b"
+        r"[^.]{0,30}?\butilisat(?:eur|rice)\b",
+    ),
+    ("cross-tool-directive", r"\b(?:appelez|appelle|invoquez|invoque|executez)\s+d'\s*abord\b"),
+    # Spanish, Italian, Portuguese.
+    (
+        "ignore-previous",
+        r"\b(?:ignora|ignore|ignorar|ignorate|olvida|olvide|olvidar|omite|esqueca|dimentica)\b[^.]{0,40}?"
+        r"\b(?:instrucciones|indicaciones|reglas|ordenes|directrices|istruzioni|instrucoes|regras)\s+(?:anteriores"
+        r"|previas|precedentes|de arriba|del sistema|precedenti|sopra)\b",
+    ),
+    (
+        "addressed-to-model",
+        r"\b(?:nota|mensaje|aviso|instrucciones?|messaggio|mensagem)\s+(?:para|al|a|per)\s+(?:el\s+|la\s+|o\s+|l'\s*)?"
+        r"(?:asistente|assistente|ia|modelo|modello|agente)\b",
+    ),
+    (
+        "conceal-from-user",
+        r"\bno\s+(?:le\s+)?(?:digas|diga|informes|informe|menciones|mencione|reveles|revele)\b[^.]{0,30}?\busuario\b",
+    ),
+    ("cross-tool-directive", r"\b(?:primero|antes)\s+(?:llama|llame|invoca|invoque|ejecuta|ejecute)\b"),
+]
+# Matched on the fold (no look-alike mapping, which would turn Cyrillic words into Latin noise).
+_FOLD_PATTERNS: list[tuple[str, str]] = [
+    (
+        "ignore-previous",
+        r"(?:игнорируй|игнорируйте|проигнорируй|забудь|забудьте)[^.]{0,40}?(?:предыдущие|прежние|все|вышеуказанные"
+        r"|системные)[^.]{0,30}?(?:инструкции|указания|правила|команды)",
+    ),
+    ("addressed-to-model", r"(?:примечание|заметка|сообщение|указание)\s+(?:для|к)\s+(?:ассистента|модели|ии|агента)"),
+    ("conceal-from-user", r"не\s+(?:говори|говорите|сообщай|сообщайте)\s+пользовател"),
+    ("ignore-previous", r"忽略(?:之前|以上|先前|上面|前面|所有)(?:的)?(?:所有|全部)?(?:的)?(?:指令|指示|说明|提示)"),
+]
+
+
+def _compile(patterns: list[tuple[str, str]]) -> list[tuple[str, re.Pattern[str]]]:
+    # Patterns are written as they read; accents are stripped so they match the accent-free fold.
+    return [(name, re.compile(_strip_marks(pattern))) for name, pattern in patterns]
+
+
+_SKELETON_RES = _compile(_SKELETON_PATTERNS)
+_FOLD_RES = _compile(_FOLD_PATTERNS)
+# A word mixing ASCII letters with letters that only look like them (Cyrillic "о" in "ignоre").
+_WORD_RE = re.compile(r"[^\W\d_]+")
+
+
+def _is_foreign_lookalike(ch: str, table: dict[int, str]) -> bool:
+    return (
+        not ch.isascii()
+        and ord(ch) in table
+        and table[ord(ch)].isalpha()
+        and not unicodedata.name(ch, "").startswith("LATIN")
+    )
+
+
+def _has_lookalike_word(folded: str) -> bool:
+    table = _confusables_table()
+    for word in _WORD_RE.findall(folded):
+        if word.isascii() or not any(ch.isascii() for ch in word):
+            continue
+        # Accented or extra Latin letters (Turkish "ı", "ſ") are ordinary spelling, not a disguise.
+        if any(_is_foreign_lookalike(ch, table) for ch in word):
+            return True
+    return False
+
+
 def suspicious_markers(text: str) -> list[str]:
-    """Names of the injection markers found in ``text`` (empty when it looks clean), in a stable order."""
+    """Names of the injection signals found in ``text`` (empty when it looks clean), each once, in a stable
+    order. The single screen for upstream tool text: see the module docstring for what it normalises."""
     if not text:
         return []
     found: list[str] = []
     if _ANSI_RE.search(text) or "\x1b" in text:
         found.append("ansi-escape")
-    if _HIDDEN_RE.search(text):
+    if _HIDDEN_RE.search(text) or _BLANK_LETTER_RE.search(text) or any(unicodedata.category(ch) == "Cf" for ch in text):
         found.append("hidden-unicode")
     if _CONTROL_RE.search(text.replace("\r", "")):
         found.append("control-character")
-    visible = clean_for_model(text)
-    for name, pattern in _INJECTION_PATTERNS:
-        if pattern.search(visible):
+    folded = _fold(text)
+    if _has_lookalike_word(folded):
+        found.append("lookalike-letters")
+    skeleton = folded.translate(_confusables_table())
+    for name, pattern in _SKELETON_RES:
+        if name not in found and pattern.search(skeleton):
+            found.append(name)
+    for name, pattern in _FOLD_RES:
+        if name not in found and pattern.search(folded):
             found.append(name)
     return found
 

@@ -95,10 +95,30 @@ class HeldFilter(admin.SimpleListFilter):
         return queryset
 
 
+class HintConflictFilter(admin.SimpleListFilter):
+    title = "upstream hints"
+    parameter_name = "hints"
+
+    def lookups(self, request, model_admin):
+        return [("contradicted", "Contradicted by the tool's own words")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "contradicted":
+            return queryset.exclude(classification_note="")
+        return queryset
+
+
 @admin.register(ToolPolicy)
 class ToolPolicyAdmin(admin.ModelAdmin[ToolPolicy]):
     list_display = ("tool", "operation_class", "reversibility", "risk_class", "classified_by_admin", "held")
-    list_filter = ("operation_class", "risk_class", "reversibility", "classified_by_admin", HeldFilter)
+    list_filter = (
+        "operation_class",
+        "risk_class",
+        "reversibility",
+        "classified_by_admin",
+        HeldFilter,
+        HintConflictFilter,
+    )
     list_select_related = ("tool", "risk_class")
     search_fields = ("tool__tool_id",)
     filter_horizontal = ("required_entitlements",)
@@ -111,6 +131,7 @@ class ToolPolicyAdmin(admin.ModelAdmin[ToolPolicy]):
         "allowed_environments",
         "data_classes",
         "classified_by_admin",
+        "classification_note",
         "classified_by",
         "classified_at",
         "held",
@@ -123,6 +144,7 @@ class ToolPolicyAdmin(admin.ModelAdmin[ToolPolicy]):
         "tool",
         "access",
         "classified_by_admin",
+        "classification_note",
         "classified_by",
         "classified_at",
         "held",

@@ -11,7 +11,7 @@ from django.utils import timezone
 from catalog.models import Tool
 from governance.cache import visibility_invalidate
 from governance.choices import AuditEventType, AuditOutcome, OperationClass, Reversibility
-from governance.classification import classification_from_annotations
+from governance.classification import Classification, classification_derive
 from governance.models import Entitlement, PolicyVersion, RiskClass, ToolPolicy
 from governance.principals import principal_for_user
 
@@ -82,19 +82,28 @@ def risk_classes_by_name() -> dict[str, RiskClass]:
     return risks
 
 
+def tool_classification_derive(*, tool: Tool) -> Classification:
+    """Defaults for a tool no admin has classified: its annotations (untrusted hints), never less strict than
+    what its own name, title and description say it does (governance.classification)."""
+    return classification_derive(
+        annotations=tool.annotations, name=tool.name, title=tool.upstream_title, description=tool.description
+    )
+
+
 def tool_policy_build(*, tool: Tool, risk_classes: Mapping[str, RiskClass] | None = None) -> ToolPolicy:
-    """An unsaved policy for ``tool`` with defaults from its annotations."""
-    hints = classification_from_annotations(tool.annotations)
+    """An unsaved policy for ``tool`` with defaults derived from its definition."""
+    derived = tool_classification_derive(tool=tool)
     return ToolPolicy(
         tool=tool,
-        operation_class=hints.operation_class,
-        reversibility=hints.reversibility,
-        risk_class=risk_classes[hints.risk] if risk_classes else _risk_class(hints.risk),
+        operation_class=derived.operation_class,
+        reversibility=derived.reversibility,
+        risk_class=risk_classes[derived.risk] if risk_classes else _risk_class(derived.risk),
+        classification_note=derived.note,
     )
 
 
 def tool_policy_ensure(*, tool: Tool) -> ToolPolicy:
-    """The tool's policy, created from its annotations if it has none yet."""
+    """The tool's policy, created from its definition if it has none yet."""
     try:
         return tool.policy
     except ToolPolicy.DoesNotExist:
@@ -106,6 +115,7 @@ def tool_policy_ensure(*, tool: Tool) -> ToolPolicy:
             "operation_class": built.operation_class,
             "reversibility": built.reversibility,
             "risk_class": built.risk_class,
+            "classification_note": built.classification_note,
         },
     )
     tool.policy = policy
@@ -113,16 +123,17 @@ def tool_policy_ensure(*, tool: Tool) -> ToolPolicy:
 
 
 def tool_policy_apply_hints(
-    *, policy: ToolPolicy, annotations: object, risk_classes: Mapping[str, RiskClass] | None = None
+    *, policy: ToolPolicy, tool: Tool, risk_classes: Mapping[str, RiskClass] | None = None
 ) -> None:
     """Re-derive defaults after an upstream change, unless an admin classified the tool (the admin wins)."""
     if policy.classified_by_admin:
         return
-    hints = classification_from_annotations(annotations)
-    policy.operation_class = hints.operation_class
-    policy.reversibility = hints.reversibility
-    if policy.risk_class.name != hints.risk:
-        policy.risk_class = risk_classes[hints.risk] if risk_classes else _risk_class(hints.risk)
+    derived = tool_classification_derive(tool=tool)
+    policy.operation_class = derived.operation_class
+    policy.reversibility = derived.reversibility
+    policy.classification_note = derived.note
+    if policy.risk_class.name != derived.risk:
+        policy.risk_class = risk_classes[derived.risk] if risk_classes else _risk_class(derived.risk)
 
 
 def tool_policy_classify(
@@ -153,6 +164,7 @@ def tool_policy_classify(
         policy.allowed_environments = allowed_environments
         policy.data_classes = data_classes
         policy.classified_by_admin = True
+        policy.classification_note = ""  # the admin's classification replaces the derived defaults
         policy.classified_by = actor
         policy.classified_at = timezone.now()
         policy.full_clean()

@@ -34,6 +34,7 @@ POLICY_REVIEW_FIELDS = [
     "operation_class",
     "reversibility",
     "risk_class",
+    "classification_note",
     "accepted_hash",
     "held",
     "hold_reason",
@@ -83,7 +84,7 @@ def tool_definitions_review(*, changes: Sequence[DefinitionChange]) -> list[Tool
             policy = policies[change.tool.pk] = tool_policy_build(tool=change.tool, risk_classes=risk_classes)
             created.append(policy)
         else:
-            tool_policy_apply_hints(policy=policy, annotations=change.tool.annotations, risk_classes=risk_classes)
+            tool_policy_apply_hints(policy=policy, tool=change.tool, risk_classes=risk_classes)
             updated.append(policy)
         review = _hold_decide(policy=policy, change=change)
         if review is not None:

@@ -39,7 +39,7 @@ async def hang() -> str:
 
 @server.tool(annotations=READ_ONLY)
 def crash() -> str:
-    """Kill the server process mid-call."""
+    """Exit abruptly mid-call (a simulated upstream crash)."""
     _log("crash")
     sys.stdout.flush()
     os._exit(1)
