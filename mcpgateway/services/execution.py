@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+import anyio
 import jsonschema
 import mcp_types as types
 from django.conf import settings
@@ -34,7 +35,7 @@ from ..constants import (
 )
 from ..db import run_orm
 from ..models import IdempotencyRecord
-from ..upstreams import UpstreamCallError, UpstreamPool, call_timeout
+from ..upstreams import CallProgress, UpstreamCallError, UpstreamPool, call_timeout
 from .discovery import UnknownTool, _audit_unknown, _compact
 
 logger = logging.getLogger(__name__)
@@ -200,6 +201,10 @@ def _idempotency_claim(
             "idempotency_key was already used for a different call (other tool or arguments); use a new key",
             idempotency_mismatch=True,
         )
+    if existing.status == IdempotencyStatus.RUNNING and existing.created_at < now - _longest_call():
+        # No live process can still be running it (every call is bounded by the timeout cap): its process
+        # died mid-call. It may have taken effect, so the retry learns that instead of "still running".
+        return None, interrupted_result()
     if existing.status == IdempotencyStatus.RUNNING:
         return None, error_result(
             "A call with this idempotency_key is still running; wait for it instead of sending it again",
@@ -294,6 +299,26 @@ def _denied(principal: Principal, tool: Tool, reason: str, result: types.CallToo
     return result
 
 
+def _longest_call() -> timedelta:
+    """Longer than any call can run in a live process: connect, the capped call, the finish step."""
+    return timedelta(
+        seconds=settings.SCOUT_UPSTREAM_CONNECT_TIMEOUT + settings.SCOUT_MCP_CALL_TIMEOUT_CAP + CALL_GRACE_SECONDS
+    )
+
+
+CALL_GRACE_SECONDS = 60
+INTERRUPTED_TEXT = (
+    "The call was interrupted before its result came back (the client disconnected or the gateway stopped). "
+    "It was sent to the tool's server, so it may or may not have taken effect; check before trying again "
+    "with a new idempotency_key."
+)
+
+
+def interrupted_result() -> types.CallToolResult:
+    """The answer for a call whose outcome is unknown because it was interrupted mid-way."""
+    return error_result(INTERRUPTED_TEXT, upstream_failure="interrupted", outcome_unknown=True)
+
+
 UPSTREAM_FAILURE_TEXT = {
     "timeout": "The tool did not answer within {timeout:g} s and the call was cancelled. It may or may not have "
     "taken effect; check before trying again.",
@@ -344,29 +369,53 @@ async def gateway_execute(
 ) -> types.CallToolResult:
     """Run one tool call for ``principal`` and return the upstream result unchanged (or an error result).
 
+    The bookkeeping steps are shielded from cancellation (a client that disconnects cancels this task): a
+    claimed key or a consumed approval is always followed by an audit event and a settled key. A call cut
+    off after it was sent is recorded as outcome unknown, and a retry with its key is told so.
     Raises UnknownTool for an unknown or hidden tool."""
-    plan = await run_orm(
-        execute_prepare,
-        principal=principal,
-        tool_id=tool_id,
-        arguments=arguments,
-        approval_id=approval_id,
-        idempotency_key=idempotency_key,
-    )
+    with anyio.CancelScope(shield=True):
+        plan = await run_orm(
+            execute_prepare,
+            principal=principal,
+            tool_id=tool_id,
+            arguments=arguments,
+            approval_id=approval_id,
+            idempotency_key=idempotency_key,
+        )
     if isinstance(plan, types.CallToolResult):
         return plan
     timeout = call_timeout()
+    progress = CallProgress()
     try:
         result = await pool.call(
-            server=plan.tool.server, tool_name=plan.tool.name, arguments=plan.arguments, timeout=timeout
+            server=plan.tool.server,
+            tool_name=plan.tool.name,
+            arguments=plan.arguments,
+            timeout=timeout,
+            progress=progress,
         )
     except UpstreamCallError as exc:
         logger.warning("execute_tool %s failed upstream: %s", plan.tool.tool_id, exc)
         text = UPSTREAM_FAILURE_TEXT.get(exc.kind, "The tool's server could not be reached; try again later.")
         result = error_result(text.format(timeout=timeout), upstream_failure=exc.kind)
         outcome = AuditOutcome.UNKNOWN if exc.outcome == "unknown" else AuditOutcome.ERROR
-        await run_orm(execute_finish, plan, result, outcome=outcome, failure=exc.kind)
+        await _finish_shielded(plan, result, outcome=outcome, failure=exc.kind)
         return result
+    except anyio.get_cancelled_exc_class():
+        # Never sent: nothing ran, so the key is freed for the retry. Sent: it may have run upstream.
+        if progress.sent:
+            await _finish_shielded(plan, interrupted_result(), outcome=AuditOutcome.UNKNOWN, failure="interrupted")
+        else:
+            result = error_result("The call was cancelled before it reached the tool's server.")
+            await _finish_shielded(plan, result, outcome=AuditOutcome.ERROR, failure="cancelled")
+        raise
     outcome = AuditOutcome.ERROR if result.is_error else AuditOutcome.SUCCESS
-    await run_orm(execute_finish, plan, result, outcome=outcome)
+    await _finish_shielded(plan, result, outcome=outcome)
     return result
+
+
+async def _finish_shielded(
+    plan: ExecutionPlan, result: types.CallToolResult, *, outcome: str, failure: str = ""
+) -> None:
+    with anyio.CancelScope(shield=True):
+        await run_orm(execute_finish, plan, result, outcome=outcome, failure=failure)
