@@ -37,6 +37,7 @@ from ..db import run_orm
 from ..models import IdempotencyRecord
 from ..upstreams import CallProgress, UpstreamCallError, UpstreamPool, call_timeout
 from .discovery import UnknownTool, _audit_unknown, _compact
+from .output import result_for_model
 
 logger = logging.getLogger(__name__)
 
@@ -367,7 +368,8 @@ async def gateway_execute(
     approval_id: str | None = None,
     idempotency_key: str | None = None,
 ) -> types.CallToolResult:
-    """Run one tool call for ``principal`` and return the upstream result unchanged (or an error result).
+    """Run one tool call for ``principal`` and return the upstream result under the output policy
+    (``output.result_for_model``), or an error result.
 
     The bookkeeping steps are shielded from cancellation (a client that disconnects cancels this task): a
     claimed key or a consumed approval is always followed by an audit event and a settled key. A call cut
@@ -409,6 +411,7 @@ async def gateway_execute(
             result = error_result("The call was cancelled before it reached the tool's server.")
             await _finish_shielded(plan, result, outcome=AuditOutcome.ERROR, failure="cancelled")
         raise
+    result = result_for_model(result, tool_id=plan.tool.tool_id)  # before it is stored for a repeated key
     outcome = AuditOutcome.ERROR if result.is_error else AuditOutcome.SUCCESS
     await _finish_shielded(plan, result, outcome=outcome)
     return result
