@@ -8,10 +8,12 @@ every Tool page (templates/admin/catalog/tool/change_form.html).
 from django.contrib import admin
 from django.http import HttpRequest
 
+from catalog.admin.lookups import StrictLookupsMixin
+
 from .models import IndexGeneration, SearchEvent
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(StrictLookupsMixin, admin.ModelAdmin):
     """Rows written by search itself; nobody edits them by hand."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:
