@@ -147,7 +147,12 @@ def _approval_gate(
     from governance.services.authorize import call_authorize
 
     if approval_id is not None and (not isinstance(approval_id, str) or len(approval_id) > MAX_APPROVAL_ID_CHARS):
-        return None, error_result("approval_id is not valid; call again without it to request a new approval")
+        return None, _denied(
+            principal,
+            tool,
+            "invalid_approval_id",
+            error_result("approval_id is not valid; call again without it to request a new approval"),
+        )
     try:
         decision = call_authorize(
             principal=principal, tool_id=tool.tool_id, arguments=arguments, approval_id=approval_id
@@ -155,7 +160,7 @@ def _approval_gate(
     except ToolNotFound:
         raise UnknownTool() from None
     except ArgumentsNotCanonical as exc:
-        return None, error_result(f"Invalid arguments: {exc}")
+        return None, _denied(principal, tool, "invalid_arguments", error_result(f"Invalid arguments: {exc}"))
     except ApprovalError as exc:
         return None, error_result(
             f"The approval cannot be used ({exc.code}): {exc}. Call again without approval_id to request a new one.",
@@ -231,12 +236,15 @@ def execute_prepare(
     except ToolNotFound:
         _audit_unknown(principal, "execute_tool")
         raise UnknownTool() from None
+    # Every refusal from here on names a tool the caller may execute: each is written down (DENIED).
     if not isinstance(arguments, dict):
-        return error_result("arguments must be a JSON object")
+        return _denied(principal, tool, "invalid_arguments", error_result("arguments must be a JSON object"))
     try:
         canonical = canonical_arguments(arguments)
     except (ValueError, TypeError, RecursionError):
-        return error_result("arguments must be plain JSON (no NaN or Infinity)")
+        return _denied(
+            principal, tool, "invalid_arguments", error_result("arguments must be plain JSON (no NaN or Infinity)")
+        )
     if len(canonical.encode()) > settings.SCOUT_MCP_MAX_ARGUMENT_BYTES:
         return _denied(
             principal,
@@ -260,7 +268,12 @@ def execute_prepare(
     if idempotency_key is not None and (
         not isinstance(idempotency_key, str) or not idempotency_key or len(idempotency_key) > MAX_IDEMPOTENCY_KEY_CHARS
     ):
-        return error_result(f"idempotency_key must be a non-empty string of at most {MAX_IDEMPOTENCY_KEY_CHARS} chars")
+        return _denied(
+            principal,
+            tool,
+            "invalid_idempotency_key",
+            error_result(f"idempotency_key must be a non-empty string of at most {MAX_IDEMPOTENCY_KEY_CHARS} chars"),
+        )
     record = None
     if idempotency_key is not None:
         existing = IdempotencyRecord.objects.filter(
