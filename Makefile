@@ -21,8 +21,17 @@ tools/node_modules/.installed: tools/package.json tools/package-lock.json
 
 install: $(BIN)/.installed tools/node_modules/.installed
 
-demo: install
-	DEBUG=1 $(BIN)/python manage.py demo --host $(HOST) --port $(PORT)
+# Django's debug pages (settings, code, SQL) only for a developer who asks: `make demo DEBUG=1` (loopback only).
+DEBUG ?=
+# A per-checkout secret key in var/, made once and never committed, so the demo runs with DEBUG off.
+KEY_FILE := var/secret-key
+
+$(KEY_FILE):
+	mkdir -p var
+	umask 077 && $(PYTHON) -c "import secrets; print(secrets.token_urlsafe(50))" > $@
+
+demo: install $(KEY_FILE)
+	DEBUG=$(DEBUG) SECRET_KEY_FILE=$(KEY_FILE) $(BIN)/python manage.py demo --host $(HOST) --port $(PORT)
 
 test: install
 	$(BIN)/pytest $(PYTEST_ARGS)
@@ -39,8 +48,8 @@ check: install
 	SECRET_KEY=check $(BIN)/python manage.py check
 	SECRET_KEY=check $(BIN)/python manage.py makemigrations --check --dry-run
 
-run: install
-	DEBUG=1 $(BIN)/uvicorn scoutsite.asgi:application --host $(HOST) --port $(PORT)
+run: install $(KEY_FILE)
+	DEBUG=$(DEBUG) SECRET_KEY_FILE=$(KEY_FILE) $(BIN)/uvicorn scoutsite.asgi:application --host $(HOST) --port $(PORT)
 
 worker: install
 	$(BIN)/celery -A scoutsite worker --loglevel=INFO --concurrency=2

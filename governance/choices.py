@@ -58,6 +58,7 @@ class AuditEventType(models.TextChoices):
     REVIEW_REJECTED = "review.rejected", "Tool revision rejected"
     POLICY_CHANGED = "policy.changed", "Policy changed"
     ENTITLEMENT_CHANGED = "entitlement.changed", "Entitlement holders changed"
+    REQUEST_REJECTED = "request.rejected", "Request refused before dispatch"
 
 
 class AuditOutcome(models.TextChoices):

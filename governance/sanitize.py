@@ -1,6 +1,7 @@
 """Text shown to a model: strip what could hide instructions, and screen upstream text for injections (T6).
 
 ORM-free. ``clean_for_model`` is for anything Scout returns to a model (descriptions, titles, errors);
+``clean_tool_output`` is the output policy for what an upstream tool returns (T9);
 ``suspicious_markers`` is the one injection screen: it decides whether a tool's upstream text is held for
 review (governance.services.review).
 
@@ -39,16 +40,48 @@ _QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u02bc": "'", "\u2032": 
 _SPACES_RE = re.compile(r"[ \t\f\v]+")
 
 
-def clean_for_model(text: str) -> str:
-    """``text`` without ANSI escapes, control characters (except tab and newline) and invisible or
-    direction-changing Unicode; NFC-normalized so look-alike composed forms compare equal."""
+def strip_hidden(text: str) -> str:
+    """``text`` without ANSI escapes, control characters (except tab and newline; carriage returns become
+    newlines) and invisible or direction-changing Unicode. Nothing else changes."""
     if not text:
         return ""
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = _ANSI_RE.sub("", text)
     text = _HIDDEN_RE.sub("", text)
-    text = _CONTROL_RE.sub("", text)
-    return unicodedata.normalize("NFC", text)
+    return _CONTROL_RE.sub("", text)
+
+
+def clean_for_model(text: str) -> str:
+    """``strip_hidden(text)``, NFC-normalized so look-alike composed forms compare equal."""
+    return unicodedata.normalize("NFC", strip_hidden(text)) if text else ""
+
+
+# Markup models read as a privileged voice when it turns up in tool output: instruction and role tags
+# (<IMPORTANT>, <system>, </assistant>) and chat-template markers (<|im_start|>, <|system|>).
+_ROLE_TAG_RE = re.compile(
+    r"<(\|[A-Za-z_]{1,24}\|)>|<(\s*/?\s*(?:important|system|instructions?|assistant|user|human)\b[^<>]{0,200})>",
+    re.I,
+)
+
+
+def clean_tool_output(text: str) -> str:
+    """The output policy for text an upstream tool returns (README, "Tool output is data"): hidden and
+    control characters stripped as ``strip_hidden`` does, and instruction or role tags defanged by turning
+    their angle brackets into ‹ › (the words stay readable; they no longer look like markup). Not
+    NFC-normalized: the tool's data stays byte-faithful apart from what the policy removes."""
+    text = strip_hidden(text)
+    return _ROLE_TAG_RE.sub(lambda m: f"‹{m.group(1) or m.group(2)}›", text) if "<" in text else text
+
+
+def clean_json_strings(value: object) -> object:
+    """``value`` (parsed JSON) with ``clean_tool_output`` applied to every string, object keys included."""
+    if isinstance(value, str):
+        return clean_tool_output(value)
+    if isinstance(value, dict):
+        return {clean_tool_output(k) if isinstance(k, str) else k: clean_json_strings(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clean_json_strings(item) for item in value]
+    return value
 
 
 # --- normalisation --------------------------------------------------------------------------------------

@@ -1,10 +1,12 @@
 from django.contrib import admin
 
+from catalog.admin.lookups import StrictLookupsMixin
+
 from .models import IdempotencyRecord, PinnedTool
 
 
 @admin.register(PinnedTool)
-class PinnedToolAdmin(admin.ModelAdmin):
+class PinnedToolAdmin(StrictLookupsMixin, admin.ModelAdmin):
     list_display = ("tool", "position", "note", "created_at")
     list_editable = ("position",)
     list_select_related = ("tool", "tool__server")
@@ -13,7 +15,7 @@ class PinnedToolAdmin(admin.ModelAdmin):
 
 
 @admin.register(IdempotencyRecord)
-class IdempotencyRecordAdmin(admin.ModelAdmin):
+class IdempotencyRecordAdmin(StrictLookupsMixin, admin.ModelAdmin):
     """Read-only: records are written by execute_tool and expire on their own."""
 
     list_display = ("key", "tool_ref", "status", "created_at", "completed_at", "expires_at")

@@ -21,3 +21,6 @@ MAX_APPROVAL_ID_CHARS = 64
 
 # One text for a hidden and an unknown tool alike, never echoing what was asked for (T3, T4, Z4).
 UNKNOWN_TOOL_MESSAGE = "Unknown tool. Use a tool_id exactly as tool_search returned it; do not guess tool ids."
+
+# The result's ``_meta`` key marking upstream tool output as untrusted data (services/output.py).
+OUTPUT_META_KEY = "dev.scout/output"

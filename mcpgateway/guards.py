@@ -6,7 +6,7 @@ body checks after it, so nobody can make the gateway buffer or parse more than t
 - ``BodyGuard`` (after auth): counts body bytes as they stream in and answers 413 as soon as the limit is
   passed (declared, chunked or understated lengths alike); then rejects what JSON-RPC dispatch should never
   see: a byte-order mark, invalid or truncated JSON, duplicate object keys (authorization and dispatch must
-  never read different values), nesting deeper than the limit, and batches.
+  never read different values), nesting deeper than the limit, and batches. Each refusal is audited.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import re
 from collections import deque
 from typing import Any
 
+import anyio
 import numpy as np
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -148,7 +149,7 @@ class BodyGuard:
             return
         declared = Headers(scope=scope).get("content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.max_body_bytes):
-            await self._too_large(send)
+            await self._too_large(scope, send)
             return
         body = bytearray()
         trailing: Message | None = None
@@ -159,13 +160,14 @@ class BodyGuard:
                 break
             body.extend(message.get("body", b""))
             if len(body) > self.max_body_bytes:
-                await self._too_large(send)
+                await self._too_large(scope, send)
                 return
             if not message.get("more_body", False):
                 break
         if trailing is None:
             problem = check_json_body(bytes(body), max_depth=self.max_depth)
             if problem is not None:
+                await _record_rejection(scope, *problem)  # on the record before the caller hears of it
                 await _send_rpc_error(send, *problem)
                 return
         pending: deque[Message] = deque([{"type": "http.request", "body": bytes(body), "more_body": False}])
@@ -177,5 +179,28 @@ class BodyGuard:
 
         await self.app(scope, replay, send)
 
-    async def _too_large(self, send: Send) -> None:
-        await _send_rpc_error(send, 413, INVALID_REQUEST, f"Request body larger than {self.max_body_bytes} bytes")
+    async def _too_large(self, scope: Scope, send: Send) -> None:
+        message = f"Request body larger than {self.max_body_bytes} bytes"
+        await _record_rejection(scope, 413, INVALID_REQUEST, message)
+        await _send_rpc_error(send, 413, INVALID_REQUEST, message)
+
+
+async def _record_rejection(scope: Scope, status: int, code: int, message: str) -> None:
+    """A DENIED audit event for a body refused here. The guard runs after authentication, so the principal
+    verified for this request is known; the event names the rule broken (Scout's own text), never the body."""
+    from governance.choices import AuditEventType, AuditOutcome
+    from governance.services.audit import audit_record
+
+    from .auth import ScoutAccessToken
+    from .db import run_orm
+
+    access = getattr(scope.get("user"), "access_token", None)
+    principal = access._principal if isinstance(access, ScoutAccessToken) else None  # noqa: SLF001
+    with anyio.CancelScope(shield=True):  # the client may already be gone; the record is still written
+        await run_orm(
+            audit_record,
+            event_type=AuditEventType.REQUEST_REJECTED,
+            principal=principal,
+            outcome=AuditOutcome.DENIED,
+            payload={"status": status, "code": code, "rule": message},
+        )

@@ -45,6 +45,13 @@ class UpstreamCallError(Exception):
         self.outcome = outcome
 
 
+@dataclass
+class CallProgress:
+    """How far one call got: set by ``UpstreamPool.call`` as it goes."""
+
+    sent: bool = False
+
+
 def call_timeout(requested: float | None = None) -> float:
     """The timeout for one call: the setting (or ``requested``), never above the cap, never below 0.1 s."""
     value = settings.SCOUT_MCP_CALL_TIMEOUT if requested is None else requested
@@ -139,10 +146,18 @@ class UpstreamPool:
         }
 
     async def call(
-        self, *, server: Server, tool_name: str, arguments: dict[str, Any], timeout: float
+        self,
+        *,
+        server: Server,
+        tool_name: str,
+        arguments: dict[str, Any],
+        timeout: float,
+        progress: CallProgress | None = None,
     ) -> types.CallToolResult:
         """Call ``tool_name`` on ``server``; the result is capped at ``SCOUT_MCP_MAX_OUTPUT_BYTES``.
 
+        ``progress.sent`` becomes True just before the request goes to the server, so a caller that is
+        cancelled can tell "never sent" from "may have run".
         Raises UpstreamCallError when no result came back (connection, timeout, crash, bulkhead full).
         """
         connection = self._connection(server)
@@ -156,6 +171,8 @@ class UpstreamPool:
         try:
             # Starting a cold server is bounded by the connect timeout; the call itself by ``timeout``.
             session = await self._session(connection, time.monotonic() + settings.SCOUT_UPSTREAM_CONNECT_TIMEOUT)
+            if progress is not None:
+                progress.sent = True
             try:
                 result = await session.call_tool(tool_name, arguments, timeout)
             except UpstreamError as exc:

@@ -126,11 +126,23 @@ DATABASE_URL = env_str("DATABASE_URL")
 if DATABASE_URL:
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 0))}
 else:
+    # SQLite as an embedded database that several processes (web workers, a sync, a shell) write at once:
+    # WAL lets readers go on beside the writer; IMMEDIATE takes the write lock at BEGIN, so a transaction that
+    # read first never has to upgrade its lock mid-way (an upgrade that loses the race fails with "database is
+    # locked" at once, whatever the timeout); the busy timeout makes a writer wait for the lock instead.
+    SQLITE_BUSY_TIMEOUT = env_float("SCOUT_SQLITE_BUSY_TIMEOUT", 30.0)
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": env_str("SQLITE_PATH", str(BASE_DIR / "var" / "scout.sqlite3")),
-            "OPTIONS": {"timeout": 30},
+            "OPTIONS": {
+                "timeout": SQLITE_BUSY_TIMEOUT,
+                "transaction_mode": "IMMEDIATE",
+                "init_command": (
+                    "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
+                    f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT * 1000)};"
+                ),
+            },
         }
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

@@ -1,5 +1,6 @@
 from django.contrib import admin
 from django.urls import path
+from django.views.generic import RedirectView
 
 from scoutsite.health import healthz, readyz
 from scoutsite.metrics import metrics_view
@@ -17,4 +18,6 @@ urlpatterns = [
     *search_preview_urls(),  # /admin/search/preview/: before admin.site.urls, which would claim the path
     *search_workbench_urls(),  # /admin/search/workbench/
     path("admin/", admin.site.urls),
+    # The admin is the product: the site root (and the admin's "View site" link) lead to it, not to a 404.
+    path("", RedirectView.as_view(pattern_name="admin:index"), name="home"),
 ]

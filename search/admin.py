@@ -9,12 +9,14 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from catalog.admin.lookups import StrictLookupsMixin
+
 from .choices import LearnedStatus
 from .models import IndexGeneration, LearnedRequest, QueryLogEntry, SearchEvent
 from .usage import learned_request_promote, learned_request_reject
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(StrictLookupsMixin, admin.ModelAdmin):
     """Rows written by search itself; nobody edits them by hand."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -69,7 +71,7 @@ class QueryLogEntryAdmin(ReadOnlyAdmin, admin.ModelAdmin[QueryLogEntry]):
 
 
 @admin.register(LearnedRequest)
-class LearnedRequestAdmin(admin.ModelAdmin[LearnedRequest]):
+class LearnedRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[LearnedRequest]):
     """Requests that led to successful calls. Promote one to a curated example request, or reject it (it is
     then never learned again for that tool). Only curators see these texts: they are other users' words."""
 

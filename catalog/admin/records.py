@@ -10,9 +10,10 @@ from catalog.models import SyncRun, ToolRevision
 
 from .display import CappedCountPaginator, admin_link, badge, json_block, pretty_json, render_unified_diff, text_block
 from .filters import RevisionServerFilter, ServerFilter
+from .lookups import StrictLookupsMixin
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(StrictLookupsMixin, admin.ModelAdmin):
     """Records written by services only: viewable, never added, changed or deleted here."""
 
     paginator = CappedCountPaginator

@@ -18,6 +18,7 @@ from catalog.choices import SyncStatus, Transport
 from catalog.models import Server, SyncRun
 
 from .display import admin_link, badge, text_block
+from .lookups import StrictLookupsMixin
 
 RECENT_RUNS_SHOWN = 10
 
@@ -64,7 +65,7 @@ class RecentSyncRunInline(admin.TabularInline):
 
 
 @admin.register(Server)
-class ServerAdmin(admin.ModelAdmin[Server]):
+class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
     list_display = (
         "slug",
         "name",

@@ -14,6 +14,7 @@ from catalog.services.curation import tool_curation_update
 
 from .display import admin_link, badge, json_block, text_block
 from .filters import ChangedRecentlyFilter, ServerFilter, ToolStatusFilter, TransportFilter
+from .lookups import StrictLookupsMixin
 
 RECENT_REVISIONS_SHOWN = 10
 
@@ -63,7 +64,7 @@ class ToolNegativeExampleInline(PhraseInline):
 
 
 @admin.register(Tool)
-class ToolAdmin(admin.ModelAdmin[Tool]):
+class ToolAdmin(StrictLookupsMixin, admin.ModelAdmin[Tool]):
     form = ToolCurationForm
     list_display = ("tool_id", "display_title_column", "server", "status_badge", "last_changed", "curated")
     list_select_related = ("server",)

@@ -11,6 +11,8 @@ from django.shortcuts import render
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from catalog.admin.lookups import StrictLookupsMixin
+
 from ..choices import ApprovalStatus
 from ..models import (
     ApprovalRequest,
@@ -25,7 +27,7 @@ class ApprovalDecisionForm(forms.Form):
 
 
 @admin.register(ApprovalRequest)
-class ApprovalRequestAdmin(admin.ModelAdmin[ApprovalRequest]):
+class ApprovalRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[ApprovalRequest]):
     list_display = (
         "approval_id",
         "status",

@@ -2,6 +2,8 @@
 
 from django.contrib import admin
 
+from catalog.admin.lookups import StrictLookupsMixin
+
 from ..models import (
     AuditEvent,
 )
@@ -23,7 +25,7 @@ class RecentToolFilter(admin.SimpleListFilter):
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(admin.ModelAdmin[AuditEvent]):
+class AuditEventAdmin(StrictLookupsMixin, admin.ModelAdmin[AuditEvent]):
     list_display = (
         "created_at",
         "event_type",

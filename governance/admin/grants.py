@@ -3,6 +3,7 @@
 from django.contrib import admin
 from django.contrib.auth.models import Permission
 
+from catalog.admin.lookups import StrictLookupsMixin
 from catalog.models import Server, Tool
 
 from ..models import (
@@ -14,7 +15,7 @@ from ..models import (
 from ..services.permissions import permission_grant, permission_revoke
 
 
-class GrantAdmin(admin.ModelAdmin):
+class GrantAdmin(StrictLookupsMixin, admin.ModelAdmin):
     """Grants are added and deleted, never edited; both go through the audited services."""
 
     target_model: type = Server

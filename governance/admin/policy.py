@@ -5,6 +5,8 @@ from django.core.exceptions import ValidationError
 from django.urls import reverse
 from django.utils.html import format_html
 
+from catalog.admin.lookups import StrictLookupsMixin
+
 from ..models import (
     Entitlement,
     PolicyVersion,
@@ -22,7 +24,7 @@ from .common import _pre
 
 
 @admin.register(RiskClass)
-class RiskClassAdmin(admin.ModelAdmin[RiskClass]):
+class RiskClassAdmin(StrictLookupsMixin, admin.ModelAdmin[RiskClass]):
     list_display = ("name", "rank", "requires_approval", "requires_approval_for_mutating", "approval_ttl")
     readonly_fields = ("name", "rank")
 
@@ -45,7 +47,7 @@ class RiskClassAdmin(admin.ModelAdmin[RiskClass]):
 
 
 @admin.register(PolicyVersion)
-class PolicyVersionAdmin(admin.ModelAdmin[PolicyVersion]):
+class PolicyVersionAdmin(StrictLookupsMixin, admin.ModelAdmin[PolicyVersion]):
     list_display = ("label", "reason", "created_at", "created_by")
     readonly_fields = ("number", "reason", "created_at", "created_by")
 
@@ -60,7 +62,7 @@ class PolicyVersionAdmin(admin.ModelAdmin[PolicyVersion]):
 
 
 @admin.register(Entitlement)
-class EntitlementAdmin(admin.ModelAdmin[Entitlement]):
+class EntitlementAdmin(StrictLookupsMixin, admin.ModelAdmin[Entitlement]):
     list_display = ("slug", "name")
     search_fields = ("slug", "name")
     filter_horizontal = ("users", "groups")
@@ -109,7 +111,7 @@ class HintConflictFilter(admin.SimpleListFilter):
 
 
 @admin.register(ToolPolicy)
-class ToolPolicyAdmin(admin.ModelAdmin[ToolPolicy]):
+class ToolPolicyAdmin(StrictLookupsMixin, admin.ModelAdmin[ToolPolicy]):
     list_display = ("tool", "operation_class", "reversibility", "risk_class", "classified_by_admin", "held")
     list_filter = (
         "operation_class",

@@ -4,6 +4,8 @@ from django.contrib import admin, messages
 from django.http import HttpResponseRedirect
 from django.urls import reverse
 
+from catalog.admin.lookups import StrictLookupsMixin
+
 from ..models import (
     ToolReview,
 )
@@ -12,7 +14,7 @@ from .common import _pre
 
 
 @admin.register(ToolReview)
-class ToolReviewAdmin(admin.ModelAdmin[ToolReview]):
+class ToolReviewAdmin(StrictLookupsMixin, admin.ModelAdmin[ToolReview]):
     list_display = ("tool", "kind", "status", "markers", "created_at", "decided_by")
     list_filter = ("status", "kind")
     list_select_related = ("tool", "decided_by")

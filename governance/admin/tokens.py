@@ -5,6 +5,8 @@ from django.contrib import admin, messages
 from django.shortcuts import render
 from django.utils import timezone
 
+from catalog.admin.lookups import StrictLookupsMixin
+
 from ..constants import BASE_SCOPES
 from ..models import (
     ApiToken,
@@ -36,7 +38,7 @@ class ApiTokenAddForm(forms.ModelForm):
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
+class ApiTokenAdmin(StrictLookupsMixin, admin.ModelAdmin[ApiToken]):
     list_display = (
         "name",
         "user",

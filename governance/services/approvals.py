@@ -323,7 +323,11 @@ def approval_consume(*, approval_id: object, principal: Principal, tool: Tool, a
     ``approval.rejected`` audit event is written in the caller's transaction and ApprovalError is raised.
     Raises ArgumentsNotCanonical, ApprovalError."""
     digest = arguments_digest(arguments)
-    request = approval_get(approval_id=approval_id)
+    try:
+        request = approval_get(approval_id=approval_id)
+    except ApprovalError as error:  # a forged or unknown id is refused on the record too (never echoing it)
+        _audit_rejection(principal=principal, tool=tool, request=None, error=error)
+        raise
     if (
         request.requester_id != principal.user.pk
         or request.token_id != principal.token_id

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+import anyio
 import jsonschema
 import mcp_types as types
 from django.conf import settings
@@ -34,8 +35,9 @@ from ..constants import (
 )
 from ..db import run_orm
 from ..models import IdempotencyRecord
-from ..upstreams import UpstreamCallError, UpstreamPool, call_timeout
+from ..upstreams import CallProgress, UpstreamCallError, UpstreamPool, call_timeout
 from .discovery import UnknownTool, _audit_unknown, _compact
+from .output import result_for_model
 
 logger = logging.getLogger(__name__)
 
@@ -145,7 +147,12 @@ def _approval_gate(
     from governance.services.authorize import call_authorize
 
     if approval_id is not None and (not isinstance(approval_id, str) or len(approval_id) > MAX_APPROVAL_ID_CHARS):
-        return None, error_result("approval_id is not valid; call again without it to request a new approval")
+        return None, _denied(
+            principal,
+            tool,
+            "invalid_approval_id",
+            error_result("approval_id is not valid; call again without it to request a new approval"),
+        )
     try:
         decision = call_authorize(
             principal=principal, tool_id=tool.tool_id, arguments=arguments, approval_id=approval_id
@@ -153,7 +160,7 @@ def _approval_gate(
     except ToolNotFound:
         raise UnknownTool() from None
     except ArgumentsNotCanonical as exc:
-        return None, error_result(f"Invalid arguments: {exc}")
+        return None, _denied(principal, tool, "invalid_arguments", error_result(f"Invalid arguments: {exc}"))
     except ApprovalError as exc:
         return None, error_result(
             f"The approval cannot be used ({exc.code}): {exc}. Call again without approval_id to request a new one.",
@@ -200,6 +207,10 @@ def _idempotency_claim(
             "idempotency_key was already used for a different call (other tool or arguments); use a new key",
             idempotency_mismatch=True,
         )
+    if existing.status == IdempotencyStatus.RUNNING and existing.created_at < now - _longest_call():
+        # No live process can still be running it (every call is bounded by the timeout cap): its process
+        # died mid-call. It may have taken effect, so the retry learns that instead of "still running".
+        return None, interrupted_result()
     if existing.status == IdempotencyStatus.RUNNING:
         return None, error_result(
             "A call with this idempotency_key is still running; wait for it instead of sending it again",
@@ -225,12 +236,15 @@ def execute_prepare(
     except ToolNotFound:
         _audit_unknown(principal, "execute_tool")
         raise UnknownTool() from None
+    # Every refusal from here on names a tool the caller may execute: each is written down (DENIED).
     if not isinstance(arguments, dict):
-        return error_result("arguments must be a JSON object")
+        return _denied(principal, tool, "invalid_arguments", error_result("arguments must be a JSON object"))
     try:
         canonical = canonical_arguments(arguments)
     except (ValueError, TypeError, RecursionError):
-        return error_result("arguments must be plain JSON (no NaN or Infinity)")
+        return _denied(
+            principal, tool, "invalid_arguments", error_result("arguments must be plain JSON (no NaN or Infinity)")
+        )
     if len(canonical.encode()) > settings.SCOUT_MCP_MAX_ARGUMENT_BYTES:
         return _denied(
             principal,
@@ -254,7 +268,12 @@ def execute_prepare(
     if idempotency_key is not None and (
         not isinstance(idempotency_key, str) or not idempotency_key or len(idempotency_key) > MAX_IDEMPOTENCY_KEY_CHARS
     ):
-        return error_result(f"idempotency_key must be a non-empty string of at most {MAX_IDEMPOTENCY_KEY_CHARS} chars")
+        return _denied(
+            principal,
+            tool,
+            "invalid_idempotency_key",
+            error_result(f"idempotency_key must be a non-empty string of at most {MAX_IDEMPOTENCY_KEY_CHARS} chars"),
+        )
     record = None
     if idempotency_key is not None:
         existing = IdempotencyRecord.objects.filter(
@@ -292,6 +311,26 @@ def _denied(principal: Principal, tool: Tool, reason: str, result: types.CallToo
         payload={"meta_tool": "execute_tool", "reason": reason},
     )
     return result
+
+
+def _longest_call() -> timedelta:
+    """Longer than any call can run in a live process: connect, the capped call, the finish step."""
+    return timedelta(
+        seconds=settings.SCOUT_UPSTREAM_CONNECT_TIMEOUT + settings.SCOUT_MCP_CALL_TIMEOUT_CAP + CALL_GRACE_SECONDS
+    )
+
+
+CALL_GRACE_SECONDS = 60
+INTERRUPTED_TEXT = (
+    "The call was interrupted before its result came back (the client disconnected or the gateway stopped). "
+    "It was sent to the tool's server, so it may or may not have taken effect; check before trying again "
+    "with a new idempotency_key."
+)
+
+
+def interrupted_result() -> types.CallToolResult:
+    """The answer for a call whose outcome is unknown because it was interrupted mid-way."""
+    return error_result(INTERRUPTED_TEXT, upstream_failure="interrupted", outcome_unknown=True)
 
 
 UPSTREAM_FAILURE_TEXT = {
@@ -342,31 +381,57 @@ async def gateway_execute(
     approval_id: str | None = None,
     idempotency_key: str | None = None,
 ) -> types.CallToolResult:
-    """Run one tool call for ``principal`` and return the upstream result unchanged (or an error result).
+    """Run one tool call for ``principal`` and return the upstream result under the output policy
+    (``output.result_for_model``), or an error result.
 
+    The bookkeeping steps are shielded from cancellation (a client that disconnects cancels this task): a
+    claimed key or a consumed approval is always followed by an audit event and a settled key. A call cut
+    off after it was sent is recorded as outcome unknown, and a retry with its key is told so.
     Raises UnknownTool for an unknown or hidden tool."""
-    plan = await run_orm(
-        execute_prepare,
-        principal=principal,
-        tool_id=tool_id,
-        arguments=arguments,
-        approval_id=approval_id,
-        idempotency_key=idempotency_key,
-    )
+    with anyio.CancelScope(shield=True):
+        plan = await run_orm(
+            execute_prepare,
+            principal=principal,
+            tool_id=tool_id,
+            arguments=arguments,
+            approval_id=approval_id,
+            idempotency_key=idempotency_key,
+        )
     if isinstance(plan, types.CallToolResult):
         return plan
     timeout = call_timeout()
+    progress = CallProgress()
     try:
         result = await pool.call(
-            server=plan.tool.server, tool_name=plan.tool.name, arguments=plan.arguments, timeout=timeout
+            server=plan.tool.server,
+            tool_name=plan.tool.name,
+            arguments=plan.arguments,
+            timeout=timeout,
+            progress=progress,
         )
     except UpstreamCallError as exc:
         logger.warning("execute_tool %s failed upstream: %s", plan.tool.tool_id, exc)
         text = UPSTREAM_FAILURE_TEXT.get(exc.kind, "The tool's server could not be reached; try again later.")
         result = error_result(text.format(timeout=timeout), upstream_failure=exc.kind)
         outcome = AuditOutcome.UNKNOWN if exc.outcome == "unknown" else AuditOutcome.ERROR
-        await run_orm(execute_finish, plan, result, outcome=outcome, failure=exc.kind)
+        await _finish_shielded(plan, result, outcome=outcome, failure=exc.kind)
         return result
+    except anyio.get_cancelled_exc_class():
+        # Never sent: nothing ran, so the key is freed for the retry. Sent: it may have run upstream.
+        if progress.sent:
+            await _finish_shielded(plan, interrupted_result(), outcome=AuditOutcome.UNKNOWN, failure="interrupted")
+        else:
+            result = error_result("The call was cancelled before it reached the tool's server.")
+            await _finish_shielded(plan, result, outcome=AuditOutcome.ERROR, failure="cancelled")
+        raise
+    result = result_for_model(result, tool_id=plan.tool.tool_id)  # before it is stored for a repeated key
     outcome = AuditOutcome.ERROR if result.is_error else AuditOutcome.SUCCESS
-    await run_orm(execute_finish, plan, result, outcome=outcome)
+    await _finish_shielded(plan, result, outcome=outcome)
     return result
+
+
+async def _finish_shielded(
+    plan: ExecutionPlan, result: types.CallToolResult, *, outcome: str, failure: str = ""
+) -> None:
+    with anyio.CancelScope(shield=True):
+        await run_orm(execute_finish, plan, result, outcome=outcome, failure=failure)

@@ -51,3 +51,25 @@ def test_demo_sets_up_real_servers_a_login_a_token_and_a_curated_index(tmp_path,
     # The admin's agent sees the granted demo servers, and the curated example lifts the memory tool.
     answer = search_answer(principal=principal_for_user(admin), query="remember that alice works at acme")
     assert answer.matches and answer.matches[0]["tool_id"] == "memory::create_entities"
+
+
+def test_demo_refuses_to_serve_debug_pages_beyond_loopback(settings, tmp_path):
+    from django.core.management.base import CommandError
+
+    settings.DEBUG = True
+    with pytest.raises(CommandError, match="debug pages"):
+        call_command("demo", "--host", "0.0.0.0", "--data-dir", str(tmp_path))  # noqa: S104 - the point
+    assert not get_user_model().objects.filter(username="admin").exists()  # refused before any setup
+
+
+@pytest.mark.parametrize(("asked", "debug"), [((), "DEBUG= "), (("DEBUG=1",), "DEBUG=1 ")])
+def test_make_demo_runs_without_debug_unless_the_developer_asks(asked, debug):
+    import subprocess
+
+    from django.conf import settings
+
+    plan = subprocess.run(
+        ["make", "-n", "demo", *asked], cwd=settings.BASE_DIR, capture_output=True, text=True, check=True
+    ).stdout
+    (line,) = [line for line in plan.splitlines() if "manage.py demo" in line]
+    assert line.startswith(debug) and "SECRET_KEY_FILE=var/secret-key" in line

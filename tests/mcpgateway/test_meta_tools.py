@@ -84,7 +84,7 @@ def test_search_then_execute_against_the_time_server(gateway, world, mode):
     assert json.loads(text_of(ran))["timezone"] == "Europe/Paris"
 
 
-def test_execute_returns_the_upstream_result_unchanged(gateway, world, http_upstream):
+def test_execute_returns_a_clean_upstream_result_unchanged_but_marked_as_tool_output(gateway, world, http_upstream):
     async def gateway_call():
         async with mcp_client(gateway, world["token"], mode=MODERN) as client:
             return await client.call_tool("execute_tool", {"tool_id": "calc::add", "arguments": {"a": 2, "b": 40}})
@@ -94,6 +94,11 @@ def test_execute_returns_the_upstream_result_unchanged(gateway, world, http_upst
             return await c.call_tool("add", {"a": 2, "b": 40})
 
     via_gateway, direct = run(gateway_call), run(direct_call)
+    from mcpgateway.constants import OUTPUT_META_KEY
+
+    # Clean output passes through the output policy untouched; only the untrusted-output marker is added.
+    marker = (via_gateway.meta or {}).pop(OUTPUT_META_KEY)
+    assert marker == {"source": "calc::add", "trust": "untrusted", "kind": "tool-output"}
     assert via_gateway.model_dump(exclude_none=True) == direct.model_dump(exclude_none=True)
     assert via_gateway.structured_content == {"result": 42}
 

@@ -6,6 +6,7 @@ by ``make install`` (``mcp-server-time`` and ``mcp-server-git`` from PyPI; ``ser
 and serves Scout on 127.0.0.1:8000.
 """
 
+import ipaddress
 import os
 import secrets
 import shutil
@@ -18,7 +19,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from catalog.choices import ServerStatus, Transport
@@ -52,6 +53,13 @@ DEMO_CURATION = [
 ]
 
 
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
 class Command(BaseCommand):
     help = "Set up and serve the local demo: admin login, real MCP servers synced, search index, API token."
 
@@ -65,6 +73,12 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if settings.DEBUG and not options["no_serve"] and not _is_loopback(options["host"]):
+            # Debug pages show settings, code and SQL to whoever can reach the server.
+            raise CommandError(
+                f"DEBUG is on: Django's debug pages would be served to anyone who reaches {options['host']}. "
+                "Serve the demo on 127.0.0.1, or run it without DEBUG."
+            )
         var = options["data_dir"] or Path(settings.BASE_DIR) / "var"
         var.mkdir(parents=True, exist_ok=True)
         call_command("migrate", interactive=False, verbosity=0)
