@@ -86,6 +86,7 @@ def listing_line(description: str) -> str:
 class Worker:
     url: str
     process: subprocess.Popen
+    log: Any
 
 
 class Site:
@@ -124,7 +125,7 @@ class Site:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        worker = Worker(url=f"http://127.0.0.1:{port}", process=process)
+        worker = Worker(url=f"http://127.0.0.1:{port}", process=process, log=log)
         self.workers.append(worker)
         for _ in range(600):  # poll until the worker listens
             if process.poll() is not None:
@@ -144,6 +145,8 @@ class Site:
                 worker.process.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 worker.process.kill()
+                worker.process.wait()
+            worker.log.close()
 
 
 @pytest.fixture
