@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .constants import TOOL_ID_SEPARATOR
+from .schemas import schema_regex_problem
 
 MAX_NAME_LENGTH = 255
 
@@ -119,6 +120,10 @@ def normalize_definition(raw: Any, *, max_bytes: int) -> ToolDefinition:
         remote = _find_remote_ref(node)
         if remote:
             raise DefinitionError(f"{label} has a remote $ref at {remote}; only local '#/...' references are allowed")
+    # Arguments are checked against the inputSchema with RE2 (no backtracking): refuse what it cannot run.
+    regex_problem = schema_regex_problem(schema)
+    if regex_problem:
+        raise DefinitionError(f"inputSchema: {regex_problem}")
 
     definition = ToolDefinition(
         name=name,

@@ -26,3 +26,8 @@ tool_definitions_changed = Signal()
 # kwargs: tool_pks (list[int]); index (bool, default True): False when the sender defers derived indexes to an
 # operator's full rebuild (``catalog_import --no-index``); caches must still be invalidated.
 tools_changed = Signal()
+
+# Tools or servers changed through bulk writes or QuerySet.update(), which send no model signals: tools
+# added, changed, removed or restored by a listing, a server's status. Sent INSIDE the writing transaction,
+# so a receiver (governance's visibility version) commits with the change. kwargs: none.
+catalog_rows_changed = Signal()

@@ -1,56 +1,81 @@
-"""The visibility cache's global version: bumped on every change that can alter who sees what.
+"""The visibility cache's version: changes with every write that can alter who sees what.
 
-Entries are keyed by this version, so a bump invalidates every principal's cached set at once. The bump runs
-immediately and again after commit: a reader that computed a set from pre-commit rows can only have stored
-it under the old version. If the cache is down, callers compute from the database (never fail open).
+The source of truth is one database row (``VisibilityVersion``), rewritten with a new random token in the
+same transaction as the change. Cached visible sets are keyed by it, so every process (web workers, Celery,
+``manage.py shell``, an import) sees a change made by any other on its next request, with the embedded
+LocMem cache as with Redis: reading it is one primary-key SELECT. A reader that saw the old token can only
+have cached under it; a token written by a transaction that rolled back never comes back.
+
+The cache holds a second part, a generation: ``visibility_cache_reset`` renews it for a shared cache that
+outlives a database (tests roll back and repeat primary keys). If the cache is down, callers compute from
+the database (never fail open).
 """
 
 import logging
 import time
+import uuid
 
 from django.core.cache import cache
-from django.db import transaction
 
 from .constants import VISIBILITY_VERSION_KEY
 
 logger = logging.getLogger(__name__)
+ROW = 1
 
 
-def visibility_version() -> int | None:
-    """The current version, or None when the cache cannot be reached (callers then skip caching)."""
+def _row_token() -> str:
+    from .models import VisibilityVersion
+
+    token = VisibilityVersion.objects.filter(pk=ROW).values_list("token", flat=True).first()
+    if token is None:  # a fresh or flushed database
+        VisibilityVersion.objects.bulk_create(
+            [VisibilityVersion(pk=ROW, token=uuid.uuid4().hex)], ignore_conflicts=True
+        )
+        token = VisibilityVersion.objects.filter(pk=ROW).values_list("token", flat=True).get()
+    return token
+
+
+def _cache_generation() -> int | None:
     try:
-        version = cache.get(VISIBILITY_VERSION_KEY)
-        if version is None:
+        generation = cache.get(VISIBILITY_VERSION_KEY)
+        if generation is None:
             # Start from the clock, not 1: after an eviction, old entries must never become current again.
             cache.add(VISIBILITY_VERSION_KEY, time.time_ns(), timeout=None)
-            version = cache.get(VISIBILITY_VERSION_KEY)
-        return version
+            generation = cache.get(VISIBILITY_VERSION_KEY)
+        return generation
     except Exception:  # noqa: BLE001 - a cache outage must not break authorization, only slow it
         logger.warning("visibility cache unavailable; computing from the database", exc_info=True)
         return None
 
 
-def _bump() -> None:
+def visibility_version() -> str | None:
+    """The current version, or None when the cache cannot be reached (callers then skip caching)."""
+    generation = _cache_generation()
+    if generation is None:
+        return None
+    return f"{generation}.{_row_token()}"
+
+
+def visibility_invalidate() -> None:
+    """Invalidate every cached visible set in every process, as part of the current transaction (if any).
+
+    Called after each change (signal receivers, services, catalog's bulk writes), never before it: a later
+    change in the same transaction writes a new token again, so nothing read in between stays current."""
+    from .models import VisibilityVersion
+
+    token = uuid.uuid4().hex
+    if not VisibilityVersion.objects.filter(pk=ROW).update(token=token):
+        VisibilityVersion.objects.bulk_create([VisibilityVersion(pk=ROW, token=token)], ignore_conflicts=True)
+        VisibilityVersion.objects.filter(pk=ROW).update(token=token)
+
+
+def visibility_cache_reset() -> None:
+    """Start a new cache generation without the database (tests: a shared Redis outlives each test's
+    database, and a rolled-back database returns to an earlier token)."""
     try:
         try:
             cache.incr(VISIBILITY_VERSION_KEY)
         except ValueError:  # key missing
             cache.set(VISIBILITY_VERSION_KEY, time.time_ns(), timeout=None)
     except Exception:  # noqa: BLE001
-        logger.error("could not bump the visibility cache version", exc_info=True)
-
-
-def visibility_invalidate() -> None:
-    """Invalidate every cached visible set, now and once the current transaction commits."""
-    _bump()
-    connection = transaction.get_connection()
-    if not connection.in_atomic_block:
-        return  # autocommit: the change is already committed, the bump above came after it
-    # One bump per transaction is enough after commit; a sync may invalidate thousands of times.
-    if not any(func is _bump for _, func, _ in connection.run_on_commit):
-        transaction.on_commit(_bump)
-
-
-def visibility_cache_reset() -> None:
-    """Start a new version without a transaction (tests: a shared Redis outlives each test's database)."""
-    _bump()
+        logger.error("could not renew the visibility cache generation", exc_info=True)

@@ -205,6 +205,20 @@ class ToolReview(models.Model):
         return f"review of {self.tool} @ {self.definition_hash[:12]}"
 
 
+class VisibilityVersion(models.Model):
+    """A single row whose token changes with every write that can change who sees which tool (grants,
+    groups, entitlements, users, tools, servers, policies, holds), in the writing transaction.
+
+    Visible-set caches are keyed by it, so a change made by any process (web, worker, ``manage.py shell``,
+    an import) is seen by every other process on its next request, whatever cache it has (LocMem included).
+    A random token rather than a counter: one bumped in a transaction that rolled back is never reused."""
+
+    token = models.CharField(max_length=32)
+
+    def __str__(self) -> str:
+        return self.token
+
+
 # --- identity -----------------------------------------------------------------------------------
 
 

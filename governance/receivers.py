@@ -8,7 +8,7 @@ from django.db.models.signals import m2m_changed, post_delete, post_save
 from django.dispatch import receiver
 
 from catalog.models import Server, Tool
-from catalog.signals import tool_definitions_changed, tools_changed
+from catalog.signals import catalog_rows_changed, tool_definitions_changed, tools_changed
 
 from .cache import visibility_invalidate
 from .models import (
@@ -51,7 +51,7 @@ def _invalidate_m2m(sender, *, action: str, **kwargs) -> None:
         visibility_invalidate()
 
 
-def _invalidate_tools_changed(sender, **kwargs) -> None:
+def _invalidate_signalled(sender, **kwargs) -> None:
     visibility_invalidate()
 
 
@@ -80,4 +80,5 @@ def connect() -> None:
         ToolPolicy.required_entitlements.through,
     ):
         m2m_changed.connect(_invalidate_m2m, sender=through, dispatch_uid=f"governance-vis-m2m-{through.__name__}")
-    tools_changed.connect(_invalidate_tools_changed, dispatch_uid="governance-vis-tools-changed")
+    tools_changed.connect(_invalidate_signalled, dispatch_uid="governance-vis-tools-changed")
+    catalog_rows_changed.connect(_invalidate_signalled, dispatch_uid="governance-vis-catalog-rows-changed")

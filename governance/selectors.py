@@ -3,8 +3,10 @@
 Permission model, in short:
 - A tool is visible ("discover") to a principal when the user, or one of the user's groups, holds
   ``discover_server`` on its server or ``discover_tool`` on the tool itself (guardian direct-FK grants),
-  AND the tool is enabled, not removed, not held for review, its server is ACTIVE, the user holds every
-  entitlement the tool requires, and the token's scopes allow it ("discover"; "server:<slug>" limits).
+  AND the tool is enabled, not removed, has a policy that is not held for review and accepted its current
+  definition (fail closed: no policy or an unreviewed change means invisible), its server is ACTIVE, the
+  user holds every entitlement the tool requires, and the token's scopes allow it ("discover";
+  "server:<slug>" limits).
 - "execute" = visible AND an ``execute_server``/``execute_tool`` grant AND the "execute" scope.
 - "approve" (admin inbox) = an ``approve_server``/``approve_tool`` grant; a session, not a token.
 - Model-level permissions never grant objects (unlike guardian's ``accept_global_perms`` default), and
@@ -17,7 +19,7 @@ from typing import Literal
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.cache import cache
-from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
+from django.db.models import Case, F, IntegerField, Q, QuerySet, Value, When
 
 from catalog.choices import ServerStatus
 from catalog.models import Tool
@@ -89,9 +91,16 @@ def tools_visible_to(*, principal: Principal, permission: Permission = "discover
     if permission not in ("discover", "execute"):
         raise ValueError(f"unknown permission {permission!r}")
 
+    # Fail closed: only a tool with a policy row, not held, whose current definition is the accepted one.
+    # A tool without a policy, or whose definition changed without a review deciding on it, is invisible.
     qs = (
-        Tool.objects.filter(removed_at__isnull=True, enabled=True, server__status__in=VISIBLE_SERVER_STATUSES)
-        .exclude(policy__held=True)
+        Tool.objects.filter(
+            removed_at__isnull=True,
+            enabled=True,
+            server__status__in=VISIBLE_SERVER_STATUSES,
+            policy__held=False,
+            policy__accepted_hash=F("definition_hash"),
+        )
         .exclude(policy__required_entitlements__in=_missing_entitlements(user))
         .filter(_grant_q(user, "discover"))
     )
@@ -124,7 +133,7 @@ def tools_narrow(
     return qs
 
 
-def _cache_key(principal: Principal, permission: str, version: int, extra: str) -> str:
+def _cache_key(principal: Principal, permission: str, version: str, extra: str) -> str:
     # Keys carry the user id and token: one principal's entry is never read for another (Z10).
     fingerprint = hashlib.sha256(f"{principal.cache_fingerprint()}|{extra}".encode()).hexdigest()[:32]
     return f"governance:vis:{version}:{permission}:{fingerprint}"
@@ -141,7 +150,8 @@ def tool_pks_visible_to(
     """Primary keys of the tools ``principal`` may discover (or execute), optionally narrowed by search filters.
 
     Cached per principal and filter set; every grant, revocation, group change, entitlement change, tool or
-    server status change and review hold bumps a global version, so the next call recomputes."""
+    server status change and review hold writes a new version in the database (governance.cache), so the next
+    call in any process recomputes."""
     extra = f"{operation_class}|{environment}|{','.join(sorted(server_slugs)) if server_slugs is not None else '*'}"
     version = visibility_version()
     key = _cache_key(principal, permission, version, extra) if version is not None else None
@@ -178,7 +188,12 @@ def tool_get_for_principal(*, principal: Principal, tool_id: str, permission: Pe
     # Compare exact bytes: some database collations match case-insensitively.
     if tool is None or tool.tool_id != tool_id:
         raise ToolNotFound()
-    if tool.pk not in tool_pks_visible_to(principal=principal, permission=permission):
+    if permission == "execute":
+        # A call is authorized against the database, never a cached set: one query, correctness first.
+        allowed = tools_visible_to(principal=principal, permission=permission).filter(pk=tool.pk).exists()
+    else:
+        allowed = tool.pk in tool_pks_visible_to(principal=principal, permission=permission)
+    if not allowed:
         raise ToolNotFound()
     return tool
 

@@ -8,7 +8,7 @@ from django.utils import timezone
 from catalog.constants import make_tool_id
 from catalog.definitions import ToolDefinition
 from catalog.models import Server, SyncRun, Tool, ToolRevision
-from catalog.signals import DefinitionChange, tool_definitions_changed, tools_changed
+from catalog.signals import DefinitionChange, catalog_rows_changed, tool_definitions_changed, tools_changed
 
 UPSTREAM_FIELDS = ["upstream_title", "description", "input_schema", "output_schema", "annotations", "definition_hash"]
 
@@ -120,6 +120,8 @@ def catalog_apply_listing(
             tool_definitions_changed.send(sender=Tool, changes=changes)
 
         result.touched_pks = [tool.pk for tool, _ in changed_pairs] + [tool.pk for tool in gone]
+        if result.touched_pks:
+            catalog_rows_changed.send(sender=Tool)
         if result.touched_pks and notify:
             touched = list(result.touched_pks)
             transaction.on_commit(lambda: tools_changed.send(sender=Tool, tool_pks=touched))

@@ -14,6 +14,7 @@ from catalog.metrics import SYNC_SECONDS, SYNCS
 from catalog.models import Server, SyncRun
 from catalog.services.apply import catalog_apply_listing
 from catalog.services.runs import MAX_ERROR_CHARS, sync_run_finish, sync_run_skip, sync_run_start
+from catalog.signals import catalog_rows_changed
 
 logger = logging.getLogger(__name__)
 
@@ -100,9 +101,12 @@ def _sync_locked(server: Server, trigger: str) -> SyncRun:
 def _server_mark_synced(server: Server, *, warning: str) -> None:
     # update() rather than save(): never overwrite fields an operator edited while the sync ran, and
     # never re-activate a server disabled meanwhile.
-    Server.objects.filter(pk=server.pk).exclude(status=ServerStatus.DISABLED).update(
-        status=ServerStatus.ACTIVE, last_synced_at=timezone.now(), last_error=warning[:MAX_ERROR_CHARS]
-    )
+    with transaction.atomic():
+        live = Server.objects.filter(pk=server.pk).exclude(status=ServerStatus.DISABLED)
+        reactivated = live.exclude(status=ServerStatus.ACTIVE).update(status=ServerStatus.ACTIVE)
+        live.update(last_synced_at=timezone.now(), last_error=warning[:MAX_ERROR_CHARS])
+        if reactivated:
+            catalog_rows_changed.send(sender=Server)
 
 
 def _server_mark_failed(server: Server, *, error: str) -> None:
@@ -114,3 +118,4 @@ def _server_mark_failed(server: Server, *, error: str) -> None:
         had_worked = current["status"] == ServerStatus.ACTIVE and current["last_synced_at"] is not None
         status = ServerStatus.DEGRADED if had_worked else ServerStatus.UNAVAILABLE
         Server.objects.filter(pk=server.pk).update(status=status, last_error=error[:MAX_ERROR_CHARS])
+        catalog_rows_changed.send(sender=Server)

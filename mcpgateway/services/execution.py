@@ -23,6 +23,7 @@ from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
 from catalog.models import Tool
+from catalog.schemas import UnsafeSchema, arguments_validator
 from governance.choices import AuditEventType, AuditOutcome
 from governance.principals import Principal
 from governance.selectors import ToolNotFound, tool_get_for_principal
@@ -99,11 +100,14 @@ def _schema_error_text(error: jsonschema.ValidationError, schema: dict[str, Any]
 def arguments_problem(schema: dict[str, Any], arguments: dict[str, Any]) -> str | None:
     """A message naming the first failing path, or None when ``arguments`` satisfy ``schema``."""
     try:
-        validator_class = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        validator = validator_class(schema)
+        # Regular expressions run on RE2 (linear time): an upstream pattern cannot stall the gateway (ReDoS).
+        validator = arguments_validator(schema)
         errors = sorted(
             validator.iter_errors(arguments), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path)))
         )
+    except UnsafeSchema:
+        # Stored before sync refused such schemas: never fall back to Python's backtracking re.
+        return "the tool's input schema uses a regular expression Scout cannot check safely; ask an operator to re-sync"
     except (jsonschema.SchemaError, jsonschema.exceptions.UnknownType, RecursionError, TypeError, ValueError):
         return "the tool's input schema cannot be used to check arguments; ask an operator to re-sync the server"
     if not errors:

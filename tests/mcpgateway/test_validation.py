@@ -67,3 +67,27 @@ def test_check_json_body_accepts_ordinary_requests_and_brackets_inside_strings()
 def test_depth_check_survives_hostile_nesting():
     body = b"[" * 500_000 + b"]" * 500_000
     assert json_depth(body) == 500_000  # counted without recursion: no RecursionError
+
+
+# --- regular expressions run on RE2 (issue 12, item 1) ---------------------------------------------------
+
+KEYED = {
+    "type": "object",
+    "patternProperties": {"^(a+)+$": {"type": "integer"}},
+    "additionalProperties": False,
+}
+
+
+@pytest.mark.timeout(60)  # Python's re would need minutes for this key (2**32 steps); RE2 needs 33
+def test_property_names_are_matched_without_backtracking():
+    assert arguments_problem(KEYED, {"aaa": 1}) is None
+    assert arguments_problem(KEYED, {"aaa": "x"}) == "arguments.aaa: must be of type integer"
+    assert arguments_problem(KEYED, {"a" * 32 + "!": 1}) == (
+        "arguments: has properties the schema does not allow (allowed: none)"
+    )
+
+
+def test_unevaluated_properties_next_to_pattern_properties_is_refused_not_run_on_re():
+    schema = {"type": "object", "patternProperties": {"^x": {}}, "unevaluatedProperties": False}
+    assert "cannot check safely" in arguments_problem(schema, {"x1": 1})
+    assert arguments_problem({"type": "object", "unevaluatedProperties": False}, {"y": 1}) is not None

@@ -338,6 +338,36 @@ def test_a_listed_tool_turned_bad_is_kept_with_its_last_good_definition(scripted
     assert refreshed.removed_at is None and refreshed.definition_hash == beta.definition_hash
 
 
+def test_schemas_with_patterns_re2_cannot_run_are_refused_with_the_reason(scripted):
+    """Arguments are checked with RE2 (no backtracking, hence no ReDoS): a backreference or a lookahead
+    cannot be checked, so the tool is refused at sync, clearly, and the other tools are kept."""
+
+    BACKREFERENCE = r"^(a)\1$"
+
+    def with_pattern(name: str, pattern: str) -> dict:
+        return good_tool(
+            name, inputSchema={"type": "object", "properties": {"a": {"type": "string", "pattern": pattern}}}
+        )
+
+    listing = [
+        with_pattern("backreference", BACKREFERENCE),
+        with_pattern("lookahead", r"^(?=x)x$"),
+        good_tool("keyed", inputSchema={"type": "object", "patternProperties": {r"(?<!a)b": {"type": "string"}}}),
+        with_pattern("linear", r"^[a-z]+(-[a-z]+)*$"),
+    ]
+    server, _ = scripted({"pages": [listing]})
+
+    run = server_sync(server_pk=server.pk, trigger="test")
+
+    assert run.status == SyncStatus.PARTIAL and live_names(server) == {"linear"}
+    reasons = {item["name"]: item["reason"] for item in run.rejections}
+    assert reasons.keys() == {"backreference", "lookahead", "keyed"}
+    assert reasons["backreference"].startswith(f"inputSchema: regular expression {BACKREFERENCE!r} is not supported")
+    assert reasons["backreference"].endswith("at $.properties.a.pattern")
+    assert "at $.properties.a.pattern" in reasons["lookahead"]
+    assert "at $.patternProperties" in reasons["keyed"]
+
+
 # --- what is not synced, and the lock ---------------------------------------------------------------
 
 

@@ -122,6 +122,30 @@ def test_hidden_states_leave_the_visible_set(member, grant, server, tool, hide):
         tool_get_for_principal(principal=as_principal(member), tool_id=tool.tool_id)
 
 
+def _sync_fails(tool) -> None:
+    """A failed sync marks the server unavailable with QuerySet.update(), which sends no model signal."""
+    from catalog.models import Server
+    from catalog.services.sync import server_sync
+
+    Server.objects.filter(pk=tool.server_id).update(transport="stdio", command="/nonexistent/scout-upstream")
+    assert server_sync(server_pk=tool.server_id, trigger="test").status == "failed"
+
+
+@pytest.mark.parametrize(
+    "hide",
+    [
+        pytest.param(_sync_fails, id="server-failed-sync"),
+        pytest.param(lambda t: ToolPolicy.objects.filter(tool=t).delete(), id="policy-deleted"),
+    ],
+)
+def test_bulk_writes_also_reach_every_cached_visible_set(member, grant, server, tool, hide):
+    grant(member, server, "discover", "execute")
+    assert tool.tool_id in visible(member)  # cached
+    hide(tool)
+    assert visible(member) == set()
+    assert visible(member, permission="execute") == set()
+
+
 def test_model_level_permission_does_not_expose_every_object(member, tool):
     for codename in ("discover_tool", "execute_tool", "discover_server", "execute_server"):
         member.user_permissions.add(Permission.objects.get(codename=codename))
