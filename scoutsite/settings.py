@@ -245,8 +245,11 @@ SCOUT_SEARCH_TORCH_THREADS = env_int("SCOUT_SEARCH_TORCH_THREADS", 1)
 SCOUT_SEARCH_BLAS_THREADS = env_int("SCOUT_SEARCH_BLAS_THREADS", 1)
 SCOUT_SEARCH_FUSION = env_str("SCOUT_SEARCH_FUSION", "convex")  # convex | rrf
 SCOUT_SEARCH_BM25_WEIGHT = env_float("SCOUT_SEARCH_BM25_WEIGHT", 0.3)  # convex mix: BM25 share
-SCOUT_SEARCH_ABSTAIN_THRESHOLD = env_float("SCOUT_SEARCH_ABSTAIN_THRESHOLD", 0.5)  # on the calibrated score
-SCOUT_SEARCH_MAX_QUERY_CHARS = env_int("SCOUT_SEARCH_MAX_QUERY_CHARS", 4096)
+# Answer confidence, on the best calibrated score (search/engine/ranking.py answer_confidence): below the
+# withhold threshold the answer is "no tool fits"; below the confidence threshold it is a "low" ranking.
+SCOUT_SEARCH_WITHHOLD_THRESHOLD = env_float("SCOUT_SEARCH_WITHHOLD_THRESHOLD", 0.3)
+SCOUT_SEARCH_CONFIDENCE_THRESHOLD = env_float("SCOUT_SEARCH_CONFIDENCE_THRESHOLD", 0.5)
+SCOUT_SEARCH_MAX_QUERY_CHARS = env_int("SCOUT_SEARCH_MAX_QUERY_CHARS", 4096)  # the one query-length limit
 # How long a process trusts its cached view of the current index generation (seconds).
 SCOUT_SEARCH_GENERATION_CHECK_SECONDS = env_float("SCOUT_SEARCH_GENERATION_CHECK_SECONDS", 2.0)
 # scout_eval's on-disk embedding cache (model + text hash).
