@@ -50,7 +50,11 @@ class RankingOptions:
     # False: report that it would withhold but keep the ranking, uncut (the curator preview shows why).
     enforce_abstention: bool = True
     dynamic_cut: bool = True
-    cut_drop: float = 0.25  # keep matches within this much calibrated score of the best
+    # Keep matches within ``cut_drop`` calibrated score of the best, and always the first ``cut_keep``. No
+    # absolute floor: a tool of another step of a multi-step request often has weak evidence of its own.
+    # Chosen on ETOM (0.25 with the withhold threshold as a floor cost 3 points of slot recall@10 there).
+    cut_drop: float = 0.5
+    cut_keep: int = 3
 
 
 @dataclass(frozen=True)
@@ -378,9 +382,9 @@ def _cut(candidates: list[Candidate], top_k: int, options: RankingOptions, terms
     if confidence is Confidence.NONE:
         return Ranking(candidates, confidence, 0, terms)
     cut = 0
-    floor = max(options.withhold_threshold, best - options.cut_drop) if options.dynamic_cut else -math.inf
+    floor = best - options.cut_drop if options.dynamic_cut else -math.inf
     for candidate in candidates[:top_k]:
-        if candidate.calibrated < floor and cut > 0:
+        if candidate.calibrated < floor and cut >= options.cut_keep:
             break
         cut += 1
     return Ranking(candidates, confidence, cut, terms)

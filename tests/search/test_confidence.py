@@ -3,7 +3,6 @@ hidden tool moves neither (the rule lives in search.engine.ranking.answer_confid
 
 import pytest
 
-from catalog.models import Tool
 from governance.principals import principal_for_user
 from search.engine.ranking import Confidence
 from search.services import SearchQueryError, index_rebuild, search_for_principal, tool_search
@@ -12,7 +11,7 @@ from .factories import ToolFactory, add_examples
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
-WEAK = "rename the quarterly report"  # files::move_file can rename, but nothing says "report"
+WEAK = "mark the ticket as done"  # tracker::close_issue does it, in other words
 UNRELATED = ["play some jazz music", "tell me the stock price of Apple", "bake a sourdough bread with rye flour"]
 
 
@@ -33,7 +32,7 @@ def served(result) -> tuple:
 def test_a_weak_but_real_match_is_served_with_low_confidence(indexed):
     result = tool_search(query=WEAK, visible=everyone(indexed))
     assert result.confidence is Confidence.LOW and not result.abstained
-    assert result.matches and result.matches[0].tool_id == "files::move_file"
+    assert result.matches and result.matches[0].tool_id == "tracker::close_issue"
 
 
 def test_a_clear_match_is_served_with_high_confidence(indexed):
@@ -52,9 +51,9 @@ def test_a_hidden_best_match_moves_neither_confidence_nor_scores(indexed, reinde
     before = tool_search(query=WEAK, visible=visible)
     # A tool built to be the clear best match, on an existing server: visible, it turns the answer high.
     hidden = ToolFactory(
-        server=indexed["move_file"].server,
-        name="rename_quarterly_report",
-        description="Rename the quarterly report document.",
+        server=indexed["close_issue"].server,
+        name="mark_ticket_done",
+        description="Mark a ticket as done.",
     )
     add_examples(hidden, WEAK)
     reindex(index_rebuild)
@@ -76,25 +75,39 @@ def test_the_preview_mode_keeps_the_ranking_but_reports_the_same_confidence(inde
 
 
 @pytest.fixture
-def superuser(django_user_model):
-    return django_user_model.objects.create_superuser("root", "root@example.org", "pw")
+def member(small_catalog, django_user_model):
+    """A user who may discover the mail and files servers only."""
+    from governance.services.permissions import permission_grant
+
+    root = django_user_model.objects.create_superuser("root", "root@example.org", "pw")
+    user = django_user_model.objects.create_user("member", "member@example.org", "pw")
+    for tool_name in ("send_email", "read_file"):
+        server = small_catalog[tool_name].server
+        permission_grant(actor=root, target=server, action="discover", holder=user)
+    return principal_for_user(user)
 
 
-def test_search_for_principal_validates_limits_and_filters(indexed, superuser):
-    principal = principal_for_user(superuser)
+def test_search_for_principal_validates_limits_and_filters(indexed, member):
     for bad in ({"query": "   "}, {"query": "x" * 100_000}, {"query": "file", "top_k": "5"}):
         with pytest.raises(SearchQueryError):
-            search_for_principal(principal=principal, **bad)
+            search_for_principal(principal=member, **bad)
     for bad in ({"operation_class": "destroy"}, {"scope": "everything"}, {"environment": "x" * 51}):
         with pytest.raises(SearchQueryError):
-            search_for_principal(principal=principal, query="read a file", **bad)
-    assert len(search_for_principal(principal=principal, query="file", top_k=10**9).matches) <= 20
+            search_for_principal(principal=member, query="read a file", **bad)
+    assert len(search_for_principal(principal=member, query="file", top_k=10**9).matches) <= 20
 
 
-def test_search_for_principal_lists_shared_words_without_an_index(small_catalog, superuser):
+def test_search_for_principal_ranks_only_what_the_principal_may_see(indexed, member):
+    result = search_for_principal(principal=member, query="weather forecast for tomorrow", top_k=20)
+    assert {m.server for m in result.matches} <= {"mail", "files"}
+    assert result.confidence is not Confidence.HIGH  # the forecast tool exists, but not for this caller
+
+
+def test_search_for_principal_lists_shared_words_without_an_index(small_catalog, member):
     # No index generation at all: the visible tools sharing words with the request, degraded and low.
-    result = search_for_principal(principal=principal_for_user(superuser), query="read the file contents")
+    result = search_for_principal(principal=member, query="read the file contents", top_k=20)
     assert not result.index_ready and result.degraded and result.confidence is Confidence.LOW
     assert result.matches[0].tool_id == "files::read_file"
     assert "read" in result.matches[0].why_matched["shared_words"]
-    assert {m.tool_pk for m in result.matches} <= set(Tool.objects.values_list("pk", flat=True))
+    assert {m.server for m in result.matches} <= {"mail", "files"}
+    assert search_for_principal(principal=member, query="weather alerts").confidence is Confidence.NONE
