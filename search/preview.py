@@ -1,7 +1,8 @@
 """Curator preview: run a request as the gateway would and show how every tool ranks, and why.
 
-Reads only; it calls ``search.services.tool_search`` exactly like the gateway (same backend, same
-visibility rule), so what a curator sees here is what an agent gets. Rendering escapes every string that
+Reads only; it ranks with ``search.services.tool_search``, the same ranking step the gateway's
+``search_for_principal`` uses (same backend, same visibility rule, same confidence), so what a curator sees
+here is what an agent gets; only the withheld or cut part of the ranking is shown too, marked as such. Rendering escapes every string that
 came from an upstream server (descriptions, names, example text): templates never mark anything safe.
 """
 

@@ -135,7 +135,7 @@ def render_table(report: dict) -> str:
         f"model={report['model']} degraded={report['degraded']} encoded={report['texts_encoded']} "
         f"seconds={report['seconds']}",
     ]
-    header = f"{'metric':<18}" + "".join(f"{labels[m]:>15}" for m in MODES)
+    header = f"{'metric':<22}" + "".join(f"{labels[m]:>15}" for m in MODES)
     for group, data in report["groups"].items():
         counts = data.get("counts", {})
         lines += ["", f"== {group}  " + " ".join(f"{k}={v}" for k, v in sorted(counts.items())), header]
@@ -147,7 +147,7 @@ def render_table(report: dict) -> str:
                 cells = "".join(
                     f"{data[m][metric]:>15.3f}" if m in data and metric in data[m] else f"{'-':>15}" for m in MODES
                 )
-                lines.append(f"{metric:<18}{cells}")
+                lines.append(f"{metric:<22}{cells}")
         for kind, metrics in SERVED_METRICS.items():
             if kind != "any" and not counts.get(kind, 0):
                 continue
@@ -158,5 +158,5 @@ def render_table(report: dict) -> str:
                     else f"{'-':>15}"
                     for m in MODES
                 )
-                lines.append(f"{'served ' + metric:<18}{cells}")
+                lines.append(f"{'served ' + metric:<22}{cells}")
     return "\n".join(lines) + "\n"
