@@ -2,8 +2,9 @@
 
 Reads only; it ranks with ``search.services.tool_search``, the same ranking step the gateway's
 ``search_for_principal`` uses (same backend, same visibility rule, same confidence), so what a curator sees
-here is what an agent gets; only the withheld or cut part of the ranking is shown too, marked as such. Rendering escapes every string that
-came from an upstream server (descriptions, names, example text): templates never mark anything safe.
+here is what an agent gets; the withheld or cut part of the ranking is shown too, marked as such.
+Rendering escapes every string that came from an upstream server (descriptions, names, example text):
+templates never mark anything safe.
 """
 
 from collections.abc import Collection
