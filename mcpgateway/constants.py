@@ -10,10 +10,7 @@ META_TOOLS = (META_TOOL_SEARCH, META_TOOL_INSPECT, META_TOOL_EXECUTE)
 NAMESPACE_SEPARATOR = "__"
 MAX_CLIENT_TOOL_NAME = 64
 
-# top_k is clamped to this range (SCOUT 6.5).
-TOP_K_MIN = 1
-TOP_K_MAX = 20
-MAX_QUERY_CHARS = 2000
+# Search limits (top_k, query length, filters) are search's: search.services and SCOUT_SEARCH_MAX_QUERY_CHARS.
 MAX_INSPECT_IDS = 20
 MAX_TOOL_ID_CHARS = 460
 MAX_IDEMPOTENCY_KEY_CHARS = 200

@@ -8,7 +8,6 @@ import re
 from django.db.models import QuerySet
 
 from catalog.models import Tool
-from governance.models import ServerUserObjectPermission
 from governance.principals import Principal
 from governance.selectors import tool_pks_visible_to
 
@@ -52,12 +51,3 @@ def tool_for_client_name(*, principal: Principal, name: str) -> Tool | None:
         if client_tool_name(server_slug=tool.server.slug, tool_name=tool.name) == name:
             return tool
     return None
-
-
-def server_slugs_of(*, principal: Principal) -> frozenset[str]:
-    """The caller's own servers (scope="my_servers"): servers granted to the user personally, not via a group."""
-    return frozenset(
-        ServerUserObjectPermission.objects.filter(
-            user=principal.user, permission__codename="discover_server"
-        ).values_list("content_object__slug", flat=True)
-    )

@@ -14,6 +14,8 @@ from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError
 from pydantic import Field
 
+from search.services import TOP_K_DEFAULT, TOP_K_MAX, TOP_K_MIN
+
 from .auth import principal_from_context
 from .constants import UNKNOWN_TOOL_MESSAGE
 from .db import run_orm
@@ -42,16 +44,17 @@ async def _principal(ctx: Context) -> Any:
 async def tool_search(
     query: Annotated[str, Field(description="The step you need a tool for, in plain words (what, on what).")],
     ctx: Context,
-    top_k: Annotated[int, Field(description="How many tools to return (1-20).")] = 5,
+    top_k: Annotated[int, Field(description=f"How many tools to return ({TOP_K_MIN}-{TOP_K_MAX}).")] = TOP_K_DEFAULT,
     operation_class: Literal["read", "write", "execute", "approve"] | None = None,
     environment: Annotated[str | None, Field(description="e.g. production or development")] = None,
     scope: Literal["all", "my_servers"] = "all",
 ) -> types.CallToolResult:
     """Find tools for one step of the task. Call this first whenever you need a capability.
 
-    Returns the best matching tools with tool_id, summary, risk, why it matched and inputSchema. Then call
-    execute_tool with one of these tool_ids and arguments that satisfy its inputSchema. No matches means no
-    tool fits: rephrase or tell the user. Never guess or invent a tool_id."""
+    Returns the best matching tools with tool_id, summary, risk, why it matched and inputSchema, and a
+    confidence (high or low: check the schemas or rephrase). Then call execute_tool with one of these
+    tool_ids and arguments that satisfy its inputSchema. No matches means no tool fits: rephrase or tell
+    the user. Never guess or invent a tool_id."""
     principal = await _principal(ctx)
     try:
         answer = await run_orm(

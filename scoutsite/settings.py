@@ -265,8 +265,11 @@ SCOUT_SEARCH_TORCH_THREADS = env_int("SCOUT_SEARCH_TORCH_THREADS", 1)
 SCOUT_SEARCH_BLAS_THREADS = env_int("SCOUT_SEARCH_BLAS_THREADS", 1)
 SCOUT_SEARCH_FUSION = env_str("SCOUT_SEARCH_FUSION", "convex")  # convex | rrf
 SCOUT_SEARCH_BM25_WEIGHT = env_float("SCOUT_SEARCH_BM25_WEIGHT", 0.3)  # convex mix: BM25 share
-SCOUT_SEARCH_ABSTAIN_THRESHOLD = env_float("SCOUT_SEARCH_ABSTAIN_THRESHOLD", 0.5)  # on the calibrated score
-SCOUT_SEARCH_MAX_QUERY_CHARS = env_int("SCOUT_SEARCH_MAX_QUERY_CHARS", 4096)
+# Answer confidence, on the best calibrated score (search/engine/ranking.py answer_confidence): below the
+# withhold threshold the answer is "no tool fits"; below the confidence threshold it is a "low" ranking.
+SCOUT_SEARCH_WITHHOLD_THRESHOLD = env_float("SCOUT_SEARCH_WITHHOLD_THRESHOLD", 0.3)
+SCOUT_SEARCH_CONFIDENCE_THRESHOLD = env_float("SCOUT_SEARCH_CONFIDENCE_THRESHOLD", 0.5)
+SCOUT_SEARCH_MAX_QUERY_CHARS = env_int("SCOUT_SEARCH_MAX_QUERY_CHARS", 4096)  # the one query-length limit
 
 # --- the usage loop: query log, outcomes, learned requests ----------------------------------------------
 SCOUT_QUERY_LOG = env_str("SCOUT_QUERY_LOG", "full")  # full | redacted (digits, e-mails, tokens masked) | off
@@ -279,7 +282,7 @@ SCOUT_LEARNING = env_bool("SCOUT_LEARNING", True)  # successful linked calls tea
 SCOUT_LEARNED_WEIGHT_BASE = env_float("SCOUT_LEARNED_WEIGHT_BASE", 0.6)
 SCOUT_LEARNED_WEIGHT_STEP = env_float("SCOUT_LEARNED_WEIGHT_STEP", 0.1)
 SCOUT_LEARNED_WEIGHT_CAP = env_float("SCOUT_LEARNED_WEIGHT_CAP", 0.9)
-# Seconds between batched reindexes of tools whose learned requests changed (Celery beat).
+# Changes to learned requests within this many seconds ride on one batched reindex (0: at once).
 SCOUT_LEARNED_INDEX_INTERVAL = env_int("SCOUT_LEARNED_INDEX_INTERVAL", 60)
 # How long a process trusts its cached view of the current index generation (seconds).
 SCOUT_SEARCH_GENERATION_CHECK_SECONDS = env_float("SCOUT_SEARCH_GENERATION_CHECK_SECONDS", 2.0)

@@ -19,7 +19,7 @@ import numpy as np
 
 from .documents import ToolDoc, tool_doc_from_record
 from .engine.decompose import request_parts
-from .engine.ranking import MODES, Calibration, RankingOptions
+from .engine.ranking import MODES, Calibration, Confidence, Ranking, RankingOptions
 from .engine.snapshot import DocVectors, IndexSnapshot
 
 HIT_KS = (1, 3, 5, 10)
@@ -170,7 +170,10 @@ class Tally:
 
 
 def score_query(query: EvalQuery, ranked_ids: list[str], abstained: bool, tally: Tally) -> None:
-    """Single slot: Hit@k, MRR@10, nDCG@10 (one needed tool, so IDCG is 1); multi: slot recall, all-slots."""
+    """Single slot: Hit@k, MRR@10, nDCG@10 (one needed tool, so IDCG is 1); multi: slot recall, all-slots.
+
+    For the ranking figures ``ranked_ids`` is the whole ranking; for the as-served figures it is what the
+    caller receives (empty when withheld, so a withheld answer counts as a miss)."""
     top = ranked_ids[:DEPTH]
     if query.kind == "none":
         tally.add("abstention", float(abstained))
@@ -198,9 +201,13 @@ def evaluate(
     calibration: Calibration = Calibration(),  # noqa: B008 - frozen, shared default
     modes: Iterable[str] = MODES,
 ) -> dict[str, dict[str, dict[str, float]]]:
-    """{group: {mode: {metric: value}}} with groups "all", each source and each source/subset."""
+    """{group: {mode: {metric: value, "served": {metric: value}}}} with groups "all", each source and each
+    source/subset. The mode's own figures score the whole ranking; ``served`` scores what a caller gets for
+    ``top_k`` = 10: nothing when the answer is withheld, else the ranking after the dynamic cut, plus
+    ``low_confidence``, the share of answers served with low confidence."""
     modes = list(modes)
     tallies: dict[str, dict[str, Tally]] = defaultdict(lambda: defaultdict(Tally))
+    served: dict[str, dict[str, Tally]] = defaultdict(lambda: defaultdict(Tally))
     counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     visible = snapshot.visible_mask(None)
     all_parts = [request_parts(q.text) for q in queries]
@@ -223,19 +230,34 @@ def evaluate(
                 query=query.text,
                 query_vector=vector,
                 top_k=DEPTH,
-                options=_with(options, fusion=mode, dynamic_cut=False),
+                # The cut only truncates the ordered candidates: one call gives the ranking and the answer.
+                options=_with(options, fusion=mode, dynamic_cut=True, enforce_abstention=True),
                 calibration=calibration,
                 parts=parts,
             )
             ids = [snapshot.docs[c.row].tool_id for c in ranking.candidates]
             for group in ("all", query.source, query.subset):
                 score_query(query, ids, ranking.abstained, tallies[group][mode])
+                score_served(query, ranking, ids, served[group][mode])
         for group in ("all", query.source, query.subset):
             counts[group][query.kind] += 1
     return {
-        group: {"counts": dict(counts[group]), **{m: tallies[group][m].summary() for m in modes}}
+        group: {
+            "counts": dict(counts[group]),
+            **{
+                m: {**tallies[group][m].summary(), "served": served[group][m].summary()}
+                for m in modes
+                if m in tallies[group]
+            },
+        }
         for group in sorted(tallies, key=lambda g: (g != "all", "/" in g, g))
     }
+
+
+def score_served(query: EvalQuery, ranking: Ranking, ranked_ids: list[str], tally: Tally) -> None:
+    """The as-served figures: the same metrics over what the caller receives (nothing when withheld)."""
+    score_query(query, ranked_ids[: ranking.cut], ranking.abstained, tally)
+    tally.add("low_confidence", float(ranking.confidence is Confidence.LOW))
 
 
 def _with(options: RankingOptions, **changes: Any) -> RankingOptions:

@@ -1,14 +1,17 @@
 """Curator preview: run a request as the gateway would and show how every tool ranks, and why.
 
-Reads only; it calls ``search.services.tool_search`` exactly like the gateway (same backend, same
-visibility rule), so what a curator sees here is what an agent gets. Rendering escapes every string that
-came from an upstream server (descriptions, names, example text): templates never mark anything safe.
+Reads only; it ranks with ``search.services.tool_search``, the same ranking step the gateway's
+``search_for_principal`` uses (same backend, same visibility rule, same confidence), so what a curator sees
+here is what an agent gets; the withheld or cut part of the ranking is shown too, marked as such.
+Rendering escapes every string that came from an upstream server (descriptions, names, example text):
+templates never mark anything safe.
 """
 
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
@@ -22,15 +25,17 @@ from catalog.models import Tool
 from .backends import Match, SearchResult
 from .models import IndexGeneration
 from .selectors import indexable_tools
-from .services import TOP_K_MAX, SearchQueryError, tool_search
+from .services import TOP_K_MAX, TOP_K_MIN, SearchQueryError, tool_search
 
 PREVIEW_PERMISSION = "catalog.view_tool"  # who may preview: anyone who may read the catalog in the admin
 AS_USER_PERMISSION = "auth.view_user"  # previewing as someone else reveals what they see
 
 
 class PreviewForm(forms.Form):
-    query = forms.CharField(max_length=4096, strip=True, widget=forms.TextInput(attrs={"size": 80}))
-    top_k = forms.IntegerField(min_value=1, max_value=TOP_K_MAX, initial=10)
+    query = forms.CharField(
+        max_length=settings.SCOUT_SEARCH_MAX_QUERY_CHARS, strip=True, widget=forms.TextInput(attrs={"size": 80})
+    )
+    top_k = forms.IntegerField(min_value=TOP_K_MIN, max_value=TOP_K_MAX, initial=10)
     fusion = forms.ChoiceField(
         choices=[("", "configured default"), ("convex", "convex"), ("rrf", "RRF")], required=False
     )
@@ -77,7 +82,8 @@ class PreviewOutcome:
 def preview_run(*, query: str, visible: Collection[int], top_k: int, fusion: str | None) -> PreviewOutcome:
     """One search as the gateway runs it; a bad query becomes a message, never an exception."""
     try:
-        # The curator sees the ranking even where the gateway would answer "no match", flagged as such.
+        # The curator sees the ranking even where the gateway would withhold it; ``confidence`` is the one the
+        # gateway gives (decided the same way whether or not the answer is withheld).
         result = tool_search(query=query, visible=visible, top_k=top_k, fusion=fusion or None, enforce_abstention=False)
         return PreviewOutcome(result)
     except SearchQueryError as exc:
@@ -92,6 +98,7 @@ class ExampleCheck:
     returned: int  # how many matches came back
     abstained: bool
     degraded: bool
+    confidence: str = ""
     error: str = ""
     top: list[Match] = field(default_factory=list)
 
@@ -123,6 +130,7 @@ def tool_examples_check(
                 len(matches),
                 outcome.result.abstained,
                 outcome.result.degraded,
+                confidence=outcome.result.confidence.value,
                 top=matches[:3],
             )
         )

@@ -7,6 +7,8 @@ from django.core.cache import cache
 from django.db.models import Prefetch
 
 from catalog.models import Tool
+from governance.models import ServerUserObjectPermission
+from governance.principals import Principal
 
 from .choices import GenerationStatus, LearnedStatus
 from .documents import ToolDoc, tool_doc_from_tool
@@ -65,3 +67,13 @@ def current_generation_token() -> str | None:
         token = str(latest) if latest else ""
         cache.set(GENERATION_CACHE_KEY, token, timeout=settings.SCOUT_SEARCH_GENERATION_CHECK_SECONDS)
     return token or None
+
+
+def server_slugs_granted_to(*, principal: Principal) -> frozenset[str]:
+    """The caller's own servers (search scope "my_servers"): servers granted to the user personally, not via a
+    group."""
+    return frozenset(
+        ServerUserObjectPermission.objects.filter(
+            user=principal.user, permission__codename="discover_server"
+        ).values_list("content_object__slug", flat=True)
+    )

@@ -1,7 +1,11 @@
-"""Search's public services: ``tool_search`` for callers, ``index_update`` / ``index_rebuild`` for indexing."""
+"""Search's public services: ``search_for_principal`` (the one entry point for callers: validation, limits,
+visibility, ranking, confidence, degradation and the no-index fallback), ``tool_search`` (ranking over a
+given visible set) and ``index_update`` / ``index_rebuild`` for indexing."""
 
 import logging
+import re
 from collections.abc import Collection
+from dataclasses import replace
 
 import numpy as np
 from django.conf import settings
@@ -9,20 +13,29 @@ from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
-from .backends import IndexedTool, SearchRequest, SearchResult, backend_get
+from catalog.models import Tool
+from governance.choices import OperationClass
+from governance.principals import Principal
+from governance.selectors import tool_pks_visible_to
+
+from .backends import IndexedTool, Match, SearchRequest, SearchResult, backend_get
 from .choices import GenerationKind, GenerationStatus, SearchEventKind
 from .documents import ToolDoc
 from .encoder import EncoderUnavailable, encoder_get, model_key
 from .engine.decompose import request_parts
-from .engine.ranking import FUSIONS
+from .engine.ranking import FUSIONS, Confidence
 from .engine.snapshot import DocVectors
 from .events import search_event_record
 from .models import IndexGeneration, ToolEmbedding
-from .selectors import GENERATION_CACHE_KEY, stored_vectors, tool_docs_load
-from .text import strip_control, tokenize
+from .selectors import GENERATION_CACHE_KEY, server_slugs_granted_to, stored_vectors, tool_docs_load
+from .text import first_sentence, strip_control, tokenize
 
 logger = logging.getLogger(__name__)
-TOP_K_MIN, TOP_K_MAX = 1, 20
+# The limits of a search request, here only (the gateway, the preview and any API read them from here; the
+# query length is the SCOUT_SEARCH_MAX_QUERY_CHARS setting).
+TOP_K_MIN, TOP_K_MAX, TOP_K_DEFAULT = 1, 20, 5
+SCOPES = ("all", "my_servers")  # my_servers: only servers granted to the user personally
+MAX_ENVIRONMENT_CHARS = 50
 
 
 class SearchQueryError(ValueError):
@@ -34,10 +47,12 @@ def _clean_query(query: object) -> str:
         raise SearchQueryError("query must be a string")
     limit = settings.SCOUT_SEARCH_MAX_QUERY_CHARS
     if len(query) > limit:
-        raise SearchQueryError(f"query is {len(query)} characters long; the limit is {limit}")
+        raise SearchQueryError(
+            f"query is {len(query)} characters long; the limit is {limit}: describe one step briefly"
+        )
     cleaned = " ".join(strip_control(query).split())
     if not cleaned:
-        raise SearchQueryError("query is empty")
+        raise SearchQueryError("query is empty: describe the step you need a tool for, in plain words")
     if not tokenize(cleaned) and not any(ch.isalnum() for ch in cleaned):
         raise SearchQueryError("query contains no words to search for")
     return cleaned
@@ -70,12 +85,14 @@ def tool_search(
 ) -> SearchResult:
     """Rank the tools in ``visible`` (Tool pks the caller may see) for a natural-language request.
 
-    ``top_k`` is clamped to 1..20; fewer come back when scores fall off, none when nothing is relevant
-    (``abstained``). Raises SearchQueryError for an unusable query (empty, over
-    SCOUT_SEARCH_MAX_QUERY_CHARS, no words, a non-integer top_k, a missing visible set). Never raises
-    because of the index or the model: ``index_ready=False`` when there is no index (list tools
-    directly), ``degraded=True`` when only BM25 could run. ``enforce_abstention=False`` (the curator
-    preview) keeps the ranking where it would abstain, with ``abstained`` still set.
+    Callers acting for a principal use ``search_for_principal``; this is the ranking step it calls (and
+    the curator preview, over the set it chooses). ``top_k`` is clamped to 1..20; fewer come back when
+    scores fall off. ``confidence`` says how the answer is served: ``high``, ``low`` (a ranking to check)
+    or ``none`` (withheld: near-certain that no visible tool fits; no matches). Raises SearchQueryError for
+    an unusable query (empty, over SCOUT_SEARCH_MAX_QUERY_CHARS, no words, a non-integer top_k, a missing
+    visible set). Never raises because of the index or the model: ``index_ready=False`` when there is no
+    index, ``degraded=True`` when only BM25 could run. ``enforce_abstention=False`` (the curator preview)
+    keeps the ranking where it would be withheld, with ``confidence`` still ``none``.
     """
     cleaned = _clean_query(query)
     k = _clamp_top_k(top_k)
@@ -105,6 +122,88 @@ def tool_search(
     if result.degraded and vector is not None:
         search_event_record(kind=SearchEventKind.VECTORS_MISSING, detail="index has no vectors: BM25 only")
     return result
+
+
+def _check_filters(*, operation_class: object, environment: object, scope: object) -> None:
+    if operation_class is not None and operation_class not in OperationClass.values:
+        raise SearchQueryError(f"operation_class must be one of: {', '.join(OperationClass.values)}")
+    if scope not in SCOPES:
+        raise SearchQueryError(f"scope must be one of: {', '.join(SCOPES)}")
+    if environment is not None and (not isinstance(environment, str) or len(environment) > MAX_ENVIRONMENT_CHARS):
+        raise SearchQueryError("environment must be a short name such as production or development")
+
+
+def search_for_principal(
+    *,
+    principal: Principal,
+    query: str,
+    top_k: int = TOP_K_DEFAULT,
+    operation_class: str | None = None,
+    environment: str | None = None,
+    scope: str = "all",
+) -> SearchResult:
+    """Search for a verified caller: the one entry point for every client (the MCP gateway, any API).
+
+    Validates the request (SearchQueryError, with a message safe to show), narrows to the tools
+    ``principal`` may discover (governance's ``tool_pks_visible_to``, with the filters), ranks them and
+    decides the answer's confidence. Without an index it lists the visible tools sharing words with the
+    request (``index_ready=False``, ``degraded``, ``low``). Every match is a tool the caller may see.
+    """
+    cleaned = _clean_query(query)
+    k = _clamp_top_k(top_k)
+    _check_filters(operation_class=operation_class, environment=environment, scope=scope)
+    visible = tool_pks_visible_to(
+        principal=principal,
+        operation_class=operation_class,
+        environment=environment or None,
+        server_slugs=server_slugs_granted_to(principal=principal) if scope == "my_servers" else None,
+    )
+    result = tool_search(query=cleaned, visible=visible, top_k=k)
+    if not result.index_ready:
+        return _listing_fallback(query=cleaned, visible=visible, top_k=k, backend=result.backend)
+    # Backends apply ``visible`` themselves; this second lock costs nothing and keeps a backend bug from
+    # ever showing a hidden tool.
+    matches = [match for match in result.matches if match.tool_pk in visible]
+    return replace(result, matches=matches) if len(matches) != len(result.matches) else result
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def _listing_fallback(*, query: str, visible: frozenset[int], top_k: int, backend: str) -> SearchResult:
+    """No index yet: the visible tools sharing the most words with the request (degraded, ``low``)."""
+    words = {word for word in _WORD.findall(query.lower()) if len(word) > 2}
+    scored = []
+    rows = Tool.objects.filter(pk__in=visible).select_related("server")
+    for tool in rows.only("pk", "tool_id", "name", "title", "description", "purpose", "server__slug"):
+        text = " ".join((tool.tool_id.replace("_", " "), tool.title, tool.purpose, tool.description)).lower()
+        shared = sorted(words & set(_WORD.findall(text)))
+        if shared:
+            scored.append((-len(shared), tool.tool_id, tool, shared))
+    scored.sort(key=lambda row: row[:2])
+    matches = [
+        Match(
+            tool_pk=tool.pk,
+            tool_id=tool.tool_id,
+            name=tool.name,
+            server=tool.server.slug,
+            title=tool.title or tool.name,
+            summary=first_sentence(tool.purpose) or first_sentence(tool.description),
+            score=0.0,  # no calibrated evidence without an index
+            fused_rank=rank,
+            bm25_rank=None,
+            dense_rank=None,
+            why_matched={"shared_words": shared[:6]},
+        )
+        for rank, (_, _, tool, shared) in enumerate(scored[:top_k], start=1)
+    ]
+    return SearchResult(
+        matches,
+        index_ready=False,
+        degraded=True,
+        confidence=Confidence.LOW if matches else Confidence.NONE,
+        backend=backend,
+    )
 
 
 # -- indexing -------------------------------------------------------------------------------------------

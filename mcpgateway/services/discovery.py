@@ -1,14 +1,14 @@
 """Discovery for one verified principal: tool_search answers and tool_inspect definitions.
 
-Everything shown to a model passes through governance's ``clean_for_model``; visibility comes from
-governance (``tool_pks_visible_to``) and ranking from search, with the gateway's own permission re-check.
+Everything shown to a model passes through governance's ``clean_for_model``. Search owns the search itself
+(``search.services.search_for_principal``: validation, limits, visibility, ranking, confidence, fallback);
+the gateway formats its answer and audits.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,16 +18,13 @@ from catalog.models import Tool
 from governance.choices import AuditEventType, AuditOutcome, OperationClass
 from governance.principals import Principal
 from governance.sanitize import clean_for_model
-from governance.selectors import ToolNotFound, tool_get_for_principal, tool_pks_visible_to
+from governance.selectors import ToolNotFound, tool_get_for_principal
 from governance.services.audit import audit_record
+from search.backends import SearchResult
+from search.engine.ranking import Confidence
+from search.services import TOP_K_DEFAULT, SearchQueryError, search_for_principal
 
-from ..constants import (
-    MAX_INSPECT_IDS,
-    MAX_QUERY_CHARS,
-    TOP_K_MAX,
-    TOP_K_MIN,
-)
-from ..selectors import server_slugs_of
+from ..constants import MAX_INSPECT_IDS
 
 logger = logging.getLogger(__name__)
 
@@ -135,15 +132,35 @@ def _compact(value: Any) -> str:
 # --- tool_search --------------------------------------------------------------------------------
 
 
+NO_TOOL_FITS = (
+    "No tool fits this request. Rephrase it (say what should be done and to what), or tell the user "
+    "no available tool can do it. Do not guess tool ids."
+)
+LOW_CONFIDENCE = (
+    "Low confidence: none of these clearly fits. Check each inputSchema against the request before calling, "
+    "or rephrase it (what should be done, to what)."
+)
+
+
 @dataclass
 class SearchAnswer:
     matches: list[dict[str, Any]]
     degraded: bool = False
-    abstained: bool = False
+    # search's decision, shown as is: high, low (check the schemas or rephrase) or none (withheld)
+    confidence: str = Confidence.HIGH.value
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def abstained(self) -> bool:
+        return self.confidence == Confidence.NONE
+
     def structured(self) -> dict[str, Any]:
-        return {"matches": self.matches, "degraded": self.degraded, "abstained": self.abstained}
+        return {
+            "matches": self.matches,
+            "confidence": self.confidence,
+            "degraded": self.degraded,
+            "abstained": self.abstained,
+        }
 
     def as_result(self) -> types.CallToolResult:
         """Structured content for programs plus a compact text rendering for the model."""
@@ -153,15 +170,14 @@ class SearchAnswer:
 
     def text(self) -> str:
         if not self.matches:
-            return (
-                "No tool fits this request. Rephrase it (say what should be done and to what), or tell the user "
-                "no available tool can do it. Do not guess tool ids."
-            )
+            return NO_TOOL_FITS
         lines = [
             f"{len(self.matches)} matching tools, best first"
             + (" (degraded search)" if self.degraded else "")
             + ". Call execute_tool with a tool_id below and arguments that satisfy its inputSchema."
         ]
+        if self.confidence == Confidence.LOW:
+            lines.append(LOW_CONFIDENCE)
         for rank, match in enumerate(self.matches, start=1):
             title = "" if match["title"] == match["tool_id"].split("::", 1)[-1] else f"{match['title']}: "
             lines.append(
@@ -176,6 +192,8 @@ class SearchAnswer:
 
 def _why_lines(why: dict[str, Any]) -> list[str]:
     """The search engine's explanation as short lines a model can read."""
+    if why.get("shared_words"):  # the no-index listing
+        return [f"shares the words: {', '.join(why['shared_words'][:6])}"]
     lines = []
     fields = why.get("fields") or {}
     if fields:
@@ -191,79 +209,39 @@ def _why_lines(why: dict[str, Any]) -> list[str]:
     return lines or ["closest in meaning"]
 
 
-def _fallback_hits(query: str, visible: frozenset[int], top_k: int) -> list[tuple[int, list[str]]]:
-    """No index: rank the visible tools by words they share with the query (degraded, permission-filtered)."""
-    words = {word for word in re.findall(r"[a-z0-9]+", query.lower()) if len(word) > 2}
-    scored = []
-    rows = Tool.objects.filter(pk__in=visible).values_list("pk", "tool_id", "title", "description", "purpose")
-    for pk, tool_id, title, description, purpose in rows:
-        text = " ".join((tool_id.replace("_", " "), title, purpose, description)).lower()
-        shared = sorted(words & set(re.findall(r"[a-z0-9]+", text)))
-        if shared:
-            scored.append((-len(shared), tool_id, pk, shared))
-    scored.sort()
-    return [(pk, [f"shares the words: {', '.join(shared[:6])}"]) for _, _, pk, shared in scored[:top_k]]
+def _answer(result: SearchResult) -> SearchAnswer:
+    tools = Tool.objects.select_related("server", "policy__risk_class").in_bulk([m.tool_pk for m in result.matches])
+    matches = [
+        tool_descriptor(tools[m.tool_pk], why_matched=_why_lines(m.why_matched))
+        for m in result.matches
+        if m.tool_pk in tools
+    ]
+    return SearchAnswer(
+        matches=matches, degraded=result.degraded or not result.index_ready, confidence=result.confidence.value
+    )
 
 
-def _ranked(query: str, visible: frozenset[int], top_k: int) -> tuple[list[tuple[int, list[str]]], bool, bool]:
-    """``(hits, degraded, abstained)``; hits are (tool pk, why lines), best first, all inside ``visible``."""
-    from search.services import SearchQueryError, tool_search
-
+def _search(**request: Any) -> tuple[SearchResult, SearchAnswer]:
+    """Search's result (ids, scores, confidence: what a query log records) and the answer formatted for models."""
     try:
-        result = tool_search(query=query, visible=visible, top_k=top_k)
+        result = search_for_principal(**request)
     except SearchQueryError as exc:
         raise GatewayInputError(str(exc)) from None
-    if not result.index_ready:
-        return _fallback_hits(query, visible, top_k), True, False
-    hits = [(m.tool_pk, _why_lines(m.why_matched)) for m in result.matches if m.tool_pk in visible]
-    return hits[:top_k], bool(result.degraded), bool(result.abstained)
+    return result, _answer(result)
 
 
 def search_answer(
     *,
     principal: Principal,
     query: str,
-    top_k: int = 5,
+    top_k: int = TOP_K_DEFAULT,
     operation_class: str | None = None,
     environment: str | None = None,
     scope: str = "all",
 ) -> SearchAnswer:
     """The tool_search answer for ``principal``, without an audit event (reports use this; the meta-tool
-    uses ``gateway_search``). Raises GatewayInputError for an empty/oversized query or bad filters."""
-    if not isinstance(query, str) or not query.strip():
-        raise GatewayInputError("query is empty: describe the step you need a tool for, in plain words")
-    if len(query) > MAX_QUERY_CHARS:
-        raise GatewayInputError(f"query is longer than {MAX_QUERY_CHARS} characters; describe one step briefly")
-    if operation_class is not None and operation_class not in OperationClass.values:
-        raise GatewayInputError(f"operation_class must be one of: {', '.join(OperationClass.values)}")
-    if scope not in ("all", "my_servers"):
-        raise GatewayInputError('scope must be "all" or "my_servers"')
-    if environment is not None and (not isinstance(environment, str) or len(environment) > 50):
-        raise GatewayInputError("environment must be a short name such as production or development")
-    top_k = max(TOP_K_MIN, min(TOP_K_MAX, int(top_k)))
-    visible = tool_pks_visible_to(
-        principal=principal,
-        operation_class=operation_class,
-        environment=environment or None,
-        server_slugs=server_slugs_of(principal=principal) if scope == "my_servers" else None,
-    )
-    hits, degraded, abstained = _ranked(query.strip(), visible, top_k)
-    tools = Tool.objects.select_related("server", "policy__risk_class").in_bulk([pk for pk, _ in hits])
-    matches = [tool_descriptor(tools[pk], why_matched=why) for pk, why in hits if pk in tools]
-    return SearchAnswer(matches=matches, degraded=degraded, abstained=abstained)
-
-
-def gateway_search(
-    *,
-    principal: Principal,
-    query: str,
-    top_k: int = 5,
-    operation_class: str | None = None,
-    environment: str | None = None,
-    scope: str = "all",
-) -> SearchAnswer:
-    """tool_search: ``search_answer`` plus a discovery audit event. Raises GatewayInputError."""
-    answer = search_answer(
+    uses ``gateway_search``). Raises GatewayInputError for an unusable query or bad filters."""
+    _, answer = _search(
         principal=principal,
         query=query,
         top_k=top_k,
@@ -271,8 +249,27 @@ def gateway_search(
         environment=environment,
         scope=scope,
     )
-    top_k = max(TOP_K_MIN, min(TOP_K_MAX, int(top_k)))
-    matches = answer.matches
+    return answer
+
+
+def gateway_search(
+    *,
+    principal: Principal,
+    query: str,
+    top_k: int = TOP_K_DEFAULT,
+    operation_class: str | None = None,
+    environment: str | None = None,
+    scope: str = "all",
+) -> SearchAnswer:
+    """tool_search: ``search_answer`` plus a discovery audit event. Raises GatewayInputError."""
+    result, answer = _search(
+        principal=principal,
+        query=query,
+        top_k=top_k,
+        operation_class=operation_class,
+        environment=environment,
+        scope=scope,
+    )
     audit_record(
         event_type=AuditEventType.DISCOVERY,
         principal=principal,
@@ -282,9 +279,10 @@ def gateway_search(
             "query_chars": len(query),
             "top_k": top_k,
             "scope": scope,
-            "returned": [match["tool_id"] for match in matches],
+            "returned": [match["tool_id"] for match in answer.matches],
             "degraded": answer.degraded,
             "abstained": answer.abstained,
+            "confidence": answer.confidence,
         },
     )
     return answer

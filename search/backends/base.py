@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..documents import ToolDoc
+from ..engine.ranking import Confidence
 from ..engine.snapshot import DocVectors
 
 
@@ -31,7 +32,8 @@ class SearchRequest:
     # Steps of a multi-step request with their vectors (may be ignored by a backend that cannot use them).
     parts: tuple[tuple[str, np.ndarray | None], ...] = ()
     explain: bool = True
-    # False (curator preview only): keep the ranking when it would abstain; ``abstained`` still says so.
+    # False (curator preview only): keep the ranking where the answer would be withheld; ``confidence``
+    # still says so.
     enforce_abstention: bool = True
 
 
@@ -55,9 +57,16 @@ class SearchResult:
     matches: list[Match]
     index_ready: bool  # False: no usable index; the gateway lists the caller's tools directly
     degraded: bool = False  # True: BM25 only (model unavailable or no vectors)
-    abstained: bool = False  # True: nothing relevant enough; no match rather than noise
+    # high / low (a ranking the model should check) / none (withheld: no visible tool fits). Decided by
+    # search.engine.ranking.answer_confidence; every caller shows this value, none decides its own.
+    confidence: Confidence = Confidence.HIGH
     generation: str | None = None
     backend: str = ""
+
+    @property
+    def abstained(self) -> bool:
+        """Withheld: the caller is told that no tool fits."""
+        return self.confidence is Confidence.NONE
 
 
 @dataclass(frozen=True)

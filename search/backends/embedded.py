@@ -30,7 +30,8 @@ def ranking_options(fusion: str, *, enforce_abstention: bool = True) -> RankingO
     return RankingOptions(
         fusion=fusion,
         bm25_weight=settings.SCOUT_SEARCH_BM25_WEIGHT,
-        abstain_threshold=settings.SCOUT_SEARCH_ABSTAIN_THRESHOLD,
+        withhold_threshold=settings.SCOUT_SEARCH_WITHHOLD_THRESHOLD,
+        confidence_threshold=settings.SCOUT_SEARCH_CONFIDENCE_THRESHOLD,
         enforce_abstention=enforce_abstention,
     )
 
@@ -140,7 +141,7 @@ class EmbeddedBackend(SearchBackend):
             matches,
             index_ready=True,
             degraded=vector is None,
-            abstained=ranking.abstained,
+            confidence=ranking.confidence,
             generation=snapshot.generation,
             backend=self.name,
         )

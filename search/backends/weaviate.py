@@ -43,7 +43,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from ..documents import ToolDoc
 from ..engine.intent import intent_adjustment, request_operations, tool_operation
-from ..engine.ranking import Calibration, Candidate, _cut
+from ..engine.ranking import Calibration, Candidate, Confidence, _cut
 from ..events import search_event_record
 from ..indexes import ToolSearchIndex
 from ..text import first_sentence, tokenize
@@ -252,8 +252,8 @@ def rank_pool(
     fusion: str,
     calibration: Calibration = Calibration(),  # noqa: B008 - frozen, shared default
     enforce_abstention: bool = True,
-) -> tuple[list[Candidate], bool, int, tuple[str, ...]]:
-    """Second stage over the pool: intent, negatives, calibration, abstention and the cut (as embedded)."""
+) -> tuple[list[Candidate], Confidence, int, tuple[str, ...]]:
+    """Second stage over the pool: intent, negatives, calibration, confidence and the cut (as embedded)."""
     options = ranking_options(fusion, enforce_abstention=enforce_abstention)
     terms = tuple(dict.fromkeys(tokenize(query)))
     wanted = request_operations(query) if options.intent else frozenset()
@@ -287,7 +287,7 @@ def rank_pool(
     for position, candidate in enumerate(candidates, start=1):
         candidate.fused_rank = position
     ranking = _cut(candidates, top_k, options, terms)
-    return ranking.candidates, ranking.abstained, ranking.cut, terms
+    return ranking.candidates, ranking.confidence, ranking.cut, terms
 
 
 def _best(vectors: np.ndarray | None, query_vector: np.ndarray | None) -> tuple[float | None, int]:
@@ -549,14 +549,16 @@ class WeaviateBackend(SearchBackend):
     # -- search ------------------------------------------------------------------------------------------
     def search(self, request: SearchRequest) -> SearchResult:
         if not request.visible:
-            return SearchResult([], index_ready=True, abstained=True, generation=self._generation, backend=self.name)
+            return SearchResult(
+                [], index_ready=True, confidence=Confidence.NONE, generation=self._generation, backend=self.name
+            )
         try:
             hits = self._query(request)
         except Exception as exc:
             self._unavailable(exc)
             result = self._fallback().search(replace(request, query_vector=None))
             return replace(result, degraded=True)
-        candidates, abstained, cut, terms = rank_pool(
+        candidates, confidence, cut, terms = rank_pool(
             hits,
             query=request.query,
             query_vector=request.query_vector,
@@ -569,7 +571,7 @@ class WeaviateBackend(SearchBackend):
             matches,
             index_ready=True,
             degraded=request.query_vector is None,
-            abstained=abstained,
+            confidence=confidence,
             generation=self._generation,
             backend=self.name,
         )

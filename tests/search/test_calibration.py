@@ -3,7 +3,7 @@
 import numpy as np
 
 from search.engine.dense import DenseIndex
-from search.engine.ranking import Calibration, RankingOptions, rank, score_branches
+from search.engine.ranking import Calibration, Confidence, RankingOptions, answer_confidence, rank, score_branches
 from search.engine.sparse import SparseIndex, weighted_tokens
 
 DIM = 64
@@ -50,12 +50,26 @@ def test_peak_is_the_best_cosine_above_the_twentieth():
     assert calibration.peak(None) == 0.0 and calibration.peak(np.zeros(0)) == 0.0
 
 
-def test_a_modest_match_that_stands_out_is_answered_a_flat_one_abstains():
+def test_a_modest_match_that_stands_out_is_high_a_flat_one_low_an_unrelated_one_withheld():
     best = 0.42  # a modest cosine, typical of short or human-written requests
     standing_out = _rank([best] + [0.08] * 30)
     flat = _rank([best] + [0.38] * 30)
-    assert not standing_out.abstained and standing_out.kept[0].row == 0
-    assert flat.abstained and flat.kept == []
+    unrelated = _rank([0.12] + [0.1] * 30)
+    assert standing_out.confidence is Confidence.HIGH and standing_out.kept[0].row == 0
+    assert flat.confidence is Confidence.LOW and flat.kept[0].row == 0  # served, marked low
+    assert unrelated.confidence is Confidence.NONE and unrelated.abstained and unrelated.kept == []
+
+
+def test_the_one_confidence_rule():
+    options = RankingOptions(withhold_threshold=0.2, confidence_threshold=0.5)
+    assert [answer_confidence(best, options) for best in (0.0, 0.19, 0.2, 0.49, 0.5, 1.0)] == [
+        Confidence.NONE,
+        Confidence.NONE,
+        Confidence.LOW,
+        Confidence.LOW,
+        Confidence.HIGH,
+        Confidence.HIGH,
+    ]
 
 
 def test_hidden_tools_do_not_move_the_peak():

@@ -133,7 +133,7 @@ def test_tool_page_links_to_its_example_check(client, superuser, small_catalog):
     assert reverse("search_preview_tool", args=[tool.pk]) in response.content.decode()
 
 
-def test_where_the_gateway_would_abstain_the_curator_still_sees_the_ranking(client, curator, indexed):
+def test_where_the_gateway_would_withhold_the_curator_still_sees_the_ranking(client, curator, indexed):
     from search.preview import visible_tool_pks
     from search.services import tool_search
 
@@ -146,4 +146,17 @@ def test_where_the_gateway_would_abstain_the_curator_still_sees_the_ranking(clie
     assert response.status_code == 200
     assert response.context["outcome"].result.abstained
     assert len(rows_of(response)) == 5  # the ranking it would have returned, uncut
-    assert "would abstain" in response.content.decode()
+    assert 'data-confidence="none"' in response.content.decode() and "withheld" in response.content.decode()
+
+
+@pytest.mark.parametrize("query", ["weather forecast for tomorrow", "mark the ticket as done", "play some jazz music"])
+def test_the_preview_shows_the_confidence_the_gateway_gives(client, curator, indexed, query):
+    from search.preview import visible_tool_pks
+    from search.services import tool_search
+
+    gateway = tool_search(query=query, visible=visible_tool_pks(as_user=None), top_k=5)
+    client.force_login(curator)
+    response = client.get(reverse(PREVIEW), {"query": query, "top_k": 5})
+    assert response.context["outcome"].result.confidence == gateway.confidence
+    assert f'data-confidence="{gateway.confidence}"' in response.content.decode()
+    assert gateway.confidence == {"weather": "high", "mark": "low", "play": "none"}[query.split()[0]]

@@ -36,7 +36,7 @@ def test_exact_name_ranks_first(indexed):
 def test_paraphrase_is_found(indexed):
     # No word in common with the tool's text. MiniLM puts such paraphrases near the default abstention
     # threshold (fitted so infeasible requests abstain), so the ranking is checked with abstention off.
-    with override_settings(SCOUT_SEARCH_ABSTAIN_THRESHOLD=0.0):
+    with override_settings(SCOUT_SEARCH_WITHHOLD_THRESHOLD=0.0, SCOUT_SEARCH_CONFIDENCE_THRESHOLD=0.0):
         result = tool_search(query="what will the temperature be tomorrow in Paris", visible=everyone(indexed))
     assert ids(result)[0] == "weather::get_forecast"
     assert result.matches[0].dense_rank == 1 and result.matches[0].bm25_rank is None

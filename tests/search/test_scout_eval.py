@@ -8,7 +8,8 @@ import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
 
-from search.evaluation import EvalQuery, Tally, score_query
+from search.engine.ranking import Candidate, Confidence, Ranking
+from search.evaluation import EvalQuery, Tally, score_query, score_served
 
 CATALOG = [
     {
@@ -74,6 +75,28 @@ def test_metrics_by_hand():
     assert summary["false_abstention"] == 0.5 and summary["abstention"] == 1.0
 
 
+def _ranking(confidence: Confidence, cut: int) -> Ranking:
+    candidates = [
+        Candidate(row=i, score=1.0 - i / 10, calibrated=0.9, bm25_rank=None, dense_rank=None) for i in range(3)
+    ]
+    return Ranking(candidates, confidence, cut)
+
+
+def test_served_figures_count_a_withheld_answer_as_a_miss():
+    single = EvalQuery("q", [["a"]], "all", "s", "src")
+    ids = ["a", "b", "c"]
+    served, ranking = Tally(), Tally()
+    score_served(single, _ranking(Confidence.NONE, 0), ids, served)  # withheld: a miss, though "a" ranks first
+    score_query(single, ids, abstained=True, tally=ranking)
+    score_served(single, _ranking(Confidence.LOW, 1), ids, served)  # served low: counts, and is counted as low
+    score_served(single, _ranking(Confidence.HIGH, 2), ["b", "c", "a"], served)  # "a" was cut off
+    summary = served.summary()
+    assert ranking.summary()["hit@1"] == 1.0
+    assert summary["hit@1"] == pytest.approx(1 / 3) and summary["hit@10"] == pytest.approx(1 / 3)
+    assert summary["false_abstention"] == pytest.approx(1 / 3)
+    assert summary["low_confidence"] == pytest.approx(1 / 3)
+
+
 @pytest.mark.slow
 def test_eval_command_on_a_small_catalog(tmp_path, capsys, settings):
     settings.SCOUT_SEARCH_EVAL_CACHE_DIR = str(tmp_path / "cache")
@@ -92,8 +115,23 @@ def test_eval_command_on_a_small_catalog(tmp_path, capsys, settings):
         assert overall[mode]["hit@1"] == 1.0 and overall[mode]["mrr@10"] == 1.0
     assert overall["convex"]["abstention"] == 1.0 and overall["convex"]["false_abstention"] == 0.0
     assert set(report["groups"]) >= {"all", "small", "small/names", "small/steps", "small/none"}
+    for mode in ("bm25", "dense", "convex", "rrf"):  # as served, beside the ranking, for every mode
+        served = overall[mode]["served"]
+        assert {"hit@1", "hit@5", "mrr@10", "slot_recall@10", "false_abstention", "low_confidence"} <= set(served)
+        assert served["abstention"] == overall[mode]["abstention"]
+    assert overall["convex"]["served"]["hit@1"] == 1.0  # nothing withheld: served as ranked
     table = capsys.readouterr().out
-    assert "hybrid:convex" in table and "== small/names" in table
+    assert "hybrid:convex" in table and "== small/names" in table and "served hit@5" in table
+
+    # Every answer withheld: the ranking figures stay, the served ones count each withheld answer as a miss.
+    call_command(
+        "scout_eval", "--catalog", str(catalog), "--queries", str(queries), "--json", str(out),
+        "--withhold-threshold", "1.01",
+    )  # fmt: skip
+    withheld = json.loads(out.read_text())["groups"]["all"]["convex"]
+    assert withheld["hit@1"] == 1.0 and withheld["slot_recall@10"] == 1.0
+    assert withheld["served"]["hit@1"] == 0.0 and withheld["served"]["slot_recall@10"] == 0.0
+    assert withheld["served"]["false_abstention"] == 1.0 and withheld["served"]["low_confidence"] == 0.0
 
     call_command(
         "scout_eval",

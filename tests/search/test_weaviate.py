@@ -38,6 +38,7 @@ from search.backends.weaviate import (
     tool_vectors,
 )
 from search.documents import ToolDoc
+from search.engine.ranking import Confidence
 from search.engine.snapshot import DocVectors
 from search.events import counters
 from search.indexes import ToolSearchIndex
@@ -253,10 +254,10 @@ def test_pool_is_reranked_by_best_vector_and_terms():
         hit(1, "get_weather", "Weather for a city.", [unit(0, 1, 0)], score=0.9, keyword=3.0),
         hit(2, "send_email", "Send an email message.", [unit(0, 0, 1), unit(1, 0.05, 0)], score=0.8, keyword=1.0),
     ]
-    candidates, abstained, cut, terms = rank_pool(
+    candidates, confidence, cut, terms = rank_pool(
         hits, query="send an email", query_vector=query_vector, top_k=5, fusion="convex"
     )
-    assert not abstained and cut >= 1
+    assert confidence is not Confidence.NONE and cut >= 1
     top = candidates[0]
     assert hits[top.row].properties["tool_id"] == "s::send_email"
     assert top.dense_rank == 1 and top.best_vector == 1  # its second vector is the close one
@@ -277,10 +278,10 @@ def test_a_close_negative_example_demotes_the_tool():
 
 def test_nothing_relevant_abstains():
     hits = [hit(1, "get_weather", "Weather for a city.", [unit(0, 1, 0)], score=0.2)]
-    _, abstained, cut, _ = rank_pool(
+    _, confidence, cut, _ = rank_pool(
         hits, query="zzqx frobnicate", query_vector=unit(1, 0, 0), top_k=5, fusion="convex"
     )
-    assert abstained and cut == 0
+    assert confidence is Confidence.NONE and cut == 0
 
 
 # -- degrade, never fail (F5) ----------------------------------------------------------------------------

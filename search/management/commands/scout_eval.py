@@ -3,7 +3,9 @@
     manage.py scout_eval --catalog ../shared/eval/catalog-apify.jsonl --queries ../shared/eval/queries-apify.jsonl
 
 Reports BM25-only, dense-only and both hybrid fusions side by side (the one chosen by --fusion, default
-the SCOUT_SEARCH_FUSION setting, is marked as "hybrid"), overall, per source and per subset.
+the SCOUT_SEARCH_FUSION setting, is marked as "hybrid"), overall, per source and per subset: the ranking's
+figures, then the same figures as served (``served`` in --json: what a caller gets for top_k 10, where a
+withheld answer is a miss, with the share of low-confidence answers).
 """
 
 import json
@@ -33,6 +35,11 @@ METRICS = {
     "answerable": ["false_abstention"],
     "none": ["abstention"],
 }
+SERVED_METRICS = {
+    "single": ["hit@1", "hit@5", "mrr@10"],
+    "multi": ["slot_recall@10"],
+    "any": ["low_confidence"],
+}
 
 
 class Command(BaseCommand):
@@ -48,6 +55,18 @@ class Command(BaseCommand):
         parser.add_argument("--json", type=Path, default=None, help="write every figure as JSON here")
         parser.add_argument("--no-intent", action="store_true", help="disable operation-intent re-ranking")
         parser.add_argument("--no-decompose", action="store_true", help="do not split multi-step requests")
+        parser.add_argument(
+            "--withhold-threshold",
+            type=float,
+            default=None,
+            help="answer withheld below this best calibrated score (default SCOUT_SEARCH_WITHHOLD_THRESHOLD)",
+        )
+        parser.add_argument(
+            "--confidence-threshold",
+            type=float,
+            default=None,
+            help="low confidence below this best calibrated score (default SCOUT_SEARCH_CONFIDENCE_THRESHOLD)",
+        )
 
     def handle(self, *args: Any, **opts: Any) -> None:  # noqa: C901 - a linear script
         fusion = opts["fusion"] or settings.SCOUT_SEARCH_FUSION
@@ -73,7 +92,8 @@ class Command(BaseCommand):
         options = RankingOptions(
             fusion=fusion,
             bm25_weight=settings.SCOUT_SEARCH_BM25_WEIGHT,
-            abstain_threshold=settings.SCOUT_SEARCH_ABSTAIN_THRESHOLD,
+            withhold_threshold=_given(opts["withhold_threshold"], settings.SCOUT_SEARCH_WITHHOLD_THRESHOLD),
+            confidence_threshold=_given(opts["confidence_threshold"], settings.SCOUT_SEARCH_CONFIDENCE_THRESHOLD),
             intent=not opts["no_intent"],
             decompose=not opts["no_decompose"],
         )
@@ -89,6 +109,8 @@ class Command(BaseCommand):
             "seed": opts["seed"],
             "limit": opts["limit"],
             "hybrid": fusion,
+            "withhold_threshold": options.withhold_threshold,
+            "confidence_threshold": options.confidence_threshold,
             "model": model_key(),
             "degraded": degraded,
             "texts_encoded": encoded,
@@ -101,6 +123,10 @@ class Command(BaseCommand):
             opts["json"].write_text(json.dumps(report, indent=2))
 
 
+def _given(value: float | None, default: float) -> float:
+    return default if value is None else value
+
+
 def render_table(report: dict) -> str:
     hybrid = report["hybrid"]
     labels = {m: ("hybrid:" + m if m == hybrid else m) for m in MODES}
@@ -109,7 +135,7 @@ def render_table(report: dict) -> str:
         f"model={report['model']} degraded={report['degraded']} encoded={report['texts_encoded']} "
         f"seconds={report['seconds']}",
     ]
-    header = f"{'metric':<18}" + "".join(f"{labels[m]:>15}" for m in MODES)
+    header = f"{'metric':<22}" + "".join(f"{labels[m]:>15}" for m in MODES)
     for group, data in report["groups"].items():
         counts = data.get("counts", {})
         lines += ["", f"== {group}  " + " ".join(f"{k}={v}" for k, v in sorted(counts.items())), header]
@@ -121,5 +147,16 @@ def render_table(report: dict) -> str:
                 cells = "".join(
                     f"{data[m][metric]:>15.3f}" if m in data and metric in data[m] else f"{'-':>15}" for m in MODES
                 )
-                lines.append(f"{metric:<18}{cells}")
+                lines.append(f"{metric:<22}{cells}")
+        for kind, metrics in SERVED_METRICS.items():
+            if kind != "any" and not counts.get(kind, 0):
+                continue
+            for metric in metrics:
+                cells = "".join(
+                    f"{data[m]['served'][metric]:>15.3f}"
+                    if m in data and metric in data[m].get("served", {})
+                    else f"{'-':>15}"
+                    for m in MODES
+                )
+                lines.append(f"{'served ' + metric:<22}{cells}")
     return "\n".join(lines) + "\n"

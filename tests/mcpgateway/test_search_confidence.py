@@ -1,0 +1,74 @@
+"""tool_search answers as served, over HTTP: a ``confidence`` field, a one-line hint when it is low, "no tool
+fits" only when nothing visible is related, and a hidden tool that changes none of it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mcpgateway.services.discovery import LOW_CONFIDENCE, NO_TOOL_FITS
+
+from .conftest import build_index, gateway_db, grant, make_token, make_user, mcp_client, run
+
+pytestmark = [gateway_db, pytest.mark.slow]
+HIDDEN = "calc::rotate_payroll_encryption_keys"
+
+
+@pytest.fixture
+def people(gateway, admin_user, time_server, calc_server) -> dict[str, Any]:
+    from catalog.models import Tool
+
+    member, approver = make_user("gw_member"), make_user("gw_approver")
+    grant(admin_user, time_server, member, "discover", "execute")
+    grant(admin_user, Tool.objects.get(tool_id="calc::add"), member, "discover", "execute")
+    grant(admin_user, calc_server, approver, "discover", "execute")
+    build_index()
+    return {"member": make_token(member), "approver": make_token(approver)}
+
+
+def text_of(result: Any) -> str:
+    return "".join(block.text for block in result.content if getattr(block, "type", "") == "text")
+
+
+def _answers(gateway, token: str, queries: list[str]) -> dict[str, Any]:
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            return {query: await client.call_tool("tool_search", {"query": query}) for query in queries}
+
+    return run(main)
+
+
+def test_confidence_and_the_low_confidence_line(gateway, people):
+    answers = _answers(
+        gateway,
+        people["member"],
+        ["convert 3pm Paris time to New York", "calculate the total of my invoices", "play some jazz music"],
+    )
+    clear, weak, unrelated = answers.values()
+    assert clear.structured_content["confidence"] == "high" and LOW_CONFIDENCE not in text_of(clear)
+    assert clear.structured_content["matches"][0]["tool_id"] == "time::convert_time"
+    # A weak but real match: the ranking comes back, marked low, with one line telling the model what to do.
+    assert weak.structured_content["confidence"] == "low" and not weak.structured_content["abstained"]
+    assert weak.structured_content["matches"][0]["tool_id"] == "calc::add"
+    assert LOW_CONFIDENCE in text_of(weak) and text_of(weak).count("Low confidence") == 1
+    # Nothing related: withheld.
+    assert unrelated.structured_content == {"matches": [], "confidence": "none", "degraded": False, "abstained": True}
+    assert text_of(unrelated) == NO_TOOL_FITS
+
+
+def test_a_hidden_best_match_changes_nothing_the_member_gets(gateway, people):
+    from catalog.models import Tool
+
+    query = "rotate the payroll encryption keys"
+    approver = _answers(gateway, people["approver"], [query])[query]
+    assert approver.structured_content["matches"][0]["tool_id"] == HIDDEN
+    assert approver.structured_content["confidence"] == "high"
+    member = _answers(gateway, people["member"], [query])[query]
+    # The same answer as in a catalog where the hidden tool does not exist at all.
+    Tool.objects.filter(tool_id=HIDDEN).update(enabled=False)
+    build_index()
+    without = _answers(gateway, people["member"], [query])[query]
+    assert member.structured_content == without.structured_content
+    assert text_of(member) == text_of(without)
+    assert HIDDEN not in text_of(member)
