@@ -1,5 +1,5 @@
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 
 from search.preview import urls as search_preview_urls
 from search.workbench import urls as search_workbench_urls
@@ -12,4 +12,5 @@ urlpatterns = [
     *search_preview_urls(),  # /admin/search/preview/: before admin.site.urls, which would claim the path
     *search_workbench_urls(),  # /admin/search/workbench/
     path("admin/", admin.site.urls),
+    path("api/v1/", include("scoutsite.api.urls")),  # REST API; schema at /api/v1/schema/, docs at /api/v1/docs/
 ]
