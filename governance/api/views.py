@@ -17,7 +17,7 @@ from governance.models import ApiToken, ApprovalRequest, AuditEvent
 from governance.principals import Principal
 from governance.selectors import ToolNotFound
 from governance.services.approvals import ApprovalError, approval_decide
-from governance.services.tokens import api_token_create, api_token_revoke
+from governance.services.tokens import api_token_create, api_token_revoke, scopes_validate
 
 from .authentication import request_principal
 from .filters import audit_filter, param_choice, tools_filter
@@ -243,7 +243,8 @@ class TokenList(generics.ListAPIView):
         data = ApiTokenCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         fields = data.validated_data
-        _check_within_caller(request_principal(request), fields["scopes"], fields["expires_at"])
+        # Unknown scopes are an input error (400) before any comparison with the caller's own (403).
+        _check_within_caller(request_principal(request), scopes_validate(fields["scopes"]), fields["expires_at"])
         token, raw = api_token_create(
             user=request.user,
             name=fields["name"],
