@@ -113,10 +113,13 @@ def test_archive_hides_tools_everywhere(api, catalog, operator, member):
 def test_archived_server_is_never_synced_again(api, catalog, operator):
     from catalog.services.sync import server_list_syncable, server_sync
 
+    # A live transport, so only its archived status keeps it from being synced.
+    api.patch("servers/github/", token=operator, json={"transport": "stdio", "command": "/nonexistent/mcp"})
+    assert catalog.github.pk in server_list_syncable()
     api.post("servers/github/archive/", token=operator)
     assert catalog.github.pk not in server_list_syncable()
     run = server_sync(server_pk=catalog.github.pk, trigger="test")
-    assert run.status == "skipped"
+    assert (run.status, run.error) == ("skipped", "server is archived")
     catalog.github.refresh_from_db()
     assert catalog.github.status == "archived"
 
