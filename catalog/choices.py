@@ -12,6 +12,11 @@ class ServerStatus(models.TextChoices):
     DEGRADED = "degraded", "Degraded"
     UNAVAILABLE = "unavailable", "Unavailable"
     DISABLED = "disabled", "Disabled"
+    ARCHIVED = "archived", "Archived"
+
+
+# Statuses an operator set: a sync or import never runs against them nor changes them back.
+OPERATOR_STOPPED_STATUSES = (ServerStatus.DISABLED, ServerStatus.ARCHIVED)
 
 
 class SyncKind(models.TextChoices):

@@ -86,6 +86,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI and Redoc as static files: the docs page needs no CDN
     "guardian",
     "catalog",
     "governance",
@@ -197,9 +199,41 @@ CELERY_TASK_SOFT_TIME_LIMIT = 600
 CELERY_TASK_TIME_LIMIT = 900
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 
+# REST API (/api/v1/): API tokens (Bearer) first, so an anonymous caller gets 401 with WWW-Authenticate; then
+# Django sessions, which enforce CSRF. ApiAccess requires the token scope "api" and each view's own scopes.
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "governance.api.authentication.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["governance.api.permissions.ApiAccess"],
+    "DEFAULT_THROTTLE_CLASSES": [
+        "governance.api.throttling.PrincipalRateThrottle",
+        "governance.api.throttling.AnonymousRateThrottle",
+    ],
+    "DEFAULT_PAGINATION_CLASS": "scoutsite.api.pagination.Pagination",
+    "PAGE_SIZE": 50,
+    "EXCEPTION_HANDLER": "scoutsite.api.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "SCHEMA_COERCE_PATH_PK": False,  # schema paths name their parameters as the URL patterns do
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+# Requests per token (or per session user; per address when anonymous), counted in the cache (Redis with
+# REDIS_URL, so every worker shares the count). DRF rate syntax: "<n>/<second|minute|hour|day>".
+SCOUT_API_RATE = env_str("SCOUT_API_RATE", "600/minute")
+SCOUT_API_ANON_RATE = env_str("SCOUT_API_ANON_RATE", "60/minute")
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Scout API",
+    "DESCRIPTION": "Servers, tools, search, approvals, tokens and audit of the Scout MCP gateway.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 LOGGING = {

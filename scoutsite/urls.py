@@ -1,5 +1,5 @@
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 from django.views.generic import RedirectView
 
 from scoutsite.health import healthz, readyz
@@ -20,4 +20,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     # The admin is the product: the site root (and the admin's "View site" link) lead to it, not to a 404.
     path("", RedirectView.as_view(pattern_name="admin:index"), name="home"),
+    path("api/v1/", include("scoutsite.api.urls")),  # REST API; schema at /api/v1/schema/, docs at /api/v1/docs/
 ]

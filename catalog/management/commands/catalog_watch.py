@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import connections
 
 from catalog import upstream
-from catalog.choices import ServerStatus, Transport
+from catalog.choices import OPERATOR_STOPPED_STATUSES, Transport
 from catalog.models import Server
 from catalog.tasks import request_resync
 
@@ -19,9 +19,9 @@ logger = logging.getLogger("catalog.watch")
 # Both run on anyio worker threads: each closes its own connection, so no thread holds one between calls
 # (they are rare: a refresh a minute, a notice now and then).
 def _watched_servers() -> list[Server]:
-    """Servers worth a standing connection: live transports that are not disabled."""
+    """Servers worth a standing connection: live transports that are not disabled or archived."""
     try:
-        return list(Server.objects.exclude(status=ServerStatus.DISABLED).exclude(transport=Transport.IMPORTED))
+        return list(Server.objects.exclude(status__in=OPERATOR_STOPPED_STATUSES).exclude(transport=Transport.IMPORTED))
     finally:
         connections.close_all()
 
