@@ -115,7 +115,7 @@ class QueryLogEntry(models.Model):
 
     @property
     def withheld(self) -> bool:
-        return self.confidence == Confidence.WITHHELD
+        return self.confidence == Confidence.NONE
 
 
 class SearchOutcome(models.Model):

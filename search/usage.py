@@ -28,7 +28,9 @@ from catalog.services.curation import tool_curation_update
 from governance.principals import Principal
 from governance.selectors import tool_pks_visible_to
 
+from .backends import SearchResult
 from .choices import LearnedStatus, QueryLogMode, SearchOutcomeKind
+from .metrics import SEARCH_SECONDS, SEARCHES
 from .models import LearnedConfirmation, LearnedRequest, QueryLogEntry, SearchOutcome
 
 logger = logging.getLogger(__name__)
@@ -94,6 +96,26 @@ def query_log_record(
         degraded=degraded,
         backend=backend,
         latency_ms=round(latency_ms, 2),
+    )
+
+
+def search_observe(
+    *, principal: Principal, query: str, result: SearchResult, latency_ms: float, client: str = "mcp"
+) -> QueryLogEntry | None:
+    """Count a client's search in the metrics and record it in the query log (as SCOUT_QUERY_LOG says).
+    Called by every client entry point (tool_search, the REST API); never by the curator preview."""
+    degraded = result.degraded or not result.index_ready
+    SEARCHES.labels(confidence=result.confidence.value, degraded=str(degraded).lower(), backend=result.backend).inc()
+    SEARCH_SECONDS.observe(latency_ms / 1000)
+    return query_log_record(
+        principal=principal,
+        query=query,
+        results=[LoggedResult(tool_id=match.tool_id, score=match.score) for match in result.matches],
+        confidence=result.confidence.value,
+        degraded=degraded,
+        backend=result.backend,
+        latency_ms=latency_ms,
+        client=client,
     )
 
 

@@ -1,8 +1,6 @@
 """Search over REST. Thin on purpose: it calls the one function the MCP ``tool_search`` calls, so visibility,
 ranking, confidence, the answer's shape and the audit event are the same; re-point it there if that moves."""
 
-from typing import Literal
-
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, serializers
 from rest_framework.exceptions import ValidationError
@@ -12,19 +10,18 @@ from rest_framework.response import Response
 from governance.api.authentication import request_principal
 from governance.choices import OperationClass
 from governance.constants import SCOPE_DISCOVER
+from search.services import MAX_ENVIRONMENT_CHARS, SCOPES, TOP_K_DEFAULT, TOP_K_MAX, TOP_K_MIN
 
-from ..constants import MAX_QUERY_CHARS, TOP_K_MAX, TOP_K_MIN
 from ..services.discovery import GatewayInputError, gateway_search
-
-Scope = Literal["all", "my_servers"]
 
 
 class SearchRequestSerializer(serializers.Serializer):
-    query = serializers.CharField(max_length=MAX_QUERY_CHARS, help_text="The step you need a tool for, in plain words")
-    top_k = serializers.IntegerField(min_value=TOP_K_MIN, max_value=TOP_K_MAX, default=5)
+    # Length and limits are checked by search itself (the one place), so the error matches tool_search's.
+    query = serializers.CharField(help_text="The step you need a tool for, in plain words")
+    top_k = serializers.IntegerField(min_value=TOP_K_MIN, max_value=TOP_K_MAX, default=TOP_K_DEFAULT)
     operation_class = serializers.ChoiceField(choices=OperationClass.values, required=False, allow_null=True)
-    environment = serializers.CharField(max_length=50, required=False, allow_null=True)
-    scope = serializers.ChoiceField(choices=["all", "my_servers"], default="all")
+    environment = serializers.CharField(max_length=MAX_ENVIRONMENT_CHARS, required=False, allow_null=True)
+    scope = serializers.ChoiceField(choices=list(SCOPES), default="all")
 
 
 class KeyInputSerializer(serializers.Serializer):
@@ -47,6 +44,9 @@ class SearchMatchSerializer(serializers.Serializer):
 
 class SearchAnswerSerializer(serializers.Serializer):
     matches = SearchMatchSerializer(many=True)
+    confidence = serializers.ChoiceField(
+        choices=["high", "low", "none"], help_text="high; low (check the schemas or rephrase); none (no tool fits)"
+    )
     degraded = serializers.BooleanField(help_text="Answered by a fallback (no index, or the model unavailable)")
     abstained = serializers.BooleanField(help_text="No tool was confident enough to show")
 
