@@ -231,7 +231,7 @@ def _vectors_for(docs: list[ToolDoc]) -> tuple[dict[int, DocVectors], int, bool]
         count = len(pairs) + len(doc.negatives)
         block = matrix[offset : offset + count].astype(np.float32, copy=True)
         offset += count
-        block[: len(pairs)] *= np.asarray(doc.vector_weights(), dtype=np.float32)[:, None]
+        block[: len(pairs)] = doc.weighted(block[: len(pairs)])
         ToolEmbedding.objects.update_or_create(
             tool_id=doc.pk,
             model_key=key,

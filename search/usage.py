@@ -152,12 +152,14 @@ def search_outcome_record(*, principal: Principal, tool: Tool, outcome: str) -> 
     return linked
 
 
-def _normalised(text: str) -> str:
+def learned_normalise(text: str) -> str:
+    """A learned request's stored wording: whitespace collapsed, at most MAX_LEARNED_CHARS."""
     return " ".join(text.split())[:MAX_LEARNED_CHARS]
 
 
 def learned_key(text: str) -> str:
-    return hashlib.sha256(_normalised(text).casefold().encode()).hexdigest()
+    """The same request in other case or spacing has the same key (one learned request per tool)."""
+    return hashlib.sha256(learned_normalise(text).casefold().encode()).hexdigest()
 
 
 def learned_request_confirm(*, principal: Principal, tool: Tool, text: str) -> LearnedRequest | None:
@@ -166,7 +168,7 @@ def learned_request_confirm(*, principal: Principal, tool: Tool, text: str) -> L
     Learned only for a tool the principal may see and execute; never for a text a curator rejected for
     this tool. A principal counts once per request (repeats add confirmations, not weight). Returns the
     learned request, or None when nothing was learned."""
-    text = _normalised(text)
+    text = learned_normalise(text)
     if not text or tool.pk not in tool_pks_visible_to(principal=principal, permission="execute"):
         return None
     now = timezone.now()

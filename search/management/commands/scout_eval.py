@@ -10,6 +10,7 @@ withheld answer is a miss, with the share of low-confidence answers).
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from search.evaluation import (
     EvalDataError,
     doc_vectors,
     evaluate,
+    learn_replay,
     load_catalogs,
     load_queries,
     sample_queries,
@@ -55,6 +57,13 @@ class Command(BaseCommand):
         parser.add_argument("--json", type=Path, default=None, help="write every figure as JSON here")
         parser.add_argument("--no-intent", action="store_true", help="disable operation-intent re-ranking")
         parser.add_argument("--no-decompose", action="store_true", help="do not split multi-step requests")
+        parser.add_argument(
+            "--learn-from",
+            action="append",
+            default=[],
+            type=Path,
+            help="labelled queries replayed first as searches followed by a successful call (repeat)",
+        )
         parser.add_argument(
             "--withhold-threshold",
             type=float,
@@ -88,7 +97,6 @@ class Command(BaseCommand):
         except EncoderUnavailable as exc:
             degraded = True
             self.stderr.write(f"embedding model unavailable, BM25 only: {exc}")
-        snapshot = IndexSnapshot(docs, vectors, generation="eval")
         options = RankingOptions(
             fusion=fusion,
             bm25_weight=settings.SCOUT_SEARCH_BM25_WEIGHT,
@@ -97,6 +105,12 @@ class Command(BaseCommand):
             intent=not opts["no_intent"],
             decompose=not opts["no_decompose"],
         )
+        snapshot = IndexSnapshot(docs, vectors, generation="eval")
+        learned_summary = None
+        if opts["learn_from"]:
+            docs, learned_summary = self._learn(snapshot, docs, opts["learn_from"], cache, options)
+            vectors = doc_vectors(docs, cache.vectors) if cache else None
+            snapshot = IndexSnapshot(docs, vectors, generation="eval+learned")
         results = evaluate(snapshot, queries, query_vectors, cache.vectors if cache else None, options)
         encoded = cache.encoded if cache else 0
         report = {
@@ -115,12 +129,33 @@ class Command(BaseCommand):
             "degraded": degraded,
             "texts_encoded": encoded,
             "seconds": round(time.monotonic() - started, 1),
+            "learned": learned_summary,
             "groups": results,
         }
         self.stdout.write(render_table(report))
         if opts["json"]:
             opts["json"].parent.mkdir(parents=True, exist_ok=True)
             opts["json"].write_text(json.dumps(report, indent=2))
+
+    def _learn(self, snapshot, docs, paths, cache, options) -> tuple[list, dict]:
+        """Replay ``paths`` as traffic (search.evaluation.learn_replay) and return the docs with what it taught."""
+        try:
+            learn_queries, dropped = load_queries(paths, {d.tool_id for d in docs})
+        except EvalDataError as exc:
+            raise CommandError(str(exc)) from exc
+        learned = learn_replay(snapshot, learn_queries, cache.vectors if cache else None, options)
+        summary = {
+            "files": [str(p) for p in paths],
+            "queries": len(learn_queries),
+            "dropped": dropped,
+            "requests_learned": sum(len(items) for items in learned.values()),
+            "tools": len(learned),
+        }
+        self.stdout.write(
+            f"learned {summary['requests_learned']} requests for {summary['tools']} tools "
+            f"from {summary['queries']} replayed queries"
+        )
+        return [replace(doc, learned=learned.get(doc.pk, ())) for doc in docs], summary
 
 
 def _given(value: float | None, default: float) -> float:
