@@ -169,6 +169,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "var" / "static"
+STATICFILES_DIRS = [BASE_DIR / "scoutsite" / "static"]  # Scout's own admin assets (CSS, vendored Chart.js)
 # Serve the admin's static files from the ASGI app itself (scoutsite/asgi.py); turn off behind a proxy.
 SCOUT_SERVE_STATIC = env_bool("SCOUT_SERVE_STATIC", default=True)
 

@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from scoutsite.dashboard import urls as dashboard_urls
 from scoutsite.health import healthz, readyz
 from scoutsite.metrics import metrics_view
 from search.preview import urls as search_preview_urls
@@ -17,6 +18,7 @@ urlpatterns = [
     path("metrics", metrics_view, name="metrics"),
     *search_preview_urls(),  # /admin/search/preview/: before admin.site.urls, which would claim the path
     *search_workbench_urls(),  # /admin/search/workbench/
+    *dashboard_urls(),  # /admin/dashboard/: operators' charts
     path("admin/", admin.site.urls),
     # The admin is the product: the site root (and the admin's "View site" link) lead to it, not to a 404.
     path("", RedirectView.as_view(pattern_name="admin:index"), name="home"),
