@@ -358,7 +358,7 @@ async def gateway_execute(
     timeout = call_timeout()
     try:
         result = await pool.call(
-            server=plan.tool.server, tool_name=plan.tool.name, arguments=plan.arguments, timeout=timeout
+            server=plan.tool.server, tool_name=plan.tool.name, arguments=plan.arguments, timeout=timeout, tool=plan.tool
         )
     except UpstreamCallError as exc:
         logger.warning("execute_tool %s failed upstream: %s", plan.tool.tool_id, exc)
