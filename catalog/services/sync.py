@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from catalog import openapi, upstream
 from catalog.choices import ServerStatus, SyncKind, Transport
-from catalog.definitions import normalize_listing
+from catalog.definitions import ToolDefinition, normalize_listing
 from catalog.locks import named_lock
 from catalog.metrics import SYNC_SECONDS, SYNCS
 from catalog.models import Server, SyncRun
@@ -123,3 +123,16 @@ def _server_mark_failed(server: Server, *, error: str) -> None:
         had_worked = current["status"] == ServerStatus.ACTIVE and current["last_synced_at"] is not None
         status = ServerStatus.DEGRADED if had_worked else ServerStatus.UNAVAILABLE
         Server.objects.filter(pk=server.pk).update(status=status, last_error=error[:MAX_ERROR_CHARS])
+
+
+def server_openapi_preview(*, server: Server) -> tuple[list[ToolDefinition], list[dict[str, str]]]:
+    """The tools a sync of OpenAPI ``server`` would import now, and the operations it would refuse; saves nothing.
+
+    Raises UpstreamError when the document cannot be fetched, parsed or validated (what a sync would record
+    as a FAILED run), or when ``server`` is not an OpenAPI server.
+    """
+    if server.transport != Transport.OPENAPI:
+        raise upstream.UpstreamError(f"{server.slug}: not an OpenAPI server", kind="config")
+    listing = openapi.openapi_list_tools(server)
+    definitions, rejections, _ = normalize_listing(listing.tools, max_bytes=settings.SCOUT_MAX_TOOL_DEFINITION_BYTES)
+    return definitions, [*listing.rejections, *rejections]
