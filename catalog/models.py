@@ -67,8 +67,8 @@ class Server(models.Model):
     """An upstream MCP server or OpenAPI service. Its slug namespaces its tools (``slug::tool``).
 
     Credentials are never stored: the server names environment variables whose values are passed to the
-    process (stdio) or sent as headers (HTTP, OpenAPI) when Scout connects. An OpenAPI document is
-    configuration, not a secret, and may be stored here.
+    process (stdio) or sent as headers (HTTP, OpenAPI) when Scout connects. An OpenAPI service's document
+    is fetched from ``openapi_url`` or stored beside the server (OpenAPIDocument).
     """
 
     slug = models.CharField(
@@ -96,9 +96,6 @@ class Server(models.Model):
     )
     openapi_url = models.URLField(
         max_length=500, blank=True, help_text="OpenAPI: where to fetch the OpenAPI 3.0/3.1 document (JSON or YAML)"
-    )
-    openapi_document = models.TextField(
-        blank=True, help_text="OpenAPI: the document itself (JSON or YAML), used instead of fetching a URL"
     )
     base_url = models.URLField(
         max_length=500,
@@ -136,12 +133,28 @@ class Server(models.Model):
         if self.transport == Transport.OPENAPI:
             if not self.base_url:
                 raise ValidationError({"base_url": "An OpenAPI server needs the base URL its requests go to."})
-            if bool(self.openapi_url) == bool(self.openapi_document.strip()):
-                raise ValidationError({"openapi_url": "Give either the document's URL or the document itself."})
         if not isinstance(self.args, list) or not all(isinstance(a, str) for a in self.args):
             raise ValidationError({"args": "Arguments must be a JSON array of strings."})
         if not isinstance(self.header_env, dict):
             raise ValidationError({"header_env": "Must be a JSON object of header name -> variable name."})
+
+
+class OpenAPIDocument(models.Model):
+    """The OpenAPI document stored for a server (configuration, not a secret; used instead of a URL).
+
+    Kept off the Server row: a large document (GitHub's is 13 MB) must not ride along with every query that
+    joins a tool to its server.
+    """
+
+    server = models.OneToOneField(Server, on_delete=models.CASCADE, primary_key=True, related_name="openapi_spec")
+    text = models.TextField(help_text="The document, JSON or YAML")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "OpenAPI document"
+
+    def __str__(self) -> str:
+        return f"OpenAPI document of {self.server_id}"
 
 
 class ToolQuerySet(models.QuerySet["Tool"]):

@@ -19,6 +19,7 @@ from django.views.decorators.http import require_POST
 from catalog.choices import SyncStatus, Transport
 from catalog.models import Server, SyncRun
 from catalog.openapi import BINDING_KEY
+from catalog.services.openapi_documents import server_openapi_document_get, server_openapi_document_set
 from catalog.services.sync import server_openapi_preview
 from catalog.upstream import UpstreamError
 
@@ -69,27 +70,41 @@ class RecentSyncRunInline(admin.TabularInline):
 
 
 class ServerForm(forms.ModelForm):
-    """The server form, plus an upload for an OpenAPI document (stored in ``openapi_document``)."""
+    """The server form, plus the OpenAPI document: uploaded or pasted, stored beside the server on save."""
 
     openapi_upload = forms.FileField(
         required=False,
         label="Upload OpenAPI document",
         help_text="OpenAPI: a JSON or YAML file; replaces the document text below",
     )
+    openapi_document = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 12, "cols": 100}),
+        label="OpenAPI document",
+        help_text="OpenAPI: the document itself (JSON or YAML), used instead of a document URL",
+    )
 
     class Meta:
         model = Server
-        fields = ("openapi_document",)  # the admin passes the fieldsets' fields
+        fields = ("transport",)  # the admin passes the fieldsets' fields
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk and "openapi_document" in self.fields:
+            self.fields["openapi_document"].initial = server_openapi_document_get(server=self.instance)
 
     def clean(self) -> dict[str, Any]:
-        upload = self.cleaned_data.get("openapi_upload")
+        cleaned = super().clean()
+        upload = cleaned.get("openapi_upload")
         if upload is not None:
             try:
-                self.cleaned_data["openapi_document"] = upload.read().decode("utf-8-sig")
-            except UnicodeDecodeError as exc:
-                raise forms.ValidationError({"openapi_upload": "The document must be UTF-8 text."}) from exc
-            self.instance.openapi_document = self.cleaned_data["openapi_document"]
-        return super().clean()
+                cleaned["openapi_document"] = upload.read().decode("utf-8-sig")
+            except UnicodeDecodeError:
+                self.add_error("openapi_upload", "The document must be UTF-8 text.")
+        if cleaned.get("transport") == Transport.OPENAPI:
+            if bool(cleaned.get("openapi_url")) == bool((cleaned.get("openapi_document") or "").strip()):
+                self.add_error("openapi_url", "Give either the document's URL or the document itself.")
+        return cleaned
 
 
 @admin.register(Server)
@@ -126,6 +141,11 @@ class ServerAdmin(admin.ModelAdmin[Server]):
         ("Health", {"fields": ("status", "status_badge", "tool_count", "last_synced_at", "last_error_display")}),
         ("Record", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
     )
+
+    def save_model(self, request: HttpRequest, obj: Server, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        if "openapi_document" in form.cleaned_data:
+            server_openapi_document_set(server=obj, text=form.cleaned_data["openapi_document"] or "")
 
     def formfield_for_dbfield(self, db_field: models.Field, request: HttpRequest, **kwargs: Any) -> Any:
         if isinstance(db_field, models.URLField):

@@ -121,9 +121,12 @@ def _fetch(server: Server, timeout: float) -> bytes:
 
 def openapi_document_load(server: Server) -> dict[str, Any]:
     """The server's document (stored, or fetched from its URL), parsed and validated. Raises UpstreamError."""
-    if server.openapi_document.strip():
-        raw: str | bytes = server.openapi_document
-        if len(raw.encode("utf-8")) > settings.SCOUT_OPENAPI_MAX_DOCUMENT_BYTES:
+    from catalog.services.openapi_documents import server_openapi_document_get  # noqa: PLC0415 - ORM after setup
+
+    stored = server_openapi_document_get(server=server)
+    if stored.strip():
+        raw: str | bytes = stored
+        if len(stored.encode("utf-8")) > settings.SCOUT_OPENAPI_MAX_DOCUMENT_BYTES:
             raise _fail(server, f"the document is larger than {settings.SCOUT_OPENAPI_MAX_DOCUMENT_BYTES} bytes")
     elif server.openapi_url:
         raw = _fetch(server, settings.SCOUT_UPSTREAM_LIST_TIMEOUT)
@@ -271,9 +274,9 @@ def operation_tool(resolver: SchemaResolver, method: str, path: str, path_item: 
     if body:
         media = _json_media(body.get("content") or {})
         if media is None:
+            # Even an optional one: a tool that can never send the body it exists for would mislead.
             kinds = ", ".join(sorted(body.get("content") or {})) or "no media type"
-            if body.get("required"):
-                raise OperationRefused(f"request body is {kinds}; only JSON request bodies are supported")
+            raise OperationRefused(f"request body is {kinds}; only JSON request bodies are supported")
         else:
             media_type, media_object = media
             schema = merge_all_of(resolver.schema(media_object.get("schema") or {}))

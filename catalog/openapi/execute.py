@@ -85,6 +85,9 @@ def build_request(server: Server, input_schema: dict[str, Any], arguments: dict[
         elif place == "query":
             query.append((name, text))
         elif place == "header":
+            if any(ch in text for ch in "\r\n\0"):
+                # Refused before anything is sent: a line break would smuggle another header in.
+                raise _fail(server, f"header argument {name!r} contains a line break", "config")
             headers[name] = text
         else:
             cookies[name] = text

@@ -10,7 +10,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from catalog.models import Server, Tool
+from catalog.models import OpenAPIDocument, Server, Tool
 
 from .openapi_service import KEY_ENV, TOKEN_ENV, PetService, document, start_pet_service
 
@@ -31,7 +31,7 @@ def admin_client(client, superuser, settings, monkeypatch):
     return client
 
 
-def _add(admin_client, base_url: str, upload: bytes) -> Any:
+def _add(admin_client, base_url: str, upload: bytes, **extra: str) -> Any:
     return admin_client.post(
         reverse("admin:catalog_server_add"),
         {
@@ -49,6 +49,7 @@ def _add(admin_client, base_url: str, upload: bytes) -> Any:
             "status": "active",
             "sync_runs-TOTAL_FORMS": "0",
             "sync_runs-INITIAL_FORMS": "0",
+            **extra,
         },
     )
 
@@ -58,7 +59,7 @@ def test_add_with_an_uploaded_document_then_preview_saves_no_tool(admin_client, 
     response = _add(admin_client, live.url, json.dumps(document()).encode())
     assert response.status_code == 302, response.content.decode()[:3000]
     server = Server.objects.get(slug="pets")
-    assert json.loads(server.openapi_document)["info"]["title"] == "Petstore"
+    assert json.loads(server.openapi_spec.text)["info"]["title"] == "Petstore"
 
     change = admin_client.get(reverse("admin:catalog_server_change", args=[server.pk]))
     preview_url = reverse("admin:catalog_server_openapi_preview", args=[server.pk])
@@ -78,9 +79,8 @@ def test_add_with_an_uploaded_document_then_preview_saves_no_tool(admin_client, 
 
 def test_preview_shows_a_malformed_document_error(admin_client, pet_service):
     live, _ = pet_service
-    server = Server.objects.create(
-        slug="broken", name="Broken", transport="openapi", base_url=live.url, openapi_document='{"openapi": "3.0.3"}'
-    )
+    server = Server.objects.create(slug="broken", name="Broken", transport="openapi", base_url=live.url)
+    OpenAPIDocument.objects.create(server=server, text='{"openapi": "3.0.3"}')
     page = admin_client.get(reverse("admin:catalog_server_openapi_preview", args=[server.pk])).content.decode()
     assert "malformed OpenAPI document" in page and "required property" in page
 
@@ -92,11 +92,19 @@ def test_add_refuses_an_openapi_server_without_base_url(admin_client):
     assert not Server.objects.filter(slug="pets").exists()
 
 
+def test_add_needs_exactly_one_of_document_url_and_document(admin_client, pet_service):
+    live, _ = pet_service
+    both = _add(admin_client, live.url, b"{}", openapi_url=f"{live.url}/openapi.json")
+    assert "Give either the document" in both.content.decode()
+    neither = _add(admin_client, live.url, b"")
+    assert "Give either the document" in neither.content.decode()
+    assert not Server.objects.filter(slug="pets").exists()
+
+
 def test_preview_needs_change_permission(client, member, pet_service):
     live, _ = pet_service
-    server = Server.objects.create(
-        slug="p2", name="P2", transport="openapi", base_url=live.url, openapi_document=json.dumps(document())
-    )
+    server = Server.objects.create(slug="p2", name="P2", transport="openapi", base_url=live.url)
+    OpenAPIDocument.objects.create(server=server, text=json.dumps(document()))
     member.is_staff = True
     member.save()
     client.force_login(member)

@@ -11,7 +11,7 @@ import pytest
 
 from tests.catalog.openapi_service import CREDENTIALS, KEY_ENV, TOKEN_ENV, PetService, document, start_pet_service
 
-from .conftest import build_index, gateway_db, grant, low_risk, make_token, make_user, mcp_client, run, sync_server
+from .conftest import build_index, gateway_db, grant, low_risk, make_token, make_user, mcp_client, run
 
 pytestmark = [gateway_db, pytest.mark.slow]
 
@@ -36,19 +36,21 @@ def other_host() -> Iterator[tuple[Any, PetService]]:
 
 @pytest.fixture
 def pets(gateway, admin_user, pet_service, other_host, settings, monkeypatch) -> dict[str, Any]:
+    from catalog.models import Server
+    from catalog.services.openapi_documents import server_openapi_document_set
+    from catalog.services.sync import server_sync
+
     live, service = pet_service
     settings.SCOUT_OPENAPI_ALLOWED_HOSTS = ["127.0.0.1/32"]
     monkeypatch.setenv(TOKEN_ENV, SECRET_TOKEN)
     monkeypatch.setenv(KEY_ENV, SECRET_KEY)
     service.token = SECRET_TOKEN
     service.redirect_to = f"{other_host[0].url}/pets"
-    server = sync_server(
-        slug="pets",
-        transport="openapi",
-        base_url=live.url,
-        openapi_document=json.dumps(document()),
-        openapi_credentials=CREDENTIALS,
+    server = Server.objects.create(
+        slug="pets", name="pets", transport="openapi", base_url=live.url, openapi_credentials=CREDENTIALS
     )
+    server_openapi_document_set(server=server, text=json.dumps(document()))
+    assert server_sync(server_pk=server.pk).status == "partial"
     member = make_user("gw_member")
     grant(admin_user, server, member, "discover", "execute")
     service.requests.clear()
@@ -111,11 +113,11 @@ def gateway_port(pets: dict[str, Any]) -> int:
 
 def database_dump() -> str:
     """Every row Scout wrote that could hold a credential: servers, tools, revisions, runs, audit, idempotency."""
-    from catalog.models import Server, SyncRun, Tool, ToolRevision
+    from catalog.models import OpenAPIDocument, Server, SyncRun, Tool, ToolRevision
     from governance.models import AuditEvent
 
     rows: list[Any] = []
-    for model in (Server, Tool, ToolRevision, SyncRun, AuditEvent):
+    for model in (Server, OpenAPIDocument, Tool, ToolRevision, SyncRun, AuditEvent):
         rows.extend(model.objects.values())
     return json.dumps(rows, default=str)
 
@@ -144,7 +146,9 @@ def test_invalid_arguments_send_no_request(gateway, pets):
     unknown = execute(gateway, pets["token"], "pets::listPets", {"owner": "me"})
     missing_path = execute(gateway, pets["token"], "pets::showPetById", {})
     for result in (wrong_type, out_of_enum, unknown, missing_path):
-        assert result.is_error and result.structured_content.get("invalid_arguments") is not None, _text(result)
+        assert result.is_error and "Invalid arguments" in _text(result), _text(result)
+    smuggled = execute(gateway, pets["token"], "pets::listPets", {"X-Request-Id": "a\r\nX-Admin: 1"})
+    assert smuggled.is_error and smuggled.structured_content["upstream_failure"] == "config"
     assert pets["service"].calls() == []
 
 
