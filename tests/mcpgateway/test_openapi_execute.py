@@ -90,6 +90,11 @@ def test_read_operation_sends_method_path_query_headers_and_credentials(gateway,
     assert sent.headers["authorization"] == f"Bearer {SECRET_TOKEN}"
     assert sent.headers["host"] == f"127.0.0.1:{gateway_port(pets)}"
 
+    from governance.models import AuditEvent
+
+    audit = AuditEvent.objects.get(event_type="execution", tool_ref="pets::listPets")
+    assert audit.outcome == "success" and audit.user.username == "gw_member"
+
     # The credentials' values are nowhere Scout keeps or writes things: rows and logs.
     logs = "\n".join(f"{record.name}: {record.getMessage()}" for record in caplog.records if not _service_side(record))
     assert "HTTP Request: GET http://127.0.0.1" in logs  # the request was logged ...
@@ -133,6 +138,12 @@ def test_body_operation_posts_json_and_path_arguments_are_escaped(gateway, pets)
     [post] = pets["service"].calls("POST")
     assert post.raw_path == "/pets" and post.headers["content-type"] == "application/json"
     assert post.json() == {"name": "Tom", "species": "cat", "tag": None}
+
+    # An idempotency key makes a retried POST answer from Scout's record, not a second request.
+    for _ in range(2):
+        again = execute(gateway, pets["token"], "pets::createPet", {"name": "Kit"}, idempotency_key="create-kit-1")
+        assert again.structured_content == {"status": 201, "body": {"id": 7, "name": "Kit"}}
+    assert [r.json()["name"] for r in pets["service"].calls("POST")] == ["Tom", "Kit"]
 
     missing = execute(gateway, pets["token"], "pets::showPetById", {"petId": "../admin?x=1 #"})
     assert missing.is_error and "HTTP 404" in _text(missing)
