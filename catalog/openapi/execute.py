@@ -80,8 +80,10 @@ def build_request(server: Server, input_schema: dict[str, Any], arguments: dict[
             continue
         text = ",".join(_scalar(item) for item in value) if isinstance(value, list) else _scalar(value)
         if place == "path":
-            # Percent-escape everything, "/" included: an argument can never climb out of its path segment.
-            path = path.replace("{" + name + "}", quote(text, safe=""))
+            # Percent-escape everything, "/" included, and dot segments too: an argument can never climb out
+            # of its path segment (nor above the base URL's path once a server normalizes "..").
+            segment = quote(text, safe="") if text not in (".", "..") else text.replace(".", "%2E")
+            path = path.replace("{" + name + "}", segment)
         elif place == "query":
             query.append((name, text))
         elif place == "header":

@@ -147,8 +147,11 @@ def test_body_operation_posts_json_and_path_arguments_are_escaped(gateway, pets)
 
     missing = execute(gateway, pets["token"], "pets::showPetById", {"petId": "../admin?x=1 #"})
     assert missing.is_error and "HTTP 404" in _text(missing)
-    [get] = pets["service"].calls("GET")
-    assert get.raw_path == "/pets/..%2Fadmin%3Fx%3D1%20%23" and get.query == f"api_key={SECRET_KEY}"
+    dots = execute(gateway, pets["token"], "pets::showPetById", {"petId": ".."})
+    assert dots.is_error and "HTTP 404" in _text(dots)
+    first, second = pets["service"].calls("GET")
+    assert first.raw_path == "/pets/..%2Fadmin%3Fx%3D1%20%23" and first.query == f"api_key={SECRET_KEY}"
+    assert second.raw_path == "/pets/%2E%2E"
 
 
 def test_invalid_arguments_send_no_request(gateway, pets):
