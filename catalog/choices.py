@@ -4,6 +4,7 @@ from django.db import models
 class Transport(models.TextChoices):
     STDIO = "stdio", "stdio (local process)"
     HTTP = "http", "Streamable HTTP"
+    OPENAPI = "openapi", "OpenAPI (REST service)"
     IMPORTED = "imported", "Imported (no live connection)"
 
 
@@ -30,3 +31,17 @@ class SyncStatus(models.TextChoices):
     PARTIAL = "partial", "Succeeded with rejected tools"
     FAILED = "failed", "Failed"
     SKIPPED = "skipped", "Skipped (another run holds the lock)"
+
+
+class OpenAPICredentialKind(models.TextChoices):
+    """How a credential named in Server.openapi_credentials is sent."""
+
+    API_KEY = "api_key", "API key"
+    BEARER = "bearer", "Bearer token (Authorization header)"
+    BASIC = "basic", "HTTP basic auth"
+
+
+class OpenAPICredentialPlace(models.TextChoices):
+    HEADER = "header", "Header"
+    QUERY = "query", "Query parameter"
+    COOKIE = "cookie", "Cookie"

@@ -6,9 +6,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from catalog import upstream
+from catalog import openapi, upstream
 from catalog.choices import OPERATOR_STOPPED_STATUSES, ServerStatus, SyncKind, Transport
-from catalog.definitions import normalize_listing
+from catalog.definitions import ToolDefinition, normalize_listing
 from catalog.locks import named_lock
 from catalog.metrics import SYNC_SECONDS, SYNCS
 from catalog.models import Server, SyncRun
@@ -74,8 +74,15 @@ def _counted(run: SyncRun) -> SyncRun:
 
 def _sync_locked(server: Server, trigger: str) -> SyncRun:
     run = sync_run_start(kind=SyncKind.SYNC, server=server, source=trigger)
+    refused: list[dict[str, str]] = []
+    refused_names: set[str] = set()
     try:
-        raw_tools = upstream.list_tools(server)
+        if server.transport == Transport.OPENAPI:
+            # The document is validated whole first: a malformed one fails the run and changes no tool.
+            listing = openapi.openapi_list_tools(server)
+            raw_tools, refused, refused_names = listing.tools, listing.rejections, listing.names
+        else:
+            raw_tools = upstream.list_tools(server)
     except upstream.UpstreamError as exc:
         sync_run_finish(run, error=str(exc))
         _server_mark_failed(server, error=str(exc))
@@ -88,6 +95,8 @@ def _sync_locked(server: Server, trigger: str) -> SyncRun:
         definitions, rejections, mentioned = normalize_listing(
             raw_tools, max_bytes=settings.SCOUT_MAX_TOOL_DEFINITION_BYTES
         )
+        # Operations refused for what Scout cannot call are kept like rejected tools: not tombstoned.
+        rejections, mentioned = [*refused, *rejections], mentioned | refused_names
         # Names listed but rejected are kept, not tombstoned: a bad new version must not lose the tool.
         result = catalog_apply_listing(server=server, definitions=definitions, keep_names=mentioned, run=run)
     except Exception as exc:
@@ -119,3 +128,16 @@ def _server_mark_failed(server: Server, *, error: str) -> None:
         status = ServerStatus.DEGRADED if had_worked else ServerStatus.UNAVAILABLE
         Server.objects.filter(pk=server.pk).update(status=status, last_error=error[:MAX_ERROR_CHARS])
         catalog_rows_changed.send(sender=Server)
+
+
+def server_openapi_preview(*, server: Server) -> tuple[list[ToolDefinition], list[dict[str, str]]]:
+    """The tools a sync of OpenAPI ``server`` would import now, and the operations it would refuse; saves nothing.
+
+    Raises UpstreamError when the document cannot be fetched, parsed or validated (what a sync would record
+    as a FAILED run), or when ``server`` is not an OpenAPI server.
+    """
+    if server.transport != Transport.OPENAPI:
+        raise upstream.UpstreamError(f"{server.slug}: not an OpenAPI server", kind="config")
+    listing = openapi.openapi_list_tools(server)
+    definitions, rejections, _ = normalize_listing(listing.tools, max_bytes=settings.SCOUT_MAX_TOOL_DEFINITION_BYTES)
+    return definitions, [*listing.rejections, *rejections]

@@ -508,6 +508,7 @@ async def _execute(
                 arguments=plan.arguments,
                 timeout=timeout,
                 progress=progress,
+                tool=plan.tool,
             )
     except UpstreamCallError as exc:
         logger.warning("execute_tool %s failed upstream: %s", plan.tool.tool_id, exc)

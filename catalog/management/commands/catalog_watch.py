@@ -19,9 +19,14 @@ logger = logging.getLogger("catalog.watch")
 # Both run on anyio worker threads: each closes its own connection, so no thread holds one between calls
 # (they are rare: a refresh a minute, a notice now and then).
 def _watched_servers() -> list[Server]:
-    """Servers worth a standing connection: live transports that are not disabled or archived."""
+    """Servers worth a standing connection: MCP transports that are not disabled or archived (an OpenAPI
+    service has no change notifications; the beat reconcile re-reads its document)."""
     try:
-        return list(Server.objects.exclude(status__in=OPERATOR_STOPPED_STATUSES).exclude(transport=Transport.IMPORTED))
+        return list(
+            Server.objects.exclude(status__in=OPERATOR_STOPPED_STATUSES).filter(
+                transport__in=[Transport.STDIO, Transport.HTTP]
+            )
+        )
     finally:
         connections.close_all()
 
