@@ -64,7 +64,7 @@ class Search(generics.GenericAPIView):
         data = SearchRequestSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         try:
-            answer = gateway_search(principal=request_principal(request), **data.validated_data)
+            answer = gateway_search(principal=request_principal(request), client="api", **data.validated_data)
         except GatewayInputError as exc:
             raise ValidationError({"query": [str(exc)]}) from None
         return Response(answer.structured())

@@ -264,6 +264,7 @@ def gateway_search(
     operation_class: str | None = None,
     environment: str | None = None,
     scope: str = "all",
+    client: str = "mcp",
 ) -> SearchAnswer:
     """tool_search (and the REST search): ``search_answer`` plus the query log, metrics and a discovery audit
     event. Raises GatewayInputError."""
@@ -279,7 +280,8 @@ def gateway_search(
         )
         span.set_attribute("scout.confidence", answer.confidence)
         span.set_attribute("scout.matches", len(answer.matches))
-    search_observe(principal=principal, query=query, result=result, latency_ms=(time.monotonic() - started) * 1000)
+    latency_ms = (time.monotonic() - started) * 1000
+    search_observe(principal=principal, query=query, result=result, latency_ms=latency_ms, client=client)
     audit_record(
         event_type=AuditEventType.DISCOVERY,
         principal=principal,

@@ -16,7 +16,7 @@ def test_same_answer_as_tool_search(api, catalog, member):
     assert response.status_code == 200, response.text
     body = response.json()
     assert [m["tool_id"] for m in body["matches"]] == ["github::list_issues"]
-    assert set(body) == {"matches", "degraded", "abstained"}
+    assert set(body) == {"matches", "confidence", "degraded", "abstained"}
     assert body == search_answer(principal=api_token_verify(token), **QUERY).structured()
 
 
@@ -66,3 +66,12 @@ def test_server_limited_token(api, catalog, member, grant):
     token = make_token(member, ["api", "discover", "server:payroll"])
     body = api.post("search/", token=token, json={"query": "list the issues"}).json()
     assert [m["tool_id"] for m in body["matches"]] == ["payroll::list_salaries"]
+
+
+def test_a_rest_search_is_logged_like_tool_search(api, catalog, member):
+    from search.models import QueryLogEntry
+
+    api.post("search/", token=make_token(member, ["api", "discover"]), json=QUERY)
+    entry = QueryLogEntry.objects.get()
+    assert entry.query == QUERY["query"] and entry.user == member and entry.client == "api"
+    assert [r["tool_id"] for r in entry.results] == ["github::list_issues"]
