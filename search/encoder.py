@@ -10,7 +10,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +18,9 @@ from django.conf import settings
 
 logger = logging.getLogger(__name__)
 DEFAULT_MODEL_KEY = "all-MiniLM-L6-v2"
+# Texts per model call when progress is watched: small enough to report often, big enough to keep the
+# model's own batching (batch_size) full.
+PROGRESS_CHUNK = 256
 
 
 class EncoderUnavailable(RuntimeError):
@@ -45,20 +48,30 @@ class Encoder:
         self.calls = 0  # encode() calls, texts encoded: tests count them
         self.texts_encoded = 0
 
-    def encode(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
-        """Unit-normalized float32 vectors, one row per text."""
+    def encode(
+        self, texts: Sequence[str], batch_size: int = 32, progress: Callable[[int, int], None] | None = None
+    ) -> np.ndarray:
+        """Unit-normalized float32 vectors, one row per text. ``progress(done, total)`` (texts) is called
+        after each chunk of PROGRESS_CHUNK texts: the one count that commands and the admin both show."""
         self.calls += 1
         self.texts_encoded += len(texts)
         if not texts:
             return np.zeros((0, self.dim), np.float32)
-        vectors = self.model.encode(
-            list(texts),
-            batch_size=batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
-        return np.asarray(vectors, dtype=np.float32)
+        texts = list(texts)
+        chunk = len(texts) if progress is None else PROGRESS_CHUNK
+        parts = []
+        for start in range(0, len(texts), chunk):
+            vectors = self.model.encode(
+                texts[start : start + chunk],
+                batch_size=batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+            parts.append(np.asarray(vectors, dtype=np.float32))
+            if progress is not None:
+                progress(min(start + chunk, len(texts)), len(texts))
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 def _limit_blas_threads(limit: int) -> None:

@@ -88,6 +88,9 @@ def _sync_locked(server: Server, trigger: str) -> SyncRun:
         definitions, rejections, mentioned = normalize_listing(
             raw_tools, max_bytes=settings.SCOUT_MAX_TOOL_DEFINITION_BYTES
         )
+        # Listed: the admin now shows "applying N tools" rather than "listing".
+        run.progress_total = len(definitions)
+        run.save(update_fields=["progress_total"])
         # Names listed but rejected are kept, not tombstoned: a bad new version must not lose the tool.
         result = catalog_apply_listing(server=server, definitions=definitions, keep_names=mentioned, run=run)
     except Exception as exc:

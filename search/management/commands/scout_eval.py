@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
+from catalog.progress import ProgressCommand, ProgressSum
 from search.encoder import EncoderUnavailable, encoder_get, model_key
 from search.engine.ranking import FUSIONS, MODES, RankingOptions
 from search.engine.snapshot import IndexSnapshot
@@ -42,7 +43,7 @@ SERVED_METRICS = {
 }
 
 
-class Command(BaseCommand):
+class Command(ProgressCommand):
     help = "Evaluate tool retrieval (BM25, dense, hybrid) on JSONL catalogs and labeled queries."
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -82,9 +83,15 @@ class Command(BaseCommand):
         vectors, query_vectors, degraded, encoded, cache = None, None, False, 0, None
         try:
             encoder = encoder_get()
-            cache = EmbeddingCache(Path(settings.SCOUT_SEARCH_EVAL_CACHE_DIR), model_key(), encoder.encode)
-            vectors = doc_vectors(docs, cache.vectors)
-            query_vectors = cache.vectors([q.text for q in queries])
+            with self.progress("encoding", unit="texts") as progress:
+                encoded_so_far = ProgressSum(progress)
+                cache = EmbeddingCache(
+                    Path(settings.SCOUT_SEARCH_EVAL_CACHE_DIR),
+                    model_key(),
+                    lambda texts: encoder.encode(texts, progress=encoded_so_far.part()),
+                )
+                vectors = doc_vectors(docs, cache.vectors)
+                query_vectors = cache.vectors([q.text for q in queries])
         except EncoderUnavailable as exc:
             degraded = True
             self.stderr.write(f"embedding model unavailable, BM25 only: {exc}")
@@ -97,7 +104,10 @@ class Command(BaseCommand):
             intent=not opts["no_intent"],
             decompose=not opts["no_decompose"],
         )
-        results = evaluate(snapshot, queries, query_vectors, cache.vectors if cache else None, options)
+        with self.progress("evaluating", unit="queries") as progress:
+            results = evaluate(
+                snapshot, queries, query_vectors, cache.vectors if cache else None, options, progress=progress
+            )
         encoded = cache.encoded if cache else 0
         report = {
             "catalogs": [str(p) for p in opts["catalog"]],
@@ -117,7 +127,8 @@ class Command(BaseCommand):
             "seconds": round(time.monotonic() - started, 1),
             "groups": results,
         }
-        self.stdout.write(render_table(report))
+        if opts["verbosity"]:
+            self.stdout.write(render_table(report))
         if opts["json"]:
             opts["json"].parent.mkdir(parents=True, exist_ok=True)
             opts["json"].write_text(json.dumps(report, indent=2))
