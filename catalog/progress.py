@@ -217,3 +217,40 @@ class ProgressCommand(BaseCommand):
 def _raw_stream(wrapper: Any) -> TextIO:
     # Django's OutputWrapper appends a newline to every write; tqdm redraws with "\r", so it needs the stream.
     return getattr(wrapper, "_out", wrapper) or sys.stderr
+
+
+def progress_snapshot(
+    *,
+    running: bool,
+    status: str,
+    stage: str,
+    unit: str,
+    done: int,
+    total: int,
+    started_at: datetime,
+    finished_at: datetime | None,
+    error: str = "",
+    typical_seconds: float | None = None,
+) -> dict[str, Any]:
+    """What the admin's progress poll shows of one run, and nothing else: counts, times, stage, error.
+
+    ``typical_seconds`` (a previous run's duration) stands in for the estimate while the run has no count
+    to go by (a sync waiting on its upstream)."""
+    now = timezone.now()
+    eta = progress_estimate(done=done, total=total, started_at=started_at, now=now) if running else None
+    if running and eta is None and typical_seconds is not None:
+        eta = max(0.0, typical_seconds - (now - started_at).total_seconds())
+    end = finished_at or now
+    return {
+        "running": running,
+        "status": status,
+        "stage": stage,
+        "unit": unit,
+        "done": done,
+        "total": total,
+        "percent": round(100 * done / total, 1) if total else None,
+        "elapsed_seconds": round((end - started_at).total_seconds(), 1),
+        "eta_seconds": None if eta is None else round(eta, 1),
+        "duration_seconds": None if running or finished_at is None else round((end - started_at).total_seconds(), 2),
+        "error": error,
+    }
