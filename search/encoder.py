@@ -36,7 +36,6 @@ class Encoder:
         try:
             import torch
             from sentence_transformers import SentenceTransformer
-
             from transformers.utils import logging as transformers_logging
 
             # Its own "Loading weights" bar would show in CI logs and under --verbosity 0: Scout's commands
