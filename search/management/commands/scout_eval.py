@@ -18,6 +18,7 @@ from django.core.management.base import CommandError, CommandParser
 
 from catalog.progress import ProgressCommand, ProgressSum
 from search.encoder import EncoderUnavailable, encoder_get, model_key
+from search.engine.decompose import request_parts
 from search.engine.ranking import FUSIONS, MODES, RankingOptions
 from search.engine.snapshot import IndexSnapshot
 from search.evaluation import (
@@ -92,6 +93,8 @@ class Command(ProgressCommand):
                 )
                 vectors = doc_vectors(docs, cache.vectors)
                 query_vectors = cache.vectors([q.text for q in queries])
+                # Multi-step requests' parts too, here under the bar (evaluate() then finds them cached).
+                cache.vectors([part for q in queries for part in request_parts(q.text)])
         except EncoderUnavailable as exc:
             degraded = True
             self.stderr.write(f"embedding model unavailable, BM25 only: {exc}")
