@@ -31,8 +31,8 @@ def sync_run_finish(
             result.unchanged,
             result.removed,
         )
-        # An import has no listing step: what it applied is its total.
-        run.progress_total = run.progress_total or result.added + result.changed + result.unchanged
+        if run.kind == SyncKind.IMPORT:  # no listing step: what it applied is its total
+            run.progress_total = result.added + result.changed + result.unchanged
         run.progress_done = run.progress_total
     run.rejected = len(rejections)
     run.rejections = rejections[:500]

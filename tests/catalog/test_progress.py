@@ -62,6 +62,12 @@ def test_throttle_keeps_first_last_and_five_percent_steps():
         record(done, 1000)
     assert seen == list(range(0, 1001, 50))
 
+    seen.clear()  # the last report always goes through, however close to the previous one
+    record = progress_throttled(lambda done, total: seen.append(done), min_seconds=3600, min_fraction=0.5)
+    for done in (0, 3, 7, 10):
+        record(done, 10)
+    assert seen == [0, 7, 10]
+
 
 def test_sum_of_calls_is_one_running_count():
     seen = []
