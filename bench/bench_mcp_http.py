@@ -33,10 +33,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 MODERN = "2026-07-28"
 CORES = 2
+NO_PROGRESS = False  # --no-progress: plain lines even on a terminal
 
 
 def _setup(db: Path) -> None:
@@ -135,13 +137,17 @@ def prepare_db(size: int) -> tuple[int, str]:
 
     servers, origin = catalog(size)
     started = time.monotonic()
-    for slug, raws in servers.items():
-        server, _ = Server.objects.get_or_create(slug=slug, defaults={"name": slug, "transport": "imported"})
-        definitions, _rejected, mentioned = normalize_listing(raws, max_bytes=settings.SCOUT_MAX_TOOL_DEFINITION_BYTES)
-        catalog_apply_listing(server=server, definitions=definitions, keep_names=mentioned, notify=False)
+    with _progress("importing", unit="servers") as progress:
+        for done, (slug, raws) in enumerate(servers.items(), start=1):
+            server, _ = Server.objects.get_or_create(slug=slug, defaults={"name": slug, "transport": "imported"})
+            max_bytes = settings.SCOUT_MAX_TOOL_DEFINITION_BYTES
+            definitions, _rejected, mentioned = normalize_listing(raws, max_bytes=max_bytes)
+            catalog_apply_listing(server=server, definitions=definitions, keep_names=mentioned, notify=False)
+            progress(done, len(servers))
     print(f"imported {Tool.objects.count()} tools on {len(servers)} servers in {time.monotonic() - started:.0f}s")
     started = time.monotonic()
-    index_rebuild()
+    with _progress("encoding", unit="texts") as progress:
+        index_rebuild(progress=progress)
     print(f"built the index in {time.monotonic() - started:.0f}s")
     return Tool.objects.filter(removed_at__isnull=True).count(), origin
 
@@ -196,11 +202,20 @@ def encode_times(queries: list[str]) -> list[float]:
     encoder = encoder_get()
     encoder.encode(["warm up"])
     times = []
-    for query in queries:
-        started = time.perf_counter()
-        encoder.encode([query])
-        times.append((time.perf_counter() - started) * 1000)
+    with _progress("encode timing", unit="queries") as progress:
+        for done, query in enumerate(queries, start=1):
+            started = time.perf_counter()
+            encoder.encode([query])
+            times.append((time.perf_counter() - started) * 1000)
+            progress(done, len(queries))
     return times
+
+
+def _progress(label: str, *, unit: str) -> Any:
+    """A bar on stderr when it is a terminal (else plain lines): done of total, rate, time left."""
+    from catalog.progress import progress_reporter
+
+    return progress_reporter(sys.stderr, label, unit=unit, disabled=NO_PROGRESS)
 
 
 def free_port() -> int:
@@ -270,15 +285,17 @@ async def run_load(url: str, token: str, queries: list[str], concurrency: int) -
     work = list(enumerate(queries))
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+        with _progress(f"searching c={concurrency}", unit="requests") as progress:
 
-        async def worker() -> None:
-            while work:
-                request_id, query = work.pop()
-                latencies.append(await _search(client, url, token, query, request_id))
+            async def worker() -> None:
+                while work:
+                    request_id, query = work.pop()
+                    latencies.append(await _search(client, url, token, query, request_id))
+                    progress(len(latencies), len(queries))
 
-        started = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        return latencies, time.perf_counter() - started
+            started = time.perf_counter()
+            await asyncio.gather(*(worker() for _ in range(concurrency)))
+            return latencies, time.perf_counter() - started
 
 
 def p95(values: list[float]) -> float:
@@ -294,7 +311,10 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--db", type=Path)
     parser.add_argument("--prepare-only", action="store_true", help="build the database and index, then stop")
+    parser.add_argument("--no-progress", action="store_true", help="plain progress lines instead of bars")
     args = parser.parse_args()
+    global NO_PROGRESS
+    NO_PROGRESS = args.no_progress
     db = args.db or ROOT / "var" / f"bench-mcp-{args.tools}.sqlite3"
     db.parent.mkdir(parents=True, exist_ok=True)
     _setup(db)

@@ -184,7 +184,7 @@ def summary(values_ms: list[float]) -> dict[str, float]:
     return {"median": statistics.median(values_ms), "p95": percentile(values_ms, 0.95)}
 
 
-def run_size(size: int, n_queries: int, warmup: int) -> dict:
+def run_size(size: int, n_queries: int, warmup: int, no_progress: bool = False) -> dict:
     import gc
 
     import numpy as np
@@ -222,26 +222,31 @@ def run_size(size: int, n_queries: int, warmup: int) -> dict:
     queries, query_origin = bench_queries(docs, n_queries + warmup)
 
     encode_ms, search_ms, service_ms, single_ms, single_encode_ms, degraded, multi = [], [], [], [], [], 0, 0
-    for i, query in enumerate(queries):
-        t0 = time.perf_counter()
-        vector = encoder.encode([query])[0]
-        t1 = time.perf_counter()
-        request = SearchRequest(query=query, visible=visible, top_k=5, fusion="convex", query_vector=vector)
-        backend.search(request)
-        t2 = time.perf_counter()
-        result = tool_search(query=query, visible=visible, top_k=5)
-        t3 = time.perf_counter()
-        if i < warmup:
-            continue
-        degraded += int(result.degraded)
-        encode_ms.append((t1 - t0) * 1000)
-        search_ms.append((t2 - t1) * 1000)
-        service_ms.append((t3 - t2) * 1000)
-        if request_parts(query):  # a multi-step request: tool_search also encodes and scores each part
-            multi += 1
-        else:
-            single_ms.append((t3 - t2) * 1000)
-            single_encode_ms.append((t1 - t0) * 1000)
+    from catalog.progress import progress_reporter
+
+    # stderr is the terminal's (the driver passes it through); stdout carries the JSON row.
+    with progress_reporter(sys.stderr, f"{size} tools", unit="queries", disabled=no_progress) as progress:
+        for i, query in enumerate(queries):
+            t0 = time.perf_counter()
+            vector = encoder.encode([query])[0]
+            t1 = time.perf_counter()
+            request = SearchRequest(query=query, visible=visible, top_k=5, fusion="convex", query_vector=vector)
+            backend.search(request)
+            t2 = time.perf_counter()
+            result = tool_search(query=query, visible=visible, top_k=5)
+            t3 = time.perf_counter()
+            progress(i + 1, len(queries))
+            if i < warmup:
+                continue
+            degraded += int(result.degraded)
+            encode_ms.append((t1 - t0) * 1000)
+            search_ms.append((t2 - t1) * 1000)
+            service_ms.append((t3 - t2) * 1000)
+            if request_parts(query):  # a multi-step request: tool_search also encodes and scores each part
+                multi += 1
+            else:
+                single_ms.append((t3 - t2) * 1000)
+                single_encode_ms.append((t1 - t0) * 1000)
     rss_end, rss_peak = rss_mb()
     encode, search, service = summary(encode_ms), summary(search_ms), summary(service_ms)
     single = summary(single_ms) if single_ms else {"median": 0.0, "p95": 0.0}
@@ -323,20 +328,21 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--json", dest="json_path", help="write every figure as JSON here")
+    parser.add_argument("--no-progress", action="store_true", help="plain progress lines instead of bars")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         _setup_process()
-        print(json.dumps(run_size(args.child, args.queries, args.warmup)))
+        print(json.dumps(run_size(args.child, args.queries, args.warmup, args.no_progress)))
         return 0
     rows = []
     for size in (int(s) for s in args.sizes.split(",") if s.strip()):
         print(f"bench: {size} tools ...", file=sys.stderr, flush=True)
         command = [sys.executable, __file__, "--child", str(size), "--queries", str(args.queries)]
-        command += ["--warmup", str(args.warmup)]
-        done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False)
+        command += ["--warmup", str(args.warmup)] + (["--no-progress"] if args.no_progress else [])
+        # stderr passes through: the child's progress (and any traceback) shows as it happens.
+        done = subprocess.run(command, stdout=subprocess.PIPE, text=True, cwd=ROOT, check=False)
         if done.returncode != 0:
-            print(done.stderr[-4000:], file=sys.stderr)
             return done.returncode
         rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
     print_table(rows)

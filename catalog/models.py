@@ -313,6 +313,9 @@ class SyncRun(models.Model):
     rejected = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)
     rejections = models.JSONField(default=list, blank=True, help_text="Tools refused, each with its reason")
+    # A sync is list then apply: total stays 0 while the upstream is listed, then is the tools listed.
+    progress_done = models.PositiveIntegerField(default=0, help_text="tools applied")
+    progress_total = models.PositiveIntegerField(default=0, help_text="tools listed (0 while listing)")
 
     class Meta:
         ordering = ["-started_at", "-id"]

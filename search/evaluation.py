@@ -199,11 +199,13 @@ def evaluate(
     options: RankingOptions,
     calibration: Calibration = Calibration(),  # noqa: B008 - frozen, shared default
     modes: Iterable[str] = MODES,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, dict[str, dict[str, float]]]:
     """{group: {mode: {metric: value, "served": {metric: value}}}} with groups "all", each source and each
     source/subset. The mode's own figures score the whole ranking; ``served`` scores what a caller gets for
     ``top_k`` = 10: nothing when the answer is withheld, else the ranking after the dynamic cut, plus
-    ``low_confidence``, the share of answers served with low confidence."""
+    ``low_confidence``, the share of answers served with low confidence. ``progress(done, total)`` counts
+    the queries evaluated."""
     modes = list(modes)
     tallies: dict[str, dict[str, Tally]] = defaultdict(lambda: defaultdict(Tally))
     served: dict[str, dict[str, Tally]] = defaultdict(lambda: defaultdict(Tally))
@@ -240,6 +242,8 @@ def evaluate(
                 score_served(query, ranking, ids, served[group][mode])
         for group in ("all", query.source, query.subset):
             counts[group][query.kind] += 1
+        if progress is not None:
+            progress(i + 1, len(queries))
     return {
         group: {
             "counts": dict(counts[group]),

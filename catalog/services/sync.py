@@ -97,6 +97,9 @@ def _sync_locked(server: Server, trigger: str) -> SyncRun:
         )
         # Operations refused for what Scout cannot call are kept like rejected tools: not tombstoned.
         rejections, mentioned = [*refused, *rejections], mentioned | refused_names
+        # Listed: the admin now shows "applying N tools" rather than "listing".
+        run.progress_total = len(definitions)
+        run.save(update_fields=["progress_total"])
         # Names listed but rejected are kept, not tombstoned: a bad new version must not lose the tool.
         result = catalog_apply_listing(server=server, definitions=definitions, keep_names=mentioned, run=run)
     except Exception as exc:

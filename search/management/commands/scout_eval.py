@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
+from catalog.progress import ProgressCommand, ProgressSum
 from search.encoder import EncoderUnavailable, encoder_get, model_key
+from search.engine.decompose import request_parts
 from search.engine.ranking import FUSIONS, MODES, RankingOptions
 from search.engine.snapshot import IndexSnapshot
 from search.evaluation import (
@@ -44,7 +46,7 @@ SERVED_METRICS = {
 }
 
 
-class Command(BaseCommand):
+class Command(ProgressCommand):
     help = "Evaluate tool retrieval (BM25, dense, hybrid) on JSONL catalogs and labeled queries."
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -89,11 +91,20 @@ class Command(BaseCommand):
         if not docs or not queries:
             raise CommandError("nothing to evaluate: no tools or no queries")
         vectors, query_vectors, degraded, encoded, cache = None, None, False, 0, None
+        encoded_so_far = None
         try:
             encoder = encoder_get()
-            cache = EmbeddingCache(Path(settings.SCOUT_SEARCH_EVAL_CACHE_DIR), model_key(), encoder.encode)
-            vectors = doc_vectors(docs, cache.vectors)
-            query_vectors = cache.vectors([q.text for q in queries])
+            with self.progress("encoding", unit="texts") as progress:
+                encoded_so_far = ProgressSum(progress)
+                cache = EmbeddingCache(
+                    Path(settings.SCOUT_SEARCH_EVAL_CACHE_DIR),
+                    model_key(),
+                    lambda texts: encoder.encode(texts, progress=encoded_so_far.part()),
+                )
+                vectors = doc_vectors(docs, cache.vectors)
+                query_vectors = cache.vectors([q.text for q in queries])
+                # Multi-step requests' parts too, here under the bar (evaluate() then finds them cached).
+                cache.vectors([part for q in queries for part in request_parts(q.text)])
         except EncoderUnavailable as exc:
             degraded = True
             self.stderr.write(f"embedding model unavailable, BM25 only: {exc}")
@@ -108,10 +119,16 @@ class Command(BaseCommand):
         snapshot = IndexSnapshot(docs, vectors, generation="eval")
         learned_summary = None
         if opts["learn_from"]:
-            docs, learned_summary = self._learn(snapshot, docs, opts["learn_from"], cache, options)
-            vectors = doc_vectors(docs, cache.vectors) if cache else None
+            with self.progress("learning: encoding", unit="texts") as progress:
+                if encoded_so_far is not None:  # the cache's encoder now reports to this bar
+                    encoded_so_far.progress, encoded_so_far.done, encoded_so_far.total = progress, 0, 0
+                docs, learned_summary = self._learn(snapshot, docs, opts["learn_from"], cache, options)
+                vectors = doc_vectors(docs, cache.vectors) if cache else None
             snapshot = IndexSnapshot(docs, vectors, generation="eval+learned")
-        results = evaluate(snapshot, queries, query_vectors, cache.vectors if cache else None, options)
+        with self.progress("evaluating", unit="queries") as progress:
+            results = evaluate(
+                snapshot, queries, query_vectors, cache.vectors if cache else None, options, progress=progress
+            )
         encoded = cache.encoded if cache else 0
         report = {
             "catalogs": [str(p) for p in opts["catalog"]],
@@ -132,7 +149,8 @@ class Command(BaseCommand):
             "learned": learned_summary,
             "groups": results,
         }
-        self.stdout.write(render_table(report))
+        if opts["verbosity"]:
+            self.stdout.write(render_table(report))
         if opts["json"]:
             opts["json"].parent.mkdir(parents=True, exist_ok=True)
             opts["json"].write_text(json.dumps(report, indent=2))
@@ -151,10 +169,11 @@ class Command(BaseCommand):
             "requests_learned": sum(len(items) for items in learned.values()),
             "tools": len(learned),
         }
-        self.stdout.write(
-            f"learned {summary['requests_learned']} requests for {summary['tools']} tools "
-            f"from {summary['queries']} replayed queries"
-        )
+        if not self.progress_quiet:
+            self.stdout.write(
+                f"learned {summary['requests_learned']} requests for {summary['tools']} tools "
+                f"from {summary['queries']} replayed queries"
+            )
         return [replace(doc, learned=learned.get(doc.pk, ())) for doc in docs], summary
 
 
