@@ -297,6 +297,7 @@ SCOUT_SEARCH_MODEL_KEY = env_str("SCOUT_SEARCH_MODEL_KEY", "")  # name vectors a
 SCOUT_SEARCH_MODEL_RETRY_SECONDS = env_int("SCOUT_SEARCH_MODEL_RETRY_SECONDS", 60)
 SCOUT_SEARCH_TORCH_THREADS = env_int("SCOUT_SEARCH_TORCH_THREADS", 1)
 SCOUT_SEARCH_BLAS_THREADS = env_int("SCOUT_SEARCH_BLAS_THREADS", 1)
+SCOUT_SEARCH_QUERY_CACHE_SIZE = env_int("SCOUT_SEARCH_QUERY_CACHE_SIZE", 2048)  # recent request vectors per process
 SCOUT_SEARCH_FUSION = env_str("SCOUT_SEARCH_FUSION", "convex")  # convex | rrf
 SCOUT_SEARCH_BM25_WEIGHT = env_float("SCOUT_SEARCH_BM25_WEIGHT", 0.3)  # convex mix: BM25 share
 # Answer confidence, on the best calibrated score (search/engine/ranking.py answer_confidence): below the
