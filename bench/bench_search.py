@@ -209,7 +209,10 @@ def run_size(size: int, n_queries: int, warmup: int) -> dict:
 
     gc.collect()
     started = time.perf_counter()
-    snapshot = IndexSnapshot(docs, vectors, generation="bench", model_key=encoder.key)
+    from django.conf import settings
+
+    half = settings.SCOUT_SEARCH_VECTOR_PRECISION == "float16"
+    snapshot = IndexSnapshot(docs, vectors, generation="bench", model_key=encoder.key, half=half)
     build_s = time.perf_counter() - started
     del vectors
     release_memory()  # as the embedded backend does after every build
@@ -271,6 +274,7 @@ def run_size(size: int, n_queries: int, warmup: int) -> dict:
         "query_source": query_origin,
         "tool_vectors": "random unit vectors (see docstring); queries encoded by the real model",
         "numpy": np.__version__,
+        "vector_precision": "float16 + exact re-score" if half else "float32",
     }
 
 
