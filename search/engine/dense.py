@@ -1,13 +1,14 @@
 """Multi-vector dense scoring: every tool has several unit vectors; a tool scores by its best one.
 
 Large catalogs (``half=True``): the scanned table is float16 (half the memory and, memory-bound, about a
-third of the scan time) and the float32 vectors go to an unlinked temporary file that is memory-mapped;
-only the rows a query re-scores are ever read back, so they cost no resident memory otherwise. A scan's
+third of the scan time) and the float32 vectors go to an unlinked temporary file; only the rows a query
+re-scores are read back (pread: no mapping, so they never count as the process's resident memory). A scan's
 scores are then approximate within a proven bound (``DenseScores.error``) and ``DenseScores.refine``
 replaces the given tools' scores with the exact float32 ones; ranking refines every tool whose exact score
 could change what it returns (engine/ranking.py), so answers are those of the exact scan.
 """
 
+import os
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -60,7 +61,7 @@ class DenseScores:
             return int(has.size)
         lengths = ends - starts
         vector_ids = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
-        self.sims[vector_ids] = self.index.exact_sims(vector_ids, self.query)
+        self.sims[vector_ids] = self.index.exact_sims(starts, ends, self.query)
         self.scores[rows] = np.maximum.reduceat(self.sims[vector_ids], np.cumsum(lengths) - lengths)
         return int(has.size)
 
@@ -123,7 +124,7 @@ class DenseIndex:
                 position += len(block)
             self._spill.flush()
             self.max_norm = norm
-            self.exact_matrix = np.memmap(self._spill, dtype=np.float32, mode="r", shape=(total, width))
+            self.exact_matrix = None  # read back row by row (pread): mapped pages would count as resident
         else:
             # One allocation for the table (no float64 or per-block float32 copies on the way).
             self.matrix = np.zeros((_padded(total), width), np.float32)
@@ -148,12 +149,32 @@ class DenseIndex:
         """The example request of an example vector (None for other kinds)."""
         return self.examples.get(vector)
 
-    def exact_sims(self, vector_ids: np.ndarray, query_vector: np.ndarray) -> np.ndarray:
-        """float32 cosines of the given vectors, bit for bit those of the exact full scan."""
+    def exact_rows(self, starts: np.ndarray, ends: np.ndarray, padded: int = 0) -> np.ndarray:
+        """The float32 vectors ``starts[i]:ends[i]`` stacked (and zero rows up to ``padded``)."""
+        count = int((ends - starts).sum())
+        width = self.matrix.shape[1]
+        block = np.zeros((max(count, padded), width), np.float32)
+        if self.exact_matrix is not None:
+            position = 0
+            for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
+                block[position : position + hi - lo] = self.exact_matrix[lo:hi]
+                position += hi - lo
+            return block
+        raw = block.reshape(-1).view(np.uint8)
+        row_bytes, position, fd = width * 4, 0, self._spill.fileno()
+        for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
+            size = (hi - lo) * row_bytes
+            got = os.preadv(fd, [raw[position : position + size]], lo * row_bytes)
+            if got != size:
+                raise OSError(f"short read from the vector spill file ({got} of {size} bytes)")
+            position += size
+        return block
+
+    def exact_sims(self, starts: np.ndarray, ends: np.ndarray, query_vector: np.ndarray) -> np.ndarray:
+        """float32 cosines of the vectors ``starts[i]:ends[i]``, bit for bit those of the exact full scan."""
         query = np.asarray(query_vector, dtype=np.float32)
-        count = len(vector_ids)
-        vector_ids = np.concatenate((vector_ids, np.zeros(_padded(count) - count, np.int64)))
-        return (self.exact_matrix[vector_ids] @ query)[:count]
+        count = int((ends - starts).sum())
+        return (self.exact_rows(starts, ends, padded=_padded(count)) @ query)[:count]
 
     def _half_scan(self, query: np.ndarray) -> np.ndarray:
         try:
@@ -196,7 +217,7 @@ class DenseIndex:
         for i, row in enumerate(rows):
             lo, hi = self.offsets[row], self.offsets[row + 1]
             if hi > lo:
-                result[i] = float((self.exact_matrix[lo:hi] @ query_vector).max())
+                result[i] = float((self.exact_rows(np.asarray([lo]), np.asarray([hi])) @ query_vector).max())
         return result
 
 

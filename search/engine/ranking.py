@@ -357,9 +357,7 @@ def _rank_pass(
     )
     needed = None
     if any(_approximate(b) for b in (branches, *clauses)):
-        needed = _exact_rows_needed(
-            branches, clauses, scales, fusion, options, top_k, fused, order, pool, whole.dense, cand_rows
-        )
+        needed = _exact_rows_needed(branches, clauses, scales, fusion, options, top_k, fused, order, pool, cand_rows)
     candidates = [
         Candidate(
             row=int(cand_rows[i]),
@@ -386,12 +384,16 @@ def _exact_rows_needed(
     fused: np.ndarray,
     order: np.ndarray,
     pool: int,
-    whole_dense: np.ndarray | None,
     cand_rows: np.ndarray,
 ) -> list[np.ndarray]:
     """Per branch, the rows whose exact dense score the pass's answer depends on, given that every score
     not yet refined is within ``error`` of its exact value. Once all of them are exact, the answer is the
-    exact scan's: a row outside these bands is on the same side of every threshold either way."""
+    exact scan's: a row outside these bands is on the same side of every threshold either way.
+
+    Not the candidates' dense ranks (a diagnostic the curator preview shows): a tool's rank counts every
+    tool above it, and for a tool in the bulk of the cosine distribution the rows within the error band
+    are thousands; re-scoring them all cost more than the float32 scan. Those ranks may differ by the
+    few tools whose cosines are within ~0.002 of the tool's; order, scores and confidence never do."""
     rows = branches.visible_rows
     everything = (branches, *clauses)
     # Bound on a fused value's error: convex mixes the cosine in with weight 1 - w (minmax divides by
@@ -418,7 +420,7 @@ def _exact_rows_needed(
             kth = float(fused[order[-1]])
             shared.append(rows[fused >= kth - 2 * fused_error])
     needed = []
-    for index, branch in enumerate(everything):
+    for branch in everything:
         if not _approximate(branch):
             needed.append(np.zeros(0, np.int64))
             continue
@@ -436,13 +438,6 @@ def _exact_rows_needed(
             parts.append(rows[values <= values.min() + 2 * error])
         if fusion in ("convex", "dense") and options.normalization == "zscore":
             parts.append(rows)
-        if index == 0 and whole_dense is not None and len(cand_rows):  # the candidates' dense ranks
-            ordered = np.argsort(values, kind="stable")
-            sorted_values = values[ordered]
-            wanted = whole_dense[order]
-            lows = np.searchsorted(sorted_values, wanted - 2 * error, side="left")
-            highs = np.searchsorted(sorted_values, wanted + 2 * error, side="right")
-            parts += [rows[ordered[lo:hi]] for lo, hi in zip(lows, highs, strict=True)]
         needed.append(np.concatenate(parts))
     return needed
 
