@@ -304,6 +304,15 @@ SCOUT_SEARCH_MODEL_KEY = env_str("SCOUT_SEARCH_MODEL_KEY", "")  # name vectors a
 SCOUT_SEARCH_MODEL_RETRY_SECONDS = env_int("SCOUT_SEARCH_MODEL_RETRY_SECONDS", 60)
 SCOUT_SEARCH_TORCH_THREADS = env_int("SCOUT_SEARCH_TORCH_THREADS", 1)
 SCOUT_SEARCH_BLAS_THREADS = env_int("SCOUT_SEARCH_BLAS_THREADS", 1)
+# float16: the in-memory vector table is float16 with exact float32 re-scoring from a memory-mapped,
+# unlinked file in SCOUT_SEARCH_VECTOR_SPILL_DIR (default: the system temp dir); answers are those of the
+# float32 scan in about half the memory (search/engine/dense.py). float32: the whole table in memory.
+SCOUT_SEARCH_VECTOR_PRECISION = env_str("SCOUT_SEARCH_VECTOR_PRECISION", "float16")
+SCOUT_SEARCH_VECTOR_SPILL_DIR = env_str("SCOUT_SEARCH_VECTOR_SPILL_DIR", "") or None
+# Discovery audit events and query-log rows are inserted in batches this often (governance/writebehind.py);
+# 0 writes them inline. Execution audit events are always written before the result is returned.
+SCOUT_WRITE_BEHIND_SECONDS = env_float("SCOUT_WRITE_BEHIND_SECONDS", 0.05)
+SCOUT_SEARCH_QUERY_CACHE_SIZE = env_int("SCOUT_SEARCH_QUERY_CACHE_SIZE", 2048)  # recent request vectors per process
 SCOUT_SEARCH_FUSION = env_str("SCOUT_SEARCH_FUSION", "convex")  # convex | rrf
 SCOUT_SEARCH_BM25_WEIGHT = env_float("SCOUT_SEARCH_BM25_WEIGHT", 0.3)  # convex mix: BM25 share
 # Answer confidence, on the best calibrated score (search/engine/ranking.py answer_confidence): below the

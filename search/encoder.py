@@ -10,6 +10,7 @@ import logging
 import os
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -77,6 +78,71 @@ class Encoder:
             texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
         )
         return np.asarray(vectors, dtype=np.float32)
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """``encode`` for search requests, through the process's cache of recent request vectors.
+
+        Agents repeat requests (retries, the same step in many sessions); a hit skips the model, which is
+        most of a search's time. Keyed by model key and the exact text, so a vector is only reused for the
+        text and the model that made it. Misses are encoded together in one batch.
+        """
+        result: list[np.ndarray | None] = [_query_cache.get((self.key, text)) for text in texts]
+        missing = [i for i, vector in enumerate(result) if vector is None]
+        if missing:
+            fresh = self.encode([texts[i] for i in missing])
+            for position, i in enumerate(missing):
+                vector = fresh[position]
+                vector.setflags(write=False)  # shared by every later hit: nobody may change it
+                _query_cache.put((self.key, texts[i]), vector)
+                result[i] = vector
+        if not texts:
+            return np.zeros((0, self.dim), np.float32)
+        return np.stack(result)
+
+
+class QueryVectorCache:
+    """A bounded LRU of request vectors (SCOUT_SEARCH_QUERY_CACHE_SIZE entries; 0 turns it off)."""
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: tuple[str, str]) -> np.ndarray | None:
+        with self._lock:
+            vector = self._entries.get(key)
+            if vector is None:
+                self.misses += 1
+                return None
+            self._entries.move_to_end(key)
+            self.hits += 1
+            return vector
+
+    def put(self, key: tuple[str, str], vector: np.ndarray) -> None:
+        size = settings.SCOUT_SEARCH_QUERY_CACHE_SIZE
+        if size <= 0:
+            return
+        with self._lock:
+            self._entries[key] = vector
+            self._entries.move_to_end(key)
+            while len(self._entries) > size:
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+_query_cache = QueryVectorCache()
+
+
+def query_cache() -> QueryVectorCache:
+    return _query_cache
 
 
 def _limit_blas_threads(limit: int) -> None:

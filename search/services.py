@@ -68,7 +68,7 @@ def _clamp_top_k(top_k: object) -> int:
 def _encode_query(query: str, parts: list[str]) -> tuple[np.ndarray | None, list[np.ndarray | None]]:
     """The request's vector and its parts' vectors, in one batch; Nones when the model is unavailable."""
     try:
-        vectors = encoder_get().encode([query, *parts])
+        vectors = encoder_get().encode_queries([query, *parts])
     except EncoderUnavailable as exc:
         search_event_record(kind=SearchEventKind.MODEL_UNAVAILABLE, detail=str(exc))
         return None, [None] * len(parts)

@@ -27,6 +27,7 @@ from catalog.models import Tool, ToolExample
 from catalog.services.curation import tool_curation_update
 from governance.principals import Principal
 from governance.selectors import tool_pks_visible_to
+from governance.writebehind import write_behind, write_behind_flush
 
 from .backends import SearchResult
 from .choices import LearnedStatus, QueryLogMode, SearchOutcomeKind
@@ -78,13 +79,15 @@ def query_log_record(
     backend: str,
     latency_ms: float,
     client: str = "mcp",
+    deferred: bool = False,
 ) -> QueryLogEntry | None:
-    """Record one client search (one INSERT). Returns None when the log is ``off``."""
+    """Record one client search (one INSERT; ``deferred``: queued, inserted in a batch shortly after, see
+    governance/writebehind.py). Returns None when the log is ``off``."""
     mode = _log_mode()
     if mode == QueryLogMode.OFF:
         return None
     stored = query_redact(query) if mode == QueryLogMode.REDACTED else query
-    return QueryLogEntry.objects.create(
+    entry = QueryLogEntry(
         user=principal.user,
         token_ref=principal.token_ref,
         principal_key=principal_key(principal),
@@ -97,10 +100,21 @@ def query_log_record(
         backend=backend,
         latency_ms=round(latency_ms, 2),
     )
+    if deferred:
+        write_behind().add(entry)
+    else:
+        entry.save(force_insert=True)
+    return entry
 
 
 def search_observe(
-    *, principal: Principal, query: str, result: SearchResult, latency_ms: float, client: str = "mcp"
+    *,
+    principal: Principal,
+    query: str,
+    result: SearchResult,
+    latency_ms: float,
+    client: str = "mcp",
+    deferred: bool = False,
 ) -> QueryLogEntry | None:
     """Count a client's search in the metrics and record it in the query log (as SCOUT_QUERY_LOG says).
     Called by every client entry point (tool_search, the REST API); never by the curator preview."""
@@ -116,6 +130,7 @@ def search_observe(
         backend=result.backend,
         latency_ms=latency_ms,
         client=client,
+        deferred=deferred,
     )
 
 
@@ -143,6 +158,7 @@ def search_outcome_record(*, principal: Principal, tool: Tool, outcome: str) -> 
     if outcome not in SearchOutcomeKind.values:
         raise ValueError(f"unknown outcome {outcome!r}")
     key = principal_key(principal)
+    write_behind_flush()  # this process's queued searches first: the one to link may still be queued
     entry = _linked_entry(key=key, tool=tool)
     if entry is None:
         return None

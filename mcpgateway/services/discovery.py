@@ -280,8 +280,10 @@ def gateway_search(
         )
         span.set_attribute("scout.confidence", answer.confidence)
         span.set_attribute("scout.matches", len(answer.matches))
+    # Both records are queued and inserted in batches (governance/writebehind.py): a search's answer never
+    # waits for the database's write lock.
     latency_ms = (time.monotonic() - started) * 1000
-    search_observe(principal=principal, query=query, result=result, latency_ms=latency_ms, client=client)
+    search_observe(principal=principal, query=query, result=result, latency_ms=latency_ms, client=client, deferred=True)
     audit_record(
         event_type=AuditEventType.DISCOVERY,
         principal=principal,
@@ -296,6 +298,7 @@ def gateway_search(
             "abstained": answer.abstained,
             "confidence": answer.confidence,
         },
+        deferred=True,
     )
     return answer
 
@@ -322,6 +325,7 @@ def gateway_inspect(*, principal: Principal, tool_ids: list[str]) -> list[dict[s
         principal=principal,
         outcome=AuditOutcome.SUCCESS,
         payload={"meta_tool": "tool_inspect", "returned": [tool.tool_id for tool in tools]},
+        deferred=True,
     )
     return [tool_descriptor(tool, full=True) for tool in tools]
 
