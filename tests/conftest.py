@@ -25,6 +25,20 @@ def celery_eager(request: pytest.FixtureRequest):
 
 
 @pytest.fixture(autouse=True)
+def fresh_search_generation():
+    """The current index generation is cached per process for a few seconds; a test's flushed database must
+    not be searched with the previous test's generation (its snapshot names tools that no longer exist)."""
+    from django.core.cache import cache
+
+    from search.selectors import GENERATION_CACHE_KEY
+
+    try:
+        cache.delete(GENERATION_CACHE_KEY)
+    except Exception:  # noqa: BLE001 - a test that stops the cache on purpose starts without it
+        pass
+
+
+@pytest.fixture(autouse=True)
 def inline_discovery_writes(settings):
     """Discovery records are written behind the request in production (governance/writebehind.py); tests
     write them inline so a test reads what the request it made wrote. tests/governance/test_write_behind.py
