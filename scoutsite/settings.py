@@ -276,6 +276,11 @@ SCOUT_MCP_CALL_TIMEOUT_CAP = 120.0
 SCOUT_MCP_MAX_OUTPUT_BYTES = env_int("SCOUT_MCP_MAX_OUTPUT_BYTES", 1024 * 1024)
 SCOUT_MCP_MAX_CALLS_PER_SERVER = env_int("SCOUT_MCP_MAX_CALLS_PER_SERVER", 8)
 SCOUT_MCP_RESTART_BACKOFF_MAX = env_float("SCOUT_MCP_RESTART_BACKOFF_MAX", 30.0)
+# Circuit breaker per upstream server (catalog/breaker.py): opens after this many consecutive failures within
+# the window (seconds), fails fast for the cool-down (seconds), then lets one probe through.
+SCOUT_UPSTREAM_BREAKER_FAILURES = env_int("SCOUT_UPSTREAM_BREAKER_FAILURES", 5)
+SCOUT_UPSTREAM_BREAKER_WINDOW = env_float("SCOUT_UPSTREAM_BREAKER_WINDOW", 30.0)
+SCOUT_UPSTREAM_BREAKER_COOLDOWN = env_float("SCOUT_UPSTREAM_BREAKER_COOLDOWN", 30.0)
 # How long an idempotency key remembers its result (seconds).
 SCOUT_MCP_IDEMPOTENCY_TTL = env_int("SCOUT_MCP_IDEMPOTENCY_TTL", 24 * 3600)
 # "auto": meta-tools while the search index is ready, the caller's tools listed directly otherwise;

@@ -380,6 +380,9 @@ UPSTREAM_FAILURE_TEXT = {
     "taken effect; check before trying again.",
     "busy": "The tool's server has too many calls in flight; try again shortly.",
     "backoff": "The tool's server failed recently and is restarting; try again in a few seconds.",
+    # Nothing was sent: the breaker (catalog/breaker.py) keeps a failing server from being called at all.
+    "circuit_open": "The tool's server is failing; Scout stopped calling it for {retry_in} s. The call was not sent. "
+    "Try again after that, or use another tool.",
 }
 
 
@@ -512,7 +515,7 @@ async def _execute(
     except UpstreamCallError as exc:
         logger.warning("execute_tool %s failed upstream: %s", plan.tool.tool_id, exc)
         text = UPSTREAM_FAILURE_TEXT.get(exc.kind, "The tool's server could not be reached; try again later.")
-        result = error_result(text.format(timeout=timeout), upstream_failure=exc.kind)
+        result = error_result(text.format(timeout=timeout, retry_in=exc.retry_in), upstream_failure=exc.kind)
         outcome = AuditOutcome.UNKNOWN if exc.outcome == "unknown" else AuditOutcome.ERROR
         await _finish_shielded(plan, result, outcome=outcome, failure=exc.kind)
         return result
