@@ -184,16 +184,17 @@ def tool_get_for_principal(*, principal: Principal, tool_id: str, permission: Pe
     # Tool ids never hold control characters (catalog rejects them); NUL would also break Postgres.
     if not isinstance(tool_id, str) or not tool_id or len(tool_id) > MAX_TOOL_ID_LENGTH or "\x00" in tool_id:
         raise ToolNotFound()
-    tool = Tool.objects.select_related("server", "policy__risk_class").filter(tool_id=tool_id).first()
+    # One query, the same for a hidden and an unknown id (no row either way), answered by the database rather
+    # than a cached set: a lookup that found the tool first and then checked it would take longer for a
+    # hidden tool than for a missing one (a timing side channel, SECURITY-TESTS Z5).
+    tool = (
+        tools_visible_to(principal=principal, permission=permission)
+        .select_related("server", "policy__risk_class")
+        .filter(tool_id=tool_id)
+        .first()
+    )
     # Compare exact bytes: some database collations match case-insensitively.
     if tool is None or tool.tool_id != tool_id:
-        raise ToolNotFound()
-    if permission == "execute":
-        # A call is authorized against the database, never a cached set: one query, correctness first.
-        allowed = tools_visible_to(principal=principal, permission=permission).filter(pk=tool.pk).exists()
-    else:
-        allowed = tool.pk in tool_pks_visible_to(principal=principal, permission=permission)
-    if not allowed:
         raise ToolNotFound()
     return tool
 
