@@ -35,7 +35,7 @@ from .models import (
     ToolGroupObjectPermission,
     ToolUserObjectPermission,
 )
-from .principals import Principal
+from .principals import Principal, principal_for_user
 
 Permission = Literal["discover", "execute"]
 # Tools of servers in these states can be seen and called.
@@ -197,6 +197,13 @@ def tool_get_for_principal(*, principal: Principal, tool_id: str, permission: Pe
     if tool is None or tool.tool_id != tool_id:
         raise ToolNotFound()
     return tool
+
+
+def approval_requester_may_execute(*, request: ApprovalRequest) -> bool:
+    """Whether the requester of ``request`` may still execute its tool, by their grants now (an approval is
+    worth nothing once they lost access, however the grant went: admin, shell, group change, policy hold)."""
+    principal = principal_for_user(request.requester)
+    return tools_visible_to(principal=principal, permission="execute").filter(pk=request.tool_id).exists()
 
 
 def user_can_approve(*, user: AbstractBaseUser, tool: Tool) -> bool:
