@@ -18,9 +18,9 @@ import hashlib
 from typing import Literal
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.core.cache import cache
 from django.db.models import Case, F, IntegerField, Q, QuerySet, Value, When
 
+from catalog.cachesafe import cache_call
 from catalog.choices import ServerStatus
 from catalog.models import Tool
 
@@ -156,10 +156,7 @@ def tool_pks_visible_to(
     version = visibility_version()
     key = _cache_key(principal, permission, version, extra) if version is not None else None
     if key is not None:
-        try:
-            cached = cache.get(key)
-        except Exception:  # noqa: BLE001 - a cache outage means computing, never allowing more
-            cached, key = None, None
+        cached = cache_call("get", key)  # a cache outage means computing, never allowing more
         if cached is not None:
             return cached
     qs = tools_narrow(
@@ -170,10 +167,7 @@ def tool_pks_visible_to(
     )
     pks = frozenset(qs.values_list("pk", flat=True))
     if key is not None:
-        try:
-            cache.set(key, pks, timeout=VISIBILITY_CACHE_TTL_SECONDS)
-        except Exception:  # noqa: BLE001
-            pass
+        cache_call("set", key, pks, timeout=VISIBILITY_CACHE_TTL_SECONDS)
     return pks
 
 

@@ -182,11 +182,23 @@ PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR")
 
 REDIS_URL = env_str("REDIS_URL")
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    # Bounded socket timeouts: a Redis that hangs (not only one that is down) must not wedge a request.
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": {
+                "socket_connect_timeout": env_float("SCOUT_REDIS_TIMEOUT", 1.0),
+                "socket_timeout": env_float("SCOUT_REDIS_TIMEOUT", 1.0),
+            },
+        }
+    }
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "scout"}}
 
 # Celery: with REDIS_URL tasks go to a worker; without it they run in-process (the embedded default).
+# After a cache error, hot-path cache calls skip the cache this long (seconds) before trying it again.
+SCOUT_CACHE_RETRY_SECONDS = env_float("SCOUT_CACHE_RETRY_SECONDS", 5.0)
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = REDIS_URL or "cache+memory://"
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", default=not REDIS_URL)
