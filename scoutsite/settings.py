@@ -293,6 +293,8 @@ SCOUT_MCP_RESTART_BACKOFF_MAX = env_float("SCOUT_MCP_RESTART_BACKOFF_MAX", 30.0)
 SCOUT_UPSTREAM_BREAKER_FAILURES = env_int("SCOUT_UPSTREAM_BREAKER_FAILURES", 5)
 SCOUT_UPSTREAM_BREAKER_WINDOW = env_float("SCOUT_UPSTREAM_BREAKER_WINDOW", 30.0)
 SCOUT_UPSTREAM_BREAKER_COOLDOWN = env_float("SCOUT_UPSTREAM_BREAKER_COOLDOWN", 30.0)
+# How long an executed call's outcome waits for a locked database before it is only logged (seconds).
+SCOUT_AUDIT_RETRY_SECONDS = env_float("SCOUT_AUDIT_RETRY_SECONDS", 300.0)
 # How long an idempotency key remembers its result (seconds).
 SCOUT_MCP_IDEMPOTENCY_TTL = env_int("SCOUT_MCP_IDEMPOTENCY_TTL", 24 * 3600)
 # "auto": meta-tools while the search index is ready, the caller's tools listed directly otherwise;
