@@ -64,3 +64,11 @@ clean:
 .PHONY: bench-search
 bench-search: $(BIN)/.installed
 	$(BIN)/python bench/bench_search.py $(BENCH_ARGS)
+
+# Load suite L1-L5 (SECURITY-TESTS C3): a benchmark, not a test, never in CI. Loopback only, bounded in time.
+# locust lives in its own virtualenv (.venv-load, requirements-load.txt) so it never touches the app's.
+LOAD_VENV := .venv-load
+.PHONY: load
+load: $(BIN)/.installed
+	test -x $(LOAD_VENV)/bin/locust || (python3 -m venv $(LOAD_VENV) && $(LOAD_VENV)/bin/pip install -r requirements-load.txt)
+	$(BIN)/python bench/load/run_load.py $(LOAD_ARGS)

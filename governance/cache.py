@@ -17,6 +17,8 @@ import uuid
 
 from django.core.cache import cache
 
+from catalog.cachesafe import cache_available, cache_call
+
 from .constants import VISIBILITY_VERSION_KEY
 
 logger = logging.getLogger(__name__)
@@ -36,16 +38,13 @@ def _row_token() -> str:
 
 
 def _cache_generation() -> int | None:
-    try:
-        generation = cache.get(VISIBILITY_VERSION_KEY)
-        if generation is None:
-            # Start from the clock, not 1: after an eviction, old entries must never become current again.
-            cache.add(VISIBILITY_VERSION_KEY, time.time_ns(), timeout=None)
-            generation = cache.get(VISIBILITY_VERSION_KEY)
-        return generation
-    except Exception:  # noqa: BLE001 - a cache outage must not break authorization, only slow it
-        logger.warning("visibility cache unavailable; computing from the database", exc_info=True)
-        return None
+    # A cache outage must not break authorization, only slow it: cache_call answers None instead of raising.
+    generation = cache_call("get", VISIBILITY_VERSION_KEY)
+    if generation is None and cache_available():
+        # Start from the clock, not 1: after an eviction, old entries must never become current again.
+        cache_call("add", VISIBILITY_VERSION_KEY, time.time_ns(), timeout=None)
+        generation = cache_call("get", VISIBILITY_VERSION_KEY)
+    return generation
 
 
 def visibility_version() -> str | None:

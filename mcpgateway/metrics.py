@@ -1,6 +1,6 @@
 """The gateway's Prometheus metrics (collected by scoutsite/metrics.py)."""
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
@@ -13,4 +13,19 @@ EXECUTIONS = Counter(
 EXECUTE_SECONDS = Histogram("scout_execute_seconds", "Time to answer an execute_tool call", buckets=LATENCY_BUCKETS)
 UPSTREAM_SECONDS = Histogram(
     "scout_upstream_call_seconds", "Time of the upstream tools/call", ["server"], buckets=LATENCY_BUCKETS
+)
+# Per process (catalog/breaker.py); in multiprocess mode a scrape shows the worst state over live workers.
+UPSTREAM_BREAKER_STATE = Gauge(
+    "scout_upstream_breaker_state",
+    "Circuit breaker of each upstream server: 0 closed, 1 half-open (probing), 2 open (calls fail fast)",
+    ["server"],
+    multiprocess_mode="livemax",
+)
+UPSTREAM_BREAKER_OPENED = Counter(
+    "scout_upstream_breaker_opened", "Times an upstream server's circuit breaker opened", ["server"]
+)
+UPSTREAM_BREAKER_REJECTED = Counter(
+    "scout_upstream_breaker_rejected",
+    "Calls failed fast, without reaching the server, while its breaker was open",
+    ["server"],
 )

@@ -18,7 +18,7 @@ from search.services import TOP_K_DEFAULT, TOP_K_MAX, TOP_K_MIN
 
 from .auth import principal_from_context
 from .constants import UNKNOWN_TOOL_MESSAGE
-from .db import run_orm
+from .db import BUSY_TEXT, DatabaseBusy, run_orm_or_busy
 from .services import (
     GatewayInputError,
     UnknownTool,
@@ -57,7 +57,7 @@ async def tool_search(
     the user. Never guess or invent a tool_id."""
     principal = await _principal(ctx)
     try:
-        answer = await run_orm(
+        answer = await run_orm_or_busy(
             gateway_search,
             principal=principal,
             query=query,
@@ -68,6 +68,8 @@ async def tool_search(
         )
     except GatewayInputError as exc:
         return error_result(str(exc))
+    except DatabaseBusy:
+        return error_result(BUSY_TEXT, service_busy=True)
     return answer.as_result()
 
 
@@ -80,9 +82,11 @@ async def tool_inspect(
     Rarely needed: tool_search already includes each inputSchema."""
     principal = await _principal(ctx)
     try:
-        tools = await run_orm(gateway_inspect, principal=principal, tool_ids=tool_ids)
+        tools = await run_orm_or_busy(gateway_inspect, principal=principal, tool_ids=tool_ids)
     except UnknownTool:
         raise unknown_tool_error() from None
+    except DatabaseBusy:
+        return error_result(BUSY_TEXT, service_busy=True)
     except GatewayInputError as exc:
         return error_result(str(exc))
 

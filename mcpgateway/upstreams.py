@@ -6,6 +6,8 @@ One ``UpstreamPool`` per gateway process, running inside the ASGI lifespan. Each
 left in the same task. Calls are bounded three ways: a per-server bulkhead (calls in flight), a per-call
 timeout (default 30 s, capped at 120 s) and an output cap. A session that dies (process crash, connection
 closed) is torn down and reopened on the next call after a backoff that doubles per consecutive failure.
+A circuit breaker per server (``catalog.breaker``) sits in front of all of it: after N consecutive failures of
+the server calls fail fast for a cool-down, then one probe decides whether it closes again.
 Nothing is retried here: a call that failed mid-way may have had effects upstream, so the caller decides.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import os
 import time
 from collections.abc import AsyncIterator
@@ -26,9 +29,12 @@ from anyio.abc import TaskGroup
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
+from catalog.breaker import LEVELS, CircuitBreaker, breaker_for, breaker_forget
 from catalog.choices import Transport
 from catalog.openapi import openapi_call
 from catalog.upstream import UpstreamError, UpstreamSession, open_session
+
+from .metrics import UPSTREAM_BREAKER_OPENED, UPSTREAM_BREAKER_REJECTED, UPSTREAM_BREAKER_STATE
 
 if TYPE_CHECKING:
     from catalog.models import Server, Tool
@@ -36,16 +42,20 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 RESTART_BACKOFF_BASE = 0.25  # seconds before the first restart; doubles per consecutive failure
+# Failures of the server itself, which count towards opening its breaker. Not: "busy" (our own bulkhead),
+# "backoff" (a restart already pending), "config" (the pool is not running), "circuit_open".
+BREAKER_FAILURE_KINDS = frozenset({"timeout", "closed", "refused", "protocol", "error", "not_found", "auth"})
 
 
 class UpstreamCallError(Exception):
     """The upstream call did not produce a result. ``outcome`` is "error" when nothing can have run upstream
     (no connection, bulkhead full) and "unknown" when the call may have run (timeout, crash mid-call)."""
 
-    def __init__(self, message: str, *, kind: str, outcome: str) -> None:
+    def __init__(self, message: str, *, kind: str, outcome: str, retry_in: int | None = None) -> None:
         super().__init__(message)
         self.kind = kind
         self.outcome = outcome
+        self.retry_in = retry_in  # seconds, when the caller should wait before trying again
 
 
 @dataclass
@@ -131,11 +141,13 @@ class UpstreamPool:
                 self._connections.clear()
 
     async def close_all(self) -> None:
-        """Close every warm session (they reopen on the next call). Call from the pool's event loop."""
+        """Close every warm session (they reopen on the next call) and reset the circuit breakers. Call from
+        the pool's event loop."""
         for connection in self._connections.values():
             if connection.closing is not None:
                 connection.closing.set()
         self._connections.clear()
+        breaker_forget()
 
     @property
     def is_running(self) -> bool:
@@ -164,9 +176,55 @@ class UpstreamPool:
         cancelled can tell "never sent" from "may have run". ``tool`` is the catalog row the call was
         authorized for; an OpenAPI server needs its definition (how to build the request), looked up when
         not given. Raises UpstreamCallError when no result came back (connection, timeout, crash, bulkhead
-        full).
+        full, or the server's circuit breaker is open: then nothing was sent).
         """
         connection = self._connection(server)
+        breaker = breaker_for(server.pk)
+        wait = breaker.admit(time.monotonic())
+        if wait is not None:
+            UPSTREAM_BREAKER_REJECTED.labels(server=server.slug).inc()
+            seconds = max(1, math.ceil(wait))
+            raise UpstreamCallError(
+                f"{server.slug}: the server is failing; Scout stopped calling it for {seconds} s",
+                kind="circuit_open",
+                outcome="error",
+                retry_in=seconds,
+            )
+        UPSTREAM_BREAKER_STATE.labels(server=server.slug).set(LEVELS[breaker.state])  # half-open: the probe
+        try:
+            result = await self._call(connection, tool_name, arguments, timeout, progress, tool)
+        except UpstreamCallError as exc:
+            if exc.kind in BREAKER_FAILURE_KINDS:
+                self._breaker_failed(breaker, server)
+            else:
+                breaker.settled()
+            raise
+        except BaseException:  # cancelled by the caller: says nothing about the server
+            breaker.settled()
+            raise
+        breaker.succeeded()
+        UPSTREAM_BREAKER_STATE.labels(server=server.slug).set(LEVELS[breaker.state])
+        return result
+
+    @staticmethod
+    def _breaker_failed(breaker: CircuitBreaker, server: Server) -> None:
+        opened = breaker.opened_count
+        breaker.failed(time.monotonic())
+        if breaker.opened_count != opened:
+            UPSTREAM_BREAKER_OPENED.labels(server=server.slug).inc()
+            logger.warning("upstream %s is failing: circuit breaker open", server.slug)
+        UPSTREAM_BREAKER_STATE.labels(server=server.slug).set(LEVELS[breaker.state])
+
+    async def _call(
+        self,
+        connection: _Connection,
+        tool_name: str,
+        arguments: dict[str, Any],
+        timeout: float,
+        progress: CallProgress | None,
+        tool: Tool | None,
+    ) -> types.CallToolResult:
+        server = connection.server
         try:
             with anyio.fail_after(timeout):
                 await connection.slots.acquire()
@@ -220,6 +278,7 @@ class UpstreamPool:
             if connection.closing is not None:
                 connection.closing.set()
             connection = None
+            breaker_forget(server.pk)  # a changed configuration (a fixed command, a new credential) starts afresh
         if connection is None:
             connection = _Connection(
                 server=server,

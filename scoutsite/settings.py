@@ -183,11 +183,23 @@ PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR")
 
 REDIS_URL = env_str("REDIS_URL")
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    # Bounded socket timeouts: a Redis that hangs (not only one that is down) must not wedge a request.
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": {
+                "socket_connect_timeout": env_float("SCOUT_REDIS_TIMEOUT", 1.0),
+                "socket_timeout": env_float("SCOUT_REDIS_TIMEOUT", 1.0),
+            },
+        }
+    }
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "scout"}}
 
 # Celery: with REDIS_URL tasks go to a worker; without it they run in-process (the embedded default).
+# After a cache error, hot-path cache calls skip the cache this long (seconds) before trying it again.
+SCOUT_CACHE_RETRY_SECONDS = env_float("SCOUT_CACHE_RETRY_SECONDS", 5.0)
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = REDIS_URL or "cache+memory://"
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", default=not REDIS_URL)
@@ -283,6 +295,13 @@ SCOUT_MCP_CALL_TIMEOUT_CAP = 120.0
 SCOUT_MCP_MAX_OUTPUT_BYTES = env_int("SCOUT_MCP_MAX_OUTPUT_BYTES", 1024 * 1024)
 SCOUT_MCP_MAX_CALLS_PER_SERVER = env_int("SCOUT_MCP_MAX_CALLS_PER_SERVER", 8)
 SCOUT_MCP_RESTART_BACKOFF_MAX = env_float("SCOUT_MCP_RESTART_BACKOFF_MAX", 30.0)
+# Circuit breaker per upstream server (catalog/breaker.py): opens after this many consecutive failures within
+# the window (seconds), fails fast for the cool-down (seconds), then lets one probe through.
+SCOUT_UPSTREAM_BREAKER_FAILURES = env_int("SCOUT_UPSTREAM_BREAKER_FAILURES", 5)
+SCOUT_UPSTREAM_BREAKER_WINDOW = env_float("SCOUT_UPSTREAM_BREAKER_WINDOW", 30.0)
+SCOUT_UPSTREAM_BREAKER_COOLDOWN = env_float("SCOUT_UPSTREAM_BREAKER_COOLDOWN", 30.0)
+# How long an executed call's outcome waits for a locked database before it is only logged (seconds).
+SCOUT_AUDIT_RETRY_SECONDS = env_float("SCOUT_AUDIT_RETRY_SECONDS", 300.0)
 # How long an idempotency key remembers its result (seconds).
 SCOUT_MCP_IDEMPOTENCY_TTL = env_int("SCOUT_MCP_IDEMPOTENCY_TTL", 24 * 3600)
 # "auto": meta-tools while the search index is ready, the caller's tools listed directly otherwise;

@@ -3,9 +3,9 @@
 from collections.abc import Collection, Iterable
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db.models import Prefetch
 
+from catalog.cachesafe import cache_call
 from catalog.models import Tool
 from governance.models import ServerUserObjectPermission
 from governance.principals import Principal
@@ -57,7 +57,7 @@ def stored_vectors(*, docs: Iterable[ToolDoc], model_key: str) -> dict[int, DocV
 
 def current_generation_token() -> str | None:
     """Token of the latest ready generation; a cache value trusted for SCOUT_SEARCH_GENERATION_CHECK_SECONDS."""
-    token = cache.get(GENERATION_CACHE_KEY)
+    token = cache_call("get", GENERATION_CACHE_KEY)  # a cache outage is a miss (F4)
     if token is None:
         latest = (
             IndexGeneration.objects.filter(status=GenerationStatus.READY)
@@ -65,7 +65,7 @@ def current_generation_token() -> str | None:
             .values_list("token", flat=True)
         ).first()
         token = str(latest) if latest else ""
-        cache.set(GENERATION_CACHE_KEY, token, timeout=settings.SCOUT_SEARCH_GENERATION_CHECK_SECONDS)
+        cache_call("set", GENERATION_CACHE_KEY, token, timeout=settings.SCOUT_SEARCH_GENERATION_CHECK_SECONDS)
     return token or None
 
 

@@ -9,10 +9,10 @@ from dataclasses import replace
 
 import numpy as np
 from django.conf import settings
-from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
+from catalog.cachesafe import cache_call
 from catalog.models import Tool
 from catalog.progress import ProgressCallback, progress_chain, progress_throttled
 from governance.choices import OperationClass
@@ -280,7 +280,8 @@ def _index(*, kind: str, pks: Collection[int] | None, progress: ProgressCallback
     tools = [IndexedTool(doc, vectors.get(doc.pk)) for doc in docs]
 
     def _announce() -> None:
-        cache.set(GENERATION_CACHE_KEY, token, timeout=settings.SCOUT_SEARCH_GENERATION_CHECK_SECONDS)
+        # Cache down: readers fall back to the database; the publish below must happen regardless (F4).
+        cache_call("set", GENERATION_CACHE_KEY, token, timeout=settings.SCOUT_SEARCH_GENERATION_CHECK_SECONDS)
         backend_get().publish(generation=token, tools=tools, removed=removed, full=pks is None)
 
     transaction.on_commit(_announce)

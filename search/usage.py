@@ -18,11 +18,11 @@ from datetime import timedelta
 
 from celery import current_app
 from django.conf import settings
-from django.core.cache import cache
 from django.db import IntegrityError, connections, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from catalog.cachesafe import cache_call
 from catalog.models import Tool, ToolExample
 from catalog.services.curation import tool_curation_update
 from governance.principals import Principal
@@ -232,7 +232,8 @@ def _flush_later() -> None:
     if interval <= 0:
         learned_index_flush()
         return
-    if not cache.add(FLUSH_PENDING_KEY, 1, timeout=interval * 2):
+    # Cache down: schedule anyway (a second flush finds nothing left to do); never fail the request (F4).
+    if not cache_call("add", FLUSH_PENDING_KEY, 1, timeout=interval * 2, default=True):
         return  # a flush is already on its way and will take this change too
     if current_app.conf.task_always_eager:
         # No worker (the embedded default): a daemon timer in this process runs the one flush.
@@ -242,7 +243,11 @@ def _flush_later() -> None:
     else:
         from .tasks import flush_learned_index
 
-        flush_learned_index.apply_async(countdown=interval)
+        try:
+            flush_learned_index.apply_async(countdown=interval)
+        except Exception:  # noqa: BLE001 - broker down: the rows stay indexed=False, the next flush takes them
+            cache_call("delete", FLUSH_PENDING_KEY)
+            logger.warning("learned requests: could not queue the batched reindex; the next change retries it")
 
 
 def _flush_in_thread() -> None:
@@ -259,7 +264,7 @@ def learned_index_flush() -> int:
     Returns the number of tools reindexed."""
     from .services import index_update
 
-    cache.delete(FLUSH_PENDING_KEY)  # changes from now on arm the next flush
+    cache_call("delete", FLUSH_PENDING_KEY)  # changes from now on arm the next flush
     pending = sorted(set(LearnedRequest.objects.filter(indexed=False).values_list("tool_id", flat=True)))
     if not pending:
         return 0

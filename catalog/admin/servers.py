@@ -16,7 +16,8 @@ from django.utils.html import format_html
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
-from catalog.choices import SyncStatus, Transport
+from catalog import breaker
+from catalog.choices import ServerStatus, SyncStatus, Transport
 from catalog.models import Server, SyncRun
 from catalog.openapi import BINDING_KEY
 from catalog.services.openapi_documents import server_openapi_document_get, server_openapi_document_set
@@ -27,6 +28,12 @@ from .display import admin_link, badge, text_block
 from .lookups import StrictLookupsMixin
 
 RECENT_RUNS_SHOWN = 10
+# Breaker state -> (a status whose colour fits, label).
+BREAKER_BADGES = {
+    breaker.CLOSED: (ServerStatus.ACTIVE, "flowing"),
+    breaker.HALF_OPEN: (ServerStatus.DEGRADED, "probing"),
+    breaker.OPEN: (ServerStatus.UNAVAILABLE, "breaker open"),
+}
 
 
 class RecentRunsFormSet(BaseInlineFormSet):
@@ -115,6 +122,7 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
         "slug",
         "name",
         "status_badge",
+        "breaker_badge",
         "transport",
         "environment",
         "tool_count",
@@ -168,6 +176,13 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
     @admin.display(description="status", ordering="status")
     def status_badge(self, server: Server) -> str:
         return badge(server.status, server.get_status_display())
+
+    @admin.display(description="calls")
+    def breaker_badge(self, server: Server) -> str:
+        """The circuit breaker of this worker process (catalog/breaker.py): open means calls fail fast."""
+        state = breaker.breaker_state(server.pk)
+        colour_key, label = BREAKER_BADGES[state]
+        return badge(colour_key, label)
 
     @admin.display(description="live tools", ordering="live_tool_count")
     def tool_count(self, server: Server) -> str:

@@ -17,7 +17,7 @@ from ..choices import ApprovalStatus
 from ..models import (
     ApprovalRequest,
 )
-from ..selectors import approval_requests_for_approver, user_is_approver
+from ..selectors import approval_requester_may_execute, approval_requests_for_approver, user_is_approver
 from ..services.approvals import ApprovalError, approval_decide
 from .common import _pre
 
@@ -37,6 +37,7 @@ class ApprovalRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[ApprovalRequest]
         "agent",
         "tenant",
         "created_at",
+        "usable",
         "decide_link",
     )
     list_filter = ("status", "risk_class", "operation_class")
@@ -107,6 +108,16 @@ class ApprovalRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[ApprovalRequest]
     @admin.display(description="exact arguments")
     def arguments_pretty(self, obj: ApprovalRequest):
         return _pre(json.dumps(json.loads(obj.arguments_json), indent=2, sort_keys=True, ensure_ascii=True))
+
+    @admin.display(description="usable")
+    def usable(self, obj: ApprovalRequest):
+        """Checked now, not when it was decided: an open request whose requester lost access is worth nothing
+        (the periodic sweep marks it expired; use is refused either way)."""
+        if obj.status not in (ApprovalStatus.PENDING, ApprovalStatus.APPROVED):
+            return ""
+        if not approval_requester_may_execute(request=obj):
+            return "no longer usable: requester lost access"
+        return "yes"
 
     @admin.display(description="")
     def decide_link(self, obj: ApprovalRequest):

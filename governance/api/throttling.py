@@ -1,16 +1,38 @@
 """Rate limits per API token (per user for sessions, per address when anonymous), counted in the cache.
 
 With REDIS_URL the cache is Redis, so every worker and replica shares one count. Rates are read from settings
-at each request (SCOUT_API_RATE, SCOUT_API_ANON_RATE); a refused request gets 429 with Retry-After."""
+at each request (SCOUT_API_RATE, SCOUT_API_ANON_RATE); a refused request gets 429 with Retry-After.
+
+Fail mode (SECURITY-TESTS F4): when the cache cannot be reached the limiter fails open, so a Redis outage
+does not take the API down. It is a limit on volume, not an access control: authentication and every
+permission check are answered by the database either way. Each such request is logged."""
+
+import logging
 
 from django.conf import settings
 from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
 
+from catalog.cachesafe import cache_available
 from governance.principals import Principal
 
+logger = logging.getLogger(__name__)
 
-class PrincipalRateThrottle(SimpleRateThrottle):
+
+class FailOpenThrottle(SimpleRateThrottle):
+    """A cache-based throttle that lets the request through when the cache is down (see the module note)."""
+
+    def allow_request(self, request: Request, view) -> bool:
+        if not cache_available():
+            return True
+        try:
+            return super().allow_request(request, view)
+        except Exception as exc:  # noqa: BLE001 - a cache outage: count nothing, refuse nothing
+            logger.warning("rate limit not applied: cache unavailable (%s)", type(exc).__name__)
+            return True
+
+
+class PrincipalRateThrottle(FailOpenThrottle):
     scope = "api"
 
     def get_rate(self) -> str:
@@ -26,7 +48,7 @@ class PrincipalRateThrottle(SimpleRateThrottle):
         return self.cache_format % {"scope": self.scope, "ident": ident}
 
 
-class AnonymousRateThrottle(SimpleRateThrottle):
+class AnonymousRateThrottle(FailOpenThrottle):
     scope = "api-anon"
 
     def get_rate(self) -> str:

@@ -32,7 +32,7 @@ from governance.constants import (
 )
 from governance.models import ApprovalRequest, ToolPolicy
 from governance.principals import Principal, principal_for_user
-from governance.selectors import user_can_approve
+from governance.selectors import approval_requester_may_execute, tools_visible_to, user_can_approve
 from governance.services.audit import audit_record
 from governance.services.policy import policy_version_current, tool_policy_ensure
 
@@ -225,6 +225,10 @@ def approval_decide(
         raise ApprovalError("forbidden", "You may not approve calls to this tool")
     if not approve and not reason:
         raise ApprovalError("reason_required", "A denial needs a reason")
+    if approve and request.status == ApprovalStatus.PENDING and not approval_requester_may_execute(request=request):
+        # However the access went (a grant deleted in a shell, a group change), approving it would be for nothing.
+        _expire(request)
+        raise ApprovalError("requester_lost_access", "The requester may no longer call this tool; the request is void")
     now = timezone.now()
     ttl = policy_for_tool(request.tool).ttl
     new_status = ApprovalStatus.APPROVED if approve else ApprovalStatus.DENIED
@@ -264,10 +268,18 @@ def _expire(request: ApprovalRequest) -> None:
 
 
 def approval_expire_stale() -> int:
-    """Mark pending and approved requests past their expiry as expired. Returns how many."""
-    return ApprovalRequest.objects.filter(
-        status__in=[ApprovalStatus.PENDING, ApprovalStatus.APPROVED], expires_at__lte=timezone.now()
-    ).update(status=ApprovalStatus.EXPIRED)
+    """Mark pending and approved requests past their expiry, or whose requester lost access to the tool, as
+    expired. Returns how many.
+
+    ``permission_revoke`` voids requests at once; this sweep catches every other way access goes (a grant
+    deleted outside the service, a group membership or entitlement change, a hold), so the approver inbox
+    does not keep showing approvals that can never be used. Use re-checks access regardless."""
+    open_requests = ApprovalRequest.objects.filter(status__in=[ApprovalStatus.PENDING, ApprovalStatus.APPROVED])
+    expired = open_requests.filter(expires_at__lte=timezone.now()).update(status=ApprovalStatus.EXPIRED)
+    for request in open_requests.select_related("requester"):
+        if not approval_requester_may_execute(request=request):
+            expired += open_requests.filter(pk=request.pk).update(status=ApprovalStatus.EXPIRED)
+    return expired
 
 
 def _rejection(request: ApprovalRequest, *, principal: Principal, tool: Tool, digest: str) -> ApprovalError:
@@ -339,6 +351,17 @@ def approval_consume(*, approval_id: object, principal: Principal, tool: Tool, a
         raise error
     now = timezone.now()
     current_hash = Tool.objects.filter(pk=tool.pk).values_list("definition_hash", flat=True).first()
+    if (
+        request.status == ApprovalStatus.APPROVED  # others are refused below as used, denied, expired, pending
+        and current_hash == request.tool_definition_hash  # a changed tool is refused below as "definition_changed"
+        and not tools_visible_to(principal=principal, permission="execute").filter(pk=tool.pk).exists()
+    ):
+        # The requester lost access after asking (a revoked grant by any path, a hold): the approval is void,
+        # whoever approved it (Z6).
+        _expire(request)
+        error = ApprovalError("requester_lost_access", "You may no longer call this tool; the approval is void")
+        _audit_rejection(principal=principal, tool=tool, request=request, error=error)
+        raise error
     version = policy_version_current()
     with transaction.atomic():
         # One UPDATE on this table's own columns, first in its transaction: the database re-checks the WHERE

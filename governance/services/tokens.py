@@ -2,12 +2,13 @@
 
 import hashlib
 import hmac
+import logging
 import secrets
 from datetime import datetime, timedelta
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import OperationalError, transaction
 from django.utils import timezone
 
 from governance.choices import AuditEventType, AuditOutcome
@@ -21,6 +22,8 @@ from governance.constants import (
 from governance.models import ApiToken
 from governance.principals import Principal, principal_for_user
 from governance.services.audit import audit_record
+
+logger = logging.getLogger(__name__)
 
 # A raw token is the prefix plus token_urlsafe(32): 43 characters. Anything far off is not ours.
 MAX_RAW_TOKEN_LENGTH = 200
@@ -130,7 +133,12 @@ def api_token_verify(raw: object) -> Principal | None:
     if token.revoked_at is not None or token.expires_at <= now or not token.user.is_active:
         return None
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
-        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        try:
+            with transaction.atomic():
+                ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        except OperationalError:
+            # A locked database (F7) must not fail authentication: last_used_at is bookkeeping.
+            logger.warning("token %s: last_used_at not updated (database busy)", token.ref)
     username = token.user.get_username()
     chain = [f"user:{username}"]
     if token.agent:

@@ -37,7 +37,7 @@ from ..constants import (
     MAX_APPROVAL_ID_CHARS,
     MAX_IDEMPOTENCY_KEY_CHARS,
 )
-from ..db import run_orm
+from ..db import BUSY_TEXT, DatabaseBusy, database_busy, run_orm, run_orm_or_busy
 from ..metrics import EXECUTE_SECONDS, EXECUTIONS, UPSTREAM_SECONDS
 from ..models import IdempotencyRecord
 from ..upstreams import CallProgress, UpstreamCallError, UpstreamPool, call_timeout
@@ -380,6 +380,9 @@ UPSTREAM_FAILURE_TEXT = {
     "taken effect; check before trying again.",
     "busy": "The tool's server has too many calls in flight; try again shortly.",
     "backoff": "The tool's server failed recently and is restarting; try again in a few seconds.",
+    # Nothing was sent: the breaker (catalog/breaker.py) keeps a failing server from being called at all.
+    "circuit_open": "The tool's server is failing; Scout stopped calling it for {retry_in} s. The call was not sent. "
+    "Try again after that, or use another tool.",
 }
 
 
@@ -461,6 +464,8 @@ def _metric_outcome(result: types.CallToolResult) -> str:
     structured = result.structured_content or {}
     if not result.is_error:
         return "success"
+    if structured.get("service_busy"):
+        return "busy"
     if structured.get("outcome_unknown"):
         return "unknown"
     if structured.get("upstream_failure"):
@@ -485,14 +490,18 @@ async def _execute(
     idempotency_key: str | None,
 ) -> types.CallToolResult:
     with anyio.CancelScope(shield=True):
-        plan = await run_orm(
-            execute_prepare,
-            principal=principal,
-            tool_id=tool_id,
-            arguments=arguments,
-            approval_id=approval_id,
-            idempotency_key=idempotency_key,
-        )
+        try:
+            plan = await run_orm_or_busy(
+                execute_prepare,
+                principal=principal,
+                tool_id=tool_id,
+                arguments=arguments,
+                approval_id=approval_id,
+                idempotency_key=idempotency_key,
+            )
+        except DatabaseBusy:
+            # Locked before anything was claimed or sent (F7): the call does not run, so no audit is owed.
+            return error_result(BUSY_TEXT, service_busy=True)
     if isinstance(plan, types.CallToolResult):
         return plan
     timeout = call_timeout()
@@ -513,7 +522,7 @@ async def _execute(
     except UpstreamCallError as exc:
         logger.warning("execute_tool %s failed upstream: %s", plan.tool.tool_id, exc)
         text = UPSTREAM_FAILURE_TEXT.get(exc.kind, "The tool's server could not be reached; try again later.")
-        result = error_result(text.format(timeout=timeout), upstream_failure=exc.kind)
+        result = error_result(text.format(timeout=timeout, retry_in=exc.retry_in), upstream_failure=exc.kind)
         outcome = AuditOutcome.UNKNOWN if exc.outcome == "unknown" else AuditOutcome.ERROR
         await _finish_shielded(plan, result, outcome=outcome, failure=exc.kind)
         return result
@@ -534,5 +543,26 @@ async def _execute(
 async def _finish_shielded(
     plan: ExecutionPlan, result: types.CallToolResult, *, outcome: str, failure: str = ""
 ) -> None:
+    """Record the outcome, waiting out a locked database (F7): a call that reached the upstream server must
+    have its audit row, so the answer waits for it (up to SCOUT_AUDIT_RETRY_SECONDS; after that the record is
+    logged in full as a last resort and the error propagates)."""
+    deadline = time.monotonic() + float(settings.SCOUT_AUDIT_RETRY_SECONDS)
+    pause = 0.1
     with anyio.CancelScope(shield=True):
-        await run_orm(execute_finish, plan, result, outcome=outcome, failure=failure)
+        while True:
+            try:
+                await run_orm(execute_finish, plan, result, outcome=outcome, failure=failure)
+                return
+            except Exception as exc:
+                if not database_busy(exc) or time.monotonic() + pause > deadline:
+                    logger.error(
+                        "execute_tool %s: outcome %s could not be recorded (user %s, arguments digest %s)",
+                        plan.tool.tool_id,
+                        outcome,
+                        plan.principal.user.pk,
+                        plan.arguments_digest,
+                    )
+                    raise
+                logger.warning("execute_tool %s: database busy; recording the outcome again", plan.tool.tool_id)
+            await anyio.sleep(pause)
+            pause = min(pause * 2, 2.0)

@@ -374,3 +374,41 @@ def test_overlong_delegation_chain_is_refused(setup):
         approval_request_create(principal=deep, tool=tool, arguments=ARGS_A)
     assert exc.value.code == "forbidden"
     assert ApprovalRequest.objects.count() == 0
+
+
+def _delete_execute_grant_behind_the_services_back(user) -> None:
+    """Access removed as ``manage.py shell`` would: the grant row deleted, no permission_revoke (no voiding)."""
+    from governance.models import ServerUserObjectPermission
+
+    assert ServerUserObjectPermission.objects.filter(user=user, permission__codename="execute_server").delete()[0]
+
+
+def test_an_approval_is_void_on_use_when_its_requester_lost_access_by_any_path(setup, approver):
+    principal, tool = setup
+    request = approved_request(principal, tool, approver)
+    _delete_execute_grant_behind_the_services_back(principal.user)
+    request.refresh_from_db()
+    assert request.status == ApprovalStatus.APPROVED  # nothing voided it yet
+    with pytest.raises(ApprovalError) as exc:
+        approval_consume(approval_id=request.approval_id, principal=principal, tool=tool, arguments=ARGS_A)
+    assert exc.value.code == "requester_lost_access"
+    request.refresh_from_db()
+    assert request.status == ApprovalStatus.EXPIRED
+    assert AuditEvent.objects.filter(event_type="approval.rejected", approval_ref=request.approval_id).exists()
+
+
+def test_a_request_whose_requester_lost_access_cannot_be_approved_and_the_sweep_voids_the_rest(setup, approver):
+    from governance.tasks import expire_approvals
+
+    principal, tool = setup
+    approved = approved_request(principal, tool, approver)
+    pending = approval_request_create(principal=principal, tool=tool, arguments=ARGS_B)
+    _delete_execute_grant_behind_the_services_back(principal.user)
+    with pytest.raises(ApprovalError) as exc:
+        approval_decide(request=pending, approver=approver, approve=True, reason="ok")
+    assert exc.value.code == "requester_lost_access"
+    pending.refresh_from_db()
+    assert pending.status == ApprovalStatus.EXPIRED
+    assert expire_approvals.delay().get() == 1  # the approved one, which is unexpired by time
+    approved.refresh_from_db()
+    assert approved.status == ApprovalStatus.EXPIRED

@@ -1,0 +1,101 @@
+"""A circuit breaker per upstream server (SECURITY-TESTS F3).
+
+After ``SCOUT_UPSTREAM_BREAKER_FAILURES`` consecutive failures of a server (timeouts, refused or broken
+connections, crashes, protocol errors: a tool's own ``isError`` result is not one) within
+``SCOUT_UPSTREAM_BREAKER_WINDOW`` seconds, the breaker opens: calls fail at once, without reaching the server,
+for ``SCOUT_UPSTREAM_BREAKER_COOLDOWN`` seconds. Then it is half-open: one call goes through as a probe while
+the others keep failing fast; the probe's success closes it, its failure opens it again for a new cool-down.
+
+The state lives in the process that calls the server (the gateway's upstream pool): with several workers each
+has its own breaker, so a failing server is cut off by each worker after its own N failures. ``/metrics``
+shows the worst state over live workers; the admin shows the state of the worker that served the page.
+This module is plain state, with no I/O, so the pool (MCP and OpenAPI alike) and the admin can both use it.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from django.conf import settings
+
+CLOSED, HALF_OPEN, OPEN = "closed", "half_open", "open"
+LEVELS = {CLOSED: 0, HALF_OPEN: 1, OPEN: 2}  # the metric's values: higher is worse
+
+
+@dataclass
+class CircuitBreaker:
+    """The breaker of one server. Thresholds are read from settings at each decision, so a changed setting
+    applies without a restart. ``now`` is a ``time.monotonic()`` value."""
+
+    state: str = CLOSED
+    failures: int = 0
+    first_failure_at: float = 0.0
+    opened_at: float = 0.0
+    probing: bool = False
+    opened_count: int = 0
+
+    def admit(self, now: float) -> float | None:
+        """None when a call may go to the server (as the probe, when half-open); otherwise the seconds left
+        before the next probe may go."""
+        cooldown = float(settings.SCOUT_UPSTREAM_BREAKER_COOLDOWN)
+        if self.state == CLOSED:
+            return None
+        left = self.opened_at + cooldown - now
+        if self.state == OPEN and left > 0:
+            return left
+        if self.probing:  # one probe at a time: the others fail fast until it has answered
+            return max(left, 1.0)
+        self.state = HALF_OPEN
+        self.probing = True
+        return None
+
+    def succeeded(self) -> None:
+        self.state, self.failures, self.probing = CLOSED, 0, False
+
+    def failed(self, now: float) -> None:
+        """A failure of the server itself: opens the breaker at the threshold, or at once after a probe."""
+        if self.state == HALF_OPEN:
+            self._open(now)
+            return
+        if self.failures and now - self.first_failure_at > float(settings.SCOUT_UPSTREAM_BREAKER_WINDOW):
+            self.failures = 0  # old failures: a flaky server with long good stretches stays in use
+        if self.failures == 0:
+            self.first_failure_at = now
+        self.failures += 1
+        if self.failures >= int(settings.SCOUT_UPSTREAM_BREAKER_FAILURES):
+            self._open(now)
+
+    def settled(self) -> None:
+        """The call ended without telling whether the server works (the bulkhead was full, the caller went
+        away): a probe that did not test anything lets the next call probe instead."""
+        self.probing = False
+
+    def _open(self, now: float) -> None:
+        self.state, self.opened_at, self.probing = OPEN, now, False
+        self.opened_count += 1
+
+
+_lock = threading.Lock()
+_breakers: dict[int, CircuitBreaker] = {}
+
+
+def breaker_for(server_pk: int) -> CircuitBreaker:
+    """This process's breaker of a server (created closed)."""
+    with _lock:
+        return _breakers.setdefault(server_pk, CircuitBreaker())
+
+
+def breaker_forget(server_pk: int | None = None) -> None:
+    """Drop one server's breaker (its configuration changed: give it a fresh start), or all of them."""
+    with _lock:
+        if server_pk is None:
+            _breakers.clear()
+        else:
+            _breakers.pop(server_pk, None)
+
+
+def breaker_state(server_pk: int) -> str:
+    """The state of a server's breaker in this process (closed when it was never called here)."""
+    breaker = _breakers.get(server_pk)
+    return breaker.state if breaker is not None else CLOSED

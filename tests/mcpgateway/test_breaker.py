@@ -1,0 +1,135 @@
+"""F3: the circuit breaker per upstream server, over HTTP against a real stdio server that crashes on demand."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from .conftest import faulty_calls, gateway_db, grant, make_token, make_user, mcp_client, run
+
+pytestmark = [gateway_db, pytest.mark.slow]
+
+THRESHOLD = 3
+COOLDOWN = 1.0
+
+
+@pytest.fixture
+def token(gateway, admin_user, faulty_server, settings) -> str:
+    settings.SCOUT_UPSTREAM_BREAKER_FAILURES = THRESHOLD
+    settings.SCOUT_UPSTREAM_BREAKER_COOLDOWN = COOLDOWN
+    settings.SCOUT_MCP_RESTART_BACKOFF_MAX = 0.5  # the crashed process restarts quickly for the probe
+    member = make_user("gw_member")
+    grant(admin_user, faulty_server, member, "discover", "execute")
+    return make_token(member)
+
+
+def _text(result: Any) -> str:
+    return "".join(block.text for block in result.content if getattr(block, "type", "") == "text")
+
+
+async def _call(client: Any, tool: str, **arguments: Any) -> Any:
+    return await client.call_tool("execute_tool", {"tool_id": f"faulty::{tool}", "arguments": arguments})
+
+
+def _breaker_metric(client: Any, name: str) -> float:
+    text = client.get("/metrics").content.decode()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and sample.labels.get("server") == "faulty":
+                return sample.value
+    return 0.0
+
+
+def _admin_badge(client: Any, admin_user: Any) -> str:
+    client.force_login(admin_user)
+    page = client.get("/admin/catalog/server/").content.decode()
+    for label in ("breaker open", "probing", "flowing"):
+        if label in page:
+            return label
+    return ""
+
+
+def test_failures_open_the_breaker_which_fails_fast_then_probes_and_closes(
+    gateway, token, faulty_call_log, client, admin_user
+):
+    from governance.models import AuditEvent
+
+    async def crash_until_open():
+        async with mcp_client(gateway, token) as c:
+            crashes = [await _call(c, "crash") for _ in range(THRESHOLD)]
+            blocked = await _call(c, "ping", text="blocked")
+            return crashes, blocked
+
+    crashes, blocked = run(crash_until_open)
+    assert all(r.is_error and r.structured_content["upstream_failure"] == "closed" for r in crashes)
+    # Open: the next call fails fast with a clear error and never reaches the server.
+    assert blocked.is_error and blocked.structured_content["upstream_failure"] == "circuit_open"
+    assert "the tool's server is failing; scout stopped calling it for" in _text(blocked).lower()
+    assert faulty_calls(faulty_call_log, "crash") == THRESHOLD
+    assert faulty_calls(faulty_call_log, "ping") == 0
+    # Nothing ran, so its audit row says error (not unknown).
+    assert AuditEvent.objects.filter(tool_ref="faulty::ping", outcome="error").count() == 1
+    # Visible to operators: the admin's badge and the metrics (2 = open).
+    assert _admin_badge(client, admin_user) == "breaker open"
+    assert _breaker_metric(client, "scout_upstream_breaker_state") == 2
+    assert _breaker_metric(client, "scout_upstream_breaker_opened_total") >= 1
+    assert _breaker_metric(client, "scout_upstream_breaker_rejected_total") >= 1
+
+    time.sleep(COOLDOWN + 0.2)  # the cool-down passes (a wait, not a timed assertion)
+
+    async def probe_and_after():
+        async with mcp_client(gateway, token) as c:
+            return await _call(c, "ping", text="probe"), await _call(c, "ping", text="after")
+
+    probe, after = run(probe_and_after)
+    # Half-open: one probe went through; its success closed the breaker, so the next call flows too.
+    assert not probe.is_error and _text(probe) == "probe"
+    assert not after.is_error and _text(after) == "after"
+    assert faulty_calls(faulty_call_log, "ping") == 2
+    assert _admin_badge(client, admin_user) == "flowing"
+    assert _breaker_metric(client, "scout_upstream_breaker_state") == 0
+
+
+def test_a_failed_probe_opens_it_again(gateway, token, faulty_call_log):
+    async def main():
+        async with mcp_client(gateway, token) as c:
+            for _ in range(THRESHOLD):
+                await _call(c, "crash")
+            await _async_sleep(COOLDOWN + 0.2)
+            probe = await _call(c, "crash")  # the probe fails ...
+            blocked = await _call(c, "ping")  # ... so the breaker is open again at once
+            return probe, blocked
+
+    probe, blocked = run(main)
+    assert probe.structured_content["upstream_failure"] == "closed"
+    assert blocked.structured_content["upstream_failure"] == "circuit_open"
+    assert faulty_calls(faulty_call_log, "crash") == THRESHOLD + 1
+    assert faulty_calls(faulty_call_log, "ping") == 0
+
+
+def test_tool_errors_do_not_count_and_a_success_resets_the_count(gateway, token, faulty_call_log):
+    async def main():
+        async with mcp_client(gateway, token) as c:
+            # A tool's own isError result means the server works: never a breaker failure.
+            tool_errors = [await _call(c, "hostile_error") for _ in range(THRESHOLD + 1)]
+            # Failures that are not consecutive (a success in between) do not open it either.
+            for _ in range(THRESHOLD - 1):
+                await _call(c, "crash")
+            await _call(c, "ping")
+            for _ in range(THRESHOLD - 1):
+                await _call(c, "crash")
+            return tool_errors, await _call(c, "ping", text="still flowing")
+
+    tool_errors, last = run(main)
+    assert all(r.is_error and "upstream_failure" not in (r.structured_content or {}) for r in tool_errors)
+    assert faulty_calls(faulty_call_log, "hostile_error") == THRESHOLD + 1
+    assert not last.is_error and _text(last) == "still flowing"
+
+
+async def _async_sleep(seconds: float) -> None:
+    import anyio
+
+    await anyio.sleep(seconds)

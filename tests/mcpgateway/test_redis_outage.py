@@ -1,0 +1,155 @@
+"""F4: Redis stopped and restarted during traffic. Searches and calls go on (the cache is only an accelerator),
+authorization never fails open, the REST rate limiter fails open as documented, and the cache is used again
+once Redis is back.
+
+Runs against a throwaway ``redis-server`` this test starts on a free loopback port (skipped where there is
+none); the gateway's cache is switched to it for the test.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import redis
+from mcp.shared.exceptions import MCPError
+
+from .conftest import MODERN, build_index, free_port, gateway_db, grant, make_token, make_user, mcp_client, run
+
+REDIS_SERVER = shutil.which("redis-server")
+pytestmark = [
+    gateway_db,
+    pytest.mark.slow,
+    pytest.mark.skipif(REDIS_SERVER is None, reason="needs a redis-server binary to stop and restart"),
+]
+
+
+class ThrowawayRedis:
+    """A redis-server of this test's own, without persistence: started, stopped and restarted by its PID."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        client = self.client()
+        for _ in range(100):
+            try:
+                client.ping()
+                return
+            except redis.exceptions.ConnectionError:
+                time.sleep(0.05)
+        raise RuntimeError("redis-server did not start")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(10)
+            self.process = None
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1)
+
+    def keys(self) -> int:
+        return self.client().dbsize()
+
+
+@pytest.fixture
+def throwaway_redis(settings) -> Iterator[ThrowawayRedis]:
+    from catalog.cachesafe import cache_reset
+
+    server = ThrowawayRedis()
+    server.start()
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": f"redis://127.0.0.1:{server.port}/0",
+            "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
+        }
+    }
+    settings.SCOUT_CACHE_RETRY_SECONDS = 0.5
+    cache_reset()
+    try:
+        yield server
+    finally:
+        server.stop()
+        cache_reset()
+
+
+@pytest.fixture
+def people(gateway, admin_user, time_server) -> dict[str, str]:
+    member, outsider = make_user("gw_member"), make_user("gw_outsider")
+    grant(admin_user, time_server, member, "discover", "execute")
+    build_index()
+    return {
+        "member": make_token(member, ["discover", "execute", "api"]),
+        "outsider": make_token(outsider, ["discover", "execute", "api"]),
+    }
+
+
+def _traffic(gateway: Any, people: dict[str, str]) -> dict[str, Any]:
+    """One round of what clients do: search and execute (member), the same as an outsider, a REST search."""
+
+    async def main() -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        async with mcp_client(gateway, people["member"], mode=MODERN) as client:
+            search = await client.call_tool("tool_search", {"query": "current time in a timezone"})
+            found["search"] = [m["tool_id"] for m in search.structured_content["matches"]]
+            found["execute"] = await client.call_tool(
+                "execute_tool", {"tool_id": "time::get_current_time", "arguments": {"timezone": "UTC"}}
+            )
+        async with mcp_client(gateway, people["outsider"], mode=MODERN) as client:
+            search = await client.call_tool("tool_search", {"query": "current time in a timezone"})
+            found["outsider_search"] = [m["tool_id"] for m in search.structured_content["matches"]]
+            try:
+                await client.call_tool(
+                    "execute_tool", {"tool_id": "time::get_current_time", "arguments": {"timezone": "UTC"}}
+                )
+                found["outsider_execute"] = "ran"
+            except MCPError as exc:
+                found["outsider_execute"] = exc.message
+        return found
+
+    found = run(main)
+    found["rest"] = httpx.post(
+        f"{gateway.url}/api/v1/search/",
+        json={"query": "current time in a timezone"},
+        headers={"Authorization": f"Bearer {people['member']}"},
+        timeout=30,
+    )
+    return found
+
+
+def _assert_served(found: dict[str, Any]) -> None:
+    assert "time::get_current_time" in found["search"]
+    assert not found["execute"].is_error
+    # Authorization never fails open, whatever the cache does.
+    assert found["outsider_search"] == []
+    assert found["outsider_execute"] != "ran"
+    assert found["rest"].status_code == 200, found["rest"].text[:300]
+    assert "time::get_current_time" in found["rest"].text
+
+
+def test_searches_and_calls_go_on_while_redis_is_down_and_the_cache_returns_after(gateway, people, throwaway_redis):
+    _assert_served(_traffic(gateway, people))
+    assert throwaway_redis.keys() > 0  # the gateway really uses this Redis
+
+    throwaway_redis.stop()
+    for _ in range(2):  # the first round meets the failures, the second the skip window
+        _assert_served(_traffic(gateway, people))
+
+    throwaway_redis.start()  # empty: nothing from before the outage survives
+    assert throwaway_redis.keys() == 0
+    time.sleep(0.6)  # the skip window after the last failure passes (a wait, not a timed assertion)
+    _assert_served(_traffic(gateway, people))
+    assert throwaway_redis.keys() > 0  # recovered: the cache is written again without a restart
