@@ -154,10 +154,24 @@ def test_a_locked_database_gives_a_clear_busy_error_loses_no_audit_and_recovers(
     for response in (executed, inspected):
         assert response.status_code == 200
         assert "Traceback" not in response.text and "OperationalError" not in response.text
-        result = _result(response)
-        assert result["isError"] and result["structuredContent"]["service_busy"] is True
-        assert "database is busy" in result["content"][0]["text"]
+    result = _result(executed)
+    assert result["isError"] and result["structuredContent"]["service_busy"] is True, result
+    assert "database is busy" in result["content"][0]["text"]
     assert faulty_calls(gateway.call_log, "ping") == 1  # the locked call never reached the tool
+    # A read (tool_inspect) is answered beside the lock: its discovery audit row is written behind the request
+    # (governance/writebehind.py) and lands once the lock is gone.
+    inspected_result = _result(inspected)
+    assert not inspected_result["isError"]
+    assert inspected_result["structuredContent"]["tools"][0]["tool_id"] == "faulty::ping"
+    for _ in range(200):
+        rows = sqlite3.connect(gateway.database).execute(
+            "SELECT count(*) FROM governance_auditevent WHERE event_type = 'discovery' AND outcome = 'success'"
+        )
+        if rows.fetchone()[0] >= 1:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("the inspect's discovery audit row never landed after the lock was released")
 
     # Recovery: the same call works as soon as the lock is gone.
     assert _result(gateway.execute("ping", text="back"))["content"][0]["text"] == "back"
