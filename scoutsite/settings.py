@@ -79,7 +79,7 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", ["http://127.0.0.1:8000", "http://localhost:8000"])
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "scoutsite.apps.ScoutAdminConfig",  # the stock admin with Scout's site (scoutsite/admin_site.py)
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -167,6 +167,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "var" / "static"
+STATICFILES_DIRS = [BASE_DIR / "scoutsite" / "static"]  # Scout's admin stylesheet
 # Serve the admin's static files from the ASGI app itself (scoutsite/asgi.py); turn off behind a proxy.
 SCOUT_SERVE_STATIC = env_bool("SCOUT_SERVE_STATIC", default=True)
 

@@ -1,15 +1,11 @@
 from django.contrib import admin
 from django.urls import path
-from django.views.generic import RedirectView
 
 from scoutsite.health import healthz, readyz
+from scoutsite.landing import landing_view
 from scoutsite.metrics import metrics_view
 from search.preview import urls as search_preview_urls
 from search.workbench import urls as search_workbench_urls
-
-admin.site.site_header = "Scout"
-admin.site.site_title = "Scout admin"
-admin.site.index_title = "Catalog, search and governance"
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
@@ -18,6 +14,6 @@ urlpatterns = [
     *search_preview_urls(),  # /admin/search/preview/: before admin.site.urls, which would claim the path
     *search_workbench_urls(),  # /admin/search/workbench/
     path("admin/", admin.site.urls),
-    # The admin is the product: the site root (and the admin's "View site" link) lead to it, not to a 404.
-    path("", RedirectView.as_view(pattern_name="admin:index"), name="home"),
+    # The site root (and the admin's "View site" link): each role's way in and the MCP URL, never a 404.
+    path("", landing_view, name="home"),
 ]
