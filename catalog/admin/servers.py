@@ -18,6 +18,7 @@ from catalog.choices import SyncStatus, Transport
 from catalog.models import Server, SyncRun
 
 from .display import admin_link, badge, text_block
+from .filters import held_q
 from .lookups import StrictLookupsMixin
 
 RECENT_RUNS_SHOWN = 10
@@ -101,7 +102,10 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
             super()
             .get_queryset(request)
             .annotate(
-                live_tool_count=Count("tools", filter=Q(tools__removed_at__isnull=True)),
+                live_tool_count=Count(
+                    "tools", filter=Q(tools__removed_at__isnull=True, tools__enabled=True) & ~held_q("tools__")
+                ),
+                held_tool_count=Count("tools", filter=Q(tools__removed_at__isnull=True) & held_q("tools__")),
                 last_run_status=Subquery(latest_run.values("status")[:1]),
                 last_run_pk=Subquery(latest_run.values("pk")[:1]),
             )
@@ -109,15 +113,27 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, server: Server) -> str:
+        if server.last_synced_at is None and server.transport != Transport.IMPORTED:
+            return badge("never", "Never synced")  # not "Active": nobody has contacted it yet
         return badge(server.status, server.get_status_display())
 
-    @admin.display(description="live tools", ordering="live_tool_count")
+    @admin.display(description="tools", ordering="live_tool_count")
     def tool_count(self, server: Server) -> str:
-        count = getattr(server, "live_tool_count", None)
-        if count is None:
-            count = server.tools.live().count()
-        url = reverse("admin:catalog_tool_changelist") + "?" + urlencode({"server": server.slug, "status": "live"})
-        return format_html('<a href="{}">{}</a>', url, count)
+        live = getattr(server, "live_tool_count", None)
+        held = getattr(server, "held_tool_count", None)
+        if live is None or held is None:
+            tools = server.tools.live()
+            live = tools.filter(enabled=True).exclude(held_q()).count()
+            held = tools.filter(held_q()).count()
+        base = reverse("admin:catalog_tool_changelist") + "?"
+        live_link = format_html(
+            '<a href="{}">{} live</a>', base + urlencode({"server": server.slug, "status": "live"}), live
+        )
+        if not held:
+            return live_link
+        held_url = base + urlencode({"server": server.slug, "status": "held"})
+        return format_html('{}, <a class="scout-held-text" href="{}"><strong>{} held</strong></a>', live_link,
+                           held_url, held)  # fmt: skip
 
     @admin.display(description="last run", ordering="last_run_status")
     def last_run(self, server: Server) -> str:

@@ -4,16 +4,17 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import BooleanField, ExpressionWrapper, F, OuterRef, QuerySet, Subquery
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
+from django.utils.http import urlencode
 
 from catalog.models import Tool, ToolAlias, ToolExample, ToolKeyword, ToolNegativeExample, ToolRevision
 from catalog.services.curation import tool_curation_update
 
 from .display import admin_link, badge, json_block, text_block
-from .filters import ChangedRecentlyFilter, ServerFilter, ToolStatusFilter, TransportFilter
+from .filters import ChangedRecentlyFilter, ServerFilter, ToolStatusFilter, TransportFilter, held_q
 from .lookups import StrictLookupsMixin
 
 RECENT_REVISIONS_SHOWN = 10
@@ -97,7 +98,15 @@ class ToolAdmin(StrictLookupsMixin, admin.ModelAdmin[Tool]):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Tool]:
         latest = ToolRevision.objects.filter(tool=OuterRef("pk")).order_by("-created_at", "-id")
-        return super().get_queryset(request).annotate(last_changed_at=Subquery(latest.values("created_at")[:1]))
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                last_changed_at=Subquery(latest.values("created_at")[:1]),
+                is_held=ExpressionWrapper(held_q(), output_field=BooleanField()),
+                hold_reason_text=F("policy__hold_reason"),
+            )
+        )
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # tools come from sync and import only
@@ -135,6 +144,23 @@ class ToolAdmin(StrictLookupsMixin, admin.ModelAdmin[Tool]):
             return badge("removed", "removed")
         if not tool.enabled:
             return badge("disabled", "disabled")
+        held = getattr(tool, "is_held", None)
+        if held is None:
+            held = Tool.objects.filter(pk=tool.pk).filter(held_q()).exists()
+        if held:
+            # No client gets a held tool: say so, why, and where the review is.
+            pending = tool.reviews.filter(status="pending").order_by("-pk").values_list("pk", flat=True).first()
+            if pending is not None:
+                review = reverse("admin:governance_toolreview_change", args=[pending])
+            else:
+                review = reverse("admin:governance_toolreview_changelist") + "?" + urlencode({"q": tool.tool_id})
+            reason = getattr(tool, "hold_reason_text", None) or "not accepted yet"
+            return format_html(
+                '{} <span class="scout-held-text">{}</span> · <a href="{}">review</a>',
+                badge("held", "held — hidden from clients"),
+                reason,
+                review,
+            )
         return badge("live", "live")
 
     @admin.display(description="definition changed", ordering="last_changed_at")
