@@ -8,7 +8,7 @@ from django.db import models
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.shortcuts import get_object_or_404
+from django.shortcuts import get_object_or_404, render
 from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.http import urlencode
@@ -16,12 +16,14 @@ from django.views.decorators.http import require_POST
 
 from catalog.choices import SyncStatus, Transport
 from catalog.models import Server, SyncRun
+from catalog.upstream import UpstreamError, list_tools
 
 from .display import admin_link, badge, text_block
 from .filters import held_q
 from .lookups import StrictLookupsMixin
 
 RECENT_RUNS_SHOWN = 10
+CONNECTION_TEST_FIELDS = ("slug", "name", "transport", "command", "args", "env_vars", "url", "header_env")
 
 
 class RecentRunsFormSet(BaseInlineFormSet):
@@ -91,6 +93,25 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
         ("Record", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
     )
 
+    add_fieldsets = (
+        (None, {"fields": ("slug", "name", "description", "category", "environment")}),
+        ("Connection", {"fields": ("transport", "command", "args", "env_vars", "url", "header_env")}),
+    )
+
+    def get_fieldsets(self, request: HttpRequest, obj: Server | None = None) -> Any:
+        # A new server has no health yet: it is synced once saved ("Never synced" until then).
+        return self.add_fieldsets if obj is None else super().get_fieldsets(request, obj)
+
+    def response_add(self, request: HttpRequest, obj: Server, post_url_continue: str | None = None) -> HttpResponse:
+        if obj.transport != Transport.IMPORTED:
+            self._queue_sync(request, [obj], after_commit=True)
+            self.message_user(
+                request,
+                f"{obj.slug}: first sync queued. Its tools are visible to nobody until you give access below.",
+                messages.INFO,
+            )
+        return super().response_add(request, obj, post_url_continue)
+
     def formfield_for_dbfield(self, db_field: models.Field, request: HttpRequest, **kwargs: Any) -> Any:
         if isinstance(db_field, models.URLField):
             kwargs["assume_scheme"] = "https"  # a URL typed without a scheme is taken as https (Django 6 default)
@@ -113,6 +134,8 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, server: Server) -> str:
+        if server.pk is None:
+            return "—"
         if server.last_synced_at is None and server.transport != Transport.IMPORTED:
             return badge("never", "Never synced")  # not "Active": nobody has contacted it yet
         return badge(server.status, server.get_status_display())
@@ -155,7 +178,9 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
         if skipped:
             self.message_user(request, f"Not synced (imported, no live connection): {', '.join(skipped)}.")
 
-    def _queue_sync(self, request: HttpRequest, servers: list[Server]) -> tuple[int, list[str]]:
+    def _queue_sync(
+        self, request: HttpRequest, servers: list[Server], *, after_commit: bool = False
+    ) -> tuple[int, list[str]]:
         try:
             from catalog.tasks import sync_server
         except ImportError as exc:  # the sync task may not be deployed yet; say so instead of failing
@@ -166,13 +191,58 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
             if server.transport == Transport.IMPORTED:
                 skipped.append(server.slug)
                 continue
-            sync_server.delay(server.pk, "admin")
+            if after_commit:  # a new server: a worker must find its committed row
+                sync_server.delay_on_commit(server.pk, "admin")
+            else:
+                sync_server.delay(server.pk, "admin")
             queued += 1
         return queued, skipped
 
     def get_urls(self) -> list:
         sync_view = self.admin_site.admin_view(require_POST(self.sync_view))
-        return [path("<int:object_id>/sync/", sync_view, name="catalog_server_sync"), *super().get_urls()]
+        test_view = self.admin_site.admin_view(require_POST(self.test_connection_view))
+        return [
+            path("<int:object_id>/sync/", sync_view, name="catalog_server_sync"),
+            path("test-connection/", test_view, name="catalog_server_test_connection"),
+            *super().get_urls(),
+        ]
+
+    def test_connection_view(self, request: HttpRequest) -> HttpResponse:
+        """Connect with the form's connection fields and list the tools a sync would import; saves nothing."""
+        existing = Server.objects.filter(pk=request.GET.get("server") or None).first()
+        allowed = self.has_change_permission(request, existing) if existing else self.has_add_permission(request)
+        if not allowed:
+            raise PermissionDenied
+        form_class = self.get_form(request, existing, fields=CONNECTION_TEST_FIELDS)
+        form = form_class(request.POST, instance=existing or Server())
+        tools: list[dict[str, Any]] = []
+        error = ""
+        if form.is_valid():
+            candidate = form.save(commit=False)  # never saved: only its connection settings are used
+            try:
+                tools = list_tools(candidate)
+            except UpstreamError as exc:
+                error = str(exc)
+        else:
+            error = "; ".join(f"{field}: {' '.join(errors)}" for field, errors in form.errors.items())
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Test connection",
+            "server": existing,
+            "slug": form.data.get("slug", ""),
+            "tools": [
+                {
+                    "name": tool.get("name", ""),
+                    "description": tool.get("description") or "",
+                    "annotations": tool.get("annotations") or {},
+                }  # fmt: skip
+                for tool in tools
+                if isinstance(tool, dict)
+            ],
+            "error": error,
+        }
+        return render(request, "admin/catalog/server/test_connection.html", context)
 
     def sync_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
         server = get_object_or_404(Server, pk=object_id)
