@@ -341,3 +341,20 @@ def test_a_held_tool_says_so_with_a_link_to_its_review_everywhere(admin_client, 
     review_page = admin_client.get(review_url).content.decode()
     assert 'style="background:#e6ffec;color:#1a7f37">+' in review_page  # the diff is coloured
     assert 'name="review_reason"' in review_page
+
+
+def test_curation_fields_explain_themselves_and_saving_says_searchable(admin_client, imported):
+    tool = imported["wiki::page_get"]
+    url = reverse("admin:catalog_tool_change", args=[tool.pk])
+    page = admin_client.get(url).content.decode()
+    assert "What agents read" in page and "pushed down the ranking" in page
+    assert "Negative queries" in page and "Negative querys" not in page and "NEGATIVE QUERYS" not in page
+    data = {"title": "", "purpose": "Read one page of the team wiki", "entity_types": "", "operation_verbs": ""}
+    data["enabled"] = "on"
+    for prefix in ("aliases", "keywords", "examples", "negative_examples"):
+        data.update({f"{prefix}-TOTAL_FORMS": "1", f"{prefix}-INITIAL_FORMS": "0", f"{prefix}-0-text": ""})
+    data["examples-0-text"] = "open the onboarding page"
+    response = admin_client.post(url, data, follow=True)
+    messages = [str(m) for m in response.context["messages"]]
+    assert messages == ["Saved wiki::page_get: searchable with these changes now."]
+    assert tool.examples.filter(text="open the onboarding page").exists()
