@@ -62,6 +62,7 @@ class PhraseInline(admin.TabularInline):
     extra = 1
     fields = ("text",)
     help: str = ""
+    template = "admin/catalog/tool/phrase_tabular.html"
 
     def get_formset(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
         kwargs["help_texts"] = {"text": self.help}
