@@ -32,6 +32,15 @@ def _call(gateway, token: str) -> Any:
     return run(main)
 
 
+def _list_tools(gateway, token: str) -> str:
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            result = await client.call_tool("tool_search", {"query": "answer with the given text"})
+            return "".join(block.text for block in result.content if getattr(block, "type", "") == "text")
+
+    return run(main)
+
+
 def _fill_server_form(browser) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
@@ -49,13 +58,13 @@ def _fill_server_form(browser) -> None:
     Select(browser.find_element(By.NAME, "transport")).select_by_value("stdio")
 
 
-def _autocomplete(browser, row_id: str, text: str) -> None:
-    """Pick ``text`` in the select2 autocomplete of one inline row."""
+def _autocomplete(browser, selection_css: str, text: str) -> None:
+    """Pick ``text`` in a select2 autocomplete (``selection_css`` finds its clickable box)."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as EC
     from selenium.webdriver.support.ui import WebDriverWait
 
-    browser.find_element(By.CSS_SELECTOR, f"#{row_id} .select2-selection").click()
+    browser.find_element(By.CSS_SELECTOR, selection_css).click()
     browser.find_element(By.CSS_SELECTOR, ".select2-container--open .select2-search__field").send_keys(text)
     option = WebDriverWait(browser, 10).until(
         EC.element_to_be_clickable((By.XPATH, f"//li[contains(@class,'select2-results__option') and text()='{text}']"))
@@ -90,10 +99,10 @@ def test_operator_registers_grants_syncs_and_releases_a_changed_tool(
         _fill_server_form(browser)  # a browser that does not restore the form
 
     # Access on the form: the member may discover and execute (two rows, the second added with the link).
-    _autocomplete(browser, "user_grants-0", "gw_member")
+    _autocomplete(browser, "#user_grants-0 .select2-selection", "gw_member")
     Select(browser.find_element(By.NAME, "user_grants-0-permission")).select_by_visible_text("discover")
     browser.find_element(By.CSS_SELECTOR, "#user_grants-group .add-row a").click()
-    _autocomplete(browser, "user_grants-1", "gw_member")
+    _autocomplete(browser, "#user_grants-1 .select2-selection", "gw_member")
     Select(browser.find_element(By.NAME, "user_grants-1-permission")).select_by_visible_text("execute")
     screenshot(browser, "operator-server-form")
     browser.find_element(By.NAME, "_save").click()
@@ -135,3 +144,15 @@ def test_operator_registers_grants_syncs_and_releases_a_changed_tool(
     assert "hello" in "".join(block.text for block in released.content if getattr(block, "type", "") == "text")
     browser.get(f"{gateway.url}/admin/")
     screenshot(browser, "operator-home")
+
+    # A token for another agent: the user picked by autocomplete, the raw token shown once with client configs.
+    browser.get(f"{gateway.url}/admin/governance/apitoken/add/")
+    _autocomplete(browser, "#id_user + .select2 .select2-selection", "gw_member")
+    browser.find_element(By.NAME, "name").send_keys("cursor on alice's laptop")
+    browser.find_element(By.NAME, "_save").click()
+    raw = browser.find_element(By.ID, "raw-token").text
+    assert raw.startswith("scout_") and f"Bearer {raw}" in browser.find_element(By.ID, "config-1").text
+    assert f"{gateway.url}/mcp" in browser.find_element(By.ID, "config-2").text
+    screenshot(browser, "operator-token-created")
+    listed = _list_tools(gateway, raw)
+    assert TOOL in listed  # the new token works as shown
