@@ -12,6 +12,11 @@ class ServerStatus(models.TextChoices):
     DEGRADED = "degraded", "Degraded"
     UNAVAILABLE = "unavailable", "Unavailable"
     DISABLED = "disabled", "Disabled"
+    ARCHIVED = "archived", "Archived (hidden from every client, history kept)"
+
+
+# Servers nobody syncs or serves: an operator's "disabled" and "archived" outlive syncs and re-imports.
+INACTIVE_SERVER_STATUSES = (ServerStatus.DISABLED, ServerStatus.ARCHIVED)
 
 
 class SyncKind(models.TextChoices):

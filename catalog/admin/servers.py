@@ -14,8 +14,9 @@ from django.utils.html import format_html
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
-from catalog.choices import SyncStatus, Transport
+from catalog.choices import INACTIVE_SERVER_STATUSES, SyncStatus, Transport
 from catalog.models import Server, SyncRun
+from catalog.services.servers import server_archive, server_restore
 from catalog.upstream import UpstreamError, list_tools
 
 from .display import admin_link, badge, text_block
@@ -82,7 +83,7 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
     list_filter = ("status", "transport", "environment")
     search_fields = ("slug", "name", "description", "category")
     ordering = ("slug",)
-    actions = ("sync_now",)
+    actions = ("sync_now", "archive", "restore")
     inlines = (RecentSyncRunInline,)
     change_form_template = "admin/catalog/server/change_form.html"
     readonly_fields = ("status_badge", "tool_count", "last_synced_at", "last_error_display", "created_at", "updated_at")
@@ -136,7 +137,8 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
     def status_badge(self, server: Server) -> str:
         if server.pk is None:
             return "—"
-        if server.last_synced_at is None and server.transport != Transport.IMPORTED:
+        inactive = server.status in INACTIVE_SERVER_STATUSES
+        if server.last_synced_at is None and server.transport != Transport.IMPORTED and not inactive:
             return badge("never", "Never synced")  # not "Active": nobody has contacted it yet
         return badge(server.status, server.get_status_display())
 
@@ -169,6 +171,28 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
     @admin.display(description="last error")
     def last_error_display(self, server: Server) -> str:
         return text_block(server.last_error)
+
+    @admin.action(description="Archive (hide from every client, keep history)", permissions=["change"])
+    def archive(self, request: HttpRequest, queryset: QuerySet[Server]) -> None:
+        archived = [server.slug for server in queryset if server_archive(server=server)]
+        self.message_user(request, f"Archived {len(archived)} server(s): {', '.join(archived) or '—'}.")
+
+    @admin.action(description="Restore archived servers (and sync them)", permissions=["change"])
+    def restore(self, request: HttpRequest, queryset: QuerySet[Server]) -> None:
+        restored = [server for server in queryset if server_restore(server=server)]
+        self._queue_sync(request, restored)
+        self.message_user(request, f"Restored {len(restored)} server(s).")
+
+    def get_actions(self, request: HttpRequest) -> dict:
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)  # delete one at a time, and only without history
+        return actions
+
+    def has_delete_permission(self, request: HttpRequest, obj: Server | None = None) -> bool:
+        # A server whose tools were ever seen has history (revisions, reviews, audit): archive it instead.
+        if obj is not None and obj.tools.exists():
+            return False
+        return super().has_delete_permission(request, obj)
 
     @admin.action(description="Sync now", permissions=["change"])
     def sync_now(self, request: HttpRequest, queryset: QuerySet[Server]) -> None:

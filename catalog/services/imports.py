@@ -15,7 +15,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from catalog.choices import ServerStatus, SyncKind, Transport
+from catalog.choices import INACTIVE_SERVER_STATUSES, ServerStatus, SyncKind, Transport
 from catalog.definitions import normalize_listing
 from catalog.models import Server, SyncRun, Tool, validate_namespace
 from catalog.services.apply import ApplyResult, catalog_apply_listing
@@ -269,7 +269,7 @@ def _import_server(
         server.save(update_fields=["last_error", *details, "updated_at"])
         return run, None, located
     sync_run_finish(run, result=result, rejections=rejections)
-    if server.status != ServerStatus.DISABLED:  # an operator's "disabled" outlives re-imports
+    if server.status not in INACTIVE_SERVER_STATUSES:  # an operator's "disabled" or "archived" outlives re-imports
         server.status = ServerStatus.ACTIVE
     server.last_synced_at = run.finished_at
     server.last_error = run.error

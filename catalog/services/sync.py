@@ -7,7 +7,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from catalog import upstream
-from catalog.choices import ServerStatus, SyncKind, Transport
+from catalog.choices import INACTIVE_SERVER_STATUSES, ServerStatus, SyncKind, Transport
 from catalog.definitions import normalize_listing
 from catalog.locks import named_lock
 from catalog.metrics import SYNC_SECONDS, SYNCS
@@ -34,7 +34,7 @@ def server_sync_lock_name(server_pk: int) -> str:
 def server_list_syncable() -> list[int]:
     """Primary keys of servers a reconcile syncs: live transports, not disabled."""
     return list(
-        Server.objects.exclude(status=ServerStatus.DISABLED)
+        Server.objects.exclude(status__in=INACTIVE_SERVER_STATUSES)
         .exclude(transport=Transport.IMPORTED)
         .order_by("pk")
         .values_list("pk", flat=True)
@@ -54,8 +54,8 @@ def server_sync(*, server_pk: int, trigger: str = "manual") -> SyncRun:
     and re-raised.
     """
     server = Server.objects.get(pk=server_pk)
-    if server.status == ServerStatus.DISABLED:
-        return _counted(sync_run_skip(server=server, source=trigger, reason="server is disabled"))
+    if server.status in INACTIVE_SERVER_STATUSES:
+        return _counted(sync_run_skip(server=server, source=trigger, reason=f"server is {server.status}"))
     if server.transport == Transport.IMPORTED:
         reason = "imported server: no live connection to sync"
         return _counted(sync_run_skip(server=server, source=trigger, reason=reason))
@@ -102,7 +102,7 @@ def _server_mark_synced(server: Server, *, warning: str) -> None:
     # update() rather than save(): never overwrite fields an operator edited while the sync ran, and
     # never re-activate a server disabled meanwhile.
     with transaction.atomic():
-        live = Server.objects.filter(pk=server.pk).exclude(status=ServerStatus.DISABLED)
+        live = Server.objects.filter(pk=server.pk).exclude(status__in=INACTIVE_SERVER_STATUSES)
         reactivated = live.exclude(status=ServerStatus.ACTIVE).update(status=ServerStatus.ACTIVE)
         live.update(last_synced_at=timezone.now(), last_error=warning[:MAX_ERROR_CHARS])
         if reactivated:
@@ -113,7 +113,7 @@ def _server_mark_failed(server: Server, *, error: str) -> None:
     """ACTIVE with a past success -> DEGRADED (first failure); otherwise -> UNAVAILABLE."""
     with transaction.atomic():
         current = Server.objects.select_for_update().filter(pk=server.pk).values("status", "last_synced_at").first()
-        if current is None or current["status"] == ServerStatus.DISABLED:
+        if current is None or current["status"] in INACTIVE_SERVER_STATUSES:
             return
         had_worked = current["status"] == ServerStatus.ACTIVE and current["last_synced_at"] is not None
         status = ServerStatus.DEGRADED if had_worked else ServerStatus.UNAVAILABLE

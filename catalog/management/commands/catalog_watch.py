@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import connections
 
 from catalog import upstream
-from catalog.choices import ServerStatus, Transport
+from catalog.choices import INACTIVE_SERVER_STATUSES, Transport
 from catalog.models import Server
 from catalog.tasks import request_resync
 
@@ -21,7 +21,7 @@ logger = logging.getLogger("catalog.watch")
 def _watched_servers() -> list[Server]:
     """Servers worth a standing connection: live transports that are not disabled."""
     try:
-        return list(Server.objects.exclude(status=ServerStatus.DISABLED).exclude(transport=Transport.IMPORTED))
+        return list(Server.objects.exclude(status__in=INACTIVE_SERVER_STATUSES).exclude(transport=Transport.IMPORTED))
     finally:
         connections.close_all()
 

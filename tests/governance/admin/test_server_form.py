@@ -95,3 +95,30 @@ def test_test_connection_is_refused_without_server_permissions(client, django_us
     user = django_user_model.objects.create_user(username="cur", is_staff=True)
     client.force_login(user)
     assert client.post(reverse("admin:catalog_server_test_connection"), _form()).status_code == 403
+
+
+def test_archive_hides_every_tool_and_keeps_history_delete_only_without_history(
+    client, operator, grant, server, tool, member
+):
+    from governance.principals import principal_for_user
+    from governance.selectors import tools_visible_to
+    from governance.services.policy import tool_policy_ensure
+
+    policy = tool_policy_ensure(tool=tool)
+    policy.accepted_hash, policy.held = tool.definition_hash, False
+    policy.save()
+    grant(member, server, "discover", "execute")
+    assert list(tools_visible_to(principal=principal_for_user(member))) == [tool]
+    client.force_login(operator)
+    changelist = reverse("admin:catalog_server_changelist")
+    response = client.post(changelist, {"action": "archive", "_selected_action": [server.pk]})
+    assert response.status_code == 302
+    server.refresh_from_db()
+    assert server.status == "archived"
+    assert list(tools_visible_to(principal=principal_for_user(member))) == []  # hidden from every client
+    assert server.tools.filter(pk=tool.pk).exists()  # history kept
+    assert client.get(reverse("admin:catalog_server_delete", args=[server.pk])).status_code == 403
+
+    empty = Server.objects.create(slug="empty", name="Empty", transport="stdio", command=TIME_SERVER)
+    response = client.post(reverse("admin:catalog_server_delete", args=[empty.pk]), {"post": "yes"})
+    assert response.status_code == 302 and not Server.objects.filter(slug="empty").exists()
