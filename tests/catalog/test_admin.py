@@ -358,3 +358,12 @@ def test_curation_fields_explain_themselves_and_saving_says_searchable(admin_cli
     messages = [str(m) for m in response.context["messages"]]
     assert messages == ["Saved wiki::page_get: searchable with these changes now."]
     assert tool.examples.filter(text="open the onboarding page").exists()
+
+
+def test_a_tool_whose_definition_was_never_accepted_counts_as_held(admin_client, imported):
+    from governance.models import ToolPolicy
+
+    # Not flagged, but its current definition is not the accepted one: no client gets it (fail closed).
+    ToolPolicy.objects.filter(tool=imported["wiki::page_get"]).update(held=False, accepted_hash="")
+    response = admin_client.get(reverse("admin:catalog_tool_changelist"), {"status": "held"})
+    assert {tool.tool_id for tool in response.context["cl"].result_list} == {"issues::search", "wiki::page_get"}
