@@ -112,6 +112,10 @@ class ApprovalRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[ApprovalRequest]
     def risk_badge(self, obj: ApprovalRequest):
         return risk_badge(obj.risk_class, obj.get_risk_class_display())
 
+    def changelist_view(self, request, extra_context=None):
+        title = "Approval requests — pending first; open one to read the tool and decide"
+        return super().changelist_view(request, {"title": title, **(extra_context or {})})
+
     def change_view(self, request, object_id, form_url="", extra_context=None):
         # The request's own page is where it is decided: the same view as ".../decide/".
         try:
