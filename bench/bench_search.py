@@ -12,7 +12,9 @@ the embedding model and one index snapshot. Per size it reports:
 - search: backend search with the query vector given (median, p95);
 - tool_search: the public service end to end in the process (validation, status, encode, search);
 - ratio: p95 tool_search / p95 encode, against the targets (10k <= 1.5x, 100k <= 2x);
-- rss: resident memory of the process after the run (target at 100k: <= 1 GB including the model).
+- rss: resident memory of each process after the run (target at 100k: <= 1 GB including the model), with
+  ``--workers`` processes (default 2) running each size at once as uvicorn workers would; latency figures
+  are the first process's; PSS splits the pages they share.
 
 Catalogs are synthetic, built in memory and never written: the public catalogs under ../shared/eval
 (SCOUT_EVAL_DIR) sampled and, past their size, copied onto renamed servers with descriptions perturbed
@@ -59,6 +61,17 @@ def _setup_process() -> None:
 
 def eval_dir() -> Path:
     return Path(os.environ.get("SCOUT_EVAL_DIR") or ROOT.parent / "shared" / "eval")
+
+
+def pss_mb() -> float:
+    """Proportional set size in MiB: shared pages (the model's libraries, a shared file) split by sharer."""
+    try:
+        for line in Path("/proc/self/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
 
 
 def rss_mb() -> tuple[float, float]:
@@ -184,7 +197,7 @@ def summary(values_ms: list[float]) -> dict[str, float]:
     return {"median": statistics.median(values_ms), "p95": percentile(values_ms, 0.95)}
 
 
-def run_size(size: int, n_queries: int, warmup: int) -> dict:
+def run_size(size: int, n_queries: int, warmup: int, no_progress: bool = False) -> dict:
     import gc
 
     import numpy as np
@@ -209,7 +222,10 @@ def run_size(size: int, n_queries: int, warmup: int) -> dict:
 
     gc.collect()
     started = time.perf_counter()
-    snapshot = IndexSnapshot(docs, vectors, generation="bench", model_key=encoder.key)
+    from django.conf import settings
+
+    half = settings.SCOUT_SEARCH_VECTOR_PRECISION == "float16"
+    snapshot = IndexSnapshot(docs, vectors, generation="bench", model_key=encoder.key, half=half)
     build_s = time.perf_counter() - started
     del vectors
     release_memory()  # as the embedded backend does after every build
@@ -222,26 +238,31 @@ def run_size(size: int, n_queries: int, warmup: int) -> dict:
     queries, query_origin = bench_queries(docs, n_queries + warmup)
 
     encode_ms, search_ms, service_ms, single_ms, single_encode_ms, degraded, multi = [], [], [], [], [], 0, 0
-    for i, query in enumerate(queries):
-        t0 = time.perf_counter()
-        vector = encoder.encode([query])[0]
-        t1 = time.perf_counter()
-        request = SearchRequest(query=query, visible=visible, top_k=5, fusion="convex", query_vector=vector)
-        backend.search(request)
-        t2 = time.perf_counter()
-        result = tool_search(query=query, visible=visible, top_k=5)
-        t3 = time.perf_counter()
-        if i < warmup:
-            continue
-        degraded += int(result.degraded)
-        encode_ms.append((t1 - t0) * 1000)
-        search_ms.append((t2 - t1) * 1000)
-        service_ms.append((t3 - t2) * 1000)
-        if request_parts(query):  # a multi-step request: tool_search also encodes and scores each part
-            multi += 1
-        else:
-            single_ms.append((t3 - t2) * 1000)
-            single_encode_ms.append((t1 - t0) * 1000)
+    from catalog.progress import progress_reporter
+
+    # stderr is the terminal's (the driver passes it through); stdout carries the JSON row.
+    with progress_reporter(sys.stderr, f"{size} tools", unit="queries", disabled=no_progress) as progress:
+        for i, query in enumerate(queries):
+            t0 = time.perf_counter()
+            vector = encoder.encode([query])[0]
+            t1 = time.perf_counter()
+            request = SearchRequest(query=query, visible=visible, top_k=5, fusion="convex", query_vector=vector)
+            backend.search(request)
+            t2 = time.perf_counter()
+            result = tool_search(query=query, visible=visible, top_k=5)
+            t3 = time.perf_counter()
+            progress(i + 1, len(queries))
+            if i < warmup:
+                continue
+            degraded += int(result.degraded)
+            encode_ms.append((t1 - t0) * 1000)
+            search_ms.append((t2 - t1) * 1000)
+            service_ms.append((t3 - t2) * 1000)
+            if request_parts(query):  # a multi-step request: tool_search also encodes and scores each part
+                multi += 1
+            else:
+                single_ms.append((t3 - t2) * 1000)
+                single_encode_ms.append((t1 - t0) * 1000)
     rss_end, rss_peak = rss_mb()
     encode, search, service = summary(encode_ms), summary(search_ms), summary(service_ms)
     single = summary(single_ms) if single_ms else {"median": 0.0, "p95": 0.0}
@@ -262,6 +283,7 @@ def run_size(size: int, n_queries: int, warmup: int) -> dict:
         "multi_step_queries": multi,
         "target_ratio": TARGETS.get(size),
         "rss_mb": rss_end,
+        "pss_mb": pss_mb(),
         "rss_peak_mb": rss_peak,
         "rss_model_mb": rss_model - rss_start,
         "queries": len(encode_ms),
@@ -271,6 +293,7 @@ def run_size(size: int, n_queries: int, warmup: int) -> dict:
         "query_source": query_origin,
         "tool_vectors": "random unit vectors (see docstring); queries encoded by the real model",
         "numpy": np.__version__,
+        "vector_precision": "float16 + exact re-score" if half else "float32",
     }
 
 
@@ -307,6 +330,11 @@ def print_table(rows: list[dict]) -> None:
         if verdicts:
             print(f"{r['tools']:>7} tools: " + "; ".join(verdicts))
     first = rows[0]
+    for r in rows:
+        rss = ", ".join(f"{v:.0f}" for v in r["rss_mb_per_worker"])
+        pss = ", ".join(f"{v:.0f}" for v in r["pss_mb_per_worker"])
+        print(f"{r['tools']:>7} tools, {r['workers']} processes at once: RSS MB {rss}; PSS MB {pss}")
+    print(f"vectors: {first['vector_precision']}")
     print(f"catalog: {first['catalog']}")
     print(f"tool vectors: {first['tool_vectors']}; queries: {first['query_source']}, {first['queries']} per size")
     print(f"threads: torch {first['threads']['torch']}, BLAS {', '.join(first['threads']['blas']) or '-'}")
@@ -323,22 +351,44 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--json", dest="json_path", help="write every figure as JSON here")
+    parser.add_argument("--no-progress", action="store_true", help="plain progress lines instead of bars")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        help="search processes run at once per size, as uvicorn workers would (memory is reported per process)",
+    )
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         _setup_process()
-        print(json.dumps(run_size(args.child, args.queries, args.warmup)))
+        print(json.dumps(run_size(args.child, args.queries, args.warmup, args.no_progress)))
         return 0
     rows = []
     for size in (int(s) for s in args.sizes.split(",") if s.strip()):
         print(f"bench: {size} tools ...", file=sys.stderr, flush=True)
         command = [sys.executable, __file__, "--child", str(size), "--queries", str(args.queries)]
-        command += ["--warmup", str(args.warmup)]
-        done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False)
-        if done.returncode != 0:
-            print(done.stderr[-4000:], file=sys.stderr)
-            return done.returncode
-        rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        command += ["--warmup", str(args.warmup)] + (["--no-progress"] if args.no_progress else [])
+        # Only the first child shows progress on stderr (the others ran beside it, as workers do).
+        children = [
+            subprocess.Popen(
+                command, stdout=subprocess.PIPE, stderr=None if i == 0 else subprocess.PIPE, text=True, cwd=ROOT
+            )
+            for i in range(max(1, args.workers))
+        ]
+        results = []
+        for child in children:
+            out, err = child.communicate()
+            if child.returncode != 0:
+                print((err or "")[-4000:], file=sys.stderr)
+                return child.returncode
+            results.append(json.loads(out.strip().splitlines()[-1]))
+        row = results[0]  # latency: the first process (the others ran beside it, as workers do)
+        row["workers"] = len(results)
+        row["rss_mb_per_worker"] = [r["rss_mb"] for r in results]
+        row["pss_mb_per_worker"] = [r["pss_mb"] for r in results]
+        row["rss_mb"] = max(row["rss_mb_per_worker"])
+        rows.append(row)
     print_table(rows)
     if args.json_path:
         Path(args.json_path).write_text(json.dumps(rows, indent=2))

@@ -4,6 +4,7 @@ from django.db import models
 class Transport(models.TextChoices):
     STDIO = "stdio", "stdio (local process)"
     HTTP = "http", "Streamable HTTP"
+    OPENAPI = "openapi", "OpenAPI (REST service)"
     IMPORTED = "imported", "Imported (no live connection)"
 
 
@@ -12,11 +13,11 @@ class ServerStatus(models.TextChoices):
     DEGRADED = "degraded", "Degraded"
     UNAVAILABLE = "unavailable", "Unavailable"
     DISABLED = "disabled", "Disabled"
-    ARCHIVED = "archived", "Archived (hidden from every client, history kept)"
+    ARCHIVED = "archived", "Archived"
 
 
-# Servers nobody syncs or serves: an operator's "disabled" and "archived" outlive syncs and re-imports.
-INACTIVE_SERVER_STATUSES = (ServerStatus.DISABLED, ServerStatus.ARCHIVED)
+# Statuses an operator set: a sync or import never runs against them nor changes them back.
+OPERATOR_STOPPED_STATUSES = (ServerStatus.DISABLED, ServerStatus.ARCHIVED)
 
 
 class SyncKind(models.TextChoices):
@@ -30,3 +31,17 @@ class SyncStatus(models.TextChoices):
     PARTIAL = "partial", "Succeeded with rejected tools"
     FAILED = "failed", "Failed"
     SKIPPED = "skipped", "Skipped (another run holds the lock)"
+
+
+class OpenAPICredentialKind(models.TextChoices):
+    """How a credential named in Server.openapi_credentials is sent."""
+
+    API_KEY = "api_key", "API key"
+    BEARER = "bearer", "Bearer token (Authorization header)"
+    BASIC = "basic", "HTTP basic auth"
+
+
+class OpenAPICredentialPlace(models.TextChoices):
+    HEADER = "header", "Header"
+    QUERY = "query", "Query parameter"
+    COOKIE = "cookie", "Cookie"

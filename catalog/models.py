@@ -7,7 +7,7 @@ findable) are kept apart: a sync writes only the upstream fields, a curator edit
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from .choices import ServerStatus, SyncKind, SyncStatus, Transport
+from .choices import OpenAPICredentialKind, OpenAPICredentialPlace, ServerStatus, SyncKind, SyncStatus, Transport
 from .constants import TOOL_ID_SEPARATOR
 
 
@@ -29,11 +29,46 @@ def validate_env_var_names(value: object) -> None:
             raise ValidationError(f"{name!r} is not an environment variable name")
 
 
+def _is_env_var_name(name: object) -> bool:
+    return isinstance(name, str) and bool(name) and name.replace("_", "a").isalnum() and not name[:1].isdigit()
+
+
+def validate_openapi_credentials(value: object) -> None:
+    """A list of credential references; each names environment variables, never a value.
+
+    ``{"type": "api_key", "in": "header"|"query"|"cookie", "name": "X-API-Key", "env": "VAR"}``,
+    ``{"type": "bearer", "env": "VAR"}`` or ``{"type": "basic", "username_env": "U", "password_env": "P"}``.
+    """
+    if not isinstance(value, list):
+        raise ValidationError("must be a JSON array of credential objects")
+    required = {
+        OpenAPICredentialKind.API_KEY: {"type", "in", "name", "env"},
+        OpenAPICredentialKind.BEARER: {"type", "env"},
+        OpenAPICredentialKind.BASIC: {"type", "username_env", "password_env"},
+    }
+    for index, item in enumerate(value):
+        kind = item.get("type") if isinstance(item, dict) else None
+        if kind not in required:
+            raise ValidationError(f"credential #{index}: type must be one of {', '.join(required)}")
+        if set(item) != required[kind]:
+            raise ValidationError(f"credential #{index} ({kind}): needs exactly the keys {sorted(required[kind])}")
+        for key in ("env", "username_env", "password_env"):
+            if key in item and not _is_env_var_name(item[key]):
+                raise ValidationError(f"credential #{index}: {item[key]!r} is not an environment variable name")
+        if kind == OpenAPICredentialKind.API_KEY:
+            if item["in"] not in OpenAPICredentialPlace.values:
+                raise ValidationError(f"credential #{index}: 'in' must be one of {', '.join(OpenAPICredentialPlace)}")
+            name = item["name"]
+            if not isinstance(name, str) or not name or not name.isascii() or not name.isprintable() or " " in name:
+                raise ValidationError(f"credential #{index}: {name!r} is not a header, query or cookie name")
+
+
 class Server(models.Model):
-    """An upstream MCP server. Its slug namespaces its tools (``slug::tool``).
+    """An upstream MCP server or OpenAPI service. Its slug namespaces its tools (``slug::tool``).
 
     Credentials are never stored: the server names environment variables whose values are passed to the
-    process (stdio) or sent as headers (HTTP) when Scout connects.
+    process (stdio) or sent as headers (HTTP, OpenAPI) when Scout connects. An OpenAPI service's document
+    is fetched from ``openapi_url`` or stored beside the server (OpenAPIDocument).
     """
 
     slug = models.CharField(
@@ -59,6 +94,20 @@ class Server(models.Model):
         validators=[validate_env_var_names],
         help_text='HTTP: header name -> environment variable holding its value, e.g. {"Authorization": "X_TOKEN"}',
     )
+    openapi_url = models.URLField(
+        max_length=500, blank=True, help_text="OpenAPI: where to fetch the OpenAPI 3.0/3.1 document (JSON or YAML)"
+    )
+    base_url = models.URLField(
+        max_length=500,
+        blank=True,
+        help_text="OpenAPI: where requests go, e.g. https://api.example.com/v1 (the document's servers are ignored)",
+    )
+    openapi_credentials = models.JSONField(
+        default=list,
+        blank=True,
+        validators=[validate_openapi_credentials],
+        help_text='OpenAPI: credentials by environment variable name, e.g. [{"type": "bearer", "env": "PETS_TOKEN"}]',
+    )
     status = models.CharField(max_length=20, choices=ServerStatus.choices, default=ServerStatus.ACTIVE)
     last_synced_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)
@@ -81,10 +130,31 @@ class Server(models.Model):
             raise ValidationError({"command": "A stdio server needs a command."})
         if self.transport == Transport.HTTP and not self.url:
             raise ValidationError({"url": "A Streamable HTTP server needs a URL."})
+        if self.transport == Transport.OPENAPI:
+            if not self.base_url:
+                raise ValidationError({"base_url": "An OpenAPI server needs the base URL its requests go to."})
         if not isinstance(self.args, list) or not all(isinstance(a, str) for a in self.args):
             raise ValidationError({"args": "Arguments must be a JSON array of strings."})
         if not isinstance(self.header_env, dict):
             raise ValidationError({"header_env": "Must be a JSON object of header name -> variable name."})
+
+
+class OpenAPIDocument(models.Model):
+    """The OpenAPI document stored for a server (configuration, not a secret; used instead of a URL).
+
+    Kept off the Server row: a large document (GitHub's is 13 MB) must not ride along with every query that
+    joins a tool to its server.
+    """
+
+    server = models.OneToOneField(Server, on_delete=models.CASCADE, primary_key=True, related_name="openapi_spec")
+    text = models.TextField(help_text="The document, JSON or YAML")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "OpenAPI document"
+
+    def __str__(self) -> str:
+        return f"OpenAPI document of {self.server_id}"
 
 
 class ToolQuerySet(models.QuerySet["Tool"]):
@@ -243,6 +313,9 @@ class SyncRun(models.Model):
     rejected = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)
     rejections = models.JSONField(default=list, blank=True, help_text="Tools refused, each with its reason")
+    # A sync is list then apply: total stays 0 while the upstream is listed, then is the tools listed.
+    progress_done = models.PositiveIntegerField(default=0, help_text="tools applied")
+    progress_total = models.PositiveIntegerField(default=0, help_text="tools listed (0 while listing)")
 
     class Meta:
         ordering = ["-started_at", "-id"]

@@ -1,4 +1,5 @@
 """The one place Scout talks to upstream MCP servers: connect, list tools, call tools, hear list changes.
+(OpenAPI services, the other kind of upstream, are spoken to by its sibling package ``catalog.openapi``.)
 
 Used by catalog sync (``list_tools``) and by the gateway's tool execution (``open_session`` for warm
 sessions, ``call_tool`` for one-shot calls). ORM-free apart from reading a Server's connection fields, so

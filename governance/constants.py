@@ -10,7 +10,10 @@ TOKEN_DISPLAY_CHARS = 10  # how much of the raw token the admin keeps to tell to
 SCOPE_DISCOVER = "discover"
 SCOPE_EXECUTE = "execute"
 SCOPE_APPROVE = "approve"
-BASE_SCOPES = frozenset({SCOPE_DISCOVER, SCOPE_EXECUTE, SCOPE_APPROVE})
+# The REST API (/api/v1/) accepts a token only with this scope; the others still narrow what it may do there
+# (discover: tools and search; approve: the approval inbox). execute is never used by the API.
+SCOPE_API = "api"
+BASE_SCOPES = frozenset({SCOPE_DISCOVER, SCOPE_EXECUTE, SCOPE_APPROVE, SCOPE_API})
 SERVER_SCOPE_PREFIX = "server:"
 
 # Object-permission codenames declared on catalog.Server and catalog.Tool, by action.

@@ -1,8 +1,12 @@
 """ORM access from the async MCP handlers.
 
 Django closes stale connections around each of its own requests; MCP messages do not pass through that
-cycle, so ``run_orm`` does the same around each piece of ORM work (honouring CONN_MAX_AGE), in asgiref's
-thread-sensitive executor like Django's own sync views.
+cycle, so ``run_orm`` does the same around each piece of ORM work (honouring CONN_MAX_AGE).
+
+The work runs in the event loop's thread pool, not asgiref's single thread-sensitive thread: that thread
+made every search of a worker wait for the one before it (model, ranking and ORM alike), so a worker
+served one request at a time however many were waiting. Each piece of work is self-contained (its own
+connection per thread, its own transaction), which is all thread-sensitivity protected.
 """
 
 from collections.abc import Callable
@@ -24,4 +28,4 @@ def _with_fresh_connection(fn: Callable[..., T], args: tuple[Any, ...], kwargs: 
 
 async def run_orm(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """``fn(*args, **kwargs)`` run synchronously off the event loop, with connection hygiene."""
-    return await sync_to_async(_with_fresh_connection)(fn, args, kwargs)
+    return await sync_to_async(_with_fresh_connection, thread_sensitive=False)(fn, args, kwargs)

@@ -23,12 +23,15 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import mcp_types as types
 from anyio.abc import TaskGroup
+from asgiref.sync import sync_to_async
 from django.conf import settings
 
+from catalog.choices import Transport
+from catalog.openapi import openapi_call
 from catalog.upstream import UpstreamError, UpstreamSession, open_session
 
 if TYPE_CHECKING:
-    from catalog.models import Server
+    from catalog.models import Server, Tool
 
 logger = logging.getLogger(__name__)
 
@@ -153,12 +156,15 @@ class UpstreamPool:
         arguments: dict[str, Any],
         timeout: float,
         progress: CallProgress | None = None,
+        tool: Tool | None = None,
     ) -> types.CallToolResult:
         """Call ``tool_name`` on ``server``; the result is capped at ``SCOUT_MCP_MAX_OUTPUT_BYTES``.
 
         ``progress.sent`` becomes True just before the request goes to the server, so a caller that is
-        cancelled can tell "never sent" from "may have run".
-        Raises UpstreamCallError when no result came back (connection, timeout, crash, bulkhead full).
+        cancelled can tell "never sent" from "may have run". ``tool`` is the catalog row the call was
+        authorized for; an OpenAPI server needs its definition (how to build the request), looked up when
+        not given. Raises UpstreamCallError when no result came back (connection, timeout, crash, bulkhead
+        full).
         """
         connection = self._connection(server)
         try:
@@ -169,6 +175,10 @@ class UpstreamPool:
                 f"{server.slug}: too many calls in flight; try again shortly", kind="busy", outcome="error"
             ) from exc
         try:
+            if server.transport == Transport.OPENAPI:
+                if progress is not None:
+                    progress.sent = True
+                return await self._call_openapi(server, tool_name, arguments, timeout, tool)
             # Starting a cold server is bounded by the connect timeout; the call itself by ``timeout``.
             session = await self._session(connection, time.monotonic() + settings.SCOUT_UPSTREAM_CONNECT_TIMEOUT)
             if progress is not None:
@@ -184,6 +194,24 @@ class UpstreamPool:
             return capped_result(result, settings.SCOUT_MCP_MAX_OUTPUT_BYTES)
         finally:
             connection.slots.release()
+
+    async def _call_openapi(
+        self, server: Server, tool_name: str, arguments: dict[str, Any], timeout: float, tool: Tool | None
+    ) -> types.CallToolResult:
+        """One HTTP request: no session to keep warm, only the bulkhead, the timeout and the output cap."""
+        if tool is None:
+            from catalog.models import Tool  # noqa: PLC0415 - models load after the app registry
+
+            tool = await sync_to_async(Tool.objects.get)(server=server, name=tool_name)
+        try:
+            result = await openapi_call(
+                server, tool.input_schema, arguments, timeout=timeout, max_bytes=settings.SCOUT_MCP_MAX_OUTPUT_BYTES
+            )
+        except UpstreamError as exc:
+            # Nothing was sent when the request was refused before it left or could not connect.
+            outcome = "error" if exc.kind in ("config", "refused") else "unknown"
+            raise UpstreamCallError(str(exc), kind=exc.kind, outcome=outcome) from exc
+        return capped_result(result, settings.SCOUT_MCP_MAX_OUTPUT_BYTES)
 
     def _connection(self, server: Server) -> _Connection:
         fingerprint = _server_fingerprint(server)

@@ -38,7 +38,11 @@ NAVIGATION: list[tuple[str, list[str]]] = [
 ]
 # Pages that are not models, shown in the navigation beside the models of their job.
 EXTRA_PAGES = {
-    "Search & curation": [("Search workbench", "search_workbench"), ("Search preview", "search_preview")],
+    "Search & curation": [
+        ("Search workbench", "search_workbench", "catalog.view_tool"),
+        ("Search preview", "search_preview", "catalog.view_tool"),
+    ],
+    "Servers & sync": [("Dashboard", "dashboard", "catalog.view_server")],
 }
 
 
@@ -91,10 +95,10 @@ def _grouped(request: HttpRequest, apps: list[dict[str, Any]]) -> list[dict[str,
 
 
 def _extra_pages(request: HttpRequest, title: str) -> list[dict[str, Any]]:
-    if not request.user.has_perm("catalog.view_tool"):
-        return []
     pages = []
-    for name, url_name in EXTRA_PAGES.get(title, []):
+    for name, url_name, permission in EXTRA_PAGES.get(title, []):
+        if not request.user.has_perm(permission):
+            continue
         try:
             url = reverse(url_name)
         except NoReverseMatch:

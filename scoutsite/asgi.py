@@ -12,6 +12,10 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scoutsite.settings")
 
 django_application = get_asgi_application()
 
+from scoutsite.tracing import tracing_configure  # noqa: E402
+
+tracing_configure()  # off unless OTEL_* variables ask for it
+
 # The admin is the product, so its CSS and JS are served here too (from the app directories, no
 # collectstatic step), unless a front proxy serves STATIC_ROOT (SCOUT_SERVE_STATIC=0).
 from django.conf import settings  # noqa: E402

@@ -3,7 +3,7 @@
 import os
 
 from celery import Celery
-from celery.signals import task_failure, task_retry, task_success
+from celery.signals import task_failure, task_retry, task_success, worker_process_init
 from prometheus_client import Counter
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scoutsite.settings")
@@ -11,6 +11,14 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scoutsite.settings")
 app = Celery("scoutsite")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@worker_process_init.connect
+def _tracing(**kwargs: object) -> None:
+    from scoutsite.tracing import tracing_configure
+
+    tracing_configure()  # off unless OTEL_* variables ask for it
+
 
 TASKS = Counter("scout_celery_tasks", "Celery task outcomes by task name", ["task", "outcome"])
 

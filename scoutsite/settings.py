@@ -86,6 +86,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI and Redoc as static files: the docs page needs no CDN
     "guardian",
     "catalog",
     "governance",
@@ -167,7 +169,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "var" / "static"
-STATICFILES_DIRS = [BASE_DIR / "scoutsite" / "static"]  # Scout's admin stylesheet
+STATICFILES_DIRS = [BASE_DIR / "scoutsite" / "static"]  # Scout's own admin assets (CSS, vendored Chart.js)
 # Serve the admin's static files from the ASGI app itself (scoutsite/asgi.py); turn off behind a proxy.
 SCOUT_SERVE_STATIC = env_bool("SCOUT_SERVE_STATIC", default=True)
 
@@ -198,9 +200,41 @@ CELERY_TASK_SOFT_TIME_LIMIT = 600
 CELERY_TASK_TIME_LIMIT = 900
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 
+# REST API (/api/v1/): API tokens (Bearer) first, so an anonymous caller gets 401 with WWW-Authenticate; then
+# Django sessions, which enforce CSRF. ApiAccess requires the token scope "api" and each view's own scopes.
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "governance.api.authentication.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["governance.api.permissions.ApiAccess"],
+    "DEFAULT_THROTTLE_CLASSES": [
+        "governance.api.throttling.PrincipalRateThrottle",
+        "governance.api.throttling.AnonymousRateThrottle",
+    ],
+    "DEFAULT_PAGINATION_CLASS": "scoutsite.api.pagination.Pagination",
+    "PAGE_SIZE": 50,
+    "EXCEPTION_HANDLER": "scoutsite.api.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "SCHEMA_COERCE_PATH_PK": False,  # schema paths name their parameters as the URL patterns do
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+# Requests per token (or per session user; per address when anonymous), counted in the cache (Redis with
+# REDIS_URL, so every worker shares the count). DRF rate syntax: "<n>/<second|minute|hour|day>".
+SCOUT_API_RATE = env_str("SCOUT_API_RATE", "600/minute")
+SCOUT_API_ANON_RATE = env_str("SCOUT_API_ANON_RATE", "60/minute")
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Scout API",
+    "DESCRIPTION": "Servers, tools, search, approvals, tokens and audit of the Scout MCP gateway.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 LOGGING = {
@@ -223,6 +257,12 @@ SCOUT_UPSTREAM_LIST_TIMEOUT = env_float("SCOUT_UPSTREAM_LIST_TIMEOUT", 30.0)
 SCOUT_UPSTREAM_MAX_PAGES = env_int("SCOUT_UPSTREAM_MAX_PAGES", 500)
 # A tool definition larger than this (bytes of canonical JSON) is rejected at sync.
 SCOUT_MAX_TOOL_DEFINITION_BYTES = env_int("SCOUT_MAX_TOOL_DEFINITION_BYTES", 256 * 1024)
+# OpenAPI upstreams: the hosts (names, or IP networks in CIDR form) that base and document URLs may name.
+# Names must resolve to public addresses; private, loopback and link-local ones only when a listed network
+# holds them (e.g. "127.0.0.1/32" for a service on this machine). Empty: no OpenAPI service is reachable.
+SCOUT_OPENAPI_ALLOWED_HOSTS = env_list("SCOUT_OPENAPI_ALLOWED_HOSTS", [])
+# Largest OpenAPI document fetched by URL or stored on a server (bytes).
+SCOUT_OPENAPI_MAX_DOCUMENT_BYTES = env_int("SCOUT_OPENAPI_MAX_DOCUMENT_BYTES", 20 * 1024 * 1024)
 
 # --- gateway -------------------------------------------------------------------------------------
 # Base URL users reach Scout at: names the admin page where approvers act and the protected resource.
@@ -275,6 +315,15 @@ SCOUT_SEARCH_MODEL_KEY = env_str("SCOUT_SEARCH_MODEL_KEY", "")  # name vectors a
 SCOUT_SEARCH_MODEL_RETRY_SECONDS = env_int("SCOUT_SEARCH_MODEL_RETRY_SECONDS", 60)
 SCOUT_SEARCH_TORCH_THREADS = env_int("SCOUT_SEARCH_TORCH_THREADS", 1)
 SCOUT_SEARCH_BLAS_THREADS = env_int("SCOUT_SEARCH_BLAS_THREADS", 1)
+# float16: the in-memory vector table is float16 with exact float32 re-scoring from a memory-mapped,
+# unlinked file in SCOUT_SEARCH_VECTOR_SPILL_DIR (default: the system temp dir); answers are those of the
+# float32 scan in about half the memory (search/engine/dense.py). float32: the whole table in memory.
+SCOUT_SEARCH_VECTOR_PRECISION = env_str("SCOUT_SEARCH_VECTOR_PRECISION", "float16")
+SCOUT_SEARCH_VECTOR_SPILL_DIR = env_str("SCOUT_SEARCH_VECTOR_SPILL_DIR", "") or None
+# Discovery audit events and query-log rows are inserted in batches this often (governance/writebehind.py);
+# 0 writes them inline. Execution audit events are always written before the result is returned.
+SCOUT_WRITE_BEHIND_SECONDS = env_float("SCOUT_WRITE_BEHIND_SECONDS", 0.05)
+SCOUT_SEARCH_QUERY_CACHE_SIZE = env_int("SCOUT_SEARCH_QUERY_CACHE_SIZE", 2048)  # recent request vectors per process
 SCOUT_SEARCH_FUSION = env_str("SCOUT_SEARCH_FUSION", "convex")  # convex | rrf
 SCOUT_SEARCH_BM25_WEIGHT = env_float("SCOUT_SEARCH_BM25_WEIGHT", 0.3)  # convex mix: BM25 share
 # Answer confidence, on the best calibrated score (search/engine/ranking.py answer_confidence): below the

@@ -1,6 +1,7 @@
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 
+from scoutsite.dashboard import urls as dashboard_urls
 from scoutsite.health import healthz, readyz
 from scoutsite.landing import landing_view
 from scoutsite.metrics import metrics_view
@@ -13,7 +14,9 @@ urlpatterns = [
     path("metrics", metrics_view, name="metrics"),
     *search_preview_urls(),  # /admin/search/preview/: before admin.site.urls, which would claim the path
     *search_workbench_urls(),  # /admin/search/workbench/
+    *dashboard_urls(),  # /admin/dashboard/: operators' charts
     path("admin/", admin.site.urls),
     # The site root (and the admin's "View site" link): each role's way in and the MCP URL, never a 404.
     path("", landing_view, name="home"),
+    path("api/v1/", include("scoutsite.api.urls")),  # REST API; schema at /api/v1/schema/, docs at /api/v1/docs/
 ]

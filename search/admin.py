@@ -10,8 +10,10 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from catalog.admin.lookups import StrictLookupsMixin
+from catalog.admin.progress import ProgressAdminMixin
+from catalog.progress import progress_snapshot
 
-from .choices import LearnedStatus
+from .choices import GenerationStatus, LearnedStatus
 from .models import IndexGeneration, LearnedRequest, QueryLogEntry, SearchEvent
 from .usage import learned_request_promote, learned_request_reject
 
@@ -30,10 +32,24 @@ class ReadOnlyAdmin(StrictLookupsMixin, admin.ModelAdmin):
 
 
 @admin.register(IndexGeneration)
-class IndexGenerationAdmin(ReadOnlyAdmin, admin.ModelAdmin[IndexGeneration]):
+class IndexGenerationAdmin(ProgressAdminMixin, ReadOnlyAdmin, admin.ModelAdmin[IndexGeneration]):
     list_display = ("id", "kind", "status", "model_key", "tool_count", "encoded", "reused", "degraded", "started_at")
     list_filter = ("kind", "status", "degraded")
-    readonly_fields = [f.name for f in IndexGeneration._meta.fields]
+    readonly_fields = ["progress_panel", *(f.name for f in IndexGeneration._meta.fields)]
+
+    def progress_snapshot_for(self, obj: IndexGeneration) -> dict:
+        running = obj.status == GenerationStatus.BUILDING
+        return progress_snapshot(
+            running=running,
+            status=obj.status,
+            stage="encoding" if obj.progress_total else "loading tools",
+            unit="texts",
+            done=obj.progress_done,
+            total=obj.progress_total,
+            started_at=obj.started_at,
+            finished_at=obj.finished_at,
+            error=obj.error,
+        )
 
 
 @admin.register(SearchEvent)

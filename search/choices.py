@@ -20,11 +20,12 @@ class SearchEventKind(models.TextChoices):
 
 
 class Confidence(models.TextChoices):
-    """How sure the answer is: ``high``, ``low`` (a ranking the model should check), or ``withheld``."""
+    """How sure a logged answer was; the same values as the engine's ``search.engine.ranking.Confidence``:
+    ``high``, ``low`` (a ranking the model should check), or ``none`` (withheld: "no tool fits")."""
 
     HIGH = "high", "High"
     LOW = "low", "Low: check the schemas or rephrase"
-    WITHHELD = "withheld", "Withheld: no tool fits"
+    NONE = "none", "Withheld: no tool fits"
 
 
 class QueryLogMode(models.TextChoices):

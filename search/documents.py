@@ -11,6 +11,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from .indexes import ToolSearchIndex
 from .text import first_sentence, split_identifier
 
@@ -95,6 +97,12 @@ class ToolDoc:
         """A factor per dense text: 1.0, except learned requests, which count less than curated text (their
         vectors are scaled, so a tool's best-vector score takes the weight into account)."""
         return [1.0] * (len(self.dense_texts()) - len(self.learned)) + [weight for _, weight in self.learned]
+
+    def weighted(self, vectors: np.ndarray) -> np.ndarray:
+        """The dense texts' unit vectors (one row per ``dense_texts()``) scaled by ``vector_weights()``."""
+        if not self.learned:
+            return vectors
+        return vectors * np.asarray(self.vector_weights(), dtype=np.float32)[:, None]
 
     def dense_hash(self) -> str:
         """Hash of the texts that get vectors (dense texts and negatives): what decides re-encoding."""

@@ -10,7 +10,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,9 @@ from django.conf import settings
 
 logger = logging.getLogger(__name__)
 DEFAULT_MODEL_KEY = "all-MiniLM-L6-v2"
+# Texts per model call when progress is watched: small enough to report often, big enough to keep the
+# model's own batching (batch_size) full.
+PROGRESS_CHUNK = 64
 
 
 class EncoderUnavailable(RuntimeError):
@@ -33,7 +37,11 @@ class Encoder:
         try:
             import torch
             from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as transformers_logging
 
+            # Its own "Loading weights" bar would show in CI logs and under --verbosity 0: Scout's commands
+            # report their progress themselves (catalog.progress).
+            transformers_logging.disable_progress_bar()
             torch.set_num_threads(max(1, settings.SCOUT_SEARCH_TORCH_THREADS))
             _limit_blas_threads(settings.SCOUT_SEARCH_BLAS_THREADS)
             self.model = SentenceTransformer(model_path, device="cpu", local_files_only=True)
@@ -45,20 +53,96 @@ class Encoder:
         self.calls = 0  # encode() calls, texts encoded: tests count them
         self.texts_encoded = 0
 
-    def encode(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
-        """Unit-normalized float32 vectors, one row per text."""
+    def encode(
+        self, texts: Sequence[str], batch_size: int = 32, progress: Callable[[int, int], None] | None = None
+    ) -> np.ndarray:
+        """Unit-normalized float32 vectors, one row per text. ``progress(done, total)`` (texts) is called
+        after each chunk of PROGRESS_CHUNK texts: the one count that commands and the admin both show."""
         self.calls += 1
         self.texts_encoded += len(texts)
         if not texts:
             return np.zeros((0, self.dim), np.float32)
+        if progress is None:
+            return self._encode(list(texts), batch_size)
+        # Longest first across all chunks, as the model sorts within one call: chunking must not cost padding.
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        result = np.zeros((len(texts), self.dim), np.float32)
+        for start in range(0, len(order), PROGRESS_CHUNK):
+            rows = order[start : start + PROGRESS_CHUNK]
+            result[rows] = self._encode([texts[i] for i in rows], batch_size)
+            progress(start + len(rows), len(texts))
+        return result
+
+    def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
         vectors = self.model.encode(
-            list(texts),
-            batch_size=batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
+            texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
         )
         return np.asarray(vectors, dtype=np.float32)
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """``encode`` for search requests, through the process's cache of recent request vectors.
+
+        Agents repeat requests (retries, the same step in many sessions); a hit skips the model, which is
+        most of a search's time. Keyed by model key and the exact text, so a vector is only reused for the
+        text and the model that made it. Misses are encoded together in one batch.
+        """
+        result: list[np.ndarray | None] = [_query_cache.get((self.key, text)) for text in texts]
+        missing = [i for i, vector in enumerate(result) if vector is None]
+        if missing:
+            fresh = self.encode([texts[i] for i in missing])
+            for position, i in enumerate(missing):
+                vector = fresh[position]
+                vector.setflags(write=False)  # shared by every later hit: nobody may change it
+                _query_cache.put((self.key, texts[i]), vector)
+                result[i] = vector
+        if not texts:
+            return np.zeros((0, self.dim), np.float32)
+        return np.stack(result)
+
+
+class QueryVectorCache:
+    """A bounded LRU of request vectors (SCOUT_SEARCH_QUERY_CACHE_SIZE entries; 0 turns it off)."""
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: tuple[str, str]) -> np.ndarray | None:
+        with self._lock:
+            vector = self._entries.get(key)
+            if vector is None:
+                self.misses += 1
+                return None
+            self._entries.move_to_end(key)
+            self.hits += 1
+            return vector
+
+    def put(self, key: tuple[str, str], vector: np.ndarray) -> None:
+        size = settings.SCOUT_SEARCH_QUERY_CACHE_SIZE
+        if size <= 0:
+            return
+        with self._lock:
+            self._entries[key] = vector
+            self._entries.move_to_end(key)
+            while len(self._entries) > size:
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+_query_cache = QueryVectorCache()
+
+
+def query_cache() -> QueryVectorCache:
+    return _query_cache
 
 
 def _limit_blas_threads(limit: int) -> None:

@@ -121,9 +121,8 @@ def doc_vectors(docs: Sequence[ToolDoc], vectors_for: Callable[[list[str]], np.n
     result = {}
     for doc, (start, count, pairs) in zip(docs, spans, strict=True):
         negatives = vectors_for(list(doc.negatives)) if doc.negatives else None
-        result[doc.pk] = DocVectors(
-            matrix[start : start + count], tuple(k for k, _ in pairs), tuple(t for _, t in pairs), negatives
-        )
+        block = doc.weighted(matrix[start : start + count])
+        result[doc.pk] = DocVectors(block, tuple(k for k, _ in pairs), tuple(t for _, t in pairs), negatives)
     return result
 
 
@@ -200,11 +199,13 @@ def evaluate(
     options: RankingOptions,
     calibration: Calibration = Calibration(),  # noqa: B008 - frozen, shared default
     modes: Iterable[str] = MODES,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, dict[str, dict[str, float]]]:
     """{group: {mode: {metric: value, "served": {metric: value}}}} with groups "all", each source and each
     source/subset. The mode's own figures score the whole ranking; ``served`` scores what a caller gets for
     ``top_k`` = 10: nothing when the answer is withheld, else the ranking after the dynamic cut, plus
-    ``low_confidence``, the share of answers served with low confidence."""
+    ``low_confidence``, the share of answers served with low confidence. ``progress(done, total)`` counts
+    the queries evaluated."""
     modes = list(modes)
     tallies: dict[str, dict[str, Tally]] = defaultdict(lambda: defaultdict(Tally))
     served: dict[str, dict[str, Tally]] = defaultdict(lambda: defaultdict(Tally))
@@ -241,6 +242,8 @@ def evaluate(
                 score_served(query, ranking, ids, served[group][mode])
         for group in ("all", query.source, query.subset):
             counts[group][query.kind] += 1
+        if progress is not None:
+            progress(i + 1, len(queries))
     return {
         group: {
             "counts": dict(counts[group]),
@@ -252,6 +255,56 @@ def evaluate(
         }
         for group in sorted(tallies, key=lambda g: (g != "all", "/" in g, g))
     }
+
+
+def learn_replay(
+    snapshot: IndexSnapshot,
+    queries: Sequence[EvalQuery],
+    vectors_for: Callable[[list[str]], np.ndarray] | None,
+    options: RankingOptions,
+    calibration: Calibration = Calibration(),  # noqa: B008 - frozen, shared default
+) -> dict[int, tuple[tuple[str, float], ...]]:
+    """Replay labelled queries as real traffic, before an evaluation: each one a search by a distinct
+    principal followed by a successful call of its first relevant tool. As in the gateway, the call is linked
+    (and its request learned) only when the served answer returned that tool; learned requests are keyed,
+    counted once per principal and weighted by ``search.usage`` (``learned_key``, ``learned_weight``).
+    Returns each learning tool's learned requests with their weights, for ``ToolDoc.learned``."""
+    from .usage import learned_key, learned_normalise, learned_weight
+
+    by_id = {doc.tool_id: doc for doc in snapshot.docs}
+    visible = snapshot.visible_mask(None)
+    learning = [q for q in queries if q.kind != "none"]
+    all_parts = [request_parts(q.text) for q in learning]
+    flat = [q.text for q in learning] + [p for parts in all_parts for p in parts]
+    vectors = vectors_for(flat) if vectors_for is not None and flat else None
+    principals: dict[tuple[int, str], set[str]] = defaultdict(set)
+    wording: dict[tuple[int, str], str] = {}
+    offset = len(learning)
+    for i, query in enumerate(learning):
+        vector = vectors[i] if vectors is not None else None
+        parts = [(text, vectors[offset + j] if vectors is not None else None) for j, text in enumerate(all_parts[i])]
+        offset += len(parts)
+        ranking = snapshot.rank(
+            snapshot.branches(query.text, vector, visible),
+            query=query.text,
+            query_vector=vector,
+            top_k=DEPTH,
+            options=_with(options, dynamic_cut=True, enforce_abstention=True),
+            calibration=calibration,
+            parts=parts,
+        )
+        served = [] if ranking.abstained else [snapshot.docs[c.row].tool_id for c in ranking.candidates][: ranking.cut]
+        tool_id = query.groups[0][0]
+        if tool_id not in served or tool_id not in by_id:
+            continue
+        text = learned_normalise(query.text)
+        key = (by_id[tool_id].pk, learned_key(text))
+        principals[key].add(f"learn-{i}")
+        wording.setdefault(key, text)
+    learned: dict[int, list[tuple[str, float]]] = defaultdict(list)
+    for key, who in principals.items():
+        learned[key[0]].append((wording[key], learned_weight(len(who))))
+    return {pk: tuple(items) for pk, items in learned.items()}
 
 
 def score_served(query: EvalQuery, ranking: Ranking, ranked_ids: list[str], tally: Tally) -> None:

@@ -62,12 +62,21 @@ class IndexGeneration(models.Model):
     error = models.TextField(blank=True)
     started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Written while the build runs (throttled), read by the admin's progress poll.
+    progress_done = models.PositiveIntegerField(default=0, help_text="texts encoded so far")
+    progress_total = models.PositiveIntegerField(default=0, help_text="texts to encode (0: none, or not known yet)")
 
     class Meta:
         ordering = ["-id"]
 
     def __str__(self) -> str:
         return f"generation {self.pk} {self.kind} {self.status}"
+
+    @property
+    def duration_seconds(self) -> float | None:
+        if self.finished_at is None:
+            return None
+        return (self.finished_at - self.started_at).total_seconds()
 
 
 class SearchEvent(models.Model):
@@ -115,7 +124,7 @@ class QueryLogEntry(models.Model):
 
     @property
     def withheld(self) -> bool:
-        return self.confidence == Confidence.WITHHELD
+        return self.confidence == Confidence.NONE
 
 
 class SearchOutcome(models.Model):

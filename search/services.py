@@ -14,6 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from catalog.models import Tool
+from catalog.progress import ProgressCallback, progress_chain, progress_throttled
 from governance.choices import OperationClass
 from governance.principals import Principal
 from governance.selectors import tool_pks_visible_to
@@ -67,7 +68,7 @@ def _clamp_top_k(top_k: object) -> int:
 def _encode_query(query: str, parts: list[str]) -> tuple[np.ndarray | None, list[np.ndarray | None]]:
     """The request's vector and its parts' vectors, in one batch; Nones when the model is unavailable."""
     try:
-        vectors = encoder_get().encode([query, *parts])
+        vectors = encoder_get().encode_queries([query, *parts])
     except EncoderUnavailable as exc:
         search_event_record(kind=SearchEventKind.MODEL_UNAVAILABLE, detail=str(exc))
         return None, [None] * len(parts)
@@ -209,8 +210,9 @@ def _listing_fallback(*, query: str, visible: frozenset[int], top_k: int, backen
 # -- indexing -------------------------------------------------------------------------------------------
 
 
-def _vectors_for(docs: list[ToolDoc]) -> tuple[dict[int, DocVectors], int, bool]:
-    """Stored vectors where the texts are unchanged; encode and store the rest. (vectors, encoded, degraded)"""
+def _vectors_for(docs: list[ToolDoc], progress: ProgressCallback) -> tuple[dict[int, DocVectors], int, bool]:
+    """Stored vectors where the texts are unchanged; encode and store the rest. (vectors, encoded, degraded)
+    ``progress(done, total)`` counts the texts encoded."""
     key = model_key()
     vectors = stored_vectors(docs=docs, model_key=key)
     todo = [doc for doc in docs if doc.pk not in vectors]
@@ -224,14 +226,15 @@ def _vectors_for(docs: list[ToolDoc]) -> tuple[dict[int, DocVectors], int, bool]
     texts: list[str] = []
     for doc in todo:
         texts += [t for _, t in doc.dense_texts()] + list(doc.negatives)
-    matrix = encoder.encode(texts)
+    progress(0, len(texts))
+    matrix = encoder.encode(texts, progress=progress)
     offset = 0
     for doc in todo:
         pairs = doc.dense_texts()
         count = len(pairs) + len(doc.negatives)
         block = matrix[offset : offset + count].astype(np.float32, copy=True)
         offset += count
-        block[: len(pairs)] *= np.asarray(doc.vector_weights(), dtype=np.float32)[:, None]
+        block[: len(pairs)] = doc.weighted(block[: len(pairs)])
         ToolEmbedding.objects.update_or_create(
             tool_id=doc.pk,
             model_key=key,
@@ -253,11 +256,12 @@ def _vectors_for(docs: list[ToolDoc]) -> tuple[dict[int, DocVectors], int, bool]
     return vectors, len(todo), False
 
 
-def _index(*, kind: str, pks: Collection[int] | None) -> IndexGeneration:
+def _index(*, kind: str, pks: Collection[int] | None, progress: ProgressCallback | None) -> IndexGeneration:
     generation = IndexGeneration.objects.create(kind=kind, model_key=model_key())
+    record = progress_throttled(_generation_progress_record(generation.pk))
     try:
         docs = tool_docs_load(pks=pks)
-        vectors, encoded, degraded = _vectors_for(docs)
+        vectors, encoded, degraded = _vectors_for(docs, progress_chain(record, progress))
     except Exception as exc:
         IndexGeneration.objects.filter(pk=generation.pk).update(
             status=GenerationStatus.FAILED, error=str(exc)[:2000], finished_at=timezone.now()
@@ -270,7 +274,7 @@ def _index(*, kind: str, pks: Collection[int] | None) -> IndexGeneration:
     generation.reused = len(vectors) - encoded
     generation.degraded = degraded
     generation.finished_at = timezone.now()
-    generation.save()
+    generation.save(update_fields=["status", "tool_count", "encoded", "reused", "degraded", "finished_at"])
     token = str(generation.token)
     removed = set(pks or ()) - {doc.pk for doc in docs}
     tools = [IndexedTool(doc, vectors.get(doc.pk)) for doc in docs]
@@ -283,16 +287,26 @@ def _index(*, kind: str, pks: Collection[int] | None) -> IndexGeneration:
     return generation
 
 
-def index_update(*, tool_pks: Collection[int]) -> IndexGeneration:
+def _generation_progress_record(pk: int) -> ProgressCallback:
+    # update(), not save(): the row is read by the admin while the build runs, and only these two change.
+    def record(done: int, total: int) -> None:
+        IndexGeneration.objects.filter(pk=pk).update(progress_done=done, progress_total=total)
+
+    return record
+
+
+def index_update(*, tool_pks: Collection[int], progress: ProgressCallback | None = None) -> IndexGeneration:
     """Reindex the given tools (changed, added, removed or disabled) and publish a new generation.
 
     Only tools whose vector texts changed are encoded. With the model down the generation is published
     without new vectors (``degraded``): the changed text is searchable by BM25 at once.
     """
     pks = {int(pk) for pk in tool_pks}
-    return _index(kind=GenerationKind.INCREMENTAL, pks=pks)
+    return _index(kind=GenerationKind.INCREMENTAL, pks=pks, progress=progress)
 
 
-def index_rebuild() -> IndexGeneration:
-    """Index every indexable tool and publish a new generation (stored vectors are reused)."""
-    return _index(kind=GenerationKind.FULL, pks=None)
+def index_rebuild(*, progress: ProgressCallback | None = None) -> IndexGeneration:
+    """Index every indexable tool and publish a new generation (stored vectors are reused).
+
+    ``progress(done, total)`` hears the texts encoded; the generation row records the same, throttled."""
+    return _index(kind=GenerationKind.FULL, pks=None, progress=progress)

@@ -27,8 +27,11 @@ from catalog.models import Tool, ToolExample
 from catalog.services.curation import tool_curation_update
 from governance.principals import Principal
 from governance.selectors import tool_pks_visible_to
+from governance.writebehind import write_behind, write_behind_flush
 
+from .backends import SearchResult
 from .choices import LearnedStatus, QueryLogMode, SearchOutcomeKind
+from .metrics import SEARCH_SECONDS, SEARCHES
 from .models import LearnedConfirmation, LearnedRequest, QueryLogEntry, SearchOutcome
 
 logger = logging.getLogger(__name__)
@@ -76,13 +79,15 @@ def query_log_record(
     backend: str,
     latency_ms: float,
     client: str = "mcp",
+    deferred: bool = False,
 ) -> QueryLogEntry | None:
-    """Record one client search (one INSERT). Returns None when the log is ``off``."""
+    """Record one client search (one INSERT; ``deferred``: queued, inserted in a batch shortly after, see
+    governance/writebehind.py). Returns None when the log is ``off``."""
     mode = _log_mode()
     if mode == QueryLogMode.OFF:
         return None
     stored = query_redact(query) if mode == QueryLogMode.REDACTED else query
-    return QueryLogEntry.objects.create(
+    entry = QueryLogEntry(
         user=principal.user,
         token_ref=principal.token_ref,
         principal_key=principal_key(principal),
@@ -94,6 +99,38 @@ def query_log_record(
         degraded=degraded,
         backend=backend,
         latency_ms=round(latency_ms, 2),
+    )
+    if deferred:
+        write_behind().add(entry)
+    else:
+        entry.save(force_insert=True)
+    return entry
+
+
+def search_observe(
+    *,
+    principal: Principal,
+    query: str,
+    result: SearchResult,
+    latency_ms: float,
+    client: str = "mcp",
+    deferred: bool = False,
+) -> QueryLogEntry | None:
+    """Count a client's search in the metrics and record it in the query log (as SCOUT_QUERY_LOG says).
+    Called by every client entry point (tool_search, the REST API); never by the curator preview."""
+    degraded = result.degraded or not result.index_ready
+    SEARCHES.labels(confidence=result.confidence.value, degraded=str(degraded).lower(), backend=result.backend).inc()
+    SEARCH_SECONDS.observe(latency_ms / 1000)
+    return query_log_record(
+        principal=principal,
+        query=query,
+        results=[LoggedResult(tool_id=match.tool_id, score=match.score) for match in result.matches],
+        confidence=result.confidence.value,
+        degraded=degraded,
+        backend=result.backend,
+        latency_ms=latency_ms,
+        client=client,
+        deferred=deferred,
     )
 
 
@@ -121,6 +158,7 @@ def search_outcome_record(*, principal: Principal, tool: Tool, outcome: str) -> 
     if outcome not in SearchOutcomeKind.values:
         raise ValueError(f"unknown outcome {outcome!r}")
     key = principal_key(principal)
+    write_behind_flush()  # this process's queued searches first: the one to link may still be queued
     entry = _linked_entry(key=key, tool=tool)
     if entry is None:
         return None
@@ -130,12 +168,14 @@ def search_outcome_record(*, principal: Principal, tool: Tool, outcome: str) -> 
     return linked
 
 
-def _normalised(text: str) -> str:
+def learned_normalise(text: str) -> str:
+    """A learned request's stored wording: whitespace collapsed, at most MAX_LEARNED_CHARS."""
     return " ".join(text.split())[:MAX_LEARNED_CHARS]
 
 
 def learned_key(text: str) -> str:
-    return hashlib.sha256(_normalised(text).casefold().encode()).hexdigest()
+    """The same request in other case or spacing has the same key (one learned request per tool)."""
+    return hashlib.sha256(learned_normalise(text).casefold().encode()).hexdigest()
 
 
 def learned_request_confirm(*, principal: Principal, tool: Tool, text: str) -> LearnedRequest | None:
@@ -144,7 +184,7 @@ def learned_request_confirm(*, principal: Principal, tool: Tool, text: str) -> L
     Learned only for a tool the principal may see and execute; never for a text a curator rejected for
     this tool. A principal counts once per request (repeats add confirmations, not weight). Returns the
     learned request, or None when nothing was learned."""
-    text = _normalised(text)
+    text = learned_normalise(text)
     if not text or tool.pk not in tool_pks_visible_to(principal=principal, permission="execute"):
         return None
     now = timezone.now()

@@ -61,7 +61,7 @@ def workbench_groups(*, days: int = 30, reason: str = "") -> list[RequestGroup]:
     entries = (
         QueryLogEntry.objects.filter(created_at__gte=since)
         .annotate(followed=followed)
-        .filter(Q(confidence__in=[Confidence.WITHHELD, Confidence.LOW]) | Q(followed=False))
+        .filter(Q(confidence__in=[Confidence.NONE, Confidence.LOW]) | Q(followed=False))
         .order_by("-created_at", "-id")
         .only("query", "created_at", "confidence", "results")[:MAX_ENTRIES]
     )
@@ -93,7 +93,7 @@ def _unhandled(groups: list[RequestGroup]) -> list[RequestGroup]:
 
 
 def _reason(entry: QueryLogEntry) -> str:
-    if entry.confidence == Confidence.WITHHELD:
+    if entry.confidence == Confidence.NONE:
         return "withheld"
     if entry.confidence == Confidence.LOW:
         return "low"

@@ -24,6 +24,14 @@ def celery_eager(request: pytest.FixtureRequest):
     celery_app.conf.task_always_eager, celery_app.conf.task_eager_propagates = saved
 
 
+@pytest.fixture(autouse=True)
+def inline_discovery_writes(settings):
+    """Discovery records are written behind the request in production (governance/writebehind.py); tests
+    write them inline so a test reads what the request it made wrote. tests/governance/test_write_behind.py
+    covers the queue itself."""
+    settings.SCOUT_WRITE_BEHIND_SECONDS = 0
+
+
 # --- evaluation data -------------------------------------------------------------------------------
 
 

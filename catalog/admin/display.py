@@ -18,7 +18,7 @@ STATUS_COLOURS = {
     ServerStatus.DEGRADED: "#ef6c00",
     ServerStatus.UNAVAILABLE: "#c62828",
     ServerStatus.DISABLED: "#757575",
-    ServerStatus.ARCHIVED: "#455a64",
+    ServerStatus.ARCHIVED: "#9e9e9e",
     SyncStatus.SUCCESS: "#2e7d32",
     SyncStatus.PARTIAL: "#ef6c00",
     SyncStatus.FAILED: "#c62828",

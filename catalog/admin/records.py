@@ -7,11 +7,14 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
+from catalog.choices import SyncStatus
 from catalog.models import SyncRun, Tool, ToolRevision
+from catalog.progress import progress_snapshot
 
 from .display import CappedCountPaginator, admin_link, badge, json_block, pretty_json, render_unified_diff, text_block
 from .filters import RevisionServerFilter, ServerFilter
 from .lookups import StrictLookupsMixin
+from .progress import ProgressAdminMixin
 
 RUN_TOOLS_SHOWN = 200
 
@@ -33,7 +36,7 @@ class ReadOnlyAdmin(StrictLookupsMixin, admin.ModelAdmin):
 
 
 @admin.register(SyncRun)
-class SyncRunAdmin(ReadOnlyAdmin, admin.ModelAdmin[SyncRun]):
+class SyncRunAdmin(ProgressAdminMixin, ReadOnlyAdmin, admin.ModelAdmin[SyncRun]):
     list_display = (
         "started_at",
         "server",
@@ -57,6 +60,7 @@ class SyncRunAdmin(ReadOnlyAdmin, admin.ModelAdmin[SyncRun]):
         "kind",
         "source",
         "status_badge",
+        "progress_panel",
         "started_at",
         "finished_at",
         "duration",
@@ -70,6 +74,31 @@ class SyncRunAdmin(ReadOnlyAdmin, admin.ModelAdmin[SyncRun]):
         "rejections_table",
     )
     readonly_fields = fields
+
+    def progress_snapshot_for(self, obj: SyncRun) -> dict:
+        running = obj.status == SyncStatus.RUNNING
+        typical = None
+        if running and obj.server_id:
+            # A sync waits on one upstream call: the last good run of the same server is the best guess.
+            last = (
+                SyncRun.objects.filter(server_id=obj.server_id, status=SyncStatus.SUCCESS, finished_at__isnull=False)
+                .exclude(pk=obj.pk)
+                .only("started_at", "finished_at")
+                .first()
+            )
+            typical = last.duration_seconds if last else None
+        return progress_snapshot(
+            running=running,
+            status=obj.status,
+            stage="applying tools" if obj.progress_total else "listing tools upstream",
+            unit="tools",
+            done=obj.progress_done,
+            total=obj.progress_total,
+            started_at=obj.started_at,
+            finished_at=obj.finished_at,
+            error=obj.error if obj.status == SyncStatus.FAILED else "",
+            typical_seconds=typical,
+        )
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, run: SyncRun) -> str:

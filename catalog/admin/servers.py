@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db import models
@@ -9,14 +10,18 @@ from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
+from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
-from catalog.choices import INACTIVE_SERVER_STATUSES, SyncStatus, Transport
+from catalog.choices import OPERATOR_STOPPED_STATUSES, SyncStatus, Transport
 from catalog.models import Server, SyncRun
+from catalog.openapi import BINDING_KEY
+from catalog.services.openapi_documents import server_openapi_document_get, server_openapi_document_set
 from catalog.services.servers import server_archive, server_restore
+from catalog.services.sync import server_openapi_preview
 from catalog.upstream import UpstreamError, list_tools
 
 from .display import admin_link, badge, text_block
@@ -68,8 +73,47 @@ class RecentSyncRunInline(admin.TabularInline):
         return badge(run.status, run.get_status_display())
 
 
+class ServerForm(forms.ModelForm):
+    """The server form, plus the OpenAPI document: uploaded or pasted, stored beside the server on save."""
+
+    openapi_upload = forms.FileField(
+        required=False,
+        label="Upload OpenAPI document",
+        help_text="OpenAPI: a JSON or YAML file; replaces the document text below",
+    )
+    openapi_document = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 12, "cols": 100}),
+        label="OpenAPI document",
+        help_text="OpenAPI: the document itself (JSON or YAML), used instead of a document URL",
+    )
+
+    class Meta:
+        model = Server
+        fields = ("transport",)  # the admin passes the fieldsets' fields
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk and "openapi_document" in self.fields:
+            self.fields["openapi_document"].initial = server_openapi_document_get(server=self.instance)
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        upload = cleaned.get("openapi_upload")
+        if upload is not None:
+            try:
+                cleaned["openapi_document"] = upload.read().decode("utf-8-sig")
+            except UnicodeDecodeError:
+                self.add_error("openapi_upload", "The document must be UTF-8 text.")
+        if cleaned.get("transport") == Transport.OPENAPI:
+            if bool(cleaned.get("openapi_url")) == bool((cleaned.get("openapi_document") or "").strip()):
+                self.add_error("openapi_url", "Give either the document's URL or the document itself.")
+        return cleaned
+
+
 @admin.register(Server)
 class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
+    form = ServerForm
     list_display = (
         "slug",
         "name",
@@ -90,18 +134,23 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
     fieldsets = (
         (None, {"fields": ("slug", "name", "description", "category", "environment")}),
         ("Connection", {"fields": ("transport", "command", "args", "env_vars", "url", "header_env")}),
+        (
+            "OpenAPI service",
+            {
+                "fields": ("base_url", "openapi_url", "openapi_upload", "openapi_document", "openapi_credentials"),
+                "description": "For transport OpenAPI: the document (a URL, a file or pasted text), where requests "
+                "go, and credentials by environment variable name. Hosts must be in SCOUT_OPENAPI_ALLOWED_HOSTS.",
+            },
+        ),
         ("Health", {"fields": ("status", "status_badge", "tool_count", "last_synced_at", "last_error_display")}),
         ("Record", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
     )
 
-    add_fieldsets = (
-        (None, {"fields": ("slug", "name", "description", "category", "environment")}),
-        ("Connection", {"fields": ("transport", "command", "args", "env_vars", "url", "header_env")}),
-    )
-
     def get_fieldsets(self, request: HttpRequest, obj: Server | None = None) -> Any:
-        # A new server has no health yet: it is synced once saved ("Never synced" until then).
-        return self.add_fieldsets if obj is None else super().get_fieldsets(request, obj)
+        fieldsets = super().get_fieldsets(request, obj)
+        if obj is None:  # a new server has no health yet: it is synced once saved ("Never synced" until then)
+            return [fieldset for fieldset in fieldsets if fieldset[0] not in ("Health", "Record")]
+        return fieldsets
 
     def response_add(self, request: HttpRequest, obj: Server, post_url_continue: str | None = None) -> HttpResponse:
         if obj.transport != Transport.IMPORTED:
@@ -112,6 +161,11 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
                 messages.INFO,
             )
         return super().response_add(request, obj, post_url_continue)
+
+    def save_model(self, request: HttpRequest, obj: Server, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        if "openapi_document" in form.cleaned_data:
+            server_openapi_document_set(server=obj, text=form.cleaned_data["openapi_document"] or "")
 
     def formfield_for_dbfield(self, db_field: models.Field, request: HttpRequest, **kwargs: Any) -> Any:
         if isinstance(db_field, models.URLField):
@@ -137,7 +191,7 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
     def status_badge(self, server: Server) -> str:
         if server.pk is None:
             return "—"
-        inactive = server.status in INACTIVE_SERVER_STATUSES
+        inactive = server.status in OPERATOR_STOPPED_STATUSES
         if server.last_synced_at is None and server.transport != Transport.IMPORTED and not inactive:
             return badge("never", "Never synced")  # not "Active": nobody has contacted it yet
         return badge(server.status, server.get_status_display())
@@ -174,7 +228,7 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
 
     @admin.action(description="Archive (hide from every client, keep history)", permissions=["change"])
     def archive(self, request: HttpRequest, queryset: QuerySet[Server]) -> None:
-        archived = [server.slug for server in queryset if server_archive(server=server)]
+        archived = [server.slug for server in queryset if server.status != "archived" and server_archive(server=server)]
         self.message_user(request, f"Archived {len(archived)} server(s): {', '.join(archived) or '—'}.")
 
     @admin.action(description="Restore archived servers (and sync them)", permissions=["change"])
@@ -225,8 +279,10 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
     def get_urls(self) -> list:
         sync_view = self.admin_site.admin_view(require_POST(self.sync_view))
         test_view = self.admin_site.admin_view(require_POST(self.test_connection_view))
+        preview_view = self.admin_site.admin_view(self.openapi_preview_view)
         return [
             path("<int:object_id>/sync/", sync_view, name="catalog_server_sync"),
+            path("<int:object_id>/openapi-preview/", preview_view, name="catalog_server_openapi_preview"),
             path("test-connection/", test_view, name="catalog_server_test_connection"),
             *super().get_urls(),
         ]
@@ -267,6 +323,42 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
             "error": error,
         }
         return render(request, "admin/catalog/server/test_connection.html", context)
+
+    def openapi_preview_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
+        """The operations a sync would import and refuse, read from the document now; nothing is saved."""
+        server = get_object_or_404(Server, pk=object_id)
+        if not self.has_change_permission(request, server) or server.transport != Transport.OPENAPI:
+            raise PermissionDenied
+        error, rows, rejections = "", [], []
+        try:
+            definitions, rejections = server_openapi_preview(server=server)
+        except UpstreamError as exc:
+            error = str(exc)
+        else:
+            existing = set(server.tools.live().values_list("name", flat=True))
+            for definition in definitions:
+                binding = definition.input_schema.get(BINDING_KEY) or {}
+                hints = definition.annotations or {}
+                rows.append(
+                    {
+                        "name": definition.name,
+                        "new": definition.name not in existing,
+                        "request": f"{binding.get('method', '?')} {binding.get('path', '?')}",
+                        "title": definition.title,
+                        "parameters": ", ".join((definition.input_schema.get("properties") or {}).keys()),
+                        "hints": ", ".join(key.removesuffix("Hint") for key, on in hints.items() if on is True),
+                    }
+                )
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Operations in {server.slug}'s OpenAPI document",
+            "opts": self.model._meta,
+            "original": server,
+            "error": error,
+            "rows": rows,
+            "rejections": rejections,
+        }
+        return TemplateResponse(request, "admin/catalog/server/openapi_preview.html", context)
 
     def sync_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
         server = get_object_or_404(Server, pk=object_id)

@@ -7,6 +7,7 @@ tombstones) and gets its own ``SyncRun(kind=IMPORT)``. Servers the file does not
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,9 +16,10 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from catalog.choices import INACTIVE_SERVER_STATUSES, ServerStatus, SyncKind, Transport
+from catalog.choices import OPERATOR_STOPPED_STATUSES, ServerStatus, SyncKind, Transport
 from catalog.definitions import normalize_listing
 from catalog.models import Server, SyncRun, Tool, validate_namespace
+from catalog.progress import ProgressCallback, progress_none
 from catalog.services.apply import ApplyResult, catalog_apply_listing
 from catalog.services.runs import sync_run_finish, sync_run_start
 from catalog.signals import tools_changed
@@ -269,7 +271,7 @@ def _import_server(
         server.save(update_fields=["last_error", *details, "updated_at"])
         return run, None, located
     sync_run_finish(run, result=result, rejections=rejections)
-    if server.status not in INACTIVE_SERVER_STATUSES:  # an operator's "disabled" or "archived" outlives re-imports
+    if server.status not in OPERATOR_STOPPED_STATUSES:  # an operator's "disabled"/"archived" outlives re-imports
         server.status = ServerStatus.ACTIVE
     server.last_synced_at = run.finished_at
     server.last_error = run.error
@@ -311,6 +313,7 @@ def catalog_import_file(
     environment: str | None = None,
     server_metadata: dict[str, ServerMetadata] | None = None,
     index: bool = True,
+    progress: ProgressCallback = progress_none,
 ) -> ImportReport:
     """Import one catalog JSONL file; see the module docstring for the rules.
 
@@ -332,6 +335,8 @@ def catalog_import_file(
     unreadable = bool(line_errors)
 
     items = list(groups.items())
+    total, done = sum(len(group.raw_tools) for group in groups.values()), 0
+    progress(0, total)
     for start in range(0, len(items), SERVERS_PER_TRANSACTION):
         # Each server is still reconciled atomically (a savepoint in catalog_apply_listing); committing
         # servers in batches saves a disk flush per server (it dominates large imports on SQLite) and
@@ -348,6 +353,8 @@ def catalog_import_file(
                     unreadable=unreadable,
                     line_errors=line_errors,
                 )
+                done += len(group.raw_tools)
+                progress(done, total)
             touched = report.touched_pks[touched_before:]
             if touched:
                 transaction.on_commit(
@@ -369,9 +376,15 @@ def catalog_import_file(
 
 
 def catalog_import_files(
-    *, paths: list[Path], environment: str | None = None, servers_path: Path | None = None, index: bool = True
+    *,
+    paths: list[Path],
+    environment: str | None = None,
+    servers_path: Path | None = None,
+    index: bool = True,
+    progress_for: Callable[[Path], ProgressCallback] | None = None,
 ) -> list[ImportReport]:
-    """Import several files in order, each the complete listing of the servers it names.
+    """Import several files in order, each the complete listing of the servers it names. ``progress_for(path)``
+    gives the progress callback for one file (see catalog_import_file).
 
     Every path and the environment are checked before anything is imported. Raises ImportFileError for a
     missing file or an environment name longer than the column.
@@ -384,5 +397,12 @@ def catalog_import_files(
             raise ImportFileError(f"no such file: {path}")
     metadata = read_server_metadata(servers_path) if servers_path else {}
     return [
-        catalog_import_file(path=path, environment=environment, server_metadata=metadata, index=index) for path in paths
+        catalog_import_file(
+            path=path,
+            environment=environment,
+            server_metadata=metadata,
+            index=index,
+            progress=progress_for(path) if progress_for else progress_none,
+        )
+        for path in paths
     ]

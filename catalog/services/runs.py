@@ -31,6 +31,9 @@ def sync_run_finish(
             result.unchanged,
             result.removed,
         )
+        if run.kind == SyncKind.IMPORT:  # no listing step: what it applied is its total
+            run.progress_total = result.added + result.changed + result.unchanged
+        run.progress_done = run.progress_total
     run.rejected = len(rejections)
     run.rejections = rejections[:500]
     if error:

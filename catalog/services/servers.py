@@ -1,25 +1,72 @@
-"""Server lifecycle the admin drives: archive (hidden from every client, history kept) and restore."""
+"""Server writes for operators: register, edit, archive. Credentials are never stored, only variable names."""
+
+from typing import Any
+
+from django.db import transaction
 
 from catalog.choices import ServerStatus
 from catalog.models import Server
 
+# What an operator may set; slug (the tool-id namespace) only at creation, status only through archive.
+EDITABLE_FIELDS = (
+    "name",
+    "description",
+    "category",
+    "environment",
+    "transport",
+    "command",
+    "args",
+    "env_vars",
+    "url",
+    "header_env",
+)
 
-def server_archive(*, server: Server) -> bool:
-    """Hide the server and all its tools from every client and stop syncing it; tools, revisions, runs, grants
-    and the audit trail stay. Returns whether it changed. A saved status change invalidates every visible set
-    (governance's receivers), so no client sees its tools after this returns."""
-    if server.status == ServerStatus.ARCHIVED:
-        return False
-    server.status = ServerStatus.ARCHIVED
-    server.save(update_fields=["status", "updated_at"])
-    return True
+
+def server_create(*, slug: str, name: str, **fields: Any) -> Server:
+    """Register a server (ACTIVE; its tools appear after its first sync). Raises ValidationError."""
+    unknown = set(fields) - set(EDITABLE_FIELDS)
+    if unknown:
+        raise TypeError(f"not server fields: {sorted(unknown)}")
+    server = Server(slug=slug, name=name, **fields)
+    server.full_clean()
+    server.save()
+    return server
+
+
+def server_update(*, server: Server, **fields: Any) -> Server:
+    """Change the given fields (any of EDITABLE_FIELDS). Raises ValidationError, TypeError for others."""
+    unknown = set(fields) - set(EDITABLE_FIELDS)
+    if unknown:
+        raise TypeError(f"not editable server fields: {sorted(unknown)}")
+    with transaction.atomic():
+        server = Server.objects.select_for_update().get(pk=server.pk)
+        for name, value in fields.items():
+            setattr(server, name, value)
+        server.full_clean()
+        server.save(update_fields=[*fields, "updated_at"])
+    return server
+
+
+def server_archive(*, server: Server) -> Server:
+    """Retire a server: its tools leave search, listing and execution at once (only ACTIVE servers' tools
+    are visible) and no sync or import runs against it again. Archiving twice is a no-op.
+
+    save(), not update(): the post_save signal is what invalidates every cached visible set."""
+    with transaction.atomic():
+        server = Server.objects.select_for_update().get(pk=server.pk)
+        if server.status != ServerStatus.ARCHIVED:
+            server.status = ServerStatus.ARCHIVED
+            server.save(update_fields=["status", "updated_at"])
+    return server
 
 
 def server_restore(*, server: Server) -> bool:
-    """Bring an archived server back (its tools are served again after the next sync confirms them).
+    """Bring an archived server back (ACTIVE; its tools are served again after the next sync confirms them).
     Returns whether it changed."""
-    if server.status != ServerStatus.ARCHIVED:
-        return False
-    server.status = ServerStatus.ACTIVE
-    server.save(update_fields=["status", "updated_at"])
+    with transaction.atomic():
+        server = Server.objects.select_for_update().get(pk=server.pk)
+        if server.status != ServerStatus.ARCHIVED:
+            return False
+        server.status = ServerStatus.ACTIVE
+        server.save(update_fields=["status", "updated_at"])
     return True

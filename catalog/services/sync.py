@@ -6,9 +6,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from catalog import upstream
-from catalog.choices import INACTIVE_SERVER_STATUSES, ServerStatus, SyncKind, Transport
-from catalog.definitions import normalize_listing
+from catalog import openapi, upstream
+from catalog.choices import OPERATOR_STOPPED_STATUSES, ServerStatus, SyncKind, Transport
+from catalog.definitions import ToolDefinition, normalize_listing
 from catalog.locks import named_lock
 from catalog.metrics import SYNC_SECONDS, SYNCS
 from catalog.models import Server, SyncRun
@@ -32,9 +32,9 @@ def server_sync_lock_name(server_pk: int) -> str:
 
 
 def server_list_syncable() -> list[int]:
-    """Primary keys of servers a reconcile syncs: live transports, not disabled."""
+    """Primary keys of servers a reconcile syncs: live transports, not disabled or archived."""
     return list(
-        Server.objects.exclude(status__in=INACTIVE_SERVER_STATUSES)
+        Server.objects.exclude(status__in=OPERATOR_STOPPED_STATUSES)
         .exclude(transport=Transport.IMPORTED)
         .order_by("pk")
         .values_list("pk", flat=True)
@@ -54,7 +54,7 @@ def server_sync(*, server_pk: int, trigger: str = "manual") -> SyncRun:
     and re-raised.
     """
     server = Server.objects.get(pk=server_pk)
-    if server.status in INACTIVE_SERVER_STATUSES:
+    if server.status in OPERATOR_STOPPED_STATUSES:
         return _counted(sync_run_skip(server=server, source=trigger, reason=f"server is {server.status}"))
     if server.transport == Transport.IMPORTED:
         reason = "imported server: no live connection to sync"
@@ -74,8 +74,15 @@ def _counted(run: SyncRun) -> SyncRun:
 
 def _sync_locked(server: Server, trigger: str) -> SyncRun:
     run = sync_run_start(kind=SyncKind.SYNC, server=server, source=trigger)
+    refused: list[dict[str, str]] = []
+    refused_names: set[str] = set()
     try:
-        raw_tools = upstream.list_tools(server)
+        if server.transport == Transport.OPENAPI:
+            # The document is validated whole first: a malformed one fails the run and changes no tool.
+            listing = openapi.openapi_list_tools(server)
+            raw_tools, refused, refused_names = listing.tools, listing.rejections, listing.names
+        else:
+            raw_tools = upstream.list_tools(server)
     except upstream.UpstreamError as exc:
         sync_run_finish(run, error=str(exc))
         _server_mark_failed(server, error=str(exc))
@@ -88,6 +95,11 @@ def _sync_locked(server: Server, trigger: str) -> SyncRun:
         definitions, rejections, mentioned = normalize_listing(
             raw_tools, max_bytes=settings.SCOUT_MAX_TOOL_DEFINITION_BYTES
         )
+        # Operations refused for what Scout cannot call are kept like rejected tools: not tombstoned.
+        rejections, mentioned = [*refused, *rejections], mentioned | refused_names
+        # Listed: the admin now shows "applying N tools" rather than "listing".
+        run.progress_total = len(definitions)
+        run.save(update_fields=["progress_total"])
         # Names listed but rejected are kept, not tombstoned: a bad new version must not lose the tool.
         result = catalog_apply_listing(server=server, definitions=definitions, keep_names=mentioned, run=run)
     except Exception as exc:
@@ -100,9 +112,9 @@ def _sync_locked(server: Server, trigger: str) -> SyncRun:
 
 def _server_mark_synced(server: Server, *, warning: str) -> None:
     # update() rather than save(): never overwrite fields an operator edited while the sync ran, and
-    # never re-activate a server disabled meanwhile.
+    # never re-activate a server disabled or archived meanwhile.
     with transaction.atomic():
-        live = Server.objects.filter(pk=server.pk).exclude(status__in=INACTIVE_SERVER_STATUSES)
+        live = Server.objects.filter(pk=server.pk).exclude(status__in=OPERATOR_STOPPED_STATUSES)
         reactivated = live.exclude(status=ServerStatus.ACTIVE).update(status=ServerStatus.ACTIVE)
         live.update(last_synced_at=timezone.now(), last_error=warning[:MAX_ERROR_CHARS])
         if reactivated:
@@ -113,9 +125,22 @@ def _server_mark_failed(server: Server, *, error: str) -> None:
     """ACTIVE with a past success -> DEGRADED (first failure); otherwise -> UNAVAILABLE."""
     with transaction.atomic():
         current = Server.objects.select_for_update().filter(pk=server.pk).values("status", "last_synced_at").first()
-        if current is None or current["status"] in INACTIVE_SERVER_STATUSES:
+        if current is None or current["status"] in OPERATOR_STOPPED_STATUSES:
             return
         had_worked = current["status"] == ServerStatus.ACTIVE and current["last_synced_at"] is not None
         status = ServerStatus.DEGRADED if had_worked else ServerStatus.UNAVAILABLE
         Server.objects.filter(pk=server.pk).update(status=status, last_error=error[:MAX_ERROR_CHARS])
         catalog_rows_changed.send(sender=Server)
+
+
+def server_openapi_preview(*, server: Server) -> tuple[list[ToolDefinition], list[dict[str, str]]]:
+    """The tools a sync of OpenAPI ``server`` would import now, and the operations it would refuse; saves nothing.
+
+    Raises UpstreamError when the document cannot be fetched, parsed or validated (what a sync would record
+    as a FAILED run), or when ``server`` is not an OpenAPI server.
+    """
+    if server.transport != Transport.OPENAPI:
+        raise upstream.UpstreamError(f"{server.slug}: not an OpenAPI server", kind="config")
+    listing = openapi.openapi_list_tools(server)
+    definitions, rejections, _ = normalize_listing(listing.tools, max_bytes=settings.SCOUT_MAX_TOOL_DEFINITION_BYTES)
+    return definitions, [*listing.rejections, *rejections]

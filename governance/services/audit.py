@@ -8,6 +8,7 @@ from django.utils import timezone
 from catalog.models import Server, Tool
 from governance.models import ApprovalRequest, AuditEvent
 from governance.principals import Principal
+from governance.writebehind import write_behind
 
 MAX_TRACE_ID = 200
 
@@ -36,6 +37,7 @@ def audit_record(
     environment: str | None = None,
     actor: AbstractBaseUser | None = None,
     policy_version: int | None = None,
+    deferred: bool = False,
 ) -> AuditEvent:
     """Write one audit event carrying the identity and delegation envelope.
 
@@ -44,6 +46,8 @@ def audit_record(
     defaults to the approval's, else the current one. Runs in the caller's transaction: if the caller rolls
     back, the event goes too, so write it in the same ``atomic`` block as the change it records.
     ``payload`` must be JSON-serializable; keep it small and never put secrets in it.
+    ``deferred``: queued and inserted in a batch shortly after (governance/writebehind.py), outside any
+    transaction; only for discovery events, never for an execution's (it must be durable before the result).
     """
     event = audit_event_build(
         event_type=event_type,
@@ -58,6 +62,9 @@ def audit_record(
         actor=actor,
         policy_version=policy_version,
     )
+    if deferred:
+        write_behind().add(event)
+        return event
     event.save(force_insert=True)
     return event
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import mcp_types as types
+from opentelemetry import trace
 
 from catalog.models import Tool
 from governance.choices import AuditEventType, AuditOutcome, OperationClass
@@ -23,10 +25,12 @@ from governance.services.audit import audit_record
 from search.backends import SearchResult
 from search.engine.ranking import Confidence
 from search.services import TOP_K_DEFAULT, SearchQueryError, search_for_principal
+from search.usage import search_observe
 
 from ..constants import MAX_INSPECT_IDS
 
 logger = logging.getLogger(__name__)
+tracer = trace.get_tracer(__name__)  # a no-op until scoutsite.tracing configures OpenTelemetry
 
 SUMMARY_CHARS = 200
 KEY_INPUTS = 6
@@ -260,16 +264,26 @@ def gateway_search(
     operation_class: str | None = None,
     environment: str | None = None,
     scope: str = "all",
+    client: str = "mcp",
 ) -> SearchAnswer:
-    """tool_search: ``search_answer`` plus a discovery audit event. Raises GatewayInputError."""
-    result, answer = _search(
-        principal=principal,
-        query=query,
-        top_k=top_k,
-        operation_class=operation_class,
-        environment=environment,
-        scope=scope,
-    )
+    """tool_search (and the REST search): ``search_answer`` plus the query log, metrics and a discovery audit
+    event. Raises GatewayInputError."""
+    started = time.monotonic()
+    with tracer.start_as_current_span("scout.tool_search", attributes={"scout.top_k": top_k}) as span:
+        result, answer = _search(
+            principal=principal,
+            query=query,
+            top_k=top_k,
+            operation_class=operation_class,
+            environment=environment,
+            scope=scope,
+        )
+        span.set_attribute("scout.confidence", answer.confidence)
+        span.set_attribute("scout.matches", len(answer.matches))
+    # Both records are queued and inserted in batches (governance/writebehind.py): a search's answer never
+    # waits for the database's write lock.
+    latency_ms = (time.monotonic() - started) * 1000
+    search_observe(principal=principal, query=query, result=result, latency_ms=latency_ms, client=client, deferred=True)
     audit_record(
         event_type=AuditEventType.DISCOVERY,
         principal=principal,
@@ -284,6 +298,7 @@ def gateway_search(
             "abstained": answer.abstained,
             "confidence": answer.confidence,
         },
+        deferred=True,
     )
     return answer
 
@@ -310,6 +325,7 @@ def gateway_inspect(*, principal: Principal, tool_ids: list[str]) -> list[dict[s
         principal=principal,
         outcome=AuditOutcome.SUCCESS,
         payload={"meta_tool": "tool_inspect", "returned": [tool.tool_id for tool in tools]},
+        deferred=True,
     )
     return [tool_descriptor(tool, full=True) for tool in tools]
 

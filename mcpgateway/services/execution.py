@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
+from opentelemetry import trace
 
 from catalog.models import Tool
 from catalog.schemas import UnsafeSchema, arguments_validator
@@ -28,6 +29,8 @@ from governance.choices import AuditEventType, AuditOutcome
 from governance.principals import Principal
 from governance.selectors import ToolNotFound, tool_get_for_principal
 from governance.services.audit import audit_record
+from search.choices import SearchOutcomeKind
+from search.usage import search_outcome_record
 
 from ..choices import IdempotencyStatus
 from ..constants import (
@@ -35,12 +38,14 @@ from ..constants import (
     MAX_IDEMPOTENCY_KEY_CHARS,
 )
 from ..db import run_orm
+from ..metrics import EXECUTE_SECONDS, EXECUTIONS, UPSTREAM_SECONDS
 from ..models import IdempotencyRecord
 from ..upstreams import CallProgress, UpstreamCallError, UpstreamPool, call_timeout
 from .discovery import UnknownTool, _audit_unknown, _compact
 from .output import result_for_model
 
 logger = logging.getLogger(__name__)
+tracer = trace.get_tracer(__name__)  # a no-op until scoutsite.tracing configures OpenTelemetry
 
 # --- execute_tool -------------------------------------------------------------------------------
 
@@ -246,6 +251,37 @@ def execute_prepare(
     except ToolNotFound:
         _audit_unknown(principal, "execute_tool")
         raise UnknownTool() from None
+    prepared = _prepare(
+        principal=principal, tool=tool, arguments=arguments, approval_id=approval_id, idempotency_key=idempotency_key
+    )
+    if isinstance(prepared, types.CallToolResult):
+        kind = refusal_kind(prepared)
+        if kind is not None:
+            search_outcome_record(principal=principal, tool=tool, outcome=kind)
+    return prepared
+
+
+def refusal_kind(result: types.CallToolResult) -> str | None:
+    """How a call that never reached the upstream ended, as the query log links it (None: a repeat of an
+    earlier call's idempotency key, which is no new outcome)."""
+    structured = result.structured_content or {}
+    if any(key.startswith("idempotency_") for key in structured) or not result.is_error:
+        return None
+    if structured.get("approval_required"):
+        return SearchOutcomeKind.PENDING_APPROVAL
+    if structured.get("approval_rejected"):
+        return SearchOutcomeKind.DENIED
+    return SearchOutcomeKind.VALIDATION_ERROR  # arguments: not an object, not plain JSON, too large, invalid
+
+
+def _prepare(
+    *,
+    principal: Principal,
+    tool: Tool,
+    arguments: dict[str, Any],
+    approval_id: str | None,
+    idempotency_key: str | None,
+) -> ExecutionPlan | types.CallToolResult:
     # Every refusal from here on names a tool the caller may execute: each is written down (DENIED).
     if not isinstance(arguments, dict):
         return _denied(principal, tool, "invalid_arguments", error_result("arguments must be a JSON object"))
@@ -380,6 +416,9 @@ def execute_finish(plan: ExecutionPlan, result: types.CallToolResult, *, outcome
             **({"failure": failure} if failure else {}),
         },
     )
+    if failure != "cancelled":  # a call cut off before it was sent did nothing to learn from
+        kind = SearchOutcomeKind.SUCCESS if outcome == AuditOutcome.SUCCESS else SearchOutcomeKind.UPSTREAM_ERROR
+        search_outcome_record(principal=plan.principal, tool=plan.tool, outcome=kind)
 
 
 async def gateway_execute(
@@ -398,6 +437,59 @@ async def gateway_execute(
     claimed key or a consumed approval is always followed by an audit event and a settled key. A call cut
     off after it was sent is recorded as outcome unknown, and a retry with its key is told so.
     Raises UnknownTool for an unknown or hidden tool."""
+    started = time.monotonic()
+    outcome = "error"
+    with tracer.start_as_current_span("scout.execute_tool") as span:
+        try:
+            result = await _execute(
+                principal=principal,
+                tool_id=tool_id,
+                arguments=arguments,
+                pool=pool,
+                approval_id=approval_id,
+                idempotency_key=idempotency_key,
+            )
+            outcome = _metric_outcome(result)
+            return result
+        except UnknownTool:
+            outcome = "unknown_tool"
+            raise
+        except anyio.get_cancelled_exc_class():
+            outcome = "cancelled"
+            raise
+        finally:
+            span.set_attribute("scout.outcome", outcome)
+            EXECUTIONS.labels(outcome=outcome).inc()
+            EXECUTE_SECONDS.observe(time.monotonic() - started)
+
+
+def _metric_outcome(result: types.CallToolResult) -> str:
+    structured = result.structured_content or {}
+    if not result.is_error:
+        return "success"
+    if structured.get("outcome_unknown"):
+        return "unknown"
+    if structured.get("upstream_failure"):
+        return "error"
+    kind = refusal_kind(result)
+    if kind == SearchOutcomeKind.PENDING_APPROVAL:
+        return "pending_approval"
+    if kind == SearchOutcomeKind.DENIED:
+        return "denied"
+    if structured.get("invalid_arguments"):
+        return "invalid"
+    return "error"
+
+
+async def _execute(
+    *,
+    principal: Principal,
+    tool_id: str,
+    arguments: dict[str, Any],
+    pool: UpstreamPool,
+    approval_id: str | None,
+    idempotency_key: str | None,
+) -> types.CallToolResult:
     with anyio.CancelScope(shield=True):
         plan = await run_orm(
             execute_prepare,
@@ -412,13 +504,18 @@ async def gateway_execute(
     timeout = call_timeout()
     progress = CallProgress()
     try:
-        result = await pool.call(
-            server=plan.tool.server,
-            tool_name=plan.tool.name,
-            arguments=plan.arguments,
-            timeout=timeout,
-            progress=progress,
-        )
+        with (
+            tracer.start_as_current_span("scout.upstream.call", attributes={"scout.server": plan.tool.server.slug}),
+            UPSTREAM_SECONDS.labels(server=plan.tool.server.slug).time(),
+        ):
+            result = await pool.call(
+                server=plan.tool.server,
+                tool_name=plan.tool.name,
+                arguments=plan.arguments,
+                timeout=timeout,
+                progress=progress,
+                tool=plan.tool,
+            )
     except UpstreamCallError as exc:
         logger.warning("execute_tool %s failed upstream: %s", plan.tool.tool_id, exc)
         text = UPSTREAM_FAILURE_TEXT.get(exc.kind, "The tool's server could not be reached; try again later.")

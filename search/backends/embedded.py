@@ -81,7 +81,14 @@ class EmbeddedBackend(SearchBackend):
         docs = tool_docs_load()
         key = model_key()
         vectors = stored_vectors(docs=docs, model_key=key)
-        snapshot = IndexSnapshot(docs, vectors if vectors else None, generation=token, model_key=key)
+        snapshot = IndexSnapshot(
+            docs,
+            vectors if vectors else None,
+            generation=token,
+            model_key=key,
+            half=settings.SCOUT_SEARCH_VECTOR_PRECISION == "float16",
+            spill_dir=settings.SCOUT_SEARCH_VECTOR_SPILL_DIR,
+        )
         self.builds += 1
         if docs and len(vectors) < len(docs):
             search_event_record(

@@ -1,9 +1,34 @@
-"""Multi-vector dense scoring: every tool has several unit vectors; a tool scores by its best one."""
+"""Multi-vector dense scoring: every tool has several unit vectors; a tool scores by its best one.
 
+Large catalogs (``half=True``): the scanned table is float16 (half the memory and, memory-bound, about a
+third of the scan time) and the float32 vectors go to an unlinked temporary file; only the rows a query
+re-scores are read back (pread: no mapping, so they never count as the process's resident memory). A scan's
+scores are then approximate within a proven bound (``DenseScores.error``) and ``DenseScores.refine``
+replaces the given tools' scores with the exact float32 ones; ranking refines every tool whose exact score
+could change what it returns (engine/ranking.py), so answers are those of the exact scan.
+"""
+
+import os
+import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
+
+# float16 keeps 11 significant bits: each stored component (and the query's) is within 2**-11 relative of
+# its float32 value, and the float16 result is rounded once more. Summed with Cauchy-Schwarz over unit
+# vectors that is below 3 * 2**-11 * |q| * max|v|; the bound used is a third larger, plus the float32
+# accumulation differences of either path.
+_HALF_ERROR = 4 * 2.0**-11
+_ACCUMULATION_ERROR = 1e-5
+# BLAS computes a matrix-vector product a group of rows at a time and the last ``rows % group`` rows by
+# another code path (one float32 ulp apart). Tables and re-scored blocks are padded to a multiple of this,
+# so every cosine comes out of the grouped path and a re-score gives the full scan's bits exactly.
+_ROW_GROUP = 8
+
+
+def _padded(rows: int) -> int:
+    return -(-rows // _ROW_GROUP) * _ROW_GROUP
 
 
 @dataclass(frozen=True)
@@ -14,6 +39,31 @@ class DenseScores:
     scores: np.ndarray  # (n_docs,) best cosine per tool; -1 where a tool has no vector
     sims: np.ndarray  # (n_vectors,) cosine of the query to every vector
     offsets: np.ndarray  # (n_docs + 1,) tool ``r``'s vectors are sims[offsets[r]:offsets[r + 1]]
+    # Bound on |score - exact score| of a tool not yet refined (0: every score is exact).
+    error: float = 0.0
+    index: "DenseIndex | None" = field(default=None, repr=False)
+    query: np.ndarray | None = field(default=None, repr=False)
+    exact: np.ndarray | None = field(default=None, repr=False)  # (n_docs,) True where refined
+
+    def refine(self, rows: np.ndarray) -> int:
+        """Make the given tools' scores (and their vectors' sims) exact. Returns how many were not yet."""
+        if self.error == 0.0 or self.index is None or not len(rows):
+            return 0
+        rows = np.unique(np.asarray(rows, np.int64))
+        rows = rows[~self.exact[rows]]
+        if not len(rows):
+            return 0
+        self.exact[rows] = True
+        starts, ends = self.offsets[rows], self.offsets[rows + 1]
+        has = ends > starts
+        rows, starts, ends = rows[has], starts[has], ends[has]
+        if not len(rows):
+            return int(has.size)
+        lengths = ends - starts
+        vector_ids = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
+        self.sims[vector_ids] = self.index.exact_sims(starts, ends, self.query)
+        self.scores[rows] = np.maximum.reduceat(self.sims[vector_ids], np.cumsum(lengths) - lengths)
+        return int(has.size)
 
     def best(self, row: int) -> int:
         """Index into the vector table of the tool's best vector (the first one on a tie), -1 if none."""
@@ -31,7 +81,15 @@ class DenseIndex:
     are long documents nothing reads after encoding.
     """
 
-    def __init__(self, per_doc: Sequence[np.ndarray], kinds: Sequence[Sequence[str]], texts: Sequence[Sequence[str]]):
+    def __init__(
+        self,
+        per_doc: Sequence[np.ndarray],
+        kinds: Sequence[Sequence[str]],
+        texts: Sequence[Sequence[str]],
+        *,
+        half: bool = False,
+        spill_dir: str | None = None,
+    ):
         dims = {v.shape[1] for v in per_doc if v is not None and len(v)}
         self.dim = dims.pop() if dims else 0
         counts = np.zeros(len(per_doc), dtype=np.int64)
@@ -49,12 +107,32 @@ class DenseIndex:
                     self.examples[total + i] = text
             total += len(vectors)
         self.n_docs = len(per_doc)
-        # One allocation for the table (no float64 or per-block float32 copies on the way).
-        self.matrix = np.empty((total, max(self.dim, 1)), np.float32)
-        position = 0
-        for block in blocks:
-            self.matrix[position : position + len(block)] = block
-            position += len(block)
+        width = max(self.dim, 1)
+        self.half = bool(half and total)
+        self.max_norm = 1.0
+        self._spill = None
+        if self.half:
+            # float32 rows written to an unlinked file (never held in memory), float16 rows scanned.
+            self.matrix = np.empty((total, width), np.float16)
+            self._spill = tempfile.TemporaryFile(dir=spill_dir)  # noqa: SIM115 - lives as long as the index
+            position, norm = 0, 0.0
+            for block in blocks:
+                exact = np.ascontiguousarray(block, dtype=np.float32)
+                self._spill.write(exact.tobytes())
+                self.matrix[position : position + len(block)] = exact
+                norm = max(norm, float(np.sqrt((exact * exact).sum(axis=1)).max()))
+                position += len(block)
+            self._spill.flush()
+            self.max_norm = norm
+            self.exact_matrix = None  # read back row by row (pread): mapped pages would count as resident
+        else:
+            # One allocation for the table (no float64 or per-block float32 copies on the way).
+            self.matrix = np.zeros((_padded(total), width), np.float32)
+            position = 0
+            for block in blocks:
+                self.matrix[position : position + len(block)] = block
+                position += len(block)
+            self.exact_matrix = self.matrix
         self.offsets = np.zeros(self.n_docs + 1, dtype=np.int64)
         np.cumsum(counts, out=self.offsets[1:])
         self.owner = np.repeat(np.arange(self.n_docs, dtype=np.int64), counts)
@@ -71,17 +149,65 @@ class DenseIndex:
         """The example request of an example vector (None for other kinds)."""
         return self.examples.get(vector)
 
+    def exact_rows(self, starts: np.ndarray, ends: np.ndarray, padded: int = 0) -> np.ndarray:
+        """The float32 vectors ``starts[i]:ends[i]`` stacked (and zero rows up to ``padded``)."""
+        count = int((ends - starts).sum())
+        width = self.matrix.shape[1]
+        block = np.zeros((max(count, padded), width), np.float32)
+        if self.exact_matrix is not None:
+            position = 0
+            for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
+                block[position : position + hi - lo] = self.exact_matrix[lo:hi]
+                position += hi - lo
+            return block
+        raw = block.reshape(-1).view(np.uint8)
+        row_bytes, position, fd = width * 4, 0, self._spill.fileno()
+        for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
+            size = (hi - lo) * row_bytes
+            got = os.preadv(fd, [raw[position : position + size]], lo * row_bytes)
+            if got != size:
+                raise OSError(f"short read from the vector spill file ({got} of {size} bytes)")
+            position += size
+        return block
+
+    def exact_sims(self, starts: np.ndarray, ends: np.ndarray, query_vector: np.ndarray) -> np.ndarray:
+        """float32 cosines of the vectors ``starts[i]:ends[i]``, bit for bit those of the exact full scan."""
+        query = np.asarray(query_vector, dtype=np.float32)
+        count = int((ends - starts).sum())
+        return (self.exact_rows(starts, ends, padded=_padded(count)) @ query)[:count]
+
+    def _half_scan(self, query: np.ndarray) -> np.ndarray:
+        try:
+            import torch  # loaded with the model anyway; its float16 kernel accumulates in float32
+        except ImportError:  # pragma: no cover - without torch: convert in blocks (slower, same bound)
+            sims = np.empty(len(self.matrix), np.float32)
+            for start in range(0, len(self.matrix), 8192):
+                sims[start : start + 8192] = self.matrix[start : start + 8192].astype(np.float32) @ query
+            return sims
+        with torch.inference_mode():
+            result = torch.from_numpy(self.matrix) @ torch.from_numpy(query.astype(np.float16))
+        return result.float().numpy()
+
     def score(self, query_vector: np.ndarray) -> DenseScores:
         if not len(self.owner):
             return DenseScores(np.full(self.n_docs, -1.0, dtype=np.float32), np.zeros(0, np.float32), self.offsets)
-        sims = self.matrix @ query_vector.astype(np.float32)
+        query = np.asarray(query_vector, dtype=np.float32)
+        if self.half:
+            sims = self._half_scan(query)
+        else:
+            sims = (self.matrix @ query)[: len(self.owner)]  # the padding rows' zeros dropped
         block_max = np.maximum.reduceat(sims, self._starts)
         if self._all_have_vectors:
             scores = block_max
         else:
             scores = np.full(self.n_docs, -1.0, dtype=np.float32)
             scores[self._owners_with_vectors] = block_max
-        return DenseScores(scores, sims, self.offsets)
+        if not self.half:
+            return DenseScores(scores, sims, self.offsets)
+        error = _HALF_ERROR * self.max_norm * float(np.linalg.norm(query)) + _ACCUMULATION_ERROR
+        exact = np.zeros(self.n_docs, dtype=bool)
+        exact[counts_zero(self.offsets)] = True  # no vector: -1, exact
+        return DenseScores(scores, sims, self.offsets, error, self, query, exact)
 
     def max_similarity(self, query_vector: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """Best cosine of the query against each given row's vectors (-1 where none)."""
@@ -91,5 +217,10 @@ class DenseIndex:
         for i, row in enumerate(rows):
             lo, hi = self.offsets[row], self.offsets[row + 1]
             if hi > lo:
-                result[i] = float((self.matrix[lo:hi] @ query_vector).max())
+                result[i] = float((self.exact_rows(np.asarray([lo]), np.asarray([hi])) @ query_vector).max())
         return result
+
+
+def counts_zero(offsets: np.ndarray) -> np.ndarray:
+    """Rows without vectors."""
+    return np.flatnonzero(offsets[1:] == offsets[:-1])

@@ -267,16 +267,72 @@ def rank(
     clauses: Sequence[Branches] = (),
 ) -> Ranking:
     """Rank the visible rows. ``clauses``: branches of the request's parts (a multi-step request); a tool
-    then scores by the best of the whole request and each part (parts slightly discounted)."""
+    then scores by the best of the whole request and each part (parts slightly discounted).
+
+    With approximate dense scores (a float16 table, see engine/dense.py) each pass also names the tools
+    whose exact score could change its answer; they are re-scored exactly and the pass repeats until it
+    names none, so the answer is the exact scan's (usually two passes, a few hundred tools re-scored)."""
+    clauses = clauses if options.decompose else ()
+    everything = (branches, *clauses)
+    while True:
+        ranking, needed = _rank_pass(
+            branches,
+            query=query,
+            top_k=top_k,
+            options=options,
+            tie_keys=tie_keys,
+            calibration=calibration,
+            clauses=clauses,
+        )
+        if needed is None or not sum(_refine(b, rows) for b, rows in zip(everything, needed, strict=True)):
+            break
+    candidates = ranking
+    if not isinstance(candidates, list):
+        return candidates
+    if options.intent and tool_ops is not None and _fusion_of(branches, options) in FUSIONS:
+        fusion = _fusion_of(branches, options)
+        _apply_intent(candidates, query, tool_ops, options, scale=1.0 if fusion == "convex" else 2.0 / options.rrf_k)
+    _apply_negatives(candidates, query, query_vector, negatives, negative_terms, options)
+    candidates.sort(key=lambda c: (c.demoted, -c.score, tie_keys[c.row]))
+    for position, candidate in enumerate(candidates, start=1):
+        candidate.fused_rank = position
+    return _cut(candidates, top_k, options, branches.sparse.query_terms)
+
+
+def _refine(branch: Branches, rows: np.ndarray) -> int:
+    return branch.dense.refine(rows) if branch.dense is not None else 0
+
+
+def _fusion_of(branches: Branches, options: RankingOptions) -> str:
+    return options.fusion if branches.dense is not None or options.fusion == "bm25" else "bm25"
+
+
+def _approximate(branch: Branches) -> bool:
+    return branch.dense is not None and branch.dense.error > 0
+
+
+def _rank_pass(
+    branches: Branches,
+    *,
+    query: str,
+    top_k: int,
+    options: RankingOptions,
+    tie_keys: np.ndarray,
+    calibration: Calibration,
+    clauses: Sequence[Branches],
+) -> tuple["list[Candidate] | Ranking", list[np.ndarray] | None]:
+    """One ranking pass: the candidates (or an empty Ranking), and for approximate dense scores the rows of
+    each branch whose exact score this answer depends on (None when every score is exact)."""
     rows = branches.visible_rows
     terms = branches.sparse.query_terms
     if not len(rows):
-        return Ranking([], Confidence.NONE, 0, terms)
-    fusion = options.fusion if branches.dense is not None or options.fusion == "bm25" else "bm25"
+        return Ranking([], Confidence.NONE, 0, terms), None
+    fusion = _fusion_of(branches, options)
     whole = _fuse(branches, fusion, options, top_k, tie_keys, calibration)
     fused, calibrated = whole.fused, whole.calibrated
     top = float(fused.max()) if len(fused) else 0.0
     peak = calibration.peak(whole.dense) if clauses else 0.0
+    scales = [1.0]
     for clause in clauses:
         part = _fuse(clause, fusion, options, top_k, tie_keys, calibration, peak=peak)
         part_top = float(part.fused.max())
@@ -284,6 +340,7 @@ def rank(
         scale = options.clause_discount
         if options.clause_rescale and part_top > 0:
             scale *= top / part_top
+        scales.append(scale)
         fused = np.maximum(fused, scale * part.fused)
         calibrated = np.maximum(calibrated, part.calibrated)
 
@@ -298,6 +355,9 @@ def rank(
         if whole.dense is not None
         else np.zeros(len(order), np.int64)
     )
+    needed = None
+    if any(_approximate(b) for b in (branches, *clauses)):
+        needed = _exact_rows_needed(branches, clauses, scales, fusion, options, top_k, fused, order, pool, cand_rows)
     candidates = [
         Candidate(
             row=int(cand_rows[i]),
@@ -311,13 +371,75 @@ def rank(
         )
         for i in range(len(order))
     ]
-    if fusion in FUSIONS and options.intent and tool_ops is not None:
-        _apply_intent(candidates, query, tool_ops, options, scale=1.0 if fusion == "convex" else 2.0 / options.rrf_k)
-    _apply_negatives(candidates, query, query_vector, negatives, negative_terms, options)
-    candidates.sort(key=lambda c: (c.demoted, -c.score, tie_keys[c.row]))
-    for position, candidate in enumerate(candidates, start=1):
-        candidate.fused_rank = position
-    return _cut(candidates, top_k, options, terms)
+    return candidates, needed
+
+
+def _exact_rows_needed(
+    branches: Branches,
+    clauses: Sequence[Branches],
+    scales: Sequence[float],
+    fusion: str,
+    options: RankingOptions,
+    top_k: int,
+    fused: np.ndarray,
+    order: np.ndarray,
+    pool: int,
+    cand_rows: np.ndarray,
+) -> list[np.ndarray]:
+    """Per branch, the rows whose exact dense score the pass's answer depends on, given that every score
+    not yet refined is within ``error`` of its exact value. Once all of them are exact, the answer is the
+    exact scan's: a row outside these bands is on the same side of every threshold either way.
+
+    Not the candidates' dense ranks (a diagnostic the curator preview shows): a tool's rank counts every
+    tool above it, and for a tool in the bulk of the cosine distribution the rows within the error band
+    are thousands; re-scoring them all cost more than the float32 scan. Those ranks may differ by the
+    few tools whose cosines are within ~0.002 of the tool's; order, scores and confidence never do."""
+    rows = branches.visible_rows
+    everything = (branches, *clauses)
+    # Bound on a fused value's error: convex mixes the cosine in with weight 1 - w (minmax divides by
+    # the range); rrf and bm25 use only ranks inside exact heads (below); zscore refines every row.
+    fused_error = 0.0
+    for branch, scale in zip(everything, scales, strict=True):
+        if not _approximate(branch):
+            continue
+        error = branch.dense.error
+        if fusion == "dense":
+            fused_error = max(fused_error, scale * error)
+        elif fusion == "convex":
+            share = 1 - options.bm25_weight
+            if options.normalization == "minmax":
+                values = branch.dense.scores[rows]
+                spread = float(values.max() - values.min())
+                share = share / spread if spread > 0 else math.inf
+            fused_error = max(fused_error, scale * share * error)
+    shared: list[np.ndarray] = [cand_rows]
+    if len(order) >= pool and len(order) < len(rows):
+        if math.isinf(fused_error):
+            shared.append(rows)
+        elif fused_error > 0:
+            kth = float(fused[order[-1]])
+            shared.append(rows[fused >= kth - 2 * fused_error])
+    needed = []
+    for branch in everything:
+        if not _approximate(branch):
+            needed.append(np.zeros(0, np.int64))
+            continue
+        error = branch.dense.error
+        values = branch.dense.scores[rows]
+        parts = list(shared)
+        depth = min(Calibration.peak_depth, len(values))  # the peak: best and depth-th best cosines
+        kth = np.partition(values, len(values) - depth)[len(values) - depth]
+        parts.append(rows[values >= kth - 2 * error])
+        if fusion == "rrf":  # each branch's head: its members and their order
+            depth = min(options.overfetch * top_k, len(values))
+            kth = np.partition(values, len(values) - depth)[len(values) - depth]
+            parts.append(rows[values >= kth - 2 * error])
+        if fusion in ("convex", "dense") and options.normalization == "minmax":
+            parts.append(rows[values <= values.min() + 2 * error])
+        if fusion in ("convex", "dense") and options.normalization == "zscore":
+            parts.append(rows)
+        needed.append(np.concatenate(parts))
+    return needed
 
 
 def _apply_intent(

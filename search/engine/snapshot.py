@@ -51,7 +51,11 @@ class IndexSnapshot:
         *,
         generation: str = "",
         model_key: str | None = None,
+        half: bool = False,
+        spill_dir: str | None = None,
     ) -> None:
+        """``half``: scan float16 vectors and re-score exactly from a memory-mapped float32 file in
+        ``spill_dir`` (engine/dense.py); the answers are the exact scan's, in about half the memory."""
         self.docs = tuple(docs)
         self.generation = generation
         self.model_key = model_key
@@ -79,6 +83,8 @@ class IndexSnapshot:
                 [v.vectors if v else None for v in per_doc],
                 [v.kinds if v else () for v in per_doc],
                 [v.texts if v else () for v in per_doc],
+                half=half,
+                spill_dir=spill_dir,
             )
             self.negatives = DenseIndex(
                 [v.negatives if v is not None else None for v in per_doc],

@@ -54,7 +54,7 @@ class Migration(migrations.Migration):
                 ('log_mode', models.CharField(choices=[('full', 'Full text'), ('redacted', 'Digits, e-mail addresses and long tokens masked'), ('off', 'Nothing recorded')], max_length=10)),
                 ('query', models.TextField()),
                 ('results', models.JSONField(default=list, help_text='[{"tool_id": ..., "score": ...}] in rank order')),
-                ('confidence', models.CharField(choices=[('high', 'High'), ('low', 'Low: check the schemas or rephrase'), ('withheld', 'Withheld: no tool fits')], max_length=10)),
+                ('confidence', models.CharField(choices=[('high', 'High'), ('low', 'Low: check the schemas or rephrase'), ('none', 'Withheld: no tool fits')], max_length=10)),
                 ('degraded', models.BooleanField(default=False)),
                 ('backend', models.CharField(blank=True, max_length=20)),
                 ('latency_ms', models.FloatField(default=0.0)),

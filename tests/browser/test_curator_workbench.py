@@ -36,7 +36,7 @@ def test_curator_attaches_a_withheld_request_and_sees_it_found(
         principal=principal_for_user(member),
         query=WITHHELD,
         results=[],
-        confidence=Confidence.WITHHELD,
+        confidence=Confidence.NONE,
         degraded=False,
         backend="embedded",
         latency_ms=9,

@@ -189,3 +189,53 @@ def test_hybrid_at_least_as_good_as_either_branch_on_apify(eval_dir, tmp_path):
     for metric in ("hit@1", "hit@5", "mrr@10"):
         best_branch = max(overall["bm25"][metric], overall["dense"][metric])
         assert overall["convex"][metric] >= best_branch - tolerance, (metric, overall)
+
+
+LEARN = [
+    # a paraphrase of the forecast tool, asked twice (two principals: one learned request, more weight)
+    {"query": "will it rain in paris tomorrow", "relevant_groups": [["weather::get_forecast"]], "match": "all"},
+    {"query": "Will it  rain in Paris tomorrow", "relevant_groups": [["weather::get_forecast"]], "match": "all"},
+    # nonsense labelled with a tool: withheld, so never followed by a linked call, so nothing is learned
+    {"query": "qwfp zzyzx blorft", "relevant_groups": [["mail::send_email"]], "match": "all"},
+    {"query": "nothing fits", "relevant_groups": [], "match": "none"},
+]
+
+
+def test_learn_from_replays_traffic_through_the_learning_rules(tmp_path, settings):
+    settings.SCOUT_SEARCH_EVAL_CACHE_DIR = str(tmp_path / "cache")
+    catalog = write_jsonl(tmp_path / "catalog-small.jsonl", CATALOG)
+    queries = write_jsonl(
+        tmp_path / "queries-small.jsonl",
+        [{"query": "will it rain in paris tomorrow", "relevant_groups": [["weather::get_forecast"]]}],
+    )
+    learn = write_jsonl(tmp_path / "queries-learn.jsonl", LEARN)
+    out = tmp_path / "report.json"
+    call_command("scout_eval", "--catalog", str(catalog), "--queries", str(queries), "--json", str(out))
+    before = json.loads(out.read_text())
+    assert before["learned"] is None
+    call_command(
+        "scout_eval", "--catalog", str(catalog), "--queries", str(queries), "--json", str(out),
+        "--learn-from", str(learn),
+    )  # fmt: skip
+    after = json.loads(out.read_text())
+    assert after["learned"] == {
+        "files": [str(learn)], "queries": 4, "dropped": 0, "requests_learned": 1, "tools": 1,
+    }  # fmt: skip
+    assert after["groups"]["all"]["dense"]["served"]["hit@1"] == 1.0
+
+
+def test_learn_replay_weights_by_distinct_principals(tmp_path, settings):
+    from search.encoder import encoder_get
+    from search.engine.ranking import RankingOptions
+    from search.engine.snapshot import IndexSnapshot
+    from search.evaluation import doc_vectors, learn_replay, load_catalogs, load_queries
+    from search.usage import learned_weight
+
+    docs = load_catalogs([write_jsonl(tmp_path / "catalog-small.jsonl", CATALOG)])
+    learn, _ = load_queries([write_jsonl(tmp_path / "queries-learn.jsonl", LEARN)], {d.tool_id for d in docs})
+    encode = encoder_get().encode
+    snapshot = IndexSnapshot(docs, doc_vectors(docs, encode), generation="t")
+    learned = learn_replay(snapshot, learn, encode, RankingOptions(fusion="convex", bm25_weight=0.3))
+    forecast = next(d.pk for d in docs if d.tool_id == "weather::get_forecast")
+    assert learned == {forecast: (("will it rain in paris tomorrow", learned_weight(2)),)}
+    assert learned_weight(2) > learned_weight(1)

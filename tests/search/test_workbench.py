@@ -42,8 +42,8 @@ def _log(user, query, confidence=Confidence.HIGH, tools=()):
 
 
 def test_similar_requests_are_grouped_with_counts_and_reasons(member):
-    _log(member, "Ping my landlord about the rent", Confidence.WITHHELD)
-    _log(member, "ping  my landlord   about the RENT!", Confidence.WITHHELD)
+    _log(member, "Ping my landlord about the rent", Confidence.NONE)
+    _log(member, "ping  my landlord   about the RENT!", Confidence.NONE)
     _log(member, "about the rent, ping my landlord", Confidence.LOW, tools=["mail::send_email"])
     followed = _log(member, "read the file notes.txt", Confidence.HIGH, tools=["files::read_file"])
     _log(member, "list my inbox", Confidence.HIGH, tools=["mail::list_inbox"])  # answered, never followed
@@ -68,7 +68,7 @@ def test_attaching_a_withheld_request_makes_the_tool_found(client, curator, memb
     index_rebuild()
     everyone = {tool.pk for tool in small_catalog.values()}
     assert [m.tool_id for m in tool_search(query=WITHHELD, visible=everyone).matches][:1] != ["mail::send_email"]
-    _log(member, WITHHELD, Confidence.WITHHELD)
+    _log(member, WITHHELD, Confidence.NONE)
     client.force_login(curator)
     page = client.get(reverse(WORKBENCH))
     assert page.status_code == 200 and WITHHELD in page.content.decode()
@@ -82,7 +82,7 @@ def test_attaching_a_withheld_request_makes_the_tool_found(client, curator, memb
 
 
 def test_unknown_tool_is_refused_with_a_message(client, curator, member):
-    _log(member, WITHHELD, Confidence.WITHHELD)
+    _log(member, WITHHELD, Confidence.NONE)
     client.force_login(curator)
     response = client.post(reverse(WORKBENCH), {"text": WITHHELD, "tool_id": "nope::nothing", "kind": "example"})
     assert response.status_code == 200 and "No such tool" in response.content.decode()

@@ -1,13 +1,14 @@
 """Sync servers' tools now, in this process, and print what each run changed."""
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from catalog.choices import SyncStatus
-from catalog.models import Server
+from catalog.models import Server, SyncRun
+from catalog.progress import ProgressCommand
 from catalog.services.sync import server_list_syncable, server_sync
 
 
-class Command(BaseCommand):
+class Command(ProgressCommand):
     help = "Sync the named servers (by slug), or every live non-disabled server with --all, and print each run."
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -32,15 +33,28 @@ class Command(BaseCommand):
             raise CommandError("name at least one server slug, or pass --all")
 
         failed = 0
-        for pk in pks:
-            run = server_sync(server_pk=pk, trigger="command")
-            failed += run.status == SyncStatus.FAILED
-            self.stdout.write(
-                f"{run.server.slug:<20} {run.status:<8} added={run.added} changed={run.changed} "
-                f"unchanged={run.unchanged} removed={run.removed} rejected={run.rejected} "
-                f"in {run.duration_seconds or 0:.2f}s"
-            )
-            if run.error:
-                self.stdout.write(f"    {run.error}")
+        runs = []
+        with self.progress("syncing", unit="servers") as progress:
+            progress(0, len(pks))
+            for done, pk in enumerate(pks, start=1):
+                run = server_sync(server_pk=pk, trigger="command")
+                failed += run.status == SyncStatus.FAILED
+                runs.append(run)
+                progress(done, len(pks))
+        # Failed runs print even at --verbosity 0. After the bar, not under it: tqdm redraws its line, and
+        # a line written meanwhile would be torn.
+        for run in runs:
+            if run.status == SyncStatus.FAILED or int(options["verbosity"]):
+                self._print_run(run)
         if failed:
             raise CommandError(f"{failed} of {len(pks)} sync(s) failed")
+
+    def _print_run(self, run: SyncRun) -> None:
+        line = (
+            f"{run.server.slug:<20} {run.status:<8} added={run.added} changed={run.changed} "
+            f"unchanged={run.unchanged} removed={run.removed} rejected={run.rejected} "
+            f"in {run.duration_seconds or 0:.2f}s"
+        )
+        self.stdout.write(line)
+        if run.error:
+            self.stdout.write(f"    {run.error}")

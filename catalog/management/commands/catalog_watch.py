@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import connections
 
 from catalog import upstream
-from catalog.choices import INACTIVE_SERVER_STATUSES, Transport
+from catalog.choices import OPERATOR_STOPPED_STATUSES, Transport
 from catalog.models import Server
 from catalog.tasks import request_resync
 
@@ -19,9 +19,14 @@ logger = logging.getLogger("catalog.watch")
 # Both run on anyio worker threads: each closes its own connection, so no thread holds one between calls
 # (they are rare: a refresh a minute, a notice now and then).
 def _watched_servers() -> list[Server]:
-    """Servers worth a standing connection: live transports that are not disabled."""
+    """Servers worth a standing connection: MCP transports that are not disabled or archived (an OpenAPI
+    service has no change notifications; the beat reconcile re-reads its document)."""
     try:
-        return list(Server.objects.exclude(status__in=INACTIVE_SERVER_STATUSES).exclude(transport=Transport.IMPORTED))
+        return list(
+            Server.objects.exclude(status__in=OPERATOR_STOPPED_STATUSES).filter(
+                transport__in=[Transport.STDIO, Transport.HTTP]
+            )
+        )
     finally:
         connections.close_all()
 

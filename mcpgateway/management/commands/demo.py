@@ -19,11 +19,12 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.utils import timezone
 
 from catalog.choices import ServerStatus, Transport
 from catalog.models import Server
+from catalog.progress import ProgressCommand
 
 DEMO_USERNAME = "admin"
 APPROVER_USERNAME = "approver"
@@ -60,7 +61,7 @@ def _is_loopback(host: str) -> bool:
         return host == "localhost"
 
 
-class Command(BaseCommand):
+class Command(ProgressCommand):
     help = "Set up and serve the local demo: admin login, real MCP servers synced, search index, API token."
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -89,7 +90,7 @@ class Command(BaseCommand):
         self._grant(servers)
         self._curate()
         for path in options["imports"]:
-            call_command("catalog_import", path)
+            call_command("catalog_import", path, **self._progress_options())
         self._build_index()
         token = self._api_token()
         self._print_summary(options["host"], options["port"], password, approver_password, token)
@@ -208,19 +209,33 @@ class Command(BaseCommand):
             subprocess.run([git, "commit", "-q", "-m", "Initial commit"], cwd=path, check=True, env=env)
         return path
 
+    def _progress_options(self) -> dict[str, Any]:
+        """The steps run as commands show their progress as this command was told to."""
+        return {
+            "no_progress": self.progress_disabled,
+            "verbosity": 0 if self.progress_quiet else 1,
+            "stdout": self.stdout._out,
+            "stderr": self.stderr._out,
+        }
+
     def _sync(self, servers: list[Server]) -> None:
         from catalog.services.sync import server_sync
 
-        for server in servers:
-            run = server_sync(server_pk=server.pk, trigger="demo")
+        runs = []
+        with self.progress("syncing demo servers", unit="servers") as progress:
+            progress(0, len(servers))
+            for done, server in enumerate(servers, start=1):
+                runs.append(server_sync(server_pk=server.pk, trigger="demo"))
+                progress(done, len(servers))
+        for run in runs:
             self.stdout.write(
-                f"synced {server.slug:<12} {run.status:<8} +{run.added} ~{run.changed} ={run.unchanged} "
+                f"synced {run.server.slug:<12} {run.status:<8} +{run.added} ~{run.changed} ={run.unchanged} "
                 f"-{run.removed} in {run.duration_seconds or 0:.1f}s {run.error[:200]}"
             )
 
     def _build_index(self) -> None:
         try:
-            call_command("search_rebuild")
+            call_command("search_rebuild", **self._progress_options())
         except Exception as exc:  # the demo still serves: the gateway lists tools directly without an index
             self.stderr.write(f"search index not built ({exc}); tools are listed directly")
 

@@ -10,13 +10,16 @@ withheld answer is a miss, with the share of low-confidence answers).
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
+from catalog.progress import ProgressCommand, ProgressSum
 from search.encoder import EncoderUnavailable, encoder_get, model_key
+from search.engine.decompose import request_parts
 from search.engine.ranking import FUSIONS, MODES, RankingOptions
 from search.engine.snapshot import IndexSnapshot
 from search.evaluation import (
@@ -24,6 +27,7 @@ from search.evaluation import (
     EvalDataError,
     doc_vectors,
     evaluate,
+    learn_replay,
     load_catalogs,
     load_queries,
     sample_queries,
@@ -42,7 +46,7 @@ SERVED_METRICS = {
 }
 
 
-class Command(BaseCommand):
+class Command(ProgressCommand):
     help = "Evaluate tool retrieval (BM25, dense, hybrid) on JSONL catalogs and labeled queries."
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -55,6 +59,13 @@ class Command(BaseCommand):
         parser.add_argument("--json", type=Path, default=None, help="write every figure as JSON here")
         parser.add_argument("--no-intent", action="store_true", help="disable operation-intent re-ranking")
         parser.add_argument("--no-decompose", action="store_true", help="do not split multi-step requests")
+        parser.add_argument(
+            "--learn-from",
+            action="append",
+            default=[],
+            type=Path,
+            help="labelled queries replayed first as searches followed by a successful call (repeat)",
+        )
         parser.add_argument(
             "--withhold-threshold",
             type=float,
@@ -80,15 +91,23 @@ class Command(BaseCommand):
         if not docs or not queries:
             raise CommandError("nothing to evaluate: no tools or no queries")
         vectors, query_vectors, degraded, encoded, cache = None, None, False, 0, None
+        encoded_so_far = None
         try:
             encoder = encoder_get()
-            cache = EmbeddingCache(Path(settings.SCOUT_SEARCH_EVAL_CACHE_DIR), model_key(), encoder.encode)
-            vectors = doc_vectors(docs, cache.vectors)
-            query_vectors = cache.vectors([q.text for q in queries])
+            with self.progress("encoding", unit="texts") as progress:
+                encoded_so_far = ProgressSum(progress)
+                cache = EmbeddingCache(
+                    Path(settings.SCOUT_SEARCH_EVAL_CACHE_DIR),
+                    model_key(),
+                    lambda texts: encoder.encode(texts, progress=encoded_so_far.part()),
+                )
+                vectors = doc_vectors(docs, cache.vectors)
+                query_vectors = cache.vectors([q.text for q in queries])
+                # Multi-step requests' parts too, here under the bar (evaluate() then finds them cached).
+                cache.vectors([part for q in queries for part in request_parts(q.text)])
         except EncoderUnavailable as exc:
             degraded = True
             self.stderr.write(f"embedding model unavailable, BM25 only: {exc}")
-        snapshot = IndexSnapshot(docs, vectors, generation="eval")
         options = RankingOptions(
             fusion=fusion,
             bm25_weight=settings.SCOUT_SEARCH_BM25_WEIGHT,
@@ -97,7 +116,19 @@ class Command(BaseCommand):
             intent=not opts["no_intent"],
             decompose=not opts["no_decompose"],
         )
-        results = evaluate(snapshot, queries, query_vectors, cache.vectors if cache else None, options)
+        snapshot = IndexSnapshot(docs, vectors, generation="eval")
+        learned_summary = None
+        if opts["learn_from"]:
+            with self.progress("learning: encoding", unit="texts") as progress:
+                if encoded_so_far is not None:  # the cache's encoder now reports to this bar
+                    encoded_so_far.progress, encoded_so_far.done, encoded_so_far.total = progress, 0, 0
+                docs, learned_summary = self._learn(snapshot, docs, opts["learn_from"], cache, options)
+                vectors = doc_vectors(docs, cache.vectors) if cache else None
+            snapshot = IndexSnapshot(docs, vectors, generation="eval+learned")
+        with self.progress("evaluating", unit="queries") as progress:
+            results = evaluate(
+                snapshot, queries, query_vectors, cache.vectors if cache else None, options, progress=progress
+            )
         encoded = cache.encoded if cache else 0
         report = {
             "catalogs": [str(p) for p in opts["catalog"]],
@@ -115,12 +146,35 @@ class Command(BaseCommand):
             "degraded": degraded,
             "texts_encoded": encoded,
             "seconds": round(time.monotonic() - started, 1),
+            "learned": learned_summary,
             "groups": results,
         }
-        self.stdout.write(render_table(report))
+        if opts["verbosity"]:
+            self.stdout.write(render_table(report))
         if opts["json"]:
             opts["json"].parent.mkdir(parents=True, exist_ok=True)
             opts["json"].write_text(json.dumps(report, indent=2))
+
+    def _learn(self, snapshot, docs, paths, cache, options) -> tuple[list, dict]:
+        """Replay ``paths`` as traffic (search.evaluation.learn_replay) and return the docs with what it taught."""
+        try:
+            learn_queries, dropped = load_queries(paths, {d.tool_id for d in docs})
+        except EvalDataError as exc:
+            raise CommandError(str(exc)) from exc
+        learned = learn_replay(snapshot, learn_queries, cache.vectors if cache else None, options)
+        summary = {
+            "files": [str(p) for p in paths],
+            "queries": len(learn_queries),
+            "dropped": dropped,
+            "requests_learned": sum(len(items) for items in learned.values()),
+            "tools": len(learned),
+        }
+        if not self.progress_quiet:
+            self.stdout.write(
+                f"learned {summary['requests_learned']} requests for {summary['tools']} tools "
+                f"from {summary['queries']} replayed queries"
+            )
+        return [replace(doc, learned=learned.get(doc.pk, ())) for doc in docs], summary
 
 
 def _given(value: float | None, default: float) -> float:

@@ -1,0 +1,90 @@
+"""Catalog serializers: servers, sync runs, tool revisions."""
+
+from rest_framework import serializers
+
+from catalog.choices import Transport
+from catalog.models import Server, SyncRun, ToolRevision
+
+
+class ServerSerializer(serializers.ModelSerializer):
+    tool_count = serializers.IntegerField(read_only=True, help_text="Tools the server still lists")
+
+    class Meta:
+        model = Server
+        fields = (
+            "slug",
+            "name",
+            "description",
+            "category",
+            "environment",
+            "transport",
+            "command",
+            "args",
+            "env_vars",
+            "url",
+            "header_env",
+            "status",
+            "tool_count",
+            "last_synced_at",
+            "last_error",
+            "created_at",
+            "updated_at",
+        )
+        read_only_fields = fields
+
+
+class ServerWriteSerializer(serializers.Serializer):
+    """Fields an operator writes. Model rules (a stdio server needs a command, ...) are checked by the service."""
+
+    name = serializers.CharField(max_length=200)
+    description = serializers.CharField(required=False, allow_blank=True)
+    category = serializers.CharField(max_length=100, required=False, allow_blank=True)
+    environment = serializers.CharField(max_length=50, required=False)
+    transport = serializers.ChoiceField(choices=Transport.choices, required=False)
+    command = serializers.CharField(max_length=500, required=False, allow_blank=True)
+    args = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False)
+    env_vars = serializers.ListField(child=serializers.CharField(), required=False)
+    url = serializers.URLField(max_length=500, required=False, allow_blank=True)
+    header_env = serializers.DictField(child=serializers.CharField(), required=False)
+
+
+class ServerCreateSerializer(ServerWriteSerializer):
+    slug = serializers.CharField(max_length=200, help_text="Namespace in tool ids (slug::tool); fixed once created")
+
+
+class SyncRunSerializer(serializers.ModelSerializer):
+    server = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    duration_seconds = serializers.FloatField(read_only=True, allow_null=True)
+
+    class Meta:
+        model = SyncRun
+        fields = (
+            "id",
+            "server",
+            "kind",
+            "source",
+            "status",
+            "started_at",
+            "finished_at",
+            "duration_seconds",
+            "added",
+            "changed",
+            "unchanged",
+            "removed",
+            "rejected",
+            "error",
+            "rejections",
+        )
+        read_only_fields = fields
+
+
+class SyncQueuedSerializer(serializers.Serializer):
+    trigger = serializers.CharField(help_text="The run's source; filter /sync-runs/?source= with it")
+    sync_run = SyncRunSerializer(allow_null=True, help_text="The run, when it already exists (in-process tasks)")
+
+
+class ToolRevisionSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ToolRevision
+        fields = ("definition_hash", "definition", "created_at", "sync_run")
+        read_only_fields = fields

@@ -1,0 +1,156 @@
+"""Servers (list, register, edit, archive, sync) and sync runs, for operators with catalog model permissions."""
+
+import uuid
+
+from django.db.models import Count, Q, QuerySet
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import generics, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from catalog.models import Server, SyncRun
+from catalog.services.servers import server_archive, server_create, server_update
+from catalog.tasks import sync_server
+
+from .serializers import (
+    ServerCreateSerializer,
+    ServerSerializer,
+    ServerWriteSerializer,
+    SyncQueuedSerializer,
+    SyncRunSerializer,
+)
+
+VIEW_SERVER = ("catalog.view_server",)
+CHANGE_SERVER = ("catalog.view_server", "catalog.change_server")
+
+
+def _token_servers(request: Request) -> frozenset[str] | None:
+    # request.auth is governance's Principal for a token (None for a session); read duck-typed, as catalog
+    # must not import governance.
+    return getattr(request.auth, "server_slugs", None)
+
+
+def servers_for_request(request: Request) -> QuerySet[Server]:
+    """Servers, narrowed to the token's server:<slug> scopes when it has any."""
+    qs = Server.objects.annotate(tool_count=Count("tools", filter=Q(tools__removed_at__isnull=True)))
+    slugs = _token_servers(request)
+    if slugs is not None:
+        qs = qs.filter(slug__in=sorted(slugs))
+    return qs.order_by("slug")
+
+
+def _server(request: Request, slug: str) -> Server:
+    return get_object_or_404(servers_for_request(request), slug=slug)
+
+
+class ServerList(generics.ListAPIView):
+    required_perms = {"GET": VIEW_SERVER, "POST": ("catalog.view_server", "catalog.add_server")}
+    serializer_class = ServerSerializer
+
+    def get_queryset(self) -> QuerySet[Server]:
+        qs = servers_for_request(self.request)
+        status_filter = self.request.query_params.get("status")
+        return qs.filter(status=status_filter) if status_filter else qs
+
+    @extend_schema(
+        summary="List servers",
+        parameters=[OpenApiParameter("status", str, description="active, degraded, unavailable, disabled, archived")],
+    )
+    def get(self, request: Request, *args, **kwargs) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    @extend_schema(summary="Register a server", request=ServerCreateSerializer, responses={201: ServerSerializer})
+    def post(self, request: Request) -> Response:
+        data = ServerCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        server = server_create(**data.validated_data)
+        return Response(ServerSerializer(_server(request, server.slug)).data, status=status.HTTP_201_CREATED)
+
+
+class ServerDetail(generics.GenericAPIView):
+    required_perms = {"GET": VIEW_SERVER, "PATCH": CHANGE_SERVER}
+    serializer_class = ServerSerializer
+
+    @extend_schema(summary="Read a server")
+    def get(self, request: Request, slug: str) -> Response:
+        return Response(ServerSerializer(_server(request, slug)).data)
+
+    @extend_schema(
+        summary="Edit a server (slug and status are not editable)",
+        request=ServerWriteSerializer(partial=True),
+        responses={200: ServerSerializer},
+    )
+    def patch(self, request: Request, slug: str) -> Response:
+        server = _server(request, slug)
+        data = ServerWriteSerializer(data=request.data, partial=True)
+        data.is_valid(raise_exception=True)
+        server_update(server=server, **data.validated_data)
+        return Response(ServerSerializer(_server(request, slug)).data)
+
+
+class ServerArchive(generics.GenericAPIView):
+    required_perms = {"POST": CHANGE_SERVER}
+    serializer_class = ServerSerializer
+
+    @extend_schema(summary="Archive a server: its tools disappear everywhere, syncs stop", request=None)
+    def post(self, request: Request, slug: str) -> Response:
+        server_archive(server=_server(request, slug))
+        return Response(ServerSerializer(_server(request, slug)).data)
+
+
+class ServerSync(generics.GenericAPIView):
+    required_perms = {"POST": CHANGE_SERVER}
+    serializer_class = SyncQueuedSerializer
+
+    @extend_schema(summary="Queue a sync of the server", request=None, responses={202: SyncQueuedSerializer})
+    def post(self, request: Request, slug: str) -> Response:
+        server = _server(request, slug)
+        # A unique trigger names the run the task will create, so the caller can find it (a worker reports
+        # no result: the task ignores results).
+        trigger = f"api:{uuid.uuid4().hex}"
+        sync_server.delay_on_commit(server.pk, trigger)
+        # Outside a transaction the callback ran already; with in-process tasks the run exists now.
+        run = SyncRun.objects.filter(server=server, source=trigger).first()
+        body = {"trigger": trigger, "sync_run": SyncRunSerializer(run).data if run else None}
+        return Response(body, status=status.HTTP_202_ACCEPTED)
+
+
+class SyncRunList(generics.ListAPIView):
+    required_perms = {"GET": ("catalog.view_syncrun",)}
+    serializer_class = SyncRunSerializer
+
+    @extend_schema(
+        summary="List sync runs, newest first",
+        parameters=[
+            OpenApiParameter("server", str, description="server slug"),
+            OpenApiParameter("status", str, description="running, success, partial, failed, skipped"),
+            OpenApiParameter("source", str, description="e.g. the trigger a sync request returned"),
+        ],
+    )
+    def get(self, request: Request, *args, **kwargs) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    def get_queryset(self) -> QuerySet[SyncRun]:
+        qs = SyncRun.objects.select_related("server").order_by("-started_at", "-id")
+        slugs = _token_servers(self.request)
+        if slugs is not None:
+            qs = qs.filter(server__slug__in=sorted(slugs))
+        params = self.request.query_params
+        if params.get("server"):
+            qs = qs.filter(server__slug=params["server"])
+        if params.get("status"):
+            qs = qs.filter(status=params["status"])
+        if params.get("source"):
+            qs = qs.filter(source=params["source"])
+        return qs
+
+
+class SyncRunDetail(generics.RetrieveAPIView):
+    required_perms = {"GET": ("catalog.view_syncrun",)}
+    serializer_class = SyncRunSerializer
+
+    def get_queryset(self) -> QuerySet[SyncRun]:
+        qs = SyncRun.objects.select_related("server")
+        slugs = _token_servers(self.request)
+        return qs.filter(server__slug__in=sorted(slugs)) if slugs is not None else qs

@@ -1,0 +1,20 @@
+"""OpenAPI services as upstream servers: their operations become catalog tools, called over HTTP.
+
+Part of the one module that talks to upstream servers (with ``catalog.upstream`` for MCP): sync lists
+operations with ``openapi_list_tools``, the gateway calls one with ``openapi_call``.
+"""
+
+from .document import BINDING_KEY, OperationListing, openapi_document_load, openapi_list_tools, openapi_operations
+from .egress import EgressRefused, egress_check
+from .execute import openapi_call
+
+__all__ = [
+    "BINDING_KEY",
+    "EgressRefused",
+    "OperationListing",
+    "egress_check",
+    "openapi_call",
+    "openapi_document_load",
+    "openapi_list_tools",
+    "openapi_operations",
+]

@@ -1,0 +1,343 @@
+"""OpenAPI 3.0/3.1 documents: load (stored or fetched under the egress rules), validate, turn operations into tools.
+
+Each operation becomes a raw MCP tool dict for ``catalog.definitions.normalize_listing``, so OpenAPI tools are
+validated, hashed, revised and reviewed exactly like MCP tools. How to call the operation (method, path
+template, where each argument goes) travels inside the input schema under ``x-scout-openapi``: it is part of
+the hashed definition, so a document that quietly re-routes an operation (another path, a parameter moved
+from the query to a header) is a changed definition held for review, like any rug pull.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import yaml
+from django.conf import settings
+from jsonschema.exceptions import ValidationError as JSONSchemaValidationError
+from openapi_spec_validator import validate as validate_spec
+from openapi_spec_validator.validation.exceptions import OpenAPISpecValidatorError
+
+from catalog.upstream import UpstreamError, safe_url
+
+from .credentials import cookie_header, credentials_for
+from .egress import EgressRefused, egress_check, same_origin
+from .schemas import SchemaResolveError, SchemaResolver, merge_all_of
+
+if TYPE_CHECKING:
+    from catalog.models import Server
+
+logger = logging.getLogger(__name__)
+
+BINDING_KEY = "x-scout-openapi"
+HTTP_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
+PARAMETER_PLACES = ("path", "query", "header", "cookie")
+# Per OpenAPI, these header parameters are ignored: the request's own machinery sets them.
+IGNORED_HEADERS = frozenset({"accept", "content-type", "authorization"})
+TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+BODY_PROPERTY = "body"
+
+
+class OperationRefused(ValueError):
+    """An operation Scout cannot call; the message says why (a per-tool rejection of the sync run)."""
+
+
+@dataclass
+class OperationListing:
+    """What a document offers: raw tool dicts, the refused operations, and every name seen."""
+
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    rejections: list[dict[str, str]] = field(default_factory=list)
+    names: set[str] = field(default_factory=set)
+
+
+def _fail(server: Server, message: str, kind: str = "config") -> UpstreamError:
+    return UpstreamError(f"{server.slug}: {message}", kind=kind)
+
+
+# --- loading ------------------------------------------------------------------------------------------
+
+
+def openapi_document_parse(text: str | bytes) -> dict[str, Any]:
+    """JSON or YAML text to a mapping. Raises ValueError with a readable message."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8-sig", errors="strict")
+    try:
+        document = json.loads(text)
+    except ValueError:
+        try:
+            document = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ValueError(f"the document is neither JSON nor YAML ({str(exc).splitlines()[0]})") from exc
+    if not isinstance(document, dict):
+        raise ValueError("the document is not a JSON/YAML object")
+    return document
+
+
+def _fetch(server: Server, timeout: float) -> bytes:
+    url = server.openapi_url
+    max_bytes = settings.SCOUT_OPENAPI_MAX_DOCUMENT_BYTES
+    try:
+        target = egress_check(url)
+    except EgressRefused as exc:
+        raise _fail(server, f"document URL refused: {exc}") from exc
+    extensions = {"sni_hostname": target.host} if url.startswith("https:") else {}
+    headers = {"Host": target.host_header, "Accept": "application/json, application/yaml"}
+    params: list[tuple[str, str]] = []
+    if same_origin(url, server.base_url):
+        # The service's own credentials go only to the service's own origin, never to a third-party host.
+        credentials = credentials_for(server)
+        headers.update(credentials.headers)
+        params = credentials.query
+        if credentials.cookies:
+            headers["Cookie"] = cookie_header(credentials.cookies)
+    try:
+        with httpx.Client(follow_redirects=False, timeout=timeout, trust_env=False) as client:
+            with client.stream(
+                "GET", target.pinned_url, params=params, headers=headers, extensions=extensions
+            ) as response:
+                if response.is_redirect:
+                    location = safe_url(response.headers.get("location", ""))
+                    raise _fail(
+                        server, f"the document URL redirects to {location}; redirects are not followed", "protocol"
+                    )
+                if response.status_code != 200:
+                    raise _fail(server, f"HTTP {response.status_code} fetching {safe_url(url)}", "protocol")
+                body = bytearray()
+                for chunk in response.iter_bytes():
+                    body.extend(chunk)
+                    if len(body) > max_bytes:
+                        raise _fail(server, f"the document is larger than {max_bytes} bytes", "protocol")
+                return bytes(body)
+    except httpx.TimeoutException as exc:
+        raise _fail(server, f"timed out fetching the document {safe_url(url)}", "timeout") from exc
+    except httpx.HTTPError as exc:
+        raise _fail(server, f"could not fetch {safe_url(url)}: {type(exc).__name__}", "refused") from exc
+
+
+def openapi_document_load(server: Server) -> dict[str, Any]:
+    """The server's document (stored, or fetched from its URL), parsed and validated. Raises UpstreamError."""
+    from catalog.services.openapi_documents import server_openapi_document_get  # noqa: PLC0415 - ORM after setup
+
+    stored = server_openapi_document_get(server=server)
+    if stored.strip():
+        raw: str | bytes = stored
+        if len(stored.encode("utf-8")) > settings.SCOUT_OPENAPI_MAX_DOCUMENT_BYTES:
+            raise _fail(server, f"the document is larger than {settings.SCOUT_OPENAPI_MAX_DOCUMENT_BYTES} bytes")
+    elif server.openapi_url:
+        raw = _fetch(server, settings.SCOUT_UPSTREAM_LIST_TIMEOUT)
+    else:
+        raise _fail(server, "no OpenAPI document or document URL configured")
+    try:
+        document = openapi_document_parse(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise _fail(server, f"malformed OpenAPI document: {exc}", "protocol") from exc
+    try:
+        openapi_document_validate(document)
+    except ValueError as exc:
+        raise _fail(server, f"malformed OpenAPI document: {exc}", "protocol") from exc
+    return document
+
+
+def _remote_ref(node: Any, path: str = "#") -> str | None:
+    stack: list[tuple[Any, str]] = [(node, path)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, dict):
+            ref = item.get("$ref")
+            if isinstance(ref, str) and not ref.startswith("#"):
+                return f"{ref!r} at {where}"
+            stack.extend((value, f"{where}/{key}") for key, value in item.items())
+        elif isinstance(item, list):
+            stack.extend((value, f"{where}/{index}") for index, value in enumerate(item))
+    return None
+
+
+def openapi_document_validate(document: dict[str, Any]) -> None:
+    """Accept OpenAPI 3.0 and 3.1 documents that pass openapi-spec-validator. Raises ValueError."""
+    version = str(document.get("openapi", ""))
+    if "swagger" in document:
+        raise ValueError("Swagger / OpenAPI 2.0 is not supported; give an OpenAPI 3.0 or 3.1 document")
+    if not re.match(r"^3\.[01]\.\d+$", version):
+        raise ValueError(f"'openapi' is {version[:40]!r}; only OpenAPI 3.0.x and 3.1.x are supported")
+    remote = _remote_ref(document)
+    if remote:
+        # Checked before validation: the validator would otherwise fetch the reference from the network.
+        raise ValueError(f"remote $ref {remote} is not supported; bundle the document into one file")
+    try:
+        validate_spec(document)
+    except (OpenAPISpecValidatorError, JSONSchemaValidationError) as exc:
+        where = "/".join(str(part) for part in getattr(exc, "absolute_path", None) or getattr(exc, "path", []) or [])
+        message = (getattr(exc, "message", "") or str(exc)).splitlines()[0][:500]
+        raise ValueError(message + (f" (at {where})" if where else "")) from exc
+    except Exception as exc:  # the validator tripping over a document is a malformed document too
+        raise ValueError(f"the validator could not read it: {type(exc).__name__}: {str(exc)[:300]}") from exc
+
+
+# --- operations -> tools ------------------------------------------------------------------------------
+
+
+def fallback_name(method: str, path: str) -> str:
+    """A stable, readable name for an operation without operationId: ``get /pets/{petId}`` -> ``get_pets_petId``."""
+    words = re.sub(r"[^A-Za-z0-9]+", "_", path).strip("_")
+    return f"{method.lower()}_{words}"[:128] if words else method.lower()
+
+
+def tool_name(operation: dict[str, Any], method: str, path: str) -> str:
+    operation_id = operation.get("operationId")
+    if isinstance(operation_id, str) and operation_id.strip():
+        if TOOL_NAME_RE.match(operation_id):
+            return operation_id
+        cleaned = re.sub(r"[^A-Za-z0-9_.-]+", "_", operation_id).strip("_")[:128]
+        if cleaned:
+            return cleaned
+    return fallback_name(method, path)
+
+
+def method_annotations(method: str) -> dict[str, Any]:
+    """MCP hints from HTTP semantics (RFC 9110); untrusted like any upstream hint, an admin's class wins."""
+    safe = method in ("get", "head", "options", "trace")
+    return {
+        "readOnlyHint": safe,
+        "destructiveHint": method in ("delete", "put", "patch"),
+        "idempotentHint": safe or method in ("put", "delete"),
+        "openWorldHint": True,
+    }
+
+
+def _merged_parameters(resolver: SchemaResolver, path_item: dict, operation: dict) -> list[dict[str, Any]]:
+    """Path-level parameters overridden by operation-level ones with the same name and place."""
+    merged: dict[tuple[str, str], dict[str, Any]] = {}
+    for raw in [*(path_item.get("parameters") or []), *(operation.get("parameters") or [])]:
+        parameter = resolver.deref(raw)
+        merged[(parameter["name"], parameter["in"])] = parameter
+    return list(merged.values())
+
+
+def _parameter_schema(resolver: SchemaResolver, parameter: dict[str, Any]) -> dict[str, Any]:
+    name, place = parameter["name"], parameter["in"]
+    if "schema" not in parameter:
+        raise OperationRefused(f"parameter {name!r} ({place}) uses 'content' instead of 'schema'; not supported")
+    schema = merge_all_of(resolver.schema(parameter["schema"]))
+    if not isinstance(schema, dict):
+        schema = {}
+    kind = schema.get("type")
+    if kind == "object" or (isinstance(kind, list) and "object" in kind) or (kind is None and "properties" in schema):
+        raise OperationRefused(f"parameter {name!r} ({place}) is an object; only scalar and array parameters")
+    schema = dict(schema)
+    if parameter.get("description") and "description" not in schema:
+        schema["description"] = parameter["description"]
+    if parameter.get("deprecated"):
+        schema["deprecated"] = True
+    return schema
+
+
+def _json_media(content: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    for media_type, media in content.items():
+        base = media_type.split(";", 1)[0].strip().lower()
+        if base == "application/json" or base.endswith("+json"):
+            return media_type, media or {}
+    return None
+
+
+def operation_tool(resolver: SchemaResolver, method: str, path: str, path_item: dict, operation: dict) -> dict:
+    """One operation as a raw MCP tool dict. Raises OperationRefused for what Scout cannot call."""
+    if operation.get("callbacks"):
+        raise OperationRefused("callbacks are not supported")
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    places: list[dict[str, Any]] = []
+    for parameter in _merged_parameters(resolver, path_item, operation):
+        name, place = parameter["name"], parameter["in"]
+        if place == "header" and name.lower() in IGNORED_HEADERS:
+            continue
+        if place not in PARAMETER_PLACES:
+            raise OperationRefused(f"parameter {name!r} has unknown location {place!r}")
+        if name in properties:
+            raise OperationRefused(f"parameter name {name!r} is used in two places; not supported")
+        style = parameter.get("style") or ("form" if place in ("query", "cookie") else "simple")
+        if style not in ("form", "simple"):
+            raise OperationRefused(f"parameter {name!r} ({place}) has style {style!r}; only form and simple")
+        properties[name] = _parameter_schema(resolver, parameter)
+        if parameter.get("required") or place == "path":
+            required.append(name)
+        explode = parameter.get("explode", style == "form")
+        places.append({"name": name, "in": place, "explode": bool(explode)})
+
+    binding: dict[str, Any] = {"method": method.upper(), "path": path, "parameters": places, "body": None}
+    additional: Any = False
+    body = resolver.deref(operation.get("requestBody")) if operation.get("requestBody") else None
+    if body:
+        media = _json_media(body.get("content") or {})
+        if media is None:
+            # Even an optional one: a tool that can never send the body it exists for would mislead.
+            kinds = ", ".join(sorted(body.get("content") or {})) or "no media type"
+            raise OperationRefused(f"request body is {kinds}; only JSON request bodies are supported")
+        else:
+            media_type, media_object = media
+            schema = merge_all_of(resolver.schema(media_object.get("schema") or {}))
+            schema = schema if isinstance(schema, dict) else {}
+            body_properties = schema.get("properties") if schema.get("type", "object") == "object" else None
+            mergeable = isinstance(body_properties, dict) and not set(body_properties) & set(properties)
+            if mergeable and body_properties is not None:
+                # Body fields sit beside the parameters: every argument that is not a parameter goes in the body.
+                properties.update(body_properties)
+                if body.get("required"):
+                    required.extend(n for n in schema.get("required") or [] if n not in required)
+                additional = schema.get("additionalProperties", True)
+                binding["body"] = {"mode": "merged", "contentType": media_type, "required": bool(body.get("required"))}
+            else:
+                name = BODY_PROPERTY if BODY_PROPERTY not in properties else "requestBody"
+                properties[name] = schema
+                if body.get("required"):
+                    required.append(name)
+                binding["body"] = {"mode": "property", "property": name, "contentType": media_type}
+    input_schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        input_schema["required"] = required
+    if additional is not True:
+        input_schema["additionalProperties"] = additional
+    input_schema[BINDING_KEY] = binding
+    summary = operation.get("summary") if isinstance(operation.get("summary"), str) else ""
+    description = operation.get("description") if isinstance(operation.get("description"), str) else ""
+    return {
+        "name": tool_name(operation, method, path),
+        "title": summary.strip()[:500],
+        "description": (description or summary).strip() or f"{method.upper()} {path}",
+        "inputSchema": input_schema,
+        "annotations": method_annotations(method),
+    }
+
+
+def openapi_operations(document: dict[str, Any]) -> OperationListing:
+    """Every operation of a validated document as a raw tool dict, or a rejection with its reason."""
+    resolver = SchemaResolver(document, openapi_30=str(document.get("openapi", "")).startswith("3.0"))
+    listing = OperationListing()
+    for path, path_item in (document.get("paths") or {}).items():
+        try:
+            path_item = resolver.deref(path_item)
+        except SchemaResolveError as exc:
+            listing.rejections.append({"name": path[:120], "reason": str(exc)})
+            continue
+        for method in HTTP_METHODS:
+            operation = path_item.get(method)
+            if not isinstance(operation, dict):
+                continue
+            name = tool_name(operation, method, path)
+            listing.names.add(name)
+            try:
+                listing.tools.append(operation_tool(resolver, method, path, path_item, operation))
+            except (OperationRefused, SchemaResolveError, KeyError, TypeError) as exc:
+                reason = str(exc) if not isinstance(exc, KeyError | TypeError) else f"malformed operation ({exc})"
+                listing.rejections.append({"name": name[:120], "reason": f"{method.upper()} {path}: {reason}"})
+    return listing
+
+
+def openapi_list_tools(server: Server) -> OperationListing:
+    """Load and validate the server's document, then list its operations. Raises UpstreamError."""
+    document = openapi_document_load(server)
+    return openapi_operations(document)

@@ -1,0 +1,121 @@
+"""Where Scout may send requests for an OpenAPI service: the allow-list check and DNS pinning (SSRF defence).
+
+A URL passes when its host is allowed by ``SCOUT_OPENAPI_ALLOWED_HOSTS`` (a host name, ``*.suffix``, or an IP
+network in CIDR form) and every address it resolves to is either public or inside a listed network: a name on
+the list that resolves to a private, loopback or link-local address is refused unless that network is listed
+too. The request is then sent to the checked address (``EgressTarget.pinned_url``), so a second DNS answer
+cannot move it elsewhere (DNS rebinding). ORM-free.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
+
+from django.conf import settings
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+Resolver = Callable[[str, int], list[str]]
+
+
+class EgressRefused(Exception):
+    """The URL may not be requested; the message says why (never with a credential: URLs are shown bare)."""
+
+
+@dataclass(frozen=True)
+class EgressTarget:
+    """A checked URL and the address to connect to."""
+
+    url: str
+    host: str
+    address: IPAddress
+
+    @property
+    def pinned_url(self) -> str:
+        """``url`` with its host replaced by the checked address (send ``Host`` and SNI for ``host``)."""
+        parts = urlsplit(self.url)
+        literal = f"[{self.address}]" if self.address.version == 6 else str(self.address)
+        netloc = f"{literal}:{parts.port}" if parts.port else literal
+        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
+
+    @property
+    def host_header(self) -> str:
+        parts = urlsplit(self.url)
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{parts.port}" if parts.port else host
+
+
+def _allow_list(entries: Iterable[str]) -> tuple[list[str], list[Network]]:
+    names: list[str] = []
+    networks: list[Network] = []
+    for entry in entries:
+        entry = entry.strip().lower()
+        if not entry:
+            continue
+        try:
+            networks.append(ipaddress.ip_network(entry, strict=False))
+        except ValueError:
+            names.append(entry.rstrip("."))
+    return names, networks
+
+
+def _name_allowed(host: str, names: list[str]) -> bool:
+    return any(host == name or (name.startswith("*.") and host.endswith(name[1:])) for name in names)
+
+
+def _plain(address: IPAddress) -> IPAddress:
+    """IPv4-mapped IPv6 (``::ffff:127.0.0.1``) judged as the IPv4 address it is."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+def system_resolver(host: str, port: int) -> list[str]:
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return [str(info[4][0]).split("%", 1)[0] for info in infos]
+
+
+def egress_check(url: str, *, allowed: Iterable[str] | None = None, resolver: Resolver | None = None) -> EgressTarget:
+    """Check ``url`` against the allow-list and resolve it. Raises EgressRefused."""
+    try:
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower().rstrip(".")
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError as exc:
+        raise EgressRefused(f"not a valid URL ({exc})") from exc
+    if parts.scheme not in ("http", "https") or not host:
+        raise EgressRefused("only http:// and https:// URLs with a host can be requested")
+    names, networks = _allow_list(settings.SCOUT_OPENAPI_ALLOWED_HOSTS if allowed is None else allowed)
+    try:
+        literal: IPAddress | None = _plain(ipaddress.ip_address(host))
+    except ValueError:
+        literal = None
+    if literal is not None:
+        if not any(literal in network for network in networks):
+            raise EgressRefused(f"host {host} is not in SCOUT_OPENAPI_ALLOWED_HOSTS")
+        return EgressTarget(url=url, host=host, address=literal)
+    if not _name_allowed(host, names):
+        raise EgressRefused(f"host {host} is not in SCOUT_OPENAPI_ALLOWED_HOSTS")
+    try:
+        resolved = [_plain(ipaddress.ip_address(a)) for a in (resolver or system_resolver)(host, port)]
+    except (OSError, ValueError) as exc:
+        raise EgressRefused(f"host {host} does not resolve ({exc})") from exc
+    if not resolved:
+        raise EgressRefused(f"host {host} does not resolve")
+    for address in resolved:
+        # Every answer must pass: a mix of public and private answers is how DNS rebinding starts.
+        if not address.is_global and not any(address in network for network in networks):
+            raise EgressRefused(
+                f"host {host} resolves to {address}, a private, loopback or link-local address; "
+                "list its network in SCOUT_OPENAPI_ALLOWED_HOSTS to allow it"
+            )
+    return EgressTarget(url=url, host=host, address=resolved[0])
+
+
+def same_origin(url: str, other: str) -> bool:
+    a, b = urlsplit(url), urlsplit(other)
+    return (a.scheme, a.hostname, a.port) == (b.scheme, b.hostname, b.port)

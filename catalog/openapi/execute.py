@@ -1,0 +1,209 @@
+"""Call one OpenAPI operation over HTTP with ``httpx`` and return the answer as an MCP ``CallToolResult``.
+
+The arguments were already validated against the tool's input schema by the gateway. The request goes only
+to the server's base URL (checked and DNS-pinned by egress.py), never to a host named by the document or a
+redirect. Credentials come from the environment variables the server names, at call time; their values are
+never logged, stored or echoed (a failure names the variable, not its value).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+import anyio
+import httpx
+import mcp_types as types
+
+from catalog.upstream import UpstreamError, safe_url
+
+from .credentials import cookie_header, credentials_for
+from .document import BINDING_KEY
+from .egress import EgressRefused, egress_check
+
+if TYPE_CHECKING:
+    from catalog.models import Server
+
+logger = logging.getLogger(__name__)
+
+ERROR_EXCERPT_CHARS = 500
+# Room left under the output cap for the result's own JSON (content wrapper, status, notice).
+ENVELOPE_BYTES = 1024
+
+
+class _HideQuery(logging.Filter):
+    """httpx logs each request URL at INFO; an API key may travel in its query string, so drop the query."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and any(isinstance(arg, httpx.URL) for arg in record.args):
+            record.args = tuple(safe_url(str(arg)) if isinstance(arg, httpx.URL) else arg for arg in record.args)
+        return True
+
+
+logging.getLogger("httpx").addFilter(_HideQuery())
+
+
+def _fail(server: Server, message: str, kind: str) -> UpstreamError:
+    return UpstreamError(f"{server.slug}: {message}", kind=kind)
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return ""
+    if isinstance(value, dict | list):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+def build_request(server: Server, input_schema: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:
+    """The request (method, URL, query, headers, JSON body) for validated ``arguments``. Raises UpstreamError."""
+    binding = input_schema.get(BINDING_KEY)
+    if not isinstance(binding, dict):
+        raise _fail(server, "the tool has no OpenAPI binding; sync the server again", "config")
+    path = binding["path"]
+    query: list[tuple[str, str]] = []
+    headers: dict[str, str] = {}
+    cookies: dict[str, str] = {}
+    used: set[str] = set()
+    for parameter in binding["parameters"]:
+        name, place = parameter["name"], parameter["in"]
+        used.add(name)
+        if name not in arguments or arguments[name] is None:
+            continue
+        value = arguments[name]
+        if place == "query" and isinstance(value, list) and parameter.get("explode", True):
+            query.extend((name, _scalar(item)) for item in value)
+            continue
+        text = ",".join(_scalar(item) for item in value) if isinstance(value, list) else _scalar(value)
+        if place == "path":
+            # Percent-escape everything, "/" included, and dot segments too: an argument can never climb out
+            # of its path segment (nor above the base URL's path once a server normalizes "..").
+            segment = quote(text, safe="") if text not in (".", "..") else text.replace(".", "%2E")
+            path = path.replace("{" + name + "}", segment)
+        elif place == "query":
+            query.append((name, text))
+        elif place == "header":
+            if any(ch in text for ch in "\r\n\0"):
+                # Refused before anything is sent: a line break would smuggle another header in.
+                raise _fail(server, f"header argument {name!r} contains a line break", "config")
+            headers[name] = text
+        else:
+            cookies[name] = text
+    body = binding.get("body")
+    content: bytes | None = None
+    if body:
+        if body["mode"] == "merged":
+            payload: Any = {key: value for key, value in arguments.items() if key not in used}
+            send = bool(payload) or body.get("required")
+        else:
+            payload = arguments.get(body["property"])
+            send = body["property"] in arguments
+        if send:
+            content = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+            headers["Content-Type"] = body.get("contentType") or "application/json"
+    credentials = credentials_for(server)
+    headers.update(credentials.headers)
+    query.extend(credentials.query)
+    cookies.update(credentials.cookies)
+    if cookies:
+        headers["Cookie"] = cookie_header(cookies)
+    headers.setdefault("Accept", "application/json, */*;q=0.5")
+    url = server.base_url.rstrip("/") + path
+    return {"method": binding["method"], "url": url, "params": query, "headers": headers, "content": content}
+
+
+def _text_result(text: str, *, is_error: bool, structured: dict[str, Any] | None = None) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)], structured_content=structured, is_error=is_error
+    )
+
+
+def response_result(status: int, content_type: str, body: bytes, *, truncated: bool, max_bytes: int) -> Any:
+    """The tool result for an HTTP answer: 2xx is success, anything else a tool error with an excerpt."""
+    text = body.decode("utf-8", errors="replace")
+    if not 200 <= status < 300:
+        excerpt = text[:ERROR_EXCERPT_CHARS] + ("…" if len(text) > ERROR_EXCERPT_CHARS or truncated else "")
+        return _text_result(
+            f"HTTP {status} from the service: {excerpt}" if excerpt else f"HTTP {status} from the service",
+            is_error=True,
+            structured={"status": status},
+        )
+    if truncated:
+        notice = f"\n[truncated: the response exceeded the gateway's limit of {max_bytes} bytes]"
+        return _text_result(text + notice, is_error=False, structured={"status": status, "truncated": True})
+    structured: dict[str, Any] = {"status": status}
+    if "json" in content_type.lower() and text.strip():
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = None
+        # The JSON travels twice (text and structured): keep both only while they fit under the cap.
+        if data is not None and 2 * len(body) + ENVELOPE_BYTES <= max_bytes:
+            structured["body"] = data
+    return _text_result(text, is_error=False, structured=structured)
+
+
+async def openapi_call(
+    server: Server, input_schema: dict[str, Any], arguments: dict[str, Any], *, timeout: float, max_bytes: int
+) -> types.CallToolResult:
+    """Send one operation's request and read at most ``max_bytes`` of the answer.
+
+    Raises UpstreamError: kind "config" (egress refused, credentials missing: nothing was sent), "refused"
+    (no connection: nothing was sent), "timeout" (may have run upstream), "error" (other HTTP failures).
+    """
+    request = build_request(server, input_schema, arguments)
+    try:
+        target = await anyio.to_thread.run_sync(egress_check, request["url"])
+    except EgressRefused as exc:
+        raise _fail(server, f"request refused: {exc}", "config") from exc
+    request["headers"]["Host"] = target.host_header
+    extensions = {"sni_hostname": target.host} if request["url"].startswith("https:") else {}
+    limit = max(0, max_bytes - ENVELOPE_BYTES)
+    try:
+        async with httpx.AsyncClient(follow_redirects=False, timeout=timeout, trust_env=False) as client:
+            with anyio.fail_after(timeout):
+                async with client.stream(
+                    request["method"],
+                    target.pinned_url,
+                    params=request["params"],
+                    headers=request["headers"],
+                    content=request["content"],
+                    extensions=extensions,
+                ) as response:
+                    if response.is_redirect:
+                        location = safe_url(response.headers.get("location", ""))
+                        return _text_result(
+                            f"HTTP {response.status_code}: the service redirected to {location}. Scout does not "
+                            "follow redirects (they could send the request to another host).",
+                            is_error=True,
+                            structured={"status": response.status_code},
+                        )
+                    body = bytearray()
+                    truncated = False
+                    async for chunk in response.aiter_bytes():
+                        body.extend(chunk)
+                        if len(body) > limit:
+                            truncated = True
+                            del body[limit:]
+                            break
+                    logger.info(
+                        "openapi %s %s %s -> %s",
+                        server.slug,
+                        request["method"],
+                        input_schema[BINDING_KEY]["path"],
+                        response.status_code,
+                    )
+                    content_type = response.headers.get("content-type", "")
+                    return response_result(
+                        response.status_code, content_type, bytes(body), truncated=truncated, max_bytes=max_bytes
+                    )
+    except (TimeoutError, httpx.TimeoutException) as exc:
+        raise _fail(server, f"timed out after {timeout:g}s calling {request['method']}", "timeout") from exc
+    except httpx.ConnectError as exc:
+        raise _fail(server, f"connection refused or unreachable: {safe_url(server.base_url)}", "refused") from exc
+    except httpx.HTTPError as exc:
+        raise _fail(server, f"HTTP error calling the service: {type(exc).__name__}", "error") from exc

@@ -1,0 +1,60 @@
+"""Who is calling the REST API: the same API tokens as /mcp (verified into a Principal), or a Django session."""
+
+from django.contrib.auth.models import AbstractBaseUser
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from rest_framework.authentication import BaseAuthentication, get_authorization_header
+from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.request import Request
+
+from governance.constants import BASE_SCOPES
+from governance.principals import Principal, principal_for_user
+from governance.services.tokens import api_token_verify
+
+# One message for every refused token (malformed, unknown, revoked, expired, inactive user): nothing tells
+# them apart, as on /mcp.
+INVALID_TOKEN_MESSAGE = "Invalid or expired token."
+
+
+class BearerTokenAuthentication(BaseAuthentication):
+    """``Authorization: Bearer scout_...``: ``request.user`` is the token's user, ``request.auth`` its Principal."""
+
+    keyword = b"bearer"
+
+    def authenticate(self, request: Request) -> tuple[AbstractBaseUser, Principal] | None:
+        parts = get_authorization_header(request).split()
+        if not parts or parts[0].lower() != self.keyword:
+            return None  # not ours: a session may still authenticate the request
+        if len(parts) != 2:
+            raise AuthenticationFailed(INVALID_TOKEN_MESSAGE)
+        try:
+            raw = parts[1].decode("ascii")
+        except UnicodeDecodeError:
+            raise AuthenticationFailed(INVALID_TOKEN_MESSAGE) from None
+        principal = api_token_verify(raw)
+        if principal is None:
+            raise AuthenticationFailed(INVALID_TOKEN_MESSAGE)
+        return principal.user, principal
+
+    def authenticate_header(self, request: Request) -> str:
+        # Makes DRF answer 401 (not 403) to an anonymous caller.
+        return 'Bearer realm="scout"'
+
+
+class BearerTokenScheme(OpenApiAuthenticationExtension):
+    target_class = "governance.api.authentication.BearerTokenAuthentication"
+    name = "bearerAuth"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": 'A Scout API token ("scout_..."); the token needs the "api" scope.',
+        }
+
+
+def request_principal(request: Request) -> Principal:
+    """The caller as governance sees them: the token's principal, or the session user with every scope
+    (a logged-in human acts with their own full rights, as in the admin)."""
+    if isinstance(request.auth, Principal):
+        return request.auth
+    return principal_for_user(request.user, scopes=BASE_SCOPES, via="api-session")

@@ -1,0 +1,34 @@
+"""Access to the REST API: the "api" scope, each view's scopes, and the Django model permissions it names.
+
+Views declare what they need; this class holds the checks (views hold no policy):
+- ``required_scopes``: token scopes on top of "api" (discover for tools and search, approve for approvals);
+- ``required_perms``: ``{"GET": ("catalog.view_server",), "POST": (...)}`` model permissions of the user;
+- ``require_staff``: the user must be staff (the audit trail, as in the admin).
+Object visibility is not decided here but by governance's selectors, so a hidden object is a plain 404.
+"""
+
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
+
+from governance.constants import SCOPE_API
+
+from .authentication import request_principal
+
+
+class ApiAccess(BasePermission):
+    def has_permission(self, request: Request, view) -> bool:
+        user = request.user
+        if user is None or not user.is_authenticated or not user.is_active:
+            return False  # DRF answers 401 (NotAuthenticated) for an anonymous caller
+        principal = request_principal(request)
+        needed = (SCOPE_API, *getattr(view, "required_scopes", ()))
+        missing = [scope for scope in needed if not principal.has_scope(scope)]
+        if missing:
+            raise PermissionDenied(f"The token lacks the scope(s): {', '.join(missing)}.", code="insufficient_scope")
+        if getattr(view, "require_staff", False) and not user.is_staff:
+            raise PermissionDenied("Staff only.", code="permission_denied")
+        perms = getattr(view, "required_perms", {}).get(request.method, ())
+        if perms and not user.has_perms(perms):
+            raise PermissionDenied("You do not have permission to do this.", code="permission_denied")
+        return True

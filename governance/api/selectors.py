@@ -1,0 +1,61 @@
+"""Reads for the REST API, built on governance's visibility selector (the same one /mcp and search use)."""
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Q, QuerySet
+
+from catalog.choices import ServerStatus
+from catalog.models import Tool
+from governance.constants import SCOPE_DISCOVER
+from governance.models import ApiToken, ApprovalRequest
+from governance.principals import Principal
+from governance.selectors import MAX_TOOL_ID_LENGTH, ToolNotFound, approval_requests_for_approver, tools_visible_to
+
+# Curators and operators see the catalog as the admin shows it (held and disabled tools too).
+CATALOG_VIEW_PERMS = ("catalog.view_tool", "catalog.change_tool")
+
+
+def principal_sees_catalog(*, principal: Principal) -> bool:
+    """Whether the caller holds a model permission that shows every tool (as the admin does)."""
+    user = principal.user
+    return bool(user and user.is_active and any(user.has_perm(perm) for perm in CATALOG_VIEW_PERMS))
+
+
+def tools_for_api(*, principal: Principal) -> QuerySet[Tool]:
+    """The tools the caller may see through the API, with the "discover" scope and the token's server limits.
+
+    A curator (catalog.view_tool / change_tool) sees the catalog, except the tools of archived servers; anyone
+    else exactly what governance lets them discover (``tools_visible_to``), as in tool_search."""
+    if not principal.has_scope(SCOPE_DISCOVER):
+        return Tool.objects.none()
+    if principal_sees_catalog(principal=principal):
+        qs = Tool.objects.exclude(server__status=ServerStatus.ARCHIVED)
+        if principal.server_slugs is not None:
+            qs = qs.filter(server__slug__in=sorted(principal.server_slugs))
+    else:
+        qs = tools_visible_to(principal=principal)
+    return qs.select_related("server", "policy__risk_class").order_by("tool_id")
+
+
+def tool_get_for_api(*, principal: Principal, tool_id: str) -> Tool:
+    """The tool ``tool_id`` if the caller may see it through the API. Raises ToolNotFound otherwise, whether
+    the tool is missing, hidden or forbidden."""
+    if not isinstance(tool_id, str) or not tool_id or len(tool_id) > MAX_TOOL_ID_LENGTH or "\x00" in tool_id:
+        raise ToolNotFound()
+    tool = tools_for_api(principal=principal).filter(tool_id=tool_id).first()
+    # Compare exact bytes: some database collations match case-insensitively.
+    if tool is None or tool.tool_id != tool_id:
+        raise ToolNotFound()
+    return tool
+
+
+def approvals_for_api(*, principal: Principal) -> QuerySet[ApprovalRequest]:
+    """The caller's approver inbox, narrowed to the token's servers when it is limited to some."""
+    qs = approval_requests_for_approver(user=principal.user)
+    if principal.server_slugs is not None:
+        qs = qs.filter(tool__server__slug__in=sorted(principal.server_slugs))
+    return qs
+
+
+def api_tokens_of(*, user: AbstractBaseUser) -> QuerySet[ApiToken]:
+    """The user's own tokens, newest first."""
+    return ApiToken.objects.filter(Q(user=user)).order_by("-created_at", "-id")

@@ -1,0 +1,269 @@
+"""Governance serializers: tools as the API shows them, approvals, tokens, audit events."""
+
+import json
+
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from catalog.models import Tool
+from catalog.services.phrases import MAX_PHRASE_CHARS, MAX_PHRASES
+from governance.choices import ApprovalStatus, AuditEventType, AuditOutcome
+from governance.models import ApiToken, ApprovalRequest, AuditEvent
+
+
+def _policy(tool: Tool):
+    return getattr(tool, "policy", None)
+
+
+class ToolSerializer(serializers.ModelSerializer):
+    server = serializers.CharField(source="server.slug", read_only=True)
+    display_title = serializers.CharField(read_only=True)
+    risk = serializers.SerializerMethodField()
+    operation_class = serializers.SerializerMethodField()
+    held = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Tool
+        fields = (
+            "tool_id",
+            "server",
+            "name",
+            "display_title",
+            "description",
+            "purpose",
+            "enabled",
+            "held",
+            "risk",
+            "operation_class",
+            "definition_hash",
+            "first_seen_at",
+            "last_seen_at",
+            "removed_at",
+            "curated_at",
+        )
+        read_only_fields = fields
+
+    def get_risk(self, tool: Tool) -> str | None:
+        policy = _policy(tool)
+        return policy.risk_class.name if policy else None
+
+    def get_operation_class(self, tool: Tool) -> str | None:
+        policy = _policy(tool)
+        return policy.operation_class if policy else None
+
+    def get_held(self, tool: Tool) -> bool:
+        policy = _policy(tool)
+        return bool(policy and policy.held)
+
+
+class PolicySerializer(serializers.Serializer):
+    risk = serializers.CharField(source="risk_class.name")
+    operation_class = serializers.CharField()
+    reversibility = serializers.CharField()
+    allowed_environments = serializers.ListField(child=serializers.CharField())
+    data_classes = serializers.ListField(child=serializers.CharField())
+    classified_by_admin = serializers.BooleanField()
+
+
+class HoldSerializer(serializers.Serializer):
+    held = serializers.BooleanField()
+    reason = serializers.CharField(source="hold_reason")
+    markers = serializers.ListField(child=serializers.JSONField())
+
+
+class CurationSerializer(serializers.Serializer):
+    """Curated text. On write, a phrase list replaces the stored one; a field left out is left as is."""
+
+    title = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    purpose = serializers.CharField(required=False, allow_blank=True)
+    aliases = serializers.ListField(
+        child=serializers.CharField(max_length=MAX_PHRASE_CHARS), max_length=MAX_PHRASES, required=False
+    )
+    keywords = serializers.ListField(
+        child=serializers.CharField(max_length=MAX_PHRASE_CHARS), max_length=MAX_PHRASES, required=False
+    )
+    examples = serializers.ListField(
+        child=serializers.CharField(max_length=MAX_PHRASE_CHARS),
+        max_length=MAX_PHRASES,
+        required=False,
+        help_text="Example requests the tool serves",
+    )
+    negative_queries = serializers.ListField(
+        child=serializers.CharField(max_length=MAX_PHRASE_CHARS),
+        max_length=MAX_PHRASES,
+        required=False,
+        help_text="Requests the tool must not be chosen for",
+    )
+
+    @staticmethod
+    def of(tool: Tool) -> dict:
+        return {
+            "title": tool.title,
+            "purpose": tool.purpose,
+            "aliases": [p.text for p in tool.aliases.order_by("id")],
+            "keywords": [p.text for p in tool.keywords.order_by("id")],
+            "examples": [p.text for p in tool.examples.order_by("id")],
+            "negative_queries": [p.text for p in tool.negative_examples.order_by("id")],
+        }
+
+
+class ToolDetailSerializer(ToolSerializer):
+    definition = serializers.SerializerMethodField(help_text="The upstream definition (untrusted upstream text)")
+    policy = serializers.SerializerMethodField()
+    hold = serializers.SerializerMethodField()
+    curation = serializers.SerializerMethodField()
+    revision_count = serializers.SerializerMethodField()
+
+    class Meta(ToolSerializer.Meta):
+        fields = (*ToolSerializer.Meta.fields, "definition", "policy", "hold", "curation", "revision_count")
+        read_only_fields = fields
+
+    @extend_schema_field(OpenApiTypes.OBJECT)
+    def get_definition(self, tool: Tool) -> dict:
+        return tool.upstream_definition()
+
+    @extend_schema_field(PolicySerializer(allow_null=True))
+    def get_policy(self, tool: Tool) -> dict | None:
+        policy = _policy(tool)
+        return PolicySerializer(policy).data if policy else None
+
+    @extend_schema_field(HoldSerializer)
+    def get_hold(self, tool: Tool) -> dict:
+        policy = _policy(tool)
+        if policy is None:
+            return {"held": False, "reason": "", "markers": []}
+        return HoldSerializer(policy).data
+
+    @extend_schema_field(CurationSerializer)
+    def get_curation(self, tool: Tool) -> dict:
+        return CurationSerializer.of(tool)
+
+    def get_revision_count(self, tool: Tool) -> int:
+        return tool.revisions.count()
+
+
+class ApprovalSerializer(serializers.ModelSerializer):
+    tool_id = serializers.CharField(source="tool.tool_id", read_only=True)
+    requester = serializers.CharField(source="requester.get_username", read_only=True)
+    decided_by = serializers.SerializerMethodField()
+    arguments = serializers.SerializerMethodField(help_text="The exact arguments of the call to decide on")
+    policy_version = serializers.IntegerField(source="policy_version.number", read_only=True)
+
+    class Meta:
+        model = ApprovalRequest
+        fields = (
+            "approval_id",
+            "status",
+            "tool_id",
+            "requester",
+            "agent",
+            "tenant",
+            "delegation_chain",
+            "arguments",
+            "arguments_digest",
+            "risk_class",
+            "operation_class",
+            "policy_version",
+            "created_at",
+            "expires_at",
+            "decided_by",
+            "decided_at",
+            "decision_reason",
+        )
+        read_only_fields = fields
+
+    def get_decided_by(self, request: ApprovalRequest) -> str | None:
+        return request.decided_by.get_username() if request.decided_by else None
+
+    @extend_schema_field(OpenApiTypes.OBJECT)
+    def get_arguments(self, request: ApprovalRequest) -> dict:
+        return json.loads(request.arguments_json)
+
+
+class ApprovalDecisionSerializer(serializers.Serializer):
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+
+
+class DenialSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=2000, help_text="Required: why the call is denied")
+
+
+APPROVAL_STATUS_FILTERS = (*ApprovalStatus.values, "all")
+
+
+class ApiTokenSerializer(serializers.ModelSerializer):
+    active = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ApiToken
+        fields = (
+            "id",
+            "name",
+            "display_prefix",
+            "agent",
+            "tenant",
+            "scopes",
+            "created_at",
+            "expires_at",
+            "last_used_at",
+            "revoked_at",
+            "active",
+        )
+        read_only_fields = fields
+
+    def get_active(self, token: ApiToken) -> bool:
+        return token.revoked_at is None and token.expires_at > timezone.now()
+
+
+class ApiTokenCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=200)
+    scopes = serializers.ListField(
+        child=serializers.CharField(max_length=220),
+        min_length=1,
+        help_text='e.g. ["api", "discover"]; "server:<slug>" limits the token to that server',
+    )
+    expires_at = serializers.DateTimeField(help_text="With a time zone, in the future")
+    agent = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    tenant = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+
+
+class ApiTokenCreatedSerializer(ApiTokenSerializer):
+    token = serializers.CharField(help_text="The raw token: shown in this response only, never again")
+
+    class Meta(ApiTokenSerializer.Meta):
+        fields = (*ApiTokenSerializer.Meta.fields, "token")
+        read_only_fields = fields
+
+
+class AuditEventSerializer(serializers.ModelSerializer):
+    user = serializers.CharField(source="human_subject", read_only=True)
+    tool = serializers.CharField(source="tool_ref", read_only=True)
+
+    class Meta:
+        model = AuditEvent
+        fields = (
+            "id",
+            "created_at",
+            "event_type",
+            "outcome",
+            "user",
+            "token_ref",
+            "agent",
+            "tenant",
+            "delegation_chain",
+            "target_server",
+            "tool",
+            "tool_definition_hash",
+            "environment",
+            "policy_version",
+            "approval_ref",
+            "trace_id",
+            "payload",
+        )
+        read_only_fields = fields
+
+
+AUDIT_EVENT_TYPES = AuditEventType.values
+AUDIT_OUTCOMES = AuditOutcome.values

@@ -1,0 +1,317 @@
+"""Governance endpoints. Views only parse, call a selector or service, and shape the answer: who may see or do
+what is decided by governance's selectors and services, as for the admin and /mcp."""
+
+from django.db.models import QuerySet
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import generics, status
+from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from catalog.api.serializers import ToolRevisionSerializer
+from catalog.models import Tool, ToolRevision
+from catalog.services.phrases import tool_curate
+from governance.constants import SCOPE_APPROVE, SCOPE_DISCOVER, SERVER_SCOPE_PREFIX
+from governance.models import ApiToken, ApprovalRequest, AuditEvent
+from governance.principals import Principal
+from governance.selectors import ToolNotFound
+from governance.services.approvals import ApprovalError, approval_decide
+from governance.services.tokens import api_token_create, api_token_revoke, scopes_validate
+
+from .authentication import request_principal
+from .filters import audit_filter, param_choice, tools_filter
+from .selectors import api_tokens_of, approvals_for_api, tool_get_for_api, tools_for_api
+from .serializers import (
+    APPROVAL_STATUS_FILTERS,
+    ApiTokenCreatedSerializer,
+    ApiTokenCreateSerializer,
+    ApiTokenSerializer,
+    ApprovalDecisionSerializer,
+    ApprovalSerializer,
+    AuditEventSerializer,
+    CurationSerializer,
+    DenialSerializer,
+    ToolDetailSerializer,
+    ToolSerializer,
+)
+
+TOOL_ID = OpenApiParameter("tool_id", str, OpenApiParameter.PATH, description="server::name, exactly")
+
+
+def visible_tool(request: Request, tool_id: str) -> Tool:
+    """The tool if the caller may see it; one 404 for unknown and hidden alike."""
+    try:
+        return tool_get_for_api(principal=request_principal(request), tool_id=tool_id)
+    except ToolNotFound:
+        raise NotFound() from None
+
+
+# --- tools ----------------------------------------------------------------------------------------
+
+
+class ToolList(generics.ListAPIView):
+    required_scopes = (SCOPE_DISCOVER,)
+    serializer_class = ToolSerializer
+
+    def get_queryset(self) -> QuerySet[Tool]:
+        return tools_filter(tools_for_api(principal=request_principal(self.request)), self.request.query_params)
+
+    @extend_schema(
+        summary="List the tools you may see",
+        parameters=[
+            OpenApiParameter("server", str, description="server slug"),
+            OpenApiParameter("q", str, description="words in the id, titles, description, purpose or aliases"),
+            OpenApiParameter("held", bool, description="held for review (only curators see held tools)"),
+            OpenApiParameter("enabled", bool),
+        ],
+    )
+    def get(self, request: Request, *args, **kwargs) -> Response:
+        return super().get(request, *args, **kwargs)
+
+
+class ToolDetail(generics.GenericAPIView):
+    required_scopes = (SCOPE_DISCOVER,)
+    serializer_class = ToolDetailSerializer
+
+    @extend_schema(summary="Read a tool: definition, policy, hold status, curation", parameters=[TOOL_ID])
+    def get(self, request: Request, tool_id: str) -> Response:
+        return Response(ToolDetailSerializer(visible_tool(request, tool_id)).data)
+
+
+class ToolRevisionList(generics.ListAPIView):
+    required_scopes = (SCOPE_DISCOVER,)
+    serializer_class = ToolRevisionSerializer
+
+    def get_queryset(self) -> QuerySet[ToolRevision]:
+        tool = visible_tool(self.request, self.kwargs["tool_id"])
+        return ToolRevision.objects.filter(tool=tool).order_by("-created_at", "-id")
+
+    @extend_schema(summary="A tool's upstream definitions, newest first", parameters=[TOOL_ID])
+    def get(self, request: Request, *args, **kwargs) -> Response:
+        return super().get(request, *args, **kwargs)
+
+
+class ToolCuration(generics.GenericAPIView):
+    required_scopes = (SCOPE_DISCOVER,)
+    required_perms = {"PATCH": ("catalog.change_tool",)}
+    serializer_class = CurationSerializer
+
+    @extend_schema(
+        summary="Curate a tool: title, purpose, aliases, keywords, example requests, negative queries",
+        parameters=[TOOL_ID],
+        request=CurationSerializer,
+        responses={200: ToolDetailSerializer},
+    )
+    def patch(self, request: Request, tool_id: str) -> Response:
+        tool = visible_tool(request, tool_id)
+        data = CurationSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        fields = dict(data.validated_data)
+        title, purpose = fields.pop("title", None), fields.pop("purpose", None)
+        tool_curate(tool=tool, title=title, purpose=purpose, phrases=fields)
+        return Response(ToolDetailSerializer(visible_tool(request, tool_id)).data)
+
+
+# --- approvals ------------------------------------------------------------------------------------
+
+# ApprovalError codes -> HTTP status. "forbidden" is a 404: the request is not in the caller's inbox.
+APPROVAL_ERROR_STATUS = {
+    "unknown": status.HTTP_404_NOT_FOUND,
+    "forbidden": status.HTTP_404_NOT_FOUND,
+    "self_approval": status.HTTP_403_FORBIDDEN,
+    "reason_required": status.HTTP_400_BAD_REQUEST,
+    "not_pending": status.HTTP_409_CONFLICT,
+    "expired": status.HTTP_409_CONFLICT,
+}
+
+
+def inbox_request(request: Request, approval_id: str) -> ApprovalRequest:
+    found = approvals_for_api(principal=request_principal(request)).filter(approval_id=approval_id).first()
+    if found is None or found.approval_id != approval_id:
+        raise NotFound()
+    return found
+
+
+class ApprovalList(generics.ListAPIView):
+    required_scopes = (SCOPE_APPROVE,)
+    serializer_class = ApprovalSerializer
+
+    def get_queryset(self) -> QuerySet[ApprovalRequest]:
+        qs = approvals_for_api(principal=request_principal(self.request))
+        wanted = param_choice(self.request.query_params, "status", APPROVAL_STATUS_FILTERS) or "pending"
+        return qs if wanted == "all" else qs.filter(status=wanted)
+
+    @extend_schema(
+        summary="Your approval inbox (pending requests unless ?status= says otherwise)",
+        parameters=[OpenApiParameter("status", str, enum=list(APPROVAL_STATUS_FILTERS), default="pending")],
+    )
+    def get(self, request: Request, *args, **kwargs) -> Response:
+        return super().get(request, *args, **kwargs)
+
+
+class ApprovalDetail(generics.GenericAPIView):
+    required_scopes = (SCOPE_APPROVE,)
+    serializer_class = ApprovalSerializer
+
+    @extend_schema(summary="Read a request in your inbox")
+    def get(self, request: Request, approval_id: str) -> Response:
+        return Response(ApprovalSerializer(inbox_request(request, approval_id)).data)
+
+
+class _Decide(generics.GenericAPIView):
+    required_scopes = (SCOPE_APPROVE,)
+    serializer_class = ApprovalSerializer
+    approve = True
+    input_serializer: type = ApprovalDecisionSerializer
+
+    def post(self, request: Request, approval_id: str) -> Response:
+        pending = inbox_request(request, approval_id)
+        data = self.input_serializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            decided = approval_decide(
+                request=pending, approver=request.user, approve=self.approve, reason=data.validated_data.get("reason")
+            )
+        except ApprovalError as exc:
+            code = APPROVAL_ERROR_STATUS.get(exc.code, status.HTTP_409_CONFLICT)
+            if code == status.HTTP_404_NOT_FOUND:
+                raise NotFound() from None
+            if code == status.HTTP_400_BAD_REQUEST:
+                raise ValidationError({"reason": [str(exc)]}) from None
+            if code == status.HTTP_403_FORBIDDEN:
+                raise PermissionDenied(str(exc), code=exc.code) from None
+            return Response(
+                {"error": {"code": exc.code, "message": str(exc), "fields": {}}}, status=status.HTTP_409_CONFLICT
+            )
+        return Response(ApprovalSerializer(decided).data)
+
+
+class ApprovalApprove(_Decide):
+    approve = True
+
+    @extend_schema(summary="Approve a request (not your own)", request=ApprovalDecisionSerializer)
+    def post(self, request: Request, approval_id: str) -> Response:
+        return super().post(request, approval_id)
+
+
+class ApprovalDeny(_Decide):
+    approve = False
+    input_serializer = DenialSerializer
+
+    @extend_schema(summary="Deny a request, with a reason", request=DenialSerializer)
+    def post(self, request: Request, approval_id: str) -> Response:
+        return super().post(request, approval_id)
+
+
+# --- tokens ---------------------------------------------------------------------------------------
+
+
+def _check_within_caller(principal: Principal, scopes: list[str], expires_at) -> None:
+    """A token may mint only tokens that can do no more than itself: its scopes (server limits included)
+    and no later expiry. A session (a human at the keyboard) may mint any of its own tokens."""
+    if principal.token_id is None:
+        return
+    base = {s for s in scopes if not s.startswith(SERVER_SCOPE_PREFIX)}
+    if not base <= principal.scopes:
+        raise PermissionDenied("A token cannot create a token with scopes it does not have.", code="insufficient_scope")
+    if principal.server_slugs is not None:
+        wanted = {s[len(SERVER_SCOPE_PREFIX) :] for s in scopes if s.startswith(SERVER_SCOPE_PREFIX)}
+        if not wanted or not wanted <= principal.server_slugs:
+            raise PermissionDenied("A server-limited token can only create tokens limited to its servers.")
+    own = ApiToken.objects.filter(pk=principal.token_id).values_list("expires_at", flat=True).first()
+    if own is not None and expires_at > own:
+        raise ValidationError({"expires_at": ["cannot be later than the expiry of the token making the request"]})
+
+
+class TokenList(generics.ListAPIView):
+    serializer_class = ApiTokenSerializer
+
+    def get_queryset(self) -> QuerySet[ApiToken]:
+        return api_tokens_of(user=self.request.user)
+
+    @extend_schema(summary="Your API tokens")
+    def get(self, request: Request, *args, **kwargs) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    @extend_schema(
+        summary="Create a token (the raw value is in this response only)",
+        request=ApiTokenCreateSerializer,
+        responses={201: ApiTokenCreatedSerializer},
+    )
+    def post(self, request: Request) -> Response:
+        data = ApiTokenCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        fields = data.validated_data
+        # Unknown scopes are an input error (400) before any comparison with the caller's own (403).
+        _check_within_caller(request_principal(request), scopes_validate(fields["scopes"]), fields["expires_at"])
+        token, raw = api_token_create(
+            user=request.user,
+            name=fields["name"],
+            scopes=fields["scopes"],
+            expires_at=fields["expires_at"],
+            agent=fields["agent"],
+            tenant=fields["tenant"],
+            created_by=request.user,
+        )
+        body = {**ApiTokenSerializer(token).data, "token": raw}
+        return Response(body, status=status.HTTP_201_CREATED, headers={"Cache-Control": "no-store"})
+
+
+def own_token(request: Request, pk: int) -> ApiToken:
+    token = api_tokens_of(user=request.user).filter(pk=pk).first()
+    if token is None:
+        raise NotFound()
+    return token
+
+
+class TokenDetail(generics.GenericAPIView):
+    serializer_class = ApiTokenSerializer
+
+    @extend_schema(summary="Read one of your tokens")
+    def get(self, request: Request, pk: int) -> Response:
+        return Response(ApiTokenSerializer(own_token(request, pk)).data)
+
+
+class TokenRevoke(generics.GenericAPIView):
+    serializer_class = ApiTokenSerializer
+
+    @extend_schema(summary="Revoke one of your tokens (it fails from the next call)", request=None)
+    def post(self, request: Request, pk: int) -> Response:
+        token = api_token_revoke(token=own_token(request, pk), actor=request.user)
+        return Response(ApiTokenSerializer(token).data)
+
+
+# --- audit ----------------------------------------------------------------------------------------
+
+AUDIT_PERMS = {"GET": ("governance.view_auditevent",)}
+
+
+class AuditList(generics.ListAPIView):
+    require_staff = True
+    required_perms = AUDIT_PERMS
+    serializer_class = AuditEventSerializer
+
+    def get_queryset(self) -> QuerySet[AuditEvent]:
+        return audit_filter(AuditEvent.objects.order_by("-created_at", "-id"), self.request.query_params)
+
+    @extend_schema(
+        summary="The audit trail, newest first",
+        parameters=[
+            OpenApiParameter("since", OpenApiTypes.DATETIME, description="from this time (inclusive)"),
+            OpenApiParameter("until", OpenApiTypes.DATETIME, description="before this time"),
+            OpenApiParameter("user", str, description="username of the human subject"),
+            OpenApiParameter("event_type", str, description="e.g. execution, discovery, approval.approved"),
+            OpenApiParameter("outcome", str, description="success, denied, error, pending, unknown"),
+            OpenApiParameter("tool", str, description="server::name"),
+        ],
+    )
+    def get(self, request: Request, *args, **kwargs) -> Response:
+        return super().get(request, *args, **kwargs)
+
+
+class AuditDetail(generics.RetrieveAPIView):
+    require_staff = True
+    required_perms = AUDIT_PERMS
+    serializer_class = AuditEventSerializer
+    queryset = AuditEvent.objects.all()

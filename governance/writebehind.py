@@ -1,0 +1,117 @@
+"""Records written behind the request: discovery audit events and query-log rows, inserted in batches.
+
+A tool_search wrote two rows in its own request (an audit event and a query-log entry). On SQLite every
+write takes the database's one write lock, so under load searches queued behind each other's inserts
+(issue 9: ~25 ms per search, serialised across workers). Discovery records are instead appended to this
+process's queue and a daemon thread inserts them every SCOUT_WRITE_BEHIND_SECONDS in one transaction (one
+lock, one commit for the batch). Nothing is read or updated: the rows are complete when queued.
+
+Only records whose loss in a crash is acceptable come here: an execution's audit event is written before
+its result is returned (``audit_record`` without ``deferred``). On a normal shutdown (uvicorn's SIGINT or
+SIGTERM, ``manage.py`` commands, the end of a Celery worker) the queue is flushed by an ``atexit`` hook.
+A batch that fails is put back and retried; nothing is dropped silently. SCOUT_WRITE_BEHIND_SECONDS=0
+writes each record inline (the tests' default, so a test reads what a request wrote).
+"""
+
+import atexit
+import logging
+import threading
+from collections.abc import Iterable
+
+from django.conf import settings
+from django.db import close_old_connections, models, transaction
+
+logger = logging.getLogger(__name__)
+MAX_BATCH = 500
+
+
+class WriteBehind:
+    def __init__(self) -> None:
+        self._pending: list[models.Model] = []
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._flushing = threading.Lock()  # one batch at a time, in queue order
+        self._thread: threading.Thread | None = None
+        self.failures = 0
+
+    def add(self, instance: models.Model) -> None:
+        """Insert ``instance`` soon (or now, when write-behind is off). It must be complete: no pk needed."""
+        if settings.SCOUT_WRITE_BEHIND_SECONDS <= 0:
+            instance.save(force_insert=True)
+            return
+        with self._lock:
+            self._pending.append(instance)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="scout-write-behind", daemon=True)
+                self._thread.start()
+            if len(self._pending) == 1 or len(self._pending) >= MAX_BATCH:
+                self._wake.notify()
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._pending)
+
+    def flush(self) -> int:
+        """Insert everything queued now, in this thread. Returns how many rows were written."""
+        written = 0
+        with self._flushing:
+            while True:
+                with self._lock:
+                    batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+                if not batch:
+                    return written
+                try:
+                    _insert(batch)
+                except Exception:
+                    self.failures += 1
+                    with self._lock:  # back at the front, in order; retried by the next flush
+                        self._pending[:0] = batch
+                    raise
+                written += len(batch)
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while not self._pending:
+                    self._wake.wait()
+                if len(self._pending) < MAX_BATCH:  # let the batch fill for a moment: one commit for many
+                    self._wake.wait(timeout=max(settings.SCOUT_WRITE_BEHIND_SECONDS, 0.001))
+            close_old_connections()
+            try:
+                self.flush()
+            except Exception:  # noqa: BLE001 - kept queued and retried; the request path never sees it
+                logger.exception("write-behind: could not write %d queued records; retrying", self.pending())
+            finally:
+                close_old_connections()
+
+
+def _insert(batch: Iterable[models.Model]) -> None:
+    by_model: dict[type[models.Model], list[models.Model]] = {}
+    for instance in batch:
+        by_model.setdefault(type(instance), []).append(instance)
+    with transaction.atomic():
+        for model, instances in by_model.items():
+            model.objects.bulk_create(instances)
+
+
+_writer = WriteBehind()
+
+
+def write_behind() -> WriteBehind:
+    return _writer
+
+
+def write_behind_flush() -> int:
+    """Write every queued record now (before reading records this process may still hold, and at exit)."""
+    return _writer.flush()
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    try:
+        written = _writer.flush()
+    except Exception:  # noqa: BLE001 - at exit there is nobody left to tell but the log
+        logger.exception("write-behind: %d queued records could not be written at shutdown", _writer.pending())
+        return
+    if written:
+        logger.info("write-behind: wrote %d queued records at shutdown", written)

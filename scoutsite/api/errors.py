@@ -1,0 +1,59 @@
+"""One JSON error shape for the whole API: ``{"error": {"code", "message", "fields"}}``, never a traceback."""
+
+import logging
+from typing import Any
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+from rest_framework.views import set_rollback
+
+logger = logging.getLogger("scout.api")
+
+# Every 404 carries these exact bytes, so an unknown object and one the caller may not see look the same.
+NOT_FOUND_MESSAGE = "Not found."
+
+
+def _first_message(detail: Any) -> str:
+    if isinstance(detail, list) and detail:
+        return _first_message(detail[0])
+    if isinstance(detail, dict) and detail:
+        return _first_message(next(iter(detail.values())))
+    return str(detail)
+
+
+def _body(code: str, message: str, fields: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "fields": fields or {}}}
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
+    """DRF's handler (status codes, WWW-Authenticate, Retry-After) with Scout's body; anything unexpected is
+    logged and answered with a bare 500."""
+    if isinstance(exc, DjangoValidationError):
+        # Services validate with full_clean(); their errors are the caller's input errors.
+        exc = exceptions.ValidationError(exc.message_dict if hasattr(exc, "error_dict") else exc.messages)
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        logger.error("unhandled API error in %s", context.get("view").__class__.__name__, exc_info=exc)
+        set_rollback()
+        return Response(_body("server_error", "Internal error."), status=status.HTTP_500_INTERNAL_SERVER_ERROR)
+    if isinstance(exc, exceptions.NotFound) or response.status_code == status.HTTP_404_NOT_FOUND:
+        response.data = _body("not_found", NOT_FOUND_MESSAGE)
+        return response
+    if isinstance(exc, exceptions.ValidationError):
+        detail = exc.detail
+        fields = detail if isinstance(detail, dict) else {}
+        if isinstance(fields, dict) and "non_field_errors" in fields:
+            message = _first_message(fields["non_field_errors"])
+        elif isinstance(detail, dict):
+            message = "Invalid input."
+        else:
+            message = _first_message(detail)
+        response.data = _body("invalid", message, fields)
+        return response
+    if isinstance(exc, exceptions.APIException):
+        codes = exc.get_codes()
+        code = codes if isinstance(codes, str) else exc.default_code
+        response.data = _body(code, _first_message(exc.detail))
+    return response

@@ -1,0 +1,146 @@
+"""The operators' dashboard in the admin: searches and executions over time, latency percentiles, withheld and
+low-confidence rates, top tools, failures by server, sync health and pending approvals, for 1 h / 24 h / 7 d.
+
+Read from the query log and the audit trail (the same events /metrics counts), so it needs no Prometheus.
+Charts are drawn by Chart.js, served as a static file by Scout (no CDN).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import numpy as np
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.urls import path
+from django.utils import timezone
+
+DASHBOARD_PERMISSION = "catalog.view_server"  # operators (and anyone who may read the server list)
+MAX_ROWS = 50_000  # rows read per figure: enough for percentiles, bounded for a busy week
+
+
+@dataclass(frozen=True)
+class Window:
+    key: str
+    label: str
+    span: timedelta
+    bucket: timedelta
+
+
+WINDOWS = {
+    "1h": Window("1h", "last hour", timedelta(hours=1), timedelta(minutes=5)),
+    "24h": Window("24h", "last 24 hours", timedelta(hours=24), timedelta(hours=1)),
+    "7d": Window("7d", "last 7 days", timedelta(days=7), timedelta(hours=6)),
+}
+
+
+def _buckets(window: Window, now: datetime) -> list[datetime]:
+    count = int(window.span / window.bucket)
+    start = now - window.span
+    return [start + window.bucket * i for i in range(count)]
+
+
+def _bucket_index(moment: datetime, start: datetime, window: Window, count: int) -> int:
+    return min(count - 1, max(0, int((moment - start) / window.bucket)))
+
+
+def _percentiles(values: list[float]) -> dict[str, float | None]:
+    if not values:
+        return {"p50": None, "p95": None, "p99": None}
+    p50, p95, p99 = np.percentile(np.asarray(values, dtype=float), [50, 95, 99])
+    return {"p50": round(float(p50), 1), "p95": round(float(p95), 1), "p99": round(float(p99), 1)}
+
+
+def dashboard_figures(*, window: Window, now: datetime | None = None) -> dict:
+    """Every figure of the dashboard for ``window``, as plain JSON-ready data."""
+    from catalog.models import Server, SyncRun
+    from governance.choices import ApprovalStatus
+    from governance.models import ApprovalRequest, AuditEvent
+    from search.models import QueryLogEntry
+
+    now = now or timezone.now()
+    start = now - window.span
+    buckets = _buckets(window, now)
+    searches = [0] * len(buckets)
+    executions = [0] * len(buckets)
+    failures_over_time = [0] * len(buckets)
+    search_latency: list[float] = []
+    confidence = Counter()
+    rows = QueryLogEntry.objects.filter(created_at__gte=start).order_by("-created_at")
+    for created, latency, level in rows.values_list("created_at", "latency_ms", "confidence")[:MAX_ROWS]:
+        searches[_bucket_index(created, start, window, len(buckets))] += 1
+        search_latency.append(latency)
+        confidence[level] += 1
+    execute_latency: list[float] = []
+    tools, failures_by_server = Counter(), Counter()
+    events = AuditEvent.objects.filter(event_type="execution", created_at__gte=start).order_by("-created_at")
+    for created, outcome, tool_ref, payload in events.values_list("created_at", "outcome", "tool_ref", "payload")[
+        :MAX_ROWS
+    ]:
+        index = _bucket_index(created, start, window, len(buckets))
+        executions[index] += 1
+        if isinstance(payload, dict) and isinstance(payload.get("duration_ms"), int | float):
+            execute_latency.append(float(payload["duration_ms"]))
+        if tool_ref and outcome == "success":
+            tools[tool_ref] += 1
+        if outcome in ("error", "unknown"):
+            failures_over_time[index] += 1
+            failures_by_server[tool_ref.split("::", 1)[0] if tool_ref else "(unknown)"] += 1
+    total_searches = sum(confidence.values())
+    syncs = Counter(SyncRun.objects.filter(started_at__gte=start).values_list("status", flat=True))
+    return {
+        "window": window.key,
+        "labels": [moment.isoformat() for moment in buckets],
+        "searches": searches,
+        "executions": executions,
+        "execution_failures": failures_over_time,
+        "search_latency_ms": _percentiles(search_latency),
+        "execute_latency_ms": _percentiles(execute_latency),
+        "search_total": total_searches,
+        "withheld_rate": round(confidence["none"] / total_searches, 3) if total_searches else None,
+        "low_rate": round(confidence["low"] / total_searches, 3) if total_searches else None,
+        "top_tools": tools.most_common(10),
+        "failures_by_server": failures_by_server.most_common(10),
+        "syncs": dict(sorted(syncs.items())),
+        "servers": dict(Counter(Server.objects.values_list("status", flat=True))),
+        "pending_approvals": ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING).count(),
+    }
+
+
+def _window(request: HttpRequest) -> Window:
+    return WINDOWS.get(request.GET.get("window", "24h"), WINDOWS["24h"])
+
+
+def _check(request: HttpRequest) -> None:
+    if not request.user.has_perm(DASHBOARD_PERMISSION):
+        raise PermissionDenied
+
+
+def dashboard_view(request: HttpRequest) -> HttpResponse:
+    _check(request)
+    window = _window(request)
+    context = {
+        **admin.site.each_context(request),
+        "title": "Operations dashboard",
+        "window": window,
+        "windows": WINDOWS.values(),
+        "figures": dashboard_figures(window=window),
+    }
+    return render(request, "admin/dashboard.html", context)
+
+
+def dashboard_data_view(request: HttpRequest) -> JsonResponse:
+    _check(request)
+    return JsonResponse(dashboard_figures(window=_window(request)))
+
+
+def urls() -> list:
+    """Mounted by scoutsite/urls.py before ``admin/`` (admin_view: staff login, no cache)."""
+    return [
+        path("admin/dashboard/", admin.site.admin_view(dashboard_view), name="dashboard"),
+        path("admin/dashboard/data.json", admin.site.admin_view(dashboard_data_view), name="dashboard_data"),
+    ]

@@ -1,0 +1,54 @@
+// Draws the operations dashboard from the figures the page embeds (json_script), with Chart.js.
+(function () {
+  "use strict";
+  const figures = JSON.parse(document.getElementById("dashboard-figures").textContent);
+  const colors = ["#417690", "#e07a5f", "#81b29a", "#f2cc8f", "#3d405b", "#9c6644", "#6d597a", "#b56576"];
+  const time = (iso) => {
+    const d = new Date(iso);
+    return figures.window === "7d" ? d.toLocaleDateString() + " " + d.getHours() + "h" : d.toLocaleTimeString([], {hour: "2-digit", minute: "2-digit"});
+  };
+  const drawn = {};
+  function draw(id, config) {
+    const canvas = document.getElementById(id);
+    config.options = Object.assign({animation: false, responsive: true, maintainAspectRatio: false}, config.options || {});
+    drawn[id] = new Chart(canvas, config);
+  }
+  draw("chart-traffic", {
+    type: "line",
+    data: {
+      labels: figures.labels.map(time),
+      datasets: [
+        {label: "searches", data: figures.searches, borderColor: colors[0], tension: 0.2},
+        {label: "executions", data: figures.executions, borderColor: colors[2], tension: 0.2},
+        {label: "failed executions", data: figures.execution_failures, borderColor: colors[1], tension: 0.2},
+      ],
+    },
+    options: {scales: {y: {beginAtZero: true, ticks: {precision: 0}}}},
+  });
+  const pct = ["p50", "p95", "p99"];
+  draw("chart-latency", {
+    type: "bar",
+    data: {
+      labels: pct,
+      datasets: [
+        {label: "tool_search", data: pct.map((p) => figures.search_latency_ms[p]), backgroundColor: colors[0]},
+        {label: "execute_tool", data: pct.map((p) => figures.execute_latency_ms[p]), backgroundColor: colors[2]},
+      ],
+    },
+    options: {scales: {y: {beginAtZero: true}}},
+  });
+  const bars = (id, pairs, color) => draw(id, {
+    type: "bar",
+    data: {labels: pairs.map((p) => p[0]), datasets: [{label: "calls", data: pairs.map((p) => p[1]), backgroundColor: color}]},
+    options: {indexAxis: "y", plugins: {legend: {display: false}}, scales: {x: {beginAtZero: true, ticks: {precision: 0}}}},
+  });
+  bars("chart-tools", figures.top_tools, colors[2]);
+  bars("chart-failures", figures.failures_by_server, colors[1]);
+  const doughnut = (id, counts) => draw(id, {
+    type: "doughnut",
+    data: {labels: Object.keys(counts), datasets: [{data: Object.values(counts), backgroundColor: colors}]},
+  });
+  doughnut("chart-syncs", figures.syncs);
+  doughnut("chart-servers", figures.servers);
+  window.scoutDashboardCharts = drawn;  // for tests and the curious
+})();

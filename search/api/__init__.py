@@ -1,0 +1,1 @@
+"""REST API for search's own data: learned requests (curators only: they are other users' words)."""

@@ -1,0 +1,101 @@
+"""Authentication, the "api" scope, the one error shape, throttling and unknown routes, over HTTP."""
+
+import httpx
+import pytest
+
+from tests.api.conftest import api_db, error_of, make_token, session_cookies
+
+pytestmark = api_db
+
+
+def test_anonymous_is_401_with_challenge(api, catalog):
+    response = api.get("tools/")
+    assert response.status_code == 401
+    assert response.headers["WWW-Authenticate"].startswith("Bearer")
+    assert error_of(response)["code"] == "not_authenticated"
+
+
+@pytest.mark.parametrize("header", ["Bearer scout_not-a-real-token", "Bearer", "Bearer a b", "Bearer tok\u00e9n"])
+def test_bad_tokens_are_one_401(api, catalog, header):
+    response = httpx.get(f"{api.base}/api/v1/tools/", headers={"Authorization": header.encode("utf-8")})
+    assert response.status_code == 401
+    assert error_of(response) == {"code": "authentication_failed", "message": "Invalid or expired token.", "fields": {}}
+
+
+def test_revoked_and_expired_tokens_are_refused(api, catalog, member):
+    from django.utils import timezone
+
+    from governance.models import ApiToken
+    from governance.services.tokens import api_token_revoke
+
+    token = make_token(member, ["api", "discover"])
+    assert api.get("tools/", token=token).status_code == 200
+    api_token_revoke(token=ApiToken.objects.get(user=member))
+    assert api.get("tools/", token=token).status_code == 401
+    other = make_token(member, ["api", "discover"])
+    ApiToken.objects.filter(revoked_at__isnull=True).update(expires_at=timezone.now())
+    assert api.get("tools/", token=other).status_code == 401
+
+
+def test_token_without_api_scope_cannot_use_the_api(api, catalog, member):
+    """The MCP token of an agent (discover, execute) is refused by the REST API."""
+    response = api.get("tools/", token=make_token(member, ["discover", "execute"]))
+    assert response.status_code == 403
+    error = error_of(response)
+    assert error["code"] == "insufficient_scope" and "api" in error["message"]
+    assert "list_issues" not in response.text
+
+
+def test_session_reads_and_writes_with_csrf(api, catalog, member):
+    cookies = session_cookies(member)
+    listed = httpx.get(f"{api.base}/api/v1/tools/", cookies=cookies)
+    assert listed.status_code == 200 and listed.json()["count"] == 1
+    body = {"name": "from the browser", "scopes": ["api"], "expires_at": "2099-01-01T00:00:00Z"}
+    refused = httpx.post(f"{api.base}/api/v1/tokens/", cookies=cookies, json=body)
+    assert refused.status_code == 403
+    assert "CSRF" in error_of(refused)["message"]
+    created = httpx.post(
+        f"{api.base}/api/v1/tokens/", cookies=cookies, json=body, headers={"X-CSRFToken": cookies["csrftoken"]}
+    )
+    assert created.status_code == 201, created.text
+
+
+def test_throttled_per_token_with_retry_after(api, catalog, member, settings):
+    settings.SCOUT_API_RATE = "3/minute"
+    token, other = make_token(member, ["api", "discover"]), make_token(member, ["api", "discover"])
+    statuses = [api.get("tools/", token=token).status_code for _ in range(4)]
+    assert statuses == [200, 200, 200, 429]
+    refused = api.get("tools/", token=token)
+    assert refused.status_code == 429
+    assert int(refused.headers["Retry-After"]) > 0
+    assert error_of(refused)["code"] == "throttled"
+    # Another token of the same user has its own budget.
+    assert api.get("tools/", token=other).status_code == 200
+
+
+def test_unknown_route_is_the_json_404(api, catalog, member):
+    response = api.get("no-such-thing/", token=make_token(member, ["api", "discover"]))
+    assert response.status_code == 404
+    assert error_of(response) == {"code": "not_found", "message": "Not found.", "fields": {}}
+
+
+def test_method_not_allowed_and_malformed_json(api, catalog, member):
+    token = make_token(member, ["api", "discover"])
+    response = api.request("DELETE", "tools/", token=token)
+    assert response.status_code == 405 and error_of(response)["code"] == "method_not_allowed"
+    bad = api.post("search/", token=token, content=b"{not json", headers={"Content-Type": "application/json"})
+    assert bad.status_code == 400 and error_of(bad)["code"] == "parse_error"
+    assert "Traceback" not in bad.text
+
+
+def test_unexpected_error_is_a_bare_500(api, catalog, member, monkeypatch):
+    import governance.api.views as views
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("secret internals")
+
+    monkeypatch.setattr(views, "tools_for_api", broken)
+    response = api.get("tools/", token=make_token(member, ["api", "discover"]))
+    assert response.status_code == 500
+    assert error_of(response) == {"code": "server_error", "message": "Internal error.", "fields": {}}
+    assert "secret internals" not in response.text and "Traceback" not in response.text

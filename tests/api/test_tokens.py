@@ -1,0 +1,115 @@
+"""/api/v1/tokens/: the caller's own tokens: create (raw value once), list, read, revoke; never beyond scopes."""
+
+from datetime import timedelta
+
+from django.utils import timezone
+
+from tests.api.conftest import api_db, error_of, make_token
+
+pytestmark = api_db
+
+
+def future(days: float = 7) -> str:
+    return (timezone.now() + timedelta(days=days)).isoformat()
+
+
+def test_create_shows_the_raw_token_once(api, member):
+    from governance.models import ApiToken
+
+    caller = make_token(member, ["api", "discover", "execute"], days=30)
+    response = api.post(
+        "tokens/", token=caller, json={"name": "ci", "scopes": ["api", "discover"], "expires_at": future()}
+    )
+    assert response.status_code == 201, response.text
+    created = response.json()
+    raw = created["token"]
+    assert raw.startswith("scout_") and created["scopes"] == ["api", "discover"] and created["active"]
+    assert response.headers["Cache-Control"] == "no-store"
+    assert not ApiToken.objects.filter(token_hash__contains=raw[6:]).exists()  # only a hash is stored
+    # The new token works, and the raw value never appears again.
+    assert api.get("tools/", token=raw).status_code == 200
+    listed = api.get("tokens/", token=caller)
+    detail = api.get(f"tokens/{created['id']}/", token=caller)
+    for later in (listed, detail):
+        assert later.status_code == 200 and raw not in later.text and raw[6:20] not in later.text
+    assert "token" not in detail.json()
+    assert listed.json()["count"] == 2
+
+
+def test_only_own_tokens(api, member, outsider):
+    mine = make_token(member, ["api"])
+    make_token(outsider, ["api"])
+    from governance.models import ApiToken
+
+    theirs = ApiToken.objects.get(user=outsider)
+    body = api.get("tokens/", token=mine).json()
+    assert body["count"] == 1
+    unknown = api.get("tokens/999999/", token=mine)
+    other = api.get(f"tokens/{theirs.pk}/", token=mine)
+    assert unknown.status_code == 404 and (other.status_code, other.content) == (404, unknown.content)
+    assert api.post(f"tokens/{theirs.pk}/revoke/", token=mine).status_code == 404
+    theirs.refresh_from_db()
+    assert theirs.revoked_at is None
+
+
+def test_revoke(api, member):
+    caller = make_token(member, ["api"], days=30)
+    victim = api.post("tokens/", token=caller, json={"name": "x", "scopes": ["api"], "expires_at": future()}).json()
+    response = api.post(f"tokens/{victim['id']}/revoke/", token=caller)
+    assert response.status_code == 200 and response.json()["revoked_at"] and not response.json()["active"]
+    assert api.get("tokens/", token=victim["token"]).status_code == 401
+
+
+def test_validation(api, member):
+    caller = make_token(member, ["api", "discover"], days=30)
+    for body, field in [
+        ({"name": "x", "scopes": ["api", "root"], "expires_at": future()}, "scopes"),
+        ({"name": "x", "scopes": [], "expires_at": future()}, "scopes"),
+        ({"name": "x", "scopes": ["api"], "expires_at": "2001-01-01T00:00:00Z"}, "expires_at"),
+        ({"name": "x", "scopes": ["api"], "expires_at": "soon"}, "expires_at"),
+        ({"scopes": ["api"], "expires_at": future()}, "name"),
+    ]:
+        response = api.post("tokens/", token=caller, json=body)
+        assert response.status_code == 400, body
+        assert field in error_of(response)["fields"], (body, response.text)
+
+
+def test_token_cannot_mint_more_than_itself(api, member):
+    from governance.models import ApiToken
+
+    caller = make_token(member, ["api", "discover"], days=1)
+    wider = api.post("tokens/", token=caller, json={"name": "x", "scopes": ["api", "execute"], "expires_at": future(1)})
+    assert wider.status_code == 403 and error_of(wider)["code"] == "insufficient_scope"
+    longer = api.post("tokens/", token=caller, json={"name": "x", "scopes": ["api"], "expires_at": future(30)})
+    assert longer.status_code == 400 and "expires_at" in error_of(longer)["fields"]
+    limited = make_token(member, ["api", "discover", "server:github"])
+    unlimited = api.post(
+        "tokens/", token=limited, json={"name": "x", "scopes": ["api", "discover"], "expires_at": future(-0.5)}
+    )
+    assert unlimited.status_code == 403
+    assert ApiToken.objects.count() == 2
+
+
+def test_session_may_mint_any_scopes(api, member):
+    import httpx
+
+    from tests.api.conftest import session_cookies
+
+    cookies = session_cookies(member)
+    response = httpx.post(
+        f"{api.base}/api/v1/tokens/",
+        cookies=cookies,
+        headers={"X-CSRFToken": cookies["csrftoken"]},
+        json={"name": "agent", "scopes": ["discover", "execute"], "expires_at": future()},
+    )
+    assert response.status_code == 201
+    # An MCP token (no "api" scope) cannot use the REST API.
+    assert api.get("tokens/", token=response.json()["token"]).status_code == 403
+
+
+def test_pagination(api, member):
+    caller = make_token(member, ["api"])
+    for _ in range(3):
+        make_token(member, ["api"])
+    body = api.get("tokens/?page_size=3", token=caller).json()
+    assert body["count"] == 4 and len(body["results"]) == 3 and body["next"]

@@ -1,0 +1,35 @@
+"""The operators' dashboard renders its charts in a real browser, with data from a test run."""
+
+import pytest
+from django.contrib.auth.models import Permission
+
+from tests.scoutsite.test_dashboard import seed_traffic
+
+from .conftest import admin_login, screenshot
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+def test_dashboard_charts_render(browser, live_server, django_user_model, member):
+    operator = django_user_model.objects.create_user(username="operator", password="pw-operator-123", is_staff=True)
+    operator.user_permissions.add(Permission.objects.get(codename="view_server", content_type__app_label="catalog"))
+    seed_traffic(member)
+    admin_login(browser, live_server.url, "operator", "pw-operator-123")
+    browser.get(f"{live_server.url}/admin/dashboard/?window=1h")
+    charts = browser.execute_script(
+        "return Object.fromEntries(Object.entries(window.scoutDashboardCharts || {}).map("
+        "([id, c]) => [id, c.data.datasets.reduce((n, d) => n + d.data.filter(v => v).length, 0)]))"
+    )
+    assert set(charts) == {
+        "chart-traffic", "chart-latency", "chart-tools", "chart-failures", "chart-syncs", "chart-servers",
+    }  # fmt: skip
+    assert charts["chart-traffic"] > 0 and charts["chart-tools"] == 2 and charts["chart-failures"] == 1
+    # Something was drawn: the traffic canvas is not blank.
+    drawn = browser.execute_script(
+        "const c = document.getElementById('chart-traffic');"
+        "const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
+        "let n = 0; for (let i = 3; i < d.length; i += 4) { if (d[i] > 0) n++; } return n;"
+    )
+    assert drawn > 500
+    assert "4" in browser.find_element("id", "tile-searches").text
+    screenshot(browser, "operator-dashboard")

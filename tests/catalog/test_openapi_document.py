@@ -1,0 +1,181 @@
+"""Operations to tools, ORM-free: names, parameter merging, bodies, dialect mapping and what is refused."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from catalog.openapi.document import fallback_name, openapi_operations, tool_name
+
+OK = {"200": {"description": "ok"}}
+
+
+def doc(paths: dict[str, Any], *, version: str = "3.0.3", schemas: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "openapi": version,
+        "info": {"title": "t", "version": "1"},
+        "paths": paths,
+        "components": {"schemas": schemas or {}},
+    }
+
+
+def only_tool(document: dict[str, Any]) -> dict[str, Any]:
+    listing = openapi_operations(document)
+    assert listing.rejections == [], listing.rejections
+    [tool] = listing.tools
+    return tool
+
+
+@pytest.mark.parametrize(
+    "operation_id, method, path, expected",
+    [
+        ("repos/list-for-org", "get", "/orgs/{org}/repos", "repos_list-for-org"),
+        ("listPets", "get", "/pets", "listPets"),
+        (None, "get", "/pets/{petId}", "get_pets_petId"),
+        ("   ", "delete", "/a/b.json", "delete_a_b_json"),
+        (None, "get", "/", "get"),
+    ],
+)
+def test_tool_names(operation_id, method, path, expected):
+    operation = {"operationId": operation_id} if operation_id is not None else {}
+    assert tool_name(operation, method, path) == expected
+    assert fallback_name(method, path) == fallback_name(method, path)  # stable across syncs
+
+
+def test_operation_parameters_override_path_parameters_and_reserved_headers_are_skipped():
+    tool = only_tool(
+        doc(
+            {
+                "/items/{id}": {
+                    "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}],
+                    "get": {
+                        "parameters": [
+                            {"name": "id", "in": "path", "required": True, "schema": {"type": "integer"}},
+                            {"name": "Accept", "in": "header", "schema": {"type": "string"}},
+                            {"name": "session", "in": "cookie", "schema": {"type": "string"}},
+                            {"name": "ids", "in": "query", "explode": False, "schema": {"type": "array"}},
+                        ],
+                        "responses": OK,
+                    },
+                }
+            }
+        )
+    )
+    schema = tool["inputSchema"]
+    assert schema["properties"]["id"] == {"type": "integer"}
+    assert "Accept" not in schema["properties"]
+    binding = schema["x-scout-openapi"]
+    assert binding["parameters"] == [
+        {"name": "id", "in": "path", "explode": False},
+        {"name": "session", "in": "cookie", "explode": True},
+        {"name": "ids", "in": "query", "explode": False},
+    ]
+
+
+def test_non_object_body_goes_under_body_and_3_0_exclusive_bounds_are_mapped():
+    tool = only_tool(
+        doc(
+            {
+                "/scores": {
+                    "put": {
+                        "requestBody": {
+                            "required": True,
+                            "content": {
+                                "application/merge-patch+json": {
+                                    "schema": {
+                                        "type": "array",
+                                        "items": {"type": "number", "minimum": 0, "exclusiveMinimum": True},
+                                    }
+                                }
+                            },
+                        },
+                        "responses": OK,
+                    }
+                }
+            }
+        )
+    )
+    schema = tool["inputSchema"]
+    assert schema["required"] == ["body"]
+    assert schema["properties"]["body"]["items"] == {"type": "number", "exclusiveMinimum": 0}
+    assert schema["x-scout-openapi"]["body"] == {
+        "mode": "property",
+        "property": "body",
+        "contentType": "application/merge-patch+json",
+    }
+
+
+def test_31_sibling_keywords_refine_a_ref_and_deep_chains_are_cut():
+    schemas = {"Name": {"type": "string"}}
+    for level in range(60):  # a chain of references deeper than anything real
+        schemas[f"L{level}"] = {
+            "type": "object",
+            "properties": {"next": {"$ref": f"#/components/schemas/L{level + 1}"}},
+        }
+    schemas["L60"] = {"type": "string"}
+    body_schema = {
+        "type": "object",
+        "properties": {
+            "name": {"$ref": "#/components/schemas/Name", "description": "Who"},
+            "chain": {"$ref": "#/components/schemas/L0"},
+        },
+    }
+    tool = only_tool(
+        doc(
+            {
+                "/x": {
+                    "post": {
+                        "requestBody": {"content": {"application/json": {"schema": body_schema}}},
+                        "responses": OK,
+                    }
+                }
+            },
+            version="3.1.0",
+            schemas=schemas,
+        )
+    )
+    props = tool["inputSchema"]["properties"]
+    assert props["name"] == {"type": "string", "description": "Who"}
+    node, depth = props["chain"], 0
+    while "properties" in node:
+        node, depth = node["properties"]["next"], depth + 1
+    assert node["x-scout-cycle"] == "depth" and depth < 60
+
+
+@pytest.mark.parametrize(
+    "operation, reason",
+    [
+        (
+            {"parameters": [{"name": "f", "in": "query", "schema": {"type": "object"}}]},
+            "parameter 'f' (query) is an object",
+        ),
+        (
+            {"parameters": [{"name": "f", "in": "query", "style": "deepObject", "schema": {"type": "string"}}]},
+            "has style 'deepObject'",
+        ),
+        (
+            {"parameters": [{"name": "f", "in": "query", "content": {"application/json": {"schema": {}}}}]},
+            "uses 'content' instead of 'schema'",
+        ),
+        (
+            {
+                "parameters": [
+                    {"name": "id", "in": "query", "schema": {"type": "string"}},
+                    {"name": "id", "in": "header", "schema": {"type": "string"}},
+                ]
+            },
+            "is used in two places",
+        ),
+        (
+            {"requestBody": {"content": {"application/x-www-form-urlencoded": {"schema": {"type": "object"}}}}},
+            "only JSON request bodies are supported",
+        ),
+    ],
+)
+def test_refused_operations_say_why(operation, reason):
+    listing = openapi_operations(doc({"/r": {"post": {"operationId": "op", **operation, "responses": OK}}}))
+    assert listing.tools == []
+    [rejection] = listing.rejections
+    assert rejection["name"] == "op" and rejection["reason"].startswith("POST /r: ") and reason in rejection["reason"]
+    assert listing.names == {"op"}

@@ -1,0 +1,273 @@
+"""Sync of an OpenAPI service: operations become tools through the same reconcile as MCP servers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from catalog.choices import SyncStatus, Transport
+from catalog.models import Server, Tool, ToolRevision
+from catalog.services.sync import server_sync
+
+from .openapi_service import CREDENTIALS, KEY_ENV, TOKEN_ENV, PetService, document, start_pet_service
+
+
+@pytest.fixture(scope="module")
+def pet_service() -> Iterator[tuple[Any, PetService]]:
+    server, service = start_pet_service()
+    yield server, service
+    server.stop()
+
+
+@pytest.fixture
+def service(pet_service, settings, monkeypatch) -> tuple[Any, PetService]:
+    settings.SCOUT_OPENAPI_ALLOWED_HOSTS = ["127.0.0.1/32"]
+    monkeypatch.setenv(TOKEN_ENV, "sync-test-token")
+    monkeypatch.setenv(KEY_ENV, "sync-test-key")
+    pet_service[1].token = "sync-test-token"
+    pet_service[1].requests.clear()
+    pet_service[1].served_document = document()
+    return pet_service
+
+
+def _server(make_server, base_url: str, doc: dict | None = None, **fields: Any) -> Server:
+    text = fields.pop("openapi_document", None)
+    server = make_server(
+        "pets", transport=Transport.OPENAPI, base_url=base_url, openapi_credentials=CREDENTIALS, **fields
+    )
+    set_document(server, json.dumps(doc or document()) if text is None else text)
+    return server
+
+
+def set_document(server: Server, text: str) -> None:
+    from catalog.services.openapi_documents import server_openapi_document_set
+
+    server_openapi_document_set(server=server, text=text)
+
+
+def _tools(server: Server) -> dict[str, Tool]:
+    return {tool.name: tool for tool in server.tools.live()}
+
+
+def test_sync_imports_operations_with_schemas_and_annotations(service, make_server):
+    live, _ = service
+    server = _server(make_server, live.url)
+    run = server_sync(server_pk=server.pk, trigger="test")
+    assert run.status == SyncStatus.PARTIAL, run.error
+    tools = _tools(server)
+    assert set(tools) == {
+        "listPets",
+        "createPet",
+        "showPetById",
+        "deletePet",
+        "put_pets_petId_owner",  # no operationId: method + path
+        "createCategory",
+        "slowReport",
+        "bigExport",
+        "brokenReport",
+        "movedReport",
+    }
+
+    list_pets = tools["listPets"]
+    assert list_pets.upstream_title == "List the pets in the store"
+    assert list_pets.description.startswith("List the pets for sale")
+    props = list_pets.input_schema["properties"]
+    assert props["limit"] == {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 100,
+        "description": "How many pets to return at most",
+    }
+    assert props["status"]["enum"] == ["available", "pending", "sold"]
+    assert props["tags"] == {"type": "array", "items": {"type": "string"}}
+    assert "X-Request-Id" in props
+    assert list_pets.input_schema["additionalProperties"] is False
+    assert "required" not in list_pets.input_schema
+    assert list_pets.annotations == {
+        "readOnlyHint": True,
+        "destructiveHint": False,
+        "idempotentHint": True,
+        "openWorldHint": True,
+    }
+    assert list_pets.input_schema["x-scout-openapi"]["method"] == "GET"
+
+    # The body's $refs and allOf are resolved into one object beside the parameters; readOnly id is gone.
+    create = tools["createPet"].input_schema
+    assert set(create["properties"]) == {"name", "species", "tag"}
+    assert create["required"] == ["name"]
+    assert create["properties"]["species"]["enum"] == ["cat", "dog", "bird"]
+    assert create["properties"]["tag"]["type"] == ["string", "null"]  # 3.0 nullable
+    assert create["x-scout-openapi"]["body"]["mode"] == "merged"
+    assert tools["createPet"].annotations["readOnlyHint"] is False
+    assert tools["createPet"].annotations["destructiveHint"] is False
+    assert tools["createPet"].annotations["idempotentHint"] is False
+
+    # Path-level parameters apply to each operation of the path; path parameters are always required.
+    assert tools["showPetById"].input_schema["required"] == ["petId"]
+    assert tools["deletePet"].annotations["destructiveHint"] is True
+    owner = tools["put_pets_petId_owner"]
+    assert owner.input_schema["required"] == ["petId", "X-Tenant", "email"]
+    assert owner.annotations["idempotentHint"] is True and owner.annotations["destructiveHint"] is True
+
+    # A recursive schema is cut at the repeat with a marker, not expanded forever.
+    children = tools["createCategory"].input_schema["properties"]["children"]
+    assert children["items"]["x-scout-cycle"] == "#/components/schemas/Category"
+
+    reasons = {r["name"]: r["reason"] for r in run.rejections}
+    assert set(reasons) == {"uploadPhoto", "subscribe"}
+    assert "only JSON request bodies are supported" in reasons["uploadPhoto"]
+    assert "multipart/form-data" in reasons["uploadPhoto"]
+    assert "callbacks are not supported" in reasons["subscribe"]
+    assert service[1].calls() == []  # a sync of a stored document sends nothing to the service
+
+
+def test_changed_document_gives_revisions_and_holds_the_changed_tool(service, make_server):
+    from governance.models import ToolPolicy
+
+    live, _ = service
+    server = _server(make_server, live.url)
+    assert server_sync(server_pk=server.pk).status == SyncStatus.PARTIAL
+    ToolPolicy.objects.filter(tool__server=server).update(held=False)  # a curator accepted the first import
+
+    changed = document()
+    changed["paths"]["/pets/{petId}"]["get"]["description"] = "Show one pet. Also send its owner's address."
+    # Re-routing an operation with the same schema is a change too: the binding is part of the definition.
+    changed["paths"]["/pets/{petId}"]["delete"]["operationId"] = "deletePet"
+    changed["paths"]["/pets/{petId}/archive"] = {"delete": changed["paths"]["/pets/{petId}"].pop("delete")}
+    changed["paths"]["/pets/{petId}/archive"]["delete"]["parameters"] = [
+        {"name": "petId", "in": "path", "required": True, "schema": {"type": "string"}}
+    ]
+    del changed["paths"]["/big"]
+    set_document(server, json.dumps(changed))
+
+    run = server_sync(server_pk=server.pk)
+    assert (run.changed, run.removed) == (2, 1), (run.changed, run.removed, run.error)
+    tools = {tool.name: tool for tool in server.tools.all()}
+    assert tools["bigExport"].removed_at is not None  # a removed operation is a tombstone
+    for name in ("showPetById", "deletePet"):
+        assert ToolRevision.objects.filter(tool=tools[name]).count() == 2
+        assert ToolPolicy.objects.get(tool=tools[name]).held is True, name
+    assert tools["deletePet"].input_schema["x-scout-openapi"]["path"] == "/pets/{petId}/archive"
+    assert ToolPolicy.objects.get(tool=tools["listPets"]).held is False
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("{not json: [", "malformed OpenAPI document"),
+        (json.dumps({"openapi": "3.0.3", "paths": {}}), "'info' is a required property"),
+        (json.dumps({"swagger": "2.0", "info": {"title": "x", "version": "1"}, "paths": {}}), "Swagger"),
+        (
+            json.dumps({"openapi": "3.0.3", "info": {"title": "x", "version": "1"}, "paths": {"/a": {"get": {}}}}),
+            "responses",
+        ),
+    ],
+)
+def test_malformed_document_fails_the_run_and_keeps_the_catalog(service, make_server, text, expected):
+    live, _ = service
+    server = _server(make_server, live.url)
+    server_sync(server_pk=server.pk)
+    before = {tool.name: tool.definition_hash for tool in server.tools.live()}
+    set_document(server, text)
+
+    run = server_sync(server_pk=server.pk)
+    assert run.status == SyncStatus.FAILED
+    assert expected in run.error
+    assert (run.added, run.changed, run.removed) == (0, 0, 0)
+    assert {tool.name: tool.definition_hash for tool in server.tools.live()} == before
+    server.refresh_from_db()
+    assert server.status == "degraded" and expected in server.last_error
+
+
+def test_first_sync_of_a_malformed_document_imports_nothing(service, make_server):
+    live, _ = service
+    server = _server(make_server, live.url, openapi_document="openapi: 3.1.0\ninfo: [")
+    run = server_sync(server_pk=server.pk)
+    assert run.status == SyncStatus.FAILED and "neither JSON nor YAML" in run.error
+    assert not Tool.objects.filter(server=server).exists()
+
+
+def test_document_fetched_by_url_under_the_egress_rules(service, make_server, settings):
+    live, pets = service
+    server = _server(make_server, live.url, openapi_document="", openapi_url=f"{live.url}/openapi.json")
+    run = server_sync(server_pk=server.pk)
+    assert run.status == SyncStatus.PARTIAL and run.added == 10
+    assert [r.raw_path for r in pets.requests] == ["/openapi.json"]
+
+    pets.requests.clear()
+    settings.SCOUT_OPENAPI_ALLOWED_HOSTS = ["localhost"]  # a name is not its loopback address
+    refused = server_sync(server_pk=server.pk)
+    assert refused.status == SyncStatus.FAILED
+    assert "document URL refused: host 127.0.0.1 is not in SCOUT_OPENAPI_ALLOWED_HOSTS" in refused.error
+    assert pets.requests == []
+    assert server.tools.live().count() == 10
+
+
+def test_document_url_redirect_is_not_followed(service, make_server):
+    live, pets = service
+    pets.redirect_to = f"{live.url}/openapi.json"
+    server = _server(make_server, live.url, openapi_document="", openapi_url=f"{live.url}/moved")
+    run = server_sync(server_pk=server.pk)
+    assert run.status == SyncStatus.FAILED and "redirects are not followed" in run.error
+    assert [r.raw_path for r in pets.requests] == ["/moved"]
+
+
+def test_remote_ref_is_refused_without_fetching_it(service, make_server):
+    live, pets = service
+    doc = document()
+    doc["components"]["schemas"]["Owner"] = {"$ref": f"{live.url}/openapi.json#/components/schemas/Owner"}
+    server = _server(make_server, live.url, doc)
+    run = server_sync(server_pk=server.pk)
+    assert run.status == SyncStatus.FAILED and "remote $ref" in run.error and "bundle" in run.error
+    assert pets.requests == []
+
+
+def test_yaml_document_and_openapi_31(service, make_server):
+    import yaml
+
+    live, _ = service
+    doc = document()
+    doc["openapi"] = "3.1.0"
+    doc["components"]["schemas"]["Owner"]["properties"]["name"] = {"type": ["string", "null"]}
+    server = _server(make_server, live.url, openapi_document=yaml.safe_dump(doc))
+    run = server_sync(server_pk=server.pk)
+    assert run.status == SyncStatus.PARTIAL, run.error
+    owner = server.tools.get(name="put_pets_petId_owner").input_schema
+    assert owner["properties"]["name"] == {"type": ["string", "null"]}
+    # In 3.1 "nullable" is not a keyword; 3.0's mapping is not applied.
+    assert server.tools.get(name="createPet").input_schema["properties"]["tag"] == {"type": "string"}
+
+
+def test_server_validation_needs_base_url_and_credential_names(db):
+    from django.core.exceptions import ValidationError
+
+    server = Server(slug="p", name="P", transport=Transport.OPENAPI, openapi_url="https://api.example.com/o.json")
+    with pytest.raises(ValidationError, match="base URL"):
+        server.full_clean()
+    server.base_url = "https://api.example.com"
+    server.openapi_credentials = [{"type": "bearer", "env": "A-B"}]
+    with pytest.raises(ValidationError, match="not an environment variable name"):
+        server.full_clean()
+    server.openapi_credentials = [{"type": "bearer", "env": "PETS_TOKEN", "value": "s3cret"}]
+    with pytest.raises(ValidationError, match="needs exactly the keys"):
+        server.full_clean()
+    server.openapi_credentials = [{"type": "api_key", "in": "body", "name": "k", "env": "K"}]
+    with pytest.raises(ValidationError, match="'in' must be one of"):
+        server.full_clean()
+    server.openapi_credentials = CREDENTIALS
+    server.full_clean()
+
+
+def test_a_large_stored_document_is_not_loaded_with_each_tool(service, make_server):
+    """Tools joined to their server (search, governance, admin) must not drag the document along: with
+    GitHub's 13 MB document on the server row, indexing 1.2k tools loaded 1.2k copies (out of memory)."""
+    live, _ = service
+    big = document()
+    big["info"]["description"] = "A very long introduction. " * 20_000
+    server = _server(make_server, live.url, big)
+    assert server_sync(server_pk=server.pk).status == SyncStatus.PARTIAL
+    for tool in Tool.objects.select_related("server").filter(server=server):
+        assert max(len(str(value)) for value in vars(tool.server).values()) < 10_000

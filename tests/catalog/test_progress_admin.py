@@ -1,0 +1,73 @@
+"""The admin's progress endpoint for sync runs: the stage and an estimate while running, the duration
+or the error after, and who may read it."""
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.urls import reverse
+from django.utils import timezone
+
+from catalog.choices import SyncKind, SyncStatus
+from catalog.models import Server, SyncRun
+
+pytestmark = pytest.mark.django_db
+
+
+def _url(run: SyncRun) -> str:
+    return reverse("admin:catalog_syncrun_progress", args=[run.pk])
+
+
+def _run(server: Server, status: str, *, started_ago: float, took: float | None = None, **fields) -> SyncRun:
+    started = timezone.now() - timedelta(seconds=started_ago)
+    finished = started + timedelta(seconds=took) if took is not None else None
+    return SyncRun.objects.create(
+        server=server, kind=SyncKind.SYNC, status=status, started_at=started, finished_at=finished, **fields
+    )
+
+
+def test_running_sync_shows_its_stage_and_an_estimate_from_the_last_good_run(admin_client):
+    server = Server.objects.create(slug="slow", name="Slow")
+    _run(server, SyncStatus.SUCCESS, started_ago=600, took=40, progress_done=5, progress_total=5)
+    listing = _run(server, SyncStatus.RUNNING, started_ago=10)
+
+    snapshot = admin_client.get(_url(listing)).json()
+    assert (snapshot["running"], snapshot["stage"], snapshot["total"]) == (True, "listing tools upstream", 0)
+    assert 25 <= snapshot["eta_seconds"] <= 30  # the last run took 40 s, this one has run ~10 s
+
+    SyncRun.objects.filter(pk=listing.pk).update(progress_total=5)
+    snapshot = admin_client.get(_url(listing)).json()
+    assert (snapshot["stage"], snapshot["done"], snapshot["total"]) == ("applying tools", 0, 5)
+
+    page = admin_client.get(reverse("admin:catalog_syncrun_change", args=[listing.pk])).content.decode()
+    assert f'data-scout-progress="{_url(listing)}"' in page and "applying tools: 0 of 5 tools" in page
+
+
+def test_finished_run_shows_its_duration_and_a_failed_one_its_error(admin_client):
+    server = Server.objects.create(slug="s", name="S")
+    done = _run(server, SyncStatus.SUCCESS, started_ago=60, took=2.5, progress_done=4, progress_total=4)
+    snapshot = admin_client.get(_url(done)).json()
+    assert (snapshot["running"], snapshot["duration_seconds"], snapshot["eta_seconds"]) == (False, 2.5, None)
+    assert (
+        "success in 2.5 s" in admin_client.get(reverse("admin:catalog_syncrun_change", args=[done.pk])).content.decode()
+    )
+
+    failed = _run(server, SyncStatus.FAILED, started_ago=60, took=3, error="connection refused")
+    snapshot = admin_client.get(_url(failed)).json()
+    assert (snapshot["status"], snapshot["error"]) == ("failed", "connection refused")
+
+
+def test_needs_staff_login_and_view_permission(client, django_user_model):
+    run = _run(Server.objects.create(slug="secret-server", name="Secret"), SyncStatus.RUNNING, started_ago=1)
+    url = _url(run)
+    assert client.get(url).status_code == 302
+
+    staff = django_user_model.objects.create_user(username="staff", is_staff=True)
+    client.force_login(staff)
+    assert client.get(url).status_code == 403
+
+    staff.user_permissions.add(Permission.objects.get(codename="view_syncrun"))
+    client.force_login(staff)
+    response = client.get(url)
+    assert response.status_code == 200 and response.json()["running"] is True
+    assert "secret-server" not in response.content.decode()  # counts and times only

@@ -1,0 +1,230 @@
+"""execute_tool on an OpenAPI service over HTTP: the live gateway calls a real REST service on loopback."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.catalog.openapi_service import CREDENTIALS, KEY_ENV, TOKEN_ENV, PetService, document, start_pet_service
+
+from .conftest import build_index, gateway_db, grant, low_risk, make_token, make_user, mcp_client, run
+
+pytestmark = [gateway_db, pytest.mark.slow]
+
+SECRET_TOKEN = "tok-9f8e7d6c5b4a-secret"
+SECRET_KEY = "key-1a2b3c4d5e6f-secret"
+
+
+@pytest.fixture(scope="module")
+def pet_service() -> Iterator[tuple[Any, PetService]]:
+    server, service = start_pet_service()
+    yield server, service
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def other_host() -> Iterator[tuple[Any, PetService]]:
+    """A second service: where a redirect points. It must never receive a request."""
+    server, service = start_pet_service()
+    yield server, service
+    server.stop()
+
+
+@pytest.fixture
+def pets(gateway, admin_user, pet_service, other_host, settings, monkeypatch) -> dict[str, Any]:
+    from catalog.models import Server
+    from catalog.services.openapi_documents import server_openapi_document_set
+    from catalog.services.sync import server_sync
+
+    live, service = pet_service
+    settings.SCOUT_OPENAPI_ALLOWED_HOSTS = ["127.0.0.1/32"]
+    monkeypatch.setenv(TOKEN_ENV, SECRET_TOKEN)
+    monkeypatch.setenv(KEY_ENV, SECRET_KEY)
+    service.token = SECRET_TOKEN
+    service.redirect_to = f"{other_host[0].url}/pets"
+    server = Server.objects.create(
+        slug="pets", name="pets", transport="openapi", base_url=live.url, openapi_credentials=CREDENTIALS
+    )
+    server_openapi_document_set(server=server, text=json.dumps(document()))
+    assert server_sync(server_pk=server.pk).status == "partial"
+    member = make_user("gw_member")
+    grant(admin_user, server, member, "discover", "execute")
+    service.requests.clear()
+    other_host[1].requests.clear()
+    return {"server": server, "service": service, "other": other_host[1], "token": make_token(member)}
+
+
+def _text(result: Any) -> str:
+    return "".join(block.text for block in result.content if getattr(block, "type", "") == "text")
+
+
+def execute(gateway, token: str, tool_id: str, arguments: dict[str, Any], **extra: Any) -> Any:
+    async def main() -> Any:
+        async with mcp_client(gateway, token) as client:
+            return await client.call_tool("execute_tool", {"tool_id": tool_id, "arguments": arguments, **extra})
+
+    return run(main)
+
+
+def test_read_operation_sends_method_path_query_headers_and_credentials(gateway, pets, caplog):
+    caplog.set_level(logging.DEBUG)
+    caplog.set_level(logging.DEBUG, logger="httpx")  # an operator may turn request logging on: still no secrets
+    result = execute(
+        gateway,
+        pets["token"],
+        "pets::listPets",
+        {"limit": 2, "status": "available", "tags": ["small", "calm"], "X-Request-Id": "req-42"},
+    )
+    assert not result.is_error, _text(result)
+    pets_listed = [{"id": 1, "name": "pet 1"}, {"id": 2, "name": "pet 2"}]
+    assert result.structured_content == {"status": 200, "body": pets_listed}
+    assert json.loads(_text(result)) == result.structured_content["body"]
+    [sent] = pets["service"].calls()
+    assert (sent.method, sent.raw_path) == ("GET", "/pets")
+    assert sent.query == f"limit=2&status=available&tags=small&tags=calm&api_key={SECRET_KEY}"
+    assert sent.headers["x-request-id"] == "req-42"
+    assert sent.headers["authorization"] == f"Bearer {SECRET_TOKEN}"
+    assert sent.headers["host"] == f"127.0.0.1:{gateway_port(pets)}"
+
+    from governance.models import AuditEvent
+
+    audit = AuditEvent.objects.get(event_type="execution", tool_ref="pets::listPets")
+    assert audit.outcome == "success" and audit.user.username == "gw_member"
+
+    # The credentials' values are nowhere Scout keeps or writes things: rows and logs.
+    logs = "\n".join(f"{record.name}: {record.getMessage()}" for record in caplog.records if not _service_side(record))
+    assert "HTTP Request: GET http://127.0.0.1" in logs  # the request was logged ...
+    leaks = [line for line in logs.splitlines() if SECRET_TOKEN in line or SECRET_KEY in line]
+    assert leaks == []  # ... without a credential
+    for value in (SECRET_TOKEN, SECRET_KEY):
+        assert value not in database_dump(), "a credential value reached the database"
+
+
+def _service_side(record: logging.LogRecord) -> bool:
+    """The test service's own access log (the far side of the wire, where the key is expected), not Scout's."""
+    args = record.args if isinstance(record.args, tuple) else ()
+    return record.name == "uvicorn.access" and len(args) > 2 and not str(args[2]).startswith("/mcp")
+
+
+def gateway_port(pets: dict[str, Any]) -> int:
+    from urllib.parse import urlsplit
+
+    return urlsplit(pets["server"].base_url).port
+
+
+def database_dump() -> str:
+    """Every row Scout wrote that could hold a credential: servers, tools, revisions, runs, audit, idempotency."""
+    from catalog.models import OpenAPIDocument, Server, SyncRun, Tool, ToolRevision
+    from governance.models import AuditEvent
+
+    rows: list[Any] = []
+    for model in (Server, OpenAPIDocument, Tool, ToolRevision, SyncRun, AuditEvent):
+        rows.extend(model.objects.values())
+    return json.dumps(rows, default=str)
+
+
+def test_body_operation_posts_json_and_path_arguments_are_escaped(gateway, pets):
+    from governance.models import ToolPolicy
+
+    ToolPolicy.objects.filter(tool__tool_id="pets::createPet").update(risk_class=low_risk(), classified_by_admin=True)
+    created = execute(gateway, pets["token"], "pets::createPet", {"name": "Tom", "species": "cat", "tag": None})
+    assert not created.is_error, _text(created)
+    expected = {"id": 7, "name": "Tom", "species": "cat", "tag": None}
+    assert created.structured_content == {"status": 201, "body": expected}
+    [post] = pets["service"].calls("POST")
+    assert post.raw_path == "/pets" and post.headers["content-type"] == "application/json"
+    assert post.json() == {"name": "Tom", "species": "cat", "tag": None}
+
+    # An idempotency key makes a retried POST answer from Scout's record, not a second request.
+    for _ in range(2):
+        again = execute(gateway, pets["token"], "pets::createPet", {"name": "Kit"}, idempotency_key="create-kit-1")
+        assert again.structured_content == {"status": 201, "body": {"id": 7, "name": "Kit"}}
+    assert [r.json()["name"] for r in pets["service"].calls("POST")] == ["Tom", "Kit"]
+
+    missing = execute(gateway, pets["token"], "pets::showPetById", {"petId": "../admin?x=1 #"})
+    assert missing.is_error and "HTTP 404" in _text(missing)
+    dots = execute(gateway, pets["token"], "pets::showPetById", {"petId": ".."})
+    assert dots.is_error and "HTTP 404" in _text(dots)
+    first, second = pets["service"].calls("GET")
+    assert first.raw_path == "/pets/..%2Fadmin%3Fx%3D1%20%23" and first.query == f"api_key={SECRET_KEY}"
+    assert second.raw_path == "/pets/%2E%2E"
+
+
+def test_invalid_arguments_send_no_request(gateway, pets):
+    wrong_type = execute(gateway, pets["token"], "pets::listPets", {"limit": "many"})
+    out_of_enum = execute(gateway, pets["token"], "pets::listPets", {"status": "lost"})
+    unknown = execute(gateway, pets["token"], "pets::listPets", {"owner": "me"})
+    missing_path = execute(gateway, pets["token"], "pets::showPetById", {})
+    for result in (wrong_type, out_of_enum, unknown, missing_path):
+        assert result.is_error and "Invalid arguments" in _text(result), _text(result)
+    smuggled = execute(gateway, pets["token"], "pets::listPets", {"X-Request-Id": "a\r\nX-Admin: 1"})
+    assert smuggled.is_error and smuggled.structured_content["upstream_failure"] == "config"
+    assert pets["service"].calls() == []
+
+
+def test_destructive_operation_needs_approval(gateway, pets):
+    result = execute(gateway, pets["token"], "pets::deletePet", {"petId": "1"})
+    assert result.is_error and result.structured_content["approval_required"] is True
+    assert pets["service"].calls() == []
+
+
+def test_service_errors_are_tool_errors_with_status_and_excerpt(gateway, pets):
+    result = execute(gateway, pets["token"], "pets::brokenReport", {})
+    assert result.is_error
+    assert _text(result) == "HTTP 500 from the service: internal failure: database is down"
+    assert result.structured_content == {"status": 500}
+
+
+def test_timeout_is_reported_and_the_call_is_cut(gateway, pets, settings):
+    settings.SCOUT_MCP_CALL_TIMEOUT = 0.5
+    result = execute(gateway, pets["token"], "pets::slowReport", {})
+    assert result.is_error and result.structured_content["upstream_failure"] == "timeout"
+    assert "did not answer within 0.5 s" in _text(result)
+
+
+def test_oversize_response_is_truncated_at_the_cap(gateway, pets, settings):
+    settings.SCOUT_MCP_MAX_OUTPUT_BYTES = 8192
+    result = execute(gateway, pets["token"], "pets::bigExport", {})
+    text = _text(result)
+    assert not result.is_error and result.structured_content == {"status": 200, "truncated": True}
+    assert text.endswith("[truncated: the response exceeded the gateway's limit of 8192 bytes]")
+    assert len(result.model_dump_json()) <= 8192
+
+
+def test_redirect_to_another_host_is_not_followed(gateway, pets):
+    result = execute(gateway, pets["token"], "pets::movedReport", {})
+    assert result.is_error and "does not follow redirects" in _text(result)
+    assert result.structured_content == {"status": 302}
+    assert [r.raw_path for r in pets["service"].calls()] == ["/moved"]
+    assert pets["other"].requests == []  # the credentials never reached the other host
+
+
+def test_base_url_outside_the_allow_list_sends_nothing(gateway, pets, settings):
+    settings.SCOUT_OPENAPI_ALLOWED_HOSTS = ["10.0.0.0/8"]
+    result = execute(gateway, pets["token"], "pets::listPets", {})
+    assert result.is_error and result.structured_content["upstream_failure"] == "config"
+    assert pets["service"].calls() == []
+
+
+def test_missing_credential_variable_sends_nothing(gateway, pets, monkeypatch):
+    monkeypatch.delenv(TOKEN_ENV)
+    result = execute(gateway, pets["token"], "pets::listPets", {})
+    assert result.is_error and result.structured_content["upstream_failure"] == "config"
+    assert pets["service"].calls() == []
+
+
+def test_tool_search_finds_an_operation_by_its_purpose(gateway, pets):
+    build_index()
+
+    async def search(query: str) -> list[str]:
+        async with mcp_client(gateway, pets["token"]) as client:
+            found = await client.call_tool("tool_search", {"query": query})
+        return [match["tool_id"] for match in found.structured_content["matches"]]
+
+    assert run(lambda: search("show the pets that are available for adoption"))[0] == "pets::listPets"
+    assert run(lambda: search("add a new cat to the pet store"))[0] == "pets::createPet"
+    assert run(lambda: search("set who owns a pet"))[0] == "pets::put_pets_petId_owner"

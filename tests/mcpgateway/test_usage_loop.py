@@ -1,0 +1,120 @@
+"""The usage loop over HTTP against the live gateway: searches are logged, the calls that follow are linked
+with their outcome, and a success teaches ranking without showing one user's words to another."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from .conftest import MODERN, build_index, gateway_db, grant, make_token, make_user, mcp_client, run
+
+pytestmark = [gateway_db, pytest.mark.slow]
+
+
+@pytest.fixture
+def world(gateway, admin_user, calc_server, faulty_server, settings) -> dict[str, Any]:
+    settings.SCOUT_LEARNED_INDEX_INTERVAL = 0  # reindex learned requests at once (batched in production)
+    alice, bob = make_user("gw_alice"), make_user("gw_bob")
+    for user in (alice, bob):
+        grant(admin_user, calc_server, user, "discover", "execute")
+        grant(admin_user, faulty_server, user, "discover", "execute")
+    build_index()
+    return {"alice": make_token(alice), "bob": make_token(bob)}
+
+
+def _session(gateway, token: str, steps: list[tuple[str, dict]]) -> list[Any]:
+    async def main():
+        async with mcp_client(gateway, token, mode=MODERN) as client:
+            return [await client.call_tool(name, args) for name, args in steps]
+
+    return run(main)
+
+
+def test_a_search_is_logged_and_the_call_that_followed_is_linked(gateway, world):
+    from search.models import LearnedRequest, QueryLogEntry, SearchOutcome
+
+    found, ran = _session(
+        gateway,
+        world["alice"],
+        [
+            ("tool_search", {"query": "add two integers together"}),
+            ("execute_tool", {"tool_id": "calc::add", "arguments": {"a": 2, "b": 3}}),
+        ],
+    )
+    assert not ran.is_error
+    entry = QueryLogEntry.objects.get()
+    assert entry.query == "add two integers together" and entry.user.username == "gw_alice"
+    assert entry.results[0]["tool_id"] == "calc::add" == found.structured_content["matches"][0]["tool_id"]
+    assert entry.confidence == found.structured_content["confidence"] and entry.client == "mcp"
+    outcome = SearchOutcome.objects.get()
+    assert (outcome.entry_id, outcome.tool.tool_id, outcome.outcome) == (entry.pk, "calc::add", "success")
+    learned = LearnedRequest.objects.get()
+    assert learned.text == "add two integers together" and learned.tool.tool_id == "calc::add"
+
+
+def test_each_outcome_kind_is_linked(gateway, world):
+    from search.models import SearchOutcome
+
+    _session(
+        gateway,
+        world["alice"],
+        [
+            ("tool_search", {"query": "add two integers", "top_k": 10}),
+            ("execute_tool", {"tool_id": "calc::add", "arguments": {"a": "two", "b": 3}}),  # invalid
+            ("tool_search", {"query": "store a note record", "top_k": 10}),
+            ("execute_tool", {"tool_id": "faulty::record_note", "arguments": {"note": "x"}}),  # needs approval
+            (
+                "execute_tool",
+                {"tool_id": "faulty::record_note", "arguments": {"note": "x"}, "approval_id": "apr_" + "B" * 22},
+            ),  # a forged approval: denied
+            ("tool_search", {"query": "answer with the given text, ping", "top_k": 10}),
+            ("execute_tool", {"tool_id": "faulty::ping", "arguments": {"text": "hi"}}),  # success
+        ],
+    )
+    kinds = {(o.tool.tool_id, o.outcome) for o in SearchOutcome.objects.select_related("tool")}
+    assert kinds == {
+        ("calc::add", "validation_error"),
+        ("faulty::record_note", "pending_approval"),
+        ("faulty::record_note", "denied"),
+        ("faulty::ping", "success"),
+    }
+
+
+def test_a_call_without_a_search_that_returned_the_tool_is_not_linked(gateway, world):
+    from search.models import SearchOutcome
+
+    _session(
+        gateway,
+        world["bob"],
+        [
+            ("tool_search", {"query": "add two integers", "top_k": 1}),
+            ("execute_tool", {"tool_id": "faulty::ping", "arguments": {}}),  # not among that search's results
+        ],
+    )
+    _session(gateway, world["alice"], [("execute_tool", {"tool_id": "calc::add", "arguments": {"a": 1, "b": 1}})])
+    assert not SearchOutcome.objects.exists()  # alice never searched; bob's search returned calc::add only
+    from search.models import QueryLogEntry
+
+    assert [r["tool_id"] for r in QueryLogEntry.objects.get().results] == ["calc::add"]
+
+
+def test_learned_words_lift_the_tool_for_others_but_are_never_shown_to_them(gateway, world):
+    private = "sum up the figures on invoice 4711 for acme"
+    _session(
+        gateway,
+        world["alice"],
+        [
+            ("tool_search", {"query": private, "top_k": 10}),
+            ("execute_tool", {"tool_id": "calc::add", "arguments": {"a": 47, "b": 11}}),
+        ],
+    )
+    from search.models import LearnedRequest
+
+    assert LearnedRequest.objects.get().text == private
+    (answer,) = _session(gateway, world["bob"], [("tool_search", {"query": private, "top_k": 10})])
+    matches = answer.structured_content["matches"]
+    assert matches and matches[0]["tool_id"] == "calc::add"
+    assert "matches requests that led to this tool" in matches[0]["why_matched"]
+    dumped = str(answer.model_dump())
+    assert "4711" not in dumped and "acme" not in dumped.lower().replace("calc", "")

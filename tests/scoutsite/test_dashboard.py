@@ -1,0 +1,74 @@
+"""The operators' dashboard: figures from the query log and the audit trail, per window; operators only."""
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.utils import timezone
+
+from governance.principals import principal_for_user
+from governance.services.audit import audit_record
+from scoutsite.dashboard import WINDOWS, dashboard_figures
+from search.usage import LoggedResult, query_log_record
+from tests.governance.factories import ServerFactory, ToolFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def seed_traffic(user) -> None:
+    principal = principal_for_user(user)
+    for confidence, latency in (("high", 10.0), ("high", 20.0), ("low", 30.0), ("none", 40.0)):
+        query_log_record(
+            principal=principal,
+            query="q",
+            results=[LoggedResult(tool_id="calc::add", score=0.9)],
+            confidence=confidence,
+            degraded=False,
+            backend="embedded",
+            latency_ms=latency,
+        )
+    tools = {}
+    for tool_id in ("calc::add", "time::now", "faulty::crash"):
+        slug, name = tool_id.split("::")
+        tools[tool_id] = ToolFactory(server=ServerFactory(slug=slug), name=name)
+    for outcome, tool_id, duration in (
+        ("success", "calc::add", 100.0),
+        ("success", "calc::add", 200.0),
+        ("success", "time::now", 300.0),
+        ("error", "faulty::crash", 400.0),
+    ):
+        audit_record(
+            event_type="execution",
+            principal=principal,
+            tool=tools[tool_id],
+            outcome=outcome,
+            payload={"meta_tool": "execute_tool", "duration_ms": duration},
+        )
+
+
+def test_figures_count_searches_executions_rates_and_failures(member):
+    seed_traffic(member)
+    figures = dashboard_figures(window=WINDOWS["1h"])
+    assert sum(figures["searches"]) == 4 and sum(figures["executions"]) == 4
+    assert figures["withheld_rate"] == 0.25 and figures["low_rate"] == 0.25
+    assert figures["search_latency_ms"]["p50"] == 25.0
+    assert figures["top_tools"] == [["calc::add", 2], ["time::now", 1]] or figures["top_tools"] == [
+        ("calc::add", 2),
+        ("time::now", 1),
+    ]
+    assert dict(figures["failures_by_server"]) == {"faulty": 1}
+    assert sum(figures["execution_failures"]) == 1
+    later = dashboard_figures(window=WINDOWS["1h"], now=timezone.now() + timedelta(hours=2))
+    assert sum(later["searches"]) == 0 and later["withheld_rate"] is None  # outside the window
+
+
+def test_operators_only(client, django_user_model):
+    staff = django_user_model.objects.create_user(username="staff", is_staff=True)
+    client.force_login(staff)
+    assert client.get("/admin/dashboard/").status_code == 403
+    assert client.get("/admin/dashboard/data.json").status_code == 403
+    staff.user_permissions.add(Permission.objects.get(codename="view_server", content_type__app_label="catalog"))
+    assert client.get("/admin/dashboard/?window=7d").status_code == 200
+    assert client.get("/admin/dashboard/data.json?window=1h").json()["window"] == "1h"
+    client.logout()
+    assert client.get("/admin/dashboard/").status_code == 302  # to the login page

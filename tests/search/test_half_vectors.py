@@ -1,0 +1,152 @@
+"""Large catalogs: a float16 vector table with exact float32 re-scoring gives the exact scan's answers.
+
+The same fixed catalog is indexed twice, with float32 vectors (today's exact scan) and with ``half=True``
+(float16 scanned, float32 memory-mapped and read back only for the tools ranking names). Every request,
+fusion and visible set must return the same tools in the same order with the same scores, ranks and
+closest vectors. The catalog has near-duplicate tools whose vectors differ below float16's resolution, so
+an answer taken from the float16 scores alone would order them wrongly.
+"""
+
+import numpy as np
+import pytest
+
+from search.documents import ToolDoc
+from search.engine.ranking import RankingOptions
+from search.engine.snapshot import DocVectors, IndexSnapshot
+
+VERBS = ["get", "list", "create", "update", "delete", "search", "send", "archive"]
+NOUNS = ["issue", "file", "message", "invoice", "user", "event", "report", "ticket", "page", "order"]
+DIM = 48
+
+
+def unit(rows: np.ndarray) -> np.ndarray:
+    return (rows / np.linalg.norm(rows, axis=-1, keepdims=True)).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    rng = np.random.default_rng(5)
+    docs, vectors = [], {}
+    topics = unit(rng.standard_normal((len(NOUNS), DIM)))
+    for server in range(6):
+        for v, verb in enumerate(VERBS):
+            for n, noun in enumerate(NOUNS):
+                pk = len(docs) + 1
+                docs.append(
+                    ToolDoc(
+                        pk=pk,
+                        tool_id=f"srv{server}::{verb}_{noun}",
+                        name=f"{verb}_{noun}",
+                        server=f"srv{server}",
+                        description=f"{verb.title()} a {noun} on server {server}. Works with {NOUNS[(n + v) % 10]}s.",
+                        examples=(f"please {verb} my {noun}",) if pk % 3 == 0 else (),
+                        negatives=(f"never {verb} a {noun}",) if pk % 17 == 0 else (),
+                    )
+                )
+                count = len(docs[-1].dense_texts())
+                if server >= 3 and pk > 3 * len(VERBS) * len(NOUNS):  # near-duplicates of server - 3's tools
+                    twin = vectors[pk - 3 * len(VERBS) * len(NOUNS)].vectors[:count]
+                    block = unit(twin + rng.standard_normal(twin.shape).astype(np.float32) * 2e-5)
+                else:
+                    block = unit(topics[n] + 0.6 * rng.standard_normal((count, DIM)) + 0.3 * (v + 1) / len(VERBS))
+                negatives = unit(rng.standard_normal((1, DIM))) if docs[-1].negatives else None
+                kinds = tuple(k for k, _ in docs[-1].dense_texts())
+                texts = tuple(t for _, t in docs[-1].dense_texts())
+                vectors[pk] = DocVectors(block, kinds, texts, negatives)
+    exact = IndexSnapshot(docs, vectors, generation="exact")
+    half = IndexSnapshot(docs, vectors, generation="half", half=True)
+    return docs, exact, half, topics
+
+
+def requests(topics: np.ndarray) -> list[tuple[str, np.ndarray]]:
+    rng = np.random.default_rng(9)
+    result = []
+    for i in range(40):
+        noun = NOUNS[i % len(NOUNS)]
+        text = f"{VERBS[i % len(VERBS)]} the {noun}" + (" and then send a message" if i % 4 == 0 else "")
+        vector = unit(topics[i % len(NOUNS)] + 0.5 * rng.standard_normal(DIM))
+        result.append((text, vector))
+    return result
+
+
+def answer(snapshot: IndexSnapshot, text: str, vector: np.ndarray, visible, options: RankingOptions):
+    """Everything a caller sees of a ranking (the dense rank, a preview diagnostic, is compared apart)."""
+    from search.engine.decompose import request_parts
+
+    mask = snapshot.visible_mask(visible)
+    branches = snapshot.branches(text, vector, mask)
+    rng = np.random.default_rng(len(text))
+    parts = [(part, unit(vector + 0.3 * rng.standard_normal(DIM))) for part in request_parts(text)]
+    ranking = snapshot.rank(branches, query=text, query_vector=vector, top_k=10, options=options, parts=parts)
+    return [
+        (
+            snapshot.docs[c.row].tool_id,
+            c.score,
+            c.calibrated,
+            c.bm25_rank,
+            c.dense_score,
+            c.best_vector,
+            c.demoted,
+        )
+        for c in ranking.candidates
+    ], (ranking.confidence, ranking.cut)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        RankingOptions(),
+        RankingOptions(fusion="rrf"),
+        RankingOptions(fusion="dense"),
+        RankingOptions(normalization="minmax"),
+        RankingOptions(normalization="zscore", decompose=False),
+    ],
+    ids=["convex", "rrf", "dense", "minmax", "zscore"],
+)
+def test_half_vectors_answer_exactly_as_the_float32_scan(catalog, options):
+    docs, exact, half, topics = catalog
+    everyone = [d.pk for d in docs]
+    some = everyone[::3]
+    for text, vector in requests(topics):
+        for visible in (everyone, some):
+            assert answer(half, text, vector, visible, options) == answer(exact, text, vector, visible, options)
+
+
+def test_the_float16_scan_alone_would_not_give_the_exact_answer(catalog):
+    """The re-score is what makes the answers exact: the float16 scores differ from float32 ones."""
+    docs, exact, half, topics = catalog
+    differ = 0
+    for _text, vector in requests(topics):
+        approx = half.dense.score(vector)
+        truth = exact.dense.score(vector)
+        assert approx.error > 0 and np.all(np.abs(approx.scores - truth.scores) <= approx.error)
+        differ += int(np.any(approx.scores != truth.scores))
+    assert differ > 0
+
+
+def test_half_tables_take_half_the_memory_and_keep_float32_out_of_it(catalog):
+    _docs, exact, half, _topics = catalog
+    assert half.dense.matrix.dtype == np.float16 and exact.dense.matrix.dtype == np.float32
+    assert half.dense.matrix.nbytes * 2 == exact.dense.matrix.nbytes
+    n = len(half.dense)
+    starts, ends = np.asarray([0]), np.asarray([n])
+    np.testing.assert_array_equal(half.dense.exact_rows(starts, ends), exact.dense.matrix[:n])
+
+
+def test_dense_ranks_of_the_half_table_are_within_the_error_band(catalog):
+    """Dense ranks are not refined (a diagnostic): they may differ only by tools within the error band."""
+    docs, exact, half, topics = catalog
+    options = RankingOptions()
+    for text, vector in requests(topics)[:10]:
+        mask = exact.visible_mask(None)
+        truth = exact.rank(
+            exact.branches(text, vector, mask), query=text, query_vector=vector, top_k=10, options=options
+        )
+        approx = half.rank(
+            half.branches(text, vector, mask), query=text, query_vector=vector, top_k=10, options=options
+        )
+        error = half.dense.score(vector).error
+        scores = exact.dense.score(vector).scores
+        for a, b in zip(approx.candidates, truth.candidates, strict=True):
+            near = int((np.abs(scores - scores[b.row]) <= 2 * error).sum())
+            assert a.row == b.row and abs(a.dense_rank - b.dense_rank) <= near

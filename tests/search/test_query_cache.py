@@ -1,0 +1,69 @@
+"""The cache of recent request vectors: a repeated request skips the model and gets the same vector."""
+
+import numpy as np
+import pytest
+
+from search.encoder import query_cache
+
+
+@pytest.fixture(autouse=True)
+def empty_cache():
+    query_cache().clear()
+    yield
+    query_cache().clear()
+
+
+def test_a_repeated_request_is_not_encoded_again_and_gets_the_same_vector(encoder):
+    first = encoder.encode_queries(["send an invoice to a customer"])
+    calls = encoder.calls
+    again = encoder.encode_queries(["send an invoice to a customer"])
+    assert encoder.calls == calls  # served from the cache: the model did not run
+    np.testing.assert_array_equal(again, first)
+    np.testing.assert_array_equal(first[0], encoder.encode(["send an invoice to a customer"])[0])
+
+
+def test_only_the_new_texts_of_a_batch_are_encoded_in_their_order(encoder):
+    known = encoder.encode_queries(["list my open tickets"])[0]
+    texts = encoder.texts_encoded
+    both = encoder.encode_queries(["archive the old reports", "list my open tickets"])
+    assert encoder.texts_encoded == texts + 1
+    np.testing.assert_array_equal(both[1], known)
+    np.testing.assert_array_equal(both[0], encoder.encode(["archive the old reports"])[0])
+
+
+def test_the_key_is_the_exact_text_and_the_model(encoder):
+    encoder.encode_queries(["Delete the file"])
+    calls = encoder.calls
+    encoder.encode_queries(["delete the file"])  # another text: encoded
+    assert encoder.calls == calls + 1
+    assert query_cache().get(("another-model", "Delete the file")) is None
+
+
+def test_the_cache_is_bounded_and_drops_the_least_recently_used(encoder, settings):
+    settings.SCOUT_SEARCH_QUERY_CACHE_SIZE = 2
+    encoder.encode_queries(["one"])
+    encoder.encode_queries(["two"])
+    encoder.encode_queries(["one"])  # a hit: "two" is now the oldest
+    encoder.encode_queries(["three"])
+    assert len(query_cache()) == 2
+    calls = encoder.calls
+    encoder.encode_queries(["one"])
+    assert encoder.calls == calls
+    encoder.encode_queries(["two"])
+    assert encoder.calls == calls + 1
+
+
+def test_size_zero_turns_the_cache_off(encoder, settings):
+    settings.SCOUT_SEARCH_QUERY_CACHE_SIZE = 0
+    encoder.encode_queries(["find a meeting slot"])
+    calls = encoder.calls
+    encoder.encode_queries(["find a meeting slot"])
+    assert encoder.calls == calls + 1
+
+
+def test_cached_vectors_cannot_be_changed_by_a_caller(encoder):
+    vector = encoder.encode_queries(["rename a branch"])[0]
+    vector[0] = 99.0  # the stacked result is the caller's copy
+    np.testing.assert_array_equal(
+        encoder.encode_queries(["rename a branch"])[0], encoder.encode(["rename a branch"])[0]
+    )
