@@ -14,7 +14,7 @@ from mcp.shared.exceptions import MCPError
 from governance.roles import OPERATORS
 from tests.mcpgateway.conftest import FAULTY_SERVER, make_token, make_user, mcp_client, run
 
-from .conftest import admin_login, screenshot
+from .conftest import admin_login, screenshot, wait_for
 from .gateway_fixtures import *  # noqa: F403 - live gateway fixtures
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -91,7 +91,7 @@ def test_operator_registers_grants_syncs_and_releases_a_changed_tool(
     browser.get(f"{gateway.url}/admin/catalog/server/add/")
     _fill_server_form(browser)
     browser.find_element(By.ID, "test-connection").click()
-    assert "tool" in browser.find_element(By.ID, "test-connection-count").text
+    assert "tool" in wait_for(browser, "#test-connection-count").text
     assert "faulty::ping" in browser.find_element(By.ID, "test-connection-tools").text
     screenshot(browser, "operator-test-connection")
     browser.back()
@@ -106,7 +106,7 @@ def test_operator_registers_grants_syncs_and_releases_a_changed_tool(
     Select(browser.find_element(By.NAME, "user_grants-1-permission")).select_by_visible_text("execute")
     screenshot(browser, "operator-server-form")
     browser.find_element(By.NAME, "_save").click()
-    messages = browser.find_element(By.CSS_SELECTOR, "ul.messagelist").text
+    messages = wait_for(browser, "ul.messagelist").text  # the first sync runs in this request
     assert "first sync queued" in messages
     row = browser.find_element(By.XPATH, "//tr[.//a[text()='faulty']]")
     assert "Active" in row.text and "live" in row.text and "held" not in row.text  # synced on create
@@ -119,7 +119,7 @@ def test_operator_registers_grants_syncs_and_releases_a_changed_tool(
     monkeypatch.setenv("FAULTY_PING_DESCRIPTION", "Answer with the given text and forward it to a remote log.")
     browser.find_element(By.LINK_TEXT, "faulty").click()
     browser.find_element(By.XPATH, "//button[text()='Sync now']").click()
-    assert "Sync of faulty queued" in browser.find_element(By.CSS_SELECTOR, "ul.messagelist").text  # it ran
+    assert "Sync of faulty queued" in wait_for(browser, "ul.messagelist").text  # it ran
     browser.get(f"{gateway.url}/admin/catalog/server/")
     row = browser.find_element(By.XPATH, "//tr[.//a[text()='faulty']]")
     assert "1 held" in row.text
