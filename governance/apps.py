@@ -8,6 +8,17 @@ def _seed_defaults(**kwargs) -> None:
     policy_defaults_ensure()
 
 
+def _roles_ensure(app_config=None, using="default", **kwargs) -> None:
+    from django.apps import apps
+
+    # Once per migrate or flush, after the last app: every app's permissions exist by then.
+    if app_config is not list(apps.get_app_configs())[-1]:
+        return
+    from .services.roles import roles_ensure
+
+    roles_ensure()
+
+
 class GovernanceConfig(AppConfig):
     name = "governance"
     default_auto_field = "django.db.models.BigAutoField"
@@ -19,3 +30,5 @@ class GovernanceConfig(AppConfig):
         receivers.connect()
         # Seeds come back after a flush (transactional tests) as well as after migrate.
         post_migrate.connect(_seed_defaults, sender=self, dispatch_uid="governance-seed-defaults")
+        # Role groups span apps (catalog, search): set them once the last app has migrated.
+        post_migrate.connect(_roles_ensure, dispatch_uid="governance-roles-ensure")

@@ -3,6 +3,7 @@
 from celery import shared_task
 
 from governance.services.approvals import approval_expire_stale
+from governance.services.notifications import WebhookError, approval_notify
 
 
 @shared_task(name="governance.tasks.expire_approvals")
@@ -11,3 +12,14 @@ def expire_approvals() -> int:
 
     Use is refused after expiry regardless; this only tidies the status. Idempotent."""
     return approval_expire_stale()
+
+
+@shared_task(
+    name="governance.tasks.notify_approval_requested",
+    autoretry_for=(WebhookError,),
+    retry_backoff=True,
+    max_retries=5,
+)
+def notify_approval_requested(request_pk: int) -> dict:
+    """E-mail the approvers of a new request and call the approval webhook (retried if it fails)."""
+    return approval_notify(request_pk=request_pk)

@@ -79,7 +79,7 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", ["http://127.0.0.1:8000", "http://localhost:8000"])
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "scoutsite.apps.ScoutAdminConfig",  # the stock admin with Scout's site (scoutsite/admin_site.py)
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -279,6 +279,17 @@ SCOUT_OPENAPI_MAX_DOCUMENT_BYTES = env_int("SCOUT_OPENAPI_MAX_DOCUMENT_BYTES", 2
 # --- gateway -------------------------------------------------------------------------------------
 # Base URL users reach Scout at: names the admin page where approvers act and the protected resource.
 SCOUT_PUBLIC_URL = env_str("SCOUT_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
+# Approvers hear of new requests by e-mail (Django's mail settings below) and, if set, by a webhook: a JSON
+# POST signed with X-Scout-Signature: sha256=HMAC-SHA256(secret, body).
+SCOUT_APPROVAL_WEBHOOK_URL = env_str("SCOUT_APPROVAL_WEBHOOK_URL")
+SCOUT_APPROVAL_WEBHOOK_SECRET = env_secret("SCOUT_APPROVAL_WEBHOOK_SECRET")
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER")
+EMAIL_HOST_PASSWORD = env_secret("EMAIL_HOST_PASSWORD")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS")
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "scout@localhost")
 # Host and Origin values /mcp accepts (DNS-rebinding defence); "host:*" matches any port.
 SCOUT_MCP_ALLOWED_HOSTS = env_list("SCOUT_MCP_ALLOWED_HOSTS", ["127.0.0.1:*", "localhost:*", "[::1]:*"])
 SCOUT_MCP_ALLOWED_ORIGINS = env_list(

@@ -27,6 +27,8 @@ STATUS_COLOURS = {
     "live": "#2e7d32",
     "removed": "#c62828",
     "disabled": "#757575",
+    "held": "#8e24aa",
+    "never": "#757575",
 }
 
 

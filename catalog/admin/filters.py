@@ -3,7 +3,7 @@
 from datetime import timedelta
 
 from django.contrib import admin
-from django.db.models import QuerySet
+from django.db.models import F, Q, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
@@ -37,16 +37,35 @@ class RevisionServerFilter(ServerFilter):
     server_path = "tool__server"
 
 
+def held_q(prefix: str = "") -> Q:
+    """Tools no client gets until a review decides: held, never accepted, or changed since acceptance.
+
+    Mirrors governance's fail-closed visibility (a tool is served only when its policy exists, is not held and
+    accepted its current definition); named by lookup strings, so the catalog imports nothing upward."""
+    return (
+        Q(**{f"{prefix}policy__isnull": True})
+        | Q(**{f"{prefix}policy__held": True})
+        | ~Q(**{f"{prefix}policy__accepted_hash": F(f"{prefix}definition_hash")})
+    )
+
+
 class ToolStatusFilter(admin.SimpleListFilter):
     title = "status"
     parameter_name = "status"
 
     def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
-        return [("live", "Live"), ("removed", "Removed upstream"), ("disabled", "Disabled")]
+        return [
+            ("live", "Live"),
+            ("held", "Held for review"),
+            ("removed", "Removed upstream"),
+            ("disabled", "Disabled"),
+        ]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         if self.value() == "live":
-            return queryset.filter(removed_at__isnull=True, enabled=True)
+            return queryset.filter(removed_at__isnull=True, enabled=True).exclude(held_q())
+        if self.value() == "held":
+            return queryset.filter(removed_at__isnull=True).filter(held_q())
         if self.value() == "removed":
             return queryset.filter(removed_at__isnull=False)
         if self.value() == "disabled":

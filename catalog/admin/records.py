@@ -4,16 +4,19 @@ from typing import Any
 
 from django.contrib import admin
 from django.http import HttpRequest
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from catalog.choices import SyncStatus
-from catalog.models import SyncRun, ToolRevision
+from catalog.models import SyncRun, Tool, ToolRevision
 from catalog.progress import progress_snapshot
 
 from .display import CappedCountPaginator, admin_link, badge, json_block, pretty_json, render_unified_diff, text_block
 from .filters import RevisionServerFilter, ServerFilter
 from .lookups import StrictLookupsMixin
 from .progress import ProgressAdminMixin
+
+RUN_TOOLS_SHOWN = 200
 
 
 class ReadOnlyAdmin(StrictLookupsMixin, admin.ModelAdmin):
@@ -67,6 +70,7 @@ class SyncRunAdmin(ProgressAdminMixin, ReadOnlyAdmin, admin.ModelAdmin[SyncRun])
         "removed",
         "rejected",
         "error_block",
+        "tool_changes",
         "rejections_table",
     )
     readonly_fields = fields
@@ -116,6 +120,41 @@ class SyncRunAdmin(ProgressAdminMixin, ReadOnlyAdmin, admin.ModelAdmin[SyncRun])
     @admin.display(description="error")
     def error_block(self, run: SyncRun) -> str:
         return text_block(run.error)
+
+    @admin.display(description="tools added, changed and removed")
+    def tool_changes(self, run: SyncRun) -> str:
+        """Which tools this run changed, each linked to the revision it wrote (removed ones to the tool)."""
+        revisions = list(
+            ToolRevision.objects.filter(sync_run=run).select_related("tool").order_by("tool__tool_id")[:RUN_TOOLS_SHOWN]
+        )
+        earlier = set(
+            ToolRevision.objects.filter(tool__in=[r.tool_id for r in revisions], created_at__lt=run.started_at)
+            .values_list("tool_id", flat=True)
+            .distinct()
+        )
+        removed = []
+        if run.server_id is not None:
+            removed = list(
+                Tool.objects.filter(
+                    server_id=run.server_id,
+                    removed_at__gte=run.started_at,
+                    removed_at__lte=run.finished_at or timezone.now(),
+                ).order_by("tool_id")[:RUN_TOOLS_SHOWN]
+            )
+        rows = [
+            ("changed" if r.tool_id in earlier else "added", admin_link(r, r.tool.tool_id), r.definition_hash[:12])
+            for r in revisions
+        ] + [("removed", admin_link(tool, tool.tool_id), "—") for tool in removed]
+        if not rows:
+            return "— (no tool changed)"
+        body = format_html_join(
+            "",
+            '<tr class="run-tool run-{}"><td>{}</td><td>{}</td><td>{}</td></tr>',
+            ((kind, kind, link, digest) for kind, link, digest in rows),
+        )
+        return format_html(
+            '<table id="run-tools"><tr><th>change</th><th>tool (revision)</th><th>hash</th></tr>{}</table>', body
+        )
 
     @admin.display(description="rejected tools")
     def rejections_table(self, run: SyncRun) -> str:

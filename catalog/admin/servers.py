@@ -9,7 +9,7 @@ from django.db import models
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.shortcuts import get_object_or_404
+from django.shortcuts import get_object_or_404, render
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
@@ -17,14 +17,16 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
 from catalog import breaker
-from catalog.choices import ServerStatus, SyncStatus, Transport
+from catalog.choices import OPERATOR_STOPPED_STATUSES, ServerStatus, SyncStatus, Transport
 from catalog.models import Server, SyncRun
 from catalog.openapi import BINDING_KEY
 from catalog.services.openapi_documents import server_openapi_document_get, server_openapi_document_set
+from catalog.services.servers import server_archive, server_restore
 from catalog.services.sync import server_openapi_preview
-from catalog.upstream import UpstreamError
+from catalog.upstream import UpstreamError, list_tools
 
 from .display import admin_link, badge, text_block
+from .filters import held_q
 from .lookups import StrictLookupsMixin
 
 RECENT_RUNS_SHOWN = 10
@@ -34,6 +36,7 @@ BREAKER_BADGES = {
     breaker.HALF_OPEN: (ServerStatus.DEGRADED, "probing"),
     breaker.OPEN: (ServerStatus.UNAVAILABLE, "breaker open"),
 }
+CONNECTION_TEST_FIELDS = ("slug", "name", "transport", "command", "args", "env_vars", "url", "header_env")
 
 
 class RecentRunsFormSet(BaseInlineFormSet):
@@ -132,7 +135,7 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
     list_filter = ("status", "transport", "environment")
     search_fields = ("slug", "name", "description", "category")
     ordering = ("slug",)
-    actions = ("sync_now",)
+    actions = ("sync_now", "archive", "restore")
     inlines = (RecentSyncRunInline,)
     change_form_template = "admin/catalog/server/change_form.html"
     readonly_fields = ("status_badge", "tool_count", "last_synced_at", "last_error_display", "created_at", "updated_at")
@@ -151,6 +154,22 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
         ("Record", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
     )
 
+    def get_fieldsets(self, request: HttpRequest, obj: Server | None = None) -> Any:
+        fieldsets = super().get_fieldsets(request, obj)
+        if obj is None:  # a new server has no health yet: it is synced once saved ("Never synced" until then)
+            return [fieldset for fieldset in fieldsets if fieldset[0] not in ("Health", "Record")]
+        return fieldsets
+
+    def response_add(self, request: HttpRequest, obj: Server, post_url_continue: str | None = None) -> HttpResponse:
+        if obj.transport != Transport.IMPORTED:
+            self._queue_sync(request, [obj], after_commit=True)
+            self.message_user(
+                request,
+                f"{obj.slug}: first sync queued. Its tools are visible to nobody until you give access below.",
+                messages.INFO,
+            )
+        return super().response_add(request, obj, post_url_continue)
+
     def save_model(self, request: HttpRequest, obj: Server, form: Any, change: bool) -> None:
         super().save_model(request, obj, form, change)
         if "openapi_document" in form.cleaned_data:
@@ -167,7 +186,10 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
             super()
             .get_queryset(request)
             .annotate(
-                live_tool_count=Count("tools", filter=Q(tools__removed_at__isnull=True)),
+                live_tool_count=Count(
+                    "tools", filter=Q(tools__removed_at__isnull=True, tools__enabled=True) & ~held_q("tools__")
+                ),
+                held_tool_count=Count("tools", filter=Q(tools__removed_at__isnull=True) & held_q("tools__")),
                 last_run_status=Subquery(latest_run.values("status")[:1]),
                 last_run_pk=Subquery(latest_run.values("pk")[:1]),
             )
@@ -175,6 +197,11 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, server: Server) -> str:
+        if server.pk is None:
+            return "—"
+        inactive = server.status in OPERATOR_STOPPED_STATUSES
+        if server.last_synced_at is None and server.transport != Transport.IMPORTED and not inactive:
+            return badge("never", "Never synced")  # not "Active": nobody has contacted it yet
         return badge(server.status, server.get_status_display())
 
     @admin.display(description="calls")
@@ -184,13 +211,23 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
         colour_key, label = BREAKER_BADGES[state]
         return badge(colour_key, label)
 
-    @admin.display(description="live tools", ordering="live_tool_count")
+    @admin.display(description="tools", ordering="live_tool_count")
     def tool_count(self, server: Server) -> str:
-        count = getattr(server, "live_tool_count", None)
-        if count is None:
-            count = server.tools.live().count()
-        url = reverse("admin:catalog_tool_changelist") + "?" + urlencode({"server": server.slug, "status": "live"})
-        return format_html('<a href="{}">{}</a>', url, count)
+        live = getattr(server, "live_tool_count", None)
+        held = getattr(server, "held_tool_count", None)
+        if live is None or held is None:
+            tools = server.tools.live()
+            live = tools.filter(enabled=True).exclude(held_q()).count()
+            held = tools.filter(held_q()).count()
+        base = reverse("admin:catalog_tool_changelist") + "?"
+        live_link = format_html(
+            '<a href="{}">{} live</a>', base + urlencode({"server": server.slug, "status": "live"}), live
+        )
+        if not held:
+            return live_link
+        held_url = base + urlencode({"server": server.slug, "status": "held"})
+        return format_html('{}, <a class="scout-held-text" href="{}"><strong>{} held</strong></a>', live_link,
+                           held_url, held)  # fmt: skip
 
     @admin.display(description="last run", ordering="last_run_status")
     def last_run(self, server: Server) -> str:
@@ -204,6 +241,28 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
     def last_error_display(self, server: Server) -> str:
         return text_block(server.last_error)
 
+    @admin.action(description="Archive (hide from every client, keep history)", permissions=["change"])
+    def archive(self, request: HttpRequest, queryset: QuerySet[Server]) -> None:
+        archived = [server.slug for server in queryset if server.status != "archived" and server_archive(server=server)]
+        self.message_user(request, f"Archived {len(archived)} server(s): {', '.join(archived) or '—'}.")
+
+    @admin.action(description="Restore archived servers (and sync them)", permissions=["change"])
+    def restore(self, request: HttpRequest, queryset: QuerySet[Server]) -> None:
+        restored = [server for server in queryset if server_restore(server=server)]
+        self._queue_sync(request, restored)
+        self.message_user(request, f"Restored {len(restored)} server(s).")
+
+    def get_actions(self, request: HttpRequest) -> dict:
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)  # delete one at a time, and only without history
+        return actions
+
+    def has_delete_permission(self, request: HttpRequest, obj: Server | None = None) -> bool:
+        # A server whose tools were ever seen has history (revisions, reviews, audit): archive it instead.
+        if obj is not None and obj.tools.exists():
+            return False
+        return super().has_delete_permission(request, obj)
+
     @admin.action(description="Sync now", permissions=["change"])
     def sync_now(self, request: HttpRequest, queryset: QuerySet[Server]) -> None:
         queued, skipped = self._queue_sync(request, list(queryset))
@@ -212,7 +271,9 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
         if skipped:
             self.message_user(request, f"Not synced (imported, no live connection): {', '.join(skipped)}.")
 
-    def _queue_sync(self, request: HttpRequest, servers: list[Server]) -> tuple[int, list[str]]:
+    def _queue_sync(
+        self, request: HttpRequest, servers: list[Server], *, after_commit: bool = False
+    ) -> tuple[int, list[str]]:
         try:
             from catalog.tasks import sync_server
         except ImportError as exc:  # the sync task may not be deployed yet; say so instead of failing
@@ -223,18 +284,60 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
             if server.transport == Transport.IMPORTED:
                 skipped.append(server.slug)
                 continue
-            sync_server.delay(server.pk, "admin")
+            if after_commit:  # a new server: a worker must find its committed row
+                sync_server.delay_on_commit(server.pk, "admin")
+            else:
+                sync_server.delay(server.pk, "admin")
             queued += 1
         return queued, skipped
 
     def get_urls(self) -> list:
         sync_view = self.admin_site.admin_view(require_POST(self.sync_view))
+        test_view = self.admin_site.admin_view(require_POST(self.test_connection_view))
         preview_view = self.admin_site.admin_view(self.openapi_preview_view)
         return [
             path("<int:object_id>/sync/", sync_view, name="catalog_server_sync"),
             path("<int:object_id>/openapi-preview/", preview_view, name="catalog_server_openapi_preview"),
+            path("test-connection/", test_view, name="catalog_server_test_connection"),
             *super().get_urls(),
         ]
+
+    def test_connection_view(self, request: HttpRequest) -> HttpResponse:
+        """Connect with the form's connection fields and list the tools a sync would import; saves nothing."""
+        existing = Server.objects.filter(pk=request.GET.get("server") or None).first()
+        allowed = self.has_change_permission(request, existing) if existing else self.has_add_permission(request)
+        if not allowed:
+            raise PermissionDenied
+        form_class = self.get_form(request, existing, fields=CONNECTION_TEST_FIELDS)
+        form = form_class(request.POST, instance=existing or Server())
+        tools: list[dict[str, Any]] = []
+        error = ""
+        if form.is_valid():
+            candidate = form.save(commit=False)  # never saved: only its connection settings are used
+            try:
+                tools = list_tools(candidate)
+            except UpstreamError as exc:
+                error = str(exc)
+        else:
+            error = "; ".join(f"{field}: {' '.join(errors)}" for field, errors in form.errors.items())
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Test connection",
+            "server": existing,
+            "slug": form.data.get("slug", ""),
+            "tools": [
+                {
+                    "name": tool.get("name", ""),
+                    "description": tool.get("description") or "",
+                    "annotations": tool.get("annotations") or {},
+                }  # fmt: skip
+                for tool in tools
+                if isinstance(tool, dict)
+            ],
+            "error": error,
+        }
+        return render(request, "admin/catalog/server/test_connection.html", context)
 
     def openapi_preview_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
         """The operations a sync would import and refuse, read from the document now; nothing is saved."""

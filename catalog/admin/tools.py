@@ -2,18 +2,20 @@
 
 from typing import Any
 
+from celery import current_app
 from django import forms
-from django.contrib import admin
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.contrib import admin, messages
+from django.db.models import BooleanField, ExpressionWrapper, F, OuterRef, QuerySet, Subquery
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
+from django.utils.http import urlencode
 
 from catalog.models import Tool, ToolAlias, ToolExample, ToolKeyword, ToolNegativeExample, ToolRevision
 from catalog.services.curation import tool_curation_update
 
 from .display import admin_link, badge, json_block, text_block
-from .filters import ChangedRecentlyFilter, ServerFilter, ToolStatusFilter, TransportFilter
+from .filters import ChangedRecentlyFilter, ServerFilter, ToolStatusFilter, TransportFilter, held_q
 from .lookups import StrictLookupsMixin
 
 RECENT_REVISIONS_SHOWN = 10
@@ -33,34 +35,63 @@ class CommaSeparatedListField(forms.CharField):
         return list(dict.fromkeys(items))
 
 
+CURATION_HELP = {
+    "title": "A short plain name people and agents see instead of the upstream name.",
+    "purpose": "What agents read: one or two sentences on what a user would want this tool for. It is indexed "
+    "for search and shown with the tool's description in tool_search and tool_inspect.",
+    "related_tools": "Tools often used with this one; search can suggest them together.",
+    "enabled": "Off hides the tool from every client (search and calls) without touching the upstream.",
+}
+
+
 class ToolCurationForm(forms.ModelForm):
-    entity_types = CommaSeparatedListField(required=False, help_text="Comma-separated, e.g. issue, repository")
-    operation_verbs = CommaSeparatedListField(required=False, help_text="Comma-separated, e.g. create, list")
+    entity_types = CommaSeparatedListField(
+        required=False, help_text="The things it works on, comma-separated, e.g. issue, repository"
+    )
+    operation_verbs = CommaSeparatedListField(
+        required=False, help_text="What it does to them, comma-separated, e.g. create, list"
+    )
 
     class Meta:
         model = Tool
         fields = ("title", "purpose", "entity_types", "operation_verbs", "related_tools", "enabled")
+        help_texts = CURATION_HELP
 
 
 class PhraseInline(admin.TabularInline):
     extra = 1
     fields = ("text",)
+    help: str = ""
+    template = "admin/catalog/tool/phrase_tabular.html"
+
+    def get_formset(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
+        kwargs["help_texts"] = {"text": self.help}
+        return super().get_formset(request, obj, **kwargs)
 
 
 class ToolAliasInline(PhraseInline):
     model = ToolAlias
+    verbose_name_plural = "Aliases"
+    help = "Other names people use for this tool; matched like its title."
 
 
 class ToolKeywordInline(PhraseInline):
     model = ToolKeyword
+    verbose_name_plural = "Keywords"
+    help = "Words that should find this tool even when its description lacks them."
 
 
 class ToolExampleInline(PhraseInline):
     model = ToolExample
+    verbose_name_plural = "Example requests"
+    help = "A request a user would make that this tool answers, e.g. 'remember that alice works at acme'."
 
 
 class ToolNegativeExampleInline(PhraseInline):
     model = ToolNegativeExample
+    verbose_name = "negative query"
+    verbose_name_plural = "Negative queries"
+    help = "A request this tool must not answer: the tool is pushed down the ranking for matching requests."
 
 
 @admin.register(Tool)
@@ -97,10 +128,29 @@ class ToolAdmin(StrictLookupsMixin, admin.ModelAdmin[Tool]):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Tool]:
         latest = ToolRevision.objects.filter(tool=OuterRef("pk")).order_by("-created_at", "-id")
-        return super().get_queryset(request).annotate(last_changed_at=Subquery(latest.values("created_at")[:1]))
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                last_changed_at=Subquery(latest.values("created_at")[:1]),
+                is_held=ExpressionWrapper(held_q(), output_field=BooleanField()),
+                hold_reason_text=F("policy__hold_reason"),
+            )
+        )
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # tools come from sync and import only
+
+    def response_change(self, request: HttpRequest, obj: Tool) -> Any:
+        response = super().response_change(request, obj)
+        # Replace Django's generic "was changed successfully" with what matters: when search sees it.
+        storage = messages.get_messages(request)
+        kept = [m for m in storage if "was changed successfully" not in m.message]
+        for message in kept:
+            messages.add_message(request, message.level, message.message, extra_tags=message.extra_tags)
+        when = "now" if current_app.conf.task_always_eager else "within seconds (re-indexed by a worker)"
+        self.message_user(request, f"Saved {obj.tool_id}: searchable with these changes {when}.", messages.SUCCESS)
+        return response
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # removed tools are tombstoned by sync, never deleted
@@ -135,6 +185,23 @@ class ToolAdmin(StrictLookupsMixin, admin.ModelAdmin[Tool]):
             return badge("removed", "removed")
         if not tool.enabled:
             return badge("disabled", "disabled")
+        held = getattr(tool, "is_held", None)
+        if held is None:
+            held = Tool.objects.filter(pk=tool.pk).filter(held_q()).exists()
+        if held:
+            # No client gets a held tool: say so, why, and where the review is.
+            pending = tool.reviews.filter(status="pending").order_by("-pk").values_list("pk", flat=True).first()
+            if pending is not None:
+                review = reverse("admin:governance_toolreview_change", args=[pending])
+            else:
+                review = reverse("admin:governance_toolreview_changelist") + "?" + urlencode({"q": tool.tool_id})
+            reason = getattr(tool, "hold_reason_text", None) or "not accepted yet"
+            return format_html(
+                '{} <span class="scout-held-text">{}</span> · <a href="{}">review</a>',
+                badge("held", "held — hidden from clients"),
+                reason,
+                review,
+            )
         return badge("live", "live")
 
     @admin.display(description="definition changed", ordering="last_changed_at")

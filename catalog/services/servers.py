@@ -58,3 +58,15 @@ def server_archive(*, server: Server) -> Server:
             server.status = ServerStatus.ARCHIVED
             server.save(update_fields=["status", "updated_at"])
     return server
+
+
+def server_restore(*, server: Server) -> bool:
+    """Bring an archived server back (ACTIVE; its tools are served again after the next sync confirms them).
+    Returns whether it changed."""
+    with transaction.atomic():
+        server = Server.objects.select_for_update().get(pk=server.pk)
+        if server.status != ServerStatus.ARCHIVED:
+            return False
+        server.status = ServerStatus.ACTIVE
+        server.save(update_fields=["status", "updated_at"])
+    return True

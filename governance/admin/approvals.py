@@ -9,6 +9,7 @@ from django.db.models import Case, IntegerField, Value, When
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.html import format_html
 
 from catalog.admin.lookups import StrictLookupsMixin
@@ -19,7 +20,7 @@ from ..models import (
 )
 from ..selectors import approval_requester_may_execute, approval_requests_for_approver, user_is_approver
 from ..services.approvals import ApprovalError, approval_decide
-from .common import _pre
+from .common import _pre, risk_badge
 
 
 class ApprovalDecisionForm(forms.Form):
@@ -28,18 +29,9 @@ class ApprovalDecisionForm(forms.Form):
 
 @admin.register(ApprovalRequest)
 class ApprovalRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[ApprovalRequest]):
-    list_display = (
-        "approval_id",
-        "status",
-        "tool",
-        "risk_class",
-        "requester",
-        "agent",
-        "tenant",
-        "created_at",
-        "usable",
-        "decide_link",
-    )
+    # Decide comes second so no viewport clips it; the rest stays short enough for 1280 px.
+    list_display = ("approval_id", "decide_link", "status", "risk_badge", "tool", "requester", "usable", "created_at")
+    list_display_links = ("approval_id",)
     list_filter = ("status", "risk_class", "operation_class")
     search_fields = ("approval_id", "tool__tool_id", "requester__username", "agent")
     readonly_fields = (
@@ -119,11 +111,28 @@ class ApprovalRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[ApprovalRequest]
             return "no longer usable: requester lost access"
         return "yes"
 
-    @admin.display(description="")
+    @admin.display(description="decide")
     def decide_link(self, obj: ApprovalRequest):
         if obj.status != ApprovalStatus.PENDING:
             return ""
-        return format_html('<a href="{}">Decide</a>', reverse("admin:governance_approvalrequest_decide", args=[obj.pk]))
+        url = reverse("admin:governance_approvalrequest_decide", args=[obj.pk])
+        return format_html('<a class="scout-button" href="{}">Decide</a>', url)
+
+    @admin.display(description="risk", ordering="risk_class")
+    def risk_badge(self, obj: ApprovalRequest):
+        return risk_badge(obj.risk_class, obj.get_risk_class_display())
+
+    def changelist_view(self, request, extra_context=None):
+        title = "Approval requests — pending first; open one to read the tool and decide"
+        return super().changelist_view(request, {"title": title, **(extra_context or {})})
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        # The request's own page is where it is decided: the same view as ".../decide/".
+        try:
+            pk = int(object_id)
+        except (TypeError, ValueError):
+            raise Http404("No such approval request") from None
+        return self.decide_view(request, pk)
 
     def get_urls(self):
         custom = [
@@ -157,7 +166,12 @@ class ApprovalRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[ApprovalRequest]
                     messages.error(request, str(exc))
                     status = 403 if exc.code in ("self_approval", "forbidden") else 409
                 else:
-                    messages.success(request, f"{obj.approval_id}: {'approved' if approve else 'denied'}")
+                    # The id is an opaque token in lower case: never first in the sentence, never capitalised.
+                    if approve:
+                        text = f"Approved {obj.approval_id}: the agent may now make this exact call once."
+                    else:
+                        text = f"Denied {obj.approval_id}: the agent is told your reason."
+                    messages.success(request, text)
                     return HttpResponseRedirect(reverse("admin:governance_approvalrequest_changelist"))
         context = {
             **self.admin_site.each_context(request),
@@ -167,6 +181,11 @@ class ApprovalRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[ApprovalRequest]
             "envelope": self.envelope(obj),
             "arguments": self.arguments_pretty(obj),
             "title": f"Decide {obj.approval_id}",
+            # What the tool does, read by the approver without catalog permissions (untrusted text, escaped).
+            "tool": obj.tool,
+            "risk": risk_badge(obj.risk_class, obj.get_risk_class_display()),
+            "annotations": _pre(json.dumps(obj.tool.annotations or {}, indent=2, sort_keys=True)),
+            "can_decide": obj.status == ApprovalStatus.PENDING and obj.expires_at > timezone.now(),
         }
         return render(request, "admin/governance/approvalrequest/decide.html", context, status=status)
 

@@ -21,3 +21,8 @@ class BoundedCountPaginator(Paginator):
 def _pre(value: str):
     """A block of untrusted text, escaped (format_html escapes the argument)."""
     return format_html('<pre style="white-space: pre-wrap; max-width: 100ch">{}</pre>', value)
+
+
+def risk_badge(level: str, label: str):
+    """Risk as a visual level: coloured by the stylesheet's .risk-<level> (low green → critical black)."""
+    return format_html('<span class="scout-risk risk-{}">{} risk</span>', level, label)

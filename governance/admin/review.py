@@ -3,6 +3,7 @@
 from django.contrib import admin, messages
 from django.http import HttpResponseRedirect
 from django.urls import reverse
+from django.utils.html import format_html, format_html_join
 
 from catalog.admin.lookups import StrictLookupsMixin
 
@@ -42,7 +43,19 @@ class ToolReviewAdmin(StrictLookupsMixin, admin.ModelAdmin[ToolReview]):
 
     @admin.display(description="diff (accepted → new revision)")
     def diff(self, obj) -> str:
-        return _pre(tool_review_diff(review=obj) or "(no earlier accepted definition)")
+        text = tool_review_diff(review=obj)
+        if not text:
+            return _pre("(no earlier accepted definition)")
+        # Added lines green, removed red; every line of upstream text is escaped by format_html.
+        styles = {
+            "+": "background:#e6ffec;color:#1a7f37",
+            "-": "background:#ffebe9;color:#cf222e",
+            "@": "color:#6e7781",
+        }
+        lines = format_html_join(
+            "\n", '<span style="{}">{}</span>', ((styles.get(line[:1], ""), line) for line in text.splitlines())
+        )
+        return format_html('<pre class="scout-diff" style="white-space:pre-wrap;max-width:120ch">{}</pre>', lines)
 
     def has_add_permission(self, request) -> bool:
         return False
@@ -50,14 +63,17 @@ class ToolReviewAdmin(StrictLookupsMixin, admin.ModelAdmin[ToolReview]):
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
 
-    def _decide(self, request, queryset, accept: bool) -> None:
+    def _decide(self, request, queryset, accept: bool, reason: str = "") -> None:
         for review in queryset:
             try:
-                (tool_review_accept if accept else tool_review_reject)(review=review, actor=request.user)
+                (tool_review_accept if accept else tool_review_reject)(review=review, actor=request.user, reason=reason)
             except ReviewError as exc:
                 messages.error(request, f"{review.tool}: {exc}")
+                continue
+            if accept:
+                messages.success(request, f"{review.tool}: accepted — searchable and callable again by those granted")
             else:
-                messages.success(request, f"{review.tool}: {'accepted' if accept else 'rejected'}")
+                messages.success(request, f"{review.tool}: rejected — it stays held, hidden from every client")
 
     @admin.action(description="Accept selected revisions (release the tools)", permissions=["change"])
     def accept_selected(self, request, queryset) -> None:
@@ -69,6 +85,11 @@ class ToolReviewAdmin(StrictLookupsMixin, admin.ModelAdmin[ToolReview]):
 
     def response_change(self, request, obj):
         if "_accept" in request.POST or "_reject" in request.POST:
-            self._decide(request, ToolReview.objects.filter(pk=obj.pk), accept="_accept" in request.POST)
+            self._decide(
+                request,
+                ToolReview.objects.filter(pk=obj.pk),
+                accept="_accept" in request.POST,
+                reason=request.POST.get("review_reason", "")[:2000],
+            )
             return HttpResponseRedirect(reverse("admin:governance_toolreview_changelist"))
         return super().response_change(request, obj)

@@ -1,6 +1,9 @@
 """Governance admin: API tokens."""
 
+import json
+
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.shortcuts import render
 from django.utils import timezone
@@ -53,7 +56,7 @@ class ApiTokenAdmin(StrictLookupsMixin, admin.ModelAdmin[ApiToken]):
     list_filter = ("revoked_at", "tenant")
     list_select_related = ("user",)
     search_fields = ("name", "user__username", "agent", "tenant", "display_prefix")
-    raw_id_fields = ("user",)
+    autocomplete_fields = ("user",)
     actions = ["revoke_selected"]
     readonly_fields = (
         "user",
@@ -129,16 +132,56 @@ class ApiTokenAdmin(StrictLookupsMixin, admin.ModelAdmin[ApiToken]):
         if raw is None:
             return super().response_add(request, obj, post_url_continue)
         token = ApiToken.objects.get(pk=obj.pk)
+        mcp_url = f"{settings.SCOUT_PUBLIC_URL}/mcp"
+        configs = client_configs(mcp_url=mcp_url, raw_token=raw)
         response = render(
             request,
             "admin/governance/apitoken/created.html",
-            {**self.admin_site.each_context(request), "token": token, "raw_token": raw, "opts": self.opts},
+            {
+                **self.admin_site.each_context(request),
+                "token": token,
+                "raw_token": raw,
+                "opts": self.opts,
+                "mcp_url": mcp_url,
+                "configs": configs,
+            },
         )
         response["Cache-Control"] = "no-store"
         return response
 
-    @admin.action(description="Revoke selected tokens", permissions=["change"])
-    def revoke_selected(self, request, queryset) -> None:
-        for token in queryset:
+    @admin.action(description="Revoke selected tokens…", permissions=["change"])
+    def revoke_selected(self, request, queryset):
+        """Two steps, like Django's delete: a confirmation page naming each token, then the revocation."""
+        active = list(queryset.filter(revoked_at__isnull=True).select_related("user"))
+        if request.POST.get("confirm") != "yes":
+            return render(
+                request,
+                "admin/governance/apitoken/revoke_confirm.html",
+                {
+                    **self.admin_site.each_context(request),
+                    "opts": self.opts,
+                    "title": "Revoke API tokens?",
+                    "tokens": active,
+                    "selected": [str(token.pk) for token in queryset],
+                    "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+                },
+            )
+        for token in active:
             api_token_revoke(token=token, actor=request.user)
-        messages.success(request, f"Revoked {queryset.count()} token(s).")
+        messages.success(request, f"Revoked {len(active)} token(s); clients using them are refused from now on.")
+        return None
+
+
+def client_configs(*, mcp_url: str, raw_token: str) -> list[tuple[str, str]]:
+    """Ready-to-paste client settings for a new token: (where it goes, text)."""
+    header = {"Authorization": f"Bearer {raw_token}"}
+    mcp_json = {"mcpServers": {"scout": {"type": "http", "url": mcp_url, "headers": header}}}
+    cursor = {"mcpServers": {"scout": {"url": mcp_url, "headers": header}}}
+    return [
+        (
+            "Claude Code (shell)",
+            f'claude mcp add --transport http scout {mcp_url} --header "Authorization: Bearer {raw_token}"',
+        ),
+        ("Project .mcp.json", json.dumps(mcp_json, indent=2)),
+        ("Cursor (~/.cursor/mcp.json or .cursor/mcp.json)", json.dumps(cursor, indent=2)),
+    ]

@@ -37,6 +37,7 @@ from governance.services.audit import audit_record
 from governance.services.policy import policy_version_current, tool_policy_ensure
 
 MAX_REASON_CHARS = 2000
+MAX_DENIAL_REASON_CHARS = 500  # what an agent is told of a denial: the approver's words, on one line
 SQLITE_LOCK_RETRIES = 20
 APPROVAL_ID_RE = re.compile(re.escape(APPROVAL_ID_PREFIX) + r"[A-Za-z0-9_-]{16,36}")
 
@@ -195,6 +196,10 @@ def approval_request_create(*, principal: Principal, tool: Tool, arguments: Any,
             trace_id=trace_id,
             payload={"arguments_digest": digest, "risk_class": policy.risk_class},
         )
+        # After commit, in a worker: an approver is told without the agent's call waiting on mail or a webhook.
+        from governance.tasks import notify_approval_requested
+
+        notify_approval_requested.delay_on_commit(request.pk)
     return request
 
 
@@ -290,7 +295,8 @@ def _rejection(request: ApprovalRequest, *, principal: Principal, tool: Tool, di
     if request.status == ApprovalStatus.CONSUMED:
         return ApprovalError("used", "This approval was already used")
     if request.status == ApprovalStatus.DENIED:
-        return ApprovalError("denied", "This request was denied")
+        reason = " ".join(request.decision_reason.split())[:MAX_DENIAL_REASON_CHARS]
+        return ApprovalError("denied", f"An approver denied this request. Their reason: {reason}")
     if request.status == ApprovalStatus.EXPIRED or request.expires_at <= now:
         _expire(request)
         return ApprovalError("expired", "This approval has expired")

@@ -171,6 +171,12 @@ def _approval_gate(
     except ArgumentsNotCanonical as exc:
         return None, _denied(principal, tool, "invalid_arguments", error_result(f"Invalid arguments: {exc}"))
     except ApprovalError as exc:
+        if exc.code == "denied":  # a person said no: asking again unchanged would only repeat the request
+            return None, error_result(
+                f"{exc}. Do not retry this call unchanged: tell the user why it was denied, and only ask again "
+                "with a changed call that addresses the reason.",
+                approval_rejected=exc.code,
+            )
         return None, error_result(
             f"The approval cannot be used ({exc.code}): {exc}. Call again without approval_id to request a new one.",
             approval_rejected=exc.code,

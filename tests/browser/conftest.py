@@ -63,5 +63,20 @@ def admin_login(browser, base_url: str, username: str, password: str) -> None:
     browser.get(f"{base_url}/admin/login/")
     browser.find_element(By.NAME, "username").send_keys(username)
     browser.find_element(By.NAME, "password").send_keys(password)
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.support.ui import WebDriverWait
+
     browser.find_element(By.CSS_SELECTOR, "input[type=submit], button[type=submit]").click()
-    assert "/admin/login/" not in browser.current_url, "login failed"
+    try:  # the click only starts the POST: wait for the navigation (a loaded machine takes a while)
+        WebDriverWait(browser, 20).until(lambda driver: "/admin/login/" not in driver.current_url)
+    except TimeoutException:
+        raise AssertionError("login failed") from None
+
+
+def wait_for(browser, css: str, timeout: float = 30):
+    """The element matching ``css``, waiting longer than the implicit wait (a page whose request syncs)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(browser, timeout).until(EC.presence_of_element_located((By.CSS_SELECTOR, css)))

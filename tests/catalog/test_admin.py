@@ -69,7 +69,8 @@ def test_server_changelist_shows_status_counts_and_last_run(admin_client, import
     response = admin_client.get(reverse("admin:catalog_server_changelist"))
     assert response.status_code == 200
     rows = {server.slug: server for server in response.context["cl"].result_list}
-    assert rows["issues"].live_tool_count == 1  # 'old' is tombstoned and not counted
+    # 'old' is tombstoned and not counted; 'search' changed after acceptance, so it is held, not live
+    assert (rows["issues"].live_tool_count, rows["issues"].held_tool_count) == (0, 1)
     assert rows["wiki"].live_tool_count == 1
     assert rows["issues"].last_run_status == SyncStatus.SUCCESS
     html = response.content.decode()
@@ -133,7 +134,8 @@ def test_sync_button_on_change_page_syncs_and_skips_imported(admin_client, scrip
     [
         ({}, {"issues::search", "issues::old", "wiki::page_get"}),
         ({"server": "wiki"}, {"wiki::page_get"}),
-        ({"status": "live"}, {"issues::search", "wiki::page_get"}),
+        ({"status": "live"}, {"wiki::page_get"}),
+        ({"status": "held"}, {"issues::search"}),  # changed after acceptance: no client gets it until reviewed
         ({"status": "removed"}, {"issues::old"}),
         ({"status": "disabled"}, set()),
         ({"transport": Transport.IMPORTED}, {"issues::search", "issues::old", "wiki::page_get"}),
@@ -322,3 +324,46 @@ def test_revision_page_shows_an_escaped_diff_against_the_previous_revision(admin
     listing = admin_client.get(reverse("admin:catalog_toolrevision_changelist"), {"server": "wiki"})
     assert {r.tool.tool_id for r in listing.context["cl"].result_list} == {"wiki::page_get"}
     assert admin_client.get(reverse("admin:catalog_toolrevision_add")).status_code == 403
+
+
+def test_a_held_tool_says_so_with_a_link_to_its_review_everywhere(admin_client, imported):
+    from governance.models import ToolReview
+
+    held = imported["issues::search"]  # its description changed after it was accepted
+    review = ToolReview.objects.get(tool=held, status="pending")
+    review_url = reverse("admin:governance_toolreview_change", args=[review.pk])
+    page = admin_client.get(reverse("admin:catalog_tool_change", args=[held.pk])).content.decode()
+    assert "held — hidden from clients" in page and review_url in page
+    listing = admin_client.get(reverse("admin:catalog_tool_changelist")).content.decode()
+    assert listing.count("held — hidden from clients") == 1 and review_url in listing
+    servers = admin_client.get(reverse("admin:catalog_server_changelist")).content.decode()
+    assert "0 live</a>" in servers and "<strong>1 held</strong>" in servers
+    review_page = admin_client.get(review_url).content.decode()
+    assert 'style="background:#e6ffec;color:#1a7f37">+' in review_page  # the diff is coloured
+    assert 'name="review_reason"' in review_page
+
+
+def test_curation_fields_explain_themselves_and_saving_says_searchable(admin_client, imported):
+    tool = imported["wiki::page_get"]
+    url = reverse("admin:catalog_tool_change", args=[tool.pk])
+    page = admin_client.get(url).content.decode()
+    assert "What agents read" in page and "pushed down the ranking" in page
+    assert "Negative queries" in page and "Negative querys" not in page and "NEGATIVE QUERYS" not in page
+    data = {"title": "", "purpose": "Read one page of the team wiki", "entity_types": "", "operation_verbs": ""}
+    data["enabled"] = "on"
+    for prefix in ("aliases", "keywords", "examples", "negative_examples"):
+        data.update({f"{prefix}-TOTAL_FORMS": "1", f"{prefix}-INITIAL_FORMS": "0", f"{prefix}-0-text": ""})
+    data["examples-0-text"] = "open the onboarding page"
+    response = admin_client.post(url, data, follow=True)
+    messages = [str(m) for m in response.context["messages"]]
+    assert messages == ["Saved wiki::page_get: searchable with these changes now."]
+    assert tool.examples.filter(text="open the onboarding page").exists()
+
+
+def test_a_tool_whose_definition_was_never_accepted_counts_as_held(admin_client, imported):
+    from governance.models import ToolPolicy
+
+    # Not flagged, but its current definition is not the accepted one: no client gets it (fail closed).
+    ToolPolicy.objects.filter(tool=imported["wiki::page_get"]).update(held=False, accepted_hash="")
+    response = admin_client.get(reverse("admin:catalog_tool_changelist"), {"status": "held"})
+    assert {tool.tool_id for tool in response.context["cl"].result_list} == {"issues::search", "wiki::page_get"}

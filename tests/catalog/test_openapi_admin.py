@@ -49,6 +49,12 @@ def _add(admin_client, base_url: str, upload: bytes, **extra: str) -> Any:
             "status": "active",
             "sync_runs-TOTAL_FORMS": "0",
             "sync_runs-INITIAL_FORMS": "0",
+            # The server form's access inlines (governance): no grant given here.
+            **{
+                f"{prefix}-{key}": "0"
+                for prefix in ("group_grants", "user_grants")
+                for key in ("TOTAL_FORMS", "INITIAL_FORMS")
+            },
             **extra,
         },
     )

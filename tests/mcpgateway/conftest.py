@@ -113,8 +113,20 @@ def access_log() -> list[str]:
     return []
 
 
+# One uvicorn per test session: the SDK's session manager runs once per app, and the browser journeys import
+# these fixtures into their own modules (a second fixture definition), so every definition shares this one.
+_SHARED_GATEWAY: dict[str, Any] = {}
+
+
 @pytest.fixture(scope="session")
 def live_gateway(django_db_setup, django_db_blocker, access_log: list[str]) -> Iterator[ThreadedUvicorn]:
+    if _SHARED_GATEWAY:
+        _SHARED_GATEWAY["users"] += 1
+        yield _SHARED_GATEWAY["server"]
+        _SHARED_GATEWAY["users"] -= 1
+        if _SHARED_GATEWAY["users"] == 0:
+            _SHARED_GATEWAY.pop("stop")()
+        return
     import logging
 
     from scoutsite.asgi import application
@@ -137,12 +149,21 @@ def live_gateway(django_db_setup, django_db_blocker, access_log: list[str]) -> I
                 connections["default"] = connection
 
             server.run_sync_in_server(share)
-        yield server
-        if not (connection.vendor == "sqlite" and connection.is_in_memory_db()):
-            server.run_sync_in_server(connections.close_all)  # or the test database cannot be dropped
-        server.stop()
-    for name in ("uvicorn.access", "uvicorn.error"):
-        logging.getLogger(name).removeHandler(collector)
+
+    def stop() -> None:
+        with django_db_blocker.unblock():
+            if not (connection.vendor == "sqlite" and connection.is_in_memory_db()):
+                server.run_sync_in_server(connections.close_all)  # or the test database cannot be dropped
+            server.stop()
+        for name in ("uvicorn.access", "uvicorn.error"):
+            logging.getLogger(name).removeHandler(collector)
+        _SHARED_GATEWAY.clear()
+
+    _SHARED_GATEWAY.update(server=server, users=1, stop=stop)
+    yield server
+    _SHARED_GATEWAY["users"] -= 1
+    if _SHARED_GATEWAY["users"] == 0:
+        _SHARED_GATEWAY.pop("stop")()
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """The site as the demo serves it (DEBUG off unless a developer asks): the root and the admin's "View site"
-lead to the admin, unknown pages are plain 404s (no debug page), and the admin's static files are served."""
+lead to a landing page, unknown pages are plain 404s (no debug page), and the admin's static files are served."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ def test_root_and_view_site_lead_to_the_admin_and_unknown_pages_are_plain_404s(g
     make_user("curator", is_staff=True, is_superuser=True)
     with httpx.Client(base_url=gateway.url, timeout=30) as client:
         root = client.get("/")
-        assert root.status_code == 302 and root.headers["location"] == "/admin/"
+        assert root.status_code == 200 and f"{gateway.url}/mcp" in root.text  # landing: roles and the MCP URL
+        assert 'href="/admin/governance/approvalrequest/"' in root.text
 
         missing = client.get("/no-such-page/")
         assert missing.status_code == 404
@@ -38,7 +39,9 @@ def test_root_and_view_site_lead_to_the_admin_and_unknown_pages_are_plain_404s(g
         index = client.get("/admin/")
         (view_site,) = re.findall(r'<a href="([^"]*)">View site</a>', index.text)
         landed = client.get(view_site, follow_redirects=True)
-        assert landed.status_code == 200 and str(landed.url).endswith("/admin/")
-        assert "<title>Catalog, search and governance | Scout admin</title>" in landed.text
+        assert landed.status_code == 200 and str(landed.url).rstrip("/") == gateway.url
+        assert "Sign in to the admin" in landed.text
+        assert "<title>Home | Scout admin</title>" in index.text
 
         assert client.get("/static/admin/css/base.css").status_code == 200
+        assert client.get("/static/scout/admin.css").status_code == 200

@@ -8,3 +8,6 @@ def clean_cache():
     cache.clear()
     yield
     cache.clear()
+
+
+from tests.governance.conftest import grant, member_token, mutating_tool, server, tool  # noqa: E402,F401 - shared fixtures

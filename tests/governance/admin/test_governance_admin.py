@@ -3,6 +3,7 @@
 import re
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import Permission
 from django.urls import reverse
 
@@ -37,6 +38,11 @@ def test_token_add_form_shows_raw_token_once_and_stores_hash(client, superuser, 
     raw = re.search(r"(scout_[A-Za-z0-9_\-]{40,})", response.content.decode()).group(1)
     principal = api_token_verify(raw)
     assert principal.user == member and principal.scopes == frozenset({"discover", "execute", "server:github"})
+    html = response.content.decode()
+    assert 'data-copy="raw-token"' in html  # a copy button
+    command = f"claude mcp add --transport http scout {settings.SCOUT_PUBLIC_URL}/mcp"
+    assert f"{command} --header &quot;Authorization: Bearer {raw}&quot;" in html
+    assert "Project .mcp.json" in html and "Cursor" in html and f"&quot;Bearer {raw}&quot;" in html
     token = ApiToken.objects.get()
     assert raw not in client.get(reverse("admin:governance_apitoken_change", args=[token.pk])).content.decode()
     assert raw not in client.get(reverse("admin:governance_apitoken_changelist")).content.decode()
@@ -47,10 +53,11 @@ def test_token_revoke_action(client, superuser, member):
 
     token, raw = api_token_create(user=member, name="t", scopes=["discover"], expires_at=in_days(1))
     client.force_login(superuser)
-    response = client.post(
-        reverse("admin:governance_apitoken_changelist"),
-        {"action": "revoke_selected", "_selected_action": [token.pk]},
-    )
+    chosen = {"action": "revoke_selected", "_selected_action": [token.pk]}
+    confirm = client.post(reverse("admin:governance_apitoken_changelist"), chosen)
+    assert confirm.status_code == 200 and "Revoke these tokens?" in confirm.content.decode()
+    assert api_token_verify(raw) is not None  # nothing revoked before the confirmation
+    response = client.post(reverse("admin:governance_apitoken_changelist"), {**chosen, "confirm": "yes"})
     assert response.status_code == 302
     assert api_token_verify(raw) is None
 

@@ -23,7 +23,8 @@ def _log(name: str) -> None:
             handle.write(f"{os.getpid()} {name}\n")
 
 
-@server.tool(annotations=READ_ONLY)
+# FAULTY_PING_DESCRIPTION changes ping's definition (a test's "upstream changed" without another server).
+@server.tool(annotations=READ_ONLY, description=os.environ.get("FAULTY_PING_DESCRIPTION") or None)
 def ping(text: str = "pong") -> str:
     """Answer with the given text."""
     _log("ping")

@@ -1,0 +1,111 @@
+"""Tell approvers a request is waiting: e-mail to everyone who may approve the tool, and an optional signed
+webhook. Runs in a Celery task after the request's transaction commits, never inside the agent's call.
+
+Errors: webhook failures raise WebhookError (the task retries); mail failures propagate from Django's mail
+backend. Neither ever names argument values: approvers read those in the admin."""
+
+import hashlib
+import hmac
+import json
+import logging
+
+import httpx
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.mail import send_mail
+from django.db.models import Q
+from django.urls import reverse
+
+from governance.models import ApprovalRequest
+
+logger = logging.getLogger(__name__)
+WEBHOOK_TIMEOUT_SECONDS = 10
+SIGNATURE_HEADER = "X-Scout-Signature"
+
+
+class WebhookError(Exception):
+    """The approval webhook did not answer with a 2xx status."""
+
+
+def approvers_for(*, request: ApprovalRequest) -> list:
+    """Active users holding ``approve`` on the request's tool or its server, directly or through a group,
+    except the requester (who may not decide their own request)."""
+    tool = request.tool
+    grants = (
+        Q(tooluserobjectpermission__content_object=tool, tooluserobjectpermission__permission__codename="approve_tool")
+        | Q(
+            serveruserobjectpermission__content_object=tool.server_id,
+            serveruserobjectpermission__permission__codename="approve_server",
+        )
+        | Q(
+            groups__toolgroupobjectpermission__content_object=tool,
+            groups__toolgroupobjectpermission__permission__codename="approve_tool",
+        )
+        | Q(
+            groups__servergroupobjectpermission__content_object=tool.server_id,
+            groups__servergroupobjectpermission__permission__codename="approve_server",
+        )
+    )
+    users = get_user_model().objects.filter(grants, is_active=True).exclude(pk=request.requester_id).distinct()
+    return list(users.order_by("pk"))
+
+
+def _decide_url(request: ApprovalRequest) -> str:
+    return settings.SCOUT_PUBLIC_URL + reverse("admin:governance_approvalrequest_decide", args=[request.pk])
+
+
+def approval_payload(*, request: ApprovalRequest) -> dict:
+    """What a notification says: who asked, for which tool, at what risk, and where to decide."""
+    return {
+        "event": "approval.requested",
+        "approval_id": request.approval_id,
+        "tool_id": request.tool.tool_id,
+        "server": request.tool.server.slug,
+        "risk_class": request.risk_class,
+        "operation_class": request.operation_class,
+        "requester": request.requester.get_username(),
+        "agent": request.agent,
+        "tenant": request.tenant,
+        "created_at": request.created_at.isoformat(),
+        "expires_at": request.expires_at.isoformat(),
+        "decide_url": _decide_url(request),
+    }
+
+
+def webhook_signature(*, body: bytes, secret: str) -> str:
+    """``sha256=<hex HMAC-SHA256 of the raw body>``, as the receiver recomputes it."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def approval_notify(*, request_pk: int) -> dict:
+    """Send the e-mails and the webhook for one new request. Returns what was sent (for the task's result).
+    Raises WebhookError when the webhook answers with an error status or cannot be reached."""
+    request = ApprovalRequest.objects.select_related("tool", "tool__server", "requester").get(pk=request_pk)
+    payload = approval_payload(request=request)
+    recipients = [user.email for user in approvers_for(request=request) if user.email]
+    if recipients:
+        send_mail(
+            subject=f"[Scout] Approval needed: {payload['tool_id']} ({request.get_risk_class_display()} risk)",
+            message=(
+                f"{payload['requester']}{' via ' + payload['agent'] if payload['agent'] else ''} asks to call "
+                f"{payload['tool_id']} ({request.get_risk_class_display()} risk, "
+                f"{request.get_operation_class_display()}).\n\n"
+                f"Read the exact arguments and approve or deny it before {payload['expires_at']}:\n"
+                f"{payload['decide_url']}\n"
+            ),
+            from_email=None,
+            recipient_list=recipients,
+        )
+    url = settings.SCOUT_APPROVAL_WEBHOOK_URL
+    if url:
+        body = json.dumps(payload, sort_keys=True).encode()
+        headers = {"Content-Type": "application/json"}
+        if settings.SCOUT_APPROVAL_WEBHOOK_SECRET:
+            headers[SIGNATURE_HEADER] = webhook_signature(body=body, secret=settings.SCOUT_APPROVAL_WEBHOOK_SECRET)
+        try:
+            response = httpx.post(url, content=body, headers=headers, timeout=WEBHOOK_TIMEOUT_SECONDS)
+        except httpx.HTTPError as exc:
+            raise WebhookError(f"approval webhook unreachable: {type(exc).__name__}") from None
+        if not response.is_success:
+            raise WebhookError(f"approval webhook answered {response.status_code}")
+    return {"emails": len(recipients), "webhook": bool(url)}

@@ -1,0 +1,178 @@
+"""Scout's admin site: the stock Django admin, with each role's work first on the home page, navigation
+grouped by job in plain names, and a pending-approvals count in the header for approvers."""
+
+from datetime import timedelta
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import Count, Exists, OuterRef, Q
+from django.http import HttpRequest
+from django.urls import NoReverseMatch, reverse
+from django.utils import timezone
+
+HOME_ROWS = 10
+FAILURE_WINDOW = timedelta(days=7)
+
+# Job → (plain name, models as "app_label.ModelName"); anything not listed lands in "Records".
+NAVIGATION: list[tuple[str, list[str]]] = [
+    ("Approvals", ["governance.ApprovalRequest"]),
+    (
+        "Search & curation",
+        ["catalog.Tool", "search.LearnedRequest", "search.QueryLogEntry", "mcpgateway.PinnedTool"],
+    ),
+    ("Servers & sync", ["catalog.Server", "catalog.SyncRun", "catalog.ToolRevision", "governance.ToolReview"]),
+    (
+        "Access",
+        [
+            "governance.ServerGroupObjectPermission",
+            "governance.ServerUserObjectPermission",
+            "governance.ToolGroupObjectPermission",
+            "governance.ToolUserObjectPermission",
+            "governance.ApiToken",
+            "auth.User",
+            "auth.Group",
+            "governance.Entitlement",
+        ],
+    ),
+    ("Risk & policy", ["governance.ToolPolicy", "governance.RiskClass", "governance.PolicyVersion"]),
+]
+# Pages that are not models, shown in the navigation beside the models of their job.
+EXTRA_PAGES = {
+    "Search & curation": [
+        ("Search workbench", "search_workbench", "catalog.view_tool"),
+        ("Search preview", "search_preview", "catalog.view_tool"),
+    ],
+    "Servers & sync": [("Dashboard", "dashboard", "catalog.view_server")],
+}
+
+
+class ScoutAdminSite(admin.AdminSite):
+    site_header = "Scout"
+    site_title = "Scout admin"
+    index_title = "Home"
+    index_template = "admin/scout_index.html"
+
+    def each_context(self, request: HttpRequest) -> dict[str, Any]:
+        context = super().each_context(request)
+        context["scout_pending_approvals"] = _pending_count(request)
+        return context
+
+    def get_app_list(self, request: HttpRequest, app_label: str | None = None) -> list[dict[str, Any]]:
+        apps = super().get_app_list(request, app_label)
+        if app_label is not None:
+            return apps  # an app's own index page keeps Django's layout
+        return _grouped(request, apps)
+
+    def index(self, request: HttpRequest, extra_context: dict[str, Any] | None = None):
+        return super().index(request, {**role_panels(request), **(extra_context or {})})
+
+
+def _pending_count(request: HttpRequest) -> int | None:
+    """Pending requests this person may decide, or None when they approve nothing (no badge)."""
+    from governance.choices import ApprovalStatus
+    from governance.selectors import approval_requests_for_approver, user_is_approver
+
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated or not user.is_staff or not user_is_approver(user=user):
+        return None
+    now = timezone.now()
+    return approval_requests_for_approver(user=user).filter(status=ApprovalStatus.PENDING, expires_at__gt=now).count()
+
+
+def _grouped(request: HttpRequest, apps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    models = {f"{app['app_label']}.{model['object_name']}": model for app in apps for model in app["models"]}
+    grouped, placed = [], set()
+    for title, names in NAVIGATION:
+        entries = [models[name] for name in names if name in models]
+        placed.update(name for name in names if name in models)
+        entries += _extra_pages(request, title)
+        if entries:
+            grouped.append(_group(title, entries))
+    rest = [model for name, model in models.items() if name not in placed]
+    if rest:
+        grouped.append(_group("Records", rest))
+    return grouped
+
+
+def _extra_pages(request: HttpRequest, title: str) -> list[dict[str, Any]]:
+    pages = []
+    for name, url_name, permission in EXTRA_PAGES.get(title, []):
+        if not request.user.has_perm(permission):
+            continue
+        try:
+            url = reverse(url_name)
+        except NoReverseMatch:
+            continue
+        pages.append({"name": name, "object_name": url_name, "admin_url": url, "add_url": None, "view_only": True,
+                      "perms": {"view": True}})  # fmt: skip
+    return pages
+
+
+def _group(title: str, models: list[dict[str, Any]]) -> dict[str, Any]:
+    slug = title.lower().replace(" & ", "-").replace(" ", "-")
+    return {"name": title, "app_label": slug, "app_url": f"{reverse('admin:index')}#{slug}",
+            "has_module_perms": True, "models": models}  # fmt: skip
+
+
+def role_panels(request: HttpRequest) -> dict[str, Any]:
+    """What each of this person's jobs needs first: work for a curator, approver and operator."""
+    user = request.user
+    context: dict[str, Any] = {}
+    if user.has_perm("catalog.change_tool"):
+        context["curator_panel"] = _curator_panel()
+    pending = _pending_count(request)
+    if pending is not None:
+        context["approver_panel"] = _approver_panel(request, pending)
+    if user.has_perm("catalog.change_server"):
+        context["operator_panel"] = _operator_panel()
+    return context
+
+
+def _curator_panel() -> dict[str, Any]:
+    from catalog.models import Tool, ToolExample
+    from governance.models import ToolReview
+
+    held = (
+        ToolReview.objects.filter(status="pending", tool__removed_at__isnull=True)
+        .select_related("tool")
+        .order_by("-created_at")
+    )
+    no_examples = (
+        Tool.objects.live()
+        .filter(enabled=True)
+        .exclude(Exists(ToolExample.objects.filter(tool=OuterRef("pk"))))
+        .select_related("server")
+        .order_by("tool_id")
+    )
+    return {
+        "held": list(held[:HOME_ROWS]),
+        "held_count": held.count(),
+        "no_examples": list(no_examples[:HOME_ROWS]),
+        "no_examples_count": no_examples.count(),
+    }
+
+
+def _approver_panel(request: HttpRequest, pending: int) -> dict[str, Any]:
+    from governance.choices import ApprovalStatus
+    from governance.selectors import approval_requests_for_approver
+
+    rows = approval_requests_for_approver(user=request.user).filter(
+        status=ApprovalStatus.PENDING, expires_at__gt=timezone.now()
+    )
+    return {"count": pending, "rows": list(rows[:HOME_ROWS])}
+
+
+def _operator_panel() -> dict[str, Any]:
+    from catalog.models import Server, SyncRun
+
+    servers = Server.objects.annotate(
+        live_tools=Count("tools", filter=Q(tools__removed_at__isnull=True, tools__policy__held=False)),
+        held_tools=Count("tools", filter=Q(tools__removed_at__isnull=True, tools__policy__held=True)),
+    ).order_by("slug")
+    failures = (
+        SyncRun.objects.filter(status__in=["failed", "partial"], started_at__gte=timezone.now() - FAILURE_WINDOW)
+        .select_related("server")
+        .order_by("-started_at")
+    )
+    return {"servers": list(servers[: HOME_ROWS * 3]), "server_count": servers.count(),
+            "failures": list(failures[:HOME_ROWS]), "failure_count": failures.count()}  # fmt: skip

@@ -1,0 +1,99 @@
+"""Approver journey in a real browser against the live gateway: a call over MCP waits for approval; the approver
+sees it on their home page, reads the tool's description and risk, denies it with a reason the agent receives,
+then approves another call, which runs. The inbox and decide page also work at phone width."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Group
+
+from governance.roles import APPROVERS
+from tests.mcpgateway.conftest import MODERN, faulty_calls, grant, make_token, make_user, mcp_client, run
+
+from .conftest import admin_login, screenshot
+from .gateway_fixtures import *  # noqa: F403 - live gateway fixtures
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+TOOL = "faulty::record_note"
+
+
+def _text(result: Any) -> str:
+    return "".join(block.text for block in result.content if getattr(block, "type", "") == "text")
+
+
+def _right_edge_visible(browser, element) -> bool:
+    width = browser.execute_script("return document.documentElement.clientWidth")
+    right = browser.execute_script("return arguments[0].getBoundingClientRect().right", element)
+    return 0 < right <= width
+
+
+def test_approver_denies_with_a_reason_then_approves_a_call_that_runs(
+    browser, gateway, admin_user, faulty_server, faulty_call_log
+):
+    from selenium.webdriver.common.by import By
+
+    member = make_user("gw_member")
+    grant(admin_user, faulty_server, member, "discover", "execute")
+    approver = make_user("gw_approver", is_staff=True, email="approver@example.com")
+    approver.groups.add(Group.objects.get(name=APPROVERS))
+    grant(admin_user, faulty_server, Group.objects.get(name=APPROVERS), "approve")  # the operator's step
+    token = make_token(member)
+
+    async def ask(note: str, approval_id: str | None = None) -> Any:
+        async with mcp_client(gateway, token, mode=MODERN) as client:
+            payload: dict[str, Any] = {"tool_id": TOOL, "arguments": {"note": note}}
+            if approval_id:
+                payload["approval_id"] = approval_id
+            return await client.call_tool("execute_tool", payload)
+
+    first = run(lambda: ask("delete every customer record"))
+    assert first.structured_content["approval_required"] is True
+    first_id = first.structured_content["approval_id"]
+
+    admin_login(browser, gateway.url, "gw_approver", "pw-gw_approver-123")
+    assert browser.find_element(By.CSS_SELECTOR, "#pending-approvals strong").text == "1"  # the header count
+    home = browser.find_element(By.ID, "approver-home")
+    assert "Approvals waiting for you: 1" in home.text and TOOL in home.text
+    screenshot(browser, "approver-home")
+
+    browser.get(f"{gateway.url}/admin/governance/approvalrequest/")
+    decide = browser.find_element(By.LINK_TEXT, "Decide")
+    assert _right_edge_visible(browser, decide)  # at 1280 px the action is on screen
+    screenshot(browser, "approver-inbox")
+    decide.click()
+    card = browser.find_element(By.ID, "tool-card")
+    assert "Store a note (changes state: every call writes one record)." in card.text
+    assert "destructiveHint" in card.text
+    risk = browser.find_element(By.CSS_SELECTOR, "h1 .scout-risk")
+    assert "risk" in risk.text and "risk-" in risk.get_attribute("class")
+    approve = browser.find_element(By.NAME, "_approve")
+    deny = browser.find_element(By.NAME, "_deny")
+    assert approve.value_of_css_property("background-color") != deny.value_of_css_property("background-color")
+    screenshot(browser, "approver-decide")
+    browser.find_element(By.NAME, "reason").send_keys("Customer records are never deleted in bulk.")
+    deny.click()
+    message = browser.find_element(By.CSS_SELECTOR, "ul.messagelist li.success").text
+    assert message.startswith(f"Denied {first_id}")
+
+    denied = run(lambda: ask("delete every customer record", first_id))
+    assert denied.is_error and "Customer records are never deleted in bulk." in _text(denied)
+    assert "Do not retry this call unchanged" in _text(denied)
+
+    second = run(lambda: ask("add a note to the release checklist"))
+    second_id = second.structured_content["approval_id"]
+    browser.set_window_size(390, 844)  # a phone
+    browser.get(f"{gateway.url}/admin/governance/approvalrequest/?status__exact=pending")
+    decide = browser.find_element(By.LINK_TEXT, "Decide")
+    screenshot(browser, "approver-inbox-phone")
+    decide.click()
+    approve = browser.find_element(By.NAME, "_approve")
+    assert _right_edge_visible(browser, approve)
+    screenshot(browser, "approver-decide-phone")
+    approve.click()
+    assert browser.find_element(By.CSS_SELECTOR, "ul.messagelist li.success").text.startswith(f"Approved {second_id}")
+
+    done = run(lambda: ask("add a note to the release checklist", second_id))
+    assert not done.is_error and "stored" in _text(done)
+    assert faulty_calls(faulty_call_log, "record_note") == 1

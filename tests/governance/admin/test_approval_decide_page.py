@@ -1,0 +1,49 @@
+"""The request's own page is the decide page: the approver reads what the tool does and its risk (without any
+catalog permission), and Approve and Deny look different."""
+
+import pytest
+from django.urls import reverse
+
+from governance.choices import ApprovalStatus
+from governance.services.approvals import approval_request_create
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def pending(member_token, approver, grant, server, mutating_tool):
+    _, _, principal = member_token
+    grant(principal.user, server, "discover", "execute")
+    grant(approver, server, "approve")
+    mutating_tool.description = "Deletes a repository <b>forever</b>."
+    mutating_tool.annotations = {"destructiveHint": True}
+    mutating_tool.save()
+    return approval_request_create(principal=principal, tool=mutating_tool, arguments={"name": "repo"})
+
+
+def test_request_page_shows_the_tool_and_risk_and_decides(client, approver, pending):
+    client.force_login(approver)
+    assert not approver.has_perm("catalog.view_tool")
+    page = client.get(reverse("admin:governance_approvalrequest_change", args=[pending.pk]))
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert "Deletes a repository &lt;b&gt;forever&lt;/b&gt;." in html  # escaped upstream text
+    assert "&quot;destructiveHint&quot;: true" in html
+    assert 'class="scout-risk risk-high"' in html
+    assert 'class="scout-button scout-approve" name="_approve"' in html
+    assert 'class="scout-button scout-deny" name="_deny"' in html
+    response = client.post(
+        reverse("admin:governance_approvalrequest_change", args=[pending.pk]),
+        {"reason": "not today", "_deny": "1"},
+        follow=True,
+    )
+    pending.refresh_from_db()
+    assert pending.status == ApprovalStatus.DENIED
+    message = [str(m) for m in response.context["messages"]][0]
+    assert message.startswith("Denied apr_")  # the id keeps its lower case
+
+
+def test_inbox_puts_decide_before_the_wide_columns(client, approver, pending):
+    client.force_login(approver)
+    html = client.get(reverse("admin:governance_approvalrequest_changelist")).content.decode()
+    assert html.index('class="scout-button" href="') < html.index("github::delete_repo")

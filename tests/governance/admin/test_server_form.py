@@ -1,0 +1,124 @@
+"""The server form as an operator uses it: access given on the form itself (through the audited services),
+a first sync on create, "Never synced" until then, a connection test that saves nothing, and a sync run page
+that names the tools it added."""
+
+import sys
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import Group
+from django.urls import reverse
+
+from catalog.models import Server, SyncRun
+from governance.models import AuditEvent, ServerGroupObjectPermission
+from governance.roles import APPROVERS, OPERATORS
+
+pytestmark = pytest.mark.django_db
+TIME_SERVER = str(Path(sys.executable).parent / "mcp-server-time")
+
+
+@pytest.fixture
+def operator(django_user_model):
+    user = django_user_model.objects.create_user(username="op", is_staff=True)
+    user.groups.add(Group.objects.get(name=OPERATORS))
+    return user
+
+
+def _form(**extra) -> dict:
+    data = {
+        "slug": "time",
+        "name": "Time",
+        "description": "",
+        "category": "",
+        "environment": "production",
+        "transport": "stdio",
+        "command": TIME_SERVER,
+        "args": '["--local-timezone", "UTC"]',
+        "env_vars": "[]",
+        "url": "",
+        "header_env": "{}",
+    }
+    for prefix in ("group_grants", "user_grants", "sync_runs"):
+        data.update({f"{prefix}-TOTAL_FORMS": "0", f"{prefix}-INITIAL_FORMS": "0"})
+    data.update(extra)
+    return data
+
+
+def _approve_permission_pk() -> int:
+    from django.contrib.auth.models import Permission
+
+    return Permission.objects.get(codename="approve_server").pk
+
+
+def test_operator_registers_grants_and_syncs_from_the_form(client, operator, django_capture_on_commit_callbacks):
+    client.force_login(operator)
+    approvers = Group.objects.get(name=APPROVERS)
+    data = _form(
+        **{
+            "group_grants-TOTAL_FORMS": "1",
+            "group_grants-0-group": str(approvers.pk),
+            "group_grants-0-permission": str(_approve_permission_pk()),
+        }
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(reverse("admin:catalog_server_add"), data)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    server = Server.objects.get(slug="time")
+    assert ServerGroupObjectPermission.objects.filter(
+        content_object=server, group=approvers, permission__codename="approve_server"
+    ).exists()
+    assert AuditEvent.objects.filter(event_type="grant").exists()  # through the service
+    run = SyncRun.objects.get(server=server)  # the first sync ran on create
+    assert run.status == "success" and server.tools.count() >= 2
+    page = client.get(reverse("admin:catalog_syncrun_change", args=[run.pk])).content.decode()
+    assert 'class="run-tool run-added"' in page and "time::get_current_time" in page
+
+
+def test_a_new_server_says_never_synced(client, operator):
+    Server.objects.create(slug="fresh", name="Fresh", transport="stdio", command=TIME_SERVER)
+    client.force_login(operator)
+    html = client.get(reverse("admin:catalog_server_changelist")).content.decode()
+    row = html[html.index('<td class="field-status_badge">') :]
+    row = row[: row.index("</td>")]
+    assert "Never synced" in row and "Active" not in row
+
+
+def test_test_connection_lists_tools_and_saves_nothing(client, operator):
+    client.force_login(operator)
+    response = client.post(reverse("admin:catalog_server_test_connection"), _form())
+    html = response.content.decode()
+    assert response.status_code == 200 and "time::get_current_time" in html and "time::convert_time" in html
+    assert not Server.objects.exists() and not SyncRun.objects.exists()
+
+
+def test_test_connection_is_refused_without_server_permissions(client, django_user_model):
+    user = django_user_model.objects.create_user(username="cur", is_staff=True)
+    client.force_login(user)
+    assert client.post(reverse("admin:catalog_server_test_connection"), _form()).status_code == 403
+
+
+def test_archive_hides_every_tool_and_keeps_history_delete_only_without_history(
+    client, operator, grant, server, tool, member
+):
+    from governance.principals import principal_for_user
+    from governance.selectors import tools_visible_to
+    from governance.services.policy import tool_policy_ensure
+
+    policy = tool_policy_ensure(tool=tool)
+    policy.accepted_hash, policy.held = tool.definition_hash, False
+    policy.save()
+    grant(member, server, "discover", "execute")
+    assert list(tools_visible_to(principal=principal_for_user(member))) == [tool]
+    client.force_login(operator)
+    changelist = reverse("admin:catalog_server_changelist")
+    response = client.post(changelist, {"action": "archive", "_selected_action": [server.pk]})
+    assert response.status_code == 302
+    server.refresh_from_db()
+    assert server.status == "archived"
+    assert list(tools_visible_to(principal=principal_for_user(member))) == []  # hidden from every client
+    assert server.tools.filter(pk=tool.pk).exists()  # history kept
+    assert client.get(reverse("admin:catalog_server_delete", args=[server.pk])).status_code == 403
+
+    empty = Server.objects.create(slug="empty", name="Empty", transport="stdio", command=TIME_SERVER)
+    response = client.post(reverse("admin:catalog_server_delete", args=[empty.pk]), {"post": "yes"})
+    assert response.status_code == 302 and not Server.objects.filter(slug="empty").exists()

@@ -1,0 +1,87 @@
+"""New approval requests reach approvers: an e-mail to each person who may approve the tool, and a webhook
+signed with HMAC-SHA256, sent after commit from a task (never inside the agent's call)."""
+
+import hashlib
+import hmac
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+from django.contrib.auth.models import Group
+
+from governance.services.approvals import approval_request_create
+
+pytestmark = pytest.mark.django_db
+SECRET = "webhook-test-secret"
+
+
+@pytest.fixture
+def receiver():
+    """A real HTTP endpoint on 127.0.0.1 that records what it is sent."""
+    received: list[tuple[dict, bytes]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            received.append(({k.lower(): v for k, v in self.headers.items()}, body))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}/hook", received
+    server.shutdown()
+
+
+@pytest.fixture
+def setup(member_token, grant, server, mutating_tool, django_user_model):
+    _, _, principal = member_token
+    grant(principal.user, server, "discover", "execute")
+    direct = django_user_model.objects.create_user(username="ann", email="ann@example.com", is_staff=True)
+    grant(direct, server, "approve")
+    via_group = django_user_model.objects.create_user(username="bob", email="bob@example.com", is_staff=True)
+    group = Group.objects.create(name="payments approvers")
+    via_group.groups.add(group)
+    grant(group, mutating_tool, "approve")
+    django_user_model.objects.create_user(username="carl", email="carl@example.com", is_staff=True)  # no grant
+    principal.user.email = "member@example.com"
+    principal.user.save()
+    return principal
+
+
+def test_approvers_are_emailed_after_commit(setup, mutating_tool, mailoutbox, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        request = approval_request_create(principal=setup, tool=mutating_tool, arguments={"name": "secret-repo"})
+        assert mailoutbox == []  # nothing before the request is committed
+    (mail,) = mailoutbox
+    assert sorted(mail.to) == ["ann@example.com", "bob@example.com"]  # not carl (no grant), not the requester
+    assert "github::delete_repo" in mail.subject and "High risk" in mail.subject
+    assert f"/admin/governance/approvalrequest/{request.pk}/decide/" in mail.body
+    assert "secret-repo" not in mail.body  # argument values stay in the admin
+
+
+def test_the_webhook_gets_signed_json(setup, mutating_tool, settings, receiver, django_capture_on_commit_callbacks):
+    url, received = receiver
+    settings.SCOUT_APPROVAL_WEBHOOK_URL = url
+    settings.SCOUT_APPROVAL_WEBHOOK_SECRET = SECRET
+    with django_capture_on_commit_callbacks(execute=True):
+        request = approval_request_create(principal=setup, tool=mutating_tool, arguments={"name": "x"})
+    ((headers, body),) = received
+    expected = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+    assert hmac.compare_digest(headers["x-scout-signature"], expected)
+    payload = json.loads(body)
+    assert payload["approval_id"] == request.approval_id and payload["risk_class"] == "high"
+    assert payload["decide_url"].endswith(f"/admin/governance/approvalrequest/{request.pk}/decide/")
+
+
+def test_no_webhook_without_a_url(setup, mutating_tool, settings, receiver, django_capture_on_commit_callbacks):
+    _, received = receiver
+    settings.SCOUT_APPROVAL_WEBHOOK_URL = ""
+    with django_capture_on_commit_callbacks(execute=True):
+        approval_request_create(principal=setup, tool=mutating_tool, arguments={"name": "x"})
+    assert received == []

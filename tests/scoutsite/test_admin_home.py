@@ -1,0 +1,47 @@
+"""Each role's admin home shows its work first; the navigation is grouped by job; approvers see a count."""
+
+import pytest
+from django.contrib.auth.models import Group
+from django.urls import reverse
+
+from governance.roles import APPROVERS, CURATORS, OPERATORS
+from governance.services.approvals import approval_request_create
+
+pytestmark = pytest.mark.django_db
+
+
+def _staff(django_user_model, username: str, role: str):
+    user = django_user_model.objects.create_user(username=username, is_staff=True)
+    user.groups.add(Group.objects.get(name=role))
+    return user
+
+
+def test_approver_home_lists_pending_requests_with_a_count(client, django_user_model, grant, server, mutating_tool,
+                                                           member_token):  # fmt: skip
+    _, _, principal = member_token
+    grant(principal.user, server, "discover", "execute")
+    request = approval_request_create(principal=principal, tool=mutating_tool, arguments={"name": "x"})
+    user = _staff(django_user_model, "appr", APPROVERS)
+    grant(Group.objects.get(name=APPROVERS), server, "approve")
+    client.force_login(user)
+    html = client.get(reverse("admin:index")).content.decode()
+    assert 'id="approver-home"' in html and 'class="scout-count">1<' in html
+    assert reverse("admin:governance_approvalrequest_decide", args=[request.pk]) in html
+    assert 'id="pending-approvals"' in html  # the header count
+    assert 'id="curator-home"' not in html and 'id="operator-home"' not in html
+
+
+def test_curator_home_shows_workbench_and_tools_without_examples(client, django_user_model, tool):
+    client.force_login(_staff(django_user_model, "cur", CURATORS))
+    html = client.get(reverse("admin:index")).content.decode()
+    assert 'id="curator-home"' in html and reverse("search_workbench") in html
+    assert tool.tool_id in html  # a live tool with no example request needs attention
+    assert "Search &amp; curation" in html and "Search preview" in html  # navigation grouped, pages in it
+    assert 'id="approver-home"' not in html and 'id="pending-approvals"' not in html
+
+
+def test_operator_home_shows_server_health(client, django_user_model, server):
+    client.force_login(_staff(django_user_model, "op", OPERATORS))
+    html = client.get(reverse("admin:index")).content.decode()
+    assert 'id="operator-home"' in html and server.slug in html and "Never synced" in html
+    assert "Servers &amp; sync" in html
