@@ -108,9 +108,14 @@ class ThreadedUvicorn:
         self.thread.join(15)
 
 
+# One list for the whole session: the shared gateway's log collector appends here whichever module's fixture
+# definition started it (the browser journeys import these fixtures into their own modules).
+_ACCESS_LOG: list[str] = []
+
+
 @pytest.fixture(scope="session")
 def access_log() -> list[str]:
-    return []
+    return _ACCESS_LOG
 
 
 # One uvicorn per test session: the SDK's session manager runs once per app, and the browser journeys import
