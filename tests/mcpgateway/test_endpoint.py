@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import time
 
@@ -78,28 +79,48 @@ def test_identity_only_from_the_authorization_header(gateway, member_token):
     assert raw_post(gateway, modern_request("tools/list"), headers=spoof).status_code == 401
 
 
-def test_token_in_query_string_is_refused_and_never_logged(gateway, member_token, access_log):
-    logged_before = len(access_log)
-    response = httpx.post(
-        f"{gateway.url}/mcp?access_token={member_token}",
-        content=json.dumps(modern_request("tools/list")),
-        headers={
-            "Content-Type": "application/json",
-            "Accept": "application/json, text/event-stream",
-            "MCP-Protocol-Version": MODERN,
-            "Mcp-Method": "tools/list",
-        },
-        timeout=10,
-    )
-    assert response.status_code == 400
-    assert member_token not in response.text
-    # The access log line is written after the response: wait for this request's own line (bounded), so the
-    # check below runs on it rather than passing on a log that has not been written yet.
-    deadline = time.monotonic() + 10
-    while not any("POST /mcp" in line and "400" in line for line in access_log[logged_before:]):
-        assert time.monotonic() < deadline, "uvicorn never logged the refused request"
-        time.sleep(0.05)
-    assert not any(member_token in line for line in access_log)
+def test_token_in_query_string_is_refused_and_never_logged(gateway, member_token):
+    # This test's own collector on uvicorn's loggers: another server started in the session (with uvicorn's
+    # default logging config) may have replaced the session-wide handlers.
+    lines: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+
+    collector = Collect(level=logging.INFO)
+    loggers = [logging.getLogger(name) for name in ("uvicorn.access", "uvicorn.error")]
+    saved = [(logger.level, logger.disabled) for logger in loggers]
+    for logger in loggers:
+        logger.addHandler(collector)
+        logger.setLevel(logging.INFO)
+        logger.disabled = False
+    try:
+        response = httpx.post(
+            f"{gateway.url}/mcp?access_token={member_token}",
+            content=json.dumps(modern_request("tools/list")),
+            headers={
+                "Content-Type": "application/json",
+                "Accept": "application/json, text/event-stream",
+                "MCP-Protocol-Version": MODERN,
+                "Mcp-Method": "tools/list",
+            },
+            timeout=10,
+        )
+        assert response.status_code == 400
+        assert member_token not in response.text
+        # The access log line is written after the response: wait for this request's own line (bounded), so
+        # the check below runs on it rather than passing on a log that has not been written yet.
+        deadline = time.monotonic() + 10
+        while not any("POST /mcp" in line and "400" in line for line in lines):
+            assert time.monotonic() < deadline, "uvicorn never logged the refused request"
+            time.sleep(0.05)
+        assert not any(member_token in line for line in lines)
+    finally:
+        for logger, (level, disabled) in zip(loggers, saved, strict=True):
+            logger.removeHandler(collector)
+            logger.setLevel(level)
+            logger.disabled = disabled
 
 
 @pytest.mark.parametrize(
