@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -149,12 +150,14 @@ class Site:
             worker.log.close()
 
 
-@pytest.fixture
-def site(tmp_path: Path) -> Iterator[tuple[Site, dict[str, str]]]:
-    site = Site(tmp_path)
-    (tmp_path / "v1.jsonl").write_text(listing_line("Look up an account in the ledger.") + "\n")
+@contextmanager
+def two_worker_site(root: Path, **env: str) -> Iterator[tuple[Site, dict[str, str]]]:
+    """A migrated SQLite site with the ledger server, alice and bob, and two gateway workers (extra ``env``)."""
+    site = Site(root)
+    site.env.update(env)
+    (root / "v1.jsonl").write_text(listing_line("Look up an account in the ledger.") + "\n")
     site.manage("migrate", "-v0")
-    printed = site.shell(SETUP.format(listing=tmp_path / "v1.jsonl"))
+    printed = site.shell(SETUP.format(listing=root / "v1.jsonl"))
     tokens = dict(line.split()[1:] for line in printed.splitlines() if line.startswith("TOKEN "))
     try:
         site.start_worker()
@@ -162,6 +165,12 @@ def site(tmp_path: Path) -> Iterator[tuple[Site, dict[str, str]]]:
         yield site, tokens
     finally:
         site.stop()
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Iterator[tuple[Site, dict[str, str]]]:
+    with two_worker_site(tmp_path) as built:
+        yield built
 
 
 def call(worker: Worker, token: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.mcpgateway.test_cross_process import SETUP, Site, call, listing_line
+from tests.mcpgateway.test_cross_process import Site, call, two_worker_site
 
 from .test_metrics import value
 
@@ -17,20 +17,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 @pytest.fixture
 def site(tmp_path: Path) -> Iterator[tuple[Site, dict[str, str]]]:
-    site = Site(tmp_path)
     metrics_dir = tmp_path / "prometheus"
     metrics_dir.mkdir()
-    site.env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
-    (tmp_path / "v1.jsonl").write_text(listing_line("Look up an account in the ledger.") + "\n")
-    site.manage("migrate", "-v0")
-    printed = site.shell(SETUP.format(listing=tmp_path / "v1.jsonl"))
-    tokens = dict(line.split()[1:] for line in printed.splitlines() if line.startswith("TOKEN "))
-    try:
-        site.start_worker()
-        site.start_worker()
-        yield site, tokens
-    finally:
-        site.stop()
+    with two_worker_site(tmp_path, PROMETHEUS_MULTIPROC_DIR=str(metrics_dir)) as built:
+        yield built
 
 
 def test_a_scrape_of_either_worker_sums_both(site):
