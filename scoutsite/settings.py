@@ -332,7 +332,11 @@ SCOUT_SEARCH_BACKEND = env_str("SCOUT_SEARCH_BACKEND", "embedded")  # embedded |
 SCOUT_SEARCH_MODEL = env_str("SCOUT_SEARCH_MODEL", "")
 SCOUT_SEARCH_MODEL_KEY = env_str("SCOUT_SEARCH_MODEL_KEY", "")  # name vectors are stored under
 SCOUT_SEARCH_MODEL_RETRY_SECONDS = env_int("SCOUT_SEARCH_MODEL_RETRY_SECONDS", 60)
-SCOUT_SEARCH_TORCH_THREADS = env_int("SCOUT_SEARCH_TORCH_THREADS", 1)
+SCOUT_SEARCH_TORCH_THREADS = env_int("SCOUT_SEARCH_TORCH_THREADS", 1)  # the model's threads (torch or ONNX)
+# onnx (default): the same weights exported to ONNX on first use, same vectors, about twice as fast on CPU;
+# torch: sentence-transformers; onnx-int8: int8 weights, faster, other vectors (search/encoder.py).
+SCOUT_SEARCH_ENCODER = env_str("SCOUT_SEARCH_ENCODER", "onnx")
+SCOUT_SEARCH_ENCODER_CACHE_DIR = env_str("SCOUT_SEARCH_ENCODER_CACHE_DIR", str(BASE_DIR / "var" / "encoder"))
 SCOUT_SEARCH_BLAS_THREADS = env_int("SCOUT_SEARCH_BLAS_THREADS", 1)
 # float16: the in-memory vector table is float16 with exact float32 re-scoring from a memory-mapped,
 # unlinked file in SCOUT_SEARCH_VECTOR_SPILL_DIR (default: the system temp dir); answers are those of the

@@ -1,17 +1,28 @@
-"""The sentence-transformers encoder: loaded once per process from a local path, never downloaded.
+"""The embedding model: loaded once per process from a local path, never downloaded.
 
-Threads: torch and numpy's BLAS both default to every core; on small machines they fight and the p95
-latency jumps (RETRIEVAL-NOTES: 16 -> 124 ms). Torch gets SCOUT_SEARCH_TORCH_THREADS, BLAS gets
-SCOUT_SEARCH_BLAS_THREADS (both 1 by default: one query is a tiny matrix product).
+Runtimes (SCOUT_SEARCH_ENCODER): ``onnx`` (default) runs the same MiniLM weights exported to ONNX on first
+use (search/onnx_encoder.py): the vectors of sentence-transformers within 1e-6, in about half the time on
+this machine's CPUs; ``torch`` runs sentence-transformers itself; ``onnx-int8`` quantises the weights to
+int8: faster still, but different vectors (stored under their own model key; a quality change, see
+RETRIEVAL-NOTES).
+
+Threads: the model and numpy's BLAS both default to every core; on small machines they fight and the p95
+latency jumps (RETRIEVAL-NOTES: 16 -> 124 ms). The model gets SCOUT_SEARCH_TORCH_THREADS (both runtimes),
+BLAS gets SCOUT_SEARCH_BLAS_THREADS (both 1 by default: one query is a tiny matrix product).
+
+Search requests go through a micro-batcher (``QueryBatcher``): the requests of a process waiting at the
+same moment are encoded in one model call, and the model runs one call at a time per process.
 """
 
 import hashlib
 import logging
 import os
+import queue
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +30,11 @@ from django.conf import settings
 
 logger = logging.getLogger(__name__)
 DEFAULT_MODEL_KEY = "all-MiniLM-L6-v2"
+RUNTIMES = ("onnx", "torch", "onnx-int8")
+# Request texts per model call in the micro-batcher, and per padded batch inside it: requests are short,
+# and sorting by length keeps the padding of a batch of this size small.
+QUERY_BATCH_TEXTS = 64
+QUERY_PAD_BATCH = 16
 # Texts per model call when progress is watched: small enough to report often, big enough to keep the
 # model's own batching (batch_size) full.
 PROGRESS_CHUNK = 64
@@ -28,30 +44,62 @@ class EncoderUnavailable(RuntimeError):
     """The embedding model could not be loaded; search falls back to BM25 only."""
 
 
+class TorchRunner:
+    """sentence-transformers on torch."""
+
+    def __init__(self, model_path: str) -> None:
+        import torch
+        from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as transformers_logging
+
+        # Its own "Loading weights" bar would show in CI logs and under --verbosity 0: Scout's commands
+        # report their progress themselves (catalog.progress).
+        transformers_logging.disable_progress_bar()
+        torch.set_num_threads(max(1, settings.SCOUT_SEARCH_TORCH_THREADS))
+        self.model = SentenceTransformer(model_path, device="cpu", local_files_only=True)
+        dimension = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        self.dim = int(dimension() or 0)
+
+    def encode(self, texts: Sequence[str], batch_size: int) -> np.ndarray:
+        vectors = self.model.encode(
+            list(texts),
+            batch_size=batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+
+def _runner(model_path: str, runtime: str):
+    if runtime == "torch":
+        return TorchRunner(model_path)
+    from .onnx_encoder import OnnxRunner, onnx_model_file
+
+    precision = "int8" if runtime == "onnx-int8" else "fp32"
+    model_file = onnx_model_file(model_path, precision, settings.SCOUT_SEARCH_ENCODER_CACHE_DIR)
+    return OnnxRunner(model_path, model_file, threads=settings.SCOUT_SEARCH_TORCH_THREADS)
+
+
 class Encoder:
-    def __init__(self, model_path: str, key: str) -> None:
+    def __init__(self, model_path: str, key: str, runtime: str = "torch") -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         if not Path(model_path).is_dir():
             raise EncoderUnavailable(f"embedding model path {model_path!r} is not a directory")
+        if runtime not in RUNTIMES:
+            raise EncoderUnavailable(f"SCOUT_SEARCH_ENCODER must be one of {', '.join(RUNTIMES)}, not {runtime!r}")
         try:
-            import torch
-            from sentence_transformers import SentenceTransformer
-            from transformers.utils import logging as transformers_logging
-
-            # Its own "Loading weights" bar would show in CI logs and under --verbosity 0: Scout's commands
-            # report their progress themselves (catalog.progress).
-            transformers_logging.disable_progress_bar()
-            torch.set_num_threads(max(1, settings.SCOUT_SEARCH_TORCH_THREADS))
             _limit_blas_threads(settings.SCOUT_SEARCH_BLAS_THREADS)
-            self.model = SentenceTransformer(model_path, device="cpu", local_files_only=True)
+            self.runner = _runner(model_path, runtime)
         except Exception as exc:  # any failure to load means "no model": degrade, don't crash
-            raise EncoderUnavailable(f"cannot load embedding model {model_path!r}: {exc}") from exc
+            raise EncoderUnavailable(f"cannot load embedding model {model_path!r} ({runtime}): {exc}") from exc
         self.key = key
-        dimension = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
-        self.dim = int(dimension() or 0)
+        self.runtime = runtime
+        self.dim = self.runner.dim
         self.calls = 0  # encode() calls, texts encoded: tests count them
         self.texts_encoded = 0
+        self.batcher = QueryBatcher(lambda texts: self.encode(texts, batch_size=QUERY_PAD_BATCH))
 
     def encode(
         self, texts: Sequence[str], batch_size: int = 32, progress: Callable[[int, int], None] | None = None
@@ -74,22 +122,20 @@ class Encoder:
         return result
 
     def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
-        vectors = self.model.encode(
-            texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
-        )
-        return np.asarray(vectors, dtype=np.float32)
+        return self.runner.encode(texts, batch_size)
 
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
         """``encode`` for search requests, through the process's cache of recent request vectors.
 
         Agents repeat requests (retries, the same step in many sessions); a hit skips the model, which is
         most of a search's time. Keyed by model key and the exact text, so a vector is only reused for the
-        text and the model that made it. Misses are encoded together in one batch.
+        text and the model that made it. Misses are encoded by the micro-batcher, with those of any other
+        request of this process waiting at the same moment.
         """
         result: list[np.ndarray | None] = [_query_cache.get((self.key, text)) for text in texts]
         missing = [i for i, vector in enumerate(result) if vector is None]
         if missing:
-            fresh = self.encode([texts[i] for i in missing])
+            fresh = self.batcher.encode([texts[i] for i in missing])
             for position, i in enumerate(missing):
                 vector = fresh[position]
                 vector.setflags(write=False)  # shared by every later hit: nobody may change it
@@ -98,6 +144,73 @@ class Encoder:
         if not texts:
             return np.zeros((0, self.dim), np.float32)
         return np.stack(result)
+
+
+class QueryBatcher:
+    """Encodes the texts of the requests waiting at the same moment in one model call.
+
+    ``encode`` queues a request's texts and waits; one thread per process takes everything queued (up to
+    QUERY_BATCH_TEXTS texts), runs the model once and hands each request its own rows, in its order. A
+    lone request waits for nothing; under load the model runs back to back on full batches, and never
+    more than one call at a time per process, so concurrent requests do not fight over the cores.
+    An error in the model call is raised in every request of that batch.
+    """
+
+    def __init__(self, encode: Callable[[list[str]], np.ndarray]) -> None:
+        self._encode = encode
+        self._queue: queue.SimpleQueue[tuple[list[str], Future]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+        self.batches = 0  # model calls made, requests served: tests and benchmarks read them
+        self.requests = 0
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        future: Future = Future()
+        self._ensure_thread()
+        self._queue.put((list(texts), future))
+        return future.result()
+
+    def _ensure_thread(self) -> None:
+        # After a fork (Celery's prefork pool) the thread is the parent's: start one in this process.
+        if self._thread is not None and self._pid == os.getpid() and self._thread.is_alive():
+            return
+        with self._lock:
+            if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
+                if self._pid != os.getpid():
+                    self._queue = queue.SimpleQueue()
+                self._pid = os.getpid()
+                self._thread = threading.Thread(target=self._run, name="scout-query-batcher", daemon=True)
+                self._thread.start()
+
+    def _take(self) -> list[tuple[list[str], Future]]:
+        waiting = [self._queue.get()]
+        count = len(waiting[0][0])
+        while count < QUERY_BATCH_TEXTS:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            waiting.append(item)
+            count += len(item[0])
+        return waiting
+
+    def _run(self) -> None:
+        while True:
+            waiting = self._take()
+            waiting = [(texts, future) for texts, future in waiting if future.set_running_or_notify_cancel()]
+            try:
+                vectors = self._encode([text for texts, _ in waiting for text in texts])
+            except BaseException as exc:  # noqa: BLE001 - handed to every waiting request
+                for _, future in waiting:
+                    future.set_exception(exc)
+                continue
+            self.batches += 1
+            self.requests += len(waiting)
+            start = 0
+            for texts, future in waiting:
+                future.set_result(vectors[start : start + len(texts)])
+                start += len(texts)
 
 
 class QueryVectorCache:
@@ -166,37 +279,41 @@ def model_path() -> str:
 def model_key() -> str:
     """Vectors are stored under this name: the model setting's key, not a machine-specific path."""
     if settings.SCOUT_SEARCH_MODEL_KEY:
-        return settings.SCOUT_SEARCH_MODEL_KEY
-    if not settings.SCOUT_SEARCH_MODEL:
-        return DEFAULT_MODEL_KEY
-    return "path-" + hashlib.sha256(settings.SCOUT_SEARCH_MODEL.encode()).hexdigest()[:16]
+        base = settings.SCOUT_SEARCH_MODEL_KEY
+    elif not settings.SCOUT_SEARCH_MODEL:
+        base = DEFAULT_MODEL_KEY
+    else:
+        base = "path-" + hashlib.sha256(settings.SCOUT_SEARCH_MODEL.encode()).hexdigest()[:16]
+    # fp32 ONNX gives torch's vectors (within 1e-6): they share a key. int8 vectors are other vectors.
+    return f"{base}+int8" if settings.SCOUT_SEARCH_ENCODER == "onnx-int8" else base
 
 
 _lock = threading.Lock()
-_loaded: dict[str, Encoder] = {}
+_loaded: dict[tuple[str, str], Encoder] = {}
 _failed: dict[str, tuple[float, str]] = {}
 
 
 def encoder_get() -> Encoder:
     """The process's encoder for the configured model. Raises EncoderUnavailable (retried after a pause)."""
     path = model_path()
-    encoder = _loaded.get(path)
+    runtime = settings.SCOUT_SEARCH_ENCODER
+    encoder = _loaded.get((path, runtime))
     if encoder is not None:
         return encoder
     with _lock:
-        if path in _loaded:
-            return _loaded[path]
+        if (path, runtime) in _loaded:
+            return _loaded[(path, runtime)]
         failed = _failed.get(path)
         if failed and time.monotonic() - failed[0] < settings.SCOUT_SEARCH_MODEL_RETRY_SECONDS:
             raise EncoderUnavailable(failed[1])
         try:
-            encoder = Encoder(path, model_key())
+            encoder = Encoder(path, model_key(), runtime)
         except EncoderUnavailable as exc:
             _failed[path] = (time.monotonic(), str(exc))
             logger.warning("search: %s", exc)
             raise
         _failed.pop(path, None)
-        _loaded[path] = encoder
+        _loaded[(path, runtime)] = encoder
         return encoder
 
 
@@ -209,7 +326,7 @@ def encoder_forget_failures() -> None:
 def encoder_status() -> str:
     """``loaded``, ``unavailable`` (the last load failed; retried after a pause) or ``not_loaded``."""
     path = model_path()
-    if path in _loaded:
+    if (path, settings.SCOUT_SEARCH_ENCODER) in _loaded:
         return "loaded"
     return "unavailable" if path in _failed else "not_loaded"
 

@@ -1,0 +1,168 @@
+"""The MiniLM weights run by ONNX Runtime: exported here, from the local weights, never downloaded.
+
+``onnx_model_file`` exports the sentence-transformers model (transformer, mean pooling, L2 normalisation:
+one graph whose output is the sentence vector) with torch's exporter the first time it is needed, and
+keeps the file under SCOUT_SEARCH_ENCODER_CACHE_DIR keyed by a hash of the weights, the precision and this
+exporter's version. Later loads read the file and never import torch. ``int8`` is the fp32 graph with
+ONNX Runtime's dynamic int8 quantisation of its weights.
+
+``OnnxRunner.encode`` gives the vectors sentence-transformers gives for the same texts (same tokenizer
+file, same truncation, same pooling): within 1e-6 for fp32 (tests/search/test_onnx_encoder.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+# Bump when the exported graph changes (inputs, pooling, opset): old cached files are then not reused.
+EXPORT_VERSION = "1"
+PRECISIONS = ("fp32", "int8")
+_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "config.json", "tokenizer.json", "modules.json")
+
+
+def weights_digest(model_path: str) -> str:
+    """A hash of the files that decide the vectors (weights, config, tokenizer, module list)."""
+    digest = hashlib.sha256(EXPORT_VERSION.encode())
+    for name in _WEIGHT_FILES:
+        path = Path(model_path) / name
+        if not path.is_file():
+            continue
+        digest.update(name.encode())
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()[:24]
+
+
+def onnx_model_file(model_path: str, precision: str, cache_dir: str) -> Path:
+    """The exported model file for ``model_path`` at ``precision``, exported (and quantised) when absent."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"ONNX precision must be one of {', '.join(PRECISIONS)}")
+    directory = Path(cache_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    digest = weights_digest(model_path)
+    target = directory / f"minilm-{digest}-{precision}.onnx"
+    if target.is_file():
+        return target
+    fp32 = directory / f"minilm-{digest}-fp32.onnx"
+    if not fp32.is_file():
+        _atomic_write(fp32, lambda tmp: _export(model_path, tmp))
+    if precision == "int8":
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        _atomic_write(target, lambda tmp: quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8))
+    return target
+
+
+def _atomic_write(target: Path, write) -> None:
+    """Write through a temporary file in the same directory and rename: two processes exporting at once
+    each produce a whole file, and a reader never sees half of one."""
+    handle, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.stem}-", suffix=".onnx")
+    os.close(handle)
+    try:
+        write(Path(name))
+        os.chmod(name, 0o644)  # mkstemp's 0600 would hide it from another service user sharing var/
+        os.replace(name, target)
+    finally:
+        if os.path.exists(name):
+            os.unlink(name)
+
+
+def _export(model_path: str, out: Path) -> None:
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    logger.info("search: exporting the embedding model to ONNX (%s)", out.name)
+    model = SentenceTransformer(model_path, device="cpu", local_files_only=True)
+    transformer = model[0].auto_model
+
+    class SentenceVector(torch.nn.Module):
+        """Transformer, mean pooling over real tokens, L2 normalisation: the model's three modules."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.transformer = transformer
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            hidden = self.transformer(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
+            mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+            return torch.nn.functional.normalize(pooled, p=2, dim=1)
+
+    _check_modules(model)
+    examples = ["an example request", "a second, longer example request"]
+    sample = model.tokenizer(examples, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        torch.onnx.export(
+            SentenceVector().eval(),
+            tuple(sample[name] for name in _INPUTS),
+            str(out),
+            input_names=list(_INPUTS),
+            output_names=["sentence_embedding"],
+            dynamic_axes={**{name: {0: "batch", 1: "tokens"} for name in _INPUTS}, "sentence_embedding": {0: "batch"}},
+            opset_version=17,
+            dynamo=False,  # the TorchScript exporter: no onnxscript dependency, stable for BERT graphs
+        )
+
+
+def _check_modules(model) -> None:
+    """The graph above hard-codes mean pooling and normalisation: refuse a model built otherwise."""
+    names = [type(module).__name__ for module in model]
+    pooling = model[1] if len(names) > 1 else None
+    mode = getattr(pooling, "pooling_mode", None)
+    if names[:1] != ["Transformer"] or mode != "mean" or names[2:] != ["Normalize"]:
+        raise ValueError(f"ONNX export supports Transformer + mean Pooling + Normalize models, not {names}")
+
+
+class OnnxRunner:
+    """Tokenizer (the model's tokenizer.json) and an ONNX Runtime session with one intra-op thread."""
+
+    def __init__(self, model_path: str, model_file: Path, threads: int) -> None:
+        import onnxruntime
+        from tokenizers import Tokenizer
+
+        config = json.loads((Path(model_path) / "sentence_bert_config.json").read_text())
+        self.max_tokens = int(config.get("max_seq_length") or 256)
+        self.tokenizer = Tokenizer.from_file(str(Path(model_path) / "tokenizer.json"))
+        self.tokenizer.no_padding()
+        self.tokenizer.enable_truncation(max_length=self.max_tokens)
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = max(1, threads)
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.session = onnxruntime.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
+        self.dim = int(self.session.get_outputs()[0].shape[-1])
+
+    def encode(self, texts: Sequence[str], batch_size: int) -> np.ndarray:
+        """Unit vectors; texts are sorted by token count and run ``batch_size`` at a time, padded to the
+        longest of each batch (as sentence-transformers does), so padding stays small."""
+        encodings = self.tokenizer.encode_batch(list(texts))
+        order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
+        result = np.zeros((len(texts), self.dim), np.float32)
+        for start in range(0, len(order), batch_size):
+            rows = order[start : start + batch_size]
+            width = max(len(encodings[i].ids) for i in rows)
+            ids = np.zeros((len(rows), width), np.int64)
+            mask = np.zeros((len(rows), width), np.int64)
+            types = np.zeros((len(rows), width), np.int64)
+            for row, i in enumerate(rows):
+                encoding = encodings[i]
+                n = len(encoding.ids)
+                ids[row, :n] = encoding.ids
+                mask[row, :n] = encoding.attention_mask
+                types[row, :n] = encoding.type_ids
+            feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+            result[rows] = self.session.run(None, feed)[0]
+        return result

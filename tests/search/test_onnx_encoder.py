@@ -1,0 +1,96 @@
+"""The ONNX Runtime encoder: the same weights exported locally, the same vectors and rankings as torch."""
+
+import json
+import random
+
+import numpy as np
+import pytest
+from django.test import override_settings
+
+from search.encoder import Encoder, encoder_get, model_key, model_path
+from search.onnx_encoder import onnx_model_file, weights_digest
+from search.services import tool_search
+
+pytestmark = pytest.mark.slow
+
+QUERIES = [
+    "send an email to my manager about the outage",
+    "read the config file",
+    "is there a storm warning near me",
+    "open a ticket for the login bug, then email the team",
+    "rename the folder of last year's reports",
+    "what will the weather be tomorrow in Lyon",
+    "close issue 42",
+    "list what is in my downloads directory",
+]
+
+
+@pytest.fixture(scope="module")
+def both():
+    """The torch and the ONNX (fp32) encoders of the same weights."""
+    with override_settings(SCOUT_SEARCH_ENCODER="torch"):
+        torch_encoder = encoder_get()
+    with override_settings(SCOUT_SEARCH_ENCODER="onnx"):
+        onnx_encoder = encoder_get()
+    assert (torch_encoder.runtime, onnx_encoder.runtime) == ("torch", "onnx")
+    return torch_encoder, onnx_encoder
+
+
+def test_the_exported_file_is_cached_by_weights_hash_and_reused(both, settings, tmp_path):
+    _, onnx_encoder = both
+    path = onnx_model_file(model_path(), "fp32", settings.SCOUT_SEARCH_ENCODER_CACHE_DIR)
+    assert weights_digest(model_path()) in path.name and path.stat().st_size > 1_000_000
+    modified = path.stat().st_mtime_ns
+    assert onnx_model_file(model_path(), "fp32", settings.SCOUT_SEARCH_ENCODER_CACHE_DIR) == path
+    assert path.stat().st_mtime_ns == modified  # found, not exported again
+
+
+def test_onnx_vectors_equal_torch_vectors(both):
+    torch_encoder, onnx_encoder = both
+    texts = [*QUERIES, "x", "word " * 400]  # one past the 256-token truncation
+    np.testing.assert_allclose(onnx_encoder.encode(texts), torch_encoder.encode(texts), atol=2e-6)
+
+
+def test_onnx_gives_the_same_top_10_as_torch_on_a_fixed_catalog(both, eval_dir):
+    """Documents encoded once (as the index stores them); each fixed request ranked by each runtime."""
+    torch_encoder, onnx_encoder = both
+    rng = random.Random(5)
+    lines = (eval_dir / "catalog-livemcpbench.jsonl").read_text(encoding="utf-8").splitlines()
+    tools = [json.loads(line) for line in rng.sample(lines, 300)]
+    docs = torch_encoder.encode([f"{t['name']}: {t.get('description') or ''}" for t in tools])
+    queries = [json.loads(line)["query"] for line in (eval_dir / "queries-livemcpbench.jsonl").read_text().splitlines()]
+    requests = [*QUERIES, *rng.sample(queries, 40)]
+    for query in requests:
+        by_torch = np.argsort(-(docs @ torch_encoder.encode([query])[0]), kind="stable")[:10]
+        by_onnx = np.argsort(-(docs @ onnx_encoder.encode([query])[0]), kind="stable")[:10]
+        assert list(by_onnx) == list(by_torch), query
+
+
+def test_tool_search_answers_alike_with_either_runtime(small_catalog, reindex, both):
+    from search.services import index_rebuild
+
+    visible = {t.pk for t in small_catalog.values()}
+    with override_settings(SCOUT_SEARCH_ENCODER="torch"):
+        reindex(index_rebuild)
+        expected = [tool_search(query=q, visible=visible, top_k=10) for q in QUERIES]
+    with override_settings(SCOUT_SEARCH_ENCODER="onnx"):
+        got = [tool_search(query=q, visible=visible, top_k=10) for q in QUERIES]
+    for query, want, have in zip(QUERIES, expected, got, strict=True):
+        assert [m.tool_id for m in have.matches] == [m.tool_id for m in want.matches], query
+        assert have.confidence == want.confidence, query
+
+
+def test_int8_vectors_have_their_own_model_key():
+    with override_settings(SCOUT_SEARCH_ENCODER="onnx"):
+        fp32_key = model_key()
+    with override_settings(SCOUT_SEARCH_ENCODER="torch"):
+        assert model_key() == fp32_key  # the same vectors: stored vectors stay valid across the switch
+    with override_settings(SCOUT_SEARCH_ENCODER="onnx-int8"):
+        assert model_key() != fp32_key
+
+
+def test_an_unknown_runtime_is_refused(settings):
+    from search.encoder import EncoderUnavailable
+
+    with pytest.raises(EncoderUnavailable, match="SCOUT_SEARCH_ENCODER"):
+        Encoder(model_path(), "k", runtime="tensorflow")
