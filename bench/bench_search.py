@@ -201,7 +201,6 @@ def run_size(size: int, n_queries: int, warmup: int, no_progress: bool = False) 
     import gc
 
     import numpy as np
-    import torch
     from django.core.cache import cache
     from threadpoolctl import threadpool_info
 
@@ -288,7 +287,12 @@ def run_size(size: int, n_queries: int, warmup: int, no_progress: bool = False) 
         "rss_model_mb": rss_model - rss_start,
         "queries": len(encode_ms),
         "degraded": degraded,
-        "threads": {"torch": torch.get_num_threads(), "blas": blas},
+        # torch is only imported by the torch runtime: the ONNX runtime's RSS does not include it.
+        "encoder": encoder.runtime,
+        "threads": {
+            "torch": sys.modules["torch"].get_num_threads() if "torch" in sys.modules else None,
+            "blas": blas,
+        },
         "catalog": catalog_origin,
         "query_source": query_origin,
         "tool_vectors": "random unit vectors (see docstring); queries encoded by the real model",
@@ -337,7 +341,8 @@ def print_table(rows: list[dict]) -> None:
     print(f"vectors: {first['vector_precision']}")
     print(f"catalog: {first['catalog']}")
     print(f"tool vectors: {first['tool_vectors']}; queries: {first['query_source']}, {first['queries']} per size")
-    print(f"threads: torch {first['threads']['torch']}, BLAS {', '.join(first['threads']['blas']) or '-'}")
+    blas = ", ".join(first["threads"]["blas"]) or "-"
+    print(f"encoder: {first['encoder']}; threads: torch {first['threads']['torch']}, BLAS {blas}")
     print("ratio = p95 tool_search (encode + search, in process) / p95 single-query encode, same run;")
     print(
         f"1-step = the same ratio (both p95s) over single-step requests only ({first['multi_step_queries']} of "
