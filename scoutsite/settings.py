@@ -368,8 +368,9 @@ SCOUT_LEARNED_WEIGHT_STEP = env_float("SCOUT_LEARNED_WEIGHT_STEP", 0.1)
 SCOUT_LEARNED_WEIGHT_CAP = env_float("SCOUT_LEARNED_WEIGHT_CAP", 0.9)
 # Changes to learned requests within this many seconds ride on one batched reindex (0: at once).
 SCOUT_LEARNED_INDEX_INTERVAL = env_int("SCOUT_LEARNED_INDEX_INTERVAL", 60)
-# How long a process trusts its cached view of the current index generation (seconds).
-SCOUT_SEARCH_GENERATION_CHECK_SECONDS = env_float("SCOUT_SEARCH_GENERATION_CHECK_SECONDS", 2.0)
+# How long a process trusts its cached view of the current index generation (seconds): one indexed SELECT per
+# process this often; a new generation (a sync, a curator edit) reaches a live server this much later at most.
+SCOUT_SEARCH_GENERATION_CHECK_SECONDS = env_float("SCOUT_SEARCH_GENERATION_CHECK_SECONDS", 0.5)
 # scout_eval's on-disk embedding cache (model + text hash).
 SCOUT_SEARCH_EVAL_CACHE_DIR = env_str("SCOUT_SEARCH_EVAL_CACHE_DIR", str(BASE_DIR / "var" / "search-eval-cache"))
 

@@ -165,6 +165,12 @@ def _texts(items: Iterable[Any]) -> tuple[str, ...]:
     return tuple(t for t in (str(getattr(i, "text", i)).strip() for i in items) if t)
 
 
+def _children(tool: Any, name: str) -> Iterable[Any]:
+    """A child relation's rows: the list ``tool_docs_load`` prefetched, else a query."""
+    prefetched = getattr(tool, f"prefetched_{name}", None)
+    return prefetched if prefetched is not None else getattr(tool, name).all()
+
+
 def tool_doc_from_tool(tool: Any) -> ToolDoc:
     """Build a ToolDoc from a catalog Tool. Children should be prefetched (``tool_docs_load`` does)."""
     server = tool.server
@@ -179,12 +185,12 @@ def tool_doc_from_tool(tool: Any) -> ToolDoc:
         purpose=tool.purpose,
         description=tool.description,
         parameters=render_parameters(tool.input_schema),
-        aliases=_texts(tool.aliases.all()),
-        keywords=_texts(tool.keywords.all()),
+        aliases=_texts(_children(tool, "aliases")),
+        keywords=_texts(_children(tool, "keywords")),
         verbs=_texts(tool.operation_verbs or []),
         entities=_texts(tool.entity_types or []),
-        examples=_texts(tool.examples.all()),
-        negatives=_texts(tool.negative_examples.all()),
+        examples=_texts(_children(tool, "examples")),
+        negatives=_texts(_children(tool, "negative_examples")),
         learned=_learned(tool),
     )
 

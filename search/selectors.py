@@ -23,17 +23,19 @@ def indexable_tools() -> "Iterable[Tool]":
     return Tool.objects.live().filter(enabled=True)
 
 
+PREFETCHED_CHILDREN = ("aliases", "keywords", "examples", "negative_examples")
+
+
 def tool_docs_load(*, pks: Collection[int] | None = None) -> list[ToolDoc]:
     """ToolDocs for indexable tools (all, or those among ``pks``), children prefetched: 5 queries in all."""
     queryset = indexable_tools()
     if pks is not None:
         queryset = queryset.filter(pk__in=list(pks))
     in_use = LearnedRequest.objects.filter(status=LearnedStatus.LEARNED, principal_count__gt=0).order_by("pk")
+    # Into plain lists (to_attr): a prefetch kept behind each related manager clones a queryset per tool
+    # and relation, which was most of a snapshot build (6.7 of 9.2 s at 2k tools on a loaded machine).
     queryset = queryset.select_related("server").prefetch_related(
-        "aliases",
-        "keywords",
-        "examples",
-        "negative_examples",
+        *(Prefetch(name, to_attr=f"prefetched_{name}") for name in PREFETCHED_CHILDREN),
         Prefetch("learned_requests", queryset=in_use, to_attr="learned_in_use"),
     )
     return [tool_doc_from_tool(tool) for tool in queryset.order_by("pk")]

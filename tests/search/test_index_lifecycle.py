@@ -94,9 +94,12 @@ def test_search_during_rebuild_sees_old_or_new_never_a_mix(small_catalog, reinde
         fusion="convex",
         query_vector=encoder.encode(["send a fax or an email"])[0],
     )
-    old_answer = [m.tool_id for m in backend.search(request).matches]
-
     token = {"value": old_token}
+    # Not announced to this process yet: it still trusts the old generation token (as it does for up to
+    # SCOUT_SEARCH_GENERATION_CHECK_SECONDS), whatever the clock says.
+    with mock.patch("search.backends.embedded.current_generation_token", lambda: token["value"]):
+        old_answer = [m.tool_id for m in backend.search(request).matches]
+
     seen: list[tuple[bool, list[str], str | None]] = []
     searched_during_build = threading.Event()
     stop = threading.Event()
