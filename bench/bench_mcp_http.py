@@ -16,7 +16,8 @@
    - encode p95: the model encoding one query in this process (one torch thread, as in the server);
    - p95 at concurrency 1, and its ratio to the encode p95 (target <= 2x);
    - throughput at concurrency 16, against the encode-bound ceiling 2 cores / mean encode time
-     (target >= 70%);
+     (target >= 70%), and against the ceiling measured in the same run (thr/meas: 2 processes encoding
+     one query at a time together; on a shared machine the nominal one assumes cores nobody else uses);
    - concurrency 64: 0 errors, p99 against the encode p95 (target <= 10x).
    The server's cache of recent request vectors is off (SCOUT_SEARCH_QUERY_CACHE_SIZE=0) unless
    ``--query-cache``: the load repeats its queries, and every request must pay the model to compare
@@ -216,6 +217,31 @@ def encode_times(queries: list[str]) -> list[float]:
             times.append((time.perf_counter() - started) * 1000)
             progress(done, len(queries))
     return times
+
+
+def _encode_for(args: tuple[str, list[str], float]) -> int:
+    """In a fresh process: load the encoder, then encode one query at a time for ``seconds``; the count."""
+    db, queries, seconds = args
+    _setup(Path(db))
+    from search.encoder import encoder_get
+
+    encoder = encoder_get()
+    encoder.encode(["warm up"])
+    done, deadline = 0, time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        encoder.encode([queries[done % len(queries)]])
+        done += 1
+    return done
+
+
+def parallel_encode_rate(db: Path, queries: list[str], processes: int = CORES, seconds: float = 15.0) -> float:
+    """Queries per second that ``processes`` processes encoding one query at a time reach together, now: the
+    encode-bound ceiling as measured on this (shared) machine, beside the nominal cores / mean encode."""
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(processes) as pool:
+        counts = pool.map(_encode_for, [(str(db), queries, seconds)] * processes)
+    return sum(counts) / seconds
 
 
 def _progress(label: str, *, unit: str) -> Any:
@@ -442,6 +468,7 @@ def main() -> int:
     token = bench_user()
     queries, query_origin = bench_queries(args.queries)
     encode = encode_times(queries)
+    measured_ceiling = parallel_encode_rate(db, queries)
     port = free_port()
     gateway = start_gateway(port, args.workers, args.query_cache)
     url = f"http://127.0.0.1:{port}/mcp"
@@ -468,8 +495,12 @@ def main() -> int:
         f"mean {encode_mean:.1f} ms; encode-bound ceiling {CORES} cores / mean = {ceiling:.1f} req/s"
     )
     print(
+        f"measured encode-bound ceiling ({CORES} processes encoding at once, same run): {measured_ceiling:.1f} req/s "
+        f"(the machine is shared: {os.getloadavg()[0]:.1f} load average at the end)"
+    )
+    print(
         f"{'concurrency':>11} {'requests':>8} {'errors':>6} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
-        f"{'req/s':>7} {'p95/enc':>8} {'p99/enc':>8} {'thr/ceil':>8}"
+        f"{'req/s':>7} {'p95/enc':>8} {'p99/enc':>8} {'thr/ceil':>8} {'thr/meas':>8}"
     )
     for concurrency, latencies, elapsed, errors in runs:
         throughput = len(latencies) / elapsed
@@ -477,7 +508,8 @@ def main() -> int:
             f"{concurrency:>11} {len(latencies) + len(errors):>8} {len(errors):>6} "
             f"{statistics.median(latencies) if latencies else float('nan'):>8.1f} {p95(latencies):>8.1f} "
             f"{percentile(latencies, 0.99):>8.1f} {throughput:>7.1f} {p95(latencies) / encode_p95:>8.2f} "
-            f"{percentile(latencies, 0.99) / encode_p95:>8.2f} {throughput / ceiling:>8.2f}"
+            f"{percentile(latencies, 0.99) / encode_p95:>8.2f} {throughput / ceiling:>8.2f} "
+            f"{throughput / measured_ceiling:>8.2f}"
         )
         for message in sorted(set(errors))[:3]:
             print(f"{'':>11} error: {message}")
