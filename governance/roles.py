@@ -40,6 +40,12 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
         "catalog.view_syncrun",
         "catalog.view_toolrevision",
         *(f"governance.{verb}_{model}" for model in _GRANTS for verb in ("view", "add", "delete")),
+        *(
+            f"governance.{verb}_{model}"
+            for model in ("agent", "agentgrant", "servertenant")
+            for verb in ("view", "add", "change", "delete")
+        ),
+        "governance.view_tenant",
         "governance.view_apitoken",
         "governance.add_apitoken",
         "governance.change_apitoken",

@@ -313,6 +313,8 @@ SCOUT_UPSTREAM_BREAKER_WINDOW = env_float("SCOUT_UPSTREAM_BREAKER_WINDOW", 30.0)
 SCOUT_UPSTREAM_BREAKER_COOLDOWN = env_float("SCOUT_UPSTREAM_BREAKER_COOLDOWN", 30.0)
 # How long an executed call's outcome waits for a locked database before it is only logged (seconds).
 SCOUT_AUDIT_RETRY_SECONDS = env_float("SCOUT_AUDIT_RETRY_SECONDS", 300.0)
+# Z8: agents allowed between a human and the gateway in one delegation chain (agent under agent ...).
+SCOUT_DELEGATION_MAX_AGENTS = env_int("SCOUT_DELEGATION_MAX_AGENTS", 3)
 # How long an idempotency key remembers its result (seconds).
 SCOUT_MCP_IDEMPOTENCY_TTL = env_int("SCOUT_MCP_IDEMPOTENCY_TTL", 24 * 3600)
 # "auto": meta-tools while the search index is ready, the caller's tools listed directly otherwise;

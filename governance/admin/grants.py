@@ -1,7 +1,9 @@
 """Governance admin: grants."""
 
+from django import forms
 from django.contrib import admin
 from django.contrib.auth.models import Permission
+from django.core.exceptions import ValidationError
 
 from catalog.admin.lookups import StrictLookupsMixin
 from catalog.models import Server, Tool
@@ -12,7 +14,8 @@ from ..models import (
     ToolGroupObjectPermission,
     ToolUserObjectPermission,
 )
-from ..services.permissions import permission_grant, permission_revoke
+from ..selectors import servers_visible_to_operator
+from ..services.permissions import permission_grant, permission_grant_check, permission_revoke
 
 
 class GrantAdmin(StrictLookupsMixin, admin.ModelAdmin):
@@ -41,6 +44,29 @@ class GrantAdmin(StrictLookupsMixin, admin.ModelAdmin):
                 codename__in=[f"{a}_{model}" for a in ("discover", "execute", "approve")],
             )
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def get_queryset(self, request):
+        # Grants on servers the operator may manage only (shared ones and their tenants', Z12).
+        servers = Server.objects.filter(servers_visible_to_operator(user=request.user)).values("pk")
+        field = "content_object__server" if self.target_model is Tool else "content_object"
+        return super().get_queryset(request).filter(**{f"{field}__in": servers})
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change=change, **kwargs)
+        actor = request.user
+
+        class TenantCheckedForm(form):
+            def clean(self):
+                data = super().clean()
+                target, holder = data.get("content_object"), data.get("user") or data.get("group")
+                if target is not None and holder is not None:
+                    try:
+                        permission_grant_check(actor=actor, target=target, holder=holder)
+                    except ValidationError as error:
+                        raise forms.ValidationError(error.messages) from None
+                return data
+
+        return TenantCheckedForm
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False

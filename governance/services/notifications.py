@@ -65,7 +65,7 @@ def approval_payload(*, request: ApprovalRequest) -> dict:
         "operation_class": request.operation_class,
         "requester": request.requester.get_username(),
         "agent": request.agent,
-        "tenant": request.tenant,
+        "tenant": request.tenant.slug if request.tenant_id is not None else "",
         "created_at": request.created_at.isoformat(),
         "expires_at": request.expires_at.isoformat(),
         "decide_url": _decide_url(request),

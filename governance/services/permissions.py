@@ -20,6 +20,7 @@ from governance.models import (
     ToolUserObjectPermission,
 )
 from governance.principals import principal_for_user
+from governance.selectors import server_tenant_id, servers_visible_to_operator
 from governance.services.audit import audit_record
 
 Action = Literal["discover", "execute", "approve"]
@@ -63,6 +64,17 @@ def _audit(
     )
 
 
+def permission_grant_check(*, actor: AbstractBaseUser, target: Server | Tool, holder: AbstractBaseUser | Group) -> None:
+    """Z12: an operator grants only servers they may manage (shared ones and their tenants'), and a tenant's
+    server only to that tenant's members. One error for a foreign and a missing server (nothing to learn)."""
+    server = target.server if isinstance(target, Tool) else target
+    if not Server.objects.filter(pk=server.pk).filter(servers_visible_to_operator(user=actor)).exists():
+        raise ValidationError("no such server")
+    tenant_id = server_tenant_id(server)
+    if tenant_id is not None and not isinstance(holder, Group) and not holder.tenants.filter(pk=tenant_id).exists():
+        raise ValidationError({"user": "this server belongs to a tenant the person is not a member of"})
+
+
 def permission_grant(
     *, actor: AbstractBaseUser, target: Server | Tool, action: Action, holder: AbstractBaseUser | Group
 ):
@@ -73,6 +85,7 @@ def permission_grant(
     model = _grant_model(target, holder)
     permission = permission_for(target=target, action=action)
     holder_field = "group" if isinstance(holder, Group) else "user"
+    permission_grant_check(actor=actor, target=target, holder=holder)
     with transaction.atomic():
         grant, created = model.objects.get_or_create(
             **{holder_field: holder, "permission": permission, "content_object": target}
