@@ -26,7 +26,7 @@ from catalog.cachesafe import cache_call
 from catalog.models import Tool, ToolExample
 from catalog.services.curation import tool_curation_update
 from governance.principals import Principal
-from governance.selectors import tool_pks_visible_to
+from governance.selectors import server_tenant_id, tool_pks_visible_to
 from governance.writebehind import write_behind, write_behind_flush
 
 from .backends import SearchResult
@@ -182,10 +182,14 @@ def learned_request_confirm(*, principal: Principal, tool: Tool, text: str) -> L
     """Count one principal's successful call of ``tool`` after asking ``text``.
 
     Learned only for a tool the principal may see and execute; never for a text a curator rejected for
-    this tool. A principal counts once per request (repeats add confirmations, not weight). Returns the
-    learned request, or None when nothing was learned."""
+    this tool; and only within one tenant's space (Z12): a caller of tenant A teaches tenant A's tools, a
+    caller without a tenant the shared ones, so no tenant's words ever shape what another tenant is shown.
+    A principal counts once per request (repeats add confirmations, not weight). Returns the learned request,
+    or None when nothing was learned."""
     text = learned_normalise(text)
     if not text or tool.pk not in tool_pks_visible_to(principal=principal, permission="execute"):
+        return None
+    if principal.tenant_id != server_tenant_id(tool.server):
         return None
     now = timezone.now()
     key = learned_key(text)
