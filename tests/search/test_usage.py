@@ -152,3 +152,21 @@ def test_promote_makes_it_a_curated_example_request(world, superuser):
     learned = learned_request_promote(learned=LearnedRequest.objects.get(), actor=superuser)
     assert learned.status == LearnedStatus.PROMOTED and learned.decided_by == superuser
     assert list(world["send"].examples.values_list("text", flat=True)) == ["mail the report to my boss"]
+
+
+def test_learning_stays_inside_one_tenants_space(world, member, superuser):
+    """Z12: a tenant's words never become part of a shared tool (every tenant would be ranked by them); they
+    teach that tenant's own tools only."""
+    from governance.models import ServerTenant
+    from governance.services.tokens import api_token_create, api_token_verify
+    from tests.governance.factories import in_days, tenant_with
+
+    acme = tenant_with("acme", member)
+    _, raw = api_token_create(user=member, name="t", tenant=acme, scopes=["discover", "execute"], expires_at=in_days(1))
+    in_acme = api_token_verify(raw)
+    _log(in_acme, query="send the quarterly numbers to finance")
+    search_outcome_record(principal=in_acme, tool=world["send"], outcome="success")  # a shared tool
+    assert not LearnedRequest.objects.exists()
+    ServerTenant.objects.create(server=world["send"].server, tenant=acme)  # now acme's own
+    search_outcome_record(principal=in_acme, tool=world["send"], outcome="success")
+    assert LearnedRequest.objects.get().text == "send the quarterly numbers to finance"
