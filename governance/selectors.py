@@ -256,10 +256,11 @@ def approval_requester_may_execute(*, request: ApprovalRequest) -> bool:
 def user_can_approve(*, user: AbstractBaseUser, tool: Tool) -> bool:
     """Whether ``user`` holds approve_tool on ``tool`` or approve_server on its server (directly or by group).
 
-    Superusers need an explicit grant too: approving is a decision someone must be named for."""
+    Superusers need an explicit grant too: approving is a decision someone must be named for. A tenant's tool
+    only for someone acting in that tenant (Z12)."""
     if user is None or not getattr(user, "is_active", False) or user.pk is None:
         return False
-    return Tool.objects.filter(pk=tool.pk).filter(_grant_q(user, "approve")).exists()
+    return tools_approvable_by(user=user).filter(pk=tool.pk).exists()
 
 
 def tools_approvable_by(*, user: AbstractBaseUser) -> QuerySet[Tool]:

@@ -104,6 +104,15 @@ class QueryLogEntry(models.Model):
     token_ref = models.CharField(max_length=40, blank=True)
     # Who asked, as executions are matched to searches: user, token and agent (one token's searches only).
     principal_key = models.CharField(max_length=200, db_index=True)
+    tenant = models.ForeignKey(
+        "governance.Tenant",
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="+",
+        help_text="The tenant the caller acted in: only that tenant's curators read it; empty: shared",
+    )
     client = models.CharField(max_length=20, default="mcp")
     log_mode = models.CharField(max_length=10, choices=QueryLogMode.choices)
     query = models.TextField()

@@ -19,14 +19,14 @@ from datetime import timedelta
 from celery import current_app
 from django.conf import settings
 from django.db import IntegrityError, connections, transaction
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from catalog.cachesafe import cache_call
 from catalog.models import Tool, ToolExample
 from catalog.services.curation import tool_curation_update
-from governance.principals import Principal
-from governance.selectors import server_tenant_id, tool_pks_visible_to
+from governance.principals import Principal, principal_for_user
+from governance.selectors import server_tenant_id, tenant_q, tool_pks_visible_to
 from governance.writebehind import write_behind, write_behind_flush
 
 from .backends import SearchResult
@@ -69,6 +69,14 @@ def _log_mode() -> str:
     return mode if mode in QueryLogMode.values else QueryLogMode.FULL
 
 
+def query_log_visible_to(*, user) -> QuerySet[QueryLogEntry]:
+    """Logged searches a curator may read (Z12): shared ones and their tenants' (a superuser: all). Other
+    tenants' requests are other tenants' words."""
+    if getattr(user, "is_superuser", False):
+        return QueryLogEntry.objects.all()
+    return QueryLogEntry.objects.filter(tenant_q(principal_for_user(user), "tenant"))
+
+
 def query_log_record(
     *,
     principal: Principal,
@@ -91,6 +99,7 @@ def query_log_record(
         user=principal.user,
         token_ref=principal.token_ref,
         principal_key=principal_key(principal),
+        tenant_id=principal.tenant_id,
         client=client,
         log_mode=mode,
         query=stored,

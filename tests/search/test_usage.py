@@ -170,3 +170,29 @@ def test_learning_stays_inside_one_tenants_space(world, member, superuser):
     ServerTenant.objects.create(server=world["send"].server, tenant=acme)  # now acme's own
     search_outcome_record(principal=in_acme, tool=world["send"], outcome="success")
     assert LearnedRequest.objects.get().text == "send the quarterly numbers to finance"
+
+
+def test_curators_read_only_shared_and_their_tenants_requests(world, member, outsider, django_user_model):
+    """Z12: the query log, the workbench built on it, keep each tenant's words to that tenant."""
+    from governance.services.tokens import api_token_create, api_token_verify
+    from search.usage import query_log_visible_to
+    from search.workbench import workbench_groups
+    from tests.governance.factories import in_days, tenant_with
+
+    acme, globex = tenant_with("acme", member), tenant_with("globex", outsider)
+
+    def principal(user, tenant):
+        _, raw = api_token_create(user=user, name="t", tenant=tenant, scopes=["discover"], expires_at=in_days(1))
+        return api_token_verify(raw)
+
+    _log(principal(member, acme), query="acme payroll run", confidence=Confidence.NONE)
+    _log(principal(outsider, globex), query="globex merger plans", confidence=Confidence.NONE)
+    _log(world["member"], query="shared status page", confidence=Confidence.NONE)
+    curator = django_user_model.objects.create_user(username="curator-acme", is_staff=True)
+    acme.members.add(curator)
+    assert set(query_log_visible_to(user=curator).values_list("query", flat=True)) == {
+        "acme payroll run",
+        "shared status page",
+    }
+    assert {group.text for group in workbench_groups(user=curator)} == {"acme payroll run", "shared status page"}
+    assert len(workbench_groups()) == 3  # the whole install, for a caller that names nobody

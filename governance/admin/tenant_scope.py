@@ -1,0 +1,42 @@
+"""The catalog's admin pages narrowed to the servers an admin may manage (Z12): shared servers and those of
+the admin's tenants; superusers see everything. The catalog knows nothing of tenants (dependencies point
+catalog ← governance), so this module re-registers its ModelAdmins with the tenant filter, as
+``server_access`` does for servers."""
+
+from django.contrib import admin
+
+from catalog.admin.records import SyncRunAdmin as CatalogSyncRunAdmin
+from catalog.admin.records import ToolRevisionAdmin as CatalogToolRevisionAdmin
+from catalog.admin.tools import ToolAdmin as CatalogToolAdmin
+from catalog.models import Server, SyncRun, Tool, ToolRevision
+
+from ..selectors import servers_visible_to_operator
+
+
+class _TenantScoped:
+    server_path = "server"
+
+    def managed_servers(self, request):
+        """Servers this admin may manage; also the choices of catalog's server filter."""
+        return Server.objects.filter(servers_visible_to_operator(user=request.user))
+
+    def get_queryset(self, request):
+        managed = self.managed_servers(request).values("pk")
+        return super().get_queryset(request).filter(**{f"{self.server_path}__in": managed})
+
+
+class ToolAdmin(_TenantScoped, CatalogToolAdmin):
+    pass
+
+
+class ToolRevisionAdmin(_TenantScoped, CatalogToolRevisionAdmin):
+    server_path = "tool__server"
+
+
+class SyncRunAdmin(_TenantScoped, CatalogSyncRunAdmin):
+    pass
+
+
+for model, model_admin in ((Tool, ToolAdmin), (ToolRevision, ToolRevisionAdmin), (SyncRun, SyncRunAdmin)):
+    admin.site.unregister(model)
+    admin.site.register(model, model_admin)
