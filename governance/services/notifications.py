@@ -16,7 +16,8 @@ from django.core.mail import send_mail
 from django.db.models import Q
 from django.urls import reverse
 
-from governance.models import ApprovalRequest
+from governance.models import ApprovalRequest, Tenant
+from governance.selectors import server_tenant_id
 
 logger = logging.getLogger(__name__)
 WEBHOOK_TIMEOUT_SECONDS = 10
@@ -29,7 +30,8 @@ class WebhookError(Exception):
 
 def approvers_for(*, request: ApprovalRequest) -> list:
     """Active users holding ``approve`` on the request's tool or its server, directly or through a group,
-    except the requester (who may not decide their own request)."""
+    except the requester (who may not decide their own request), and only those who would see the request in
+    their inbox: members of its tenant and of its server's tenant, if any."""
     tool = request.tool
     grants = (
         Q(tooluserobjectpermission__content_object=tool, tooluserobjectpermission__permission__codename="approve_tool")
@@ -46,8 +48,11 @@ def approvers_for(*, request: ApprovalRequest) -> list:
             groups__servergroupobjectpermission__permission__codename="approve_server",
         )
     )
-    users = get_user_model().objects.filter(grants, is_active=True).exclude(pk=request.requester_id).distinct()
-    return list(users.order_by("pk"))
+    users = get_user_model().objects.filter(grants, is_active=True).exclude(pk=request.requester_id)
+    # Z12: only people acting in the request's tenant and its server's (as the inbox shows it to them).
+    for tenant_id in {request.tenant_id, server_tenant_id(tool.server)} - {None}:
+        users = users.filter(pk__in=Tenant.members.through.objects.filter(tenant_id=tenant_id).values("user_id"))
+    return list(users.distinct().order_by("pk"))
 
 
 def _decide_url(request: ApprovalRequest) -> str:

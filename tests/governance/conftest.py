@@ -58,7 +58,7 @@ def member_token(member):
 
 @pytest.fixture
 def acme_token(member):
-    """A token for ``member`` acting in tenant "acme" through agent "triage-agent" (not narrowed)."""
+    """A token for ``member`` acting in tenant "acme" through agent "acme-triage" (not narrowed)."""
     from governance.services.tokens import api_token_create, api_token_verify
     from tests.governance.factories import agent_of, tenant_with
 
@@ -66,7 +66,7 @@ def acme_token(member):
     token, raw = api_token_create(
         user=member,
         name="acme token",
-        agent=agent_of(member, "triage-agent", tenant=acme, all_user_tools=True),
+        agent=agent_of(member, "acme-triage", tenant=acme, all_user_tools=True),
         scopes=["discover", "execute"],
         expires_at=in_days(30),
     )

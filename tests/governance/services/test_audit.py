@@ -26,9 +26,9 @@ def test_discovery_and_execution_events_carry_the_full_envelope(acme_token, tool
     event.refresh_from_db()
     assert event.envelope == {
         "humanSubject": "member",
-        "agentId": "triage-agent",
+        "agentId": "acme-triage",
         "tenantId": "acme",
-        "delegationChain": ["user:member", "agent:triage-agent", "scout-gateway"],
+        "delegationChain": ["user:member", "agent:acme-triage", "scout-gateway"],
         "targetServer": "github",
         "tool": "github::list_issues",
         "environment": "production",
@@ -63,7 +63,7 @@ def test_approval_lifecycle_events_carry_the_approval_id(acme_token, approver, g
     assert [e.event_type for e in events] == ["approval.requested", "approval.approved", "approval.consumed"]
     assert [e.human_subject for e in events] == ["member", "approver", "member"]
     assert all(e.policy_version == request.policy_version.number for e in events)
-    assert events[0].agent == "triage-agent" and events[0].tenant == "acme"
+    assert events[0].agent == "acme-triage" and events[0].tenant == "acme"
 
 
 def test_failed_change_leaves_no_event(member, superuser, server):
