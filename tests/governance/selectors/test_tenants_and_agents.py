@@ -239,3 +239,16 @@ def test_an_operator_of_tenant_a_cannot_grant_tenant_bs_servers(member, outsider
     with pytest.raises(ValidationError, match="not a member"):
         permission_grant(actor=operator, target=world["a-srv"], action="discover", holder=outsider)
     permission_grant(actor=operator, target=world["a-srv"], action="discover", holder=member)  # its own: fine
+
+
+def test_verifying_a_tenant_agent_token_stays_one_query(member, own, django_assert_num_queries):
+    """The hot path: tenant membership and the agent chain (two agents) come with the token in one SELECT."""
+    parent = agent_of(member, "parent")
+    child = agent_of(member, "child", parent=parent)
+    tenant = tenant_with("solo", member)
+    _, with_tenant = api_token_create(user=member, name="t", tenant=tenant, scopes=["discover"], expires_at=in_days(1))
+    _, with_agents = api_token_create(user=member, name="a", agent=child, scopes=["discover"], expires_at=in_days(1))
+    for raw in (with_tenant, with_agents):
+        api_token_verify(raw)  # writes last_used_at once
+        with django_assert_num_queries(1):
+            assert api_token_verify(raw) is not None
