@@ -101,9 +101,20 @@ def _observed(gateway, world: dict[str, Any]) -> dict[str, Any]:
     seen: dict[str, Any] = {q: _search_bytes(gateway, world["alice_token"], q) for q in QUERIES}
     for meta_tool in ("tool_inspect", "execute_tool"):
         seen[meta_tool] = _call_bytes(gateway, world["alice_token"], meta_tool, B_TOOL)
-    for path in ("tools/", f"tools/{B_TOOL}/", "search/?q=rotate+the+payroll+encryption+keys&top_k=10"):
+    for path in ("tools/", f"tools/{B_TOOL}/"):
         response = _rest(gateway, world["alice_api"], path)
         seen[path] = (response.status_code, response.content)
+    for query in QUERIES[:2]:
+        response = _rest(gateway, world["alice_api"], "search/", method="POST", json={"query": query, "top_k": 10})
+        seen[f"rest search {query}"] = (response.status_code, response.content)
+    statuses = {key: value[0] for key, value in seen.items() if isinstance(value, tuple)}
+    assert statuses == {
+        "tool_inspect": 400,
+        "execute_tool": 400,
+        "tools/": 200,
+        f"tools/{B_TOOL}/": 404,
+        **{f"rest search {query}": 200 for query in QUERIES[:2]},
+    }
     return seen
 
 
