@@ -77,6 +77,19 @@ def _missing_entitlements(user: AbstractBaseUser) -> QuerySet:
     return Entitlement.objects.exclude(pk__in=held).values("pk")
 
 
+def tools_servable() -> QuerySet[Tool]:
+    """Tools some client could be given, grants aside: enabled, not removed, on an active server, and (fail
+    closed) with a policy row that is not held and accepted the tool's current definition. A tool without a
+    policy, or whose definition changed without a review deciding on it, is served to nobody."""
+    return Tool.objects.filter(
+        removed_at__isnull=True,
+        enabled=True,
+        server__status__in=VISIBLE_SERVER_STATUSES,
+        policy__held=False,
+        policy__accepted_hash=F("definition_hash"),
+    )
+
+
 def tools_visible_to(*, principal: Principal, permission: Permission = "discover") -> QuerySet[Tool]:
     """Every tool ``principal`` may discover (or execute), straight from the database (authoritative).
 
@@ -91,16 +104,8 @@ def tools_visible_to(*, principal: Principal, permission: Permission = "discover
     if permission not in ("discover", "execute"):
         raise ValueError(f"unknown permission {permission!r}")
 
-    # Fail closed: only a tool with a policy row, not held, whose current definition is the accepted one.
-    # A tool without a policy, or whose definition changed without a review deciding on it, is invisible.
     qs = (
-        Tool.objects.filter(
-            removed_at__isnull=True,
-            enabled=True,
-            server__status__in=VISIBLE_SERVER_STATUSES,
-            policy__held=False,
-            policy__accepted_hash=F("definition_hash"),
-        )
+        tools_servable()
         .exclude(policy__required_entitlements__in=_missing_entitlements(user))
         .filter(_grant_q(user, "discover"))
     )
