@@ -29,10 +29,19 @@ class AuditLogImmutable(Exception):
 # --- object permissions (guardian direct foreign-key tables) -------------------------------------
 
 
+def granted_by_field() -> models.ForeignKey:
+    """Who made a grant. An ``approve`` grant never counts for the person who made it (separation of duties:
+    nobody decides on authority they gave themselves); empty for grants made before this was recorded."""
+    return models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False
+    )
+
+
 class ServerUserObjectPermission(UserObjectPermissionBase):
     """A permission (discover/execute/approve) on one server's tools, granted to a user."""
 
     content_object = models.ForeignKey("catalog.Server", on_delete=models.CASCADE, related_name="user_grants")
+    granted_by = granted_by_field()
 
     class Meta(UserObjectPermissionBase.Meta):
         verbose_name = "server grant to a user"
@@ -43,6 +52,7 @@ class ServerGroupObjectPermission(GroupObjectPermissionBase):
     """A permission on one server's tools, granted to a group."""
 
     content_object = models.ForeignKey("catalog.Server", on_delete=models.CASCADE, related_name="group_grants")
+    granted_by = granted_by_field()
 
     class Meta(GroupObjectPermissionBase.Meta):
         verbose_name = "server grant to a group"
@@ -53,6 +63,7 @@ class ToolUserObjectPermission(UserObjectPermissionBase):
     """A permission on one tool, granted to a user."""
 
     content_object = models.ForeignKey("catalog.Tool", on_delete=models.CASCADE, related_name="user_grants")
+    granted_by = granted_by_field()
 
     class Meta(UserObjectPermissionBase.Meta):
         verbose_name = "tool grant to a user"
@@ -63,6 +74,7 @@ class ToolGroupObjectPermission(GroupObjectPermissionBase):
     """A permission on one tool, granted to a group."""
 
     content_object = models.ForeignKey("catalog.Tool", on_delete=models.CASCADE, related_name="group_grants")
+    granted_by = granted_by_field()
 
     class Meta(GroupObjectPermissionBase.Meta):
         verbose_name = "tool grant to a group"

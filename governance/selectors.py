@@ -55,15 +55,26 @@ def _group_ids(user: AbstractBaseUser) -> QuerySet:
     return user.groups.values("pk")
 
 
+def _grants(user: AbstractBaseUser, action: str) -> tuple[QuerySet, QuerySet, QuerySet, QuerySet]:
+    """The grants of ``<action>`` reaching ``user`` (server/user, server/group, tool/user, tool/group).
+
+    Separation of duties: an ``approve`` grant never counts for the person who made it (a superuser may make
+    one for themselves, an operator may be added to a group after granting it: neither lets them decide)."""
+    groups = _group_ids(user)
+    querysets = (
+        ServerUserObjectPermission.objects.filter(user=user, permission__codename=f"{action}_server"),
+        ServerGroupObjectPermission.objects.filter(group__in=groups, permission__codename=f"{action}_server"),
+        ToolUserObjectPermission.objects.filter(user=user, permission__codename=f"{action}_tool"),
+        ToolGroupObjectPermission.objects.filter(group__in=groups, permission__codename=f"{action}_tool"),
+    )
+    if action == "approve":
+        querysets = tuple(qs.exclude(granted_by=user) for qs in querysets)
+    return querysets
+
+
 def _grant_q(user: AbstractBaseUser, action: str) -> Q:
     """Tools for which ``user`` (directly or through a group) holds ``<action>_server`` or ``<action>_tool``."""
-    groups = _group_ids(user)
-    servers = ServerUserObjectPermission.objects.filter(user=user, permission__codename=f"{action}_server")
-    server_groups = ServerGroupObjectPermission.objects.filter(
-        group__in=groups, permission__codename=f"{action}_server"
-    )
-    tools = ToolUserObjectPermission.objects.filter(user=user, permission__codename=f"{action}_tool")
-    tool_groups = ToolGroupObjectPermission.objects.filter(group__in=groups, permission__codename=f"{action}_tool")
+    servers, server_groups, tools, tool_groups = _grants(user, action)
     return (
         Q(server_id__in=servers.values("content_object_id"))
         | Q(server_id__in=server_groups.values("content_object_id"))
@@ -206,9 +217,10 @@ def approval_requester_may_execute(*, request: ApprovalRequest) -> bool:
 
 
 def user_can_approve(*, user: AbstractBaseUser, tool: Tool) -> bool:
-    """Whether ``user`` holds approve_tool on ``tool`` or approve_server on its server (directly or by group).
+    """Whether ``user`` holds approve_tool on ``tool`` or approve_server on its server (directly or by group),
+    by a grant someone else made.
 
-    Superusers need an explicit grant too: approving is a decision someone must be named for."""
+    Superusers need an explicit grant too: approving is a decision someone else must name them for."""
     if user is None or not getattr(user, "is_active", False) or user.pk is None:
         return False
     return Tool.objects.filter(pk=tool.pk).filter(_grant_q(user, "approve")).exists()
@@ -225,13 +237,7 @@ def user_is_approver(*, user: AbstractBaseUser) -> bool:
     """Whether ``user`` holds any approve grant (on a server or a tool, directly or through a group)."""
     if user is None or not getattr(user, "is_active", False) or user.pk is None:
         return False
-    groups = _group_ids(user)
-    return (
-        ServerUserObjectPermission.objects.filter(user=user, permission__codename="approve_server").exists()
-        or ServerGroupObjectPermission.objects.filter(group__in=groups, permission__codename="approve_server").exists()
-        or ToolUserObjectPermission.objects.filter(user=user, permission__codename="approve_tool").exists()
-        or ToolGroupObjectPermission.objects.filter(group__in=groups, permission__codename="approve_tool").exists()
-    )
+    return any(grants.exists() for grants in _grants(user, "approve"))
 
 
 def approval_requests_for_approver(*, user: AbstractBaseUser) -> QuerySet[ApprovalRequest]:

@@ -17,6 +17,7 @@ from django.db.models import Q
 from django.urls import reverse
 
 from governance.models import ApprovalRequest
+from governance.selectors import user_can_approve
 
 logger = logging.getLogger(__name__)
 WEBHOOK_TIMEOUT_SECONDS = 10
@@ -47,7 +48,8 @@ def approvers_for(*, request: ApprovalRequest) -> list:
         )
     )
     users = get_user_model().objects.filter(grants, is_active=True).exclude(pk=request.requester_id).distinct()
-    return list(users.order_by("pk"))
+    # Only those who may decide: an approve grant never counts for the person who made it.
+    return [user for user in users.order_by("pk") if user_can_approve(user=user, tool=tool)]
 
 
 def _decide_url(request: ApprovalRequest) -> str:
