@@ -14,6 +14,8 @@ from .choices import (
     ApprovalStatus,
     AuditEventType,
     AuditOutcome,
+    NotificationChannel,
+    NotificationOutcome,
     OperationClass,
     Reversibility,
     ReviewKind,
@@ -393,3 +395,28 @@ class AuditEvent(models.Model):
             "approvalId": self.approval_ref or None,
             "traceId": self.trace_id or None,
         }
+
+
+class NotificationAttempt(models.Model):
+    """One attempt to tell approvers of a request: an e-mail (to every approver at once) or a webhook call.
+
+    Written by ``governance.services.notifications`` only, success or failure, so an operator sees in the admin
+    whether approvers were reached. Holds no secret: the webhook's host only (a URL path can carry a token)."""
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    approval = models.ForeignKey(
+        "governance.ApprovalRequest", null=True, on_delete=models.SET_NULL, related_name="notifications"
+    )
+    channel = models.CharField(max_length=10, choices=NotificationChannel.choices)
+    outcome = models.CharField(max_length=10, choices=NotificationOutcome.choices)
+    attempt = models.PositiveSmallIntegerField(default=1, help_text="1 for the first try, then each retry")
+    target = models.CharField(max_length=300, help_text="E-mail recipients, or the webhook's host")
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True, help_text="The webhook's HTTP status")
+    detail = models.CharField(max_length=300, blank=True, help_text="What went wrong (never a secret)")
+
+    class Meta:
+        ordering = ("-created_at", "-id")
+        indexes = [models.Index(fields=["outcome", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.get_channel_display()} {self.get_outcome_display().lower()} ({self.created_at:%Y-%m-%d %H:%M})"

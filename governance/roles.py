@@ -52,6 +52,7 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
         "governance.view_policyversion",
         "governance.view_entitlement",
         "governance.view_auditevent",
+        "governance.view_notificationattempt",
         "auth.view_group",
         "auth.view_user",
     ),
