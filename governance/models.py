@@ -417,6 +417,8 @@ class NotificationAttempt(models.Model):
     class Meta:
         ordering = ("-created_at", "-id")
         indexes = [models.Index(fields=["outcome", "-created_at"])]
+        verbose_name = "notification to approvers"
+        verbose_name_plural = "notifications to approvers"
 
     def __str__(self) -> str:
         return f"{self.get_channel_display()} {self.get_outcome_display().lower()} ({self.created_at:%Y-%m-%d %H:%M})"

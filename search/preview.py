@@ -40,7 +40,7 @@ class PreviewForm(forms.Form):
     query = forms.CharField(
         max_length=settings.SCOUT_SEARCH_MAX_QUERY_CHARS, strip=True, widget=forms.TextInput(attrs={"size": 80})
     )
-    top_k = forms.IntegerField(min_value=TOP_K_MIN, max_value=TOP_K_MAX, initial=10)
+    top_k = forms.IntegerField(min_value=TOP_K_MIN, max_value=TOP_K_MAX, initial=10, required=False)
     fusion = forms.ChoiceField(
         choices=[("", "configured default"), ("convex", "convex"), ("rrf", "RRF")], required=False
     )
@@ -236,8 +236,9 @@ def preview_view(request: HttpRequest) -> HttpResponse:
     with each tool's rank score and what it is made of."""
     _check_preview_permission(request)
     data = request.GET.copy() if request.GET else None
-    if data is not None and not data.get("scope"):
-        data["scope"] = AS_USER
+    if data is not None:  # a link may give the query only
+        data.setdefault("scope", AS_USER)
+        data.setdefault("top_k", str(PreviewForm.base_fields["top_k"].initial))
     form = PreviewForm(data, may_choose_user=request.user.has_perm(AS_USER_PERMISSION))
     outcome, rows, as_user = None, [], None
     if form.is_valid():
@@ -246,7 +247,7 @@ def preview_view(request: HttpRequest) -> HttpResponse:
         outcome = preview_run(
             query=form.cleaned_data["query"],
             visible=visible_tool_pks(as_user=as_user),
-            top_k=form.cleaned_data["top_k"],
+            top_k=form.cleaned_data["top_k"] or form.fields["top_k"].initial,
             fusion=form.cleaned_data.get("fusion"),
         )
         if outcome.result is not None:
