@@ -159,7 +159,7 @@ class ToolAdmin(AccessAdminMixin, CatalogToolAdmin):
     """The tool page with its own access. An operator (who may grant but not curate) saves the access rows
     only: the curation fields are read-only for them and nothing else of the tool is written."""
 
-    inlines = (ToolGroupAccessInline, ToolUserAccessInline, *CatalogToolAdmin.inlines)
+    inlines = (*CatalogToolAdmin.inlines, ToolGroupAccessInline, ToolUserAccessInline)  # curation first
 
     def _may_curate(self, request) -> bool:
         return super().has_change_permission(request)
