@@ -55,7 +55,7 @@ def _group_ids(user: AbstractBaseUser) -> QuerySet:
     return user.groups.values("pk")
 
 
-def _grants(user: AbstractBaseUser, action: str) -> tuple[QuerySet, QuerySet, QuerySet, QuerySet]:
+def _grants(user: AbstractBaseUser, action: str, *, own: bool = False) -> tuple[QuerySet, QuerySet, QuerySet, QuerySet]:
     """The grants of ``<action>`` reaching ``user`` (server/user, server/group, tool/user, tool/group).
 
     Separation of duties: an ``approve`` grant never counts for the person who made it (a superuser may make
@@ -67,14 +67,15 @@ def _grants(user: AbstractBaseUser, action: str) -> tuple[QuerySet, QuerySet, Qu
         ToolUserObjectPermission.objects.filter(user=user, permission__codename=f"{action}_tool"),
         ToolGroupObjectPermission.objects.filter(group__in=groups, permission__codename=f"{action}_tool"),
     )
-    if action == "approve":
+    if action == "approve" and not own:
         querysets = tuple(qs.exclude(granted_by=user) for qs in querysets)
     return querysets
 
 
-def _grant_q(user: AbstractBaseUser, action: str) -> Q:
-    """Tools for which ``user`` (directly or through a group) holds ``<action>_server`` or ``<action>_tool``."""
-    servers, server_groups, tools, tool_groups = _grants(user, action)
+def _grant_q(user: AbstractBaseUser, action: str, *, own: bool = False) -> Q:
+    """Tools for which ``user`` (directly or through a group) holds ``<action>_server`` or ``<action>_tool``
+    (``own``: counting approve grants the user made, only to explain a refusal)."""
+    servers, server_groups, tools, tool_groups = _grants(user, action, own=own)
     return (
         Q(server_id__in=servers.values("content_object_id"))
         | Q(server_id__in=server_groups.values("content_object_id"))
@@ -224,6 +225,13 @@ def user_can_approve(*, user: AbstractBaseUser, tool: Tool) -> bool:
     if user is None or not getattr(user, "is_active", False) or user.pk is None:
         return False
     return Tool.objects.filter(pk=tool.pk).filter(_grant_q(user, "approve")).exists()
+
+
+def user_approves_only_by_own_grant(*, user: AbstractBaseUser, tool: Tool) -> bool:
+    """Whether ``user`` may not approve ``tool`` only because they made the approve grant themselves."""
+    if user_can_approve(user=user, tool=tool) or user is None or user.pk is None:
+        return False
+    return Tool.objects.filter(pk=tool.pk).filter(_grant_q(user, "approve", own=True)).exists()
 
 
 def tools_approvable_by(*, user: AbstractBaseUser) -> QuerySet[Tool]:

@@ -265,7 +265,10 @@ def tool_examples_view(request: HttpRequest, tool_pk: int) -> HttpResponse:
     if username and (username == request.user.get_username() or request.user.has_perm(AS_USER_PERMISSION)):
         as_user = get_object_or_404(get_user_model(), username=username)
     checks = tool_examples_check(tool=tool, visible=visible_tool_pks(as_user=as_user))
-    context = _context(request, f"Example requests of {tool.tool_id}", tool=tool, checks=checks, as_user=as_user)
+    servable = tool.pk in visible_tool_pks(as_user=None)
+    context = _context(
+        request, f"Example requests of {tool.tool_id}", tool=tool, checks=checks, as_user=as_user, servable=servable
+    )
     return render(request, "admin/search/preview_tool.html", context)
 
 

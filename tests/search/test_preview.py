@@ -214,3 +214,15 @@ def test_preview_rows_show_the_rank_score_and_its_parts_in_rank_order(client, su
     assert rows[-1][0].tool_id == "mail::delete_email"
     body = response.content.decode()
     assert body.count('class="rank-score"') == len(rows) and "upstream: name" in body
+
+
+def test_a_held_tools_example_check_says_no_client_gets_it(client, curator, indexed):
+    from governance.models import ToolPolicy
+
+    alerts = indexed["get_alerts"]
+    client.force_login(curator)
+    assert 'id="tool-not-served"' not in client.get(reverse("search_preview_tool", args=[alerts.pk])).content.decode()
+    ToolPolicy.objects.filter(tool=alerts).update(held=True)
+    response = client.get(reverse("search_preview_tool", args=[alerts.pk]))
+    assert 'id="tool-not-served"' in response.content.decode()
+    assert all(check.rank is None for check in response.context["checks"])  # never listed, as for any client
