@@ -240,19 +240,23 @@ def preview_view(request: HttpRequest) -> HttpResponse:
         data.setdefault("scope", AS_USER)
         data.setdefault("top_k", str(PreviewForm.base_fields["top_k"].initial))
     form = PreviewForm(data, may_choose_user=request.user.has_perm(AS_USER_PERMISSION))
-    outcome, rows, as_user = None, [], None
+    outcome, rows, as_user, empty_self = None, [], None, False
     if form.is_valid():
         if form.cleaned_data["scope"] != EVERY_TOOL:
             as_user = form.cleaned_data.get("as_user") or request.user
+        visible = visible_tool_pks(as_user=as_user)
+        empty_self = as_user == request.user and not visible
         outcome = preview_run(
             query=form.cleaned_data["query"],
-            visible=visible_tool_pks(as_user=as_user),
+            visible=visible,
             top_k=form.cleaned_data["top_k"] or form.fields["top_k"].initial,
             fusion=form.cleaned_data.get("fusion"),
         )
         if outcome.result is not None:
             rows = [(match, why_lines(match), score_parts(match)) for match in outcome.result.matches]
-    context = _context(request, "Search preview", form=form, outcome=outcome, rows=rows, as_user=as_user)
+    context = _context(
+        request, "Search preview", form=form, outcome=outcome, rows=rows, as_user=as_user, empty_self=empty_self
+    )
     return render(request, "admin/search/preview.html", context)
 
 

@@ -226,3 +226,11 @@ def test_a_held_tools_example_check_says_no_client_gets_it(client, curator, inde
     response = client.get(reverse("search_preview_tool", args=[alerts.pk]))
     assert 'id="tool-not-served"' in response.content.decode()
     assert all(check.rank is None for check in response.context["checks"])  # never listed, as for any client
+
+
+def test_a_curator_who_may_discover_nothing_is_told_how_to_preview(client, curator, indexed):
+    client.force_login(curator)
+    response = client.get(reverse(PREVIEW), {"query": "weather forecast"})
+    assert rows_of(response) == [] and 'id="preview-empty-self"' in response.content.decode()
+    every = client.get(reverse(PREVIEW), {"query": "weather forecast", "scope": "every"})
+    assert rows_of(every) and 'id="preview-empty-self"' not in every.content.decode()
