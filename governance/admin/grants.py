@@ -12,14 +12,14 @@ from ..models import (
     ToolGroupObjectPermission,
     ToolUserObjectPermission,
 )
-from ..services.permissions import permission_grant, permission_revoke
+from ..services.permissions import SELF_GRANT_MESSAGE, permission_grant, permission_revoke, self_grant_refused
 
 
 class GrantAdmin(StrictLookupsMixin, admin.ModelAdmin):
     """Grants are added and deleted, never edited; both go through the audited services."""
 
     target_model: type = Server
-    list_display = ("holder", "action", "content_object")
+    list_display = ("holder", "action", "content_object", "granted_by")
     list_filter = ("permission",)
     raw_id_fields = ("content_object",)
     list_select_related = ("permission", "content_object")
@@ -44,6 +44,22 @@ class GrantAdmin(StrictLookupsMixin, admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        base = super().get_form(request, obj, change, **kwargs)
+        holder_field = "user" if "user" in base.base_fields else "group"
+
+        class GrantForm(base):
+            def clean(self):
+                data = super().clean()
+                holder, permission = data.get(holder_field), data.get("permission")
+                if holder and permission:
+                    action = permission.codename.split("_", 1)[0]
+                    if self_grant_refused(actor=request.user, holder=holder, action=action):
+                        self.add_error(holder_field, SELF_GRANT_MESSAGE)
+                return data
+
+        return GrantForm
 
     def _holder_of(self, obj):
         return getattr(obj, "user", None) if hasattr(obj, "user_id") else obj.group

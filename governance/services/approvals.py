@@ -32,7 +32,12 @@ from governance.constants import (
 )
 from governance.models import ApprovalRequest, ToolPolicy
 from governance.principals import Principal, principal_for_user
-from governance.selectors import approval_requester_may_execute, tools_visible_to, user_can_approve
+from governance.selectors import (
+    approval_requester_may_execute,
+    tools_visible_to,
+    user_approves_only_by_own_grant,
+    user_can_approve,
+)
 from governance.services.audit import audit_record
 from governance.services.policy import policy_version_current, tool_policy_ensure
 
@@ -227,6 +232,10 @@ def approval_decide(
     if approver.pk == request.requester_id or f"user:{approver.get_username()}" in request.delegation_chain:
         raise ApprovalError("self_approval", "You cannot decide on your own request")
     if not user_can_approve(user=approver, tool=request.tool):
+        if user_approves_only_by_own_grant(user=approver, tool=request.tool):
+            raise ApprovalError(
+                "forbidden", "Your approve right here is a grant you made yourself: another person must grant it"
+            )
         raise ApprovalError("forbidden", "You may not approve calls to this tool")
     if not approve and not reason:
         raise ApprovalError("reason_required", "A denial needs a reason")

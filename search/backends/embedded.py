@@ -16,7 +16,7 @@ from django.conf import settings
 
 from ..choices import SearchEventKind
 from ..encoder import model_key
-from ..engine.ranking import RankingOptions
+from ..engine.ranking import RankingOptions, score_explanation
 from ..engine.snapshot import IndexSnapshot
 from ..events import search_event_record
 from ..selectors import current_generation_token, stored_vectors, tool_docs_load
@@ -141,7 +141,7 @@ class EmbeddedBackend(SearchBackend):
             parts=tuple((text, part if vector is not None else None) for text, part in request.parts),
         )
         matches = [
-            self._match(snapshot, candidate, ranking.query_terms if request.explain else None)
+            self._match(snapshot, candidate, ranking.query_terms if request.explain else None, ranking.fusion)
             for candidate in ranking.kept
         ]
         return SearchResult(
@@ -154,13 +154,15 @@ class EmbeddedBackend(SearchBackend):
         )
 
     @staticmethod
-    def _match(snapshot: IndexSnapshot, candidate, query_terms) -> Match:
+    def _match(snapshot: IndexSnapshot, candidate, query_terms, fusion: str) -> Match:
         doc = snapshot.docs[candidate.row]
         why = snapshot.explain(candidate.row, candidate.best_vector, query_terms) if query_terms is not None else {}
         if candidate.demoted:
             why["demoted"] = "close to a negative example"
         if candidate.intent:
             why["operation_intent"] = round(candidate.intent, 3)
+        if query_terms is not None:
+            why["score"] = score_explanation(candidate, fusion=fusion)
         return Match(
             tool_pk=doc.pk,
             tool_id=doc.tool_id,

@@ -43,7 +43,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from ..documents import ToolDoc
 from ..engine.intent import intent_adjustment, request_operations, tool_operation
-from ..engine.ranking import Calibration, Candidate, Confidence, _cut
+from ..engine.ranking import Calibration, Candidate, Confidence, _cut, score_explanation
 from ..events import search_event_record
 from ..indexes import ToolSearchIndex
 from ..text import first_sentence, tokenize
@@ -277,7 +277,8 @@ def rank_pool(
             candidate.intent = intent_adjustment(
                 wanted, frozenset(hit.properties.get("operation") or ()), options.intent_agree, options.intent_conflict
             )
-            candidate.score += candidate.intent * (1.0 if fusion == "convex" else 2.0 / options.rrf_k)
+            candidate.intent_part = candidate.intent * (1.0 if fusion == "convex" else 2.0 / options.rrf_k)
+            candidate.score += candidate.intent_part
         negative, _ = _best(hit.negatives, query_vector)
         if negative is not None and negative >= options.negative_threshold and negative > (cosine or -1.0):
             candidate.demoted = True
@@ -309,7 +310,7 @@ def _pool_ranks(candidates: list[Candidate], hits: Sequence[PoolHit]) -> None:
         candidate.dense_rank = position
 
 
-def _why(hit: PoolHit, candidate: Candidate, terms: Sequence[str]) -> dict[str, Any]:
+def _why(hit: PoolHit, candidate: Candidate, terms: Sequence[str], fusion: str) -> dict[str, Any]:
     wanted = set(terms)
     fields: dict[str, list[str]] = {}
     for f in ToolSearchIndex.fields:
@@ -330,6 +331,8 @@ def _why(hit: PoolHit, candidate: Candidate, terms: Sequence[str]) -> dict[str, 
     if candidate.intent:
         why["operation_intent"] = round(candidate.intent, 3)
     why["ranks"] = "BM25 and dense ranks are within Weaviate's candidate pool"
+    # Weaviate fused the branches itself: its hybrid score is the rank score, without branch shares.
+    why["score"] = score_explanation(candidate, fusion=fusion, branches=False)
     return why
 
 
@@ -566,7 +569,9 @@ class WeaviateBackend(SearchBackend):
             fusion=request.fusion,
             enforce_abstention=request.enforce_abstention,
         )
-        matches = [self._match(hits[c.row], c, terms if request.explain else None) for c in candidates[:cut]]
+        matches = [
+            self._match(hits[c.row], c, terms if request.explain else None, request.fusion) for c in candidates[:cut]
+        ]
         return SearchResult(
             matches,
             index_ready=True,
@@ -583,7 +588,7 @@ class WeaviateBackend(SearchBackend):
         return [_pool_hit(obj) for obj in response.objects]
 
     @staticmethod
-    def _match(hit: PoolHit, candidate: Candidate, terms: Sequence[str] | None) -> Match:
+    def _match(hit: PoolHit, candidate: Candidate, terms: Sequence[str] | None, fusion: str) -> Match:
         props = hit.properties
         return Match(
             tool_pk=int(props["tool_pk"]),
@@ -596,7 +601,7 @@ class WeaviateBackend(SearchBackend):
             fused_rank=candidate.fused_rank,
             bm25_rank=candidate.bm25_rank,
             dense_rank=candidate.dense_rank,
-            why_matched=_why(hit, candidate, terms) if terms is not None else {},
+            why_matched=_why(hit, candidate, terms, fusion) if terms is not None else {},
         )
 
     # -- fallback ----------------------------------------------------------------------------------------
