@@ -277,6 +277,12 @@ SCOUT_OPENAPI_ALLOWED_HOSTS = env_list("SCOUT_OPENAPI_ALLOWED_HOSTS", [])
 SCOUT_OPENAPI_MAX_DOCUMENT_BYTES = env_int("SCOUT_OPENAPI_MAX_DOCUMENT_BYTES", 20 * 1024 * 1024)
 
 # --- gateway -------------------------------------------------------------------------------------
+# HTTP serving (scoutsite/serving.py, the uvicorn protocol of the run command and the demo): a request's headers
+# and body must arrive within this many seconds of the connection opening (or of the previous response), or the
+# connection is closed (a client that connects and sends nothing or half a request); an idle kept-alive
+# connection is closed after SCOUT_HTTP_KEEP_ALIVE seconds.
+SCOUT_HTTP_REQUEST_TIMEOUT = env_float("SCOUT_HTTP_REQUEST_TIMEOUT", 20.0)
+SCOUT_HTTP_KEEP_ALIVE = env_float("SCOUT_HTTP_KEEP_ALIVE", 5.0)
 # Base URL users reach Scout at: names the admin page where approvers act and the protected resource.
 SCOUT_PUBLIC_URL = env_str("SCOUT_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
 # Approvers hear of new requests by e-mail (Django's mail settings below) and, if set, by a webhook: a JSON

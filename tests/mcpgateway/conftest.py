@@ -68,6 +68,7 @@ class ThreadedUvicorn:
             access_log=True,
             log_config=log_config,
             timeout_graceful_shutdown=2,
+            http="scoutsite.serving:BoundedH11Protocol",  # the run command's protocol
         )
         self.server = uvicorn.Server(config)
         self.loop = asyncio.new_event_loop()
