@@ -48,7 +48,7 @@ from ..events import search_event_record
 from ..indexes import ToolSearchIndex
 from ..text import first_sentence, tokenize
 from .base import BackendStatus, IndexedTool, Match, SearchBackend, SearchRequest, SearchResult
-from .embedded import ranking_options
+from .ranked import ranking_options
 
 logger = logging.getLogger(__name__)
 
