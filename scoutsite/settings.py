@@ -386,3 +386,14 @@ SCOUT_WEAVIATE_RETRY_SECONDS = env_float("SCOUT_WEAVIATE_RETRY_SECONDS", 10.0)
 SCOUT_WEAVIATE_BATCH_SIZE = env_int("SCOUT_WEAVIATE_BATCH_SIZE", 200)
 # Old generation collections kept after an alias swap (a rollback window); 0 drops them at once.
 SCOUT_WEAVIATE_KEEP_PREVIOUS = env_int("SCOUT_WEAVIATE_KEEP_PREVIOUS", 0)
+# Old collections are dropped this long after the alias swap (seconds): longer than any query, so none of
+# any process still uses them.
+SCOUT_WEAVIATE_DROP_GRACE_SECONDS = env_float("SCOUT_WEAVIATE_DROP_GRACE_SECONDS", 5.0)
+# One full build at a time: the lock's TTL, and how long a second build waits for it (seconds).
+SCOUT_WEAVIATE_BUILD_LOCK_SECONDS = env_int("SCOUT_WEAVIATE_BUILD_LOCK_SECONDS", 3600)
+SCOUT_WEAVIATE_BUILD_WAIT_SECONDS = env_float("SCOUT_WEAVIATE_BUILD_WAIT_SECONDS", 3600.0)
+# HNSW flatSearchCutoff of the collections Scout creates: a filtered search over fewer objects than this
+# scans them exactly. Keep it above the catalog size so dense heads are exact (see the README).
+SCOUT_WEAVIATE_FLAT_SEARCH_CUTOFF = env_int("SCOUT_WEAVIATE_FLAT_SEARCH_CUTOFF", 1_000_000)
+# Compare Weaviate with the database and repair drift on this interval (seconds; 0: never).
+SCOUT_WEAVIATE_RECONCILE_INTERVAL = env_int("SCOUT_WEAVIATE_RECONCILE_INTERVAL", 3600)

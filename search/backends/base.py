@@ -62,6 +62,7 @@ class SearchResult:
     confidence: Confidence = Confidence.HIGH
     generation: str | None = None
     backend: str = ""
+    degraded_reason: str = ""  # why a backend answered degraded besides the model (e.g. its server is down)
 
     @property
     def abstained(self) -> bool:

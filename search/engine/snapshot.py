@@ -98,6 +98,14 @@ class IndexSnapshot:
     def __len__(self) -> int:
         return len(self.docs)
 
+    def row_of(self, pk: int) -> int | None:
+        """The row of a tool pk (None: not in this snapshot)."""
+        if self._row_of_pk is not None:
+            row = int(self._row_of_pk[pk]) if 0 <= pk < len(self._row_of_pk) else -1
+            return row if row >= 0 else None
+        found = np.flatnonzero(self.pks == pk)
+        return int(found[0]) if len(found) else None
+
     def visible_mask(self, visible: Collection[int] | None) -> np.ndarray:
         """Boolean mask over rows for the caller's visible tool pks (None: every tool, for evaluation)."""
         if visible is None:
