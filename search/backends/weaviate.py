@@ -259,7 +259,7 @@ def _matrix(value) -> np.ndarray | None:
 class RemoteDense:
     """The dense leg served by Weaviate, as a ``ranked.DenseSource``.
 
-    ``head(vector)`` returns the best ``depth`` visible tools for a vector (the server's filtered dense
+    ``head(vector)`` returns the best ``depth`` + 1 visible tools for a vector (the server's filtered dense
     search); ``fetch(pks)`` returns given tools. Both return {pk: Fetched} and run under the search's
     deadline. A tool is *known* once its vectors (or their absence) came back: its cosine is then
     computed here exactly. A visible tool not known yet is scored, in each branch, at the lowest cosine
@@ -297,7 +297,7 @@ class RemoteDense:
             matched = np.flatnonzero(scores > 0)
             self._by_bm25.append(matched[np.argsort(-scores[matched], kind="stable")])
         heads = head(self.vectors)  # concurrently, one filtered query per vector
-        full = [len(found) >= depth for found in heads]
+        full = [len(found) > depth for found in heads]
         head_rows = [self._learn(found) for found in heads]
         self._leg: DenseLeg | None = None
         table = self._table()
@@ -748,7 +748,7 @@ class WeaviateBackend(SearchBackend):
             reply = collection.query.near_vector(
                 near_vector=[vector.tolist()],  # one row: MaxSim is the tool's best vector's dot product
                 target_vector=TOOL_VECTOR,
-                limit=depth,
+                limit=depth + 1,  # one past the reported ranks: the bound then sits below all of them
                 filters=where,
                 return_properties=HIT_PROPERTIES,
                 include_vector=[TOOL_VECTOR, NEGATIVES_VECTOR],

@@ -31,7 +31,6 @@ from weaviate.proto.v1 import (
     weaviate_pb2_grpc,
 )
 
-
 HNSW_DEFAULTS = {
     "cleanupIntervalSeconds": 300,
     "distance": "cosine",
