@@ -836,6 +836,9 @@ class WeaviateBackend(SearchBackend):
         from weaviate.classes.config import Configure, VectorDistances
 
         name = collection_name(self.prefix, generation)
+        live = client.alias.get(alias_name=self.prefix)
+        if live is not None and live.collection == name:
+            return name  # this generation is live already (a retried publish)
         if client.collections.exists(name):  # a retried build: start again from nothing
             client.collections.delete(name)
 
@@ -864,8 +867,7 @@ class WeaviateBackend(SearchBackend):
             client.collections.delete(name)  # never swap to (or leave) a half-built generation
             raise
         # The swap: queries through the alias move to the complete new collection in one step.
-        previous = client.alias.get(alias_name=self.prefix)
-        if previous is None:
+        if live is None:
             client.alias.create(alias_name=self.prefix, target_collection=name)
         else:
             client.alias.update(alias_name=self.prefix, new_target_collection=name)

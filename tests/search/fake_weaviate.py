@@ -83,6 +83,11 @@ class FakeWeaviate(weaviate_pb2_grpc.WeaviateServicer):
         self.release = threading.Event()
         self.stalled = threading.Event()  # set when a Search started stalling
         self.searches = 0
+        self.requests: list = []  # the last Search requests, as sent
+        self.log: list[tuple] = []  # ("create", name) / ("alias", alias, target) / ("batch", name, n) / ("drop", name)
+        # Set to an Event: a batch write into a collection no alias points to (a build) waits for it.
+        self.pause_builds: threading.Event | None = None
+        self.build_paused = threading.Event()
         self.grpc_port = 0
         self.http_port = 0
         self._grpc = None
@@ -133,6 +138,7 @@ class FakeWeaviate(weaviate_pb2_grpc.WeaviateServicer):
     # -- gRPC --------------------------------------------------------------------------------------------
     def Search(self, request, context):  # noqa: N802 - the generated service's method name
         self.searches += 1
+        self.requests = [*self.requests[-49:], request]
         if self.unavailable:
             context.abort(grpc.StatusCode.UNAVAILABLE, "connection reset by peer")
         if self.stall:
@@ -192,7 +198,13 @@ class FakeWeaviate(weaviate_pb2_grpc.WeaviateServicer):
 
     def BatchObjects(self, request, context):  # noqa: N802
         reply = batch_pb2.BatchObjectsReply()
+        names = {self.resolve(item.collection) for item in request.objects}
+        pause = self.pause_builds
+        if pause is not None and not names & set(self.aliases.values()):
+            self.build_paused.set()
+            pause.wait()
         with self.lock:
+            self.log.extend(("batch", name, len(request.objects)) for name in sorted(names))
             for index, item in enumerate(request.objects):
                 if item.uuid in self.fail_uuids:
                     reply.errors.add(index=index, error="simulated write failure")
@@ -292,11 +304,13 @@ class _RestHandler(BaseHTTPRequestHandler):
                     if "multivector" in index:
                         index["multivector"].setdefault("aggregation", "maxSim")
                 fake.collections[body["class"]] = {"schema": body, "objects": {}}
+                fake.log.append(("create", body["class"]))
                 return self._send(200, body)
             if path == "/v1/aliases":
                 if body["alias"] in fake.aliases:
                     return self._send(422, {"error": [{"message": f"alias {body['alias']} already exists"}]})
                 fake.aliases[body["alias"]] = body["class"]
+                fake.log.append(("alias", body["alias"], body["class"]))
                 return self._send(200, body)
         return self._send(404, {"error": [{"message": f"no route {path}"}]})
 
@@ -308,6 +322,7 @@ class _RestHandler(BaseHTTPRequestHandler):
                 if alias not in fake.aliases:
                     return self._send(404, {"error": []})
                 fake.aliases[alias] = body["class"]
+                fake.log.append(("alias", alias, body["class"]))
                 return self._send(200, {"alias": alias, "class": body["class"]})
         return self._send(404, {"error": [{"message": f"no route {path}"}]})
 
@@ -318,7 +333,8 @@ class _RestHandler(BaseHTTPRequestHandler):
                 name = path.rsplit("/", 1)[1]
                 if name in fake.aliases.values():
                     return self._send(422, {"error": [{"message": f"{name} is the target of an alias"}]})
-                fake.collections.pop(name, None)
+                if fake.collections.pop(name, None) is not None:
+                    fake.log.append(("drop", name))
                 return self._send(200)
             if path.startswith("/v1/aliases/"):
                 fake.aliases.pop(path.rsplit("/", 1)[1], None)
