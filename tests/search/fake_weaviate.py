@@ -9,7 +9,7 @@ the best dot product of the object's vectors), results best first, ``limit`` of 
 
 Faults for the failure tests: ``stall`` (Search blocks until ``release``), ``unavailable`` (Search answers
 UNAVAILABLE, which the client retries with back-off), ``stop()``/``start()`` (connection refused/reset),
-``fail_uuids`` (BatchObjects reports those objects as failed), ``version`` (what /v1/meta reports).
+``fail_uuids`` (BatchObjects reports those objects as failed), ``lose_uuids`` (acknowledged, not stored), ``version`` (what /v1/meta reports).
 """
 
 import json
@@ -80,6 +80,7 @@ class FakeWeaviate(weaviate_pb2_grpc.WeaviateServicer):
         self.stall = False
         self.unavailable = False
         self.fail_uuids: set[str] = set()
+        self.lose_uuids: set[str] = set()  # acknowledged but not stored (a write lost by the server)
         self.release = threading.Event()
         self.stalled = threading.Event()  # set when a Search started stalling
         self.searches = 0
@@ -208,6 +209,8 @@ class FakeWeaviate(weaviate_pb2_grpc.WeaviateServicer):
             for index, item in enumerate(request.objects):
                 if item.uuid in self.fail_uuids:
                     reply.errors.add(index=index, error="simulated write failure")
+                    continue
+                if item.uuid in self.lose_uuids:
                     continue
                 properties = {}
                 for key, value in item.properties.non_ref_properties.fields.items():

@@ -312,6 +312,16 @@ def test_vectors_of_another_size_or_model_are_refused_without_flapping(served):
     assert refused.degraded and "another-model" in refused.degraded_reason
 
 
+def test_a_build_missing_objects_is_never_swapped_in(served, fake):
+    backend, tools = served
+    live = fake.aliases["ScoutTools"]
+    fake.lose_uuids = {tool_uuid(tools[3].doc.pk)}
+    with pytest.raises(WeaviateUnavailable, match="holds 39 objects, 40 were written"):
+        backend.build(backend.connect(), "99999999-2222-3333-4444-555555555555", tools)
+    assert fake.aliases["ScoutTools"] == live  # searches stay on the complete collection
+    assert list(fake.collections) == [live]  # the incomplete one is gone
+
+
 # -- lifecycle (through the services and the database) ---------------------------------------------------
 
 
@@ -451,6 +461,7 @@ def test_services_search_through_weaviate_and_fall_back_when_it_is_gone(weaviate
     backend, tools = weaviate_site
     hidden = tools["send_email"]
     reindex(index_rebuild)
+    assert backend._local is not None  # the fallback was built by the publish, before any search
     visible = {t.pk for t in tools.values() if t.pk != hidden.pk}
     served = tool_search(query="send an email message", visible=visible, top_k=5)
     assert served.backend == "weaviate" and not served.degraded and served.matches
