@@ -455,6 +455,9 @@ class WeaviateBackend(SearchBackend):
 
     def _adopt(self, client) -> None:
         with self._client_lock:
+            if self._client is not None:  # connected meanwhile (a publish and the connector at once)
+                client.close()
+                return
             self._client = client
             self._calls = ThreadPoolExecutor(max_workers=8, thread_name_prefix="weaviate-call")
             self.error = None

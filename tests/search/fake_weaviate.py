@@ -9,7 +9,8 @@ the best dot product of the object's vectors), results best first, ``limit`` of 
 
 Faults for the failure tests: ``stall`` (Search blocks until ``release``), ``unavailable`` (Search answers
 UNAVAILABLE, which the client retries with back-off), ``stop()``/``start()`` (connection refused/reset),
-``fail_uuids`` (BatchObjects reports those objects as failed), ``lose_uuids`` (acknowledged, not stored), ``version`` (what /v1/meta reports).
+``fail_uuids`` (BatchObjects reports those objects as failed), ``lose_uuids`` (acknowledged, not
+stored), ``version`` (what /v1/meta reports).
 """
 
 import json

@@ -8,6 +8,7 @@ builds, updates during a build, a partial batch failure then reconcile). Answers
 backend: test_weaviate_parity.py. Against a real server: tests/search/contract (WEAVIATE_URL).
 """
 
+import socket
 import threading
 import uuid
 from dataclasses import replace
@@ -286,6 +287,50 @@ def test_a_server_that_goes_away_and_returns_is_used_again_without_restart(serve
     recovered = backend.search(request)
     assert not recovered.degraded
     assert recovered.matches == healthy.matches
+
+
+@pytest.fixture
+def silent_server():
+    """A TCP server that accepts connections and never answers: a hung Weaviate."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    accepted, stop = [], threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                accepted.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop.set()
+    thread.join()
+    for conn in accepted:
+        conn.close()
+    server.close()
+
+
+def test_searches_never_wait_for_a_connection(silent_server):
+    """Connecting is the background connector's job: while it hangs on a silent server, searches answer."""
+    tools = catalog_docs()
+    port = silent_server
+    with override_settings(WEAVIATE_URL=f"http://127.0.0.1:{port}", WEAVIATE_GRPC_URL=f"grpc://127.0.0.1:{port}"):
+        backend = WeaviateBackend()
+        backend.local_refresh(GENERATION, [t.doc for t in tools])
+        cache.set(GENERATION_CACHE_KEY, GENERATION, timeout=3600)
+        try:
+            result = backend.search(request_for(tools))
+            assert backend._connector.is_alive() and not backend._connected.is_set()  # still connecting
+            assert result.index_ready and result.degraded and result.matches
+            assert result.degraded_reason == "weaviate unavailable: not connected yet"
+            assert {m.tool_pk for m in result.matches} <= set(range(1, 31))
+        finally:
+            backend.reset()
 
 
 def test_an_old_server_is_refused_with_a_clear_error(fake):
