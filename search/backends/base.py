@@ -99,5 +99,10 @@ class SearchBackend(ABC):
     def status(self) -> BackendStatus:
         """Whether searches can be answered, from which generation, over how many tools."""
 
+    def warm(self) -> bool:
+        """Start preparing, in the background, what searches need; True once prepared. Readiness probes
+        call this, so a new process is ready before its first search instead of during it."""
+        return True
+
     def reset(self) -> None:  # noqa: B027 - optional hook
         """Drop in-process state (tests; after a database reset)."""

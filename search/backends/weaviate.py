@@ -618,6 +618,11 @@ class WeaviateBackend(SearchBackend):
             self._local_ready.set()
             return snapshot
 
+    def warm(self) -> bool:
+        """Start the connector and the BM25 snapshot's build (readiness probes); True once it is built."""
+        self.start()
+        return self.local_snapshot() is not None
+
     # -- status ------------------------------------------------------------------------------------------
     def status(self) -> BackendStatus:
         self.start()

@@ -500,6 +500,20 @@ def test_a_partial_batch_failure_is_found_and_repaired_by_reconcile(weaviate_sit
     assert backend.reconcile() == {"rebuilt": 0, "written": 0, "deleted": 0}  # nothing left to repair
 
 
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
+def test_readiness_probes_prepare_the_fallback_in_the_background(weaviate_site, reindex):
+    backend, tools = weaviate_site
+    reindex(index_rebuild)
+    backend.reset()  # as a new process: nothing prepared
+    assert backend.warm() is False  # the build started in the background; the probe did not wait for it
+    assert backend._local_ready.wait(60)
+    assert backend.warm() is True
+    assert backend.wait_connected(30)  # the connector was started too
+    result = tool_search(query="send an email message", visible={t.pk for t in tools.values()})
+    assert result.index_ready and not result.degraded
+
+
 @pytest.mark.django_db
 @pytest.mark.slow
 def test_services_search_through_weaviate_and_fall_back_when_it_is_gone(weaviate_site, fake, reindex):
