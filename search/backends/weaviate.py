@@ -330,23 +330,20 @@ class RemoteDense:
         if self._leg is None:
             table = self._table()
             n = len(self.snapshot)
-            unknown = self.visible_rows[[row not in self.known for row in self.visible_rows.tolist()]]
+            known = np.zeros(n, dtype=bool)
+            known[list(self.known)] = True
+            unknown = self.visible_rows[~known[self.visible_rows]]
             scores = []
             for vector, floor in zip(self.vectors, self.floors, strict=True):
                 branch = table.score(vector)
-                branch.scores[unknown] = floor
+                branch.scores[unknown] = floor  # an upper bound until the row is fetched
                 scores.append(branch)
-            negatives = DenseIndex(
-                [self.known[r].negatives if r in self.known else None for r in range(n)],
-                [
-                    ("negative",) * len(self.known[r].negatives)
-                    if r in self.known and self.known[r].negatives is not None
-                    else ()
-                    for r in range(n)
-                ],
-                [()] * n,
-            )
-            self._leg = DenseLeg(scores[0], tuple(scores[1:]), table, negatives)
+            negatives: list[np.ndarray | None] = [None] * n
+            negative_kinds: list[tuple[str, ...]] = [()] * n
+            for row, fetched in self.known.items():
+                if fetched.negatives is not None:
+                    negatives[row], negative_kinds[row] = fetched.negatives, ("negative",) * len(fetched.negatives)
+            self._leg = DenseLeg(scores[0], tuple(scores[1:]), table, DenseIndex(negatives, negative_kinds, [()] * n))
         return self._leg
 
     def complete(self, rows: Sequence[int]) -> bool:

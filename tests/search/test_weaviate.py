@@ -327,7 +327,8 @@ def test_searches_never_wait_for_a_connection(silent_server):
             result = backend.search(request_for(tools))
             assert backend._connector.is_alive() and not backend._connected.is_set()  # still connecting
             assert result.index_ready and result.degraded and result.matches
-            assert result.degraded_reason == "weaviate unavailable: not connected yet"
+            # "not connected yet", or the connector's first failure when it already gave up once
+            assert result.degraded_reason.startswith("weaviate unavailable: ")
             assert {m.tool_pk for m in result.matches} <= set(range(1, 31))
         finally:
             backend.reset()
