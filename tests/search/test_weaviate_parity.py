@@ -133,7 +133,8 @@ def test_both_backends_answer_identically(current, catalog, fake):
         kinds["multi_step"] += bool(request.parts)
         kinds["hidden"] += len(request.visible) < len(catalog[0])
         kinds[{Confidence.NONE: "abstained", Confidence.LOW: "low", Confidence.HIGH: "high"}[ours.confidence]] += 1
-    print(f"parity: {identical} of {compared} requests identical; {kinds}")
+    calls = (fake.searches - searches_before) / compared
+    print(f"parity: {identical} of {compared} requests identical; {kinds}; {calls:.1f} gRPC searches a request")
     assert not differences, differences[:3]
     assert fake.searches > searches_before + compared  # every request went to the server (heads, fetches)
     # The requests cover what the parity must hold for.
