@@ -376,12 +376,14 @@ WEAVIATE_GRPC_URL = env_str("WEAVIATE_GRPC_URL")
 WEAVIATE_API_KEY = env_secret("WEAVIATE_API_KEY")
 # Alias searches go through; each full index generation is a collection "<prefix>_<generation>".
 SCOUT_WEAVIATE_PREFIX = env_str("SCOUT_WEAVIATE_PREFIX", "ScoutTools")
-# Connect check and query timeouts (seconds): past them a search falls back to embedded BM25 (F5: degraded
-# <= 1 s). The client's connect check takes about twice its timeout against a hung server: hence 0.5.
+# Connect and query timeouts (seconds). Connecting happens in a background thread, never in a search; every
+# call a search makes (the client's gRPC retries included) is abandoned at SCOUT_WEAVIATE_TIMEOUT, and the
+# search is answered from the BM25 snapshot (F5: degraded <= 1 s).
 SCOUT_WEAVIATE_CONNECT_TIMEOUT = env_float("SCOUT_WEAVIATE_CONNECT_TIMEOUT", 0.5)
 SCOUT_WEAVIATE_TIMEOUT = env_float("SCOUT_WEAVIATE_TIMEOUT", 0.8)
 SCOUT_WEAVIATE_INSERT_TIMEOUT = env_float("SCOUT_WEAVIATE_INSERT_TIMEOUT", 60.0)
-# After a failure, searches skip Weaviate (straight to the fallback) for this long (seconds).
+# The background connector's pause between connection attempts and between health checks (seconds). After
+# a failure, searches go straight to the fallback until it has reconnected.
 SCOUT_WEAVIATE_RETRY_SECONDS = env_float("SCOUT_WEAVIATE_RETRY_SECONDS", 10.0)
 SCOUT_WEAVIATE_BATCH_SIZE = env_int("SCOUT_WEAVIATE_BATCH_SIZE", 200)
 # Old generation collections kept after an alias swap (a rollback window); 0 drops them at once.
