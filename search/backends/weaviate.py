@@ -691,7 +691,7 @@ class WeaviateBackend(SearchBackend):
         local = self.local_snapshot(wait=settings.SCOUT_WEAVIATE_TIMEOUT)
         if local is None or len(local) == 0:
             return SearchResult([], index_ready=False, backend=self.name)
-        if not request.visible:
+        if not request.visible or not local.visible_mask(request.visible).any():  # nothing to rank, as embedded
             return SearchResult(
                 [], index_ready=True, confidence=Confidence.NONE, generation=local.generation, backend=self.name
             )
