@@ -64,5 +64,12 @@ def setup_periodic_tasks(sender: Celery, **kwargs: object) -> None:
     )
     # Send tasks kept while the broker was down that no running process is sending (catalog/outbox.py, F4).
     sender.add_periodic_task(60.0, sender.signature("catalog.tasks.outbox_send"), name="catalog: send kept tasks")
+    # Compare the Weaviate index with the database and repair drift (SCOUT_WEAVIATE_RECONCILE_INTERVAL).
+    if settings.SCOUT_SEARCH_BACKEND == "weaviate" and settings.SCOUT_WEAVIATE_RECONCILE_INTERVAL > 0:
+        sender.add_periodic_task(
+            float(settings.SCOUT_WEAVIATE_RECONCILE_INTERVAL),
+            sender.signature("search.tasks.reconcile_weaviate"),
+            name="search: reconcile the Weaviate index",
+        )
     # Purge the query log past its retention once an hour (SCOUT_QUERY_LOG_RETENTION_DAYS).
     sender.add_periodic_task(3600.0, sender.signature("search.tasks.purge_query_log"), name="search: purge query log")

@@ -409,13 +409,26 @@ WEAVIATE_GRPC_URL = env_str("WEAVIATE_GRPC_URL")
 WEAVIATE_API_KEY = env_secret("WEAVIATE_API_KEY")
 # Alias searches go through; each full index generation is a collection "<prefix>_<generation>".
 SCOUT_WEAVIATE_PREFIX = env_str("SCOUT_WEAVIATE_PREFIX", "ScoutTools")
-# Connect check and query timeouts (seconds): past them a search falls back to embedded BM25 (F5: degraded
-# <= 1 s). The client's connect check takes about twice its timeout against a hung server: hence 0.5.
+# Connect and query timeouts (seconds). Connecting happens in a background thread, never in a search; every
+# call a search makes (the client's gRPC retries included) is abandoned at SCOUT_WEAVIATE_TIMEOUT, and the
+# search is answered from the BM25 snapshot (F5: degraded <= 1 s).
 SCOUT_WEAVIATE_CONNECT_TIMEOUT = env_float("SCOUT_WEAVIATE_CONNECT_TIMEOUT", 0.5)
 SCOUT_WEAVIATE_TIMEOUT = env_float("SCOUT_WEAVIATE_TIMEOUT", 0.8)
 SCOUT_WEAVIATE_INSERT_TIMEOUT = env_float("SCOUT_WEAVIATE_INSERT_TIMEOUT", 60.0)
-# After a failure, searches skip Weaviate (straight to the fallback) for this long (seconds).
+# The background connector's pause between connection attempts and between health checks (seconds). After
+# a failure, searches go straight to the fallback until it has reconnected.
 SCOUT_WEAVIATE_RETRY_SECONDS = env_float("SCOUT_WEAVIATE_RETRY_SECONDS", 10.0)
 SCOUT_WEAVIATE_BATCH_SIZE = env_int("SCOUT_WEAVIATE_BATCH_SIZE", 200)
 # Old generation collections kept after an alias swap (a rollback window); 0 drops them at once.
 SCOUT_WEAVIATE_KEEP_PREVIOUS = env_int("SCOUT_WEAVIATE_KEEP_PREVIOUS", 0)
+# Old collections are dropped this long after the alias swap (seconds): longer than any query, so none of
+# any process still uses them.
+SCOUT_WEAVIATE_DROP_GRACE_SECONDS = env_float("SCOUT_WEAVIATE_DROP_GRACE_SECONDS", 5.0)
+# One full build at a time: the lock's TTL, and how long a second build waits for it (seconds).
+SCOUT_WEAVIATE_BUILD_LOCK_SECONDS = env_int("SCOUT_WEAVIATE_BUILD_LOCK_SECONDS", 3600)
+SCOUT_WEAVIATE_BUILD_WAIT_SECONDS = env_float("SCOUT_WEAVIATE_BUILD_WAIT_SECONDS", 3600.0)
+# HNSW flatSearchCutoff of the collections Scout creates: a filtered search over fewer objects than this
+# scans them exactly. Keep it above the catalog size so dense heads are exact (see the README).
+SCOUT_WEAVIATE_FLAT_SEARCH_CUTOFF = env_int("SCOUT_WEAVIATE_FLAT_SEARCH_CUTOFF", 1_000_000)
+# Compare Weaviate with the database and repair drift on this interval (seconds; 0: never).
+SCOUT_WEAVIATE_RECONCILE_INTERVAL = env_int("SCOUT_WEAVIATE_RECONCILE_INTERVAL", 3600)

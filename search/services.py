@@ -120,7 +120,7 @@ def tool_search(
             enforce_abstention=enforce_abstention,
         )
     )
-    if result.degraded and vector is not None:
+    if result.degraded and vector is not None and not result.degraded_reason:
         search_event_record(kind=SearchEventKind.VECTORS_MISSING, detail="index has no vectors: BM25 only")
     return result
 
@@ -311,3 +311,12 @@ def index_rebuild(*, progress: ProgressCallback | None = None) -> IndexGeneratio
 
     ``progress(done, total)`` hears the texts encoded; the generation row records the same, throttled."""
     return _index(kind=GenerationKind.FULL, pks=None, progress=progress)
+
+
+def index_reconcile() -> dict[str, int]:
+    """Repair drift between the configured backend's server-side index and the database (Weaviate: objects
+    missing, stale or left over after a failed write; no collection or another model's: a rebuild).
+    Backends without a server-side index have nothing to reconcile."""
+    backend = backend_get()
+    reconcile = getattr(backend, "reconcile", None)
+    return reconcile() if reconcile is not None else {}

@@ -56,6 +56,10 @@ class RankingOptions:
     # former 0.25 above an absolute floor cost 3 points of slot recall@10; 0.5 cost 1).
     cut_drop: float = 0.7
     cut_keep: int = 3
+    # A candidate's dense rank is reported when it is within this many of the visible tools (None beyond):
+    # a server-side dense leg returns this deep a head, so both backends report the same ranks. Must exceed
+    # ``overfetch`` * the largest top_k (the RRF head) and ``Calibration.peak_depth``.
+    dense_rank_depth: int = 64
 
 
 @dataclass(frozen=True)
@@ -373,6 +377,7 @@ def _rank_pass(
         if whole.dense is not None
         else np.zeros(len(order), np.int64)
     )
+    dense_ranks[dense_ranks > options.dense_rank_depth] = 0
     needed = None
     if any(_approximate(b) for b in (branches, *clauses)):
         needed = _exact_rows_needed(branches, clauses, scales, fusion, options, top_k, fused, order, pool, cand_rows)
