@@ -506,10 +506,10 @@ def _apply_negatives(
                 candidate.demoted = True
 
 
-def score_explanation(candidate: Candidate, *, fusion: str, branches: bool = True) -> dict:
+def score_explanation(candidate: Candidate, *, fusion: str) -> dict:
     """What ranked ``candidate`` where it is, from the values the ranking used (nothing recomputed):
     ``rank_score`` orders the answer (demoted tools after all others); ``bm25`` + ``dense`` (the branches'
-    shares, when the backend fused them here) + ``intent`` = ``rank_score``; ``step`` names the part of a
+    shares) + ``intent`` = ``rank_score``; ``step`` names the part of a
     multi-step request that gave the score; ``fit`` is the calibrated relevance that decides confidence."""
     explanation = {
         "fusion": fusion,
@@ -517,10 +517,10 @@ def score_explanation(candidate: Candidate, *, fusion: str, branches: bool = Tru
         "intent": round(candidate.intent_part, 4),
         "demoted": candidate.demoted,
         "fit": round(candidate.calibrated, 4),
+        "bm25": round(candidate.bm25_part, 4),
+        "dense": round(candidate.dense_part, 4),
+        "step": candidate.step,
     }
-    if branches:
-        explanation.update(bm25=round(candidate.bm25_part, 4), dense=round(candidate.dense_part, 4))
-        explanation["step"] = candidate.step
     return explanation
 
 
