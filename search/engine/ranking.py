@@ -21,11 +21,28 @@ MODES = ("bm25", "dense", *FUSIONS)
 
 
 class Confidence(StrEnum):
-    """How sure an answer is that its first tools fit the request (decided by ``answer_confidence`` only)."""
+    """How sure an answer is that its first tools fit the request (decided by ``answer_confidence`` only).
+    The one definition: the query log's field takes its choices from ``choices()``."""
 
     HIGH = "high"
     LOW = "low"  # a ranking is returned; the model should check the schemas or rephrase
     NONE = "none"  # withheld: near-certain that no visible tool fits ("no tool fits")
+
+    @property
+    def label(self) -> str:
+        return _CONFIDENCE_LABELS[self]
+
+    @classmethod
+    def choices(cls) -> list[tuple[str, str]]:
+        """(value, label) pairs, as Django's ``choices`` takes them."""
+        return [(member.value, member.label) for member in cls]
+
+
+_CONFIDENCE_LABELS = {
+    Confidence.HIGH: "High",
+    Confidence.LOW: "Low: check the schemas or rephrase",
+    Confidence.NONE: "Withheld: no tool fits",
+}
 
 
 @dataclass(frozen=True)
@@ -56,6 +73,10 @@ class RankingOptions:
     # former 0.25 above an absolute floor cost 3 points of slot recall@10; 0.5 cost 1).
     cut_drop: float = 0.7
     cut_keep: int = 3
+    # Strong-match path for learned requests: a request whose cosine to a learned request's own (unscaled)
+    # vector reaches ``learned_match`` lifts that tool by ``learned_lift`` times the learned weight.
+    learned_match: float = 0.8
+    learned_lift: float = 0.3
 
 
 @dataclass(frozen=True)
@@ -127,6 +148,19 @@ class Ranking:
     @property
     def kept(self) -> list[Candidate]:
         return self.candidates[: self.cut]
+
+
+@dataclass(frozen=True)
+class LearnedVectors:
+    """Where the learned requests' vectors sit in the dense table (``vectors``), the weight each was scaled by
+    (``weights``, see ``search.usage.learned_weight``) and the tool row each belongs to (``rows``)."""
+
+    vectors: np.ndarray
+    weights: np.ndarray
+    rows: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.vectors)
 
 
 @dataclass(frozen=True)
@@ -265,6 +299,7 @@ def rank(
     query_vector: np.ndarray | None = None,
     calibration: Calibration = Calibration(),  # noqa: B008 - frozen, shared default
     clauses: Sequence[Branches] = (),
+    learned: LearnedVectors | None = None,
 ) -> Ranking:
     """Rank the visible rows. ``clauses``: branches of the request's parts (a multi-step request); a tool
     then scores by the best of the whole request and each part (parts slightly discounted).
@@ -283,6 +318,7 @@ def rank(
             tie_keys=tie_keys,
             calibration=calibration,
             clauses=clauses,
+            learned=learned,
         )
         if needed is None or not sum(_refine(b, rows) for b, rows in zip(everything, needed, strict=True)):
             break
@@ -320,6 +356,7 @@ def _rank_pass(
     tie_keys: np.ndarray,
     calibration: Calibration,
     clauses: Sequence[Branches],
+    learned: LearnedVectors | None = None,
 ) -> tuple["list[Candidate] | Ranking", list[np.ndarray] | None]:
     """One ranking pass: the candidates (or an empty Ranking), and for approximate dense scores the rows of
     each branch whose exact score this answer depends on (None when every score is exact)."""
@@ -343,6 +380,9 @@ def _rank_pass(
         scales.append(scale)
         fused = np.maximum(fused, scale * part.fused)
         calibrated = np.maximum(calibrated, part.calibrated)
+    lift = _learned_lift(branches, learned, options, fusion)
+    if lift is not None:
+        fused = fused + lift
 
     pool = max(options.second_stage, options.overfetch * top_k)
     order = _top(fused, whole.tie, pool)
@@ -372,6 +412,35 @@ def _rank_pass(
         for i in range(len(order))
     ]
     return candidates, needed
+
+
+def _learned_lift(
+    branches: Branches, learned: LearnedVectors | None, options: RankingOptions, fusion: str
+) -> np.ndarray | None:
+    """The strong-match path: a request nearly identical to a learned request (cosine to its unscaled vector
+    at least ``learned_match``) lifts that tool by ``learned_lift`` times the request's learned weight, in
+    fused units, over the visible rows (None: no lift). Weighted like the learned vector itself, so one
+    principal's request lifts a tool at most ``base`` times as much, however often it was repeated, and
+    any number of principals at most ``cap`` times. Only visible tools' requests count."""
+    dense = branches.dense
+    if learned is None or not len(learned) or dense is None or fusion == "bm25":
+        return None
+    if dense.error > 0:  # approximate cosines: make exact those of every tool near the threshold
+        near = dense.sims[learned.vectors] >= (options.learned_match * learned.weights - 2 * dense.error)
+        dense.refine(learned.rows[near])
+    strong = dense.sims[learned.vectors] >= options.learned_match * learned.weights
+    if not strong.any():
+        return None
+    rows = branches.visible_rows
+    owners, weights = learned.rows[strong], learned.weights[strong]
+    positions = np.searchsorted(rows, owners)
+    shown = positions < len(rows)
+    shown[shown] = rows[positions[shown]] == owners[shown]
+    if not shown.any():
+        return None
+    lift = np.zeros(len(rows))
+    np.maximum.at(lift, positions[shown], weights[shown] * options.learned_lift)
+    return lift * (2.0 / options.rrf_k if fusion == "rrf" else 1.0)
 
 
 def _exact_rows_needed(

@@ -14,8 +14,8 @@ from ..indexes import ToolSearchIndex
 from ..text import tokenize
 from .dense import DenseIndex
 from .intent import tool_operation
-from .ranking import Branches, Calibration, Ranking, RankingOptions, rank, score_branches
-from .sparse import SparseIndex, weighted_tokens
+from .ranking import Branches, Calibration, LearnedVectors, Ranking, RankingOptions, rank, score_branches
+from .sparse import SparseIndex, learned_tokens, weighted_tokens
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,27 @@ def branches_visible(branches: Branches) -> np.ndarray:
     return mask
 
 
+def _learned_vectors(docs: Sequence[ToolDoc], dense: DenseIndex | None) -> LearnedVectors | None:
+    """The learned requests' vectors in the dense table with their weights and tools (None: there are none).
+    A tool's learned vectors come last in its block, in ``ToolDoc.learned`` order (``dense_texts``)."""
+    if dense is None:
+        return None
+    vectors, weights, rows = [], [], []
+    for row, doc in enumerate(docs):
+        if not doc.learned:
+            continue
+        lo, hi = int(dense.offsets[row]), int(dense.offsets[row + 1])
+        found = [i for i in range(lo, hi) if dense.kinds[i] == "learned"]
+        if len(found) != len(doc.learned):
+            continue  # vectors not (yet) those of these learned requests
+        vectors += found
+        weights += [weight for _, weight in doc.learned]
+        rows += [row] * len(found)
+    if not vectors:
+        return None
+    return LearnedVectors(np.asarray(vectors, np.int64), np.asarray(weights, np.float32), np.asarray(rows, np.int64))
+
+
 class IndexSnapshot:
     def __init__(
         self,
@@ -67,7 +88,10 @@ class IndexSnapshot:
         self.tie_keys[order] = np.arange(len(self.docs))
         weights = ToolSearchIndex.weights()
         # A generator: one document's tokens at a time, never every document's token list at once.
-        self.sparse = SparseIndex(weighted_tokens(d.field_texts(), weights) for d in self.docs)
+        self.sparse = SparseIndex(
+            weighted_tokens(d.field_texts(), weights) + learned_tokens(d.learned, ToolSearchIndex.learned_weight)
+            for d in self.docs
+        )
         self.tool_ops = [tool_operation(d.name, d.purpose or d.description) for d in self.docs]
         no_terms: frozenset[str] = frozenset()  # shared by every tool without negative examples
         self.negative_terms = [
@@ -94,6 +118,7 @@ class IndexSnapshot:
                 ],
                 [() for _ in per_doc],  # negative texts: never quoted
             )
+        self.learned = _learned_vectors(self.docs, self.dense)
 
     def __len__(self) -> int:
         return len(self.docs)
@@ -142,6 +167,7 @@ class IndexSnapshot:
             query_vector=query_vector,
             calibration=calibration,
             clauses=clauses if options.decompose else (),
+            learned=self.learned if query_vector is not None else None,
         )
 
     def explain(self, row: int, best_vector: int, query_terms: Sequence[str]) -> dict:
