@@ -21,11 +21,28 @@ MODES = ("bm25", "dense", *FUSIONS)
 
 
 class Confidence(StrEnum):
-    """How sure an answer is that its first tools fit the request (decided by ``answer_confidence`` only)."""
+    """How sure an answer is that its first tools fit the request (decided by ``answer_confidence`` only).
+    The one definition: the query log's field takes its choices from ``choices()``."""
 
     HIGH = "high"
     LOW = "low"  # a ranking is returned; the model should check the schemas or rephrase
     NONE = "none"  # withheld: near-certain that no visible tool fits ("no tool fits")
+
+    @property
+    def label(self) -> str:
+        return _CONFIDENCE_LABELS[self]
+
+    @classmethod
+    def choices(cls) -> list[tuple[str, str]]:
+        """(value, label) pairs, as Django's ``choices`` takes them."""
+        return [(member.value, member.label) for member in cls]
+
+
+_CONFIDENCE_LABELS = {
+    Confidence.HIGH: "High",
+    Confidence.LOW: "Low: check the schemas or rephrase",
+    Confidence.NONE: "Withheld: no tool fits",
+}
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from ..text import tokenize
 from .dense import DenseIndex
 from .intent import tool_operation
 from .ranking import Branches, Calibration, Ranking, RankingOptions, rank, score_branches
-from .sparse import SparseIndex, weighted_tokens
+from .sparse import SparseIndex, learned_tokens, weighted_tokens
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,10 @@ class IndexSnapshot:
         self.tie_keys[order] = np.arange(len(self.docs))
         weights = ToolSearchIndex.weights()
         # A generator: one document's tokens at a time, never every document's token list at once.
-        self.sparse = SparseIndex(weighted_tokens(d.field_texts(), weights) for d in self.docs)
+        self.sparse = SparseIndex(
+            weighted_tokens(d.field_texts(), weights) + learned_tokens(d.learned, ToolSearchIndex.learned_weight)
+            for d in self.docs
+        )
         self.tool_ops = [tool_operation(d.name, d.purpose or d.description) for d in self.docs]
         no_terms: frozenset[str] = frozenset()  # shared by every tool without negative examples
         self.negative_terms = [

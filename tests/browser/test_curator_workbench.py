@@ -7,7 +7,7 @@ import pytest
 from django.contrib.auth.models import Permission
 
 from governance.principals import principal_for_user
-from search.choices import Confidence
+from search.engine.ranking import Confidence
 from search.services import index_rebuild
 from search.usage import query_log_record
 
