@@ -14,6 +14,8 @@ from .choices import (
     ApprovalStatus,
     AuditEventType,
     AuditOutcome,
+    NotificationChannel,
+    NotificationOutcome,
     OperationClass,
     Reversibility,
     ReviewKind,
@@ -29,10 +31,19 @@ class AuditLogImmutable(Exception):
 # --- object permissions (guardian direct foreign-key tables) -------------------------------------
 
 
+def granted_by_field() -> models.ForeignKey:
+    """Who made a grant. An ``approve`` grant never counts for the person who made it (separation of duties:
+    nobody decides on authority they gave themselves); empty for grants made before this was recorded."""
+    return models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False
+    )
+
+
 class ServerUserObjectPermission(UserObjectPermissionBase):
     """A permission (discover/execute/approve) on one server's tools, granted to a user."""
 
     content_object = models.ForeignKey("catalog.Server", on_delete=models.CASCADE, related_name="user_grants")
+    granted_by = granted_by_field()
 
     class Meta(UserObjectPermissionBase.Meta):
         verbose_name = "server grant to a user"
@@ -43,6 +54,7 @@ class ServerGroupObjectPermission(GroupObjectPermissionBase):
     """A permission on one server's tools, granted to a group."""
 
     content_object = models.ForeignKey("catalog.Server", on_delete=models.CASCADE, related_name="group_grants")
+    granted_by = granted_by_field()
 
     class Meta(GroupObjectPermissionBase.Meta):
         verbose_name = "server grant to a group"
@@ -53,6 +65,7 @@ class ToolUserObjectPermission(UserObjectPermissionBase):
     """A permission on one tool, granted to a user."""
 
     content_object = models.ForeignKey("catalog.Tool", on_delete=models.CASCADE, related_name="user_grants")
+    granted_by = granted_by_field()
 
     class Meta(UserObjectPermissionBase.Meta):
         verbose_name = "tool grant to a user"
@@ -63,6 +76,7 @@ class ToolGroupObjectPermission(GroupObjectPermissionBase):
     """A permission on one tool, granted to a group."""
 
     content_object = models.ForeignKey("catalog.Tool", on_delete=models.CASCADE, related_name="group_grants")
+    granted_by = granted_by_field()
 
     class Meta(GroupObjectPermissionBase.Meta):
         verbose_name = "tool grant to a group"
@@ -553,3 +567,30 @@ class AuditEvent(models.Model):
             "approvalId": self.approval_ref or None,
             "traceId": self.trace_id or None,
         }
+
+
+class NotificationAttempt(models.Model):
+    """One attempt to tell approvers of a request: an e-mail (to every approver at once) or a webhook call.
+
+    Written by ``governance.services.notifications`` only, success or failure, so an operator sees in the admin
+    whether approvers were reached. Holds no secret: the webhook's host only (a URL path can carry a token)."""
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    approval = models.ForeignKey(
+        "governance.ApprovalRequest", null=True, on_delete=models.SET_NULL, related_name="notifications"
+    )
+    channel = models.CharField(max_length=10, choices=NotificationChannel.choices)
+    outcome = models.CharField(max_length=10, choices=NotificationOutcome.choices)
+    attempt = models.PositiveSmallIntegerField(default=1, help_text="1 for the first try, then each retry")
+    target = models.CharField(max_length=300, help_text="E-mail recipients, or the webhook's host")
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True, help_text="The webhook's HTTP status")
+    detail = models.CharField(max_length=300, blank=True, help_text="What went wrong (never a secret)")
+
+    class Meta:
+        ordering = ("-created_at", "-id")
+        indexes = [models.Index(fields=["outcome", "-created_at"])]
+        verbose_name = "notification to approvers"
+        verbose_name_plural = "notifications to approvers"
+
+    def __str__(self) -> str:
+        return f"{self.get_channel_display()} {self.get_outcome_display().lower()} ({self.created_at:%Y-%m-%d %H:%M})"

@@ -29,6 +29,7 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
         "governance.view_toolreview",
         "governance.change_toolreview",
         "governance.view_toolpolicy",
+        "auth.view_user",  # the search preview runs as a chosen user (what that user's MCP client gets)
     ),
     # Decide risky calls. The inbox lists only tools the person holds ``approve`` on; the decide page shows the
     # tool's description, annotations and risk without catalog permissions.
@@ -57,6 +58,7 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
         "governance.view_policyversion",
         "governance.view_entitlement",
         "governance.view_auditevent",
+        "governance.view_notificationattempt",
         "auth.view_group",
         "auth.view_user",
     ),

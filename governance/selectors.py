@@ -62,15 +62,27 @@ def _group_ids(user: AbstractBaseUser) -> QuerySet:
     return user.groups.values("pk")
 
 
-def _grant_q(user: AbstractBaseUser, action: str) -> Q:
-    """Tools for which ``user`` (directly or through a group) holds ``<action>_server`` or ``<action>_tool``."""
+def _grants(user: AbstractBaseUser, action: str, *, own: bool = False) -> tuple[QuerySet, QuerySet, QuerySet, QuerySet]:
+    """The grants of ``<action>`` reaching ``user`` (server/user, server/group, tool/user, tool/group).
+
+    Separation of duties: an ``approve`` grant never counts for the person who made it (a superuser may make
+    one for themselves, an operator may be added to a group after granting it: neither lets them decide)."""
     groups = _group_ids(user)
-    servers = ServerUserObjectPermission.objects.filter(user=user, permission__codename=f"{action}_server")
-    server_groups = ServerGroupObjectPermission.objects.filter(
-        group__in=groups, permission__codename=f"{action}_server"
+    querysets = (
+        ServerUserObjectPermission.objects.filter(user=user, permission__codename=f"{action}_server"),
+        ServerGroupObjectPermission.objects.filter(group__in=groups, permission__codename=f"{action}_server"),
+        ToolUserObjectPermission.objects.filter(user=user, permission__codename=f"{action}_tool"),
+        ToolGroupObjectPermission.objects.filter(group__in=groups, permission__codename=f"{action}_tool"),
     )
-    tools = ToolUserObjectPermission.objects.filter(user=user, permission__codename=f"{action}_tool")
-    tool_groups = ToolGroupObjectPermission.objects.filter(group__in=groups, permission__codename=f"{action}_tool")
+    if action == "approve" and not own:
+        querysets = tuple(qs.exclude(granted_by=user) for qs in querysets)
+    return querysets
+
+
+def _grant_q(user: AbstractBaseUser, action: str, *, own: bool = False) -> Q:
+    """Tools for which ``user`` (directly or through a group) holds ``<action>_server`` or ``<action>_tool``
+    (``own``: counting approve grants the user made, only to explain a refusal)."""
+    servers, server_groups, tools, tool_groups = _grants(user, action, own=own)
     return (
         Q(server_id__in=servers.values("content_object_id"))
         | Q(server_id__in=server_groups.values("content_object_id"))
@@ -117,6 +129,19 @@ def _missing_entitlements(user: AbstractBaseUser) -> QuerySet:
     return Entitlement.objects.exclude(pk__in=held).values("pk")
 
 
+def tools_servable() -> QuerySet[Tool]:
+    """Tools some client could be given, grants aside: enabled, not removed, on an active server, and (fail
+    closed) with a policy row that is not held and accepted the tool's current definition. A tool without a
+    policy, or whose definition changed without a review deciding on it, is served to nobody."""
+    return Tool.objects.filter(
+        removed_at__isnull=True,
+        enabled=True,
+        server__status__in=VISIBLE_SERVER_STATUSES,
+        policy__held=False,
+        policy__accepted_hash=F("definition_hash"),
+    )
+
+
 def tools_visible_to(*, principal: Principal, permission: Permission = "discover") -> QuerySet[Tool]:
     """Every tool ``principal`` may discover (or execute), straight from the database (authoritative).
 
@@ -131,16 +156,8 @@ def tools_visible_to(*, principal: Principal, permission: Permission = "discover
     if permission not in ("discover", "execute"):
         raise ValueError(f"unknown permission {permission!r}")
 
-    # Fail closed: only a tool with a policy row, not held, whose current definition is the accepted one.
-    # A tool without a policy, or whose definition changed without a review deciding on it, is invisible.
     qs = (
-        Tool.objects.filter(
-            removed_at__isnull=True,
-            enabled=True,
-            server__status__in=VISIBLE_SERVER_STATUSES,
-            policy__held=False,
-            policy__accepted_hash=F("definition_hash"),
-        )
+        tools_servable()
         .filter(server_tenant_q(principal, "server__"))
         .exclude(policy__required_entitlements__in=_missing_entitlements(user))
         .filter(_grant_q(user, "discover"))
@@ -254,13 +271,26 @@ def approval_requester_may_execute(*, request: ApprovalRequest) -> bool:
 
 
 def user_can_approve(*, user: AbstractBaseUser, tool: Tool) -> bool:
-    """Whether ``user`` holds approve_tool on ``tool`` or approve_server on its server (directly or by group).
+    """Whether ``user`` holds approve_tool on ``tool`` or approve_server on its server (directly or by group),
+    by a grant someone else made.
 
-    Superusers need an explicit grant too: approving is a decision someone must be named for. A tenant's tool
-    only for someone acting in that tenant (Z12)."""
+    Superusers need an explicit grant too: approving is a decision someone else must name them for. A
+    tenant's tool only for someone acting in that tenant (Z12)."""
     if user is None or not getattr(user, "is_active", False) or user.pk is None:
         return False
     return tools_approvable_by(user=user).filter(pk=tool.pk).exists()
+
+
+def user_approves_only_by_own_grant(*, user: AbstractBaseUser, tool: Tool) -> bool:
+    """Whether ``user`` may not approve ``tool`` only because they made the approve grant themselves."""
+    if user_can_approve(user=user, tool=tool) or user is None or user.pk is None:
+        return False
+    return (
+        Tool.objects.filter(pk=tool.pk)
+        .filter(_grant_q(user, "approve", own=True))
+        .filter(server_tenant_q(principal_for_user(user), "server__"))
+        .exists()
+    )
 
 
 def tools_approvable_by(*, user: AbstractBaseUser) -> QuerySet[Tool]:
@@ -274,13 +304,7 @@ def user_is_approver(*, user: AbstractBaseUser) -> bool:
     """Whether ``user`` holds any approve grant (on a server or a tool, directly or through a group)."""
     if user is None or not getattr(user, "is_active", False) or user.pk is None:
         return False
-    groups = _group_ids(user)
-    return (
-        ServerUserObjectPermission.objects.filter(user=user, permission__codename="approve_server").exists()
-        or ServerGroupObjectPermission.objects.filter(group__in=groups, permission__codename="approve_server").exists()
-        or ToolUserObjectPermission.objects.filter(user=user, permission__codename="approve_tool").exists()
-        or ToolGroupObjectPermission.objects.filter(group__in=groups, permission__codename="approve_tool").exists()
-    )
+    return any(grants.exists() for grants in _grants(user, "approve"))
 
 
 def approval_requests_for_approver(

@@ -15,7 +15,7 @@ FAILURE_WINDOW = timedelta(days=7)
 
 # Job → (plain name, models as "app_label.ModelName"); anything not listed lands in "Records".
 NAVIGATION: list[tuple[str, list[str]]] = [
-    ("Approvals", ["governance.ApprovalRequest"]),
+    ("Approvals", ["governance.ApprovalRequest", "governance.NotificationAttempt"]),
     (
         "Search & curation",
         ["catalog.Tool", "search.LearnedRequest", "search.QueryLogEntry", "mcpgateway.PinnedTool"],
@@ -188,5 +188,12 @@ def _operator_panel(user) -> dict[str, Any]:
         .select_related("server")
         .order_by("-started_at")
     )
+    from governance.choices import NotificationOutcome
+    from governance.models import NotificationAttempt
+
+    failed_notifications = NotificationAttempt.objects.filter(
+        outcome=NotificationOutcome.FAILED, created_at__gte=timezone.now() - FAILURE_WINDOW
+    ).count()
     return {"servers": list(servers[: HOME_ROWS * 3]), "server_count": servers.count(),
-            "failures": list(failures[:HOME_ROWS]), "failure_count": failures.count()}  # fmt: skip
+            "failures": list(failures[:HOME_ROWS]), "failure_count": failures.count(),
+            "failed_notifications": failed_notifications}  # fmt: skip

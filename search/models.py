@@ -9,7 +9,6 @@ from django.db import models
 from django.utils import timezone
 
 from .choices import (
-    Confidence,
     GenerationKind,
     GenerationStatus,
     LearnedStatus,
@@ -17,6 +16,7 @@ from .choices import (
     SearchEventKind,
     SearchOutcomeKind,
 )
+from .engine.ranking import Confidence
 
 
 class ToolEmbedding(models.Model):
@@ -117,7 +117,7 @@ class QueryLogEntry(models.Model):
     log_mode = models.CharField(max_length=10, choices=QueryLogMode.choices)
     query = models.TextField()
     results = models.JSONField(default=list, help_text='[{"tool_id": ..., "score": ...}] in rank order')
-    confidence = models.CharField(max_length=10, choices=Confidence.choices)
+    confidence = models.CharField(max_length=10, choices=Confidence.choices())
     degraded = models.BooleanField(default=False)
     backend = models.CharField(max_length=20, blank=True)
     latency_ms = models.FloatField(default=0.0)

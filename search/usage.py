@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from celery import current_app
 from django.conf import settings
 from django.db import IntegrityError, connections, transaction
 from django.db.models import F, QuerySet
@@ -248,28 +247,23 @@ def _flush_later() -> None:
     # Cache down: schedule anyway (a second flush finds nothing left to do); never fail the request (F4).
     if not cache_call("add", FLUSH_PENDING_KEY, 1, timeout=interval * 2, default=True):
         return  # a flush is already on its way and will take this change too
-    if current_app.conf.task_always_eager:
-        # No worker (the embedded default): a daemon timer in this process runs the one flush.
-        timer = threading.Timer(interval, _flush_in_thread)
-        timer.daemon = True
-        timer.start()
-    else:
-        from .tasks import flush_learned_index
-
-        try:
-            flush_learned_index.apply_async(countdown=interval)
-        except Exception:  # noqa: BLE001 - broker down: the rows stay indexed=False, the next flush takes them
-            cache_call("delete", FLUSH_PENDING_KEY)
-            logger.warning("learned requests: could not queue the batched reindex; the next change retries it")
+    # One path whatever the deployment: a daemon timer in this process waits out the interval, then queues
+    # the flush task (a worker runs it; without a broker Celery runs it eagerly, here).
+    timer = threading.Timer(interval, _flush_queue)
+    timer.daemon = True
+    timer.start()
 
 
-def _flush_in_thread() -> None:
+def _flush_queue() -> None:
+    from .tasks import flush_learned_index
+
     try:
-        learned_index_flush()
-    except Exception:  # noqa: BLE001 - a background flush must not die silently nor kill the process
-        logger.exception("learned requests: batched reindex failed")
+        flush_learned_index.delay()
+    except Exception:  # noqa: BLE001 - broker down or a failed eager flush: the rows stay indexed=False
+        cache_call("delete", FLUSH_PENDING_KEY)  # the next change arms another flush
+        logger.exception("learned requests: the batched reindex did not run; the next change retries it")
     finally:
-        connections.close_all()  # this thread's connections only
+        connections.close_all()  # this thread's connections only (an eager flush used the database)
 
 
 def learned_index_flush() -> int:

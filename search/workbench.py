@@ -24,7 +24,7 @@ from django.utils import timezone
 from catalog.models import Tool, ToolExample, ToolNegativeExample
 from catalog.services.curation import tool_curation_update
 
-from .choices import Confidence
+from .engine.ranking import Confidence
 from .models import IndexGeneration, QueryLogEntry, SearchOutcome
 from .text import tokenize
 from .usage import query_log_visible_to

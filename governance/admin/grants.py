@@ -15,14 +15,20 @@ from ..models import (
     ToolUserObjectPermission,
 )
 from ..selectors import servers_visible_to_operator
-from ..services.permissions import permission_grant, permission_grant_check, permission_revoke
+from ..services.permissions import (
+    SELF_GRANT_MESSAGE,
+    permission_grant,
+    permission_grant_check,
+    permission_revoke,
+    self_grant_refused,
+)
 
 
 class GrantAdmin(StrictLookupsMixin, admin.ModelAdmin):
     """Grants are added and deleted, never edited; both go through the audited services."""
 
     target_model: type = Server
-    list_display = ("holder", "action", "content_object")
+    list_display = ("holder", "action", "content_object", "granted_by")
     list_filter = ("permission",)
     raw_id_fields = ("content_object",)
     list_select_related = ("permission", "content_object")
@@ -51,25 +57,30 @@ class GrantAdmin(StrictLookupsMixin, admin.ModelAdmin):
         field = "content_object__server" if self.target_model is Tool else "content_object"
         return super().get_queryset(request).filter(**{f"{field}__in": servers})
 
-    def get_form(self, request, obj=None, change=False, **kwargs):
-        form = super().get_form(request, obj, change=change, **kwargs)
-        actor = request.user
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
 
-        class TenantCheckedForm(form):
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        base = super().get_form(request, obj, change, **kwargs)
+        holder_field = "user" if "user" in base.base_fields else "group"
+
+        class GrantForm(base):
             def clean(self):
                 data = super().clean()
-                target, holder = data.get("content_object"), data.get("user") or data.get("group")
+                target, holder, permission = data.get("content_object"), data.get(holder_field), data.get("permission")
+                if holder and permission:
+                    action = permission.codename.split("_", 1)[0]
+                    if self_grant_refused(actor=request.user, holder=holder, action=action):
+                        self.add_error(holder_field, SELF_GRANT_MESSAGE)
                 if target is not None and holder is not None:
+                    # Z12: only servers the operator may manage, a tenant's server only to its members.
                     try:
-                        permission_grant_check(actor=actor, target=target, holder=holder)
+                        permission_grant_check(actor=request.user, target=target, holder=holder)
                     except ValidationError as error:
                         raise forms.ValidationError(error.messages) from None
                 return data
 
-        return TenantCheckedForm
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
+        return GrantForm
 
     def _holder_of(self, obj):
         return getattr(obj, "user", None) if hasattr(obj, "user_id") else obj.group

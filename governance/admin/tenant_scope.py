@@ -1,19 +1,20 @@
 """The catalog's admin pages narrowed to the servers an admin may manage (Z12): shared servers and those of
 the admin's tenants; superusers see everything. The catalog knows nothing of tenants (dependencies point
-catalog ← governance), so this module re-registers its ModelAdmins with the tenant filter, as
-``server_access`` does for servers."""
+catalog ← governance), so this module re-registers its ModelAdmins with the tenant filter (``access`` does it
+for servers and tools, with their grant inlines)."""
 
 from django.contrib import admin
 
 from catalog.admin.records import SyncRunAdmin as CatalogSyncRunAdmin
 from catalog.admin.records import ToolRevisionAdmin as CatalogToolRevisionAdmin
-from catalog.admin.tools import ToolAdmin as CatalogToolAdmin
-from catalog.models import Server, SyncRun, Tool, ToolRevision
+from catalog.models import Server, SyncRun, ToolRevision
 
 from ..selectors import servers_visible_to_operator
 
 
-class _TenantScoped:
+class TenantScopedMixin:
+    """Lists only rows of the servers the admin may manage (``server_path`` leads to the server)."""
+
     server_path = "server"
 
     def managed_servers(self, request):
@@ -27,18 +28,14 @@ class _TenantScoped:
         return qs.filter(**{f"{self.server_path}__in": self.managed_servers(request).values("pk")})
 
 
-class ToolAdmin(_TenantScoped, CatalogToolAdmin):
-    pass
-
-
-class ToolRevisionAdmin(_TenantScoped, CatalogToolRevisionAdmin):
+class ToolRevisionAdmin(TenantScopedMixin, CatalogToolRevisionAdmin):
     server_path = "tool__server"
 
 
-class SyncRunAdmin(_TenantScoped, CatalogSyncRunAdmin):
+class SyncRunAdmin(TenantScopedMixin, CatalogSyncRunAdmin):
     pass
 
 
-for model, model_admin in ((Tool, ToolAdmin), (ToolRevision, ToolRevisionAdmin), (SyncRun, SyncRunAdmin)):
+for model, model_admin in ((ToolRevision, ToolRevisionAdmin), (SyncRun, SyncRunAdmin)):
     admin.site.unregister(model)
     admin.site.register(model, model_admin)

@@ -37,6 +37,7 @@ from governance.selectors import (
     approval_requests_for_approver,
     server_tenant_id,
     tools_visible_to,
+    user_approves_only_by_own_grant,
 )
 from governance.services.audit import audit_record
 from governance.services.policy import policy_version_current, tool_policy_ensure
@@ -232,7 +233,12 @@ def approval_decide(
     if approver.pk == request.requester_id or f"user:{approver.get_username()}" in request.delegation_chain:
         raise ApprovalError("self_approval", "You cannot decide on your own request")
     if not approval_requests_for_approver(user=approver).filter(pk=request.pk).exists():
-        # Not in the approver's inbox: no approve grant on the tool, or another tenant's request (Z12).
+        # Not in the approver's inbox: no approve grant someone else made on the tool, or another tenant's
+        # request (Z12).
+        if user_approves_only_by_own_grant(user=approver, tool=request.tool):
+            raise ApprovalError(
+                "forbidden", "Your approve right here is a grant you made yourself: another person must grant it"
+            )
         raise ApprovalError("forbidden", "You may not approve calls to this tool")
     if not approve and not reason:
         raise ApprovalError("reason_required", "A denial needs a reason")

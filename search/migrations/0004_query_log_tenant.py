@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('governance', '0009_tenants_and_agents'),
+        ('governance', '0011_tenants_and_agents'),
         ('search', '0003_progress'),
     ]
 

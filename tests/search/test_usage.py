@@ -7,7 +7,8 @@ from django.utils import timezone
 
 from governance.principals import principal_for_user
 from governance.services.permissions import permission_grant
-from search.choices import Confidence, LearnedStatus
+from search.choices import LearnedStatus
+from search.engine.ranking import Confidence
 from search.models import LearnedRequest, QueryLogEntry, SearchOutcome
 from search.usage import (
     LoggedResult,
@@ -196,3 +197,47 @@ def test_curators_read_only_shared_and_their_tenants_requests(world, member, out
     }
     assert {group.text for group in workbench_groups(user=curator)} == {"acme payroll run", "shared status page"}
     assert len(workbench_groups()) == 3  # the whole install, for a caller that names nobody
+
+
+def test_learned_reindexes_are_batched_into_one_per_interval(
+    world, superuser, settings, monkeypatch, django_capture_on_commit_callbacks
+):
+    """Several new learned requests within the interval arm one timer, whose one flush reindexes every
+    changed tool in one generation (one mechanism, with or without a worker: the timer queues the task)."""
+    from governance.services.permissions import permission_grant as grant
+    from search import usage
+    from search.models import IndexGeneration
+
+    settings.SCOUT_LEARNED_INDEX_INTERVAL = 30
+    armed = []
+
+    class FakeTimer:  # the interval elapses when the test says so
+        def __init__(self, interval, function):
+            armed.append((interval, function))
+            self.daemon = False
+
+        def start(self):
+            pass
+
+    monkeypatch.setattr(usage.threading, "Timer", FakeTimer)
+    other = principal_for_user(world["outsider"])
+    for action in ("discover", "execute"):
+        grant(actor=superuser, target=world["send"].server, action=action, holder=world["outsider"])
+    with django_capture_on_commit_callbacks(execute=True):
+        for principal, tool, query in (
+            (world["member"], world["send"], "mail the invoice to finance"),
+            (other, world["send"], "mail the invoice to finance"),
+            (world["member"], world["other"], "put the old newsletters away"),
+        ):
+            _log(principal, query=query, tools=(tool.tool_id,))
+            search_outcome_record(principal=principal, tool=tool, outcome="success")
+    assert [interval for interval, _ in armed] == [30]  # one flush on its way for all three changes
+    assert LearnedRequest.objects.filter(indexed=False).count() == 2
+    generations = IndexGeneration.objects.count()
+    armed[0][1]()  # the interval has passed
+    assert IndexGeneration.objects.count() == generations + 1
+    assert not LearnedRequest.objects.filter(indexed=False).exists()
+    with django_capture_on_commit_callbacks(execute=True):
+        _log(other, query="put the old newsletters away", tools=("mail::archive_email",))
+        search_outcome_record(principal=other, tool=world["other"], outcome="success")
+    assert len(armed) == 2  # after a flush, the next change arms the next one

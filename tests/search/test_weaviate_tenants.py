@@ -1,65 +1,37 @@
 """Z12 on the Weaviate backend: a tenant's search reaches Weaviate with the tenant filter inside the query.
 
-No Weaviate server can run here, so the real weaviate client builds the gRPC request and a recorder stands
-in for the network (as in test_weaviate.py). The search goes through the one entry point every client uses
+Weaviate serves the dense leg only, with the caller's visible ids as a filter inside the query; the tenant
+rule is part of that visible set. The real weaviate client talks to the in-process fake server
+(``fake_weaviate``), and the search goes through the one entry point every client uses
 (``search_for_principal``), from a real token acting in tenant A."""
-
-from types import SimpleNamespace
 
 import pytest
 from django.contrib.auth.models import Group
+from django.test import override_settings
 from weaviate.proto.v1 import base_pb2
-from weaviate.util import _ServerVersion
 
 from catalog.models import Tool
 from governance.models import ServerTenant
 from governance.selectors import tool_pks_visible_to
 from governance.services.permissions import permission_grant
 from governance.services.tokens import api_token_create, api_token_verify
-from search.backends.weaviate import WeaviateBackend
-from search.services import search_for_principal
+from search.backends import backend_get
+from search.services import index_rebuild, search_for_principal
 from tests.governance.factories import ServerFactory, ToolFactory, in_days, tenant_with
 
-pytestmark = pytest.mark.django_db
+from .fake_weaviate import FakeWeaviate
+
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
 
 @pytest.fixture
-def recorded(monkeypatch):
-    """The gRPC search requests the Weaviate backend would send, with its index reported ready."""
-    import weaviate
-    from weaviate.connect.base import ConnectionParams
-
-    client = weaviate.WeaviateClient(
-        connection_params=ConnectionParams.from_params(
-            http_host="127.0.0.1", http_port=1, http_secure=False, grpc_host="127.0.0.1", grpc_port=2, grpc_secure=False
-        ),
-        skip_init_checks=True,
-    )
-    client._connection._weaviate_version = _ServerVersion(1, 32, 0)
-    sent = []
-
-    def record(request, *args, **kwargs):
-        sent.append(request)
-        raise ConnectionError("recorded, not sent")
-
-    client._connection.grpc_search = record
-    backend = WeaviateBackend()
-    backend._client = client
-    monkeypatch.setattr(backend, "status", lambda: SimpleNamespace(ready=True))
-    monkeypatch.setattr(backend, "_fallback", lambda: SimpleNamespace(search=lambda request: _empty(backend)))
-    monkeypatch.setattr("search.services.backend_get", lambda: backend)
-    monkeypatch.setattr("search.services._encode_query", lambda cleaned, parts: (None, [None] * len(parts)))
-    yield sent
-    client.close()
+def fake():
+    server = FakeWeaviate().start()
+    yield server
+    server.stop()
 
 
-def _empty(backend):
-    from search.backends import SearchResult
-
-    return SearchResult([], index_ready=True, backend=backend.name)
-
-
-def test_the_tenant_filter_is_inside_the_weaviate_query(member, outsider, superuser, recorded):
+def test_the_tenant_filter_is_inside_the_weaviate_query(member, outsider, superuser, fake, encoder, reindex):
     tenant_a, tenant_b = tenant_with("a", member), tenant_with("b", outsider)
     everyone = Group.objects.create(name="everyone")
     everyone.user_set.add(member, outsider)
@@ -71,14 +43,38 @@ def test_the_tenant_filter_is_inside_the_weaviate_query(member, outsider, superu
         permission_grant(actor=superuser, target=server, action="discover", holder=everyone)
     _, raw = api_token_create(user=member, name="t", tenant=tenant_a, scopes=["discover"], expires_at=in_days(1))
     principal = api_token_verify(raw)
+    tenant_b_tools = set(Tool.objects.filter(server__slug="b-srv").values_list("pk", flat=True))
 
-    search_for_principal(principal=principal, query="send an email message")
+    settings = {
+        "SCOUT_SEARCH_BACKEND": "weaviate",
+        "WEAVIATE_URL": fake.url,
+        "WEAVIATE_GRPC_URL": fake.grpc_url,
+        "SCOUT_WEAVIATE_DROP_GRACE_SECONDS": 0,
+        "SCOUT_WEAVIATE_RETRY_SECONDS": 0.1,
+        "SCOUT_WEAVIATE_TIMEOUT": 5.0,
+    }
+    with override_settings(**settings):
+        backend = backend_get()
+        backend.reset()
+        try:
+            reindex(index_rebuild)
+            assert backend.wait_connected(30)
+            stored = {o["properties"]["tool_pk"] for o in fake.objects("ScoutTools").values()}
+            assert tenant_b_tools <= stored  # B's tool is in the collection: only the filter keeps it out
+            fake.requests = []
+            result = search_for_principal(principal=principal, query="send an email message")
+        finally:
+            fake.release.set()
+            backend.reset()
 
-    assert len(recorded) == 1
-    request = recorded[0]
+    assert result.backend == "weaviate" and not result.degraded
+    dense = [r for r in fake.requests if r.HasField("near_vector")]
+    assert len(dense) == 1
+    request = dense[0]
     assert request.filters.target.property == "tool_pk"
     assert request.filters.operator == base_pb2.Filters.OPERATOR_CONTAINS_ANY
     in_query = set(request.filters.value_int_array.values)
     expected = set(Tool.objects.filter(server__slug__in=["shared", "a-srv"]).values_list("pk", flat=True))
     assert in_query == expected == set(tool_pks_visible_to(principal=principal))
-    assert not in_query & set(Tool.objects.filter(server__slug="b-srv").values_list("pk", flat=True))
+    assert not in_query & tenant_b_tools
+    assert result.matches and not {m.tool_pk for m in result.matches} & tenant_b_tools

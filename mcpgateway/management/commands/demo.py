@@ -97,7 +97,15 @@ class Command(ProgressCommand):
         if not options["no_serve"]:
             import uvicorn
 
-            uvicorn.run("scoutsite.asgi:application", host=options["host"], port=options["port"], log_level="info")
+            from scoutsite.serving import PROTOCOL
+
+            uvicorn.run(
+                "scoutsite.asgi:application",
+                http=PROTOCOL,  # closes connections whose request does not arrive in time (stalled clients)
+                host=options["host"],
+                port=options["port"],
+                log_level="info",
+            )
 
     def _login(self, username: str, *, superuser: bool) -> str:
         """Create the login, or reset its password: the new one is printed, never stored in clear."""

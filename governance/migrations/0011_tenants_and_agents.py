@@ -53,7 +53,7 @@ def forwards(apps, schema_editor):
 class Migration(migrations.Migration):
     dependencies = [
         ("catalog", "0004_progress"),
-        ("governance", "0008_role_groups"),
+        ("governance", "0010_notification_attempts"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
