@@ -36,6 +36,7 @@ from .models import (
     AgentGrant,
     ApprovalRequest,
     Entitlement,
+    NotificationAttempt,
     ServerGroupObjectPermission,
     ServerTenant,
     ServerUserObjectPermission,
@@ -324,6 +325,19 @@ def approval_requests_for_approver(
             )
         )
         .order_by("pending_first", "-created_at", "-id")
+    )
+
+
+def notification_attempts_visible_to(*, user: AbstractBaseUser) -> QuerySet[NotificationAttempt]:
+    """The notification log an admin reads (Z12): attempts for requests of shared tenants and the user's, on
+    servers they may manage (``tenant_q``, as the inbox and the audit trail). Superusers read every attempt,
+    also those whose request is gone (its tenant unknown)."""
+    attempts = NotificationAttempt.objects.all()
+    if getattr(user, "is_superuser", False):
+        return attempts
+    principal = principal_for_user(user)
+    return attempts.filter(approval__isnull=False).filter(
+        tenant_q(principal, "approval__tenant"), server_tenant_q(principal, "approval__tool__server__")
     )
 
 

@@ -189,11 +189,13 @@ def _operator_panel(user) -> dict[str, Any]:
         .order_by("-started_at")
     )
     from governance.choices import NotificationOutcome
-    from governance.models import NotificationAttempt
+    from governance.selectors import notification_attempts_visible_to
 
-    failed_notifications = NotificationAttempt.objects.filter(
-        outcome=NotificationOutcome.FAILED, created_at__gte=timezone.now() - FAILURE_WINDOW
-    ).count()
+    failed_notifications = (
+        notification_attempts_visible_to(user=user)
+        .filter(outcome=NotificationOutcome.FAILED, created_at__gte=timezone.now() - FAILURE_WINDOW)
+        .count()
+    )
     return {"servers": list(servers[: HOME_ROWS * 3]), "server_count": servers.count(),
             "failures": list(failures[:HOME_ROWS]), "failure_count": failures.count(),
             "failed_notifications": failed_notifications}  # fmt: skip

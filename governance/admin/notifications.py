@@ -11,6 +11,7 @@ from catalog.admin.lookups import StrictLookupsMixin
 
 from ..choices import NotificationOutcome
 from ..models import NotificationAttempt
+from ..selectors import notification_attempts_visible_to
 
 
 @admin.register(NotificationAttempt)
@@ -25,6 +26,10 @@ class NotificationAttemptAdmin(StrictLookupsMixin, admin.ModelAdmin[Notification
     readonly_fields = ("created_at", "outcome", "channel", "approval_link", "target", "status_code", "detail",
                        "attempt")  # fmt: skip
     fields = readonly_fields
+
+    def get_queryset(self, request):
+        # Attempts for requests of shared tenants and the viewer's (Z12); superusers read every one.
+        return super().get_queryset(request) & notification_attempts_visible_to(user=request.user)
 
     def has_add_permission(self, request) -> bool:
         return False  # written by the notification service only

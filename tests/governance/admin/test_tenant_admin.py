@@ -76,3 +76,67 @@ def test_operators_home_and_dashboard_show_no_other_tenants_servers_or_tools(cli
     figures = client.get(reverse("dashboard_data")).json()
     assert figures["top_tools"] == [["alpha-srv::alpha_tool", 1]]
     assert sum(figures["servers"].values()) == 2  # shared and alpha, not bravo
+
+
+def _form_fields(html: str) -> dict[str, str]:
+    """The values a browser would submit from the page's change form (inputs, selected options, textareas)."""
+    from html.parser import HTMLParser
+
+    class Fields(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.values: dict[str, str] = {}
+            self.select: str | None = None
+            self.textarea: str | None = None
+
+        def handle_starttag(self, tag, attrs) -> None:
+            attrs = dict(attrs)
+            if tag == "input" and attrs.get("name") and attrs.get("type") not in ("submit", "checkbox"):
+                self.values[attrs["name"]] = attrs.get("value") or ""
+            elif tag == "input" and attrs.get("type") == "checkbox" and "checked" in attrs:
+                self.values[attrs["name"]] = attrs.get("value") or "on"
+            elif tag == "select":
+                self.select = attrs.get("name")
+                self.values.setdefault(self.select, "")
+            elif tag == "option" and self.select and "selected" in attrs:
+                self.values[self.select] = attrs.get("value") or ""
+            elif tag == "textarea":
+                self.textarea = attrs.get("name")
+                self.values[self.textarea] = ""
+
+        def handle_endtag(self, tag) -> None:
+            if tag == "select":
+                self.select = None
+            elif tag == "textarea":
+                self.textarea = None
+
+        def handle_data(self, data) -> None:
+            if self.textarea:
+                self.values[self.textarea] += data
+
+    parser = Fields()
+    parser.feed(html)
+    return parser.values
+
+
+def test_a_tenants_tool_is_granted_on_its_page_only_to_that_tenants_members(client, world, member, outsider):
+    """Z12 with main's per-tool access: the tool page's access rows refuse a person outside the tool's tenant
+    (the form says so; nothing is granted), and accept a member."""
+    from governance.models import ToolUserObjectPermission
+
+    tool = world["alpha-srv"].tools.get()
+    client.force_login(world["operator"])
+    url = reverse("admin:catalog_tool_change", args=[tool.pk])
+    fields = _form_fields(client.get(url).content.decode())
+    row = "user_grants"  # the people's access rows of the tool page
+    assert f"{row}-0-user" in fields
+    discover = Permission.objects.get(codename="discover_tool")
+
+    refused = client.post(url, {**fields, f"{row}-0-user": outsider.pk, f"{row}-0-permission": discover.pk})
+    assert refused.status_code == 200
+    assert "this server belongs to a tenant the person is not a member of" in refused.content.decode()
+    assert not ToolUserObjectPermission.objects.exists()
+
+    granted = client.post(url, {**fields, f"{row}-0-user": member.pk, f"{row}-0-permission": discover.pk})
+    assert granted.status_code == 302
+    assert ToolUserObjectPermission.objects.filter(content_object=tool, user=member).exists()

@@ -98,3 +98,37 @@ def test_operators_read_the_log_and_approvers_do_not(client, request_row, settin
     reader.groups.add(Group.objects.get(name=APPROVERS))
     client.force_login(reader)
     assert client.get(reverse("admin:governance_notificationattempt_changelist")).status_code == 403
+
+
+def test_an_operator_reads_only_shared_and_their_tenants_attempts(
+    client, request_row, mutating_tool, django_user_model
+):
+    """Z12: the log names approvers' addresses and requests, so a tenant's attempts stay with that tenant (as
+    its inbox and audit trail); the home page's failure count is the operator's log, not the install's."""
+    from governance.models import ApprovalRequest
+    from tests.governance.factories import tenant_with
+
+    operator = django_user_model.objects.create_user(username="op-a", is_staff=True)
+    operator.groups.add(Group.objects.get(name=OPERATORS))
+    acme, globex = tenant_with("acme", operator), tenant_with("globex")
+    shared, own, foreign = request_row, ApprovalRequest.objects.get(pk=request_row.pk), None
+    own.pk, own.approval_id, own.tenant = None, "apr_acme", acme
+    own.save()
+    foreign = ApprovalRequest.objects.get(pk=request_row.pk)
+    foreign.pk, foreign.approval_id, foreign.tenant = None, "apr_globex", globex
+    foreign.save()
+    for row, address in ((shared, "shared@example.com"), (own, "acme@example.com"), (foreign, "globex@example.com")):
+        NotificationAttempt.objects.create(
+            approval=row, channel="email", outcome="failed", target=address, detail="mail server refused"
+        )
+    NotificationAttempt.objects.create(approval=None, channel="email", outcome="failed", target="gone@example.com")
+    client.force_login(operator)
+    html = client.get(reverse("admin:governance_notificationattempt_changelist")).content.decode()
+    assert "shared@example.com" in html and "acme@example.com" in html
+    assert "globex@example.com" not in html and "apr_globex" not in html and "gone@example.com" not in html
+    home = client.get(reverse("admin:index")).content.decode()
+    assert "Notifications to approvers that failed in the last 7 days: 2" in home
+    superuser = django_user_model.objects.create_superuser(username="root", email="root@example.com")
+    client.force_login(superuser)
+    html = client.get(reverse("admin:governance_notificationattempt_changelist")).content.decode()
+    assert all(f"{who}@example.com" in html for who in ("shared", "acme", "globex", "gone"))
