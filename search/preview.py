@@ -20,9 +20,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import path
 
-from catalog.models import Tool
+from catalog.models import Server, Tool
 from governance.principals import principal_for_user
-from governance.selectors import tool_pks_visible_to, tools_servable
+from governance.selectors import servers_visible_to_operator, tool_pks_visible_to, tools_servable
 
 from .backends import Match, SearchResult
 from .models import IndexGeneration
@@ -76,12 +76,15 @@ class PreviewForm(forms.Form):
         return user
 
 
-def visible_tool_pks(*, as_user: AbstractBaseUser | None) -> frozenset[int]:
+def visible_tool_pks(*, as_user: AbstractBaseUser | None, viewer: AbstractBaseUser) -> frozenset[int]:
     """The set a preview searches: the tools ``as_user`` may discover (what their MCP client gets), or with
-    None every tool some client may get (never a held, disabled or archived one: those reach nobody)."""
+    None every tool some client may get (never a held, disabled or archived one: those reach nobody) —
+    either way only on servers ``viewer`` may see in the admin (shared ones and their tenants', Z12)."""
+    scope = tools_servable().filter(server__in=Server.objects.filter(servers_visible_to_operator(user=viewer)))
     if as_user is None:
-        return frozenset(tools_servable().filter(pk__in=indexable_tools().values("pk")).values_list("pk", flat=True))
-    return tool_pks_visible_to(principal=principal_for_user(as_user))
+        return frozenset(scope.filter(pk__in=indexable_tools().values("pk")).values_list("pk", flat=True))
+    seen = tool_pks_visible_to(principal=principal_for_user(as_user))
+    return frozenset(scope.filter(pk__in=seen).values_list("pk", flat=True))
 
 
 @dataclass
@@ -244,7 +247,7 @@ def preview_view(request: HttpRequest) -> HttpResponse:
     if form.is_valid():
         if form.cleaned_data["scope"] != EVERY_TOOL:
             as_user = form.cleaned_data.get("as_user") or request.user
-        visible = visible_tool_pks(as_user=as_user)
+        visible = visible_tool_pks(as_user=as_user, viewer=request.user)
         empty_self = as_user == request.user and not visible
         outcome = preview_run(
             query=form.cleaned_data["query"],
@@ -263,13 +266,14 @@ def preview_view(request: HttpRequest) -> HttpResponse:
 def tool_examples_view(request: HttpRequest, tool_pk: int) -> HttpResponse:
     """Run a tool's example requests (and negative examples) and show where the tool lands."""
     _check_preview_permission(request)
-    tool = get_object_or_404(Tool.objects.select_related("server"), pk=tool_pk)
+    servers = Server.objects.filter(servers_visible_to_operator(user=request.user))
+    tool = get_object_or_404(Tool.objects.select_related("server").filter(server__in=servers), pk=tool_pk)
     as_user = None
     username = request.GET.get("as_user", "")
     if username and (username == request.user.get_username() or request.user.has_perm(AS_USER_PERMISSION)):
         as_user = get_object_or_404(get_user_model(), username=username)
-    checks = tool_examples_check(tool=tool, visible=visible_tool_pks(as_user=as_user))
-    servable = tool.pk in visible_tool_pks(as_user=None)
+    checks = tool_examples_check(tool=tool, visible=visible_tool_pks(as_user=as_user, viewer=request.user))
+    servable = tool.pk in visible_tool_pks(as_user=None, viewer=request.user)
     context = _context(
         request, f"Example requests of {tool.tool_id}", tool=tool, checks=checks, as_user=as_user, servable=servable
     )

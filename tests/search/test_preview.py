@@ -138,7 +138,7 @@ def test_where_the_gateway_would_withhold_the_curator_still_sees_the_ranking(cli
     from search.services import tool_search
 
     query = "zebra migration patterns across the serengeti"
-    gateway = tool_search(query=query, visible=visible_tool_pks(as_user=None), top_k=5)
+    gateway = tool_search(query=query, visible=visible_tool_pks(as_user=None, viewer=curator), top_k=5)
     assert gateway.abstained and gateway.matches == []
 
     client.force_login(curator)
@@ -154,7 +154,7 @@ def test_the_preview_shows_the_confidence_the_gateway_gives(client, curator, ind
     from search.preview import visible_tool_pks
     from search.services import tool_search
 
-    gateway = tool_search(query=query, visible=visible_tool_pks(as_user=None), top_k=5)
+    gateway = tool_search(query=query, visible=visible_tool_pks(as_user=None, viewer=curator), top_k=5)
     client.force_login(curator)
     response = client.get(reverse(PREVIEW), {"query": query, "top_k": 5, "scope": "every"})
     assert response.context["outcome"].result.confidence == gateway.confidence

@@ -140,3 +140,26 @@ def test_a_tenants_tool_is_granted_on_its_page_only_to_that_tenants_members(clie
     granted = client.post(url, {**fields, f"{row}-0-user": member.pk, f"{row}-0-permission": discover.pk})
     assert granted.status_code == 302
     assert ToolUserObjectPermission.objects.filter(content_object=tool, user=member).exists()
+
+
+def test_curators_preview_and_example_check_stay_inside_their_tenants(client, world, outsider):
+    from governance.roles import CURATORS
+    from search.preview import visible_tool_pks
+
+    curator = world["operator"]
+    curator.groups.add(Group.objects.get(name=CURATORS))
+    bravo_tool = world["bravo-srv"].tools.get()
+    # "Every tool some client may get" and "as a user of tenant B" both stop at the curator's tenants.
+    every = visible_tool_pks(as_user=None, viewer=curator)
+    assert {world[s].tools.get().pk for s in ("shared-srv", "alpha-srv")} <= every
+    assert bravo_tool.pk not in every
+    platform = type(curator).objects.create_superuser(username="platform", password="x")
+    assert bravo_tool.pk in visible_tool_pks(as_user=None, viewer=platform)  # the control: it is servable
+    ServerUserObjectPermission.objects.create(
+        user=outsider, permission=Permission.objects.get(codename="discover_server"), content_object=world["bravo-srv"]
+    )
+    assert bravo_tool.pk not in visible_tool_pks(as_user=outsider, viewer=curator)
+    client.force_login(curator)
+    assert client.get(reverse("search_preview_tool", args=[bravo_tool.pk])).status_code == 404
+    alpha_tool = world["alpha-srv"].tools.get()
+    assert client.get(reverse("search_preview_tool", args=[alpha_tool.pk])).status_code == 200
