@@ -49,7 +49,7 @@ check: install
 	SECRET_KEY=check $(BIN)/python manage.py makemigrations --check --dry-run
 
 run: install $(KEY_FILE)
-	DEBUG=$(DEBUG) SECRET_KEY_FILE=$(KEY_FILE) $(BIN)/uvicorn scoutsite.asgi:application --host $(HOST) --port $(PORT)
+	DEBUG=$(DEBUG) SECRET_KEY_FILE=$(KEY_FILE) $(BIN)/uvicorn scoutsite.asgi:application --http scoutsite.serving:BoundedH11Protocol --host $(HOST) --port $(PORT)
 
 worker: install
 	$(BIN)/celery -A scoutsite worker --loglevel=INFO --concurrency=2

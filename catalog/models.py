@@ -328,3 +328,24 @@ class SyncRun(models.Model):
         if self.finished_at is None:
             return None
         return (self.finished_at - self.started_at).total_seconds()
+
+
+class QueuedTask(models.Model):
+    """A Celery task that could not be handed to the broker (Redis down): kept here and sent again once the
+    broker is back (catalog/outbox.py, SECURITY-TESTS F4). Deleted when sent."""
+
+    task_id = models.CharField(max_length=64, unique=True, help_text="The id the caller was given")
+    name = models.CharField(max_length=200)
+    args = models.JSONField(default=list, blank=True)
+    kwargs = models.JSONField(default=dict, blank=True)
+    queue = models.CharField(max_length=200, blank=True)
+    eta = models.DateTimeField(null=True, blank=True, help_text="Not to run before (a countdown asked for)")
+    created_at = models.DateTimeField(auto_now_add=True)
+    attempts = models.PositiveIntegerField(default=0, help_text="Failed sends since it was recorded")
+    last_error = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        ordering = ["pk"]
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.task_id}"

@@ -4,9 +4,10 @@ import logging
 
 from celery import shared_task
 from django.conf import settings
-from django.core.cache import cache
 
+from catalog.cachesafe import cache_call
 from catalog.models import Server
+from catalog.outbox import outbox_send as _outbox_send
 from catalog.services.sync import server_list_syncable, server_sync
 
 logger = logging.getLogger(__name__)
@@ -50,7 +51,14 @@ def request_resync(server_pk: int) -> bool:
     the sync runs at once instead, and the rest of the window is coalesced into it.)
     """
     debounce = resync_debounce_seconds()
-    if not cache.add(f"{RESYNC_MARKER_PREFIX}{server_pk}", 1, timeout=max(debounce, 1)):
+    # Cache down (F4): no debounce marker, so queue it (a sync too many beats one lost).
+    if not cache_call("add", f"{RESYNC_MARKER_PREFIX}{server_pk}", 1, timeout=max(debounce, 1), default=True):
         return False
     sync_server.apply_async_on_commit((server_pk, "list_changed"), countdown=debounce)
     return True
+
+
+@shared_task(name="catalog.tasks.outbox_send", ignore_result=True)
+def outbox_send() -> int:
+    """Send the tasks kept while the broker was down (catalog/outbox.py); returns how many were sent."""
+    return _outbox_send()

@@ -67,3 +67,13 @@ class AuditOutcome(models.TextChoices):
     ERROR = "error", "Error"
     PENDING = "pending", "Pending"
     UNKNOWN = "unknown", "Unknown (e.g. upstream crashed mid-call)"
+
+
+class NotificationChannel(models.TextChoices):
+    EMAIL = "email", "E-mail"
+    WEBHOOK = "webhook", "Webhook"
+
+
+class NotificationOutcome(models.TextChoices):
+    SENT = "sent", "Sent"
+    FAILED = "failed", "Failed"

@@ -38,8 +38,21 @@ APPROVAL_PENDING_TTL_SECONDS = 24 * 3600
 MAX_ARGUMENT_DEPTH = 64
 MAX_ARGUMENT_BYTES = 1024 * 1024
 
-# A delegation chain longer than this is refused (Z8: chain depth capped).
-MAX_DELEGATION_DEPTH = 8
+# Z8: how many agents may stand between the human and the gateway (settings.SCOUT_DELEGATION_MAX_AGENTS).
+# A token whose agent sits deeper is refused when verified; agents cannot be created deeper.
+DEFAULT_DELEGATION_MAX_AGENTS = 3
+
+
+def delegation_max_agents() -> int:
+    from django.conf import settings
+
+    return int(getattr(settings, "SCOUT_DELEGATION_MAX_AGENTS", DEFAULT_DELEGATION_MAX_AGENTS))
+
+
+def delegation_max_chain() -> int:
+    """Entries in a delegation chain at most: the human, the agents, the gateway."""
+    return delegation_max_agents() + 2
+
 
 # Visibility cache: entries live this long at most even if an invalidation were missed.
 VISIBILITY_CACHE_TTL_SECONDS = 300

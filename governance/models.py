@@ -14,6 +14,8 @@ from .choices import (
     ApprovalStatus,
     AuditEventType,
     AuditOutcome,
+    NotificationChannel,
+    NotificationOutcome,
     OperationClass,
     Reversibility,
     ReviewKind,
@@ -29,10 +31,19 @@ class AuditLogImmutable(Exception):
 # --- object permissions (guardian direct foreign-key tables) -------------------------------------
 
 
+def granted_by_field() -> models.ForeignKey:
+    """Who made a grant. An ``approve`` grant never counts for the person who made it (separation of duties:
+    nobody decides on authority they gave themselves); empty for grants made before this was recorded."""
+    return models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False
+    )
+
+
 class ServerUserObjectPermission(UserObjectPermissionBase):
     """A permission (discover/execute/approve) on one server's tools, granted to a user."""
 
     content_object = models.ForeignKey("catalog.Server", on_delete=models.CASCADE, related_name="user_grants")
+    granted_by = granted_by_field()
 
     class Meta(UserObjectPermissionBase.Meta):
         verbose_name = "server grant to a user"
@@ -43,6 +54,7 @@ class ServerGroupObjectPermission(GroupObjectPermissionBase):
     """A permission on one server's tools, granted to a group."""
 
     content_object = models.ForeignKey("catalog.Server", on_delete=models.CASCADE, related_name="group_grants")
+    granted_by = granted_by_field()
 
     class Meta(GroupObjectPermissionBase.Meta):
         verbose_name = "server grant to a group"
@@ -53,6 +65,7 @@ class ToolUserObjectPermission(UserObjectPermissionBase):
     """A permission on one tool, granted to a user."""
 
     content_object = models.ForeignKey("catalog.Tool", on_delete=models.CASCADE, related_name="user_grants")
+    granted_by = granted_by_field()
 
     class Meta(UserObjectPermissionBase.Meta):
         verbose_name = "tool grant to a user"
@@ -63,6 +76,7 @@ class ToolGroupObjectPermission(GroupObjectPermissionBase):
     """A permission on one tool, granted to a group."""
 
     content_object = models.ForeignKey("catalog.Tool", on_delete=models.CASCADE, related_name="group_grants")
+    granted_by = granted_by_field()
 
     class Meta(GroupObjectPermissionBase.Meta):
         verbose_name = "tool grant to a group"
@@ -219,6 +233,148 @@ class VisibilityVersion(models.Model):
         return self.token
 
 
+# --- tenants and agents -------------------------------------------------------------------------
+
+
+class Tenant(models.Model):
+    """An organisation sharing this Scout with others. Isolation rule (``governance.selectors.tenant_q``): a
+    server, approval or audit event with no tenant is shared; one with a tenant is seen only by callers acting
+    in that tenant. A caller acts in the tenant of its token (a session: every tenant its user is a member of).
+    An install without tenants is one shared space, exactly as before tenants existed."""
+
+    slug = models.SlugField(max_length=50, unique=True)
+    name = models.CharField(max_length=200)
+    members = models.ManyToManyField(
+        settings.AUTH_USER_MODEL,
+        blank=True,
+        related_name="tenants",
+        help_text="People who may act in this tenant (hold its tokens, see its servers, approvals and audit)",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class ServerTenant(models.Model):
+    """The tenant owning a server (catalog knows nothing of tenants: dependencies point catalog <- governance).
+    A server without this row is shared by every tenant; with it, only that tenant's callers see its tools."""
+
+    server = models.OneToOneField("catalog.Server", on_delete=models.CASCADE, primary_key=True, related_name="tenancy")
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="server_links")
+
+    class Meta:
+        verbose_name = "server tenant"
+
+    def __str__(self) -> str:
+        return f"{self.server_id} -> {self.tenant}"
+
+
+class Agent(models.Model):
+    """An agent acting for a user (Z8), optionally under another agent of the same user (a delegation chain).
+
+    What it may do is its user's grants narrowed by its own ``AgentGrant`` rows, and by every agent above it:
+    narrowing, never widening (a grant on a tool its human cannot see gives nothing). ``all_user_tools`` skips
+    its own narrowing (agents carried over from the free-text agent names of older tokens have it, so they keep
+    what they had). Chains deeper than ``SCOUT_DELEGATION_MAX_AGENTS`` agents are refused."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agents")
+    name = models.CharField(max_length=200)
+    parent = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="children",
+        help_text="The agent that delegates to this one (same user); empty: the user delegates directly",
+    )
+    tenant = models.ForeignKey(
+        Tenant,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="agents",
+        help_text="The tenant it acts in (its tokens carry it); empty: shared servers only",
+    )
+    all_user_tools = models.BooleanField(
+        default=False, help_text="Not narrowed by its own grants: may use whatever its user (and parent) may"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["user_id", "name"]
+        constraints = [models.UniqueConstraint(fields=["user", "name"], name="uniq_agent_name_per_user")]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def chain(self) -> list["Agent"]:
+        """This agent and those above it, root first. Stops at a loop (never saved: ``clean`` refuses one)."""
+        agents, seen, node = [], set(), self
+        while node is not None and node.pk not in seen:
+            seen.add(node.pk)
+            agents.append(node)
+            node = node.parent
+        return agents[::-1]
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        from .constants import delegation_max_agents
+
+        if self.parent_id is not None:
+            if self.parent.user_id != self.user_id:
+                raise ValidationError({"parent": "an agent can only delegate to another agent of the same user"})
+            if self.parent.tenant_id != self.tenant_id:
+                raise ValidationError({"tenant": "an agent acts in the tenant of the agent above it"})
+            above = self.parent.chain()
+            if self.pk is not None and any(agent.pk == self.pk for agent in above):
+                raise ValidationError({"parent": "an agent cannot delegate to itself"})
+            if len(above) + 1 > delegation_max_agents():
+                raise ValidationError({"parent": f"delegation chains are limited to {delegation_max_agents()} agents"})
+        if self.tenant_id is not None and self.user_id is not None:
+            if not self.tenant.members.filter(pk=self.user_id).exists():
+                raise ValidationError({"tenant": "the agent's user is not a member of this tenant"})
+
+
+class AgentGrant(models.Model):
+    """Narrows an agent to one server's or one tool's tools for one action (discover or execute).
+
+    Never widens: the agent's user must hold the permission too, and every agent above must allow it."""
+
+    ACTIONS = (("discover", "discover"), ("execute", "execute"))
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="grants")
+    server = models.ForeignKey(
+        "catalog.Server", null=True, blank=True, on_delete=models.CASCADE, related_name="agent_grants"
+    )
+    tool = models.ForeignKey(
+        "catalog.Tool", null=True, blank=True, on_delete=models.CASCADE, related_name="agent_grants"
+    )
+    action = models.CharField(max_length=20, choices=ACTIONS)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(server__isnull=False, tool__isnull=True)
+                | models.Q(server__isnull=True, tool__isnull=False),
+                name="agent_grant_one_target",
+            ),
+            models.UniqueConstraint(
+                fields=["agent", "server", "action"], condition=models.Q(tool__isnull=True), name="uniq_agent_server"
+            ),
+            models.UniqueConstraint(
+                fields=["agent", "tool", "action"], condition=models.Q(server__isnull=True), name="uniq_agent_tool"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent}: {self.action} {self.server or self.tool}"
+
+
 # --- identity -----------------------------------------------------------------------------------
 
 
@@ -231,8 +387,22 @@ class ApiToken(models.Model):
     name = models.CharField(max_length=200)
     token_hash = models.CharField(max_length=64, unique=True, editable=False)
     display_prefix = models.CharField(max_length=20, editable=False, help_text="First characters, to tell tokens apart")
-    agent = models.CharField(max_length=200, blank=True, help_text="The agent this token is for, if any")
-    tenant = models.CharField(max_length=200, blank=True)
+    agent = models.ForeignKey(
+        Agent,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="tokens",
+        help_text="The agent this token is for (its grants narrow the user's); empty: the user in person",
+    )
+    tenant = models.ForeignKey(
+        Tenant,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="tokens",
+        help_text="The tenant the token acts in (the agent's, when it has one); empty: shared servers only",
+    )
     scopes = models.JSONField(default=list, help_text='e.g. ["discover", "execute", "server:github"]')
     expires_at = models.DateTimeField()
     created_at = models.DateTimeField(auto_now_add=True)
@@ -272,7 +442,14 @@ class ApprovalRequest(models.Model):
     token = models.ForeignKey(ApiToken, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     token_ref = models.CharField(max_length=40, blank=True)
     agent = models.CharField(max_length=200, blank=True)
-    tenant = models.CharField(max_length=200, blank=True)
+    tenant = models.ForeignKey(
+        Tenant,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="The requester's tenant: only approvers acting in it see the request; empty: shared",
+    )
     delegation_chain = models.JSONField(default=list, blank=True)
     tool = models.ForeignKey("catalog.Tool", on_delete=models.CASCADE, related_name="approval_requests")
     tool_definition_hash = models.CharField(max_length=64)
@@ -332,6 +509,15 @@ class AuditEvent(models.Model):
     token_ref = models.CharField(max_length=40, blank=True)
     agent = models.CharField(max_length=200, blank=True)
     tenant = models.CharField(max_length=200, blank=True)
+    tenant_scope = models.ForeignKey(
+        Tenant,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="+",
+        help_text="Whose audit views show this event: the caller's tenant, else the server's; empty: shared",
+    )
     delegation_chain = models.JSONField(default=list, blank=True)
     target_server = models.CharField(max_length=200, blank=True)
     tool = models.ForeignKey(
@@ -381,3 +567,30 @@ class AuditEvent(models.Model):
             "approvalId": self.approval_ref or None,
             "traceId": self.trace_id or None,
         }
+
+
+class NotificationAttempt(models.Model):
+    """One attempt to tell approvers of a request: an e-mail (to every approver at once) or a webhook call.
+
+    Written by ``governance.services.notifications`` only, success or failure, so an operator sees in the admin
+    whether approvers were reached. Holds no secret: the webhook's host only (a URL path can carry a token)."""
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    approval = models.ForeignKey(
+        "governance.ApprovalRequest", null=True, on_delete=models.SET_NULL, related_name="notifications"
+    )
+    channel = models.CharField(max_length=10, choices=NotificationChannel.choices)
+    outcome = models.CharField(max_length=10, choices=NotificationOutcome.choices)
+    attempt = models.PositiveSmallIntegerField(default=1, help_text="1 for the first try, then each retry")
+    target = models.CharField(max_length=300, help_text="E-mail recipients, or the webhook's host")
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True, help_text="The webhook's HTTP status")
+    detail = models.CharField(max_length=300, blank=True, help_text="What went wrong (never a secret)")
+
+    class Meta:
+        ordering = ("-created_at", "-id")
+        indexes = [models.Index(fields=["outcome", "-created_at"])]
+        verbose_name = "notification to approvers"
+        verbose_name_plural = "notifications to approvers"
+
+    def __str__(self) -> str:
+        return f"{self.get_channel_display()} {self.get_outcome_display().lower()} ({self.created_at:%Y-%m-%d %H:%M})"

@@ -10,11 +10,14 @@ from .constants import BASE_SCOPES, SCOPE_APPROVE, SCOPE_DISCOVER, SCOPE_EXECUTE
 @dataclass(frozen=True)
 class Principal:
     """A verified caller: the human user, the token used (None for a session), the agent and tenant the token
-    names, its scopes and the delegation chain. Built only by ``api_token_verify`` or ``principal_for_user``,
-    never from anything a client sends (T15: client-supplied ``_meta`` identity is ignored).
+    names, its scopes and the delegation chain. Built only by ``api_token_verify`` / ``principal_for_token`` or
+    ``principal_for_user``, never from anything a client sends (T15: client-supplied ``_meta`` identity is
+    ignored).
 
-    Effective rights are the user's object grants narrowed by ``scopes``: "discover", "execute", "approve",
-    and, when any "server:<slug>" scope is present, only those servers.
+    Effective rights are the user's object grants, narrowed by every agent in the chain that is narrowed
+    (``narrowing_agent_ids``: their ``AgentGrant`` rows), by ``scopes`` ("discover", "execute", "approve",
+    and, when any "server:<slug>" scope is present, only those servers), and by tenant: shared rows plus those
+    of ``tenant_ids`` (a token: its one tenant; a session: every tenant its user is a member of).
     """
 
     user: AbstractBaseUser
@@ -23,6 +26,10 @@ class Principal:
     tenant: str
     scopes: frozenset[str]
     delegation_chain: tuple[str, ...]
+    tenant_id: int | None = None  # the tenant it acts in (audit rows, approvals); None: shared
+    tenant_ids: frozenset[int] = frozenset()  # tenants whose servers, approvals and audit it may see
+    agent_id: int | None = None  # the agent at the end of the chain
+    narrowing_agent_ids: tuple[int, ...] = ()  # agents whose own grants narrow, root first
 
     def has_scope(self, scope: str) -> bool:
         return scope in self.scopes
@@ -45,23 +52,29 @@ class Principal:
         """Everything that changes what this principal may see; part of the visibility cache key."""
         servers = ",".join(sorted(self.server_slugs or ()))
         base = ",".join(sorted(s for s in self.scopes if s in BASE_SCOPES))
-        return f"u{self.user.pk}:t{self.token_id}:{base}:{servers}"
+        tenants = ",".join(str(pk) for pk in sorted(self.tenant_ids))
+        agents = ",".join(str(pk) for pk in self.narrowing_agent_ids)
+        return f"u{self.user.pk}:t{self.token_id}:{base}:{servers}:tn{tenants}:ag{agents}"
 
 
 def principal_for_user(
     user: AbstractBaseUser,
     *,
     agent: str = "",
-    tenant: str = "",
     scopes: frozenset[str] = frozenset({SCOPE_DISCOVER, SCOPE_EXECUTE, SCOPE_APPROVE}),
     via: str = "session",
 ) -> Principal:
-    """A principal for a logged-in human (admin session, management command) with the user's full rights."""
+    """A principal for a logged-in human (admin session, management command) with the user's full rights, in
+    every tenant the user is a member of (acting in one only when the user belongs to exactly one)."""
+    tenants = list(user.tenants.values_list("pk", "slug")) if getattr(user, "pk", None) is not None else []
+    acting = tenants[0] if len(tenants) == 1 else (None, "")
     return Principal(
         user=user,
         token_id=None,
         agent=agent,
-        tenant=tenant,
+        tenant=acting[1],
         scopes=frozenset(scopes),
         delegation_chain=(f"user:{user.get_username()}", via),
+        tenant_id=acting[0],
+        tenant_ids=frozenset(pk for pk, _ in tenants),
     )

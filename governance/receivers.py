@@ -12,9 +12,13 @@ from catalog.signals import catalog_rows_changed, tool_definitions_changed, tool
 
 from .cache import visibility_invalidate
 from .models import (
+    Agent,
+    AgentGrant,
     Entitlement,
     ServerGroupObjectPermission,
+    ServerTenant,
     ServerUserObjectPermission,
+    Tenant,
     ToolGroupObjectPermission,
     ToolPolicy,
     ToolUserObjectPermission,
@@ -66,6 +70,10 @@ def connect() -> None:
         ServerGroupObjectPermission,
         ToolUserObjectPermission,
         ToolGroupObjectPermission,
+        Tenant,
+        ServerTenant,
+        Agent,
+        AgentGrant,
     ):
         post_save.connect(_invalidate, sender=model, dispatch_uid=f"governance-vis-save-{model.__name__}")
         post_delete.connect(_invalidate, sender=model, dispatch_uid=f"governance-vis-delete-{model.__name__}")
@@ -78,6 +86,7 @@ def connect() -> None:
         Entitlement.users.through,
         Entitlement.groups.through,
         ToolPolicy.required_entitlements.through,
+        Tenant.members.through,
     ):
         m2m_changed.connect(_invalidate_m2m, sender=through, dispatch_uid=f"governance-vis-m2m-{through.__name__}")
     tools_changed.connect(_invalidate_signalled, dispatch_uid="governance-vis-tools-changed")

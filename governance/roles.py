@@ -29,6 +29,7 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
         "governance.view_toolreview",
         "governance.change_toolreview",
         "governance.view_toolpolicy",
+        "auth.view_user",  # the search preview runs as a chosen user (what that user's MCP client gets)
     ),
     # Decide risky calls. The inbox lists only tools the person holds ``approve`` on; the decide page shows the
     # tool's description, annotations and risk without catalog permissions.
@@ -40,6 +41,12 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
         "catalog.view_syncrun",
         "catalog.view_toolrevision",
         *(f"governance.{verb}_{model}" for model in _GRANTS for verb in ("view", "add", "delete")),
+        *(
+            f"governance.{verb}_{model}"
+            for model in ("agent", "agentgrant", "servertenant")
+            for verb in ("view", "add", "change", "delete")
+        ),
+        "governance.view_tenant",
         "governance.view_apitoken",
         "governance.add_apitoken",
         "governance.change_apitoken",
@@ -51,6 +58,7 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
         "governance.view_policyversion",
         "governance.view_entitlement",
         "governance.view_auditevent",
+        "governance.view_notificationattempt",
         "auth.view_group",
         "auth.view_user",
     ),

@@ -9,6 +9,11 @@ Permission model, in short:
   "server:<slug>" limits).
 - "execute" = visible AND an ``execute_server``/``execute_tool`` grant AND the "execute" scope.
 - "approve" (admin inbox) = an ``approve_server``/``approve_tool`` grant; a session, not a token.
+- Tenants (Z12), one rule for every row that belongs to a tenant (servers, approvals, audit events): a row
+  without a tenant is shared; a row with one is seen only by principals acting in that tenant
+  (``tenant_q``). A tool is visible only if its server is. An install without tenants is one shared space.
+- Agents (Z8): each agent in the token's chain that is narrowed keeps only the tools its ``AgentGrant`` rows
+  name, for that action; the human's grants are still required (human ∩ agents ∩ token scopes).
 - Model-level permissions never grant objects (unlike guardian's ``accept_global_perms`` default), and
   superusers get no implicit grants here: an admin sees everything in the admin, but an agent acting for a
   superuser sees only what was granted. Inactive users see nothing.
@@ -22,15 +27,18 @@ from django.db.models import Case, F, IntegerField, Q, QuerySet, Value, When
 
 from catalog.cachesafe import cache_call
 from catalog.choices import ServerStatus
-from catalog.models import Tool
+from catalog.models import Server, Tool
 
 from .cache import visibility_version
 from .choices import ApprovalStatus
 from .constants import SCOPE_DISCOVER, SCOPE_EXECUTE, VISIBILITY_CACHE_TTL_SECONDS
 from .models import (
+    AgentGrant,
     ApprovalRequest,
     Entitlement,
+    NotificationAttempt,
     ServerGroupObjectPermission,
+    ServerTenant,
     ServerUserObjectPermission,
     ToolGroupObjectPermission,
     ToolUserObjectPermission,
@@ -55,15 +63,27 @@ def _group_ids(user: AbstractBaseUser) -> QuerySet:
     return user.groups.values("pk")
 
 
-def _grant_q(user: AbstractBaseUser, action: str) -> Q:
-    """Tools for which ``user`` (directly or through a group) holds ``<action>_server`` or ``<action>_tool``."""
+def _grants(user: AbstractBaseUser, action: str, *, own: bool = False) -> tuple[QuerySet, QuerySet, QuerySet, QuerySet]:
+    """The grants of ``<action>`` reaching ``user`` (server/user, server/group, tool/user, tool/group).
+
+    Separation of duties: an ``approve`` grant never counts for the person who made it (a superuser may make
+    one for themselves, an operator may be added to a group after granting it: neither lets them decide)."""
     groups = _group_ids(user)
-    servers = ServerUserObjectPermission.objects.filter(user=user, permission__codename=f"{action}_server")
-    server_groups = ServerGroupObjectPermission.objects.filter(
-        group__in=groups, permission__codename=f"{action}_server"
+    querysets = (
+        ServerUserObjectPermission.objects.filter(user=user, permission__codename=f"{action}_server"),
+        ServerGroupObjectPermission.objects.filter(group__in=groups, permission__codename=f"{action}_server"),
+        ToolUserObjectPermission.objects.filter(user=user, permission__codename=f"{action}_tool"),
+        ToolGroupObjectPermission.objects.filter(group__in=groups, permission__codename=f"{action}_tool"),
     )
-    tools = ToolUserObjectPermission.objects.filter(user=user, permission__codename=f"{action}_tool")
-    tool_groups = ToolGroupObjectPermission.objects.filter(group__in=groups, permission__codename=f"{action}_tool")
+    if action == "approve" and not own:
+        querysets = tuple(qs.exclude(granted_by=user) for qs in querysets)
+    return querysets
+
+
+def _grant_q(user: AbstractBaseUser, action: str, *, own: bool = False) -> Q:
+    """Tools for which ``user`` (directly or through a group) holds ``<action>_server`` or ``<action>_tool``
+    (``own``: counting approve grants the user made, only to explain a refusal)."""
+    servers, server_groups, tools, tool_groups = _grants(user, action, own=own)
     return (
         Q(server_id__in=servers.values("content_object_id"))
         | Q(server_id__in=server_groups.values("content_object_id"))
@@ -72,9 +92,55 @@ def _grant_q(user: AbstractBaseUser, action: str) -> Q:
     )
 
 
+def tenant_q(principal: Principal, field: str) -> Q:
+    """THE tenant rule: rows whose ``field`` (a Tenant foreign key) is empty (shared) or one of the tenants
+    ``principal`` acts in. Used for servers (``server__tenancy__tenant``), approvals and audit events."""
+    shared = Q(**{f"{field}__isnull": True})
+    if not principal.tenant_ids:
+        return shared
+    return shared | Q(**{f"{field}__in": sorted(principal.tenant_ids)})
+
+
+def server_tenant_q(principal: Principal, prefix: str = "") -> Q:
+    """``tenant_q`` on a server (``prefix`` leads from the queried model to the server, e.g. "tool__server__")."""
+    return tenant_q(principal, f"{prefix}tenancy__tenant")
+
+
+def server_tenant_id(server: Server) -> int | None:
+    """The id of the tenant owning ``server``, or None when it is shared (no query if selected with
+    ``select_related("tenancy")``)."""
+    if Server.tenancy.is_cached(server):
+        try:
+            return server.tenancy.tenant_id
+        except ServerTenant.DoesNotExist:
+            return None
+    return ServerTenant.objects.filter(server_id=server.pk).values_list("tenant_id", flat=True).first()
+
+
+def _agent_grant_q(agent_id: int, action: str) -> Q:
+    """Tools an agent's own grants allow for ``action`` (a server grant covers its tools)."""
+    grants = AgentGrant.objects.filter(agent_id=agent_id, action=action)
+    return Q(server_id__in=grants.filter(server__isnull=False).values("server_id")) | Q(
+        pk__in=grants.filter(tool__isnull=False).values("tool_id")
+    )
+
+
 def _missing_entitlements(user: AbstractBaseUser) -> QuerySet:
     held = Entitlement.objects.filter(Q(users=user) | Q(groups__in=_group_ids(user))).values("pk")
     return Entitlement.objects.exclude(pk__in=held).values("pk")
+
+
+def tools_servable() -> QuerySet[Tool]:
+    """Tools some client could be given, grants aside: enabled, not removed, on an active server, and (fail
+    closed) with a policy row that is not held and accepted the tool's current definition. A tool without a
+    policy, or whose definition changed without a review deciding on it, is served to nobody."""
+    return Tool.objects.filter(
+        removed_at__isnull=True,
+        enabled=True,
+        server__status__in=VISIBLE_SERVER_STATUSES,
+        policy__held=False,
+        policy__accepted_hash=F("definition_hash"),
+    )
 
 
 def tools_visible_to(*, principal: Principal, permission: Permission = "discover") -> QuerySet[Tool]:
@@ -91,21 +157,18 @@ def tools_visible_to(*, principal: Principal, permission: Permission = "discover
     if permission not in ("discover", "execute"):
         raise ValueError(f"unknown permission {permission!r}")
 
-    # Fail closed: only a tool with a policy row, not held, whose current definition is the accepted one.
-    # A tool without a policy, or whose definition changed without a review deciding on it, is invisible.
     qs = (
-        Tool.objects.filter(
-            removed_at__isnull=True,
-            enabled=True,
-            server__status__in=VISIBLE_SERVER_STATUSES,
-            policy__held=False,
-            policy__accepted_hash=F("definition_hash"),
-        )
+        tools_servable()
+        .filter(server_tenant_q(principal, "server__"))
         .exclude(policy__required_entitlements__in=_missing_entitlements(user))
         .filter(_grant_q(user, "discover"))
     )
     if permission == "execute":
         qs = qs.filter(_grant_q(user, "execute"))
+    for agent_id in principal.narrowing_agent_ids:  # narrowing only: each is ANDed with the human's grants
+        qs = qs.filter(_agent_grant_q(agent_id, "discover"))
+        if permission == "execute":
+            qs = qs.filter(_agent_grant_q(agent_id, "execute"))
     if principal.server_slugs is not None:
         qs = qs.filter(server__slug__in=sorted(principal.server_slugs))
     return qs
@@ -183,7 +246,7 @@ def tool_get_for_principal(*, principal: Principal, tool_id: str, permission: Pe
     # hidden tool than for a missing one (a timing side channel, SECURITY-TESTS Z5).
     tool = (
         tools_visible_to(principal=principal, permission=permission)
-        .select_related("server", "policy__risk_class")
+        .select_related("server", "server__tenancy", "policy__risk_class")
         .filter(tool_id=tool_id)
         .first()
     )
@@ -195,44 +258,66 @@ def tool_get_for_principal(*, principal: Principal, tool_id: str, permission: Pe
 
 def approval_requester_may_execute(*, request: ApprovalRequest) -> bool:
     """Whether the requester of ``request`` may still execute its tool, by their grants now (an approval is
-    worth nothing once they lost access, however the grant went: admin, shell, group change, policy hold)."""
-    principal = principal_for_user(request.requester)
+    worth nothing once they lost access, however the grant went: admin, shell, group change, policy hold).
+    Judged as the token that asked (its tenant and agents), or as the person when it came from a session."""
+    from .services.tokens import principal_for_token
+
+    if request.token_id is not None:
+        principal = principal_for_token(request.token)
+        if principal is None:
+            return False
+    else:
+        principal = principal_for_user(request.requester)
     return tools_visible_to(principal=principal, permission="execute").filter(pk=request.tool_id).exists()
 
 
 def user_can_approve(*, user: AbstractBaseUser, tool: Tool) -> bool:
-    """Whether ``user`` holds approve_tool on ``tool`` or approve_server on its server (directly or by group).
+    """Whether ``user`` holds approve_tool on ``tool`` or approve_server on its server (directly or by group),
+    by a grant someone else made.
 
-    Superusers need an explicit grant too: approving is a decision someone must be named for."""
+    Superusers need an explicit grant too: approving is a decision someone else must name them for. A
+    tenant's tool only for someone acting in that tenant (Z12)."""
     if user is None or not getattr(user, "is_active", False) or user.pk is None:
         return False
-    return Tool.objects.filter(pk=tool.pk).filter(_grant_q(user, "approve")).exists()
+    return tools_approvable_by(user=user).filter(pk=tool.pk).exists()
+
+
+def user_approves_only_by_own_grant(*, user: AbstractBaseUser, tool: Tool) -> bool:
+    """Whether ``user`` may not approve ``tool`` only because they made the approve grant themselves."""
+    if user_can_approve(user=user, tool=tool) or user is None or user.pk is None:
+        return False
+    return (
+        Tool.objects.filter(pk=tool.pk)
+        .filter(_grant_q(user, "approve", own=True))
+        .filter(server_tenant_q(principal_for_user(user), "server__"))
+        .exists()
+    )
 
 
 def tools_approvable_by(*, user: AbstractBaseUser) -> QuerySet[Tool]:
     """Tools whose calls ``user`` may approve."""
     if user is None or not getattr(user, "is_active", False) or user.pk is None:
         return Tool.objects.none()
-    return Tool.objects.filter(_grant_q(user, "approve"))
+    return Tool.objects.filter(_grant_q(user, "approve")).filter(server_tenant_q(principal_for_user(user), "server__"))
 
 
 def user_is_approver(*, user: AbstractBaseUser) -> bool:
     """Whether ``user`` holds any approve grant (on a server or a tool, directly or through a group)."""
     if user is None or not getattr(user, "is_active", False) or user.pk is None:
         return False
-    groups = _group_ids(user)
-    return (
-        ServerUserObjectPermission.objects.filter(user=user, permission__codename="approve_server").exists()
-        or ServerGroupObjectPermission.objects.filter(group__in=groups, permission__codename="approve_server").exists()
-        or ToolUserObjectPermission.objects.filter(user=user, permission__codename="approve_tool").exists()
-        or ToolGroupObjectPermission.objects.filter(group__in=groups, permission__codename="approve_tool").exists()
-    )
+    return any(grants.exists() for grants in _grants(user, "approve"))
 
 
-def approval_requests_for_approver(*, user: AbstractBaseUser) -> QuerySet[ApprovalRequest]:
-    """The approver inbox: requests for tools ``user`` may approve, pending first, newest first."""
+def approval_requests_for_approver(
+    *, user: AbstractBaseUser, principal: Principal | None = None
+) -> QuerySet[ApprovalRequest]:
+    """The approver inbox: requests for tools ``user`` may approve, of the tenants the approver acts in (the
+    request's and its server's, ``tenant_q``), pending first, newest first. ``principal``: the approver's token
+    (the API), else the person's session."""
+    principal = principal if principal is not None else principal_for_user(user)
     return (
         ApprovalRequest.objects.filter(tool__in=tools_approvable_by(user=user).values("pk"))
+        .filter(tenant_q(principal, "tenant"), server_tenant_q(principal, "tool__server__"))
         .select_related("requester", "tool", "tool__server", "decided_by", "policy_version")
         .annotate(
             pending_first=Case(
@@ -241,3 +326,35 @@ def approval_requests_for_approver(*, user: AbstractBaseUser) -> QuerySet[Approv
         )
         .order_by("pending_first", "-created_at", "-id")
     )
+
+
+def notification_attempts_visible_to(*, user: AbstractBaseUser) -> QuerySet[NotificationAttempt]:
+    """The notification log an admin reads (Z12): attempts for requests of shared tenants and the user's, on
+    servers they may manage (``tenant_q``, as the inbox and the audit trail). Superusers read every attempt,
+    also those whose request is gone (its tenant unknown)."""
+    attempts = NotificationAttempt.objects.all()
+    if getattr(user, "is_superuser", False):
+        return attempts
+    principal = principal_for_user(user)
+    return attempts.filter(approval__isnull=False).filter(
+        tenant_q(principal, "approval__tenant"), server_tenant_q(principal, "approval__tool__server__")
+    )
+
+
+def audit_events_visible_to(*, principal: Principal) -> QuerySet:
+    """Audit events a viewer may read: shared ones and those of the tenants ``principal`` acts in. Superusers
+    (the platform's operators) read the whole trail in a session."""
+    from .models import AuditEvent
+
+    qs = AuditEvent.objects.all()
+    if principal.token_id is None and getattr(principal.user, "is_superuser", False):
+        return qs
+    return qs.filter(tenant_q(principal, "tenant_scope"))
+
+
+def servers_visible_to_operator(*, user: AbstractBaseUser) -> Q:
+    """Servers an admin may manage and grant: all for a superuser, else shared ones and those of the user's
+    tenants (an operator of tenant A never sees or grants tenant B's servers). A filter on Server."""
+    if getattr(user, "is_superuser", False):
+        return Q()
+    return server_tenant_q(principal_for_user(user))

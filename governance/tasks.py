@@ -15,11 +15,13 @@ def expire_approvals() -> int:
 
 
 @shared_task(
+    bind=True,
     name="governance.tasks.notify_approval_requested",
     autoretry_for=(WebhookError,),
     retry_backoff=True,
     max_retries=5,
 )
-def notify_approval_requested(request_pk: int) -> dict:
-    """E-mail the approvers of a new request and call the approval webhook (retried if it fails)."""
-    return approval_notify(request_pk=request_pk)
+def notify_approval_requested(self, request_pk: int) -> dict:
+    """E-mail the approvers of a new request and call the approval webhook (retried if it fails); every
+    attempt is recorded for operators."""
+    return approval_notify(request_pk=request_pk, attempt=self.request.retries + 1)

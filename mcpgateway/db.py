@@ -15,6 +15,8 @@ from typing import Any, TypeVar
 from asgiref.sync import sync_to_async
 from django.db import DatabaseError, close_old_connections
 
+from catalog.dbbusy import database_busy
+
 T = TypeVar("T")
 
 
@@ -29,22 +31,6 @@ def _with_fresh_connection(fn: Callable[..., T], args: tuple[Any, ...], kwargs: 
 async def run_orm(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """``fn(*args, **kwargs)`` run synchronously off the event loop, with connection hygiene."""
     return await sync_to_async(_with_fresh_connection, thread_sensitive=False)(fn, args, kwargs)
-
-
-# SQLite: another connection held the lock past the busy timeout (SCOUT_SQLITE_BUSY_TIMEOUT). Postgres:
-# lock_timeout (55P03) or statement_timeout (57014) ran out.
-_BUSY_TEXTS = ("database is locked", "database table is locked", "database is busy")
-_BUSY_PGCODES = ("55P03", "57014")
-
-
-def database_busy(exc: BaseException) -> bool:
-    """Whether ``exc`` means "the database is locked or too slow right now" (try again), not a bug."""
-    if not isinstance(exc, DatabaseError):
-        return False
-    cause = exc.__cause__
-    if getattr(cause, "pgcode", None) in _BUSY_PGCODES or getattr(cause, "sqlstate", None) in _BUSY_PGCODES:
-        return True
-    return any(text in str(exc).lower() for text in _BUSY_TEXTS)
 
 
 class DatabaseBusy(Exception):

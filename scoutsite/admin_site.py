@@ -15,7 +15,7 @@ FAILURE_WINDOW = timedelta(days=7)
 
 # Job → (plain name, models as "app_label.ModelName"); anything not listed lands in "Records".
 NAVIGATION: list[tuple[str, list[str]]] = [
-    ("Approvals", ["governance.ApprovalRequest"]),
+    ("Approvals", ["governance.ApprovalRequest", "governance.NotificationAttempt"]),
     (
         "Search & curation",
         ["catalog.Tool", "search.LearnedRequest", "search.QueryLogEntry", "mcpgateway.PinnedTool"],
@@ -119,27 +119,36 @@ def role_panels(request: HttpRequest) -> dict[str, Any]:
     user = request.user
     context: dict[str, Any] = {}
     if user.has_perm("catalog.change_tool"):
-        context["curator_panel"] = _curator_panel()
+        context["curator_panel"] = _curator_panel(user)
     pending = _pending_count(request)
     if pending is not None:
         context["approver_panel"] = _approver_panel(request, pending)
     if user.has_perm("catalog.change_server"):
-        context["operator_panel"] = _operator_panel()
+        context["operator_panel"] = _operator_panel(user)
     return context
 
 
-def _curator_panel() -> dict[str, Any]:
+def _managed_servers(user) -> Any:
+    """Servers this person may manage: shared ones and their tenants' (all for a superuser)."""
+    from catalog.models import Server
+    from governance.selectors import servers_visible_to_operator
+
+    return Server.objects.filter(servers_visible_to_operator(user=user))
+
+
+def _curator_panel(user) -> dict[str, Any]:
     from catalog.models import Tool, ToolExample
     from governance.models import ToolReview
 
+    servers = _managed_servers(user).values("pk")
     held = (
-        ToolReview.objects.filter(status="pending", tool__removed_at__isnull=True)
+        ToolReview.objects.filter(status="pending", tool__removed_at__isnull=True, tool__server__in=servers)
         .select_related("tool")
         .order_by("-created_at")
     )
     no_examples = (
         Tool.objects.live()
-        .filter(enabled=True)
+        .filter(enabled=True, server__in=servers)
         .exclude(Exists(ToolExample.objects.filter(tool=OuterRef("pk"))))
         .select_related("server")
         .order_by("tool_id")
@@ -162,17 +171,31 @@ def _approver_panel(request: HttpRequest, pending: int) -> dict[str, Any]:
     return {"count": pending, "rows": list(rows[:HOME_ROWS])}
 
 
-def _operator_panel() -> dict[str, Any]:
-    from catalog.models import Server, SyncRun
+def _operator_panel(user) -> dict[str, Any]:
+    from catalog.models import SyncRun
 
-    servers = Server.objects.annotate(
-        live_tools=Count("tools", filter=Q(tools__removed_at__isnull=True, tools__policy__held=False)),
-        held_tools=Count("tools", filter=Q(tools__removed_at__isnull=True, tools__policy__held=True)),
-    ).order_by("slug")
+    servers = (
+        _managed_servers(user)
+        .annotate(
+            live_tools=Count("tools", filter=Q(tools__removed_at__isnull=True, tools__policy__held=False)),
+            held_tools=Count("tools", filter=Q(tools__removed_at__isnull=True, tools__policy__held=True)),
+        )
+        .order_by("slug")
+    )
     failures = (
         SyncRun.objects.filter(status__in=["failed", "partial"], started_at__gte=timezone.now() - FAILURE_WINDOW)
+        .filter(server__in=_managed_servers(user).values("pk"))
         .select_related("server")
         .order_by("-started_at")
     )
+    from governance.choices import NotificationOutcome
+    from governance.selectors import notification_attempts_visible_to
+
+    failed_notifications = (
+        notification_attempts_visible_to(user=user)
+        .filter(outcome=NotificationOutcome.FAILED, created_at__gte=timezone.now() - FAILURE_WINDOW)
+        .count()
+    )
     return {"servers": list(servers[: HOME_ROWS * 3]), "server_count": servers.count(),
-            "failures": list(failures[:HOME_ROWS]), "failure_count": failures.count()}  # fmt: skip
+            "failures": list(failures[:HOME_ROWS]), "failure_count": failures.count(),
+            "failed_notifications": failed_notifications}  # fmt: skip

@@ -6,9 +6,12 @@ The Starlette lifespan runs the MCP SDK's session manager and the gateway's upst
 
 import os
 
+from django.conf import settings as _settings
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scoutsite.settings")
+if not _settings.configured:  # this process serves: its connections get the lock/statement timeouts (F7)
+    os.environ.setdefault("SCOUT_DB_SERVING", "1")
 
 django_application = get_asgi_application()
 

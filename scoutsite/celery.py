@@ -3,12 +3,13 @@
 import os
 
 from celery import Celery
-from celery.signals import task_failure, task_retry, task_success, worker_process_init
+from celery.signals import task_failure, task_retry, task_success, worker_process_init, worker_ready
 from prometheus_client import Counter
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scoutsite.settings")
 
-app = Celery("scoutsite")
+# Every task's apply_async keeps a task the broker refused and sends it again later (catalog/outbox.py, F4).
+app = Celery("scoutsite", task_cls="catalog.outbox:OutboxTask")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
@@ -18,6 +19,13 @@ def _tracing(**kwargs: object) -> None:
     from scoutsite.tracing import tracing_configure
 
     tracing_configure()  # off unless OTEL_* variables ask for it
+
+
+@worker_ready.connect
+def _send_kept_tasks(**kwargs: object) -> None:
+    from catalog.outbox import outbox_sender_start
+
+    outbox_sender_start()  # tasks a stopped process kept while the broker was down (F4)
 
 
 TASKS = Counter("scout_celery_tasks", "Celery task outcomes by task name", ["task", "outcome"])
@@ -54,5 +62,14 @@ def setup_periodic_tasks(sender: Celery, **kwargs: object) -> None:
     sender.add_periodic_task(
         300.0, sender.signature("governance.tasks.expire_approvals"), name="governance: expire approvals"
     )
+    # Send tasks kept while the broker was down that no running process is sending (catalog/outbox.py, F4).
+    sender.add_periodic_task(60.0, sender.signature("catalog.tasks.outbox_send"), name="catalog: send kept tasks")
+    # Compare the Weaviate index with the database and repair drift (SCOUT_WEAVIATE_RECONCILE_INTERVAL).
+    if settings.SCOUT_SEARCH_BACKEND == "weaviate" and settings.SCOUT_WEAVIATE_RECONCILE_INTERVAL > 0:
+        sender.add_periodic_task(
+            float(settings.SCOUT_WEAVIATE_RECONCILE_INTERVAL),
+            sender.signature("search.tasks.reconcile_weaviate"),
+            name="search: reconcile the Weaviate index",
+        )
     # Purge the query log past its retention once an hour (SCOUT_QUERY_LOG_RETENTION_DAYS).
     sender.add_periodic_task(3600.0, sender.signature("search.tasks.purge_query_log"), name="search: purge query log")

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 import numpy as np
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.urls import path
@@ -55,13 +56,28 @@ def _percentiles(values: list[float]) -> dict[str, float | None]:
     return {"p50": round(float(p50), 1), "p95": round(float(p95), 1), "p99": round(float(p99), 1)}
 
 
-def dashboard_figures(*, window: Window, now: datetime | None = None) -> dict:
-    """Every figure of the dashboard for ``window``, as plain JSON-ready data."""
+def dashboard_figures(*, window: Window, now: datetime | None = None, user=None) -> dict:
+    """Every figure of the dashboard for ``window``, as plain JSON-ready data.
+
+    ``user``: whose view (Z12): searches, executions, servers, syncs and approvals that are shared or of the
+    person's tenants; without a ``user``, or for a superuser, the whole install."""
     from catalog.models import Server, SyncRun
     from governance.choices import ApprovalStatus
     from governance.models import ApprovalRequest, AuditEvent
+    from governance.principals import principal_for_user
+    from governance.selectors import audit_events_visible_to, servers_visible_to_operator, tenant_q
     from search.models import QueryLogEntry
+    from search.usage import query_log_visible_to
 
+    servers_q, audit, approvals = Q(), AuditEvent.objects.all(), ApprovalRequest.objects.all()
+    logged = QueryLogEntry.objects.all()
+    if user is not None and not user.is_superuser:
+        principal = principal_for_user(user)
+        servers_q = servers_visible_to_operator(user=user)
+        audit = audit_events_visible_to(principal=principal)
+        approvals = approvals.filter(tenant_q(principal, "tenant"))
+        logged = query_log_visible_to(user=user)
+    managed = Server.objects.filter(servers_q)
     now = now or timezone.now()
     start = now - window.span
     buckets = _buckets(window, now)
@@ -70,14 +86,14 @@ def dashboard_figures(*, window: Window, now: datetime | None = None) -> dict:
     failures_over_time = [0] * len(buckets)
     search_latency: list[float] = []
     confidence = Counter()
-    rows = QueryLogEntry.objects.filter(created_at__gte=start).order_by("-created_at")
+    rows = logged.filter(created_at__gte=start).order_by("-created_at")
     for created, latency, level in rows.values_list("created_at", "latency_ms", "confidence")[:MAX_ROWS]:
         searches[_bucket_index(created, start, window, len(buckets))] += 1
         search_latency.append(latency)
         confidence[level] += 1
     execute_latency: list[float] = []
     tools, failures_by_server = Counter(), Counter()
-    events = AuditEvent.objects.filter(event_type="execution", created_at__gte=start).order_by("-created_at")
+    events = audit.filter(event_type="execution", created_at__gte=start).order_by("-created_at")
     for created, outcome, tool_ref, payload in events.values_list("created_at", "outcome", "tool_ref", "payload")[
         :MAX_ROWS
     ]:
@@ -91,7 +107,9 @@ def dashboard_figures(*, window: Window, now: datetime | None = None) -> dict:
             failures_over_time[index] += 1
             failures_by_server[tool_ref.split("::", 1)[0] if tool_ref else "(unknown)"] += 1
     total_searches = sum(confidence.values())
-    syncs = Counter(SyncRun.objects.filter(started_at__gte=start).values_list("status", flat=True))
+    syncs = Counter(
+        SyncRun.objects.filter(started_at__gte=start, server__in=managed.values("pk")).values_list("status", flat=True)
+    )
     return {
         "window": window.key,
         "labels": [moment.isoformat() for moment in buckets],
@@ -106,8 +124,8 @@ def dashboard_figures(*, window: Window, now: datetime | None = None) -> dict:
         "top_tools": tools.most_common(10),
         "failures_by_server": failures_by_server.most_common(10),
         "syncs": dict(sorted(syncs.items())),
-        "servers": dict(Counter(Server.objects.values_list("status", flat=True))),
-        "pending_approvals": ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING).count(),
+        "servers": dict(Counter(managed.values_list("status", flat=True))),
+        "pending_approvals": approvals.filter(status=ApprovalStatus.PENDING).count(),
     }
 
 
@@ -128,14 +146,14 @@ def dashboard_view(request: HttpRequest) -> HttpResponse:
         "title": "Operations dashboard",
         "window": window,
         "windows": WINDOWS.values(),
-        "figures": dashboard_figures(window=window),
+        "figures": dashboard_figures(window=window, user=request.user),
     }
     return render(request, "admin/dashboard.html", context)
 
 
 def dashboard_data_view(request: HttpRequest) -> JsonResponse:
     _check(request)
-    return JsonResponse(dashboard_figures(window=_window(request)))
+    return JsonResponse(dashboard_figures(window=_window(request), user=request.user))
 
 
 def urls() -> list:

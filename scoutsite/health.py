@@ -45,10 +45,13 @@ def _cache() -> bool:
 
 
 def _search_index() -> bool:
+    from search.backends import backend_get
     from search.selectors import current_generation_token
 
     try:
-        return current_generation_token() is not None
+        # warm(): the backend prepares in the background what its searches need (Weaviate: the connection
+        # and the BM25 snapshot), so the first search does not.
+        return current_generation_token() is not None and backend_get().warm()
     except Exception:  # noqa: BLE001
         logger.warning("readyz: search index check failed", exc_info=True)
         return False

@@ -125,8 +125,23 @@ TEMPLATES = [
 ]
 
 DATABASE_URL = env_str("DATABASE_URL")
+# A locked database (SECURITY-TESTS F7): a serving connection gives up waiting for a lock after
+# SCOUT_DB_LOCK_TIMEOUT seconds and cancels a statement running past SCOUT_DB_STATEMENT_TIMEOUT (0: no limit), so
+# a request meeting a locked table answers "database is busy" (service_busy, 503 on the REST API) within that
+# time instead of hanging. Postgres only (lock_timeout, statement_timeout; SQLite has its busy timeout below).
+# Serving connections are those of the web process (scoutsite/asgi.py and wsgi.py set SCOUT_DB_SERVING before
+# the settings load); Celery workers and management commands keep no limit (a full rebuild may read longer).
+SCOUT_DB_LOCK_TIMEOUT = env_float("SCOUT_DB_LOCK_TIMEOUT", 2.0)
+SCOUT_DB_STATEMENT_TIMEOUT = env_float("SCOUT_DB_STATEMENT_TIMEOUT", 2.0)
+SCOUT_DB_SERVING = env_bool("SCOUT_DB_SERVING")
 if DATABASE_URL:
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 0))}
+    if SCOUT_DB_SERVING and DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+        # libpq "options": the session settings ride on the connection itself (no extra round trip).
+        timeouts = {"lock_timeout": SCOUT_DB_LOCK_TIMEOUT, "statement_timeout": SCOUT_DB_STATEMENT_TIMEOUT}
+        limits = " ".join(f"-c {name}={int(seconds * 1000)}" for name, seconds in timeouts.items() if seconds > 0)
+        options = DATABASES["default"].setdefault("OPTIONS", {})
+        options["options"] = f"{options.get('options', '')} {limits}".strip()
 else:
     # SQLite as an embedded database that several processes (web workers, a sync, a shell) write at once:
     # WAL lets readers go on beside the writer; IMMEDIATE takes the write lock at BEGIN, so a transaction that
@@ -200,6 +215,9 @@ else:
 # Celery: with REDIS_URL tasks go to a worker; without it they run in-process (the embedded default).
 # After a cache error, hot-path cache calls skip the cache this long (seconds) before trying it again.
 SCOUT_CACHE_RETRY_SECONDS = env_float("SCOUT_CACHE_RETRY_SECONDS", 5.0)
+# A task the broker refuses (Redis down) is kept in the database and sent again (catalog/outbox.py, F4): for this
+# long after a refusal new tasks are kept without trying the broker, and kept tasks are retried this often.
+SCOUT_BROKER_RETRY_SECONDS = env_float("SCOUT_BROKER_RETRY_SECONDS", 5.0)
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = REDIS_URL or "cache+memory://"
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", default=not REDIS_URL)
@@ -211,6 +229,15 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 CELERY_TASK_SOFT_TIME_LIMIT = 600
 CELERY_TASK_TIME_LIMIT = 900
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Broker outages (F4). Producers: a bounded connect and publish (one reconnect, for a pooled connection
+# that went stale when Redis restarted); past it the task is kept in the outbox. No task result is read, so
+# none is stored or subscribed to (the Redis result consumer retried for 20 s per task while Redis was down,
+# then gave up for good). Workers: reconnect for as long as the outage lasts (backoff capped at 30 s).
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BROKER_CONNECTION_TIMEOUT = env_float("SCOUT_REDIS_TIMEOUT", 1.0)
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 
 # REST API (/api/v1/): API tokens (Bearer) first, so an anonymous caller gets 401 with WWW-Authenticate; then
 # Django sessions, which enforce CSRF. ApiAccess requires the token scope "api" and each view's own scopes.
@@ -277,6 +304,12 @@ SCOUT_OPENAPI_ALLOWED_HOSTS = env_list("SCOUT_OPENAPI_ALLOWED_HOSTS", [])
 SCOUT_OPENAPI_MAX_DOCUMENT_BYTES = env_int("SCOUT_OPENAPI_MAX_DOCUMENT_BYTES", 20 * 1024 * 1024)
 
 # --- gateway -------------------------------------------------------------------------------------
+# HTTP serving (scoutsite/serving.py, the uvicorn protocol of the run command and the demo): a request's headers
+# and body must arrive within this many seconds of the connection opening (or of the previous response), or the
+# connection is closed (a client that connects and sends nothing or half a request); an idle kept-alive
+# connection is closed after SCOUT_HTTP_KEEP_ALIVE seconds.
+SCOUT_HTTP_REQUEST_TIMEOUT = env_float("SCOUT_HTTP_REQUEST_TIMEOUT", 20.0)
+SCOUT_HTTP_KEEP_ALIVE = env_float("SCOUT_HTTP_KEEP_ALIVE", 5.0)
 # Base URL users reach Scout at: names the admin page where approvers act and the protected resource.
 SCOUT_PUBLIC_URL = env_str("SCOUT_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
 # Approvers hear of new requests by e-mail (Django's mail settings below) and, if set, by a webhook: a JSON
@@ -313,6 +346,8 @@ SCOUT_UPSTREAM_BREAKER_WINDOW = env_float("SCOUT_UPSTREAM_BREAKER_WINDOW", 30.0)
 SCOUT_UPSTREAM_BREAKER_COOLDOWN = env_float("SCOUT_UPSTREAM_BREAKER_COOLDOWN", 30.0)
 # How long an executed call's outcome waits for a locked database before it is only logged (seconds).
 SCOUT_AUDIT_RETRY_SECONDS = env_float("SCOUT_AUDIT_RETRY_SECONDS", 300.0)
+# Z8: agents allowed between a human and the gateway in one delegation chain (agent under agent ...).
+SCOUT_DELEGATION_MAX_AGENTS = env_int("SCOUT_DELEGATION_MAX_AGENTS", 3)
 # How long an idempotency key remembers its result (seconds).
 SCOUT_MCP_IDEMPOTENCY_TTL = env_int("SCOUT_MCP_IDEMPOTENCY_TTL", 24 * 3600)
 # "auto": meta-tools while the search index is ready, the caller's tools listed directly otherwise;
@@ -381,13 +416,26 @@ WEAVIATE_GRPC_URL = env_str("WEAVIATE_GRPC_URL")
 WEAVIATE_API_KEY = env_secret("WEAVIATE_API_KEY")
 # Alias searches go through; each full index generation is a collection "<prefix>_<generation>".
 SCOUT_WEAVIATE_PREFIX = env_str("SCOUT_WEAVIATE_PREFIX", "ScoutTools")
-# Connect check and query timeouts (seconds): past them a search falls back to embedded BM25 (F5: degraded
-# <= 1 s). The client's connect check takes about twice its timeout against a hung server: hence 0.5.
+# Connect and query timeouts (seconds). Connecting happens in a background thread, never in a search; every
+# call a search makes (the client's gRPC retries included) is abandoned at SCOUT_WEAVIATE_TIMEOUT, and the
+# search is answered from the BM25 snapshot (F5: degraded <= 1 s).
 SCOUT_WEAVIATE_CONNECT_TIMEOUT = env_float("SCOUT_WEAVIATE_CONNECT_TIMEOUT", 0.5)
 SCOUT_WEAVIATE_TIMEOUT = env_float("SCOUT_WEAVIATE_TIMEOUT", 0.8)
 SCOUT_WEAVIATE_INSERT_TIMEOUT = env_float("SCOUT_WEAVIATE_INSERT_TIMEOUT", 60.0)
-# After a failure, searches skip Weaviate (straight to the fallback) for this long (seconds).
+# The background connector's pause between connection attempts and between health checks (seconds). After
+# a failure, searches go straight to the fallback until it has reconnected.
 SCOUT_WEAVIATE_RETRY_SECONDS = env_float("SCOUT_WEAVIATE_RETRY_SECONDS", 10.0)
 SCOUT_WEAVIATE_BATCH_SIZE = env_int("SCOUT_WEAVIATE_BATCH_SIZE", 200)
 # Old generation collections kept after an alias swap (a rollback window); 0 drops them at once.
 SCOUT_WEAVIATE_KEEP_PREVIOUS = env_int("SCOUT_WEAVIATE_KEEP_PREVIOUS", 0)
+# Old collections are dropped this long after the alias swap (seconds): longer than any query, so none of
+# any process still uses them.
+SCOUT_WEAVIATE_DROP_GRACE_SECONDS = env_float("SCOUT_WEAVIATE_DROP_GRACE_SECONDS", 5.0)
+# One full build at a time: the lock's TTL, and how long a second build waits for it (seconds).
+SCOUT_WEAVIATE_BUILD_LOCK_SECONDS = env_int("SCOUT_WEAVIATE_BUILD_LOCK_SECONDS", 3600)
+SCOUT_WEAVIATE_BUILD_WAIT_SECONDS = env_float("SCOUT_WEAVIATE_BUILD_WAIT_SECONDS", 3600.0)
+# HNSW flatSearchCutoff of the collections Scout creates: a filtered search over fewer objects than this
+# scans them exactly. Keep it above the catalog size so dense heads are exact (see the README).
+SCOUT_WEAVIATE_FLAT_SEARCH_CUTOFF = env_int("SCOUT_WEAVIATE_FLAT_SEARCH_CUTOFF", 1_000_000)
+# Compare Weaviate with the database and repair drift on this interval (seconds; 0: never).
+SCOUT_WEAVIATE_RECONCILE_INTERVAL = env_int("SCOUT_WEAVIATE_RECONCILE_INTERVAL", 3600)

@@ -11,11 +11,13 @@ from django.http import HttpRequest
 
 from catalog.admin.lookups import StrictLookupsMixin
 from catalog.admin.progress import ProgressAdminMixin
+from catalog.models import Server
 from catalog.progress import progress_snapshot
+from governance.selectors import servers_visible_to_operator
 
 from .choices import GenerationStatus, LearnedStatus
 from .models import IndexGeneration, LearnedRequest, QueryLogEntry, SearchEvent
-from .usage import learned_request_promote, learned_request_reject
+from .usage import learned_request_promote, learned_request_reject, query_log_visible_to
 
 
 class ReadOnlyAdmin(StrictLookupsMixin, admin.ModelAdmin):
@@ -77,6 +79,9 @@ class QueryLogEntryAdmin(ReadOnlyAdmin, admin.ModelAdmin[QueryLogEntry]):
     show_full_result_count = False
     readonly_fields = [f.name for f in QueryLogEntry._meta.fields]
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[QueryLogEntry]:
+        return query_log_visible_to(user=request.user)  # other tenants' requests are theirs (Z12)
+
     @admin.display(description="request")
     def query_short(self, obj: QueryLogEntry) -> str:
         return obj.query[:120]
@@ -97,6 +102,11 @@ class LearnedRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[LearnedRequest]):
     list_select_related = ("tool",)
     readonly_fields = [f.name for f in LearnedRequest._meta.fields]
     actions = ["promote", "reject"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[LearnedRequest]:
+        # Learned on the servers this curator may manage only (Z12: learning stays inside one tenant's space).
+        managed = Server.objects.filter(servers_visible_to_operator(user=request.user)).values("pk")
+        return super().get_queryset(request).filter(tool__server__in=managed)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -19,15 +19,6 @@ class SearchEventKind(models.TextChoices):
     REINDEX_FAILED = "reindex_failed", "Reindex failed"
 
 
-class Confidence(models.TextChoices):
-    """How sure a logged answer was; the same values as the engine's ``search.engine.ranking.Confidence``:
-    ``high``, ``low`` (a ranking the model should check), or ``none`` (withheld: "no tool fits")."""
-
-    HIGH = "high", "High"
-    LOW = "low", "Low: check the schemas or rephrase"
-    NONE = "none", "Withheld: no tool fits"
-
-
 class QueryLogMode(models.TextChoices):
     FULL = "full", "Full text"
     REDACTED = "redacted", "Digits, e-mail addresses and long tokens masked"

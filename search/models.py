@@ -9,7 +9,6 @@ from django.db import models
 from django.utils import timezone
 
 from .choices import (
-    Confidence,
     GenerationKind,
     GenerationStatus,
     LearnedStatus,
@@ -17,6 +16,7 @@ from .choices import (
     SearchEventKind,
     SearchOutcomeKind,
 )
+from .engine.ranking import Confidence
 
 
 class ToolEmbedding(models.Model):
@@ -104,11 +104,20 @@ class QueryLogEntry(models.Model):
     token_ref = models.CharField(max_length=40, blank=True)
     # Who asked, as executions are matched to searches: user, token and agent (one token's searches only).
     principal_key = models.CharField(max_length=200, db_index=True)
+    tenant = models.ForeignKey(
+        "governance.Tenant",
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="+",
+        help_text="The tenant the caller acted in: only that tenant's curators read it; empty: shared",
+    )
     client = models.CharField(max_length=20, default="mcp")
     log_mode = models.CharField(max_length=10, choices=QueryLogMode.choices)
     query = models.TextField()
     results = models.JSONField(default=list, help_text='[{"tool_id": ..., "score": ...}] in rank order')
-    confidence = models.CharField(max_length=10, choices=Confidence.choices)
+    confidence = models.CharField(max_length=10, choices=Confidence.choices())
     degraded = models.BooleanField(default=False)
     backend = models.CharField(max_length=20, blank=True)
     latency_ms = models.FloatField(default=0.0)

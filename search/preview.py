@@ -20,7 +20,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import path
 
-from catalog.models import Tool
+from catalog.models import Server, Tool
+from governance.principals import principal_for_user
+from governance.selectors import servers_visible_to_operator, tool_pks_visible_to, tools_servable
 
 from .backends import Match, SearchResult
 from .models import IndexGeneration
@@ -31,19 +33,32 @@ PREVIEW_PERMISSION = "catalog.view_tool"  # who may preview: anyone who may read
 AS_USER_PERMISSION = "auth.view_user"  # previewing as someone else reveals what they see
 
 
+AS_USER, EVERY_TOOL = "user", "every"
+
+
 class PreviewForm(forms.Form):
     query = forms.CharField(
         max_length=settings.SCOUT_SEARCH_MAX_QUERY_CHARS, strip=True, widget=forms.TextInput(attrs={"size": 80})
     )
-    top_k = forms.IntegerField(min_value=TOP_K_MIN, max_value=TOP_K_MAX, initial=10)
+    top_k = forms.IntegerField(min_value=TOP_K_MIN, max_value=TOP_K_MAX, initial=10, required=False)
     fusion = forms.ChoiceField(
         choices=[("", "configured default"), ("convex", "convex"), ("rrf", "RRF")], required=False
+    )
+    scope = forms.ChoiceField(
+        choices=[
+            (AS_USER, "As a user: the tools this user's MCP client may discover"),
+            (EVERY_TOOL, "Every tool some client may get (grants ignored; held, disabled, archived never listed)"),
+        ],
+        initial=AS_USER,
+        required=False,
+        widget=forms.RadioSelect,
+        label="Rank among",
     )
     as_user = forms.CharField(
         required=False,
         max_length=150,
-        label="As user",
-        help_text="Username: rank among the tools this user may discover. Empty: every live tool.",
+        label="User",
+        help_text="Username whose view to preview. Empty: yourself.",
     )
 
     def __init__(self, *args, may_choose_user: bool = False, **kwargs) -> None:
@@ -61,16 +76,15 @@ class PreviewForm(forms.Form):
         return user
 
 
-def visible_tool_pks(*, as_user: AbstractBaseUser | None) -> frozenset[int]:
-    """The set a preview searches: a chosen user's discoverable tools (governance), else every live tool."""
+def visible_tool_pks(*, as_user: AbstractBaseUser | None, viewer: AbstractBaseUser) -> frozenset[int]:
+    """The set a preview searches: the tools ``as_user`` may discover (what their MCP client gets), or with
+    None every tool some client may get (never a held, disabled or archived one: those reach nobody) —
+    either way only on servers ``viewer`` may see in the admin (shared ones and their tenants', Z12)."""
+    scope = tools_servable().filter(server__in=Server.objects.filter(servers_visible_to_operator(user=viewer)))
     if as_user is None:
-        return frozenset(indexable_tools().values_list("pk", flat=True))
-    try:
-        from governance.principals import principal_for_user
-        from governance.selectors import tool_pks_visible_to
-    except ImportError:  # governance not installed: only superusers see everything
-        return visible_tool_pks(as_user=None) if as_user.is_superuser else frozenset()
-    return tool_pks_visible_to(principal=principal_for_user(as_user))
+        return frozenset(scope.filter(pk__in=indexable_tools().values("pk")).values_list("pk", flat=True))
+    seen = tool_pks_visible_to(principal=principal_for_user(as_user))
+    return frozenset(scope.filter(pk__in=seen).values_list("pk", flat=True))
 
 
 @dataclass
@@ -149,11 +163,63 @@ def why_lines(match: Match) -> list[str]:
         lines.append(f"closest vector: {why['closest']}")
     if why.get("example_request"):
         lines.append(f"example request: {why['example_request']}")
-    if why.get("operation_intent"):
-        lines.append(f"operation intent: {why['operation_intent']:+}")
-    if why.get("demoted"):
-        lines.append(f"demoted: {why['demoted']}")
-    return lines
+    return lines  # intent and demotion: among the score's parts
+
+
+# Fields a curator writes (the rest come from the upstream server).
+CURATED_FIELDS = frozenset({"title", "alias", "purpose", "keyword", "operation verb", "entity type", "example request"})
+
+
+@dataclass(frozen=True)
+class ScorePart:
+    label: str
+    value: float | None  # None: a demotion (no number: the tool goes below every tool not demoted)
+    detail: str
+
+
+@dataclass(frozen=True)
+class ScoreParts:
+    """The ranking's own explanation of a match's place (``why_matched["score"]``), labelled for people."""
+
+    rank_score: float | None
+    fit: float
+    parts: list[ScorePart]
+    demoted: bool = False
+    step: int = 0
+
+
+def score_parts(match: Match) -> ScoreParts:
+    """Split the rank score into what made it, from the values the ranking recorded (nothing recomputed)."""
+    why = match.why_matched or {}
+    score = why.get("score")
+    if not score:  # the no-index listing: no ranking ran
+        return ScoreParts(None, match.score, [])
+    parts = []
+    fields = why.get("fields") or {}
+    if "bm25" in score:
+        curated = [label for label in fields if label in CURATED_FIELDS]
+        upstream = [label for label in fields if label not in CURATED_FIELDS]
+        detail = "; ".join(
+            f"{kind}: {', '.join(labels)}" for kind, labels in (("curated", curated), ("upstream", upstream)) if labels
+        )
+        parts.append(ScorePart("BM25 (words)", score["bm25"], detail or "no request word in its text"))
+    if "dense" in score:
+        closest = why.get("closest")
+        if closest == "example":
+            detail = f"closest: curated example request “{why.get('example_request', '')}”"
+        elif closest == "learned":
+            detail = "closest: requests that led to this tool (learned from usage)"
+        elif closest:
+            detail = f"closest: its {closest} text"
+        else:
+            detail = "no dense branch (model unavailable)"
+        parts.append(ScorePart("Dense (meaning)", score["dense"], detail))
+    if score.get("intent"):
+        kind = "bonus: its operation fits the request" if score["intent"] > 0 else "penalty: another operation"
+        parts.append(ScorePart("Intent", score["intent"], kind))
+    if score.get("demoted"):
+        parts.append(ScorePart("Negative query", None, "close to a negative query: ranked below every other tool"))
+    return ScoreParts(score["rank_score"], score["fit"], parts, bool(score.get("demoted")), score.get("step", 0))
 
 
 # -- admin views (mounted under /admin/search/preview/ by ``urls()``, inside the admin's login) ------------
@@ -169,34 +235,48 @@ def _context(request: HttpRequest, title: str, **extra: object) -> dict:
 
 
 def preview_view(request: HttpRequest) -> HttpResponse:
-    """Type a request, see the ranked tools with BM25, dense and fused rank, score and why."""
+    """Type a request, see the ranked tools as a user's MCP client would (by default the curator themself),
+    with each tool's rank score and what it is made of."""
     _check_preview_permission(request)
-    form = PreviewForm(request.GET or None, may_choose_user=request.user.has_perm(AS_USER_PERMISSION))
-    outcome, rows, as_user = None, [], None
+    data = request.GET.copy() if request.GET else None
+    if data is not None:  # a link may give the query only
+        data.setdefault("scope", AS_USER)
+        data.setdefault("top_k", str(PreviewForm.base_fields["top_k"].initial))
+    form = PreviewForm(data, may_choose_user=request.user.has_perm(AS_USER_PERMISSION))
+    outcome, rows, as_user, empty_self = None, [], None, False
     if form.is_valid():
-        as_user = form.cleaned_data.get("as_user")
+        if form.cleaned_data["scope"] != EVERY_TOOL:
+            as_user = form.cleaned_data.get("as_user") or request.user
+        visible = visible_tool_pks(as_user=as_user, viewer=request.user)
+        empty_self = as_user == request.user and not visible
         outcome = preview_run(
             query=form.cleaned_data["query"],
-            visible=visible_tool_pks(as_user=as_user),
-            top_k=form.cleaned_data["top_k"],
+            visible=visible,
+            top_k=form.cleaned_data["top_k"] or form.fields["top_k"].initial,
             fusion=form.cleaned_data.get("fusion"),
         )
         if outcome.result is not None:
-            rows = [(match, why_lines(match)) for match in outcome.result.matches]
-    context = _context(request, "Search preview", form=form, outcome=outcome, rows=rows, as_user=as_user)
+            rows = [(match, why_lines(match), score_parts(match)) for match in outcome.result.matches]
+    context = _context(
+        request, "Search preview", form=form, outcome=outcome, rows=rows, as_user=as_user, empty_self=empty_self
+    )
     return render(request, "admin/search/preview.html", context)
 
 
 def tool_examples_view(request: HttpRequest, tool_pk: int) -> HttpResponse:
     """Run a tool's example requests (and negative examples) and show where the tool lands."""
     _check_preview_permission(request)
-    tool = get_object_or_404(Tool.objects.select_related("server"), pk=tool_pk)
+    servers = Server.objects.filter(servers_visible_to_operator(user=request.user))
+    tool = get_object_or_404(Tool.objects.select_related("server").filter(server__in=servers), pk=tool_pk)
     as_user = None
     username = request.GET.get("as_user", "")
-    if username and request.user.has_perm(AS_USER_PERMISSION):
+    if username and (username == request.user.get_username() or request.user.has_perm(AS_USER_PERMISSION)):
         as_user = get_object_or_404(get_user_model(), username=username)
-    checks = tool_examples_check(tool=tool, visible=visible_tool_pks(as_user=as_user))
-    context = _context(request, f"Example requests of {tool.tool_id}", tool=tool, checks=checks, as_user=as_user)
+    checks = tool_examples_check(tool=tool, visible=visible_tool_pks(as_user=as_user, viewer=request.user))
+    servable = tool.pk in visible_tool_pks(as_user=None, viewer=request.user)
+    context = _context(
+        request, f"Example requests of {tool.tool_id}", tool=tool, checks=checks, as_user=as_user, servable=servable
+    )
     return render(request, "admin/search/preview_tool.html", context)
 
 

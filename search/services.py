@@ -40,7 +40,12 @@ MAX_ENVIRONMENT_CHARS = 50
 
 
 class SearchQueryError(ValueError):
-    """The request cannot be searched (empty, too long, no words, bad argument). The message says why."""
+    """The request cannot be searched (empty, too long, no words, bad argument). The message says why;
+    ``field`` names the request field at fault (``query``, ``top_k``, ``operation_class``, ...)."""
+
+    def __init__(self, message: str, field: str = "query") -> None:
+        super().__init__(message)
+        self.field = field
 
 
 def _clean_query(query: object) -> str:
@@ -61,7 +66,7 @@ def _clean_query(query: object) -> str:
 
 def _clamp_top_k(top_k: object) -> int:
     if isinstance(top_k, bool) or not isinstance(top_k, int):
-        raise SearchQueryError("top_k must be an integer")
+        raise SearchQueryError("top_k must be an integer", "top_k")
     return min(max(top_k, TOP_K_MIN), TOP_K_MAX)
 
 
@@ -120,18 +125,18 @@ def tool_search(
             enforce_abstention=enforce_abstention,
         )
     )
-    if result.degraded and vector is not None:
+    if result.degraded and vector is not None and not result.degraded_reason:
         search_event_record(kind=SearchEventKind.VECTORS_MISSING, detail="index has no vectors: BM25 only")
     return result
 
 
 def _check_filters(*, operation_class: object, environment: object, scope: object) -> None:
     if operation_class is not None and operation_class not in OperationClass.values:
-        raise SearchQueryError(f"operation_class must be one of: {', '.join(OperationClass.values)}")
+        raise SearchQueryError(f"operation_class must be one of: {', '.join(OperationClass.values)}", "operation_class")
     if scope not in SCOPES:
-        raise SearchQueryError(f"scope must be one of: {', '.join(SCOPES)}")
+        raise SearchQueryError(f"scope must be one of: {', '.join(SCOPES)}", "scope")
     if environment is not None and (not isinstance(environment, str) or len(environment) > MAX_ENVIRONMENT_CHARS):
-        raise SearchQueryError("environment must be a short name such as production or development")
+        raise SearchQueryError("environment must be a short name such as production or development", "environment")
 
 
 def search_for_principal(
@@ -311,3 +316,12 @@ def index_rebuild(*, progress: ProgressCallback | None = None) -> IndexGeneratio
 
     ``progress(done, total)`` hears the texts encoded; the generation row records the same, throttled."""
     return _index(kind=GenerationKind.FULL, pks=None, progress=progress)
+
+
+def index_reconcile() -> dict[str, int]:
+    """Repair drift between the configured backend's server-side index and the database (Weaviate: objects
+    missing, stale or left over after a failed write; no collection or another model's: a rebuild).
+    Backends without a server-side index have nothing to reconcile."""
+    backend = backend_get()
+    reconcile = getattr(backend, "reconcile", None)
+    return reconcile() if reconcile is not None else {}

@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from .services import index_rebuild, index_update
+from .services import index_rebuild, index_reconcile, index_update
 from .usage import learned_index_flush, query_log_purge
 
 
@@ -15,6 +15,12 @@ def reindex_tools(tool_pks: list[int]) -> int:
 @shared_task(name="search.tasks.rebuild_index", acks_late=True)
 def rebuild_index() -> int:
     return index_rebuild().pk
+
+
+@shared_task(name="search.tasks.reconcile_weaviate", acks_late=True)
+def reconcile_weaviate() -> dict[str, int]:
+    """Compare the Weaviate index with the database and repair drift (nothing to do on other backends)."""
+    return index_reconcile()
 
 
 @shared_task(name="search.tasks.flush_learned_index", acks_late=True)

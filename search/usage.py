@@ -16,17 +16,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from celery import current_app
 from django.conf import settings
 from django.db import IntegrityError, connections, transaction
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from catalog.cachesafe import cache_call
 from catalog.models import Tool, ToolExample
 from catalog.services.curation import tool_curation_update
-from governance.principals import Principal
-from governance.selectors import tool_pks_visible_to
+from governance.principals import Principal, principal_for_user
+from governance.selectors import server_tenant_id, tenant_q, tool_pks_visible_to
 from governance.writebehind import write_behind, write_behind_flush
 
 from .backends import SearchResult
@@ -69,6 +68,14 @@ def _log_mode() -> str:
     return mode if mode in QueryLogMode.values else QueryLogMode.FULL
 
 
+def query_log_visible_to(*, user) -> QuerySet[QueryLogEntry]:
+    """Logged searches a curator may read (Z12): shared ones and their tenants' (a superuser: all). Other
+    tenants' requests are other tenants' words."""
+    if getattr(user, "is_superuser", False):
+        return QueryLogEntry.objects.all()
+    return QueryLogEntry.objects.filter(tenant_q(principal_for_user(user), "tenant"))
+
+
 def query_log_record(
     *,
     principal: Principal,
@@ -91,6 +98,7 @@ def query_log_record(
         user=principal.user,
         token_ref=principal.token_ref,
         principal_key=principal_key(principal),
+        tenant_id=principal.tenant_id,
         client=client,
         log_mode=mode,
         query=stored,
@@ -182,10 +190,14 @@ def learned_request_confirm(*, principal: Principal, tool: Tool, text: str) -> L
     """Count one principal's successful call of ``tool`` after asking ``text``.
 
     Learned only for a tool the principal may see and execute; never for a text a curator rejected for
-    this tool. A principal counts once per request (repeats add confirmations, not weight). Returns the
-    learned request, or None when nothing was learned."""
+    this tool; and only within one tenant's space (Z12): a caller of tenant A teaches tenant A's tools, a
+    caller without a tenant the shared ones, so no tenant's words ever shape what another tenant is shown.
+    A principal counts once per request (repeats add confirmations, not weight). Returns the learned request,
+    or None when nothing was learned."""
     text = learned_normalise(text)
     if not text or tool.pk not in tool_pks_visible_to(principal=principal, permission="execute"):
+        return None
+    if principal.tenant_id != server_tenant_id(tool.server):
         return None
     now = timezone.now()
     key = learned_key(text)
@@ -235,28 +247,23 @@ def _flush_later() -> None:
     # Cache down: schedule anyway (a second flush finds nothing left to do); never fail the request (F4).
     if not cache_call("add", FLUSH_PENDING_KEY, 1, timeout=interval * 2, default=True):
         return  # a flush is already on its way and will take this change too
-    if current_app.conf.task_always_eager:
-        # No worker (the embedded default): a daemon timer in this process runs the one flush.
-        timer = threading.Timer(interval, _flush_in_thread)
-        timer.daemon = True
-        timer.start()
-    else:
-        from .tasks import flush_learned_index
-
-        try:
-            flush_learned_index.apply_async(countdown=interval)
-        except Exception:  # noqa: BLE001 - broker down: the rows stay indexed=False, the next flush takes them
-            cache_call("delete", FLUSH_PENDING_KEY)
-            logger.warning("learned requests: could not queue the batched reindex; the next change retries it")
+    # One path whatever the deployment: a daemon timer in this process waits out the interval, then queues
+    # the flush task (a worker runs it; without a broker Celery runs it eagerly, here).
+    timer = threading.Timer(interval, _flush_queue)
+    timer.daemon = True
+    timer.start()
 
 
-def _flush_in_thread() -> None:
+def _flush_queue() -> None:
+    from .tasks import flush_learned_index
+
     try:
-        learned_index_flush()
-    except Exception:  # noqa: BLE001 - a background flush must not die silently nor kill the process
-        logger.exception("learned requests: batched reindex failed")
+        flush_learned_index.delay()
+    except Exception:  # noqa: BLE001 - broker down or a failed eager flush: the rows stay indexed=False
+        cache_call("delete", FLUSH_PENDING_KEY)  # the next change arms another flush
+        logger.exception("learned requests: the batched reindex did not run; the next change retries it")
     finally:
-        connections.close_all()  # this thread's connections only
+        connections.close_all()  # this thread's connections only (an eager flush used the database)
 
 
 def learned_index_flush() -> int:

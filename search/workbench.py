@@ -24,9 +24,10 @@ from django.utils import timezone
 from catalog.models import Tool, ToolExample, ToolNegativeExample
 from catalog.services.curation import tool_curation_update
 
-from .choices import Confidence
+from .engine.ranking import Confidence
 from .models import IndexGeneration, QueryLogEntry, SearchOutcome
 from .text import tokenize
+from .usage import query_log_visible_to
 
 WORKBENCH_PERMISSIONS = ("catalog.change_tool", "search.view_querylogentry")
 MAX_ENTRIES = 2000  # newest log rows read per page view
@@ -53,13 +54,15 @@ def group_key(text: str) -> str:
     return " ".join(words) or " ".join(text.casefold().split())
 
 
-def workbench_groups(*, days: int = 30, reason: str = "") -> list[RequestGroup]:
+def workbench_groups(*, days: int = 30, reason: str = "", user=None) -> list[RequestGroup]:
     """Groups of logged client requests that were withheld, low-confidence or not followed by a call,
-    newest first. ``reason`` narrows to one of ``withheld``, ``low``, ``unfollowed``."""
+    newest first. ``reason`` narrows to one of ``withheld``, ``low``, ``unfollowed``; ``user``: only the
+    requests that curator may read (``query_log_visible_to``)."""
     since = timezone.now() - timedelta(days=days)
     followed = Exists(SearchOutcome.objects.filter(entry=OuterRef("pk")))
+    logged = query_log_visible_to(user=user) if user is not None else QueryLogEntry.objects.all()
     entries = (
-        QueryLogEntry.objects.filter(created_at__gte=since)
+        logged.filter(created_at__gte=since)
         .annotate(followed=followed)
         .filter(Q(confidence__in=[Confidence.NONE, Confidence.LOW]) | Q(followed=False))
         .order_by("-created_at", "-id")
@@ -166,7 +169,7 @@ def workbench_view(request: HttpRequest) -> HttpResponse:
         **admin.site.each_context(request),
         "opts": QueryLogEntry._meta,
         "title": "Search workbench",
-        "groups": workbench_groups(reason=reason),
+        "groups": workbench_groups(reason=reason, user=request.user),
         "reason": reason,
         "preview_url": reverse("search_preview"),
     }

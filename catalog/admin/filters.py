@@ -21,7 +21,10 @@ class ServerFilter(admin.SimpleListFilter):
     server_path = "server"
 
     def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
-        slugs = list(Server.objects.order_by("slug").values_list("slug", flat=True)[:SERVER_FILTER_CHOICES])
+        # An admin may narrow the servers it offers (governance: the ones this person may manage).
+        managed = getattr(model_admin, "managed_servers", None)
+        servers = managed(request) if managed is not None else Server.objects.all()
+        slugs = list(servers.order_by("slug").values_list("slug", flat=True)[:SERVER_FILTER_CHOICES])
         selected = self.value()
         if selected and selected not in slugs:
             slugs.insert(0, selected)

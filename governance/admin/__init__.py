@@ -1,4 +1,15 @@
 """Governance admin: grants, risk classes, tool policies, change review, API tokens, the approver inbox
 and the read-only audit trail. Every write goes through a service (which audits itself)."""
 
-from . import approvals, audit, grants, policy, review, server_access, tokens  # noqa: F401 - registers the ModelAdmins
+from . import (  # noqa: F401 - registers the ModelAdmins
+    access,
+    approvals,
+    audit,
+    grants,
+    notifications,
+    policy,
+    review,
+    tenant_scope,
+    tenants,
+    tokens,
+)

@@ -29,9 +29,10 @@ class ApprovalDecisionForm(forms.Form):
 
 @admin.register(ApprovalRequest)
 class ApprovalRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[ApprovalRequest]):
-    # Decide comes second so no viewport clips it; the rest stays short enough for 1280 px.
-    list_display = ("approval_id", "decide_link", "status", "risk_badge", "tool", "requester", "usable", "created_at")
-    list_display_links = ("approval_id",)
+    # Decide comes second so no viewport clips it; six narrow, wrapping columns fit beside both sidebars at
+    # 1280 px (the request's id with its time, the status with whether it is still usable).
+    list_display = ("request_column", "decide_link", "status_column", "risk_badge", "tool", "requester")
+    list_display_links = ("request_column",)
     list_filter = ("status", "risk_class", "operation_class")
     search_fields = ("approval_id", "tool__tool_id", "requester__username", "agent")
     readonly_fields = (
@@ -110,6 +111,19 @@ class ApprovalRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[ApprovalRequest]
         if not approval_requester_may_execute(request=obj):
             return "no longer usable: requester lost access"
         return "yes"
+
+    @admin.display(description="request", ordering="created_at")
+    def request_column(self, obj: ApprovalRequest):
+        return format_html(
+            "{}<br><small>{}</small>", obj.approval_id, timezone.localtime(obj.created_at).strftime("%Y-%m-%d %H:%M")
+        )
+
+    @admin.display(description="status", ordering="status")
+    def status_column(self, obj: ApprovalRequest):
+        usable = self.usable(obj)
+        if not usable or usable == "yes":
+            return obj.get_status_display()
+        return format_html('{}<br><small class="scout-held-text">{}</small>', obj.get_status_display(), usable)
 
     @admin.display(description="decide")
     def decide_link(self, obj: ApprovalRequest):

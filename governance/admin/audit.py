@@ -4,9 +4,9 @@ from django.contrib import admin
 
 from catalog.admin.lookups import StrictLookupsMixin
 
-from ..models import (
-    AuditEvent,
-)
+from ..models import AuditEvent
+from ..principals import principal_for_user
+from ..selectors import audit_events_visible_to
 from .common import BoundedCountPaginator
 
 
@@ -17,7 +17,7 @@ class RecentToolFilter(admin.SimpleListFilter):
     parameter_name = "tool_ref"
 
     def lookups(self, request, model_admin):
-        recent = AuditEvent.objects.exclude(tool_ref="").values_list("tool_ref", flat=True)[:1000]
+        recent = model_admin.get_queryset(request).exclude(tool_ref="").values_list("tool_ref", flat=True)[:1000]
         return [(ref, ref) for ref in sorted(set(recent))[:50]]
 
     def queryset(self, request, queryset):
@@ -37,12 +37,22 @@ class AuditEventAdmin(StrictLookupsMixin, admin.ModelAdmin[AuditEvent]):
         "approval_ref",
         "policy_version",
     )
-    list_filter = ("event_type", "outcome", "user", RecentToolFilter, ("created_at", admin.DateFieldListFilter))
+    list_filter = (
+        "event_type",
+        "outcome",
+        ("user", admin.RelatedOnlyFieldListFilter),  # only the people in the rows this viewer may read
+        RecentToolFilter,
+        ("created_at", admin.DateFieldListFilter),
+    )
     search_fields = ("human_subject", "agent", "tenant", "tool_ref", "approval_ref", "trace_id")
     paginator = BoundedCountPaginator
     show_full_result_count = False
     list_per_page = 100
     actions = None
+
+    def get_queryset(self, request):
+        # Shared events and those of the viewer's tenants; superusers read the whole trail (Z12).
+        return audit_events_visible_to(principal=principal_for_user(request.user)).order_by("-created_at", "-id")
 
     def get_readonly_fields(self, request, obj=None):
         return [f.name for f in AuditEvent._meta.fields]

@@ -1,7 +1,9 @@
 """Governance admin: grants."""
 
+from django import forms
 from django.contrib import admin
 from django.contrib.auth.models import Permission
+from django.core.exceptions import ValidationError
 
 from catalog.admin.lookups import StrictLookupsMixin
 from catalog.models import Server, Tool
@@ -12,14 +14,21 @@ from ..models import (
     ToolGroupObjectPermission,
     ToolUserObjectPermission,
 )
-from ..services.permissions import permission_grant, permission_revoke
+from ..selectors import servers_visible_to_operator
+from ..services.permissions import (
+    SELF_GRANT_MESSAGE,
+    permission_grant,
+    permission_grant_check,
+    permission_revoke,
+    self_grant_refused,
+)
 
 
 class GrantAdmin(StrictLookupsMixin, admin.ModelAdmin):
     """Grants are added and deleted, never edited; both go through the audited services."""
 
     target_model: type = Server
-    list_display = ("holder", "action", "content_object")
+    list_display = ("holder", "action", "content_object", "granted_by")
     list_filter = ("permission",)
     raw_id_fields = ("content_object",)
     list_select_related = ("permission", "content_object")
@@ -42,8 +51,36 @@ class GrantAdmin(StrictLookupsMixin, admin.ModelAdmin):
             )
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
+    def get_queryset(self, request):
+        # Grants on servers the operator may manage only (shared ones and their tenants', Z12).
+        servers = Server.objects.filter(servers_visible_to_operator(user=request.user)).values("pk")
+        field = "content_object__server" if self.target_model is Tool else "content_object"
+        return super().get_queryset(request).filter(**{f"{field}__in": servers})
+
     def has_change_permission(self, request, obj=None) -> bool:
         return False
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        base = super().get_form(request, obj, change, **kwargs)
+        holder_field = "user" if "user" in base.base_fields else "group"
+
+        class GrantForm(base):
+            def clean(self):
+                data = super().clean()
+                target, holder, permission = data.get("content_object"), data.get(holder_field), data.get("permission")
+                if holder and permission:
+                    action = permission.codename.split("_", 1)[0]
+                    if self_grant_refused(actor=request.user, holder=holder, action=action):
+                        self.add_error(holder_field, SELF_GRANT_MESSAGE)
+                if target is not None and holder is not None:
+                    # Z12: only servers the operator may manage, a tenant's server only to its members.
+                    try:
+                        permission_grant_check(actor=request.user, target=target, holder=holder)
+                    except ValidationError as error:
+                        raise forms.ValidationError(error.messages) from None
+                return data
+
+        return GrantForm
 
     def _holder_of(self, obj):
         return getattr(obj, "user", None) if hasattr(obj, "user_id") else obj.group

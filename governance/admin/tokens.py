@@ -5,16 +5,17 @@ import json
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
+from django.db.models import Q
 from django.shortcuts import render
 from django.utils import timezone
 
 from catalog.admin.lookups import StrictLookupsMixin
 
 from ..constants import BASE_SCOPES
-from ..models import (
-    ApiToken,
-)
-from ..services.tokens import api_token_create, api_token_revoke
+from ..models import Agent, ApiToken, Tenant
+from ..principals import principal_for_user
+from ..selectors import tenant_q
+from ..services.tokens import api_token_create, api_token_revoke, api_token_tenant
 from .common import DEFAULT_TOKEN_LIFETIME
 
 
@@ -35,6 +36,8 @@ class ApiTokenAddForm(forms.ModelForm):
 
     def clean(self):
         data = super().clean()
+        if data.get("user") is not None:
+            api_token_tenant(user=data["user"], agent=data.get("agent"), tenant=data.get("tenant"))
         servers = [s.strip() for s in (data.get("server_scopes") or "").split(",") if s.strip()]
         data["scopes"] = list(data.get("base_scopes") or []) + [f"server:{s}" for s in servers]
         return data
@@ -54,8 +57,8 @@ class ApiTokenAdmin(StrictLookupsMixin, admin.ModelAdmin[ApiToken]):
         "last_used_at",
     )
     list_filter = ("revoked_at", "tenant")
-    list_select_related = ("user",)
-    search_fields = ("name", "user__username", "agent", "tenant", "display_prefix")
+    list_select_related = ("user", "agent", "tenant")
+    search_fields = ("name", "user__username", "agent__name", "tenant__slug", "display_prefix")
     autocomplete_fields = ("user",)
     actions = ["revoke_selected"]
     readonly_fields = (
@@ -72,6 +75,23 @@ class ApiTokenAdmin(StrictLookupsMixin, admin.ModelAdmin[ApiToken]):
         "revoked_by",
         "last_used_at",
     )
+
+    def get_queryset(self, request):
+        # An operator of tenant A sees shared tokens and tenant A's, never tenant B's (Z12).
+        qs = super().get_queryset(request)
+        if request.user.is_superuser:
+            return qs
+        return qs.filter(tenant_q(principal_for_user(request.user), "tenant"))
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name in ("agent", "tenant") and not request.user.is_superuser:
+            tenants = request.user.tenants.values("pk")
+            kwargs["queryset"] = (
+                Tenant.objects.filter(pk__in=tenants)
+                if db_field.name == "tenant"
+                else Agent.objects.filter(Q(tenant__isnull=True) | Q(tenant__in=tenants))
+            )
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     @admin.display(description="state")
     def state(self, obj: ApiToken) -> str:
@@ -110,8 +130,8 @@ class ApiTokenAdmin(StrictLookupsMixin, admin.ModelAdmin[ApiToken]):
         token, raw = api_token_create(
             user=data["user"],
             name=data["name"],
-            agent=data.get("agent") or "",
-            tenant=data.get("tenant") or "",
+            agent=data.get("agent"),
+            tenant=data.get("tenant"),
             scopes=data["scopes"],
             expires_at=data["expires_at"],
             created_by=request.user,

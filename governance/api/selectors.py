@@ -8,7 +8,13 @@ from catalog.models import Tool
 from governance.constants import SCOPE_DISCOVER
 from governance.models import ApiToken, ApprovalRequest
 from governance.principals import Principal
-from governance.selectors import MAX_TOOL_ID_LENGTH, ToolNotFound, approval_requests_for_approver, tools_visible_to
+from governance.selectors import (
+    MAX_TOOL_ID_LENGTH,
+    ToolNotFound,
+    approval_requests_for_approver,
+    server_tenant_q,
+    tools_visible_to,
+)
 
 # Curators and operators see the catalog as the admin shows it (held and disabled tools too).
 CATALOG_VIEW_PERMS = ("catalog.view_tool", "catalog.change_tool")
@@ -23,12 +29,13 @@ def principal_sees_catalog(*, principal: Principal) -> bool:
 def tools_for_api(*, principal: Principal) -> QuerySet[Tool]:
     """The tools the caller may see through the API, with the "discover" scope and the token's server limits.
 
-    A curator (catalog.view_tool / change_tool) sees the catalog, except the tools of archived servers; anyone
+    A curator (catalog.view_tool / change_tool) sees the catalog of its tenants (``server_tenant_q``), except the
+    tools of archived servers; anyone
     else exactly what governance lets them discover (``tools_visible_to``), as in tool_search."""
     if not principal.has_scope(SCOPE_DISCOVER):
         return Tool.objects.none()
     if principal_sees_catalog(principal=principal):
-        qs = Tool.objects.exclude(server__status=ServerStatus.ARCHIVED)
+        qs = Tool.objects.exclude(server__status=ServerStatus.ARCHIVED).filter(server_tenant_q(principal, "server__"))
         if principal.server_slugs is not None:
             qs = qs.filter(server__slug__in=sorted(principal.server_slugs))
     else:
@@ -50,7 +57,7 @@ def tool_get_for_api(*, principal: Principal, tool_id: str) -> Tool:
 
 def approvals_for_api(*, principal: Principal) -> QuerySet[ApprovalRequest]:
     """The caller's approver inbox, narrowed to the token's servers when it is limited to some."""
-    qs = approval_requests_for_approver(user=principal.user)
+    qs = approval_requests_for_approver(user=principal.user, principal=principal)
     if principal.server_slugs is not None:
         qs = qs.filter(tool__server__slug__in=sorted(principal.server_slugs))
     return qs

@@ -150,6 +150,7 @@ class ApprovalSerializer(serializers.ModelSerializer):
     decided_by = serializers.SerializerMethodField()
     arguments = serializers.SerializerMethodField(help_text="The exact arguments of the call to decide on")
     policy_version = serializers.IntegerField(source="policy_version.number", read_only=True)
+    tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
 
     class Meta:
         model = ApprovalRequest
@@ -195,6 +196,8 @@ APPROVAL_STATUS_FILTERS = (*ApprovalStatus.values, "all")
 
 class ApiTokenSerializer(serializers.ModelSerializer):
     active = serializers.SerializerMethodField()
+    agent = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
 
     class Meta:
         model = ApiToken
@@ -225,8 +228,12 @@ class ApiTokenCreateSerializer(serializers.Serializer):
         help_text='e.g. ["api", "discover"]; "server:<slug>" limits the token to that server',
     )
     expires_at = serializers.DateTimeField(help_text="With a time zone, in the future")
-    agent = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
-    tenant = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    agent = serializers.CharField(
+        max_length=200, required=False, allow_blank=True, default="", help_text="The name of one of your agents"
+    )
+    tenant = serializers.CharField(
+        max_length=50, required=False, allow_blank=True, default="", help_text="The slug of a tenant you belong to"
+    )
 
 
 class ApiTokenCreatedSerializer(ApiTokenSerializer):

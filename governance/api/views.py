@@ -13,9 +13,9 @@ from catalog.api.serializers import ToolRevisionSerializer
 from catalog.models import Tool, ToolRevision
 from catalog.services.phrases import tool_curate
 from governance.constants import SCOPE_APPROVE, SCOPE_DISCOVER, SERVER_SCOPE_PREFIX
-from governance.models import ApiToken, ApprovalRequest, AuditEvent
+from governance.models import Agent, ApiToken, ApprovalRequest, AuditEvent, Tenant
 from governance.principals import Principal
-from governance.selectors import ToolNotFound
+from governance.selectors import ToolNotFound, audit_events_visible_to
 from governance.services.approvals import ApprovalError, approval_decide
 from governance.services.tokens import api_token_create, api_token_revoke, scopes_validate
 
@@ -207,11 +207,21 @@ class ApprovalDeny(_Decide):
 # --- tokens ---------------------------------------------------------------------------------------
 
 
-def _check_within_caller(principal: Principal, scopes: list[str], expires_at) -> None:
-    """A token may mint only tokens that can do no more than itself: its scopes (server limits included)
-    and no later expiry. A session (a human at the keyboard) may mint any of its own tokens."""
+def _check_within_caller(
+    principal: Principal, scopes: list[str], expires_at, agent: Agent | None, tenant: Tenant | None
+) -> None:
+    """A token may mint only tokens that can do no more than itself: its scopes (server limits included), no
+    later expiry, its own tenant, and its own agent or one below it (a token for an agent never mints one for
+    the person, Z8). A session (a human at the keyboard) may mint any of its own tokens."""
     if principal.token_id is None:
         return
+    tenant_id = agent.tenant_id if agent is not None else (tenant.pk if tenant is not None else None)
+    if tenant_id != principal.tenant_id:
+        raise PermissionDenied("A token can only create tokens for its own tenant.")
+    if principal.agent_id is not None and (
+        agent is None or principal.agent_id not in {above.pk for above in agent.chain()}
+    ):
+        raise PermissionDenied("A token for an agent can only create tokens for that agent or agents below it.")
     base = {s for s in scopes if not s.startswith(SERVER_SCOPE_PREFIX)}
     if not base <= principal.scopes:
         raise PermissionDenied("A token cannot create a token with scopes it does not have.", code="insufficient_scope")
@@ -222,6 +232,20 @@ def _check_within_caller(principal: Principal, scopes: list[str], expires_at) ->
     own = ApiToken.objects.filter(pk=principal.token_id).values_list("expires_at", flat=True).first()
     if own is not None and expires_at > own:
         raise ValidationError({"expires_at": ["cannot be later than the expiry of the token making the request"]})
+
+
+def _agent_and_tenant(user, agent_name: str, tenant_slug: str) -> tuple[Agent | None, Tenant | None]:
+    """The caller's own agent and one of the caller's tenants, by name; one 400 for unknown and foreign alike."""
+    agent = tenant = None
+    if agent_name.strip():
+        agent = Agent.objects.filter(user=user, name=agent_name.strip()).select_related("tenant").first()
+        if agent is None:
+            raise ValidationError({"agent": ["not one of your agents"]})
+    if tenant_slug.strip():
+        tenant = user.tenants.filter(slug=tenant_slug.strip()).first()
+        if tenant is None:
+            raise ValidationError({"tenant": ["not a tenant you belong to"]})
+    return agent, tenant
 
 
 class TokenList(generics.ListAPIView):
@@ -244,14 +268,17 @@ class TokenList(generics.ListAPIView):
         data.is_valid(raise_exception=True)
         fields = data.validated_data
         # Unknown scopes are an input error (400) before any comparison with the caller's own (403).
-        _check_within_caller(request_principal(request), scopes_validate(fields["scopes"]), fields["expires_at"])
+        agent, tenant = _agent_and_tenant(request.user, fields["agent"], fields["tenant"])
+        _check_within_caller(
+            request_principal(request), scopes_validate(fields["scopes"]), fields["expires_at"], agent, tenant
+        )
         token, raw = api_token_create(
             user=request.user,
             name=fields["name"],
             scopes=fields["scopes"],
             expires_at=fields["expires_at"],
-            agent=fields["agent"],
-            tenant=fields["tenant"],
+            agent=agent,
+            tenant=tenant,
             created_by=request.user,
         )
         body = {**ApiTokenSerializer(token).data, "token": raw}
@@ -293,7 +320,8 @@ class AuditList(generics.ListAPIView):
     serializer_class = AuditEventSerializer
 
     def get_queryset(self) -> QuerySet[AuditEvent]:
-        return audit_filter(AuditEvent.objects.order_by("-created_at", "-id"), self.request.query_params)
+        visible = audit_events_visible_to(principal=request_principal(self.request))
+        return audit_filter(visible.order_by("-created_at", "-id"), self.request.query_params)
 
     @extend_schema(
         summary="The audit trail, newest first",
@@ -314,4 +342,6 @@ class AuditDetail(generics.RetrieveAPIView):
     require_staff = True
     required_perms = AUDIT_PERMS
     serializer_class = AuditEventSerializer
-    queryset = AuditEvent.objects.all()
+
+    def get_queryset(self) -> QuerySet[AuditEvent]:
+        return audit_events_visible_to(principal=request_principal(self.request))

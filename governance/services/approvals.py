@@ -28,11 +28,17 @@ from governance.constants import (
     APPROVAL_PENDING_TTL_SECONDS,
     MAX_ARGUMENT_BYTES,
     MAX_ARGUMENT_DEPTH,
-    MAX_DELEGATION_DEPTH,
+    delegation_max_chain,
 )
 from governance.models import ApprovalRequest, ToolPolicy
 from governance.principals import Principal, principal_for_user
-from governance.selectors import approval_requester_may_execute, tools_visible_to, user_can_approve
+from governance.selectors import (
+    approval_requester_may_execute,
+    approval_requests_for_approver,
+    server_tenant_id,
+    tools_visible_to,
+    user_approves_only_by_own_grant,
+)
 from governance.services.audit import audit_record
 from governance.services.policy import policy_version_current, tool_policy_ensure
 
@@ -150,8 +156,8 @@ def approval_request_create(*, principal: Principal, tool: Tool, arguments: Any,
     same principal is returned instead of a duplicate. Raises ArgumentsNotCanonical, ApprovalError."""
     canonical = arguments_canonical(arguments)
     digest = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
-    if len(principal.delegation_chain) > MAX_DELEGATION_DEPTH:
-        raise ApprovalError("forbidden", f"delegation chain is deeper than {MAX_DELEGATION_DEPTH}")
+    if len(principal.delegation_chain) > delegation_max_chain():
+        raise ApprovalError("forbidden", f"delegation chain is longer than {delegation_max_chain()}")
     policy = policy_for_tool(tool)
     version = policy_version_current()
     now = timezone.now()
@@ -175,7 +181,7 @@ def approval_request_create(*, principal: Principal, tool: Tool, arguments: Any,
             token_id=principal.token_id,
             token_ref=principal.token_ref,
             agent=principal.agent,
-            tenant=principal.tenant,
+            tenant_id=principal.tenant_id if principal.tenant_id is not None else server_tenant_id(tool.server),
             delegation_chain=list(principal.delegation_chain),
             tool=tool,
             tool_definition_hash=tool.definition_hash,
@@ -226,7 +232,13 @@ def approval_decide(
     reason = (reason or "").strip()[:MAX_REASON_CHARS]
     if approver.pk == request.requester_id or f"user:{approver.get_username()}" in request.delegation_chain:
         raise ApprovalError("self_approval", "You cannot decide on your own request")
-    if not user_can_approve(user=approver, tool=request.tool):
+    if not approval_requests_for_approver(user=approver).filter(pk=request.pk).exists():
+        # Not in the approver's inbox: no approve grant someone else made on the tool, or another tenant's
+        # request (Z12).
+        if user_approves_only_by_own_grant(user=approver, tool=request.tool):
+            raise ApprovalError(
+                "forbidden", "Your approve right here is a grant you made yourself: another person must grant it"
+            )
         raise ApprovalError("forbidden", "You may not approve calls to this tool")
     if not approve and not reason:
         raise ApprovalError("reason_required", "A denial needs a reason")

@@ -1,13 +1,15 @@
 """Tell approvers a request is waiting: e-mail to everyone who may approve the tool, and an optional signed
 webhook. Runs in a Celery task after the request's transaction commits, never inside the agent's call.
 
-Errors: webhook failures raise WebhookError (the task retries); mail failures propagate from Django's mail
-backend. Neither ever names argument values: approvers read those in the admin."""
+Every attempt is recorded (NotificationAttempt, in the admin under Servers & sync → Notifications sent).
+Errors: webhook failures raise WebhookError (the task retries); mail failures are recorded and logged. Neither
+ever names argument values: approvers read those in the admin."""
 
 import hashlib
 import hmac
 import json
 import logging
+from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
@@ -16,7 +18,9 @@ from django.core.mail import send_mail
 from django.db.models import Q
 from django.urls import reverse
 
-from governance.models import ApprovalRequest
+from governance.choices import NotificationChannel, NotificationOutcome
+from governance.models import ApprovalRequest, NotificationAttempt, Tenant
+from governance.selectors import server_tenant_id, user_can_approve
 
 logger = logging.getLogger(__name__)
 WEBHOOK_TIMEOUT_SECONDS = 10
@@ -29,7 +33,9 @@ class WebhookError(Exception):
 
 def approvers_for(*, request: ApprovalRequest) -> list:
     """Active users holding ``approve`` on the request's tool or its server, directly or through a group,
-    except the requester (who may not decide their own request)."""
+    except the requester (who may not decide their own request) and anyone whose only approve grant is one they
+    made themselves, and only those who would see the request in their inbox: members of its tenant and of its
+    server's tenant, if any."""
     tool = request.tool
     grants = (
         Q(tooluserobjectpermission__content_object=tool, tooluserobjectpermission__permission__codename="approve_tool")
@@ -46,8 +52,12 @@ def approvers_for(*, request: ApprovalRequest) -> list:
             groups__servergroupobjectpermission__permission__codename="approve_server",
         )
     )
-    users = get_user_model().objects.filter(grants, is_active=True).exclude(pk=request.requester_id).distinct()
-    return list(users.order_by("pk"))
+    users = get_user_model().objects.filter(grants, is_active=True).exclude(pk=request.requester_id)
+    # Z12: only people acting in the request's tenant and its server's (as the inbox shows it to them).
+    for tenant_id in {request.tenant_id, server_tenant_id(tool.server)} - {None}:
+        users = users.filter(pk__in=Tenant.members.through.objects.filter(tenant_id=tenant_id).values("user_id"))
+    # Only those who may decide: an approve grant never counts for the person who made it.
+    return [user for user in users.distinct().order_by("pk") if user_can_approve(user=user, tool=tool)]
 
 
 def _decide_url(request: ApprovalRequest) -> str:
@@ -65,7 +75,7 @@ def approval_payload(*, request: ApprovalRequest) -> dict:
         "operation_class": request.operation_class,
         "requester": request.requester.get_username(),
         "agent": request.agent,
-        "tenant": request.tenant,
+        "tenant": request.tenant.slug if request.tenant_id is not None else "",
         "created_at": request.created_at.isoformat(),
         "expires_at": request.expires_at.isoformat(),
         "decide_url": _decide_url(request),
@@ -77,13 +87,44 @@ def webhook_signature(*, body: bytes, secret: str) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
-def approval_notify(*, request_pk: int) -> dict:
-    """Send the e-mails and the webhook for one new request. Returns what was sent (for the task's result).
-    Raises WebhookError when the webhook answers with an error status or cannot be reached."""
+def approval_notify(*, request_pk: int, attempt: int = 1) -> dict:
+    """Send the e-mails and the webhook for one new request, each recorded as a NotificationAttempt (sent or
+    failed) that operators read in the admin. A retry sends again only what has not been sent yet. Returns
+    what was sent (for the task's result). Raises WebhookError when the webhook answers with an error status
+    or cannot be reached (the task retries); a mail failure is recorded and logged, not retried (approvers
+    who got it would get it twice)."""
     request = ApprovalRequest.objects.select_related("tool", "tool__server", "requester").get(pk=request_pk)
     payload = approval_payload(request=request)
+    emails = _notify_by_mail(request, payload, attempt)
+    url = settings.SCOUT_APPROVAL_WEBHOOK_URL
+    if url and not _already_sent(request, NotificationChannel.WEBHOOK):
+        _notify_by_webhook(request, payload, url, attempt)
+    return {"emails": emails, "webhook": bool(url)}
+
+
+def _already_sent(request: ApprovalRequest, channel: str) -> bool:
+    return NotificationAttempt.objects.filter(
+        approval=request, channel=channel, outcome=NotificationOutcome.SENT
+    ).exists()
+
+
+def _record(request: ApprovalRequest, channel: str, attempt: int, target: str, *, error: str = "", status=None):
+    NotificationAttempt.objects.create(
+        approval=request,
+        channel=channel,
+        outcome=NotificationOutcome.FAILED if error else NotificationOutcome.SENT,
+        attempt=attempt,
+        target=target[:300],
+        status_code=status,
+        detail=error[:300],
+    )
+
+
+def _notify_by_mail(request: ApprovalRequest, payload: dict, attempt: int) -> int:
     recipients = [user.email for user in approvers_for(request=request) if user.email]
-    if recipients:
+    if not recipients or _already_sent(request, NotificationChannel.EMAIL):
+        return 0
+    try:
         send_mail(
             subject=f"[Scout] Approval needed: {payload['tool_id']} ({request.get_risk_class_display()} risk)",
             message=(
@@ -96,16 +137,30 @@ def approval_notify(*, request_pk: int) -> dict:
             from_email=None,
             recipient_list=recipients,
         )
-    url = settings.SCOUT_APPROVAL_WEBHOOK_URL
-    if url:
-        body = json.dumps(payload, sort_keys=True).encode()
-        headers = {"Content-Type": "application/json"}
-        if settings.SCOUT_APPROVAL_WEBHOOK_SECRET:
-            headers[SIGNATURE_HEADER] = webhook_signature(body=body, secret=settings.SCOUT_APPROVAL_WEBHOOK_SECRET)
-        try:
-            response = httpx.post(url, content=body, headers=headers, timeout=WEBHOOK_TIMEOUT_SECONDS)
-        except httpx.HTTPError as exc:
-            raise WebhookError(f"approval webhook unreachable: {type(exc).__name__}") from None
-        if not response.is_success:
-            raise WebhookError(f"approval webhook answered {response.status_code}")
-    return {"emails": len(recipients), "webhook": bool(url)}
+    except Exception as exc:  # noqa: BLE001 - any mail backend error is recorded for operators
+        error = f"{type(exc).__name__}: {exc}"
+        logger.warning("approval e-mail for %s failed: %s", request.approval_id, error)
+        _record(request, NotificationChannel.EMAIL, attempt, ", ".join(recipients), error=error)
+        return 0
+    _record(request, NotificationChannel.EMAIL, attempt, ", ".join(recipients))
+    return len(recipients)
+
+
+def _notify_by_webhook(request: ApprovalRequest, payload: dict, url: str, attempt: int) -> None:
+    parts = urlsplit(url)
+    target = parts.hostname + (f":{parts.port}" if parts.port else "") if parts.hostname else "(no host)"
+    body = json.dumps(payload, sort_keys=True).encode()
+    headers = {"Content-Type": "application/json"}
+    if settings.SCOUT_APPROVAL_WEBHOOK_SECRET:
+        headers[SIGNATURE_HEADER] = webhook_signature(body=body, secret=settings.SCOUT_APPROVAL_WEBHOOK_SECRET)
+    try:
+        response = httpx.post(url, content=body, headers=headers, timeout=WEBHOOK_TIMEOUT_SECONDS)
+    except httpx.HTTPError as exc:
+        error = f"approval webhook unreachable: {type(exc).__name__}"
+        _record(request, NotificationChannel.WEBHOOK, attempt, target, error=error)
+        raise WebhookError(error) from None
+    if not response.is_success:
+        error = f"approval webhook answered {response.status_code}"
+        _record(request, NotificationChannel.WEBHOOK, attempt, target, error=error, status=response.status_code)
+        raise WebhookError(error)
+    _record(request, NotificationChannel.WEBHOOK, attempt, target, status=response.status_code)

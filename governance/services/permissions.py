@@ -20,6 +20,7 @@ from governance.models import (
     ToolUserObjectPermission,
 )
 from governance.principals import principal_for_user
+from governance.selectors import server_tenant_id, servers_visible_to_operator
 from governance.services.audit import audit_record
 
 Action = Literal["discover", "execute", "approve"]
@@ -63,20 +64,61 @@ def _audit(
     )
 
 
+def permission_grant_check(*, actor: AbstractBaseUser, target: Server | Tool, holder: AbstractBaseUser | Group) -> None:
+    """Z12: an operator grants only servers they may manage (shared ones and their tenants'), and a tenant's
+    server only to that tenant's members. One error for a foreign and a missing server (nothing to learn)."""
+    server = target.server if isinstance(target, Tool) else target
+    if not Server.objects.filter(pk=server.pk).filter(servers_visible_to_operator(user=actor)).exists():
+        raise ValidationError("no such server")
+    tenant_id = server_tenant_id(server)
+    if tenant_id is not None and not isinstance(holder, Group) and not holder.tenants.filter(pk=tenant_id).exists():
+        raise ValidationError({"user": "this server belongs to a tenant the person is not a member of"})
+
+
+SELF_GRANT_MESSAGE = (
+    "You cannot give yourself approve (directly or through a group you belong to): another operator must grant "
+    "it, so nobody decides on authority they gave themselves."
+)
+
+
+def grants_to_self(*, actor: AbstractBaseUser, holder: AbstractBaseUser | Group) -> bool:
+    """Whether a grant to ``holder`` would reach ``actor``: the actor, or a group the actor belongs to."""
+    if isinstance(holder, Group):
+        return actor.pk is not None and actor.groups.filter(pk=holder.pk).exists()
+    return holder.pk == actor.pk
+
+
+def self_grant_refused(*, actor: AbstractBaseUser, holder: AbstractBaseUser | Group, action: str) -> bool:
+    """Separation of duties, at grant time: nobody but a superuser grants ``approve`` to themselves (or to a
+    group they are in). A superuser may, but such a grant still never lets them decide (see
+    ``governance.selectors``: an approve grant never counts for the person who made it)."""
+    return action == "approve" and not actor.is_superuser and grants_to_self(actor=actor, holder=holder)
+
+
 def permission_grant(
     *, actor: AbstractBaseUser, target: Server | Tool, action: Action, holder: AbstractBaseUser | Group
 ):
-    """Grant ``action`` on ``target`` (a server covers all its tools) to a user or group.
+    """Grant ``action`` on ``target`` (a server covers all its tools) to a user or group, recording the actor.
 
-    Idempotent: granting twice keeps one row (and audits both calls). Returns the grant row.
-    Raises ValidationError for an unknown action or target."""
+    Idempotent: granting twice keeps one row (audits both calls; a granter the grant does not reach replaces the
+    recorded one). Returns the grant row. Raises ValidationError for an unknown action or target, and (code
+    ``self_grant``) when a non-superuser grants ``approve`` to themselves or a group they belong to."""
+    if self_grant_refused(actor=actor, holder=holder, action=action):
+        raise ValidationError(SELF_GRANT_MESSAGE, code="self_grant")
     model = _grant_model(target, holder)
     permission = permission_for(target=target, action=action)
     holder_field = "group" if isinstance(holder, Group) else "user"
+    permission_grant_check(actor=actor, target=target, holder=holder)
     with transaction.atomic():
         grant, created = model.objects.get_or_create(
-            **{holder_field: holder, "permission": permission, "content_object": target}
+            **{holder_field: holder, "permission": permission, "content_object": target},
+            defaults={"granted_by": actor if actor.pk is not None else None},
         )
+        if not created and grant.granted_by_id != actor.pk and not grants_to_self(actor=actor, holder=holder):
+            # Granted again by someone it does not reach: the right now also comes from them (an approve grant
+            # someone made to themselves counts once another person grants the same).
+            grant.granted_by = actor
+            grant.save(update_fields=["granted_by"])
         _audit(
             event_type=AuditEventType.GRANT, actor=actor, target=target, holder=holder, action=action, changed=created
         )

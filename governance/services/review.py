@@ -133,7 +133,7 @@ def _audit_holds(reviews: list[ToolReview]) -> None:
     if not reviews:
         return
     version = policy_version_current().number
-    servers = Server.objects.in_bulk({review.tool.server_id for review in reviews})
+    servers = Server.objects.select_related("tenancy").in_bulk({review.tool.server_id for review in reviews})
     audit_record_many(
         events=[
             audit_event_build(

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import OperationalError, transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from governance.choices import AuditEventType, AuditOutcome
@@ -18,8 +19,9 @@ from governance.constants import (
     TOKEN_DISPLAY_CHARS,
     TOKEN_PREFIX,
     TOKEN_SECRET_BYTES,
+    delegation_max_agents,
 )
-from governance.models import ApiToken
+from governance.models import Agent, ApiToken, Tenant
 from governance.principals import Principal, principal_for_user
 from governance.services.audit import audit_record
 
@@ -54,30 +56,50 @@ def scopes_validate(scopes: list[str] | tuple[str, ...] | frozenset[str]) -> lis
     return sorted(cleaned)
 
 
+def api_token_tenant(*, user: AbstractBaseUser, agent: Agent | None, tenant: Tenant | None) -> Tenant | None:
+    """The tenant a token for ``user`` (and ``agent``) acts in. Raises ValidationError for someone else's agent,
+    a tenant other than the agent's, a tenant the user is not a member of, or an agent chain deeper than
+    allowed (SCOUT_DELEGATION_MAX_AGENTS)."""
+    if agent is not None:
+        if agent.user_id != user.pk:
+            raise ValidationError({"agent": "the agent acts for another user"})
+        if tenant is not None and tenant.pk != agent.tenant_id:
+            raise ValidationError({"tenant": "a token for an agent acts in the agent's tenant"})
+        tenant = agent.tenant
+        if len(agent.chain()) > delegation_max_agents():
+            raise ValidationError({"agent": f"delegation chains are limited to {delegation_max_agents()} agents"})
+    if tenant is not None and not tenant.members.filter(pk=user.pk).exists():
+        raise ValidationError({"tenant": "the user is not a member of this tenant"})
+    return tenant
+
+
 def api_token_create(
     *,
     user: AbstractBaseUser,
     name: str,
     scopes: list[str],
     expires_at: datetime,
-    agent: str = "",
-    tenant: str = "",
+    agent: Agent | None = None,
+    tenant: Tenant | None = None,
     created_by: AbstractBaseUser | None = None,
 ) -> tuple[ApiToken, str]:
-    """Issue a token to ``user``. Returns the token row and the raw token, which is never stored and
-    cannot be shown again. Raises ValidationError for an inactive user, bad scopes or a past expiry."""
+    """Issue a token to ``user``, optionally for one of the user's agents and in one of the user's tenants (a
+    token for an agent acts in the agent's tenant). Returns the token row and the raw token, which is never
+    stored and cannot be shown again. Raises ValidationError for an inactive user, bad scopes, a past expiry,
+    someone else's agent, a tenant the user is not a member of, or an agent chain deeper than allowed."""
     if not user.is_active:
         raise ValidationError({"user": "cannot issue a token to an inactive user"})
     if timezone.is_naive(expires_at) or expires_at <= timezone.now():
         raise ValidationError({"expires_at": "the expiry must be a time in the future (with a time zone)"})
+    tenant = api_token_tenant(user=user, agent=agent, tenant=tenant)
     raw = TOKEN_PREFIX + secrets.token_urlsafe(TOKEN_SECRET_BYTES)
     token = ApiToken(
         user=user,
         name=name.strip(),
         token_hash=_digest(raw),
         display_prefix=raw[:TOKEN_DISPLAY_CHARS],
-        agent=agent.strip(),
-        tenant=tenant.strip(),
+        agent=agent,
+        tenant=tenant,
         scopes=scopes_validate(scopes),
         expires_at=expires_at,
         created_by=created_by,
@@ -93,8 +115,8 @@ def api_token_create(
             payload={
                 "token": token.ref,
                 "for_user": user.get_username(),
-                "agent": token.agent,
-                "tenant": token.tenant,
+                "agent": token.agent.name if token.agent else "",
+                "tenant": token.tenant.slug if token.tenant else "",
                 "scopes": token.scopes,
                 "expires_at": expires_at.isoformat(),
             },
@@ -120,17 +142,21 @@ def api_token_revoke(*, token: ApiToken, actor: AbstractBaseUser | None = None) 
 
 
 def api_token_verify(raw: object) -> Principal | None:
-    """The principal for a raw bearer token, or None when it is malformed, unknown, revoked, expired or
-    its user is inactive. The caller answers every None alike (401) so nothing tells them apart."""
+    """The principal for a raw bearer token, or None when it is malformed, unknown, revoked, expired, its user
+    is inactive, its user left its tenant, or its agent sits deeper than the delegation limit. The caller
+    answers every None alike (401) so nothing tells them apart."""
     if not isinstance(raw, str) or not raw.startswith(TOKEN_PREFIX) or len(raw) > MAX_RAW_TOKEN_LENGTH:
         return None
     digest = _digest(raw)
-    token = ApiToken.objects.select_related("user").filter(token_hash=digest).first()
+    token = _tokens().filter(token_hash=digest).first()
     # Lookup is by a hash of a 256-bit secret; the compare below keeps the final check constant-time too.
     if token is None or not hmac.compare_digest(token.token_hash, digest):
         return None
     now = timezone.now()
-    if token.revoked_at is not None or token.expires_at <= now or not token.user.is_active:
+    if token.revoked_at is not None or token.expires_at <= now:
+        return None
+    principal = principal_for_token(token)
+    if principal is None:
         return None
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
         try:
@@ -139,16 +165,46 @@ def api_token_verify(raw: object) -> Principal | None:
         except OperationalError:
             # A locked database (F7) must not fail authentication: last_used_at is bookkeeping.
             logger.warning("token %s: last_used_at not updated (database busy)", token.ref)
+    return principal
+
+
+def _tokens():
+    member = Tenant.members.through.objects.filter(tenant_id=OuterRef("tenant_id"), user_id=OuterRef("user_id"))
+    return ApiToken.objects.select_related("user", "tenant", "agent", "agent__parent").annotate(
+        tenant_member=Exists(member)
+    )
+
+
+def principal_for_token(token: ApiToken) -> Principal | None:
+    """The principal a token row stands for (no secret needed: for re-checking a stored request against the
+    token it came from), or None when the token may not act: inactive user, a tenant the user is no longer a
+    member of, an agent of another user or in another tenant, or an agent chain deeper than the limit.
+
+    The delegation chain comes from the token's agent and the agents above it, never from the client."""
+    if not token.user.is_active:
+        return None
+    member = getattr(token, "tenant_member", None)
+    if token.tenant_id is not None and not (
+        member if member is not None else token.tenant.members.filter(pk=token.user_id).exists()
+    ):
+        return None
+    agents = token.agent.chain() if token.agent_id is not None else []
+    if agents and (
+        len(agents) > delegation_max_agents()
+        or any(agent.user_id != token.user_id or agent.tenant_id != token.tenant_id for agent in agents)
+    ):
+        return None
     username = token.user.get_username()
-    chain = [f"user:{username}"]
-    if token.agent:
-        chain.append(f"agent:{token.agent}")
-    chain.append(GATEWAY_HOP)
+    chain = [f"user:{username}", *(f"agent:{agent.name}" for agent in agents), GATEWAY_HOP]
     return Principal(
         user=token.user,
         token_id=token.pk,
-        agent=token.agent,
-        tenant=token.tenant,
+        agent=token.agent.name if token.agent_id is not None else "",
+        tenant=token.tenant.slug if token.tenant_id is not None else "",
         scopes=frozenset(token.scopes),
         delegation_chain=tuple(chain),
+        tenant_id=token.tenant_id,
+        tenant_ids=frozenset({token.tenant_id}) if token.tenant_id is not None else frozenset(),
+        agent_id=token.agent_id,
+        narrowing_agent_ids=tuple(agent.pk for agent in agents if not agent.all_user_tools),
     )

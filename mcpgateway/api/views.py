@@ -1,6 +1,8 @@
 """Search over REST. Thin on purpose: it calls the one function the MCP ``tool_search`` calls, so visibility,
 ranking, confidence, the answer's shape and the audit event are the same; re-point it there if that moves."""
 
+from collections.abc import Mapping
+
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, serializers
 from rest_framework.exceptions import ValidationError
@@ -10,18 +12,25 @@ from rest_framework.response import Response
 from governance.api.authentication import request_principal
 from governance.choices import OperationClass
 from governance.constants import SCOPE_DISCOVER
-from search.services import MAX_ENVIRONMENT_CHARS, SCOPES, TOP_K_DEFAULT, TOP_K_MAX, TOP_K_MIN
+from search.engine.ranking import Confidence
+from search.services import SCOPES, TOP_K_DEFAULT, TOP_K_MAX, TOP_K_MIN
 
 from ..services.discovery import GatewayInputError, gateway_search
 
 
 class SearchRequestSerializer(serializers.Serializer):
-    # Length and limits are checked by search itself (the one place), so the error matches tool_search's.
+    """The request as documented in the schema. Not used to validate: search validates every field itself
+    (``search.services.search_for_principal``, the one place), so the REST and MCP answers and errors agree."""
+
     query = serializers.CharField(help_text="The step you need a tool for, in plain words")
-    top_k = serializers.IntegerField(min_value=TOP_K_MIN, max_value=TOP_K_MAX, default=TOP_K_DEFAULT)
-    operation_class = serializers.ChoiceField(choices=OperationClass.values, required=False, allow_null=True)
-    environment = serializers.CharField(max_length=MAX_ENVIRONMENT_CHARS, required=False, allow_null=True)
-    scope = serializers.ChoiceField(choices=list(SCOPES), default="all")
+    top_k = serializers.IntegerField(
+        default=TOP_K_DEFAULT, help_text=f"How many tools to return (clamped to {TOP_K_MIN}-{TOP_K_MAX})"
+    )
+    operation_class = serializers.CharField(
+        required=False, allow_null=True, help_text="One of: " + ", ".join(OperationClass.values)
+    )
+    environment = serializers.CharField(required=False, allow_null=True, help_text="e.g. production")
+    scope = serializers.CharField(default="all", help_text="One of: " + ", ".join(SCOPES))
 
 
 class KeyInputSerializer(serializers.Serializer):
@@ -45,7 +54,8 @@ class SearchMatchSerializer(serializers.Serializer):
 class SearchAnswerSerializer(serializers.Serializer):
     matches = SearchMatchSerializer(many=True)
     confidence = serializers.ChoiceField(
-        choices=["high", "low", "none"], help_text="high; low (check the schemas or rephrase); none (no tool fits)"
+        choices=[c.value for c in Confidence],
+        help_text="high; low (check the schemas or rephrase); none (no tool fits)",
     )
     degraded = serializers.BooleanField(help_text="Answered by a fallback (no index, or the model unavailable)")
     abstained = serializers.BooleanField(help_text="No tool was confident enough to show")
@@ -61,10 +71,13 @@ class Search(generics.GenericAPIView):
         responses={200: SearchAnswerSerializer},
     )
     def post(self, request: Request) -> Response:
-        data = SearchRequestSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
+        if not isinstance(request.data, Mapping):
+            raise ValidationError({"query": ["send a JSON object with a query"]})
+        fields = {name: request.data[name] for name in SearchRequestSerializer().fields if name in request.data}
+        if "query" not in fields:
+            raise ValidationError({"query": ["query is required: the step you need a tool for"]})
         try:
-            answer = gateway_search(principal=request_principal(request), client="api", **data.validated_data)
+            answer = gateway_search(principal=request_principal(request), client="api", **fields)
         except GatewayInputError as exc:
-            raise ValidationError({"query": [str(exc)]}) from None
+            raise ValidationError({exc.field or "query": [str(exc)]}) from None
         return Response(answer.structured())

@@ -7,7 +7,6 @@ from .discovery import (
     UnknownTool,
     gateway_inspect,
     gateway_search,
-    search_answer,
     tool_descriptor,
 )
 from .execution import (
@@ -31,6 +30,5 @@ __all__ = [
     "gateway_execute",
     "gateway_inspect",
     "gateway_search",
-    "search_answer",
     "tool_descriptor",
 ]

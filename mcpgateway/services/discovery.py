@@ -37,7 +37,12 @@ KEY_INPUTS = 6
 
 
 class GatewayInputError(Exception):
-    """The caller's input cannot be served; ``str(error)`` is safe to show (it never echoes the input)."""
+    """The caller's input cannot be served; ``str(error)`` is safe to show (it never echoes the input).
+    ``field``: the request field at fault, when one is."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class UnknownTool(Exception):
@@ -225,37 +230,6 @@ def _answer(result: SearchResult) -> SearchAnswer:
     )
 
 
-def _search(**request: Any) -> tuple[SearchResult, SearchAnswer]:
-    """Search's result (ids, scores, confidence: what a query log records) and the answer formatted for models."""
-    try:
-        result = search_for_principal(**request)
-    except SearchQueryError as exc:
-        raise GatewayInputError(str(exc)) from None
-    return result, _answer(result)
-
-
-def search_answer(
-    *,
-    principal: Principal,
-    query: str,
-    top_k: int = TOP_K_DEFAULT,
-    operation_class: str | None = None,
-    environment: str | None = None,
-    scope: str = "all",
-) -> SearchAnswer:
-    """The tool_search answer for ``principal``, without an audit event (reports use this; the meta-tool
-    uses ``gateway_search``). Raises GatewayInputError for an unusable query or bad filters."""
-    _, answer = _search(
-        principal=principal,
-        query=query,
-        top_k=top_k,
-        operation_class=operation_class,
-        environment=environment,
-        scope=scope,
-    )
-    return answer
-
-
 def gateway_search(
     *,
     principal: Principal,
@@ -264,22 +238,32 @@ def gateway_search(
     operation_class: str | None = None,
     environment: str | None = None,
     scope: str = "all",
-    client: str = "mcp",
+    client: str | None = "mcp",
 ) -> SearchAnswer:
-    """tool_search (and the REST search): ``search_answer`` plus the query log, metrics and a discovery audit
-    event. Raises GatewayInputError."""
+    """The tool_search answer for ``principal`` (search's result formatted for a model).
+
+    ``client`` names the entry point a client searched through (``mcp`` for tool_search, ``api`` for the
+    REST search): the search is then recorded in the query log, the metrics and a discovery audit event.
+    ``client=None`` records nothing (reports such as ``scout_context``). Raises GatewayInputError for an
+    unusable query or bad filters."""
     started = time.monotonic()
     with tracer.start_as_current_span("scout.tool_search", attributes={"scout.top_k": top_k}) as span:
-        result, answer = _search(
-            principal=principal,
-            query=query,
-            top_k=top_k,
-            operation_class=operation_class,
-            environment=environment,
-            scope=scope,
-        )
+        try:
+            result = search_for_principal(
+                principal=principal,
+                query=query,
+                top_k=top_k,
+                operation_class=operation_class,
+                environment=environment,
+                scope=scope,
+            )
+        except SearchQueryError as exc:
+            raise GatewayInputError(str(exc), exc.field) from None
+        answer = _answer(result)
         span.set_attribute("scout.confidence", answer.confidence)
         span.set_attribute("scout.matches", len(answer.matches))
+    if client is None:
+        return answer
     # Both records are queued and inserted in batches (governance/writebehind.py): a search's answer never
     # waits for the database's write lock.
     latency_ms = (time.monotonic() - started) * 1000

@@ -4,12 +4,18 @@ import logging
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import DatabaseError
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
+from catalog.dbbusy import database_busy
+
 logger = logging.getLogger("scout.api")
+
+BUSY_MESSAGE = "Scout's database is busy right now, so this request was not carried out. Try again in a few seconds."
+BUSY_RETRY_AFTER_SECONDS = 2
 
 # Every 404 carries these exact bytes, so an unknown object and one the caller may not see look the same.
 NOT_FOUND_MESSAGE = "Not found."
@@ -33,6 +39,14 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     if isinstance(exc, DjangoValidationError):
         # Services validate with full_clean(); their errors are the caller's input errors.
         exc = exceptions.ValidationError(exc.message_dict if hasattr(exc, "error_dict") else exc.messages)
+    if isinstance(exc, DatabaseError) and database_busy(exc):
+        # A locked database (F7): 503, the same for every view; the request's transaction is rolled back.
+        set_rollback()
+        return Response(
+            _body("service_busy", BUSY_MESSAGE),
+            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            headers={"Retry-After": str(BUSY_RETRY_AFTER_SECONDS)},
+        )
     response = drf_exception_handler(exc, context)
     if response is None:
         logger.error("unhandled API error in %s", context.get("view").__class__.__name__, exc_info=exc)

@@ -62,6 +62,7 @@ class SearchResult:
     confidence: Confidence = Confidence.HIGH
     generation: str | None = None
     backend: str = ""
+    degraded_reason: str = ""  # why a backend answered degraded besides the model (e.g. its server is down)
 
     @property
     def abstained(self) -> bool:
@@ -97,6 +98,11 @@ class SearchBackend(ABC):
     @abstractmethod
     def status(self) -> BackendStatus:
         """Whether searches can be answered, from which generation, over how many tools."""
+
+    def warm(self) -> bool:
+        """Start preparing, in the background, what searches need; True once prepared. Readiness probes
+        call this, so a new process is ready before its first search instead of during it."""
+        return True
 
     def reset(self) -> None:  # noqa: B027 - optional hook
         """Drop in-process state (tests; after a database reset)."""

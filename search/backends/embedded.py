@@ -16,24 +16,13 @@ from django.conf import settings
 
 from ..choices import SearchEventKind
 from ..encoder import model_key
-from ..engine.ranking import RankingOptions
 from ..engine.snapshot import IndexSnapshot
 from ..events import search_event_record
 from ..selectors import current_generation_token, stored_vectors, tool_docs_load
-from ..text import first_sentence
-from .base import BackendStatus, IndexedTool, Match, SearchBackend, SearchRequest, SearchResult
+from .base import BackendStatus, IndexedTool, SearchBackend, SearchRequest, SearchResult
+from .ranked import SnapshotDense, rank_request
 
 logger = logging.getLogger(__name__)
-
-
-def ranking_options(fusion: str, *, enforce_abstention: bool = True) -> RankingOptions:
-    return RankingOptions(
-        fusion=fusion,
-        bm25_weight=settings.SCOUT_SEARCH_BM25_WEIGHT,
-        withhold_threshold=settings.SCOUT_SEARCH_WITHHOLD_THRESHOLD,
-        confidence_threshold=settings.SCOUT_SEARCH_CONFIDENCE_THRESHOLD,
-        enforce_abstention=enforce_abstention,
-    )
 
 
 def release_memory() -> None:
@@ -125,52 +114,15 @@ class EmbeddedBackend(SearchBackend):
         snapshot = self.snapshot()
         if snapshot is None or len(snapshot) == 0:
             return SearchResult([], index_ready=False, backend=self.name)
-        vector = request.query_vector if snapshot.dense is not None else None
-        if vector is not None and snapshot.dense is not None and vector.shape[0] != snapshot.dense.dim:
-            vector = None  # vectors from another model: never compare across models
-        visible = snapshot.visible_mask(request.visible)
-        branches = snapshot.branches(request.query, vector, visible)
-        ranking = snapshot.rank(
-            branches,
-            query=request.query,
-            query_vector=vector,
-            top_k=request.top_k,
-            options=ranking_options(request.fusion, enforce_abstention=request.enforce_abstention),
-            # A multi-step request's steps (encoded with the request in one batch); no part vectors when the
-            # request's own vector was dropped.
-            parts=tuple((text, part if vector is not None else None) for text, part in request.parts),
-        )
-        matches = [
-            self._match(snapshot, candidate, ranking.query_terms if request.explain else None)
-            for candidate in ranking.kept
-        ]
-        return SearchResult(
-            matches,
-            index_ready=True,
-            degraded=vector is None,
-            confidence=ranking.confidence,
-            generation=snapshot.generation,
-            backend=self.name,
-        )
+        return rank_request(snapshot, request, self.dense_source(snapshot, request), backend=self.name)
 
     @staticmethod
-    def _match(snapshot: IndexSnapshot, candidate, query_terms) -> Match:
-        doc = snapshot.docs[candidate.row]
-        why = snapshot.explain(candidate.row, candidate.best_vector, query_terms) if query_terms is not None else {}
-        if candidate.demoted:
-            why["demoted"] = "close to a negative example"
-        if candidate.intent:
-            why["operation_intent"] = round(candidate.intent, 3)
-        return Match(
-            tool_pk=doc.pk,
-            tool_id=doc.tool_id,
-            name=doc.name,
-            server=doc.server,
-            title=doc.title or doc.name,
-            summary=first_sentence(doc.purpose) or first_sentence(doc.description),
-            score=round(candidate.calibrated, 4),
-            fused_rank=candidate.fused_rank,
-            bm25_rank=candidate.bm25_rank,
-            dense_rank=candidate.dense_rank,
-            why_matched=why,
-        )
+    def dense_source(snapshot: IndexSnapshot, request: SearchRequest) -> SnapshotDense | None:
+        """The snapshot's vector table for this request; None (BM25 only) without a usable query vector."""
+        vector = request.query_vector
+        if vector is None or snapshot.dense is None or vector.shape[0] != snapshot.dense.dim:
+            return None  # no model, no vectors, or vectors from another model: never compare across models
+        parts = [part for _, part in request.parts]
+        if any(part is None for part in parts):
+            return None
+        return SnapshotDense(snapshot, vector, parts)

@@ -1,39 +1,48 @@
-"""The Weaviate backend (weaviate-client v4): a collection per index generation behind one alias.
+"""The Weaviate backend (weaviate-client v4): Weaviate stores the tools and serves the dense leg.
 
-Layout. One object per tool; all of a tool's vectors (full document, "name (server): first sentence",
-each example request) go into one self-provided *multi-vector* named ``tool``. Weaviate scores a
-multi-vector with MaxSim: for a one-row query that is the dot product with the tool's best vector, i.e.
-exactly the embedded backend's "a tool scores by its best vector" (our vectors are unit-normalized, so
-dot = cosine). Negative examples go into a second multi-vector, ``negatives``, only on tools that have
-some. The vectors are the ones stored in the database (``search.models.ToolEmbedding``): Weaviate never
-vectorizes anything. Needs Weaviate >= 1.32 (aliases; multi-vectors need 1.29).
+Ranking. Scout answers with the one ranking every backend uses (``search.backends.ranked``) over an
+in-process BM25 snapshot of the current generation (documents and term frequencies, no vectors): BM25,
+its statistics over the caller's visible tools only, Scout's tokenizer, fusion, calibration, intent,
+negative examples, confidence, the dynamic cut and ``why_matched``. Weaviate serves the dense leg
+(``RemoteDense``): for the request and for each part of a multi-step request, one near-vector query with
+the caller's visibility filter inside it (``tool_pk`` contains-any the visible pks), run concurrently,
+returns the best ``RankingOptions.dense_rank_depth`` visible tools with their vectors. Scout computes
+every cosine itself from those vectors (the same float32 arithmetic as the embedded table), scores a tool
+not fetched yet at the head's lowest cosine (an upper bound), ranks, fetches any candidate it lacks and
+ranks again until every candidate is known. The answer is then the one a full scan of the visible tools
+gives: identical to the embedded backend's for the same vectors (tests/search/test_weaviate_parity.py).
+Hidden tools are never candidates, never counted, and contribute to no statistic.
 
-Lifecycle. A full build writes ``<prefix>_<generation>`` aside, then points the alias ``<prefix>`` at it
-(an atomic swap for queries), then drops the collections the alias no longer points to (never the
-target: deleting it would leave the alias dangling). Incremental publishes upsert and delete objects in
-the aliased collection by deterministic UUID. Searches go through the alias, so they see the old or the
-new collection, never a half-imported one.
+Layout. One object per tool (deterministic UUID); all of a tool's vectors go into one self-provided
+multi-vector ``tool``, negative examples into ``negatives``. The vectors are the ones stored in the database
+(``search.models.ToolEmbedding``); Weaviate vectorizes nothing (no modules). Needs Weaviate >= 1.32.6
+(aliases; deletes through an alias), checked at connect.
 
-Query. One hybrid query (BM25 over the weighted text properties + the multi-vector) with the caller's
-visibility filter inside it, ``tool_pk`` contains-any the visible pks: hidden tools are never candidates,
-never counted and never returned. The pool Weaviate returns is then re-scored here with the shared
-second stage (operation intent, negative-example demotion, calibrated score, abstention, dynamic cut).
-Known difference from the embedded backend: Weaviate's BM25 IDF and average length are statistics of the
-whole collection, so a hidden tool can shift the keyword branch's relative scores of visible tools (not
-which tools are eligible, nor any count). The calibrated score shown to callers uses only
-visibility-independent evidence (the tool's own cosine and query-term coverage).
+Lifecycle. A full build (one at a time: a named lock) writes ``<prefix>_<generation>`` aside, checks its
+object count, points the alias ``<prefix>`` at it, replays incremental updates published during the build,
+and drops older collections after a grace period longer than any query. Incremental publishes upsert and
+delete objects through the alias. ``reconcile`` compares Weaviate with the database and repairs drift (a
+partial batch failure, a lost update): the Celery task ``search.tasks.reconcile_weaviate`` (beat) and
+``manage.py search_reconcile``.
 
-Degrade, never fail (SECURITY-TESTS F5): Weaviate unreachable, slow (query timeout) or erroring ->
-the embedded backend's BM25 path over the same visible set, flagged ``degraded``; after a failure the
-server is not retried for ``SCOUT_WEAVIATE_RETRY_SECONDS``, so each search falls back at once.
+Failures (SECURITY-TESTS F5). Searches never connect: a background thread connects, checks the server,
+and reconnects after a failure. Every call a search makes runs under one deadline
+(``SCOUT_WEAVIATE_TIMEOUT``, the client's gRPC retry included). Without a usable server a search is
+answered from the BM25 snapshot, which is kept current beforehand, flagged ``degraded`` with the reason.
+A server with an older version, or an index built with another model or vector size, is refused with a
+clear error (recorded once, not retried per search) until a rebuild or an upgrade.
 """
 
+import hashlib
+import json
 import logging
 import re
 import threading
 import time
-from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Collection, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -42,34 +51,38 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from ..documents import ToolDoc
-from ..engine.intent import intent_adjustment, request_operations, tool_operation
-from ..engine.ranking import Calibration, Candidate, Confidence, _cut
+from ..engine.dense import DenseIndex
+from ..engine.intent import tool_operation
+from ..engine.ranking import Confidence
+from ..engine.snapshot import IndexSnapshot
 from ..events import search_event_record
 from ..indexes import ToolSearchIndex
-from ..text import first_sentence, tokenize
-from .base import BackendStatus, IndexedTool, Match, SearchBackend, SearchRequest, SearchResult
-from .embedded import ranking_options
+from ..text import first_sentence
+from .base import BackendStatus, IndexedTool, SearchBackend, SearchRequest, SearchResult
+from .ranked import DenseLeg, rank_request, ranking_options
 
 logger = logging.getLogger(__name__)
 
 # Recorded with search.events (the kind is a plain string; it is not one of the stored choices yet).
 EVENT_BACKEND_UNAVAILABLE = "backend_unavailable"
+EVENT_BACKEND_INCOMPATIBLE = "backend_incompatible"
+EVENT_INDEX_DRIFT = "index_drift"
 TOOL_VECTOR = "tool"
 NEGATIVES_VECTOR = "negatives"
 UUID_NAMESPACE = "scout-tool"
-# ToolSearchIndex field -> Weaviate property. "server" is the filterable slug; its searchable label
-# (slug + display name) is a separate text property.
+MIN_SERVER_VERSION = (1, 32, 6)  # aliases since 1.32; a delete through an alias fails before 1.32.6
+# ToolSearchIndex field -> Weaviate property. "server" is the filterable slug; its label is "server_label".
 FIELD_PROPERTY = {f.name: ("server_label" if f.name == "server" else f.name) for f in ToolSearchIndex.fields}
+HIT_PROPERTIES = ["tool_pk", "vector_kinds", "vector_texts", "model_key"]
 _COLLECTION_NAME = re.compile(r"^[A-Z][_0-9A-Za-z]*$")
-_EXPLAIN = re.compile(r"\(Result Set (keyword|vector)[^)]*\)[^:]*:\s*original score\s*([-+0-9.eE]+)")
 
 
 class WeaviateUnavailable(RuntimeError):
-    """The server could not be reached or answered with an error; searches fall back to embedded BM25."""
+    """The server could not be reached, answered with an error, or not within the deadline."""
 
 
-class _RetryLater(WeaviateUnavailable):
-    """Weaviate failed moments ago: not retried until the pause ends (the pause is not extended)."""
+class WeaviateIncompatible(WeaviateUnavailable):
+    """The server or its index cannot serve this Scout: too old, or vectors of another model or size."""
 
 
 # -- naming, mapping and filters (pure functions) --------------------------------------------------------
@@ -120,6 +133,19 @@ def tool_properties(doc: ToolDoc, kinds: Sequence[str] = (), texts: Sequence[str
     return properties
 
 
+def tool_fingerprint(tool: IndexedTool, model: str) -> str:
+    """What reconcile compares: a hash of the stored object (properties, vectors, model)."""
+    digest = hashlib.sha256(model.encode())
+    kinds = tool.vectors.kinds if tool.vectors is not None else ()
+    texts = tool.vectors.texts if tool.vectors is not None else ()
+    digest.update(json.dumps(tool_properties(tool.doc, kinds, texts), sort_keys=True, default=str).encode())
+    if tool.vectors is not None:
+        digest.update(np.ascontiguousarray(tool.vectors.vectors, dtype=np.float32).tobytes())
+        if tool.vectors.negatives is not None:
+            digest.update(np.ascontiguousarray(tool.vectors.negatives, dtype=np.float32).tobytes())
+    return digest.hexdigest()
+
+
 def tool_vectors(tool: IndexedTool) -> dict[str, list[list[float]]] | None:
     """Named multi-vectors for one tool (None when it has no vectors: BM25 still finds it)."""
     if tool.vectors is None or not len(tool.vectors.vectors):
@@ -130,65 +156,8 @@ def tool_vectors(tool: IndexedTool) -> dict[str, list[list[float]]] | None:
     return named
 
 
-def query_properties() -> list[str]:
-    """BM25 properties with their field weights (``name^3``), from ToolSearchIndex."""
-    return [
-        f"{FIELD_PROPERTY[f.name]}^{f.weight}" if f.weight != 1 else FIELD_PROPERTY[f.name]
-        for f in ToolSearchIndex.fields
-        if f.weight > 0
-    ]
-
-
-def visibility_filter(visible: Iterable[int]):
-    """The caller's visible set as a filter applied inside the query (never a post-filter)."""
-    from weaviate.classes.query import Filter
-
-    pks = sorted({int(pk) for pk in visible})
-    if not pks:
-        raise ValueError("an empty visible set matches nothing; do not query")
-    return Filter.by_property("tool_pk").contains_any(pks)
-
-
-def query_arguments(request: SearchRequest) -> tuple[str, dict[str, Any]]:
-    """(query method, keyword arguments) for one search: hybrid with a query vector, bm25 without.
-
-    The visibility filter is the query's ``filters``: Weaviate applies it to both branches before
-    ranking, so hidden tools are never candidates (a post-filter would leak through short pages)."""
-    from weaviate.classes.query import HybridFusion, MetadataQuery
-
-    options = ranking_options(request.fusion)
-    arguments: dict[str, Any] = {
-        "query_properties": query_properties(),
-        "filters": visibility_filter(request.visible),
-        "limit": max(options.second_stage, options.overfetch * request.top_k),
-        "return_metadata": MetadataQuery(score=True, explain_score=True),
-    }
-    if request.query_vector is None:
-        return "bm25", arguments
-    arguments.update(
-        {
-            # One row: Weaviate's MaxSim against the tool's multi-vector is its best vector's cosine.
-            "vector": [np.asarray(request.query_vector, dtype=np.float32).tolist()],
-            "target_vector": TOOL_VECTOR,
-            "alpha": 1.0 - options.bm25_weight,
-            "fusion_type": HybridFusion.RELATIVE_SCORE if request.fusion == "convex" else HybridFusion.RANKED,
-            "include_vector": [TOOL_VECTOR, NEGATIVES_VECTOR],
-        }
-    )
-    return "hybrid", arguments
-
-
 def collection_properties() -> list:
     from weaviate.classes.config import DataType, Property, Tokenization
-
-    def text(name: str, searchable: bool = True) -> "Property":
-        return Property(
-            name=name,
-            data_type=DataType.TEXT,
-            tokenization=Tokenization.WORD,
-            index_searchable=searchable,
-            index_filterable=False,
-        )
 
     def stored(name: str, data_type) -> "Property":
         return Property(name=name, data_type=data_type, index_searchable=False, index_filterable=False)
@@ -197,7 +166,8 @@ def collection_properties() -> list:
         Property(name="tool_pk", data_type=DataType.INT, index_filterable=True, index_range_filters=False),
         Property(name="tool_id", data_type=DataType.TEXT, tokenization=Tokenization.FIELD, index_searchable=False),
         Property(name="server", data_type=DataType.TEXT, tokenization=Tokenization.FIELD, index_searchable=False),
-        *[text(FIELD_PROPERTY[f.name]) for f in ToolSearchIndex.fields],
+        # Stored for inspection only: BM25 is computed by Scout over the caller's visible tools.
+        *[stored(FIELD_PROPERTY[f.name], DataType.TEXT) for f in ToolSearchIndex.fields],
         stored("tool_name", DataType.TEXT),
         stored("display_title", DataType.TEXT),
         stored("summary", DataType.TEXT),
@@ -205,135 +175,30 @@ def collection_properties() -> list:
         stored("vector_kinds", DataType.TEXT_ARRAY),
         stored("vector_texts", DataType.TEXT_ARRAY),
         stored("negatives", DataType.TEXT_ARRAY),
+        stored("model_key", DataType.TEXT),
+        stored("fingerprint", DataType.TEXT),
     ]
 
 
-def parse_explain(explain: str | None) -> dict[str, float]:
-    """Weaviate's hybrid explanation -> {"keyword": bm25 score, "vector": vector score} when present."""
-    found: dict[str, float] = {}
-    for branch, value in _EXPLAIN.findall(explain or ""):
-        try:
-            found.setdefault(branch, float(value))
-        except ValueError:
-            continue
-    return found
+def visibility_filter(pks: Collection[int]):
+    """A set of tool pks as a filter applied inside the query (never a post-filter)."""
+    from weaviate.classes.query import Filter
+
+    wanted = sorted({int(pk) for pk in pks})
+    if not wanted:
+        raise ValueError("an empty visible set matches nothing; do not query")
+    return Filter.by_property("tool_pk").contains_any(wanted)
 
 
-# -- re-scoring the pool Weaviate returned (pure) --------------------------------------------------------
-
-
-@dataclass
-class PoolHit:
-    """One object of the hybrid answer, in Weaviate's fused order."""
-
-    properties: dict[str, Any]
-    score: float  # Weaviate's fused score
-    vectors: np.ndarray | None  # (n, dim) the tool's vectors
-    negatives: np.ndarray | None
-    explain: dict[str, float]
-
-
-def coverage(query_terms: Sequence[str], properties: dict[str, Any]) -> float:
-    """Share of the request's distinct terms found in the tool's text (no corpus statistics at all)."""
-    if not query_terms:
-        return 0.0
-    words: set[str] = set()
-    for f in ToolSearchIndex.fields:
-        words.update(tokenize(str(properties.get(FIELD_PROPERTY[f.name]) or "")))
-    return sum(1 for t in query_terms if t in words) / len(query_terms)
-
-
-def rank_pool(
-    hits: Sequence[PoolHit],
-    *,
-    query: str,
-    query_vector: np.ndarray | None,
-    top_k: int,
-    fusion: str,
-    calibration: Calibration = Calibration(),  # noqa: B008 - frozen, shared default
-    enforce_abstention: bool = True,
-) -> tuple[list[Candidate], Confidence, int, tuple[str, ...]]:
-    """Second stage over the pool: intent, negatives, calibration, confidence and the cut (as embedded)."""
-    options = ranking_options(fusion, enforce_abstention=enforce_abstention)
-    terms = tuple(dict.fromkeys(tokenize(query)))
-    wanted = request_operations(query) if options.intent else frozenset()
-    cosines = [_best(hit.vectors, query_vector) for hit in hits]
-    candidates = []
-    for row, hit in enumerate(hits):
-        cosine, best = cosines[row]
-        cover = coverage(terms, hit.properties)
-        calibrated = calibration.score(None if cosine is None else np.asarray([cosine]), np.asarray([cover]))[0]
-        candidate = Candidate(
-            row=row,
-            score=float(hit.score),
-            calibrated=float(calibrated),
-            bm25_rank=None,
-            dense_rank=None,
-            bm25_score=hit.explain.get("keyword", 0.0),
-            dense_score=cosine,
-            best_vector=best,
+def server_version_check(version: str) -> None:
+    """Raise WeaviateIncompatible below MIN_SERVER_VERSION."""
+    numbers = tuple(int(part) for part in re.findall(r"\d+", version or "")[:3])
+    if len(numbers) < 3 or numbers < MIN_SERVER_VERSION:
+        wanted = ".".join(map(str, MIN_SERVER_VERSION))
+        raise WeaviateIncompatible(
+            f"Weaviate {version or '(unknown version)'} is too old: Scout needs >= {wanted} "
+            "(collection aliases, and deletes through an alias, fixed in 1.32.6)"
         )
-        if wanted:
-            candidate.intent = intent_adjustment(
-                wanted, frozenset(hit.properties.get("operation") or ()), options.intent_agree, options.intent_conflict
-            )
-            candidate.score += candidate.intent * (1.0 if fusion == "convex" else 2.0 / options.rrf_k)
-        negative, _ = _best(hit.negatives, query_vector)
-        if negative is not None and negative >= options.negative_threshold and negative > (cosine or -1.0):
-            candidate.demoted = True
-        candidates.append(candidate)
-    _pool_ranks(candidates, hits)
-    candidates.sort(key=lambda c: (c.demoted, -c.score, str(hits[c.row].properties.get("tool_id", ""))))
-    for position, candidate in enumerate(candidates, start=1):
-        candidate.fused_rank = position
-    ranking = _cut(candidates, top_k, options, terms)
-    return ranking.candidates, ranking.confidence, ranking.cut, terms
-
-
-def _best(vectors: np.ndarray | None, query_vector: np.ndarray | None) -> tuple[float | None, int]:
-    if vectors is None or query_vector is None or not len(vectors) or vectors.shape[1] != query_vector.shape[0]:
-        return None, -1
-    sims = vectors @ query_vector.astype(np.float32)
-    best = int(np.argmax(sims))
-    return float(sims[best]), best
-
-
-def _pool_ranks(candidates: list[Candidate], hits: Sequence[PoolHit]) -> None:
-    """Branch ranks within the pool: BM25 by Weaviate's keyword score, dense by the exact cosine."""
-    keyed = [(c, hits[c.row].explain.get("keyword")) for c in candidates]
-    ordered = sorted((pair for pair in keyed if pair[1] and pair[1] > 0), key=lambda pair: -pair[1])
-    for position, (candidate, _) in enumerate(ordered, start=1):
-        candidate.bm25_rank = position
-    dense = sorted((c for c in candidates if c.dense_score is not None), key=lambda c: -(c.dense_score or 0.0))
-    for position, candidate in enumerate(dense, start=1):
-        candidate.dense_rank = position
-
-
-def _why(hit: PoolHit, candidate: Candidate, terms: Sequence[str]) -> dict[str, Any]:
-    wanted = set(terms)
-    fields: dict[str, list[str]] = {}
-    for f in ToolSearchIndex.fields:
-        text = str(hit.properties.get(FIELD_PROPERTY[f.name]) or "")
-        hits = [t for t in dict.fromkeys(tokenize(text)) if t in wanted] if text else []
-        if hits:
-            bucket = fields.setdefault(f.label, [])
-            bucket += [h for h in hits if h not in bucket]
-    why: dict[str, Any] = {"terms": [t for t in terms if any(t in v for v in fields.values())], "fields": fields}
-    kinds = hit.properties.get("vector_kinds") or []
-    texts = hit.properties.get("vector_texts") or []
-    if 0 <= candidate.best_vector < len(kinds):
-        why["closest"] = kinds[candidate.best_vector]
-        if kinds[candidate.best_vector] == "example" and candidate.best_vector < len(texts):
-            why["example_request"] = texts[candidate.best_vector]
-    if candidate.demoted:
-        why["demoted"] = "close to a negative example"
-    if candidate.intent:
-        why["operation_intent"] = round(candidate.intent, 3)
-    why["ranks"] = "BM25 and dense ranks are within Weaviate's candidate pool"
-    return why
-
-
-# -- the backend -----------------------------------------------------------------------------------------
 
 
 def connection_settings() -> dict[str, Any]:
@@ -357,61 +222,308 @@ def connection_settings() -> dict[str, Any]:
     }
 
 
+# -- the dense leg ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """A tool's vectors as Weaviate returned them (None: stored without vectors, or not stored)."""
+
+    vectors: np.ndarray | None
+    negatives: np.ndarray | None
+    kinds: tuple[str, ...]
+    texts: tuple[str, ...]
+
+
+def fetched_from(obj) -> tuple[int, Fetched]:
+    """(tool pk, vectors) of one object of a query reply."""
+    named = obj.vector or {}
+    properties = obj.properties
+    return int(properties["tool_pk"]), Fetched(
+        vectors=_matrix(named.get(TOOL_VECTOR)),
+        negatives=_matrix(named.get(NEGATIVES_VECTOR)),
+        kinds=tuple(properties.get("vector_kinds") or ()),
+        texts=tuple(properties.get("vector_texts") or ()),
+    )
+
+
+def _matrix(value) -> np.ndarray | None:
+    if value is None:
+        return None
+    matrix = np.asarray(value, dtype=np.float32)
+    if matrix.ndim == 1:
+        matrix = matrix[None, :]
+    return matrix if matrix.size else None
+
+
+class RemoteDense:
+    """The dense leg served by Weaviate, as a ``ranked.DenseSource``.
+
+    ``head(vector)`` returns the best ``depth`` + 1 visible tools for a vector (the server's filtered dense
+    search); ``fetch(pks)`` returns given tools. Both return {pk: Fetched} and run under the search's
+    deadline. A tool is *known* once its vectors (or their absence) came back: its cosine is then
+    computed here exactly. A visible tool not known yet is scored, in each branch, at the lowest cosine
+    of that branch's head when the head was full (it cannot score higher), else -1 (every visible tool
+    with vectors is in the head). Ranking on those upper bounds and fetching every candidate not known
+    yet, until none is, leaves exactly the candidates a full scan picks; the head's depth is the depth to
+    which dense ranks are reported, so those agree too.
+    """
+
+    def __init__(
+        self,
+        snapshot: IndexSnapshot,
+        visible_rows: np.ndarray,
+        vectors: Sequence[np.ndarray],
+        *,
+        texts: Sequence[str],
+        depth: int,
+        head: Callable[[Sequence[np.ndarray]], list[dict[int, Fetched]]],
+        fetch: Callable[[Sequence[int]], dict[int, Fetched]],
+    ) -> None:
+        self.snapshot = snapshot
+        self.vectors = [np.asarray(v, dtype=np.float32) for v in vectors]
+        self.visible_rows = visible_rows
+        self._fetch = fetch
+        self.known: dict[int, Fetched] = {}  # row -> vectors
+        self.fetched_rows = 0  # rows fetched after the heads (diagnostics, tests)
+        self.rounds = 0
+        # Unknown rows enter the ranking in BM25 order (their dense score is the same bound), so each
+        # round also fetches the next best unknown rows by BM25 of every branch, twice as many each round.
+        mask = np.zeros(len(snapshot), dtype=bool)
+        mask[visible_rows] = True
+        self._by_bm25 = []
+        for text in texts:
+            scores = snapshot.sparse.score(text, mask).scores
+            matched = np.flatnonzero(scores > 0)
+            self._by_bm25.append(matched[np.argsort(-scores[matched], kind="stable")])
+        heads = head(self.vectors)  # concurrently, one filtered query per vector
+        full = [len(found) > depth for found in heads]
+        head_rows = [self._learn(found) for found in heads]
+        self._leg: DenseLeg | None = None
+        table = self._table()
+        self.floors = []
+        for vector, rows, is_full in zip(self.vectors, head_rows, full, strict=True):
+            scores = table.score(vector).scores
+            self.floors.append(float(scores[rows].min()) if is_full and len(rows) else -1.0)
+
+    def _learn(self, found: dict[int, Fetched]) -> list[int]:
+        rows = []
+        for pk, fetched in found.items():
+            row = self.snapshot.row_of(pk)
+            if row is not None:
+                self.known[row] = fetched
+                rows.append(row)
+        self._leg = None
+        return rows
+
+    def _table(self) -> DenseIndex:
+        n = len(self.snapshot)
+        per_doc: list[np.ndarray | None] = [None] * n
+        kinds: list[tuple[str, ...]] = [()] * n
+        texts: list[tuple[str, ...]] = [()] * n
+        for row, fetched in self.known.items():
+            if fetched.vectors is not None:
+                per_doc[row], kinds[row], texts[row] = fetched.vectors, fetched.kinds, fetched.texts
+        return DenseIndex(per_doc, kinds, texts)
+
+    def leg(self) -> DenseLeg:
+        if self._leg is None:
+            table = self._table()
+            n = len(self.snapshot)
+            known = np.zeros(n, dtype=bool)
+            known[list(self.known)] = True
+            unknown = self.visible_rows[~known[self.visible_rows]]
+            scores = []
+            for vector, floor in zip(self.vectors, self.floors, strict=True):
+                branch = table.score(vector)
+                branch.scores[unknown] = floor  # an upper bound until the row is fetched
+                scores.append(branch)
+            negatives: list[np.ndarray | None] = [None] * n
+            negative_kinds: list[tuple[str, ...]] = [()] * n
+            for row, fetched in self.known.items():
+                if fetched.negatives is not None:
+                    negatives[row], negative_kinds[row] = fetched.negatives, ("negative",) * len(fetched.negatives)
+            self._leg = DenseLeg(scores[0], tuple(scores[1:]), table, DenseIndex(negatives, negative_kinds, [()] * n))
+        return self._leg
+
+    def complete(self, rows: Sequence[int]) -> bool:
+        missing = {int(r) for r in rows} - set(self.known)
+        if not missing:
+            return False
+        self.rounds += 1
+        batch = 32 * 2**self.rounds
+        for ordered in self._by_bm25:
+            unknown = [int(r) for r in ordered[: batch + len(self.known)] if int(r) not in self.known]
+            missing.update(unknown[:batch])
+        missing = sorted(missing)
+        pks = [int(self.snapshot.docs[row].pk) for row in missing]
+        found = self._fetch(pks)
+        self._learn(found)
+        for row in missing:  # not in Weaviate (yet): no vectors, as in a snapshot without them
+            self.known.setdefault(row, Fetched(None, None, (), ()))
+        self.fetched_rows += len(missing)
+        return True
+
+
+# -- the backend -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    """The collection the alias points to and the vectors it holds (read at connect, after a publish)."""
+
+    collection: str | None
+    model: str | None
+    dim: int | None
+
+
 class WeaviateBackend(SearchBackend):
     name = "weaviate"
 
     def __init__(self) -> None:
         self._client = None
-        self._lock = threading.Lock()
-        self._down_until = 0.0
+        self._client_lock = threading.RLock()
+        self._calls: ThreadPoolExecutor | None = None
+        self._connector: threading.Thread | None = None
+        self._wake = threading.Event()
+        self._connected = threading.Event()
+        self._closed = False
+        self.error: str | None = None  # why Weaviate is not used now (None: it is)
+        self._incompatible = False
+        self._target: Target | None = None
         self._status: tuple[float, BackendStatus] | None = None
-        self._generation: str | None = None
+        self._local: IndexSnapshot | None = None
+        self._local_lock = threading.Lock()
+        self._local_ready = threading.Event()
 
     @property
     def prefix(self) -> str:
         """The alias name (and collection prefix), read per call so a settings override takes effect."""
         return alias_name(settings.SCOUT_WEAVIATE_PREFIX)
 
-    # -- connection --------------------------------------------------------------------------------------
-    def client(self):
-        """The process's client, connected lazily; raises WeaviateUnavailable while the server is down."""
-        if self._client is not None:
-            return self._client
-        with self._lock:
+    # -- connection (off the request path) ---------------------------------------------------------------
+    def _open(self):
+        """A connected, checked client (raises WeaviateUnavailable / WeaviateIncompatible)."""
+        import weaviate
+        from weaviate.classes.init import AdditionalConfig, Auth, Timeout
+
+        api_key = settings.WEAVIATE_API_KEY
+        try:
+            client = weaviate.connect_to_custom(
+                **connection_settings(),
+                auth_credentials=Auth.api_key(api_key) if api_key else None,
+                additional_config=AdditionalConfig(
+                    timeout=Timeout(
+                        init=settings.SCOUT_WEAVIATE_CONNECT_TIMEOUT,
+                        query=settings.SCOUT_WEAVIATE_TIMEOUT,
+                        insert=settings.SCOUT_WEAVIATE_INSERT_TIMEOUT,
+                    )
+                ),
+                skip_init_checks=True,  # no PyPI lookup; the server is checked below
+            )
+        except ImproperlyConfigured:
+            raise
+        except Exception as exc:  # refused, DNS, TLS, timeout, auth: all mean "not usable now"
+            raise WeaviateUnavailable(f"cannot connect to Weaviate at {settings.WEAVIATE_URL}: {exc}") from exc
+        try:
+            server_version_check(str(client.get_meta().get("version", "")))
+            if not client.is_ready():
+                raise WeaviateUnavailable(f"Weaviate at {settings.WEAVIATE_URL} is not ready")
+        except WeaviateUnavailable:
+            client.close()
+            raise
+        except Exception as exc:
+            client.close()
+            raise WeaviateUnavailable(f"Weaviate at {settings.WEAVIATE_URL} failed its checks: {exc}") from exc
+        return client
+
+    def connect(self) -> Any:
+        """The client, connecting now (publish, maintenance; never a search) if there is none."""
+        with self._client_lock:
             if self._client is not None:
                 return self._client
-            if time.monotonic() < self._down_until:
-                raise _RetryLater("Weaviate was unreachable moments ago; not retrying yet")
-            import weaviate
-            from weaviate.classes.init import AdditionalConfig, Auth, Timeout
-
-            api_key = settings.WEAVIATE_API_KEY
             try:
-                self._client = weaviate.connect_to_custom(
-                    **connection_settings(),
-                    auth_credentials=Auth.api_key(api_key) if api_key else None,
-                    additional_config=AdditionalConfig(
-                        timeout=Timeout(
-                            init=settings.SCOUT_WEAVIATE_CONNECT_TIMEOUT,
-                            query=settings.SCOUT_WEAVIATE_TIMEOUT,
-                            insert=settings.SCOUT_WEAVIATE_INSERT_TIMEOUT,
-                        )
-                    ),
-                )
-            except ImproperlyConfigured:
+                client = self._open()
+            except WeaviateUnavailable as exc:
+                self._failed(exc)
                 raise
-            except Exception as exc:  # refused, DNS, TLS, timeout, auth: all mean "not usable now"
-                self._mark_down()
-                raise WeaviateUnavailable(f"cannot connect to Weaviate at {settings.WEAVIATE_URL}: {exc}") from exc
-            return self._client
+            self._adopt(client)
+            return client
 
-    def _mark_down(self) -> None:
-        self._down_until = time.monotonic() + settings.SCOUT_WEAVIATE_RETRY_SECONDS
-        self._status = None
+    def _adopt(self, client) -> None:
+        with self._client_lock:
+            if self._client is not None:  # connected meanwhile (a publish and the connector at once)
+                client.close()
+                return
+            self._client = client
+            self._calls = ThreadPoolExecutor(max_workers=8, thread_name_prefix="weaviate-call")
+            self.error = None
+            self._incompatible = False
+            self._status = None
+        try:
+            self._target = self._read_target(client, time.monotonic() + settings.SCOUT_WEAVIATE_TIMEOUT * 4)
+        except Exception as exc:
+            self._target = None
+            logger.info("weaviate: alias target not read at connect: %s", exc)
+        self._connected.set()
+        logger.info("weaviate: connected to %s", settings.WEAVIATE_URL)
+
+    def start(self) -> None:
+        """Start the background connector (idempotent): connects, reconnects after failures, probes health."""
+        with self._client_lock:
+            if self._connector is not None and self._connector.is_alive():
+                return
+            self._closed = False
+            self._connector = threading.Thread(target=self._connect_loop, name="weaviate-connector", daemon=True)
+            self._connector.start()
+
+    def _connect_loop(self) -> None:
+        while not self._closed:
+            client = self._client
+            if client is None:
+                try:
+                    self._adopt(self._open())
+                    continue
+                except ImproperlyConfigured as exc:
+                    self.error = str(exc)
+                    return
+                except Exception as exc:
+                    self._failed(exc)
+            else:
+                try:
+                    self._call(client.is_ready, deadline=time.monotonic() + settings.SCOUT_WEAVIATE_TIMEOUT * 2)
+                except Exception as exc:
+                    self._unavailable(exc)
+            self._wake.wait(settings.SCOUT_WEAVIATE_RETRY_SECONDS)
+            self._wake.clear()
+
+    def wait_connected(self, timeout: float) -> bool:
+        """Block until connected (tests, startup scripts)."""
+        self.start()
+        return self._connected.wait(timeout)
+
+    def _failed(self, exc: Exception) -> None:
+        message = f"weaviate: {exc}"[:500]
+        if message != self.error:  # once per distinct failure, not per retry
+            kind = EVENT_BACKEND_INCOMPATIBLE if isinstance(exc, WeaviateIncompatible) else EVENT_BACKEND_UNAVAILABLE
+            search_event_record(kind=kind, detail=message)
+            logger.warning("%s", message)
+        self.error = message
+
+    def _unavailable(self, exc: Exception) -> None:
+        """A call failed: drop the client (its channel, and any retry still sleeping on it) and reconnect."""
+        self._failed(exc)
+        self._drop_client()
+        self._wake.set()
 
     def _drop_client(self) -> None:
-        with self._lock:
+        with self._client_lock:
             client, self._client = self._client, None
+            calls, self._calls = self._calls, None
+            self._connected.clear()
+            self._status = None
+        if calls is not None:
+            calls.shutdown(wait=False, cancel_futures=True)
         if client is not None:
             try:
                 client.close()
@@ -419,86 +531,367 @@ class WeaviateBackend(SearchBackend):
                 logger.debug("weaviate: close failed", exc_info=True)
 
     def reset(self) -> None:
+        self._closed = True
+        self._wake.set()
+        connector = self._connector
+        if connector is not None and connector is not threading.current_thread():
+            connector.join(timeout=5)
+        self._connector = None
         self._drop_client()
-        self._down_until = 0.0
-        self._status = None
-        self._generation = None
+        self._wake.clear()
+        self.error = None
+        self._incompatible = False
+        self._target = None
+        with self._local_lock:
+            self._local = None
+            self._local_ready.clear()
+
+    def _call(self, fn: Callable, *args: Any, deadline: float, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)`` on a client worker, abandoned at ``deadline`` (retries included)."""
+        calls = self._calls
+        remaining = deadline - time.monotonic()
+        if calls is None:
+            raise WeaviateUnavailable("not connected")
+        if remaining <= 0:
+            raise WeaviateUnavailable("query deadline passed")
+        try:
+            future = calls.submit(fn, *args, **kwargs)
+        except RuntimeError as exc:  # the pool was shut down: the client was dropped meanwhile
+            raise WeaviateUnavailable("connection closed") from exc
+        try:
+            return future.result(timeout=remaining)
+        except FutureTimeout as exc:
+            future.cancel()
+            raise WeaviateUnavailable(
+                f"no answer within {settings.SCOUT_WEAVIATE_TIMEOUT}s (SCOUT_WEAVIATE_TIMEOUT)"
+            ) from exc
+
+    # -- the local BM25 snapshot (also the fallback) -----------------------------------------------------
+    def local_snapshot(self, *, wait: float = 0.0) -> IndexSnapshot | None:
+        """The current generation's BM25 snapshot. A stale one is replaced in the background (searches keep
+        the old one meanwhile); with none at all, waits up to ``wait`` for the background build."""
+        from ..selectors import current_generation_token
+
+        token = current_generation_token()
+        if token is None:
+            return None
+        local = self._local
+        if local is not None and local.generation == token:
+            return local
+        self._local_refresh_async(token)
+        if local is None and wait > 0:
+            self._local_ready.wait(wait)
+            local = self._local
+        return local
+
+    def _local_refresh_async(self, token: str) -> None:
+        if not self._local_lock.acquire(blocking=False):
+            return  # a build is running already
+        self._local_lock.release()
+
+        def build() -> None:
+            from django.db import connection
+
+            try:
+                self.local_refresh(token)
+            except Exception:
+                logger.exception("weaviate: building the BM25 snapshot failed")
+            finally:
+                connection.close()
+
+        threading.Thread(target=build, name="weaviate-local-index", daemon=True).start()
+
+    def local_refresh(self, token: str, docs: Sequence[ToolDoc] | None = None) -> IndexSnapshot:
+        """Build the BM25 snapshot of ``token`` now (publish; the background builder) from the database's
+        tools, or from ``docs`` (an evaluation catalog)."""
+        from ..selectors import tool_docs_load
+
+        with self._local_lock:
+            local = self._local
+            if local is not None and local.generation == token:
+                return local
+            snapshot = IndexSnapshot(tool_docs_load() if docs is None else docs, None, generation=token)
+            self._local = snapshot
+            self._local_ready.set()
+            return snapshot
+
+    def warm(self) -> bool:
+        """Start the connector and the BM25 snapshot's build (readiness probes); True once it is built."""
+        self.start()
+        return self.local_snapshot() is not None
 
     # -- status ------------------------------------------------------------------------------------------
     def status(self) -> BackendStatus:
+        self.start()
         cached = self._status
         if cached is not None and time.monotonic() - cached[0] < settings.SCOUT_SEARCH_GENERATION_CHECK_SECONDS:
             return cached[1]
-        try:
-            client = self.client()
-            target = client.alias.get(alias_name=self.prefix)
-            if target is None:
-                status = BackendStatus(False, None, 0)
-            else:
-                total = client.collections.use(self.prefix).aggregate.over_all(total_count=True).total_count
-                status = BackendStatus(bool(total), self._generation or target.collection, int(total or 0))
-        except Exception as exc:
-            # Searches will fall back to embedded BM25, which is ready when the database has a generation.
-            self._unavailable(exc)
-            return self._fallback().status()
+        client = self._client
+        status = None
+        if client is not None:
+            try:
+                status = self._server_status(client)
+            except Exception as exc:
+                self._unavailable(exc)
+        if status is None:  # searches are answered from the BM25 snapshot
+            local = self.local_snapshot(wait=settings.SCOUT_WEAVIATE_TIMEOUT)
+            if local is None:
+                return BackendStatus(False, None, 0)
+            return BackendStatus(len(local) > 0, local.generation, len(local))
         self._status = (time.monotonic(), status)
         return status
 
+    def _server_status(self, client) -> BackendStatus:
+        deadline = time.monotonic() + settings.SCOUT_WEAVIATE_TIMEOUT * 2
+        target = self._read_target(client, deadline)
+        self._target = target
+        if target.collection is None:
+            return BackendStatus(False, None, 0)
+        total = self._count(client, self.prefix, deadline)
+        local = self.local_snapshot(wait=max(0.0, deadline - time.monotonic()))
+        return BackendStatus(bool(total), local.generation if local else target.collection, total)
+
+    def _read_target(self, client, deadline: float) -> Target:
+        alias = self._call(client.alias.get, alias_name=self.prefix, deadline=deadline)
+        if alias is None:
+            return Target(None, None, None)
+        collection = client.collections.use(self.prefix)
+        reply = self._call(
+            collection.query.fetch_objects,
+            limit=1,
+            return_properties=["tool_pk", "model_key"],
+            include_vector=[TOOL_VECTOR],
+            deadline=deadline,
+        )
+        model = dim = None
+        for obj in reply.objects:
+            model = obj.properties.get("model_key") or None
+            vectors = _matrix((obj.vector or {}).get(TOOL_VECTOR))
+            dim = int(vectors.shape[1]) if vectors is not None else None
+        return Target(alias.collection, model, dim)
+
+    def refresh_target(self) -> Target | None:
+        """Read the alias target and its vectors' model and size again (after a build or an update)."""
+        client = self._client
+        if client is None:
+            return None
+        self._target = self._read_target(client, time.monotonic() + settings.SCOUT_WEAVIATE_TIMEOUT * 4)
+        self._incompatible = False
+        self._status = None
+        return self._target
+
+    def _count(self, client, name: str, deadline: float) -> int:
+        collection = client.collections.use(name)
+        result = self._call(collection.aggregate.over_all, total_count=True, deadline=deadline)
+        return int(result.total_count or 0)
+
+    # -- search ------------------------------------------------------------------------------------------
+    def search(self, request: SearchRequest) -> SearchResult:
+        self.start()
+        local = self.local_snapshot(wait=settings.SCOUT_WEAVIATE_TIMEOUT)
+        if local is None or len(local) == 0:
+            return SearchResult([], index_ready=False, backend=self.name)
+        if not request.visible or not local.visible_mask(request.visible).any():  # nothing to rank, as embedded
+            return SearchResult(
+                [], index_ready=True, confidence=Confidence.NONE, generation=local.generation, backend=self.name
+            )
+        if request.query_vector is None:  # the model is down: BM25 only, as on every backend
+            return rank_request(local, request, None, backend=self.name)
+        reason = self._unusable_for(request)
+        if reason:
+            return self._degraded(local, request, reason)
+        try:
+            dense = self._remote_dense(local, request)
+            return rank_request(local, request, dense, backend=self.name)
+        except Exception as exc:
+            self._unavailable(exc)
+            return self._degraded(local, request, str(exc))
+
+    def _unusable_for(self, request: SearchRequest) -> str | None:
+        if self._client is None:
+            return self.error or "not connected yet"
+        target = self._target
+        if target is None or target.collection is None:
+            return "no index in Weaviate yet"
+        dim = int(request.query_vector.shape[0])
+        if target.dim is not None and target.dim != dim:
+            return self._refuse(f"index vectors have {target.dim} dimensions, the query {dim}: rebuild the index")
+        from ..encoder import model_key
+
+        if target.model is not None and target.model != model_key():
+            return self._refuse(f"index built with {target.model}, search uses {model_key()}: rebuild the index")
+        return None
+
+    def _refuse(self, message: str) -> str:
+        if not self._incompatible:  # recorded once; searches stay on BM25 until a rebuild, never flapping
+            search_event_record(kind=EVENT_BACKEND_INCOMPATIBLE, detail=f"weaviate: {message}"[:500])
+            self._incompatible = True
+        return message
+
+    def _degraded(self, local: IndexSnapshot, request: SearchRequest, reason: str) -> SearchResult:
+        from dataclasses import replace
+
+        result = rank_request(local, replace(request, query_vector=None), None, backend=self.name)
+        return replace(result, degraded=True, degraded_reason=f"weaviate unavailable: {reason}"[:300])
+
+    def _remote_dense(self, local: IndexSnapshot, request: SearchRequest) -> RemoteDense:
+        client = self._client
+        if client is None:
+            raise WeaviateUnavailable("not connected")
+        deadline = time.monotonic() + settings.SCOUT_WEAVIATE_TIMEOUT
+        collection = client.collections.use(self.prefix)
+        options = ranking_options(request.fusion)
+        depth = options.dense_rank_depth
+        visible = local.visible_mask(request.visible)
+        visible_pks = local.pks[visible]
+        if not len(visible_pks):
+            raise ValueError("no visible tool is in the index")
+        where = visibility_filter(visible_pks.tolist())
+        from weaviate.classes.query import MetadataQuery
+
+        def near(vector: np.ndarray) -> dict[int, Fetched]:
+            reply = collection.query.near_vector(
+                near_vector=[vector.tolist()],  # one row: MaxSim is the tool's best vector's dot product
+                target_vector=TOOL_VECTOR,
+                limit=depth + 1,  # one past the reported ranks: the bound then sits below all of them
+                filters=where,
+                return_properties=HIT_PROPERTIES,
+                include_vector=[TOOL_VECTOR, NEGATIVES_VECTOR],
+                return_metadata=MetadataQuery(distance=True),
+            )
+            return dict(fetched_from(obj) for obj in reply.objects)
+
+        def heads(vectors: Sequence[np.ndarray]) -> list[dict[int, Fetched]]:
+            calls = self._calls
+            if calls is None:
+                raise WeaviateUnavailable("not connected")
+            futures = [calls.submit(near, v) for v in vectors]  # one query per part, concurrently
+            return [self._wait(f, deadline) for f in futures]
+
+        def fetch(pks: Sequence[int]) -> dict[int, Fetched]:
+            reply = self._call(
+                collection.query.fetch_objects,
+                filters=visibility_filter(pks),
+                limit=len(pks),
+                return_properties=HIT_PROPERTIES,
+                include_vector=[TOOL_VECTOR, NEGATIVES_VECTOR],
+                deadline=deadline,
+            )
+            return dict(fetched_from(obj) for obj in reply.objects)
+
+        vectors = [request.query_vector, *(v for _, v in (request.parts if options.decompose else ()))]
+        if any(v is None for v in vectors):
+            raise ValueError("a part of the request has no vector")
+        texts = [request.query, *(t for t, _ in (request.parts if options.decompose else ()))]
+        visible_rows = np.flatnonzero(visible)
+        return RemoteDense(local, visible_rows, vectors, texts=texts, depth=depth, head=heads, fetch=fetch)
+
+    @staticmethod
+    def _wait(future, deadline: float):
+        try:
+            return future.result(timeout=max(0.0, deadline - time.monotonic()))
+        except FutureTimeout as exc:
+            future.cancel()
+            raise WeaviateUnavailable(
+                f"no answer within {settings.SCOUT_WEAVIATE_TIMEOUT}s (SCOUT_WEAVIATE_TIMEOUT)"
+            ) from exc
+
     # -- indexing ----------------------------------------------------------------------------------------
     def publish(self, *, generation: str, tools: Sequence[IndexedTool], removed: Collection[int], full: bool) -> None:
-        """Full: build ``<prefix>_<generation>`` aside, swap the alias, drop the old collections.
-        Incremental: upsert ``tools`` and delete ``removed`` in the aliased collection (a full build first
-        when there is none yet). Raises WeaviateUnavailable; the database stays the source of truth."""
-        client = self.client()
+        """Full: build ``<prefix>_<generation>`` aside and swap the alias (``build``). Incremental: upsert
+        ``tools`` and delete ``removed`` through the alias (a full build first when there is none yet).
+        The BM25 snapshot is refreshed first, so searches have it whatever Weaviate does. Raises
+        WeaviateUnavailable; the database stays the source of truth (``reconcile`` repairs drift)."""
+        self.local_refresh(generation)
+        client = self.connect()
         try:
-            if full or client.alias.get(alias_name=self.prefix) is None:
-                if not full:
-                    tools = _all_indexed_tools()
-                self._build(client, generation, tools)
+            if full:
+                self.build(client, generation, tools)
             else:
-                collection = client.collections.use(self.prefix)
-                if removed:
-                    collection.data.delete_many(where=visibility_filter(removed))
-                self._import(collection, tools)
+                changed = sorted({t.doc.pk for t in tools} | {int(pk) for pk in removed})
+                replay_record(self.prefix, generation, changed)  # a build running now replays these
+                if client.alias.get(alias_name=self.prefix) is None:
+                    self.build(client, generation, _indexed_tools(None))
+                else:
+                    self._apply(client.collections.use(self.prefix), tools, removed)
         except WeaviateUnavailable:
             raise
         except Exception as exc:
-            self._unavailable(exc)
+            self._failed(exc)
             raise WeaviateUnavailable(f"publishing generation {generation} to Weaviate failed: {exc}") from exc
-        self._generation = generation
-        self._status = None
+        finally:
+            self._status = None
+        self.refresh_target()
 
-    def _build(self, client, generation: str, tools: Sequence[IndexedTool]) -> None:
+    def build(self, client, generation: str, tools: Sequence[IndexedTool]) -> str:
+        """One full build at a time (a named lock, waited for): write aside, count, swap, replay, drop."""
+        from catalog.locks import named_lock
+
+        waited_until = time.monotonic() + settings.SCOUT_WEAVIATE_BUILD_WAIT_SECONDS
+        while True:
+            with named_lock(f"weaviate-build:{self.prefix}", ttl=settings.SCOUT_WEAVIATE_BUILD_LOCK_SECONDS) as held:
+                if held:
+                    return self._build_locked(client, generation, tools)
+            if time.monotonic() > waited_until:
+                waited = settings.SCOUT_WEAVIATE_BUILD_WAIT_SECONDS
+                raise WeaviateUnavailable(f"another Weaviate build kept the lock for over {waited}s")
+            time.sleep(0.05)
+
+    def _build_locked(self, client, generation: str, tools: Sequence[IndexedTool]) -> str:
         from weaviate.classes.config import Configure, VectorDistances
 
         name = collection_name(self.prefix, generation)
+        live = client.alias.get(alias_name=self.prefix)
+        if live is not None and live.collection == name:
+            return name  # this generation is live already (a retried publish)
         if client.collections.exists(name):  # a retried build: start again from nothing
             client.collections.delete(name)
-        vector_index = Configure.VectorIndex.hnsw(distance_metric=VectorDistances.DOT)
+
+        def vector_index():
+            # flat_search_cutoff: a filtered search over fewer objects than this is an exact scan. Every
+            # search is filtered by the caller's visible tools, so dense heads are exact up to this size.
+            return Configure.VectorIndex.hnsw(
+                distance_metric=VectorDistances.DOT, flat_search_cutoff=settings.SCOUT_WEAVIATE_FLAT_SEARCH_CUTOFF
+            )
+
         collection = client.collections.create(
             name,
             description=f"Scout tool index, generation {generation}",
             properties=collection_properties(),
             vector_config=[
-                Configure.MultiVectors.self_provided(name=TOOL_VECTOR, vector_index_config=vector_index),
-                Configure.MultiVectors.self_provided(
-                    name=NEGATIVES_VECTOR,
-                    vector_index_config=Configure.VectorIndex.hnsw(distance_metric=VectorDistances.DOT),
-                ),
+                Configure.MultiVectors.self_provided(name=TOOL_VECTOR, vector_index_config=vector_index()),
+                Configure.MultiVectors.self_provided(name=NEGATIVES_VECTOR, vector_index_config=vector_index()),
             ],
-            inverted_index_config=Configure.inverted_index(bm25_k1=1.5, bm25_b=0.75),
         )
         try:
             self._import(collection, tools)
+            stored = self._count(client, name, time.monotonic() + settings.SCOUT_WEAVIATE_INSERT_TIMEOUT)
+            if stored != len(tools):
+                raise WeaviateUnavailable(f"collection {name} holds {stored} objects, {len(tools)} were written")
         except Exception:
-            client.collections.delete(name)  # never leave a half-built generation behind
+            client.collections.delete(name)  # never swap to (or leave) a half-built generation
             raise
         # The swap: queries through the alias move to the complete new collection in one step.
-        if client.alias.get(alias_name=self.prefix) is None:
+        if live is None:
             client.alias.create(alias_name=self.prefix, target_collection=name)
         else:
             client.alias.update(alias_name=self.prefix, new_target_collection=name)
+        self._replay(client, name, generation)
+        # A query resolves the alias when it starts and ends within its deadline: after the grace period
+        # no query of any process uses the old collections.
+        time.sleep(settings.SCOUT_WEAVIATE_DROP_GRACE_SECONDS)
         self._drop_old(client, keep=name)
+        return name
+
+    def _replay(self, client, name: str, generation: str) -> None:
+        """Apply the incremental updates published while this build ran (from the database, as they are now)."""
+        pks = replay_since(self.prefix, generation)
+        if not pks:
+            return
+        tools = _indexed_tools(pks)
+        present = {t.doc.pk for t in tools}
+        self._apply(client.collections.use(name), tools, [pk for pk in pks if pk not in present])
+        logger.info("weaviate: replayed %d tools updated during the build of %s", len(pks), name)
 
     def _drop_old(self, client, *, keep: str) -> None:
         """Drop generations the alias left behind, newest SCOUT_WEAVIATE_KEEP_PREVIOUS kept for rollback."""
@@ -514,124 +907,120 @@ class WeaviateBackend(SearchBackend):
         for name in old[settings.SCOUT_WEAVIATE_KEEP_PREVIOUS :]:
             client.collections.delete(name)
 
+    def _apply(self, collection, tools: Sequence[IndexedTool], removed: Collection[int]) -> None:
+        if removed:
+            collection.data.delete_many(where=visibility_filter(removed))
+        self._import(collection, tools)
+
     @staticmethod
     def _import(collection, tools: Sequence[IndexedTool]) -> None:
         from weaviate.classes.data import DataObject
 
+        from ..encoder import model_key
+
+        model = model_key()
         batch_size = settings.SCOUT_WEAVIATE_BATCH_SIZE
         for start in range(0, len(tools), batch_size):
             objects = []
             for tool in tools[start : start + batch_size]:
                 kinds = tool.vectors.kinds if tool.vectors is not None else ()
                 texts = tool.vectors.texts if tool.vectors is not None else ()
-                objects.append(
-                    DataObject(
-                        properties=tool_properties(tool.doc, kinds, texts),
-                        uuid=tool_uuid(tool.doc.pk),
-                        vector=tool_vectors(tool),
-                    )
-                )
+                properties = tool_properties(tool.doc, kinds, texts)
+                properties.update(model_key=model, fingerprint=tool_fingerprint(tool, model))
+                uuid = tool_uuid(tool.doc.pk)
+                objects.append(DataObject(properties=properties, uuid=uuid, vector=tool_vectors(tool)))
             result = collection.data.insert_many(objects)
             if result.has_errors:
                 first = next(iter(result.errors.values()))
-                raise RuntimeError(f"{len(result.errors)} of {len(objects)} objects failed: {first.message}")
+                search_event_record(
+                    kind=EVENT_INDEX_DRIFT, detail=f"weaviate: {len(result.errors)} of {len(objects)} objects failed"
+                )
+                raise WeaviateUnavailable(f"{len(result.errors)} of {len(objects)} objects failed: {first.message}")
+
+    def reconcile(self) -> dict[str, int]:
+        """Compare the aliased collection with the database and repair it: missing or stale objects are
+        written, objects of tools no longer indexed are deleted; no collection (or one of another model)
+        is rebuilt. Returns counts of what it did."""
+        from ..encoder import model_key
+        from ..selectors import current_generation_token
+
+        client = self.connect()
+        generation = current_generation_token()
+        if generation is None:
+            return {"rebuilt": 0, "written": 0, "deleted": 0}
+        tools = _indexed_tools(None)
+        target = self._read_target(client, time.monotonic() + settings.SCOUT_WEAVIATE_TIMEOUT * 4)
+        model = model_key()
+        if target.collection is None or (target.model is not None and target.model != model):
+            self.build(client, generation, tools)
+            self.refresh_target()
+            return {"rebuilt": 1, "written": len(tools), "deleted": 0}
+        collection = client.collections.use(self.prefix)
+        stored: dict[int, str] = {}
+        for obj in collection.iterator(return_properties=["tool_pk", "fingerprint"]):
+            stored[int(obj.properties["tool_pk"])] = str(obj.properties.get("fingerprint") or "")
+        wanted = {t.doc.pk: t for t in tools}
+        stale = [t for pk, t in wanted.items() if stored.get(pk) != tool_fingerprint(t, model)]
+        extra = sorted(set(stored) - set(wanted))
+        if stale or extra:
+            search_event_record(
+                kind=EVENT_INDEX_DRIFT, detail=f"weaviate: {len(stale)} stale or missing, {len(extra)} extra objects"
+            )
+            self._apply(collection, stale, extra)
+        self._status = None
+        return {"rebuilt": 0, "written": len(stale), "deleted": len(extra)}
 
     def drop_all(self) -> None:
         """Delete the alias, then every generation collection under the prefix (alias first: none dangles)."""
-        client = self.client()
+        client = self.connect()
         client.alias.delete(alias_name=self.prefix)
         for name in client.collections.list_all(simple=True):
             if is_generation_collection(self.prefix, name):
                 client.collections.delete(name)
         self._status = None
-        self._generation = None
+        self._target = None
 
-    # -- search ------------------------------------------------------------------------------------------
-    def search(self, request: SearchRequest) -> SearchResult:
-        if not request.visible:
-            return SearchResult(
-                [], index_ready=True, confidence=Confidence.NONE, generation=self._generation, backend=self.name
-            )
-        try:
-            hits = self._query(request)
-        except Exception as exc:
-            self._unavailable(exc)
-            result = self._fallback().search(replace(request, query_vector=None))
-            return replace(result, degraded=True)
-        candidates, confidence, cut, terms = rank_pool(
-            hits,
-            query=request.query,
-            query_vector=request.query_vector,
-            top_k=request.top_k,
-            fusion=request.fusion,
-            enforce_abstention=request.enforce_abstention,
+
+# -- incremental updates published during a build ---------------------------------------------------------
+
+REPLAY_KEY = "scout:weaviate:replay:"
+
+
+def replay_record(prefix: str, generation: str, pks: Sequence[int]) -> None:
+    """Remember an incremental update (its generation and tools) for a full build running meanwhile."""
+    from django.core.cache import cache
+
+    from catalog.locks import named_lock
+
+    for _ in range(200):
+        with named_lock(f"weaviate-replay:{prefix}", ttl=10) as held:
+            if held:
+                entries = cache.get(REPLAY_KEY + prefix) or []
+                entries = [*entries, (generation, [int(pk) for pk in pks])][-1000:]
+                cache.set(REPLAY_KEY + prefix, entries, timeout=settings.SCOUT_WEAVIATE_BUILD_LOCK_SECONDS)
+                return
+        time.sleep(0.01)
+    logger.warning("weaviate: could not record incremental update %s for replay; reconcile will repair", generation)
+
+
+def replay_since(prefix: str, generation: str) -> list[int]:
+    """Tools of incremental updates whose generation is newer than ``generation`` (a full build's): their
+    changes may have committed after the build loaded its tools."""
+    from django.core.cache import cache
+
+    from ..models import IndexGeneration
+
+    entries = cache.get(REPLAY_KEY + prefix) or []
+    if not entries:
+        return []
+    ids = dict(
+        (str(token), pk)
+        for pk, token in IndexGeneration.objects.filter(token__in=[g for g, _ in entries] + [generation]).values_list(
+            "id", "token"
         )
-        matches = [self._match(hits[c.row], c, terms if request.explain else None) for c in candidates[:cut]]
-        return SearchResult(
-            matches,
-            index_ready=True,
-            degraded=request.query_vector is None,
-            confidence=confidence,
-            generation=self._generation,
-            backend=self.name,
-        )
-
-    def _query(self, request: SearchRequest) -> list[PoolHit]:
-        collection = self.client().collections.use(self.prefix)
-        method, arguments = query_arguments(request)
-        response = getattr(collection.query, method)(request.query, **arguments)
-        return [_pool_hit(obj) for obj in response.objects]
-
-    @staticmethod
-    def _match(hit: PoolHit, candidate: Candidate, terms: Sequence[str] | None) -> Match:
-        props = hit.properties
-        return Match(
-            tool_pk=int(props["tool_pk"]),
-            tool_id=str(props.get("tool_id", "")),
-            name=str(props.get("tool_name", "")),
-            server=str(props.get("server", "")),
-            title=str(props.get("display_title") or props.get("tool_name", "")),
-            summary=str(props.get("summary", "")),
-            score=round(candidate.calibrated, 4),
-            fused_rank=candidate.fused_rank,
-            bm25_rank=candidate.bm25_rank,
-            dense_rank=candidate.dense_rank,
-            why_matched=_why(hit, candidate, terms) if terms is not None else {},
-        )
-
-    # -- fallback ----------------------------------------------------------------------------------------
-    def _unavailable(self, exc: Exception) -> None:
-        if isinstance(exc, _RetryLater):
-            return  # already recorded when it failed; keep the original retry time
-        self._mark_down()
-        self._drop_client()
-        search_event_record(kind=EVENT_BACKEND_UNAVAILABLE, detail=f"weaviate: {exc}"[:500])
-
-    @staticmethod
-    def _fallback() -> SearchBackend:
-        from . import backend_get
-
-        return backend_get("embedded")
-
-
-def _pool_hit(obj) -> PoolHit:
-    vectors = obj.vector or {}
-    return PoolHit(
-        properties=dict(obj.properties),
-        score=float(obj.metadata.score or 0.0),
-        vectors=_matrix(vectors.get(TOOL_VECTOR)),
-        negatives=_matrix(vectors.get(NEGATIVES_VECTOR)),
-        explain=parse_explain(obj.metadata.explain_score),
     )
-
-
-def _matrix(value) -> np.ndarray | None:
-    if value is None:
-        return None
-    matrix = np.asarray(value, dtype=np.float32)
-    if matrix.ndim == 1:
-        matrix = matrix[None, :]
-    return matrix if matrix.size else None
+    built = ids.get(generation, 0)
+    return sorted({pk for token, pks in entries if ids.get(token, 0) > built for pk in pks})
 
 
 def _generation_order(prefix: str, name: str) -> int:
@@ -645,11 +1034,11 @@ def _generation_order(prefix: str, name: str) -> int:
     return 0
 
 
-def _all_indexed_tools() -> list[IndexedTool]:
-    """Every indexable tool with its stored vectors (a first build triggered by an incremental publish)."""
+def _indexed_tools(pks: Collection[int] | None) -> list[IndexedTool]:
+    """Indexable tools (all, or those among ``pks``) with their stored vectors."""
     from ..encoder import model_key
     from ..selectors import stored_vectors, tool_docs_load
 
-    docs = tool_docs_load()
+    docs = tool_docs_load(pks=pks)
     vectors = stored_vectors(docs=docs, model_key=model_key())
     return [IndexedTool(doc, vectors.get(doc.pk)) for doc in docs]

@@ -21,11 +21,28 @@ MODES = ("bm25", "dense", *FUSIONS)
 
 
 class Confidence(StrEnum):
-    """How sure an answer is that its first tools fit the request (decided by ``answer_confidence`` only)."""
+    """How sure an answer is that its first tools fit the request (decided by ``answer_confidence`` only).
+    The one definition: the query log's field takes its choices from ``choices()``."""
 
     HIGH = "high"
     LOW = "low"  # a ranking is returned; the model should check the schemas or rephrase
     NONE = "none"  # withheld: near-certain that no visible tool fits ("no tool fits")
+
+    @property
+    def label(self) -> str:
+        return _CONFIDENCE_LABELS[self]
+
+    @classmethod
+    def choices(cls) -> list[tuple[str, str]]:
+        """(value, label) pairs, as Django's ``choices`` takes them."""
+        return [(member.value, member.label) for member in cls]
+
+
+_CONFIDENCE_LABELS = {
+    Confidence.HIGH: "High",
+    Confidence.LOW: "Low: check the schemas or rephrase",
+    Confidence.NONE: "Withheld: no tool fits",
+}
 
 
 @dataclass(frozen=True)
@@ -56,6 +73,10 @@ class RankingOptions:
     # former 0.25 above an absolute floor cost 3 points of slot recall@10; 0.5 cost 1).
     cut_drop: float = 0.7
     cut_keep: int = 3
+    # A candidate's dense rank is reported when it is within this many of the visible tools (None beyond):
+    # a server-side dense leg returns this deep a head, so both backends report the same ranks. Must exceed
+    # ``overfetch`` * the largest top_k (the RRF head) and ``Calibration.peak_depth``.
+    dense_rank_depth: int = 64
 
 
 @dataclass(frozen=True)
@@ -109,6 +130,13 @@ class Candidate:
     best_vector: int = -1
     demoted: bool = False
     intent: float = 0.0
+    # What ``score`` is made of (the curator preview shows it): each branch's share of the fused score, the
+    # request part that gave it (0: the whole request, n: the n-th step of a multi-step request) and what the
+    # operation intent added. ``score == bm25_part + dense_part + intent_part`` (convex and RRF).
+    bm25_part: float = 0.0
+    dense_part: float = 0.0
+    intent_part: float = 0.0
+    step: int = 0
 
 
 @dataclass
@@ -118,6 +146,7 @@ class Ranking:
     cut: int  # how many candidates survive withholding, the dynamic cut and top_k
     query_terms: tuple[str, ...] = ()
     extras: dict = field(default_factory=dict)
+    fusion: str = ""  # the fusion used (bm25 when the dense branch is missing)
 
     @property
     def abstained(self) -> bool:
@@ -209,7 +238,9 @@ def _normalize(values: np.ndarray, how: str, *, sparse: bool) -> np.ndarray:
 
 @dataclass
 class _Fused:
-    fused: np.ndarray  # over visible rows
+    fused: np.ndarray  # over visible rows; bm25_part + dense_part
+    bm25_part: np.ndarray
+    dense_part: np.ndarray
     calibrated: np.ndarray
     bm25: np.ndarray
     dense: np.ndarray | None
@@ -229,27 +260,28 @@ def _fuse(
     tie = tie_keys[rows]
     bm25 = branches.sparse.scores[rows]
     dense = branches.dense.scores[rows] if branches.dense is not None else None
+    zeros = np.zeros(len(rows))
     if fusion == "bm25":
-        fused = bm25.astype(np.float64)
+        bm25_part, dense_part = bm25.astype(np.float64), zeros
     elif fusion == "dense":
-        fused = dense.astype(np.float64)
+        bm25_part, dense_part = zeros, dense.astype(np.float64)
     elif fusion == "convex":
-        fused = options.bm25_weight * _normalize(bm25, options.normalization, sparse=True) + (
-            1 - options.bm25_weight
-        ) * _normalize(dense, options.normalization, sparse=False)
+        bm25_part = options.bm25_weight * _normalize(bm25, options.normalization, sparse=True)
+        dense_part = (1 - options.bm25_weight) * _normalize(dense, options.normalization, sparse=False)
     else:  # rrf over each branch's top overfetch * top_k
         depth = options.overfetch * top_k
-        fused = np.zeros(len(rows))
+        bm25_part, dense_part = np.zeros(len(rows)), np.zeros(len(rows))
         head = _top(bm25, tie, depth)
         head = head[bm25[head] > 0]  # no term matched: no BM25 rank
-        fused[head] += 1.0 / (options.rrf_k + np.arange(1, len(head) + 1))
+        bm25_part[head] = 1.0 / (options.rrf_k + np.arange(1, len(head) + 1))
         if dense is not None:
             head = _top(dense, tie, depth)
-            fused[head] += 1.0 / (options.rrf_k + np.arange(1, len(head) + 1))
+            dense_part[head] = 1.0 / (options.rrf_k + np.arange(1, len(head) + 1))
+    fused = bm25_part + dense_part
     if peak is None:
         peak = calibration.peak(dense)
     calibrated = calibration.score(dense, branches.sparse.coverage[rows], peak)
-    return _Fused(fused, calibrated, bm25, dense, tie)
+    return _Fused(fused, bm25_part, dense_part, calibrated, bm25, dense, tie)
 
 
 def rank(
@@ -296,7 +328,9 @@ def rank(
     candidates.sort(key=lambda c: (c.demoted, -c.score, tie_keys[c.row]))
     for position, candidate in enumerate(candidates, start=1):
         candidate.fused_rank = position
-    return _cut(candidates, top_k, options, branches.sparse.query_terms)
+    ranking = _cut(candidates, top_k, options, branches.sparse.query_terms)
+    ranking.fusion = _fusion_of(branches, options)
+    return ranking
 
 
 def _refine(branch: Branches, rows: np.ndarray) -> int:
@@ -330,6 +364,7 @@ def _rank_pass(
     fusion = _fusion_of(branches, options)
     whole = _fuse(branches, fusion, options, top_k, tie_keys, calibration)
     fused, calibrated = whole.fused, whole.calibrated
+    bm25_part, dense_part, step = whole.bm25_part, whole.dense_part, np.zeros(len(rows), np.int64)
     top = float(fused.max()) if len(fused) else 0.0
     peak = calibration.peak(whole.dense) if clauses else 0.0
     scales = [1.0]
@@ -341,7 +376,11 @@ def _rank_pass(
         if options.clause_rescale and part_top > 0:
             scale *= top / part_top
         scales.append(scale)
-        fused = np.maximum(fused, scale * part.fused)
+        wins = scale * part.fused > fused  # this step gives the tool its score (np.maximum, with its parts)
+        fused = np.where(wins, scale * part.fused, fused)
+        bm25_part = np.where(wins, scale * part.bm25_part, bm25_part)
+        dense_part = np.where(wins, scale * part.dense_part, dense_part)
+        step = np.where(wins, len(scales) - 1, step)
         calibrated = np.maximum(calibrated, part.calibrated)
 
     pool = max(options.second_stage, options.overfetch * top_k)
@@ -355,6 +394,7 @@ def _rank_pass(
         if whole.dense is not None
         else np.zeros(len(order), np.int64)
     )
+    dense_ranks[dense_ranks > options.dense_rank_depth] = 0
     needed = None
     if any(_approximate(b) for b in (branches, *clauses)):
         needed = _exact_rows_needed(branches, clauses, scales, fusion, options, top_k, fused, order, pool, cand_rows)
@@ -368,6 +408,9 @@ def _rank_pass(
             bm25_score=float(whole.bm25[order[i]]),
             dense_score=float(whole.dense[order[i]]) if whole.dense is not None else None,
             best_vector=branches.dense.best(int(cand_rows[i])) if branches.dense is not None else -1,
+            bm25_part=float(bm25_part[order[i]]),
+            dense_part=float(dense_part[order[i]]),
+            step=int(step[order[i]]),
         )
         for i in range(len(order))
     ]
@@ -452,7 +495,8 @@ def _apply_intent(
         candidate.intent = intent_adjustment(
             wanted, tool_ops[candidate.row], options.intent_agree, options.intent_conflict
         )
-        candidate.score += candidate.intent * scale
+        candidate.intent_part = candidate.intent * scale
+        candidate.score += candidate.intent_part
 
 
 def _apply_negatives(
@@ -477,6 +521,24 @@ def _apply_negatives(
             terms = negative_terms[candidate.row]
             if terms and query_terms and len(terms & query_terms) / len(terms | query_terms) >= 0.6:
                 candidate.demoted = True
+
+
+def score_explanation(candidate: Candidate, *, fusion: str) -> dict:
+    """What ranked ``candidate`` where it is, from the values the ranking used (nothing recomputed):
+    ``rank_score`` orders the answer (demoted tools after all others); ``bm25`` + ``dense`` (the branches'
+    shares) + ``intent`` = ``rank_score``; ``step`` names the part of a
+    multi-step request that gave the score; ``fit`` is the calibrated relevance that decides confidence."""
+    explanation = {
+        "fusion": fusion,
+        "rank_score": round(candidate.score, 4),
+        "intent": round(candidate.intent_part, 4),
+        "demoted": candidate.demoted,
+        "fit": round(candidate.calibrated, 4),
+        "bm25": round(candidate.bm25_part, 4),
+        "dense": round(candidate.dense_part, 4),
+        "step": candidate.step,
+    }
+    return explanation
 
 
 def answer_confidence(best: float, options: RankingOptions) -> Confidence:

@@ -15,7 +15,7 @@ from ..text import tokenize
 from .dense import DenseIndex
 from .intent import tool_operation
 from .ranking import Branches, Calibration, Ranking, RankingOptions, rank, score_branches
-from .sparse import SparseIndex, weighted_tokens
+from .sparse import SparseIndex, learned_tokens, weighted_tokens
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,10 @@ class IndexSnapshot:
         self.tie_keys[order] = np.arange(len(self.docs))
         weights = ToolSearchIndex.weights()
         # A generator: one document's tokens at a time, never every document's token list at once.
-        self.sparse = SparseIndex(weighted_tokens(d.field_texts(), weights) for d in self.docs)
+        self.sparse = SparseIndex(
+            weighted_tokens(d.field_texts(), weights) + learned_tokens(d.learned, ToolSearchIndex.learned_weight)
+            for d in self.docs
+        )
         self.tool_ops = [tool_operation(d.name, d.purpose or d.description) for d in self.docs]
         no_terms: frozenset[str] = frozenset()  # shared by every tool without negative examples
         self.negative_terms = [
@@ -97,6 +100,14 @@ class IndexSnapshot:
 
     def __len__(self) -> int:
         return len(self.docs)
+
+    def row_of(self, pk: int) -> int | None:
+        """The row of a tool pk (None: not in this snapshot)."""
+        if self._row_of_pk is not None:
+            row = int(self._row_of_pk[pk]) if 0 <= pk < len(self._row_of_pk) else -1
+            return row if row >= 0 else None
+        found = np.flatnonzero(self.pks == pk)
+        return int(found[0]) if len(found) else None
 
     def visible_mask(self, visible: Collection[int] | None) -> np.ndarray:
         """Boolean mask over rows for the caller's visible tool pks (None: every tool, for evaluation)."""
@@ -144,8 +155,11 @@ class IndexSnapshot:
             clauses=clauses if options.decompose else (),
         )
 
-    def explain(self, row: int, best_vector: int, query_terms: Sequence[str]) -> dict:
-        """Why a tool matched: the request's terms it contains (by field) and its closest vector."""
+    def explain(self, row: int, best_vector: int, query_terms: Sequence[str], dense: DenseIndex | None = None) -> dict:
+        """Why a tool matched: the request's terms it contains (by field) and its closest vector.
+
+        ``dense``: the vector table ``best_vector`` indexes (default: this snapshot's)."""
+        dense = dense if dense is not None else self.dense
         doc = self.docs[row]
         wanted = set(query_terms)
         fields: dict[str, list[str]] = {}
@@ -156,11 +170,11 @@ class IndexSnapshot:
                 fields[ToolSearchIndex.label(name)] += [h for h in hits if h not in fields[ToolSearchIndex.label(name)]]
         terms = [t for t in query_terms if any(t in hits for hits in fields.values())]
         why: dict = {"terms": terms, "fields": fields}
-        if self.dense is not None and best_vector >= 0:
-            kind = self.dense.kinds[best_vector]
+        if dense is not None and best_vector >= 0:
+            kind = dense.kinds[best_vector]
             why["closest"] = kind
             if kind == "example":
-                why["example_request"] = self.dense.text(best_vector)
+                why["example_request"] = dense.text(best_vector)
             elif kind == "learned":
                 why["closest"] = "learned"  # never the text: it is another user's words
         return why

@@ -104,3 +104,15 @@ def weighted_tokens(fields: dict[str, str], weights: dict[str, int]) -> list[tup
         if text and weight > 0:
             pairs.extend((token, weight) for token in tokenize(text))
     return pairs
+
+
+def learned_tokens(learned: Iterable[tuple[str, float]], field_weight: float) -> list[tuple[str, float]]:
+    """A tool's learned requests as BM25 tokens: each distinct term once, weighted by the largest weight of
+    a learned request containing it times ``field_weight``. Many learned requests (from one principal or
+    many) never add up past one weighted occurrence per term, and the weight (under 1, capped) keeps a
+    learned word below a curated one."""
+    best: dict[str, float] = {}
+    for text, weight in learned:
+        for token in tokenize(text):
+            best[token] = max(best.get(token, 0.0), weight * field_weight)
+    return [(token, weight) for token, weight in best.items() if weight > 0]

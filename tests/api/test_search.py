@@ -9,7 +9,7 @@ QUERY = {"query": "list the issues of a repository", "top_k": 5}
 
 
 def test_same_answer_as_tool_search(api, catalog, member):
-    from mcpgateway.services.discovery import search_answer
+    from mcpgateway.services.discovery import gateway_search
 
     token = make_token(member, ["api", "discover"])
     response = api.post("search/", token=token, json=QUERY)
@@ -17,7 +17,7 @@ def test_same_answer_as_tool_search(api, catalog, member):
     body = response.json()
     assert [m["tool_id"] for m in body["matches"]] == ["github::list_issues"]
     assert set(body) == {"matches", "confidence", "degraded", "abstained"}
-    assert body == search_answer(principal=api_token_verify(token), **QUERY).structured()
+    assert body == gateway_search(principal=api_token_verify(token), client=None, **QUERY).structured()
 
 
 def test_hidden_tools_change_nothing(api, catalog, member):
@@ -45,7 +45,8 @@ def test_validation_errors(api, catalog, member):
         ({"query": ""}, "query"),
         ({}, "query"),
         ({"query": "x" * 5000}, "query"),
-        ({"query": "list", "top_k": 0}, "top_k"),
+        ({"query": "list", "top_k": "five"}, "top_k"),
+        ({"query": "list", "environment": "e" * 60}, "environment"),
         ({"query": "list", "operation_class": "delete"}, "operation_class"),
         ({"query": "list", "scope": "everything"}, "scope"),
         ({"query": "   "}, "query"),

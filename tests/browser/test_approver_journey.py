@@ -29,6 +29,12 @@ def _right_edge_visible(browser, element) -> bool:
     return 0 < right <= width
 
 
+def _no_sideways_scroll(browser, css: str) -> bool:
+    return browser.execute_script(
+        "const e = document.querySelector(arguments[0]); return e.scrollWidth <= e.clientWidth;", css
+    )
+
+
 def test_approver_denies_with_a_reason_then_approves_a_call_that_runs(
     browser, gateway, admin_user, faulty_server, faulty_call_log
 ):
@@ -62,6 +68,11 @@ def test_approver_denies_with_a_reason_then_approves_a_call_that_runs(
     decide = browser.find_element(By.LINK_TEXT, "Decide")
     assert _right_edge_visible(browser, decide)  # at 1280 px the action is on screen
     screenshot(browser, "approver-inbox")
+    # ... with both sidebars open, and nothing scrolls sideways: not the page, not the results table.
+    assert browser.find_element(By.ID, "nav-sidebar").is_displayed()
+    assert browser.find_element(By.ID, "changelist-filter").is_displayed()
+    assert _no_sideways_scroll(browser, "#changelist .results") and _no_sideways_scroll(browser, "html")
+    assert _right_edge_visible(browser, browser.find_element(By.CSS_SELECTOR, "#result_list td.field-requester"))
     decide.click()
     card = browser.find_element(By.ID, "tool-card")
     assert "Store a note (changes state: every call writes one record)." in card.text
@@ -86,6 +97,7 @@ def test_approver_denies_with_a_reason_then_approves_a_call_that_runs(
     browser.set_window_size(390, 844)  # a phone
     browser.get(f"{gateway.url}/admin/governance/approvalrequest/?status__exact=pending")
     decide = browser.find_element(By.LINK_TEXT, "Decide")
+    assert _no_sideways_scroll(browser, "html")  # the phone scrolls the results box, never the page
     screenshot(browser, "approver-inbox-phone")
     decide.click()
     approve = browser.find_element(By.NAME, "_approve")

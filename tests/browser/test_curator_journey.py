@@ -1,5 +1,6 @@
 """Curator journey in a real browser: from the role's home, open a tool, read what each curation field does,
-attach an example request, and see the tool found for it in the search preview, with a link back to the tool."""
+attach an example request, and see the tool found for it in the search preview as a user sees it (by default
+the curator themself), with the rank score's parts and a link back to the tool."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from django.contrib.auth.models import Group
 from governance.roles import CURATORS
 from search.services import index_rebuild
 
-from .conftest import admin_login, screenshot
+from .conftest import admin_login, screenshot, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 REQUEST = "let the landlord know the rent is late"
@@ -23,12 +24,16 @@ def curator(django_user_model):
 
 
 def test_curator_attaches_an_example_request_and_sees_it_in_the_preview(
-    browser, live_server, curator, small_catalog, encoder
+    browser, live_server, curator, small_catalog, encoder, django_user_model
 ):
     from selenium.webdriver.common.by import By
 
+    from governance.services.permissions import permission_grant
+
     index_rebuild()
     tool = small_catalog["send_email"]
+    member = django_user_model.objects.create_user(username="member")
+    permission_grant(actor=curator, target=tool.server, action="discover", holder=member)
     browser.get(f"{live_server.url}/")  # the landing page: each role's way in and the MCP URL
     assert browser.find_element(By.ID, "mcp-url").text.endswith("/mcp")
     screenshot(browser, "landing")
@@ -49,10 +54,28 @@ def test_curator_attaches_an_example_request_and_sees_it_in_the_preview(
 
     browser.find_element(By.CSS_SELECTOR, ".object-tools a[href^='/admin/search/preview/?']").click()
     assert "/admin/search/preview/" in browser.current_url  # the tool page leads to the preview
-    browser.get(f"{live_server.url}/admin/search/preview/?query={REQUEST.replace(' ', '+')}&top_k=5")
-    first = browser.find_element(By.CSS_SELECTOR, "#preview-results tr.match")
-    assert first.get_attribute("data-tool-id") == tool.tool_id
-    assert "example request" in first.text
+    # By default the preview runs as the curator: they may discover nothing, so nothing is listed.
+    assert browser.find_element(By.ID, "id_scope_0").is_selected()
+    assert browser.find_element(By.ID, "preview-as").text == "curator"
+    assert not browser.find_elements(By.CSS_SELECTOR, "#preview-results tr.match")
+
+    # As a member who may discover the mail tools: what their MCP client gets, with why each ranks where it does.
+    query = browser.find_element(By.NAME, "query")
+    query.clear()
+    query.send_keys(REQUEST)
+    browser.find_element(By.NAME, "as_user").send_keys("member")
+    browser.find_element(By.CSS_SELECTOR, "#search-preview input[type=submit]").click()
+    assert wait_for(browser, "#preview-as").text == "member"
+    rows = browser.find_elements(By.CSS_SELECTOR, "#preview-results tr.match")
+    listed = [row.get_attribute("data-tool-id") for row in rows]
+    assert listed[0] == tool.tool_id and sorted(listed) == ["mail::delete_email", "mail::list_inbox", tool.tool_id]
+    scores = [float(row.get_attribute("data-rank-score")) for row in rows]
+    assert scores == sorted(scores, reverse=True)  # the score column follows the rank
+    first = rows[0]
+    parts = first.find_element(By.CSS_SELECTOR, ".score-parts").text
+    assert "BM25 (words)" in parts and "Dense (meaning)" in parts
+    assert f"closest: curated example request “{REQUEST}”" in parts  # the curator's example made it first
+    assert f"{scores[0]:.4f}" in parts
     screenshot(browser, "curator-preview")
     first.find_element(By.CSS_SELECTOR, "a.tool-link").click()  # and back to the tool
     assert browser.find_element(By.NAME, "examples-0-text").get_attribute("value") == REQUEST

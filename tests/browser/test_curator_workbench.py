@@ -7,11 +7,11 @@ import pytest
 from django.contrib.auth.models import Permission
 
 from governance.principals import principal_for_user
-from search.choices import Confidence
+from search.engine.ranking import Confidence
 from search.services import index_rebuild
 from search.usage import query_log_record
 
-from .conftest import admin_login, screenshot
+from .conftest import admin_login, screenshot, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 WITHHELD = "ping my landlord about the rent"
@@ -55,7 +55,13 @@ def test_curator_attaches_a_withheld_request_and_sees_it_found(
     assert not browser.find_elements(By.CSS_SELECTOR, f'tr.request-group[data-text="{WITHHELD}"]')  # handled
     screenshot(browser, "curator-workbench-attached")
 
+    # This curator may not pick a user: the preview as themself lists nothing (they may discover no tool) and
+    # says so; the explicit "every tool some client may get" ranks the catalog.
     browser.get(f"{live_server.url}/admin/search/preview/?query={WITHHELD.replace(' ', '+')}&top_k=10")
+    assert "You may discover no tool" in browser.find_element(By.ID, "preview-empty-self").text
+    browser.find_element(By.ID, "id_scope_1").click()
+    browser.find_element(By.CSS_SELECTOR, "#search-preview input[type=submit]").click()
+    assert wait_for(browser, "#preview-as").text == "Every tool some client may get"
     first = browser.find_element(By.CSS_SELECTOR, "#preview-results tr.match")
     assert first.get_attribute("data-tool-id") == "mail::send_email"
     assert "example request" in first.text

@@ -223,6 +223,8 @@ def test_curation_saved_through_the_admin_is_stored_and_upstream_is_not_writable
         **_inline_management("keywords", ["jira", "bug"]),
         **_inline_management("examples", ["show my open bugs"]),
         **_inline_management("negative_examples", ["create a new issue"]),
+        **_inline_management("group_grants", []),  # the access rows (governance) on the same form
+        **_inline_management("user_grants", []),
     }
     tools_changed.connect(receiver)
     try:
@@ -257,7 +259,7 @@ def test_saving_without_changes_does_not_mark_curated(admin_client, imported, dj
         "enabled": "on",
         **{
             k: v
-            for p in ["aliases", "keywords", "examples", "negative_examples"]
+            for p in ["aliases", "keywords", "examples", "negative_examples", "group_grants", "user_grants"]
             for k, v in _inline_management(p, []).items()
         },
     }
@@ -353,6 +355,8 @@ def test_curation_fields_explain_themselves_and_saving_says_searchable(admin_cli
     data["enabled"] = "on"
     for prefix in ("aliases", "keywords", "examples", "negative_examples"):
         data.update({f"{prefix}-TOTAL_FORMS": "1", f"{prefix}-INITIAL_FORMS": "0", f"{prefix}-0-text": ""})
+    for prefix in ("group_grants", "user_grants"):  # the access rows (governance) on the same form
+        data.update({f"{prefix}-TOTAL_FORMS": "0", f"{prefix}-INITIAL_FORMS": "0"})
     data["examples-0-text"] = "open the onboarding page"
     response = admin_client.post(url, data, follow=True)
     messages = [str(m) for m in response.context["messages"]]

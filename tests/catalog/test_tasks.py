@@ -1,8 +1,6 @@
 """Catalog Celery tasks: reconcile, debounced re-sync, and a real worker on Redis."""
 
 import os
-import subprocess
-import sys
 import time
 import uuid
 from urllib.parse import urlsplit, urlunsplit
@@ -15,8 +13,7 @@ from catalog.models import SyncRun, Tool
 from catalog.tasks import request_resync, sync_all_servers, sync_server
 from scoutsite import celery_app
 from tests.catalog.servers.fixtures import BIN_DIR, good_tool
-
-WORKER_TESTS = os.environ.get("SCOUT_CELERY_WORKER_TESTS") == "1"
+from tests.celery_worker import WORKER_TESTS, celery_worker
 
 
 @pytest.mark.slow
@@ -141,50 +138,21 @@ def test_real_worker_runs_a_sync_task_end_to_end(make_server):
     # Queued before any worker runs: nothing happens until the worker takes it from Redis.
     result = sync_server.apply_async((server.pk, "worker"), queue=queue)
     assert not SyncRun.objects.filter(server=server).exists()
-    worker = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "scoutsite",
-            "worker",
-            "--pool=solo",
-            "--loglevel=WARNING",
-            "-Q",
-            queue,
-            "-n",
-            f"{queue}@%h",
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-        ],
-        cwd=django_settings.BASE_DIR,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
     try:
-        deadline = time.monotonic() + 90
-        run = None
-        while run is None or run.status == SyncStatus.RUNNING:
-            assert worker.poll() is None, f"the worker exited early:\n{worker.stdout.read()}"
-            assert time.monotonic() < deadline, "the worker did not finish the sync in time"
-            time.sleep(0.2)
-            run = SyncRun.objects.filter(server=server, source="worker").first()
-        assert run.status == SyncStatus.SUCCESS, run.error
-        assert run.added == 2
-        assert set(Tool.objects.filter(server=server).values_list("name", flat=True)) == {
-            "get_current_time",
-            "convert_time",
-        }
-        assert result.id
+        with celery_worker(env, queue=queue, name=queue) as worker:
+            deadline = time.monotonic() + 90
+            run = None
+            while run is None or run.status == SyncStatus.RUNNING:
+                assert worker.poll() is None, f"the worker exited early:\n{worker.stdout.read()}"
+                assert time.monotonic() < deadline, "the worker did not finish the sync in time"
+                time.sleep(0.2)
+                run = SyncRun.objects.filter(server=server, source="worker").first()
+            assert run.status == SyncStatus.SUCCESS, run.error
+            assert run.added == 2
+            assert set(Tool.objects.filter(server=server).values_list("name", flat=True)) == {
+                "get_current_time",
+                "convert_time",
+            }
+            assert result.id
     finally:
-        worker.terminate()
-        try:
-            worker.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait(timeout=5)
         celery_app.conf.task_always_eager = django_settings.CELERY_TASK_ALWAYS_EAGER

@@ -40,17 +40,36 @@ def as_principal(user, **kwargs) -> Principal:
 
 @pytest.fixture
 def member_token(member):
-    """A real API token for ``member`` (agent "triage-agent", tenant "acme"), verified into a principal."""
+    """A real API token for ``member`` (agent "triage-agent", not narrowed, no tenant), verified into a principal."""
     from governance.services.tokens import api_token_create, api_token_verify
+    from tests.governance.factories import agent_of
 
     token, raw = api_token_create(
         user=member,
         name="member token",
-        agent="triage-agent",
-        tenant="acme",
+        agent=agent_of(member, "triage-agent", all_user_tools=True),
         scopes=["discover", "execute"],
         expires_at=in_days(30),
     )
     principal = api_token_verify(raw)
     assert principal is not None
+    return token, raw, principal
+
+
+@pytest.fixture
+def acme_token(member):
+    """A token for ``member`` acting in tenant "acme" through agent "acme-triage" (not narrowed)."""
+    from governance.services.tokens import api_token_create, api_token_verify
+    from tests.governance.factories import agent_of, tenant_with
+
+    acme = tenant_with("acme", member)
+    token, raw = api_token_create(
+        user=member,
+        name="acme token",
+        agent=agent_of(member, "acme-triage", tenant=acme, all_user_tools=True),
+        scopes=["discover", "execute"],
+        expires_at=in_days(30),
+    )
+    principal = api_token_verify(raw)
+    assert principal is not None and principal.tenant == "acme"
     return token, raw, principal

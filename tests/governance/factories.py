@@ -11,7 +11,7 @@ from catalog.choices import Transport
 from catalog.constants import make_tool_id
 from catalog.definitions import definition_hash
 from catalog.models import Server, Tool
-from governance.models import Entitlement
+from governance.models import Agent, Entitlement, Tenant
 
 
 class UserFactory(factory.django.DjangoModelFactory):
@@ -83,3 +83,18 @@ class EntitlementFactory(factory.django.DjangoModelFactory):
 
 def in_days(days: float):
     return timezone.now() + timedelta(days=days)
+
+
+def tenant_with(slug: str, *members) -> Tenant:
+    """A tenant (created once per slug) with ``members`` added."""
+    tenant, _ = Tenant.objects.get_or_create(slug=slug, defaults={"name": slug.title()})
+    tenant.members.add(*members)
+    return tenant
+
+
+def agent_of(user, name: str, *, tenant=None, parent=None, all_user_tools: bool = False) -> Agent:
+    """An agent of ``user`` (validated as the admin would: same user, same tenant, depth limit)."""
+    agent = Agent(user=user, name=name, tenant=tenant, parent=parent, all_user_tools=all_user_tools)
+    agent.full_clean()
+    agent.save()
+    return agent

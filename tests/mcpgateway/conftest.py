@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -26,6 +28,7 @@ import anyio
 import httpx
 import httpx2
 import pytest
+import redis
 import uvicorn
 from asgiref.sync import sync_to_async
 from django.db import connections
@@ -54,6 +57,44 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+REDIS_SERVER = shutil.which("redis-server")
+
+
+class ThrowawayRedis:
+    """A redis-server of this test's own, without persistence: started, stopped and restarted by its PID."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        client = self.client()
+        for _ in range(100):
+            try:
+                client.ping()
+                return
+            except redis.exceptions.ConnectionError:
+                time.sleep(0.05)
+        raise RuntimeError("redis-server did not start")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(10)
+            self.process = None
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1)
+
+    def keys(self) -> int:
+        return self.client().dbsize()
+
+
 class ThreadedUvicorn:
     """uvicorn serving one ASGI app from a background thread, with its own event loop."""
 
@@ -68,6 +109,7 @@ class ThreadedUvicorn:
             access_log=True,
             log_config=log_config,
             timeout_graceful_shutdown=2,
+            http="scoutsite.serving:BoundedH11Protocol",  # the run command's protocol
         )
         self.server = uvicorn.Server(config)
         self.loop = asyncio.new_event_loop()

@@ -1,10 +1,13 @@
-"""F7: a locked database. Another connection holds SQLite's write lock past the busy timeout: clients get a
-clear "busy" result (no stack trace, no tool called), a call that already ran upstream keeps its audit row
-once the lock is gone, and everything works again afterwards.
+"""F7: a locked database. Another connection holds SQLite's write lock past the busy timeout, or (on Postgres)
+``LOCK TABLE`` on the permission tables or the audit table past the serving connections' lock/statement
+timeout: clients get a clear "busy" result (no stack trace, no tool called; 503 service_busy on the REST API),
+a call that already ran upstream keeps its audit row once the lock is gone, and everything works again
+afterwards.
 
 The test suite's database is in memory and shared by one connection, which no second connection can lock,
-so this test runs a gateway of its own (uvicorn in a subprocess) on a SQLite file with a short busy timeout
-(SCOUT_SQLITE_BUSY_TIMEOUT) and locks that file from here.
+so these tests run a gateway of their own (uvicorn in a subprocess): on a SQLite file with a short busy
+timeout (SCOUT_SQLITE_BUSY_TIMEOUT), and, when the suite runs on Postgres, on a Postgres database of its own
+with the default SCOUT_DB_LOCK_TIMEOUT / SCOUT_DB_STATEMENT_TIMEOUT, locked from here.
 """
 
 from __future__ import annotations
@@ -16,12 +19,14 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from django.db import OperationalError, connection, transaction
 
 from .conftest import FAULTY_SERVER, MODERN, faulty_calls, free_port, modern_request
 
@@ -40,12 +45,15 @@ member = make_user("gw_member")
 server = sync_server(slug="faulty", transport="stdio", command=sys.executable, args=[{str(FAULTY_SERVER)!r}],
                      env_vars=["FAULTY_CALL_LOG"])
 grant(admin, server, member, "discover", "execute")
-print(json.dumps({{"token": make_token(member)}}))
+print(json.dumps({{"token": make_token(member, ["discover", "execute", "api"])}}))
 """
 
 
 class Gateway:
-    def __init__(self, tmp_path: Path) -> None:
+    """A gateway of its own: ``setup`` (a script run first, without Redis: it migrates and creates the people,
+    printing a JSON object last, e.g. the member's token) then uvicorn in a subprocess."""
+
+    def __init__(self, tmp_path: Path, database: dict[str, str] | None = None, setup: str = SETUP, **env: str) -> None:
         self.database = tmp_path / "scout.sqlite3"
         self.call_log = tmp_path / "faulty-calls.log"
         self.stderr = tmp_path / "gateway.stderr"
@@ -57,23 +65,27 @@ class Gateway:
         self.env.update(
             DJANGO_SETTINGS_MODULE="scoutsite.settings",
             SECRET_KEY="f7-test-only-not-a-secret",
-            SQLITE_PATH=str(self.database),
-            SCOUT_SQLITE_BUSY_TIMEOUT="0.3",
             SCOUT_MCP_CALL_TIMEOUT=str(CALL_TIMEOUT),
             SCOUT_MCP_EXPOSURE="meta",
             SCOUT_PUBLIC_URL=self.url,
             FAULTY_CALL_LOG=str(self.call_log),
             PYTHONPATH=str(ROOT),
         )
+        self.env.update(database or {"SQLITE_PATH": str(self.database), "SCOUT_SQLITE_BUSY_TIMEOUT": "0.3"})
+        self.env.update(env)
+        self.setup = setup
         self.process: subprocess.Popen[bytes] | None = None
         self.token = ""
+        self.people: dict[str, Any] = {}
 
     def start(self) -> None:
+        setup_env = {key: value for key, value in self.env.items() if key != "REDIS_URL"}  # tasks run in-process
         setup = subprocess.run(
-            [sys.executable, "-c", SETUP], cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=300
+            [sys.executable, "-c", self.setup], cwd=ROOT, env=setup_env, capture_output=True, text=True, timeout=300
         )
         assert setup.returncode == 0, setup.stderr[-2000:]
-        self.token = json.loads(setup.stdout.strip().splitlines()[-1])["token"]
+        self.people = json.loads(setup.stdout.strip().splitlines()[-1])
+        self.token = self.people["token"]
         with self.stderr.open("wb") as err:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "uvicorn", "scoutsite.asgi:application", "--host", "127.0.0.1"]
@@ -110,6 +122,13 @@ class Gateway:
 
     def execute(self, tool: str, **arguments: Any) -> httpx.Response:
         return self.call("execute_tool", {"tool_id": f"faulty::{tool}", "arguments": arguments})
+
+    def rest_search(self, query: str) -> httpx.Response:
+        return self.rest("POST", "/api/v1/search/", json={"query": query})
+
+    def rest(self, method: str, path: str, token: str | None = None, **kwargs: Any) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {token or self.token}"}
+        return httpx.request(method, f"{self.url}{path}", headers=headers, timeout=60, **kwargs)
 
 
 def _result(response: httpx.Response) -> dict[str, Any]:
@@ -196,3 +215,155 @@ def test_a_locked_database_gives_a_clear_busy_error_loses_no_audit_and_recovers(
         "SELECT outcome FROM governance_auditevent WHERE event_type = 'execution' AND tool_ref = 'faulty::hang'"
     )
     assert [row[0] for row in rows] == ["unknown"]
+
+
+# --- Postgres: LOCK TABLE past the serving connections' lock_timeout / statement_timeout ---------------------
+
+POSTGRES = os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://"))
+on_postgres = pytest.mark.skipif(
+    not POSTGRES,
+    reason="LOCK TABLE and the lock/statement timeouts are Postgres's: runs when DATABASE_URL is Postgres (CI); "
+    "on SQLite the locked-file test above covers F7",
+)
+# Every table a grant is read from: guardian's object permissions on tools and servers, for users and groups.
+GRANT_TABLES = (
+    "governance_tooluserobjectpermission",
+    "governance_toolgroupobjectpermission",
+    "governance_serveruserobjectpermission",
+    "governance_servergroupobjectpermission",
+)
+
+
+def _postgres_url(database: str) -> str:
+    from urllib.parse import urlsplit, urlunsplit
+
+    return urlunsplit(urlsplit(os.environ["DATABASE_URL"])._replace(path=f"/{database}"))
+
+
+class TableLock:
+    """Another connection holding ACCESS EXCLUSIVE locks on tables (a migration, a maintenance script)."""
+
+    def __init__(self, url: str, *tables: str) -> None:
+        import psycopg
+
+        self.connection = psycopg.connect(url)  # a transaction: the locks last until the rollback
+        self.tables = tables
+
+    def __enter__(self) -> TableLock:
+        self.connection.execute(f"LOCK TABLE {', '.join(self.tables)} IN ACCESS EXCLUSIVE MODE")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.connection.rollback()
+        self.connection.close()
+
+
+@pytest.fixture
+def postgres_gateway(tmp_path: Path) -> Iterator[tuple[Gateway, str]]:
+    import psycopg
+
+    name = f"scout_f7_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(_postgres_url("postgres"), autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    url = _postgres_url(name)
+    gateway = Gateway(tmp_path, {"DATABASE_URL": url})
+    try:
+        gateway.start()
+        yield gateway, url
+    finally:
+        gateway.stop()
+        with psycopg.connect(_postgres_url("postgres"), autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _audit_outcomes(url: str, tool_ref: str) -> list[str]:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT outcome FROM governance_auditevent WHERE event_type = 'execution' AND tool_ref = %s ORDER BY id",
+            (tool_ref,),
+        )
+        return [row[0] for row in rows]
+
+
+@on_postgres
+def test_locked_permission_tables_on_postgres_answer_busy_never_allow_lose_no_audit_and_recover(postgres_gateway):
+    gateway, url = postgres_gateway
+    assert not _result(gateway.execute("ping", text="warm"))["isError"]  # no search yet: nothing cached
+
+    with TableLock(url, *GRANT_TABLES):
+        executed = gateway.execute("ping", text="locked")
+        searched = gateway.call("tool_search", {"query": "ping"})
+        rest = gateway.rest_search("ping")
+    for response in (executed, searched, rest):
+        assert "Traceback" not in response.text and "psycopg" not in response.text
+        assert "lock" not in response.text.lower() and "canceling statement" not in response.text
+    # The grant could not be read: the call is refused as busy, never allowed, and never reaches the tool.
+    result = _result(executed)
+    assert result["isError"] and result["structuredContent"]["service_busy"] is True, result
+    assert "database is busy" in result["content"][0]["text"]
+    assert faulty_calls(gateway.call_log, "ping") == 1
+    found = _result(searched)
+    assert found["isError"] and found["structuredContent"]["service_busy"] is True, found
+    assert rest.status_code == 503, rest.text
+    assert rest.json()["error"]["code"] == "service_busy" and rest.headers["Retry-After"]
+    assert _audit_outcomes(url, "faulty::ping") == ["success"]  # the refused call ran nowhere, as recorded
+
+    # Recovery: the lock is gone, the same requests work.
+    assert _result(gateway.execute("ping", text="back"))["content"][0]["text"] == "back"
+    searched = _result(gateway.call("tool_search", {"query": "ping"}))
+    assert not searched["isError"] and searched["structuredContent"]["matches"][0]["tool_id"] == "faulty::ping"
+    assert gateway.rest_search("ping").json()["matches"][0]["tool_id"] == "faulty::ping"
+    # Locked again: a search is answered from this process's visible set, cached and current (the lock changed
+    # no grant; a grant change bumps the visibility version, which is not locked); execute still reads the grant.
+    with TableLock(url, *GRANT_TABLES):
+        cached = _result(gateway.call("tool_search", {"query": "ping"}))
+        executed = _result(gateway.execute("ping", text="locked again"))
+    assert cached["structuredContent"]["matches"] == searched["structuredContent"]["matches"]
+    assert executed["structuredContent"]["service_busy"] is True
+    assert faulty_calls(gateway.call_log, "ping") == 2
+
+    # The audit table locked while a call is out upstream: the outcome waits for the lock, then is recorded.
+    answers: list[httpx.Response] = []
+    caller = threading.Thread(target=lambda: answers.append(gateway.execute("hang")))
+    caller.start()
+    for _ in range(200):
+        if faulty_calls(gateway.call_log, "hang"):
+            break
+        time.sleep(0.05)
+    assert faulty_calls(gateway.call_log, "hang") == 1
+    with TableLock(url, "governance_auditevent"):
+        time.sleep(CALL_TIMEOUT + 5)  # the call times out and tries to record its outcome while locked
+        assert answers == []  # the answer waits for its audit row
+    caller.join(60)
+    hang = _result(answers[0])
+    assert hang["isError"] and hang["structuredContent"]["upstream_failure"] == "timeout"
+    assert "database busy; recording the outcome again" in gateway.stderr.read_text()
+    assert _audit_outcomes(url, "faulty::hang") == ["unknown"]
+
+
+@on_postgres
+@pytest.mark.django_db(transaction=True)
+def test_postgres_lock_timeout_and_statement_timeout_both_mean_busy():
+    """The two Postgres error codes a serving connection meets (55P03 lock_not_available, 57014 query_canceled)
+    map to the one busy answer; any other database error does not."""
+    import psycopg
+
+    from catalog.dbbusy import database_busy
+
+    errors: list[OperationalError] = []
+    with TableLock(_postgres_url(connection.settings_dict["NAME"]), "governance_auditevent"):
+        for setting, statement in (
+            ("SET LOCAL lock_timeout = 100", "SELECT count(*) FROM governance_auditevent"),
+            ("SET LOCAL statement_timeout = 100", "SELECT pg_sleep(5)"),
+        ):
+            with pytest.raises(OperationalError) as caught, transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(setting)
+                cursor.execute(statement)
+            errors.append(caught.value)
+    assert [error.__cause__.sqlstate for error in errors] == ["55P03", "57014"]
+    assert all(database_busy(error) for error in errors)
+    with pytest.raises(Exception) as other, connection.cursor() as cursor:
+        cursor.execute("SELECT * FROM no_such_table_here")
+    assert isinstance(other.value.__cause__, psycopg.Error) and not database_busy(other.value)

@@ -11,7 +11,7 @@ from catalog.choices import ServerStatus
 from catalog.models import Server, Tool
 from governance.principals import principal_for_user
 from governance.services.tokens import api_token_verify
-from mcpgateway.services import search_answer
+from mcpgateway.services import gateway_search
 
 from .conftest import NODE_BIN
 
@@ -49,7 +49,7 @@ def test_demo_sets_up_real_servers_a_login_a_token_and_a_curated_index(tmp_path,
     assert principal is not None and principal.user == admin
 
     # The admin's agent sees the granted demo servers, and the curated example lifts the memory tool.
-    answer = search_answer(principal=principal_for_user(admin), query="remember that alice works at acme")
+    answer = gateway_search(principal=principal_for_user(admin), query="remember that alice works at acme", client=None)
     assert answer.matches and answer.matches[0]["tool_id"] == "memory::create_entities"
 
 

@@ -82,7 +82,10 @@ def test_concurrent_duplicates_run_once(gateway, token, faulty_call_log):
 def test_keys_are_per_principal(gateway, token, faulty_call_log, admin_user):
     from django.contrib.auth import get_user_model
 
-    other_token = make_token(get_user_model().objects.get(username="gw_member"), agent="second-agent")
+    from tests.governance.factories import agent_of
+
+    member = get_user_model().objects.get(username="gw_member")
+    other_token = make_token(member, agent=agent_of(member, "second-agent", all_user_tools=True))
 
     async def main():
         async with mcp_client(gateway, token) as client:

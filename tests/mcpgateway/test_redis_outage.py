@@ -8,60 +8,32 @@ none); the gateway's cache is switched to it for the test.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-import redis
 from mcp.shared.exceptions import MCPError
 
-from .conftest import MODERN, build_index, free_port, gateway_db, grant, make_token, make_user, mcp_client, run
+from .conftest import (
+    MODERN,
+    REDIS_SERVER,
+    ThrowawayRedis,
+    build_index,
+    gateway_db,
+    grant,
+    make_token,
+    make_user,
+    mcp_client,
+    run,
+)
 
-REDIS_SERVER = shutil.which("redis-server")
 pytestmark = [
     gateway_db,
     pytest.mark.slow,
     pytest.mark.skipif(REDIS_SERVER is None, reason="needs a redis-server binary to stop and restart"),
 ]
-
-
-class ThrowawayRedis:
-    """A redis-server of this test's own, without persistence: started, stopped and restarted by its PID."""
-
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(
-            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        client = self.client()
-        for _ in range(100):
-            try:
-                client.ping()
-                return
-            except redis.exceptions.ConnectionError:
-                time.sleep(0.05)
-        raise RuntimeError("redis-server did not start")
-
-    def stop(self) -> None:
-        if self.process is not None:
-            self.process.terminate()
-            self.process.wait(10)
-            self.process = None
-
-    def client(self) -> redis.Redis:
-        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1)
-
-    def keys(self) -> int:
-        return self.client().dbsize()
 
 
 @pytest.fixture
@@ -153,3 +125,32 @@ def test_searches_and_calls_go_on_while_redis_is_down_and_the_cache_returns_afte
     time.sleep(0.6)  # the skip window after the last failure passes (a wait, not a timed assertion)
     _assert_served(_traffic(gateway, people))
     assert throwaway_redis.keys() > 0  # recovered: the cache is written again without a restart
+
+
+def _rest_statuses(gateway: Any, token: str, count: int) -> list[int]:
+    return [
+        httpx.get(f"{gateway.url}/api/v1/tools/", headers={"Authorization": f"Bearer {token}"}, timeout=30).status_code
+        for _ in range(count)
+    ]
+
+
+def test_the_rest_rate_limit_fails_open_while_redis_is_down_and_applies_again_after(
+    gateway, people, throwaway_redis, settings
+):
+    """The documented fail mode (governance/api/throttling.py, README "REST API"): the limit is counted in Redis;
+    without Redis it lets requests through (authentication and permissions are the database's either way)."""
+    settings.SCOUT_API_RATE = "3/minute"
+    assert _rest_statuses(gateway, people["member"], 5) == [200, 200, 200, 429, 429]
+
+    throwaway_redis.stop()
+    assert _rest_statuses(gateway, people["member"], 5) == [200] * 5  # fails open: no count, no refusal
+    outsider = httpx.get(
+        f"{gateway.url}/api/v1/tools/time::get_current_time/",
+        headers={"Authorization": f"Bearer {people['outsider']}"},
+        timeout=30,
+    )
+    assert outsider.status_code == 404  # what the limiter lets through is still authorised by the database
+
+    throwaway_redis.start()  # empty: the count starts again
+    time.sleep(0.6)  # the skip window after the last failure passes (a wait, not a timed assertion)
+    assert _rest_statuses(gateway, people["member"], 5) == [200, 200, 200, 429, 429]

@@ -136,7 +136,7 @@ def test_half_tables_take_half_the_memory_and_keep_float32_out_of_it(catalog):
 def test_dense_ranks_of_the_half_table_are_within_the_error_band(catalog):
     """Dense ranks are not refined (a diagnostic): they may differ only by tools within the error band."""
     docs, exact, half, topics = catalog
-    options = RankingOptions()
+    options = RankingOptions(dense_rank_depth=len(docs))  # every rank reported
     for text, vector in requests(topics)[:10]:
         mask = exact.visible_mask(None)
         truth = exact.rank(

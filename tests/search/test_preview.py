@@ -35,7 +35,7 @@ def rows_of(response) -> list[str]:
 
 def test_staff_with_permission_sees_ranked_results_with_branch_ranks(client, curator, indexed):
     client.force_login(curator)
-    response = client.get(reverse(PREVIEW), {"query": "list_directory", "top_k": 5})
+    response = client.get(reverse(PREVIEW), {"query": "list_directory", "top_k": 5, "scope": "every"})
     assert response.status_code == 200
     assert rows_of(response)[0] == "files::list_directory"
     top = response.context["rows"][0][0]
@@ -43,7 +43,7 @@ def test_staff_with_permission_sees_ranked_results_with_branch_ranks(client, cur
     lines = response.context["rows"][0][1]
     assert any(line.startswith("name:") and "list_directory" in line for line in lines)
     body = response.content.decode()
-    assert "<th>BM25 rank</th>" in body and "<th>Dense rank</th>" in body and "<th>Fused rank</th>" in body
+    assert "<th>BM25 rank</th>" in body and "<th>Dense rank</th>" in body and "<th>Rank</th>" in body
 
 
 def test_non_staff_is_redirected_to_login(client, member, indexed):
@@ -67,7 +67,7 @@ def test_upstream_text_is_escaped(client, curator, indexed, reindex):
     )
     reindex(index_update, tool_pks=[evil.pk])
     client.force_login(curator)
-    response = client.get(reverse(PREVIEW), {"query": "render html page image", "top_k": 5})
+    response = client.get(reverse(PREVIEW), {"query": "render html page image", "top_k": 5, "scope": "every"})
     body = response.content.decode()
     assert "<script>alert" not in body
     assert "&lt;script&gt;alert" in body
@@ -138,11 +138,11 @@ def test_where_the_gateway_would_withhold_the_curator_still_sees_the_ranking(cli
     from search.services import tool_search
 
     query = "zebra migration patterns across the serengeti"
-    gateway = tool_search(query=query, visible=visible_tool_pks(as_user=None), top_k=5)
+    gateway = tool_search(query=query, visible=visible_tool_pks(as_user=None, viewer=curator), top_k=5)
     assert gateway.abstained and gateway.matches == []
 
     client.force_login(curator)
-    response = client.get(reverse(PREVIEW), {"query": query, "top_k": 5})
+    response = client.get(reverse(PREVIEW), {"query": query, "top_k": 5, "scope": "every"})
     assert response.status_code == 200
     assert response.context["outcome"].result.abstained
     assert len(rows_of(response)) == 5  # the ranking it would have returned, uncut
@@ -154,9 +154,83 @@ def test_the_preview_shows_the_confidence_the_gateway_gives(client, curator, ind
     from search.preview import visible_tool_pks
     from search.services import tool_search
 
-    gateway = tool_search(query=query, visible=visible_tool_pks(as_user=None), top_k=5)
+    gateway = tool_search(query=query, visible=visible_tool_pks(as_user=None, viewer=curator), top_k=5)
     client.force_login(curator)
-    response = client.get(reverse(PREVIEW), {"query": query, "top_k": 5})
+    response = client.get(reverse(PREVIEW), {"query": query, "top_k": 5, "scope": "every"})
     assert response.context["outcome"].result.confidence == gateway.confidence
     assert f'data-confidence="{gateway.confidence}"' in response.content.decode()
     assert gateway.confidence == {"weather": "high", "mark": "low", "play": "none"}[query.split()[0]]
+
+
+def test_preview_defaults_to_the_curator_themself(client, curator, indexed):
+    from governance.services.permissions import permission_grant
+
+    permission_grant(actor=curator, target=indexed["get_forecast"], action="discover", holder=curator)
+    client.force_login(curator)
+    form = client.get(reverse(PREVIEW)).context["form"]
+    assert form.fields["scope"].initial == "user"
+    response = client.get(reverse(PREVIEW), {"query": "weather forecast alerts storm", "top_k": 10})
+    assert rows_of(response) == ["weather::get_forecast"]  # only what the curator's own client may discover
+    assert response.context["as_user"] == curator
+    assert 'id="preview-as">curator<' in response.content.decode()
+
+
+def test_every_tool_mode_never_lists_a_tool_no_client_gets(client, curator, indexed):
+    from catalog.choices import ServerStatus
+    from governance.models import ToolPolicy
+
+    ToolPolicy.objects.filter(tool=indexed["get_alerts"]).update(held=True, hold_reason="changed upstream")
+    indexed["read_file"].server.__class__.objects.filter(pk=indexed["read_file"].server.pk).update(
+        status=ServerStatus.ARCHIVED
+    )
+    client.force_login(curator)
+    response = client.get(reverse(PREVIEW), {"query": "weather alerts storm warning", "top_k": 20, "scope": "every"})
+    listed = rows_of(response)
+    assert "weather::get_forecast" in listed  # servable tools are ranked
+    assert "weather::get_alerts" not in listed  # held: no client gets it
+    assert not any(tool_id.startswith("files::") for tool_id in listed)  # archived server
+    assert "Every tool some client may get" in response.content.decode()
+
+
+def test_preview_rows_show_the_rank_score_and_its_parts_in_rank_order(client, superuser, indexed, reindex):
+    add_negatives(indexed["delete_email"], "delete an email message from the archive")
+    reindex(index_update, tool_pks=[indexed["delete_email"].pk])
+    client.force_login(superuser)
+    response = client.get(
+        reverse(PREVIEW), {"query": "delete an email message from the archive", "top_k": 12, "scope": "every"}
+    )
+    rows = response.context["rows"]
+    scores = [score for _, _, score in rows]
+    assert [m.fused_rank for m, _, _ in rows] == list(range(1, len(rows) + 1))
+    ranked = [s.rank_score for s in scores if not s.demoted]
+    assert ranked == sorted(ranked, reverse=True)
+    for match, _, score in rows:
+        why = match.why_matched["score"]  # the ranking's own numbers, shown as they are
+        values = {part.label: part.value for part in score.parts}
+        assert values["BM25 (words)"] == why["bm25"] and values["Dense (meaning)"] == why["dense"]
+        assert score.rank_score == why["rank_score"]
+    demoted = next(score for match, _, score in rows if match.tool_id == "mail::delete_email")
+    assert demoted.demoted and "Negative query" in [part.label for part in demoted.parts]
+    assert rows[-1][0].tool_id == "mail::delete_email"
+    body = response.content.decode()
+    assert body.count('class="rank-score"') == len(rows) and "upstream: name" in body
+
+
+def test_a_held_tools_example_check_says_no_client_gets_it(client, curator, indexed):
+    from governance.models import ToolPolicy
+
+    alerts = indexed["get_alerts"]
+    client.force_login(curator)
+    assert 'id="tool-not-served"' not in client.get(reverse("search_preview_tool", args=[alerts.pk])).content.decode()
+    ToolPolicy.objects.filter(tool=alerts).update(held=True)
+    response = client.get(reverse("search_preview_tool", args=[alerts.pk]))
+    assert 'id="tool-not-served"' in response.content.decode()
+    assert all(check.rank is None for check in response.context["checks"])  # never listed, as for any client
+
+
+def test_a_curator_who_may_discover_nothing_is_told_how_to_preview(client, curator, indexed):
+    client.force_login(curator)
+    response = client.get(reverse(PREVIEW), {"query": "weather forecast"})
+    assert rows_of(response) == [] and 'id="preview-empty-self"' in response.content.decode()
+    every = client.get(reverse(PREVIEW), {"query": "weather forecast", "scope": "every"})
+    assert rows_of(every) and 'id="preview-empty-self"' not in every.content.decode()

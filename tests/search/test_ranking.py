@@ -113,3 +113,31 @@ def test_new_tool_becomes_searchable(indexed, reindex):
     reindex(index_update, tool_pks=[tool.pk])
     result = tool_search(query="schedule_meeting", visible=everyone(indexed) | {tool.pk})
     assert ids(result)[0] == "mail::schedule_meeting"
+
+
+@pytest.mark.parametrize("fusion", ["convex", "rrf"])
+def test_rank_score_is_explained_by_its_parts_and_follows_the_rank(indexed, fusion):
+    # A multi-step request: some tools get their score from one step of it, which the explanation names.
+    query = "list the files in the reports directory and then send an email with them to the team"
+    result = tool_search(query=query, visible=everyone(indexed), top_k=10, fusion=fusion, enforce_abstention=False)
+    scores = [m.why_matched["score"] for m in result.matches]
+    assert len(scores) >= 5 and all(s["fusion"] == fusion for s in scores)
+    for score in scores:
+        assert score["rank_score"] == pytest.approx(score["bm25"] + score["dense"] + score["intent"], abs=3e-4)
+    ranked = [s["rank_score"] for s in scores if not s["demoted"]]
+    assert ranked == sorted(ranked, reverse=True)  # the score column follows the rank
+    if fusion == "convex":  # (RRF: a step's discounted reciprocal ranks rarely beat the whole request's)
+        assert any(s["step"] > 0 for s in scores)  # a step scored on its own gave some tool its score
+    assert any(s["bm25"] > 0 for s in scores) and all(s["dense"] > 0 for s in scores[:3])
+
+
+def test_intent_and_negative_queries_show_in_the_explanation(indexed, reindex):
+    add_negatives(indexed["delete_email"], "delete an email message from the archive")
+    reindex(index_update, tool_pks=[indexed["delete_email"].pk])
+    result = tool_search(
+        query="delete an email message from the archive", visible=everyone(indexed), top_k=12, enforce_abstention=False
+    )
+    by_id = {m.tool_id: m.why_matched["score"] for m in result.matches}
+    assert by_id["mail::delete_email"]["demoted"] is True
+    assert [m.tool_id for m in result.matches][-1] == "mail::delete_email"  # below every tool not demoted
+    assert any(score["intent"] != 0 for score in by_id.values())  # "delete": delete tools up, others down

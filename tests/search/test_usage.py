@@ -7,7 +7,8 @@ from django.utils import timezone
 
 from governance.principals import principal_for_user
 from governance.services.permissions import permission_grant
-from search.choices import Confidence, LearnedStatus
+from search.choices import LearnedStatus
+from search.engine.ranking import Confidence
 from search.models import LearnedRequest, QueryLogEntry, SearchOutcome
 from search.usage import (
     LoggedResult,
@@ -152,3 +153,91 @@ def test_promote_makes_it_a_curated_example_request(world, superuser):
     learned = learned_request_promote(learned=LearnedRequest.objects.get(), actor=superuser)
     assert learned.status == LearnedStatus.PROMOTED and learned.decided_by == superuser
     assert list(world["send"].examples.values_list("text", flat=True)) == ["mail the report to my boss"]
+
+
+def test_learning_stays_inside_one_tenants_space(world, member, superuser):
+    """Z12: a tenant's words never become part of a shared tool (every tenant would be ranked by them); they
+    teach that tenant's own tools only."""
+    from governance.models import ServerTenant
+    from governance.services.tokens import api_token_create, api_token_verify
+    from tests.governance.factories import in_days, tenant_with
+
+    acme = tenant_with("acme", member)
+    _, raw = api_token_create(user=member, name="t", tenant=acme, scopes=["discover", "execute"], expires_at=in_days(1))
+    in_acme = api_token_verify(raw)
+    _log(in_acme, query="send the quarterly numbers to finance")
+    search_outcome_record(principal=in_acme, tool=world["send"], outcome="success")  # a shared tool
+    assert not LearnedRequest.objects.exists()
+    ServerTenant.objects.create(server=world["send"].server, tenant=acme)  # now acme's own
+    search_outcome_record(principal=in_acme, tool=world["send"], outcome="success")
+    assert LearnedRequest.objects.get().text == "send the quarterly numbers to finance"
+
+
+def test_curators_read_only_shared_and_their_tenants_requests(world, member, outsider, django_user_model):
+    """Z12: the query log, the workbench built on it, keep each tenant's words to that tenant."""
+    from governance.services.tokens import api_token_create, api_token_verify
+    from search.usage import query_log_visible_to
+    from search.workbench import workbench_groups
+    from tests.governance.factories import in_days, tenant_with
+
+    acme, globex = tenant_with("acme", member), tenant_with("globex", outsider)
+
+    def principal(user, tenant):
+        _, raw = api_token_create(user=user, name="t", tenant=tenant, scopes=["discover"], expires_at=in_days(1))
+        return api_token_verify(raw)
+
+    _log(principal(member, acme), query="acme payroll run", confidence=Confidence.NONE)
+    _log(principal(outsider, globex), query="globex merger plans", confidence=Confidence.NONE)
+    _log(world["member"], query="shared status page", confidence=Confidence.NONE)
+    curator = django_user_model.objects.create_user(username="curator-acme", is_staff=True)
+    acme.members.add(curator)
+    assert set(query_log_visible_to(user=curator).values_list("query", flat=True)) == {
+        "acme payroll run",
+        "shared status page",
+    }
+    assert {group.text for group in workbench_groups(user=curator)} == {"acme payroll run", "shared status page"}
+    assert len(workbench_groups()) == 3  # the whole install, for a caller that names nobody
+
+
+def test_learned_reindexes_are_batched_into_one_per_interval(
+    world, superuser, settings, monkeypatch, django_capture_on_commit_callbacks
+):
+    """Several new learned requests within the interval arm one timer, whose one flush reindexes every
+    changed tool in one generation (one mechanism, with or without a worker: the timer queues the task)."""
+    from governance.services.permissions import permission_grant as grant
+    from search import usage
+    from search.models import IndexGeneration
+
+    settings.SCOUT_LEARNED_INDEX_INTERVAL = 30
+    armed = []
+
+    class FakeTimer:  # the interval elapses when the test says so
+        def __init__(self, interval, function):
+            armed.append((interval, function))
+            self.daemon = False
+
+        def start(self):
+            pass
+
+    monkeypatch.setattr(usage.threading, "Timer", FakeTimer)
+    other = principal_for_user(world["outsider"])
+    for action in ("discover", "execute"):
+        grant(actor=superuser, target=world["send"].server, action=action, holder=world["outsider"])
+    with django_capture_on_commit_callbacks(execute=True):
+        for principal, tool, query in (
+            (world["member"], world["send"], "mail the invoice to finance"),
+            (other, world["send"], "mail the invoice to finance"),
+            (world["member"], world["other"], "put the old newsletters away"),
+        ):
+            _log(principal, query=query, tools=(tool.tool_id,))
+            search_outcome_record(principal=principal, tool=tool, outcome="success")
+    assert [interval for interval, _ in armed] == [30]  # one flush on its way for all three changes
+    assert LearnedRequest.objects.filter(indexed=False).count() == 2
+    generations = IndexGeneration.objects.count()
+    armed[0][1]()  # the interval has passed
+    assert IndexGeneration.objects.count() == generations + 1
+    assert not LearnedRequest.objects.filter(indexed=False).exists()
+    with django_capture_on_commit_callbacks(execute=True):
+        _log(other, query="put the old newsletters away", tools=("mail::archive_email",))
+        search_outcome_record(principal=other, tool=world["other"], outcome="success")
+    assert len(armed) == 2  # after a flush, the next change arms the next one

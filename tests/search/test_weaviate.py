@@ -1,50 +1,57 @@
-"""The Weaviate backend without a server: mapping, naming, the query it sends, re-scoring, and the fallback.
+"""The Weaviate backend through the real weaviate client against an in-process fake server.
 
-Requests are built with the weaviate client's own gRPC request builder, so the tests see exactly what a
-server would receive. The server-backed behaviour runs in the contract suite where WEAVIATE_URL is set.
+tests/search/fake_weaviate.py implements the Weaviate gRPC service from the client's own stubs and the
+REST endpoints the backend uses, so the backend's requests are built and parsed by the real client. Here:
+mapping and naming, the query on the wire, failures (a stalled server, UNAVAILABLE, a reset, a server
+that returns), refusals (an old server, another model's index) and the index lifecycle (concurrent
+builds, updates during a build, a partial batch failure then reconcile). Answers against the embedded
+backend: test_weaviate_parity.py. Against a real server: tests/search/contract (WEAVIATE_URL).
 """
 
 import socket
 import threading
 import uuid
+from dataclasses import replace
 
 import numpy as np
 import pytest
+from django.core.cache import cache
 from django.core.exceptions import ImproperlyConfigured
+from django.core.management import call_command
 from django.test import override_settings
 from weaviate.proto.v1 import base_pb2
-from weaviate.util import _ServerVersion
 
 from search.backends import SearchRequest, backend_get
 from search.backends.base import IndexedTool
 from search.backends.weaviate import (
-    EVENT_BACKEND_UNAVAILABLE,
+    EVENT_BACKEND_INCOMPATIBLE,
+    EVENT_INDEX_DRIFT,
     FIELD_PROPERTY,
     NEGATIVES_VECTOR,
     TOOL_VECTOR,
-    PoolHit,
     WeaviateBackend,
+    WeaviateIncompatible,
+    WeaviateUnavailable,
     alias_name,
     collection_name,
     collection_properties,
     connection_settings,
     is_generation_collection,
-    parse_explain,
-    query_arguments,
-    query_properties,
-    rank_pool,
+    server_version_check,
+    tool_fingerprint,
     tool_properties,
     tool_uuid,
     tool_vectors,
 )
 from search.documents import ToolDoc
+from search.encoder import model_key
 from search.engine.ranking import Confidence
 from search.engine.snapshot import DocVectors
 from search.events import counters
-from search.indexes import ToolSearchIndex
-from search.services import index_rebuild, tool_search
+from search.selectors import GENERATION_CACHE_KEY
+from search.services import index_rebuild, index_update, tool_search
 
-from .factories import ToolFactory
+from .fake_weaviate import FakeWeaviate
 
 DOC = ToolDoc(
     pk=7,
@@ -81,17 +88,11 @@ def test_properties_carry_identity_and_every_searchable_field():
 
 def test_schema_declares_every_stored_property():
     declared = {p.name: p for p in collection_properties()}
-    assert set(tool_properties(DOC)) == set(declared)
+    assert set(tool_properties(DOC)) | {"model_key", "fingerprint"} == set(declared)
     assert declared["tool_pk"].indexFilterable is True
     assert declared["vector_texts"].indexSearchable is False  # explanations only, never matched
-
-
-def test_query_properties_use_the_field_weights():
-    weights = ToolSearchIndex.weights()
-    props = query_properties()
-    assert "name^3" in props and "examples^2" in props and "description" in props
-    assert "server_label" in props  # the label is searched, the slug is not
-    assert len(props) == len([w for w in weights.values() if w > 0])
+    # BM25 is Scout's (over the caller's visible tools): Weaviate indexes no text for keyword search.
+    assert not any(p.indexSearchable for p in declared.values())
 
 
 def test_generation_collections_and_alias_names():
@@ -139,158 +140,153 @@ def test_missing_url_is_a_configuration_error():
         connection_settings()
 
 
-# -- the query sent to Weaviate --------------------------------------------------------------------------
+def test_server_version_is_checked():
+    server_version_check("1.32.6")
+    server_version_check("1.33.0-rc.1")
+    for old in ("1.32.5", "1.31.9", "", "unknown"):
+        with pytest.raises(WeaviateIncompatible, match="1.32.6"):
+            server_version_check(old)
 
 
-class Sent(Exception):
-    """Raised by the recording transport with the gRPC request the client was about to send."""
+# -- a small catalog with constructed vectors, served by the fake ----------------------------------------
+
+GENERATION = "11111111-2222-3333-4444-555555555555"
+DIM = 8
+
+
+def catalog_docs() -> list[IndexedTool]:
+    rng = np.random.default_rng(5)
+    words = ["email", "file", "weather", "issue", "calendar", "invoice", "chart", "repository"]
+    tools = []
+    for pk in range(1, 41):
+        topic = words[pk % len(words)]
+        doc = ToolDoc(
+            pk=pk,
+            tool_id=f"s{pk % 5}::{topic}_{pk}",
+            name=f"{topic}_{pk}",
+            server=f"s{pk % 5}",
+            description=f"Work with {topic} items, number {pk}.",
+        )
+        block = rng.normal(size=(2, DIM)).astype(np.float32)
+        block /= np.linalg.norm(block, axis=1, keepdims=True)
+        tools.append(IndexedTool(doc, DocVectors(block, ("document", "summary"), ("", ""))))
+    return tools
+
+
+def unit_vector(seed: int, dim: int = DIM) -> np.ndarray:
+    vector = np.random.default_rng(seed).normal(size=dim).astype(np.float32)
+    return vector / np.linalg.norm(vector)
 
 
 @pytest.fixture
-def sent_request():
-    """sent_request(request) -> the SearchRequest protobuf the backend's query would put on the wire.
-
-    A real, unconnected weaviate client whose gRPC send is replaced by a recorder: everything above the
-    network (our arguments, the client's validation and request building) runs for real."""
-    import weaviate
-    from weaviate.connect.base import ConnectionParams
-
-    client = weaviate.WeaviateClient(
-        connection_params=ConnectionParams.from_params(
-            http_host="127.0.0.1", http_port=1, http_secure=False, grpc_host="127.0.0.1", grpc_port=2, grpc_secure=False
-        ),
-        skip_init_checks=True,
-    )
-    client._connection._weaviate_version = _ServerVersion(1, 32, 0)
-
-    def record(request, *args, **kwargs):
-        raise Sent(request)
-
-    client._connection.grpc_search = record
-    backend = WeaviateBackend()
-    backend._client = client
-
-    def capture(request: SearchRequest):
-        with pytest.raises(Sent) as sent:
-            backend._query(request)
-        return sent.value.args[0]
-
-    yield capture
-    client.close()
+def fake():
+    server = FakeWeaviate().start()
+    yield server
+    server.stop()
 
 
-def test_hybrid_query_carries_the_visibility_filter_inside(sent_request):
+@pytest.fixture
+def served(fake):
+    """A backend connected to the fake, its collection built from ``catalog_docs`` by the backend itself."""
+    tools = catalog_docs()
+    overrides = {
+        "WEAVIATE_URL": fake.url,
+        "WEAVIATE_GRPC_URL": fake.grpc_url,
+        "SCOUT_WEAVIATE_DROP_GRACE_SECONDS": 0,
+        "SCOUT_WEAVIATE_TIMEOUT": 0.5,
+        "SCOUT_WEAVIATE_RETRY_SECONDS": 0.1,
+    }
+    with override_settings(**overrides):
+        backend = WeaviateBackend()
+        backend.local_refresh(GENERATION, [t.doc for t in tools])
+        backend.build(backend.connect(), GENERATION, tools)
+        backend.refresh_target()
+        cache.set(GENERATION_CACHE_KEY, GENERATION, timeout=3600)
+        yield backend, tools
+        fake.release.set()
+        backend.reset()
+
+
+def request_for(tools, seed: int = 1, **changes) -> SearchRequest:
     request = SearchRequest(
-        query="send mail", visible={5, 3, 9}, top_k=5, fusion="convex", query_vector=unit(1, 2, 3, 4)
+        query="send the email file",
+        visible=frozenset(t.doc.pk for t in tools[:30]),
+        top_k=5,
+        fusion="convex",
+        query_vector=unit_vector(seed),
     )
-    assert query_arguments(request)[0] == "hybrid"
-    sent = sent_request(request)
+    return replace(request, **changes)
+
+
+def test_the_dense_head_query_carries_the_visibility_filter_inside(served, fake):
+    backend, tools = served
+    fake.requests = []
+    result = backend.search(request_for(tools))
+    assert result.index_ready and not result.degraded and result.backend == "weaviate"
+    sent = fake.requests[0]
     assert sent.filters.target.property == "tool_pk"
     assert sent.filters.operator == base_pb2.Filters.OPERATOR_CONTAINS_ANY
-    assert list(sent.filters.value_int_array.values) == [3, 5, 9]
-    assert sent.hybrid_search.vectors[0].type == base_pb2.Vectors.VECTOR_TYPE_MULTI_FP32
-    assert list(sent.hybrid_search.targets.target_vectors) == [TOOL_VECTOR]
-    assert sent.hybrid_search.alpha == pytest.approx(0.7)
-    assert sent.hybrid_search.fusion_type == sent.hybrid_search.FUSION_TYPE_RELATIVE_SCORE
-    assert sent.limit >= 30  # the second stage's pool, not top_k: no short pages after re-scoring
-    assert list(sent.metadata.vectors) == [TOOL_VECTOR, NEGATIVES_VECTOR]  # for exact cosines and negatives
-    assert sent.metadata.score and sent.metadata.explain_score
+    assert sorted(sent.filters.value_int_array.values) == list(range(1, 31))  # never the hidden 31..40
+    assert sent.near_vector.vectors[0].type == base_pb2.Vectors.VECTOR_TYPE_MULTI_FP32
+    assert list(sent.near_vector.targets.target_vectors) == [TOOL_VECTOR]
+    assert list(sent.metadata.vectors) == [TOOL_VECTOR, NEGATIVES_VECTOR]  # Scout computes the cosines
+    assert not sent.HasField("hybrid_search") and not sent.HasField("bm25_search")  # BM25 is Scout's
+    assert {m.tool_pk for m in result.matches} <= set(range(1, 31))
 
 
-def test_rrf_fusion_maps_to_weaviates_ranked_fusion(sent_request):
-    request = SearchRequest(query="send mail", visible={1}, top_k=5, fusion="rrf", query_vector=unit(1, 0, 0, 0))
-    sent = sent_request(request)
-    assert sent.hybrid_search.fusion_type == sent.hybrid_search.FUSION_TYPE_RANKED
+def test_multi_step_parts_are_one_filtered_query_each(served, fake):
+    backend, tools = served
+    parts = (("read the file", unit_vector(2)), ("email it to my boss", unit_vector(3)))
+    before = fake.searches
+    result = backend.search(request_for(tools, parts=parts))
+    assert not result.degraded
+    heads = [r for r in fake.requests[-(fake.searches - before) :] if r.HasField("near_vector")]
+    assert len(heads) == 3  # the request and each part
+    assert all(sorted(r.filters.value_int_array.values) == list(range(1, 31)) for r in heads)
 
 
-def test_without_a_query_vector_it_is_bm25_with_the_same_filter(sent_request):
-    request = SearchRequest(query="send mail", visible=[4], top_k=5, fusion="convex", query_vector=None)
-    assert query_arguments(request)[0] == "bm25"
-    sent = sent_request(request)
-    assert list(sent.filters.value_int_array.values) == [4]
-    assert sent.bm25_search.query == "send mail"
+# -- failures: a search answers, degraded, within its deadline -------------------------------------------
 
 
-def test_an_empty_visible_set_never_queries():
-    request = SearchRequest(query="send mail", visible=set(), top_k=5, fusion="convex", query_vector=None)
-    with pytest.raises(ValueError):
-        query_arguments(request)
+def test_a_stalled_server_gives_a_degraded_answer_before_the_stall_ends(served, fake):
+    backend, tools = served
+    fake.stall = True
+    result = backend.search(request_for(tools))
+    # The server is still holding the call (it never answered): the search gave up at its deadline.
+    assert fake.stalled.is_set() and not fake.release.is_set()
+    assert result.degraded and "SCOUT_WEAVIATE_TIMEOUT" in result.degraded_reason
+    assert result.index_ready and result.matches  # answered from the BM25 snapshot
+    assert {m.tool_pk for m in result.matches} <= set(range(1, 31))
+    assert all(m.dense_rank is None for m in result.matches)
 
 
-# -- re-scoring the pool ---------------------------------------------------------------------------------
+def test_unavailable_is_not_retried_past_the_deadline(served, fake):
+    """The client retries UNAVAILABLE with back-off (1 + 2 + 4 ... s); the search does not wait for it."""
+    backend, tools = served
+    fake.unavailable = True
+    fake.searches = 0
+    with override_settings(SCOUT_WEAVIATE_TIMEOUT=0.2):
+        result = backend.search(request_for(tools))
+    assert result.degraded and result.matches and result.degraded_reason
+    # The client's first retry comes a whole second after the first attempt; the search's deadline is a
+    # fifth of that: answering with only the first attempt made proves the retry loop was left behind.
+    assert fake.searches == 1
 
 
-def hit(pk: int, name: str, description: str, vectors, negatives=None, score: float = 0.5, keyword=None) -> PoolHit:
-    doc = ToolDoc(pk=pk, tool_id=f"s::{name}", name=name, server="s", description=description)
-    kinds = ("document",) * len(vectors)
-    return PoolHit(
-        properties=tool_properties(doc, kinds, ("text",) * len(vectors)),
-        score=score,
-        vectors=np.asarray(vectors, np.float32),
-        negatives=None if negatives is None else np.asarray(negatives, np.float32),
-        explain={} if keyword is None else {"keyword": keyword},
-    )
-
-
-def test_parse_explain_reads_each_branch_score():
-    text = (
-        "(Result Set keyword,bm25) Document 1f: original score 2.5, normalized score: 1 - "
-        "(Result Set vector,hybridVector) Document 1f: original score 0.81, normalized score: 0.7"
-    )
-    assert parse_explain(text) == {"keyword": 2.5, "vector": 0.81}
-    server_format = (  # as Weaviate 1.24+ prints it (weaviate/weaviate#4735)
-        "Hybrid (Result Set vector) Document 2d628e6a-565c-47b3-8e8a-6c0924358ec0: original score 0.3755169, "
-        "normalized score: 0.35678205 - \nHybrid (Result Set keyword) Document "
-        "2d628e6a-565c-47b3-8e8a-6c0924358ec0: original score 6.4637876, normalized score: 0.4792187"
-    )
-    assert parse_explain(server_format) == {"vector": pytest.approx(0.3755169), "keyword": pytest.approx(6.4637876)}
-    assert parse_explain(None) == {}
-    assert parse_explain("something else") == {}
-
-
-def test_pool_is_reranked_by_best_vector_and_terms():
-    query_vector = unit(1, 0, 0)
-    hits = [
-        hit(1, "get_weather", "Weather for a city.", [unit(0, 1, 0)], score=0.9, keyword=3.0),
-        hit(2, "send_email", "Send an email message.", [unit(0, 0, 1), unit(1, 0.05, 0)], score=0.8, keyword=1.0),
-    ]
-    candidates, confidence, cut, terms = rank_pool(
-        hits, query="send an email", query_vector=query_vector, top_k=5, fusion="convex"
-    )
-    assert confidence is not Confidence.NONE and cut >= 1
-    top = candidates[0]
-    assert hits[top.row].properties["tool_id"] == "s::send_email"
-    assert top.dense_rank == 1 and top.best_vector == 1  # its second vector is the close one
-    assert top.bm25_rank == 2  # Weaviate's keyword score ranked it second
-    assert terms == ("send", "email")
-
-
-def test_a_close_negative_example_demotes_the_tool():
-    query_vector = unit(1, 0, 0)
-    hits = [
-        hit(1, "read_inbox", "Read the newest mail.", [unit(1, 0.3, 0)], negatives=[unit(1, 0.01, 0)], score=0.9),
-        hit(2, "list_mail", "List messages in a folder.", [unit(1, 0.5, 0)], score=0.5),
-    ]
-    candidates, _, _, _ = rank_pool(hits, query="read mail", query_vector=query_vector, top_k=5, fusion="convex")
-    assert [hits[c.row].properties["tool_id"] for c in candidates] == ["s::list_mail", "s::read_inbox"]
-    assert candidates[1].demoted
-
-
-def test_nothing_relevant_abstains():
-    hits = [hit(1, "get_weather", "Weather for a city.", [unit(0, 1, 0)], score=0.2)]
-    _, confidence, cut, _ = rank_pool(
-        hits, query="zzqx frobnicate", query_vector=unit(1, 0, 0), top_k=5, fusion="convex"
-    )
-    assert confidence is Confidence.NONE and cut == 0
-
-
-# -- degrade, never fail (F5) ----------------------------------------------------------------------------
-
-
-def closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+def test_a_server_that_goes_away_and_returns_is_used_again_without_restart(served, fake):
+    backend, tools = served
+    request = request_for(tools)
+    healthy = backend.search(request)
+    fake.stop()
+    down = backend.search(request)
+    assert down.degraded and down.matches and not healthy.degraded
+    again = backend.search(request)  # no reconnect on the request path: straight to the fallback
+    assert again.degraded
+    fake.start()  # same ports
+    assert backend.wait_connected(timeout=30)  # the background connector reconnected
+    recovered = backend.search(request)
+    assert not recovered.degraded
+    assert recovered.matches == healthy.matches
 
 
 @pytest.fixture
@@ -299,8 +295,7 @@ def silent_server():
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(16)
-    accepted = []
-    stop = threading.Event()
+    accepted, stop = [], threading.Event()
 
     def accept() -> None:
         server.settimeout(0.2)
@@ -320,59 +315,219 @@ def silent_server():
     server.close()
 
 
+def test_searches_never_wait_for_a_connection(silent_server):
+    """Connecting is the background connector's job: while it hangs on a silent server, searches answer."""
+    tools = catalog_docs()
+    port = silent_server
+    with override_settings(WEAVIATE_URL=f"http://127.0.0.1:{port}", WEAVIATE_GRPC_URL=f"grpc://127.0.0.1:{port}"):
+        backend = WeaviateBackend()
+        backend.local_refresh(GENERATION, [t.doc for t in tools])
+        cache.set(GENERATION_CACHE_KEY, GENERATION, timeout=3600)
+        try:
+            result = backend.search(request_for(tools))
+            assert backend._connector.is_alive() and not backend._connected.is_set()  # still connecting
+            assert result.index_ready and result.degraded and result.matches
+            # "not connected yet", or the connector's first failure when it already gave up once
+            assert result.degraded_reason.startswith("weaviate unavailable: ")
+            assert {m.tool_pk for m in result.matches} <= set(range(1, 31))
+        finally:
+            backend.reset()
+
+
+def test_an_old_server_is_refused_with_a_clear_error(fake):
+    fake.version = "1.32.5"
+    with override_settings(WEAVIATE_URL=fake.url, WEAVIATE_GRPC_URL=fake.grpc_url):
+        backend = WeaviateBackend()
+        with pytest.raises(WeaviateIncompatible, match=r"1\.32\.5 is too old: Scout needs >= 1\.32\.6"):
+            backend.connect()
+        assert "too old" in backend.error
+        backend.reset()
+
+
+def test_vectors_of_another_size_or_model_are_refused_without_flapping(served):
+    backend, tools = served
+    counters.pop(EVENT_BACKEND_INCOMPATIBLE, None)
+    other = backend.search(request_for(tools, query_vector=unit_vector(1, dim=DIM * 2)))
+    assert other.degraded and "dimensions" in other.degraded_reason
+    backend.search(request_for(tools, query_vector=unit_vector(1, dim=DIM * 2)))
+    assert counters[EVENT_BACKEND_INCOMPATIBLE] == 1  # said once
+    assert backend._client is not None  # the server is fine: not dropped, not reconnected
+    assert not backend.search(request_for(tools)).degraded  # the right vectors are still served
+    with override_settings(SCOUT_SEARCH_MODEL_KEY="another-model"):
+        refused = backend.search(request_for(tools))
+    assert refused.degraded and "another-model" in refused.degraded_reason
+
+
+def test_a_build_missing_objects_is_never_swapped_in(served, fake):
+    backend, tools = served
+    live = fake.aliases["ScoutTools"]
+    fake.lose_uuids = {tool_uuid(tools[3].doc.pk)}
+    with pytest.raises(WeaviateUnavailable, match="holds 39 objects, 40 were written"):
+        backend.build(backend.connect(), "99999999-2222-3333-4444-555555555555", tools)
+    assert fake.aliases["ScoutTools"] == live  # searches stay on the complete collection
+    assert list(fake.collections) == [live]  # the incomplete one is gone
+
+
+# -- lifecycle (through the services and the database) ---------------------------------------------------
+
+
 @pytest.fixture
-def indexed_with_hidden(small_catalog, reindex, encoder):
-    """The small catalog indexed by the default (embedded) backend, plus a hidden perfect match."""
-    hidden = ToolFactory(
-        server=small_catalog["send_email"].server, name="send_email_now", description="Send an email message now."
+def weaviate_site(fake, small_catalog, encoder):
+    overrides = {
+        "SCOUT_SEARCH_BACKEND": "weaviate",
+        "WEAVIATE_URL": fake.url,
+        "WEAVIATE_GRPC_URL": fake.grpc_url,
+        "SCOUT_WEAVIATE_DROP_GRACE_SECONDS": 0,
+        "SCOUT_WEAVIATE_RETRY_SECONDS": 0.1,
+        "SCOUT_WEAVIATE_TIMEOUT": 5.0,
+    }
+    with override_settings(**overrides):
+        backend = backend_get()
+        backend.reset()
+        yield backend, small_catalog
+        fake.release.set()
+        if fake.pause_builds is not None:
+            fake.pause_builds.set()
+        backend.reset()
+
+
+def unpublished_generation() -> str:
+    """A full generation's token, in the database as the indexing service leaves it, not yet published."""
+    from search.choices import GenerationKind, GenerationStatus
+    from search.models import IndexGeneration
+
+    generation = IndexGeneration.objects.create(
+        kind=GenerationKind.FULL, status=GenerationStatus.READY, model_key=model_key()
     )
+    return str(generation.token)
+
+
+def stored(fake, alias="ScoutTools") -> dict[int, dict]:
+    return {o["properties"]["tool_pk"]: o for o in fake.objects(alias).values()}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
+def test_concurrent_builds_run_one_at_a_time(weaviate_site, fake, reindex):
+    backend, tools = weaviate_site
     reindex(index_rebuild)
-    visible = {t.pk for t in small_catalog.values()}
-    return small_catalog, hidden, visible
+    client = backend.connect()
+    from search.backends.weaviate import _indexed_tools
+
+    everything = _indexed_tools(None)
+    generations = [unpublished_generation() for _ in range(2)]
+    errors = []
+
+    def build(generation: str) -> None:
+        try:
+            backend.build(client, generation, everything)
+        except Exception as exc:  # pragma: no cover - the assertion below shows it
+            errors.append(exc)
+
+    fake.log.clear()
+    threads = [threading.Thread(target=build, args=(g,)) for g in generations]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors
+    # Each build's create, writes and swap happen before the other build starts.
+    creates = [i for i, entry in enumerate(fake.log) if entry[0] == "create"]
+    swaps = [i for i, entry in enumerate(fake.log) if entry[0] == "alias"]
+    assert len(creates) == 2 and len(swaps) == 2
+    assert creates[0] < swaps[0] < creates[1] < swaps[1]
+    # One collection left: the alias target, complete.
+    target = fake.aliases["ScoutTools"]
+    assert [name for name in fake.collections] == [target]
+    assert len(fake.objects(target)) == len(tools)
 
 
-def _degraded_search(visible: set[int]):
-    return tool_search(query="send an email message", visible=visible, top_k=5)
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
+def test_updates_published_during_a_build_are_replayed_after_the_swap(weaviate_site, fake, reindex):
+    backend, tools = weaviate_site
+    reindex(index_rebuild)
+    first = fake.aliases["ScoutTools"]
+    full = unpublished_generation()  # a full generation whose build runs (slowly) below
+    from search.backends.weaviate import _indexed_tools
+
+    everything = _indexed_tools(None)
+    fake.pause_builds = threading.Event()
+    builder = threading.Thread(target=backend.build, args=(backend.connect(), full, everything))
+    builder.start()
+    assert fake.build_paused.wait(30)
+    # Meanwhile a tool changes: the update goes to the live collection and is recorded for the build.
+    tool = tools["send_email"]
+    tool.description = "Send an email message, now with read receipts."
+    tool.save()
+    reindex(index_update, tool_pks=[tool.pk])
+    assert "read receipts" in stored(fake)[tool.pk]["properties"]["description"]
+    fake.pause_builds.set()
+    builder.join(timeout=60)
+    assert fake.aliases["ScoutTools"] != first  # swapped to the new build
+    assert "read receipts" in stored(fake)[tool.pk]["properties"]["description"]  # replayed into it
+    assert len(stored(fake)) == len(tools)
 
 
 @pytest.mark.django_db
 @pytest.mark.slow
-def test_unreachable_weaviate_gives_degraded_filtered_bm25(indexed_with_hidden):
-    tools, hidden, visible = indexed_with_hidden
-    with override_settings(SCOUT_SEARCH_BACKEND="weaviate", WEAVIATE_URL=f"http://127.0.0.1:{closed_port()}"):
-        result = _degraded_search(visible)
-        assert result.index_ready and result.degraded
-        assert result.backend == "embedded"
-        assert result.matches and result.matches[0].tool_id == "mail::send_email"
-        assert hidden.pk not in {m.tool_pk for m in result.matches}  # never unfiltered
-        assert {m.tool_pk for m in result.matches} <= visible
-        assert counters.get(EVENT_BACKEND_UNAVAILABLE, 0) >= 1
-        # The next search skips the dead server at once instead of reconnecting.
-        unavailable_before_retry = counters.get(EVENT_BACKEND_UNAVAILABLE, 0)
-        again = _degraded_search(visible)
-        assert again.degraded and [m.tool_id for m in again.matches] == [m.tool_id for m in result.matches]
-        assert counters.get(EVENT_BACKEND_UNAVAILABLE, 0) == unavailable_before_retry  # no reconnect attempt
+def test_a_partial_batch_failure_is_found_and_repaired_by_reconcile(weaviate_site, fake, reindex):
+    backend, tools = weaviate_site
+    reindex(index_rebuild)
+    broken, fine = tools["read_file"], tools["write_file"]
+    fake.fail_uuids = {tool_uuid(broken.pk)}
+    for tool in (broken, fine):
+        tool.description += " Also handles symbolic links."
+        tool.save()
+    with pytest.raises(WeaviateUnavailable, match="1 of 2 objects failed"):
+        reindex(index_update, tool_pks=[broken.pk, fine.pk])
+    assert "symbolic links" not in stored(fake)[broken.pk]["properties"]["description"]  # diverged
+    assert "symbolic links" in stored(fake)[fine.pk]["properties"]["description"]
+    fake.fail_uuids = set()
+    # An object of a tool that is gone, too (a delete that never reached the server).
+    ghost = dict(stored(fake)[fine.pk], uuid=tool_uuid(999999))
+    ghost["properties"] = dict(ghost["properties"], tool_pk=999999)
+    fake.objects("ScoutTools")[ghost["uuid"]] = ghost
+    counters.pop(EVENT_INDEX_DRIFT, None)
+    call_command("search_reconcile")
+    assert counters[EVENT_INDEX_DRIFT] >= 1
+    now = stored(fake)
+    assert "symbolic links" in now[broken.pk]["properties"]["description"]
+    assert 999999 not in now and len(now) == len(tools)
+    from search.backends.weaviate import _indexed_tools
+
+    for tool in _indexed_tools(None):
+        assert now[tool.doc.pk]["properties"]["fingerprint"] == tool_fingerprint(tool, model_key())
+    assert backend.reconcile() == {"rebuilt": 0, "written": 0, "deleted": 0}  # nothing left to repair
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
+def test_readiness_probes_prepare_the_fallback_in_the_background(weaviate_site, reindex):
+    backend, tools = weaviate_site
+    reindex(index_rebuild)
+    backend.reset()  # as a new process: nothing prepared
+    assert backend.warm() is False  # the build started in the background; the probe did not wait for it
+    assert backend._local_ready.wait(60)
+    assert backend.warm() is True
+    assert backend.wait_connected(30)  # the connector was started too
+    result = tool_search(query="send an email message", visible={t.pk for t in tools.values()})
+    assert result.index_ready and not result.degraded
 
 
 @pytest.mark.django_db
 @pytest.mark.slow
-def test_hung_weaviate_gives_degraded_results_within_the_timeout(indexed_with_hidden, silent_server):
-    _, hidden, visible = indexed_with_hidden
-    url = f"http://127.0.0.1:{silent_server}"
-    with override_settings(SCOUT_SEARCH_BACKEND="weaviate", WEAVIATE_URL=url):
-        result = _degraded_search(visible)
-    assert result.degraded and result.matches
-    assert hidden.pk not in {m.tool_pk for m in result.matches}
-    # F5: the server never answers, so getting an answer at all proves the connect check gave up and
-    # embedded BM25 answered (latency is measured by the bench, not asserted here).
-    assert result.backend == "embedded" and result.matches[0].tool_id == "mail::send_email"
-
-
-@pytest.mark.django_db
-def test_publish_to_unreachable_weaviate_raises_a_clear_error(small_catalog):
-    from search.backends.weaviate import WeaviateUnavailable
-
-    with override_settings(SCOUT_SEARCH_BACKEND="weaviate", WEAVIATE_URL=f"http://127.0.0.1:{closed_port()}"):
-        backend = backend_get("weaviate")
-        with pytest.raises(WeaviateUnavailable, match="cannot connect to Weaviate"):
-            backend.publish(generation=str(uuid.uuid4()), tools=[], removed=(), full=True)
+def test_services_search_through_weaviate_and_fall_back_when_it_is_gone(weaviate_site, fake, reindex):
+    backend, tools = weaviate_site
+    hidden = tools["send_email"]
+    reindex(index_rebuild)
+    assert backend._local is not None  # the fallback was built by the publish, before any search
+    visible = {t.pk for t in tools.values() if t.pk != hidden.pk}
+    served = tool_search(query="send an email message", visible=visible, top_k=5)
+    assert served.backend == "weaviate" and not served.degraded and served.matches
+    assert hidden.pk not in {m.tool_pk for m in served.matches}
+    fake.stop()
+    fallback = tool_search(query="send an email message", visible=visible, top_k=5)
+    assert fallback.degraded and fallback.degraded_reason.startswith("weaviate unavailable")
+    assert fallback.matches and hidden.pk not in {m.tool_pk for m in fallback.matches}
+    assert fallback.confidence is not Confidence.NONE

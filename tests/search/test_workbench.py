@@ -5,7 +5,7 @@ from django.contrib.auth.models import Permission
 from django.urls import reverse
 
 from governance.principals import principal_for_user
-from search.choices import Confidence
+from search.engine.ranking import Confidence
 from search.models import SearchOutcome
 from search.services import index_rebuild, tool_search
 from search.usage import LoggedResult, query_log_record

@@ -97,7 +97,15 @@ class Command(ProgressCommand):
         if not options["no_serve"]:
             import uvicorn
 
-            uvicorn.run("scoutsite.asgi:application", host=options["host"], port=options["port"], log_level="info")
+            from scoutsite.serving import PROTOCOL
+
+            uvicorn.run(
+                "scoutsite.asgi:application",
+                http=PROTOCOL,  # closes connections whose request does not arrive in time (stalled clients)
+                host=options["host"],
+                port=options["port"],
+                log_level="info",
+            )
 
     def _login(self, username: str, *, superuser: bool) -> str:
         """Create the login, or reset its password: the new one is printed, never stored in clear."""
@@ -241,15 +249,17 @@ class Command(ProgressCommand):
 
     def _api_token(self) -> str | None:
         try:
+            from governance.models import Agent
             from governance.services.tokens import api_token_create
         except ImportError:
             return None
         user = get_user_model().objects.get(username=DEMO_USERNAME)
+        # The demo's agent may use whatever its person may (no narrowing grants of its own).
+        agent, _ = Agent.objects.get_or_create(user=user, name="demo-client", defaults={"all_user_tools": True})
         _, raw = api_token_create(
             user=user,
             name=f"demo {timezone.now():%Y-%m-%d %H:%M}",
-            agent="demo-client",
-            tenant="",
+            agent=agent,
             scopes=frozenset({"discover", "execute"}),
             expires_at=timezone.now() + timedelta(days=7),
         )

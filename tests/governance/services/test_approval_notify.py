@@ -85,3 +85,18 @@ def test_no_webhook_without_a_url(setup, mutating_tool, settings, receiver, djan
     with django_capture_on_commit_callbacks(execute=True):
         approval_request_create(principal=setup, tool=mutating_tool, arguments={"name": "x"})
     assert received == []
+
+
+def test_a_tenants_request_is_mailed_only_to_approvers_of_that_tenant(
+    setup, acme_token, mutating_tool, mailoutbox, django_capture_on_commit_callbacks
+):
+    """Z12: ann (in acme) and bob (in no tenant) may both approve the tool; acme's request reaches ann only."""
+    from django.contrib.auth import get_user_model
+
+    from governance.models import Tenant
+
+    Tenant.objects.get(slug="acme").members.add(get_user_model().objects.get(username="ann"))
+    _, _, in_acme = acme_token
+    with django_capture_on_commit_callbacks(execute=True):
+        approval_request_create(principal=in_acme, tool=mutating_tool, arguments={"name": "acme-repo"})
+    assert sorted(address for message in mailoutbox for address in message.to) == ["ann@example.com"]

@@ -51,7 +51,7 @@ def test_call_without_approval_creates_a_pending_request_and_does_not_allow(setu
     request = decision.approval_request
     assert request.status == ApprovalStatus.PENDING
     assert request.requester == principal.user and request.token_id == principal.token_id
-    assert request.agent == "triage-agent" and request.tenant == "acme"
+    assert request.agent == "triage-agent" and request.tenant is None
     assert request.tool_definition_hash == tool.definition_hash
     assert request.arguments_digest == arguments_digest(ARGS_A)
     assert request.policy_version.number >= 1

@@ -4,7 +4,7 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from governance.choices import AuditEventType
-from governance.models import AuditEvent, AuditLogImmutable
+from governance.models import AuditEvent, AuditLogImmutable, Tenant
 from governance.services.approvals import approval_consume, approval_decide, approval_request_create
 from governance.services.audit import audit_record
 from governance.services.permissions import permission_grant, permission_revoke
@@ -13,8 +13,8 @@ from governance.services.policy import policy_version_current
 pytestmark = pytest.mark.django_db
 
 
-def test_discovery_and_execution_events_carry_the_full_envelope(member_token, tool):
-    _, _, principal = member_token
+def test_discovery_and_execution_events_carry_the_full_envelope(acme_token, tool):
+    _, _, principal = acme_token
     event = audit_record(
         event_type=AuditEventType.EXECUTION,
         principal=principal,
@@ -26,9 +26,9 @@ def test_discovery_and_execution_events_carry_the_full_envelope(member_token, to
     event.refresh_from_db()
     assert event.envelope == {
         "humanSubject": "member",
-        "agentId": "triage-agent",
+        "agentId": "acme-triage",
         "tenantId": "acme",
-        "delegationChain": ["user:member", "agent:triage-agent", "scout-gateway"],
+        "delegationChain": ["user:member", "agent:acme-triage", "scout-gateway"],
         "targetServer": "github",
         "tool": "github::list_issues",
         "environment": "production",
@@ -38,6 +38,7 @@ def test_discovery_and_execution_events_carry_the_full_envelope(member_token, to
     }
     assert event.token_ref == principal.token_ref and event.user == principal.user
     assert event.tool_definition_hash == tool.definition_hash
+    assert event.tenant_scope_id == principal.tenant_id is not None
 
 
 def test_grant_and_revoke_write_one_event_each(member, superuser, server):
@@ -50,8 +51,9 @@ def test_grant_and_revoke_write_one_event_each(member, superuser, server):
     assert events[0].payload == {"action": "discover", "holder": "user:member", "target": "github", "changed": True}
 
 
-def test_approval_lifecycle_events_carry_the_approval_id(member_token, approver, grant, server, mutating_tool):
-    _, _, principal = member_token
+def test_approval_lifecycle_events_carry_the_approval_id(acme_token, approver, grant, server, mutating_tool):
+    _, _, principal = acme_token
+    Tenant.objects.get(slug="acme").members.add(approver)  # approvers see only their tenants' requests
     grant(principal.user, server, "discover", "execute")
     grant(approver, server, "approve")
     request = approval_request_create(principal=principal, tool=mutating_tool, arguments={"a": 1})
@@ -61,7 +63,7 @@ def test_approval_lifecycle_events_carry_the_approval_id(member_token, approver,
     assert [e.event_type for e in events] == ["approval.requested", "approval.approved", "approval.consumed"]
     assert [e.human_subject for e in events] == ["member", "approver", "member"]
     assert all(e.policy_version == request.policy_version.number for e in events)
-    assert events[0].agent == "triage-agent" and events[0].tenant == "acme"
+    assert events[0].agent == "acme-triage" and events[0].tenant == "acme"
 
 
 def test_failed_change_leaves_no_event(member, superuser, server):

@@ -10,7 +10,7 @@ from django.utils import timezone
 from governance.constants import TOKEN_PREFIX
 from governance.models import ApiToken, AuditEvent
 from governance.services.tokens import api_token_create, api_token_revoke, api_token_verify
-from tests.governance.factories import in_days
+from tests.governance.factories import agent_of, in_days, tenant_with
 
 pytestmark = pytest.mark.django_db
 
@@ -26,11 +26,11 @@ def test_raw_token_is_returned_once_and_only_its_hash_is_stored(member):
 
 
 def test_verify_returns_the_principal_with_envelope(member):
+    acme = tenant_with("acme", member)
     token, raw = api_token_create(
         user=member,
         name="t",
-        agent="triage-agent",
-        tenant="acme",
+        agent=agent_of(member, "triage-agent", tenant=acme, all_user_tools=True),
         scopes=["discover", "server:github"],
         expires_at=in_days(1),
     )
@@ -41,6 +41,7 @@ def test_verify_returns_the_principal_with_envelope(member):
     assert principal.scopes == frozenset({"discover", "server:github"})
     assert principal.server_slugs == frozenset({"github"})
     assert principal.delegation_chain == ("user:member", "agent:triage-agent", "scout-gateway")
+    assert principal.tenant_id == acme.pk and principal.tenant_ids == frozenset({acme.pk})
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,239 @@
+"""Access on the server and tool forms: who may discover, execute and approve, as groups or people.
+
+The catalog's admins know nothing of governance (dependencies point catalog ← governance): this module
+re-registers Server and Tool with subclasses that add the grant inlines. Every grant and revocation goes
+through the audited services, never a bare save. Nobody but a superuser gives themselves ``approve`` (the form
+says so before anything is saved). Tenants (Z12): the server form has a tenant section once tenants exist; an
+operator lists and grants only shared servers (and their tools) and their tenants', and a tenant's server or
+tool goes only to that tenant's members."""
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.auth.models import Permission
+from django.core.exceptions import ValidationError
+
+from catalog.admin.servers import ServerAdmin as CatalogServerAdmin
+from catalog.admin.tools import CURATION_HELP
+from catalog.admin.tools import ToolAdmin as CatalogToolAdmin
+from catalog.models import Server, Tool
+
+from ..models import (
+    ServerGroupObjectPermission,
+    ServerTenant,
+    ServerUserObjectPermission,
+    Tenant,
+    ToolGroupObjectPermission,
+    ToolUserObjectPermission,
+)
+from ..selectors import servers_visible_to_operator
+from ..services.permissions import (
+    SELF_GRANT_MESSAGE,
+    grants_to_self,
+    permission_grant,
+    permission_grant_check,
+    permission_revoke,
+    self_grant_refused,
+)
+from .tenant_scope import TenantScopedMixin
+
+ACTIONS = ("discover", "execute", "approve")
+ACTION_HELP = {
+    "server": "discover: find and inspect its tools · execute: call them (risky calls still need approval) · "
+    "approve: decide those calls. A new server is visible to nobody until someone gets discover.",
+    "tool": "discover: find and inspect this tool · execute: call it (risky calls still need approval) · "
+    "approve: decide those calls. Grants on its server cover it too.",
+}
+GRANT_MODELS = {
+    ServerGroupObjectPermission: "group",
+    ServerUserObjectPermission: "user",
+    ToolGroupObjectPermission: "group",
+    ToolUserObjectPermission: "user",
+}
+
+
+def action_of(permission: Permission) -> str:
+    return permission.codename.split("_", 1)[0]
+
+
+class AccessFormSet(forms.BaseInlineFormSet):
+    """Refuses, row by row, a grant of ``approve`` that would reach the person saving the form, and (Z12) a new
+    grant on a tenant's server or tool to someone outside that tenant (the service checks it again)."""
+
+    actor = None
+    holder_field = "user"
+
+    def clean(self) -> None:
+        super().clean()
+        for form in self.forms:
+            data = getattr(form, "cleaned_data", None) or {}
+            if not data or data.get("DELETE") or form.instance.pk:
+                continue
+            holder, permission = data.get(self.holder_field), data.get("permission")
+            if not (holder and permission):
+                continue
+            if self_grant_refused(actor=self.actor, holder=holder, action=action_of(permission)):
+                form.add_error(self.holder_field, SELF_GRANT_MESSAGE)
+            if self.instance.pk is None:
+                continue
+            try:
+                permission_grant_check(actor=self.actor, target=self.instance, holder=holder)
+            except ValidationError as error:
+                raise forms.ValidationError(error.messages) from None
+
+
+class _AccessInline(admin.TabularInline):
+    fk_name = "content_object"
+    extra = 1
+    can_delete = True
+    formset = AccessFormSet
+    target = "server"
+
+    def get_formset(self, request, obj=None, **kwargs):
+        formset = super().get_formset(request, obj, **kwargs)
+        return type(formset.__name__, (formset,), {"actor": request.user, "holder_field": GRANT_MODELS[self.model]})
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "permission":
+            kwargs["queryset"] = Permission.objects.filter(
+                content_type__app_label="catalog", codename__in=[f"{a}_{self.target}" for a in ACTIONS]
+            ).order_by("codename")
+            field = super().formfield_for_foreignkey(db_field, request, **kwargs)
+            field.label_from_instance = action_of
+            field.label = "may"
+            field.help_text = ACTION_HELP[self.target]
+            return field
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False  # a grant is added or removed, never edited
+
+
+class ServerGroupAccessInline(_AccessInline):
+    model = ServerGroupObjectPermission
+    fields = ("group", "permission")
+    autocomplete_fields = ("group",)
+    verbose_name = "group access"
+    verbose_name_plural = "Access: groups who may discover / execute / approve"
+
+
+class ServerUserAccessInline(_AccessInline):
+    model = ServerUserObjectPermission
+    fields = ("user", "permission")
+    autocomplete_fields = ("user",)
+    verbose_name = "person's access"
+    verbose_name_plural = "Access: people who may discover / execute / approve"
+
+
+class ToolGroupAccessInline(ServerGroupAccessInline):
+    model = ToolGroupObjectPermission
+    target = "tool"
+    verbose_name_plural = "Access to this tool: groups who may discover / execute / approve"
+
+
+class ToolUserAccessInline(ServerUserAccessInline):
+    model = ToolUserObjectPermission
+    target = "tool"
+    verbose_name_plural = "Access to this tool: people who may discover / execute / approve"
+
+
+class ServerTenantInline(admin.StackedInline):
+    """Which tenant owns the server: only its callers see its tools (empty: shared by every tenant)."""
+
+    model = ServerTenant
+    fields = ("tenant",)
+    extra = 0
+    max_num = 1
+    verbose_name = "tenant"
+    verbose_name_plural = "Tenant: only this tenant's callers see the server (none: shared by all tenants)"
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "tenant" and not request.user.is_superuser:
+            kwargs["queryset"] = Tenant.objects.filter(pk__in=request.user.tenants.values("pk"))
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+
+class AccessAdminMixin:
+    """Saves the access inlines through the audited grant services."""
+
+    def save_formset(self, request, form, formset, change):
+        holder_field = GRANT_MODELS.get(formset.model)
+        if holder_field is None:
+            return super().save_formset(request, form, formset, change)
+        new_grants = formset.save(commit=False)  # fills deleted_objects; nothing is written here
+        for grant in formset.deleted_objects:
+            permission_revoke(
+                actor=request.user,
+                target=form.instance,
+                action=action_of(grant.permission),
+                holder=getattr(grant, holder_field),
+            )
+        for grant in new_grants:
+            holder, action = getattr(grant, holder_field), action_of(grant.permission)
+            permission_grant(actor=request.user, target=form.instance, action=action, holder=holder)
+            if action == "approve" and grants_to_self(actor=request.user, holder=holder):
+                messages.warning(
+                    request,
+                    f"{holder} may approve, but not you through this grant: "
+                    "an approve grant never counts for the person who made it.",
+                )
+
+
+class ServerAdmin(AccessAdminMixin, CatalogServerAdmin):
+    inlines = (ServerTenantInline, ServerGroupAccessInline, ServerUserAccessInline, *CatalogServerAdmin.inlines)
+
+    def get_inline_instances(self, request, obj=None):
+        # The tenant section appears once tenants exist: a single-tenant install keeps its plain form.
+        inlines = super().get_inline_instances(request, obj)
+        if not Tenant.objects.exists():
+            inlines = [inline for inline in inlines if not isinstance(inline, ServerTenantInline)]
+        return inlines
+
+    def get_queryset(self, request):
+        # An operator of tenant A manages shared servers and tenant A's; tenant B's do not exist for them (Z12).
+        return super().get_queryset(request).filter(servers_visible_to_operator(user=request.user))
+
+
+GRANT_PERMISSIONS = ("governance.add_toolgroupobjectpermission", "governance.add_tooluserobjectpermission")
+CURATION_FIELDS = (*CURATION_HELP, "entity_types", "operation_verbs")
+
+
+class ToolAdmin(AccessAdminMixin, TenantScopedMixin, CatalogToolAdmin):
+    """The tool page with its own access. An operator (who may grant but not curate) saves the access rows
+    only: the curation fields are read-only for them and nothing else of the tool is written. Only tools of the
+    servers the operator may manage are listed (Z12)."""
+
+    inlines = (*CatalogToolAdmin.inlines, ToolGroupAccessInline, ToolUserAccessInline)  # curation first
+
+    def _may_curate(self, request) -> bool:
+        return super().has_change_permission(request)
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return super().has_change_permission(request, obj) or any(map(request.user.has_perm, GRANT_PERMISSIONS))
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = tuple(super().get_readonly_fields(request, obj))
+        return fields if self._may_curate(request) else (*fields, *CURATION_FIELDS)
+
+    def save_related(self, request, form, formsets, change) -> None:
+        access = [formset for formset in formsets if formset.model in GRANT_MODELS]
+        for formset in access:
+            self.save_formset(request, form, formset, change=change)
+        if self._may_curate(request):  # curation and phrases: a changed grant is no reason to reindex the tool
+            super().save_related(request, form, [f for f in formsets if f not in access], change)
+
+    def response_change(self, request, obj):
+        if self._may_curate(request):
+            return super().response_change(request, obj)
+        response = admin.ModelAdmin.response_change(self, request, obj)
+        storage = messages.get_messages(request)
+        kept = [m for m in storage if "was changed successfully" not in m.message]
+        for message in kept:
+            messages.add_message(request, message.level, message.message, extra_tags=message.extra_tags)
+        self.message_user(request, f"Saved the access to {obj.tool_id}.", messages.SUCCESS)
+        return response
+
+
+admin.site.unregister(Server)
+admin.site.register(Server, ServerAdmin)
+admin.site.unregister(Tool)
+admin.site.register(Tool, ToolAdmin)

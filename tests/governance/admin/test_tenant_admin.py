@@ -1,0 +1,165 @@
+"""Z12 in the admin: an operator of tenant A manages shared servers and tenant A's, never tenant B's (not in a
+list, not on a page, not in a grant), and reads only shared and tenant A's audit events."""
+
+import pytest
+from django.contrib.auth.models import Group, Permission
+from django.urls import reverse
+
+from governance.models import AuditEvent, ServerTenant, ServerUserObjectPermission
+from governance.roles import OPERATORS
+from governance.services.audit import audit_record
+from tests.governance.factories import ServerFactory, ToolFactory, tenant_with
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def world(django_user_model, member, outsider):
+    operator = django_user_model.objects.create_user(username="op-a", is_staff=True)
+    operator.groups.add(Group.objects.get(name=OPERATORS))
+    tenant_a, tenant_b = tenant_with("tenant-a", operator, member), tenant_with("tenant-b", outsider)
+    servers = {}
+    for slug, tenant in (("shared-srv", None), ("alpha-srv", tenant_a), ("bravo-srv", tenant_b)):
+        server = ServerFactory(slug=slug)
+        if tenant is not None:
+            ServerTenant.objects.create(server=server, tenant=tenant)
+        ToolFactory(server=server, name=f"{slug.split('-')[0]}_tool")
+        servers[slug] = server
+    return {"operator": operator, "a": tenant_a, "b": tenant_b, **servers}
+
+
+def test_operator_sees_shared_and_own_tenants_servers_and_tools_only(client, world):
+    client.force_login(world["operator"])
+    servers = client.get(reverse("admin:catalog_server_changelist")).content.decode()
+    tools = client.get(reverse("admin:catalog_tool_changelist")).content.decode()
+    for page in (servers, tools):
+        assert "shared" in page and "alpha" in page
+        assert "bravo" not in page
+    foreign = client.get(reverse("admin:catalog_server_change", args=[world["bravo-srv"].pk]))
+    assert foreign.status_code == 302  # the admin's answer for an object that does not exist for you
+    assert "bravo" not in client.get(foreign["Location"], follow=True).content.decode()
+
+
+def test_operator_cannot_grant_another_tenants_server(client, world, member):
+    client.force_login(world["operator"])
+    discover = Permission.objects.get(codename="discover_server")
+    url = reverse("admin:governance_serveruserobjectpermission_add")
+    refused = client.post(url, {"user": member.pk, "permission": discover.pk, "content_object": world["bravo-srv"].pk})
+    assert refused.status_code == 200 and "no such server" in refused.content.decode()
+    assert not ServerUserObjectPermission.objects.exists()
+    granted = client.post(url, {"user": member.pk, "permission": discover.pk, "content_object": world["alpha-srv"].pk})
+    assert granted.status_code == 302
+    assert ServerUserObjectPermission.objects.filter(content_object=world["alpha-srv"], user=member).exists()
+
+
+def test_operator_reads_shared_and_own_tenants_audit_events(client, world):
+    for slug in ("shared-srv", "alpha-srv", "bravo-srv"):
+        tool = world[slug].tools.get()
+        audit_record(event_type="review.held", principal=None, tool=tool, outcome="success", payload={})
+    client.force_login(world["operator"])
+    page = client.get(reverse("admin:governance_auditevent_changelist")).content.decode()
+    assert "shared-srv::shared_tool" in page and "alpha-srv::alpha_tool" in page
+    assert "bravo" not in page  # neither a row nor a filter choice names it
+    bravo = AuditEvent.objects.get(target_server="bravo-srv")
+    alpha = AuditEvent.objects.get(target_server="alpha-srv")
+    assert client.get(reverse("admin:governance_auditevent_change", args=[alpha.pk])).status_code == 200
+    assert client.get(reverse("admin:governance_auditevent_change", args=[bravo.pk])).status_code == 302
+
+
+def test_operators_home_and_dashboard_show_no_other_tenants_servers_or_tools(client, world):
+    for slug in ("alpha-srv", "bravo-srv"):
+        tool = world[slug].tools.get()
+        audit_record(event_type="execution", principal=None, tool=tool, outcome="success", payload={"duration_ms": 5})
+    client.force_login(world["operator"])
+    home = client.get(reverse("admin:index")).content.decode()
+    assert "alpha-srv" in home and "bravo" not in home
+    figures = client.get(reverse("dashboard_data")).json()
+    assert figures["top_tools"] == [["alpha-srv::alpha_tool", 1]]
+    assert sum(figures["servers"].values()) == 2  # shared and alpha, not bravo
+
+
+def _form_fields(html: str) -> dict[str, str]:
+    """The values a browser would submit from the page's change form (inputs, selected options, textareas)."""
+    from html.parser import HTMLParser
+
+    class Fields(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.values: dict[str, str] = {}
+            self.select: str | None = None
+            self.textarea: str | None = None
+
+        def handle_starttag(self, tag, attrs) -> None:
+            attrs = dict(attrs)
+            if tag == "input" and attrs.get("name") and attrs.get("type") not in ("submit", "checkbox"):
+                self.values[attrs["name"]] = attrs.get("value") or ""
+            elif tag == "input" and attrs.get("type") == "checkbox" and "checked" in attrs:
+                self.values[attrs["name"]] = attrs.get("value") or "on"
+            elif tag == "select":
+                self.select = attrs.get("name")
+                self.values.setdefault(self.select, "")
+            elif tag == "option" and self.select and "selected" in attrs:
+                self.values[self.select] = attrs.get("value") or ""
+            elif tag == "textarea":
+                self.textarea = attrs.get("name")
+                self.values[self.textarea] = ""
+
+        def handle_endtag(self, tag) -> None:
+            if tag == "select":
+                self.select = None
+            elif tag == "textarea":
+                self.textarea = None
+
+        def handle_data(self, data) -> None:
+            if self.textarea:
+                self.values[self.textarea] += data
+
+    parser = Fields()
+    parser.feed(html)
+    return parser.values
+
+
+def test_a_tenants_tool_is_granted_on_its_page_only_to_that_tenants_members(client, world, member, outsider):
+    """Z12 with main's per-tool access: the tool page's access rows refuse a person outside the tool's tenant
+    (the form says so; nothing is granted), and accept a member."""
+    from governance.models import ToolUserObjectPermission
+
+    tool = world["alpha-srv"].tools.get()
+    client.force_login(world["operator"])
+    url = reverse("admin:catalog_tool_change", args=[tool.pk])
+    fields = _form_fields(client.get(url).content.decode())
+    row = "user_grants"  # the people's access rows of the tool page
+    assert f"{row}-0-user" in fields
+    discover = Permission.objects.get(codename="discover_tool")
+
+    refused = client.post(url, {**fields, f"{row}-0-user": outsider.pk, f"{row}-0-permission": discover.pk})
+    assert refused.status_code == 200
+    assert "this server belongs to a tenant the person is not a member of" in refused.content.decode()
+    assert not ToolUserObjectPermission.objects.exists()
+
+    granted = client.post(url, {**fields, f"{row}-0-user": member.pk, f"{row}-0-permission": discover.pk})
+    assert granted.status_code == 302
+    assert ToolUserObjectPermission.objects.filter(content_object=tool, user=member).exists()
+
+
+def test_curators_preview_and_example_check_stay_inside_their_tenants(client, world, outsider):
+    from governance.roles import CURATORS
+    from search.preview import visible_tool_pks
+
+    curator = world["operator"]
+    curator.groups.add(Group.objects.get(name=CURATORS))
+    bravo_tool = world["bravo-srv"].tools.get()
+    # "Every tool some client may get" and "as a user of tenant B" both stop at the curator's tenants.
+    every = visible_tool_pks(as_user=None, viewer=curator)
+    assert {world[s].tools.get().pk for s in ("shared-srv", "alpha-srv")} <= every
+    assert bravo_tool.pk not in every
+    platform = type(curator).objects.create_superuser(username="platform", password="x")
+    assert bravo_tool.pk in visible_tool_pks(as_user=None, viewer=platform)  # the control: it is servable
+    ServerUserObjectPermission.objects.create(
+        user=outsider, permission=Permission.objects.get(codename="discover_server"), content_object=world["bravo-srv"]
+    )
+    assert bravo_tool.pk not in visible_tool_pks(as_user=outsider, viewer=curator)
+    client.force_login(curator)
+    assert client.get(reverse("search_preview_tool", args=[bravo_tool.pk])).status_code == 404
+    alpha_tool = world["alpha-srv"].tools.get()
+    assert client.get(reverse("search_preview_tool", args=[alpha_tool.pk])).status_code == 200

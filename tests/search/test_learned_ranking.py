@@ -1,0 +1,81 @@
+"""Learned requests in ranking (ORM-free, over an in-memory snapshot): in BM25 as a weighted field that
+counts below curated text and once per term; a hidden tool's learned requests move nothing."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from search.documents import ToolDoc
+from search.engine.ranking import RankingOptions
+from search.engine.snapshot import IndexSnapshot
+from search.evaluation import doc_vectors
+
+LEARNED = "did my landlord answer about the rent"
+TOOLS = [
+    ToolDoc(pk=1, tool_id="mail::list_inbox", name="list_inbox", server="mail", description="List e-mail messages."),
+    ToolDoc(pk=2, tool_id="mail::send_email", name="send_email", server="mail", description="Send an e-mail message."),
+    ToolDoc(pk=3, tool_id="files::read_file", name="read_file", server="files", description="Read a text file."),
+]
+
+
+def _rank(snapshot: IndexSnapshot, query: str, vector=None, visible=None, **options):
+    ranking = snapshot.rank(
+        snapshot.branches(query, vector, snapshot.visible_mask(visible)),
+        query=query,
+        query_vector=vector,
+        top_k=3,
+        options=RankingOptions(fusion="convex" if vector is not None else "bm25", **options),
+    )
+    return {snapshot.docs[c.row].tool_id: c for c in ranking.candidates}, ranking
+
+
+def _with_learned(*learned: tuple[str, float], tool: int = 0) -> list[ToolDoc]:
+    docs = list(TOOLS)
+    docs[tool] = replace(docs[tool], learned=tuple(learned))
+    return docs
+
+
+def test_learned_words_rank_their_tool_by_bm25_and_are_never_explained():
+    before, _ = _rank(IndexSnapshot(TOOLS, None), "landlord rent")
+    assert all(c.bm25_score == 0 for c in before.values())  # no tool has these words
+    snapshot = IndexSnapshot(_with_learned((LEARNED, 0.6)), None)  # the model down: BM25 alone
+    after, ranking = _rank(snapshot, "landlord rent")
+    assert next(iter(after)) == "mail::list_inbox" and after["mail::list_inbox"].bm25_score > 0
+    why = snapshot.explain(after["mail::list_inbox"].row, -1, ranking.query_terms)
+    assert "landlord" not in repr(why) and "rent" not in repr(why)  # another user's words
+
+
+def test_a_learned_word_counts_once_and_below_a_curated_example():
+    one, _ = _rank(IndexSnapshot(_with_learned((LEARNED, 0.6)), None), "landlord")
+    # One principal's many wordings with the same word: still one weighted occurrence of it.
+    many = [(f"landlord {'landlord ' * i}".strip(), 0.6) for i in range(30)]
+    repeated, _ = _rank(IndexSnapshot(_with_learned(*many), None), "landlord")
+    assert repeated["mail::list_inbox"].bm25_score == pytest.approx(
+        _rank(IndexSnapshot(_with_learned(("landlord", 0.6)), None), "landlord")[0]["mail::list_inbox"].bm25_score
+    )
+    # At the cap a learned request still counts less than the same words curated as an example request.
+    docs = _with_learned(("landlord rent", 0.9), tool=0)
+    docs[1] = replace(docs[1], examples=("landlord rent",))
+    both, _ = _rank(IndexSnapshot(docs, None), "landlord rent")
+    assert both["mail::send_email"].bm25_score > both["mail::list_inbox"].bm25_score > 0
+    assert one["mail::list_inbox"].bm25_score > 0
+
+
+@pytest.fixture(scope="module")
+def vectors_for(encoder):
+    return lambda texts: encoder.encode(list(texts))
+
+
+def test_a_hidden_tools_learned_requests_move_nothing(vectors_for):
+    request = "send a note to my landlord about the broken heater"
+    query = vectors_for([request])[0]
+    plain = IndexSnapshot(TOOLS, doc_vectors(TOOLS, vectors_for))
+    docs = _with_learned((request, 0.9), tool=1)
+    learned = IndexSnapshot(docs, doc_vectors(docs, vectors_for))
+    visible = [1, 3]  # send_email (pk 2), the learning tool, hidden from this caller
+    a, ra = _rank(plain, request, query, visible=visible)
+    b, rb = _rank(learned, request, query, visible=visible)
+    assert list(a) == list(b) and ra.confidence is rb.confidence
+    assert np.allclose([c.score for c in a.values()], [c.score for c in b.values()])
+    assert np.allclose([c.calibrated for c in a.values()], [c.calibrated for c in b.values()])
