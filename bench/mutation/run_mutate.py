@@ -7,8 +7,8 @@ each function, and then runs only those tests against each mutant.
 
 The four packages hold about 5,300 mutants: far more than 2 cores check in an hour. So each package is
 checked on a deterministic sample (the mutants whose SHA-256 of their name sorts first; the same names on
-every run until the code changes), one package after another, and the script prints killed / survived /
-equivalent / no-tests per package. ``--sample 0`` checks every mutant.
+every run until the code changes), and the script prints killed / survived / equivalent / no-tests per
+package. ``--sample 0`` checks every mutant; ``--package`` (repeatable) checks one package at a time.
 
 Survivors that the triage in docs/mutation-report.md found equivalent are listed in equivalent.txt beside
 this file (``mutant-name  # why``) and counted apart.
@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -43,10 +44,30 @@ PACKAGES = {
 STATUS = {1: "killed", 3: "killed", 0: "survived", 33: "no tests", 5: "no tests", None: "not checked"}
 
 
-def mutmut(*args: str) -> None:
-    # mutmut's console script, run by this interpreter (mutmut forks its workers from it).
-    cli = "import sys; from mutmut.__main__ import cli; sys.argv[0] = 'mutmut'; cli()"
-    subprocess.run([sys.executable, "-c", cli, *args], cwd=ROOT, check=True)
+# mutmut's console script, run by this interpreter (mutmut forks its workers from it). MUTATE_TESTS replaces
+# the configured test selection; MUTATE_NO_CLEAN_RERUN skips mutmut's second clean pass over the selected
+# tests, which only repeats the stats pass that has just run them green (mutmut 3.8.1 has no option for it).
+MUTMUT = """
+import json, os, sys
+from mutmut.configuration import config
+from mutmut.workers.isolation import ForkRunner
+from mutmut.__main__ import cli
+if os.environ.get("MUTATE_TESTS"):
+    config().pytest_add_cli_args_test_selection = json.loads(os.environ["MUTATE_TESTS"])
+if os.environ.get("MUTATE_NO_CLEAN_RERUN"):
+    ForkRunner.run_clean_tests = lambda self, tests: 0
+sys.argv[0] = "mutmut"
+cli()
+"""
+
+
+def mutmut(*args: str, tests: list[str] | None = None, clean_rerun: bool = True) -> None:
+    env = dict(os.environ)
+    if tests:
+        env["MUTATE_TESTS"] = json.dumps(tests)
+    if not clean_rerun:
+        env["MUTATE_NO_CLEAN_RERUN"] = "1"
+    subprocess.run([sys.executable, "-c", MUTMUT, *args], cwd=ROOT, env=env, check=True)
 
 
 def generate() -> None:
@@ -113,19 +134,33 @@ def main() -> None:
     parser.add_argument("--sample", type=int, default=60, help="mutants per package (0: all); default 60")
     parser.add_argument("--max-children", type=int, default=2)
     parser.add_argument("--report-only", action="store_true", help="print the last results without running")
+    parser.add_argument("--tests", nargs="+", help="pytest selection instead of [tool.mutmut]'s")
+    parser.add_argument("--no-clean-rerun", action="store_true", help="skip mutmut's second clean pass")
+    parser.add_argument("--names", type=Path, help="check the mutants named in this file (one a line) instead")
     options = parser.parse_args()
     packages = options.package or list(PACKAGES)
 
     if not options.report_only:
         generate()
+    names = {package: sample(list(exit_codes(package)), options.sample) for package in packages}
+    if options.names:
+        listed = set(options.names.read_text().split())
+        names = {package: [n for n in exit_codes(package) if n in listed] for package in packages}
+    if not options.report_only:
+        # One mutmut run for the packages asked: it checks the clean suite once, not once per package.
+        print(", ".join(f"{package}: {len(names[package])} mutants" for package in packages), flush=True)
+        mutmut(
+            "run",
+            "--max-children",
+            str(options.max_children),
+            *[n for p in packages for n in names[p]],
+            tests=options.tests,
+            clean_rerun=not options.no_clean_rerun,
+        )
     table = []
     for package in packages:
-        names = sample(list(exit_codes(package)), options.sample)
-        if not options.report_only:
-            print(f"== {package}: {len(names)} mutants", flush=True)
-            mutmut("run", "--max-children", str(options.max_children), *names)
-        print(f"== {package}: results")
-        table.append((package, len(names), report(package, names)))
+        print(f"== {package}")
+        table.append((package, len(names[package]), report(package, names[package])))
 
     print(f"\n{'package':<24}{'checked':>8}{'killed':>8}{'survived':>10}{'equivalent':>12}{'no tests':>10}{'other':>7}")
     for package, size, counts in table:
