@@ -82,6 +82,19 @@ def test_revoked_token_is_rejected_on_the_next_call(member, superuser):
     assert AuditEvent.objects.filter(event_type="token.revoked", human_subject="superuser").count() == 1
 
 
+def test_revoking_twice_keeps_the_first_revocation(member, superuser, approver):
+    """The second revoke changes nothing: who revoked it and when stay the first revoker's (its audit event
+    says changed=false)."""
+    token, _ = api_token_create(user=member, name="t", scopes=["discover"], expires_at=in_days(1))
+    api_token_revoke(token=token, actor=superuser)
+    first = ApiToken.objects.get(pk=token.pk)
+    api_token_revoke(token=token, actor=approver)
+    again = ApiToken.objects.get(pk=token.pk)
+    assert (again.revoked_at, again.revoked_by_id) == (first.revoked_at, superuser.pk)
+    changed = AuditEvent.objects.filter(event_type="token.revoked").order_by("id").values_list("payload", flat=True)
+    assert [payload["changed"] for payload in changed] == [True, False]
+
+
 def test_token_of_inactive_user_is_rejected(member):
     _, raw = api_token_create(user=member, name="t", scopes=["discover"], expires_at=in_days(1))
     member.is_active = False
