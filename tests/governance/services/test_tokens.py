@@ -25,6 +25,24 @@ def test_raw_token_is_returned_once_and_only_its_hash_is_stored(member):
     assert raw not in str(list(AuditEvent.objects.values_list("payload", flat=True)))
 
 
+def test_creation_is_audited_with_what_the_token_may_do(member):
+    """The audit trail says which token was issued to whom, for which agent and tenant, with which scopes
+    and until when (never the secret: see the test above)."""
+    expires = in_days(7)
+    token, _ = api_token_create(
+        user=member, name="ci", agent="triage-agent", tenant="acme", scopes=["discover"], expires_at=expires
+    )
+    event = AuditEvent.objects.get(event_type="token.created")
+    assert event.payload == {
+        "token": token.ref,
+        "for_user": "member",
+        "agent": "triage-agent",
+        "tenant": "acme",
+        "scopes": ["discover"],
+        "expires_at": expires.isoformat(),
+    }
+
+
 def test_verify_returns_the_principal_with_envelope(member):
     token, raw = api_token_create(
         user=member,
