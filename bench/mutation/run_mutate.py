@@ -46,7 +46,8 @@ STATUS = {1: "killed", 3: "killed", 0: "survived", 33: "no tests", 5: "no tests"
 
 # mutmut's console script, run by this interpreter (mutmut forks its workers from it). MUTATE_TESTS replaces
 # the configured test selection; MUTATE_NO_CLEAN_RERUN skips mutmut's second clean pass over the selected
-# tests, which only repeats the stats pass that has just run them green (mutmut 3.8.1 has no option for it).
+# tests, which only repeats the stats pass that has just run them green (mutmut 3.8.1 has no option for it;
+# skipped unless --clean-rerun: it costs as long as the stats pass).
 MUTMUT = """
 import json, os, sys
 from mutmut.configuration import config
@@ -81,6 +82,11 @@ def generate() -> None:
         copy_src_dir()
         copy_also_copy_files()
         create_mutants(2)
+    # The gateway tests start the npm MCP servers from tools/node_modules (not copied: hundreds of MB).
+    node_modules = MUTANTS / "tools" / "node_modules"
+    if (ROOT / "tools" / "node_modules").exists() and not node_modules.exists():
+        node_modules.parent.mkdir(exist_ok=True)
+        node_modules.symlink_to(ROOT / "tools" / "node_modules")
 
 
 def meta_files(package: str) -> list[Path]:
@@ -131,11 +137,11 @@ def report(package: str, names: list[str]) -> Counter[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--package", action="append", choices=sorted(PACKAGES), help="default: all four")
-    parser.add_argument("--sample", type=int, default=60, help="mutants per package (0: all); default 60")
+    parser.add_argument("--sample", type=int, default=20, help="mutants per package (0: all); default 20")
     parser.add_argument("--max-children", type=int, default=2)
     parser.add_argument("--report-only", action="store_true", help="print the last results without running")
     parser.add_argument("--tests", nargs="+", help="pytest selection instead of [tool.mutmut]'s")
-    parser.add_argument("--no-clean-rerun", action="store_true", help="skip mutmut's second clean pass")
+    parser.add_argument("--clean-rerun", action="store_true", help="also run mutmut's second clean pass")
     parser.add_argument("--names", type=Path, help="check the mutants named in this file (one a line) instead")
     options = parser.parse_args()
     packages = options.package or list(PACKAGES)
@@ -155,7 +161,7 @@ def main() -> None:
             str(options.max_children),
             *[n for p in packages for n in names[p]],
             tests=options.tests,
-            clean_rerun=not options.no_clean_rerun,
+            clean_rerun=options.clean_rerun,
         )
     table = []
     for package in packages:
