@@ -49,7 +49,6 @@ _CONFIDENCE_LABELS = {
 class RankingOptions:
     fusion: str = "convex"  # convex | rrf | bm25 | dense (the last two are single-branch, for evaluation)
     bm25_weight: float = 0.3  # convex: 0.3 BM25 / 0.7 dense measured best (RETRIEVAL-NOTES)
-    normalization: str = "raw"  # convex: raw (BM25 / its max, cosine as is) | minmax | zscore
     rrf_k: int = 60
     overfetch: int = 3  # RRF: each branch contributes its top overfetch * top_k (SCOUT §6.4)
     second_stage: int = 30  # candidates the second stage re-ranks
@@ -218,22 +217,10 @@ def _ranks_at(values: np.ndarray, tie: np.ndarray, positions: np.ndarray, *, pos
     return ranks
 
 
-def _minmax(values: np.ndarray) -> np.ndarray:
-    lo, hi = float(values.min()), float(values.max())
-    return (values - lo) / (hi - lo) if hi > lo else np.zeros_like(values)
-
-
-def _normalize(values: np.ndarray, how: str, *, sparse: bool) -> np.ndarray:
-    """Per-query normalization over the visible rows only."""
-    if how == "zscore":
-        std = float(values.std())
-        return (values - float(values.mean())) / std if std > 0 else np.zeros_like(values)
-    if how == "raw":
-        if sparse:
-            top = float(values.max())
-            return values / top if top > 0 else np.zeros_like(values)
-        return values.astype(np.float64)
-    return _minmax(values)
+def _bm25_scaled(values: np.ndarray) -> np.ndarray:
+    """BM25 over its best visible score (per query, visible rows only); the cosine is mixed in as it is."""
+    top = float(values.max())
+    return values / top if top > 0 else np.zeros_like(values)
 
 
 @dataclass
@@ -266,8 +253,8 @@ def _fuse(
     elif fusion == "dense":
         bm25_part, dense_part = zeros, dense.astype(np.float64)
     elif fusion == "convex":
-        bm25_part = options.bm25_weight * _normalize(bm25, options.normalization, sparse=True)
-        dense_part = (1 - options.bm25_weight) * _normalize(dense, options.normalization, sparse=False)
+        bm25_part = options.bm25_weight * _bm25_scaled(bm25)
+        dense_part = (1 - options.bm25_weight) * dense.astype(np.float64)
     else:  # rrf over each branch's top overfetch * top_k
         depth = options.overfetch * top_k
         bm25_part, dense_part = np.zeros(len(rows)), np.zeros(len(rows))
@@ -439,8 +426,8 @@ def _exact_rows_needed(
     few tools whose cosines are within ~0.002 of the tool's; order, scores and confidence never do."""
     rows = branches.visible_rows
     everything = (branches, *clauses)
-    # Bound on a fused value's error: convex mixes the cosine in with weight 1 - w (minmax divides by
-    # the range); rrf and bm25 use only ranks inside exact heads (below); zscore refines every row.
+    # Bound on a fused value's error: convex mixes the cosine in with weight 1 - w; rrf and bm25 use only
+    # ranks inside exact heads (below).
     fused_error = 0.0
     for branch, scale in zip(everything, scales, strict=True):
         if not _approximate(branch):
@@ -449,19 +436,11 @@ def _exact_rows_needed(
         if fusion == "dense":
             fused_error = max(fused_error, scale * error)
         elif fusion == "convex":
-            share = 1 - options.bm25_weight
-            if options.normalization == "minmax":
-                values = branch.dense.scores[rows]
-                spread = float(values.max() - values.min())
-                share = share / spread if spread > 0 else math.inf
-            fused_error = max(fused_error, scale * share * error)
+            fused_error = max(fused_error, scale * (1 - options.bm25_weight) * error)
     shared: list[np.ndarray] = [cand_rows]
-    if len(order) >= pool and len(order) < len(rows):
-        if math.isinf(fused_error):
-            shared.append(rows)
-        elif fused_error > 0:
-            kth = float(fused[order[-1]])
-            shared.append(rows[fused >= kth - 2 * fused_error])
+    if len(order) >= pool and len(order) < len(rows) and fused_error > 0:
+        kth = float(fused[order[-1]])
+        shared.append(rows[fused >= kth - 2 * fused_error])
     needed = []
     for branch in everything:
         if not _approximate(branch):
@@ -477,10 +456,6 @@ def _exact_rows_needed(
             depth = min(options.overfetch * top_k, len(values))
             kth = np.partition(values, len(values) - depth)[len(values) - depth]
             parts.append(rows[values >= kth - 2 * error])
-        if fusion in ("convex", "dense") and options.normalization == "minmax":
-            parts.append(rows[values <= values.min() + 2 * error])
-        if fusion in ("convex", "dense") and options.normalization == "zscore":
-            parts.append(rows)
         needed.append(np.concatenate(parts))
     return needed
 

@@ -116,7 +116,12 @@ def test_inspect_returns_full_definitions(gateway, world):
         "time",
         "target_timezone",
     }
-    assert "description" in tools["calc::add"] and "annotations" in tools["calc::add"]
+    add = tools["calc::add"]
+    assert add["description"] == "Add two integers and return the sum."
+    assert add["annotations"]["readOnlyHint"] is True
+    # The upstream's structured-output schema (an int result) is served as it declared it.
+    assert add["output_schema"]["properties"]["result"]["type"] == "integer"
+    assert add["output_schema"]["required"] == ["result"]
 
 
 def test_execute_against_the_npm_memory_server(gateway, world, admin_user):

@@ -15,6 +15,7 @@ SCHEMA = {
         "owner": {"type": "string"},
         "labels": {"type": "array", "items": {"type": "string"}},
         "limit": {"type": "integer", "minimum": 1},
+        "mode": {"enum": ["fast", "safe"]},
     },
     "required": ["owner"],
     "additionalProperties": False,
@@ -29,9 +30,10 @@ SCHEMA = {
         ({"owner": 5}, "arguments.owner: must be of type string"),
         ({"owner": "a", "labels": ["x", 3]}, "arguments.labels[1]: must be of type string"),
         ({"owner": "a", "limit": 0}, "arguments.limit: fails minimum 1"),
+        ({"owner": "a", "mode": "slow"}, 'arguments.mode: must be one of ["fast","safe"]'),  # compact JSON
         (
             {"owner": "a", "<script>": 1},
-            "arguments: has properties the schema does not allow (allowed: labels, limit, owner)",
+            "arguments: has properties the schema does not allow (allowed: labels, limit, mode, owner)",
         ),
     ],
 )

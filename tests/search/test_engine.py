@@ -67,3 +67,10 @@ def test_operation_intent():
     assert request_operations("open a ticket") == {CREATE, READ}
     assert tool_operation("createIssue", "") == {CREATE}
     assert tool_operation("issue_tool", "Fetch an issue by id") == {READ}
+
+
+def test_a_tools_operation_comes_from_the_first_eight_words_of_its_description_only():
+    """A verb deep in a description (a side remark) does not make the tool an operation of that kind."""
+    words = "alpha bravo charlie golf hotel india juliet"  # seven words, none a verb
+    assert tool_operation("station_data", f"{words} delete rows") == {DELETE}  # the eighth word
+    assert tool_operation("station_data", f"{words} kilo delete rows") == frozenset()  # the ninth

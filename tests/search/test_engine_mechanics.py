@@ -78,6 +78,16 @@ def test_best_vector_on_demand_is_the_first_best_of_the_tools_block():
     assert np.allclose(index.max_similarity(query, np.arange(40)), scores.scores, atol=1e-5)
 
 
+def test_a_table_without_any_vector_gives_no_tool_meaning_evidence():
+    """Tools whose vectors are all missing (none encoded yet) score -1, as a tool without a vector does in a
+    table that has some: never a cosine that could lift them or vouch for an answer."""
+    index = DenseIndex([None, None, None], [(), (), ()], [(), (), ()])
+    scores = index.score(np.ones(8, np.float32))
+    assert scores.scores.tolist() == [-1.0, -1.0, -1.0]
+    assert [scores.best(row) for row in range(3)] == [-1, -1, -1]
+    assert index.max_similarity(np.ones(8, np.float32), np.arange(3)).tolist() == [-1.0, -1.0, -1.0]
+
+
 @pytest.mark.parametrize("pks", [[3, 1, 2, 10], [5, 10_000_000, 7]])  # dense ids use the lookup array
 def test_visible_mask_matches_membership(pks):
     docs = [ToolDoc(pk=pk, tool_id=f"s::t{pk}", name=f"t{pk}", server="s", description="Do a thing.") for pk in pks]

@@ -100,3 +100,17 @@ def test_a_tenants_request_is_mailed_only_to_approvers_of_that_tenant(
     with django_capture_on_commit_callbacks(execute=True):
         approval_request_create(principal=in_acme, tool=mutating_tool, arguments={"name": "acme-repo"})
     assert sorted(address for message in mailoutbox for address in message.to) == ["ann@example.com"]
+
+
+def test_the_email_says_which_agent_asks_only_when_there_is_one(
+    setup, mutating_tool, mailoutbox, django_capture_on_commit_callbacks
+):
+    from governance.principals import principal_for_user
+
+    with django_capture_on_commit_callbacks(execute=True):
+        approval_request_create(principal=setup, tool=mutating_tool, arguments={"name": "a"})
+    with django_capture_on_commit_callbacks(execute=True):  # the same person, signed in without an agent
+        approval_request_create(principal=principal_for_user(setup.user), tool=mutating_tool, arguments={"name": "b"})
+    with_agent, without_agent = mailoutbox
+    assert "member via triage-agent asks to call github::delete_repo" in with_agent.body
+    assert "member asks to call github::delete_repo" in without_agent.body

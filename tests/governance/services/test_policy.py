@@ -3,14 +3,21 @@
 from datetime import timedelta
 
 import pytest
+from django.core.exceptions import ValidationError
 from django.urls import reverse
 
 from catalog.definitions import normalize_listing
+from catalog.models import Tool
 from catalog.services.apply import catalog_apply_listing
-from governance.models import AuditEvent, PolicyVersion, RiskClass
+from governance.models import AuditEvent, PolicyVersion, RiskClass, ToolPolicy
 from governance.selectors import tool_pks_visible_to
 from governance.services.approvals import approval_request_create, policy_for_tool
-from governance.services.policy import policy_version_current, risk_class_update, tool_policy_classify
+from governance.services.policy import (
+    policy_version_current,
+    risk_class_update,
+    tool_policy_classify,
+    tool_policy_ensure,
+)
 from tests.governance.conftest import as_principal
 from tests.governance.factories import ServerFactory
 
@@ -41,6 +48,35 @@ def test_risk_class_rule_change_bumps_the_version_and_is_audited(superuser, muta
     assert policy_for_tool(mutating_tool).ttl == timedelta(minutes=3)
     event = AuditEvent.objects.get(event_type="policy.changed")
     assert event.policy_version == before + 1 and event.payload["risk_class"] == "high"
+
+
+def test_a_non_positive_approval_ttl_is_refused_on_its_field(superuser):
+    """The admin form shows the error beside the TTL field; nothing changes."""
+    before = policy_version_current().number
+    high = RiskClass.objects.get(name="high")
+    stored_ttl = high.approval_ttl
+    with pytest.raises(ValidationError) as refused:
+        risk_class_update(
+            risk_class=high,
+            actor=superuser,
+            requires_approval=True,
+            requires_approval_for_mutating=True,
+            approval_ttl=timedelta(0),
+        )
+    assert refused.value.message_dict == {"approval_ttl": ["must be positive"]}
+    assert RiskClass.objects.get(name="high").approval_ttl == stored_ttl
+    assert policy_version_current().number == before
+
+
+def test_an_ensured_policy_is_the_one_its_tool_then_answers(mutating_tool, django_assert_num_queries):
+    """A tool without a policy gets one from its definition, and the same tool object answers it from then on
+    (approvals and review read ``tool.policy`` after ensuring it)."""
+    ToolPolicy.objects.filter(tool=mutating_tool).delete()
+    tool = Tool.objects.get(pk=mutating_tool.pk)
+    policy = tool_policy_ensure(tool=tool)
+    assert policy.pk is not None and policy.risk_class.name == "high"
+    with django_assert_num_queries(0):
+        assert tool.policy == policy
 
 
 def test_unchanged_rules_do_not_bump(superuser):

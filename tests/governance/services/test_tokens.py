@@ -25,6 +25,24 @@ def test_raw_token_is_returned_once_and_only_its_hash_is_stored(member):
     assert raw not in str(list(AuditEvent.objects.values_list("payload", flat=True)))
 
 
+def test_creation_is_audited_with_what_the_token_may_do(member):
+    """The audit trail says which token was issued to whom, for which agent and tenant, with which scopes
+    and until when (never the secret: see the test above)."""
+    expires = in_days(7)
+    token, _ = api_token_create(
+        user=member, name="ci", agent="triage-agent", tenant="acme", scopes=["discover"], expires_at=expires
+    )
+    event = AuditEvent.objects.get(event_type="token.created")
+    assert event.payload == {
+        "token": token.ref,
+        "for_user": "member",
+        "agent": "triage-agent",
+        "tenant": "acme",
+        "scopes": ["discover"],
+        "expires_at": expires.isoformat(),
+    }
+
+
 def test_verify_returns_the_principal_with_envelope(member):
     acme = tenant_with("acme", member)
     token, raw = api_token_create(
@@ -81,6 +99,19 @@ def test_revoked_token_is_rejected_on_the_next_call(member, superuser):
     api_token_revoke(token=token, actor=superuser)
     assert api_token_verify(raw) is None
     assert AuditEvent.objects.filter(event_type="token.revoked", human_subject="superuser").count() == 1
+
+
+def test_revoking_twice_keeps_the_first_revocation(member, superuser, approver):
+    """The second revoke changes nothing: who revoked it and when stay the first revoker's (its audit event
+    says changed=false)."""
+    token, _ = api_token_create(user=member, name="t", scopes=["discover"], expires_at=in_days(1))
+    api_token_revoke(token=token, actor=superuser)
+    first = ApiToken.objects.get(pk=token.pk)
+    api_token_revoke(token=token, actor=approver)
+    again = ApiToken.objects.get(pk=token.pk)
+    assert (again.revoked_at, again.revoked_by_id) == (first.revoked_at, superuser.pk)
+    changed = AuditEvent.objects.filter(event_type="token.revoked").order_by("id").values_list("payload", flat=True)
+    assert [payload["changed"] for payload in changed] == [True, False]
 
 
 def test_token_of_inactive_user_is_rejected(member):

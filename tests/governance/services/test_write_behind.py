@@ -70,10 +70,15 @@ def test_the_writer_thread_writes_queued_records_without_a_flush(settings, membe
     _search_records(principal_for_user(member), 2)
     thread = write_behind()._thread
     assert thread is not None and thread.is_alive()
-    for _ in range(6000):  # waits for the thread's batch (up to a minute on a loaded machine): ends when rows appear
-        if AuditEvent.objects.filter(event_type=AuditEventType.DISCOVERY).count() == 2 and not write_behind().pending():
+    for _ in range(6000):  # waits for the thread to take the batch (up to a minute on a loaded machine)
+        if not write_behind().pending():
             break
         thread.join(0.01)
+    # Read only once the thread's insert has committed: the test database is SQLite's shared-cache memory
+    # database, where a read beside another thread's open write fails at once ("database table is locked";
+    # it happened on a loaded machine) instead of waiting as a file database does.
+    with write_behind()._flushing:
+        assert write_behind().pending() == 0
     assert AuditEvent.objects.filter(event_type=AuditEventType.DISCOVERY).count() == 2
 
 
