@@ -99,6 +99,7 @@ def test_search_during_rebuild_sees_old_or_new_never_a_mix(small_catalog, reinde
     # SCOUT_SEARCH_GENERATION_CHECK_SECONDS), whatever the clock says.
     with mock.patch("search.backends.embedded.current_generation_token", lambda: token["value"]):
         old_answer = [m.tool_id for m in backend.search(request).matches]
+    assert "mail::send_fax" not in old_answer
 
     seen: list[tuple[bool, list[str], str | None]] = []
     searched_during_build = threading.Event()
