@@ -249,9 +249,17 @@ def _flush_later() -> None:
         return  # a flush is already on its way and will take this change too
     # One path whatever the deployment: a daemon timer in this process waits out the interval, then queues
     # the flush task (a worker runs it; without a broker Celery runs it eagerly, here).
-    timer = threading.Timer(interval, _flush_queue)
+    timer = threading.Timer(interval, _flush_from_timer)
     timer.daemon = True
     timer.start()
+
+
+def _flush_from_timer() -> None:
+    """The timer thread's work: queue the flush, then close the connections this thread opened."""
+    try:
+        _flush_queue()
+    finally:
+        connections.close_all()  # this thread's connections only (an eager flush used the database)
 
 
 def _flush_queue() -> None:
@@ -262,8 +270,6 @@ def _flush_queue() -> None:
     except Exception:  # noqa: BLE001 - broker down or a failed eager flush: the rows stay indexed=False
         cache_call("delete", FLUSH_PENDING_KEY)  # the next change arms another flush
         logger.exception("learned requests: the batched reindex did not run; the next change retries it")
-    finally:
-        connections.close_all()  # this thread's connections only (an eager flush used the database)
 
 
 def learned_index_flush() -> int:
