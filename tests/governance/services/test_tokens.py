@@ -29,9 +29,9 @@ def test_creation_is_audited_with_what_the_token_may_do(member):
     """The audit trail says which token was issued to whom, for which agent and tenant, with which scopes
     and until when (never the secret: see the test above)."""
     expires = in_days(7)
-    token, _ = api_token_create(
-        user=member, name="ci", agent="triage-agent", tenant="acme", scopes=["discover"], expires_at=expires
-    )
+    acme = tenant_with("acme", member)
+    agent = agent_of(member, "triage-agent", tenant=acme, all_user_tools=True)
+    token, _ = api_token_create(user=member, name="ci", agent=agent, scopes=["discover"], expires_at=expires)
     event = AuditEvent.objects.get(event_type="token.created")
     assert event.payload == {
         "token": token.ref,
