@@ -160,8 +160,13 @@ else:
                     f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT * 1000)};"
                 ),
             },
+            # Tests get a file database too, with the same WAL and busy timeout: Django's default shared-cache
+            # memory database fails a read beside another thread's write at once instead of waiting.
+            "TEST": {"NAME": env_str("SQLITE_TEST_PATH", str(BASE_DIR / "var" / "test-scout.sqlite3"))},
         }
     }
+    for _database in (DATABASES["default"]["NAME"], DATABASES["default"]["TEST"]["NAME"]):
+        Path(_database).parent.mkdir(parents=True, exist_ok=True)  # var/ is not in a fresh clone
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTHENTICATION_BACKENDS = [
