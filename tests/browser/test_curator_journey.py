@@ -27,6 +27,8 @@ def test_curator_attaches_an_example_request_and_sees_it_in_the_preview(
     browser, live_server, curator, small_catalog, encoder, django_user_model
 ):
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import WebDriverWait
 
     from governance.services.permissions import permission_grant
 
@@ -64,7 +66,9 @@ def test_curator_attaches_an_example_request_and_sees_it_in_the_preview(
     query.clear()
     query.send_keys(REQUEST)
     browser.find_element(By.NAME, "as_user").send_keys("member")
+    page = browser.find_element(By.TAG_NAME, "html")
     browser.find_element(By.CSS_SELECTOR, "#search-preview input[type=submit]").click()
+    WebDriverWait(browser, 30).until(EC.staleness_of(page))  # the new page, not the one the form was on
     assert wait_for(browser, "#preview-as").text == "member"
     rows = browser.find_elements(By.CSS_SELECTOR, "#preview-results tr.match")
     listed = [row.get_attribute("data-tool-id") for row in rows]

@@ -29,7 +29,8 @@ def test_curator_attaches_a_withheld_request_and_sees_it_found(
     browser, live_server, curator, member, small_catalog, encoder
 ):
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import Select
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import Select, WebDriverWait
 
     index_rebuild()
     query_log_record(
@@ -60,7 +61,9 @@ def test_curator_attaches_a_withheld_request_and_sees_it_found(
     browser.get(f"{live_server.url}/admin/search/preview/?query={WITHHELD.replace(' ', '+')}&top_k=10")
     assert "You may discover no tool" in browser.find_element(By.ID, "preview-empty-self").text
     browser.find_element(By.ID, "id_scope_1").click()
+    page = browser.find_element(By.TAG_NAME, "html")
     browser.find_element(By.CSS_SELECTOR, "#search-preview input[type=submit]").click()
+    WebDriverWait(browser, 30).until(EC.staleness_of(page))  # the new page, not the one the form was on
     assert wait_for(browser, "#preview-as").text == "Every tool some client may get"
     first = browser.find_element(By.CSS_SELECTOR, "#preview-results tr.match")
     assert first.get_attribute("data-tool-id") == "mail::send_email"
