@@ -71,5 +71,13 @@ def setup_periodic_tasks(sender: Celery, **kwargs: object) -> None:
             sender.signature("search.tasks.reconcile_weaviate"),
             name="search: reconcile the Weaviate index",
         )
+    # Flush learned requests whose batched reindex was lost (queued with a countdown, so only a broker that lost
+    # it leaves them waiting): any that waited longer than SCOUT_LEARNED_INDEX_INTERVAL, checked that often.
+    if settings.SCOUT_LEARNED_INDEX_INTERVAL > 0:
+        sender.add_periodic_task(
+            float(settings.SCOUT_LEARNED_INDEX_INTERVAL),
+            sender.signature("search.tasks.flush_stale_learned_index"),
+            name="search: flush waiting learned requests",
+        )
     # Purge the query log past its retention once an hour (SCOUT_QUERY_LOG_RETENTION_DAYS).
     sender.add_periodic_task(3600.0, sender.signature("search.tasks.purge_query_log"), name="search: purge query log")

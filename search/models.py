@@ -171,6 +171,9 @@ class LearnedRequest(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     indexed = models.BooleanField(default=False, help_text="its current weight is in the search index")
+    pending_since = models.DateTimeField(
+        null=True, blank=True, help_text="when its latest change began waiting for the search index (empty: none)"
+    )
 
     class Meta:
         ordering = ["-principal_count", "-confirmations", "-last_seen"]

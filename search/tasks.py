@@ -3,7 +3,7 @@
 from celery import shared_task
 
 from .services import index_rebuild, index_reconcile, index_update
-from .usage import learned_index_flush, query_log_purge
+from .usage import learned_index_flush, learned_index_flush_stale, query_log_purge
 
 
 @shared_task(name="search.tasks.reindex_tools", acks_late=True, autoretry_for=(OSError,), retry_backoff=True)
@@ -27,6 +27,13 @@ def reconcile_weaviate() -> dict[str, int]:
 def flush_learned_index() -> int:
     """Reindex, in one batch, the tools whose learned requests changed; returns how many."""
     return learned_index_flush()
+
+
+@shared_task(name="search.tasks.flush_stale_learned_index", acks_late=True)
+def flush_stale_learned_index() -> int:
+    """Beat safety net: flush learned requests that waited past SCOUT_LEARNED_INDEX_INTERVAL; returns how many
+    tools were reindexed (0 when every batched flush arrived)."""
+    return learned_index_flush_stale()
 
 
 @shared_task(name="search.tasks.purge_query_log")

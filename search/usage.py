@@ -18,7 +18,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, connections, transaction
-from django.db.models import F, QuerySet
+from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from catalog.cachesafe import cache_call
@@ -235,11 +235,13 @@ def learned_weight(principal_count: int) -> float:
 def learned_index_schedule(*, tool_pks: Sequence[int]) -> None:
     """Mark tools whose learned requests changed and make sure one batched reindex follows within
     SCOUT_LEARNED_INDEX_INTERVAL seconds: every change in that interval rides on the same reindex."""
-    LearnedRequest.objects.filter(tool_id__in=list(tool_pks)).update(indexed=False)
+    LearnedRequest.objects.filter(tool_id__in=list(tool_pks)).update(indexed=False, pending_since=timezone.now())
     transaction.on_commit(_flush_later)
 
 
 def _flush_later() -> None:
+    from .tasks import flush_learned_index
+
     interval = settings.SCOUT_LEARNED_INDEX_INTERVAL
     if interval <= 0:
         learned_index_flush()
@@ -247,43 +249,68 @@ def _flush_later() -> None:
     # Cache down: schedule anyway (a second flush finds nothing left to do); never fail the request (F4).
     if not cache_call("add", FLUSH_PENDING_KEY, 1, timeout=interval * 2, default=True):
         return  # a flush is already on its way and will take this change too
-    # One path whatever the deployment: a daemon timer in this process waits out the interval, then queues
-    # the flush task (a worker runs it; without a broker Celery runs it eagerly, here).
-    timer = threading.Timer(interval, _flush_from_timer)
-    timer.daemon = True
-    timer.start()
+    if flush_learned_index.app.conf.task_always_eager:
+        # No broker (tasks run in this process): a daemon timer here waits out the interval, then runs the flush.
+        # Should this process stop first, the next change's flush takes these rows too.
+        timer = threading.Timer(interval, _flush_from_timer)
+        timer.daemon = True
+        timer.start()
+        return
+    # A broker: the flush is queued now with the interval as its countdown, so it outlives this process (and
+    # a broker outage: catalog/outbox.py keeps it with its ETA). The beat's flush_stale_learned_index is the
+    # safety net for a flush lost anyway (Redis restarted without persistence).
+    _flush_queue(countdown=interval)
 
 
 def _flush_from_timer() -> None:
-    """The timer thread's work: queue the flush, then close the connections this thread opened."""
+    """The timer thread's work: run the flush, then close the connections this thread opened."""
     try:
         _flush_queue()
     finally:
         connections.close_all()  # this thread's connections only (an eager flush used the database)
 
 
-def _flush_queue() -> None:
+def _flush_queue(countdown: float | None = None) -> None:
     from .tasks import flush_learned_index
 
     try:
-        flush_learned_index.delay()
-    except Exception:  # noqa: BLE001 - broker down or a failed eager flush: the rows stay indexed=False
+        flush_learned_index.apply_async(countdown=countdown)
+    except Exception:  # noqa: BLE001 - a failed eager flush: the rows stay indexed=False
         cache_call("delete", FLUSH_PENDING_KEY)  # the next change arms another flush
         logger.exception("learned requests: the batched reindex did not run; the next change retries it")
 
 
 def learned_index_flush() -> int:
     """Reindex every tool with learned requests not yet in the index, in one incremental update.
-    Returns the number of tools reindexed."""
+    Returns the number of tools reindexed.
+
+    A row changed while the reindex runs keeps waiting (its ``pending_since`` is later than this flush's
+    start): the flush it armed takes it. A flush that dies half-way marks nothing, so its retry (the task is
+    acknowledged late) or the beat's safety net does the work again."""
     from .services import index_update
 
     cache_call("delete", FLUSH_PENDING_KEY)  # changes from now on arm the next flush
-    pending = sorted(set(LearnedRequest.objects.filter(indexed=False).values_list("tool_id", flat=True)))
+    started = timezone.now()
+    waiting = LearnedRequest.objects.filter(indexed=False)
+    pending = sorted(set(waiting.values_list("tool_id", flat=True)))
     if not pending:
         return 0
     index_update(tool_pks=pending)
-    LearnedRequest.objects.filter(tool_id__in=pending).update(indexed=True)
+    waiting.filter(Q(pending_since__isnull=True) | Q(pending_since__lte=started), tool_id__in=pending).update(
+        indexed=True, pending_since=None
+    )
     return len(pending)
+
+
+def learned_index_flush_stale(*, now=None) -> int:
+    """The beat's safety net: flush when some learned request has waited for the index longer than
+    SCOUT_LEARNED_INDEX_INTERVAL (its batched flush was lost). Returns the number of tools reindexed."""
+    cutoff = (now or timezone.now()) - timedelta(seconds=max(settings.SCOUT_LEARNED_INDEX_INTERVAL, 0))
+    stale = LearnedRequest.objects.filter(Q(pending_since__isnull=True) | Q(pending_since__lt=cutoff), indexed=False)
+    if not stale.exists():
+        return 0
+    logger.warning("learned requests waited past SCOUT_LEARNED_INDEX_INTERVAL for the index: flushing them now")
+    return learned_index_flush()
 
 
 def learned_request_promote(*, learned: LearnedRequest, actor) -> LearnedRequest:
@@ -294,7 +321,8 @@ def learned_request_promote(*, learned: LearnedRequest, actor) -> LearnedRequest
         learned.status = LearnedStatus.PROMOTED
         learned.decided_by = actor
         learned.indexed = False
-        learned.save(update_fields=["status", "decided_by", "indexed"])
+        learned.pending_since = timezone.now()
+        learned.save(update_fields=["status", "decided_by", "indexed", "pending_since"])
         tool_curation_update(tool=learned.tool, phrases_changed=True)  # reindexes the tool on commit
     return learned
 

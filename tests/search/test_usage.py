@@ -203,7 +203,8 @@ def test_learned_reindexes_are_batched_into_one_per_interval(
     world, superuser, settings, monkeypatch, django_capture_on_commit_callbacks
 ):
     """Several new learned requests within the interval arm one timer, whose one flush reindexes every
-    changed tool in one generation (one mechanism, with or without a worker: the timer queues the task)."""
+    changed tool in one generation (without a broker; with one the flush is queued with a countdown, see
+    test_learned_flush_worker.py)."""
     from governance.services.permissions import permission_grant as grant
     from search import usage
     from search.models import IndexGeneration
@@ -242,3 +243,64 @@ def test_learned_reindexes_are_batched_into_one_per_interval(
         _log(other, query="put the old newsletters away", tools=("mail::archive_email",))
         search_outcome_record(principal=other, tool=world["other"], outcome="success")
     assert len(armed) == 2  # after a flush, the next change arms the next one
+
+
+def test_the_beat_flushes_only_learned_requests_that_waited_past_the_interval(world, settings):
+    """The safety net for a lost batched flush (search.tasks.flush_stale_learned_index, on the beat): rows
+    waiting less than SCOUT_LEARNED_INDEX_INTERVAL are left to their batched flush; older ones are flushed."""
+    from search.models import IndexGeneration
+    from search.tasks import flush_stale_learned_index
+
+    settings.SCOUT_LEARNED_INDEX_INTERVAL = 60
+    _log(world["member"], query="mail the invoice to finance")
+    search_outcome_record(principal=world["member"], tool=world["send"], outcome="success")  # not flushed: no commit
+    learned = LearnedRequest.objects.get()
+    assert not learned.indexed and learned.pending_since is not None
+    generations = IndexGeneration.objects.count()
+
+    assert flush_stale_learned_index.delay().get() == 0  # its batched flush is still on its way
+    assert IndexGeneration.objects.count() == generations
+
+    LearnedRequest.objects.filter(pk=learned.pk).update(pending_since=timezone.now() - timedelta(seconds=61))
+    assert flush_stale_learned_index.delay().get() == 1  # that flush was lost: the beat does it
+    assert IndexGeneration.objects.count() == generations + 1
+    learned.refresh_from_db()
+    assert learned.indexed and learned.pending_since is None
+
+
+def test_the_beat_schedules_the_safety_net_every_interval():
+    from scoutsite import celery_app
+
+    celery_app.finalize(auto=True)  # runs setup_periodic_tasks, as the beat does at start
+    entry = celery_app.conf.beat_schedule["search: flush waiting learned requests"]
+    assert entry["task"] == "search.tasks.flush_stale_learned_index"
+    assert entry["schedule"] == 60.0  # SCOUT_LEARNED_INDEX_INTERVAL's default
+
+
+def test_a_learned_request_changed_during_a_flush_waits_for_the_next_one(world, superuser, monkeypatch):
+    """A new principal confirms a request while the flush's reindex runs: the reindex may have read the old
+    weight, so that row stays waiting (the flush its change armed takes it) instead of being marked indexed."""
+    from governance.services.permissions import permission_grant as grant
+    from search import services, usage
+
+    for action in ("discover", "execute"):
+        grant(actor=superuser, target=world["send"].server, action=action, holder=world["outsider"])
+    other = principal_for_user(world["outsider"])
+    _log(world["member"], query="mail the invoice to finance")
+    search_outcome_record(principal=world["member"], tool=world["send"], outcome="success")
+    real_update = services.index_update
+
+    def update_while_another_principal_confirms(*, tool_pks):
+        generation = real_update(tool_pks=tool_pks)
+        _log(other, query="mail the invoice to finance")
+        search_outcome_record(principal=other, tool=world["send"], outcome="success")  # after the vectors were read
+        return generation
+
+    monkeypatch.setattr(services, "index_update", update_while_another_principal_confirms)
+    assert usage.learned_index_flush() == 1
+    learned = LearnedRequest.objects.get()
+    assert learned.principal_count == 2
+    assert not learned.indexed and learned.pending_since is not None  # its new weight is not in the index yet
+    monkeypatch.setattr(services, "index_update", real_update)
+    assert usage.learned_index_flush() == 1
+    assert LearnedRequest.objects.get().indexed
