@@ -22,6 +22,7 @@ Permission model, in short:
 import hashlib
 from typing import Literal
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Case, F, IntegerField, Q, QuerySet, Value, When
 
@@ -350,6 +351,16 @@ def audit_events_visible_to(*, principal: Principal) -> QuerySet:
     if principal.token_id is None and getattr(principal.user, "is_superuser", False):
         return qs
     return qs.filter(tenant_q(principal, "tenant_scope"))
+
+
+def users_visible_to_operator(*, user: AbstractBaseUser) -> Q:
+    """People an admin may see and pick (the user list, the people of grant, token, agent and tenant forms):
+    all for a superuser, else ``tenant_q`` on their tenants: people in no tenant (shared) and members of one of
+    the admin's tenants. An operator of tenant A never sees tenant B's usernames. A filter on the user model."""
+    if getattr(user, "is_superuser", False):
+        return Q()
+    people = get_user_model().objects.filter(tenant_q(principal_for_user(user), "tenants"))
+    return Q(pk__in=people.values("pk"))  # a subquery: a member of several tenants is one row
 
 
 def servers_visible_to_operator(*, user: AbstractBaseUser) -> Q:

@@ -22,7 +22,12 @@ from django.urls import path
 
 from catalog.models import Server, Tool
 from governance.principals import principal_for_user
-from governance.selectors import servers_visible_to_operator, tool_pks_visible_to, tools_servable
+from governance.selectors import (
+    servers_visible_to_operator,
+    tool_pks_visible_to,
+    tools_servable,
+    users_visible_to_operator,
+)
 
 from .backends import Match, SearchResult
 from .models import IndexGeneration
@@ -61,8 +66,9 @@ class PreviewForm(forms.Form):
         help_text="Username whose view to preview. Empty: yourself.",
     )
 
-    def __init__(self, *args, may_choose_user: bool = False, **kwargs) -> None:
+    def __init__(self, *args, viewer: AbstractBaseUser | None = None, may_choose_user: bool = False, **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        self.viewer = viewer
         if not may_choose_user:
             del self.fields["as_user"]
 
@@ -70,10 +76,18 @@ class PreviewForm(forms.Form):
         username = self.cleaned_data.get("as_user") or ""
         if not username:
             return None
-        user = get_user_model().objects.filter(username=username).first()
+        user = people_visible_to(self.viewer).filter(username=username).first()
         if user is None:
             raise forms.ValidationError("No such user.")
         return user
+
+
+def people_visible_to(viewer: AbstractBaseUser | None):
+    """Whom ``viewer`` may preview as: the people of their tenants and shared ones (Z12; everyone for a
+    superuser). Another tenant's person is "No such user"."""
+    if viewer is None:
+        return get_user_model().objects.none()
+    return get_user_model().objects.filter(users_visible_to_operator(user=viewer))
 
 
 def visible_tool_pks(*, as_user: AbstractBaseUser | None, viewer: AbstractBaseUser) -> frozenset[int]:
@@ -242,7 +256,7 @@ def preview_view(request: HttpRequest) -> HttpResponse:
     if data is not None:  # a link may give the query only
         data.setdefault("scope", AS_USER)
         data.setdefault("top_k", str(PreviewForm.base_fields["top_k"].initial))
-    form = PreviewForm(data, may_choose_user=request.user.has_perm(AS_USER_PERMISSION))
+    form = PreviewForm(data, viewer=request.user, may_choose_user=request.user.has_perm(AS_USER_PERMISSION))
     outcome, rows, as_user, empty_self = None, [], None, False
     if form.is_valid():
         if form.cleaned_data["scope"] != EVERY_TOOL:
@@ -271,7 +285,7 @@ def tool_examples_view(request: HttpRequest, tool_pk: int) -> HttpResponse:
     as_user = None
     username = request.GET.get("as_user", "")
     if username and (username == request.user.get_username() or request.user.has_perm(AS_USER_PERMISSION)):
-        as_user = get_object_or_404(get_user_model(), username=username)
+        as_user = get_object_or_404(people_visible_to(request.user), username=username)
     checks = tool_examples_check(tool=tool, visible=visible_tool_pks(as_user=as_user, viewer=request.user))
     servable = tool.pk in visible_tool_pks(as_user=None, viewer=request.user)
     context = _context(

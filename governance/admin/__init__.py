@@ -7,6 +7,7 @@ from . import (  # noqa: F401 - registers the ModelAdmins
     audit,
     grants,
     notifications,
+    people,
     policy,
     review,
     tenant_scope,

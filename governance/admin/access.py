@@ -34,6 +34,7 @@ from ..services.permissions import (
     permission_revoke,
     self_grant_refused,
 )
+from .people import PeopleChoicesMixin
 from .tenant_scope import TenantScopedMixin
 
 ACTIONS = ("discover", "execute", "approve")
@@ -81,7 +82,7 @@ class AccessFormSet(forms.BaseInlineFormSet):
                 raise forms.ValidationError(error.messages) from None
 
 
-class _AccessInline(admin.TabularInline):
+class _AccessInline(PeopleChoicesMixin, admin.TabularInline):
     fk_name = "content_object"
     extra = 1
     can_delete = True

@@ -22,9 +22,10 @@ from ..services.permissions import (
     permission_revoke,
     self_grant_refused,
 )
+from .people import PeopleChoicesMixin
 
 
-class GrantAdmin(StrictLookupsMixin, admin.ModelAdmin):
+class GrantAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin):
     """Grants are added and deleted, never edited; both go through the audited services."""
 
     target_model: type = Server

@@ -10,10 +10,11 @@ from catalog.models import Server, Tool
 from ..models import Agent, AgentGrant, Tenant
 from ..principals import principal_for_user
 from ..selectors import servers_visible_to_operator, tenant_q
+from .people import PeopleChoicesMixin
 
 
 @admin.register(Tenant)
-class TenantAdmin(StrictLookupsMixin, admin.ModelAdmin[Tenant]):
+class TenantAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Tenant]):
     list_display = ("slug", "name", "created_at")
     search_fields = ("slug", "name")
     filter_horizontal = ("members",)
@@ -60,7 +61,7 @@ class AgentGrantInline(admin.TabularInline):
 
 
 @admin.register(Agent)
-class AgentAdmin(StrictLookupsMixin, admin.ModelAdmin[Agent]):
+class AgentAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Agent]):
     list_display = ("name", "user", "parent", "tenant", "all_user_tools", "created_at")
     list_select_related = ("user", "parent", "tenant")
     search_fields = ("name", "user__username")

@@ -17,6 +17,7 @@ from ..principals import principal_for_user
 from ..selectors import tenant_q
 from ..services.tokens import api_token_create, api_token_revoke, api_token_tenant
 from .common import DEFAULT_TOKEN_LIFETIME
+from .people import PeopleChoicesMixin
 
 
 class ApiTokenAddForm(forms.ModelForm):
@@ -44,7 +45,7 @@ class ApiTokenAddForm(forms.ModelForm):
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(StrictLookupsMixin, admin.ModelAdmin[ApiToken]):
+class ApiTokenAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[ApiToken]):
     list_display = (
         "name",
         "user",

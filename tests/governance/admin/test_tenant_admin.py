@@ -119,10 +119,15 @@ def _form_fields(html: str) -> dict[str, str]:
     return parser.values
 
 
-def test_a_tenants_tool_is_granted_on_its_page_only_to_that_tenants_members(client, world, member, outsider):
+def test_a_tenants_tool_is_granted_on_its_page_only_to_that_tenants_members(
+    client, world, member, outsider, django_user_model
+):
     """Z12 with main's per-tool access: the tool page's access rows refuse a person outside the tool's tenant
-    (the form says so; nothing is granted), and accept a member."""
+    (the form says so; nothing is granted), and accept a member. Another tenant's person is not even a choice
+    (the operator's people list has none of them); a shared person (in no tenant) is, and the grant refuses."""
     from governance.models import ToolUserObjectPermission
+
+    shared_person = django_user_model.objects.create_user(username="shared-person")
 
     tool = world["alpha-srv"].tools.get()
     client.force_login(world["operator"])
@@ -132,9 +137,11 @@ def test_a_tenants_tool_is_granted_on_its_page_only_to_that_tenants_members(clie
     assert f"{row}-0-user" in fields
     discover = Permission.objects.get(codename="discover_tool")
 
-    refused = client.post(url, {**fields, f"{row}-0-user": outsider.pk, f"{row}-0-permission": discover.pk})
+    refused = client.post(url, {**fields, f"{row}-0-user": shared_person.pk, f"{row}-0-permission": discover.pk})
     assert refused.status_code == 200
     assert "this server belongs to a tenant the person is not a member of" in refused.content.decode()
+    foreign = client.post(url, {**fields, f"{row}-0-user": outsider.pk, f"{row}-0-permission": discover.pk})
+    assert foreign.status_code == 200 and "Select a valid choice" in foreign.content.decode()
     assert not ToolUserObjectPermission.objects.exists()
 
     granted = client.post(url, {**fields, f"{row}-0-user": member.pk, f"{row}-0-permission": discover.pk})
@@ -163,3 +170,73 @@ def test_curators_preview_and_example_check_stay_inside_their_tenants(client, wo
     assert client.get(reverse("search_preview_tool", args=[bravo_tool.pk])).status_code == 404
     alpha_tool = world["alpha-srv"].tools.get()
     assert client.get(reverse("search_preview_tool", args=[alpha_tool.pk])).status_code == 200
+
+
+@pytest.fixture
+def people(django_user_model, world):
+    """A person of each tenant and one in none (shared), with names no page prints otherwise."""
+    made = {name: django_user_model.objects.create_user(username=name) for name in ("alice-a", "bob-b", "sam-shared")}
+    world["a"].members.add(made["alice-a"])
+    world["b"].members.add(made["bob-b"])
+    return made
+
+
+def test_operator_lists_and_autocompletes_only_shared_and_own_tenants_people(client, world, people, superuser):
+    client.force_login(world["operator"])
+    listed = client.get(reverse("admin:auth_user_changelist"))
+    assert listed.status_code == 200
+    page = listed.content.decode()
+    assert "alice-a" in page and "sam-shared" in page and "op-a" in page
+    assert "bob-b" not in page
+    assert client.get(reverse("admin:auth_user_change", args=[people["bob-b"].pk])).status_code == 302
+    for model_name in ("serveruserobjectpermission", "apitoken", "agent"):
+        found = client.get(
+            reverse("admin:autocomplete"),
+            {"app_label": "governance", "model_name": model_name, "field_name": "user", "term": ""},
+        )
+        assert found.status_code == 200, model_name
+        names = {row["text"] for row in found.json()["results"]}
+        assert {"alice-a", "sam-shared", "op-a"} <= names and "bob-b" not in names, (model_name, names)
+    searched = client.get(
+        reverse("admin:autocomplete"),
+        {"app_label": "governance", "model_name": "serveruserobjectpermission", "field_name": "user", "term": "bob"},
+    )
+    assert searched.json()["results"] == []
+
+    client.force_login(superuser)  # a superuser sees everyone
+    assert "bob-b" in client.get(reverse("admin:auth_user_changelist")).content.decode()
+
+
+def test_operator_cannot_pick_another_tenants_person_in_a_grant(client, world, people):
+    """A person posted from outside the operator's list is an invalid choice, even on a shared server."""
+    client.force_login(world["operator"])
+    discover = Permission.objects.get(codename="discover_server")
+    url = reverse("admin:governance_serveruserobjectpermission_add")
+    shared = world["shared-srv"].pk
+    refused = client.post(url, {"user": people["bob-b"].pk, "permission": discover.pk, "content_object": shared})
+    assert refused.status_code == 200 and "Select a valid choice" in refused.content.decode()
+    assert not ServerUserObjectPermission.objects.exists()
+    granted = client.post(url, {"user": people["sam-shared"].pk, "permission": discover.pk, "content_object": shared})
+    assert granted.status_code == 302
+
+
+def test_a_tenants_member_choices_hold_no_other_tenants_people(client, world, people):
+    world["operator"].user_permissions.add(Permission.objects.get(codename="change_tenant"))
+    client.force_login(world["operator"])
+    page = client.get(reverse("admin:governance_tenant_change", args=[world["a"].pk])).content.decode()
+    assert "alice-a" in page and "sam-shared" in page
+    assert "bob-b" not in page
+
+
+def test_a_curator_previews_only_as_shared_or_own_tenants_people(client, world, people):
+    from governance.roles import CURATORS
+
+    curator = world["operator"]
+    curator.groups.add(Group.objects.get(name=CURATORS))
+    client.force_login(curator)
+    alpha_tool = world["alpha-srv"].tools.get()
+    for name, known in (("alice-a", True), ("sam-shared", True), ("bob-b", False)):
+        preview = client.get(reverse("search_preview"), {"query": "alpha tool", "as_user": name})
+        assert ("No such user." in preview.context["form"].errors.get("as_user", [])) is not known, name
+        examples = client.get(reverse("search_preview_tool", args=[alpha_tool.pk]), {"as_user": name})
+        assert examples.status_code == (200 if known else 404), name
