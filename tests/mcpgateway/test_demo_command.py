@@ -13,7 +13,8 @@ from governance.principals import principal_for_user
 from governance.services.tokens import api_token_verify
 from mcpgateway.services import gateway_search
 
-from .conftest import NODE_BIN
+from .conftest import MODERN, NODE_BIN, free_port, modern_request, rpc_result
+from .test_database_lock import GRANT_TABLES, POSTGRES, TableLock, _postgres_url
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -73,3 +74,88 @@ def test_make_demo_runs_without_debug_unless_the_developer_asks(asked, debug):
     ).stdout
     (line,) = [line for line in plan.splitlines() if "manage.py demo" in line]
     assert line.startswith(debug) and "SECRET_KEY_FILE=var/secret-key" in line
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.skipif(
+    not POSTGRES, reason="the serving connections' lock/statement timeouts are Postgres's: runs with DATABASE_URL"
+)
+def test_the_demo_serves_on_postgres_with_the_web_process_database_timeouts(tmp_path):
+    """`manage.py demo` serves the way `make run` does: its server's Postgres connections give up on a lock
+    after SCOUT_DB_LOCK_TIMEOUT, so a call meeting locked grant tables is answered "busy" instead of hanging."""
+    import subprocess
+    import sys
+    import time
+    import uuid
+    from concurrent.futures import ThreadPoolExecutor
+
+    import httpx
+    import psycopg
+    from django.conf import settings
+
+    name = f"scout_demo_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(_postgres_url("postgres"), autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    url, port = _postgres_url(name), free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {key: value for key, value in os.environ.items() if key not in ("REDIS_URL", "TESTING", "DEBUG")}
+    env.update(DATABASE_URL=url, SECRET_KEY="demo-test-only-not-a-secret", SCOUT_PUBLIC_URL=base, CI="1")
+    out = tmp_path / "demo.out"
+    with out.open("wb") as log:
+        demo = subprocess.Popen(
+            [sys.executable, "manage.py", "demo", "--port", str(port), "--data-dir", str(tmp_path / "var")],
+            cwd=settings.BASE_DIR,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        token, deadline = None, time.monotonic() + 400
+        while token is None:
+            assert demo.poll() is None, out.read_text()[-3000:]
+            assert time.monotonic() < deadline, out.read_text()[-3000:]
+            time.sleep(0.5)
+            token = next((word for word in out.read_text().split() if word.startswith("scout_")), None)
+            if token is not None:
+                try:
+                    httpx.get(f"{base}/healthz", timeout=1)
+                except httpx.HTTPError:
+                    token = None
+
+        def execute() -> dict:
+            body = modern_request(
+                "tools/call",
+                {
+                    "name": "execute_tool",
+                    "arguments": {"tool_id": "time::get_current_time", "arguments": {"timezone": "UTC"}},
+                },
+            )
+            headers = {
+                "Content-Type": "application/json",
+                "Accept": "application/json, text/event-stream",
+                "MCP-Protocol-Version": MODERN,
+                "Mcp-Method": "tools/call",
+                "Mcp-Name": "execute_tool",
+                "Authorization": f"Bearer {token}",
+            }
+            # A deadline on the whole answer (an SSE stream may keep a read alive): the lock timeout is 2 s.
+            call = ThreadPoolExecutor(max_workers=1)
+            answer = call.submit(httpx.post, f"{base}/mcp", json=body, headers=headers, timeout=60)
+            try:
+                response = answer.result(timeout=30)
+            except TimeoutError:
+                pytest.fail("the demo's server waited on the lock: its connections have no lock timeout")
+            finally:
+                call.shutdown(wait=False)
+            return rpc_result(response)["result"]
+
+        assert not execute()["isError"]
+        with TableLock(url, *GRANT_TABLES):
+            locked = execute()
+        assert locked["isError"] and locked["structuredContent"]["service_busy"] is True, locked
+        assert not execute()["isError"]  # the lock is gone: the same call works
+    finally:
+        demo.terminate()
+        demo.wait(30)
+        with psycopg.connect(_postgres_url("postgres"), autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -3,7 +3,7 @@
 Migrates, creates (or resets) an admin login and prints it, registers real upstream MCP servers installed
 by ``make install`` (``mcp-server-time`` and ``mcp-server-git`` from PyPI; ``server-memory`` and
 ``server-everything`` from npm), syncs them, builds the search index, issues an API token for MCP clients
-and serves Scout on 127.0.0.1:8000.
+and serves Scout on 127.0.0.1:8000 by becoming the server `make run` starts (same command, same settings).
 """
 
 import ipaddress
@@ -95,17 +95,24 @@ class Command(ProgressCommand):
         token = self._api_token()
         self._print_summary(options["host"], options["port"], password, approver_password, token)
         if not options["no_serve"]:
-            import uvicorn
+            self._serve(options["host"], options["port"])
 
-            from scoutsite.serving import PROTOCOL
+    def _serve(self, host: str, port: int) -> None:
+        """Become the server `make run` starts: ``uvicorn scoutsite.asgi:application --http <PROTOCOL>`` in a
+        fresh interpreter (this process is replaced). Its settings load the way a serving process's do:
+        scoutsite/asgi.py marks it serving (SCOUT_DB_SERVING) first, so its Postgres connections get the lock
+        and statement timeouts (F7). This process loaded its settings as a management command, without them."""
+        from django.db import connections
 
-            uvicorn.run(
-                "scoutsite.asgi:application",
-                http=PROTOCOL,  # closes connections whose request does not arrive in time (stalled clients)
-                host=options["host"],
-                port=options["port"],
-                log_level="info",
-            )
+        from scoutsite.serving import PROTOCOL
+
+        command = [sys.executable, "-m", "uvicorn", "scoutsite.asgi:application", "--http", PROTOCOL]
+        command += ["--host", host, "--port", str(port), "--app-dir", str(settings.BASE_DIR)]
+        connections.close_all()
+        self.stdout.flush()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execv(sys.executable, command)
 
     def _login(self, username: str, *, superuser: bool) -> str:
         """Create the login, or reset its password: the new one is printed, never stored in clear."""
