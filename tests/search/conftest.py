@@ -1,16 +1,18 @@
 """Search fixtures: one model load per test session, a clean index state per test, a small catalog."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 from django.core.cache import cache
+from django.test import override_settings
 
-from search.backends import backends_reset
+from search.backends import SearchBackend, backend_get, backends_reset
 from search.encoder import Encoder, encoder_forget_failures, encoder_get
 from search.events import search_events_reset
 from search.models import IndexGeneration
 
 from .factories import ServerFactory, ToolFactory, add_examples
+from .fake_weaviate import FakeWeaviate
 
 
 @pytest.fixture(scope="session")
@@ -40,6 +42,36 @@ def reindex(django_capture_on_commit_callbacks) -> Callable[..., IndexGeneration
             return service(**kwargs)
 
     return run
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeWeaviate]:
+    """An in-process fake Weaviate server (fake_weaviate.py) the real weaviate client talks to."""
+    server = FakeWeaviate().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def weaviate_backend(fake: FakeWeaviate) -> Iterator[SearchBackend]:
+    """The configured search backend is Weaviate, on ``fake``: the services (index_rebuild, search_for_principal)
+    publish to it and search through it. Reset before and after; the fake's stalls are released at the end."""
+    overrides = {
+        "SCOUT_SEARCH_BACKEND": "weaviate",
+        "WEAVIATE_URL": fake.url,
+        "WEAVIATE_GRPC_URL": fake.grpc_url,
+        "SCOUT_WEAVIATE_DROP_GRACE_SECONDS": 0,
+        "SCOUT_WEAVIATE_RETRY_SECONDS": 0.1,
+        "SCOUT_WEAVIATE_TIMEOUT": 5.0,
+    }
+    with override_settings(**overrides):
+        backend = backend_get()
+        backend.reset()
+        yield backend
+        fake.release.set()
+        if fake.pause_builds is not None:
+            fake.pause_builds.set()
+        backend.reset()
 
 
 def _params(*names: str, required: tuple[str, ...] = ()) -> dict:

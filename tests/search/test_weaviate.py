@@ -21,7 +21,7 @@ from django.core.management import call_command
 from django.test import override_settings
 from weaviate.proto.v1 import base_pb2
 
-from search.backends import SearchRequest, backend_get
+from search.backends import SearchRequest
 from search.backends.base import IndexedTool
 from search.backends.weaviate import (
     EVENT_BACKEND_INCOMPATIBLE,
@@ -50,8 +50,6 @@ from search.engine.snapshot import DocVectors
 from search.events import counters
 from search.selectors import GENERATION_CACHE_KEY
 from search.services import index_rebuild, index_update, tool_search
-
-from .fake_weaviate import FakeWeaviate
 
 DOC = ToolDoc(
     pk=7,
@@ -176,13 +174,6 @@ def catalog_docs() -> list[IndexedTool]:
 def unit_vector(seed: int, dim: int = DIM) -> np.ndarray:
     vector = np.random.default_rng(seed).normal(size=dim).astype(np.float32)
     return vector / np.linalg.norm(vector)
-
-
-@pytest.fixture
-def fake():
-    server = FakeWeaviate().start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture
@@ -372,23 +363,8 @@ def test_a_build_missing_objects_is_never_swapped_in(served, fake):
 
 
 @pytest.fixture
-def weaviate_site(fake, small_catalog, encoder):
-    overrides = {
-        "SCOUT_SEARCH_BACKEND": "weaviate",
-        "WEAVIATE_URL": fake.url,
-        "WEAVIATE_GRPC_URL": fake.grpc_url,
-        "SCOUT_WEAVIATE_DROP_GRACE_SECONDS": 0,
-        "SCOUT_WEAVIATE_RETRY_SECONDS": 0.1,
-        "SCOUT_WEAVIATE_TIMEOUT": 5.0,
-    }
-    with override_settings(**overrides):
-        backend = backend_get()
-        backend.reset()
-        yield backend, small_catalog
-        fake.release.set()
-        if fake.pause_builds is not None:
-            fake.pause_builds.set()
-        backend.reset()
+def weaviate_site(weaviate_backend, small_catalog, encoder):
+    return weaviate_backend, small_catalog
 
 
 def unpublished_generation() -> str:

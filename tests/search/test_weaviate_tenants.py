@@ -7,7 +7,6 @@ rule is part of that visible set. The real weaviate client talks to the in-proce
 
 import pytest
 from django.contrib.auth.models import Group
-from django.test import override_settings
 from weaviate.proto.v1 import base_pb2
 
 from catalog.models import Tool
@@ -15,23 +14,15 @@ from governance.models import ServerTenant
 from governance.selectors import tool_pks_visible_to
 from governance.services.permissions import permission_grant
 from governance.services.tokens import api_token_create, api_token_verify
-from search.backends import backend_get
 from search.services import index_rebuild, search_for_principal
 from tests.governance.factories import ServerFactory, ToolFactory, in_days, tenant_with
-
-from .fake_weaviate import FakeWeaviate
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
 
-@pytest.fixture
-def fake():
-    server = FakeWeaviate().start()
-    yield server
-    server.stop()
-
-
-def test_the_tenant_filter_is_inside_the_weaviate_query(member, outsider, superuser, fake, encoder, reindex):
+def test_the_tenant_filter_is_inside_the_weaviate_query(
+    member, outsider, superuser, fake, weaviate_backend, encoder, reindex
+):
     tenant_a, tenant_b = tenant_with("a", member), tenant_with("b", outsider)
     everyone = Group.objects.create(name="everyone")
     everyone.user_set.add(member, outsider)
@@ -45,27 +36,12 @@ def test_the_tenant_filter_is_inside_the_weaviate_query(member, outsider, superu
     principal = api_token_verify(raw)
     tenant_b_tools = set(Tool.objects.filter(server__slug="b-srv").values_list("pk", flat=True))
 
-    settings = {
-        "SCOUT_SEARCH_BACKEND": "weaviate",
-        "WEAVIATE_URL": fake.url,
-        "WEAVIATE_GRPC_URL": fake.grpc_url,
-        "SCOUT_WEAVIATE_DROP_GRACE_SECONDS": 0,
-        "SCOUT_WEAVIATE_RETRY_SECONDS": 0.1,
-        "SCOUT_WEAVIATE_TIMEOUT": 5.0,
-    }
-    with override_settings(**settings):
-        backend = backend_get()
-        backend.reset()
-        try:
-            reindex(index_rebuild)
-            assert backend.wait_connected(30)
-            stored = {o["properties"]["tool_pk"] for o in fake.objects("ScoutTools").values()}
-            assert tenant_b_tools <= stored  # B's tool is in the collection: only the filter keeps it out
-            fake.requests = []
-            result = search_for_principal(principal=principal, query="send an email message")
-        finally:
-            fake.release.set()
-            backend.reset()
+    reindex(index_rebuild)
+    assert weaviate_backend.wait_connected(30)
+    stored = {o["properties"]["tool_pk"] for o in fake.objects("ScoutTools").values()}
+    assert tenant_b_tools <= stored  # B's tool is in the collection: only the filter keeps it out
+    fake.requests = []
+    result = search_for_principal(principal=principal, query="send an email message")
 
     assert result.backend == "weaviate" and not result.degraded
     dense = [r for r in fake.requests if r.HasField("near_vector")]
