@@ -61,6 +61,12 @@ def _is_loopback(host: str) -> bool:
         return host == "localhost"
 
 
+def _base_url(host: str, port: int) -> str:
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"  # an IPv6 address
+    return f"http://{host}:{port}"
+
+
 class Command(ProgressCommand):
     help = "Set up and serve the local demo: admin login, real MCP servers synced, search index, API token."
 
@@ -80,6 +86,10 @@ class Command(ProgressCommand):
                 f"DEBUG is on: Django's debug pages would be served to anyone who reaches {options['host']}. "
                 "Serve the demo on 127.0.0.1, or run it without DEBUG."
             )
+        if not os.environ.get("SCOUT_PUBLIC_URL"):
+            # The links Scout gives (landing page, approval URLs told to agents and mailed to approvers, the MCP
+            # URL on a new token's page) name the address this demo serves on, not the default port 8000.
+            settings.SCOUT_PUBLIC_URL = _base_url(options["host"], options["port"])
         var = options["data_dir"] or Path(settings.BASE_DIR) / "var"
         var.mkdir(parents=True, exist_ok=True)
         call_command("migrate", interactive=False, verbosity=0)
@@ -266,7 +276,7 @@ class Command(ProgressCommand):
         return raw
 
     def _print_summary(self, host: str, port: int, password: str, approver_password: str, token: str | None) -> None:
-        base = f"http://{host}:{port}"
+        base = _base_url(host, port)
         lines = [
             "",
             "Scout demo is ready.",
