@@ -177,6 +177,19 @@ def _approval_gate(
                 "with a changed call that addresses the reason.",
                 approval_rejected=exc.code,
             )
+        if exc.code == "not_approved":  # still pending: a new request would only wait in the same queue
+            return None, error_result(
+                f"{exc}. Wait, then call again with the same tool_id, arguments and approval_id; meanwhile tell "
+                "the user the call is waiting for approval. Do not call without approval_id.",
+                approval_rejected=exc.code,
+                approval_id=approval_id,
+            )
+        if exc.code == "arguments_mismatch":
+            return None, error_result(
+                f"The approval cannot be used ({exc.code}): {exc}. Call again with exactly the approved arguments, "
+                "or without approval_id to ask approval for these.",
+                approval_rejected=exc.code,
+            )
         return None, error_result(
             f"The approval cannot be used ({exc.code}): {exc}. Call again without approval_id to request a new one.",
             approval_rejected=exc.code,
