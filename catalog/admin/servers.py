@@ -1,5 +1,6 @@
 """Servers: health at a glance, the last runs, and "Sync now"."""
 
+from collections.abc import Sequence
 from typing import Any
 
 from django import forms
@@ -229,6 +230,12 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
         return format_html('{}, <a class="scout-held-text" href="{}"><strong>{} held</strong></a>', live_link,
                            held_url, held)  # fmt: skip
 
+    def get_list_display(self, request: HttpRequest) -> Sequence[str]:
+        # Curators read the server list but not sync runs: the run's status without a link they would get 403 from.
+        if request.user.has_perm("catalog.view_syncrun"):
+            return self.list_display
+        return tuple("last_run_status_badge" if name == "last_run" else name for name in self.list_display)
+
     @admin.display(description="last run", ordering="last_run_status")
     def last_run(self, server: Server) -> str:
         status = getattr(server, "last_run_status", None)
@@ -236,6 +243,11 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
             return "—"
         url = reverse("admin:catalog_syncrun_change", args=[server.last_run_pk])
         return format_html('<a href="{}">{}</a>', url, badge(status, SyncStatus(status).label))
+
+    @admin.display(description="last run", ordering="last_run_status")
+    def last_run_status_badge(self, server: Server) -> str:
+        status = getattr(server, "last_run_status", None)
+        return badge(status, SyncStatus(status).label) if status else "—"
 
     @admin.display(description="last error")
     def last_error_display(self, server: Server) -> str:
