@@ -87,3 +87,24 @@ def test_no_link_on_a_roles_pages_leads_it_to_a_refusal(
     assert reverse("admin:index") in links and len(links) > 4
     refused = sorted(link for link in links if client.get(link).status_code == 403)
     assert refused == [], refused
+
+
+def test_a_page_outside_ones_role_explains_itself_and_leads_back(client, django_user_model):
+    """A curator following the start page's "Approval inbox" button: a page saying why, with the way back,
+    not a bare "403 Forbidden"."""
+    client.force_login(_staff(django_user_model, "cur", CURATORS))
+    response = client.get(reverse("admin:governance_approvalrequest_changelist"))
+    html = response.content.decode()
+    assert response.status_code == 403
+    assert "not part of your role" in html and "signed in as <strong>cur</strong>" in html
+    assert f'href="{reverse("admin:index")}"' in html and f'href="{reverse("home")}"' in html
+
+    missing = client.get("/no-such-page/")
+    assert missing.status_code == 404 and "No such page" in missing.content.decode()
+
+
+def test_an_approver_with_nothing_waiting_sees_a_calm_zero(client, django_user_model, grant, server):
+    grant(Group.objects.get(name=APPROVERS), server, "approve")
+    client.force_login(_staff(django_user_model, "appr", APPROVERS))
+    html = client.get(reverse("admin:index")).content.decode()
+    assert 'class="scout-count none">0<' in html and "Nothing is waiting" in html  # grey, not the alarm red
