@@ -26,7 +26,7 @@ from catalog.services.servers import server_archive, server_restore
 from catalog.services.sync import server_openapi_preview
 from catalog.upstream import UpstreamError, list_tools
 
-from .display import admin_link, badge, text_block
+from .display import admin_link, badge, compact_time, text_block
 from .filters import held_q
 from .lookups import StrictLookupsMixin
 
@@ -130,7 +130,7 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
         "transport",
         "environment",
         "tool_count",
-        "last_synced_at",
+        "last_synced",
         "last_run",
     )
     list_filter = ("status", "transport", "environment")
@@ -235,6 +235,10 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
         if request.user.has_perm("catalog.view_syncrun"):
             return self.list_display
         return tuple("last_run_status_badge" if name == "last_run" else name for name in self.list_display)
+
+    @admin.display(description="last synced", ordering="last_synced_at")
+    def last_synced(self, server: Server) -> str:
+        return compact_time(server.last_synced_at)
 
     @admin.display(description="last run", ordering="last_run_status")
     def last_run(self, server: Server) -> str:
