@@ -204,7 +204,7 @@ class ToolAdmin(StrictLookupsMixin, admin.ModelAdmin[Tool]):
             )
         return badge("live", "live")
 
-    @admin.display(description="definition changed", ordering="last_changed_at")
+    @admin.display(description="changed", ordering="last_changed_at")
     def last_changed(self, tool: Tool) -> Any:
         return compact_time(getattr(tool, "last_changed_at", None))
 
