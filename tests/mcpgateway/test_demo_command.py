@@ -52,6 +52,13 @@ def test_demo_sets_up_real_servers_a_login_a_token_and_a_curated_index(
 
     admin = get_user_model().objects.get(username="admin")
     assert admin.is_superuser and "login: admin / " in printed
+    # A login per role, printed: each opens its role's admin home with the password shown.
+    for username, home in (("curator", "curator-home"), ("operator", "operator-home"), ("approver", "approver-home")):
+        password = printed.split(f"login: {username} / ", 1)[1].split()[0]
+        assert client.login(username=username, password=password), username
+        html = client.get("/admin/").content.decode()
+        assert f'id="{home}"' in html, username
+        client.logout()
     token = next(word for word in printed.split() if word.startswith("scout_"))
     principal = api_token_verify(token)
     assert principal is not None and principal.user == admin
