@@ -201,7 +201,8 @@ def _approval_gate(
     return None, error_result(
         f"This call needs human approval (approval_id {request.approval_id}, {decision.policy.risk_class} risk). "
         f"An approver decides at {url} . Once it is approved, call execute_tool again with the same tool_id, "
-        f'the same arguments and approval_id "{request.approval_id}". Do not retry before then.',
+        f'the same arguments and approval_id "{request.approval_id}" (earlier, that call only answers that the '
+        "request is still waiting). Meanwhile tell the user the call is waiting for approval.",
         approval_required=True,
         approval_id=request.approval_id,
         approval_url=url,

@@ -63,6 +63,7 @@ def test_mutating_call_runs_once_after_an_approver_approves_it_in_the_admin(
     approval_id = first.structured_content["approval_id"]
     approval_url = first.structured_content["approval_url"]
     assert approval_id in _text(first) and approval_url in _text(first)
+    assert "only answers that the request is still waiting" in _text(first)  # calling early is a safe poll
     assert approval_url.startswith(f"{gateway.url}/admin/governance/approvalrequest/")
     assert ApprovalRequest.objects.get(approval_id=approval_id).status == "pending"
     assert faulty_calls(faulty_call_log, "record_note") == 0

@@ -100,3 +100,13 @@ def test_an_answer_emptied_by_a_filter_says_so_and_names_the_filter(gateway, wor
 def test_one_match_is_counted_in_the_singular(gateway, world):
     text = _answer_text(gateway, world["token"], TIME_QUERY, top_k=1)
     assert text.startswith("1 matching tool, best first."), text
+
+
+def test_a_token_granted_nothing_is_told_so_not_that_no_tool_fits(gateway, world):
+    # A newcomer's first token is often for a user nobody granted anything: the model should say "ask for
+    # access", not "no tool can do this". The member (granted the time server) still gets the usual answers.
+    stranger = make_token(make_user("gw_stranger"))
+    told = _answer_text(gateway, stranger, TIME_QUERY)
+    assert told.startswith("No tool is available to this token") and "ask a Scout operator" in told
+    granted_miss = _answer_text(gateway, world["token"], "book a flight to Paris for next week")
+    assert granted_miss.startswith("No tool fits this request.")
