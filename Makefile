@@ -48,8 +48,11 @@ check: install
 	SECRET_KEY=check $(BIN)/python manage.py check
 	SECRET_KEY=check $(BIN)/python manage.py makemigrations --check --dry-run
 
+# The address Scout's links name (approval URLs, the landing page): where `make run` serves unless set.
+SCOUT_PUBLIC_URL ?= http://$(HOST):$(PORT)
+
 run: install $(KEY_FILE)
-	DEBUG=$(DEBUG) SECRET_KEY_FILE=$(KEY_FILE) $(BIN)/uvicorn scoutsite.asgi:application --http scoutsite.serving:BoundedH11Protocol --host $(HOST) --port $(PORT)
+	DEBUG=$(DEBUG) SECRET_KEY_FILE=$(KEY_FILE) SCOUT_PUBLIC_URL=$(SCOUT_PUBLIC_URL) $(BIN)/uvicorn scoutsite.asgi:application --http scoutsite.serving:BoundedH11Protocol --host $(HOST) --port $(PORT)
 
 worker: install
 	$(BIN)/celery -A scoutsite worker --loglevel=INFO --concurrency=2

@@ -29,6 +29,8 @@ NAVIGATION: list[tuple[str, list[str]]] = [
             "governance.ToolGroupObjectPermission",
             "governance.ToolUserObjectPermission",
             "governance.ApiToken",
+            "governance.Agent",
+            "governance.Tenant",
             "auth.User",
             "auth.Group",
             "governance.Entitlement",
@@ -36,13 +38,15 @@ NAVIGATION: list[tuple[str, list[str]]] = [
     ),
     ("Risk & policy", ["governance.ToolPolicy", "governance.RiskClass", "governance.PolicyVersion"]),
 ]
-# Pages that are not models, shown in the navigation beside the models of their job.
+# Pages that are not models, shown in the navigation beside the models of their job, to people holding every
+# permission the page's view checks (search.workbench.WORKBENCH_PERMISSIONS, search.preview.PREVIEW_PERMISSION,
+# scoutsite.dashboard): a link its reader would get 403 from is a dead end.
 EXTRA_PAGES = {
     "Search & curation": [
-        ("Search workbench", "search_workbench", "catalog.view_tool"),
-        ("Search preview", "search_preview", "catalog.view_tool"),
+        ("Search workbench", "search_workbench", ("catalog.change_tool", "search.view_querylogentry")),
+        ("Search preview", "search_preview", ("catalog.view_tool",)),
     ],
-    "Servers & sync": [("Dashboard", "dashboard", "catalog.view_server")],
+    "Servers & sync": [("Dashboard", "dashboard", ("catalog.view_server",))],
 }
 
 
@@ -96,8 +100,8 @@ def _grouped(request: HttpRequest, apps: list[dict[str, Any]]) -> list[dict[str,
 
 def _extra_pages(request: HttpRequest, title: str) -> list[dict[str, Any]]:
     pages = []
-    for name, url_name, permission in EXTRA_PAGES.get(title, []):
-        if not request.user.has_perm(permission):
+    for name, url_name, permissions in EXTRA_PAGES.get(title, []):
+        if not request.user.has_perms(permissions):
             continue
         try:
             url = reverse(url_name)

@@ -2,11 +2,13 @@
 
 import difflib
 import json
+from datetime import datetime
 from functools import cached_property
 from typing import Any
 
 from django.core.paginator import Paginator
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from catalog.choices import ServerStatus, SyncStatus
@@ -55,6 +57,15 @@ def text_block(value: str) -> str:
     if not value:
         return "—"
     return format_html('<pre style="white-space:pre-wrap">{}</pre>', value)
+
+
+def compact_time(value: datetime | None) -> str:
+    """A moment in a list column: the date over the time, local, in two short lines ("—" for none), so that
+    lists keep every column in view beside both sidebars at 1280 px."""
+    if value is None:
+        return "—"
+    local = timezone.localtime(value)
+    return format_html('<span class="scout-time">{}<br><small>{}</small></span>', f"{local:%Y-%m-%d}", f"{local:%H:%M}")
 
 
 def admin_link(obj: Any, label: str | None = None) -> str:

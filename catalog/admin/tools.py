@@ -14,7 +14,7 @@ from django.utils.http import urlencode
 from catalog.models import Tool, ToolAlias, ToolExample, ToolKeyword, ToolNegativeExample, ToolRevision
 from catalog.services.curation import tool_curation_update
 
-from .display import admin_link, badge, json_block, text_block
+from .display import admin_link, badge, compact_time, json_block, text_block
 from .filters import ChangedRecentlyFilter, ServerFilter, ToolStatusFilter, TransportFilter, held_q
 from .lookups import StrictLookupsMixin
 
@@ -204,9 +204,9 @@ class ToolAdmin(StrictLookupsMixin, admin.ModelAdmin[Tool]):
             )
         return badge("live", "live")
 
-    @admin.display(description="definition changed", ordering="last_changed_at")
+    @admin.display(description="changed", ordering="last_changed_at")
     def last_changed(self, tool: Tool) -> Any:
-        return getattr(tool, "last_changed_at", None)
+        return compact_time(getattr(tool, "last_changed_at", None))
 
     @admin.display(description="curated", boolean=True, ordering="curated_at")
     def curated(self, tool: Tool) -> bool:

@@ -10,7 +10,7 @@ from django.utils.html import format_html
 from catalog.admin.lookups import StrictLookupsMixin
 
 from ..choices import NotificationOutcome
-from ..models import NotificationAttempt
+from ..models import ApprovalRequest, NotificationAttempt
 from ..selectors import notification_attempts_visible_to
 
 
@@ -40,6 +40,23 @@ class NotificationAttemptAdmin(StrictLookupsMixin, admin.ModelAdmin[Notification
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
 
+    def _may_open_requests(self, request) -> bool:
+        """Whether the request's decide page would open for this reader (operators read the log, approvers decide)."""
+        return self.admin_site._registry[ApprovalRequest].has_view_permission(request)
+
+    def get_list_display(self, request):
+        if self._may_open_requests(request):
+            return self.list_display
+        return tuple("approval_text" if name == "approval_link" else name for name in self.list_display)
+
+    def get_fields(self, request, obj=None):
+        if self._may_open_requests(request):
+            return self.fields
+        return tuple("approval_text" if name == "approval_link" else name for name in self.fields)
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.get_fields(request, obj)
+
     def changelist_view(self, request, extra_context=None):
         title = "Notifications to approvers — every e-mail and webhook attempt, failed ones in red"
         return super().changelist_view(request, {"title": title, **(extra_context or {})})
@@ -67,3 +84,7 @@ class NotificationAttemptAdmin(StrictLookupsMixin, admin.ModelAdmin[Notification
             return "—"
         url = reverse("admin:governance_approvalrequest_decide", args=[obj.approval_id])
         return format_html('<a href="{}">{}</a>', url, obj.approval.approval_id)
+
+    @admin.display(description="request")
+    def approval_text(self, obj: NotificationAttempt) -> str:
+        return obj.approval.approval_id if obj.approval is not None else "—"

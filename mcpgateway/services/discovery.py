@@ -20,7 +20,7 @@ from catalog.models import Tool
 from governance.choices import AuditEventType, AuditOutcome, OperationClass
 from governance.principals import Principal
 from governance.sanitize import clean_for_model
-from governance.selectors import ToolNotFound, tool_get_for_principal
+from governance.selectors import ToolNotFound, tool_get_for_principal, tool_pks_visible_to
 from governance.services.audit import audit_record
 from search.backends import SearchResult
 from search.engine.ranking import Confidence
@@ -145,6 +145,14 @@ NO_TOOL_FITS = (
     "No tool fits this request. Rephrase it (say what should be done and to what), or tell the user "
     "no available tool can do it. Do not guess tool ids."
 )
+NO_TOOL_FITS_FILTERED = (
+    "No tool fits this request with the filters you set ({filters}). Search again without them, or rephrase "
+    "the request (say what should be done and to what). Do not guess tool ids."
+)
+NO_TOOL_GRANTED = (
+    "No tool is available to this token: nothing is granted to it yet. Tell the user to ask a Scout operator "
+    "for access to the tools they need. Do not guess tool ids."
+)
 LOW_CONFIDENCE = (
     "Low confidence: none of these clearly fits. Check each inputSchema against the request before calling, "
     "or rephrase it (what should be done, to what)."
@@ -158,6 +166,9 @@ class SearchAnswer:
     # search's decision, shown as is: high, low (check the schemas or rephrase) or none (withheld)
     confidence: str = Confidence.HIGH.value
     notes: list[str] = field(default_factory=list)
+    # the names of the filters the caller narrowed the search with (operation_class, environment, scope)
+    filters: list[str] = field(default_factory=list)
+    nothing_granted: bool = False  # the caller may discover no tool at all (its own access, nobody else's)
 
     @property
     def abstained(self) -> bool:
@@ -178,10 +189,13 @@ class SearchAnswer:
         )
 
     def text(self) -> str:
+        if not self.matches and self.nothing_granted:
+            return NO_TOOL_GRANTED
         if not self.matches:
-            return NO_TOOL_FITS
+            return NO_TOOL_FITS_FILTERED.format(filters=", ".join(self.filters)) if self.filters else NO_TOOL_FITS
+        count = len(self.matches)
         lines = [
-            f"{len(self.matches)} matching tools, best first"
+            f"{count} matching tool{'' if count == 1 else 's'}, best first"
             + (" (degraded search)" if self.degraded else "")
             + ". Call execute_tool with a tool_id below and arguments that satisfy its inputSchema."
         ]
@@ -260,6 +274,10 @@ def gateway_search(
         except SearchQueryError as exc:
             raise GatewayInputError(str(exc), exc.field) from None
         answer = _answer(result)
+        narrowed = {"operation_class": operation_class, "environment": environment, "scope": scope != "all"}
+        answer.filters = [name for name, value in narrowed.items() if value]
+        if not answer.matches and not answer.filters:  # a newcomer's token for a user without grants
+            answer.nothing_granted = not tool_pks_visible_to(principal=principal)
         span.set_attribute("scout.confidence", answer.confidence)
         span.set_attribute("scout.matches", len(answer.matches))
     if client is None:

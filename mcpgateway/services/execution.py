@@ -177,6 +177,19 @@ def _approval_gate(
                 "with a changed call that addresses the reason.",
                 approval_rejected=exc.code,
             )
+        if exc.code == "not_approved":  # still pending: a new request would only wait in the same queue
+            return None, error_result(
+                f"{exc}. Wait, then call again with the same tool_id, arguments and approval_id; meanwhile tell "
+                "the user the call is waiting for approval. Do not call without approval_id.",
+                approval_rejected=exc.code,
+                approval_id=approval_id,
+            )
+        if exc.code == "arguments_mismatch":
+            return None, error_result(
+                f"The approval cannot be used ({exc.code}): {exc}. Call again with exactly the approved arguments, "
+                "or without approval_id to ask approval for these.",
+                approval_rejected=exc.code,
+            )
         return None, error_result(
             f"The approval cannot be used ({exc.code}): {exc}. Call again without approval_id to request a new one.",
             approval_rejected=exc.code,
@@ -188,7 +201,8 @@ def _approval_gate(
     return None, error_result(
         f"This call needs human approval (approval_id {request.approval_id}, {decision.policy.risk_class} risk). "
         f"An approver decides at {url} . Once it is approved, call execute_tool again with the same tool_id, "
-        f'the same arguments and approval_id "{request.approval_id}". Do not retry before then.',
+        f'the same arguments and approval_id "{request.approval_id}" (earlier, that call only answers that the '
+        "request is still waiting). Meanwhile tell the user the call is waiting for approval.",
         approval_required=True,
         approval_id=request.approval_id,
         approval_url=url,

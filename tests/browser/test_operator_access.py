@@ -163,13 +163,15 @@ def test_the_notification_log_shows_a_sent_and_a_failed_webhook(
     assert home.text.endswith(": 1")
     browser.find_element("link text", "Notification log").click()
     rows = browser.find_elements("css selector", "#result_list tbody tr")
-    by_request = {row.find_element("css selector", "td.field-approval_link").text: row.text for row in rows}
+    # Operators read the log but do not decide: the request is named, not linked to a decide page they get 403 from.
+    by_request = {row.find_element("css selector", "td.field-approval_text").text: row.text for row in rows}
+    assert "/decide/" not in browser.page_source
     failed = by_request[second.approval_id]
     assert "Failed" in failed and "approval webhook answered 500" in failed
     screenshot(browser, "operator-notifications-failed")
     browser.get(f"{gateway.url}/admin/governance/notificationattempt/")
     rows = browser.find_elements("css selector", "#result_list tbody tr")
-    by_request = {row.find_element("css selector", "td.field-approval_link").text: row.text for row in rows}
+    by_request = {row.find_element("css selector", "td.field-approval_text").text: row.text for row in rows}
     assert "Sent" in by_request[first.approval_id] and "HTTP 200" in by_request[first.approval_id]
     assert "Failed" in by_request[second.approval_id]
     assert "/ok" not in browser.page_source and "/broken" not in browser.page_source  # the host only
@@ -177,3 +179,8 @@ def test_the_notification_log_shows_a_sent_and_a_failed_webhook(
         "const e = document.querySelector('#changelist .results');return e.scrollWidth <= e.clientWidth;"
     )  # fits at 1280 px
     screenshot(browser, "operator-notifications")
+    browser.get(f"{gateway.url}/admin/catalog/server/")  # the server list fits too: its last column in view
+    assert browser.execute_script(
+        "const e = document.querySelector('#changelist .results');return e.scrollWidth <= e.clientWidth;"
+    )
+    screenshot(browser, "operator-servers")

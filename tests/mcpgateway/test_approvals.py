@@ -63,12 +63,17 @@ def test_mutating_call_runs_once_after_an_approver_approves_it_in_the_admin(
     approval_id = first.structured_content["approval_id"]
     approval_url = first.structured_content["approval_url"]
     assert approval_id in _text(first) and approval_url in _text(first)
+    assert "only answers that the request is still waiting" in _text(first)  # calling early is a safe poll
     assert approval_url.startswith(f"{gateway.url}/admin/governance/approvalrequest/")
     assert ApprovalRequest.objects.get(approval_id=approval_id).status == "pending"
     assert faulty_calls(faulty_call_log, "record_note") == 0
 
     pending = run(lambda: ask(approval_id))
     assert pending.is_error and pending.structured_content["approval_rejected"] == "not_approved"
+    # An agent polling a pending request is told to wait and poll again with the same id, never to open
+    # another request (which would only wait in the same queue).
+    assert "waiting for an approver" in _text(pending) and "call again with the same" in _text(pending)
+    assert "request a new one" not in _text(pending) and pending.structured_content["approval_id"] == approval_id
 
     decided = _admin_approve(gateway.url, approval_url, "gw_approver")
     assert decided.status_code == 302, decided.text[:500]
@@ -76,6 +81,7 @@ def test_mutating_call_runs_once_after_an_approver_approves_it_in_the_admin(
 
     swapped = run(lambda: ask(approval_id, {"note": "drop the database"}))
     assert swapped.is_error and swapped.structured_content["approval_rejected"] == "arguments_mismatch"
+    assert "exactly the approved arguments" in _text(swapped)
     assert faulty_calls(faulty_call_log, "record_note") == 0
 
     executed = run(lambda: ask(approval_id))

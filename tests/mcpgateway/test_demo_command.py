@@ -29,12 +29,22 @@ def memory_file_env():
         os.environ["MEMORY_FILE_PATH"] = before
 
 
-def test_demo_sets_up_real_servers_a_login_a_token_and_a_curated_index(tmp_path, memory_file_env):
+def test_demo_sets_up_real_servers_a_login_a_token_and_a_curated_index(
+    tmp_path, memory_file_env, settings, client, monkeypatch
+):
     if not (NODE_BIN / "mcp-server-memory").exists() and not os.environ.get("SCOUT_REQUIRE_NODE_TOOLS"):
         pytest.skip("tools/node_modules is not installed (make install); the demo syncs npm servers too")
+    monkeypatch.delenv("SCOUT_PUBLIC_URL", raising=False)
     out = StringIO()
-    call_command("demo", "--no-serve", "--data-dir", str(tmp_path), stdout=out)
+    call_command("demo", "--no-serve", "--port", "8799", "--data-dir", str(tmp_path), stdout=out)
     printed = out.getvalue()
+
+    # Served on another port (make demo PORT=8799), the links Scout gives name that port, not 8000.
+    assert "MCP:      http://127.0.0.1:8799/mcp" in printed
+    assert settings.SCOUT_PUBLIC_URL == "http://127.0.0.1:8799"
+    # ... and so does the server the command becomes (a fresh interpreter reading the environment).
+    assert os.environ["SCOUT_PUBLIC_URL"] == "http://127.0.0.1:8799"
+    assert "http://127.0.0.1:8799/mcp" in client.get("/").content.decode()
 
     for slug in ("time", "git", "memory", "everything"):
         server = Server.objects.get(slug=slug)
@@ -45,6 +55,13 @@ def test_demo_sets_up_real_servers_a_login_a_token_and_a_curated_index(tmp_path,
 
     admin = get_user_model().objects.get(username="admin")
     assert admin.is_superuser and "login: admin / " in printed
+    # A login per role, printed: each opens its role's admin home with the password shown.
+    for username, home in (("curator", "curator-home"), ("operator", "operator-home"), ("approver", "approver-home")):
+        password = printed.split(f"login: {username} / ", 1)[1].split()[0]
+        assert client.login(username=username, password=password), username
+        html = client.get("/admin/").content.decode()
+        assert f'id="{home}"' in html, username
+        client.logout()
     token = next(word for word in printed.split() if word.startswith("scout_"))
     principal = api_token_verify(token)
     assert principal is not None and principal.user == admin
@@ -159,3 +176,21 @@ def test_the_demo_serves_on_postgres_with_the_web_process_database_timeouts(tmp_
         demo.wait(30)
         with psycopg.connect(_postgres_url("postgres"), autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_make_run_links_name_the_port_it_serves_on_unless_the_public_url_is_set(monkeypatch):
+    import subprocess
+
+    from django.conf import settings
+
+    def run_line(*args: str) -> str:
+        plan = subprocess.run(
+            ["make", "-n", "run", *args], cwd=settings.BASE_DIR, capture_output=True, text=True, check=True
+        ).stdout
+        (line,) = [line for line in plan.splitlines() if "uvicorn" in line]
+        return line
+
+    monkeypatch.delenv("SCOUT_PUBLIC_URL", raising=False)
+    assert "SCOUT_PUBLIC_URL=http://127.0.0.1:8799 " in run_line("PORT=8799")
+    monkeypatch.setenv("SCOUT_PUBLIC_URL", "https://scout.example.com")
+    assert "SCOUT_PUBLIC_URL=https://scout.example.com " in run_line("PORT=8799")

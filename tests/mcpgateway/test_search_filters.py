@@ -76,3 +76,37 @@ def test_environment_filter_uses_the_policy_then_the_server_environment(gateway,
     # Tools without allowed environments run where their server runs (the time server: production).
     assert "time::get_current_time" in _search(gateway, world["token"], TIME_QUERY, environment="production")
     assert "time::get_current_time" not in _search(gateway, world["token"], TIME_QUERY, environment="staging")
+
+
+def _answer_text(gateway, token: str, query: str, **filters: Any) -> str:
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            result = await client.call_tool("tool_search", {"query": query, **filters})
+            assert not result.is_error, result.content
+            return result.content[0].text
+
+    return run(main)
+
+
+def test_an_answer_emptied_by_a_filter_says_so_and_names_the_filter(gateway, world):
+    # The time tool fits the request; only the environment filter leaves it out. The model is told to drop
+    # the filter, not that no tool exists (which it would pass on to the user).
+    emptied = _answer_text(gateway, world["token"], TIME_QUERY, environment="staging")
+    assert "with the filters you set (environment)" in emptied and "without them" in emptied
+    unfiltered_miss = _answer_text(gateway, world["token"], "book a flight to Paris for next week")
+    assert unfiltered_miss.startswith("No tool fits this request.") and "filters" not in unfiltered_miss
+
+
+def test_one_match_is_counted_in_the_singular(gateway, world):
+    text = _answer_text(gateway, world["token"], TIME_QUERY, top_k=1)
+    assert text.startswith("1 matching tool, best first."), text
+
+
+def test_a_token_granted_nothing_is_told_so_not_that_no_tool_fits(gateway, world):
+    # A newcomer's first token is often for a user nobody granted anything: the model should say "ask for
+    # access", not "no tool can do this". The member (granted the time server) still gets the usual answers.
+    stranger = make_token(make_user("gw_stranger"))
+    told = _answer_text(gateway, stranger, TIME_QUERY)
+    assert told.startswith("No tool is available to this token") and "ask a Scout operator" in told
+    granted_miss = _answer_text(gateway, world["token"], "book a flight to Paris for next week")
+    assert granted_miss.startswith("No tool fits this request.")

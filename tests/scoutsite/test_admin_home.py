@@ -45,3 +45,66 @@ def test_operator_home_shows_server_health(client, django_user_model, server):
     html = client.get(reverse("admin:index")).content.decode()
     assert 'id="operator-home"' in html and server.slug in html and "Never synced" in html
     assert "Servers &amp; sync" in html
+    # Agents and tenants are who may use what: under Access with tokens and grants, not among the records.
+    access, records = html.index('class="app-access module'), html.index('class="app-records module')
+    for model in ("agent", "tenant", "apitoken"):
+        assert access < html.index(reverse(f"admin:governance_{model}_changelist")) < records, model
+
+
+def _links(html: str) -> set[str]:
+    import re
+
+    hrefs = {href.replace("&amp;", "&") for href in re.findall(r'href="(/admin/[^"#]*)"', html)}
+    return {href for href in hrefs if "logout" not in href and "/delete/" not in href}
+
+
+@pytest.mark.parametrize("role", [CURATORS, OPERATORS, APPROVERS])
+def test_no_link_on_a_roles_pages_leads_it_to_a_refusal(
+    role, client, django_user_model, grant, server, mutating_tool, member_token
+):
+    """A newcomer in one role clicks through their home, the server list, the notification log and the search
+    pages: every admin link shown there opens (a link to a page the role may not see is a dead end)."""
+    from django.utils import timezone
+
+    from catalog.models import SyncRun
+    from governance.models import NotificationAttempt
+
+    SyncRun.objects.create(server=server, status="success", started_at=timezone.now(), finished_at=timezone.now())
+    _, _, principal = member_token
+    grant(principal.user, server, "discover", "execute")
+    request = approval_request_create(principal=principal, tool=mutating_tool, arguments={"name": "x"})
+    NotificationAttempt.objects.create(approval=request, channel="email", outcome="sent", target="a@example.com")
+    grant(Group.objects.get(name=APPROVERS), server, "approve")
+    client.force_login(_staff(django_user_model, "newcomer", role))
+
+    starts = ["admin:index", "admin:catalog_server_changelist", "admin:governance_notificationattempt_changelist",
+              "search_preview", "search_workbench", "admin:governance_approvalrequest_changelist"]  # fmt: skip
+    links: set[str] = set()
+    for name in starts:
+        response = client.get(reverse(name))
+        if response.status_code == 200:  # a start page this role may open: the links on it must open too
+            links |= _links(response.content.decode())
+    assert reverse("admin:index") in links and len(links) > 4
+    refused = sorted(link for link in links if client.get(link).status_code == 403)
+    assert refused == [], refused
+
+
+def test_a_page_outside_ones_role_explains_itself_and_leads_back(client, django_user_model):
+    """A curator following the start page's "Approval inbox" button: a page saying why, with the way back,
+    not a bare "403 Forbidden"."""
+    client.force_login(_staff(django_user_model, "cur", CURATORS))
+    response = client.get(reverse("admin:governance_approvalrequest_changelist"))
+    html = response.content.decode()
+    assert response.status_code == 403
+    assert "not part of your role" in html and "signed in as <strong>cur</strong>" in html
+    assert f'href="{reverse("admin:index")}"' in html and f'href="{reverse("home")}"' in html
+
+    missing = client.get("/no-such-page/")
+    assert missing.status_code == 404 and "No such page" in missing.content.decode()
+
+
+def test_an_approver_with_nothing_waiting_sees_a_calm_zero(client, django_user_model, grant, server):
+    grant(Group.objects.get(name=APPROVERS), server, "approve")
+    client.force_login(_staff(django_user_model, "appr", APPROVERS))
+    html = client.get(reverse("admin:index")).content.decode()
+    assert 'class="scout-count none">0<' in html and "Nothing is waiting" in html  # grey, not the alarm red

@@ -28,6 +28,9 @@ from catalog.progress import ProgressCommand
 
 DEMO_USERNAME = "admin"
 APPROVER_USERNAME = "approver"
+# One login per preset role (governance.roles), so a newcomer can see each role's admin home.
+CURATOR_USERNAME = "curator"
+OPERATOR_USERNAME = "operator"
 DEMO_GROUP = "Demo users"
 # (tool, curated purpose, example requests): what a curator would write for the demo's servers.
 DEMO_CURATION = [
@@ -61,6 +64,12 @@ def _is_loopback(host: str) -> bool:
         return host == "localhost"
 
 
+def _base_url(host: str, port: int) -> str:
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"  # an IPv6 address
+    return f"http://{host}:{port}"
+
+
 class Command(ProgressCommand):
     help = "Set up and serve the local demo: admin login, real MCP servers synced, search index, API token."
 
@@ -80,11 +89,22 @@ class Command(ProgressCommand):
                 f"DEBUG is on: Django's debug pages would be served to anyone who reaches {options['host']}. "
                 "Serve the demo on 127.0.0.1, or run it without DEBUG."
             )
+        if not os.environ.get("SCOUT_PUBLIC_URL"):
+            # The links Scout gives (landing page, approval URLs told to agents and mailed to approvers, the MCP
+            # URL on a new token's page) name the address this demo serves on, not the default port 8000.
+            # Set in the environment too: the server this command becomes (_serve) loads its settings afresh.
+            os.environ["SCOUT_PUBLIC_URL"] = settings.SCOUT_PUBLIC_URL = _base_url(options["host"], options["port"])
         var = options["data_dir"] or Path(settings.BASE_DIR) / "var"
         var.mkdir(parents=True, exist_ok=True)
         call_command("migrate", interactive=False, verbosity=0)
+        from governance.roles import APPROVERS, CURATORS, OPERATORS
+
         password = self._login(DEMO_USERNAME, superuser=True)
-        approver_password = self._login(APPROVER_USERNAME, superuser=False)
+        approver_password = self._login(APPROVER_USERNAME, superuser=False, role=APPROVERS)
+        role_passwords = {
+            CURATOR_USERNAME: self._login(CURATOR_USERNAME, superuser=False, role=CURATORS),
+            OPERATOR_USERNAME: self._login(OPERATOR_USERNAME, superuser=False, role=OPERATORS),
+        }
         servers = self._register_servers(var)
         self._sync(servers)
         self._grant(servers)
@@ -93,7 +113,7 @@ class Command(ProgressCommand):
             call_command("catalog_import", path, **self._progress_options())
         self._build_index()
         token = self._api_token()
-        self._print_summary(options["host"], options["port"], password, approver_password, token)
+        self._print_summary(options["host"], options["port"], password, approver_password, role_passwords, token)
         if not options["no_serve"]:
             self._serve(options["host"], options["port"])
 
@@ -114,14 +134,19 @@ class Command(ProgressCommand):
         sys.stderr.flush()
         os.execv(sys.executable, command)
 
-    def _login(self, username: str, *, superuser: bool) -> str:
-        """Create the login, or reset its password: the new one is printed, never stored in clear."""
+    def _login(self, username: str, *, superuser: bool, role: str | None = None) -> str:
+        """Create the login (in the preset group ``role``), or reset its password: the new one is printed, never
+        stored in clear."""
+        from django.contrib.auth.models import Group
+
         user, _ = get_user_model().objects.get_or_create(username=username, defaults={"email": f"{username}@localhost"})
         password = secrets.token_urlsafe(12)
         user.is_staff = user.is_active = True
         user.is_superuser = superuser
         user.set_password(password)
         user.save()
+        if role is not None:
+            user.groups.add(Group.objects.get(name=role))
         return password
 
     def _grant(self, servers: list[Server]) -> None:
@@ -272,13 +297,24 @@ class Command(ProgressCommand):
         )
         return raw
 
-    def _print_summary(self, host: str, port: int, password: str, approver_password: str, token: str | None) -> None:
-        base = f"http://{host}:{port}"
+    def _print_summary(
+        self,
+        host: str,
+        port: int,
+        password: str,
+        approver_password: str,
+        role_passwords: dict[str, str],
+        token: str | None,
+    ) -> None:
+        base = _base_url(host, port)
+        curator, operator = role_passwords[CURATOR_USERNAME], role_passwords[OPERATOR_USERNAME]
         lines = [
             "",
             "Scout demo is ready.",
             f"  Admin:    {base}/admin/   login: {DEMO_USERNAME} / {password}",
             f"  Approver: {base}/admin/   login: {APPROVER_USERNAME} / {approver_password}  (decides pending calls)",
+            f"  Curator:  {base}/admin/   login: {CURATOR_USERNAME} / {curator}  (makes tools findable)",
+            f"  Operator: {base}/admin/   login: {OPERATOR_USERNAME} / {operator}  (servers, access, tokens)",
             f"  MCP:      {base}/mcp",
         ]
         if token:

@@ -113,3 +113,21 @@ def test_superuser_reads_every_request_but_needs_a_grant_to_decide(client, super
     assert client.post(decide_url(pending), {"reason": "x", "_approve": "1"}).status_code == 403
     pending.refresh_from_db()
     assert pending.status == ApprovalStatus.PENDING
+
+
+def test_an_empty_inbox_says_when_requests_arrive_and_a_filtered_one_says_it_is_filtered(
+    client, approver, grant, server
+):
+    grant(approver, server, "approve")
+    client.force_login(approver)
+    url = reverse("admin:governance_approvalrequest_changelist")
+    empty = client.get(url).content.decode()
+    assert 'id="inbox-empty"' in empty and "when an agent calls a tool whose risk needs" in empty
+    filtered = client.get(url + "?status__exact=denied").content.decode()
+    assert 'id="inbox-empty"' in filtered and "No request matches these filters." in filtered
+
+
+def test_an_inbox_with_requests_shows_no_empty_note(client, approver, pending):
+    client.force_login(approver)
+    html = client.get(reverse("admin:governance_approvalrequest_changelist")).content.decode()
+    assert pending.approval_id in html and 'id="inbox-empty"' not in html
