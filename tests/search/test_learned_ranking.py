@@ -79,3 +79,36 @@ def test_a_hidden_tools_learned_requests_move_nothing(vectors_for):
     assert list(a) == list(b) and ra.confidence is rb.confidence
     assert np.allclose([c.score for c in a.values()], [c.score for c in b.values()])
     assert np.allclose([c.calibrated for c in a.values()], [c.calibrated for c in b.values()])
+
+
+WORDINGS = ("did my landlord answer about the rent", "any reply from the landlord yet", "has the landlord written back")
+
+
+def test_many_principals_wordings_count_together_as_one_capped_centroid(vectors_for):
+    """Each wording alone counts at its own (one principal's) weight; the centroid of a tool's learned
+    requests counts at the weight of all the principals who taught the tool, never above the cap."""
+    request = "landlord got back to me?"
+    query = vectors_for([request])[0]
+    learned = tuple((text, 0.6) for text in WORDINGS)
+    alone = _with_learned(*learned)
+    together = _with_learned(*learned)
+    together[0] = replace(together[0], learned_centroid=0.8)
+    scores = {}
+    for name, docs in (("alone", alone), ("together", together)):
+        snapshot = IndexSnapshot(docs, doc_vectors(docs, vectors_for))
+        ranked, _ = _rank(snapshot, request, query)
+        scores[name] = ranked["mail::list_inbox"].dense_score
+        kinds = snapshot.dense.kinds[snapshot.dense.offsets[0] : snapshot.dense.offsets[1]]
+        assert kinds.count("learned") == len(WORDINGS) + (name == "together")
+    assert scores["together"] > scores["alone"] + 0.02
+    # The centroid row is a unit vector scaled by its weight: the cap holds however many wordings there are.
+    vectors, kinds, texts = together[0].vector_rows(vectors_for([t for _, t in together[0].dense_texts()]))
+    assert kinds[-1] == "learned" and texts[-1] == ""  # no text: nothing to quote
+    assert float(np.linalg.norm(vectors[-1])) == pytest.approx(0.8, abs=1e-4)
+
+
+def test_one_learned_request_has_no_centroid(vectors_for):
+    docs = _with_learned((WORDINGS[0], 0.6))
+    docs[0] = replace(docs[0], learned_centroid=0.9)
+    _, kinds, _ = docs[0].vector_rows(vectors_for([t for _, t in docs[0].dense_texts()]))
+    assert kinds.count("learned") == 1  # its own vector already says all one request can
