@@ -71,8 +71,10 @@ def test_a_hidden_tools_learned_requests_move_nothing(vectors_for):
     request = "send a note to my landlord about the broken heater"
     query = vectors_for([request])[0]
     plain = IndexSnapshot(TOOLS, doc_vectors(TOOLS, vectors_for))
-    docs = _with_learned((request, 0.9), tool=1)
+    docs = _with_learned((request, 0.9), ("write to the landlord", 0.6), tool=1)
+    docs[1] = replace(docs[1], learned_centroid=0.9)  # with the centroid of its learned requests too
     learned = IndexSnapshot(docs, doc_vectors(docs, vectors_for))
+    assert learned.dense.kinds.count("learned") == 3
     visible = [1, 3]  # send_email (pk 2), the learning tool, hidden from this caller
     a, ra = _rank(plain, request, query, visible=visible)
     b, rb = _rank(learned, request, query, visible=visible)
