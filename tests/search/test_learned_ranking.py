@@ -9,6 +9,7 @@ import pytest
 from search.documents import ToolDoc
 from search.engine.ranking import RankingOptions
 from search.engine.snapshot import IndexSnapshot
+from search.engine.sparse import learned_tokens
 from search.evaluation import doc_vectors
 
 LEARNED = "did my landlord answer about the rent"
@@ -48,11 +49,12 @@ def test_learned_words_rank_their_tool_by_bm25_and_are_never_explained():
 
 def test_a_learned_word_counts_once_and_below_a_curated_example():
     one, _ = _rank(IndexSnapshot(_with_learned((LEARNED, 0.6)), None), "landlord")
-    # One principal's many wordings with the same word: still one weighted occurrence of it.
+    # One principal's many wordings with the same word: still one weighted occurrence of it, as two give.
     many = [(f"landlord {'landlord ' * i}".strip(), 0.6) for i in range(30)]
     repeated, _ = _rank(IndexSnapshot(_with_learned(*many), None), "landlord")
+    two = [("landlord", 0.6), ("the landlord", 0.6)]
     assert repeated["mail::list_inbox"].bm25_score == pytest.approx(
-        _rank(IndexSnapshot(_with_learned(("landlord", 0.6)), None), "landlord")[0]["mail::list_inbox"].bm25_score
+        _rank(IndexSnapshot(_with_learned(*two), None), "landlord")[0]["mail::list_inbox"].bm25_score
     )
     # At the cap a learned request still counts less than the same words curated as an example request.
     docs = _with_learned(("landlord rent", 0.9), tool=0)
@@ -114,3 +116,13 @@ def test_one_learned_request_has_no_centroid(vectors_for):
     docs[0] = replace(docs[0], learned_centroid=0.9)
     _, kinds, _ = docs[0].vector_rows(vectors_for([t for _, t in docs[0].dense_texts()]))
     assert kinds.count("learned") == 1  # its own vector already says all one request can
+
+
+def test_a_word_of_one_learned_request_only_counts_half():
+    """A word only one learned request has (often that request's own object or platform name, shared with
+    requests for sibling tools) counts half; a word two learned requests agree on counts fully."""
+    lone = learned_tokens([("landlord rent", 0.6), ("landlord reply", 0.6)], 2.0)
+    assert dict(lone) == pytest.approx({"landlord": 1.2, "rent": 0.6, "reply": 0.6})
+    agreed, _ = _rank(IndexSnapshot(_with_learned(("landlord rent", 0.6), ("landlord reply", 0.6)), None), "landlord")
+    single, _ = _rank(IndexSnapshot(_with_learned(("landlord rent", 0.6), ("heater reply", 0.6)), None), "landlord")
+    assert agreed["mail::list_inbox"].bm25_score > single["mail::list_inbox"].bm25_score > 0
