@@ -43,6 +43,11 @@ class ToolDoc:
     # Learned requests (real users' words that led to a successful call) with their weights; dense only,
     # never in BM25 fields or explanations: they are other users' words.
     learned: tuple[tuple[str, float], ...] = ()
+    # Weight of one more vector, the centroid of the learned requests' vectors (0: none): ``learned_weight``
+    # of the distinct principals who taught the tool, over all its learned requests. Many users' different
+    # wordings then count together, as one capped vector, where each wording alone counts as its own
+    # principals do. Needs ``MIN_CENTROID_REQUESTS`` learned requests.
+    learned_centroid: float = 0.0
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def field_texts(self) -> dict[str, str]:
@@ -98,15 +103,28 @@ class ToolDoc:
         vectors are scaled, so a tool's best-vector score takes the weight into account)."""
         return [1.0] * (len(self.dense_texts()) - len(self.learned)) + [weight for _, weight in self.learned]
 
-    def weighted(self, vectors: np.ndarray) -> np.ndarray:
-        """The dense texts' unit vectors (one row per ``dense_texts()``) scaled by ``vector_weights()``."""
+    def vector_rows(self, vectors: np.ndarray) -> tuple[np.ndarray, tuple[str, ...], tuple[str, ...]]:
+        """The tool's vectors with their kinds and texts, from the dense texts' unit vectors (one row per
+        ``dense_texts()``): each scaled by ``vector_weights()``, then the learned centroid, if any (kind
+        ``learned``, no text: explanations never quote learned requests)."""
+        pairs = self.dense_texts()
+        kinds, texts = tuple(k for k, _ in pairs), tuple(t for _, t in pairs)
         if not self.learned:
-            return vectors
-        return vectors * np.asarray(self.vector_weights(), dtype=np.float32)[:, None]
+            return vectors, kinds, texts
+        rows = vectors * np.asarray(self.vector_weights(), dtype=np.float32)[:, None]
+        learned = vectors[len(pairs) - len(self.learned) :]
+        if self.learned_centroid > 0 and len(learned) >= MIN_CENTROID_REQUESTS:
+            centroid = learned.astype(np.float64).mean(axis=0)
+            norm = float(np.linalg.norm(centroid))
+            if norm > 0:
+                row = (centroid / norm * self.learned_centroid).astype(np.float32)
+                rows, kinds, texts = np.vstack([rows, row[None, :]]), (*kinds, "learned"), (*texts, "")
+        return rows, kinds, texts
 
     def dense_hash(self) -> str:
         """Hash of the texts that get vectors (dense texts and negatives): what decides re-encoding."""
-        payload = json.dumps([self.dense_texts(), list(self.negatives), self.vector_weights()], ensure_ascii=False)
+        weights = [*self.vector_weights(), self.learned_centroid]
+        payload = json.dumps([self.dense_texts(), list(self.negatives), weights], ensure_ascii=False)
         return hashlib.sha256(payload.encode()).hexdigest()
 
     def content_hash(self) -> str:
@@ -117,6 +135,7 @@ class ToolDoc:
         return hashlib.sha256(payload.encode()).hexdigest()
 
 
+MIN_CENTROID_REQUESTS = 2  # one learned request is its own vector already
 MAX_PASSAGES = 8
 MIN_PASSAGE_CHARS = 25
 
@@ -174,6 +193,7 @@ def _children(tool: Any, name: str) -> Iterable[Any]:
 def tool_doc_from_tool(tool: Any) -> ToolDoc:
     """Build a ToolDoc from a catalog Tool. Children should be prefetched (``tool_docs_load`` does)."""
     server = tool.server
+    learned = _learned(tool)
     return ToolDoc(
         pk=tool.pk,
         tool_id=tool.tool_id,
@@ -191,7 +211,8 @@ def tool_doc_from_tool(tool: Any) -> ToolDoc:
         entities=_texts(tool.entity_types or []),
         examples=_texts(_children(tool, "examples")),
         negatives=_texts(_children(tool, "negative_examples")),
-        learned=_learned(tool),
+        learned=learned,
+        learned_centroid=_learned_centroid(tool, learned),
     )
 
 
@@ -203,6 +224,19 @@ def _learned(tool: Any) -> tuple[tuple[str, float], ...]:
     if rows is None:
         return ()
     return tuple((row.text, learned_weight(row.principal_count)) for row in rows if row.text.strip())
+
+
+def _learned_centroid(tool: Any, learned: tuple[tuple[str, float], ...]) -> float:
+    """The learned centroid's weight: ``learned_weight`` of the distinct principals who taught the tool
+    (``learned_principals``, set by ``tool_docs_load``; without it, the most any one learned request has)."""
+    from .usage import learned_weight
+
+    if len(learned) < MIN_CENTROID_REQUESTS:
+        return 0.0
+    principals = getattr(tool, "learned_principals", None)
+    if principals is None:
+        principals = max(row.principal_count for row in tool.learned_in_use)
+    return learned_weight(principals)
 
 
 def tool_doc_from_record(pk: int, record: Mapping[str, Any], servers: Mapping[str, Mapping[str, Any]]) -> ToolDoc:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .documents import ToolDoc, tool_doc_from_record
+from .documents import MIN_CENTROID_REQUESTS, ToolDoc, tool_doc_from_record
 from .engine.decompose import request_parts
 from .engine.ranking import MODES, Calibration, Confidence, Ranking, RankingOptions
 from .engine.snapshot import DocVectors, IndexSnapshot
@@ -119,10 +119,9 @@ def doc_vectors(docs: Sequence[ToolDoc], vectors_for: Callable[[list[str]], np.n
         texts.extend(t for _, t in pairs)
     matrix = vectors_for(texts)
     result = {}
-    for doc, (start, count, pairs) in zip(docs, spans, strict=True):
+    for doc, (start, count, _pairs) in zip(docs, spans, strict=True):
         negatives = vectors_for(list(doc.negatives)) if doc.negatives else None
-        block = doc.weighted(matrix[start : start + count])
-        result[doc.pk] = DocVectors(block, tuple(k for k, _ in pairs), tuple(t for _, t in pairs), negatives)
+        result[doc.pk] = DocVectors(*doc.vector_rows(matrix[start : start + count]), negatives)
     return result
 
 
@@ -263,12 +262,14 @@ def learn_replay(
     vectors_for: Callable[[list[str]], np.ndarray] | None,
     options: RankingOptions,
     calibration: Calibration = Calibration(),  # noqa: B008 - frozen, shared default
-) -> dict[int, tuple[tuple[str, float], ...]]:
+) -> dict[int, dict[str, Any]]:
     """Replay labelled queries as real traffic, before an evaluation: each one a search by a distinct
     principal followed by a successful call of its first relevant tool. As in the gateway, the call is linked
     (and its request learned) only when the served answer returned that tool; learned requests are keyed,
     counted once per principal and weighted by ``search.usage`` (``learned_key``, ``learned_weight``).
-    Returns each learning tool's learned requests with their weights, for ``ToolDoc.learned``."""
+    Returns, per learning tool's pk, its ToolDoc fields: ``learned`` (the learned requests with their
+    weights) and ``learned_centroid`` (the weight of the distinct principals who taught it, as
+    ``search.selectors.tool_docs_load`` gives it)."""
     from .usage import learned_key, learned_normalise, learned_weight
 
     by_id = {doc.tool_id: doc for doc in snapshot.docs}
@@ -302,9 +303,17 @@ def learn_replay(
         principals[key].add(f"learn-{i}")
         wording.setdefault(key, text)
     learned: dict[int, list[tuple[str, float]]] = defaultdict(list)
+    taught: dict[int, set[str]] = defaultdict(set)
     for key, who in principals.items():
         learned[key[0]].append((wording[key], learned_weight(len(who))))
-    return {pk: tuple(items) for pk, items in learned.items()}
+        taught[key[0]] |= who
+    return {
+        pk: {
+            "learned": tuple(items),
+            "learned_centroid": learned_weight(len(taught[pk])) if len(items) >= MIN_CENTROID_REQUESTS else 0.0,
+        }
+        for pk, items in learned.items()
+    }
 
 
 def score_served(query: EvalQuery, ranking: Ranking, ranked_ids: list[str], tally: Tally) -> None:

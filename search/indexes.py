@@ -44,8 +44,9 @@ class ToolSearchIndex:
         IndexedField("examples", 2, "example request"),
     )
     # Learned requests (real users' words) in BM25: each term once, at ``learned_weight`` times the learned
-    # request's weight (0.6 for one principal, at most 0.9): 1.2 to 1.8, below a curated example's 2. Never
-    # shown in explanations (another user's words).
+    # request's weight (0.6 for one principal, at most 0.9): 1.2 to 1.8, below a curated example's 2, and half
+    # that for a word only one of the tool's learned requests has (engine/sparse.py). Never shown in
+    # explanations (another user's words).
     learned_weight: float = 2.0
     # Dense vectors per tool: the whole document, "name (server): first sentence", each example request.
     dense_kinds: tuple[str, ...] = ("document", "summary", "example")

@@ -3,7 +3,7 @@
 from collections.abc import Collection, Iterable
 
 from django.conf import settings
-from django.db.models import Prefetch
+from django.db.models import Count, Prefetch
 
 from catalog.cachesafe import cache_call
 from catalog.models import Tool
@@ -11,9 +11,9 @@ from governance.models import ServerUserObjectPermission
 from governance.principals import Principal
 
 from .choices import GenerationStatus, LearnedStatus
-from .documents import ToolDoc, tool_doc_from_tool
+from .documents import MIN_CENTROID_REQUESTS, ToolDoc, tool_doc_from_tool
 from .engine.snapshot import DocVectors
-from .models import IndexGeneration, LearnedRequest, ToolEmbedding
+from .models import IndexGeneration, LearnedConfirmation, LearnedRequest, ToolEmbedding
 
 GENERATION_CACHE_KEY = "scout:search:generation"
 
@@ -27,7 +27,8 @@ PREFETCHED_CHILDREN = ("aliases", "keywords", "examples", "negative_examples")
 
 
 def tool_docs_load(*, pks: Collection[int] | None = None) -> list[ToolDoc]:
-    """ToolDocs for indexable tools (all, or those among ``pks``), children prefetched: 5 queries in all."""
+    """ToolDocs for indexable tools (all, or those among ``pks``), children prefetched: 5 queries in all
+    (6 when a tool has several learned requests)."""
     queryset = indexable_tools()
     if pks is not None:
         queryset = queryset.filter(pk__in=list(pks))
@@ -38,7 +39,22 @@ def tool_docs_load(*, pks: Collection[int] | None = None) -> list[ToolDoc]:
         *(Prefetch(name, to_attr=f"prefetched_{name}") for name in PREFETCHED_CHILDREN),
         Prefetch("learned_requests", queryset=in_use, to_attr="learned_in_use"),
     )
-    return [tool_doc_from_tool(tool) for tool in queryset.order_by("pk")]
+    tools = list(queryset.order_by("pk"))
+    # Distinct principals who taught each tool over all its learned requests in use: the weight of the
+    # learned centroid, which only a tool with several learned requests has (one more query, only then).
+    centroid_pks = [t.pk for t in tools if len(t.learned_in_use) >= MIN_CENTROID_REQUESTS]
+    principals = {}
+    if centroid_pks:
+        taught = (
+            LearnedConfirmation.objects.filter(learned__in=in_use, learned__tool__in=centroid_pks)
+            .values("learned__tool")
+            .annotate(principals=Count("principal_key", distinct=True))
+            .values_list("learned__tool", "principals")
+        )
+        principals = dict(taught)
+    for tool in tools:
+        tool.learned_principals = principals.get(tool.pk, 0)
+    return [tool_doc_from_tool(tool) for tool in tools]
 
 
 def stored_vectors(*, docs: Iterable[ToolDoc], model_key: str) -> dict[int, DocVectors]:

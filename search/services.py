@@ -239,25 +239,21 @@ def _vectors_for(docs: list[ToolDoc], progress: ProgressCallback) -> tuple[dict[
         count = len(pairs) + len(doc.negatives)
         block = matrix[offset : offset + count].astype(np.float32, copy=True)
         offset += count
-        block[: len(pairs)] = doc.weighted(block[: len(pairs)])
+        rows, kinds, texts = doc.vector_rows(block[: len(pairs)])
+        negatives = block[len(pairs) :]
         ToolEmbedding.objects.update_or_create(
             tool_id=doc.pk,
             model_key=key,
             defaults={
                 "dense_hash": doc.dense_hash(),
                 "dim": block.shape[1],
-                "kinds": [k for k, _ in pairs],
-                "texts": [t for _, t in pairs],
+                "kinds": list(kinds),
+                "texts": list(texts),
                 "negative_count": len(doc.negatives),
-                "vectors": block.astype(np.float32).tobytes(),
+                "vectors": np.vstack([rows, negatives]).astype(np.float32).tobytes(),
             },
         )
-        vectors[doc.pk] = DocVectors(
-            block[: len(pairs)],
-            tuple(k for k, _ in pairs),
-            tuple(t for _, t in pairs),
-            block[len(pairs) :] if doc.negatives else None,
-        )
+        vectors[doc.pk] = DocVectors(rows, kinds, texts, negatives if doc.negatives else None)
     return vectors, len(todo), False
 
 

@@ -9,6 +9,7 @@ import pytest
 from search.documents import ToolDoc
 from search.engine.ranking import RankingOptions
 from search.engine.snapshot import IndexSnapshot
+from search.engine.sparse import learned_tokens
 from search.evaluation import doc_vectors
 
 LEARNED = "did my landlord answer about the rent"
@@ -48,11 +49,12 @@ def test_learned_words_rank_their_tool_by_bm25_and_are_never_explained():
 
 def test_a_learned_word_counts_once_and_below_a_curated_example():
     one, _ = _rank(IndexSnapshot(_with_learned((LEARNED, 0.6)), None), "landlord")
-    # One principal's many wordings with the same word: still one weighted occurrence of it.
+    # One principal's many wordings with the same word: still one weighted occurrence of it, as two give.
     many = [(f"landlord {'landlord ' * i}".strip(), 0.6) for i in range(30)]
     repeated, _ = _rank(IndexSnapshot(_with_learned(*many), None), "landlord")
+    two = [("landlord", 0.6), ("the landlord", 0.6)]
     assert repeated["mail::list_inbox"].bm25_score == pytest.approx(
-        _rank(IndexSnapshot(_with_learned(("landlord", 0.6)), None), "landlord")[0]["mail::list_inbox"].bm25_score
+        _rank(IndexSnapshot(_with_learned(*two), None), "landlord")[0]["mail::list_inbox"].bm25_score
     )
     # At the cap a learned request still counts less than the same words curated as an example request.
     docs = _with_learned(("landlord rent", 0.9), tool=0)
@@ -71,11 +73,56 @@ def test_a_hidden_tools_learned_requests_move_nothing(vectors_for):
     request = "send a note to my landlord about the broken heater"
     query = vectors_for([request])[0]
     plain = IndexSnapshot(TOOLS, doc_vectors(TOOLS, vectors_for))
-    docs = _with_learned((request, 0.9), tool=1)
+    docs = _with_learned((request, 0.9), ("write to the landlord", 0.6), tool=1)
+    docs[1] = replace(docs[1], learned_centroid=0.9)  # with the centroid of its learned requests too
     learned = IndexSnapshot(docs, doc_vectors(docs, vectors_for))
+    assert learned.dense.kinds.count("learned") == 3
     visible = [1, 3]  # send_email (pk 2), the learning tool, hidden from this caller
     a, ra = _rank(plain, request, query, visible=visible)
     b, rb = _rank(learned, request, query, visible=visible)
     assert list(a) == list(b) and ra.confidence is rb.confidence
     assert np.allclose([c.score for c in a.values()], [c.score for c in b.values()])
     assert np.allclose([c.calibrated for c in a.values()], [c.calibrated for c in b.values()])
+
+
+WORDINGS = ("did my landlord answer about the rent", "any reply from the landlord yet", "has the landlord written back")
+
+
+def test_many_principals_wordings_count_together_as_one_capped_centroid(vectors_for):
+    """Each wording alone counts at its own (one principal's) weight; the centroid of a tool's learned
+    requests counts at the weight of all the principals who taught the tool, never above the cap."""
+    request = "landlord got back to me?"
+    query = vectors_for([request])[0]
+    learned = tuple((text, 0.6) for text in WORDINGS)
+    alone = _with_learned(*learned)
+    together = _with_learned(*learned)
+    together[0] = replace(together[0], learned_centroid=0.8)
+    scores = {}
+    for name, docs in (("alone", alone), ("together", together)):
+        snapshot = IndexSnapshot(docs, doc_vectors(docs, vectors_for))
+        ranked, _ = _rank(snapshot, request, query)
+        scores[name] = ranked["mail::list_inbox"].dense_score
+        kinds = snapshot.dense.kinds[snapshot.dense.offsets[0] : snapshot.dense.offsets[1]]
+        assert kinds.count("learned") == len(WORDINGS) + (name == "together")
+    assert scores["together"] > scores["alone"] + 0.02
+    # The centroid row is a unit vector scaled by its weight: the cap holds however many wordings there are.
+    vectors, kinds, texts = together[0].vector_rows(vectors_for([t for _, t in together[0].dense_texts()]))
+    assert kinds[-1] == "learned" and texts[-1] == ""  # no text: nothing to quote
+    assert float(np.linalg.norm(vectors[-1])) == pytest.approx(0.8, abs=1e-4)
+
+
+def test_one_learned_request_has_no_centroid(vectors_for):
+    docs = _with_learned((WORDINGS[0], 0.6))
+    docs[0] = replace(docs[0], learned_centroid=0.9)
+    _, kinds, _ = docs[0].vector_rows(vectors_for([t for _, t in docs[0].dense_texts()]))
+    assert kinds.count("learned") == 1  # its own vector already says all one request can
+
+
+def test_a_word_of_one_learned_request_only_counts_half():
+    """A word only one learned request has (often that request's own object or platform name, shared with
+    requests for sibling tools) counts half; a word two learned requests agree on counts fully."""
+    lone = learned_tokens([("landlord rent", 0.6), ("landlord reply", 0.6)], 2.0)
+    assert dict(lone) == pytest.approx({"landlord": 1.2, "rent": 0.6, "reply": 0.6})
+    agreed, _ = _rank(IndexSnapshot(_with_learned(("landlord rent", 0.6), ("landlord reply", 0.6)), None), "landlord")
+    single, _ = _rank(IndexSnapshot(_with_learned(("landlord rent", 0.6), ("heater reply", 0.6)), None), "landlord")
+    assert agreed["mail::list_inbox"].bm25_score > single["mail::list_inbox"].bm25_score > 0

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from search.choices import LearnedStatus
-from search.models import LearnedRequest, ToolEmbedding
+from search.models import LearnedConfirmation, LearnedRequest, ToolEmbedding
 from search.services import index_rebuild, index_update, tool_search
 
 REQUEST = "did I get anything from my landlord lately"
@@ -64,3 +64,29 @@ def test_rejected_or_promoted_rows_are_not_used_as_learned_vectors(indexed, rein
     inbox = indexed["list_inbox"]
     _learn(reindex, inbox, REQUEST, principals=5, status=status)
     assert "learned" not in ToolEmbedding.objects.get(tool=inbox).kinds
+
+
+def _centroid_norm(tool) -> float | None:
+    row = ToolEmbedding.objects.get(tool=tool)
+    learned = [i for i, kind in enumerate(row.kinds) if kind == "learned"]
+    if len(learned) < 2 or row.texts[learned[-1]]:
+        return None  # no centroid (the centroid is the learned row without text, after the requests)
+    return float(np.linalg.norm(row.matrix()[learned[-1]]))
+
+
+@pytest.mark.parametrize(("who", "expected"), [(("a", "a", "a"), 0.6), (("a", "b", "c"), 0.8), ("abcdefg", 0.9)])
+def test_the_centroid_weighs_the_distinct_principals_who_taught_the_tool(indexed, reindex, settings, who, expected):
+    """One principal's many wordings: the centroid counts as that one principal (the base weight); many
+    principals lift it, up to the cap. Each wording keeps its own weight (its own principals)."""
+    settings.SCOUT_LEARNED_WEIGHT_BASE, settings.SCOUT_LEARNED_WEIGHT_STEP = 0.6, 0.1
+    settings.SCOUT_LEARNED_WEIGHT_CAP = 0.9
+    inbox = indexed["list_inbox"]
+    for i, principal in enumerate(who):
+        text = f"{REQUEST} {i}"
+        learned = LearnedRequest.objects.create(tool=inbox, text=text, key=text, principal_count=1, confirmations=1)
+        LearnedConfirmation.objects.create(learned=learned, principal_key=principal)
+    reindex(index_update, tool_pks=[inbox.pk])
+    assert _centroid_norm(inbox) == pytest.approx(expected, abs=1e-3)
+    assert _learned_vector_norm(inbox) == pytest.approx(0.6, abs=1e-3)
+    after = tool_search(query=PARAPHRASE, visible=_everyone(indexed), top_k=5)
+    assert REQUEST not in repr(after)

@@ -237,5 +237,8 @@ def test_learn_replay_weights_by_distinct_principals(tmp_path, settings):
     snapshot = IndexSnapshot(docs, doc_vectors(docs, encode), generation="t")
     learned = learn_replay(snapshot, learn, encode, RankingOptions(fusion="convex", bm25_weight=0.3))
     forecast = next(d.pk for d in docs if d.tool_id == "weather::get_forecast")
-    assert learned == {forecast: (("will it rain in paris tomorrow", learned_weight(2)),)}
+    # One learned request (two principals' words): no centroid, which needs several requests.
+    assert learned == {
+        forecast: {"learned": (("will it rain in paris tomorrow", learned_weight(2)),), "learned_centroid": 0.0}
+    }
     assert learned_weight(2) > learned_weight(1)

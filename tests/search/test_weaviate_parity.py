@@ -9,6 +9,7 @@ identical: ids, order, scores, ranks, cut, confidence and why_matched.
 """
 
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +40,12 @@ NONSENSE = ["qzxv plorkt wembly", "zzyzx frobnicate the quuxes", "blorft snargle
 def catalog(eval_dir):
     """LiveMCPBench's catalog with vectors from the real model, encoded once for the module."""
     docs = load_catalogs([eval_dir / "catalog-livemcpbench.jsonl"])
+    # Learned requests on a few tools (each wording its own vector, and their centroid): other requests of
+    # the same set, so they are near what is asked.
+    later = [row["query"] for row in read_jsonl(eval_dir / "queries-livemcpbench.jsonl")][60:78]
+    for i, row in enumerate(random.Random(3).sample(range(len(docs)), 6)):
+        learned = tuple((text, 0.6) for text in later[3 * i : 3 * i + 3])
+        docs[row] = replace(docs[row], learned=learned, learned_centroid=0.8)
     encoder = encoder_get()
     # The eval commands' on-disk vector cache: encoded on the first run only.
     vectors_for = EmbeddingCache(Path(settings.SCOUT_SEARCH_EVAL_CACHE_DIR), model_key(), encoder.encode).vectors

@@ -166,7 +166,7 @@ class Command(ProgressCommand):
             "files": [str(p) for p in paths],
             "queries": len(learn_queries),
             "dropped": dropped,
-            "requests_learned": sum(len(items) for items in learned.values()),
+            "requests_learned": sum(len(fields["learned"]) for fields in learned.values()),
             "tools": len(learned),
         }
         if not self.progress_quiet:
@@ -174,7 +174,7 @@ class Command(ProgressCommand):
                 f"learned {summary['requests_learned']} requests for {summary['tools']} tools "
                 f"from {summary['queries']} replayed queries"
             )
-        return [replace(doc, learned=learned.get(doc.pk, ())) for doc in docs], summary
+        return [replace(doc, **learned.get(doc.pk, {})) for doc in docs], summary
 
 
 def _given(value: float | None, default: float) -> float:
