@@ -23,6 +23,7 @@ from governance.sanitize import clean_for_model
 from governance.selectors import ToolNotFound, tool_get_for_principal, tool_pks_visible_to
 from governance.services.audit import audit_record
 from search.backends import SearchResult
+from search.choices import EmptyAnswerReason
 from search.engine.ranking import Confidence
 from search.services import TOP_K_DEFAULT, SearchQueryError, search_for_principal
 from search.usage import search_observe
@@ -174,6 +175,17 @@ class SearchAnswer:
     def abstained(self) -> bool:
         return self.confidence == Confidence.NONE
 
+    def empty_reason(self) -> str:
+        """Why no tool was returned, for the query log (an ``EmptyAnswerReason``; "" when tools were): the
+        caller's own filters or access, or the search withheld its answer (a gap a curator can close)."""
+        if self.matches:
+            return ""
+        if self.filters:
+            return EmptyAnswerReason.FILTERED
+        if self.nothing_granted:
+            return EmptyAnswerReason.NOTHING_VISIBLE
+        return EmptyAnswerReason.WITHHELD
+
     def structured(self) -> dict[str, Any]:
         return {
             "matches": self.matches,
@@ -285,7 +297,15 @@ def gateway_search(
     # Both records are queued and inserted in batches (governance/writebehind.py): a search's answer never
     # waits for the database's write lock.
     latency_ms = (time.monotonic() - started) * 1000
-    search_observe(principal=principal, query=query, result=result, latency_ms=latency_ms, client=client, deferred=True)
+    search_observe(
+        principal=principal,
+        query=query,
+        result=result,
+        latency_ms=latency_ms,
+        client=client,
+        deferred=True,
+        empty_reason=answer.empty_reason(),
+    )
     audit_record(
         event_type=AuditEventType.DISCOVERY,
         principal=principal,
