@@ -225,14 +225,35 @@ class SearchAnswer:
         return "\n".join(lines)
 
 
+# Fields a model need not tell apart: a word in the server's description is a word "in server".
+_WHY_FIELD = {"server description": "server"}
+WHY_GROUPS = 3
+
+
+def _matched_words(fields: dict[str, list[str]]) -> str:
+    """The request's words a tool contains, each said once, with the fields they are in: words found in the
+    same fields share one group ("current, time — in name, description; zone — in parameters")."""
+    places: dict[str, list[str]] = {}  # word -> fields, in the ranking's order of both
+    for label, words in fields.items():
+        label = _WHY_FIELD.get(label, label)
+        for word in words:
+            if label not in places.setdefault(word, []):
+                places[word].append(label)
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for word, labels in places.items():
+        groups.setdefault(tuple(labels), []).append(word)
+    parts = [f"{', '.join(words[:6])} — in {', '.join(labels)}" for labels, words in groups.items()]
+    return "; ".join(parts[:WHY_GROUPS])
+
+
 def _why_lines(why: dict[str, Any]) -> list[str]:
     """The search engine's explanation as short lines a model can read."""
     if why.get("shared_words"):  # the no-index listing
         return [f"shares the words: {', '.join(why['shared_words'][:6])}"]
     lines = []
-    fields = why.get("fields") or {}
-    if fields:
-        lines.append("matched " + "; ".join(f"{name}: {', '.join(terms[:6])}" for name, terms in fields.items()))
+    matched = _matched_words(why.get("fields") or {})
+    if matched:
+        lines.append(matched)
     if why.get("closest") == "example" and why.get("example_request"):
         lines.append(f"close to the example request {why['example_request'][:160]!r}")
     elif why.get("closest") == "learned":
