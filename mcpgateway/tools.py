@@ -17,7 +17,7 @@ from pydantic import Field
 from search.services import TOP_K_DEFAULT, TOP_K_MAX, TOP_K_MIN
 
 from .auth import principal_from_context
-from .constants import UNKNOWN_TOOL_MESSAGE
+from .constants import MAX_INSPECT_IDS, UNKNOWN_TOOL_MESSAGE
 from .db import BUSY_TEXT, DatabaseBusy, run_orm_or_busy
 from .services import (
     GatewayInputError,
@@ -45,9 +45,17 @@ async def tool_search(
     query: Annotated[str, Field(description="The step you need a tool for, in plain words (what, on what).")],
     ctx: Context,
     top_k: Annotated[int, Field(description=f"How many tools to return ({TOP_K_MIN}-{TOP_K_MAX}).")] = TOP_K_DEFAULT,
-    operation_class: Literal["read", "write", "execute", "approve"] | None = None,
-    environment: Annotated[str | None, Field(description="e.g. production or development")] = None,
-    scope: Literal["all", "my_servers"] = "all",
+    operation_class: Annotated[
+        Literal["read", "write", "execute", "approve"] | None,
+        Field(description="Only tools of this class: read (looks up), write (changes data), execute, approve."),
+    ] = None,
+    environment: Annotated[
+        str | None, Field(description="Only tools allowed to run there, e.g. production or development.")
+    ] = None,
+    scope: Annotated[
+        Literal["all", "my_servers"],
+        Field(description="all: every tool you may use; my_servers: servers granted to your user, not via groups."),
+    ] = "all",
 ) -> types.CallToolResult:
     """Find tools for one step of the task. Call this first whenever you need a capability.
 
@@ -74,7 +82,9 @@ async def tool_search(
 
 
 async def tool_inspect(
-    tool_ids: Annotated[list[str], Field(description="tool_ids exactly as tool_search returned them.")],
+    tool_ids: Annotated[
+        list[str], Field(description=f"1-{MAX_INSPECT_IDS} tool_ids exactly as tool_search returned them.")
+    ],
     ctx: Context,
 ) -> types.CallToolResult:
     """Full definitions (inputSchema, outputSchema, annotations) of tools tool_search returned.
