@@ -17,7 +17,7 @@ from pydantic import Field
 from search.services import TOP_K_DEFAULT, TOP_K_MAX, TOP_K_MIN
 
 from .auth import principal_from_context
-from .constants import MAX_INSPECT_IDS, UNKNOWN_TOOL_MESSAGE
+from .constants import MAX_INSPECT_IDS, UNKNOWN_ID_SHOWN_CHARS, UNKNOWN_TOOL_GUIDANCE, UNKNOWN_TOOL_MESSAGE
 from .db import BUSY_TEXT, DatabaseBusy, run_orm_or_busy
 from .services import (
     GatewayInputError,
@@ -29,9 +29,19 @@ from .services import (
 )
 
 
-def unknown_tool_error() -> MCPError:
-    """The one error for an unknown or hidden tool: same code, same bytes, nothing echoed (Z4)."""
-    return MCPError(code=types.INVALID_PARAMS, message=UNKNOWN_TOOL_MESSAGE)
+def unknown_tool_error(asked: list[tuple[int, str]] | None = None) -> MCPError:
+    """The one error for an unknown or hidden tool: same code, same bytes (Z4). Nothing is echoed, except
+    for tool_inspect of several ids: ``asked`` (position, id as sent), so the caller learns which of its own
+    ids to drop; an id is shown escaped (JSON, ASCII) and cut, and a hidden one exactly as an unknown one."""
+    if not asked:
+        return MCPError(code=types.INVALID_PARAMS, message=UNKNOWN_TOOL_MESSAGE)
+    named = "; ".join(f"tool_ids[{position}] {_shown_id(tool_id)}" for position, tool_id in asked)
+    return MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {named}. {UNKNOWN_TOOL_GUIDANCE}")
+
+
+def _shown_id(tool_id: str) -> str:
+    cut = tool_id[:UNKNOWN_ID_SHOWN_CHARS]
+    return json.dumps(cut) + ("…" if len(tool_id) > len(cut) else "")
 
 
 async def _principal(ctx: Context) -> Any:
@@ -93,8 +103,8 @@ async def tool_inspect(
     principal = await _principal(ctx)
     try:
         tools = await run_orm_or_busy(gateway_inspect, principal=principal, tool_ids=tool_ids)
-    except UnknownTool:
-        raise unknown_tool_error() from None
+    except UnknownTool as exc:
+        raise unknown_tool_error(exc.asked) from None
     except DatabaseBusy:
         return error_result(BUSY_TEXT, service_busy=True)
     except GatewayInputError as exc:

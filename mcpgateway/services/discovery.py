@@ -47,7 +47,13 @@ class GatewayInputError(Exception):
 
 
 class UnknownTool(Exception):
-    """A tool id that is unknown or hidden from the caller: one error for both, never naming the id."""
+    """A tool id that is unknown or hidden from the caller: one error for both. ``asked``: for a tool_inspect
+    of several ids, the unknown ones as (position in tool_ids, the id as sent) — the caller's own input,
+    the same whether a tool is hidden or does not exist; empty otherwise (the error names no id)."""
+
+    def __init__(self, asked: list[tuple[int, str]] | None = None) -> None:
+        super().__init__()
+        self.asked = asked or []
 
 
 # --- presentation -------------------------------------------------------------------------------
@@ -350,19 +356,22 @@ def gateway_search(
 
 
 def gateway_inspect(*, principal: Principal, tool_ids: list[str]) -> list[dict[str, Any]]:
-    """Full definitions of visible tools. Raises UnknownTool if any id is unknown or hidden,
-    GatewayInputError for an empty or too long list."""
+    """Full definitions of visible tools. Raises UnknownTool if any id is unknown or hidden (naming, when
+    several ids were asked, every such id: hidden ones exactly as unknown ones), GatewayInputError for an
+    empty or too long list."""
     if not isinstance(tool_ids, list) or not tool_ids:
         raise GatewayInputError("tool_ids is empty: pass tool ids returned by tool_search")
     if len(tool_ids) > MAX_INSPECT_IDS:
         raise GatewayInputError(f"pass at most {MAX_INSPECT_IDS} tool ids")
-    tools = []
+    tools, unknown = [], []
     for tool_id in dict.fromkeys(tool_ids):
         try:
             tools.append(tool_get_for_principal(principal=principal, tool_id=tool_id, permission="discover"))
         except ToolNotFound:
-            _audit_unknown(principal, "tool_inspect")
-            raise UnknownTool() from None
+            unknown.append((tool_ids.index(tool_id), tool_id))
+    if unknown:
+        _audit_unknown(principal, "tool_inspect")
+        raise UnknownTool(unknown if len(tool_ids) > 1 else None)
     audit_record(
         event_type=AuditEventType.DISCOVERY,
         principal=principal,
