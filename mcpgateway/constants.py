@@ -17,7 +17,10 @@ MAX_IDEMPOTENCY_KEY_CHARS = 200
 MAX_APPROVAL_ID_CHARS = 64
 
 # One text for a hidden and an unknown tool alike, never echoing what was asked for (T3, T4, Z4).
-UNKNOWN_TOOL_MESSAGE = "Unknown tool. Use a tool_id exactly as tool_search returned it; do not guess tool ids."
+UNKNOWN_TOOL_GUIDANCE = "Use a tool_id exactly as tool_search returned it; do not guess tool ids."
+UNKNOWN_TOOL_MESSAGE = "Unknown tool. " + UNKNOWN_TOOL_GUIDANCE
+# tool_inspect with several ids names the unknown (or hidden: the same) ones, as the caller sent them, cut to this.
+UNKNOWN_ID_SHOWN_CHARS = 80
 
 # The result's ``_meta`` key marking upstream tool output as untrusted data (services/output.py).
 OUTPUT_META_KEY = "dev.scout/output"

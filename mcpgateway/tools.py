@@ -17,7 +17,7 @@ from pydantic import Field
 from search.services import TOP_K_DEFAULT, TOP_K_MAX, TOP_K_MIN
 
 from .auth import principal_from_context
-from .constants import UNKNOWN_TOOL_MESSAGE
+from .constants import MAX_INSPECT_IDS, UNKNOWN_ID_SHOWN_CHARS, UNKNOWN_TOOL_GUIDANCE, UNKNOWN_TOOL_MESSAGE
 from .db import BUSY_TEXT, DatabaseBusy, run_orm_or_busy
 from .services import (
     GatewayInputError,
@@ -29,9 +29,19 @@ from .services import (
 )
 
 
-def unknown_tool_error() -> MCPError:
-    """The one error for an unknown or hidden tool: same code, same bytes, nothing echoed (Z4)."""
-    return MCPError(code=types.INVALID_PARAMS, message=UNKNOWN_TOOL_MESSAGE)
+def unknown_tool_error(asked: list[tuple[int, str]] | None = None) -> MCPError:
+    """The one error for an unknown or hidden tool: same code, same bytes (Z4). Nothing is echoed, except
+    for tool_inspect of several ids: ``asked`` (position, id as sent), so the caller learns which of its own
+    ids to drop; an id is shown escaped (JSON, ASCII) and cut, and a hidden one exactly as an unknown one."""
+    if not asked:
+        return MCPError(code=types.INVALID_PARAMS, message=UNKNOWN_TOOL_MESSAGE)
+    named = "; ".join(f"tool_ids[{position}] {_shown_id(tool_id)}" for position, tool_id in asked)
+    return MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {named}. {UNKNOWN_TOOL_GUIDANCE}")
+
+
+def _shown_id(tool_id: str) -> str:
+    cut = tool_id[:UNKNOWN_ID_SHOWN_CHARS]
+    return json.dumps(cut) + ("…" if len(tool_id) > len(cut) else "")
 
 
 async def _principal(ctx: Context) -> Any:
@@ -45,9 +55,17 @@ async def tool_search(
     query: Annotated[str, Field(description="The step you need a tool for, in plain words (what, on what).")],
     ctx: Context,
     top_k: Annotated[int, Field(description=f"How many tools to return ({TOP_K_MIN}-{TOP_K_MAX}).")] = TOP_K_DEFAULT,
-    operation_class: Literal["read", "write", "execute", "approve"] | None = None,
-    environment: Annotated[str | None, Field(description="e.g. production or development")] = None,
-    scope: Literal["all", "my_servers"] = "all",
+    operation_class: Annotated[
+        Literal["read", "write", "execute", "approve"] | None,
+        Field(description="Only tools of this class: read (looks up), write (changes data), execute, approve."),
+    ] = None,
+    environment: Annotated[
+        str | None, Field(description="Only tools allowed to run there, e.g. production or development.")
+    ] = None,
+    scope: Annotated[
+        Literal["all", "my_servers"],
+        Field(description="all: every tool you may use; my_servers: servers granted to your user, not via groups."),
+    ] = "all",
 ) -> types.CallToolResult:
     """Find tools for one step of the task. Call this first whenever you need a capability.
 
@@ -74,7 +92,9 @@ async def tool_search(
 
 
 async def tool_inspect(
-    tool_ids: Annotated[list[str], Field(description="tool_ids exactly as tool_search returned them.")],
+    tool_ids: Annotated[
+        list[str], Field(description=f"1-{MAX_INSPECT_IDS} tool_ids exactly as tool_search returned them.")
+    ],
     ctx: Context,
 ) -> types.CallToolResult:
     """Full definitions (inputSchema, outputSchema, annotations) of tools tool_search returned.
@@ -83,8 +103,8 @@ async def tool_inspect(
     principal = await _principal(ctx)
     try:
         tools = await run_orm_or_busy(gateway_inspect, principal=principal, tool_ids=tool_ids)
-    except UnknownTool:
-        raise unknown_tool_error() from None
+    except UnknownTool as exc:
+        raise unknown_tool_error(exc.asked) from None
     except DatabaseBusy:
         return error_result(BUSY_TEXT, service_busy=True)
     except GatewayInputError as exc:

@@ -25,6 +25,15 @@ class QueryLogMode(models.TextChoices):
     OFF = "off", "Nothing recorded"
 
 
+class EmptyAnswerReason(models.TextChoices):
+    """Why a logged search answered with no tool. Only ``withheld`` is a gap a curator can close; the
+    others are the caller's own narrowing or access."""
+
+    WITHHELD = "withheld", "Withheld: no tool fits (the search's rule)"
+    FILTERED = "filtered", "Emptied by the caller's filters"
+    NOTHING_VISIBLE = "nothing_visible", "Nothing visible to the caller (granted no tool)"
+
+
 class SearchOutcomeKind(models.TextChoices):
     """What became of a search: the outcome of an execute_tool of a tool that search returned."""
 

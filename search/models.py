@@ -9,6 +9,7 @@ from django.db import models
 from django.utils import timezone
 
 from .choices import (
+    EmptyAnswerReason,
     GenerationKind,
     GenerationStatus,
     LearnedStatus,
@@ -118,6 +119,12 @@ class QueryLogEntry(models.Model):
     query = models.TextField()
     results = models.JSONField(default=list, help_text='[{"tool_id": ..., "score": ...}] in rank order')
     confidence = models.CharField(max_length=10, choices=Confidence.choices())
+    empty_reason = models.CharField(
+        max_length=20,
+        blank=True,
+        choices=EmptyAnswerReason.choices,
+        help_text="Why no tool was returned; empty: tools were returned (or a row from before this was kept)",
+    )
     degraded = models.BooleanField(default=False)
     backend = models.CharField(max_length=20, blank=True)
     latency_ms = models.FloatField(default=0.0)

@@ -29,7 +29,7 @@ from governance.selectors import server_tenant_id, tenant_q, tool_pks_visible_to
 from governance.writebehind import write_behind, write_behind_flush
 
 from .backends import SearchResult
-from .choices import LearnedStatus, QueryLogMode, SearchOutcomeKind
+from .choices import EmptyAnswerReason, LearnedStatus, QueryLogMode, SearchOutcomeKind
 from .metrics import SEARCH_SECONDS, SEARCHES
 from .models import LearnedConfirmation, LearnedRequest, QueryLogEntry, SearchOutcome
 
@@ -87,13 +87,19 @@ def query_log_record(
     latency_ms: float,
     client: str = "mcp",
     deferred: bool = False,
+    empty_reason: str = "",
 ) -> QueryLogEntry | None:
     """Record one client search (one INSERT; ``deferred``: queued, inserted in a batch shortly after, see
-    governance/writebehind.py). Returns None when the log is ``off``."""
+    governance/writebehind.py). ``empty_reason`` (an ``EmptyAnswerReason``) says why no tool was returned;
+    left empty for an empty answer, it is ``withheld``. Returns None when the log is ``off``."""
     mode = _log_mode()
     if mode == QueryLogMode.OFF:
         return None
     stored = query_redact(query) if mode == QueryLogMode.REDACTED else query
+    if results:
+        empty_reason = ""
+    elif empty_reason not in EmptyAnswerReason.values:
+        empty_reason = EmptyAnswerReason.WITHHELD
     entry = QueryLogEntry(
         user=principal.user,
         token_ref=principal.token_ref,
@@ -104,6 +110,7 @@ def query_log_record(
         query=stored,
         results=[{"tool_id": r.tool_id, "score": round(float(r.score), 4)} for r in results],
         confidence=confidence,
+        empty_reason=empty_reason,
         degraded=degraded,
         backend=backend,
         latency_ms=round(latency_ms, 2),
@@ -123,9 +130,11 @@ def search_observe(
     latency_ms: float,
     client: str = "mcp",
     deferred: bool = False,
+    empty_reason: str = "",
 ) -> QueryLogEntry | None:
     """Count a client's search in the metrics and record it in the query log (as SCOUT_QUERY_LOG says).
-    Called by every client entry point (tool_search, the REST API); never by the curator preview."""
+    Called by every client entry point (tool_search, the REST API); never by the curator preview.
+    ``empty_reason``: why an empty answer was empty (``query_log_record``)."""
     degraded = result.degraded or not result.index_ready
     SEARCHES.labels(confidence=result.confidence.value, degraded=str(degraded).lower(), backend=result.backend).inc()
     SEARCH_SECONDS.observe(latency_ms / 1000)
@@ -139,6 +148,7 @@ def search_observe(
         latency_ms=latency_ms,
         client=client,
         deferred=deferred,
+        empty_reason=empty_reason,
     )
 
 

@@ -1,7 +1,9 @@
 """The curator's workbench: requests from the query log that agents did not get a good answer for.
 
 Three kinds of request need a curator: withheld ("no tool fits"), answered with low confidence, and
-answered but not followed by any call of a returned tool. Similar requests (the same words, in any order
+answered but not followed by any call of a returned tool. Searches that were empty only because of the
+caller's own filters or because the caller may see no tool are left out (counted, not listed): no example
+request would change them. Similar requests (the same words, in any order
 or case) are grouped, newest first, with counts. From each group a curator attaches the request to a tool
 as an example request (or a negative query); the tool is reindexed at once, so the next search finds it.
 """
@@ -15,7 +17,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import path, reverse
@@ -24,6 +26,7 @@ from django.utils import timezone
 from catalog.models import Tool, ToolExample, ToolNegativeExample
 from catalog.services.curation import tool_curation_update
 
+from .choices import EmptyAnswerReason
 from .engine.ranking import Confidence
 from .models import IndexGeneration, QueryLogEntry, SearchOutcome
 from .text import tokenize
@@ -32,6 +35,8 @@ from .usage import query_log_visible_to
 WORKBENCH_PERMISSIONS = ("catalog.change_tool", "search.view_querylogentry")
 MAX_ENTRIES = 2000  # newest log rows read per page view
 MAX_GROUPS = 100
+# Empty answers that are no gap in the catalog: the caller narrowed them away, or may see no tool at all.
+NOT_GAPS = (EmptyAnswerReason.FILTERED, EmptyAnswerReason.NOTHING_VISIBLE)
 
 
 @dataclass
@@ -54,15 +59,28 @@ def group_key(text: str) -> str:
     return " ".join(words) or " ".join(text.casefold().split())
 
 
+def _recent(*, days: int, user) -> QuerySet[QueryLogEntry]:
+    since = timezone.now() - timedelta(days=days)
+    logged = query_log_visible_to(user=user) if user is not None else QueryLogEntry.objects.all()
+    return logged.filter(created_at__gte=since)
+
+
+def workbench_left_out(*, days: int = 30, user=None) -> dict[str, int]:
+    """How many empty answers the workbench leaves out, per ``EmptyAnswerReason`` (only those with some)."""
+    rows = _recent(days=days, user=user).filter(empty_reason__in=NOT_GAPS)
+    counts = dict(rows.values_list("empty_reason").annotate(n=Count("id")).values_list("empty_reason", "n"))
+    return {reason: counts[reason] for reason in NOT_GAPS if counts.get(reason)}
+
+
 def workbench_groups(*, days: int = 30, reason: str = "", user=None) -> list[RequestGroup]:
     """Groups of logged client requests that were withheld, low-confidence or not followed by a call,
-    newest first. ``reason`` narrows to one of ``withheld``, ``low``, ``unfollowed``; ``user``: only the
-    requests that curator may read (``query_log_visible_to``)."""
-    since = timezone.now() - timedelta(days=days)
+    newest first; never searches emptied by the caller's filters or access (``workbench_left_out``).
+    ``reason`` narrows to one of ``withheld``, ``low``, ``unfollowed``; ``user``: only the requests that
+    curator may read (``query_log_visible_to``)."""
     followed = Exists(SearchOutcome.objects.filter(entry=OuterRef("pk")))
-    logged = query_log_visible_to(user=user) if user is not None else QueryLogEntry.objects.all()
     entries = (
-        logged.filter(created_at__gte=since)
+        _recent(days=days, user=user)
+        .exclude(empty_reason__in=NOT_GAPS)
         .annotate(followed=followed)
         .filter(Q(confidence__in=[Confidence.NONE, Confidence.LOW]) | Q(followed=False))
         .order_by("-created_at", "-id")
@@ -170,6 +188,7 @@ def workbench_view(request: HttpRequest) -> HttpResponse:
         "opts": QueryLogEntry._meta,
         "title": "Search workbench",
         "groups": workbench_groups(reason=reason, user=request.user),
+        "left_out": workbench_left_out(user=request.user),
         "reason": reason,
         "preview_url": reverse("search_preview"),
     }

@@ -20,7 +20,7 @@ from ..models import (
 )
 from ..selectors import approval_requester_may_execute, approval_requests_for_approver, user_is_approver
 from ..services.approvals import ApprovalError, approval_decide
-from .common import _pre, risk_badge
+from .common import _pre, breakable_id, risk_badge
 
 
 class ApprovalDecisionForm(forms.Form):
@@ -31,7 +31,7 @@ class ApprovalDecisionForm(forms.Form):
 class ApprovalRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[ApprovalRequest]):
     # Decide comes second so no viewport clips it; six narrow, wrapping columns fit beside both sidebars at
     # 1280 px (the request's id with its time, the status with whether it is still usable).
-    list_display = ("request_column", "decide_link", "status_column", "risk_badge", "tool", "requester")
+    list_display = ("request_column", "decide_link", "status_column", "risk_badge", "tool_column", "requester")
     list_display_links = ("request_column",)
     list_filter = ("status", "risk_class", "operation_class")
     search_fields = ("approval_id", "tool__tool_id", "requester__username", "agent")
@@ -117,6 +117,10 @@ class ApprovalRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[ApprovalRequest]
         return format_html(
             "{}<br><small>{}</small>", obj.approval_id, timezone.localtime(obj.created_at).strftime("%Y-%m-%d %H:%M")
         )
+
+    @admin.display(description="tool", ordering="tool__tool_id")
+    def tool_column(self, obj: ApprovalRequest):
+        return breakable_id(obj.tool.tool_id)  # wraps at :: and _, not letter by letter
 
     @admin.display(description="status", ordering="status")
     def status_column(self, obj: ApprovalRequest):

@@ -1,10 +1,12 @@
 """Shared admin helpers."""
 
+import re
 from datetime import timedelta
 
 from django.core.paginator import Paginator
 from django.utils.functional import cached_property
-from django.utils.html import format_html
+from django.utils.html import escape, format_html
+from django.utils.safestring import SafeString, mark_safe
 
 DEFAULT_TOKEN_LIFETIME = timedelta(days=90)
 MAX_COUNTED_ROWS = 10_000
@@ -26,3 +28,12 @@ def _pre(value: str):
 def risk_badge(level: str, label: str):
     """Risk as a visual level: coloured by the stylesheet's .risk-<level> (low green → critical black)."""
     return format_html('<span class="scout-risk risk-{}">{} risk</span>', level, label)
+
+
+_ID_SEPARATOR = re.compile(r"(::|_)")
+
+
+def breakable_id(value: str) -> SafeString:
+    """An identifier (``memory::create_entities``) that wraps only after ``::`` and ``_`` in a narrow column,
+    never letter by letter: escaped, with a ``<wbr>`` after each separator."""
+    return mark_safe(_ID_SEPARATOR.sub(r"\1<wbr>", escape(value)))  # noqa: S308 - escaped just before

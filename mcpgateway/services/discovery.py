@@ -23,6 +23,7 @@ from governance.sanitize import clean_for_model
 from governance.selectors import ToolNotFound, tool_get_for_principal, tool_pks_visible_to
 from governance.services.audit import audit_record
 from search.backends import SearchResult
+from search.choices import EmptyAnswerReason
 from search.engine.ranking import Confidence
 from search.services import TOP_K_DEFAULT, SearchQueryError, search_for_principal
 from search.usage import search_observe
@@ -46,7 +47,13 @@ class GatewayInputError(Exception):
 
 
 class UnknownTool(Exception):
-    """A tool id that is unknown or hidden from the caller: one error for both, never naming the id."""
+    """A tool id that is unknown or hidden from the caller: one error for both. ``asked``: for a tool_inspect
+    of several ids, the unknown ones as (position in tool_ids, the id as sent) — the caller's own input,
+    the same whether a tool is hidden or does not exist; empty otherwise (the error names no id)."""
+
+    def __init__(self, asked: list[tuple[int, str]] | None = None) -> None:
+        super().__init__()
+        self.asked = asked or []
 
 
 # --- presentation -------------------------------------------------------------------------------
@@ -174,6 +181,17 @@ class SearchAnswer:
     def abstained(self) -> bool:
         return self.confidence == Confidence.NONE
 
+    def empty_reason(self) -> str:
+        """Why no tool was returned, for the query log (an ``EmptyAnswerReason``; "" when tools were): the
+        caller's own filters or access, or the search withheld its answer (a gap a curator can close)."""
+        if self.matches:
+            return ""
+        if self.filters:
+            return EmptyAnswerReason.FILTERED
+        if self.nothing_granted:
+            return EmptyAnswerReason.NOTHING_VISIBLE
+        return EmptyAnswerReason.WITHHELD
+
     def structured(self) -> dict[str, Any]:
         return {
             "matches": self.matches,
@@ -213,14 +231,35 @@ class SearchAnswer:
         return "\n".join(lines)
 
 
+# Fields a model need not tell apart: a word in the server's description is a word "in server".
+_WHY_FIELD = {"server description": "server"}
+WHY_GROUPS = 3
+
+
+def _matched_words(fields: dict[str, list[str]]) -> str:
+    """The request's words a tool contains, each said once, with the fields they are in: words found in the
+    same fields share one group ("current, time — in name, description; zone — in parameters")."""
+    places: dict[str, list[str]] = {}  # word -> fields, in the ranking's order of both
+    for label, words in fields.items():
+        label = _WHY_FIELD.get(label, label)
+        for word in words:
+            if label not in places.setdefault(word, []):
+                places[word].append(label)
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for word, labels in places.items():
+        groups.setdefault(tuple(labels), []).append(word)
+    parts = [f"{', '.join(words[:6])} — in {', '.join(labels)}" for labels, words in groups.items()]
+    return "; ".join(parts[:WHY_GROUPS])
+
+
 def _why_lines(why: dict[str, Any]) -> list[str]:
     """The search engine's explanation as short lines a model can read."""
     if why.get("shared_words"):  # the no-index listing
         return [f"shares the words: {', '.join(why['shared_words'][:6])}"]
     lines = []
-    fields = why.get("fields") or {}
-    if fields:
-        lines.append("matched " + "; ".join(f"{name}: {', '.join(terms[:6])}" for name, terms in fields.items()))
+    matched = _matched_words(why.get("fields") or {})
+    if matched:
+        lines.append(matched)
     if why.get("closest") == "example" and why.get("example_request"):
         lines.append(f"close to the example request {why['example_request'][:160]!r}")
     elif why.get("closest") == "learned":
@@ -285,7 +324,15 @@ def gateway_search(
     # Both records are queued and inserted in batches (governance/writebehind.py): a search's answer never
     # waits for the database's write lock.
     latency_ms = (time.monotonic() - started) * 1000
-    search_observe(principal=principal, query=query, result=result, latency_ms=latency_ms, client=client, deferred=True)
+    search_observe(
+        principal=principal,
+        query=query,
+        result=result,
+        latency_ms=latency_ms,
+        client=client,
+        deferred=True,
+        empty_reason=answer.empty_reason(),
+    )
     audit_record(
         event_type=AuditEventType.DISCOVERY,
         principal=principal,
@@ -309,19 +356,22 @@ def gateway_search(
 
 
 def gateway_inspect(*, principal: Principal, tool_ids: list[str]) -> list[dict[str, Any]]:
-    """Full definitions of visible tools. Raises UnknownTool if any id is unknown or hidden,
-    GatewayInputError for an empty or too long list."""
+    """Full definitions of visible tools. Raises UnknownTool if any id is unknown or hidden (naming, when
+    several ids were asked, every such id: hidden ones exactly as unknown ones), GatewayInputError for an
+    empty or too long list."""
     if not isinstance(tool_ids, list) or not tool_ids:
         raise GatewayInputError("tool_ids is empty: pass tool ids returned by tool_search")
     if len(tool_ids) > MAX_INSPECT_IDS:
         raise GatewayInputError(f"pass at most {MAX_INSPECT_IDS} tool ids")
-    tools = []
+    tools, unknown = [], []
     for tool_id in dict.fromkeys(tool_ids):
         try:
             tools.append(tool_get_for_principal(principal=principal, tool_id=tool_id, permission="discover"))
         except ToolNotFound:
-            _audit_unknown(principal, "tool_inspect")
-            raise UnknownTool() from None
+            unknown.append((tool_ids.index(tool_id), tool_id))
+    if unknown:
+        _audit_unknown(principal, "tool_inspect")
+        raise UnknownTool(unknown if len(tool_ids) > 1 else None)
     audit_record(
         event_type=AuditEventType.DISCOVERY,
         principal=principal,

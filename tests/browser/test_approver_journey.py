@@ -35,6 +35,22 @@ def _no_sideways_scroll(browser, css: str) -> bool:
     )
 
 
+def _tool_cell_pieces(browser) -> list[tuple[str, int]]:
+    """The approval inbox's tool cell as its text pieces, each with the number of lines it is laid out on."""
+    return browser.execute_script(
+        """const cell = document.querySelector('#result_list td.field-tool_column');
+        const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+        const pieces = [];
+        for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+            const range = document.createRange();
+            range.selectNodeContents(node);
+            const lines = new Set([...range.getClientRects()].map((rect) => Math.round(rect.top)));
+            pieces.push([node.textContent, lines.size]);
+        }
+        return pieces;"""
+    )
+
+
 def test_approver_denies_with_a_reason_then_approves_a_call_that_runs(
     browser, gateway, admin_user, faulty_server, faulty_call_log
 ):
@@ -73,6 +89,17 @@ def test_approver_denies_with_a_reason_then_approves_a_call_that_runs(
     assert browser.find_element(By.ID, "changelist-filter").is_displayed()
     assert _no_sideways_scroll(browser, "#changelist .results") and _no_sideways_scroll(browser, "html")
     assert _right_edge_visible(browser, browser.find_element(By.CSS_SELECTOR, "#result_list td.field-requester"))
+    # The tool id wraps only after "::" and "_" (never "memor y::crea te_enti ties"): no piece spans two lines,
+    # here and in a window narrow enough to squeeze the column (the sidebars stay beside the table).
+    for width in (800, 1280):
+        browser.set_window_size(width, 900)
+        browser.get(f"{gateway.url}/admin/governance/approvalrequest/")
+        pieces = _tool_cell_pieces(browser)
+        assert [text for text, _ in pieces] == ["faulty::", "record_", "note"], (width, pieces)
+        assert all(lines == 1 for _, lines in pieces), (width, pieces)
+        if width == 800:
+            screenshot(browser, "approver-inbox-narrow")
+    decide = browser.find_element(By.LINK_TEXT, "Decide")
     decide.click()
     card = browser.find_element(By.ID, "tool-card")
     assert "Store a note (changes state: every call writes one record)." in card.text

@@ -20,6 +20,7 @@ from .conftest import (
     mcp_client,
     modern_request,
     raw_post,
+    rpc_result,
     run,
 )
 
@@ -115,6 +116,31 @@ def test_hidden_and_its_variants_answer_exactly_like_a_nonexistent_tool(gateway,
         assert _execute_bytes(gateway, people["member"], variant) == nonexistent, repr(variant[:40])
         assert _inspect_bytes(gateway, people["member"], variant) == inspect_nonexistent, repr(variant[:40])
         assert variant.encode() not in nonexistent[1]
+
+
+def _inspect_many(gateway, token: str, tool_ids: list[str]) -> tuple[int, bytes, str]:
+    body = modern_request("tools/call", {"name": "tool_inspect", "arguments": {"tool_ids": tool_ids}})
+    response = raw_post(gateway, body, token=token)
+    return response.status_code, response.content, rpc_result(response)["error"]["message"]
+
+
+def test_inspect_of_several_ids_names_the_unknown_ones_and_a_hidden_one_exactly_as_if_it_did_not_exist(gateway, people):
+    from catalog.models import Tool
+
+    asked = ["time::convert_time", HIDDEN, "calc::no_such_tool", "calc::add"]
+    status, body, message = _inspect_many(gateway, people["member"], asked)
+    assert status == 400  # -32602, as for one unknown id
+    assert message == (
+        'Unknown tool: tool_ids[1] "calc::rotate_payroll_encryption_keys"; tool_ids[2] "calc::no_such_tool". '
+        "Use a tool_id exactly as tool_search returned it; do not guess tool ids."
+    )
+    # Now the hidden tool does not exist at all: the member's answer is the same, byte for byte.
+    Tool.objects.filter(tool_id=HIDDEN).delete()
+    assert _inspect_many(gateway, people["member"], asked) == (status, body, message)
+    # An id is the caller's own text, shown escaped and cut: no raw control or direction marks, no 10,000 chars.
+    _, _, message = _inspect_many(gateway, people["member"], ["calc::add", "\u202e" + "calc::" + "r" * 10_000])
+    assert message.startswith('Unknown tool: tool_ids[1] "\\u202ecalc::rrr') and "\u202e" not in message
+    assert len(message) < 200
 
 
 def test_outsider_sees_and_runs_nothing(gateway, people):

@@ -56,6 +56,15 @@ def test_lists_the_meta_tools_with_descriptions_for_models(gateway, world, mode)
     assert "first" in tools["tool_search"].description
     assert tools["execute_tool"].input_schema["required"] == ["tool_id", "arguments"]
     assert set(tools["tool_search"].input_schema["properties"]["scope"]["enum"]) == {"all", "my_servers"}
+    # Every parameter says what it is for (a model cannot guess what "my_servers" means).
+    undescribed = [
+        f"{name}.{param}"
+        for name, tool in tools.items()
+        for param, spec in tool.input_schema["properties"].items()
+        if not spec.get("description")
+    ]
+    assert undescribed == []
+    assert "not via groups" in tools["tool_search"].input_schema["properties"]["scope"]["description"]
 
 
 @pytest.mark.parametrize("mode", PROTOCOL_MODES)

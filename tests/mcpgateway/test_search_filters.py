@@ -110,3 +110,30 @@ def test_a_token_granted_nothing_is_told_so_not_that_no_tool_fits(gateway, world
     assert told.startswith("No tool is available to this token") and "ask a Scout operator" in told
     granted_miss = _answer_text(gateway, world["token"], "book a flight to Paris for next week")
     assert granted_miss.startswith("No tool fits this request.")
+
+
+def test_the_query_log_says_why_an_answer_was_empty_and_the_workbench_lists_only_real_gaps(gateway, world):
+    # A curator should not attach examples to a tool that fits already: a search emptied by the caller's
+    # own filter, or by a token granted nothing, is no gap; a withheld request is.
+    from search.models import QueryLogEntry
+    from search.workbench import group_key, workbench_groups, workbench_left_out
+
+    stranger = make_token(make_user("gw_stranger"))
+    flight = "book a flight to Paris for next week"
+    assert "with the filters you set" in _answer_text(gateway, world["token"], TIME_QUERY, environment="staging")
+    assert _answer_text(gateway, stranger, TIME_QUERY).startswith("No tool is available to this token")
+    assert _answer_text(gateway, world["token"], flight).startswith("No tool fits this request.")
+    assert "matching tool" in _answer_text(gateway, world["token"], TIME_QUERY)
+    entries = QueryLogEntry.objects.all()
+    reasons = {(entry.user.username, entry.query, bool(entry.results)): entry.empty_reason for entry in entries}
+    assert reasons == {
+        ("gw_member", TIME_QUERY, False): "filtered",
+        ("gw_stranger", TIME_QUERY, False): "nothing_visible",
+        ("gw_member", flight, False): "withheld",
+        ("gw_member", TIME_QUERY, True): "",
+    }
+    listed = {group.key: group for group in workbench_groups()}
+    assert listed[group_key(flight)].withheld == 1
+    # The time request shows up once: its answered (unfollowed) search, never as withheld.
+    assert (listed[group_key(TIME_QUERY)].withheld, listed[group_key(TIME_QUERY)].unfollowed) == (0, 1)
+    assert workbench_left_out() == {"filtered": 1, "nothing_visible": 1}

@@ -5,7 +5,7 @@ from mcpgateway.services.discovery import _why_lines
 
 def test_a_demoted_tool_says_so_and_a_learned_match_never_quotes_the_request():
     lines = _why_lines({"fields": {"name": ["time"]}, "closest": "learned", "demoted": "close to a negative example"})
-    assert lines == ["matched name: time", "matches requests that led to this tool", "close to a negative example"]
+    assert lines == ["time — in name", "matches requests that led to this tool", "close to a negative example"]
 
 
 def test_an_example_request_is_quoted_and_nothing_matched_says_meaning():
@@ -13,3 +13,21 @@ def test_an_example_request_is_quoted_and_nothing_matched_says_meaning():
         "close to the example request 'what time is it'"
     ]
     assert _why_lines({}) == ["closest in meaning"]
+
+
+def test_words_matched_in_several_fields_are_said_once_with_the_fields_grouped():
+    # The tryout's answer read "name: time; server: time; server description: time; description: time".
+    fields = {
+        "name": ["time", "current"],
+        "server": ["time"],
+        "server description": ["time"],
+        "description": ["current", "time"],
+        "parameters": ["timezone"],
+    }
+    assert _why_lines({"fields": fields, "closest": "description"}) == [
+        "time — in name, server, description; current — in name, description; timezone — in parameters",
+        "meaning close to its description",
+    ]
+    assert _why_lines({"fields": {"name": ["time"], "server": ["time"], "description": ["time"]}}) == [
+        "time — in name, server, description"
+    ]

@@ -95,3 +95,21 @@ def test_needs_both_curation_and_query_log_permissions(client, django_user_model
     client.force_login(user)
     assert client.get(reverse(WORKBENCH)).status_code == 403
     assert client.post(reverse(WORKBENCH), {"text": "x", "tool_id": "a::b", "kind": "example"}).status_code == 403
+
+
+def test_the_page_leaves_out_searches_emptied_by_filters_or_access_and_says_so(client, curator, member):
+    _log(member, WITHHELD, Confidence.NONE)
+    query_log_record(
+        principal=principal_for_user(member),
+        query="what time is it in Lisbon",
+        results=[],
+        confidence=Confidence.NONE,
+        degraded=False,
+        backend="embedded",
+        latency_ms=5,
+        empty_reason="filtered",
+    )
+    client.force_login(curator)
+    page = client.get(reverse(WORKBENCH)).content.decode()
+    assert WITHHELD in page and "what time is it in Lisbon" not in page
+    assert "1 search emptied only by the caller's own filters" in page
