@@ -268,13 +268,18 @@ def test_the_beat_flushes_only_learned_requests_that_waited_past_the_interval(wo
     assert learned.indexed and learned.pending_since is None
 
 
-def test_the_beat_schedules_the_safety_net_every_interval():
+def test_the_beat_schedules_the_safety_net_every_interval(settings):
     from scoutsite import celery_app
+    from scoutsite.celery import setup_periodic_tasks
 
-    celery_app.finalize(auto=True)  # runs setup_periodic_tasks, as the beat does at start
-    entry = celery_app.conf.beat_schedule["search: flush waiting learned requests"]
+    # The schedule as the beat builds it at start (on_after_finalize), from the interval set now: the app may
+    # have been finalized earlier in this process under another test's settings.
+    name = "search: flush waiting learned requests"
+    settings.SCOUT_LEARNED_INDEX_INTERVAL = 45
+    setup_periodic_tasks(celery_app)
+    entry = celery_app.conf.beat_schedule[name]
     assert entry["task"] == "search.tasks.flush_stale_learned_index"
-    assert entry["schedule"] == 60.0  # SCOUT_LEARNED_INDEX_INTERVAL's default
+    assert entry["schedule"] == 45.0
 
 
 def test_a_learned_request_changed_during_a_flush_waits_for_the_next_one(world, superuser, monkeypatch):
