@@ -31,13 +31,16 @@ class SparseScores:
 class SparseIndex:
     """Immutable once built. Rows are documents, in the order given."""
 
-    def __init__(self, weighted_tokens: Iterable[Iterable[tuple[str, int]]]) -> None:
+    def __init__(
+        self, weighted_tokens: Iterable[Iterable[tuple[str, int]]], vocab: dict[str, int] | None = None
+    ) -> None:
         """``weighted_tokens``: one document's (token, weight) pairs at a time; a generator is fine.
+        ``vocab``: token -> column to extend (new tokens are added to it) instead of a new one.
 
         Triplets go into typed buffers (4 bytes an entry) rather than Python lists (8 bytes a reference
         plus an object): at 100k tools that is the difference between a few and several hundred MB.
         """
-        vocab: dict[str, int] = {}
+        vocab = {} if vocab is None else vocab
         rows, cols, data, lengths = array("i"), array("i"), array("f"), array("f")
         for row, pairs in enumerate(weighted_tokens):
             counts: dict[int, float] = {}
@@ -58,6 +61,33 @@ class SparseIndex:
 
     def __len__(self) -> int:
         return self.tf.shape[0]
+
+    def updated(
+        self, kept: np.ndarray, kept_to: np.ndarray, n_docs: int, added: dict[int, Iterable[tuple[str, float]]]
+    ) -> "SparseIndex":
+        """This index for another set of rows: old row ``kept[i]`` becomes row ``kept_to[i]``; ``added`` gives
+        new rows their (token, weight) pairs. Scores equal a fresh build's: each row's term frequencies and
+        length are the same numbers; only column numbers differ, and words left only by removed rows keep an
+        empty column, which scores as an unknown word does."""
+        row_map = np.full(len(self), -1, np.int64)
+        row_map[np.asarray(kept, np.int64)] = kept_to
+        columns = np.repeat(np.arange(self.tf.shape[1], dtype=np.int32), np.diff(self.tf.indptr))
+        rows = row_map[self.tf.indices]
+        alive = rows >= 0
+        index = SparseIndex.__new__(SparseIndex)
+        index.vocab = dict(self.vocab)
+        extra = SparseIndex(added.values(), vocab=index.vocab)  # adds the new words to the shared vocabulary
+        new_rows = np.asarray(sorted(added), np.int64)
+        extra_coo = extra.tf.tocoo()
+        all_rows = np.concatenate((rows[alive], new_rows[extra_coo.row]))
+        all_cols = np.concatenate((columns[alive], extra_coo.col.astype(np.int32)))
+        data = np.concatenate((self.tf.data[alive], extra_coo.data))
+        shape = (n_docs, max(len(index.vocab), 1))
+        index.tf = sp.csc_matrix((data, (all_rows.astype(np.int32), all_cols)), shape=shape)
+        index.lengths = np.zeros(n_docs, np.float32)
+        index.lengths[kept_to] = self.lengths[kept]
+        index.lengths[new_rows] = extra.lengths
+        return index
 
     def score(self, query: str, visible: np.ndarray) -> SparseScores:
         """BM25 of ``query`` against every visible row. ``visible`` is a boolean mask over rows."""
