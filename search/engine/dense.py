@@ -117,6 +117,19 @@ class _Spill:
 _SPILL_CHUNK = 8 << 20
 
 
+def copy_rows(target: np.ndarray, target_rows: np.ndarray, source: np.ndarray, source_rows: np.ndarray) -> None:
+    """``target[target_rows] = source[source_rows]`` a run of consecutive rows at a time: a slice copy is
+    several times faster than fancy indexing, and rows kept across an update come in long runs."""
+    if not len(source_rows):
+        return
+    breaks = np.flatnonzero((np.diff(source_rows) != 1) | (np.diff(target_rows) != 1)) + 1
+    starts = np.concatenate(([0], breaks)).tolist()
+    ends = np.concatenate((breaks, [len(source_rows)])).tolist()
+    for lo, hi in zip(starts, ends, strict=True):
+        to, fro = int(target_rows[lo]), int(source_rows[lo])
+        target[to : to + hi - lo] = source[fro : fro + hi - lo]
+
+
 def _concatenated_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """``starts[i]:starts[i] + lengths[i]`` for every i, one after the other, as one index array."""
     lengths = np.asarray(lengths, np.int64)
@@ -251,7 +264,7 @@ class DenseIndex:
         if table.half:
             exact = [np.ascontiguousarray(added[row][0], dtype=np.float32) for row in rows]
             table.matrix = np.empty((total, width), np.float16)
-            table.matrix[dst] = self.matrix[src]
+            copy_rows(table.matrix, dst, self.matrix, src)
             table._norms = np.zeros(n_docs, np.float64)
             table._norms[kept_to] = self._norms[kept]
             table._spill = self._spill if self._spill is not None else _Spill(width, None)
@@ -266,7 +279,7 @@ class DenseIndex:
                 first += len(block)
         else:
             table.matrix = np.zeros((_padded(total), width), np.float32)
-            table.matrix[dst] = self.matrix[src]
+            copy_rows(table.matrix, dst, self.matrix, src)
             for row in rows:
                 start = int(offsets[row])
                 table.matrix[start : start + counts[row]] = added[row][0]

@@ -4,6 +4,7 @@ Searches take a reference to one snapshot and use only it, so a rebuild running 
 half-visible: they see the old snapshot or the new one.
 """
 
+import bisect
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -47,6 +48,7 @@ def _doc_tokens(doc: ToolDoc, weights: dict[str, int]) -> list[tuple[str, float]
     return weighted_tokens(doc.field_texts(), weights) + learned_tokens(doc.learned, ToolSearchIndex.learned_weight)
 
 
+VISIBLE_SETS_KEPT = 4  # visible sets whose mask a snapshot keeps (a few principals' at a time)
 _NO_TERMS: frozenset[str] = frozenset()  # shared by every tool without negative examples
 
 
@@ -71,6 +73,7 @@ class IndexSnapshot:
         self.generation = generation
         self.model_key = model_key
         self.generation_mark: object = None  # the backend's record of the generations this includes
+        self._visible_cache: dict[frozenset, tuple[np.ndarray, np.ndarray]] = {}
         self._index_rows()
         weights = ToolSearchIndex.weights()
         # A generator: one document's tokens at a time, never every document's token list at once.
@@ -134,6 +137,7 @@ class IndexSnapshot:
         snapshot.generation = generation
         snapshot.model_key = self.model_key
         snapshot.generation_mark = None
+        snapshot._visible_cache = {}
         merged: list[ToolDoc | None] = [None] * len(order)
         tool_ops: list[frozenset[str]] = [_NO_TERMS] * len(order)
         negative_terms: list[frozenset[str]] = [_NO_TERMS] * len(order)
@@ -147,7 +151,9 @@ class IndexSnapshot:
             negative_terms[row] = _negative_terms(doc)
         snapshot.docs = tuple(merged)
         snapshot.tool_ops, snapshot.negative_terms = tool_ops, negative_terms
-        snapshot._index_rows()
+        snapshot.pks = pks[order]
+        snapshot._row_of_pk = _row_lookup(snapshot.pks)
+        snapshot.tie_keys = self._merged_tie_keys(kept, kept_to, incoming, added_rows)
         weights = ToolSearchIndex.weights()
         snapshot.sparse = self.sparse.updated(
             kept,
@@ -179,6 +185,22 @@ class IndexSnapshot:
             )
         return snapshot
 
+    def _merged_tie_keys(
+        self, kept: np.ndarray, kept_to: np.ndarray, incoming: Sequence[ToolDoc], added_rows: Sequence[int]
+    ) -> np.ndarray:
+        """The tie keys of an update (positions in tool id order), without sorting every tool id again: the
+        kept tools keep their relative order and each new one is inserted among them."""
+        by_key = np.argsort(self.tie_keys[kept])
+        kept_ids = [self.docs[row].tool_id for row in kept[by_key].tolist()]
+        new = sorted(range(len(incoming)), key=lambda j: incoming[j].tool_id)
+        # New tool j (in tool id order) follows ``positions[j]`` kept tools and j new ones.
+        positions = np.asarray([bisect.bisect_left(kept_ids, incoming[j].tool_id) for j in new], np.int64)
+        keys = np.empty(len(kept) + len(incoming), np.int64)
+        ranks = np.arange(len(kept), dtype=np.int64)
+        keys[kept_to[by_key]] = ranks + np.searchsorted(positions, ranks, side="right")
+        keys[np.asarray([added_rows[j] for j in new], np.int64)] = positions + np.arange(len(new))
+        return keys
+
     def __len__(self) -> int:
         return len(self.docs)
 
@@ -192,6 +214,26 @@ class IndexSnapshot:
 
     def visible_mask(self, visible: Collection[int] | None) -> np.ndarray:
         """Boolean mask over rows for the caller's visible tool pks (None: every tool, for evaluation)."""
+        return self.visibility(visible)[0]
+
+    def visibility(self, visible: Collection[int] | None) -> tuple[np.ndarray, np.ndarray]:
+        """(mask, rows) of the caller's visible tools, read-only. A caller's visible set is usually the same
+        frozenset from one request to the next (governance caches it): the last few are kept per snapshot,
+        since building the mask from 100k pks cost more than the rest of the ranking."""
+        key = visible if isinstance(visible, frozenset) else None
+        found = self._visible_cache.get(key) if key is not None else None
+        if found is not None:
+            return found
+        mask = self._visible_mask(visible)
+        rows = np.flatnonzero(mask)
+        mask.flags.writeable = rows.flags.writeable = False
+        if key is not None:
+            if len(self._visible_cache) >= VISIBLE_SETS_KEPT:
+                self._visible_cache.pop(next(iter(self._visible_cache), None), None)
+            self._visible_cache[key] = (mask, rows)
+        return mask, rows
+
+    def _visible_mask(self, visible: Collection[int] | None) -> np.ndarray:
         if visible is None:
             return np.ones(len(self.docs), dtype=bool)
         try:

@@ -69,21 +69,40 @@ class SparseIndex:
         new rows their (token, weight) pairs. Scores equal a fresh build's: each row's term frequencies and
         length are the same numbers; only column numbers differ, and words left only by removed rows keep an
         empty column, which scores as an unknown word does."""
-        row_map = np.full(len(self), -1, np.int64)
+        row_map = np.full(len(self), -1, np.int32)
         row_map[np.asarray(kept, np.int64)] = kept_to
-        columns = np.repeat(np.arange(self.tf.shape[1], dtype=np.int32), np.diff(self.tf.indptr))
+        old_counts = np.diff(self.tf.indptr)
+        columns = np.repeat(np.arange(len(old_counts), dtype=np.int32), old_counts)
         rows = row_map[self.tf.indices]
         alive = rows >= 0
+        columns, rows, data = columns[alive], rows[alive], self.tf.data[alive]
         index = SparseIndex.__new__(SparseIndex)
         index.vocab = dict(self.vocab)
         extra = SparseIndex(added.values(), vocab=index.vocab)  # adds the new words to the shared vocabulary
-        new_rows = np.asarray(sorted(added), np.int64)
-        extra_coo = extra.tf.tocoo()
-        all_rows = np.concatenate((rows[alive], new_rows[extra_coo.row]))
-        all_cols = np.concatenate((columns[alive], extra_coo.col.astype(np.int32)))
-        data = np.concatenate((self.tf.data[alive], extra_coo.data))
-        shape = (n_docs, max(len(index.vocab), 1))
-        index.tf = sp.csc_matrix((data, (all_rows.astype(np.int32), all_cols)), shape=shape)
+        new_rows = np.asarray(list(added), np.int32)  # the rows of ``added.values()``, in order
+        extra_tf = extra.tf.tocsc()  # column-grouped, as the kept entries are
+        extra_columns = np.repeat(np.arange(extra_tf.shape[1], dtype=np.int32), np.diff(extra_tf.indptr))
+        n_columns = max(len(index.vocab), 1)
+        kept_per_column = np.bincount(columns, minlength=n_columns)
+        per_column = kept_per_column + np.bincount(extra_columns, minlength=n_columns)
+        indptr = np.zeros(n_columns + 1, np.int32)  # int32 indices, as scipy keeps them below 2**31 entries
+        np.cumsum(per_column, out=indptr[1:])
+        # Each column: its kept entries (in their order), then the new rows' entries. The row order within a
+        # column changes no score (every per-row operation is elementwise).
+        kept_starts = np.zeros(n_columns + 1, np.int64)
+        np.cumsum(kept_per_column, out=kept_starts[1:])
+        at = np.arange(len(columns)) - kept_starts[columns] + indptr[columns]
+        extra_at = (
+            np.arange(len(extra_columns))
+            - extra_tf.indptr[extra_columns]
+            + indptr[extra_columns]
+            + kept_per_column[extra_columns]
+        )
+        indices = np.empty(int(indptr[-1]), np.int32)
+        values = np.empty(int(indptr[-1]), np.float32)
+        indices[at], values[at] = rows, data
+        indices[extra_at], values[extra_at] = new_rows[extra_tf.indices], extra_tf.data
+        index.tf = sp.csc_matrix((values, indices, indptr), shape=(n_docs, n_columns))
         index.lengths = np.zeros(n_docs, np.float32)
         index.lengths[kept_to] = self.lengths[kept]
         index.lengths[new_rows] = extra.lengths

@@ -50,6 +50,12 @@ def test_ranks_at_equal_the_ranks_of_the_full_order(spread):
             assert _ranks_at(values, tie, positions, positive_only=False).tolist() == rank_of[positions].tolist()
             expected = np.where(values[positions] > 0, rank_of[positions], 0)
             assert _ranks_at(values, tie, positions, positive_only=True).tolist() == expected.tolist()
+            for depth in (1, 5, 64):  # ranks past the depth are 0 (the head alone is selected)
+                for positive_only in (False, True):
+                    cut = np.where(rank_of[positions] <= depth, rank_of[positions], 0)
+                    cut = np.where(values[positions] > 0, cut, 0) if positive_only else cut
+                    found = _ranks_at(values, tie, positions, positive_only=positive_only, depth=depth)
+                    assert found.tolist() == cut.tolist()
 
 
 def test_best_vector_on_demand_is_the_first_best_of_the_tools_block():
