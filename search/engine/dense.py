@@ -213,6 +213,7 @@ class DenseIndex:
         self._owners_with_vectors = np.flatnonzero(counts)
         self._starts = self.offsets[self._owners_with_vectors]
         self._all_have_vectors = len(self._owners_with_vectors) == self.n_docs
+        self._without_vectors = counts_zero(self.offsets)
 
     def updated(
         self,
@@ -353,7 +354,7 @@ class DenseIndex:
             return DenseScores(scores, sims, self.offsets)
         error = _HALF_ERROR * self.max_norm * float(np.linalg.norm(query)) + _ACCUMULATION_ERROR
         exact = np.zeros(self.n_docs, dtype=bool)
-        exact[counts_zero(self.offsets)] = True  # no vector: -1, exact
+        exact[self._without_vectors] = True  # no vector: -1, exact
         return DenseScores(scores, sims, self.offsets, error, self, query, exact)
 
     def max_similarity(self, query_vector: np.ndarray, rows: np.ndarray) -> np.ndarray:
