@@ -70,11 +70,20 @@ class EmbeddedBackend(SearchBackend):
         if self._build_lock.acquire(blocking=current is None):
             try:
                 if self._snapshot is None or self._snapshot.generation != token:
-                    self._snapshot = self._next(self._snapshot, token)
-                    release_memory()  # the build's garbage and the replaced snapshot
+                    self._swap(token)
             finally:
                 self._build_lock.release()
         return self._snapshot
+
+    def _swap(self, token: str) -> None:
+        """Move to generation ``token`` (the build lock held)."""
+        builds = self.builds
+        self._snapshot = self._next(self._snapshot, token)
+        # A whole build's garbage (millions of small objects) and the replaced snapshot go back to the OS. An
+        # update leaves little (the old snapshot's large arrays are unmapped as it is dropped), and a full
+        # collection over every document costs more than the update (0.3 of 0.4 s at 10k tools).
+        if self.builds != builds:
+            release_memory()
 
     def _next(self, current: IndexSnapshot | None, token: str) -> IndexSnapshot:
         """The snapshot of generation ``token``: ``current`` updated for the tools changed since (their
@@ -142,8 +151,7 @@ class EmbeddedBackend(SearchBackend):
             return
         with self._build_lock:
             if self._snapshot is not None and self._snapshot.generation != generation:
-                self._snapshot = self._next(self._snapshot, generation)
-        release_memory()  # the build's garbage and the replaced snapshot
+                self._swap(generation)
 
     def status(self) -> BackendStatus:
         snapshot = self.snapshot()
