@@ -95,6 +95,7 @@ class EmbeddedBackend(SearchBackend):
             or not len(current.dense)
             or current.model_key != model_key()
             or current.dense.spill_waste() > len(current.dense)  # mostly replaced rows: compact
+            or current.sparse.unused_words() > len(current.sparse.vocab) // 2
         ):
             return self._build(token)
         changes = generation_changes(mark, token)

@@ -62,6 +62,10 @@ class SparseIndex:
     def __len__(self) -> int:
         return self.tf.shape[0]
 
+    def unused_words(self) -> int:
+        """Words no row has any more (left by removed or changed rows of updates)."""
+        return int((np.diff(self.tf.indptr) == 0).sum())
+
     def updated(
         self, kept: np.ndarray, kept_to: np.ndarray, n_docs: int, added: dict[int, Iterable[tuple[str, float]]]
     ) -> "SparseIndex":

@@ -152,6 +152,7 @@ def test_updated_snapshot_equals_a_whole_rebuild(half, settings):
         assert answers(snapshot, np.random.default_rng(step)) == answers(whole, np.random.default_rng(step))
         assert any(m for _, matches in answers(snapshot, np.random.default_rng(step)) for m in matches)
     assert snapshot.dense.spill_waste() == (snapshot.dense._spill.rows - len(snapshot.dense) if half else 0)
+    assert snapshot.sparse.unused_words() > 0 == whole.sparse.unused_words()  # words of replaced and removed tools
 
 
 def test_the_old_snapshot_is_unchanged_by_an_update():
