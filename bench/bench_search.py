@@ -292,9 +292,8 @@ def run_size(size: int, n_queries: int, warmup: int, no_progress: bool = False, 
     del vectors
     release_memory()  # as the embedded backend does after every build
     n_changes = max(1, round(size * changes))
-    # No release_memory() after an update, as in the embedded backend: the replaced snapshot's arrays go as
-    # it is dropped.
     snapshot, (update_encode_s, update_s) = measure_update(snapshot, docs, n_changes)
+    release_memory(collect=False)  # as the embedded backend does after an update
 
     # Serve this snapshot as the current generation without a database: the generation token is cached.
     backend = backend_get("embedded")

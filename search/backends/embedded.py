@@ -34,14 +34,16 @@ logger = logging.getLogger(__name__)
 MAX_UPDATE_SHARE = 0.25
 
 
-def release_memory() -> None:
+def release_memory(*, collect: bool = True) -> None:
     """Return memory freed by a snapshot build (or a replaced snapshot) to the OS.
 
     A build allocates millions of small transient objects (tokens, per-tool vector blocks); glibc keeps
     the freed arenas, so without a trim the process stays ~300 MB larger at 100k tools
-    (bench/bench_search.py). Runs only when a generation changes, never per search.
+    (bench/bench_search.py). Runs only when a generation changes, never per search. ``collect=False``:
+    trim only, without a full garbage collection (after an update, which leaves no cycles worth it).
     """
-    gc.collect()
+    if collect:
+        gc.collect()
     try:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # not glibc (macOS, musl): nothing to trim
@@ -80,10 +82,9 @@ class EmbeddedBackend(SearchBackend):
         builds = self.builds
         self._snapshot = self._next(self._snapshot, token)
         # A whole build's garbage (millions of small objects) and the replaced snapshot go back to the OS. An
-        # update leaves little (the old snapshot's large arrays are unmapped as it is dropped), and a full
-        # collection over every document costs more than the update (0.3 of 0.4 s at 10k tools).
-        if self.builds != builds:
-            release_memory()
+        # update's garbage has no cycles: a trim returns it, while a full collection over every document
+        # costs more than the update itself (0.3 of 0.4 s at 10k tools).
+        release_memory(collect=self.builds != builds)
 
     def _next(self, current: IndexSnapshot | None, token: str) -> IndexSnapshot:
         """The snapshot of generation ``token``: ``current`` updated for the tools changed since (their
