@@ -7,7 +7,12 @@ Each size runs in its own child process, so the memory figure is that of one sea
 the embedding model and one index snapshot. Per size it reports:
 
 - build: seconds to build the in-memory snapshot (tokenize, sparse matrix, vector table) from documents
-  already in memory (a process does this when the index generation changes; the database read is extra);
+  already in memory (a process does this when it starts; the database read is extra);
+- update: a sync changing ``--changes`` of the tools (default 1%: half changed, a quarter new, a quarter
+  removed): seconds to encode their texts with the real model (in a separate indexing process), and to
+  update the snapshot from them
+  (every other tool's tokens and vectors reused); target: encode + update <= 1.1x encode. The queries
+  then run on the updated snapshot;
 - encode: the single-query encoding time of the real model (median, p95): the floor;
 - search: backend search with the query vector given (median, p95);
 - tool_search: the public service end to end in the process (validation, status, encode, search);
@@ -42,6 +47,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TARGETS = {10_000: 1.5, 100_000: 2.0}
 MEMORY_TARGET_MB = 1024
+UPDATE_TARGET = 1.1  # a sync's new snapshot: at most 1.1x the time to encode the changed tools
 
 
 def _setup_process() -> None:
@@ -170,6 +176,63 @@ def random_vectors(docs, dim: int, seed: int = 11):
     return result
 
 
+def synthetic_changes(docs, count: int, seed: int = 13):
+    """A sync's worth of changes: ``count`` tools, half with a changed description, a quarter new (pks past
+    the last) and a quarter removed. Returns (changed and new docs, removed pks)."""
+    from dataclasses import replace
+
+    rng = random.Random(seed)
+    picked = rng.sample(list(docs), count)
+    n_changed, n_new = count - 2 * (count // 4), count // 4
+    changed = [replace(d, description=_perturb(d.description, rng) + " (revised)") for d in picked[:n_changed]]
+    top = max(d.pk for d in docs)
+    new = [
+        replace(d, pk=top + i + 1, tool_id=f"{d.server}-new::{d.name}", server=f"{d.server}-new")
+        for i, d in enumerate(picked[n_changed : n_changed + n_new])
+    ]
+    return changed + new, [d.pk for d in picked[n_changed + n_new :]]
+
+
+def _encode_timed(texts: list[str]):
+    """In the indexing process: encode ``texts`` with the real model; (seconds, vectors)."""
+    from search.encoder import encoder_get
+
+    encoder = encoder_get()
+    encoder.encode(["warm up"])
+    started = time.perf_counter()
+    matrix = encoder.encode(texts)
+    return time.perf_counter() - started, matrix
+
+
+def measure_update(snapshot, docs, count: int):
+    """A sync of ``count`` tools at this size: encode their texts with the real model (what indexing must
+    pay, in another process, as a Celery worker does: the model's working memory for a batch of documents
+    is not the serving process's), then update the snapshot (every other tool's tokens and vectors
+    reused). Returns the updated snapshot and (encode seconds, update seconds)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    import numpy as np
+
+    from search.engine.snapshot import DocVectors
+
+    incoming, removed = synthetic_changes(docs, count)
+    texts = [t for doc in incoming for _, t in doc.dense_texts()]
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(1, mp_context=spawn, initializer=_setup_process) as indexer:
+        encode_s, matrix = indexer.submit(_encode_timed, texts).result()
+    vectors, offset = {}, 0
+    for doc in incoming:
+        pairs = doc.dense_texts()
+        block = np.asarray(matrix[offset : offset + len(pairs)], np.float32)
+        offset += len(pairs)
+        vectors[doc.pk] = DocVectors(block, tuple(k for k, _ in pairs), tuple(t for _, t in pairs), None)
+    updated_at = time.perf_counter()
+    updated = snapshot.updated(incoming, vectors, removed, generation=snapshot.generation)
+    done = time.perf_counter()
+    return updated, (encode_s, done - updated_at)
+
+
 def bench_queries(docs, count: int, seed: int = 3) -> tuple[list[str], str]:
     """Request texts: the public query files read at run time (never stored), else built from tool names."""
     rng = random.Random(seed)
@@ -197,7 +260,7 @@ def summary(values_ms: list[float]) -> dict[str, float]:
     return {"median": statistics.median(values_ms), "p95": percentile(values_ms, 0.95)}
 
 
-def run_size(size: int, n_queries: int, warmup: int, no_progress: bool = False) -> dict:
+def run_size(size: int, n_queries: int, warmup: int, no_progress: bool = False, changes: float = 0.01) -> dict:
     import gc
 
     import numpy as np
@@ -228,6 +291,9 @@ def run_size(size: int, n_queries: int, warmup: int, no_progress: bool = False) 
     build_s = time.perf_counter() - started
     del vectors
     release_memory()  # as the embedded backend does after every build
+    n_changes = max(1, round(size * changes))
+    snapshot, (update_encode_s, update_s) = measure_update(snapshot, docs, n_changes)
+    release_memory(collect=False)  # as the embedded backend does after an update
 
     # Serve this snapshot as the current generation without a database: the generation token is cached.
     backend = backend_get("embedded")
@@ -237,6 +303,7 @@ def run_size(size: int, n_queries: int, warmup: int, no_progress: bool = False) 
     queries, query_origin = bench_queries(docs, n_queries + warmup)
 
     encode_ms, search_ms, service_ms, single_ms, single_encode_ms, degraded, multi = [], [], [], [], [], 0, 0
+    needed_ms = []  # per request: encoding every text it needs (the request and its steps, one batch)
     from catalog.progress import progress_reporter
 
     # stderr is the terminal's (the driver passes it through); stdout carries the JSON row.
@@ -250,14 +317,21 @@ def run_size(size: int, n_queries: int, warmup: int, no_progress: bool = False) 
             t2 = time.perf_counter()
             result = tool_search(query=query, visible=visible, top_k=5)
             t3 = time.perf_counter()
+            parts = request_parts(query)
+            needed = t1 - t0
+            if parts:  # encode(), not encode_queries(): that one's cache would serve tool_search later
+                started = time.perf_counter()
+                encoder.encode([query, *parts])
+                needed = time.perf_counter() - started
             progress(i + 1, len(queries))
             if i < warmup:
                 continue
             degraded += int(result.degraded)
             encode_ms.append((t1 - t0) * 1000)
+            needed_ms.append(needed * 1000)
             search_ms.append((t2 - t1) * 1000)
             service_ms.append((t3 - t2) * 1000)
-            if request_parts(query):  # a multi-step request: tool_search also encodes and scores each part
+            if parts:  # a multi-step request: tool_search also encodes and scores each part
                 multi += 1
             else:
                 single_ms.append((t3 - t2) * 1000)
@@ -272,10 +346,16 @@ def run_size(size: int, n_queries: int, warmup: int, no_progress: bool = False) 
         "vectors": n_vectors,
         "dim": encoder.dim,
         "build_s": build_s,
+        "update_tools": n_changes,
+        "update_encode_s": update_encode_s,
+        "update_s": update_s,
+        "update_ratio": (update_encode_s + update_s) / update_encode_s,
         "encode_ms": encode,
         "search_ms": search,
         "tool_search_ms": service,
         "ratio_p95": service["p95"] / encode["p95"],
+        "encode_needed_ms": summary(needed_ms),
+        "ratio_p95_needed": service["p95"] / summary(needed_ms)["p95"],
         "tool_search_single_step_ms": single,
         "encode_single_step_ms": single_encode,
         "ratio_p95_single_step": single["p95"] / single_encode["p95"],
@@ -341,9 +421,22 @@ def print_table(rows: list[dict]) -> None:
     print(f"vectors: {first['vector_precision']}")
     print(f"catalog: {first['catalog']}")
     print(f"tool vectors: {first['tool_vectors']}; queries: {first['query_source']}, {first['queries']} per size")
+    for r in rows:
+        ok = r["update_ratio"] <= UPDATE_TARGET
+        print(
+            f"{r['tools']:>7} tools, a sync of {r['update_tools']} tools (half changed, a quarter new, a quarter "
+            f"removed): encode {r['update_encode_s']:.2f} s + snapshot update {r['update_s']:.2f} s = "
+            f"{r['update_ratio']:.3f}x the encode ({'meets' if ok else 'MISSES'} <= {UPDATE_TARGET}x); "
+            f"a whole build takes {r['build_s']:.2f} s"
+        )
     blas = ", ".join(first["threads"]["blas"]) or "-"
     print(f"encoder: {first['encoder']}; threads: torch {first['threads']['torch']}, BLAS {blas}")
     print("ratio = p95 tool_search (encode + search, in process) / p95 single-query encode, same run;")
+    for r in rows:
+        print(
+            f"{r['tools']:>7} tools: ratio against the encodes each request needs (the request and its steps in one "
+            f"batch, p95 {r['encode_needed_ms']['p95']:.2f} ms): {r['ratio_p95_needed']:.2f}x"
+        )
     print(
         f"1-step = the same ratio (both p95s) over single-step requests only ({first['multi_step_queries']} of "
         f"{first['queries']} requests are multi-step: tool_search also encodes and scores each step)"
@@ -363,17 +456,21 @@ def main() -> int:
         default=2,
         help="search processes run at once per size, as uvicorn workers would (memory is reported per process)",
     )
+    parser.add_argument(
+        "--changes", type=float, default=0.01, help="share of the tools a timed sync changes (default 0.01)"
+    )
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         _setup_process()
-        print(json.dumps(run_size(args.child, args.queries, args.warmup, args.no_progress)))
+        print(json.dumps(run_size(args.child, args.queries, args.warmup, args.no_progress, args.changes)))
         return 0
     rows = []
     for size in (int(s) for s in args.sizes.split(",") if s.strip()):
         print(f"bench: {size} tools ...", file=sys.stderr, flush=True)
         command = [sys.executable, __file__, "--child", str(size), "--queries", str(args.queries)]
-        command += ["--warmup", str(args.warmup)] + (["--no-progress"] if args.no_progress else [])
+        command += ["--warmup", str(args.warmup), "--changes", str(args.changes)]
+        command += ["--no-progress"] if args.no_progress else []
         # Only the first child shows progress on stderr (the others ran beside it, as workers do).
         children = [
             subprocess.Popen(

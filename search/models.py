@@ -66,6 +66,10 @@ class IndexGeneration(models.Model):
     # Written while the build runs (throttled), read by the admin's progress poll.
     progress_done = models.PositiveIntegerField(default=0, help_text="texts encoded so far")
     progress_total = models.PositiveIntegerField(default=0, help_text="texts to encode (0: none, or not known yet)")
+    # Incremental: the tools it reindexed (changed, added, removed), recorded when it is published, so a
+    # process serving an earlier generation updates its snapshot for these tools only. Null: every tool (a
+    # full rebuild), or not recorded (yet): such a process rebuilds its snapshot whole.
+    tool_pks = models.JSONField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["-id"]

@@ -1,16 +1,17 @@
 """Reads: tool documents for indexing, stored vectors, the current index generation."""
 
 from collections.abc import Collection, Iterable
+from dataclasses import dataclass
 
 from django.conf import settings
-from django.db.models import Count, Prefetch
+from django.db.models import Count, Prefetch, Q
 
 from catalog.cachesafe import cache_call
 from catalog.models import Tool
 from governance.models import ServerUserObjectPermission
 from governance.principals import Principal
 
-from .choices import GenerationStatus, LearnedStatus
+from .choices import GenerationKind, GenerationStatus, LearnedStatus
 from .documents import MIN_CENTROID_REQUESTS, ToolDoc, tool_doc_from_tool
 from .engine.snapshot import DocVectors
 from .models import IndexGeneration, LearnedConfirmation, LearnedRequest, ToolEmbedding
@@ -71,6 +72,43 @@ def stored_vectors(*, docs: Iterable[ToolDoc], model_key: str) -> dict[int, DocV
             matrix[:count], tuple(row.kinds), tuple(row.texts), matrix[count:] if row.negative_count else None
         )
     return result
+
+
+@dataclass(frozen=True)
+class GenerationMark:
+    """The generations a snapshot includes: every one up to ``id`` except ``pending``, which were still
+    building when it was made (their vectors were not stored yet)."""
+
+    id: int
+    pending: frozenset[int] = frozenset()
+
+
+def generation_mark(token: str) -> GenerationMark | None:
+    """The mark of a snapshot read whole from the database at generation ``token``."""
+    target = IndexGeneration.objects.filter(token=token).values_list("id", flat=True).first()
+    if target is None:
+        return None
+    building = IndexGeneration.objects.filter(id__lt=target, status=GenerationStatus.BUILDING)
+    return GenerationMark(target, frozenset(building.values_list("id", flat=True)))
+
+
+def generation_changes(mark: GenerationMark, token: str) -> tuple[GenerationMark, set[int]] | None:
+    """The tools changed by the generations after ``mark`` up to ``token``, and the new mark; None when a
+    snapshot must be read whole: a full rebuild, a failed generation or one whose tools are not recorded."""
+    target = IndexGeneration.objects.filter(token=token).values_list("id", flat=True).first()
+    if target is None:
+        return None
+    rows = IndexGeneration.objects.filter(Q(id__in=mark.pending) | Q(id__gt=mark.id, id__lte=target))
+    pks: set[int] = set()
+    pending: set[int] = set()
+    for pk, kind, status, tool_pks in rows.values_list("id", "kind", "status", "tool_pks"):
+        if status == GenerationStatus.BUILDING:
+            pending.add(pk)
+        elif status == GenerationStatus.FAILED or kind == GenerationKind.FULL or tool_pks is None:
+            return None
+        else:
+            pks.update(int(tool_pk) for tool_pk in tool_pks)
+    return GenerationMark(max(target, mark.id), frozenset(pending)), pks
 
 
 def current_generation_token() -> str | None:

@@ -89,8 +89,7 @@ def rank_request(
 
     ``dense`` must score the request's vector and, in order, the vectors of ``request.parts``."""
     options = ranking_options(request.fusion, enforce_abstention=request.enforce_abstention)
-    visible = snapshot.visible_mask(request.visible)
-    rows = np.flatnonzero(visible)
+    visible, rows = snapshot.visibility(request.visible)
     sparse = snapshot.sparse.score(request.query, visible)
     parts = request.parts if options.decompose else ()
     part_sparse = [snapshot.sparse.score(text, visible) for text, _ in parts]

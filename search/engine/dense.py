@@ -10,6 +10,7 @@ could change what it returns (engine/ranking.py), so answers are those of the ex
 
 import os
 import tempfile
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -71,6 +72,72 @@ class DenseScores:
         return lo + int(np.argmax(self.sims[lo:hi])) if hi > lo else -1
 
 
+class _Spill:
+    """float32 vector rows in an unlinked temporary file, only ever appended to, so a table updated from
+    another (``DenseIndex.updated``) shares the rows it keeps and writes only the new ones. Read back with
+    pread: mapped pages would count as the process's resident memory."""
+
+    def __init__(self, width: int, directory: str | None) -> None:
+        self.file = tempfile.TemporaryFile(dir=directory)  # noqa: SIM115 - lives as long as its tables
+        self.row_bytes = width * 4
+        self.rows = 0
+        self._lock = threading.Lock()  # two tables may be built from one at once (publish beside a search)
+
+    def append(self, blocks: Sequence[np.ndarray]) -> int:
+        """Write the float32 blocks after every row so far, in order; returns the row of the first."""
+        with self._lock:
+            first = position = self.rows
+            pending: list[bytes] = []
+            size = 0
+            for block in blocks:
+                pending.append(block.tobytes())
+                size += len(pending[-1])
+                if size >= _SPILL_CHUNK:
+                    position = self._write(pending, position)
+                    pending, size = [], 0
+            self._write(pending, position)
+            return first
+
+    def _write(self, pending: list[bytes], position: int) -> int:
+        if pending:
+            data = b"".join(pending)
+            os.pwrite(self.file.fileno(), data, position * self.row_bytes)
+            position += len(data) // self.row_bytes
+            self.rows = position
+        return position
+
+    def read(self, first: int, out: np.ndarray) -> None:
+        """Rows ``first:first + len(out)`` into the float32 array ``out`` (a contiguous view)."""
+        raw = out.reshape(-1).view(np.uint8)
+        got = os.preadv(self.file.fileno(), [raw], first * self.row_bytes)
+        if got != len(raw):
+            raise OSError(f"short read from the vector spill file ({got} of {len(raw)} bytes)")
+
+
+_SPILL_CHUNK = 8 << 20
+
+
+def copy_rows(target: np.ndarray, target_rows: np.ndarray, source: np.ndarray, source_rows: np.ndarray) -> None:
+    """``target[target_rows] = source[source_rows]`` a run of consecutive rows at a time: a slice copy is
+    several times faster than fancy indexing, and rows kept across an update come in long runs."""
+    if not len(source_rows):
+        return
+    breaks = np.flatnonzero((np.diff(source_rows) != 1) | (np.diff(target_rows) != 1)) + 1
+    starts = np.concatenate(([0], breaks)).tolist()
+    ends = np.concatenate((breaks, [len(source_rows)])).tolist()
+    for lo, hi in zip(starts, ends, strict=True):
+        to, fro = int(target_rows[lo]), int(source_rows[lo])
+        target[to : to + hi - lo] = source[fro : fro + hi - lo]
+
+
+def _concatenated_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """``starts[i]:starts[i] + lengths[i]`` for every i, one after the other, as one index array."""
+    lengths = np.asarray(lengths, np.int64)
+    return np.repeat(np.asarray(starts, np.int64) - np.cumsum(lengths) + lengths, lengths) + np.arange(
+        int(lengths.sum()), dtype=np.int64
+    )
+
+
 class DenseIndex:
     """Vectors of all tools stacked; ``owner[i]`` is the document row of vector ``i``.
 
@@ -106,25 +173,25 @@ class DenseIndex:
                 if kind == "example":
                     self.examples[total + i] = text
             total += len(vectors)
-        self.n_docs = len(per_doc)
         width = max(self.dim, 1)
         self.half = bool(half and total)
-        self.max_norm = 1.0
-        self._spill = None
+        self._spill: _Spill | None = None
+        self._file_row: np.ndarray | None = None  # half: the spill file row of each vector
+        self._norms: np.ndarray | None = None  # half: each tool's largest vector norm (0: none)
         if self.half:
             # float32 rows written to an unlinked file (never held in memory), float16 rows scanned.
             self.matrix = np.empty((total, width), np.float16)
-            self._spill = tempfile.TemporaryFile(dir=spill_dir)  # noqa: SIM115 - lives as long as the index
-            position, norm = 0, 0.0
-            for block in blocks:
-                exact = np.ascontiguousarray(block, dtype=np.float32)
-                self._spill.write(exact.tobytes())
-                self.matrix[position : position + len(block)] = exact
-                norm = max(norm, float(np.sqrt((exact * exact).sum(axis=1)).max()))
-                position += len(block)
-            self._spill.flush()
-            self.max_norm = norm
-            self.exact_matrix = None  # read back row by row (pread): mapped pages would count as resident
+            self._spill = _Spill(width, spill_dir)
+            self._norms = np.zeros(len(per_doc), np.float64)
+            exact_blocks = [np.ascontiguousarray(block, dtype=np.float32) for block in blocks]
+            self._spill.append(exact_blocks)
+            self._file_row = np.arange(total, dtype=np.int64)
+            position = 0
+            for row, exact in zip(np.flatnonzero(counts).tolist(), exact_blocks, strict=True):
+                self.matrix[position : position + len(exact)] = exact
+                self._norms[row] = float(np.sqrt((exact * exact).sum(axis=1)).max())
+                position += len(exact)
+            self.exact_matrix = None  # read back from the spill file (pread)
         else:
             # One allocation for the table (no float64 or per-block float32 copies on the way).
             self.matrix = np.zeros((_padded(total), width), np.float32)
@@ -133,14 +200,98 @@ class DenseIndex:
                 self.matrix[position : position + len(block)] = block
                 position += len(block)
             self.exact_matrix = self.matrix
+        self.kinds = tuple(all_kinds)
+        self._set_rows(counts)
+
+    def _set_rows(self, counts: np.ndarray) -> None:
+        self.n_docs = len(counts)
+        self.max_norm = float(self._norms.max()) if self._norms is not None and len(self._norms) else 1.0
         self.offsets = np.zeros(self.n_docs + 1, dtype=np.int64)
         np.cumsum(counts, out=self.offsets[1:])
         self.owner = np.repeat(np.arange(self.n_docs, dtype=np.int64), counts)
-        self.kinds = tuple(all_kinds)
         # Start offset of each owner's block, for reduceat; tools without vectors are filled afterwards.
         self._owners_with_vectors = np.flatnonzero(counts)
         self._starts = self.offsets[self._owners_with_vectors]
         self._all_have_vectors = len(self._owners_with_vectors) == self.n_docs
+        self._without_vectors = counts_zero(self.offsets)
+
+    def updated(
+        self,
+        kept: np.ndarray,
+        kept_to: np.ndarray,
+        n_docs: int,
+        added: "dict[int, tuple[np.ndarray | None, Sequence[str], Sequence[str]]]",
+    ) -> "DenseIndex":
+        """This table for another set of rows: old row ``kept[i]`` becomes row ``kept_to[i]``, ``added`` gives
+        new rows their (vectors, kinds, texts); rows in neither have no vectors. The same table, bit for bit,
+        as building it from every row's vectors (same order, precision and ``max_norm``), but the kept rows
+        are copied as they are and a float16 table shares its float32 file, to which only new rows are added.
+        """
+        kept, kept_to = np.asarray(kept, np.int64), np.asarray(kept_to, np.int64)
+        old_counts = np.diff(self.offsets)[kept]
+        added = {row: item for row, item in added.items() if item[0] is not None and len(item[0])}
+        counts = np.zeros(n_docs, dtype=np.int64)
+        counts[kept_to] = old_counts
+        for row, (vectors, _, _) in added.items():
+            counts[row] = len(vectors)
+        offsets = np.concatenate(([0], np.cumsum(counts)))
+        total = int(offsets[-1])
+        dims = {int(vectors.shape[1]) for vectors, _, _ in added.values()}
+        if old_counts.sum():
+            dims.add(self.dim)
+        if len(dims) > 1:
+            raise ValueError(f"vectors of different widths: {sorted(dims)}")
+        src = _concatenated_ranges(self.offsets[kept], old_counts)
+        dst = _concatenated_ranges(offsets[kept_to], old_counts)
+        table = DenseIndex.__new__(DenseIndex)
+        table.dim = dims.pop() if dims else 0
+        width = max(table.dim, 1)
+        table.half = self.half and total > 0
+        table.exact_matrix = None
+        table._spill, table._file_row, table._norms = None, None, None
+        kinds = np.empty(total, dtype=object)
+        kinds[dst] = np.asarray(self.kinds, dtype=object)[src] if len(src) else []
+        new_vector = np.full(len(self.owner), -1, np.int64)
+        new_vector[src] = dst
+        table.examples = {int(new_vector[v]): t for v, t in self.examples.items() if new_vector[v] >= 0}
+        rows = sorted(added)
+        for row in rows:
+            _, row_kinds, row_texts = added[row]
+            start = int(offsets[row])
+            kinds[start : start + counts[row]] = list(row_kinds)
+            for i, (kind, text) in enumerate(zip(row_kinds, row_texts, strict=False)):
+                if kind == "example":
+                    table.examples[start + i] = text
+        if table.half:
+            exact = [np.ascontiguousarray(added[row][0], dtype=np.float32) for row in rows]
+            table.matrix = np.empty((total, width), np.float16)
+            copy_rows(table.matrix, dst, self.matrix, src)
+            table._norms = np.zeros(n_docs, np.float64)
+            table._norms[kept_to] = self._norms[kept]
+            table._spill = self._spill if self._spill is not None else _Spill(width, None)
+            first = table._spill.append(exact)
+            table._file_row = np.empty(total, np.int64)
+            table._file_row[dst] = self._file_row[src]
+            for row, block in zip(rows, exact, strict=True):
+                start = int(offsets[row])
+                table.matrix[start : start + len(block)] = block
+                table._norms[row] = float(np.sqrt((block * block).sum(axis=1)).max())
+                table._file_row[start : start + len(block)] = np.arange(first, first + len(block))
+                first += len(block)
+        else:
+            table.matrix = np.zeros((_padded(total), width), np.float32)
+            copy_rows(table.matrix, dst, self.matrix, src)
+            for row in rows:
+                start = int(offsets[row])
+                table.matrix[start : start + counts[row]] = added[row][0]
+            table.exact_matrix = table.matrix
+        table.kinds = tuple(kinds.tolist())
+        table._set_rows(counts)
+        return table
+
+    def spill_waste(self) -> int:
+        """Rows of the shared float32 file no longer in this table (removed or replaced tools)."""
+        return self._spill.rows - len(self.owner) if self._spill is not None else 0
 
     def __len__(self) -> int:
         return len(self.owner)
@@ -160,14 +311,11 @@ class DenseIndex:
                 block[position : position + hi - lo] = self.exact_matrix[lo:hi]
                 position += hi - lo
             return block
-        raw = block.reshape(-1).view(np.uint8)
-        row_bytes, position, fd = width * 4, 0, self._spill.fileno()
+        # A tool's vectors are contiguous in the spill file (each range here is one tool's block).
+        position = 0
         for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
-            size = (hi - lo) * row_bytes
-            got = os.preadv(fd, [raw[position : position + size]], lo * row_bytes)
-            if got != size:
-                raise OSError(f"short read from the vector spill file ({got} of {size} bytes)")
-            position += size
+            self._spill.read(int(self._file_row[lo]), block[position : position + hi - lo])
+            position += hi - lo
         return block
 
     def exact_sims(self, starts: np.ndarray, ends: np.ndarray, query_vector: np.ndarray) -> np.ndarray:
@@ -206,7 +354,7 @@ class DenseIndex:
             return DenseScores(scores, sims, self.offsets)
         error = _HALF_ERROR * self.max_norm * float(np.linalg.norm(query)) + _ACCUMULATION_ERROR
         exact = np.zeros(self.n_docs, dtype=bool)
-        exact[counts_zero(self.offsets)] = True  # no vector: -1, exact
+        exact[self._without_vectors] = True  # no vector: -1, exact
         return DenseScores(scores, sims, self.offsets, error, self, query, exact)
 
     def max_similarity(self, query_vector: np.ndarray, rows: np.ndarray) -> np.ndarray:

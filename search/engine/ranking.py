@@ -193,14 +193,29 @@ def _top(values: np.ndarray, tie: np.ndarray, k: int) -> np.ndarray:
     return np.concatenate((better, tied[np.argsort(tie[tied])]))
 
 
-def _ranks_at(values: np.ndarray, tie: np.ndarray, positions: np.ndarray, *, positive_only: bool) -> np.ndarray:
+def _ranks_at(
+    values: np.ndarray, tie: np.ndarray, positions: np.ndarray, *, positive_only: bool, depth: int | None = None
+) -> np.ndarray:
     """1-based rank in the full order (value descending, ties by tool id) of the given positions only;
-    0 where ``positive_only`` and the value is not positive. Equal to ranking every row and reading these."""
+    0 where ``positive_only`` and the value is not positive, and 0 past ``depth``. Equal to ranking every
+    row and reading these, without sorting every row: with ``depth`` only the head is selected, and with
+    ``positive_only`` only the positive values (BM25: the rows with a query term) are ranked."""
     ranks = np.zeros(len(positions), np.int64)
     ranked = values[positions] > 0 if positive_only else np.ones(len(positions), bool)
     if not ranked.any():
         return ranks
+    if depth is not None:
+        head = _top(values, tie, depth)
+        if positive_only:
+            head = head[values[head] > 0]
+        rank_of = {int(row): rank for rank, row in enumerate(head.tolist(), start=1)}
+        ranks[ranked] = [rank_of.get(int(row), 0) for row in positions[ranked].tolist()]
+        return ranks
     wanted = positions[ranked]
+    if positive_only:  # a non-positive row is never above a positive one: rank among the positive rows only
+        rows = np.flatnonzero(values > 0)
+        values, tie = values[rows], tie[rows]
+        wanted = np.searchsorted(rows, wanted)
     # Rank = 1 + rows with a greater value + rows with an equal value and a lower tie key. A plain sort
     # of the values counts the first (np.sort is ~100x faster than a two-key lexsort of every row).
     ordered = np.sort(values)
@@ -377,11 +392,10 @@ def _rank_pass(
     cand_rows = rows[order]
     bm25_ranks = _ranks_at(whole.bm25, whole.tie, order, positive_only=True)
     dense_ranks = (
-        _ranks_at(whole.dense, whole.tie, order, positive_only=False)
+        _ranks_at(whole.dense, whole.tie, order, positive_only=False, depth=options.dense_rank_depth)
         if whole.dense is not None
         else np.zeros(len(order), np.int64)
     )
-    dense_ranks[dense_ranks > options.dense_rank_depth] = 0
     needed = None
     if any(_approximate(b) for b in (branches, *clauses)):
         needed = _exact_rows_needed(branches, clauses, scales, fusion, options, top_k, fused, order, pool, cand_rows)

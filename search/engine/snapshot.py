@@ -4,6 +4,7 @@ Searches take a reference to one snapshot and use only it, so a rebuild running 
 half-visible: they see the old snapshot or the new one.
 """
 
+import bisect
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -43,6 +44,18 @@ def branches_visible(branches: Branches) -> np.ndarray:
     return mask
 
 
+def _doc_tokens(doc: ToolDoc, weights: dict[str, int]) -> list[tuple[str, float]]:
+    return weighted_tokens(doc.field_texts(), weights) + learned_tokens(doc.learned, ToolSearchIndex.learned_weight)
+
+
+VISIBLE_SETS_KEPT = 4  # visible sets whose mask a snapshot keeps (a few principals' at a time)
+_NO_TERMS: frozenset[str] = frozenset()  # shared by every tool without negative examples
+
+
+def _negative_terms(doc: ToolDoc) -> frozenset[str]:
+    return frozenset(t for n in doc.negatives for t in tokenize(n)) if doc.negatives else _NO_TERMS
+
+
 class IndexSnapshot:
     def __init__(
         self,
@@ -59,23 +72,14 @@ class IndexSnapshot:
         self.docs = tuple(docs)
         self.generation = generation
         self.model_key = model_key
-        self.pks = np.asarray([d.pk for d in self.docs], dtype=np.int64)
-        self._row_of_pk = _row_lookup(self.pks)
-        # Tie-break key: position of the tool id in sorted order (relative order ignores hidden tools).
-        order = sorted(range(len(self.docs)), key=lambda i: self.docs[i].tool_id)
-        self.tie_keys = np.empty(len(self.docs), np.int64)
-        self.tie_keys[order] = np.arange(len(self.docs))
+        self.generation_mark: object = None  # the backend's record of the generations this includes
+        self._visible_cache: dict[frozenset, tuple[np.ndarray, np.ndarray]] = {}
+        self._index_rows()
         weights = ToolSearchIndex.weights()
         # A generator: one document's tokens at a time, never every document's token list at once.
-        self.sparse = SparseIndex(
-            weighted_tokens(d.field_texts(), weights) + learned_tokens(d.learned, ToolSearchIndex.learned_weight)
-            for d in self.docs
-        )
+        self.sparse = SparseIndex(_doc_tokens(d, weights) for d in self.docs)
         self.tool_ops = [tool_operation(d.name, d.purpose or d.description) for d in self.docs]
-        no_terms: frozenset[str] = frozenset()  # shared by every tool without negative examples
-        self.negative_terms = [
-            frozenset(t for n in d.negatives for t in tokenize(n)) if d.negatives else no_terms for d in self.docs
-        ]
+        self.negative_terms = [_negative_terms(d) for d in self.docs]
         self.dense: DenseIndex | None = None
         self.negatives: DenseIndex | None = None
         self.missing_vectors = 0
@@ -98,6 +102,105 @@ class IndexSnapshot:
                 [() for _ in per_doc],  # negative texts: never quoted
             )
 
+    def _index_rows(self) -> None:
+        """Row lookups and tie-break keys of ``self.docs``."""
+        self.pks = np.asarray([d.pk for d in self.docs], dtype=np.int64)
+        self._row_of_pk = _row_lookup(self.pks)
+        # Tie-break key: position of the tool id in sorted order (relative order ignores hidden tools).
+        order = sorted(range(len(self.docs)), key=lambda i: self.docs[i].tool_id)
+        self.tie_keys = np.empty(len(self.docs), np.int64)
+        self.tie_keys[order] = np.arange(len(self.docs))
+
+    def updated(
+        self,
+        docs: Sequence[ToolDoc],
+        vectors: Mapping[int, DocVectors] | None,
+        removed: Collection[int],
+        *,
+        generation: str,
+    ) -> "IndexSnapshot":
+        """A new snapshot with ``docs`` added or replaced (by pk) and the tools ``removed`` gone; every other
+        tool's tokens and vectors are reused, not recomputed. ``vectors``: those of ``docs`` (None: none).
+
+        Equal to ``IndexSnapshot`` built from every document in pk order with the same vectors (rows in pk
+        order, the same term frequencies, vector bits, tie keys and bounds); tests/search/test_snapshot_update.py
+        compares the two. This snapshot is not changed: searches may still be using it."""
+        changed = {d.pk for d in docs} | {int(pk) for pk in removed}
+        kept = np.flatnonzero(~np.isin(self.pks, np.fromiter(changed, np.int64, len(changed))))
+        incoming = sorted(docs, key=lambda d: d.pk)
+        pks = np.concatenate((self.pks[kept], np.asarray([d.pk for d in incoming], np.int64)))
+        order = np.argsort(pks, kind="stable")  # new row -> source (kept rows first, then incoming)
+        source_row = np.empty(len(order), np.int64)
+        source_row[order] = np.arange(len(order))  # source -> new row
+        kept_to, added_rows = source_row[: len(kept)], source_row[len(kept) :].tolist()
+        snapshot = IndexSnapshot.__new__(IndexSnapshot)
+        snapshot.generation = generation
+        snapshot.model_key = self.model_key
+        snapshot.generation_mark = None
+        snapshot._visible_cache = {}
+        merged: list[ToolDoc | None] = [None] * len(order)
+        tool_ops: list[frozenset[str]] = [_NO_TERMS] * len(order)
+        negative_terms: list[frozenset[str]] = [_NO_TERMS] * len(order)
+        for old, new in zip(kept.tolist(), kept_to.tolist(), strict=True):
+            merged[new] = self.docs[old]
+            tool_ops[new] = self.tool_ops[old]
+            negative_terms[new] = self.negative_terms[old]
+        for doc, row in zip(incoming, added_rows, strict=True):
+            merged[row] = doc
+            tool_ops[row] = tool_operation(doc.name, doc.purpose or doc.description)
+            negative_terms[row] = _negative_terms(doc)
+        snapshot.docs = tuple(merged)
+        snapshot.tool_ops, snapshot.negative_terms = tool_ops, negative_terms
+        snapshot.pks = pks[order]
+        snapshot._row_of_pk = _row_lookup(snapshot.pks)
+        snapshot.tie_keys = self._merged_tie_keys(kept, kept_to, incoming, added_rows)
+        weights = ToolSearchIndex.weights()
+        snapshot.sparse = self.sparse.updated(
+            kept,
+            kept_to,
+            len(order),
+            {row: _doc_tokens(doc, weights) for doc, row in zip(incoming, added_rows, strict=True)},
+        )
+        snapshot.dense = snapshot.negatives = None
+        snapshot.missing_vectors = 0
+        if self.dense is not None and vectors is not None:
+            found = [vectors.get(doc.pk) for doc in incoming]
+            kept_missing = int((np.diff(self.dense.offsets)[kept] == 0).sum())
+            snapshot.missing_vectors = kept_missing + sum(1 for v in found if v is None)
+            snapshot.dense = self.dense.updated(
+                kept,
+                kept_to,
+                len(order),
+                {row: (v.vectors, v.kinds, v.texts) for row, v in zip(added_rows, found, strict=True) if v is not None},
+            )
+            snapshot.negatives = self.negatives.updated(
+                kept,
+                kept_to,
+                len(order),
+                {
+                    row: (v.negatives, ("negative",) * len(v.negatives), ())
+                    for row, v in zip(added_rows, found, strict=True)
+                    if v is not None and v.negatives is not None
+                },
+            )
+        return snapshot
+
+    def _merged_tie_keys(
+        self, kept: np.ndarray, kept_to: np.ndarray, incoming: Sequence[ToolDoc], added_rows: Sequence[int]
+    ) -> np.ndarray:
+        """The tie keys of an update (positions in tool id order), without sorting every tool id again: the
+        kept tools keep their relative order and each new one is inserted among them."""
+        by_key = np.argsort(self.tie_keys[kept])
+        kept_ids = [self.docs[row].tool_id for row in kept[by_key].tolist()]
+        new = sorted(range(len(incoming)), key=lambda j: incoming[j].tool_id)
+        # New tool j (in tool id order) follows ``positions[j]`` kept tools and j new ones.
+        positions = np.asarray([bisect.bisect_left(kept_ids, incoming[j].tool_id) for j in new], np.int64)
+        keys = np.empty(len(kept) + len(incoming), np.int64)
+        ranks = np.arange(len(kept), dtype=np.int64)
+        keys[kept_to[by_key]] = ranks + np.searchsorted(positions, ranks, side="right")
+        keys[np.asarray([added_rows[j] for j in new], np.int64)] = positions + np.arange(len(new))
+        return keys
+
     def __len__(self) -> int:
         return len(self.docs)
 
@@ -111,6 +214,26 @@ class IndexSnapshot:
 
     def visible_mask(self, visible: Collection[int] | None) -> np.ndarray:
         """Boolean mask over rows for the caller's visible tool pks (None: every tool, for evaluation)."""
+        return self.visibility(visible)[0]
+
+    def visibility(self, visible: Collection[int] | None) -> tuple[np.ndarray, np.ndarray]:
+        """(mask, rows) of the caller's visible tools, read-only. A caller's visible set is usually the same
+        frozenset from one request to the next (governance caches it): the last few are kept per snapshot,
+        since building the mask from 100k pks cost more than the rest of the ranking."""
+        key = visible if isinstance(visible, frozenset) else None
+        found = self._visible_cache.get(key) if key is not None else None
+        if found is not None:
+            return found
+        mask = self._visible_mask(visible)
+        rows = np.flatnonzero(mask)
+        mask.flags.writeable = rows.flags.writeable = False
+        if key is not None:
+            if len(self._visible_cache) >= VISIBLE_SETS_KEPT:
+                self._visible_cache.pop(next(iter(self._visible_cache), None), None)
+            self._visible_cache[key] = (mask, rows)
+        return mask, rows
+
+    def _visible_mask(self, visible: Collection[int] | None) -> np.ndarray:
         if visible is None:
             return np.ones(len(self.docs), dtype=bool)
         try:

@@ -34,13 +34,16 @@ class SparseScores:
 class SparseIndex:
     """Immutable once built. Rows are documents, in the order given."""
 
-    def __init__(self, weighted_tokens: Iterable[Iterable[tuple[str, int]]]) -> None:
+    def __init__(
+        self, weighted_tokens: Iterable[Iterable[tuple[str, int]]], vocab: dict[str, int] | None = None
+    ) -> None:
         """``weighted_tokens``: one document's (token, weight) pairs at a time; a generator is fine.
+        ``vocab``: token -> column to extend (new tokens are added to it) instead of a new one.
 
         Triplets go into typed buffers (4 bytes an entry) rather than Python lists (8 bytes a reference
         plus an object): at 100k tools that is the difference between a few and several hundred MB.
         """
-        vocab: dict[str, int] = {}
+        vocab = {} if vocab is None else vocab
         rows, cols, data, lengths = array("i"), array("i"), array("f"), array("f")
         for row, pairs in enumerate(weighted_tokens):
             counts: dict[int, float] = {}
@@ -61,6 +64,56 @@ class SparseIndex:
 
     def __len__(self) -> int:
         return self.tf.shape[0]
+
+    def unused_words(self) -> int:
+        """Words no row has any more (left by removed or changed rows of updates)."""
+        return int((np.diff(self.tf.indptr) == 0).sum())
+
+    def updated(
+        self, kept: np.ndarray, kept_to: np.ndarray, n_docs: int, added: dict[int, Iterable[tuple[str, float]]]
+    ) -> "SparseIndex":
+        """This index for another set of rows: old row ``kept[i]`` becomes row ``kept_to[i]``; ``added`` gives
+        new rows their (token, weight) pairs. Scores equal a fresh build's: each row's term frequencies and
+        length are the same numbers; only column numbers differ, and words left only by removed rows keep an
+        empty column, which scores as an unknown word does."""
+        row_map = np.full(len(self), -1, np.int32)
+        row_map[np.asarray(kept, np.int64)] = kept_to
+        old_counts = np.diff(self.tf.indptr)
+        columns = np.repeat(np.arange(len(old_counts), dtype=np.int32), old_counts)
+        rows = row_map[self.tf.indices]
+        alive = rows >= 0
+        columns, rows, data = columns[alive], rows[alive], self.tf.data[alive]
+        index = SparseIndex.__new__(SparseIndex)
+        index.vocab = dict(self.vocab)
+        extra = SparseIndex(added.values(), vocab=index.vocab)  # adds the new words to the shared vocabulary
+        new_rows = np.asarray(list(added), np.int32)  # the rows of ``added.values()``, in order
+        extra_tf = extra.tf.tocsc()  # column-grouped, as the kept entries are
+        extra_columns = np.repeat(np.arange(extra_tf.shape[1], dtype=np.int32), np.diff(extra_tf.indptr))
+        n_columns = max(len(index.vocab), 1)
+        kept_per_column = np.bincount(columns, minlength=n_columns)
+        per_column = kept_per_column + np.bincount(extra_columns, minlength=n_columns)
+        indptr = np.zeros(n_columns + 1, np.int32)  # int32 indices, as scipy keeps them below 2**31 entries
+        np.cumsum(per_column, out=indptr[1:])
+        # Each column: its kept entries (in their order), then the new rows' entries. The row order within a
+        # column changes no score (every per-row operation is elementwise).
+        kept_starts = np.zeros(n_columns + 1, np.int64)
+        np.cumsum(kept_per_column, out=kept_starts[1:])
+        at = np.arange(len(columns)) - kept_starts[columns] + indptr[columns]
+        extra_at = (
+            np.arange(len(extra_columns))
+            - extra_tf.indptr[extra_columns]
+            + indptr[extra_columns]
+            + kept_per_column[extra_columns]
+        )
+        indices = np.empty(int(indptr[-1]), np.int32)
+        values = np.empty(int(indptr[-1]), np.float32)
+        indices[at], values[at] = rows, data
+        indices[extra_at], values[extra_at] = new_rows[extra_tf.indices], extra_tf.data
+        index.tf = sp.csc_matrix((values, indices, indptr), shape=(n_docs, n_columns))
+        index.lengths = np.zeros(n_docs, np.float32)
+        index.lengths[kept_to] = self.lengths[kept]
+        index.lengths[new_rows] = extra.lengths
+        return index
 
     def score(self, query: str, visible: np.ndarray) -> SparseScores:
         """BM25 of ``query`` against every visible row. ``visible`` is a boolean mask over rows."""

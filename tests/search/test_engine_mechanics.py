@@ -50,6 +50,12 @@ def test_ranks_at_equal_the_ranks_of_the_full_order(spread):
             assert _ranks_at(values, tie, positions, positive_only=False).tolist() == rank_of[positions].tolist()
             expected = np.where(values[positions] > 0, rank_of[positions], 0)
             assert _ranks_at(values, tie, positions, positive_only=True).tolist() == expected.tolist()
+            for depth in (1, 5, 64):  # ranks past the depth are 0 (the head alone is selected)
+                for positive_only in (False, True):
+                    cut = np.where(rank_of[positions] <= depth, rank_of[positions], 0)
+                    cut = np.where(values[positions] > 0, cut, 0) if positive_only else cut
+                    found = _ranks_at(values, tie, positions, positive_only=positive_only, depth=depth)
+                    assert found.tolist() == cut.tolist()
 
 
 def test_best_vector_on_demand_is_the_first_best_of_the_tools_block():
@@ -96,3 +102,19 @@ def test_visible_mask_matches_membership(pks):
         expected = np.isin(snapshot.pks, [int(pk) for pk in visible])
         assert snapshot.visible_mask(visible).tolist() == expected.tolist()
     assert snapshot.visible_mask(None).all()
+
+
+def test_visible_masks_are_kept_per_visible_set_and_read_only():
+    docs = [
+        ToolDoc(pk=pk, tool_id=f"s::t{pk}", name=f"t{pk}", server="s", description="Do a thing.") for pk in range(1, 9)
+    ]
+    snapshot = IndexSnapshot(docs, None)
+    mask, rows = snapshot.visibility(frozenset({2, 5}))
+    assert mask.tolist() == [pk in (2, 5) for pk in range(1, 9)] and rows.tolist() == [1, 4]
+    assert snapshot.visibility(frozenset({5, 2}))[0] is mask  # an equal set: the kept mask
+    assert snapshot.visible_mask(frozenset({3})).tolist() == [pk == 3 for pk in range(1, 9)]
+    with pytest.raises(ValueError):
+        mask[0] = True  # shared between requests: nobody may change it
+    for pk in range(1, 9):
+        assert snapshot.visibility(frozenset({pk}))[1].tolist() == [pk - 1]
+    assert snapshot.visibility(frozenset({2, 5}))[1].tolist() == [1, 4]  # evicted, computed again

@@ -76,7 +76,7 @@ def test_other_processes_reload_when_the_generation_changes(small_catalog, reind
     tool = ToolFactory(server=small_catalog["send_email"].server, name="send_fax", description="Send a fax.")
     generation = reindex(index_update, tool_pks=[tool.pk])
     assert other.status().generation == str(generation.token) != first
-    assert other.builds == builds + 1
+    assert other.builds == builds and other.updates == 1  # the changed tool read, not every tool
 
 
 def test_search_during_rebuild_sees_old_or_new_never_a_mix(small_catalog, reindex, encoder):

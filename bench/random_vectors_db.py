@@ -1,0 +1,74 @@
+"""Give every tool of a bench database random unit vectors and publish a full generation (a stand-in for
+encoding the catalog with the real model, which took hours for 10k tools on the shared 2-core machine;
+bench/bench_search.py uses random tool vectors the same way: scan and snapshot costs do not depend on the
+values). Tools a later sync adds are encoded by the real model as usual.
+
+    DB=var/bench-mcp-10000.sqlite3 .venv/bin/python bench/random_vectors_db.py
+    .venv/bin/python bench/bench_mcp_http.py --tools 10000 --db var/bench-mcp-10000.sqlite3 ...
+
+Run it after ``bench_mcp_http.py --prepare-only`` has imported the catalog (stop it once it reports
+"encoding: started"). It replaces every stored vector and index generation of that database.
+"""
+
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scoutsite.settings")
+    os.environ.setdefault("SECRET_KEY", "bench-only-not-a-secret")  # a throwaway key for this process
+    os.environ["SQLITE_PATH"] = os.environ["DB"]
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    import numpy as np
+    from django.core.management import call_command
+    from django.utils import timezone
+
+    from search.choices import GenerationKind, GenerationStatus
+    from search.encoder import encoder_get, model_key
+    from search.models import IndexGeneration, ToolEmbedding
+    from search.selectors import tool_docs_load
+
+    call_command("migrate", verbosity=0)
+    key, dim = model_key(), encoder_get().dim
+    docs = tool_docs_load()
+    rng = np.random.default_rng(11)
+    rows = []
+    for doc in docs:
+        pairs = doc.dense_texts()
+        block = rng.standard_normal((len(pairs) + len(doc.negatives), dim)).astype(np.float32)
+        block /= np.linalg.norm(block, axis=1, keepdims=True)
+        block[: len(pairs)] = doc.weighted(block[: len(pairs)])
+        rows.append(
+            ToolEmbedding(
+                tool_id=doc.pk,
+                model_key=key,
+                dense_hash=doc.dense_hash(),
+                dim=dim,
+                kinds=[k for k, _ in pairs],
+                texts=[t for _, t in pairs],
+                negative_count=len(doc.negatives),
+                vectors=block.tobytes(),
+            )
+        )
+    ToolEmbedding.objects.all().delete()
+    IndexGeneration.objects.all().delete()
+    ToolEmbedding.objects.bulk_create(rows, batch_size=500)
+    IndexGeneration.objects.create(
+        kind=GenerationKind.FULL,
+        status=GenerationStatus.READY,
+        model_key=key,
+        tool_count=len(docs),
+        reused=len(docs),
+        finished_at=timezone.now(),
+    )
+    print(f"{len(docs)} tools, {sum(len(r.kinds) for r in rows)} random vectors under {key}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,198 @@
+"""An updated snapshot (the changed tools' tokens and vectors computed, every other tool's reused) equals a
+snapshot built whole from the same documents and vectors: same rows, term frequencies, vector bits, tie keys
+and error bounds, so the same answers. Adds (new words, new pks among the old ones), changes (text, vectors,
+examples, negatives, learned requests), removals, and a chain of updates, with float32 and float16 tables.
+Then the embedded backend: another process's snapshot follows a sync by updating, not rereading every tool.
+"""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from search.backends import SearchRequest
+from search.backends.embedded import EmbeddedBackend
+from search.backends.ranked import SnapshotDense, rank_request
+from search.documents import ToolDoc
+from search.engine.decompose import request_parts
+from search.engine.snapshot import DocVectors, IndexSnapshot
+from search.models import IndexGeneration
+from search.services import index_rebuild, index_update
+
+from .factories import ToolFactory
+
+DIM = 24
+VERBS = ["get", "list", "create", "update", "delete", "send"]
+NOUNS = ["issue", "file", "message", "invoice", "user", "ticket", "page"]
+
+
+def unit(rows: np.ndarray) -> np.ndarray:
+    return (rows / np.linalg.norm(rows, axis=-1, keepdims=True)).astype(np.float32)
+
+
+def doc_vectors(doc: ToolDoc, rng: np.random.Generator) -> DocVectors:
+    pairs = doc.dense_texts()
+    negatives = unit(rng.standard_normal((len(doc.negatives), DIM))) if doc.negatives else None
+    block = doc.weighted(unit(rng.standard_normal((len(pairs), DIM))))
+    return DocVectors(block, tuple(k for k, _ in pairs), tuple(t for _, t in pairs), negatives)
+
+
+def catalog(rng: np.random.Generator) -> tuple[list[ToolDoc], dict[int, DocVectors]]:
+    docs = []
+    for server in range(3):
+        for verb in VERBS:
+            for noun in NOUNS:
+                pk = 2 * len(docs) + 1  # odd pks: new tools can land between old ones
+                docs.append(
+                    ToolDoc(
+                        pk=pk,
+                        tool_id=f"s{server}::{verb}_{noun}",
+                        name=f"{verb}_{noun}",
+                        server=f"s{server}",
+                        description=f"{verb.title()} a {noun} on server {server}.",
+                        examples=(f"please {verb} my {noun}",) if pk % 3 == 0 else (),
+                        negatives=(f"never {verb} a {noun}",) if pk % 7 == 0 else (),
+                        learned=((f"{noun} {verb} thing", 0.5),) if pk % 11 == 0 else (),
+                    )
+                )
+    return docs, {doc.pk: doc_vectors(doc, rng) for doc in docs}
+
+
+def change(docs, vectors, rng, step: int):
+    """Docs added, changed and removed: (changed docs, their vectors, removed pks, every doc afterwards)."""
+    by_pk = {doc.pk: doc for doc in docs}
+    pks = sorted(by_pk)
+    changed = [
+        replace(by_pk[pks[i]], description=f"Quarantine the zebrafish{step} {i} records.", examples=("zorp it",))
+        for i in rng.choice(len(pks), 5, replace=False)
+    ]
+    changed += [replace(by_pk[pks[i]], negatives=("not this one",)) for i in rng.choice(len(pks), 2, replace=False)]
+    changed = list({doc.pk: doc for doc in changed}.values())
+    taken = {doc.pk for doc in changed}
+    removed = [pk for pk in rng.choice(pks, 6, replace=False).tolist() if pk not in taken]
+    free = sorted(set(range(2, 2 * len(pks) + 40, 2)) - set(pks))
+    added = [
+        ToolDoc(
+            pk=pk,
+            tool_id=f"new{step}::tool_{pk}",
+            name=f"frobnicate_{pk}",
+            server=f"new{step}",
+            description=f"Frobnicate widget {pk} for step {step}.",
+        )  # fmt: skip
+        for pk in rng.choice(free, 4, replace=False).tolist()
+    ]
+    incoming = changed + added
+    new_vectors = {doc.pk: doc_vectors(doc, rng) for doc in incoming if doc.pk % 5}  # some without vectors
+    # Shorter than the kept unit vectors: the float16 error bound (largest norm) must still count those.
+    new_vectors = {pk: replace(v, vectors=v.vectors * np.float32(0.9)) for pk, v in new_vectors.items()}
+    everything = {**by_pk, **{doc.pk: doc for doc in incoming}}
+    for pk in removed:
+        everything.pop(pk)
+    all_vectors = {pk: v for pk, v in vectors.items() if pk in everything and pk not in taken}
+    all_vectors.update(new_vectors)
+    return incoming, new_vectors, removed, [everything[pk] for pk in sorted(everything)], all_vectors
+
+
+def sparse_rows(snapshot: IndexSnapshot) -> dict[int, dict[str, float]]:
+    words = {col: word for word, col in snapshot.sparse.vocab.items()}
+    coo = snapshot.sparse.tf.tocoo()
+    rows: dict[int, dict[str, float]] = {}
+    for row, col, value in zip(coo.row.tolist(), coo.col.tolist(), coo.data.tolist(), strict=True):
+        rows.setdefault(int(snapshot.pks[row]), {})[words[col]] = value
+    return rows
+
+
+def assert_same_table(updated, whole) -> None:
+    assert updated.dim == whole.dim and updated.half == whole.half and updated.max_norm == whole.max_norm
+    assert np.array_equal(updated.offsets, whole.offsets) and np.array_equal(updated.owner, whole.owner)
+    assert updated.kinds == whole.kinds and updated.examples == whole.examples
+    assert np.array_equal(updated.matrix, whole.matrix)
+    starts, ends = whole.offsets[:-1], whole.offsets[1:]
+    assert np.array_equal(updated.exact_rows(starts, ends), whole.exact_rows(starts, ends))
+
+
+def assert_same_snapshot(updated: IndexSnapshot, whole: IndexSnapshot) -> None:
+    assert updated.docs == whole.docs
+    assert np.array_equal(updated.pks, whole.pks) and np.array_equal(updated.tie_keys, whole.tie_keys)
+    assert sparse_rows(updated) == sparse_rows(whole)
+    assert np.array_equal(updated.sparse.lengths, whole.sparse.lengths)
+    assert updated.tool_ops == whole.tool_ops and updated.negative_terms == whole.negative_terms
+    assert updated.missing_vectors == whole.missing_vectors
+    assert_same_table(updated.dense, whole.dense)
+    assert_same_table(updated.negatives, whole.negatives)
+
+
+def answers(snapshot: IndexSnapshot, rng: np.random.Generator) -> list:
+    """Every figure of the answers to a fixed set of requests (whole and multi-step, two visible sets)."""
+    result = []
+    every = [int(pk) for pk in snapshot.pks]
+    for i in range(12):
+        text = f"{VERBS[i % 6]} the {NOUNS[i % 7]}" + (" and then send a zebrafish message" if i % 3 == 0 else "")
+        vector = unit(rng.standard_normal(DIM))
+        parts = tuple((part, unit(rng.standard_normal(DIM))) for part in request_parts(text))
+        for visible in (every, every[::2]):
+            for fusion in ("convex", "rrf"):
+                request = SearchRequest(text, frozenset(visible), 8, fusion, vector, parts)
+                found = rank_request(snapshot, request, SnapshotDense(snapshot, vector, [p for _, p in parts]),
+                                     backend="test")  # fmt: skip
+                result.append((found.confidence, found.matches))
+    return result
+
+
+@pytest.mark.parametrize("half", [False, True], ids=["float32", "float16"])
+def test_updated_snapshot_equals_a_whole_rebuild(half, settings):
+    rng = np.random.default_rng(3)
+    docs, vectors = catalog(rng)
+    snapshot = IndexSnapshot(docs, vectors, generation="0", half=half)
+    for step in range(1, 4):  # a chain: each update starts from the previous update
+        incoming, new_vectors, removed, docs, vectors = change(docs, vectors, rng, step)
+        snapshot = snapshot.updated(incoming, new_vectors, removed, generation=str(step))
+        whole = IndexSnapshot(docs, vectors, generation=str(step), half=half)
+        assert_same_snapshot(snapshot, whole)
+        assert answers(snapshot, np.random.default_rng(step)) == answers(whole, np.random.default_rng(step))
+        assert any(m for _, matches in answers(snapshot, np.random.default_rng(step)) for m in matches)
+    assert snapshot.dense.spill_waste() == (snapshot.dense._spill.rows - len(snapshot.dense) if half else 0)
+    assert snapshot.sparse.unused_words() > 0 == whole.sparse.unused_words()  # words of replaced and removed tools
+
+
+def test_the_old_snapshot_is_unchanged_by_an_update():
+    rng = np.random.default_rng(4)
+    docs, vectors = catalog(rng)
+    snapshot = IndexSnapshot(docs, vectors, generation="0", half=True)
+    before = answers(snapshot, np.random.default_rng(1))
+    incoming, new_vectors, removed, _, _ = change(docs, vectors, rng, 1)
+    snapshot.updated(incoming, new_vectors, removed, generation="1")
+    assert_same_snapshot(snapshot, IndexSnapshot(docs, vectors, generation="0", half=True))
+    assert answers(snapshot, np.random.default_rng(1)) == before
+
+
+def test_another_process_follows_a_sync_by_updating(small_catalog, reindex, encoder):
+    reindex(index_rebuild)
+    other = EmbeddedBackend()  # another process: it hears of generations through the database only
+    other.status()
+    builds = other.builds
+    tool = ToolFactory(server=small_catalog["send_email"].server, name="send_fax", description="Send a fax.")
+    removed = small_catalog["list_inbox"]
+    removed.enabled = False
+    removed.save()
+    generation = reindex(index_update, tool_pks=[tool.pk, removed.pk])
+    assert IndexGeneration.objects.get(pk=generation.pk).tool_pks == sorted([tool.pk, removed.pk])
+    snapshot = other.snapshot()
+    assert snapshot.generation == str(generation.token)
+    assert (other.builds, other.updates) == (builds, 1)  # updated, not read whole
+    fresh = EmbeddedBackend().snapshot()  # read whole from the database
+    assert tool.pk in snapshot.pks and removed.pk not in snapshot.pks
+    assert_same_snapshot(snapshot, fresh)
+
+
+def test_a_generation_without_recorded_tools_is_read_whole(small_catalog, reindex, encoder):
+    reindex(index_rebuild)
+    other = EmbeddedBackend()
+    other.status()
+    builds = other.builds
+    tool = ToolFactory(server=small_catalog["send_email"].server, name="send_fax", description="Send a fax.")
+    generation = reindex(index_update, tool_pks=[tool.pk])
+    IndexGeneration.objects.filter(pk=generation.pk).update(tool_pks=None)  # published, not recorded yet
+    snapshot = other.snapshot()
+    assert tool.pk in snapshot.pks
+    assert (other.builds, other.updates) == (builds + 1, 0)
