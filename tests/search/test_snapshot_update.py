@@ -31,10 +31,14 @@ def unit(rows: np.ndarray) -> np.ndarray:
 
 
 def doc_vectors(doc: ToolDoc, rng: np.random.Generator) -> DocVectors:
-    pairs = doc.dense_texts()
     negatives = unit(rng.standard_normal((len(doc.negatives), DIM))) if doc.negatives else None
-    block = doc.weighted(unit(rng.standard_normal((len(pairs), DIM))))
-    return DocVectors(block, tuple(k for k, _ in pairs), tuple(t for _, t in pairs), negatives)
+    block, kinds, texts = doc.vector_rows(unit(rng.standard_normal((len(doc.dense_texts()), DIM))))
+    return DocVectors(block, kinds, texts, negatives)
+
+
+def _taught(pk: int) -> tuple[tuple[str, float], ...]:
+    """Tools taught by several requests (every 13th): they also get a learned centroid vector."""
+    return (("first wording", 0.6), ("second wording", 0.7)) if pk % 13 == 0 else ()
 
 
 def catalog(rng: np.random.Generator) -> tuple[list[ToolDoc], dict[int, DocVectors]]:
@@ -52,7 +56,8 @@ def catalog(rng: np.random.Generator) -> tuple[list[ToolDoc], dict[int, DocVecto
                         description=f"{verb.title()} a {noun} on server {server}.",
                         examples=(f"please {verb} my {noun}",) if pk % 3 == 0 else (),
                         negatives=(f"never {verb} a {noun}",) if pk % 7 == 0 else (),
-                        learned=((f"{noun} {verb} thing", 0.5),) if pk % 11 == 0 else (),
+                        learned=((f"{noun} {verb} thing", 0.5),) if pk % 11 == 0 else _taught(pk),
+                        learned_centroid=0.7 if pk % 13 == 0 else 0.0,
                     )
                 )
     return docs, {doc.pk: doc_vectors(doc, rng) for doc in docs}
