@@ -43,15 +43,16 @@ def main() -> None:
         pairs = doc.dense_texts()
         block = rng.standard_normal((len(pairs) + len(doc.negatives), dim)).astype(np.float32)
         block /= np.linalg.norm(block, axis=1, keepdims=True)
-        block[: len(pairs)] = doc.weighted(block[: len(pairs)])
+        rows_, kinds, texts = doc.vector_rows(block[: len(pairs)])
+        block = np.vstack([rows_, block[len(pairs) :]])
         rows.append(
             ToolEmbedding(
                 tool_id=doc.pk,
                 model_key=key,
                 dense_hash=doc.dense_hash(),
                 dim=dim,
-                kinds=[k for k, _ in pairs],
-                texts=[t for _, t in pairs],
+                kinds=list(kinds),
+                texts=list(texts),
                 negative_count=len(doc.negatives),
                 vectors=block.tobytes(),
             )
