@@ -1,36 +1,141 @@
 """ORM access from the async MCP handlers.
 
-Django closes stale connections around each of its own requests; MCP messages do not pass through that
-cycle, so ``run_orm`` does the same around each piece of ORM work (honouring CONN_MAX_AGE).
+The work runs on the gateway's own ORM threads (``OrmThreads``), not asgiref's single thread-sensitive
+thread: that thread made every search of a worker wait for the one before it (model, ranking and ORM alike),
+so a worker served one request at a time however many were waiting. Each piece of work is self-contained
+(its own transaction), which is all thread-sensitivity protected.
 
-The work runs in the event loop's thread pool, not asgiref's single thread-sensitive thread: that thread
-made every search of a worker wait for the one before it (model, ranking and ORM alike), so a worker
-served one request at a time however many were waiting. Each piece of work is self-contained (its own
-connection per thread, its own transaction), which is all thread-sensitivity protected.
+Each ORM thread keeps its database connection between pieces of work, for up to
+SCOUT_MCP_DB_CONN_MAX_AGE seconds (issue 9: a new connection per piece of work cost ~2 ms on SQLite and
+~18 ms on Postgres, twice per tool_search). A connection is closed at once when the work left it in a
+transaction or broken, and every connection is closed when the threads stop (the gateway's lifespan ends).
+The threads are few and live as long as the process, so the connections are bounded: one per thread.
+Django's CONN_MAX_AGE still governs everything else (Django views under ASGI get a new thread per request,
+where a kept connection would leak).
 """
 
+from __future__ import annotations
+
+import queue
+import threading
+import time
 from collections.abc import Callable
+from concurrent.futures import Executor, Future
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
-from django.db import DatabaseError, close_old_connections
+from django.conf import settings
+from django.db import DatabaseError, connections
 
 from catalog.dbbusy import database_busy
 
 T = TypeVar("T")
+THREADS = 6  # the size asyncio's default executor had on these 2-core machines (cores + 4)
 
 
-def _with_fresh_connection(fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
-    close_old_connections()
-    try:
-        return fn(*args, **kwargs)
-    finally:
-        close_old_connections()
+_local = threading.local()
+IDLE_CHECK_SECONDS = 5.0  # a connection idle longer is pinged before reuse (the database may have restarted)
+
+
+def _connections_ready() -> None:
+    """Before a piece of work: close a kept connection that went bad while idle, so the work reconnects."""
+    now = time.monotonic()
+    if now - getattr(_local, "last_used", now) < IDLE_CHECK_SECONDS:
+        return
+    for connection in connections.all(initialized_only=True):
+        if connection.connection is not None and not connection.is_usable():
+            connection.close()
+
+
+def _connections_checked() -> None:
+    """After a piece of work: close this thread's connections that must not serve the next one: left in a
+    transaction, broken, or opened more than SCOUT_MCP_DB_CONN_MAX_AGE seconds ago."""
+    now = _local.last_used = time.monotonic()
+    opened: dict[str, float] = _local.__dict__.setdefault("opened", {})
+    for connection in connections.all(initialized_only=True):
+        if connection.connection is None:
+            opened.pop(connection.alias, None)
+            continue
+        if (
+            connection.in_atomic_block
+            or connection.get_autocommit() != connection.settings_dict["AUTOCOMMIT"]
+            or (connection.errors_occurred and not connection.is_usable())
+            or now - opened.setdefault(connection.alias, now) >= settings.SCOUT_MCP_DB_CONN_MAX_AGE
+        ):
+            connection.close()
+            opened.pop(connection.alias, None)
+        else:
+            connection.errors_occurred = False
+
+
+def _close_all() -> None:
+    for connection in connections.all(initialized_only=True):
+        connection.close()
+
+
+class OrmThreads(Executor):
+    """A fixed set of threads for ORM work, each keeping its connection between calls (module note)."""
+
+    def __init__(self, size: int = THREADS) -> None:
+        self._size = size
+        self._queue: queue.SimpleQueue[tuple[Callable[[], Any], Future] | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future:
+        with self._lock:
+            if not self._threads:  # the first call, or the first after a shutdown
+                self._threads = [
+                    threading.Thread(target=self._run, args=(self._queue,), name=f"scout-orm-{i}", daemon=True)
+                    for i in range(self._size)
+                ]
+                for thread in self._threads:
+                    thread.start()
+            future: Future = Future()
+            self._queue.put((lambda: fn(*args, **kwargs), future))
+        return future
+
+    @staticmethod
+    def _run(work_queue: queue.SimpleQueue) -> None:
+        try:
+            while (item := work_queue.get()) is not None:
+                work, future = item
+                if not future.set_running_or_notify_cancel():
+                    continue
+                _connections_ready()
+                try:
+                    future.set_result(work())
+                except BaseException as exc:  # noqa: BLE001 - handed to the awaiting request
+                    future.set_exception(exc)
+                finally:
+                    _connections_checked()
+        finally:
+            _close_all()
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Stop the threads once the work queued so far is done; each closes its connections first."""
+        with self._lock:
+            threads, work_queue = self._threads, self._queue
+            self._threads, self._queue = [], queue.SimpleQueue()
+        for _ in threads:
+            work_queue.put(None)
+        if wait:
+            for thread in threads:
+                thread.join()
+
+
+_threads = OrmThreads()
+
+
+def orm_threads_stop() -> None:
+    """Close the ORM threads' connections and stop them (the gateway's lifespan end; tests). The next
+    ``run_orm`` starts new threads."""
+    _threads.shutdown()
 
 
 async def run_orm(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-    """``fn(*args, **kwargs)`` run synchronously off the event loop, with connection hygiene."""
-    return await sync_to_async(_with_fresh_connection, thread_sensitive=False)(fn, args, kwargs)
+    """``fn(*args, **kwargs)`` run synchronously on an ORM thread, with connection hygiene."""
+    return await sync_to_async(fn, thread_sensitive=False, executor=_threads)(*args, **kwargs)
 
 
 class DatabaseBusy(Exception):

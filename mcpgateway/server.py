@@ -11,6 +11,7 @@ import inspect
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import mcp_types as types
 from django.conf import settings
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
@@ -32,7 +33,7 @@ from catalog.models import Tool
 from .auth import ScoutTokenVerifier, principal_from_context
 from .choices import Exposure
 from .constants import META_TOOLS
-from .db import run_orm
+from .db import orm_threads_stop, run_orm
 from .guards import BodyGuard, EdgeGuard
 from .selectors import client_tool_name, tool_for_client_name, tools_listed_for
 from .services import UnknownTool, error_result, gateway_execute
@@ -223,9 +224,13 @@ def build_routes(server: ScoutMCPServer) -> list[BaseRoute]:
 
 @asynccontextmanager
 async def gateway_lifespan(server: ScoutMCPServer):
-    """Run the SDK session manager and the upstream pool for the life of the process."""
-    async with server.session_manager.run(), server.pool.running():
-        yield
+    """Run the SDK session manager and the upstream pool for the life of the process; at the end, stop the ORM
+    threads (closing their kept database connections)."""
+    try:
+        async with server.session_manager.run(), server.pool.running():
+            yield
+    finally:
+        await anyio.to_thread.run_sync(orm_threads_stop)
 
 
 def build_gateway_app(server: ScoutMCPServer | None = None) -> tuple[ScoutMCPServer, list[BaseRoute]]:

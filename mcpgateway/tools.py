@@ -75,8 +75,8 @@ async def tool_search(
     the user. Never guess or invent a tool_id."""
     principal = await _principal(ctx)
     try:
-        answer = await run_orm_or_busy(
-            gateway_search,
+        return await run_orm_or_busy(
+            _search_result,
             principal=principal,
             query=query,
             top_k=top_k,
@@ -88,7 +88,11 @@ async def tool_search(
         return error_result(str(exc))
     except DatabaseBusy:
         return error_result(BUSY_TEXT, service_busy=True)
-    return answer.as_result()
+
+
+def _search_result(**search: Any) -> types.CallToolResult:
+    # Rendered on the ORM thread with the search: the event loop only moves bytes (issue 9).
+    return gateway_search(**search).as_result()
 
 
 async def tool_inspect(

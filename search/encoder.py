@@ -17,7 +17,6 @@ same moment are encoded in one model call, and the model runs one call at a time
 import hashlib
 import logging
 import os
-import queue
 import threading
 import time
 from collections import OrderedDict
@@ -149,68 +148,70 @@ class Encoder:
 class QueryBatcher:
     """Encodes the texts of the requests waiting at the same moment in one model call.
 
-    ``encode`` queues a request's texts and waits; one thread per process takes everything queued (up to
-    QUERY_BATCH_TEXTS texts), runs the model once and hands each request its own rows, in its order. A
-    lone request waits for nothing; under load the model runs back to back on full batches, and never
-    more than one call at a time per process, so concurrent requests do not fight over the cores.
+    ``encode`` adds a request's texts to the waiting list; the first request to find the model free runs
+    it, in its own thread, on everything waiting (up to QUERY_BATCH_TEXTS texts) and hands each request its
+    own rows, in its order. Requests arriving meanwhile wait for the model; the next one to get it runs the
+    next batch, for all of them. So a lone request runs the model at once in its own thread (no hand-off to
+    another thread: issue 9), under load the model runs back to back on full batches, and never more than
+    one call at a time per process, so concurrent requests do not fight over the cores.
     An error in the model call is raised in every request of that batch.
     """
 
     def __init__(self, encode: Callable[[list[str]], np.ndarray]) -> None:
         self._encode = encode
-        self._queue: queue.SimpleQueue[tuple[list[str], Future]] = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._pid = 0
+        self._changed = threading.Condition()  # guards _waiting and _busy; notified when a batch ends
+        self._busy = False  # a batch is running
+        self._waiting: list[tuple[list[str], Future]] = []
         self.batches = 0  # model calls made, requests served: tests and benchmarks read them
         self.requests = 0
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         future: Future = Future()
-        self._ensure_thread()
-        self._queue.put((list(texts), future))
+        with self._changed:
+            self._waiting.append((list(texts), future))
+            while not future.done():
+                if self._busy:
+                    self._changed.wait()
+                    continue
+                self._busy = True  # the model is free: this request runs the next batch
+                batch = self._take()
+                self._changed.release()
+                try:
+                    self._run(batch)
+                finally:
+                    self._changed.acquire()
+                    self._busy = False
+                    self._changed.notify_all()
         return future.result()
 
-    def _ensure_thread(self) -> None:
-        # After a fork (Celery's prefork pool) the thread is the parent's: start one in this process.
-        if self._thread is not None and self._pid == os.getpid() and self._thread.is_alive():
-            return
-        with self._lock:
-            if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
-                if self._pid != os.getpid():
-                    self._queue = queue.SimpleQueue()
-                self._pid = os.getpid()
-                self._thread = threading.Thread(target=self._run, name="scout-query-batcher", daemon=True)
-                self._thread.start()
+    def waiting(self) -> int:
+        """Requests waiting for a batch (tests)."""
+        with self._changed:
+            return len(self._waiting)
 
     def _take(self) -> list[tuple[list[str], Future]]:
-        waiting = [self._queue.get()]
-        count = len(waiting[0][0])
-        while count < QUERY_BATCH_TEXTS:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
+        count, taken = 0, 0
+        for texts, _ in self._waiting:
+            if taken and count + len(texts) > QUERY_BATCH_TEXTS:
                 break
-            waiting.append(item)
-            count += len(item[0])
-        return waiting
+            count += len(texts)
+            taken += 1
+        batch, self._waiting = self._waiting[:taken], self._waiting[taken:]
+        return batch
 
-    def _run(self) -> None:
-        while True:
-            waiting = self._take()
-            waiting = [(texts, future) for texts, future in waiting if future.set_running_or_notify_cancel()]
-            try:
-                vectors = self._encode([text for texts, _ in waiting for text in texts])
-            except BaseException as exc:  # noqa: BLE001 - handed to every waiting request
-                for _, future in waiting:
-                    future.set_exception(exc)
-                continue
-            self.batches += 1
-            self.requests += len(waiting)
-            start = 0
-            for texts, future in waiting:
-                future.set_result(vectors[start : start + len(texts)])
-                start += len(texts)
+    def _run(self, waiting: list[tuple[list[str], Future]]) -> None:
+        try:
+            vectors = self._encode([text for texts, _ in waiting for text in texts])
+        except BaseException as exc:  # noqa: BLE001 - handed to every waiting request
+            for _, future in waiting:
+                future.set_exception(exc)
+            return
+        self.batches += 1
+        self.requests += len(waiting)
+        start = 0
+        for texts, future in waiting:
+            future.set_result(vectors[start : start + len(texts)])
+            start += len(texts)
 
 
 class QueryVectorCache:

@@ -103,13 +103,13 @@ def audit_event_build(
     policy_version: int | None = None,
 ) -> AuditEvent:
     """An unsaved audit event (see ``audit_record`` for the arguments); ``audit_record_many`` writes a batch."""
-    from governance.services.policy import policy_version_current
+    from governance.services.policy import policy_version_number
 
     user = principal.user if principal is not None else actor
     if server is None and tool is not None:
         server = tool.server
     if policy_version is None:
-        policy_version = approval.policy_version.number if approval is not None else policy_version_current().number
+        policy_version = approval.policy_version.number if approval is not None else policy_version_number()
     if environment is None:
         environment = server.environment if server is not None else ""
     return AuditEvent(

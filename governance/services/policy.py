@@ -26,6 +26,13 @@ def policy_version_current() -> PolicyVersion:
     return version
 
 
+def policy_version_number() -> int:
+    """The number of the policy version in force: what audit events record, read with one small query (a
+    tool_search writes an audit event; issue 9)."""
+    number = PolicyVersion.objects.order_by("-number").values_list("number", flat=True).first()
+    return number if number is not None else policy_version_current().number
+
+
 def policy_version_bump(*, reason: str, actor: AbstractBaseUser | None = None) -> PolicyVersion:
     """Start a new policy version. Approvals granted under an older version can no longer be used."""
     for _ in range(5):

@@ -45,7 +45,7 @@ def test_waiting_requests_share_one_call_and_each_gets_its_own_vectors(encoder):
         head = pool.submit(batcher.encode, first)
         assert model.entered.wait(60)
         futures = [pool.submit(batcher.encode, texts) for texts in waiting]
-        while batcher._queue.qsize() < len(waiting):  # noqa: SLF001 - all queued behind the held call
+        while batcher.waiting() < len(waiting):  # all queued behind the held call
             threading.Event().wait(0.01)
         model.release.set()
         answers = [future.result(60) for future in futures]
@@ -55,6 +55,20 @@ def test_waiting_requests_share_one_call_and_each_gets_its_own_vectors(encoder):
     for texts, vectors in zip(waiting, answers, strict=True):
         assert vectors.shape == (len(texts), encoder.dim)
         np.testing.assert_allclose(vectors, encoder.encode(texts), atol=1e-5)  # its own rows, in its order
+
+
+def test_a_lone_request_runs_the_model_in_its_own_thread(encoder):
+    """No hand-off to another thread when nobody else is encoding (issue 9: it cost latency at c=1)."""
+    threads = []
+
+    def model(texts: list[str]) -> np.ndarray:
+        threads.append(threading.current_thread())
+        return encoder.encode(texts)
+
+    batcher = QueryBatcher(model)
+    np.testing.assert_allclose(batcher.encode(["list files"]), encoder.encode(["list files"]), atol=1e-5)
+    assert threads == [threading.current_thread()]
+    assert (batcher.batches, batcher.requests, batcher.waiting()) == (1, 1, 0)
 
 
 def test_a_model_error_reaches_every_request_of_its_batch_and_the_next_batch_runs(encoder):
