@@ -284,9 +284,9 @@ def run_size(size: int, n_queries: int, warmup: int, no_progress: bool = False, 
 
     gc.collect()
     started = time.perf_counter()
-    from django.conf import settings
+    from search.backends.embedded import half_precision
 
-    half = settings.SCOUT_SEARCH_VECTOR_PRECISION == "float16"
+    half = half_precision(vectors)
     snapshot = IndexSnapshot(docs, vectors, generation="bench", model_key=encoder.key, half=half)
     build_s = time.perf_counter() - started
     del vectors

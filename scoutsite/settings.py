@@ -384,7 +384,10 @@ SCOUT_SEARCH_BLAS_THREADS = env_int("SCOUT_SEARCH_BLAS_THREADS", 1)
 # float16: the in-memory vector table is float16 with exact float32 re-scoring from a memory-mapped,
 # unlinked file in SCOUT_SEARCH_VECTOR_SPILL_DIR (default: the system temp dir); answers are those of the
 # float32 scan in about half the memory (search/engine/dense.py). float32: the whole table in memory.
-SCOUT_SEARCH_VECTOR_PRECISION = env_str("SCOUT_SEARCH_VECTOR_PRECISION", "float16")
+# auto (default): float16 from SCOUT_SEARCH_HALF_MIN_VECTORS stored vectors on, float32 below (a small table
+# gains little memory, and its float16 scan would load torch into a process that encodes with ONNX).
+SCOUT_SEARCH_VECTOR_PRECISION = env_str("SCOUT_SEARCH_VECTOR_PRECISION", "auto")
+SCOUT_SEARCH_HALF_MIN_VECTORS = env_int("SCOUT_SEARCH_HALF_MIN_VECTORS", 100_000)
 SCOUT_SEARCH_VECTOR_SPILL_DIR = env_str("SCOUT_SEARCH_VECTOR_SPILL_DIR", "") or None
 # Discovery audit events and query-log rows are inserted in batches this often (governance/writebehind.py);
 # 0 writes them inline. Execution audit events are always written before the result is returned.

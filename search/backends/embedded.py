@@ -10,13 +10,13 @@ import ctypes
 import gc
 import logging
 import threading
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from django.conf import settings
 
 from ..choices import SearchEventKind
 from ..encoder import model_key
-from ..engine.snapshot import IndexSnapshot
+from ..engine.snapshot import DocVectors, IndexSnapshot
 from ..events import search_event_record
 from ..models import IndexGeneration
 from ..selectors import (
@@ -48,6 +48,16 @@ def release_memory(*, collect: bool = True) -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # not glibc (macOS, musl): nothing to trim
         pass
+
+
+def half_precision(vectors: Mapping[int, DocVectors]) -> bool:
+    """Whether a whole build keeps its vector table in float16 (SCOUT_SEARCH_VECTOR_PRECISION; ``auto``: from
+    SCOUT_SEARCH_HALF_MIN_VECTORS stored vectors on). Answers are the same either way; an update keeps the
+    precision of the snapshot it updates."""
+    mode = settings.SCOUT_SEARCH_VECTOR_PRECISION
+    if mode == "auto":
+        return sum(len(v.vectors) for v in vectors.values()) >= settings.SCOUT_SEARCH_HALF_MIN_VECTORS
+    return mode == "float16"
 
 
 class EmbeddedBackend(SearchBackend):
@@ -127,7 +137,7 @@ class EmbeddedBackend(SearchBackend):
             vectors if vectors else None,
             generation=token,
             model_key=key,
-            half=settings.SCOUT_SEARCH_VECTOR_PRECISION == "float16",
+            half=half_precision(vectors),
             spill_dir=settings.SCOUT_SEARCH_VECTOR_SPILL_DIR,
         )
         snapshot.generation_mark = mark

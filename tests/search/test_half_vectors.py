@@ -149,3 +149,23 @@ def test_dense_ranks_of_the_half_table_are_within_the_error_band(catalog):
         for a, b in zip(approx.candidates, truth.candidates, strict=True):
             near = int((np.abs(scores - scores[b.row]) <= 2 * error).sum())
             assert a.row == b.row and abs(a.dense_rank - b.dense_rank) <= near
+
+
+def test_auto_precision_keeps_small_tables_in_float32_and_large_ones_in_float16(settings):
+    """The embedded backend's choice for a whole build: ``auto`` (default) goes float16 from
+    SCOUT_SEARCH_HALF_MIN_VECTORS stored vectors on (a small table would gain little and load torch for its
+    float16 scan); ``float16`` and ``float32`` are taken as they are."""
+    from search.backends.embedded import half_precision
+
+    block = unit(np.random.default_rng(1).standard_normal((3, DIM)))
+    vectors = {pk: DocVectors(block, ("description",) * 3, ("d",) * 3) for pk in range(1, 5)}  # 12 vectors
+    assert settings.SCOUT_SEARCH_VECTOR_PRECISION == "auto"
+    settings.SCOUT_SEARCH_HALF_MIN_VECTORS = 13
+    assert half_precision(vectors) is False
+    settings.SCOUT_SEARCH_HALF_MIN_VECTORS = 12
+    assert half_precision(vectors) is True
+    settings.SCOUT_SEARCH_VECTOR_PRECISION = "float32"
+    assert half_precision(vectors) is False
+    settings.SCOUT_SEARCH_VECTOR_PRECISION = "float16"
+    settings.SCOUT_SEARCH_HALF_MIN_VECTORS = 10**9
+    assert half_precision(vectors) is True
