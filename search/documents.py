@@ -123,7 +123,9 @@ class ToolDoc:
 
     def dense_hash(self) -> str:
         """Hash of the texts that get vectors (dense texts and negatives): what decides re-encoding."""
-        weights = [*self.vector_weights(), self.learned_centroid]
+        # The centroid's weight only where there is one: a tool never taught keeps the hash (and so the stored
+        # vectors) it had before centroids existed, instead of every tool being re-encoded after an upgrade.
+        weights = [*self.vector_weights(), *([self.learned_centroid] if self.learned_centroid else [])]
         payload = json.dumps([self.dense_texts(), list(self.negatives), weights], ensure_ascii=False)
         return hashlib.sha256(payload.encode()).hexdigest()
 
