@@ -308,7 +308,8 @@ def start_gateway(port: int, workers: int, query_cache: bool) -> subprocess.Pope
     raise RuntimeError("the gateway did not start")
 
 
-async def _search(client, url: str, token: str, query: str, request_id: int) -> float:
+def search_request(token: str, query: str, request_id: int) -> tuple[str, dict[str, str]]:
+    """A tool_search call over Streamable HTTP (modern protocol): its JSON body and headers."""
     meta = {
         "io.modelcontextprotocol/protocolVersion": MODERN,
         "io.modelcontextprotocol/clientCapabilities": {},
@@ -328,8 +329,13 @@ async def _search(client, url: str, token: str, query: str, request_id: int) -> 
         "Mcp-Method": "tools/call",
         "Mcp-Name": "tool_search",
     }
+    return json.dumps(body), headers
+
+
+async def _search(client, url: str, token: str, query: str, request_id: int) -> float:
+    body, headers = search_request(token, query, request_id)
     started = time.perf_counter()
-    response = await client.post(url, content=json.dumps(body), headers=headers)
+    response = await client.post(url, content=body, headers=headers)
     elapsed = (time.perf_counter() - started) * 1000
     if response.status_code != 200 or '"isError":true' in response.text or '"error"' in response.text[:200]:
         raise RuntimeError(f"tool_search failed: {response.status_code} {response.text[:300]}")
@@ -421,29 +427,8 @@ def sync_to_visible(url: str, token: str, rounds: int) -> list[float]:
         tool_id = f"{server.slug}::{word}_ledger"
         with httpx.Client(timeout=60) as client:
             while time.perf_counter() - synced < 60:
-                body = {
-                    "jsonrpc": "2.0",
-                    "id": 1,
-                    "method": "tools/call",
-                    "params": {
-                        "name": "tool_search",
-                        "arguments": {"query": f"frobnicate the {word} ledger", "top_k": 5},
-                        "_meta": {
-                            "io.modelcontextprotocol/protocolVersion": MODERN,
-                            "io.modelcontextprotocol/clientCapabilities": {},
-                            "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
-                        },
-                    },
-                }
-                headers = {
-                    "Authorization": f"Bearer {token}",
-                    "Content-Type": "application/json",
-                    "Accept": "application/json, text/event-stream",
-                    "MCP-Protocol-Version": MODERN,
-                    "Mcp-Method": "tools/call",
-                    "Mcp-Name": "tool_search",
-                }
-                if tool_id in client.post(url, content=json.dumps(body), headers=headers).text:
+                body, headers = search_request(token, f"frobnicate the {word} ledger", 1)
+                if tool_id in client.post(url, content=body, headers=headers).text:
                     break
         delays.append(time.perf_counter() - synced)
         # The original listing again: the tool is removed and the catalog keeps its size for the next run.

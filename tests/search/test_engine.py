@@ -80,32 +80,14 @@ def test_an_untaught_tools_vector_hash_is_the_one_stored_before_learned_centroid
     """Upgrading must not make every stored vector stale: a tool with no learned centroid hashes exactly as it
     did before centroids existed (the literal is that version's hash of this document), so its vectors are
     reused; a centroid's weight does change the hash (its vector must be rebuilt)."""
-    doc = ToolDoc(
-        pk=1,
-        tool_id="s::get_issue",
-        name="get_issue",
-        server="s",
-        description="Get an issue.",
-        examples=("find my bug",),
-        negatives=("delete it",),
+
+    def issue_doc(**extra) -> ToolDoc:
+        return ToolDoc(pk=1, tool_id="s::get_issue", name="get_issue", server="s", description="Get an issue.", **extra)
+
+    untaught = issue_doc(examples=("find my bug",), negatives=("delete it",))
+    assert untaught.dense_hash() == "384b2348a4dc15086f10a26f2b398f8160dc78bf6c2a5b400a54d9c31378b181"
+    taught = (("open bugs", 0.6), ("my bugs", 0.6))
+    assert (
+        issue_doc(learned=taught, learned_centroid=0.6).dense_hash()
+        != issue_doc(learned=taught, learned_centroid=0.7).dense_hash()
     )
-    assert doc.dense_hash() == "384b2348a4dc15086f10a26f2b398f8160dc78bf6c2a5b400a54d9c31378b181"
-    taught = ToolDoc(
-        pk=1,
-        tool_id="s::get_issue",
-        name="get_issue",
-        server="s",
-        description="Get an issue.",
-        learned=(("open bugs", 0.6), ("my bugs", 0.6)),
-        learned_centroid=0.6,
-    )
-    stronger = ToolDoc(
-        pk=1,
-        tool_id="s::get_issue",
-        name="get_issue",
-        server="s",
-        description="Get an issue.",
-        learned=(("open bugs", 0.6), ("my bugs", 0.6)),
-        learned_centroid=0.7,
-    )
-    assert taught.dense_hash() != stronger.dense_hash()
