@@ -298,3 +298,42 @@ def test_a_shared_servers_grants_name_no_other_tenants_people(client, world, peo
     html = client.get(server_page).content.decode()
     assert "bob-b" in html
     assert "op-bravo" in client.get(pages["server grants"]).content.decode()
+
+
+def test_tenantless_tokens_and_agents_name_no_other_tenants_people(client, world, people, django_user_model):
+    """A token or agent in no tenant is shared, but its person may be tenant B's: an operator of tenant A does not
+    see that row (not listed, its page not found, not counted), and a shared person's token made or revoked by
+    tenant B's operator shows them as someone in another tenant."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from governance.models import Agent
+    from governance.services.tokens import api_token_create, api_token_revoke
+
+    op_b = django_user_model.objects.create_user(username="op-bravo", is_staff=True)
+    world["b"].members.add(op_b)
+    expires = timezone.now() + timedelta(days=1)
+    tokens = {
+        name: api_token_create(
+            user=people[name], name=f"{name}-token", scopes=["discover"], expires_at=expires, created_by=op_b
+        )[0]
+        for name in ("bob-b", "sam-shared")
+    }
+    api_token_revoke(token=tokens["sam-shared"], actor=op_b)
+    agents = {name: Agent.objects.create(user=people[name], name=f"{name}-agent") for name in ("bob-b", "sam-shared")}
+
+    client.force_login(world["operator"])
+    for model in ("apitoken", "agent"):
+        listed = client.get(reverse(f"admin:governance_{model}_changelist"))
+        assert listed.status_code == 200, model
+        html = listed.content.decode()
+        assert "sam-shared" in html, model
+        assert "bob-b" not in html and "op-bravo" not in html, model
+    for model, rows in (("apitoken", tokens), ("agent", agents)):
+        assert client.get(reverse(f"admin:governance_{model}_change", args=[rows["bob-b"].pk])).status_code == 302
+    shared_token = client.get(reverse("admin:governance_apitoken_change", args=[tokens["sam-shared"].pk]))
+    assert shared_token.status_code == 200
+    html = shared_token.content.decode()
+    assert "sam-shared" in html and "op-bravo" not in html
+    assert html.count("someone in another tenant") == 2  # who created it and who revoked it
