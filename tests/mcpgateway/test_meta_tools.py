@@ -269,16 +269,26 @@ def test_client_meta_identity_is_ignored(gateway, world):
     assert "x" not in event.delegation_chain
 
 
-def test_unknown_tool_is_invalid_params_without_echo(gateway, world):
+def test_an_unknown_tool_id_is_a_tool_error_the_model_reads_and_an_unknown_meta_tool_a_protocol_error(gateway, world):
+    """MCP: a tool's own failure (here, a tool_id argument naming no tool) is a result with isError, which hosts
+    hand to the model so it can correct itself; an unknown name in tools/call is a JSON-RPC error. Neither echoes
+    the id."""
+
     async def main():
         async with mcp_client(gateway, world["token"]) as client:
+            executed = await client.call_tool("execute_tool", {"tool_id": "nope::<script>", "arguments": {}})
+            inspected = await client.call_tool("tool_inspect", {"tool_ids": ["nope::<script>"]})
             with pytest.raises(MCPError) as caught:
-                await client.call_tool("execute_tool", {"tool_id": "nope::<script>", "arguments": {}})
-            return caught.value
+                await client.call_tool("tool_serch", {"query": "<script>"})
+            return executed, inspected, caught.value
 
-    error = run(main)
-    assert error.code == -32602 and error.message == UNKNOWN_TOOL_MESSAGE
-    assert "<script>" not in str(error.data or "")
+    executed, inspected, misnamed = run(main)
+    for result in (executed, inspected):
+        assert result.is_error and text_of(result) == UNKNOWN_TOOL_MESSAGE
+        assert result.structured_content == {"unknown_tool": True}
+        assert "<script>" not in str(result.model_dump())
+    assert misnamed.code == -32602 and misnamed.message == UNKNOWN_TOOL_MESSAGE
+    assert "<script>" not in str(misnamed.data or "")
 
 
 def test_execute_against_the_git_server(gateway, admin_user, tmp_path):
