@@ -62,6 +62,7 @@ class ApiTokenAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Api
     search_fields = ("name", "user__username", "agent__name", "tenant__slug", "display_prefix")
     autocomplete_fields = ("user",)
     actions = ["revoke_selected"]
+    exclude = ("created_by", "revoked_by")  # shown read-only as creator / revoker (named only where visible)
     readonly_fields = (
         "user",
         "name",

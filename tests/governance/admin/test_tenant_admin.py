@@ -337,3 +337,4 @@ def test_tenantless_tokens_and_agents_name_no_other_tenants_people(client, world
     html = shared_token.content.decode()
     assert "sam-shared" in html and "op-bravo" not in html
     assert html.count("someone in another tenant") == 2  # who created it and who revoked it
+    assert 'name="created_by"' not in html and 'name="revoked_by"' not in html  # read-only, never a choice
