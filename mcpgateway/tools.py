@@ -29,14 +29,22 @@ from .services import (
 )
 
 
-def unknown_tool_error(asked: list[tuple[int, str]] | None = None) -> MCPError:
-    """The one error for an unknown or hidden tool: same code, same bytes (Z4). Nothing is echoed, except
-    for tool_inspect of several ids: ``asked`` (position, id as sent), so the caller learns which of its own
-    ids to drop; an id is shown escaped (JSON, ASCII) and cut, and a hidden one exactly as an unknown one."""
+def unknown_tool_error() -> MCPError:
+    """A ``tools/call`` name that is unknown or hidden (the directly listed tools): the protocol error MCP gives an
+    unknown tool name, the same code and bytes for both (Z4)."""
+    return MCPError(code=types.INVALID_PARAMS, message=UNKNOWN_TOOL_MESSAGE)
+
+
+def unknown_tool_result(asked: list[tuple[int, str]] | None = None) -> types.CallToolResult:
+    """A tool_id given to tool_inspect or execute_tool that is unknown or hidden: a tool error the model reads and
+    corrects (MCP puts a tool's own failures in its result; protocol errors are for the meta-tool's name and the
+    request's shape), the same bytes for both (Z4). Nothing is echoed, except for tool_inspect of several ids:
+    ``asked`` (position, id as sent), so the caller learns which of its own ids to drop; an id is shown escaped
+    (JSON, ASCII) and cut, and a hidden one exactly as an unknown one."""
     if not asked:
-        return MCPError(code=types.INVALID_PARAMS, message=UNKNOWN_TOOL_MESSAGE)
+        return error_result(UNKNOWN_TOOL_MESSAGE, unknown_tool=True)
     named = "; ".join(f"tool_ids[{position}] {_shown_id(tool_id)}" for position, tool_id in asked)
-    return MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {named}. {UNKNOWN_TOOL_GUIDANCE}")
+    return error_result(f"Unknown tool: {named}. {UNKNOWN_TOOL_GUIDANCE}", unknown_tool=True)
 
 
 def _shown_id(tool_id: str) -> str:
@@ -108,7 +116,7 @@ async def tool_inspect(
     try:
         tools = await run_orm_or_busy(gateway_inspect, principal=principal, tool_ids=tool_ids)
     except UnknownTool as exc:
-        raise unknown_tool_error(exc.asked) from None
+        return unknown_tool_result(exc.asked)
     except DatabaseBusy:
         return error_result(BUSY_TEXT, service_busy=True)
     except GatewayInputError as exc:
@@ -147,7 +155,7 @@ async def execute_tool(
             pool=ctx.mcp_server.pool,
         )
     except UnknownTool:
-        raise unknown_tool_error() from None
+        return unknown_tool_result()
 
 
 META_TOOL_FUNCTIONS = (tool_search, tool_inspect, execute_tool)

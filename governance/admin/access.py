@@ -34,7 +34,7 @@ from ..services.permissions import (
     permission_revoke,
     self_grant_refused,
 )
-from .people import PeopleChoicesMixin
+from .people import PeopleChoicesMixin, rows_of_people_for
 from .tenant_scope import TenantScopedMixin
 
 ACTIONS = ("discover", "execute", "approve")
@@ -88,6 +88,12 @@ class _AccessInline(PeopleChoicesMixin, admin.TabularInline):
     can_delete = True
     formset = AccessFormSet
     target = "server"
+
+    def get_queryset(self, request):
+        # People of other tenants holding a grant on a shared server or tool are left out (Z12); the formset
+        # saves only the rows it shows, so their grants stay as they are.
+        grants = super().get_queryset(request)
+        return rows_of_people_for(request, grants) if GRANT_MODELS[self.model] == "user" else grants
 
     def get_formset(self, request, obj=None, **kwargs):
         formset = super().get_formset(request, obj, **kwargs)

@@ -22,14 +22,14 @@ from ..services.permissions import (
     permission_revoke,
     self_grant_refused,
 )
-from .people import PeopleChoicesMixin
+from .people import PeopleChoicesMixin, person_name, rows_of_people_for, with_person_visible
 
 
 class GrantAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin):
     """Grants are added and deleted, never edited; both go through the audited services."""
 
     target_model: type = Server
-    list_display = ("holder", "action", "content_object", "granted_by")
+    list_display = ("holder", "action", "content_object", "granter")
     list_filter = ("permission",)
     raw_id_fields = ("content_object",)
     list_select_related = ("permission", "content_object")
@@ -37,6 +37,10 @@ class GrantAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin):
     def holder(self, obj) -> str:
         holder = getattr(obj, "user", None) or obj.group
         return str(holder)
+
+    @admin.display(description="granted by")
+    def granter(self, obj) -> str:
+        return person_name(obj, "granted_by")  # another tenant's operator is not named (Z12)
 
     @admin.display(description="permission")
     def action(self, obj) -> str:
@@ -56,7 +60,10 @@ class GrantAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin):
         # Grants on servers the operator may manage only (shared ones and their tenants', Z12).
         servers = Server.objects.filter(servers_visible_to_operator(user=request.user)).values("pk")
         field = "content_object__server" if self.target_model is Tool else "content_object"
-        return super().get_queryset(request).filter(**{f"{field}__in": servers})
+        grants = super().get_queryset(request).filter(**{f"{field}__in": servers})
+        if "user" in {f.name for f in self.model._meta.fields}:
+            grants = rows_of_people_for(request, grants)  # a shared server's holders of other tenants: left out
+        return with_person_visible(request, grants, "granted_by")
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False

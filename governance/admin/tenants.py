@@ -10,7 +10,7 @@ from catalog.models import Server, Tool
 from ..models import Agent, AgentGrant, Tenant
 from ..principals import principal_for_user
 from ..selectors import servers_visible_to_operator, tenant_q
-from .people import PeopleChoicesMixin
+from .people import PeopleChoicesMixin, rows_of_people_for
 
 
 @admin.register(Tenant)
@@ -72,7 +72,10 @@ class AgentAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Agent]
 
     def get_queryset(self, request):
         qs = super().get_queryset(request)
-        return qs if request.user.is_superuser else qs.filter(tenant_q(principal_for_user(request.user), "tenant"))
+        if request.user.is_superuser:
+            return qs
+        # Shared agents and the admin's tenants', never a shared (tenant-less) agent of tenant B's person (Z12).
+        return rows_of_people_for(request, qs.filter(tenant_q(principal_for_user(request.user), "tenant")))
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         if db_field.name == "tenant" and not request.user.is_superuser:

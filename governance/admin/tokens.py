@@ -17,7 +17,7 @@ from ..principals import principal_for_user
 from ..selectors import tenant_q
 from ..services.tokens import api_token_create, api_token_revoke, api_token_tenant
 from .common import DEFAULT_TOKEN_LIFETIME
-from .people import PeopleChoicesMixin
+from .people import PeopleChoicesMixin, person_name, rows_of_people_for, with_person_visible
 
 
 class ApiTokenAddForm(forms.ModelForm):
@@ -62,6 +62,7 @@ class ApiTokenAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Api
     search_fields = ("name", "user__username", "agent__name", "tenant__slug", "display_prefix")
     autocomplete_fields = ("user",)
     actions = ["revoke_selected"]
+    exclude = ("created_by", "revoked_by")  # shown read-only as creator / revoker (named only where visible)
     readonly_fields = (
         "user",
         "name",
@@ -71,18 +72,27 @@ class ApiTokenAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Api
         "display_prefix",
         "expires_at",
         "created_at",
-        "created_by",
+        "creator",
         "revoked_at",
-        "revoked_by",
+        "revoker",
         "last_used_at",
     )
 
     def get_queryset(self, request):
-        # An operator of tenant A sees shared tokens and tenant A's, never tenant B's (Z12).
+        # An operator of tenant A sees shared tokens and tenant A's, never tenant B's (Z12), nor a shared
+        # (tenant-less) token of tenant B's person; who made or revoked a token is named only where visible too.
         qs = super().get_queryset(request)
-        if request.user.is_superuser:
-            return qs
-        return qs.filter(tenant_q(principal_for_user(request.user), "tenant"))
+        if not request.user.is_superuser:
+            qs = rows_of_people_for(request, qs.filter(tenant_q(principal_for_user(request.user), "tenant")))
+        return with_person_visible(request, with_person_visible(request, qs, "created_by"), "revoked_by")
+
+    @admin.display(description="created by")
+    def creator(self, obj: ApiToken) -> str:
+        return person_name(obj, "created_by")
+
+    @admin.display(description="revoked by")
+    def revoker(self, obj: ApiToken) -> str:
+        return person_name(obj, "revoked_by")
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         if db_field.name in ("agent", "tenant") and not request.user.is_superuser:

@@ -59,6 +59,11 @@ class SearchAnswerSerializer(serializers.Serializer):
     )
     degraded = serializers.BooleanField(help_text="Answered by a fallback (no index, or the model unavailable)")
     abstained = serializers.BooleanField(help_text="No tool was confident enough to show")
+    notes = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="Only when there are any: lines about the request itself (e.g. top_k capped at the maximum)",
+    )
 
 
 class Search(generics.GenericAPIView):

@@ -25,7 +25,7 @@ from governance.services.audit import audit_record
 from search.backends import SearchResult
 from search.choices import EmptyAnswerReason
 from search.engine.ranking import Confidence
-from search.services import TOP_K_DEFAULT, SearchQueryError, search_for_principal
+from search.services import TOP_K_DEFAULT, TOP_K_MAX, TOP_K_MIN, SearchQueryError, search_for_principal
 from search.usage import search_observe
 
 from ..constants import MAX_INSPECT_IDS
@@ -160,6 +160,9 @@ NO_TOOL_GRANTED = (
     "No tool is available to this token: nothing is granted to it yet. Tell the user to ask a Scout operator "
     "for access to the tools they need. Do not guess tool ids."
 )
+# Search clamps top_k to TOP_K_MIN..TOP_K_MAX; the answer says so (never echoing the number asked for).
+TOP_K_CAPPED = f"top_k is above the maximum: capped at {TOP_K_MAX}."
+TOP_K_RAISED = f"top_k is below the minimum: raised to {TOP_K_MIN}."
 LOW_CONFIDENCE = (
     "Low confidence: none of these clearly fits. Check each inputSchema against the request before calling, "
     "or rephrase it (what should be done, to what)."
@@ -176,6 +179,7 @@ class SearchAnswer:
     # the names of the filters the caller narrowed the search with (operation_class, environment, scope)
     filters: list[str] = field(default_factory=list)
     nothing_granted: bool = False  # the caller may discover no tool at all (its own access, nobody else's)
+    # notes: lines about the request itself (top_k clamped), in the text and, when there are any, the structure
 
     @property
     def abstained(self) -> bool:
@@ -193,12 +197,13 @@ class SearchAnswer:
         return EmptyAnswerReason.WITHHELD
 
     def structured(self) -> dict[str, Any]:
-        return {
+        structured = {
             "matches": self.matches,
             "confidence": self.confidence,
             "degraded": self.degraded,
             "abstained": self.abstained,
         }
+        return {**structured, "notes": self.notes} if self.notes else structured
 
     def as_result(self) -> types.CallToolResult:
         """Structured content for programs plus a compact text rendering for the model."""
@@ -208,14 +213,16 @@ class SearchAnswer:
 
     def text(self) -> str:
         if not self.matches and self.nothing_granted:
-            return NO_TOOL_GRANTED
+            return "\n".join([NO_TOOL_GRANTED, *self.notes])
         if not self.matches:
-            return NO_TOOL_FITS_FILTERED.format(filters=", ".join(self.filters)) if self.filters else NO_TOOL_FITS
+            empty = NO_TOOL_FITS_FILTERED.format(filters=", ".join(self.filters)) if self.filters else NO_TOOL_FITS
+            return "\n".join([empty, *self.notes])
         count = len(self.matches)
         lines = [
             f"{count} matching tool{'' if count == 1 else 's'}, best first"
             + (" (degraded search)" if self.degraded else "")
-            + ". Call execute_tool with a tool_id below and arguments that satisfy its inputSchema."
+            + ". Call execute_tool with a tool_id below and arguments that satisfy its inputSchema.",
+            *self.notes,
         ]
         if self.confidence == Confidence.LOW:
             lines.append(LOW_CONFIDENCE)
@@ -313,6 +320,8 @@ def gateway_search(
         except SearchQueryError as exc:
             raise GatewayInputError(str(exc), exc.field) from None
         answer = _answer(result)
+        if top_k > TOP_K_MAX or top_k < TOP_K_MIN:  # an integer: search refused anything else
+            answer.notes.append(TOP_K_CAPPED if top_k > TOP_K_MAX else TOP_K_RAISED)
         narrowed = {"operation_class": operation_class, "environment": environment, "scope": scope != "all"}
         answer.filters = [name for name, value in narrowed.items() if value]
         if not answer.matches and not answer.filters:  # a newcomer's token for a user without grants

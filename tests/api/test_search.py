@@ -20,6 +20,15 @@ def test_same_answer_as_tool_search(api, catalog, member):
     assert body == gateway_search(principal=api_token_verify(token), client=None, **QUERY).structured()
 
 
+def test_a_clamped_top_k_is_said_as_over_mcp(api, catalog, member):
+    from mcpgateway.services.discovery import TOP_K_CAPPED
+
+    token = make_token(member, ["api", "discover"])
+    capped = api.post("search/", token=token, json={**QUERY, "top_k": 500}).json()
+    assert capped["notes"] == [TOP_K_CAPPED] and [m["tool_id"] for m in capped["matches"]] == ["github::list_issues"]
+    assert "500" not in str(capped)
+
+
 def test_hidden_tools_change_nothing(api, catalog, member):
     token = make_token(member, ["api", "discover"])
     with_hidden = api.post("search/", token=token, json={**QUERY, "query": "list issues secrets salaries"}).json()

@@ -14,7 +14,8 @@ from mcp.shared.exceptions import MCPError
 
 from governance.models import ServerUserObjectPermission, ToolUserObjectPermission
 from governance.roles import OPERATORS
-from tests.mcpgateway.conftest import grant, make_token, make_user, mcp_client, run
+from mcpgateway.constants import UNKNOWN_TOOL_MESSAGE
+from tests.mcpgateway.conftest import grant, make_token, make_user, mcp_client, run, unknown_tool_text
 
 from .conftest import admin_login, screenshot, wait_for
 from .gateway_fixtures import *  # noqa: F403 - live gateway fixtures
@@ -46,11 +47,7 @@ def _inspect_and_call(gateway, token: str) -> tuple[Any, Any]:
 
 
 def _hidden(outcome: Any) -> bool:
-    return (
-        isinstance(outcome, MCPError)
-        and "Unknown tool" in str(outcome)
-        or (not isinstance(outcome, MCPError) and outcome.is_error and "Unknown tool" in _text(outcome))
-    )
+    return not isinstance(outcome, MCPError) and unknown_tool_text(outcome) == UNKNOWN_TOOL_MESSAGE
 
 
 @pytest.fixture

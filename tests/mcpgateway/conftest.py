@@ -452,3 +452,11 @@ def rpc_result(response: httpx.Response) -> dict[str, Any]:
         messages = [json.loads(item) for item in data]
         return next(m for m in messages if "result" in m or "error" in m)
     return json.loads(text)
+
+
+def unknown_tool_text(result: Any) -> str | None:
+    """The text of a meta-tool's answer to an unknown or hidden tool_id (a tool error marked ``unknown_tool``, which
+    the model reads), or None when ``result`` is any other answer."""
+    if not getattr(result, "is_error", False) or result.structured_content != {"unknown_tool": True}:
+        return None
+    return "".join(block.text for block in result.content if getattr(block, "type", "") == "text")

@@ -7,11 +7,20 @@ from typing import Any
 
 import httpx
 import pytest
-from mcp.shared.exceptions import MCPError
 
 from mcpgateway.constants import UNKNOWN_TOOL_MESSAGE
 
-from .conftest import MODERN, faulty_calls, gateway_db, grant, make_token, make_user, mcp_client, run
+from .conftest import (
+    MODERN,
+    faulty_calls,
+    gateway_db,
+    grant,
+    make_token,
+    make_user,
+    mcp_client,
+    run,
+    unknown_tool_text,
+)
 from .test_approvals import _admin_approve
 
 pytestmark = [gateway_db, pytest.mark.slow]
@@ -68,16 +77,14 @@ def test_an_approved_call_is_refused_and_shown_unusable_after_the_requester_lost
     assert "no longer usable: requester lost access" in _inbox(gateway.url, "gw_approver")
 
     # ... and use is refused like any tool the caller may not run, with no upstream call.
-    async def use() -> MCPError:
+    async def use() -> Any:
         async with mcp_client(gateway, setup["token"], mode=MODERN) as client:
-            with pytest.raises(MCPError) as caught:
-                await client.call_tool(
-                    "execute_tool", {"tool_id": TOOL, "arguments": ARGUMENTS, "approval_id": approval_id}
-                )
-            return caught.value
+            return await client.call_tool(
+                "execute_tool", {"tool_id": TOOL, "arguments": ARGUMENTS, "approval_id": approval_id}
+            )
 
     refused = run(use)
-    assert refused.message == UNKNOWN_TOOL_MESSAGE
+    assert unknown_tool_text(refused) == UNKNOWN_TOOL_MESSAGE
     assert faulty_calls(faulty_call_log, "record_note") == 0
 
     # The periodic sweep marks it expired, so it leaves the inbox's open requests.

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from mcp.shared.exceptions import MCPError
 
 from mcpgateway.constants import UNKNOWN_TOOL_MESSAGE
 
@@ -22,6 +21,7 @@ from .conftest import (
     raw_post,
     rpc_result,
     run,
+    unknown_tool_text,
 )
 
 pytestmark = [gateway_db, pytest.mark.slow]
@@ -65,21 +65,20 @@ def test_member_never_sees_inspects_or_executes_the_hidden_tool(gateway, people,
     async def main():
         async with mcp_client(gateway, people["member"], mode=mode) as client:
             found = await _search(client, QUERY, top_k=20)
-            errors = []
-            for name, args in (
-                ("tool_inspect", {"tool_ids": [HIDDEN]}),
-                ("execute_tool", {"tool_id": HIDDEN, "arguments": {"environment": "prod"}}),
-            ):
-                with pytest.raises(MCPError) as caught:
-                    await client.call_tool(name, args)
-                errors.append(caught.value)
+            errors = [
+                await client.call_tool(name, args)
+                for name, args in (
+                    ("tool_inspect", {"tool_ids": [HIDDEN]}),
+                    ("execute_tool", {"tool_id": HIDDEN, "arguments": {"environment": "prod"}}),
+                )
+            ]
             return found, errors
 
     found, errors = run(main)
     assert HIDDEN not in found
     assert all(tool_id.startswith(("time::", "calc::add")) for tool_id in found)
     for error in errors:
-        assert (error.code, error.message) == (-32602, UNKNOWN_TOOL_MESSAGE)
+        assert unknown_tool_text(error) == UNKNOWN_TOOL_MESSAGE
 
 
 def _execute_bytes(gateway, token: str, tool_id: str) -> tuple[int, bytes, dict[str, str]]:
@@ -108,7 +107,9 @@ VARIANTS = [
 
 def test_hidden_and_its_variants_answer_exactly_like_a_nonexistent_tool(gateway, people):
     nonexistent = _execute_bytes(gateway, people["member"], "calc::no_such_tool")
-    assert nonexistent[0] == 400 and UNKNOWN_TOOL_MESSAGE.encode() in nonexistent[1]  # -32602 maps to 400
+    # A tool error the model reads (isError in a result), not a JSON-RPC error: HTTP 200.
+    assert nonexistent[0] == 200 and UNKNOWN_TOOL_MESSAGE.encode() in nonexistent[1]
+    assert b'"isError":true' in nonexistent[1] and b'"error"' not in nonexistent[1]
     inspect_nonexistent = _inspect_bytes(gateway, people["member"], "calc::no_such_tool")
     assert _execute_bytes(gateway, people["member"], HIDDEN) == nonexistent
     assert _inspect_bytes(gateway, people["member"], HIDDEN) == inspect_nonexistent
@@ -121,7 +122,9 @@ def test_hidden_and_its_variants_answer_exactly_like_a_nonexistent_tool(gateway,
 def _inspect_many(gateway, token: str, tool_ids: list[str]) -> tuple[int, bytes, str]:
     body = modern_request("tools/call", {"name": "tool_inspect", "arguments": {"tool_ids": tool_ids}})
     response = raw_post(gateway, body, token=token)
-    return response.status_code, response.content, rpc_result(response)["error"]["message"]
+    result = rpc_result(response)["result"]
+    assert result["isError"] and result["structuredContent"] == {"unknown_tool": True}
+    return response.status_code, response.content, result["content"][0]["text"]
 
 
 def test_inspect_of_several_ids_names_the_unknown_ones_and_a_hidden_one_exactly_as_if_it_did_not_exist(gateway, people):
@@ -129,7 +132,7 @@ def test_inspect_of_several_ids_names_the_unknown_ones_and_a_hidden_one_exactly_
 
     asked = ["time::convert_time", HIDDEN, "calc::no_such_tool", "calc::add"]
     status, body, message = _inspect_many(gateway, people["member"], asked)
-    assert status == 400  # -32602, as for one unknown id
+    assert status == 200  # a tool error in the result, as for one unknown id
     assert message == (
         'Unknown tool: tool_ids[1] "calc::rotate_payroll_encryption_keys"; tool_ids[2] "calc::no_such_tool". '
         "Use a tool_id exactly as tool_search returned it; do not guess tool ids."
@@ -148,14 +151,13 @@ def test_outsider_sees_and_runs_nothing(gateway, people):
         async with mcp_client(gateway, people["outsider"], mode=MODERN) as client:
             listing = [tool.name for tool in (await client.list_tools()).tools]
             found = await _search(client, "current time")
-            with pytest.raises(MCPError) as caught:
-                await client.call_tool("execute_tool", {"tool_id": "time::get_current_time", "arguments": {}})
-            return listing, found, caught.value
+            refused = await client.call_tool("execute_tool", {"tool_id": "time::get_current_time", "arguments": {}})
+            return listing, found, refused
 
-    listing, found, error = run(main)
+    listing, found, refused = run(main)
     assert set(listing) == {"tool_search", "tool_inspect", "execute_tool"}
     assert found == []
-    assert error.message == UNKNOWN_TOOL_MESSAGE
+    assert unknown_tool_text(refused) == UNKNOWN_TOOL_MESSAGE
 
 
 def test_token_scopes_narrow_what_is_seen_and_run(gateway, people):
@@ -164,17 +166,16 @@ def test_token_scopes_narrow_what_is_seen_and_run(gateway, people):
             time_only = await _search(client, "add two integers", top_k=20)
         async with mcp_client(gateway, people["member_discover_only"]) as client:
             seen = await _search(client, "current time")
-            with pytest.raises(MCPError) as caught:
-                await client.call_tool("execute_tool", {"tool_id": "time::get_current_time", "arguments": {}})
+            refused = await client.call_tool("execute_tool", {"tool_id": "time::get_current_time", "arguments": {}})
         async with mcp_client(gateway, people["member"]) as client:
             full = await _search(client, "add two integers", top_k=20)
-        return time_only, seen, caught.value, full
+        return time_only, seen, refused, full
 
-    time_only, seen, error, full = run(main)
+    time_only, seen, refused, full = run(main)
     assert "calc::add" in full
     assert all(tool_id.startswith("time::") for tool_id in time_only)
     assert "time::get_current_time" in seen  # discover scope: searchable...
-    assert error.message == UNKNOWN_TOOL_MESSAGE  # ...but not executable without the execute scope
+    assert unknown_tool_text(refused) == UNKNOWN_TOOL_MESSAGE  # ...but not executable without the execute scope
 
 
 def test_revocation_takes_effect_on_the_next_call(gateway, people, admin_user, time_server):

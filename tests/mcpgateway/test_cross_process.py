@@ -179,21 +179,23 @@ def call(worker: Worker, token: str, name: str, arguments: dict[str, Any]) -> di
 
 
 def sees(worker: Worker, token: str) -> bool:
-    """tool_inspect (answered from the worker's cached visible set): found, or the unknown-tool error."""
+    """tool_inspect (answered from the worker's cached visible set): found, or the unknown-tool answer."""
     message = call(worker, token, "tool_inspect", {"tool_ids": [TOOL]})
     return _reached(message)
 
 
 def may_execute(worker: Worker, token: str) -> bool:
     """execute_tool reached the tool (the imported server has no connection: an upstream error result), or
-    the unknown-tool error."""
+    the unknown-tool answer."""
     message = call(worker, token, "execute_tool", {"tool_id": TOOL, "arguments": {"account": "42"}})
     return _reached(message)
 
 
 def _reached(message: dict[str, Any]) -> bool:
-    if "error" in message:
-        assert message["error"]["message"] == UNKNOWN_TOOL_MESSAGE, message
+    assert "error" not in message, message  # an unknown tool_id is a tool error the model reads, not a protocol one
+    result = message["result"]
+    if result.get("structuredContent") == {"unknown_tool": True}:
+        assert result["isError"] and result["content"][0]["text"] == UNKNOWN_TOOL_MESSAGE, message
         return False
     return True
 

@@ -212,6 +212,30 @@ def test_search_edge_cases_are_bounded(gateway, world):
     assert len(results["huge_k"].structured_content["matches"]) <= 20
 
 
+def test_a_clamped_top_k_is_said_in_the_answer(gateway, world):
+    """top_k outside 1-20 is clamped, and the answer says so (a line under the first, and ``notes``), without
+    echoing the number asked for; an answer within the limits has no such line and no ``notes``."""
+    from mcpgateway.services.discovery import TOP_K_CAPPED, TOP_K_RAISED
+
+    async def main():
+        async with mcp_client(gateway, world["token"], mode=MODERN) as client:
+            return {
+                top_k: await client.call_tool("tool_search", {"query": "current time", "top_k": top_k})
+                for top_k in (987_654_321, 21, 20, 0)
+            }
+
+    results = run(main)
+    for top_k, note in ((987_654_321, TOP_K_CAPPED), (21, TOP_K_CAPPED), (0, TOP_K_RAISED)):
+        result = results[top_k]
+        assert not result.is_error and result.structured_content["matches"], top_k
+        assert text_of(result).split("\n")[1] == note, top_k
+        assert result.structured_content["notes"] == [note], top_k
+        assert "987654321" not in text_of(result) and "987_654_321" not in text_of(result)
+    assert TOP_K_CAPPED == "top_k is above the maximum: capped at 20."
+    within = results[20]
+    assert "top_k" not in text_of(within) and "notes" not in within.structured_content
+
+
 def test_meta_tools_audit_discovery_and_execution(gateway, world):
     from governance.models import AuditEvent
 
@@ -245,16 +269,26 @@ def test_client_meta_identity_is_ignored(gateway, world):
     assert "x" not in event.delegation_chain
 
 
-def test_unknown_tool_is_invalid_params_without_echo(gateway, world):
+def test_an_unknown_tool_id_is_a_tool_error_the_model_reads_and_an_unknown_meta_tool_a_protocol_error(gateway, world):
+    """MCP: a tool's own failure (here, a tool_id argument naming no tool) is a result with isError, which hosts
+    hand to the model so it can correct itself; an unknown name in tools/call is a JSON-RPC error. Neither echoes
+    the id."""
+
     async def main():
         async with mcp_client(gateway, world["token"]) as client:
+            executed = await client.call_tool("execute_tool", {"tool_id": "nope::<script>", "arguments": {}})
+            inspected = await client.call_tool("tool_inspect", {"tool_ids": ["nope::<script>"]})
             with pytest.raises(MCPError) as caught:
-                await client.call_tool("execute_tool", {"tool_id": "nope::<script>", "arguments": {}})
-            return caught.value
+                await client.call_tool("tool_serch", {"query": "<script>"})
+            return executed, inspected, caught.value
 
-    error = run(main)
-    assert error.code == -32602 and error.message == UNKNOWN_TOOL_MESSAGE
-    assert "<script>" not in str(error.data or "")
+    executed, inspected, misnamed = run(main)
+    for result in (executed, inspected):
+        assert result.is_error and text_of(result) == UNKNOWN_TOOL_MESSAGE
+        assert result.structured_content == {"unknown_tool": True}
+        assert "<script>" not in str(result.model_dump())
+    assert misnamed.code == -32602 and misnamed.message == UNKNOWN_TOOL_MESSAGE
+    assert "<script>" not in str(misnamed.data or "")
 
 
 def test_execute_against_the_git_server(gateway, admin_user, tmp_path):

@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from mcp.shared.exceptions import MCPError
 
 from mcpgateway.constants import UNKNOWN_TOOL_MESSAGE
 
@@ -23,6 +22,7 @@ from .conftest import (
     mcp_client,
     run,
     sync_server,
+    unknown_tool_text,
 )
 
 pytestmark = [gateway_db, pytest.mark.slow]
@@ -69,10 +69,7 @@ def _ask(gateway, token: str) -> tuple[Any, Any, Any]:
     async def main():
         async with mcp_client(gateway, token) as client:
             found = await client.call_tool("tool_search", {"query": "summarize the meeting notes", "top_k": 10})
-            try:
-                inspected = await client.call_tool("tool_inspect", {"tool_ids": [POISONED]})
-            except MCPError as error:
-                inspected = error
+            inspected = await client.call_tool("tool_inspect", {"tool_ids": [POISONED]})
             clean = await client.call_tool("tool_inspect", {"tool_ids": [CLEAN]})
             return found, inspected, clean
 
@@ -90,7 +87,7 @@ def test_a_poisoned_description_is_held_and_never_served(gateway, world):
     ids = [match["tool_id"] for match in found.structured_content["matches"]]
     assert POISONED not in ids
     assert "previous instructions" not in str(found.model_dump()).lower()
-    assert isinstance(inspected, MCPError) and inspected.message == UNKNOWN_TOOL_MESSAGE
+    assert unknown_tool_text(inspected) == UNKNOWN_TOOL_MESSAGE
     assert clean.structured_content["tools"][0]["tool_id"] == CLEAN  # control: the clean sibling is served
 
 

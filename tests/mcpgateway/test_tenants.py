@@ -11,7 +11,6 @@ from typing import Any
 
 import httpx
 import pytest
-from mcp.shared.exceptions import MCPError
 
 from mcpgateway.constants import UNKNOWN_TOOL_MESSAGE
 
@@ -28,6 +27,7 @@ from .conftest import (
     raw_post,
     run,
     sync_server,
+    unknown_tool_text,
 )
 
 pytestmark = [gateway_db, pytest.mark.slow]
@@ -108,13 +108,16 @@ def _observed(gateway, world: dict[str, Any]) -> dict[str, Any]:
         response = _rest(gateway, world["alice_api"], "search/", method="POST", json={"query": query, "top_k": 10})
         seen[f"rest search {query}"] = (response.status_code, response.content)
     statuses = {key: value[0] for key, value in seen.items() if isinstance(value, tuple)}
-    assert statuses == {
-        "tool_inspect": 400,
-        "execute_tool": 400,
-        "tools/": 200,
-        f"tools/{B_TOOL}/": 404,
-        **{f"rest search {query}": 200 for query in QUERIES[:2]},
-    }
+    assert (
+        statuses
+        == {
+            "tool_inspect": 200,  # a tool error the model reads (isError), for an unknown and a hidden id alike
+            "execute_tool": 200,
+            "tools/": 200,
+            f"tools/{B_TOOL}/": 404,
+            **{f"rest search {query}": 200 for query in QUERIES[:2]},
+        }
+    )
     return seen
 
 
@@ -139,7 +142,7 @@ def test_tenant_bs_tool_answers_tenant_a_exactly_like_an_unknown_tool(gateway, t
     add_tenant_b_server(tenants, http_upstream)
     for meta_tool in ("tool_inspect", "execute_tool"):
         unknown = _call_bytes(gateway, tenants["alice_token"], meta_tool, "calc::no_such_tool")
-        assert unknown[0] == 400 and UNKNOWN_TOOL_MESSAGE.encode() in unknown[1]
+        assert unknown[0] == 200 and UNKNOWN_TOOL_MESSAGE.encode() in unknown[1] and b'"isError":true' in unknown[1]
         assert _call_bytes(gateway, tenants["alice_token"], meta_tool, B_TOOL) == unknown
         assert _call_bytes(gateway, tenants["bob_token"], meta_tool, B_TOOL)[1] != unknown[1]  # B may use it
     unknown_rest = _rest(gateway, tenants["alice_api"], "tools/calc::no_such_tool/")
@@ -167,16 +170,15 @@ def test_client_meta_cannot_claim_another_tenant_agent_or_subject(gateway, tenan
     async def main():
         async with mcp_client(gateway, tenants["alice_token"], mode=MODERN) as client:
             found = await client.session.call_tool("tool_search", {"query": QUERIES[0], "top_k": 10}, meta=spoof)
-            with pytest.raises(MCPError) as hidden:
-                await client.session.call_tool("execute_tool", {"tool_id": B_TOOL, "arguments": {}}, meta=spoof)
+            hidden = await client.session.call_tool("execute_tool", {"tool_id": B_TOOL, "arguments": {}}, meta=spoof)
             ran = await client.session.call_tool(
                 "execute_tool", {"tool_id": "time::get_current_time", "arguments": {"timezone": "UTC"}}, meta=spoof
             )
-            return found, hidden.value, ran
+            return found, hidden, ran
 
     found, hidden, ran = run(main)
     assert B_TOOL not in [match["tool_id"] for match in found.structured_content["matches"]]
-    assert hidden.message == UNKNOWN_TOOL_MESSAGE
+    assert unknown_tool_text(hidden) == UNKNOWN_TOOL_MESSAGE
     assert not ran.is_error
     event = AuditEvent.objects.get(event_type="execution", outcome="success")
     assert (event.human_subject, event.tenant, event.agent) == ("gw_alice", "tenant-a", "")
@@ -273,11 +275,8 @@ def test_agent_grants_narrow_the_human_and_the_token_narrows_further(gateway, te
     build_index()
 
     async def attempt(client, tool_id: str, arguments: dict[str, Any]) -> str:
-        try:
-            result = await client.call_tool("execute_tool", {"tool_id": tool_id, "arguments": arguments})
-        except MCPError as error:
-            return error.message
-        return "error" if result.is_error else "ran"
+        result = await client.call_tool("execute_tool", {"tool_id": tool_id, "arguments": arguments})
+        return unknown_tool_text(result) or ("error" if result.is_error else "ran")
 
     async def observe(token: str) -> tuple[list[str], str, str]:
         async with mcp_client(gateway, token) as client:

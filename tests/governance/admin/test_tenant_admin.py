@@ -240,3 +240,101 @@ def test_a_curator_previews_only_as_shared_or_own_tenants_people(client, world, 
         assert ("No such user." in preview.context["form"].errors.get("as_user", [])) is not known, name
         examples = client.get(reverse("search_preview_tool", args=[alpha_tool.pk]), {"as_user": name})
         assert examples.status_code == (200 if known else 404), name
+
+
+@pytest.fixture
+def shared_grants(world, people, django_user_model):
+    """Discover on the shared server and its tool for a person of each tenant and a shared one; bob-b's grants
+    made by tenant B's operator (whose name no page of tenant A's operator may print either)."""
+    from governance.models import ToolUserObjectPermission
+
+    op_b = django_user_model.objects.create_user(username="op-bravo", is_staff=True)
+    world["b"].members.add(op_b)
+    server = world["shared-srv"]
+    tool = server.tools.get()
+    discover_server = Permission.objects.get(codename="discover_server")
+    discover_tool = Permission.objects.get(codename="discover_tool")
+    for name in ("alice-a", "sam-shared", "bob-b"):
+        granter = op_b if name in ("bob-b", "sam-shared") else None
+        ServerUserObjectPermission.objects.create(
+            user=people[name], permission=discover_server, content_object=server, granted_by=granter
+        )
+        ToolUserObjectPermission.objects.create(
+            user=people[name], permission=discover_tool, content_object=tool, granted_by=granter
+        )
+    return {"server": server, "tool": tool}
+
+
+def test_a_shared_servers_grants_name_no_other_tenants_people(client, world, people, shared_grants, superuser):
+    """On a shared server's and tool's page and in the grant lists an operator of tenant A reads the holders of
+    their tenants and shared ones; tenant B's holders (and who granted them) are left out, not even counted, as
+    everywhere else tenant B's people do not exist for them. Saving the page leaves tenant B's grants alone."""
+    client.force_login(world["operator"])
+    server_page = reverse("admin:catalog_server_change", args=[shared_grants["server"].pk])
+    pages = {
+        "server": server_page,
+        "tool": reverse("admin:catalog_tool_change", args=[shared_grants["tool"].pk]),
+        "server grants": reverse("admin:governance_serveruserobjectpermission_changelist"),
+        "tool grants": reverse("admin:governance_tooluserobjectpermission_changelist"),
+    }
+    for name, url in pages.items():
+        page = client.get(url)
+        assert page.status_code == 200, name
+        html = page.content.decode()
+        assert "alice-a" in html and "sam-shared" in html, name
+        assert "bob-b" not in html and "op-bravo" not in html, name
+    granters = client.get(pages["server grants"]).content.decode()
+    assert "someone in another tenant" in granters  # sam-shared's grant, made by tenant B's operator
+    bob_grant = ServerUserObjectPermission.objects.get(user=people["bob-b"])
+    bob_grant_page = reverse("admin:governance_serveruserobjectpermission_change", args=[bob_grant.pk])
+    assert client.get(bob_grant_page).status_code == 302  # the admin's answer for a row that is not yours
+
+    fields = _form_fields(client.get(server_page).content.decode())
+    saved = client.post(server_page, fields)
+    assert saved.status_code == 302, saved.content.decode()[:2000]
+    assert ServerUserObjectPermission.objects.filter(content_object=shared_grants["server"]).count() == 3
+
+    client.force_login(superuser)  # the platform's operator sees every holder and granter
+    html = client.get(server_page).content.decode()
+    assert "bob-b" in html
+    assert "op-bravo" in client.get(pages["server grants"]).content.decode()
+
+
+def test_tenantless_tokens_and_agents_name_no_other_tenants_people(client, world, people, django_user_model):
+    """A token or agent in no tenant is shared, but its person may be tenant B's: an operator of tenant A does not
+    see that row (not listed, its page not found, not counted), and a shared person's token made or revoked by
+    tenant B's operator shows them as someone in another tenant."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from governance.models import Agent
+    from governance.services.tokens import api_token_create, api_token_revoke
+
+    op_b = django_user_model.objects.create_user(username="op-bravo", is_staff=True)
+    world["b"].members.add(op_b)
+    expires = timezone.now() + timedelta(days=1)
+    tokens = {
+        name: api_token_create(
+            user=people[name], name=f"{name}-token", scopes=["discover"], expires_at=expires, created_by=op_b
+        )[0]
+        for name in ("bob-b", "sam-shared")
+    }
+    api_token_revoke(token=tokens["sam-shared"], actor=op_b)
+    agents = {name: Agent.objects.create(user=people[name], name=f"{name}-agent") for name in ("bob-b", "sam-shared")}
+
+    client.force_login(world["operator"])
+    for model in ("apitoken", "agent"):
+        listed = client.get(reverse(f"admin:governance_{model}_changelist"))
+        assert listed.status_code == 200, model
+        html = listed.content.decode()
+        assert "sam-shared" in html, model
+        assert "bob-b" not in html and "op-bravo" not in html, model
+    for model, rows in (("apitoken", tokens), ("agent", agents)):
+        assert client.get(reverse(f"admin:governance_{model}_change", args=[rows["bob-b"].pk])).status_code == 302
+    shared_token = client.get(reverse("admin:governance_apitoken_change", args=[tokens["sam-shared"].pk]))
+    assert shared_token.status_code == 200
+    html = shared_token.content.decode()
+    assert "sam-shared" in html and "op-bravo" not in html
+    assert html.count("someone in another tenant") == 2  # who created it and who revoked it
+    assert 'name="created_by"' not in html and 'name="revoked_by"' not in html  # read-only, never a choice

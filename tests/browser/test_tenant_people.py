@@ -1,0 +1,96 @@
+"""An operator of tenant A in a real browser: a shared server's page and the grant and token lists show the
+people of tenant A and shared people, never tenant B's (nor who in tenant B made a grant or a token)."""
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import Group, Permission
+from django.utils import timezone
+
+from governance.models import Agent, ServerUserObjectPermission, ToolUserObjectPermission
+from governance.roles import OPERATORS
+from governance.services.tokens import api_token_create
+from tests.governance.factories import ServerFactory, ToolFactory, tenant_with
+
+from .conftest import admin_login, screenshot
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+@pytest.fixture
+def shared_server(django_user_model):
+    make = django_user_model.objects.create_user
+    operator = make(username="op-alpha", password="pw-op-alpha-123", is_staff=True)
+    operator.groups.add(Group.objects.get(name=OPERATORS))
+    alice, bob, sam, op_b = (
+        make(username="alice-a"),
+        make(username="bob-b"),
+        make(username="sam-shared"),
+        make(username="op-bravo", is_staff=True),
+    )
+    tenant_with("tenant-a", operator, alice)
+    tenant_with("tenant-b", bob, op_b)
+    server = ServerFactory(slug="shared-srv")
+    tool = ToolFactory(server=server, name="shared_tool")
+    discover, discover_tool = (Permission.objects.get(codename=f"discover_{m}") for m in ("server", "tool"))
+    for person, granter in ((alice, None), (sam, op_b), (bob, op_b)):
+        ServerUserObjectPermission.objects.create(
+            user=person, permission=discover, content_object=server, granted_by=granter
+        )
+        ToolUserObjectPermission.objects.create(
+            user=person, permission=discover_tool, content_object=tool, granted_by=granter
+        )
+        Agent.objects.create(user=person, name=f"{person.username} agent")  # in no tenant: shared
+    expires = timezone.now() + timedelta(days=1)
+    for person in (sam, bob):
+        api_token_create(
+            user=person, name=f"{person.username} laptop", scopes=["discover"], expires_at=expires, created_by=op_b
+        )
+    return server
+
+
+def _show(browser, element_id: str) -> None:
+    browser.execute_script(f"document.getElementById('{element_id}').scrollIntoView()")
+
+
+def _body(browser) -> str:
+    return browser.find_element("tag name", "body").text
+
+
+def test_an_operator_reads_no_other_tenants_people_on_shared_pages(browser, live_server, shared_server):
+    admin_login(browser, live_server.url, "op-alpha", "pw-op-alpha-123")
+
+    browser.get(f"{live_server.url}/admin/catalog/server/{shared_server.pk}/change/")
+    page = _body(browser)
+    assert "alice-a" in page and "sam-shared" in page and "bob-b" not in page
+    _show(browser, "user_grants-group")
+    screenshot(browser, "tenant-a-operator-shared-server-access")
+
+    tool = shared_server.tools.get()
+    browser.get(f"{live_server.url}/admin/catalog/tool/{tool.pk}/change/")
+    page = _body(browser)
+    assert "alice-a" in page and "sam-shared" in page and "bob-b" not in page
+    _show(browser, "user_grants-group")
+    screenshot(browser, "tenant-a-operator-shared-tool-access")
+
+    for model in ("serveruserobjectpermission", "tooluserobjectpermission"):
+        browser.get(f"{live_server.url}/admin/governance/{model}/")
+        page = _body(browser)
+        assert "alice-a" in page and "sam-shared" in page and "someone in another tenant" in page, model
+        assert "bob-b" not in page and "op-bravo" not in page, model
+        screenshot(browser, f"tenant-a-operator-{model}-list")
+
+    browser.get(f"{live_server.url}/admin/governance/agent/")
+    page = _body(browser)
+    assert "alice-a agent" in page and "sam-shared agent" in page and "bob-b" not in page
+    screenshot(browser, "tenant-a-operator-agents")
+
+    browser.get(f"{live_server.url}/admin/governance/apitoken/")
+    page = _body(browser)
+    assert "sam-shared laptop" in page and "bob-b" not in page
+    browser.find_element("link text", "sam-shared laptop").click()
+    page = _body(browser)
+    assert "someone in another tenant" in page and "op-bravo" not in page
+    assert not browser.find_elements("name", "created_by")  # read-only, not a choice
+    browser.execute_script("window.scrollTo(0, document.body.scrollHeight)")
+    screenshot(browser, "tenant-a-operator-shared-token")
