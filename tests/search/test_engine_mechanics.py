@@ -118,3 +118,21 @@ def test_visible_masks_are_kept_per_visible_set_and_read_only():
     for pk in range(1, 9):
         assert snapshot.visibility(frozenset({pk}))[1].tolist() == [pk - 1]
     assert snapshot.visibility(frozenset({2, 5}))[1].tolist() == [1, 4]  # evicted, computed again
+
+
+@pytest.mark.parametrize("most", [1, 2, 3])
+def test_a_tools_dense_score_is_the_best_of_its_vectors_however_many_it_has(most):
+    """Per-tool maxima are taken a vector position at a time (and block by block past a few): the same
+    values as the max over each tool's block, for tools with none, one, typical and very many vectors."""
+    rng = np.random.default_rng(most)
+    counts = np.full(400, most)
+    counts[rng.choice(400, 60, replace=False)] = rng.integers(0, 30, 60)  # none, a few and past the passes
+    per_doc = [rng.standard_normal((c, 16)).astype(np.float32) if c else None for c in counts]
+    table = DenseIndex(per_doc, [("document",) * c for c in counts], [("",) * c for c in counts])
+    for _ in range(5):
+        query = rng.standard_normal(16).astype(np.float32)
+        expected = [float((v @ query).max()) if v is not None else -1.0 for v in per_doc]
+        found = table.score(query)
+        assert found.scores.tolist() == pytest.approx(expected, abs=1e-5)
+        blocks = [found.sims[lo:hi] for lo, hi in zip(table.offsets[:-1], table.offsets[1:], strict=True)]
+        assert found.scores.tolist() == [float(b.max()) if len(b) else -1.0 for b in blocks]
