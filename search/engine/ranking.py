@@ -356,9 +356,10 @@ def rank(
         )
         if needed is None or not sum(_refine(b, rows) for b, rows in zip(everything, needed, strict=True)):
             break
-    candidates = ranking
-    if not isinstance(candidates, list):
-        return candidates
+    if isinstance(ranking, Ranking):
+        return ranking
+    # The last pass's candidates, read now that nothing more is refined (earlier passes build none).
+    candidates = ranking.candidates()
     if options.intent and tool_ops is not None and _fusion_of(branches, options) in FUSIONS:
         fusion = _fusion_of(branches, options)
         _apply_intent(candidates, query, tool_ops, options, scale=1.0 if fusion == "convex" else 2.0 / options.rrf_k)
@@ -392,7 +393,7 @@ def _rank_pass(
     tie_keys: np.ndarray,
     calibration: Calibration,
     clauses: Sequence[Branches],
-) -> tuple["list[Candidate] | Ranking", list[np.ndarray] | None]:
+) -> tuple["_Pass | Ranking", list[np.ndarray] | None]:
     """One ranking pass: the candidates (or an empty Ranking), and for approximate dense scores the rows of
     each branch whose exact score this answer depends on (None when every score is exact)."""
     rows = branches.visible_rows
@@ -436,41 +437,61 @@ def _rank_pass(
         at = cand_step == which
         bm25_part[at] = scales[which] * fuses[which].bm25_part[order[at]]
         dense_part[at] = scales[which] * fuses[which].dense_part[order[at]]
-    bm25_ranks = _ranks_at(whole.bm25, whole.tie, order, positive_only=True)
-    dense_ranks = (
-        _ranks_at(
-            whole.dense,
-            whole.tie,
-            order,
-            positive_only=False,
-            depth=options.dense_rank_depth,
-            head=whole.dense_head[: options.dense_rank_depth],
-        )
-        if whole.dense is not None
-        else np.zeros(len(order), np.int64)
-    )
     needed = None
     if any(_approximate(b) for b in (branches, *clauses)):
         needed = _exact_rows_needed(
             branches, clauses, scales, fusion, options, top_k, fused, order, pool, cand_rows, whole
         )
-    candidates = [
-        Candidate(
-            row=int(cand_rows[i]),
-            score=float(fused[order[i]]),
-            calibrated=float(calibrated[i]),
-            bm25_rank=int(bm25_ranks[i]) or None,
-            dense_rank=int(dense_ranks[i]) or None,
-            bm25_score=float(whole.bm25[order[i]]),
-            dense_score=float(whole.dense[order[i]]) if whole.dense is not None else None,
-            best_vector=branches.dense.best(int(cand_rows[i])) if branches.dense is not None else -1,
-            bm25_part=float(bm25_part[i]),
-            dense_part=float(dense_part[i]),
-            step=int(cand_step[i]),
+    return _Pass(branches, options, whole, order, fused[order], calibrated, bm25_part, dense_part, cand_step), needed
+
+
+@dataclass
+class _Pass:
+    """A ranking pass's candidates (visible positions ``order``) and their values, before the diagnostics
+    (branch ranks, closest vector) that only the last pass needs."""
+
+    branches: Branches
+    options: RankingOptions
+    whole: _Fused
+    order: np.ndarray
+    fused: np.ndarray  # per candidate, as the other arrays below
+    calibrated: np.ndarray
+    bm25_part: np.ndarray
+    dense_part: np.ndarray
+    step: np.ndarray
+
+    def candidates(self) -> list[Candidate]:
+        whole, order, dense = self.whole, self.order, self.branches.dense
+        cand_rows = self.branches.visible_rows[order]
+        bm25_ranks = _ranks_at(whole.bm25, whole.tie, order, positive_only=True)
+        dense_ranks = (
+            _ranks_at(
+                whole.dense,
+                whole.tie,
+                order,
+                positive_only=False,
+                depth=self.options.dense_rank_depth,
+                head=whole.dense_head[: self.options.dense_rank_depth],
+            )
+            if whole.dense is not None
+            else np.zeros(len(order), np.int64)
         )
-        for i in range(len(order))
-    ]
-    return candidates, needed
+        return [
+            Candidate(
+                row=int(cand_rows[i]),
+                score=float(self.fused[i]),
+                calibrated=float(self.calibrated[i]),
+                bm25_rank=int(bm25_ranks[i]) or None,
+                dense_rank=int(dense_ranks[i]) or None,
+                bm25_score=float(whole.bm25[order[i]]),
+                dense_score=float(whole.dense[order[i]]) if whole.dense is not None else None,
+                best_vector=dense.best(int(cand_rows[i])) if dense is not None else -1,
+                bm25_part=float(self.bm25_part[i]),
+                dense_part=float(self.dense_part[i]),
+                step=int(self.step[i]),
+            )
+            for i in range(len(order))
+        ]
 
 
 def _exact_rows_needed(
