@@ -19,7 +19,12 @@ the embedding model and one index snapshot. Per size it reports:
 - ratio: p95 tool_search / p95 encode, against the targets (10k <= 1.5x, 100k <= 2x);
 - rss: resident memory of each process after the run (target at 100k: <= 1 GB including the model), with
   ``--workers`` processes (default 2) running each size at once as uvicorn workers would; latency figures
-  are the first process's; PSS splits the pages they share.
+  are the first process's; PSS splits the pages they share;
+- CPU per request: process CPU time of the encode, the search and tool_search (mean), steady where wall
+  times move with the machine's load.
+
+A before/after in one sitting: ``SCOUT_BENCH_ROOT=<other checkout> python bench/bench_search.py ...`` runs
+this script against that checkout's code; alternate it with a run on this one.
 
 Catalogs are synthetic, built in memory and never written: the public catalogs under ../shared/eval
 (SCOUT_EVAL_DIR) sampled and, past their size, copied onto renamed servers with descriptions perturbed
