@@ -19,7 +19,12 @@ the embedding model and one index snapshot. Per size it reports:
 - ratio: p95 tool_search / p95 encode, against the targets (10k <= 1.5x, 100k <= 2x);
 - rss: resident memory of each process after the run (target at 100k: <= 1 GB including the model), with
   ``--workers`` processes (default 2) running each size at once as uvicorn workers would; latency figures
-  are the first process's; PSS splits the pages they share.
+  are the first process's; PSS splits the pages they share;
+- CPU per request: process CPU time of the encode, the search and tool_search (mean), steady where wall
+  times move with the machine's load.
+
+A before/after in one sitting: ``SCOUT_BENCH_ROOT=<other checkout> python bench/bench_search.py ...`` runs
+this script against that checkout's code; alternate it with a run on this one.
 
 Catalogs are synthetic, built in memory and never written: the public catalogs under ../shared/eval
 (SCOUT_EVAL_DIR) sampled and, past their size, copied onto renamed servers with descriptions perturbed
@@ -44,7 +49,8 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+# SCOUT_BENCH_ROOT: another checkout to measure (e.g. the base commit, for a before/after in one sitting).
+ROOT = Path(os.environ.get("SCOUT_BENCH_ROOT") or Path(__file__).resolve().parent.parent)
 TARGETS = {10_000: 1.5, 100_000: 2.0}
 MEMORY_TARGET_MB = 1024
 UPDATE_TARGET = 1.1  # a sync's new snapshot: at most 1.1x the time to encode the changed tools
@@ -303,20 +309,21 @@ def run_size(size: int, n_queries: int, warmup: int, no_progress: bool = False, 
     queries, query_origin = bench_queries(docs, n_queries + warmup)
 
     encode_ms, search_ms, service_ms, single_ms, single_encode_ms, degraded, multi = [], [], [], [], [], 0, 0
+    cpu_ms = {"encode": [], "search": [], "tool_search": []}  # process CPU per request: steady on a busy machine
     needed_ms = []  # per request: encoding every text it needs (the request and its steps, one batch)
     from catalog.progress import progress_reporter
 
     # stderr is the terminal's (the driver passes it through); stdout carries the JSON row.
     with progress_reporter(sys.stderr, f"{size} tools", unit="queries", disabled=no_progress) as progress:
         for i, query in enumerate(queries):
-            t0 = time.perf_counter()
+            c0, t0 = time.process_time(), time.perf_counter()
             vector = encoder.encode([query])[0]
-            t1 = time.perf_counter()
+            c1, t1 = time.process_time(), time.perf_counter()
             request = SearchRequest(query=query, visible=visible, top_k=5, fusion="convex", query_vector=vector)
             backend.search(request)
-            t2 = time.perf_counter()
+            c2, t2 = time.process_time(), time.perf_counter()
             result = tool_search(query=query, visible=visible, top_k=5)
-            t3 = time.perf_counter()
+            c3, t3 = time.process_time(), time.perf_counter()
             parts = request_parts(query)
             needed = t1 - t0
             if parts:  # encode(), not encode_queries(): that one's cache would serve tool_search later
@@ -328,6 +335,8 @@ def run_size(size: int, n_queries: int, warmup: int, no_progress: bool = False, 
                 continue
             degraded += int(result.degraded)
             encode_ms.append((t1 - t0) * 1000)
+            for key, spent in (("encode", c1 - c0), ("search", c2 - c1), ("tool_search", c3 - c2)):
+                cpu_ms[key].append(spent * 1000)
             needed_ms.append(needed * 1000)
             search_ms.append((t2 - t1) * 1000)
             service_ms.append((t3 - t2) * 1000)
@@ -354,6 +363,7 @@ def run_size(size: int, n_queries: int, warmup: int, no_progress: bool = False, 
         "search_ms": search,
         "tool_search_ms": service,
         "ratio_p95": service["p95"] / encode["p95"],
+        "cpu_ms": {key: statistics.fmean(values) for key, values in cpu_ms.items()},
         "encode_needed_ms": summary(needed_ms),
         "ratio_p95_needed": service["p95"] / summary(needed_ms)["p95"],
         "tool_search_single_step_ms": single,
@@ -431,6 +441,13 @@ def print_table(rows: list[dict]) -> None:
         )
     blas = ", ".join(first["threads"]["blas"]) or "-"
     print(f"encoder: {first['encoder']}; threads: torch {first['threads']['torch']}, BLAS {blas}")
+    for r in rows:
+        cpu = r["cpu_ms"]
+        print(
+            f"{r['tools']:>7} tools: CPU per request (mean, ms): encode {cpu['encode']:.2f}, search "
+            f"{cpu['search']:.2f}, tool_search {cpu['tool_search']:.2f} ({cpu['tool_search'] / cpu['encode']:.2f}x "
+            "the encode)"
+        )
     print("ratio = p95 tool_search (encode + search, in process) / p95 single-query encode, same run;")
     for r in rows:
         print(

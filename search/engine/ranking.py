@@ -108,6 +108,14 @@ class Calibration:
         head = np.partition(cosine, len(cosine) - depth)[len(cosine) - depth :]
         return float(head.max() - head.min())
 
+    def peak_of_head(self, head_values: np.ndarray) -> float:
+        """``peak`` from the request's best cosines in descending order (at least ``peak_depth`` of them, or
+        every visible one): the same value without selecting the head again."""
+        if not len(head_values):
+            return 0.0
+        depth = min(self.peak_depth, len(head_values))
+        return float(head_values[0] - head_values[depth - 1])
+
     def score(self, cosine: np.ndarray | None, coverage: np.ndarray, peak: float = 0.0) -> np.ndarray:
         if cosine is None:
             z = self.lexical_slope * (coverage - self.lexical_center)
@@ -194,18 +202,25 @@ def _top(values: np.ndarray, tie: np.ndarray, k: int) -> np.ndarray:
 
 
 def _ranks_at(
-    values: np.ndarray, tie: np.ndarray, positions: np.ndarray, *, positive_only: bool, depth: int | None = None
+    values: np.ndarray,
+    tie: np.ndarray,
+    positions: np.ndarray,
+    *,
+    positive_only: bool,
+    depth: int | None = None,
+    head: np.ndarray | None = None,
 ) -> np.ndarray:
     """1-based rank in the full order (value descending, ties by tool id) of the given positions only;
     0 where ``positive_only`` and the value is not positive, and 0 past ``depth``. Equal to ranking every
     row and reading these, without sorting every row: with ``depth`` only the head is selected, and with
-    ``positive_only`` only the positive values (BM25: the rows with a query term) are ranked."""
+    ``positive_only`` only the positive values (BM25: the rows with a query term) are ranked. ``head``: that
+    head, ``_top(values, tie, depth)``, when the caller has it already."""
     ranks = np.zeros(len(positions), np.int64)
     ranked = values[positions] > 0 if positive_only else np.ones(len(positions), bool)
     if not ranked.any():
         return ranks
     if depth is not None:
-        head = _top(values, tie, depth)
+        head = _top(values, tie, depth) if head is None else head
         if positive_only:
             head = head[values[head] > 0]
         rank_of = {int(row): rank for rank, row in enumerate(head.tolist(), start=1)}
@@ -243,10 +258,25 @@ class _Fused:
     fused: np.ndarray  # over visible rows; bm25_part + dense_part
     bm25_part: np.ndarray
     dense_part: np.ndarray
-    calibrated: np.ndarray
     bm25: np.ndarray
     dense: np.ndarray | None
     tie: np.ndarray  # tie-break keys of the visible rows; branch ranks are computed for candidates only
+    peak: float
+    coverage: np.ndarray  # of every row (not only the visible ones): read at the candidates only
+    rows: np.ndarray  # the visible rows
+    calibration: Calibration
+    dense_head: np.ndarray | None = None  # ``_top`` of ``dense`` when asked for (``head_depth``)
+
+    def calibrated_at(self, positions: np.ndarray) -> np.ndarray:
+        """The calibrated score of the given visible positions. Elementwise, so the same values as scoring
+        every visible row and reading these, without the logistic of every row (only candidates need one)."""
+        dense = self.dense[positions] if self.dense is not None else None
+        return self.calibration.score(dense, self.coverage[self.rows[positions]], self.peak)
+
+
+def _visible(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``values[rows]``; the array itself (not a copy) when every row is visible (``rows`` is then 0..n-1)."""
+    return values if len(rows) == len(values) else values[rows]
 
 
 def _fuse(
@@ -257,11 +287,13 @@ def _fuse(
     tie_keys: np.ndarray,
     calibration: Calibration,
     peak: float | None = None,
+    head_depth: int = 0,
 ) -> _Fused:
+    """``head_depth``: also select the dense head that deep (``_Fused.dense_head``); the peak is read from it."""
     rows = branches.visible_rows
-    tie = tie_keys[rows]
-    bm25 = branches.sparse.scores[rows]
-    dense = branches.dense.scores[rows] if branches.dense is not None else None
+    tie = _visible(tie_keys, rows)
+    bm25 = _visible(branches.sparse.scores, rows)
+    dense = _visible(branches.dense.scores, rows) if branches.dense is not None else None
     zeros = np.zeros(len(rows))
     if fusion == "bm25":
         bm25_part, dense_part = bm25.astype(np.float64), zeros
@@ -280,10 +312,14 @@ def _fuse(
             head = _top(dense, tie, depth)
             dense_part[head] = 1.0 / (options.rrf_k + np.arange(1, len(head) + 1))
     fused = bm25_part + dense_part
+    dense_head = _top(dense, tie, head_depth) if dense is not None and head_depth > 0 else None
     if peak is None:
-        peak = calibration.peak(dense)
-    calibrated = calibration.score(dense, branches.sparse.coverage[rows], peak)
-    return _Fused(fused, bm25_part, dense_part, calibrated, bm25, dense, tie)
+        if dense_head is not None and len(dense_head) >= min(calibration.peak_depth, len(dense)):
+            peak = calibration.peak_of_head(dense[dense_head])
+        else:
+            peak = calibration.peak(dense)
+    coverage = branches.sparse.coverage
+    return _Fused(fused, bm25_part, dense_part, bm25, dense, tie, peak, coverage, rows, calibration, dense_head)
 
 
 def rank(
@@ -320,9 +356,10 @@ def rank(
         )
         if needed is None or not sum(_refine(b, rows) for b, rows in zip(everything, needed, strict=True)):
             break
-    candidates = ranking
-    if not isinstance(candidates, list):
-        return candidates
+    if isinstance(ranking, Ranking):
+        return ranking
+    # The last pass's candidates, read now that nothing more is refined (earlier passes build none).
+    candidates = ranking.candidates()
     if options.intent and tool_ops is not None and _fusion_of(branches, options) in FUSIONS:
         fusion = _fusion_of(branches, options)
         _apply_intent(candidates, query, tool_ops, options, scale=1.0 if fusion == "convex" else 2.0 / options.rrf_k)
@@ -356,7 +393,7 @@ def _rank_pass(
     tie_keys: np.ndarray,
     calibration: Calibration,
     clauses: Sequence[Branches],
-) -> tuple["list[Candidate] | Ranking", list[np.ndarray] | None]:
+) -> tuple["_Pass | Ranking", list[np.ndarray] | None]:
     """One ranking pass: the candidates (or an empty Ranking), and for approximate dense scores the rows of
     each branch whose exact score this answer depends on (None when every score is exact)."""
     rows = branches.visible_rows
@@ -364,58 +401,97 @@ def _rank_pass(
     if not len(rows):
         return Ranking([], Confidence.NONE, 0, terms), None
     fusion = _fusion_of(branches, options)
-    whole = _fuse(branches, fusion, options, top_k, tie_keys, calibration)
-    fused, calibrated = whole.fused, whole.calibrated
-    bm25_part, dense_part, step = whole.bm25_part, whole.dense_part, np.zeros(len(rows), np.int64)
+    # The dense head serves the peak, the candidates' dense ranks and the re-score band (one selection).
+    head_depth = max(options.dense_rank_depth, calibration.peak_depth, Calibration.peak_depth)
+    whole = _fuse(branches, fusion, options, top_k, tie_keys, calibration, head_depth=head_depth)
+    fused, step = whole.fused, np.zeros(len(rows), np.int64)
     top = float(fused.max()) if len(fused) else 0.0
-    peak = calibration.peak(whole.dense) if clauses else 0.0
-    scales = [1.0]
+    scales, fuses = [1.0], [whole]
     for clause in clauses:
-        part = _fuse(clause, fusion, options, top_k, tie_keys, calibration, peak=peak)
+        part = _fuse(clause, fusion, options, top_k, tie_keys, calibration, peak=whole.peak)
         part_top = float(part.fused.max())
         # Each part's best tool lands just under the whole request's best, so every step gets a place.
         scale = options.clause_discount
         if options.clause_rescale and part_top > 0:
             scale *= top / part_top
         scales.append(scale)
-        wins = scale * part.fused > fused  # this step gives the tool its score (np.maximum, with its parts)
-        fused = np.where(wins, scale * part.fused, fused)
-        bm25_part = np.where(wins, scale * part.bm25_part, bm25_part)
-        dense_part = np.where(wins, scale * part.dense_part, dense_part)
+        fuses.append(part)
+        scaled = scale * part.fused
+        wins = scaled > fused  # this step gives the tool its score (np.maximum, with its parts)
+        fused = np.where(wins, scaled, fused)
         step = np.where(wins, len(scales) - 1, step)
-        calibrated = np.maximum(calibrated, part.calibrated)
 
     pool = max(options.second_stage, options.overfetch * top_k)
     order = _top(fused, whole.tie, pool)
     if fusion == "rrf":
         order = order[fused[order] > 0]
     cand_rows = rows[order]
-    bm25_ranks = _ranks_at(whole.bm25, whole.tie, order, positive_only=True)
-    dense_ranks = (
-        _ranks_at(whole.dense, whole.tie, order, positive_only=False, depth=options.dense_rank_depth)
-        if whole.dense is not None
-        else np.zeros(len(order), np.int64)
-    )
+    # Per candidate only: the calibrated score (the best of the request's and its parts') and the branch
+    # shares of the step that gave the score (scaled as the fused score was).
+    calibrated = whole.calibrated_at(order)
+    for part in fuses[1:]:
+        calibrated = np.maximum(calibrated, part.calibrated_at(order))
+    cand_step = step[order]
+    bm25_part, dense_part = whole.bm25_part[order], whole.dense_part[order]
+    for which in np.unique(cand_step[cand_step > 0]).tolist():
+        at = cand_step == which
+        bm25_part[at] = scales[which] * fuses[which].bm25_part[order[at]]
+        dense_part[at] = scales[which] * fuses[which].dense_part[order[at]]
     needed = None
     if any(_approximate(b) for b in (branches, *clauses)):
-        needed = _exact_rows_needed(branches, clauses, scales, fusion, options, top_k, fused, order, pool, cand_rows)
-    candidates = [
-        Candidate(
-            row=int(cand_rows[i]),
-            score=float(fused[order[i]]),
-            calibrated=float(calibrated[order[i]]),
-            bm25_rank=int(bm25_ranks[i]) or None,
-            dense_rank=int(dense_ranks[i]) or None,
-            bm25_score=float(whole.bm25[order[i]]),
-            dense_score=float(whole.dense[order[i]]) if whole.dense is not None else None,
-            best_vector=branches.dense.best(int(cand_rows[i])) if branches.dense is not None else -1,
-            bm25_part=float(bm25_part[order[i]]),
-            dense_part=float(dense_part[order[i]]),
-            step=int(step[order[i]]),
+        needed = _exact_rows_needed(
+            branches, clauses, scales, fusion, options, top_k, fused, order, pool, cand_rows, whole
         )
-        for i in range(len(order))
-    ]
-    return candidates, needed
+    return _Pass(branches, options, whole, order, fused[order], calibrated, bm25_part, dense_part, cand_step), needed
+
+
+@dataclass
+class _Pass:
+    """A ranking pass's candidates (visible positions ``order``) and their values, before the diagnostics
+    (branch ranks, closest vector) that only the last pass needs."""
+
+    branches: Branches
+    options: RankingOptions
+    whole: _Fused
+    order: np.ndarray
+    fused: np.ndarray  # per candidate, as the other arrays below
+    calibrated: np.ndarray
+    bm25_part: np.ndarray
+    dense_part: np.ndarray
+    step: np.ndarray
+
+    def candidates(self) -> list[Candidate]:
+        whole, order, dense = self.whole, self.order, self.branches.dense
+        cand_rows = self.branches.visible_rows[order]
+        bm25_ranks = _ranks_at(whole.bm25, whole.tie, order, positive_only=True)
+        dense_ranks = (
+            _ranks_at(
+                whole.dense,
+                whole.tie,
+                order,
+                positive_only=False,
+                depth=self.options.dense_rank_depth,
+                head=whole.dense_head[: self.options.dense_rank_depth],
+            )
+            if whole.dense is not None
+            else np.zeros(len(order), np.int64)
+        )
+        return [
+            Candidate(
+                row=int(cand_rows[i]),
+                score=float(self.fused[i]),
+                calibrated=float(self.calibrated[i]),
+                bm25_rank=int(bm25_ranks[i]) or None,
+                dense_rank=int(dense_ranks[i]) or None,
+                bm25_score=float(whole.bm25[order[i]]),
+                dense_score=float(whole.dense[order[i]]) if whole.dense is not None else None,
+                best_vector=dense.best(int(cand_rows[i])) if dense is not None else -1,
+                bm25_part=float(self.bm25_part[i]),
+                dense_part=float(self.dense_part[i]),
+                step=int(self.step[i]),
+            )
+            for i in range(len(order))
+        ]
 
 
 def _exact_rows_needed(
@@ -429,6 +505,7 @@ def _exact_rows_needed(
     order: np.ndarray,
     pool: int,
     cand_rows: np.ndarray,
+    whole: _Fused,
 ) -> list[np.ndarray]:
     """Per branch, the rows whose exact dense score the pass's answer depends on, given that every score
     not yet refined is within ``error`` of its exact value. Once all of them are exact, the answer is the
@@ -461,10 +538,13 @@ def _exact_rows_needed(
             needed.append(np.zeros(0, np.int64))
             continue
         error = branch.dense.error
-        values = branch.dense.scores[rows]
+        values = whole.dense if branch is branches else _visible(branch.dense.scores, rows)
         parts = list(shared)
         depth = min(Calibration.peak_depth, len(values))  # the peak: best and depth-th best cosines
-        kth = np.partition(values, len(values) - depth)[len(values) - depth]
+        if branch is branches:  # the whole request's head is selected already (descending)
+            kth = values[whole.dense_head[depth - 1]]
+        else:
+            kth = np.partition(values, len(values) - depth)[len(values) - depth]
         parts.append(rows[values >= kth - 2 * error])
         if fusion == "rrf":  # each branch's head: its members and their order
             depth = min(options.overfetch * top_k, len(values))

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from search.documents import ToolDoc
-from search.engine.dense import DenseIndex
-from search.engine.ranking import _ranks_at, _top
+from search.engine.dense import DenseIndex, DenseScores
+from search.engine.ranking import Branches, Calibration, RankingOptions, _ranks_at, _top, rank
 from search.engine.snapshot import IndexSnapshot
+from search.engine.sparse import SparseScores
 
 
 def full_order(values: np.ndarray, tie: np.ndarray) -> np.ndarray:
@@ -118,3 +119,87 @@ def test_visible_masks_are_kept_per_visible_set_and_read_only():
     for pk in range(1, 9):
         assert snapshot.visibility(frozenset({pk}))[1].tolist() == [pk - 1]
     assert snapshot.visibility(frozenset({2, 5}))[1].tolist() == [1, 4]  # evicted, computed again
+
+
+@pytest.mark.parametrize("most", [1, 2, 3])
+def test_a_tools_dense_score_is_the_best_of_its_vectors_however_many_it_has(most):
+    """Per-tool maxima are taken a vector position at a time (and block by block past a few): the same
+    values as the max over each tool's block, for tools with none, one, typical and very many vectors."""
+    rng = np.random.default_rng(most)
+    counts = np.full(400, most)
+    counts[rng.choice(400, 60, replace=False)] = rng.integers(0, 30, 60)  # none, a few and past the passes
+    per_doc = [rng.standard_normal((c, 16)).astype(np.float32) if c else None for c in counts]
+    table = DenseIndex(per_doc, [("document",) * c for c in counts], [("",) * c for c in counts])
+    for _ in range(5):
+        query = rng.standard_normal(16).astype(np.float32)
+        expected = [float((v @ query).max()) if v is not None else -1.0 for v in per_doc]
+        found = table.score(query)
+        assert found.scores.tolist() == pytest.approx(expected, abs=1e-5)
+        blocks = [found.sims[lo:hi] for lo, hi in zip(table.offsets[:-1], table.offsets[1:], strict=True)]
+        assert found.scores.tolist() == [float(b.max()) if len(b) else -1.0 for b in blocks]
+
+
+def plain_candidates(branches, clauses, options, tie, calibration, pool):
+    """Fusion of the request and its parts over every visible row (convex, no intent or negatives): what
+    ranking computed for every row before it computed calibrated scores and branch shares per candidate."""
+    rows = branches.visible_rows
+
+    def fuse(b):
+        bm25, dense = b.sparse.scores[rows], b.dense.scores[rows]
+        top = float(bm25.max())
+        bm25_part = options.bm25_weight * (bm25 / top if top > 0 else np.zeros_like(bm25))
+        return bm25_part, (1 - options.bm25_weight) * dense.astype(np.float64), dense, b.sparse.coverage[rows]
+
+    bm25_part, dense_part, dense, coverage = fuse(branches)
+    peak = calibration.peak(dense)
+    fused, step = bm25_part + dense_part, np.zeros(len(rows), np.int64)
+    calibrated = calibration.score(dense, coverage, peak)
+    for i, clause in enumerate(clauses, start=1):
+        b, d, cosine, cov = fuse(clause)
+        wins = options.clause_discount * (b + d) > fused
+        fused = np.where(wins, options.clause_discount * (b + d), fused)
+        bm25_part = np.where(wins, options.clause_discount * b, bm25_part)
+        dense_part = np.where(wins, options.clause_discount * d, dense_part)
+        step = np.where(wins, i, step)
+        calibrated = np.maximum(calibrated, calibration.score(cosine, cov, peak))
+    order = np.lexsort((tie[rows], -fused))[:pool]
+    return [
+        (int(rows[i]), fused[i], calibrated[i], bm25_part[i], dense_part[i], int(step[i]), float(dense[i]))
+        for i in order
+    ]
+
+
+@pytest.mark.parametrize("visible_share", [1.0, 0.4])  # every row visible (arrays used as they are), or some
+def test_candidates_equal_the_plain_fusion_of_every_row(visible_share):
+    """Calibrated scores and branch shares are computed for the candidates only, the peak is read from the
+    dense head: every value equals the whole-array computation's, bit for bit, with parts and ties."""
+    rng = np.random.default_rng(int(visible_share * 10))
+    n, calibration = 1003, Calibration()  # an odd size: no whole number of SIMD lanes
+    options = RankingOptions(intent=False)
+    tie = rng.permutation(n)
+    visible = rng.random(n) < visible_share
+    rows = np.flatnonzero(visible)
+
+    def branch():
+        bm25 = tied_values(rng, n)
+        dense = (rng.integers(-40, 90, n) / 100).astype(np.float32)  # ties, as float16-close tools have
+        sparse = SparseScores(np.where(visible, bm25, 0.0), rng.random(n), ("term",))
+        return Branches(sparse, DenseScores(dense, dense.copy(), np.arange(n + 1)), rows)
+
+    for _ in range(10):
+        whole, clauses = branch(), [branch() for _ in range(rng.integers(0, 3))]
+        ranking = rank(whole, query="plain", top_k=5, options=options, tie_keys=tie, clauses=clauses)
+        found = [
+            (c.row, c.score, c.calibrated, c.bm25_part, c.dense_part, c.step, c.dense_score) for c in ranking.candidates
+        ]
+        assert found == plain_candidates(whole, clauses, options, tie, calibration, options.second_stage)
+
+
+def test_the_peak_read_from_the_dense_head_is_the_peak_of_every_row():
+    rng = np.random.default_rng(4)
+    calibration = Calibration()
+    for n in (1, 5, 20, 21, 500):
+        values = (rng.integers(0, 30, n) / 30).astype(np.float32)
+        tie = rng.permutation(n)
+        head = _top(values, tie, 64)
+        assert calibration.peak_of_head(values[head]) == calibration.peak(values)
