@@ -43,9 +43,6 @@ STAGES = {
 def profile_in_process(args: argparse.Namespace, token: str, queries: list[str]) -> None:
     import importlib
 
-    from governance.services.tokens import api_token_verify
-    from mcpgateway.services.discovery import gateway_search
-
     stage_ms: dict[str, list[float]] = {name: [] for name in STAGES}
     for name, (module_name, attribute) in STAGES.items():  # wrap each stage with a timer
         module = importlib.import_module(module_name)
@@ -67,6 +64,10 @@ def profile_in_process(args: argparse.Namespace, token: str, queries: list[str])
             ):
                 if getattr(loaded, leaf, None) is original and not owner:
                     setattr(loaded, leaf, timed)
+    # Imported after the wrapping, so that the names bound here are the timed ones.
+    from governance.services.tokens import api_token_verify
+    from mcpgateway.services.discovery import gateway_search
+
     timed_queries = queries[10:]
     for query in queries[:10]:  # warm: model, snapshot, caches
         gateway_search(principal=api_token_verify(token), query=query, top_k=5)
