@@ -1,17 +1,30 @@
-"""Where one tool_search's time goes, in process: token check + gateway_search under cProfile.
+"""Where one tool_search's time goes: in process (token check + gateway_search), or over HTTP (``--http``).
 
     .venv/bin/python bench/profile_gateway_search.py [--tools 10000] [--queries 60] [--db PATH]
+    .venv/bin/python bench/profile_gateway_search.py --http [--tools 10000] [--queries 200] [--db PATH]
 
-Uses the database bench_mcp_http.py prepares (run it with --prepare-only first). Prints the mean time of
-each stage of the request path (token verification, visibility, encode, ranking, formatting, query log,
-audit) and cProfile's top functions by cumulative time.
+Uses the database bench_mcp_http.py prepares (run it with --prepare-only first).
+
+In process: the CPU per request of each stage of the request path (token verification, visibility, encode,
+ranking, query log, audit), then cProfile's top functions by cumulative CPU time over the same requests.
+
+``--http``: the whole ASGI app (``scoutsite.asgi:application``) served by uvicorn in this process on the run
+command's protocol, and tool_search POSTs sent one at a time from a client thread. It reports CPU per
+request: the gateway's (the process, less the client thread) and the event loop's share (the SDK, the ASGI
+stack, the guards, h11: everything not handed to the ORM threads or the model). A second pass runs the same
+requests with cProfile on the event-loop thread only, timing its CPU (``time.thread_time``), so
+time spent waiting for the GIL or for the machine does not count.
 """
 
 import argparse
+import asyncio
 import cProfile
+import os
 import pstats
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -27,25 +40,9 @@ STAGES = {
 }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tools", type=int, default=10_000)
-    parser.add_argument("--queries", type=int, default=60)
-    parser.add_argument("--db", type=Path)
-    parser.add_argument("--top", type=int, default=30)
-    args = parser.parse_args()
-    db = args.db or bench.ROOT / "var" / f"bench-mcp-{args.tools}.sqlite3"
-    bench._setup(db)
+def profile_in_process(args: argparse.Namespace, token: str, queries: list[str]) -> None:
     import importlib
 
-    from django.conf import settings
-
-    settings.SCOUT_SEARCH_QUERY_CACHE_SIZE = 0  # every request pays the model, as distinct requests do
-    from governance.services.tokens import api_token_verify
-    from mcpgateway.services.discovery import gateway_search
-
-    token = bench.bench_user()
-    queries, _ = bench.bench_queries(args.queries + 10)
     stage_ms: dict[str, list[float]] = {name: [] for name in STAGES}
     for name, (module_name, attribute) in STAGES.items():  # wrap each stage with a timer
         module = importlib.import_module(module_name)
@@ -54,11 +51,11 @@ def main() -> int:
         original = getattr(holder, leaf)
 
         def timed(*a, __original=original, __name=name, **kw):
-            started = time.perf_counter()
+            started = time.thread_time()  # CPU: in process the model and the database run on this thread
             try:
                 return __original(*a, **kw)
             finally:
-                stage_ms[__name].append((time.perf_counter() - started) * 1000)
+                stage_ms[__name].append((time.thread_time() - started) * 1000)
 
         setattr(holder, leaf, timed)
         for loaded in list(sys.modules.values()):  # names imported with "from x import y"
@@ -67,22 +64,128 @@ def main() -> int:
             ):
                 if getattr(loaded, leaf, None) is original and not owner:
                     setattr(loaded, leaf, timed)
+    # Imported after the wrapping, so that the names bound here are the timed ones.
+    from governance.services.tokens import api_token_verify
+    from mcpgateway.services.discovery import gateway_search
+
+    timed_queries = queries[10:]
     for query in queries[:10]:  # warm: model, snapshot, caches
         gateway_search(principal=api_token_verify(token), query=query, top_k=5)
     for values in stage_ms.values():
         values.clear()
-    profile = cProfile.Profile()
-    started = time.perf_counter()
-    profile.enable()
-    for query in queries[10:]:
+    started = time.thread_time()
+    for query in timed_queries:
         gateway_search(principal=api_token_verify(token), query=query, top_k=5)
-    profile.disable()
-    total = (time.perf_counter() - started) * 1000 / len(queries[10:])
-    print(f"\nmean per request (token verify + gateway_search), in process: {total:.1f} ms (under cProfile)")
+    total = (time.thread_time() - started) * 1000 / len(timed_queries)
+    print(f"\nCPU per request (token verify + gateway_search), in process: {total:.1f} ms")
     for name, values in stage_ms.items():
         if values:
-            print(f"  {name:<24} {sum(values) / len(queries[10:]):7.2f} ms/request  ({len(values)} calls)")
+            print(f"  {name:<24} {sum(values) / len(timed_queries):7.2f} ms/request  ({len(values)} calls)")
+    print("\ncProfile of the same requests again (CPU time, thread_time; its overhead inflates Python-heavy code):")
+    profile = cProfile.Profile(time.thread_time)
+    profile.enable()
+    for query in timed_queries:
+        gateway_search(principal=api_token_verify(token), query=query, top_k=5)
+    profile.disable()
     pstats.Stats(profile).sort_stats("cumulative").print_stats(args.top)
+    if args.save:
+        profile.dump_stats(args.save)
+
+
+def profile_http(args: argparse.Namespace, token: str, queries: list[str]) -> None:
+    import httpx
+    import uvicorn
+
+    from scoutsite.serving import PROTOCOL
+
+    port = bench.free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    config = uvicorn.Config(
+        "scoutsite.asgi:application", host="127.0.0.1", port=port, http=PROTOCOL, loop=args.loop, log_level="warning"
+    )
+    server = uvicorn.Server(config)
+    profile = cProfile.Profile(time.thread_time)  # CPU of the event-loop thread, not waits for the GIL or the OS
+    figures: dict[str, float] = {}
+
+    def on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the event-loop thread and wait for it (thread CPU and cProfile are per thread)."""
+        done = threading.Event()
+        loop.call_soon_threadsafe(lambda: (fn(), done.set()))
+        done.wait()
+
+    def send_all(client: httpx.Client, texts: list[str]) -> None:
+        for number, query in enumerate(texts):
+            body, headers = bench.search_request(token, query, number)
+            response = client.post(url, content=body, headers=headers)
+            if response.status_code != 200 or '"isError":true' in response.text:
+                raise RuntimeError(f"tool_search failed: {response.status_code} {response.text[:300]}")
+
+    def client(loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            with httpx.Client(timeout=120) as http:
+                send_all(http, queries[:10])  # warm: model, snapshot, caches
+                timed = queries[10:]
+                on_loop(loop, lambda: figures.update(loop_cpu=time.thread_time()))
+                process_cpu, client_cpu = time.process_time(), time.thread_time()
+                send_all(http, timed)
+                client_cpu = time.thread_time() - client_cpu
+                figures["process_cpu"] = time.process_time() - process_cpu - client_cpu
+                on_loop(loop, lambda: figures.update(loop_cpu=time.thread_time() - figures["loop_cpu"]))
+                on_loop(loop, profile.enable)
+                send_all(http, timed)
+                on_loop(loop, profile.disable)
+        finally:
+            server.should_exit = True
+
+    async def serve() -> None:
+        loop = asyncio.get_running_loop()
+        starter = threading.Thread(target=lambda: _when_started(server, lambda: client(loop)), daemon=True)
+        starter.start()
+        await server.serve()
+        starter.join()
+
+    with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:  # the loop uvicorn's run would use
+        loop_name = type(runner.get_loop()).__module__
+        runner.run(serve())
+    count = len(queries[10:])
+    gateway_ms = figures["process_cpu"] * 1000 / count
+    loop_ms = figures["loop_cpu"] * 1000 / count
+    print(f"\n{count} tool_search requests over HTTP, one at a time, uvicorn in process ({PROTOCOL}, {loop_name} loop)")
+    print(f"  gateway CPU per request (process less the client thread): {gateway_ms:6.2f} ms")
+    print(f"  of which the event-loop thread (SDK, ASGI stack, guards, h11): {loop_ms:6.2f} ms")
+    print(f"  the rest (ORM threads: token check, search, model, answer):    {gateway_ms - loop_ms:6.2f} ms")
+    print("\ncProfile of the event-loop thread's CPU (second pass, same requests):")
+    pstats.Stats(profile).sort_stats("tottime").print_stats(args.top)
+    if args.save:
+        profile.dump_stats(args.save)
+
+
+def _when_started(server, then: Callable[[], None]) -> None:
+    while not server.started and not server.should_exit:
+        time.sleep(0.05)
+    then()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tools", type=int, default=10_000)
+    parser.add_argument("--queries", type=int, default=60)
+    parser.add_argument("--db", type=Path)
+    parser.add_argument("--top", type=int, default=30)
+    parser.add_argument("--http", action="store_true", help="over HTTP: the event loop's CPU per request")
+    parser.add_argument("--loop", default="auto", help="uvicorn's --loop for --http (auto, asyncio, uvloop)")
+    parser.add_argument("--save", type=Path, help="also write the cProfile stats here (for pstats / snakeviz)")
+    args = parser.parse_args()
+    db = args.db or bench.ROOT / "var" / f"bench-mcp-{args.tools}.sqlite3"
+    # every request pays the model, as distinct requests do
+    os.environ.update(SCOUT_SEARCH_QUERY_CACHE_SIZE="0", SCOUT_MCP_EXPOSURE="meta")
+    bench._setup(db)
+    token = bench.bench_user()
+    queries, _ = bench.bench_queries(args.queries + 10)
+    if args.http:
+        profile_http(args, token, queries)
+    else:
+        profile_in_process(args, token, queries)
     return 0
 
 

@@ -122,7 +122,9 @@ def check_json_body(body: bytes, *, max_depth: int) -> tuple[int, int, str] | No
     """``(status, code, message)`` for a body JSON-RPC dispatch must not see, or None when it is fine."""
     if body.startswith(b"\xef\xbb\xbf"):
         return 400, PARSE_ERROR, "Parse error: a byte-order mark is not allowed"
-    if json_depth(body) > max_depth:
+    # No more opening brackets than the limit (inside strings or not) cannot nest deeper: an ordinary request
+    # skips the scan.
+    if body.count(b"[") + body.count(b"{") > max_depth and json_depth(body) > max_depth:
         return 400, PARSE_ERROR, f"Parse error: JSON nested deeper than {max_depth} levels"
     try:
         decoded = json.loads(body, object_pairs_hook=_no_duplicates)

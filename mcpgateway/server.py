@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 from django.conf import settings
+from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
 from mcp.server.auth.routes import build_resource_metadata_url
@@ -23,6 +24,8 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import x_mcp_header_map
+from opentelemetry import trace
 from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.middleware.authentication import AuthenticationMiddleware
@@ -114,8 +117,21 @@ class ScoutMCPServer(MCPServer):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.pool = UpstreamPool()
+        self._header_schemas: dict[str, tuple[Any, dict[str, Any] | None]] = {}
         for function in META_TOOL_FUNCTIONS:
             self.add_tool(function, description=inspect.cleandoc(function.__doc__ or ""))
+
+    def _tool_input_schema(self, name: str) -> dict[str, Any] | None:
+        """The schema the SDK checks a call's ``Mcp-Param-*`` headers against, given only where it declares such
+        headers (``x-mcp-header``): where it declares none the check cannot fail, and finding that out walked the
+        schema twice on every call. Decided once per registered tool."""
+        tool = self._tool_manager.get_tool(name)
+        if tool is None:
+            return None
+        known = self._header_schemas.get(name)
+        if known is None or known[0] is not tool:
+            known = self._header_schemas[name] = (tool, tool.parameters if x_mcp_header_map(tool.parameters) else None)
+        return known[1]
 
     def _meta_arguments_problem(self, name: str, arguments: dict[str, Any]) -> str | None:
         """The meta-tool's argument check, run here so its failure reads as Scout's text (the SDK's would echo
@@ -173,8 +189,17 @@ def transport_security() -> TransportSecuritySettings:
     )
 
 
+def tracing_installed() -> bool:
+    """Whether an OpenTelemetry tracer provider is installed (scoutsite.tracing, or an instrumentation agent);
+    until one is, every span is a no-op."""
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
+
 def build_mcp_server() -> ScoutMCPServer:
-    return ScoutMCPServer(
+    """The gateway's MCP server. Without a tracer provider (tracing is configured before this, in asgi.py) the
+    SDK's per-message OpenTelemetry middleware is dropped, as the SDK documents for opting out: it would only
+    build no-op spans, on every request."""
+    server = ScoutMCPServer(
         name="scout",
         title="Scout",
         instructions=INSTRUCTIONS,
@@ -185,6 +210,9 @@ def build_mcp_server() -> ScoutMCPServer:
             validate_token_resource=False,  # Scout's verifier checks its own tokens; they name no audience
         ),
     )
+    if not tracing_installed():
+        server.middleware[:] = [m for m in server.middleware if not isinstance(m, OpenTelemetryMiddleware)]
+    return server
 
 
 def build_routes(server: ScoutMCPServer) -> list[BaseRoute]:

@@ -66,6 +66,17 @@ def test_check_json_body_accepts_ordinary_requests_and_brackets_inside_strings()
     assert json_depth(body) == 2
 
 
+@pytest.mark.parametrize("strings", [0, 200])
+def test_the_depth_limit_is_exact_however_many_brackets_sit_in_strings(strings):
+    def nested(depth: int) -> bytes:
+        inner = json.dumps({"q": "[{" * strings})
+        return ('{"a": ' * (depth - 1) + inner + "}" * (depth - 1)).encode()  # an object: a list is a batch
+
+    assert check_json_body(nested(64), max_depth=64) is None
+    problem = check_json_body(nested(65), max_depth=64)
+    assert problem is not None and "nested deeper than 64" in problem[2]
+
+
 def test_depth_check_survives_hostile_nesting():
     body = b"[" * 500_000 + b"]" * 500_000
     assert json_depth(body) == 500_000  # counted without recursion: no RecursionError

@@ -1,4 +1,5 @@
-"""Tracing is off by default and switched on by the standard OTEL_* variables, with no collector needed."""
+"""Tracing is off by default and switched on by the standard OTEL_* variables, with no collector needed. The
+gateway's MCP requests get the SDK's spans when tracing is on, and pay nothing for them when it is off."""
 
 import os
 import subprocess
@@ -18,11 +19,33 @@ with tracer.start_as_current_span("scout.test-span") as span:
 trace.get_tracer_provider().shutdown() if hasattr(trace.get_tracer_provider(), "shutdown") else None
 """
 
+GATEWAY_SCRIPT = """
+import asyncio, django, os
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scoutsite.settings")
+django.setup()
+from scoutsite.tracing import tracing_configure
+tracing_configure()  # as scoutsite.asgi does, before the gateway is built
+from mcp import Client
+from mcp.server._otel import OpenTelemetryMiddleware
+from opentelemetry import trace
+from mcpgateway.server import build_mcp_server
 
-def _run(**env: str) -> str:
+server = build_mcp_server()
+print("sdk span middleware", any(isinstance(m, OpenTelemetryMiddleware) for m in server.middleware))
+
+async def main():
+    async with Client(server) as client:
+        print("listed", len((await client.list_tools()).tools))
+
+asyncio.run(main())
+trace.get_tracer_provider().shutdown() if hasattr(trace.get_tracer_provider(), "shutdown") else None
+"""
+
+
+def _run(script: str = SCRIPT, **env: str) -> str:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     result = subprocess.run(
-        [sys.executable, "-c", SCRIPT],
+        [sys.executable, "-c", script],
         cwd=REPO,
         env={**clean, "DEBUG": "1", **env},
         capture_output=True,
@@ -47,3 +70,14 @@ def test_console_exporter_from_the_standard_variable():
 def test_disabled_wins():
     out = _run(OTEL_TRACES_EXPORTER="console", OTEL_SDK_DISABLED="true")
     assert "configured False" in out and "recording False" in out
+
+
+def test_gateway_requests_are_traced_when_tracing_is_on():
+    out = _run(GATEWAY_SCRIPT, OTEL_TRACES_EXPORTER="console")
+    assert "sdk span middleware True" in out and "listed 0" in out
+    assert '"name": "tools/list"' in out  # the SDK's span for the request, exported on shutdown
+
+
+def test_gateway_requests_skip_the_sdk_span_middleware_when_tracing_is_off():
+    out = _run(GATEWAY_SCRIPT)
+    assert "sdk span middleware False" in out and "listed 0" in out
