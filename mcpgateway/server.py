@@ -24,7 +24,6 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
-from mcp.shared.inbound import x_mcp_header_map
 from opentelemetry import trace
 from pydantic import ValidationError
 from starlette.applications import Starlette
@@ -117,21 +116,8 @@ class ScoutMCPServer(MCPServer):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.pool = UpstreamPool()
-        self._header_schemas: dict[str, tuple[Any, dict[str, Any] | None]] = {}
         for function in META_TOOL_FUNCTIONS:
             self.add_tool(function, description=inspect.cleandoc(function.__doc__ or ""))
-
-    def _tool_input_schema(self, name: str) -> dict[str, Any] | None:
-        """The schema the SDK checks a call's ``Mcp-Param-*`` headers against, given only where it declares such
-        headers (``x-mcp-header``): where it declares none the check cannot fail, and finding that out walked the
-        schema twice on every call. Decided once per registered tool."""
-        tool = self._tool_manager.get_tool(name)
-        if tool is None:
-            return None
-        known = self._header_schemas.get(name)
-        if known is None or known[0] is not tool:
-            known = self._header_schemas[name] = (tool, tool.parameters if x_mcp_header_map(tool.parameters) else None)
-        return known[1]
 
     def _meta_arguments_problem(self, name: str, arguments: dict[str, Any]) -> str | None:
         """The meta-tool's argument check, run here so its failure reads as Scout's text (the SDK's would echo

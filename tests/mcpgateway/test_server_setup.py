@@ -1,5 +1,5 @@
 """How the gateway's MCP server is set up: the SDK's Mcp-Param header check keeps its force where a tool
-declares such headers (x-mcp-header), and is skipped only where it could not fail."""
+declares such headers (x-mcp-header)."""
 
 from __future__ import annotations
 
@@ -24,13 +24,3 @@ def test_a_tool_declaring_param_headers_still_has_them_checked():
     mismatch = validate_mcp_param_headers(schema, {"region": "eu"}, {"mcp-param-region": "us"})
     assert mismatch is not None and "Mcp-Param-Region" in mismatch.message
     assert validate_mcp_param_headers(schema, {"region": "eu"}, {"mcp-param-region": "eu"}) is None
-
-
-def test_meta_tools_declare_no_param_headers_so_the_check_is_skipped():
-    server = build_mcp_server()
-    assert server._lowlevel_server.get_tool_input_schema("tool_search") is None
-    # Skipping is what the check itself would conclude: with nothing declared, no header can fail it.
-    schema = server._tool_manager.get_tool("tool_search").parameters
-    headers = {"mcp-param-query": "something else", "mcp-param-top_k": "99"}
-    assert validate_mcp_param_headers(schema, {"query": "weather", "top_k": 5}, headers) is None
-    assert server._lowlevel_server.get_tool_input_schema("no_such_tool") is None
