@@ -25,7 +25,10 @@ logger = logging.getLogger(__name__)
 ROW = 1
 
 
-def _row_token() -> str:
+def visibility_row_token() -> str:
+    """The database half of the version alone, read without the cache: what a process-local cache keys on
+    when it must follow every change in every process even with the cache down (the gateway's verified
+    tokens: token saves, revocations, users, tenants and agents all rewrite it)."""
     from .models import VisibilityVersion
 
     token = VisibilityVersion.objects.filter(pk=ROW).values_list("token", flat=True).first()
@@ -52,7 +55,7 @@ def visibility_version() -> str | None:
     generation = _cache_generation()
     if generation is None:
         return None
-    return f"{generation}.{_row_token()}"
+    return f"{generation}.{visibility_row_token()}"
 
 
 def visibility_invalidate() -> None:

@@ -30,7 +30,7 @@ from starlette.routing import BaseRoute, Route
 
 from catalog.models import Tool
 
-from .auth import ScoutTokenVerifier, principal_from_context
+from .auth import ConfirmedAccess, ScoutTokenVerifier, principal_from_context
 from .choices import Exposure
 from .constants import META_TOOLS
 from .db import orm_threads_stop, run_orm
@@ -189,7 +189,8 @@ def build_mcp_server() -> ScoutMCPServer:
 
 def build_routes(server: ScoutMCPServer) -> list[BaseRoute]:
     """Routes for /mcp and its protected-resource metadata, with the guards in order: edge checks, bearer
-    authentication, body checks, then the SDK's Streamable HTTP handling."""
+    authentication (a token from the process's cache confirmed before the response: auth.py), body checks,
+    then the SDK's Streamable HTTP handling."""
     sdk_app = server.streamable_http_app(
         stateless_http=settings.SCOUT_MCP_STATELESS,
         transport_security=transport_security(),
@@ -203,10 +204,11 @@ def build_routes(server: ScoutMCPServer) -> list[BaseRoute]:
         max_body_bytes=settings.SCOUT_MCP_MAX_BODY_BYTES,
         max_depth=settings.SCOUT_MCP_MAX_JSON_DEPTH,
     )
+    resource_metadata_url = build_resource_metadata_url(auth.resource_server_url)
     endpoint = AuthenticationMiddleware(
         AuthContextMiddleware(
             RequireAuthMiddleware(
-                inner, auth.required_scopes or [], build_resource_metadata_url(auth.resource_server_url)
+                ConfirmedAccess(inner, resource_metadata_url), auth.required_scopes or [], resource_metadata_url
             )
         ),
         backend=BearerAuthBackend(verifier),
