@@ -8,6 +8,7 @@ directly, named ``server__tool``, and calls to those names take the same governe
 from __future__ import annotations
 
 import inspect
+import logging
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -29,6 +30,7 @@ from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.routing import BaseRoute, Route
 
 from catalog.models import Tool
+from governance.writebehind import write_behind_flush
 
 from .auth import ConfirmedAccess, ScoutTokenVerifier, principal_from_context
 from .choices import Exposure
@@ -40,6 +42,7 @@ from .services import UnknownTool, error_result, gateway_execute
 from .tools import META_TOOL_FUNCTIONS, unknown_tool_error
 from .upstreams import UpstreamPool
 
+logger = logging.getLogger(__name__)
 INSTRUCTIONS = (
     "Scout is a gateway to many governed tools. To act: call tool_search with the step you need, pick a "
     "tool_id from its answer, then call execute_tool with that tool_id and arguments matching its inputSchema. "
@@ -226,12 +229,19 @@ def build_routes(server: ScoutMCPServer) -> list[BaseRoute]:
 
 @asynccontextmanager
 async def gateway_lifespan(server: ScoutMCPServer):
-    """Run the SDK session manager and the upstream pool for the life of the process; at the end, stop the ORM
-    threads (closing their kept database connections)."""
+    """Run the SDK session manager and the upstream pool for the life of the process; at the end, write the
+    discovery records still queued behind requests (nothing a normal shutdown served is lost), then stop the
+    ORM threads (closing their kept database connections)."""
     try:
         async with server.session_manager.run(), server.pool.running():
             yield
     finally:
+        try:
+            written = await run_orm(write_behind_flush)
+            if written:
+                logger.info("write-behind: wrote %d queued records at shutdown", written)
+        except Exception:  # noqa: BLE001 - still queued: the process's exit hook tries once more
+            logger.exception("write-behind: queued records could not be written at shutdown")
         await anyio.to_thread.run_sync(orm_threads_stop)
 
 
