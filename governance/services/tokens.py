@@ -148,8 +148,8 @@ def api_token_verify(raw: object) -> Principal | None:
     """The principal for a raw bearer token, or None when it is malformed, unknown, revoked, expired, its user
     is inactive, its user left its tenant, or its agent sits deeper than the delegation limit. The caller
     answers every None alike (401) so nothing tells them apart."""
-    verified = api_token_verify_versioned(raw)
-    return verified.principal if verified is not None else None
+    checked = _verify(raw)
+    return checked[1] if checked is not None else None
 
 
 @dataclass(frozen=True)
@@ -172,6 +172,17 @@ def api_token_verify_versioned(raw: object) -> VerifiedToken | None:
     # The version is read before the token: a change committed after this read rewrites it, so a kept answer
     # is never trusted past a change it did not see.
     version = visibility_row_token()
+    checked = _verify(raw)
+    if checked is None:
+        return None
+    token, principal, last_used_at = checked
+    return VerifiedToken(principal=principal, version=version, expires_at=token.expires_at, last_used_at=last_used_at)
+
+
+def _verify(raw: object) -> tuple[ApiToken, Principal, datetime | None] | None:
+    """The token row, its principal and its last_used_at as now stored, or None (see api_token_verify)."""
+    if not isinstance(raw, str) or not raw.startswith(TOKEN_PREFIX) or len(raw) > MAX_RAW_TOKEN_LENGTH:
+        return None
     digest = _digest(raw)
     token = _tokens().filter(token_hash=digest).first()
     # Lookup is by a hash of a 256-bit secret; the compare below keeps the final check constant-time too.
@@ -183,15 +194,16 @@ def api_token_verify_versioned(raw: object) -> VerifiedToken | None:
     principal = principal_for_token(token)
     if principal is None:
         return None
-    last_used_at = _last_used_bump(token.pk, token.last_used_at, now)
-    return VerifiedToken(principal=principal, version=version, expires_at=token.expires_at, last_used_at=last_used_at)
+    return token, principal, _last_used_bump(token.pk, token.last_used_at, now)
 
 
 def api_token_confirm(verified: VerifiedToken, raw: str) -> VerifiedToken | None:
     """``verified`` again if nothing changed since (one read of the version row), else the token verified anew;
     None when it may no longer act (revoked, expired by the clock, user deactivated, ...)."""
     now = timezone.now()
-    if verified.expires_at <= now or visibility_row_token() != verified.version:
+    # The delegation limit is a setting, not a row: checked here too (user, gateway hop and agents in between).
+    agents = len(verified.principal.delegation_chain) - 2
+    if verified.expires_at <= now or agents > delegation_max_agents() or visibility_row_token() != verified.version:
         return api_token_verify_versioned(raw)
     last_used_at = _last_used_bump(verified.principal.token_id, verified.last_used_at, now)
     if last_used_at == verified.last_used_at:

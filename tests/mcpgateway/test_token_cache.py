@@ -137,3 +137,15 @@ def test_the_cache_keeps_no_raw_token(member):
     keep(worker, raw)
     assert raw not in repr(list(worker._entries))
     assert worker.get(raw) is not None
+
+
+def test_a_lowered_delegation_limit_refuses_a_kept_agent_token(member, settings):
+    """The limit is a setting, not a row (no version rewrite): the kept answer is checked against it anyway."""
+    parent = agent_of(member, "planner", all_user_tools=True)
+    child = agent_of(member, "worker", parent=parent, all_user_tools=True)
+    _, raw = api_token_create(user=member, name="t", scopes=["discover"], expires_at=in_days(1), agent=child)
+    worker = TokenCache()
+    keep(worker, raw)
+    settings.SCOUT_DELEGATION_MAX_AGENTS = 1
+    access = next_request(worker, raw)
+    assert access_confirm(access, worker) is None and access._refused
