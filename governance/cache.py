@@ -16,6 +16,7 @@ import time
 import uuid
 
 from django.core.cache import cache
+from django.db import connection
 
 from catalog.cachesafe import cache_available, cache_call
 
@@ -25,16 +26,28 @@ logger = logging.getLogger(__name__)
 ROW = 1
 
 
-def _row_token() -> str:
+def visibility_row_token() -> str:
+    """The database half of the version alone, read without the cache: what a process-local cache keys on
+    when it must follow every change in every process even with the cache down (the gateway's verified
+    tokens: token saves, revocations, users, tenants and agents all rewrite it)."""
     from .models import VisibilityVersion
 
-    token = VisibilityVersion.objects.filter(pk=ROW).values_list("token", flat=True).first()
+    token = _row_token_read(VisibilityVersion._meta.db_table)
     if token is None:  # a fresh or flushed database
         VisibilityVersion.objects.bulk_create(
             [VisibilityVersion(pk=ROW, token=uuid.uuid4().hex)], ignore_conflicts=True
         )
         token = VisibilityVersion.objects.filter(pk=ROW).values_list("token", flat=True).get()
     return token
+
+
+def _row_token_read(table: str) -> str | None:
+    # Plain SQL: read on every gateway request (up to three times a search), where building the ORM query
+    # cost more than running it.
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT token FROM {connection.ops.quote_name(table)} WHERE id = %s", [ROW])
+        row = cursor.fetchone()
+    return row[0] if row is not None else None
 
 
 def _cache_generation() -> int | None:
@@ -52,7 +65,7 @@ def visibility_version() -> str | None:
     generation = _cache_generation()
     if generation is None:
         return None
-    return f"{generation}.{_row_token()}"
+    return f"{generation}.{visibility_row_token()}"
 
 
 def visibility_invalidate() -> None:

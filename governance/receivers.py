@@ -14,7 +14,9 @@ from .cache import visibility_invalidate
 from .models import (
     Agent,
     AgentGrant,
+    ApiToken,
     Entitlement,
+    RiskClass,
     ServerGroupObjectPermission,
     ServerTenant,
     ServerUserObjectPermission,
@@ -74,6 +76,8 @@ def connect() -> None:
         ServerTenant,
         Agent,
         AgentGrant,
+        ApiToken,  # the gateway keeps verified tokens per process, trusted while the version stands
+        RiskClass,  # its name is in every search answer the gateway keeps per process
     ):
         post_save.connect(_invalidate, sender=model, dispatch_uid=f"governance-vis-save-{model.__name__}")
         post_delete.connect(_invalidate, sender=model, dispatch_uid=f"governance-vis-delete-{model.__name__}")

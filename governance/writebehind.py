@@ -7,8 +7,9 @@ process's queue and a daemon thread inserts them every SCOUT_WRITE_BEHIND_SECOND
 lock, one commit for the batch). Nothing is read or updated: the rows are complete when queued.
 
 Only records whose loss in a crash is acceptable come here: an execution's audit event is written before
-its result is returned (``audit_record`` without ``deferred``). On a normal shutdown (uvicorn's SIGINT or
-SIGTERM, ``manage.py`` commands, the end of a Celery worker) the queue is flushed by an ``atexit`` hook.
+its result is returned (``audit_record`` without ``deferred``). On a normal shutdown the queue is flushed:
+by the gateway's lifespan end (uvicorn's SIGINT or SIGTERM: uvicorn then re-raises the signal, so ``atexit``
+never runs there), and by an ``atexit`` hook for the rest (``manage.py`` commands, the end of a Celery worker).
 A batch that fails is put back and retried; nothing is dropped silently. SCOUT_WRITE_BEHIND_SECONDS=0
 writes each record inline (the tests' default, so a test reads what a request wrote).
 """

@@ -5,45 +5,137 @@ The bearer middleware calls ``ScoutTokenVerifier.verify_token`` for every HTTP r
 request (``principal_from_context``), so a revocation takes effect on the next message even within an open
 session. Nothing a client sends besides the bearer token (other headers,
 ``_meta``, arguments) ever names a user, agent or tenant.
+
+Verified tokens are kept per process (``TokenCache``, issue 9: the token check was a second ORM hop and
+~14% of a search's CPU). A kept answer is only a candidate: before the request's principal is used, it is
+confirmed on an ORM thread against the database's visibility version (``access_confirm``), which every
+token save, revocation, user, tenant-membership and agent change rewrites in its own transaction, so a
+revoked token is refused by every process on its next request. tool_search confirms on the thread that runs
+its search (one hop in all); any other request is confirmed by its handler or, at the latest, before its
+response starts (``ConfirmedAccess``), and a refusal there is the same 401 as an unknown token's.
 """
 
 from __future__ import annotations
 
+import hashlib
+import threading
+from collections import OrderedDict
 from typing import Any
 
+from django.utils import timezone
 from mcp.server.auth.middleware.auth_context import get_access_token
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, RequireAuthMiddleware
 from mcp.server.auth.provider import AccessToken
 from pydantic import PrivateAttr
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from governance.principals import Principal
-from governance.services.tokens import api_token_verify
+from governance.services.tokens import VerifiedToken, api_token_confirm, api_token_verify, api_token_verify_versioned
 
 from .db import run_orm
 
+TOKEN_CACHE_SIZE = 4096
+
+
+class TokenCache:
+    """Verified tokens of this process, by a hash of the raw token (the raw value is never kept); bounded,
+    least recently used first out."""
+
+    def __init__(self, size: int = TOKEN_CACHE_SIZE) -> None:
+        self._size = size
+        self._entries: OrderedDict[str, VerifiedToken] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(raw: str) -> str:
+        return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+    def get(self, raw: str) -> VerifiedToken | None:
+        key = self._key(raw)
+        with self._lock:
+            verified = self._entries.get(key)
+            if verified is not None:
+                self._entries.move_to_end(key)
+            return verified
+
+    def put(self, raw: str, verified: VerifiedToken | None) -> None:
+        """Keep ``verified`` for ``raw``, or forget ``raw`` (None)."""
+        key = self._key(raw)
+        with self._lock:
+            if verified is None:
+                self._entries.pop(key, None)
+                return
+            self._entries[key] = verified
+            self._entries.move_to_end(key)
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+token_cache = TokenCache()
+
 
 class ScoutAccessToken(AccessToken):
-    """An AccessToken that carries the Principal it was verified as, for the rest of this HTTP request."""
+    """An AccessToken that carries the Principal it was verified as, for the rest of this HTTP request.
+
+    ``_verified`` comes from the database (this request) or from the token cache (then ``_confirmed`` is
+    False until ``access_confirm`` has checked it on an ORM thread); ``_refused``: the check found that the
+    token may no longer act."""
 
     _principal: Principal | None = PrivateAttr(default=None)
+    _verified: VerifiedToken | None = PrivateAttr(default=None)
+    _confirmed: bool = PrivateAttr(default=True)
+    _refused: bool = PrivateAttr(default=False)
+
+
+def _access(raw: str, verified: VerifiedToken, *, confirmed: bool) -> ScoutAccessToken:
+    principal = verified.principal
+    access = ScoutAccessToken(
+        token=raw,
+        client_id=principal.token_ref or f"user-{principal.user.pk}",
+        subject=str(principal.user.pk),
+        scopes=sorted(principal.scopes),
+        expires_at=int(verified.expires_at.timestamp()),  # the SDK's bearer backend checks it too
+    )
+    access._principal, access._verified, access._confirmed = principal, verified, confirmed
+    return access
 
 
 class ScoutTokenVerifier:
     """Maps a Scout API token to an ``AccessToken`` whose ``client_id`` and ``subject`` name the token and user,
     so the SDK binds a Streamable HTTP session to the token that opened it."""
 
+    def __init__(self, cache: TokenCache | None = None) -> None:
+        self.cache = cache or token_cache
+
     async def verify_token(self, token: str) -> AccessToken | None:
-        principal = await run_orm(api_token_verify, token)
-        if principal is None:
+        kept = self.cache.get(token)
+        if kept is not None and kept.expires_at > timezone.now():
+            # A candidate, confirmed before use (module note); expiry stays a per-request clock check there.
+            return _access(token, kept, confirmed=False)
+        verified = await run_orm(api_token_verify_versioned, token)
+        if verified is None:
             return None
-        access = ScoutAccessToken(
-            token=token,
-            client_id=principal.token_ref or f"user-{principal.user.pk}",
-            subject=str(principal.user.pk),
-            scopes=sorted(principal.scopes),
-        )
-        access._principal = principal
-        return access
+        self.cache.put(token, verified)
+        return _access(token, verified, confirmed=True)
+
+
+def access_confirm(access: ScoutAccessToken, cache: TokenCache | None = None) -> Principal | None:
+    """On an ORM thread: the request's principal, checked against the database if it came from the cache, or
+    None (the token may no longer act; the response will be a 401)."""
+    if access._confirmed:
+        return None if access._refused else access._principal
+    assert access._verified is not None
+    cache = cache or token_cache
+    verified = api_token_confirm(access._verified, access.token)
+    cache.put(access.token, verified)
+    access._verified, access._confirmed = verified, True
+    access._principal = verified.principal if verified is not None else None
+    access._refused = verified is None
+    return access._principal
 
 
 def _request_access_token(ctx: Any) -> AccessToken | None:
@@ -53,16 +145,61 @@ def _request_access_token(ctx: Any) -> AccessToken | None:
     return user.access_token if isinstance(user, AuthenticatedUser) else None
 
 
+def unconfirmed_access(ctx: Any) -> ScoutAccessToken | None:
+    """This request's access token when its principal still has to be confirmed: the caller passes it to
+    ``access_confirm`` on the ORM thread that does its own work (one hop instead of two)."""
+    access = _request_access_token(ctx)
+    if isinstance(access, ScoutAccessToken) and not access._confirmed:
+        return access
+    return None
+
+
 async def principal_from_context(ctx: Any) -> Principal | None:
     """The verified principal of the request being handled, or None.
 
     The access token comes from the current HTTP request's authentication (set by the bearer middleware,
     never by the client), falling back to the SDK's ``get_access_token()`` context variable."""
     access_token = _request_access_token(ctx)
-    if isinstance(access_token, ScoutAccessToken) and access_token._principal is not None:
-        return access_token._principal  # verified by the bearer middleware for this very HTTP request
+    if isinstance(access_token, ScoutAccessToken) and access_token._verified is not None:
+        if access_token._confirmed:  # verified against the database for this very HTTP request
+            return None if access_token._refused else access_token._principal
+        return await run_orm(access_confirm, access_token)
     access_token = access_token or get_access_token()
     if access_token is None:
         return None
     # A context variable may outlive the request that set it (a session task): verify again.
     return await run_orm(api_token_verify, access_token.token)
+
+
+class ConfirmedAccess:
+    """Between the SDK's RequireAuthMiddleware and the MCP app: a request authenticated from the token cache
+    is confirmed before its response starts, if its handler has not done so, and answered 401 (as by
+    ``RequireAuthMiddleware``) when the token may no longer act. The handler's own answer is dropped then."""
+
+    def __init__(self, app: ASGIApp, resource_metadata_url: Any = None) -> None:
+        self.app = app
+        self.refusal = RequireAuthMiddleware(app, [], resource_metadata_url)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        user = scope.get("user")
+        access = user.access_token if isinstance(user, AuthenticatedUser) else None
+        if not isinstance(access, ScoutAccessToken) or access._confirmed:
+            await self.app(scope, receive, send)
+            return
+        refused = False
+
+        async def send_confirmed(message: Message) -> None:
+            nonlocal refused
+            if message["type"] == "http.response.start":
+                if not access._confirmed:
+                    await run_orm(access_confirm, access)
+                if access._refused:
+                    refused = True
+                    await self.refusal._send_auth_error(  # noqa: SLF001 - the SDK's own 401, byte for byte
+                        send, status_code=401, error="invalid_token", description="Authentication required"
+                    )
+                    return
+            if not refused:
+                await send(message)
+
+        await self.app(scope, receive, send_confirmed)

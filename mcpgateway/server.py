@@ -8,6 +8,7 @@ directly, named ``server__tool``, and calls to those names take the same governe
 from __future__ import annotations
 
 import inspect
+import logging
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -31,8 +32,9 @@ from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.routing import BaseRoute, Route
 
 from catalog.models import Tool
+from governance.writebehind import write_behind_flush
 
-from .auth import ScoutTokenVerifier, principal_from_context
+from .auth import ConfirmedAccess, ScoutTokenVerifier, principal_from_context
 from .choices import Exposure
 from .constants import META_TOOLS
 from .db import orm_threads_stop, run_orm
@@ -42,6 +44,7 @@ from .services import UnknownTool, error_result, gateway_execute
 from .tools import META_TOOL_FUNCTIONS, unknown_tool_error
 from .upstreams import UpstreamPool
 
+logger = logging.getLogger(__name__)
 INSTRUCTIONS = (
     "Scout is a gateway to many governed tools. To act: call tool_search with the step you need, pick a "
     "tool_id from its answer, then call execute_tool with that tool_id and arguments matching its inputSchema. "
@@ -203,7 +206,8 @@ def build_mcp_server() -> ScoutMCPServer:
 
 def build_routes(server: ScoutMCPServer) -> list[BaseRoute]:
     """Routes for /mcp and its protected-resource metadata, with the guards in order: edge checks, bearer
-    authentication, body checks, then the SDK's Streamable HTTP handling."""
+    authentication (a token from the process's cache confirmed before the response: auth.py), body checks,
+    then the SDK's Streamable HTTP handling."""
     sdk_app = server.streamable_http_app(
         stateless_http=settings.SCOUT_MCP_STATELESS,
         transport_security=transport_security(),
@@ -217,10 +221,11 @@ def build_routes(server: ScoutMCPServer) -> list[BaseRoute]:
         max_body_bytes=settings.SCOUT_MCP_MAX_BODY_BYTES,
         max_depth=settings.SCOUT_MCP_MAX_JSON_DEPTH,
     )
+    resource_metadata_url = build_resource_metadata_url(auth.resource_server_url)
     endpoint = AuthenticationMiddleware(
         AuthContextMiddleware(
             RequireAuthMiddleware(
-                inner, auth.required_scopes or [], build_resource_metadata_url(auth.resource_server_url)
+                ConfirmedAccess(inner, resource_metadata_url), auth.required_scopes or [], resource_metadata_url
             )
         ),
         backend=BearerAuthBackend(verifier),
@@ -238,12 +243,19 @@ def build_routes(server: ScoutMCPServer) -> list[BaseRoute]:
 
 @asynccontextmanager
 async def gateway_lifespan(server: ScoutMCPServer):
-    """Run the SDK session manager and the upstream pool for the life of the process; at the end, stop the ORM
-    threads (closing their kept database connections)."""
+    """Run the SDK session manager and the upstream pool for the life of the process; at the end, write the
+    discovery records still queued behind requests (nothing a normal shutdown served is lost), then stop the
+    ORM threads (closing their kept database connections)."""
     try:
         async with server.session_manager.run(), server.pool.running():
             yield
     finally:
+        try:
+            written = await run_orm(write_behind_flush)
+            if written:
+                logger.info("write-behind: wrote %d queued records at shutdown", written)
+        except Exception:  # noqa: BLE001 - still queued: the process's exit hook tries once more
+            logger.exception("write-behind: queued records could not be written at shutdown")
         await anyio.to_thread.run_sync(orm_threads_stop)
 
 

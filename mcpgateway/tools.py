@@ -16,7 +16,7 @@ from pydantic import Field
 
 from search.services import TOP_K_DEFAULT, TOP_K_MAX, TOP_K_MIN
 
-from .auth import principal_from_context
+from .auth import ScoutAccessToken, access_confirm, principal_from_context, unconfirmed_access
 from .constants import MAX_INSPECT_IDS, UNKNOWN_ID_SHOWN_CHARS, UNKNOWN_TOOL_GUIDANCE, UNKNOWN_TOOL_MESSAGE
 from .db import BUSY_TEXT, DatabaseBusy, run_orm_or_busy
 from .services import (
@@ -81,10 +81,13 @@ async def tool_search(
     confidence (high or low: check the schemas or rephrase). Then call execute_tool with one of these
     tool_ids and arguments that satisfy its inputSchema. No matches means no tool fits: rephrase or tell
     the user. Never guess or invent a tool_id."""
-    principal = await _principal(ctx)
+    # A token from this process's cache is confirmed on the thread that runs the search: one hop (auth.py).
+    access = unconfirmed_access(ctx.request_context)
+    principal = None if access is not None else await _principal(ctx)
     try:
         return await run_orm_or_busy(
             _search_result,
+            access=access,
             principal=principal,
             query=query,
             top_k=top_k,
@@ -98,9 +101,13 @@ async def tool_search(
         return error_result(BUSY_TEXT, service_busy=True)
 
 
-def _search_result(**search: Any) -> types.CallToolResult:
+def _search_result(*, access: ScoutAccessToken | None, principal: Any, **search: Any) -> types.CallToolResult:
     # Rendered on the ORM thread with the search: the event loop only moves bytes (issue 9).
-    return gateway_search(**search).as_result()
+    if access is not None:
+        principal = access_confirm(access)
+        if principal is None:  # revoked since it was kept: ConfirmedAccess turns the response into a 401
+            raise MCPError(code=types.INVALID_REQUEST, message="Authentication required")
+    return gateway_search(principal=principal, **search).as_result()
 
 
 async def tool_inspect(

@@ -4,6 +4,7 @@ import hashlib
 import hmac
 import logging
 import secrets
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -12,6 +13,7 @@ from django.db import OperationalError, transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from governance.cache import visibility_invalidate, visibility_row_token
 from governance.choices import AuditEventType, AuditOutcome
 from governance.constants import (
     BASE_SCOPES,
@@ -131,6 +133,7 @@ def api_token_revoke(*, token: ApiToken, actor: AbstractBaseUser | None = None) 
             revoked_at=timezone.now(), revoked_by=actor
         )
         token.refresh_from_db()
+        visibility_invalidate()  # a queryset update sends no signal: every process's kept answer goes now
         audit_record(
             event_type=AuditEventType.TOKEN_REVOKED,
             principal=principal_for_user(actor, via="admin") if actor is not None else None,
@@ -145,6 +148,39 @@ def api_token_verify(raw: object) -> Principal | None:
     """The principal for a raw bearer token, or None when it is malformed, unknown, revoked, expired, its user
     is inactive, its user left its tenant, or its agent sits deeper than the delegation limit. The caller
     answers every None alike (401) so nothing tells them apart."""
+    checked = _verify(raw)
+    return checked[1] if checked is not None else None
+
+
+@dataclass(frozen=True)
+class VerifiedToken:
+    """A token verified against the database as it stood at ``version`` (the visibility row token, which every
+    token save, revocation, user, tenant-membership and agent change rewrites): a process may keep it and
+    trust it again while the version is unchanged and ``expires_at`` is ahead of the clock
+    (``api_token_confirm``)."""
+
+    principal: Principal
+    version: str
+    expires_at: datetime
+    last_used_at: datetime | None
+
+
+def api_token_verify_versioned(raw: object) -> VerifiedToken | None:
+    """``api_token_verify`` with the version the answer holds for (``VerifiedToken``)."""
+    if not isinstance(raw, str) or not raw.startswith(TOKEN_PREFIX) or len(raw) > MAX_RAW_TOKEN_LENGTH:
+        return None
+    # The version is read before the token: a change committed after this read rewrites it, so a kept answer
+    # is never trusted past a change it did not see.
+    version = visibility_row_token()
+    checked = _verify(raw)
+    if checked is None:
+        return None
+    token, principal, last_used_at = checked
+    return VerifiedToken(principal=principal, version=version, expires_at=token.expires_at, last_used_at=last_used_at)
+
+
+def _verify(raw: object) -> tuple[ApiToken, Principal, datetime | None] | None:
+    """The token row, its principal and its last_used_at as now stored, or None (see api_token_verify)."""
     if not isinstance(raw, str) or not raw.startswith(TOKEN_PREFIX) or len(raw) > MAX_RAW_TOKEN_LENGTH:
         return None
     digest = _digest(raw)
@@ -158,14 +194,35 @@ def api_token_verify(raw: object) -> Principal | None:
     principal = principal_for_token(token)
     if principal is None:
         return None
-    if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
-        try:
-            with transaction.atomic():
-                ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
-        except OperationalError:
-            # A locked database (F7) must not fail authentication: last_used_at is bookkeeping.
-            logger.warning("token %s: last_used_at not updated (database busy)", token.ref)
-    return principal
+    return token, principal, _last_used_bump(token.pk, token.last_used_at, now)
+
+
+def api_token_confirm(verified: VerifiedToken, raw: str) -> VerifiedToken | None:
+    """``verified`` again if nothing changed since (one read of the version row), else the token verified anew;
+    None when it may no longer act (revoked, expired by the clock, user deactivated, ...)."""
+    now = timezone.now()
+    # The delegation limit is a setting, not a row: checked here too (user, gateway hop and agents in between).
+    agents = len(verified.principal.delegation_chain) - 2
+    if verified.expires_at <= now or agents > delegation_max_agents() or visibility_row_token() != verified.version:
+        return api_token_verify_versioned(raw)
+    last_used_at = _last_used_bump(verified.principal.token_id, verified.last_used_at, now)
+    if last_used_at == verified.last_used_at:
+        return verified
+    return replace(verified, last_used_at=last_used_at)
+
+
+def _last_used_bump(token_pk: int | None, last_used_at: datetime | None, now: datetime) -> datetime | None:
+    """Write last_used_at at most once per LAST_USED_RESOLUTION; returns the value now stored."""
+    if last_used_at is not None and now - last_used_at <= LAST_USED_RESOLUTION:
+        return last_used_at
+    try:
+        with transaction.atomic():
+            ApiToken.objects.filter(pk=token_pk).update(last_used_at=now)
+    except OperationalError:
+        # A locked database (F7) must not fail authentication: last_used_at is bookkeeping.
+        logger.warning("token tok-%s: last_used_at not updated (database busy)", token_pk)
+        return last_used_at
+    return now
 
 
 def _tokens():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +18,7 @@ import mcp_types as types
 from opentelemetry import trace
 
 from catalog.models import Tool
+from governance.cache import visibility_row_token
 from governance.choices import AuditEventType, AuditOutcome, OperationClass
 from governance.principals import Principal
 from governance.sanitize import clean_for_model
@@ -278,12 +280,59 @@ def _why_lines(why: dict[str, Any]) -> list[str]:
     return lines or ["closest in meaning"]
 
 
+class SearchDescriptors:
+    """How matched tools are shown in search answers, kept per process while the visibility version stands
+    (issue 9: looking the tools up was ~11% of a search's CPU). Every write that changes what a descriptor
+    shows (tools, servers, policies, risk classes, catalog syncs and curation) rewrites that version in its
+    transaction, so a kept descriptor is never served past a change committed before the search began."""
+
+    MAX_ENTRIES = 20_000  # past this the whole set is dropped and refilled by the searches that follow
+
+    def __init__(self) -> None:
+        self._version: str | None = None
+        self._entries: dict[int, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, pks: list[int]) -> dict[int, dict[str, Any]]:
+        """The descriptors (without ``why_matched``) of the tools of ``pks`` that exist."""
+        version = visibility_row_token()  # read before the tools: a later change rewrites it
+        with self._lock:
+            if version != self._version:
+                self._version, self._entries = version, {}
+            found = {pk: self._entries[pk] for pk in pks if pk in self._entries}
+        missing = [pk for pk in pks if pk not in found]
+        if not missing:
+            return found
+        tools = Tool.objects.select_related("server", "policy__risk_class").in_bulk(missing)
+        built = {pk: tool_descriptor(tool) for pk, tool in tools.items()}
+        with self._lock:
+            if version == self._version:  # not when the version moved on while these were read
+                if len(self._entries) + len(built) > self.MAX_ENTRIES:
+                    self._entries = {}
+                self._entries.update(built)
+        return found | built
+
+    def clear(self) -> None:
+        with self._lock:
+            self._version, self._entries = None, {}
+
+
+search_descriptors = SearchDescriptors()
+
+
+def _with_why(descriptor: dict[str, Any], why_matched: list[str]) -> dict[str, Any]:
+    """A kept descriptor as ``tool_descriptor(tool, why_matched=...)`` shows it: the same keys in the same
+    order, in a new dict (the kept one is shared by every search)."""
+    shown = {key: value for key, value in descriptor.items() if key != "input_schema"}
+    shown["why_matched"] = [clean_for_model(reason) for reason in why_matched]
+    shown["input_schema"] = descriptor["input_schema"]
+    return shown
+
+
 def _answer(result: SearchResult) -> SearchAnswer:
-    tools = Tool.objects.select_related("server", "policy__risk_class").in_bulk([m.tool_pk for m in result.matches])
+    descriptors = search_descriptors.get([m.tool_pk for m in result.matches])
     matches = [
-        tool_descriptor(tools[m.tool_pk], why_matched=_why_lines(m.why_matched))
-        for m in result.matches
-        if m.tool_pk in tools
+        _with_why(descriptors[m.tool_pk], _why_lines(m.why_matched)) for m in result.matches if m.tool_pk in descriptors
     ]
     return SearchAnswer(
         matches=matches, degraded=result.degraded or not result.index_ready, confidence=result.confidence.value

@@ -1,0 +1,119 @@
+"""The tools in a tool_search answer come from descriptors kept per process (issue 9): the answer is byte for
+byte what a fresh lookup of the tools gives, and a change to a tool, its server or its risk class shows on the
+next search."""
+
+from __future__ import annotations
+
+import pytest
+
+from catalog.models import Tool
+from governance.principals import principal_for_user
+from governance.services.policy import tool_policy_ensure
+from mcpgateway.services.discovery import (
+    SearchAnswer,
+    _answer,
+    _why_lines,
+    search_descriptors,
+    tool_descriptor,
+)
+from search.services import index_rebuild, search_for_principal
+from tests.search.factories import ServerFactory, ToolFactory
+
+pytestmark = pytest.mark.django_db
+QUERIES = ["current time in a timezone", "convert a time", "ledger account balance", "send an email"]
+
+
+@pytest.fixture
+def catalog(django_capture_on_commit_callbacks, superuser, member) -> list[Tool]:
+    from governance.services.permissions import permission_grant
+
+    clock = ServerFactory(slug="clock", description="Clock and time zones")
+    ledger = ServerFactory(slug="ledger")
+    tools = [
+        ToolFactory(
+            server=clock,
+            name="get_current_time",
+            title="Current time",
+            description="Get the current time in a timezone. Uses IANA names.",
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "timezone": {"type": "string", "description": "IANA <b>zone</b> name"},
+                    "format": {"type": ["string", "null"], "enum": ["iso", "unix"]},
+                },
+                "required": ["timezone"],
+            },
+        ),
+        ToolFactory(server=clock, name="convert_time", purpose="Convert a time between two time zones"),
+        ToolFactory(
+            server=ledger,
+            name="balance",
+            description="Account balance in the ledger.\nSecond line.",
+            input_schema={"type": "object", "properties": {"account": {"type": "string", "title": "Account"}}},
+        ),
+        ToolFactory(server=ledger, name="send_mail", description="Send an email to a customer " + "x" * 300),
+    ]
+    for tool in tools:
+        tool_policy_ensure(tool=tool)
+    for server in (clock, ledger):
+        permission_grant(actor=superuser, target=server, action="discover", holder=member)
+    with django_capture_on_commit_callbacks(execute=True):
+        index_rebuild()
+    search_descriptors.clear()
+    return tools
+
+
+def fresh(result) -> SearchAnswer:
+    """The answer as the gateway built it before descriptors were kept: the tools read from the database."""
+    tools = Tool.objects.select_related("server", "policy__risk_class").in_bulk([m.tool_pk for m in result.matches])
+    matches = [
+        tool_descriptor(tools[m.tool_pk], why_matched=_why_lines(m.why_matched))
+        for m in result.matches
+        if m.tool_pk in tools
+    ]
+    return SearchAnswer(
+        matches=matches, degraded=result.degraded or not result.index_ready, confidence=result.confidence.value
+    )
+
+
+def answer_bytes(answer: SearchAnswer) -> str:
+    return answer.as_result().model_dump_json(by_alias=True)
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_answers_are_the_bytes_a_fresh_lookup_gives(catalog, member, query):
+    result = search_for_principal(principal=principal_for_user(member), query=query, top_k=10)
+    assert result.matches, "the control: something matched"
+    expected = answer_bytes(fresh(result))
+    assert answer_bytes(_answer(result)) == expected  # descriptors built now
+    assert answer_bytes(_answer(result)) == expected  # descriptors kept from the search before
+
+
+def test_a_change_shows_on_the_next_search(catalog, member):
+    principal = principal_for_user(member)
+    result = search_for_principal(principal=principal, query="current time in a timezone", top_k=10)
+    first = _answer(result).matches[0]
+    assert first["tool_id"] == "clock::get_current_time" and first["title"] == "Current time"
+
+    tool = Tool.objects.get(tool_id="clock::get_current_time")
+    tool.title = "Time now"
+    tool.save()
+    assert _answer(result).matches[0]["title"] == "Time now"
+
+    risk = tool_policy_ensure(tool=tool).risk_class
+    risk.name = "renamed-risk"
+    risk.save()
+    assert _answer(result).matches[0]["risk"] == "renamed-risk"
+
+    server = tool.server
+    server.slug = "clock2"
+    server.save()
+    assert _answer(result).matches[0]["server"] == "clock2"
+    assert answer_bytes(_answer(result)) == answer_bytes(fresh(result))
+
+
+def test_a_deleted_tool_leaves_the_answer(catalog, member):
+    result = search_for_principal(principal=principal_for_user(member), query="ledger account balance", top_k=10)
+    assert "ledger::balance" in [m["tool_id"] for m in _answer(result).matches]
+    Tool.objects.get(tool_id="ledger::balance").delete()
+    assert "ledger::balance" not in [m["tool_id"] for m in _answer(result).matches]
