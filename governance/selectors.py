@@ -24,7 +24,7 @@ from typing import Literal
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Case, F, IntegerField, Q, QuerySet, Value, When
+from django.db.models import Case, CharField, Exists, F, IntegerField, OuterRef, Q, QuerySet, Value, When
 
 from catalog.cachesafe import cache_call
 from catalog.choices import ServerStatus
@@ -32,7 +32,7 @@ from catalog.models import Server, Tool
 
 from .cache import visibility_version
 from .choices import ApprovalStatus
-from .constants import SCOPE_DISCOVER, SCOPE_EXECUTE, VISIBILITY_CACHE_TTL_SECONDS
+from .constants import OTHER_TENANT_PERSON, SCOPE_DISCOVER, SCOPE_EXECUTE, VISIBILITY_CACHE_TTL_SECONDS
 from .models import (
     AgentGrant,
     ApprovalRequest,
@@ -316,7 +316,7 @@ def approval_requests_for_approver(
     request's and its server's, ``tenant_q``), pending first, newest first. ``principal``: the approver's token
     (the API), else the person's session."""
     principal = principal if principal is not None else principal_for_user(user)
-    return (
+    requests = (
         ApprovalRequest.objects.filter(tool__in=tools_approvable_by(user=user).values("pk"))
         .filter(tenant_q(principal, "tenant"), server_tenant_q(principal, "tool__server__"))
         .select_related("requester", "tool", "tool__server", "decided_by", "policy_version")
@@ -327,6 +327,27 @@ def approval_requests_for_approver(
         )
         .order_by("pending_first", "-created_at", "-id")
     )
+    return with_approval_people_shown(requests, viewer=user)
+
+
+def with_approval_people_shown(requests: QuerySet[ApprovalRequest], *, viewer: AbstractBaseUser) -> QuerySet:
+    """``requests`` annotated with who asked and who decided as ``viewer`` may read them (``requester_shown``,
+    ``decided_by_shown``, ``requester_visible``): a tenant-less request of tenant B's person is in every
+    tenant's inbox, but its requester is someone in another tenant there (Z12)."""
+    username = f"__{get_user_model().USERNAME_FIELD}"
+    return requests.annotate(
+        requester_visible=person_visible_to(viewer=viewer, field="requester"),
+        requester_shown=person_shown(viewer=viewer, field="requester", name=f"requester{username}"),
+        decided_by_shown=person_shown(viewer=viewer, field="decided_by", name=f"decided_by{username}"),
+    )
+
+
+def delegation_chain_shown(chain: list[str], *, person_visible: bool) -> list[str]:
+    """A delegation chain (``user:alice > agent:planner > ...``) with its person as someone in another tenant
+    where the reader may not see them (``person_visible``, from ``person_visible_to``)."""
+    if person_visible:
+        return list(chain)
+    return [f"user:{OTHER_TENANT_PERSON}" if link.startswith("user:") else link for link in chain]
 
 
 def notification_attempts_visible_to(*, user: AbstractBaseUser) -> QuerySet[NotificationAttempt]:
@@ -348,9 +369,14 @@ def audit_events_visible_to(*, principal: Principal) -> QuerySet:
     from .models import AuditEvent
 
     qs = AuditEvent.objects.all()
-    if principal.token_id is None and getattr(principal.user, "is_superuser", False):
-        return qs
-    return qs.filter(tenant_q(principal, "tenant_scope"))
+    if not (principal.token_id is None and getattr(principal.user, "is_superuser", False)):
+        qs = qs.filter(tenant_q(principal, "tenant_scope"))
+    # A shared event (a tenant-less token's) may be tenant B's person's: named only where the viewer may see
+    # them (Z12). Events of no one ("system") name no person.
+    return qs.annotate(
+        subject_visible=person_visible_to(viewer=principal.user, field="user", empty=True),
+        subject_shown=person_shown(viewer=principal.user, field="user", name="human_subject"),
+    )
 
 
 def users_visible_to_operator(*, user: AbstractBaseUser) -> Q:
@@ -361,6 +387,29 @@ def users_visible_to_operator(*, user: AbstractBaseUser) -> Q:
         return Q()
     people = get_user_model().objects.filter(tenant_q(principal_for_user(user), "tenants"))
     return Q(pk__in=people.values("pk"))  # a subquery: a member of several tenants is one row
+
+
+def person_visible_to(*, viewer: AbstractBaseUser, field: str, empty: bool = False):
+    """A boolean expression over rows naming a person in ``field`` (a user foreign key or id): whether ``viewer``
+    may see that person (``users_visible_to_operator``), one subquery for a whole list, never a query per row.
+    ``empty``: the answer for rows without a person."""
+    if getattr(viewer, "is_superuser", False):
+        return Value(True)
+    people = get_user_model().objects.filter(users_visible_to_operator(user=viewer))
+    visible = Exists(people.filter(pk=OuterRef(field)))
+    return Q(**{f"{field}__isnull": True}) | Q(visible) if empty else visible
+
+
+def person_shown(*, viewer: AbstractBaseUser, field: str, name: str):
+    """An expression: the person in ``field`` by ``name`` (a lookup: ``requester__username``, ``human_subject``)
+    where ``viewer`` may see them, "someone in another tenant" otherwise; a row without a person keeps ``name``."""
+    if getattr(viewer, "is_superuser", False):
+        return F(name)
+    return Case(
+        When(person_visible_to(viewer=viewer, field=field, empty=True), then=F(name)),
+        default=Value(OTHER_TENANT_PERSON),
+        output_field=CharField(),
+    )
 
 
 def servers_visible_to_operator(*, user: AbstractBaseUser) -> Q:
