@@ -25,6 +25,8 @@ from typing import Literal
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Case, CharField, Exists, F, IntegerField, OuterRef, Q, QuerySet, Value, When
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Substr
 
 from catalog.cachesafe import cache_call
 from catalog.choices import ServerStatus
@@ -371,12 +373,46 @@ def audit_events_visible_to(*, principal: Principal) -> QuerySet:
     qs = AuditEvent.objects.all()
     if not (principal.token_id is None and getattr(principal.user, "is_superuser", False)):
         qs = qs.filter(tenant_q(principal, "tenant_scope"))
-    # A shared event (a tenant-less token's) may be tenant B's person's: named only where the viewer may see
-    # them (Z12). Events of no one ("system") name no person.
+    # A shared event (a tenant-less token's) may be tenant B's person's, or name them in its payload: named
+    # only where the viewer may see them (Z12). Events of no one ("system") name no person.
+    viewer = principal.user
+    named = {f"payload_{key}": _payload_username(key, prefix) for key, prefix in AUDIT_PAYLOAD_PEOPLE.items()}
     return qs.annotate(
-        subject_visible=person_visible_to(viewer=principal.user, field="user", empty=True),
-        subject_shown=person_shown(viewer=principal.user, field="user", name="human_subject"),
-    )
+        subject_visible=person_visible_to(viewer=viewer, field="user", empty=True),
+        subject_shown=person_shown(viewer=viewer, field="user", name="human_subject"),
+        **named,
+    ).annotate(**{f"{name}_visible": _person_named_visible(viewer=viewer, name=name) for name in named})
+
+
+# Payload keys of audit events that name a person, with the prefix before the username: whom a token was
+# issued for, who holds a grant ("user:alice"; "group:..." names no person), who asked for a decided approval.
+AUDIT_PAYLOAD_PEOPLE = {"for_user": "", "holder": "user:", "requester": ""}
+
+
+def _payload_username(key: str, prefix: str):
+    text = KeyTextTransform(key, "payload")
+    return Substr(text, len(prefix) + 1) if prefix else text
+
+
+def _person_named_visible(*, viewer: AbstractBaseUser, name: str):
+    if getattr(viewer, "is_superuser", False):
+        return Value(True)
+    people = get_user_model().objects.filter(users_visible_to_operator(user=viewer))
+    return Exists(people.filter(**{get_user_model().USERNAME_FIELD: OuterRef(name)}))
+
+
+def audit_payload_shown(event) -> dict:
+    """An event's payload (of ``audit_events_visible_to``) with the people its reader may not see (the token's
+    person, a grant's holder, who asked) as someone in another tenant."""
+    payload = event.payload
+    if not isinstance(payload, dict):
+        return payload
+    shown = dict(payload)
+    for key, prefix in AUDIT_PAYLOAD_PEOPLE.items():
+        value = shown.get(key)
+        if isinstance(value, str) and value.startswith(prefix) and not getattr(event, f"payload_{key}_visible", False):
+            shown[key] = prefix + OTHER_TENANT_PERSON
+    return shown
 
 
 def users_visible_to_operator(*, user: AbstractBaseUser) -> Q:

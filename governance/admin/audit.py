@@ -8,7 +8,12 @@ from catalog.admin.lookups import StrictLookupsMixin
 from ..constants import OTHER_TENANT_PERSON
 from ..models import AuditEvent
 from ..principals import principal_for_user
-from ..selectors import audit_events_visible_to, delegation_chain_shown, users_visible_to_operator
+from ..selectors import (
+    audit_events_visible_to,
+    audit_payload_shown,
+    delegation_chain_shown,
+    users_visible_to_operator,
+)
 from .common import BoundedCountPaginator
 
 
@@ -77,9 +82,12 @@ class AuditEventAdmin(StrictLookupsMixin, admin.ModelAdmin[AuditEvent]):
 
     def get_object(self, request, object_id, from_field=None):
         event = super().get_object(request, object_id, from_field)
-        if event is not None and not event.subject_visible:
-            # The page of an immutable row (save() refuses): the person is replaced in memory only, in every
-            # field that names them and in the page's title.
+        if event is None:
+            return None
+        # The page of an immutable row (save() refuses): another tenant's person is replaced in memory only, in
+        # every field that names them and in the page's title.
+        event.payload = audit_payload_shown(event)
+        if not event.subject_visible:
             event.human_subject = OTHER_TENANT_PERSON
             event.user = None
             event.delegation_chain = delegation_chain_shown(event.delegation_chain, person_visible=False)

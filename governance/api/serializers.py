@@ -11,7 +11,7 @@ from catalog.models import Tool
 from catalog.services.phrases import MAX_PHRASE_CHARS, MAX_PHRASES
 from governance.choices import ApprovalStatus, AuditEventType, AuditOutcome
 from governance.models import ApiToken, ApprovalRequest, AuditEvent
-from governance.selectors import delegation_chain_shown
+from governance.selectors import audit_payload_shown, delegation_chain_shown
 
 
 def _policy(tool: Tool):
@@ -254,6 +254,7 @@ class AuditEventSerializer(serializers.ModelSerializer):
     user = serializers.CharField(source="subject_shown", read_only=True)
     tool = serializers.CharField(source="tool_ref", read_only=True)
     delegation_chain = serializers.SerializerMethodField()
+    payload = serializers.SerializerMethodField()
 
     class Meta:
         model = AuditEvent
@@ -280,6 +281,10 @@ class AuditEventSerializer(serializers.ModelSerializer):
 
     def get_delegation_chain(self, event: AuditEvent) -> list[str]:
         return delegation_chain_shown(event.delegation_chain, person_visible=event.subject_visible)
+
+    @extend_schema_field(OpenApiTypes.OBJECT)
+    def get_payload(self, event: AuditEvent) -> dict:
+        return audit_payload_shown(event)
 
 
 AUDIT_EVENT_TYPES = AuditEventType.values
