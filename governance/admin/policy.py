@@ -51,6 +51,7 @@ class RiskClassAdmin(StrictLookupsMixin, admin.ModelAdmin[RiskClass]):
 class PolicyVersionAdmin(StrictLookupsMixin, admin.ModelAdmin[PolicyVersion]):
     list_display = ("label", "reason", "created_at", "creator")
     readonly_fields = ("number", "reason", "created_at", "creator")
+    fields = readonly_fields  # not the created_by field itself: it would name another tenant's operator
 
     def get_queryset(self, request):
         # The policy is one for all tenants, but who bumped it may be another tenant's operator (Z12).
