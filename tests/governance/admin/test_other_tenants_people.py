@@ -78,6 +78,9 @@ def test_a_shared_event_of_another_tenants_person_names_them_nowhere(client, abr
     # holder); every event here is shared.
     naming_bob = [*bobs, *AuditEvent.objects.filter(event_type="grant", payload__holder="user:bob-b")]
     assert len(naming_bob) == 4
+    sams_grant = AuditEvent.objects.filter(event_type="grant", payload__holder="user:sam-shared").first()
+    sams_page = client.get(reverse("admin:governance_auditevent_change", args=[sams_grant.pk]))
+    assert "user:sam-shared" in sams_page.content.decode()  # a shared person's grant names them
     for event in naming_bob:
         page = client.get(reverse("admin:governance_auditevent_change", args=[event.pk]))
         assert page.status_code == 200
@@ -134,17 +137,23 @@ def test_a_shared_request_of_another_tenants_person_does_not_name_them(client, a
         assert "human subject: bob-b" in client.get(decide).content.decode(), reader
 
 
-def test_a_decided_request_names_another_tenants_decider_as_someone(client, abroad, bobs_request, django_user_model):
+def test_a_decided_request_names_another_tenants_decider_and_requester_as_someone(
+    client, abroad, bobs_request, mutating_tool
+):
     from governance.services.approvals import approval_decide
 
     approval_decide(request=bobs_request, approver=abroad["bea"], approve=False, reason="no")
     client.force_login(abroad["ann"])
     html = client.get(reverse("admin:governance_approvalrequest_decide", args=[bobs_request.pk])).content.decode()
     assert "bea-b" not in html and f"decided by {OTHER_TENANT_PERSON}" in html
-    # The decision's audit event is tenant B's approver's, and its payload names who asked: neither is named.
-    event = AuditEvent.objects.get(event_type="approval.denied")
-    page = client.get(reverse("admin:governance_auditevent_change", args=[event.pk])).content.decode()
-    assert "bea-b" not in page and "bob-b" not in page
+    # Tenant A's approver decides another of bob-b's requests: the decision's audit event is theirs to read, and
+    # its payload (who asked) does not name him.
+    other = approval_request_create(principal=abroad["bob"], tool=mutating_tool, arguments={"repo": "other"})
+    approval_decide(request=other, approver=abroad["ann"], approve=False, reason="not today")
+    event = AuditEvent.objects.get(event_type="approval.denied", approval_ref=other.approval_id)
+    page = client.get(reverse("admin:governance_auditevent_change", args=[event.pk]))
+    assert page.status_code == 200
+    assert "bob-b" not in page.content.decode() and "not today" in page.content.decode()
 
 
 def test_the_approval_mail_names_the_requester_only_to_approvers_who_may_see_them(
