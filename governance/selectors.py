@@ -26,14 +26,14 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Case, CharField, Exists, F, IntegerField, OuterRef, Q, QuerySet, Value, When
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Substr
+from django.db.models.functions import Concat, StrIndex, Substr
 
 from catalog.cachesafe import cache_call
 from catalog.choices import ServerStatus
 from catalog.models import Server, Tool
 
 from .cache import visibility_version
-from .choices import ApprovalStatus
+from .choices import ApprovalStatus, NotificationChannel
 from .constants import OTHER_TENANT_PERSON, SCOPE_DISCOVER, SCOPE_EXECUTE, VISIBILITY_CACHE_TTL_SECONDS
 from .models import (
     AgentGrant,
@@ -360,8 +360,16 @@ def notification_attempts_visible_to(*, user: AbstractBaseUser) -> QuerySet[Noti
     if getattr(user, "is_superuser", False):
         return attempts
     principal = principal_for_user(user)
-    return attempts.filter(approval__isnull=False).filter(
-        tenant_q(principal, "approval__tenant"), server_tenant_q(principal, "approval__tool__server__")
+    # An e-mail to another tenant's approvers (a shared request reaches every tenant's, one mail per tenant set)
+    # names them by address: left out, as those people are.
+    hidden = get_user_model().objects.exclude(users_visible_to_operator(user=user)).exclude(email="")
+    listed = Concat(Value(", "), OuterRef("target"), Value(", "), output_field=CharField())
+    address = Concat(Value(", "), F("email"), Value(", "), output_field=CharField())
+    to_hidden = hidden.annotate(at=StrIndex(listed, address)).filter(at__gt=0)
+    return (
+        attempts.filter(approval__isnull=False)
+        .filter(tenant_q(principal, "approval__tenant"), server_tenant_q(principal, "approval__tool__server__"))
+        .exclude(Q(channel=NotificationChannel.EMAIL) & Q(Exists(to_hidden)))
     )
 
 

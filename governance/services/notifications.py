@@ -126,11 +126,13 @@ def _notify_by_mail(request: ApprovalRequest, payload: dict, attempt: int) -> in
     if not approvers or _already_sent(request, NotificationChannel.EMAIL):
         return 0
     # A tenant-less request of tenant B's person reaches tenant A's approvers too: they read "someone in another
-    # tenant", in a mail of their own, never the name (Z12).
-    by_name: dict[str, list[str]] = {}
+    # tenant", never the name (Z12). One mail (and one logged attempt) per tenant set of approvers, so the
+    # notification log can leave out the attempts to people its reader may not see.
+    groups: dict[tuple[str, frozenset[int]], list[str]] = {}
     for approver in approvers:
-        by_name.setdefault(_requester_as_seen_by(request, approver), []).append(approver.email)
-    return sum(_send_mail(request, payload, requester, emails, attempt) for requester, emails in by_name.items())
+        tenants = frozenset(approver.tenants.values_list("pk", flat=True))
+        groups.setdefault((_requester_as_seen_by(request, approver), tenants), []).append(approver.email)
+    return sum(_send_mail(request, payload, requester, emails, attempt) for (requester, _), emails in groups.items())
 
 
 def _requester_as_seen_by(request: ApprovalRequest, approver) -> str:

@@ -157,15 +157,28 @@ def test_a_decided_request_names_another_tenants_decider_and_requester_as_someon
 
 
 def test_the_approval_mail_names_the_requester_only_to_approvers_who_may_see_them(
-    abroad, mutating_tool, mailoutbox, django_capture_on_commit_callbacks
+    client, abroad, mutating_tool, mailoutbox, django_capture_on_commit_callbacks, django_user_model, grant, superuser
 ):
+    """Tenant B's approver reads bob-b; tenant A's reads someone in another tenant, in a mail of their own; the
+    notification log shows tenant A's operator the mails to tenant A's and shared approvers, not tenant B's."""
+    shared = django_user_model.objects.create_user(username="sol", email="sol@example.com", is_staff=True)
+    grant(shared, mutating_tool.server, "approve")
     with django_capture_on_commit_callbacks(execute=True):
         approval_request_create(principal=abroad["bob"], tool=mutating_tool, arguments={"repo": "scout"})
     by_recipient = {tuple(message.to): message.body for message in mailoutbox}
-    assert set(by_recipient) == {("ann@example.com",), ("bea@example.com",)}
+    assert set(by_recipient) == {("ann@example.com",), ("bea@example.com",), ("sol@example.com",)}
     assert by_recipient[("ann@example.com",)].startswith(f"{OTHER_TENANT_PERSON} asks to call github::delete_repo")
     assert "bob-b" not in by_recipient[("ann@example.com",)]
     assert by_recipient[("bea@example.com",)].startswith("bob-b asks to call github::delete_repo")
+
+    log = reverse("admin:governance_notificationattempt_changelist")
+    client.force_login(abroad["ann"])
+    html = client.get(log).content.decode()
+    assert "ann@example.com" in html and "sol@example.com" in html
+    assert "bea@example.com" not in html and "3 notification" not in html
+    assert "bea@example.com" not in client.get(log, {"q": "bea"}).content.decode()
+    client.force_login(superuser)
+    assert "bea@example.com" in client.get(log).content.decode()
 
 
 def test_a_policy_version_names_another_tenants_operator_as_someone(client, abroad, superuser):
