@@ -375,7 +375,9 @@ def notification_attempts_visible_to(*, user: AbstractBaseUser) -> QuerySet[Noti
 
 def audit_events_visible_to(*, principal: Principal) -> QuerySet:
     """Audit events a viewer may read: shared ones and those of the tenants ``principal`` acts in. Superusers
-    (the platform's operators) read the whole trail in a session."""
+    (the platform's operators) read the whole trail in a session. Each is annotated with how its person reads
+    (``subject_shown``, ``subject_visible``) and whether the people its payload names are visible (read them with
+    ``audit_payload_shown`` and ``delegation_chain_shown``)."""
     from .models import AuditEvent
 
     qs = AuditEvent.objects.all()
