@@ -57,3 +57,7 @@ def delegation_max_chain() -> int:
 # Visibility cache: entries live this long at most even if an invalidation were missed.
 VISIBILITY_CACHE_TTL_SECONDS = 300
 VISIBILITY_VERSION_KEY = "governance:visibility:version"
+
+# How an admin or API page names a person of a tenant the reader does not act in (Z12: for them, that tenant's
+# people do not exist): who made a grant or a token, who asked for an approval, whose audit event it is.
+OTHER_TENANT_PERSON = "someone in another tenant"

@@ -24,15 +24,17 @@ from typing import Literal
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Case, F, IntegerField, Q, QuerySet, Value, When
+from django.db.models import Case, CharField, Exists, F, IntegerField, OuterRef, Q, QuerySet, Value, When
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Concat, StrIndex, Substr
 
 from catalog.cachesafe import cache_call
 from catalog.choices import ServerStatus
 from catalog.models import Server, Tool
 
 from .cache import visibility_version
-from .choices import ApprovalStatus
-from .constants import SCOPE_DISCOVER, SCOPE_EXECUTE, VISIBILITY_CACHE_TTL_SECONDS
+from .choices import ApprovalStatus, NotificationChannel
+from .constants import OTHER_TENANT_PERSON, SCOPE_DISCOVER, SCOPE_EXECUTE, VISIBILITY_CACHE_TTL_SECONDS
 from .models import (
     AgentGrant,
     ApprovalRequest,
@@ -316,7 +318,7 @@ def approval_requests_for_approver(
     request's and its server's, ``tenant_q``), pending first, newest first. ``principal``: the approver's token
     (the API), else the person's session."""
     principal = principal if principal is not None else principal_for_user(user)
-    return (
+    requests = (
         ApprovalRequest.objects.filter(tool__in=tools_approvable_by(user=user).values("pk"))
         .filter(tenant_q(principal, "tenant"), server_tenant_q(principal, "tool__server__"))
         .select_related("requester", "tool", "tool__server", "decided_by", "policy_version")
@@ -327,6 +329,27 @@ def approval_requests_for_approver(
         )
         .order_by("pending_first", "-created_at", "-id")
     )
+    return with_approval_people_shown(requests, viewer=user)
+
+
+def with_approval_people_shown(requests: QuerySet[ApprovalRequest], *, viewer: AbstractBaseUser) -> QuerySet:
+    """``requests`` annotated with who asked and who decided as ``viewer`` may read them (``requester_shown``,
+    ``decided_by_shown``, ``requester_visible``): a tenant-less request of tenant B's person is in every
+    tenant's inbox, but its requester is someone in another tenant there (Z12)."""
+    username = f"__{get_user_model().USERNAME_FIELD}"
+    return requests.annotate(
+        requester_visible=person_visible_to(viewer=viewer, field="requester"),
+        requester_shown=person_shown(viewer=viewer, field="requester", name=f"requester{username}"),
+        decided_by_shown=person_shown(viewer=viewer, field="decided_by", name=f"decided_by{username}"),
+    )
+
+
+def delegation_chain_shown(chain: list[str], *, person_visible: bool) -> list[str]:
+    """A delegation chain (``user:alice > agent:planner > ...``) with its person as someone in another tenant
+    where the reader may not see them (``person_visible``, from ``person_visible_to``)."""
+    if person_visible:
+        return list(chain)
+    return [f"user:{OTHER_TENANT_PERSON}" if link.startswith("user:") else link for link in chain]
 
 
 def notification_attempts_visible_to(*, user: AbstractBaseUser) -> QuerySet[NotificationAttempt]:
@@ -337,20 +360,69 @@ def notification_attempts_visible_to(*, user: AbstractBaseUser) -> QuerySet[Noti
     if getattr(user, "is_superuser", False):
         return attempts
     principal = principal_for_user(user)
-    return attempts.filter(approval__isnull=False).filter(
-        tenant_q(principal, "approval__tenant"), server_tenant_q(principal, "approval__tool__server__")
+    # An e-mail to another tenant's approvers (a shared request reaches every tenant's, one mail per tenant set)
+    # names them by address: left out, as those people are.
+    hidden = get_user_model().objects.exclude(users_visible_to_operator(user=user)).exclude(email="")
+    listed = Concat(Value(", "), OuterRef("target"), Value(", "), output_field=CharField())
+    address = Concat(Value(", "), F("email"), Value(", "), output_field=CharField())
+    to_hidden = hidden.annotate(at=StrIndex(listed, address)).filter(at__gt=0)
+    return (
+        attempts.filter(approval__isnull=False)
+        .filter(tenant_q(principal, "approval__tenant"), server_tenant_q(principal, "approval__tool__server__"))
+        .exclude(Q(channel=NotificationChannel.EMAIL) & Q(Exists(to_hidden)))
     )
 
 
 def audit_events_visible_to(*, principal: Principal) -> QuerySet:
     """Audit events a viewer may read: shared ones and those of the tenants ``principal`` acts in. Superusers
-    (the platform's operators) read the whole trail in a session."""
+    (the platform's operators) read the whole trail in a session. Each is annotated with how its person reads
+    (``subject_shown``, ``subject_visible``) and whether the people its payload names are visible (read them with
+    ``audit_payload_shown`` and ``delegation_chain_shown``)."""
     from .models import AuditEvent
 
     qs = AuditEvent.objects.all()
-    if principal.token_id is None and getattr(principal.user, "is_superuser", False):
-        return qs
-    return qs.filter(tenant_q(principal, "tenant_scope"))
+    if not (principal.token_id is None and getattr(principal.user, "is_superuser", False)):
+        qs = qs.filter(tenant_q(principal, "tenant_scope"))
+    # A shared event (a tenant-less token's) may be tenant B's person's, or name them in its payload: named
+    # only where the viewer may see them (Z12). Events of no one ("system") name no person.
+    viewer = principal.user
+    named = {f"payload_{key}": _payload_username(key, prefix) for key, prefix in AUDIT_PAYLOAD_PEOPLE.items()}
+    return qs.annotate(
+        subject_visible=person_visible_to(viewer=viewer, field="user", empty=True),
+        subject_shown=person_shown(viewer=viewer, field="user", name="human_subject"),
+        **named,
+    ).annotate(**{f"{name}_visible": _person_named_visible(viewer=viewer, name=name) for name in named})
+
+
+# Payload keys of audit events that name a person, with the prefix before the username: whom a token was
+# issued for, who holds a grant ("user:alice"; "group:..." names no person), who asked for a decided approval.
+AUDIT_PAYLOAD_PEOPLE = {"for_user": "", "holder": "user:", "requester": ""}
+
+
+def _payload_username(key: str, prefix: str):
+    text = KeyTextTransform(key, "payload")
+    return Substr(text, len(prefix) + 1) if prefix else text
+
+
+def _person_named_visible(*, viewer: AbstractBaseUser, name: str):
+    if getattr(viewer, "is_superuser", False):
+        return Value(True)
+    people = get_user_model().objects.filter(users_visible_to_operator(user=viewer))
+    return Exists(people.filter(**{get_user_model().USERNAME_FIELD: OuterRef(name)}))
+
+
+def audit_payload_shown(event) -> dict:
+    """An event's payload (of ``audit_events_visible_to``) with the people its reader may not see (the token's
+    person, a grant's holder, who asked) as someone in another tenant."""
+    payload = event.payload
+    if not isinstance(payload, dict):
+        return payload
+    shown = dict(payload)
+    for key, prefix in AUDIT_PAYLOAD_PEOPLE.items():
+        value = shown.get(key)
+        if isinstance(value, str) and value.startswith(prefix) and not getattr(event, f"payload_{key}_visible", False):
+            shown[key] = prefix + OTHER_TENANT_PERSON
+    return shown
 
 
 def users_visible_to_operator(*, user: AbstractBaseUser) -> Q:
@@ -361,6 +433,29 @@ def users_visible_to_operator(*, user: AbstractBaseUser) -> Q:
         return Q()
     people = get_user_model().objects.filter(tenant_q(principal_for_user(user), "tenants"))
     return Q(pk__in=people.values("pk"))  # a subquery: a member of several tenants is one row
+
+
+def person_visible_to(*, viewer: AbstractBaseUser, field: str, empty: bool = False):
+    """A boolean expression over rows naming a person in ``field`` (a user foreign key or id): whether ``viewer``
+    may see that person (``users_visible_to_operator``), one subquery for a whole list, never a query per row.
+    ``empty``: the answer for rows without a person."""
+    if getattr(viewer, "is_superuser", False):
+        return Value(True)
+    people = get_user_model().objects.filter(users_visible_to_operator(user=viewer))
+    visible = Exists(people.filter(pk=OuterRef(field)))
+    return Q(**{f"{field}__isnull": True}) | Q(visible) if empty else visible
+
+
+def person_shown(*, viewer: AbstractBaseUser, field: str, name: str):
+    """An expression: the person in ``field`` by ``name`` (a lookup: ``requester__username``, ``human_subject``)
+    where ``viewer`` may see them, "someone in another tenant" otherwise; a row without a person keeps ``name``."""
+    if getattr(viewer, "is_superuser", False):
+        return F(name)
+    return Case(
+        When(person_visible_to(viewer=viewer, field=field, empty=True), then=F(name)),
+        default=Value(OTHER_TENANT_PERSON),
+        output_field=CharField(),
+    )
 
 
 def servers_visible_to_operator(*, user: AbstractBaseUser) -> Q:

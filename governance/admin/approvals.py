@@ -18,7 +18,13 @@ from ..choices import ApprovalStatus
 from ..models import (
     ApprovalRequest,
 )
-from ..selectors import approval_requester_may_execute, approval_requests_for_approver, user_is_approver
+from ..selectors import (
+    approval_requester_may_execute,
+    approval_requests_for_approver,
+    delegation_chain_shown,
+    user_is_approver,
+    with_approval_people_shown,
+)
 from ..services.approvals import ApprovalError, approval_decide
 from .common import _pre, breakable_id, risk_badge
 
@@ -31,10 +37,10 @@ class ApprovalDecisionForm(forms.Form):
 class ApprovalRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[ApprovalRequest]):
     # Decide comes second so no viewport clips it; six narrow, wrapping columns fit beside both sidebars at
     # 1280 px (the request's id with its time, the status with whether it is still usable).
-    list_display = ("request_column", "decide_link", "status_column", "risk_badge", "tool_column", "requester")
+    list_display = ("request_column", "decide_link", "status_column", "risk_badge", "tool_column", "requester_column")
     list_display_links = ("request_column",)
     list_filter = ("status", "risk_class", "operation_class")
-    search_fields = ("approval_id", "tool__tool_id", "requester__username", "agent")
+    search_fields = ("approval_id", "tool__tool_id", "requester_shown", "agent")  # Z12: not another tenant's name
     readonly_fields = (
         "approval_id",
         "status",
@@ -48,7 +54,7 @@ class ApprovalRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[ApprovalRequest]
         "policy_version",
         "created_at",
         "expires_at",
-        "decided_by",
+        "decider",
         "decided_at",
         "decision_reason",
         "consumed_at",
@@ -58,7 +64,7 @@ class ApprovalRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[ApprovalRequest]
     def get_queryset(self, request):
         # Superusers read every request; deciding still needs an approve grant (approval_decide checks).
         if request.user.is_superuser:
-            return _all_pending_first()
+            return with_approval_people_shown(_all_pending_first(), viewer=request.user)
         return approval_requests_for_approver(user=request.user)
 
     def get_ordering(self, request):
@@ -87,16 +93,26 @@ class ApprovalRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[ApprovalRequest]
 
     @admin.display(description="who asked")
     def envelope(self, obj: ApprovalRequest):
+        # A tenant-less request of another tenant's person names them nowhere (Z12).
+        chain = delegation_chain_shown(obj.delegation_chain, person_visible=obj.requester_visible)
         lines = [
-            f"human subject: {obj.requester.get_username()}",
+            f"human subject: {obj.requester_shown}",
             f"agent: {obj.agent or '-'}",
             f"tenant: {obj.tenant or '-'}",
             f"token: {obj.token_ref or '-'}",
-            f"delegation chain: {' > '.join(obj.delegation_chain) or '-'}",
+            f"delegation chain: {' > '.join(chain) or '-'}",
             f"server: {obj.tool.server.slug} ({obj.tool.server.environment})",
             f"trace id: {obj.trace_id or '-'}",
         ]
         return _pre("\n".join(lines))
+
+    @admin.display(description="who asked", ordering="requester_shown")
+    def requester_column(self, obj: ApprovalRequest) -> str:
+        return obj.requester_shown
+
+    @admin.display(description="decided by")
+    def decider(self, obj: ApprovalRequest) -> str:
+        return obj.decided_by_shown or "-"
 
     @admin.display(description="exact arguments")
     def arguments_pretty(self, obj: ApprovalRequest):

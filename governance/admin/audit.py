@@ -1,13 +1,35 @@
 """Governance admin: audit trail."""
 
 from django.contrib import admin
+from django.db.models import Q
 
 from catalog.admin.lookups import StrictLookupsMixin
 
+from ..constants import OTHER_TENANT_PERSON
 from ..models import AuditEvent
 from ..principals import principal_for_user
-from ..selectors import audit_events_visible_to
+from ..selectors import (
+    audit_events_visible_to,
+    audit_payload_shown,
+    delegation_chain_shown,
+    users_visible_to_operator,
+)
 from .common import BoundedCountPaginator
+
+
+class VisiblePersonFilter(admin.RelatedOnlyFieldListFilter):
+    """The people in the rows this viewer may read, and only those they may see: a shared event of tenant B's
+    person neither offers them as a choice nor is found by their id (Z12)."""
+
+    def field_choices(self, field, request, model_admin):
+        people = model_admin.get_queryset(request).values_list(f"{self.field_path}__pk", flat=True)
+        visible = Q(pk__in=people) & users_visible_to_operator(user=request.user)
+        ordering = self.field_admin_ordering(field, request, model_admin)
+        return field.get_choices(include_blank=False, limit_choices_to=visible, ordering=ordering)
+
+    def queryset(self, request, queryset):
+        filtered = super().queryset(request, queryset)
+        return filtered.filter(subject_visible=True) if self.used_parameters else filtered
 
 
 class RecentToolFilter(admin.SimpleListFilter):
@@ -30,7 +52,7 @@ class AuditEventAdmin(StrictLookupsMixin, admin.ModelAdmin[AuditEvent]):
         "created_at",
         "event_type",
         "outcome",
-        "human_subject",
+        "subject",
         "agent",
         "tenant",
         "tool_ref",
@@ -40,11 +62,11 @@ class AuditEventAdmin(StrictLookupsMixin, admin.ModelAdmin[AuditEvent]):
     list_filter = (
         "event_type",
         "outcome",
-        ("user", admin.RelatedOnlyFieldListFilter),  # only the people in the rows this viewer may read
+        ("user", VisiblePersonFilter),
         RecentToolFilter,
         ("created_at", admin.DateFieldListFilter),
     )
-    search_fields = ("human_subject", "agent", "tenant", "tool_ref", "approval_ref", "trace_id")
+    search_fields = ("subject_shown", "agent", "tenant", "tool_ref", "approval_ref", "trace_id")
     paginator = BoundedCountPaginator
     show_full_result_count = False
     list_per_page = 100
@@ -53,6 +75,23 @@ class AuditEventAdmin(StrictLookupsMixin, admin.ModelAdmin[AuditEvent]):
     def get_queryset(self, request):
         # Shared events and those of the viewer's tenants; superusers read the whole trail (Z12).
         return audit_events_visible_to(principal=principal_for_user(request.user)).order_by("-created_at", "-id")
+
+    @admin.display(description="human subject", ordering="subject_shown")
+    def subject(self, obj: AuditEvent) -> str:
+        return obj.subject_shown  # another tenant's person is not named (Z12)
+
+    def get_object(self, request, object_id, from_field=None):
+        event = super().get_object(request, object_id, from_field)
+        if event is None:
+            return None
+        # The page of an immutable row (save() refuses): another tenant's person is replaced in memory only, in
+        # every field that names them and in the page's title.
+        event.payload = audit_payload_shown(event)
+        if not event.subject_visible:
+            event.human_subject = OTHER_TENANT_PERSON
+            event.user = None
+            event.delegation_chain = delegation_chain_shown(event.delegation_chain, person_visible=False)
+        return event
 
     def get_readonly_fields(self, request, obj=None):
         return [f.name for f in AuditEvent._meta.fields]

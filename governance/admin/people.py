@@ -8,9 +8,10 @@ re-registers the user admin with the filter."""
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin as AuthUserAdmin
-from django.db.models import Exists, OuterRef, QuerySet, Value
+from django.db.models import QuerySet
 
-from ..selectors import users_visible_to_operator
+from ..constants import OTHER_TENANT_PERSON
+from ..selectors import person_visible_to, users_visible_to_operator
 
 
 def people_for(request):
@@ -27,15 +28,10 @@ def rows_of_people_for(request, queryset: QuerySet, field: str = "user") -> Quer
     return queryset.filter(**{f"{field}__in": people_for(request).values("pk")})
 
 
-OTHER_TENANT_PERSON = "someone in another tenant"
-
-
 def with_person_visible(request, queryset: QuerySet, field: str) -> QuerySet:
     """``queryset`` annotated with ``<field>_visible``: whether ``request.user`` may read the name of the person in
     ``field`` (one subquery for the whole list, not a query per row); read it with ``person_name``."""
-    if request.user.is_superuser:
-        return queryset.annotate(**{f"{field}_visible": Value(True)})
-    return queryset.annotate(**{f"{field}_visible": Exists(people_for(request).filter(pk=OuterRef(field)))})
+    return queryset.annotate(**{f"{field}_visible": person_visible_to(viewer=request.user, field=field)})
 
 
 def person_name(obj, field: str) -> str:

@@ -21,6 +21,7 @@ from ..principals import principal_for_user
 from ..services.audit import audit_record
 from ..services.policy import risk_class_update, tool_policy_classify
 from .common import _pre
+from .people import person_name, with_person_visible
 
 
 @admin.register(RiskClass)
@@ -48,8 +49,17 @@ class RiskClassAdmin(StrictLookupsMixin, admin.ModelAdmin[RiskClass]):
 
 @admin.register(PolicyVersion)
 class PolicyVersionAdmin(StrictLookupsMixin, admin.ModelAdmin[PolicyVersion]):
-    list_display = ("label", "reason", "created_at", "created_by")
-    readonly_fields = ("number", "reason", "created_at", "created_by")
+    list_display = ("label", "reason", "created_at", "creator")
+    readonly_fields = ("number", "reason", "created_at", "creator")
+    fields = readonly_fields  # not the created_by field itself: it would name another tenant's operator
+
+    def get_queryset(self, request):
+        # The policy is one for all tenants, but who bumped it may be another tenant's operator (Z12).
+        return with_person_visible(request, super().get_queryset(request).select_related("created_by"), "created_by")
+
+    @admin.display(description="created by")
+    def creator(self, obj: PolicyVersion) -> str:
+        return person_name(obj, "created_by")
 
     def has_add_permission(self, request) -> bool:
         return False

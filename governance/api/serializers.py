@@ -11,6 +11,7 @@ from catalog.models import Tool
 from catalog.services.phrases import MAX_PHRASE_CHARS, MAX_PHRASES
 from governance.choices import ApprovalStatus, AuditEventType, AuditOutcome
 from governance.models import ApiToken, ApprovalRequest, AuditEvent
+from governance.selectors import audit_payload_shown, delegation_chain_shown
 
 
 def _policy(tool: Tool):
@@ -145,9 +146,12 @@ class ToolDetailSerializer(ToolSerializer):
 
 
 class ApprovalSerializer(serializers.ModelSerializer):
+    """A request of ``approval_requests_for_approver``: another tenant's person is someone in another tenant."""
+
     tool_id = serializers.CharField(source="tool.tool_id", read_only=True)
-    requester = serializers.CharField(source="requester.get_username", read_only=True)
-    decided_by = serializers.SerializerMethodField()
+    requester = serializers.CharField(source="requester_shown", read_only=True)
+    decided_by = serializers.CharField(source="decided_by_shown", read_only=True, allow_null=True)
+    delegation_chain = serializers.SerializerMethodField()
     arguments = serializers.SerializerMethodField(help_text="The exact arguments of the call to decide on")
     policy_version = serializers.IntegerField(source="policy_version.number", read_only=True)
     tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
@@ -175,8 +179,8 @@ class ApprovalSerializer(serializers.ModelSerializer):
         )
         read_only_fields = fields
 
-    def get_decided_by(self, request: ApprovalRequest) -> str | None:
-        return request.decided_by.get_username() if request.decided_by else None
+    def get_delegation_chain(self, request: ApprovalRequest) -> list[str]:
+        return delegation_chain_shown(request.delegation_chain, person_visible=request.requester_visible)
 
     @extend_schema_field(OpenApiTypes.OBJECT)
     def get_arguments(self, request: ApprovalRequest) -> dict:
@@ -245,8 +249,12 @@ class ApiTokenCreatedSerializer(ApiTokenSerializer):
 
 
 class AuditEventSerializer(serializers.ModelSerializer):
-    user = serializers.CharField(source="human_subject", read_only=True)
+    """An event of ``audit_events_visible_to``: another tenant's person is someone in another tenant (Z12)."""
+
+    user = serializers.CharField(source="subject_shown", read_only=True)
     tool = serializers.CharField(source="tool_ref", read_only=True)
+    delegation_chain = serializers.SerializerMethodField()
+    payload = serializers.SerializerMethodField()
 
     class Meta:
         model = AuditEvent
@@ -270,6 +278,13 @@ class AuditEventSerializer(serializers.ModelSerializer):
             "payload",
         )
         read_only_fields = fields
+
+    def get_delegation_chain(self, event: AuditEvent) -> list[str]:
+        return delegation_chain_shown(event.delegation_chain, person_visible=event.subject_visible)
+
+    @extend_schema_field(OpenApiTypes.OBJECT)
+    def get_payload(self, event: AuditEvent) -> dict:
+        return audit_payload_shown(event)
 
 
 AUDIT_EVENT_TYPES = AuditEventType.values

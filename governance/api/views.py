@@ -170,7 +170,7 @@ class _Decide(generics.GenericAPIView):
         data = self.input_serializer(data=request.data)
         data.is_valid(raise_exception=True)
         try:
-            decided = approval_decide(
+            approval_decide(
                 request=pending, approver=request.user, approve=self.approve, reason=data.validated_data.get("reason")
             )
         except ApprovalError as exc:
@@ -184,7 +184,7 @@ class _Decide(generics.GenericAPIView):
             return Response(
                 {"error": {"code": exc.code, "message": str(exc), "fields": {}}}, status=status.HTTP_409_CONFLICT
             )
-        return Response(ApprovalSerializer(decided).data)
+        return Response(ApprovalSerializer(inbox_request(request, approval_id)).data)  # its people as shown
 
 
 class ApprovalApprove(_Decide):

@@ -19,8 +19,9 @@ from django.db.models import Q
 from django.urls import reverse
 
 from governance.choices import NotificationChannel, NotificationOutcome
+from governance.constants import OTHER_TENANT_PERSON
 from governance.models import ApprovalRequest, NotificationAttempt, Tenant
-from governance.selectors import server_tenant_id, user_can_approve
+from governance.selectors import server_tenant_id, user_can_approve, users_visible_to_operator
 
 logger = logging.getLogger(__name__)
 WEBHOOK_TIMEOUT_SECONDS = 10
@@ -121,14 +122,30 @@ def _record(request: ApprovalRequest, channel: str, attempt: int, target: str, *
 
 
 def _notify_by_mail(request: ApprovalRequest, payload: dict, attempt: int) -> int:
-    recipients = [user.email for user in approvers_for(request=request) if user.email]
-    if not recipients or _already_sent(request, NotificationChannel.EMAIL):
+    approvers = [user for user in approvers_for(request=request) if user.email]
+    if not approvers or _already_sent(request, NotificationChannel.EMAIL):
         return 0
+    # A tenant-less request of tenant B's person reaches tenant A's approvers too: they read "someone in another
+    # tenant", never the name (Z12). One mail (and one logged attempt) per tenant set of approvers, so the
+    # notification log can leave out the attempts to people its reader may not see.
+    groups: dict[tuple[str, frozenset[int]], list[str]] = {}
+    for approver in approvers:
+        tenants = frozenset(approver.tenants.values_list("pk", flat=True))
+        groups.setdefault((_requester_as_seen_by(request, approver), tenants), []).append(approver.email)
+    return sum(_send_mail(request, payload, requester, emails, attempt) for (requester, _), emails in groups.items())
+
+
+def _requester_as_seen_by(request: ApprovalRequest, approver) -> str:
+    people = get_user_model().objects.filter(users_visible_to_operator(user=approver))
+    return request.requester.get_username() if people.filter(pk=request.requester_id).exists() else OTHER_TENANT_PERSON
+
+
+def _send_mail(request: ApprovalRequest, payload: dict, requester: str, recipients: list[str], attempt: int) -> int:
     try:
         send_mail(
             subject=f"[Scout] Approval needed: {payload['tool_id']} ({request.get_risk_class_display()} risk)",
             message=(
-                f"{payload['requester']}{' via ' + payload['agent'] if payload['agent'] else ''} asks to call "
+                f"{requester}{' via ' + payload['agent'] if payload['agent'] else ''} asks to call "
                 f"{payload['tool_id']} ({request.get_risk_class_display()} risk, "
                 f"{request.get_operation_class_display()}).\n\n"
                 f"Read the exact arguments and approve or deny it before {payload['expires_at']}:\n"

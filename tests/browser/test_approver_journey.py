@@ -88,7 +88,7 @@ def test_approver_denies_with_a_reason_then_approves_a_call_that_runs(
     assert browser.find_element(By.ID, "nav-sidebar").is_displayed()
     assert browser.find_element(By.ID, "changelist-filter").is_displayed()
     assert _no_sideways_scroll(browser, "#changelist .results") and _no_sideways_scroll(browser, "html")
-    assert _right_edge_visible(browser, browser.find_element(By.CSS_SELECTOR, "#result_list td.field-requester"))
+    assert _right_edge_visible(browser, browser.find_element(By.CSS_SELECTOR, "#result_list td.field-requester_column"))
     # The tool id wraps only after "::" and "_" (never "memor y::crea te_enti ties"): no piece spans two lines,
     # here and in a window narrow enough to squeeze the column (the sidebars stay beside the table).
     for width in (800, 1280):

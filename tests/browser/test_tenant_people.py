@@ -94,3 +94,73 @@ def test_an_operator_reads_no_other_tenants_people_on_shared_pages(browser, live
     assert not browser.find_elements("name", "created_by")  # read-only, not a choice
     browser.execute_script("window.scrollTo(0, document.body.scrollHeight)")
     screenshot(browser, "tenant-a-operator-shared-token")
+
+
+@pytest.fixture
+def shared_calls(django_user_model):
+    """bob-b (tenant B) searches and asks to call a shared server's mutating tool with a tenant-less token; a
+    tenant B operator bumped the policy; op-alpha is tenant A's operator and approver."""
+    from governance.principals import principal_for_user
+    from governance.services.approvals import approval_request_create
+    from governance.services.audit import audit_record
+    from governance.services.permissions import permission_grant
+    from governance.services.policy import policy_version_bump
+    from governance.services.tokens import api_token_verify
+
+    make = django_user_model.objects.create_user
+    operator = make(username="op-alpha", password="pw-op-alpha-123", is_staff=True)
+    operator.groups.add(Group.objects.get(name=OPERATORS))
+    bob, op_b = make(username="bob-b"), make(username="op-bravo", is_staff=True)
+    tenant_with("tenant-a", operator)
+    tenant_with("tenant-b", bob, op_b)
+    root = django_user_model.objects.create_superuser(username="root", email=None, password=None)
+    server = ServerFactory(slug="shared-srv")
+    tool = ToolFactory(server=server, name="delete_repo", annotations=None)
+    for action in ("discover", "execute"):
+        permission_grant(actor=root, target=server, action=action, holder=bob)
+    permission_grant(actor=root, target=server, action="approve", holder=operator)
+    _, raw = api_token_create(
+        user=bob, name="bob laptop", scopes=["discover", "execute"], expires_at=timezone.now() + timedelta(days=1)
+    )
+    principal = api_token_verify(raw)
+    audit_record(event_type="discovery", principal=principal, tool=tool, outcome="success", payload={})
+    request = approval_request_create(principal=principal, tool=tool, arguments={"repo": "scout"})
+    policy_version_bump(reason="tenant B reclassified a tool", actor=op_b)
+    assert principal_for_user(bob).tenant_ids
+    return request
+
+
+def test_an_operator_reads_no_other_tenants_person_in_audit_approvals_and_policy(browser, live_server, shared_calls):
+    from governance.models import AuditEvent
+
+    admin_login(browser, live_server.url, "op-alpha", "pw-op-alpha-123")
+    someone = "someone in another tenant"
+
+    browser.get(f"{live_server.url}/admin/")
+    page = _body(browser)
+    assert "shared-srv::delete_repo" in page and someone in page and "bob-b" not in page
+    screenshot(browser, "tenant-a-operator-home-approvals")
+
+    browser.get(f"{live_server.url}/admin/governance/auditevent/")
+    page = _body(browser)
+    assert someone in page and "bob-b" not in page and "op-bravo" not in page
+    screenshot(browser, "tenant-a-operator-audit-list")
+    event = AuditEvent.objects.get(event_type="discovery")
+    browser.get(f"{live_server.url}/admin/governance/auditevent/{event.pk}/change/")
+    page = _body(browser)
+    assert someone in page and "bob-b" not in page
+    screenshot(browser, "tenant-a-operator-audit-event")
+
+    browser.get(f"{live_server.url}/admin/governance/approvalrequest/")
+    page = _body(browser)
+    assert shared_calls.approval_id in page and someone in page and "bob-b" not in page
+    screenshot(browser, "tenant-a-approver-inbox")
+    browser.get(f"{live_server.url}/admin/governance/approvalrequest/{shared_calls.pk}/decide/")
+    page = _body(browser)
+    assert f"human subject: {someone}" in page and "bob-b" not in page
+    screenshot(browser, "tenant-a-approver-decide-page")
+
+    browser.get(f"{live_server.url}/admin/governance/policyversion/")
+    page = _body(browser)
+    assert "tenant B reclassified a tool" in page and someone in page and "op-bravo" not in page
+    screenshot(browser, "tenant-a-operator-policy-versions")
