@@ -28,7 +28,7 @@ def test_a_scrape_of_either_worker_sums_both(site):
     first, second = site.workers
     call(first, tokens["alice"], "tool_search", {"query": "look up an account in the ledger"})
     unknown = call(second, tokens["alice"], "execute_tool", {"tool_id": "ledger::nope", "arguments": {}})
-    assert "error" in unknown
+    assert unknown["result"]["isError"] is True and unknown["result"]["structuredContent"] == {"unknown_tool": True}
     failed = call(second, tokens["bob"], "execute_tool", {"tool_id": "ledger::lookup", "arguments": {"account": "1"}})
     assert failed["result"]["isError"] is True  # an imported server has no live connection: an upstream error
 
