@@ -150,14 +150,14 @@ class OnnxRunner:
         self.dim = int(self.session.get_outputs()[0].shape[-1])
 
     def encode(self, texts: Sequence[str], batch_size: int) -> np.ndarray:
-        """Unit vectors; texts are sorted by token count and run ``batch_size`` at a time, padded to the
-        longest of each batch (as sentence-transformers does), so padding stays small."""
+        """Unit vectors; texts are sorted by token count and run up to ``batch_size`` at a time, each batch
+        padded to its longest text (see ``padded_batches``). Padding never changes a vector (the attention
+        mask hides it); it only costs time."""
         encodings = self.tokenizer.encode_batch(list(texts))
         order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
         result = np.zeros((len(texts), self.dim), np.float32)
-        for start in range(0, len(order), batch_size):
-            rows = order[start : start + batch_size]
-            width = max(len(encodings[i].ids) for i in rows)
+        for rows in padded_batches(order, [len(encodings[i].ids) for i in order], batch_size):
+            width = len(encodings[rows[0]].ids)
             ids = np.zeros((len(rows), width), np.int64)
             mask = np.zeros((len(rows), width), np.int64)
             types = np.zeros((len(rows), width), np.int64)
@@ -170,3 +170,24 @@ class OnnxRunner:
             feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
             result[rows] = self.session.run(None, feed)[0]
         return result
+
+
+# A batch's texts are padded to its longest; a text shorter than this share of the longest starts a new batch.
+PAD_SHARE = 0.8
+
+
+def padded_batches(order: list[int], lengths: list[int], batch_size: int) -> list[list[int]]:
+    """``order`` (longest first, ``lengths`` their token counts) cut into batches of at most ``batch_size``
+    texts, each padded to its first (longest) text's length: a new batch starts where the next text is
+    shorter than PAD_SHARE of that length. A search request's texts are its whole request and its parts,
+    far shorter: padded together, most of the model's work was padding (50.8 ms of CPU per request against
+    31.2 ms one text at a time, over 400 public requests)."""
+    batches: list[list[int]] = []
+    width = 0
+    for row, length in zip(order, lengths, strict=True):
+        if not batches or len(batches[-1]) >= batch_size or length < PAD_SHARE * width:
+            batches.append([row])
+            width = length
+        else:
+            batches[-1].append(row)
+    return batches

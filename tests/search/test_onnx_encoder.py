@@ -8,7 +8,7 @@ import pytest
 from django.test import override_settings
 
 from search.encoder import Encoder, encoder_get, model_key, model_path
-from search.onnx_encoder import onnx_model_file, weights_digest
+from search.onnx_encoder import onnx_model_file, padded_batches, weights_digest
 from search.services import tool_search
 
 pytestmark = pytest.mark.slow
@@ -49,6 +49,22 @@ def test_onnx_vectors_equal_torch_vectors(both):
     torch_encoder, onnx_encoder = both
     texts = [*QUERIES, "x", "word " * 400]  # one past the 256-token truncation
     np.testing.assert_allclose(onnx_encoder.encode(texts), torch_encoder.encode(texts), atol=2e-6)
+
+
+def test_a_batch_pads_only_texts_of_similar_length():
+    """A request and its parts (100, 90, 50, 45 and 10 tokens) are not padded to the longest together."""
+    lengths = [100, 90, 50, 45, 10]
+    assert padded_batches([0, 1, 2, 3, 4], lengths, 16) == [[0, 1], [2, 3], [4]]
+    assert padded_batches([0, 1, 2, 3, 4], lengths, 1) == [[0], [1], [2], [3], [4]]
+    assert padded_batches([7, 8, 9], [20, 20, 19], 2) == [[7, 8], [9]]
+
+
+def test_a_requests_texts_get_the_vectors_each_gets_alone(both):
+    _, onnx_encoder = both
+    texts = [QUERIES[3], "open a ticket for the login bug", "email the team", "x", "word " * 300]
+    together = onnx_encoder.runner.encode(texts, 16)
+    alone = np.stack([onnx_encoder.runner.encode([text], 1)[0] for text in texts])
+    np.testing.assert_allclose(together, alone, atol=1e-6)
 
 
 def test_onnx_gives_the_same_top_10_as_torch_on_a_fixed_catalog(both, eval_dir):
