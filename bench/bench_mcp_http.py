@@ -283,6 +283,8 @@ def start_gateway(port: int, workers: int, query_cache: bool) -> subprocess.Pope
     command = [
         str(ROOT / ".venv" / "bin" / "uvicorn"),
         "scoutsite.asgi:application",
+        "--http",  # the run command's protocol (make run, manage.py demo)
+        "scoutsite.serving:BoundedH11Protocol",
         "--host",
         "127.0.0.1",
         "--port",

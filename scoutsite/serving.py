@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 
 import h11
 from django.conf import settings
@@ -25,6 +26,16 @@ logger = logging.getLogger("uvicorn.error")
 
 # The run command's protocol, as uvicorn's --http takes it.
 PROTOCOL = "scoutsite.serving:BoundedH11Protocol"
+
+
+def no_delay(transport: asyncio.BaseTransport) -> None:
+    """TCP_NODELAY on a TCP connection. asyncio sets it only on sockets made with ``proto=IPPROTO_TCP``; the
+    socket uvicorn binds itself for ``--workers N`` is made with ``proto=0``, so its connections kept Nagle on:
+    the response's head and body went out as two writes, the second held until the client's delayed ACK,
+    ~45 ms added to every answer (measured: a short tool_search 8.7 ms with 1 worker, 55.8 ms with 2)."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6) and sock.type == socket.SOCK_STREAM:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 class BoundedH11Protocol(H11Protocol):
@@ -37,6 +48,7 @@ class BoundedH11Protocol(H11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        no_delay(transport)
         self._arm_request_deadline()
 
     def connection_lost(self, exc: Exception | None) -> None:
