@@ -177,11 +177,11 @@ class SearchAnswer:
     degraded: bool = False
     # search's decision, shown as is: high, low (check the schemas or rephrase) or none (withheld)
     confidence: str = Confidence.HIGH.value
+    # lines about the request itself (top_k clamped), in the text and, when there are any, the structure
     notes: list[str] = field(default_factory=list)
     # the names of the filters the caller narrowed the search with (operation_class, environment, scope)
     filters: list[str] = field(default_factory=list)
     nothing_granted: bool = False  # the caller may discover no tool at all (its own access, nobody else's)
-    # notes: lines about the request itself (top_k clamped), in the text and, when there are any, the structure
 
     @property
     def abstained(self) -> bool:
