@@ -9,7 +9,7 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 
 from search.engine.ranking import Candidate, Confidence, Ranking
-from search.evaluation import EvalQuery, Tally, score_query, score_served
+from search.evaluation import WITHHOLD_CURVE, EvalQuery, Tally, score_query, score_served, withhold_curve
 
 CATALOG = [
     {
@@ -97,6 +97,18 @@ def test_served_figures_count_a_withheld_answer_as_a_miss():
     assert summary["low_confidence"] == pytest.approx(1 / 3)
 
 
+def test_withhold_curve_by_hand():
+    # (no_tool, best calibrated score): withheld at a threshold when the score is below it, as answered.
+    curve = {p["threshold"]: p for p in withhold_curve([(False, 0.9), (False, 0.2), (True, 0.1), (True, 0.3)])}
+    assert set(curve) == set(WITHHOLD_CURVE)
+    assert curve[0.1] == {"threshold": 0.1, "false_withholding": 0.0, "no_tool_withheld": 0.0}  # 0.1 is not below
+    assert curve[0.15] == {"threshold": 0.15, "false_withholding": 0.0, "no_tool_withheld": 0.5}
+    assert curve[0.3] == {"threshold": 0.3, "false_withholding": 0.5, "no_tool_withheld": 0.5}
+    assert curve[0.6] == {"threshold": 0.6, "false_withholding": 0.5, "no_tool_withheld": 1.0}
+    only_answerable = withhold_curve([(False, 0.4)])
+    assert all(p["no_tool_withheld"] is None for p in only_answerable)
+
+
 @pytest.mark.slow
 def test_eval_command_on_a_small_catalog(tmp_path, capsys, settings):
     settings.SCOUT_SEARCH_EVAL_CACHE_DIR = str(tmp_path / "cache")
@@ -122,6 +134,20 @@ def test_eval_command_on_a_small_catalog(tmp_path, capsys, settings):
     assert overall["convex"]["served"]["hit@1"] == 1.0  # nothing withheld: served as ranked
     table = capsys.readouterr().out
     assert "hybrid:convex" in table and "== small/names" in table and "served hit@5" in table
+    assert "withhold below" not in table  # the curve is printed only when asked for
+
+    # The curve at each threshold is what a run with that threshold withholds.
+    for threshold in (0.3, 0.6):
+        call_command(
+            "scout_eval", "--catalog", str(catalog), "--queries", str(queries), "--json", str(out),
+            "--withhold-threshold", str(threshold), "--withhold-curve",
+        )  # fmt: skip
+        at = json.loads(out.read_text())["groups"]["all"]
+        for mode in ("bm25", "convex"):
+            point = next(p for p in overall[mode]["withhold_curve"] if p["threshold"] == threshold)
+            assert point["false_withholding"] == at[mode]["served"]["false_abstention"]
+            assert point["no_tool_withheld"] == at[mode]["served"]["abstention"]
+    assert "withhold below" in capsys.readouterr().out
 
     # Every answer withheld: the ranking figures stay, the served ones count each withheld answer as a miss.
     call_command(
