@@ -24,8 +24,8 @@ from .engine.snapshot import DocVectors, IndexSnapshot
 
 HIT_KS = (1, 3, 5, 10)
 DEPTH = 10
-# Withhold thresholds the trade-off curve is reported at (``withhold_curve``): the withholding rule compares
-# one number, the best calibrated score, so one run gives every threshold's withheld shares.
+# Withhold thresholds the trade-off curve is reported at (``withhold_curve``): with the peak condition fixed,
+# the withholding rule compares one number, the best calibrated score, so one run gives every threshold's.
 WITHHOLD_CURVE = tuple(round(0.05 * i, 2) for i in range(1, 20))
 
 
@@ -207,9 +207,9 @@ def evaluate(
     "all", each source and each source/subset. The mode's own figures score the whole ranking; ``served``
     scores what a caller gets for ``top_k`` = 10: nothing when the answer is withheld, else the ranking after
     the dynamic cut, plus ``low_confidence``, the share of answers served with low confidence.
-    ``withhold_curve``: per threshold of ``WITHHOLD_CURVE``, the shares of answerable and of no-tool requests
-    that threshold would withhold (see ``withhold_curve``). ``progress(done, total)`` counts the queries
-    evaluated."""
+    ``withhold_curve``: per threshold of ``WITHHOLD_CURVE`` (with ``options.withhold_peak``), the shares of
+    answerable and of no-tool requests that threshold would withhold (see ``withhold_curve``).
+    ``progress(done, total)`` counts the queries evaluated."""
     modes = list(modes)
     tallies: dict[str, dict[str, Tally]] = defaultdict(lambda: defaultdict(Tally))
     served: dict[str, dict[str, Tally]] = defaultdict(lambda: defaultdict(Tally))
@@ -243,10 +243,11 @@ def evaluate(
             )
             ids = [snapshot.docs[c.row].tool_id for c in ranking.candidates]
             best = max((c.calibrated for c in ranking.candidates), default=0.0)  # what the rule compares
+            stands_out = ranking.peak is not None and ranking.peak >= options.withhold_peak  # never withheld
             for group in ("all", query.source, query.subset):
                 score_query(query, ids, ranking.abstained, tallies[group][mode])
                 score_served(query, ranking, ids, served[group][mode])
-                bests[group][mode].append((query.kind == "none", best))
+                bests[group][mode].append((query.kind == "none", math.inf if stands_out else best))
         for group in ("all", query.source, query.subset):
             counts[group][query.kind] += 1
         if progress is not None:
@@ -269,10 +270,11 @@ def evaluate(
 
 
 def withhold_curve(bests: Sequence[tuple[bool, float]]) -> list[dict[str, float | None]]:
-    """The withholding trade-off from each request's best calibrated score (``no_tool``, score) pairs: per
-    threshold, the share of answerable requests it withholds (``false_withholding``) and of no-tool requests
-    (``no_tool_withheld``); None where the group has no such request. The rule withholds below the threshold
-    (``ranking.answer_confidence``); the rest of the answer does not depend on it."""
+    """The withholding trade-off from each request's (``no_tool``, best calibrated score) pair, the score
+    infinite where the request's peak alone keeps it served: per threshold, the share of answerable requests
+    it withholds (``false_withholding``) and of no-tool requests (``no_tool_withheld``); None where the group
+    has no such request. The rule withholds below the threshold (``ranking.answer_confidence``); the rest of
+    the answer does not depend on it."""
     answerable = np.asarray([score for no_tool, score in bests if not no_tool])
     no_tool = np.asarray([score for is_none, score in bests if is_none])
     return [

@@ -75,6 +75,12 @@ class Command(ProgressCommand):
             help="answer withheld below this best calibrated score (default SCOUT_SEARCH_WITHHOLD_THRESHOLD)",
         )
         parser.add_argument(
+            "--withhold-peak",
+            type=float,
+            default=None,
+            help="... and when the request's peak is below this (default SCOUT_SEARCH_WITHHOLD_PEAK)",
+        )
+        parser.add_argument(
             "--withhold-curve",
             action="store_true",
             help="also print, per group, the shares each withhold threshold would withhold (hybrid only)",
@@ -119,6 +125,7 @@ class Command(ProgressCommand):
             fusion=fusion,
             bm25_weight=settings.SCOUT_SEARCH_BM25_WEIGHT,
             withhold_threshold=_given(opts["withhold_threshold"], settings.SCOUT_SEARCH_WITHHOLD_THRESHOLD),
+            withhold_peak=_given(opts["withhold_peak"], settings.SCOUT_SEARCH_WITHHOLD_PEAK),
             confidence_threshold=_given(opts["confidence_threshold"], settings.SCOUT_SEARCH_CONFIDENCE_THRESHOLD),
             intent=not opts["no_intent"],
             decompose=not opts["no_decompose"],
@@ -148,6 +155,7 @@ class Command(ProgressCommand):
             "limit": opts["limit"],
             "hybrid": fusion,
             "withhold_threshold": options.withhold_threshold,
+            "withhold_peak": options.withhold_peak,
             "confidence_threshold": options.confidence_threshold,
             "model": model_key(),
             "degraded": degraded,
