@@ -24,6 +24,9 @@ from .engine.snapshot import DocVectors, IndexSnapshot
 
 HIT_KS = (1, 3, 5, 10)
 DEPTH = 10
+# Withhold thresholds the trade-off curve is reported at (``withhold_curve``): with the peak condition fixed,
+# the withholding rule compares one number, the best calibrated score, so one run gives every threshold's.
+WITHHOLD_CURVE = tuple(round(0.05 * i, 2) for i in range(1, 20))
 
 
 class EvalDataError(ValueError):
@@ -200,14 +203,17 @@ def evaluate(
     modes: Iterable[str] = MODES,
     progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, dict[str, dict[str, float]]]:
-    """{group: {mode: {metric: value, "served": {metric: value}}}} with groups "all", each source and each
-    source/subset. The mode's own figures score the whole ranking; ``served`` scores what a caller gets for
-    ``top_k`` = 10: nothing when the answer is withheld, else the ranking after the dynamic cut, plus
-    ``low_confidence``, the share of answers served with low confidence. ``progress(done, total)`` counts
-    the queries evaluated."""
+    """{group: {mode: {metric: value, "served": {metric: value}, "withhold_curve": [...]}}} with groups
+    "all", each source and each source/subset. The mode's own figures score the whole ranking; ``served``
+    scores what a caller gets for ``top_k`` = 10: nothing when the answer is withheld, else the ranking after
+    the dynamic cut, plus ``low_confidence``, the share of answers served with low confidence.
+    ``withhold_curve``: per threshold of ``WITHHOLD_CURVE`` (with ``options.withhold_peak``), the shares of
+    answerable and of no-tool requests that threshold would withhold (see ``withhold_curve``).
+    ``progress(done, total)`` counts the queries evaluated."""
     modes = list(modes)
     tallies: dict[str, dict[str, Tally]] = defaultdict(lambda: defaultdict(Tally))
     served: dict[str, dict[str, Tally]] = defaultdict(lambda: defaultdict(Tally))
+    bests: dict[str, dict[str, list[tuple[bool, float]]]] = defaultdict(lambda: defaultdict(list))
     counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     visible = snapshot.visible_mask(None)
     all_parts = [request_parts(q.text) for q in queries]
@@ -236,9 +242,12 @@ def evaluate(
                 parts=parts,
             )
             ids = [snapshot.docs[c.row].tool_id for c in ranking.candidates]
+            best = max((c.calibrated for c in ranking.candidates), default=0.0)  # what the rule compares
+            stands_out = ranking.peak is not None and ranking.peak >= options.withhold_peak  # never withheld
             for group in ("all", query.source, query.subset):
                 score_query(query, ids, ranking.abstained, tallies[group][mode])
                 score_served(query, ranking, ids, served[group][mode])
+                bests[group][mode].append((query.kind == "none", math.inf if stands_out else best))
         for group in ("all", query.source, query.subset):
             counts[group][query.kind] += 1
         if progress is not None:
@@ -247,13 +256,35 @@ def evaluate(
         group: {
             "counts": dict(counts[group]),
             **{
-                m: {**tallies[group][m].summary(), "served": served[group][m].summary()}
+                m: {
+                    **tallies[group][m].summary(),
+                    "served": served[group][m].summary(),
+                    "withhold_curve": withhold_curve(bests[group][m]),
+                }
                 for m in modes
                 if m in tallies[group]
             },
         }
         for group in sorted(tallies, key=lambda g: (g != "all", "/" in g, g))
     }
+
+
+def withhold_curve(bests: Sequence[tuple[bool, float]]) -> list[dict[str, float | None]]:
+    """The withholding trade-off from each request's (``no_tool``, best calibrated score) pair, the score
+    infinite where the request's peak alone keeps it served: per threshold, the share of answerable requests
+    it withholds (``false_withholding``) and of no-tool requests (``no_tool_withheld``); None where the group
+    has no such request. The rule withholds below the threshold (``ranking.answer_confidence``); the rest of
+    the answer does not depend on it."""
+    answerable = np.asarray([score for no_tool, score in bests if not no_tool])
+    no_tool = np.asarray([score for is_none, score in bests if is_none])
+    return [
+        {
+            "threshold": threshold,
+            "false_withholding": float((answerable < threshold).mean()) if len(answerable) else None,
+            "no_tool_withheld": float((no_tool < threshold).mean()) if len(no_tool) else None,
+        }
+        for threshold in WITHHOLD_CURVE
+    ]
 
 
 def learn_replay(

@@ -36,6 +36,7 @@ def ranking_options(fusion: str, *, enforce_abstention: bool = True) -> RankingO
         fusion=fusion,
         bm25_weight=settings.SCOUT_SEARCH_BM25_WEIGHT,
         withhold_threshold=settings.SCOUT_SEARCH_WITHHOLD_THRESHOLD,
+        withhold_peak=settings.SCOUT_SEARCH_WITHHOLD_PEAK,
         confidence_threshold=settings.SCOUT_SEARCH_CONFIDENCE_THRESHOLD,
         enforce_abstention=enforce_abstention,
     )

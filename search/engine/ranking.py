@@ -59,9 +59,11 @@ class RankingOptions:
     intent_agree: float = 0.06
     intent_conflict: float = 0.04
     negative_threshold: float = 0.55  # cosine to a negative example that demotes a tool
-    # On the best calibrated score of the visible candidates (see ``answer_confidence``): below
-    # ``withhold_threshold`` the answer is withheld, below ``confidence_threshold`` it is served as ``low``.
+    # See ``answer_confidence``: withheld when the best calibrated score of the visible candidates is below
+    # ``withhold_threshold`` and no tool stands out (the request's peak below ``withhold_peak``); served as
+    # ``low`` below ``confidence_threshold``.
     withhold_threshold: float = 0.3
+    withhold_peak: float = 0.145
     confidence_threshold: float = 0.5
     # False: report that it would withhold but keep the ranking, uncut (the curator preview shows why).
     enforce_abstention: bool = True
@@ -154,6 +156,9 @@ class Ranking:
     query_terms: tuple[str, ...] = ()
     extras: dict = field(default_factory=dict)
     fusion: str = ""  # the fusion used (bm25 when the dense branch is missing)
+    # The request's peak over the visible tools (``Calibration.peak``) as the rule read it; None with fewer
+    # visible tools than the peak's depth, where it measures the catalog's size more than the request.
+    peak: float | None = None
 
     @property
     def abstained(self) -> bool:
@@ -367,7 +372,8 @@ def rank(
     candidates.sort(key=lambda c: (c.demoted, -c.score, tie_keys[c.row]))
     for position, candidate in enumerate(candidates, start=1):
         candidate.fused_rank = position
-    ranking = _cut(candidates, top_k, options, branches.sparse.query_terms)
+    enough = len(branches.visible_rows) >= calibration.peak_depth
+    ranking = _cut(candidates, top_k, options, branches.sparse.query_terms, ranking.whole.peak if enough else None)
     ranking.fusion = _fusion_of(branches, options)
     return ranking
 
@@ -610,39 +616,49 @@ def score_explanation(candidate: Candidate, *, fusion: str) -> dict:
     return explanation
 
 
-def answer_confidence(best: float, options: RankingOptions) -> Confidence:
-    """The one rule for an answer's confidence, from the best calibrated score among the visible candidates.
+def answer_confidence(best: float, peak: float | None, options: RankingOptions) -> Confidence:
+    """The one rule for an answer's confidence, from the best calibrated score among the visible candidates
+    and the request's peak over the visible tools (how far its best cosine stands above its 20th best; None
+    with fewer visible tools, when the best score alone decides).
 
-    Withholding costs an agent more than a weak ranking it can read and reject, so only a best score far
-    below any real match withholds; between that and ``confidence_threshold`` the ranking is served as
-    ``low``. The withhold threshold was chosen on ETOM only: the lowest value that withholds 80% of its
-    level 5 (no tool; 81%) for under 1% false withholding on levels 1-2 (0.4%). Retrieval scores cannot tell
-    a near miss from a paraphrase, so lower values trade caught no-tool requests for fewer withheld real
-    ones (0.15: 52% caught, none withheld on ETOM); measured, not tuned, on LiveMCPBench+MCPVerse and
-    MetaTool (false withholding .17 -> .08 and .30 -> .15).
+    Withholding costs an agent more than a weak ranking it can read and reject, so an answer is withheld
+    only when both say nothing fits: the best score is far below any real match and no tool stands out from
+    the rest (an off-topic request is about as close to its best tool as to its 20th). A weak best that
+    stands out is usually a real match in other words (short or loosely worded requests): it is served as
+    ``low``, as is any best below ``confidence_threshold``. The withhold threshold was chosen on ETOM: the
+    lowest value that withholds 80% of its level 5 (no tool; 81%) for under 1% false withholding on levels
+    1-2 (0.4%). The peak, on ETOM and MetaTool's learn split only: the lowest that keeps every ETOM figure
+    (the same requests withheld), which cut false withholding on MetaTool-learn .134 -> .104; held out,
+    MetaTool-test .150 -> .113, LiveMCPBench+MCPVerse .078 -> .071 (Apify, 7 tools: best score alone).
+    This rule only ever serves what the best score alone would withhold. Retrieval scores cannot tell a near
+    miss (an operation the server lacks) from a paraphrase; ``scout_eval --withhold-curve`` shows the
+    trade-off per threshold.
     """
-    if best < options.withhold_threshold:
+    stands_out = peak is not None and peak >= options.withhold_peak
+    if best < options.withhold_threshold and not stands_out:
         return Confidence.NONE
     if best < options.confidence_threshold:
         return Confidence.LOW
     return Confidence.HIGH
 
 
-def _cut(candidates: list[Candidate], top_k: int, options: RankingOptions, terms: tuple[str, ...]) -> Ranking:
+def _cut(
+    candidates: list[Candidate], top_k: int, options: RankingOptions, terms: tuple[str, ...], peak: float | None
+) -> Ranking:
     if not candidates:
-        return Ranking([], Confidence.NONE, 0, terms)
+        return Ranking([], Confidence.NONE, 0, terms, peak=peak)
     # Judge by the best candidate the second stage saw, not only the first: with a long, multi-step
     # request the fused order and the per-tool evidence disagree more often.
     best = max(c.calibrated for c in candidates)
-    confidence = answer_confidence(best, options)
+    confidence = answer_confidence(best, peak, options)
     if not options.enforce_abstention:
-        return Ranking(candidates, confidence, min(top_k, len(candidates)), terms)
+        return Ranking(candidates, confidence, min(top_k, len(candidates)), terms, peak=peak)
     if confidence is Confidence.NONE:
-        return Ranking(candidates, confidence, 0, terms)
+        return Ranking(candidates, confidence, 0, terms, peak=peak)
     cut = 0
     floor = best - options.cut_drop if options.dynamic_cut else -math.inf
     for candidate in candidates[:top_k]:
         if candidate.calibrated < floor and cut >= options.cut_keep:
             break
         cut += 1
-    return Ranking(candidates, confidence, cut, terms)
+    return Ranking(candidates, confidence, cut, terms, peak=peak)

@@ -61,15 +61,65 @@ def test_a_modest_match_that_stands_out_is_high_a_flat_one_low_an_unrelated_one_
 
 
 def test_the_one_confidence_rule():
-    options = RankingOptions(withhold_threshold=0.2, confidence_threshold=0.5)
-    assert [answer_confidence(best, options) for best in (0.0, 0.19, 0.2, 0.49, 0.5, 1.0)] == [
+    options = RankingOptions(withhold_threshold=0.2, withhold_peak=0.1, confidence_threshold=0.5)
+    for flat in (0.05, None):  # no tool stands out, or too few tools to tell: the best score alone decides
+        assert [answer_confidence(best, flat, options) for best in (0.0, 0.19, 0.2, 0.49, 0.5, 1.0)] == [
+            Confidence.NONE,
+            Confidence.NONE,
+            Confidence.LOW,
+            Confidence.LOW,
+            Confidence.HIGH,
+            Confidence.HIGH,
+        ]
+    # A weak best that stands out from the rest is served, as low; withheld only when both say nothing fits.
+    assert [answer_confidence(0.1, peak, options) for peak in (0.0, 0.09, 0.1, 0.3)] == [
         Confidence.NONE,
         Confidence.NONE,
         Confidence.LOW,
         Confidence.LOW,
-        Confidence.HIGH,
-        Confidence.HIGH,
     ]
+
+
+def _weak_options() -> RankingOptions:
+    # Thresholds such that the catalogs below fall on either side of both conditions.
+    return RankingOptions(withhold_threshold=0.35, withhold_peak=0.12)  # not the defaults: both sides reachable
+
+
+def _rank_with(cosines: list[float], options: RankingOptions, visible: np.ndarray | None = None):
+    sparse, dense, query = _catalog(cosines)
+    visible = np.ones(len(cosines), bool) if visible is None else visible
+    branches = score_branches(sparse, dense, "unrelated words", query, visible)
+    return rank(
+        branches, query="unrelated words", top_k=5, options=options, tie_keys=np.arange(len(cosines)),
+        query_vector=query,
+    )  # fmt: skip
+
+
+def test_a_weak_match_that_stands_out_is_served_low_a_weak_flat_one_withheld():
+    # The same weak best cosine (its calibrated score under the withhold threshold in both): served as low
+    # when it stands out from the other tools, withheld when they are about as close.
+    standing_out = _rank_with([0.3] + [0.1] * 30, _weak_options())
+    flat = _rank_with([0.3] + [0.25] * 30, _weak_options())
+    assert standing_out.kept[0].calibrated < 0.35 and flat.kept == [] and flat.candidates[0].calibrated < 0.35
+    assert standing_out.peak >= 0.12 > flat.peak
+    assert standing_out.confidence is Confidence.LOW and standing_out.kept[0].row == 0
+    assert flat.confidence is Confidence.NONE and flat.abstained
+
+
+def test_hidden_tools_move_neither_condition():
+    # Hidden tools as close as the best would flatten the peak (and withhold the answer) if they counted;
+    # hidden tools far below would make a flat answer stand out. Neither may change what the caller gets.
+    weak = [0.3] + [0.1] * 30
+    hidden_close = np.array([True] * 31 + [False] * 25)
+    with_hidden = _rank_with(weak + [0.29] * 25, _weak_options(), hidden_close)
+    alone = _rank_with(weak, _weak_options())
+    assert with_hidden.confidence is alone.confidence is Confidence.LOW
+    assert with_hidden.peak == alone.peak
+    assert [(c.row, c.calibrated) for c in with_hidden.kept] == [(c.row, c.calibrated) for c in alone.kept]
+    flat = [0.3] + [0.25] * 10  # fewer than 20 visible tools: the peak is down to the last one
+    hidden_far = np.array([True] * 11 + [False] * 25)
+    assert _rank_with(flat + [0.0] * 25, _weak_options(), hidden_far).confidence is Confidence.NONE
+    assert _rank_with(flat, _weak_options()).confidence is Confidence.NONE
 
 
 def test_hidden_tools_do_not_move_the_peak():

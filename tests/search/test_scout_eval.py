@@ -1,15 +1,25 @@
 """scout_eval on a self-made catalog (hand-checked metrics) and on the public Apify set."""
 
 import json
+import math
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
 
-from search.engine.ranking import Candidate, Confidence, Ranking
-from search.evaluation import EvalQuery, Tally, score_query, score_served
+from search.engine.ranking import Candidate, Confidence, Ranking, RankingOptions
+from search.evaluation import (
+    WITHHOLD_CURVE,
+    EvalQuery,
+    Tally,
+    evaluate,
+    score_query,
+    score_served,
+    withhold_curve,
+)
 
 CATALOG = [
     {
@@ -97,6 +107,20 @@ def test_served_figures_count_a_withheld_answer_as_a_miss():
     assert summary["low_confidence"] == pytest.approx(1 / 3)
 
 
+def test_withhold_curve_by_hand():
+    # (no_tool, best calibrated score): withheld at a threshold when the score is below it, as answered.
+    curve = {p["threshold"]: p for p in withhold_curve([(False, 0.9), (False, 0.2), (True, 0.1), (True, 0.3)])}
+    assert set(curve) == set(WITHHOLD_CURVE)
+    assert curve[0.1] == {"threshold": 0.1, "false_withholding": 0.0, "no_tool_withheld": 0.0}  # 0.1 is not below
+    assert curve[0.15] == {"threshold": 0.15, "false_withholding": 0.0, "no_tool_withheld": 0.5}
+    assert curve[0.3] == {"threshold": 0.3, "false_withholding": 0.5, "no_tool_withheld": 0.5}
+    assert curve[0.6] == {"threshold": 0.6, "false_withholding": 0.5, "no_tool_withheld": 1.0}
+    only_answerable = withhold_curve([(False, 0.4)])
+    assert all(p["no_tool_withheld"] is None for p in only_answerable)
+    # A request whose best tool stands out (evaluate gives it an infinite score) is withheld at no threshold.
+    assert all(p["false_withholding"] == 0.0 for p in withhold_curve([(False, math.inf)]))
+
+
 @pytest.mark.slow
 def test_eval_command_on_a_small_catalog(tmp_path, capsys, settings):
     settings.SCOUT_SEARCH_EVAL_CACHE_DIR = str(tmp_path / "cache")
@@ -122,6 +146,20 @@ def test_eval_command_on_a_small_catalog(tmp_path, capsys, settings):
     assert overall["convex"]["served"]["hit@1"] == 1.0  # nothing withheld: served as ranked
     table = capsys.readouterr().out
     assert "hybrid:convex" in table and "== small/names" in table and "served hit@5" in table
+    assert "withhold below" not in table  # the curve is printed only when asked for
+
+    # The curve at each threshold is what a run with that threshold withholds.
+    for threshold in (0.3, 0.6):
+        call_command(
+            "scout_eval", "--catalog", str(catalog), "--queries", str(queries), "--json", str(out),
+            "--withhold-threshold", str(threshold), "--withhold-curve",
+        )  # fmt: skip
+        at = json.loads(out.read_text())["groups"]["all"]
+        for mode in ("bm25", "convex"):
+            point = next(p for p in overall[mode]["withhold_curve"] if p["threshold"] == threshold)
+            assert point["false_withholding"] == at[mode]["served"]["false_abstention"]
+            assert point["no_tool_withheld"] == at[mode]["served"]["abstention"]
+    assert "withhold below" in capsys.readouterr().out
 
     # Every answer withheld: the ranking figures stay, the served ones count each withheld answer as a miss.
     call_command(
@@ -242,3 +280,33 @@ def test_learn_replay_weights_by_distinct_principals(tmp_path, settings):
         forecast: {"learned": (("will it rain in paris tomorrow", learned_weight(2)),), "learned_centroid": 0.0}
     }
     assert learned_weight(2) > learned_weight(1)
+
+
+def _crafted(cosines: list[float]) -> tuple:
+    """A snapshot whose tools' single vectors have exactly the given cosines to the returned query vector."""
+    from search.documents import tool_doc_from_record
+    from search.engine.snapshot import DocVectors, IndexSnapshot
+
+    dim = len(cosines) + 1
+    query = np.zeros(dim, np.float32)
+    query[0] = 1.0
+    docs, vectors = [], {}
+    for i, cosine in enumerate(cosines):
+        doc = tool_doc_from_record(i + 1, {"id": f"s::tool{i}", "server": "s", "name": f"tool{i}"}, {})
+        v = np.zeros(dim, np.float32)
+        v[0], v[i + 1] = cosine, np.sqrt(1 - cosine**2)
+        docs.append(doc)
+        vectors[doc.pk] = DocVectors(v[None, :], ("document",), ("",))
+    return IndexSnapshot(docs, vectors, generation="t"), query
+
+
+@pytest.mark.parametrize(("others", "stands_out"), [(0.1, True), (0.28, False)])
+def test_withhold_curve_applies_the_peak_condition(others, stands_out):
+    # Same weak best cosine (its calibrated score under the default threshold either way), 25 visible tools.
+    snapshot, query = _crafted([0.3] + [others] * 24)
+    queries = [EvalQuery("unrelated words", [["s::tool0"]], "all", "x", "x")]
+    options = RankingOptions()
+    results = evaluate(snapshot, queries, query[None, :], None, options, modes=["convex"])["all"]["convex"]
+    at = {p["threshold"]: p["false_withholding"] for p in results["withhold_curve"]}
+    assert results["served"]["false_abstention"] == at[options.withhold_threshold] == (0.0 if stands_out else 1.0)
+    assert at[0.95] == (0.0 if stands_out else 1.0)  # a request that stands out is withheld at no threshold

@@ -5,7 +5,9 @@
 Reports BM25-only, dense-only and both hybrid fusions side by side (the one chosen by --fusion, default
 the SCOUT_SEARCH_FUSION setting, is marked as "hybrid"), overall, per source and per subset: the ranking's
 figures, then the same figures as served (``served`` in --json: what a caller gets for top_k 10, where a
-withheld answer is a miss, with the share of low-confidence answers).
+withheld answer is a miss, with the share of low-confidence answers). ``withhold_curve`` in --json (and in
+the table with --withhold-curve): the shares of answerable and no-tool requests each withhold threshold
+would withhold, so one run shows the whole trade-off.
 """
 
 import json
@@ -73,6 +75,17 @@ class Command(ProgressCommand):
             help="answer withheld below this best calibrated score (default SCOUT_SEARCH_WITHHOLD_THRESHOLD)",
         )
         parser.add_argument(
+            "--withhold-peak",
+            type=float,
+            default=None,
+            help="... and when the request's peak is below this (default SCOUT_SEARCH_WITHHOLD_PEAK)",
+        )
+        parser.add_argument(
+            "--withhold-curve",
+            action="store_true",
+            help="also print, per group, the shares each withhold threshold would withhold (hybrid only)",
+        )
+        parser.add_argument(
             "--confidence-threshold",
             type=float,
             default=None,
@@ -112,6 +125,7 @@ class Command(ProgressCommand):
             fusion=fusion,
             bm25_weight=settings.SCOUT_SEARCH_BM25_WEIGHT,
             withhold_threshold=_given(opts["withhold_threshold"], settings.SCOUT_SEARCH_WITHHOLD_THRESHOLD),
+            withhold_peak=_given(opts["withhold_peak"], settings.SCOUT_SEARCH_WITHHOLD_PEAK),
             confidence_threshold=_given(opts["confidence_threshold"], settings.SCOUT_SEARCH_CONFIDENCE_THRESHOLD),
             intent=not opts["no_intent"],
             decompose=not opts["no_decompose"],
@@ -141,6 +155,7 @@ class Command(ProgressCommand):
             "limit": opts["limit"],
             "hybrid": fusion,
             "withhold_threshold": options.withhold_threshold,
+            "withhold_peak": options.withhold_peak,
             "confidence_threshold": options.confidence_threshold,
             "model": model_key(),
             "degraded": degraded,
@@ -150,7 +165,7 @@ class Command(ProgressCommand):
             "groups": results,
         }
         if opts["verbosity"]:
-            self.stdout.write(render_table(report))
+            self.stdout.write(render_table(report, curve=opts["withhold_curve"]))
         if opts["json"]:
             opts["json"].parent.mkdir(parents=True, exist_ok=True)
             opts["json"].write_text(json.dumps(report, indent=2))
@@ -181,7 +196,7 @@ def _given(value: float | None, default: float) -> float:
     return default if value is None else value
 
 
-def render_table(report: dict) -> str:
+def render_table(report: dict, curve: bool = False) -> str:
     hybrid = report["hybrid"]
     labels = {m: ("hybrid:" + m if m == hybrid else m) for m in MODES}
     lines = [
@@ -213,4 +228,12 @@ def render_table(report: dict) -> str:
                     for m in MODES
                 )
                 lines.append(f"{'served ' + metric:<22}{cells}")
+        if curve and hybrid in data:
+            lines.append(f"{'withhold below':<22}{'answerable':>15}{'no tool':>15}   (share withheld, hybrid)")
+            for point in data[hybrid]["withhold_curve"]:
+                cells = "".join(
+                    f"{'-':>15}" if point[key] is None else f"{point[key]:>15.3f}"
+                    for key in ("false_withholding", "no_tool_withheld")
+                )
+                lines.append(f"{point['threshold']:<22.2f}{cells}")
     return "\n".join(lines) + "\n"
