@@ -81,6 +81,7 @@ class QueryLogEntryAdmin(ReadOnlyAdmin, admin.ModelAdmin[QueryLogEntry]):
     readonly_fields = [
         "asker" if f.name == "user" else f.name for f in QueryLogEntry._meta.fields if f.name != "principal_key"
     ]
+    fields = readonly_fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[QueryLogEntry]:
         visible = query_log_visible_to(user=request.user)  # other tenants' requests are theirs (Z12)
