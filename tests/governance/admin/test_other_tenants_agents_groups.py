@@ -63,6 +63,7 @@ def world(django_user_model, grant, server, mutating_tool, superuser):
     b_team = Group.objects.create(name=B_GROUP)
     b_team.user_set.add(people["bob-b"])
     b_fresh = Group.objects.create(name=B_EMPTY_GROUP)
+    Group.objects.create(name="new-team")  # nobody's yet: anyone's to grant
     grant(a_team, server, "discover")
     grant(b_team, server, "discover")  # a shared server: the grant is listed to tenant A, its group is not
     grant(b_fresh, b_server, "discover")
@@ -213,7 +214,7 @@ def test_groups_of_another_tenant_are_named_nowhere(client, world, server, mutat
     client.force_login(world["ann-a"])
     groups = reverse("admin:auth_group_changelist")
     html = _page(client, groups)
-    assert "a-ops-team" in html and APPROVERS in html  # a role group serves every tenant
+    assert "a-ops-team" in html and "new-team" in html and APPROVERS in html  # a role group serves every tenant
     assert B_GROUP not in html and B_EMPTY_GROUP not in html
     autocomplete = _page(
         client,
