@@ -56,7 +56,8 @@ class ApiTokenAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Api
         "state",
         "last_used_at",
     )
-    list_filter = ("revoked_at", "tenant")
+    # The tenant filter offers the tenants of the tokens listed, never every tenant's slug (Z12).
+    list_filter = ("revoked_at", ("tenant", admin.RelatedOnlyFieldListFilter))
     list_select_related = ("user", "agent", "tenant")
     search_fields = ("name", "user__username", "agent__name", "tenant__slug", "display_prefix")
     autocomplete_fields = ("user",)

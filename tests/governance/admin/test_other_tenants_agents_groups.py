@@ -107,6 +107,10 @@ def test_the_agent_list_and_the_token_form_offer_no_other_tenants_agent(client, 
     token_form = _page(client, reverse("admin:governance_apitoken_add"))
     assert "a-agent" in token_form and "sam-agent" in token_form
     assert B_AGENT not in token_form and B_TENANT_AGENT not in token_form
+    _token(world["alf-a"], tenant=world["alf-a"].tenants.get())
+    tokens = _page(client, reverse("admin:governance_apitoken_changelist"))
+    assert "sam-agent" in tokens and "tenant-a" in tokens  # the tenant filter: the listed tokens' tenants only
+    assert B_AGENT not in tokens and "tenant-b" not in tokens
 
     client.force_login(superuser)
     assert B_AGENT in _page(client, agents) and B_TENANT_AGENT in _page(client, agents)
