@@ -338,3 +338,31 @@ def test_the_query_log_names_who_asked_only_where_visible(client, world, mutatin
     assert "bob-b" not in html and B_AGENT not in html and OTHER_TENANT_PERSON in html
     client.force_login(superuser)
     assert "bob-b" in _page(client, changelist)
+
+
+def test_an_objects_history_names_no_other_tenants_person_or_row(client, world, server, superuser):
+    """Django's History page of a shared server: tenant B's operator who changed it is someone in another tenant,
+    and the grant rows a change added are not named (they may be another tenant's group's)."""
+    from django.contrib.admin.models import CHANGE, LogEntry
+
+    LogEntry.objects.log_actions(
+        user_id=world["bea-b"].pk,
+        queryset=[server],
+        action_flag=CHANGE,
+        change_message=[{"added": {"name": "group access", "object": f"github | {B_GROUP} | discover_server"}}],
+    )
+    LogEntry.objects.log_actions(
+        user_id=world["ann-a"].pk,
+        queryset=[server],
+        action_flag=CHANGE,
+        change_message=[{"changed": {"fields": ["Description"]}}],
+    )
+    history = reverse("admin:catalog_server_history", args=[server.pk])
+    client.force_login(world["ann-a"])
+    html = _page(client, history)
+    assert "bea-b" not in html and B_GROUP not in html
+    assert OTHER_TENANT_PERSON in html and "Added group access" in html
+    assert "ann-a" in html and "Changed Description." in html
+    client.force_login(superuser)
+    html = _page(client, history)
+    assert "bea-b" in html and B_GROUP in html
