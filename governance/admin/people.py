@@ -99,7 +99,10 @@ class PeopleChoicesMixin:
 
 class UserAdmin(PeopleChoicesMixin, AuthUserAdmin):
     """Django's user admin over the people this admin may see (the list, each page and the autocomplete); a
-    person's groups offer only the groups the admin may see."""
+    person's groups offer only the groups the admin may see, and so does the list's group filter (the groups of the
+    people listed: Django's offered every group)."""
+
+    list_filter = ("is_staff", "is_superuser", "is_active", ("groups", admin.RelatedOnlyFieldListFilter))
 
     def get_queryset(self, request):
         return super().get_queryset(request).filter(users_visible_to_operator(user=request.user))

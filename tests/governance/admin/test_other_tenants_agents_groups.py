@@ -220,6 +220,9 @@ def test_groups_of_another_tenant_are_named_nowhere(client, world, server, mutat
     html = _page(client, groups)
     assert "a-ops-team" in html and "new-team" in html and APPROVERS in html  # a role group serves every tenant
     assert B_GROUP not in html and B_EMPTY_GROUP not in html
+    people = _page(client, reverse("admin:auth_user_changelist"))  # its group filter: the listed people's groups
+    assert "alf-a" in people and "a-ops-team" in people
+    assert "bob-b" not in people and B_GROUP not in people
     autocomplete = _page(
         client,
         reverse("admin:autocomplete"),
