@@ -61,3 +61,7 @@ VISIBILITY_VERSION_KEY = "governance:visibility:version"
 # How an admin or API page names a person of a tenant the reader does not act in (Z12: for them, that tenant's
 # people do not exist): who made a grant or a token, who asked for an approval, whose audit event it is.
 OTHER_TENANT_PERSON = "someone in another tenant"
+# Likewise an agent or a group of another tenant (its name is that tenant's business), and the tenant itself.
+OTHER_TENANT_AGENT = "an agent in another tenant"
+OTHER_TENANT_GROUP = "a group in another tenant"
+OTHER_TENANT = "another tenant"

@@ -23,10 +23,10 @@ import hashlib
 from typing import Literal
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import AbstractBaseUser, Group
 from django.db.models import Case, CharField, Exists, F, IntegerField, OuterRef, Q, QuerySet, Value, When
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Concat, StrIndex, Substr
+from django.db.models.functions import Coalesce, Concat, StrIndex, Substr
 
 from catalog.cachesafe import cache_call
 from catalog.choices import ServerStatus
@@ -34,7 +34,15 @@ from catalog.models import Server, Tool
 
 from .cache import visibility_version
 from .choices import ApprovalStatus, NotificationChannel
-from .constants import OTHER_TENANT_PERSON, SCOPE_DISCOVER, SCOPE_EXECUTE, VISIBILITY_CACHE_TTL_SECONDS
+from .constants import (
+    OTHER_TENANT,
+    OTHER_TENANT_AGENT,
+    OTHER_TENANT_GROUP,
+    OTHER_TENANT_PERSON,
+    SCOPE_DISCOVER,
+    SCOPE_EXECUTE,
+    VISIBILITY_CACHE_TTL_SECONDS,
+)
 from .models import (
     AgentGrant,
     ApprovalRequest,
@@ -47,6 +55,7 @@ from .models import (
     ToolUserObjectPermission,
 )
 from .principals import Principal, principal_for_user
+from .roles import ROLE_PERMISSIONS
 
 Permission = Literal["discover", "execute"]
 # Tools of servers in these states can be seen and called.
@@ -341,15 +350,17 @@ def with_approval_people_shown(requests: QuerySet[ApprovalRequest], *, viewer: A
         requester_visible=person_visible_to(viewer=viewer, field="requester"),
         requester_shown=person_shown(viewer=viewer, field="requester", name=f"requester{username}"),
         decided_by_shown=person_shown(viewer=viewer, field="decided_by", name=f"decided_by{username}"),
-    )
+    ).annotate(agent_shown=agent_shown(name="agent", person_visible="requester_visible"))
 
 
 def delegation_chain_shown(chain: list[str], *, person_visible: bool) -> list[str]:
-    """A delegation chain (``user:alice > agent:planner > ...``) with its person as someone in another tenant
-    where the reader may not see them (``person_visible``, from ``person_visible_to``)."""
+    """A delegation chain (``user:alice > agent:planner > ...``) with its person as someone in another tenant and
+    its agents (that person's) as an agent in another tenant where the reader may not see the person
+    (``person_visible``, from ``person_visible_to``)."""
     if person_visible:
         return list(chain)
-    return [f"user:{OTHER_TENANT_PERSON}" if link.startswith("user:") else link for link in chain]
+    hidden = {"user:": f"user:{OTHER_TENANT_PERSON}", "agent:": f"agent:{OTHER_TENANT_AGENT}"}
+    return [next((shown for kind, shown in hidden.items() if link.startswith(kind)), link) for link in chain]
 
 
 def notification_attempts_visible_to(*, user: AbstractBaseUser) -> QuerySet[NotificationAttempt]:
@@ -386,20 +397,30 @@ def audit_events_visible_to(*, principal: Principal) -> QuerySet:
     # A shared event (a tenant-less token's) may be tenant B's person's, or name them in its payload: named
     # only where the viewer may see them (Z12). Events of no one ("system") name no person.
     viewer = principal.user
-    named = {f"payload_{key}": _payload_username(key, prefix) for key, prefix in AUDIT_PAYLOAD_PEOPLE.items()}
+    named = {f"payload_{key}": _payload_name(key, prefix) for key, prefix in AUDIT_PAYLOAD_PEOPLE.items()}
+    groups = {f"payload_{key}_group": _payload_name(key, prefix) for key, prefix in AUDIT_PAYLOAD_GROUPS.items()}
     return qs.annotate(
         subject_visible=person_visible_to(viewer=viewer, field="user", empty=True),
         subject_shown=person_shown(viewer=viewer, field="user", name="human_subject"),
+        payload_tenant=Coalesce(KeyTextTransform("tenant", "payload"), Value(""), output_field=CharField()),
         **named,
-    ).annotate(**{f"{name}_visible": _person_named_visible(viewer=viewer, name=name) for name in named})
+        **groups,
+    ).annotate(
+        agent_shown=agent_shown(name="agent", person_visible="subject_visible"),
+        payload_tenant_visible=_tenant_named_visible(viewer=viewer, name="payload_tenant"),
+        **{f"{name}_visible": _person_named_visible(viewer=viewer, name=name) for name in named},
+        **{f"{name}_visible": _group_named_visible(viewer=viewer, name=name) for name in groups},
+    )
 
 
 # Payload keys of audit events that name a person, with the prefix before the username: whom a token was
-# issued for, who holds a grant ("user:alice"; "group:..." names no person), who asked for a decided approval.
+# issued for, who holds a grant ("user:alice"), who asked for a decided approval. And those that name a group
+# (a grant's holder, "group:ops"). A token's creation also names its agent and tenant (``audit_payload_shown``).
 AUDIT_PAYLOAD_PEOPLE = {"for_user": "", "holder": "user:", "requester": ""}
+AUDIT_PAYLOAD_GROUPS = {"holder": "group:"}
 
 
-def _payload_username(key: str, prefix: str):
+def _payload_name(key: str, prefix: str):
     text = KeyTextTransform(key, "payload")
     return Substr(text, len(prefix) + 1) if prefix else text
 
@@ -411,9 +432,26 @@ def _person_named_visible(*, viewer: AbstractBaseUser, name: str):
     return Exists(people.filter(**{get_user_model().USERNAME_FIELD: OuterRef(name)}))
 
 
-def audit_payload_shown(event) -> dict:
-    """An event's payload (of ``audit_events_visible_to``) with the people its reader may not see (the token's
-    person, a grant's holder, who asked) as someone in another tenant."""
+def _group_named_visible(*, viewer: AbstractBaseUser, name: str):
+    if getattr(viewer, "is_superuser", False):
+        return Value(True)
+    return Exists(Group.objects.filter(groups_visible_to_operator(user=viewer), name=OuterRef(name)))
+
+
+def _tenant_named_visible(*, viewer: AbstractBaseUser, name: str):
+    """Whether the tenant slug in ``name`` (text) is empty or one of the tenants ``viewer`` acts in."""
+    if getattr(viewer, "is_superuser", False):
+        return Value(True)
+    own = viewer.tenants.values("slug")
+    return Case(When(Q(**{name: ""}) | Q(**{f"{name}__in": own}), then=Value(True)), default=Value(False))
+
+
+def audit_payload_shown(event, *, viewer: AbstractBaseUser) -> dict:
+    """An event's payload (of ``audit_events_visible_to``, read by ``viewer``) with the people its reader may not
+    see (the token's person, a grant's holder, who asked) as someone in another tenant, a group they may not see as
+    a group in another tenant, and a token's agent and tenant as an agent in another tenant and another tenant
+    unless both its person and its tenant are the reader's to see. An entitlement change's lists of people and
+    groups keep only those the reader may see (a query each, for these rare admin events only)."""
     payload = event.payload
     if not isinstance(payload, dict):
         return payload
@@ -422,6 +460,26 @@ def audit_payload_shown(event) -> dict:
         value = shown.get(key)
         if isinstance(value, str) and value.startswith(prefix) and not getattr(event, f"payload_{key}_visible", False):
             shown[key] = prefix + OTHER_TENANT_PERSON
+    for key, prefix in AUDIT_PAYLOAD_GROUPS.items():
+        value = shown.get(key)
+        visible = getattr(event, f"payload_{key}_group_visible", False)
+        if isinstance(value, str) and value.startswith(prefix) and not visible:
+            shown[key] = prefix + OTHER_TENANT_GROUP
+    tenant_visible = getattr(event, "payload_tenant_visible", False)
+    if shown.get("tenant") and not tenant_visible:
+        shown["tenant"] = OTHER_TENANT
+    if shown.get("agent") and not (tenant_visible and getattr(event, "payload_for_user_visible", False)):
+        shown["agent"] = OTHER_TENANT_AGENT
+    for key, model, visible in (
+        ("users", get_user_model(), users_visible_to_operator),
+        ("groups", Group, groups_visible_to_operator),
+    ):
+        names = shown.get(key)
+        if isinstance(names, list) and names and not getattr(viewer, "is_superuser", False):
+            field = model.USERNAME_FIELD if model is not Group else "name"
+            seen = model.objects.filter(visible(user=viewer), **{f"{field}__in": names}).values_list(field, flat=True)
+            seen = set(seen)
+            shown[key] = [name for name in names if name in seen]
     return shown
 
 
@@ -456,6 +514,50 @@ def person_shown(*, viewer: AbstractBaseUser, field: str, name: str):
         default=Value(OTHER_TENANT_PERSON),
         output_field=CharField(),
     )
+
+
+def agents_visible_to_operator(*, user: AbstractBaseUser) -> Q:
+    """Agents an admin may see and pick (the agent list, its page and lookups, a token's agent): all for a
+    superuser, else agents in no tenant or one of the admin's tenants (``tenant_q``) whose person the admin may
+    see: a tenant-less agent of tenant B's person is tenant B's business (Z12). A filter on Agent."""
+    if getattr(user, "is_superuser", False):
+        return Q()
+    people = get_user_model().objects.filter(users_visible_to_operator(user=user))
+    return tenant_q(principal_for_user(user), "tenant") & Q(user__in=people.values("pk"))
+
+
+def agent_shown(*, name: str, person_visible: str):
+    """An expression over rows (approval requests, audit events) naming an agent in the text field ``name``: the
+    name where the row's person is visible (``person_visible``: the name of a boolean annotation made with
+    ``person_visible_to``), "an agent in another tenant" otherwise; an empty name stays empty. A row's agent is
+    its person's, in the row's tenant (a token's agent acts for the token's user, in the token's tenant), so a
+    reader who reads the row may see the agent exactly when they may see the person."""
+    return Case(
+        When(Q(**{name: ""}), then=Value("")),
+        When(Q(**{person_visible: True}), then=F(name)),
+        default=Value(OTHER_TENANT_AGENT),
+        output_field=CharField(),
+    )
+
+
+def groups_visible_to_operator(*, user: AbstractBaseUser) -> Q:
+    """Groups an admin may see and pick (the group list, page and autocomplete; a grant's group; the groups of an
+    entitlement or a person; a grant's holder in the audit trail): all for a superuser, else the preset role
+    groups (governance.roles: the same Approvers, Curators and Operators serve every tenant, each tenant's
+    operators grant them per server), groups with a member the admin may see, and groups that are nobody's yet
+    (no member and no grant on another tenant's server or tool). A group whose members are all another tenant's
+    people, or that holds grants only there, is that tenant's (Z12). A filter on Group."""
+    if getattr(user, "is_superuser", False):
+        return Q()
+    people = get_user_model().objects.filter(users_visible_to_operator(user=user))
+    managed = Server.objects.filter(servers_visible_to_operator(user=user)).values("pk")
+    with_members = Group.objects.filter(user__isnull=False).values("pk")
+    foreign_grants = (
+        ServerGroupObjectPermission.objects.exclude(content_object__in=managed).values("group_id"),
+        ToolGroupObjectPermission.objects.exclude(content_object__server__in=managed).values("group_id"),
+    )
+    nobodys = ~Q(pk__in=with_members) & ~Q(pk__in=foreign_grants[0]) & ~Q(pk__in=foreign_grants[1])
+    return Q(name__in=list(ROLE_PERMISSIONS)) | Q(pk__in=Group.objects.filter(user__in=people).values("pk")) | nobodys
 
 
 def servers_visible_to_operator(*, user: AbstractBaseUser) -> Q:

@@ -13,7 +13,7 @@ from catalog.admin.lookups import StrictLookupsMixin
 from catalog.admin.progress import ProgressAdminMixin
 from catalog.models import Server
 from catalog.progress import progress_snapshot
-from governance.selectors import servers_visible_to_operator
+from governance.selectors import person_shown, servers_visible_to_operator
 
 from .choices import GenerationStatus, LearnedStatus
 from .models import IndexGeneration, LearnedRequest, QueryLogEntry, SearchEvent
@@ -71,16 +71,25 @@ class SearchEventAdmin(ReadOnlyAdmin, admin.ModelAdmin[SearchEvent]):
 class QueryLogEntryAdmin(ReadOnlyAdmin, admin.ModelAdmin[QueryLogEntry]):
     """Clients' searches (SCOUT_QUERY_LOG); the workbench groups the ones that need a curator."""
 
-    list_display = ("created_at", "query_short", "confidence", "returned", "degraded", "backend", "latency_ms", "user")
+    list_display = ("created_at", "query_short", "confidence", "returned", "degraded", "backend", "latency_ms", "asker")
     list_filter = ("confidence", "degraded", "backend", "client")
     search_fields = ("query",)
     date_hierarchy = "created_at"
-    list_select_related = ("user",)
     show_full_result_count = False
-    readonly_fields = [f.name for f in QueryLogEntry._meta.fields]
+    # Who asked is named only where the reader may see them: a tenant-less token's search is shared, its person
+    # may be another tenant's (Z12). The principal key (user id, token, agent name) is for linking, never shown.
+    readonly_fields = [
+        "asker" if f.name == "user" else f.name for f in QueryLogEntry._meta.fields if f.name != "principal_key"
+    ]
+    fields = readonly_fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[QueryLogEntry]:
-        return query_log_visible_to(user=request.user)  # other tenants' requests are theirs (Z12)
+        visible = query_log_visible_to(user=request.user)  # other tenants' requests are theirs (Z12)
+        return visible.annotate(asker=person_shown(viewer=request.user, field="user", name="user__username"))
+
+    @admin.display(description="user", ordering="asker")
+    def asker(self, obj: QueryLogEntry) -> str:
+        return obj.asker or "-"
 
     @admin.display(description="request")
     def query_short(self, obj: QueryLogEntry) -> str:

@@ -10,6 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from catalog.models import Server, SyncRun
+from catalog.scope import server_scope_q
 from catalog.services.servers import server_archive, server_create, server_update
 from catalog.tasks import sync_server
 
@@ -32,8 +33,10 @@ def _token_servers(request: Request) -> frozenset[str] | None:
 
 
 def servers_for_request(request: Request) -> QuerySet[Server]:
-    """Servers, narrowed to the token's server:<slug> scopes when it has any."""
-    qs = Server.objects.annotate(tool_count=Count("tools", filter=Q(tools__removed_at__isnull=True)))
+    """The servers the caller may see (``server_scope_q``: shared ones and their tenant's, Z12), narrowed to the
+    token's server:<slug> scopes when it has any. Another tenant's server is answered like an unknown slug."""
+    qs = Server.objects.filter(server_scope_q(request))
+    qs = qs.annotate(tool_count=Count("tools", filter=Q(tools__removed_at__isnull=True)))
     slugs = _token_servers(request)
     if slugs is not None:
         qs = qs.filter(slug__in=sorted(slugs))
@@ -116,6 +119,11 @@ class ServerSync(generics.GenericAPIView):
         return Response(body, status=status.HTTP_202_ACCEPTED)
 
 
+def _runs_for_request(request: Request) -> QuerySet[SyncRun]:
+    """Sync runs of the servers the caller may see (file imports' runs have no server: not listed here)."""
+    return SyncRun.objects.filter(server__in=Server.objects.filter(server_scope_q(request))).select_related("server")
+
+
 class SyncRunList(generics.ListAPIView):
     required_perms = {"GET": ("catalog.view_syncrun",)}
     serializer_class = SyncRunSerializer
@@ -132,7 +140,7 @@ class SyncRunList(generics.ListAPIView):
         return super().get(request, *args, **kwargs)
 
     def get_queryset(self) -> QuerySet[SyncRun]:
-        qs = SyncRun.objects.select_related("server").order_by("-started_at", "-id")
+        qs = _runs_for_request(self.request).order_by("-started_at", "-id")
         slugs = _token_servers(self.request)
         if slugs is not None:
             qs = qs.filter(server__slug__in=sorted(slugs))
@@ -151,6 +159,6 @@ class SyncRunDetail(generics.RetrieveAPIView):
     serializer_class = SyncRunSerializer
 
     def get_queryset(self) -> QuerySet[SyncRun]:
-        qs = SyncRun.objects.select_related("server")
+        qs = _runs_for_request(self.request)
         slugs = _token_servers(self.request)
         return qs.filter(server__slug__in=sorted(slugs)) if slugs is not None else qs

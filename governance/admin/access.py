@@ -34,7 +34,7 @@ from ..services.permissions import (
     permission_revoke,
     self_grant_refused,
 )
-from .people import PeopleChoicesMixin, rows_of_people_for
+from .people import PeopleChoicesMixin, rows_of_groups_for, rows_of_people_for
 from .tenant_scope import TenantScopedMixin
 
 ACTIONS = ("discover", "execute", "approve")
@@ -90,10 +90,12 @@ class _AccessInline(PeopleChoicesMixin, admin.TabularInline):
     target = "server"
 
     def get_queryset(self, request):
-        # People of other tenants holding a grant on a shared server or tool are left out (Z12); the formset
-        # saves only the rows it shows, so their grants stay as they are.
+        # People and groups of other tenants holding a grant on a shared server or tool are left out (Z12); the
+        # formset saves only the rows it shows, so their grants stay as they are.
         grants = super().get_queryset(request)
-        return rows_of_people_for(request, grants) if GRANT_MODELS[self.model] == "user" else grants
+        if GRANT_MODELS[self.model] == "user":
+            return rows_of_people_for(request, grants)
+        return rows_of_groups_for(request, grants)
 
     def get_formset(self, request, obj=None, **kwargs):
         formset = super().get_formset(request, obj, **kwargs)

@@ -40,7 +40,7 @@ class ApprovalRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[ApprovalRequest]
     list_display = ("request_column", "decide_link", "status_column", "risk_badge", "tool_column", "requester_column")
     list_display_links = ("request_column",)
     list_filter = ("status", "risk_class", "operation_class")
-    search_fields = ("approval_id", "tool__tool_id", "requester_shown", "agent")  # Z12: not another tenant's name
+    search_fields = ("approval_id", "tool__tool_id", "requester_shown", "agent_shown")  # Z12: no other tenant's name
     readonly_fields = (
         "approval_id",
         "status",
@@ -93,11 +93,11 @@ class ApprovalRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[ApprovalRequest]
 
     @admin.display(description="who asked")
     def envelope(self, obj: ApprovalRequest):
-        # A tenant-less request of another tenant's person names them nowhere (Z12).
+        # A tenant-less request of another tenant's person names them (and their agent) nowhere (Z12).
         chain = delegation_chain_shown(obj.delegation_chain, person_visible=obj.requester_visible)
         lines = [
             f"human subject: {obj.requester_shown}",
-            f"agent: {obj.agent or '-'}",
+            f"agent: {obj.agent_shown or '-'}",
             f"tenant: {obj.tenant or '-'}",
             f"token: {obj.token_ref or '-'}",
             f"delegation chain: {' > '.join(chain) or '-'}",

@@ -53,7 +53,7 @@ class AuditEventAdmin(StrictLookupsMixin, admin.ModelAdmin[AuditEvent]):
         "event_type",
         "outcome",
         "subject",
-        "agent",
+        "agent_column",
         "tenant",
         "tool_ref",
         "approval_ref",
@@ -66,7 +66,7 @@ class AuditEventAdmin(StrictLookupsMixin, admin.ModelAdmin[AuditEvent]):
         RecentToolFilter,
         ("created_at", admin.DateFieldListFilter),
     )
-    search_fields = ("subject_shown", "agent", "tenant", "tool_ref", "approval_ref", "trace_id")
+    search_fields = ("subject_shown", "agent_shown", "tenant", "tool_ref", "approval_ref", "trace_id")
     paginator = BoundedCountPaginator
     show_full_result_count = False
     list_per_page = 100
@@ -80,13 +80,18 @@ class AuditEventAdmin(StrictLookupsMixin, admin.ModelAdmin[AuditEvent]):
     def subject(self, obj: AuditEvent) -> str:
         return obj.subject_shown  # another tenant's person is not named (Z12)
 
+    @admin.display(description="agent", ordering="agent_shown")
+    def agent_column(self, obj: AuditEvent) -> str:
+        return obj.agent_shown  # nor that person's agent
+
     def get_object(self, request, object_id, from_field=None):
         event = super().get_object(request, object_id, from_field)
         if event is None:
             return None
-        # The page of an immutable row (save() refuses): another tenant's person is replaced in memory only, in
-        # every field that names them and in the page's title.
-        event.payload = audit_payload_shown(event)
+        # The page of an immutable row (save() refuses): another tenant's person (and their agent, the groups and
+        # tenants it names) is replaced in memory only, in every field that names them and in the page's title.
+        event.payload = audit_payload_shown(event, viewer=request.user)
+        event.agent = event.agent_shown
         if not event.subject_visible:
             event.human_subject = OTHER_TENANT_PERSON
             event.user = None

@@ -22,7 +22,7 @@ from ..services.permissions import (
     permission_revoke,
     self_grant_refused,
 )
-from .people import PeopleChoicesMixin, person_name, rows_of_people_for, with_person_visible
+from .people import PeopleChoicesMixin, person_name, rows_of_groups_for, rows_of_people_for, with_person_visible
 
 
 class GrantAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin):
@@ -63,6 +63,8 @@ class GrantAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin):
         grants = super().get_queryset(request).filter(**{f"{field}__in": servers})
         if "user" in {f.name for f in self.model._meta.fields}:
             grants = rows_of_people_for(request, grants)  # a shared server's holders of other tenants: left out
+        else:
+            grants = rows_of_groups_for(request, grants)  # and their groups
         return with_person_visible(request, grants, "granted_by")
 
     def has_change_permission(self, request, obj=None) -> bool:

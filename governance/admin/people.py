@@ -1,22 +1,38 @@
-"""People lists narrowed to an admin's tenants (Z12): the auth user list, the user autocomplete every form's
-person field asks (grants, tokens, agents) and the people those forms accept show shared people (in no tenant)
-and members of the admin's tenants; superusers see everyone (``governance.selectors.users_visible_to_operator``).
-Rows naming a person the admin may not see (grants, tokens, agents of another tenant's people) are left out of
-their lists and pages (``rows_of_people_for``). Django's auth admin knows nothing of tenants, so this module
-re-registers the user admin with the filter."""
+"""People and group lists narrowed to an admin's tenants (Z12): the auth user list, the user autocomplete every
+form's person field asks (grants, tokens, agents) and the people those forms accept show shared people (in no
+tenant) and members of the admin's tenants; superusers see everyone (``selectors.users_visible_to_operator``).
+Groups likewise (``selectors.groups_visible_to_operator``). Rows naming a person or group the admin may not see
+(grants, tokens, agents of another tenant's people, another tenant's group's grants) are left out of their lists
+and pages (``rows_of_people_for``, ``rows_of_groups_for``). Django's auth admin knows nothing of tenants, so this
+module re-registers the user and group admins with the filter."""
 
 from django.contrib import admin
 from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import GroupAdmin as AuthGroupAdmin
 from django.contrib.auth.admin import UserAdmin as AuthUserAdmin
+from django.contrib.auth.models import Group
 from django.db.models import QuerySet
 
 from ..constants import OTHER_TENANT_PERSON
-from ..selectors import person_visible_to, users_visible_to_operator
+from ..selectors import groups_visible_to_operator, person_visible_to, users_visible_to_operator
 
 
 def people_for(request):
     """The people ``request.user`` may see and pick."""
     return get_user_model().objects.filter(users_visible_to_operator(user=request.user))
+
+
+def groups_for(request):
+    """The groups ``request.user`` may see and pick (``groups_visible_to_operator``)."""
+    return Group.objects.filter(groups_visible_to_operator(user=request.user))
+
+
+def rows_of_groups_for(request, queryset: QuerySet, field: str = "group") -> QuerySet:
+    """``queryset`` without the rows whose ``field`` is a group ``request.user`` may not see (another tenant's group
+    holding a grant on a shared server): left out, not counted, as that tenant's people are."""
+    if request.user.is_superuser:
+        return queryset
+    return queryset.filter(**{f"{field}__in": groups_for(request).values("pk")})
 
 
 def rows_of_people_for(request, queryset: QuerySet, field: str = "user") -> QuerySet:
@@ -43,27 +59,64 @@ def person_name(obj, field: str) -> str:
     return str(person) if getattr(obj, f"{field}_visible", False) else OTHER_TENANT_PERSON
 
 
+def _choosable(request, model) -> QuerySet | None:
+    if model is get_user_model():
+        return people_for(request)
+    if model is Group:
+        return groups_for(request)
+    return None
+
+
 class PeopleChoicesMixin:
-    """A ModelAdmin or inline whose person fields offer, and accept, only the people the admin may see (a
-    person posted from outside the list is refused as an invalid choice)."""
+    """A ModelAdmin or inline whose person and group fields offer, and accept, only the people and groups the admin
+    may see (one posted from outside the list is refused as an invalid choice). Saving a ModelAdmin's form keeps
+    the people and groups it did not offer (another tenant's members of an entitlement, a person's other groups)."""
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
-        if db_field.related_model is get_user_model() and "queryset" not in kwargs:
-            kwargs["queryset"] = people_for(request)
+        choosable = _choosable(request, db_field.related_model)
+        if choosable is not None and "queryset" not in kwargs:
+            kwargs["queryset"] = choosable
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def formfield_for_manytomany(self, db_field, request, **kwargs):
-        if db_field.related_model is get_user_model() and "queryset" not in kwargs:
-            kwargs["queryset"] = people_for(request)
+        choosable = _choosable(request, db_field.related_model)
+        if choosable is not None and "queryset" not in kwargs:
+            kwargs["queryset"] = choosable
         return super().formfield_for_manytomany(db_field, request, **kwargs)
 
+    def save_related(self, request, form, formsets, change) -> None:
+        kept = {}
+        if change and not request.user.is_superuser:
+            for field in form.instance._meta.many_to_many:
+                choosable = _choosable(request, field.related_model)
+                if choosable is not None and field.name in form.cleaned_data:
+                    related = getattr(form.instance, field.name)
+                    kept[field.name] = list(related.exclude(pk__in=choosable.values("pk")).values_list("pk", flat=True))
+        super().save_related(request, form, formsets, change)
+        for name, pks in kept.items():
+            getattr(form.instance, name).add(*pks)
 
-class UserAdmin(AuthUserAdmin):
-    """Django's user admin over the people this admin may see (the list, each page and the autocomplete)."""
+
+class UserAdmin(PeopleChoicesMixin, AuthUserAdmin):
+    """Django's user admin over the people this admin may see (the list, each page and the autocomplete); a
+    person's groups offer only the groups the admin may see, and so does the list's group filter (the groups of the
+    people listed: Django's offered every group)."""
+
+    list_filter = ("is_staff", "is_superuser", "is_active", ("groups", admin.RelatedOnlyFieldListFilter))
 
     def get_queryset(self, request):
         return super().get_queryset(request).filter(users_visible_to_operator(user=request.user))
 
 
+class GroupAdmin(AuthGroupAdmin):
+    """Django's group admin over the groups this admin may see (the list, each page and the autocomplete of every
+    grant form): never another tenant's group (``groups_visible_to_operator``)."""
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).filter(groups_visible_to_operator(user=request.user))
+
+
 admin.site.unregister(get_user_model())
 admin.site.register(get_user_model(), UserAdmin)
+admin.site.unregister(Group)
+admin.site.register(Group, GroupAdmin)

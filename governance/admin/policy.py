@@ -21,7 +21,8 @@ from ..principals import principal_for_user
 from ..services.audit import audit_record
 from ..services.policy import risk_class_update, tool_policy_classify
 from .common import _pre
-from .people import person_name, with_person_visible
+from .people import PeopleChoicesMixin, person_name, rows_of_groups_for, rows_of_people_for, with_person_visible
+from .tenant_scope import TenantScopedMixin
 
 
 @admin.register(RiskClass)
@@ -72,7 +73,9 @@ class PolicyVersionAdmin(StrictLookupsMixin, admin.ModelAdmin[PolicyVersion]):
 
 
 @admin.register(Entitlement)
-class EntitlementAdmin(StrictLookupsMixin, admin.ModelAdmin[Entitlement]):
+class EntitlementAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Entitlement]):
+    """Entitlements offer only the people and groups the admin may see; saving keeps the others (Z12)."""
+
     list_display = ("slug", "name")
     search_fields = ("slug", "name")
     filter_horizontal = ("users", "groups")
@@ -121,7 +124,11 @@ class HintConflictFilter(admin.SimpleListFilter):
 
 
 @admin.register(ToolPolicy)
-class ToolPolicyAdmin(StrictLookupsMixin, admin.ModelAdmin[ToolPolicy]):
+class ToolPolicyAdmin(TenantScopedMixin, StrictLookupsMixin, admin.ModelAdmin[ToolPolicy]):
+    """The policies of the tools of servers the admin may manage (Z12: never another tenant's tool); who classified
+    a tool and who holds access to it are named only where the admin may see them."""
+
+    server_path = "tool__server"
     list_display = ("tool", "operation_class", "reversibility", "risk_class", "classified_by_admin", "held")
     list_filter = (
         "operation_class",
@@ -144,7 +151,7 @@ class ToolPolicyAdmin(StrictLookupsMixin, admin.ModelAdmin[ToolPolicy]):
         "data_classes",
         "classified_by_admin",
         "classification_note",
-        "classified_by",
+        "classifier",
         "classified_at",
         "held",
         "hold_reason",
@@ -157,7 +164,7 @@ class ToolPolicyAdmin(StrictLookupsMixin, admin.ModelAdmin[ToolPolicy]):
         "access",
         "classified_by_admin",
         "classification_note",
-        "classified_by",
+        "classifier",
         "classified_at",
         "held",
         "hold_reason",
@@ -165,25 +172,32 @@ class ToolPolicyAdmin(StrictLookupsMixin, admin.ModelAdmin[ToolPolicy]):
         "accepted_hash",
     )
 
+    def get_queryset(self, request):
+        return with_person_visible(request, super().get_queryset(request), "classified_by")
+
+    def get_object(self, request, object_id, from_field=None):
+        policy = super().get_object(request, object_id, from_field)
+        if policy is not None:
+            policy.access_request = request  # whose page it is: ``access`` names only the holders they may see
+        return policy
+
+    @admin.display(description="classified by")
+    def classifier(self, obj: ToolPolicy) -> str:
+        return person_name(obj, "classified_by")
+
     @admin.display(description="who has access")
     def access(self, obj: ToolPolicy):
-        """Grants that reach this tool (on the tool or its server), with links to add more."""
-        tool, server = obj.tool, obj.tool.server
-        sources = [
-            ("tool", ToolUserObjectPermission.objects.filter(content_object=tool).select_related("user", "permission")),
-            (
-                "tool",
-                ToolGroupObjectPermission.objects.filter(content_object=tool).select_related("group", "permission"),
-            ),
-            (
-                "server",
-                ServerUserObjectPermission.objects.filter(content_object=server).select_related("user", "permission"),
-            ),
-            (
-                "server",
-                ServerGroupObjectPermission.objects.filter(content_object=server).select_related("group", "permission"),
-            ),
-        ]
+        """Grants that reach this tool (on the tool or its server), with links to add more; a shared tool's holders
+        of other tenants (people and groups) are left out, as on the tool's page (Z12)."""
+        tool, server, request = obj.tool, obj.tool.server, obj.access_request
+        sources = []
+        for scope, target, grant_models in (
+            ("tool", tool, (ToolUserObjectPermission, ToolGroupObjectPermission)),
+            ("server", server, (ServerUserObjectPermission, ServerGroupObjectPermission)),
+        ):
+            people, groups = (model.objects.filter(content_object=target) for model in grant_models)
+            sources.append((scope, rows_of_people_for(request, people).select_related("user", "permission")))
+            sources.append((scope, rows_of_groups_for(request, groups).select_related("group", "permission")))
         lines = []
         for scope, grants in sources:
             for grant in grants:

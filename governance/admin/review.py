@@ -12,11 +12,17 @@ from ..models import (
 )
 from ..services.review import ReviewError, tool_review_accept, tool_review_diff, tool_review_reject
 from .common import _pre
+from .people import person_name, with_person_visible
+from .tenant_scope import TenantScopedMixin
 
 
 @admin.register(ToolReview)
-class ToolReviewAdmin(StrictLookupsMixin, admin.ModelAdmin[ToolReview]):
-    list_display = ("tool", "kind", "status", "markers", "created_at", "decided_by")
+class ToolReviewAdmin(TenantScopedMixin, StrictLookupsMixin, admin.ModelAdmin[ToolReview]):
+    """Held definition changes of the tools of servers the admin may manage (Z12: never another tenant's tool);
+    who decided is named only where the admin may see them."""
+
+    server_path = "tool__server"
+    list_display = ("tool", "kind", "status", "markers", "created_at", "decider")
     list_filter = ("status", "kind")
     list_select_related = ("tool", "decided_by")
     search_fields = ("tool__tool_id",)
@@ -29,17 +35,21 @@ class ToolReviewAdmin(StrictLookupsMixin, admin.ModelAdmin[ToolReview]):
         "definition_hash",
         "diff",
         "created_at",
-        "decided_by",
+        "decider",
         "decided_at",
         "reason",
     )
-    exclude = ("revision",)
+    exclude = ("revision", "decided_by")  # shown read-only as decider (named only where visible)
     actions = ["accept_selected", "reject_selected"]
     change_form_template = "admin/governance/toolreview/change_form.html"
 
     def get_queryset(self, request):
-        qs = super().get_queryset(request)
+        qs = with_person_visible(request, super().get_queryset(request), "decided_by")
         return qs.order_by("status", "-created_at")  # "pending" sorts before the decided states
+
+    @admin.display(description="decided by")
+    def decider(self, obj: ToolReview) -> str:
+        return person_name(obj, "decided_by")
 
     @admin.display(description="diff (accepted → new revision)")
     def diff(self, obj) -> str:

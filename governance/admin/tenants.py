@@ -8,9 +8,8 @@ from catalog.admin.lookups import StrictLookupsMixin
 from catalog.models import Server, Tool
 
 from ..models import Agent, AgentGrant, Tenant
-from ..principals import principal_for_user
-from ..selectors import servers_visible_to_operator, tenant_q
-from .people import PeopleChoicesMixin, rows_of_people_for
+from ..selectors import agents_visible_to_operator, servers_visible_to_operator
+from .people import PeopleChoicesMixin
 
 
 @admin.register(Tenant)
@@ -71,11 +70,9 @@ class AgentAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Agent]
     inlines = (AgentGrantInline,)
 
     def get_queryset(self, request):
-        qs = super().get_queryset(request)
-        if request.user.is_superuser:
-            return qs
-        # Shared agents and the admin's tenants', never a shared (tenant-less) agent of tenant B's person (Z12).
-        return rows_of_people_for(request, qs.filter(tenant_q(principal_for_user(request.user), "tenant")))
+        # Shared agents and the admin's tenants', never a shared (tenant-less) agent of tenant B's person (Z12):
+        # the list, each page, the search and the parent lookup.
+        return super().get_queryset(request).filter(agents_visible_to_operator(user=request.user))
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         if db_field.name == "tenant" and not request.user.is_superuser:

@@ -5,7 +5,6 @@ import json
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
-from django.db.models import Q
 from django.shortcuts import render
 from django.utils import timezone
 
@@ -14,7 +13,7 @@ from catalog.admin.lookups import StrictLookupsMixin
 from ..constants import BASE_SCOPES
 from ..models import Agent, ApiToken, Tenant
 from ..principals import principal_for_user
-from ..selectors import tenant_q
+from ..selectors import agents_visible_to_operator, tenant_q
 from ..services.tokens import api_token_create, api_token_revoke, api_token_tenant
 from .common import DEFAULT_TOKEN_LIFETIME
 from .people import PeopleChoicesMixin, person_name, rows_of_people_for, with_person_visible
@@ -57,7 +56,8 @@ class ApiTokenAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Api
         "state",
         "last_used_at",
     )
-    list_filter = ("revoked_at", "tenant")
+    # The tenant filter offers the tenants of the tokens listed, never every tenant's slug (Z12).
+    list_filter = ("revoked_at", ("tenant", admin.RelatedOnlyFieldListFilter))
     list_select_related = ("user", "agent", "tenant")
     search_fields = ("name", "user__username", "agent__name", "tenant__slug", "display_prefix")
     autocomplete_fields = ("user",)
@@ -95,13 +95,10 @@ class ApiTokenAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Api
         return person_name(obj, "revoked_by")
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
-        if db_field.name in ("agent", "tenant") and not request.user.is_superuser:
-            tenants = request.user.tenants.values("pk")
-            kwargs["queryset"] = (
-                Tenant.objects.filter(pk__in=tenants)
-                if db_field.name == "tenant"
-                else Agent.objects.filter(Q(tenant__isnull=True) | Q(tenant__in=tenants))
-            )
+        if db_field.name == "tenant" and not request.user.is_superuser:
+            kwargs["queryset"] = Tenant.objects.filter(pk__in=request.user.tenants.values("pk"))
+        if db_field.name == "agent":  # not a tenant-less agent of another tenant's person (Z12)
+            kwargs["queryset"] = Agent.objects.filter(agents_visible_to_operator(user=request.user))
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     @admin.display(description="state")

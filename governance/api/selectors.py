@@ -13,6 +13,7 @@ from governance.selectors import (
     ToolNotFound,
     approval_requests_for_approver,
     server_tenant_q,
+    servers_visible_to_operator,
     tools_visible_to,
 )
 
@@ -53,6 +54,16 @@ def tool_get_for_api(*, principal: Principal, tool_id: str) -> Tool:
     if tool is None or tool.tool_id != tool_id:
         raise ToolNotFound()
     return tool
+
+
+def servers_in_api_scope(request) -> Q:
+    """Which servers the catalog API shows its caller (governance sets it as ``catalog.scope``'s hook): a token acts
+    in its tenant, so it sees shared servers and that tenant's (``server_tenant_q``, as ``tool_search`` does, a
+    superuser's token too); a session sees the servers its person may manage (``servers_visible_to_operator``: a
+    superuser every server, as in the admin)."""
+    if isinstance(request.auth, Principal):
+        return server_tenant_q(request.auth)
+    return servers_visible_to_operator(user=request.user)
 
 
 def approvals_for_api(*, principal: Principal) -> QuerySet[ApprovalRequest]:

@@ -146,10 +146,12 @@ class ToolDetailSerializer(ToolSerializer):
 
 
 class ApprovalSerializer(serializers.ModelSerializer):
-    """A request of ``approval_requests_for_approver``: another tenant's person is someone in another tenant."""
+    """A request of ``approval_requests_for_approver``: another tenant's person is someone in another tenant, their
+    agent an agent in another tenant."""
 
     tool_id = serializers.CharField(source="tool.tool_id", read_only=True)
     requester = serializers.CharField(source="requester_shown", read_only=True)
+    agent = serializers.CharField(source="agent_shown", read_only=True)
     decided_by = serializers.CharField(source="decided_by_shown", read_only=True, allow_null=True)
     delegation_chain = serializers.SerializerMethodField()
     arguments = serializers.SerializerMethodField(help_text="The exact arguments of the call to decide on")
@@ -249,9 +251,11 @@ class ApiTokenCreatedSerializer(ApiTokenSerializer):
 
 
 class AuditEventSerializer(serializers.ModelSerializer):
-    """An event of ``audit_events_visible_to``: another tenant's person is someone in another tenant (Z12)."""
+    """An event of ``audit_events_visible_to``: another tenant's person is someone in another tenant, their agent an
+    agent in another tenant (Z12)."""
 
     user = serializers.CharField(source="subject_shown", read_only=True)
+    agent = serializers.CharField(source="agent_shown", read_only=True)
     tool = serializers.CharField(source="tool_ref", read_only=True)
     delegation_chain = serializers.SerializerMethodField()
     payload = serializers.SerializerMethodField()
@@ -284,7 +288,7 @@ class AuditEventSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(OpenApiTypes.OBJECT)
     def get_payload(self, event: AuditEvent) -> dict:
-        return audit_payload_shown(event)
+        return audit_payload_shown(event, viewer=self.context["request"].user)
 
 
 AUDIT_EVENT_TYPES = AuditEventType.values

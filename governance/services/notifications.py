@@ -19,7 +19,7 @@ from django.db.models import Q
 from django.urls import reverse
 
 from governance.choices import NotificationChannel, NotificationOutcome
-from governance.constants import OTHER_TENANT_PERSON
+from governance.constants import OTHER_TENANT_AGENT, OTHER_TENANT_PERSON
 from governance.models import ApprovalRequest, NotificationAttempt, Tenant
 from governance.selectors import server_tenant_id, user_can_approve, users_visible_to_operator
 
@@ -66,7 +66,17 @@ def _decide_url(request: ApprovalRequest) -> str:
 
 
 def approval_payload(*, request: ApprovalRequest) -> dict:
-    """What a notification says: who asked, for which tool, at what risk, and where to decide."""
+    """What a notification says: who asked, for which tool, at what risk, and where to decide.
+
+    The webhook sends one body for everyone the request reaches: a tenant's request reaches that tenant's
+    approvers only (its requester is a member), a shared one every tenant's. So the requester and their agent are
+    named only when every such approver may see them (a tenant's request, or a shared request of a person in no
+    tenant); a shared request of tenant B's person says someone in another tenant via an agent in another tenant
+    (Z12). The e-mail names them per recipient (``_notify_by_mail``)."""
+    if request.tenant_id is None and request.requester.tenants.exists():
+        requester, agent = OTHER_TENANT_PERSON, OTHER_TENANT_AGENT if request.agent else ""
+    else:
+        requester, agent = request.requester.get_username(), request.agent
     return {
         "event": "approval.requested",
         "approval_id": request.approval_id,
@@ -74,8 +84,8 @@ def approval_payload(*, request: ApprovalRequest) -> dict:
         "server": request.tool.server.slug,
         "risk_class": request.risk_class,
         "operation_class": request.operation_class,
-        "requester": request.requester.get_username(),
-        "agent": request.agent,
+        "requester": requester,
+        "agent": agent,
         "tenant": request.tenant.slug if request.tenant_id is not None else "",
         "created_at": request.created_at.isoformat(),
         "expires_at": request.expires_at.isoformat(),
@@ -128,24 +138,30 @@ def _notify_by_mail(request: ApprovalRequest, payload: dict, attempt: int) -> in
     # A tenant-less request of tenant B's person reaches tenant A's approvers too: they read "someone in another
     # tenant", never the name (Z12). One mail (and one logged attempt) per tenant set of approvers, so the
     # notification log can leave out the attempts to people its reader may not see.
-    groups: dict[tuple[str, frozenset[int]], list[str]] = {}
+    groups: dict[tuple[tuple[str, str], frozenset[int]], list[str]] = {}
     for approver in approvers:
         tenants = frozenset(approver.tenants.values_list("pk", flat=True))
         groups.setdefault((_requester_as_seen_by(request, approver), tenants), []).append(approver.email)
-    return sum(_send_mail(request, payload, requester, emails, attempt) for (requester, _), emails in groups.items())
+    return sum(_send_mail(request, payload, asker, emails, attempt) for (asker, _), emails in groups.items())
 
 
-def _requester_as_seen_by(request: ApprovalRequest, approver) -> str:
+def _requester_as_seen_by(request: ApprovalRequest, approver) -> tuple[str, str]:
+    """Who asked and through which agent, as ``approver`` may read them (the agent is the requester's)."""
     people = get_user_model().objects.filter(users_visible_to_operator(user=approver))
-    return request.requester.get_username() if people.filter(pk=request.requester_id).exists() else OTHER_TENANT_PERSON
+    if people.filter(pk=request.requester_id).exists():
+        return request.requester.get_username(), request.agent
+    return OTHER_TENANT_PERSON, OTHER_TENANT_AGENT if request.agent else ""
 
 
-def _send_mail(request: ApprovalRequest, payload: dict, requester: str, recipients: list[str], attempt: int) -> int:
+def _send_mail(
+    request: ApprovalRequest, payload: dict, asker: tuple[str, str], recipients: list[str], attempt: int
+) -> int:
+    requester, agent = asker
     try:
         send_mail(
             subject=f"[Scout] Approval needed: {payload['tool_id']} ({request.get_risk_class_display()} risk)",
             message=(
-                f"{requester}{' via ' + payload['agent'] if payload['agent'] else ''} asks to call "
+                f"{requester}{' via ' + agent if agent else ''} asks to call "
                 f"{payload['tool_id']} ({request.get_risk_class_display()} risk, "
                 f"{request.get_operation_class_display()}).\n\n"
                 f"Read the exact arguments and approve or deny it before {payload['expires_at']}:\n"

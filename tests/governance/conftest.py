@@ -1,5 +1,8 @@
 """Governance test helpers: grants through the real services, principals through real tokens."""
 
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
 import pytest
 
 from governance.principals import Principal, principal_for_user
@@ -73,3 +76,25 @@ def acme_token(member):
     principal = api_token_verify(raw)
     assert principal is not None and principal.tenant == "acme"
     return token, raw, principal
+
+
+@pytest.fixture
+def receiver():
+    """A real HTTP endpoint on 127.0.0.1 that records what it is sent."""
+    received: list[tuple[dict, bytes]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            received.append(({k.lower(): v for k, v in self.headers.items()}, body))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}/hook", received
+    server.shutdown()

@@ -4,8 +4,6 @@ signed with HMAC-SHA256, sent after commit from a task (never inside the agent's
 import hashlib
 import hmac
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 from django.contrib.auth.models import Group
@@ -14,28 +12,6 @@ from governance.services.approvals import approval_request_create
 
 pytestmark = pytest.mark.django_db
 SECRET = "webhook-test-secret"
-
-
-@pytest.fixture
-def receiver():
-    """A real HTTP endpoint on 127.0.0.1 that records what it is sent."""
-    received: list[tuple[dict, bytes]] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):
-            body = self.rfile.read(int(self.headers["Content-Length"]))
-            received.append(({k.lower(): v for k, v in self.headers.items()}, body))
-            self.send_response(204)
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}/hook", received
-    server.shutdown()
 
 
 @pytest.fixture

@@ -1,0 +1,23 @@
+"""Which servers a caller may see and manage is governance's business (tenants, Z12). Catalog asks through this
+one hook, which governance sets when it loads: dependencies point catalog <- governance, so catalog never
+imports it (as the admin's server lists are narrowed by governance re-registering them)."""
+
+from collections.abc import Callable
+
+from django.db.models import Q
+
+_scope: Callable[[object], Q] | None = None
+
+
+def server_scope_set(scope: Callable[[object], Q]) -> None:
+    """Set the filter on Server that says which servers the caller of a request may see (governance's)."""
+    global _scope
+    _scope = scope
+
+
+def server_scope_q(request: object) -> Q:
+    """A filter on Server: the servers the caller of ``request`` may see. None of them until the hook is set
+    (fail closed)."""
+    if _scope is None:
+        return Q(pk__in=[])
+    return _scope(request)

@@ -1,0 +1,60 @@
+"""An operator of tenant A in a real browser: a shared server's page lists the group access of tenant A's and
+nobody's groups, and the group autocomplete (select2, asking the admin as the browser does) offers them, never
+tenant B's group; the agent list shows no agent of tenant B's person."""
+
+import pytest
+from django.contrib.auth.models import Group, Permission
+
+from governance.models import ServerGroupObjectPermission
+from governance.roles import OPERATORS
+from tests.governance.factories import ServerFactory, agent_of, tenant_with
+
+from .conftest import admin_login, screenshot
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+@pytest.fixture
+def shared_server(django_user_model):
+    make = django_user_model.objects.create_user
+    operator = make(username="op-alpha", password="pw-op-alpha-123", is_staff=True)
+    operator.groups.add(Group.objects.get(name=OPERATORS))
+    alice, bob = make(username="alice-a"), make(username="bob-b")
+    tenant_with("tenant-a", operator, alice)
+    tenant_with("tenant-b", bob)
+    server = ServerFactory(slug="shared-srv")
+    discover = Permission.objects.get(codename="discover_server")
+    for name, member in (("alpha-team", alice), ("bravo-team", bob)):
+        group = Group.objects.create(name=name)
+        group.user_set.add(member)
+        ServerGroupObjectPermission.objects.create(group=group, permission=discover, content_object=server)
+    Group.objects.create(name="new-team")  # nobody's yet
+    agent_of(alice, "alpha-agent")
+    agent_of(bob, "bravo-agent")  # in no tenant, but tenant B's person's
+    return server
+
+
+def test_an_operator_is_offered_no_other_tenants_group(browser, live_server, shared_server):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    admin_login(browser, live_server.url, "op-alpha", "pw-op-alpha-123")
+    browser.get(f"{live_server.url}/admin/catalog/server/{shared_server.pk}/change/")
+    page = browser.find_element("tag name", "body").text
+    assert "alpha-team" in page and "bravo-team" not in page
+    browser.execute_script("document.getElementById('group_grants-group').scrollIntoView()")
+    browser.find_element(By.CSS_SELECTOR, "#group_grants-1 .select2-selection").click()
+    browser.find_element(By.CSS_SELECTOR, ".select2-container--open .select2-search__field").send_keys("team")
+    options = WebDriverWait(browser, 10).until(
+        lambda driver: [
+            option.text
+            for option in driver.find_elements(By.CSS_SELECTOR, ".select2-results__option")
+            if option.text.endswith("team")
+        ]
+    )
+    screenshot(browser, "tenant-a-operator-group-autocomplete")
+    assert sorted(options) == ["alpha-team", "new-team"]
+
+    browser.get(f"{live_server.url}/admin/governance/agent/")
+    page = browser.find_element("tag name", "body").text
+    assert "alpha-agent" in page and "bravo-agent" not in page
