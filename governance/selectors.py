@@ -51,6 +51,7 @@ from .models import (
     ServerGroupObjectPermission,
     ServerTenant,
     ServerUserObjectPermission,
+    Tenant,
     ToolGroupObjectPermission,
     ToolUserObjectPermission,
 )
@@ -566,3 +567,12 @@ def servers_visible_to_operator(*, user: AbstractBaseUser) -> Q:
     if getattr(user, "is_superuser", False):
         return Q()
     return server_tenant_q(principal_for_user(user))
+
+
+def install_wide_visible_to(*, user: AbstractBaseUser) -> bool:
+    """Whether ``user`` may read figures of the whole install (the search index's generations and events: tool
+    counts and ids across every tenant). A superuser may; anyone else only while the install has no tenants,
+    so that a tenant's curator learns nothing of another tenant's catalog, not even its size (Z12)."""
+    if getattr(user, "is_superuser", False):
+        return True
+    return not Tenant.objects.exists()

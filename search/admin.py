@@ -13,7 +13,7 @@ from catalog.admin.lookups import StrictLookupsMixin
 from catalog.admin.progress import ProgressAdminMixin
 from catalog.models import Server
 from catalog.progress import progress_snapshot
-from governance.selectors import person_shown, servers_visible_to_operator
+from governance.selectors import install_wide_visible_to, person_shown, servers_visible_to_operator
 
 from .choices import GenerationStatus, LearnedStatus
 from .models import IndexGeneration, LearnedRequest, QueryLogEntry, SearchEvent
@@ -22,6 +22,15 @@ from .usage import learned_request_promote, learned_request_reject, query_log_vi
 
 class ReadOnlyAdmin(StrictLookupsMixin, admin.ModelAdmin):
     """Rows written by search itself; nobody edits them by hand."""
+
+    def has_view_permission(self, request: HttpRequest, obj=None) -> bool:
+        return super().has_view_permission(request, obj) and self.readable_by(request)
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return super().has_module_permission(request) and self.readable_by(request)
+
+    def readable_by(self, request: HttpRequest) -> bool:
+        return True
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -33,8 +42,16 @@ class ReadOnlyAdmin(StrictLookupsMixin, admin.ModelAdmin):
         return False
 
 
+class InstallWideAdmin(ReadOnlyAdmin):
+    """The index's own rows count and name tools across every tenant: read by those who may see the whole
+    install (``install_wide_visible_to``), not by one tenant's curator."""
+
+    def readable_by(self, request: HttpRequest) -> bool:
+        return install_wide_visible_to(user=request.user)
+
+
 @admin.register(IndexGeneration)
-class IndexGenerationAdmin(ProgressAdminMixin, ReadOnlyAdmin, admin.ModelAdmin[IndexGeneration]):
+class IndexGenerationAdmin(ProgressAdminMixin, InstallWideAdmin, admin.ModelAdmin[IndexGeneration]):
     list_display = ("id", "kind", "status", "model_key", "tool_count", "encoded", "reused", "degraded", "started_at")
     list_filter = ("kind", "status", "degraded")
     readonly_fields = ["progress_panel", *(f.name for f in IndexGeneration._meta.fields)]
@@ -55,7 +72,7 @@ class IndexGenerationAdmin(ProgressAdminMixin, ReadOnlyAdmin, admin.ModelAdmin[I
 
 
 @admin.register(SearchEvent)
-class SearchEventAdmin(ReadOnlyAdmin, admin.ModelAdmin[SearchEvent]):
+class SearchEventAdmin(InstallWideAdmin, admin.ModelAdmin[SearchEvent]):
     list_display = ("created_at", "kind", "detail_short")
     list_filter = ("kind",)
     search_fields = ("detail",)

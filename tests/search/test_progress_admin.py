@@ -120,3 +120,38 @@ def test_needs_staff_login_and_view_permission(client, django_user_model, small_
     body = response.content.decode()
     assert not any(name in body for name in small_catalog)  # counts only: no tool is named
     assert client.get(reverse("admin:search_indexgeneration_progress", args=[generation.pk + 99])).status_code == 404
+
+
+@pytest.mark.django_db
+def test_install_wide_pages_are_closed_to_one_tenants_curator(client, django_user_model, small_catalog):
+    """Z12: an index generation counts and names tools of every tenant, and so may its events. Once the install
+    has tenants, a tenant's curator (who holds the view permissions) reads none of them: not the lists, not a
+    generation's page, not its progress, not the admin index's entry. A superuser still does."""
+    from django.contrib.auth.models import Group
+
+    from governance.roles import CURATORS
+    from search.models import SearchEvent
+    from tests.governance.factories import tenant_with
+
+    generation = IndexGeneration.objects.create(kind=GenerationKind.FULL, tool_count=4321, progress_total=9)
+    SearchEvent.objects.create(kind="reindex_failed", detail="an install-wide event")
+    curator = django_user_model.objects.create_user(username="cat-a", is_staff=True)
+    curator.groups.add(Group.objects.get(name=CURATORS))
+    pages = [
+        reverse("admin:search_indexgeneration_changelist"),
+        reverse("admin:search_indexgeneration_change", args=[generation.pk]),
+        _url(generation),
+        reverse("admin:search_searchevent_changelist"),
+    ]
+    client.force_login(curator)
+    assert [client.get(page).status_code for page in pages] == [200, 200, 200, 200]  # no tenants: one install
+
+    tenant_with("tenant-a", curator)
+    assert [client.get(page).status_code for page in pages] == [403, 403, 403, 403]
+    index = client.get(reverse("admin:index")).content.decode()
+    assert "indexgeneration" not in index and "searchevent" not in index
+    assert "querylogentry" in index  # the curator's own pages stay
+
+    superuser = django_user_model.objects.create_superuser(username="root", email="root@example.com", password="x")
+    client.force_login(superuser)
+    assert [client.get(page).status_code for page in pages] == [200, 200, 200, 200]
