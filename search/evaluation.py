@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from .documents import MIN_CENTROID_REQUESTS, ToolDoc, tool_doc_from_record
-from .engine.decompose import request_parts
+from .engine.decompose import request_part_spans, request_parts
 from .engine.ranking import MODES, Calibration, Confidence, Ranking, RankingOptions
 from .engine.snapshot import DocVectors, IndexSnapshot
 
@@ -199,28 +199,24 @@ def evaluate(
     calibration: Calibration = Calibration(),  # noqa: B008 - frozen, shared default
     modes: Iterable[str] = MODES,
     progress: Callable[[int, int], None] | None = None,
+    parts_for: Callable[[list[str]], list[np.ndarray]] | None = None,
 ) -> dict[str, dict[str, dict[str, float]]]:
     """{group: {mode: {metric: value, "served": {metric: value}}}} with groups "all", each source and each
     source/subset. The mode's own figures score the whole ranking; ``served`` scores what a caller gets for
     ``top_k`` = 10: nothing when the answer is withheld, else the ranking after the dynamic cut, plus
     ``low_confidence``, the share of answers served with low confidence. ``progress(done, total)`` counts
-    the queries evaluated."""
+    the queries evaluated. ``parts_for(requests)``, when given, gives each request's part vectors (one
+    pass over the request: ``one_pass_parts``) instead of ``vectors_for`` on the parts' texts."""
     modes = list(modes)
     tallies: dict[str, dict[str, Tally]] = defaultdict(lambda: defaultdict(Tally))
     served: dict[str, dict[str, Tally]] = defaultdict(lambda: defaultdict(Tally))
     counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     visible = snapshot.visible_mask(None)
     all_parts = [request_parts(q.text) for q in queries]
-    flat = [p for parts in all_parts for p in parts]
-    part_vectors = vectors_for(flat) if vectors_for is not None and flat else None
-    offset = 0
+    part_vectors = _part_vectors([q.text for q in queries], all_parts, vectors_for, parts_for)
     for i, query in enumerate(queries):
         vector = query_vectors[i] if query_vectors is not None else None
-        parts = [
-            (text, part_vectors[offset + j] if part_vectors is not None else None)
-            for j, text in enumerate(all_parts[i])
-        ]
-        offset += len(parts)
+        parts = [(text, part_vectors[i][j] if part_vectors else None) for j, text in enumerate(all_parts[i])]
         branches = snapshot.branches(query.text, vector, visible)
         for mode in modes:
             if mode != "bm25" and vector is None:
@@ -262,6 +258,7 @@ def learn_replay(
     vectors_for: Callable[[list[str]], np.ndarray] | None,
     options: RankingOptions,
     calibration: Calibration = Calibration(),  # noqa: B008 - frozen, shared default
+    parts_for: Callable[[list[str]], list[np.ndarray]] | None = None,
 ) -> dict[int, dict[str, Any]]:
     """Replay labelled queries as real traffic, before an evaluation: each one a search by a distinct
     principal followed by a successful call of its first relevant tool. As in the gateway, the call is linked
@@ -276,15 +273,14 @@ def learn_replay(
     visible = snapshot.visible_mask(None)
     learning = [q for q in queries if q.kind != "none"]
     all_parts = [request_parts(q.text) for q in learning]
-    flat = [q.text for q in learning] + [p for parts in all_parts for p in parts]
-    vectors = vectors_for(flat) if vectors_for is not None and flat else None
+    texts = [q.text for q in learning]
+    vectors = vectors_for(texts) if vectors_for is not None and texts else None
+    part_vectors = _part_vectors(texts, all_parts, vectors_for, parts_for)
     principals: dict[tuple[int, str], set[str]] = defaultdict(set)
     wording: dict[tuple[int, str], str] = {}
-    offset = len(learning)
     for i, query in enumerate(learning):
         vector = vectors[i] if vectors is not None else None
-        parts = [(text, vectors[offset + j] if vectors is not None else None) for j, text in enumerate(all_parts[i])]
-        offset += len(parts)
+        parts = [(text, part_vectors[i][j] if part_vectors else None) for j, text in enumerate(all_parts[i])]
         ranking = snapshot.rank(
             snapshot.branches(query.text, vector, visible),
             query=query.text,
@@ -314,6 +310,35 @@ def learn_replay(
         }
         for pk, items in learned.items()
     }
+
+
+def _part_vectors(
+    texts: list[str],
+    all_parts: list[list[str]],
+    vectors_for: Callable[[list[str]], np.ndarray] | None,
+    parts_for: Callable[[list[str]], list[np.ndarray]] | None,
+) -> list[np.ndarray] | None:
+    """Each request's part vectors (one row per part), or None without a model."""
+    if vectors_for is None or not any(all_parts):
+        return None
+    if parts_for is not None:
+        return parts_for(texts)
+    flat = vectors_for([p for parts in all_parts for p in parts])
+    result, offset = [], 0
+    for parts in all_parts:
+        result.append(flat[offset : offset + len(parts)])
+        offset += len(parts)
+    return result
+
+
+def one_pass_parts(encoder, texts: list[str], chunk: int = 64) -> list[np.ndarray]:
+    """Each request's part vectors from one model pass over the request, as a search gets them with
+    SCOUT_SEARCH_ONE_PASS_PARTS (``Encoder.encode_requests``)."""
+    result: list[np.ndarray] = []
+    for start in range(0, len(texts), chunk):
+        requests = [(text, tuple(request_part_spans(text))) for text in texts[start : start + chunk]]
+        result += [vectors[1:] for vectors in encoder.encode_requests(requests)]
+    return result
 
 
 def score_served(query: EvalQuery, ranking: Ranking, ranked_ids: list[str], tally: Tally) -> None:
