@@ -213,23 +213,27 @@ def evaluate(
     counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     visible = snapshot.visible_mask(None)
     all_parts = [request_parts(q.text) for q in queries]
-    part_vectors = _part_vectors([q.text for q in queries], all_parts, vectors_for, parts_for)
+    texts = [q.text for q in queries]
+    part_vectors = _part_vectors(texts, all_parts, vectors_for, parts_for)
+    alone = _part_vectors(texts, all_parts, vectors_for, None) if parts_for is not None else None
     for i, query in enumerate(queries):
         vector = query_vectors[i] if query_vectors is not None else None
         parts = [(text, part_vectors[i][j] if part_vectors else None) for j, text in enumerate(all_parts[i])]
+        retry = [(text, alone[i][j]) for j, text in enumerate(all_parts[i])] if alone else None
         branches = snapshot.branches(query.text, vector, visible)
         for mode in modes:
             if mode != "bm25" and vector is None:
                 continue
-            ranking = snapshot.rank(
+            ranking = _rank_served(
+                snapshot,
                 branches,
-                query=query.text,
-                query_vector=vector,
-                top_k=DEPTH,
+                query.text,
+                vector,
                 # The cut only truncates the ordered candidates: one call gives the ranking and the answer.
-                options=_with(options, fusion=mode, dynamic_cut=True, enforce_abstention=True),
-                calibration=calibration,
-                parts=parts,
+                _with(options, fusion=mode, dynamic_cut=True, enforce_abstention=True),
+                calibration,
+                parts,
+                retry,
             )
             ids = [snapshot.docs[c.row].tool_id for c in ranking.candidates]
             for group in ("all", query.source, query.subset):
@@ -276,19 +280,22 @@ def learn_replay(
     texts = [q.text for q in learning]
     vectors = vectors_for(texts) if vectors_for is not None and texts else None
     part_vectors = _part_vectors(texts, all_parts, vectors_for, parts_for)
+    alone = _part_vectors(texts, all_parts, vectors_for, None) if parts_for is not None else None
     principals: dict[tuple[int, str], set[str]] = defaultdict(set)
     wording: dict[tuple[int, str], str] = {}
     for i, query in enumerate(learning):
         vector = vectors[i] if vectors is not None else None
         parts = [(text, part_vectors[i][j] if part_vectors else None) for j, text in enumerate(all_parts[i])]
-        ranking = snapshot.rank(
+        retry = [(text, alone[i][j]) for j, text in enumerate(all_parts[i])] if alone else None
+        ranking = _rank_served(
+            snapshot,
             snapshot.branches(query.text, vector, visible),
-            query=query.text,
-            query_vector=vector,
-            top_k=DEPTH,
-            options=_with(options, dynamic_cut=True, enforce_abstention=True),
-            calibration=calibration,
-            parts=parts,
+            query.text,
+            vector,
+            _with(options, dynamic_cut=True, enforce_abstention=True),
+            calibration,
+            parts,
+            retry,
         )
         served = [] if ranking.abstained else [snapshot.docs[c.row].tool_id for c in ranking.candidates][: ranking.cut]
         tool_id = query.groups[0][0]
@@ -310,6 +317,27 @@ def learn_replay(
         }
         for pk, items in learned.items()
     }
+
+
+def _rank_served(snapshot, branches, query, vector, options, calibration, parts, retry) -> Ranking:
+    """The ranking ``tool_search`` serves: with one-pass part vectors, an answer that is not confident is
+    ranked again with the parts encoded alone (``retry``), as search.services.tool_search does."""
+
+    def rank(with_parts):
+        return snapshot.rank(
+            branches,
+            query=query,
+            query_vector=vector,
+            top_k=DEPTH,
+            options=options,
+            calibration=calibration,
+            parts=with_parts,
+        )
+
+    ranking = rank(parts)
+    if retry and vector is not None and ranking.confidence is not Confidence.HIGH:
+        ranking = rank(retry)
+    return ranking
 
 
 def _part_vectors(

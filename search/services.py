@@ -113,18 +113,22 @@ def tool_search(
         return SearchResult([], index_ready=False, backend=backend.name)
     parts = request_part_spans(cleaned)
     vector, part_vectors = _encode_query(cleaned, parts)
-    result = backend.search(
-        SearchRequest(
-            query=cleaned,
-            visible=visible,
-            top_k=k,
-            fusion=fusion,
-            query_vector=vector,
-            parts=tuple(zip((part.text for part in parts), part_vectors, strict=True)),
-            explain=explain,
-            enforce_abstention=enforce_abstention,
-        )
+    request = SearchRequest(
+        query=cleaned,
+        visible=visible,
+        top_k=k,
+        fusion=fusion,
+        query_vector=vector,
+        parts=tuple(zip((part.text for part in parts), part_vectors, strict=True)),
+        explain=explain,
+        enforce_abstention=enforce_abstention,
     )
+    result = backend.search(request)
+    if parts and vector is not None and result.confidence is not Confidence.HIGH and encoder_get().one_pass:
+        # Parts pooled from their request's pass score lower than parts encoded alone: an answer that is not
+        # confident is the one the parts encoded alone give (as without SCOUT_SEARCH_ONE_PASS_PARTS).
+        alone = encoder_get().encode_queries([part.text for part in parts])
+        result = backend.search(replace(request, parts=tuple(zip((part.text for part in parts), alone, strict=True))))
     if result.degraded and vector is not None and not result.degraded_reason:
         search_event_record(kind=SearchEventKind.VECTORS_MISSING, detail="index has no vectors: BM25 only")
     return result

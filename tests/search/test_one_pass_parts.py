@@ -71,9 +71,31 @@ def test_tool_search_encodes_a_multi_step_request_once(one_pass, small_catalog, 
     reindex(index_rebuild)
     visible = {t.pk for t in small_catalog.values()}
     runs = one_pass.runner.runs
-    result = tool_search(query="read the config file, then email the team about it", visible=visible, top_k=5)
-    assert result.matches
+    result = tool_search(query="get the weather forecast for Lyon, then send an email to the team", visible=visible)
+    assert result.confidence == "high"
+    assert {"weather::get_forecast", "mail::send_email"} <= {m.tool_id for m in result.matches}
     assert one_pass.runner.runs == runs + 1
+
+
+def test_an_answer_that_is_not_confident_is_the_one_the_parts_encoded_alone_give(
+    one_pass, small_catalog, reindex, settings
+):
+    from search.engine.ranking import Confidence
+    from search.services import index_rebuild
+
+    reindex(index_rebuild)
+    visible = {t.pk for t in small_catalog.values()}
+    request = "paint the garden fence blue, then feed the goldfish twice"
+    settings.SCOUT_SEARCH_ONE_PASS_PARTS = False
+    today = tool_search(query=request, visible=visible, top_k=5, enforce_abstention=False)
+    assert today.confidence is not Confidence.HIGH
+    settings.SCOUT_SEARCH_ONE_PASS_PARTS = True
+    query_cache().clear()
+    runs = one_pass.runner.runs
+    served = tool_search(query=request, visible=visible, top_k=5, enforce_abstention=False)
+    assert one_pass.runner.runs > runs + 1  # the request's pass, then its parts alone
+    assert served.confidence == today.confidence
+    assert [(m.tool_id, m.score) for m in served.matches] == [(m.tool_id, m.score) for m in today.matches]
 
 
 def test_parts_the_truncation_cut_off_are_encoded_alone(one_pass):
