@@ -232,7 +232,7 @@ def _unit(vector: np.ndarray) -> np.ndarray:
 
 # Tokens embedded in their request carry the whole request: a part's pooled vector, less this share of the
 # request's vector, is told apart from its neighbours better (ToolBench, MetaTool: the sets it was chosen on;
-# figures in README, SCOUT_SEARCH_ONE_PASS_PARTS).
+# figures in the commit that made SCOUT_SEARCH_ONE_PASS_PARTS the default).
 PART_REQUEST_SHARE = 0.35
 
 # A batch's texts are padded to its longest; a text shorter than this share of the longest starts a new batch.
