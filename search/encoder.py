@@ -11,7 +11,9 @@ latency jumps (RETRIEVAL-NOTES: 16 -> 124 ms). The model gets SCOUT_SEARCH_TORCH
 BLAS gets SCOUT_SEARCH_BLAS_THREADS (both 1 by default: one query is a tiny matrix product).
 
 Search requests go through a micro-batcher (``QueryBatcher``): the requests of a process waiting at the
-same moment are encoded in one model call, and the model runs one call at a time per process.
+same moment are encoded in one model call, and the model runs one call at a time per process. A multi-step
+request's parts are encoded as texts of their own, or, with SCOUT_SEARCH_ONE_PASS_PARTS (ONNX), pooled
+from the request's own pass (``encode_request``).
 """
 
 import hashlib
@@ -26,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 from django.conf import settings
+
+from .engine.decompose import Part
 
 logger = logging.getLogger(__name__)
 DEFAULT_MODEL_KEY = "all-MiniLM-L6-v2"
@@ -98,7 +102,7 @@ class Encoder:
         self.dim = self.runner.dim
         self.calls = 0  # encode() calls, texts encoded: tests count them
         self.texts_encoded = 0
-        self.batcher = QueryBatcher(lambda texts: self.encode(texts, batch_size=QUERY_PAD_BATCH))
+        self.batcher = QueryBatcher(self.encode_requests)
 
     def encode(
         self, texts: Sequence[str], batch_size: int = 32, progress: Callable[[int, int], None] | None = None
@@ -123,6 +127,11 @@ class Encoder:
     def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
         return self.runner.encode(texts, batch_size)
 
+    @property
+    def one_pass(self) -> bool:
+        """Part vectors come from one model pass over their request (SCOUT_SEARCH_ONE_PASS_PARTS, ONNX)."""
+        return settings.SCOUT_SEARCH_ONE_PASS_PARTS and hasattr(self.runner, "encode_requests")
+
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
         """``encode`` for search requests, through the process's cache of recent request vectors.
 
@@ -134,15 +143,47 @@ class Encoder:
         result: list[np.ndarray | None] = [_query_cache.get((self.key, text)) for text in texts]
         missing = [i for i, vector in enumerate(result) if vector is None]
         if missing:
-            fresh = self.batcher.encode([texts[i] for i in missing])
+            fresh = self.batcher.encode([(texts[i], ()) for i in missing])
             for position, i in enumerate(missing):
-                vector = fresh[position]
+                vector = fresh[position][0]
                 vector.setflags(write=False)  # shared by every later hit: nobody may change it
                 _query_cache.put((self.key, texts[i]), vector)
                 result[i] = vector
         if not texts:
             return np.zeros((0, self.dim), np.float32)
         return np.stack(result)
+
+    def encode_request(self, query: str, parts: Sequence[Part]) -> np.ndarray:
+        """The request's vector (row 0) and its parts' (``request_part_spans(query)``; rows 1..).
+
+        With ``one_pass`` the part vectors are pooled from the request's own model pass (one encode per
+        request instead of one per text), cached together under the request; otherwise each text is
+        encoded on its own, through ``encode_queries``."""
+        if not parts or not self.one_pass:
+            return self.encode_queries([query, *(part.text for part in parts)])
+        key = (f"{self.key}+parts", f"{query}\x00{[part.spans for part in parts]}")
+        vectors = _query_cache.get(key)
+        if vectors is None:
+            vectors = self.batcher.encode([(query, tuple(parts))])[0]
+            vectors.setflags(write=False)
+            _query_cache.put(key, vectors)
+        return vectors
+
+    def encode_requests(self, requests: Sequence[tuple[str, Sequence[Part]]]) -> list[np.ndarray]:
+        """Per (request, parts): the request's vector and its parts' (the micro-batcher's model call).
+        With ``one_pass`` each request with parts runs once (``OnnxRunner.encode_requests``); otherwise
+        every text is encoded on its own."""
+        if self.one_pass and any(parts for _, parts in requests):
+            self.calls += 1
+            self.texts_encoded += len(requests)
+            return self.runner.encode_requests(requests, QUERY_PAD_BATCH)
+        texts = [text for query, parts in requests for text in (query, *(part.text for part in parts))]
+        vectors = self.encode(texts, batch_size=QUERY_PAD_BATCH)
+        result, start = [], 0
+        for _, parts in requests:
+            result.append(vectors[start : start + 1 + len(parts)])
+            start += 1 + len(parts)
+        return result
 
 
 class QueryBatcher:
@@ -154,10 +195,11 @@ class QueryBatcher:
     next batch, for all of them. So a lone request runs the model at once in its own thread (no hand-off to
     another thread: issue 9), under load the model runs back to back on full batches, and never more than
     one call at a time per process, so concurrent requests do not fight over the cores.
-    An error in the model call is raised in every request of that batch.
+    An error in the model call is raised in every request of that batch. The items are whatever ``encode``
+    takes, one result each (the encoder's: (text, parts) pairs, each giving its text's and parts' vectors).
     """
 
-    def __init__(self, encode: Callable[[list[str]], np.ndarray]) -> None:
+    def __init__(self, encode: Callable[[list], Sequence]) -> None:
         self._encode = encode
         self._changed = threading.Condition()  # guards _waiting and _busy; notified when a batch ends
         self._busy = False  # a batch is running
@@ -165,7 +207,7 @@ class QueryBatcher:
         self.batches = 0  # model calls made, requests served: tests and benchmarks read them
         self.requests = 0
 
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
+    def encode(self, texts: Sequence) -> Sequence:
         future: Future = Future()
         with self._changed:
             self._waiting.append((list(texts), future))

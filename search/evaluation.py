@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from .documents import MIN_CENTROID_REQUESTS, ToolDoc, tool_doc_from_record
-from .engine.decompose import request_parts
+from .engine.decompose import request_part_spans, request_parts
 from .engine.ranking import MODES, Calibration, Confidence, Ranking, RankingOptions
 from .engine.snapshot import DocVectors, IndexSnapshot
 
@@ -202,6 +202,7 @@ def evaluate(
     calibration: Calibration = Calibration(),  # noqa: B008 - frozen, shared default
     modes: Iterable[str] = MODES,
     progress: Callable[[int, int], None] | None = None,
+    parts_for: Callable[[list[str]], list[np.ndarray]] | None = None,
 ) -> dict[str, dict[str, dict[str, float]]]:
     """{group: {mode: {metric: value, "served": {metric: value}, "withhold_curve": [...]}}} with groups
     "all", each source and each source/subset. The mode's own figures score the whole ranking; ``served``
@@ -209,7 +210,9 @@ def evaluate(
     the dynamic cut, plus ``low_confidence``, the share of answers served with low confidence.
     ``withhold_curve``: per threshold of ``WITHHOLD_CURVE`` (with ``options.withhold_peak``), the shares of
     answerable and of no-tool requests that threshold would withhold (see ``withhold_curve``).
-    ``progress(done, total)`` counts the queries evaluated."""
+    ``progress(done, total)`` counts the queries evaluated. ``parts_for(requests)``, when given, gives each
+    request's part vectors (one pass over the request: ``one_pass_parts``) instead of ``vectors_for`` on the
+    parts' texts."""
     modes = list(modes)
     tallies: dict[str, dict[str, Tally]] = defaultdict(lambda: defaultdict(Tally))
     served: dict[str, dict[str, Tally]] = defaultdict(lambda: defaultdict(Tally))
@@ -217,29 +220,27 @@ def evaluate(
     counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     visible = snapshot.visible_mask(None)
     all_parts = [request_parts(q.text) for q in queries]
-    flat = [p for parts in all_parts for p in parts]
-    part_vectors = vectors_for(flat) if vectors_for is not None and flat else None
-    offset = 0
+    texts = [q.text for q in queries]
+    part_vectors = _part_vectors(texts, all_parts, vectors_for, parts_for)
+    alone = _part_vectors(texts, all_parts, vectors_for, None) if parts_for is not None else None
     for i, query in enumerate(queries):
         vector = query_vectors[i] if query_vectors is not None else None
-        parts = [
-            (text, part_vectors[offset + j] if part_vectors is not None else None)
-            for j, text in enumerate(all_parts[i])
-        ]
-        offset += len(parts)
+        parts = [(text, part_vectors[i][j] if part_vectors else None) for j, text in enumerate(all_parts[i])]
+        retry = [(text, alone[i][j]) for j, text in enumerate(all_parts[i])] if alone else None
         branches = snapshot.branches(query.text, vector, visible)
         for mode in modes:
             if mode != "bm25" and vector is None:
                 continue
-            ranking = snapshot.rank(
+            ranking = _rank_served(
+                snapshot,
                 branches,
-                query=query.text,
-                query_vector=vector,
-                top_k=DEPTH,
+                query.text,
+                vector,
                 # The cut only truncates the ordered candidates: one call gives the ranking and the answer.
-                options=_with(options, fusion=mode, dynamic_cut=True, enforce_abstention=True),
-                calibration=calibration,
-                parts=parts,
+                _with(options, fusion=mode, dynamic_cut=True, enforce_abstention=True),
+                calibration,
+                parts,
+                retry,
             )
             ids = [snapshot.docs[c.row].tool_id for c in ranking.candidates]
             best = max((c.calibrated for c in ranking.candidates), default=0.0)  # what the rule compares
@@ -293,6 +294,7 @@ def learn_replay(
     vectors_for: Callable[[list[str]], np.ndarray] | None,
     options: RankingOptions,
     calibration: Calibration = Calibration(),  # noqa: B008 - frozen, shared default
+    parts_for: Callable[[list[str]], list[np.ndarray]] | None = None,
 ) -> dict[int, dict[str, Any]]:
     """Replay labelled queries as real traffic, before an evaluation: each one a search by a distinct
     principal followed by a successful call of its first relevant tool. As in the gateway, the call is linked
@@ -307,23 +309,25 @@ def learn_replay(
     visible = snapshot.visible_mask(None)
     learning = [q for q in queries if q.kind != "none"]
     all_parts = [request_parts(q.text) for q in learning]
-    flat = [q.text for q in learning] + [p for parts in all_parts for p in parts]
-    vectors = vectors_for(flat) if vectors_for is not None and flat else None
+    texts = [q.text for q in learning]
+    vectors = vectors_for(texts) if vectors_for is not None and texts else None
+    part_vectors = _part_vectors(texts, all_parts, vectors_for, parts_for)
+    alone = _part_vectors(texts, all_parts, vectors_for, None) if parts_for is not None else None
     principals: dict[tuple[int, str], set[str]] = defaultdict(set)
     wording: dict[tuple[int, str], str] = {}
-    offset = len(learning)
     for i, query in enumerate(learning):
         vector = vectors[i] if vectors is not None else None
-        parts = [(text, vectors[offset + j] if vectors is not None else None) for j, text in enumerate(all_parts[i])]
-        offset += len(parts)
-        ranking = snapshot.rank(
+        parts = [(text, part_vectors[i][j] if part_vectors else None) for j, text in enumerate(all_parts[i])]
+        retry = [(text, alone[i][j]) for j, text in enumerate(all_parts[i])] if alone else None
+        ranking = _rank_served(
+            snapshot,
             snapshot.branches(query.text, vector, visible),
-            query=query.text,
-            query_vector=vector,
-            top_k=DEPTH,
-            options=_with(options, dynamic_cut=True, enforce_abstention=True),
-            calibration=calibration,
-            parts=parts,
+            query.text,
+            vector,
+            _with(options, dynamic_cut=True, enforce_abstention=True),
+            calibration,
+            parts,
+            retry,
         )
         served = [] if ranking.abstained else [snapshot.docs[c.row].tool_id for c in ranking.candidates][: ranking.cut]
         tool_id = query.groups[0][0]
@@ -345,6 +349,56 @@ def learn_replay(
         }
         for pk, items in learned.items()
     }
+
+
+def _rank_served(snapshot, branches, query, vector, options, calibration, parts, retry) -> Ranking:
+    """The ranking ``tool_search`` serves: with one-pass part vectors, an answer that is not confident is
+    ranked again with the parts encoded alone (``retry``), as search.services.tool_search does."""
+
+    def rank(with_parts):
+        return snapshot.rank(
+            branches,
+            query=query,
+            query_vector=vector,
+            top_k=DEPTH,
+            options=options,
+            calibration=calibration,
+            parts=with_parts,
+        )
+
+    ranking = rank(parts)
+    if retry and vector is not None and ranking.confidence is not Confidence.HIGH:
+        ranking = rank(retry)
+    return ranking
+
+
+def _part_vectors(
+    texts: list[str],
+    all_parts: list[list[str]],
+    vectors_for: Callable[[list[str]], np.ndarray] | None,
+    parts_for: Callable[[list[str]], list[np.ndarray]] | None,
+) -> list[np.ndarray] | None:
+    """Each request's part vectors (one row per part), or None without a model."""
+    if vectors_for is None or not any(all_parts):
+        return None
+    if parts_for is not None:
+        return parts_for(texts)
+    flat = vectors_for([p for parts in all_parts for p in parts])
+    result, offset = [], 0
+    for parts in all_parts:
+        result.append(flat[offset : offset + len(parts)])
+        offset += len(parts)
+    return result
+
+
+def one_pass_parts(encoder, texts: list[str], chunk: int = 64) -> list[np.ndarray]:
+    """Each request's part vectors from one model pass over the request, as a search gets them with
+    SCOUT_SEARCH_ONE_PASS_PARTS (``Encoder.encode_requests``)."""
+    result: list[np.ndarray] = []
+    for start in range(0, len(texts), chunk):
+        requests = [(text, tuple(request_part_spans(text))) for text in texts[start : start + chunk]]
+        result += [vectors[1:] for vectors in encoder.encode_requests(requests)]
+    return result
 
 
 def score_served(query: EvalQuery, ranking: Ranking, ranked_ids: list[str], tally: Tally) -> None:

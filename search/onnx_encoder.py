@@ -7,7 +7,9 @@ exporter's version. Later loads read the file and never import torch. ``int8`` i
 ONNX Runtime's dynamic int8 quantisation of its weights.
 
 ``OnnxRunner.encode`` gives the vectors sentence-transformers gives for the same texts (same tokenizer
-file, same truncation, same pooling): within 1e-6 for fp32 (tests/search/test_onnx_encoder.py).
+file, same truncation, same pooling): within 1e-6 for fp32 (tests/search/test_onnx_encoder.py). The graph
+also outputs the token embeddings: ``OnnxRunner.encode_requests`` pools a multi-step request's parts from
+its one pass (SCOUT_SEARCH_ONE_PASS_PARTS; tests/search/test_one_pass_parts.py).
 """
 
 from __future__ import annotations
@@ -20,12 +22,16 @@ import tempfile
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+if TYPE_CHECKING:
+    from .engine.decompose import Part
+
 logger = logging.getLogger(__name__)
 # Bump when the exported graph changes (inputs, pooling, opset): old cached files are then not reused.
-EXPORT_VERSION = "1"
+EXPORT_VERSION = "2"  # 2: the token embeddings are a second output (one-pass part vectors)
 PRECISIONS = ("fp32", "int8")
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 _WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "config.json", "tokenizer.json", "modules.json")
@@ -88,7 +94,8 @@ def _export(model_path: str, out: Path) -> None:
     transformer = model[0].auto_model
 
     class SentenceVector(torch.nn.Module):
-        """Transformer, mean pooling over real tokens, L2 normalisation: the model's three modules."""
+        """Transformer, mean pooling over real tokens, L2 normalisation: the model's three modules. The
+        transformer's token embeddings are a second output (``OnnxRunner.encode_requests`` pools spans of them)."""
 
         def __init__(self) -> None:
             super().__init__()
@@ -100,7 +107,7 @@ def _export(model_path: str, out: Path) -> None:
             ).last_hidden_state
             mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
             pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-            return torch.nn.functional.normalize(pooled, p=2, dim=1)
+            return torch.nn.functional.normalize(pooled, p=2, dim=1), hidden
 
     _check_modules(model)
     examples = ["an example request", "a second, longer example request"]
@@ -114,8 +121,12 @@ def _export(model_path: str, out: Path) -> None:
             tuple(sample[name] for name in _INPUTS),
             str(out),
             input_names=list(_INPUTS),
-            output_names=["sentence_embedding"],
-            dynamic_axes={**{name: {0: "batch", 1: "tokens"} for name in _INPUTS}, "sentence_embedding": {0: "batch"}},
+            output_names=["sentence_embedding", "token_embeddings"],
+            dynamic_axes={
+                **{name: {0: "batch", 1: "tokens"} for name in _INPUTS},
+                "sentence_embedding": {0: "batch"},
+                "token_embeddings": {0: "batch", 1: "tokens"},
+            },
             opset_version=17,
             dynamo=False,  # the TorchScript exporter: no onnxscript dependency, stable for BERT graphs
         )
@@ -148,6 +159,7 @@ class OnnxRunner:
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
         self.session = onnxruntime.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
         self.dim = int(self.session.get_outputs()[0].shape[-1])
+        self.runs = 0  # model calls (session runs): tests count them
 
     def encode(self, texts: Sequence[str], batch_size: int) -> np.ndarray:
         """Unit vectors; texts are sorted by token count and run up to ``batch_size`` at a time, each batch
@@ -157,20 +169,71 @@ class OnnxRunner:
         order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
         result = np.zeros((len(texts), self.dim), np.float32)
         for rows in padded_batches(order, [len(encodings[i].ids) for i in order], batch_size):
-            width = len(encodings[rows[0]].ids)
-            ids = np.zeros((len(rows), width), np.int64)
-            mask = np.zeros((len(rows), width), np.int64)
-            types = np.zeros((len(rows), width), np.int64)
-            for row, i in enumerate(rows):
-                encoding = encodings[i]
-                n = len(encoding.ids)
-                ids[row, :n] = encoding.ids
-                mask[row, :n] = encoding.attention_mask
-                types[row, :n] = encoding.type_ids
-            feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
-            result[rows] = self.session.run(None, feed)[0]
+            result[rows] = self._run([encodings[i] for i in rows], ["sentence_embedding"])[0]
         return result
 
+    def encode_requests(self, requests: Sequence[tuple[str, Sequence[Part]]], batch_size: int) -> list[np.ndarray]:
+        """For each (request, parts): the request's vector (row 0, as ``encode`` gives it) and each part's
+        vector (rows 1..), from one model pass over the request: the mean of the request's token embeddings
+        over the part's spans, L2-normalised as the sentence vector is, less PART_REQUEST_SHARE of the
+        request's vector. A part the truncation cut off (the request is longer than the model's max length)
+        is encoded alone, as ``encode`` would."""
+        encodings = self.tokenizer.encode_batch([text for text, _ in requests])
+        order = sorted(range(len(requests)), key=lambda i: -len(encodings[i].ids))
+        result = [np.zeros((1 + len(parts), self.dim), np.float32) for _, parts in requests]
+        alone: list[tuple[int, int, str]] = []  # (request, row, text) of the parts the truncation cut off
+        for rows in padded_batches(order, [len(encodings[i].ids) for i in order], batch_size):
+            sentences, tokens = self._run([encodings[i] for i in rows], ["sentence_embedding", "token_embeddings"])
+            for row, i in enumerate(rows):
+                result[i][0] = sentences[row]
+                truncated = len(encodings[i].ids) >= self.max_tokens
+                for j, part in enumerate(requests[i][1], start=1):
+                    members = span_tokens(encodings[i].offsets, encodings[i].special_tokens_mask, part.spans, truncated)
+                    if members:
+                        pooled = _unit(tokens[row, members].mean(axis=0))
+                        result[i][j] = _unit(pooled - PART_REQUEST_SHARE * sentences[row])
+                    else:
+                        alone.append((i, j, part.text))
+        if alone:
+            for (i, j, _), vector in zip(alone, self.encode([text for *_, text in alone], batch_size), strict=True):
+                result[i][j] = vector
+        return result
+
+    def _run(self, encodings: list, outputs: list[str]) -> list[np.ndarray]:
+        """One model call on ``encodings`` (longest first), padded to the first one's length."""
+        width = len(encodings[0].ids)
+        ids = np.zeros((len(encodings), width), np.int64)
+        mask = np.zeros((len(encodings), width), np.int64)
+        types = np.zeros((len(encodings), width), np.int64)
+        for row, encoding in enumerate(encodings):
+            n = len(encoding.ids)
+            ids[row, :n] = encoding.ids
+            mask[row, :n] = encoding.attention_mask
+            types[row, :n] = encoding.type_ids
+        self.runs += 1
+        return self.session.run(outputs, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types})
+
+
+def span_tokens(
+    offsets: Sequence[tuple[int, int]], special: Sequence[int], spans: Sequence[tuple[int, int]], truncated: bool
+) -> list[int]:
+    """The tokens (by position) whose characters fall in ``spans``; [] when the truncation cut off any of
+    a span's text (the part must then be encoded alone). Special tokens ([CLS], [SEP]) are never in a span."""
+    words = [(t, start, end) for t, ((start, end), flag) in enumerate(zip(offsets, special, strict=True)) if not flag]
+    if truncated and any(end > max((e for _, _, e in words), default=0) for _, end in spans):
+        return []
+    return [t for t, start, end in words if any(start < stop and end > begin for begin, stop in spans)]
+
+
+def _unit(vector: np.ndarray) -> np.ndarray:
+    """``vector`` scaled to unit length as torch's normalize does (its norm floored at 1e-12)."""
+    return vector / max(float(np.linalg.norm(vector)), 1e-12)
+
+
+# Tokens embedded in their request carry the whole request: a part's pooled vector, less this share of the
+# request's vector, is told apart from its neighbours better (ToolBench, MetaTool: the sets it was chosen on;
+# figures in the commit that made SCOUT_SEARCH_ONE_PASS_PARTS the default).
+PART_REQUEST_SHARE = 0.35
 
 # A batch's texts are padded to its longest; a text shorter than this share of the longest starts a new batch.
 PAD_SHARE = 0.8

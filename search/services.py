@@ -23,7 +23,7 @@ from .backends import IndexedTool, Match, SearchRequest, SearchResult, backend_g
 from .choices import GenerationKind, GenerationStatus, SearchEventKind
 from .documents import ToolDoc
 from .encoder import EncoderUnavailable, encoder_get, model_key
-from .engine.decompose import request_parts
+from .engine.decompose import Part, request_part_spans
 from .engine.ranking import FUSIONS, Confidence
 from .engine.snapshot import DocVectors
 from .events import search_event_record
@@ -70,10 +70,10 @@ def _clamp_top_k(top_k: object) -> int:
     return min(max(top_k, TOP_K_MIN), TOP_K_MAX)
 
 
-def _encode_query(query: str, parts: list[str]) -> tuple[np.ndarray | None, list[np.ndarray | None]]:
-    """The request's vector and its parts' vectors, in one batch; Nones when the model is unavailable."""
+def _encode_query(query: str, parts: list[Part]) -> tuple[np.ndarray | None, list[np.ndarray | None]]:
+    """The request's vector and its parts' vectors, in one model call; Nones when the model is unavailable."""
     try:
-        vectors = encoder_get().encode_queries([query, *parts])
+        vectors = encoder_get().encode_request(query, parts)
     except EncoderUnavailable as exc:
         search_event_record(kind=SearchEventKind.MODEL_UNAVAILABLE, detail=str(exc))
         return None, [None] * len(parts)
@@ -111,20 +111,24 @@ def tool_search(
     if not backend.status().ready:
         search_event_record(kind=SearchEventKind.INDEX_NOT_READY, detail=f"backend {backend.name}: no index yet")
         return SearchResult([], index_ready=False, backend=backend.name)
-    parts = request_parts(cleaned)
+    parts = request_part_spans(cleaned)
     vector, part_vectors = _encode_query(cleaned, parts)
-    result = backend.search(
-        SearchRequest(
-            query=cleaned,
-            visible=visible,
-            top_k=k,
-            fusion=fusion,
-            query_vector=vector,
-            parts=tuple(zip(parts, part_vectors, strict=True)),
-            explain=explain,
-            enforce_abstention=enforce_abstention,
-        )
+    request = SearchRequest(
+        query=cleaned,
+        visible=visible,
+        top_k=k,
+        fusion=fusion,
+        query_vector=vector,
+        parts=tuple(zip((part.text for part in parts), part_vectors, strict=True)),
+        explain=explain,
+        enforce_abstention=enforce_abstention,
     )
+    result = backend.search(request)
+    if parts and vector is not None and result.confidence is not Confidence.HIGH and encoder_get().one_pass:
+        # Parts pooled from their request's pass score lower than parts encoded alone: an answer that is not
+        # confident is the one the parts encoded alone give (as without SCOUT_SEARCH_ONE_PASS_PARTS).
+        alone = encoder_get().encode_queries([part.text for part in parts])
+        result = backend.search(replace(request, parts=tuple(zip((part.text for part in parts), alone, strict=True))))
     if result.degraded and vector is not None and not result.degraded_reason:
         search_event_record(kind=SearchEventKind.VECTORS_MISSING, detail="index has no vectors: BM25 only")
     return result

@@ -6,6 +6,7 @@ is also scored, and a tool keeps its best score (see ``ranking.rank``).
 """
 
 import re
+from dataclasses import dataclass
 
 from ..text import tokenize
 from .intent import VERBS
@@ -21,18 +22,51 @@ _SPLIT = re.compile(
 )
 
 
-def request_parts(query: str) -> list[str]:
-    """The request's parts, or [] when it is a single step."""
-    parts: list[str] = []
-    for piece in _SPLIT.split(query):
-        piece = (piece or "").strip(" ,.;")
-        if not piece:
-            continue
+@dataclass(frozen=True)
+class Part:
+    """One step of a request: its text and the character spans of the request it was cut from (a step too
+    short to stand alone is joined to its neighbour, so a part can have several spans)."""
+
+    text: str
+    spans: tuple[tuple[int, int], ...]
+
+
+_STRIP = " ,.;"
+
+
+def _pieces(query: str) -> list[tuple[int, int]]:
+    """The spans between the split points, each stripped of the spaces and punctuation at its ends."""
+    bounds, start = [], 0
+    for match in _SPLIT.finditer(query):
+        bounds.append((start, match.start()))
+        start = match.end()
+    bounds.append((start, len(query)))
+    pieces = []
+    for start, end in bounds:
+        piece = query[start:end]
+        left = len(piece) - len(piece.lstrip(_STRIP))
+        right = len(piece) - len(piece.rstrip(_STRIP))
+        if left < len(piece):
+            pieces.append((start + left, end - right))
+    return pieces
+
+
+def request_part_spans(query: str) -> list[Part]:
+    """The request's parts with their spans in ``query``, or [] when it is a single step."""
+    parts: list[Part] = []
+    for start, end in _pieces(query):
+        piece = query[start:end]
         if parts and len(tokenize(piece)) < MIN_PART_TERMS:
-            parts[-1] = f"{parts[-1]} {piece}"  # too short to stand alone: belongs to the previous step
+            # too short to stand alone: belongs to the previous step
+            parts[-1] = Part(f"{parts[-1].text} {piece}", (*parts[-1].spans, (start, end)))
         else:
-            parts.append(piece)
-    if parts and len(tokenize(parts[0])) < MIN_PART_TERMS and len(parts) > 1:
-        parts[1] = f"{parts[0]} {parts[1]}"
+            parts.append(Part(piece, ((start, end),)))
+    if parts and len(tokenize(parts[0].text)) < MIN_PART_TERMS and len(parts) > 1:
+        parts[1] = Part(f"{parts[0].text} {parts[1].text}", parts[0].spans + parts[1].spans)
         parts = parts[1:]
     return parts[:MAX_PARTS] if len(parts) > 1 else []
+
+
+def request_parts(query: str) -> list[str]:
+    """The request's parts, or [] when it is a single step."""
+    return [part.text for part in request_part_spans(query)]

@@ -82,8 +82,11 @@ def test_onnx_gives_the_same_top_10_as_torch_on_a_fixed_catalog(both, eval_dir):
         assert list(by_onnx) == list(by_torch), query
 
 
-def test_tool_search_answers_alike_with_either_runtime(small_catalog, reindex, both):
+def test_tool_search_answers_alike_with_either_runtime(small_catalog, reindex, both, settings):
     from search.services import index_rebuild
+
+    # torch encodes each part alone; one-pass parts (ONNX only) are other vectors (test_one_pass_parts.py).
+    settings.SCOUT_SEARCH_ONE_PASS_PARTS = False
 
     visible = {t.pk for t in small_catalog.values()}
     with override_settings(SCOUT_SEARCH_ENCODER="torch"):

@@ -13,6 +13,7 @@ would withhold, so one run shows the whole trade-off.
 import json
 import time
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from search.evaluation import (
     learn_replay,
     load_catalogs,
     load_queries,
+    one_pass_parts,
     sample_queries,
 )
 
@@ -103,7 +105,7 @@ class Command(ProgressCommand):
         queries = sample_queries(queries, opts["sample"], opts["seed"], opts["limit"])
         if not docs or not queries:
             raise CommandError("nothing to evaluate: no tools or no queries")
-        vectors, query_vectors, degraded, encoded, cache = None, None, False, 0, None
+        vectors, query_vectors, degraded, encoded, cache, parts_for = None, None, False, 0, None, None
         encoded_so_far = None
         try:
             encoder = encoder_get()
@@ -116,8 +118,10 @@ class Command(ProgressCommand):
                 )
                 vectors = doc_vectors(docs, cache.vectors)
                 query_vectors = cache.vectors([q.text for q in queries])
-                # Multi-step requests' parts too, here under the bar (evaluate() then finds them cached).
-                cache.vectors([part for q in queries for part in request_parts(q.text)])
+                if encoder.one_pass:  # parts pooled from their request's pass, as a search gets them
+                    parts_for = partial(one_pass_parts, encoder)
+                else:  # multi-step requests' parts too, here under the bar (evaluate() then finds them cached)
+                    cache.vectors([part for q in queries for part in request_parts(q.text)])
         except EncoderUnavailable as exc:
             degraded = True
             self.stderr.write(f"embedding model unavailable, BM25 only: {exc}")
@@ -136,12 +140,18 @@ class Command(ProgressCommand):
             with self.progress("learning: encoding", unit="texts") as progress:
                 if encoded_so_far is not None:  # the cache's encoder now reports to this bar
                     encoded_so_far.progress, encoded_so_far.done, encoded_so_far.total = progress, 0, 0
-                docs, learned_summary = self._learn(snapshot, docs, opts["learn_from"], cache, options)
+                docs, learned_summary = self._learn(snapshot, docs, opts["learn_from"], cache, options, parts_for)
                 vectors = doc_vectors(docs, cache.vectors) if cache else None
             snapshot = IndexSnapshot(docs, vectors, generation="eval+learned")
         with self.progress("evaluating", unit="queries") as progress:
             results = evaluate(
-                snapshot, queries, query_vectors, cache.vectors if cache else None, options, progress=progress
+                snapshot,
+                queries,
+                query_vectors,
+                cache.vectors if cache else None,
+                options,
+                progress=progress,
+                parts_for=parts_for,
             )
         encoded = cache.encoded if cache else 0
         report = {
@@ -158,6 +168,7 @@ class Command(ProgressCommand):
             "withhold_peak": options.withhold_peak,
             "confidence_threshold": options.confidence_threshold,
             "model": model_key(),
+            "one_pass_parts": parts_for is not None,
             "degraded": degraded,
             "texts_encoded": encoded,
             "seconds": round(time.monotonic() - started, 1),
@@ -170,13 +181,13 @@ class Command(ProgressCommand):
             opts["json"].parent.mkdir(parents=True, exist_ok=True)
             opts["json"].write_text(json.dumps(report, indent=2))
 
-    def _learn(self, snapshot, docs, paths, cache, options) -> tuple[list, dict]:
+    def _learn(self, snapshot, docs, paths, cache, options, parts_for) -> tuple[list, dict]:
         """Replay ``paths`` as traffic (search.evaluation.learn_replay) and return the docs with what it taught."""
         try:
             learn_queries, dropped = load_queries(paths, {d.tool_id for d in docs})
         except EvalDataError as exc:
             raise CommandError(str(exc)) from exc
-        learned = learn_replay(snapshot, learn_queries, cache.vectors if cache else None, options)
+        learned = learn_replay(snapshot, learn_queries, cache.vectors if cache else None, options, parts_for=parts_for)
         summary = {
             "files": [str(p) for p in paths],
             "queries": len(learn_queries),
