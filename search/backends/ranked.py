@@ -65,9 +65,10 @@ class SnapshotDense:
 
     def __init__(self, snapshot: IndexSnapshot, vector: np.ndarray, parts: Sequence[np.ndarray]) -> None:
         assert snapshot.dense is not None
+        whole, *part_scores = snapshot.dense.score_all([vector, *parts])  # one read of the table for all
         self._leg = DenseLeg(
-            whole=snapshot.dense.score(vector),
-            parts=tuple(snapshot.dense.score(part) for part in parts),
+            whole=whole,
+            parts=tuple(part_scores),
             vectors=snapshot.dense,
             negatives=snapshot.negatives,
         )

@@ -194,6 +194,10 @@ def _top(values: np.ndarray, tie: np.ndarray, k: int) -> np.ndarray:
         return np.zeros(0, np.int64)
     if k >= n:
         return np.lexsort((tie, -values))
+    if n >= _SAMPLED_TOP_MIN:
+        rows = _at_least_top(values, k)
+        if rows is not None:  # every row of the head (and every row tied with the k-th) is among these
+            return rows[_top(values[rows], tie[rows], k)]
     negated = -values
     kth = np.partition(negated, k - 1)[k - 1]
     better = np.flatnonzero(negated < kth)  # fewer than k rows
@@ -204,6 +208,31 @@ def _top(values: np.ndarray, tie: np.ndarray, k: int) -> np.ndarray:
     if need < len(tied):
         tied = tied[np.argpartition(tie[tied], need - 1)[:need]]
     return np.concatenate((better, tied[np.argsort(tie[tied])]))
+
+
+# From this many rows, ``_top`` first keeps the rows at or above a threshold read from a sample of every
+# ``_SAMPLE_STEP``-th row: one comparison pass instead of partitioning every row (a 100k-row partition was
+# the largest cost of a ranking pass after the dense scan).
+_SAMPLED_TOP_MIN = 4096
+_SAMPLE_STEP = 16
+
+
+def _at_least_top(values: np.ndarray, k: int) -> np.ndarray | None:
+    """Rows (ascending) of every value at or above a threshold with at least ``k`` values at or above it:
+    the k-th best value is then at or above it too, so the head and all its ties are among them. None
+    when the sample's threshold keeps too few rows, or too many to gain anything (ties, RRF's zeros)."""
+    sample = values[::_SAMPLE_STEP]
+    depth = min(len(sample), 2 * k // _SAMPLE_STEP + 8)
+    threshold = np.partition(sample, len(sample) - depth)[len(sample) - depth]
+    rows = np.flatnonzero(values >= threshold)
+    return rows if k <= len(rows) <= len(values) // 4 else None
+
+
+def _kth_best(values: np.ndarray, k: int) -> float:
+    """The ``k``-th largest value (1 <= k <= len(values)), partitioning only the rows that can hold it."""
+    rows = _at_least_top(values, k) if len(values) >= _SAMPLED_TOP_MIN else None
+    head = values if rows is None else values[rows]
+    return np.partition(head, len(head) - k)[len(head) - k]
 
 
 def _ranks_at(
@@ -550,11 +579,11 @@ def _exact_rows_needed(
         if branch is branches:  # the whole request's head is selected already (descending)
             kth = values[whole.dense_head[depth - 1]]
         else:
-            kth = np.partition(values, len(values) - depth)[len(values) - depth]
+            kth = _kth_best(values, depth)
         parts.append(rows[values >= kth - 2 * error])
         if fusion == "rrf":  # each branch's head: its members and their order
             depth = min(options.overfetch * top_k, len(values))
-            kth = np.partition(values, len(values) - depth)[len(values) - depth]
+            kth = _kth_best(values, depth)
             parts.append(rows[values >= kth - 2 * error])
         needed.append(np.concatenate(parts))
     return needed

@@ -10,7 +10,7 @@ import pytest
 
 from search.documents import ToolDoc
 from search.engine.dense import DenseIndex, DenseScores
-from search.engine.ranking import Branches, Calibration, RankingOptions, _ranks_at, _top, rank
+from search.engine.ranking import Branches, Calibration, RankingOptions, _kth_best, _ranks_at, _top, rank
 from search.engine.snapshot import IndexSnapshot
 from search.engine.sparse import SparseScores
 
@@ -36,6 +36,24 @@ def test_top_is_the_head_of_the_full_order(n):
         expected = full_order(values, tie)
         for k in (0, 1, 3, 15, 30, n - 1, n, n + 5):
             assert _top(values, tie, k).tolist() == expected[: max(k, 0)].tolist()
+
+
+@pytest.mark.parametrize("spread", [12, 400, 10**9])  # a few values (the sample's threshold keeps too many
+def test_top_of_a_large_array_is_the_head_of_the_full_order(spread):  # rows), ties at the head, or none
+    """From ``_SAMPLED_TOP_MIN`` rows the head is selected among the rows above a sampled threshold: the same
+    rows in the same order, the k-th value's ties included, as the full order."""
+    rng = np.random.default_rng(spread)
+    for n in (4096, 20_000):
+        for _ in range(5):
+            values = (rng.integers(0, spread, n) / spread).astype(np.float32)
+            values[rng.choice(n, 40, replace=False)] = values.max()  # many rows tied at the top
+            tie = rng.permutation(n)
+            expected = full_order(values, tie)
+            for k in (1, 5, 30, 64, 90, 300):
+                assert _top(values, tie, k).tolist() == expected[:k].tolist()
+                assert _kth_best(values, k) == np.sort(values)[n - k]
+            negated = -values  # the head of ascending values too (a sample skewed the other way)
+            assert _top(negated, tie, 64).tolist() == full_order(negated, tie)[:64].tolist()
 
 
 @pytest.mark.parametrize("spread", [12, 1_000_000])  # many exact ties, or almost none

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from search.documents import ToolDoc
+from search.engine.dense import DenseIndex
 from search.engine.ranking import RankingOptions
 from search.engine.snapshot import DocVectors, IndexSnapshot
 
@@ -169,3 +170,103 @@ def test_auto_precision_keeps_small_tables_in_float32_and_large_ones_in_float16(
     settings.SCOUT_SEARCH_VECTOR_PRECISION = "float16"
     settings.SCOUT_SEARCH_HALF_MIN_VECTORS = 10**9
     assert half_precision(vectors) is True
+
+
+# -- a request and its parts scanned together (DenseIndex.score_all) on a fixed 20k-tool table ------------
+
+LARGE_TOOLS, LARGE_DIM, TWIN_OFFSET = 20_000, 64, 9_999  # the offset keeps a twin's vector count (row % 3)
+
+
+@pytest.fixture(scope="module")
+def large_tables():
+    """20k tools with 1-3 vectors each (40k rows: many scan blocks), as a float32 and a float16 table. Every
+    fourth tool of the second half is a near-duplicate of one in the first, closer than float16 resolves."""
+    rng = np.random.default_rng(20)
+    topics = unit(rng.standard_normal((50, LARGE_DIM)))
+    per_doc = []
+    for row in range(LARGE_TOOLS):
+        count = 1 + row % 3
+        if row >= TWIN_OFFSET and row % 4 == 0:
+            twin = per_doc[row - TWIN_OFFSET]
+            per_doc.append(unit(twin + rng.standard_normal(twin.shape).astype(np.float32) * 2e-5))
+        else:
+            per_doc.append(unit(topics[row % 50] + 0.8 * rng.standard_normal((count, LARGE_DIM))))
+    kinds = [("document", "summary", "example")[: len(v)] for v in per_doc]
+    texts = [tuple(f"text {row}.{j}" for j in range(len(v))) for row, v in enumerate(per_doc)]
+    exact = DenseIndex(per_doc, kinds, texts)
+    half = DenseIndex(per_doc, kinds, texts, half=True)
+    return exact, half, topics
+
+
+def large_requests(topics: np.ndarray) -> list[list[np.ndarray]]:
+    """A request's vector and its parts' (2 to 5 vectors: one and two column groups of the shared scan)."""
+    rng = np.random.default_rng(21)
+    result = []
+    for i in range(12):
+        base = topics[(7 * i) % len(topics)]
+        result.append([unit(base + 0.4 * rng.standard_normal(LARGE_DIM)) for _ in range(2 + i % 4)])
+    return result
+
+
+def test_a_shared_scan_is_within_the_float16_bound_and_refines_to_the_exact_scores(large_tables):
+    exact, half, topics = large_tables
+    rows = np.arange(LARGE_TOOLS)
+    for vectors in large_requests(topics):
+        shared = half.score_all(vectors)
+        for approx, vector in zip(shared, vectors, strict=True):
+            truth = exact.score(vector)
+            assert approx.error > 0 and np.all(np.abs(approx.scores - truth.scores) <= approx.error)
+            assert np.any(approx.scores != truth.scores)  # approximate until refined
+            approx.refine(rows)
+            np.testing.assert_array_equal(approx.scores, truth.scores)
+            np.testing.assert_array_equal(approx.sims, truth.sims)
+
+
+def ranked(sparse, dense, rows, options, tie):
+    """The ranking of a request (first branch) and its parts from each's BM25 and dense scores."""
+    from search.engine.ranking import Branches, rank
+
+    whole, *clauses = [Branches(s, d, rows) for s, d in zip(sparse, dense, strict=True)]
+    return rank(whole, query="plain", top_k=10, options=options, tie_keys=tie, clauses=clauses), whole, clauses
+
+
+@pytest.mark.parametrize("fusion", ["convex", "rrf"])
+@pytest.mark.parametrize("visible_share", [1.0, 0.4])
+def test_a_shared_scan_ranks_exactly_as_the_float32_scan_of_each_vector(large_tables, fusion, visible_share):
+    """Every candidate field (scores, calibrated scores, BM25 rank, branch shares, step, closest vector), the
+    confidence and the cut: the float16 table scanned once for a request and its parts, then refined by
+    ranking, against the float32 table scanned per vector; for convex fusion also against the plain fusion
+    of every visible row of the exact scores. The dense rank, a preview diagnostic, is left out as above
+    (past the peak depth it is exact only up to tools within the error band, as with ``score``)."""
+    from dataclasses import asdict
+
+    from search.engine.ranking import Calibration
+    from search.engine.sparse import SparseScores
+
+    from .test_engine_mechanics import plain_candidates, tied_values
+
+    def fields(candidate):
+        return {name: value for name, value in asdict(candidate).items() if name != "dense_rank"}
+
+    exact, half, topics = large_tables
+    rng = np.random.default_rng(int(visible_share * 10))
+    tie = rng.permutation(LARGE_TOOLS)
+    visible = rng.random(LARGE_TOOLS) < visible_share
+    rows = np.flatnonzero(visible)
+    options = RankingOptions(fusion=fusion, intent=False)
+    for vectors in large_requests(topics):
+        sparse = [
+            SparseScores(np.where(visible, tied_values(rng, LARGE_TOOLS), 0.0), rng.random(LARGE_TOOLS), ("t",))
+            for _ in vectors
+        ]
+
+        found, _, _ = ranked(sparse, half.score_all(vectors), rows, options, tie)
+        expected, whole, clauses = ranked(sparse, [exact.score(vector) for vector in vectors], rows, options, tie)
+        assert [fields(c) for c in found.candidates] == [fields(c) for c in expected.candidates]
+        assert (found.confidence, found.cut) == (expected.confidence, expected.cut)
+        if fusion == "convex":
+            plain = plain_candidates(whole, clauses, options, tie, Calibration(), options.second_stage)
+            assert [
+                (c.row, c.score, c.calibrated, c.bm25_part, c.dense_part, c.step, c.dense_score)
+                for c in found.candidates
+            ] == plain
