@@ -6,7 +6,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from search.documents import ToolDoc
+from search.documents import LEARNED_OVER_CURATED, ToolDoc
 from search.engine.ranking import RankingOptions
 from search.engine.snapshot import IndexSnapshot
 from search.engine.sparse import learned_tokens
@@ -76,7 +76,7 @@ def test_a_hidden_tools_learned_requests_move_nothing(vectors_for):
     docs = _with_learned((request, 0.9), ("write to the landlord", 0.6), tool=1)
     docs[1] = replace(docs[1], learned_centroid=0.9)  # with the centroid of its learned requests too
     learned = IndexSnapshot(docs, doc_vectors(docs, vectors_for))
-    assert learned.dense.kinds.count("learned") == 3
+    assert learned.dense.kinds.count("learned") == 3 * 3  # each also summed with the document and the summary
     visible = [1, 3]  # send_email (pk 2), the learning tool, hidden from this caller
     a, ra = _rank(plain, request, query, visible=visible)
     b, rb = _rank(learned, request, query, visible=visible)
@@ -103,19 +103,21 @@ def test_many_principals_wordings_count_together_as_one_capped_centroid(vectors_
         ranked, _ = _rank(snapshot, request, query)
         scores[name] = ranked["mail::list_inbox"].dense_score
         kinds = snapshot.dense.kinds[snapshot.dense.offsets[0] : snapshot.dense.offsets[1]]
-        assert kinds.count("learned") == len(WORDINGS) + (name == "together")
+        assert kinds.count("learned") == 3 * (len(WORDINGS) + (name == "together"))  # and their learned sums
     assert scores["together"] > scores["alone"] + 0.02
     # The centroid row is a unit vector scaled by its weight: the cap holds however many wordings there are.
-    vectors, kinds, texts = together[0].vector_rows(vectors_for([t for _, t in together[0].dense_texts()]))
-    assert kinds[-1] == "learned" and texts[-1] == ""  # no text: nothing to quote
-    assert float(np.linalg.norm(vectors[-1])) == pytest.approx(0.8, abs=1e-4)
+    pairs = together[0].dense_texts()
+    vectors, kinds, texts = together[0].vector_rows(vectors_for([t for _, t in pairs]))
+    centroid = len(pairs)  # right after the dense texts' rows, before the learned sums
+    assert kinds[centroid] == "learned" and set(texts[centroid:]) == {""}  # no text: nothing to quote
+    assert float(np.linalg.norm(vectors[centroid])) == pytest.approx(0.8, abs=1e-4)
 
 
 def test_one_learned_request_has_no_centroid(vectors_for):
     docs = _with_learned((WORDINGS[0], 0.6))
     docs[0] = replace(docs[0], learned_centroid=0.9)
     _, kinds, _ = docs[0].vector_rows(vectors_for([t for _, t in docs[0].dense_texts()]))
-    assert kinds.count("learned") == 1  # its own vector already says all one request can
+    assert kinds.count("learned") == 3  # its own vector (and its two learned sums) already say all it can
 
 
 def test_a_word_of_one_learned_request_only_counts_half():
@@ -126,3 +128,45 @@ def test_a_word_of_one_learned_request_only_counts_half():
     agreed, _ = _rank(IndexSnapshot(_with_learned(("landlord rent", 0.6), ("landlord reply", 0.6)), None), "landlord")
     single, _ = _rank(IndexSnapshot(_with_learned(("landlord rent", 0.6), ("heater reply", 0.6)), None), "landlord")
     assert agreed["mail::list_inbox"].bm25_score > single["mail::list_inbox"].bm25_score > 0
+
+
+def test_a_learned_request_adds_what_it_has_beyond_a_share_of_its_tools_own_match(vectors_for):
+    """A taught tool scores by its best of: its curated vectors, its learned ones, and each learned vector
+    plus ``1 - LEARNED_OVER_CURATED`` of its document or summary vector: the learned words add to the tool's
+    own match instead of only replacing a weaker one."""
+    request = "any news from the landlord?"
+    query = vectors_for([request])[0]
+    docs = _with_learned((WORDINGS[0], 0.6))
+    snapshot = IndexSnapshot(docs, doc_vectors(docs, vectors_for))
+    score = float(snapshot.dense.score(query).scores[0])
+    pairs = docs[0].dense_texts()
+    cosines = dict(zip([kind for kind, _ in pairs], vectors_for([text for _, text in pairs]) @ query, strict=True))
+    curated, learned = max(cosines["document"], cosines["summary"]), 0.6 * cosines["learned"]
+    expected = max(curated, learned, curated + learned - LEARNED_OVER_CURATED * curated)
+    assert score == pytest.approx(expected, abs=1e-5)
+    assert curated > 0 and learned > 0 and score > max(curated, learned)  # more than the best of the two
+
+
+def test_one_principal_lifts_a_tool_by_at_most_the_cap_however_often_and_however_worded(vectors_for):
+    """The poisoning cap: one principal's learned requests each weigh ``learned_weight(1)``; repeated (a
+    principal counts once per request) or reworded many times, they lift the tool's score by at most that
+    weight times the best one's cosine, never more: the wordings do not add up."""
+    from django.conf import settings
+
+    from search.usage import learned_weight
+
+    one = learned_weight(1)
+    assert one == settings.SCOUT_LEARNED_WEIGHT_BASE < settings.SCOUT_LEARNED_WEIGHT_CAP
+    request = "did the landlord answer about the rent"
+    query = vectors_for([request])[0]
+    plain = IndexSnapshot(TOOLS, doc_vectors(TOOLS, vectors_for))
+    base = float(plain.dense.score(query).scores[2])  # read_file: nothing to do with the request
+    wordings = [request, *WORDINGS, *(f"{request} {'please ' * i}".strip() for i in range(1, 20))]
+    many = _with_learned(*((text, one) for text in wordings), tool=2)
+    best = _with_learned((request, one), tool=2)
+    lifted = {}
+    for name, docs in (("many", many), ("best", best)):
+        snapshot = IndexSnapshot(docs, doc_vectors(docs, vectors_for))
+        lifted[name] = float(snapshot.dense.score(query).scores[2]) - base
+    assert 0 < lifted["many"] <= one + 1e-6
+    assert lifted["many"] == pytest.approx(lifted["best"], abs=1e-6)  # the exact request itself is the best
