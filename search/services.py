@@ -127,8 +127,13 @@ def tool_search(
     if parts and vector is not None and result.confidence is not Confidence.HIGH and encoder_get().one_pass:
         # Parts pooled from their request's pass score lower than parts encoded alone: an answer that is not
         # confident is the one the parts encoded alone give (as without SCOUT_SEARCH_ONE_PASS_PARTS).
-        alone = encoder_get().encode_queries([part.text for part in parts])
-        result = backend.search(replace(request, parts=tuple(zip((part.text for part in parts), alone, strict=True))))
+        try:
+            alone = encoder_get().encode_queries([part.text for part in parts])
+        except EncoderUnavailable:
+            alone = None  # the model went away since the first pass: that answer stands
+        if alone is not None:
+            texts = (part.text for part in parts)
+            result = backend.search(replace(request, parts=tuple(zip(texts, alone, strict=True))))
     if result.degraded and vector is not None and not result.degraded_reason:
         search_event_record(kind=SearchEventKind.VECTORS_MISSING, detail="index has no vectors: BM25 only")
     return result

@@ -129,3 +129,26 @@ def test_spans_map_to_the_parts_tokens_in_non_ascii_text(one_pass, request_text)
         members = span_tokens(encoding.offsets, encoding.special_tokens_mask, part.spans, truncated=False)
         alone = tokenizer.encode(part.text, add_special_tokens=False)
         assert [encoding.tokens[t] for t in members] == alone.tokens
+
+
+def test_a_model_gone_before_the_parts_alone_keeps_the_first_answer(one_pass, small_catalog, reindex, monkeypatch):
+    """The second look is a refinement: a model that fails between the request's pass and the parts encoded
+    alone leaves the one-pass answer served, not an error (fault injected into the real encoder)."""
+    from search.encoder import EncoderUnavailable
+    from search.engine.ranking import Confidence
+    from search.services import index_rebuild
+
+    reindex(index_rebuild)
+    visible = {t.pk for t in small_catalog.values()}
+    request = "paint the garden fence blue, then feed the goldfish twice"
+    first = tool_search(query=request, visible=visible, top_k=5, enforce_abstention=False)
+    assert first.confidence is not Confidence.HIGH  # so the parts alone are asked for
+
+    def gone(texts):
+        raise EncoderUnavailable("model unloaded")
+
+    query_cache().clear()
+    monkeypatch.setattr(one_pass, "encode_queries", gone)
+    served = tool_search(query=request, visible=visible, top_k=5, enforce_abstention=False)
+    assert served.matches and not served.degraded
+    assert served.confidence is not Confidence.HIGH
