@@ -51,6 +51,9 @@ ROOT = Path(os.environ.get("SCOUT_BENCH_ROOT") or Path(__file__).resolve().paren
 MODERN = "2026-07-28"
 CORES = 2
 NO_PROGRESS = False  # --no-progress: plain lines even on a terminal
+# --timeline: every timed request as (concurrency, seconds from its run's start to its send, latency ms, and
+# the wall clock at its send, to set beside the server's logs)
+TIMELINE: list[tuple[int, float, float, float]] = []
 
 
 def _setup(db: Path) -> None:
@@ -381,7 +384,9 @@ async def run_load(
                     else:
                         return
                     try:
+                        sent, sent_at = time.perf_counter() - started, time.time()
                         latencies.append(await _search(client, url, token, query, request_id))
+                        TIMELINE.append((concurrency, sent, latencies[-1], sent_at))
                     except Exception as exc:  # noqa: BLE001 - counted and reported, the load goes on
                         errors.append(f"{type(exc).__name__}: {str(exc)[:200]}")
                     report()
@@ -464,6 +469,9 @@ def main() -> int:
     parser.add_argument("--db", type=Path)
     parser.add_argument("--prepare-only", action="store_true", help="build the database and index, then stop")
     parser.add_argument("--no-progress", action="store_true", help="plain progress lines instead of bars")
+    parser.add_argument(
+        "--timeline", type=Path, help="write each timed request (concurrency, sent at s, latency ms) as JSON lines"
+    )
     args = parser.parse_args()
     global NO_PROGRESS
     NO_PROGRESS = args.no_progress
@@ -484,6 +492,7 @@ def main() -> int:
     runs = []
     try:
         warm_up(url, token, queries, args.concurrency)
+        TIMELINE.clear()
         high = args.high_concurrency
         for concurrency, load, duration in (
             (1, queries, None),
@@ -497,6 +506,11 @@ def main() -> int:
     finally:
         gateway.send_signal(signal.SIGINT)
         gateway.wait(60)
+    if args.timeline:
+        with args.timeline.open("w", encoding="utf-8") as handle:
+            for concurrency, sent, latency, sent_at in TIMELINE:
+                line = {"c": concurrency, "sent_s": round(sent, 4), "ms": round(latency, 2), "at": round(sent_at, 4)}
+                handle.write(json.dumps(line) + "\n")
     encode_p95, encode_mean = p95(encode), statistics.fmean(encode)
     ceiling = CORES / (encode_mean / 1000)
     database = "postgres" if os.environ.get("DATABASE_URL", "").startswith("postgres") else "sqlite"
