@@ -552,6 +552,14 @@ def main() -> int:
             f"{statistics.median(freshness):.2f} s, max {max(freshness):.2f} s (target <= 1 s)"
         )
     serial, loaded, high_run = runs
+    # Little's law: with c requests always in flight, the mean latency is c / throughput, and p99 >= the mean.
+    # The gateway's CPU per request bounds the throughput (2 cores / CPU), so p99 at c=64 >= 32 x that CPU.
+    high_mean = high_run[0] / (len(high_run[1]) / high_run[2]) * 1000
+    print(
+        f"c={high_run[0]} by Little's law: mean latency = concurrency / throughput = {high_mean:.0f} ms "
+        f"= {high_mean / encode_p95:.1f} x encode p95 (the p99 cannot be lower); p99 / that mean "
+        f"{percentile(high_run[1], 0.99) / high_mean:.2f}"
+    )
     print(
         "targets: c=1 p95/enc <= 2.0 (" + f"{p95(serial[1]) / encode_p95:.2f}); "
         f"c={args.concurrency} thr/ceil >= 0.70 ({len(loaded[1]) / loaded[2] / ceiling:.2f}); "
