@@ -14,6 +14,9 @@ the database (never fail open).
 import logging
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from django.core.cache import cache
 from django.db import connection
@@ -24,12 +27,44 @@ from .constants import VISIBILITY_VERSION_KEY
 
 logger = logging.getLogger(__name__)
 ROW = 1
+# The row token read by the piece of work in progress (``visibility_row_read_once``); None outside one.
+_read_once: ContextVar[dict[str, str] | None] = ContextVar("scout_visibility_row_read_once", default=None)
+
+
+@contextmanager
+def visibility_row_read_once() -> Iterator[None]:
+    """Within this block ``visibility_row_token`` reads the row once and answers that token again (issue 9:
+    a search confirms its token, fetches its visible set and its descriptors, each keyed by the version).
+
+    Safe for one short piece of work such as a search: each reader still gets a token read before the data
+    it keys on (earlier, not later), so nothing is kept under a version a change committed before the read
+    did not rewrite. ``visibility_invalidate`` in the block forgets the token. Nested blocks share the
+    outer one's."""
+    if _read_once.get() is not None:
+        yield
+        return
+    marker = _read_once.set({})
+    try:
+        yield
+    finally:
+        _read_once.reset(marker)
 
 
 def visibility_row_token() -> str:
     """The database half of the version alone, read without the cache: what a process-local cache keys on
     when it must follow every change in every process even with the cache down (the gateway's verified
-    tokens: token saves, revocations, users, tenants and agents all rewrite it)."""
+    tokens: token saves, revocations, users, tenants and agents all rewrite it). Read once per
+    ``visibility_row_read_once`` block."""
+    once = _read_once.get()
+    if once is not None and "token" in once:
+        return once["token"]
+    token = _row_token_fetch()
+    if once is not None:
+        once["token"] = token
+    return token
+
+
+def _row_token_fetch() -> str:
     from .models import VisibilityVersion
 
     token = _row_token_read(VisibilityVersion._meta.db_table)
@@ -42,7 +77,7 @@ def visibility_row_token() -> str:
 
 
 def _row_token_read(table: str) -> str | None:
-    # Plain SQL: read on every gateway request (up to three times a search), where building the ORM query
+    # Plain SQL: read on every gateway request (once a search), where building the ORM query
     # cost more than running it.
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT token FROM {connection.ops.quote_name(table)} WHERE id = %s", [ROW])
@@ -75,6 +110,9 @@ def visibility_invalidate() -> None:
     change in the same transaction writes a new token again, so nothing read in between stays current."""
     from .models import VisibilityVersion
 
+    once = _read_once.get()
+    if once is not None:  # the work in progress reads the new token on its next read
+        once.clear()
     token = uuid.uuid4().hex
     if not VisibilityVersion.objects.filter(pk=ROW).update(token=token):
         VisibilityVersion.objects.bulk_create([VisibilityVersion(pk=ROW, token=token)], ignore_conflicts=True)

@@ -14,6 +14,7 @@ from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError
 from pydantic import Field
 
+from governance.cache import visibility_row_read_once
 from search.services import TOP_K_DEFAULT, TOP_K_MAX, TOP_K_MIN
 
 from .auth import ScoutAccessToken, access_confirm, principal_from_context, unconfirmed_access
@@ -102,12 +103,14 @@ async def tool_search(
 
 
 def _search_result(*, access: ScoutAccessToken | None, principal: Any, **search: Any) -> types.CallToolResult:
-    # Rendered on the ORM thread with the search: the event loop only moves bytes (issue 9).
-    if access is not None:
-        principal = access_confirm(access)
-        if principal is None:  # revoked since it was kept: ConfirmedAccess turns the response into a 401
-            raise MCPError(code=types.INVALID_REQUEST, message="Authentication required")
-    return gateway_search(principal=principal, **search).as_result()
+    # Rendered on the ORM thread with the search: the event loop only moves bytes (issue 9). The token's
+    # confirmation, the visible set, the descriptors and the audit event share one read of the version row.
+    with visibility_row_read_once():
+        if access is not None:
+            principal = access_confirm(access)
+            if principal is None:  # revoked since it was kept: ConfirmedAccess turns the response into a 401
+                raise MCPError(code=types.INVALID_REQUEST, message="Authentication required")
+        return gateway_search(principal=principal, **search).as_result()
 
 
 async def tool_inspect(

@@ -364,6 +364,9 @@ SCOUT_MCP_STATELESS = env_bool("SCOUT_MCP_STATELESS", default=True)
 # Seconds the gateway's ORM threads keep a database connection for the next MCP request (mcpgateway/db.py);
 # 0: a new connection for every piece of work.
 SCOUT_MCP_DB_CONN_MAX_AGE = env_float("SCOUT_MCP_DB_CONN_MAX_AGE", 60.0)
+# Before a gateway process serves: load the model and the search index, then freeze what is alive then out of
+# the garbage collector's full passes (mcpgateway/server.py gateway_warm_up). Off: the first search pays.
+SCOUT_MCP_WARM_UP = env_bool("SCOUT_MCP_WARM_UP", default=True)
 
 # --- search --------------------------------------------------------------------------------------
 # Keep numpy's BLAS from fighting torch for the cores (must be set before numpy loads; see search/encoder.py).

@@ -9,7 +9,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from catalog.models import Tool
-from governance.cache import visibility_invalidate
+from governance.cache import visibility_invalidate, visibility_row_token
 from governance.choices import AuditEventType, AuditOutcome, OperationClass, Reversibility
 from governance.classification import Classification, classification_derive
 from governance.models import Entitlement, PolicyVersion, RiskClass, ToolPolicy
@@ -26,11 +26,26 @@ def policy_version_current() -> PolicyVersion:
     return version
 
 
+# (visibility row token, policy number read after it): this process's last answer of policy_version_number.
+_number_kept: tuple[str, int] | None = None
+
+
 def policy_version_number() -> int:
-    """The number of the policy version in force: what audit events record, read with one small query (a
-    tool_search writes an audit event; issue 9)."""
+    """The number of the policy version in force: what audit events record (a tool_search writes one; issue 9).
+
+    Kept per process while the visibility version stands: every PolicyVersion save rewrites it in its own
+    transaction (governance.receivers), and the token is read before the number, so a kept number is never
+    older than the token it is kept under. In a search the token is the one the search read already."""
+    global _number_kept
+    token = visibility_row_token()
+    kept = _number_kept
+    if kept is not None and kept[0] == token:
+        return kept[1]
     number = PolicyVersion.objects.order_by("-number").values_list("number", flat=True).first()
-    return number if number is not None else policy_version_current().number
+    if number is None:
+        number = policy_version_current().number
+    _number_kept = (token, number)
+    return number
 
 
 def policy_version_bump(*, reason: str, actor: AbstractBaseUser | None = None) -> PolicyVersion:

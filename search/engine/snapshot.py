@@ -7,6 +7,7 @@ half-visible: they see the old snapshot or the new one.
 import bisect
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -287,7 +288,7 @@ class IndexSnapshot:
         wanted = set(query_terms)
         fields: dict[str, list[str]] = {}
         for name, text in doc.field_texts().items():
-            hits = [t for t in dict.fromkeys(tokenize(text)) if t in wanted] if text else []
+            hits = [t for t in _distinct_tokens(text) if t in wanted] if text else []
             if hits:
                 fields.setdefault(ToolSearchIndex.label(name), [])
                 fields[ToolSearchIndex.label(name)] += [h for h in hits if h not in fields[ToolSearchIndex.label(name)]]
@@ -301,3 +302,11 @@ class IndexSnapshot:
             elif kind == "learned":
                 why["closest"] = "learned"  # never the text: it is another user's words
         return why
+
+
+@lru_cache(maxsize=4096)
+def _distinct_tokens(text: str) -> tuple[str, ...]:
+    """A field text's words, each once, in order: ``explain`` asks for the same few tools' fields on request
+    after request (issue 9: tokenizing them again was about a quarter of a search's CPU outside the model). Bounded:
+    the texts of the last few thousand fields explained."""
+    return tuple(dict.fromkeys(tokenize(text)))

@@ -1,0 +1,56 @@
+"""A gateway process warms up before it serves (issue 9): when its lifespan has started, the model is loaded and
+has run, the search index is read, and what is alive then is out of the garbage collector's full passes; the
+first request pays for none of it."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+
+import pytest
+
+from mcpgateway.server import build_gateway_app, gateway_lifespan
+from search import encoder as encoder_module
+from search.backends import backend_get, backends_reset
+from search.encoder import encoder_status
+
+from .test_search_descriptors import catalog  # noqa: F401 - the fixture
+
+pytestmark = pytest.mark.django_db(transaction=True)  # the warm-up reads the index on an ORM thread
+
+
+async def _serving_state() -> dict[str, object]:
+    """Start a gateway's lifespan as uvicorn does, and look at the process before any request."""
+    server, _routes = build_gateway_app()
+    async with gateway_lifespan(server):
+        return {
+            "encoder": encoder_status(),
+            "model_calls": next(iter(encoder_module._loaded.values())).calls if encoder_module._loaded else 0,
+            "index_builds": backend_get().builds,
+            "frozen": gc.get_freeze_count(),
+        }
+
+
+def test_the_model_and_the_index_are_ready_before_the_first_request(catalog, monkeypatch):  # noqa: F811
+    monkeypatch.setattr(encoder_module, "_loaded", {})  # a fresh process: no model loaded yet
+    backends_reset()
+    builds = backend_get().builds
+    gc.unfreeze()
+    assert encoder_status() == "not_loaded"
+    try:
+        state = asyncio.run(_serving_state())
+    finally:
+        gc.unfreeze()
+    assert state["encoder"] == "loaded"
+    assert state["model_calls"] >= 1  # run once already: its first call's allocations are behind it
+    assert state["index_builds"] == builds + 1  # the snapshot of the current generation, read
+    assert state["frozen"] > 0
+
+
+def test_warm_up_off_leaves_it_to_the_first_search(catalog, monkeypatch, settings):  # noqa: F811
+    settings.SCOUT_MCP_WARM_UP = False
+    monkeypatch.setattr(encoder_module, "_loaded", {})
+    backends_reset()
+    builds = backend_get().builds
+    state = asyncio.run(_serving_state())
+    assert state["encoder"] == "not_loaded" and state["index_builds"] == builds
