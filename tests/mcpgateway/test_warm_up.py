@@ -54,3 +54,23 @@ def test_warm_up_off_leaves_it_to_the_first_search(catalog, monkeypatch, setting
     builds = backend_get().builds
     state = asyncio.run(_serving_state())
     assert state["encoder"] == "not_loaded" and state["index_builds"] == builds
+
+
+def test_a_snapshot_frozen_at_warm_up_is_freed_when_a_new_generation_replaces_it(catalog):  # noqa: F811
+    """Frozen objects are out of every collection, so what ``gc.freeze`` saw must be freed by reference counts
+    alone: the index snapshot read at warm-up holds no reference cycle, and a reindex frees it (else every
+    worker would keep its first index for life)."""
+    import weakref
+
+    from search.services import index_rebuild
+
+    backends_reset()
+    backend = backend_get()
+    first = weakref.ref(backend.snapshot())
+    gc.freeze()
+    try:
+        index_rebuild()
+        assert backend.snapshot() is not first()  # the new generation, read
+        assert first() is None
+    finally:
+        gc.unfreeze()
