@@ -339,6 +339,7 @@ def _answer(result: SearchResult) -> SearchAnswer:
     )
 
 
+@visibility_row_read_once()  # one read of the version row for the whole search (governance.cache)
 def gateway_search(
     *,
     principal: Principal,
@@ -355,28 +356,6 @@ def gateway_search(
     REST search): the search is then recorded in the query log, the metrics and a discovery audit event.
     ``client=None`` records nothing (reports such as ``scout_context``). Raises GatewayInputError for an
     unusable query or bad filters."""
-    with visibility_row_read_once():  # one read of the version row for the whole search (governance.cache)
-        return _gateway_search(
-            principal=principal,
-            query=query,
-            top_k=top_k,
-            operation_class=operation_class,
-            environment=environment,
-            scope=scope,
-            client=client,
-        )
-
-
-def _gateway_search(
-    *,
-    principal: Principal,
-    query: str,
-    top_k: int,
-    operation_class: str | None,
-    environment: str | None,
-    scope: str,
-    client: str | None,
-) -> SearchAnswer:
     started = time.monotonic()
     with tracer.start_as_current_span("scout.tool_search", attributes={"scout.top_k": top_k}) as span:
         try:
