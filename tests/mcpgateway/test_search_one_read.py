@@ -49,6 +49,20 @@ def test_a_search_reads_the_version_row_once(catalog, member):  # noqa: F811 - t
         assert version_reads(queries) == 1, [query["sql"] for query in queries]
 
 
+def test_a_rest_search_reads_the_version_row_once(catalog, member):  # noqa: F811 - the fixture
+    """The REST search and scout_context call gateway_search directly: the same one read."""
+    from governance.principals import principal_for_user
+    from mcpgateway.services.discovery import gateway_search
+
+    principal = principal_for_user(member)
+    gateway_search(principal=principal, query=SEARCH["query"], client="api")  # fills what it keeps
+    for _ in range(2):
+        with CaptureQueriesContext(connection) as queries:
+            answer = gateway_search(principal=principal, query=SEARCH["query"], client="api")
+        assert answer.matches[0]["tool_id"] == "clock::get_current_time"
+        assert version_reads(queries) == 1, [query["sql"] for query in queries]
+
+
 def test_a_change_by_another_process_shows_on_the_next_search(catalog, member):  # noqa: F811 - the fixture
     """Another process's change reaches this one only through the database: the tool's row and the version
     row rewritten in its transaction (here without this process's signals or services)."""
