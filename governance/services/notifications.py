@@ -108,10 +108,10 @@ def approval_payload(*, request: ApprovalRequest) -> dict:
 
     The webhook sends one body for everyone the request reaches: a tenant's request reaches that tenant's
     approvers only (its requester is a member; its tenant's own webhook, or the install-wide one), a shared one
-    every tenant's (the install-wide webhook). So the requester and their agent are
-    named only when every such approver may see them (a tenant's request, or a shared request of a person in no
-    tenant); a shared request of tenant B's person says someone in another tenant via an agent in another tenant
-    (Z12). The e-mail names them per recipient (``_notify_by_mail``)."""
+    every tenant's (the install-wide webhook). So the requester and their agent are named only when every such
+    approver may see them (a tenant's request, or a shared request of a person in no tenant); a shared request of
+    tenant B's person says someone in another tenant via an agent in another tenant (Z12). The e-mail names them
+    per recipient (``_notify_by_mail``)."""
     if request.tenant_id is None and request.requester.tenants.exists():
         requester, agent = OTHER_TENANT_PERSON, OTHER_TENANT_AGENT if request.agent else ""
     else:
@@ -142,7 +142,7 @@ def approval_notify(*, request_pk: int, attempt: int = 1) -> dict:
     failed) that operators read in the admin. A retry sends again only what has not been sent yet. Returns
     what was sent (for the task's result). Raises WebhookError when the webhook answers with an error status
     or cannot be reached (the task retries); a mail failure is recorded and logged, not retried (approvers
-    who got it would get it twice)."""
+    who got it would get it twice), and so is a tenant webhook whose variables are not set."""
     request = ApprovalRequest.objects.select_related("tool", "tool__server", "requester", "tenant").get(pk=request_pk)
     payload = approval_payload(request=request)
     emails = _notify_by_mail(request, payload, attempt)
