@@ -76,7 +76,7 @@ load: $(BIN)/.installed
 	test -x $(LOAD_VENV)/bin/locust || (python3 -m venv $(LOAD_VENV) && $(LOAD_VENV)/bin/pip install -r requirements-load.txt)
 	$(BIN)/python bench/load/run_load.py $(LOAD_ARGS)
 
-# Mutation testing of governance/services, governance/selectors.py, mcpgateway/services and search/engine
+# Mutation testing of governance/services, governance/selectors, mcpgateway/services and search/engine
 # (mutmut, [tool.mutmut] in pyproject.toml): a habit, not a test, never in CI or make test. A deterministic
 # sample per package keeps it under an hour on 2 cores; MUTATE_ARGS="--sample 0" checks every mutant.
 # Results and the triage of survivors: docs/mutation-report.md.

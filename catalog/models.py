@@ -33,6 +33,12 @@ def _is_env_var_name(name: object) -> bool:
     return isinstance(name, str) and bool(name) and name.replace("_", "a").isalnum() and not name[:1].isdigit()
 
 
+def validate_env_var_name(value: object) -> None:
+    """One environment variable name (a field that names where a secret is, never the secret)."""
+    if not _is_env_var_name(value):
+        raise ValidationError(f"{value!r} is not an environment variable name")
+
+
 def validate_openapi_credentials(value: object) -> None:
     """A list of credential references; each names environment variables, never a value.
 

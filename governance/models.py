@@ -7,8 +7,11 @@ old grant. Everything an agent may see is computed by ``governance.selectors`` f
 
 from django.conf import settings
 from django.contrib.auth.models import Group
+from django.core.exceptions import ValidationError
 from django.db import models
 from guardian.models import GroupObjectPermissionBase, UserObjectPermissionBase
+
+from catalog.models import validate_env_var_name
 
 from .choices import (
     ApprovalStatus,
@@ -250,6 +253,23 @@ class Tenant(models.Model):
         related_name="tenants",
         help_text="People who may act in this tenant (hold its tokens, see its servers, approvals and audit)",
     )
+    # The tenant's own approval webhook, by environment variable name (as a server's credentials): the URL can
+    # carry a token and the secret signs, so neither is ever stored.
+    approval_webhook_url_env = models.CharField(
+        max_length=100,
+        blank=True,
+        validators=[validate_env_var_name],
+        help_text="Name of the environment variable holding the URL this tenant's approval requests are POSTed to "
+        "(the URL is never stored), e.g. ACME_APPROVAL_WEBHOOK_URL. Empty: they go to the install-wide "
+        "SCOUT_APPROVAL_WEBHOOK_URL, if set",
+    )
+    approval_webhook_secret_env = models.CharField(
+        max_length=100,
+        blank=True,
+        validators=[validate_env_var_name],
+        help_text="Name of the environment variable holding the secret that signs those calls (X-Scout-Signature; "
+        "the secret is never stored), e.g. ACME_APPROVAL_WEBHOOK_SECRET. Empty: unsigned",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -257,6 +277,10 @@ class Tenant(models.Model):
 
     def __str__(self) -> str:
         return self.slug
+
+    def clean(self) -> None:
+        if self.approval_webhook_secret_env and not self.approval_webhook_url_env:
+            raise ValidationError({"approval_webhook_url_env": "A signing secret needs the webhook URL's variable."})
 
 
 class ServerTenant(models.Model):

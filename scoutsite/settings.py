@@ -318,7 +318,8 @@ SCOUT_HTTP_KEEP_ALIVE = env_float("SCOUT_HTTP_KEEP_ALIVE", 5.0)
 # Base URL users reach Scout at: names the admin page where approvers act and the protected resource.
 SCOUT_PUBLIC_URL = env_str("SCOUT_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
 # Approvers hear of new requests by e-mail (Django's mail settings below) and, if set, by a webhook: a JSON
-# POST signed with X-Scout-Signature: sha256=HMAC-SHA256(secret, body).
+# POST signed with X-Scout-Signature: sha256=HMAC-SHA256(secret, body). A tenant may name its own (the environment
+# variables on governance.Tenant); this one gets shared requests and those of tenants without their own.
 SCOUT_APPROVAL_WEBHOOK_URL = env_str("SCOUT_APPROVAL_WEBHOOK_URL")
 SCOUT_APPROVAL_WEBHOOK_SECRET = env_secret("SCOUT_APPROVAL_WEBHOOK_SECRET")
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")

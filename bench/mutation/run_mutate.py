@@ -1,7 +1,7 @@
 """Mutation testing of the policy code with mutmut (``make mutate``): a habit, not a test, never in CI.
 
 mutmut (pinned in requirements-mutate.txt, configured under ``[tool.mutmut]`` in pyproject.toml) copies the
-project into ``mutants/``, writes every mutant of ``governance/services``, ``governance/selectors.py``,
+project into ``mutants/``, writes every mutant of ``governance/services``, ``governance/selectors``,
 ``mcpgateway/services`` and ``search/engine`` into it, runs the selected tests once to learn which tests reach
 each function, and then runs only those tests against each mutant.
 
@@ -35,7 +35,7 @@ EQUIVALENT = Path(__file__).with_name("equivalent.txt")
 # Package (mutant-name prefix) -> the files it covers, relative to the checkout.
 PACKAGES = {
     "governance.services": "governance/services",
-    "governance.selectors": "governance/selectors.py",
+    "governance.selectors": "governance/selectors",
     "mcpgateway.services": "mcpgateway/services",
     "search.engine": "search/engine",
 }

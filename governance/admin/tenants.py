@@ -1,30 +1,65 @@
-"""Governance admin: tenants (who belongs to which) and agents with the grants that narrow them."""
+"""Governance admin: tenants (who belongs to which, and where their approval requests are announced) and agents
+with the grants that narrow them."""
 
 from django import forms
 from django.contrib import admin
 from django.core.exceptions import ValidationError
+from django.utils.html import format_html, format_html_join
 
 from catalog.admin.lookups import StrictLookupsMixin
 from catalog.models import Server, Tool
 
 from ..models import Agent, AgentGrant, Tenant
 from ..selectors import agents_visible_to_operator, servers_visible_to_operator
+from ..services.notifications import tenant_webhook_env_missing
 from .people import PeopleChoicesMixin
 
 
 @admin.register(Tenant)
 class TenantAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Tenant]):
-    list_display = ("slug", "name", "created_at")
+    list_display = ("slug", "name", "approval_webhook", "created_at")
     search_fields = ("slug", "name")
     filter_horizontal = ("members",)
-    fields = ("slug", "name", "members")
+    fieldsets = (
+        (None, {"fields": ("slug", "name", "members")}),
+        (
+            "Approval webhook",
+            {
+                "fields": ("approval_webhook_url_env", "approval_webhook_secret_env", "approval_webhook"),
+                "description": "This tenant's approval requests are POSTed to its own webhook instead of the "
+                "install-wide one, signed with its own secret. Name the environment variables holding them: "
+                "the URL and the secret are never stored. Whether each is set is read from this web server's "
+                "environment; the Celery worker that sends the webhook needs them too.",
+            },
+        ),
+    )
 
     def get_queryset(self, request):
         qs = super().get_queryset(request)
         return qs if request.user.is_superuser else qs.filter(pk__in=request.user.tenants.values("pk"))
 
     def get_readonly_fields(self, request, obj=None):
-        return ("slug",) if obj is not None else ()  # audit rows and tokens name it
+        # The slug is fixed once saved: audit rows and tokens name it.
+        readonly = ("slug", "approval_webhook") if obj is not None else ("approval_webhook",)
+        if not request.user.is_superuser:  # the install's environment is the superuser's to name
+            readonly += ("approval_webhook_url_env", "approval_webhook_secret_env")
+        return readonly
+
+    @admin.display(description="approval webhook")
+    def approval_webhook(self, tenant: Tenant) -> str:
+        """Where its approval requests go, and whether the variables it names are set (never their values)."""
+        if not tenant.approval_webhook_url_env:
+            return "install-wide (SCOUT_APPROVAL_WEBHOOK_URL)"
+        missing = tenant_webhook_env_missing(tenant=tenant)
+        names = [name for name in (tenant.approval_webhook_url_env, tenant.approval_webhook_secret_env) if name]
+        return format_html(
+            "own: {}",
+            format_html_join(
+                " ",
+                '<span class="scout-badge s-{} webhook-env">{} {}</span>',
+                (("failed", name, "not set") if name in missing else ("success", name, "set") for name in names),
+            ),
+        )
 
 
 class AgentGrantForm(forms.ModelForm):

@@ -1,14 +1,19 @@
 """Tell approvers a request is waiting: e-mail to everyone who may approve the tool, and an optional signed
-webhook. Runs in a Celery task after the request's transaction commits, never inside the agent's call.
+webhook: the request's tenant's own (``Tenant.approval_webhook_url_env``), else the install-wide one
+(``SCOUT_APPROVAL_WEBHOOK_URL``). Runs in a Celery task after the request's transaction commits, never inside the
+agent's call.
 
 Every attempt is recorded (NotificationAttempt, in the admin under Servers & sync → Notifications sent).
-Errors: webhook failures raise WebhookError (the task retries); mail failures are recorded and logged. Neither
-ever names argument values: approvers read those in the admin."""
+Errors: webhook failures raise WebhookError (the task retries); mail failures, and a tenant webhook whose
+environment variables are not set, are recorded and logged. None ever names argument values (approvers read
+those in the admin) or a webhook's URL or secret."""
 
 import hashlib
 import hmac
 import json
 import logging
+import os
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import httpx
@@ -30,6 +35,39 @@ SIGNATURE_HEADER = "X-Scout-Signature"
 
 class WebhookError(Exception):
     """The approval webhook did not answer with a 2xx status."""
+
+
+@dataclass(frozen=True)
+class ApprovalWebhook:
+    """Where a request is announced: the URL, the secret signing the body (empty: unsigned), and the environment
+    variables a tenant names for them that are not set (``missing``: nothing can be sent)."""
+
+    url: str
+    secret: str
+    missing: tuple[str, ...] = ()
+
+
+def tenant_webhook_env_missing(*, tenant: Tenant) -> list[str]:
+    """The environment variables ``tenant`` names for its approval webhook that are not set (or empty) in this
+    process. Names only: the values are never read out."""
+    names = (tenant.approval_webhook_url_env, tenant.approval_webhook_secret_env)
+    return [name for name in names if name and not os.environ.get(name)]
+
+
+def approval_webhook_for(*, request: ApprovalRequest) -> ApprovalWebhook | None:
+    """The webhook announcing ``request``: its tenant's own when the tenant names one (and never the install-wide
+    one then: that tenant's approvers get their requests on their own channel), else the install-wide webhook
+    (shared requests, tenants without their own). None when there is no webhook to call."""
+    tenant = request.tenant
+    if tenant is not None and tenant.approval_webhook_url_env:
+        missing = tenant_webhook_env_missing(tenant=tenant)
+        if missing:
+            return ApprovalWebhook(url="", secret="", missing=tuple(missing))
+        secret_env = tenant.approval_webhook_secret_env
+        return ApprovalWebhook(url=os.environ[tenant.approval_webhook_url_env], secret=os.environ.get(secret_env, ""))
+    if settings.SCOUT_APPROVAL_WEBHOOK_URL:
+        return ApprovalWebhook(url=settings.SCOUT_APPROVAL_WEBHOOK_URL, secret=settings.SCOUT_APPROVAL_WEBHOOK_SECRET)
+    return None
 
 
 def approvers_for(*, request: ApprovalRequest) -> list:
@@ -69,10 +107,11 @@ def approval_payload(*, request: ApprovalRequest) -> dict:
     """What a notification says: who asked, for which tool, at what risk, and where to decide.
 
     The webhook sends one body for everyone the request reaches: a tenant's request reaches that tenant's
-    approvers only (its requester is a member), a shared one every tenant's. So the requester and their agent are
-    named only when every such approver may see them (a tenant's request, or a shared request of a person in no
-    tenant); a shared request of tenant B's person says someone in another tenant via an agent in another tenant
-    (Z12). The e-mail names them per recipient (``_notify_by_mail``)."""
+    approvers only (its requester is a member; its tenant's own webhook, or the install-wide one), a shared one
+    every tenant's (the install-wide webhook). So the requester and their agent are named only when every such
+    approver may see them (a tenant's request, or a shared request of a person in no tenant); a shared request of
+    tenant B's person says someone in another tenant via an agent in another tenant (Z12). The e-mail names them
+    per recipient (``_notify_by_mail``)."""
     if request.tenant_id is None and request.requester.tenants.exists():
         requester, agent = OTHER_TENANT_PERSON, OTHER_TENANT_AGENT if request.agent else ""
     else:
@@ -103,14 +142,14 @@ def approval_notify(*, request_pk: int, attempt: int = 1) -> dict:
     failed) that operators read in the admin. A retry sends again only what has not been sent yet. Returns
     what was sent (for the task's result). Raises WebhookError when the webhook answers with an error status
     or cannot be reached (the task retries); a mail failure is recorded and logged, not retried (approvers
-    who got it would get it twice)."""
-    request = ApprovalRequest.objects.select_related("tool", "tool__server", "requester").get(pk=request_pk)
+    who got it would get it twice), and so is a tenant webhook whose variables are not set."""
+    request = ApprovalRequest.objects.select_related("tool", "tool__server", "requester", "tenant").get(pk=request_pk)
     payload = approval_payload(request=request)
     emails = _notify_by_mail(request, payload, attempt)
-    url = settings.SCOUT_APPROVAL_WEBHOOK_URL
-    if url and not _already_sent(request, NotificationChannel.WEBHOOK):
-        _notify_by_webhook(request, payload, url, attempt)
-    return {"emails": emails, "webhook": bool(url)}
+    webhook = approval_webhook_for(request=request)
+    if webhook is not None and not _already_sent(request, NotificationChannel.WEBHOOK):
+        _notify_by_webhook(request, payload, webhook, attempt)
+    return {"emails": emails, "webhook": webhook is not None}
 
 
 def _already_sent(request: ApprovalRequest, channel: str) -> bool:
@@ -179,15 +218,23 @@ def _send_mail(
     return len(recipients)
 
 
-def _notify_by_webhook(request: ApprovalRequest, payload: dict, url: str, attempt: int) -> None:
-    parts = urlsplit(url)
+def _notify_by_webhook(request: ApprovalRequest, payload: dict, webhook: ApprovalWebhook, attempt: int) -> None:
+    if webhook.missing:
+        # Not retried: a worker's environment does not change while it runs. Names only, never a value.
+        error = (
+            f"tenant {request.tenant}'s approval webhook: environment variable(s) not set: {', '.join(webhook.missing)}"
+        )
+        logger.warning("approval webhook for %s not sent: %s", request.approval_id, error)
+        _record(request, NotificationChannel.WEBHOOK, attempt, "(not configured)", error=error)
+        return
+    parts = urlsplit(webhook.url)
     target = parts.hostname + (f":{parts.port}" if parts.port else "") if parts.hostname else "(no host)"
     body = json.dumps(payload, sort_keys=True).encode()
     headers = {"Content-Type": "application/json"}
-    if settings.SCOUT_APPROVAL_WEBHOOK_SECRET:
-        headers[SIGNATURE_HEADER] = webhook_signature(body=body, secret=settings.SCOUT_APPROVAL_WEBHOOK_SECRET)
+    if webhook.secret:
+        headers[SIGNATURE_HEADER] = webhook_signature(body=body, secret=webhook.secret)
     try:
-        response = httpx.post(url, content=body, headers=headers, timeout=WEBHOOK_TIMEOUT_SECONDS)
+        response = httpx.post(webhook.url, content=body, headers=headers, timeout=WEBHOOK_TIMEOUT_SECONDS)
     except httpx.HTTPError as exc:
         error = f"approval webhook unreachable: {type(exc).__name__}"
         _record(request, NotificationChannel.WEBHOOK, attempt, target, error=error)

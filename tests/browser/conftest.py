@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,8 @@ import pytest
 from tests.search.conftest import clean_search_state, encoder, small_catalog  # noqa: F401 - shared fixtures
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
+# Tenant A's operator in the shared-server tenant tests (``shared_server_tenants``): admin_login(..., *OPERATOR_A).
+OPERATOR_A = ("op-alpha", "pw-op-alpha-123")
 CHROMIUM = ("chromium", "chromium-browser")
 DRIVER = "chromedriver"
 
@@ -80,3 +83,37 @@ def wait_for(browser, css: str, timeout: float = 30):
     from selenium.webdriver.support.ui import WebDriverWait
 
     return WebDriverWait(browser, timeout).until(EC.presence_of_element_located((By.CSS_SELECTOR, css)))
+
+
+@dataclass
+class SharedServerTenants:
+    """Tenant A's operator, the people made by username, and the server both tenants share."""
+
+    operator: object
+    people: dict[str, object]
+    server: object
+
+
+@pytest.fixture
+def shared_server_tenants(django_user_model) -> Callable[..., SharedServerTenants]:
+    """make(tenant_a=(...), tenant_b=(...), shared=(...)): tenant A's operator (``OPERATOR_A``, in Operators), the
+    people named for tenant "tenant-a", tenant "tenant-b" and no tenant (an ``op-`` name is staff), and a server
+    of no tenant, "shared-srv": the shape of the tests where an operator of tenant A reads shared pages."""
+
+    def make(*, tenant_a=(), tenant_b=(), shared=()) -> SharedServerTenants:
+        from django.contrib.auth.models import Group
+
+        from governance.roles import OPERATORS
+        from tests.governance.factories import ServerFactory, tenant_with
+
+        create = django_user_model.objects.create_user
+        username, password = OPERATOR_A
+        operator = create(username=username, password=password, is_staff=True)
+        operator.groups.add(Group.objects.get(name=OPERATORS))
+        names = (*tenant_a, *tenant_b, *shared)
+        people = {name: create(username=name, is_staff=name.startswith("op-")) for name in names}
+        tenant_with("tenant-a", operator, *(people[name] for name in tenant_a))
+        tenant_with("tenant-b", *(people[name] for name in tenant_b))
+        return SharedServerTenants(operator=operator, people=people, server=ServerFactory(slug="shared-srv"))
+
+    return make

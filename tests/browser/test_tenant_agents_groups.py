@@ -6,39 +6,33 @@ import pytest
 from django.contrib.auth.models import Group, Permission
 
 from governance.models import ServerGroupObjectPermission
-from governance.roles import OPERATORS
-from tests.governance.factories import ServerFactory, agent_of, tenant_with
+from tests.governance.factories import agent_of
 
-from .conftest import admin_login, screenshot
+from .conftest import OPERATOR_A, admin_login, screenshot
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 @pytest.fixture
-def shared_server(django_user_model):
-    make = django_user_model.objects.create_user
-    operator = make(username="op-alpha", password="pw-op-alpha-123", is_staff=True)
-    operator.groups.add(Group.objects.get(name=OPERATORS))
-    alice, bob = make(username="alice-a"), make(username="bob-b")
-    tenant_with("tenant-a", operator, alice)
-    tenant_with("tenant-b", bob)
-    server = ServerFactory(slug="shared-srv")
+def shared_server(shared_server_tenants):
+    world = shared_server_tenants(tenant_a=("alice-a",), tenant_b=("bob-b",))
+    alice, bob = world.people["alice-a"], world.people["bob-b"]
     discover = Permission.objects.get(codename="discover_server")
     for name, member in (("alpha-team", alice), ("bravo-team", bob)):
         group = Group.objects.create(name=name)
         group.user_set.add(member)
-        ServerGroupObjectPermission.objects.create(group=group, permission=discover, content_object=server)
+        ServerGroupObjectPermission.objects.create(group=group, permission=discover, content_object=world.server)
     Group.objects.create(name="new-team")  # nobody's yet
     agent_of(alice, "alpha-agent")
     agent_of(bob, "bravo-agent")  # in no tenant, but tenant B's person's
-    return server
+    return world.server
 
 
 def test_an_operator_is_offered_no_other_tenants_group(browser, live_server, shared_server):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    admin_login(browser, live_server.url, "op-alpha", "pw-op-alpha-123")
+    admin_login(browser, live_server.url, *OPERATOR_A)
     browser.get(f"{live_server.url}/admin/catalog/server/{shared_server.pk}/change/")
     page = browser.find_element("tag name", "body").text
     assert "alpha-team" in page and "bravo-team" not in page

@@ -4,33 +4,23 @@ people of tenant A and shared people, never tenant B's (nor who in tenant B made
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import Group, Permission
+from django.contrib.auth.models import Permission
 from django.utils import timezone
 
 from governance.models import Agent, ServerUserObjectPermission, ToolUserObjectPermission
-from governance.roles import OPERATORS
 from governance.services.tokens import api_token_create
-from tests.governance.factories import ServerFactory, ToolFactory, tenant_with
+from tests.governance.factories import ToolFactory
 
-from .conftest import admin_login, screenshot
+from .conftest import OPERATOR_A, admin_login, screenshot
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 @pytest.fixture
-def shared_server(django_user_model):
-    make = django_user_model.objects.create_user
-    operator = make(username="op-alpha", password="pw-op-alpha-123", is_staff=True)
-    operator.groups.add(Group.objects.get(name=OPERATORS))
-    alice, bob, sam, op_b = (
-        make(username="alice-a"),
-        make(username="bob-b"),
-        make(username="sam-shared"),
-        make(username="op-bravo", is_staff=True),
-    )
-    tenant_with("tenant-a", operator, alice)
-    tenant_with("tenant-b", bob, op_b)
-    server = ServerFactory(slug="shared-srv")
+def shared_server(shared_server_tenants):
+    world = shared_server_tenants(tenant_a=("alice-a",), tenant_b=("bob-b", "op-bravo"), shared=("sam-shared",))
+    alice, bob, sam, op_b = (world.people[name] for name in ("alice-a", "bob-b", "sam-shared", "op-bravo"))
+    server = world.server
     tool = ToolFactory(server=server, name="shared_tool")
     discover, discover_tool = (Permission.objects.get(codename=f"discover_{m}") for m in ("server", "tool"))
     for person, granter in ((alice, None), (sam, op_b), (bob, op_b)):
@@ -58,7 +48,7 @@ def _body(browser) -> str:
 
 
 def test_an_operator_reads_no_other_tenants_people_on_shared_pages(browser, live_server, shared_server):
-    admin_login(browser, live_server.url, "op-alpha", "pw-op-alpha-123")
+    admin_login(browser, live_server.url, *OPERATOR_A)
 
     browser.get(f"{live_server.url}/admin/catalog/server/{shared_server.pk}/change/")
     page = _body(browser)
@@ -97,7 +87,7 @@ def test_an_operator_reads_no_other_tenants_people_on_shared_pages(browser, live
 
 
 @pytest.fixture
-def shared_calls(django_user_model):
+def shared_calls(shared_server_tenants, django_user_model):
     """bob-b (tenant B) searches and asks to call a shared server's mutating tool with a tenant-less token; a
     tenant B operator bumped the policy; op-alpha is tenant A's operator and approver."""
     from governance.principals import principal_for_user
@@ -107,14 +97,10 @@ def shared_calls(django_user_model):
     from governance.services.policy import policy_version_bump
     from governance.services.tokens import api_token_verify
 
-    make = django_user_model.objects.create_user
-    operator = make(username="op-alpha", password="pw-op-alpha-123", is_staff=True)
-    operator.groups.add(Group.objects.get(name=OPERATORS))
-    bob, op_b = make(username="bob-b"), make(username="op-bravo", is_staff=True)
-    tenant_with("tenant-a", operator)
-    tenant_with("tenant-b", bob, op_b)
+    world = shared_server_tenants(tenant_b=("bob-b", "op-bravo"))
+    operator, bob, op_b = world.operator, world.people["bob-b"], world.people["op-bravo"]
     root = django_user_model.objects.create_superuser(username="root", email=None, password=None)
-    server = ServerFactory(slug="shared-srv")
+    server = world.server
     tool = ToolFactory(server=server, name="delete_repo", annotations=None)
     for action in ("discover", "execute"):
         permission_grant(actor=root, target=server, action=action, holder=bob)
@@ -133,7 +119,7 @@ def shared_calls(django_user_model):
 def test_an_operator_reads_no_other_tenants_person_in_audit_approvals_and_policy(browser, live_server, shared_calls):
     from governance.models import AuditEvent
 
-    admin_login(browser, live_server.url, "op-alpha", "pw-op-alpha-123")
+    admin_login(browser, live_server.url, *OPERATOR_A)
     someone = "someone in another tenant"
 
     browser.get(f"{live_server.url}/admin/")

@@ -1,6 +1,7 @@
 """Governance test helpers: grants through the real services, principals through real tokens."""
 
 import threading
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
@@ -62,25 +63,14 @@ def member_token(member):
 @pytest.fixture
 def acme_token(member):
     """A token for ``member`` acting in tenant "acme" through agent "acme-triage" (not narrowed)."""
-    from governance.services.tokens import api_token_create, api_token_verify
-    from tests.governance.factories import agent_of, tenant_with
+    from tests.governance.factories import tenant_token
 
-    acme = tenant_with("acme", member)
-    token, raw = api_token_create(
-        user=member,
-        name="acme token",
-        agent=agent_of(member, "acme-triage", tenant=acme, all_user_tools=True),
-        scopes=["discover", "execute"],
-        expires_at=in_days(30),
-    )
-    principal = api_token_verify(raw)
-    assert principal is not None and principal.tenant == "acme"
-    return token, raw, principal
+    return tenant_token(member, "acme")
 
 
-@pytest.fixture
-def receiver():
-    """A real HTTP endpoint on 127.0.0.1 that records what it is sent."""
+@contextmanager
+def _receiving():
+    """A real HTTP endpoint on 127.0.0.1 that records what it is sent: yields its URL and the (headers, body) list."""
     received: list[tuple[dict, bytes]] = []
 
     class Handler(BaseHTTPRequestHandler):
@@ -98,3 +88,17 @@ def receiver():
     thread.start()
     yield f"http://127.0.0.1:{server.server_port}/hook", received
     server.shutdown()
+
+
+@pytest.fixture
+def receiver():
+    """A real HTTP endpoint on 127.0.0.1 that records what it is sent (the install-wide webhook in tests)."""
+    with _receiving() as endpoint:
+        yield endpoint
+
+
+@pytest.fixture
+def tenant_receiver():
+    """A second endpoint like ``receiver``: a tenant's own approval webhook."""
+    with _receiving() as endpoint:
+        yield endpoint

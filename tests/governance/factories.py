@@ -98,3 +98,21 @@ def agent_of(user, name: str, *, tenant=None, parent=None, all_user_tools: bool 
     agent.full_clean()
     agent.save()
     return agent
+
+
+def tenant_token(user, slug: str):
+    """A real API token for ``user`` acting in tenant ``slug`` (created if needed, ``user`` a member) through agent
+    "<slug>-triage" (not narrowed), verified into a principal: (token, raw, principal)."""
+    from governance.services.tokens import api_token_create, api_token_verify
+
+    tenant = tenant_with(slug, user)
+    token, raw = api_token_create(
+        user=user,
+        name=f"{slug} token",
+        agent=agent_of(user, f"{slug}-triage", tenant=tenant, all_user_tools=True),
+        scopes=["discover", "execute"],
+        expires_at=in_days(30),
+    )
+    principal = api_token_verify(raw)
+    assert principal is not None and principal.tenant == slug
+    return token, raw, principal

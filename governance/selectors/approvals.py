@@ -1,0 +1,123 @@
+"""Approvals: who may approve a tool, the approver inbox, and the notification log of requests."""
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Case, CharField, Exists, F, IntegerField, OuterRef, Q, QuerySet, Value, When
+from django.db.models.functions import Concat, StrIndex
+
+from catalog.models import Tool
+
+from ..choices import ApprovalStatus, NotificationChannel
+from ..models import ApprovalRequest, NotificationAttempt
+from ..principals import Principal, principal_for_user
+from .agents import agent_shown
+from .grants import _grant_q, _grants
+from .people import person_shown, person_visible_to, users_visible_to_operator
+from .tenants import server_tenant_q, tenant_q
+from .tools import tools_visible_to
+
+
+def approval_requester_may_execute(*, request: ApprovalRequest) -> bool:
+    """Whether the requester of ``request`` may still execute its tool, by their grants now (an approval is
+    worth nothing once they lost access, however the grant went: admin, shell, group change, policy hold).
+    Judged as the token that asked (its tenant and agents), or as the person when it came from a session."""
+    from ..services.tokens import principal_for_token
+
+    if request.token_id is not None:
+        principal = principal_for_token(request.token)
+        if principal is None:
+            return False
+    else:
+        principal = principal_for_user(request.requester)
+    return tools_visible_to(principal=principal, permission="execute").filter(pk=request.tool_id).exists()
+
+
+def user_can_approve(*, user: AbstractBaseUser, tool: Tool) -> bool:
+    """Whether ``user`` holds approve_tool on ``tool`` or approve_server on its server (directly or by group),
+    by a grant someone else made.
+
+    Superusers need an explicit grant too: approving is a decision someone else must name them for. A
+    tenant's tool only for someone acting in that tenant (Z12)."""
+    if user is None or not getattr(user, "is_active", False) or user.pk is None:
+        return False
+    return tools_approvable_by(user=user).filter(pk=tool.pk).exists()
+
+
+def user_approves_only_by_own_grant(*, user: AbstractBaseUser, tool: Tool) -> bool:
+    """Whether ``user`` may not approve ``tool`` only because they made the approve grant themselves."""
+    if user_can_approve(user=user, tool=tool) or user is None or user.pk is None:
+        return False
+    return (
+        Tool.objects.filter(pk=tool.pk)
+        .filter(_grant_q(user, "approve", own=True))
+        .filter(server_tenant_q(principal_for_user(user), "server__"))
+        .exists()
+    )
+
+
+def tools_approvable_by(*, user: AbstractBaseUser) -> QuerySet[Tool]:
+    """Tools whose calls ``user`` may approve."""
+    if user is None or not getattr(user, "is_active", False) or user.pk is None:
+        return Tool.objects.none()
+    return Tool.objects.filter(_grant_q(user, "approve")).filter(server_tenant_q(principal_for_user(user), "server__"))
+
+
+def user_is_approver(*, user: AbstractBaseUser) -> bool:
+    """Whether ``user`` holds any approve grant (on a server or a tool, directly or through a group)."""
+    if user is None or not getattr(user, "is_active", False) or user.pk is None:
+        return False
+    return any(grants.exists() for grants in _grants(user, "approve"))
+
+
+def approval_requests_for_approver(
+    *, user: AbstractBaseUser, principal: Principal | None = None
+) -> QuerySet[ApprovalRequest]:
+    """The approver inbox: requests for tools ``user`` may approve, of the tenants the approver acts in (the
+    request's and its server's, ``tenant_q``), pending first, newest first. ``principal``: the approver's token
+    (the API), else the person's session."""
+    principal = principal if principal is not None else principal_for_user(user)
+    requests = (
+        ApprovalRequest.objects.filter(tool__in=tools_approvable_by(user=user).values("pk"))
+        .filter(tenant_q(principal, "tenant"), server_tenant_q(principal, "tool__server__"))
+        .select_related("requester", "tool", "tool__server", "decided_by", "policy_version")
+        .annotate(
+            pending_first=Case(
+                When(status=ApprovalStatus.PENDING, then=Value(0)), default=Value(1), output_field=IntegerField()
+            )
+        )
+        .order_by("pending_first", "-created_at", "-id")
+    )
+    return with_approval_people_shown(requests, viewer=user)
+
+
+def with_approval_people_shown(requests: QuerySet[ApprovalRequest], *, viewer: AbstractBaseUser) -> QuerySet:
+    """``requests`` annotated with who asked and who decided as ``viewer`` may read them (``requester_shown``,
+    ``decided_by_shown``, ``requester_visible``): a tenant-less request of tenant B's person is in every
+    tenant's inbox, but its requester is someone in another tenant there (Z12)."""
+    username = f"__{get_user_model().USERNAME_FIELD}"
+    return requests.annotate(
+        requester_visible=person_visible_to(viewer=viewer, field="requester"),
+        requester_shown=person_shown(viewer=viewer, field="requester", name=f"requester{username}"),
+        decided_by_shown=person_shown(viewer=viewer, field="decided_by", name=f"decided_by{username}"),
+    ).annotate(agent_shown=agent_shown(name="agent", person_visible="requester_visible"))
+
+
+def notification_attempts_visible_to(*, user: AbstractBaseUser) -> QuerySet[NotificationAttempt]:
+    """The notification log an admin reads (Z12): attempts for requests of shared tenants and the user's, on
+    servers they may manage (``tenant_q``, as the inbox and the audit trail). Superusers read every attempt,
+    also those whose request is gone (its tenant unknown)."""
+    attempts = NotificationAttempt.objects.all()
+    if getattr(user, "is_superuser", False):
+        return attempts
+    principal = principal_for_user(user)
+    # An e-mail to another tenant's approvers (a shared request reaches every tenant's, one mail per tenant set)
+    # names them by address: left out, as those people are.
+    hidden = get_user_model().objects.exclude(users_visible_to_operator(user=user)).exclude(email="")
+    listed = Concat(Value(", "), OuterRef("target"), Value(", "), output_field=CharField())
+    address = Concat(Value(", "), F("email"), Value(", "), output_field=CharField())
+    to_hidden = hidden.annotate(at=StrIndex(listed, address)).filter(at__gt=0)
+    return (
+        attempts.filter(approval__isnull=False)
+        .filter(tenant_q(principal, "approval__tenant"), server_tenant_q(principal, "approval__tool__server__"))
+        .exclude(Q(channel=NotificationChannel.EMAIL) & Q(Exists(to_hidden)))
+    )

@@ -1,0 +1,60 @@
+"""Grants: which ``<action>_server`` / ``<action>_tool`` grants reach a person (directly or through a group),
+what an agent's own grants allow, and the entitlements a person lacks."""
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Q, QuerySet
+
+from ..models import (
+    AgentGrant,
+    Entitlement,
+    ServerGroupObjectPermission,
+    ServerUserObjectPermission,
+    ToolGroupObjectPermission,
+    ToolUserObjectPermission,
+)
+
+
+def _group_ids(user: AbstractBaseUser) -> QuerySet:
+    return user.groups.values("pk")
+
+
+def _grants(user: AbstractBaseUser, action: str, *, own: bool = False) -> tuple[QuerySet, QuerySet, QuerySet, QuerySet]:
+    """The grants of ``<action>`` reaching ``user`` (server/user, server/group, tool/user, tool/group).
+
+    Separation of duties: an ``approve`` grant never counts for the person who made it (a superuser may make
+    one for themselves, an operator may be added to a group after granting it: neither lets them decide)."""
+    groups = _group_ids(user)
+    querysets = (
+        ServerUserObjectPermission.objects.filter(user=user, permission__codename=f"{action}_server"),
+        ServerGroupObjectPermission.objects.filter(group__in=groups, permission__codename=f"{action}_server"),
+        ToolUserObjectPermission.objects.filter(user=user, permission__codename=f"{action}_tool"),
+        ToolGroupObjectPermission.objects.filter(group__in=groups, permission__codename=f"{action}_tool"),
+    )
+    if action == "approve" and not own:
+        querysets = tuple(qs.exclude(granted_by=user) for qs in querysets)
+    return querysets
+
+
+def _grant_q(user: AbstractBaseUser, action: str, *, own: bool = False) -> Q:
+    """Tools for which ``user`` (directly or through a group) holds ``<action>_server`` or ``<action>_tool``
+    (``own``: counting approve grants the user made, only to explain a refusal)."""
+    servers, server_groups, tools, tool_groups = _grants(user, action, own=own)
+    return (
+        Q(server_id__in=servers.values("content_object_id"))
+        | Q(server_id__in=server_groups.values("content_object_id"))
+        | Q(pk__in=tools.values("content_object_id"))
+        | Q(pk__in=tool_groups.values("content_object_id"))
+    )
+
+
+def _agent_grant_q(agent_id: int, action: str) -> Q:
+    """Tools an agent's own grants allow for ``action`` (a server grant covers its tools)."""
+    grants = AgentGrant.objects.filter(agent_id=agent_id, action=action)
+    return Q(server_id__in=grants.filter(server__isnull=False).values("server_id")) | Q(
+        pk__in=grants.filter(tool__isnull=False).values("tool_id")
+    )
+
+
+def _missing_entitlements(user: AbstractBaseUser) -> QuerySet:
+    held = Entitlement.objects.filter(Q(users=user) | Q(groups__in=_group_ids(user))).values("pk")
+    return Entitlement.objects.exclude(pk__in=held).values("pk")

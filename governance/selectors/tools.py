@@ -1,0 +1,165 @@
+"""Servers and tools: what a principal may discover or execute (the visibility selector), cached by id, and the
+servers an admin may manage."""
+
+import hashlib
+from typing import Literal
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import F, Q, QuerySet
+
+from catalog.cachesafe import cache_call
+from catalog.choices import ServerStatus
+from catalog.models import Tool
+
+from ..cache import visibility_version
+from ..constants import SCOPE_DISCOVER, SCOPE_EXECUTE, VISIBILITY_CACHE_TTL_SECONDS
+from ..principals import Principal, principal_for_user
+from .grants import _agent_grant_q, _grant_q, _missing_entitlements
+from .tenants import server_tenant_q
+
+Permission = Literal["discover", "execute"]
+# Tools of servers in these states can be seen and called.
+VISIBLE_SERVER_STATUSES = (ServerStatus.ACTIVE,)
+MAX_TOOL_ID_LENGTH = 460
+
+
+class ToolNotFound(Exception):
+    """The tool does not exist or the principal may not use it. One error for both, on purpose (T3, T4):
+    the message never names the tool, so a caller learns nothing about hidden tools."""
+
+    def __init__(self) -> None:
+        super().__init__("Unknown tool")
+
+
+def tools_servable() -> QuerySet[Tool]:
+    """Tools some client could be given, grants aside: enabled, not removed, on an active server, and (fail
+    closed) with a policy row that is not held and accepted the tool's current definition. A tool without a
+    policy, or whose definition changed without a review deciding on it, is served to nobody."""
+    return Tool.objects.filter(
+        removed_at__isnull=True,
+        enabled=True,
+        server__status__in=VISIBLE_SERVER_STATUSES,
+        policy__held=False,
+        policy__accepted_hash=F("definition_hash"),
+    )
+
+
+def tools_visible_to(*, principal: Principal, permission: Permission = "discover") -> QuerySet[Tool]:
+    """Every tool ``principal`` may discover (or execute), straight from the database (authoritative).
+
+    Callers that only need ids should use ``tool_pks_visible_to`` (cached)."""
+    user = principal.user
+    if user is None or not getattr(user, "is_active", False) or user.pk is None:
+        return Tool.objects.none()
+    if not principal.has_scope(SCOPE_DISCOVER):
+        return Tool.objects.none()
+    if permission == "execute" and not principal.has_scope(SCOPE_EXECUTE):
+        return Tool.objects.none()
+    if permission not in ("discover", "execute"):
+        raise ValueError(f"unknown permission {permission!r}")
+
+    qs = (
+        tools_servable()
+        .filter(server_tenant_q(principal, "server__"))
+        .exclude(policy__required_entitlements__in=_missing_entitlements(user))
+        .filter(_grant_q(user, "discover"))
+    )
+    if permission == "execute":
+        qs = qs.filter(_grant_q(user, "execute"))
+    for agent_id in principal.narrowing_agent_ids:  # narrowing only: each is ANDed with the human's grants
+        qs = qs.filter(_agent_grant_q(agent_id, "discover"))
+        if permission == "execute":
+            qs = qs.filter(_agent_grant_q(agent_id, "execute"))
+    if principal.server_slugs is not None:
+        qs = qs.filter(server__slug__in=sorted(principal.server_slugs))
+    return qs
+
+
+def tools_narrow(
+    qs: QuerySet[Tool],
+    *,
+    operation_class: str | None = None,
+    environment: str | None = None,
+    server_slugs: list[str] | frozenset[str] | None = None,
+) -> QuerySet[Tool]:
+    """Narrow a (visible) tool queryset by search filters.
+
+    ``environment`` matches a tool whose policy lists it in ``allowed_environments``, or, when that list is
+    empty, whose server runs in it. ``operation_class`` is one of governance.choices.OperationClass."""
+    if operation_class:
+        qs = qs.filter(policy__operation_class=operation_class)
+    if environment:
+        # JSON containment is not portable (SQLite lacks it), so match the short lists in Python.
+        rows = qs.values_list("pk", "policy__allowed_environments", "server__environment")
+        qs = qs.filter(pk__in=[pk for pk, allowed, own in rows if environment in (allowed or [own])])
+    if server_slugs is not None:
+        qs = qs.filter(server__slug__in=sorted(server_slugs))
+    return qs
+
+
+def _cache_key(principal: Principal, permission: str, version: str, extra: str) -> str:
+    # Keys carry the user id and token: one principal's entry is never read for another (Z10).
+    fingerprint = hashlib.sha256(f"{principal.cache_fingerprint()}|{extra}".encode()).hexdigest()[:32]
+    return f"governance:vis:{version}:{permission}:{fingerprint}"
+
+
+def tool_pks_visible_to(
+    *,
+    principal: Principal,
+    permission: Permission = "discover",
+    operation_class: str | None = None,
+    environment: str | None = None,
+    server_slugs: list[str] | frozenset[str] | None = None,
+) -> frozenset[int]:
+    """Primary keys of the tools ``principal`` may discover (or execute), optionally narrowed by search filters.
+
+    Cached per principal and filter set; every grant, revocation, group change, entitlement change, tool or
+    server status change and review hold writes a new version in the database (governance.cache), so the next
+    call in any process recomputes."""
+    extra = f"{operation_class}|{environment}|{','.join(sorted(server_slugs)) if server_slugs is not None else '*'}"
+    version = visibility_version()
+    key = _cache_key(principal, permission, version, extra) if version is not None else None
+    if key is not None:
+        cached = cache_call("get", key)  # a cache outage means computing, never allowing more
+        if cached is not None:
+            return cached
+    qs = tools_narrow(
+        tools_visible_to(principal=principal, permission=permission),
+        operation_class=operation_class,
+        environment=environment,
+        server_slugs=server_slugs,
+    )
+    pks = frozenset(qs.values_list("pk", flat=True))
+    if key is not None:
+        cache_call("set", key, pks, timeout=VISIBILITY_CACHE_TTL_SECONDS)
+    return pks
+
+
+def tool_get_for_principal(*, principal: Principal, tool_id: str, permission: Permission = "discover") -> Tool:
+    """The tool ``tool_id`` ("server::name", exact bytes) if ``principal`` may discover/execute it.
+
+    Raises ToolNotFound whether the tool is missing, hidden or forbidden."""
+    # Tool ids never hold control characters (catalog rejects them); NUL would also break Postgres.
+    if not isinstance(tool_id, str) or not tool_id or len(tool_id) > MAX_TOOL_ID_LENGTH or "\x00" in tool_id:
+        raise ToolNotFound()
+    # One query, the same for a hidden and an unknown id (no row either way), answered by the database rather
+    # than a cached set: a lookup that found the tool first and then checked it would take longer for a
+    # hidden tool than for a missing one (a timing side channel, SECURITY-TESTS Z5).
+    tool = (
+        tools_visible_to(principal=principal, permission=permission)
+        .select_related("server", "server__tenancy", "policy__risk_class")
+        .filter(tool_id=tool_id)
+        .first()
+    )
+    # Compare exact bytes: some database collations match case-insensitively.
+    if tool is None or tool.tool_id != tool_id:
+        raise ToolNotFound()
+    return tool
+
+
+def servers_visible_to_operator(*, user: AbstractBaseUser) -> Q:
+    """Servers an admin may manage and grant: all for a superuser, else shared ones and those of the user's
+    tenants (an operator of tenant A never sees or grants tenant B's servers). A filter on Server."""
+    if getattr(user, "is_superuser", False):
+        return Q()
+    return server_tenant_q(principal_for_user(user))
