@@ -162,12 +162,12 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
     def response_add(self, request: HttpRequest, obj: Server, post_url_continue: str | None = None) -> HttpResponse:
         if obj.transport != Transport.IMPORTED:
             self._queue_sync(request, [obj], after_commit=True)
-            self.message_user(
-                request,
-                f"{obj.slug}: first sync queued. Its tools are visible to nobody until you give access below.",
-                messages.INFO,
-            )
+            self.message_user(request, f"First sync of {obj.slug} queued. {self.access_note(obj)}", messages.INFO)
         return super().response_add(request, obj, post_url_continue)
+
+    def access_note(self, server: Server) -> str:
+        """Who sees the new server's tools; the access sections (governance) say it better."""
+        return "Its tools are visible to nobody until someone is given discover."
 
     def save_model(self, request: HttpRequest, obj: Server, form: Any, change: bool) -> None:
         super().save_model(request, obj, form, change)

@@ -74,6 +74,34 @@ def test_operator_registers_grants_and_syncs_from_the_form(client, operator, dja
     assert 'class="run-tool run-added"' in page and "time::get_current_time" in page
 
 
+def _messages(response) -> list[str]:
+    return [str(message) for message in response.context["messages"]]
+
+
+def test_the_first_sync_message_says_who_sees_the_tools(client, operator, django_capture_on_commit_callbacks):
+    from django.contrib.auth.models import Permission
+
+    client.force_login(operator)
+    discover = Permission.objects.get(codename="discover_server").pk
+    given = _form(
+        slug="clock",
+        **{"group_grants-TOTAL_FORMS": "1", "group_grants-0-group": str(Group.objects.get(name=APPROVERS).pk)},
+        **{"group_grants-0-permission": str(discover)},
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(reverse("admin:catalog_server_add"), given, follow=True)
+    # The slug as written (a message's first letter is capitalised: "Clock: first sync..." named no server).
+    assert "First sync of clock queued. Its tools are visible to the groups and people given discover below." in (
+        _messages(response)
+    )
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(reverse("admin:catalog_server_add"), _form(slug="clock-2"), follow=True)
+    assert "First sync of clock-2 queued. Its tools are visible to nobody until you give discover below." in (
+        _messages(response)
+    )
+
+
 def test_a_new_server_says_never_synced(client, operator):
     Server.objects.create(slug="fresh", name="Fresh", transport="stdio", command=TIME_SERVER)
     client.force_login(operator)
