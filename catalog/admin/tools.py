@@ -15,7 +15,14 @@ from catalog.models import Tool, ToolAlias, ToolExample, ToolKeyword, ToolNegati
 from catalog.services.curation import tool_curation_update
 
 from .display import admin_link, badge, compact_time, json_block, text_block
-from .filters import ChangedRecentlyFilter, ServerFilter, ToolStatusFilter, TransportFilter, held_q
+from .filters import (
+    ChangedRecentlyFilter,
+    ExampleRequestsFilter,
+    ServerFilter,
+    ToolStatusFilter,
+    TransportFilter,
+    held_q,
+)
 from .lookups import StrictLookupsMixin
 
 RECENT_REVISIONS_SHOWN = 10
@@ -99,7 +106,7 @@ class ToolAdmin(StrictLookupsMixin, admin.ModelAdmin[Tool]):
     form = ToolCurationForm
     list_display = ("tool_id", "display_title_column", "server", "status_badge", "last_changed", "curated")
     list_select_related = ("server",)
-    list_filter = (ServerFilter, ToolStatusFilter, ChangedRecentlyFilter, TransportFilter)
+    list_filter = (ServerFilter, ToolStatusFilter, ExampleRequestsFilter, ChangedRecentlyFilter, TransportFilter)
     search_fields = ("tool_id", "name", "description", "title", "upstream_title", "aliases__text")
     ordering = ("tool_id",)
     autocomplete_fields = ("related_tools",)
