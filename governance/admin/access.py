@@ -84,6 +84,7 @@ class AccessFormSet(forms.BaseInlineFormSet):
 
 class _AccessInline(PeopleChoicesMixin, admin.TabularInline):
     fk_name = "content_object"
+    template = "admin/governance/access_tabular.html"
     extra = 1
     can_delete = True
     formset = AccessFormSet

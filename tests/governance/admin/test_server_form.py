@@ -150,3 +150,17 @@ def test_archive_hides_every_tool_and_keeps_history_delete_only_without_history(
     empty = Server.objects.create(slug="empty", name="Empty", transport="stdio", command=TIME_SERVER)
     response = client.post(reverse("admin:catalog_server_delete", args=[empty.pk]), {"post": "yes"})
     assert response.status_code == 302 and not Server.objects.filter(slug="empty").exists()
+
+
+@pytest.mark.parametrize("target", ["server", "tool"])
+def test_an_operator_reads_an_existing_grant_as_its_action(client, operator, target, superuser):
+    from governance.services.permissions import permission_grant
+    from tests.governance.factories import ServerFactory, ToolFactory
+
+    server = ServerFactory(slug="clock")
+    obj = server if target == "server" else ToolFactory(server=server, name="now")
+    permission_grant(actor=superuser, target=obj, action="execute", holder=Group.objects.get(name=APPROVERS))
+    client.force_login(operator)  # may add and remove grants, not change one: the rows are read-only
+    html = client.get(reverse(f"admin:catalog_{target}_change", args=[obj.pk])).content.decode()
+    assert '<p class="grant-action">execute</p>' in html
+    assert "Can execute" not in html and "| execute_" not in html  # the permission's and the grant's raw names
