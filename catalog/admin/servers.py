@@ -18,7 +18,7 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
 from catalog import breaker
-from catalog.choices import OPERATOR_STOPPED_STATUSES, ServerStatus, SyncStatus, Transport
+from catalog.choices import ServerStatus, SyncStatus, Transport
 from catalog.models import Server, SyncRun
 from catalog.openapi import BINDING_KEY
 from catalog.services.openapi_documents import server_openapi_document_get, server_openapi_document_set
@@ -198,9 +198,10 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
     def status_badge(self, server: Server) -> str:
         if server.pk is None:
             return "—"
-        inactive = server.status in OPERATOR_STOPPED_STATUSES
-        if server.last_synced_at is None and server.transport != Transport.IMPORTED and not inactive:
-            return badge("never", "Never synced")  # not "Active": nobody has contacted it yet
+        # Not "Active": nobody has contacted it yet. A first sync that failed made it Unavailable: that says so.
+        untried = server.last_synced_at is None and server.status == ServerStatus.ACTIVE
+        if untried and server.transport != Transport.IMPORTED:
+            return badge("never", "Never synced")
         return badge(server.status, server.get_status_display())
 
     @admin.display(description="calls")

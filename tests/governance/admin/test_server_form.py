@@ -111,6 +111,17 @@ def test_a_new_server_says_never_synced(client, operator):
     assert "Never synced" in row and "Active" not in row
 
 
+def test_a_server_whose_first_sync_failed_says_unavailable(client, operator, django_capture_on_commit_callbacks):
+    client.force_login(operator)
+    with django_capture_on_commit_callbacks(execute=True):  # the first sync runs on create, and fails
+        client.post(reverse("admin:catalog_server_add"), _form(slug="broken", command="/bin/false", args="[]"))
+    server = Server.objects.get(slug="broken")
+    assert server.last_synced_at is None and server.status == "unavailable"
+    for page in (reverse("admin:catalog_server_changelist"), reverse("admin:index")):
+        html = client.get(page).content.decode()
+        assert "Unavailable" in html and "Never synced" not in html, page  # it was tried: not "never"
+
+
 def test_test_connection_lists_tools_and_saves_nothing(client, operator):
     client.force_login(operator)
     response = client.post(reverse("admin:catalog_server_test_connection"), _form())
