@@ -65,11 +65,30 @@ class ToolCurationForm(forms.ModelForm):
         help_texts = CURATION_HELP
 
 
+class PhraseFormSet(forms.BaseInlineFormSet):
+    """Refuses a phrase listed twice for one tool (same words, case and spacing aside): the second adds nothing
+    to search and reads like a mistake."""
+
+    def clean(self) -> None:
+        super().clean()
+        seen: set[str] = set()
+        for form in self.forms:
+            data = getattr(form, "cleaned_data", None) or {}
+            text = data.get("text") or ""
+            if not text or data.get("DELETE"):
+                continue
+            key = " ".join(text.split()).casefold()
+            if key in seen:
+                form.add_error("text", f"“{text}” is already listed above.")
+            seen.add(key)
+
+
 class PhraseInline(admin.TabularInline):
     extra = 1
     fields = ("text",)
     help: str = ""
     template = "admin/catalog/tool/phrase_tabular.html"
+    formset = PhraseFormSet
 
     def get_formset(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
         kwargs["help_texts"] = {"text": self.help}
