@@ -128,10 +128,13 @@ def request_attach(*, tool: Tool, text: str, negative: bool) -> bool:
     model = ToolNegativeExample if negative else ToolExample
     text = " ".join(text.split())[:500]
     with transaction.atomic():
-        _, created = model.objects.get_or_create(tool=tool, text=text)
-        if created:
-            tool_curation_update(tool=tool, phrases_changed=True)
-    return created
+        # Not get_or_create: a tool may already list the phrase twice (the tool form allowed it before it refused
+        # repeats), and get() would raise on the pair.
+        if model.objects.filter(tool=tool, text=text).exists():
+            return False
+        model.objects.create(tool=tool, text=text)
+        tool_curation_update(tool=tool, phrases_changed=True)
+    return True
 
 
 class AttachForm(forms.Form):

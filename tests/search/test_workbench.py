@@ -92,6 +92,26 @@ def test_unknown_tool_is_refused_with_a_message_and_the_entry_kept(client, curat
     assert '<option value="negative" selected>' in row
 
 
+def test_attaching_to_a_tool_that_lists_the_request_twice_says_it_is_there(client, curator, member):
+    """An older tool form let a phrase be listed twice: attaching it again is "already there", not a 500."""
+    from catalog.models import ToolExample
+    from tests.search.factories import ToolFactory
+
+    tool = ToolFactory(name="send_email")
+    for _ in range(2):
+        ToolExample.objects.create(tool=tool, text=WITHHELD)
+    _log(member, WITHHELD, Confidence.NONE)
+    client.force_login(curator)
+    response = client.post(
+        reverse(WORKBENCH), {"text": WITHHELD, "tool_id": tool.tool_id, "kind": "example"}, follow=True
+    )
+    assert response.status_code == 200
+    assert [str(m) for m in response.context["messages"]] == [
+        f"“{WITHHELD}” already was an example request of {tool.tool_id}."
+    ]
+    assert tool.examples.count() == 2
+
+
 def test_another_tenants_tool_is_answered_like_a_missing_one(client, curator, member):
     from governance.models import ServerTenant
     from tests.governance.factories import ServerFactory, ToolFactory, tenant_with
