@@ -141,6 +141,7 @@ def _managed_servers(user) -> Any:
 
 
 def _curator_panel(user) -> dict[str, Any]:
+    from catalog.admin.filters import held_q
     from catalog.models import Tool, ToolExample
     from governance.models import ToolReview
 
@@ -150,9 +151,10 @@ def _curator_panel(user) -> dict[str, Any]:
         .select_related("tool")
         .order_by("-created_at")
     )
-    no_examples = (
+    no_examples = (  # the tool list's status "Live" (not held) and example requests "None yet", linked from the home
         Tool.objects.live()
         .filter(enabled=True, server__in=servers)
+        .exclude(held_q())
         .exclude(Exists(ToolExample.objects.filter(tool=OuterRef("pk"))))
         .select_related("server")
         .order_by("tool_id")

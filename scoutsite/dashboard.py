@@ -17,7 +17,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
-from django.urls import path
+from django.urls import path, reverse
 from django.utils import timezone
 
 DASHBOARD_PERMISSION = "catalog.view_server"  # operators (and anyone who may read the server list)
@@ -138,10 +138,21 @@ def _check(request: HttpRequest) -> None:
         raise PermissionDenied
 
 
+def _approvals_url(request: HttpRequest) -> str | None:
+    """The approval inbox, for those who may open it (approvers; operators and curators may not): a count
+    linked to a 403 page would be a dead end."""
+    from governance.models import ApprovalRequest
+
+    if not admin.site.get_model_admin(ApprovalRequest).has_view_permission(request):
+        return None
+    return reverse("admin:governance_approvalrequest_changelist")
+
+
 def dashboard_view(request: HttpRequest) -> HttpResponse:
     _check(request)
     window = _window(request)
     context = {
+        "approvals_url": _approvals_url(request),
         **admin.site.each_context(request),
         "title": "Operations dashboard",
         "window": window,

@@ -18,7 +18,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
-from django.urls import path
+from django.urls import path, reverse
 
 from catalog.models import Server, Tool
 from governance.principals import principal_for_user
@@ -288,8 +288,17 @@ def tool_examples_view(request: HttpRequest, tool_pk: int) -> HttpResponse:
         as_user = get_object_or_404(people_visible_to(request.user), username=username)
     checks = tool_examples_check(tool=tool, visible=visible_tool_pks(as_user=as_user, viewer=request.user))
     servable = tool.pk in visible_tool_pks(as_user=None, viewer=request.user)
+    # Back to the tool's page, where its example requests are edited (for whom may open it).
+    may_open = request.user.has_perm("catalog.view_tool")
+    tool_url = reverse("admin:catalog_tool_change", args=[tool.pk]) if may_open else ""
     context = _context(
-        request, f"Example requests of {tool.tool_id}", tool=tool, checks=checks, as_user=as_user, servable=servable
+        request,
+        f"Example requests of {tool.tool_id}",
+        tool=tool,
+        tool_url=tool_url,
+        checks=checks,
+        as_user=as_user,
+        servable=servable,
     )
     return render(request, "admin/search/preview_tool.html", context)
 

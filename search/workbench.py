@@ -23,8 +23,9 @@ from django.shortcuts import render
 from django.urls import path, reverse
 from django.utils import timezone
 
-from catalog.models import Tool, ToolExample, ToolNegativeExample
+from catalog.models import Server, Tool, ToolExample, ToolNegativeExample
 from catalog.services.curation import tool_curation_update
+from governance.selectors import servers_visible_to_operator
 
 from .choices import EmptyAnswerReason
 from .engine.ranking import Confidence
@@ -127,10 +128,13 @@ def request_attach(*, tool: Tool, text: str, negative: bool) -> bool:
     model = ToolNegativeExample if negative else ToolExample
     text = " ".join(text.split())[:500]
     with transaction.atomic():
-        _, created = model.objects.get_or_create(tool=tool, text=text)
-        if created:
-            tool_curation_update(tool=tool, phrases_changed=True)
-    return created
+        # Not get_or_create: a tool may already list the phrase twice (the tool form allowed it before it refused
+        # repeats), and get() would raise on the pair.
+        if model.objects.filter(tool=tool, text=text).exists():
+            return False
+        model.objects.create(tool=tool, text=text)
+        tool_curation_update(tool=tool, phrases_changed=True)
+    return True
 
 
 class AttachForm(forms.Form):
@@ -138,10 +142,18 @@ class AttachForm(forms.Form):
     tool_id = forms.CharField(max_length=460, strip=True, label="Tool id")
     kind = forms.ChoiceField(choices=[("example", "example request"), ("negative", "negative query")])
 
+    def __init__(self, *args, user, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.user = user
+
     def clean_tool_id(self) -> Tool:
-        tool = Tool.objects.filter(tool_id=self.cleaned_data["tool_id"], removed_at__isnull=True).first()
+        # Only tools of servers the curator may manage (shared ones and their tenants'): another tenant's tool is
+        # answered like a missing one.
+        servers = Server.objects.filter(servers_visible_to_operator(user=self.user)).values("pk")
+        tool_id = self.cleaned_data["tool_id"]
+        tool = Tool.objects.filter(tool_id=tool_id, removed_at__isnull=True, server__in=servers).first()
         if tool is None:
-            raise forms.ValidationError("No such tool in the catalog.")
+            raise forms.ValidationError(f"no tool “{tool_id}” in the catalog")
         return tool
 
 
@@ -154,7 +166,7 @@ def workbench_view(request: HttpRequest) -> HttpResponse:
     """GET: the groups; POST: attach a request to a tool, then back to the page with what happened."""
     _check_permission(request)
     if request.method == "POST":
-        form = AttachForm(request.POST)
+        form = AttachForm(request.POST, user=request.user)
         if form.is_valid():
             tool, text, negative = (
                 form.cleaned_data["tool_id"],
@@ -179,7 +191,11 @@ def workbench_view(request: HttpRequest) -> HttpResponse:
                     "it is searchable as soon as a worker runs it (usually within a second).",
                 )
             return HttpResponseRedirect(reverse("search_workbench") + _keep_filters(request))
-        messages.error(request, "Not added: " + "; ".join(e for errors in form.errors.values() for e in errors))
+        problems = "; ".join(error for errors in form.errors.values() for error in errors)
+        messages.error(request, f"Not added to any tool: {problems}. Your entry is kept below.")
+        failed = {name: request.POST.get(name, "") for name in ("text", "tool_id", "kind")}
+    else:
+        failed = {}
     reason = request.GET.get("reason", "")
     if reason not in ("", "withheld", "low", "unfollowed"):
         reason = ""
@@ -191,6 +207,7 @@ def workbench_view(request: HttpRequest) -> HttpResponse:
         "left_out": workbench_left_out(user=request.user),
         "reason": reason,
         "preview_url": reverse("search_preview"),
+        "failed": failed,  # the attach that was refused: its row shows what was typed, to correct
     }
     return render(request, "admin/search/workbench.html", context)
 

@@ -3,12 +3,12 @@
 from datetime import timedelta
 
 from django.contrib import admin
-from django.db.models import F, Q, QuerySet
+from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
 from catalog.choices import Transport
-from catalog.models import Server
+from catalog.models import Server, ToolExample
 
 SERVER_FILTER_CHOICES = 100
 
@@ -73,6 +73,24 @@ class ToolStatusFilter(admin.SimpleListFilter):
             return queryset.filter(removed_at__isnull=False)
         if self.value() == "disabled":
             return queryset.filter(removed_at__isnull=True, enabled=False)
+        return queryset
+
+
+class ExampleRequestsFilter(admin.SimpleListFilter):
+    """Tools a curator has not yet given example requests (the curator home counts them)."""
+
+    title = "example requests"
+    parameter_name = "examples"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        return [("none", "None yet"), ("some", "Some")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        has_examples = Exists(ToolExample.objects.filter(tool=OuterRef("pk")))
+        if self.value() == "none":
+            return queryset.exclude(has_examples)
+        if self.value() == "some":
+            return queryset.filter(has_examples)
         return queryset
 
 

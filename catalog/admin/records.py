@@ -1,5 +1,6 @@
 """Sync runs and tool revisions: append-only records, viewable and never edited here."""
 
+from collections.abc import Sequence
 from typing import Any
 
 from django.contrib import admin
@@ -177,6 +178,19 @@ class ToolRevisionAdmin(ReadOnlyAdmin, admin.ModelAdmin[ToolRevision]):
     date_hierarchy = "created_at"
     fields = ("tool_link", "definition_hash", "created_at", "sync_run", "previous_link", "diff", "definition_block")
     readonly_fields = fields
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Sequence[str]:
+        # The run's page only for those who may read sync runs (curators may not): its name, not a link to a 403.
+        if request.user.has_perm("catalog.view_syncrun"):
+            return self.fields
+        return tuple("sync_run_name" if name == "sync_run" else name for name in self.fields)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Sequence[str]:
+        return self.get_fields(request, obj)
+
+    @admin.display(description="sync run")
+    def sync_run_name(self, revision: ToolRevision) -> str:
+        return str(revision.sync_run) if revision.sync_run else "—"
 
     @admin.display(description="hash")
     def short_hash(self, revision: ToolRevision) -> str:

@@ -18,7 +18,7 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
 from catalog import breaker
-from catalog.choices import OPERATOR_STOPPED_STATUSES, ServerStatus, SyncStatus, Transport
+from catalog.choices import ServerStatus, SyncStatus, Transport
 from catalog.models import Server, SyncRun
 from catalog.openapi import BINDING_KEY
 from catalog.services.openapi_documents import server_openapi_document_get, server_openapi_document_set
@@ -162,12 +162,12 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
     def response_add(self, request: HttpRequest, obj: Server, post_url_continue: str | None = None) -> HttpResponse:
         if obj.transport != Transport.IMPORTED:
             self._queue_sync(request, [obj], after_commit=True)
-            self.message_user(
-                request,
-                f"{obj.slug}: first sync queued. Its tools are visible to nobody until you give access below.",
-                messages.INFO,
-            )
+            self.message_user(request, f"First sync of {obj.slug} queued. {self.access_note(obj)}", messages.INFO)
         return super().response_add(request, obj, post_url_continue)
+
+    def access_note(self, server: Server) -> str:
+        """Who sees the new server's tools; the access sections (governance) say it better."""
+        return "Its tools are visible to nobody until someone is given discover."
 
     def save_model(self, request: HttpRequest, obj: Server, form: Any, change: bool) -> None:
         super().save_model(request, obj, form, change)
@@ -198,9 +198,10 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
     def status_badge(self, server: Server) -> str:
         if server.pk is None:
             return "—"
-        inactive = server.status in OPERATOR_STOPPED_STATUSES
-        if server.last_synced_at is None and server.transport != Transport.IMPORTED and not inactive:
-            return badge("never", "Never synced")  # not "Active": nobody has contacted it yet
+        # Not "Active": nobody has contacted it yet. A first sync that failed made it Unavailable: that says so.
+        untried = server.last_synced_at is None and server.status == ServerStatus.ACTIVE
+        if untried and server.transport != Transport.IMPORTED:
+            return badge("never", "Never synced")
         return badge(server.status, server.get_status_display())
 
     @admin.display(description="calls")

@@ -15,7 +15,14 @@ from catalog.models import Tool, ToolAlias, ToolExample, ToolKeyword, ToolNegati
 from catalog.services.curation import tool_curation_update
 
 from .display import admin_link, badge, compact_time, json_block, text_block
-from .filters import ChangedRecentlyFilter, ServerFilter, ToolStatusFilter, TransportFilter, held_q
+from .filters import (
+    ChangedRecentlyFilter,
+    ExampleRequestsFilter,
+    ServerFilter,
+    ToolStatusFilter,
+    TransportFilter,
+    held_q,
+)
 from .lookups import StrictLookupsMixin
 
 RECENT_REVISIONS_SHOWN = 10
@@ -58,11 +65,30 @@ class ToolCurationForm(forms.ModelForm):
         help_texts = CURATION_HELP
 
 
+class PhraseFormSet(forms.BaseInlineFormSet):
+    """Refuses a phrase listed twice for one tool (same words, case and spacing aside): the second adds nothing
+    to search and reads like a mistake."""
+
+    def clean(self) -> None:
+        super().clean()
+        seen: set[str] = set()
+        for form in self.forms:
+            data = getattr(form, "cleaned_data", None) or {}
+            text = data.get("text") or ""
+            if not text or data.get("DELETE"):
+                continue
+            key = " ".join(text.split()).casefold()
+            if key in seen:
+                form.add_error("text", f"“{text}” is already listed above.")
+            seen.add(key)
+
+
 class PhraseInline(admin.TabularInline):
     extra = 1
     fields = ("text",)
     help: str = ""
     template = "admin/catalog/tool/phrase_tabular.html"
+    formset = PhraseFormSet
 
     def get_formset(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
         kwargs["help_texts"] = {"text": self.help}
@@ -99,7 +125,7 @@ class ToolAdmin(StrictLookupsMixin, admin.ModelAdmin[Tool]):
     form = ToolCurationForm
     list_display = ("tool_id", "display_title_column", "server", "status_badge", "last_changed", "curated")
     list_select_related = ("server",)
-    list_filter = (ServerFilter, ToolStatusFilter, ChangedRecentlyFilter, TransportFilter)
+    list_filter = (ServerFilter, ToolStatusFilter, ExampleRequestsFilter, ChangedRecentlyFilter, TransportFilter)
     search_fields = ("tool_id", "name", "description", "title", "upstream_title", "aliases__text")
     ordering = ("tool_id",)
     autocomplete_fields = ("related_tools",)

@@ -84,6 +84,7 @@ class AccessFormSet(forms.BaseInlineFormSet):
 
 class _AccessInline(PeopleChoicesMixin, admin.TabularInline):
     fk_name = "content_object"
+    template = "admin/governance/access_tabular.html"
     extra = 1
     can_delete = True
     formset = AccessFormSet
@@ -196,6 +197,14 @@ class ServerAdmin(AccessAdminMixin, CatalogServerAdmin):
         if not Tenant.objects.exists():
             inlines = [inline for inline in inlines if not isinstance(inline, ServerTenantInline)]
         return inlines
+
+    def access_note(self, server: Server) -> str:
+        # Read after the access sections were saved: a discover given on the form itself counts.
+        discover = {"content_object": server, "permission__codename": "discover_server"}
+        models = (ServerGroupObjectPermission, ServerUserObjectPermission)
+        if any(model.objects.filter(**discover).exists() for model in models):
+            return "Its tools are visible to the groups and people given discover below."
+        return "Its tools are visible to nobody until you give discover below."
 
     def get_queryset(self, request):
         # An operator of tenant A manages shared servers and tenant A's; tenant B's do not exist for them (Z12).

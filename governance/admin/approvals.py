@@ -207,6 +207,7 @@ class ApprovalRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[ApprovalRequest]
                         text = f"Denied {obj.approval_id}: the agent is told your reason."
                     messages.success(request, text)
                     return HttpResponseRedirect(reverse("admin:governance_approvalrequest_changelist"))
+        can_decide = obj.status == ApprovalStatus.PENDING and obj.expires_at > timezone.now()
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
@@ -214,12 +215,13 @@ class ApprovalRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[ApprovalRequest]
             "form": form,
             "envelope": self.envelope(obj),
             "arguments": self.arguments_pretty(obj),
-            "title": f"Decide {obj.approval_id}",
+            # Decided, used or expired: the page is the request's record, not a decision to make.
+            "title": f"Decide {obj.approval_id}" if can_decide else f"Approval request {obj.approval_id}",
             # What the tool does, read by the approver without catalog permissions (untrusted text, escaped).
             "tool": obj.tool,
             "risk": risk_badge(obj.risk_class, obj.get_risk_class_display()),
             "annotations": _pre(json.dumps(obj.tool.annotations or {}, indent=2, sort_keys=True)),
-            "can_decide": obj.status == ApprovalStatus.PENDING and obj.expires_at > timezone.now(),
+            "can_decide": can_decide,
         }
         return render(request, "admin/governance/approvalrequest/decide.html", context, status=status)
 

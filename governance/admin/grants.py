@@ -24,15 +24,39 @@ from ..services.permissions import (
 )
 from .people import PeopleChoicesMixin, person_name, rows_of_groups_for, rows_of_people_for, with_person_visible
 
+ACTIONS = ("discover", "execute", "approve")
+
+
+class ActionFilter(admin.SimpleListFilter):
+    """By what the grant allows: the three actions, not every permission of the install (a plain filter on the
+    permission foreign key listed them all, each read with its content type)."""
+
+    title = "permission"
+    parameter_name = "permission"
+
+    def lookups(self, request, model_admin):
+        return [(action, action) for action in ACTIONS]
+
+    def queryset(self, request, queryset):
+        if self.value() in ACTIONS:
+            return queryset.filter(permission__codename__startswith=f"{self.value()}_")
+        return queryset
+
 
 class GrantAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin):
     """Grants are added and deleted, never edited; both go through the audited services."""
 
     target_model: type = Server
     list_display = ("holder", "action", "content_object", "granter")
-    list_filter = ("permission",)
+    list_filter = (ActionFilter,)
     raw_id_fields = ("content_object",)
-    list_select_related = ("permission", "content_object")
+    list_select_related = ("permission", "content_object", "granted_by")
+
+    def get_list_select_related(self, request):
+        return (*self.list_select_related, self._holder_field())
+
+    def _holder_field(self) -> str:
+        return "user" if "user" in {f.name for f in self.model._meta.fields} else "group"
 
     def holder(self, obj) -> str:
         holder = getattr(obj, "user", None) or obj.group
@@ -52,7 +76,7 @@ class GrantAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin):
             kwargs["queryset"] = Permission.objects.filter(
                 content_type__app_label="catalog",
                 content_type__model=model,
-                codename__in=[f"{a}_{model}" for a in ("discover", "execute", "approve")],
+                codename__in=[f"{a}_{model}" for a in ACTIONS],
             )
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
@@ -61,7 +85,7 @@ class GrantAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin):
         servers = Server.objects.filter(servers_visible_to_operator(user=request.user)).values("pk")
         field = "content_object__server" if self.target_model is Tool else "content_object"
         grants = super().get_queryset(request).filter(**{f"{field}__in": servers})
-        if "user" in {f.name for f in self.model._meta.fields}:
+        if self._holder_field() == "user":
             grants = rows_of_people_for(request, grants)  # a shared server's holders of other tenants: left out
         else:
             grants = rows_of_groups_for(request, grants)  # and their groups

@@ -137,6 +137,11 @@ def _principal_key(principal: Principal) -> str:
     return f"u{principal.user.pk}|a:{principal.agent}|t:{principal.tenant}"
 
 
+def _sentence(text: str) -> str:
+    """``text`` ending as a sentence: an approver's reason usually brings its own full stop."""
+    return text if text.endswith((".", "!", "?")) else f"{text}."
+
+
 def _approval_url(approval: Any) -> str:
     try:
         path = reverse("admin:governance_approvalrequest_decide", args=[approval.pk])
@@ -173,8 +178,8 @@ def _approval_gate(
     except ApprovalError as exc:
         if exc.code == "denied":  # a person said no: asking again unchanged would only repeat the request
             return None, error_result(
-                f"{exc}. Do not retry this call unchanged: tell the user why it was denied, and only ask again "
-                "with a changed call that addresses the reason.",
+                f"{_sentence(str(exc))} Do not retry this call unchanged: tell the user why it was denied, and only "
+                "ask again with a changed call that addresses the reason.",
                 approval_rejected=exc.code,
             )
         if exc.code == "not_approved":  # still pending: a new request would only wait in the same queue

@@ -108,7 +108,7 @@ def test_operator_registers_grants_syncs_and_releases_a_changed_tool(
     screenshot(browser, "operator-server-form")
     browser.find_element(By.NAME, "_save").click()
     messages = wait_for(browser, "ul.messagelist").text  # the first sync runs in this request
-    assert "first sync queued" in messages
+    assert "First sync of faulty queued. Its tools are visible to the groups and people given discover" in messages
     row = browser.find_element(By.XPATH, "//tr[.//a[text()='faulty']]")
     assert "Active" in row.text and "live" in row.text and "held" not in row.text  # synced on create
     screenshot(browser, "operator-servers")

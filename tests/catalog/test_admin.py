@@ -364,6 +364,27 @@ def test_curation_fields_explain_themselves_and_saving_says_searchable(admin_cli
     assert tool.examples.filter(text="open the onboarding page").exists()
 
 
+def test_a_phrase_listed_twice_is_refused_and_the_form_kept(admin_client, imported):
+    tool = imported["wiki::page_get"]
+    tool.examples.create(text="open the onboarding page")
+    url = reverse("admin:catalog_tool_change", args=[tool.pk])
+    page = admin_client.get(url).content.decode()
+    assert page.count("open the onboarding page") == 1  # in its box only, not repeated as a label above it
+    data = {"title": "", "purpose": "Read one page of the team wiki", "entity_types": "", "operation_verbs": ""}
+    data["enabled"] = "on"
+    for prefix in ("aliases", "keywords", "negative_examples", "group_grants", "user_grants"):
+        data.update(_inline_management(prefix, []))
+    data.update(_inline_management("examples", ["open the onboarding page", "Open  the onboarding PAGE"]))
+    data.update({"examples-INITIAL_FORMS": "1", "examples-0-id": str(tool.examples.get().pk)})
+    data["examples-0-tool"] = data["examples-1-tool"] = str(tool.pk)
+    response = admin_client.post(url, data)
+    html = response.content.decode()
+    assert response.status_code == 200 and "“Open  the onboarding PAGE” is already listed above." in html
+    tool.refresh_from_db()
+    assert tool.examples.count() == 1 and not tool.purpose  # nothing saved
+    assert "Read one page of the team wiki" in html  # what was typed is still in the form
+
+
 def test_a_tool_whose_definition_was_never_accepted_counts_as_held(admin_client, imported):
     from governance.models import ToolPolicy
 

@@ -41,6 +41,6 @@ def test_the_denial_reason_reaches_the_agent_with_do_not_retry(gateway, admin_us
     denied = run(lambda: ask(approval_id))
     text = _text(denied)
     assert denied.is_error and denied.structured_content["approval_rejected"] == "denied"
-    assert "Audit logs are never wiped." in text
+    assert "Their reason: Audit logs are never wiped. Do not retry" in text  # one full stop, not "wiped.."
     assert "Do not retry this call unchanged" in text and "request a new one" not in text
     assert faulty_calls(faulty_call_log, "record_note") == 0

@@ -71,6 +71,22 @@ def test_demo_sets_up_real_servers_a_login_a_token_and_a_curated_index(
     assert answer.matches and answer.matches[0]["tool_id"] == "memory::create_entities"
 
 
+def test_demo_runs_again_over_an_example_request_listed_twice():
+    """A curator of an older version could list an example twice: `make demo` again must not stop on it."""
+    from catalog.models import ToolExample
+    from mcpgateway.management.commands.demo import Command
+    from tests.governance.factories import ServerFactory, ToolFactory
+
+    tool = ToolFactory(server=ServerFactory(slug="git"), name="git_log")
+    for _ in range(2):
+        ToolExample.objects.create(tool=tool, text="show me the latest commits")
+    Command()._curate()
+    tool.refresh_from_db()
+    texts = sorted(tool.examples.values_list("text", flat=True))
+    assert texts == ["show me the latest commits"] * 2 + ["who changed the repository recently"]
+    assert tool.purpose == "Show the history of recent commits."
+
+
 def test_demo_refuses_to_serve_debug_pages_beyond_loopback(settings, tmp_path):
     from django.core.management.base import CommandError
 

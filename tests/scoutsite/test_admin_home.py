@@ -40,6 +40,25 @@ def test_curator_home_shows_workbench_and_tools_without_examples(client, django_
     assert 'id="approver-home"' not in html and 'id="pending-approvals"' not in html
 
 
+def test_curator_home_leads_to_every_tool_without_example_requests(client, django_user_model, server):
+    from catalog.models import ToolExample
+    from tests.governance.factories import ToolFactory
+
+    tools = [ToolFactory(server=server, name=f"tool_{n:02d}") for n in range(12)]
+    ToolExample.objects.create(tool=tools[0], text="an example request")
+    held = tools[1].policy
+    held.held = True
+    held.save()
+    client.force_login(_staff(django_user_model, "cur", CURATORS))
+    home = client.get(reverse("admin:index"))
+    assert home.context["curator_panel"]["no_examples_count"] == 10  # of which the home names the first few
+    link = 'id="no-examples-all" href="'
+    href = home.content.decode().split(link, 1)[1].split('"', 1)[0].replace("&amp;", "&")
+    listing = client.get(href)
+    listed = sorted(tool.tool_id for tool in listing.context["cl"].result_list)
+    assert listed == [tool.tool_id for tool in tools[2:]]  # the same ten: live, not held, no example request
+
+
 def test_operator_home_shows_server_health(client, django_user_model, server):
     client.force_login(_staff(django_user_model, "op", OPERATORS))
     html = client.get(reverse("admin:index")).content.decode()
@@ -78,7 +97,8 @@ def test_no_link_on_a_roles_pages_leads_it_to_a_refusal(
     client.force_login(_staff(django_user_model, "newcomer", role))
 
     starts = ["admin:index", "admin:catalog_server_changelist", "admin:governance_notificationattempt_changelist",
-              "search_preview", "search_workbench", "admin:governance_approvalrequest_changelist"]  # fmt: skip
+              "search_preview", "search_workbench", "admin:governance_approvalrequest_changelist",
+              "dashboard"]  # fmt: skip
     links: set[str] = set()
     for name in starts:
         response = client.get(reverse(name))

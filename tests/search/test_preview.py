@@ -133,6 +133,14 @@ def test_tool_page_links_to_its_example_check(client, superuser, small_catalog):
     assert reverse("search_preview_tool", args=[tool.pk]) in response.content.decode()
 
 
+def test_the_example_check_links_back_to_the_tool_page(client, curator, indexed):
+    tool = indexed["get_alerts"]
+    client.force_login(curator)
+    html = client.get(reverse("search_preview_tool", args=[tool.pk])).content.decode()
+    tool_page = reverse("admin:catalog_tool_change", args=[tool.pk])
+    assert f'<a id="tool-page-link" href="{tool_page}">' in html  # where the example requests are edited
+
+
 def test_where_the_gateway_would_withhold_the_curator_still_sees_the_ranking(client, curator, indexed):
     from search.preview import visible_tool_pks
     from search.services import tool_search

@@ -81,11 +81,49 @@ def test_attaching_a_withheld_request_makes_the_tool_found(client, curator, memb
     assert tool_search(query=WITHHELD, visible=everyone).matches[0].tool_id == "mail::send_email"
 
 
-def test_unknown_tool_is_refused_with_a_message(client, curator, member):
+def test_unknown_tool_is_refused_with_a_message_and_the_entry_kept(client, curator, member):
     _log(member, WITHHELD, Confidence.NONE)
     client.force_login(curator)
-    response = client.post(reverse(WORKBENCH), {"text": WITHHELD, "tool_id": "nope::nothing", "kind": "example"})
-    assert response.status_code == 200 and "No such tool" in response.content.decode()
+    response = client.post(reverse(WORKBENCH), {"text": WITHHELD, "tool_id": "nope::nothing", "kind": "negative"})
+    html = response.content.decode()
+    assert response.status_code == 200 and "no tool “nope::nothing” in the catalog" in html
+    row = html.split(f'data-text="{WITHHELD}"', 1)[1].split("</tr>", 1)[0]
+    assert 'value="nope::nothing" aria-invalid="true"' in row  # what was typed, to correct, not an empty box
+    assert '<option value="negative" selected>' in row
+
+
+def test_attaching_to_a_tool_that_lists_the_request_twice_says_it_is_there(client, curator, member):
+    """An older tool form let a phrase be listed twice: attaching it again is "already there", not a 500."""
+    from catalog.models import ToolExample
+    from tests.search.factories import ToolFactory
+
+    tool = ToolFactory(name="send_email")
+    for _ in range(2):
+        ToolExample.objects.create(tool=tool, text=WITHHELD)
+    _log(member, WITHHELD, Confidence.NONE)
+    client.force_login(curator)
+    response = client.post(
+        reverse(WORKBENCH), {"text": WITHHELD, "tool_id": tool.tool_id, "kind": "example"}, follow=True
+    )
+    assert response.status_code == 200
+    assert [str(m) for m in response.context["messages"]] == [
+        f"“{WITHHELD}” already was an example request of {tool.tool_id}."
+    ]
+    assert tool.examples.count() == 2
+
+
+def test_another_tenants_tool_is_answered_like_a_missing_one(client, curator, member):
+    from governance.models import ServerTenant
+    from tests.governance.factories import ServerFactory, ToolFactory, tenant_with
+
+    tenant_with("alpha", curator)
+    theirs = ToolFactory(server=ServerFactory(slug="bravo-mail"), name="send")
+    ServerTenant.objects.create(server=theirs.server, tenant=tenant_with("bravo"))
+    _log(member, WITHHELD, Confidence.NONE)
+    client.force_login(curator)
+    response = client.post(reverse(WORKBENCH), {"text": WITHHELD, "tool_id": theirs.tool_id, "kind": "example"})
+    assert response.status_code == 200 and f"no tool “{theirs.tool_id}” in the catalog" in response.content.decode()
+    assert not theirs.examples.exists()  # a curator of tenant alpha does not reshape tenant bravo's tool
 
 
 @pytest.mark.parametrize("perms", [(), (("catalog", "view_tool"), ("catalog", "change_tool"))])

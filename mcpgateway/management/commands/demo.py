@@ -233,8 +233,9 @@ class Command(ProgressCommand):
             tool = Tool.objects.filter(tool_id=tool_id).first()
             if tool is None:
                 continue
-            for text in examples:
-                ToolExample.objects.get_or_create(tool=tool, text=text)
+            for text in examples:  # not get_or_create: a curator may have listed one twice in an older version
+                if not ToolExample.objects.filter(tool=tool, text=text).exists():
+                    ToolExample.objects.create(tool=tool, text=text)
             tool_curation_update(tool=tool, purpose=purpose, phrases_changed=True)
 
     def _demo_repository(self, path: Path) -> Path:

@@ -48,3 +48,25 @@ def test_inbox_puts_decide_before_the_wide_columns(client, approver, pending):
     html = client.get(reverse("admin:governance_approvalrequest_changelist")).content.decode()
     assert html.index('class="scout-button" href="') < html.index('class="field-tool_column"')
     assert "github::<wbr>delete_<wbr>repo" in html  # the tool column breaks at "::" and "_" only
+
+
+def test_a_decided_request_reads_as_its_record_with_what_became_of_it(client, approver, pending, member_token):
+    from governance.services.approvals import approval_consume, approval_decide
+
+    _, _, principal = member_token
+    page = reverse("admin:governance_approvalrequest_change", args=[pending.pk])
+    client.force_login(approver)
+    undecided = client.get(page)
+    assert undecided.context["title"] == f"Decide {pending.approval_id}"
+    assert "· decide before" in undecided.content.decode()
+
+    approval_decide(request=pending, approver=approver, approve=True, reason="")
+    approval_consume(
+        approval_id=pending.approval_id, principal=principal, tool=pending.tool, arguments={"name": "repo"}
+    )
+    used = client.get(page)
+    outcome = used.content.decode().split('id="approval-outcome"', 1)[1].split("</p>", 1)[0]
+    assert used.context["title"] == f"Approval request {pending.approval_id}"  # nothing left to decide
+    assert "Used" in outcome and "the agent made the call" in outcome and "decided by approver" in outcome
+    assert "expires" not in outcome and "decide before" not in outcome
+    assert 'name="_approve"' not in used.content.decode()

@@ -74,6 +74,34 @@ def test_operator_registers_grants_and_syncs_from_the_form(client, operator, dja
     assert 'class="run-tool run-added"' in page and "time::get_current_time" in page
 
 
+def _messages(response) -> list[str]:
+    return [str(message) for message in response.context["messages"]]
+
+
+def test_the_first_sync_message_says_who_sees_the_tools(client, operator, django_capture_on_commit_callbacks):
+    from django.contrib.auth.models import Permission
+
+    client.force_login(operator)
+    discover = Permission.objects.get(codename="discover_server").pk
+    given = _form(
+        slug="clock",
+        **{"group_grants-TOTAL_FORMS": "1", "group_grants-0-group": str(Group.objects.get(name=APPROVERS).pk)},
+        **{"group_grants-0-permission": str(discover)},
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(reverse("admin:catalog_server_add"), given, follow=True)
+    # The slug as written (a message's first letter is capitalised: "Clock: first sync..." named no server).
+    assert "First sync of clock queued. Its tools are visible to the groups and people given discover below." in (
+        _messages(response)
+    )
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(reverse("admin:catalog_server_add"), _form(slug="clock-2"), follow=True)
+    assert "First sync of clock-2 queued. Its tools are visible to nobody until you give discover below." in (
+        _messages(response)
+    )
+
+
 def test_a_new_server_says_never_synced(client, operator):
     Server.objects.create(slug="fresh", name="Fresh", transport="stdio", command=TIME_SERVER)
     client.force_login(operator)
@@ -81,6 +109,17 @@ def test_a_new_server_says_never_synced(client, operator):
     row = html[html.index('<td class="field-status_badge">') :]
     row = row[: row.index("</td>")]
     assert "Never synced" in row and "Active" not in row
+
+
+def test_a_server_whose_first_sync_failed_says_unavailable(client, operator, django_capture_on_commit_callbacks):
+    client.force_login(operator)
+    with django_capture_on_commit_callbacks(execute=True):  # the first sync runs on create, and fails
+        client.post(reverse("admin:catalog_server_add"), _form(slug="broken", command="/bin/false", args="[]"))
+    server = Server.objects.get(slug="broken")
+    assert server.last_synced_at is None and server.status == "unavailable"
+    for page in (reverse("admin:catalog_server_changelist"), reverse("admin:index")):
+        html = client.get(page).content.decode()
+        assert "Unavailable" in html and "Never synced" not in html, page  # it was tried: not "never"
 
 
 def test_test_connection_lists_tools_and_saves_nothing(client, operator):
@@ -122,3 +161,17 @@ def test_archive_hides_every_tool_and_keeps_history_delete_only_without_history(
     empty = Server.objects.create(slug="empty", name="Empty", transport="stdio", command=TIME_SERVER)
     response = client.post(reverse("admin:catalog_server_delete", args=[empty.pk]), {"post": "yes"})
     assert response.status_code == 302 and not Server.objects.filter(slug="empty").exists()
+
+
+@pytest.mark.parametrize("target", ["server", "tool"])
+def test_an_operator_reads_an_existing_grant_as_its_action(client, operator, target, superuser):
+    from governance.services.permissions import permission_grant
+    from tests.governance.factories import ServerFactory, ToolFactory
+
+    server = ServerFactory(slug="clock")
+    obj = server if target == "server" else ToolFactory(server=server, name="now")
+    permission_grant(actor=superuser, target=obj, action="execute", holder=Group.objects.get(name=APPROVERS))
+    client.force_login(operator)  # may add and remove grants, not change one: the rows are read-only
+    html = client.get(reverse(f"admin:catalog_{target}_change", args=[obj.pk])).content.decode()
+    assert '<p class="grant-action">execute</p>' in html
+    assert "Can execute" not in html and "| execute_" not in html  # the permission's and the grant's raw names
