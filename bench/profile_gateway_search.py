@@ -105,6 +105,7 @@ def profile_http(args: argparse.Namespace, token: str, queries: list[str]) -> No
     )
     server = uvicorn.Server(config)
     profile = cProfile.Profile(time.thread_time)  # CPU of the event-loop thread, not waits for the GIL or the OS
+    orm_profiles = _profile_orm_threads()
     figures: dict[str, float] = {}
 
     def on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[], None]) -> None:
@@ -132,7 +133,9 @@ def profile_http(args: argparse.Namespace, token: str, queries: list[str]) -> No
                 figures["process_cpu"] = time.process_time() - process_cpu - client_cpu
                 on_loop(loop, lambda: figures.update(loop_cpu=time.thread_time() - figures["loop_cpu"]))
                 on_loop(loop, profile.enable)
+                orm_profiles["on"] = True
                 send_all(http, timed)
+                orm_profiles["on"] = False
                 on_loop(loop, profile.disable)
         finally:
             server.should_exit = True
@@ -158,6 +161,40 @@ def profile_http(args: argparse.Namespace, token: str, queries: list[str]) -> No
     pstats.Stats(profile).sort_stats("tottime").print_stats(args.top)
     if args.save:
         profile.dump_stats(args.save)
+    threads = [p for key, p in orm_profiles.items() if key != "on"]
+    if threads:
+        print("\ncProfile of the ORM threads' CPU (second pass, same requests; work handed over by run_orm):")
+        stats = pstats.Stats(threads[0])
+        for more in threads[1:]:
+            stats.add(more)
+        stats.sort_stats("cumulative").print_stats(args.top)
+        if args.save:
+            stats.dump_stats(f"{args.save}.orm")
+
+
+def _profile_orm_threads() -> dict:
+    """Wrap each piece of work the gateway hands its ORM threads in that thread's own profiler (cProfile is
+    per thread), switched on by the ``"on"`` key of the returned dict (thread ident -> profiler)."""
+    from mcpgateway import db
+
+    profiles: dict = {"on": False}
+    submit = db.OrmThreads.submit
+
+    def profiled_submit(self, fn, /, *args, **kwargs):
+        def work(*a, **kw):
+            if not profiles["on"]:
+                return fn(*a, **kw)
+            profiler = profiles.setdefault(threading.get_ident(), cProfile.Profile(time.thread_time))
+            profiler.enable()
+            try:
+                return fn(*a, **kw)
+            finally:
+                profiler.disable()
+
+        return submit(self, work, *args, **kwargs)
+
+    db.OrmThreads.submit = profiled_submit
+    return profiles
 
 
 def _when_started(server, then: Callable[[], None]) -> None:
@@ -174,7 +211,7 @@ def main() -> int:
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--http", action="store_true", help="over HTTP: the event loop's CPU per request")
     parser.add_argument("--loop", default="auto", help="uvicorn's --loop for --http (auto, asyncio, uvloop)")
-    parser.add_argument("--save", type=Path, help="also write the cProfile stats here (for pstats / snakeviz)")
+    parser.add_argument("--save", type=Path, help="also write the cProfile stats here (for pstats / snakeviz; --http: the ORM threads' in SAVE.orm)")
     args = parser.parse_args()
     db = args.db or bench.ROOT / "var" / f"bench-mcp-{args.tools}.sqlite3"
     # every request pays the model, as distinct requests do
