@@ -97,3 +97,19 @@ def test_request_terms_are_the_tokens_of_the_request_in_order_however_often_aske
     texts = ["Please list the open GitHub pull-requests", "createPullRequest, then notify the team", "a", "x_y x_y"]
     for _ in range(2):  # the second time from the kept answers
         assert [request_terms(text) for text in texts] == [tuple(tokenize(text)) for text in texts]
+
+
+def test_explain_names_each_matched_word_once_per_field_label_in_the_fields_order():
+    from search.engine.snapshot import IndexSnapshot
+
+    doc = ToolDoc(
+        pk=1,
+        tool_id="mail::list_inbox",
+        name="list_inbox",
+        server="mail",
+        description="List the messages of the inbox, newest first.",
+    )
+    why = IndexSnapshot([doc], None).explain(0, -1, ["inbox", "messages", "list", "absent"])
+    # name ("list_inbox" whole, then "list", "inbox") and name_split share the label "name": each word once
+    assert why["fields"] == {"name": ["list", "inbox"], "description": ["list", "messages", "inbox"]}
+    assert why["terms"] == ["inbox", "messages", "list"]
