@@ -12,8 +12,10 @@ ranking, query log, audit), then cProfile's top functions by cumulative CPU time
 command's protocol, and tool_search POSTs sent one at a time from a client thread. It reports CPU per
 request: the gateway's (the process, less the client thread) and the event loop's share (the SDK, the ASGI
 stack, the guards, h11: everything not handed to the ORM threads or the model). A second pass runs the same
-requests with cProfile on the event-loop thread only, timing its CPU (``time.thread_time``), so
-time spent waiting for the GIL or for the machine does not count.
+requests with cProfile on the event-loop thread, timing its CPU (``time.thread_time``), so time spent
+waiting for the GIL or for the machine does not count; and on the ORM threads (each piece of work run_orm
+hands them) and the write-behind thread's inserts, each with its own profiler (``--save``: SAVE.orm). The
+CPU per request of every thread of the process is listed too (Linux /proc).
 """
 
 import argparse
@@ -105,6 +107,7 @@ def profile_http(args: argparse.Namespace, token: str, queries: list[str]) -> No
     )
     server = uvicorn.Server(config)
     profile = cProfile.Profile(time.thread_time)  # CPU of the event-loop thread, not waits for the GIL or the OS
+    orm_profiles = _profile_orm_threads()
     figures: dict[str, float] = {}
 
     def on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[], None]) -> None:
@@ -127,12 +130,16 @@ def profile_http(args: argparse.Namespace, token: str, queries: list[str]) -> No
                 timed = queries[10:]
                 on_loop(loop, lambda: figures.update(loop_cpu=time.thread_time()))
                 process_cpu, client_cpu = time.process_time(), time.thread_time()
+                threads_before = _threads_cpu()
                 send_all(http, timed)
                 client_cpu = time.thread_time() - client_cpu
+                figures["threads"] = _threads_cpu(since=threads_before)
                 figures["process_cpu"] = time.process_time() - process_cpu - client_cpu
                 on_loop(loop, lambda: figures.update(loop_cpu=time.thread_time() - figures["loop_cpu"]))
                 on_loop(loop, profile.enable)
+                orm_profiles["on"] = True
                 send_all(http, timed)
+                orm_profiles["on"] = False
                 on_loop(loop, profile.disable)
         finally:
             server.should_exit = True
@@ -154,10 +161,85 @@ def profile_http(args: argparse.Namespace, token: str, queries: list[str]) -> No
     print(f"  gateway CPU per request (process less the client thread): {gateway_ms:6.2f} ms")
     print(f"  of which the event-loop thread (SDK, ASGI stack, guards, h11): {loop_ms:6.2f} ms")
     print(f"  the rest (ORM threads: token check, search, model, answer):    {gateway_ms - loop_ms:6.2f} ms")
+    by_name: dict[str, float] = {}
+    for name, seconds in figures["threads"].items():
+        by_name[name] = by_name.get(name, 0.0) + seconds
+    print("  CPU per request by thread (ms; the client thread and the event loop included):")
+    for name, seconds in sorted(by_name.items(), key=lambda item: -item[1]):
+        if seconds * 1000 / count >= 0.05:
+            print(f"    {name:<40} {seconds * 1000 / count:6.2f}")
     print("\ncProfile of the event-loop thread's CPU (second pass, same requests):")
     pstats.Stats(profile).sort_stats("tottime").print_stats(args.top)
     if args.save:
         profile.dump_stats(args.save)
+    threads = [p for key, p in orm_profiles.items() if key != "on"]
+    if threads:
+        print(
+            "\ncProfile of the ORM threads' CPU (second pass, same requests; the work run_orm hands them) and of the "
+            "write-behind inserts:"
+        )
+        stats = pstats.Stats(threads[0])
+        for more in threads[1:]:
+            stats.add(more)
+        stats.sort_stats("cumulative").print_stats(args.top)
+        if args.save:
+            stats.dump_stats(f"{args.save}.orm")
+
+
+def _threads_cpu(since: dict[str, float] | None = None) -> dict[str, float]:
+    """CPU seconds (user + system) of each thread of this process, by thread name (Python's name where it knows
+    the thread, else ``native-<id>``, e.g. the model runtime's own threads); less ``since``'s when given."""
+    names = {thread.native_id: thread.name for thread in threading.enumerate()}
+    ticks = os.sysconf("SC_CLK_TCK")
+    found: dict[str, float] = {}
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        name = f"{names.get(int(task.name), 'native')}-{task.name}"
+        found[name] = (int(fields[11]) + int(fields[12])) / ticks - (since or {}).get(name, 0.0)
+    return found
+
+
+def _profile_orm_threads() -> dict:
+    """Wrap each piece of work the gateway hands its ORM threads in that thread's own profiler (cProfile is
+    per thread), switched on by the ``"on"`` key of the returned dict (thread ident -> profiler)."""
+    from mcpgateway import db
+
+    profiles: dict = {"on": False}
+    submit = db.OrmThreads.submit
+
+    def profiled_submit(self, fn, /, *args, **kwargs):
+        def work(*a, **kw):
+            if not profiles["on"]:
+                return fn(*a, **kw)
+            profiler = profiles.setdefault(threading.get_ident(), cProfile.Profile(time.thread_time))
+            profiler.enable()
+            try:
+                return fn(*a, **kw)
+            finally:
+                profiler.disable()
+
+        return submit(self, work, *args, **kwargs)
+
+    db.OrmThreads.submit = profiled_submit
+    from governance import writebehind
+
+    insert = writebehind._insert
+
+    def profiled_insert(batch):
+        if not profiles["on"]:
+            return insert(batch)
+        profiler = profiles.setdefault(threading.get_ident(), cProfile.Profile(time.thread_time))
+        profiler.enable()
+        try:
+            return insert(batch)
+        finally:
+            profiler.disable()
+
+    writebehind._insert = profiled_insert
+    return profiles
 
 
 def _when_started(server, then: Callable[[], None]) -> None:
@@ -174,7 +256,11 @@ def main() -> int:
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--http", action="store_true", help="over HTTP: the event loop's CPU per request")
     parser.add_argument("--loop", default="auto", help="uvicorn's --loop for --http (auto, asyncio, uvloop)")
-    parser.add_argument("--save", type=Path, help="also write the cProfile stats here (for pstats / snakeviz)")
+    parser.add_argument(
+        "--save",
+        type=Path,
+        help="also write the cProfile stats here (pstats, snakeviz; --http: the ORM threads' in SAVE.orm)",
+    )
     args = parser.parse_args()
     db = args.db or bench.ROOT / "var" / f"bench-mcp-{args.tools}.sqlite3"
     # every request pays the model, as distinct requests do

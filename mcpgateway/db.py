@@ -6,9 +6,10 @@ so a worker served one request at a time however many were waiting. Each piece o
 (its own transaction), which is all thread-sensitivity protected.
 
 Each ORM thread keeps its database connection between pieces of work, for up to
-SCOUT_MCP_DB_CONN_MAX_AGE seconds (issue 9: a new connection per piece of work cost ~2 ms on SQLite and
-~18 ms on Postgres, twice per tool_search). A connection is closed at once when the work left it in a
-transaction or broken, and every connection is closed when the threads stop (the gateway's lifespan ends).
+SCOUT_MCP_DB_CONN_MAX_AGE seconds (``catalog.connections``; issue 9: a new connection per piece of work cost
+~2 ms on SQLite and ~18 ms on Postgres, twice per tool_search). A connection is closed at once when the work
+left it in a transaction or broken, and every connection is closed when the threads stop (the gateway's
+lifespan ends).
 The threads are few and live as long as the process, so the connections are bounded: one per thread.
 Django's CONN_MAX_AGE still governs everything else (Django views under ASGI get a new thread per request,
 where a kept connection would leak).
@@ -18,59 +19,18 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
-from django.conf import settings
-from django.db import DatabaseError, connections
+from django.db import DatabaseError
 
+from catalog.connections import connections_checked, connections_close, connections_ready
 from catalog.dbbusy import database_busy
 
 T = TypeVar("T")
 THREADS = 6  # the size asyncio's default executor had on these 2-core machines (cores + 4)
-
-
-_local = threading.local()
-IDLE_CHECK_SECONDS = 5.0  # a connection idle longer is pinged before reuse (the database may have restarted)
-
-
-def _connections_ready() -> None:
-    """Before a piece of work: close a kept connection that went bad while idle, so the work reconnects."""
-    now = time.monotonic()
-    if now - getattr(_local, "last_used", now) < IDLE_CHECK_SECONDS:
-        return
-    for connection in connections.all(initialized_only=True):
-        if connection.connection is not None and not connection.is_usable():
-            connection.close()
-
-
-def _connections_checked() -> None:
-    """After a piece of work: close this thread's connections that must not serve the next one: left in a
-    transaction, broken, or opened more than SCOUT_MCP_DB_CONN_MAX_AGE seconds ago."""
-    now = _local.last_used = time.monotonic()
-    opened: dict[str, float] = _local.__dict__.setdefault("opened", {})
-    for connection in connections.all(initialized_only=True):
-        if connection.connection is None:
-            opened.pop(connection.alias, None)
-            continue
-        if (
-            connection.in_atomic_block
-            or connection.get_autocommit() != connection.settings_dict["AUTOCOMMIT"]
-            or (connection.errors_occurred and not connection.is_usable())
-            or now - opened.setdefault(connection.alias, now) >= settings.SCOUT_MCP_DB_CONN_MAX_AGE
-        ):
-            connection.close()
-            opened.pop(connection.alias, None)
-        else:
-            connection.errors_occurred = False
-
-
-def _close_all() -> None:
-    for connection in connections.all(initialized_only=True):
-        connection.close()
 
 
 class OrmThreads(Executor):
@@ -102,15 +62,15 @@ class OrmThreads(Executor):
                 work, future = item
                 if not future.set_running_or_notify_cancel():
                     continue
-                _connections_ready()
+                connections_ready()
                 try:
                     future.set_result(work())
                 except BaseException as exc:  # noqa: BLE001 - handed to the awaiting request
                     future.set_exception(exc)
                 finally:
-                    _connections_checked()
+                    connections_checked()
         finally:
-            _close_all()
+            connections_close()
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Stop the threads once the work queued so far is done; each closes its connections first."""

@@ -29,7 +29,7 @@ from .engine.snapshot import DocVectors
 from .events import search_event_record
 from .models import IndexGeneration, ToolEmbedding
 from .selectors import GENERATION_CACHE_KEY, server_slugs_granted_to, stored_vectors, tool_docs_load
-from .text import first_sentence, strip_control, tokenize
+from .text import first_sentence, request_terms, strip_control
 
 logger = logging.getLogger(__name__)
 # The limits of a search request, here only (the gateway, the preview and any API read them from here; the
@@ -59,7 +59,7 @@ def _clean_query(query: object) -> str:
     cleaned = " ".join(strip_control(query).split())
     if not cleaned:
         raise SearchQueryError("query is empty: describe the step you need a tool for, in plain words")
-    if not tokenize(cleaned) and not any(ch.isalnum() for ch in cleaned):
+    if not request_terms(cleaned) and not any(ch.isalnum() for ch in cleaned):
         raise SearchQueryError("query contains no words to search for")
     return cleaned
 

@@ -8,7 +8,7 @@ is also scored, and a tool keeps its best score (see ``ranking.rank``).
 import re
 from dataclasses import dataclass
 
-from ..text import tokenize
+from ..text import request_terms
 from .intent import VERBS
 
 MAX_PARTS = 6
@@ -56,12 +56,12 @@ def request_part_spans(query: str) -> list[Part]:
     parts: list[Part] = []
     for start, end in _pieces(query):
         piece = query[start:end]
-        if parts and len(tokenize(piece)) < MIN_PART_TERMS:
+        if parts and len(request_terms(piece)) < MIN_PART_TERMS:
             # too short to stand alone: belongs to the previous step
             parts[-1] = Part(f"{parts[-1].text} {piece}", (*parts[-1].spans, (start, end)))
         else:
             parts.append(Part(piece, ((start, end),)))
-    if parts and len(tokenize(parts[0].text)) < MIN_PART_TERMS and len(parts) > 1:
+    if parts and len(request_terms(parts[0].text)) < MIN_PART_TERMS and len(parts) > 1:
         parts[1] = Part(f"{parts[0].text} {parts[1].text}", parts[0].spans + parts[1].spans)
         parts = parts[1:]
     return parts[:MAX_PARTS] if len(parts) > 1 else []

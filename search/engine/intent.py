@@ -4,7 +4,7 @@ Second stage of ranking (RETRIEVAL-NOTES: improved every public set): a tool who
 the request gets a bonus, one that conflicts a smaller penalty. Ambiguous verbs map to two operations.
 """
 
-from ..text import split_identifier, tokenize
+from ..text import request_terms, split_identifier, tokenize
 
 READ, CREATE, UPDATE, DELETE, RUN = "read", "create", "update", "delete", "run"
 
@@ -38,7 +38,7 @@ _add((UPDATE, CREATE), "set write")
 def request_operations(query: str, limit: int = 12) -> frozenset[str]:
     """Operations named among the first ``limit`` words of a request (later words are mostly objects)."""
     operations: frozenset[str] = frozenset()
-    for token in tokenize(query)[:limit]:
+    for token in request_terms(query)[:limit]:
         operations |= VERBS.get(token, frozenset())
     return operations
 

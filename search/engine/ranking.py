@@ -11,7 +11,7 @@ from enum import StrEnum
 
 import numpy as np
 
-from ..text import tokenize
+from ..text import request_terms
 from .dense import DenseIndex, DenseScores
 from .intent import intent_adjustment, request_operations
 from .sparse import SparseIndex, SparseScores
@@ -511,21 +511,38 @@ class _Pass:
             if whole.dense is not None
             else np.zeros(len(order), np.int64)
         )
+        # Python numbers read once per array (tolist), not one numpy scalar at a time: the same values.
+        rows = cand_rows.tolist()
+        columns = zip(
+            rows,
+            self.fused.tolist(),
+            self.calibrated.tolist(),
+            bm25_ranks.tolist(),
+            dense_ranks.tolist(),
+            whole.bm25[order].tolist(),
+            whole.dense[order].tolist() if whole.dense is not None else [None] * len(rows),
+            self.bm25_part.tolist(),
+            self.dense_part.tolist(),
+            self.step.tolist(),
+            strict=True,
+        )
         return [
             Candidate(
-                row=int(cand_rows[i]),
-                score=float(self.fused[i]),
-                calibrated=float(self.calibrated[i]),
-                bm25_rank=int(bm25_ranks[i]) or None,
-                dense_rank=int(dense_ranks[i]) or None,
-                bm25_score=float(whole.bm25[order[i]]),
-                dense_score=float(whole.dense[order[i]]) if whole.dense is not None else None,
-                best_vector=dense.best(int(cand_rows[i])) if dense is not None else -1,
-                bm25_part=float(self.bm25_part[i]),
-                dense_part=float(self.dense_part[i]),
-                step=int(self.step[i]),
+                row=row,
+                score=score,
+                calibrated=calibrated,
+                bm25_rank=bm25_rank or None,
+                dense_rank=dense_rank or None,
+                bm25_score=bm25_score,
+                dense_score=dense_score,
+                best_vector=dense.best(row) if dense is not None else -1,
+                bm25_part=bm25_part,
+                dense_part=dense_part,
+                step=step,
             )
-            for i in range(len(order))
+            for row, score, calibrated, bm25_rank, dense_rank, bm25_score, dense_score, bm25_part, dense_part, step in (
+                columns
+            )
         ]
 
 
@@ -620,7 +637,7 @@ def _apply_negatives(
             if sim >= options.negative_threshold and sim > positive:
                 candidate.demoted = True
     elif negative_terms is not None:
-        query_terms = frozenset(tokenize(query))
+        query_terms = frozenset(request_terms(query))
         for candidate in candidates:
             terms = negative_terms[candidate.row]
             if terms and query_terms and len(terms & query_terms) / len(terms | query_terms) >= 0.6:

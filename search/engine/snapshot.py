@@ -290,8 +290,8 @@ class IndexSnapshot:
         for name, text in doc.field_texts().items():
             hits = [t for t in _distinct_tokens(text) if t in wanted] if text else []
             if hits:
-                fields.setdefault(ToolSearchIndex.label(name), [])
-                fields[ToolSearchIndex.label(name)] += [h for h in hits if h not in fields[ToolSearchIndex.label(name)]]
+                shown = fields.setdefault(ToolSearchIndex.label(name), [])
+                shown += [h for h in hits if h not in shown]
         terms = [t for t in query_terms if any(t in hits for hits in fields.values())]
         why: dict = {"terms": terms, "fields": fields}
         if dense is not None and best_vector >= 0:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from ..text import tokenize
+from ..text import request_terms, tokenize
 
 K1 = 1.5
 B = 0.75
@@ -117,7 +117,7 @@ class SparseIndex:
 
     def score(self, query: str, visible: np.ndarray) -> SparseScores:
         """BM25 of ``query`` against every visible row. ``visible`` is a boolean mask over rows."""
-        terms = tuple(dict.fromkeys(tokenize(query)))
+        terms = tuple(dict.fromkeys(request_terms(query)))
         n_docs = len(self)
         scores = np.zeros(n_docs, dtype=np.float32)
         matched_mass = np.zeros(n_docs, dtype=np.float32)

@@ -7,7 +7,7 @@ from search.engine.decompose import request_parts
 from search.engine.intent import CREATE, DELETE, READ, request_operations, tool_operation
 from search.engine.sparse import SparseIndex, weighted_tokens
 from search.indexes import ToolSearchIndex
-from search.text import split_identifier, tokenize
+from search.text import request_terms, split_identifier, tokenize
 
 
 def test_identifiers_are_split_and_kept_whole():
@@ -91,3 +91,25 @@ def test_an_untaught_tools_vector_hash_is_the_one_stored_before_learned_centroid
         issue_doc(learned=taught, learned_centroid=0.6).dense_hash()
         != issue_doc(learned=taught, learned_centroid=0.7).dense_hash()
     )
+
+
+def test_request_terms_are_the_tokens_of_the_request_in_order_however_often_asked():
+    texts = ["Please list the open GitHub pull-requests", "createPullRequest, then notify the team", "a", "x_y x_y"]
+    for _ in range(2):  # the second time from the kept answers
+        assert [request_terms(text) for text in texts] == [tuple(tokenize(text)) for text in texts]
+
+
+def test_explain_names_each_matched_word_once_per_field_label_in_the_fields_order():
+    from search.engine.snapshot import IndexSnapshot
+
+    doc = ToolDoc(
+        pk=1,
+        tool_id="mail::list_inbox",
+        name="list_inbox",
+        server="mail",
+        description="List the messages of the inbox, newest first.",
+    )
+    why = IndexSnapshot([doc], None).explain(0, -1, ["inbox", "messages", "list", "absent"])
+    # name ("list_inbox" whole, then "list", "inbox") and name_split share the label "name": each word once
+    assert why["fields"] == {"name": ["list", "inbox"], "description": ["list", "messages", "inbox"]}
+    assert why["terms"] == ["inbox", "messages", "list"]

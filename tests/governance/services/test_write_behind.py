@@ -8,11 +8,13 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings as django_settings
+from django.db import connection
 
 from governance.choices import AuditEventType, AuditOutcome
 from governance.models import AuditEvent
 from governance.principals import principal_for_user
 from governance.services.audit import audit_record
+from governance.writebehind import _insert as writebehind_insert
 from governance.writebehind import write_behind, write_behind_flush
 from search.models import QueryLogEntry
 from search.usage import LoggedResult, query_log_record
@@ -64,22 +66,63 @@ def test_deferred_records_are_queued_then_written_whole_by_a_flush(queued, membe
     assert entries[0].results == [{"tool_id": "srv::tool", "score": 0.5}]
 
 
-@pytest.mark.django_db(transaction=True)
-def test_the_writer_thread_writes_queued_records_without_a_flush(settings, member):
-    settings.SCOUT_WRITE_BEHIND_SECONDS = 0.01
-    _search_records(principal_for_user(member), 2)
+def _writer_wait(done) -> None:
+    """Wait until ``done()`` (up to a minute on a loaded machine) while the writer thread works."""
     thread = write_behind()._thread
     assert thread is not None and thread.is_alive()
-    for _ in range(6000):  # waits for the thread to take the batch (up to a minute on a loaded machine)
-        if not write_behind().pending():
-            break
+    for _ in range(6000):
+        if done():
+            return
         thread.join(0.01)
+
+
+@pytest.fixture
+def writer_let_go():
+    """After the test: the writer thread has let its database connection go (it keeps one while records come;
+    the test database must be droppable)."""
+    yield
+    if write_behind()._thread is not None:
+        _writer_wait(lambda: not write_behind().connected)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_writer_thread_writes_queued_records_without_a_flush(settings, member, writer_let_go):
+    settings.SCOUT_WRITE_BEHIND_SECONDS = 0.01
+    _search_records(principal_for_user(member), 2)
+    _writer_wait(lambda: not write_behind().pending())  # the thread took the batch
     # Read only once the thread's insert has committed: the test database is SQLite's shared-cache memory
     # database, where a read beside another thread's open write fails at once ("database table is locked";
     # it happened on a loaded machine) instead of waiting as a file database does.
     with write_behind()._flushing:
         assert write_behind().pending() == 0
     assert AuditEvent.objects.filter(event_type=AuditEventType.DISCOVERY).count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_writer_thread_keeps_its_connection_from_batch_to_batch_then_lets_it_go(
+    settings, member, monkeypatch, writer_let_go
+):
+    # Issue 9: a new connection per batch cost ~2 ms of CPU (SQLite) or a new Postgres server process, up to 20
+    # times a second per worker.
+    settings.SCOUT_WRITE_BEHIND_SECONDS = 0.01
+    used = []
+
+    def insert_seeing_the_connection(batch):
+        writebehind_insert(batch)
+        used.append(connection.connection)  # the writer thread's own (Django's connections are per thread)
+
+    monkeypatch.setattr("governance.writebehind._insert", insert_seeing_the_connection)
+    for _ in range(2):  # two rounds of records: at least two batches
+        _search_records(principal_for_user(member), 2)
+        _writer_wait(lambda: not write_behind().pending())
+    with write_behind()._flushing:
+        assert len(used) >= 2 and used[0] is not None and all(raw is used[0] for raw in used)
+    with write_behind()._flushing:
+        assert AuditEvent.objects.filter(event_type=AuditEventType.DISCOVERY).count() == 4
+    _writer_wait(lambda: not write_behind().connected)  # idle past KEEP_IDLE_SECONDS: closed
+    assert not write_behind().connected
+    with pytest.raises(Exception, match="closed"):
+        used[0].cursor().execute("SELECT 1")
 
 
 @pytest.mark.django_db(transaction=True)
