@@ -236,8 +236,8 @@ class DenseIndex:
     ) -> "DenseIndex":
         """This table for another set of rows: old row ``kept[i]`` becomes row ``kept_to[i]``, ``added`` gives
         new rows their (vectors, kinds, texts); rows in neither have no vectors. The same table, bit for bit,
-        as building it from every row's vectors (same order, precision and ``max_norm``), but the kept rows
-        are copied as they are and a float16 table shares its float32 file, to which only new rows are added.
+        as building it from every row's vectors (same order, precision and error bound), but the kept rows
+        are copied as they are and an int8 table shares its float32 file, to which only new rows are added.
         """
         kept, kept_to = np.asarray(kept, np.int64), np.asarray(kept_to, np.int64)
         old_counts = np.diff(self.offsets)[kept]
