@@ -383,7 +383,7 @@ _QUERY_LEVEL = 63
 # so each integer product is exact on every kernel.
 _ZERO_POINT = 64
 _TABLE_LEVEL = 127
-_QUANTIZE_ROWS = 16384  # rows quantized at a time at build (bounded float64 temporaries)
+_QUANTIZE_ROWS = 2048  # rows quantized at a time at build (float64 temporaries of a few MB)
 
 
 @dataclass
@@ -485,6 +485,9 @@ class _Int8Table:
         return sims, errors
 
 
+_TRANSPOSE_COLUMNS = 32  # the table is written transposed this many dimensions at a time (no whole copy)
+
+
 def _session(rows: np.ndarray, spill_dir: str | None):
     """An ONNX Runtime session computing ``(query - 64) @ rows.T`` for uint8 queries, with ``rows`` a constant
     the session prepacks (and keeps: the file it is read from is removed once the session is made)."""
@@ -493,7 +496,9 @@ def _session(rows: np.ndarray, spill_dir: str | None):
 
     count, width = rows.shape
     with tempfile.TemporaryDirectory(dir=spill_dir) as directory:
-        np.ascontiguousarray(rows.T).tofile(Path(directory) / "table.bin")
+        with open(Path(directory) / "table.bin", "wb") as file:  # transposed, a few dimensions at a time
+            for lo in range(0, width, _TRANSPOSE_COLUMNS):
+                file.write(np.ascontiguousarray(rows[:, lo : lo + _TRANSPOSE_COLUMNS].T).tobytes())
         table = TensorProto(name="table", data_type=TensorProto.INT8, dims=[width, count])
         table.data_location = TensorProto.EXTERNAL
         for key, value in (("location", "table.bin"), ("offset", "0"), ("length", str(width * count))):
