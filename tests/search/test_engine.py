@@ -91,3 +91,19 @@ def test_an_untaught_tools_vector_hash_is_the_one_stored_before_learned_centroid
         issue_doc(learned=taught, learned_centroid=0.6).dense_hash()
         != issue_doc(learned=taught, learned_centroid=0.7).dense_hash()
     )
+
+
+def test_bm25_with_every_row_visible_equals_the_masked_scores_bit_for_bit():
+    """Every row visible skips the mask (engine/sparse.py): the scores and coverage are exactly those of the
+    masked path over an index holding one more, hidden, row."""
+    weights = {"name": 3, "description": 1}
+    docs = [
+        weighted_tokens({"name": f"tool{i}", "description": f"send mail {'now ' * (i % 3)}to team {i % 4}"}, weights)
+        for i in range(40)
+    ]
+    hidden = weighted_tokens({"name": "extra", "description": "send send mail"}, weights)
+    with_hidden = SparseIndex([*docs, hidden]).score("send mail to team 2", np.arange(41) < 40)
+    everyone = SparseIndex(docs).score("send mail to team 2", np.ones(40, bool))
+    np.testing.assert_array_equal(everyone.scores, with_hidden.scores[:40])
+    np.testing.assert_array_equal(everyone.coverage, with_hidden.coverage[:40])
+    assert everyone.scores.min() > 0
