@@ -379,7 +379,7 @@ def rank(
     """Rank the visible rows. ``clauses``: branches of the request's parts (a multi-step request); a tool
     then scores by the best of the whole request and each part (parts slightly discounted).
 
-    With approximate dense scores (a float16 table, see engine/dense.py) each pass also names the tools
+    With approximate dense scores (an int8 table, see engine/dense.py) each pass also names the tools
     whose exact score could change its answer; they are re-scored exactly and the pass repeats until it
     names none, so the answer is the exact scan's (usually two passes, a few hundred tools re-scored)."""
     clauses = clauses if options.decompose else ()
