@@ -186,7 +186,7 @@ class DenseIndex:
             self._spill.append(exact_blocks)
             self._file_row = np.arange(total, dtype=np.int64)
             self._int8 = _Int8Table.of(exact_blocks, total, width, spill_dir)
-            self.matrix = self._int8.rows
+            self.matrix = None  # the scan reads ONNX Runtime's packed copy of the int8 rows (``_Int8Table``)
             self.exact_matrix = None  # read back from the spill file (pread)
         else:
             # One allocation for the table (no float64 or per-block float32 copies on the way).
@@ -287,7 +287,7 @@ class DenseIndex:
                 first += len(block)
             starts = [int(offsets[row]) for row in rows]
             table._int8 = _Int8Table.updated(self._int8, src, dst, total, width, exact, starts, self.spill_dir)
-            table.matrix = table._int8.rows
+            table.matrix = None
         else:
             table.matrix = np.zeros((_padded(total), width), np.float32)
             copy_rows(table.matrix, dst, self.matrix, src)
@@ -313,7 +313,7 @@ class DenseIndex:
     def exact_rows(self, starts: np.ndarray, ends: np.ndarray, padded: int = 0) -> np.ndarray:
         """The float32 vectors ``starts[i]:ends[i]`` stacked (and zero rows up to ``padded``)."""
         count = int((ends - starts).sum())
-        width = self.matrix.shape[1]
+        width = max(self.dim, 1)
         block = np.zeros((max(count, padded), width), np.float32)
         if self.exact_matrix is not None:
             position = 0
@@ -391,17 +391,20 @@ class _Int8Table:
     """Each vector as ``scale[i] * rows[i]`` with int8 ``rows`` (per-row scale: its largest component is 127),
     scanned by ONNX Runtime's MatMulInteger with the table prepacked once per table (a constant initializer):
     about 4x faster than a float16 scan for one vector and 8x for several, reading a quarter of float32's bytes.
+    Once the session is made, the only copy in memory is the session's packed one; the rows stay in the table's
+    temporary file for an update to read (``stored_rows``).
 
     Bound: with q' the query as scanned and v' = scale * rows, |q.v - q'.v'| <= |q| |v - v'| + |q - q'| |v'|;
     ``residual`` and ``quantized_norm`` are the largest |v - v'| and |v'| over the table (float64)."""
 
-    rows: np.ndarray  # (n_vectors, dim) int8
+    rows: np.ndarray | None  # (n_vectors, dim) int8 while built; then None (in the file and the session)
     scale: np.ndarray  # (n_vectors,) float32
     residual_norms: np.ndarray  # (n_vectors,) float64: |v - v'| per vector
     quantized_norms: np.ndarray  # (n_vectors,) float64: |v'| per vector
     residual: float = 0.0
     quantized_norm: float = 0.0
     session: object = field(repr=False, default=None)
+    files: tempfile.TemporaryDirectory | None = field(repr=False, default=None)  # removed with the table
 
     @classmethod
     def empty(cls, total: int, width: int) -> "_Int8Table":
@@ -431,7 +434,7 @@ class _Int8Table:
         """Rows ``src`` of ``old`` at ``dst`` and the float32 blocks ``added`` quantized at ``starts``: the same
         table, bit for bit, as quantizing every row again."""
         table = cls.empty(total, width)
-        copy_rows(table.rows, dst, old.rows, src)
+        copy_rows(table.rows, dst, old.stored_rows(), src)
         table.scale[dst] = old.scale[src]
         table.residual_norms[dst] = old.residual_norms[src]
         table.quantized_norms[dst] = old.quantized_norms[src]
@@ -442,8 +445,14 @@ class _Int8Table:
     def _finish(self, spill_dir: str | None) -> "_Int8Table":
         self.residual = float(self.residual_norms.max())
         self.quantized_norm = float(self.quantized_norms.max())
-        self.session = _session(self.rows, spill_dir)
+        self.session, self.files = _session(self.rows, spill_dir)
+        self.rows = None
         return self
+
+    def stored_rows(self) -> np.ndarray:
+        """The int8 rows (n_vectors, dim), read back from the table's file (a transposed view)."""
+        count = len(self.scale)
+        return np.fromfile(Path(self.files.name) / "table.bin", np.int8).reshape(-1, count).T
 
     def _quantize(self, block: np.ndarray, start: int) -> None:
         """float32 ``block`` into rows from ``start``, a chunk at a time (float64 temporaries of a chunk only)."""
@@ -490,34 +499,37 @@ _TRANSPOSE_COLUMNS = 32  # the table is written transposed this many dimensions 
 
 def _session(rows: np.ndarray, spill_dir: str | None):
     """An ONNX Runtime session computing ``(query - 64) @ rows.T`` for uint8 queries, with ``rows`` a constant
-    the session prepacks (and keeps: the file it is read from is removed once the session is made)."""
+    the session prepacks, and the temporary directory holding the rows' file (transposed, ``table.bin``)."""
     import onnxruntime
     from onnx import TensorProto, helper
 
     count, width = rows.shape
-    with tempfile.TemporaryDirectory(dir=spill_dir) as directory:
-        with open(Path(directory) / "table.bin", "wb") as file:  # transposed, a few dimensions at a time
-            for lo in range(0, width, _TRANSPOSE_COLUMNS):
-                file.write(np.ascontiguousarray(rows[:, lo : lo + _TRANSPOSE_COLUMNS].T).tobytes())
-        table = TensorProto(name="table", data_type=TensorProto.INT8, dims=[width, count])
-        table.data_location = TensorProto.EXTERNAL
-        for key, value in (("location", "table.bin"), ("offset", "0"), ("length", str(width * count))):
-            table.external_data.add(key=key, value=value)
-        graph = helper.make_graph(
-            [helper.make_node("MatMulInteger", ["query", "table", "zero_point"], ["products"])],
-            "int8_scan",
-            [helper.make_tensor_value_info("query", TensorProto.UINT8, [None, width])],
-            [helper.make_tensor_value_info("products", TensorProto.INT32, [None, count])],
-            [table, helper.make_tensor("zero_point", TensorProto.UINT8, [], [_ZERO_POINT])],
-        )
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
-        path = Path(directory) / "scan.onnx"
-        path.write_bytes(model.SerializeToString())
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = 1  # the request's own thread, as the BLAS scan of a float32 table
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 3
-        return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    files = tempfile.TemporaryDirectory(dir=spill_dir)
+    directory = files.name
+    with open(Path(directory) / "table.bin", "wb") as file:  # transposed, a few dimensions at a time
+        for lo in range(0, width, _TRANSPOSE_COLUMNS):
+            file.write(np.ascontiguousarray(rows[:, lo : lo + _TRANSPOSE_COLUMNS].T).tobytes())
+    table = TensorProto(name="table", data_type=TensorProto.INT8, dims=[width, count])
+    table.data_location = TensorProto.EXTERNAL
+    for key, value in (("location", "table.bin"), ("offset", "0"), ("length", str(width * count))):
+        table.external_data.add(key=key, value=value)
+    graph = helper.make_graph(
+        [helper.make_node("MatMulInteger", ["query", "table", "zero_point"], ["products"])],
+        "int8_scan",
+        [helper.make_tensor_value_info("query", TensorProto.UINT8, [None, width])],
+        [helper.make_tensor_value_info("products", TensorProto.INT32, [None, count])],
+        [table, helper.make_tensor("zero_point", TensorProto.UINT8, [], [_ZERO_POINT])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    path = Path(directory) / "scan.onnx"
+    path.write_bytes(model.SerializeToString())
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1  # the request's own thread, as the BLAS scan of a float32 table
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    path.unlink()
+    return session, files
 
 
 # Vectors per tool taken one whole-array pass at a time; a tool's vectors past this many (long lists of

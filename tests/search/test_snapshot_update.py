@@ -113,6 +113,7 @@ def assert_same_table(updated, whole) -> None:
         new, old = updated._int8, whole._int8
         assert (new.residual, new.quantized_norm) == (old.residual, old.quantized_norm)
         assert np.array_equal(new.scale, old.scale)
+        assert np.array_equal(new.stored_rows(), old.stored_rows())
     assert np.array_equal(updated.offsets, whole.offsets) and np.array_equal(updated.owner, whole.owner)
     assert updated.kinds == whole.kinds and updated.examples == whole.examples
     assert np.array_equal(updated.matrix, whole.matrix)
