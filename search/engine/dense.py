@@ -445,8 +445,10 @@ class _Int8Table:
     def _finish(self, spill_dir: str | None) -> "_Int8Table":
         self.residual = float(self.residual_norms.max())
         self.quantized_norm = float(self.quantized_norms.max())
-        self.session, self.files = _session(self.rows, spill_dir)
-        self.rows = None
+        count, width = self.rows.shape
+        self.files = _written(self.rows, spill_dir)
+        self.rows = None  # freed before the session reads the file: the build's peak holds one copy less
+        self.session = _session(self.files.name, count, width)
         return self
 
     def stored_rows(self) -> np.ndarray:
@@ -494,21 +496,24 @@ class _Int8Table:
         return sims, errors
 
 
-_TRANSPOSE_COLUMNS = 32  # the table is written transposed this many dimensions at a time (no whole copy)
+_TRANSPOSE_COLUMNS = 32  # the table is written transposed this many dimensions at a time
 
 
-def _session(rows: np.ndarray, spill_dir: str | None):
-    """An ONNX Runtime session computing ``(query - 64) @ rows.T`` for uint8 queries, with ``rows`` a constant
-    the session prepacks, and the temporary directory holding the rows' file (transposed, ``table.bin``)."""
+def _written(rows: np.ndarray, spill_dir: str | None) -> tempfile.TemporaryDirectory:
+    """A temporary directory (removed with the object) holding ``rows`` transposed in ``table.bin``."""
+    files = tempfile.TemporaryDirectory(dir=spill_dir)
+    with open(Path(files.name) / "table.bin", "wb") as file:  # a few dimensions at a time: no whole copy
+        for lo in range(0, rows.shape[1], _TRANSPOSE_COLUMNS):
+            file.write(np.ascontiguousarray(rows[:, lo : lo + _TRANSPOSE_COLUMNS].T).tobytes())
+    return files
+
+
+def _session(directory: str, count: int, width: int):
+    """An ONNX Runtime session computing ``(query - 64) @ rows.T`` for uint8 queries, with the (count, width)
+    int8 ``rows`` of ``directory``/table.bin a constant the session prepacks."""
     import onnxruntime
     from onnx import TensorProto, helper
 
-    count, width = rows.shape
-    files = tempfile.TemporaryDirectory(dir=spill_dir)
-    directory = files.name
-    with open(Path(directory) / "table.bin", "wb") as file:  # transposed, a few dimensions at a time
-        for lo in range(0, width, _TRANSPOSE_COLUMNS):
-            file.write(np.ascontiguousarray(rows[:, lo : lo + _TRANSPOSE_COLUMNS].T).tobytes())
     table = TensorProto(name="table", data_type=TensorProto.INT8, dims=[width, count])
     table.data_location = TensorProto.EXTERNAL
     for key, value in (("location", "table.bin"), ("offset", "0"), ("length", str(width * count))):
@@ -529,7 +534,7 @@ def _session(rows: np.ndarray, spill_dir: str | None):
     options.log_severity_level = 3
     session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     path.unlink()
-    return session, files
+    return session
 
 
 # Vectors per tool taken one whole-array pass at a time; a tool's vectors past this many (long lists of
