@@ -290,10 +290,14 @@ def run_size(size: int, n_queries: int, warmup: int, no_progress: bool = False, 
 
     gc.collect()
     started = time.perf_counter()
-    from search.backends.embedded import half_precision
+    from search.backends import embedded
 
-    half = half_precision(vectors)
-    snapshot = IndexSnapshot(docs, vectors, generation="bench", model_key=encoder.key, half=half)
+    # Either side of an A/B (SCOUT_BENCH_ROOT): the choice was named half_precision before int8 tables.
+    choose = getattr(embedded, "quantized_table", None) or embedded.half_precision
+    half = choose(vectors)
+    keyword = "quantized" if hasattr(embedded, "quantized_table") else "half"
+    scanned = "int8" if keyword == "quantized" else "float16"
+    snapshot = IndexSnapshot(docs, vectors, generation="bench", model_key=encoder.key, **{keyword: half})
     build_s = time.perf_counter() - started
     del vectors
     release_memory()  # as the embedded backend does after every build
@@ -387,7 +391,7 @@ def run_size(size: int, n_queries: int, warmup: int, no_progress: bool = False, 
         "query_source": query_origin,
         "tool_vectors": "random unit vectors (see docstring); queries encoded by the real model",
         "numpy": np.__version__,
-        "vector_precision": "float16 + exact re-score" if half else "float32",
+        "vector_precision": f"{scanned} + exact re-score" if half else "float32",
     }
 
 

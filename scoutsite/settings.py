@@ -389,11 +389,10 @@ SCOUT_SEARCH_BLAS_THREADS = env_int("SCOUT_SEARCH_BLAS_THREADS", 1)
 # search/onnx_encoder.py encode_requests) instead of one more encode per part; an answer that is not
 # confident is searched again with the parts encoded alone (search/services.py tool_search).
 SCOUT_SEARCH_ONE_PASS_PARTS = env_bool("SCOUT_SEARCH_ONE_PASS_PARTS", default=True)
-# float16: the in-memory vector table is float16 with exact float32 re-scoring from a memory-mapped,
-# unlinked file in SCOUT_SEARCH_VECTOR_SPILL_DIR (default: the system temp dir); answers are those of the
-# float32 scan in about half the memory (search/engine/dense.py). float32: the whole table in memory.
-# auto (default): float16 from SCOUT_SEARCH_HALF_MIN_VECTORS stored vectors on, float32 below (a small table
-# gains little memory, and its float16 scan would load torch into a process that encodes with ONNX).
+# int8 (formerly float16, still accepted): the scanned vector table is int8 (ONNX Runtime's MatMulInteger) with
+# exact float32 re-scoring from an unlinked file in SCOUT_SEARCH_VECTOR_SPILL_DIR (default: the system temp dir);
+# answers are those of the float32 scan (search/engine/dense.py). float32: the whole table in memory.
+# auto (default): int8 from SCOUT_SEARCH_HALF_MIN_VECTORS stored vectors on, float32 below.
 SCOUT_SEARCH_VECTOR_PRECISION = env_str("SCOUT_SEARCH_VECTOR_PRECISION", "auto")
 SCOUT_SEARCH_HALF_MIN_VECTORS = env_int("SCOUT_SEARCH_HALF_MIN_VECTORS", 100_000)
 SCOUT_SEARCH_VECTOR_SPILL_DIR = env_str("SCOUT_SEARCH_VECTOR_SPILL_DIR", "") or None

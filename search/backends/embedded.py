@@ -50,14 +50,14 @@ def release_memory(*, collect: bool = True) -> None:
         pass
 
 
-def half_precision(vectors: Mapping[int, DocVectors]) -> bool:
-    """Whether a whole build keeps its vector table in float16 (SCOUT_SEARCH_VECTOR_PRECISION; ``auto``: from
+def quantized_table(vectors: Mapping[int, DocVectors]) -> bool:
+    """Whether a whole build scans an int8 vector table (SCOUT_SEARCH_VECTOR_PRECISION; ``auto``: from
     SCOUT_SEARCH_HALF_MIN_VECTORS stored vectors on). Answers are the same either way; an update keeps the
     precision of the snapshot it updates."""
     mode = settings.SCOUT_SEARCH_VECTOR_PRECISION
     if mode == "auto":
         return sum(len(v.vectors) for v in vectors.values()) >= settings.SCOUT_SEARCH_HALF_MIN_VECTORS
-    return mode == "float16"
+    return mode in ("int8", "float16")  # float16: the former name of the scanned, re-scored table
 
 
 class EmbeddedBackend(SearchBackend):
@@ -137,7 +137,7 @@ class EmbeddedBackend(SearchBackend):
             vectors if vectors else None,
             generation=token,
             model_key=key,
-            half=half_precision(vectors),
+            quantized=quantized_table(vectors),
             spill_dir=settings.SCOUT_SEARCH_VECTOR_SPILL_DIR,
         )
         snapshot.generation_mark = mark

@@ -1,12 +1,13 @@
 """Multi-vector dense scoring: every tool has several unit vectors; a tool scores by its best one.
 
-Large catalogs (``half=True``): the scanned table is float16 (half the memory and, memory-bound, about a
-third of the scan time) and the float32 vectors go to an unlinked temporary file; only the rows a query
-re-scores are read back (pread: no mapping, so they never count as the process's resident memory). A scan's
-scores are then approximate within a proven bound (``DenseScores.error``) and ``DenseScores.refine``
-replaces the given tools' scores with the exact float32 ones; ranking refines every tool whose exact score
-could change what it returns (engine/ranking.py), so answers are those of the exact scan. A request with
-parts scores all its vectors in one read of the float16 table (``DenseIndex.score_all``).
+Large catalogs (``quantized=True``): the scanned table is int8 (a quarter of float32's bytes), multiplied
+by ONNX Runtime's MatMulInteger with the table prepacked at build (``_Int8Table``), and the float32 vectors
+go to an unlinked temporary file; only the rows a query re-scores are read back (pread: no mapping, so they
+never count as the process's resident memory). A scan's scores are then approximate within a proven bound
+(``DenseScores.error``) and ``DenseScores.refine`` replaces the given tools' scores with the exact float32
+ones; ranking refines every tool whose exact score could change what it returns (engine/ranking.py), so
+answers are those of the exact scan. A request with parts scores all its vectors in one product
+(``DenseIndex.score_all``).
 """
 
 import os
@@ -14,14 +15,12 @@ import tempfile
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
-# float16 keeps 11 significant bits: each stored component (and the query's) is within 2**-11 relative of
-# its float32 value, and the float16 result is rounded once more. Summed with Cauchy-Schwarz over unit
-# vectors that is below 3 * 2**-11 * |q| * max|v|; the bound used is a third larger, plus the float32
-# accumulation differences of either path.
-_HALF_ERROR = 4 * 2.0**-11
+# Differences of float32 accumulation orders between paths (an exact scan and a re-score), and the few float32
+# roundings of an int8 scan's scaling (relative 2**-24 each, of values below 1): far below this.
 _ACCUMULATION_ERROR = 1e-5
 # BLAS computes a matrix-vector product a group of rows at a time and the last ``rows % group`` rows by
 # another code path (one float32 ulp apart). Tables and re-scored blocks are padded to a multiple of this,
@@ -155,7 +154,7 @@ class DenseIndex:
         kinds: Sequence[Sequence[str]],
         texts: Sequence[Sequence[str]],
         *,
-        half: bool = False,
+        quantized: bool = False,
         spill_dir: str | None = None,
     ):
         dims = {v.shape[1] for v in per_doc if v is not None and len(v)}
@@ -175,23 +174,19 @@ class DenseIndex:
                     self.examples[total + i] = text
             total += len(vectors)
         width = max(self.dim, 1)
-        self.half = bool(half and total)
+        self.quantized = bool(quantized and total)
         self._spill: _Spill | None = None
-        self._file_row: np.ndarray | None = None  # half: the spill file row of each vector
-        self._norms: np.ndarray | None = None  # half: each tool's largest vector norm (0: none)
-        if self.half:
-            # float32 rows written to an unlinked file (never held in memory), float16 rows scanned.
-            self.matrix = np.empty((total, width), np.float16)
+        self._file_row: np.ndarray | None = None  # quantized: the spill file row of each vector
+        self._int8: _Int8Table | None = None
+        self.spill_dir = spill_dir
+        if self.quantized:
+            # float32 rows written to an unlinked file (never held in memory), int8 rows scanned.
             self._spill = _Spill(width, spill_dir)
-            self._norms = np.zeros(len(per_doc), np.float64)
             exact_blocks = [np.ascontiguousarray(block, dtype=np.float32) for block in blocks]
             self._spill.append(exact_blocks)
             self._file_row = np.arange(total, dtype=np.int64)
-            position = 0
-            for row, exact in zip(np.flatnonzero(counts).tolist(), exact_blocks, strict=True):
-                self.matrix[position : position + len(exact)] = exact
-                self._norms[row] = float(np.sqrt((exact * exact).sum(axis=1)).max())
-                position += len(exact)
+            self._int8 = _Int8Table.of(exact_blocks, total, width, spill_dir)
+            self.matrix = None  # the scan reads ONNX Runtime's packed copy of the int8 rows (``_Int8Table``)
             self.exact_matrix = None  # read back from the spill file (pread)
         else:
             # One allocation for the table (no float64 or per-block float32 copies on the way).
@@ -206,7 +201,6 @@ class DenseIndex:
 
     def _set_rows(self, counts: np.ndarray) -> None:
         self.n_docs = len(counts)
-        self.max_norm = float(self._norms.max()) if self._norms is not None and len(self._norms) else 1.0
         self.offsets = np.zeros(self.n_docs + 1, dtype=np.int64)
         np.cumsum(counts, out=self.offsets[1:])
         self.owner = np.repeat(np.arange(self.n_docs, dtype=np.int64), counts)
@@ -242,8 +236,8 @@ class DenseIndex:
     ) -> "DenseIndex":
         """This table for another set of rows: old row ``kept[i]`` becomes row ``kept_to[i]``, ``added`` gives
         new rows their (vectors, kinds, texts); rows in neither have no vectors. The same table, bit for bit,
-        as building it from every row's vectors (same order, precision and ``max_norm``), but the kept rows
-        are copied as they are and a float16 table shares its float32 file, to which only new rows are added.
+        as building it from every row's vectors (same order, precision and error bound), but the kept rows
+        are copied as they are and an int8 table shares its float32 file, to which only new rows are added.
         """
         kept, kept_to = np.asarray(kept, np.int64), np.asarray(kept_to, np.int64)
         old_counts = np.diff(self.offsets)[kept]
@@ -264,9 +258,10 @@ class DenseIndex:
         table = DenseIndex.__new__(DenseIndex)
         table.dim = dims.pop() if dims else 0
         width = max(table.dim, 1)
-        table.half = self.half and total > 0
+        table.quantized = self.quantized and total > 0
         table.exact_matrix = None
-        table._spill, table._file_row, table._norms = None, None, None
+        table._spill, table._file_row, table._int8 = None, None, None
+        table.spill_dir = self.spill_dir
         kinds = np.empty(total, dtype=object)
         kinds[dst] = np.asarray(self.kinds, dtype=object)[src] if len(src) else []
         new_vector = np.full(len(self.owner), -1, np.int64)
@@ -280,22 +275,19 @@ class DenseIndex:
             for i, (kind, text) in enumerate(zip(row_kinds, row_texts, strict=False)):
                 if kind == "example":
                     table.examples[start + i] = text
-        if table.half:
+        if table.quantized:
             exact = [np.ascontiguousarray(added[row][0], dtype=np.float32) for row in rows]
-            table.matrix = np.empty((total, width), np.float16)
-            copy_rows(table.matrix, dst, self.matrix, src)
-            table._norms = np.zeros(n_docs, np.float64)
-            table._norms[kept_to] = self._norms[kept]
-            table._spill = self._spill if self._spill is not None else _Spill(width, None)
+            table._spill = self._spill if self._spill is not None else _Spill(width, self.spill_dir)
             first = table._spill.append(exact)
             table._file_row = np.empty(total, np.int64)
             table._file_row[dst] = self._file_row[src]
             for row, block in zip(rows, exact, strict=True):
                 start = int(offsets[row])
-                table.matrix[start : start + len(block)] = block
-                table._norms[row] = float(np.sqrt((block * block).sum(axis=1)).max())
                 table._file_row[start : start + len(block)] = np.arange(first, first + len(block))
                 first += len(block)
+            starts = [int(offsets[row]) for row in rows]
+            table._int8 = _Int8Table.updated(self._int8, src, dst, total, width, exact, starts, self.spill_dir)
+            table.matrix = None
         else:
             table.matrix = np.zeros((_padded(total), width), np.float32)
             copy_rows(table.matrix, dst, self.matrix, src)
@@ -321,7 +313,7 @@ class DenseIndex:
     def exact_rows(self, starts: np.ndarray, ends: np.ndarray, padded: int = 0) -> np.ndarray:
         """The float32 vectors ``starts[i]:ends[i]`` stacked (and zero rows up to ``padded``)."""
         count = int((ends - starts).sum())
-        width = self.matrix.shape[1]
+        width = max(self.dim, 1)
         block = np.zeros((max(count, padded), width), np.float32)
         if self.exact_matrix is not None:
             position = 0
@@ -342,65 +334,31 @@ class DenseIndex:
         count = int((ends - starts).sum())
         return (self.exact_rows(starts, ends, padded=_padded(count)) @ query)[:count]
 
-    def _half_scan(self, query: np.ndarray) -> np.ndarray:
-        try:
-            import torch  # loaded with the model anyway; its float16 kernel accumulates in float32
-        except ImportError:  # pragma: no cover - without torch: convert in blocks (slower, same bound)
-            return self._shared_scan(query[None, :])[0]
-        with torch.inference_mode():
-            result = torch.from_numpy(self.matrix) @ torch.from_numpy(query.astype(np.float16))
-        return result.float().numpy()
-
-    def _shared_scan(self, queries: np.ndarray) -> np.ndarray:
-        """float32 cosines of every vector to each of the (k, dim) ``queries``, as a (k, n_vectors) array,
-        reading the float16 table once: ``_SCAN_ROWS`` rows at a time are converted to float32 (exactly)
-        into one reused block, which BLAS multiplies by the queries, ``_SCAN_COLUMNS`` at a time, while it
-        is in cache. Within the float16 scan's bound: only the table's rounding is left (the queries stay
-        float32 and the result is not rounded to float16)."""
-        rows, width = self.matrix.shape
-        groups = -(-len(queries) // _SCAN_COLUMNS)
-        columns = np.zeros((groups, width, _SCAN_COLUMNS), np.float32)  # zero columns pad the last group
-        for j, query in enumerate(queries):
-            columns[j // _SCAN_COLUMNS, :, j % _SCAN_COLUMNS] = query
-        block = np.empty((min(_SCAN_ROWS, rows), width), np.float32)
-        sims = np.empty((groups, rows, _SCAN_COLUMNS), np.float32)
-        convert = _converter(self.matrix, block)
-        for start in range(0, rows, _SCAN_ROWS):
-            end = min(start + _SCAN_ROWS, rows)
-            convert(start, end)
-            for group in range(groups):
-                np.matmul(block[: end - start], columns[group], out=sims[group, start:end])
-        return np.stack([sims[j // _SCAN_COLUMNS, :, j % _SCAN_COLUMNS] for j in range(len(queries))])
-
     def score(self, query_vector: np.ndarray) -> DenseScores:
-        if not len(self.owner):
-            return DenseScores(np.full(self.n_docs, -1.0, dtype=np.float32), np.zeros(0, np.float32), self.offsets)
-        query = np.asarray(query_vector, dtype=np.float32)
-        if self.half:
-            sims = self._half_scan(query)
-        else:
-            sims = (self.matrix @ query)[: len(self.owner)]  # the padding rows' zeros dropped
-        return self._scores(query, sims)
+        return self.score_all([query_vector])[0]
 
     def score_all(self, query_vectors: Sequence[np.ndarray]) -> list[DenseScores]:
-        """``[self.score(v) for v in query_vectors]`` (a request and its parts). A float16 table is read
-        once for all of them when there are ``_SHARED_SCAN_MIN`` or more; scores are approximate within
-        the same bound either way, and ranking refines the same tools to exact float32 values."""
-        if not self.half or len(query_vectors) < _SHARED_SCAN_MIN or not len(self.owner):
-            return [self.score(vector) for vector in query_vectors]
-        queries = np.stack([np.asarray(vector, dtype=np.float32) for vector in query_vectors])
-        return [self._scores(query, sims) for query, sims in zip(queries, self._shared_scan(queries), strict=True)]
+        """``[self.score(v) for v in query_vectors]`` (a request and its parts). An int8 table is read once
+        for all of them (one product); its scores are approximate within ``DenseScores.error``, and ranking
+        refines the tools it depends on to exact float32 values."""
+        queries = [np.asarray(vector, dtype=np.float32) for vector in query_vectors]
+        if not len(self.owner):
+            empty = np.full(self.n_docs, -1.0, dtype=np.float32)
+            return [DenseScores(empty.copy(), np.zeros(0, np.float32), self.offsets) for _ in queries]
+        if not self.quantized:
+            return [self._scores(query, (self.matrix @ query)[: len(self.owner)], 0.0) for query in queries]
+        sims, errors = self._int8.scan(np.stack(queries))
+        return [self._scores(q, s, e) for q, s, e in zip(queries, sims, errors, strict=True)]
 
-    def _scores(self, query: np.ndarray, sims: np.ndarray) -> DenseScores:
+    def _scores(self, query: np.ndarray, sims: np.ndarray, error: float) -> DenseScores:
         block_max = self._block_max(sims)
         if self._all_have_vectors:
             scores = block_max
         else:
             scores = np.full(self.n_docs, -1.0, dtype=np.float32)
             scores[self._owners_with_vectors] = block_max
-        if not self.half:
+        if not self.quantized:
             return DenseScores(scores, sims, self.offsets)
-        error = _HALF_ERROR * self.max_norm * float(np.linalg.norm(query)) + _ACCUMULATION_ERROR
         exact = np.zeros(self.n_docs, dtype=bool)
         exact[self._without_vectors] = True  # no vector: -1, exact
         return DenseScores(scores, sims, self.offsets, error, self, query, exact)
@@ -417,29 +375,166 @@ class DenseIndex:
         return result
 
 
-# A float16 scan of several vectors (a request and its parts) converts this many rows at a time to float32
-# (768 KB: in a core's L2 for the products) and multiplies them by this many vectors at once: OpenBLAS's
-# sgemm is steady and fast with 4 columns and erratic with 2, 3 or 6-8 (measured on 216k x 384 rows).
-_SCAN_ROWS = 512
-_SCAN_COLUMNS = 4
-# From this many vectors one conversion of the table for all of them beats torch's float16 matrix-vector
-# product per vector (that one converts in registers: one or two vectors are faster that way).
-_SHARED_SCAN_MIN = 3
+# A query is cut into two 7-bit integer vectors (its value to 1/126 of its largest component, then what is
+# left to 1/126 of that): the query's own rounding stays below 2**-13 of its largest component.
+_QUERY_LEVEL = 63
+# ONNX Runtime's u8 x s8 kernels on CPUs without VNNI (AVX2) add adjacent products in int16 with saturation:
+# a query value of at most 127 (zero point 64) times table values within +-127 keeps every pair below 2**15,
+# so each integer product is exact on every kernel.
+_ZERO_POINT = 64
+_TABLE_LEVEL = 127
+_QUANTIZE_ROWS = 2048  # rows quantized at a time at build (float64 temporaries of a few MB)
 
 
-def _converter(matrix: np.ndarray, block: np.ndarray):
-    """``convert(start, end)``: float16 rows ``start:end`` of ``matrix`` into the first rows of the float32
-    ``block``, exactly. torch's conversion is vectorized: about 15x numpy's."""
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - numpy's conversion: slower, the same values
-        return lambda start, end: np.copyto(block[: end - start], matrix[start:end], casting="unsafe")
-    source, target = torch.from_numpy(matrix), torch.from_numpy(block)
+@dataclass
+class _Int8Table:
+    """Each vector as ``scale[i] * rows[i]`` with int8 ``rows`` (per-row scale: its largest component is 127),
+    scanned by ONNX Runtime's MatMulInteger with the table prepacked once per table (a constant initializer):
+    about 4x faster than a float16 scan for one vector and 8x for several, reading a quarter of float32's bytes.
+    Once the session is made, the only copy in memory is the session's packed one; the rows stay in the table's
+    temporary file for an update to read (``stored_rows``).
 
-    def convert(start: int, end: int) -> None:
-        target[: end - start].copy_(source[start:end])
+    Bound: with q' the query as scanned and v' = scale * rows, |q.v - q'.v'| <= |q| |v - v'| + |q - q'| |v'|;
+    ``residual`` and ``quantized_norm`` are the largest |v - v'| and |v'| over the table (float64)."""
 
-    return convert
+    rows: np.ndarray | None  # (n_vectors, dim) int8 while built; then None (in the file and the session)
+    scale: np.ndarray  # (n_vectors,) float32
+    residual_norms: np.ndarray  # (n_vectors,) float64: |v - v'| per vector
+    quantized_norms: np.ndarray  # (n_vectors,) float64: |v'| per vector
+    residual: float = 0.0
+    quantized_norm: float = 0.0
+    session: object = field(repr=False, default=None)
+    files: tempfile.TemporaryDirectory | None = field(repr=False, default=None)  # removed with the table
+
+    @classmethod
+    def empty(cls, total: int, width: int) -> "_Int8Table":
+        return cls(np.empty((total, width), np.int8), np.empty(total, np.float32), np.empty(total), np.empty(total))
+
+    @classmethod
+    def of(cls, blocks: Sequence[np.ndarray], total: int, width: int, spill_dir: str | None) -> "_Int8Table":
+        table = cls.empty(total, width)
+        position = 0
+        for block in blocks:
+            table._quantize(block, position)
+            position += len(block)
+        return table._finish(spill_dir)
+
+    @classmethod
+    def updated(
+        cls,
+        old: "_Int8Table",
+        src: np.ndarray,
+        dst: np.ndarray,
+        total: int,
+        width: int,
+        added: Sequence[np.ndarray],
+        starts: Sequence[int],
+        spill_dir: str | None,
+    ) -> "_Int8Table":
+        """Rows ``src`` of ``old`` at ``dst`` and the float32 blocks ``added`` quantized at ``starts``: the same
+        table, bit for bit, as quantizing every row again."""
+        table = cls.empty(total, width)
+        copy_rows(table.rows, dst, old.stored_rows(), src)
+        table.scale[dst] = old.scale[src]
+        table.residual_norms[dst] = old.residual_norms[src]
+        table.quantized_norms[dst] = old.quantized_norms[src]
+        for start, block in zip(starts, added, strict=True):
+            table._quantize(block, start)
+        return table._finish(spill_dir)
+
+    def _finish(self, spill_dir: str | None) -> "_Int8Table":
+        self.residual = float(self.residual_norms.max())
+        self.quantized_norm = float(self.quantized_norms.max())
+        count, width = self.rows.shape
+        self.files = _written(self.rows, spill_dir)
+        self.rows = None  # freed before the session reads the file: the build's peak holds one copy less
+        self.session = _session(self.files.name, count, width)
+        return self
+
+    def stored_rows(self) -> np.ndarray:
+        """The int8 rows (n_vectors, dim), read back from the table's file (a transposed view)."""
+        count = len(self.scale)
+        return np.fromfile(Path(self.files.name) / "table.bin", np.int8).reshape(-1, count).T
+
+    def _quantize(self, block: np.ndarray, start: int) -> None:
+        """float32 ``block`` into rows from ``start``, a chunk at a time (float64 temporaries of a chunk only)."""
+        for lo in range(0, len(block), _QUANTIZE_ROWS):
+            exact = block[lo : lo + _QUANTIZE_ROWS].astype(np.float64)
+            largest = np.abs(exact).max(axis=1)
+            scale = np.where(largest > 0, largest / _TABLE_LEVEL, 1.0).astype(np.float32)
+            rows = np.clip(np.rint(exact / scale[:, None]), -_TABLE_LEVEL, _TABLE_LEVEL)
+            approx = rows * scale[:, None].astype(np.float64)
+            at = slice(start + lo, start + lo + len(exact))
+            self.rows[at] = rows
+            self.scale[at] = scale
+            self.residual_norms[at] = np.sqrt(((exact - approx) ** 2).sum(axis=1))
+            self.quantized_norms[at] = np.sqrt((approx**2).sum(axis=1))
+
+    def scan(self, queries: np.ndarray) -> tuple[np.ndarray, list[float]]:
+        """float32 approximate cosines of every vector to each of the (k, dim) ``queries`` ((k, n_vectors)),
+        and each query's bound on their distance from the exact float32 cosines."""
+        exact = queries.astype(np.float64)
+        largest = np.abs(exact).max(axis=1)
+        high_step = np.where(largest > 0, largest / _QUERY_LEVEL, 1.0)
+        high = np.rint(exact / high_step[:, None])
+        rest = exact - high * high_step[:, None]
+        low_step = high_step / (2 * _QUERY_LEVEL)  # |rest| <= high_step / 2: within +-63 steps
+        low = np.rint(rest / low_step[:, None])
+        leftover = rest - low * low_step[:, None]
+        levels = np.empty((2 * len(queries), queries.shape[1]), np.uint8)
+        levels[0::2], levels[1::2] = high + _ZERO_POINT, low + _ZERO_POINT
+        products = self.session.run(None, {"query": levels})[0]  # (2k, n_vectors) int32, exact
+        sims = products[0::2].astype(np.float32) * high_step[:, None].astype(np.float32)
+        sims += products[1::2].astype(np.float32) * low_step[:, None].astype(np.float32)
+        sims *= self.scale
+        errors = [
+            float(np.linalg.norm(exact[j])) * self.residual
+            + float(np.linalg.norm(leftover[j])) * self.quantized_norm
+            + _ACCUMULATION_ERROR
+            for j in range(len(queries))
+        ]
+        return sims, errors
+
+
+_TRANSPOSE_COLUMNS = 32  # the table is written transposed this many dimensions at a time
+
+
+def _written(rows: np.ndarray, spill_dir: str | None) -> tempfile.TemporaryDirectory:
+    """A temporary directory (removed with the object) holding ``rows`` transposed in ``table.bin``."""
+    files = tempfile.TemporaryDirectory(dir=spill_dir)
+    with open(Path(files.name) / "table.bin", "wb") as file:  # a few dimensions at a time: no whole copy
+        for lo in range(0, rows.shape[1], _TRANSPOSE_COLUMNS):
+            file.write(np.ascontiguousarray(rows[:, lo : lo + _TRANSPOSE_COLUMNS].T).tobytes())
+    return files
+
+
+def _session(directory: str, count: int, width: int):
+    """An ONNX Runtime session computing ``(query - 64) @ rows.T`` for uint8 queries, with the (count, width)
+    int8 ``rows`` of ``directory``/table.bin a constant the session prepacks."""
+    import onnxruntime
+    from onnx import TensorProto, helper
+
+    table = TensorProto(name="table", data_type=TensorProto.INT8, dims=[width, count])
+    table.data_location = TensorProto.EXTERNAL
+    for key, value in (("location", "table.bin"), ("offset", "0"), ("length", str(width * count))):
+        table.external_data.add(key=key, value=value)
+    graph = helper.make_graph(
+        [helper.make_node("MatMulInteger", ["query", "table", "zero_point"], ["products"])],
+        "int8_scan",
+        [helper.make_tensor_value_info("query", TensorProto.UINT8, [None, width])],
+        [helper.make_tensor_value_info("products", TensorProto.INT32, [None, count])],
+        [table, helper.make_tensor("zero_point", TensorProto.UINT8, [], [_ZERO_POINT])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    path = Path(directory) / "scan.onnx"
+    path.write_bytes(model.SerializeToString())
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1  # the request's own thread, as the BLAS scan of a float32 table
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    path.unlink()
+    return session
 
 
 # Vectors per tool taken one whole-array pass at a time; a tool's vectors past this many (long lists of

@@ -322,19 +322,25 @@ def _fuse(
     calibration: Calibration,
     peak: float | None = None,
     head_depth: int = 0,
+    bm25_shares: dict[int, np.ndarray] | None = None,
 ) -> _Fused:
-    """``head_depth``: also select the dense head that deep (``_Fused.dense_head``); the peak is read from it."""
+    """``head_depth``: also select the dense head that deep (``_Fused.dense_head``); the peak is read from it.
+    ``bm25_shares``: convex BM25 shares by ``id`` of their sparse scores, kept across the passes of one ranking
+    (a refinement changes dense scores only), never written to."""
     rows = branches.visible_rows
     tie = _visible(tie_keys, rows)
     bm25 = _visible(branches.sparse.scores, rows)
     dense = _visible(branches.dense.scores, rows) if branches.dense is not None else None
-    zeros = np.zeros(len(rows))
     if fusion == "bm25":
-        bm25_part, dense_part = bm25.astype(np.float64), zeros
+        bm25_part, dense_part = bm25.astype(np.float64), np.zeros(len(rows))
     elif fusion == "dense":
-        bm25_part, dense_part = zeros, dense.astype(np.float64)
+        bm25_part, dense_part = np.zeros(len(rows)), dense.astype(np.float64)
     elif fusion == "convex":
-        bm25_part = options.bm25_weight * _bm25_scaled(bm25)
+        bm25_part = bm25_shares.get(id(branches.sparse)) if bm25_shares is not None else None
+        if bm25_part is None:
+            bm25_part = options.bm25_weight * _bm25_scaled(bm25)
+            if bm25_shares is not None:
+                bm25_shares[id(branches.sparse)] = bm25_part
         dense_part = (1 - options.bm25_weight) * dense.astype(np.float64)
     else:  # rrf over each branch's top overfetch * top_k
         depth = options.overfetch * top_k
@@ -373,11 +379,12 @@ def rank(
     """Rank the visible rows. ``clauses``: branches of the request's parts (a multi-step request); a tool
     then scores by the best of the whole request and each part (parts slightly discounted).
 
-    With approximate dense scores (a float16 table, see engine/dense.py) each pass also names the tools
+    With approximate dense scores (an int8 table, see engine/dense.py) each pass also names the tools
     whose exact score could change its answer; they are re-scored exactly and the pass repeats until it
     names none, so the answer is the exact scan's (usually two passes, a few hundred tools re-scored)."""
     clauses = clauses if options.decompose else ()
     everything = (branches, *clauses)
+    bm25_shares: dict[int, np.ndarray] = {}  # the same in every pass (the branches' sparse scores stay alive)
     while True:
         ranking, needed = _rank_pass(
             branches,
@@ -387,6 +394,7 @@ def rank(
             tie_keys=tie_keys,
             calibration=calibration,
             clauses=clauses,
+            bm25_shares=bm25_shares,
         )
         if needed is None or not sum(_refine(b, rows) for b, rows in zip(everything, needed, strict=True)):
             break
@@ -428,6 +436,7 @@ def _rank_pass(
     tie_keys: np.ndarray,
     calibration: Calibration,
     clauses: Sequence[Branches],
+    bm25_shares: dict[int, np.ndarray] | None = None,
 ) -> tuple["_Pass | Ranking", list[np.ndarray] | None]:
     """One ranking pass: the candidates (or an empty Ranking), and for approximate dense scores the rows of
     each branch whose exact score this answer depends on (None when every score is exact)."""
@@ -438,12 +447,14 @@ def _rank_pass(
     fusion = _fusion_of(branches, options)
     # The dense head serves the peak, the candidates' dense ranks and the re-score band (one selection).
     head_depth = max(options.dense_rank_depth, calibration.peak_depth, Calibration.peak_depth)
-    whole = _fuse(branches, fusion, options, top_k, tie_keys, calibration, head_depth=head_depth)
+    whole = _fuse(
+        branches, fusion, options, top_k, tie_keys, calibration, head_depth=head_depth, bm25_shares=bm25_shares
+    )
     fused, step = whole.fused, np.zeros(len(rows), np.int64)
     top = float(fused.max()) if len(fused) else 0.0
     scales, fuses = [1.0], [whole]
     for clause in clauses:
-        part = _fuse(clause, fusion, options, top_k, tie_keys, calibration, peak=whole.peak)
+        part = _fuse(clause, fusion, options, top_k, tie_keys, calibration, peak=whole.peak, bm25_shares=bm25_shares)
         part_top = float(part.fused.max())
         # Each part's best tool lands just under the whole request's best, so every step gets a place.
         scale = options.clause_discount

@@ -65,11 +65,11 @@ class IndexSnapshot:
         *,
         generation: str = "",
         model_key: str | None = None,
-        half: bool = False,
+        quantized: bool = False,
         spill_dir: str | None = None,
     ) -> None:
-        """``half``: scan float16 vectors and re-score exactly from a memory-mapped float32 file in
-        ``spill_dir`` (engine/dense.py); the answers are the exact scan's, in about half the memory."""
+        """``quantized``: scan int8 vectors and re-score exactly from an unlinked float32 file in
+        ``spill_dir`` (engine/dense.py); the answers are the exact scan's, scanned faster in less memory."""
         self.docs = tuple(docs)
         self.generation = generation
         self.model_key = model_key
@@ -91,7 +91,7 @@ class IndexSnapshot:
                 [v.vectors if v else None for v in per_doc],
                 [v.kinds if v else () for v in per_doc],
                 [v.texts if v else () for v in per_doc],
-                half=half,
+                quantized=quantized,
                 spill_dir=spill_dir,
             )
             self.negatives = DenseIndex(

@@ -124,7 +124,8 @@ class SparseIndex:
         n_visible = int(visible.sum())
         if not terms or n_visible == 0:
             return SparseScores(scores, matched_mass, terms)
-        avg_len = float(self.lengths[visible].sum()) / n_visible or 1.0
+        everyone = n_visible == n_docs  # no mask to apply (the same values, without copying each term's rows)
+        avg_len = float((self.lengths if everyone else self.lengths[visible]).sum()) / n_visible or 1.0
         total_mass = 0.0
         for term in terms:
             col = self.vocab.get(term)
@@ -132,14 +133,14 @@ class SparseIndex:
                 total_mass += _idf(0, n_visible)  # an unknown word is as rare as can be: it lowers coverage
                 continue
             start, end = self.tf.indptr[col], self.tf.indptr[col + 1]
-            doc_rows = self.tf.indices[start:end]
-            keep = visible[doc_rows]
-            doc_rows = doc_rows[keep]
+            doc_rows, tf = self.tf.indices[start:end], self.tf.data[start:end]
+            if not everyone:
+                keep = visible[doc_rows]
+                doc_rows, tf = doc_rows[keep], tf[keep]
             idf = _idf(len(doc_rows), n_visible)
             total_mass += idf
             if len(doc_rows) == 0:
                 continue
-            tf = self.tf.data[start:end][keep]
             norm = K1 * (1 - B + B * self.lengths[doc_rows] / avg_len)
             scores[doc_rows] += idf * tf * (K1 + 1) / (tf + norm)
             matched_mass[doc_rows] += idf

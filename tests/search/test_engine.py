@@ -113,3 +113,19 @@ def test_explain_names_each_matched_word_once_per_field_label_in_the_fields_orde
     # name ("list_inbox" whole, then "list", "inbox") and name_split share the label "name": each word once
     assert why["fields"] == {"name": ["list", "inbox"], "description": ["list", "messages", "inbox"]}
     assert why["terms"] == ["inbox", "messages", "list"]
+
+
+def test_bm25_with_every_row_visible_equals_the_masked_scores_bit_for_bit():
+    """Every row visible skips the mask (engine/sparse.py): the scores and coverage are exactly those of the
+    masked path over an index holding one more, hidden, row."""
+    weights = {"name": 3, "description": 1}
+    docs = [
+        weighted_tokens({"name": f"tool{i}", "description": f"send mail {'now ' * (i % 3)}to team {i % 4}"}, weights)
+        for i in range(40)
+    ]
+    hidden = weighted_tokens({"name": "extra", "description": "send send mail"}, weights)
+    with_hidden = SparseIndex([*docs, hidden]).score("send mail to team 2", np.arange(41) < 40)
+    everyone = SparseIndex(docs).score("send mail to team 2", np.ones(40, bool))
+    np.testing.assert_array_equal(everyone.scores, with_hidden.scores[:40])
+    np.testing.assert_array_equal(everyone.coverage, with_hidden.coverage[:40])
+    assert everyone.scores.min() > 0

@@ -1,7 +1,7 @@
 """An updated snapshot (the changed tools' tokens and vectors computed, every other tool's reused) equals a
 snapshot built whole from the same documents and vectors: same rows, term frequencies, vector bits, tie keys
 and error bounds, so the same answers. Adds (new words, new pks among the old ones), changes (text, vectors,
-examples, negatives, learned requests), removals, and a chain of updates, with float32 and float16 tables.
+examples, negatives, learned requests), removals, and a chain of updates, with float32 and int8 tables.
 Then the embedded backend: another process's snapshot follows a sync by updating, not rereading every tool.
 """
 
@@ -88,7 +88,7 @@ def change(docs, vectors, rng, step: int):
     ]
     incoming = changed + added
     new_vectors = {doc.pk: doc_vectors(doc, rng) for doc in incoming if doc.pk % 5}  # some without vectors
-    # Shorter than the kept unit vectors: the float16 error bound (largest norm) must still count those.
+    # Shorter than the kept unit vectors: the int8 error bound (largest norms) must still count those.
     new_vectors = {pk: replace(v, vectors=v.vectors * np.float32(0.9)) for pk, v in new_vectors.items()}
     everything = {**by_pk, **{doc.pk: doc for doc in incoming}}
     for pk in removed:
@@ -108,7 +108,12 @@ def sparse_rows(snapshot: IndexSnapshot) -> dict[int, dict[str, float]]:
 
 
 def assert_same_table(updated, whole) -> None:
-    assert updated.dim == whole.dim and updated.half == whole.half and updated.max_norm == whole.max_norm
+    assert updated.dim == whole.dim and updated.quantized == whole.quantized
+    if whole.quantized:  # the same int8 rows, scales and bound
+        new, old = updated._int8, whole._int8
+        assert (new.residual, new.quantized_norm) == (old.residual, old.quantized_norm)
+        assert np.array_equal(new.scale, old.scale)
+        assert np.array_equal(new.stored_rows(), old.stored_rows())
     assert np.array_equal(updated.offsets, whole.offsets) and np.array_equal(updated.owner, whole.owner)
     assert updated.kinds == whole.kinds and updated.examples == whole.examples
     assert np.array_equal(updated.matrix, whole.matrix)
@@ -144,30 +149,30 @@ def answers(snapshot: IndexSnapshot, rng: np.random.Generator) -> list:
     return result
 
 
-@pytest.mark.parametrize("half", [False, True], ids=["float32", "float16"])
-def test_updated_snapshot_equals_a_whole_rebuild(half, settings):
+@pytest.mark.parametrize("quantized", [False, True], ids=["float32", "int8"])
+def test_updated_snapshot_equals_a_whole_rebuild(quantized, settings):
     rng = np.random.default_rng(3)
     docs, vectors = catalog(rng)
-    snapshot = IndexSnapshot(docs, vectors, generation="0", half=half)
+    snapshot = IndexSnapshot(docs, vectors, generation="0", quantized=quantized)
     for step in range(1, 4):  # a chain: each update starts from the previous update
         incoming, new_vectors, removed, docs, vectors = change(docs, vectors, rng, step)
         snapshot = snapshot.updated(incoming, new_vectors, removed, generation=str(step))
-        whole = IndexSnapshot(docs, vectors, generation=str(step), half=half)
+        whole = IndexSnapshot(docs, vectors, generation=str(step), quantized=quantized)
         assert_same_snapshot(snapshot, whole)
         assert answers(snapshot, np.random.default_rng(step)) == answers(whole, np.random.default_rng(step))
         assert any(m for _, matches in answers(snapshot, np.random.default_rng(step)) for m in matches)
-    assert snapshot.dense.spill_waste() == (snapshot.dense._spill.rows - len(snapshot.dense) if half else 0)
+    assert snapshot.dense.spill_waste() == (snapshot.dense._spill.rows - len(snapshot.dense) if quantized else 0)
     assert snapshot.sparse.unused_words() > 0 == whole.sparse.unused_words()  # words of replaced and removed tools
 
 
 def test_the_old_snapshot_is_unchanged_by_an_update():
     rng = np.random.default_rng(4)
     docs, vectors = catalog(rng)
-    snapshot = IndexSnapshot(docs, vectors, generation="0", half=True)
+    snapshot = IndexSnapshot(docs, vectors, generation="0", quantized=True)
     before = answers(snapshot, np.random.default_rng(1))
     incoming, new_vectors, removed, _, _ = change(docs, vectors, rng, 1)
     snapshot.updated(incoming, new_vectors, removed, generation="1")
-    assert_same_snapshot(snapshot, IndexSnapshot(docs, vectors, generation="0", half=True))
+    assert_same_snapshot(snapshot, IndexSnapshot(docs, vectors, generation="0", quantized=True))
     assert answers(snapshot, np.random.default_rng(1)) == before
 
 

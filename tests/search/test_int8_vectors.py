@@ -1,10 +1,10 @@
-"""Large catalogs: a float16 vector table with exact float32 re-scoring gives the exact scan's answers.
+"""Large catalogs: an int8 vector table with exact float32 re-scoring gives the exact scan's answers.
 
-The same fixed catalog is indexed twice, with float32 vectors (today's exact scan) and with ``half=True``
-(float16 scanned, float32 memory-mapped and read back only for the tools ranking names). Every request,
-fusion and visible set must return the same tools in the same order with the same scores, ranks and
-closest vectors. The catalog has near-duplicate tools whose vectors differ below float16's resolution, so
-an answer taken from the float16 scores alone would order them wrongly.
+The same fixed catalog is indexed twice, with float32 vectors (the exact scan) and with ``quantized=True``
+(int8 scanned by ONNX Runtime, float32 kept in an unlinked file and read back only for the tools ranking
+names). Every request, fusion and visible set must return the same tools in the same order with the same
+scores, ranks and closest vectors. The catalog has near-duplicate tools whose vectors differ far below int8's
+resolution, so an answer taken from the int8 scores alone would order them wrongly.
 """
 
 import numpy as np
@@ -55,7 +55,7 @@ def catalog():
                 texts = tuple(t for _, t in docs[-1].dense_texts())
                 vectors[pk] = DocVectors(block, kinds, texts, negatives)
     exact = IndexSnapshot(docs, vectors, generation="exact")
-    half = IndexSnapshot(docs, vectors, generation="half", half=True)
+    half = IndexSnapshot(docs, vectors, generation="int8", quantized=True)
     return docs, exact, half, topics
 
 
@@ -103,7 +103,7 @@ def answer(snapshot: IndexSnapshot, text: str, vector: np.ndarray, visible, opti
     ],
     ids=["convex", "rrf", "dense", "convex-whole-request"],
 )
-def test_half_vectors_answer_exactly_as_the_float32_scan(catalog, options):
+def test_int8_vectors_answer_exactly_as_the_float32_scan(catalog, options):
     docs, exact, half, topics = catalog
     everyone = [d.pk for d in docs]
     some = everyone[::3]
@@ -112,8 +112,8 @@ def test_half_vectors_answer_exactly_as_the_float32_scan(catalog, options):
             assert answer(half, text, vector, visible, options) == answer(exact, text, vector, visible, options)
 
 
-def test_the_float16_scan_alone_would_not_give_the_exact_answer(catalog):
-    """The re-score is what makes the answers exact: the float16 scores differ from float32 ones."""
+def test_the_int8_scan_alone_would_not_give_the_exact_answer(catalog):
+    """The re-score is what makes the answers exact: the int8 scores differ from float32 ones."""
     docs, exact, half, topics = catalog
     differ = 0
     for _text, vector in requests(topics):
@@ -124,16 +124,18 @@ def test_the_float16_scan_alone_would_not_give_the_exact_answer(catalog):
     assert differ > 0
 
 
-def test_half_tables_take_half_the_memory_and_keep_float32_out_of_it(catalog):
+def test_int8_tables_take_a_quarter_of_the_bytes_and_keep_float32_out_of_memory(catalog):
     _docs, exact, half, _topics = catalog
-    assert half.dense.matrix.dtype == np.float16 and exact.dense.matrix.dtype == np.float32
-    assert half.dense.matrix.nbytes * 2 == exact.dense.matrix.nbytes
+    assert half.dense.matrix is None and half.dense._int8.rows is None  # only ONNX Runtime's packed copy
+    rows = half.dense._int8.stored_rows()
+    assert rows.dtype == np.int8 and exact.dense.matrix.dtype == np.float32
+    assert rows.nbytes * 4 == exact.dense.matrix.nbytes
     n = len(half.dense)
     starts, ends = np.asarray([0]), np.asarray([n])
     np.testing.assert_array_equal(half.dense.exact_rows(starts, ends), exact.dense.matrix[:n])
 
 
-def test_dense_ranks_of_the_half_table_are_within_the_error_band(catalog):
+def test_dense_ranks_of_the_int8_table_are_within_the_error_band(catalog):
     """Dense ranks are not refined (a diagnostic): they may differ only by tools within the error band."""
     docs, exact, half, topics = catalog
     options = RankingOptions(dense_rank_depth=len(docs))  # every rank reported
@@ -152,24 +154,25 @@ def test_dense_ranks_of_the_half_table_are_within_the_error_band(catalog):
             assert a.row == b.row and abs(a.dense_rank - b.dense_rank) <= near
 
 
-def test_auto_precision_keeps_small_tables_in_float32_and_large_ones_in_float16(settings):
-    """The embedded backend's choice for a whole build: ``auto`` (default) goes float16 from
-    SCOUT_SEARCH_HALF_MIN_VECTORS stored vectors on (a small table would gain little and load torch for its
-    float16 scan); ``float16`` and ``float32`` are taken as they are."""
-    from search.backends.embedded import half_precision
+def test_auto_precision_keeps_small_tables_in_float32_and_large_ones_in_int8(settings):
+    """The embedded backend's choice for a whole build: ``auto`` (default) goes int8 from
+    SCOUT_SEARCH_HALF_MIN_VECTORS stored vectors on (a small table gains little); ``int8`` (or its former
+    name ``float16``) and ``float32`` are taken as they are."""
+    from search.backends.embedded import quantized_table
 
     block = unit(np.random.default_rng(1).standard_normal((3, DIM)))
     vectors = {pk: DocVectors(block, ("description",) * 3, ("d",) * 3) for pk in range(1, 5)}  # 12 vectors
     assert settings.SCOUT_SEARCH_VECTOR_PRECISION == "auto"
     settings.SCOUT_SEARCH_HALF_MIN_VECTORS = 13
-    assert half_precision(vectors) is False
+    assert quantized_table(vectors) is False
     settings.SCOUT_SEARCH_HALF_MIN_VECTORS = 12
-    assert half_precision(vectors) is True
+    assert quantized_table(vectors) is True
     settings.SCOUT_SEARCH_VECTOR_PRECISION = "float32"
-    assert half_precision(vectors) is False
-    settings.SCOUT_SEARCH_VECTOR_PRECISION = "float16"
+    assert quantized_table(vectors) is False
     settings.SCOUT_SEARCH_HALF_MIN_VECTORS = 10**9
-    assert half_precision(vectors) is True
+    for name in ("int8", "float16"):
+        settings.SCOUT_SEARCH_VECTOR_PRECISION = name
+        assert quantized_table(vectors) is True
 
 
 # -- a request and its parts scanned together (DenseIndex.score_all) on a fixed 20k-tool table ------------
@@ -179,8 +182,8 @@ LARGE_TOOLS, LARGE_DIM, TWIN_OFFSET = 20_000, 64, 9_999  # the offset keeps a tw
 
 @pytest.fixture(scope="module")
 def large_tables():
-    """20k tools with 1-3 vectors each (40k rows: many scan blocks), as a float32 and a float16 table. Every
-    fourth tool of the second half is a near-duplicate of one in the first, closer than float16 resolves."""
+    """20k tools with 1-3 vectors each (40k rows), as a float32 and an int8 table. Every fourth tool of the
+    second half is a near-duplicate of one in the first, closer than int8 (or float16) resolves."""
     rng = np.random.default_rng(20)
     topics = unit(rng.standard_normal((50, LARGE_DIM)))
     per_doc = []
@@ -194,7 +197,7 @@ def large_tables():
     kinds = [("document", "summary", "example")[: len(v)] for v in per_doc]
     texts = [tuple(f"text {row}.{j}" for j in range(len(v))) for row, v in enumerate(per_doc)]
     exact = DenseIndex(per_doc, kinds, texts)
-    half = DenseIndex(per_doc, kinds, texts, half=True)
+    half = DenseIndex(per_doc, kinds, texts, quantized=True)
     return exact, half, topics
 
 
@@ -208,7 +211,7 @@ def large_requests(topics: np.ndarray) -> list[list[np.ndarray]]:
     return result
 
 
-def test_a_shared_scan_is_within_the_float16_bound_and_refines_to_the_exact_scores(large_tables):
+def test_a_shared_scan_is_within_the_int8_bound_and_refines_to_the_exact_scores(large_tables):
     exact, half, topics = large_tables
     rows = np.arange(LARGE_TOOLS)
     for vectors in large_requests(topics):
@@ -234,7 +237,7 @@ def ranked(sparse, dense, rows, options, tie):
 @pytest.mark.parametrize("visible_share", [1.0, 0.4])
 def test_a_shared_scan_ranks_exactly_as_the_float32_scan_of_each_vector(large_tables, fusion, visible_share):
     """Every candidate field (scores, calibrated scores, BM25 rank, branch shares, step, closest vector), the
-    confidence and the cut: the float16 table scanned once for a request and its parts, then refined by
+    confidence and the cut: the int8 table scanned once for a request and its parts, then refined by
     ranking, against the float32 table scanned per vector; for convex fusion also against the plain fusion
     of every visible row of the exact scores. The dense rank, a preview diagnostic, is left out as above
     (past the peak depth it is exact only up to tools within the error band, as with ``score``)."""
@@ -270,3 +273,20 @@ def test_a_shared_scan_ranks_exactly_as_the_float32_scan_of_each_vector(large_ta
                 (c.row, c.score, c.calibrated, c.bm25_part, c.dense_part, c.step, c.dense_score)
                 for c in found.candidates
             ] == plain
+
+
+def test_the_integer_products_are_exact_at_the_largest_values():
+    """Every query and table value at its extreme (the products where a CPU's 16-bit pair sums would saturate
+    first): the int8 scores stay within their bound of the float32 ones, with table rows of either sign."""
+    rng = np.random.default_rng(30)
+    flat = np.full(LARGE_DIM, 1 / np.sqrt(LARGE_DIM), np.float32)
+    signs = np.where(np.arange(LARGE_DIM) % 2, -1.0, 1.0).astype(np.float32)
+    per_doc = [np.stack([flat, -flat, flat * signs]), unit(rng.standard_normal((2, LARGE_DIM)))]
+    kinds = [("document", "summary", "example"), ("document", "summary")]
+    texts = [("a", "b", "c"), ("d", "e")]
+    exact = DenseIndex(per_doc, kinds, texts)
+    int8 = DenseIndex(per_doc, kinds, texts, quantized=True)
+    for query in (flat, -flat, flat * signs, unit(rng.standard_normal(LARGE_DIM))):
+        approx, truth = int8.score(query), exact.score(query)
+        assert np.all(np.abs(approx.sims - truth.sims) <= approx.error)
+    assert int8.score(flat).error < 0.02  # a bound tight enough to exclude most tools
