@@ -386,8 +386,8 @@ SCOUT_SEARCH_ENCODER = env_str("SCOUT_SEARCH_ENCODER", "onnx")
 SCOUT_SEARCH_ENCODER_CACHE_DIR = env_str("SCOUT_SEARCH_ENCODER_CACHE_DIR", str(BASE_DIR / "var" / "encoder"))
 SCOUT_SEARCH_BLAS_THREADS = env_int("SCOUT_SEARCH_BLAS_THREADS", 1)
 # A multi-step request's part vectors pooled from one model pass over the whole request (ONNX runtimes;
-# search/onnx_encoder.py encode_requests) instead of one more encode per part; an answer that is not
-# confident is searched again with the parts encoded alone (search/services.py tool_search).
+# search/onnx_encoder.py encode_requests) instead of one more encode per part; an answer that would be
+# withheld is searched again with the parts encoded alone (search/services.py tool_search).
 SCOUT_SEARCH_ONE_PASS_PARTS = env_bool("SCOUT_SEARCH_ONE_PASS_PARTS", default=True)
 # int8 (formerly float16, still accepted): the scanned vector table is int8 (ONNX Runtime's MatMulInteger) with
 # exact float32 re-scoring from an unlinked file in SCOUT_SEARCH_VECTOR_SPILL_DIR (default: the system temp dir);

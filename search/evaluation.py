@@ -352,7 +352,7 @@ def learn_replay(
 
 
 def _rank_served(snapshot, branches, query, vector, options, calibration, parts, retry) -> Ranking:
-    """The ranking ``tool_search`` serves: with one-pass part vectors, an answer that is not confident is
+    """The ranking ``tool_search`` serves: with one-pass part vectors, an answer that would be withheld is
     ranked again with the parts encoded alone (``retry``), as search.services.tool_search does."""
 
     def rank(with_parts):
@@ -367,7 +367,7 @@ def _rank_served(snapshot, branches, query, vector, options, calibration, parts,
         )
 
     ranking = rank(parts)
-    if retry and vector is not None and ranking.confidence is not Confidence.HIGH:
+    if retry and vector is not None and ranking.confidence is Confidence.NONE:
         ranking = rank(retry)
     return ranking
 
