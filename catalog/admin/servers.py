@@ -231,6 +231,12 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
     def get_prepopulated_fields(self, request: HttpRequest, obj: Server | None = None) -> dict[str, Sequence[str]]:
         return {} if obj is not None else self.prepopulated_fields
 
+    def get_inline_instances(self, request: HttpRequest, obj: Server | None = None) -> list:
+        inlines = super().get_inline_instances(request, obj)
+        if obj is None:  # a new server has no sync runs: no empty table on the add form
+            return [inline for inline in inlines if not isinstance(inline, RecentSyncRunInline)]
+        return inlines
+
     def get_fieldsets(self, request: HttpRequest, obj: Server | None = None) -> Any:
         fieldsets = super().get_fieldsets(request, obj)
         if obj is None:  # a new server has no health yet: it is synced once saved ("Never synced" until then)

@@ -8,6 +8,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.widgets import FilteredSelectMultiple
 from django.shortcuts import render
 from django.utils import timezone
+from django.utils.html import format_html
 
 from catalog.admin.lookups import StrictLookupsMixin
 from catalog.choices import ServerStatus
@@ -20,6 +21,15 @@ from ..selectors import agents_visible_to_operator, servers_visible_to_operator,
 from ..services.tokens import api_token_create, api_token_revoke, api_token_tenant
 from .common import DEFAULT_TOKEN_LIFETIME
 from .people import PeopleChoicesMixin, person_name, rows_of_people_for, with_person_visible
+
+
+class BoxedFilteredSelectMultiple(FilteredSelectMultiple):
+    """The two-box picker in a box of its own: its script puts the picker first in its parent, which would move it
+    before the field's label (a ModelAdmin's filter_horizontal gets such a box from the related-widget wrapper)."""
+
+    def render(self, *args, **kwargs):
+        return format_html("<div>{}</div>", super().render(*args, **kwargs))
+
 
 # What each base scope lets a token do, as the add form offers it and the token's page reads it.
 SCOPE_LABELS = {
@@ -36,7 +46,7 @@ class ApiTokenAddForm(forms.ModelForm):
 
     base_scopes = forms.MultipleChoiceField(
         choices=[(scope, SCOPE_LABELS[scope]) for scope in SCOPE_LABELS],
-        widget=forms.CheckboxSelectMultiple,
+        widget=forms.CheckboxSelectMultiple(attrs={"class": "scout-choices"}),
         initial=[SCOPE_DISCOVER, SCOPE_EXECUTE],
         label="May",
     )
@@ -44,7 +54,7 @@ class ApiTokenAddForm(forms.ModelForm):
         queryset=Server.objects.none(),  # the servers the admin manages: set per request (ApiTokenAdmin.get_form)
         to_field_name="slug",
         required=False,
-        widget=FilteredSelectMultiple("servers", is_stacked=False),
+        widget=BoxedFilteredSelectMultiple("servers", is_stacked=False),
         label="Only these servers",
         help_text="Optional: the token reaches only these servers' tools. None chosen: every server its user may use.",
     )
