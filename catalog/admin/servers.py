@@ -125,6 +125,7 @@ class ServerForm(forms.ModelForm):
             "base_url": "Base URL",
             "openapi_url": "OpenAPI document URL",
             "openapi_credentials": "Credentials: environment variable names",
+            "status": "Set status",
         }
         help_texts = {
             "slug": "The server's name in tool ids (slug::tool): letters, digits, - and _, e.g. github-prod. "
@@ -141,6 +142,8 @@ class ServerForm(forms.ModelForm):
             "openapi_url": "Where to fetch the OpenAPI 3.0/3.1 document (JSON or YAML).",
             "openapi_credentials": 'A JSON array, e.g. [{"type": "bearer", "env": "PETS_TOKEN"}] (see the README '
             "for api_key and basic). Values are never stored.",
+            "status": "Only an Active server's tools reach clients. Disabled stops syncs until you set it back to "
+            "Active; a sync sets Degraded or Unavailable by itself.",
         }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -203,7 +206,7 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
     actions = ("sync_now", "archive", "restore")
     inlines = (RecentSyncRunInline,)
     change_form_template = "admin/catalog/server/change_form.html"
-    readonly_fields = ("status_badge", "tool_count", "last_synced_at", "last_error_display", "created_at", "updated_at")
+    readonly_fields = ("health", "tool_count", "last_synced_at", "last_error_display", "created_at", "updated_at")
     fieldsets = (
         (None, {"fields": ("slug", "name", "description", "category", "environment")}),
         ("Connection", {"fields": ("transport", "command", "args", "env_vars", "url", "header_env")}),
@@ -215,7 +218,7 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
                 "go, and credentials by environment variable name. Hosts must be in SCOUT_OPENAPI_ALLOWED_HOSTS.",
             },
         ),
-        ("Health", {"fields": ("status", "status_badge", "tool_count", "last_synced_at", "last_error_display")}),
+        ("Health", {"fields": ("health", "status", "tool_count", "last_synced_at", "last_error_display")}),
         ("Record", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
     )
 
@@ -287,6 +290,10 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
         if untried and server.transport != Transport.IMPORTED:
             return badge("never", "Never synced")
         return badge(server.status, server.get_status_display())
+
+    @admin.display(description="health now")
+    def health(self, server: Server) -> str:
+        return self.status_badge(server)  # the list's status column, beside the status an operator sets
 
     @admin.display(description="calls")
     def breaker_badge(self, server: Server) -> str:

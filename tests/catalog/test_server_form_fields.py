@@ -105,3 +105,11 @@ def test_the_slug_is_fixed_once_saved_and_an_imported_name_with_spaces_stays_edi
     assert response.status_code == 302, _errors(response)
     server.refresh_from_db()
     assert (server.slug, server.name) == ("Clock Two", "Clock 2")
+
+
+def test_the_health_section_tells_the_status_set_from_the_status_seen(admin):
+    server = Server.objects.create(slug="clock", name="Clock", transport="stdio", command="mcp-server-time")
+    page = admin.get(reverse("admin:catalog_server_change", args=[server.pk])).content.decode()
+    assert ">Set status:</label>" in page and "Only an Active server's tools reach clients" in page
+    assert ">Health now:</label>" in page and "Never synced" in page
+    assert ">Status:</label>" not in page  # one "Status" row for the select and another for the badge read as one
