@@ -434,7 +434,7 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
             "opts": self.opts,
             "title": "Test connection",
             "server": existing,
-            "slug": form.data.get("slug", ""),
+            "slug": existing.slug if existing else form.data.get("slug", ""),  # a saved server's slug is not posted
             "tools": [
                 {
                     "name": tool.get("name", ""),
