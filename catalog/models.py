@@ -4,8 +4,11 @@ Upstream text (what a server's ``tools/list`` said) and curated text (what a cur
 findable) are kept apart: a sync writes only the upstream fields, a curator edits only the curated ones.
 """
 
+import re
+
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.utils.text import slugify
 
 from .choices import OpenAPICredentialKind, OpenAPICredentialPlace, ServerStatus, SyncKind, SyncStatus, Transport
 from .constants import TOOL_ID_SEPARATOR
@@ -18,6 +21,21 @@ def validate_namespace(value: str) -> None:
         raise ValidationError("must not contain control characters")
     if value != value.strip():
         raise ValidationError("must not start or end with whitespace")
+
+
+SERVER_SLUG_RE = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def validate_server_slug(value: str) -> None:
+    """A slug an operator gives a server: letters, digits, "-" and "_" (it names the server in every tool id).
+
+    Imported catalog files keep their own names (``validate_namespace`` only): public dumps use names with spaces.
+    """
+    if not SERVER_SLUG_RE.fullmatch(value):
+        suggestion = slugify(value) or "my-server"
+        raise ValidationError(
+            f"Use only letters, digits, hyphens and underscores (no spaces or other characters), e.g. {suggestion!r}."
+        )
 
 
 def validate_env_var_names(value: object) -> None:

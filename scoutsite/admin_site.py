@@ -127,6 +127,9 @@ def role_panels(request: HttpRequest) -> dict[str, Any]:
     pending = _pending_count(request)
     if pending is not None:
         context["approver_panel"] = _approver_panel(request, pending)
+    elif user.has_perm("governance.view_approvalrequest") and not user.is_superuser:
+        # In the Approvers group but holding approve on nothing yet: say how that changes, not "no permission".
+        context["approver_unassigned"] = True
     if user.has_perm("catalog.change_server"):
         context["operator_panel"] = _operator_panel(user)
     return context

@@ -129,6 +129,30 @@ def dashboard_figures(*, window: Window, now: datetime | None = None, user=None)
     }
 
 
+def dashboard_charts(figures: dict, window: Window) -> list[dict]:
+    """Each chart's id and heading, and, when the window holds nothing for it, the sentence shown instead of
+    empty axes: what is missing and what would fill it."""
+    span = window.label
+    latency = figures["search_latency_ms"]["p50"] is not None or figures["execute_latency_ms"]["p50"] is not None
+    charts = [
+        ("chart-traffic", "Searches and executions", any(figures["searches"]) or any(figures["executions"]),
+         f"No searches or tool calls in the {span}. MCP clients' tool_search and execute_tool calls through "
+         "Scout fill this chart."),
+        ("chart-latency", "Latency (ms): p50 / p95 / p99", latency,
+         f"No latency to show for the {span}: it is measured on each search and tool call."),
+        ("chart-tools", "Top tools (successful calls)", bool(figures["top_tools"]),
+         f"No successful tool calls in the {span}. Each execute_tool call that succeeds counts here."),
+        ("chart-failures", "Failed calls by server", bool(figures["failures_by_server"]),
+         f"No failed tool calls in the {span}."),
+        ("chart-syncs", "Sync runs by status", bool(figures["syncs"]),
+         f"No sync runs in the {span}. A server is synced when it is added, on “Sync now” and by "
+         "the periodic reconciliation."),
+        ("chart-servers", "Servers by status", bool(figures["servers"]),
+         "No servers yet. A server registered under Servers → Add shows here with its status."),
+    ]  # fmt: skip
+    return [{"id": id, "title": title, "empty": "" if has_data else empty} for id, title, has_data, empty in charts]
+
+
 def _window(request: HttpRequest) -> Window:
     return WINDOWS.get(request.GET.get("window", "24h"), WINDOWS["24h"])
 
@@ -151,13 +175,15 @@ def _approvals_url(request: HttpRequest) -> str | None:
 def dashboard_view(request: HttpRequest) -> HttpResponse:
     _check(request)
     window = _window(request)
+    figures = dashboard_figures(window=window, user=request.user)
     context = {
         "approvals_url": _approvals_url(request),
         **admin.site.each_context(request),
         "title": "Operations dashboard",
         "window": window,
         "windows": WINDOWS.values(),
-        "figures": dashboard_figures(window=window, user=request.user),
+        "figures": figures,
+        "charts": dashboard_charts(figures, window),
     }
     return render(request, "admin/dashboard.html", context)
 

@@ -1,5 +1,7 @@
 from django.contrib import admin
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic.base import RedirectView
 
 from scoutsite.dashboard import urls as dashboard_urls
 from scoutsite.health import healthz, readyz
@@ -12,6 +14,8 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
     path("metrics", metrics_view, name="metrics"),
+    # Browsers ask for /favicon.ico on pages without an icon link (JSON, the API docs): the same small static icon.
+    path("favicon.ico", RedirectView.as_view(url=static("scout/favicon.svg")), name="favicon"),
     *search_preview_urls(),  # /admin/search/preview/: before admin.site.urls, which would claim the path
     *search_workbench_urls(),  # /admin/search/workbench/
     *dashboard_urls(),  # /admin/dashboard/: operators' charts

@@ -1,5 +1,6 @@
 """Servers: health at a glance, the last runs, and "Sync now"."""
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,7 +20,7 @@ from django.views.decorators.http import require_POST
 
 from catalog import breaker
 from catalog.choices import ServerStatus, SyncStatus, Transport
-from catalog.models import Server, SyncRun
+from catalog.models import Server, SyncRun, validate_server_slug
 from catalog.openapi import BINDING_KEY
 from catalog.services.openapi_documents import server_openapi_document_get, server_openapi_document_set
 from catalog.services.servers import server_archive, server_restore
@@ -81,42 +82,110 @@ class RecentSyncRunInline(admin.TabularInline):
         return badge(run.status, run.get_status_display())
 
 
+# Each transport's own fields: the form shows only the chosen transport's (server_form.js) and refuses the others'.
+TRANSPORT_FIELDS = {
+    Transport.STDIO: ("command", "args", "env_vars"),
+    Transport.HTTP: ("url", "header_env"),
+    Transport.OPENAPI: ("base_url", "openapi_url", "openapi_upload", "openapi_document", "openapi_credentials"),
+    Transport.IMPORTED: (),
+}
+# A JSON box left empty means none (the script empties the boxes of the transports not chosen).
+JSON_EMPTY = {"args": list, "env_vars": list, "header_env": dict, "openapi_credentials": list}
+
+
 class ServerForm(forms.ModelForm):
-    """The server form, plus the OpenAPI document: uploaded or pasted, stored beside the server on save."""
+    """The server form, plus the OpenAPI document: uploaded or pasted, stored beside the server on save.
+
+    Only the chosen transport's fields apply: a value in another transport's field is refused with its name, so
+    the form works the same without the script that hides them."""
 
     openapi_upload = forms.FileField(
         required=False,
         label="Upload OpenAPI document",
-        help_text="OpenAPI: a JSON or YAML file; replaces the document text below",
+        help_text="A JSON or YAML file; replaces the document text below.",
     )
     openapi_document = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 12, "cols": 100}),
         label="OpenAPI document",
-        help_text="OpenAPI: the document itself (JSON or YAML), used instead of a document URL",
+        help_text="The document itself (JSON or YAML), used instead of a document URL.",
     )
 
     class Meta:
         model = Server
         fields = ("transport",)  # the admin passes the fieldsets' fields
+        labels = {
+            "slug": "Slug",
+            "transport": "Transport",
+            "command": "Command",
+            "args": "Arguments",
+            "env_vars": "Environment variables passed to the process",
+            "url": "URL",
+            "header_env": "Headers with credentials: environment variable names",
+            "base_url": "Base URL",
+            "openapi_url": "OpenAPI document URL",
+            "openapi_credentials": "Credentials: environment variable names",
+            "status": "Set status",
+        }
+        help_texts = {
+            "slug": "The server's name in tool ids (slug::tool): letters, digits, - and _, e.g. github-prod. "
+            "Fixed once saved.",
+            "transport": "How Scout reaches the server; only its own fields below apply.",
+            "command": "The executable to start, e.g. uvx or /usr/local/bin/mcp-server-time.",
+            "args": 'A JSON array of strings, e.g. ["mcp-server-time", "--local-timezone", "UTC"].',
+            "env_vars": "A JSON array of the names of variables passed to the process from Scout's environment, e.g. "
+            '["GITHUB_TOKEN"]. Values are never stored.',
+            "url": "The Streamable HTTP endpoint, e.g. https://mcp.example.com/mcp.",
+            "header_env": "A JSON object: header name → the environment variable holding its value, e.g. "
+            '{"Authorization": "EXAMPLE_TOKEN"} (the variable holds "Bearer …"). Values are never stored.',
+            "base_url": "Where requests go, e.g. https://api.example.com/v1 (the document's servers are ignored).",
+            "openapi_url": "Where to fetch the OpenAPI 3.0/3.1 document (JSON or YAML).",
+            "openapi_credentials": 'A JSON array, e.g. [{"type": "bearer", "env": "PETS_TOKEN"}] (see the README '
+            "for api_key and basic). Values are never stored.",
+            "status": "Only an Active server's tools reach clients. Disabled stops syncs until you set it back to "
+            "Active; a sync sets Degraded or Unavailable by itself.",
+        }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if self.instance.pk and "openapi_document" in self.fields:
             self.fields["openapi_document"].initial = server_openapi_document_get(server=self.instance)
+        if "slug" in self.fields:  # a new server (the slug is read-only once saved)
+            self.fields["slug"].validators.append(validate_server_slug)
+        if "transport" in self.fields:  # read by server_form.js, which hides the other transports' rows
+            self.fields["transport"].widget.attrs["data-transport-fields"] = json.dumps(TRANSPORT_FIELDS)
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
+        for name, empty in JSON_EMPTY.items():
+            if name in cleaned and cleaned[name] is None:
+                cleaned[name] = empty()
         upload = cleaned.get("openapi_upload")
         if upload is not None:
             try:
                 cleaned["openapi_document"] = upload.read().decode("utf-8-sig")
             except UnicodeDecodeError:
                 self.add_error("openapi_upload", "The document must be UTF-8 text.")
-        if cleaned.get("transport") == Transport.OPENAPI:
+        transport = cleaned.get("transport")
+        if transport in TRANSPORT_FIELDS:
+            self._refuse_other_transports_fields(cleaned, Transport(transport))
+        if transport == Transport.OPENAPI:
             if bool(cleaned.get("openapi_url")) == bool((cleaned.get("openapi_document") or "").strip()):
                 self.add_error("openapi_url", "Give either the document's URL or the document itself.")
         return cleaned
+
+    def _refuse_other_transports_fields(self, cleaned: dict[str, Any], transport: Transport) -> None:
+        for other, names in TRANSPORT_FIELDS.items():
+            if other == transport:
+                continue
+            for name in names:
+                value = cleaned.get(name)
+                if name in self.fields and value not in (None, "", [], {}) and not str(value).isspace():
+                    self.add_error(
+                        name,
+                        f"Only for {other.label} servers, and this one is {transport.label}: "
+                        "empty this field or choose another transport.",
+                    )
 
 
 @admin.register(Server)
@@ -137,7 +206,7 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
     actions = ("sync_now", "archive", "restore")
     inlines = (RecentSyncRunInline,)
     change_form_template = "admin/catalog/server/change_form.html"
-    readonly_fields = ("status_badge", "tool_count", "last_synced_at", "last_error_display", "created_at", "updated_at")
+    readonly_fields = ("health", "tool_count", "last_synced_at", "last_error_display", "created_at", "updated_at")
     fieldsets = (
         (None, {"fields": ("slug", "name", "description", "category", "environment")}),
         ("Connection", {"fields": ("transport", "command", "args", "env_vars", "url", "header_env")}),
@@ -149,9 +218,27 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
                 "go, and credentials by environment variable name. Hosts must be in SCOUT_OPENAPI_ALLOWED_HOSTS.",
             },
         ),
-        ("Health", {"fields": ("status", "status_badge", "tool_count", "last_synced_at", "last_error_display")}),
+        ("Health", {"fields": ("health", "status", "tool_count", "last_synced_at", "last_error_display")}),
         ("Record", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
     )
+
+    prepopulated_fields = {"slug": ("name",)}  # "Clock Two" gives "clock-two" as you type (a new server only)
+
+    class Media:
+        js = ("scout/server_form.js",)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Server | None = None) -> Sequence[str]:
+        # The slug is fixed once saved: every tool id, grant scope and audit row names it.
+        return (*self.readonly_fields, "slug") if obj is not None else self.readonly_fields
+
+    def get_prepopulated_fields(self, request: HttpRequest, obj: Server | None = None) -> dict[str, Sequence[str]]:
+        return {} if obj is not None else self.prepopulated_fields
+
+    def get_inline_instances(self, request: HttpRequest, obj: Server | None = None) -> list:
+        inlines = super().get_inline_instances(request, obj)
+        if obj is None:  # a new server has no sync runs: no empty table on the add form
+            return [inline for inline in inlines if not isinstance(inline, RecentSyncRunInline)]
+        return inlines
 
     def get_fieldsets(self, request: HttpRequest, obj: Server | None = None) -> Any:
         fieldsets = super().get_fieldsets(request, obj)
@@ -203,6 +290,10 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
         if untried and server.transport != Transport.IMPORTED:
             return badge("never", "Never synced")
         return badge(server.status, server.get_status_display())
+
+    @admin.display(description="health now")
+    def health(self, server: Server) -> str:
+        return self.status_badge(server)  # the list's status column, beside the status an operator sets
 
     @admin.display(description="calls")
     def breaker_badge(self, server: Server) -> str:
@@ -343,7 +434,7 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
             "opts": self.opts,
             "title": "Test connection",
             "server": existing,
-            "slug": form.data.get("slug", ""),
+            "slug": existing.slug if existing else form.data.get("slug", ""),  # a saved server's slug is not posted
             "tools": [
                 {
                     "name": tool.get("name", ""),

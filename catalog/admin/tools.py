@@ -87,7 +87,7 @@ class PhraseInline(admin.TabularInline):
     extra = 1
     fields = ("text",)
     help: str = ""
-    template = "admin/catalog/tool/phrase_tabular.html"
+    template = "admin/edit_inline/scout_tabular.html"  # with the help line
     formset = PhraseFormSet
 
     def get_formset(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:

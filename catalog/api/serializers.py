@@ -49,7 +49,10 @@ class ServerWriteSerializer(serializers.Serializer):
 
 
 class ServerCreateSerializer(ServerWriteSerializer):
-    slug = serializers.CharField(max_length=200, help_text="Namespace in tool ids (slug::tool); fixed once created")
+    slug = serializers.CharField(
+        max_length=200,
+        help_text="Namespace in tool ids (slug::tool): letters, digits, - and _; fixed once created",
+    )
 
 
 class SyncRunSerializer(serializers.ModelSerializer):

@@ -2,10 +2,11 @@
 
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from catalog.choices import ServerStatus
-from catalog.models import Server
+from catalog.models import Server, validate_server_slug
 
 # What an operator may set; slug (the tool-id namespace) only at creation, status only through archive.
 EDITABLE_FIELDS = (
@@ -23,11 +24,16 @@ EDITABLE_FIELDS = (
 
 
 def server_create(*, slug: str, name: str, **fields: Any) -> Server:
-    """Register a server (ACTIVE; its tools appear after its first sync). Raises ValidationError."""
+    """Register a server (ACTIVE; its tools appear after its first sync). Raises ValidationError, for a slug too
+    when it is not letters, digits, "-" and "_" (imports, which create servers of their own, keep their names)."""
     unknown = set(fields) - set(EDITABLE_FIELDS)
     if unknown:
         raise TypeError(f"not server fields: {sorted(unknown)}")
     server = Server(slug=slug, name=name, **fields)
+    try:
+        validate_server_slug(slug)
+    except ValidationError as error:
+        raise ValidationError({"slug": error.messages}) from None
     server.full_clean()
     server.save()
     return server

@@ -84,7 +84,7 @@ class AccessFormSet(forms.BaseInlineFormSet):
 
 class _AccessInline(PeopleChoicesMixin, admin.TabularInline):
     fk_name = "content_object"
-    template = "admin/governance/access_tabular.html"
+    template = "admin/edit_inline/scout_tabular.html"  # a grant reads "discover", not the permission's name
     extra = 1
     can_delete = True
     formset = AccessFormSet

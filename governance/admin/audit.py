@@ -2,7 +2,9 @@
 
 from django.contrib import admin
 from django.db.models import Q
+from django.utils.html import format_html
 
+from catalog.admin.display import compact_time
 from catalog.admin.lookups import StrictLookupsMixin
 
 from ..constants import OTHER_TENANT_PERSON
@@ -14,7 +16,7 @@ from ..selectors import (
     delegation_chain_shown,
     users_visible_to_operator,
 )
-from .common import BoundedCountPaginator
+from .common import BoundedCountPaginator, breakable_id
 
 
 class VisiblePersonFilter(admin.RelatedOnlyFieldListFilter):
@@ -49,16 +51,16 @@ class RecentToolFilter(admin.SimpleListFilter):
 @admin.register(AuditEvent)
 class AuditEventAdmin(StrictLookupsMixin, admin.ModelAdmin[AuditEvent]):
     list_display = (
-        "created_at",
-        "event_type",
-        "outcome",
+        "when",
+        "event",
         "subject",
         "agent_column",
         "tenant",
-        "tool_ref",
+        "tool_column",
         "approval_ref",
         "policy_version",
-    )
+    )  # time and event over two short lines, ids that break at "::" and "_": every column in view at 1280 px
+    list_display_links = ("when",)
     list_filter = (
         "event_type",
         "outcome",
@@ -75,6 +77,18 @@ class AuditEventAdmin(StrictLookupsMixin, admin.ModelAdmin[AuditEvent]):
     def get_queryset(self, request):
         # Shared events and those of the viewer's tenants; superusers read the whole trail (Z12).
         return audit_events_visible_to(principal=principal_for_user(request.user)).order_by("-created_at", "-id")
+
+    @admin.display(description="when", ordering="created_at")
+    def when(self, obj: AuditEvent) -> str:
+        return compact_time(obj.created_at)
+
+    @admin.display(description="event", ordering="event_type")
+    def event(self, obj: AuditEvent) -> str:
+        return format_html("{}<br><small>{}</small>", obj.get_event_type_display(), obj.get_outcome_display())
+
+    @admin.display(description="tool", ordering="tool_ref")
+    def tool_column(self, obj: AuditEvent) -> str:
+        return breakable_id(obj.tool_ref) if obj.tool_ref else "-"
 
     @admin.display(description="human subject", ordering="subject_shown")
     def subject(self, obj: AuditEvent) -> str:

@@ -2,6 +2,7 @@
 with the grants that narrow them."""
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin
 from django.core.exceptions import ValidationError
 from django.utils.html import format_html, format_html_join
@@ -14,25 +15,55 @@ from ..selectors import agents_visible_to_operator, servers_visible_to_operator
 from ..services.notifications import tenant_webhook_env_missing
 from .people import PeopleChoicesMixin
 
+WEBHOOK_SECTION_EDIT = (
+    "This tenant's approval requests can go to its own webhook instead of the install-wide one. Name the "
+    "environment variables holding its URL and signing secret: their values are never stored or shown. Both must "
+    "be set for this web server and for the Celery worker that sends the webhook."
+)
+WEBHOOK_SECTION_READ = (
+    "Where this tenant's approval requests are announced. A superuser names the environment variables (the "
+    "install's environment is theirs); their values are never stored or shown."
+)
+
+
+class TenantForm(forms.ModelForm):
+    class Meta:
+        model = Tenant
+        fields = ("slug",)  # the admin passes the fieldsets' fields
+        labels = {
+            "approval_webhook_url_env": "Webhook URL: environment variable name",
+            "approval_webhook_secret_env": "Signing secret: environment variable name",
+        }
+        help_texts = {
+            "members": "People who may act in this tenant: hold its tokens, see its servers, approvals and audit.",
+            "approval_webhook_url_env": "e.g. ACME_APPROVAL_WEBHOOK_URL. Empty: the install-wide webhook "
+            "(SCOUT_APPROVAL_WEBHOOK_URL), if there is one.",
+            "approval_webhook_secret_env": "e.g. ACME_APPROVAL_WEBHOOK_SECRET; signs each call (X-Scout-Signature). "
+            "Empty: calls are unsigned.",
+        }
+
 
 @admin.register(Tenant)
 class TenantAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Tenant]):
+    form = TenantForm
     list_display = ("slug", "name", "approval_webhook", "created_at")
     search_fields = ("slug", "name")
     filter_horizontal = ("members",)
-    fieldsets = (
-        (None, {"fields": ("slug", "name", "members")}),
-        (
-            "Approval webhook",
-            {
-                "fields": ("approval_webhook_url_env", "approval_webhook_secret_env", "approval_webhook"),
-                "description": "This tenant's approval requests are POSTed to its own webhook instead of the "
-                "install-wide one, signed with its own secret. Name the environment variables holding them: "
-                "the URL and the secret are never stored. Whether each is set is read from this web server's "
-                "environment; the Celery worker that sends the webhook needs them too.",
-            },
-        ),
-    )
+
+    def get_fieldsets(self, request, obj=None):
+        # The section's words for who reads it: a superuser names the variables, a tenant's operator only reads.
+        description = WEBHOOK_SECTION_EDIT if request.user.is_superuser else WEBHOOK_SECTION_READ
+        webhook = ("approval_webhook_url_env", "approval_webhook_secret_env", "approval_webhook")
+        return [
+            (None, {"fields": ("slug", "name", "members")}),
+            ("Approval webhook", {"fields": webhook, "description": description}),
+        ]
+
+    def formfield_for_manytomany(self, db_field, request, **kwargs):
+        field = super().formfield_for_manytomany(db_field, request, **kwargs)
+        if db_field.name == "members":  # the two-box picker needs no "Hold down Control" (Django adds it)
+            field.help_text = TenantForm.Meta.help_texts["members"]
+        return field
 
     def get_queryset(self, request):
         qs = super().get_queryset(request)
@@ -45,15 +76,23 @@ class TenantAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Tenan
             readonly += ("approval_webhook_url_env", "approval_webhook_secret_env")
         return readonly
 
-    @admin.display(description="approval webhook")
+    @admin.display(description="where requests go")
     def approval_webhook(self, tenant: Tenant) -> str:
         """Where its approval requests go, and whether the variables it names are set (never their values)."""
         if not tenant.approval_webhook_url_env:
-            return "install-wide (SCOUT_APPROVAL_WEBHOOK_URL)"
+            configured = "configured" if settings.SCOUT_APPROVAL_WEBHOOK_URL else "not configured: e-mail only"
+            return f"The install-wide webhook, SCOUT_APPROVAL_WEBHOOK_URL ({configured})"
         missing = tenant_webhook_env_missing(tenant=tenant)
         names = [name for name in (tenant.approval_webhook_url_env, tenant.approval_webhook_secret_env) if name]
+        if missing:
+            outcome = "Not sent until every variable is set:"
+        elif tenant.approval_webhook_secret_env:
+            outcome = "This tenant's own webhook, signed:"
+        else:
+            outcome = "This tenant's own webhook, unsigned:"
         return format_html(
-            "own: {}",
+            "{} {}",
+            outcome,
             format_html_join(
                 " ",
                 '<span class="scout-badge s-{} webhook-env">{} {}</span>',

@@ -5,42 +5,85 @@ import json
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
+from django.contrib.admin.widgets import FilteredSelectMultiple
 from django.shortcuts import render
 from django.utils import timezone
+from django.utils.html import format_html
 
+from catalog.admin.display import compact_time
 from catalog.admin.lookups import StrictLookupsMixin
+from catalog.choices import ServerStatus
+from catalog.models import Server
 
-from ..constants import BASE_SCOPES
+from ..constants import SCOPE_API, SCOPE_APPROVE, SCOPE_DISCOVER, SCOPE_EXECUTE, SERVER_SCOPE_PREFIX
 from ..models import Agent, ApiToken, Tenant
 from ..principals import principal_for_user
-from ..selectors import agents_visible_to_operator, tenant_q
+from ..selectors import agents_visible_to_operator, servers_visible_to_operator, tenant_q
 from ..services.tokens import api_token_create, api_token_revoke, api_token_tenant
 from .common import DEFAULT_TOKEN_LIFETIME
 from .people import PeopleChoicesMixin, person_name, rows_of_people_for, with_person_visible
 
 
+class BoxedFilteredSelectMultiple(FilteredSelectMultiple):
+    """The two-box picker in a box of its own: its script puts the picker first in its parent, which would move it
+    before the field's label (a ModelAdmin's filter_horizontal gets such a box from the related-widget wrapper)."""
+
+    def render(self, *args, **kwargs):
+        return format_html("<div>{}</div>", super().render(*args, **kwargs))
+
+
+# What each base scope lets a token do, as the add form offers it and the token's page reads it.
+SCOPE_LABELS = {
+    SCOPE_DISCOVER: "discover: find and inspect tools (tool_search, tool_inspect)",
+    SCOPE_EXECUTE: "execute: call tools (execute_tool)",
+    SCOPE_APPROVE: "approve: decide approval requests (REST API inbox)",
+    SCOPE_API: "api: use the REST API (/api/v1/)",
+}
+
+
 class ApiTokenAddForm(forms.ModelForm):
+    """Scopes chosen from what exists (base scopes, then servers the admin manages); stored as before, a list of
+    strings such as ``["discover", "execute", "server:github"]``."""
+
     base_scopes = forms.MultipleChoiceField(
-        choices=[(s, s) for s in sorted(BASE_SCOPES)],
-        widget=forms.CheckboxSelectMultiple,
-        initial=["discover", "execute"],
-        label="Scopes",
+        choices=[(scope, SCOPE_LABELS[scope]) for scope in SCOPE_LABELS],
+        widget=forms.CheckboxSelectMultiple(attrs={"class": "scout-choices"}),
+        initial=[SCOPE_DISCOVER, SCOPE_EXECUTE],
+        label="May",
     )
-    server_scopes = forms.CharField(
-        required=False, help_text="Optional: limit the token to these server slugs (comma-separated)"
+    server_scopes = forms.ModelMultipleChoiceField(
+        queryset=Server.objects.none(),  # the servers the admin manages: set per request (ApiTokenAdmin.get_form)
+        to_field_name="slug",
+        required=False,
+        widget=BoxedFilteredSelectMultiple("servers", is_stacked=False),
+        label="Only these servers",
+        help_text="Optional: the token reaches only these servers' tools. None chosen: every server its user may use.",
     )
+    server_queryset = Server.objects.none()
 
     class Meta:
         model = ApiToken
         fields = ("user", "name", "agent", "tenant", "expires_at")
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["server_scopes"].queryset = self.server_queryset
+
     def clean(self):
         data = super().clean()
         if data.get("user") is not None:
             api_token_tenant(user=data["user"], agent=data.get("agent"), tenant=data.get("tenant"))
-        servers = [s.strip() for s in (data.get("server_scopes") or "").split(",") if s.strip()]
-        data["scopes"] = list(data.get("base_scopes") or []) + [f"server:{s}" for s in servers]
+        servers = [server.slug for server in data.get("server_scopes") or ()]
+        data["scopes"] = list(data.get("base_scopes") or []) + [f"{SERVER_SCOPE_PREFIX}{slug}" for slug in servers]
         return data
+
+
+def scopes_text(scopes: list[str]) -> str:
+    """A token's stored scopes as words: what it may do, then which servers (or all its user may use)."""
+    base = [scope for scope in scopes if not scope.startswith(SERVER_SCOPE_PREFIX)]
+    servers = [scope.removeprefix(SERVER_SCOPE_PREFIX) for scope in scopes if scope.startswith(SERVER_SCOPE_PREFIX)]
+    may = ", ".join(sorted(base)) or "nothing"
+    return f"{may} · {'only ' + ', '.join(servers) if servers else 'every server its user may use'}"
 
 
 @admin.register(ApiToken)
@@ -50,25 +93,25 @@ class ApiTokenAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Api
         "user",
         "agent",
         "tenant",
-        "scopes",
+        "scopes_display",
         "display_prefix",
-        "expires_at",
-        "state",
-        "last_used_at",
-    )
+        "state_column",
+        "last_used",
+    )  # the expiry under the state and times in two short lines: every column in view at 1280 px
     # The tenant filter offers the tenants of the tokens listed, never every tenant's slug (Z12).
     list_filter = ("revoked_at", ("tenant", admin.RelatedOnlyFieldListFilter))
     list_select_related = ("user", "agent", "tenant")
     search_fields = ("name", "user__username", "agent__name", "tenant__slug", "display_prefix")
     autocomplete_fields = ("user",)
     actions = ["revoke_selected"]
-    exclude = ("created_by", "revoked_by")  # shown read-only as creator / revoker (named only where visible)
+    # Shown read-only as creator / revoker (named only where visible) and the scopes in words.
+    exclude = ("created_by", "revoked_by", "scopes")
     readonly_fields = (
         "user",
         "name",
         "agent",
         "tenant",
-        "scopes",
+        "scopes_display",
         "display_prefix",
         "expires_at",
         "created_at",
@@ -86,6 +129,10 @@ class ApiTokenAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Api
             qs = rows_of_people_for(request, qs.filter(tenant_q(principal_for_user(request.user), "tenant")))
         return with_person_visible(request, with_person_visible(request, qs, "created_by"), "revoked_by")
 
+    @admin.display(description="scopes")
+    def scopes_display(self, obj: ApiToken) -> str:
+        return scopes_text(obj.scopes)
+
     @admin.display(description="created by")
     def creator(self, obj: ApiToken) -> str:
         return person_name(obj, "created_by")
@@ -101,6 +148,17 @@ class ApiTokenAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Api
             kwargs["queryset"] = Agent.objects.filter(agents_visible_to_operator(user=request.user))
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
+    @admin.display(description="state", ordering="expires_at")
+    def state_column(self, obj: ApiToken) -> str:
+        state = self.state(obj)
+        when = obj.revoked_at if state == "revoked" else obj.expires_at
+        verb = {"active": "expires", "expired": "expired", "revoked": "revoked"}[state]
+        return format_html("{}<br><small>{} {}</small>", state, verb, f"{timezone.localtime(when):%Y-%m-%d}")
+
+    @admin.display(description="last used", ordering="last_used_at")
+    def last_used(self, obj: ApiToken) -> str:
+        return compact_time(obj.last_used_at)
+
     @admin.display(description="state")
     def state(self, obj: ApiToken) -> str:
         if obj.revoked_at:
@@ -113,7 +171,11 @@ class ApiTokenAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Api
         if obj is None:
             kwargs["form"] = ApiTokenAddForm
             kwargs["fields"] = None
-        return super().get_form(request, obj, change=change, **kwargs)
+        form = super().get_form(request, obj, change=change, **kwargs)
+        if obj is None:  # the servers this admin manages (never another tenant's, Z12), archived ones left out
+            servers = Server.objects.filter(servers_visible_to_operator(user=request.user))
+            form.server_queryset = servers.exclude(status=ServerStatus.ARCHIVED).order_by("slug")
+        return form
 
     def get_fieldsets(self, request, obj=None):
         if obj is None:
@@ -126,7 +188,7 @@ class ApiTokenAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Api
         return () if obj is None else self.readonly_fields
 
     def get_changeform_initial_data(self, request):
-        return {"expires_at": timezone.now() + DEFAULT_TOKEN_LIFETIME, "base_scopes": ["discover", "execute"]}
+        return {"expires_at": timezone.now() + DEFAULT_TOKEN_LIFETIME, "base_scopes": [SCOPE_DISCOVER, SCOPE_EXECUTE]}
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False  # revoke instead: the row stays for the audit trail

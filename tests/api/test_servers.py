@@ -85,6 +85,16 @@ def test_register_validation(api, catalog, operator, body, field):
     assert Server.objects.count() == before
 
 
+def test_a_slug_with_spaces_is_refused_with_a_suggestion(api, catalog, operator):
+    from catalog.models import Server
+
+    response = api.post("servers/", token=operator, json={**TIME_SERVER, "slug": "Clock Two"})
+    assert response.status_code == 400, response.text
+    message = " ".join(error_of(response)["fields"]["slug"])
+    assert "Use only letters, digits, hyphens and underscores" in message and "'clock-two'" in message
+    assert not Server.objects.filter(slug="Clock Two").exists()
+
+
 def test_edit_server(api, catalog, operator):
     response = api.patch("servers/github/", token=operator, json={"name": "GitHub", "environment": "development"})
     assert response.status_code == 200

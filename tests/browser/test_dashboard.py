@@ -21,8 +21,10 @@ def test_dashboard_charts_render(browser, live_server, django_user_model, member
         "([id, c]) => [id, c.data.datasets.reduce((n, d) => n + d.data.filter(v => v).length, 0)]))"
     )
     assert set(charts) == {
-        "chart-traffic", "chart-latency", "chart-tools", "chart-failures", "chart-syncs", "chart-servers",
+        "chart-traffic", "chart-latency", "chart-tools", "chart-failures", "chart-servers",
     }  # fmt: skip
+    # No sync ran in the window: a sentence instead of an empty doughnut.
+    assert "No sync runs in the last hour" in browser.find_element("id", "chart-syncs-empty").text
     assert charts["chart-traffic"] > 0 and charts["chart-tools"] == 2 and charts["chart-failures"] == 1
     # Something was drawn: the traffic canvas is not blank.
     drawn = browser.execute_script(
@@ -33,3 +35,18 @@ def test_dashboard_charts_render(browser, live_server, django_user_model, member
     assert drawn > 500
     assert "4" in browser.find_element("id", "tile-searches").text
     screenshot(browser, "operator-dashboard")
+
+
+def test_an_empty_dashboard_says_what_would_fill_each_chart(browser, live_server, django_user_model):
+    django_user_model.objects.create_superuser(username="root", email=None, password="pw-root-123")
+    admin_login(browser, live_server.url, "root", "pw-root-123")
+    browser.get(f"{live_server.url}/admin/dashboard/")
+    assert (
+        browser.execute_script("return window.scoutDashboardCharts && Object.keys(window.scoutDashboardCharts).length")
+        == 0
+    )
+    assert browser.execute_script("return document.querySelectorAll('canvas').length") == 0
+    sentences = [element.text for element in browser.find_elements("css selector", "p.dash-empty")]
+    assert len(sentences) == 6 and all(sentence.startswith("No ") for sentence in sentences)
+    assert "execute_tool" in sentences[0]  # what would fill it
+    screenshot(browser, "operator-dashboard-empty")

@@ -370,6 +370,7 @@ def test_a_phrase_listed_twice_is_refused_and_the_form_kept(admin_client, import
     url = reverse("admin:catalog_tool_change", args=[tool.pk])
     page = admin_client.get(url).content.decode()
     assert page.count("open the onboarding page") == 1  # in its box only, not repeated as a label above it
+    assert '<p class="help scout-inline-help">A request a user would make that this tool answers' in page
     data = {"title": "", "purpose": "Read one page of the team wiki", "entity_types": "", "operation_verbs": ""}
     data["enabled"] = "on"
     for prefix in ("aliases", "keywords", "negative_examples", "group_grants", "user_grants"):

@@ -31,6 +31,17 @@ def test_approver_home_lists_pending_requests_with_a_count(client, django_user_m
     assert 'id="curator-home"' not in html and 'id="operator-home"' not in html
 
 
+def test_an_approver_without_grants_is_told_how_to_get_them_not_refused(client, django_user_model, grant, server):
+    user = _staff(django_user_model, "appr", APPROVERS)
+    client.force_login(user)
+    html = client.get(reverse("admin:index")).content.decode()
+    assert 'id="approver-unassigned"' in html and "Nothing to approve yet" in html
+    assert "have permission to view or edit anything" not in html and 'id="pending-approvals"' not in html
+    grant(Group.objects.get(name=APPROVERS), server, "approve")  # once given, the inbox replaces the note
+    html = client.get(reverse("admin:index")).content.decode()
+    assert 'id="approver-home"' in html and 'id="approver-unassigned"' not in html
+
+
 def test_curator_home_shows_workbench_and_tools_without_examples(client, django_user_model, tool):
     client.force_login(_staff(django_user_model, "cur", CURATORS))
     html = client.get(reverse("admin:index")).content.decode()

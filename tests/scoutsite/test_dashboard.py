@@ -72,3 +72,39 @@ def test_operators_only(client, django_user_model):
     assert client.get("/admin/dashboard/data.json?window=1h").json()["window"] == "1h"
     client.logout()
     assert client.get("/admin/dashboard/").status_code == 302  # to the login page
+
+
+EMPTY_SENTENCES = {
+    "chart-traffic": "No searches or tool calls in the last hour.",
+    "chart-latency": "No latency to show for the last hour",
+    "chart-tools": "No successful tool calls in the last hour.",
+    "chart-failures": "No failed tool calls in the last hour.",
+    "chart-syncs": "No sync runs in the last hour.",
+    "chart-servers": "No servers yet.",
+}
+
+
+def _charts_and_sentences(client) -> tuple[set[str], dict[str, str]]:
+    import re
+
+    html = client.get("/admin/dashboard/?window=1h").content.decode()
+    canvases = set(re.findall(r'<canvas id="([\w-]+)"', html))
+    sentences = dict(re.findall(r'<p class="dash-empty" id="([\w-]+)-empty">([^<]*)</p>', html))
+    return canvases, sentences
+
+
+def test_a_chart_without_data_says_so_instead_of_drawing_empty_axes(client, superuser):
+    client.force_login(superuser)
+    canvases, sentences = _charts_and_sentences(client)
+    assert canvases == set()
+    assert set(sentences) == set(EMPTY_SENTENCES)
+    for chart, sentence in EMPTY_SENTENCES.items():
+        assert sentence in sentences[chart], chart
+
+
+def test_charts_with_data_are_drawn_and_the_others_still_say_why_not(client, superuser, member):
+    seed_traffic(member)
+    client.force_login(superuser)
+    canvases, sentences = _charts_and_sentences(client)
+    assert canvases == {"chart-traffic", "chart-latency", "chart-tools", "chart-failures", "chart-servers"}
+    assert set(sentences) == {"chart-syncs"}  # seeded servers were never synced

@@ -10,6 +10,7 @@
   const drawn = {};
   function draw(id, config) {
     const canvas = document.getElementById(id);
+    if (!canvas) return;  // nothing in this window: the page says so instead of drawing empty axes
     config.options = Object.assign({animation: false, responsive: true, maintainAspectRatio: false}, config.options || {});
     drawn[id] = new Chart(canvas, config);
   }

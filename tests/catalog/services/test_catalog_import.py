@@ -209,6 +209,12 @@ def test_whitespace_around_server_names_is_stripped(tmp_path):
     assert Tool.objects.get().tool_id == "MCPunk::chunk"
 
 
+def test_public_catalog_names_with_spaces_are_kept(tmp_path):
+    """Public dumps name servers "Clock Two": imports keep such names (only operators' new servers are slugs)."""
+    catalog_import_file(path=write_jsonl(tmp_path / "a.jsonl", [tool_line("Clock Two", "get_current_time")]))
+    assert Tool.objects.get().tool_id == "Clock Two::get_current_time"
+
+
 def test_import_sends_one_tools_changed_after_commit(tmp_path, django_capture_on_commit_callbacks):
     received: list[list[int]] = []
 

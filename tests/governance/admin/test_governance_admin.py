@@ -21,6 +21,7 @@ pytestmark = pytest.mark.django_db
 def test_token_add_form_shows_raw_token_once_and_stores_hash(client, superuser, member):
     acme = tenant_with("acme", member)
     coder = agent_of(member, "coder", tenant=acme, all_user_tools=True)
+    ServerFactory(slug="github")
     client.force_login(superuser)
     response = client.post(
         reverse("admin:governance_apitoken_add"),

@@ -130,6 +130,17 @@ def test_test_connection_lists_tools_and_saves_nothing(client, operator):
     assert not Server.objects.exists() and not SyncRun.objects.exists()
 
 
+def test_test_connection_of_a_saved_server_names_tools_with_its_slug(client, operator):
+    """A saved server's slug is read-only (not posted): the tools are still named slug::tool."""
+    server = Server.objects.create(slug="clock", name="Clock", transport="stdio", command=TIME_SERVER)
+    client.force_login(operator)
+    form = {key: value for key, value in _form().items() if key != "slug"}
+    url = reverse("admin:catalog_server_test_connection") + f"?server={server.pk}"
+    html = client.post(url, form).content.decode()
+    assert "clock::get_current_time" in html and "<code>::" not in html
+    assert not SyncRun.objects.exists()
+
+
 def test_test_connection_is_refused_without_server_permissions(client, django_user_model):
     user = django_user_model.objects.create_user(username="cur", is_staff=True)
     client.force_login(user)

@@ -34,8 +34,12 @@ def test_the_form_shows_the_variables_with_help_and_whether_each_is_set(client, 
     client.force_login(superuser)
     page = client.get(reverse("admin:governance_tenant_change", args=[acme.pk])).content.decode()
     assert 'name="approval_webhook_url_env"' in page and 'name="approval_webhook_secret_env"' in page
-    assert "the URL is never stored" in page and "the secret is never stored" in page
+    assert "their values are never stored or shown" in page and "Name the environment variables" in page
+    assert ">Webhook URL: environment variable name:</label>" in page
+    assert ">Signing secret: environment variable name:</label>" in page
+    assert "Not sent until every variable is set:" in page  # the secret's variable is named but not set
     assert _badges(page) == [f"{URL_ENV} set", f"{SECRET_ENV} not set"]
+    assert "Hold down" not in page  # the members picker needs no multi-select hint
     assert "hooks.example.com" not in page and "T0KEN" not in page
     listing = client.get(reverse("admin:governance_tenant_changelist")).content.decode()
     assert _badges(listing) == [f"{URL_ENV} set", f"{SECRET_ENV} not set"] and "hooks.example.com" not in listing
@@ -45,7 +49,8 @@ def test_a_tenant_without_its_own_webhook_says_it_uses_the_install_wide_one(clie
     client.force_login(superuser)
     beta = tenant_with("beta")
     page = client.get(reverse("admin:governance_tenant_change", args=[beta.pk])).content.decode()
-    assert "install-wide (SCOUT_APPROVAL_WEBHOOK_URL)" in page and _badges(page) == []
+    assert "The install-wide webhook, SCOUT_APPROVAL_WEBHOOK_URL (not configured: e-mail only)" in page
+    assert _badges(page) == []
 
 
 def test_a_superuser_names_the_variables_and_a_url_is_refused(client, superuser):
@@ -69,8 +74,22 @@ def test_a_tenants_operator_reads_the_webhook_but_cannot_rename_its_variables(cl
     url = reverse("admin:governance_tenant_change", args=[acme.pk])
     page = client.get(url).content.decode()
     assert 'name="approval_webhook_url_env"' not in page and URL_ENV in page
+    # Words for a reader: who names the variables, not instructions they cannot follow; the same labels.
+    assert "A superuser names the environment variables" in page and "Name the environment variables" not in page
+    assert "Webhook URL: environment variable name:" in page and "Approval webhook url env" not in page
     assert _badges(page) == [f"{URL_ENV} set", f"{SECRET_ENV} not set"] and "hooks.example.com" not in page
     saved = client.post(url, {"name": "Acme", "members": [operator.pk], "approval_webhook_url_env": "SECRET_KEY"})
     assert saved.status_code == 302
     acme.refresh_from_db()
     assert acme.approval_webhook_url_env == URL_ENV
+
+
+def test_a_webhook_with_every_variable_set_says_where_requests_go(client, superuser, acme, monkeypatch):
+    monkeypatch.setenv(SECRET_ENV, "s3cret")
+    client.force_login(superuser)
+    page = client.get(reverse("admin:governance_tenant_change", args=[acme.pk])).content.decode()
+    assert "This tenant&#x27;s own webhook, signed:" in page and _badges(page) == [
+        f"{URL_ENV} set",
+        f"{SECRET_ENV} set",
+    ]
+    assert "s3cret" not in page

@@ -1,0 +1,39 @@
+"""The operator's token list and audit trail fit beside the navigation and filter sidebars at 1280 px: every column
+in view, no sideways scrolling (long tool ids break)."""
+
+import pytest
+from django.contrib.auth.models import Group
+
+from governance.principals import principal_for_user
+from governance.roles import OPERATORS
+from governance.services.audit import audit_record
+from governance.services.tokens import api_token_create
+from tests.governance.factories import ServerFactory, ToolFactory, agent_of, in_days, tenant_with
+
+from .conftest import admin_login, screenshot
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+FITS = "const e = document.querySelector('#changelist .results'); return e.scrollWidth <= e.clientWidth;"
+
+
+def test_token_list_and_audit_trail_fit_at_1280(browser, live_server, django_user_model):
+    operator = django_user_model.objects.create_user(username="op", password="pw-op-123", is_staff=True)
+    operator.groups.add(Group.objects.get(name=OPERATORS))
+    member = django_user_model.objects.create_user(username="alice.longname@example.com")
+    acme = tenant_with("acme-corporation", member, operator)
+    server = ServerFactory(slug="github-enterprise-production")
+    tool = ToolFactory(server=server, name="list_repository_collaborators_with_permissions")
+    api_token_create(
+        user=member,
+        name="claude code on the build machine",
+        agent=agent_of(member, "release-triage-agent", tenant=acme, all_user_tools=True),
+        scopes=["api", "discover", "execute", f"server:{server.slug}"],
+        expires_at=in_days(90),
+    )
+    audit_record(event_type="execution", principal=principal_for_user(member), tool=tool, outcome="success")
+    admin_login(browser, live_server.url, "op", "pw-op-123")
+    for page in ("governance/apitoken", "governance/auditevent"):
+        browser.get(f"{live_server.url}/admin/{page}/")
+        assert browser.find_elements("css selector", "#result_list tbody tr"), page
+        screenshot(browser, f"operator-{page.split('/')[1]}-list")
+        assert browser.execute_script(FITS), f"{page}: the list scrolls sideways at 1280 px"

@@ -1,0 +1,50 @@
+"""The server form in a real browser: only the chosen transport's fields show, a value left in a field of the
+transport given up is dropped when the form is sent (not refused), and the slug follows the name."""
+
+import pytest
+
+from .conftest import admin_login, screenshot
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+def _shown(browser, name: str) -> bool:
+    from selenium.webdriver.common.by import By
+
+    return browser.find_element(By.CSS_SELECTOR, f".form-row.field-{name}").is_displayed()
+
+
+def test_only_the_chosen_transports_fields_show(browser, live_server, django_user_model):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    from catalog.models import Server
+
+    django_user_model.objects.create_superuser(username="root", email=None, password="pw-root-123")
+    admin_login(browser, live_server.url, "root", "pw-root-123")
+    browser.get(f"{live_server.url}/admin/catalog/server/add/")
+    assert _shown(browser, "command") and _shown(browser, "args")  # stdio, the default
+    assert not _shown(browser, "url") and not _shown(browser, "header_env") and not _shown(browser, "base_url")
+    openapi_section = browser.find_element(By.CSS_SELECTOR, ".form-row.field-base_url").find_element(
+        By.XPATH, "ancestor::fieldset"
+    )
+    assert not openapi_section.is_displayed()  # a section with nothing to show is hidden too
+
+    browser.find_element(By.NAME, "name").send_keys("Clock Two")
+    assert browser.find_element(By.NAME, "slug").get_attribute("value") == "clock-two"
+    browser.find_element(By.NAME, "command").send_keys("mcp-server-time")  # then the operator changes their mind
+    transport = Select(browser.find_element(By.NAME, "transport"))
+    transport.select_by_value("http")
+    assert _shown(browser, "url") and _shown(browser, "header_env")
+    assert not _shown(browser, "command") and not openapi_section.is_displayed()
+    screenshot(browser, "server-form-http")
+    transport.select_by_value("openapi")
+    assert openapi_section.is_displayed() and not _shown(browser, "url")
+    transport.select_by_value("imported")
+    assert not any(_shown(browser, name) for name in ("command", "url", "base_url"))
+    transport.select_by_value("http")
+    browser.find_element(By.NAME, "url").send_keys("https://mcp.example.com/mcp")
+    browser.find_element(By.NAME, "_save").click()
+    assert "/admin/catalog/server/add/" not in browser.current_url, browser.find_element(By.ID, "content").text
+    server = Server.objects.get(slug="clock-two")
+    assert (server.transport, server.url, server.command) == ("http", "https://mcp.example.com/mcp", "")

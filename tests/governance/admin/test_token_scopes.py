@@ -1,0 +1,105 @@
+"""Token scopes in the admin: chosen from what exists (what the token may do, then the servers the admin manages)
+and read back in words, stored as before (``["discover", "execute", "server:<slug>"]``)."""
+
+import html as html_module
+
+import pytest
+from django.contrib.auth.models import Group
+from django.urls import reverse
+
+from governance.admin.tokens import SCOPE_LABELS
+from governance.constants import BASE_SCOPES
+from governance.models import ApiToken, ServerTenant
+from governance.roles import CURATORS, OPERATORS
+from governance.services.tokens import api_token_create
+from tests.governance.factories import ServerFactory, in_days, tenant_with
+
+pytestmark = pytest.mark.django_db
+ADD = "admin:governance_apitoken_add"
+
+
+def _staff(django_user_model, username: str, role: str):
+    user = django_user_model.objects.create_user(username=username, is_staff=True)
+    user.groups.add(Group.objects.get(name=role))
+    return user
+
+
+def _post(member, **extra) -> dict:
+    return {
+        "user": member.pk,
+        "name": "laptop",
+        "base_scopes": ["discover", "execute"],
+        "expires_at_0": in_days(7).strftime("%Y-%m-%d"),
+        "expires_at_1": "12:00:00",
+        **extra,
+    }
+
+
+@pytest.fixture
+def servers():
+    """Two shared servers, an archived one and one of tenant "bravo"."""
+    made = {slug: ServerFactory(slug=slug) for slug in ("github", "time", "old", "bravo-srv")}
+    made["old"].status = "archived"
+    made["old"].save()
+    ServerTenant.objects.create(server=made["bravo-srv"], tenant=tenant_with("bravo"))
+    return made
+
+
+def _server_choices(page: str) -> list[str]:
+    form = page[page.index('name="server_scopes"') :]
+    form = form[: form.index("</select>")]
+    return [value for value in form.split('value="')[1:] for value in [value[: value.index('"')]]]
+
+
+def test_every_base_scope_has_words():
+    assert set(SCOPE_LABELS) == BASE_SCOPES
+
+
+def test_the_add_form_offers_scopes_in_words_and_existing_servers(client, superuser, servers):
+    client.force_login(superuser)
+    page = client.get(reverse(ADD)).content.decode()
+    assert "execute: call tools (execute_tool)" in page and "api: use the REST API (/api/v1/)" in page
+    assert _server_choices(page) == ["bravo-srv", "github", "time"]  # a superuser manages every live server
+    assert "comma-separated" not in page
+
+
+def test_a_tenant_operator_is_offered_shared_servers_and_their_tenants_only(client, django_user_model, servers):
+    operator = _staff(django_user_model, "op-alpha", OPERATORS)
+    tenant_with("alpha", operator)
+    alpha_srv = ServerFactory(slug="alpha-srv")
+    ServerTenant.objects.create(server=alpha_srv, tenant=tenant_with("alpha"))
+    client.force_login(operator)
+    page = client.get(reverse(ADD)).content.decode()
+    assert _server_choices(page) == ["alpha-srv", "github", "time"] and "bravo-srv" not in page
+    member = django_user_model.objects.create_user(username="m")
+    refused = client.post(reverse(ADD), _post(member, server_scopes=["bravo-srv"]))
+    assert refused.status_code == 200 and "Select a valid choice" in refused.content.decode()
+    assert not ApiToken.objects.exists()
+
+
+def test_the_add_form_is_refused_without_the_permission(client, django_user_model, servers):
+    client.force_login(_staff(django_user_model, "cur", CURATORS))
+    assert client.get(reverse(ADD)).status_code == 403
+
+
+def test_chosen_servers_are_stored_as_server_scopes_and_read_back_in_words(client, superuser, member, servers):
+    client.force_login(superuser)
+    response = client.post(reverse(ADD), _post(member, server_scopes=["time", "github"]))
+    assert response.status_code == 200 and "scout_" in response.content.decode()  # the token, shown once
+    token = ApiToken.objects.get()
+    assert token.scopes == ["discover", "execute", "server:github", "server:time"]
+    change = html_module.unescape(
+        client.get(reverse("admin:governance_apitoken_change", args=[token.pk])).content.decode()
+    )
+    assert "discover, execute · only github, time" in change and '["discover"' not in change
+    listing = html_module.unescape(client.get(reverse("admin:governance_apitoken_changelist")).content.decode())
+    assert "discover, execute · only github, time" in listing and '["discover"' not in listing
+
+
+def test_a_token_without_server_scopes_reads_every_server(client, superuser, member):
+    token, _ = api_token_create(user=member, name="t", scopes=["api", "discover"], expires_at=in_days(1))
+    client.force_login(superuser)
+    page = html_module.unescape(
+        client.get(reverse("admin:governance_apitoken_change", args=[token.pk])).content.decode()
+    )
+    assert "api, discover · every server its user may use" in page
