@@ -41,6 +41,12 @@ class Principal:
         return slugs or None
 
     @property
+    def acts_across_tenants(self) -> bool:
+        """A session of a person in several tenants: it sees them all but acts in none of them, so what it does
+        cannot be filed under one tenant, and filed as shared every tenant would read it (Z12)."""
+        return self.tenant_id is None and bool(self.tenant_ids)
+
+    @property
     def token_ref(self) -> str:
         return f"tok-{self.token_id}" if self.token_id is not None else ""
 

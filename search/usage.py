@@ -91,9 +91,12 @@ def query_log_record(
 ) -> QueryLogEntry | None:
     """Record one client search (one INSERT; ``deferred``: queued, inserted in a batch shortly after, see
     governance/writebehind.py). ``empty_reason`` (an ``EmptyAnswerReason``) says why no tool was returned;
-    left empty for an empty answer, it is ``withheld``. Returns None when the log is ``off``."""
+    left empty for an empty answer, it is ``withheld``. Returns None when the log is ``off``, and for a principal
+    acting across tenants (a session of a person in several): the log is read per tenant, and such a search
+    belongs to no one tenant (filed as shared, every tenant's curators would read its words and the other
+    tenants' tools it found, Z12); it never teaches either (``learned_request_confirm``)."""
     mode = _log_mode()
-    if mode == QueryLogMode.OFF:
+    if mode == QueryLogMode.OFF or principal.acts_across_tenants:
         return None
     stored = query_redact(query) if mode == QueryLogMode.REDACTED else query
     if results:
