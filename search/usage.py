@@ -56,6 +56,12 @@ def principal_key(principal: Principal) -> str:
     return f"u{principal.user.pk}|t{principal.token_id}|a{principal.agent}"
 
 
+def teacher_key(principal: Principal) -> str:
+    """Who taught a learned request: the person. Their tokens and agents are one teacher, else anyone could mint
+    tokens (their own, POST /api/v1/tokens/) until one request carried the weight the cap keeps for many people."""
+    return f"u{principal.user.pk}"
+
+
 def query_redact(text: str) -> str:
     """``text`` with e-mail addresses, long tokens and every digit masked (the ``redacted`` log mode)."""
     text = _EMAIL_RE.sub("<email>", text)
@@ -205,7 +211,8 @@ def learned_request_confirm(*, principal: Principal, tool: Tool, text: str) -> L
     Learned only for a tool the principal may see and execute; never for a text a curator rejected for
     this tool; and only within one tenant's space (Z12): a caller of tenant A teaches tenant A's tools, a
     caller without a tenant the shared ones, so no tenant's words ever shape what another tenant is shown.
-    A principal counts once per request (repeats add confirmations, not weight). Returns the learned request,
+    A person counts once per request, whichever of their tokens or agents called (``teacher_key``): repeats add
+    confirmations, not weight. Returns the learned request,
     or None when nothing was learned."""
     text = learned_normalise(text)
     if not text or tool.pk not in tool_pks_visible_to(principal=principal, permission="execute"):
@@ -222,7 +229,7 @@ def learned_request_confirm(*, principal: Principal, tool: Tool, text: str) -> L
             return None
         try:
             with transaction.atomic():
-                LearnedConfirmation.objects.create(learned=learned, principal_key=principal_key(principal))
+                LearnedConfirmation.objects.create(learned=learned, principal_key=teacher_key(principal))
             new_principal = 1
         except IntegrityError:
             new_principal = 0
