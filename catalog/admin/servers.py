@@ -322,7 +322,11 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
 
     def test_connection_view(self, request: HttpRequest) -> HttpResponse:
         """Connect with the form's connection fields and list the tools a sync would import; saves nothing."""
-        existing = Server.objects.filter(pk=request.GET.get("server") or None).first()
+        # Only a server this admin may manage (governance narrows get_queryset to the admin's tenants): the form
+        # keeps what it leaves out (stored header variables), so another tenant's id sent its credentials to the URL
+        # typed here. Any other value tests a new server.
+        server_pk = request.GET.get("server", "")
+        existing = self.get_queryset(request).filter(pk=server_pk).first() if server_pk.isdigit() else None
         allowed = self.has_change_permission(request, existing) if existing else self.has_add_permission(request)
         if not allowed:
             raise PermissionDenied
@@ -359,7 +363,7 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
 
     def openapi_preview_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
         """The operations a sync would import and refuse, read from the document now; nothing is saved."""
-        server = get_object_or_404(Server, pk=object_id)
+        server = get_object_or_404(self.get_queryset(request), pk=object_id)  # another tenant's: unknown (Z12)
         if not self.has_change_permission(request, server) or server.transport != Transport.OPENAPI:
             raise PermissionDenied
         error, rows, rejections = "", [], []
@@ -394,7 +398,7 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
         return TemplateResponse(request, "admin/catalog/server/openapi_preview.html", context)
 
     def sync_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
-        server = get_object_or_404(Server, pk=object_id)
+        server = get_object_or_404(self.get_queryset(request), pk=object_id)  # another tenant's: unknown (Z12)
         if not self.has_change_permission(request, server):
             raise PermissionDenied
         queued, skipped = self._queue_sync(request, [server])
