@@ -232,7 +232,16 @@ class ToolAdmin(AccessAdminMixin, TenantScopedMixin, CatalogToolAdmin):
         fields = tuple(super().get_readonly_fields(request, obj))
         return fields if self._may_curate(request) else (*fields, *CURATION_FIELDS)
 
+    def formfield_for_manytomany(self, db_field, request, **kwargs):
+        if db_field.name == "related_tools":  # offered, accepted and shown: tools of the servers it manages (Z12)
+            kwargs["queryset"] = Tool.objects.filter(server__in=self.managed_servers(request))
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
+
     def save_related(self, request, form, formsets, change) -> None:
+        if "related_tools" in form.cleaned_data:
+            # Related tools of servers this admin may not manage were neither shown nor offered: they stay.
+            unseen = form.instance.related_tools.exclude(server__in=self.managed_servers(request))
+            form.cleaned_data["related_tools"] = [*form.cleaned_data["related_tools"], *unseen]
         access = [formset for formset in formsets if formset.model in GRANT_MODELS]
         for formset in access:
             self.save_formset(request, form, formset, change=change)
