@@ -5,7 +5,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, ValidationError
 from django.db import models
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.forms.models import BaseInlineFormSet
@@ -105,6 +105,16 @@ class ServerForm(forms.ModelForm):
         if self.instance.pk and "openapi_document" in self.fields:
             self.fields["openapi_document"].initial = server_openapi_document_get(server=self.instance)
 
+    def _update_errors(self, errors: ValidationError) -> None:
+        # The model's rules may name a field this admin sees read-only (not in the form, e.g. a stdio server's command
+        # for a tenant's operator): its message goes above the form instead of failing the page.
+        if hasattr(errors, "error_dict"):
+            placed: dict[str, list] = {}
+            for name, messages in errors.error_dict.items():
+                placed.setdefault(name if name in self.fields else NON_FIELD_ERRORS, []).extend(messages)
+            errors = ValidationError(placed)
+        super()._update_errors(errors)
+
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         upload = cleaned.get("openapi_upload")
@@ -113,8 +123,11 @@ class ServerForm(forms.ModelForm):
                 cleaned["openapi_document"] = upload.read().decode("utf-8-sig")
             except UnicodeDecodeError:
                 self.add_error("openapi_upload", "The document must be UTF-8 text.")
-        if cleaned.get("transport") == Transport.OPENAPI:
-            if bool(cleaned.get("openapi_url")) == bool((cleaned.get("openapi_document") or "").strip()):
+        # A field the admin shows read-only is not in cleaned: the stored value stands.
+        transport = cleaned.get("transport", self.instance.transport)
+        if transport == Transport.OPENAPI:
+            openapi_url = cleaned.get("openapi_url", self.instance.openapi_url)
+            if bool(openapi_url) == bool((cleaned.get("openapi_document") or "").strip()):
                 self.add_error("openapi_url", "Give either the document's URL or the document itself.")
         return cleaned
 

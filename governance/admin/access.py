@@ -25,7 +25,7 @@ from ..models import (
     ToolGroupObjectPermission,
     ToolUserObjectPermission,
 )
-from ..selectors import servers_visible_to_operator
+from ..selectors import server_fields_locked, servers_visible_to_operator
 from ..services.permissions import (
     SELF_GRANT_MESSAGE,
     grants_to_self,
@@ -205,6 +205,13 @@ class ServerAdmin(AccessAdminMixin, CatalogServerAdmin):
         if any(model.objects.filter(**discover).exists() for model in models):
             return "Its tools are visible to the groups and people given discover below."
         return "Its tools are visible to nobody until you give discover below."
+
+    def get_readonly_fields(self, request, obj=None):
+        # Environment variables and commands are the superuser's to name once there are tenants, and a shared
+        # server's connection is not a tenant operator's to move (``server_fields_locked``). The connection test
+        # builds its form here too, so it never uses what the form may not set.
+        locked = server_fields_locked(user=request.user, server=obj)
+        return (*super().get_readonly_fields(request, obj), *sorted(locked))
 
     def get_queryset(self, request):
         # An operator of tenant A manages shared servers and tenant A's; tenant B's do not exist for them (Z12).
