@@ -161,6 +161,13 @@ class ServerTenantInline(admin.StackedInline):
             kwargs["queryset"] = Tenant.objects.filter(pk__in=request.user.tenants.values("pk"))
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
+    def has_add_permission(self, request, obj=None) -> bool:
+        # A shared server stays shared unless a superuser says otherwise: a tenant's admin giving it their tenant
+        # would take it (and its credentials) from every other tenant.
+        if obj is not None and obj.pk is not None and not request.user.is_superuser:
+            return False
+        return super().has_add_permission(request, obj)
+
 
 class AccessAdminMixin:
     """Saves the access inlines through the audited grant services."""

@@ -112,3 +112,19 @@ def test_a_tenant_operators_token_names_no_environment_variable_over_rest(live_s
         assert response.status_code == 403, (path, body, response.text)
     assert not Server.objects.filter(slug="probe").exists()
     assert Server.objects.get(slug="shared-srv").url == "https://shared.example/mcp"
+
+
+def test_a_tenant_operator_cannot_claim_a_shared_server(client, operator_a):
+    """Giving a shared server a tenant takes it away from every other tenant (and its credentials with it)."""
+    from governance.models import ServerTenant
+
+    shared = ServerFactory(slug="shared-srv", transport="http", url="https://shared.example/mcp")
+    own = ServerFactory(slug="own-srv", transport="http", url="https://own.example/mcp")
+    ServerTenant.objects.create(server=own, tenant=operator_a.tenants.get())
+    client.force_login(operator_a)
+    claim = _form(slug="shared-srv", name="Shared", status="active", **{"tenancy-TOTAL_FORMS": "1"})
+    claim["tenancy-0-tenant"] = str(operator_a.tenants.get().pk)
+    assert client.post(reverse("admin:catalog_server_change", args=[shared.pk]), claim).status_code == 302
+    assert not ServerTenant.objects.filter(server=shared).exists()
+    page = client.get(reverse("admin:catalog_server_change", args=[own.pk])).content.decode()
+    assert "tenancy-0-tenant" in page  # their own server's tenant section is still there
