@@ -5,6 +5,7 @@ import json
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
 from django.shortcuts import render
 from django.utils import timezone
 
@@ -14,12 +15,14 @@ from ..constants import BASE_SCOPES
 from ..models import Agent, ApiToken, Tenant
 from ..principals import principal_for_user
 from ..selectors import agents_visible_to_operator, tenant_q
-from ..services.tokens import api_token_create, api_token_revoke, api_token_tenant
+from ..services.tokens import api_token_create, api_token_issue_check, api_token_revoke, api_token_tenant
 from .common import DEFAULT_TOKEN_LIFETIME
 from .people import PeopleChoicesMixin, person_name, rows_of_people_for, with_person_visible
 
 
 class ApiTokenAddForm(forms.ModelForm):
+    issuer = None  # the admin issuing the token (set by ApiTokenAdmin.get_form)
+
     base_scopes = forms.MultipleChoiceField(
         choices=[(s, s) for s in sorted(BASE_SCOPES)],
         widget=forms.CheckboxSelectMultiple,
@@ -40,6 +43,11 @@ class ApiTokenAddForm(forms.ModelForm):
             api_token_tenant(user=data["user"], agent=data.get("agent"), tenant=data.get("tenant"))
         servers = [s.strip() for s in (data.get("server_scopes") or "").split(",") if s.strip()]
         data["scopes"] = list(data.get("base_scopes") or []) + [f"server:{s}" for s in servers]
+        if data.get("user") is not None:
+            try:
+                api_token_issue_check(user=data["user"], scopes=data["scopes"], created_by=self.issuer)
+            except ValidationError as error:
+                raise forms.ValidationError(error.messages) from None
         return data
 
 
@@ -111,7 +119,7 @@ class ApiTokenAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Api
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         if obj is None:
-            kwargs["form"] = ApiTokenAddForm
+            kwargs["form"] = type("ApiTokenAddForm", (ApiTokenAddForm,), {"issuer": request.user})
             kwargs["fields"] = None
         return super().get_form(request, obj, change=change, **kwargs)
 
