@@ -30,6 +30,7 @@ class Principal:
     tenant_ids: frozenset[int] = frozenset()  # tenants whose servers, approvals and audit it may see
     agent_id: int | None = None  # the agent at the end of the chain
     narrowing_agent_ids: tuple[int, ...] = ()  # agents whose own grants narrow, root first
+    issued_by_id: int | None = None  # who issued the token, when someone other than its user did
 
     def has_scope(self, scope: str) -> bool:
         return scope in self.scopes

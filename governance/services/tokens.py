@@ -281,4 +281,5 @@ def principal_for_token(token: ApiToken) -> Principal | None:
         tenant_ids=frozenset({token.tenant_id}) if token.tenant_id is not None else frozenset(),
         agent_id=token.agent_id,
         narrowing_agent_ids=tuple(agent.pk for agent in agents if not agent.all_user_tools),
+        issued_by_id=token.created_by_id if token.created_by_id not in (None, token.user_id) else None,
     )

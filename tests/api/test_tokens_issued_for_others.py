@@ -71,3 +71,25 @@ def test_an_operator_cannot_issue_a_superusers_token(api, client, oscar, superus
     assert raw is None or api.get("tools/", token=raw).status_code == 401
     client.force_login(superuser)
     assert _issue(client, superuser, ["api", "discover"]) is not None
+
+
+def test_a_token_issued_for_a_curator_curates_only_if_its_issuer_may(api, client, oscar, catalog, django_user_model):
+    """The REST API's model permissions of a token issued by someone else are those both hold: an operator (who may
+    not curate) could otherwise curate through a token he issued for a curator."""
+    from governance.roles import CURATORS
+    from tests.api.conftest import make_token
+
+    operator, _ = oscar
+    cora = django_user_model.objects.create_user(username="cora", is_staff=True)
+    cora.groups.add(Group.objects.get(name=CURATORS))
+    client.force_login(operator)
+    issued = _issue(client, cora, ["api", "discover"])
+    assert issued is not None
+    path = f"tools/{catalog.visible.tool_id}/curation/"
+    refused = api.patch(path, token=issued, json={"purpose": "whatever the operator says"})
+    assert refused.status_code == 403, refused.text
+    catalog.visible.refresh_from_db()
+    assert catalog.visible.purpose != "whatever the operator says"
+    assert api.get("tools/", token=issued).status_code == 200  # it still reads what cora may discover
+    own = api.patch(path, token=make_token(cora, ["api", "discover"]), json={"purpose": "cora's own words"})
+    assert own.status_code == 200, own.text
