@@ -21,3 +21,18 @@ def server_scope_q(request: object) -> Q:
     if _scope is None:
         return Q(pk__in=[])
     return _scope(request)
+
+
+_locked: Callable[[object, object], frozenset[str]] | None = None
+
+
+def server_fields_locked_set(locked: Callable[[object, object], frozenset[str]]) -> None:
+    """Set the function saying which server fields the caller of a request may not set (governance's)."""
+    global _locked
+    _locked = locked
+
+
+def server_fields_locked(request: object, server: object) -> frozenset[str]:
+    """The fields of ``server`` (None: a new one) the caller of ``request`` may not set: environment variables and
+    commands once there are tenants, unless a superuser; a shared server's connection (governance decides)."""
+    return _locked(request, server) if _locked is not None else frozenset()

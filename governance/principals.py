@@ -30,6 +30,7 @@ class Principal:
     tenant_ids: frozenset[int] = frozenset()  # tenants whose servers, approvals and audit it may see
     agent_id: int | None = None  # the agent at the end of the chain
     narrowing_agent_ids: tuple[int, ...] = ()  # agents whose own grants narrow, root first
+    issued_by_id: int | None = None  # who issued the token, when someone other than its user did
 
     def has_scope(self, scope: str) -> bool:
         return scope in self.scopes
@@ -39,6 +40,12 @@ class Principal:
         """Servers the token is limited to, or None when it is not limited to any."""
         slugs = frozenset(s[len(SERVER_SCOPE_PREFIX) :] for s in self.scopes if s.startswith(SERVER_SCOPE_PREFIX))
         return slugs or None
+
+    @property
+    def acts_across_tenants(self) -> bool:
+        """A session of a person in several tenants: it sees them all but acts in none of them, so what it does
+        cannot be filed under one tenant, and filed as shared every tenant would read it (Z12)."""
+        return self.tenant_id is None and bool(self.tenant_ids)
 
     @property
     def token_ref(self) -> str:

@@ -1,6 +1,8 @@
 from django.contrib import admin
 
 from catalog.admin.lookups import StrictLookupsMixin
+from catalog.models import Server, Tool
+from governance.selectors import install_wide_visible_to, servers_visible_to_operator
 
 from .models import IdempotencyRecord, PinnedTool
 
@@ -13,16 +15,39 @@ class PinnedToolAdmin(StrictLookupsMixin, admin.ModelAdmin):
     raw_id_fields = ("tool",)
     search_fields = ("tool__tool_id", "note")
 
+    def _managed_tools(self, request):
+        # Tools of the servers this admin may manage: shared ones and their tenants' (Z12).
+        return Tool.objects.filter(server__in=Server.objects.filter(servers_visible_to_operator(user=request.user)))
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).filter(tool__in=self._managed_tools(request))
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "tool":
+            kwargs["queryset"] = self._managed_tools(request)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
 
 @admin.register(IdempotencyRecord)
 class IdempotencyRecordAdmin(StrictLookupsMixin, admin.ModelAdmin):
-    """Read-only: records are written by execute_tool and expire on their own."""
+    """Read-only: records are written by execute_tool and expire on their own. Each keeps the result of a call it
+    replays, whoever's and in whichever tenant: read only by whom may read the whole install (a superuser, or anyone
+    with the permission while the install has no tenants)."""
 
     list_display = ("key", "tool_ref", "status", "created_at", "completed_at", "expires_at")
     list_filter = ("status",)
     search_fields = ("tool_ref",)
     readonly_fields = [field.name for field in IdempotencyRecord._meta.fields]
     show_full_result_count = False
+
+    def has_module_permission(self, request) -> bool:
+        return super().has_module_permission(request) and install_wide_visible_to(user=request.user)
+
+    def has_view_permission(self, request, obj=None) -> bool:
+        return super().has_view_permission(request, obj) and install_wide_visible_to(user=request.user)
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return super().has_delete_permission(request, obj) and install_wide_visible_to(user=request.user)
 
     def has_add_permission(self, request) -> bool:
         return False

@@ -56,6 +56,12 @@ def principal_key(principal: Principal) -> str:
     return f"u{principal.user.pk}|t{principal.token_id}|a{principal.agent}"
 
 
+def teacher_key(principal: Principal) -> str:
+    """Who taught a learned request: the person. Their tokens and agents are one teacher, else anyone could mint
+    tokens (their own, POST /api/v1/tokens/) until one request carried the weight the cap keeps for many people."""
+    return f"u{principal.user.pk}"
+
+
 def query_redact(text: str) -> str:
     """``text`` with e-mail addresses, long tokens and every digit masked (the ``redacted`` log mode)."""
     text = _EMAIL_RE.sub("<email>", text)
@@ -91,9 +97,12 @@ def query_log_record(
 ) -> QueryLogEntry | None:
     """Record one client search (one INSERT; ``deferred``: queued, inserted in a batch shortly after, see
     governance/writebehind.py). ``empty_reason`` (an ``EmptyAnswerReason``) says why no tool was returned;
-    left empty for an empty answer, it is ``withheld``. Returns None when the log is ``off``."""
+    left empty for an empty answer, it is ``withheld``. Returns None when the log is ``off``, and for a principal
+    acting across tenants (a session of a person in several): the log is read per tenant, and such a search
+    belongs to no one tenant (filed as shared, every tenant's curators would read its words and the other
+    tenants' tools it found, Z12); it never teaches either (``learned_request_confirm``)."""
     mode = _log_mode()
-    if mode == QueryLogMode.OFF:
+    if mode == QueryLogMode.OFF or principal.acts_across_tenants:
         return None
     stored = query_redact(query) if mode == QueryLogMode.REDACTED else query
     if results:
@@ -202,7 +211,8 @@ def learned_request_confirm(*, principal: Principal, tool: Tool, text: str) -> L
     Learned only for a tool the principal may see and execute; never for a text a curator rejected for
     this tool; and only within one tenant's space (Z12): a caller of tenant A teaches tenant A's tools, a
     caller without a tenant the shared ones, so no tenant's words ever shape what another tenant is shown.
-    A principal counts once per request (repeats add confirmations, not weight). Returns the learned request,
+    A person counts once per request, whichever of their tokens or agents called (``teacher_key``): repeats add
+    confirmations, not weight. Returns the learned request,
     or None when nothing was learned."""
     text = learned_normalise(text)
     if not text or tool.pk not in tool_pks_visible_to(principal=principal, permission="execute"):
@@ -219,7 +229,7 @@ def learned_request_confirm(*, principal: Principal, tool: Tool, text: str) -> L
             return None
         try:
             with transaction.atomic():
-                LearnedConfirmation.objects.create(learned=learned, principal_key=principal_key(principal))
+                LearnedConfirmation.objects.create(learned=learned, principal_key=teacher_key(principal))
             new_principal = 1
         except IntegrityError:
             new_principal = 0

@@ -36,7 +36,8 @@ class ProgressAdminMixin:
     def progress_view(self, request: HttpRequest, object_id: int) -> JsonResponse:
         if not self.has_view_permission(request):  # type: ignore[attr-defined]
             raise PermissionDenied
-        obj = get_object_or_404(self.model, pk=object_id)  # type: ignore[attr-defined]
+        # The admin's own rows only (governance narrows sync runs to the admin's tenants, Z12).
+        obj = get_object_or_404(self.get_queryset(request), pk=object_id)  # type: ignore[attr-defined]
         return JsonResponse(self.progress_snapshot_for(obj))
 
     @admin.display(description="progress")

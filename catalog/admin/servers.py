@@ -6,7 +6,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, ValidationError
 from django.db import models
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.forms.models import BaseInlineFormSet
@@ -155,6 +155,16 @@ class ServerForm(forms.ModelForm):
         if "transport" in self.fields:  # read by server_form.js, which hides the other transports' rows
             self.fields["transport"].widget.attrs["data-transport-fields"] = json.dumps(TRANSPORT_FIELDS)
 
+    def _update_errors(self, errors: ValidationError) -> None:
+        # The model's rules may name a field this admin sees read-only (not in the form, e.g. a stdio server's command
+        # for a tenant's operator): its message goes above the form instead of failing the page.
+        if hasattr(errors, "error_dict"):
+            placed: dict[str, list] = {}
+            for name, messages in errors.error_dict.items():
+                placed.setdefault(name if name in self.fields else NON_FIELD_ERRORS, []).extend(messages)
+            errors = ValidationError(placed)
+        super()._update_errors(errors)
+
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         for name, empty in JSON_EMPTY.items():
@@ -166,11 +176,13 @@ class ServerForm(forms.ModelForm):
                 cleaned["openapi_document"] = upload.read().decode("utf-8-sig")
             except UnicodeDecodeError:
                 self.add_error("openapi_upload", "The document must be UTF-8 text.")
-        transport = cleaned.get("transport")
+        # A field the admin shows read-only is not in cleaned: the stored value stands.
+        transport = cleaned.get("transport", self.instance.transport)
         if transport in TRANSPORT_FIELDS:
             self._refuse_other_transports_fields(cleaned, Transport(transport))
         if transport == Transport.OPENAPI:
-            if bool(cleaned.get("openapi_url")) == bool((cleaned.get("openapi_document") or "").strip()):
+            openapi_url = cleaned.get("openapi_url", self.instance.openapi_url)
+            if bool(openapi_url) == bool((cleaned.get("openapi_document") or "").strip()):
                 self.add_error("openapi_url", "Give either the document's URL or the document itself.")
         return cleaned
 
@@ -413,7 +425,11 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
 
     def test_connection_view(self, request: HttpRequest) -> HttpResponse:
         """Connect with the form's connection fields and list the tools a sync would import; saves nothing."""
-        existing = Server.objects.filter(pk=request.GET.get("server") or None).first()
+        # Only a server this admin may manage (governance narrows get_queryset to the admin's tenants): the form
+        # keeps what it leaves out (stored header variables), so another tenant's id sent its credentials to the URL
+        # typed here. Any other value tests a new server.
+        server_pk = request.GET.get("server", "")
+        existing = self.get_queryset(request).filter(pk=server_pk).first() if server_pk.isdigit() else None
         allowed = self.has_change_permission(request, existing) if existing else self.has_add_permission(request)
         if not allowed:
             raise PermissionDenied
@@ -450,7 +466,7 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
 
     def openapi_preview_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
         """The operations a sync would import and refuse, read from the document now; nothing is saved."""
-        server = get_object_or_404(Server, pk=object_id)
+        server = get_object_or_404(self.get_queryset(request), pk=object_id)  # another tenant's: unknown (Z12)
         if not self.has_change_permission(request, server) or server.transport != Transport.OPENAPI:
             raise PermissionDenied
         error, rows, rejections = "", [], []
@@ -485,7 +501,7 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
         return TemplateResponse(request, "admin/catalog/server/openapi_preview.html", context)
 
     def sync_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
-        server = get_object_or_404(Server, pk=object_id)
+        server = get_object_or_404(self.get_queryset(request), pk=object_id)  # another tenant's: unknown (Z12)
         if not self.has_change_permission(request, server):
             raise PermissionDenied
         queued, skipped = self._queue_sync(request, [server])

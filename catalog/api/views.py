@@ -6,11 +6,12 @@ from django.db.models import Count, Q, QuerySet
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, status
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from catalog.models import Server, SyncRun
-from catalog.scope import server_scope_q
+from catalog.scope import server_fields_locked, server_scope_q
 from catalog.services.servers import server_archive, server_create, server_update
 from catalog.tasks import sync_server
 
@@ -43,6 +44,18 @@ def servers_for_request(request: Request) -> QuerySet[Server]:
     return qs.order_by("slug")
 
 
+def _refuse_locked(request: Request, server: Server | None, fields: dict) -> None:
+    """403 when the request sets a field the caller may not (``server_fields_locked``) to another value."""
+    locked = server_fields_locked(request, server)
+    changed = [name for name in fields if name in locked and fields[name] != getattr(server or Server(), name)]
+    if changed:
+        raise PermissionDenied(
+            f"Only a superuser sets {', '.join(sorted(changed))} here: environment variables and commands belong to "
+            "the whole install, and a shared server's connection to every tenant.",
+            code="permission_denied",
+        )
+
+
 def _server(request: Request, slug: str) -> Server:
     return get_object_or_404(servers_for_request(request), slug=slug)
 
@@ -67,6 +80,7 @@ class ServerList(generics.ListAPIView):
     def post(self, request: Request) -> Response:
         data = ServerCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
+        _refuse_locked(request, None, data.validated_data)
         server = server_create(**data.validated_data)
         return Response(ServerSerializer(_server(request, server.slug)).data, status=status.HTTP_201_CREATED)
 
@@ -88,6 +102,7 @@ class ServerDetail(generics.GenericAPIView):
         server = _server(request, slug)
         data = ServerWriteSerializer(data=request.data, partial=True)
         data.is_valid(raise_exception=True)
+        _refuse_locked(request, server, data.validated_data)
         server_update(server=server, **data.validated_data)
         return Response(ServerSerializer(_server(request, slug)).data)
 

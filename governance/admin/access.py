@@ -25,7 +25,7 @@ from ..models import (
     ToolGroupObjectPermission,
     ToolUserObjectPermission,
 )
-from ..selectors import servers_visible_to_operator
+from ..selectors import server_fields_locked, servers_visible_to_operator
 from ..services.permissions import (
     SELF_GRANT_MESSAGE,
     grants_to_self,
@@ -161,6 +161,13 @@ class ServerTenantInline(admin.StackedInline):
             kwargs["queryset"] = Tenant.objects.filter(pk__in=request.user.tenants.values("pk"))
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
+    def has_add_permission(self, request, obj=None) -> bool:
+        # A shared server stays shared unless a superuser says otherwise: a tenant's admin giving it their tenant
+        # would take it (and its credentials) from every other tenant.
+        if obj is not None and obj.pk is not None and not request.user.is_superuser:
+            return False
+        return super().has_add_permission(request, obj)
+
 
 class AccessAdminMixin:
     """Saves the access inlines through the audited grant services."""
@@ -206,6 +213,13 @@ class ServerAdmin(AccessAdminMixin, CatalogServerAdmin):
             return "Its tools are visible to the groups and people given discover below."
         return "Its tools are visible to nobody until you give discover below."
 
+    def get_readonly_fields(self, request, obj=None):
+        # Environment variables and commands are the superuser's to name once there are tenants, and a shared
+        # server's connection is not a tenant operator's to move (``server_fields_locked``). The connection test
+        # builds its form here too, so it never uses what the form may not set.
+        locked = server_fields_locked(user=request.user, server=obj)
+        return (*super().get_readonly_fields(request, obj), *sorted(locked))
+
     def get_queryset(self, request):
         # An operator of tenant A manages shared servers and tenant A's; tenant B's do not exist for them (Z12).
         return super().get_queryset(request).filter(servers_visible_to_operator(user=request.user))
@@ -232,7 +246,16 @@ class ToolAdmin(AccessAdminMixin, TenantScopedMixin, CatalogToolAdmin):
         fields = tuple(super().get_readonly_fields(request, obj))
         return fields if self._may_curate(request) else (*fields, *CURATION_FIELDS)
 
+    def formfield_for_manytomany(self, db_field, request, **kwargs):
+        if db_field.name == "related_tools":  # offered, accepted and shown: tools of the servers it manages (Z12)
+            kwargs["queryset"] = Tool.objects.filter(server__in=self.managed_servers(request))
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
+
     def save_related(self, request, form, formsets, change) -> None:
+        if "related_tools" in form.cleaned_data:
+            # Related tools of servers this admin may not manage were neither shown nor offered: they stay.
+            unseen = form.instance.related_tools.exclude(server__in=self.managed_servers(request))
+            form.cleaned_data["related_tools"] = [*form.cleaned_data["related_tools"], *unseen]
         access = [formset for formset in formsets if formset.model in GRANT_MODELS]
         for formset in access:
             self.save_formset(request, form, formset, change=change)

@@ -71,6 +71,14 @@ class GrantAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin):
         return obj.permission.codename.split("_", 1)[0]
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "content_object":  # servers (tools) the operator may manage; others: "no such ..." (Z12)
+            servers = Server.objects.filter(servers_visible_to_operator(user=request.user))
+            if self.target_model is Tool:
+                kwargs["queryset"] = Tool.objects.filter(server__in=servers)
+            else:
+                kwargs["queryset"] = servers
+            name = self.target_model._meta.verbose_name
+            kwargs["error_messages"] = {"invalid_choice": f"no such {name}: check the id"}
         if db_field.name == "permission":
             model = self.target_model._meta.model_name
             kwargs["queryset"] = Permission.objects.filter(

@@ -7,7 +7,7 @@ from django.contrib import admin
 from django.core.exceptions import ValidationError
 from django.utils.html import format_html, format_html_join
 
-from catalog.admin.lookups import StrictLookupsMixin
+from catalog.admin.lookups import RawIdChoicesMixin, StrictLookupsMixin
 from catalog.models import Server, Tool
 
 from ..models import Agent, AgentGrant, Tenant
@@ -113,7 +113,7 @@ class AgentGrantForm(forms.ModelForm):
         return data
 
 
-class AgentGrantInline(admin.TabularInline):
+class AgentGrantInline(RawIdChoicesMixin, admin.TabularInline):
     model = AgentGrant
     form = AgentGrantForm
     extra = 1
@@ -151,4 +151,6 @@ class AgentAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Agent]
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         if db_field.name == "tenant" and not request.user.is_superuser:
             kwargs["queryset"] = Tenant.objects.filter(pk__in=request.user.tenants.values("pk"))
+        if db_field.name == "parent":  # the agents it lists (Z12)
+            kwargs["queryset"] = Agent.objects.filter(agents_visible_to_operator(user=request.user))
         return super().formfield_for_foreignkey(db_field, request, **kwargs)

@@ -6,6 +6,7 @@ from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.widgets import FilteredSelectMultiple
+from django.core.exceptions import ValidationError
 from django.shortcuts import render
 from django.utils import timezone
 from django.utils.html import format_html
@@ -19,7 +20,7 @@ from ..constants import SCOPE_API, SCOPE_APPROVE, SCOPE_DISCOVER, SCOPE_EXECUTE,
 from ..models import Agent, ApiToken, Tenant
 from ..principals import principal_for_user
 from ..selectors import agents_visible_to_operator, servers_visible_to_operator, tenant_q
-from ..services.tokens import api_token_create, api_token_revoke, api_token_tenant
+from ..services.tokens import api_token_create, api_token_issue_check, api_token_revoke, api_token_tenant
 from .common import DEFAULT_TOKEN_LIFETIME
 from .people import PeopleChoicesMixin, person_name, rows_of_people_for, with_person_visible
 
@@ -44,6 +45,8 @@ SCOPE_LABELS = {
 class ApiTokenAddForm(forms.ModelForm):
     """Scopes chosen from what exists (base scopes, then servers the admin manages); stored as before, a list of
     strings such as ``["discover", "execute", "server:github"]``."""
+
+    issuer = None  # the admin issuing the token (set by ApiTokenAdmin.get_form)
 
     base_scopes = forms.MultipleChoiceField(
         choices=[(scope, SCOPE_LABELS[scope]) for scope in SCOPE_LABELS],
@@ -75,6 +78,11 @@ class ApiTokenAddForm(forms.ModelForm):
             api_token_tenant(user=data["user"], agent=data.get("agent"), tenant=data.get("tenant"))
         servers = [server.slug for server in data.get("server_scopes") or ()]
         data["scopes"] = list(data.get("base_scopes") or []) + [f"{SERVER_SCOPE_PREFIX}{slug}" for slug in servers]
+        if data.get("user") is not None:
+            try:
+                api_token_issue_check(user=data["user"], scopes=data["scopes"], created_by=self.issuer)
+            except ValidationError as error:
+                raise forms.ValidationError(error.messages) from None
         return data
 
 
@@ -169,7 +177,7 @@ class ApiTokenAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Api
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         if obj is None:
-            kwargs["form"] = ApiTokenAddForm
+            kwargs["form"] = type("ApiTokenAddForm", (ApiTokenAddForm,), {"issuer": request.user})
             kwargs["fields"] = None
         form = super().get_form(request, obj, change=change, **kwargs)
         if obj is None:  # the servers this admin manages (never another tenant's, Z12), archived ones left out

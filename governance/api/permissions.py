@@ -2,11 +2,13 @@
 
 Views declare what they need; this class holds the checks (views hold no policy):
 - ``required_scopes``: token scopes on top of "api" (discover for tools and search, approve for approvals);
-- ``required_perms``: ``{"GET": ("catalog.view_server",), "POST": (...)}`` model permissions of the user;
+- ``required_perms``: ``{"GET": ("catalog.view_server",), "POST": (...)}`` model permissions of the user (and of
+  whoever issued the token, when someone else did);
 - ``require_staff``: the user must be staff (the audit trail, as in the admin).
 Object visibility is not decided here but by governance's selectors, so a hidden object is a plain 404.
 """
 
+from django.contrib.auth import get_user_model
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
@@ -29,6 +31,15 @@ class ApiAccess(BasePermission):
         if getattr(view, "require_staff", False) and not user.is_staff:
             raise PermissionDenied("Staff only.", code="permission_denied")
         perms = getattr(view, "required_perms", {}).get(request.method, ())
-        if perms and not user.has_perms(perms):
+        if perms and not (user.has_perms(perms) and _issuer_may(principal, perms)):
             raise PermissionDenied("You do not have permission to do this.", code="permission_denied")
         return True
+
+
+def _issuer_may(principal, perms) -> bool:
+    """A token someone else issued (its raw value was shown to them) carries only the model permissions its issuer
+    holds too: an operator issuing a token for a curator must not curate through it."""
+    if principal.issued_by_id is None:
+        return True
+    issuer = get_user_model().objects.filter(pk=principal.issued_by_id, is_active=True).first()
+    return issuer is not None and issuer.has_perms(perms)

@@ -12,6 +12,7 @@ from governance.selectors import (
     MAX_TOOL_ID_LENGTH,
     ToolNotFound,
     approval_requests_for_approver,
+    server_fields_locked,
     server_tenant_q,
     servers_visible_to_operator,
     tools_visible_to,
@@ -64,6 +65,11 @@ def servers_in_api_scope(request) -> Q:
     if isinstance(request.auth, Principal):
         return server_tenant_q(request.auth)
     return servers_visible_to_operator(user=request.user)
+
+
+def server_fields_locked_for_request(request, server) -> frozenset[str]:
+    """``catalog.scope``'s hook: the server fields the person behind ``request`` may not set (a token's too)."""
+    return server_fields_locked(user=request.user, server=server)
 
 
 def approvals_for_api(*, principal: Principal) -> QuerySet[ApprovalRequest]:

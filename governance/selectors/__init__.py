@@ -42,7 +42,13 @@ from .audit import (
 )
 from .groups import groups_visible_to_operator
 from .people import person_shown, person_visible_to, users_visible_to_operator
-from .tenants import install_wide_visible_to, server_tenant_id, server_tenant_q, tenant_q
+from .tenants import (
+    install_wide_visible_to,
+    server_fields_locked,
+    server_tenant_id,
+    server_tenant_q,
+    tenant_q,
+)
 from .tools import (
     MAX_TOOL_ID_LENGTH,
     VISIBLE_SERVER_STATUSES,
@@ -75,6 +81,7 @@ __all__ = [
     "notification_attempts_visible_to",
     "person_shown",
     "person_visible_to",
+    "server_fields_locked",
     "server_tenant_id",
     "server_tenant_q",
     "servers_visible_to_operator",

@@ -41,3 +41,24 @@ def install_wide_visible_to(*, user: AbstractBaseUser) -> bool:
     if getattr(user, "is_superuser", False):
         return True
     return not Tenant.objects.exists()
+
+
+# Server fields that name the install's processes and environment (a stdio command, the variables holding
+# credentials), and those that say where a server's calls, with the credentials it names, go.
+INSTALL_ENVIRONMENT_FIELDS = ("command", "args", "env_vars", "header_env", "openapi_credentials")
+CONNECTION_TARGET_FIELDS = ("transport", "url", "base_url", "openapi_url")
+
+
+def server_fields_locked(*, user: AbstractBaseUser, server: Server | None) -> frozenset[str]:
+    """The fields of ``server`` (None: a new one) that ``user`` may not set. Once an install has tenants, only a
+    superuser names environment variables and commands: the gateway's processes serve every tenant and hold every
+    tenant's credentials and Scout's own secrets, so a variable named by tenant A's operator could be any of them
+    (sent to a URL of theirs), and a command runs beside them all (T14). For the same reason a shared server's
+    connection is not a tenant operator's to move: its credentials would follow it. Nothing is locked for a
+    superuser, nor in an install without tenants (whose operators configure it, as before tenants)."""
+    if install_wide_visible_to(user=user):
+        return frozenset()
+    locked = set(INSTALL_ENVIRONMENT_FIELDS)
+    if server is not None and server.pk is not None and server_tenant_id(server) is None:
+        locked.update(CONNECTION_TARGET_FIELDS)
+    return frozenset(locked)

@@ -24,11 +24,16 @@ def _no_nul(value: Any) -> Any:
     return value
 
 
-def _tenant_scope_id(principal: Principal | None, server: Server | None) -> int | None:
-    """Whose audit views show an event: the tenant the caller acts in, else the server's (a system or
-    platform action on a tenant's server is that tenant's business), else nobody's (shared)."""
+def _tenant_scope_id(
+    principal: Principal | None, server: Server | None, approval: ApprovalRequest | None = None
+) -> int | None:
+    """Whose audit views show an event: the tenant the caller acts in, else the approval request's (deciding a
+    tenant's request is that tenant's business, whoever decides it), else the server's (a system or platform action
+    on a tenant's server is that tenant's business), else nobody's (shared)."""
     if principal is not None and principal.tenant_id is not None:
         return principal.tenant_id
+    if approval is not None and approval.tenant_id is not None:
+        return approval.tenant_id
     if server is None or server.pk is None:
         return None
     from governance.selectors import server_tenant_id
@@ -121,7 +126,7 @@ def audit_event_build(
         token_ref=principal.token_ref if principal is not None else "",
         agent=principal.agent if principal is not None else "",
         tenant=principal.tenant if principal is not None else "",
-        tenant_scope_id=_tenant_scope_id(principal, server),
+        tenant_scope_id=_tenant_scope_id(principal, server, approval),
         delegation_chain=list(principal.delegation_chain) if principal is not None else [],
         target_server=server.slug if server is not None else "",
         tool=tool,

@@ -17,6 +17,7 @@ from governance.cache import visibility_invalidate, visibility_row_token
 from governance.choices import AuditEventType, AuditOutcome
 from governance.constants import (
     BASE_SCOPES,
+    SCOPE_APPROVE,
     SERVER_SCOPE_PREFIX,
     TOKEN_DISPLAY_CHARS,
     TOKEN_PREFIX,
@@ -75,6 +76,21 @@ def api_token_tenant(*, user: AbstractBaseUser, agent: Agent | None, tenant: Ten
     return tenant
 
 
+def api_token_issue_check(*, user: AbstractBaseUser, scopes: list[str], created_by: AbstractBaseUser | None) -> None:
+    """Refuse what a token issued by someone else (``created_by``) for ``user`` may not carry: it is ``user`` to
+    the REST API and /mcp, and its raw value is shown to whoever issued it. So the "approve" scope is only on a token
+    a person makes for themselves (else an operator issuing one for an approver decides requests, their own too),
+    and only a superuser issues a token for a superuser. Raises ValidationError."""
+    if created_by is None or created_by.pk == user.pk:
+        return
+    if SCOPE_APPROVE in scopes:
+        raise ValidationError(
+            {"scopes": "the approve scope is only on a token a person makes for themselves: deciding is their own act"}
+        )
+    if user.is_superuser and not created_by.is_superuser:
+        raise ValidationError({"user": "only a superuser issues a token for a superuser"})
+
+
 def api_token_create(
     *,
     user: AbstractBaseUser,
@@ -93,6 +109,7 @@ def api_token_create(
         raise ValidationError({"user": "cannot issue a token to an inactive user"})
     if timezone.is_naive(expires_at) or expires_at <= timezone.now():
         raise ValidationError({"expires_at": "the expiry must be a time in the future (with a time zone)"})
+    api_token_issue_check(user=user, scopes=scopes, created_by=created_by)
     tenant = api_token_tenant(user=user, agent=agent, tenant=tenant)
     raw = TOKEN_PREFIX + secrets.token_urlsafe(TOKEN_SECRET_BYTES)
     token = ApiToken(
@@ -264,4 +281,5 @@ def principal_for_token(token: ApiToken) -> Principal | None:
         tenant_ids=frozenset({token.tenant_id}) if token.tenant_id is not None else frozenset(),
         agent_id=token.agent_id,
         narrowing_agent_ids=tuple(agent.pk for agent in agents if not agent.all_user_tools),
+        issued_by_id=token.created_by_id if token.created_by_id not in (None, token.user_id) else None,
     )

@@ -11,7 +11,7 @@ import json
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import mcp_types as types
@@ -392,23 +392,49 @@ def gateway_search(
         deferred=True,
         empty_reason=answer.empty_reason(),
     )
-    audit_record(
-        event_type=AuditEventType.DISCOVERY,
-        principal=principal,
-        outcome=AuditOutcome.SUCCESS,
-        payload={
-            "meta_tool": "tool_search",
-            "query_chars": len(query),
-            "top_k": top_k,
-            "scope": scope,
-            "returned": [match["tool_id"] for match in answer.matches],
-            "degraded": answer.degraded,
-            "abstained": answer.abstained,
-            "confidence": answer.confidence,
-        },
-        deferred=True,
-    )
+    for acting, returned in _filed_as(principal, [match["tool_id"] for match in answer.matches]):
+        audit_record(
+            event_type=AuditEventType.DISCOVERY,
+            principal=acting,
+            outcome=AuditOutcome.SUCCESS,
+            payload={
+                "meta_tool": "tool_search",
+                "query_chars": len(query),
+                "top_k": top_k,
+                "scope": scope,
+                "returned": returned,
+                "degraded": answer.degraded,
+                "abstained": answer.abstained,
+                "confidence": answer.confidence,
+            },
+            deferred=True,
+        )
     return answer
+
+
+def _filed_as(principal: Principal, tool_ids: list[str]) -> list[tuple[Principal, list[str]]]:
+    """Under whom a search's discovery event is filed, with the tools it names: the principal and every tool,
+    unless it acts across tenants (a session of a person in several), whose event filed as shared would show
+    every tenant the other tenants' tools (Z12). Then one event per tenant whose tools it returned, as acting in
+    that tenant, naming that tenant's tools and the shared ones (one shared event if it returned no tenant's)."""
+    if not principal.acts_across_tenants:
+        return [(principal, tool_ids)]
+    owners = {
+        tool_id: (tenant_id, slug)
+        for tool_id, tenant_id, slug in Tool.objects.filter(tool_id__in=tool_ids).values_list(
+            "tool_id", "server__tenancy__tenant_id", "server__tenancy__tenant__slug"
+        )
+    }
+    tenants = sorted({owner for owner in owners.values() if owner[0] is not None})
+    if not tenants:
+        return [(principal, tool_ids)]
+    return [
+        (
+            replace(principal, tenant_id=tenant_id, tenant=slug),
+            [tool_id for tool_id in tool_ids if owners.get(tool_id, (None, ""))[0] in (None, tenant_id)],
+        )
+        for tenant_id, slug in tenants
+    ]
 
 
 # --- tool_inspect -------------------------------------------------------------------------------

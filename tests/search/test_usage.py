@@ -309,3 +309,31 @@ def test_a_learned_request_changed_during_a_flush_waits_for_the_next_one(world, 
     monkeypatch.setattr(services, "index_update", real_update)
     assert usage.learned_index_flush() == 1
     assert LearnedRequest.objects.get().indexed
+
+
+def test_one_person_with_many_tokens_and_agents_teaches_as_one(world, member):
+    """Poisoning: anyone may mint their own tokens (POST /api/v1/tokens/) and each token, or agent, was a distinct
+    principal, so one person alone lifted a learned request to the weight the cap reserves for many people."""
+    from governance.services.tokens import api_token_create, api_token_verify
+    from tests.governance.factories import agent_of, in_days
+
+    tokens = [
+        api_token_create(user=member, name=f"t{i}", scopes=["discover", "execute"], expires_at=in_days(1), agent=agent)[
+            1
+        ]
+        for i, agent in enumerate(
+            [
+                None,
+                None,
+                agent_of(member, "planner", all_user_tools=True),
+                agent_of(member, "writer", all_user_tools=True),
+            ]
+        )
+    ]
+    for raw in tokens:
+        principal = api_token_verify(raw)
+        _log(principal, query="send the quarterly numbers to finance")
+        assert search_outcome_record(principal=principal, tool=world["send"], outcome="success") is not None
+    learned = LearnedRequest.objects.get()
+    assert learned.confirmations == 4 and learned.principal_count == 1
+    assert learned_weight(learned.principal_count) == learned_weight(1)

@@ -151,3 +151,19 @@ def test_the_page_leaves_out_searches_emptied_by_filters_or_access_and_says_so(c
     page = client.get(reverse(WORKBENCH)).content.decode()
     assert WITHHELD in page and "what time is it in Lisbon" not in page
     assert "1 search emptied only by the caller's own filters" in page
+
+
+def test_another_tenants_example_request_never_hides_a_request(client, curator, member):
+    """A group leaves the page once its wording is an example (or negative) of a tool: of any tool, before. So tenant
+    bravo's curators emptied tenant alpha's workbench, and alpha's curator learned which words bravo's tools list."""
+    from governance.models import ServerTenant
+    from tests.governance.factories import ServerFactory, ToolFactory, tenant_with
+
+    tenant_with("alpha", curator, member)
+    theirs = ToolFactory(server=ServerFactory(slug="bravo-mail"), name="send")
+    ServerTenant.objects.create(server=theirs.server, tenant=tenant_with("bravo"))
+    theirs.examples.create(text=WITHHELD)
+    _log(member, WITHHELD, Confidence.NONE)
+    assert [group.text for group in workbench_groups(user=curator)] == [WITHHELD]
+    client.force_login(curator)
+    assert WITHHELD in client.get(reverse(WORKBENCH)).content.decode()

@@ -1,0 +1,94 @@
+"""A token issued for someone else is that person in the REST API and /mcp. An operator (who may issue tokens, but
+may neither decide approvals nor act as a superuser) could issue one for an approver with the "approve" scope and
+approve their own request through it, or one for a superuser and hold every model permission over REST. The
+"approve" scope is now only on tokens a person makes for themselves, and only a superuser issues a superuser's."""
+
+import re
+
+import pytest
+from django.contrib.auth.models import Group
+from django.urls import reverse
+
+from governance.roles import OPERATORS
+from tests.api.conftest import api_db
+from tests.governance.factories import in_days
+
+pytestmark = api_db
+
+
+@pytest.fixture
+def oscar(django_user_model, grant, catalog):
+    """An operator (preset role) with a pending request of his own on github, which the approver may approve."""
+    from governance.services.approvals import approval_request_create
+    from governance.services.tokens import api_token_verify
+    from tests.api.conftest import make_token
+    from tests.governance.factories import ToolFactory
+
+    oscar = django_user_model.objects.create_user(username="oscar", is_staff=True)
+    oscar.groups.add(Group.objects.get(name=OPERATORS))
+    tool = ToolFactory(server=catalog.github, name="delete_repo", annotations=None)
+    grant(oscar, catalog.github, "discover", "execute")
+    principal = api_token_verify(make_token(oscar, ["discover", "execute"]))
+    return oscar, approval_request_create(principal=principal, tool=tool, arguments={"repo": "scout"})
+
+
+def _issue(client, user, scopes) -> str | None:
+    """The raw token the admin's add form shows, or None when it refused."""
+    response = client.post(
+        reverse("admin:governance_apitoken_add"),
+        {
+            "user": user.pk,
+            "name": "for you",
+            "base_scopes": scopes,
+            "expires_at_0": in_days(7).strftime("%Y-%m-%d"),
+            "expires_at_1": "12:00:00",
+        },
+    )
+    found = re.search(r"(scout_[A-Za-z0-9_\-]{40,})", response.content.decode())
+    return found.group(1) if found else None
+
+
+def test_an_operator_cannot_approve_his_own_request_through_a_token_for_an_approver(
+    api, client, oscar, approver, catalog, grant
+):
+    operator, pending = oscar
+    grant(approver, catalog.github, "approve")
+    client.force_login(operator)
+    raw = _issue(client, approver, ["api", "approve"])
+    if raw is not None:
+        api.post(f"approvals/{pending.approval_id}/approve/", token=raw, json={})
+    pending.refresh_from_db()
+    assert pending.status == "pending"
+    assert raw is None
+    assert _issue(client, approver, ["api", "discover"]) is not None  # other scopes may still be issued for them
+
+
+def test_an_operator_cannot_issue_a_superusers_token(api, client, oscar, superuser):
+    operator, _ = oscar
+    client.force_login(operator)
+    raw = _issue(client, superuser, ["api", "discover"])
+    assert raw is None or api.get("tools/", token=raw).status_code == 401
+    client.force_login(superuser)
+    assert _issue(client, superuser, ["api", "discover"]) is not None
+
+
+def test_a_token_issued_for_a_curator_curates_only_if_its_issuer_may(api, client, oscar, catalog, django_user_model):
+    """The REST API's model permissions of a token issued by someone else are those both hold: an operator (who may
+    not curate) could otherwise curate through a token he issued for a curator."""
+    from governance.roles import CURATORS
+    from tests.api.conftest import make_token
+
+    operator, _ = oscar
+    cora = django_user_model.objects.create_user(username="cora", is_staff=True)
+    cora.groups.add(Group.objects.get(name=CURATORS))
+    client.force_login(operator)
+    issued = _issue(client, cora, ["api", "discover"])
+    assert issued is not None
+    path = f"tools/{catalog.visible.tool_id}/curation/"
+    refused = api.patch(path, token=issued, json={"purpose": "whatever the operator says"})
+    assert refused.status_code == 403, refused.text
+    catalog.visible.refresh_from_db()
+    assert catalog.visible.purpose != "whatever the operator says"
+    assert api.get("tools/", token=issued).status_code == 200  # it still reads what cora may discover
+    own = api.patch(path, token=make_token(cora, ["api", "discover"]), json={"purpose": "cora's own words"})
+    assert own.status_code == 200, own.text
