@@ -48,28 +48,47 @@ class DenseScores:
 
     def refine(self, rows: np.ndarray) -> int:
         """Make the given tools' scores (and their vectors' sims) exact. Returns how many were not yet."""
-        if self.error == 0.0 or self.index is None or not len(rows):
-            return 0
-        rows = np.unique(np.asarray(rows, np.int64))
-        rows = rows[~self.exact[rows]]
-        if not len(rows):
-            return 0
-        self.exact[rows] = True
-        starts, ends = self.offsets[rows], self.offsets[rows + 1]
-        has = ends > starts
-        rows, starts, ends = rows[has], starts[has], ends[has]
-        if not len(rows):
-            return int(has.size)
-        lengths = ends - starts
-        vector_ids = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
-        self.sims[vector_ids] = self.index.exact_sims(starts, ends, self.query)
-        self.scores[rows] = np.maximum.reduceat(self.sims[vector_ids], np.cumsum(lengths) - lengths)
-        return int(has.size)
+        return refine_together([self], [rows])
 
     def best(self, row: int) -> int:
         """Index into the vector table of the tool's best vector (the first one on a tie), -1 if none."""
         lo, hi = int(self.offsets[row]), int(self.offsets[row + 1])
         return lo + int(np.argmax(self.sims[lo:hi])) if hi > lo else -1
+
+
+def refine_together(scores: Sequence["DenseScores | None"], rows: Sequence[np.ndarray]) -> int:
+    """``scores[i].refine(rows[i])`` for each (None and exact scores are skipped), reading the float32 vectors
+    of the tools any of them lacks once: a request and its parts scanned together (``DenseIndex.score_all``)
+    share one table, and mostly the same tools. Each is refined at every tool read (an exact score is the
+    same whichever pass asks for it). Returns how many tools were not yet exact in the one that lacked most."""
+    lacking = []
+    for item, wanted in zip(scores, rows, strict=True):
+        if item is None or item.error == 0.0 or item.index is None or not len(wanted):
+            continue
+        wanted = np.unique(np.asarray(wanted, np.int64))
+        lacking.append((item, wanted[~item.exact[wanted]]))
+    lacking = [(item, lack) for item, lack in lacking if len(lack)]
+    if not lacking:
+        return 0
+    groups: dict[int, list[tuple[DenseScores, np.ndarray]]] = {}  # by table: in practice one
+    for item, lack in lacking:
+        groups.setdefault(id(item.index), []).append((item, lack))
+    for pairs in groups.values():
+        group = [item for item, _ in pairs]
+        union = np.unique(np.concatenate([lack for _, lack in pairs]))
+        starts, ends = group[0].offsets[union], group[0].offsets[union + 1]
+        has = ends > starts
+        tools, starts, ends = union[has], starts[has], ends[has]
+        lengths = ends - starts
+        count = int(lengths.sum())
+        vector_ids = _concatenated_ranges(starts, lengths)
+        block = group[0].index.exact_rows(starts, ends, padded=_padded(count)) if count else None
+        for item in group:
+            item.exact[union] = True
+            if count:
+                item.sims[vector_ids] = (block @ item.query)[:count]  # each row as the full scan computes it
+                item.scores[tools] = np.maximum.reduceat(item.sims[vector_ids], np.cumsum(lengths) - lengths)
+    return max(len(lack) for _, lack in lacking)
 
 
 class _Spill:
