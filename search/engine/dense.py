@@ -125,12 +125,26 @@ class _Spill:
             self.rows = position
         return position
 
-    def read(self, first: int, out: np.ndarray) -> None:
-        """Rows ``first:first + len(out)`` into the float32 array ``out`` (a contiguous view)."""
-        raw = out.reshape(-1).view(np.uint8)
-        got = os.preadv(self.file.fileno(), [raw], first * self.row_bytes)
-        if got != len(raw):
-            raise OSError(f"short read from the vector spill file ({got} of {len(raw)} bytes)")
+    def read(self, firsts: np.ndarray, lengths: np.ndarray, out: np.ndarray) -> None:
+        """Runs of rows ``firsts[i]:firsts[i] + lengths[i]``, one after the other, into the contiguous float32
+        array ``out`` (its first rows). One system call a run, each into its place in ``out`` (no copies)."""
+        firsts, lengths = np.asarray(firsts, np.int64), np.asarray(lengths, np.int64)
+        if not len(firsts):
+            return
+        # Runs that follow each other in the file as in ``out`` are read as one.
+        joined = firsts[1:] == firsts[:-1] + lengths[:-1]
+        last = np.flatnonzero(np.append(~joined, True))  # each merged run's last piece
+        first = np.concatenate(([0], last[:-1] + 1))
+        out_ends = np.cumsum(lengths)
+        places = (out_ends[first] - lengths[first]) * self.row_bytes
+        sizes = out_ends[last] * self.row_bytes - places
+        offsets = firsts[first] * self.row_bytes
+        target = memoryview(out.reshape(-1).view(np.uint8))
+        fd = self.file.fileno()
+        for place, offset, want in zip(places.tolist(), offsets.tolist(), sizes.tolist(), strict=True):
+            got = os.preadv(fd, [target[place : place + want]], offset)
+            if got != want:
+                raise OSError(f"short read from the vector spill file ({got} of {want} bytes)")
 
 
 _SPILL_CHUNK = 8 << 20
@@ -341,10 +355,7 @@ class DenseIndex:
                 position += hi - lo
             return block
         # A tool's vectors are contiguous in the spill file (each range here is one tool's block).
-        position = 0
-        for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
-            self._spill.read(int(self._file_row[lo]), block[position : position + hi - lo])
-            position += hi - lo
+        self._spill.read(self._file_row[starts], ends - starts, block)
         return block
 
     def exact_sims(self, starts: np.ndarray, ends: np.ndarray, query_vector: np.ndarray) -> np.ndarray:

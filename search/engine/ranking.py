@@ -341,7 +341,7 @@ def _fuse(
             bm25_part = options.bm25_weight * _bm25_scaled(bm25)
             if bm25_shares is not None:
                 bm25_shares[id(branches.sparse)] = bm25_part
-        dense_part = (1 - options.bm25_weight) * dense.astype(np.float64)
+        dense_part = np.multiply(dense, 1 - options.bm25_weight, dtype=np.float64)  # float64, as bm25_part
     else:  # rrf over each branch's top overfetch * top_k
         depth = options.overfetch * top_k
         bm25_part, dense_part = np.zeros(len(rows)), np.zeros(len(rows))
@@ -449,7 +449,7 @@ def _rank_pass(
     whole = _fuse(
         branches, fusion, options, top_k, tie_keys, calibration, head_depth=head_depth, bm25_shares=bm25_shares
     )
-    fused, step = whole.fused, np.zeros(len(rows), np.int64)
+    fused = whole.fused
     top = float(fused.max()) if len(fused) else 0.0
     scales, fuses = [1.0], [whole]
     for clause in clauses:
@@ -462,21 +462,25 @@ def _rank_pass(
         scales.append(scale)
         fuses.append(part)
         scaled = scale * part.fused
-        wins = scaled > fused  # this step gives the tool its score (np.maximum, with its parts)
-        fused = np.where(wins, scaled, fused)
-        step = np.where(wins, len(scales) - 1, step)
+        fused = np.maximum(fused, scaled, out=scaled)  # a tool scores by the best of the request and its parts
 
     pool = max(options.second_stage, options.overfetch * top_k)
     order = _top(fused, whole.tie, pool)
     if fusion == "rrf":
         order = order[fused[order] > 0]
     cand_rows = rows[order]
-    # Per candidate only: the calibrated score (the best of the request's and its parts') and the branch
-    # shares of the step that gave the score (scaled as the fused score was).
+    # Per candidate only: the calibrated score (the best of the request's and its parts'), the step that gave
+    # the fused score (the first of the best, as the running maximum above) and its branch shares (scaled as
+    # the fused score was).
     calibrated = whole.calibrated_at(order)
     for part in fuses[1:]:
         calibrated = np.maximum(calibrated, part.calibrated_at(order))
-    cand_step = step[order]
+    cand_step, best = np.zeros(len(order), np.int64), whole.fused[order]
+    for which in range(1, len(fuses)):
+        scaled = scales[which] * fuses[which].fused[order]
+        wins = scaled > best
+        best = np.where(wins, scaled, best)
+        cand_step[wins] = which
     bm25_part, dense_part = whole.bm25_part[order], whole.dense_part[order]
     for which in np.unique(cand_step[cand_step > 0]).tolist():
         at = cand_step == which
