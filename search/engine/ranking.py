@@ -450,14 +450,13 @@ def _rank_pass(
         branches, fusion, options, top_k, tie_keys, calibration, head_depth=head_depth, bm25_shares=bm25_shares
     )
     fused = whole.fused
-    top = float(fused.max()) if len(fused) else 0.0
+    top = float(fused.max()) if len(fused) and options.clause_rescale else 0.0
     scales, fuses = [1.0], [whole]
     for clause in clauses:
         part = _fuse(clause, fusion, options, top_k, tie_keys, calibration, peak=whole.peak, bm25_shares=bm25_shares)
-        part_top = float(part.fused.max())
         # Each part's best tool lands just under the whole request's best, so every step gets a place.
         scale = options.clause_discount
-        if options.clause_rescale and part_top > 0:
+        if options.clause_rescale and (part_top := float(part.fused.max())) > 0:
             scale *= top / part_top
         scales.append(scale)
         fuses.append(part)
