@@ -380,8 +380,10 @@ def rank(
     then scores by the best of the whole request and each part (parts slightly discounted).
 
     With approximate dense scores (an int8 table, see engine/dense.py) each pass also names the tools
-    whose exact score could change its answer; they are re-scored exactly and the pass repeats until it
-    names none, so the answer is the exact scan's (usually two passes, a few hundred tools re-scored)."""
+    whose exact score could change its answer; they are re-scored exactly (the request's and its parts' in
+    one read) and the pass repeats until it names none, so the answer is the exact scan's. The first pass
+    names every tool the answer depends on (``_exact_rows_needed``): two passes (RRF: at most a third, when
+    a BM25 head's tool joins the candidates), a few hundred tools re-scored."""
     clauses = clauses if options.decompose else ()
     everything = (branches, *clauses)
     bm25_shares: dict[int, np.ndarray] = {}  # the same in every pass (the branches' sparse scores stay alive)
