@@ -313,6 +313,7 @@ def run_size(size: int, n_queries: int, warmup: int, no_progress: bool = False, 
     queries, query_origin = bench_queries(docs, n_queries + warmup)
 
     encode_ms, search_ms, service_ms, single_ms, single_encode_ms, degraded, multi = [], [], [], [], [], 0, 0
+    multi_ms, multi_cpu_ms, single_cpu_ms = [], [], []  # multi-step requests' tool_search; CPU of each kind
     cpu_ms = {"encode": [], "search": [], "tool_search": []}  # process CPU per request: steady on a busy machine
     needed_ms = []  # per request: encoding every text it needs (the request and its steps, one batch)
     from catalog.progress import progress_reporter
@@ -346,9 +347,12 @@ def run_size(size: int, n_queries: int, warmup: int, no_progress: bool = False, 
             service_ms.append((t3 - t2) * 1000)
             if parts:  # a multi-step request: tool_search also encodes and scores each part
                 multi += 1
+                multi_ms.append((t3 - t2) * 1000)
+                multi_cpu_ms.append((c3 - c2) * 1000)
             else:
                 single_ms.append((t3 - t2) * 1000)
                 single_encode_ms.append((t1 - t0) * 1000)
+                single_cpu_ms.append((c3 - c2) * 1000)
     rss_end, rss_peak = rss_mb()
     encode, search, service = summary(encode_ms), summary(search_ms), summary(service_ms)
     single = summary(single_ms) if single_ms else {"median": 0.0, "p95": 0.0}
@@ -374,6 +378,11 @@ def run_size(size: int, n_queries: int, warmup: int, no_progress: bool = False, 
         "encode_single_step_ms": single_encode,
         "ratio_p95_single_step": single["p95"] / single_encode["p95"],
         "multi_step_queries": multi,
+        # Multi-step requests against the same single-query encode p95 as the other ratios.
+        "tool_search_multi_step_ms": summary(multi_ms) if multi_ms else {"median": 0.0, "p95": 0.0},
+        "ratio_p95_multi_step": (summary(multi_ms)["p95"] / encode["p95"]) if multi_ms else 0.0,
+        "cpu_ms_tool_search_single_step": statistics.fmean(single_cpu_ms) if single_cpu_ms else 0.0,
+        "cpu_ms_tool_search_multi_step": statistics.fmean(multi_cpu_ms) if multi_cpu_ms else 0.0,
         "target_ratio": TARGETS.get(size),
         "rss_mb": rss_end,
         "pss_mb": pss_mb(),
@@ -462,6 +471,13 @@ def print_table(rows: list[dict]) -> None:
         f"1-step = the same ratio (both p95s) over single-step requests only ({first['multi_step_queries']} of "
         f"{first['queries']} requests are multi-step: tool_search also encodes and scores each step)"
     )
+    for r in rows:
+        if r.get("multi_step_queries"):
+            print(
+                f"{r['tools']:>7} tools: multi-step requests' p95 tool_search / p95 encode: "
+                f"{r['ratio_p95_multi_step']:.2f}x; tool_search CPU per request (mean, ms): single-step "
+                f"{r['cpu_ms_tool_search_single_step']:.2f}, multi-step {r['cpu_ms_tool_search_multi_step']:.2f}"
+            )
 
 
 def main() -> int:

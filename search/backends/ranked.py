@@ -92,9 +92,8 @@ def rank_request(
     ``dense`` must score the request's vector and, in order, the vectors of ``request.parts``."""
     options = ranking_options(request.fusion, enforce_abstention=request.enforce_abstention)
     visible, rows = snapshot.visibility(request.visible)
-    sparse = snapshot.sparse.score(request.query, visible)
     parts = request.parts if options.decompose else ()
-    part_sparse = [snapshot.sparse.score(text, visible) for text, _ in parts]
+    sparse, *part_sparse = snapshot.sparse.score_many([request.query, *(text for text, _ in parts)], visible)
     vector = request.query_vector if dense is not None else None
     for _ in range(MAX_ROUNDS):
         leg = dense.leg() if dense is not None else None

@@ -48,28 +48,47 @@ class DenseScores:
 
     def refine(self, rows: np.ndarray) -> int:
         """Make the given tools' scores (and their vectors' sims) exact. Returns how many were not yet."""
-        if self.error == 0.0 or self.index is None or not len(rows):
-            return 0
-        rows = np.unique(np.asarray(rows, np.int64))
-        rows = rows[~self.exact[rows]]
-        if not len(rows):
-            return 0
-        self.exact[rows] = True
-        starts, ends = self.offsets[rows], self.offsets[rows + 1]
-        has = ends > starts
-        rows, starts, ends = rows[has], starts[has], ends[has]
-        if not len(rows):
-            return int(has.size)
-        lengths = ends - starts
-        vector_ids = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
-        self.sims[vector_ids] = self.index.exact_sims(starts, ends, self.query)
-        self.scores[rows] = np.maximum.reduceat(self.sims[vector_ids], np.cumsum(lengths) - lengths)
-        return int(has.size)
+        return refine_together([self], [rows])
 
     def best(self, row: int) -> int:
         """Index into the vector table of the tool's best vector (the first one on a tie), -1 if none."""
         lo, hi = int(self.offsets[row]), int(self.offsets[row + 1])
         return lo + int(np.argmax(self.sims[lo:hi])) if hi > lo else -1
+
+
+def refine_together(scores: Sequence["DenseScores | None"], rows: Sequence[np.ndarray]) -> int:
+    """``scores[i].refine(rows[i])`` for each (None and exact scores are skipped), reading the float32 vectors
+    of the tools any of them lacks once: a request and its parts scanned together (``DenseIndex.score_all``)
+    share one table, and mostly the same tools. Each is refined at every tool read (an exact score is the
+    same whichever pass asks for it). Returns how many tools were not yet exact in the one that lacked most."""
+    lacking = []
+    for item, wanted in zip(scores, rows, strict=True):
+        if item is None or item.error == 0.0 or item.index is None or not len(wanted):
+            continue
+        wanted = np.unique(np.asarray(wanted, np.int64))
+        lacking.append((item, wanted[~item.exact[wanted]]))
+    lacking = [(item, lack) for item, lack in lacking if len(lack)]
+    if not lacking:
+        return 0
+    groups: dict[int, list[tuple[DenseScores, np.ndarray]]] = {}  # by table: in practice one
+    for item, lack in lacking:
+        groups.setdefault(id(item.index), []).append((item, lack))
+    for pairs in groups.values():
+        group = [item for item, _ in pairs]
+        union = np.unique(np.concatenate([lack for _, lack in pairs]))
+        starts, ends = group[0].offsets[union], group[0].offsets[union + 1]
+        has = ends > starts
+        tools, starts, ends = union[has], starts[has], ends[has]
+        lengths = ends - starts
+        count = int(lengths.sum())
+        vector_ids = _concatenated_ranges(starts, lengths)
+        block = group[0].index.exact_rows(starts, ends, padded=_padded(count)) if count else None
+        for item in group:
+            item.exact[union] = True
+            if count:
+                item.sims[vector_ids] = (block @ item.query)[:count]  # each row as the full scan computes it
+                item.scores[tools] = np.maximum.reduceat(item.sims[vector_ids], np.cumsum(lengths) - lengths)
+    return max(len(lack) for _, lack in lacking)
 
 
 class _Spill:
@@ -106,12 +125,26 @@ class _Spill:
             self.rows = position
         return position
 
-    def read(self, first: int, out: np.ndarray) -> None:
-        """Rows ``first:first + len(out)`` into the float32 array ``out`` (a contiguous view)."""
-        raw = out.reshape(-1).view(np.uint8)
-        got = os.preadv(self.file.fileno(), [raw], first * self.row_bytes)
-        if got != len(raw):
-            raise OSError(f"short read from the vector spill file ({got} of {len(raw)} bytes)")
+    def read(self, firsts: np.ndarray, lengths: np.ndarray, out: np.ndarray) -> None:
+        """Runs of rows ``firsts[i]:firsts[i] + lengths[i]``, one after the other, into the contiguous float32
+        array ``out`` (its first rows). One system call a run, each into its place in ``out`` (no copies)."""
+        firsts, lengths = np.asarray(firsts, np.int64), np.asarray(lengths, np.int64)
+        if not len(firsts):
+            return
+        # Runs that follow each other in the file as in ``out`` are read as one.
+        joined = firsts[1:] == firsts[:-1] + lengths[:-1]
+        last = np.flatnonzero(np.append(~joined, True))  # each merged run's last piece
+        first = np.concatenate(([0], last[:-1] + 1))
+        out_ends = np.cumsum(lengths)
+        places = (out_ends[first] - lengths[first]) * self.row_bytes
+        sizes = out_ends[last] * self.row_bytes - places
+        offsets = firsts[first] * self.row_bytes
+        target = memoryview(out.reshape(-1).view(np.uint8))
+        fd = self.file.fileno()
+        for place, offset, want in zip(places.tolist(), offsets.tolist(), sizes.tolist(), strict=True):
+            got = os.preadv(fd, [target[place : place + want]], offset)
+            if got != want:
+                raise OSError(f"short read from the vector spill file ({got} of {want} bytes)")
 
 
 _SPILL_CHUNK = 8 << 20
@@ -322,10 +355,7 @@ class DenseIndex:
                 position += hi - lo
             return block
         # A tool's vectors are contiguous in the spill file (each range here is one tool's block).
-        position = 0
-        for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
-            self._spill.read(int(self._file_row[lo]), block[position : position + hi - lo])
-            position += hi - lo
+        self._spill.read(self._file_row[starts], ends - starts, block)
         return block
 
     def exact_sims(self, starts: np.ndarray, ends: np.ndarray, query_vector: np.ndarray) -> np.ndarray:

@@ -12,7 +12,7 @@ from enum import StrEnum
 import numpy as np
 
 from ..text import request_terms
-from .dense import DenseIndex, DenseScores
+from .dense import DenseIndex, DenseScores, refine_together
 from .intent import intent_adjustment, request_operations
 from .sparse import SparseIndex, SparseScores
 
@@ -341,7 +341,7 @@ def _fuse(
             bm25_part = options.bm25_weight * _bm25_scaled(bm25)
             if bm25_shares is not None:
                 bm25_shares[id(branches.sparse)] = bm25_part
-        dense_part = (1 - options.bm25_weight) * dense.astype(np.float64)
+        dense_part = np.multiply(dense, 1 - options.bm25_weight, dtype=np.float64)  # float64, as bm25_part
     else:  # rrf over each branch's top overfetch * top_k
         depth = options.overfetch * top_k
         bm25_part, dense_part = np.zeros(len(rows)), np.zeros(len(rows))
@@ -380,11 +380,14 @@ def rank(
     then scores by the best of the whole request and each part (parts slightly discounted).
 
     With approximate dense scores (an int8 table, see engine/dense.py) each pass also names the tools
-    whose exact score could change its answer; they are re-scored exactly and the pass repeats until it
-    names none, so the answer is the exact scan's (usually two passes, a few hundred tools re-scored)."""
+    whose exact score could change its answer; they are re-scored exactly (the request's and its parts' in
+    one read) and the pass repeats until it names none, so the answer is the exact scan's. The first pass
+    names every tool the answer depends on (``_exact_rows_needed``): two passes (RRF: at most a third, when
+    a BM25 head's tool joins the candidates), a few hundred tools re-scored."""
     clauses = clauses if options.decompose else ()
     everything = (branches, *clauses)
     bm25_shares: dict[int, np.ndarray] = {}  # the same in every pass (the branches' sparse scores stay alive)
+    floors: dict[tuple[str, int], float] = {}  # lower bounds on exact thresholds, kept across the passes
     while True:
         ranking, needed = _rank_pass(
             branches,
@@ -395,8 +398,9 @@ def rank(
             calibration=calibration,
             clauses=clauses,
             bm25_shares=bm25_shares,
+            floors=floors,
         )
-        if needed is None or not sum(_refine(b, rows) for b, rows in zip(everything, needed, strict=True)):
+        if needed is None or not refine_together([b.dense for b in everything], needed):
             break
     if isinstance(ranking, Ranking):
         return ranking
@@ -413,10 +417,6 @@ def rank(
     ranking = _cut(candidates, top_k, options, branches.sparse.query_terms, ranking.whole.peak if enough else None)
     ranking.fusion = _fusion_of(branches, options)
     return ranking
-
-
-def _refine(branch: Branches, rows: np.ndarray) -> int:
-    return branch.dense.refine(rows) if branch.dense is not None else 0
 
 
 def _fusion_of(branches: Branches, options: RankingOptions) -> str:
@@ -437,6 +437,7 @@ def _rank_pass(
     calibration: Calibration,
     clauses: Sequence[Branches],
     bm25_shares: dict[int, np.ndarray] | None = None,
+    floors: dict[tuple[str, int], float] | None = None,
 ) -> tuple["_Pass | Ranking", list[np.ndarray] | None]:
     """One ranking pass: the candidates (or an empty Ranking), and for approximate dense scores the rows of
     each branch whose exact score this answer depends on (None when every score is exact)."""
@@ -450,34 +451,37 @@ def _rank_pass(
     whole = _fuse(
         branches, fusion, options, top_k, tie_keys, calibration, head_depth=head_depth, bm25_shares=bm25_shares
     )
-    fused, step = whole.fused, np.zeros(len(rows), np.int64)
-    top = float(fused.max()) if len(fused) else 0.0
+    fused = whole.fused
+    top = float(fused.max()) if len(fused) and options.clause_rescale else 0.0
     scales, fuses = [1.0], [whole]
     for clause in clauses:
         part = _fuse(clause, fusion, options, top_k, tie_keys, calibration, peak=whole.peak, bm25_shares=bm25_shares)
-        part_top = float(part.fused.max())
         # Each part's best tool lands just under the whole request's best, so every step gets a place.
         scale = options.clause_discount
-        if options.clause_rescale and part_top > 0:
+        if options.clause_rescale and (part_top := float(part.fused.max())) > 0:
             scale *= top / part_top
         scales.append(scale)
         fuses.append(part)
         scaled = scale * part.fused
-        wins = scaled > fused  # this step gives the tool its score (np.maximum, with its parts)
-        fused = np.where(wins, scaled, fused)
-        step = np.where(wins, len(scales) - 1, step)
+        fused = np.maximum(fused, scaled, out=scaled)  # a tool scores by the best of the request and its parts
 
     pool = max(options.second_stage, options.overfetch * top_k)
     order = _top(fused, whole.tie, pool)
     if fusion == "rrf":
         order = order[fused[order] > 0]
     cand_rows = rows[order]
-    # Per candidate only: the calibrated score (the best of the request's and its parts') and the branch
-    # shares of the step that gave the score (scaled as the fused score was).
+    # Per candidate only: the calibrated score (the best of the request's and its parts'), the step that gave
+    # the fused score (the first of the best, as the running maximum above) and its branch shares (scaled as
+    # the fused score was).
     calibrated = whole.calibrated_at(order)
     for part in fuses[1:]:
         calibrated = np.maximum(calibrated, part.calibrated_at(order))
-    cand_step = step[order]
+    cand_step, best = np.zeros(len(order), np.int64), whole.fused[order]
+    for which in range(1, len(fuses)):
+        scaled = scales[which] * fuses[which].fused[order]
+        wins = scaled > best
+        best = np.where(wins, scaled, best)
+        cand_step[wins] = which
     bm25_part, dense_part = whole.bm25_part[order], whole.dense_part[order]
     for which in np.unique(cand_step[cand_step > 0]).tolist():
         at = cand_step == which
@@ -486,7 +490,7 @@ def _rank_pass(
     needed = None
     if any(_approximate(b) for b in (branches, *clauses)):
         needed = _exact_rows_needed(
-            branches, clauses, scales, fusion, options, top_k, fused, order, pool, cand_rows, whole
+            branches, clauses, scales, fusion, options, top_k, fused, order, pool, cand_rows, whole, floors
         )
     return _Pass(branches, options, whole, order, fused[order], calibrated, bm25_part, dense_part, cand_step), needed
 
@@ -569,17 +573,31 @@ def _exact_rows_needed(
     pool: int,
     cand_rows: np.ndarray,
     whole: _Fused,
+    floors: dict[tuple[str, int], float] | None = None,
 ) -> list[np.ndarray]:
     """Per branch, the rows whose exact dense score the pass's answer depends on, given that every score
     not yet refined is within ``error`` of its exact value. Once all of them are exact, the answer is the
     exact scan's: a row outside these bands is on the same side of every threshold either way.
 
+    A threshold (the pool's last fused value, the request's 20th best cosine, an RRF head's last) is at
+    least this pass's value there less ``error``: that many rows are at least that high exactly. A row
+    whose value plus ``error`` is below that floor is below the exact threshold. ``floors`` keeps the
+    highest floor of each threshold across the passes of one ranking (each pass's holds), so a pass after
+    a refinement names no row the first did not: two passes, not one more per refinement.
+
     Not the candidates' dense ranks (a diagnostic the curator preview shows): a tool's rank counts every
     tool above it, and for a tool in the bulk of the cosine distribution the rows within the error band
     are thousands; re-scoring them all cost more than the float32 scan. Those ranks may differ by the
-    few tools whose cosines are within ~0.002 of the tool's; order, scores and confidence never do."""
+    few tools whose cosines are within ~0.002 of the tool's; order, scores and confidence never do. Nor
+    the parts' 20th best cosines: a part's calibrated score uses the whole request's peak."""
     rows = branches.visible_rows
     everything = (branches, *clauses)
+    floors = {} if floors is None else floors
+
+    def floor(key: tuple[str, int], kth: float, error: float) -> float:
+        floors[key] = max(floors.get(key, -math.inf), float(kth) - error)
+        return floors[key]
+
     # Bound on a fused value's error: convex mixes the cosine in with weight 1 - w; rrf and bm25 use only
     # ranks inside exact heads (below).
     fused_error = 0.0
@@ -593,26 +611,24 @@ def _exact_rows_needed(
             fused_error = max(fused_error, scale * (1 - options.bm25_weight) * error)
     shared: list[np.ndarray] = [cand_rows]
     if len(order) >= pool and len(order) < len(rows) and fused_error > 0:
-        kth = float(fused[order[-1]])
-        shared.append(rows[fused >= kth - 2 * fused_error])
+        lowest = floor(("pool", 0), fused[order[-1]], fused_error)
+        shared.append(rows[fused >= lowest - fused_error])
     needed = []
-    for branch in everything:
+    for i, branch in enumerate(everything):
         if not _approximate(branch):
             needed.append(np.zeros(0, np.int64))
             continue
         error = branch.dense.error
         values = whole.dense if branch is branches else _visible(branch.dense.scores, rows)
         parts = list(shared)
-        depth = min(Calibration.peak_depth, len(values))  # the peak: best and depth-th best cosines
-        if branch is branches:  # the whole request's head is selected already (descending)
-            kth = values[whole.dense_head[depth - 1]]
-        else:
-            kth = _kth_best(values, depth)
-        parts.append(rows[values >= kth - 2 * error])
+        if branch is branches:  # the peak: best and depth-th best cosines (the head is selected already)
+            depth = min(Calibration.peak_depth, len(values))
+            lowest = floor(("peak", 0), values[whole.dense_head[depth - 1]], error)
+            parts.append(rows[values >= lowest - error])
         if fusion == "rrf":  # each branch's head: its members and their order
             depth = min(options.overfetch * top_k, len(values))
-            kth = _kth_best(values, depth)
-            parts.append(rows[values >= kth - 2 * error])
+            lowest = floor(("head", i), _kth_best(values, depth), error)
+            parts.append(rows[values >= lowest - error])
         needed.append(np.concatenate(parts))
     return needed
 

@@ -9,7 +9,7 @@ score, not to a statistic. Cost per query: one column slice per query term plus 
 """
 
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -117,35 +117,56 @@ class SparseIndex:
 
     def score(self, query: str, visible: np.ndarray) -> SparseScores:
         """BM25 of ``query`` against every visible row. ``visible`` is a boolean mask over rows."""
-        terms = tuple(dict.fromkeys(request_terms(query)))
+        return self.score_many([query], visible)[0]
+
+    def score_many(self, queries: Sequence[str], visible: np.ndarray) -> list[SparseScores]:
+        """``[self.score(query, visible) for query in queries]``, each term's weights computed once: a multi-step
+        request's parts repeat its words. The same numbers, added in the same order."""
         n_docs = len(self)
-        scores = np.zeros(n_docs, dtype=np.float32)
-        matched_mass = np.zeros(n_docs, dtype=np.float32)
         n_visible = int(visible.sum())
-        if not terms or n_visible == 0:
-            return SparseScores(scores, matched_mass, terms)
         everyone = n_visible == n_docs  # no mask to apply (the same values, without copying each term's rows)
-        avg_len = float((self.lengths if everyone else self.lengths[visible]).sum()) / n_visible or 1.0
-        total_mass = 0.0
-        for term in terms:
+        avg_len = 1.0
+        if n_visible:
+            avg_len = float((self.lengths if everyone else self.lengths[visible]).sum()) / n_visible or 1.0
+        weighed: dict[str, tuple[float, np.ndarray | None, np.ndarray | None]] = {}
+
+        def weigh(term: str) -> tuple[float, np.ndarray | None, np.ndarray | None]:
+            """The term's IDF, the visible rows that have it and what it adds to their scores."""
             col = self.vocab.get(term)
             if col is None:
-                total_mass += _idf(0, n_visible)  # an unknown word is as rare as can be: it lowers coverage
-                continue
+                return _idf(0, n_visible), None, None  # an unknown word is as rare as can be: it lowers coverage
             start, end = self.tf.indptr[col], self.tf.indptr[col + 1]
             doc_rows, tf = self.tf.indices[start:end], self.tf.data[start:end]
             if not everyone:
                 keep = visible[doc_rows]
                 doc_rows, tf = doc_rows[keep], tf[keep]
             idf = _idf(len(doc_rows), n_visible)
-            total_mass += idf
             if len(doc_rows) == 0:
-                continue
+                return idf, None, None
             norm = K1 * (1 - B + B * self.lengths[doc_rows] / avg_len)
-            scores[doc_rows] += idf * tf * (K1 + 1) / (tf + norm)
-            matched_mass[doc_rows] += idf
-        coverage = matched_mass / total_mass if total_mass > 0 else matched_mass
-        return SparseScores(scores, coverage, terms)
+            return idf, doc_rows, idf * tf * (K1 + 1) / (tf + norm)
+
+        results = []
+        for query in queries:
+            terms = tuple(dict.fromkeys(request_terms(query)))
+            scores = np.zeros(n_docs, dtype=np.float32)
+            matched_mass = np.zeros(n_docs, dtype=np.float32)
+            if not terms or n_visible == 0:
+                results.append(SparseScores(scores, matched_mass, terms))
+                continue
+            total_mass = 0.0
+            for term in terms:
+                if term not in weighed:
+                    weighed[term] = weigh(term)
+                idf, doc_rows, added = weighed[term]
+                total_mass += idf
+                if doc_rows is None:
+                    continue
+                scores[doc_rows] += added
+                matched_mass[doc_rows] += idf
+            coverage = matched_mass / total_mass if total_mass > 0 else matched_mass
+            results.append(SparseScores(scores, coverage, terms))
+        return results
 
 
 def _idf(df: int, n: int) -> float:

@@ -129,3 +129,29 @@ def test_bm25_with_every_row_visible_equals_the_masked_scores_bit_for_bit():
     np.testing.assert_array_equal(everyone.scores, with_hidden.scores[:40])
     np.testing.assert_array_equal(everyone.coverage, with_hidden.coverage[:40])
     assert everyone.scores.min() > 0
+
+
+def test_bm25_of_a_request_and_its_parts_at_once_equals_each_alone_bit_for_bit():
+    """``score_many`` weighs a word the request and its parts share once: each text's scores, coverage and
+    terms are exactly those of scoring it alone, with every row visible or some hidden."""
+    weights = {"name": 3, "description": 1}
+    docs = [
+        weighted_tokens(
+            {
+                "name": f"tool{i}",
+                "description": f"send mail {'now ' * (i % 3)}to team {i % 4}, then file report {i % 5}",
+            },
+            weights,
+        )
+        for i in range(60)
+    ]
+    index = SparseIndex(docs)
+    texts = ["send mail to team 2 then file the report", "send mail to team 2", "file the report", "unknown words"]
+    for visible in (np.ones(60, bool), np.arange(60) % 3 != 0):
+        together = index.score_many(texts, visible)
+        for text, found in zip(texts, together, strict=True):
+            alone = index.score_many([text], visible)[0]
+            np.testing.assert_array_equal(found.scores, alone.scores)
+            np.testing.assert_array_equal(found.coverage, alone.coverage)
+            assert found.query_terms == alone.query_terms
+        assert together[1].scores.max() > 0 and together[2].scores.max() > 0

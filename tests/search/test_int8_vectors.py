@@ -290,3 +290,81 @@ def test_the_integer_products_are_exact_at_the_largest_values():
         approx, truth = int8.score(query), exact.score(query)
         assert np.all(np.abs(approx.sims - truth.sims) <= approx.error)
     assert int8.score(flat).error < 0.02  # a bound tight enough to exclude most tools
+
+
+def adversarial(exact: DenseIndex, vector: np.ndarray, error: float, signs: np.ndarray):
+    """Dense scores as an approximate scan could give them at worst: every cosine moved by just under
+    ``error`` (up where ``signs`` > 0, else down), re-scored exactly from the float32 table on demand."""
+    from search.engine.dense import DenseScores
+
+    truth = exact.score(vector)
+    sims = (truth.sims + np.where(signs > 0, 1, -1) * 0.999 * error).astype(np.float32)
+    scores = np.maximum.reduceat(sims, truth.offsets[:-1])
+    query = np.asarray(vector, np.float32)
+    return DenseScores(scores, sims, truth.offsets, error, exact, query, np.zeros(len(scores), bool))
+
+
+@pytest.mark.parametrize("fusion", ["convex", "rrf", "dense"])
+def test_ranking_is_exact_when_every_approximate_score_is_off_by_the_whole_bound(large_tables, fusion, monkeypatch):
+    """The rows ranking re-scores are enough however the approximate scores sit within their bound: here every
+    cosine is moved by (just under) the full bound, the tools just above each threshold down and those below
+    it up (the worst case for which tools cross it), or in random directions. The answer must still be the
+    exact scan's in every field but the dense rank, for a request alone and with parts, all tools or some;
+    and the tools are re-scored in one round (the pass after it names none: two passes per ranking), their
+    float32 vectors read once for the request and its parts."""
+    from dataclasses import asdict
+
+    from search.engine import ranking
+    from search.engine.sparse import SparseScores
+
+    rounds = []
+
+    def counted(scores, rows):
+        changed = ranking_refine(scores, rows)
+        rounds.append(changed)
+        return changed
+
+    ranking_refine = ranking.refine_together
+    monkeypatch.setattr(ranking, "refine_together", counted)
+    reads = []  # float32 reads: one per round for the request and its parts together
+    exact_rows = DenseIndex.exact_rows
+    monkeypatch.setattr(DenseIndex, "exact_rows", lambda *a, **k: reads.append(1) or exact_rows(*a, **k))
+
+    from .test_engine_mechanics import tied_values
+
+    exact, _half, topics = large_tables
+    rng = np.random.default_rng(40)
+    tie = rng.permutation(LARGE_TOOLS)
+    options = RankingOptions(fusion=fusion, intent=False)
+    error = 0.03  # wider than the int8 bound (~0.011), so that many tools are within it of each threshold
+    checked = 0
+    for visible_share in (1.0, 0.5):
+        visible = rng.random(LARGE_TOOLS) < visible_share
+        rows = np.flatnonzero(visible)
+        for vectors in large_requests(topics)[:6]:
+            sparse = [
+                SparseScores(np.where(visible, tied_values(rng, LARGE_TOOLS), 0.0), rng.random(LARGE_TOOLS), ("t",))
+                for _ in vectors
+            ]
+            expected, _, _ = ranked(sparse, [exact.score(v) for v in vectors], rows, options, tie)
+            for strategy in ("straddle", "random"):
+                dense = []
+                for vector in vectors:
+                    sims = exact.score(vector).sims
+                    if strategy == "straddle":  # the middle of the top tools' band: down above it, up below
+                        signs = np.where(sims > np.sort(sims)[-40], -1, 1)
+                    else:
+                        signs = rng.choice([-1, 1], len(sims))
+                    dense.append(adversarial(exact, vector, error, signs))
+                rounds.clear()
+                reads.clear()
+                found, _, _ = ranked(sparse, dense, rows, options, tie)
+                assert len(reads) == sum(1 for changed in rounds if changed)
+                # RRF: a tool of a BM25 head may join the candidates once the dense heads are exact (a round more).
+                assert rounds[-1] == 0 and (len(rounds) == 2 or fusion == "rrf") and rounds[0] > 0
+                assert [{k: v for k, v in asdict(c).items() if k != "dense_rank"} for c in found.candidates] == [
+                    {k: v for k, v in asdict(c).items() if k != "dense_rank"} for c in expected.candidates
+                ]
+                assert (found.confidence, found.cut) == (expected.confidence, expected.cut)
+                checked += int(not all(d.exact.all() for d in dense))
+    assert checked  # the answers came from partly re-scored tables, not from re-scoring every tool
