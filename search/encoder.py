@@ -328,15 +328,19 @@ def spare_core() -> SpareCore:
 
 
 class QueryVectorCache:
-    """A bounded LRU of request vectors (SCOUT_SEARCH_QUERY_CACHE_SIZE entries; 0 turns it off)."""
+    """A bounded LRU of request vectors (SCOUT_SEARCH_QUERY_CACHE_SIZE entries; 0 turns it off).
+
+    Keyed by a digest of (model key, text), never the text: the cache keeps no request's words (as
+    SCOUT_QUERY_LOG=off asks of what outlives a search), only the vectors of the last requests."""
 
     def __init__(self) -> None:
-        self._entries: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._entries: OrderedDict[bytes, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
 
     def get(self, key: tuple[str, str]) -> np.ndarray | None:
+        key = _digest(key)
         with self._lock:
             vector = self._entries.get(key)
             if vector is None:
@@ -350,6 +354,7 @@ class QueryVectorCache:
         size = settings.SCOUT_SEARCH_QUERY_CACHE_SIZE
         if size <= 0:
             return
+        key = _digest(key)
         with self._lock:
             self._entries[key] = vector
             self._entries.move_to_end(key)
@@ -363,6 +368,12 @@ class QueryVectorCache:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+def _digest(key: tuple[str, str]) -> bytes:
+    """128 bits of BLAKE2b over the model key and the text: a collision is beyond reach, and the text is gone."""
+    model, text = key
+    return hashlib.blake2b(f"{model}\x00{text}".encode(), digest_size=16).digest()
 
 
 _query_cache = QueryVectorCache()
