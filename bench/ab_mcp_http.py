@@ -7,7 +7,7 @@ On a shared machine the load drifts by more than a change moves the figures betw
 bench_mcp_http.py, and its encode floor is timed before its gateway starts. Here both gateways (this
 checkout's and ``--base``'s, each ``uvicorn --workers 2`` as bench_mcp_http.py runs it) are up at once, on
 copies of the same prepared database (bench_mcp_http.py --prepare-only; Postgres: DATABASE_URL's database,
-copied for the base side as scout_ab_base), and every query goes to both back to back, in alternating order,
+copied for the base side as <its name>_abbase), and every query goes to both back to back, in alternating order,
 then is encoded once in this process (the floor: one query at a time, one model thread), so the three
 figures share each moment's load. Printed: p50/p95/p99 per side, p95 over the encode p95 (the issue-9
 target, <= 2), the gateway processes' CPU per request, and the paired difference.
@@ -40,9 +40,10 @@ def sqlite_copy(source: Path, target: Path) -> None:
         src.backup(dst)
 
 
-def postgres_copy(url: str, name: str) -> str:
-    """A copy of ``url``'s database named ``name`` (dropped first); its URL."""
+def postgres_copy(url: str) -> str:
+    """A copy of ``url``'s database, named after it with ``_abbase`` (dropped first); its URL."""
     prefix, template = url.rsplit("/", 1)
+    name = f"{template}_abbase"
     command = ["psql", "-q", "-h", "127.0.0.1", "-U", "postgres", "-c", f"DROP DATABASE IF EXISTS {name}"]
     subprocess.run([*command, "-c", f"CREATE DATABASE {name} TEMPLATE {template}"], check=True)
     return f"{prefix}/{name}"
@@ -90,7 +91,7 @@ def main() -> int:
 
     connections.close_all()
     if url.startswith("postgres"):
-        databases = {"base": {"DATABASE_URL": postgres_copy(url, "scout_ab_base")}, "new": {}}
+        databases = {"base": {"DATABASE_URL": postgres_copy(url)}, "new": {}}
     else:
         sqlite_copy(copies["new"], copies["base"])
         databases = {side: {"SQLITE_PATH": str(path)} for side, path in copies.items()}
