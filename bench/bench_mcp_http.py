@@ -61,12 +61,15 @@ def _setup(db: Path) -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ["SQLITE_PATH"] = str(db)  # unused when DATABASE_URL names a Postgres database
+    os.environ["SQLITE_PATH"] = str(db.resolve())  # unused when DATABASE_URL names a Postgres database
     os.environ["CELERY_TASK_ALWAYS_EAGER"] = "0"  # nothing reindexes behind our back; we build once
     os.environ.setdefault("SECRET_KEY", "bench-only-not-a-secret")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scoutsite.settings")
     sys.path.insert(0, str(ROOT))
+    # Celery's Django fixup puts the working directory first on sys.path at setup: from ROOT, the measured
+    # checkout's code is imported (the encode floor, the syncs), not the code of the directory it was run from.
+    os.chdir(ROOT)
     import django
 
     django.setup()
@@ -475,6 +478,8 @@ def main() -> int:
     args = parser.parse_args()
     global NO_PROGRESS
     NO_PROGRESS = args.no_progress
+    if args.timeline:
+        args.timeline = args.timeline.resolve()  # before _setup changes the working directory
     db = args.db or ROOT / "var" / f"bench-mcp-{args.tools}.sqlite3"
     db.parent.mkdir(parents=True, exist_ok=True)
     _setup(db)

@@ -263,6 +263,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     db = args.db or bench.ROOT / "var" / f"bench-mcp-{args.tools}.sqlite3"
+    args.save = args.save.resolve() if args.save else None  # before _setup changes the working directory
     # every request pays the model, as distinct requests do
     os.environ.update(SCOUT_SEARCH_QUERY_CACHE_SIZE="0", SCOUT_MCP_EXPOSURE="meta")
     bench._setup(db)

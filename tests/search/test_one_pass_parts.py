@@ -171,3 +171,16 @@ def test_a_model_gone_before_the_parts_alone_keeps_the_first_answer(one_pass, sm
     served = tool_search(query=NO_FIT, visible=visible, top_k=5, enforce_abstention=False)
     assert served.matches and not served.degraded
     assert served.confidence is Confidence.NONE
+
+
+def test_a_requests_parts_encoded_alone_share_one_model_call(encoder):
+    """The retry of a withheld answer encodes the parts alone: short texts of unlike lengths, one model call
+    (a call costs more than their padding), with the vectors each gets in a call of its own."""
+    texts = [part.text for part in request_part_spans(MULTI_STEP)]
+    lengths = [len(encoder.runner.tokenizer.encode(text).ids) for text in texts]
+    assert max(lengths) > 1.25 * min(lengths)  # unlike lengths: a rule by length share alone would split them
+    runs = encoder.runner.runs
+    vectors = encoder.runner.encode(texts, 16)
+    assert encoder.runner.runs == runs + 1
+    for text, vector in zip(texts, vectors, strict=True):
+        np.testing.assert_allclose(vector, encoder.runner.encode([text], 1)[0], atol=1e-6)

@@ -59,6 +59,40 @@ def test_a_batch_pads_only_texts_of_similar_length():
     assert padded_batches([7, 8, 9], [20, 20, 19], 2) == [[7, 8], [9]]
 
 
+def test_short_texts_of_unlike_lengths_share_a_model_call():
+    """A model call costs more than a few tokens of padding: a request's short parts (12, 9, 6 tokens) run
+    together; a longer text runs apart from several short ones (22 then three of 8: 22 + 24 padded tokens and
+    two calls, against 88 tokens in one)."""
+    assert padded_batches([0, 1, 2], [12, 9, 6], 16) == [[0, 1, 2]]
+    assert padded_batches([0, 1, 2, 3], [22, 8, 8, 8], 16) == [[0], [1, 2, 3]]
+    assert padded_batches([], [], 16) == []
+
+
+def test_the_batches_chosen_cost_the_least_work():
+    """Against every way of cutting the texts into consecutive batches, on random lengths."""
+    from itertools import combinations, pairwise
+
+    from search.onnx_encoder import RUN_COST_TOKENS
+
+    def work(batches, width):
+        return sum(RUN_COST_TOKENS + len(batch) * width[batch[0]] for batch in batches)
+
+    rng = random.Random(5)
+    for _ in range(200):
+        lengths = sorted((rng.randint(3, 120) for _ in range(rng.randint(1, 7))), reverse=True)
+        order, size = list(range(len(lengths))), rng.randint(1, 4)
+        chosen = padded_batches(order, lengths, size)
+        assert [row for batch in chosen for row in batch] == order and max(map(len, chosen)) <= size
+        every = []
+        for cuts in range(len(order)):
+            for points in combinations(range(1, len(order)), cuts):
+                bounds = [0, *points, len(order)]
+                batches = [order[a:b] for a, b in pairwise(bounds)]
+                if max(map(len, batches)) <= size:
+                    every.append(work(batches, lengths))
+        assert work(chosen, lengths) == min(every)
+
+
 def test_a_requests_texts_get_the_vectors_each_gets_alone(both):
     _, onnx_encoder = both
     texts = [QUERIES[3], "open a ticket for the login bug", "email the team", "x", "word " * 300]

@@ -67,3 +67,16 @@ def test_cached_vectors_cannot_be_changed_by_a_caller(encoder):
     np.testing.assert_array_equal(
         encoder.encode_queries(["rename a branch"])[0], encoder.encode(["rename a branch"])[0]
     )
+
+
+def test_the_cache_keeps_no_request_text(encoder, settings):
+    """Its keys are digests: what outlives a search in the cache is the request's vector, never its words."""
+    settings.SCOUT_QUERY_LOG = "off"
+    secret = "wire 40000 to account 9911 for Ms Quarterwhistle"
+    encoder.encode_queries([secret])
+    assert len(query_cache()) == 1
+    kept = repr(list(query_cache()._entries))
+    assert "Quarterwhistle" not in kept and "9911" not in kept
+    calls = encoder.calls
+    encoder.encode_queries([secret])  # still found by its text
+    assert encoder.calls == calls
