@@ -22,6 +22,7 @@ from catalog import breaker
 from catalog.choices import ServerStatus, SyncStatus, Transport
 from catalog.models import Server, SyncRun, validate_server_slug
 from catalog.openapi import BINDING_KEY
+from catalog.scope import server_fields_locked
 from catalog.services.openapi_documents import server_openapi_document_get, server_openapi_document_set
 from catalog.services.servers import server_archive, server_restore
 from catalog.services.sync import server_openapi_preview
@@ -180,7 +181,7 @@ class ServerForm(forms.ModelForm):
         transport = cleaned.get("transport", self.instance.transport)
         if transport in TRANSPORT_FIELDS:
             self._refuse_other_transports_fields(cleaned, Transport(transport))
-        if transport == Transport.OPENAPI:
+        if transport == Transport.OPENAPI and "openapi_document" in self.fields:  # else the stored document stands
             openapi_url = cleaned.get("openapi_url", self.instance.openapi_url)
             if bool(openapi_url) == bool((cleaned.get("openapi_document") or "").strip()):
                 self.add_error("openapi_url", "Give either the document's URL or the document itself.")
@@ -364,14 +365,26 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
 
     @admin.action(description="Archive (hide from every client, keep history)", permissions=["change"])
     def archive(self, request: HttpRequest, queryset: QuerySet[Server]) -> None:
+        queryset = self._status_settable(request, queryset)
         archived = [server.slug for server in queryset if server.status != "archived" and server_archive(server=server)]
         self.message_user(request, f"Archived {len(archived)} server(s): {', '.join(archived) or '—'}.")
 
     @admin.action(description="Restore archived servers (and sync them)", permissions=["change"])
     def restore(self, request: HttpRequest, queryset: QuerySet[Server]) -> None:
-        restored = [server for server in queryset if server_restore(server=server)]
+        restored = [server for server in self._status_settable(request, queryset) if server_restore(server=server)]
         self._queue_sync(request, restored)
         self.message_user(request, f"Restored {len(restored)} server(s).")
+
+    def _status_settable(self, request: HttpRequest, queryset: QuerySet[Server]) -> list[Server]:
+        """The servers whose status the caller may set (a shared one is a superuser's once there are tenants); the
+        others are named in a message and left as they are."""
+        settable, kept = [], []
+        for server in queryset:
+            (kept if "status" in server_fields_locked(request, server) else settable).append(server)
+        if kept:
+            names = ", ".join(server.slug for server in kept)
+            self.message_user(request, f"Left as they are (shared by every tenant: a superuser's): {names}.")
+        return settable
 
     def get_actions(self, request: HttpRequest) -> dict:
         actions = super().get_actions(request)
