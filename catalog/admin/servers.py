@@ -20,7 +20,7 @@ from django.views.decorators.http import require_POST
 
 from catalog import breaker
 from catalog.choices import ServerStatus, SyncStatus, Transport
-from catalog.models import Server, SyncRun, validate_server_slug
+from catalog.models import Server, SyncRun, validate_server_slug, validate_upstream_url
 from catalog.openapi import BINDING_KEY
 from catalog.scope import server_fields_locked
 from catalog.services.openapi_documents import server_openapi_document_get, server_openapi_document_set
@@ -179,6 +179,12 @@ class ServerForm(forms.ModelForm):
                 self.add_error("openapi_upload", "The document must be UTF-8 text.")
         # A field the admin shows read-only is not in cleaned: the stored value stands.
         transport = cleaned.get("transport", self.instance.transport)
+        url_set = not self.instance.pk or {"url", "transport"} & set(self.changed_data)
+        if transport == Transport.HTTP and "url" in self.fields and cleaned.get("url") and url_set:
+            try:
+                validate_upstream_url(cleaned["url"])
+            except ValidationError as error:
+                self.add_error("url", error)
         if transport in TRANSPORT_FIELDS:
             self._refuse_other_transports_fields(cleaned, Transport(transport))
         if transport == Transport.OPENAPI and "openapi_document" in self.fields:  # else the stored document stands
@@ -228,7 +234,7 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
             {
                 "fields": ("base_url", "openapi_url", "openapi_upload", "openapi_document", "openapi_credentials"),
                 "description": "For transport OpenAPI: the document (a URL, a file or pasted text), where requests "
-                "go, and credentials by environment variable name. Hosts must be in SCOUT_OPENAPI_ALLOWED_HOSTS.",
+                "go, and credentials by environment variable name. Hosts must be in SCOUT_UPSTREAM_ALLOWED_HOSTS.",
             },
         ),
         ("Health", {"fields": ("health", "status", "tool_count", "last_synced_at", "last_error_display")}),

@@ -25,7 +25,13 @@ from ..models import (
     ToolGroupObjectPermission,
     ToolUserObjectPermission,
 )
-from ..selectors import server_fields_locked, servers_shaped_by, servers_visible_to_operator, shared_shaped_by
+from ..selectors import (
+    server_fields_locked,
+    server_tenant_id,
+    servers_shaped_by,
+    servers_visible_to_operator,
+    shared_shaped_by,
+)
 from ..services.permissions import (
     SELF_GRANT_MESSAGE,
     grants_to_self,
@@ -173,8 +179,11 @@ class ServerTenantInline(admin.StackedInline):
         return shared_shaped_by(user=request.user) and super().has_delete_permission(request, obj)
 
     def get_min_num(self, request, obj=None, **kwargs) -> int:
-        # A new server of someone who may not shape what every tenant shares is one of their tenants'.
-        return 0 if shared_shaped_by(user=request.user) else 1
+        # A new server of someone who may not shape what every tenant shares is one of their tenants' (and stays
+        # so); a shared one stays shared (``has_add_permission``).
+        if shared_shaped_by(user=request.user):
+            return 0
+        return 1 if obj is None or obj.pk is None or server_tenant_id(obj) is not None else 0
 
     def get_formset(self, request, obj=None, **kwargs):
         kwargs["validate_min"] = True
@@ -231,6 +240,13 @@ class ServerAdmin(AccessAdminMixin, CatalogServerAdmin):
         # builds its form here too, so it never uses what the form may not set.
         locked = server_fields_locked(user=request.user, server=obj) - FORM_ONLY_FIELDS
         return (*super().get_readonly_fields(request, obj), *sorted(locked))
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        # Declared form fields are in every form built from it, whatever the fieldsets say: drop the locked ones.
+        form = super().get_form(request, obj, change=change, **kwargs)
+        for name in server_fields_locked(user=request.user, server=obj) & FORM_ONLY_FIELDS:
+            form.base_fields.pop(name, None)
+        return form
 
     def get_fieldsets(self, request, obj=None):
         # The OpenAPI document is a form field, not a model one: when it is locked it is left out (not shown

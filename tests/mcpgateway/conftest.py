@@ -357,7 +357,7 @@ def build_http_upstream() -> Any:
 
 
 @pytest.fixture(scope="session")
-def http_upstream() -> Iterator[ThreadedUvicorn]:
+def http_upstream(loopback_upstreams) -> Iterator[ThreadedUvicorn]:
     server = ThreadedUvicorn(build_http_upstream()).start()
     yield server
     server.stop()

@@ -29,6 +29,11 @@ def _person(django_user_model, username: str, role: str):
     return person
 
 
+@pytest.fixture(autouse=True)
+def probe_host(settings):
+    settings.SCOUT_UPSTREAM_ALLOWED_HOSTS = ["probe.example"]  # where the servers registered below live
+
+
 @pytest.fixture
 def operator_a(django_user_model):
     return _person(django_user_model, "op-a", OPERATORS)
