@@ -50,7 +50,7 @@ def build_poisoned_upstream() -> Any:
 
 
 @pytest.fixture(scope="module")
-def notes_upstream(loopback_upstreams) -> Iterator[ThreadedUvicorn]:
+def notes_upstream() -> Iterator[ThreadedUvicorn]:
     server = ThreadedUvicorn(build_poisoned_upstream()).start()
     yield server
     server.stop()
