@@ -12,6 +12,7 @@ from django.utils.text import slugify
 
 from .choices import OpenAPICredentialKind, OpenAPICredentialPlace, ServerStatus, SyncKind, SyncStatus, Transport
 from .constants import TOOL_ID_SEPARATOR
+from .egress import EgressRefused, egress_check
 
 
 def validate_namespace(value: str) -> None:
@@ -161,6 +162,17 @@ class Server(models.Model):
             raise ValidationError({"args": "Arguments must be a JSON array of strings."})
         if not isinstance(self.header_env, dict):
             raise ValidationError({"header_env": "Must be a JSON object of header name -> variable name."})
+
+
+def validate_upstream_url(url: str) -> None:
+    """An HTTP MCP server's URL, when it is registered or changed: its host must be in SCOUT_UPSTREAM_ALLOWED_HOSTS
+    (its address is checked again, and pinned, at every connection, ``catalog.upstream``). Not part of
+    ``Server.clean``: a server registered before its host left the list stays editable (its grants, say), and
+    simply cannot connect. Raises ValidationError."""
+    try:
+        egress_check(url, resolve=False)
+    except EgressRefused as exc:
+        raise ValidationError(f"{exc} (the hosts Scout may connect to)") from None
 
 
 class OpenAPIDocument(models.Model):

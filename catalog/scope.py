@@ -36,3 +36,19 @@ def server_fields_locked(request: object, server: object) -> frozenset[str]:
     """The fields of ``server`` (None: a new one) the caller of ``request`` may not set: environment variables and
     commands once there are tenants, unless a superuser; a shared server's connection (governance decides)."""
     return _locked(request, server) if _locked is not None else frozenset()
+
+
+_claim: Callable[[object, object], None] | None = None
+
+
+def server_claim_set(claim: Callable[[object, object], None]) -> None:
+    """Set the function that gives a server the caller of a request registered its owner (governance's)."""
+    global _claim
+    _claim = claim
+
+
+def server_claim(request: object, server: object) -> None:
+    """After the caller of ``request`` registered ``server``, in the same transaction: give it the caller's tenant
+    when they may not register a server shared by every tenant, or refuse (governance decides; raises its error)."""
+    if _claim is not None:
+        _claim(request, server)

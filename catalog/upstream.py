@@ -34,12 +34,13 @@ from django.conf import settings
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, create_mcp_http_client
+from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from catalog.choices import Transport
+from catalog.egress import EgressRefused, EgressTarget, egress_check
 
 if TYPE_CHECKING:
     from catalog.models import Server
@@ -114,25 +115,66 @@ def _headers(server: Server) -> dict[str, str]:
     return {header: os.environ[name] for header, name in header_env.items()}
 
 
+class _PinnedTransport(httpx2.AsyncBaseTransport):
+    """Sends every request of one session to the address ``egress_check`` approved when it connected (``Host`` and
+    TLS SNI still name the host), so a second DNS answer cannot move the session elsewhere (DNS rebinding); a
+    request for any other origin (a redirect the SDK might follow) is refused, never sent."""
+
+    def __init__(self, target: EgressTarget) -> None:
+        self._target = target
+        self._origin = urlsplit(target.url)
+        self._inner = httpx2.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        url, origin = request.url, self._origin
+        if (url.scheme, url.host, url.port) != (origin.scheme, self._target.host, origin.port):
+            raise httpx2.ConnectError(f"refused: {safe_url(str(url))} is not the server's checked origin")
+        request.url = url.copy_with(host=str(self._target.address))
+        request.headers["Host"] = self._target.host_header
+        if url.scheme == "https":
+            request.extensions = {**request.extensions, "sni_hostname": self._target.host}
+        return await self._inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+async def _egress_target(server: Server) -> EgressTarget:
+    """The checked, resolved address of an HTTP server's URL (``SCOUT_UPSTREAM_ALLOWED_HOSTS``), asked for at
+    every connection: a name may resolve elsewhere than when it was registered. Raises UpstreamError "config"."""
+    if not server.url:
+        raise _fail(server, "no URL configured for this Streamable HTTP server", "config")
+    try:
+        target = await anyio.to_thread.run_sync(egress_check, server.url)
+    except EgressRefused as exc:
+        raise _fail(server, f"URL refused: {exc}", "config") from exc
+    assert target is not None  # resolved: egress_check returns None only with resolve=False
+    return target
+
+
 @asynccontextmanager
-async def _http_transport(url: str, headers: dict[str, str], connect_timeout: float) -> AsyncIterator[Any]:
-    # Read timeout stays long: a Streamable HTTP response is an event stream that may idle between events.
+async def _http_transport(target: EgressTarget, headers: dict[str, str], connect_timeout: float) -> AsyncIterator[Any]:
+    # Read timeout stays long: a Streamable HTTP response is an event stream that may idle between events. Not
+    # from the environment (trust_env): a proxy would choose the address, not the check.
     timeout = httpx2.Timeout(connect_timeout, read=MCP_DEFAULT_SSE_READ_TIMEOUT)
-    async with create_mcp_http_client(headers=headers, timeout=timeout) as http_client:
-        async with streamable_http_client(url, http_client=http_client) as streams:
+    transport = _PinnedTransport(target)
+    async with httpx2.AsyncClient(headers=headers, timeout=timeout, transport=transport, trust_env=False) as client:
+        async with streamable_http_client(target.url, http_client=client) as streams:
             yield streams
 
 
-def _transport(server: Server, *, connect_timeout: float, errlog: IO[str] | None) -> Any:
+def _transport(
+    server: Server, *, connect_timeout: float, errlog: IO[str] | None, target: EgressTarget | None = None
+) -> Any:
     if server.transport == Transport.STDIO:
         params = StdioServerParameters(
             command=_resolve_command(server), args=list(server.args or []), env=_process_env(server)
         )
         return stdio_client(params, errlog=errlog) if errlog is not None else stdio_client(params)
     if server.transport == Transport.HTTP:
-        if not server.url:
-            raise _fail(server, "no URL configured for this Streamable HTTP server", "config")
-        return _http_transport(server.url, _headers(server), connect_timeout)
+        if target is None:
+            raise _fail(server, "no checked URL for this Streamable HTTP server", "config")
+        return _http_transport(target, _headers(server), connect_timeout)
     raise _fail(server, f"transport {server.transport!r} has no live connection", "config")
 
 
@@ -378,8 +420,10 @@ async def open_session(
             # The server's stderr, kept so a failure can say why the process died.
             # Append mode (O_APPEND) lets a long-lived session trim the file while the process writes to it.
             errlog = files.enter_context(tempfile.TemporaryFile("a+", encoding="utf-8", errors="replace"))
+        # Checked (and resolved) before anything is sent, at every connection: sync, test connection, execution.
+        target = await _egress_target(server) if server.transport == Transport.HTTP else None
         client = Client(
-            _transport(server, connect_timeout=connect_timeout, errlog=errlog),
+            _transport(server, connect_timeout=connect_timeout, errlog=errlog, target=target),
             cache=None,  # a sync must see the server's listing now, never a cached one
             message_handler=message_handler,
         )

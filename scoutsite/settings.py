@@ -301,10 +301,12 @@ SCOUT_UPSTREAM_LIST_TIMEOUT = env_float("SCOUT_UPSTREAM_LIST_TIMEOUT", 30.0)
 SCOUT_UPSTREAM_MAX_PAGES = env_int("SCOUT_UPSTREAM_MAX_PAGES", 500)
 # A tool definition larger than this (bytes of canonical JSON) is rejected at sync.
 SCOUT_MAX_TOOL_DEFINITION_BYTES = env_int("SCOUT_MAX_TOOL_DEFINITION_BYTES", 256 * 1024)
-# OpenAPI upstreams: the hosts (names, or IP networks in CIDR form) that base and document URLs may name.
-# Names must resolve to public addresses; private, loopback and link-local ones only when a listed network
-# holds them (e.g. "127.0.0.1/32" for a service on this machine). Empty: no OpenAPI service is reachable.
-SCOUT_OPENAPI_ALLOWED_HOSTS = env_list("SCOUT_OPENAPI_ALLOWED_HOSTS", [])
+# Upstreams Scout sends requests to (Streamable HTTP MCP servers' URLs, OpenAPI base and document URLs): the hosts
+# (names, ``*.suffix``, or IP networks in CIDR form) they may name. Names must resolve to public addresses;
+# private, loopback and link-local ones only when a listed network holds them (e.g. "127.0.0.1/32" for a server on
+# this machine). Empty: no HTTP upstream is reachable (stdio servers need no host). SCOUT_OPENAPI_ALLOWED_HOSTS,
+# its name when it covered OpenAPI services only, is still read when this one is not set.
+SCOUT_UPSTREAM_ALLOWED_HOSTS = env_list("SCOUT_UPSTREAM_ALLOWED_HOSTS", env_list("SCOUT_OPENAPI_ALLOWED_HOSTS", []))
 # Largest OpenAPI document fetched by URL or stored on a server (bytes).
 SCOUT_OPENAPI_MAX_DOCUMENT_BYTES = env_int("SCOUT_OPENAPI_MAX_DOCUMENT_BYTES", 20 * 1024 * 1024)
 

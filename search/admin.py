@@ -13,7 +13,12 @@ from catalog.admin.lookups import StrictLookupsMixin
 from catalog.admin.progress import ProgressAdminMixin
 from catalog.models import Server
 from catalog.progress import progress_snapshot
-from governance.selectors import install_wide_visible_to, person_shown, servers_visible_to_operator
+from governance.selectors import (
+    install_wide_visible_to,
+    person_shown,
+    servers_shaped_by,
+    servers_visible_to_operator,
+)
 
 from .choices import GenerationStatus, LearnedStatus
 from .models import IndexGeneration, LearnedRequest, QueryLogEntry, SearchEvent
@@ -140,9 +145,19 @@ class LearnedRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[LearnedRequest]):
     def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
         return False
 
+    def _curatable(self, request: HttpRequest, queryset: QuerySet[LearnedRequest]) -> QuerySet[LearnedRequest]:
+        """Rows of tools the curator may curate: a shared server's are every tenant's, curated by a superuser
+        (``servers_shaped_by``); the others are named in a message and left as they are."""
+        shaped = Server.objects.filter(servers_shaped_by(user=request.user)).values("pk")
+        kept = queryset.exclude(tool__server__in=shaped)
+        if kept.exists():
+            names = ", ".join(sorted({row.tool.tool_id for row in kept.select_related("tool")}))
+            self.message_user(request, f"Left as they are (a server every tenant shares: a superuser's): {names}.")
+        return queryset.filter(tool__server__in=shaped)
+
     @admin.action(description="Promote to curated example requests", permissions=["change"])
     def promote(self, request: HttpRequest, queryset: QuerySet[LearnedRequest]) -> None:
-        rows = list(queryset.exclude(status=LearnedStatus.PROMOTED).select_related("tool"))
+        rows = list(self._curatable(request, queryset).exclude(status=LearnedStatus.PROMOTED).select_related("tool"))
         for learned in rows:
             learned_request_promote(learned=learned, actor=request.user)
         self.message_user(
@@ -151,7 +166,7 @@ class LearnedRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[LearnedRequest]):
 
     @admin.action(description="Reject (never learn again for this tool)", permissions=["change"])
     def reject(self, request: HttpRequest, queryset: QuerySet[LearnedRequest]) -> None:
-        rows = list(queryset.exclude(status=LearnedStatus.REJECTED).select_related("tool"))
+        rows = list(self._curatable(request, queryset).exclude(status=LearnedStatus.REJECTED).select_related("tool"))
         for learned in rows:
             learned_request_reject(learned=learned, actor=request.user)
         self.message_user(request, f"{len(rows)} rejected.", messages.SUCCESS)

@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from catalog.models import Server, Tool, ToolExample, ToolNegativeExample
 from catalog.services.curation import tool_curation_update
-from governance.selectors import servers_visible_to_operator
+from governance.selectors import servers_shaped_by, servers_visible_to_operator
 
 from .choices import EmptyAnswerReason
 from .engine.ranking import Confidence
@@ -154,12 +154,17 @@ class AttachForm(forms.Form):
 
     def clean_tool_id(self) -> Tool:
         # Only tools of servers the curator may manage (shared ones and their tenants'): another tenant's tool is
-        # answered like a missing one.
-        servers = Server.objects.filter(servers_visible_to_operator(user=self.user)).values("pk")
+        # answered like a missing one. A shared server's tool, which every tenant searches, is curated only by
+        # someone who may shape what every tenant shares (``servers_shaped_by``).
+        managed = Server.objects.filter(servers_visible_to_operator(user=self.user))
         tool_id = self.cleaned_data["tool_id"]
-        tool = Tool.objects.filter(tool_id=tool_id, removed_at__isnull=True, server__in=servers).first()
+        tool = Tool.objects.filter(tool_id=tool_id, removed_at__isnull=True, server__in=managed.values("pk")).first()
         if tool is None:
             raise forms.ValidationError(f"no tool “{tool_id}” in the catalog")
+        if not Server.objects.filter(servers_shaped_by(user=self.user), pk=tool.server_id).exists():
+            raise forms.ValidationError(
+                f"“{tool_id}” is on a server every tenant shares: a superuser curates its tools"
+            )
         return tool
 
 

@@ -115,3 +115,11 @@ def outsider(django_user_model):
 @pytest.fixture
 def superuser(django_user_model):
     return django_user_model.objects.create_superuser(username="superuser", email=None, password=None)
+
+
+@pytest.fixture
+def loopback_upstreams(settings):
+    """Let HTTP upstreams on this machine be reached (SCOUT_UPSTREAM_ALLOWED_HOSTS is empty by default: none is), as
+    a deployment serving a local MCP server or OpenAPI service lists 127.0.0.1/32. Used by the fixtures that start
+    local HTTP servers."""
+    settings.SCOUT_UPSTREAM_ALLOWED_HOSTS = [*settings.SCOUT_UPSTREAM_ALLOWED_HOSTS, "127.0.0.1/32"]

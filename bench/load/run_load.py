@@ -151,6 +151,7 @@ def main() -> int:
         "SCOUT_MCP_EXPOSURE": "meta",
         "SCOUT_API_RATE": args.rate,
         "SCOUT_MCP_CALL_TIMEOUT": "40",
+        "SCOUT_UPSTREAM_ALLOWED_HOSTS": "127.0.0.1/32",  # the mock and slow MCP servers run on this machine
         "CELERY_TASK_ALWAYS_EAGER": "1",
         "LOG_LEVEL": "WARNING",
         "HF_HUB_OFFLINE": "1",

@@ -20,8 +20,9 @@ from django.views.decorators.http import require_POST
 
 from catalog import breaker
 from catalog.choices import ServerStatus, SyncStatus, Transport
-from catalog.models import Server, SyncRun, validate_server_slug
+from catalog.models import Server, SyncRun, validate_server_slug, validate_upstream_url
 from catalog.openapi import BINDING_KEY
+from catalog.scope import server_fields_locked
 from catalog.services.openapi_documents import server_openapi_document_get, server_openapi_document_set
 from catalog.services.servers import server_archive, server_restore
 from catalog.services.sync import server_openapi_preview
@@ -178,9 +179,15 @@ class ServerForm(forms.ModelForm):
                 self.add_error("openapi_upload", "The document must be UTF-8 text.")
         # A field the admin shows read-only is not in cleaned: the stored value stands.
         transport = cleaned.get("transport", self.instance.transport)
+        url_set = not self.instance.pk or {"url", "transport"} & set(self.changed_data)
+        if transport == Transport.HTTP and "url" in self.fields and cleaned.get("url") and url_set:
+            try:
+                validate_upstream_url(cleaned["url"])
+            except ValidationError as error:
+                self.add_error("url", error)
         if transport in TRANSPORT_FIELDS:
             self._refuse_other_transports_fields(cleaned, Transport(transport))
-        if transport == Transport.OPENAPI:
+        if transport == Transport.OPENAPI and "openapi_document" in self.fields:  # else the stored document stands
             openapi_url = cleaned.get("openapi_url", self.instance.openapi_url)
             if bool(openapi_url) == bool((cleaned.get("openapi_document") or "").strip()):
                 self.add_error("openapi_url", "Give either the document's URL or the document itself.")
@@ -227,7 +234,7 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
             {
                 "fields": ("base_url", "openapi_url", "openapi_upload", "openapi_document", "openapi_credentials"),
                 "description": "For transport OpenAPI: the document (a URL, a file or pasted text), where requests "
-                "go, and credentials by environment variable name. Hosts must be in SCOUT_OPENAPI_ALLOWED_HOSTS.",
+                "go, and credentials by environment variable name. Hosts must be in SCOUT_UPSTREAM_ALLOWED_HOSTS.",
             },
         ),
         ("Health", {"fields": ("health", "status", "tool_count", "last_synced_at", "last_error_display")}),
@@ -364,14 +371,26 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
 
     @admin.action(description="Archive (hide from every client, keep history)", permissions=["change"])
     def archive(self, request: HttpRequest, queryset: QuerySet[Server]) -> None:
+        queryset = self._status_settable(request, queryset)
         archived = [server.slug for server in queryset if server.status != "archived" and server_archive(server=server)]
         self.message_user(request, f"Archived {len(archived)} server(s): {', '.join(archived) or '—'}.")
 
     @admin.action(description="Restore archived servers (and sync them)", permissions=["change"])
     def restore(self, request: HttpRequest, queryset: QuerySet[Server]) -> None:
-        restored = [server for server in queryset if server_restore(server=server)]
+        restored = [server for server in self._status_settable(request, queryset) if server_restore(server=server)]
         self._queue_sync(request, restored)
         self.message_user(request, f"Restored {len(restored)} server(s).")
+
+    def _status_settable(self, request: HttpRequest, queryset: QuerySet[Server]) -> list[Server]:
+        """The servers whose status the caller may set (a shared one is a superuser's once there are tenants); the
+        others are named in a message and left as they are."""
+        settable, kept = [], []
+        for server in queryset:
+            (kept if "status" in server_fields_locked(request, server) else settable).append(server)
+        if kept:
+            names = ", ".join(server.slug for server in kept)
+            self.message_user(request, f"Left as they are (shared by every tenant: a superuser's): {names}.")
+        return settable
 
     def get_actions(self, request: HttpRequest) -> dict:
         actions = super().get_actions(request)

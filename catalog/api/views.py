@@ -2,6 +2,7 @@
 
 import uuid
 
+from django.db import transaction
 from django.db.models import Count, Q, QuerySet
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -10,8 +11,9 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from catalog.choices import ServerStatus
 from catalog.models import Server, SyncRun
-from catalog.scope import server_fields_locked, server_scope_q
+from catalog.scope import server_claim, server_fields_locked, server_scope_q
 from catalog.services.servers import server_archive, server_create, server_update
 from catalog.tasks import sync_server
 
@@ -51,7 +53,7 @@ def _refuse_locked(request: Request, server: Server | None, fields: dict) -> Non
     if changed:
         raise PermissionDenied(
             f"Only a superuser sets {', '.join(sorted(changed))} here: environment variables and commands belong to "
-            "the whole install, and a shared server's connection to every tenant.",
+            "the whole install, and a shared server to every tenant.",
             code="permission_denied",
         )
 
@@ -81,7 +83,9 @@ class ServerList(generics.ListAPIView):
         data = ServerCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         _refuse_locked(request, None, data.validated_data)
-        server = server_create(**data.validated_data)
+        with transaction.atomic():
+            server = server_create(**data.validated_data)
+            server_claim(request, server)  # a tenant's caller registers their tenant's server, never a shared one
         return Response(ServerSerializer(_server(request, server.slug)).data, status=status.HTTP_201_CREATED)
 
 
@@ -113,7 +117,9 @@ class ServerArchive(generics.GenericAPIView):
 
     @extend_schema(summary="Archive a server: its tools disappear everywhere, syncs stop", request=None)
     def post(self, request: Request, slug: str) -> Response:
-        server_archive(server=_server(request, slug))
+        server = _server(request, slug)
+        _refuse_locked(request, server, {"status": ServerStatus.ARCHIVED})
+        server_archive(server=server)
         return Response(ServerSerializer(_server(request, slug)).data)
 
 

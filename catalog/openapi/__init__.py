@@ -4,8 +4,9 @@ Part of the one module that talks to upstream servers (with ``catalog.upstream``
 operations with ``openapi_list_tools``, the gateway calls one with ``openapi_call``.
 """
 
+from catalog.egress import EgressRefused, egress_check
+
 from .document import BINDING_KEY, OperationListing, openapi_document_load, openapi_list_tools, openapi_operations
-from .egress import EgressRefused, egress_check
 from .execute import openapi_call
 
 __all__ = [

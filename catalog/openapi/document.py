@@ -22,10 +22,10 @@ from jsonschema.exceptions import ValidationError as JSONSchemaValidationError
 from openapi_spec_validator import validate as validate_spec
 from openapi_spec_validator.validation.exceptions import OpenAPISpecValidatorError
 
+from catalog.egress import EgressRefused, egress_check, same_origin
 from catalog.upstream import UpstreamError, safe_url
 
 from .credentials import cookie_header, credentials_for
-from .egress import EgressRefused, egress_check, same_origin
 from .schemas import SchemaResolveError, SchemaResolver, merge_all_of
 
 if TYPE_CHECKING:

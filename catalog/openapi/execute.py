@@ -17,11 +17,11 @@ import anyio
 import httpx
 import mcp_types as types
 
+from catalog.egress import EgressRefused, egress_check
 from catalog.upstream import UpstreamError, safe_url
 
 from .credentials import cookie_header, credentials_for
 from .document import BINDING_KEY
-from .egress import EgressRefused, egress_check
 
 if TYPE_CHECKING:
     from catalog.models import Server

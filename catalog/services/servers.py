@@ -5,8 +5,8 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from catalog.choices import ServerStatus
-from catalog.models import Server, validate_server_slug
+from catalog.choices import ServerStatus, Transport
+from catalog.models import Server, validate_server_slug, validate_upstream_url
 
 # What an operator may set; slug (the tool-id namespace) only at creation, status only through archive.
 EDITABLE_FIELDS = (
@@ -23,6 +23,13 @@ EDITABLE_FIELDS = (
 )
 
 
+def _url_check(url: str) -> None:
+    try:
+        validate_upstream_url(url)
+    except ValidationError as error:
+        raise ValidationError({"url": error.messages}) from None
+
+
 def server_create(*, slug: str, name: str, **fields: Any) -> Server:
     """Register a server (ACTIVE; its tools appear after its first sync). Raises ValidationError, for a slug too
     when it is not letters, digits, "-" and "_" (imports, which create servers of their own, keep their names)."""
@@ -35,6 +42,8 @@ def server_create(*, slug: str, name: str, **fields: Any) -> Server:
     except ValidationError as error:
         raise ValidationError({"slug": error.messages}) from None
     server.full_clean()
+    if server.transport == Transport.HTTP:
+        _url_check(server.url)
     server.save()
     return server
 
@@ -49,6 +58,8 @@ def server_update(*, server: Server, **fields: Any) -> Server:
         for name, value in fields.items():
             setattr(server, name, value)
         server.full_clean()
+        if server.transport == Transport.HTTP and {"url", "transport"} & set(fields):
+            _url_check(server.url)
         server.save(update_fields=[*fields, "updated_at"])
     return server
 

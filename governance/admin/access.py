@@ -25,7 +25,13 @@ from ..models import (
     ToolGroupObjectPermission,
     ToolUserObjectPermission,
 )
-from ..selectors import server_fields_locked, servers_visible_to_operator
+from ..selectors import (
+    server_fields_locked,
+    server_tenant_id,
+    servers_shaped_by,
+    servers_visible_to_operator,
+    shared_shaped_by,
+)
 from ..services.permissions import (
     SELF_GRANT_MESSAGE,
     grants_to_self,
@@ -168,6 +174,21 @@ class ServerTenantInline(admin.StackedInline):
             return False
         return super().has_add_permission(request, obj)
 
+    def has_delete_permission(self, request, obj=None) -> bool:
+        # Removing the tenant would share the server with every tenant: only one who may shape what they share.
+        return shared_shaped_by(user=request.user) and super().has_delete_permission(request, obj)
+
+    def get_min_num(self, request, obj=None, **kwargs) -> int:
+        # A new server of someone who may not shape what every tenant shares is one of their tenants' (and stays
+        # so); a shared one stays shared (``has_add_permission``).
+        if shared_shaped_by(user=request.user):
+            return 0
+        return 1 if obj is None or obj.pk is None or server_tenant_id(obj) is not None else 0
+
+    def get_formset(self, request, obj=None, **kwargs):
+        kwargs["validate_min"] = True
+        return super().get_formset(request, obj, **kwargs)
+
 
 class AccessAdminMixin:
     """Saves the access inlines through the audited grant services."""
@@ -217,12 +238,34 @@ class ServerAdmin(AccessAdminMixin, CatalogServerAdmin):
         # Environment variables and commands are the superuser's to name once there are tenants, and a shared
         # server's connection is not a tenant operator's to move (``server_fields_locked``). The connection test
         # builds its form here too, so it never uses what the form may not set.
-        locked = server_fields_locked(user=request.user, server=obj)
+        locked = server_fields_locked(user=request.user, server=obj) - FORM_ONLY_FIELDS
         return (*super().get_readonly_fields(request, obj), *sorted(locked))
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        # Declared form fields are in every form built from it, whatever the fieldsets say: drop the locked ones.
+        form = super().get_form(request, obj, change=change, **kwargs)
+        for name in server_fields_locked(user=request.user, server=obj) & FORM_ONLY_FIELDS:
+            form.base_fields.pop(name, None)
+        return form
+
+    def get_fieldsets(self, request, obj=None):
+        # The OpenAPI document is a form field, not a model one: when it is locked it is left out (not shown
+        # read-only); the stored document stands and the server's OpenAPI preview still shows what it yields.
+        hidden = server_fields_locked(user=request.user, server=obj) & FORM_ONLY_FIELDS
+        fieldsets = super().get_fieldsets(request, obj)
+        if not hidden:
+            return fieldsets
+        return [
+            (name, {**options, "fields": [field for field in options["fields"] if field not in hidden]})
+            for name, options in fieldsets
+        ]
 
     def get_queryset(self, request):
         # An operator of tenant A manages shared servers and tenant A's; tenant B's do not exist for them (Z12).
         return super().get_queryset(request).filter(servers_visible_to_operator(user=request.user))
+
+
+FORM_ONLY_FIELDS = frozenset({"openapi_upload", "openapi_document"})  # the server form's, not the model's
 
 
 GRANT_PERMISSIONS = ("governance.add_toolgroupobjectpermission", "governance.add_tooluserobjectpermission")
@@ -236,7 +279,13 @@ class ToolAdmin(AccessAdminMixin, TenantScopedMixin, CatalogToolAdmin):
 
     inlines = (*CatalogToolAdmin.inlines, ToolGroupAccessInline, ToolUserAccessInline)  # curation first
 
-    def _may_curate(self, request) -> bool:
+    def _may_curate(self, request, obj=None) -> bool:
+        # A shared server's tools are every tenant's to search: curated by one who may shape what they share.
+        if (
+            obj is not None
+            and not Server.objects.filter(servers_shaped_by(user=request.user), pk=obj.server_id).exists()
+        ):
+            return False
         return super().has_change_permission(request)
 
     def has_change_permission(self, request, obj=None) -> bool:
@@ -244,7 +293,25 @@ class ToolAdmin(AccessAdminMixin, TenantScopedMixin, CatalogToolAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         fields = tuple(super().get_readonly_fields(request, obj))
-        return fields if self._may_curate(request) else (*fields, *CURATION_FIELDS)
+        return fields if self._may_curate(request, obj) else (*fields, *CURATION_FIELDS)
+
+    def get_inline_instances(self, request, obj=None):
+        # A tool this admin may not curate has only its access sections (as for an operator, who may curate none).
+        inlines = super().get_inline_instances(request, obj)
+        if obj is not None and not self._may_curate(request, obj):
+            return [inline for inline in inlines if inline.model in GRANT_MODELS]
+        return inlines
+
+    def get_fieldsets(self, request, obj=None):
+        # Read-only related tools would name every tenant's (the editable widget offers only the admin's servers'):
+        # once there are tenants they are shown only to those who may edit them.
+        fieldsets = super().get_fieldsets(request, obj)
+        if obj is None or self._may_curate(request, obj) or shared_shaped_by(user=request.user):
+            return fieldsets
+        return [
+            (name, {**options, "fields": [field for field in options["fields"] if field != "related_tools"]})
+            for name, options in fieldsets
+        ]
 
     def formfield_for_manytomany(self, db_field, request, **kwargs):
         if db_field.name == "related_tools":  # offered, accepted and shown: tools of the servers it manages (Z12)
@@ -259,11 +326,11 @@ class ToolAdmin(AccessAdminMixin, TenantScopedMixin, CatalogToolAdmin):
         access = [formset for formset in formsets if formset.model in GRANT_MODELS]
         for formset in access:
             self.save_formset(request, form, formset, change=change)
-        if self._may_curate(request):  # curation and phrases: a changed grant is no reason to reindex the tool
+        if self._may_curate(request, form.instance):  # curation, phrases: a changed grant is no reason to reindex
             super().save_related(request, form, [f for f in formsets if f not in access], change)
 
     def response_change(self, request, obj):
-        if self._may_curate(request):
+        if self._may_curate(request, obj):
             return super().response_change(request, obj)
         response = admin.ModelAdmin.response_change(self, request, obj)
         storage = messages.get_messages(request)

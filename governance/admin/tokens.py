@@ -196,7 +196,12 @@ class ApiTokenAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Api
         return () if obj is None else self.readonly_fields
 
     def get_changeform_initial_data(self, request):
-        return {"expires_at": timezone.now() + DEFAULT_TOKEN_LIFETIME, "base_scopes": [SCOPE_DISCOVER, SCOPE_EXECUTE]}
+        # Only a superuser issues a token for someone else (api_token_issue_check): everyone else starts from their own.
+        return {
+            "user": request.user.pk,
+            "expires_at": timezone.now() + DEFAULT_TOKEN_LIFETIME,
+            "base_scopes": [SCOPE_DISCOVER, SCOPE_EXECUTE],
+        }
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False  # revoke instead: the row stays for the audit trail

@@ -2,11 +2,12 @@
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Q, QuerySet
+from rest_framework.exceptions import PermissionDenied
 
 from catalog.choices import ServerStatus
-from catalog.models import Tool
+from catalog.models import Server, Tool
 from governance.constants import SCOPE_DISCOVER
-from governance.models import ApiToken, ApprovalRequest
+from governance.models import ApiToken, ApprovalRequest, ServerTenant
 from governance.principals import Principal
 from governance.selectors import (
     MAX_TOOL_ID_LENGTH,
@@ -15,6 +16,7 @@ from governance.selectors import (
     server_fields_locked,
     server_tenant_q,
     servers_visible_to_operator,
+    shared_shaped_by,
     tools_visible_to,
 )
 
@@ -70,6 +72,27 @@ def servers_in_api_scope(request) -> Q:
 def server_fields_locked_for_request(request, server) -> frozenset[str]:
     """``catalog.scope``'s hook: the server fields the person behind ``request`` may not set (a token's too)."""
     return server_fields_locked(user=request.user, server=server)
+
+
+def server_claim_for_request(request, server: Server) -> None:
+    """``catalog.scope``'s hook, after ``server`` was registered through the REST API: a server shared by every
+    tenant is registered only by someone who may shape what they share (``shared_shaped_by``); anyone else's is
+    their tenant's: the token's, or a session's one tenant. Raises PermissionDenied otherwise (the caller rolls
+    the registration back)."""
+    if shared_shaped_by(user=request.user):
+        return
+    if isinstance(request.auth, Principal):
+        tenant_id = request.auth.tenant_id
+    else:
+        tenant_ids = list(request.user.tenants.values_list("pk", flat=True)[:2])
+        tenant_id = tenant_ids[0] if len(tenant_ids) == 1 else None
+    if tenant_id is None:
+        raise PermissionDenied(
+            "A server shared by every tenant is registered by a superuser: use a token acting in your tenant, "
+            "whose server it will be.",
+            code="permission_denied",
+        )
+    ServerTenant.objects.create(server=server, tenant_id=tenant_id)
 
 
 def approvals_for_api(*, principal: Principal) -> QuerySet[ApprovalRequest]:

@@ -10,12 +10,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from catalog.api.serializers import ToolRevisionSerializer
-from catalog.models import Tool, ToolRevision
+from catalog.models import Server, Tool, ToolRevision
 from catalog.services.phrases import tool_curate
 from governance.constants import SCOPE_APPROVE, SCOPE_DISCOVER, SERVER_SCOPE_PREFIX
 from governance.models import Agent, ApiToken, ApprovalRequest, AuditEvent, Tenant
 from governance.principals import Principal
-from governance.selectors import ToolNotFound, audit_events_visible_to
+from governance.selectors import ToolNotFound, audit_events_visible_to, servers_shaped_by
 from governance.services.approvals import ApprovalError, approval_decide
 from governance.services.tokens import api_token_create, api_token_revoke, scopes_validate
 
@@ -105,6 +105,9 @@ class ToolCuration(generics.GenericAPIView):
     )
     def patch(self, request: Request, tool_id: str) -> Response:
         tool = visible_tool(request, tool_id)
+        if not Server.objects.filter(servers_shaped_by(user=request.user), pk=tool.server_id).exists():
+            # Every tenant ranks a shared server's tools: their curation is a superuser's (shared_shaped_by).
+            raise PermissionDenied("A shared server's tools are curated by a superuser: every tenant searches them.")
         data = CurationSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         fields = dict(data.validated_data)

@@ -47,6 +47,7 @@ from .tenants import (
     server_fields_locked,
     server_tenant_id,
     server_tenant_q,
+    shared_shaped_by,
     tenant_q,
 )
 from .tools import (
@@ -54,6 +55,7 @@ from .tools import (
     VISIBLE_SERVER_STATUSES,
     Permission,
     ToolNotFound,
+    servers_shaped_by,
     servers_visible_to_operator,
     tool_get_for_principal,
     tool_pks_visible_to,
@@ -84,7 +86,9 @@ __all__ = [
     "server_fields_locked",
     "server_tenant_id",
     "server_tenant_q",
+    "servers_shaped_by",
     "servers_visible_to_operator",
+    "shared_shaped_by",
     "tenant_q",
     "tool_get_for_principal",
     "tool_pks_visible_to",

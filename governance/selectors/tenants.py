@@ -47,18 +47,38 @@ def install_wide_visible_to(*, user: AbstractBaseUser) -> bool:
 # credentials), and those that say where a server's calls, with the credentials it names, go.
 INSTALL_ENVIRONMENT_FIELDS = ("command", "args", "env_vars", "header_env", "openapi_credentials")
 CONNECTION_TARGET_FIELDS = ("transport", "url", "base_url", "openapi_url")
+# Every server field an operator sets (admin form and REST): what a shared server's callers read, rank by and reach.
+SERVER_FIELDS = (
+    "name",
+    "description",
+    "category",
+    "environment",
+    "status",
+    "openapi_upload",
+    "openapi_document",
+    *CONNECTION_TARGET_FIELDS,
+    *INSTALL_ENVIRONMENT_FIELDS,
+)
+
+
+def shared_shaped_by(*, user: AbstractBaseUser) -> bool:
+    """Whether ``user`` may create or change what every tenant shares (a shared server, its tools' curation): only
+    someone who may act for every tenant (``install_wide_visible_to``: a superuser, or anyone while the install has
+    no tenants). Otherwise tenant A's operator or curator would shape tenant B's ranking, or lure B's agents to an
+    upstream of A's choosing, through a server B cannot tell apart from any other shared one."""
+    return install_wide_visible_to(user=user)
 
 
 def server_fields_locked(*, user: AbstractBaseUser, server: Server | None) -> frozenset[str]:
     """The fields of ``server`` (None: a new one) that ``user`` may not set. Once an install has tenants, only a
     superuser names environment variables and commands: the gateway's processes serve every tenant and hold every
     tenant's credentials and Scout's own secrets, so a variable named by tenant A's operator could be any of them
-    (sent to a URL of theirs), and a command runs beside them all (T14). For the same reason a shared server's
-    connection is not a tenant operator's to move: its credentials would follow it. Nothing is locked for a
-    superuser, nor in an install without tenants (whose operators configure it, as before tenants)."""
-    if install_wide_visible_to(user=user):
+    (sent to a URL of theirs), and a command runs beside them all (T14). A shared server is every tenant's: none of
+    its fields is a tenant operator's to set (``shared_shaped_by``), not its connection (its credentials would
+    follow it), nor its name, description or OpenAPI document (every tenant's ranking), nor its status. Nothing is
+    locked for a superuser, nor in an install without tenants (whose operators configure it, as before tenants)."""
+    if shared_shaped_by(user=user):
         return frozenset()
-    locked = set(INSTALL_ENVIRONMENT_FIELDS)
     if server is not None and server.pk is not None and server_tenant_id(server) is None:
-        locked.update(CONNECTION_TARGET_FIELDS)
-    return frozenset(locked)
+        return frozenset(SERVER_FIELDS)
+    return frozenset(INSTALL_ENVIRONMENT_FIELDS)

@@ -15,7 +15,7 @@ from ..cache import visibility_version
 from ..constants import SCOPE_DISCOVER, SCOPE_EXECUTE, VISIBILITY_CACHE_TTL_SECONDS
 from ..principals import Principal, principal_for_user
 from .grants import _agent_grant_q, _grant_q, _missing_entitlements
-from .tenants import server_tenant_q
+from .tenants import server_tenant_q, shared_shaped_by
 
 Permission = Literal["discover", "execute"]
 # Tools of servers in these states can be seen and called.
@@ -163,3 +163,12 @@ def servers_visible_to_operator(*, user: AbstractBaseUser) -> Q:
     if getattr(user, "is_superuser", False):
         return Q()
     return server_tenant_q(principal_for_user(user))
+
+
+def servers_shaped_by(*, user: AbstractBaseUser) -> Q:
+    """Servers whose tools' curation ``user`` may change: those they manage (``servers_visible_to_operator``) less
+    the shared ones unless they may shape what every tenant shares (``shared_shaped_by``). A filter on Server."""
+    managed = servers_visible_to_operator(user=user)
+    if shared_shaped_by(user=user):
+        return managed
+    return managed & Q(tenancy__tenant__isnull=False)

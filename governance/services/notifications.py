@@ -13,6 +13,7 @@ import hmac
 import json
 import logging
 import os
+import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -132,9 +133,12 @@ def approval_payload(*, request: ApprovalRequest) -> dict:
     }
 
 
-def webhook_signature(*, body: bytes, secret: str) -> str:
-    """``sha256=<hex HMAC-SHA256 of the raw body>``, as the receiver recomputes it."""
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+def webhook_signature(*, body: bytes, secret: str, timestamp: int) -> str:
+    """``t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">``, as the receiver recomputes it. The timestamp
+    is signed with the body, so a captured call verifies only within the receiver's tolerance (README: 5 minutes)
+    and cannot be replayed later; each attempt, retries too, is signed when it is sent."""
+    signed = f"{timestamp}.".encode() + body
+    return f"t={timestamp},v1=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
 
 
 def approval_notify(*, request_pk: int, attempt: int = 1) -> dict:
@@ -232,7 +236,7 @@ def _notify_by_webhook(request: ApprovalRequest, payload: dict, webhook: Approva
     body = json.dumps(payload, sort_keys=True).encode()
     headers = {"Content-Type": "application/json"}
     if webhook.secret:
-        headers[SIGNATURE_HEADER] = webhook_signature(body=body, secret=webhook.secret)
+        headers[SIGNATURE_HEADER] = webhook_signature(body=body, secret=webhook.secret, timestamp=int(time.time()))
     try:
         response = httpx.post(webhook.url, content=body, headers=headers, timeout=WEBHOOK_TIMEOUT_SECONDS)
     except httpx.HTTPError as exc:

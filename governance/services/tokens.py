@@ -80,15 +80,19 @@ def api_token_issue_check(*, user: AbstractBaseUser, scopes: list[str], created_
     """Refuse what a token issued by someone else (``created_by``) for ``user`` may not carry: it is ``user`` to
     the REST API and /mcp, and its raw value is shown to whoever issued it. So the "approve" scope is only on a token
     a person makes for themselves (else an operator issuing one for an approver decides requests, their own too),
-    and only a superuser issues a token for a superuser. Raises ValidationError."""
+    and only a superuser, who may act for anyone already, issues a token for someone else: an operator issuing one
+    for a member would search, call tools and raise approval requests as that member over /mcp. People mint their
+    own. Raises ValidationError."""
     if created_by is None or created_by.pk == user.pk:
         return
     if SCOPE_APPROVE in scopes:
         raise ValidationError(
             {"scopes": "the approve scope is only on a token a person makes for themselves: deciding is their own act"}
         )
-    if user.is_superuser and not created_by.is_superuser:
-        raise ValidationError({"user": "only a superuser issues a token for a superuser"})
+    if not created_by.is_superuser:
+        raise ValidationError(
+            {"user": "only a superuser issues a token for someone else: people make their own (admin or REST tokens/)"}
+        )
 
 
 def api_token_create(

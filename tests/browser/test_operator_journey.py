@@ -146,11 +146,20 @@ def test_operator_registers_grants_syncs_and_releases_a_changed_tool(
     browser.get(f"{gateway.url}/admin/")
     screenshot(browser, "operator-home")
 
-    # A token for another agent: the user picked by autocomplete, the raw token shown once with client configs.
-    browser.get(f"{gateway.url}/admin/governance/apitoken/add/")
-    _autocomplete(browser, "#id_user + .select2 .select2-selection", "gw_member")
-    browser.find_element(By.NAME, "name").send_keys("cursor on alice's laptop")
-    browser.find_element(By.NAME, "_save").click()
+    # A token for another person: only a superuser issues one (the operator would be that person over /mcp).
+    def issue_for_member() -> None:
+        browser.get(f"{gateway.url}/admin/governance/apitoken/add/")
+        _autocomplete(browser, "#id_user + .select2 .select2-selection", "gw_member")
+        browser.find_element(By.NAME, "name").send_keys("cursor on alice's laptop")
+        browser.find_element(By.NAME, "_save").click()
+
+    issue_for_member()
+    assert "only a superuser issues a token for someone else" in browser.find_element(By.ID, "content").text
+    assert not browser.find_elements(By.ID, "raw-token")
+    # The superuser issues it: the user picked by autocomplete, the raw token shown once with client configs.
+    browser.delete_all_cookies()
+    admin_login(browser, gateway.url, "gw_admin", "pw-gw_admin-123")
+    issue_for_member()
     raw = browser.find_element(By.ID, "raw-token").text
     assert raw.startswith("scout_") and f"Bearer {raw}" in browser.find_element(By.ID, "config-1").text
     assert f"{gateway.url}/mcp" in browser.find_element(By.ID, "config-2").text

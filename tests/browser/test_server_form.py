@@ -14,11 +14,13 @@ def _shown(browser, name: str) -> bool:
     return browser.find_element(By.CSS_SELECTOR, f".form-row.field-{name}").is_displayed()
 
 
-def test_only_the_chosen_transports_fields_show(browser, live_server, django_user_model):
+def test_only_the_chosen_transports_fields_show(browser, live_server, django_user_model, settings):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
     from catalog.models import Server
+
+    settings.SCOUT_UPSTREAM_ALLOWED_HOSTS = ["mcp.example.com"]  # the HTTP server registered below
 
     django_user_model.objects.create_superuser(username="root", email=None, password="pw-root-123")
     admin_login(browser, live_server.url, "root", "pw-root-123")

@@ -7,7 +7,7 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.utils import timezone
 
-from governance.models import Agent, ServerUserObjectPermission, ToolUserObjectPermission
+from governance.models import Agent, ApiToken, ServerUserObjectPermission, ToolUserObjectPermission
 from governance.services.tokens import api_token_create
 from tests.governance.factories import ToolFactory
 
@@ -33,9 +33,11 @@ def shared_server(shared_server_tenants):
         Agent.objects.create(user=person, name=f"{person.username} agent")  # in no tenant: shared
     expires = timezone.now() + timedelta(days=1)
     for person in (sam, bob):
-        api_token_create(
-            user=person, name=f"{person.username} laptop", scopes=["discover"], expires_at=expires, created_by=op_b
+        token, _ = api_token_create(
+            user=person, name=f"{person.username} laptop", scopes=["discover"], expires_at=expires
         )
+        # Issued by op_b before only superusers issued tokens for others: such rows remain.
+        ApiToken.objects.filter(pk=token.pk).update(created_by=op_b)
     return server
 
 

@@ -24,7 +24,7 @@ def pet_service() -> Iterator[tuple[Any, PetService]]:
 
 @pytest.fixture
 def admin_client(client, superuser, settings, monkeypatch):
-    settings.SCOUT_OPENAPI_ALLOWED_HOSTS = ["127.0.0.1/32"]
+    settings.SCOUT_UPSTREAM_ALLOWED_HOSTS = ["127.0.0.1/32"]
     monkeypatch.setenv(TOKEN_ENV, "admin-test-token")
     monkeypatch.setenv(KEY_ENV, "admin-test-key")
     client.force_login(superuser)

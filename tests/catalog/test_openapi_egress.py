@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from catalog.openapi.egress import EgressRefused, egress_check
+from catalog.egress import EgressRefused, egress_check
 
 
 def resolves_to(*addresses: str):
@@ -16,9 +16,9 @@ def test_ip_literal_must_be_inside_a_listed_network():
     target = egress_check("http://127.0.0.1:8080/v1", allowed=["127.0.0.1/32"])
     assert str(target.address) == "127.0.0.1"
     assert target.pinned_url == "http://127.0.0.1:8080/v1"
-    with pytest.raises(EgressRefused, match="not in SCOUT_OPENAPI_ALLOWED_HOSTS"):
+    with pytest.raises(EgressRefused, match="not in SCOUT_UPSTREAM_ALLOWED_HOSTS"):
         egress_check("http://127.0.0.2/", allowed=["127.0.0.1/32"])
-    with pytest.raises(EgressRefused, match="not in SCOUT_OPENAPI_ALLOWED_HOSTS"):
+    with pytest.raises(EgressRefused, match="not in SCOUT_UPSTREAM_ALLOWED_HOSTS"):
         egress_check("http://8.8.8.8/", allowed=["api.example.com"])
 
 

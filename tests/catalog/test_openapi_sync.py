@@ -24,7 +24,7 @@ def pet_service() -> Iterator[tuple[Any, PetService]]:
 
 @pytest.fixture
 def service(pet_service, settings, monkeypatch) -> tuple[Any, PetService]:
-    settings.SCOUT_OPENAPI_ALLOWED_HOSTS = ["127.0.0.1/32"]
+    settings.SCOUT_UPSTREAM_ALLOWED_HOSTS = ["127.0.0.1/32"]
     monkeypatch.setenv(TOKEN_ENV, "sync-test-token")
     monkeypatch.setenv(KEY_ENV, "sync-test-key")
     pet_service[1].token = "sync-test-token"
@@ -198,10 +198,10 @@ def test_document_fetched_by_url_under_the_egress_rules(service, make_server, se
     assert [r.raw_path for r in pets.requests] == ["/openapi.json"]
 
     pets.requests.clear()
-    settings.SCOUT_OPENAPI_ALLOWED_HOSTS = ["localhost"]  # a name is not its loopback address
+    settings.SCOUT_UPSTREAM_ALLOWED_HOSTS = ["localhost"]  # a name is not its loopback address
     refused = server_sync(server_pk=server.pk)
     assert refused.status == SyncStatus.FAILED
-    assert "document URL refused: host 127.0.0.1 is not in SCOUT_OPENAPI_ALLOWED_HOSTS" in refused.error
+    assert "document URL refused: host 127.0.0.1 is not in SCOUT_UPSTREAM_ALLOWED_HOSTS" in refused.error
     assert pets.requests == []
     assert server.tools.live().count() == 10
 

@@ -33,7 +33,8 @@ def _form(**extra) -> dict:
 
 
 @pytest.fixture
-def admin(client, superuser):
+def admin(client, superuser, settings):
+    settings.SCOUT_UPSTREAM_ALLOWED_HOSTS = ["mcp.example.com"]  # the HTTP servers' host below
     client.force_login(superuser)
     return client
 

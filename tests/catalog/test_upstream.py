@@ -12,7 +12,7 @@ from catalog.choices import Transport
 from tests.catalog.servers.fixtures import BIN_DIR, SCRIPTED
 from tests.catalog.servers.http_mcp import add, refused_url, serve_http
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(60), pytest.mark.usefixtures("loopback_upstreams")]
 
 
 def connection(**fields: object) -> SimpleNamespace:

@@ -356,6 +356,11 @@ def build_http_upstream() -> Any:
     return upstream.streamable_http_app(stateless_http=False)
 
 
+@pytest.fixture(autouse=True)
+def local_upstreams(loopback_upstreams):
+    """The gateway's tests talk to upstreams on this machine (the session's HTTP servers, the faulty one)."""
+
+
 @pytest.fixture(scope="session")
 def http_upstream() -> Iterator[ThreadedUvicorn]:
     server = ThreadedUvicorn(build_http_upstream()).start()

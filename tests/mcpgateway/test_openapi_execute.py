@@ -41,7 +41,7 @@ def pets(gateway, admin_user, pet_service, other_host, settings, monkeypatch) ->
     from catalog.services.sync import server_sync
 
     live, service = pet_service
-    settings.SCOUT_OPENAPI_ALLOWED_HOSTS = ["127.0.0.1/32"]
+    settings.SCOUT_UPSTREAM_ALLOWED_HOSTS = ["127.0.0.1/32"]
     monkeypatch.setenv(TOKEN_ENV, SECRET_TOKEN)
     monkeypatch.setenv(KEY_ENV, SECRET_KEY)
     service.token = SECRET_TOKEN
@@ -204,7 +204,7 @@ def test_redirect_to_another_host_is_not_followed(gateway, pets):
 
 
 def test_base_url_outside_the_allow_list_sends_nothing(gateway, pets, settings):
-    settings.SCOUT_OPENAPI_ALLOWED_HOSTS = ["10.0.0.0/8"]
+    settings.SCOUT_UPSTREAM_ALLOWED_HOSTS = ["10.0.0.0/8"]
     result = execute(gateway, pets["token"], "pets::listPets", {})
     assert result.is_error and result.structured_content["upstream_failure"] == "config"
     assert pets["service"].calls() == []

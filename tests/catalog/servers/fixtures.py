@@ -81,6 +81,6 @@ def git_repo(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def http_upstream() -> Iterator[RunningServer]:
+def http_upstream(loopback_upstreams) -> Iterator[RunningServer]:
     with serve_http() as running:
         yield running

@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
@@ -54,14 +55,15 @@ class RunningServer:
 
 
 @contextmanager
-def serve_http(server: MCPServer | None = None) -> Iterator[RunningServer]:
-    """Serve ``server`` (a fresh ``build_server()`` by default) until the block ends."""
+def serve_http(server: MCPServer | None = None, **app_options: Any) -> Iterator[RunningServer]:
+    """Serve ``server`` (a fresh ``build_server()`` by default) until the block ends (``app_options`` go to its
+    ``streamable_http_app``)."""
     mcp = server or build_server()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(mcp.streamable_http_app(), log_level="warning", lifespan="on")
+    config = uvicorn.Config(mcp.streamable_http_app(**app_options), log_level="warning", lifespan="on")
     uv = uvicorn.Server(config)
     thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

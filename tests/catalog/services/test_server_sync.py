@@ -16,7 +16,7 @@ from tests.catalog.servers.fixtures import BIN_DIR, good_tool
 from tests.catalog.servers.http_mcp import add as add_fn
 from tests.catalog.servers.http_mcp import greet_v2, refused_url, silent_listener
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(60), pytest.mark.usefixtures("loopback_upstreams")]
 
 TIME_TOOLS = {"get_current_time", "convert_time"}
 GIT_TOOLS = {

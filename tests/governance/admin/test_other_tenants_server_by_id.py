@@ -37,7 +37,7 @@ def world(django_user_model, outsider, monkeypatch):
 
 
 @pytest.fixture
-def listener():
+def listener(loopback_upstreams):
     """A web server of the attacker's: records the headers of every request it gets, answers 404."""
     seen: list[dict[str, str]] = []
 

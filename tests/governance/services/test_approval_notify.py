@@ -4,6 +4,7 @@ signed with HMAC-SHA256, sent after commit from a task (never inside the agent's
 import hashlib
 import hmac
 import json
+import time
 
 import pytest
 from django.contrib.auth.models import Group
@@ -12,6 +13,17 @@ from governance.services.approvals import approval_request_create
 
 pytestmark = pytest.mark.django_db
 SECRET = "webhook-test-secret"
+TOLERANCE_SECONDS = 300  # what the README tells receivers to accept
+
+
+def signed_with(secret: str, headers: dict, body: bytes, *, now: float | None = None) -> bool:
+    """A receiver's check, as the README describes it: ``X-Scout-Signature: t=<unix seconds>,v1=<hex>`` where v1 is
+    HMAC-SHA256 of ``<t>.<raw body>`` with the secret, and t within the tolerance of the receiver's clock."""
+    fields = dict(part.split("=", 1) for part in headers["x-scout-signature"].split(","))
+    signed = f"{fields['t']}.".encode() + body
+    expected = hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
+    fresh = abs((time.time() if now is None else now) - int(fields["t"])) <= TOLERANCE_SECONDS
+    return fresh and hmac.compare_digest(fields["v1"], expected)
 
 
 @pytest.fixture
@@ -48,8 +60,7 @@ def test_the_webhook_gets_signed_json(setup, mutating_tool, settings, receiver, 
     with django_capture_on_commit_callbacks(execute=True):
         request = approval_request_create(principal=setup, tool=mutating_tool, arguments={"name": "x"})
     ((headers, body),) = received
-    expected = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
-    assert hmac.compare_digest(headers["x-scout-signature"], expected)
+    assert signed_with(SECRET, headers, body)
     payload = json.loads(body)
     assert payload["approval_id"] == request.approval_id and payload["risk_class"] == "high"
     assert payload["decide_url"].endswith(f"/admin/governance/approvalrequest/{request.pk}/decide/")
@@ -90,3 +101,22 @@ def test_the_email_says_which_agent_asks_only_when_there_is_one(
     with_agent, without_agent = mailoutbox
     assert "member via triage-agent asks to call github::delete_repo" in with_agent.body
     assert "member asks to call github::delete_repo" in without_agent.body
+
+
+def test_a_captured_webhook_call_cannot_be_replayed_later(
+    setup, mutating_tool, settings, receiver, django_capture_on_commit_callbacks
+):
+    """The signature covers a timestamp as well as the body, so a call captured on the way (a proxy log, a leaky
+    receiver) verifies only within the tolerance: replayed later, or with its timestamp moved on, it fails."""
+    url, received = receiver
+    settings.SCOUT_APPROVAL_WEBHOOK_URL, settings.SCOUT_APPROVAL_WEBHOOK_SECRET = url, SECRET
+    before = int(time.time())
+    with django_capture_on_commit_callbacks(execute=True):
+        approval_request_create(principal=setup, tool=mutating_tool, arguments={"name": "x"})
+    ((headers, body),) = received
+    sent_at = int(dict(part.split("=", 1) for part in headers["x-scout-signature"].split(","))["t"])
+    assert before <= sent_at <= int(time.time())
+    assert signed_with(SECRET, headers, body, now=sent_at)
+    assert not signed_with(SECRET, headers, body, now=sent_at + TOLERANCE_SECONDS + 1)  # replayed later
+    moved = {**headers, "x-scout-signature": headers["x-scout-signature"].replace(f"t={sent_at}", f"t={sent_at + 600}")}
+    assert not signed_with(SECRET, moved, body, now=sent_at + 600)  # its timestamp moved on: the HMAC no longer fits

@@ -2,8 +2,6 @@
 values), signed with its own secret, and not to the install-wide one; a tenant without one, and shared requests,
 use the install-wide webhook; a variable that is not set is a recorded, logged failure naming it, never a value."""
 
-import hashlib
-import hmac
 import json
 import logging
 
@@ -15,17 +13,15 @@ from governance.models import NotificationAttempt
 from governance.services.approvals import approval_request_create
 from tests.governance.factories import tenant_token, tenant_with
 
-from .test_approval_notify import setup  # noqa: F401 - fixture: a requester (member, no tenant) and two approvers
+from .test_approval_notify import (
+    setup,  # noqa: F401 - fixture: a requester (member, no tenant) and two approvers
+    signed_with,
+)
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("setup")]
 INSTALL_SECRET = "install-wide-webhook-secret"
 ACME_SECRET = "acme-own-webhook-secret"
 ACME_URL_ENV, ACME_SECRET_ENV = "ACME_APPROVAL_WEBHOOK_URL", "ACME_APPROVAL_WEBHOOK_SECRET"
-
-
-def _signed_with(secret: str, headers: dict, body: bytes) -> bool:
-    expected = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-    return hmac.compare_digest(headers["x-scout-signature"], expected)
 
 
 @pytest.fixture
@@ -58,7 +54,7 @@ def test_a_tenants_request_reaches_only_its_own_webhook_signed_with_its_secret(a
     request = ask(acme_token[2])
     assert install_wide == []
     ((headers, body),) = own
-    assert _signed_with(ACME_SECRET, headers, body)
+    assert signed_with(ACME_SECRET, headers, body)
     payload = json.loads(body)
     assert payload["approval_id"] == request.approval_id and payload["tenant"] == "acme"
     assert NotificationAttempt.objects.get(channel="webhook").outcome == "sent"
@@ -69,7 +65,7 @@ def test_a_tenant_without_its_own_webhook_uses_the_install_wide_one(member, webh
     request = ask(tenant_token(member, "beta")[2])
     assert own == []
     ((headers, body),) = install_wide
-    assert _signed_with(INSTALL_SECRET, headers, body)
+    assert signed_with(INSTALL_SECRET, headers, body)
     assert json.loads(body)["approval_id"] == request.approval_id and json.loads(body)["tenant"] == "beta"
 
 
@@ -79,7 +75,7 @@ def test_a_shared_request_uses_the_install_wide_webhook(setup, acme_token, webho
     request = ask(setup)
     assert own == []
     ((headers, body),) = install_wide
-    assert _signed_with(INSTALL_SECRET, headers, body) and json.loads(body)["approval_id"] == request.approval_id
+    assert signed_with(INSTALL_SECRET, headers, body) and json.loads(body)["approval_id"] == request.approval_id
 
 
 @pytest.mark.parametrize("unset", [ACME_URL_ENV, ACME_SECRET_ENV])

@@ -1,6 +1,8 @@
-"""Where Scout may send requests for an OpenAPI service: the allow-list check and DNS pinning (SSRF defence).
+"""Where Scout may send requests upstream (Streamable HTTP MCP servers and OpenAPI services): the allow-list check
+and DNS pinning (SSRF defence). The one entry point is ``egress_check``, used by ``catalog.upstream`` (connect,
+which sync, test connection and execution all go through) and ``catalog.openapi`` (document fetch, execute).
 
-A URL passes when its host is allowed by ``SCOUT_OPENAPI_ALLOWED_HOSTS`` (a host name, ``*.suffix``, or an IP
+A URL passes when its host is allowed by ``SCOUT_UPSTREAM_ALLOWED_HOSTS`` (a host name, ``*.suffix``, or an IP
 network in CIDR form) and every address it resolves to is either public or inside a listed network: a name on
 the list that resolves to a private, loopback or link-local address is refused unless that network is listed
 too. The request is then sent to the checked address (``EgressTarget.pinned_url``), so a second DNS answer
@@ -79,8 +81,12 @@ def system_resolver(host: str, port: int) -> list[str]:
     return [str(info[4][0]).split("%", 1)[0] for info in infos]
 
 
-def egress_check(url: str, *, allowed: Iterable[str] | None = None, resolver: Resolver | None = None) -> EgressTarget:
-    """Check ``url`` against the allow-list and resolve it. Raises EgressRefused."""
+def egress_check(
+    url: str, *, allowed: Iterable[str] | None = None, resolver: Resolver | None = None, resolve: bool = True
+) -> EgressTarget | None:
+    """Check ``url`` against the allow-list and resolve it (connect to ``pinned_url``). Raises EgressRefused.
+    ``resolve=False`` checks the host only and returns None for a name (at registration: DNS is asked, and may
+    answer differently, when Scout connects)."""
     try:
         parts = urlsplit(url)
         host = (parts.hostname or "").lower().rstrip(".")
@@ -89,17 +95,19 @@ def egress_check(url: str, *, allowed: Iterable[str] | None = None, resolver: Re
         raise EgressRefused(f"not a valid URL ({exc})") from exc
     if parts.scheme not in ("http", "https") or not host:
         raise EgressRefused("only http:// and https:// URLs with a host can be requested")
-    names, networks = _allow_list(settings.SCOUT_OPENAPI_ALLOWED_HOSTS if allowed is None else allowed)
+    names, networks = _allow_list(settings.SCOUT_UPSTREAM_ALLOWED_HOSTS if allowed is None else allowed)
     try:
         literal: IPAddress | None = _plain(ipaddress.ip_address(host))
     except ValueError:
         literal = None
     if literal is not None:
         if not any(literal in network for network in networks):
-            raise EgressRefused(f"host {host} is not in SCOUT_OPENAPI_ALLOWED_HOSTS")
+            raise EgressRefused(f"host {host} is not in SCOUT_UPSTREAM_ALLOWED_HOSTS")
         return EgressTarget(url=url, host=host, address=literal)
     if not _name_allowed(host, names):
-        raise EgressRefused(f"host {host} is not in SCOUT_OPENAPI_ALLOWED_HOSTS")
+        raise EgressRefused(f"host {host} is not in SCOUT_UPSTREAM_ALLOWED_HOSTS")
+    if not resolve:
+        return None
     try:
         resolved = [_plain(ipaddress.ip_address(a)) for a in (resolver or system_resolver)(host, port)]
     except (OSError, ValueError) as exc:
@@ -111,7 +119,7 @@ def egress_check(url: str, *, allowed: Iterable[str] | None = None, resolver: Re
         if not address.is_global and not any(address in network for network in networks):
             raise EgressRefused(
                 f"host {host} resolves to {address}, a private, loopback or link-local address; "
-                "list its network in SCOUT_OPENAPI_ALLOWED_HOSTS to allow it"
+                "list its network in SCOUT_UPSTREAM_ALLOWED_HOSTS to allow it"
             )
     return EgressTarget(url=url, host=host, address=resolved[0])
 

@@ -1,0 +1,93 @@
+"""Streamable HTTP MCP upstreams go only where SCOUT_UPSTREAM_ALLOWED_HOSTS allows (SSRF), as OpenAPI services do.
+
+An operator could point an HTTP MCP server at 169.254.169.254 (cloud metadata) or an internal host, and Scout's test
+connection, sync and every call reached it. The URL's host is now checked when the server is registered, and its
+resolved address at every connection (test connection, sync, execution all connect through
+``catalog.upstream.open_session``), which is then the address the session talks to: a second DNS answer cannot move
+it (DNS rebinding). Loopback and private addresses pass only when their network is listed (the tests list
+127.0.0.1/32 for their local servers, as OpenAPI's tests do)."""
+
+import httpx
+import pytest
+from django.urls import reverse
+from mcp.server.transport_security import TransportSecuritySettings
+
+from catalog import upstream
+from catalog.choices import SyncStatus
+from catalog.models import Server
+from catalog.services.sync import server_sync
+from tests.catalog.servers.http_mcp import serve_http
+from tests.governance.admin.test_other_tenants_server_by_id import listener  # noqa: F401 - a fixture
+
+pytestmark = pytest.mark.django_db
+METADATA_URL = "http://169.254.169.254/latest/meta-data/"
+
+
+def _form(url: str) -> dict:
+    data = {"slug": "probe", "name": "Probe", "environment": "production", "transport": "http", "url": url}
+    data.update({"command": "", "args": "[]", "env_vars": "[]", "header_env": "{}", "status": "active"})
+    for prefix in ("group_grants", "user_grants", "sync_runs"):
+        data.update({f"{prefix}-TOTAL_FORMS": "0", f"{prefix}-INITIAL_FORMS": "0"})
+    return data
+
+
+def test_an_http_server_at_a_host_not_listed_is_not_registered(client, superuser, settings, live_server):
+    settings.SCOUT_UPSTREAM_ALLOWED_HOSTS = ["mcp.example.com"]
+    client.force_login(superuser)
+    refused = client.post(reverse("admin:catalog_server_add"), _form(METADATA_URL))
+    assert refused.status_code == 200 and "not in SCOUT_UPSTREAM_ALLOWED_HOSTS" in refused.content.decode()
+    from tests.api.conftest import make_token
+
+    settings.SCOUT_API_RATE = "10000/minute"
+    token = make_token(superuser, ["api"])
+    body = {"slug": "probe", "name": "P", "transport": "http", "url": METADATA_URL}
+    response = httpx.post(
+        f"{live_server.url}/api/v1/servers/", json=body, headers={"Authorization": f"Bearer {token}"}, timeout=60
+    )
+    assert response.status_code == 400, response.text
+    assert not Server.objects.filter(slug="probe").exists()
+    assert client.post(reverse("admin:catalog_server_add"), _form("https://mcp.example.com/mcp")).status_code == 302
+
+
+def test_test_connection_and_sync_send_nothing_to_a_host_not_listed(client, superuser, settings, listener):  # noqa: F811
+    url, seen = listener
+    settings.SCOUT_UPSTREAM_ALLOWED_HOSTS = []  # the default: no HTTP upstream is reachable
+    client.force_login(superuser)
+    page = client.post(reverse("admin:catalog_server_test_connection"), _form(url)).content.decode()
+    assert "not in SCOUT_UPSTREAM_ALLOWED_HOSTS" in page
+    settings.SCOUT_UPSTREAM_ALLOWED_HOSTS = ["127.0.0.1/32"]
+    server = Server.objects.create(slug="probe", name="Probe", transport="http", url=url)  # registered while allowed
+    settings.SCOUT_UPSTREAM_ALLOWED_HOSTS = ["mcp.example.com"]  # then no longer
+    run = server_sync(server_pk=server.pk, trigger="test")
+    assert run.status == SyncStatus.FAILED
+    assert "URL refused: host 127.0.0.1 is not in SCOUT_UPSTREAM_ALLOWED_HOSTS" in run.error
+    assert seen == []  # nothing reached the host
+
+
+def test_calls_connect_only_to_a_listed_address_and_a_name_may_not_smuggle_loopback(settings, listener):  # noqa: F811
+    url, seen = listener
+    server = Server(slug="up", transport="http", url=url, header_env={})
+    settings.SCOUT_UPSTREAM_ALLOWED_HOSTS = ["169.254.0.0/16"]
+    with pytest.raises(upstream.UpstreamError, match="not in SCOUT_UPSTREAM_ALLOWED_HOSTS") as refused:
+        upstream.run_async(lambda: upstream.call_tool(server, "add", {"a": 1, "b": 2}, timeout=5))
+    assert refused.value.kind == "config"
+    # A listed name that resolves to a loopback address is refused unless that network is listed too.
+    settings.SCOUT_UPSTREAM_ALLOWED_HOSTS = ["localhost"]
+    server.url = url.replace("127.0.0.1", "localhost")
+    with pytest.raises(upstream.UpstreamError, match="resolves to 127.0.0.1"):
+        upstream.run_async(lambda: upstream.call_tool(server, "add", {"a": 1, "b": 2}, timeout=5))
+    assert seen == []
+
+
+def test_a_session_talks_to_the_address_checked_when_it_connected(settings, monkeypatch):
+    """The session is pinned to the checked address: here the name resolves (for the check) only through Scout's
+    resolver, as if DNS answered once and then changed; were the HTTP client to ask DNS again, it would fail."""
+    from catalog import egress
+
+    settings.SCOUT_UPSTREAM_ALLOWED_HOSTS = ["rebind.test", "127.0.0.0/8"]
+    monkeypatch.setattr(egress, "system_resolver", lambda host, port: ["127.0.0.1"] if host == "rebind.test" else [])
+    anyhost = TransportSecuritySettings(enable_dns_rebinding_protection=False)  # it answers Host: rebind.test too
+    with serve_http(transport_security=anyhost) as running:
+        server = Server(slug="up", transport="http", url=running.url.replace("127.0.0.1", "rebind.test"), header_env={})
+        result = upstream.run_async(lambda: upstream.call_tool(server, "add", {"a": 2, "b": 3}, timeout=10))
+    assert not result.is_error and result.structured_content["result"] == 5
