@@ -5,6 +5,7 @@ findable) are kept apart: a sync writes only the upstream fields, a curator edit
 """
 
 import re
+import secrets
 
 from django.core.exceptions import ValidationError
 from django.db import models
@@ -150,6 +151,11 @@ class Server(models.Model):
     def __str__(self) -> str:
         return self.slug
 
+    def unique_error_message(self, model_class: type[models.Model], unique_check: tuple[str, ...]) -> ValidationError:
+        if unique_check == ("slug",):
+            return ValidationError(slug_unavailable_message(self.slug), code="unique")
+        return super().unique_error_message(model_class, unique_check)
+
     def clean(self) -> None:
         if self.transport == Transport.STDIO and not self.command:
             raise ValidationError({"command": "A stdio server needs a command."})
@@ -162,6 +168,19 @@ class Server(models.Model):
             raise ValidationError({"args": "Arguments must be a JSON array of strings."})
         if not isinstance(self.header_env, dict):
             raise ValidationError({"header_env": "Must be a JSON object of header name -> variable name."})
+
+
+def slug_unavailable_message(slug: str) -> str:
+    """The one answer for a slug some server has, whoever may see that server (slugs are install-wide: tool ids
+    name them). It names no server, and its suggestion has a random suffix, so it says nothing about which other
+    slugs are taken."""
+    base = (slugify(slug) or "server")[:190]
+    suggestion = f"{base}-{secrets.token_hex(2)}"
+    for _ in range(5):
+        if not Server.objects.filter(slug=suggestion).exists():
+            break
+        suggestion = f"{base}-{secrets.token_hex(3)}"
+    return f"This slug is not available: slugs are unique across the whole install. Choose another, e.g. {suggestion!r}."
 
 
 def validate_upstream_url(url: str) -> None:
