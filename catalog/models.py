@@ -89,6 +89,46 @@ def validate_openapi_credentials(value: object) -> None:
                 raise ValidationError(f"credential #{index}: {name!r} is not a header, query or cookie name")
 
 
+# Each transport's own fields (the admin's form adds the OpenAPI document, a form field, to OpenAPI's).
+TRANSPORT_FIELDS = {
+    Transport.STDIO: ("command", "args", "env_vars"),
+    Transport.HTTP: ("url", "header_env"),
+    Transport.OPENAPI: ("base_url", "openapi_url", "openapi_credentials"),
+    Transport.IMPORTED: (),
+}
+# The same with the admin form's own fields for the OpenAPI document (an upload, pasted text).
+FORM_TRANSPORT_FIELDS = {
+    **TRANSPORT_FIELDS,
+    Transport.OPENAPI: (*TRANSPORT_FIELDS[Transport.OPENAPI], "openapi_upload", "openapi_document"),
+}
+
+
+def field_is_empty(value: object) -> bool:
+    return value in (None, "", [], {}) or (isinstance(value, str) and value.isspace())
+
+
+def transport_field_refusal(name: str, transport: str) -> str:
+    """The refusal of a value in ``name``, a field of a transport other than ``transport`` (the server's)."""
+    owner = next(Transport(other) for other, names in FORM_TRANSPORT_FIELDS.items() if name in names)
+    return (
+        f"Only for {owner.label} servers, and this one is {Transport(transport).label}: "
+        "empty this field or choose another transport."
+    )
+
+
+def other_transports_fields(server: "Server") -> list[str]:
+    """The fields of transports other than ``server``'s that hold a value (none for an unknown transport)."""
+    if server.transport not in TRANSPORT_FIELDS:
+        return []
+    return [
+        name
+        for other, names in TRANSPORT_FIELDS.items()
+        if other != server.transport
+        for name in names
+        if not field_is_empty(getattr(server, name))
+    ]
+
+
 class Server(models.Model):
     """An upstream MCP server or OpenAPI service. Its slug namespaces its tools (``slug::tool``).
 
@@ -164,6 +204,9 @@ class Server(models.Model):
         if self.transport == Transport.OPENAPI:
             if not self.base_url:
                 raise ValidationError({"base_url": "An OpenAPI server needs the base URL its requests go to."})
+        other = {name: transport_field_refusal(name, self.transport) for name in other_transports_fields(self)}
+        if other:  # the admin, REST and the services alike: a field that would be kept but never used
+            raise ValidationError(other)
         if not isinstance(self.args, list) or not all(isinstance(a, str) for a in self.args):
             raise ValidationError({"args": "Arguments must be a JSON array of strings."})
         if not isinstance(self.header_env, dict):

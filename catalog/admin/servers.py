@@ -20,7 +20,15 @@ from django.views.decorators.http import require_POST
 
 from catalog import breaker
 from catalog.choices import ServerStatus, SyncStatus, Transport
-from catalog.models import Server, SyncRun, validate_server_slug, validate_upstream_url
+from catalog.models import (
+    FORM_TRANSPORT_FIELDS,
+    Server,
+    SyncRun,
+    field_is_empty,
+    transport_field_refusal,
+    validate_server_slug,
+    validate_upstream_url,
+)
 from catalog.openapi import BINDING_KEY
 from catalog.scope import server_fields_locked
 from catalog.services.openapi_documents import server_openapi_document_get, server_openapi_document_set
@@ -83,13 +91,10 @@ class RecentSyncRunInline(admin.TabularInline):
         return badge(run.status, run.get_status_display())
 
 
-# Each transport's own fields: the form shows only the chosen transport's (server_form.js) and refuses the others'.
-TRANSPORT_FIELDS = {
-    Transport.STDIO: ("command", "args", "env_vars"),
-    Transport.HTTP: ("url", "header_env"),
-    Transport.OPENAPI: ("base_url", "openapi_url", "openapi_upload", "openapi_document", "openapi_credentials"),
-    Transport.IMPORTED: (),
-}
+# Each transport's own fields: the form shows only the chosen transport's (server_form.js); Server.clean refuses the
+# others' (the admin, REST and the services alike), and the form the OpenAPI document's with the same words.
+TRANSPORT_FIELDS = FORM_TRANSPORT_FIELDS
+FORM_ONLY_FIELDS = ("openapi_upload", "openapi_document")
 # A JSON box left empty means none (the script empties the boxes of the transports not chosen).
 JSON_EMPTY = {"args": list, "env_vars": list, "header_env": dict, "openapi_credentials": list}
 
@@ -194,17 +199,12 @@ class ServerForm(forms.ModelForm):
         return cleaned
 
     def _refuse_other_transports_fields(self, cleaned: dict[str, Any], transport: Transport) -> None:
-        for other, names in TRANSPORT_FIELDS.items():
-            if other == transport:
-                continue
-            for name in names:
-                value = cleaned.get(name)
-                if name in self.fields and value not in (None, "", [], {}) and not str(value).isspace():
-                    self.add_error(
-                        name,
-                        f"Only for {other.label} servers, and this one is {transport.label}: "
-                        "empty this field or choose another transport.",
-                    )
+        # The model's fields are refused by Server.clean; the document's fields are the form's own.
+        if transport == Transport.OPENAPI:
+            return
+        for name in FORM_ONLY_FIELDS:
+            if name in self.fields and not field_is_empty(cleaned.get(name)):
+                self.add_error(name, transport_field_refusal(name, transport))
 
 
 @admin.register(Server)
