@@ -27,12 +27,11 @@ from catalog.models import (
     field_is_empty,
     transport_field_refusal,
     validate_server_slug,
-    validate_upstream_url,
 )
 from catalog.openapi import BINDING_KEY
 from catalog.scope import server_fields_locked
 from catalog.services.openapi_documents import server_openapi_document_get, server_openapi_document_set
-from catalog.services.servers import server_archive, server_restore
+from catalog.services.servers import server_archive, server_restore, server_upstream_hosts_check
 from catalog.services.sync import server_openapi_preview
 from catalog.upstream import UpstreamError, list_tools
 
@@ -184,12 +183,14 @@ class ServerForm(forms.ModelForm):
                 self.add_error("openapi_upload", "The document must be UTF-8 text.")
         # A field the admin shows read-only is not in cleaned: the stored value stands.
         transport = cleaned.get("transport", self.instance.transport)
-        url_set = not self.instance.pk or {"url", "transport"} & set(self.changed_data)
-        if transport == Transport.HTTP and "url" in self.fields and cleaned.get("url") and url_set:
-            try:
-                validate_upstream_url(cleaned["url"])
-            except ValidationError as error:
-                self.add_error("url", error)
+        try:  # only the URLs this form sets: a read-only one is the stored value, which stands
+            server_upstream_hosts_check(
+                transport=transport,
+                values=cleaned,
+                changed=[name for name in self.changed_data if name in cleaned] if self.instance.pk else None,
+            )
+        except ValidationError as error:
+            self.add_error(None, error)
         if transport in TRANSPORT_FIELDS:
             self._refuse_other_transports_fields(cleaned, Transport(transport))
         if transport == Transport.OPENAPI and "openapi_document" in self.fields:  # else the stored document stands
