@@ -19,7 +19,7 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
 from catalog import breaker
-from catalog.choices import ServerStatus, SyncStatus, Transport
+from catalog.choices import SERVER_STATUS_HIDES_TOOLS, TOOLS_HIDDEN_SHORT, ServerStatus, SyncStatus, Transport
 from catalog.models import (
     FORM_TRANSPORT_FIELDS,
     Server,
@@ -301,19 +301,32 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
             )
         )
 
-    @admin.display(description="status", ordering="status")
-    def status_badge(self, server: Server) -> str:
-        if server.pk is None:
-            return "—"
+    def _health_badge(self, server: Server) -> str:
         # Not "Active": nobody has contacted it yet. A first sync that failed made it Unavailable: that says so.
         untried = server.last_synced_at is None and server.status == ServerStatus.ACTIVE
         if untried and server.transport != Transport.IMPORTED:
             return badge("never", "Never synced")
         return badge(server.status, server.get_status_display())
 
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, server: Server) -> str:
+        if server.pk is None:
+            return "—"
+        if server.status not in SERVER_STATUS_HIDES_TOOLS:
+            return self._health_badge(server)
+        return format_html(
+            '{}<br><small class="scout-tools-hidden">{}</small>', self._health_badge(server), TOOLS_HIDDEN_SHORT
+        )
+
     @admin.display(description="health now")
     def health(self, server: Server) -> str:
-        return self.status_badge(server)  # the list's status column, beside the status an operator sets
+        # The list's status column, beside the status an operator sets, with what it means for the tools' callers.
+        if server.pk is None:
+            return "—"
+        note = SERVER_STATUS_HIDES_TOOLS.get(server.status)
+        if note is None:
+            return self._health_badge(server)
+        return format_html('{} <span class="scout-tools-hidden">{}</span>', self._health_badge(server), note)
 
     @admin.display(description="calls")
     def breaker_badge(self, server: Server) -> str:
