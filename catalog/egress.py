@@ -96,9 +96,7 @@ def _resolve_within(resolver: Resolver, host: str, port: int) -> list[str]:
         return lookup.result(timeout=timeout)
     except FutureTimeout:
         lookup.cancel()
-        raise EgressRefused(
-            f"host {host} did not resolve within {timeout:g} s (SCOUT_UPSTREAM_DNS_TIMEOUT)"
-        ) from None
+        raise EgressRefused(f"host {host} did not resolve within {timeout:g} s (SCOUT_UPSTREAM_DNS_TIMEOUT)") from None
 
 
 def egress_check(

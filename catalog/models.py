@@ -223,7 +223,9 @@ def slug_unavailable_message(slug: str) -> str:
         if not Server.objects.filter(slug=suggestion).exists():
             break
         suggestion = f"{base}-{secrets.token_hex(3)}"
-    return f"This slug is not available: slugs are unique across the whole install. Choose another, e.g. {suggestion!r}."
+    return (
+        f"This slug is not available: slugs are unique across the whole install. Choose another, e.g. {suggestion!r}."
+    )
 
 
 def validate_upstream_url(url: str) -> None:

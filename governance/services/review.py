@@ -20,8 +20,8 @@ from governance.cache import visibility_invalidate
 from governance.choices import AuditEventType, AuditOutcome, ReviewKind, ReviewStatus
 from governance.models import ToolPolicy, ToolReview
 from governance.principals import principal_for_user
-from governance.selectors import tool_shaped_by
 from governance.sanitize import definition_text, suspicious_markers
+from governance.selectors import tool_shaped_by
 from governance.services.audit import audit_event_build, audit_record, audit_record_many
 from governance.services.policy import (
     SHARED_TOOL_REFUSED,

@@ -13,7 +13,6 @@ from typing import Any
 import anyio
 import pytest
 from django.core.exceptions import ValidationError
-from django.urls import reverse
 
 from catalog import egress, upstream
 from catalog.models import Server, Tool
