@@ -166,6 +166,8 @@ class ServerForm(forms.ModelForm):
         if hasattr(errors, "error_dict"):
             placed: dict[str, list] = {}
             for name, messages in errors.error_dict.items():
+                if name in self.fields and name in self.errors:
+                    continue  # the form refused the value (e.g. its host): not "a URL is needed" on top
                 placed.setdefault(name if name in self.fields else NON_FIELD_ERRORS, []).extend(messages)
             errors = ValidationError(placed)
         super()._update_errors(errors)
