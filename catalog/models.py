@@ -229,7 +229,8 @@ def slug_unavailable_message(slug: str) -> str:
 
 
 def validate_upstream_url(url: str) -> None:
-    """An HTTP MCP server's URL, when it is registered or changed: its host must be in SCOUT_UPSTREAM_ALLOWED_HOSTS
+    """An upstream URL (an HTTP MCP server's, an OpenAPI service's base or document URL), when it is registered or
+    changed (``catalog.services.servers.server_upstream_hosts_check``): its host must be in SCOUT_UPSTREAM_ALLOWED_HOSTS
     (its address is checked again, and pinned, at every connection, ``catalog.upstream``). Not part of
     ``Server.clean``: a server registered before its host left the list stays editable (its grants, say), and
     simply cannot connect. Raises ValidationError."""
