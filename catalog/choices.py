@@ -16,6 +16,17 @@ class ServerStatus(models.TextChoices):
     ARCHIVED = "archived", "Archived"
 
 
+# What a server's status means for its tools' callers: only an Active server's tools reach clients (search, inspect,
+# execute), which operators may not expect of a Degraded one (one failed sync). Shown wherever health is.
+SERVER_STATUS_HIDES_TOOLS = {
+    ServerStatus.DEGRADED: "Its tools are hidden from clients (search, inspect, execute) until a sync succeeds: its "
+    "last sync failed.",
+    ServerStatus.UNAVAILABLE: "Its tools are hidden from clients (search, inspect, execute) until a sync succeeds.",
+    ServerStatus.DISABLED: "Its tools are hidden from clients and it is not synced until it is set back to Active.",
+    ServerStatus.ARCHIVED: "Its tools are hidden from every client; restore it to serve them again.",
+}
+TOOLS_HIDDEN_SHORT = "tools hidden from clients"
+
 # Statuses an operator set: a sync or import never runs against them nor changes them back.
 OPERATOR_STOPPED_STATUSES = (ServerStatus.DISABLED, ServerStatus.ARCHIVED)
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 import ipaddress
 import socket
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
@@ -81,6 +83,22 @@ def system_resolver(host: str, port: int) -> list[str]:
     return [str(info[4][0]).split("%", 1)[0] for info in infos]
 
 
+# getaddrinfo has no timeout of its own: lookups run here and are waited for SCOUT_UPSTREAM_DNS_TIMEOUT seconds. A
+# lookup that hangs keeps its thread until the system resolver gives up, so the pool bounds how many can hang.
+_lookups = ThreadPoolExecutor(max_workers=8, thread_name_prefix="scout-egress-dns")
+
+
+def _resolve_within(resolver: Resolver, host: str, port: int) -> list[str]:
+    """``resolver(host, port)``, refused when it takes longer than SCOUT_UPSTREAM_DNS_TIMEOUT seconds."""
+    timeout = settings.SCOUT_UPSTREAM_DNS_TIMEOUT
+    lookup = _lookups.submit(resolver, host, port)
+    try:
+        return lookup.result(timeout=timeout)
+    except FutureTimeout:
+        lookup.cancel()
+        raise EgressRefused(f"host {host} did not resolve within {timeout:g} s (SCOUT_UPSTREAM_DNS_TIMEOUT)") from None
+
+
 def egress_check(
     url: str, *, allowed: Iterable[str] | None = None, resolver: Resolver | None = None, resolve: bool = True
 ) -> EgressTarget | None:
@@ -109,7 +127,7 @@ def egress_check(
     if not resolve:
         return None
     try:
-        resolved = [_plain(ipaddress.ip_address(a)) for a in (resolver or system_resolver)(host, port)]
+        resolved = [_plain(ipaddress.ip_address(a)) for a in _resolve_within(resolver or system_resolver, host, port)]
     except (OSError, ValueError) as exc:
         raise EgressRefused(f"host {host} does not resolve ({exc})") from exc
     if not resolved:

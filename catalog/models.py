@@ -5,6 +5,7 @@ findable) are kept apart: a sync writes only the upstream fields, a curator edit
 """
 
 import re
+import secrets
 
 from django.core.exceptions import ValidationError
 from django.db import models
@@ -88,6 +89,46 @@ def validate_openapi_credentials(value: object) -> None:
                 raise ValidationError(f"credential #{index}: {name!r} is not a header, query or cookie name")
 
 
+# Each transport's own fields (the admin's form adds the OpenAPI document, a form field, to OpenAPI's).
+TRANSPORT_FIELDS = {
+    Transport.STDIO: ("command", "args", "env_vars"),
+    Transport.HTTP: ("url", "header_env"),
+    Transport.OPENAPI: ("base_url", "openapi_url", "openapi_credentials"),
+    Transport.IMPORTED: (),
+}
+# The same with the admin form's own fields for the OpenAPI document (an upload, pasted text).
+FORM_TRANSPORT_FIELDS = {
+    **TRANSPORT_FIELDS,
+    Transport.OPENAPI: (*TRANSPORT_FIELDS[Transport.OPENAPI], "openapi_upload", "openapi_document"),
+}
+
+
+def field_is_empty(value: object) -> bool:
+    return value in (None, "", [], {}) or (isinstance(value, str) and value.isspace())
+
+
+def transport_field_refusal(name: str, transport: str) -> str:
+    """The refusal of a value in ``name``, a field of a transport other than ``transport`` (the server's)."""
+    owner = next(Transport(other) for other, names in FORM_TRANSPORT_FIELDS.items() if name in names)
+    return (
+        f"Only for {owner.label} servers, and this one is {Transport(transport).label}: "
+        "empty this field or choose another transport."
+    )
+
+
+def other_transports_fields(server: "Server") -> list[str]:
+    """The fields of transports other than ``server``'s that hold a value (none for an unknown transport)."""
+    if server.transport not in TRANSPORT_FIELDS:
+        return []
+    return [
+        name
+        for other, names in TRANSPORT_FIELDS.items()
+        if other != server.transport
+        for name in names
+        if not field_is_empty(getattr(server, name))
+    ]
+
+
 class Server(models.Model):
     """An upstream MCP server or OpenAPI service. Its slug namespaces its tools (``slug::tool``).
 
@@ -150,6 +191,11 @@ class Server(models.Model):
     def __str__(self) -> str:
         return self.slug
 
+    def unique_error_message(self, model_class: type[models.Model], unique_check: tuple[str, ...]) -> ValidationError:
+        if unique_check == ("slug",):
+            return ValidationError(slug_unavailable_message(self.slug), code="unique")
+        return super().unique_error_message(model_class, unique_check)
+
     def clean(self) -> None:
         if self.transport == Transport.STDIO and not self.command:
             raise ValidationError({"command": "A stdio server needs a command."})
@@ -158,14 +204,33 @@ class Server(models.Model):
         if self.transport == Transport.OPENAPI:
             if not self.base_url:
                 raise ValidationError({"base_url": "An OpenAPI server needs the base URL its requests go to."})
+        other = {name: transport_field_refusal(name, self.transport) for name in other_transports_fields(self)}
+        if other:  # the admin, REST and the services alike: a field that would be kept but never used
+            raise ValidationError(other)
         if not isinstance(self.args, list) or not all(isinstance(a, str) for a in self.args):
             raise ValidationError({"args": "Arguments must be a JSON array of strings."})
         if not isinstance(self.header_env, dict):
             raise ValidationError({"header_env": "Must be a JSON object of header name -> variable name."})
 
 
+def slug_unavailable_message(slug: str) -> str:
+    """The one answer for a slug some server has, whoever may see that server (slugs are install-wide: tool ids
+    name them). It names no server, and its suggestion has a random suffix, so it says nothing about which other
+    slugs are taken."""
+    base = (slugify(slug) or "server")[:190]
+    suggestion = f"{base}-{secrets.token_hex(2)}"
+    for _ in range(5):
+        if not Server.objects.filter(slug=suggestion).exists():
+            break
+        suggestion = f"{base}-{secrets.token_hex(3)}"
+    return (
+        f"This slug is not available: slugs are unique across the whole install. Choose another, e.g. {suggestion!r}."
+    )
+
+
 def validate_upstream_url(url: str) -> None:
-    """An HTTP MCP server's URL, when it is registered or changed: its host must be in SCOUT_UPSTREAM_ALLOWED_HOSTS
+    """An upstream URL (an HTTP MCP server's, an OpenAPI service's base or document URL), when it is registered or
+    changed (``catalog.services.servers.server_upstream_hosts_check``): its host must be in SCOUT_UPSTREAM_ALLOWED_HOSTS
     (its address is checked again, and pinned, at every connection, ``catalog.upstream``). Not part of
     ``Server.clean``: a server registered before its host left the list stays editable (its grants, say), and
     simply cannot connect. Raises ValidationError."""

@@ -31,7 +31,8 @@ from django.conf import settings
 
 from catalog.breaker import LEVELS, CircuitBreaker, breaker_for, breaker_forget
 from catalog.choices import Transport
-from catalog.openapi import openapi_call
+from catalog.egress import EgressTarget
+from catalog.openapi import openapi_call, openapi_target
 from catalog.upstream import UpstreamError, UpstreamSession, open_session
 
 from .metrics import UPSTREAM_BREAKER_OPENED, UPSTREAM_BREAKER_REJECTED, UPSTREAM_BREAKER_STATE
@@ -42,6 +43,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 RESTART_BACKOFF_BASE = 0.25  # seconds before the first restart; doubles per consecutive failure
+# An OpenAPI call has no session to pin its address: the address checked for one call serves the server's next calls
+# for this long (each would otherwise pay a DNS lookup), then is looked up again, as after a failure to connect.
+PINNED_ADDRESS_REUSE_SECONDS = 60.0
 # Failures of the server itself, which count towards opening its breaker. Not: "busy" (our own bulkhead),
 # "backoff" (a restart already pending), "config" (the pool is not running), "circuit_open".
 BREAKER_FAILURE_KINDS = frozenset({"timeout", "closed", "refused", "protocol", "error", "not_found", "auth"})
@@ -76,7 +80,16 @@ def _server_fingerprint(server: Server) -> tuple[Any, ...]:
     Environment values are only hashed here, never kept."""
     names = [*(server.env_vars or []), *(server.header_env or {}).values()]
     values = hashlib.sha256("\0".join(f"{n}={os.environ.get(n, '')}" for n in names).encode()).hexdigest()
-    return (server.transport, server.command, tuple(server.args or ()), server.url, str(server.header_env), values)
+    return (
+        server.transport,
+        server.command,
+        tuple(server.args or ()),
+        server.url,
+        str(server.header_env),
+        server.base_url,  # an OpenAPI service's calls go there (and its pinned address is that host's)
+        str(server.openapi_credentials),
+        values,
+    )
 
 
 def capped_result(result: types.CallToolResult, max_bytes: int) -> types.CallToolResult:
@@ -109,6 +122,21 @@ class _Connection:
     failures: int = 0
     retry_at: float = 0.0
     starts: int = 0
+    # An OpenAPI service's checked address, reused by its calls for a while: (allow-list, address, until when).
+    pinned: tuple[tuple[str, ...], EgressTarget, float] | None = None
+
+    def pinned_target(self) -> EgressTarget | None:
+        """The address kept by ``keep_target`` while it is fresh and the allow-list is the one it was checked under."""
+        if self.pinned is None:
+            return None
+        allowed, target, until = self.pinned
+        if time.monotonic() >= until or allowed != tuple(settings.SCOUT_UPSTREAM_ALLOWED_HOSTS):
+            return None
+        return target
+
+    def keep_target(self, target: EgressTarget | None) -> None:
+        until = time.monotonic() + PINNED_ADDRESS_REUSE_SECONDS
+        self.pinned = None if target is None else (tuple(settings.SCOUT_UPSTREAM_ALLOWED_HOSTS), target, until)
 
     def mark_dead(self) -> None:
         if self.closing is not None:
@@ -236,7 +264,7 @@ class UpstreamPool:
             if server.transport == Transport.OPENAPI:
                 if progress is not None:
                     progress.sent = True
-                return await self._call_openapi(server, tool_name, arguments, timeout, tool)
+                return await self._call_openapi(connection, tool_name, arguments, timeout, tool)
             # Starting a cold server is bounded by the connect timeout; the call itself by ``timeout``.
             session = await self._session(connection, time.monotonic() + settings.SCOUT_UPSTREAM_CONNECT_TIMEOUT)
             if progress is not None:
@@ -254,18 +282,31 @@ class UpstreamPool:
             connection.slots.release()
 
     async def _call_openapi(
-        self, server: Server, tool_name: str, arguments: dict[str, Any], timeout: float, tool: Tool | None
+        self, connection: _Connection, tool_name: str, arguments: dict[str, Any], timeout: float, tool: Tool | None
     ) -> types.CallToolResult:
-        """One HTTP request: no session to keep warm, only the bulkhead, the timeout and the output cap."""
+        """One HTTP request: no session to keep warm, only the bulkhead, the timeout, the output cap and the
+        address checked for an earlier call (``_Connection.pinned_target``)."""
+        server = connection.server
         if tool is None:
             from catalog.models import Tool  # noqa: PLC0415 - models load after the app registry
 
             tool = await sync_to_async(Tool.objects.get)(server=server, name=tool_name)
         try:
+            pinned = connection.pinned_target()
+            if pinned is None:
+                pinned = await openapi_target(server)
+                connection.keep_target(pinned)
             result = await openapi_call(
-                server, tool.input_schema, arguments, timeout=timeout, max_bytes=settings.SCOUT_MCP_MAX_OUTPUT_BYTES
+                server,
+                tool.input_schema,
+                arguments,
+                timeout=timeout,
+                max_bytes=settings.SCOUT_MCP_MAX_OUTPUT_BYTES,
+                pinned=pinned,
             )
         except UpstreamError as exc:
+            if exc.kind in ("refused", "timeout"):
+                connection.keep_target(None)  # the address may have moved: look it up again next time
             # Nothing was sent when the request was refused before it left or could not connect.
             outcome = "error" if exc.kind in ("config", "refused") else "unknown"
             raise UpstreamCallError(str(exc), kind=exc.kind, outcome=outcome) from exc

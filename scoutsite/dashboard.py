@@ -21,6 +21,10 @@ from django.urls import path, reverse
 from django.utils import timezone
 
 DASHBOARD_PERMISSION = "catalog.view_server"  # operators (and anyone who may read the server list)
+SERVERS_NOTE = (
+    "Only an Active server's tools reach clients: a Degraded (its last sync failed), Unavailable, Disabled or "
+    "Archived server's tools are hidden from search, inspect and execute."
+)
 MAX_ROWS = 50_000  # rows read per figure: enough for percentiles, bounded for a busy week
 
 
@@ -150,7 +154,11 @@ def dashboard_charts(figures: dict, window: Window) -> list[dict]:
         ("chart-servers", "Servers by status", bool(figures["servers"]),
          "No servers yet. A server registered under Servers → Add shows here with its status."),
     ]  # fmt: skip
-    return [{"id": id, "title": title, "empty": "" if has_data else empty} for id, title, has_data, empty in charts]
+    notes = {"chart-servers": SERVERS_NOTE}
+    return [
+        {"id": id, "title": title, "empty": "" if has_data else empty, "note": notes.get(id, "")}
+        for id, title, has_data, empty in charts
+    ]
 
 
 def _window(request: HttpRequest) -> Window:

@@ -299,6 +299,8 @@ SCOUT_SYNC_DEBOUNCE = env_int("SCOUT_SYNC_DEBOUNCE", 10)
 SCOUT_UPSTREAM_CONNECT_TIMEOUT = env_float("SCOUT_UPSTREAM_CONNECT_TIMEOUT", 20.0)
 SCOUT_UPSTREAM_LIST_TIMEOUT = env_float("SCOUT_UPSTREAM_LIST_TIMEOUT", 30.0)
 SCOUT_UPSTREAM_MAX_PAGES = env_int("SCOUT_UPSTREAM_MAX_PAGES", 500)
+# Seconds a lookup of an upstream host may take before the connection is refused (the system resolver has no limit).
+SCOUT_UPSTREAM_DNS_TIMEOUT = env_float("SCOUT_UPSTREAM_DNS_TIMEOUT", 5.0)
 # A tool definition larger than this (bytes of canonical JSON) is rejected at sync.
 SCOUT_MAX_TOOL_DEFINITION_BYTES = env_int("SCOUT_MAX_TOOL_DEFINITION_BYTES", 256 * 1024)
 # Upstreams Scout sends requests to (Streamable HTTP MCP servers' URLs, OpenAPI base and document URLs): the hosts

@@ -19,12 +19,19 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
 from catalog import breaker
-from catalog.choices import ServerStatus, SyncStatus, Transport
-from catalog.models import Server, SyncRun, validate_server_slug, validate_upstream_url
+from catalog.choices import SERVER_STATUS_HIDES_TOOLS, TOOLS_HIDDEN_SHORT, ServerStatus, SyncStatus, Transport
+from catalog.models import (
+    FORM_TRANSPORT_FIELDS,
+    Server,
+    SyncRun,
+    field_is_empty,
+    transport_field_refusal,
+    validate_server_slug,
+)
 from catalog.openapi import BINDING_KEY
 from catalog.scope import server_fields_locked
 from catalog.services.openapi_documents import server_openapi_document_get, server_openapi_document_set
-from catalog.services.servers import server_archive, server_restore
+from catalog.services.servers import server_archive, server_restore, server_upstream_hosts_check
 from catalog.services.sync import server_openapi_preview
 from catalog.upstream import UpstreamError, list_tools
 
@@ -83,13 +90,10 @@ class RecentSyncRunInline(admin.TabularInline):
         return badge(run.status, run.get_status_display())
 
 
-# Each transport's own fields: the form shows only the chosen transport's (server_form.js) and refuses the others'.
-TRANSPORT_FIELDS = {
-    Transport.STDIO: ("command", "args", "env_vars"),
-    Transport.HTTP: ("url", "header_env"),
-    Transport.OPENAPI: ("base_url", "openapi_url", "openapi_upload", "openapi_document", "openapi_credentials"),
-    Transport.IMPORTED: (),
-}
+# Each transport's own fields: the form shows only the chosen transport's (server_form.js); Server.clean refuses the
+# others' (the admin, REST and the services alike), and the form the OpenAPI document's with the same words.
+TRANSPORT_FIELDS = FORM_TRANSPORT_FIELDS
+FORM_ONLY_FIELDS = ("openapi_upload", "openapi_document")
 # A JSON box left empty means none (the script empties the boxes of the transports not chosen).
 JSON_EMPTY = {"args": list, "env_vars": list, "header_env": dict, "openapi_credentials": list}
 
@@ -162,6 +166,8 @@ class ServerForm(forms.ModelForm):
         if hasattr(errors, "error_dict"):
             placed: dict[str, list] = {}
             for name, messages in errors.error_dict.items():
+                if name in self.fields and name in self.errors:
+                    continue  # the form refused the value (e.g. its host): not "a URL is needed" on top
                 placed.setdefault(name if name in self.fields else NON_FIELD_ERRORS, []).extend(messages)
             errors = ValidationError(placed)
         super()._update_errors(errors)
@@ -179,12 +185,14 @@ class ServerForm(forms.ModelForm):
                 self.add_error("openapi_upload", "The document must be UTF-8 text.")
         # A field the admin shows read-only is not in cleaned: the stored value stands.
         transport = cleaned.get("transport", self.instance.transport)
-        url_set = not self.instance.pk or {"url", "transport"} & set(self.changed_data)
-        if transport == Transport.HTTP and "url" in self.fields and cleaned.get("url") and url_set:
-            try:
-                validate_upstream_url(cleaned["url"])
-            except ValidationError as error:
-                self.add_error("url", error)
+        try:  # only the URLs this form sets: a read-only one is the stored value, which stands
+            server_upstream_hosts_check(
+                transport=transport,
+                values=cleaned,
+                changed=[name for name in self.changed_data if name in cleaned] if self.instance.pk else None,
+            )
+        except ValidationError as error:
+            self.add_error(None, error)
         if transport in TRANSPORT_FIELDS:
             self._refuse_other_transports_fields(cleaned, Transport(transport))
         if transport == Transport.OPENAPI and "openapi_document" in self.fields:  # else the stored document stands
@@ -194,17 +202,12 @@ class ServerForm(forms.ModelForm):
         return cleaned
 
     def _refuse_other_transports_fields(self, cleaned: dict[str, Any], transport: Transport) -> None:
-        for other, names in TRANSPORT_FIELDS.items():
-            if other == transport:
-                continue
-            for name in names:
-                value = cleaned.get(name)
-                if name in self.fields and value not in (None, "", [], {}) and not str(value).isspace():
-                    self.add_error(
-                        name,
-                        f"Only for {other.label} servers, and this one is {transport.label}: "
-                        "empty this field or choose another transport.",
-                    )
+        # The model's fields are refused by Server.clean; the document's fields are the form's own.
+        if transport == Transport.OPENAPI:
+            return
+        for name in FORM_ONLY_FIELDS:
+            if name in self.fields and not field_is_empty(cleaned.get(name)):
+                self.add_error(name, transport_field_refusal(name, transport))
 
 
 @admin.register(Server)
@@ -300,19 +303,32 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
             )
         )
 
-    @admin.display(description="status", ordering="status")
-    def status_badge(self, server: Server) -> str:
-        if server.pk is None:
-            return "—"
+    def _health_badge(self, server: Server) -> str:
         # Not "Active": nobody has contacted it yet. A first sync that failed made it Unavailable: that says so.
         untried = server.last_synced_at is None and server.status == ServerStatus.ACTIVE
         if untried and server.transport != Transport.IMPORTED:
             return badge("never", "Never synced")
         return badge(server.status, server.get_status_display())
 
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, server: Server) -> str:
+        if server.pk is None:
+            return "—"
+        if server.status not in SERVER_STATUS_HIDES_TOOLS:
+            return self._health_badge(server)
+        return format_html(
+            '{}<br><small class="scout-tools-hidden">{}</small>', self._health_badge(server), TOOLS_HIDDEN_SHORT
+        )
+
     @admin.display(description="health now")
     def health(self, server: Server) -> str:
-        return self.status_badge(server)  # the list's status column, beside the status an operator sets
+        # The list's status column, beside the status an operator sets, with what it means for the tools' callers.
+        if server.pk is None:
+            return "—"
+        note = SERVER_STATUS_HIDES_TOOLS.get(server.status)
+        if note is None:
+            return self._health_badge(server)
+        return format_html('{} <span class="scout-tools-hidden">{}</span>', self._health_badge(server), note)
 
     @admin.display(description="calls")
     def breaker_badge(self, server: Server) -> str:

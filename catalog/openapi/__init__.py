@@ -7,7 +7,7 @@ operations with ``openapi_list_tools``, the gateway calls one with ``openapi_cal
 from catalog.egress import EgressRefused, egress_check
 
 from .document import BINDING_KEY, OperationListing, openapi_document_load, openapi_list_tools, openapi_operations
-from .execute import openapi_call
+from .execute import openapi_call, openapi_target
 
 __all__ = [
     "BINDING_KEY",
@@ -18,4 +18,5 @@ __all__ = [
     "openapi_document_load",
     "openapi_list_tools",
     "openapi_operations",
+    "openapi_target",
 ]

@@ -8,6 +8,7 @@ never logged, stored or echoed (a failure names the variable, not its value).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from typing import TYPE_CHECKING, Any
@@ -17,7 +18,7 @@ import anyio
 import httpx
 import mcp_types as types
 
-from catalog.egress import EgressRefused, egress_check
+from catalog.egress import EgressRefused, EgressTarget, egress_check, same_origin
 from catalog.upstream import UpstreamError, safe_url
 
 from .credentials import cookie_header, credentials_for
@@ -147,19 +148,41 @@ def response_result(status: int, content_type: str, body: bytes, *, truncated: b
     return _text_result(text, is_error=False, structured=structured)
 
 
+async def openapi_target(server: Server) -> EgressTarget:
+    """The checked, resolved address of the service's base URL (``egress_check``), for ``openapi_call``'s ``pinned``.
+    Raises UpstreamError "config" when it is refused (nothing sent)."""
+    try:
+        target = await anyio.to_thread.run_sync(egress_check, server.base_url)
+    except EgressRefused as exc:
+        raise _fail(server, f"request refused: {exc}", "config") from exc
+    assert target is not None  # resolved: egress_check returns None only with resolve=False
+    return target
+
+
 async def openapi_call(
-    server: Server, input_schema: dict[str, Any], arguments: dict[str, Any], *, timeout: float, max_bytes: int
+    server: Server,
+    input_schema: dict[str, Any],
+    arguments: dict[str, Any],
+    *,
+    timeout: float,
+    max_bytes: int,
+    pinned: EgressTarget | None = None,
 ) -> types.CallToolResult:
     """Send one operation's request and read at most ``max_bytes`` of the answer.
 
+    ``pinned`` (from ``openapi_target``): the base URL's address checked earlier, used for a request to the same
+    origin instead of looking the host up again; without it, or for another origin, the URL is checked now.
     Raises UpstreamError: kind "config" (egress refused, credentials missing: nothing was sent), "refused"
     (no connection: nothing was sent), "timeout" (may have run upstream), "error" (other HTTP failures).
     """
     request = build_request(server, input_schema, arguments)
-    try:
-        target = await anyio.to_thread.run_sync(egress_check, request["url"])
-    except EgressRefused as exc:
-        raise _fail(server, f"request refused: {exc}", "config") from exc
+    if pinned is not None and same_origin(pinned.url, request["url"]):
+        target = dataclasses.replace(pinned, url=request["url"])
+    else:
+        try:
+            target = await anyio.to_thread.run_sync(egress_check, request["url"])
+        except EgressRefused as exc:
+            raise _fail(server, f"request refused: {exc}", "config") from exc
     request["headers"]["Host"] = target.host_header
     extensions = {"sni_hostname": target.host} if request["url"].startswith("https:") else {}
     limit = max(0, max_bytes - ENVELOPE_BYTES)

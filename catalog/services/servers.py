@@ -1,5 +1,6 @@
 """Server writes for operators: register, edit, archive. Credentials are never stored, only variable names."""
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -23,11 +24,26 @@ EDITABLE_FIELDS = (
 )
 
 
-def _url_check(url: str) -> None:
-    try:
-        validate_upstream_url(url)
-    except ValidationError as error:
-        raise ValidationError({"url": error.messages}) from None
+# Where each transport's requests go: checked against SCOUT_UPSTREAM_ALLOWED_HOSTS when set or changed.
+UPSTREAM_URL_FIELDS = {Transport.HTTP: ("url",), Transport.OPENAPI: ("base_url", "openapi_url")}
+
+
+def server_upstream_hosts_check(*, transport: str, values: Mapping[str, Any], changed: Iterable[str] | None) -> None:
+    """The hosts a server registered or edited would be reached at must be in SCOUT_UPSTREAM_ALLOWED_HOSTS (the admin
+    form, REST and the services alike; the address is checked again, and pinned, at every connection). ``values``
+    holds the server's fields; ``changed`` names those set now (None: a new server, all of them), so a server whose
+    host left the list stays editable (its grants, say) while its URL is not touched. Raises ValidationError by
+    field."""
+    changed = None if changed is None or "transport" in changed else set(changed)
+    errors: dict[str, list[str]] = {}
+    for name in UPSTREAM_URL_FIELDS.get(transport, ()):
+        if values.get(name) and (changed is None or name in changed):
+            try:
+                validate_upstream_url(values[name])
+            except ValidationError as error:
+                errors[name] = error.messages
+    if errors:
+        raise ValidationError(errors)
 
 
 def server_create(*, slug: str, name: str, **fields: Any) -> Server:
@@ -42,8 +58,7 @@ def server_create(*, slug: str, name: str, **fields: Any) -> Server:
     except ValidationError as error:
         raise ValidationError({"slug": error.messages}) from None
     server.full_clean()
-    if server.transport == Transport.HTTP:
-        _url_check(server.url)
+    server_upstream_hosts_check(transport=server.transport, values=vars(server), changed=None)
     server.save()
     return server
 
@@ -58,8 +73,7 @@ def server_update(*, server: Server, **fields: Any) -> Server:
         for name, value in fields.items():
             setattr(server, name, value)
         server.full_clean()
-        if server.transport == Transport.HTTP and {"url", "transport"} & set(fields):
-            _url_check(server.url)
+        server_upstream_hosts_check(transport=server.transport, values=vars(server), changed=fields)
         server.save(update_fields=[*fields, "updated_at"])
     return server
 

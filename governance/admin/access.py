@@ -105,6 +105,9 @@ class _AccessInline(PeopleChoicesMixin, admin.TabularInline):
         return rows_of_groups_for(request, grants)
 
     def get_formset(self, request, obj=None, **kwargs):
+        # The column headers of saved rows (read-only: a grant is never edited) come from these labels, not from the
+        # form fields: "Group may discover", as the section's heading words it, never the model's "Permission".
+        kwargs["labels"] = {"permission": "may", "user": "person", "group": "group", **kwargs.get("labels", {})}
         formset = super().get_formset(request, obj, **kwargs)
         return type(formset.__name__, (formset,), {"actor": request.user, "holder_field": GRANT_MODELS[self.model]})
 

@@ -1,7 +1,7 @@
 """Governance admin: policy."""
 
 from django.contrib import admin, messages
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.urls import reverse
 from django.utils.html import format_html
 
@@ -18,11 +18,17 @@ from ..models import (
     ToolUserObjectPermission,
 )
 from ..principals import principal_for_user
+from ..selectors import tool_shaped_by
 from ..services.audit import audit_record
 from ..services.policy import risk_class_update, tool_policy_classify
 from .common import _pre
 from .people import PeopleChoicesMixin, person_name, rows_of_groups_for, rows_of_people_for, with_person_visible
 from .tenant_scope import TenantScopedMixin
+
+SHARED_TOOL_NOTE = (
+    "This tool's server is shared by every tenant: only a superuser classifies it, since every tenant's calls "
+    "follow its risk class."
+)
 
 
 @admin.register(RiskClass)
@@ -225,6 +231,19 @@ class ToolPolicyAdmin(TenantScopedMixin, StrictLookupsMixin, admin.ModelAdmin[To
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
 
+    def get_fieldsets(self, request, obj=None):
+        fieldsets = super().get_fieldsets(request, obj)
+        if obj is None or tool_shaped_by(user=request.user, tool=obj.tool):
+            return fieldsets
+        [(name, options), *rest] = fieldsets
+        return [(name, {**options, "description": SHARED_TOOL_NOTE}), *rest]
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        # A shared server's tools are classified by a superuser once there are tenants: read-only for the others.
+        if obj is not None and not tool_shaped_by(user=request.user, tool=obj.tool):
+            return False
+        return super().has_change_permission(request, obj)
+
     def save_model(self, request, obj, form, change) -> None:
         data = form.cleaned_data
         try:
@@ -240,6 +259,8 @@ class ToolPolicyAdmin(TenantScopedMixin, StrictLookupsMixin, admin.ModelAdmin[To
             )
         except ValidationError as exc:
             messages.error(request, "; ".join(exc.messages))
+        except PermissionDenied as exc:
+            messages.error(request, str(exc))
 
     def save_related(self, request, form, formsets, change) -> None:
         pass  # entitlements were set by tool_policy_classify

@@ -1,19 +1,24 @@
 """Governance admin: change review."""
 
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from catalog.admin.lookups import StrictLookupsMixin
 
-from ..models import (
-    ToolReview,
-)
+from ..models import ToolReview
+from ..selectors import tool_shaped_by
 from ..services.review import ReviewError, tool_review_accept, tool_review_diff, tool_review_reject
 from .common import _pre
 from .people import person_name, with_person_visible
 from .tenant_scope import TenantScopedMixin
+
+SHARED_TOOL_NOTE = (
+    "This tool's server is shared by every tenant: only a superuser accepts or rejects its changes, which release "
+    "or keep it for every tenant at once."
+)
 
 
 @admin.register(ToolReview)
@@ -73,11 +78,24 @@ class ToolReviewAdmin(TenantScopedMixin, StrictLookupsMixin, admin.ModelAdmin[To
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
 
+    def get_fieldsets(self, request, obj=None):
+        fieldsets = super().get_fieldsets(request, obj)
+        if obj is None or tool_shaped_by(user=request.user, tool=obj.tool):
+            return fieldsets
+        [(name, options), *rest] = fieldsets
+        return [(name, {**options, "description": SHARED_TOOL_NOTE}), *rest]
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        # A shared server's held change is released for every tenant at once: a superuser's once there are tenants.
+        if obj is not None and not tool_shaped_by(user=request.user, tool=obj.tool):
+            return False
+        return super().has_change_permission(request, obj)
+
     def _decide(self, request, queryset, accept: bool, reason: str = "") -> None:
         for review in queryset:
             try:
                 (tool_review_accept if accept else tool_review_reject)(review=review, actor=request.user, reason=reason)
-            except ReviewError as exc:
+            except (ReviewError, PermissionDenied) as exc:
                 messages.error(request, f"{review.tool}: {exc}")
                 continue
             if accept:

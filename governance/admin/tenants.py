@@ -18,7 +18,14 @@ from .people import PeopleChoicesMixin
 WEBHOOK_SECTION_EDIT = (
     "This tenant's approval requests can go to its own webhook instead of the install-wide one. Name the "
     "environment variables holding its URL and signing secret: their values are never stored or shown. Both must "
-    "be set for this web server and for the Celery worker that sends the webhook."
+    "be set where the webhook is sent: the Celery worker's environment when Scout runs one (REDIS_URL), else this "
+    "web server's. Whether each is set is read from this web server's environment only."
+)
+# With a Celery worker the webhook is sent from the worker's environment, which this web server cannot read: its
+# badges say what this process has, and the notification log what the worker found.
+WORKER_SENDS = (
+    "Sent by the Celery worker, from its own environment (a variable not set there is a failed notification naming "
+    "it, under Notifications to approvers). In this web server:"
 )
 WEBHOOK_SECTION_READ = (
     "Where this tenant's approval requests are announced. A superuser names the environment variables (the "
@@ -79,17 +86,21 @@ class TenantAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Tenan
     @admin.display(description="where requests go")
     def approval_webhook(self, tenant: Tenant) -> str:
         """Where its approval requests go, and whether the variables it names are set (never their values)."""
+        worker_sends = not settings.CELERY_TASK_ALWAYS_EAGER  # else this process sends it (tasks run in-process)
         if not tenant.approval_webhook_url_env:
             configured = "configured" if settings.SCOUT_APPROVAL_WEBHOOK_URL else "not configured: e-mail only"
+            if worker_sends:
+                configured += " in this web server; the Celery worker, which sends it, reads its own environment"
             return f"The install-wide webhook, SCOUT_APPROVAL_WEBHOOK_URL ({configured})"
         missing = tenant_webhook_env_missing(tenant=tenant)
         names = [name for name in (tenant.approval_webhook_url_env, tenant.approval_webhook_secret_env) if name]
-        if missing:
+        signed = "signed" if tenant.approval_webhook_secret_env else "unsigned"
+        if worker_sends:
+            outcome = f"This tenant's own webhook, {signed}. {WORKER_SENDS}"
+        elif missing:
             outcome = "Not sent until every variable is set:"
-        elif tenant.approval_webhook_secret_env:
-            outcome = "This tenant's own webhook, signed:"
         else:
-            outcome = "This tenant's own webhook, unsigned:"
+            outcome = f"This tenant's own webhook, {signed}:"
         return format_html(
             "{} {}",
             outcome,

@@ -9,7 +9,7 @@ from django.db.models import F, Q, QuerySet
 
 from catalog.cachesafe import cache_call
 from catalog.choices import ServerStatus
-from catalog.models import Tool
+from catalog.models import Server, Tool
 
 from ..cache import visibility_version
 from ..constants import SCOPE_DISCOVER, SCOPE_EXECUTE, VISIBILITY_CACHE_TTL_SECONDS
@@ -172,3 +172,10 @@ def servers_shaped_by(*, user: AbstractBaseUser) -> Q:
     if shared_shaped_by(user=user):
         return managed
     return managed & Q(tenancy__tenant__isnull=False)
+
+
+def tool_shaped_by(*, user: AbstractBaseUser, tool: Tool) -> bool:
+    """Whether ``user`` may shape ``tool`` as every caller of its server gets it: curate it, classify its risk,
+    accept or reject its held definition changes (``servers_shaped_by``: a shared server's tools are a
+    superuser's once the install has tenants, another tenant's are nobody's but theirs)."""
+    return Server.objects.filter(servers_shaped_by(user=user), pk=tool.server_id).exists()

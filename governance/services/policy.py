@@ -4,7 +4,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -14,8 +14,13 @@ from governance.choices import AuditEventType, AuditOutcome, OperationClass, Rev
 from governance.classification import Classification, classification_derive
 from governance.models import Entitlement, PolicyVersion, RiskClass, ToolPolicy
 from governance.principals import principal_for_user
+from governance.selectors import tool_shaped_by
 
 APPROVAL_FIELDS = ("requires_approval", "requires_approval_for_mutating", "approval_ttl")
+# A tenant's admin asking to classify (or review) a tool of a server every tenant shares.
+SHARED_TOOL_REFUSED = (
+    "A shared server's tools are classified and reviewed by a superuser: every tenant's calls follow the decision."
+)
 
 
 def policy_version_current() -> PolicyVersion:
@@ -170,7 +175,11 @@ def tool_policy_classify(
     required_entitlements: list[Entitlement] | None = None,
 ) -> ToolPolicy:
     """An admin's classification of a tool; it survives syncs. Bumps the policy version when the fields
-    that decide approvals (operation class, risk class) change. Raises ValidationError on bad values."""
+    that decide approvals (operation class, risk class) change. Raises ValidationError on bad values, and
+    PermissionDenied (SHARED_TOOL_REFUSED) when ``actor`` may not shape the tool (``tool_shaped_by``: a shared
+    server's tools are a superuser's once there are tenants, since every tenant's calls follow the class)."""
+    if not tool_shaped_by(user=actor, tool=policy.tool):
+        raise PermissionDenied(SHARED_TOOL_REFUSED)
     if operation_class not in OperationClass.values:
         raise ValidationError({"operation_class": "unknown operation class"})
     if reversibility not in Reversibility.values:

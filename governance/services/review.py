@@ -1,7 +1,8 @@
 """Change review ("rug pull" defence): hold a tool whose accepted definition changed, or whose text looks
 like an injection at first sight, until a curator accepts it.
 
-Errors: ReviewError when a review cannot be decided (already decided, or a newer revision superseded it).
+Errors: ReviewError when a review cannot be decided (already decided, or a newer revision superseded it);
+PermissionDenied when the person deciding may not shape the tool (a shared server's, once there are tenants).
 """
 
 import difflib
@@ -9,6 +10,7 @@ import json
 from collections.abc import Sequence
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
@@ -19,8 +21,10 @@ from governance.choices import AuditEventType, AuditOutcome, ReviewKind, ReviewS
 from governance.models import ToolPolicy, ToolReview
 from governance.principals import principal_for_user
 from governance.sanitize import definition_text, suspicious_markers
+from governance.selectors import tool_shaped_by
 from governance.services.audit import audit_event_build, audit_record, audit_record_many
 from governance.services.policy import (
+    SHARED_TOOL_REFUSED,
     policy_version_current,
     risk_classes_by_name,
     tool_policy_apply_hints,
@@ -171,9 +175,11 @@ def _chunks(pks: list[int]) -> list[list[int]]:
 def _decide(*, review: ToolReview, actor: AbstractBaseUser, reason: str, accept: bool) -> ToolReview:
     with transaction.atomic():
         review = ToolReview.objects.select_for_update().get(pk=review.pk)
+        tool = Tool.objects.select_related("server").get(pk=review.tool_id)
+        if not tool_shaped_by(user=actor, tool=tool):  # a shared tool is released for every tenant at once
+            raise PermissionDenied(SHARED_TOOL_REFUSED)
         if review.status != ReviewStatus.PENDING:
             raise ReviewError(f"this review is already {review.get_status_display().lower()}")
-        tool = Tool.objects.select_related("server").get(pk=review.tool_id)
         if accept and review.definition_hash != tool.definition_hash:
             raise ReviewError("the tool changed again since this review; review the newer revision")
         policy = tool_policy_ensure(tool=tool)
@@ -198,12 +204,14 @@ def _decide(*, review: ToolReview, actor: AbstractBaseUser, reason: str, accept:
 
 def tool_review_accept(*, review: ToolReview, actor: AbstractBaseUser, reason: str = "") -> ToolReview:
     """Accept the reviewed definition: the tool is released (visible again to those granted it).
-    Raises ReviewError if the review is decided already or the tool changed again since."""
+    Raises ReviewError if the review is decided already or the tool changed again since, PermissionDenied if
+    ``actor`` may not shape the tool (``tool_shaped_by``)."""
     return _decide(review=review, actor=actor, reason=reason, accept=True)
 
 
 def tool_review_reject(*, review: ToolReview, actor: AbstractBaseUser, reason: str = "") -> ToolReview:
-    """Reject the reviewed definition: the tool stays held. Raises ReviewError if already decided."""
+    """Reject the reviewed definition: the tool stays held. Raises ReviewError if already decided,
+    PermissionDenied if ``actor`` may not shape the tool (``tool_shaped_by``)."""
     return _decide(review=review, actor=actor, reason=reason, accept=False)
 
 
