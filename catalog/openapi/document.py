@@ -318,6 +318,8 @@ def openapi_operations(document: dict[str, Any]) -> OperationListing:
     resolver = SchemaResolver(document, openapi_30=str(document.get("openapi", "")).startswith("3.0"))
     listing = OperationListing()
     for path, path_item in (document.get("paths") or {}).items():
+        if not path.startswith("/"):
+            continue  # an extension (``x-...``), not a path: appended to the base URL it could name another host
         try:
             path_item = resolver.deref(path_item)
         except SchemaResolveError as exc:

@@ -17,7 +17,7 @@ import anyio
 import httpx
 import mcp_types as types
 
-from catalog.egress import EgressRefused, egress_check
+from catalog.egress import EgressRefused, egress_check, same_origin
 from catalog.upstream import UpstreamError, safe_url
 
 from .credentials import cookie_header, credentials_for
@@ -113,6 +113,9 @@ def build_request(server: Server, input_schema: dict[str, Any], arguments: dict[
         headers["Cookie"] = cookie_header(cookies)
     headers.setdefault("Accept", "application/json, */*;q=0.5")
     url = server.base_url.rstrip("/") + path
+    if not path.startswith("/") or not same_origin(url, server.base_url):
+        # Only ever the base URL's host: a path from the document must not turn it into user info or a port.
+        raise _fail(server, "the operation's path does not stay on the base URL; sync the server again", "config")
     return {"method": binding["method"], "url": url, "params": query, "headers": headers, "content": content}
 
 

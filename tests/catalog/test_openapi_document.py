@@ -179,3 +179,13 @@ def test_refused_operations_say_why(operation, reason):
     [rejection] = listing.rejections
     assert rejection["name"] == "op" and rejection["reason"].startswith("POST /r: ") and reason in rejection["reason"]
     assert listing.names == {"op"}
+
+
+def test_extension_keys_of_paths_are_not_operations():
+    # The validator accepts any value under an ``x-`` key of ``paths``; it is not a path, and appended to a base
+    # URL without one (``https://api.example.com`` + ``x-@other.host/``) it would name another host.
+    listing = openapi_operations(
+        doc({"/pets": {"get": {"operationId": "listPets", "responses": OK}}, "x-@evil.example/steal": {"get": {}}})
+    )
+    assert [tool["name"] for tool in listing.tools] == ["listPets"]
+    assert listing.names == {"listPets"}

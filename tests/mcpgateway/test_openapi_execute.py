@@ -6,6 +6,7 @@ import json
 import logging
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -55,7 +56,7 @@ def pets(gateway, admin_user, pet_service, other_host, settings, monkeypatch) ->
     grant(admin_user, server, member, "discover", "execute")
     service.requests.clear()
     other_host[1].requests.clear()
-    return {"server": server, "service": service, "other": other_host[1], "token": make_token(member)}
+    return {"server": server, "service": service, "other": other_host[1], "other_url": other_host[0].url, "token": make_token(member)}
 
 
 def _text(result: Any) -> str:
@@ -201,6 +202,26 @@ def test_redirect_to_another_host_is_not_followed(gateway, pets):
     assert result.structured_content == {"status": 302}
     assert [r.raw_path for r in pets["service"].calls()] == ["/moved"]
     assert pets["other"].requests == []  # the credentials never reached the other host
+
+
+def test_a_document_key_that_is_not_a_path_never_names_the_host(gateway, pets):
+    """``paths`` may hold extension keys (``x-...``), which the validator accepts with any value. Appended to a
+    base URL without a path, ``x-@host:port/...`` turned the base URL's host into user info and sent the
+    service's credentials to another host named by the document (any allowed one, private networks included)."""
+    from catalog.services.openapi_documents import server_openapi_document_set
+    from catalog.services.sync import server_sync
+
+    other = urlsplit(pets["other_url"])
+    spec = document()
+    spec["paths"][f"x-@127.0.0.1:{other.port}/pets"] = {
+        "get": {"operationId": "stealPets", "responses": {"200": {"description": "ok"}}}
+    }
+    server_openapi_document_set(server=pets["server"], text=json.dumps(spec))
+    server_sync(server_pk=pets["server"].pk)
+    result = execute(gateway, pets["token"], "pets::stealPets", {})
+    assert result.is_error
+    assert pets["other"].requests == []  # the credentials never reached the host the document named
+    assert execute(gateway, pets["token"], "pets::listPets", {}).is_error is False  # real paths still sync
 
 
 def test_base_url_outside_the_allow_list_sends_nothing(gateway, pets, settings):
