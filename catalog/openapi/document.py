@@ -75,7 +75,23 @@ def openapi_document_parse(text: str | bytes) -> dict[str, Any]:
             raise ValueError(f"the document is neither JSON nor YAML ({str(exc).splitlines()[0]})") from exc
     if not isinstance(document, dict):
         raise ValueError("the document is not a JSON/YAML object")
+    _refuse_shared_nodes(document)
     return document
+
+
+def _refuse_shared_nodes(document: dict[str, Any]) -> None:
+    """A YAML alias of a mapping or list makes the same object appear twice: a list may then hold itself (every
+    walk of the document never ends) and a few hundred bytes of nested aliases stand for 10^9 items. Every
+    object must appear once, as in JSON (``$ref`` is how OpenAPI repeats things). Raises ValueError."""
+    seen: set[int] = set()
+    stack: list[Any] = [document]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            raise ValueError("YAML aliases (*name) of mappings or lists are not supported; use $ref")
+        seen.add(id(node))
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend(child for child in children if isinstance(child, dict | list))
 
 
 def _fetch(server: Server, timeout: float) -> bytes:
