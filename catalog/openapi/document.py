@@ -67,12 +67,16 @@ def openapi_document_parse(text: str | bytes) -> dict[str, Any]:
     if isinstance(text, bytes):
         text = text.decode("utf-8-sig", errors="strict")
     try:
-        document = json.loads(text)
-    except ValueError:
         try:
-            document = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ValueError(f"the document is neither JSON nor YAML ({str(exc).splitlines()[0]})") from exc
+            document = json.loads(text)
+        except ValueError:
+            try:
+                document = yaml.safe_load(text)
+            except yaml.YAMLError as exc:
+                raise ValueError(f"the document is neither JSON nor YAML ({str(exc).splitlines()[0]})") from exc
+    except RecursionError:
+        # Both parsers recurse per level: thousands of nested brackets are a hostile document, not a 500.
+        raise ValueError("the document is nested too deeply") from None
     if not isinstance(document, dict):
         raise ValueError("the document is not a JSON/YAML object")
     _refuse_shared_nodes(document)

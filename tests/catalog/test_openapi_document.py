@@ -207,3 +207,9 @@ def test_yaml_aliases_that_repeat_objects_are_refused_when_parsed(text):
 def test_yaml_aliases_of_plain_values_are_kept():
     document = openapi_document_parse(YAML_HEAD + "x-a: &name pets\nx-b: *name\n")
     assert document["x-a"] == document["x-b"] == "pets"
+
+
+@pytest.mark.parametrize("opening", ['{"openapi": "3.0.3", "x-deep": ', "openapi: 3.0.3\nx-deep: "])
+def test_a_document_nested_thousands_deep_is_refused_as_malformed(opening):
+    with pytest.raises(ValueError, match="nested too deeply"):  # was a RecursionError: a 500 in the admin preview
+        openapi_document_parse(opening + "[" * 5000 + "]" * 5000 + ("}" if opening.startswith("{") else ""))
