@@ -21,7 +21,7 @@ from catalog.egress import EgressRefused, egress_check, same_origin
 from catalog.upstream import UpstreamError, safe_url
 
 from .credentials import cookie_header, credentials_for
-from .document import BINDING_KEY
+from .document import BINDING_KEY, IGNORED_HEADERS
 
 if TYPE_CHECKING:
     from catalog.models import Server
@@ -69,10 +69,16 @@ def build_request(server: Server, input_schema: dict[str, Any], arguments: dict[
     headers: dict[str, str] = {}
     cookies: dict[str, str] = {}
     used: set[str] = set()
+    credentials = credentials_for(server)
+    # What Scout sets is never also set by an argument (a binding from an older sync may still name these).
+    scouts = {("header", name.lower()) for name in credentials.headers} | {("query", n) for n, _ in credentials.query}
+    scouts |= {("header", name) for name in IGNORED_HEADERS}
     for parameter in binding["parameters"]:
         name, place = parameter["name"], parameter["in"]
         used.add(name)
         if name not in arguments or arguments[name] is None:
+            continue
+        if (place, name.lower() if place == "header" else name) in scouts:
             continue
         value = arguments[name]
         if place == "query" and isinstance(value, list) and parameter.get("explode", True):
@@ -105,7 +111,6 @@ def build_request(server: Server, input_schema: dict[str, Any], arguments: dict[
         if send:
             content = json.dumps(payload, ensure_ascii=False).encode("utf-8")
             headers["Content-Type"] = body.get("contentType") or "application/json"
-    credentials = credentials_for(server)
     headers.update(credentials.headers)
     query.extend(credentials.query)
     cookies.update(credentials.cookies)
