@@ -98,6 +98,9 @@ def build_request(server: Server, input_schema: dict[str, Any], arguments: dict[
                 raise _fail(server, f"header argument {name!r} contains a line break", "config")
             headers[name] = text
         else:
+            if any(ch in text for ch in ";\r\n\0"):
+                # A ";" would add another cookie (one named like the service's credential, read first).
+                raise _fail(server, f"cookie argument {name!r} contains ';' or a line break", "config")
             cookies[name] = text
     body = binding.get("body")
     content: bytes | None = None

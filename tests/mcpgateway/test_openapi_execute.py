@@ -264,6 +264,16 @@ def test_arguments_never_replace_the_host_or_the_credentials(gateway, pets):
     assert [name for name, _ in request["params"]] == ["api_key"] and request["params"][0][1] == SECRET_KEY
 
 
+def test_a_cookie_argument_cannot_add_another_cookie(gateway, pets):
+    from catalog.openapi.execute import build_request
+    from catalog.upstream import UpstreamError
+
+    schema = {"x-scout-openapi": {"method": "GET", "path": "/pets", "parameters": [{"name": "theme", "in": "cookie"}]}}
+    assert build_request(pets["server"], schema, {"theme": "dark"})["headers"]["Cookie"] == "theme=dark"
+    with pytest.raises(UpstreamError, match="contains ';'"):
+        build_request(pets["server"], schema, {"theme": "dark; session=forged"})
+
+
 def test_base_url_outside_the_allow_list_sends_nothing(gateway, pets, settings):
     settings.SCOUT_UPSTREAM_ALLOWED_HOSTS = ["10.0.0.0/8"]
     result = execute(gateway, pets["token"], "pets::listPets", {})
