@@ -193,8 +193,10 @@ def test_extension_keys_of_paths_are_not_operations():
 
 YAML_HEAD = "openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths: {}\n"
 YAML_LOOP = YAML_HEAD + "x-loop: &loop [*loop]\n"  # a list that holds itself: walking it never ends
-YAML_BOMB = YAML_HEAD + "x-bomb:\n  l0: &l0 [a, a, a, a, a, a, a, a, a, a]\n" + "".join(
-    f"  l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]\n" for i in range(1, 9)
+YAML_BOMB = (
+    YAML_HEAD
+    + "x-bomb:\n  l0: &l0 [a, a, a, a, a, a, a, a, a, a]\n"
+    + "".join(f"  l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]\n" for i in range(1, 9))
 )  # 10^9 items from 600 bytes: validating it took minutes per level more
 
 

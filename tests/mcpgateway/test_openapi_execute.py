@@ -56,7 +56,13 @@ def pets(gateway, admin_user, pet_service, other_host, settings, monkeypatch) ->
     grant(admin_user, server, member, "discover", "execute")
     service.requests.clear()
     other_host[1].requests.clear()
-    return {"server": server, "service": service, "other": other_host[1], "other_url": other_host[0].url, "token": make_token(member)}
+    return {
+        "server": server,
+        "service": service,
+        "other": other_host[1],
+        "other_url": other_host[0].url,
+        "token": make_token(member),
+    }
 
 
 def _text(result: Any) -> str:
