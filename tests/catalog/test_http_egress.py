@@ -134,3 +134,32 @@ def test_a_redirect_from_an_http_server_is_not_followed_to_another_host(
     finally:
         redirector.shutdown()
     assert seen == []
+
+
+@pytest.mark.parametrize(
+    "url", ["http://127.0.0.1:80/mcp", "https://127.0.0.1:443/mcp", "http://[::FFFF:127.0.0.1]/mcp"]
+)
+def test_a_url_spelling_its_default_port_or_an_upper_case_address_still_reaches_its_own_origin(url):
+    """httpx drops a default port and keeps an address's case; the check's origin had the port and lower case, so
+    every request of such a server was refused as going to another origin."""
+    import anyio
+    import httpx2
+
+    from catalog.egress import egress_check
+
+    target = egress_check(url, allowed=["127.0.0.0/8"])
+    reached: list[str] = []
+
+    def far_side(request: httpx2.Request) -> httpx2.Response:
+        reached.append(f"{request.url.host} {request.headers['host']}")
+        return httpx2.Response(200)
+
+    transport = upstream._PinnedTransport(target)
+    transport._inner = httpx2.MockTransport(far_side)  # the wire: what the pinned transport hands on
+
+    async def post() -> int:
+        async with httpx2.AsyncClient(transport=transport) as client:
+            return (await client.post(url, content=b"{}")).status_code
+
+    assert anyio.run(post) == 200
+    assert reached == [f"127.0.0.1 {target.host_header}"]
