@@ -78,6 +78,30 @@ def _plain(address: IPAddress) -> IPAddress:
     return address
 
 
+# IPv6 ranges that carry an IPv4 address a gateway translates to: NAT64's well-known prefix (RFC 6052), and the
+# deprecated IPv4-compatible form; 6to4 (2002::/16) is read by ``ipaddress`` itself. Python calls them global.
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")  # RFC 8215: local use, never treated as public
+_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+
+
+def _embedded(address: IPAddress) -> IPAddress:
+    """The IPv4 address a NAT64, 6to4 or IPv4-compatible address reaches (``address`` itself otherwise)."""
+    if isinstance(address, ipaddress.IPv6Address):
+        if address in _NAT64 or address in _IPV4_COMPATIBLE:
+            return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+        if address.sixtofour is not None:
+            return address.sixtofour
+    return address
+
+
+def _address_allowed(address: IPAddress, networks: list[Network]) -> bool:
+    """Public (judged by the IPv4 address it translates to, if any), or inside a listed network."""
+    reached = _embedded(address)
+    public = reached.is_global and address not in _NAT64_LOCAL
+    return public or any(candidate in network for candidate in (address, reached) for network in networks)
+
+
 def system_resolver(host: str, port: int) -> list[str]:
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     return [str(info[4][0]).split("%", 1)[0] for info in infos]
@@ -134,7 +158,7 @@ def egress_check(
         raise EgressRefused(f"host {host} does not resolve")
     for address in resolved:
         # Every answer must pass: a mix of public and private answers is how DNS rebinding starts.
-        if not address.is_global and not any(address in network for network in networks):
+        if not _address_allowed(address, networks):
             raise EgressRefused(
                 f"host {host} resolves to {address}, a private, loopback or link-local address; "
                 "list its network in SCOUT_UPSTREAM_ALLOWED_HOSTS to allow it"

@@ -115,6 +115,9 @@ def _headers(server: Server) -> dict[str, str]:
     return {header: os.environ[name] for header, name in header_env.items()}
 
 
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
 class _PinnedTransport(httpx2.AsyncBaseTransport):
     """Sends every request of one session to the address ``egress_check`` approved when it connected (``Host`` and
     TLS SNI still name the host), so a second DNS answer cannot move the session elsewhere (DNS rebinding); a
@@ -127,7 +130,9 @@ class _PinnedTransport(httpx2.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         url, origin = request.url, self._origin
-        if (url.scheme, url.host, url.port) != (origin.scheme, self._target.host, origin.port):
+        # httpx drops a default port and keeps an address's case; the checked URL may spell either.
+        asked = (url.scheme, url.host.lower(), url.port or _DEFAULT_PORTS.get(url.scheme))
+        if asked != (origin.scheme, self._target.host, origin.port or _DEFAULT_PORTS.get(origin.scheme)):
             raise httpx2.ConnectError(f"refused: {safe_url(str(url))} is not the server's checked origin")
         request.url = url.copy_with(host=str(self._target.address))
         request.headers["Host"] = self._target.host_header

@@ -12,6 +12,7 @@ import hashlib
 import logging
 import re
 import threading
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -38,8 +39,13 @@ logger = logging.getLogger(__name__)
 MAX_LEARNED_CHARS = 500
 FLUSH_PENDING_KEY = "search:learned-index-flush-pending"
 # Masks for the ``redacted`` mode: e-mail addresses, long opaque tokens (keys, ids, hashes), then digits.
-_EMAIL_RE = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
-_TOKEN_RE = re.compile(r"\b(?=[A-Za-z0-9_\-]*\d)[A-Za-z0-9_\-]{16,}\b|\b[A-Za-z0-9_\-]{32,}\b")
+# Only from the start of a run: tried at every position of a long run without "@" it was quadratic (4 kB: 0.2 s).
+_EMAIL_RE = re.compile(r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+# A run of 16+ characters keys, base64 and JWTs are made of; it is a token unless every piece between its
+# punctuation reads as a word (lower case, Capitalized or camelCase, a short acronym, a number, "python3").
+_TOKEN_RUN_RE = re.compile(r"[A-Za-z0-9_\-+/=.~%]{16,}")
+_LONG_RUN_RE = re.compile(r"[A-Za-z0-9_\-]{32,}")
+_WORD_RE = re.compile(r"[A-Z]?[a-z]{2,}(?:[A-Z][a-z]{2,})*|[A-Za-z]|[A-Z]{2,8}|\d+|[A-Za-z]{1,12}\d{1,4}")
 _DIGIT_RE = re.compile(r"\d")
 
 
@@ -63,10 +69,19 @@ def teacher_key(principal: Principal) -> str:
 
 
 def query_redact(text: str) -> str:
-    """``text`` with e-mail addresses, long tokens and every digit masked (the ``redacted`` log mode)."""
-    text = _EMAIL_RE.sub("<email>", text)
-    text = _TOKEN_RE.sub("<token>", text)
+    """``text`` with e-mail addresses, long tokens and every digit masked (the ``redacted`` log mode). Compatibility
+    forms are folded first (NFKC), so a full-width ``＠`` or a ``①`` is masked as ``@`` and ``1`` are."""
+    text = _EMAIL_RE.sub("<email>", unicodedata.normalize("NFKC", text))
+    text = _TOKEN_RUN_RE.sub(_token_masked, text)
     return _DIGIT_RE.sub("#", text)
+
+
+def _token_masked(run: re.Match[str]) -> str:
+    text = run.group()
+    pieces = [piece for piece in re.split(r"[^A-Za-z0-9]+", text) if piece]
+    if _LONG_RUN_RE.search(text) or not all(_WORD_RE.fullmatch(piece) for piece in pieces):
+        return "<token>"
+    return text
 
 
 def _log_mode() -> str:

@@ -36,8 +36,11 @@ logger = logging.getLogger(__name__)
 BINDING_KEY = "x-scout-openapi"
 HTTP_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 PARAMETER_PLACES = ("path", "query", "header", "cookie")
-# Per OpenAPI, these header parameters are ignored: the request's own machinery sets them.
-IGNORED_HEADERS = frozenset({"accept", "content-type", "authorization"})
+# Per OpenAPI, these header parameters are ignored: the request's own machinery sets them (Scout also sets Host,
+# Cookie and the framing headers; a caller's value beside them would be a second Host or Cookie header).
+IGNORED_HEADERS = frozenset(
+    {"accept", "content-type", "authorization", "host", "cookie", "content-length", "transfer-encoding", "connection"}
+)
 TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 BODY_PROPERTY = "body"
 
@@ -67,15 +70,35 @@ def openapi_document_parse(text: str | bytes) -> dict[str, Any]:
     if isinstance(text, bytes):
         text = text.decode("utf-8-sig", errors="strict")
     try:
-        document = json.loads(text)
-    except ValueError:
         try:
-            document = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ValueError(f"the document is neither JSON nor YAML ({str(exc).splitlines()[0]})") from exc
+            document = json.loads(text)
+        except ValueError:
+            try:
+                document = yaml.safe_load(text)
+            except yaml.YAMLError as exc:
+                raise ValueError(f"the document is neither JSON nor YAML ({str(exc).splitlines()[0]})") from exc
+    except RecursionError:
+        # Both parsers recurse per level: thousands of nested brackets are a hostile document, not a 500.
+        raise ValueError("the document is nested too deeply") from None
     if not isinstance(document, dict):
         raise ValueError("the document is not a JSON/YAML object")
+    _refuse_shared_nodes(document)
     return document
+
+
+def _refuse_shared_nodes(document: dict[str, Any]) -> None:
+    """A YAML alias of a mapping or list makes the same object appear twice: a list may then hold itself (every
+    walk of the document never ends) and a few hundred bytes of nested aliases stand for 10^9 items. Every
+    object must appear once, as in JSON (``$ref`` is how OpenAPI repeats things). Raises ValueError."""
+    seen: set[int] = set()
+    stack: list[Any] = [document]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            raise ValueError("YAML aliases (*name) of mappings or lists are not supported; use $ref")
+        seen.add(id(node))
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend(child for child in children if isinstance(child, dict | list))
 
 
 def _fetch(server: Server, timeout: float) -> bytes:
@@ -318,6 +341,8 @@ def openapi_operations(document: dict[str, Any]) -> OperationListing:
     resolver = SchemaResolver(document, openapi_30=str(document.get("openapi", "")).startswith("3.0"))
     listing = OperationListing()
     for path, path_item in (document.get("paths") or {}).items():
+        if not path.startswith("/"):
+            continue  # an extension (``x-...``), not a path: appended to the base URL it could name another host
         try:
             path_item = resolver.deref(path_item)
         except SchemaResolveError as exc:

@@ -22,7 +22,7 @@ from catalog.egress import EgressRefused, EgressTarget, egress_check, same_origi
 from catalog.upstream import UpstreamError, safe_url
 
 from .credentials import cookie_header, credentials_for
-from .document import BINDING_KEY
+from .document import BINDING_KEY, IGNORED_HEADERS
 
 if TYPE_CHECKING:
     from catalog.models import Server
@@ -70,10 +70,16 @@ def build_request(server: Server, input_schema: dict[str, Any], arguments: dict[
     headers: dict[str, str] = {}
     cookies: dict[str, str] = {}
     used: set[str] = set()
+    credentials = credentials_for(server)
+    # What Scout sets is never also set by an argument (a binding from an older sync may still name these).
+    scouts = {("header", name.lower()) for name in credentials.headers} | {("query", n) for n, _ in credentials.query}
+    scouts |= {("header", name) for name in IGNORED_HEADERS}
     for parameter in binding["parameters"]:
         name, place = parameter["name"], parameter["in"]
         used.add(name)
         if name not in arguments or arguments[name] is None:
+            continue
+        if (place, name.lower() if place == "header" else name) in scouts:
             continue
         value = arguments[name]
         if place == "query" and isinstance(value, list) and parameter.get("explode", True):
@@ -93,6 +99,9 @@ def build_request(server: Server, input_schema: dict[str, Any], arguments: dict[
                 raise _fail(server, f"header argument {name!r} contains a line break", "config")
             headers[name] = text
         else:
+            if any(ch in text for ch in ";\r\n\0"):
+                # A ";" would add another cookie (one named like the service's credential, read first).
+                raise _fail(server, f"cookie argument {name!r} contains ';' or a line break", "config")
             cookies[name] = text
     body = binding.get("body")
     content: bytes | None = None
@@ -106,7 +115,6 @@ def build_request(server: Server, input_schema: dict[str, Any], arguments: dict[
         if send:
             content = json.dumps(payload, ensure_ascii=False).encode("utf-8")
             headers["Content-Type"] = body.get("contentType") or "application/json"
-    credentials = credentials_for(server)
     headers.update(credentials.headers)
     query.extend(credentials.query)
     cookies.update(credentials.cookies)
@@ -114,6 +122,9 @@ def build_request(server: Server, input_schema: dict[str, Any], arguments: dict[
         headers["Cookie"] = cookie_header(cookies)
     headers.setdefault("Accept", "application/json, */*;q=0.5")
     url = server.base_url.rstrip("/") + path
+    if not path.startswith("/") or not same_origin(url, server.base_url):
+        # Only ever the base URL's host: a path from the document must not turn it into user info or a port.
+        raise _fail(server, "the operation's path does not stay on the base URL; sync the server again", "config")
     return {"method": binding["method"], "url": url, "params": query, "headers": headers, "content": content}
 
 

@@ -216,6 +216,7 @@ class Recorded:
     query: str
     headers: dict[str, str]
     body: bytes
+    raw_headers: list[tuple[str, str]] = field(default_factory=list)  # every header as sent, repeats kept
 
     def json(self) -> Any:
         return json.loads(self.body)
@@ -248,6 +249,7 @@ class PetService:
                     query=request.scope["query_string"].decode("latin-1"),
                     headers={k.lower(): v for k, v in request.headers.items()},
                     body=await request.body(),
+                    raw_headers=[(k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in request.headers.raw],
                 )
             )
             if request.url.path != "/openapi.json" and request.headers.get("authorization") != f"Bearer {self.token}":

@@ -91,3 +91,75 @@ def test_a_session_talks_to_the_address_checked_when_it_connected(settings, monk
         server = Server(slug="up", transport="http", url=running.url.replace("127.0.0.1", "rebind.test"), header_env={})
         result = upstream.run_async(lambda: upstream.call_tool(server, "add", {"a": 2, "b": 3}, timeout=10))
     assert not result.is_error and result.structured_content["result"] == 5
+
+
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+def test_a_redirect_from_an_http_server_is_not_followed_to_another_host(
+    settings,
+    monkeypatch,
+    listener,  # noqa: F811
+    status,
+):
+    """The upstream answers with a redirect to another origin (same listed address, another port): nothing is sent
+    there and the call fails (the server's headers, its credentials, stay home). The MCP SDK follows only redirects
+    within the origin today; here it follows any, so what is tested is Scout's own pinned transport."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    import mcp.shared._httpx_utils as sdk_http
+
+    monkeypatch.setattr(sdk_http, "next_request_within_origin", lambda response: response.next_request)
+    elsewhere, seen = listener
+
+    class Redirect(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's name
+            self.send_response(status)
+            self.send_header("Location", elsewhere)  # another origin: same address, another port
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_GET = do_POST  # noqa: N815
+
+        def log_message(self, *args):
+            pass
+
+    redirector = ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+    threading.Thread(target=redirector.serve_forever, daemon=True).start()
+    try:
+        settings.SCOUT_UPSTREAM_ALLOWED_HOSTS = ["127.0.0.0/8"]
+        url = f"http://127.0.0.1:{redirector.server_address[1]}/mcp"
+        server = Server(slug="up", transport="http", url=url, header_env={})
+        with pytest.raises(upstream.UpstreamError):
+            upstream.run_async(lambda: upstream.call_tool(server, "add", {"a": 1, "b": 2}, timeout=5))
+    finally:
+        redirector.shutdown()
+    assert seen == []
+
+
+@pytest.mark.parametrize(
+    "url", ["http://127.0.0.1:80/mcp", "https://127.0.0.1:443/mcp", "http://[::FFFF:127.0.0.1]/mcp"]
+)
+def test_a_url_spelling_its_default_port_or_an_upper_case_address_still_reaches_its_own_origin(url):
+    """httpx drops a default port and keeps an address's case; the check's origin had the port and lower case, so
+    every request of such a server was refused as going to another origin."""
+    import anyio
+    import httpx2
+
+    from catalog.egress import egress_check
+
+    target = egress_check(url, allowed=["127.0.0.0/8"])
+    reached: list[str] = []
+
+    def far_side(request: httpx2.Request) -> httpx2.Response:
+        reached.append(f"{request.url.host} {request.headers['host']}")
+        return httpx2.Response(200)
+
+    transport = upstream._PinnedTransport(target)
+    transport._inner = httpx2.MockTransport(far_side)  # the wire: what the pinned transport hands on
+
+    async def post() -> int:
+        async with httpx2.AsyncClient(transport=transport) as client:
+            return (await client.post(url, content=b"{}")).status_code
+
+    assert anyio.run(post) == 200
+    assert reached == [f"127.0.0.1 {target.host_header}"]

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from catalog.openapi.document import fallback_name, openapi_operations, tool_name
+from catalog.openapi.document import fallback_name, openapi_document_parse, openapi_operations, tool_name
 
 OK = {"200": {"description": "ok"}}
 
@@ -179,3 +179,39 @@ def test_refused_operations_say_why(operation, reason):
     [rejection] = listing.rejections
     assert rejection["name"] == "op" and rejection["reason"].startswith("POST /r: ") and reason in rejection["reason"]
     assert listing.names == {"op"}
+
+
+def test_extension_keys_of_paths_are_not_operations():
+    # The validator accepts any value under an ``x-`` key of ``paths``; it is not a path, and appended to a base
+    # URL without one (``https://api.example.com`` + ``x-@other.host/``) it would name another host.
+    listing = openapi_operations(
+        doc({"/pets": {"get": {"operationId": "listPets", "responses": OK}}, "x-@evil.example/steal": {"get": {}}})
+    )
+    assert [tool["name"] for tool in listing.tools] == ["listPets"]
+    assert listing.names == {"listPets"}
+
+
+YAML_HEAD = "openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths: {}\n"
+YAML_LOOP = YAML_HEAD + "x-loop: &loop [*loop]\n"  # a list that holds itself: walking it never ends
+YAML_BOMB = (
+    YAML_HEAD
+    + "x-bomb:\n  l0: &l0 [a, a, a, a, a, a, a, a, a, a]\n"
+    + "".join(f"  l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]\n" for i in range(1, 9))
+)  # 10^9 items from 600 bytes: validating it took minutes per level more
+
+
+@pytest.mark.parametrize("text", [YAML_LOOP, YAML_BOMB], ids=["loop", "bomb"])
+def test_yaml_aliases_that_repeat_objects_are_refused_when_parsed(text):
+    with pytest.raises(ValueError, match="YAML aliases"):
+        openapi_document_parse(text)
+
+
+def test_yaml_aliases_of_plain_values_are_kept():
+    document = openapi_document_parse(YAML_HEAD + "x-a: &name pets\nx-b: *name\n")
+    assert document["x-a"] == document["x-b"] == "pets"
+
+
+@pytest.mark.parametrize("opening", ['{"openapi": "3.0.3", "x-deep": ', "openapi: 3.0.3\nx-deep: "])
+def test_a_document_nested_thousands_deep_is_refused_as_malformed(opening):
+    with pytest.raises(ValueError, match="nested too deeply"):  # was a RecursionError: a 500 in the admin preview
+        openapi_document_parse(opening + "[" * 5000 + "]" * 5000 + ("}" if opening.startswith("{") else ""))

@@ -55,3 +55,26 @@ def test_a_mixed_answer_is_refused():
 def test_only_http_urls_with_a_host(url):
     with pytest.raises(EgressRefused, match="only http"):
         egress_check(url, allowed=["api.example.com", "0.0.0.0/0"])
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "64:ff9b::a9fe:a9fe",  # NAT64 (RFC 6052) of 169.254.169.254: a NAT64 gateway connects there
+        "64:ff9b::a00:5",  # NAT64 of 10.0.0.5
+        "64:ff9b:1::a00:5",  # the local-use NAT64 prefix (RFC 8215): where it embeds the address is local
+        "2002:a00:5::1",  # 6to4 of 10.0.0.5
+        "::a00:5",  # IPv4-compatible (deprecated) 10.0.0.5
+    ],
+)
+def test_a_name_resolving_to_a_translated_private_address_is_refused(answer):
+    # Python's ipaddress calls these ranges global; what decides is the IPv4 address a gateway translates to.
+    with pytest.raises(EgressRefused, match="private, loopback or link-local"):
+        egress_check("https://api.example.com/", allowed=["api.example.com"], resolver=resolves_to(answer))
+
+
+def test_a_translated_public_address_passes():
+    target = egress_check(
+        "https://api.example.com/", allowed=["api.example.com"], resolver=resolves_to("64:ff9b::5db8:d70e")
+    )
+    assert target.pinned_url == "https://[64:ff9b::5db8:d70e]/"  # connected as resolved, judged as 93.184.215.14

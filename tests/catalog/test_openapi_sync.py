@@ -164,6 +164,14 @@ def test_changed_document_gives_revisions_and_holds_the_changed_tool(service, ma
             json.dumps({"openapi": "3.0.3", "info": {"title": "x", "version": "1"}, "paths": {"/a": {"get": {}}}}),
             "responses",
         ),
+        # A list holding itself (the walk never ended: a web worker pinned by the admin's preview) and a 600-byte
+        # alias bomb (10^9 items).
+        ("openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths: {}\nx-loop: &a [*a]\n", "YAML aliases"),
+        (
+            "openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths: {}\nx-bomb:\n  l0: &l0 [a, a, a, a, a, a, a, a]\n"
+            + "".join(f"  l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 8)}]\n" for i in range(1, 10)),
+            "YAML aliases",
+        ),
     ],
 )
 def test_malformed_document_fails_the_run_and_keeps_the_catalog(service, make_server, text, expected):

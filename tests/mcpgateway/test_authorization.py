@@ -212,3 +212,28 @@ def test_executing_an_unknown_or_hidden_tool_writes_one_identical_denied_audit_e
     _execute_bytes(gateway, people["member"], HIDDEN)
     both = denied_events()
     assert len(both) == 2 and both[1] == both[0]  # a hidden tool's event looks exactly like an unknown one's
+
+
+@pytest.mark.parametrize("retired", ["tool removed", "tool disabled", "server archived", "tool held"])
+def test_a_retired_tool_the_caller_was_granted_answers_exactly_like_a_nonexistent_one(gateway, people, retired):
+    from django.utils import timezone
+
+    from catalog.models import Tool
+
+    granted = "calc::add"
+    assert not _execute_bytes(gateway, people["member"], granted)[1].count(UNKNOWN_TOOL_MESSAGE.encode())
+    tool = Tool.objects.get(tool_id=granted)
+    if retired == "tool removed":
+        Tool.objects.filter(pk=tool.pk).update(removed_at=timezone.now())
+    elif retired == "tool disabled":
+        Tool.objects.filter(pk=tool.pk).update(enabled=False)
+    elif retired == "server archived":
+        type(tool.server).objects.filter(pk=tool.server_id).update(status="archived")
+    else:
+        type(tool.policy).objects.filter(pk=tool.policy.pk).update(held=True)
+    assert _execute_bytes(gateway, people["member"], granted) == _execute_bytes(
+        gateway, people["member"], "calc::no_such_tool"
+    )
+    assert _inspect_bytes(gateway, people["member"], granted) == _inspect_bytes(
+        gateway, people["member"], "calc::no_such_tool"
+    )

@@ -1,5 +1,6 @@
 """The usage loop's services: query log modes and retention, search → execution links, learned requests."""
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -65,6 +66,33 @@ def test_redacted_mode_masks_digits_emails_and_tokens(world, settings):
     for secret in ("alice", "example.com", "12345", "sk_live", "4eC39"):
         assert secret not in stored
     assert query_redact("list files in room 4") == "list files in room #"
+
+
+@pytest.mark.parametrize(
+    "secret",
+    [
+        "sk-proj-AbCdEfGhIjKlMnOpQrStUv",  # a key without digits
+        "AKIAIOSFODNNSECRETKEYZZ",  # upper case only
+        "aGVsbG8gd29ybGQ/Zm9vYmFy+YmF6cXV4aGVsbG8=",  # base64: "/", "+" and "=" split it into short pieces
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJlX2hlcmU",  # a JWT: dots between its parts
+        "john.doe\uff20example.com",  # a full-width at sign
+    ],
+)
+def test_redacted_mode_masks_tokens_without_digits_or_split_by_punctuation(world, settings, secret):
+    settings.SCOUT_QUERY_LOG = "redacted"
+    stored = QueryLogEntry.objects.get(pk=_log(world["member"], query=f"call the api with {secret} please").pk).query
+    assert stored.startswith("call the api with <") and stored.endswith("> please"), stored
+    pieces = [piece for piece in re.split(r"[^A-Za-z0-9]+", secret.replace("\uff20", "@")) if len(piece) > 3]
+    assert [piece for piece in pieces if piece in stored] == []
+
+
+def test_redacted_mode_keeps_ordinary_words():
+    for text in (
+        "internationalization settings for the read-only-database-connection",
+        "Kubernetes-Deployment-Rollback of listPullRequests in GitHub",
+    ):
+        assert query_redact(text) == text
+    assert query_redact("room \u2463 on floor \u00b2") == "room # on floor #"  # numerals of other scripts
 
 
 def test_off_mode_stores_nothing(world, settings):
