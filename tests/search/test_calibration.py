@@ -6,7 +6,7 @@ from search.engine.dense import DenseIndex
 from search.engine.ranking import Calibration, Confidence, RankingOptions, answer_confidence, rank, score_branches
 from search.engine.sparse import SparseIndex, weighted_tokens
 
-DIM = 64
+DIM = 128  # one orthogonal direction per tool: up to 127 tools
 
 
 def _unit(vector: np.ndarray) -> np.ndarray:
@@ -130,3 +130,52 @@ def test_hidden_tools_do_not_move_the_peak():
     without = _rank(cosines[:31])
     assert not with_hidden.abstained
     assert [(c.row, c.calibrated) for c in with_hidden.kept] == [(c.row, c.calibrated) for c in without.kept]
+
+
+def test_spread_is_the_tenth_best_cosine_above_the_fiftieth():
+    calibration = Calibration()
+    head = np.linspace(0.6, 0.01, 64)
+    assert np.isclose(calibration.spread_of_head(head), head[9] - head[49])
+    assert calibration.spread_of_head(head[:49]) is None  # fewer visible tools than its depth: not measured
+
+
+def _domain(flat: float, head: float) -> list[float]:
+    """60 tools: none stands out alone (the best about as close as the 20th), the first 25 well above the rest
+    when ``head`` is high: a request in the catalog's domain that no one tool matches well."""
+    return [0.3] + [head] * 24 + [flat] * 35
+
+
+def test_a_weak_flat_match_with_a_head_above_the_bulk_is_served_low_without_one_withheld():
+    options = RankingOptions(withhold_threshold=0.35, withhold_peak=0.12, withhold_spread=0.065)
+    in_domain = _rank_with(_domain(flat=0.15, head=0.28), options)
+    off_topic = _rank_with(_domain(flat=0.25, head=0.28), options)
+    for ranking in (in_domain, off_topic):  # the same weak best, and no tool stands out alone
+        assert ranking.candidates[0].calibrated < 0.35 and ranking.peak < 0.12
+    assert in_domain.spread >= 0.065 > off_topic.spread
+    assert in_domain.confidence is Confidence.LOW and in_domain.kept[0].row == 0
+    assert off_topic.confidence is Confidence.NONE and off_topic.kept == []
+
+
+def test_the_spread_in_the_one_confidence_rule():
+    options = RankingOptions(withhold_threshold=0.2, withhold_peak=0.1, withhold_spread=0.05)
+    assert [answer_confidence(0.1, 0.05, options, spread) for spread in (None, 0.0, 0.049, 0.05, 0.2)] == [
+        Confidence.NONE,
+        Confidence.NONE,
+        Confidence.NONE,
+        Confidence.LOW,
+        Confidence.LOW,
+    ]
+    assert answer_confidence(0.3, 0.05, options, 0.0) is Confidence.LOW  # a best above the threshold is served
+
+
+def test_hidden_tools_do_not_move_the_spread():
+    # Hidden tools between the head and the bulk would flatten the spread (and withhold the answer) if they
+    # counted; with them hidden the answer is the one of a catalog without them.
+    options = RankingOptions(withhold_threshold=0.35, withhold_peak=0.12, withhold_spread=0.065)
+    cosines = _domain(flat=0.15, head=0.28)
+    visible = np.array([True] * 60 + [False] * 40)
+    with_hidden = _rank_with(cosines + [0.27] * 40, options, visible)
+    alone = _rank_with(cosines, options)
+    assert with_hidden.spread == alone.spread and with_hidden.confidence is alone.confidence is Confidence.LOW
+    assert [(c.row, c.calibrated) for c in with_hidden.kept] == [(c.row, c.calibrated) for c in alone.kept]
+    assert _rank_with(cosines + [0.27] * 40, options).confidence is Confidence.NONE  # visible, they would
