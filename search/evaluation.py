@@ -244,7 +244,8 @@ def evaluate(
             )
             ids = [snapshot.docs[c.row].tool_id for c in ranking.candidates]
             best = max((c.calibrated for c in ranking.candidates), default=0.0)  # what the rule compares
-            stands_out = answer_confidence(0.0, ranking.peak, options, ranking.spread) is not Confidence.NONE  # served
+            rule = answer_confidence(0.0, ranking.peak, options, ranking.spread, ranking.unread)
+            stands_out = rule is not Confidence.NONE  # served at any threshold
             for group in ("all", query.source, query.subset):
                 score_query(query, ids, ranking.abstained, tallies[group][mode])
                 score_served(query, ranking, ids, served[group][mode])

@@ -11,7 +11,7 @@ from enum import StrEnum
 
 import numpy as np
 
-from ..text import request_terms
+from ..text import mostly_non_latin, request_terms
 from .dense import DenseIndex, DenseScores, refine_together
 from .intent import intent_adjustment, request_operations
 from .sparse import SparseIndex, SparseScores
@@ -175,6 +175,7 @@ class Ranking:
     # The request's spread (``Calibration.spread_of_head``) as the rule read it; None with fewer visible tools
     # than its depth or without the dense branch.
     spread: float | None = None
+    unread: bool = False  # the request is one the model cannot read, sharing a word with a visible tool
 
     @property
     def abstained(self) -> bool:
@@ -433,7 +434,9 @@ def rank(
         candidate.fused_rank = position
     enough = len(branches.visible_rows) >= calibration.peak_depth
     peak = ranking.whole.peak if enough else None
-    ranking = _cut(candidates, top_k, options, branches.sparse.query_terms, peak, ranking.whole.spread)
+    # The model's evidence never withholds a request it cannot read while a visible tool shares one of its words.
+    unread = branches.dense is not None and mostly_non_latin(query) and float(ranking.whole.bm25.max()) > 0
+    ranking = _cut(candidates, top_k, options, branches.sparse.query_terms, peak, ranking.whole.spread, unread)
     ranking.fusion = _fusion_of(branches, options)
     return ranking
 
@@ -709,7 +712,7 @@ def score_explanation(candidate: Candidate, *, fusion: str) -> dict:
 
 
 def answer_confidence(
-    best: float, peak: float | None, options: RankingOptions, spread: float | None = None
+    best: float, peak: float | None, options: RankingOptions, spread: float | None = None, unread: bool = False
 ) -> Confidence:
     """The one rule for an answer's confidence, from the best calibrated score among the visible candidates,
     the request's peak over the visible tools (how far its best cosine stands above its 20th best; None with
@@ -723,7 +726,8 @@ def answer_confidence(
     its 50th; a request in the catalog's domain whose wording matches no one tool well still has a head of
     related tools well above the others). A weak best that stands out either way is served as ``low``, as
     is any best below ``confidence_threshold``. With neither measure (fewer than 20 visible tools) the best
-    score alone decides.
+    score alone decides. ``unread``: a request the English-only model cannot read (mostly outside the Latin
+    script) that shares a word with a visible tool; the model's evidence alone never withholds it (``low``).
 
     Chosen on ETOM (level 5, no tool, against levels 1-2) with MetaTool-test, ToolBench held as checks of
     false withholding: the spread's threshold releases most answerable requests a flat peak withheld
@@ -734,7 +738,7 @@ def answer_confidence(
     """
     stands_out = peak is not None and peak >= options.withhold_peak
     stands_out = stands_out or (spread is not None and spread >= options.withhold_spread)
-    if best < options.withhold_threshold and not stands_out:
+    if best < options.withhold_threshold and not stands_out and not unread:
         return Confidence.NONE
     if best < options.confidence_threshold:
         return Confidence.LOW
@@ -748,21 +752,22 @@ def _cut(
     terms: tuple[str, ...],
     peak: float | None,
     spread: float | None = None,
+    unread: bool = False,
 ) -> Ranking:
     if not candidates:
-        return Ranking([], Confidence.NONE, 0, terms, peak=peak, spread=spread)
+        return Ranking([], Confidence.NONE, 0, terms, peak=peak, spread=spread, unread=unread)
     # Judge by the best candidate the second stage saw, not only the first: with a long, multi-step
     # request the fused order and the per-tool evidence disagree more often.
     best = max(c.calibrated for c in candidates)
-    confidence = answer_confidence(best, peak, options, spread)
+    confidence = answer_confidence(best, peak, options, spread, unread)
     if not options.enforce_abstention:
-        return Ranking(candidates, confidence, min(top_k, len(candidates)), terms, peak=peak, spread=spread)
+        return Ranking(candidates, confidence, min(top_k, len(candidates)), terms, peak=peak, spread=spread, unread=unread)
     if confidence is Confidence.NONE:
-        return Ranking(candidates, confidence, 0, terms, peak=peak, spread=spread)
+        return Ranking(candidates, confidence, 0, terms, peak=peak, spread=spread, unread=unread)
     cut = 0
     floor = best - options.cut_drop if options.dynamic_cut else -math.inf
     for candidate in candidates[:top_k]:
         if candidate.calibrated < floor and cut >= options.cut_keep:
             break
         cut += 1
-    return Ranking(candidates, confidence, cut, terms, peak=peak, spread=spread)
+    return Ranking(candidates, confidence, cut, terms, peak=peak, spread=spread, unread=unread)

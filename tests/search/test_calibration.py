@@ -1,10 +1,12 @@
 """Abstention evidence: a request's best tool must stand out from the rest, over the visible tools only."""
 
 import numpy as np
+import pytest
 
 from search.engine.dense import DenseIndex
 from search.engine.ranking import Calibration, Confidence, RankingOptions, answer_confidence, rank, score_branches
 from search.engine.sparse import SparseIndex, weighted_tokens
+from search.text import mostly_non_latin
 
 DIM = 128  # one orthogonal direction per tool: up to 127 tools
 
@@ -179,3 +181,31 @@ def test_hidden_tools_do_not_move_the_spread():
     assert with_hidden.spread == alone.spread and with_hidden.confidence is alone.confidence is Confidence.LOW
     assert [(c.row, c.calibrated) for c in with_hidden.kept] == [(c.row, c.calibrated) for c in alone.kept]
     assert _rank_with(cosines + [0.27] * 40, options).confidence is Confidence.NONE  # visible, they would
+
+
+def _rank_text(cosines: list[float], query_text: str):
+    sparse, dense, query = _catalog(cosines)
+    branches = score_branches(sparse, dense, query_text, query, np.ones(len(cosines), bool))
+    return rank(
+        branches, query=query_text, top_k=5, options=RankingOptions(), tie_keys=np.arange(len(cosines)),
+        query_vector=query,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("query", "served"),
+    [
+        ("查询 tool3 的运行状态", True),  # the model cannot read it, and it names a visible tool: low, not withheld
+        ("查询天气预报", False),  # shares no word with any tool: the rule as for any request
+        ("unrelated tool3", False),  # read by the model, which says nothing fits: withheld as before
+    ],
+)
+def test_a_request_the_model_cannot_read_is_not_withheld_on_its_evidence_alone(query, served):
+    ranking = _rank_text([0.12] + [0.1] * 30, query)
+    assert ranking.confidence is (Confidence.LOW if served else Confidence.NONE)
+    assert bool(ranking.kept) is served
+
+
+def test_mostly_non_latin():
+    assert mostly_non_latin("帮我查一下 GitHub 上的仓库") and mostly_non_latin("найди мой файл")
+    assert not mostly_non_latin("réserve une table à Paris") and not mostly_non_latin("find my file 文件")
