@@ -19,7 +19,15 @@ import numpy as np
 
 from .documents import MIN_CENTROID_REQUESTS, ToolDoc, tool_doc_from_record
 from .engine.decompose import request_part_spans, request_parts
-from .engine.ranking import MODES, Calibration, Confidence, Ranking, RankingOptions, answer_confidence
+from .engine.ranking import (
+    MODES,
+    Calibration,
+    Confidence,
+    Ranking,
+    RankingOptions,
+    answer_confidence,
+    withhold_threshold,
+)
 from .engine.snapshot import DocVectors, IndexSnapshot
 
 HIT_KS = (1, 3, 5, 10)
@@ -246,6 +254,8 @@ def evaluate(
             best = max((c.calibrated for c in ranking.candidates), default=0.0)  # what the rule compares
             rule = answer_confidence(0.0, ranking.peak, options, ranking.spread, ranking.unread)
             stands_out = rule is not Confidence.NONE  # served at any threshold
+            # Where the flat threshold applies, it stays as far above the curve's threshold as above the base.
+            best -= withhold_threshold(options, ranking.spread) - options.withhold_threshold
             for group in ("all", query.source, query.subset):
                 score_query(query, ids, ranking.abstained, tallies[group][mode])
                 score_served(query, ranking, ids, served[group][mode])
@@ -273,8 +283,9 @@ def evaluate(
 
 def withhold_curve(bests: Sequence[tuple[bool, float]]) -> list[dict[str, float | None]]:
     """The withholding trade-off from each request's (``no_tool``, best calibrated score) pair, the score
-    infinite where the request's peak or spread alone keeps it served: per threshold, the share of answerable requests
-    it withholds (``false_withholding``) and of no-tool requests (``no_tool_withheld``); None where the group
+    infinite where the request's peak or spread alone keeps it served (where the flat threshold applies, the
+    score less its distance above the base threshold): per threshold, the share of answerable requests it
+    withholds (``false_withholding``) and of no-tool requests (``no_tool_withheld``); None where the group
     has no such request. The rule withholds below the threshold (``ranking.answer_confidence``); the rest of
     the answer does not depend on it."""
     answerable = np.asarray([score for no_tool, score in bests if not no_tool])

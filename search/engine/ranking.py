@@ -59,12 +59,14 @@ class RankingOptions:
     intent_agree: float = 0.06
     intent_conflict: float = 0.04
     negative_threshold: float = 0.55  # cosine to a negative example that demotes a tool
-    # See ``answer_confidence``: withheld when the best calibrated score of the visible candidates is below
-    # ``withhold_threshold`` and nothing stands out (the request's peak below ``withhold_peak`` and its spread
-    # below ``withhold_spread``); served as ``low`` below ``confidence_threshold``.
-    withhold_threshold: float = 0.4
+    # See ``answer_confidence``: withheld when nothing stands out (the request's peak below ``withhold_peak``
+    # and its spread below ``withhold_spread``) and the best calibrated score of the visible candidates is
+    # below ``withhold_threshold``, or below ``withhold_flat_threshold`` where the spread was measured (flat);
+    # served as ``low`` below ``confidence_threshold``.
+    withhold_threshold: float = 0.3
     withhold_peak: float = 0.145
     withhold_spread: float = 0.065
+    withhold_flat_threshold: float = 0.4
     confidence_threshold: float = 0.5
     # False: report that it would withhold but keep the ranking, uncut (the curator preview shows why).
     enforce_abstention: bool = True
@@ -725,24 +727,31 @@ def answer_confidence(
     tools stands out from the bulk (an off-topic request is about as far from its 10th best tool as from
     its 50th; a request in the catalog's domain whose wording matches no one tool well still has a head of
     related tools well above the others). A weak best that stands out either way is served as ``low``, as
-    is any best below ``confidence_threshold``. With neither measure (fewer than 20 visible tools) the best
-    score alone decides. ``unread``: a request the English-only model cannot read (mostly outside the Latin
-    script) that shares a word with a visible tool; the model's evidence alone never withholds it (``low``).
+    is any best below ``confidence_threshold``. A measured flat spread is evidence of its own, so it
+    withholds up to ``withhold_flat_threshold``; with fewer than 50 visible tools (no spread) the threshold
+    is ``withhold_threshold``, and with fewer than 20 (no peak either) the best score alone decides.
+    ``unread``: a request the English-only model cannot read (mostly outside the Latin script) that shares a
+    word with a visible tool; the model's evidence alone never withholds it (``low``).
 
     Chosen on ETOM (level 5, no tool, against levels 1-2) with MetaTool-test, ToolBench held as checks of
     false withholding: the spread's threshold releases most answerable requests a flat peak withheld
-    (MetaTool-test false withholding .111 -> .029), and the withhold threshold (0.3 -> 0.4) takes back
+    (MetaTool-test false withholding .111 -> .029), and the flat threshold (0.4 against 0.3) takes back
     the off-topic requests it released (ETOM level 5 withheld .813 -> .824 for levels 1-2 .003 -> .005).
     Held out: LiveMCPBench+MCPVerse .071 -> .050. Retrieval scores cannot tell a near miss (an operation
     the server lacks) from a paraphrase; ``scout_eval --withhold-curve`` shows the trade-off per threshold.
     """
     stands_out = peak is not None and peak >= options.withhold_peak
     stands_out = stands_out or (spread is not None and spread >= options.withhold_spread)
-    if best < options.withhold_threshold and not stands_out and not unread:
+    if best < withhold_threshold(options, spread) and not stands_out and not unread:
         return Confidence.NONE
     if best < options.confidence_threshold:
         return Confidence.LOW
     return Confidence.HIGH
+
+
+def withhold_threshold(options: RankingOptions, spread: float | None) -> float:
+    """The best calibrated score below which an answer where nothing stands out is withheld."""
+    return options.withhold_threshold if spread is None else options.withhold_flat_threshold
 
 
 def _cut(
@@ -761,7 +770,9 @@ def _cut(
     best = max(c.calibrated for c in candidates)
     confidence = answer_confidence(best, peak, options, spread, unread)
     if not options.enforce_abstention:
-        return Ranking(candidates, confidence, min(top_k, len(candidates)), terms, peak=peak, spread=spread, unread=unread)
+        return Ranking(
+            candidates, confidence, min(top_k, len(candidates)), terms, peak=peak, spread=spread, unread=unread
+        )
     if confidence is Confidence.NONE:
         return Ranking(candidates, confidence, 0, terms, peak=peak, spread=spread, unread=unread)
     cut = 0

@@ -159,7 +159,9 @@ def test_a_weak_flat_match_with_a_head_above_the_bulk_is_served_low_without_one_
 
 
 def test_the_spread_in_the_one_confidence_rule():
-    options = RankingOptions(withhold_threshold=0.2, withhold_peak=0.1, withhold_spread=0.05)
+    options = RankingOptions(
+        withhold_threshold=0.2, withhold_peak=0.1, withhold_spread=0.05, withhold_flat_threshold=0.25
+    )
     assert [answer_confidence(0.1, 0.05, options, spread) for spread in (None, 0.0, 0.049, 0.05, 0.2)] == [
         Confidence.NONE,
         Confidence.NONE,
@@ -167,7 +169,10 @@ def test_the_spread_in_the_one_confidence_rule():
         Confidence.LOW,
         Confidence.LOW,
     ]
-    assert answer_confidence(0.3, 0.05, options, 0.0) is Confidence.LOW  # a best above the threshold is served
+    # A measured flat spread withholds up to the flat threshold; unmeasured (fewer than 50 tools), the base one.
+    assert answer_confidence(0.22, 0.05, options, 0.0) is Confidence.NONE
+    assert answer_confidence(0.22, 0.05, options, None) is Confidence.LOW
+    assert answer_confidence(0.25, 0.05, options, 0.0) is Confidence.LOW
 
 
 def test_hidden_tools_do_not_move_the_spread():
