@@ -177,7 +177,7 @@ class Ranking:
     # The request's spread (``Calibration.spread_of_head``) as the rule read it; None with fewer visible tools
     # than its depth or without the dense branch.
     spread: float | None = None
-    unread: bool = False  # the request is one the model cannot read, sharing a word with a visible tool
+    unread: bool = False  # the request is one the model cannot read (never withheld on its evidence)
 
     @property
     def abstained(self) -> bool:
@@ -436,8 +436,9 @@ def rank(
         candidate.fused_rank = position
     enough = len(branches.visible_rows) >= calibration.peak_depth
     peak = ranking.whole.peak if enough else None
-    # The model's evidence never withholds a request it cannot read while a visible tool shares one of its words.
-    unread = branches.dense is not None and mostly_non_latin(query) and float(ranking.whole.bm25.max()) > 0
+    # The English-only model's evidence never withholds a request it cannot read (BM25's, over English tool
+    # texts, says as little about it).
+    unread = branches.dense is not None and mostly_non_latin(query)
     ranking = _cut(candidates, top_k, options, branches.sparse.query_terms, peak, ranking.whole.spread, unread)
     ranking.fusion = _fusion_of(branches, options)
     return ranking
@@ -730,8 +731,8 @@ def answer_confidence(
     is any best below ``confidence_threshold``. A measured flat spread is evidence of its own, so it
     withholds up to ``withhold_flat_threshold``; with fewer than 50 visible tools (no spread) the threshold
     is ``withhold_threshold``, and with fewer than 20 (no peak either) the best score alone decides.
-    ``unread``: a request the English-only model cannot read (mostly outside the Latin script) that shares a
-    word with a visible tool; the model's evidence alone never withholds it (``low``).
+    ``unread``: a request the English-only model cannot read (mostly outside the Latin script): its
+    evidence alone never withholds it, so it is served (``low`` unless the best score is high).
 
     Chosen on ETOM (level 5, no tool, against levels 1-2) with MetaTool-test, ToolBench held as checks of
     false withholding: the spread's threshold releases most answerable requests a flat peak withheld

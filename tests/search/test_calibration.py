@@ -200,9 +200,10 @@ def _rank_text(cosines: list[float], query_text: str):
 @pytest.mark.parametrize(
     ("query", "served"),
     [
-        ("查询 tool3 的运行状态", True),  # the model cannot read it, and it names a visible tool: low, not withheld
-        ("查询天气预报", False),  # shares no word with any tool: the rule as for any request
+        ("查询 tool3 的运行状态", True),  # the model cannot read it: low, not withheld
+        ("查询天气预报", True),  # nor this one, sharing no word with any tool (BM25 cannot read it either)
         ("unrelated tool3", False),  # read by the model, which says nothing fits: withheld as before
+        ("réserve une table à Paris", False),  # Latin script: read as any request (the model's weakness stays)
     ],
 )
 def test_a_request_the_model_cannot_read_is_not_withheld_on_its_evidence_alone(query, served):
