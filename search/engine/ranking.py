@@ -734,12 +734,14 @@ def answer_confidence(
     ``unread``: a request the English-only model cannot read (mostly outside the Latin script): its
     evidence alone never withholds it, so it is served (``low`` unless the best score is high).
 
-    Chosen on ETOM (level 5, no tool, against levels 1-2) with MetaTool-test, ToolBench held as checks of
+    Chosen on ETOM (level 5, no tool, against levels 1-2) with MetaTool-test and ToolBench as checks of
     false withholding: the spread's threshold releases most answerable requests a flat peak withheld
-    (MetaTool-test false withholding .111 -> .029), and the flat threshold (0.4 against 0.3) takes back
-    the off-topic requests it released (ETOM level 5 withheld .813 -> .824 for levels 1-2 .003 -> .005).
-    Held out: LiveMCPBench+MCPVerse .071 -> .050. Retrieval scores cannot tell a near miss (an operation
-    the server lacks) from a paraphrase; ``scout_eval --withhold-curve`` shows the trade-off per threshold.
+    (MetaTool-test false withholding .111 -> .027, ToolBench 0 -> 0), and the flat threshold (0.4 against
+    0.3) takes back the off-topic requests it released (ETOM level 5 withheld .813 -> .824 for levels 1-2
+    .003 -> .005). Held out: LiveMCPBench+MCPVerse .071 -> .050 (of the 7 still withheld, 6 have no relevant
+    tool in the ranking's first 20). A spread threshold of .06 instead would release 7 more ETOM level-5
+    requests. Retrieval scores cannot tell a near miss (an operation the server lacks) from a paraphrase;
+    ``scout_eval --withhold-curve`` shows the trade-off per threshold.
     """
     stands_out = peak is not None and peak >= options.withhold_peak
     stands_out = stands_out or (spread is not None and spread >= options.withhold_spread)
