@@ -19,12 +19,20 @@ import numpy as np
 
 from .documents import MIN_CENTROID_REQUESTS, ToolDoc, tool_doc_from_record
 from .engine.decompose import request_part_spans, request_parts
-from .engine.ranking import MODES, Calibration, Confidence, Ranking, RankingOptions
+from .engine.ranking import (
+    MODES,
+    Calibration,
+    Confidence,
+    Ranking,
+    RankingOptions,
+    answer_confidence,
+    withhold_threshold,
+)
 from .engine.snapshot import DocVectors, IndexSnapshot
 
 HIT_KS = (1, 3, 5, 10)
 DEPTH = 10
-# Withhold thresholds the trade-off curve is reported at (``withhold_curve``): with the peak condition fixed,
+# Withhold thresholds the trade-off curve is reported at (``withhold_curve``): with the peak and spread fixed,
 # the withholding rule compares one number, the best calibrated score, so one run gives every threshold's.
 WITHHOLD_CURVE = tuple(round(0.05 * i, 2) for i in range(1, 20))
 
@@ -208,7 +216,7 @@ def evaluate(
     "all", each source and each source/subset. The mode's own figures score the whole ranking; ``served``
     scores what a caller gets for ``top_k`` = 10: nothing when the answer is withheld, else the ranking after
     the dynamic cut, plus ``low_confidence``, the share of answers served with low confidence.
-    ``withhold_curve``: per threshold of ``WITHHOLD_CURVE`` (with ``options.withhold_peak``), the shares of
+    ``withhold_curve``: per threshold of ``WITHHOLD_CURVE`` (with ``options``' peak and spread), the shares of
     answerable and of no-tool requests that threshold would withhold (see ``withhold_curve``).
     ``progress(done, total)`` counts the queries evaluated. ``parts_for(requests)``, when given, gives each
     request's part vectors (one pass over the request: ``one_pass_parts``) instead of ``vectors_for`` on the
@@ -244,7 +252,10 @@ def evaluate(
             )
             ids = [snapshot.docs[c.row].tool_id for c in ranking.candidates]
             best = max((c.calibrated for c in ranking.candidates), default=0.0)  # what the rule compares
-            stands_out = ranking.peak is not None and ranking.peak >= options.withhold_peak  # never withheld
+            rule = answer_confidence(0.0, ranking.peak, options, ranking.spread, ranking.unread)
+            stands_out = rule is not Confidence.NONE  # served at any threshold
+            # Where the flat threshold applies, it stays as far above the curve's threshold as above the base.
+            best -= withhold_threshold(options, ranking.spread) - options.withhold_threshold
             for group in ("all", query.source, query.subset):
                 score_query(query, ids, ranking.abstained, tallies[group][mode])
                 score_served(query, ranking, ids, served[group][mode])
@@ -272,8 +283,9 @@ def evaluate(
 
 def withhold_curve(bests: Sequence[tuple[bool, float]]) -> list[dict[str, float | None]]:
     """The withholding trade-off from each request's (``no_tool``, best calibrated score) pair, the score
-    infinite where the request's peak alone keeps it served: per threshold, the share of answerable requests
-    it withholds (``false_withholding``) and of no-tool requests (``no_tool_withheld``); None where the group
+    infinite where the request's peak or spread alone keeps it served (where the flat threshold applies, the
+    score less its distance above the base threshold): per threshold, the share of answerable requests it
+    withholds (``false_withholding``) and of no-tool requests (``no_tool_withheld``); None where the group
     has no such request. The rule withholds below the threshold (``ranking.answer_confidence``); the rest of
     the answer does not depend on it."""
     answerable = np.asarray([score for no_tool, score in bests if not no_tool])

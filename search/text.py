@@ -55,6 +55,14 @@ def request_terms(text: str) -> tuple[str, ...]:
     return tuple(tokenize(text))
 
 
+def mostly_non_latin(text: str) -> bool:
+    """Whether most of the text's letters are outside the Latin script (Chinese, Cyrillic, Arabic, ...): a
+    request the English-only embedding model cannot read. Accented Latin letters count as Latin."""
+    letters = [ch for ch in text if ch.isalpha()]
+    latin = sum(1 for ch in letters if ch.isascii() or "LATIN" in unicodedata.name(ch, ""))
+    return latin * 2 < len(letters)
+
+
 def first_sentence(text: str, limit: int = 300) -> str:
     text = text.strip()
     if not text:

@@ -37,6 +37,8 @@ def ranking_options(fusion: str, *, enforce_abstention: bool = True) -> RankingO
         bm25_weight=settings.SCOUT_SEARCH_BM25_WEIGHT,
         withhold_threshold=settings.SCOUT_SEARCH_WITHHOLD_THRESHOLD,
         withhold_peak=settings.SCOUT_SEARCH_WITHHOLD_PEAK,
+        withhold_spread=settings.SCOUT_SEARCH_WITHHOLD_SPREAD,
+        withhold_flat_threshold=settings.SCOUT_SEARCH_WITHHOLD_FLAT_THRESHOLD,
         confidence_threshold=settings.SCOUT_SEARCH_CONFIDENCE_THRESHOLD,
         enforce_abstention=enforce_abstention,
     )

@@ -11,7 +11,7 @@ from enum import StrEnum
 
 import numpy as np
 
-from ..text import request_terms
+from ..text import mostly_non_latin, request_terms
 from .dense import DenseIndex, DenseScores, refine_together
 from .intent import intent_adjustment, request_operations
 from .sparse import SparseIndex, SparseScores
@@ -59,11 +59,14 @@ class RankingOptions:
     intent_agree: float = 0.06
     intent_conflict: float = 0.04
     negative_threshold: float = 0.55  # cosine to a negative example that demotes a tool
-    # See ``answer_confidence``: withheld when the best calibrated score of the visible candidates is below
-    # ``withhold_threshold`` and no tool stands out (the request's peak below ``withhold_peak``); served as
-    # ``low`` below ``confidence_threshold``.
+    # See ``answer_confidence``: withheld when nothing stands out (the request's peak below ``withhold_peak``
+    # and its spread below ``withhold_spread``) and the best calibrated score of the visible candidates is
+    # below ``withhold_threshold``, or below ``withhold_flat_threshold`` where the spread was measured (flat);
+    # served as ``low`` below ``confidence_threshold``.
     withhold_threshold: float = 0.3
     withhold_peak: float = 0.145
+    withhold_spread: float = 0.065
+    withhold_flat_threshold: float = 0.4
     confidence_threshold: float = 0.5
     # False: report that it would withhold but keep the ranking, uncut (the curator preview shows why).
     enforce_abstention: bool = True
@@ -76,7 +79,7 @@ class RankingOptions:
     cut_keep: int = 3
     # A candidate's dense rank is reported when it is within this many of the visible tools (None beyond):
     # a server-side dense leg returns this deep a head, so both backends report the same ranks. Must exceed
-    # ``overfetch`` * the largest top_k (the RRF head) and ``Calibration.peak_depth``.
+    # ``overfetch`` * the largest top_k (the RRF head), ``Calibration.peak_depth`` and ``spread_depth``.
     dense_rank_depth: int = 64
 
 
@@ -98,6 +101,9 @@ class Calibration:
     coverage_share: float = 0.25
     peak_share: float = 0.5
     peak_depth: int = 20
+    # The request's spread (``spread_of_head``): its ``spread_top``-th best cosine above its ``spread_depth``-th.
+    spread_top: int = 10
+    spread_depth: int = 50
     center: float = 0.48
     lexical_slope: float = 10.0  # BM25 only (model down): coverage alone
     lexical_center: float = 0.30
@@ -117,6 +123,15 @@ class Calibration:
             return 0.0
         depth = min(self.peak_depth, len(head_values))
         return float(head_values[0] - head_values[depth - 1])
+
+    def spread_of_head(self, head_values: np.ndarray) -> float | None:
+        """How far the request's ``spread_top``-th best cosine stands above its ``spread_depth``-th best, from its
+        best cosines in descending order (visible rows only): whether a group of tools stands out from the bulk,
+        where the peak asks it of one tool. None with fewer than ``spread_depth`` of them (a small visible set
+        measures its size more than the request)."""
+        if len(head_values) < self.spread_depth:
+            return None
+        return float(head_values[self.spread_top - 1] - head_values[self.spread_depth - 1])
 
     def score(self, cosine: np.ndarray | None, coverage: np.ndarray, peak: float = 0.0) -> np.ndarray:
         if cosine is None:
@@ -159,6 +174,10 @@ class Ranking:
     # The request's peak over the visible tools (``Calibration.peak``) as the rule read it; None with fewer
     # visible tools than the peak's depth, where it measures the catalog's size more than the request.
     peak: float | None = None
+    # The request's spread (``Calibration.spread_of_head``) as the rule read it; None with fewer visible tools
+    # than its depth or without the dense branch.
+    spread: float | None = None
+    unread: bool = False  # the request is one the model cannot read (never withheld on its evidence)
 
     @property
     def abstained(self) -> bool:
@@ -300,6 +319,7 @@ class _Fused:
     rows: np.ndarray  # the visible rows
     calibration: Calibration
     dense_head: np.ndarray | None = None  # ``_top`` of ``dense`` when asked for (``head_depth``)
+    spread: float | None = None  # read from ``dense_head`` (the whole request only)
 
     def calibrated_at(self, positions: np.ndarray) -> np.ndarray:
         """The calibrated score of the given visible positions. Elementwise, so the same values as scoring
@@ -358,8 +378,9 @@ def _fuse(
             peak = calibration.peak_of_head(dense[dense_head])
         else:
             peak = calibration.peak(dense)
+    spread = calibration.spread_of_head(dense[dense_head]) if dense_head is not None else None
     coverage = branches.sparse.coverage
-    return _Fused(fused, bm25_part, dense_part, bm25, dense, tie, peak, coverage, rows, calibration, dense_head)
+    return _Fused(fused, bm25_part, dense_part, bm25, dense, tie, peak, coverage, rows, calibration, dense_head, spread)
 
 
 def rank(
@@ -414,7 +435,11 @@ def rank(
     for position, candidate in enumerate(candidates, start=1):
         candidate.fused_rank = position
     enough = len(branches.visible_rows) >= calibration.peak_depth
-    ranking = _cut(candidates, top_k, options, branches.sparse.query_terms, ranking.whole.peak if enough else None)
+    peak = ranking.whole.peak if enough else None
+    # The English-only model's evidence never withholds a request it cannot read (BM25's, over English tool
+    # texts, says as little about it).
+    unread = branches.dense is not None and mostly_non_latin(query)
+    ranking = _cut(candidates, top_k, options, branches.sparse.query_terms, peak, ranking.whole.spread, unread)
     ranking.fusion = _fusion_of(branches, options)
     return ranking
 
@@ -447,7 +472,7 @@ def _rank_pass(
         return Ranking([], Confidence.NONE, 0, terms), None
     fusion = _fusion_of(branches, options)
     # The dense head serves the peak, the candidates' dense ranks and the re-score band (one selection).
-    head_depth = max(options.dense_rank_depth, calibration.peak_depth, Calibration.peak_depth)
+    head_depth = max(options.dense_rank_depth, calibration.peak_depth, Calibration.peak_depth, calibration.spread_depth)
     whole = _fuse(
         branches, fusion, options, top_k, tie_keys, calibration, head_depth=head_depth, bm25_shares=bm25_shares
     )
@@ -621,8 +646,8 @@ def _exact_rows_needed(
         error = branch.dense.error
         values = whole.dense if branch is branches else _visible(branch.dense.scores, rows)
         parts = list(shared)
-        if branch is branches:  # the peak: best and depth-th best cosines (the head is selected already)
-            depth = min(Calibration.peak_depth, len(values))
+        if branch is branches:  # the peak and spread: the head's cosines down to the deepest they read
+            depth = min(max(Calibration.peak_depth, whole.calibration.spread_depth), len(values))
             lowest = floor(("peak", 0), values[whole.dense_head[depth - 1]], error)
             parts.append(rows[values >= lowest - error])
         if fusion == "rrf":  # each branch's head: its members and their order
@@ -689,49 +714,74 @@ def score_explanation(candidate: Candidate, *, fusion: str) -> dict:
     return explanation
 
 
-def answer_confidence(best: float, peak: float | None, options: RankingOptions) -> Confidence:
-    """The one rule for an answer's confidence, from the best calibrated score among the visible candidates
-    and the request's peak over the visible tools (how far its best cosine stands above its 20th best; None
-    with fewer visible tools, when the best score alone decides).
+def answer_confidence(
+    best: float, peak: float | None, options: RankingOptions, spread: float | None = None, unread: bool = False
+) -> Confidence:
+    """The one rule for an answer's confidence, from the best calibrated score among the visible candidates,
+    the request's peak over the visible tools (how far its best cosine stands above its 20th best; None with
+    fewer visible tools) and its spread (how far its 10th best cosine stands above its 50th; None with fewer
+    visible tools or no dense branch).
 
     Withholding costs an agent more than a weak ranking it can read and reject, so an answer is withheld
-    only when both say nothing fits: the best score is far below any real match and no tool stands out from
-    the rest (an off-topic request is about as close to its best tool as to its 20th). A weak best that
-    stands out is usually a real match in other words (short or loosely worded requests): it is served as
-    ``low``, as is any best below ``confidence_threshold``. The withhold threshold was chosen on ETOM: the
-    lowest value that withholds 80% of its level 5 (no tool; 81%) for under 1% false withholding on levels
-    1-2 (0.4%). The peak, on ETOM and MetaTool's learn split only: the lowest that keeps every ETOM figure
-    (the same requests withheld), which cut false withholding on MetaTool-learn .134 -> .104; held out,
-    MetaTool-test .150 -> .113, LiveMCPBench+MCPVerse .078 -> .071 (Apify, 7 tools: best score alone).
-    This rule only ever serves what the best score alone would withhold. Retrieval scores cannot tell a near
-    miss (an operation the server lacks) from a paraphrase; ``scout_eval --withhold-curve`` shows the
-    trade-off per threshold.
+    only when all three say nothing fits: the best score is below any real match, no tool stands out from
+    the rest (an off-topic request is about as close to its best tool as to its 20th), and no group of
+    tools stands out from the bulk (an off-topic request is about as far from its 10th best tool as from
+    its 50th; a request in the catalog's domain whose wording matches no one tool well still has a head of
+    related tools well above the others). A weak best that stands out either way is served as ``low``, as
+    is any best below ``confidence_threshold``. A measured flat spread is evidence of its own, so it
+    withholds up to ``withhold_flat_threshold``; with fewer than 50 visible tools (no spread) the threshold
+    is ``withhold_threshold``, and with fewer than 20 (no peak either) the best score alone decides.
+    ``unread``: a request the English-only model cannot read (mostly outside the Latin script): its
+    evidence alone never withholds it, so it is served (``low`` unless the best score is high).
+
+    Chosen on ETOM (level 5, no tool, against levels 1-2) with MetaTool-test and ToolBench as checks of
+    false withholding: the spread's threshold releases most answerable requests a flat peak withheld
+    (MetaTool-test false withholding .111 -> .027, ToolBench 0 -> 0), and the flat threshold (0.4 against
+    0.3) takes back the off-topic requests it released (ETOM level 5 withheld .813 -> .824 for levels 1-2
+    .003 -> .005). Held out: LiveMCPBench+MCPVerse .071 -> .050 (of the 7 still withheld, 6 have no relevant
+    tool in the ranking's first 20). A spread threshold of .06 instead would release 7 more ETOM level-5
+    requests. Retrieval scores cannot tell a near miss (an operation the server lacks) from a paraphrase;
+    ``scout_eval --withhold-curve`` shows the trade-off per threshold.
     """
     stands_out = peak is not None and peak >= options.withhold_peak
-    if best < options.withhold_threshold and not stands_out:
+    stands_out = stands_out or (spread is not None and spread >= options.withhold_spread)
+    if best < withhold_threshold(options, spread) and not stands_out and not unread:
         return Confidence.NONE
     if best < options.confidence_threshold:
         return Confidence.LOW
     return Confidence.HIGH
 
 
+def withhold_threshold(options: RankingOptions, spread: float | None) -> float:
+    """The best calibrated score below which an answer where nothing stands out is withheld."""
+    return options.withhold_threshold if spread is None else options.withhold_flat_threshold
+
+
 def _cut(
-    candidates: list[Candidate], top_k: int, options: RankingOptions, terms: tuple[str, ...], peak: float | None
+    candidates: list[Candidate],
+    top_k: int,
+    options: RankingOptions,
+    terms: tuple[str, ...],
+    peak: float | None,
+    spread: float | None = None,
+    unread: bool = False,
 ) -> Ranking:
     if not candidates:
-        return Ranking([], Confidence.NONE, 0, terms, peak=peak)
+        return Ranking([], Confidence.NONE, 0, terms, peak=peak, spread=spread, unread=unread)
     # Judge by the best candidate the second stage saw, not only the first: with a long, multi-step
     # request the fused order and the per-tool evidence disagree more often.
     best = max(c.calibrated for c in candidates)
-    confidence = answer_confidence(best, peak, options)
+    confidence = answer_confidence(best, peak, options, spread, unread)
     if not options.enforce_abstention:
-        return Ranking(candidates, confidence, min(top_k, len(candidates)), terms, peak=peak)
+        return Ranking(
+            candidates, confidence, min(top_k, len(candidates)), terms, peak=peak, spread=spread, unread=unread
+        )
     if confidence is Confidence.NONE:
-        return Ranking(candidates, confidence, 0, terms, peak=peak)
+        return Ranking(candidates, confidence, 0, terms, peak=peak, spread=spread, unread=unread)
     cut = 0
     floor = best - options.cut_drop if options.dynamic_cut else -math.inf
     for candidate in candidates[:top_k]:
         if candidate.calibrated < floor and cut >= options.cut_keep:
             break
         cut += 1
-    return Ranking(candidates, confidence, cut, terms, peak=peak)
+    return Ranking(candidates, confidence, cut, terms, peak=peak, spread=spread, unread=unread)

@@ -1,12 +1,14 @@
 """Abstention evidence: a request's best tool must stand out from the rest, over the visible tools only."""
 
 import numpy as np
+import pytest
 
 from search.engine.dense import DenseIndex
 from search.engine.ranking import Calibration, Confidence, RankingOptions, answer_confidence, rank, score_branches
 from search.engine.sparse import SparseIndex, weighted_tokens
+from search.text import mostly_non_latin
 
-DIM = 64
+DIM = 128  # one orthogonal direction per tool: up to 127 tools
 
 
 def _unit(vector: np.ndarray) -> np.ndarray:
@@ -51,9 +53,9 @@ def test_peak_is_the_best_cosine_above_the_twentieth():
 
 
 def test_a_modest_match_that_stands_out_is_high_a_flat_one_low_an_unrelated_one_withheld():
-    best = 0.42  # a modest cosine, typical of short or human-written requests
+    best = 0.45  # a modest cosine, typical of short or human-written requests
     standing_out = _rank([best] + [0.08] * 30)
-    flat = _rank([best] + [0.38] * 30)
+    flat = _rank([best] + [0.41] * 30)
     unrelated = _rank([0.12] + [0.1] * 30)
     assert standing_out.confidence is Confidence.HIGH and standing_out.kept[0].row == 0
     assert flat.confidence is Confidence.LOW and flat.kept[0].row == 0  # served, marked low
@@ -130,3 +132,86 @@ def test_hidden_tools_do_not_move_the_peak():
     without = _rank(cosines[:31])
     assert not with_hidden.abstained
     assert [(c.row, c.calibrated) for c in with_hidden.kept] == [(c.row, c.calibrated) for c in without.kept]
+
+
+def test_spread_is_the_tenth_best_cosine_above_the_fiftieth():
+    calibration = Calibration()
+    head = np.linspace(0.6, 0.01, 64)
+    assert np.isclose(calibration.spread_of_head(head), head[9] - head[49])
+    assert calibration.spread_of_head(head[:49]) is None  # fewer visible tools than its depth: not measured
+
+
+def _domain(flat: float, head: float) -> list[float]:
+    """60 tools: none stands out alone (the best about as close as the 20th), the first 25 well above the rest
+    when ``head`` is high: a request in the catalog's domain that no one tool matches well."""
+    return [0.3] + [head] * 24 + [flat] * 35
+
+
+def test_a_weak_flat_match_with_a_head_above_the_bulk_is_served_low_without_one_withheld():
+    options = RankingOptions(withhold_threshold=0.35, withhold_peak=0.12, withhold_spread=0.065)
+    in_domain = _rank_with(_domain(flat=0.15, head=0.28), options)
+    off_topic = _rank_with(_domain(flat=0.25, head=0.28), options)
+    for ranking in (in_domain, off_topic):  # the same weak best, and no tool stands out alone
+        assert ranking.candidates[0].calibrated < 0.35 and ranking.peak < 0.12
+    assert in_domain.spread >= 0.065 > off_topic.spread
+    assert in_domain.confidence is Confidence.LOW and in_domain.kept[0].row == 0
+    assert off_topic.confidence is Confidence.NONE and off_topic.kept == []
+
+
+def test_the_spread_in_the_one_confidence_rule():
+    options = RankingOptions(
+        withhold_threshold=0.2, withhold_peak=0.1, withhold_spread=0.05, withhold_flat_threshold=0.25
+    )
+    assert [answer_confidence(0.1, 0.05, options, spread) for spread in (None, 0.0, 0.049, 0.05, 0.2)] == [
+        Confidence.NONE,
+        Confidence.NONE,
+        Confidence.NONE,
+        Confidence.LOW,
+        Confidence.LOW,
+    ]
+    # A measured flat spread withholds up to the flat threshold; unmeasured (fewer than 50 tools), the base one.
+    assert answer_confidence(0.22, 0.05, options, 0.0) is Confidence.NONE
+    assert answer_confidence(0.22, 0.05, options, None) is Confidence.LOW
+    assert answer_confidence(0.25, 0.05, options, 0.0) is Confidence.LOW
+
+
+def test_hidden_tools_do_not_move_the_spread():
+    # Hidden tools between the head and the bulk would flatten the spread (and withhold the answer) if they
+    # counted; with them hidden the answer is the one of a catalog without them.
+    options = RankingOptions(withhold_threshold=0.35, withhold_peak=0.12, withhold_spread=0.065)
+    cosines = _domain(flat=0.15, head=0.28)
+    visible = np.array([True] * 60 + [False] * 40)
+    with_hidden = _rank_with(cosines + [0.27] * 40, options, visible)
+    alone = _rank_with(cosines, options)
+    assert with_hidden.spread == alone.spread and with_hidden.confidence is alone.confidence is Confidence.LOW
+    assert [(c.row, c.calibrated) for c in with_hidden.kept] == [(c.row, c.calibrated) for c in alone.kept]
+    assert _rank_with(cosines + [0.27] * 40, options).confidence is Confidence.NONE  # visible, they would
+
+
+def _rank_text(cosines: list[float], query_text: str):
+    sparse, dense, query = _catalog(cosines)
+    branches = score_branches(sparse, dense, query_text, query, np.ones(len(cosines), bool))
+    return rank(
+        branches, query=query_text, top_k=5, options=RankingOptions(), tie_keys=np.arange(len(cosines)),
+        query_vector=query,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("query", "served"),
+    [
+        ("查询 tool3 的运行状态", True),  # the model cannot read it: low, not withheld
+        ("查询天气预报", True),  # nor this one, sharing no word with any tool (BM25 cannot read it either)
+        ("unrelated tool3", False),  # read by the model, which says nothing fits: withheld as before
+        ("réserve une table à Paris", False),  # Latin script: read as any request (the model's weakness stays)
+    ],
+)
+def test_a_request_the_model_cannot_read_is_not_withheld_on_its_evidence_alone(query, served):
+    ranking = _rank_text([0.12] + [0.1] * 30, query)
+    assert ranking.confidence is (Confidence.LOW if served else Confidence.NONE)
+    assert bool(ranking.kept) is served
+
+
+def test_mostly_non_latin():
+    assert mostly_non_latin("帮我查一下 GitHub 上的仓库") and mostly_non_latin("найди мой файл")
+    assert not mostly_non_latin("réserve une table à Paris") and not mostly_non_latin("find my file 文件")

@@ -65,6 +65,13 @@ def test_a_hidden_best_match_moves_neither_confidence_nor_scores(indexed, reinde
         assert tool_search(query=query, visible=visible).confidence is Confidence.NONE
 
 
+def test_a_request_the_model_cannot_read_is_served_low_not_withheld(indexed):
+    # "What is the weather forecast for Beijing tomorrow": no word the English-only model or BM25 can read.
+    result = tool_search(query="查一下明天北京的天气预报", visible=everyone(indexed))
+    assert result.confidence is Confidence.LOW and not result.abstained
+    assert result.matches[0].tool_id == "weather::get_forecast"
+
+
 def test_the_preview_mode_keeps_the_ranking_but_reports_the_same_confidence(indexed):
     query = UNRELATED[0]
     kept = tool_search(query=query, visible=everyone(indexed), enforce_abstention=False)

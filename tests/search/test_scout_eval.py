@@ -310,3 +310,17 @@ def test_withhold_curve_applies_the_peak_condition(others, stands_out):
     at = {p["threshold"]: p["false_withholding"] for p in results["withhold_curve"]}
     assert results["served"]["false_abstention"] == at[options.withhold_threshold] == (0.0 if stands_out else 1.0)
     assert at[0.95] == (0.0 if stands_out else 1.0)  # a request that stands out is withheld at no threshold
+
+
+@pytest.mark.parametrize(("bulk", "withheld"), [(0.37, True), (0.3, False)])
+def test_withhold_curve_applies_the_spread_and_the_flat_threshold(bulk, withheld):
+    # 60 visible tools, none standing out alone; a best calibrated score between the base and the flat
+    # threshold. A flat spread withholds it (the curve at the base threshold agrees); a head of tools
+    # above the bulk serves it at every threshold.
+    snapshot, query = _crafted([0.42] + [0.4] * 24 + [bulk] * 35)
+    queries = [EvalQuery("unrelated words", [["s::tool0"]], "all", "x", "x")]
+    options = RankingOptions()
+    results = evaluate(snapshot, queries, query[None, :], None, options, modes=["convex"])["all"]["convex"]
+    at = {p["threshold"]: p["false_withholding"] for p in results["withhold_curve"]}
+    assert results["served"]["false_abstention"] == at[options.withhold_threshold] == float(withheld)
+    assert at[0.95] == float(withheld)

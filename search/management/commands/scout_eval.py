@@ -83,6 +83,18 @@ class Command(ProgressCommand):
             help="... and when the request's peak is below this (default SCOUT_SEARCH_WITHHOLD_PEAK)",
         )
         parser.add_argument(
+            "--withhold-spread",
+            type=float,
+            default=None,
+            help="... and when the request's spread is below this (default SCOUT_SEARCH_WITHHOLD_SPREAD)",
+        )
+        parser.add_argument(
+            "--withhold-flat-threshold",
+            type=float,
+            default=None,
+            help="withhold threshold where a flat spread was measured (default SCOUT_SEARCH_WITHHOLD_FLAT_THRESHOLD)",
+        )
+        parser.add_argument(
             "--withhold-curve",
             action="store_true",
             help="also print, per group, the shares each withhold threshold would withhold (hybrid only)",
@@ -130,6 +142,10 @@ class Command(ProgressCommand):
             bm25_weight=settings.SCOUT_SEARCH_BM25_WEIGHT,
             withhold_threshold=_given(opts["withhold_threshold"], settings.SCOUT_SEARCH_WITHHOLD_THRESHOLD),
             withhold_peak=_given(opts["withhold_peak"], settings.SCOUT_SEARCH_WITHHOLD_PEAK),
+            withhold_spread=_given(opts["withhold_spread"], settings.SCOUT_SEARCH_WITHHOLD_SPREAD),
+            withhold_flat_threshold=_given(
+                opts["withhold_flat_threshold"], settings.SCOUT_SEARCH_WITHHOLD_FLAT_THRESHOLD
+            ),
             confidence_threshold=_given(opts["confidence_threshold"], settings.SCOUT_SEARCH_CONFIDENCE_THRESHOLD),
             intent=not opts["no_intent"],
             decompose=not opts["no_decompose"],
@@ -166,6 +182,8 @@ class Command(ProgressCommand):
             "hybrid": fusion,
             "withhold_threshold": options.withhold_threshold,
             "withhold_peak": options.withhold_peak,
+            "withhold_spread": options.withhold_spread,
+            "withhold_flat_threshold": options.withhold_flat_threshold,
             "confidence_threshold": options.confidence_threshold,
             "model": model_key(),
             "one_pass_parts": parts_for is not None,
