@@ -42,12 +42,12 @@ def tool_docs_load(*, pks: Collection[int] | None = None) -> list[ToolDoc]:
     )
     tools = list(queryset.order_by("pk"))
     # Who taught each learned request of a tool with several (one more query, only then): the distinct
-    # principals over all of a tool's learned requests weigh its centroid, and each request's teachers decide
-    # the slots it fills in the tool's votes (``search.documents.learned_votes``).
-    voting_pks = [t.pk for t in tools if len(t.learned_in_use) >= MIN_CENTROID_REQUESTS]
+    # principals over all of a tool's learned requests weigh its centroid, which is their mean over teachers
+    # (``search.documents.teachers_mean``); BM25 counts a learned word agreed by distinct teachers only.
+    centroid_pks = [t.pk for t in tools if len(t.learned_in_use) >= MIN_CENTROID_REQUESTS]
     teachers: dict[int, list[str]] = {}
-    if voting_pks:
-        confirmations = LearnedConfirmation.objects.filter(learned__in=in_use, learned__tool__in=voting_pks)
+    if centroid_pks:
+        confirmations = LearnedConfirmation.objects.filter(learned__in=in_use, learned__tool__in=centroid_pks)
         for learned_pk, key in confirmations.order_by("learned", "principal_key").values_list(
             "learned", "principal_key"
         ):
@@ -55,7 +55,7 @@ def tool_docs_load(*, pks: Collection[int] | None = None) -> list[ToolDoc]:
     for tool in tools:
         for row in tool.learned_in_use:
             row.teachers = tuple(teachers.get(row.pk, ())) or (f"#{row.pk}",)  # none recorded: its own
-        tool.learned_principals = len({key for row in tool.learned_in_use for key in row.teachers})
+        tool.learned_principals = len({key for row in tool.learned_in_use for key in teachers.get(row.pk, ())})
     return [tool_doc_from_tool(tool) for tool in tools]
 
 
