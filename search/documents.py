@@ -179,12 +179,12 @@ def learned_sums(curated: np.ndarray, learned: np.ndarray) -> np.ndarray:
     One principal's learned request weighs ``learned_weight(1)`` (0.6): alone it lifts a tool's score by
     at most that much, however many wordings it sends (the best one counts, they never add up).
 
-    Measured and not kept: a kNN vote (one more vector per learned request, the weighted sum of it and its
-    closest fellow requests by distinct teachers, VOTE / 3 a slot) on the learn file split 3/4 -> 1/4, as
-    served: Hit@1 / Hit@5 .681 / .867 without, .675 / .861 with (vote 1.5), .681 / .869 (0.9). What limits
-    MetaTool's learning is the traffic, not how it is used: only requests whose tool was served are learned
-    (71%), and even learning every learn query regardless (an upper bound of any replay) gives the test
-    file .748 / .912 (.767 / .914 with the vote)."""
+    Measured and not kept: a kNN vote (one more vector per learned request: it and its two closest fellow
+    requests by distinct teachers, a third of the vote's weight each), learning from 3/4 of the learn file
+    and tested on the rest, as served: Hit@1 / Hit@5 .681 / .867 without, .675 / .861 with a vote of 1.5,
+    .681 / .869 with 0.9. What limits MetaTool's learning is the traffic, not how it is used: only requests
+    whose tool was served are learned (71%), and even learning every learn query regardless (an upper bound
+    of any replay) gives the test file .748 / .912 (.767 / .914 with the vote)."""
     if not len(curated) or not len(learned):
         return np.zeros((0, learned.shape[1] if learned.ndim == 2 else 0), np.float32)
     share = np.float32(1.0 - LEARNED_OVER_CURATED)
