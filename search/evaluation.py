@@ -350,13 +350,16 @@ def learn_replay(
         principals[key].add(f"learn-{i}")
         wording.setdefault(key, text)
     learned: dict[int, list[tuple[str, float]]] = defaultdict(list)
+    teachers: dict[int, list[tuple[str, ...]]] = defaultdict(list)
     taught: dict[int, set[str]] = defaultdict(set)
     for key, who in principals.items():
         learned[key[0]].append((wording[key], learned_weight(len(who))))
+        teachers[key[0]].append(tuple(sorted(who)))
         taught[key[0]] |= who
     return {
         pk: {
             "learned": tuple(items),
+            "learned_teachers": tuple(teachers[pk]),
             "learned_centroid": learned_weight(len(taught[pk])) if len(items) >= MIN_CENTROID_REQUESTS else 0.0,
         }
         for pk, items in learned.items()

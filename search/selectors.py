@@ -4,7 +4,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db.models import Count, Prefetch, Q
+from django.db.models import Prefetch, Q
 
 from catalog.cachesafe import cache_call
 from catalog.models import Tool
@@ -41,20 +41,21 @@ def tool_docs_load(*, pks: Collection[int] | None = None) -> list[ToolDoc]:
         Prefetch("learned_requests", queryset=in_use, to_attr="learned_in_use"),
     )
     tools = list(queryset.order_by("pk"))
-    # Distinct principals who taught each tool over all its learned requests in use: the weight of the
-    # learned centroid, which only a tool with several learned requests has (one more query, only then).
+    # Who taught each learned request of a tool with several (one more query, only then): the distinct
+    # principals over all of a tool's learned requests weigh its centroid, which is their mean over teachers
+    # (``search.documents.teachers_mean``); BM25 counts a learned word agreed by distinct teachers only.
     centroid_pks = [t.pk for t in tools if len(t.learned_in_use) >= MIN_CENTROID_REQUESTS]
-    principals = {}
+    teachers: dict[int, list[str]] = {}
     if centroid_pks:
-        taught = (
-            LearnedConfirmation.objects.filter(learned__in=in_use, learned__tool__in=centroid_pks)
-            .values("learned__tool")
-            .annotate(principals=Count("principal_key", distinct=True))
-            .values_list("learned__tool", "principals")
-        )
-        principals = dict(taught)
+        confirmations = LearnedConfirmation.objects.filter(learned__in=in_use, learned__tool__in=centroid_pks)
+        for learned_pk, key in confirmations.order_by("learned", "principal_key").values_list(
+            "learned", "principal_key"
+        ):
+            teachers.setdefault(learned_pk, []).append(key)
     for tool in tools:
-        tool.learned_principals = principals.get(tool.pk, 0)
+        for row in tool.learned_in_use:
+            row.teachers = tuple(teachers.get(row.pk, ())) or (f"#{row.pk}",)  # none recorded: its own
+        tool.learned_principals = len({key for row in tool.learned_in_use for key in teachers.get(row.pk, ())})
     return [tool_doc_from_tool(tool) for tool in tools]
 
 

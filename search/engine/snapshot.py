@@ -46,7 +46,8 @@ def branches_visible(branches: Branches) -> np.ndarray:
 
 
 def _doc_tokens(doc: ToolDoc, weights: dict[str, int]) -> list[tuple[str, float]]:
-    return weighted_tokens(doc.field_texts(), weights) + learned_tokens(doc.learned, ToolSearchIndex.learned_weight)
+    learned = learned_tokens(doc.learned, ToolSearchIndex.learned_weight, doc.teachers())
+    return weighted_tokens(doc.field_texts(), weights) + learned
 
 
 VISIBLE_SETS_KEPT = 4  # visible sets whose mask a snapshot keeps (a few principals' at a time)

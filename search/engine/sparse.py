@@ -184,23 +184,28 @@ def weighted_tokens(fields: dict[str, str], weights: dict[str, int]) -> list[tup
     return pairs
 
 
-def learned_tokens(learned: Iterable[tuple[str, float]], field_weight: float) -> list[tuple[str, float]]:
+def learned_tokens(
+    learned: Iterable[tuple[str, float]], field_weight: float, teachers: Sequence[Sequence[str]] | None = None
+) -> list[tuple[str, float]]:
     """A tool's learned requests as BM25 tokens: each distinct term once, weighted by the largest weight of
-    a learned request containing it times ``field_weight``, and by half that when only one of the tool's
-    learned requests contains it. Many learned requests (from one principal or many) never add up past
-    one weighted occurrence per term, and the weight (under 1, capped) keeps a learned word below a curated
-    one. The half: a word in one request alone is often that request's own wording (a platform name, the
-    request's object), shared with requests for the tool's siblings; learned at full weight, such words
-    pulled other tools' requests to the learning tool (ETOM, learning from half of levels 1-2 and tested on
-    the other half: Hit@1 .898 without learning, .855 with, .878 with the half; MetaTool unchanged)."""
+    a learned request containing it times ``field_weight``, and by half that while fewer than
+    ``LEARNED_AGREEMENT`` distinct teachers' requests contain it (``teachers``: each request's teachers, aligned
+    with ``learned``; None: every request its own teacher). Many learned requests (from one principal or many)
+    never add up past one weighted occurrence per term, one teacher's many wordings never make a word agreed,
+    and the weight (under 1, capped) keeps a learned word below a curated one. The half: a word in one
+    request alone is often that request's own wording (a platform name, the request's object), shared with
+    requests for the tool's siblings; learned at full weight, such words pulled other tools' requests to the
+    learning tool (ETOM, learning from half of levels 1-2 and tested on the other half: Hit@1 .898 without
+    learning, .855 with, .878 with the half; MetaTool unchanged)."""
     best: dict[str, float] = {}
-    requests: dict[str, int] = {}
-    for text, weight in learned:
+    agreeing: dict[str, set] = {}
+    for i, (text, weight) in enumerate(learned):
+        who = set(teachers[i]) if teachers is not None else {i}
         for token in set(tokenize(text)):
             best[token] = max(best.get(token, 0.0), weight * field_weight)
-            requests[token] = requests.get(token, 0) + 1
+            agreeing.setdefault(token, set()).update(who)
     return [
-        (token, weight if requests[token] >= LEARNED_AGREEMENT else weight * LEARNED_SINGLE_SHARE)
+        (token, weight if len(agreeing[token]) >= LEARNED_AGREEMENT else weight * LEARNED_SINGLE_SHARE)
         for token, weight in best.items()
         if weight > 0
     ]

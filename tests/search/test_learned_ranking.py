@@ -6,7 +6,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from search.documents import LEARNED_OVER_CURATED, ToolDoc
+from search.documents import LEARNED_OVER_CURATED, ToolDoc, teachers_mean
 from search.engine.ranking import RankingOptions
 from search.engine.snapshot import IndexSnapshot
 from search.engine.sparse import learned_tokens
@@ -170,3 +170,52 @@ def test_one_principal_lifts_a_tool_by_at_most_the_cap_however_often_and_however
         lifted[name] = float(snapshot.dense.score(query).scores[2]) - base
     assert 0 < lifted["many"] <= one + 1e-6
     assert lifted["many"] == pytest.approx(lifted["best"], abs=1e-6)  # the exact request itself is the best
+
+
+def test_one_teachers_many_wordings_weigh_as_one_teacher_in_the_centroid(vectors_for):
+    """The centroid is the mean over the tool's teachers of each one's mean wording: a principal who sends
+    many wordings of one request, beside other people's unrelated ones, still lifts the tool by at most one
+    principal's weight (without teachers, their wordings would steer the centroid, weighted for three)."""
+    from search.usage import learned_weight
+
+    request = "did the landlord answer about the rent"
+    query = vectors_for([request])[0]
+    honest = (("open the settings file", 0.6), ("show me what the readme says", 0.6))
+    attack = tuple((f"{request} {'please ' * i}".strip(), 0.6) for i in range(20))
+    docs = {
+        "honest": replace(
+            TOOLS[2], learned=honest, learned_teachers=(("b",), ("c",)), learned_centroid=learned_weight(2)
+        ),
+        "poisoned": replace(
+            TOOLS[2],
+            learned=honest + attack,
+            learned_teachers=(("b",), ("c",), *(("a",),) * len(attack)),
+            learned_centroid=learned_weight(3),
+        ),
+    }
+    scores = {}
+    for name, doc in docs.items():
+        snapshot = IndexSnapshot([*TOOLS[:2], doc], doc_vectors([*TOOLS[:2], doc], vectors_for))
+        scores[name] = float(snapshot.dense.score(query).scores[2])
+    assert 0 < scores["poisoned"] - scores["honest"] <= learned_weight(1) + 1e-6
+
+
+def test_teachers_mean_weighs_each_teacher_once():
+    vectors = np.asarray([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0], [0.0, 1.0]], np.float32)
+    assert np.allclose(teachers_mean(vectors, [("a",), ("a",), ("a",), ("b",)]), [0.5, 0.5])
+    # A request several people confirmed counts for each of them.
+    assert np.allclose(teachers_mean(vectors[2:], [("a", "c"), ("b",)]), [2 / 3, 1 / 3])
+
+
+def test_a_word_agreed_only_by_one_teachers_wordings_still_counts_half():
+    """Agreement means distinct teachers: one person's two wordings sharing a word keep it at half weight."""
+    learned = [("landlord rent", 0.6), ("landlord reply", 0.6)]
+    one = dict(learned_tokens(learned, 2.0, [("a",), ("a",)]))
+    two = dict(learned_tokens(learned, 2.0, [("a",), ("b",)]))
+    assert one["landlord"] == pytest.approx(0.6) and two["landlord"] == pytest.approx(1.2)
+    ranked = {}
+    for name, teachers in (("one", (("a",), ("a",))), ("two", (("a",), ("b",)))):
+        docs = _with_learned(*learned)
+        docs[0] = replace(docs[0], learned_teachers=teachers)
+        ranked[name] = _rank(IndexSnapshot(docs, None), "landlord")[0]["mail::list_inbox"].bm25_score
+    assert ranked["two"] > ranked["one"] > 0

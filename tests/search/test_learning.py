@@ -92,3 +92,22 @@ def test_the_centroid_weighs_the_distinct_principals_who_taught_the_tool(indexed
     assert _learned_vector_norm(inbox) == pytest.approx(0.6, abs=1e-3)
     after = tool_search(query=PARAPHRASE, visible=_everyone(indexed), top_k=5)
     assert REQUEST not in repr(after)
+
+
+def test_tool_docs_know_who_taught_each_learned_request(indexed):
+    """Each learned request carries its teachers (by person) into the index, so one person's many wordings
+    count as one teacher in the centroid and in BM25's agreement; a request no confirmation names is its own."""
+    from search.selectors import tool_docs_load
+
+    inbox = indexed["list_inbox"]
+    rows = []
+    for i, principal in enumerate(("u1", "u1", "u2", None)):
+        text = f"{REQUEST} {i}"
+        rows.append(LearnedRequest.objects.create(tool=inbox, text=text, key=text, principal_count=1, confirmations=1))
+        if principal:
+            LearnedConfirmation.objects.create(learned=rows[-1], principal_key=principal)
+    LearnedConfirmation.objects.create(learned=rows[2], principal_key="u3")
+    (doc,) = tool_docs_load(pks=[inbox.pk])
+    assert [text for text, _ in doc.learned] == [row.text for row in rows]
+    assert doc.learned_teachers == (("u1",), ("u1",), ("u2", "u3"), (f"#{rows[3].pk}",))
+    assert doc.learned_centroid == pytest.approx(0.8)  # u1, u2 and u3: the principals the confirmations name

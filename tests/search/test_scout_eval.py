@@ -276,9 +276,11 @@ def test_learn_replay_weights_by_distinct_principals(tmp_path, settings):
     learned = learn_replay(snapshot, learn, encode, RankingOptions(fusion="convex", bm25_weight=0.3))
     forecast = next(d.pk for d in docs if d.tool_id == "weather::get_forecast")
     # One learned request (two principals' words): no centroid, which needs several requests.
-    assert learned == {
-        forecast: {"learned": (("will it rain in paris tomorrow", learned_weight(2)),), "learned_centroid": 0.0}
-    }
+    assert list(learned) == [forecast]
+    assert learned[forecast]["learned"] == (("will it rain in paris tomorrow", learned_weight(2)),)
+    assert learned[forecast]["learned_centroid"] == 0.0
+    (teachers,) = learned[forecast]["learned_teachers"]  # its two teachers, each query a principal of its own
+    assert len(set(teachers)) == 2
     assert learned_weight(2) > learned_weight(1)
 
 
