@@ -414,10 +414,10 @@ def rank(
         return ranking
     # The last pass's candidates, read now that nothing more is refined (earlier passes build none).
     candidates = ranking.candidates()
-    if options.server_share and servers is not None:
+    fusion = _fusion_of(branches, options)
+    if options.server_share and servers is not None and fusion == "convex":  # a share of a score, not of a rank
         _apply_server(candidates, servers, options.server_share)
-    if options.intent and tool_ops is not None and _fusion_of(branches, options) in FUSIONS:
-        fusion = _fusion_of(branches, options)
+    if options.intent and tool_ops is not None and fusion in FUSIONS:
         _apply_intent(candidates, query, tool_ops, options, scale=1.0 if fusion == "convex" else 2.0 / options.rrf_k)
     _apply_negatives(candidates, query, query_vector, negatives, negative_terms, options)
     candidates.sort(key=lambda c: (c.demoted, -c.score, tie_keys[c.row]))
