@@ -57,11 +57,12 @@ class RankingOptions:
     clause_rescale: bool = False  # rescaling each part to the top measured worse on ETOM levels 3-4
     intent: bool = True
     intent_agree: float = 0.06
-    # Second stage: a tool also scores this share of the best fused score among the candidates of its server
-    # (``_apply_server``): a server that fits the request lifts its other tools, as the next step of a task
-    # is often on the server of the first. Tuned on ETOM and ToolBench (0.2: slot recall up, no figure down).
-    server_share: float = 0.2
     intent_conflict: float = 0.04
+    # Second stage, convex fusion: a tool also scores this share of the best fused score among the candidates
+    # of its server (``_apply_server``): a server that fits the request lifts its other tools, as the next step
+    # of a task is often on the server of the first. Tuned on ETOM and ToolBench (0.2: slot recall up, no
+    # figure down).
+    server_share: float = 0.2
     negative_threshold: float = 0.55  # cosine to a negative example that demotes a tool
     # See ``answer_confidence``: withheld when the best calibrated score of the visible candidates is below
     # ``withhold_threshold`` and no tool stands out (the request's peak below ``withhold_peak``); served as
