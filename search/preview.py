@@ -231,6 +231,8 @@ def score_parts(match: Match) -> ScoreParts:
     if score.get("intent"):
         kind = "bonus: its operation fits the request" if score["intent"] > 0 else "penalty: another operation"
         parts.append(ScorePart("Intent", score["intent"], kind))
+    if score.get("server"):
+        parts.append(ScorePart("Server", score["server"], "a share of its server's best match for this request"))
     if score.get("demoted"):
         parts.append(ScorePart("Negative query", None, "close to a negative query: ranked below every other tool"))
     return ScoreParts(score["rank_score"], score["fit"], parts, bool(score.get("demoted")), score.get("step", 0))

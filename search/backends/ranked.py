@@ -112,6 +112,7 @@ def rank_request(
             negative_terms=snapshot.negative_terms,
             query_vector=vector,
             clauses=clauses,
+            servers=snapshot.server_codes,
         )
         if dense is None or not dense.complete([c.row for c in ranking.candidates]):
             break

@@ -7,7 +7,7 @@ half-visible: they see the old snapshot or the new one.
 import bisect
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -206,6 +206,13 @@ class IndexSnapshot:
     def __len__(self) -> int:
         return len(self.docs)
 
+    @cached_property
+    def server_codes(self) -> np.ndarray:
+        """A number per row, the same for the tools of one server (ranking's server share). Computed on first
+        use, so a snapshot update does not pay for it (two searches computing it at once compute the same)."""
+        numbers: dict[str, int] = {}
+        return np.fromiter((numbers.setdefault(d.server, len(numbers)) for d in self.docs), np.int64, len(self.docs))
+
     def row_of(self, pk: int) -> int | None:
         """The row of a tool pk (None: not in this snapshot)."""
         if self._row_of_pk is not None:
@@ -278,6 +285,7 @@ class IndexSnapshot:
             query_vector=query_vector,
             calibration=calibration,
             clauses=clauses if options.decompose else (),
+            servers=self.server_codes,
         )
 
     def explain(self, row: int, best_vector: int, query_terms: Sequence[str], dense: DenseIndex | None = None) -> dict:
