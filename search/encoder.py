@@ -13,8 +13,7 @@ BLAS gets SCOUT_SEARCH_BLAS_THREADS (both 1 by default: one query is a tiny matr
 Search requests go through a micro-batcher (``QueryBatcher``): the requests of a process waiting at the
 same moment are encoded in one model call, and the model runs one call at a time per process. A multi-step
 request's parts are encoded as texts of their own, or, with SCOUT_SEARCH_ONE_PASS_PARTS (ONNX), pooled
-from the request's own pass (``encode_request``). The one exception to one model call at a time: while a
-single search is in flight and a core idles, its parts encoded alone may run beside it (``SpareCore``).
+from the request's own pass (``encode_request``).
 """
 
 import hashlib
