@@ -19,7 +19,7 @@ from governance.choices import OperationClass
 from governance.principals import Principal
 from governance.selectors import tool_pks_visible_to
 
-from .backends import IndexedTool, Match, SearchRequest, SearchResult, backend_get
+from .backends import IndexedTool, Match, RequestMemo, SearchRequest, SearchResult, backend_get
 from .choices import GenerationKind, GenerationStatus, SearchEventKind
 from .documents import ToolDoc
 from .encoder import EncoderUnavailable, encoder_get, model_key
@@ -152,6 +152,7 @@ def tool_search(
         parts=tuple(zip(texts, part_vectors, strict=True)),
         explain=explain,
         enforce_abstention=enforce_abstention,
+        memo=RequestMemo() if parts else None,  # the retry below reuses the request's own scores
     )
     result = backend.search(request)
     if parts and vector is not None and result.confidence is Confidence.NONE and encoder_get().one_pass:

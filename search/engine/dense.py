@@ -14,7 +14,7 @@ import os
 import tempfile
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +45,13 @@ class DenseScores:
     index: "DenseIndex | None" = field(default=None, repr=False)
     query: np.ndarray | None = field(default=None, repr=False)
     exact: np.ndarray | None = field(default=None, repr=False)  # (n_docs,) True where refined
+
+    def copy(self) -> "DenseScores":
+        """Scores to refine apart from these (refining changes ``scores``, ``sims`` and ``exact`` in place)."""
+        if self.error == 0.0:
+            return self  # exact already: nothing is ever refined
+        exact = self.exact.copy() if self.exact is not None else None
+        return replace(self, scores=self.scores.copy(), sims=self.sims.copy(), exact=exact)
 
     def refine(self, rows: np.ndarray) -> int:
         """Make the given tools' scores (and their vectors' sims) exact. Returns how many were not yet."""
