@@ -50,7 +50,7 @@ import time
 from pathlib import Path
 
 # SCOUT_BENCH_ROOT: another checkout to measure (e.g. the base commit, for a before/after in one sitting).
-ROOT = Path(os.environ.get("SCOUT_BENCH_ROOT") or Path(__file__).resolve().parent.parent)
+ROOT = Path(os.environ.get("SCOUT_BENCH_ROOT") or Path(__file__).resolve().parent.parent).resolve()
 TARGETS = {10_000: 1.5, 100_000: 2.0}
 MEMORY_TARGET_MB = 1024
 UPDATE_TARGET = 1.1  # a sync's new snapshot: at most 1.1x the time to encode the changed tools
@@ -66,6 +66,9 @@ def _setup_process() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scoutsite.settings")
     os.environ.setdefault("SECRET_KEY", "bench-only-not-a-secret")  # a throwaway key for this process
     sys.path.insert(0, str(ROOT))
+    # Celery's Django fixup puts the working directory first on sys.path at setup: from ROOT, the measured
+    # checkout's code is imported, not the code of the directory this was run from.
+    os.chdir(ROOT)
     import django
 
     django.setup()

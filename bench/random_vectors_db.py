@@ -14,14 +14,18 @@ import os
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+# SCOUT_BENCH_ROOT: another checkout whose code writes the vectors (as bench_mcp_http.py measures it).
+ROOT = Path(os.environ.get("SCOUT_BENCH_ROOT") or Path(__file__).resolve().parent.parent).resolve()
 
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scoutsite.settings")
     os.environ.setdefault("SECRET_KEY", "bench-only-not-a-secret")  # a throwaway key for this process
-    os.environ["SQLITE_PATH"] = os.environ["DB"]
+    os.environ["SQLITE_PATH"] = str(Path(os.environ["DB"]).resolve())  # before the working directory changes
     sys.path.insert(0, str(ROOT))
+    # Celery's Django fixup puts the working directory first on sys.path at setup: from ROOT, ROOT's code is
+    # imported, not the code of the directory this was run from.
+    os.chdir(ROOT)
     import django
 
     django.setup()

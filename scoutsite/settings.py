@@ -393,12 +393,6 @@ SCOUT_SEARCH_BLAS_THREADS = env_int("SCOUT_SEARCH_BLAS_THREADS", 1)
 # search/onnx_encoder.py encode_requests) instead of one more encode per part; an answer that would be
 # withheld is searched again with the parts encoded alone (search/services.py tool_search).
 SCOUT_SEARCH_ONE_PASS_PARTS = env_bool("SCOUT_SEARCH_ONE_PASS_PARTS", default=True)
-# While a multi-step request is the only search in flight in its process, its parts encoded alone run beside
-# its one pass on a thread of their own (the core would otherwise idle), ready if its answer would be withheld
-# (search/encoder.py SpareCore): the retry then costs no model time on the request's path. Off by default: over
-# HTTP on a quiet 2-core machine it moved neither the c=1 p95 nor the p99 measurably (bench/ab_mcp_http.py, on
-# against off) and costs CPU on answers that were not withheld.
-SCOUT_SEARCH_SPARE_CORE = env_bool("SCOUT_SEARCH_SPARE_CORE", default=False)
 # int8 (formerly float16, still accepted): the scanned vector table is int8 (ONNX Runtime's MatMulInteger) with
 # exact float32 re-scoring from an unlinked file in SCOUT_SEARCH_VECTOR_SPILL_DIR (default: the system temp dir);
 # answers are those of the float32 scan (search/engine/dense.py). float32: the whole table in memory.

@@ -13,8 +13,7 @@ BLAS gets SCOUT_SEARCH_BLAS_THREADS (both 1 by default: one query is a tiny matr
 Search requests go through a micro-batcher (``QueryBatcher``): the requests of a process waiting at the
 same moment are encoded in one model call, and the model runs one call at a time per process. A multi-step
 request's parts are encoded as texts of their own, or, with SCOUT_SEARCH_ONE_PASS_PARTS (ONNX), pooled
-from the request's own pass (``encode_request``). The one exception to one model call at a time: while a
-single search is in flight and a core idles, its parts encoded alone may run beside it (``SpareCore``).
+from the request's own pass (``encode_request``).
 """
 
 import hashlib
@@ -23,9 +22,8 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 
 import numpy as np
@@ -134,20 +132,19 @@ class Encoder:
         """Part vectors come from one model pass over their request (SCOUT_SEARCH_ONE_PASS_PARTS, ONNX)."""
         return settings.SCOUT_SEARCH_ONE_PASS_PARTS and hasattr(self.runner, "encode_requests")
 
-    def encode_queries(self, texts: Sequence[str], *, direct: bool = False) -> np.ndarray:
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
         """``encode`` for search requests, through the process's cache of recent request vectors.
 
         Agents repeat requests (retries, the same step in many sessions); a hit skips the model, which is
         most of a search's time. Keyed by model key and the exact text, so a vector is only reused for the
         text and the model that made it. Misses are encoded by the micro-batcher, with those of any other
-        request of this process waiting at the same moment; ``direct``: in this thread, at once, beside the
-        micro-batcher's call (the spare core's, see ``SpareCore``).
+        request of this process waiting at the same moment.
         """
         result: list[np.ndarray | None] = [_query_cache.get((self.key, text)) for text in texts]
         missing = [i for i, vector in enumerate(result) if vector is None]
         if missing:
             items = [(texts[i], ()) for i in missing]
-            fresh = self.encode_requests(items) if direct else self.batcher.encode(items)
+            fresh = self.batcher.encode(items)
             for position, i in enumerate(missing):
                 vector = fresh[position][0]
                 vector.setflags(write=False)  # shared by every later hit: nobody may change it
@@ -258,73 +255,6 @@ class QueryBatcher:
         for texts, future in waiting:
             future.set_result(vectors[start : start + len(texts)])
             start += len(texts)
-
-
-class SpareCore:
-    """A model call beside a search's own, on a thread of its own, started only while that search is the only
-    one in flight in this process: the process's model otherwise runs one call at a time on one core
-    (``QueryBatcher``), and with one request the machine's other core idles. tool_search starts a multi-step
-    request's parts encoded alone here with its one pass; they are used if its answer would be withheld (a
-    second search), else dropped. So the slowest requests (withheld, searched twice) wait for one model
-    call, not two, and under load (two searches or more in flight) nothing is started: every model run is one
-    a request needs, one at a time. One call at a time runs here (a second is not started meanwhile).
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._searches = 0  # searches in flight in this process (``searching``)
-        self._running = False
-        self._executor: ThreadPoolExecutor | None = None
-        self.started = 0  # calls started here: tests and benchmarks read it
-
-    @contextmanager
-    def searching(self) -> Iterator[None]:
-        """Count a search in flight for as long as the block runs."""
-        with self._lock:
-            self._searches += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._searches -= 1
-
-    def start(self, fn: Callable, *args) -> Future | None:
-        """``fn(*args)`` on the spare thread if the caller's search is the only one in flight, nothing runs
-        there yet and a core of the machine is idle now; None otherwise (the caller does the work itself if it
-        turns out to need it)."""
-        with self._lock:
-            if self._searches != 1 or self._running or idle_cores() < 1:
-                return None
-            self._running = True
-            self.started += 1
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scout-spare-core")
-        future = self._executor.submit(fn, *args)
-        future.add_done_callback(self._finished)
-        return future
-
-    def _finished(self, _future: Future) -> None:
-        with self._lock:
-            self._running = False
-
-
-_spare_core = SpareCore()
-
-
-def idle_cores() -> int:
-    """Cores of this process's CPU set that no thread of the machine is running on at this instant (Linux: the
-    kernel's count of runnable threads, /proc/loadavg, which counts the calling thread); 0 where unknown.
-    Other processes count: on a machine that other workers (or anything else) keep busy, nothing is idle."""
-    try:
-        with open("/proc/loadavg", encoding="ascii") as handle:
-            running = int(handle.read().split()[3].split("/")[0])
-        return len(os.sched_getaffinity(0)) - running
-    except (OSError, ValueError, IndexError, AttributeError):
-        return 0
-
-
-def spare_core() -> SpareCore:
-    return _spare_core
 
 
 class QueryVectorCache:

@@ -5,9 +5,7 @@ given visible set) and ``index_update`` / ``index_rebuild`` for indexing."""
 import logging
 import re
 from collections.abc import Collection
-from concurrent.futures import Future
 from dataclasses import replace
-from functools import partial
 
 import numpy as np
 from django.conf import settings
@@ -21,10 +19,10 @@ from governance.choices import OperationClass
 from governance.principals import Principal
 from governance.selectors import tool_pks_visible_to
 
-from .backends import IndexedTool, Match, SearchRequest, SearchResult, backend_get
+from .backends import IndexedTool, Match, RequestMemo, SearchRequest, SearchResult, backend_get
 from .choices import GenerationKind, GenerationStatus, SearchEventKind
 from .documents import ToolDoc
-from .encoder import EncoderUnavailable, encoder_get, model_key, spare_core
+from .encoder import EncoderUnavailable, encoder_get, model_key
 from .engine.decompose import Part, request_part_spans
 from .engine.ranking import FUSIONS, Confidence
 from .engine.snapshot import DocVectors
@@ -111,20 +109,6 @@ def _encode_query(query: str, parts: list[Part]) -> tuple[np.ndarray | None, lis
     return vectors[0], list(vectors[1:])
 
 
-def _parts_alone_ahead(parts: list[Part]) -> Future | None:
-    """The parts encoded alone, started on the spare core beside the request's one pass (``SpareCore``: only
-    while this is the process's one search in flight); None when not started."""
-    if not parts or not settings.SCOUT_SEARCH_SPARE_CORE:
-        return None
-    try:
-        encoder = encoder_get()
-    except EncoderUnavailable:
-        return None  # _encode_query records it
-    if not encoder.one_pass:
-        return None
-    return spare_core().start(partial(encoder.encode_queries, direct=True), [part.text for part in parts])
-
-
 def tool_search(
     *,
     query: str,
@@ -157,33 +141,31 @@ def tool_search(
         search_event_record(kind=SearchEventKind.INDEX_NOT_READY, detail=f"backend {backend.name}: no index yet")
         return SearchResult([], index_ready=False, backend=backend.name)
     parts = request_part_spans(cleaned)
-    with spare_core().searching():  # in flight while it may need the model
-        ahead = _parts_alone_ahead(parts)
-        vector, part_vectors = _encode_query(cleaned, parts)
-        texts = [part.text for part in parts]
-        request = SearchRequest(
-            query=cleaned,
-            visible=visible,
-            top_k=k,
-            fusion=fusion,
-            query_vector=vector,
-            parts=tuple(zip(texts, part_vectors, strict=True)),
-            explain=explain,
-            enforce_abstention=enforce_abstention,
-        )
-        result = backend.search(request)
-        if parts and vector is not None and result.confidence is Confidence.NONE and encoder_get().one_pass:
-            # Parts pooled from their request's pass score lower than parts encoded alone, and rank worse where
-            # the evidence is weakest: an answer that would be withheld is the one the parts encoded alone give
-            # (as without SCOUT_SEARCH_ONE_PASS_PARTS). Any other answer is served from the one pass (issue 9:
-            # one model run per request on the request's path; the parts alone, when the spare core started
-            # them, ran beside it).
-            try:
-                alone = ahead.result() if ahead is not None else encoder_get().encode_queries(texts)
-            except EncoderUnavailable:
-                alone = None  # the model went away since the first pass: that answer stands
-            if alone is not None:
-                result = backend.search(replace(request, parts=tuple(zip(texts, alone, strict=True))))
+    vector, part_vectors = _encode_query(cleaned, parts)
+    texts = [part.text for part in parts]
+    request = SearchRequest(
+        query=cleaned,
+        visible=visible,
+        top_k=k,
+        fusion=fusion,
+        query_vector=vector,
+        parts=tuple(zip(texts, part_vectors, strict=True)),
+        explain=explain,
+        enforce_abstention=enforce_abstention,
+        memo=RequestMemo() if parts else None,  # the retry below reuses the request's own scores
+    )
+    result = backend.search(request)
+    if parts and vector is not None and result.confidence is Confidence.NONE and encoder_get().one_pass:
+        # Parts pooled from their request's pass score lower than parts encoded alone, and rank worse where
+        # the evidence is weakest: an answer that would be withheld is the one the parts encoded alone give
+        # (as without SCOUT_SEARCH_ONE_PASS_PARTS). Any other answer is served from the one pass (issue 9:
+        # one model run per request on the request's path).
+        try:
+            alone = encoder_get().encode_queries(texts)
+        except EncoderUnavailable:
+            alone = None  # the model went away since the first pass: that answer stands
+        if alone is not None:
+            result = backend.search(replace(request, parts=tuple(zip(texts, alone, strict=True))))
     if result.degraded and vector is not None and not result.degraded_reason:
         search_event_record(kind=SearchEventKind.VECTORS_MISSING, detail="index has no vectors: BM25 only")
     return result

@@ -46,14 +46,6 @@ def inline_discovery_writes(settings):
     settings.SCOUT_WRITE_BEHIND_SECONDS = 0
 
 
-@pytest.fixture(autouse=True)
-def no_spare_core(settings):
-    """The spare core (search/encoder.py SpareCore) encodes a lone multi-step request's parts beside its one
-    pass only when a core of the machine is idle at that instant: tests that count model runs must not depend
-    on the machine's load. tests/search/test_spare_core.py turns it on and covers it."""
-    settings.SCOUT_SEARCH_SPARE_CORE = False
-
-
 # --- evaluation data -------------------------------------------------------------------------------
 
 

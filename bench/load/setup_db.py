@@ -14,7 +14,7 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(os.environ.get("SCOUT_BENCH_ROOT") or Path(__file__).resolve().parents[2]).resolve()
 
 
 def main() -> None:
@@ -24,8 +24,12 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=50)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
+    args.out = str(Path(args.out).resolve())  # before the working directory changes
 
     sys.path.insert(0, str(ROOT))
+    # Celery's Django fixup puts the working directory first on sys.path at setup: from ROOT, ROOT's code is
+    # imported, not the code of the directory this was run from.
+    os.chdir(ROOT)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scoutsite.settings")
     import django
 

@@ -29,7 +29,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+# SCOUT_BENCH_ROOT: another checkout to mutate (its code, its tests), as the bench scripts measure one.
+ROOT = Path(os.environ.get("SCOUT_BENCH_ROOT") or Path(__file__).resolve().parents[2]).resolve()
 MUTANTS = ROOT / "mutants"
 EQUIVALENT = Path(__file__).with_name("equivalent.txt")
 # Package (mutant-name prefix) -> the files it covers, relative to the checkout.
@@ -145,6 +146,10 @@ def main() -> None:
     parser.add_argument("--names", type=Path, help="check the mutants named in this file (one a line) instead")
     options = parser.parse_args()
     packages = options.package or list(PACKAGES)
+    if options.names:
+        options.names = options.names.resolve()  # before the working directory changes
+    # Everything runs from ROOT: mutmut and its pytest import the working directory's code first.
+    os.chdir(ROOT)
 
     if not options.report_only:
         generate()

@@ -6,7 +6,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
-from .base import BackendStatus, IndexedTool, Match, SearchBackend, SearchRequest, SearchResult
+from .base import BackendStatus, IndexedTool, Match, RequestMemo, SearchBackend, SearchRequest, SearchResult
 
 BACKENDS = {
     "embedded": "search.backends.embedded.EmbeddedBackend",
@@ -38,6 +38,7 @@ __all__ = [
     "BackendStatus",
     "IndexedTool",
     "Match",
+    "RequestMemo",
     "SearchBackend",
     "SearchRequest",
     "SearchResult",

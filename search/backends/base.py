@@ -11,7 +11,7 @@ and hands the backend the tools of a new generation with ``publish``. A backend:
 """
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -20,6 +20,27 @@ import numpy as np
 from ..documents import ToolDoc
 from ..engine.ranking import Confidence
 from ..engine.snapshot import DocVectors
+
+
+class RequestMemo:
+    """Scores the searches of one request share: tool_search searches a withheld multi-step request again
+    with its parts encoded alone, and that search's BM25 scores (the request's and its parts') and the
+    request's own dense scores are the first search's. Made per request and dropped with it, never shared
+    between requests or callers. A value is kept with its scope, the objects it was computed from (the
+    snapshot, the visible set), and reused only for those very objects: a new generation meanwhile, or
+    other tools, computes afresh."""
+
+    def __init__(self) -> None:
+        # key -> (the scope's ids, the scope itself: held, so no other object takes an id meanwhile, value)
+        self._values: dict[Hashable, tuple[tuple[int, ...], tuple[object, ...], Any]] = {}
+
+    def get(self, scope: tuple[object, ...], key: Hashable) -> Any:
+        """The value kept under ``key`` for ``scope`` (the same objects); None if none."""
+        kept = self._values.get(key)
+        return kept[2] if kept is not None and kept[0] == tuple(map(id, scope)) else None
+
+    def put(self, scope: tuple[object, ...], key: Hashable, value: Any) -> None:
+        self._values[key] = (tuple(map(id, scope)), scope, value)
 
 
 @dataclass(frozen=True)
@@ -35,6 +56,8 @@ class SearchRequest:
     # False (curator preview only): keep the ranking where the answer would be withheld; ``confidence``
     # still says so.
     enforce_abstention: bool = True
+    # Shared by the searches of one request (tool_search's retry); None: every score computed afresh.
+    memo: RequestMemo | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

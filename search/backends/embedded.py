@@ -191,4 +191,4 @@ class EmbeddedBackend(SearchBackend):
         parts = [part for _, part in request.parts]
         if any(part is None for part in parts):
             return None
-        return SnapshotDense(snapshot, vector, parts)
+        return SnapshotDense(snapshot, vector, parts, request.memo)

@@ -24,7 +24,7 @@ from ..engine.dense import DenseIndex, DenseScores
 from ..engine.ranking import Branches, Candidate, RankingOptions, rank, score_explanation
 from ..engine.snapshot import IndexSnapshot
 from ..text import first_sentence
-from .base import Match, SearchRequest, SearchResult
+from .base import Match, RequestMemo, SearchRequest, SearchResult
 
 # A remote dense source fetches missing candidates and ranks again; each round fetches every candidate it
 # lacks, so two rounds are usual. Past this many the source is failing to converge: an error, never a guess.
@@ -63,11 +63,22 @@ class DenseSource(Protocol):
 
 
 class SnapshotDense:
-    """Every visible tool scored from the snapshot's own vector table (the embedded backend)."""
+    """Every visible tool scored from the snapshot's own vector table (the embedded backend). With a
+    request's ``memo``, the request vector's scores are those of its first search (``RequestMemo``)."""
 
-    def __init__(self, snapshot: IndexSnapshot, vector: np.ndarray, parts: Sequence[np.ndarray]) -> None:
+    def __init__(
+        self, snapshot: IndexSnapshot, vector: np.ndarray, parts: Sequence[np.ndarray], memo: RequestMemo | None = None
+    ) -> None:
         assert snapshot.dense is not None
-        whole, *part_scores = snapshot.dense.score_all([vector, *parts])  # one read of the table for all
+        table = snapshot.dense
+        key = ("dense", vector.dtype.str, vector.tobytes())
+        kept = memo.get((snapshot,), key) if memo is not None else None
+        if kept is not None:
+            whole, part_scores = kept.copy(), table.score_all(parts) if parts else []
+        else:
+            whole, *part_scores = table.score_all([vector, *parts])  # one read of the table for all
+            if memo is not None and parts:  # only a multi-step request is searched again
+                memo.put((snapshot,), key, whole.copy())  # as scanned: ranking refines ``whole`` in place
         self._leg = DenseLeg(
             whole=whole,
             parts=tuple(part_scores),
@@ -95,7 +106,12 @@ def rank_request(
     options = ranking_options(request.fusion, enforce_abstention=request.enforce_abstention)
     visible, rows = snapshot.visibility(request.visible)
     parts = request.parts if options.decompose else ()
-    sparse, *part_sparse = snapshot.sparse.score_many([request.query, *(text for text, _ in parts)], visible)
+    texts = (request.query, *(text for text, _ in parts))
+    scope, memo = (snapshot, request.visible), request.memo
+    found = memo.get(scope, ("sparse", texts)) if memo is not None else None
+    sparse, *part_sparse = found or snapshot.sparse.score_many(texts, visible)
+    if memo is not None and found is None and parts:  # only a multi-step request is searched again
+        memo.put(scope, ("sparse", texts), [sparse, *part_sparse])
     vector = request.query_vector if dense is not None else None
     for _ in range(MAX_ROUNDS):
         leg = dense.leg() if dense is not None else None

@@ -14,7 +14,7 @@ import os
 import tempfile
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +26,9 @@ _ACCUMULATION_ERROR = 1e-5
 # another code path (one float32 ulp apart). Tables and re-scored blocks are padded to a multiple of this,
 # so every cosine comes out of the grouped path and a re-score gives the full scan's bits exactly.
 _ROW_GROUP = 8
+# Rows of the float32 table scanned at a time for several queries (``DenseIndex._scan``): 1.5 MB, which stays in
+# cache while every query reads it; a multiple of _ROW_GROUP.
+_SCAN_ROWS = 1024
 
 
 def _padded(rows: int) -> int:
@@ -45,6 +48,13 @@ class DenseScores:
     index: "DenseIndex | None" = field(default=None, repr=False)
     query: np.ndarray | None = field(default=None, repr=False)
     exact: np.ndarray | None = field(default=None, repr=False)  # (n_docs,) True where refined
+
+    def copy(self) -> "DenseScores":
+        """Scores to refine apart from these (refining changes ``scores``, ``sims`` and ``exact`` in place)."""
+        if self.error == 0.0:
+            return self  # exact already: nothing is ever refined
+        exact = self.exact.copy() if self.exact is not None else None
+        return replace(self, scores=self.scores.copy(), sims=self.sims.copy(), exact=exact)
 
     def refine(self, rows: np.ndarray) -> int:
         """Make the given tools' scores (and their vectors' sims) exact. Returns how many were not yet."""
@@ -376,9 +386,25 @@ class DenseIndex:
             empty = np.full(self.n_docs, -1.0, dtype=np.float32)
             return [DenseScores(empty.copy(), np.zeros(0, np.float32), self.offsets) for _ in queries]
         if not self.quantized:
-            return [self._scores(query, (self.matrix @ query)[: len(self.owner)], 0.0) for query in queries]
+            return [self._scores(query, sims, 0.0) for query, sims in zip(queries, self._scan(queries), strict=True)]
         sims, errors = self._int8.scan(np.stack(queries))
         return [self._scores(q, s, e) for q, s, e in zip(queries, sims, errors, strict=True)]
+
+    def _scan(self, queries: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """float32 cosines of every vector to each query, bit for bit ``self.matrix @ query``. Several queries
+        (a request and its parts) are scanned a block of ``_SCAN_ROWS`` rows at a time, each block read from
+        memory once for all of them: one product per query over the whole table read it once each, and a
+        search is bound by reading the table (4 queries at 10k tools: 35 -> 15 ms). Not one matrix product:
+        BLAS adds a matrix-matrix product's terms in another order (other bits)."""
+        total = len(self.owner)
+        if len(queries) == 1:
+            return [(self.matrix @ queries[0])[:total]]
+        sims = np.empty((len(queries), len(self.matrix)), np.float32)
+        for start in range(0, len(self.matrix), _SCAN_ROWS):
+            block = self.matrix[start : start + _SCAN_ROWS]  # a multiple of _ROW_GROUP rows: the grouped path
+            for query, out in zip(queries, sims, strict=True):
+                np.matmul(block, query, out=out[start : start + len(block)])
+        return [row[:total] for row in sims]
 
     def _scores(self, query: np.ndarray, sims: np.ndarray, error: float) -> DenseScores:
         block_max = self._block_max(sims)

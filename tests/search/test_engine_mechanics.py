@@ -103,6 +103,23 @@ def test_best_vector_on_demand_is_the_first_best_of_the_tools_block():
     assert np.allclose(index.max_similarity(query, np.arange(40)), scores.scores, atol=1e-5)
 
 
+def test_a_request_and_its_parts_scanned_together_get_the_bits_of_each_scanned_alone():
+    """``score_all`` reads a float32 table a block at a time for all its vectors (one read of memory); each
+    vector's cosines are those of its own full product, bit for bit (one matrix product would add in another
+    order). Over more rows than a block, and a last block shorter than the others."""
+    rng = np.random.default_rng(5)
+    per_doc = [rng.standard_normal((1 + i % 3, 384)).astype(np.float32) for i in range(1500)]  # 2999 vectors
+    kinds = [("document",) * len(v) for v in per_doc]
+    texts = [("",) * len(v) for v in per_doc]
+    index = DenseIndex(per_doc, kinds, texts)
+    queries = list(rng.standard_normal((4, 384)).astype(np.float32))
+    together = index.score_all(queries)
+    for query, scores in zip(queries, together, strict=True):
+        alone = index.score(query)
+        assert np.array_equal(scores.sims, (index.matrix @ query)[: len(index.owner)])
+        assert np.array_equal(scores.sims, alone.sims) and np.array_equal(scores.scores, alone.scores)
+
+
 def test_a_table_without_any_vector_gives_no_tool_meaning_evidence():
     """Tools whose vectors are all missing (none encoded yet) score -1, as a tool without a vector does in a
     table that has some: never a cosine that could lift them or vouch for an answer."""
