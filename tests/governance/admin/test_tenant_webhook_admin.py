@@ -15,6 +15,14 @@ URL_ENV, SECRET_ENV = "ACME_APPROVAL_WEBHOOK_URL", "ACME_APPROVAL_WEBHOOK_SECRET
 HOOK_URL = "https://hooks.example.com/T0KEN-in-the-path"
 
 
+@pytest.fixture(autouse=True)
+def _web_server_sends(settings):
+    """These read the page of an install without a Celery worker, where this web server sends the webhook and its
+    badges decide (CI sets REDIS_URL, which turns eager tasks off); test_tenant_webhook_worker_badge covers the
+    worker's wording."""
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+
+
 @pytest.fixture
 def acme(monkeypatch):
     """Tenant acme naming both variables; only the URL's is set."""
