@@ -8,6 +8,8 @@ from django.utils.functional import cached_property
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from ..selectors import tool_shaped_by
+
 DEFAULT_TOKEN_LIFETIME = timedelta(days=90)
 MAX_COUNTED_ROWS = 10_000
 
@@ -37,3 +39,22 @@ def breakable_id(value: str) -> SafeString:
     """An identifier (``memory::create_entities``) that wraps only after ``::`` and ``_`` in a narrow column,
     never letter by letter: escaped, with a ``<wbr>`` after each separator."""
     return mark_safe(_ID_SEPARATOR.sub(r"\1<wbr>", escape(value)))  # noqa: S308 - escaped just before
+
+
+class SharedToolReadOnlyMixin:
+    """A shared server's tool, once there are tenants, is shaped by a superuser alone (``tool_shaped_by``): its page
+    is read-only for everyone else and says why in ``shared_tool_note``. For admins of models with a ``tool``."""
+
+    shared_tool_note = ""
+
+    def get_fieldsets(self, request, obj=None):
+        fieldsets = super().get_fieldsets(request, obj)
+        if obj is None or tool_shaped_by(user=request.user, tool=obj.tool):
+            return fieldsets
+        [(name, options), *rest] = fieldsets
+        return [(name, {**options, "description": self.shared_tool_note}), *rest]
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        if obj is not None and not tool_shaped_by(user=request.user, tool=obj.tool):
+            return False
+        return super().has_change_permission(request, obj)

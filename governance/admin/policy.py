@@ -18,17 +18,11 @@ from ..models import (
     ToolUserObjectPermission,
 )
 from ..principals import principal_for_user
-from ..selectors import tool_shaped_by
 from ..services.audit import audit_record
 from ..services.policy import risk_class_update, tool_policy_classify
-from .common import _pre
+from .common import SharedToolReadOnlyMixin, _pre
 from .people import PeopleChoicesMixin, person_name, rows_of_groups_for, rows_of_people_for, with_person_visible
 from .tenant_scope import TenantScopedMixin
-
-SHARED_TOOL_NOTE = (
-    "This tool's server is shared by every tenant: only a superuser classifies it, since every tenant's calls "
-    "follow its risk class."
-)
 
 
 @admin.register(RiskClass)
@@ -130,9 +124,14 @@ class HintConflictFilter(admin.SimpleListFilter):
 
 
 @admin.register(ToolPolicy)
-class ToolPolicyAdmin(TenantScopedMixin, StrictLookupsMixin, admin.ModelAdmin[ToolPolicy]):
+class ToolPolicyAdmin(SharedToolReadOnlyMixin, TenantScopedMixin, StrictLookupsMixin, admin.ModelAdmin[ToolPolicy]):
     """The policies of the tools of servers the admin may manage (Z12: never another tenant's tool); who classified
     a tool and who holds access to it are named only where the admin may see them."""
+
+    shared_tool_note = (
+        "This tool's server is shared by every tenant: only a superuser classifies it, since every tenant's calls "
+        "follow its risk class."
+    )
 
     server_path = "tool__server"
     list_display = ("tool", "operation_class", "reversibility", "risk_class", "classified_by_admin", "held")
@@ -230,19 +229,6 @@ class ToolPolicyAdmin(TenantScopedMixin, StrictLookupsMixin, admin.ModelAdmin[To
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
-
-    def get_fieldsets(self, request, obj=None):
-        fieldsets = super().get_fieldsets(request, obj)
-        if obj is None or tool_shaped_by(user=request.user, tool=obj.tool):
-            return fieldsets
-        [(name, options), *rest] = fieldsets
-        return [(name, {**options, "description": SHARED_TOOL_NOTE}), *rest]
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        # A shared server's tools are classified by a superuser once there are tenants: read-only for the others.
-        if obj is not None and not tool_shaped_by(user=request.user, tool=obj.tool):
-            return False
-        return super().has_change_permission(request, obj)
 
     def save_model(self, request, obj, form, change) -> None:
         data = form.cleaned_data

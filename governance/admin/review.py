@@ -9,22 +9,21 @@ from django.utils.html import format_html, format_html_join
 from catalog.admin.lookups import StrictLookupsMixin
 
 from ..models import ToolReview
-from ..selectors import tool_shaped_by
 from ..services.review import ReviewError, tool_review_accept, tool_review_diff, tool_review_reject
-from .common import _pre
+from .common import SharedToolReadOnlyMixin, _pre
 from .people import person_name, with_person_visible
 from .tenant_scope import TenantScopedMixin
 
-SHARED_TOOL_NOTE = (
-    "This tool's server is shared by every tenant: only a superuser accepts or rejects its changes, which release "
-    "or keep it for every tenant at once."
-)
-
 
 @admin.register(ToolReview)
-class ToolReviewAdmin(TenantScopedMixin, StrictLookupsMixin, admin.ModelAdmin[ToolReview]):
+class ToolReviewAdmin(SharedToolReadOnlyMixin, TenantScopedMixin, StrictLookupsMixin, admin.ModelAdmin[ToolReview]):
     """Held definition changes of the tools of servers the admin may manage (Z12: never another tenant's tool);
     who decided is named only where the admin may see them."""
+
+    shared_tool_note = (
+        "This tool's server is shared by every tenant: only a superuser accepts or rejects its changes, which release "
+        "or keep it for every tenant at once."
+    )
 
     server_path = "tool__server"
     list_display = ("tool", "kind", "status", "markers", "created_at", "decider")
@@ -77,19 +76,6 @@ class ToolReviewAdmin(TenantScopedMixin, StrictLookupsMixin, admin.ModelAdmin[To
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
-
-    def get_fieldsets(self, request, obj=None):
-        fieldsets = super().get_fieldsets(request, obj)
-        if obj is None or tool_shaped_by(user=request.user, tool=obj.tool):
-            return fieldsets
-        [(name, options), *rest] = fieldsets
-        return [(name, {**options, "description": SHARED_TOOL_NOTE}), *rest]
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        # A shared server's held change is released for every tenant at once: a superuser's once there are tenants.
-        if obj is not None and not tool_shaped_by(user=request.user, tool=obj.tool):
-            return False
-        return super().has_change_permission(request, obj)
 
     def _decide(self, request, queryset, accept: bool, reason: str = "") -> None:
         for review in queryset:
