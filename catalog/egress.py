@@ -19,6 +19,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
+import anyio
 from django.conf import settings
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -164,6 +165,13 @@ def egress_check(
                 "list its network in SCOUT_UPSTREAM_ALLOWED_HOSTS to allow it"
             )
     return EgressTarget(url=url, host=host, address=resolved[0])
+
+
+async def egress_resolved(url: str) -> EgressTarget:
+    """``egress_check`` off the event loop, resolving: the checked address to connect to. Raises EgressRefused."""
+    target = await anyio.to_thread.run_sync(egress_check, url)
+    assert target is not None  # resolved: egress_check returns None only with resolve=False
+    return target
 
 
 def same_origin(url: str, other: str) -> bool:

@@ -40,7 +40,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from catalog.choices import Transport
-from catalog.egress import EgressRefused, EgressTarget, egress_check
+from catalog.egress import EgressRefused, EgressTarget, egress_resolved
 
 if TYPE_CHECKING:
     from catalog.models import Server
@@ -150,11 +150,9 @@ async def _egress_target(server: Server) -> EgressTarget:
     if not server.url:
         raise _fail(server, "no URL configured for this Streamable HTTP server", "config")
     try:
-        target = await anyio.to_thread.run_sync(egress_check, server.url)
+        return await egress_resolved(server.url)
     except EgressRefused as exc:
         raise _fail(server, f"URL refused: {exc}", "config") from exc
-    assert target is not None  # resolved: egress_check returns None only with resolve=False
-    return target
 
 
 @asynccontextmanager

@@ -18,7 +18,7 @@ import anyio
 import httpx
 import mcp_types as types
 
-from catalog.egress import EgressRefused, EgressTarget, egress_check, same_origin
+from catalog.egress import EgressRefused, EgressTarget, egress_resolved, same_origin
 from catalog.upstream import UpstreamError, safe_url
 
 from .credentials import cookie_header, credentials_for
@@ -162,12 +162,14 @@ def response_result(status: int, content_type: str, body: bytes, *, truncated: b
 async def openapi_target(server: Server) -> EgressTarget:
     """The checked, resolved address of the service's base URL (``egress_check``), for ``openapi_call``'s ``pinned``.
     Raises UpstreamError "config" when it is refused (nothing sent)."""
+    return await _checked(server, server.base_url)
+
+
+async def _checked(server: Server, url: str) -> EgressTarget:
     try:
-        target = await anyio.to_thread.run_sync(egress_check, server.base_url)
+        return await egress_resolved(url)
     except EgressRefused as exc:
         raise _fail(server, f"request refused: {exc}", "config") from exc
-    assert target is not None  # resolved: egress_check returns None only with resolve=False
-    return target
 
 
 async def openapi_call(
@@ -190,10 +192,7 @@ async def openapi_call(
     if pinned is not None and same_origin(pinned.url, request["url"]):
         target = dataclasses.replace(pinned, url=request["url"])
     else:
-        try:
-            target = await anyio.to_thread.run_sync(egress_check, request["url"])
-        except EgressRefused as exc:
-            raise _fail(server, f"request refused: {exc}", "config") from exc
+        target = await _checked(server, request["url"])
     request["headers"]["Host"] = target.host_header
     extensions = {"sni_hostname": target.host} if request["url"].startswith("https:") else {}
     limit = max(0, max_bytes - ENVELOPE_BYTES)
