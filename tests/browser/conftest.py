@@ -76,6 +76,18 @@ def admin_login(browser, base_url: str, username: str, password: str) -> None:
         raise AssertionError("login failed") from None
 
 
+def click_through(browser, element, timeout: float = 30) -> None:
+    """Click what submits a form or follows a link, and wait for the page it leads to: read at once, the old
+    page's elements are still there and go stale a moment later (a loaded machine answers slowly)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    page = browser.find_element(By.TAG_NAME, "html")
+    element.click()
+    WebDriverWait(browser, timeout).until(EC.staleness_of(page))
+
+
 def wait_for(browser, css: str, timeout: float = 30):
     """The element matching ``css``, waiting longer than the implicit wait (a page whose request syncs)."""
     from selenium.webdriver.common.by import By

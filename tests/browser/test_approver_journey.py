@@ -12,7 +12,7 @@ from django.contrib.auth.models import Group
 from governance.roles import APPROVERS
 from tests.mcpgateway.conftest import MODERN, faulty_calls, grant, make_token, make_user, mcp_client, run
 
-from .conftest import admin_login, screenshot
+from .conftest import admin_login, click_through, screenshot
 from .gateway_fixtures import *  # noqa: F403 - live gateway fixtures
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -100,7 +100,7 @@ def test_approver_denies_with_a_reason_then_approves_a_call_that_runs(
         if width == 800:
             screenshot(browser, "approver-inbox-narrow")
     decide = browser.find_element(By.LINK_TEXT, "Decide")
-    decide.click()
+    click_through(browser, decide)
     card = browser.find_element(By.ID, "tool-card")
     assert "Store a note (changes state: every call writes one record)." in card.text
     assert "destructiveHint" in card.text
@@ -111,7 +111,7 @@ def test_approver_denies_with_a_reason_then_approves_a_call_that_runs(
     assert approve.value_of_css_property("background-color") != deny.value_of_css_property("background-color")
     screenshot(browser, "approver-decide")
     browser.find_element(By.NAME, "reason").send_keys("Customer records are never deleted in bulk.")
-    deny.click()
+    click_through(browser, deny)
     message = browser.find_element(By.CSS_SELECTOR, "ul.messagelist li.success").text
     assert message.startswith(f"Denied {first_id}")
 
@@ -126,11 +126,11 @@ def test_approver_denies_with_a_reason_then_approves_a_call_that_runs(
     decide = browser.find_element(By.LINK_TEXT, "Decide")
     assert _no_sideways_scroll(browser, "html")  # the phone scrolls the results box, never the page
     screenshot(browser, "approver-inbox-phone")
-    decide.click()
+    click_through(browser, decide)
     approve = browser.find_element(By.NAME, "_approve")
     assert _right_edge_visible(browser, approve)
     screenshot(browser, "approver-decide-phone")
-    approve.click()
+    click_through(browser, approve)
     assert browser.find_element(By.CSS_SELECTOR, "ul.messagelist li.success").text.startswith(f"Approved {second_id}")
 
     done = run(lambda: ask("add a note to the release checklist", second_id))

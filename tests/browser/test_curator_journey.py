@@ -10,7 +10,7 @@ from django.contrib.auth.models import Group
 from governance.roles import CURATORS
 from search.services import index_rebuild
 
-from .conftest import admin_login, screenshot, wait_for
+from .conftest import admin_login, click_through, screenshot, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 REQUEST = "let the landlord know the rent is late"
@@ -27,8 +27,6 @@ def test_curator_attaches_an_example_request_and_sees_it_in_the_preview(
     browser, live_server, curator, small_catalog, encoder, django_user_model
 ):
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions as EC
-    from selenium.webdriver.support.ui import WebDriverWait
 
     from governance.services.permissions import permission_grant
 
@@ -66,9 +64,7 @@ def test_curator_attaches_an_example_request_and_sees_it_in_the_preview(
     query.clear()
     query.send_keys(REQUEST)
     browser.find_element(By.NAME, "as_user").send_keys("member")
-    page = browser.find_element(By.TAG_NAME, "html")
-    browser.find_element(By.CSS_SELECTOR, "#search-preview input[type=submit]").click()
-    WebDriverWait(browser, 30).until(EC.staleness_of(page))  # the new page, not the one the form was on
+    click_through(browser, browser.find_element(By.CSS_SELECTOR, "#search-preview input[type=submit]"))
     assert wait_for(browser, "#preview-as").text == "member"
     rows = browser.find_elements(By.CSS_SELECTOR, "#preview-results tr.match")
     listed = [row.get_attribute("data-tool-id") for row in rows]

@@ -11,7 +11,7 @@ from search.engine.ranking import Confidence
 from search.services import index_rebuild
 from search.usage import query_log_record
 
-from .conftest import admin_login, screenshot, wait_for
+from .conftest import admin_login, click_through, screenshot, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 WITHHELD = "ping my landlord about the rent"
@@ -29,8 +29,7 @@ def test_curator_attaches_a_withheld_request_and_sees_it_found(
     browser, live_server, curator, member, small_catalog, encoder
 ):
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions as EC
-    from selenium.webdriver.support.ui import Select, WebDriverWait
+    from selenium.webdriver.support.ui import Select
 
     index_rebuild()
     query_log_record(
@@ -50,7 +49,7 @@ def test_curator_attaches_a_withheld_request_and_sees_it_found(
 
     row.find_element(By.NAME, "tool_id").send_keys("mail::send_email")
     Select(row.find_element(By.NAME, "kind")).select_by_value("example")
-    row.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    click_through(browser, row.find_element(By.CSS_SELECTOR, "button[type=submit]"))
     message = browser.find_element(By.CSS_SELECTOR, "ul.messagelist li.success").text
     assert "mail::send_email" in message and "searchable now" in message
     assert not browser.find_elements(By.CSS_SELECTOR, f'tr.request-group[data-text="{WITHHELD}"]')  # handled
@@ -61,9 +60,7 @@ def test_curator_attaches_a_withheld_request_and_sees_it_found(
     browser.get(f"{live_server.url}/admin/search/preview/?query={WITHHELD.replace(' ', '+')}&top_k=10")
     assert "You may discover no tool" in browser.find_element(By.ID, "preview-empty-self").text
     browser.find_element(By.ID, "id_scope_1").click()
-    page = browser.find_element(By.TAG_NAME, "html")
-    browser.find_element(By.CSS_SELECTOR, "#search-preview input[type=submit]").click()
-    WebDriverWait(browser, 30).until(EC.staleness_of(page))  # the new page, not the one the form was on
+    click_through(browser, browser.find_element(By.CSS_SELECTOR, "#search-preview input[type=submit]"))
     assert wait_for(browser, "#preview-as").text == "Every tool some client may get"
     first = browser.find_element(By.CSS_SELECTOR, "#preview-results tr.match")
     assert first.get_attribute("data-tool-id") == "mail::send_email"

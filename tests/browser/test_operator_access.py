@@ -17,7 +17,7 @@ from governance.roles import OPERATORS
 from mcpgateway.constants import UNKNOWN_TOOL_MESSAGE
 from tests.mcpgateway.conftest import grant, make_token, make_user, mcp_client, run, unknown_tool_text
 
-from .conftest import admin_login, screenshot, wait_for
+from .conftest import admin_login, click_through, screenshot, wait_for
 from .gateway_fixtures import *  # noqa: F403 - live gateway fixtures
 from .test_operator_journey import _autocomplete
 
@@ -76,7 +76,7 @@ def test_access_given_on_the_tool_form_reaches_the_members_mcp_client(browser, g
     _autocomplete(browser, "#user_grants-1 .select2-selection", "gw_member")
     Select(browser.find_element("name", "user_grants-1-permission")).select_by_visible_text("execute")
     screenshot(browser, "operator-tool-access")
-    browser.find_element("name", "_save").click()
+    click_through(browser, browser.find_element("name", "_save"))
     assert wait_for(browser, "ul.messagelist li.success").text == f"Saved the access to {TOOL}."
     assert set(
         ToolUserObjectPermission.objects.filter(content_object=tool, user=member).values_list(
@@ -105,7 +105,7 @@ def test_an_operator_cannot_give_themselves_approve(browser, gateway, operator, 
     browser.get(f"{gateway.url}/admin/catalog/server/{faulty_server.pk}/change/")
     _autocomplete(browser, "#user_grants-0 .select2-selection", "gw_operator")
     Select(browser.find_element("name", "user_grants-0-permission")).select_by_visible_text("approve")
-    browser.find_element("name", "_save").click()
+    click_through(browser, browser.find_element("name", "_save"))
     error_list = wait_for(browser, "#user_grants-group .errorlist")
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", error_list)
     error = error_list.text

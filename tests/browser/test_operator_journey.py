@@ -15,7 +15,7 @@ from governance.roles import OPERATORS
 from mcpgateway.constants import UNKNOWN_TOOL_MESSAGE
 from tests.mcpgateway.conftest import FAULTY_SERVER, make_token, make_user, mcp_client, run, unknown_tool_text
 
-from .conftest import admin_login, screenshot, wait_for
+from .conftest import admin_login, click_through, screenshot, wait_for
 from .gateway_fixtures import *  # noqa: F403 - live gateway fixtures
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -106,7 +106,7 @@ def test_operator_registers_grants_syncs_and_releases_a_changed_tool(
     _autocomplete(browser, "#user_grants-1 .select2-selection", "gw_member")
     Select(browser.find_element(By.NAME, "user_grants-1-permission")).select_by_visible_text("execute")
     screenshot(browser, "operator-server-form")
-    browser.find_element(By.NAME, "_save").click()
+    click_through(browser, browser.find_element(By.NAME, "_save"))
     messages = wait_for(browser, "ul.messagelist").text  # the first sync runs in this request
     assert "First sync of faulty queued. Its tools are visible to the groups and people given discover" in messages
     row = browser.find_element(By.XPATH, "//tr[.//a[text()='faulty']]")
@@ -119,7 +119,7 @@ def test_operator_registers_grants_syncs_and_releases_a_changed_tool(
     # Upstream changes ping's definition; the operator syncs and sees it held everywhere.
     monkeypatch.setenv("FAULTY_PING_DESCRIPTION", "Answer with the given text and forward it to a remote log.")
     browser.find_element(By.LINK_TEXT, "faulty").click()
-    browser.find_element(By.XPATH, "//button[text()='Sync now']").click()
+    click_through(browser, browser.find_element(By.XPATH, "//button[text()='Sync now']"))
     assert "Sync of faulty queued" in wait_for(browser, "ul.messagelist").text  # it ran
     browser.get(f"{gateway.url}/admin/catalog/server/")
     row = browser.find_element(By.XPATH, "//tr[.//a[text()='faulty']]")
@@ -137,7 +137,7 @@ def test_operator_registers_grants_syncs_and_releases_a_changed_tool(
     assert "forward it to a remote log" in diff.text
     screenshot(browser, "operator-review")
     browser.find_element(By.NAME, "review_reason").send_keys("Read the new description: still a harmless echo.")
-    browser.find_element(By.NAME, "_accept").click()
+    click_through(browser, browser.find_element(By.NAME, "_accept"))
     assert "callable again" in browser.find_element(By.CSS_SELECTOR, "ul.messagelist li.success").text
 
     released = _call(gateway, token)
@@ -151,7 +151,7 @@ def test_operator_registers_grants_syncs_and_releases_a_changed_tool(
         browser.get(f"{gateway.url}/admin/governance/apitoken/add/")
         _autocomplete(browser, "#id_user + .select2 .select2-selection", "gw_member")
         browser.find_element(By.NAME, "name").send_keys("cursor on alice's laptop")
-        browser.find_element(By.NAME, "_save").click()
+        click_through(browser, browser.find_element(By.NAME, "_save"))
 
     issue_for_member()
     assert "only a superuser issues a token for someone else" in browser.find_element(By.ID, "content").text

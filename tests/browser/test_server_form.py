@@ -3,7 +3,7 @@ transport given up is dropped when the form is sent (not refused), and the slug 
 
 import pytest
 
-from .conftest import admin_login, screenshot
+from .conftest import admin_login, click_through, screenshot
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -16,8 +16,7 @@ def _shown(browser, name: str) -> bool:
 
 def test_only_the_chosen_transports_fields_show(browser, live_server, django_user_model, settings):
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions as EC
-    from selenium.webdriver.support.ui import Select, WebDriverWait
+    from selenium.webdriver.support.ui import Select
 
     from catalog.models import Server
 
@@ -47,9 +46,7 @@ def test_only_the_chosen_transports_fields_show(browser, live_server, django_use
     assert not any(_shown(browser, name) for name in ("command", "url", "base_url"))
     transport.select_by_value("http")
     browser.find_element(By.NAME, "url").send_keys("https://mcp.example.com/mcp")
-    page = browser.find_element(By.TAG_NAME, "html")
-    browser.find_element(By.NAME, "_save").click()
-    WebDriverWait(browser, 30).until(EC.staleness_of(page))  # the new page, not the one the form was on
+    click_through(browser, browser.find_element(By.NAME, "_save"))
     assert "/admin/catalog/server/add/" not in browser.current_url, browser.find_element(By.ID, "content").text
     server = Server.objects.get(slug="clock-two")
     assert (server.transport, server.url, server.command) == ("http", "https://mcp.example.com/mcp", "")
