@@ -14,6 +14,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 import httpx
 import yaml
@@ -47,6 +48,18 @@ BODY_PROPERTY = "body"
 
 class OperationRefused(ValueError):
     """An operation Scout cannot call; the message says why (a per-tool rejection of the sync run)."""
+
+
+def climbs(path: str) -> bool:
+    """Whether ``path`` (an operation's path, or a path argument) has a ``.`` or ``..`` segment, also
+    percent-encoded (once or twice) or behind a backslash. A client, server or proxy that normalizes it leaves the
+    base URL's path (``/v1`` + ``/../admin`` is ``/admin``) and the service's credentials go along."""
+    for _ in range(3):
+        decoded = unquote(path)
+        if decoded == path:
+            break
+        path = decoded
+    return any(segment in (".", "..") for segment in re.split(r"[/\\]", path))
 
 
 @dataclass
@@ -271,6 +284,8 @@ def operation_tool(resolver: SchemaResolver, method: str, path: str, path_item: 
     """One operation as a raw MCP tool dict. Raises OperationRefused for what Scout cannot call."""
     if operation.get("callbacks"):
         raise OperationRefused("callbacks are not supported")
+    if climbs(path):
+        raise OperationRefused("the path has a '.' or '..' segment: it would leave the base URL's path")
     properties: dict[str, Any] = {}
     required: list[str] = []
     places: list[dict[str, Any]] = []
