@@ -82,8 +82,14 @@ def _plain(address: IPAddress) -> IPAddress:
 # IPv6 ranges that carry an IPv4 address a gateway translates to: NAT64's well-known prefix (RFC 6052), and the
 # deprecated IPv4-compatible form; 6to4 (2002::/16) is read by ``ipaddress`` itself. Python calls them global.
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
-_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")  # RFC 8215: local use, never treated as public
 _IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+# Ranges this Python calls global that are not public: never judged public, only reached when listed.
+_NOT_PUBLIC = (
+    ipaddress.ip_network("64:ff9b:1::/48"),  # RFC 8215: NAT64 for local use
+    ipaddress.ip_network("fec0::/10"),  # deprecated site-local (RFC 3879): still routed inside some networks
+    ipaddress.ip_network("3fff::/20"),  # documentation (RFC 9637)
+    ipaddress.ip_network("5f00::/16"),  # SRv6 segment identifiers (RFC 9602)
+)
 
 
 def _embedded(address: IPAddress) -> IPAddress:
@@ -99,7 +105,7 @@ def _embedded(address: IPAddress) -> IPAddress:
 def _address_allowed(address: IPAddress, networks: list[Network]) -> bool:
     """Public (judged by the IPv4 address it translates to, if any), or inside a listed network."""
     reached = _embedded(address)
-    public = reached.is_global and address not in _NAT64_LOCAL
+    public = reached.is_global and not reached.is_multicast and not any(address in net for net in _NOT_PUBLIC)
     return public or any(candidate in network for candidate in (address, reached) for network in networks)
 
 
