@@ -29,7 +29,7 @@ from .engine.snapshot import DocVectors
 from .events import search_event_record
 from .models import IndexGeneration, ToolEmbedding
 from .selectors import GENERATION_CACHE_KEY, server_slugs_granted_to, stored_vectors, tool_docs_load
-from .text import first_sentence, request_terms, strip_control
+from .text import first_sentence, request_terms, request_terms_kept, strip_control
 
 logger = logging.getLogger(__name__)
 # The limits of a search request, here only (the gateway, the preview and any API read them from here; the
@@ -115,6 +115,7 @@ def _encode_query(query: str, parts: list[Part], scope: str) -> tuple[np.ndarray
     return vectors[0], list(vectors[1:])
 
 
+@request_terms_kept()  # the request's texts are tokenized once, and forgotten when it ends
 def tool_search(
     *,
     query: str,
@@ -188,6 +189,7 @@ def _check_filters(*, operation_class: object, environment: object, scope: objec
         raise SearchQueryError("environment must be a short name such as production or development", "environment")
 
 
+@request_terms_kept()
 def search_for_principal(
     *,
     principal: Principal,

@@ -115,3 +115,19 @@ def test_the_cache_keeps_no_request_text(encoder, settings):
     calls = encoder.calls
     encoder.encode_queries([secret])  # still found by its text
     assert encoder.calls == calls
+
+
+@pytest.mark.django_db
+def test_no_request_text_is_kept_past_its_search(small_catalog, reindex, encoder, settings, django_user_model):
+    """With SCOUT_QUERY_LOG=off nothing may keep a request's words beyond the search: the tokenizer's cache held
+    the last thousand requests' texts for the process's lifetime (a memory dump read them)."""
+    from governance.principals import principal_for_user
+    from search.services import index_rebuild, search_for_principal
+    from search.text import _request_terms, request_terms
+
+    settings.SCOUT_QUERY_LOG = "off"
+    reindex(index_rebuild)
+    secret = "wire 40000 to account 9911 for Ms Quarterwhistle"
+    search_for_principal(principal=principal_for_user(django_user_model.objects.create_user("ann")), query=secret)
+    assert _request_terms.get() is None  # the request's memo ended with it
+    assert request_terms(secret) is not request_terms(secret)  # and no cache outside a request answers for it
