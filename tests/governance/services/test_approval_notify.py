@@ -157,3 +157,34 @@ def test_a_webhook_over_plain_http_to_another_host_is_refused_and_recorded(
     assert webhook_url_refused("ftp://hooks.example.test/a") != ""
     settings.SCOUT_APPROVAL_WEBHOOK_ALLOW_HTTP = True  # an operator's explicit choice (a private network)
     assert webhook_url_refused("http://hooks.example.test/approvals") == ""
+
+
+def readme_verifier():
+    """The receiver's check exactly as the README prints it (its first Python block after the signature header)."""
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    section = readme[readme.index("### Receiving the approval webhook") :]
+    code = section[section.index("```python\n") + len("```python\n") :]
+    namespace: dict = {}
+    exec(code[: code.index("```")], namespace)  # noqa: S102 - the README's own sample, run as a receiver would
+    return namespace["scout_webhook_ok"]
+
+
+def test_the_readmes_verifier_accepts_a_real_call_and_refuses_malformed_headers_without_raising(
+    setup, mutating_tool, settings, receiver, django_capture_on_commit_callbacks
+):
+    """A receiver copying the README got an exception (a 500) for a header without "=", a non-numeric t, or a
+    non-ASCII v1 (hmac.compare_digest refuses non-ASCII str): a refusal must be False, never a crash."""
+    verify = readme_verifier()
+    url, received = receiver
+    settings.SCOUT_APPROVAL_WEBHOOK_URL, settings.SCOUT_APPROVAL_WEBHOOK_SECRET = url, SECRET
+    with django_capture_on_commit_callbacks(execute=True):
+        approval_request_create(principal=setup, tool=mutating_tool, arguments={"name": "x"})
+    ((headers, body),) = received
+    header = headers["x-scout-signature"]
+    assert verify(header, body, SECRET) is True
+    assert verify(header, body + b" ", SECRET) is False
+    t = header.split(",")[0]
+    for malformed in ("", "garbage", "t=,v1=", "t=abc,v1=00", "t=\u00b2,v1=00", f"{t},v1=\u00e9", t, "v1=00"):
+        assert verify(malformed, body, SECRET) is False, malformed
