@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -124,6 +125,7 @@ def _fetch(server: Server, timeout: float) -> bytes:
     extensions = {"sni_hostname": target.host} if url.startswith("https:") else {}
     headers = {"Host": target.host_header, "Accept": "application/json, application/yaml"}
     params: list[tuple[str, str]] = []
+    deadline = time.monotonic() + timeout
     if same_origin(url, server.base_url):
         # The service's own credentials go only to the service's own origin, never to a third-party host.
         credentials = credentials_for(server)
@@ -148,6 +150,10 @@ def _fetch(server: Server, timeout: float) -> bytes:
                     body.extend(chunk)
                     if len(body) > max_bytes:
                         raise _fail(server, f"the document is larger than {max_bytes} bytes", "protocol")
+                    if time.monotonic() > deadline:
+                        # httpx's timeout bounds each read: a service sending a piece before each one ran out
+                        # held the fetch as long as it liked. The timeout is the whole fetch's.
+                        raise httpx.ReadTimeout("the document took longer than the timeout")
                 return bytes(body)
     except httpx.TimeoutException as exc:
         raise _fail(server, f"timed out fetching the document {safe_url(url)}", "timeout") from exc
