@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
@@ -115,19 +116,36 @@ def system_resolver(host: str, port: int) -> list[str]:
 
 
 # getaddrinfo has no timeout of its own: lookups run here and are waited for SCOUT_UPSTREAM_DNS_TIMEOUT seconds. A
-# lookup that hangs keeps its thread until the system resolver gives up, so the pool bounds how many can hang.
+# lookup that hangs keeps its thread until the system resolver gives up, so the pool bounds how many can hang. A
+# host's lookup still running is joined, not started again (``_in_flight``): calls to one host whose DNS hangs
+# hold one thread, not the whole pool (every other upstream's lookups queued behind them and were refused).
 _lookups = ThreadPoolExecutor(max_workers=8, thread_name_prefix="scout-egress-dns")
+_in_flight: dict[tuple[Resolver, str, int], Future] = {}
+_in_flight_lock = threading.Lock()
 
 
 def _resolve_within(resolver: Resolver, host: str, port: int) -> list[str]:
     """``resolver(host, port)``, refused when it takes longer than SCOUT_UPSTREAM_DNS_TIMEOUT seconds."""
     timeout = settings.SCOUT_UPSTREAM_DNS_TIMEOUT
-    lookup = _lookups.submit(resolver, host, port)
+    key = (resolver, host, port)
+    with _in_flight_lock:
+        lookup = _in_flight.get(key)
+        started = lookup is None
+        if started:
+            lookup = _in_flight[key] = _lookups.submit(resolver, host, port)
+    if started:
+        lookup.add_done_callback(lambda done: _forget(key, done))
     try:
         return lookup.result(timeout=timeout)
-    except FutureTimeout:
-        lookup.cancel()
+    except (FutureTimeout, CancelledError):
+        lookup.cancel()  # still queued: never run (those joining it are refused as well)
         raise EgressRefused(f"host {host} did not resolve within {timeout:g} s (SCOUT_UPSTREAM_DNS_TIMEOUT)") from None
+
+
+def _forget(key: tuple[Resolver, str, int], done: Future) -> None:
+    with _in_flight_lock:
+        if _in_flight.get(key) is done:
+            del _in_flight[key]
 
 
 def egress_check(
