@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
@@ -82,8 +83,14 @@ def _plain(address: IPAddress) -> IPAddress:
 # IPv6 ranges that carry an IPv4 address a gateway translates to: NAT64's well-known prefix (RFC 6052), and the
 # deprecated IPv4-compatible form; 6to4 (2002::/16) is read by ``ipaddress`` itself. Python calls them global.
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
-_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")  # RFC 8215: local use, never treated as public
 _IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+# Ranges this Python calls global that are not public: never judged public, only reached when listed.
+_NOT_PUBLIC = (
+    ipaddress.ip_network("64:ff9b:1::/48"),  # RFC 8215: NAT64 for local use
+    ipaddress.ip_network("fec0::/10"),  # deprecated site-local (RFC 3879): still routed inside some networks
+    ipaddress.ip_network("3fff::/20"),  # documentation (RFC 9637)
+    ipaddress.ip_network("5f00::/16"),  # SRv6 segment identifiers (RFC 9602)
+)
 
 
 def _embedded(address: IPAddress) -> IPAddress:
@@ -99,7 +106,7 @@ def _embedded(address: IPAddress) -> IPAddress:
 def _address_allowed(address: IPAddress, networks: list[Network]) -> bool:
     """Public (judged by the IPv4 address it translates to, if any), or inside a listed network."""
     reached = _embedded(address)
-    public = reached.is_global and address not in _NAT64_LOCAL
+    public = reached.is_global and not reached.is_multicast and not any(address in net for net in _NOT_PUBLIC)
     return public or any(candidate in network for candidate in (address, reached) for network in networks)
 
 
@@ -109,19 +116,36 @@ def system_resolver(host: str, port: int) -> list[str]:
 
 
 # getaddrinfo has no timeout of its own: lookups run here and are waited for SCOUT_UPSTREAM_DNS_TIMEOUT seconds. A
-# lookup that hangs keeps its thread until the system resolver gives up, so the pool bounds how many can hang.
+# lookup that hangs keeps its thread until the system resolver gives up, so the pool bounds how many can hang. A
+# host's lookup still running is joined, not started again (``_in_flight``): calls to one host whose DNS hangs
+# hold one thread, not the whole pool (every other upstream's lookups queued behind them and were refused).
 _lookups = ThreadPoolExecutor(max_workers=8, thread_name_prefix="scout-egress-dns")
+_in_flight: dict[tuple[Resolver, str, int], Future] = {}
+_in_flight_lock = threading.Lock()
 
 
 def _resolve_within(resolver: Resolver, host: str, port: int) -> list[str]:
     """``resolver(host, port)``, refused when it takes longer than SCOUT_UPSTREAM_DNS_TIMEOUT seconds."""
     timeout = settings.SCOUT_UPSTREAM_DNS_TIMEOUT
-    lookup = _lookups.submit(resolver, host, port)
+    key = (resolver, host, port)
+    with _in_flight_lock:
+        lookup = _in_flight.get(key)
+        started = lookup is None
+        if started:
+            lookup = _in_flight[key] = _lookups.submit(resolver, host, port)
+    if started:
+        lookup.add_done_callback(lambda done: _forget(key, done))
     try:
         return lookup.result(timeout=timeout)
-    except FutureTimeout:
-        lookup.cancel()
+    except (FutureTimeout, CancelledError):
+        lookup.cancel()  # still queued: never run (those joining it are refused as well)
         raise EgressRefused(f"host {host} did not resolve within {timeout:g} s (SCOUT_UPSTREAM_DNS_TIMEOUT)") from None
+
+
+def _forget(key: tuple[Resolver, str, int], done: Future) -> None:
+    with _in_flight_lock:
+        if _in_flight.get(key) is done:
+            del _in_flight[key]
 
 
 def egress_check(

@@ -322,10 +322,13 @@ SCOUT_HTTP_KEEP_ALIVE = env_float("SCOUT_HTTP_KEEP_ALIVE", 5.0)
 # Base URL users reach Scout at: names the admin page where approvers act and the protected resource.
 SCOUT_PUBLIC_URL = env_str("SCOUT_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
 # Approvers hear of new requests by e-mail (Django's mail settings below) and, if set, by a webhook: a JSON
-# POST signed with X-Scout-Signature: sha256=HMAC-SHA256(secret, body). A tenant may name its own (the environment
-# variables on governance.Tenant); this one gets shared requests and those of tenants without their own.
+# POST signed with X-Scout-Signature: t=<unix seconds>,v1=HMAC-SHA256(secret, "<t>.<body>"). A tenant may name its
+# own (the environment variables on governance.Tenant); this one gets shared requests and those of tenants without
+# their own. Webhooks go straight to their host (no HTTP(S)_PROXY) over https; http only to a loopback address
+# unless SCOUT_APPROVAL_WEBHOOK_ALLOW_HTTP is set.
 SCOUT_APPROVAL_WEBHOOK_URL = env_str("SCOUT_APPROVAL_WEBHOOK_URL")
 SCOUT_APPROVAL_WEBHOOK_SECRET = env_secret("SCOUT_APPROVAL_WEBHOOK_SECRET")
+SCOUT_APPROVAL_WEBHOOK_ALLOW_HTTP = env_bool("SCOUT_APPROVAL_WEBHOOK_ALLOW_HTTP", False)
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
 EMAIL_PORT = env_int("EMAIL_PORT", 25)

@@ -132,15 +132,17 @@ class Encoder:
         """Part vectors come from one model pass over their request (SCOUT_SEARCH_ONE_PASS_PARTS, ONNX)."""
         return settings.SCOUT_SEARCH_ONE_PASS_PARTS and hasattr(self.runner, "encode_requests")
 
-    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+    def encode_queries(self, texts: Sequence[str], scope: str = "") -> np.ndarray:
         """``encode`` for search requests, through the process's cache of recent request vectors.
 
         Agents repeat requests (retries, the same step in many sessions); a hit skips the model, which is
-        most of a search's time. Keyed by model key and the exact text, so a vector is only reused for the
-        text and the model that made it. Misses are encoded by the micro-batcher, with those of any other
-        request of this process waiting at the same moment.
+        most of a search's time. Keyed by model key, ``scope`` and the exact text, so a vector is only reused for
+        the text and the model that made it, and only within one scope: the searching person
+        (``cache_scope``), as a hit is faster than a miss and would tell anyone else that someone asked the same
+        (Z10). Misses are encoded by the micro-batcher, with those of any other request of this process waiting
+        at the same moment.
         """
-        result: list[np.ndarray | None] = [_query_cache.get((self.key, text)) for text in texts]
+        result: list[np.ndarray | None] = [_query_cache.get((self.key, scope, text)) for text in texts]
         missing = [i for i, vector in enumerate(result) if vector is None]
         if missing:
             items = [(texts[i], ()) for i in missing]
@@ -148,21 +150,21 @@ class Encoder:
             for position, i in enumerate(missing):
                 vector = fresh[position][0]
                 vector.setflags(write=False)  # shared by every later hit: nobody may change it
-                _query_cache.put((self.key, texts[i]), vector)
+                _query_cache.put((self.key, scope, texts[i]), vector)
                 result[i] = vector
         if not texts:
             return np.zeros((0, self.dim), np.float32)
         return np.stack(result)
 
-    def encode_request(self, query: str, parts: Sequence[Part]) -> np.ndarray:
+    def encode_request(self, query: str, parts: Sequence[Part], scope: str = "") -> np.ndarray:
         """The request's vector (row 0) and its parts' (``request_part_spans(query)``; rows 1..).
 
         With ``one_pass`` the part vectors are pooled from the request's own model pass (one encode per
-        request instead of one per text), cached together under the request; otherwise each text is
-        encoded on its own, through ``encode_queries``."""
+        request instead of one per text), cached together under the request (in ``scope``, as
+        ``encode_queries``); otherwise each text is encoded on its own, through ``encode_queries``."""
         if not parts or not self.one_pass:
-            return self.encode_queries([query, *(part.text for part in parts)])
-        key = (f"{self.key}+parts", f"{query}\x00{[part.spans for part in parts]}")
+            return self.encode_queries([query, *(part.text for part in parts)], scope)
+        key = (f"{self.key}+parts", scope, f"{query}\x00{[part.spans for part in parts]}")
         vectors = _query_cache.get(key)
         if vectors is None:
             vectors = self.batcher.encode([(query, tuple(parts))])[0]
@@ -260,7 +262,7 @@ class QueryBatcher:
 class QueryVectorCache:
     """A bounded LRU of request vectors (SCOUT_SEARCH_QUERY_CACHE_SIZE entries; 0 turns it off).
 
-    Keyed by a digest of (model key, text), never the text: the cache keeps no request's words (as
+    Keyed by a digest of (model key, scope, text), never the text: the cache keeps no request's words (as
     SCOUT_QUERY_LOG=off asks of what outlives a search), only the vectors of the last requests."""
 
     def __init__(self) -> None:
@@ -269,7 +271,7 @@ class QueryVectorCache:
         self.hits = 0
         self.misses = 0
 
-    def get(self, key: tuple[str, str]) -> np.ndarray | None:
+    def get(self, key: tuple[str, str, str]) -> np.ndarray | None:
         key = _digest(key)
         with self._lock:
             vector = self._entries.get(key)
@@ -280,7 +282,7 @@ class QueryVectorCache:
             self.hits += 1
             return vector
 
-    def put(self, key: tuple[str, str], vector: np.ndarray) -> None:
+    def put(self, key: tuple[str, str, str], vector: np.ndarray) -> None:
         size = settings.SCOUT_SEARCH_QUERY_CACHE_SIZE
         if size <= 0:
             return
@@ -300,10 +302,10 @@ class QueryVectorCache:
         return len(self._entries)
 
 
-def _digest(key: tuple[str, str]) -> bytes:
-    """128 bits of BLAKE2b over the model key and the text: a collision is beyond reach, and the text is gone."""
-    model, text = key
-    return hashlib.blake2b(f"{model}\x00{text}".encode(), digest_size=16).digest()
+def _digest(key: tuple[str, str, str]) -> bytes:
+    """128 bits of BLAKE2b over the model key, scope and text: a collision is beyond reach, and the text is gone."""
+    model, scope, text = key
+    return hashlib.blake2b(f"{model}\x00{scope}\x00{text}".encode(), digest_size=16).digest()
 
 
 _query_cache = QueryVectorCache()

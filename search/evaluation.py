@@ -29,6 +29,7 @@ from .engine.ranking import (
     withhold_threshold,
 )
 from .engine.snapshot import DocVectors, IndexSnapshot
+from .text import request_terms_kept
 
 HIT_KS = (1, 3, 5, 10)
 DEPTH = 10
@@ -232,38 +233,39 @@ def evaluate(
     part_vectors = _part_vectors(texts, all_parts, vectors_for, parts_for)
     alone = _part_vectors(texts, all_parts, vectors_for, None) if parts_for is not None else None
     for i, query in enumerate(queries):
-        vector = query_vectors[i] if query_vectors is not None else None
-        parts = [(text, part_vectors[i][j] if part_vectors else None) for j, text in enumerate(all_parts[i])]
-        retry = [(text, alone[i][j]) for j, text in enumerate(all_parts[i])] if alone else None
-        branches = snapshot.branches(query.text, vector, visible)
-        for mode in modes:
-            if mode != "bm25" and vector is None:
-                continue
-            ranking = _rank_served(
-                snapshot,
-                branches,
-                query.text,
-                vector,
-                # The cut only truncates the ordered candidates: one call gives the ranking and the answer.
-                _with(options, fusion=mode, dynamic_cut=True, enforce_abstention=True),
-                calibration,
-                parts,
-                retry,
-            )
-            ids = [snapshot.docs[c.row].tool_id for c in ranking.candidates]
-            best = max((c.calibrated for c in ranking.candidates), default=0.0)  # what the rule compares
-            rule = answer_confidence(0.0, ranking.peak, options, ranking.spread, ranking.unread)
-            stands_out = rule is not Confidence.NONE  # served at any threshold
-            # Where the flat threshold applies, it stays as far above the curve's threshold as above the base.
-            best -= withhold_threshold(options, ranking.spread) - options.withhold_threshold
+        with request_terms_kept():  # its texts tokenized once across the modes
+            vector = query_vectors[i] if query_vectors is not None else None
+            parts = [(text, part_vectors[i][j] if part_vectors else None) for j, text in enumerate(all_parts[i])]
+            retry = [(text, alone[i][j]) for j, text in enumerate(all_parts[i])] if alone else None
+            branches = snapshot.branches(query.text, vector, visible)
+            for mode in modes:
+                if mode != "bm25" and vector is None:
+                    continue
+                ranking = _rank_served(
+                    snapshot,
+                    branches,
+                    query.text,
+                    vector,
+                    # The cut only truncates the ordered candidates: one call gives the ranking and the answer.
+                    _with(options, fusion=mode, dynamic_cut=True, enforce_abstention=True),
+                    calibration,
+                    parts,
+                    retry,
+                )
+                ids = [snapshot.docs[c.row].tool_id for c in ranking.candidates]
+                best = max((c.calibrated for c in ranking.candidates), default=0.0)  # what the rule compares
+                rule = answer_confidence(0.0, ranking.peak, options, ranking.spread, ranking.unread)
+                stands_out = rule is not Confidence.NONE  # served at any threshold
+                # Where the flat threshold applies, it stays as far above the curve's threshold as above the base.
+                best -= withhold_threshold(options, ranking.spread) - options.withhold_threshold
+                for group in ("all", query.source, query.subset):
+                    score_query(query, ids, ranking.abstained, tallies[group][mode])
+                    score_served(query, ranking, ids, served[group][mode])
+                    bests[group][mode].append((query.kind == "none", math.inf if stands_out else best))
             for group in ("all", query.source, query.subset):
-                score_query(query, ids, ranking.abstained, tallies[group][mode])
-                score_served(query, ranking, ids, served[group][mode])
-                bests[group][mode].append((query.kind == "none", math.inf if stands_out else best))
-        for group in ("all", query.source, query.subset):
-            counts[group][query.kind] += 1
-        if progress is not None:
-            progress(i + 1, len(queries))
+                counts[group][query.kind] += 1
+            if progress is not None:
+                progress(i + 1, len(queries))
     return {
         group: {
             "counts": dict(counts[group]),

@@ -32,7 +32,7 @@ from governance.selectors import (
 from .backends import Match, SearchResult
 from .models import IndexGeneration
 from .selectors import indexable_tools
-from .services import TOP_K_MAX, TOP_K_MIN, SearchQueryError, tool_search
+from .services import TOP_K_MAX, TOP_K_MIN, SearchQueryError, cache_scope, tool_search
 
 PREVIEW_PERMISSION = "catalog.view_tool"  # who may preview: anyone who may read the catalog in the admin
 AS_USER_PERMISSION = "auth.view_user"  # previewing as someone else reveals what they see
@@ -107,12 +107,22 @@ class PreviewOutcome:
     error: str = ""
 
 
-def preview_run(*, query: str, visible: Collection[int], top_k: int, fusion: str | None) -> PreviewOutcome:
-    """One search as the gateway runs it; a bad query becomes a message, never an exception."""
+def preview_run(
+    *, query: str, visible: Collection[int], top_k: int, fusion: str | None, viewer: AbstractBaseUser
+) -> PreviewOutcome:
+    """One search as the gateway runs it; a bad query becomes a message, never an exception. ``viewer``: the
+    curator, whose own cached request vectors it may reuse (``cache_scope``)."""
     try:
         # The curator sees the ranking even where the gateway would withhold it; ``confidence`` is the one the
         # gateway gives (decided the same way whether or not the answer is withheld).
-        result = tool_search(query=query, visible=visible, top_k=top_k, fusion=fusion or None, enforce_abstention=False)
+        result = tool_search(
+            query=query,
+            visible=visible,
+            top_k=top_k,
+            fusion=fusion or None,
+            enforce_abstention=False,
+            cache_scope=cache_scope(viewer),
+        )
         return PreviewOutcome(result)
     except SearchQueryError as exc:
         return PreviewOutcome(error=str(exc))
@@ -138,13 +148,13 @@ class ExampleCheck:
 
 
 def tool_examples_check(
-    *, tool: Tool, visible: Collection[int], top_k: int = TOP_K_MAX, fusion: str | None = None
+    *, tool: Tool, visible: Collection[int], viewer: AbstractBaseUser, top_k: int = TOP_K_MAX, fusion: str | None = None
 ) -> list[ExampleCheck]:
     """Run each example request (and negative example) of ``tool``; report where the tool lands."""
     texts = [(e.text, False) for e in tool.examples.all()] + [(n.text, True) for n in tool.negative_examples.all()]
     checks = []
     for text, negative in texts:
-        outcome = preview_run(query=text, visible=visible, top_k=top_k, fusion=fusion)
+        outcome = preview_run(query=text, visible=visible, top_k=top_k, fusion=fusion, viewer=viewer)
         if outcome.result is None:
             checks.append(ExampleCheck(text, negative, None, 0, False, False, error=outcome.error))
             continue
@@ -270,6 +280,7 @@ def preview_view(request: HttpRequest) -> HttpResponse:
             visible=visible,
             top_k=form.cleaned_data["top_k"] or form.fields["top_k"].initial,
             fusion=form.cleaned_data.get("fusion"),
+            viewer=request.user,
         )
         if outcome.result is not None:
             rows = [(match, why_lines(match), score_parts(match)) for match in outcome.result.matches]
@@ -288,7 +299,8 @@ def tool_examples_view(request: HttpRequest, tool_pk: int) -> HttpResponse:
     username = request.GET.get("as_user", "")
     if username and (username == request.user.get_username() or request.user.has_perm(AS_USER_PERMISSION)):
         as_user = get_object_or_404(people_visible_to(request.user), username=username)
-    checks = tool_examples_check(tool=tool, visible=visible_tool_pks(as_user=as_user, viewer=request.user))
+    visible = visible_tool_pks(as_user=as_user, viewer=request.user)
+    checks = tool_examples_check(tool=tool, visible=visible, viewer=request.user)
     servable = tool.pk in visible_tool_pks(as_user=None, viewer=request.user)
     # Back to the tool's page, where its example requests are edited (for whom may open it).
     may_open = request.user.has_perm("catalog.view_tool")

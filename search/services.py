@@ -29,7 +29,7 @@ from .engine.snapshot import DocVectors
 from .events import search_event_record
 from .models import IndexGeneration, ToolEmbedding
 from .selectors import GENERATION_CACHE_KEY, server_slugs_granted_to, stored_vectors, tool_docs_load
-from .text import first_sentence, request_terms, strip_control
+from .text import first_sentence, request_terms, request_terms_kept, strip_control
 
 logger = logging.getLogger(__name__)
 # The limits of a search request, here only (the gateway, the preview and any API read them from here; the
@@ -99,16 +99,23 @@ def search_warm_up() -> dict[str, float]:
     return spent
 
 
-def _encode_query(query: str, parts: list[Part]) -> tuple[np.ndarray | None, list[np.ndarray | None]]:
+def cache_scope(user) -> str:
+    """Whose request vectors a search may reuse (``Encoder.encode_queries``): the searching person's only, so the
+    time a search takes never tells anyone that someone else asked the same (Z10)."""
+    return f"u{user.pk}"
+
+
+def _encode_query(query: str, parts: list[Part], scope: str) -> tuple[np.ndarray | None, list[np.ndarray | None]]:
     """The request's vector and its parts' vectors, in one model call; Nones when the model is unavailable."""
     try:
-        vectors = encoder_get().encode_request(query, parts)
+        vectors = encoder_get().encode_request(query, parts, scope)
     except EncoderUnavailable as exc:
         search_event_record(kind=SearchEventKind.MODEL_UNAVAILABLE, detail=str(exc))
         return None, [None] * len(parts)
     return vectors[0], list(vectors[1:])
 
 
+@request_terms_kept()  # the request's texts are tokenized once, and forgotten when it ends
 def tool_search(
     *,
     query: str,
@@ -117,6 +124,7 @@ def tool_search(
     fusion: str | None = None,
     explain: bool = True,
     enforce_abstention: bool = True,
+    cache_scope: str = "",
 ) -> SearchResult:
     """Rank the tools in ``visible`` (Tool pks the caller may see) for a natural-language request.
 
@@ -127,7 +135,8 @@ def tool_search(
     an unusable query (empty, over SCOUT_SEARCH_MAX_QUERY_CHARS, no words, a non-integer top_k, a missing
     visible set). Never raises because of the index or the model: ``index_ready=False`` when there is no
     index, ``degraded=True`` when only BM25 could run. ``enforce_abstention=False`` (the curator preview)
-    keeps the ranking where it would be withheld, with ``confidence`` still ``none``.
+    keeps the ranking where it would be withheld, with ``confidence`` still ``none``. ``cache_scope``: whose
+    cached request vectors may serve it (``cache_scope(user)`` for a person's search; "" for tools and tests).
     """
     cleaned = _clean_query(query)
     k = _clamp_top_k(top_k)
@@ -141,7 +150,7 @@ def tool_search(
         search_event_record(kind=SearchEventKind.INDEX_NOT_READY, detail=f"backend {backend.name}: no index yet")
         return SearchResult([], index_ready=False, backend=backend.name)
     parts = request_part_spans(cleaned)
-    vector, part_vectors = _encode_query(cleaned, parts)
+    vector, part_vectors = _encode_query(cleaned, parts, cache_scope)
     texts = [part.text for part in parts]
     request = SearchRequest(
         query=cleaned,
@@ -161,7 +170,7 @@ def tool_search(
         # (as without SCOUT_SEARCH_ONE_PASS_PARTS). Any other answer is served from the one pass (issue 9:
         # one model run per request on the request's path).
         try:
-            alone = encoder_get().encode_queries(texts)
+            alone = encoder_get().encode_queries(texts, cache_scope)
         except EncoderUnavailable:
             alone = None  # the model went away since the first pass: that answer stands
         if alone is not None:
@@ -180,6 +189,7 @@ def _check_filters(*, operation_class: object, environment: object, scope: objec
         raise SearchQueryError("environment must be a short name such as production or development", "environment")
 
 
+@request_terms_kept()
 def search_for_principal(
     *,
     principal: Principal,
@@ -205,7 +215,7 @@ def search_for_principal(
         environment=environment or None,
         server_slugs=server_slugs_granted_to(principal=principal) if scope == "my_servers" else None,
     )
-    result = tool_search(query=cleaned, visible=visible, top_k=k)
+    result = tool_search(query=cleaned, visible=visible, top_k=k, cache_scope=cache_scope(principal.user))
     if not result.index_ready:
         return _listing_fallback(query=cleaned, visible=visible, top_k=k, backend=result.backend)
     # Backends apply ``visible`` themselves; this second lock costs nothing and keeps a backend bug from

@@ -2,7 +2,9 @@
 
 import re
 import unicodedata
-from functools import lru_cache
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from bm25s.stopwords import STOPWORDS_EN
 
@@ -47,12 +49,36 @@ def tokenize(text: str) -> list[str]:
     return tokens
 
 
-@lru_cache(maxsize=1024)
+# The texts one request tokenized, and their terms (``request_terms_kept``); None outside a request.
+_request_terms: ContextVar[dict[str, tuple[str, ...]] | None] = ContextVar("scout_request_terms", default=None)
+
+
 def request_terms(text: str) -> tuple[str, ...]:
-    """``tokenize(text)`` for a request's own texts (the request, its parts), kept for the last thousand: one
-    search validates, decomposes, scores, reads the intent of and demotes on the same few texts (issue 9:
-    tokenizing them again and again was ~4% of a search's CPU outside the model). A tuple: shared by callers."""
-    return tuple(tokenize(text))
+    """``tokenize(text)`` for a request's own texts (the request, its parts), each tokenized once per request
+    (within ``request_terms_kept``): one search validates, decomposes, scores, reads the intent of and demotes on
+    the same few texts (issue 9: tokenizing them again and again was ~4% of a search's CPU outside the model). A
+    tuple: shared by callers."""
+    kept = _request_terms.get()
+    if kept is None:
+        return tuple(tokenize(text))
+    terms = kept.get(text)
+    if terms is None:
+        terms = kept[text] = tuple(tokenize(text))
+    return terms
+
+
+@contextmanager
+def request_terms_kept() -> Iterator[None]:
+    """Within it, ``request_terms`` remembers what it tokenized; at its end the texts are forgotten. One request's
+    span (nested: the outermost): no request's words outlive it here (SCOUT_QUERY_LOG=off keeps none anywhere)."""
+    if _request_terms.get() is not None:
+        yield
+        return
+    token = _request_terms.set({})
+    try:
+        yield
+    finally:
+        _request_terms.reset(token)
 
 
 def mostly_non_latin(text: str) -> bool:

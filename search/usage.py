@@ -177,10 +177,29 @@ def search_observe(
 
 
 def query_log_purge(*, now=None) -> int:
-    """Delete log entries (and their outcomes) older than SCOUT_QUERY_LOG_RETENTION_DAYS. Returns how many."""
+    """Delete log entries (and their outcomes) older than SCOUT_QUERY_LOG_RETENTION_DAYS, and the words of the
+    learned requests last confirmed before then that no curator promoted (``learned_requests_expire``). Returns
+    how many log entries were deleted."""
     cutoff = (now or timezone.now()) - timedelta(days=settings.SCOUT_QUERY_LOG_RETENTION_DAYS)
     deleted, per_model = QueryLogEntry.objects.filter(created_at__lt=cutoff).delete()
+    learned_requests_expire(cutoff=cutoff)
     return per_model.get(QueryLogEntry._meta.label, 0)
+
+
+def learned_requests_expire(*, cutoff) -> int:
+    """A learned request's text is users' words, copied from the log: kept no longer than the log keeps them,
+    counted from its last confirmation. Past ``cutoff`` a learned request is deleted (its tool reindexed at once,
+    so neither its vector nor its words stay in the index) and a rejected one keeps only its key (the text stays
+    refused, unreadable). A promoted one is a curator's example now, and stays. Returns how many were deleted."""
+    from .services import index_update
+
+    expired = LearnedRequest.objects.filter(status=LearnedStatus.LEARNED, last_seen__lt=cutoff)
+    tool_pks = sorted(set(expired.values_list("tool_id", flat=True)))
+    _, per_model = expired.delete()
+    LearnedRequest.objects.filter(status=LearnedStatus.REJECTED, last_seen__lt=cutoff).exclude(text="").update(text="")
+    if tool_pks:
+        index_update(tool_pks=tool_pks)
+    return per_model.get(LearnedRequest._meta.label, 0)
 
 
 def _linked_entry(*, key: str, tool: Tool) -> QueryLogEntry | None:

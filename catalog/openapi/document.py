@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 import httpx
 import yaml
@@ -47,6 +49,18 @@ BODY_PROPERTY = "body"
 
 class OperationRefused(ValueError):
     """An operation Scout cannot call; the message says why (a per-tool rejection of the sync run)."""
+
+
+def climbs(path: str) -> bool:
+    """Whether ``path`` (an operation's path, or a path argument) has a ``.`` or ``..`` segment, also
+    percent-encoded (once or twice) or behind a backslash. A client, server or proxy that normalizes it leaves the
+    base URL's path (``/v1`` + ``/../admin`` is ``/admin``) and the service's credentials go along."""
+    for _ in range(3):
+        decoded = unquote(path)
+        if decoded == path:
+            break
+        path = decoded
+    return any(segment in (".", "..") for segment in re.split(r"[/\\]", path))
 
 
 @dataclass
@@ -111,6 +125,7 @@ def _fetch(server: Server, timeout: float) -> bytes:
     extensions = {"sni_hostname": target.host} if url.startswith("https:") else {}
     headers = {"Host": target.host_header, "Accept": "application/json, application/yaml"}
     params: list[tuple[str, str]] = []
+    deadline = time.monotonic() + timeout
     if same_origin(url, server.base_url):
         # The service's own credentials go only to the service's own origin, never to a third-party host.
         credentials = credentials_for(server)
@@ -135,6 +150,10 @@ def _fetch(server: Server, timeout: float) -> bytes:
                     body.extend(chunk)
                     if len(body) > max_bytes:
                         raise _fail(server, f"the document is larger than {max_bytes} bytes", "protocol")
+                    if time.monotonic() > deadline:
+                        # httpx's timeout bounds each read: a service sending a piece before each one ran out
+                        # held the fetch as long as it liked. The timeout is the whole fetch's.
+                        raise httpx.ReadTimeout("the document took longer than the timeout")
                 return bytes(body)
     except httpx.TimeoutException as exc:
         raise _fail(server, f"timed out fetching the document {safe_url(url)}", "timeout") from exc
@@ -271,6 +290,8 @@ def operation_tool(resolver: SchemaResolver, method: str, path: str, path_item: 
     """One operation as a raw MCP tool dict. Raises OperationRefused for what Scout cannot call."""
     if operation.get("callbacks"):
         raise OperationRefused("callbacks are not supported")
+    if climbs(path):
+        raise OperationRefused("the path has a '.' or '..' segment: it would leave the base URL's path")
     properties: dict[str, Any] = {}
     required: list[str] = []
     places: list[dict[str, Any]] = []

@@ -22,7 +22,7 @@ from catalog.egress import EgressRefused, EgressTarget, egress_resolved, same_or
 from catalog.upstream import UpstreamError, safe_url
 
 from .credentials import cookie_header, credentials_for
-from .document import BINDING_KEY, IGNORED_HEADERS
+from .document import BINDING_KEY, IGNORED_HEADERS, climbs
 
 if TYPE_CHECKING:
     from catalog.models import Server
@@ -66,6 +66,8 @@ def build_request(server: Server, input_schema: dict[str, Any], arguments: dict[
     if not isinstance(binding, dict):
         raise _fail(server, "the tool has no OpenAPI binding; sync the server again", "config")
     path = binding["path"]
+    if climbs(path):
+        raise _fail(server, "the operation's path does not stay on the base URL; sync the server again", "config")
     query: list[tuple[str, str]] = []
     headers: dict[str, str] = {}
     cookies: dict[str, str] = {}
@@ -87,10 +89,12 @@ def build_request(server: Server, input_schema: dict[str, Any], arguments: dict[
             continue
         text = ",".join(_scalar(item) for item in value) if isinstance(value, list) else _scalar(value)
         if place == "path":
-            # Percent-escape everything, "/" included, and dot segments too: an argument can never climb out
-            # of its path segment (nor above the base URL's path once a server normalizes "..").
-            segment = quote(text, safe="") if text not in (".", "..") else text.replace(".", "%2E")
-            path = path.replace("{" + name + "}", segment)
+            if climbs(text):
+                # Refused before anything is sent: escaped as %2E%2E it is still ".." to a server that decodes
+                # before it normalizes, and the call would reach another endpoint with the service's credentials.
+                raise _fail(server, f"path argument {name!r} is or holds a '.' or '..' segment", "config")
+            # Percent-escape everything, "/" included: an argument never adds a path segment of its own.
+            path = path.replace("{" + name + "}", quote(text, safe=""))
         elif place == "query":
             query.append((name, text))
         elif place == "header":

@@ -10,6 +10,7 @@ those in the admin) or a webhook's URL or secret."""
 
 import hashlib
 import hmac
+import ipaddress
 import json
 import logging
 import os
@@ -69,6 +70,24 @@ def approval_webhook_for(*, request: ApprovalRequest) -> ApprovalWebhook | None:
     if settings.SCOUT_APPROVAL_WEBHOOK_URL:
         return ApprovalWebhook(url=settings.SCOUT_APPROVAL_WEBHOOK_URL, secret=settings.SCOUT_APPROVAL_WEBHOOK_SECRET)
     return None
+
+
+def webhook_url_refused(url: str) -> str:
+    """Why Scout will not post to ``url`` ("" when it will): only https, or http to a loopback address (a receiver on
+    the same machine), unless SCOUT_APPROVAL_WEBHOOK_ALLOW_HTTP. Over plain http anyone on the way reads who asks
+    for which tool and could answer 2xx for a receiver that never got the call."""
+    parts = urlsplit(url)
+    if parts.scheme == "https" and parts.hostname:
+        return ""
+    if parts.scheme != "http" or not parts.hostname:
+        return "the approval webhook URL must be an https:// URL"
+    try:
+        loopback = ipaddress.ip_address(parts.hostname).is_loopback
+    except ValueError:
+        loopback = parts.hostname == "localhost"
+    if loopback or settings.SCOUT_APPROVAL_WEBHOOK_ALLOW_HTTP:
+        return ""
+    return "the approval webhook URL is http:// to another host: use https (or set SCOUT_APPROVAL_WEBHOOK_ALLOW_HTTP)"
 
 
 def approvers_for(*, request: ApprovalRequest) -> list:
@@ -233,12 +252,22 @@ def _notify_by_webhook(request: ApprovalRequest, payload: dict, webhook: Approva
         return
     parts = urlsplit(webhook.url)
     target = parts.hostname + (f":{parts.port}" if parts.port else "") if parts.hostname else "(no host)"
+    refused = webhook_url_refused(webhook.url)
+    if refused:
+        # Not retried, like a missing variable: the URL does not change while the worker runs. Nothing was sent.
+        logger.warning("approval webhook for %s not sent: %s", request.approval_id, refused)
+        _record(request, NotificationChannel.WEBHOOK, attempt, target, error=refused)
+        return
     body = json.dumps(payload, sort_keys=True).encode()
     headers = {"Content-Type": "application/json"}
     if webhook.secret:
         headers[SIGNATURE_HEADER] = webhook_signature(body=body, secret=webhook.secret, timestamp=int(time.time()))
     try:
-        response = httpx.post(webhook.url, content=body, headers=headers, timeout=WEBHOOK_TIMEOUT_SECONDS)
+        # trust_env=False: straight to the receiver, never through an HTTP(S)_PROXY from the worker's environment
+        # (a proxy would read every request and could answer for the receiver).
+        response = httpx.post(
+            webhook.url, content=body, headers=headers, timeout=WEBHOOK_TIMEOUT_SECONDS, trust_env=False
+        )
     except httpx.HTTPError as exc:
         error = f"approval webhook unreachable: {type(exc).__name__}"
         _record(request, NotificationChannel.WEBHOOK, attempt, target, error=error)

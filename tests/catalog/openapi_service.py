@@ -14,7 +14,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 TOKEN_ENV = "PETSTORE_TOKEN"
@@ -286,6 +286,16 @@ class PetService:
                 return PlainTextResponse("internal failure: database is down", status_code=500)
             if path == "/moved":
                 return RedirectResponse(self.redirect_to, status_code=302)
+            if path == "/drip.json":  # the document in 30 pieces, 0.1 s apart: every read is quick, the whole slow
+                text = json.dumps(self.served_document).encode()
+                size = len(text) // 30 + 1
+
+                async def pieces():
+                    for start in range(0, len(text), size):
+                        yield text[start : start + size]
+                        await asyncio.sleep(0.1)
+
+                return StreamingResponse(pieces(), media_type="application/json")
             return JSONResponse({"ok": True, "path": path})
 
         async def openapi(request: Request) -> Response:

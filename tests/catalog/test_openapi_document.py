@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 
-from catalog.openapi.document import fallback_name, openapi_document_parse, openapi_operations, tool_name
+from catalog.openapi.document import BINDING_KEY, fallback_name, openapi_document_parse, openapi_operations, tool_name
 
 OK = {"200": {"description": "ok"}}
+PATH_ID = {"parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}]}
 
 
 def doc(paths: dict[str, Any], *, version: str = "3.0.3", schemas: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -189,6 +190,39 @@ def test_extension_keys_of_paths_are_not_operations():
     )
     assert [tool["name"] for tool in listing.tools] == ["listPets"]
     assert listing.names == {"listPets"}
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/../admin", "/%2e%2e/admin", "/%2E%2E/admin", "/%252e%252e/admin", "/pets/{id}/../../admin", "/./x", "/a\\..\\b"],
+)
+def test_a_path_with_a_dot_segment_is_refused(path):
+    # Appended to a base URL with a path (https://api.example/v1), "/../admin" is /admin once normalized (httpx
+    # does it before sending; a proxy does it after decoding %2e): the call left the base path with the credentials.
+    listing = openapi_operations(doc({path: {"get": {"operationId": "climb", "responses": OK}}}))
+    assert listing.tools == []
+    [rejection] = listing.rejections
+    assert rejection["name"] == "climb" and "'.' or '..' segment" in rejection["reason"]
+
+
+def test_a_stored_binding_or_a_path_argument_with_a_dot_segment_builds_no_request():
+    from catalog.models import Server
+    from catalog.openapi.execute import build_request
+    from catalog.upstream import UpstreamError
+
+    server = Server(slug="api", name="api", transport="openapi", base_url="https://api.example/v1")
+    [tool] = openapi_operations(doc({"/pets/{id}": {"get": {"operationId": "show", "responses": OK, **PATH_ID}}})).tools
+    schema = tool["inputSchema"]
+    assert build_request(server, schema, {"id": "a/b c"})["url"] == "https://api.example/v1/pets/a%2Fb%20c"
+    for value in ("..", ".", "../admin", "..%2Fadmin", "%2e%2e", "%252E%252E", "..\\admin", "x/../../admin"):
+        with pytest.raises(UpstreamError) as refused:
+            build_request(server, schema, {"id": value})
+        assert refused.value.kind == "config"  # nothing sent; the value is not echoed
+        assert str(refused.value) == "api: path argument 'id' is or holds a '.' or '..' segment"
+    # A binding stored by a sync from before the check (its path from the document, not an argument).
+    older = {**schema, BINDING_KEY: {**schema[BINDING_KEY], "path": "/../admin/{id}"}}
+    with pytest.raises(UpstreamError, match="does not stay on the base URL"):
+        build_request(server, older, {"id": "1"})
 
 
 YAML_HEAD = "openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths: {}\n"

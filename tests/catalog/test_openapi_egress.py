@@ -65,10 +65,17 @@ def test_only_http_urls_with_a_host(url):
         "64:ff9b:1::a00:5",  # the local-use NAT64 prefix (RFC 8215): where it embeds the address is local
         "2002:a00:5::1",  # 6to4 of 10.0.0.5
         "::a00:5",  # IPv4-compatible (deprecated) 10.0.0.5
+        "fec0::1",  # site-local (deprecated, RFC 3879): still the inside of some networks
+        "feff:ffff::1",  # the top of fec0::/10
+        "3fff::1",  # documentation (RFC 9637)
+        "5f00::1",  # SRv6 segment identifier (RFC 9602)
+        "ff0e::1",  # global-scope multicast
+        "64:ff9b::e000:1",  # NAT64 of 224.0.0.1 (multicast)
     ],
 )
 def test_a_name_resolving_to_a_translated_private_address_is_refused(answer):
-    # Python's ipaddress calls these ranges global; what decides is the IPv4 address a gateway translates to.
+    # Python's ipaddress calls these ranges global; what decides is the IPv4 address a gateway translates to, and
+    # ranges that are not public whatever Python says.
     with pytest.raises(EgressRefused, match="private, loopback or link-local"):
         egress_check("https://api.example.com/", allowed=["api.example.com"], resolver=resolves_to(answer))
 

@@ -214,6 +214,18 @@ def test_document_fetched_by_url_under_the_egress_rules(service, make_server, se
     assert server.tools.live().count() == 10
 
 
+def test_a_document_sent_a_little_at_a_time_is_cut_at_the_timeout(service, make_server, settings):
+    """httpx's timeout bounds each read, not the whole: a service answering a piece just before each read timed out
+    held the sync (a worker, or the admin's test connection) for as long as it liked. The timeout is the whole
+    fetch's."""
+    live, pets = service
+    settings.SCOUT_UPSTREAM_LIST_TIMEOUT = 1.0  # each piece comes in 0.1 s; all 30 in about 3 s
+    server = _server(make_server, live.url, openapi_document="", openapi_url=f"{live.url}/drip.json")
+    run = server_sync(server_pk=server.pk)
+    assert run.status == SyncStatus.FAILED and "timed out fetching the document" in run.error
+    assert not Tool.objects.filter(server=server).exists()
+
+
 def test_document_url_redirect_is_not_followed(service, make_server):
     live, pets = service
     pets.redirect_to = f"{live.url}/openapi.json"

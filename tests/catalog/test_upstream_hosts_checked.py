@@ -84,6 +84,43 @@ def test_a_lookup_that_hangs_is_refused_naming_the_setting(stuck_resolver):
     assert refused.value.kind == "config"  # refused before anything was sent, not a 60 s connect timeout
 
 
+def test_lookups_of_a_host_whose_dns_hangs_leave_other_hosts_lookups_alone(settings, monkeypatch):
+    """Eight calls to one upstream whose DNS hangs held every thread of the lookup pool: every other upstream's
+    lookups then queued and were refused too (one broken or hostile name stopped all egress). A host's lookup in
+    flight is joined, so that host holds one thread."""
+    settings.SCOUT_UPSTREAM_ALLOWED_HOSTS = ["stuck.example.com", "fine.example.com"]
+    settings.SCOUT_UPSTREAM_DNS_TIMEOUT = 0.3
+    release = threading.Event()
+    stuck_lookups = []
+
+    def resolver(host: str, port: int) -> list[str]:
+        if host == "stuck.example.com":
+            stuck_lookups.append(host)
+            release.wait(30)
+        return ["93.184.216.34"]
+
+    monkeypatch.setattr(egress, "system_resolver", resolver)
+    refused: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            egress.egress_check("https://stuck.example.com/mcp")
+        except egress.EgressRefused as exc:
+            refused.append(exc)
+
+    try:
+        callers = [threading.Thread(target=call) for _ in range(12)]
+        for caller in callers:
+            caller.start()
+        for caller in callers:
+            caller.join()
+        assert len(refused) == 12
+        target = egress.egress_check("https://fine.example.com/mcp")  # another host still resolves
+        assert str(target.address) == "93.184.216.34" and len(stuck_lookups) == 1
+    finally:
+        release.set()
+
+
 def test_an_openapi_services_calls_reuse_the_address_checked_for_an_earlier_call(
     pet_service, settings, monkeypatch, transactional_db
 ):

@@ -152,13 +152,16 @@ def test_body_operation_posts_json_and_path_arguments_are_escaped(gateway, pets)
         assert again.structured_content == {"status": 201, "body": {"id": 7, "name": "Kit"}}
     assert [r.json()["name"] for r in pets["service"].calls("POST")] == ["Tom", "Kit"]
 
-    missing = execute(gateway, pets["token"], "pets::showPetById", {"petId": "../admin?x=1 #"})
+    missing = execute(gateway, pets["token"], "pets::showPetById", {"petId": "a/admin?x=1 #"})
     assert missing.is_error and "HTTP 404" in _text(missing)
-    dots = execute(gateway, pets["token"], "pets::showPetById", {"petId": ".."})
-    assert dots.is_error and "HTTP 404" in _text(dots)
-    first, second = pets["service"].calls("GET")
-    assert first.raw_path == "/pets/..%2Fadmin%3Fx%3D1%20%23" and first.query == f"api_key={SECRET_KEY}"
-    assert second.raw_path == "/pets/%2E%2E"
+    [first] = pets["service"].calls("GET")
+    assert first.raw_path == "/pets/a%2Fadmin%3Fx%3D1%20%23" and first.query == f"api_key={SECRET_KEY}"
+    # A dot segment is refused before anything is sent: escaped (%2E%2E, ..%2F) it is still ".." to a server or
+    # proxy that decodes before it normalizes, and the call would reach another endpoint with the credentials.
+    for climb in ("..", "../admin", "%2e%2e", "..%2Fadmin"):
+        dots = execute(gateway, pets["token"], "pets::showPetById", {"petId": climb})
+        assert dots.is_error and dots.structured_content["upstream_failure"] == "config", _text(dots)
+    assert len(pets["service"].calls("GET")) == 1
 
 
 def test_invalid_arguments_send_no_request(gateway, pets):
@@ -228,6 +231,28 @@ def test_a_document_key_that_is_not_a_path_never_names_the_host(gateway, pets):
     assert result.is_error
     assert pets["other"].requests == []  # the credentials never reached the host the document named
     assert execute(gateway, pets["token"], "pets::listPets", {}).is_error is False  # real paths still sync
+
+
+def test_a_document_path_that_climbs_out_of_the_base_path_is_never_called(gateway, pets):
+    """With the base URL ``.../api``, a document path ``/../pets`` was sent as ``/pets`` (httpx normalizes dot
+    segments; a proxy does the same after decoding ``%2e``): the document reached endpoints outside the base path
+    with the service's credentials. Such an operation is refused at sync, with its reason in the run."""
+    from catalog.services.openapi_documents import server_openapi_document_set
+    from catalog.services.sync import server_sync
+
+    server = pets["server"]
+    server.base_url += "/api"
+    server.save(update_fields=["base_url"])
+    spec = document()
+    for operation_id, path in (("climbPlain", "/../pets"), ("climbEncoded", "/%2e%2e/pets")):
+        spec["paths"][path] = {"get": {"operationId": operation_id, "responses": {"200": {"description": "ok"}}}}
+    server_openapi_document_set(server=server, text=json.dumps(spec))
+    run_ = server_sync(server_pk=server.pk)
+    reasons = {rejection["name"]: rejection["reason"] for rejection in run_.rejections}
+    assert {"climbPlain", "climbEncoded"} <= set(reasons) and "'..' segment" in reasons["climbPlain"]
+    for tool_id in ("pets::climbPlain", "pets::climbEncoded"):
+        assert execute(gateway, pets["token"], tool_id, {}).is_error
+    assert pets["service"].calls() == []
 
 
 def test_arguments_never_replace_the_host_or_the_credentials(gateway, pets):

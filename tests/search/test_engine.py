@@ -7,7 +7,7 @@ from search.engine.decompose import request_parts
 from search.engine.intent import CREATE, DELETE, READ, request_operations, tool_operation
 from search.engine.sparse import SparseIndex, weighted_tokens
 from search.indexes import ToolSearchIndex
-from search.text import request_terms, split_identifier, tokenize
+from search.text import request_terms, request_terms_kept, split_identifier, tokenize
 
 
 def test_identifiers_are_split_and_kept_whole():
@@ -95,8 +95,10 @@ def test_an_untaught_tools_vector_hash_is_the_one_stored_before_learned_centroid
 
 def test_request_terms_are_the_tokens_of_the_request_in_order_however_often_asked():
     texts = ["Please list the open GitHub pull-requests", "createPullRequest, then notify the team", "a", "x_y x_y"]
-    for _ in range(2):  # the second time from the kept answers
-        assert [request_terms(text) for text in texts] == [tuple(tokenize(text)) for text in texts]
+    with request_terms_kept():
+        for _ in range(2):  # the second time from the kept answers
+            assert [request_terms(text) for text in texts] == [tuple(tokenize(text)) for text in texts]
+        assert request_terms(texts[0]) is request_terms(texts[0])  # tokenized once within one request
 
 
 def test_explain_names_each_matched_word_once_per_field_label_in_the_fields_order():

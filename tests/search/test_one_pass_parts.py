@@ -163,7 +163,7 @@ def test_a_model_gone_before_the_parts_alone_keeps_the_first_answer(one_pass, sm
     first = tool_search(query=NO_FIT, visible=visible, top_k=5, enforce_abstention=False)
     assert first.confidence is Confidence.NONE  # so the parts alone are asked for
 
-    def gone(texts):
+    def gone(texts, scope=""):
         raise EncoderUnavailable("model unloaded")
 
     query_cache().clear()

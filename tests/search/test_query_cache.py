@@ -36,7 +36,42 @@ def test_the_key_is_the_exact_text_and_the_model(encoder):
     calls = encoder.calls
     encoder.encode_queries(["delete the file"])  # another text: encoded
     assert encoder.calls == calls + 1
-    assert query_cache().get(("another-model", "Delete the file")) is None
+    assert query_cache().get(("another-model", "", "Delete the file")) is None
+
+
+def test_a_vector_cached_in_one_scope_is_not_a_hit_in_another(encoder):
+    encoder.encode_queries(["merge the pull request"], scope="u1")
+    calls = encoder.calls
+    encoder.encode_queries(["merge the pull request"], scope="u1")
+    assert encoder.calls == calls
+    encoder.encode_queries(["merge the pull request"], scope="u2")
+    assert encoder.calls == calls + 1
+
+
+@pytest.mark.django_db
+def test_a_persons_search_is_never_served_from_anothers_cached_vector(
+    encoder, small_catalog, reindex, django_user_model
+):
+    """A hit skips the model, most of a search's time: served from tenant A's cached vector, tenant B's search
+    answered faster and told B that someone asked the same words (Z10). Only the person's own repeat is a hit."""
+    from governance.models import Tenant
+    from governance.principals import principal_for_user
+    from search.services import index_rebuild, search_for_principal
+
+    reindex(index_rebuild)
+    people = []
+    for name in ("alice", "bob"):
+        user = django_user_model.objects.create_user(name)
+        Tenant.objects.create(slug=f"{name}-co", name=name).members.add(user)
+        people.append(principal_for_user(user))
+    alice, bob = people
+    request = "read the quarterly report file from disk"
+    search_for_principal(principal=alice, query=request)
+    encoded = encoder.texts_encoded
+    search_for_principal(principal=alice, query=request)
+    assert encoder.texts_encoded == encoded  # her own repeat: from the cache
+    search_for_principal(principal=bob, query=request)
+    assert encoder.texts_encoded > encoded  # another person: the model runs, as for a request nobody made
 
 
 def test_the_cache_is_bounded_and_drops_the_least_recently_used(encoder, settings):
@@ -80,3 +115,19 @@ def test_the_cache_keeps_no_request_text(encoder, settings):
     calls = encoder.calls
     encoder.encode_queries([secret])  # still found by its text
     assert encoder.calls == calls
+
+
+@pytest.mark.django_db
+def test_no_request_text_is_kept_past_its_search(small_catalog, reindex, encoder, settings, django_user_model):
+    """With SCOUT_QUERY_LOG=off nothing may keep a request's words beyond the search: the tokenizer's cache held
+    the last thousand requests' texts for the process's lifetime (a memory dump read them)."""
+    from governance.principals import principal_for_user
+    from search.services import index_rebuild, search_for_principal
+    from search.text import _request_terms, request_terms
+
+    settings.SCOUT_QUERY_LOG = "off"
+    reindex(index_rebuild)
+    secret = "wire 40000 to account 9911 for Ms Quarterwhistle"
+    search_for_principal(principal=principal_for_user(django_user_model.objects.create_user("ann")), query=secret)
+    assert _request_terms.get() is None  # the request's memo ended with it
+    assert request_terms(secret) is not request_terms(secret)  # and no cache outside a request answers for it

@@ -111,6 +111,44 @@ def test_purge_removes_only_rows_past_retention(world, settings):
     assert list(QueryLogEntry.objects.values_list("pk", flat=True)) == [recent.pk]
 
 
+def test_learned_requests_words_are_kept_no_longer_than_the_log_keeps_them(world, settings, superuser):
+    """A learned request's text is a user's request copied from the log: it outlived the log's retention. Past it
+    (from its last confirmation) a learned request is gone, from the index too; a rejected one keeps only its key
+    (still refused); a promoted one is the curator's example and stays."""
+    from search.models import ToolEmbedding
+
+    settings.SCOUT_QUERY_LOG_RETENTION_DAYS = 7
+    words = {
+        "old": "mail the Quarterwhistle contract to our lawyer",
+        "rejected": "mail the Farthingale settlement to the bank",
+        "promoted": "mail the signed lease to the landlord",
+        "recent": "mail the Pemberton invoice to accounting",
+    }
+    learned = {}
+    for name, text in words.items():
+        _log(world["member"], query=text)
+        search_outcome_record(principal=world["member"], tool=world["send"], outcome="success")
+        learned[name] = LearnedRequest.objects.get(text=text)
+    learned_request_reject(learned=learned["rejected"], actor=superuser)
+    learned_request_promote(learned=learned["promoted"], actor=superuser)
+    stale = [learned[name].pk for name in ("old", "rejected", "promoted")]
+    LearnedRequest.objects.filter(pk__in=stale).update(last_seen=timezone.now() - timedelta(days=8))
+
+    query_log_purge()
+    kept = {row.pk: row for row in LearnedRequest.objects.all()}
+    assert learned["old"].pk not in kept
+    assert kept[learned["rejected"].pk].text == "" and kept[learned["rejected"].pk].status == LearnedStatus.REJECTED
+    assert kept[learned["promoted"].pk].text == words["promoted"]
+    assert kept[learned["recent"].pk].text == words["recent"]
+    stored = repr(list(ToolEmbedding.objects.values_list("texts", flat=True)))
+    assert "Quarterwhistle" not in stored and "Farthingale" not in stored and "Pemberton" in stored
+
+    _log(world["member"], query=words["rejected"])  # asked again: still refused by its key
+    search_outcome_record(principal=world["member"], tool=world["send"], outcome="success")
+    assert LearnedRequest.objects.get(pk=learned["rejected"].pk).status == LearnedStatus.REJECTED
+    assert not LearnedRequest.objects.filter(text=words["rejected"]).exists()
+
+
 def test_an_execution_links_to_the_search_that_returned_the_tool_within_the_window(world, settings):
     settings.SCOUT_QUERY_LINK_WINDOW_SECONDS = 600
     entry = _log(world["member"])

@@ -120,3 +120,71 @@ def test_a_captured_webhook_call_cannot_be_replayed_later(
     assert not signed_with(SECRET, headers, body, now=sent_at + TOLERANCE_SECONDS + 1)  # replayed later
     moved = {**headers, "x-scout-signature": headers["x-scout-signature"].replace(f"t={sent_at}", f"t={sent_at + 600}")}
     assert not signed_with(SECRET, moved, body, now=sent_at + 600)  # its timestamp moved on: the HMAC no longer fits
+
+
+def test_the_webhook_goes_straight_to_its_receiver_never_through_a_proxy_from_the_environment(
+    setup, mutating_tool, settings, receiver, tenant_receiver, monkeypatch, django_capture_on_commit_callbacks
+):
+    """httpx reads HTTP(S)_PROXY from the worker's environment by default: a proxy set there for something else
+    read every approval request (who asks for which tool) and could answer 2xx for a receiver never reached."""
+    url, received = receiver
+    proxy_url, through_proxy = tenant_receiver  # records what it is sent, as a proxy would see it
+    for name in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(name, proxy_url.removesuffix("/hook"))
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    settings.SCOUT_APPROVAL_WEBHOOK_URL, settings.SCOUT_APPROVAL_WEBHOOK_SECRET = url, SECRET
+    with django_capture_on_commit_callbacks(execute=True):
+        approval_request_create(principal=setup, tool=mutating_tool, arguments={"name": "x"})
+    assert through_proxy == [] and len(received) == 1
+
+
+def test_a_webhook_over_plain_http_to_another_host_is_refused_and_recorded(
+    setup, mutating_tool, settings, django_capture_on_commit_callbacks
+):
+    from governance.models import NotificationAttempt
+    from governance.services.notifications import webhook_url_refused
+
+    settings.SCOUT_APPROVAL_WEBHOOK_URL = "http://hooks.example.test/approvals"
+    with django_capture_on_commit_callbacks(execute=True):
+        approval_request_create(principal=setup, tool=mutating_tool, arguments={"name": "x"})
+    [attempt] = NotificationAttempt.objects.filter(channel="webhook")
+    assert attempt.outcome == "failed" and attempt.target == "hooks.example.test"
+    assert attempt.detail.startswith("the approval webhook URL is http:// to another host: use https")
+
+    assert webhook_url_refused("https://hooks.example.test/a") == ""
+    assert webhook_url_refused("http://127.0.0.1:9000/a") == webhook_url_refused("http://[::1]/a") == ""
+    assert webhook_url_refused("ftp://hooks.example.test/a") != ""
+    settings.SCOUT_APPROVAL_WEBHOOK_ALLOW_HTTP = True  # an operator's explicit choice (a private network)
+    assert webhook_url_refused("http://hooks.example.test/approvals") == ""
+
+
+def readme_verifier():
+    """The receiver's check exactly as the README prints it (its first Python block after the signature header)."""
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    section = readme[readme.index("### Receiving the approval webhook") :]
+    code = section[section.index("```python\n") + len("```python\n") :]
+    namespace: dict = {}
+    exec(code[: code.index("```")], namespace)  # noqa: S102 - the README's own sample, run as a receiver would
+    return namespace["scout_webhook_ok"]
+
+
+def test_the_readmes_verifier_accepts_a_real_call_and_refuses_malformed_headers_without_raising(
+    setup, mutating_tool, settings, receiver, django_capture_on_commit_callbacks
+):
+    """A receiver copying the README got an exception (a 500) for a header without "=", a non-numeric t, or a
+    non-ASCII v1 (hmac.compare_digest refuses non-ASCII str): a refusal must be False, never a crash."""
+    verify = readme_verifier()
+    url, received = receiver
+    settings.SCOUT_APPROVAL_WEBHOOK_URL, settings.SCOUT_APPROVAL_WEBHOOK_SECRET = url, SECRET
+    with django_capture_on_commit_callbacks(execute=True):
+        approval_request_create(principal=setup, tool=mutating_tool, arguments={"name": "x"})
+    ((headers, body),) = received
+    header = headers["x-scout-signature"]
+    assert verify(header, body, SECRET) is True
+    assert verify(header, body + b" ", SECRET) is False
+    t = header.split(",")[0]
+    for malformed in ("", "garbage", "t=,v1=", "t=abc,v1=00", "t=\u00b2,v1=00", f"{t},v1=\u00e9", t, "v1=00"):
+        assert verify(malformed, body, SECRET) is False, malformed
