@@ -139,3 +139,64 @@ def test_an_approver_with_nothing_waiting_sees_a_calm_zero(client, django_user_m
     client.force_login(_staff(django_user_model, "appr", APPROVERS))
     html = client.get(reverse("admin:index")).content.decode()
     assert 'class="scout-count none">0<' in html and "Nothing is waiting" in html  # grey, not the alarm red
+
+
+@pytest.fixture
+def tenant_curator_world(django_user_model):
+    """Tenant A's curator, a held change on tenant A's server ("own") and one on a shared server ("shared")."""
+    from governance.models import ServerTenant
+    from tests.governance.admin.test_shared_tools_classified_by_superusers import _held
+    from tests.governance.factories import ServerFactory, tenant_with
+
+    curator = _staff(django_user_model, "cur-a", CURATORS)
+    tenant = tenant_with("tenant-a", curator)
+    shared, own = ServerFactory(slug="shared-srv"), ServerFactory(slug="own-srv")
+    ServerTenant.objects.create(server=own, tenant=tenant)
+    return {"curator": curator, "shared": _held(shared), "own": _held(own)}
+
+
+def test_a_tenant_curators_home_lists_only_the_reviews_they_may_decide(client, tenant_curator_world):
+    """A shared server's held change is a superuser's to decide once there are tenants: tenant A's curator gets
+    their own tenant's review as work, and the shared one counted apart with who decides it, not as a link to a
+    page whose buttons they would not find."""
+    world = tenant_curator_world
+    client.force_login(world["curator"])
+    home = client.get(reverse("admin:index"))
+    html = home.content.decode()
+    own, shared = world["own"], world["shared"]
+    assert [review.pk for review in home.context["curator_panel"]["held"]] == [own.pk]
+    assert reverse("admin:governance_toolreview_change", args=[own.pk]) in html
+    assert reverse("admin:governance_toolreview_change", args=[shared.pk]) not in html
+    assert "Held for your review: 1" in html
+    assert 'id="held-shared">1 more held on' in html and "a superuser reviews those" in html
+
+
+def test_a_superusers_home_lists_the_shared_reviews_too(client, superuser, tenant_curator_world):
+    world = tenant_curator_world
+    client.force_login(superuser)
+    home = client.get(reverse("admin:index"))
+    assert {review.pk for review in home.context["curator_panel"]["held"]} == {world["own"].pk, world["shared"].pk}
+    assert 'id="held-shared"' not in home.content.decode()
+
+
+def test_operator_home_counts_tools_as_the_server_list_and_links_them(client, django_user_model, server):
+    """“N live, M held” on the home is what the tool list shows behind each link: a disabled tool is not live, and
+    a tool no review has accepted yet (no policy) is held, as the server list counts them."""
+    from catalog.models import Tool
+    from governance.models import ToolPolicy
+    from tests.governance.factories import ToolFactory
+
+    live = ToolFactory(server=server, name="live_one")
+    ToolFactory(server=server, name="disabled_one", enabled=False)
+    unaccepted = ToolFactory(server=server, name="unaccepted_one")
+    ToolPolicy.objects.filter(tool=unaccepted).delete()
+    client.force_login(_staff(django_user_model, "op", OPERATORS))
+    html = client.get(reverse("admin:index")).content.decode()
+    tools = reverse("admin:catalog_tool_changelist")
+    live_url, held_url = (f"{tools}?server={server.slug}&amp;status={status}" for status in ("live", "held"))
+    assert f'<a href="{live_url}">1 live</a>' in html
+    assert f'<a class="scout-held-text" href="{held_url}"><strong>1 held</strong></a>' in html
+    for url, expected in ((live_url, [live]), (held_url, [unaccepted])):
+        listing = client.get(url.replace("&amp;", "&"))
+        assert list(listing.context["cl"].result_list) == expected
+    assert Tool.objects.filter(server=server).count() == 3
