@@ -8,11 +8,14 @@ every Tool page (templates/admin/catalog/tool/change_form.html).
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
 
 from catalog.admin.lookups import StrictLookupsMixin
 from catalog.admin.progress import ProgressAdminMixin
 from catalog.models import Server
 from catalog.progress import progress_snapshot
+from governance.admin.common import breakable_id
 from governance.selectors import (
     install_wide_visible_to,
     person_shown,
@@ -127,7 +130,7 @@ class LearnedRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[LearnedRequest]):
     """Requests that led to successful calls. Promote one to a curated example request, or reject it (it is
     then never learned again for that tool). Only curators see these texts: they are other users' words."""
 
-    list_display = ("text", "tool", "principal_count", "confirmations", "status", "last_seen")
+    list_display = ("text", "tool_link", "callers", "calls", "status", "last_seen")
     list_filter = ("status",)
     search_fields = ("text", "tool__tool_id")
     list_select_related = ("tool",)
@@ -144,6 +147,24 @@ class LearnedRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[LearnedRequest]):
 
     def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
         return False
+
+    def changelist_view(self, request: HttpRequest, extra_context=None):
+        title = "Learned requests — promote the right ones to example requests, reject the wrong ones"
+        return super().changelist_view(request, {"title": title, **(extra_context or {})})
+
+    @admin.display(description="tool", ordering="tool__tool_id")
+    def tool_link(self, obj: LearnedRequest) -> str:
+        # The tool's page, to read what it does before promoting words to it (rows are of tools the curator manages).
+        url = reverse("admin:catalog_tool_change", args=[obj.tool_id])
+        return format_html('<a href="{}">{}</a>', url, breakable_id(obj.tool.tool_id))
+
+    @admin.display(description="callers", ordering="principal_count")
+    def callers(self, obj: LearnedRequest) -> int:
+        return obj.principal_count
+
+    @admin.display(description="successful calls", ordering="confirmations")
+    def calls(self, obj: LearnedRequest) -> int:
+        return obj.confirmations
 
     def _curatable(self, request: HttpRequest, queryset: QuerySet[LearnedRequest]) -> QuerySet[LearnedRequest]:
         """Rows of tools the curator may curate: a shared server's are every tenant's, curated by a superuser
