@@ -164,11 +164,28 @@ def _curator_panel(user) -> dict[str, Any]:
         .order_by("tool_id")
     )
     return {
+        "workbench": _workbench_waiting(user),
         "held": list(held[:HOME_ROWS]),
         "held_count": held.count(),
         "held_shared_count": pending.exclude(tool__server__in=shaped).count(),
         "no_examples": list(no_examples[:HOME_ROWS]),
         "no_examples_count": no_examples.count(),
+    }
+
+
+def _workbench_waiting(user) -> dict[str, int] | None:
+    """The workbench's request groups by why they wait (a group may wait for several reasons), or None when this
+    curator may not open the workbench."""
+    from search.workbench import WORKBENCH_PERMISSIONS, workbench_groups
+
+    if not user.has_perms(WORKBENCH_PERMISSIONS):
+        return None
+    groups = workbench_groups(user=user)
+    return {
+        "total": len(groups),
+        "withheld": sum(1 for group in groups if group.withheld),
+        "low": sum(1 for group in groups if group.low),
+        "unfollowed": sum(1 for group in groups if group.unfollowed),
     }
 
 

@@ -200,3 +200,37 @@ def test_operator_home_counts_tools_as_the_server_list_and_links_them(client, dj
         listing = client.get(url.replace("&amp;", "&"))
         assert list(listing.context["cl"].result_list) == expected
     assert Tool.objects.filter(server=server).count() == 3
+
+
+def test_curator_home_counts_the_requests_waiting_in_the_workbench_by_why(client, django_user_model, member):
+    """The curator's main work is on the home: how many requests got no good answer, each kind a link to the
+    workbench showing those."""
+    from governance.principals import principal_for_user
+    from search.engine.ranking import Confidence
+    from search.usage import LoggedResult, query_log_record
+
+    for query, confidence in (("book a flight", Confidence.NONE), ("order a pizza", Confidence.LOW)):
+        query_log_record(
+            principal=principal_for_user(member),
+            query=query,
+            results=[LoggedResult(tool_id="mail::send_email", score=0.2)] if confidence == Confidence.LOW else [],
+            confidence=confidence,
+            degraded=False,
+            backend="embedded",
+            latency_ms=5,
+        )
+    client.force_login(_staff(django_user_model, "cur", CURATORS))
+    home = client.get(reverse("admin:index"))
+    assert home.context["curator_panel"]["workbench"] == {"total": 2, "withheld": 1, "low": 1, "unfollowed": 0}
+    html = home.content.decode()
+    assert "Requests agents got no good answer for (last 30 days): 2" in html
+    withheld = f'<a href="{reverse("search_workbench")}?reason=withheld">1 withheld</a>'
+    assert withheld in html
+    page = client.get(f"{reverse('search_workbench')}?reason=withheld").content.decode()
+    assert "book a flight" in page and "order a pizza" not in page
+
+
+def test_curator_home_says_none_wait_in_the_workbench(client, django_user_model):
+    client.force_login(_staff(django_user_model, "cur", CURATORS))
+    html = client.get(reverse("admin:index")).content.decode()
+    assert "Requests agents got no good answer for (last 30 days): 0" in html and "None waiting." in html
