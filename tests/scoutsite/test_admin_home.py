@@ -71,9 +71,16 @@ def test_curator_home_leads_to_every_tool_without_example_requests(client, djang
 
 
 def test_operator_home_shows_server_health(client, django_user_model, server):
+    server.transport = "stdio"
+    server.save()
     client.force_login(_staff(django_user_model, "op", OPERATORS))
     html = client.get(reverse("admin:index")).content.decode()
     assert 'id="operator-home"' in html and server.slug in html and "Never synced" in html
+    # An imported server has no live connection to sync: its health reads as the server list's, not "Never synced".
+    server.transport = "imported"
+    server.save()
+    html = client.get(reverse("admin:index")).content.decode()
+    assert "Never synced" not in html and '<span class="scout-badge s-active">Active</span>' in html
     assert "Servers &amp; sync" in html
     # Agents and tenants are who may use what: under Access with tokens and grants, not among the records.
     access, records = html.index('class="app-access module'), html.index('class="app-records module')
