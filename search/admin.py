@@ -11,6 +11,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
+from catalog.admin.display import compact_time
 from catalog.admin.lookups import StrictLookupsMixin
 from catalog.admin.progress import ProgressAdminMixin
 from catalog.models import Server
@@ -96,7 +97,10 @@ class SearchEventAdmin(InstallWideAdmin, admin.ModelAdmin[SearchEvent]):
 class QueryLogEntryAdmin(ReadOnlyAdmin, admin.ModelAdmin[QueryLogEntry]):
     """Clients' searches (SCOUT_QUERY_LOG); the workbench groups the ones that need a curator."""
 
-    list_display = ("created_at", "query_short", "confidence", "returned", "degraded", "backend", "latency_ms", "asker")
+    # Short cells (time over two lines, latency with its unit, "degraded" only when it was): every column in view
+    # beside both sidebars at 1280 px (the backend is a filter and on the entry's page).
+    list_display = ("when", "query_short", "confidence", "returned", "degraded_column", "latency", "asker")
+    list_display_links = ("when",)
     list_filter = ("confidence", "degraded", "backend", "client")
     search_fields = ("query",)
     date_hierarchy = "created_at"
@@ -111,6 +115,23 @@ class QueryLogEntryAdmin(ReadOnlyAdmin, admin.ModelAdmin[QueryLogEntry]):
     def get_queryset(self, request: HttpRequest) -> QuerySet[QueryLogEntry]:
         visible = query_log_visible_to(user=request.user)  # other tenants' requests are theirs (Z12)
         return visible.annotate(asker=person_shown(viewer=request.user, field="user", name="user__username"))
+
+    def changelist_view(self, request: HttpRequest, extra_context=None):
+        title = "Query log — what agents searched for (the search workbench groups those that need a curator)"
+        return super().changelist_view(request, {"title": title, **(extra_context or {})})
+
+    @admin.display(description="when", ordering="created_at")
+    def when(self, obj: QueryLogEntry) -> str:
+        return compact_time(obj.created_at)
+
+    @admin.display(description="degraded", ordering="degraded")
+    def degraded_column(self, obj: QueryLogEntry) -> str:
+        # Not Django's red cross for "no": a search that was not degraded is the normal case, not an error.
+        return "degraded" if obj.degraded else ""
+
+    @admin.display(description="latency", ordering="latency_ms")
+    def latency(self, obj: QueryLogEntry) -> str:
+        return f"{obj.latency_ms:.0f} ms"
 
     @admin.display(description="user", ordering="asker")
     def asker(self, obj: QueryLogEntry) -> str:

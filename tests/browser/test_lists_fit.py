@@ -52,3 +52,26 @@ def test_the_curators_learned_requests_fit_at_1280(browser, live_server, django_
     assert browser.find_elements("css selector", "#result_list tbody tr")
     screenshot(browser, "curator-learnedrequest-list")
     assert browser.execute_script(FITS), "learned requests: the list scrolls sideways at 1280 px"
+
+
+def test_the_query_log_fits_at_1280(browser, live_server, django_user_model, member):
+    from search.engine.ranking import Confidence
+    from search.usage import LoggedResult, query_log_record
+
+    curator = django_user_model.objects.create_user(username="cur", password="pw-cur-123", is_staff=True)
+    curator.groups.add(Group.objects.get(name=CURATORS))
+    query_log_record(
+        principal=principal_for_user(member),
+        query="who can push to the release branch of the payments service repository and since when",
+        results=[LoggedResult(tool_id="github-enterprise-production::list_repository_collaborators", score=0.3)],
+        confidence=Confidence.LOW,
+        degraded=True,
+        backend="embedded",
+        latency_ms=52.75,
+    )
+    admin_login(browser, live_server.url, "cur", "pw-cur-123")
+    browser.get(f"{live_server.url}/admin/search/querylogentry/")
+    row = browser.find_element("css selector", "#result_list tbody tr")
+    assert "53 ms" in row.text and "degraded" in row.text  # the unit; "degraded" said in words, not as an icon
+    screenshot(browser, "curator-querylog-list")
+    assert browser.execute_script(FITS), "query log: the list scrolls sideways at 1280 px"
