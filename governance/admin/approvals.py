@@ -32,13 +32,26 @@ class ApprovalDecisionForm(forms.Form):
     reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False, max_length=2000)
 
 
+class DecidedByFilter(admin.SimpleListFilter):
+    """An approver's history: the requests they decided (approved or denied) themselves."""
+
+    title = "decided by"
+    parameter_name = "decided"
+
+    def lookups(self, request, model_admin):
+        return [("me", "Me")]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(decided_by=request.user) if self.value() == "me" else queryset
+
+
 @admin.register(ApprovalRequest)
 class ApprovalRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[ApprovalRequest]):
     # Decide comes second so no viewport clips it; six narrow, wrapping columns fit beside both sidebars at
     # 1280 px (the request's id with its time, the status with whether it is still usable).
     list_display = ("request_column", "decide_link", "status_column", "risk_badge", "tool_column", "requester_column")
     list_display_links = ("request_column",)
-    list_filter = ("status", "risk_class", "operation_class")
+    list_filter = ("status", DecidedByFilter, "risk_class", "operation_class")
     search_fields = ("approval_id", "tool__tool_id", "requester_shown", "agent_shown")  # Z12: no other tenant's name
     readonly_fields = (
         "approval_id",

@@ -93,3 +93,17 @@ def test_the_page_leads_to_the_tool_the_token_and_the_audit_trail_for_who_may_op
     client.force_login(approver)  # approve on the server, no catalog, token or audit permission
     response = client.get(page)
     assert response.context["related"] == [] and 'id="approval-related"' not in response.content.decode()
+
+
+def test_an_approvers_history_lists_what_they_decided(client, approver, pending, member_token, mutating_tool):
+    from governance.services.approvals import approval_decide
+
+    _, _, principal = member_token
+    other = approval_request_create(principal=principal, tool=mutating_tool, arguments={"name": "other"})
+    approval_decide(request=pending, approver=approver, approve=False, reason="not today")
+    client.force_login(approver)
+    inbox = reverse("admin:governance_approvalrequest_changelist")
+    assert 'href="?decided=me"' in client.get(inbox).content.decode()  # offered in the filter sidebar
+    mine = client.get(inbox, {"decided": "me"}).context["cl"].result_list
+    assert [request.pk for request in mine] == [pending.pk]
+    assert other.pk in [request.pk for request in client.get(inbox).context["cl"].result_list]
