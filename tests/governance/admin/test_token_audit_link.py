@@ -29,3 +29,23 @@ def test_no_link_for_who_may_not_read_the_audit_trail(client, django_user_model,
     page = client.get(reverse("admin:governance_apitoken_change", args=[token.pk]))
     assert page.status_code == 200
     assert "audit_trail_url" not in page.context and 'id="token-activity"' not in page.content.decode()
+
+
+def test_a_token_is_revoked_from_its_own_page_after_the_confirmation(client, superuser, member_token):
+    """The page an approval or the audit trail leads to revokes the token (the list's action and its confirmation
+    page); it offers no Save button, as every field of a saved token is read-only."""
+    token, _, _ = member_token
+    client.force_login(superuser)
+    page = client.get(reverse("admin:governance_apitoken_change", args=[token.pk])).content.decode()
+    assert 'id="token-revoke"' in page and 'name="_save"' not in page and 'name="_continue"' not in page
+    changelist = reverse("admin:governance_apitoken_changelist")
+    form = {"action": "revoke_selected", "_selected_action": str(token.pk)}
+    confirm = client.post(changelist, form)
+    assert "Revoke these tokens?" in confirm.content.decode()
+    token.refresh_from_db()
+    assert token.revoked_at is None  # not before the confirmation
+    client.post(changelist, {**form, "confirm": "yes"})
+    token.refresh_from_db()
+    assert token.revoked_at is not None
+    page = client.get(reverse("admin:governance_apitoken_change", args=[token.pk])).content.decode()
+    assert 'id="token-revoke"' not in page  # nothing left to revoke
