@@ -5,7 +5,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.contrib import admin
-from django.db.models import Count, Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
@@ -145,15 +145,16 @@ def _managed_servers(user) -> Any:
 
 def _curator_panel(user) -> dict[str, Any]:
     from catalog.admin.filters import held_q
-    from catalog.models import Tool, ToolExample
+    from catalog.models import Server, Tool, ToolExample
     from governance.models import ToolReview
+    from governance.selectors import servers_shaped_by
 
     servers = _managed_servers(user).values("pk")
-    held = (
-        ToolReview.objects.filter(status="pending", tool__removed_at__isnull=True, tool__server__in=servers)
-        .select_related("tool")
-        .order_by("-created_at")
-    )
+    # Only the reviews this curator may decide: a shared server's, once there are tenants, are a superuser's
+    # (``tool_shaped_by``); those are counted apart, with who decides them, not listed as work.
+    pending = ToolReview.objects.filter(status="pending", tool__removed_at__isnull=True, tool__server__in=servers)
+    shaped = Server.objects.filter(servers_shaped_by(user=user)).values("pk")
+    held = pending.filter(tool__server__in=shaped).select_related("tool").order_by("-created_at")
     no_examples = (  # the tool list's status "Live" (not held) and example requests "None yet", linked from the home
         Tool.objects.live()
         .filter(enabled=True, server__in=servers)
@@ -163,10 +164,28 @@ def _curator_panel(user) -> dict[str, Any]:
         .order_by("tool_id")
     )
     return {
+        "workbench": _workbench_waiting(user),
         "held": list(held[:HOME_ROWS]),
         "held_count": held.count(),
+        "held_shared_count": pending.exclude(tool__server__in=shaped).count(),
         "no_examples": list(no_examples[:HOME_ROWS]),
         "no_examples_count": no_examples.count(),
+    }
+
+
+def _workbench_waiting(user) -> dict[str, int] | None:
+    """The workbench's request groups by why they wait (a group may wait for several reasons), or None when this
+    curator may not open the workbench."""
+    from search.workbench import WORKBENCH_PERMISSIONS, workbench_groups
+
+    if not user.has_perms(WORKBENCH_PERMISSIONS):
+        return None
+    groups = workbench_groups(user=user)
+    return {
+        "total": len(groups),
+        "withheld": sum(1 for group in groups if group.withheld),
+        "low": sum(1 for group in groups if group.low),
+        "unfollowed": sum(1 for group in groups if group.unfollowed),
     }
 
 
@@ -181,16 +200,14 @@ def _approver_panel(request: HttpRequest, pending: int) -> dict[str, Any]:
 
 
 def _operator_panel(user) -> dict[str, Any]:
+    from catalog.admin.filters import tool_count_annotations
+    from catalog.admin.servers import tool_count_links
     from catalog.models import SyncRun
 
-    servers = (
-        _managed_servers(user)
-        .annotate(
-            live_tools=Count("tools", filter=Q(tools__removed_at__isnull=True, tools__policy__held=False)),
-            held_tools=Count("tools", filter=Q(tools__removed_at__isnull=True, tools__policy__held=True)),
-        )
-        .order_by("slug")
-    )
+    # Counted as the server list counts them, each number a link to those tools in the tool list.
+    servers = list(_managed_servers(user).annotate(**tool_count_annotations()).order_by("slug")[: HOME_ROWS * 3])
+    for server in servers:
+        server.tools_shown = tool_count_links(server)
     failures = (
         SyncRun.objects.filter(status__in=["failed", "partial"], started_at__gte=timezone.now() - FAILURE_WINDOW)
         .filter(server__in=_managed_servers(user).values("pk"))
@@ -205,6 +222,6 @@ def _operator_panel(user) -> dict[str, Any]:
         .filter(outcome=NotificationOutcome.FAILED, created_at__gte=timezone.now() - FAILURE_WINDOW)
         .count()
     )
-    return {"servers": list(servers[: HOME_ROWS * 3]), "server_count": servers.count(),
+    return {"servers": servers, "server_count": _managed_servers(user).count(),
             "failures": list(failures[:HOME_ROWS]), "failure_count": failures.count(),
             "failed_notifications": failed_notifications}  # fmt: skip

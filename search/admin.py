@@ -8,11 +8,15 @@ every Tool page (templates/admin/catalog/tool/change_form.html).
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
 
+from catalog.admin.display import compact_time
 from catalog.admin.lookups import StrictLookupsMixin
 from catalog.admin.progress import ProgressAdminMixin
 from catalog.models import Server
 from catalog.progress import progress_snapshot
+from governance.admin.common import breakable_id
 from governance.selectors import (
     install_wide_visible_to,
     person_shown,
@@ -93,7 +97,10 @@ class SearchEventAdmin(InstallWideAdmin, admin.ModelAdmin[SearchEvent]):
 class QueryLogEntryAdmin(ReadOnlyAdmin, admin.ModelAdmin[QueryLogEntry]):
     """Clients' searches (SCOUT_QUERY_LOG); the workbench groups the ones that need a curator."""
 
-    list_display = ("created_at", "query_short", "confidence", "returned", "degraded", "backend", "latency_ms", "asker")
+    # Short cells (time over two lines, latency with its unit, "degraded" only when it was): every column in view
+    # beside both sidebars at 1280 px (the backend is a filter and on the entry's page).
+    list_display = ("when", "query_short", "confidence", "returned", "degraded_column", "latency", "asker")
+    list_display_links = ("when",)
     list_filter = ("confidence", "degraded", "backend", "client")
     search_fields = ("query",)
     date_hierarchy = "created_at"
@@ -108,6 +115,23 @@ class QueryLogEntryAdmin(ReadOnlyAdmin, admin.ModelAdmin[QueryLogEntry]):
     def get_queryset(self, request: HttpRequest) -> QuerySet[QueryLogEntry]:
         visible = query_log_visible_to(user=request.user)  # other tenants' requests are theirs (Z12)
         return visible.annotate(asker=person_shown(viewer=request.user, field="user", name="user__username"))
+
+    def changelist_view(self, request: HttpRequest, extra_context=None):
+        title = "Query log — what agents searched for (the search workbench groups those that need a curator)"
+        return super().changelist_view(request, {"title": title, **(extra_context or {})})
+
+    @admin.display(description="when", ordering="created_at")
+    def when(self, obj: QueryLogEntry) -> str:
+        return compact_time(obj.created_at)
+
+    @admin.display(description="degraded", ordering="degraded")
+    def degraded_column(self, obj: QueryLogEntry) -> str:
+        # Not Django's red cross for "no": a search that was not degraded is the normal case, not an error.
+        return "degraded" if obj.degraded else ""
+
+    @admin.display(description="latency", ordering="latency_ms")
+    def latency(self, obj: QueryLogEntry) -> str:
+        return f"{obj.latency_ms:.0f} ms"
 
     @admin.display(description="user", ordering="asker")
     def asker(self, obj: QueryLogEntry) -> str:
@@ -127,7 +151,7 @@ class LearnedRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[LearnedRequest]):
     """Requests that led to successful calls. Promote one to a curated example request, or reject it (it is
     then never learned again for that tool). Only curators see these texts: they are other users' words."""
 
-    list_display = ("text", "tool", "principal_count", "confirmations", "status", "last_seen")
+    list_display = ("text", "tool_link", "callers", "calls", "status", "last_seen")
     list_filter = ("status",)
     search_fields = ("text", "tool__tool_id")
     list_select_related = ("tool",)
@@ -144,6 +168,24 @@ class LearnedRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[LearnedRequest]):
 
     def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
         return False
+
+    def changelist_view(self, request: HttpRequest, extra_context=None):
+        title = "Learned requests — promote the right ones to example requests, reject the wrong ones"
+        return super().changelist_view(request, {"title": title, **(extra_context or {})})
+
+    @admin.display(description="tool", ordering="tool__tool_id")
+    def tool_link(self, obj: LearnedRequest) -> str:
+        # The tool's page, to read what it does before promoting words to it (rows are of tools the curator manages).
+        url = reverse("admin:catalog_tool_change", args=[obj.tool_id])
+        return format_html('<a href="{}">{}</a>', url, breakable_id(obj.tool.tool_id))
+
+    @admin.display(description="callers", ordering="principal_count")
+    def callers(self, obj: LearnedRequest) -> int:
+        return obj.principal_count
+
+    @admin.display(description="successful calls", ordering="confirmations")
+    def calls(self, obj: LearnedRequest) -> int:
+        return obj.confirmations
 
     def _curatable(self, request: HttpRequest, queryset: QuerySet[LearnedRequest]) -> QuerySet[LearnedRequest]:
         """Rows of tools the curator may curate: a shared server's are every tenant's, curated by a superuser

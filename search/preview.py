@@ -43,11 +43,24 @@ AS_USER, EVERY_TOOL = "user", "every"
 
 class PreviewForm(forms.Form):
     query = forms.CharField(
-        max_length=settings.SCOUT_SEARCH_MAX_QUERY_CHARS, strip=True, widget=forms.TextInput(attrs={"size": 80})
+        max_length=settings.SCOUT_SEARCH_MAX_QUERY_CHARS,
+        strip=True,
+        widget=forms.TextInput(attrs={"size": 80}),
+        label="Request",
+        help_text="What an agent would send to tool_search, in a user's words.",
     )
-    top_k = forms.IntegerField(min_value=TOP_K_MIN, max_value=TOP_K_MAX, initial=10, required=False)
+    top_k = forms.IntegerField(
+        min_value=TOP_K_MIN,
+        max_value=TOP_K_MAX,
+        initial=10,
+        required=False,
+        label="Tools listed",
+        help_text=f"How many tools to return, {TOP_K_MIN} to {TOP_K_MAX} (an agent's top_k).",
+    )
     fusion = forms.ChoiceField(
-        choices=[("", "configured default"), ("convex", "convex"), ("rrf", "RRF")], required=False
+        choices=[("", "configured default"), ("convex", "convex"), ("rrf", "RRF")],
+        required=False,
+        help_text="How word and meaning scores combine; leave the default to see what agents get.",
     )
     scope = forms.ChoiceField(
         choices=[

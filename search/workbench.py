@@ -52,6 +52,7 @@ class RequestGroup:
     low: int = 0
     unfollowed: int = 0
     tool_ids: list[str] = field(default_factory=list)
+    returned: list[tuple[str, str]] = field(default_factory=list)  # (tool_id, its admin page or "")
 
 
 def group_key(text: str) -> str:
@@ -118,6 +119,21 @@ def _unhandled(groups: list[RequestGroup], *, user) -> list[RequestGroup]:
         examples, negatives = examples.filter(tool__server__in=managed), negatives.filter(tool__server__in=managed)
     handled = set(examples.values_list("text", flat=True)) | set(negatives.values_list("text", flat=True))
     return [group for group in groups if group.text not in handled]
+
+
+def _link_returned(groups: list[RequestGroup], *, user) -> None:
+    """Each returned tool with its page, for the tools of servers ``user`` may manage (another tenant's tool id
+    stays plain text, as the log recorded it)."""
+    ids = {tool_id for group in groups for tool_id in group.tool_ids}
+    managed = Server.objects.filter(servers_visible_to_operator(user=user)).values("pk")
+    pks = dict(
+        Tool.objects.filter(tool_id__in=ids, removed_at__isnull=True, server__in=managed).values_list("tool_id", "pk")
+    )
+    for group in groups:
+        group.returned = [
+            (tool_id, reverse("admin:catalog_tool_change", args=[pks[tool_id]]) if tool_id in pks else "")
+            for tool_id in group.tool_ids
+        ]
 
 
 def _reason(entry: QueryLogEntry) -> str:
@@ -210,11 +226,13 @@ def workbench_view(request: HttpRequest) -> HttpResponse:
     reason = request.GET.get("reason", "")
     if reason not in ("", "withheld", "low", "unfollowed"):
         reason = ""
+    groups = workbench_groups(reason=reason, user=request.user)
+    _link_returned(groups, user=request.user)
     context = {
         **admin.site.each_context(request),
         "opts": QueryLogEntry._meta,
         "title": "Search workbench",
-        "groups": workbench_groups(reason=reason, user=request.user),
+        "groups": groups,
         "left_out": workbench_left_out(user=request.user),
         "reason": reason,
         "preview_url": reverse("search_preview"),

@@ -3,7 +3,7 @@
 from datetime import timedelta
 
 from django.contrib import admin
-from django.db.models import Exists, F, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
@@ -50,6 +50,17 @@ def held_q(prefix: str = "") -> Q:
         | Q(**{f"{prefix}policy__held": True})
         | ~Q(**{f"{prefix}policy__accepted_hash": F(f"{prefix}definition_hash")})
     )
+
+
+def tool_count_annotations() -> dict[str, Count]:
+    """A server's live and held tools, counted as the tool list's status filter ("Live", "Held for review") lists
+    them: the server list and the operator's home annotate these, so their numbers match the lists they link."""
+    return {
+        "live_tool_count": Count(
+            "tools", filter=Q(tools__removed_at__isnull=True, tools__enabled=True) & ~held_q("tools__")
+        ),
+        "held_tool_count": Count("tools", filter=Q(tools__removed_at__isnull=True) & held_q("tools__")),
+    }
 
 
 class ToolStatusFilter(admin.SimpleListFilter):

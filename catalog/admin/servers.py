@@ -8,7 +8,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, ValidationError
 from django.db import models
-from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
@@ -36,7 +36,7 @@ from catalog.services.sync import server_openapi_preview
 from catalog.upstream import UpstreamError, list_tools
 
 from .display import admin_link, badge, compact_time, text_block
-from .filters import held_q
+from .filters import held_q, tool_count_annotations
 from .lookups import StrictLookupsMixin
 
 RECENT_RUNS_SHOWN = 10
@@ -96,6 +96,26 @@ TRANSPORT_FIELDS = FORM_TRANSPORT_FIELDS
 FORM_ONLY_FIELDS = ("openapi_upload", "openapi_document")
 # A JSON box left empty means none (the script empties the boxes of the transports not chosen).
 JSON_EMPTY = {"args": list, "env_vars": list, "header_env": dict, "openapi_credentials": list}
+
+
+def tool_count_links(server: Server) -> str:
+    """“N live, M held”: each a link to the tool list showing those tools (counted by ``tool_count_annotations``
+    where the queryset has them)."""
+    live = getattr(server, "live_tool_count", None)
+    held = getattr(server, "held_tool_count", None)
+    if live is None or held is None:
+        tools = server.tools.live()
+        live = tools.filter(enabled=True).exclude(held_q()).count()
+        held = tools.filter(held_q()).count()
+    base = reverse("admin:catalog_tool_changelist") + "?"
+    live_link = format_html(
+        '<a href="{}">{} live</a>', base + urlencode({"server": server.slug, "status": "live"}), live
+    )
+    if not held:
+        return live_link
+    held_url = base + urlencode({"server": server.slug, "status": "held"})
+    return format_html('{}, <a class="scout-held-text" href="{}"><strong>{} held</strong></a>', live_link,
+                       held_url, held)  # fmt: skip
 
 
 class ServerForm(forms.ModelForm):
@@ -294,10 +314,7 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
             super()
             .get_queryset(request)
             .annotate(
-                live_tool_count=Count(
-                    "tools", filter=Q(tools__removed_at__isnull=True, tools__enabled=True) & ~held_q("tools__")
-                ),
-                held_tool_count=Count("tools", filter=Q(tools__removed_at__isnull=True) & held_q("tools__")),
+                **tool_count_annotations(),
                 last_run_status=Subquery(latest_run.values("status")[:1]),
                 last_run_pk=Subquery(latest_run.values("pk")[:1]),
             )
@@ -339,21 +356,7 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
 
     @admin.display(description="tools", ordering="live_tool_count")
     def tool_count(self, server: Server) -> str:
-        live = getattr(server, "live_tool_count", None)
-        held = getattr(server, "held_tool_count", None)
-        if live is None or held is None:
-            tools = server.tools.live()
-            live = tools.filter(enabled=True).exclude(held_q()).count()
-            held = tools.filter(held_q()).count()
-        base = reverse("admin:catalog_tool_changelist") + "?"
-        live_link = format_html(
-            '<a href="{}">{} live</a>', base + urlencode({"server": server.slug, "status": "live"}), live
-        )
-        if not held:
-            return live_link
-        held_url = base + urlencode({"server": server.slug, "status": "held"})
-        return format_html('{}, <a class="scout-held-text" href="{}"><strong>{} held</strong></a>', live_link,
-                           held_url, held)  # fmt: skip
+        return tool_count_links(server)
 
     def get_list_display(self, request: HttpRequest) -> Sequence[str]:
         # Curators read the server list but not sync runs: the run's status without a link they would get 403 from.

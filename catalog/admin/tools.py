@@ -130,12 +130,9 @@ class ToolAdmin(StrictLookupsMixin, admin.ModelAdmin[Tool]):
     ordering = ("tool_id",)
     autocomplete_fields = ("related_tools",)
     inlines = (ToolAliasInline, ToolKeywordInline, ToolExampleInline, ToolNegativeExampleInline)
-    upstream_fields = (
-        "tool_id",
-        "server_link",
-        "name",
-        "upstream_title",
-        "description_block",
+    upstream_fields = ("tool_id", "server_link", "name", "upstream_title", "description_block")
+    # Long and rarely read while curating: folded under the description, one click away.
+    definition_fields = (
         "input_schema_block",
         "output_schema_block",
         "annotations_block",
@@ -145,9 +142,13 @@ class ToolAdmin(StrictLookupsMixin, admin.ModelAdmin[Tool]):
         "removed_at",
         "recent_revisions",
     )
-    readonly_fields = (*upstream_fields, "status_badge", "curated_at")
+    readonly_fields = (*upstream_fields, *definition_fields, "status_badge", "curated_at")
     fieldsets = (
         ("Upstream (written by sync and import only)", {"fields": upstream_fields}),
+        (
+            "Upstream definition: schemas, annotations, hash, revisions",
+            {"fields": definition_fields, "classes": ("collapse",)},
+        ),
         ("Curation", {"fields": ("title", "purpose", "entity_types", "operation_verbs", "related_tools")}),
         ("Operations", {"fields": ("enabled", "status_badge", "curated_at")}),
     )

@@ -11,13 +11,12 @@ from django.shortcuts import render
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.http import urlencode
 
 from catalog.admin.lookups import StrictLookupsMixin
 
 from ..choices import ApprovalStatus
-from ..models import (
-    ApprovalRequest,
-)
+from ..models import ApprovalRequest, AuditEvent
 from ..selectors import (
     approval_requester_may_execute,
     approval_requests_for_approver,
@@ -26,11 +25,24 @@ from ..selectors import (
     with_approval_people_shown,
 )
 from ..services.approvals import ApprovalError, approval_decide
-from .common import _pre, breakable_id, risk_badge
+from .common import _pre, admin_url_for, breakable_id, risk_badge
 
 
 class ApprovalDecisionForm(forms.Form):
     reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False, max_length=2000)
+
+
+class DecidedByFilter(admin.SimpleListFilter):
+    """An approver's history: the requests they decided (approved or denied) themselves."""
+
+    title = "decided by"
+    parameter_name = "decided"
+
+    def lookups(self, request, model_admin):
+        return [("me", "Me")]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(decided_by=request.user) if self.value() == "me" else queryset
 
 
 @admin.register(ApprovalRequest)
@@ -39,7 +51,7 @@ class ApprovalRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[ApprovalRequest]
     # 1280 px (the request's id with its time, the status with whether it is still usable).
     list_display = ("request_column", "decide_link", "status_column", "risk_badge", "tool_column", "requester_column")
     list_display_links = ("request_column",)
-    list_filter = ("status", "risk_class", "operation_class")
+    list_filter = ("status", DecidedByFilter, "risk_class", "operation_class")
     search_fields = ("approval_id", "tool__tool_id", "requester_shown", "agent_shown")  # Z12: no other tenant's name
     readonly_fields = (
         "approval_id",
@@ -178,6 +190,21 @@ class ApprovalRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[ApprovalRequest]
         ]
         return custom + super().get_urls()
 
+    def _related_links(self, request: HttpRequest, obj: ApprovalRequest) -> list[tuple[str, str]]:
+        """(label, url): the tool, the token the call came with and the audit trail of this request, each only
+        where this person may open it (an approver without catalog or token permissions gets none)."""
+        links = []
+        tool_url = admin_url_for(request, obj.tool)
+        if tool_url:
+            links.append((f"The tool {obj.tool.tool_id}", tool_url))
+        token_url = admin_url_for(request, obj.token)
+        if token_url:
+            links.append((f"The API token {obj.token.name} ({obj.token_ref})", token_url))
+        if admin.site.is_registered(AuditEvent) and admin.site.get_model_admin(AuditEvent).has_view_permission(request):
+            audit = reverse("admin:governance_auditevent_changelist") + "?" + urlencode({"q": obj.approval_id})
+            links.append(("This request in the audit trail", audit))
+        return links
+
     def decide_view(self, request: HttpRequest, pk: int) -> HttpResponse:
         """Show the request (envelope, tool, risk, exact arguments) and approve or deny it with a reason."""
         if not self._may_see(request):
@@ -222,6 +249,7 @@ class ApprovalRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[ApprovalRequest]
             "risk": risk_badge(obj.risk_class, obj.get_risk_class_display()),
             "annotations": _pre(json.dumps(obj.tool.annotations or {}, indent=2, sort_keys=True)),
             "can_decide": can_decide,
+            "related": self._related_links(request, obj),
         }
         return render(request, "admin/governance/approvalrequest/decide.html", context, status=status)
 

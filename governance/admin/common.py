@@ -3,7 +3,9 @@
 import re
 from datetime import timedelta
 
+from django.contrib import admin
 from django.core.paginator import Paginator
+from django.urls import reverse
 from django.utils.functional import cached_property
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
@@ -20,6 +22,19 @@ class BoundedCountPaginator(Paginator):
     @cached_property
     def count(self) -> int:
         return self.object_list.order_by()[: MAX_COUNTED_ROWS + 1].count()
+
+
+def admin_url_for(request, obj) -> str | None:
+    """The admin page of ``obj`` when ``request``'s user may open it (its admin lists it for them and lets them
+    view it), else None: a link shown only where it leads somewhere, never to a 403 or a 404."""
+    if obj is None or not admin.site.is_registered(type(obj)):
+        return None
+    model_admin = admin.site.get_model_admin(type(obj))
+    if not model_admin.has_view_permission(request, obj):
+        return None
+    if not model_admin.get_queryset(request).filter(pk=obj.pk).exists():
+        return None
+    return reverse(f"admin:{obj._meta.app_label}_{obj._meta.model_name}_change", args=[obj.pk])
 
 
 def _pre(value: str):

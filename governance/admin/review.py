@@ -8,6 +8,7 @@ from django.utils.html import format_html, format_html_join
 
 from catalog.admin.lookups import StrictLookupsMixin
 
+from ..choices import ReviewStatus
 from ..models import ToolReview
 from ..services.review import ReviewError, tool_review_accept, tool_review_diff, tool_review_reject
 from .common import SharedToolReadOnlyMixin, _pre
@@ -96,6 +97,20 @@ class ToolReviewAdmin(SharedToolReadOnlyMixin, TenantScopedMixin, StrictLookupsM
     @admin.action(description="Reject selected revisions (tools stay held)", permissions=["change"])
     def reject_selected(self, request, queryset) -> None:
         self._decide(request, queryset, accept=False)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        # "Change tool review" reads as editing the review: the page is where a held change is read and decided.
+        review = self.get_object(request, object_id)
+        if review is not None:
+            decides = review.status == ReviewStatus.PENDING and self.has_change_permission(request, review)
+            tool_id = review.tool.tool_id
+            title = (
+                f"Review the change held for {tool_id}"
+                if decides
+                else f"Definition change to {tool_id}: {review.get_status_display().lower()}"
+            )
+            extra_context = {"title": title, **(extra_context or {})}
+        return super().change_view(request, object_id, form_url, extra_context)
 
     def response_change(self, request, obj):
         if "_accept" in request.POST or "_reject" in request.POST:

@@ -96,20 +96,14 @@ class TenantAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Tenan
         names = [name for name in (tenant.approval_webhook_url_env, tenant.approval_webhook_secret_env) if name]
         signed = "signed" if tenant.approval_webhook_secret_env else "unsigned"
         if worker_sends:
+            # This process's environment decides nothing here: grey badges, never the red of a failure.
+            states = (("unknown", name, "not set here" if name in missing else "set here") for name in names)
             outcome = f"This tenant's own webhook, {signed}. {WORKER_SENDS}"
-        elif missing:
-            outcome = "Not sent until every variable is set:"
         else:
-            outcome = f"This tenant's own webhook, {signed}:"
-        return format_html(
-            "{} {}",
-            outcome,
-            format_html_join(
-                " ",
-                '<span class="scout-badge s-{} webhook-env">{} {}</span>',
-                (("failed", name, "not set") if name in missing else ("success", name, "set") for name in names),
-            ),
-        )
+            states = (("failed", name, "not set") if name in missing else ("success", name, "set") for name in names)
+            outcome = "Not sent until every variable is set:" if missing else f"This tenant's own webhook, {signed}:"
+        badges = format_html_join(" ", '<span class="scout-badge s-{} webhook-env">{} {}</span>', states)
+        return format_html("{} {}", outcome, badges)
 
 
 class AgentGrantForm(forms.ModelForm):

@@ -8,8 +8,10 @@ from django.contrib import admin, messages
 from django.contrib.admin.widgets import FilteredSelectMultiple
 from django.core.exceptions import ValidationError
 from django.shortcuts import render
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.http import urlencode
 
 from catalog.admin.display import compact_time
 from catalog.admin.lookups import StrictLookupsMixin
@@ -17,7 +19,7 @@ from catalog.choices import ServerStatus
 from catalog.models import Server
 
 from ..constants import SCOPE_API, SCOPE_APPROVE, SCOPE_DISCOVER, SCOPE_EXECUTE, SERVER_SCOPE_PREFIX
-from ..models import Agent, ApiToken, Tenant
+from ..models import Agent, ApiToken, AuditEvent, Tenant
 from ..principals import principal_for_user
 from ..selectors import agents_visible_to_operator, servers_visible_to_operator, tenant_q
 from ..services.tokens import api_token_create, api_token_issue_check, api_token_revoke, api_token_tenant
@@ -140,6 +142,17 @@ class ApiTokenAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Api
     @admin.display(description="scopes")
     def scopes_display(self, obj: ApiToken) -> str:
         return scopes_text(obj.scopes)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        # Every field of a saved token is read-only: no Save buttons that save nothing. Its page revokes it through
+        # the list's action (the same confirmation) and leads to what it did: its searches, calls, approvals.
+        extra_context = {"show_save": False, "show_save_and_continue": False, "show_save_and_add_another": False,
+                         "revoke_action": "revoke_selected", **(extra_context or {})}  # fmt: skip
+        if admin.site.get_model_admin(AuditEvent).has_view_permission(request):
+            token_ref = f"tok-{object_id}"
+            url = reverse("admin:governance_auditevent_changelist") + "?" + urlencode({"token_ref": token_ref})
+            extra_context["audit_trail_url"] = url
+        return super().change_view(request, object_id, form_url, extra_context)
 
     @admin.display(description="created by")
     def creator(self, obj: ApiToken) -> str:

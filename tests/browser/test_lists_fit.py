@@ -5,7 +5,7 @@ import pytest
 from django.contrib.auth.models import Group
 
 from governance.principals import principal_for_user
-from governance.roles import OPERATORS
+from governance.roles import CURATORS, OPERATORS
 from governance.services.audit import audit_record
 from governance.services.tokens import api_token_create
 from tests.governance.factories import ServerFactory, ToolFactory, agent_of, in_days, tenant_with
@@ -37,3 +37,41 @@ def test_token_list_and_audit_trail_fit_at_1280(browser, live_server, django_use
         assert browser.find_elements("css selector", "#result_list tbody tr"), page
         screenshot(browser, f"operator-{page.split('/')[1]}-list")
         assert browser.execute_script(FITS), f"{page}: the list scrolls sideways at 1280 px"
+
+
+def test_the_curators_learned_requests_fit_at_1280(browser, live_server, django_user_model):
+    from search.models import LearnedRequest
+
+    curator = django_user_model.objects.create_user(username="cur", password="pw-cur-123", is_staff=True)
+    curator.groups.add(Group.objects.get(name=CURATORS))
+    tool = ToolFactory(server=ServerFactory(slug="github-enterprise-production"), name="list_repository_collaborators")
+    text = "who can push to the release branch of the payments service repository and since when"
+    LearnedRequest.objects.create(tool=tool, text=text, key="k1", principal_count=3, confirmations=7)
+    admin_login(browser, live_server.url, "cur", "pw-cur-123")
+    browser.get(f"{live_server.url}/admin/search/learnedrequest/")
+    assert browser.find_elements("css selector", "#result_list tbody tr")
+    screenshot(browser, "curator-learnedrequest-list")
+    assert browser.execute_script(FITS), "learned requests: the list scrolls sideways at 1280 px"
+
+
+def test_the_query_log_fits_at_1280(browser, live_server, django_user_model, member):
+    from search.engine.ranking import Confidence
+    from search.usage import LoggedResult, query_log_record
+
+    curator = django_user_model.objects.create_user(username="cur", password="pw-cur-123", is_staff=True)
+    curator.groups.add(Group.objects.get(name=CURATORS))
+    query_log_record(
+        principal=principal_for_user(member),
+        query="who can push to the release branch of the payments service repository and since when",
+        results=[LoggedResult(tool_id="github-enterprise-production::list_repository_collaborators", score=0.3)],
+        confidence=Confidence.LOW,
+        degraded=True,
+        backend="embedded",
+        latency_ms=52.75,
+    )
+    admin_login(browser, live_server.url, "cur", "pw-cur-123")
+    browser.get(f"{live_server.url}/admin/search/querylogentry/")
+    row = browser.find_element("css selector", "#result_list tbody tr")
+    assert "53 ms" in row.text and "degraded" in row.text  # the unit; "degraded" said in words, not as an icon
+    screenshot(browser, "curator-querylog-list")
+    assert browser.execute_script(FITS), "query log: the list scrolls sideways at 1280 px"

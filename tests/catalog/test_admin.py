@@ -185,6 +185,17 @@ def test_tool_change_page_shows_upstream_read_only_and_curation_inlines(admin_cl
         assert f'name="{upstream}"' not in html
 
 
+def test_tool_page_folds_the_long_upstream_definition_and_keeps_the_description_in_view(admin_client, imported):
+    """A curator opens a tool to change its curation: the description stays at the top, the schemas, annotations,
+    hash and revisions are one click away (folded), and Curation follows the description instead of two schemas."""
+    tool = imported["wiki::page_get"]
+    html = admin_client.get(reverse("admin:catalog_tool_change", args=[tool.pk])).content.decode()
+    description, folded = html.index("Read a wiki page."), html.index("<details>")
+    schema, curation = html.index("&quot;type&quot;: &quot;object&quot;"), html.index('name="purpose"')
+    assert description < folded < schema < html.index("</details>") < curation
+    assert "Upstream definition: schemas, annotations, hash, revisions" in html
+
+
 def _inline_management(prefix: str, rows: list[str]) -> dict[str, str]:
     data = {
         f"{prefix}-TOTAL_FORMS": str(len(rows)),

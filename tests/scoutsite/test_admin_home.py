@@ -71,9 +71,16 @@ def test_curator_home_leads_to_every_tool_without_example_requests(client, djang
 
 
 def test_operator_home_shows_server_health(client, django_user_model, server):
+    server.transport = "stdio"
+    server.save()
     client.force_login(_staff(django_user_model, "op", OPERATORS))
     html = client.get(reverse("admin:index")).content.decode()
     assert 'id="operator-home"' in html and server.slug in html and "Never synced" in html
+    # An imported server has no live connection to sync: its health reads as the server list's, not "Never synced".
+    server.transport = "imported"
+    server.save()
+    html = client.get(reverse("admin:index")).content.decode()
+    assert "Never synced" not in html and '<span class="scout-badge s-active">Active</span>' in html
     assert "Servers &amp; sync" in html
     # Agents and tenants are who may use what: under Access with tokens and grants, not among the records.
     access, records = html.index('class="app-access module'), html.index('class="app-records module')
@@ -139,3 +146,98 @@ def test_an_approver_with_nothing_waiting_sees_a_calm_zero(client, django_user_m
     client.force_login(_staff(django_user_model, "appr", APPROVERS))
     html = client.get(reverse("admin:index")).content.decode()
     assert 'class="scout-count none">0<' in html and "Nothing is waiting" in html  # grey, not the alarm red
+
+
+@pytest.fixture
+def tenant_curator_world(django_user_model):
+    """Tenant A's curator, a held change on tenant A's server ("own") and one on a shared server ("shared")."""
+    from governance.models import ServerTenant
+    from tests.governance.admin.test_shared_tools_classified_by_superusers import _held
+    from tests.governance.factories import ServerFactory, tenant_with
+
+    curator = _staff(django_user_model, "cur-a", CURATORS)
+    tenant = tenant_with("tenant-a", curator)
+    shared, own = ServerFactory(slug="shared-srv"), ServerFactory(slug="own-srv")
+    ServerTenant.objects.create(server=own, tenant=tenant)
+    return {"curator": curator, "shared": _held(shared), "own": _held(own)}
+
+
+def test_a_tenant_curators_home_lists_only_the_reviews_they_may_decide(client, tenant_curator_world):
+    """A shared server's held change is a superuser's to decide once there are tenants: tenant A's curator gets
+    their own tenant's review as work, and the shared one counted apart with who decides it, not as a link to a
+    page whose buttons they would not find."""
+    world = tenant_curator_world
+    client.force_login(world["curator"])
+    home = client.get(reverse("admin:index"))
+    html = home.content.decode()
+    own, shared = world["own"], world["shared"]
+    assert [review.pk for review in home.context["curator_panel"]["held"]] == [own.pk]
+    assert reverse("admin:governance_toolreview_change", args=[own.pk]) in html
+    assert reverse("admin:governance_toolreview_change", args=[shared.pk]) not in html
+    assert "Held for your review: 1" in html
+    assert 'id="held-shared">1 more held on' in html and "a superuser reviews those" in html
+
+
+def test_a_superusers_home_lists_the_shared_reviews_too(client, superuser, tenant_curator_world):
+    world = tenant_curator_world
+    client.force_login(superuser)
+    home = client.get(reverse("admin:index"))
+    assert {review.pk for review in home.context["curator_panel"]["held"]} == {world["own"].pk, world["shared"].pk}
+    assert 'id="held-shared"' not in home.content.decode()
+
+
+def test_operator_home_counts_tools_as_the_server_list_and_links_them(client, django_user_model, server):
+    """“N live, M held” on the home is what the tool list shows behind each link: a disabled tool is not live, and
+    a tool no review has accepted yet (no policy) is held, as the server list counts them."""
+    from catalog.models import Tool
+    from governance.models import ToolPolicy
+    from tests.governance.factories import ToolFactory
+
+    live = ToolFactory(server=server, name="live_one")
+    ToolFactory(server=server, name="disabled_one", enabled=False)
+    unaccepted = ToolFactory(server=server, name="unaccepted_one")
+    ToolPolicy.objects.filter(tool=unaccepted).delete()
+    client.force_login(_staff(django_user_model, "op", OPERATORS))
+    html = client.get(reverse("admin:index")).content.decode()
+    tools = reverse("admin:catalog_tool_changelist")
+    live_url, held_url = (f"{tools}?server={server.slug}&amp;status={status}" for status in ("live", "held"))
+    assert f'<a href="{live_url}">1 live</a>' in html
+    assert f'<a class="scout-held-text" href="{held_url}"><strong>1 held</strong></a>' in html
+    for url, expected in ((live_url, [live]), (held_url, [unaccepted])):
+        listing = client.get(url.replace("&amp;", "&"))
+        assert list(listing.context["cl"].result_list) == expected
+    assert Tool.objects.filter(server=server).count() == 3
+
+
+def test_curator_home_counts_the_requests_waiting_in_the_workbench_by_why(client, django_user_model, member):
+    """The curator's main work is on the home: how many requests got no good answer, each kind a link to the
+    workbench showing those."""
+    from governance.principals import principal_for_user
+    from search.engine.ranking import Confidence
+    from search.usage import LoggedResult, query_log_record
+
+    for query, confidence in (("book a flight", Confidence.NONE), ("order a pizza", Confidence.LOW)):
+        query_log_record(
+            principal=principal_for_user(member),
+            query=query,
+            results=[LoggedResult(tool_id="mail::send_email", score=0.2)] if confidence == Confidence.LOW else [],
+            confidence=confidence,
+            degraded=False,
+            backend="embedded",
+            latency_ms=5,
+        )
+    client.force_login(_staff(django_user_model, "cur", CURATORS))
+    home = client.get(reverse("admin:index"))
+    assert home.context["curator_panel"]["workbench"] == {"total": 2, "withheld": 1, "low": 1, "unfollowed": 0}
+    html = home.content.decode()
+    assert "Requests agents got no good answer for (last 30 days): 2" in html
+    withheld = f'<a href="{reverse("search_workbench")}?reason=withheld">1 withheld</a>'
+    assert withheld in html
+    page = client.get(f"{reverse('search_workbench')}?reason=withheld").content.decode()
+    assert "book a flight" in page and "order a pizza" not in page
+
+
+def test_curator_home_says_none_wait_in_the_workbench(client, django_user_model):
+    client.force_login(_staff(django_user_model, "cur", CURATORS))
+    html = client.get(reverse("admin:index")).content.decode()
+    assert "Requests agents got no good answer for (last 30 days): 0" in html and "None waiting." in html

@@ -167,3 +167,34 @@ def test_another_tenants_example_request_never_hides_a_request(client, curator, 
     assert [group.text for group in workbench_groups(user=curator)] == [WITHHELD]
     client.force_login(curator)
     assert WITHHELD in client.get(reverse(WORKBENCH)).content.decode()
+
+
+def test_each_returned_tool_links_to_its_page_where_the_curator_may_open_it(client, curator, member):
+    """From a request to the tools it got: the curator opens a tool's page from the row (to read its purpose,
+    add an alias); another tenant's tool in the log stays plain text, with no link to a page they cannot open."""
+    from governance.models import ServerTenant
+    from tests.governance.factories import ServerFactory, ToolFactory, tenant_with
+
+    tenant_with("alpha", curator, member)
+    ours = ToolFactory(server=ServerFactory(slug="mail"), name="send_email")
+    theirs = ToolFactory(server=ServerFactory(slug="bravo-mail"), name="send")
+    ServerTenant.objects.create(server=theirs.server, tenant=tenant_with("bravo"))
+    _log(member, WITHHELD, Confidence.LOW, tools=[ours.tool_id, theirs.tool_id])
+    client.force_login(curator)
+    page = client.get(reverse(WORKBENCH))
+    [group] = page.context["groups"]
+    ours_url = reverse("admin:catalog_tool_change", args=[ours.pk])
+    assert group.returned == [(ours.tool_id, ours_url), (theirs.tool_id, "")]
+    html = page.content.decode()
+    assert f'<a class="tool-link" href="{ours_url}">{ours.tool_id}</a>' in html
+    assert reverse("admin:catalog_tool_change", args=[theirs.pk]) not in html
+    assert client.get(ours_url).status_code == 200
+
+
+def test_an_empty_filter_says_so_and_leads_back_to_every_kind(client, curator, member):
+    _log(member, "list my inbox", Confidence.HIGH, tools=["mail::list_inbox"])  # answered, not followed
+    client.force_login(curator)
+    html = client.get(reverse(WORKBENCH) + "?reason=withheld").content.decode()
+    assert "No request of this kind waits" in html and 'href="?">show all kinds</a>' in html
+    assert "every request agents sent" not in html  # not "nothing to work on": one waits under another kind
+    assert "list my inbox" in client.get(reverse(WORKBENCH)).content.decode()

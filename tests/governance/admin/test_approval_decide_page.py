@@ -70,3 +70,40 @@ def test_a_decided_request_reads_as_its_record_with_what_became_of_it(client, ap
     assert "Used" in outcome and "the agent made the call" in outcome and "decided by approver" in outcome
     assert "expires" not in outcome and "decide before" not in outcome
     assert 'name="_approve"' not in used.content.decode()
+
+
+def test_the_page_leads_to_the_tool_the_token_and_the_audit_trail_for_who_may_open_them(
+    client, approver, superuser, pending
+):
+    """From a pending request to what an operator checks before deciding: the tool's page, the API token the call
+    came with and this request in the audit trail. An approver without those permissions gets no dead links."""
+    page = reverse("admin:governance_approvalrequest_change", args=[pending.pk])
+    client.force_login(superuser)
+    related = client.get(page).context["related"]
+    urls = dict(related).values()
+    assert [label.split(" ")[1] for label, _ in related] == ["tool", "API", "request"]
+    assert reverse("admin:catalog_tool_change", args=[pending.tool.pk]) in urls
+    assert reverse("admin:governance_apitoken_change", args=[pending.token.pk]) in urls
+    for url in urls:
+        assert client.get(url).status_code == 200, url
+    audit = client.get(dict(related)["This request in the audit trail"])
+    refs = {event.approval_ref for event in audit.context["cl"].result_list}
+    assert refs == {pending.approval_id}  # this request's events, and only those
+
+    client.force_login(approver)  # approve on the server, no catalog, token or audit permission
+    response = client.get(page)
+    assert response.context["related"] == [] and 'id="approval-related"' not in response.content.decode()
+
+
+def test_an_approvers_history_lists_what_they_decided(client, approver, pending, member_token, mutating_tool):
+    from governance.services.approvals import approval_decide
+
+    _, _, principal = member_token
+    other = approval_request_create(principal=principal, tool=mutating_tool, arguments={"name": "other"})
+    approval_decide(request=pending, approver=approver, approve=False, reason="not today")
+    client.force_login(approver)
+    inbox = reverse("admin:governance_approvalrequest_changelist")
+    assert 'href="?decided=me"' in client.get(inbox).content.decode()  # offered in the filter sidebar
+    mine = client.get(inbox, {"decided": "me"}).context["cl"].result_list
+    assert [request.pk for request in mine] == [pending.pk]
+    assert other.pk in [request.pk for request in client.get(inbox).context["cl"].result_list]
