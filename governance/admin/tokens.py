@@ -146,8 +146,9 @@ class ApiTokenAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Api
     def change_view(self, request, object_id, form_url="", extra_context=None):
         # Every field of a saved token is read-only: no Save buttons that save nothing. Its page revokes it through
         # the list's action (the same confirmation) and leads to what it did: its searches, calls, approvals.
-        extra_context = {"show_save": False, "show_save_and_continue": False, "show_save_and_add_another": False,
-                         "revoke_action": "revoke_selected", **(extra_context or {})}  # fmt: skip
+        extra_context = {"title": "API token", "show_save": False, "show_save_and_continue": False,
+                         "show_save_and_add_another": False, "revoke_action": "revoke_selected",
+                         **(extra_context or {})}  # fmt: skip
         if admin.site.get_model_admin(AuditEvent).has_view_permission(request):
             token_ref = f"tok-{object_id}"
             url = reverse("admin:governance_auditevent_changelist") + "?" + urlencode({"token_ref": token_ref})

@@ -27,6 +27,12 @@ def test_from_a_pending_approval_to_its_token_and_revoke_it(browser, live_server
     click_through(browser, related.find_element(By.PARTIAL_LINK_TEXT, "The API token"))
     assert f"/admin/governance/apitoken/{token.pk}/change/" in browser.current_url
     assert not browser.find_elements(By.NAME, "_save")  # a saved token's fields are read-only
+    assert browser.find_element(By.CSS_SELECTOR, "#content h1").text == "API token"  # not "Change API token"
+    revoke, activity = (
+        browser.find_element(By.CSS_SELECTOR, css) for css in ("#token-revoke button", "#token-activity")
+    )
+    assert revoke.rect["y"] == activity.rect["y"] and revoke.rect["height"] == activity.rect["height"]  # one row
+    screenshot(browser, "token-page")
     click_through(browser, browser.find_element(By.CSS_SELECTOR, "#token-revoke button"))
     assert token.name in browser.find_element(By.ID, "revoke-list").text
     click_through(browser, browser.find_element(By.CSS_SELECTOR, "input.scout-deny"))
