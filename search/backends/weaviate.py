@@ -175,14 +175,14 @@ def _matrix(value) -> np.ndarray | None:
 class RemoteDense:
     """The dense leg served by Weaviate, as a ``ranked.DenseSource``.
 
-    ``head(vector)`` returns the best ``depth`` + 1 visible tools for a vector (the server's filtered dense
-    search); ``fetch(pks)`` returns given tools. Both return {pk: Fetched} and run under the search's
-    deadline. A tool is *known* once its vectors (or their absence) came back: its cosine is then
-    computed here exactly. A visible tool not known yet is scored, in each branch, at the lowest cosine
-    of that branch's head when the head was full (it cannot score higher), else -1 (every visible tool
-    with vectors is in the head). Ranking on those upper bounds and fetching every candidate not known
-    yet, until none is, leaves exactly the candidates a full scan picks; the head's depth is the depth to
-    which dense ranks are reported, so those agree too.
+    ``head(vectors, limit)`` returns the best ``limit`` visible tools for each vector (the server's filtered
+    dense search: ``depth`` + 1 first, deeper where tools tie at the head's end); ``fetch(pks)`` returns
+    given tools. Both return {pk: Fetched} and run under the search's deadline. A tool is *known* once its
+    vectors (or their absence) came back: its cosine is then computed here exactly. A visible tool not
+    known yet is scored, in each branch, at the lowest cosine of that branch's head when the head was full
+    (it cannot score higher), else -1 (every visible tool with vectors is in the head). Ranking on those
+    upper bounds and fetching every candidate not known yet, until none is, leaves exactly the candidates
+    a full scan picks; the head's lowest cosine is below every reported dense rank's, so those agree too.
     """
 
     def __init__(
@@ -193,7 +193,7 @@ class RemoteDense:
         *,
         texts: Sequence[str],
         depth: int,
-        head: Callable[[Sequence[np.ndarray]], list[dict[int, Fetched]]],
+        head: Callable[[Sequence[np.ndarray], int], list[dict[int, Fetched]]],
         fetch: Callable[[Sequence[int]], dict[int, Fetched]],
     ) -> None:
         self.snapshot = snapshot
@@ -212,15 +212,26 @@ class RemoteDense:
             scores = snapshot.sparse.score(text, mask).scores
             matched = np.flatnonzero(scores > 0)
             self._by_bm25.append(matched[np.argsort(-scores[matched], kind="stable")])
-        heads = head(self.vectors)  # concurrently, one filtered query per vector
-        full = [len(found) > depth for found in heads]
-        head_rows = [self._learn(found) for found in heads]
         self._leg: DenseLeg | None = None
-        table = self._table()
-        self.floors = []
-        for vector, rows, is_full in zip(self.vectors, head_rows, full, strict=True):
-            scores = table.score(vector).scores
-            self.floors.append(float(scores[rows].min()) if is_full and len(rows) else -1.0)
+        self.floors = [-1.0] * len(self.vectors)
+        asked, limit = list(range(len(self.vectors))), depth + 1
+        while asked:
+            heads = head([self.vectors[i] for i in asked], limit)  # concurrently, one filtered query per vector
+            head_rows = [self._learn(found) for found in heads]
+            table = self._table()
+            tied = []
+            for i, found, rows in zip(asked, heads, head_rows, strict=True):
+                if len(found) < limit or not rows:  # every visible tool with vectors is in the head
+                    self.floors[i] = -1.0
+                    continue
+                scores = np.sort(table.score(self.vectors[i]).scores[rows])[::-1]
+                self.floors[i] = float(scores[-1])
+                if len(scores) >= depth and scores[depth - 1] <= self.floors[i]:
+                    tied.append(i)
+            # A head whose lowest cosine is also a reported rank's (tools tied at its end, as tools sharing a
+            # vector are): a tool left out of it, scored at that bound, would tie a reported tool and could
+            # precede it by tool id. Asked again, deeper, until its lowest cosine is below every reported rank.
+            asked, limit = tied, 2 * limit
 
     def _learn(self, found: dict[int, Fetched]) -> list[int]:
         rows = []
@@ -665,11 +676,11 @@ class WeaviateBackend(WeaviateLifecycle, SearchBackend):
         where = visibility_filter(visible_pks.tolist())
         from weaviate.classes.query import MetadataQuery
 
-        def near(vector: np.ndarray) -> dict[int, Fetched]:
+        def near(vector: np.ndarray, limit: int) -> dict[int, Fetched]:
             reply = collection.query.near_vector(
                 near_vector=[vector.tolist()],  # one row: MaxSim is the tool's best vector's dot product
                 target_vector=TOOL_VECTOR,
-                limit=depth + 1,  # one past the reported ranks: the bound then sits below all of them
+                limit=limit,  # one past the reported ranks at first: the bound then sits below all of them
                 filters=where,
                 return_properties=HIT_PROPERTIES,
                 include_vector=[TOOL_VECTOR, NEGATIVES_VECTOR],
@@ -677,11 +688,11 @@ class WeaviateBackend(WeaviateLifecycle, SearchBackend):
             )
             return dict(fetched_from(obj) for obj in reply.objects)
 
-        def heads(vectors: Sequence[np.ndarray]) -> list[dict[int, Fetched]]:
+        def heads(vectors: Sequence[np.ndarray], limit: int) -> list[dict[int, Fetched]]:
             calls = self._calls
             if calls is None:
                 raise WeaviateUnavailable("not connected")
-            futures = [calls.submit(near, v) for v in vectors]  # one query per part, concurrently
+            futures = [calls.submit(near, v, limit) for v in vectors]  # one query per part, concurrently
             return [self._wait(f, deadline) for f in futures]
 
         def fetch(pks: Sequence[int]) -> dict[int, Fetched]:

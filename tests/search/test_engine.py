@@ -5,6 +5,7 @@ import numpy as np
 from search.documents import ToolDoc, description_passages, render_parameters
 from search.engine.decompose import request_parts
 from search.engine.intent import CREATE, DELETE, READ, request_operations, tool_operation
+from search.engine.ranking import Candidate, Confidence, RankingOptions, _cut
 from search.engine.sparse import SparseIndex, weighted_tokens
 from search.indexes import ToolSearchIndex
 from search.text import request_terms, request_terms_kept, split_identifier, tokenize
@@ -60,6 +61,29 @@ def test_multi_step_requests_are_split_into_parts():
     ]
     assert request_parts("read and write the file") == []
     assert request_parts("On Semgrep, scan main.py for issues") == []
+
+
+def _candidates(*scored: tuple[float, int]) -> list[Candidate]:
+    """Candidates in rank order from (calibrated score, step) pairs; the rank score follows the order."""
+    return [
+        Candidate(row=i, score=1.0 - i / 100, calibrated=cal, bm25_rank=None, dense_rank=None, step=step)
+        for i, (cal, step) in enumerate(scored)
+    ]
+
+
+def test_the_dynamic_cut_judges_each_tool_against_the_best_of_its_own_step():
+    options = RankingOptions(cut_drop=0.5, cut_keep=1)
+    # Step 1 (the whole request's words fit its tools) is strong; step 2's best tool is weak but is its
+    # step's best: kept, as is a step-2 tool within the drop of it. The next one is far below both steps.
+    multi = _candidates((0.95, 1), (0.9, 1), (0.3, 2), (0.2, 2), (0.9, 1), (0.05, 1), (0.25, 2))
+    ranking = _cut(multi, 10, options, (), peak=0.3)
+    assert ranking.confidence is Confidence.HIGH
+    assert ranking.cut == 5  # the step-1 tool at 0.05 is 0.9 below its step's best: the answer ends there
+    # The same scores as one step: the weak tools are cut where they fall below the best overall.
+    single = _candidates(*[(cal, 0) for cal, _ in [(0.95, 1), (0.9, 1), (0.3, 2), (0.2, 2), (0.9, 1)]])
+    assert _cut(single, 10, options, (), peak=0.3).cut == 2
+    assert _cut(multi, 10, RankingOptions(cut_drop=0.5, cut_keep=1, dynamic_cut=False), (), peak=0.3).cut == 7
+    assert _cut(multi, 3, options, (), peak=0.3).cut == 3  # top_k still bounds the answer
 
 
 def test_operation_intent():

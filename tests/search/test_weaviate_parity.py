@@ -183,3 +183,30 @@ def test_the_dense_head_alone_is_not_enough_and_fetches_fill_in(current, catalog
     assert dense.fetched_rows > 0  # BM25 candidates outside the head were fetched
     assert answer(result) == answer(current[0].search(request))
     assert np.isfinite(dense.floors[0])
+
+
+def test_tools_tied_at_the_end_of_the_dense_head_keep_their_dense_ranks(current, catalog):
+    """Tools sharing a vector (desktop-commander's) tie at the end of the server's dense head for this
+    request: a tool left out of the head, scored at the head's lowest cosine, would tie the reported ones and
+    could precede them by tool id. The head is asked deeper until its lowest cosine is below every reported
+    rank's, so the dense ranks served are a full scan's."""
+    embedded, weaviate = current
+    docs, vectors, queries, encoded = catalog
+    query = next(q for q in queries if q.startswith("Create a Next.js middleware"))
+    parts = tuple((part, encoded[part]) for part in request_parts(query))
+    request = SearchRequest(
+        query=query,
+        visible=frozenset(d.pk for d in docs),
+        top_k=20,
+        fusion="convex",
+        query_vector=encoded[query],
+        parts=parts,
+    )
+    depth = 64  # RankingOptions.dense_rank_depth
+    cosines = np.sort(IndexSnapshot(docs, vectors).dense.score(encoded[query]).scores)[::-1]
+    assert cosines[depth - 1] == cosines[depth]  # the case: a tie across the end of the first head
+    dense = weaviate._remote_dense(weaviate.local_snapshot(), request)
+    assert dense.floors[0] < cosines[depth - 1]
+    ours, theirs = embedded.search(request), weaviate.search(request)
+    assert any(m.dense_rank and m.dense_rank > depth - 8 for m in ours.matches)  # a served tool near the end
+    assert answer(theirs) == answer(ours)
