@@ -490,7 +490,7 @@ class _Int8Table:
     Bound: with q' the query as scanned and v' = scale * rows, |q.v - q'.v'| <= |q| |v - v'| + |q - q'| |v'|;
     ``residual`` and ``quantized_norm`` are the largest |v - v'| and |v'| over the table (float64)."""
 
-    rows: np.ndarray | None  # (n_vectors, dim) int8 while built; then None (in the file and the session)
+    rows: np.ndarray | None  # (n_vectors, dim) int8 (transposed in memory) while built; then None (in the file)
     scale: np.ndarray  # (n_vectors,) float32
     residual_norms: np.ndarray  # (n_vectors,) float64: |v - v'| per vector
     quantized_norms: np.ndarray  # (n_vectors,) float64: |v'| per vector
@@ -501,7 +501,9 @@ class _Int8Table:
 
     @classmethod
     def empty(cls, total: int, width: int) -> "_Int8Table":
-        return cls(np.empty((total, width), np.int8), np.empty(total, np.float32), np.empty(total), np.empty(total))
+        # The rows as a view of their transpose, the layout the file holds (``_written``): writing needs no copy.
+        rows = np.empty((width, total), np.int8).T
+        return cls(rows, np.empty(total, np.float32), np.empty(total), np.empty(total))
 
     @classmethod
     def of(cls, blocks: Sequence[np.ndarray], total: int, width: int, spill_dir: str | None) -> "_Int8Table":
@@ -597,7 +599,8 @@ def _written(rows: np.ndarray, spill_dir: str | None) -> tempfile.TemporaryDirec
     files = tempfile.TemporaryDirectory(dir=spill_dir)
     with open(Path(files.name) / "table.bin", "wb") as file:  # a few dimensions at a time: no whole copy
         for lo in range(0, rows.shape[1], _TRANSPOSE_COLUMNS):
-            file.write(np.ascontiguousarray(rows[:, lo : lo + _TRANSPOSE_COLUMNS].T).tobytes())
+            file.write(np.ascontiguousarray(rows[:, lo : lo + _TRANSPOSE_COLUMNS].T))  # rows as ``empty`` makes
+            # them: a view of contiguous memory, written as it is
     return files
 
 
