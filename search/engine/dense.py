@@ -580,8 +580,15 @@ class _Int8Table:
         levels = np.empty((2 * len(queries), queries.shape[1]), np.uint8)
         levels[0::2], levels[1::2] = high + _ZERO_POINT, low + _ZERO_POINT
         products = self.session.run(None, {"query": levels})[0]  # (2k, n_vectors) int32, exact
-        sims = products[0::2].astype(np.float32) * high_step[:, None].astype(np.float32)
-        sims += products[1::2].astype(np.float32) * low_step[:, None].astype(np.float32)
+        # high_step * high + low_step * low = low_step * (2 * _QUERY_LEVEL * high + low): the two products summed
+        # exactly in integers (in place), then one conversion and two scalings (not two of each and a sum).
+        combined = products[0::2]
+        if queries.shape[1] * _QUERY_LEVEL * _TABLE_LEVEL * (2 * _QUERY_LEVEL + 1) >= 2**31:  # past int32
+            combined = combined.astype(np.int64)
+        combined *= 2 * _QUERY_LEVEL
+        combined += products[1::2]
+        sims = combined.astype(np.float32)
+        sims *= low_step[:, None].astype(np.float32)
         sims *= self.scale
         norms = [(float(np.linalg.norm(exact[j])), float(np.linalg.norm(leftover[j]))) for j in range(len(queries))]
         return sims, norms
