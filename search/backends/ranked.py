@@ -78,7 +78,9 @@ class SnapshotDense:
         else:
             whole, *part_scores = table.score_all([vector, *parts])  # one read of the table for all
             if memo is not None and parts:  # only a multi-step request is searched again
-                memo.put((snapshot,), key, whole.copy())  # as scanned: ranking refines ``whole`` in place
+                # Not a copy: ranking refines ``whole`` in place, so the retry starts from the tools this
+                # search re-scored exactly (an exact score is the same whichever search asks for it).
+                memo.put((snapshot,), key, whole)
         self._leg = DenseLeg(
             whole=whole,
             parts=tuple(part_scores),

@@ -15,6 +15,7 @@ import tempfile
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +38,7 @@ def _padded(rows: int) -> int:
 
 @dataclass(frozen=True)
 class DenseScores:
-    """One query's dense branch. The best vector of a tool is looked up on demand (``best``): ranking reads it
+    """One query's dense branch. The best vector of a tool is looked up on demand (``best_of``): ranking reads it
     for its few candidates only, and an argmax over every tool's block costs more than the scan itself."""
 
     scores: np.ndarray  # (n_docs,) best cosine per tool; -1 where a tool has no vector
@@ -48,6 +49,8 @@ class DenseScores:
     index: "DenseIndex | None" = field(default=None, repr=False)
     query: np.ndarray | None = field(default=None, repr=False)
     exact: np.ndarray | None = field(default=None, repr=False)  # (n_docs,) True where refined
+    # int8 scan: (|q|, |q - q'|) of the query as scanned, for each tool's own bound (``errors_at``).
+    norms: tuple[float, float] | None = field(default=None, repr=False)
 
     def copy(self) -> "DenseScores":
         """Scores to refine apart from these (refining changes ``scores``, ``sims`` and ``exact`` in place)."""
@@ -60,10 +63,34 @@ class DenseScores:
         """Make the given tools' scores (and their vectors' sims) exact. Returns how many were not yet."""
         return refine_together([self], [rows])
 
-    def best(self, row: int) -> int:
-        """Index into the vector table of the tool's best vector (the first one on a tie), -1 if none."""
-        lo, hi = int(self.offsets[row]), int(self.offsets[row + 1])
-        return lo + int(np.argmax(self.sims[lo:hi])) if hi > lo else -1
+    def errors_at(self, rows: np.ndarray) -> np.ndarray:
+        """Bound on |score - exact score| of each given tool (float64, at most ``error``): ``error``'s formula
+        with the largest residual and norm among that tool's own vectors instead of the whole table's, so a
+        ranking re-scores only the tools whose own error could matter (about half the rows of one bound)."""
+        if self.norms is None or self.index is None:
+            return np.full(len(rows), self.error)
+        residual, norm = self.index.tool_bounds
+        query, left = self.norms
+        return query * residual[rows] + left * norm[rows] + _ACCUMULATION_ERROR
+
+    def best_of(self, rows: np.ndarray) -> np.ndarray:
+        """Per given tool, the index into the vector table of its best vector (the first one on a tie), -1
+        if it has none; a few array operations for all of them (a ranking's candidates)."""
+        rows = np.asarray(rows, np.int64)
+        result = np.full(len(rows), -1, np.int64)
+        starts, lengths = self.offsets[rows], self.offsets[rows + 1] - self.offsets[rows]
+        has = lengths > 0
+        if not has.any():
+            return result
+        starts, lengths = starts[has], lengths[has]
+        vectors = _concatenated_ranges(starts, lengths)
+        sims = self.sims[vectors]
+        at_best = sims == np.repeat(np.maximum.reduceat(sims, np.cumsum(lengths) - lengths), lengths)
+        hits = np.flatnonzero(at_best)
+        owner = np.repeat(np.arange(len(lengths)), lengths)[hits]
+        first = np.flatnonzero(np.concatenate(([True], owner[1:] != owner[:-1])))  # the first hit per tool
+        result[has] = vectors[hits[first]]
+        return result
 
 
 def refine_together(scores: Sequence["DenseScores | None"], rows: Sequence[np.ndarray]) -> int:
@@ -386,9 +413,9 @@ class DenseIndex:
             empty = np.full(self.n_docs, -1.0, dtype=np.float32)
             return [DenseScores(empty.copy(), np.zeros(0, np.float32), self.offsets) for _ in queries]
         if not self.quantized:
-            return [self._scores(query, sims, 0.0) for query, sims in zip(queries, self._scan(queries), strict=True)]
-        sims, errors = self._int8.scan(np.stack(queries))
-        return [self._scores(q, s, e) for q, s, e in zip(queries, sims, errors, strict=True)]
+            return [self._scores(query, sims) for query, sims in zip(queries, self._scan(queries), strict=True)]
+        sims, norms = self._int8.scan(np.stack(queries))
+        return [self._scores(q, s, n) for q, s, n in zip(queries, sims, norms, strict=True)]
 
     def _scan(self, queries: Sequence[np.ndarray]) -> list[np.ndarray]:
         """float32 cosines of every vector to each query, bit for bit ``self.matrix @ query``. Several queries
@@ -406,7 +433,7 @@ class DenseIndex:
                 np.matmul(block, query, out=out[start : start + len(block)])
         return [row[:total] for row in sims]
 
-    def _scores(self, query: np.ndarray, sims: np.ndarray, error: float) -> DenseScores:
+    def _scores(self, query: np.ndarray, sims: np.ndarray, norms: tuple[float, float] | None = None) -> DenseScores:
         block_max = self._block_max(sims)
         if self._all_have_vectors:
             scores = block_max
@@ -417,7 +444,17 @@ class DenseIndex:
             return DenseScores(scores, sims, self.offsets)
         exact = np.zeros(self.n_docs, dtype=bool)
         exact[self._without_vectors] = True  # no vector: -1, exact
-        return DenseScores(scores, sims, self.offsets, error, self, query, exact)
+        return DenseScores(scores, sims, self.offsets, self._int8.error(norms), self, query, exact, norms)
+
+    @cached_property
+    def tool_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """int8 table: per tool (row), the largest residual |v - v'| and norm |v'| among its vectors (0 for a
+        tool without vectors), for its own error bound (``DenseScores.errors_at``)."""
+        residual, norm = np.zeros(self.n_docs), np.zeros(self.n_docs)
+        if len(self._owners_with_vectors):
+            residual[self._owners_with_vectors] = self._block_max(self._int8.residual_norms)
+            norm[self._owners_with_vectors] = self._block_max(self._int8.quantized_norms)
+        return residual, norm
 
     def max_similarity(self, query_vector: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """Best cosine of the query against each given row's vectors (-1 where none)."""
@@ -453,7 +490,7 @@ class _Int8Table:
     Bound: with q' the query as scanned and v' = scale * rows, |q.v - q'.v'| <= |q| |v - v'| + |q - q'| |v'|;
     ``residual`` and ``quantized_norm`` are the largest |v - v'| and |v'| over the table (float64)."""
 
-    rows: np.ndarray | None  # (n_vectors, dim) int8 while built; then None (in the file and the session)
+    rows: np.ndarray | None  # (n_vectors, dim) int8 (transposed in memory) while built; then None (in the file)
     scale: np.ndarray  # (n_vectors,) float32
     residual_norms: np.ndarray  # (n_vectors,) float64: |v - v'| per vector
     quantized_norms: np.ndarray  # (n_vectors,) float64: |v'| per vector
@@ -464,7 +501,9 @@ class _Int8Table:
 
     @classmethod
     def empty(cls, total: int, width: int) -> "_Int8Table":
-        return cls(np.empty((total, width), np.int8), np.empty(total, np.float32), np.empty(total), np.empty(total))
+        # The rows as a view of their transpose, the layout the file holds (``_written``): writing needs no copy.
+        rows = np.empty((width, total), np.int8).T
+        return cls(rows, np.empty(total, np.float32), np.empty(total), np.empty(total))
 
     @classmethod
     def of(cls, blocks: Sequence[np.ndarray], total: int, width: int, spill_dir: str | None) -> "_Int8Table":
@@ -526,9 +565,10 @@ class _Int8Table:
             self.residual_norms[at] = np.sqrt(((exact - approx) ** 2).sum(axis=1))
             self.quantized_norms[at] = np.sqrt((approx**2).sum(axis=1))
 
-    def scan(self, queries: np.ndarray) -> tuple[np.ndarray, list[float]]:
+    def scan(self, queries: np.ndarray) -> tuple[np.ndarray, list[tuple[float, float]]]:
         """float32 approximate cosines of every vector to each of the (k, dim) ``queries`` ((k, n_vectors)),
-        and each query's bound on their distance from the exact float32 cosines."""
+        and each query's (|q|, |q - q'|), from which its bounds on their distance from the exact float32
+        cosines follow (``error``; a tool's own: ``DenseScores.errors_at``)."""
         exact = queries.astype(np.float64)
         largest = np.abs(exact).max(axis=1)
         high_step = np.where(largest > 0, largest / _QUERY_LEVEL, 1.0)
@@ -540,16 +580,22 @@ class _Int8Table:
         levels = np.empty((2 * len(queries), queries.shape[1]), np.uint8)
         levels[0::2], levels[1::2] = high + _ZERO_POINT, low + _ZERO_POINT
         products = self.session.run(None, {"query": levels})[0]  # (2k, n_vectors) int32, exact
-        sims = products[0::2].astype(np.float32) * high_step[:, None].astype(np.float32)
-        sims += products[1::2].astype(np.float32) * low_step[:, None].astype(np.float32)
+        # high_step * high + low_step * low = low_step * (2 * _QUERY_LEVEL * high + low): the two products summed
+        # exactly in integers (in place), then one conversion and two scalings (not two of each and a sum).
+        combined = products[0::2]
+        if queries.shape[1] * _QUERY_LEVEL * _TABLE_LEVEL * (2 * _QUERY_LEVEL + 1) >= 2**31:  # past int32
+            combined = combined.astype(np.int64)
+        combined *= 2 * _QUERY_LEVEL
+        combined += products[1::2]
+        sims = combined.astype(np.float32)
+        sims *= low_step[:, None].astype(np.float32)
         sims *= self.scale
-        errors = [
-            float(np.linalg.norm(exact[j])) * self.residual
-            + float(np.linalg.norm(leftover[j])) * self.quantized_norm
-            + _ACCUMULATION_ERROR
-            for j in range(len(queries))
-        ]
-        return sims, errors
+        norms = [(float(np.linalg.norm(exact[j])), float(np.linalg.norm(leftover[j]))) for j in range(len(queries))]
+        return sims, norms
+
+    def error(self, norms: tuple[float, float]) -> float:
+        """The bound of a query scanned with ``norms`` (``scan``) over every vector of the table."""
+        return norms[0] * self.residual + norms[1] * self.quantized_norm + _ACCUMULATION_ERROR
 
 
 _TRANSPOSE_COLUMNS = 32  # the table is written transposed this many dimensions at a time
@@ -560,7 +606,8 @@ def _written(rows: np.ndarray, spill_dir: str | None) -> tempfile.TemporaryDirec
     files = tempfile.TemporaryDirectory(dir=spill_dir)
     with open(Path(files.name) / "table.bin", "wb") as file:  # a few dimensions at a time: no whole copy
         for lo in range(0, rows.shape[1], _TRANSPOSE_COLUMNS):
-            file.write(np.ascontiguousarray(rows[:, lo : lo + _TRANSPOSE_COLUMNS].T).tobytes())
+            file.write(np.ascontiguousarray(rows[:, lo : lo + _TRANSPOSE_COLUMNS].T))  # rows as ``empty`` makes
+            # them: a view of contiguous memory, written as it is
     return files
 
 

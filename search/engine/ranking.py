@@ -288,14 +288,15 @@ def _ranks_at(
         ranks[ranked] = [rank_of.get(int(row), 0) for row in positions[ranked].tolist()]
         return ranks
     wanted = positions[ranked]
-    if positive_only:  # a non-positive row is never above a positive one: rank among the positive rows only
-        rows = np.flatnonzero(values > 0)
-        values, tie = values[rows], tie[rows]
-        wanted = np.searchsorted(rows, wanted)
+    wanted_values = values[wanted]
+    # Only rows at or above the lowest wanted value can be above (or tied with) a wanted row: rank among
+    # those (with ``positive_only`` that value is positive, so these are positive rows too).
+    rows = np.flatnonzero(values >= wanted_values.min())
+    values, tie = values[rows], tie[rows]
+    wanted = np.searchsorted(rows, wanted)
     # Rank = 1 + rows with a greater value + rows with an equal value and a lower tie key. A plain sort
     # of the values counts the first (np.sort is ~100x faster than a two-key lexsort of every row).
     ordered = np.sort(values)
-    wanted_values = values[wanted]
     left = np.searchsorted(ordered, wanted_values, side="left")
     right = np.searchsorted(ordered, wanted_values, side="right")
     found = 1 + (len(values) - right)
@@ -576,6 +577,7 @@ class _Pass:
             self.bm25_part.tolist(),
             self.dense_part.tolist(),
             self.step.tolist(),
+            dense.best_of(cand_rows).tolist() if dense is not None else [-1] * len(rows),
             strict=True,
         )
         return [
@@ -587,14 +589,24 @@ class _Pass:
                 dense_rank=dense_rank or None,
                 bm25_score=bm25_score,
                 dense_score=dense_score,
-                best_vector=dense.best(row) if dense is not None else -1,
+                best_vector=best_vector,
                 bm25_part=bm25_part,
                 dense_part=dense_part,
                 step=step,
             )
-            for row, score, calibrated, bm25_rank, dense_rank, bm25_score, dense_score, bm25_part, dense_part, step in (
-                columns
-            )
+            for (
+                row,
+                score,
+                calibrated,
+                bm25_rank,
+                dense_rank,
+                bm25_score,
+                dense_score,
+                bm25_part,
+                dense_part,
+                step,
+                best_vector,
+            ) in columns
         ]
 
 
@@ -612,13 +624,15 @@ def _exact_rows_needed(
     whole: _Fused,
     floors: dict[tuple[str, int], float] | None = None,
 ) -> list[np.ndarray]:
-    """Per branch, the rows whose exact dense score the pass's answer depends on, given that every score
-    not yet refined is within ``error`` of its exact value. Once all of them are exact, the answer is the
-    exact scan's: a row outside these bands is on the same side of every threshold either way.
+    """Per branch, the rows whose exact dense score the pass's answer depends on, given that every tool's
+    score not yet refined is within its own bound of its exact value (``DenseScores.errors_at``, at most
+    ``error``). Once all of them are exact, the answer is the exact scan's: a row outside these bands is on
+    the same side of every threshold either way.
 
-    A threshold (the pool's last fused value, the request's 20th best cosine, an RRF head's last) is at
-    least this pass's value there less ``error``: that many rows are at least that high exactly. A row
-    whose value plus ``error`` is below that floor is below the exact threshold. ``floors`` keeps the
+    A threshold (the pool's last fused value, the request's 50th best cosine, an RRF head's last) is at
+    least the lowest value less its bound among the rows at or above it in this pass: that many rows are at
+    least that high exactly. A row whose value plus its bound is below that floor is below the exact
+    threshold. ``floors`` keeps the
     highest floor of each threshold across the passes of one ranking (each pass's holds), so a pass after
     a refinement names no row the first did not: two passes, not one more per refinement.
 
@@ -636,20 +650,25 @@ def _exact_rows_needed(
         return floors[key]
 
     # Bound on a fused value's error: convex mixes the cosine in with weight 1 - w; rrf and bm25 use only
-    # ranks inside exact heads (below).
-    fused_error = 0.0
+    # ranks inside exact heads (below). A fused value is the best of the request's and its parts' (scaled).
+    weights = []
     for branch, scale in zip(everything, scales, strict=True):
-        if not _approximate(branch):
-            continue
-        error = branch.dense.error
-        if fusion == "dense":
-            fused_error = max(fused_error, scale * error)
-        elif fusion == "convex":
-            fused_error = max(fused_error, scale * (1 - options.bm25_weight) * error)
+        if _approximate(branch) and fusion in ("dense", "convex"):
+            weights.append((branch, scale if fusion == "dense" else scale * (1 - options.bm25_weight)))
+    fused_error = max((weight * branch.dense.error for branch, weight in weights), default=0.0)
+
+    def fused_errors(at: np.ndarray) -> np.ndarray:
+        """Each given visible position's own bound on its fused value's error (at most ``fused_error``)."""
+        bound = np.zeros(len(at))
+        for branch, weight in weights:
+            np.maximum(bound, weight * branch.dense.errors_at(rows[at]), out=bound)
+        return bound
+
     shared: list[np.ndarray] = [cand_rows]
     if len(order) >= pool and len(order) < len(rows) and fused_error > 0:
-        lowest = floor(("pool", 0), fused[order[-1]], fused_error)
-        shared.append(rows[fused >= lowest - fused_error])
+        # The pool's rows are exactly at least their value less their own bound: so is its last place.
+        lowest = floor(("pool", 0), np.min(fused[order] - fused_errors(order)), 0.0)
+        shared.append(rows[_reaching(fused, lowest, fused_error, fused_errors)])
     needed = []
     for i, branch in enumerate(everything):
         if not _approximate(branch):
@@ -657,17 +676,30 @@ def _exact_rows_needed(
             continue
         error = branch.dense.error
         values = whole.dense if branch is branches else _visible(branch.dense.scores, rows)
+
+        def errors(at: np.ndarray, dense: DenseScores = branch.dense) -> np.ndarray:
+            return dense.errors_at(rows[at])
+
         parts = list(shared)
         if branch is branches:  # the peak and spread: the head's cosines down to the deepest they read
             depth = min(max(Calibration.peak_depth, whole.calibration.spread_depth), len(values))
-            lowest = floor(("peak", 0), values[whole.dense_head[depth - 1]], error)
-            parts.append(rows[values >= lowest - error])
+            head = whole.dense_head[:depth]
+            lowest = floor(("peak", 0), np.min(values[head] - errors(head)), 0.0)
+            parts.append(rows[_reaching(values, lowest, error, errors)])
         if fusion == "rrf":  # each branch's head: its members and their order
             depth = min(options.overfetch * top_k, len(values))
-            lowest = floor(("head", i), _kth_best(values, depth), error)
-            parts.append(rows[values >= lowest - error])
+            head = np.flatnonzero(values >= _kth_best(values, depth))  # at least ``depth`` rows
+            lowest = floor(("head", i), np.min(values[head] - errors(head)), 0.0)
+            parts.append(rows[_reaching(values, lowest, error, errors)])
         needed.append(np.concatenate(parts))
     return needed
+
+
+def _reaching(values: np.ndarray, lowest: float, error: float, errors) -> np.ndarray:
+    """Positions whose value could exactly be at least ``lowest``: their value plus their own bound
+    (``errors(positions)``) reaches it. ``error`` bounds every row's: only the rows within it are asked."""
+    near = np.flatnonzero(values >= lowest - error)
+    return near[values[near] + errors(near) >= lowest]
 
 
 def _apply_server(candidates: list[Candidate], servers: np.ndarray, share: float) -> None:

@@ -87,14 +87,16 @@ def test_best_vector_on_demand_is_the_first_best_of_the_tools_block():
     query = rng.standard_normal(8).astype(np.float32)
     scores = index.score(query)
     all_sims = index.matrix @ query  # one product over the table, as the engine computes it
+    best = scores.best_of(np.arange(len(per_doc)))
+    assert scores.best_of(np.arange(len(per_doc))[::-1]).tolist() == best[::-1].tolist()  # any order of rows
     start = 0
     for row, vectors in enumerate(per_doc):
         if vectors is None:
-            assert scores.best(row) == -1 and scores.scores[row] == -1.0
+            assert best[row] == -1 and scores.scores[row] == -1.0
             continue
         sims = all_sims[start : start + len(vectors)]
         assert np.allclose(sims, vectors @ query, atol=1e-5)
-        assert scores.best(row) == start + int(np.argmax(sims))
+        assert best[row] == start + int(np.argmax(sims))
         assert scores.scores[row] == sims.max()
         # Explanations quote example requests only; other texts are not kept.
         assert index.text(start) is None
@@ -126,7 +128,7 @@ def test_a_table_without_any_vector_gives_no_tool_meaning_evidence():
     index = DenseIndex([None, None, None], [(), (), ()], [(), (), ()])
     scores = index.score(np.ones(8, np.float32))
     assert scores.scores.tolist() == [-1.0, -1.0, -1.0]
-    assert [scores.best(row) for row in range(3)] == [-1, -1, -1]
+    assert scores.best_of(np.arange(3)).tolist() == [-1, -1, -1]
     assert index.max_similarity(np.ones(8, np.float32), np.arange(3)).tolist() == [-1.0, -1.0, -1.0]
 
 

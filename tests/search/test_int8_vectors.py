@@ -124,6 +124,21 @@ def test_the_int8_scan_alone_would_not_give_the_exact_answer(catalog):
     assert differ > 0
 
 
+def test_each_tools_own_bound_holds_and_is_tighter_than_the_tables(catalog):
+    """Ranking re-scores a tool when its score plus its own bound reaches a threshold: that bound must hold
+    for every tool (a tool outside it could belong in the answer unseen), and is the table's at most."""
+    docs, exact, half, topics = catalog
+    rows = np.arange(len(docs))
+    tighter = 0
+    for _text, vector in requests(topics):
+        approx = half.dense.score(vector)
+        own = approx.errors_at(rows)
+        assert np.all(np.abs(approx.scores.astype(np.float64) - exact.dense.score(vector).scores) <= own)
+        assert np.all(own <= approx.error)
+        tighter += int(np.count_nonzero(own < 0.9 * approx.error))
+    assert tighter > len(rows)  # most tools' bounds are well inside the table's
+
+
 def test_int8_tables_take_a_quarter_of_the_bytes_and_keep_float32_out_of_memory(catalog):
     _docs, exact, half, _topics = catalog
     assert half.dense.matrix is None and half.dense._int8.rows is None  # only ONNX Runtime's packed copy

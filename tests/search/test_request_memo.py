@@ -1,7 +1,7 @@
 """The second search of a withheld multi-step request (its parts encoded alone) reuses what the first one
 computed that does not depend on the part vectors: the request's BM25 and dense scores and its parts' BM25.
 The answer is the one both searches computed afresh give, on float32 and int8 tables (an int8 table's scores
-are refined in place by the first search: the second starts from the scores as scanned)."""
+are refined in place by the first search: the second starts from the tools the first re-scored exactly)."""
 
 import pytest
 
