@@ -244,3 +244,19 @@ def test_mostly_foreign_latin_reads_other_latin_languages(text):
 )
 def test_mostly_foreign_latin_leaves_english_requests(text):
     assert not mostly_foreign_latin(text)
+
+
+def test_a_small_catalog_serves_a_weak_real_match_low_and_withholds_nothing_related():
+    # Seven visible tools (one server): no peak or spread is read, the best calibrated score alone decides.
+    weak_real = _rank([0.35] + [0.1] * 6)
+    unrelated = _rank([0.12] + [0.1] * 6)
+    assert weak_real.peak is None and weak_real.spread is None
+    assert weak_real.confidence is Confidence.LOW and weak_real.kept[0].row == 0
+    assert unrelated.confidence is Confidence.NONE and unrelated.kept == []
+    # Hidden tools, as close as the best or far below it, move neither answer.
+    visible = np.array([True] * 7 + [False] * 40)
+    for hidden in ([0.34] * 40, [0.0] * 40):
+        for cosines, alone in (([0.35] + [0.1] * 6, weak_real), ([0.12] + [0.1] * 6, unrelated)):
+            ranking = _rank(cosines + hidden, visible)
+            assert ranking.confidence is alone.confidence
+            assert [(c.row, c.calibrated) for c in ranking.kept] == [(c.row, c.calibrated) for c in alone.kept]
