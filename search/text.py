@@ -6,7 +6,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from bm25s.stopwords import STOPWORDS_EN
+from bm25s.stopwords import (
+    STOPWORDS_DUTCH,
+    STOPWORDS_EN,
+    STOPWORDS_EN_PLUS,
+    STOPWORDS_FRENCH,
+    STOPWORDS_GERMAN,
+    STOPWORDS_ITALIAN,
+    STOPWORDS_PORTUGUESE,
+    STOPWORDS_SPANISH,
+)
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
@@ -87,6 +96,40 @@ def mostly_non_latin(text: str) -> bool:
     letters = [ch for ch in text if ch.isalpha()]
     latin = sum(1 for ch in letters if ch.isascii() or "LATIN" in unicodedata.name(ch, ""))
     return latin * 2 < len(letters)
+
+
+# Function words of Latin-script languages other than English (bm25s' lists), less English ones and words
+# English requests and tool texts use ("want", "also", "ai", "com", "per", "non", "come", ... measured on the
+# public English requests and catalogs: none of their 28k requests then reads as another language). English
+# function words that are also theirs ("as", "do", "in", "me") count for neither.
+_OTHER_LATIN = frozenset().union(
+    STOPWORDS_FRENCH, STOPWORDS_SPANISH, STOPWORDS_PORTUGUESE, STOPWORDS_ITALIAN, STOPWORDS_GERMAN, STOPWORDS_DUTCH
+)
+_ENGLISH_WORDS = (frozenset(STOPWORDS_EN_PLUS) | STOPWORDS) - _OTHER_LATIN
+_FOREIGN_WORDS = (
+    _OTHER_LATIN
+    - frozenset(STOPWORDS_EN_PLUS)
+    - STOPWORDS
+    - frozenset(
+        "want also ai ad com per non come men man war op era sea son met van die door dir bin ben ed os ho ti par hat "
+        "sin dan mit te na io yo todo todos los".split()  # "los": Los Angeles
+    )
+)
+
+
+def mostly_foreign_latin(text: str) -> bool:
+    """Whether the text reads as French, Spanish, Portuguese, Italian, German or Dutch: at least two of those
+    languages' function words ("les", "pour", "una", "und", ...) and more of them than English ones. Cheap and
+    rough; what it tells is whether the English-only embedding model can read the request."""
+    words = [word.lower() for word in _WORD.findall(text) if len(word) > 1 or not word.isascii()]  # "à", not "a"
+    foreign = sum(word in _FOREIGN_WORDS for word in words)
+    return foreign >= 2 and foreign > sum(word in _ENGLISH_WORDS for word in words)
+
+
+def unreadable_for_english_model(text: str) -> bool:
+    """A request the English-only embedding model cannot read: mostly outside the Latin script, or in another
+    Latin-script language (``mostly_foreign_latin``)."""
+    return mostly_non_latin(text) or mostly_foreign_latin(text)
 
 
 def first_sentence(text: str, limit: int = 300) -> str:

@@ -11,7 +11,7 @@ from enum import StrEnum
 
 import numpy as np
 
-from ..text import mostly_non_latin, request_terms
+from ..text import request_terms, unreadable_for_english_model
 from .dense import DenseIndex, DenseScores, refine_together
 from .intent import intent_adjustment, request_operations
 from .sparse import SparseIndex, SparseScores
@@ -451,7 +451,7 @@ def rank(
     peak = ranking.whole.peak if enough else None
     # The English-only model's evidence never withholds a request it cannot read (BM25's, over English tool
     # texts, says as little about it).
-    unread = branches.dense is not None and mostly_non_latin(query)
+    unread = branches.dense is not None and unreadable_for_english_model(query)
     ranking = _cut(candidates, top_k, options, branches.sparse.query_terms, peak, ranking.whole.spread, unread)
     ranking.fusion = _fusion_of(branches, options)
     return ranking
@@ -790,8 +790,9 @@ def answer_confidence(
     is any best below ``confidence_threshold``. A measured flat spread is evidence of its own, so it
     withholds up to ``withhold_flat_threshold``; with fewer than 50 visible tools (no spread) the threshold
     is ``withhold_threshold``, and with fewer than 20 (no peak either) the best score alone decides.
-    ``unread``: a request the English-only model cannot read (mostly outside the Latin script): its
-    evidence alone never withholds it, so it is served (``low`` unless the best score is high).
+    ``unread``: a request the English-only model cannot read (mostly outside the Latin script, or French,
+    Spanish, ... by their function words): its evidence alone never withholds it, so it is served (``low``
+    unless the best score is high).
 
     Chosen on ETOM (level 5, no tool, against levels 1-2) with MetaTool-test and ToolBench as checks of
     false withholding: the spread's threshold releases most answerable requests a flat peak withheld

@@ -6,7 +6,7 @@ import pytest
 from search.engine.dense import DenseIndex
 from search.engine.ranking import Calibration, Confidence, RankingOptions, answer_confidence, rank, score_branches
 from search.engine.sparse import SparseIndex, weighted_tokens
-from search.text import mostly_non_latin
+from search.text import mostly_foreign_latin, mostly_non_latin
 
 DIM = 128  # one orthogonal direction per tool: up to 127 tools
 
@@ -203,7 +203,9 @@ def _rank_text(cosines: list[float], query_text: str):
         ("查询 tool3 的运行状态", True),  # the model cannot read it: low, not withheld
         ("查询天气预报", True),  # nor this one, sharing no word with any tool (BM25 cannot read it either)
         ("unrelated tool3", False),  # read by the model, which says nothing fits: withheld as before
-        ("réserve une table à Paris", False),  # Latin script: read as any request (the model's weakness stays)
+        ("réserve une table à Paris pour ce soir", True),  # French: the English-only model cannot read it either
+        ("busca los archivos de mi carpeta", True),  # Spanish
+        ("unrelated tool3 in Los Angeles", False),  # an English request naming a place: read, withheld
     ],
 )
 def test_a_request_the_model_cannot_read_is_not_withheld_on_its_evidence_alone(query, served):
@@ -215,3 +217,46 @@ def test_a_request_the_model_cannot_read_is_not_withheld_on_its_evidence_alone(q
 def test_mostly_non_latin():
     assert mostly_non_latin("帮我查一下 GitHub 上的仓库") and mostly_non_latin("найди мой файл")
     assert not mostly_non_latin("réserve une table à Paris") and not mostly_non_latin("find my file 文件")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "réserve une table à Paris",
+        "Quels sont les fichiers dans mon dossier ?",
+        "¿Cuántas ramas tiene el repositorio?",
+        "zeige mir die Dateien in meinem Ordner",
+        "mostre as mensagens não lidas do meu email",
+    ],
+)
+def test_mostly_foreign_latin_reads_other_latin_languages(text):
+    assert mostly_foreign_latin(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Find me a budget-friendly hotel in Los Angeles.",
+        "Retrieve details about the place named 'Café del Mar' in Barcelona",
+        "Fetch AI-related news from CNN and BBC",
+        "I want an AI ad generator, also per user, non-blocking",
+    ],
+)
+def test_mostly_foreign_latin_leaves_english_requests(text):
+    assert not mostly_foreign_latin(text)
+
+
+def test_a_small_catalog_serves_a_weak_real_match_low_and_withholds_nothing_related():
+    # Seven visible tools (one server): no peak or spread is read, the best calibrated score alone decides.
+    weak_real = _rank([0.35] + [0.1] * 6)
+    unrelated = _rank([0.12] + [0.1] * 6)
+    assert weak_real.peak is None and weak_real.spread is None
+    assert weak_real.confidence is Confidence.LOW and weak_real.kept[0].row == 0
+    assert unrelated.confidence is Confidence.NONE and unrelated.kept == []
+    # Hidden tools, as close as the best or far below it, move neither answer.
+    visible = np.array([True] * 7 + [False] * 40)
+    for hidden in ([0.34] * 40, [0.0] * 40):
+        for cosines, alone in (([0.35] + [0.1] * 6, weak_real), ([0.12] + [0.1] * 6, unrelated)):
+            ranking = _rank(cosines + hidden, visible)
+            assert ranking.confidence is alone.confidence
+            assert [(c.row, c.calibrated) for c in ranking.kept] == [(c.row, c.calibrated) for c in alone.kept]
