@@ -147,6 +147,7 @@ def prepare_db(size: int) -> tuple[int, str]:
     call_command("migrate", verbosity=0)
     existing = Tool.objects.filter(removed_at__isnull=True).count()
     if existing == size:
+        _analyze()
         return existing, "reused"
     from catalog.definitions import normalize_listing
     from catalog.services.apply import catalog_apply_listing
@@ -166,7 +167,19 @@ def prepare_db(size: int) -> tuple[int, str]:
     with _progress("encoding", unit="texts") as progress:
         index_rebuild(progress=progress)
     print(f"built the index in {time.monotonic() - started:.0f}s")
+    _analyze()
     return Tool.objects.filter(removed_at__isnull=True).count(), origin
+
+
+def _analyze() -> None:
+    """Planner statistics for the freshly filled tables (Postgres; SQLite plans without them). Without them the
+    visible-set query at 10k tools took 1.1 s instead of 0.1 s (a bitmap scan of every live tool per server),
+    and concurrent first searches ran into the statement timeout ("database is busy" answers at c=16)."""
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
 
 
 def bench_user() -> str:

@@ -204,7 +204,8 @@ def search_for_principal(
     Validates the request (SearchQueryError, with a message safe to show), narrows to the tools
     ``principal`` may discover (governance's ``tool_pks_visible_to``, with the filters), ranks them and
     decides the answer's confidence. Without an index it lists the visible tools sharing words with the
-    request (``index_ready=False``, ``degraded``, ``low``). Every match is a tool the caller may see.
+    request (``index_ready=False``, ``degraded``, ``low``). Every match is a tool the caller may see;
+    ``nothing_visible`` says the caller may see no tool at all (with these filters).
     """
     cleaned = _clean_query(query)
     k = _clamp_top_k(top_k)
@@ -217,11 +218,13 @@ def search_for_principal(
     )
     result = tool_search(query=cleaned, visible=visible, top_k=k, cache_scope=cache_scope(principal.user))
     if not result.index_ready:
-        return _listing_fallback(query=cleaned, visible=visible, top_k=k, backend=result.backend)
+        result = _listing_fallback(query=cleaned, visible=visible, top_k=k, backend=result.backend)
     # Backends apply ``visible`` themselves; this second lock costs nothing and keeps a backend bug from
     # ever showing a hidden tool.
     matches = [match for match in result.matches if match.tool_pk in visible]
-    return replace(result, matches=matches) if len(matches) != len(result.matches) else result
+    if len(matches) != len(result.matches) or not visible:
+        result = replace(result, matches=matches, nothing_visible=not visible)
+    return result
 
 
 _WORD = re.compile(r"[a-z0-9]+")

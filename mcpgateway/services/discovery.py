@@ -22,7 +22,7 @@ from governance.cache import visibility_row_read_once, visibility_row_token
 from governance.choices import AuditEventType, AuditOutcome, OperationClass
 from governance.principals import Principal
 from governance.sanitize import clean_for_model
-from governance.selectors import ToolNotFound, tool_get_for_principal, tool_pks_visible_to
+from governance.selectors import ToolNotFound, tool_get_for_principal
 from governance.services.audit import audit_record
 from search.backends import SearchResult
 from search.choices import EmptyAnswerReason
@@ -375,7 +375,7 @@ def gateway_search(
         narrowed = {"operation_class": operation_class, "environment": environment, "scope": scope != "all"}
         answer.filters = [name for name, value in narrowed.items() if value]
         if not answer.matches and not answer.filters:  # a newcomer's token for a user without grants
-            answer.nothing_granted = not tool_pks_visible_to(principal=principal)
+            answer.nothing_granted = result.nothing_visible  # unfiltered: the caller's whole visible set
         span.set_attribute("scout.confidence", answer.confidence)
         span.set_attribute("scout.matches", len(answer.matches))
     if client is None:

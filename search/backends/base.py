@@ -86,6 +86,8 @@ class SearchResult:
     generation: str | None = None
     backend: str = ""
     degraded_reason: str = ""  # why a backend answered degraded besides the model (e.g. its server is down)
+    # search_for_principal: the caller's visible set (narrowed by its filters) was empty
+    nothing_visible: bool = False
 
     @property
     def abstained(self) -> bool:

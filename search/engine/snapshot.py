@@ -297,7 +297,7 @@ class IndexSnapshot:
         wanted = set(query_terms)
         fields: dict[str, list[str]] = {}
         for name, text in doc.field_texts().items():
-            hits = [t for t in _distinct_tokens(text) if t in wanted] if text else []
+            hits = _hits(text, wanted) if text else []
             if hits:
                 shown = fields.setdefault(ToolSearchIndex.label(name), [])
                 shown += [h for h in hits if h not in shown]
@@ -311,6 +311,19 @@ class IndexSnapshot:
             elif kind == "learned":
                 why["closest"] = "learned"  # never the text: it is another user's words
         return why
+
+
+def _hits(text: str, wanted: set[str]) -> list[str]:
+    """The words of ``text`` (``tokenize``) that are in ``wanted``, each once, in text order. An ASCII text
+    whose lowercase form (``-`` read as ``_``, as tokenize joins a compound) contains no wanted word at all
+    has none, and is not tokenized: every word tokenize gives an ASCII text is part of that form (issue 9:
+    tokenizing the fields of the tools an answer explains was the largest part of ranking's Python time
+    at 10k tools, most fields sharing no word with the request)."""
+    if text.isascii():
+        lowered = text.lower().replace("-", "_")
+        if not any(term in lowered for term in wanted):
+            return []
+    return [t for t in _distinct_tokens(text) if t in wanted]
 
 
 @lru_cache(maxsize=4096)

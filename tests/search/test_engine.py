@@ -141,6 +141,35 @@ def test_explain_names_each_matched_word_once_per_field_label_in_the_fields_orde
     assert why["terms"] == ["inbox", "messages", "list"]
 
 
+def test_explain_skips_tokenizing_a_field_only_when_it_holds_no_wanted_word():
+    """``_hits`` (the fields an answer explains) equals filtering the field's tokens, including words found only
+    once tokenized: compounds joined with ``_`` from a hyphen, camelCase parts, upper case; non-ASCII texts are
+    always tokenized."""
+    from search.engine.snapshot import _hits
+
+    texts = [
+        "Use list-files to read a repo",
+        "createPullRequest (GitHub)",
+        "SEND_EMAIL now; the Inbox v2",
+        "Ⅻ ﬁle café list-files",  # NFKC changes these: never skipped
+        "nothing here",
+        "",
+    ]
+    wanted_sets = [
+        {"list_files", "pull"},
+        {"create", "github", "hub"},
+        {"send_email", "inbox", "v2"},
+        {"file", "cafe", "xii"},
+        {"absent", "here"},
+        set(),
+    ]
+    for text in texts:
+        for wanted in wanted_sets:
+            plain = list(dict.fromkeys(t for t in tokenize(text) if t in wanted))
+            assert _hits(text, wanted) == plain, (text, wanted)
+    assert _hits("Use list-files to read a repo", {"list_files"}) == ["list_files"]
+
+
 def test_bm25_with_every_row_visible_equals_the_masked_scores_bit_for_bit():
     """Every row visible skips the mask (engine/sparse.py): the scores and coverage are exactly those of the
     masked path over an index holding one more, hidden, row."""

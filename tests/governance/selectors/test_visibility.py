@@ -280,3 +280,37 @@ def test_anonymous_user_sees_nothing_and_approves_nothing(tool):
     )
     assert tool_pks_visible_to(principal=anonymous) == frozenset()
     assert user_can_approve(user=AnonymousUser(), tool=tool) is False
+
+
+def test_this_process_serves_its_kept_set_until_the_version_moves(member, grant, server, tool):
+    """The process's own copy is served again (the same object, not one unpickled from the shared cache on
+    every search), and a change another process commits (the rows and the version row, no signals here) shows
+    on the next call."""
+    from catalog.models import Tool
+    from governance.models import VisibilityVersion
+
+    grant(member, server, "discover")
+    principal = as_principal(member)
+    first = tool_pks_visible_to(principal=principal)
+    assert first == {tool.pk}
+    assert tool_pks_visible_to(principal=principal) is first
+    Tool.objects.filter(pk=tool.pk).update(enabled=False)
+    VisibilityVersion.objects.filter(pk=1).update(token="written-by-another-process")
+    assert tool_pks_visible_to(principal=principal) == frozenset()
+
+
+def test_kept_sets_expire_as_the_shared_cache_does_and_stay_bounded():
+    import time
+
+    from governance.constants import VISIBILITY_CACHE_TTL_SECONDS
+    from governance.selectors.tools import VisibleSets
+
+    kept = VisibleSets()
+    kept.put("stale", time.time() - VISIBILITY_CACHE_TTL_SECONDS, frozenset({1}))
+    assert kept.get("stale") is None  # computed as long ago as the shared cache keeps an entry
+    kept.MAX_PKS = 4
+    kept.put("a", time.time(), frozenset({1, 2}))
+    kept.put("b", time.time(), frozenset({3, 4}))
+    assert kept.get("a") == {1, 2}  # used last: "b" is now the oldest
+    kept.put("c", time.time(), frozenset({5}))
+    assert (kept.get("a"), kept.get("b"), kept.get("c")) == ({1, 2}, None, {5})
