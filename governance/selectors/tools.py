@@ -5,6 +5,8 @@ import hashlib
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Literal
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -113,7 +115,9 @@ class VisibleSets:
     and the search snapshot then finds its visible mask for that very object). The key names the visibility
     version, so a change anywhere makes every kept set unreachable, exactly as in the shared cache; and a set is
     dropped VISIBILITY_CACHE_TTL_SECONDS after it was computed, as the shared cache drops it. Bounded by the
-    tool ids held (MAX_PKS), oldest use first out."""
+    tool ids held (MAX_PKS), oldest use first out. ``computing(key)`` lets one thread of the process compute a
+    missing set while the others asking for it wait and take its result: after a grant change every search
+    thread misses at once, and six copies of one large query raced the database's statement timeout."""
 
     MAX_PKS = 400_000
 
@@ -121,6 +125,24 @@ class VisibleSets:
         self._entries: OrderedDict[str, tuple[float, frozenset[int]]] = OrderedDict()
         self._held = 0
         self._lock = threading.Lock()
+        self._gates: dict[str, tuple[threading.Lock, int]] = {}  # key -> (its gate, threads holding or waiting)
+
+    @contextmanager
+    def computing(self, key: str) -> Iterator[None]:
+        """Held by one thread at a time per key: the first computes, the next find the set it kept."""
+        with self._lock:
+            gate, waiting = self._gates.get(key, (threading.Lock(), 0))
+            self._gates[key] = (gate, waiting + 1)
+        try:
+            with gate:
+                yield
+        finally:
+            with self._lock:
+                gate, waiting = self._gates[key]
+                if waiting == 1:
+                    del self._gates[key]
+                else:
+                    self._gates[key] = (gate, waiting - 1)
 
     def get(self, key: str) -> frozenset[int] | None:
         with self._lock:
@@ -170,26 +192,35 @@ def tool_pks_visible_to(
     extra = f"{operation_class}|{environment}|{','.join(sorted(server_slugs)) if server_slugs is not None else '*'}"
     version = visibility_version()
     key = _cache_key(principal, permission, version, extra) if version is not None else None
-    if key is not None:
-        kept = visible_sets.get(key)
+    if key is None:
+        return _visible_pks_compute(principal, permission, operation_class, environment, server_slugs)
+    kept = visible_sets.get(key)
+    if kept is not None:
+        return kept
+    with visible_sets.computing(key):
+        kept = visible_sets.get(key)  # another thread of this process computed it meanwhile
         if kept is not None:
             return kept
         cached = cache_call("get", key)  # a cache outage means computing, never allowing more
         if cached is not None:
             visible_sets.put(key, *cached)
             return cached[1]
-    computed_at = time.time()  # before the read: the set is no older than this
+        computed_at = time.time()  # before the read: the set is no older than this
+        pks = _visible_pks_compute(principal, permission, operation_class, environment, server_slugs)
+        cache_call("set", key, (computed_at, pks), timeout=VISIBILITY_CACHE_TTL_SECONDS)
+        visible_sets.put(key, computed_at, pks)
+        return pks
+
+
+def _visible_pks_compute(principal, permission, operation_class, environment, server_slugs) -> frozenset[int]:
+    """The visible set read from the database, uncached."""
     qs = tools_narrow(
         tools_visible_to(principal=principal, permission=permission),
         operation_class=operation_class,
         environment=environment,
         server_slugs=server_slugs,
     )
-    pks = frozenset(qs.values_list("pk", flat=True))
-    if key is not None:
-        cache_call("set", key, (computed_at, pks), timeout=VISIBILITY_CACHE_TTL_SECONDS)
-        visible_sets.put(key, computed_at, pks)
-    return pks
+    return frozenset(qs.values_list("pk", flat=True))
 
 
 def tool_get_for_principal(*, principal: Principal, tool_id: str, permission: Permission = "discover") -> Tool:

@@ -314,3 +314,44 @@ def test_kept_sets_expire_as_the_shared_cache_does_and_stay_bounded():
     assert kept.get("a") == {1, 2}  # used last: "b" is now the oldest
     kept.put("c", time.time(), frozenset({5}))
     assert (kept.get("a"), kept.get("b"), kept.get("c")) == ({1, 2}, None, {5})
+
+
+@pytest.mark.django_db(transaction=True)
+def test_threads_missing_one_set_at_once_compute_it_once(member, grant, server, tool, monkeypatch):
+    """After a grant change every search thread of a process misses the same set: one computes it, the others
+    take its result (six copies of one large query had raced the database's statement timeout)."""
+    import threading
+    import time
+
+    from django.db import connection
+
+    from governance.selectors import tools as selector
+
+    grant(member, server, "discover")
+    principal = as_principal(member)
+    computed = []
+    real = selector._visible_pks_compute
+
+    def counted(*args):
+        computed.append(threading.get_ident())
+        time.sleep(0.3)  # the others ask while this one reads
+        return real(*args)
+
+    monkeypatch.setattr(selector, "_visible_pks_compute", counted)
+    start = threading.Barrier(6)
+    answers = []
+
+    def search():
+        start.wait()
+        try:
+            answers.append(tool_pks_visible_to(principal=principal))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=search) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert answers == [frozenset({tool.pk})] * 6
+    assert len(computed) == 1
