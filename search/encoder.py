@@ -138,7 +138,7 @@ class Encoder:
         Agents repeat requests (retries, the same step in many sessions); a hit skips the model, which is
         most of a search's time. Keyed by model key, ``scope`` and the exact text, so a vector is only reused for
         the text and the model that made it, and only within one scope: the searching person
-        (``cache_scope``), as a hit is faster than a miss and would tell anyone else that someone asked the same
+        (``vector_cache_scope``), as a hit is faster than a miss and would tell anyone else that someone asked the same
         (Z10). Misses are encoded by the micro-batcher, with those of any other request of this process waiting
         at the same moment.
         """

@@ -32,7 +32,7 @@ from governance.selectors import (
 from .backends import Match, SearchResult
 from .models import IndexGeneration
 from .selectors import indexable_tools
-from .services import TOP_K_MAX, TOP_K_MIN, SearchQueryError, cache_scope, tool_search
+from .services import TOP_K_MAX, TOP_K_MIN, SearchQueryError, tool_search, vector_cache_scope
 
 PREVIEW_PERMISSION = "catalog.view_tool"  # who may preview: anyone who may read the catalog in the admin
 AS_USER_PERMISSION = "auth.view_user"  # previewing as someone else reveals what they see
@@ -124,7 +124,7 @@ def preview_run(
     *, query: str, visible: Collection[int], top_k: int, fusion: str | None, viewer: AbstractBaseUser
 ) -> PreviewOutcome:
     """One search as the gateway runs it; a bad query becomes a message, never an exception. ``viewer``: the
-    curator, whose own cached request vectors it may reuse (``cache_scope``)."""
+    curator, whose own cached request vectors it may reuse (``vector_cache_scope``)."""
     try:
         # The curator sees the ranking even where the gateway would withhold it; ``confidence`` is the one the
         # gateway gives (decided the same way whether or not the answer is withheld).
@@ -134,7 +134,7 @@ def preview_run(
             top_k=top_k,
             fusion=fusion or None,
             enforce_abstention=False,
-            cache_scope=cache_scope(viewer),
+            cache_scope=vector_cache_scope(viewer),
         )
         return PreviewOutcome(result)
     except SearchQueryError as exc:

@@ -99,7 +99,7 @@ def search_warm_up() -> dict[str, float]:
     return spent
 
 
-def cache_scope(user) -> str:
+def vector_cache_scope(user) -> str:
     """Whose request vectors a search may reuse (``Encoder.encode_queries``): the searching person's only, so the
     time a search takes never tells anyone that someone else asked the same (Z10)."""
     return f"u{user.pk}"
@@ -136,7 +136,7 @@ def tool_search(
     visible set). Never raises because of the index or the model: ``index_ready=False`` when there is no
     index, ``degraded=True`` when only BM25 could run. ``enforce_abstention=False`` (the curator preview)
     keeps the ranking where it would be withheld, with ``confidence`` still ``none``. ``cache_scope``: whose
-    cached request vectors may serve it (``cache_scope(user)`` for a person's search; "" for tools and tests).
+    cached request vectors may serve it (``vector_cache_scope(user)`` for a person's search; "" for tools and tests).
     """
     cleaned = _clean_query(query)
     k = _clamp_top_k(top_k)
@@ -216,7 +216,7 @@ def search_for_principal(
         environment=environment or None,
         server_slugs=server_slugs_granted_to(principal=principal) if scope == "my_servers" else None,
     )
-    result = tool_search(query=cleaned, visible=visible, top_k=k, cache_scope=cache_scope(principal.user))
+    result = tool_search(query=cleaned, visible=visible, top_k=k, cache_scope=vector_cache_scope(principal.user))
     if not result.index_ready:
         result = _listing_fallback(query=cleaned, visible=visible, top_k=k, backend=result.backend)
     # Backends apply ``visible`` themselves; this second lock costs nothing and keeps a backend bug from
