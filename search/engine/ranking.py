@@ -820,7 +820,8 @@ def answer_confidence(
     the rest (an off-topic request is about as close to its best tool as to its 20th), and no group of
     tools stands out from the bulk (an off-topic request is about as far from its 10th best tool as from
     its 50th; a request in the catalog's domain whose wording matches no one tool well still has a head of
-    related tools well above the others). A weak best that stands out either way is served as ``low``, as
+    related tools well above the others; for a multi-step request, the highest of its own and its parts'
+    spreads, ``_standing``). A weak best that stands out either way is served as ``low``, as
     is any best below ``confidence_threshold``. A measured flat spread is evidence of its own, so it
     withholds up to ``withhold_flat_threshold``; with fewer than 50 visible tools (no spread) the threshold
     is ``withhold_threshold``, and with fewer than 20 (no peak either) the best score alone decides.
