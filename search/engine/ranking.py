@@ -182,8 +182,9 @@ class Ranking:
     # The request's peak over the visible tools (``Calibration.peak``) as the rule read it; None with fewer
     # visible tools than the peak's depth, where it measures the catalog's size more than the request.
     peak: float | None = None
-    # The request's spread (``Calibration.spread_of_head``) as the rule read it; None with fewer visible tools
-    # than its depth or without the dense branch.
+    # The request's spread (``Calibration.spread_of_head``) as the rule read it: the highest of the whole
+    # request's and its parts' (``_standing``); None with fewer visible tools than its depth or without the
+    # dense branch.
     spread: float | None = None
     unread: bool = False  # the request is one the model cannot read (never withheld on its evidence)
 
@@ -448,11 +449,11 @@ def rank(
     for position, candidate in enumerate(candidates, start=1):
         candidate.fused_rank = position
     enough = len(branches.visible_rows) >= calibration.peak_depth
-    peak = ranking.whole.peak if enough else None
+    peak = ranking.peak if enough else None
     # The English-only model's evidence never withholds a request it cannot read (BM25's, over English tool
     # texts, says as little about it).
     unread = branches.dense is not None and unreadable_for_english_model(query)
-    ranking = _cut(candidates, top_k, options, branches.sparse.query_terms, peak, ranking.whole.spread, unread)
+    ranking = _cut(candidates, top_k, options, branches.sparse.query_terms, peak, ranking.spread, unread)
     ranking.fusion = _fusion_of(branches, options)
     return ranking
 
@@ -492,8 +493,12 @@ def _rank_pass(
     fused = whole.fused
     top = float(fused.max()) if len(fused) and options.clause_rescale else 0.0
     scales, fuses = [1.0], [whole]
+    # A part's own head: its spread counts for the request's (``_standing``).
+    part_depth = calibration.spread_depth
     for clause in clauses:
-        part = _fuse(clause, fusion, options, top_k, tie_keys, calibration, peak=whole.peak, bm25_shares=bm25_shares)
+        part = _fuse(
+            clause, fusion, options, top_k, tie_keys, calibration, whole.peak, part_depth, bm25_shares=bm25_shares
+        )
         # Each part's best tool lands just under the whole request's best, so every step gets a place.
         scale = options.clause_discount
         if options.clause_rescale and (part_top := float(part.fused.max())) > 0:
@@ -528,9 +533,34 @@ def _rank_pass(
     needed = None
     if any(_approximate(b) for b in (branches, *clauses)):
         needed = _exact_rows_needed(
-            branches, clauses, scales, fusion, options, top_k, fused, order, pool, cand_rows, whole, floors
+            branches, clauses, scales, fusion, options, top_k, fused, order, pool, cand_rows, fuses, floors
         )
-    return _Pass(branches, options, whole, order, fused[order], calibrated, bm25_part, dense_part, cand_step), needed
+    peak, spread = _standing(fuses)
+    return _Pass(
+        branches, options, whole, order, fused[order], calibrated, bm25_part, dense_part, cand_step, peak, spread
+    ), needed
+
+
+def _standing(fuses: Sequence[_Fused]) -> tuple[float, float | None]:
+    """The request's peak and spread as the withholding rule reads them (``fuses``: the whole request's first,
+    then each part's): the whole request's peak, and the highest of its own and its parts' spreads. A part of a
+    multi-step request is a request of its own: a long request that mixes steps (a game's character, then its
+    equipment; a paper, then a figure in it) blurs its one vector, while the step a tool serves can still have
+    a group of related tools above the bulk. Not a part's peak: a part is often a few words ("can you recommend
+    some options?"), and one tool whose name echoes its verb stands out from the rest for it without anything
+    in the catalog fitting. A part's calibrated scores keep the whole request's peak (``_fuse``); only whether
+    the answer is withheld reads the parts' spreads.
+
+    Chosen on LiveMCPBench+MCPVerse and ETOM with every threshold unchanged: answerable LiveMCPBench requests
+    withheld 7 -> 4 of 141 (each released has a part with a spread of .069-.084; the whole requests' .053-.061),
+    ETOM level-5 (no tool) requests withheld 75 -> 73 of 91 (.066 and .074), ETOM levels 1-2 unchanged. With
+    the parts' peaks too: LiveMCPBench 3 of 141, ETOM level 5 72 of 91."""
+    whole, parts = fuses[0], fuses[1:]
+    spread = whole.spread
+    for part in parts:
+        if part.spread is not None and spread is not None:
+            spread = max(spread, part.spread)
+    return whole.peak, spread
 
 
 @dataclass
@@ -547,6 +577,8 @@ class _Pass:
     bm25_part: np.ndarray
     dense_part: np.ndarray
     step: np.ndarray
+    peak: float  # the request's
+    spread: float | None  # the highest of the request's and its parts' (``_standing``)
 
     def candidates(self) -> list[Candidate]:
         whole, order, dense = self.whole, self.order, self.branches.dense
@@ -621,7 +653,7 @@ def _exact_rows_needed(
     order: np.ndarray,
     pool: int,
     cand_rows: np.ndarray,
-    whole: _Fused,
+    fuses: Sequence[_Fused],
     floors: dict[tuple[str, int], float] | None = None,
 ) -> list[np.ndarray]:
     """Per branch, the rows whose exact dense score the pass's answer depends on, given that every tool's
@@ -639,8 +671,8 @@ def _exact_rows_needed(
     Not the candidates' dense ranks (a diagnostic the curator preview shows): a tool's rank counts every
     tool above it, and for a tool in the bulk of the cosine distribution the rows within the error band
     are thousands; re-scoring them all cost more than the float32 scan. Those ranks may differ by the
-    few tools whose cosines are within ~0.002 of the tool's; order, scores and confidence never do. Nor
-    the parts' 20th best cosines: a part's calibrated score uses the whole request's peak."""
+    few tools whose cosines are within ~0.002 of the tool's; order, scores and confidence never do.
+    ``fuses``: the pass's ``_Fused`` of the request and of each part, in ``branches, *clauses`` order."""
     rows = branches.visible_rows
     everything = (branches, *clauses)
     floors = {} if floors is None else floors
@@ -675,16 +707,18 @@ def _exact_rows_needed(
             needed.append(np.zeros(0, np.int64))
             continue
         error = branch.dense.error
-        values = whole.dense if branch is branches else _visible(branch.dense.scores, rows)
+        fuse = fuses[i]
+        values = fuse.dense
 
         def errors(at: np.ndarray, dense: DenseScores = branch.dense) -> np.ndarray:
             return dense.errors_at(rows[at])
 
         parts = list(shared)
-        if branch is branches:  # the peak and spread: the head's cosines down to the deepest they read
-            depth = min(max(Calibration.peak_depth, whole.calibration.spread_depth), len(values))
-            head = whole.dense_head[:depth]
-            lowest = floor(("peak", 0), np.min(values[head] - errors(head)), 0.0)
+        if fuse.dense_head is not None:  # the peak and spread (the request's; each part's spread, ``_standing``):
+            # the head's cosines down to the deepest they read
+            depth = min(max(Calibration.peak_depth, fuse.calibration.spread_depth), len(fuse.dense_head))
+            head = fuse.dense_head[:depth]
+            lowest = floor(("peak", i), np.min(values[head] - errors(head)), 0.0)
             parts.append(rows[_reaching(values, lowest, error, errors)])
         if fusion == "rrf":  # each branch's head: its members and their order
             depth = min(options.overfetch * top_k, len(values))
@@ -786,7 +820,8 @@ def answer_confidence(
     the rest (an off-topic request is about as close to its best tool as to its 20th), and no group of
     tools stands out from the bulk (an off-topic request is about as far from its 10th best tool as from
     its 50th; a request in the catalog's domain whose wording matches no one tool well still has a head of
-    related tools well above the others). A weak best that stands out either way is served as ``low``, as
+    related tools well above the others; for a multi-step request, the highest of its own and its parts'
+    spreads, ``_standing``). A weak best that stands out either way is served as ``low``, as
     is any best below ``confidence_threshold``. A measured flat spread is evidence of its own, so it
     withholds up to ``withhold_flat_threshold``; with fewer than 50 visible tools (no spread) the threshold
     is ``withhold_threshold``, and with fewer than 20 (no peak either) the best score alone decides.

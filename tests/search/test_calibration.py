@@ -260,3 +260,62 @@ def test_a_small_catalog_serves_a_weak_real_match_low_and_withholds_nothing_rela
             ranking = _rank(cosines + hidden, visible)
             assert ranking.confidence is alone.confidence
             assert [(c.row, c.calibrated) for c in ranking.kept] == [(c.row, c.calibrated) for c in alone.kept]
+
+
+def _two_step_catalog(whole: list[float], part: list[float]) -> tuple[SparseIndex, DenseIndex, np.ndarray, np.ndarray]:
+    """Tools whose single vector has exactly the given cosines to the returned request vector (``whole``) and to
+    the returned vector of one of its parts (``part``)."""
+    request, step = np.zeros(DIM, np.float32), np.zeros(DIM, np.float32)
+    request[0], step[1] = 1.0, 1.0
+    vectors = []
+    for i, (a, b) in enumerate(zip(whole, part, strict=True)):
+        v = np.zeros(DIM, np.float32)
+        v[0], v[1], v[i + 2] = a, b, np.sqrt(1 - a**2 - b**2)  # orthogonal remainders: cosines are exact
+        vectors.append(v[None, :])
+    names = [f"tool{i}" for i in range(len(whole))]
+    sparse = SparseIndex([weighted_tokens({"name": n}, {"name": 1}) for n in names])
+    dense = DenseIndex(vectors, [("document",)] * len(whole), [(n,) for n in names])
+    return sparse, dense, request, step
+
+
+def _rank_two_steps(whole: list[float], part: list[float], visible: np.ndarray | None = None):
+    sparse, dense, request, step = _two_step_catalog(whole, part)
+    visible = np.ones(len(whole), bool) if visible is None else visible
+    return rank(
+        score_branches(sparse, dense, "unrelated words", request, visible),
+        query="unrelated words",
+        top_k=5,
+        options=RankingOptions(),
+        tie_keys=np.arange(len(whole)),
+        query_vector=request,
+        clauses=[score_branches(sparse, dense, "other words", step, visible)],
+    )
+
+
+FLAT_WHOLE = [0.3] + [0.25] * 59  # the whole request: a weak best, nothing stands out alone or as a group
+
+
+def test_a_multi_step_request_with_one_part_in_the_catalogs_domain_is_served_low():
+    # The whole request's vector is flat over the 60 tools; one of its parts has 25 related tools well above
+    # the other 35 (a head): that part's spread keeps the answer served, as low. Both flat: withheld.
+    in_domain = _rank_two_steps(FLAT_WHOLE, [0.28] * 25 + [0.15] * 35)
+    off_topic = _rank_two_steps(FLAT_WHOLE, [0.28] * 25 + [0.26] * 35)
+    alone = _rank_with(FLAT_WHOLE, RankingOptions())  # the same request without its parts
+    for ranking in (in_domain, off_topic, alone):  # the same weak best, far under the flat threshold
+        assert max(c.calibrated for c in ranking.candidates) < 0.3 and ranking.peak < 0.145
+    assert alone.spread < 0.065 and alone.confidence is Confidence.NONE
+    assert in_domain.spread >= 0.065 > off_topic.spread
+    assert in_domain.confidence is Confidence.LOW and in_domain.kept
+    assert off_topic.confidence is Confidence.NONE and off_topic.kept == []
+
+
+def test_hidden_tools_do_not_move_a_parts_spread():
+    # Hidden tools between the part's head and its bulk would flatten its spread (and withhold the answer) if
+    # they counted; hidden, the answer is the one of a catalog without them.
+    part = [0.28] * 25 + [0.15] * 35
+    visible = np.array([True] * 60 + [False] * 40)
+    with_hidden = _rank_two_steps(FLAT_WHOLE + [0.25] * 40, part + [0.27] * 40, visible)
+    without = _rank_two_steps(FLAT_WHOLE, part)
+    assert with_hidden.spread == without.spread and with_hidden.confidence is without.confidence is Confidence.LOW
+    assert [(c.row, c.calibrated) for c in with_hidden.kept] == [(c.row, c.calibrated) for c in without.kept]
+    assert _rank_two_steps(FLAT_WHOLE + [0.25] * 40, part + [0.27] * 40).confidence is Confidence.NONE  # visible

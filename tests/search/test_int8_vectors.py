@@ -281,7 +281,12 @@ def test_a_shared_scan_ranks_exactly_as_the_float32_scan_of_each_vector(large_ta
         found, _, _ = ranked(sparse, half.score_all(vectors), rows, options, tie)
         expected, whole, clauses = ranked(sparse, [exact.score(vector) for vector in vectors], rows, options, tie)
         assert [fields(c) for c in found.candidates] == [fields(c) for c in expected.candidates]
-        assert (found.confidence, found.cut) == (expected.confidence, expected.cut)
+        assert (found.confidence, found.cut, found.peak, found.spread) == (
+            expected.confidence,
+            expected.cut,
+            expected.peak,
+            expected.spread,
+        )
         if fusion == "convex":
             plain = plain_candidates(whole, clauses, options, tie, Calibration(), options.second_stage)
             assert [
@@ -380,6 +385,11 @@ def test_ranking_is_exact_when_every_approximate_score_is_off_by_the_whole_bound
                 assert [{k: v for k, v in asdict(c).items() if k != "dense_rank"} for c in found.candidates] == [
                     {k: v for k, v in asdict(c).items() if k != "dense_rank"} for c in expected.candidates
                 ]
-                assert (found.confidence, found.cut) == (expected.confidence, expected.cut)
+                assert (found.confidence, found.cut, found.peak, found.spread) == (
+                    expected.confidence,
+                    expected.cut,
+                    expected.peak,
+                    expected.spread,
+                )
                 checked += int(not all(d.exact.all() for d in dense))
     assert checked  # the answers came from partly re-scored tables, not from re-scoring every tool
