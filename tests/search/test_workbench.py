@@ -206,7 +206,7 @@ def test_try_in_the_preview_ranks_among_every_tool(client, curator, member):
     _log(member, WITHHELD, Confidence.NONE)
     client.force_login(curator)
     html = client.get(reverse(WORKBENCH)).content.decode()
-    href = html.split('>try in the preview</a>', 1)[0].rsplit('href="', 1)[1].replace("&amp;", "&")
+    href = html.split(">try in the preview</a>", 1)[0].rsplit('href="', 1)[1].replace("&amp;", "&")
     assert href.startswith(reverse("search_preview")) and "scope=every" in href
     page = client.get(href)
     assert page.status_code == 200 and page.context["as_user"] is None  # "Every tool some client may get"
