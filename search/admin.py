@@ -158,7 +158,10 @@ class LearnedRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[LearnedRequest]):
     list_filter = ("status",)
     search_fields = ("text", "tool__tool_id")
     list_select_related = ("tool",)
-    readonly_fields = [f.name for f in LearnedRequest._meta.fields]
+    # What a curator decides on first; the key (a hash) and the row id say nothing to them.
+    fields = ("text", "tool", "status", "principal_count", "confirmations", "last_seen", "first_seen", "decided_by",
+              "indexed", "pending_since")  # fmt: skip
+    readonly_fields = fields
     actions = ["promote", "reject"]
     change_form_template = "admin/search/learnedrequest/change_form.html"  # promote / reject buttons
 

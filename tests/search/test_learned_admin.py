@@ -49,6 +49,9 @@ def test_a_learned_request_is_promoted_or_rejected_on_its_own_page(client, djang
     assert page.context["title"] == "Learned request for mail::list_inbox"
     assert 'name="_promote"' in html and 'name="_reject"' in html and 'name="_save"' not in html
     assert "Change learned request" not in html
+    # Its words in the breadcrumbs, not "<tool pk>: … (2 principals)"; no hash key, which says nothing to a curator.
+    assert "› did my landlord write" in html.replace("&rsaquo;", "›") and "principals)" not in html
+    assert "hash of the normalised text" not in html
 
     response = client.post(url, {"_promote": "1"})
     assert response.status_code == 302
