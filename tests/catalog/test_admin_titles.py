@@ -49,3 +49,19 @@ def test_the_server_page_is_named_for_the_server(client, django_user_model):
     assert "Change server" not in page.content.decode()
     listing = client.get(reverse("admin:catalog_server_changelist"))
     assert listing.context["title"].startswith("Servers — ")
+
+
+@pytest.mark.parametrize(
+    ("changelist", "starts"),
+    [
+        ("admin:catalog_syncrun_changelist", "Sync runs — "),
+        ("admin:catalog_toolrevision_changelist", "Tool revisions — "),
+        ("admin:governance_toolreview_changelist", "Tool reviews — tools held from clients"),
+    ],
+)
+def test_record_lists_say_what_they_hold(client, superuser, changelist, starts):
+    """An empty list under "Select tool review to change" told a curator nothing about what would appear there."""
+    client.force_login(superuser)
+    page = client.get(reverse(changelist))
+    assert page.context["title"].startswith(starts)
+    assert "Select " not in page.content.decode().split("<h1>", 1)[1].split("</h1>", 1)[0]
