@@ -283,7 +283,8 @@ class CuratableFilter(admin.SimpleListFilter):
     parameter_name = "curate"
 
     def lookups(self, request, model_admin):
-        return [("yours", "Tools you may curate")]
+        # Offered to curators only: an operator shapes servers but curates no tool.
+        return [("yours", "Tools you may curate")] if request.user.has_perm("catalog.change_tool") else []
 
     def queryset(self, request, queryset):
         if self.value() == "yours":

@@ -39,6 +39,7 @@ def test_an_operator_reads_the_tool_page_under_its_name(client, django_user_mode
     page = client.get(reverse("admin:catalog_tool_change", args=[tool.pk]))
     assert page.context["title"] == "Tool mail::send_email"
     assert "Change tool" not in page.content.decode()
+    assert "Tools you may curate" not in client.get(reverse("admin:catalog_tool_changelist")).content.decode()
 
 
 def test_the_server_page_is_named_for_the_server(client, django_user_model):
