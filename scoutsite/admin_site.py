@@ -155,9 +155,11 @@ def _curator_panel(user) -> dict[str, Any]:
     pending = ToolReview.objects.filter(status="pending", tool__removed_at__isnull=True, tool__server__in=servers)
     shaped = Server.objects.filter(servers_shaped_by(user=user)).values("pk")
     held = pending.filter(tool__server__in=shaped).select_related("tool").order_by("-created_at")
-    no_examples = (  # the tool list's status "Live" (not held) and example requests "None yet", linked from the home
+    # The tool list's status "Live" (not held), example requests "None yet" and "Tools you may curate", linked
+    # from the home: a shared server's tools are not a tenant curator's work (a superuser curates them).
+    no_examples = (
         Tool.objects.live()
-        .filter(enabled=True, server__in=servers)
+        .filter(enabled=True, server__in=shaped)
         .exclude(held_q())
         .exclude(Exists(ToolExample.objects.filter(tool=OuterRef("pk"))))
         .select_related("server")
@@ -174,19 +176,12 @@ def _curator_panel(user) -> dict[str, Any]:
 
 
 def _workbench_waiting(user) -> dict[str, int] | None:
-    """The workbench's request groups by why they wait (a group may wait for several reasons), or None when this
-    curator may not open the workbench."""
-    from search.workbench import WORKBENCH_PERMISSIONS, workbench_groups
+    """The workbench's request groups by why they wait, or None when this curator may not open the workbench."""
+    from search.workbench import WORKBENCH_PERMISSIONS, workbench_waiting
 
     if not user.has_perms(WORKBENCH_PERMISSIONS):
         return None
-    groups = workbench_groups(user=user)
-    return {
-        "total": len(groups),
-        "withheld": sum(1 for group in groups if group.withheld),
-        "low": sum(1 for group in groups if group.low),
-        "unfollowed": sum(1 for group in groups if group.unfollowed),
-    }
+    return workbench_waiting(user=user)
 
 
 def _approver_panel(request: HttpRequest, pending: int) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.urls import path, reverse
 from django.utils import timezone
+from django.utils.http import urlencode
 
 DASHBOARD_PERMISSION = "catalog.view_server"  # operators (and anyone who may read the server list)
 SERVERS_NOTE = (
@@ -180,12 +181,25 @@ def _approvals_url(request: HttpRequest) -> str | None:
     return reverse("admin:governance_approvalrequest_changelist")
 
 
+def _query_log_urls(request: HttpRequest, since: datetime) -> dict[str, str]:
+    """The searches behind the search tiles (all, withheld, low confidence) in the query log, for those who may
+    open it (curators; operators may not: no link to a 403 page)."""
+    from search.models import QueryLogEntry
+
+    if not admin.site.get_model_admin(QueryLogEntry).has_view_permission(request):
+        return {}
+    base = f"{reverse('admin:search_querylogentry_changelist')}?{urlencode({'created_at__gte': since.isoformat()})}"
+    return {"searches": base, "withheld": f"{base}&confidence__exact=none", "low": f"{base}&confidence__exact=low"}
+
+
 def dashboard_view(request: HttpRequest) -> HttpResponse:
     _check(request)
     window = _window(request)
-    figures = dashboard_figures(window=window, user=request.user)
+    now = timezone.now()
+    figures = dashboard_figures(window=window, now=now, user=request.user)
     context = {
         "approvals_url": _approvals_url(request),
+        "log_urls": _query_log_urls(request, now - window.span),
         **admin.site.each_context(request),
         "title": "Operations dashboard",
         "window": window,

@@ -7,7 +7,7 @@ every Tool page (templates/admin/catalog/tool/change_form.html).
 
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html
 
@@ -146,6 +146,9 @@ class QueryLogEntryAdmin(ReadOnlyAdmin, admin.ModelAdmin[QueryLogEntry]):
         return len(obj.results)
 
 
+SHARED_LEARNED_NOTE = "This tool's server is shared by every tenant: a superuser promotes or rejects what it learned."
+
+
 @admin.register(LearnedRequest)
 class LearnedRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[LearnedRequest]):
     """Requests that led to successful calls. Promote one to a curated example request, or reject it (it is
@@ -155,8 +158,12 @@ class LearnedRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[LearnedRequest]):
     list_filter = ("status",)
     search_fields = ("text", "tool__tool_id")
     list_select_related = ("tool",)
-    readonly_fields = [f.name for f in LearnedRequest._meta.fields]
+    # What a curator decides on first; the key (a hash) and the row id say nothing to them.
+    fields = ("text", "tool", "status", "principal_count", "confirmations", "last_seen", "first_seen", "decided_by",
+              "indexed", "pending_since")  # fmt: skip
+    readonly_fields = fields
     actions = ["promote", "reject"]
+    change_form_template = "admin/search/learnedrequest/change_form.html"  # promote / reject buttons
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[LearnedRequest]:
         # Learned on the servers this curator may manage only (Z12: learning stays inside one tenant's space).
@@ -172,6 +179,43 @@ class LearnedRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[LearnedRequest]):
     def changelist_view(self, request: HttpRequest, extra_context=None):
         title = "Learned requests — promote the right ones to example requests, reject the wrong ones"
         return super().changelist_view(request, {"title": title, **(extra_context or {})})
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):
+        # Every field is read-only: the page is where one learned request is read and decided, not edited.
+        learned = self.get_object(request, object_id)
+        if learned is not None:
+            may_change = self.has_change_permission(request, learned)
+            curatable = self._shaped(request).filter(pk=learned.tool.server_id).exists()
+            extra_context = {
+                "title": f"Learned request for {learned.tool.tool_id}",
+                "subtitle": learned.text,
+                "may_decide": may_change and curatable,
+                "shared_note": "" if curatable else SHARED_LEARNED_NOTE,
+                "show_save": False,
+                "show_save_and_continue": False,
+                "show_save_and_add_another": False,
+                **(extra_context or {}),
+            }
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def save_model(self, request: HttpRequest, obj: LearnedRequest, form, change: bool) -> None:
+        # Nothing to save from the form (all read-only); a full save could undo a concurrent confirmation.
+        pass
+
+    def response_change(self, request: HttpRequest, obj: LearnedRequest):
+        if "_promote" in request.POST or "_reject" in request.POST:
+            rows = LearnedRequest.objects.filter(pk=obj.pk)
+            if "_promote" in request.POST:
+                self.promote(request, rows)
+            else:
+                self.reject(request, rows)
+            # Back to what the tool learned: the next one to decide, if any.
+            url = reverse("admin:search_learnedrequest_changelist")
+            return HttpResponseRedirect(f"{url}?tool__id__exact={obj.tool_id}")
+        return super().response_change(request, obj)
+
+    def _shaped(self, request: HttpRequest) -> QuerySet[Server]:
+        return Server.objects.filter(servers_shaped_by(user=request.user))
 
     @admin.display(description="tool", ordering="tool__tool_id")
     def tool_link(self, obj: LearnedRequest) -> str:
@@ -190,7 +234,7 @@ class LearnedRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[LearnedRequest]):
     def _curatable(self, request: HttpRequest, queryset: QuerySet[LearnedRequest]) -> QuerySet[LearnedRequest]:
         """Rows of tools the curator may curate: a shared server's are every tenant's, curated by a superuser
         (``servers_shaped_by``); the others are named in a message and left as they are."""
-        shaped = Server.objects.filter(servers_shaped_by(user=request.user)).values("pk")
+        shaped = self._shaped(request).values("pk")
         kept = queryset.exclude(tool__server__in=shaped)
         if kept.exists():
             names = ", ".join(sorted({row.tool.tool_id for row in kept.select_related("tool")}))

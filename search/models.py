@@ -191,7 +191,7 @@ class LearnedRequest(models.Model):
         constraints = [models.UniqueConstraint(fields=["tool", "key"], name="search_learned_unique_text")]
 
     def __str__(self) -> str:
-        return f"{self.tool_id}: {self.text[:60]} ({self.principal_count} principals)"
+        return self.text[:60]  # breadcrumbs and the admin's history; the tool and counts are on the page
 
 
 class LearnedConfirmation(models.Model):

@@ -23,8 +23,10 @@ from django.shortcuts import render
 from django.urls import path, reverse
 from django.utils import timezone
 
+from catalog.cachesafe import cache_call
 from catalog.models import Server, Tool, ToolExample, ToolNegativeExample
 from catalog.services.curation import tool_curation_update
+from governance.cache import visibility_version
 from governance.selectors import servers_shaped_by, servers_visible_to_operator
 
 from .choices import EmptyAnswerReason
@@ -36,6 +38,9 @@ from .usage import query_log_visible_to
 WORKBENCH_PERMISSIONS = ("catalog.change_tool", "search.view_querylogentry")
 MAX_ENTRIES = 2000  # newest log rows read per page view
 MAX_GROUPS = 100
+# The curator home's counts of waiting groups are kept this long (seconds): new searches show up within it, while
+# a curation change or a change of who sees what shows at once (``_waiting_key``).
+WAITING_CACHE_SECONDS = 60
 # Empty answers that are no gap in the catalog: the caller narrowed them away, or may see no tool at all.
 NOT_GAPS = (EmptyAnswerReason.FILTERED, EmptyAnswerReason.NOTHING_VISIBLE)
 
@@ -74,19 +79,21 @@ def workbench_left_out(*, days: int = 30, user=None) -> dict[str, int]:
     return {reason: counts[reason] for reason in NOT_GAPS if counts.get(reason)}
 
 
-def workbench_groups(*, days: int = 30, reason: str = "", user=None) -> list[RequestGroup]:
+def workbench_groups(*, days: int = 30, reason: str = "", user=None, returned: bool = True) -> list[RequestGroup]:
     """Groups of logged client requests that were withheld, low-confidence or not followed by a call,
     newest first; never searches emptied by the caller's filters or access (``workbench_left_out``).
     ``reason`` narrows to one of ``withheld``, ``low``, ``unfollowed``; ``user``: only the requests that
-    curator may read (``query_log_visible_to``)."""
+    curator may read (``query_log_visible_to``); ``returned``: collect the tools each group returned (the
+    counts alone do not need the logged results)."""
     followed = Exists(SearchOutcome.objects.filter(entry=OuterRef("pk")))
+    fields = ("query", "created_at", "confidence", *(("results",) if returned else ()))
     entries = (
         _recent(days=days, user=user)
         .exclude(empty_reason__in=NOT_GAPS)
         .annotate(followed=followed)
         .filter(Q(confidence__in=[Confidence.NONE, Confidence.LOW]) | Q(followed=False))
         .order_by("-created_at", "-id")
-        .only("query", "created_at", "confidence", "results")[:MAX_ENTRIES]
+        .only(*fields)[:MAX_ENTRIES]
     )
     groups: dict[str, RequestGroup] = {}
     for entry in entries:
@@ -101,10 +108,37 @@ def workbench_groups(*, days: int = 30, reason: str = "", user=None) -> list[Req
             group = groups[key] = RequestGroup(key=key, text=entry.query, latest=entry.created_at)
         group.count += 1
         setattr(group, kind, getattr(group, kind) + 1)
-        for result in entry.results:
+        for result in entry.results if returned else ():
             if result.get("tool_id") not in group.tool_ids:
                 group.tool_ids.append(result.get("tool_id"))
     return _unhandled(list(groups.values()), user=user)
+
+
+def workbench_waiting(*, user) -> dict[str, int]:
+    """How many groups wait and why (a group may wait for several reasons), as the workbench lists them for
+    ``user``: the curator home shows these on every load, so they are kept briefly (``WAITING_CACHE_SECONDS``)
+    under the visibility version."""
+    key = _waiting_key(user)
+    counts = cache_call("get", key) if key is not None else None
+    if counts is None:
+        groups = workbench_groups(user=user, returned=False)
+        counts = {
+            "total": len(groups),
+            "withheld": sum(1 for group in groups if group.withheld),
+            "low": sum(1 for group in groups if group.low),
+            "unfollowed": sum(1 for group in groups if group.unfollowed),
+        }
+        if key is not None:
+            cache_call("set", key, counts, timeout=WAITING_CACHE_SECONDS)
+    return counts
+
+
+def _waiting_key(user) -> str | None:
+    """None when the cache is down (then computed each time). The visibility version is renewed by every change
+    of who sees what and by every tool save, which every curation change makes (``tool_curation_update``: an
+    example request or negative query attached from the workbench, the tool form or a promoted learned request)."""
+    version = visibility_version()
+    return None if version is None else f"scout:workbench:waiting:{version}:{user.pk}"
 
 
 def _unhandled(groups: list[RequestGroup], *, user) -> list[RequestGroup]:

@@ -25,6 +25,12 @@ class ReadOnlyAdmin(StrictLookupsMixin, admin.ModelAdmin):
 
     paginator = CappedCountPaginator
     show_full_result_count = False
+    list_title = ""  # what the list holds, instead of Django's "Select … to view"
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> Any:
+        if self.list_title:
+            extra_context = {"title": self.list_title, **(extra_context or {})}
+        return super().changelist_view(request, extra_context)
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -52,6 +58,7 @@ class SyncRunAdmin(ProgressAdminMixin, ReadOnlyAdmin, admin.ModelAdmin[SyncRun])
         "duration",
         "short_error",
     )
+    list_title = "Sync runs — each sync or import: what it added, changed, removed and rejected"
     list_select_related = ("server",)
     list_filter = ("status", "kind", ServerFilter)
     search_fields = ("server__slug", "source", "error")
@@ -171,6 +178,7 @@ class SyncRunAdmin(ProgressAdminMixin, ReadOnlyAdmin, admin.ModelAdmin[SyncRun])
 
 @admin.register(ToolRevision)
 class ToolRevisionAdmin(ReadOnlyAdmin, admin.ModelAdmin[ToolRevision]):
+    list_title = "Tool revisions — every upstream definition a tool has had"
     list_display = ("created_at", "tool", "short_hash", "sync_run")
     list_select_related = ("tool", "tool__server", "sync_run", "sync_run__server")
     list_filter = (RevisionServerFilter,)

@@ -269,6 +269,17 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
     class Media:
         js = ("scout/server_form.js",)
 
+    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> HttpResponse:
+        title = "Servers — the upstream MCP servers and REST services whose tools Scout serves"
+        return super().changelist_view(request, {"title": title, **(extra_context or {})})
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None) -> HttpResponse:
+        # Named for the server (not Django's "Change server" over its slug).
+        server = self.get_object(request, object_id)
+        if server is not None:
+            extra_context = {"title": f"Server {server.slug}", "subtitle": None, **(extra_context or {})}
+        return super().change_view(request, object_id, form_url, extra_context)
+
     def get_readonly_fields(self, request: HttpRequest, obj: Server | None = None) -> Sequence[str]:
         # The slug is fixed once saved: every tool id, grant scope and audit row names it.
         return (*self.readonly_fields, "slug") if obj is not None else self.readonly_fields

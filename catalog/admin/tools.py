@@ -97,18 +97,21 @@ class PhraseInline(admin.TabularInline):
 
 class ToolAliasInline(PhraseInline):
     model = ToolAlias
+    verbose_name = "alias"  # "Add another alias", not the model's "Add another Tool alias"
     verbose_name_plural = "Aliases"
     help = "Other names people use for this tool; matched like its title."
 
 
 class ToolKeywordInline(PhraseInline):
     model = ToolKeyword
+    verbose_name = "keyword"
     verbose_name_plural = "Keywords"
     help = "Words that should find this tool even when its description lacks them."
 
 
 class ToolExampleInline(PhraseInline):
     model = ToolExample
+    verbose_name = "example request"
     verbose_name_plural = "Example requests"
     help = "A request a user would make that this tool answers, e.g. 'remember that alice works at acme'."
 
@@ -167,6 +170,22 @@ class ToolAdmin(StrictLookupsMixin, admin.ModelAdmin[Tool]):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # tools come from sync and import only
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> Any:
+        title = "Tools — open one to curate how agents find it"  # not Django's "Select tool to change"
+        return super().changelist_view(request, {"title": title, **(extra_context or {})})
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None) -> Any:
+        # Named for the tool and what its reader does here (not Django's "Change tool"): curate it, where its
+        # curation is editable for them, else read it (an operator's access-only page, a shared tool).
+        tool = self.get_object(request, object_id)
+        if tool is not None:
+            curates = "purpose" not in self.get_readonly_fields(request, tool) and self.has_change_permission(
+                request, tool
+            )
+            title = f"Curate {tool.tool_id}" if curates else f"Tool {tool.tool_id}"
+            extra_context = {"title": title, "subtitle": None, **(extra_context or {})}
+        return super().change_view(request, object_id, form_url, extra_context)
 
     def response_change(self, request: HttpRequest, obj: Tool) -> Any:
         response = super().response_change(request, obj)

@@ -275,11 +275,29 @@ GRANT_PERMISSIONS = ("governance.add_toolgroupobjectpermission", "governance.add
 CURATION_FIELDS = (*CURATION_HELP, "entity_types", "operation_verbs")
 
 
+class CuratableFilter(admin.SimpleListFilter):
+    """The tools whose curation this person may change (``servers_shaped_by``): a tenant's curator lists shared
+    tools too, which only a superuser curates. The curator home's "without example requests" count links here."""
+
+    title = "curation"
+    parameter_name = "curate"
+
+    def lookups(self, request, model_admin):
+        # Offered to curators only: an operator shapes servers but curates no tool.
+        return [("yours", "Tools you may curate")] if request.user.has_perm("catalog.change_tool") else []
+
+    def queryset(self, request, queryset):
+        if self.value() == "yours":
+            return queryset.filter(server__in=Server.objects.filter(servers_shaped_by(user=request.user)).values("pk"))
+        return queryset
+
+
 class ToolAdmin(AccessAdminMixin, TenantScopedMixin, CatalogToolAdmin):
     """The tool page with its own access. An operator (who may grant but not curate) saves the access rows
     only: the curation fields are read-only for them and nothing else of the tool is written. Only tools of the
     servers the operator may manage are listed (Z12)."""
 
+    list_filter = (*CatalogToolAdmin.list_filter, CuratableFilter)
     inlines = (*CatalogToolAdmin.inlines, ToolGroupAccessInline, ToolUserAccessInline)  # curation first
 
     def _may_curate(self, request, obj=None) -> bool:

@@ -98,6 +98,10 @@ class ToolReviewAdmin(SharedToolReadOnlyMixin, TenantScopedMixin, StrictLookupsM
     def reject_selected(self, request, queryset) -> None:
         self._decide(request, queryset, accept=False)
 
+    def changelist_view(self, request, extra_context=None):
+        title = "Tool reviews — tools held from clients until their new or changed definition is accepted"
+        return super().changelist_view(request, {"title": title, **(extra_context or {})})
+
     def change_view(self, request, object_id, form_url="", extra_context=None):
         # "Change tool review" reads as editing the review: the page is where a held change is read and decided.
         review = self.get_object(request, object_id)

@@ -79,13 +79,21 @@ def admin_login(browser, base_url: str, username: str, password: str) -> None:
 def click_through(browser, element, timeout: float = 30) -> None:
     """Click what submits a form or follows a link, and wait for the page it leads to: read at once, the old
     page's elements are still there and go stale a moment later (a loaded machine answers slowly)."""
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions as EC
     from selenium.webdriver.support.ui import WebDriverWait
 
     page = browser.find_element(By.TAG_NAME, "html")
     element.click()
-    WebDriverWait(browser, timeout).until(EC.staleness_of(page))
+
+    def replaced(driver) -> bool:
+        try:
+            page.is_enabled()
+        except WebDriverException:  # stale, or Chromium's "Node … does not belong to the document" mid-navigation
+            return True
+        return False
+
+    WebDriverWait(browser, timeout).until(replaced)
 
 
 def wait_for(browser, css: str, timeout: float = 30):

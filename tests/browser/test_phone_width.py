@@ -58,5 +58,5 @@ def test_workbench_preview_and_dashboard_fit_a_phone(
     link = row.find_element(By.CSS_SELECTOR, "small.returned a.tool-link")
     tool_id = link.text
     click_through(browser, link)
-    assert browser.find_element(By.CSS_SELECTOR, "#content h2").text == tool_id
+    assert browser.find_element(By.CSS_SELECTOR, "#content h1").text == f"Curate {tool_id}"
     assert browser.find_element(By.NAME, "examples-0-text")

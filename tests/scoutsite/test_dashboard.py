@@ -108,3 +108,40 @@ def test_charts_with_data_are_drawn_and_the_others_still_say_why_not(client, sup
     canvases, sentences = _charts_and_sentences(client)
     assert canvases == {"chart-traffic", "chart-latency", "chart-tools", "chart-failures", "chart-servers"}
     assert set(sentences) == {"chart-syncs"}  # seeded servers were never synced
+
+
+def _tile_link(html: str, tile: str) -> str | None:
+    import re
+
+    found = re.search(rf'id="{tile}"><a href="([^"]+)"', html)
+    return found.group(1).replace("&amp;", "&") if found else None
+
+
+def test_search_tiles_lead_to_those_searches_in_the_query_log(client, django_user_model, member):
+    """ "25% withheld" is a question a curator wants answered with the requests themselves: each search tile
+    opens the query log at the same searches; without the query log (an operator) the tiles stay plain."""
+    from django.contrib.auth.models import Group
+
+    from governance.roles import CURATORS, OPERATORS
+
+    seed_traffic(member)
+    query_log_record(  # older than the window: counted by neither the tile nor the list it opens
+        principal=principal_for_user(member), query="old", results=[], confidence="none", degraded=False,
+        backend="embedded", latency_ms=1.0,
+    )  # fmt: skip
+    from search.models import QueryLogEntry
+
+    QueryLogEntry.objects.filter(query="old").update(created_at=timezone.now() - timedelta(hours=3))
+    curator = django_user_model.objects.create_user(username="cur", is_staff=True)
+    curator.groups.add(Group.objects.get(name=CURATORS))
+    client.force_login(curator)
+    html = client.get("/admin/dashboard/?window=1h").content.decode()
+    for tile, expected in (("tile-searches", 4), ("tile-withheld", 1), ("tile-low", 1)):
+        listing = client.get(_tile_link(html, tile))
+        assert listing.status_code == 200, tile
+        assert listing.context["cl"].result_count == expected, tile
+    operator = django_user_model.objects.create_user(username="op", is_staff=True)
+    operator.groups.add(Group.objects.get(name=OPERATORS))
+    client.force_login(operator)
+    html = client.get("/admin/dashboard/?window=1h").content.decode()
+    assert _tile_link(html, "tile-searches") is None and _tile_link(html, "tile-withheld") is None

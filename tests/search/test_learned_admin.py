@@ -26,3 +26,58 @@ def test_the_list_says_what_to_do_and_links_each_tool(client, django_user_model)
     assert ">Callers</a>" in html and ">Successful calls</a>" in html
     assert '<td class="field-callers">2</td>' in html and '<td class="field-calls">5</td>' in html
     assert client.get(tool_url).status_code == 200
+
+
+def _curator(django_user_model, username="cur"):
+    user = django_user_model.objects.create_user(username=username, is_staff=True)
+    user.groups.add(Group.objects.get(name=CURATORS))
+    return user
+
+
+def test_a_learned_request_is_promoted_or_rejected_on_its_own_page(client, django_user_model):
+    """Its page was all read-only fields under "Change learned request" and a Save that saved nothing: it is
+    named for the tool and decided there, then leads back to what that tool learned."""
+    from search.choices import LearnedStatus
+
+    tool = ToolFactory(server=ServerFactory(slug="mail"), name="list_inbox")
+    learned = LearnedRequest.objects.create(tool=tool, text="did my landlord write", key="k1", principal_count=2)
+    other = LearnedRequest.objects.create(tool=tool, text="any post from the bank", key="k2", principal_count=1)
+    client.force_login(_curator(django_user_model))
+    url = reverse("admin:search_learnedrequest_change", args=[learned.pk])
+    page = client.get(url)
+    html = page.content.decode()
+    assert page.context["title"] == "Learned request for mail::list_inbox"
+    assert 'name="_promote"' in html and 'name="_reject"' in html and 'name="_save"' not in html
+    assert "Change learned request" not in html
+    # Its words in the breadcrumbs, not "<tool pk>: … (2 principals)"; no hash key, which says nothing to a curator.
+    assert "› did my landlord write" in html.replace("&rsaquo;", "›") and "principals)" not in html
+    assert "hash of the normalised text" not in html
+
+    response = client.post(url, {"_promote": "1"})
+    assert response.status_code == 302
+    assert response["Location"] == f"{reverse('admin:search_learnedrequest_changelist')}?tool__id__exact={tool.pk}"
+    learned.refresh_from_db()
+    assert learned.status == LearnedStatus.PROMOTED
+    assert list(tool.examples.values_list("text", flat=True)) == ["did my landlord write"]
+    assert 'name="_promote"' not in client.get(url).content.decode()  # promoted: only reject is left
+
+    client.post(reverse("admin:search_learnedrequest_change", args=[other.pk]), {"_reject": "1"})
+    other.refresh_from_db()
+    assert other.status == LearnedStatus.REJECTED and tool.examples.count() == 1
+
+
+def test_a_tenant_curator_reads_a_shared_tools_learned_request_without_deciding_it(client, django_user_model):
+    from search.choices import LearnedStatus
+    from tests.governance.factories import tenant_with
+
+    curator = _curator(django_user_model, "cur-a")
+    tenant_with("tenant-a", curator)
+    tool = ToolFactory(server=ServerFactory(slug="shared-srv"), name="lookup")
+    learned = LearnedRequest.objects.create(tool=tool, text="find the record", key="k1", principal_count=1)
+    client.force_login(curator)
+    url = reverse("admin:search_learnedrequest_change", args=[learned.pk])
+    html = client.get(url).content.decode()
+    assert 'name="_promote"' not in html and 'id="learned-shared"' in html
+    client.post(url, {"_promote": "1"})
+    learned.refresh_from_db()
+    assert learned.status == LearnedStatus.LEARNED and not tool.examples.exists()

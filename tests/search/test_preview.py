@@ -240,5 +240,9 @@ def test_a_curator_who_may_discover_nothing_is_told_how_to_preview(client, curat
     client.force_login(curator)
     response = client.get(reverse(PREVIEW), {"query": "weather forecast"})
     assert rows_of(response) == [] and 'id="preview-empty-self"' in response.content.decode()
+    # No confidence for the request: "withheld, no visible tool is anywhere near a fit" would blame the request
+    # (or the catalog) for what is the curator's own empty view.
+    assert 'id="preview-confidence"' not in response.content.decode()
     every = client.get(reverse(PREVIEW), {"query": "weather forecast", "scope": "every"})
     assert rows_of(every) and 'id="preview-empty-self"' not in every.content.decode()
+    assert 'id="preview-confidence"' in every.content.decode()

@@ -198,3 +198,15 @@ def test_an_empty_filter_says_so_and_leads_back_to_every_kind(client, curator, m
     assert "No request of this kind waits" in html and 'href="?">show all kinds</a>' in html
     assert "every request agents sent" not in html  # not "nothing to work on": one waits under another kind
     assert "list my inbox" in client.get(reverse(WORKBENCH)).content.decode()
+
+
+def test_try_in_the_preview_ranks_among_every_tool(client, curator, member):
+    """The requests are other people's: the preview they link to ranks every tool some client may get, not the
+    curator's own view (a curator who may discover nothing would see an empty, "withheld" answer)."""
+    _log(member, WITHHELD, Confidence.NONE)
+    client.force_login(curator)
+    html = client.get(reverse(WORKBENCH)).content.decode()
+    href = html.split(">try in the preview</a>", 1)[0].rsplit('href="', 1)[1].replace("&amp;", "&")
+    assert href.startswith(reverse("search_preview")) and "scope=every" in href
+    page = client.get(href)
+    assert page.status_code == 200 and page.context["as_user"] is None  # "Every tool some client may get"

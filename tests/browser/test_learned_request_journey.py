@@ -1,0 +1,46 @@
+"""A curator decides what usage taught a tool from the tool's own page: its learned requests, one of them opened,
+promoted there to a curated example request (its page had no way to decide it), and back to what the tool
+learned, where the next one is rejected."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Group
+
+from governance.roles import CURATORS
+from search.choices import LearnedStatus
+from search.models import LearnedRequest
+from tests.governance.factories import ServerFactory, ToolFactory
+
+from .conftest import admin_login, click_through, screenshot
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+def test_curator_promotes_and_rejects_learned_requests_from_the_tool_page(browser, live_server, django_user_model):
+    from selenium.webdriver.common.by import By
+
+    curator = django_user_model.objects.create_user(username="curator", password="pw-curator-123", is_staff=True)
+    curator.groups.add(Group.objects.get(name=CURATORS))
+    tool = ToolFactory(server=ServerFactory(slug="mail"), name="list_inbox")
+    right = LearnedRequest.objects.create(tool=tool, text="did my landlord write", key="k1", principal_count=3)
+    wrong = LearnedRequest.objects.create(tool=tool, text="weather in berlin", key="k2", principal_count=1)
+
+    admin_login(browser, live_server.url, "curator", "pw-curator-123")
+    browser.get(f"{live_server.url}/admin/catalog/tool/{tool.pk}/change/")
+    assert browser.find_element(By.CSS_SELECTOR, "#content h1").text == "Curate mail::list_inbox"
+    click_through(browser, browser.find_element(By.LINK_TEXT, "LEARNED REQUESTS"))
+    click_through(browser, browser.find_element(By.LINK_TEXT, right.text))
+    assert browser.find_element(By.CSS_SELECTOR, "#content h1").text == "Learned request for mail::list_inbox"
+    screenshot(browser, "learned-request-page")
+    click_through(browser, browser.find_element(By.NAME, "_promote"))
+
+    # Back on what this tool learned, told what happened; the wrong one is rejected from its page too.
+    assert "1 promoted to example requests" in browser.find_element(By.CSS_SELECTOR, "ul.messagelist").text
+    click_through(browser, browser.find_element(By.LINK_TEXT, wrong.text))
+    click_through(browser, browser.find_element(By.NAME, "_reject"))
+    assert "1 rejected" in browser.find_element(By.CSS_SELECTOR, "ul.messagelist").text
+    right.refresh_from_db()
+    wrong.refresh_from_db()
+    assert (right.status, wrong.status) == (LearnedStatus.PROMOTED, LearnedStatus.REJECTED)
+    assert list(tool.examples.values_list("text", flat=True)) == [right.text]
