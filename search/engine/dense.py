@@ -15,7 +15,6 @@ import tempfile
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -280,6 +279,7 @@ class DenseIndex:
         self._all_have_vectors = len(self._owners_with_vectors) == self.n_docs
         self._without_vectors = counts_zero(self.offsets)
         self._owner_max = _OwnerMax.of(counts[self._owners_with_vectors], self._starts)
+        self.tool_bounds = self._tool_bounds()
 
     def _block_max(self, sims: np.ndarray) -> np.ndarray:
         """Each owner's best sim (owners with vectors, in row order): ``np.maximum.reduceat(sims, starts)``,
@@ -446,10 +446,12 @@ class DenseIndex:
         exact[self._without_vectors] = True  # no vector: -1, exact
         return DenseScores(scores, sims, self.offsets, self._int8.error(norms), self, query, exact, norms)
 
-    @cached_property
-    def tool_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+    def _tool_bounds(self) -> tuple[np.ndarray, np.ndarray] | None:
         """int8 table: per tool (row), the largest residual |v - v'| and norm |v'| among its vectors (0 for a
-        tool without vectors), for its own error bound (``DenseScores.errors_at``)."""
+        tool without vectors), for its own error bound (``DenseScores.errors_at``); None for a float32 table.
+        Computed with the table (build or update), so no search pays for it."""
+        if not self.quantized:
+            return None
         residual, norm = np.zeros(self.n_docs), np.zeros(self.n_docs)
         if len(self._owners_with_vectors):
             residual[self._owners_with_vectors] = self._block_max(self._int8.residual_norms)
