@@ -14,6 +14,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -69,8 +70,11 @@ def _allow_list(entries: Iterable[str]) -> tuple[list[str], list[Network]]:
     return names, networks
 
 
-def _name_allowed(host: str, names: list[str]) -> bool:
-    return any(host == name or (name.startswith("*.") and host.endswith(name[1:])) for name in names)
+def _name_entry(host: str, names: list[str]) -> str | None:
+    """The allow-list entry admitting ``host``: the name itself, else the first wildcard it falls under."""
+    if host in names:
+        return host
+    return next((name for name in names if name.startswith("*.") and host.endswith(name[1:])), None)
 
 
 def _plain(address: IPAddress) -> IPAddress:
@@ -118,34 +122,67 @@ def system_resolver(host: str, port: int) -> list[str]:
 # getaddrinfo has no timeout of its own: lookups run here and are waited for SCOUT_UPSTREAM_DNS_TIMEOUT seconds. A
 # lookup that hangs keeps its thread until the system resolver gives up, so the pool bounds how many can hang. A
 # host's lookup still running is joined, not started again (``_in_flight``): calls to one host whose DNS hangs
-# hold one thread, not the whole pool (every other upstream's lookups queued behind them and were refused).
+# hold one thread, not the whole pool (every other upstream's lookups queued behind them and were refused). A
+# wildcard entry admits any number of names, so names under one (a zone whose DNS server drops queries, or someone's
+# who made it so) share WILDCARD_LOOKUPS threads: another one waits for one of those, never for the pool's others.
 _lookups = ThreadPoolExecutor(max_workers=8, thread_name_prefix="scout-egress-dns")
 _in_flight: dict[tuple[Resolver, str, int], Future] = {}
 _in_flight_lock = threading.Lock()
+WILDCARD_LOOKUPS = 2
+_wildcard_slots: dict[str, threading.BoundedSemaphore] = {}
 
 
-def _resolve_within(resolver: Resolver, host: str, port: int) -> list[str]:
-    """``resolver(host, port)``, refused when it takes longer than SCOUT_UPSTREAM_DNS_TIMEOUT seconds."""
+def _resolve_within(resolver: Resolver, host: str, port: int, wildcard: str | None = None) -> list[str]:
+    """``resolver(host, port)``, refused when it takes longer than SCOUT_UPSTREAM_DNS_TIMEOUT seconds (waiting for
+    one of ``wildcard``'s lookup slots included, when the host was admitted by that wildcard entry)."""
     timeout = settings.SCOUT_UPSTREAM_DNS_TIMEOUT
+    deadline = time.monotonic() + timeout
     key = (resolver, host, port)
+    try:
+        lookup = _lookup(key, wildcard, deadline)
+        return lookup.result(timeout=max(0.0, deadline - time.monotonic()))
+    except (FutureTimeout, CancelledError):
+        lookup.cancel()  # still queued: never run (those joining it are refused as well)
+        raise EgressRefused(f"host {host} did not resolve within {timeout:g} s (SCOUT_UPSTREAM_DNS_TIMEOUT)") from None
+    except _NoSlot:
+        raise EgressRefused(
+            f"host {host} did not resolve within {timeout:g} s (SCOUT_UPSTREAM_DNS_TIMEOUT): lookups of other names "
+            f"under {wildcard} are still running"
+        ) from None
+
+
+class _NoSlot(Exception):
+    pass
+
+
+def _lookup(key: tuple[Resolver, str, int], wildcard: str | None, deadline: float) -> Future:
+    """The host's lookup in flight, or a new one (under a wildcard entry, once one of its slots is free)."""
+    with _in_flight_lock:
+        lookup = _in_flight.get(key)
+        if lookup is not None:
+            return lookup
+        slots = _wildcard_slots.setdefault(wildcard, threading.BoundedSemaphore(WILDCARD_LOOKUPS)) if wildcard else None
+    if slots is not None and not slots.acquire(timeout=max(0.0, deadline - time.monotonic())):
+        raise _NoSlot()
     with _in_flight_lock:
         lookup = _in_flight.get(key)
         started = lookup is None
         if started:
-            lookup = _in_flight[key] = _lookups.submit(resolver, host, port)
-    if started:
-        lookup.add_done_callback(lambda done: _forget(key, done))
-    try:
-        return lookup.result(timeout=timeout)
-    except (FutureTimeout, CancelledError):
-        lookup.cancel()  # still queued: never run (those joining it are refused as well)
-        raise EgressRefused(f"host {host} did not resolve within {timeout:g} s (SCOUT_UPSTREAM_DNS_TIMEOUT)") from None
+            lookup = _in_flight[key] = _lookups.submit(*key)
+    if not started:  # the same host was started meanwhile: joined, the slot is not needed
+        if slots is not None:
+            slots.release()
+        return lookup
+    lookup.add_done_callback(lambda done: _forget(key, done, slots))
+    return lookup
 
 
-def _forget(key: tuple[Resolver, str, int], done: Future) -> None:
+def _forget(key: tuple[Resolver, str, int], done: Future, slots: threading.BoundedSemaphore | None) -> None:
     with _in_flight_lock:
         if _in_flight.get(key) is done:
             del _in_flight[key]
+    if slots is not None:  # its thread is free again (or it never ran: cancelled while queued)
+        slots.release()
 
 
 def egress_check(
@@ -171,12 +208,15 @@ def egress_check(
         if not any(literal in network for network in networks):
             raise EgressRefused(f"host {host} is not in SCOUT_UPSTREAM_ALLOWED_HOSTS")
         return EgressTarget(url=url, host=host, address=literal)
-    if not _name_allowed(host, names):
+    entry = _name_entry(host, names)
+    if entry is None:
         raise EgressRefused(f"host {host} is not in SCOUT_UPSTREAM_ALLOWED_HOSTS")
     if not resolve:
         return None
+    wildcard = entry if entry.startswith("*.") else None
     try:
-        resolved = [_plain(ipaddress.ip_address(a)) for a in _resolve_within(resolver or system_resolver, host, port)]
+        answers = _resolve_within(resolver or system_resolver, host, port, wildcard)
+        resolved = [_plain(ipaddress.ip_address(a)) for a in answers]
     except (OSError, ValueError) as exc:
         raise EgressRefused(f"host {host} does not resolve ({exc})") from exc
     if not resolved:

@@ -100,7 +100,9 @@ def _access(raw: str, verified: VerifiedToken, *, confirmed: bool) -> ScoutAcces
         scopes=sorted(principal.scopes),
         expires_at=int(verified.expires_at.timestamp()),  # the SDK's bearer backend checks it too
     )
-    access._principal, access._verified, access._confirmed = principal, verified, confirmed
+    # A kept answer names no principal until it is confirmed: nothing can act as it by reading it early.
+    access._verified, access._confirmed = verified, confirmed
+    access._principal = principal if confirmed else None
     return access
 
 
@@ -132,9 +134,12 @@ def access_confirm(access: ScoutAccessToken, cache: TokenCache | None = None) ->
     cache = cache or token_cache
     verified = api_token_confirm(access._verified, access.token)
     cache.put(access.token, verified)
-    access._verified, access._confirmed = verified, True
+    # ``_confirmed`` last: the event loop reads it without a lock (principal_from_context, ConfirmedAccess) and
+    # then trusts ``_refused`` and ``_principal``, so both must hold this check's answer before it is set.
+    access._verified = verified
     access._principal = verified.principal if verified is not None else None
     access._refused = verified is None
+    access._confirmed = True
     return access._principal
 
 

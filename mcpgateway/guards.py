@@ -193,16 +193,23 @@ async def _record_rejection(scope: Scope, status: int, code: int, message: str) 
     from governance.choices import AuditEventType, AuditOutcome
     from governance.services.audit import audit_record
 
-    from .auth import ScoutAccessToken
+    from .auth import ScoutAccessToken, access_confirm
     from .db import run_orm
 
     access = getattr(scope.get("user"), "access_token", None)
-    principal = access._principal if isinstance(access, ScoutAccessToken) else None  # noqa: SLF001
-    with anyio.CancelScope(shield=True):  # the client may already be gone; the record is still written
-        await run_orm(
-            audit_record,
+
+    def record() -> None:
+        # A token kept by this process is confirmed first: one revoked since gets the 401 of an unknown token
+        # (ConfirmedAccess) and nothing is written under its name.
+        principal = access_confirm(access) if isinstance(access, ScoutAccessToken) else None
+        if principal is None and isinstance(access, ScoutAccessToken):
+            return
+        audit_record(
             event_type=AuditEventType.REQUEST_REJECTED,
             principal=principal,
             outcome=AuditOutcome.DENIED,
             payload={"status": status, "code": code, "rule": message},
         )
+
+    with anyio.CancelScope(shield=True):  # the client may already be gone; the record is still written
+        await run_orm(record)

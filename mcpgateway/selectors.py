@@ -33,21 +33,34 @@ def _listed(pks: frozenset[int] | set[int]) -> QuerySet[Tool]:
     return Tool.objects.filter(pk__in=pks).select_related("server", "policy__risk_class").order_by("tool_id")
 
 
+def _unambiguous(tools: list[Tool]) -> dict[str, Tool]:
+    """``tools`` by their client names, leaving out every name two of them share. Slugs and tool names may both
+    hold the separator: server "data"'s tool "lake__query" (an upstream names its own tools) is "data__lake__query",
+    as is server "data__lake"'s "query", and a call by that name went to the first by tool id, with arguments meant
+    for the other (shadowing, T8). Such tools are listed under no name and stay reachable by tool_id."""
+    named: dict[str, Tool] = {}
+    shared: set[str] = set()
+    for tool in tools:
+        name = client_tool_name(server_slug=tool.server.slug, tool_name=tool.name)
+        if name in named:
+            shared.add(name)
+        named[name] = tool
+    return {name: tool for name, tool in named.items() if name not in shared}
+
+
 def tools_listed_for(*, principal: Principal, pinned_only: bool = False) -> list[Tool]:
-    """The caller's visible tools as ``tools/list`` shows them directly (all, or only the pinned ones)."""
+    """The caller's visible tools as ``tools/list`` shows them directly (all, or only the pinned ones); a pinned tool
+    whose name another visible tool shares is called by tool_id only (``tool_for_client_name`` refuses the name)."""
     visible = tool_pks_visible_to(principal=principal)
     if not pinned_only:
-        return list(_listed(visible))
+        return list(_unambiguous(list(_listed(visible))).values())
     pinned = [pk for pk in PinnedTool.objects.values_list("tool_id", flat=True) if pk in visible]
     order = {pk: i for i, pk in enumerate(pinned)}
     return sorted(_listed(set(pinned)), key=lambda tool: order[tool.pk])
 
 
 def tool_for_client_name(*, principal: Principal, name: str) -> Tool | None:
-    """The visible tool listed under ``name``, or None (unknown and hidden alike)."""
+    """The visible tool listed under ``name``, or None (unknown, hidden and shared by two visible tools alike)."""
     if not isinstance(name, str) or not name or len(name) > MAX_CLIENT_TOOL_NAME:
         return None
-    for tool in _listed(tool_pks_visible_to(principal=principal)):
-        if client_tool_name(server_slug=tool.server.slug, tool_name=tool.name) == name:
-            return tool
-    return None
+    return _unambiguous(list(_listed(tool_pks_visible_to(principal=principal)))).get(name)

@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import logging
 import re
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+import anyio
 import httpx
 import yaml
 from django.conf import settings
@@ -25,7 +25,7 @@ from openapi_spec_validator import validate as validate_spec
 from openapi_spec_validator.validation.exceptions import OpenAPISpecValidatorError
 
 from catalog.egress import EgressRefused, egress_check, same_origin
-from catalog.upstream import UpstreamError, safe_url
+from catalog.upstream import UpstreamError, run_async, safe_url
 
 from .credentials import cookie_header, credentials_for
 from .schemas import SchemaResolveError, SchemaResolver, merge_all_of
@@ -125,7 +125,6 @@ def _fetch(server: Server, timeout: float) -> bytes:
     extensions = {"sni_hostname": target.host} if url.startswith("https:") else {}
     headers = {"Host": target.host_header, "Accept": "application/json, application/yaml"}
     params: list[tuple[str, str]] = []
-    deadline = time.monotonic() + timeout
     if same_origin(url, server.base_url):
         # The service's own credentials go only to the service's own origin, never to a third-party host.
         credentials = credentials_for(server)
@@ -133,29 +132,32 @@ def _fetch(server: Server, timeout: float) -> bytes:
         params = credentials.query
         if credentials.cookies:
             headers["Cookie"] = cookie_header(credentials.cookies)
+
+    async def fetch() -> bytes:
+        # The timeout is the whole fetch's, headers included: httpx's bounds each read, and a service sending a
+        # piece (of its headers or of the document) before each one ran out held the fetch as long as it liked.
+        with anyio.fail_after(timeout):
+            async with httpx.AsyncClient(follow_redirects=False, timeout=timeout, trust_env=False) as client:
+                async with client.stream(
+                    "GET", target.pinned_url, params=params, headers=headers, extensions=extensions
+                ) as response:
+                    if response.is_redirect:
+                        location = safe_url(response.headers.get("location", ""))
+                        raise _fail(
+                            server, f"the document URL redirects to {location}; redirects are not followed", "protocol"
+                        )
+                    if response.status_code != 200:
+                        raise _fail(server, f"HTTP {response.status_code} fetching {safe_url(url)}", "protocol")
+                    body = bytearray()
+                    async for chunk in response.aiter_bytes():
+                        body.extend(chunk)
+                        if len(body) > max_bytes:
+                            raise _fail(server, f"the document is larger than {max_bytes} bytes", "protocol")
+                    return bytes(body)
+
     try:
-        with httpx.Client(follow_redirects=False, timeout=timeout, trust_env=False) as client:
-            with client.stream(
-                "GET", target.pinned_url, params=params, headers=headers, extensions=extensions
-            ) as response:
-                if response.is_redirect:
-                    location = safe_url(response.headers.get("location", ""))
-                    raise _fail(
-                        server, f"the document URL redirects to {location}; redirects are not followed", "protocol"
-                    )
-                if response.status_code != 200:
-                    raise _fail(server, f"HTTP {response.status_code} fetching {safe_url(url)}", "protocol")
-                body = bytearray()
-                for chunk in response.iter_bytes():
-                    body.extend(chunk)
-                    if len(body) > max_bytes:
-                        raise _fail(server, f"the document is larger than {max_bytes} bytes", "protocol")
-                    if time.monotonic() > deadline:
-                        # httpx's timeout bounds each read: a service sending a piece before each one ran out
-                        # held the fetch as long as it liked. The timeout is the whole fetch's.
-                        raise httpx.ReadTimeout("the document took longer than the timeout")
-                return bytes(body)
-    except httpx.TimeoutException as exc:
+        return run_async(fetch)
+    except (httpx.TimeoutException, TimeoutError) as exc:
         raise _fail(server, f"timed out fetching the document {safe_url(url)}", "timeout") from exc
     except httpx.HTTPError as exc:
         raise _fail(server, f"could not fetch {safe_url(url)}: {type(exc).__name__}", "refused") from exc

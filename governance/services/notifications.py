@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+import anyio
 import httpx
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -25,6 +26,7 @@ from django.core.mail import send_mail
 from django.db.models import Q
 from django.urls import reverse
 
+from catalog.upstream import run_async
 from governance.choices import NotificationChannel, NotificationOutcome
 from governance.constants import OTHER_TENANT_AGENT, OTHER_TENANT_PERSON
 from governance.models import ApprovalRequest, NotificationAttempt, Tenant
@@ -263,17 +265,33 @@ def _notify_by_webhook(request: ApprovalRequest, payload: dict, webhook: Approva
     if webhook.secret:
         headers[SIGNATURE_HEADER] = webhook_signature(body=body, secret=webhook.secret, timestamp=int(time.time()))
     try:
-        # trust_env=False: straight to the receiver, never through an HTTP(S)_PROXY from the worker's environment
-        # (a proxy would read every request and could answer for the receiver).
-        response = httpx.post(
-            webhook.url, content=body, headers=headers, timeout=WEBHOOK_TIMEOUT_SECONDS, trust_env=False
-        )
+        status = _webhook_post(webhook.url, body, headers)
+    except TimeoutError:
+        error = f"approval webhook did not answer within {WEBHOOK_TIMEOUT_SECONDS:g} s"
+        _record(request, NotificationChannel.WEBHOOK, attempt, target, error=error)
+        raise WebhookError(error) from None
     except httpx.HTTPError as exc:
         error = f"approval webhook unreachable: {type(exc).__name__}"
         _record(request, NotificationChannel.WEBHOOK, attempt, target, error=error)
         raise WebhookError(error) from None
-    if not response.is_success:
-        error = f"approval webhook answered {response.status_code}"
-        _record(request, NotificationChannel.WEBHOOK, attempt, target, error=error, status=response.status_code)
+    if not 200 <= status < 300:
+        error = f"approval webhook answered {status}"
+        _record(request, NotificationChannel.WEBHOOK, attempt, target, error=error, status=status)
         raise WebhookError(error)
-    _record(request, NotificationChannel.WEBHOOK, attempt, target, status=response.status_code)
+    _record(request, NotificationChannel.WEBHOOK, attempt, target, status=status)
+
+
+def _webhook_post(url: str, body: bytes, headers: dict[str, str]) -> int:
+    """POST ``body`` to the receiver and return its status code; its body is never read. Raises TimeoutError after
+    WEBHOOK_TIMEOUT_SECONDS for the whole call (httpx's timeout bounds each read: a receiver sending a byte of its
+    headers or body before each one ran out held the worker as long as it liked), httpx.HTTPError otherwise."""
+
+    async def post() -> int:
+        with anyio.fail_after(WEBHOOK_TIMEOUT_SECONDS):
+            # trust_env=False: straight to the receiver, never through an HTTP(S)_PROXY from the worker's environment
+            # (a proxy would read every request and could answer for the receiver).
+            async with httpx.AsyncClient(timeout=WEBHOOK_TIMEOUT_SECONDS, trust_env=False) as client:
+                async with client.stream("POST", url, content=body, headers=headers) as response:
+                    return response.status_code
+
+    return run_async(post)

@@ -291,3 +291,17 @@ def test_a_large_stored_document_is_not_loaded_with_each_tool(service, make_serv
     assert server_sync(server_pk=server.pk).status == SyncStatus.PARTIAL
     for tool in Tool.objects.select_related("server").filter(server=server):
         assert max(len(str(value)) for value in vars(tool.server).values()) < 10_000
+
+
+def test_a_document_whose_headers_come_a_little_at_a_time_is_cut_at_the_timeout(service, make_server, settings):
+    """The whole fetch's timeout was checked between pieces of the document only: a service sending its status line
+    and then one byte of its headers just before each read timed out held the sync (a worker, or the admin's
+    preview and test connection: a web thread) for as long as it liked. The timeout covers the headers too."""
+    from tests.drip_server import dripping
+
+    settings.SCOUT_UPSTREAM_LIST_TIMEOUT = 0.5
+    with dripping(where="headers", interval=0.1, pieces=60) as (url, finished):  # about 6 s in all
+        server = _server(make_server, url, openapi_document="", openapi_url=f"{url}/openapi.json")
+        run = server_sync(server_pk=server.pk)
+        assert finished == []  # the service was still sending when the sync gave up on it
+    assert run.status == SyncStatus.FAILED and "timed out fetching the document" in run.error

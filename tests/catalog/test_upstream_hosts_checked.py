@@ -162,3 +162,74 @@ def test_an_openapi_services_calls_reuse_the_address_checked_for_an_earlier_call
     assert [result.is_error for result in results] == [False, False, False]
     assert len(service.calls()) == 3 and {call.headers["host"] for call in service.calls()} == {f"pets.test:{port}"}
     assert lookups == ["pets.test"]  # one lookup for three calls
+
+
+def test_many_names_under_a_wildcard_whose_dns_hangs_leave_other_hosts_lookups_alone(settings, monkeypatch):
+    """Joining a host's lookup in flight bounds one name; a wildcard entry admits any number of them. Names under
+    one wildcard (say a tenant's own zone, whose DNS server drops queries) each took a thread of the pool until all
+    eight hung, and every other upstream's lookup was refused. Lookups under one wildcard entry now hold at most
+    WILDCARD_LOOKUPS threads; the others wait for one of them and are refused at the timeout as before."""
+    settings.SCOUT_UPSTREAM_ALLOWED_HOSTS = ["*.tenant.example", "fine.example.com"]
+    settings.SCOUT_UPSTREAM_DNS_TIMEOUT = 0.3
+    release = threading.Event()
+    stuck_lookups = []
+
+    def resolver(host: str, port: int) -> list[str]:
+        if host.endswith(".tenant.example"):
+            stuck_lookups.append(host)
+            release.wait(30)
+        return ["93.184.216.34"]
+
+    monkeypatch.setattr(egress, "system_resolver", resolver)
+    refused: list[BaseException] = []
+
+    def call(n: int) -> None:
+        try:
+            egress.egress_check(f"https://h{n}.tenant.example/mcp")
+        except egress.EgressRefused as exc:
+            refused.append(exc)
+
+    try:
+        callers = [threading.Thread(target=call, args=(n,)) for n in range(12)]
+        for caller in callers:
+            caller.start()
+        for caller in callers:
+            caller.join()
+        assert len(refused) == 12 and all("did not resolve within 0.3 s" in str(exc) for exc in refused)
+        target = egress.egress_check("https://fine.example.com/mcp")  # another host still resolves
+        assert str(target.address) == "93.184.216.34"
+        assert len(stuck_lookups) == egress.WILDCARD_LOOKUPS
+    finally:
+        release.set()
+
+
+def test_a_burst_of_names_under_a_wildcard_all_resolve(settings, monkeypatch):
+    """The bound makes lookups under one wildcard wait their turn, never refuses them while DNS answers."""
+    settings.SCOUT_UPSTREAM_ALLOWED_HOSTS = ["*.corp.example"]
+    settings.SCOUT_UPSTREAM_DNS_TIMEOUT = 5
+    running, most = [0], [0]
+    lock = threading.Lock()
+
+    def resolver(host: str, port: int) -> list[str]:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        threading.Event().wait(0.02)
+        with lock:
+            running[0] -= 1
+        return ["93.184.216.34"]
+
+    monkeypatch.setattr(egress, "system_resolver", resolver)
+    resolved: list[str] = []
+    callers = [
+        threading.Thread(
+            target=lambda n=n: resolved.append(str(egress.egress_check(f"https://s{n}.corp.example/").address))
+        )
+        for n in range(16)
+    ]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join()
+    assert resolved == ["93.184.216.34"] * 16
+    assert most[0] <= egress.WILDCARD_LOOKUPS

@@ -149,3 +149,29 @@ def test_a_lowered_delegation_limit_refuses_a_kept_agent_token(member, settings)
     settings.SCOUT_DELEGATION_MAX_AGENTS = 1
     access = next_request(worker, raw)
     assert access_confirm(access, worker) is None and access._refused
+
+
+def test_a_kept_token_names_no_principal_until_its_check_has_answered(member):
+    """The event loop reads ``_confirmed`` without a lock while an ORM thread confirms the same request (the
+    handler and ConfirmedAccess both may), then trusts ``_refused`` and ``_principal``. Set first, ``_confirmed``
+    opened a window in which a revoked token's request read as confirmed with the kept principal: it acted."""
+    token, raw = api_token_create(user=member, name="t", scopes=["discover"], expires_at=in_days(1))
+    worker = TokenCache()
+    keep(worker, raw)
+    seen: list[tuple[bool, object]] = []
+
+    class Observed(ScoutAccessToken):
+        def __setattr__(self, name: str, value: object) -> None:
+            super().__setattr__(name, value)
+            if name == "_confirmed" and value:  # what a reader on another thread finds from this moment on
+                seen.append((self._refused, self._principal))
+
+    kept = worker.get(raw)
+    access = Observed(token=raw, client_id="c", scopes=["discover"], expires_at=None)
+    access._verified, access._confirmed = kept, False
+    assert access._principal is None  # nothing to act as before the check
+    assert _access(raw, kept, confirmed=False)._principal is None
+    _revoke(token)
+
+    assert access_confirm(access, worker) is None
+    assert seen == [(True, None)]

@@ -65,3 +65,24 @@ def test_a_kept_token_revoked_is_401_on_its_next_request(gateway, request_body):
     assert refused.headers["www-authenticate"].startswith('Bearer error="invalid_token"')
     assert refused.json() == {"error": "invalid_token", "error_description": "Authentication required"}
     assert raw_post(gateway, request_body, token=token).status_code == 401
+
+
+def test_a_kept_token_revoked_leaves_no_audit_event_for_a_body_the_gateway_refuses(gateway):
+    """The body guard writes a REQUEST_REJECTED event under the request's principal before it answers. A token
+    kept by this process and revoked since was written down as that principal (its user, its token) although
+    the answer was the 401 of an unknown token: the revoked token still acted, once per process."""
+    from governance.choices import AuditEventType
+    from governance.models import ApiToken, AuditEvent
+    from governance.services.tokens import api_token_revoke
+
+    token = make_token(make_user("gw_kept_body"))
+    listing = modern_request("tools/list")
+    assert raw_post(gateway, listing, token=token).status_code == 200  # verified against the database and kept
+    assert raw_post(gateway, None, token=token, raw=b'{"jsonrpc": ').status_code == 400  # still good: on record
+    rejected = AuditEvent.objects.filter(event_type=AuditEventType.REQUEST_REJECTED)
+    assert rejected.filter(human_subject="gw_kept_body").count() == 1
+    api_token_revoke(token=ApiToken.objects.get(display_prefix=token[:10]))
+
+    refused = raw_post(gateway, None, token=token, raw=b'{"jsonrpc": ')
+    assert refused.status_code == 401
+    assert rejected.count() == 1  # nothing more under the revoked token's name (nor anyone's)

@@ -188,3 +188,41 @@ def test_the_readmes_verifier_accepts_a_real_call_and_refuses_malformed_headers_
     t = header.split(",")[0]
     for malformed in ("", "garbage", "t=,v1=", "t=abc,v1=00", "t=\u00b2,v1=00", f"{t},v1=\u00e9", t, "v1=00"):
         assert verify(malformed, body, SECRET) is False, malformed
+
+
+def test_a_receiver_answering_its_headers_a_byte_at_a_time_is_cut_at_the_timeout(
+    setup, mutating_tool, settings, monkeypatch
+):
+    """httpx's timeout bounds each read, not the call: a receiver sending its status line and then a byte of its
+    headers just before each read timed out held the Celery worker as long as it liked. The timeout is the whole
+    call's."""
+    from governance.models import NotificationAttempt
+    from governance.services import notifications
+    from tests.drip_server import dripping
+
+    monkeypatch.setattr(notifications, "WEBHOOK_TIMEOUT_SECONDS", 0.5)
+    request = approval_request_create(principal=setup, tool=mutating_tool, arguments={"name": "x"})
+    with dripping(where="headers", interval=0.1, pieces=60) as (url, finished):  # about 6 s in all
+        settings.SCOUT_APPROVAL_WEBHOOK_URL, settings.SCOUT_APPROVAL_WEBHOOK_SECRET = f"{url}/hook", SECRET
+        with pytest.raises(notifications.WebhookError, match="did not answer within 0.5 s"):
+            notifications.approval_notify(request_pk=request.pk)
+        assert finished == []  # the receiver was still sending when Scout gave up on it
+    [attempt] = NotificationAttempt.objects.filter(channel="webhook")
+    assert attempt.outcome == "failed" and attempt.detail == "approval webhook did not answer within 0.5 s"
+
+
+def test_a_receivers_body_is_never_waited_for(setup, mutating_tool, settings, monkeypatch):
+    """The status code is the answer: a receiver dripping a body after it held the worker for as long as the body
+    took (or filled its memory with a large one)."""
+    from governance.models import NotificationAttempt
+    from governance.services import notifications
+    from tests.drip_server import dripping
+
+    monkeypatch.setattr(notifications, "WEBHOOK_TIMEOUT_SECONDS", 0.5)
+    request = approval_request_create(principal=setup, tool=mutating_tool, arguments={"name": "x"})
+    with dripping(where="body", interval=0.1, pieces=60) as (url, finished):  # about 6 s in all
+        settings.SCOUT_APPROVAL_WEBHOOK_URL, settings.SCOUT_APPROVAL_WEBHOOK_SECRET = f"{url}/hook", SECRET
+        notifications.approval_notify(request_pk=request.pk)
+        assert finished == []  # sent, and done with, while the receiver was still sending its body
+    [attempt] = NotificationAttempt.objects.filter(channel="webhook")
+    assert attempt.outcome == "sent" and attempt.status_code == 200
