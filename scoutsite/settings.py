@@ -413,6 +413,9 @@ SCOUT_WRITE_BEHIND_SECONDS = env_float("SCOUT_WRITE_BEHIND_SECONDS", 0.25)
 SCOUT_SEARCH_QUERY_CACHE_SIZE = env_int("SCOUT_SEARCH_QUERY_CACHE_SIZE", 2048)  # recent request vectors per process
 SCOUT_SEARCH_FUSION = env_str("SCOUT_SEARCH_FUSION", "convex")  # convex | rrf
 SCOUT_SEARCH_BM25_WEIGHT = env_float("SCOUT_SEARCH_BM25_WEIGHT", 0.3)  # convex mix: BM25 share
+# Name bonus (search/engine/ranking.py _apply_name): a tool gains this share (of a convex score, whose best is
+# about 1) times the part of its name's words the request says. 0 turns it off.
+SCOUT_SEARCH_NAME_SHARE = env_float("SCOUT_SEARCH_NAME_SHARE", 0.03)
 # Answer confidence (search/engine/ranking.py answer_confidence): "no tool fits" when the best calibrated
 # score is below the withhold threshold and nothing stands out (the request's best cosine less than the
 # withhold peak above its 20th best, and its 10th best less than the withhold spread above its 50th, for the

@@ -31,6 +31,13 @@ def split_identifier(name: str) -> str:
     return " ".join(_WORD.findall(spaced)).lower()
 
 
+def name_words(name: str) -> frozenset[str]:
+    """A tool name's words as a request would say them (``read_file`` -> ``read file``; stopwords and single
+    letters dropped, as ``tokenize`` drops them from requests): what ranking's name bonus compares."""
+    words = split_identifier(name).split()
+    return frozenset(w for w in words if w not in STOPWORDS and (len(w) > 1 or not w.isascii()))
+
+
 def strip_control(text: str) -> str:
     return _CONTROL.sub(" ", text)
 

@@ -40,6 +40,7 @@ def ranking_options(fusion: str, *, enforce_abstention: bool = True) -> RankingO
         withhold_spread=settings.SCOUT_SEARCH_WITHHOLD_SPREAD,
         withhold_flat_threshold=settings.SCOUT_SEARCH_WITHHOLD_FLAT_THRESHOLD,
         confidence_threshold=settings.SCOUT_SEARCH_CONFIDENCE_THRESHOLD,
+        name_share=settings.SCOUT_SEARCH_NAME_SHARE,
         enforce_abstention=enforce_abstention,
     )
 
@@ -131,6 +132,7 @@ def rank_request(
             query_vector=vector,
             clauses=clauses,
             servers=snapshot.server_codes,
+            name_words=snapshot.name_words,
         )
         if dense is None or not dense.complete([c.row for c in ranking.candidates]):
             break

@@ -63,6 +63,9 @@ class RankingOptions:
     # of a task is often on the server of the first. Tuned on ETOM and ToolBench (0.2: slot recall up, no
     # figure down).
     server_share: float = 0.2
+    # Second stage: a tool gains this share times the part of its name's words the request says (``_apply_name``):
+    # "read the file", "list_directory". Small: it decides between tools the branches scored about equal.
+    name_share: float = 0.03
     negative_threshold: float = 0.55  # cosine to a negative example that demotes a tool
     # See ``answer_confidence``: withheld when nothing stands out (the request's peak below ``withhold_peak``
     # and its spread below ``withhold_spread``) and the best calibrated score of the visible candidates is
@@ -162,12 +165,13 @@ class Candidate:
     intent: float = 0.0
     # What ``score`` is made of (the curator preview shows it): each branch's share of the fused score, the
     # request part that gave it (0: the whole request, n: the n-th step of a multi-step request), what the
-    # operation intent added and what its server added (``_apply_server``).
-    # ``score == bm25_part + dense_part + intent_part + server_part`` (convex and RRF).
+    # operation intent added, what its server added (``_apply_server``) and what its name added (``_apply_name``).
+    # ``score == bm25_part + dense_part + intent_part + server_part + name_part`` (convex and RRF).
     bm25_part: float = 0.0
     dense_part: float = 0.0
     intent_part: float = 0.0
     server_part: float = 0.0
+    name_part: float = 0.0
     step: int = 0
 
 
@@ -407,10 +411,12 @@ def rank(
     calibration: Calibration = Calibration(),  # noqa: B008 - frozen, shared default
     clauses: Sequence[Branches] = (),
     servers: np.ndarray | None = None,
+    name_words: Sequence[frozenset[str]] | None = None,
 ) -> Ranking:
     """Rank the visible rows. ``clauses``: branches of the request's parts (a multi-step request); a tool
     then scores by the best of the whole request and each part (parts slightly discounted). ``servers``: a
-    server number per row (``IndexSnapshot.server_codes``), for ``_apply_server``.
+    server number per row (``IndexSnapshot.server_codes``), for ``_apply_server``. ``name_words``: each row's
+    name words (``text.name_words``), for ``_apply_name``.
 
     With approximate dense scores (an int8 table, see engine/dense.py) each pass also names the tools
     whose exact score could change its answer; they are re-scored exactly (the request's and its parts' in
@@ -444,6 +450,9 @@ def rank(
         _apply_server(candidates, servers, options.server_share)
     if options.intent and tool_ops is not None and fusion in FUSIONS:
         _apply_intent(candidates, query, tool_ops, options, scale=1.0 if fusion == "convex" else 2.0 / options.rrf_k)
+    if options.name_share and name_words is not None and fusion in FUSIONS:
+        scale = 1.0 if fusion == "convex" else 2.0 / options.rrf_k
+        _apply_name(candidates, query, name_words, options.name_share * scale)
     _apply_negatives(candidates, query, query_vector, negatives, negative_terms, options)
     candidates.sort(key=lambda c: (c.demoted, -c.score, tie_keys[c.row]))
     for position, candidate in enumerate(candidates, start=1):
@@ -764,6 +773,21 @@ def _apply_intent(
         candidate.score += candidate.intent_part
 
 
+def _apply_name(candidates: list[Candidate], query: str, name_words: Sequence[frozenset[str]], share: float) -> None:
+    """Each candidate gains ``share`` times the part of its name's words that the request says: a request that
+    names a tool ("read the file", "list_directory") prefers it over siblings its words describe as well. A
+    candidate whose name shares no word with the request gains nothing, so with no name word said the order
+    stays as it was. Read from the candidate's own name only: hidden tools change nothing."""
+    said = frozenset(request_terms(query))
+    if not said:
+        return
+    for candidate in candidates:
+        words = name_words[candidate.row]
+        if words and not words.isdisjoint(said):
+            candidate.name_part = share * len(words & said) / len(words)
+            candidate.score += candidate.name_part
+
+
 def _apply_negatives(
     candidates: list[Candidate],
     query: str,
@@ -791,13 +815,14 @@ def _apply_negatives(
 def score_explanation(candidate: Candidate, *, fusion: str) -> dict:
     """What ranked ``candidate`` where it is, from the values the ranking used (nothing recomputed):
     ``rank_score`` orders the answer (demoted tools after all others); ``bm25`` + ``dense`` (the branches'
-    shares) + ``intent`` + ``server`` = ``rank_score``; ``step`` names the part of a
+    shares) + ``intent`` + ``server`` + ``name`` = ``rank_score``; ``step`` names the part of a
     multi-step request that gave the score; ``fit`` is the calibrated relevance that decides confidence."""
     explanation = {
         "fusion": fusion,
         "rank_score": round(candidate.score, 4),
         "intent": round(candidate.intent_part, 4),
         "server": round(candidate.server_part, 4),
+        "name": round(candidate.name_part, 4),
         "demoted": candidate.demoted,
         "fit": round(candidate.calibrated, 4),
         "bm25": round(candidate.bm25_part, 4),

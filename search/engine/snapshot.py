@@ -13,7 +13,7 @@ import numpy as np
 
 from ..documents import ToolDoc
 from ..indexes import ToolSearchIndex
-from ..text import tokenize
+from ..text import name_words, tokenize
 from .dense import DenseIndex
 from .intent import tool_operation
 from .ranking import Branches, Calibration, Ranking, RankingOptions, rank, score_branches
@@ -82,6 +82,7 @@ class IndexSnapshot:
         # A generator: one document's tokens at a time, never every document's token list at once.
         self.sparse = SparseIndex(_doc_tokens(d, weights) for d in self.docs)
         self.tool_ops = [tool_operation(d.name, d.purpose or d.description) for d in self.docs]
+        self.name_words = [name_words(d.name) for d in self.docs]
         self.negative_terms = [_negative_terms(d) for d in self.docs]
         self.dense: DenseIndex | None = None
         self.negatives: DenseIndex | None = None
@@ -143,18 +144,21 @@ class IndexSnapshot:
         snapshot._visible_cache = {}
         merged: list[ToolDoc | None] = [None] * len(order)
         tool_ops: list[frozenset[str]] = [_NO_TERMS] * len(order)
+        names: list[frozenset[str]] = [_NO_TERMS] * len(order)
         negative_terms: list[frozenset[str]] = [_NO_TERMS] * len(order)
         for old, new in zip(kept.tolist(), kept_to.tolist(), strict=True):
             merged[new] = self.docs[old]
             tool_ops[new] = self.tool_ops[old]
+            names[new] = self.name_words[old]
             negative_terms[new] = self.negative_terms[old]
         for doc, row in zip(incoming, added_rows, strict=True):
             merged[row] = doc
             tool_ops[row] = tool_operation(doc.name, doc.purpose or doc.description)
+            names[row] = name_words(doc.name)
             negative_terms[row] = _negative_terms(doc)
         snapshot.docs = tuple(merged)
         snapshot._set_server_codes()
-        snapshot.tool_ops, snapshot.negative_terms = tool_ops, negative_terms
+        snapshot.tool_ops, snapshot.negative_terms, snapshot.name_words = tool_ops, negative_terms, names
         snapshot.pks = pks[order]
         snapshot._row_of_pk = _row_lookup(snapshot.pks)
         snapshot.tie_keys = self._merged_tie_keys(kept, kept_to, incoming, added_rows)
@@ -289,6 +293,7 @@ class IndexSnapshot:
             calibration=calibration,
             clauses=clauses if options.decompose else (),
             servers=self.server_codes,
+            name_words=self.name_words,
         )
 
     def explain(self, row: int, best_vector: int, query_terms: Sequence[str], dense: DenseIndex | None = None) -> dict:

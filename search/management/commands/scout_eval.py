@@ -147,6 +147,7 @@ class Command(ProgressCommand):
                 opts["withhold_flat_threshold"], settings.SCOUT_SEARCH_WITHHOLD_FLAT_THRESHOLD
             ),
             confidence_threshold=_given(opts["confidence_threshold"], settings.SCOUT_SEARCH_CONFIDENCE_THRESHOLD),
+            name_share=settings.SCOUT_SEARCH_NAME_SHARE,
             intent=not opts["no_intent"],
             decompose=not opts["no_decompose"],
         )
@@ -185,6 +186,7 @@ class Command(ProgressCommand):
             "withhold_spread": options.withhold_spread,
             "withhold_flat_threshold": options.withhold_flat_threshold,
             "confidence_threshold": options.confidence_threshold,
+            "name_share": options.name_share,
             "model": model_key(),
             "one_pass_parts": parts_for is not None,
             "degraded": degraded,
