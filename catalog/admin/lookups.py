@@ -45,11 +45,18 @@ class RawIdChoicesMixin:
 class StrictLookupsMixin(RawIdChoicesMixin):
     """Refuses changelist lookups into JSON fields (``?payload__contains=``) with a 400, the way Django refuses
     any disallowed lookup. Which JSON lookups work differs per database (on SQLite ``contains`` fails only when
-    the query runs, a 500), and no admin filter needs them."""
+    the query runs, a 500), and no admin filter needs them.
+
+    ``hidden_lookups`` names the fields some viewers read masked (another tenant's person on a shared row): any
+    query-string lookup on them is refused too, or ``?human_subject__startswith=a`` would spell the hidden name
+    out one letter at a time in the row count (Z12). Searches and filters go through the masked values."""
 
     model: type[models.Model]
+    hidden_lookups: tuple[str, ...] = ()
 
     def lookup_allowed(self, lookup: str, value: Any, request: HttpRequest | None = None) -> bool:
+        if lookup.split(LOOKUP_SEP)[0] in self.hidden_lookups:
+            return False
         model: Any = self.model
         for part in lookup.split(LOOKUP_SEP):
             try:

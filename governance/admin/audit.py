@@ -69,6 +69,7 @@ class AuditEventAdmin(StrictLookupsMixin, admin.ModelAdmin[AuditEvent]):
         ("created_at", admin.DateFieldListFilter),
     )
     search_fields = ("subject_shown", "agent_shown", "tenant", "tool_ref", "approval_ref", "trace_id")
+    hidden_lookups = ("human_subject", "agent")  # read masked: no ?human_subject__startswith= (Z12)
     paginator = BoundedCountPaginator
     show_full_result_count = False
     list_per_page = 100
