@@ -92,3 +92,23 @@ def test_directly_listed_tools_return_cleaned_output(gateway, token):
     assert _texts(result) == [CLEANED]
     _assert_clean(result)
     assert _marked(result, "faulty::hostile")
+
+
+def test_resource_links_other_than_http_and_https_are_dropped_and_said_to_be(gateway, token):
+    """C1-27: a link to ``javascript:``, ``file:``, ``data:`` (in any case, with a tab inside) is taken out of the
+    result the model reads, and a text block says links were removed; web links pass unchanged."""
+
+    async def main():
+        async with mcp_client(gateway, token, mode=MODERN) as client:
+            return await client.call_tool("execute_tool", {"tool_id": "faulty::links", "arguments": {}})
+
+    result = run(main)
+    assert not result.is_error
+    links = [str(block.uri) for block in result.content if block.type == "resource_link"]
+    assert links == ["https://docs.example.com/guide", "http://status.example.com/"]
+    assert _texts(result) == [
+        "The gateway removed 4 resource link(s) of this result: only http and https links are passed on."
+    ]
+    serialized = result.model_dump_json().lower()
+    assert not [scheme for scheme in ("javascript", "file:", "data:", "/etc/passwd") if scheme in serialized]
+    assert _marked(result, "faulty::links")

@@ -10,7 +10,7 @@ import sys
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
+from mcp_types import ResourceLink, ToolAnnotations
 
 server = MCPServer("faulty")
 READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
@@ -88,6 +88,21 @@ def hostile_error() -> str:
     """Fail with an error message carrying escapes and instruction tags."""
     _log("hostile_error")
     raise ToolError(HOSTILE)  # ToolError's message reaches the client (other exceptions are generic)
+
+
+@server.tool(annotations=READ_ONLY)
+def links() -> list[ResourceLink]:
+    """Return resource links: two web pages and four that lead elsewhere (script, local file, inline data, path)."""
+    _log("links")
+    uris = [
+        "https://docs.example.com/guide",
+        "javascript:alert(document.cookie)",
+        "file:///etc/passwd",
+        "data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==",
+        " JaVa\tScRiPt:alert(1)",
+        "http://status.example.com/",
+    ]
+    return [ResourceLink(type="resource_link", name=f"link {n}", uri=uri) for n, uri in enumerate(uris)]
 
 
 if __name__ == "__main__":
