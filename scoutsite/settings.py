@@ -264,6 +264,10 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    # The anonymous limit counts per client address: REMOTE_ADDR, or with N trusted reverse proxies in front the
+    # address the Nth from the right put in X-Forwarded-For. Left unset, DRF keys on the whole header, which any
+    # client writes: each request a new "client", never limited.
+    "NUM_PROXIES": env_int("SCOUT_API_NUM_PROXIES", 0),
 }
 # Requests per token (or per session user; per address when anonymous), counted in the cache (Redis with
 # REDIS_URL, so every worker shares the count). DRF rate syntax: "<n>/<second|minute|hour|day>".
