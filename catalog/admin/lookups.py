@@ -55,9 +55,14 @@ class StrictLookupsMixin(RawIdChoicesMixin):
     hidden_lookups: tuple[str, ...] = ()
 
     def lookup_allowed(self, lookup: str, value: Any, request: HttpRequest | None = None) -> bool:
-        if lookup.split(LOOKUP_SEP)[0] in self.hidden_lookups:
-            return False
         model: Any = self.model
+        first = lookup.split(LOOKUP_SEP)[0]
+        try:
+            first = model._meta.get_field(first).name  # ``user_id`` is the field ``user``
+        except FieldDoesNotExist:
+            pass
+        if first in self.hidden_lookups:
+            return False
         for part in lookup.split(LOOKUP_SEP):
             try:
                 field = model._meta.get_field(part)
