@@ -200,8 +200,9 @@ def test_a_policy_version_names_another_tenants_operator_as_someone(client, abro
 def test_a_hidden_name_is_no_lookup_in_the_query_string(client, abroad, mutating_tool, django_user_model):
     """A name tenant A's operator reads masked cannot be spelled out through the query string either:
     ``?human_subject__startswith=b`` on the audit list, or ``?agent__startswith=b`` on the audit list and the
-    inbox, counted the rows of bob-b and his agent one letter at a time. Every lookup on those fields answers
-    400, the same bytes for a name that exists and one that does not; other filters still work."""
+    inbox, counted the rows of bob-b and his agent one letter at a time (and ``?user=`` told which user ids have
+    rows). Every lookup on those fields answers 400, the same bytes for a name or id that has rows and one that
+    has none; other filters still work."""
     from governance.models import Agent
 
     bob = django_user_model.objects.get(username="bob-b")
@@ -222,5 +223,13 @@ def test_a_hidden_name_is_no_lookup_in_the_query_string(client, abroad, mutating
         absent = client.get(url, {key: "zz"})
         assert there.status_code == absent.status_code == 400, (url, key)
         assert there.content == absent.content, (url, key)
+    # Nor which user ids have rows: the people filter's own parameter keeps to visible people (test above).
+    ids = [(audit, key) for key in ("user", "user_id", "user__in", "user__gte")]
+    ids += [(inbox, key) for key in ("requester", "requester_id", "decided_by", "decided_by__isnull")]
+    for url, key in ids:
+        there, absent = client.get(url, {key: bob.pk}), client.get(url, {key: 999999})
+        assert there.status_code == absent.status_code == 400, (url, key)
+        assert there.content == absent.content, (url, key)
     assert client.get(audit, {"outcome__exact": "success"}).status_code == 200
+    assert client.get(audit, {"user__id__exact": bob.pk}).status_code == 200
     assert client.get(inbox, {"status__exact": "pending"}).status_code == 200
