@@ -208,7 +208,10 @@ def _transport(
 ) -> Any:
     if server.transport == Transport.STDIO:
         params = StdioServerParameters(
-            command=_resolve_command(server), args=list(server.args or []), env=_process_env(server)
+            command=_resolve_command(server),
+            args=list(server.args or []),
+            env=_process_env(server),
+            encoding_error_handler="replace",  # invalid UTF-8 becomes U+FFFD; "strict" stalled the session (C1-27)
         )
         return stdio_client(params, errlog=errlog) if errlog is not None else stdio_client(params)
     if server.transport == Transport.HTTP:
