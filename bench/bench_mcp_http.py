@@ -314,7 +314,7 @@ def start_gateway(port: int, workers: int, query_cache: bool) -> subprocess.Pope
         "warning",
         "--no-access-log",
     ]
-    env = {**os.environ, "SCOUT_MCP_EXPOSURE": "meta"}
+    env = {**os.environ, "SCOUT_MCP_EXPOSURE": "meta", "SCOUT_MCP_RATE": "1000000/minute"}  # counted, never reached
     if not query_cache:
         env["SCOUT_SEARCH_QUERY_CACHE_SIZE"] = "0"
     process = subprocess.Popen(command, cwd=ROOT, env=env)

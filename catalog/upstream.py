@@ -118,15 +118,46 @@ def _headers(server: Server) -> dict[str, str]:
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
+def answer_cap() -> int:
+    """The most bytes Scout reads of one HTTP upstream answer (a JSON body, or one event of an event stream): four
+    times the output cap, so an answer the gateway would cap still arrives whole, and never under 1 MB."""
+    return max(4 * settings.SCOUT_MCP_MAX_OUTPUT_BYTES, 1024 * 1024)
+
+
+class AnswerTooLarge(httpx2.StreamError):
+    """An upstream's answer body passed ``answer_cap``. A StreamError, so the SDK answers the request it was for with
+    an error carrying this message and closes the response (and its connection)."""
+
+
+class _CappedBody(httpx2.AsyncByteStream):
+    def __init__(self, stream: httpx2.AsyncByteStream, limit: int) -> None:
+        self._stream, self._limit = stream, limit
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        read = 0
+        async for chunk in self._stream:
+            read += len(chunk)
+            if read > self._limit:
+                raise AnswerTooLarge(f"the server's answer is over the {self._limit}-byte limit")
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
 class _PinnedTransport(httpx2.AsyncBaseTransport):
     """Sends every request of one session to the address ``egress_check`` approved when it connected (``Host`` and
     TLS SNI still name the host), so a second DNS answer cannot move the session elsewhere (DNS rebinding); a
-    request for any other origin (a redirect the SDK might follow) is refused, never sent."""
+    request for any other origin (a redirect the SDK might follow) is refused, never sent.
+
+    A body that is not an event stream (the JSON answer the SDK reads whole into memory) is cut at ``answer_cap``
+    bytes (T13); an event stream is read event by event, each event capped by the SDK (``max_sse_event_size``)."""
 
     def __init__(self, target: EgressTarget) -> None:
         self._target = target
         self._origin = urlsplit(target.url)
         self._inner = httpx2.AsyncHTTPTransport()
+        self._cap = answer_cap()
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         url, origin = request.url, self._origin
@@ -138,7 +169,13 @@ class _PinnedTransport(httpx2.AsyncBaseTransport):
         request.headers["Host"] = self._target.host_header
         if url.scheme == "https":
             request.extensions = {**request.extensions, "sni_hostname": self._target.host}
-        return await self._inner.handle_async_request(request)
+        response = await self._inner.handle_async_request(request)
+        if response.headers.get("content-type", "").lower().startswith("text/event-stream"):
+            return response
+        body = _CappedBody(response.stream, self._cap)  # type: ignore[arg-type]
+        return httpx2.Response(
+            response.status_code, headers=response.headers, stream=body, extensions=response.extensions
+        )
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -162,7 +199,7 @@ async def _http_transport(target: EgressTarget, headers: dict[str, str], connect
     timeout = httpx2.Timeout(connect_timeout, read=MCP_DEFAULT_SSE_READ_TIMEOUT)
     transport = _PinnedTransport(target)
     async with httpx2.AsyncClient(headers=headers, timeout=timeout, transport=transport, trust_env=False) as client:
-        async with streamable_http_client(target.url, http_client=client) as streams:
+        async with streamable_http_client(target.url, http_client=client, max_sse_event_size=answer_cap()) as streams:
             yield streams
 
 
@@ -171,7 +208,10 @@ def _transport(
 ) -> Any:
     if server.transport == Transport.STDIO:
         params = StdioServerParameters(
-            command=_resolve_command(server), args=list(server.args or []), env=_process_env(server)
+            command=_resolve_command(server),
+            args=list(server.args or []),
+            env=_process_env(server),
+            encoding_error_handler="replace",  # invalid UTF-8 becomes U+FFFD; "strict" stalled the session (C1-27)
         )
         return stdio_client(params, errlog=errlog) if errlog is not None else stdio_client(params)
     if server.transport == Transport.HTTP:

@@ -3,6 +3,8 @@ body checks after it, so nobody can make the gateway buffer or parse more than t
 
 - ``EdgeGuard`` (before auth): Host and Origin against the allowlists (421 / 403), and no query string (a
   token put in the URL is refused, and redacted from the scope so the access log never shows it).
+- ``RateGuard`` (after auth): requests per token, counted in the cache (Redis with REDIS_URL, so every worker
+  shares the count), 429 with Retry-After past ``SCOUT_MCP_RATE``.
 - ``BodyGuard`` (after auth): counts body bytes as they stream in and answers 413 as soon as the limit is
   passed (declared, chunked or understated lengths alike); then rejects what JSON-RPC dispatch should never
   see: a byte-order mark, invalid or truncated JSON, duplicate object keys (authorization and dispatch must
@@ -11,18 +13,25 @@ body checks after it, so nobody can make the gateway buffer or parse more than t
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import re
+import time
 from collections import deque
 from typing import Any
 
 import anyio
 import numpy as np
+from django.conf import settings
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from catalog.cachesafe import cache_call
+
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
+RATE_LIMITED = -32000  # JSON-RPC's implementation-defined server error range
 
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 
@@ -135,6 +144,52 @@ def check_json_body(body: bytes, *, max_depth: int) -> tuple[int, int, str] | No
     if isinstance(decoded, list):
         return 400, INVALID_REQUEST, "Invalid request: JSON-RPC batches are not supported"
     return None
+
+
+_PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_rate(rate: str) -> tuple[int, int] | None:
+    """``"<n>/<second|minute|hour|day>"`` (DRF's syntax) as (requests, seconds); None for an empty rate (no limit)."""
+    if not rate.strip():
+        return None
+    count, _, period = rate.partition("/")
+    return int(count), _PERIODS[period.strip()[:1]]
+
+
+def _over_the_limit(key: str, limit: int, window: int) -> int:
+    """Counts one request of ``key`` in the current ``window``-second slot: the seconds until the slot ends when it
+    is one too many, else 0. A cache outage counts nothing and refuses nothing (F4), as the REST limit does."""
+    now = time.time()
+    slot_key = f"mcp-rate:{key}:{int(now // window)}"
+    added = cache_call("add", slot_key, 1, timeout=window + 1, default=True)
+    count = 1 if added else cache_call("incr", slot_key, default=1)
+    return 0 if count <= limit else max(1, math.ceil(window - now % window))
+
+
+class RateGuard:
+    """At most ``SCOUT_MCP_RATE`` POSTs per token per period (T13, L3): a token looping on tool_search (a model
+    run per query) or execute_tool took the workers' CPU and the upstreams' capacity from every other caller.
+    Counted per token in fixed slots of the period (a burst across a slot's end can reach twice the rate); the
+    answer past it is a 429 with Retry-After and a JSON-RPC error, before the body is read."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        access = getattr(scope.get("user"), "access_token", None)
+        rate = parse_rate(settings.SCOUT_MCP_RATE)
+        if scope["type"] != "http" or scope.get("method") != "POST" or access is None or rate is None:
+            await self.app(scope, receive, send)
+            return
+        key = hashlib.sha256(access.token.encode("utf-8")).hexdigest()  # the token, never kept raw
+        retry_after = await anyio.to_thread.run_sync(_over_the_limit, key, *rate)
+        if retry_after:
+            message = f"Too many requests for this token (limit {settings.SCOUT_MCP_RATE}); retry in {retry_after} s"
+            body = {"jsonrpc": "2.0", "id": None, "error": {"code": RATE_LIMITED, "message": message}}
+            await _send_json(send, 429, body, [(b"retry-after", str(retry_after).encode())])
+            return
+        await self.app(scope, receive, send)
 
 
 class BodyGuard:

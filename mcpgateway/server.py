@@ -41,7 +41,7 @@ from .auth import ConfirmedAccess, ScoutTokenVerifier, principal_from_context
 from .choices import Exposure
 from .constants import META_TOOLS
 from .db import orm_threads_stop, run_orm
-from .guards import BodyGuard, EdgeGuard
+from .guards import BodyGuard, EdgeGuard, RateGuard
 from .selectors import client_tool_name, tool_for_client_name, tools_listed_for
 from .services import UnknownTool, error_result, gateway_execute
 from .tools import META_TOOL_FUNCTIONS, unknown_tool_error
@@ -209,8 +209,8 @@ def build_mcp_server() -> ScoutMCPServer:
 
 def build_routes(server: ScoutMCPServer) -> list[BaseRoute]:
     """Routes for /mcp and its protected-resource metadata, with the guards in order: edge checks, bearer
-    authentication (a token from the process's cache confirmed before the response: auth.py), body checks,
-    then the SDK's Streamable HTTP handling."""
+    authentication (a token from the process's cache confirmed before the response: auth.py), the rate per
+    token, body checks, then the SDK's Streamable HTTP handling."""
     sdk_app = server.streamable_http_app(
         stateless_http=settings.SCOUT_MCP_STATELESS,
         transport_security=transport_security(),
@@ -219,10 +219,12 @@ def build_routes(server: ScoutMCPServer) -> list[BaseRoute]:
     verifier = server._token_verifier  # noqa: SLF001 - the verifier MCPServer was built with
     auth = server.settings.auth
     assert auth is not None and verifier is not None
-    inner = BodyGuard(
-        StreamableHTTPASGIApp(server.session_manager),
-        max_body_bytes=settings.SCOUT_MCP_MAX_BODY_BYTES,
-        max_depth=settings.SCOUT_MCP_MAX_JSON_DEPTH,
+    inner = RateGuard(
+        BodyGuard(
+            StreamableHTTPASGIApp(server.session_manager),
+            max_body_bytes=settings.SCOUT_MCP_MAX_BODY_BYTES,
+            max_depth=settings.SCOUT_MCP_MAX_JSON_DEPTH,
+        )
     )
     resource_metadata_url = build_resource_metadata_url(auth.resource_server_url)
     endpoint = AuthenticationMiddleware(

@@ -264,6 +264,10 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    # The anonymous limit counts per client address: REMOTE_ADDR, or with N trusted reverse proxies in front the
+    # address the Nth from the right put in X-Forwarded-For. Left unset, DRF keys on the whole header, which any
+    # client writes: each request a new "client", never limited.
+    "NUM_PROXIES": env_int("SCOUT_API_NUM_PROXIES", 0),
 }
 # Requests per token (or per session user; per address when anonymous), counted in the cache (Redis with
 # REDIS_URL, so every worker shares the count). DRF rate syntax: "<n>/<second|minute|hour|day>".
@@ -341,6 +345,9 @@ SCOUT_MCP_ALLOWED_HOSTS = env_list("SCOUT_MCP_ALLOWED_HOSTS", ["127.0.0.1:*", "l
 SCOUT_MCP_ALLOWED_ORIGINS = env_list(
     "SCOUT_MCP_ALLOWED_ORIGINS", ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
 )
+# Requests per token on /mcp (429 with Retry-After past it; empty: no limit), counted in the cache like
+# SCOUT_API_RATE. DRF rate syntax: "<n>/<second|minute|hour|day>".
+SCOUT_MCP_RATE = env_str("SCOUT_MCP_RATE", "1200/minute")
 # Request limits on /mcp: body bytes (413 past it), JSON nesting depth, bytes of execute_tool arguments.
 SCOUT_MCP_MAX_BODY_BYTES = env_int("SCOUT_MCP_MAX_BODY_BYTES", 1024 * 1024)
 SCOUT_MCP_MAX_JSON_DEPTH = env_int("SCOUT_MCP_MAX_JSON_DEPTH", 64)

@@ -103,6 +103,7 @@ class QueryLogEntryAdmin(ReadOnlyAdmin, admin.ModelAdmin[QueryLogEntry]):
     list_display_links = ("when",)
     list_filter = ("confidence", "degraded", "backend", "client")
     search_fields = ("query",)
+    hidden_lookups = ("user", "principal_key")  # who asked is read masked, the key not at all: no lookups (Z12)
     date_hierarchy = "created_at"
     show_full_result_count = False
     # Who asked is named only where the reader may see them: a tenant-less token's search is shared, its person

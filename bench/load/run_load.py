@@ -150,6 +150,7 @@ def main() -> int:
         "SQLITE_PATH": str(work / "load.sqlite3"),
         "SCOUT_MCP_EXPOSURE": "meta",
         "SCOUT_API_RATE": args.rate,
+        "SCOUT_MCP_RATE": "1000000/minute",  # the agents' MCP traffic is the load, not a burst to refuse
         "SCOUT_MCP_CALL_TIMEOUT": "40",
         "SCOUT_UPSTREAM_ALLOWED_HOSTS": "127.0.0.1/32",  # the mock and slow MCP servers run on this machine
         "CELERY_TASK_ALWAYS_EAGER": "1",

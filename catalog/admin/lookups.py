@@ -45,12 +45,27 @@ class RawIdChoicesMixin:
 class StrictLookupsMixin(RawIdChoicesMixin):
     """Refuses changelist lookups into JSON fields (``?payload__contains=``) with a 400, the way Django refuses
     any disallowed lookup. Which JSON lookups work differs per database (on SQLite ``contains`` fails only when
-    the query runs, a 500), and no admin filter needs them."""
+    the query runs, a 500), and no admin filter needs them.
+
+    ``hidden_lookups`` names the fields some viewers read masked (another tenant's person on a shared row): any
+    query-string lookup on them is refused too, or ``?human_subject__startswith=a`` would spell the hidden name
+    out one letter at a time in the row count (Z12), or ``?user=17`` tell which ids have rows. Searches go through
+    the masked values; ``filter_lookups`` are the parameters of the admin's own list filters on a hidden field,
+    which narrow to what the viewer may see themselves."""
 
     model: type[models.Model]
+    hidden_lookups: tuple[str, ...] = ()
+    filter_lookups: tuple[str, ...] = ()
 
     def lookup_allowed(self, lookup: str, value: Any, request: HttpRequest | None = None) -> bool:
         model: Any = self.model
+        first = lookup.split(LOOKUP_SEP)[0]
+        try:
+            first = model._meta.get_field(first).name  # ``user_id`` is the field ``user``
+        except FieldDoesNotExist:
+            pass
+        if first in self.hidden_lookups and lookup not in self.filter_lookups:
+            return False
         for part in lookup.split(LOOKUP_SEP):
             try:
                 field = model._meta.get_field(part)

@@ -53,6 +53,7 @@ class ApprovalRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[ApprovalRequest]
     list_display_links = ("request_column",)
     list_filter = ("status", DecidedByFilter, "risk_class", "operation_class")
     search_fields = ("approval_id", "tool__tool_id", "requester_shown", "agent_shown")  # Z12: no other tenant's name
+    hidden_lookups = ("agent", "requester", "decided_by")  # read masked: no ?agent__startswith=, ?requester=17
     readonly_fields = (
         "approval_id",
         "status",

@@ -69,6 +69,8 @@ class AuditEventAdmin(StrictLookupsMixin, admin.ModelAdmin[AuditEvent]):
         ("created_at", admin.DateFieldListFilter),
     )
     search_fields = ("subject_shown", "agent_shown", "tenant", "tool_ref", "approval_ref", "trace_id")
+    hidden_lookups = ("human_subject", "agent", "user")  # read masked: no ?human_subject__startswith= (Z12)
+    filter_lookups = ("user__id__exact", "user__isnull")  # VisiblePersonFilter's, which keeps to visible people
     paginator = BoundedCountPaginator
     show_full_result_count = False
     list_per_page = 100

@@ -49,6 +49,7 @@ class GrantAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin):
     target_model: type = Server
     list_display = ("holder", "action", "content_object", "granter")
     list_filter = (ActionFilter,)
+    hidden_lookups = ("granted_by",)  # read masked where another tenant's (Z12)
     raw_id_fields = ("content_object",)
     list_select_related = ("permission", "content_object", "granted_by")
 

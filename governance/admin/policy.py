@@ -53,6 +53,7 @@ class PolicyVersionAdmin(StrictLookupsMixin, admin.ModelAdmin[PolicyVersion]):
     list_display = ("label", "reason", "created_at", "creator")
     readonly_fields = ("number", "reason", "created_at", "creator")
     fields = readonly_fields  # not the created_by field itself: it would name another tenant's operator
+    hidden_lookups = ("created_by",)  # nor a lookup on it (?created_by=17)
 
     def get_queryset(self, request):
         # The policy is one for all tenants, but who bumped it may be another tenant's operator (Z12).
@@ -145,6 +146,7 @@ class ToolPolicyAdmin(SharedToolReadOnlyMixin, TenantScopedMixin, StrictLookupsM
     )
     list_select_related = ("tool", "risk_class")
     search_fields = ("tool__tool_id",)
+    hidden_lookups = ("classified_by",)  # read masked where another tenant's (Z12)
     filter_horizontal = ("required_entitlements",)
     fields = (
         "tool",

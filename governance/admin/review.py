@@ -31,6 +31,7 @@ class ToolReviewAdmin(SharedToolReadOnlyMixin, TenantScopedMixin, StrictLookupsM
     list_filter = ("status", "kind")
     list_select_related = ("tool", "decided_by")
     search_fields = ("tool__tool_id",)
+    hidden_lookups = ("decided_by",)  # read masked where another tenant's (Z12)
     readonly_fields = (
         "tool",
         "kind",

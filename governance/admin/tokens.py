@@ -112,6 +112,7 @@ class ApiTokenAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Api
     list_filter = ("revoked_at", ("tenant", admin.RelatedOnlyFieldListFilter))
     list_select_related = ("user", "agent", "tenant")
     search_fields = ("name", "user__username", "agent__name", "tenant__slug", "display_prefix")
+    hidden_lookups = ("created_by", "revoked_by")  # read masked where another tenant's (Z12): no ?created_by=17
     autocomplete_fields = ("user",)
     actions = ["revoke_selected"]
     # Shown read-only as creator / revoker (named only where visible) and the scopes in words.

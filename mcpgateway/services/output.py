@@ -5,11 +5,18 @@ own ``_meta``) goes through governance's ``clean_tool_output``: control characte
 controls and zero-width characters are removed and instruction or role tags defanged. The result's
 ``_meta`` then carries ``OUTPUT_META_KEY``, a structured marker that the content is untrusted tool output;
 the meta-tool descriptions and the server instructions tell the model the same in words.
+
+A resource link whose URI is not an http or https URL naming a public host (``javascript:``, ``file:``, ``data:``,
+a bare path, ``http://169.254.169.254/``) is dropped, and so is such an icon of a link kept; a text block says how
+many were: a model or the host showing the link would follow it somewhere no tool result should send it.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import socket
 from typing import Any
+from urllib.parse import urlsplit
 
 import mcp_types as types
 
@@ -23,6 +30,56 @@ def result_for_model(result: types.CallToolResult, *, tool_id: str) -> types.Cal
     raw: dict[str, Any] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
     cleaned = clean_json_strings(raw)
     assert isinstance(cleaned, dict)
+    content = cleaned.get("content") or []
+    kept = [block for block in content if not (_is_link(block) and _refused(block.get("uri")))]
+    dropped = len(content) - len(kept)
+    for block in kept:
+        if _is_link(block) and isinstance(block.get("icons"), list):
+            icons = [icon for icon in block["icons"] if not _refused(icon.get("src"), images=True)]
+            dropped += len(block["icons"]) - len(icons)
+            block["icons"] = icons
+    if dropped:
+        note = (
+            f"The gateway removed {dropped} link(s) of this result: only http and https links to public hosts "
+            "are passed on."
+        )
+        cleaned["content"] = [*kept, {"type": "text", "text": note}]
     meta = cleaned.get("_meta") if isinstance(cleaned.get("_meta"), dict) else {}
     cleaned["_meta"] = {**meta, OUTPUT_META_KEY: {"source": tool_id, "trust": "untrusted", "kind": "tool-output"}}
     return types.CallToolResult.model_validate(cleaned)
+
+
+def _is_link(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("type") == "resource_link"
+
+
+def _refused(uri: Any, *, images: bool = False) -> bool:
+    """Whether a link's URI (or an icon's, ``images``: an inline ``data:image/`` one is fine too) is anything but an
+    http(s) URL naming a public host. A private, loopback or link-local address, however spelt, or localhost is
+    refused: a host that shows the link (or fetches the icon) would reach inside the user's own network, the
+    cloud metadata address or a router's admin page. A name is not resolved: what it resolves to is the client's
+    business, on the client's network."""
+    text = str(uri or "")
+    if images and text.lower().startswith("data:image/"):
+        return False
+    try:
+        parts = urlsplit(text)
+        host = parts.hostname
+    except ValueError:
+        return True
+    return parts.scheme.lower() not in ("http", "https") or not host or _internal(host)
+
+
+def _internal(host: str) -> bool:
+    host = host.rstrip(".")  # "localhost." is localhost
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    last = host.rsplit(".", 1)[-1]
+    try:
+        if last.isdigit() or last.startswith("0x"):  # a browser reads 2130706433, 0x7f000001, 127.1 as IPv4
+            address = ipaddress.ip_address(socket.inet_aton(host))
+        else:
+            address = ipaddress.ip_address(host)
+    except (OSError, ValueError):
+        return last.isdigit() or last.startswith("0x")  # a number that is no address: refused; a name: kept
+    return not address.is_global

@@ -99,3 +99,28 @@ def test_unexpected_error_is_a_bare_500(api, catalog, member, monkeypatch):
     assert response.status_code == 500
     assert error_of(response) == {"code": "server_error", "message": "Internal error.", "fields": {}}
     assert "secret internals" not in response.text and "Traceback" not in response.text
+
+
+def test_a_spoofed_forwarded_for_header_does_not_escape_the_anonymous_limit(api, settings):
+    """DRF keyed the anonymous limit on X-Forwarded-For as the client sent it (NUM_PROXIES unset), so a new value
+    on every request was a new client, never limited. Without proxies (the default) the address is the
+    connection's; with SCOUT_API_NUM_PROXIES=1 it is the one the proxy added, rightmost."""
+    from django.core.cache import cache
+
+    cache.clear()
+    settings.SCOUT_API_ANON_RATE = "3/minute"
+    spoofed = [
+        httpx.get(f"{api.base}/api/v1/no-such-thing/", headers={"X-Forwarded-For": f"203.0.113.{n}"}) for n in range(5)
+    ]
+    assert [response.status_code for response in spoofed] == [404, 404, 404, 429, 429]
+    assert httpx.get(f"{api.base}/api/v1/no-such-thing/").status_code == 429  # the same client, the same budget
+
+    cache.clear()
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": 1}
+
+    def through_the_proxy(client: str, claimed: str) -> int:
+        forwarded = {"X-Forwarded-For": f"{claimed}, {client}"}
+        return httpx.get(f"{api.base}/api/v1/no-such-thing/", headers=forwarded).status_code
+
+    assert [through_the_proxy("198.51.100.7", f"10.0.0.{n}") for n in range(4)] == [404, 404, 404, 429]
+    assert through_the_proxy("198.51.100.8", "10.0.0.1") == 404  # another client behind the proxy: its own budget

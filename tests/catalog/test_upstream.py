@@ -218,3 +218,21 @@ def test_a_2026_server_without_subscriptions_is_held_open_by_heartbeats():
 
     with serve_http(quiet) as running:
         assert upstream.run_async(lambda: work(running.url))
+
+
+def test_invalid_utf8_from_a_stdio_server_is_replaced_and_the_session_goes_on(tmp_path):
+    """C1-27: bytes that are not UTF-8 in a stdio server's answer stalled the session (the SDK decoded strictly,
+    its reader failed, the call waited for its timeout). They now read as U+FFFD, and the next call is answered."""
+    import json
+
+    answer = {"jsonrpc": "2.0", "id": 0, "result": {"content": [{"type": "text", "text": "caf\u00e9 \u00ff\u00fe ok"}]}}
+    reply = json.dumps(answer, ensure_ascii=False).replace('"id": 0', '"id": ID')  # written as Latin-1 bytes
+    server = scripted_connection(tmp_path, json.dumps({"pages": [[]], "call_reply": reply}))
+
+    async def work():
+        async with upstream.open_session(server) as session:
+            return [(await session.call_tool("anything", {}, timeout=5)).content[0].text for _ in range(2)]
+
+    texts = upstream.run_async(work)
+
+    assert texts == ["caf\ufffd \ufffd\ufffd ok"] * 2  # é written as Latin-1 is one invalid byte too

@@ -220,6 +220,7 @@ def gateway(live_gateway: ThreadedUvicorn, transactional_db, settings) -> Thread
     from search.backends import backend_get
 
     settings.SCOUT_PUBLIC_URL = live_gateway.url
+    settings.SCOUT_MCP_RATE = "100000/minute"  # some tests send many requests with one token (test_rate_limit: its own)
     forget_cached_state()
     yield live_gateway
     backend_get().reset()

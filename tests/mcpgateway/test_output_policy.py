@@ -92,3 +92,30 @@ def test_directly_listed_tools_return_cleaned_output(gateway, token):
     assert _texts(result) == [CLEANED]
     _assert_clean(result)
     assert _marked(result, "faulty::hostile")
+
+
+def test_links_other_than_to_public_web_hosts_are_dropped_and_said_to_be(gateway, token):
+    """C1-27: a link to ``javascript:``, ``file:``, ``data:`` (in any case, with a tab inside), to the cloud metadata
+    address or to loopback (spelt as a number, or as a name) is taken out of the result the model reads, and so is
+    such an icon of a link kept (an inline image stays); a text block says how many were removed. Web links to
+    public hosts pass unchanged."""
+
+    async def main():
+        async with mcp_client(gateway, token, mode=MODERN) as client:
+            return await client.call_tool("execute_tool", {"tool_id": "faulty::links", "arguments": {}})
+
+    result = run(main)
+    assert not result.is_error
+    links = [block for block in result.content if block.type == "resource_link"]
+    assert [str(link.uri) for link in links] == ["https://docs.example.com/guide", "http://status.example.com/"]
+    assert [icon.src for icon in links[0].icons] == [
+        "https://docs.example.com/icon.png",
+        "data:image/png;base64,iVBORw0KGgo=",
+    ]
+    assert _texts(result) == [
+        "The gateway removed 9 link(s) of this result: only http and https links to public hosts are passed on."
+    ]
+    serialized = result.model_dump_json().lower()
+    refused = ("javascript", "file:", "data:text", "/etc/passwd", "169.254", "0x7f", "localhost", "192.168")
+    assert not [text for text in refused if text in serialized]
+    assert _marked(result, "faulty::links")

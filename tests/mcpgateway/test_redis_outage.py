@@ -27,6 +27,8 @@ from .conftest import (
     make_token,
     make_user,
     mcp_client,
+    modern_request,
+    raw_post,
     run,
     unknown_tool_text,
 )
@@ -153,3 +155,22 @@ def test_the_rest_rate_limit_fails_open_while_redis_is_down_and_applies_again_af
     throwaway_redis.start()  # empty: the count starts again
     time.sleep(0.6)  # the skip window after the last failure passes (a wait, not a timed assertion)
     assert _rest_statuses(gateway, people["member"], 5) == [200, 200, 200, 429, 429]
+
+
+def test_the_mcp_rate_limit_fails_open_while_redis_is_down_and_applies_again_after(
+    gateway, people, throwaway_redis, settings
+):
+    """/mcp's limit per token (SCOUT_MCP_RATE) is counted in Redis too and has the same fail mode."""
+    settings.SCOUT_MCP_RATE = "3/day"  # a day's slot: the test never straddles two
+
+    def statuses(count: int) -> list[int]:
+        return [
+            raw_post(gateway, modern_request("tools/list"), token=people["member"]).status_code for _ in range(count)
+        ]
+
+    assert statuses(5) == [200, 200, 200, 429, 429]
+    throwaway_redis.stop()
+    assert statuses(5) == [200] * 5  # fails open: no count, no refusal
+    throwaway_redis.start()  # empty: the count starts again
+    time.sleep(0.6)  # the skip window after the last failure passes (a wait, not a timed assertion)
+    assert statuses(5) == [200, 200, 200, 429, 429]

@@ -9,7 +9,9 @@ Usage: python scripted_stdio.py SCRIPT.json. The script (re-read on every reques
   delay: seconds to wait before answering each tools/list;
   env_tool: true to add a tool "env" whose description lists the environment's variable names;
   notify_on_list: true to send notifications/tools/list_changed (unasked, as 2025 servers do) after each listing;
-  exit_after_lists: exit once this many tools/list requests were answered.
+  exit_after_lists: exit once this many tools/list requests were answered;
+  call_reply: the tools/call answer as raw text, "ID" standing for the request's id, written as Latin-1 bytes
+    (so "\u00ff" is the byte 0xFF: invalid UTF-8 on the wire).
 It answers server/discover with "method not found", so the client falls back to the initialize handshake.
 """
 
@@ -52,6 +54,11 @@ def main() -> None:
                     },
                 }
             )
+        elif method == "tools/call" and "call_reply" in script:
+            raw = script["call_reply"].replace("ID", json.dumps(msg_id)) + "\n"
+            sys.stdout.flush()
+            sys.stdout.buffer.write(raw.encode("latin-1"))
+            sys.stdout.buffer.flush()
         elif method == "tools/list":
             cursor = (message.get("params") or {}).get("cursor")
             index = 0 if cursor is None else int(cursor.removeprefix("page-"))

@@ -343,6 +343,34 @@ def test_the_query_log_names_who_asked_only_where_visible(client, world, mutatin
     assert "bob-b" in _page(client, changelist)
 
 
+def test_the_query_log_answers_no_lookup_on_who_asked(client, world):
+    """The principal key (user id, token, agent name) is never shown, and who asked is shown masked; as query-string
+    lookups they told tenant A's curator tenant B's agent's name letter by letter (``principal_key__contains``) and
+    which user ids searched (``user``). Each such lookup is a 400, the same bytes for a name or id that has rows and
+    one that has none; the list's own filters still work."""
+    from search.usage import query_log_record
+
+    query_log_record(principal=world["bob"], query="delete the repo", results=[], confidence="low", degraded=False,
+                     backend="bm25", latency_ms=1.0)  # fmt: skip
+    bob = world["bob-b"].pk
+    client.force_login(world["cat-a"])
+    changelist = reverse("admin:search_querylogentry_changelist")
+    probes = [
+        ("principal_key__contains", B_AGENT, "no-such-agent"),
+        ("principal_key__startswith", f"u{bob}|", "u999999|"),
+        ("principal_key", "x", "y"),
+        ("user", bob, 999999),
+        ("user__exact", bob, 999999),
+        ("user__in", bob, 999999),
+        ("user_id", bob, 999999),
+    ]
+    for key, there, absent in probes:
+        answers = [client.get(changelist, {key: value}) for value in (there, absent)]
+        assert [answer.status_code for answer in answers] == [400, 400], key
+        assert answers[0].content == answers[1].content, key
+    assert client.get(changelist, {"confidence__exact": "low"}).status_code == 200
+
+
 def test_an_objects_history_names_no_other_tenants_person_or_row(client, world, server, superuser):
     """Django's History page of a shared server: tenant B's operator who changed it is someone in another tenant,
     and the grant rows a change added are not named (they may be another tenant's group's)."""

@@ -195,3 +195,41 @@ def test_a_policy_version_names_another_tenants_operator_as_someone(client, abro
         assert "bea-b" not in html, url
     client.force_login(superuser)
     assert "bea-b" in client.get(reverse("admin:governance_policyversion_changelist")).content.decode()
+
+
+def test_a_hidden_name_is_no_lookup_in_the_query_string(client, abroad, mutating_tool, django_user_model):
+    """A name tenant A's operator reads masked cannot be spelled out through the query string either:
+    ``?human_subject__startswith=b`` on the audit list, or ``?agent__startswith=b`` on the audit list and the
+    inbox, counted the rows of bob-b and his agent one letter at a time (and ``?user=`` told which user ids have
+    rows). Every lookup on those fields answers 400, the same bytes for a name or id that has rows and one that
+    has none; other filters still work."""
+    from governance.models import Agent
+
+    bob = django_user_model.objects.get(username="bob-b")
+    agent = Agent.objects.create(user=bob, name="bob-b-agent")
+    _, raw = api_token_create(user=bob, name="bob agent token", scopes=["execute"], expires_at=_tomorrow(), agent=agent)
+    bobs_agent = api_token_verify(raw)
+    _searched(bobs_agent, mutating_tool)
+    approval_request_create(principal=bobs_agent, tool=mutating_tool, arguments={"repo": "scout"})
+    assert AuditEvent.objects.filter(human_subject="bob-b", agent="bob-b-agent").exists()
+
+    client.force_login(abroad["ann"])
+    audit = reverse("admin:governance_auditevent_changelist")
+    inbox = reverse("admin:governance_approvalrequest_changelist")
+    probes = [(audit, f"human_subject{lookup}") for lookup in ("", "__startswith", "__iexact", "__in", "__gt")]
+    probes += [(url, f"agent{lookup}") for url in (audit, inbox) for lookup in ("", "__istartswith", "__contains")]
+    for url, key in probes:
+        there = client.get(url, {key: "bob-b-agent" if key.startswith("agent") else "bob-b"})
+        absent = client.get(url, {key: "zz"})
+        assert there.status_code == absent.status_code == 400, (url, key)
+        assert there.content == absent.content, (url, key)
+    # Nor which user ids have rows: the people filter's own parameter keeps to visible people (test above).
+    ids = [(audit, key) for key in ("user", "user_id", "user__in", "user__gte")]
+    ids += [(inbox, key) for key in ("requester", "requester_id", "decided_by", "decided_by__isnull")]
+    for url, key in ids:
+        there, absent = client.get(url, {key: bob.pk}), client.get(url, {key: 999999})
+        assert there.status_code == absent.status_code == 400, (url, key)
+        assert there.content == absent.content, (url, key)
+    assert client.get(audit, {"outcome__exact": "success"}).status_code == 200
+    assert client.get(audit, {"user__id__exact": bob.pk}).status_code == 200
+    assert client.get(inbox, {"status__exact": "pending"}).status_code == 200

@@ -10,7 +10,7 @@ import sys
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
+from mcp_types import Icon, ResourceLink, ToolAnnotations
 
 server = MCPServer("faulty")
 READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
@@ -88,6 +88,34 @@ def hostile_error() -> str:
     """Fail with an error message carrying escapes and instruction tags."""
     _log("hostile_error")
     raise ToolError(HOSTILE)  # ToolError's message reaches the client (other exceptions are generic)
+
+
+@server.tool(annotations=READ_ONLY)
+def links() -> list[ResourceLink]:
+    """Return resource links: two web pages (with icons, one of them a script) and links that lead elsewhere: a
+    script, a local file, inline data, the cloud metadata address, loopback spelt as a number and as a name."""
+    _log("links")
+    uris = [
+        "https://docs.example.com/guide",
+        "javascript:alert(document.cookie)",
+        "file:///etc/passwd",
+        "data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==",
+        " JaVa\tScRiPt:alert(1)",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://0x7f000001:8080/admin",
+        "http://localhost./",
+        "http://status.example.com/",
+    ]
+    icons = [
+        Icon(src="https://docs.example.com/icon.png"),
+        Icon(src="data:image/png;base64,iVBORw0KGgo="),
+        Icon(src="javascript:alert(1)"),
+        Icon(src="http://192.168.1.1/icon.png"),
+    ]
+    return [
+        ResourceLink(type="resource_link", name=f"link {n}", uri=uri, icons=icons if n == 0 else None)
+        for n, uri in enumerate(uris)
+    ]
 
 
 if __name__ == "__main__":

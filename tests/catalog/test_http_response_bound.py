@@ -1,0 +1,124 @@
+"""T13: a Streamable HTTP upstream's answer is read only up to a bound. The SDK reads a JSON answer whole into memory
+(``response.aread()``), so a server answering a tool call with an endless JSON body held the gateway's memory
+without limit. The pinned transport now cuts a JSON body at ``answer_cap()`` (four times
+SCOUT_MCP_MAX_OUTPUT_BYTES, at least 1 MB): the call fails with an error saying so and the connection is closed,
+while the server is still sending. An event stream is capped per event (the SDK's ``max_sse_event_size``, given
+the same bound)."""
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import anyio
+import httpx
+import pytest
+
+from catalog import upstream
+from catalog.models import Server
+from tests.catalog.servers.http_mcp import serve_http
+
+CHUNK = b"x" * 65536
+FLOOD_BYTES = 64 * 1024 * 1024  # what the server would send; the bound is 1 MB here
+
+
+@pytest.fixture
+def flooding_upstream(loopback_upstreams) -> Iterator[tuple[str, dict]]:
+    """A real MCP server behind a front that answers a call of ``flood`` itself with a JSON body of 64 MB written
+    64 kB at a time (``flood_sse``: one server-sent event as big); ``sent`` records how much of it was written
+    before the reader hung up. Everything else reaches the real server."""
+    sent: dict = {}
+    with serve_http(json_response=True) as real:
+
+        class Front(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - http.server's name
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                message = json.loads(body)
+                if message.get("method") == "tools/call" and message["params"]["name"].startswith("flood"):
+                    self._flood(message)
+                    return
+                passed = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
+                answer = httpx.post(real.url, content=body, headers=passed, timeout=30)
+                self.send_response(answer.status_code)
+                for name, value in answer.headers.items():
+                    if name.lower() not in ("content-length", "transfer-encoding", "connection", "date", "server"):
+                        self.send_header(name, value)
+                self.send_header("Content-Length", str(len(answer.content)))
+                self.end_headers()
+                self.wfile.write(answer.content)
+
+            def _flood(self, message):
+                sse = message["params"]["name"] == "flood_sse"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream" if sse else "application/json")
+                self.send_header("Connection", "close")  # the body runs until the connection closes
+                self.end_headers()
+                head = json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": {"content": []}})
+                head = head[: -len("]}}")] + '{"type": "text", "text": "'  # the text is the flood
+                written = 0
+                try:
+                    self.wfile.write((b"event: message\ndata: " if sse else b"") + head.encode())
+                    while written < FLOOD_BYTES:
+                        self.wfile.write(CHUNK)
+                        written += len(CHUNK)
+                    self.wfile.write(b'"}]}}' + (b"\n\n" if sse else b""))
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                sent[message["params"]["name"]] = written
+
+            def do_GET(self):  # noqa: N802 - no standalone event stream
+                self.send_response(405)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            do_DELETE = do_GET  # noqa: N815
+
+            def log_message(self, *args):
+                pass
+
+        front = ThreadingHTTPServer(("127.0.0.1", 0), Front)
+        threading.Thread(target=front.serve_forever, daemon=True).start()
+        try:
+            yield f"http://127.0.0.1:{front.server_address[1]}/mcp", sent
+        finally:
+            front.shutdown()
+            front.server_close()
+
+
+def _call(url: str, tool: str, arguments: dict | None = None):
+    server = Server(slug="flood", name="Flood", transport="http", url=url)
+    return anyio.run(lambda: upstream.call_tool(server, tool, arguments, timeout=60))
+
+
+def _wait_for(sent: dict, tool: str) -> int:
+    for _ in range(600):
+        if tool in sent:
+            return sent[tool]
+        threading.Event().wait(0.05)
+    raise AssertionError(f"the server never finished writing {tool}")
+
+
+def test_a_huge_json_answer_is_cut_at_the_bound_and_its_connection_closed(flooding_upstream, settings):
+    url, sent = flooding_upstream
+    settings.SCOUT_MCP_MAX_OUTPUT_BYTES = 64 * 1024
+    assert upstream.answer_cap() == 1024 * 1024  # never under 1 MB
+    with pytest.raises(upstream.UpstreamError) as refused:
+        _call(url, "flood")
+    assert "over the 1048576-byte limit" in str(refused.value), str(refused.value)
+    assert str(refused.value).startswith("flood: ")
+    # The reader hung up: the server could not write the rest (socket buffers hold a few MB at most).
+    assert _wait_for(sent, "flood") < FLOOD_BYTES // 4
+
+    greeting = _call(url, "greet", {"name": "Ann"})  # an ordinary answer passes the bound untouched
+    assert greeting.content[0].text == "Hello, Ann!"
+    settings.SCOUT_MCP_MAX_OUTPUT_BYTES = 4 * 1024 * 1024
+    assert upstream.answer_cap() == 16 * 1024 * 1024  # four times the output cap
+
+
+def test_one_huge_server_sent_event_is_cut_at_the_bound(flooding_upstream, settings):
+    url, sent = flooding_upstream
+    settings.SCOUT_MCP_MAX_OUTPUT_BYTES = 64 * 1024
+    with pytest.raises(upstream.UpstreamError):
+        _call(url, "flood_sse")
+    assert _wait_for(sent, "flood_sse") < FLOOD_BYTES // 4

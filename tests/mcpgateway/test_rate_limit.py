@@ -1,0 +1,45 @@
+"""T13, L3: /mcp had no rate limit, so one token looping on tool_search (a model run per query) or execute_tool
+took the workers' CPU and the upstreams' capacity from every caller. Each token now has SCOUT_MCP_RATE requests
+per period, counted in the cache like the REST API's; past it the answer is a 429 with Retry-After and a
+JSON-RPC error the SDK client hands to its caller, and nothing runs."""
+
+from __future__ import annotations
+
+import pytest
+from mcp.shared.exceptions import MCPError
+
+from .conftest import MODERN, gateway_db, make_token, make_user, mcp_client, modern_request, raw_post, run
+
+pytestmark = [gateway_db, pytest.mark.slow]
+
+
+def test_a_token_past_its_rate_gets_429_and_other_tokens_keep_theirs(gateway, settings):
+    settings.SCOUT_MCP_RATE = "5/day"  # a day's slot: the test never straddles two
+    user = make_user("gw_busy")
+    busy, other = make_token(user), make_token(user)
+    statuses = [raw_post(gateway, modern_request("tools/list"), token=busy).status_code for _ in range(6)]
+    assert statuses == [200, 200, 200, 200, 200, 429]
+    refused = raw_post(gateway, modern_request("tools/list"), token=busy)
+    assert refused.status_code == 429 and int(refused.headers["retry-after"]) > 0
+    error = refused.json()["error"]
+    assert error["code"] == -32000 and "Too many requests for this token (limit 5/day)" in error["message"]
+    assert raw_post(gateway, modern_request("tools/list"), token=other).status_code == 200  # its own budget
+
+    async def main() -> str:
+        async with mcp_client(gateway, busy, mode=MODERN) as client:
+            try:
+                await client.list_tools()
+            except MCPError as exc:
+                return exc.error.message
+        return "answered"
+
+    assert run(main).startswith("Too many requests for this token")  # the SDK client's caller reads why
+
+    settings.SCOUT_MCP_RATE = ""  # no limit
+    assert raw_post(gateway, modern_request("tools/list"), token=busy).status_code == 200
+
+
+def test_an_anonymous_request_is_401_not_counted(gateway, settings):
+    settings.SCOUT_MCP_RATE = "1/day"
+    for _ in range(3):
+        assert raw_post(gateway, modern_request("tools/list")).status_code == 401
