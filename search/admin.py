@@ -9,11 +9,14 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.text import Truncator
 
 from catalog.admin.display import compact_time
 from catalog.admin.lookups import StrictLookupsMixin
 from catalog.admin.progress import ProgressAdminMixin
+from catalog.admin.titles import TitledAdminMixin
 from catalog.models import Server
 from catalog.progress import progress_snapshot
 from governance.admin.common import breakable_id
@@ -29,7 +32,7 @@ from .models import IndexGeneration, LearnedRequest, QueryLogEntry, SearchEvent
 from .usage import learned_request_promote, learned_request_reject, query_log_visible_to
 
 
-class ReadOnlyAdmin(StrictLookupsMixin, admin.ModelAdmin):
+class ReadOnlyAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin):
     """Rows written by search itself; nobody edits them by hand."""
 
     def has_view_permission(self, request: HttpRequest, obj=None) -> bool:
@@ -63,7 +66,11 @@ class InstallWideAdmin(ReadOnlyAdmin):
 class IndexGenerationAdmin(ProgressAdminMixin, InstallWideAdmin, admin.ModelAdmin[IndexGeneration]):
     list_display = ("id", "kind", "status", "model_key", "tool_count", "encoded", "reused", "degraded", "started_at")
     list_filter = ("kind", "status", "degraded")
+    list_title = "Index generations — each build of the search index, full or incremental"
     readonly_fields = ["progress_panel", *(f.name for f in IndexGeneration._meta.fields)]
+
+    def object_title(self, request: HttpRequest, obj: IndexGeneration) -> str:
+        return f"Index generation {obj.pk} ({obj.get_kind_display().lower()}, {obj.get_status_display().lower()})"
 
     def progress_snapshot_for(self, obj: IndexGeneration) -> dict:
         running = obj.status == GenerationStatus.BUILDING
@@ -84,9 +91,13 @@ class IndexGenerationAdmin(ProgressAdminMixin, InstallWideAdmin, admin.ModelAdmi
 class SearchEventAdmin(InstallWideAdmin, admin.ModelAdmin[SearchEvent]):
     list_display = ("created_at", "kind", "detail_short")
     list_filter = ("kind",)
+    list_title = "Search events — each time search fell back (model down, index not ready, …)"
     search_fields = ("detail",)
     readonly_fields = ("created_at", "kind", "detail")
     date_hierarchy = "created_at"
+
+    def object_title(self, request: HttpRequest, obj: SearchEvent) -> str:
+        return f"Search event: {obj.get_kind_display()}, {timezone.localtime(obj.created_at):%Y-%m-%d %H:%M:%S}"
 
     @admin.display(description="detail")
     def detail_short(self, obj: SearchEvent) -> str:
@@ -117,9 +128,10 @@ class QueryLogEntryAdmin(ReadOnlyAdmin, admin.ModelAdmin[QueryLogEntry]):
         visible = query_log_visible_to(user=request.user)  # other tenants' requests are theirs (Z12)
         return visible.annotate(asker=person_shown(viewer=request.user, field="user", name="user__username"))
 
-    def changelist_view(self, request: HttpRequest, extra_context=None):
-        title = "Query log — what agents searched for (the search workbench groups those that need a curator)"
-        return super().changelist_view(request, {"title": title, **(extra_context or {})})
+    list_title = "Query log — what agents searched for (the search workbench groups those that need a curator)"
+
+    def object_title(self, request: HttpRequest, obj: QueryLogEntry) -> str:
+        return f"Search “{Truncator(obj.query).chars(80)}”"
 
     @admin.display(description="when", ordering="created_at")
     def when(self, obj: QueryLogEntry) -> str:
@@ -151,7 +163,7 @@ SHARED_LEARNED_NOTE = "This tool's server is shared by every tenant: a superuser
 
 
 @admin.register(LearnedRequest)
-class LearnedRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[LearnedRequest]):
+class LearnedRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[LearnedRequest]):
     """Requests that led to successful calls. Promote one to a curated example request, or reject it (it is
     then never learned again for that tool). Only curators see these texts: they are other users' words."""
 
@@ -177,9 +189,10 @@ class LearnedRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[LearnedRequest]):
     def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
         return False
 
-    def changelist_view(self, request: HttpRequest, extra_context=None):
-        title = "Learned requests — promote the right ones to example requests, reject the wrong ones"
-        return super().changelist_view(request, {"title": title, **(extra_context or {})})
+    list_title = "Learned requests — promote the right ones to example requests, reject the wrong ones"
+
+    def object_title(self, request: HttpRequest, obj: LearnedRequest) -> str:
+        return f"Learned request for {obj.tool.tool_id}"
 
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):
         # Every field is read-only: the page is where one learned request is read and decided, not edited.
@@ -188,7 +201,6 @@ class LearnedRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[LearnedRequest]):
             may_change = self.has_change_permission(request, learned)
             curatable = self._shaped(request).filter(pk=learned.tool.server_id).exists()
             extra_context = {
-                "title": f"Learned request for {learned.tool.tool_id}",
                 "subtitle": learned.text,
                 "may_decide": may_change and curatable,
                 "shared_note": "" if curatable else SHARED_LEARNED_NOTE,

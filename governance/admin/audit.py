@@ -2,10 +2,12 @@
 
 from django.contrib import admin
 from django.db.models import Q
+from django.utils import timezone
 from django.utils.html import format_html
 
 from catalog.admin.display import compact_time
 from catalog.admin.lookups import StrictLookupsMixin
+from catalog.admin.titles import TitledAdminMixin
 
 from ..constants import OTHER_TENANT_PERSON
 from ..models import AuditEvent
@@ -49,7 +51,7 @@ class RecentToolFilter(admin.SimpleListFilter):
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(StrictLookupsMixin, admin.ModelAdmin[AuditEvent]):
+class AuditEventAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[AuditEvent]):
     list_display = (
         "when",
         "event",
@@ -75,6 +77,11 @@ class AuditEventAdmin(StrictLookupsMixin, admin.ModelAdmin[AuditEvent]):
     show_full_result_count = False
     list_per_page = 100
     actions = None
+    list_title = "Audit trail — who did what, with which tool, when"
+
+    def object_title(self, request, obj: AuditEvent) -> str:
+        when = f"{timezone.localtime(obj.created_at):%Y-%m-%d %H:%M:%S}"
+        return f"{obj.get_event_type_display()} ({obj.get_outcome_display().lower()}), {when}"
 
     def get_queryset(self, request):
         # Shared events and those of the viewer's tenants; superusers read the whole trail (Z12).

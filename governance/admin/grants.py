@@ -6,6 +6,7 @@ from django.contrib.auth.models import Permission
 from django.core.exceptions import ValidationError
 
 from catalog.admin.lookups import StrictLookupsMixin
+from catalog.admin.titles import TitledAdminMixin
 from catalog.models import Server, Tool
 
 from ..models import (
@@ -43,7 +44,7 @@ class ActionFilter(admin.SimpleListFilter):
         return queryset
 
 
-class GrantAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin):
+class GrantAdmin(TitledAdminMixin, PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin):
     """Grants are added and deleted, never edited; both go through the audited services."""
 
     target_model: type = Server
@@ -52,6 +53,9 @@ class GrantAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin):
     hidden_lookups = ("granted_by",)  # read masked where another tenant's (Z12)
     raw_id_fields = ("content_object",)
     list_select_related = ("permission", "content_object", "granted_by")
+
+    def object_title(self, request, obj) -> str:
+        return f"Grant: {self.holder(obj)} may {self.action(obj)} {obj.content_object}"
 
     def get_list_select_related(self, request):
         return (*self.list_select_related, self._holder_field())
@@ -152,6 +156,7 @@ class GrantAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin):
 
 @admin.register(ServerUserObjectPermission)
 class ServerUserGrantAdmin(GrantAdmin):
+    list_title = "Server grants to people — who may discover, execute or approve a server's tools"
     target_model = Server
     raw_id_fields = ("content_object", "user")
     search_fields = ("user__username", "content_object__slug")
@@ -159,12 +164,14 @@ class ServerUserGrantAdmin(GrantAdmin):
 
 @admin.register(ServerGroupObjectPermission)
 class ServerGroupGrantAdmin(GrantAdmin):
+    list_title = "Server grants to groups — which groups may discover, execute or approve a server's tools"
     target_model = Server
     search_fields = ("group__name", "content_object__slug")
 
 
 @admin.register(ToolUserObjectPermission)
 class ToolUserGrantAdmin(GrantAdmin):
+    list_title = "Tool grants to people — who may discover, execute or approve one tool"
     target_model = Tool
     raw_id_fields = ("content_object", "user")
     search_fields = ("user__username", "content_object__tool_id")
@@ -172,5 +179,6 @@ class ToolUserGrantAdmin(GrantAdmin):
 
 @admin.register(ToolGroupObjectPermission)
 class ToolGroupGrantAdmin(GrantAdmin):
+    list_title = "Tool grants to groups — which groups may discover, execute or approve one tool"
     target_model = Tool
     search_fields = ("group__name", "content_object__tool_id")

@@ -15,6 +15,7 @@ from django.utils.http import urlencode
 
 from catalog.admin.display import compact_time
 from catalog.admin.lookups import StrictLookupsMixin
+from catalog.admin.titles import TitledAdminMixin
 from catalog.choices import ServerStatus
 from catalog.models import Server
 
@@ -97,7 +98,7 @@ def scopes_text(scopes: list[str]) -> str:
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[ApiToken]):
+class ApiTokenAdmin(TitledAdminMixin, PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[ApiToken]):
     list_display = (
         "name",
         "user",
@@ -132,6 +133,11 @@ class ApiTokenAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Api
         "last_used_at",
     )
 
+    list_title = "API tokens — who calls Scout's tools, with what scopes, until when"
+
+    def object_title(self, request, obj: ApiToken) -> str:
+        return f"API token {obj.name}"
+
     def get_queryset(self, request):
         # An operator of tenant A sees shared tokens and tenant A's, never tenant B's (Z12), nor a shared
         # (tenant-less) token of tenant B's person; who made or revoked a token is named only where visible too.
@@ -147,7 +153,7 @@ class ApiTokenAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Api
     def change_view(self, request, object_id, form_url="", extra_context=None):
         # Every field of a saved token is read-only: no Save buttons that save nothing. Its page revokes it through
         # the list's action (the same confirmation) and leads to what it did: its searches, calls, approvals.
-        extra_context = {"title": "API token", "show_save": False, "show_save_and_continue": False,
+        extra_context = {"show_save": False, "show_save_and_continue": False,
                          "show_save_and_add_another": False, "revoke_action": "revoke_selected",
                          **(extra_context or {})}  # fmt: skip
         if admin.site.get_model_admin(AuditEvent).has_view_permission(request):
@@ -257,6 +263,7 @@ class ApiTokenAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Api
             "admin/governance/apitoken/created.html",
             {
                 **self.admin_site.each_context(request),
+                "title": f"API token created: {token.name}",
                 "token": token,
                 "raw_token": raw,
                 "opts": self.opts,
