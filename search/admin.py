@@ -10,16 +10,16 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 
 from catalog.admin.display import compact_time
 from catalog.admin.lookups import StrictLookupsMixin
 from catalog.admin.progress import ProgressAdminMixin
 from catalog.admin.titles import TitledAdminMixin
-from catalog.models import Server
+from catalog.models import Server, Tool
 from catalog.progress import progress_snapshot
-from governance.admin.common import breakable_id
+from governance.admin.common import admin_url_for, breakable_id
 from governance.selectors import (
     install_wide_visible_to,
     person_shown,
@@ -119,8 +119,12 @@ class QueryLogEntryAdmin(ReadOnlyAdmin, admin.ModelAdmin[QueryLogEntry]):
     show_full_result_count = False
     # Who asked is named only where the reader may see them: a tenant-less token's search is shared, its person
     # may be another tenant's (Z12). The principal key (user id, token, agent name) is for linking, never shown.
+    # The returned tools as a ranked table (each linked where the reader may open it, with the calls that followed),
+    # not the logged JSON.
     readonly_fields = [
-        "asker" if f.name == "user" else f.name for f in QueryLogEntry._meta.fields if f.name != "principal_key"
+        {"user": "asker", "results": "ranked_tools"}.get(f.name, f.name)
+        for f in QueryLogEntry._meta.fields
+        if f.name != "principal_key"
     ]
     fields = readonly_fields
 
@@ -132,6 +136,40 @@ class QueryLogEntryAdmin(ReadOnlyAdmin, admin.ModelAdmin[QueryLogEntry]):
 
     def object_title(self, request: HttpRequest, obj: QueryLogEntry) -> str:
         return f"Search “{Truncator(obj.query).chars(80)}”"
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field=None):
+        entry = super().get_object(request, object_id, from_field)
+        if entry is not None:
+            entry.reader = request  # whose page it is: ``ranked_tools`` links only the tools they may open
+        return entry
+
+    @admin.display(description="tools returned, best first")
+    def ranked_tools(self, obj: QueryLogEntry) -> str:
+        """Each returned tool with its rank and score, linked to its page, and what became of it: the calls of it
+        that followed this search (``SearchOutcome``), or none."""
+        if not obj.results:
+            return format_html("— (none{})", f": {obj.get_empty_reason_display().lower()}" if obj.empty_reason else "")
+        tool_ids = [result.get("tool_id", "") for result in obj.results]
+        tools = {tool.tool_id: tool for tool in Tool.objects.filter(tool_id__in=tool_ids).select_related("server")}
+        calls: dict[int, list[str]] = {}
+        for outcome in obj.outcomes.order_by("created_at", "id"):
+            calls.setdefault(outcome.tool_id, []).append(outcome.get_outcome_display())
+        rows = []
+        for rank, result in enumerate(obj.results, start=1):
+            tool_id, tool = result.get("tool_id", ""), tools.get(result.get("tool_id", ""))
+            url = admin_url_for(obj.reader, tool) if tool is not None and hasattr(obj, "reader") else None
+            name = format_html('<a class="tool-link" href="{}">{}</a>', url, tool_id) if url else tool_id
+            called = calls.get(tool.pk, []) if tool is not None else []
+            outcome = f"called: {', '.join(called)}" if called else "not called"
+            rows.append((rank, name, f"{result.get('score', 0):.3f}", "called" if called else "not-called", outcome))
+        body = format_html_join(
+            "", '<tr class="ranked-tool"><td>{}</td><td>{}</td><td>{}</td><td class="{}">{}</td></tr>', rows
+        )
+        return format_html(
+            '<table id="ranked-tools"><tr><th>rank</th><th>tool</th><th>score</th><th>what followed</th></tr>'
+            "{}</table>",
+            body,
+        )
 
     @admin.display(description="when", ordering="created_at")
     def when(self, obj: QueryLogEntry) -> str:
