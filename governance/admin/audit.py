@@ -9,6 +9,7 @@ from catalog.admin.display import compact_time
 from catalog.admin.lookups import StrictLookupsMixin
 from catalog.admin.titles import TitledAdminMixin
 
+from ..choices import AuditEventType
 from ..constants import OTHER_TENANT_PERSON
 from ..models import AuditEvent
 from ..principals import principal_for_user
@@ -19,6 +20,19 @@ from ..selectors import (
     users_visible_to_operator,
 )
 from .common import BoundedCountPaginator, breakable_id
+
+
+def grant_change_text(event_type: str, payload: dict) -> str:
+    """What a grant or revocation did, in words, from its payload as its reader may read it (``audit_payload_shown``:
+    another tenant's holder is someone in another tenant): "gave alice execute on github"."""
+    holder = str(payload.get("holder", ""))
+    kind, _, name = holder.partition(":")
+    holder = f"group {name}" if kind == "group" else name or holder or "?"
+    what = f"{payload.get('action', '?')} on {payload.get('target', '?')}"
+    changed = payload.get("changed", True)
+    if event_type == AuditEventType.GRANT:
+        return f"gave {holder} {what}" if changed else f"{holder} already had {what}"
+    return f"took {what} from {holder}" if changed else f"{holder} had no {what} to take"
 
 
 class VisiblePersonFilter(admin.RelatedOnlyFieldListFilter):
@@ -91,9 +105,20 @@ class AuditEventAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Aud
     def when(self, obj: AuditEvent) -> str:
         return compact_time(obj.created_at)
 
-    @admin.display(description="event", ordering="event_type")
-    def event(self, obj: AuditEvent) -> str:
-        return format_html("{}<br><small>{}</small>", obj.get_event_type_display(), obj.get_outcome_display())
+    def get_list_display(self, request):
+        # The event cell of a grant or revocation says what it gave to whom, as this reader may read the payload.
+        @admin.display(description="event", ordering="event_type")
+        def event(obj: AuditEvent) -> str:
+            return self.event(obj, viewer=request.user)
+
+        return tuple(event if name == "event" else name for name in self.list_display)
+
+    def event(self, obj: AuditEvent, *, viewer=None) -> str:
+        cell = format_html("{}<br><small>{}</small>", obj.get_event_type_display(), obj.get_outcome_display())
+        if obj.event_type not in (AuditEventType.GRANT, AuditEventType.REVOKE) or viewer is None:
+            return cell
+        text = grant_change_text(obj.event_type, audit_payload_shown(obj, viewer=viewer))
+        return format_html('{}<br><small class="grant-change">{}</small>', cell, text)
 
     @admin.display(description="tool", ordering="tool_ref")
     def tool_column(self, obj: AuditEvent) -> str:
