@@ -4,6 +4,7 @@ from django import forms
 from django.contrib import admin
 from django.contrib.auth.models import Permission
 from django.core.exceptions import ValidationError
+from django.utils.text import capfirst
 
 from catalog.admin.lookups import StrictLookupsMixin
 from catalog.admin.titles import TitledAdminMixin
@@ -57,6 +58,14 @@ class GrantAdmin(TitledAdminMixin, PeopleChoicesMixin, StrictLookupsMixin, admin
     def object_title(self, request, obj) -> str:
         return f"Grant: {self.holder(obj)} may {self.action(obj)} {obj.content_object}"
 
+    def get_list_display(self, request):
+        # The granted object's column reads "server" or "tool", not the field's "content object".
+        @admin.display(description=self.target_model._meta.verbose_name, ordering="content_object")
+        def target(obj) -> str:
+            return str(obj.content_object)
+
+        return tuple(target if name == "content_object" else name for name in self.list_display)
+
     def get_list_select_related(self, request):
         return (*self.list_select_related, self._holder_field())
 
@@ -84,6 +93,7 @@ class GrantAdmin(TitledAdminMixin, PeopleChoicesMixin, StrictLookupsMixin, admin
                 kwargs["queryset"] = servers
             name = self.target_model._meta.verbose_name
             kwargs["error_messages"] = {"invalid_choice": f"no such {name}: check the id"}
+            kwargs["label"] = capfirst(name)  # not "Content object"
         if db_field.name == "permission":
             model = self.target_model._meta.model_name
             kwargs["queryset"] = Permission.objects.filter(
