@@ -5,8 +5,11 @@ the generations list links to it (templates/admin/search/indexgeneration/change_
 every Tool page (templates/admin/catalog/tool/change_form.html).
 """
 
+import json
+
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db.models import QuerySet, TextField
+from django.db.models.functions import Cast
 from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import reverse
 from django.utils import timezone
@@ -104,6 +107,25 @@ class SearchEventAdmin(InstallWideAdmin, admin.ModelAdmin[SearchEvent]):
         return obj.detail[:120]
 
 
+class ReturnedToolFilter(admin.SimpleListFilter):
+    """The searches that returned one tool (``?returned=<tool id>``, linked from the tool's page). Offers no list
+    of tools to pick from: a catalog may hold thousands."""
+
+    title = "returned tool"
+    parameter_name = "returned"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        return [(self.value(), self.value())] if self.value() else []
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if not self.value():
+            return queryset
+        # The logged results as JSON text holding the quoted tool id: the same on SQLite and PostgreSQL, where JSON
+        # lookups into a list of objects differ.
+        text = Cast("results", TextField())
+        return queryset.annotate(results_text=text).filter(results_text__contains=json.dumps(self.value()))
+
+
 @admin.register(QueryLogEntry)
 class QueryLogEntryAdmin(ReadOnlyAdmin, admin.ModelAdmin[QueryLogEntry]):
     """Clients' searches (SCOUT_QUERY_LOG); the workbench groups the ones that need a curator."""
@@ -112,7 +134,7 @@ class QueryLogEntryAdmin(ReadOnlyAdmin, admin.ModelAdmin[QueryLogEntry]):
     # beside both sidebars at 1280 px (the backend is a filter and on the entry's page).
     list_display = ("when", "query_short", "confidence", "returned", "degraded_column", "latency", "asker")
     list_display_links = ("when",)
-    list_filter = ("confidence", "degraded", "backend", "client")
+    list_filter = ("confidence", "degraded", "backend", "client", ReturnedToolFilter)
     search_fields = ("query",)
     hidden_lookups = ("user", "principal_key")  # who asked is read masked, the key not at all: no lookups (Z12)
     date_hierarchy = "created_at"
