@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from governance.roles import OPERATORS
 from governance.services.permissions import permission_grant, permission_revoke
-from tests.governance.factories import GroupFactory, ServerFactory, tenant_with
+from tests.governance.factories import GroupFactory, ServerFactory, ToolFactory, tenant_with
 
 pytestmark = pytest.mark.django_db
 
@@ -25,13 +25,25 @@ def test_audit_rows_say_what_was_granted_to_whom(client, superuser, django_user_
     permission_revoke(actor=superuser, target=server, action="execute", holder=alice)
     client.force_login(superuser)
     html = _trail(client)
+    mail = f'<a href="{reverse("admin:catalog_server_change", args=[server.pk])}">mail</a>'
     for text in (
-        "gave alice execute on mail",
-        "alice already had execute on mail",
-        "gave group ops discover on mail",
-        "took execute on mail from alice",
+        f"gave alice execute on {mail}",
+        f"alice already had execute on {mail}",
+        f"gave group ops discover on {mail}",
+        f"took execute on {mail} from alice",
     ):
         assert f'<small class="grant-change">{text}</small>' in html, text
+
+
+def test_a_tool_grant_links_the_tool_while_it_exists(client, superuser, django_user_model):
+    tool = ToolFactory(server=ServerFactory(slug="mail"), name="send")
+    alice = django_user_model.objects.create_user(username="alice")
+    permission_grant(actor=superuser, target=tool, action="execute", holder=alice)
+    client.force_login(superuser)
+    link = f'<a href="{reverse("admin:catalog_tool_change", args=[tool.pk])}">mail::send</a>'
+    assert f'<small class="grant-change">gave alice execute on {link}</small>' in _trail(client)
+    tool.delete()
+    assert '<small class="grant-change">gave alice execute on mail::send</small>' in _trail(client)
 
 
 def test_another_tenants_holder_is_not_named(client, superuser, django_user_model):
@@ -43,5 +55,5 @@ def test_another_tenants_holder_is_not_named(client, superuser, django_user_mode
     permission_grant(actor=superuser, target=ServerFactory(slug="shared"), action="execute", holder=bob)
     client.force_login(operator)
     html = _trail(client)
-    assert '<small class="grant-change">gave someone in another tenant execute on shared</small>' in html
+    assert '<small class="grant-change">gave someone in another tenant execute on <a href=' in html
     assert "bob-of-b" not in html
