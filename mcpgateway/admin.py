@@ -1,6 +1,7 @@
 from django.contrib import admin
 
 from catalog.admin.lookups import StrictLookupsMixin
+from catalog.admin.titles import TitledAdminMixin
 from catalog.models import Server, Tool
 from governance.selectors import install_wide_visible_to, servers_visible_to_operator
 
@@ -8,12 +9,16 @@ from .models import IdempotencyRecord, PinnedTool
 
 
 @admin.register(PinnedTool)
-class PinnedToolAdmin(StrictLookupsMixin, admin.ModelAdmin):
+class PinnedToolAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin):
+    list_title = "Pinned tools — listed beside the meta-tools in tools/list, so the most-used tools need no search"
     list_display = ("tool", "position", "note", "created_at")
     list_editable = ("position",)
     list_select_related = ("tool", "tool__server")
     raw_id_fields = ("tool",)
     search_fields = ("tool__tool_id", "note")
+
+    def object_title(self, request, obj) -> str:
+        return f"Pinned tool {obj.tool.tool_id}"
 
     def _managed_tools(self, request):
         # Tools of the servers this admin may manage: shared ones and their tenants' (Z12).
@@ -29,7 +34,7 @@ class PinnedToolAdmin(StrictLookupsMixin, admin.ModelAdmin):
 
 
 @admin.register(IdempotencyRecord)
-class IdempotencyRecordAdmin(StrictLookupsMixin, admin.ModelAdmin):
+class IdempotencyRecordAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin):
     """Read-only: records are written by execute_tool and expire on their own. Each keeps the result of a call it
     replays, whoever's and in whichever tenant: read only by whom may read the whole install (a superuser, or anyone
     with the permission while the install has no tenants)."""
@@ -39,6 +44,10 @@ class IdempotencyRecordAdmin(StrictLookupsMixin, admin.ModelAdmin):
     search_fields = ("tool_ref",)
     readonly_fields = [field.name for field in IdempotencyRecord._meta.fields]
     show_full_result_count = False
+    list_title = "Idempotency records — results of tool calls kept to replay a retried call"
+
+    def object_title(self, request, obj) -> str:
+        return f"Idempotency record of {obj.tool_ref}"
 
     def has_module_permission(self, request) -> bool:
         return super().has_module_permission(request) and install_wide_visible_to(user=request.user)

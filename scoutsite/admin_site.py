@@ -165,8 +165,11 @@ def _curator_panel(user) -> dict[str, Any]:
         .select_related("server")
         .order_by("tool_id")
     )
+    from search.workbench import WORKBENCH_DAYS
+
     return {
         "workbench": _workbench_waiting(user),
+        "workbench_days": WORKBENCH_DAYS,
         "held": list(held[:HOME_ROWS]),
         "held_count": held.count(),
         "held_shared_count": pending.exclude(tool__server__in=shaped).count(),

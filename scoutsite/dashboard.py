@@ -1,5 +1,6 @@
 """The operators' dashboard in the admin: searches and executions over time, latency percentiles, withheld and
-low-confidence rates, top tools, failures by server, sync health and pending approvals, for 1 h / 24 h / 7 d.
+low-confidence rates, top tools, failures by server, sync health and pending approvals, for 1 h / 24 h / 7 d and
+the curator workbench's 30 days.
 
 Read from the query log and the audit trail (the same events /metrics counts), so it needs no Prometheus.
 Charts are drawn by Chart.js, served as a static file by Scout (no CDN).
@@ -21,6 +22,8 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 
+from search.workbench import WORKBENCH_DAYS
+
 DASHBOARD_PERMISSION = "catalog.view_server"  # operators (and anyone who may read the server list)
 SERVERS_NOTE = (
     "Only an Active server's tools reach clients: a Degraded (its last sync failed), Unavailable, Disabled or "
@@ -41,6 +44,8 @@ WINDOWS = {
     "1h": Window("1h", "last hour", timedelta(hours=1), timedelta(minutes=5)),
     "24h": Window("24h", "last 24 hours", timedelta(hours=24), timedelta(hours=1)),
     "7d": Window("7d", "last 7 days", timedelta(days=7), timedelta(hours=6)),
+    # The curator workbench's window: the withheld and low-confidence searches counted here are those it lists.
+    "30d": Window("30d", f"last {WORKBENCH_DAYS} days", timedelta(days=WORKBENCH_DAYS), timedelta(days=1)),
 }
 
 

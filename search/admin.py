@@ -5,18 +5,24 @@ the generations list links to it (templates/admin/search/indexgeneration/change_
 every Tool page (templates/admin/catalog/tool/change_form.html).
 """
 
+import json
+
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db.models import QuerySet, TextField
+from django.db.models.functions import Cast
 from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.text import Truncator
 
 from catalog.admin.display import compact_time
 from catalog.admin.lookups import StrictLookupsMixin
 from catalog.admin.progress import ProgressAdminMixin
-from catalog.models import Server
+from catalog.admin.titles import TitledAdminMixin
+from catalog.models import Server, Tool
 from catalog.progress import progress_snapshot
-from governance.admin.common import breakable_id
+from governance.admin.common import admin_url_for, breakable_id
 from governance.selectors import (
     install_wide_visible_to,
     person_shown,
@@ -29,7 +35,7 @@ from .models import IndexGeneration, LearnedRequest, QueryLogEntry, SearchEvent
 from .usage import learned_request_promote, learned_request_reject, query_log_visible_to
 
 
-class ReadOnlyAdmin(StrictLookupsMixin, admin.ModelAdmin):
+class ReadOnlyAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin):
     """Rows written by search itself; nobody edits them by hand."""
 
     def has_view_permission(self, request: HttpRequest, obj=None) -> bool:
@@ -63,7 +69,11 @@ class InstallWideAdmin(ReadOnlyAdmin):
 class IndexGenerationAdmin(ProgressAdminMixin, InstallWideAdmin, admin.ModelAdmin[IndexGeneration]):
     list_display = ("id", "kind", "status", "model_key", "tool_count", "encoded", "reused", "degraded", "started_at")
     list_filter = ("kind", "status", "degraded")
+    list_title = "Index generations — each build of the search index, full or incremental"
     readonly_fields = ["progress_panel", *(f.name for f in IndexGeneration._meta.fields)]
+
+    def object_title(self, request: HttpRequest, obj: IndexGeneration) -> str:
+        return f"Index generation {obj.pk} ({obj.get_kind_display().lower()}, {obj.get_status_display().lower()})"
 
     def progress_snapshot_for(self, obj: IndexGeneration) -> dict:
         running = obj.status == GenerationStatus.BUILDING
@@ -84,13 +94,36 @@ class IndexGenerationAdmin(ProgressAdminMixin, InstallWideAdmin, admin.ModelAdmi
 class SearchEventAdmin(InstallWideAdmin, admin.ModelAdmin[SearchEvent]):
     list_display = ("created_at", "kind", "detail_short")
     list_filter = ("kind",)
+    list_title = "Search events — each time search fell back (model down, index not ready, …)"
     search_fields = ("detail",)
     readonly_fields = ("created_at", "kind", "detail")
     date_hierarchy = "created_at"
 
+    def object_title(self, request: HttpRequest, obj: SearchEvent) -> str:
+        return f"Search event: {obj.get_kind_display()}, {timezone.localtime(obj.created_at):%Y-%m-%d %H:%M:%S}"
+
     @admin.display(description="detail")
     def detail_short(self, obj: SearchEvent) -> str:
         return obj.detail[:120]
+
+
+class ReturnedToolFilter(admin.SimpleListFilter):
+    """The searches that returned one tool (``?returned=<tool id>``, linked from the tool's page). Offers no list
+    of tools to pick from: a catalog may hold thousands."""
+
+    title = "returned tool"
+    parameter_name = "returned"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        return [(self.value(), self.value())] if self.value() else []
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if not self.value():
+            return queryset
+        # The logged results as JSON text holding the quoted tool id: the same on SQLite and PostgreSQL, where JSON
+        # lookups into a list of objects differ.
+        text = Cast("results", TextField())
+        return queryset.annotate(results_text=text).filter(results_text__contains=json.dumps(self.value()))
 
 
 @admin.register(QueryLogEntry)
@@ -101,15 +134,19 @@ class QueryLogEntryAdmin(ReadOnlyAdmin, admin.ModelAdmin[QueryLogEntry]):
     # beside both sidebars at 1280 px (the backend is a filter and on the entry's page).
     list_display = ("when", "query_short", "confidence", "returned", "degraded_column", "latency", "asker")
     list_display_links = ("when",)
-    list_filter = ("confidence", "degraded", "backend", "client")
+    list_filter = ("confidence", "degraded", "backend", "client", ReturnedToolFilter)
     search_fields = ("query",)
     hidden_lookups = ("user", "principal_key")  # who asked is read masked, the key not at all: no lookups (Z12)
     date_hierarchy = "created_at"
     show_full_result_count = False
     # Who asked is named only where the reader may see them: a tenant-less token's search is shared, its person
     # may be another tenant's (Z12). The principal key (user id, token, agent name) is for linking, never shown.
+    # The returned tools as a ranked table (each linked where the reader may open it, with the calls that followed),
+    # not the logged JSON.
     readonly_fields = [
-        "asker" if f.name == "user" else f.name for f in QueryLogEntry._meta.fields if f.name != "principal_key"
+        {"user": "asker", "results": "ranked_tools"}.get(f.name, f.name)
+        for f in QueryLogEntry._meta.fields
+        if f.name != "principal_key"
     ]
     fields = readonly_fields
 
@@ -117,9 +154,44 @@ class QueryLogEntryAdmin(ReadOnlyAdmin, admin.ModelAdmin[QueryLogEntry]):
         visible = query_log_visible_to(user=request.user)  # other tenants' requests are theirs (Z12)
         return visible.annotate(asker=person_shown(viewer=request.user, field="user", name="user__username"))
 
-    def changelist_view(self, request: HttpRequest, extra_context=None):
-        title = "Query log — what agents searched for (the search workbench groups those that need a curator)"
-        return super().changelist_view(request, {"title": title, **(extra_context or {})})
+    list_title = "Query log — what agents searched for (the search workbench groups those that need a curator)"
+
+    def object_title(self, request: HttpRequest, obj: QueryLogEntry) -> str:
+        return f"Search “{Truncator(obj.query).chars(80)}”"
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field=None):
+        entry = super().get_object(request, object_id, from_field)
+        if entry is not None:
+            entry.reader = request  # whose page it is: ``ranked_tools`` links only the tools they may open
+        return entry
+
+    @admin.display(description="tools returned, best first")
+    def ranked_tools(self, obj: QueryLogEntry) -> str:
+        """Each returned tool with its rank and score, linked to its page, and what became of it: the calls of it
+        that followed this search (``SearchOutcome``), or none."""
+        if not obj.results:
+            return format_html("— (none{})", f": {obj.get_empty_reason_display().lower()}" if obj.empty_reason else "")
+        tool_ids = [result.get("tool_id", "") for result in obj.results]
+        tools = {tool.tool_id: tool for tool in Tool.objects.filter(tool_id__in=tool_ids).select_related("server")}
+        calls: dict[int, list[str]] = {}
+        for outcome in obj.outcomes.order_by("created_at", "id"):
+            calls.setdefault(outcome.tool_id, []).append(outcome.get_outcome_display())
+        rows = []
+        for rank, result in enumerate(obj.results, start=1):
+            tool_id, tool = result.get("tool_id", ""), tools.get(result.get("tool_id", ""))
+            url = admin_url_for(obj.reader, tool) if tool is not None and hasattr(obj, "reader") else None
+            name = format_html('<a class="tool-link" href="{}">{}</a>', url, tool_id) if url else tool_id
+            called = calls.get(tool.pk, []) if tool is not None else []
+            outcome = f"called: {', '.join(called)}" if called else "not called"
+            rows.append((rank, name, f"{result.get('score', 0):.3f}", "called" if called else "not-called", outcome))
+        body = format_html_join(
+            "", '<tr class="ranked-tool"><td>{}</td><td>{}</td><td>{}</td><td class="{}">{}</td></tr>', rows
+        )
+        return format_html(
+            '<table id="ranked-tools"><tr><th>rank</th><th>tool</th><th>score</th><th>what followed</th></tr>'
+            "{}</table>",
+            body,
+        )
 
     @admin.display(description="when", ordering="created_at")
     def when(self, obj: QueryLogEntry) -> str:
@@ -151,7 +223,7 @@ SHARED_LEARNED_NOTE = "This tool's server is shared by every tenant: a superuser
 
 
 @admin.register(LearnedRequest)
-class LearnedRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[LearnedRequest]):
+class LearnedRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[LearnedRequest]):
     """Requests that led to successful calls. Promote one to a curated example request, or reject it (it is
     then never learned again for that tool). Only curators see these texts: they are other users' words."""
 
@@ -177,9 +249,10 @@ class LearnedRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[LearnedRequest]):
     def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
         return False
 
-    def changelist_view(self, request: HttpRequest, extra_context=None):
-        title = "Learned requests — promote the right ones to example requests, reject the wrong ones"
-        return super().changelist_view(request, {"title": title, **(extra_context or {})})
+    list_title = "Learned requests — promote the right ones to example requests, reject the wrong ones"
+
+    def object_title(self, request: HttpRequest, obj: LearnedRequest) -> str:
+        return f"Learned request for {obj.tool.tool_id}"
 
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):
         # Every field is read-only: the page is where one learned request is read and decided, not edited.
@@ -188,7 +261,6 @@ class LearnedRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[LearnedRequest]):
             may_change = self.has_change_permission(request, learned)
             curatable = self._shaped(request).filter(pk=learned.tool.server_id).exists()
             extra_context = {
-                "title": f"Learned request for {learned.tool.tool_id}",
                 "subtitle": learned.text,
                 "may_decide": may_change and curatable,
                 "shared_note": "" if curatable else SHARED_LEARNED_NOTE,

@@ -36,6 +36,8 @@ from .text import tokenize
 from .usage import query_log_visible_to
 
 WORKBENCH_PERMISSIONS = ("catalog.change_tool", "search.view_querylogentry")
+# How far back the workbench lists requests (and the curator home counts them); the dashboard offers the same window.
+WORKBENCH_DAYS = 30
 MAX_ENTRIES = 2000  # newest log rows read per page view
 MAX_GROUPS = 100
 # The curator home's counts of waiting groups are kept this long (seconds): new searches show up within it, while
@@ -72,14 +74,16 @@ def _recent(*, days: int, user) -> QuerySet[QueryLogEntry]:
     return logged.filter(created_at__gte=since)
 
 
-def workbench_left_out(*, days: int = 30, user=None) -> dict[str, int]:
+def workbench_left_out(*, days: int = WORKBENCH_DAYS, user=None) -> dict[str, int]:
     """How many empty answers the workbench leaves out, per ``EmptyAnswerReason`` (only those with some)."""
     rows = _recent(days=days, user=user).filter(empty_reason__in=NOT_GAPS)
     counts = dict(rows.values_list("empty_reason").annotate(n=Count("id")).values_list("empty_reason", "n"))
     return {reason: counts[reason] for reason in NOT_GAPS if counts.get(reason)}
 
 
-def workbench_groups(*, days: int = 30, reason: str = "", user=None, returned: bool = True) -> list[RequestGroup]:
+def workbench_groups(
+    *, days: int = WORKBENCH_DAYS, reason: str = "", user=None, returned: bool = True
+) -> list[RequestGroup]:
     """Groups of logged client requests that were withheld, low-confidence or not followed by a call,
     newest first; never searches emptied by the caller's filters or access (``workbench_left_out``).
     ``reason`` narrows to one of ``withheld``, ``low``, ``unfollowed``; ``user``: only the requests that
@@ -266,6 +270,7 @@ def workbench_view(request: HttpRequest) -> HttpResponse:
         **admin.site.each_context(request),
         "opts": QueryLogEntry._meta,
         "title": "Search workbench",
+        "days": WORKBENCH_DAYS,
         "groups": groups,
         "left_out": workbench_left_out(user=request.user),
         "reason": reason,

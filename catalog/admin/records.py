@@ -16,21 +16,16 @@ from .display import CappedCountPaginator, admin_link, badge, json_block, pretty
 from .filters import RevisionServerFilter, ServerFilter
 from .lookups import StrictLookupsMixin
 from .progress import ProgressAdminMixin
+from .titles import TitledAdminMixin
 
 RUN_TOOLS_SHOWN = 200
 
 
-class ReadOnlyAdmin(StrictLookupsMixin, admin.ModelAdmin):
+class ReadOnlyAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin):
     """Records written by services only: viewable, never added, changed or deleted here."""
 
     paginator = CappedCountPaginator
     show_full_result_count = False
-    list_title = ""  # what the list holds, instead of Django's "Select … to view"
-
-    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> Any:
-        if self.list_title:
-            extra_context = {"title": self.list_title, **(extra_context or {})}
-        return super().changelist_view(request, extra_context)
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -59,6 +54,10 @@ class SyncRunAdmin(ProgressAdminMixin, ReadOnlyAdmin, admin.ModelAdmin[SyncRun])
         "short_error",
     )
     list_title = "Sync runs — each sync or import: what it added, changed, removed and rejected"
+
+    def object_title(self, request: HttpRequest, obj: SyncRun) -> str:
+        return f"Sync run of {obj.server or obj.source}, {timezone.localtime(obj.started_at):%Y-%m-%d %H:%M:%S}"
+
     list_select_related = ("server",)
     list_filter = ("status", "kind", ServerFilter)
     search_fields = ("server__slug", "source", "error")
@@ -179,6 +178,10 @@ class SyncRunAdmin(ProgressAdminMixin, ReadOnlyAdmin, admin.ModelAdmin[SyncRun])
 @admin.register(ToolRevision)
 class ToolRevisionAdmin(ReadOnlyAdmin, admin.ModelAdmin[ToolRevision]):
     list_title = "Tool revisions — every upstream definition a tool has had"
+
+    def object_title(self, request: HttpRequest, obj: ToolRevision) -> str:
+        return f"Revision {obj.definition_hash[:12]} of {obj.tool.tool_id}"
+
     list_display = ("created_at", "tool", "short_hash", "sync_run")
     list_select_related = ("tool", "tool__server", "sync_run", "sync_run__server")
     list_filter = (RevisionServerFilter,)

@@ -38,6 +38,7 @@ from catalog.upstream import UpstreamError, list_tools
 from .display import admin_link, badge, compact_time, text_block
 from .filters import held_q, tool_count_annotations
 from .lookups import StrictLookupsMixin
+from .titles import TitledAdminMixin
 
 RECENT_RUNS_SHOWN = 10
 # Breaker state -> (a status whose colour fits, label).
@@ -231,7 +232,7 @@ class ServerForm(forms.ModelForm):
 
 
 @admin.register(Server)
-class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
+class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]):
     form = ServerForm
     list_display = (
         "slug",
@@ -269,16 +270,10 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
     class Media:
         js = ("scout/server_form.js",)
 
-    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> HttpResponse:
-        title = "Servers — the upstream MCP servers and REST services whose tools Scout serves"
-        return super().changelist_view(request, {"title": title, **(extra_context or {})})
+    list_title = "Servers — the upstream MCP servers and REST services whose tools Scout serves"
 
-    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None) -> HttpResponse:
-        # Named for the server (not Django's "Change server" over its slug).
-        server = self.get_object(request, object_id)
-        if server is not None:
-            extra_context = {"title": f"Server {server.slug}", "subtitle": None, **(extra_context or {})}
-        return super().change_view(request, object_id, form_url, extra_context)
+    def object_title(self, request: HttpRequest, obj: Server) -> str:
+        return f"Server {obj.slug}"
 
     def get_readonly_fields(self, request: HttpRequest, obj: Server | None = None) -> Sequence[str]:
         # The slug is fixed once saved: every tool id, grant scope and audit row names it.
@@ -494,12 +489,13 @@ class ServerAdmin(StrictLookupsMixin, admin.ModelAdmin[Server]):
                 error = str(exc)
         else:
             error = "; ".join(f"{field}: {' '.join(errors)}" for field, errors in form.errors.items())
+        slug = existing.slug if existing else form.data.get("slug", "")  # a saved server's slug is not posted
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
-            "title": "Test connection",
+            "title": f"Test connection: {slug}" if slug else "Test connection",
             "server": existing,
-            "slug": existing.slug if existing else form.data.get("slug", ""),  # a saved server's slug is not posted
+            "slug": slug,
             "tools": [
                 {
                     "name": tool.get("name", ""),

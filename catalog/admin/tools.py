@@ -24,6 +24,7 @@ from .filters import (
     held_q,
 )
 from .lookups import StrictLookupsMixin
+from .titles import TitledAdminMixin
 
 RECENT_REVISIONS_SHOWN = 10
 
@@ -124,7 +125,7 @@ class ToolNegativeExampleInline(PhraseInline):
 
 
 @admin.register(Tool)
-class ToolAdmin(StrictLookupsMixin, admin.ModelAdmin[Tool]):
+class ToolAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Tool]):
     form = ToolCurationForm
     list_display = ("tool_id", "display_title_column", "server", "status_badge", "last_changed", "curated")
     list_select_related = ("server",)
@@ -171,21 +172,13 @@ class ToolAdmin(StrictLookupsMixin, admin.ModelAdmin[Tool]):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # tools come from sync and import only
 
-    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> Any:
-        title = "Tools — open one to curate how agents find it"  # not Django's "Select tool to change"
-        return super().changelist_view(request, {"title": title, **(extra_context or {})})
+    list_title = "Tools — open one to curate how agents find it"
 
-    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None) -> Any:
-        # Named for the tool and what its reader does here (not Django's "Change tool"): curate it, where its
-        # curation is editable for them, else read it (an operator's access-only page, a shared tool).
-        tool = self.get_object(request, object_id)
-        if tool is not None:
-            curates = "purpose" not in self.get_readonly_fields(request, tool) and self.has_change_permission(
-                request, tool
-            )
-            title = f"Curate {tool.tool_id}" if curates else f"Tool {tool.tool_id}"
-            extra_context = {"title": title, "subtitle": None, **(extra_context or {})}
-        return super().change_view(request, object_id, form_url, extra_context)
+    def object_title(self, request: HttpRequest, obj: Tool) -> str:
+        # What its reader does here: curate it, where its curation is editable for them, else read it (an
+        # operator's access-only page, a shared tool).
+        curates = "purpose" not in self.get_readonly_fields(request, obj) and self.has_change_permission(request, obj)
+        return f"Curate {obj.tool_id}" if curates else f"Tool {obj.tool_id}"
 
     def response_change(self, request: HttpRequest, obj: Tool) -> Any:
         response = super().response_change(request, obj)

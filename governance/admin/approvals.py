@@ -14,6 +14,7 @@ from django.utils.html import format_html
 from django.utils.http import urlencode
 
 from catalog.admin.lookups import StrictLookupsMixin
+from catalog.admin.titles import TitledAdminMixin
 
 from ..choices import ApprovalStatus
 from ..models import ApprovalRequest, AuditEvent
@@ -46,7 +47,7 @@ class DecidedByFilter(admin.SimpleListFilter):
 
 
 @admin.register(ApprovalRequest)
-class ApprovalRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[ApprovalRequest]):
+class ApprovalRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[ApprovalRequest]):
     # Decide comes second so no viewport clips it; six narrow, wrapping columns fit beside both sidebars at
     # 1280 px (the request's id with its time, the status with whether it is still usable).
     list_display = ("request_column", "decide_link", "status_column", "risk_badge", "tool_column", "requester_column")
@@ -169,9 +170,7 @@ class ApprovalRequestAdmin(StrictLookupsMixin, admin.ModelAdmin[ApprovalRequest]
     def risk_badge(self, obj: ApprovalRequest):
         return risk_badge(obj.risk_class, obj.get_risk_class_display())
 
-    def changelist_view(self, request, extra_context=None):
-        title = "Approval requests — pending first; open one to read the tool and decide"
-        return super().changelist_view(request, {"title": title, **(extra_context or {})})
+    list_title = "Approval requests — pending first; open one to read the tool and decide"
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         # The request's own page is where it is decided: the same view as ".../decide/".

@@ -2,11 +2,15 @@
 
 from django.contrib import admin
 from django.db.models import Q
+from django.utils import timezone
 from django.utils.html import format_html
 
 from catalog.admin.display import compact_time
 from catalog.admin.lookups import StrictLookupsMixin
+from catalog.admin.titles import TitledAdminMixin
+from catalog.models import Server, Tool
 
+from ..choices import AuditEventType
 from ..constants import OTHER_TENANT_PERSON
 from ..models import AuditEvent
 from ..principals import principal_for_user
@@ -16,7 +20,29 @@ from ..selectors import (
     delegation_chain_shown,
     users_visible_to_operator,
 )
-from .common import BoundedCountPaginator, breakable_id
+from .common import BoundedCountPaginator, admin_url_for, breakable_id
+
+# What a grant or revocation did, by (event type, whether it changed anything): {holder} and {what} filled in.
+GRANT_CHANGE_PHRASES = {
+    (AuditEventType.GRANT, True): "gave {holder} {what}",
+    (AuditEventType.GRANT, False): "{holder} already had {what}",
+    (AuditEventType.REVOKE, True): "took {what} from {holder}",
+    (AuditEventType.REVOKE, False): "{holder} had no {what} to take",
+}
+
+
+def grant_change_text(event_type: str, payload: dict, target_url: str | None = None) -> str:
+    """What a grant or revocation did, in words, from its payload as its reader may read it (``audit_payload_shown``:
+    another tenant's holder is someone in another tenant): "gave alice execute on github", the server or tool linked
+    to ``target_url`` when given."""
+    kind, _, name = str(payload.get("holder", "")).partition(":")
+    holder = f"group {name}" if kind == "group" else name or kind or "?"
+    target = str(payload.get("target", "?"))
+    if target_url:
+        target = format_html('<a href="{}">{}</a>', target_url, target)
+    what = format_html("{} on {}", payload.get("action", "?"), target)
+    phrase = GRANT_CHANGE_PHRASES[(event_type, bool(payload.get("changed", True)))]
+    return format_html(phrase, holder=holder, what=what)
 
 
 class VisiblePersonFilter(admin.RelatedOnlyFieldListFilter):
@@ -49,7 +75,7 @@ class RecentToolFilter(admin.SimpleListFilter):
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(StrictLookupsMixin, admin.ModelAdmin[AuditEvent]):
+class AuditEventAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[AuditEvent]):
     list_display = (
         "when",
         "event",
@@ -75,6 +101,11 @@ class AuditEventAdmin(StrictLookupsMixin, admin.ModelAdmin[AuditEvent]):
     show_full_result_count = False
     list_per_page = 100
     actions = None
+    list_title = "Audit trail — who did what, with which tool, when"
+
+    def object_title(self, request, obj: AuditEvent) -> str:
+        when = f"{timezone.localtime(obj.created_at):%Y-%m-%d %H:%M:%S}"
+        return f"{obj.get_event_type_display()} ({obj.get_outcome_display().lower()}), {when}"
 
     def get_queryset(self, request):
         # Shared events and those of the viewer's tenants; superusers read the whole trail (Z12).
@@ -84,9 +115,29 @@ class AuditEventAdmin(StrictLookupsMixin, admin.ModelAdmin[AuditEvent]):
     def when(self, obj: AuditEvent) -> str:
         return compact_time(obj.created_at)
 
-    @admin.display(description="event", ordering="event_type")
-    def event(self, obj: AuditEvent) -> str:
-        return format_html("{}<br><small>{}</small>", obj.get_event_type_display(), obj.get_outcome_display())
+    def get_list_display(self, request):
+        # The event cell of a grant or revocation says what it gave to whom, as this reader may read the payload.
+        @admin.display(description="event", ordering="event_type")
+        def event(obj: AuditEvent) -> str:
+            return self.event(obj, request=request)
+
+        return tuple(event if name == "event" else name for name in self.list_display)
+
+    def event(self, obj: AuditEvent, *, request=None) -> str:
+        cell = format_html("{}<br><small>{}</small>", obj.get_event_type_display(), obj.get_outcome_display())
+        if obj.event_type not in (AuditEventType.GRANT, AuditEventType.REVOKE) or request is None:
+            return cell
+        payload = audit_payload_shown(obj, viewer=request.user)
+        text = grant_change_text(obj.event_type, payload, admin_url_for(request, self._grant_target(obj, payload)))
+        return format_html('{}<br><small class="grant-change">{}</small>', cell, text)
+
+    def _grant_target(self, obj: AuditEvent, payload: dict):
+        """The server or tool a grant event names, as it is now (None once deleted or renamed): linked only where
+        the reader may open its page (``admin_url_for``)."""
+        target = payload.get("target")
+        if obj.tool_id is not None:
+            return Tool.objects.filter(pk=obj.tool_id, tool_id=target).first()
+        return Server.objects.filter(slug=target).first()
 
     @admin.display(description="tool", ordering="tool_ref")
     def tool_column(self, obj: AuditEvent) -> str:

@@ -4,8 +4,10 @@ from django import forms
 from django.contrib import admin
 from django.contrib.auth.models import Permission
 from django.core.exceptions import ValidationError
+from django.utils.text import capfirst
 
 from catalog.admin.lookups import StrictLookupsMixin
+from catalog.admin.titles import TitledAdminMixin
 from catalog.models import Server, Tool
 
 from ..models import (
@@ -43,7 +45,7 @@ class ActionFilter(admin.SimpleListFilter):
         return queryset
 
 
-class GrantAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin):
+class GrantAdmin(TitledAdminMixin, PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin):
     """Grants are added and deleted, never edited; both go through the audited services."""
 
     target_model: type = Server
@@ -52,6 +54,17 @@ class GrantAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin):
     hidden_lookups = ("granted_by",)  # read masked where another tenant's (Z12)
     raw_id_fields = ("content_object",)
     list_select_related = ("permission", "content_object", "granted_by")
+
+    def object_title(self, request, obj) -> str:
+        return f"Grant: {self.holder(obj)} may {self.action(obj)} {obj.content_object}"
+
+    def get_list_display(self, request):
+        # The granted object's column reads "server" or "tool", not the field's "content object".
+        @admin.display(description=self.target_model._meta.verbose_name, ordering="content_object")
+        def target(obj) -> str:
+            return str(obj.content_object)
+
+        return tuple(target if name == "content_object" else name for name in self.list_display)
 
     def get_list_select_related(self, request):
         return (*self.list_select_related, self._holder_field())
@@ -80,6 +93,7 @@ class GrantAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin):
                 kwargs["queryset"] = servers
             name = self.target_model._meta.verbose_name
             kwargs["error_messages"] = {"invalid_choice": f"no such {name}: check the id"}
+            kwargs["label"] = capfirst(name)  # not "Content object"
         if db_field.name == "permission":
             model = self.target_model._meta.model_name
             kwargs["queryset"] = Permission.objects.filter(
@@ -152,6 +166,7 @@ class GrantAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin):
 
 @admin.register(ServerUserObjectPermission)
 class ServerUserGrantAdmin(GrantAdmin):
+    list_title = "Server grants to people — who may discover, execute or approve a server's tools"
     target_model = Server
     raw_id_fields = ("content_object", "user")
     search_fields = ("user__username", "content_object__slug")
@@ -159,12 +174,14 @@ class ServerUserGrantAdmin(GrantAdmin):
 
 @admin.register(ServerGroupObjectPermission)
 class ServerGroupGrantAdmin(GrantAdmin):
+    list_title = "Server grants to groups — which groups may discover, execute or approve a server's tools"
     target_model = Server
     search_fields = ("group__name", "content_object__slug")
 
 
 @admin.register(ToolUserObjectPermission)
 class ToolUserGrantAdmin(GrantAdmin):
+    list_title = "Tool grants to people — who may discover, execute or approve one tool"
     target_model = Tool
     raw_id_fields = ("content_object", "user")
     search_fields = ("user__username", "content_object__tool_id")
@@ -172,5 +189,6 @@ class ToolUserGrantAdmin(GrantAdmin):
 
 @admin.register(ToolGroupObjectPermission)
 class ToolGroupGrantAdmin(GrantAdmin):
+    list_title = "Tool grants to groups — which groups may discover, execute or approve one tool"
     target_model = Tool
     search_fields = ("group__name", "content_object__tool_id")

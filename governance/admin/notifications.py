@@ -8,6 +8,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from catalog.admin.lookups import StrictLookupsMixin
+from catalog.admin.titles import TitledAdminMixin
 
 from ..choices import NotificationOutcome
 from ..models import ApprovalRequest, NotificationAttempt
@@ -15,7 +16,7 @@ from ..selectors import notification_attempts_visible_to
 
 
 @admin.register(NotificationAttempt)
-class NotificationAttemptAdmin(StrictLookupsMixin, admin.ModelAdmin[NotificationAttempt]):
+class NotificationAttemptAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[NotificationAttempt]):
     # Four wrapping columns: the log fits beside both sidebars at 1280 px.
     list_display = ("when", "outcome_badge", "approval_link", "result")
     list_display_links = ("when",)
@@ -57,9 +58,11 @@ class NotificationAttemptAdmin(StrictLookupsMixin, admin.ModelAdmin[Notification
     def get_readonly_fields(self, request, obj=None):
         return self.get_fields(request, obj)
 
-    def changelist_view(self, request, extra_context=None):
-        title = "Notifications to approvers — every e-mail and webhook attempt, failed ones in red"
-        return super().changelist_view(request, {"title": title, **(extra_context or {})})
+    list_title = "Notifications to approvers — every e-mail and webhook attempt, failed ones in red"
+
+    def object_title(self, request, obj: NotificationAttempt) -> str:
+        request_id = obj.approval.approval_id if obj.approval is not None else "no request"
+        return f"Notification for {request_id}: {obj}"
 
     @admin.display(description="outcome", ordering="outcome")
     def outcome_badge(self, obj: NotificationAttempt) -> str:

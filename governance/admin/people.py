@@ -13,6 +13,8 @@ from django.contrib.auth.admin import UserAdmin as AuthUserAdmin
 from django.contrib.auth.models import Group
 from django.db.models import QuerySet
 
+from catalog.admin.titles import TitledAdminMixin
+
 from ..constants import OTHER_TENANT_PERSON
 from ..selectors import groups_visible_to_operator, person_visible_to, users_visible_to_operator
 
@@ -97,20 +99,29 @@ class PeopleChoicesMixin:
             getattr(form.instance, name).add(*pks)
 
 
-class UserAdmin(PeopleChoicesMixin, AuthUserAdmin):
+class UserAdmin(TitledAdminMixin, PeopleChoicesMixin, AuthUserAdmin):
     """Django's user admin over the people this admin may see (the list, each page and the autocomplete); a
     person's groups offer only the groups the admin may see, and so does the list's group filter (the groups of the
     people listed: Django's offered every group)."""
 
     list_filter = ("is_staff", "is_superuser", "is_active", ("groups", admin.RelatedOnlyFieldListFilter))
+    list_title = "People — staff sign in here; everyone calls tools with API tokens"
+
+    def object_title(self, request, obj) -> str:
+        return f"Person {obj.get_username()}"
 
     def get_queryset(self, request):
         return super().get_queryset(request).filter(users_visible_to_operator(user=request.user))
 
 
-class GroupAdmin(AuthGroupAdmin):
+class GroupAdmin(TitledAdminMixin, AuthGroupAdmin):
     """Django's group admin over the groups this admin may see (the list, each page and the autocomplete of every
     grant form): never another tenant's group (``groups_visible_to_operator``)."""
+
+    list_title = "Groups — roles (Curators, Approvers, Operators) and teams that hold grants"
+
+    def object_title(self, request, obj) -> str:
+        return f"Group {obj.name}"
 
     def get_queryset(self, request):
         return super().get_queryset(request).filter(groups_visible_to_operator(user=request.user))

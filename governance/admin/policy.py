@@ -6,6 +6,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from catalog.admin.lookups import StrictLookupsMixin
+from catalog.admin.titles import TitledAdminMixin
 
 from ..models import (
     Entitlement,
@@ -26,7 +27,8 @@ from .tenant_scope import TenantScopedMixin
 
 
 @admin.register(RiskClass)
-class RiskClassAdmin(StrictLookupsMixin, admin.ModelAdmin[RiskClass]):
+class RiskClassAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[RiskClass]):
+    list_title = "Risk classes — which calls need an approval, and how long one holds"
     list_display = ("name", "rank", "requires_approval", "requires_approval_for_mutating", "approval_ttl")
     readonly_fields = ("name", "rank")
 
@@ -49,7 +51,8 @@ class RiskClassAdmin(StrictLookupsMixin, admin.ModelAdmin[RiskClass]):
 
 
 @admin.register(PolicyVersion)
-class PolicyVersionAdmin(StrictLookupsMixin, admin.ModelAdmin[PolicyVersion]):
+class PolicyVersionAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[PolicyVersion]):
+    list_title = "Policy versions — each change to risk classes and tool policies, as approvals record it"
     list_display = ("label", "reason", "created_at", "creator")
     readonly_fields = ("number", "reason", "created_at", "creator")
     fields = readonly_fields  # not the created_by field itself: it would name another tenant's operator
@@ -74,10 +77,11 @@ class PolicyVersionAdmin(StrictLookupsMixin, admin.ModelAdmin[PolicyVersion]):
 
 
 @admin.register(Entitlement)
-class EntitlementAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Entitlement]):
+class EntitlementAdmin(TitledAdminMixin, PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Entitlement]):
     """Entitlements offer only the people and groups the admin may see; saving keeps the others (Z12)."""
 
     list_display = ("slug", "name")
+    list_title = "Entitlements — named rights a tool's policy may require of its callers"
     search_fields = ("slug", "name")
     filter_horizontal = ("users", "groups")
 
@@ -125,7 +129,9 @@ class HintConflictFilter(admin.SimpleListFilter):
 
 
 @admin.register(ToolPolicy)
-class ToolPolicyAdmin(SharedToolReadOnlyMixin, TenantScopedMixin, StrictLookupsMixin, admin.ModelAdmin[ToolPolicy]):
+class ToolPolicyAdmin(
+    TitledAdminMixin, SharedToolReadOnlyMixin, TenantScopedMixin, StrictLookupsMixin, admin.ModelAdmin[ToolPolicy]
+):
     """The policies of the tools of servers the admin may manage (Z12: never another tenant's tool); who classified
     a tool and who holds access to it are named only where the admin may see them."""
 
@@ -135,6 +141,7 @@ class ToolPolicyAdmin(SharedToolReadOnlyMixin, TenantScopedMixin, StrictLookupsM
     )
 
     server_path = "tool__server"
+    list_title = "Tool policies — each tool's risk class and operation, and whether it is held for review"
     list_display = ("tool", "operation_class", "reversibility", "risk_class", "classified_by_admin", "held")
     list_filter = (
         "operation_class",
@@ -181,6 +188,9 @@ class ToolPolicyAdmin(SharedToolReadOnlyMixin, TenantScopedMixin, StrictLookupsM
 
     def get_queryset(self, request):
         return with_person_visible(request, super().get_queryset(request), "classified_by")
+
+    def object_title(self, request, obj: ToolPolicy) -> str:
+        return f"Policy of {obj.tool.tool_id}"
 
     def get_object(self, request, object_id, from_field=None):
         policy = super().get_object(request, object_id, from_field)

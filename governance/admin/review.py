@@ -7,6 +7,7 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from catalog.admin.lookups import StrictLookupsMixin
+from catalog.admin.titles import TitledAdminMixin
 
 from ..choices import ReviewStatus
 from ..models import ToolReview
@@ -17,7 +18,9 @@ from .tenant_scope import TenantScopedMixin
 
 
 @admin.register(ToolReview)
-class ToolReviewAdmin(SharedToolReadOnlyMixin, TenantScopedMixin, StrictLookupsMixin, admin.ModelAdmin[ToolReview]):
+class ToolReviewAdmin(
+    TitledAdminMixin, SharedToolReadOnlyMixin, TenantScopedMixin, StrictLookupsMixin, admin.ModelAdmin[ToolReview]
+):
     """Held definition changes of the tools of servers the admin may manage (Z12: never another tenant's tool);
     who decided is named only where the admin may see them."""
 
@@ -99,23 +102,13 @@ class ToolReviewAdmin(SharedToolReadOnlyMixin, TenantScopedMixin, StrictLookupsM
     def reject_selected(self, request, queryset) -> None:
         self._decide(request, queryset, accept=False)
 
-    def changelist_view(self, request, extra_context=None):
-        title = "Tool reviews — tools held from clients until their new or changed definition is accepted"
-        return super().changelist_view(request, {"title": title, **(extra_context or {})})
+    list_title = "Tool reviews — tools held from clients until their new or changed definition is accepted"
 
-    def change_view(self, request, object_id, form_url="", extra_context=None):
+    def object_title(self, request, obj: ToolReview) -> str:
         # "Change tool review" reads as editing the review: the page is where a held change is read and decided.
-        review = self.get_object(request, object_id)
-        if review is not None:
-            decides = review.status == ReviewStatus.PENDING and self.has_change_permission(request, review)
-            tool_id = review.tool.tool_id
-            title = (
-                f"Review the change held for {tool_id}"
-                if decides
-                else f"Definition change to {tool_id}: {review.get_status_display().lower()}"
-            )
-            extra_context = {"title": title, **(extra_context or {})}
-        return super().change_view(request, object_id, form_url, extra_context)
+        if obj.status == ReviewStatus.PENDING and self.has_change_permission(request, obj):
+            return f"Review the change held for {obj.tool.tool_id}"
+        return f"Definition change to {obj.tool.tool_id}: {obj.get_status_display().lower()}"
 
     def response_change(self, request, obj):
         if "_accept" in request.POST or "_reject" in request.POST:

@@ -8,6 +8,7 @@ from django.core.exceptions import ValidationError
 from django.utils.html import format_html, format_html_join
 
 from catalog.admin.lookups import RawIdChoicesMixin, StrictLookupsMixin
+from catalog.admin.titles import TitledAdminMixin
 from catalog.models import Server, Tool
 
 from ..models import Agent, AgentGrant, Tenant
@@ -51,11 +52,15 @@ class TenantForm(forms.ModelForm):
 
 
 @admin.register(Tenant)
-class TenantAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Tenant]):
+class TenantAdmin(TitledAdminMixin, PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Tenant]):
+    list_title = "Tenants — each one's members see its servers, tokens, approvals and audit, never another's"
     form = TenantForm
     list_display = ("slug", "name", "approval_webhook", "created_at")
     search_fields = ("slug", "name")
     filter_horizontal = ("members",)
+
+    def object_title(self, request, obj: Tenant) -> str:
+        return f"Tenant {obj.slug}"
 
     def get_fieldsets(self, request, obj=None):
         # The section's words for who reads it: a superuser names the variables, a tenant's operator only reads.
@@ -139,7 +144,8 @@ class AgentGrantInline(RawIdChoicesMixin, admin.TabularInline):
 
 
 @admin.register(Agent)
-class AgentAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Agent]):
+class AgentAdmin(TitledAdminMixin, PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Agent]):
+    list_title = "Agents — the programs acting for a person, and what each may use of that person's access"
     list_display = ("name", "user", "parent", "tenant", "all_user_tools", "created_at")
     list_select_related = ("user", "parent", "tenant")
     search_fields = ("name", "user__username")
@@ -147,6 +153,9 @@ class AgentAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Agent]
     raw_id_fields = ("parent",)
     fields = ("user", "name", "parent", "tenant", "all_user_tools")
     inlines = (AgentGrantInline,)
+
+    def object_title(self, request, obj: Agent) -> str:
+        return f"Agent {obj.name}"
 
     def get_queryset(self, request):
         # Shared agents and the admin's tenants', never a shared (tenant-less) agent of tenant B's person (Z12):

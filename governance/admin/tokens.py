@@ -15,6 +15,7 @@ from django.utils.http import urlencode
 
 from catalog.admin.display import compact_time
 from catalog.admin.lookups import StrictLookupsMixin
+from catalog.admin.titles import TitledAdminMixin
 from catalog.choices import ServerStatus
 from catalog.models import Server
 
@@ -88,6 +89,27 @@ class ApiTokenAddForm(forms.ModelForm):
         return data
 
 
+class TokenStateFilter(admin.SimpleListFilter):
+    """By what a token does now, as the list's state column says it: active, expired or revoked (a revoked token
+    that has also expired reads revoked)."""
+
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request, model_admin):
+        return [("active", "Active"), ("expired", "Expired"), ("revoked", "Revoked")]
+
+    def queryset(self, request, queryset):
+        now = timezone.now()
+        if self.value() == "active":
+            return queryset.filter(revoked_at__isnull=True, expires_at__gt=now)
+        if self.value() == "expired":
+            return queryset.filter(revoked_at__isnull=True, expires_at__lte=now)
+        if self.value() == "revoked":
+            return queryset.filter(revoked_at__isnull=False)
+        return queryset
+
+
 def scopes_text(scopes: list[str]) -> str:
     """A token's stored scopes as words: what it may do, then which servers (or all its user may use)."""
     base = [scope for scope in scopes if not scope.startswith(SERVER_SCOPE_PREFIX)]
@@ -97,7 +119,7 @@ def scopes_text(scopes: list[str]) -> str:
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[ApiToken]):
+class ApiTokenAdmin(TitledAdminMixin, PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[ApiToken]):
     list_display = (
         "name",
         "user",
@@ -109,7 +131,7 @@ class ApiTokenAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Api
         "last_used",
     )  # the expiry under the state and times in two short lines: every column in view at 1280 px
     # The tenant filter offers the tenants of the tokens listed, never every tenant's slug (Z12).
-    list_filter = ("revoked_at", ("tenant", admin.RelatedOnlyFieldListFilter))
+    list_filter = (TokenStateFilter, ("tenant", admin.RelatedOnlyFieldListFilter))
     list_select_related = ("user", "agent", "tenant")
     search_fields = ("name", "user__username", "agent__name", "tenant__slug", "display_prefix")
     hidden_lookups = ("created_by", "revoked_by")  # read masked where another tenant's (Z12): no ?created_by=17
@@ -132,6 +154,11 @@ class ApiTokenAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Api
         "last_used_at",
     )
 
+    list_title = "API tokens — who calls Scout's tools, with what scopes, until when"
+
+    def object_title(self, request, obj: ApiToken) -> str:
+        return f"API token {obj.name}"
+
     def get_queryset(self, request):
         # An operator of tenant A sees shared tokens and tenant A's, never tenant B's (Z12), nor a shared
         # (tenant-less) token of tenant B's person; who made or revoked a token is named only where visible too.
@@ -147,7 +174,7 @@ class ApiTokenAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Api
     def change_view(self, request, object_id, form_url="", extra_context=None):
         # Every field of a saved token is read-only: no Save buttons that save nothing. Its page revokes it through
         # the list's action (the same confirmation) and leads to what it did: its searches, calls, approvals.
-        extra_context = {"title": "API token", "show_save": False, "show_save_and_continue": False,
+        extra_context = {"show_save": False, "show_save_and_continue": False,
                          "show_save_and_add_another": False, "revoke_action": "revoke_selected",
                          **(extra_context or {})}  # fmt: skip
         if admin.site.get_model_admin(AuditEvent).has_view_permission(request):
@@ -257,6 +284,7 @@ class ApiTokenAdmin(PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[Api
             "admin/governance/apitoken/created.html",
             {
                 **self.admin_site.each_context(request),
+                "title": f"API token created: {token.name}",
                 "token": token,
                 "raw_token": raw,
                 "opts": self.opts,

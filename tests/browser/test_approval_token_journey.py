@@ -27,7 +27,7 @@ def test_from_a_pending_approval_to_its_token_and_revoke_it(browser, live_server
     click_through(browser, related.find_element(By.PARTIAL_LINK_TEXT, "The API token"))
     assert f"/admin/governance/apitoken/{token.pk}/change/" in browser.current_url
     assert not browser.find_elements(By.NAME, "_save")  # a saved token's fields are read-only
-    assert browser.find_element(By.CSS_SELECTOR, "#content h1").text == "API token"  # not "Change API token"
+    assert browser.find_element(By.CSS_SELECTOR, "#content h1").text == f"API token {token.name}"  # not "Change …"
     revoke, activity = (
         browser.find_element(By.CSS_SELECTOR, css) for css in ("#token-revoke button", "#token-activity")
     )

@@ -104,7 +104,7 @@ def test_approver_denies_with_a_reason_then_approves_a_call_that_runs(
     card = browser.find_element(By.ID, "tool-card")
     assert "Store a note (changes state: every call writes one record)." in card.text
     assert "destructiveHint" in card.text
-    risk = browser.find_element(By.CSS_SELECTOR, "h1 .scout-risk")
+    risk = browser.find_element(By.CSS_SELECTOR, "#decide-tool .scout-risk")
     assert "risk" in risk.text and "risk-" in risk.get_attribute("class")
     approve = browser.find_element(By.NAME, "_approve")
     deny = browser.find_element(By.NAME, "_deny")

@@ -101,6 +101,31 @@ def test_server_change_page_shows_error_runs_and_sync_button(admin_client, make_
     assert reverse("admin:catalog_server_sync", args=[server.pk]) in html
 
 
+def test_server_page_links_to_all_its_sync_runs(admin_client, client, django_user_model, make_server):
+    """The page shows the last 10 runs; "All sync runs" opens the run list narrowed to this server (every run of
+    it, no other server's), and is offered only to who may read runs (a curator gets no link to a 403)."""
+    from django.contrib.auth.models import Group
+
+    from governance.roles import CURATORS
+
+    server, other = make_server("flaky"), make_server("steady")
+    for minutes in range(12):
+        SyncRun.objects.create(
+            server=server, status=SyncStatus.FAILED, started_at=timezone.now() - timedelta(minutes=minutes)
+        )
+    SyncRun.objects.create(server=other, status=SyncStatus.SUCCESS, started_at=timezone.now())
+    page = admin_client.get(reverse("admin:catalog_server_change", args=[server.pk])).content.decode()
+    link = re.search(r'<a id="server-sync-runs" href="([^"]+)">All sync runs</a>', page)
+    assert link is not None
+    runs = admin_client.get(link.group(1).replace("&amp;", "&")).context["cl"].result_list
+    assert len(runs) == 12 and {run.server_id for run in runs} == {server.pk}
+    curator = django_user_model.objects.create_user(username="cur", is_staff=True)
+    curator.groups.add(Group.objects.get(name=CURATORS))
+    client.force_login(curator)
+    page = client.get(reverse("admin:catalog_server_change", args=[server.pk]))
+    assert page.status_code == 200 and "server-sync-runs" not in page.content.decode()
+
+
 def test_sync_now_action_syncs_a_real_stdio_server(admin_client, scripted):
     server, _ = scripted({"pages": [[good_tool("alpha"), good_tool("beta")]]}, slug="scripted")
     response = admin_client.post(

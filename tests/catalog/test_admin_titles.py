@@ -66,3 +66,80 @@ def test_record_lists_say_what_they_hold(client, superuser, changelist, starts):
     page = client.get(reverse(changelist))
     assert page.context["title"].startswith(starts)
     assert "Select " not in page.content.decode().split("<h1>", 1)[1].split("</h1>", 1)[0]
+
+
+def _seed_every_kind(superuser, member) -> None:
+    """At least one row of most registered models, written by the services that write them."""
+    from governance.principals import principal_for_user
+    from governance.services.approvals import approval_request_create
+    from governance.services.permissions import permission_grant
+    from search.usage import LoggedResult, query_log_record
+    from tests.governance.factories import tenant_token
+
+    server = ServerFactory(slug="mail")
+    tool = ToolFactory(server=server, name="send_email", annotations=None)
+    for action in ("discover", "execute"):
+        permission_grant(actor=superuser, target=server, action=action, holder=member)
+    tenant_token(member, "acme")
+    principal = principal_for_user(member)
+    query_log_record(principal=principal, query="send mail", results=[LoggedResult(tool_id=tool.tool_id, score=0.5)],
+                     confidence="high", degraded=False, backend="embedded", latency_ms=3)  # fmt: skip
+    approval_request_create(principal=principal, tool=tool, arguments={"to": "a@example.com"})
+
+
+def _heading(html: str) -> tuple[str, str]:
+    title = html.split("<title>", 1)[1].split("</title>", 1)[0].strip()
+    h1 = html.split("<h1>", 1)[1].split("</h1>", 1)[0].strip()
+    assert html.count("<h1") == 1, "one heading per page"
+    return title, h1
+
+
+def test_admin_titles_everywhere(client, superuser, member):
+    """Every ModelAdmin's list and object pages are named by TitledAdminMixin: the list for what it holds, an
+    object's page for the object (never Django's "Select … to change" or "Change …"), the <title> as the <h1>."""
+    from django.contrib import admin
+
+    from catalog.admin.titles import TitledAdminMixin
+
+    _seed_every_kind(superuser, member)
+    client.force_login(superuser)
+    checked = 0
+    for model, model_admin in admin.site._registry.items():
+        assert isinstance(model_admin, TitledAdminMixin), f"{model._meta.label}: pages without a title of their own"
+        info = model._meta.app_label, model._meta.model_name
+        title, h1 = _heading(client.get(reverse("admin:{}_{}_changelist".format(*info))).content.decode())
+        assert not h1.startswith("Select "), model._meta.label
+        assert title == f"{h1} | Scout admin"
+        obj = model_admin.get_queryset(client.get(reverse("admin:index")).wsgi_request).first()
+        if obj is None:
+            continue
+        page = client.get(reverse("admin:{}_{}_change".format(*info), args=[obj.pk]), follow=True)
+        title, h1 = _heading(page.content.decode())
+        assert not h1.startswith(("Change ", "View ")), f"{model._meta.label}: {h1}"
+        assert title == f"{h1} | Scout admin", model._meta.label
+        checked += 1
+    assert checked >= 14  # the seed reached most models' pages
+
+
+def test_custom_pages_have_one_heading_in_their_title(client, superuser, member):
+    """The pages that are not a model's (dashboard, workbench, preview, decide, connection test) name themselves
+    the same way: one <h1>, and the <title> says it with the site's name."""
+    from governance.models import ApprovalRequest
+
+    _seed_every_kind(superuser, member)
+    client.force_login(superuser)
+    pending = ApprovalRequest.objects.get()
+    pages = {
+        reverse("dashboard"): "Operations dashboard",
+        reverse("search_workbench"): "Search workbench",
+        reverse("search_preview"): "Search preview",
+        reverse("admin:governance_approvalrequest_decide", args=[pending.pk]): f"Decide {pending.approval_id}",
+    }
+    for url, expected in pages.items():
+        title, h1 = _heading(client.get(url).content.decode())
+        assert h1 == expected and title == f"{expected} | Scout admin", url
+    server = ServerFactory(slug="clock")
+    tested = client.post(
+        f"{reverse('admin:catalog_server_test_connection')}?server={server.pk}", {"transport": "imported"}
+    )
+    assert _heading(tested.content.decode()) == ("Test connection: clock | Scout admin", "Test connection: clock")

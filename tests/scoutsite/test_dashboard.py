@@ -145,3 +145,25 @@ def test_search_tiles_lead_to_those_searches_in_the_query_log(client, django_use
     client.force_login(operator)
     html = client.get("/admin/dashboard/?window=1h").content.decode()
     assert _tile_link(html, "tile-searches") is None and _tile_link(html, "tile-withheld") is None
+
+
+def test_dashboard_window(client, superuser, member):
+    """The dashboard offers the curator workbench's window (WORKBENCH_DAYS): a request withheld 20 days ago is
+    counted there, as the workbench lists it, and not in the last 7 days."""
+    from search.models import QueryLogEntry
+    from search.workbench import WORKBENCH_DAYS
+
+    assert WINDOWS["30d"].span == timedelta(days=WORKBENCH_DAYS) and WINDOWS["30d"].label == "last 30 days"
+    query_log_record(principal=principal_for_user(member), query="file my expenses", results=[], confidence="none",
+                     degraded=False, backend="embedded", latency_ms=5.0)  # fmt: skip
+    QueryLogEntry.objects.update(created_at=timezone.now() - timedelta(days=20))
+    client.force_login(superuser)
+    week = client.get("/admin/dashboard/?window=7d")
+    assert week.context["figures"]["search_total"] == 0
+    month = client.get("/admin/dashboard/?window=30d")
+    assert month.context["figures"]["search_total"] == 1 and month.context["figures"]["withheld_rate"] == 1.0
+    html = month.content.decode()
+    assert '<a href="?window=30d" class="current">last 30 days</a>' in html
+    workbench = client.get("/admin/search/workbench/")
+    assert [group.text for group in workbench.context["groups"]] == ["file my expenses"]
+    assert "in the last 30 days" in workbench.content.decode()

@@ -5,7 +5,7 @@
   const colors = ["#417690", "#e07a5f", "#81b29a", "#f2cc8f", "#3d405b", "#9c6644", "#6d597a", "#b56576"];
   const time = (iso) => {
     const d = new Date(iso);
-    return figures.window === "7d" ? d.toLocaleDateString() + " " + d.getHours() + "h" : d.toLocaleTimeString([], {hour: "2-digit", minute: "2-digit"});
+    return figures.window === "30d" ? d.toLocaleDateString() : figures.window === "7d" ? d.toLocaleDateString() + " " + d.getHours() + "h" : d.toLocaleTimeString([], {hour: "2-digit", minute: "2-digit"});
   };
   const drawn = {};
   function draw(id, config) {

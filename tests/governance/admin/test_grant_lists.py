@@ -59,3 +59,23 @@ def test_a_grant_list_reads_the_same_number_of_queries_for_more_grants(client, o
         response = client.get(url)
     assert response.status_code == 200 and "svc-7" in response.content.decode()
     assert len(more) == len(few), [query["sql"][:120] for query in more.captured_queries]
+
+
+@pytest.mark.parametrize(
+    ("model", "label"), [("servergroupobjectpermission", "Server"), ("tooluserobjectpermission", "Tool")]
+)
+def test_the_granted_object_is_named_for_what_it_is(client, superuser, grant, model, label):
+    """The list's column and the add form's field read "Server" or "Tool", never the field's "Content object"."""
+    from django.contrib.admin.templatetags.admin_list import result_headers
+
+    from tests.governance.factories import ToolFactory
+
+    _grant_servers(grant, 1)
+    grant(UserFactory(username="tool-user"), ToolFactory(server=ServerFactory(slug="svc-0")), "execute")
+    client.force_login(superuser)
+    listing = client.get(reverse(f"admin:governance_{model}_changelist"))
+    headers = [header["text"] for header in result_headers(listing.context["cl"])]
+    assert label.lower() in headers and "Content object" not in headers
+    adding = client.get(reverse(f"admin:governance_{model}_add")).content.decode()
+    assert f'<label class="required" for="id_content_object">{label}:</label>' in adding
+    assert "Content object" not in adding

@@ -1,0 +1,47 @@
+"""The home page on a phone (390 px wide): each role's panel stacks in one column and the page never scrolls
+sideways; the operator's server table scrolls in its own box if it must."""
+
+import pytest
+from django.contrib.auth.models import Group
+
+from governance.principals import principal_for_user
+from governance.roles import APPROVERS, CURATORS, OPERATORS
+from governance.services.approvals import approval_request_create
+from governance.services.permissions import permission_grant
+from tests.governance.factories import ServerFactory, ToolFactory
+
+from .conftest import admin_login, screenshot
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+PAGE_FITS = "return document.documentElement.scrollWidth <= document.documentElement.clientWidth;"
+
+
+def test_home_on_a_phone(browser, live_server, django_user_model, superuser, member):
+    from selenium.webdriver.common.by import By
+
+    person = django_user_model.objects.create_user(username="all-roles", password="pw-all-123", is_staff=True)
+    person.groups.add(*Group.objects.filter(name__in=[CURATORS, APPROVERS, OPERATORS]))
+    server = ServerFactory(slug="github-enterprise-production-eu-west")
+    tool = ToolFactory(server=server, name="delete_repository_with_all_its_branches", annotations=None)
+    for action in ("discover", "execute"):
+        permission_grant(actor=superuser, target=server, action=action, holder=member)
+    permission_grant(actor=superuser, target=server, action="approve", holder=person)
+    approval_request_create(principal=principal_for_user(member), tool=tool, arguments={"name": "repo"})
+
+    admin_login(browser, live_server.url, "all-roles", "pw-all-123")
+    browser.set_window_size(390, 900)
+    browser.get(f"{live_server.url}/admin/")
+    panels = [browser.find_element(By.ID, name) for name in ("approver-home", "curator-home", "operator-home")]
+    screenshot(browser, "phone-home")
+    assert browser.execute_script(PAGE_FITS), "the home page scrolls sideways on a phone"
+    lefts = {round(panel.rect["x"]) for panel in panels}
+    assert len(lefts) == 1, "the panels stack in one column"
+    for panel in panels:
+        assert panel.rect["x"] >= 0 and panel.rect["x"] + panel.rect["width"] <= 390, panel.get_attribute("id")
+    # Each table row stacks too: a cell is a line as wide as the panel, never a column a few letters wide.
+    cells = browser.find_elements(By.CSS_SELECTOR, ".scout-panel .scout-table td[data-label]")
+    assert len(cells) >= 8 and min(cell.rect["width"] for cell in cells) > 250
+    asked_by = next(cell for cell in cells if cell.get_attribute("data-label") == "Asked by")
+    assert asked_by.text == "member"
+    browser.execute_script("arguments[0].scrollIntoView();", panels[2])
+    screenshot(browser, "phone-home-operator")

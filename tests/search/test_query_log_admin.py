@@ -1,0 +1,46 @@
+"""From a tool's page to the logged searches that returned it: the query log narrowed to that tool, no other."""
+
+import re
+
+import pytest
+from django.contrib.auth.models import Group
+from django.urls import reverse
+
+from governance.principals import principal_for_user
+from governance.roles import CURATORS, OPERATORS
+from search.usage import LoggedResult, query_log_record
+from tests.governance.factories import ServerFactory, ToolFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def _log(member, query: str, *tools) -> None:
+    query_log_record(principal=principal_for_user(member), query=query, confidence="high", degraded=False,
+                     results=[LoggedResult(tool_id=tool.tool_id, score=0.5) for tool in tools], backend="embedded",
+                     latency_ms=4)  # fmt: skip
+
+
+def test_tool_page_links_to_the_searches_that_returned_it(client, django_user_model, member):
+    server = ServerFactory(slug="mail")
+    send, send_draft, other = (ToolFactory(server=server, name=name) for name in ("send", "send_draft", "read"))
+    _log(member, "send a mail", send, other)
+    _log(member, "save a draft", send_draft)  # its id starts with the first's: not a match
+    _log(member, "read my inbox", other)
+    curator = django_user_model.objects.create_user(username="cur", is_staff=True)
+    curator.groups.add(Group.objects.get(name=CURATORS))
+    client.force_login(curator)
+    page = client.get(reverse("admin:catalog_tool_change", args=[send.pk])).content.decode()
+    link = re.search(r'<a id="tool-searches" href="([^"]+)">Searches that returned it</a>', page)
+    assert link is not None
+    listing = client.get(link.group(1).replace("&amp;", "&"))
+    assert [entry.query for entry in listing.context["cl"].result_list] == ["send a mail"]
+    assert "returned tool" in listing.content.decode()  # the filter in force is shown, with "All" to clear it
+
+
+def test_no_link_for_who_may_not_read_the_query_log(client, django_user_model):
+    tool = ToolFactory(server=ServerFactory(slug="mail"), name="send")
+    operator = django_user_model.objects.create_user(username="op", is_staff=True)
+    operator.groups.add(Group.objects.get(name=OPERATORS))
+    client.force_login(operator)
+    page = client.get(reverse("admin:catalog_tool_change", args=[tool.pk]))
+    assert page.status_code == 200 and "tool-searches" not in page.content.decode()
