@@ -105,9 +105,13 @@ def test_execute_returns_a_clean_upstream_result_unchanged_but_marked_as_tool_ou
     via_gateway, direct = run(gateway_call), run(direct_call)
     from mcpgateway.constants import OUTPUT_META_KEY
 
-    # Clean output passes through the output policy untouched; only the untrusted-output marker is added.
+    # Clean output passes through the output policy untouched; only the untrusted-output marker is added, and
+    # the server identity MCP stamps on a result is the gateway's (the upstream's is dropped with it).
     marker = (via_gateway.meta or {}).pop(OUTPUT_META_KEY)
     assert marker == {"source": "calc::add", "trust": "untrusted", "kind": "tool-output"}
+    server_info = "io.modelcontextprotocol/serverInfo"
+    assert (via_gateway.meta or {}).pop(server_info)["name"] == "scout"
+    assert (direct.meta or {}).pop(server_info)["name"] == "calc"
     assert via_gateway.model_dump(exclude_none=True) == direct.model_dump(exclude_none=True)
     assert via_gateway.structured_content == {"result": 42}
 

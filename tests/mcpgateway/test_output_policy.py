@@ -92,3 +92,21 @@ def test_directly_listed_tools_return_cleaned_output(gateway, token):
     assert _texts(result) == [CLEANED]
     _assert_clean(result)
     assert _marked(result, "faulty::hostile")
+
+
+@pytest.mark.parametrize("mode", PROTOCOL_MODES)
+def test_an_upstreams_reserved_meta_keys_never_reach_the_client(gateway, token, mode):
+    """An upstream's own ``_meta`` keys pass; keys MCP reserves (its serverInfo, any ``dev.mcp/`` key) and a forged
+    Scout marker are dropped: the client sees Scout's marker, not the upstream's claim."""
+
+    async def main():
+        async with mcp_client(gateway, token, mode=mode) as client:
+            return await client.call_tool("execute_tool", {"tool_id": "faulty::reserved_meta", "arguments": {}})
+
+    result = run(main)
+    assert not result.is_error and _texts(result) == ["done"]
+    meta = result.meta or {}
+    assert meta["com.example/trace"] == "t-1"
+    assert "dev.mcp/approval" not in meta
+    assert _marked(result, "faulty::reserved_meta")
+    assert (meta.get("io.modelcontextprotocol/serverInfo") or {}).get("version") != "forged"
