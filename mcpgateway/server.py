@@ -44,7 +44,7 @@ from .db import orm_threads_stop, run_orm
 from .guards import BodyGuard, EdgeGuard
 from .selectors import client_tool_name, tool_for_client_name, tools_listed_for
 from .services import UnknownTool, error_result, gateway_execute
-from .tools import META_TOOL_FUNCTIONS, unknown_tool_error
+from .tools import META_TOOLS_SPEC, unknown_tool_error
 from .upstreams import UpstreamPool
 
 logger = logging.getLogger(__name__)
@@ -122,8 +122,9 @@ class ScoutMCPServer(MCPServer):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.pool = UpstreamPool()
-        for function in META_TOOL_FUNCTIONS:
-            self.add_tool(function, description=inspect.cleandoc(function.__doc__ or ""))
+        for function, title, hints in META_TOOLS_SPEC:
+            description = inspect.cleandoc(function.__doc__ or "")
+            self.add_tool(function, title=title, description=description, annotations=hints)
 
     def _meta_arguments_problem(self, name: str, arguments: dict[str, Any]) -> str | None:
         """The meta-tool's argument check, run here so its failure reads as Scout's text (the SDK's would echo

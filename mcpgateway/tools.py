@@ -168,4 +168,17 @@ async def execute_tool(
         return unknown_tool_result()
 
 
-META_TOOL_FUNCTIONS = (tool_search, tool_inspect, execute_tool)
+# What each meta-tool is, for a host's confirmation prompts (MCP annotations, hints only): searching and
+# inspecting read Scout's own catalog and change nothing; execute_tool runs any tool the caller may, so a host
+# must assume the worst of it (the called tool's own hints are in tool_inspect and tool_search answers).
+READS_CATALOG = types.ToolAnnotations(
+    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+RUNS_ANY_TOOL = types.ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True
+)
+META_TOOLS_SPEC = (
+    (tool_search, "Search tools", READS_CATALOG),
+    (tool_inspect, "Inspect tools", READS_CATALOG),
+    (execute_tool, "Execute a tool", RUNS_ANY_TOOL),
+)
