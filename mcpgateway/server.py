@@ -43,7 +43,7 @@ from .constants import META_TOOLS
 from .db import orm_threads_stop, run_orm
 from .guards import BodyGuard, EdgeGuard
 from .selectors import client_tool_name, tool_for_client_name, tools_listed_for
-from .services import UnknownTool, error_result, gateway_execute
+from .services import UnknownTool, error_result, gateway_execute, tool_hints
 from .tools import META_TOOLS_SPEC, unknown_tool_error
 from .upstreams import UpstreamPool
 
@@ -69,13 +69,11 @@ def index_ready() -> bool:
 
 
 def direct_definition(tool: Tool) -> types.Tool:
-    """A visible tool as listed directly: namespaced name, cleaned texts, readOnlyHint from Scout's policy."""
+    """A visible tool as listed directly: namespaced name, cleaned texts, read-only and destructive hints from
+    Scout's policy (``tool_hints``)."""
     from governance.sanitize import clean_for_model
 
-    annotations = dict(tool.annotations or {})
-    policy = getattr(tool, "policy", None)
-    if policy is not None:
-        annotations["readOnlyHint"] = policy.operation_class == "read"
+    annotations = tool_hints(tool)
     return types.Tool(
         name=client_tool_name(server_slug=tool.server.slug, tool_name=tool.name),
         title=clean_for_model(tool.title or tool.upstream_title) or None,

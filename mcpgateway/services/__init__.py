@@ -8,6 +8,7 @@ from .discovery import (
     gateway_inspect,
     gateway_search,
     tool_descriptor,
+    tool_hints,
 )
 from .execution import (
     ExecutionPlan,
@@ -31,4 +32,5 @@ __all__ = [
     "gateway_inspect",
     "gateway_search",
     "tool_descriptor",
+    "tool_hints",
 ]

@@ -19,7 +19,7 @@ from opentelemetry import trace
 
 from catalog.models import Tool
 from governance.cache import visibility_row_read_once, visibility_row_token
-from governance.choices import AuditEventType, AuditOutcome, OperationClass
+from governance.choices import AuditEventType, AuditOutcome, OperationClass, Reversibility
 from governance.principals import Principal
 from governance.sanitize import clean_for_model
 from governance.selectors import ToolNotFound, tool_get_for_principal
@@ -66,6 +66,29 @@ def _policy_fields(tool: Tool) -> tuple[str, str]:
     if policy is None:
         return "unclassified", OperationClass.WRITE.value
     return policy.risk_class.name, policy.operation_class
+
+
+# The hints Scout decides from its own classification (the tool's policy): an upstream's claim to be read-only
+# or harmless is a hint Scout already weighed (governance.classification) and an admin may have overruled.
+POLICY_HINTS = ("readOnlyHint", "destructiveHint")
+
+
+def tool_hints(tool: Tool) -> dict[str, Any]:
+    """The MCP annotations a client is shown for ``tool``: readOnlyHint and destructiveHint from Scout's
+    classification (a read tool is read-only; an irreversible one destructive), never its own claims; the
+    upstream's other hints as it declared them, texts cleaned."""
+    declared = tool.annotations if isinstance(tool.annotations, dict) else {}
+    hints = {
+        key: clean_for_model(value) if isinstance(value, str) else value
+        for key, value in declared.items()
+        if key not in POLICY_HINTS
+    }
+    policy = getattr(tool, "policy", None)
+    if policy is not None:
+        read = policy.operation_class == OperationClass.READ
+        hints["readOnlyHint"] = read
+        hints["destructiveHint"] = not read and policy.reversibility == Reversibility.IRREVERSIBLE
+    return hints
 
 
 def _clean_schema(node: Any) -> Any:
@@ -138,7 +161,7 @@ def tool_descriptor(tool: Tool, *, why_matched: list[str] | None = None, full: b
     if full:
         descriptor["description"] = clean_for_model(tool.description)
         descriptor["output_schema"] = _clean_schema(tool.output_schema) if tool.output_schema else None
-        descriptor["annotations"] = tool.annotations or None
+        descriptor["annotations"] = tool_hints(tool) or None
         descriptor["environment"] = tool.server.environment
     return descriptor
 

@@ -45,3 +45,44 @@ def test_meta_tools_have_titles_and_annotations(gateway, token, mode):
     execute = tools["execute_tool"].annotations
     assert execute.read_only_hint is False and execute.destructive_hint is True
     assert execute.idempotent_hint is False and execute.open_world_hint is True
+
+
+def test_inspect_and_direct_listing_give_hints_from_scouts_classification(gateway, admin_user, token):
+    """calc::add calls itself read-only; an admin classified it as an irreversible write: tool_inspect and the
+    direct listing say what Scout decided, not what the upstream claims. faulty::record_note claims destructive
+    and Scout agrees; faulty::ping claims read-only and Scout agrees."""
+    from catalog.models import Tool
+    from governance.services.policy import tool_policy_classify, tool_policy_ensure
+
+    from .conftest import drop_index, low_risk
+
+    tool_policy_classify(
+        policy=tool_policy_ensure(tool=Tool.objects.get(tool_id="calc::add")),
+        actor=admin_user,
+        operation_class="write",
+        reversibility="irreversible",
+        risk_class=low_risk(),
+        allowed_environments=[],
+        data_classes=[],
+    )
+    ids = ["calc::add", "faulty::record_note", "faulty::ping"]
+
+    async def inspect():
+        async with mcp_client(gateway, token) as client:
+            return await client.call_tool("tool_inspect", {"tool_ids": ids})
+
+    inspected = {tool["tool_id"]: tool["annotations"] for tool in run(inspect).structured_content["tools"]}
+    drop_index()  # no index: the caller's tools are listed directly
+    direct = {name: tool.annotations for name, tool in listed(gateway, token).items()}
+    expected = {
+        "calc::add": (False, True),
+        "faulty::record_note": (False, True),
+        "faulty::ping": (True, False),
+    }
+    for tool_id, (read_only, destructive) in expected.items():
+        hints = inspected[tool_id]
+        assert (hints["readOnlyHint"], hints["destructiveHint"]) == (read_only, destructive), tool_id
+        shown = direct[tool_id.replace("::", "__")]
+        assert (shown.read_only_hint, shown.destructive_hint) == (read_only, destructive), tool_id
+    # The upstream's other hints are passed on as it declared them.
+    assert inspected["faulty::ping"]["idempotentHint"] is True and inspected["faulty::ping"]["openWorldHint"] is False
