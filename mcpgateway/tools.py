@@ -140,8 +140,10 @@ async def tool_inspect(
 
 async def execute_tool(
     tool_id: Annotated[str, Field(description="Exact tool_id from tool_search (server::tool). Do not guess.")],
-    arguments: Annotated[dict[str, Any], Field(description="Arguments satisfying the tool's inputSchema.")],
     ctx: Context,
+    arguments: Annotated[
+        dict[str, Any], Field(description="Arguments satisfying the tool's inputSchema (omit when it has none).")
+    ] = {},  # noqa: B006 - never mutated; each call is validated into its own dict
     approval_id: Annotated[str | None, Field(description="Only when retrying an approved call.")] = None,
     idempotency_key: Annotated[
         str | None, Field(description="A unique string per intended call, so a resent call runs once.")

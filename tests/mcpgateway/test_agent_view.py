@@ -86,3 +86,21 @@ def test_inspect_and_direct_listing_give_hints_from_scouts_classification(gatewa
         assert (shown.read_only_hint, shown.destructive_hint) == (read_only, destructive), tool_id
     # The upstream's other hints are passed on as it declared them.
     assert inspected["faulty::ping"]["idempotentHint"] is True and inspected["faulty::ping"]["openWorldHint"] is False
+
+
+@pytest.mark.parametrize("mode", PROTOCOL_MODES)
+def test_execute_tool_without_arguments_calls_a_tool_that_takes_none(gateway, token, mode):
+    """``arguments`` may be left out (it defaults to {}): a tool without required parameters runs; one with
+    required parameters is refused naming them, as with any other arguments that miss them."""
+
+    async def main():
+        async with mcp_client(gateway, token, mode=mode) as client:
+            listing = {tool.name: tool for tool in (await client.list_tools()).tools}
+            bare = await client.call_tool("execute_tool", {"tool_id": "faulty::ping"})
+            missing = await client.call_tool("execute_tool", {"tool_id": "calc::add"})
+            return listing["execute_tool"].input_schema, bare, missing
+
+    schema, bare, missing = run(main)
+    assert schema["required"] == ["tool_id"] and schema["properties"]["arguments"]["default"] == {}
+    assert not bare.is_error and text_of(bare) == "pong"
+    assert missing.is_error and "missing required properties a, b" in text_of(missing)

@@ -54,7 +54,7 @@ def test_lists_the_meta_tools_with_descriptions_for_models(gateway, world, mode)
     assert set(tools) == META
     assert "tool_search" in tools["execute_tool"].description and "guess" in tools["execute_tool"].description
     assert "first" in tools["tool_search"].description
-    assert tools["execute_tool"].input_schema["required"] == ["tool_id", "arguments"]
+    assert tools["execute_tool"].input_schema["required"] == ["tool_id"]
     assert set(tools["tool_search"].input_schema["properties"]["scope"]["enum"]) == {"all", "my_servers"}
     # Every parameter says what it is for (a model cannot guess what "my_servers" means).
     undescribed = [
