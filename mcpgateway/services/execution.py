@@ -191,8 +191,8 @@ def _approval_gate(
             )
         if exc.code == "arguments_mismatch":
             return None, error_result(
-                f"The approval cannot be used ({exc.code}): {exc}. Call again with exactly the approved arguments, "
-                "or without approval_id to ask approval for these.",
+                f"The approval cannot be used ({exc.code}): {exc}. Call again with exactly those arguments and "
+                "this approval_id, or without approval_id to ask approval for these new arguments.",
                 approval_rejected=exc.code,
             )
         return None, error_result(
