@@ -102,14 +102,25 @@ _KIND_TEXT = (
 )
 
 
-def meta_arguments_text(tool_name: str, exc: ValidationError, known: set[str]) -> str:
-    """Which meta-tool arguments are wrong and what they should be: never the rejected values (the caller's
-    data) nor the validation library's text."""
+def _choices(spec: Any) -> list[Any]:
+    """The values a meta-tool parameter allows (its ``enum``, also inside ``anyOf``), or none."""
+    if not isinstance(spec, dict):
+        return []
+    branches = [spec, *(spec.get("anyOf") or [])]
+    return [value for branch in branches if isinstance(branch, dict) for value in branch.get("enum") or []]
+
+
+def meta_arguments_text(tool_name: str, exc: ValidationError, properties: dict[str, Any]) -> str:
+    """Which meta-tool arguments are wrong and what they should be (a choice lists its allowed values, which are
+    Scout's own): never the rejected values (the caller's data) nor the validation library's text."""
     problems = []
     for error in exc.errors():
-        parts = [p for p in error["loc"] if isinstance(p, int) or p in known]
+        parts = [p for p in error["loc"] if isinstance(p, int) or p in properties]
         where = "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i else p) for i, p in enumerate(parts))
         kind = next((text for prefix, text in _KIND_TEXT if error["type"].startswith(prefix)), "is not valid")
+        choices = _choices(properties.get(parts[0])) if len(parts) == 1 else []
+        if error["type"].startswith("literal") and choices:
+            kind = f"must be one of: {', '.join(map(str, choices))}"
         problems.append(f"{where or 'arguments'} {kind}")
     return f"Invalid arguments for {tool_name}: {'; '.join(sorted(set(problems)))}. Check its inputSchema."
 
@@ -133,7 +144,7 @@ class ScoutMCPServer(MCPServer):
         try:
             tool.fn_metadata.validate_arguments(arguments)
         except ValidationError as exc:
-            return meta_arguments_text(name, exc, set((tool.parameters.get("properties") or {}).keys()))
+            return meta_arguments_text(name, exc, tool.parameters.get("properties") or {})
         return None
 
     async def _handle_list_tools(

@@ -104,3 +104,20 @@ def test_execute_tool_without_arguments_calls_a_tool_that_takes_none(gateway, to
     assert schema["required"] == ["tool_id"] and schema["properties"]["arguments"]["default"] == {}
     assert not bare.is_error and text_of(bare) == "pong"
     assert missing.is_error and "missing required properties a, b" in text_of(missing)
+
+
+def test_a_wrong_choice_is_answered_with_the_allowed_values(gateway, token):
+    """A meta-tool argument outside its choices is refused naming the values it may take (Scout's own), never
+    the value sent."""
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            return [
+                await client.call_tool("tool_search", {"query": "add numbers", "operation_class": "delete-7f3"}),
+                await client.call_tool("tool_search", {"query": "add numbers", "scope": "everything-7f3"}),
+            ]
+
+    operation_class, scope = (text_of(result) for result in run(main))
+    assert "operation_class must be one of: read, write, execute, approve" in operation_class
+    assert "scope must be one of: all, my_servers" in scope
+    assert "7f3" not in operation_class + scope
