@@ -44,7 +44,7 @@ from .db import orm_threads_stop, run_orm
 from .guards import BodyGuard, EdgeGuard
 from .selectors import client_tool_name, tool_for_client_name, tools_listed_for
 from .services import UnknownTool, error_result, gateway_execute, tool_hints
-from .tools import META_TOOLS_SPEC, unknown_tool_error
+from .tools import META_TOOLS_SPEC, shown_as_sent, unknown_tool_error
 from .upstreams import UpstreamPool
 
 logger = logging.getLogger(__name__)
@@ -125,6 +125,20 @@ def meta_arguments_text(tool_name: str, exc: ValidationError, properties: dict[s
     return f"Invalid arguments for {tool_name}: {'; '.join(sorted(set(problems)))}. Check its inputSchema."
 
 
+UNKNOWN_ARGUMENTS_SHOWN = 5
+
+
+def unknown_arguments_text(tool_name: str, unknown: list[str], properties: dict[str, Any]) -> str:
+    """Arguments a meta-tool does not take, named as sent (escaped and cut: they are the caller's own text), with
+    the ones it takes."""
+    named = ", ".join(shown_as_sent(key) for key in unknown[:UNKNOWN_ARGUMENTS_SHOWN])
+    more = f" and {len(unknown) - UNKNOWN_ARGUMENTS_SHOWN} more" if len(unknown) > UNKNOWN_ARGUMENTS_SHOWN else ""
+    return (
+        f"Unknown argument{'s' if len(unknown) > 1 else ''} for {tool_name}: {named}{more}. "
+        f"It takes only: {', '.join(properties)}."
+    )
+
+
 class ScoutMCPServer(MCPServer):
     """MCPServer whose tool listing and routing depend on the caller."""
 
@@ -134,6 +148,9 @@ class ScoutMCPServer(MCPServer):
         for function, title, hints in META_TOOLS_SPEC:
             description = inspect.cleandoc(function.__doc__ or "")
             self.add_tool(function, title=title, description=description, annotations=hints)
+            # An argument the meta-tool does not take is refused, not ignored: a misnamed "args" would otherwise
+            # run the tool with no arguments at all.
+            self._tool_manager.get_tool(function.__name__).parameters["additionalProperties"] = False
 
     def _meta_arguments_problem(self, name: str, arguments: dict[str, Any]) -> str | None:
         """The meta-tool's argument check, run here so its failure reads as Scout's text (the SDK's would echo
@@ -141,6 +158,10 @@ class ScoutMCPServer(MCPServer):
         tool = self._tool_manager.get_tool(name)
         if tool is None:
             return None
+        properties = tool.parameters.get("properties") or {}
+        unknown = [key for key in arguments if key not in properties]
+        if unknown:
+            return unknown_arguments_text(name, unknown, properties)
         try:
             tool.fn_metadata.validate_arguments(arguments)
         except ValidationError as exc:

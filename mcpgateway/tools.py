@@ -44,13 +44,14 @@ def unknown_tool_result(asked: list[tuple[int, str]] | None = None) -> types.Cal
     (JSON, ASCII) and cut, and a hidden one exactly as an unknown one."""
     if not asked:
         return error_result(UNKNOWN_TOOL_MESSAGE, unknown_tool=True)
-    named = "; ".join(f"tool_ids[{position}] {_shown_id(tool_id)}" for position, tool_id in asked)
+    named = "; ".join(f"tool_ids[{position}] {shown_as_sent(tool_id)}" for position, tool_id in asked)
     return error_result(f"Unknown tool: {named}. {UNKNOWN_TOOL_GUIDANCE}", unknown_tool=True)
 
 
-def _shown_id(tool_id: str) -> str:
-    cut = tool_id[:UNKNOWN_ID_SHOWN_CHARS]
-    return json.dumps(cut) + ("…" if len(tool_id) > len(cut) else "")
+def shown_as_sent(text: str) -> str:
+    """The caller's own text (an id, an argument name) as an error shows it: escaped (JSON, ASCII) and cut."""
+    cut = text[:UNKNOWN_ID_SHOWN_CHARS]
+    return json.dumps(cut) + ("…" if len(text) > len(cut) else "")
 
 
 async def _principal(ctx: Context) -> Any:

@@ -121,3 +121,25 @@ def test_a_wrong_choice_is_answered_with_the_allowed_values(gateway, token):
     assert "operation_class must be one of: read, write, execute, approve" in operation_class
     assert "scope must be one of: all, my_servers" in scope
     assert "7f3" not in operation_class + scope
+
+
+@pytest.mark.parametrize("mode", PROTOCOL_MODES)
+def test_meta_tools_refuse_arguments_they_do_not_take(gateway, token, faulty_call_log, mode):
+    """A misnamed argument is refused naming it, with the ones the meta-tool takes, and nothing runs (a misnamed
+    "args" would otherwise call the tool with no arguments); the schemas say additionalProperties false."""
+    from .conftest import faulty_calls
+
+    async def main():
+        async with mcp_client(gateway, token, mode=mode) as client:
+            listing = (await client.list_tools()).tools
+            executed = await client.call_tool("execute_tool", {"tool_id": "faulty::ping", "args": {"text": "hi"}})
+            searched = await client.call_tool("tool_search", {"query": "add numbers", "k": 3, "limit\n": 2})
+            return listing, executed, searched
+
+    listing, executed, searched = run(main)
+    assert all(tool.input_schema["additionalProperties"] is False for tool in listing)
+    assert executed.is_error and text_of(executed) == (
+        'Unknown argument for execute_tool: "args". It takes only: tool_id, arguments, approval_id, idempotency_key.'
+    )
+    assert faulty_calls(faulty_call_log, "ping") == 0
+    assert searched.is_error and text_of(searched).startswith('Unknown arguments for tool_search: "k", "limit\\n".')
