@@ -43,7 +43,7 @@ from .constants import META_TOOLS
 from .db import orm_threads_stop, run_orm
 from .guards import BodyGuard, EdgeGuard
 from .selectors import client_tool_name, tool_for_client_name, tools_listed_for
-from .services import UnknownTool, error_result, gateway_execute, tool_hints
+from .services import UnknownTool, error_result, gateway_execute, schema_for_model, tool_hints
 from .tools import META_TOOLS_SPEC, shown_as_sent, unknown_tool_error
 from .upstreams import UpstreamPool
 
@@ -78,7 +78,7 @@ def direct_definition(tool: Tool) -> types.Tool:
         name=client_tool_name(server_slug=tool.server.slug, tool_name=tool.name),
         title=clean_for_model(tool.title or tool.upstream_title) or None,
         description=clean_for_model(tool.purpose or tool.description) or None,
-        input_schema=tool.input_schema or {"type": "object"},
+        input_schema=schema_for_model(tool.input_schema or {"type": "object"}, name=tool.name),
         output_schema=tool.output_schema or None,
         annotations=types.ToolAnnotations.model_validate(annotations) if annotations else None,
     )

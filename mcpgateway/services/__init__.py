@@ -7,6 +7,7 @@ from .discovery import (
     UnknownTool,
     gateway_inspect,
     gateway_search,
+    schema_for_model,
     tool_descriptor,
     tool_hints,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "gateway_execute",
     "gateway_inspect",
     "gateway_search",
+    "schema_for_model",
     "tool_descriptor",
     "tool_hints",
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -91,6 +92,56 @@ def tool_hints(tool: Tool) -> dict[str, Any]:
     return hints
 
 
+# JSON Schema keywords whose value is a schema, a list of schemas, or a map of names to schemas.
+_SUBSCHEMA = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames")
+_SUBSCHEMA_LISTS = ("anyOf", "allOf", "oneOf", "prefixItems")
+_SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+# Keywords that exist in only one of the JSON Schema drafts in use (draft-07, 2020-12): a schema with any of
+# them keeps its "$schema" (MCP reads a schema without one as 2020-12).
+_DIALECT_BOUND = re.compile(
+    r'"(?:additionalItems|dependencies|dependentRequired|dependentSchemas|prefixItems|unevaluatedItems|'
+    r'unevaluatedProperties|\$recursiveRef|\$dynamicRef)"\s*:|"items"\s*:\s*\['
+)
+
+
+def _letters(text: str) -> str:
+    return "".join(ch for ch in text.lower() if ch.isalnum())
+
+
+def _compact(node: Any, name: str | None) -> Any:
+    """``node`` without the titles that only restate the name they sit under: pydantic's "Timezone" for the
+    property timezone, "get_timeArguments" for the tool get_time (``name`` is the property, definition or
+    tool name)."""
+    if not isinstance(node, dict):
+        return node
+    said = {_letters(name), _letters(name) + "arguments"} if name else set()
+    shown: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "title" and isinstance(value, str) and _letters(value) in said:
+            continue
+        if key in _SUBSCHEMA_MAPS and isinstance(value, dict):
+            value = {child: _compact(spec, child) for child, spec in value.items()}
+        elif key in _SUBSCHEMA_LISTS and isinstance(value, list):
+            value = [_compact(spec, name) for spec in value]  # a branch restates the same name
+        elif key in _SUBSCHEMA and isinstance(value, dict | list):
+            value = [_compact(spec, None) for spec in value] if isinstance(value, list) else _compact(value, None)
+        shown[key] = value
+    return shown
+
+
+def schema_for_model(schema: Any, *, name: str) -> Any:
+    """A tool's schema as Scout shows it (search answers, tool_inspect, the direct listing): human texts cleaned,
+    titles that only restate a name dropped, and "$schema" dropped unless the schema uses a keyword whose meaning
+    depends on the draft. Only annotations go: what the schema allows is unchanged (and arguments are checked
+    against the stored schema)."""
+    if not isinstance(schema, dict):
+        return _clean_schema(schema)
+    shown = _compact(schema, name)
+    if "$schema" in shown and not _DIALECT_BOUND.search(_compact_json(shown)):
+        del shown["$schema"]
+    return _clean_schema(shown)
+
+
 def _clean_schema(node: Any) -> Any:
     """The schema with its human texts (description, title) cleaned; names and enum values kept exact."""
     if isinstance(node, dict):
@@ -157,16 +208,16 @@ def tool_descriptor(tool: Tool, *, why_matched: list[str] | None = None, full: b
     }
     if why_matched is not None:
         descriptor["why_matched"] = [clean_for_model(reason) for reason in why_matched]
-    descriptor["input_schema"] = _clean_schema(tool.input_schema)
+    descriptor["input_schema"] = schema_for_model(tool.input_schema, name=tool.name)
     if full:
         descriptor["description"] = clean_for_model(tool.description)
-        descriptor["output_schema"] = _clean_schema(tool.output_schema) if tool.output_schema else None
+        descriptor["output_schema"] = schema_for_model(tool.output_schema, name=tool.name) or None
         descriptor["annotations"] = tool_hints(tool) or None
         descriptor["environment"] = tool.server.environment
     return descriptor
 
 
-def _compact(value: Any) -> str:
+def _compact_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=False)
 
 
@@ -259,7 +310,7 @@ class SearchAnswer:
             )
             if match.get("why_matched"):
                 lines.append("   why: " + "; ".join(match["why_matched"][:3]))
-            lines.append("   inputSchema: " + _compact(match["input_schema"]))
+            lines.append("   inputSchema: " + _compact_json(match["input_schema"]))
         return "\n".join(lines)
 
 

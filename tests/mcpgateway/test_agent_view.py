@@ -143,3 +143,83 @@ def test_meta_tools_refuse_arguments_they_do_not_take(gateway, token, faulty_cal
     )
     assert faulty_calls(faulty_call_log, "ping") == 0
     assert searched.is_error and text_of(searched).startswith('Unknown arguments for tool_search: "k", "limit\\n".')
+
+
+DRAFT_07 = "http://json-schema.org/draft-07/schema#"
+FORMS = [
+    {
+        "server": "forms",
+        "name": "fill_form",
+        "description": "Fill in a paper form with a person's full name and job title.",
+        "inputSchema": {
+            "$schema": DRAFT_07,
+            "title": "fill_formArguments",
+            "type": "object",
+            "properties": {
+                "full_name": {"title": "Full Name", "type": "string"},
+                "title": {"title": "Job title as printed", "type": "string"},
+            },
+            "required": ["full_name"],
+        },
+    },
+    {
+        "server": "forms",
+        "name": "fill_pair",
+        "description": "Fill a pair of paper form values: a label and a count.",
+        "inputSchema": {
+            "$schema": DRAFT_07,
+            "type": "object",
+            "properties": {"pair": {"type": "array", "items": [{"type": "string"}, {"type": "integer"}]}},
+        },
+    },
+]
+
+
+def test_schemas_are_shown_without_restated_titles_or_a_needless_dialect(gateway, admin_user, calc_server, tmp_path):
+    """Titles that only restate a name (pydantic's "A" for a, "addArguments" for add) and a "$schema" the
+    schema does not depend on are left out of search answers, tool_inspect and the direct listing; a title that
+    says more, a property named "title" and a "$schema" whose draft matters (tuple items) stay."""
+    import json
+
+    from django.core.management import call_command
+
+    from catalog.models import Server, Tool
+
+    from .conftest import drop_index
+
+    path = tmp_path / "forms.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in FORMS), encoding="utf-8")
+    call_command("catalog_import", str(path), "--no-index", verbosity=0)
+    member = make_user("gw_member")
+    for server in (calc_server, Server.objects.get(slug="forms")):
+        grant(admin_user, server, member, "discover", "execute")
+    build_index()
+    token = make_token(member)
+    assert Tool.objects.get(tool_id="calc::add").input_schema["properties"]["a"]["title"] == "A"  # as stored
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            found = await client.call_tool("tool_search", {"query": "add two integers", "top_k": 1})
+            inspected = await client.call_tool(
+                "tool_inspect", {"tool_ids": ["calc::add", "forms::fill_form", "forms::fill_pair"]}
+            )
+            return found, inspected
+
+    found, inspected = run(main)
+    (add,) = found.structured_content["matches"]
+    shown = {tool["tool_id"]: tool["input_schema"] for tool in inspected.structured_content["tools"]}
+    plain = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "required": ["a", "b"],
+    }
+    assert add["input_schema"] == shown["calc::add"] == plain
+    assert '"title"' not in text_of(found)
+    assert shown["forms::fill_form"] == {
+        "type": "object",
+        "properties": {"full_name": {"type": "string"}, "title": {"title": "Job title as printed", "type": "string"}},
+        "required": ["full_name"],
+    }
+    assert shown["forms::fill_pair"]["$schema"] == DRAFT_07
+    drop_index()
+    assert listed(gateway, token)["calc__add"].input_schema == plain
