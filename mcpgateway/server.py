@@ -148,9 +148,12 @@ class ScoutMCPServer(MCPServer):
         for function, title, hints in META_TOOLS_SPEC:
             description = inspect.cleandoc(function.__doc__ or "")
             self.add_tool(function, title=title, description=description, annotations=hints)
-            # An argument the meta-tool does not take is refused, not ignored: a misnamed "args" would otherwise
-            # run the tool with no arguments at all.
-            self._tool_manager.get_tool(function.__name__).parameters["additionalProperties"] = False
+            # Shown without pydantic's titles ("Top K", "tool_searchArguments": the names again), and an argument
+            # the meta-tool does not take is refused, not ignored: a misnamed "args" would otherwise run the tool
+            # with no arguments at all.
+            registered = self._tool_manager.get_tool(function.__name__)
+            schema = schema_for_model(registered.parameters, name=function.__name__)
+            registered.parameters = {**schema, "additionalProperties": False}
 
     def _meta_arguments_problem(self, name: str, arguments: dict[str, Any]) -> str | None:
         """The meta-tool's argument check, run here so its failure reads as Scout's text (the SDK's would echo

@@ -88,6 +88,19 @@ def test_inspect_and_direct_listing_give_hints_from_scouts_classification(gatewa
     assert inspected["faulty::ping"]["idempotentHint"] is True and inspected["faulty::ping"]["openWorldHint"] is False
 
 
+def test_meta_tool_schemas_carry_no_generated_titles(gateway, token):
+    """pydantic titles each parameter with its own name again ("Top K") and the schema with the function's
+    ("tool_searchArguments"): tokens in every context window that say nothing. Descriptions and choices stay."""
+    import json
+
+    tools = listed(gateway, token)
+    for name in ("tool_search", "tool_inspect", "execute_tool"):
+        schema = tools[name].input_schema
+        assert '"title"' not in json.dumps(schema), name
+        assert all(spec.get("description") for spec in schema["properties"].values()), name
+    assert tools["tool_search"].input_schema["properties"]["scope"]["enum"] == ["all", "my_servers"]
+
+
 @pytest.mark.parametrize("mode", PROTOCOL_MODES)
 def test_execute_tool_without_arguments_calls_a_tool_that_takes_none(gateway, token, mode):
     """``arguments`` may be left out (it defaults to {}): a tool without required parameters runs; one with
