@@ -72,12 +72,14 @@ def _policy_fields(tool: Tool) -> tuple[str, str]:
 # The hints Scout decides from its own classification (the tool's policy): an upstream's claim to be read-only
 # or harmless is a hint Scout already weighed (governance.classification) and an admin may have overruled.
 POLICY_HINTS = ("readOnlyHint", "destructiveHint")
+MCP_ASSUMED = {"readOnlyHint": False, "destructiveHint": True}  # a client's reading of a hint left out
 
 
 def tool_hints(tool: Tool) -> dict[str, Any]:
     """The MCP annotations a client is shown for ``tool``: readOnlyHint and destructiveHint from Scout's
     classification (a read tool is read-only; an irreversible one destructive), never its own claims; the
-    upstream's other hints as it declared them, texts cleaned."""
+    upstream's other hints as it declared them, texts cleaned. Empty for a tool that declares none and that
+    Scout classifies as MCP assumes of such a tool (a destructive write)."""
     declared = tool.annotations if isinstance(tool.annotations, dict) else {}
     hints = {
         key: clean_for_model(value) if isinstance(value, str) else value
@@ -85,10 +87,17 @@ def tool_hints(tool: Tool) -> dict[str, Any]:
         if key not in POLICY_HINTS
     }
     policy = getattr(tool, "policy", None)
-    if policy is not None:
-        read = policy.operation_class == OperationClass.READ
-        hints["readOnlyHint"] = read
-        hints["destructiveHint"] = not read and policy.reversibility == Reversibility.IRREVERSIBLE
+    if policy is None:
+        return hints
+    read = policy.operation_class == OperationClass.READ
+    decided = {"readOnlyHint": read}
+    if not read:  # MCP: destructiveHint means something only for a tool that is not read-only
+        decided["destructiveHint"] = policy.reversibility == Reversibility.IRREVERSIBLE
+    for key, value in decided.items():
+        # A hint the upstream gave is answered (confirmed or overruled); one it left out is said only when it
+        # differs from what MCP assumes without it (not read-only, destructive): no defaults spelled out.
+        if key in declared or value != MCP_ASSUMED[key]:
+            hints[key] = value
     return hints
 
 

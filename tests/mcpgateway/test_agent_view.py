@@ -77,11 +77,11 @@ def test_inspect_and_direct_listing_give_hints_from_scouts_classification(gatewa
     expected = {
         "calc::add": (False, True),
         "faulty::record_note": (False, True),
-        "faulty::ping": (True, False),
+        "faulty::ping": (True, None),  # destructiveHint means nothing for a read-only tool (MCP)
     }
     for tool_id, (read_only, destructive) in expected.items():
         hints = inspected[tool_id]
-        assert (hints["readOnlyHint"], hints["destructiveHint"]) == (read_only, destructive), tool_id
+        assert (hints["readOnlyHint"], hints.get("destructiveHint")) == (read_only, destructive), tool_id
         shown = direct[tool_id.replace("::", "__")]
         assert (shown.read_only_hint, shown.destructive_hint) == (read_only, destructive), tool_id
     # The upstream's other hints are passed on as it declared them.
@@ -188,17 +188,13 @@ FORMS = [
 ]
 
 
-def test_schemas_are_shown_without_restated_titles_or_a_needless_dialect(gateway, admin_user, calc_server, tmp_path):
-    """Titles that only restate a name (pydantic's "A" for a, "addArguments" for add) and a "$schema" the
-    schema does not depend on are left out of search answers, tool_inspect and the direct listing; a title that
-    says more, a property named "title" and a "$schema" whose draft matters (tuple items) stay."""
+def forms_token(admin_user: Any, calc_server: Any, tmp_path: Any) -> str:
+    """A member's token for calc and the imported forms server (tools that declare no annotations)."""
     import json
 
     from django.core.management import call_command
 
-    from catalog.models import Server, Tool
-
-    from .conftest import drop_index
+    from catalog.models import Server
 
     path = tmp_path / "forms.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in FORMS), encoding="utf-8")
@@ -207,7 +203,18 @@ def test_schemas_are_shown_without_restated_titles_or_a_needless_dialect(gateway
     for server in (calc_server, Server.objects.get(slug="forms")):
         grant(admin_user, server, member, "discover", "execute")
     build_index()
-    token = make_token(member)
+    return make_token(member)
+
+
+def test_schemas_are_shown_without_restated_titles_or_a_needless_dialect(gateway, admin_user, calc_server, tmp_path):
+    """Titles that only restate a name (pydantic's "A" for a, "addArguments" for add) and a "$schema" the
+    schema does not depend on are left out of search answers, tool_inspect and the direct listing; a title that
+    says more, a property named "title" and a "$schema" whose draft matters (tuple items) stay."""
+    from catalog.models import Tool
+
+    from .conftest import drop_index
+
+    token = forms_token(admin_user, calc_server, tmp_path)
     assert Tool.objects.get(tool_id="calc::add").input_schema["properties"]["a"]["title"] == "A"  # as stored
 
     async def main():
@@ -236,3 +243,40 @@ def test_schemas_are_shown_without_restated_titles_or_a_needless_dialect(gateway
     assert shown["forms::fill_pair"]["$schema"] == DRAFT_07
     drop_index()
     assert listed(gateway, token)["calc__add"].input_schema == plain
+
+
+def test_no_hints_are_invented_for_a_tool_that_declares_none(gateway, admin_user, calc_server, tmp_path):
+    """forms::fill_form declares no annotations and Scout classifies it as MCP assumes of such a tool (a
+    destructive write): it is shown with none, not with those assumptions spelled out. Once an admin classifies
+    forms::fill_pair as a read, it says so (and nothing about destructiveHint, meaningless for a read)."""
+    from catalog.models import Tool
+    from governance.services.policy import tool_policy_classify, tool_policy_ensure
+
+    from .conftest import drop_index, low_risk
+
+    token = forms_token(admin_user, calc_server, tmp_path)
+    tool_policy_classify(
+        policy=tool_policy_ensure(tool=Tool.objects.get(tool_id="forms::fill_pair")),
+        actor=admin_user,
+        operation_class="read",
+        reversibility="reversible",
+        risk_class=low_risk(),
+        allowed_environments=[],
+        data_classes=[],
+    )
+
+    async def inspect():
+        async with mcp_client(gateway, token) as client:
+            ids = ["forms::fill_form", "forms::fill_pair", "calc::add"]
+            return await client.call_tool("tool_inspect", {"tool_ids": ids})
+
+    inspected = {tool["tool_id"]: tool["annotations"] for tool in run(inspect).structured_content["tools"]}
+    assert inspected == {
+        "forms::fill_form": None,
+        "forms::fill_pair": {"readOnlyHint": True},
+        "calc::add": {"readOnlyHint": True},
+    }
+    drop_index()
+    direct = listed(gateway, token)
+    assert direct["forms__fill_form"].annotations is None
+    assert direct["forms__fill_pair"].annotations.model_dump(exclude_none=True) == {"read_only_hint": True}
