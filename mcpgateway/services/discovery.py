@@ -191,16 +191,25 @@ def key_inputs(schema: dict[str, Any]) -> list[dict[str, Any]]:
     names = sorted(properties, key=lambda name: (name not in required, list(properties).index(name)))
     inputs = []
     for name in names[:KEY_INPUTS]:
-        spec = properties[name] if isinstance(properties[name], dict) else {}
-        kind = spec.get("type", "any")
-        inputs.append(
-            {
-                "name": name,
-                "type": kind if isinstance(kind, str) else "|".join(map(str, kind)),
-                "required": name in required,
-            }
-        )
+        inputs.append({"name": name, "type": _type_of(properties[name]), "required": name in required})
     return inputs
+
+
+def _type_of(spec: Any) -> str:
+    """A parameter's JSON type as one short word: "string", "string|null" (a list of types, or the branches of
+    an anyOf/oneOf such as pydantic's optional parameters), "any" when the schema does not say."""
+    if not isinstance(spec, dict):
+        return "any"
+    kind = spec.get("type")
+    if isinstance(kind, str):
+        return kind
+    if isinstance(kind, list) and kind:
+        return "|".join(map(str, kind))
+    branches = spec.get("anyOf") or spec.get("oneOf")
+    if isinstance(branches, list) and branches:
+        kinds = [_type_of(branch) for branch in branches]
+        return "any" if "any" in kinds else "|".join(dict.fromkeys(kinds))
+    return "any"
 
 
 def tool_descriptor(tool: Tool, *, why_matched: list[str] | None = None, full: bool = False) -> dict[str, Any]:

@@ -182,7 +182,12 @@ FORMS = [
         "inputSchema": {
             "$schema": DRAFT_07,
             "type": "object",
-            "properties": {"pair": {"type": "array", "items": [{"type": "string"}, {"type": "integer"}]}},
+            "properties": {
+                "pair": {"type": "array", "items": [{"type": "string"}, {"type": "integer"}]},
+                "note": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None},
+                "size": {"oneOf": [{"type": "integer"}, {"type": "array", "items": {"type": "integer"}}]},
+                "extra": {"description": "anything"},
+            },
         },
     },
 ]
@@ -280,3 +285,17 @@ def test_no_hints_are_invented_for_a_tool_that_declares_none(gateway, admin_user
     direct = listed(gateway, token)
     assert direct["forms__fill_form"].annotations is None
     assert direct["forms__fill_pair"].annotations.model_dump(exclude_none=True) == {"read_only_hint": True}
+
+
+def test_key_inputs_give_the_type_of_an_optional_or_union_parameter(gateway, admin_user, calc_server, tmp_path):
+    """pydantic's optional parameter is an anyOf of a type and null: its key input reads "string|null", not
+    "any"; "any" is left for a parameter whose schema gives no type."""
+    token = forms_token(admin_user, calc_server, tmp_path)
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            return await client.call_tool("tool_search", {"query": "fill a pair of paper form values", "top_k": 3})
+
+    matches = {match["tool_id"]: match for match in run(main).structured_content["matches"]}
+    kinds = {item["name"]: item["type"] for item in matches["forms::fill_pair"]["key_inputs"]}
+    assert kinds == {"pair": "array", "note": "string|null", "size": "integer|array", "extra": "any"}
