@@ -29,6 +29,7 @@ from search.backends import SearchResult
 from search.choices import EmptyAnswerReason
 from search.engine.ranking import Confidence
 from search.services import TOP_K_DEFAULT, TOP_K_MAX, TOP_K_MIN, SearchQueryError, search_for_principal
+from search.text import function_word
 from search.usage import search_observe
 
 from ..constants import MAX_INSPECT_IDS
@@ -344,6 +345,8 @@ def _matched_words(fields: dict[str, list[str]]) -> str:
     for label, words in fields.items():
         label = _WHY_FIELD.get(label, label)
         for word in words:
+            if function_word(word):  # "de", "las", "all": matched, but no reason a reader can use
+                continue
             if label not in places.setdefault(word, []):
                 places[word].append(label)
     groups: dict[tuple[str, ...], list[str]] = {}
