@@ -299,3 +299,31 @@ def test_key_inputs_give_the_type_of_an_optional_or_union_parameter(gateway, adm
     matches = {match["tool_id"]: match for match in run(main).structured_content["matches"]}
     kinds = {item["name"]: item["type"] for item in matches["forms::fill_pair"]["key_inputs"]}
     assert kinds == {"pair": "array", "note": "string|null", "size": "integer|array", "extra": "any"}
+
+
+def test_the_everything_servers_get_env_needs_approval(gateway, admin_user):
+    """The reference server's get-env says it is read-only and returns every environment variable of its process:
+    what Scout hands a server to run with (its env_vars: API keys, tokens). Scout keeps it a read but a high-risk
+    one, so a call waits for an approver instead of returning them."""
+    from .conftest import NODE_BIN, sync_server
+
+    binary = NODE_BIN / "mcp-server-everything"
+    if not binary.exists():
+        pytest.skip(f"{binary} is missing: run `make install` (npm reference servers)")
+    everything = sync_server(slug="everything", transport="stdio", command=str(binary), args=["stdio"])
+    member = make_user("gw_member")
+    grant(admin_user, everything, member, "discover", "execute")
+    build_index()
+    token = make_token(member)
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            inspected = await client.call_tool("tool_inspect", {"tool_ids": ["everything::get-env"]})
+            executed = await client.call_tool("execute_tool", {"tool_id": "everything::get-env"})
+            return inspected, executed
+
+    inspected, executed = run(main)
+    (tool,) = inspected.structured_content["tools"]
+    assert (tool["operation_class"], tool["risk"]) == ("read", "high")
+    assert executed.is_error and executed.structured_content["approval_required"] is True
+    assert "PATH" not in text_of(executed)
