@@ -44,7 +44,7 @@ from .db import orm_threads_stop, run_orm
 from .guards import BodyGuard, EdgeGuard
 from .selectors import client_tool_name, tool_for_client_name, tools_listed_for
 from .services import UnknownTool, error_result, gateway_execute, schema_for_model, tool_hints
-from .tools import META_TOOLS_SPEC, shown_as_sent, unknown_tool_error
+from .tools import META_TOOLS_SPEC, OUTPUT_SCHEMAS, shown_as_sent, unknown_tool_error
 from .upstreams import UpstreamPool
 
 logger = logging.getLogger(__name__)
@@ -154,6 +154,11 @@ class ScoutMCPServer(MCPServer):
             registered = self._tool_manager.get_tool(function.__name__)
             schema = schema_for_model(registered.parameters, name=function.__name__)
             registered.parameters = {**schema, "additionalProperties": False}
+
+    async def list_tools(self) -> list[types.Tool]:
+        """The meta-tools, tool_search and tool_inspect with the outputSchema of their answers."""
+        tools = await super().list_tools()
+        return [tool.model_copy(update={"output_schema": OUTPUT_SCHEMAS.get(tool.name)}) for tool in tools]
 
     def _meta_arguments_problem(self, name: str, arguments: dict[str, Any]) -> str | None:
         """The meta-tool's argument check, run here so its failure reads as Scout's text (the SDK's would echo

@@ -15,6 +15,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import Field
 
 from governance.cache import visibility_row_read_once
+from search.engine.ranking import Confidence
 from search.services import TOP_K_DEFAULT, TOP_K_MAX, TOP_K_MIN
 
 from .auth import ScoutAccessToken, access_confirm, principal_from_context, unconfirmed_access
@@ -180,6 +181,31 @@ READS_CATALOG = types.ToolAnnotations(
 RUNS_ANY_TOOL = types.ToolAnnotations(
     read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True
 )
+# The structured content of tool_search and tool_inspect answers (errors aside), as their outputSchema: a
+# client may check it, a program may rely on it. Only the keys a program needs (the text says the rest): the
+# schemas sit in every context window. execute_tool declares none: its result is the called tool's.
+_TOOLS = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "properties": {"tool_id": {"type": "string"}, "input_schema": {"type": "object"}},
+        "required": ["tool_id", "input_schema"],
+    },
+}
+SEARCH_OUTPUT = {
+    "type": "object",
+    "properties": {
+        "matches": _TOOLS,
+        "confidence": {"enum": [confidence.value for confidence in Confidence]},
+        "degraded": {"type": "boolean"},
+        "abstained": {"type": "boolean"},
+        "notes": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["matches", "confidence"],
+}
+INSPECT_OUTPUT = {"type": "object", "properties": {"tools": _TOOLS}, "required": ["tools"]}
+OUTPUT_SCHEMAS = {"tool_search": SEARCH_OUTPUT, "tool_inspect": INSPECT_OUTPUT}
+
 META_TOOLS_SPEC = (
     (tool_search, "Search tools", READS_CATALOG),
     (tool_inspect, "Inspect tools", READS_CATALOG),

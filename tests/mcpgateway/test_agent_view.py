@@ -327,3 +327,27 @@ def test_the_everything_servers_get_env_needs_approval(gateway, admin_user):
     assert (tool["operation_class"], tool["risk"]) == ("read", "high")
     assert executed.is_error and executed.structured_content["approval_required"] is True
     assert "PATH" not in text_of(executed)
+
+
+@pytest.mark.parametrize("mode", PROTOCOL_MODES)
+def test_search_and_inspect_declare_the_structure_of_their_answers(gateway, token, mode):
+    """tool_search and tool_inspect list an outputSchema their answers satisfy (the SDK client checks each answer
+    against it; so does this test), a withheld answer too; execute_tool declares none (its result is the called
+    tool's own)."""
+    import jsonschema
+
+    async def main():
+        async with mcp_client(gateway, token, mode=mode) as client:
+            listing = {tool.name: tool for tool in (await client.list_tools()).tools}
+            found = await client.call_tool("tool_search", {"query": "add two integers"})
+            nothing = await client.call_tool("tool_search", {"query": "book a flight to Lisbon for tomorrow"})
+            inspected = await client.call_tool("tool_inspect", {"tool_ids": ["calc::add", "faulty::ping"]})
+            return listing, found, nothing, inspected
+
+    listing, found, nothing, inspected = run(main)
+    assert listing["execute_tool"].output_schema is None
+    for name, result in (("tool_search", found), ("tool_search", nothing), ("tool_inspect", inspected)):
+        assert not result.is_error, name
+        jsonschema.validate(result.structured_content, listing[name].output_schema)
+    assert found.structured_content["matches"][0]["tool_id"] == "calc::add"
+    assert {"matches", "confidence"} <= set(nothing.structured_content)
