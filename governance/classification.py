@@ -59,6 +59,16 @@ _AMBIGUOUS_TEXT_RE = re.compile(
 )
 _NEGATION_RE = re.compile(r"\b(?:not|never|no|without|cannot|can't|won't|doesn't|don't|nor)\s+(?:\w+\s+){0,2}$")
 _NAME_TOKEN_RE = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+# Reads that hand over secrets: what Scout gives a server to run with (Server.env_vars: API keys, tokens) or what
+# it keeps. The everything server's get-env "Returns all environment variables", hinted read-only.
+# In a name only "env" counts: "secret" and "password" name too many tools that hold none ("list_secret_scanning_
+# alerts", "validate_password_policy"); those are read from the description.
+SECRET_NAME_WORDS = frozenset({"env", "environ"})
+_SECRETS_TEXT_RE = re.compile(
+    r"\b(?:return|print|dump|list|show|reveal|expose|output|display|read|get|fetch|retrieve)(?:s|es|ing)?\s+"
+    r"(?:(?:all|the|every|current|its|process|server|stored|of)\s+){0,3}"
+    r"(environment variables?|env vars?|secrets|credentials?|passwords?|api keys?|access tokens?|private keys?)\b"
+)
 
 
 @dataclass(frozen=True)
@@ -110,6 +120,16 @@ def text_verbs(text: str) -> set[str]:
     return found
 
 
+def secrets_revealed(*, name: str, text: str) -> str:
+    """What in a tool's name or description says it returns secrets ("env" in get-env, "returns all environment
+    variables"), or ""."""
+    named = sorted({token.lower() for token in _NAME_TOKEN_RE.findall(name or "")} & SECRET_NAME_WORDS)
+    if named:
+        return named[0]
+    found = _SECRETS_TEXT_RE.search(screen_skeleton(text or ""))
+    return found.group(1) if found else ""
+
+
 def classification_derive(*, annotations: Any, name: str, title: str = "", description: str = "") -> Classification:
     """Defaults for a tool an admin has not classified: the hints, made stricter when the tool's own words
     contradict them. Never less strict than ``classification_from_annotations``."""
@@ -124,6 +144,17 @@ def classification_derive(*, annotations: Any, name: str, title: str = "", descr
             return Classification(
                 *MUTATING_HIGH,
                 note=_note("readOnlyHint is true", said),
+            )
+        revealed = secrets_revealed(name=name, text=f"{title}\n{description}")
+        if revealed:
+            return Classification(
+                OperationClass.READ,
+                Reversibility.REVERSIBLE,
+                RiskLevel.HIGH,
+                note=(
+                    f"The tool hands over secrets: its name or description says {revealed!r}. Treated as a high-risk "
+                    "read (every call needs approval) until an admin classifies it."
+                )[:300],
             )
         return hinted
     # destructiveHint false: a non-destructive writer that names an irreversible effect is a contradiction.

@@ -23,4 +23,5 @@ UNKNOWN_TOOL_MESSAGE = "Unknown tool. " + UNKNOWN_TOOL_GUIDANCE
 UNKNOWN_ID_SHOWN_CHARS = 80
 
 # The result's ``_meta`` key marking upstream tool output as untrusted data (services/output.py).
-OUTPUT_META_KEY = "dev.scout/output"
+SCOUT_META_PREFIX = "dev.scout"
+OUTPUT_META_KEY = f"{SCOUT_META_PREFIX}/output"

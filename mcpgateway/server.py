@@ -43,8 +43,8 @@ from .constants import META_TOOLS
 from .db import orm_threads_stop, run_orm
 from .guards import BodyGuard, EdgeGuard, RateGuard
 from .selectors import client_tool_name, tool_for_client_name, tools_listed_for
-from .services import UnknownTool, error_result, gateway_execute
-from .tools import META_TOOL_FUNCTIONS, unknown_tool_error
+from .services import UnknownTool, error_result, gateway_execute, schema_for_model, tool_hints
+from .tools import META_TOOLS_SPEC, OUTPUT_SCHEMAS, shown_as_sent, unknown_tool_error
 from .upstreams import UpstreamPool
 
 logger = logging.getLogger(__name__)
@@ -69,18 +69,16 @@ def index_ready() -> bool:
 
 
 def direct_definition(tool: Tool) -> types.Tool:
-    """A visible tool as listed directly: namespaced name, cleaned texts, readOnlyHint from Scout's policy."""
+    """A visible tool as listed directly: namespaced name, cleaned texts, read-only and destructive hints from
+    Scout's policy (``tool_hints``)."""
     from governance.sanitize import clean_for_model
 
-    annotations = dict(tool.annotations or {})
-    policy = getattr(tool, "policy", None)
-    if policy is not None:
-        annotations["readOnlyHint"] = policy.operation_class == "read"
+    annotations = tool_hints(tool)
     return types.Tool(
         name=client_tool_name(server_slug=tool.server.slug, tool_name=tool.name),
         title=clean_for_model(tool.title or tool.upstream_title) or None,
         description=clean_for_model(tool.purpose or tool.description) or None,
-        input_schema=tool.input_schema or {"type": "object"},
+        input_schema=schema_for_model(tool.input_schema or {"type": "object"}, name=tool.name),
         output_schema=tool.output_schema or None,
         annotations=types.ToolAnnotations.model_validate(annotations) if annotations else None,
     )
@@ -104,16 +102,41 @@ _KIND_TEXT = (
 )
 
 
-def meta_arguments_text(tool_name: str, exc: ValidationError, known: set[str]) -> str:
-    """Which meta-tool arguments are wrong and what they should be: never the rejected values (the caller's
-    data) nor the validation library's text."""
+def _choices(spec: Any) -> list[Any]:
+    """The values a meta-tool parameter allows (its ``enum``, also inside ``anyOf``), or none."""
+    if not isinstance(spec, dict):
+        return []
+    branches = [spec, *(spec.get("anyOf") or [])]
+    return [value for branch in branches if isinstance(branch, dict) for value in branch.get("enum") or []]
+
+
+def meta_arguments_text(tool_name: str, exc: ValidationError, properties: dict[str, Any]) -> str:
+    """Which meta-tool arguments are wrong and what they should be (a choice lists its allowed values, which are
+    Scout's own): never the rejected values (the caller's data) nor the validation library's text."""
     problems = []
     for error in exc.errors():
-        parts = [p for p in error["loc"] if isinstance(p, int) or p in known]
+        parts = [p for p in error["loc"] if isinstance(p, int) or p in properties]
         where = "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i else p) for i, p in enumerate(parts))
         kind = next((text for prefix, text in _KIND_TEXT if error["type"].startswith(prefix)), "is not valid")
+        choices = _choices(properties.get(parts[0])) if len(parts) == 1 else []
+        if error["type"].startswith("literal") and choices:
+            kind = f"must be one of: {', '.join(map(str, choices))}"
         problems.append(f"{where or 'arguments'} {kind}")
     return f"Invalid arguments for {tool_name}: {'; '.join(sorted(set(problems)))}. Check its inputSchema."
+
+
+UNKNOWN_ARGUMENTS_SHOWN = 5
+
+
+def unknown_arguments_text(tool_name: str, unknown: list[str], properties: dict[str, Any]) -> str:
+    """Arguments a meta-tool does not take, named as sent (escaped and cut: they are the caller's own text), with
+    the ones it takes."""
+    named = ", ".join(shown_as_sent(key) for key in unknown[:UNKNOWN_ARGUMENTS_SHOWN])
+    more = f" and {len(unknown) - UNKNOWN_ARGUMENTS_SHOWN} more" if len(unknown) > UNKNOWN_ARGUMENTS_SHOWN else ""
+    return (
+        f"Unknown argument{'s' if len(unknown) > 1 else ''} for {tool_name}: {named}{more}. "
+        f"It takes only: {', '.join(properties)}."
+    )
 
 
 class ScoutMCPServer(MCPServer):
@@ -122,8 +145,20 @@ class ScoutMCPServer(MCPServer):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.pool = UpstreamPool()
-        for function in META_TOOL_FUNCTIONS:
-            self.add_tool(function, description=inspect.cleandoc(function.__doc__ or ""))
+        for function, title, hints in META_TOOLS_SPEC:
+            description = inspect.cleandoc(function.__doc__ or "")
+            self.add_tool(function, title=title, description=description, annotations=hints)
+            # Shown without pydantic's titles ("Top K", "tool_searchArguments": the names again), and an argument
+            # the meta-tool does not take is refused, not ignored: a misnamed "args" would otherwise run the tool
+            # with no arguments at all.
+            registered = self._tool_manager.get_tool(function.__name__)
+            schema = schema_for_model(registered.parameters, name=function.__name__)
+            registered.parameters = {**schema, "additionalProperties": False}
+
+    async def list_tools(self) -> list[types.Tool]:
+        """The meta-tools, tool_search and tool_inspect with the outputSchema of their answers."""
+        tools = await super().list_tools()
+        return [tool.model_copy(update={"output_schema": OUTPUT_SCHEMAS.get(tool.name)}) for tool in tools]
 
     def _meta_arguments_problem(self, name: str, arguments: dict[str, Any]) -> str | None:
         """The meta-tool's argument check, run here so its failure reads as Scout's text (the SDK's would echo
@@ -131,10 +166,14 @@ class ScoutMCPServer(MCPServer):
         tool = self._tool_manager.get_tool(name)
         if tool is None:
             return None
+        properties = tool.parameters.get("properties") or {}
+        unknown = [key for key in arguments if key not in properties]
+        if unknown:
+            return unknown_arguments_text(name, unknown, properties)
         try:
             tool.fn_metadata.validate_arguments(arguments)
         except ValidationError as exc:
-            return meta_arguments_text(name, exc, set((tool.parameters.get("properties") or {}).keys()))
+            return meta_arguments_text(name, exc, tool.parameters.get("properties") or {})
         return None
 
     async def _handle_list_tools(

@@ -15,6 +15,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import Field
 
 from governance.cache import visibility_row_read_once
+from search.engine.ranking import Confidence
 from search.services import TOP_K_DEFAULT, TOP_K_MAX, TOP_K_MIN
 
 from .auth import ScoutAccessToken, access_confirm, principal_from_context, unconfirmed_access
@@ -44,13 +45,14 @@ def unknown_tool_result(asked: list[tuple[int, str]] | None = None) -> types.Cal
     (JSON, ASCII) and cut, and a hidden one exactly as an unknown one."""
     if not asked:
         return error_result(UNKNOWN_TOOL_MESSAGE, unknown_tool=True)
-    named = "; ".join(f"tool_ids[{position}] {_shown_id(tool_id)}" for position, tool_id in asked)
+    named = "; ".join(f"tool_ids[{position}] {shown_as_sent(tool_id)}" for position, tool_id in asked)
     return error_result(f"Unknown tool: {named}. {UNKNOWN_TOOL_GUIDANCE}", unknown_tool=True)
 
 
-def _shown_id(tool_id: str) -> str:
-    cut = tool_id[:UNKNOWN_ID_SHOWN_CHARS]
-    return json.dumps(cut) + ("…" if len(tool_id) > len(cut) else "")
+def shown_as_sent(text: str) -> str:
+    """The caller's own text (an id, an argument name) as an error shows it: escaped (JSON, ASCII) and cut."""
+    cut = text[:UNKNOWN_ID_SHOWN_CHARS]
+    return json.dumps(cut) + ("…" if len(text) > len(cut) else "")
 
 
 async def _principal(ctx: Context) -> Any:
@@ -140,8 +142,10 @@ async def tool_inspect(
 
 async def execute_tool(
     tool_id: Annotated[str, Field(description="Exact tool_id from tool_search (server::tool). Do not guess.")],
-    arguments: Annotated[dict[str, Any], Field(description="Arguments satisfying the tool's inputSchema.")],
     ctx: Context,
+    arguments: Annotated[
+        dict[str, Any], Field(description="Arguments satisfying the tool's inputSchema (omit when it has none).")
+    ] = {},  # noqa: B006 - never mutated; each call is validated into its own dict
     approval_id: Annotated[str | None, Field(description="Only when retrying an approved call.")] = None,
     idempotency_key: Annotated[
         str | None, Field(description="A unique string per intended call, so a resent call runs once.")
@@ -168,4 +172,42 @@ async def execute_tool(
         return unknown_tool_result()
 
 
-META_TOOL_FUNCTIONS = (tool_search, tool_inspect, execute_tool)
+# What each meta-tool is, for a host's confirmation prompts (MCP annotations, hints only): searching and
+# inspecting read Scout's own catalog and change nothing; execute_tool runs any tool the caller may, so a host
+# must assume the worst of it (the called tool's own hints are in tool_inspect and tool_search answers).
+READS_CATALOG = types.ToolAnnotations(
+    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+RUNS_ANY_TOOL = types.ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True
+)
+# The structured content of tool_search and tool_inspect answers (errors aside), as their outputSchema: a
+# client may check it, a program may rely on it. Only the keys a program needs (the text says the rest): the
+# schemas sit in every context window. execute_tool declares none: its result is the called tool's.
+_TOOLS = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "properties": {"tool_id": {"type": "string"}, "input_schema": {"type": "object"}},
+        "required": ["tool_id", "input_schema"],
+    },
+}
+SEARCH_OUTPUT = {
+    "type": "object",
+    "properties": {
+        "matches": _TOOLS,
+        "confidence": {"enum": [confidence.value for confidence in Confidence]},
+        "degraded": {"type": "boolean"},
+        "abstained": {"type": "boolean"},
+        "notes": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["matches", "confidence"],
+}
+INSPECT_OUTPUT = {"type": "object", "properties": {"tools": _TOOLS}, "required": ["tools"]}
+OUTPUT_SCHEMAS = {"tool_search": SEARCH_OUTPUT, "tool_inspect": INSPECT_OUTPUT}
+
+META_TOOLS_SPEC = (
+    (tool_search, "Search tools", READS_CATALOG),
+    (tool_inspect, "Inspect tools", READS_CATALOG),
+    (execute_tool, "Execute a tool", RUNS_ANY_TOOL),
+)

@@ -124,6 +124,17 @@ _FOREIGN_WORDS = (
 )
 
 
+# Words an explanation never names as matched: function words of English (bm25s' longer list) and of the other
+# Latin-script languages above. The ranking drops only the short English list; "de", "las" and "all" can match
+# but say nothing to a reader.
+_FUNCTION_WORDS = frozenset(STOPWORDS_EN_PLUS) | STOPWORDS | _FOREIGN_WORDS
+
+
+def function_word(word: str) -> bool:
+    """Whether ``word`` (lowercased) is a function word of English or another Latin-script language."""
+    return word in _FUNCTION_WORDS
+
+
 def mostly_foreign_latin(text: str) -> bool:
     """Whether the text reads as French, Spanish, Portuguese, Italian, German or Dutch: at least two of those
     languages' function words ("les", "pour", "una", "und", ...) and more of them than English ones. Cheap and

@@ -314,8 +314,6 @@ def _rejection(request: ApprovalRequest, *, principal: Principal, tool: Tool, di
         return ApprovalError("expired", "This approval has expired")
     if request.status == ApprovalStatus.PENDING:
         return ApprovalError("not_approved", "This request is still waiting for an approver")
-    if request.arguments_digest != digest:
-        return ApprovalError("arguments_mismatch", "The arguments differ from the approved ones")
     if current_hash != request.tool_definition_hash:
         return ApprovalError("definition_changed", "The tool changed since the approval; ask again")
     if request.policy_version_id != policy_version_current().pk:
@@ -348,8 +346,9 @@ def approval_consume(*, approval_id: object, principal: Principal, tool: Tool, a
     """Use an approval for this exact call, once. Atomic: of two concurrent uses exactly one succeeds.
 
     The approval must belong to this principal (same user, token and agent; anything else looks like an
-    unknown id, T12), name this tool, match the digest of ``arguments``, be approved and unexpired, and the
-    tool's definition hash and the policy version must not have changed. On refusal an
+    unknown id, T12), name this tool, match the digest of ``arguments`` (checked next, whatever the request's
+    state), be approved and unexpired, and the tool's definition hash and the policy version must not have
+    changed. On refusal an
     ``approval.rejected`` audit event is written in the caller's transaction and ApprovalError is raised.
     Raises ArgumentsNotCanonical, ApprovalError."""
     digest = arguments_digest(arguments)
@@ -366,6 +365,12 @@ def approval_consume(*, approval_id: object, principal: Principal, tool: Tool, a
     ):
         error = ApprovalError("unknown", "Unknown approval id")
         _audit_rejection(principal=principal, tool=tool, request=None, error=error)
+        raise error
+    if request.arguments_digest != digest:
+        # Before the request's state: an approval, pending or decided, is for the arguments it was asked for
+        # only. Told "still waiting", a caller that changed them would wait for an approval it can never use.
+        error = ApprovalError("arguments_mismatch", "The arguments differ from the ones this approval was asked for")
+        _audit_rejection(principal=principal, tool=tool, request=request, error=error)
         raise error
     now = timezone.now()
     current_hash = Tool.objects.filter(pk=tool.pk).values_list("definition_hash", flat=True).first()

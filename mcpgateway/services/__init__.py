@@ -7,7 +7,9 @@ from .discovery import (
     UnknownTool,
     gateway_inspect,
     gateway_search,
+    schema_for_model,
     tool_descriptor,
+    tool_hints,
 )
 from .execution import (
     ExecutionPlan,
@@ -30,5 +32,7 @@ __all__ = [
     "gateway_execute",
     "gateway_inspect",
     "gateway_search",
+    "schema_for_model",
     "tool_descriptor",
+    "tool_hints",
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -19,7 +20,7 @@ from opentelemetry import trace
 
 from catalog.models import Tool
 from governance.cache import visibility_row_read_once, visibility_row_token
-from governance.choices import AuditEventType, AuditOutcome, OperationClass
+from governance.choices import AuditEventType, AuditOutcome, OperationClass, Reversibility
 from governance.principals import Principal
 from governance.sanitize import clean_for_model
 from governance.selectors import ToolNotFound, tool_get_for_principal
@@ -28,6 +29,7 @@ from search.backends import SearchResult
 from search.choices import EmptyAnswerReason
 from search.engine.ranking import Confidence
 from search.services import TOP_K_DEFAULT, TOP_K_MAX, TOP_K_MIN, SearchQueryError, search_for_principal
+from search.text import function_word
 from search.usage import search_observe
 
 from ..constants import MAX_INSPECT_IDS
@@ -66,6 +68,88 @@ def _policy_fields(tool: Tool) -> tuple[str, str]:
     if policy is None:
         return "unclassified", OperationClass.WRITE.value
     return policy.risk_class.name, policy.operation_class
+
+
+# The hints Scout decides from its own classification (the tool's policy): an upstream's claim to be read-only
+# or harmless is a hint Scout already weighed (governance.classification) and an admin may have overruled.
+POLICY_HINTS = ("readOnlyHint", "destructiveHint")
+MCP_ASSUMED = {"readOnlyHint": False, "destructiveHint": True}  # a client's reading of a hint left out
+
+
+def tool_hints(tool: Tool) -> dict[str, Any]:
+    """The MCP annotations a client is shown for ``tool``: readOnlyHint and destructiveHint from Scout's
+    classification (a read tool is read-only; an irreversible one destructive), never its own claims; the
+    upstream's other hints as it declared them, texts cleaned. Empty for a tool that declares none and that
+    Scout classifies as MCP assumes of such a tool (a destructive write)."""
+    declared = tool.annotations if isinstance(tool.annotations, dict) else {}
+    hints = {
+        key: clean_for_model(value) if isinstance(value, str) else value
+        for key, value in declared.items()
+        if key not in POLICY_HINTS
+    }
+    policy = getattr(tool, "policy", None)
+    if policy is None:
+        return hints
+    read = policy.operation_class == OperationClass.READ
+    decided = {"readOnlyHint": read}
+    if not read:  # MCP: destructiveHint means something only for a tool that is not read-only
+        decided["destructiveHint"] = policy.reversibility == Reversibility.IRREVERSIBLE
+    for key, value in decided.items():
+        # A hint the upstream gave is answered (confirmed or overruled); one it left out is said only when it
+        # differs from what MCP assumes without it (not read-only, destructive): no defaults spelled out.
+        if key in declared or value != MCP_ASSUMED[key]:
+            hints[key] = value
+    return hints
+
+
+# JSON Schema keywords whose value is a schema, a list of schemas, or a map of names to schemas.
+_SUBSCHEMA = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames")
+_SUBSCHEMA_LISTS = ("anyOf", "allOf", "oneOf", "prefixItems")
+_SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+# Keywords that exist in only one of the JSON Schema drafts in use (draft-07, 2020-12): a schema with any of
+# them keeps its "$schema" (MCP reads a schema without one as 2020-12).
+_DIALECT_BOUND = re.compile(
+    r'"(?:additionalItems|dependencies|dependentRequired|dependentSchemas|prefixItems|unevaluatedItems|'
+    r'unevaluatedProperties|\$recursiveRef|\$dynamicRef)"\s*:|"items"\s*:\s*\['
+)
+
+
+def _letters(text: str) -> str:
+    return "".join(ch for ch in text.lower() if ch.isalnum())
+
+
+def _compact(node: Any, name: str | None) -> Any:
+    """``node`` without the titles that only restate the name they sit under: pydantic's "Timezone" for the
+    property timezone, "get_timeArguments" for the tool get_time (``name`` is the property, definition or
+    tool name)."""
+    if not isinstance(node, dict):
+        return node
+    said = {_letters(name), _letters(name) + "arguments"} if name else set()
+    shown: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "title" and isinstance(value, str) and _letters(value) in said:
+            continue
+        if key in _SUBSCHEMA_MAPS and isinstance(value, dict):
+            value = {child: _compact(spec, child) for child, spec in value.items()}
+        elif key in _SUBSCHEMA_LISTS and isinstance(value, list):
+            value = [_compact(spec, name) for spec in value]  # a branch restates the same name
+        elif key in _SUBSCHEMA and isinstance(value, dict | list):
+            value = [_compact(spec, None) for spec in value] if isinstance(value, list) else _compact(value, None)
+        shown[key] = value
+    return shown
+
+
+def schema_for_model(schema: Any, *, name: str) -> Any:
+    """A tool's schema as Scout shows it (search answers, tool_inspect, the direct listing): human texts cleaned,
+    titles that only restate a name dropped, and "$schema" dropped unless the schema uses a keyword whose meaning
+    depends on the draft. Only annotations go: what the schema allows is unchanged (and arguments are checked
+    against the stored schema)."""
+    if not isinstance(schema, dict):
+        return _clean_schema(schema)
+    shown = _compact(schema, name)
+    if "$schema" in shown and not _DIALECT_BOUND.search(_compact_json(shown)):
+        del shown["$schema"]
+    return _clean_schema(shown)
 
 
 def _clean_schema(node: Any) -> Any:
@@ -108,16 +192,25 @@ def key_inputs(schema: dict[str, Any]) -> list[dict[str, Any]]:
     names = sorted(properties, key=lambda name: (name not in required, list(properties).index(name)))
     inputs = []
     for name in names[:KEY_INPUTS]:
-        spec = properties[name] if isinstance(properties[name], dict) else {}
-        kind = spec.get("type", "any")
-        inputs.append(
-            {
-                "name": name,
-                "type": kind if isinstance(kind, str) else "|".join(map(str, kind)),
-                "required": name in required,
-            }
-        )
+        inputs.append({"name": name, "type": _type_of(properties[name]), "required": name in required})
     return inputs
+
+
+def _type_of(spec: Any) -> str:
+    """A parameter's JSON type as one short word: "string", "string|null" (a list of types, or the branches of
+    an anyOf/oneOf such as pydantic's optional parameters), "any" when the schema does not say."""
+    if not isinstance(spec, dict):
+        return "any"
+    kind = spec.get("type")
+    if isinstance(kind, str):
+        return kind
+    if isinstance(kind, list) and kind:
+        return "|".join(map(str, kind))
+    branches = spec.get("anyOf") or spec.get("oneOf")
+    if isinstance(branches, list) and branches:
+        kinds = [_type_of(branch) for branch in branches]
+        return "any" if "any" in kinds else "|".join(dict.fromkeys(kinds))
+    return "any"
 
 
 def tool_descriptor(tool: Tool, *, why_matched: list[str] | None = None, full: bool = False) -> dict[str, Any]:
@@ -134,16 +227,16 @@ def tool_descriptor(tool: Tool, *, why_matched: list[str] | None = None, full: b
     }
     if why_matched is not None:
         descriptor["why_matched"] = [clean_for_model(reason) for reason in why_matched]
-    descriptor["input_schema"] = _clean_schema(tool.input_schema)
+    descriptor["input_schema"] = schema_for_model(tool.input_schema, name=tool.name)
     if full:
         descriptor["description"] = clean_for_model(tool.description)
-        descriptor["output_schema"] = _clean_schema(tool.output_schema) if tool.output_schema else None
-        descriptor["annotations"] = tool.annotations or None
+        descriptor["output_schema"] = schema_for_model(tool.output_schema, name=tool.name) or None
+        descriptor["annotations"] = tool_hints(tool) or None
         descriptor["environment"] = tool.server.environment
     return descriptor
 
 
-def _compact(value: Any) -> str:
+def _compact_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=False)
 
 
@@ -236,7 +329,7 @@ class SearchAnswer:
             )
             if match.get("why_matched"):
                 lines.append("   why: " + "; ".join(match["why_matched"][:3]))
-            lines.append("   inputSchema: " + _compact(match["input_schema"]))
+            lines.append("   inputSchema: " + _compact_json(match["input_schema"]))
         return "\n".join(lines)
 
 
@@ -252,6 +345,8 @@ def _matched_words(fields: dict[str, list[str]]) -> str:
     for label, words in fields.items():
         label = _WHY_FIELD.get(label, label)
         for word in words:
+            if function_word(word):  # "de", "las", "all": matched, but no reason a reader can use
+                continue
             if label not in places.setdefault(word, []):
                 places[word].append(label)
     groups: dict[tuple[str, ...], list[str]] = {}

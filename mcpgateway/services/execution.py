@@ -41,7 +41,7 @@ from ..db import BUSY_TEXT, DatabaseBusy, database_busy, run_orm, run_orm_or_bus
 from ..metrics import EXECUTE_SECONDS, EXECUTIONS, UPSTREAM_SECONDS
 from ..models import IdempotencyRecord
 from ..upstreams import CallProgress, UpstreamCallError, UpstreamPool, call_timeout
-from .discovery import UnknownTool, _audit_unknown, _compact
+from .discovery import UnknownTool, _audit_unknown, _compact_json
 from .output import result_for_model
 
 logger = logging.getLogger(__name__)
@@ -83,7 +83,7 @@ def _schema_error_text(error: jsonschema.ValidationError, schema: dict[str, Any]
     if validator == "type":
         return f"{where}: must be of type {expected if isinstance(expected, str) else ' or '.join(expected)}"
     if validator == "enum":
-        return f"{where}: must be one of {_compact(expected)[:300]}"
+        return f"{where}: must be one of {_compact_json(expected)[:300]}"
     if validator in (
         "minimum",
         "maximum",
@@ -98,7 +98,7 @@ def _schema_error_text(error: jsonschema.ValidationError, schema: dict[str, Any]
         "const",
         "multipleOf",
     ):
-        return f"{where}: fails {validator} {_compact(expected)[:200]}"
+        return f"{where}: fails {validator} {_compact_json(expected)[:200]}"
     return f"{where}: does not satisfy the schema's {validator!r} rule"
 
 
@@ -191,8 +191,8 @@ def _approval_gate(
             )
         if exc.code == "arguments_mismatch":
             return None, error_result(
-                f"The approval cannot be used ({exc.code}): {exc}. Call again with exactly the approved arguments, "
-                "or without approval_id to ask approval for these.",
+                f"The approval cannot be used ({exc.code}): {exc}. Call again with exactly those arguments and "
+                "this approval_id, or without approval_id to ask approval for these new arguments.",
                 approval_rejected=exc.code,
             )
         return None, error_result(

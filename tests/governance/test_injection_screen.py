@@ -153,6 +153,39 @@ def test_consistent_hints_are_kept(annotations, name, description, expected):
     assert derived.note == ""
 
 
+@pytest.mark.parametrize(
+    "name, description, said",
+    [
+        ("get-env", "Returns all environment variables, helpful for debugging MCP server configuration", "env"),
+        ("printEnv", "Prints the process environment.", "env"),
+        ("list_secrets", "Lists the secrets in a vault.", "secrets"),
+        ("debug_info", "Shows the environment variables of the server process.", "environment variables"),
+        ("account", "Returns the stored API key for the account.", "api key"),
+    ],
+)
+def test_a_read_that_hands_over_secrets_is_a_high_risk_read(name, description, said):
+    """Still a read (it changes nothing), but every call needs approval until an admin classifies it: Scout hands
+    a server its secrets (Server.env_vars) to run with."""
+    hints = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True}
+    derived = classification_derive(annotations=hints, name=name, description=description)
+    assert (derived.operation_class, derived.reversibility, derived.risk) == ("read", "reversible", "high")
+    assert f"says {said!r}" in derived.note
+
+
+@pytest.mark.parametrize(
+    "name, description",
+    [
+        ("get_weather", "Get the weather for a city using your API key."),
+        ("environment_status", "Get the status of a deployment environment."),
+        ("validate_password_policy", "Checks that a password policy is strong enough."),
+        ("list_secret_scanning_alerts", "List secret scanning alerts in a repository."),
+    ],
+)
+def test_reads_that_only_mention_secrets_keep_their_hints(name, description):
+    derived = classification_derive(annotations={"readOnlyHint": True}, name=name, description=description)
+    assert (derived.risk, derived.note) == ("low", "")
+
+
 def test_verb_detection_reads_names_by_action_and_text_by_verb_form():
     assert name_verbs("get_workflow_run") == set()
     assert name_verbs("kill-process") == {"kill"}

@@ -81,7 +81,7 @@ def test_mutating_call_runs_once_after_an_approver_approves_it_in_the_admin(
 
     swapped = run(lambda: ask(approval_id, {"note": "drop the database"}))
     assert swapped.is_error and swapped.structured_content["approval_rejected"] == "arguments_mismatch"
-    assert "exactly the approved arguments" in _text(swapped)
+    assert "exactly those arguments" in _text(swapped)
     assert faulty_calls(faulty_call_log, "record_note") == 0
 
     executed = run(lambda: ask(approval_id))
@@ -93,6 +93,33 @@ def test_mutating_call_runs_once_after_an_approver_approves_it_in_the_admin(
     assert again.is_error and again.structured_content["approval_rejected"] == "used"
     assert faulty_calls(faulty_call_log, "record_note") == 1
     assert ApprovalRequest.objects.get(approval_id=approval_id).status == "consumed"
+
+
+def test_a_pending_approval_with_other_arguments_is_refused_as_a_mismatch_not_told_to_wait(
+    gateway, setup, faulty_call_log
+):
+    """A model that changed the arguments while its request waits is told the approval is not for them, before
+    anything about the request's state: "still waiting" would have it wait for an approval it can never use."""
+    from governance.models import ApprovalRequest, AuditEvent
+
+    async def ask(arguments: dict[str, Any], approval_id: str | None = None) -> Any:
+        async with mcp_client(gateway, setup["token"], mode=MODERN) as client:
+            payload: dict[str, Any] = {"tool_id": TOOL, "arguments": arguments}
+            if approval_id:
+                payload["approval_id"] = approval_id
+            return await client.call_tool("execute_tool", payload)
+
+    first = run(lambda: ask({"note": "ship the release"}))
+    approval_id = first.structured_content["approval_id"]
+    changed = run(lambda: ask({"note": "ship it all"}, approval_id))
+    assert changed.is_error and changed.structured_content == {"approval_rejected": "arguments_mismatch"}
+    text = _text(changed)
+    assert "arguments differ from the ones this approval was asked for" in text
+    assert "without approval_id to ask approval for these new arguments" in text
+    assert "waiting" not in text and "Wait" not in text
+    assert ApprovalRequest.objects.get().status == "pending"  # neither used nor a second request opened
+    assert AuditEvent.objects.filter(event_type="approval.rejected", payload__code="arguments_mismatch").exists()
+    assert faulty_calls(faulty_call_log, "record_note") == 0
 
 
 def test_forged_approval_id_is_rejected_without_execution(gateway, setup, faulty_call_log):

@@ -54,7 +54,7 @@ def test_lists_the_meta_tools_with_descriptions_for_models(gateway, world, mode)
     assert set(tools) == META
     assert "tool_search" in tools["execute_tool"].description and "guess" in tools["execute_tool"].description
     assert "first" in tools["tool_search"].description
-    assert tools["execute_tool"].input_schema["required"] == ["tool_id", "arguments"]
+    assert tools["execute_tool"].input_schema["required"] == ["tool_id"]
     assert set(tools["tool_search"].input_schema["properties"]["scope"]["enum"]) == {"all", "my_servers"}
     # Every parameter says what it is for (a model cannot guess what "my_servers" means).
     undescribed = [
@@ -105,9 +105,13 @@ def test_execute_returns_a_clean_upstream_result_unchanged_but_marked_as_tool_ou
     via_gateway, direct = run(gateway_call), run(direct_call)
     from mcpgateway.constants import OUTPUT_META_KEY
 
-    # Clean output passes through the output policy untouched; only the untrusted-output marker is added.
+    # Clean output passes through the output policy untouched; only the untrusted-output marker is added, and
+    # the server identity MCP stamps on a result is the gateway's (the upstream's is dropped with it).
     marker = (via_gateway.meta or {}).pop(OUTPUT_META_KEY)
     assert marker == {"source": "calc::add", "trust": "untrusted", "kind": "tool-output"}
+    server_info = "io.modelcontextprotocol/serverInfo"
+    assert (via_gateway.meta or {}).pop(server_info)["name"] == "scout"
+    assert (direct.meta or {}).pop(server_info)["name"] == "calc"
     assert via_gateway.model_dump(exclude_none=True) == direct.model_dump(exclude_none=True)
     assert via_gateway.structured_content == {"result": 42}
 

@@ -119,3 +119,21 @@ def test_links_other_than_to_public_web_hosts_are_dropped_and_said_to_be(gateway
     refused = ("javascript", "file:", "data:text", "/etc/passwd", "169.254", "0x7f", "localhost", "192.168")
     assert not [text for text in refused if text in serialized]
     assert _marked(result, "faulty::links")
+
+
+@pytest.mark.parametrize("mode", PROTOCOL_MODES)
+def test_an_upstreams_reserved_meta_keys_never_reach_the_client(gateway, token, mode):
+    """An upstream's own ``_meta`` keys pass; keys MCP reserves (its serverInfo, any ``dev.mcp/`` key) and a forged
+    Scout marker are dropped: the client sees Scout's marker, not the upstream's claim."""
+
+    async def main():
+        async with mcp_client(gateway, token, mode=mode) as client:
+            return await client.call_tool("execute_tool", {"tool_id": "faulty::reserved_meta", "arguments": {}})
+
+    result = run(main)
+    assert not result.is_error and _texts(result) == ["done"]
+    meta = result.meta or {}
+    assert meta["com.example/trace"] == "t-1"
+    assert "dev.mcp/approval" not in meta
+    assert _marked(result, "faulty::reserved_meta")
+    assert (meta.get("io.modelcontextprotocol/serverInfo") or {}).get("version") != "forged"

@@ -31,3 +31,12 @@ def test_words_matched_in_several_fields_are_said_once_with_the_fields_grouped()
     assert _why_lines({"fields": {"name": ["time"], "server": ["time"], "description": ["time"]}}) == [
         "time — in name, server, description"
     ]
+
+
+def test_function_words_are_never_given_as_a_reason():
+    # A Spanish request matched "de" and "las" in a tool's parameters: the line read "de, las — in parameters".
+    assert _why_lines({"fields": {"parameters": ["de", "las"]}, "closest": "summary"}) == [
+        "meaning close to its summary"
+    ]
+    fields = {"name": ["list", "files", "all"], "parameters": ["all", "folder"]}
+    assert _why_lines({"fields": fields}) == ["list, files — in name; folder — in parameters"]

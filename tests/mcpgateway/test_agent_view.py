@@ -1,0 +1,353 @@
+"""What an MCP agent receives from the gateway, through the SDK client over HTTP: the meta-tools' definitions
+(titles, annotations, input schemas), the hints on the tools it finds, and the errors it reads and corrects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from .conftest import MODERN, PROTOCOL_MODES, build_index, gateway_db, grant, make_token, make_user, mcp_client, run
+
+pytestmark = [gateway_db, pytest.mark.slow]
+
+
+@pytest.fixture
+def token(gateway, admin_user, calc_server, faulty_server) -> str:
+    member = make_user("gw_member")
+    for server in (calc_server, faulty_server):
+        grant(admin_user, server, member, "discover", "execute")
+    build_index()
+    return make_token(member)
+
+
+def text_of(result: Any) -> str:
+    return "".join(block.text for block in result.content if getattr(block, "type", "") == "text")
+
+
+def listed(gateway, token: str, mode: str = MODERN) -> dict[str, Any]:
+    async def main():
+        async with mcp_client(gateway, token, mode=mode) as client:
+            return (await client.list_tools()).tools
+
+    return {tool.name: tool for tool in run(main)}
+
+
+@pytest.mark.parametrize("mode", PROTOCOL_MODES)
+def test_meta_tools_have_titles_and_annotations(gateway, token, mode):
+    """Searching and inspecting only read Scout's catalog; execute_tool may run anything the caller may."""
+    tools = listed(gateway, token, mode)
+    titles = {name: tool.title for name, tool in tools.items()}
+    assert titles == {"tool_search": "Search tools", "tool_inspect": "Inspect tools", "execute_tool": "Execute a tool"}
+    for name in ("tool_search", "tool_inspect"):
+        hints = tools[name].annotations
+        assert hints.read_only_hint is True and hints.open_world_hint is False, name
+    execute = tools["execute_tool"].annotations
+    assert execute.read_only_hint is False and execute.destructive_hint is True
+    assert execute.idempotent_hint is False and execute.open_world_hint is True
+
+
+def test_inspect_and_direct_listing_give_hints_from_scouts_classification(gateway, admin_user, token):
+    """calc::add calls itself read-only; an admin classified it as an irreversible write: tool_inspect and the
+    direct listing say what Scout decided, not what the upstream claims. faulty::record_note claims destructive
+    and Scout agrees; faulty::ping claims read-only and Scout agrees."""
+    from catalog.models import Tool
+    from governance.services.policy import tool_policy_classify, tool_policy_ensure
+
+    from .conftest import drop_index, low_risk
+
+    tool_policy_classify(
+        policy=tool_policy_ensure(tool=Tool.objects.get(tool_id="calc::add")),
+        actor=admin_user,
+        operation_class="write",
+        reversibility="irreversible",
+        risk_class=low_risk(),
+        allowed_environments=[],
+        data_classes=[],
+    )
+    ids = ["calc::add", "faulty::record_note", "faulty::ping"]
+
+    async def inspect():
+        async with mcp_client(gateway, token) as client:
+            return await client.call_tool("tool_inspect", {"tool_ids": ids})
+
+    inspected = {tool["tool_id"]: tool["annotations"] for tool in run(inspect).structured_content["tools"]}
+    drop_index()  # no index: the caller's tools are listed directly
+    direct = {name: tool.annotations for name, tool in listed(gateway, token).items()}
+    expected = {
+        "calc::add": (False, True),
+        "faulty::record_note": (False, True),
+        "faulty::ping": (True, None),  # destructiveHint means nothing for a read-only tool (MCP)
+    }
+    for tool_id, (read_only, destructive) in expected.items():
+        hints = inspected[tool_id]
+        assert (hints["readOnlyHint"], hints.get("destructiveHint")) == (read_only, destructive), tool_id
+        shown = direct[tool_id.replace("::", "__")]
+        assert (shown.read_only_hint, shown.destructive_hint) == (read_only, destructive), tool_id
+    # The upstream's other hints are passed on as it declared them.
+    assert inspected["faulty::ping"]["idempotentHint"] is True and inspected["faulty::ping"]["openWorldHint"] is False
+
+
+def test_meta_tool_schemas_carry_no_generated_titles(gateway, token):
+    """pydantic titles each parameter with its own name again ("Top K") and the schema with the function's
+    ("tool_searchArguments"): tokens in every context window that say nothing. Descriptions and choices stay."""
+    import json
+
+    tools = listed(gateway, token)
+    for name in ("tool_search", "tool_inspect", "execute_tool"):
+        schema = tools[name].input_schema
+        assert '"title"' not in json.dumps(schema), name
+        assert all(spec.get("description") for spec in schema["properties"].values()), name
+    assert tools["tool_search"].input_schema["properties"]["scope"]["enum"] == ["all", "my_servers"]
+
+
+@pytest.mark.parametrize("mode", PROTOCOL_MODES)
+def test_execute_tool_without_arguments_calls_a_tool_that_takes_none(gateway, token, mode):
+    """``arguments`` may be left out (it defaults to {}): a tool without required parameters runs; one with
+    required parameters is refused naming them, as with any other arguments that miss them."""
+
+    async def main():
+        async with mcp_client(gateway, token, mode=mode) as client:
+            listing = {tool.name: tool for tool in (await client.list_tools()).tools}
+            bare = await client.call_tool("execute_tool", {"tool_id": "faulty::ping"})
+            missing = await client.call_tool("execute_tool", {"tool_id": "calc::add"})
+            return listing["execute_tool"].input_schema, bare, missing
+
+    schema, bare, missing = run(main)
+    assert schema["required"] == ["tool_id"] and schema["properties"]["arguments"]["default"] == {}
+    assert not bare.is_error and text_of(bare) == "pong"
+    assert missing.is_error and "missing required properties a, b" in text_of(missing)
+
+
+def test_a_wrong_choice_is_answered_with_the_allowed_values(gateway, token):
+    """A meta-tool argument outside its choices is refused naming the values it may take (Scout's own), never
+    the value sent."""
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            return [
+                await client.call_tool("tool_search", {"query": "add numbers", "operation_class": "delete-7f3"}),
+                await client.call_tool("tool_search", {"query": "add numbers", "scope": "everything-7f3"}),
+            ]
+
+    operation_class, scope = (text_of(result) for result in run(main))
+    assert "operation_class must be one of: read, write, execute, approve" in operation_class
+    assert "scope must be one of: all, my_servers" in scope
+    assert "7f3" not in operation_class + scope
+
+
+@pytest.mark.parametrize("mode", PROTOCOL_MODES)
+def test_meta_tools_refuse_arguments_they_do_not_take(gateway, token, faulty_call_log, mode):
+    """A misnamed argument is refused naming it, with the ones the meta-tool takes, and nothing runs (a misnamed
+    "args" would otherwise call the tool with no arguments); the schemas say additionalProperties false."""
+    from .conftest import faulty_calls
+
+    async def main():
+        async with mcp_client(gateway, token, mode=mode) as client:
+            listing = (await client.list_tools()).tools
+            executed = await client.call_tool("execute_tool", {"tool_id": "faulty::ping", "args": {"text": "hi"}})
+            searched = await client.call_tool("tool_search", {"query": "add numbers", "k": 3, "limit\n": 2})
+            return listing, executed, searched
+
+    listing, executed, searched = run(main)
+    assert all(tool.input_schema["additionalProperties"] is False for tool in listing)
+    assert executed.is_error and text_of(executed) == (
+        'Unknown argument for execute_tool: "args". It takes only: tool_id, arguments, approval_id, idempotency_key.'
+    )
+    assert faulty_calls(faulty_call_log, "ping") == 0
+    assert searched.is_error and text_of(searched).startswith('Unknown arguments for tool_search: "k", "limit\\n".')
+
+
+DRAFT_07 = "http://json-schema.org/draft-07/schema#"
+FORMS = [
+    {
+        "server": "forms",
+        "name": "fill_form",
+        "description": "Fill in a paper form with a person's full name and job title.",
+        "inputSchema": {
+            "$schema": DRAFT_07,
+            "title": "fill_formArguments",
+            "type": "object",
+            "properties": {
+                "full_name": {"title": "Full Name", "type": "string"},
+                "title": {"title": "Job title as printed", "type": "string"},
+            },
+            "required": ["full_name"],
+        },
+    },
+    {
+        "server": "forms",
+        "name": "fill_pair",
+        "description": "Fill a pair of paper form values: a label and a count.",
+        "inputSchema": {
+            "$schema": DRAFT_07,
+            "type": "object",
+            "properties": {
+                "pair": {"type": "array", "items": [{"type": "string"}, {"type": "integer"}]},
+                "note": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None},
+                "size": {"oneOf": [{"type": "integer"}, {"type": "array", "items": {"type": "integer"}}]},
+                "extra": {"description": "anything"},
+            },
+        },
+    },
+]
+
+
+def forms_token(admin_user: Any, calc_server: Any, tmp_path: Any) -> str:
+    """A member's token for calc and the imported forms server (tools that declare no annotations)."""
+    import json
+
+    from django.core.management import call_command
+
+    from catalog.models import Server
+
+    path = tmp_path / "forms.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in FORMS), encoding="utf-8")
+    call_command("catalog_import", str(path), "--no-index", verbosity=0)
+    member = make_user("gw_member")
+    for server in (calc_server, Server.objects.get(slug="forms")):
+        grant(admin_user, server, member, "discover", "execute")
+    build_index()
+    return make_token(member)
+
+
+def test_schemas_are_shown_without_restated_titles_or_a_needless_dialect(gateway, admin_user, calc_server, tmp_path):
+    """Titles that only restate a name (pydantic's "A" for a, "addArguments" for add) and a "$schema" the
+    schema does not depend on are left out of search answers, tool_inspect and the direct listing; a title that
+    says more, a property named "title" and a "$schema" whose draft matters (tuple items) stay."""
+    from catalog.models import Tool
+
+    from .conftest import drop_index
+
+    token = forms_token(admin_user, calc_server, tmp_path)
+    assert Tool.objects.get(tool_id="calc::add").input_schema["properties"]["a"]["title"] == "A"  # as stored
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            found = await client.call_tool("tool_search", {"query": "add two integers", "top_k": 1})
+            inspected = await client.call_tool(
+                "tool_inspect", {"tool_ids": ["calc::add", "forms::fill_form", "forms::fill_pair"]}
+            )
+            return found, inspected
+
+    found, inspected = run(main)
+    (add,) = found.structured_content["matches"]
+    shown = {tool["tool_id"]: tool["input_schema"] for tool in inspected.structured_content["tools"]}
+    plain = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "required": ["a", "b"],
+    }
+    assert add["input_schema"] == shown["calc::add"] == plain
+    assert '"title"' not in text_of(found)
+    assert shown["forms::fill_form"] == {
+        "type": "object",
+        "properties": {"full_name": {"type": "string"}, "title": {"title": "Job title as printed", "type": "string"}},
+        "required": ["full_name"],
+    }
+    assert shown["forms::fill_pair"]["$schema"] == DRAFT_07
+    drop_index()
+    assert listed(gateway, token)["calc__add"].input_schema == plain
+
+
+def test_no_hints_are_invented_for_a_tool_that_declares_none(gateway, admin_user, calc_server, tmp_path):
+    """forms::fill_form declares no annotations and Scout classifies it as MCP assumes of such a tool (a
+    destructive write): it is shown with none, not with those assumptions spelled out. Once an admin classifies
+    forms::fill_pair as a read, it says so (and nothing about destructiveHint, meaningless for a read)."""
+    from catalog.models import Tool
+    from governance.services.policy import tool_policy_classify, tool_policy_ensure
+
+    from .conftest import drop_index, low_risk
+
+    token = forms_token(admin_user, calc_server, tmp_path)
+    tool_policy_classify(
+        policy=tool_policy_ensure(tool=Tool.objects.get(tool_id="forms::fill_pair")),
+        actor=admin_user,
+        operation_class="read",
+        reversibility="reversible",
+        risk_class=low_risk(),
+        allowed_environments=[],
+        data_classes=[],
+    )
+
+    async def inspect():
+        async with mcp_client(gateway, token) as client:
+            ids = ["forms::fill_form", "forms::fill_pair", "calc::add"]
+            return await client.call_tool("tool_inspect", {"tool_ids": ids})
+
+    inspected = {tool["tool_id"]: tool["annotations"] for tool in run(inspect).structured_content["tools"]}
+    assert inspected == {
+        "forms::fill_form": None,
+        "forms::fill_pair": {"readOnlyHint": True},
+        "calc::add": {"readOnlyHint": True},
+    }
+    drop_index()
+    direct = listed(gateway, token)
+    assert direct["forms__fill_form"].annotations is None
+    assert direct["forms__fill_pair"].annotations.model_dump(exclude_none=True) == {"read_only_hint": True}
+
+
+def test_key_inputs_give_the_type_of_an_optional_or_union_parameter(gateway, admin_user, calc_server, tmp_path):
+    """pydantic's optional parameter is an anyOf of a type and null: its key input reads "string|null", not
+    "any"; "any" is left for a parameter whose schema gives no type."""
+    token = forms_token(admin_user, calc_server, tmp_path)
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            return await client.call_tool("tool_search", {"query": "fill a pair of paper form values", "top_k": 3})
+
+    matches = {match["tool_id"]: match for match in run(main).structured_content["matches"]}
+    kinds = {item["name"]: item["type"] for item in matches["forms::fill_pair"]["key_inputs"]}
+    assert kinds == {"pair": "array", "note": "string|null", "size": "integer|array", "extra": "any"}
+
+
+def test_the_everything_servers_get_env_needs_approval(gateway, admin_user):
+    """The reference server's get-env says it is read-only and returns every environment variable of its process:
+    what Scout hands a server to run with (its env_vars: API keys, tokens). Scout keeps it a read but a high-risk
+    one, so a call waits for an approver instead of returning them."""
+    from .conftest import NODE_BIN, sync_server
+
+    binary = NODE_BIN / "mcp-server-everything"
+    if not binary.exists():
+        pytest.skip(f"{binary} is missing: run `make install` (npm reference servers)")
+    everything = sync_server(slug="everything", transport="stdio", command=str(binary), args=["stdio"])
+    member = make_user("gw_member")
+    grant(admin_user, everything, member, "discover", "execute")
+    build_index()
+    token = make_token(member)
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            inspected = await client.call_tool("tool_inspect", {"tool_ids": ["everything::get-env"]})
+            executed = await client.call_tool("execute_tool", {"tool_id": "everything::get-env"})
+            return inspected, executed
+
+    inspected, executed = run(main)
+    (tool,) = inspected.structured_content["tools"]
+    assert (tool["operation_class"], tool["risk"]) == ("read", "high")
+    assert executed.is_error and executed.structured_content["approval_required"] is True
+    assert "PATH" not in text_of(executed)
+
+
+@pytest.mark.parametrize("mode", PROTOCOL_MODES)
+def test_search_and_inspect_declare_the_structure_of_their_answers(gateway, token, mode):
+    """tool_search and tool_inspect list an outputSchema their answers satisfy (the SDK client checks each answer
+    against it; so does this test), a withheld answer too; execute_tool declares none (its result is the called
+    tool's own)."""
+    import jsonschema
+
+    async def main():
+        async with mcp_client(gateway, token, mode=mode) as client:
+            listing = {tool.name: tool for tool in (await client.list_tools()).tools}
+            found = await client.call_tool("tool_search", {"query": "add two integers"})
+            nothing = await client.call_tool("tool_search", {"query": "book a flight to Lisbon for tomorrow"})
+            inspected = await client.call_tool("tool_inspect", {"tool_ids": ["calc::add", "faulty::ping"]})
+            return listing, found, nothing, inspected
+
+    listing, found, nothing, inspected = run(main)
+    assert listing["execute_tool"].output_schema is None
+    for name, result in (("tool_search", found), ("tool_search", nothing), ("tool_inspect", inspected)):
+        assert not result.is_error, name
+        jsonschema.validate(result.structured_content, listing[name].output_schema)
+    assert found.structured_content["matches"][0]["tool_id"] == "calc::add"
+    assert {"matches", "confidence"} <= set(nothing.structured_content)
