@@ -1,7 +1,11 @@
 """Give every tool of a bench database random unit vectors and publish a full generation (a stand-in for
-encoding the catalog with the real model, which took hours for 10k tools on the shared 2-core machine;
-bench/bench_search.py uses random tool vectors the same way: scan and snapshot costs do not depend on the
-values). Tools a later sync adds are encoded by the real model as usual.
+encoding the catalog with the real model; bench/bench_search.py uses random tool vectors the same way: scan
+and snapshot costs do not depend on the values). Tools a later sync adds are encoded by the real model as usual.
+
+Real vectors cost minutes, not hours: ``bench_mcp_http.py --prepare-only --tools 10000`` encodes 21,304 texts
+in about 12 to 17 minutes on the shared 2-core machine (706 s at a load average near 7), so prefer them. Random
+vectors change the rankings and their confidence (a withheld answer is retried with the request's parts encoded
+alone, one more model call: ``search.services.tool_search``), so a c=1 ratio measured on them may differ.
 
     DB=var/bench-mcp-10000.sqlite3 .venv/bin/python bench/random_vectors_db.py
     .venv/bin/python bench/bench_mcp_http.py --tools 10000 --db var/bench-mcp-10000.sqlite3 ...

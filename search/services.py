@@ -28,7 +28,13 @@ from .engine.ranking import FUSIONS, Confidence
 from .engine.snapshot import DocVectors
 from .events import search_event_record
 from .models import IndexGeneration, ToolEmbedding
-from .selectors import GENERATION_CACHE_KEY, server_slugs_granted_to, stored_vectors, tool_docs_load
+from .selectors import (
+    GENERATION_CACHE_KEY,
+    generation_read_once,
+    server_slugs_granted_to,
+    stored_vectors,
+    tool_docs_load,
+)
 from .text import first_sentence, request_terms, request_terms_kept, strip_control
 
 logger = logging.getLogger(__name__)
@@ -116,6 +122,7 @@ def _encode_query(query: str, parts: list[Part], scope: str) -> tuple[np.ndarray
 
 
 @request_terms_kept()  # the request's texts are tokenized once, and forgotten when it ends
+@generation_read_once()  # the index generation read once: status, search and the parts' retry share it
 def tool_search(
     *,
     query: str,

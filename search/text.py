@@ -100,6 +100,8 @@ def request_terms_kept() -> Iterator[None]:
 def mostly_non_latin(text: str) -> bool:
     """Whether most of the text's letters are outside the Latin script (Chinese, Cyrillic, Arabic, ...): a
     request the English-only embedding model cannot read. Accented Latin letters count as Latin."""
+    if text.isascii():  # most requests: every letter is Latin, and no letter needs its Unicode name looked up
+        return False
     letters = [ch for ch in text if ch.isalpha()]
     latin = sum(1 for ch in letters if ch.isascii() or "LATIN" in unicodedata.name(ch, ""))
     return latin * 2 < len(letters)

@@ -220,6 +220,26 @@ def test_mostly_non_latin():
 
 
 @pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("find my file", False),  # ASCII: answered without looking at the letters
+        ("", False),
+        ("12345 !?", False),  # no letters at all
+        ("réserve une table à Paris", False),  # accented Latin
+        ("Ärger über Öl", False),
+        ("find my file 文件", False),  # mixed, mostly Latin
+        ("查询这个文件 file", True),  # mixed, mostly not
+        ("GitHub 仓库 查询 运行状态", True),
+        ("найди мой файл", True),  # Cyrillic
+        ("ابحث عن ملف", True),  # Arabic
+        ("ファイルを探す", True),  # Japanese
+    ],
+)
+def test_mostly_non_latin_on_latin_mixed_and_non_latin_text(text, expected):
+    assert mostly_non_latin(text) is expected
+
+
+@pytest.mark.parametrize(
     "text",
     [
         "réserve une table à Paris",

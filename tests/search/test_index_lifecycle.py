@@ -6,6 +6,7 @@ from io import StringIO
 from unittest import mock
 
 import pytest
+from django.core.cache import cache
 from django.core.management import call_command
 
 from catalog.definitions import normalize_listing
@@ -14,7 +15,7 @@ from search.backends import SearchRequest, backend_get
 from search.backends.embedded import EmbeddedBackend
 from search.choices import GenerationKind
 from search.models import IndexGeneration, ToolEmbedding
-from search.selectors import tool_docs_load
+from search.selectors import GENERATION_CACHE_KEY, tool_docs_load
 from search.services import index_rebuild, index_update, tool_search
 
 from .factories import ServerFactory, ToolFactory
@@ -77,6 +78,33 @@ def test_other_processes_reload_when_the_generation_changes(small_catalog, reind
     generation = reindex(index_update, tool_pks=[tool.pk])
     assert other.status().generation == str(generation.token) != first
     assert other.builds == builds and other.updates == 1  # the changed tool read, not every tool
+
+
+def test_a_search_reads_the_index_generation_once_and_the_next_search_sees_a_new_one(
+    small_catalog, reindex, encoder, monkeypatch
+):
+    reindex(index_rebuild)
+    visible = {t.pk for t in small_catalog.values()}
+    reads: list[str] = []
+    real_get = cache.get
+
+    def counting_get(key, *args, **kwargs):  # the real cache, its reads of the generation counted
+        if key == GENERATION_CACHE_KEY:
+            reads.append(key)
+        return real_get(key, *args, **kwargs)
+
+    monkeypatch.setattr(cache, "get", counting_get)
+    first = tool_search(query="send an email to my team", visible=visible)
+    assert first.index_ready and first.matches
+    assert len(reads) == 1  # the backend's status and its search share one read
+
+    tool = ToolFactory(server=small_catalog["send_email"].server, name="send_fax", description="Send a fax.")
+    generation = reindex(index_update, tool_pks=[tool.pk])
+    reads.clear()
+    second = tool_search(query="send a fax", visible=visible | {tool.pk})
+    assert len(reads) == 1
+    assert second.generation == str(generation.token) != first.generation  # not the previous search's token
+    assert "mail::send_fax" in [m.tool_id for m in second.matches]
 
 
 def test_search_during_rebuild_sees_old_or_new_never_a_mix(small_catalog, reindex, encoder):
