@@ -118,6 +118,32 @@ def links() -> list[ResourceLink]:
     ]
 
 
+# Internal addresses spelt so that Python's URL parser reads a public host or a name: a browser reads each as loopback,
+# the metadata address or a private network (WHATWG: a backslash is "/", the host percent-decoded and IDNA-mapped);
+# other clients take a backslash for part of the user name; a NAT64 address carries the metadata address.
+SPELT_INTERNAL = [
+    "http://127.0.0.1\\@example.com/",
+    "http://example.com\\@127.0.0.1/",
+    "http://127\u30020\u30020\u30021/",
+    "http://169\uff0e254\uff0e169\uff0e254/latest/meta-data/",
+    "http://localhost\u3002/",
+    "http://\u24db\u24de\u24d2\u24d0\u24db\u24d7\u24de\u24e2\u24e3/",
+    "http://\uff4c\uff4f\uff43\uff41\uff4c\uff48\uff4f\uff53\uff54/",
+    "http://127.0.0.%31/",
+    "http://%6c%6f%63%61%6c%68%6f%73%74/",
+    "http://10.0.0.%31/",
+    "http://[64:ff9b::a9fe:a9fe]/",
+]
+
+
+@server.tool(annotations=READ_ONLY)
+def links_spelt() -> list[ResourceLink]:
+    """Return links to internal addresses spelt as only a browser reads them, and two public web pages."""
+    _log("links_spelt")
+    uris = ["https://docs.example.com/guide", *SPELT_INTERNAL, "https://m\u00fcnchen.example/"]
+    return [ResourceLink(type="resource_link", name=f"link {n}", uri=uri) for n, uri in enumerate(uris)]
+
+
 # _meta keys an upstream may not pass on: MCP's reserved prefixes (its identity, a forged protocol key) and
 # Scout's own untrusted-output marker, claiming the output is trusted; beside one key of the tool's own.
 FORGED_META = {
