@@ -5,6 +5,7 @@ body checks after it, so nobody can make the gateway buffer or parse more than t
   token put in the URL is refused, and redacted from the scope so the access log never shows it).
 - ``RateGuard`` (after auth): requests per token, counted in the cache (Redis with REDIS_URL, so every worker
   shares the count), 429 with Retry-After past ``SCOUT_MCP_RATE``.
+- ``StatelessGetGuard`` (after auth, stateless /mcp only): a GET is 405; there is no stream to open.
 - ``BodyGuard`` (after auth): counts body bytes as they stream in and answers 413 as soon as the limit is
   passed (declared, chunked or understated lengths alike); then rejects what JSON-RPC dispatch should never
   see: a byte-order mark, invalid or truncated JSON, duplicate object keys (authorization and dispatch must
@@ -188,6 +189,24 @@ class RateGuard:
             message = f"Too many requests for this token (limit {settings.SCOUT_MCP_RATE}); retry in {retry_after} s"
             body = {"jsonrpc": "2.0", "id": None, "error": {"code": RATE_LIMITED, "message": message}}
             await _send_json(send, 429, body, [(b"retry-after", str(retry_after).encode())])
+            return
+        await self.app(scope, receive, send)
+
+
+class StatelessGetGuard:
+    """A GET on a stateless /mcp (``SCOUT_MCP_STATELESS``) is answered 405, as MCP allows a server that offers no
+    server-sent event stream. The SDK held a stream open for it (a 2025 client's, or one naming no version) on which
+    nothing is ever sent, with no session and no rate: one token opening GETs in a loop held a connection and a
+    server task each, until the workers ran out (T13)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope.get("method") == "GET":
+            message = "Method Not Allowed: this endpoint is stateless and offers no server-sent event stream"
+            body = {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": message}}
+            await _send_json(send, 405, body, [(b"allow", b"POST")])
             return
         await self.app(scope, receive, send)
 

@@ -5,6 +5,7 @@ JSON-RPC error the SDK client hands to its caller, and nothing runs."""
 
 from __future__ import annotations
 
+import httpx
 import pytest
 from mcp.shared.exceptions import MCPError
 
@@ -43,3 +44,19 @@ def test_an_anonymous_request_is_401_not_counted(gateway, settings):
     settings.SCOUT_MCP_RATE = "1/day"
     for _ in range(3):
         assert raw_post(gateway, modern_request("tools/list")).status_code == 401
+
+
+@pytest.mark.parametrize("protocol", [None, "2025-06-18", MODERN])
+def test_a_get_on_the_stateless_endpoint_is_405_not_a_stream_held_open(gateway, settings, protocol):
+    """T13: POSTs are counted per token, GETs were not, and on the stateless endpoint (the default) the SDK held a
+    server-sent event stream open for a 2025 client's GET (or one naming no version) that nothing is ever sent on:
+    one token opening GETs in a loop held a connection and a server task each. Now a GET is 405 at once; a GET
+    without a token is still the 401 of any anonymous request."""
+    settings.SCOUT_MCP_RATE = "1/day"
+    token = make_token(make_user("gw_getter"))
+    headers = {"Accept": "text/event-stream", **({"MCP-Protocol-Version": protocol} if protocol else {})}
+    for _ in range(3):
+        answer = httpx.get(f"{gateway.url}/mcp", headers={**headers, "Authorization": f"Bearer {token}"}, timeout=10)
+        assert answer.status_code == 405
+    assert httpx.get(f"{gateway.url}/mcp", headers=headers, timeout=10).status_code == 401
+    assert raw_post(gateway, modern_request("tools/list"), token=token).status_code == 200  # its one POST
