@@ -32,22 +32,40 @@ RESERVED_PREFIX_LABELS = ("modelcontextprotocol", "mcp")
 
 
 def reserved_meta_key(key: str) -> bool:
-    """Whether an upstream's ``_meta`` key is the protocol's (``io.modelcontextprotocol/``, ``dev.mcp/``: the
-    second label of the prefix) or Scout's, so never passed on."""
+    """Whether an upstream's ``_meta`` key is the protocol's or Scout's, so never passed on. MCP reserves a prefix
+    whose second label is ``modelcontextprotocol`` or ``mcp`` (``io.modelcontextprotocol/``, ``dev.mcp/``; since
+    2025-11-25), and 2025-06-18 one where either is followed by another label (``modelcontextprotocol.io/``,
+    ``mcp.dev/``, ``tools.mcp.com/``): both are read, as Scout serves clients of both."""
     prefix, slash, _ = key.partition("/")
     if not slash:
         return False
     labels = prefix.lower().split(".")
-    return prefix.lower() == SCOUT_META_PREFIX or (len(labels) > 1 and labels[1] in RESERVED_PREFIX_LABELS)
+    second = len(labels) > 1 and labels[1] in RESERVED_PREFIX_LABELS
+    followed = any(label in RESERVED_PREFIX_LABELS for label in labels[:-1])
+    return prefix.lower() == SCOUT_META_PREFIX or second or followed
+
+
+def _without_reserved_meta(node: Any) -> Any:
+    """``node`` (a result's content, parsed JSON) with reserved keys dropped from every ``_meta`` in it: a content
+    block's, an embedded resource's (``reserved_meta_key``)."""
+    if isinstance(node, list):
+        return [_without_reserved_meta(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    shown = {key: _without_reserved_meta(value) for key, value in node.items()}
+    if isinstance(shown.get("_meta"), dict):
+        shown["_meta"] = {key: value for key, value in shown["_meta"].items() if not reserved_meta_key(key)}
+    return shown
 
 
 def result_for_model(result: types.CallToolResult, *, tool_id: str) -> types.CallToolResult:
-    """``result`` under the output policy: every string cleaned, reserved ``_meta`` keys dropped, and marked as
-    untrusted output of ``tool_id``."""
+    """``result`` under the output policy: every string cleaned, reserved ``_meta`` keys dropped (the result's and
+    its content's), and marked as untrusted output of ``tool_id``."""
     raw: dict[str, Any] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
     cleaned = clean_json_strings(raw)
     assert isinstance(cleaned, dict)
-    content = cleaned.get("content") or []
+    content = _without_reserved_meta(cleaned.get("content") or [])
+    cleaned["content"] = content
     kept = [block for block in content if not (_is_link(block) and _refused(block.get("uri")))]
     dropped = len(content) - len(kept)
     for block in kept:

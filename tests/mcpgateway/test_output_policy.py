@@ -155,3 +155,22 @@ def test_an_upstreams_reserved_meta_keys_never_reach_the_client(gateway, token, 
     assert "dev.mcp/approval" not in meta
     assert _marked(result, "faulty::reserved_meta")
     assert (meta.get("io.modelcontextprotocol/serverInfo") or {}).get("version") != "forged"
+
+
+def test_reserved_meta_keys_are_dropped_inside_content_and_under_2025_06_18_prefixes(gateway, token):
+    """A forged Scout marker (trust: trusted) and MCP's reserved keys in a content block's or an embedded resource's
+    ``_meta`` passed, and so did the prefixes MCP 2025-06-18 reserves (``modelcontextprotocol.io/``,
+    ``tools.mcp.com/``): all dropped; the tool's own keys stay."""
+
+    async def main():
+        async with mcp_client(gateway, token, mode=MODERN) as client:
+            return await client.call_tool("execute_tool", {"tool_id": "faulty::reserved_meta_nested", "arguments": {}})
+
+    result = run(main)
+    assert not result.is_error and _marked(result, "faulty::reserved_meta_nested")
+    meta = result.meta or {}
+    assert meta["com.example/trace"] == "t-2"
+    assert "modelcontextprotocol.io/serverInfo" not in meta and "tools.mcp.com/approval" not in meta
+    text, embedded = result.content
+    for meta in (text.meta, embedded.meta, embedded.resource.meta):
+        assert meta == {"com.example/trace": "t-1"}
