@@ -171,8 +171,10 @@ def _over_the_limit(key: str, limit: int, window: int) -> int:
 class RateGuard:
     """At most ``SCOUT_MCP_RATE`` POSTs per token per period (T13, L3): a token looping on tool_search (a model
     run per query) or execute_tool took the workers' CPU and the upstreams' capacity from every other caller.
-    Counted per token in fixed slots of the period (a burst across a slot's end can reach twice the rate); the
-    answer past it is a 429 with Retry-After and a JSON-RPC error, before the body is read."""
+    A person's tokens together get ``SCOUT_MCP_PERSON_TOKENS`` times that: a token mints more of its own scopes
+    (REST tokens/), so a rate per token alone bounded nothing. Counted in fixed slots of the period (a burst across
+    a slot's end can reach twice the rate); the answer past either is a 429 with Retry-After and a JSON-RPC error,
+    before the body is read."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -184,13 +186,24 @@ class RateGuard:
             await self.app(scope, receive, send)
             return
         key = hashlib.sha256(access.token.encode("utf-8")).hexdigest()  # the token, never kept raw
-        retry_after = await anyio.to_thread.run_sync(_over_the_limit, key, *rate)
+        retry_after, whose = await anyio.to_thread.run_sync(_over_the_limits, key, access.subject, *rate)
         if retry_after:
-            message = f"Too many requests for this token (limit {settings.SCOUT_MCP_RATE}); retry in {retry_after} s"
+            message = f"Too many requests for {whose} (limit {settings.SCOUT_MCP_RATE}); retry in {retry_after} s"
             body = {"jsonrpc": "2.0", "id": None, "error": {"code": RATE_LIMITED, "message": message}}
             await _send_json(send, 429, body, [(b"retry-after", str(retry_after).encode())])
             return
         await self.app(scope, receive, send)
+
+
+def _over_the_limits(token_key: str, person: str | None, limit: int, window: int) -> tuple[int, str]:
+    """The token's count, then its person's (``SCOUT_MCP_PERSON_TOKENS`` times the limit): the seconds until the
+    slot ends when either is one too many (else 0), and whose limit that is."""
+    over = _over_the_limit(token_key, limit, window)
+    if over or not person or settings.SCOUT_MCP_PERSON_TOKENS <= 0:
+        return over, "this token"
+    tokens = settings.SCOUT_MCP_PERSON_TOKENS
+    over = _over_the_limit(f"person:{person}", limit * tokens, window)
+    return over, f"this person's tokens together ({tokens} times the limit)"
 
 
 class StatelessGetGuard:
