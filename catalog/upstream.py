@@ -145,13 +145,33 @@ class _CappedBody(httpx2.AsyncByteStream):
         await self._stream.aclose()
 
 
+class CompressedAnswer(httpx2.StreamError):
+    """An upstream compressed its answer though Scout asked for it uncompressed (``Accept-Encoding: identity``): the
+    bound counts bytes as they arrive, and a gzip body decompresses to a thousand times its size. Refused before any
+    of it is decompressed, as the SDK answers a StreamError (``AnswerTooLarge``)."""
+
+
+class _RefusedBody(httpx2.AsyncByteStream):
+    def __init__(self, stream: httpx2.AsyncByteStream, refusal: httpx2.StreamError) -> None:
+        self._stream, self._refusal = stream, refusal
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        raise self._refusal
+        yield b""  # an async generator, never reached
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
 class _PinnedTransport(httpx2.AsyncBaseTransport):
     """Sends every request of one session to the address ``egress_check`` approved when it connected (``Host`` and
     TLS SNI still name the host), so a second DNS answer cannot move the session elsewhere (DNS rebinding); a
     request for any other origin (a redirect the SDK might follow) is refused, never sent.
 
     A body that is not an event stream (the JSON answer the SDK reads whole into memory) is cut at ``answer_cap``
-    bytes (T13); an event stream is read event by event, each event capped by the SDK (``max_sse_event_size``)."""
+    bytes (T13); an event stream is read event by event, each event capped by the SDK (``max_sse_event_size``).
+    Answers are asked for uncompressed and a compressed one is refused (``CompressedAnswer``): the bound counts the
+    bytes on the wire, which a gzip body multiplies by up to a thousand."""
 
     def __init__(self, target: EgressTarget) -> None:
         self._target = target
@@ -169,10 +189,16 @@ class _PinnedTransport(httpx2.AsyncBaseTransport):
         request.headers["Host"] = self._target.host_header
         if url.scheme == "https":
             request.extensions = {**request.extensions, "sni_hostname": self._target.host}
+        request.headers["Accept-Encoding"] = "identity"
         response = await self._inner.handle_async_request(request)
-        if response.headers.get("content-type", "").lower().startswith("text/event-stream"):
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            refusal = CompressedAnswer("the server's answer is compressed, though asked not to be")
+            body: httpx2.AsyncByteStream = _RefusedBody(response.stream, refusal)  # type: ignore[arg-type]
+        elif response.headers.get("content-type", "").lower().startswith("text/event-stream"):
             return response
-        body = _CappedBody(response.stream, self._cap)  # type: ignore[arg-type]
+        else:
+            body = _CappedBody(response.stream, self._cap)  # type: ignore[arg-type]
         return httpx2.Response(
             response.status_code, headers=response.headers, stream=body, extensions=response.extensions
         )

@@ -5,6 +5,7 @@ body checks after it, so nobody can make the gateway buffer or parse more than t
   token put in the URL is refused, and redacted from the scope so the access log never shows it).
 - ``RateGuard`` (after auth): requests per token, counted in the cache (Redis with REDIS_URL, so every worker
   shares the count), 429 with Retry-After past ``SCOUT_MCP_RATE``.
+- ``StatelessGetGuard`` (after auth, stateless /mcp only): a GET is 405; there is no stream to open.
 - ``BodyGuard`` (after auth): counts body bytes as they stream in and answers 413 as soon as the limit is
   passed (declared, chunked or understated lengths alike); then rejects what JSON-RPC dispatch should never
   see: a byte-order mark, invalid or truncated JSON, duplicate object keys (authorization and dispatch must
@@ -170,8 +171,10 @@ def _over_the_limit(key: str, limit: int, window: int) -> int:
 class RateGuard:
     """At most ``SCOUT_MCP_RATE`` POSTs per token per period (T13, L3): a token looping on tool_search (a model
     run per query) or execute_tool took the workers' CPU and the upstreams' capacity from every other caller.
-    Counted per token in fixed slots of the period (a burst across a slot's end can reach twice the rate); the
-    answer past it is a 429 with Retry-After and a JSON-RPC error, before the body is read."""
+    A person's tokens together get ``SCOUT_MCP_PERSON_TOKENS`` times that: a token mints more of its own scopes
+    (REST tokens/), so a rate per token alone bounded nothing. Counted in fixed slots of the period (a burst across
+    a slot's end can reach twice the rate); the answer past either is a 429 with Retry-After and a JSON-RPC error,
+    before the body is read."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -183,11 +186,40 @@ class RateGuard:
             await self.app(scope, receive, send)
             return
         key = hashlib.sha256(access.token.encode("utf-8")).hexdigest()  # the token, never kept raw
-        retry_after = await anyio.to_thread.run_sync(_over_the_limit, key, *rate)
+        retry_after, whose = await anyio.to_thread.run_sync(_over_the_limits, key, access.subject, *rate)
         if retry_after:
-            message = f"Too many requests for this token (limit {settings.SCOUT_MCP_RATE}); retry in {retry_after} s"
+            message = f"Too many requests for {whose} (limit {settings.SCOUT_MCP_RATE}); retry in {retry_after} s"
             body = {"jsonrpc": "2.0", "id": None, "error": {"code": RATE_LIMITED, "message": message}}
             await _send_json(send, 429, body, [(b"retry-after", str(retry_after).encode())])
+            return
+        await self.app(scope, receive, send)
+
+
+def _over_the_limits(token_key: str, person: str | None, limit: int, window: int) -> tuple[int, str]:
+    """The token's count, then its person's (``SCOUT_MCP_PERSON_TOKENS`` times the limit): the seconds until the
+    slot ends when either is one too many (else 0), and whose limit that is."""
+    over = _over_the_limit(token_key, limit, window)
+    if over or not person or settings.SCOUT_MCP_PERSON_TOKENS <= 0:
+        return over, "this token"
+    tokens = settings.SCOUT_MCP_PERSON_TOKENS
+    over = _over_the_limit(f"person:{person}", limit * tokens, window)
+    return over, f"this person's tokens together ({tokens} times the limit)"
+
+
+class StatelessGetGuard:
+    """A GET on a stateless /mcp (``SCOUT_MCP_STATELESS``) is answered 405, as MCP allows a server that offers no
+    server-sent event stream. The SDK held a stream open for it (a 2025 client's, or one naming no version) on which
+    nothing is ever sent, with no session and no rate: one token opening GETs in a loop held a connection and a
+    server task each, until the workers ran out (T13)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope.get("method") == "GET":
+            message = "Method Not Allowed: this endpoint is stateless and offers no server-sent event stream"
+            body = {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": message}}
+            await _send_json(send, 405, body, [(b"allow", b"POST")])
             return
         await self.app(scope, receive, send)
 

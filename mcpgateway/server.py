@@ -41,7 +41,7 @@ from .auth import ConfirmedAccess, ScoutTokenVerifier, principal_from_context
 from .choices import Exposure
 from .constants import META_TOOLS
 from .db import orm_threads_stop, run_orm
-from .guards import BodyGuard, EdgeGuard, RateGuard
+from .guards import BodyGuard, EdgeGuard, RateGuard, StatelessGetGuard
 from .selectors import client_tool_name, tool_for_client_name, tools_listed_for
 from .services import UnknownTool, error_result, gateway_execute, schema_for_model, tool_hints
 from .tools import META_TOOLS_SPEC, OUTPUT_SCHEMAS, shown_as_sent, unknown_tool_error
@@ -248,8 +248,8 @@ def build_mcp_server() -> ScoutMCPServer:
 
 def build_routes(server: ScoutMCPServer) -> list[BaseRoute]:
     """Routes for /mcp and its protected-resource metadata, with the guards in order: edge checks, bearer
-    authentication (a token from the process's cache confirmed before the response: auth.py), the rate per
-    token, body checks, then the SDK's Streamable HTTP handling."""
+    authentication (a token from the process's cache confirmed before the response: auth.py), no GET when stateless,
+    the rate per token, body checks, then the SDK's Streamable HTTP handling."""
     sdk_app = server.streamable_http_app(
         stateless_http=settings.SCOUT_MCP_STATELESS,
         transport_security=transport_security(),
@@ -265,6 +265,8 @@ def build_routes(server: ScoutMCPServer) -> list[BaseRoute]:
             max_depth=settings.SCOUT_MCP_MAX_JSON_DEPTH,
         )
     )
+    if settings.SCOUT_MCP_STATELESS:
+        inner = StatelessGetGuard(inner)
     resource_metadata_url = build_resource_metadata_url(auth.resource_server_url)
     endpoint = AuthenticationMiddleware(
         AuthContextMiddleware(

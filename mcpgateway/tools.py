@@ -15,6 +15,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import Field
 
 from governance.cache import visibility_row_read_once
+from governance.sanitize import clean_tool_output
 from search.engine.ranking import Confidence
 from search.services import TOP_K_DEFAULT, TOP_K_MAX, TOP_K_MIN
 
@@ -50,9 +51,10 @@ def unknown_tool_result(asked: list[tuple[int, str]] | None = None) -> types.Cal
 
 
 def shown_as_sent(text: str) -> str:
-    """The caller's own text (an id, an argument name) as an error shows it: escaped (JSON, ASCII) and cut."""
+    """The caller's own text (an id, an argument name) as an error shows it: escaped (JSON, ASCII), cut, and its
+    instruction tags defanged as in tool output (the error is Scout's words, not marked as untrusted output)."""
     cut = text[:UNKNOWN_ID_SHOWN_CHARS]
-    return json.dumps(cut) + ("…" if len(text) > len(cut) else "")
+    return clean_tool_output(json.dumps(cut)) + ("…" if len(text) > len(cut) else "")
 
 
 async def _principal(ctx: Context) -> Any:

@@ -348,6 +348,9 @@ SCOUT_MCP_ALLOWED_ORIGINS = env_list(
 # Requests per token on /mcp (429 with Retry-After past it; empty: no limit), counted in the cache like
 # SCOUT_API_RATE. DRF rate syntax: "<n>/<second|minute|hour|day>".
 SCOUT_MCP_RATE = env_str("SCOUT_MCP_RATE", "1200/minute")
+# All of one person's tokens together (their agents' too) get this many times SCOUT_MCP_RATE (0: no such limit): a
+# token mints tokens of its own scopes (REST tokens/), each with a rate of its own.
+SCOUT_MCP_PERSON_TOKENS = env_int("SCOUT_MCP_PERSON_TOKENS", 4)
 # Request limits on /mcp: body bytes (413 past it), JSON nesting depth, bytes of execute_tool arguments.
 SCOUT_MCP_MAX_BODY_BYTES = env_int("SCOUT_MCP_MAX_BODY_BYTES", 1024 * 1024)
 SCOUT_MCP_MAX_JSON_DEPTH = env_int("SCOUT_MCP_MAX_JSON_DEPTH", 64)

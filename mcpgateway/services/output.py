@@ -19,8 +19,9 @@ from __future__ import annotations
 import ipaddress
 import socket
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
+import idna
 import mcp_types as types
 
 from governance.sanitize import clean_json_strings
@@ -31,22 +32,40 @@ RESERVED_PREFIX_LABELS = ("modelcontextprotocol", "mcp")
 
 
 def reserved_meta_key(key: str) -> bool:
-    """Whether an upstream's ``_meta`` key is the protocol's (``io.modelcontextprotocol/``, ``dev.mcp/``: the
-    second label of the prefix) or Scout's, so never passed on."""
+    """Whether an upstream's ``_meta`` key is the protocol's or Scout's, so never passed on. MCP reserves a prefix
+    whose second label is ``modelcontextprotocol`` or ``mcp`` (``io.modelcontextprotocol/``, ``dev.mcp/``; since
+    2025-11-25), and 2025-06-18 one where either is followed by another label (``modelcontextprotocol.io/``,
+    ``mcp.dev/``, ``tools.mcp.com/``): both are read, as Scout serves clients of both."""
     prefix, slash, _ = key.partition("/")
     if not slash:
         return False
     labels = prefix.lower().split(".")
-    return prefix.lower() == SCOUT_META_PREFIX or (len(labels) > 1 and labels[1] in RESERVED_PREFIX_LABELS)
+    second = len(labels) > 1 and labels[1] in RESERVED_PREFIX_LABELS
+    followed = any(label in RESERVED_PREFIX_LABELS for label in labels[:-1])
+    return prefix.lower() == SCOUT_META_PREFIX or second or followed
+
+
+def _without_reserved_meta(node: Any) -> Any:
+    """``node`` (a result's content, parsed JSON) with reserved keys dropped from every ``_meta`` in it: a content
+    block's, an embedded resource's (``reserved_meta_key``)."""
+    if isinstance(node, list):
+        return [_without_reserved_meta(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    shown = {key: _without_reserved_meta(value) for key, value in node.items()}
+    if isinstance(shown.get("_meta"), dict):
+        shown["_meta"] = {key: value for key, value in shown["_meta"].items() if not reserved_meta_key(key)}
+    return shown
 
 
 def result_for_model(result: types.CallToolResult, *, tool_id: str) -> types.CallToolResult:
-    """``result`` under the output policy: every string cleaned, reserved ``_meta`` keys dropped, and marked as
-    untrusted output of ``tool_id``."""
+    """``result`` under the output policy: every string cleaned, reserved ``_meta`` keys dropped (the result's and
+    its content's), and marked as untrusted output of ``tool_id``."""
     raw: dict[str, Any] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
     cleaned = clean_json_strings(raw)
     assert isinstance(cleaned, dict)
-    content = cleaned.get("content") or []
+    content = _without_reserved_meta(cleaned.get("content") or [])
+    cleaned["content"] = content
     kept = [block for block in content if not (_is_link(block) and _refused(block.get("uri")))]
     dropped = len(content) - len(kept)
     for block in kept:
@@ -79,12 +98,28 @@ def _refused(uri: Any, *, images: bool = False) -> bool:
     text = str(uri or "")
     if images and text.lower().startswith("data:image/"):
         return False
+    # Read both ways: a browser takes a backslash for "/" in an http(s) URL (http://127.0.0.1\@example.com goes to
+    # 127.0.0.1), other clients as part of the user name (http://example.com\@127.0.0.1 goes to 127.0.0.1).
+    return any(_refused_as_read(spelling) for spelling in {text, text.replace("\\", "/")})
+
+
+def _refused_as_read(text: str) -> bool:
     try:
         parts = urlsplit(text)
-        host = parts.hostname
+        host = _host_as_browsers_read_it(parts.hostname or "")
     except ValueError:
         return True
     return parts.scheme.lower() not in ("http", "https") or not host or _internal(host)
+
+
+def _host_as_browsers_read_it(host: str) -> str:
+    """``host`` as a browser connects to it (WHATWG's host parsing): percent-decoded, then mapped as IDNA maps it
+    (fullwidth and circled letters, ideographic full stops: ``１２７。0。0。1`` is 127.0.0.1, ``ⓛⓞⓒⓐⓛⓗⓞⓢⓣ`` is
+    localhost). Raises ValueError where a browser would not parse it either."""
+    host = unquote(host, errors="strict")
+    if ":" in host:  # an IPv6 literal
+        return host
+    return idna.uts46_remap(host, std3_rules=False, transitional=False)
 
 
 def _internal(host: str) -> bool:
@@ -99,4 +134,18 @@ def _internal(host: str) -> bool:
             address = ipaddress.ip_address(host)
     except (OSError, ValueError):
         return last.isdigit() or last.startswith("0x")  # a number that is no address: refused; a name: kept
-    return not address.is_global
+    embedded = _embedded_ipv4(address)
+    return not address.is_global or (embedded is not None and not embedded.is_global)
+
+
+NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
+def _embedded_ipv4(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 one carries to (NAT64's well-known prefix, 6to4), or None: 64:ff9b::a9fe:a9fe
+    is the metadata address behind a NAT64 gateway."""
+    if not isinstance(address, ipaddress.IPv6Address):
+        return None
+    if address in NAT64:
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return address.sixtofour

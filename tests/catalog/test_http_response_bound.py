@@ -5,6 +5,7 @@ SCOUT_MCP_MAX_OUTPUT_BYTES, at least 1 MB): the call fails with an error saying 
 while the server is still sending. An event stream is capped per event (the SDK's ``max_sse_event_size``, given
 the same bound)."""
 
+import gzip
 import json
 import threading
 from collections.abc import Iterator
@@ -48,6 +49,9 @@ def flooding_upstream(loopback_upstreams) -> Iterator[tuple[str, dict]]:
                 self.wfile.write(answer.content)
 
             def _flood(self, message):
+                if message["params"]["name"] == "flood_gzip":
+                    self._gzip_bomb(message)
+                    return
                 sse = message["params"]["name"] == "flood_sse"
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream" if sse else "application/json")
@@ -66,6 +70,24 @@ def flooding_upstream(loopback_upstreams) -> Iterator[tuple[str, dict]]:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
                 sent[message["params"]["name"]] = written
+
+            def _gzip_bomb(self, message):
+                """A JSON answer of 16 MB sent gzip-compressed, some 16 kB on the wire, compressed though never
+                asked to be (Content-Encoding is the server's to set)."""
+                text = "x" * (16 * 1024 * 1024)
+                answer = {
+                    "jsonrpc": "2.0",
+                    "id": message["id"],
+                    "result": {"content": [{"type": "text", "text": text}]},
+                }
+                body = gzip.compress(json.dumps(answer).encode())
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Encoding", "gzip")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                sent[message["params"]["name"]] = len(body)
 
             def do_GET(self):  # noqa: N802 - no standalone event stream
                 self.send_response(405)
@@ -122,3 +144,16 @@ def test_one_huge_server_sent_event_is_cut_at_the_bound(flooding_upstream, setti
     with pytest.raises(upstream.UpstreamError):
         _call(url, "flood_sse")
     assert _wait_for(sent, "flood_sse") < FLOOD_BYTES // 4
+
+
+def test_a_compressed_answer_is_bounded_by_what_it_decompresses_to(flooding_upstream, settings):
+    """A 16 MB JSON answer gzip-compressed to some 16 kB passed the 1 MB bound, which counted the bytes on the wire,
+    and was decompressed whole into memory (a 1 MB gzip body decompresses to about 1 GB). Scout asks for answers
+    uncompressed and refuses one compressed anyway, before decompressing any of it."""
+    url, sent = flooding_upstream
+    settings.SCOUT_MCP_MAX_OUTPUT_BYTES = 64 * 1024
+    with pytest.raises(upstream.UpstreamError) as refused:
+        _call(url, "flood_gzip")
+    assert "compressed" in str(refused.value), str(refused.value)
+    assert _wait_for(sent, "flood_gzip") < 1024 * 1024  # it was under the bound on the wire
+    assert _call(url, "greet", {"name": "Ann"}).content[0].text == "Hello, Ann!"

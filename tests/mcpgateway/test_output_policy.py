@@ -121,6 +121,24 @@ def test_links_other_than_to_public_web_hosts_are_dropped_and_said_to_be(gateway
     assert _marked(result, "faulty::links")
 
 
+def test_internal_links_spelt_as_only_a_browser_reads_them_are_dropped(gateway, token):
+    """C1-27, T10: loopback, the metadata address and a private network spelt as a browser reads them but Python's
+    URL parser does not (a backslash before "@", ideographic or fullwidth full stops, circled or fullwidth letters,
+    percent-encoded host, NAT64) are dropped like their plain spellings; a public IDN host stays."""
+
+    async def main():
+        async with mcp_client(gateway, token, mode=MODERN) as client:
+            return await client.call_tool("execute_tool", {"tool_id": "faulty::links_spelt", "arguments": {}})
+
+    result = run(main)
+    assert not result.is_error
+    links = [str(block.uri) for block in result.content if block.type == "resource_link"]
+    assert links == ["https://docs.example.com/guide", "https://m\u00fcnchen.example/"]
+    assert _texts(result) == [
+        "The gateway removed 11 link(s) of this result: only http and https links to public hosts are passed on."
+    ]
+
+
 @pytest.mark.parametrize("mode", PROTOCOL_MODES)
 def test_an_upstreams_reserved_meta_keys_never_reach_the_client(gateway, token, mode):
     """An upstream's own ``_meta`` keys pass; keys MCP reserves (its serverInfo, any ``dev.mcp/`` key) and a forged
@@ -137,3 +155,22 @@ def test_an_upstreams_reserved_meta_keys_never_reach_the_client(gateway, token, 
     assert "dev.mcp/approval" not in meta
     assert _marked(result, "faulty::reserved_meta")
     assert (meta.get("io.modelcontextprotocol/serverInfo") or {}).get("version") != "forged"
+
+
+def test_reserved_meta_keys_are_dropped_inside_content_and_under_2025_06_18_prefixes(gateway, token):
+    """A forged Scout marker (trust: trusted) and MCP's reserved keys in a content block's or an embedded resource's
+    ``_meta`` passed, and so did the prefixes MCP 2025-06-18 reserves (``modelcontextprotocol.io/``,
+    ``tools.mcp.com/``): all dropped; the tool's own keys stay."""
+
+    async def main():
+        async with mcp_client(gateway, token, mode=MODERN) as client:
+            return await client.call_tool("execute_tool", {"tool_id": "faulty::reserved_meta_nested", "arguments": {}})
+
+    result = run(main)
+    assert not result.is_error and _marked(result, "faulty::reserved_meta_nested")
+    meta = result.meta or {}
+    assert meta["com.example/trace"] == "t-2"
+    assert "modelcontextprotocol.io/serverInfo" not in meta and "tools.mcp.com/approval" not in meta
+    text, embedded = result.content
+    for meta in (text.meta, embedded.meta, embedded.resource.meta):
+        assert meta == {"com.example/trace": "t-1"}

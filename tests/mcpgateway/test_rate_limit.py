@@ -5,7 +5,11 @@ JSON-RPC error the SDK client hands to its caller, and nothing runs."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+import httpx
 import pytest
+from django.utils import timezone
 from mcp.shared.exceptions import MCPError
 
 from .conftest import MODERN, gateway_db, make_token, make_user, mcp_client, modern_request, raw_post, run
@@ -43,3 +47,44 @@ def test_an_anonymous_request_is_401_not_counted(gateway, settings):
     settings.SCOUT_MCP_RATE = "1/day"
     for _ in range(3):
         assert raw_post(gateway, modern_request("tools/list")).status_code == 401
+
+
+@pytest.mark.parametrize("protocol", [None, "2025-06-18", MODERN])
+def test_a_get_on_the_stateless_endpoint_is_405_not_a_stream_held_open(gateway, settings, protocol):
+    """T13: POSTs are counted per token, GETs were not, and on the stateless endpoint (the default) the SDK held a
+    server-sent event stream open for a 2025 client's GET (or one naming no version) that nothing is ever sent on:
+    one token opening GETs in a loop held a connection and a server task each. Now a GET is 405 at once; a GET
+    without a token is still the 401 of any anonymous request."""
+    settings.SCOUT_MCP_RATE = "1/day"
+    token = make_token(make_user("gw_getter"))
+    headers = {"Accept": "text/event-stream", **({"MCP-Protocol-Version": protocol} if protocol else {})}
+    for _ in range(3):
+        answer = httpx.get(f"{gateway.url}/mcp", headers={**headers, "Authorization": f"Bearer {token}"}, timeout=10)
+        assert answer.status_code == 405
+    assert httpx.get(f"{gateway.url}/mcp", headers=headers, timeout=10).status_code == 401
+    assert raw_post(gateway, modern_request("tools/list"), token=token).status_code == 200  # its one POST
+
+
+def test_tokens_minted_by_a_token_share_their_persons_ceiling(gateway, settings):
+    """A token with the api scope mints tokens of its own scopes (REST tokens/), each with a rate of its own: ten
+    tokens made ten times the rate. A person's tokens together get SCOUT_MCP_PERSON_TOKENS times it; another person
+    keeps theirs."""
+    settings.SCOUT_MCP_RATE = "2/day"
+    settings.SCOUT_MCP_PERSON_TOKENS = 2
+    first = make_token(make_user("gw_minter"), scopes=["api", "discover", "execute"])
+    expires = (timezone.now() + timedelta(minutes=30)).isoformat()
+    minted = []
+    for n in range(3):
+        answer = httpx.post(
+            f"{gateway.url}/api/v1/tokens/",
+            json={"name": f"more {n}", "scopes": ["discover", "execute"], "expires_at": expires},
+            headers={"Authorization": f"Bearer {first}"},
+            timeout=30,
+        )
+        assert answer.status_code == 201, answer.text
+        minted.append(answer.json()["token"])
+    answers = [raw_post(gateway, modern_request("tools/list"), token=token) for token in minted * 2]
+    assert [answer.status_code for answer in answers] == [200, 200, 200, 200, 429, 429]  # 2 x 2, not 3 tokens x 2
+    message = answers[-1].json()["error"]["message"]  # the third token is within its own rate
+    assert message.startswith("Too many requests for this person's tokens together (2 times the limit)")
+    assert raw_post(gateway, modern_request("tools/list"), token=make_token(make_user("gw_other"))).status_code == 200
