@@ -229,10 +229,14 @@ def tool_descriptor(tool: Tool, *, why_matched: list[str] | None = None, full: b
         descriptor["why_matched"] = [clean_for_model(reason) for reason in why_matched]
     descriptor["input_schema"] = schema_for_model(tool.input_schema, name=tool.name)
     if full:
-        descriptor["description"] = clean_for_model(tool.description)
-        descriptor["output_schema"] = schema_for_model(tool.output_schema, name=tool.name) or None
-        descriptor["annotations"] = tool_hints(tool) or None
-        descriptor["environment"] = tool.server.environment
+        # Only what the tool has: a model reads "output_schema": null or "annotations": null as something said.
+        details = {
+            "description": clean_for_model(tool.description),
+            "output_schema": schema_for_model(tool.output_schema, name=tool.name) if tool.output_schema else None,
+            "annotations": tool_hints(tool),
+            "environment": tool.server.environment,
+        }
+        descriptor.update({key: value for key, value in details.items() if value})
     return descriptor
 
 

@@ -275,9 +275,9 @@ def test_no_hints_are_invented_for_a_tool_that_declares_none(gateway, admin_user
             ids = ["forms::fill_form", "forms::fill_pair", "calc::add"]
             return await client.call_tool("tool_inspect", {"tool_ids": ids})
 
-    inspected = {tool["tool_id"]: tool["annotations"] for tool in run(inspect).structured_content["tools"]}
+    inspected = {tool["tool_id"]: tool.get("annotations") for tool in run(inspect).structured_content["tools"]}
     assert inspected == {
-        "forms::fill_form": None,
+        "forms::fill_form": None,  # no key at all (test_inspect_leaves_out_what_a_tool_does_not_have)
         "forms::fill_pair": {"readOnlyHint": True},
         "calc::add": {"readOnlyHint": True},
     }
@@ -285,6 +285,32 @@ def test_no_hints_are_invented_for_a_tool_that_declares_none(gateway, admin_user
     direct = listed(gateway, token)
     assert direct["forms__fill_form"].annotations is None
     assert direct["forms__fill_pair"].annotations.model_dump(exclude_none=True) == {"read_only_hint": True}
+
+
+def test_inspect_leaves_out_what_a_tool_does_not_have(gateway, admin_user, calc_server, tmp_path):
+    """forms::fill_form has no outputSchema and no hints to give: tool_inspect leaves both keys out (a model reads
+    "output_schema": null as something said, and it costs tokens in every answer), while calc::add shows its own.
+    No key of a tool_inspect or tool_search answer is null or empty."""
+    token = forms_token(admin_user, calc_server, tmp_path)
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            inspected = await client.call_tool("tool_inspect", {"tool_ids": ["forms::fill_form", "calc::add"]})
+            found = await client.call_tool("tool_search", {"query": "fill in a paper form with a name", "top_k": 2})
+            return inspected, found
+
+    inspected, found = run(main)
+    tools = {tool["tool_id"]: tool for tool in inspected.structured_content["tools"]}
+    form, add = tools["forms::fill_form"], tools["calc::add"]
+    assert "output_schema" not in form and "annotations" not in form
+    assert form["description"] == "Fill in a paper form with a person's full name and job title."
+    assert add["output_schema"]["properties"]["result"] == {"type": "integer"}
+    assert add["annotations"] == {"readOnlyHint": True}
+    assert "null" not in text_of(inspected)
+    shown = [*tools.values(), *found.structured_content["matches"]]
+    assert found.structured_content["matches"][0]["tool_id"] == "forms::fill_form"
+    for tool in shown:
+        assert not [key for key, value in tool.items() if value in (None, "", [], {})], tool["tool_id"]
 
 
 def test_key_inputs_give_the_type_of_an_optional_or_union_parameter(gateway, admin_user, calc_server, tmp_path):
