@@ -319,6 +319,8 @@ def _prepare(
                 f"arguments are larger than {settings.SCOUT_MCP_MAX_ARGUMENT_BYTES} bytes; send less data per call"
             ),
         )
+    # Checked before the approval gate: an approver is never asked for a call that cannot run, and the model
+    # corrects its arguments now instead of after waiting for a decision (and asking again for the fixed call).
     problem = arguments_problem(tool.input_schema or {}, arguments)
     if problem is not None:
         return _denied(

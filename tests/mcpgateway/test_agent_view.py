@@ -377,3 +377,37 @@ def test_search_and_inspect_declare_the_structure_of_their_answers(gateway, toke
         jsonschema.validate(result.structured_content, listing[name].output_schema)
     assert found.structured_content["matches"][0]["tool_id"] == "calc::add"
     assert {"matches", "confidence"} <= set(nothing.structured_content)
+
+
+def test_invalid_arguments_are_refused_before_an_approval_is_asked_for(gateway, token, faulty_call_log):
+    """faulty::record_note needs approval. Arguments its inputSchema refuses (missing, of the wrong type) are
+    answered as invalid and open no approval request: an approver is never asked to approve a call that cannot
+    run, and the model corrects its arguments first instead of waiting for a decision. Valid ones open one; a
+    retry with its approval_id but invalid arguments is told what is wrong with them and leaves it pending."""
+    from governance.models import ApprovalRequest
+
+    from .conftest import faulty_calls
+
+    async def call(arguments: dict[str, Any], approval_id: str | None = None) -> Any:
+        async with mcp_client(gateway, token) as client:
+            payload: dict[str, Any] = {"tool_id": "faulty::record_note", "arguments": arguments}
+            if approval_id:
+                payload["approval_id"] = approval_id
+            return await client.call_tool("execute_tool", payload)
+
+    missing = run(lambda: call({}))
+    wrong_type = run(lambda: call({"note": 42}))
+    for result in (missing, wrong_type):
+        assert result.is_error and result.structured_content == {"invalid_arguments": True}, text_of(result)
+        assert "approval" not in text_of(result)
+    assert "missing required property note" in text_of(missing)
+    assert "arguments.note: must be of type string" in text_of(wrong_type)
+    assert not ApprovalRequest.objects.exists()
+
+    asked = run(lambda: call({"note": "ship it"}))
+    assert asked.is_error and asked.structured_content["approval_required"] is True
+    approval_id = asked.structured_content["approval_id"]
+    retried = run(lambda: call({"note": 42}, approval_id))
+    assert retried.structured_content == {"invalid_arguments": True}, text_of(retried)
+    assert [(a.approval_id, a.status) for a in ApprovalRequest.objects.all()] == [(approval_id, "pending")]
+    assert faulty_calls(faulty_call_log, "record_note") == 0
