@@ -76,7 +76,8 @@ def _schema_error_text(error: jsonschema.ValidationError, schema: dict[str, Any]
     validator, expected = error.validator, error.validator_value
     if validator == "required":
         missing = [name for name in expected if isinstance(error.instance, dict) and name not in error.instance]
-        return f"{where}: missing required propert{'y' if len(missing) == 1 else 'ies'} {', '.join(missing)}"
+        text = f"{where}: missing required propert{'y' if len(missing) == 1 else 'ies'} {', '.join(missing)}"
+        return text + _misnamed(error)
     if validator == "additionalProperties":
         allowed = sorted((error.schema.get("properties") or {}).keys())
         return f"{where}: has properties the schema does not allow (allowed: {', '.join(allowed) or 'none'})"
@@ -100,6 +101,23 @@ def _schema_error_text(error: jsonschema.ValidationError, schema: dict[str, Any]
     ):
         return f"{where}: fails {validator} {_compact_json(expected)[:200]}"
     return f"{where}: does not satisfy the schema's {validator!r} rule"
+
+
+NAMES_SHOWN = 20
+
+
+def _misnamed(error: jsonschema.ValidationError) -> str:
+    """For a missing property: whether the object has properties its schema does not name (a misspelt or
+    misremembered name, "tz" for "timezone"), with the names the schema gives. The sent names are not repeated
+    (they are the caller's data); a schema that forbids other properties reports them as its own error."""
+    properties = error.schema.get("properties")
+    if not isinstance(properties, dict) or not properties or not isinstance(error.instance, dict):
+        return ""
+    if all(key in properties for key in error.instance):
+        return ""
+    names = list(properties)
+    shown = ", ".join(names[:NAMES_SHOWN]) + (", …" if len(names) > NAMES_SHOWN else "")
+    return f", and has properties the schema does not name (its properties: {shown})"
 
 
 def arguments_problem(schema: dict[str, Any], arguments: dict[str, Any]) -> str | None:

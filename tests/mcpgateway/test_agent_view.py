@@ -411,3 +411,22 @@ def test_invalid_arguments_are_refused_before_an_approval_is_asked_for(gateway, 
     assert retried.structured_content == {"invalid_arguments": True}, text_of(retried)
     assert [(a.approval_id, a.status) for a in ApprovalRequest.objects.all()] == [(approval_id, "pending")]
     assert faulty_calls(faulty_call_log, "record_note") == 0
+
+
+def test_a_misnamed_argument_is_told_apart_from_a_forgotten_one(gateway, token):
+    """calc::add's schema allows other properties, so {"x", "y"} fails only on the missing a and b: the answer
+    says the names sent are not the tool's and which are, so the model renames instead of guessing values."""
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            misnamed = await client.call_tool("execute_tool", {"tool_id": "calc::add", "arguments": {"x": 1, "y": 2}})
+            forgotten = await client.call_tool("execute_tool", {"tool_id": "calc::add", "arguments": {"a": 1}})
+            return misnamed, forgotten
+
+    misnamed, forgotten = run(main)
+    assert misnamed.is_error and text_of(misnamed) == (
+        "Invalid arguments: arguments: missing required properties a, b, and has properties the schema does not "
+        "name (its properties: a, b). Check the tool's inputSchema and call again."
+    )
+    assert forgotten.is_error and "does not name" not in text_of(forgotten)
+    assert "missing required property b." in text_of(forgotten)
