@@ -114,6 +114,11 @@ _DIALECT_BOUND = re.compile(
 )
 
 
+# The title pydantic gives a function's arguments ("logArguments" for the function log behind git_log): the
+# upstream's own function name, which need not be the tool's, so _compact's restated-name rule misses it.
+_ARGUMENTS_TITLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*Arguments")
+
+
 def _letters(text: str) -> str:
     return "".join(ch for ch in text.lower() if ch.isalnum())
 
@@ -141,12 +146,14 @@ def _compact(node: Any, name: str | None) -> Any:
 
 def schema_for_model(schema: Any, *, name: str) -> Any:
     """A tool's schema as Scout shows it (search answers, tool_inspect, the direct listing): human texts cleaned,
-    titles that only restate a name dropped, and "$schema" dropped unless the schema uses a keyword whose meaning
-    depends on the draft. Only annotations go: what the schema allows is unchanged (and arguments are checked
-    against the stored schema)."""
+    titles that only restate a name dropped (a generated "…Arguments" one too), and "$schema" dropped unless the
+    schema uses a keyword whose meaning depends on the draft. Only annotations go: what the schema allows is
+    unchanged (and arguments are checked against the stored schema)."""
     if not isinstance(schema, dict):
         return _clean_schema(schema)
     shown = _compact(schema, name)
+    if isinstance(shown.get("title"), str) and _ARGUMENTS_TITLE.fullmatch(shown["title"]):
+        del shown["title"]
     if "$schema" in shown and not _DIALECT_BOUND.search(_compact_json(shown)):
         del shown["$schema"]
     return _clean_schema(shown)

@@ -181,6 +181,7 @@ FORMS = [
         "description": "Fill a pair of paper form values: a label and a count.",
         "inputSchema": {
             "$schema": DRAFT_07,
+            "title": "pair_valuesArguments",  # pydantic's, from the upstream's function pair_values
             "type": "object",
             "properties": {
                 "pair": {"type": "array", "items": [{"type": "string"}, {"type": "integer"}]},
@@ -212,7 +213,8 @@ def forms_token(admin_user: Any, calc_server: Any, tmp_path: Any) -> str:
 
 
 def test_schemas_are_shown_without_restated_titles_or_a_needless_dialect(gateway, admin_user, calc_server, tmp_path):
-    """Titles that only restate a name (pydantic's "A" for a, "addArguments" for add) and a "$schema" the
+    """Titles that only restate a name (pydantic's "A" for a, "addArguments" for add, or "…Arguments" after the
+    upstream's function, which may not be the tool's name) and a "$schema" the
     schema does not depend on are left out of search answers, tool_inspect and the direct listing; a title that
     says more, a property named "title" and a "$schema" whose draft matters (tuple items) stay."""
     from catalog.models import Tool
@@ -246,8 +248,11 @@ def test_schemas_are_shown_without_restated_titles_or_a_needless_dialect(gateway
         "required": ["full_name"],
     }
     assert shown["forms::fill_pair"]["$schema"] == DRAFT_07
+    assert "title" not in shown["forms::fill_pair"]  # "pair_valuesArguments": a function's name, not the tool's
     drop_index()
-    assert listed(gateway, token)["calc__add"].input_schema == plain
+    direct = listed(gateway, token)
+    assert direct["calc__add"].input_schema == plain
+    assert "title" not in direct["forms__fill_pair"].input_schema
 
 
 def test_no_hints_are_invented_for_a_tool_that_declares_none(gateway, admin_user, calc_server, tmp_path):
