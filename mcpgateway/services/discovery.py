@@ -347,6 +347,8 @@ class SearchAnswer:
 # Fields a model need not tell apart: a word in the server's description is a word "in server".
 _WHY_FIELD = {"server description": "server"}
 WHY_GROUPS = 3
+# The index's names for a tool's vectors, as a reader knows the texts behind them: "its document" meant nothing.
+_CLOSEST = {"document": "its definition", "passage": "a passage of its description"}
 
 
 def _matched_words(fields: dict[str, list[str]]) -> str:
@@ -380,7 +382,7 @@ def _why_lines(why: dict[str, Any]) -> list[str]:
     elif why.get("closest") == "learned":
         lines.append("matches requests that led to this tool")  # never the request: another user's words
     elif why.get("closest"):
-        lines.append(f"meaning close to its {why['closest']}")
+        lines.append(f"meaning close to {_CLOSEST.get(why['closest'], 'its ' + why['closest'])}")
     if why.get("demoted"):
         lines.append(str(why["demoted"]))
     return lines or ["closest in meaning"]
