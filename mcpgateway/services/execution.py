@@ -201,10 +201,11 @@ def _approval_gate(
                 approval_rejected=exc.code,
             )
         if exc.code == "not_approved":  # still pending: a new request would only wait in the same queue
+            # Said as pending, not as a rejection: nobody refused anything, and the model should wait.
             return None, error_result(
                 f"{exc}. Wait, then call again with the same tool_id, arguments and approval_id; meanwhile tell "
                 "the user the call is waiting for approval. Do not call without approval_id.",
-                approval_rejected=exc.code,
+                approval_pending=True,
                 approval_id=approval_id,
             )
         if exc.code == "arguments_mismatch":
@@ -303,6 +304,8 @@ def refusal_kind(result: types.CallToolResult) -> str | None:
     earlier call's idempotency key, which is no new outcome)."""
     structured = result.structured_content or {}
     if any(key.startswith("idempotency_") for key in structured) or not result.is_error:
+        return None
+    if structured.get("approval_pending"):  # a poll of a waiting request: its first call was linked as pending
         return None
     if structured.get("approval_required"):
         return SearchOutcomeKind.PENDING_APPROVAL
@@ -516,7 +519,7 @@ def _metric_outcome(result: types.CallToolResult) -> str:
     if structured.get("upstream_failure"):
         return "error"
     kind = refusal_kind(result)
-    if kind == SearchOutcomeKind.PENDING_APPROVAL:
+    if kind == SearchOutcomeKind.PENDING_APPROVAL or structured.get("approval_pending"):
         return "pending_approval"
     if kind == SearchOutcomeKind.DENIED:
         return "denied"
