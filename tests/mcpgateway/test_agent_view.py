@@ -373,13 +373,18 @@ def test_search_and_inspect_declare_the_structure_of_their_answers(gateway, toke
             found = await client.call_tool("tool_search", {"query": "add two integers"})
             nothing = await client.call_tool("tool_search", {"query": "book a flight to Lisbon for tomorrow"})
             inspected = await client.call_tool("tool_inspect", {"tool_ids": ["calc::add", "faulty::ping"]})
-            return listing, found, nothing, inspected
+            unknown = await client.call_tool("tool_inspect", {"tool_ids": ["calc::add", "calc::nope"]})
+            return listing, found, nothing, inspected, unknown
 
-    listing, found, nothing, inspected = run(main)
+    listing, found, nothing, inspected, unknown = run(main)
     assert listing["execute_tool"].output_schema is None
     for name, result in (("tool_search", found), ("tool_search", nothing), ("tool_inspect", inspected)):
         assert not result.is_error, name
         jsonschema.validate(result.structured_content, listing[name].output_schema)
+    # An error's structured content satisfies it too: TypeScript clients check it whatever isError says.
+    assert unknown.is_error and unknown.structured_content == {"unknown_tool": True}
+    jsonschema.validate(unknown.structured_content, listing["tool_inspect"].output_schema)
+    jsonschema.validate({"service_busy": True}, listing["tool_search"].output_schema)
     assert found.structured_content["matches"][0]["tool_id"] == "calc::add"
     assert {"matches", "confidence"} <= set(nothing.structured_content)
 
