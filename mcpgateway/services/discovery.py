@@ -232,6 +232,9 @@ def tool_descriptor(tool: Tool, *, why_matched: list[str] | None = None, full: b
         "risk": risk,
         "operation_class": operation_class,
     }
+    policy = getattr(tool, "policy", None)
+    if policy is not None and policy.needs_approval:  # said only when true: a call waits for a person
+        descriptor["needs_approval"] = True
     if why_matched is not None:
         descriptor["why_matched"] = [clean_for_model(reason) for reason in why_matched]
     descriptor["input_schema"] = schema_for_model(tool.input_schema, name=tool.name)
@@ -334,9 +337,10 @@ class SearchAnswer:
             lines.append(LOW_CONFIDENCE)
         for rank, match in enumerate(self.matches, start=1):
             title = "" if match["title"] == match["tool_id"].split("::", 1)[-1] else f"{match['title']}: "
+            approval = ", needs approval" if match.get("needs_approval") else ""
             lines.append(
                 f"{rank}. {match['tool_id']} - {title}{match['summary']} "
-                f"[risk {match['risk']}, {match['operation_class']}]"
+                f"[risk {match['risk']}, {match['operation_class']}{approval}]"
             )
             if match.get("why_matched"):
                 lines.append("   why: " + "; ".join(match["why_matched"][:3]))

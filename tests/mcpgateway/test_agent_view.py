@@ -440,3 +440,23 @@ def test_a_misnamed_argument_is_told_apart_from_a_forgotten_one(gateway, token):
     )
     assert forgotten.is_error and "does not name" not in text_of(forgotten)
     assert "missing required property b." in text_of(forgotten)
+
+
+def test_a_match_says_when_its_calls_wait_for_an_approver(gateway, token):
+    """faulty::record_note needs approval: its search line and its definition say so, so the model can tell the
+    user before it calls; faulty::ping, a read no approver sees, carries no such key (nothing is said for false)."""
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            found = await client.call_tool("tool_search", {"query": "store a note record", "top_k": 10})
+            inspected = await client.call_tool("tool_inspect", {"tool_ids": ["faulty::record_note", "faulty::ping"]})
+            return found, inspected
+
+    found, inspected = run(main)
+    matches = {match["tool_id"]: match for match in found.structured_content["matches"]}
+    assert matches["faulty::record_note"]["needs_approval"] is True
+    line = next(line for line in text_of(found).splitlines() if "faulty::record_note" in line)
+    assert line.endswith(", needs approval]"), line
+    assert all("needs_approval" not in match for tool_id, match in matches.items() if tool_id != "faulty::record_note")
+    tools = {tool["tool_id"]: tool for tool in inspected.structured_content["tools"]}
+    assert tools["faulty::record_note"]["needs_approval"] is True and "needs_approval" not in tools["faulty::ping"]
