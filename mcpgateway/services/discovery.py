@@ -240,8 +240,10 @@ def tool_descriptor(tool: Tool, *, why_matched: list[str] | None = None, full: b
     descriptor["input_schema"] = schema_for_model(tool.input_schema, name=tool.name)
     if full:
         # Only what the tool has: a model reads "output_schema": null or "annotations": null as something said.
+        # A description that is its summary already (a one-sentence description) is not said twice.
+        description = clean_for_model(tool.description)
         details = {
-            "description": clean_for_model(tool.description),
+            "description": "" if " ".join(description.split()) == descriptor["summary"] else description,
             "output_schema": schema_for_model(tool.output_schema, name=tool.name) if tool.output_schema else None,
             "annotations": tool_hints(tool),
             "environment": tool.server.environment,

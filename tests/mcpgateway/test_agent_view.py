@@ -308,7 +308,8 @@ def test_inspect_leaves_out_what_a_tool_does_not_have(gateway, admin_user, calc_
     tools = {tool["tool_id"]: tool for tool in inspected.structured_content["tools"]}
     form, add = tools["forms::fill_form"], tools["calc::add"]
     assert "output_schema" not in form and "annotations" not in form
-    assert form["description"] == "Fill in a paper form with a person's full name and job title."
+    assert form["summary"] == "Fill in a paper form with a person's full name and job title."
+    assert "description" not in form  # one sentence: the summary already says it
     assert add["output_schema"]["properties"]["result"] == {"type": "integer"}
     assert add["annotations"] == {"readOnlyHint": True}
     assert "null" not in text_of(inspected)
@@ -460,3 +461,17 @@ def test_a_match_says_when_its_calls_wait_for_an_approver(gateway, token):
     assert all("needs_approval" not in match for tool_id, match in matches.items() if tool_id != "faulty::record_note")
     tools = {tool["tool_id"]: tool for tool in inspected.structured_content["tools"]}
     assert tools["faulty::record_note"]["needs_approval"] is True and "needs_approval" not in tools["faulty::ping"]
+
+
+def test_inspect_says_a_description_once(gateway, token):
+    """faulty::ping's description is one sentence, its summary already: tool_inspect does not repeat it. A longer
+    one, which the summary cuts, is given in full."""
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            return await client.call_tool("tool_inspect", {"tool_ids": ["faulty::ping", "faulty::links"]})
+
+    tools = {tool["tool_id"]: tool for tool in run(main).structured_content["tools"]}
+    ping, links = tools["faulty::ping"], tools["faulty::links"]
+    assert ping["summary"] == "Answer with the given text." and "description" not in ping
+    assert links["summary"].endswith("…") and links["description"].endswith("as a name.")
