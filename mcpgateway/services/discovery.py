@@ -329,8 +329,9 @@ class SearchAnswer:
             empty = NO_TOOL_FITS_FILTERED.format(filters=", ".join(self.filters)) if self.filters else NO_TOOL_FITS
             return "\n".join([empty, *self.notes])
         count = len(self.matches)
+        kind = "closest" if self.confidence == Confidence.LOW else "matching"  # low: none of them clearly fits
         lines = [
-            f"{count} matching tool{'' if count == 1 else 's'}, best first"
+            f"{count} {kind} tool{'' if count == 1 else 's'}, best first"
             + (" (degraded search)" if self.degraded else "")
             + ". Call execute_tool with a tool_id below and arguments that satisfy its inputSchema.",
             *self.notes,
