@@ -195,6 +195,13 @@ class ToolPolicy(models.Model):
     def is_mutating(self) -> bool:
         return self.operation_class != OperationClass.READ
 
+    @property
+    def needs_approval(self) -> bool:
+        """Whether every call waits for an approver: its risk class says so for all calls, or for mutating ones
+        and the tool is mutating."""
+        risk = self.risk_class
+        return risk.requires_approval or (self.is_mutating and risk.requires_approval_for_mutating)
+
 
 class ToolReview(models.Model):
     """A tool revision waiting for a curator: a changed definition of an accepted tool, or suspicious text."""

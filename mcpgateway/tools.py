@@ -183,9 +183,12 @@ READS_CATALOG = types.ToolAnnotations(
 RUNS_ANY_TOOL = types.ToolAnnotations(
     read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True
 )
-# The structured content of tool_search and tool_inspect answers (errors aside), as their outputSchema: a
-# client may check it, a program may rely on it. Only the keys a program needs (the text says the rest): the
-# schemas sit in every context window. execute_tool declares none: its result is the called tool's.
+# The structured content of tool_search and tool_inspect answers, as their outputSchema: a client may check it,
+# a program may rely on it. Only the keys a program needs (the text says the rest): the schemas sit in every
+# context window. No top-level key is required: their error results ({"unknown_tool": true}, {"service_busy":
+# true}) must satisfy it too, as the TypeScript SDK checks any structured content, isError or not (the MCP
+# Inspector, and hosts built on it, turned an unknown tool_id into a protocol error the model never read).
+# execute_tool declares none: its result is the called tool's.
 _TOOLS = {
     "type": "array",
     "items": {
@@ -203,9 +206,8 @@ SEARCH_OUTPUT = {
         "abstained": {"type": "boolean"},
         "notes": {"type": "array", "items": {"type": "string"}},
     },
-    "required": ["matches", "confidence"],
 }
-INSPECT_OUTPUT = {"type": "object", "properties": {"tools": _TOOLS}, "required": ["tools"]}
+INSPECT_OUTPUT = {"type": "object", "properties": {"tools": _TOOLS}}
 OUTPUT_SCHEMAS = {"tool_search": SEARCH_OUTPUT, "tool_inspect": INSPECT_OUTPUT}
 
 META_TOOLS_SPEC = (

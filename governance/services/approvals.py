@@ -134,9 +134,8 @@ def policy_for_tool(tool: Tool) -> ApprovalPolicy:
     if policy is None:
         policy = tool_policy_ensure(tool=tool)
     risk = policy.risk_class
-    needs = risk.requires_approval or (policy.is_mutating and risk.requires_approval_for_mutating)
     return ApprovalPolicy(
-        needs_approval=needs,
+        needs_approval=policy.needs_approval,
         ttl=risk.approval_ttl,
         risk_class=risk.name,
         operation_class=policy.operation_class,

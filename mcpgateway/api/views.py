@@ -47,6 +47,9 @@ class SearchMatchSerializer(serializers.Serializer):
     key_inputs = KeyInputSerializer(many=True)
     risk = serializers.CharField()
     operation_class = serializers.CharField()
+    needs_approval = serializers.BooleanField(
+        required=False, help_text="Only when true: every call of this tool waits for an approver"
+    )
     why_matched = serializers.ListField(child=serializers.CharField())
     input_schema = serializers.JSONField()
 

@@ -114,6 +114,11 @@ _DIALECT_BOUND = re.compile(
 )
 
 
+# The title pydantic gives a function's arguments ("logArguments" for the function log behind git_log): the
+# upstream's own function name, which need not be the tool's, so _compact's restated-name rule misses it.
+_ARGUMENTS_TITLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*Arguments")
+
+
 def _letters(text: str) -> str:
     return "".join(ch for ch in text.lower() if ch.isalnum())
 
@@ -141,12 +146,14 @@ def _compact(node: Any, name: str | None) -> Any:
 
 def schema_for_model(schema: Any, *, name: str) -> Any:
     """A tool's schema as Scout shows it (search answers, tool_inspect, the direct listing): human texts cleaned,
-    titles that only restate a name dropped, and "$schema" dropped unless the schema uses a keyword whose meaning
-    depends on the draft. Only annotations go: what the schema allows is unchanged (and arguments are checked
-    against the stored schema)."""
+    titles that only restate a name dropped (a generated "…Arguments" one too), and "$schema" dropped unless the
+    schema uses a keyword whose meaning depends on the draft. Only annotations go: what the schema allows is
+    unchanged (and arguments are checked against the stored schema)."""
     if not isinstance(schema, dict):
         return _clean_schema(schema)
     shown = _compact(schema, name)
+    if isinstance(shown.get("title"), str) and _ARGUMENTS_TITLE.fullmatch(shown["title"]):
+        del shown["title"]
     if "$schema" in shown and not _DIALECT_BOUND.search(_compact_json(shown)):
         del shown["$schema"]
     return _clean_schema(shown)
@@ -225,14 +232,23 @@ def tool_descriptor(tool: Tool, *, why_matched: list[str] | None = None, full: b
         "risk": risk,
         "operation_class": operation_class,
     }
+    policy = getattr(tool, "policy", None)
+    if policy is not None and policy.needs_approval:  # said only when true: a call waits for a person
+        descriptor["needs_approval"] = True
     if why_matched is not None:
         descriptor["why_matched"] = [clean_for_model(reason) for reason in why_matched]
     descriptor["input_schema"] = schema_for_model(tool.input_schema, name=tool.name)
     if full:
-        descriptor["description"] = clean_for_model(tool.description)
-        descriptor["output_schema"] = schema_for_model(tool.output_schema, name=tool.name) or None
-        descriptor["annotations"] = tool_hints(tool) or None
-        descriptor["environment"] = tool.server.environment
+        # Only what the tool has: a model reads "output_schema": null or "annotations": null as something said.
+        # A description that is its summary already (a one-sentence description) is not said twice.
+        description = clean_for_model(tool.description)
+        details = {
+            "description": "" if " ".join(description.split()) == descriptor["summary"] else description,
+            "output_schema": schema_for_model(tool.output_schema, name=tool.name) if tool.output_schema else None,
+            "annotations": tool_hints(tool),
+            "environment": tool.server.environment,
+        }
+        descriptor.update({key: value for key, value in details.items() if value})
     return descriptor
 
 
@@ -313,8 +329,9 @@ class SearchAnswer:
             empty = NO_TOOL_FITS_FILTERED.format(filters=", ".join(self.filters)) if self.filters else NO_TOOL_FITS
             return "\n".join([empty, *self.notes])
         count = len(self.matches)
+        kind = "closest" if self.confidence == Confidence.LOW else "matching"  # low: none of them clearly fits
         lines = [
-            f"{count} matching tool{'' if count == 1 else 's'}, best first"
+            f"{count} {kind} tool{'' if count == 1 else 's'}, best first"
             + (" (degraded search)" if self.degraded else "")
             + ". Call execute_tool with a tool_id below and arguments that satisfy its inputSchema.",
             *self.notes,
@@ -323,9 +340,10 @@ class SearchAnswer:
             lines.append(LOW_CONFIDENCE)
         for rank, match in enumerate(self.matches, start=1):
             title = "" if match["title"] == match["tool_id"].split("::", 1)[-1] else f"{match['title']}: "
+            approval = ", needs approval" if match.get("needs_approval") else ""
             lines.append(
                 f"{rank}. {match['tool_id']} - {title}{match['summary']} "
-                f"[risk {match['risk']}, {match['operation_class']}]"
+                f"[risk {match['risk']}, {match['operation_class']}{approval}]"
             )
             if match.get("why_matched"):
                 lines.append("   why: " + "; ".join(match["why_matched"][:3]))
@@ -336,6 +354,8 @@ class SearchAnswer:
 # Fields a model need not tell apart: a word in the server's description is a word "in server".
 _WHY_FIELD = {"server description": "server"}
 WHY_GROUPS = 3
+# The index's names for a tool's vectors, as a reader knows the texts behind them: "its document" meant nothing.
+_CLOSEST = {"document": "its definition", "passage": "a passage of its description"}
 
 
 def _matched_words(fields: dict[str, list[str]]) -> str:
@@ -369,7 +389,7 @@ def _why_lines(why: dict[str, Any]) -> list[str]:
     elif why.get("closest") == "learned":
         lines.append("matches requests that led to this tool")  # never the request: another user's words
     elif why.get("closest"):
-        lines.append(f"meaning close to its {why['closest']}")
+        lines.append(f"meaning close to {_CLOSEST.get(why['closest'], 'its ' + why['closest'])}")
     if why.get("demoted"):
         lines.append(str(why["demoted"]))
     return lines or ["closest in meaning"]

@@ -76,7 +76,8 @@ def _schema_error_text(error: jsonschema.ValidationError, schema: dict[str, Any]
     validator, expected = error.validator, error.validator_value
     if validator == "required":
         missing = [name for name in expected if isinstance(error.instance, dict) and name not in error.instance]
-        return f"{where}: missing required propert{'y' if len(missing) == 1 else 'ies'} {', '.join(missing)}"
+        text = f"{where}: missing required propert{'y' if len(missing) == 1 else 'ies'} {', '.join(missing)}"
+        return text + _misnamed(error)
     if validator == "additionalProperties":
         allowed = sorted((error.schema.get("properties") or {}).keys())
         return f"{where}: has properties the schema does not allow (allowed: {', '.join(allowed) or 'none'})"
@@ -100,6 +101,23 @@ def _schema_error_text(error: jsonschema.ValidationError, schema: dict[str, Any]
     ):
         return f"{where}: fails {validator} {_compact_json(expected)[:200]}"
     return f"{where}: does not satisfy the schema's {validator!r} rule"
+
+
+NAMES_SHOWN = 20
+
+
+def _misnamed(error: jsonschema.ValidationError) -> str:
+    """For a missing property: whether the object has properties its schema does not name (a misspelt or
+    misremembered name, "tz" for "timezone"), with the names the schema gives. The sent names are not repeated
+    (they are the caller's data); a schema that forbids other properties reports them as its own error."""
+    properties = error.schema.get("properties")
+    if not isinstance(properties, dict) or not properties or not isinstance(error.instance, dict):
+        return ""
+    if all(key in properties for key in error.instance):
+        return ""
+    names = list(properties)
+    shown = ", ".join(names[:NAMES_SHOWN]) + (", …" if len(names) > NAMES_SHOWN else "")
+    return f", and has properties the schema does not name (its properties: {shown})"
 
 
 def arguments_problem(schema: dict[str, Any], arguments: dict[str, Any]) -> str | None:
@@ -183,10 +201,11 @@ def _approval_gate(
                 approval_rejected=exc.code,
             )
         if exc.code == "not_approved":  # still pending: a new request would only wait in the same queue
+            # Said as pending, not as a rejection: nobody refused anything, and the model should wait.
             return None, error_result(
                 f"{exc}. Wait, then call again with the same tool_id, arguments and approval_id; meanwhile tell "
                 "the user the call is waiting for approval. Do not call without approval_id.",
-                approval_rejected=exc.code,
+                approval_pending=True,
                 approval_id=approval_id,
             )
         if exc.code == "arguments_mismatch":
@@ -286,6 +305,8 @@ def refusal_kind(result: types.CallToolResult) -> str | None:
     structured = result.structured_content or {}
     if any(key.startswith("idempotency_") for key in structured) or not result.is_error:
         return None
+    if structured.get("approval_pending"):  # a poll of a waiting request: its first call was linked as pending
+        return None
     if structured.get("approval_required"):
         return SearchOutcomeKind.PENDING_APPROVAL
     if structured.get("approval_rejected"):
@@ -319,6 +340,8 @@ def _prepare(
                 f"arguments are larger than {settings.SCOUT_MCP_MAX_ARGUMENT_BYTES} bytes; send less data per call"
             ),
         )
+    # Checked before the approval gate: an approver is never asked for a call that cannot run, and the model
+    # corrects its arguments now instead of after waiting for a decision (and asking again for the fixed call).
     problem = arguments_problem(tool.input_schema or {}, arguments)
     if problem is not None:
         return _denied(
@@ -496,7 +519,7 @@ def _metric_outcome(result: types.CallToolResult) -> str:
     if structured.get("upstream_failure"):
         return "error"
     kind = refusal_kind(result)
-    if kind == SearchOutcomeKind.PENDING_APPROVAL:
+    if kind == SearchOutcomeKind.PENDING_APPROVAL or structured.get("approval_pending"):
         return "pending_approval"
     if kind == SearchOutcomeKind.DENIED:
         return "denied"

@@ -199,6 +199,7 @@ FORMS = [
         "description": "Fill a pair of paper form values: a label and a count.",
         "inputSchema": {
             "$schema": DRAFT_07,
+            "title": "pair_valuesArguments",  # pydantic's, from the upstream's function pair_values
             "type": "object",
             "properties": {
                 "pair": {"type": "array", "items": [{"type": "string"}, {"type": "integer"}]},
@@ -230,7 +231,8 @@ def forms_token(admin_user: Any, calc_server: Any, tmp_path: Any) -> str:
 
 
 def test_schemas_are_shown_without_restated_titles_or_a_needless_dialect(gateway, admin_user, calc_server, tmp_path):
-    """Titles that only restate a name (pydantic's "A" for a, "addArguments" for add) and a "$schema" the
+    """Titles that only restate a name (pydantic's "A" for a, "addArguments" for add, or "…Arguments" after the
+    upstream's function, which may not be the tool's name) and a "$schema" the
     schema does not depend on are left out of search answers, tool_inspect and the direct listing; a title that
     says more, a property named "title" and a "$schema" whose draft matters (tuple items) stay."""
     from catalog.models import Tool
@@ -264,8 +266,11 @@ def test_schemas_are_shown_without_restated_titles_or_a_needless_dialect(gateway
         "required": ["full_name"],
     }
     assert shown["forms::fill_pair"]["$schema"] == DRAFT_07
+    assert "title" not in shown["forms::fill_pair"]  # "pair_valuesArguments": a function's name, not the tool's
     drop_index()
-    assert listed(gateway, token)["calc__add"].input_schema == plain
+    direct = listed(gateway, token)
+    assert direct["calc__add"].input_schema == plain
+    assert "title" not in direct["forms__fill_pair"].input_schema
 
 
 def test_no_hints_are_invented_for_a_tool_that_declares_none(gateway, admin_user, calc_server, tmp_path):
@@ -293,9 +298,9 @@ def test_no_hints_are_invented_for_a_tool_that_declares_none(gateway, admin_user
             ids = ["forms::fill_form", "forms::fill_pair", "calc::add"]
             return await client.call_tool("tool_inspect", {"tool_ids": ids})
 
-    inspected = {tool["tool_id"]: tool["annotations"] for tool in run(inspect).structured_content["tools"]}
+    inspected = {tool["tool_id"]: tool.get("annotations") for tool in run(inspect).structured_content["tools"]}
     assert inspected == {
-        "forms::fill_form": None,
+        "forms::fill_form": None,  # no key at all (test_inspect_leaves_out_what_a_tool_does_not_have)
         "forms::fill_pair": {"readOnlyHint": True},
         "calc::add": {"readOnlyHint": True},
     }
@@ -303,6 +308,33 @@ def test_no_hints_are_invented_for_a_tool_that_declares_none(gateway, admin_user
     direct = listed(gateway, token)
     assert direct["forms__fill_form"].annotations is None
     assert direct["forms__fill_pair"].annotations.model_dump(exclude_none=True) == {"read_only_hint": True}
+
+
+def test_inspect_leaves_out_what_a_tool_does_not_have(gateway, admin_user, calc_server, tmp_path):
+    """forms::fill_form has no outputSchema and no hints to give: tool_inspect leaves both keys out (a model reads
+    "output_schema": null as something said, and it costs tokens in every answer), while calc::add shows its own.
+    No key of a tool_inspect or tool_search answer is null or empty."""
+    token = forms_token(admin_user, calc_server, tmp_path)
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            inspected = await client.call_tool("tool_inspect", {"tool_ids": ["forms::fill_form", "calc::add"]})
+            found = await client.call_tool("tool_search", {"query": "fill in a paper form with a name", "top_k": 2})
+            return inspected, found
+
+    inspected, found = run(main)
+    tools = {tool["tool_id"]: tool for tool in inspected.structured_content["tools"]}
+    form, add = tools["forms::fill_form"], tools["calc::add"]
+    assert "output_schema" not in form and "annotations" not in form
+    assert form["summary"] == "Fill in a paper form with a person's full name and job title."
+    assert "description" not in form  # one sentence: the summary already says it
+    assert add["output_schema"]["properties"]["result"] == {"type": "integer"}
+    assert add["annotations"] == {"readOnlyHint": True}
+    assert "null" not in text_of(inspected)
+    shown = [*tools.values(), *found.structured_content["matches"]]
+    assert found.structured_content["matches"][0]["tool_id"] == "forms::fill_form"
+    for tool in shown:
+        assert not [key for key, value in tool.items() if value in (None, "", [], {})], tool["tool_id"]
 
 
 def test_key_inputs_give_the_type_of_an_optional_or_union_parameter(gateway, admin_user, calc_server, tmp_path):
@@ -360,12 +392,104 @@ def test_search_and_inspect_declare_the_structure_of_their_answers(gateway, toke
             found = await client.call_tool("tool_search", {"query": "add two integers"})
             nothing = await client.call_tool("tool_search", {"query": "book a flight to Lisbon for tomorrow"})
             inspected = await client.call_tool("tool_inspect", {"tool_ids": ["calc::add", "faulty::ping"]})
-            return listing, found, nothing, inspected
+            unknown = await client.call_tool("tool_inspect", {"tool_ids": ["calc::add", "calc::nope"]})
+            return listing, found, nothing, inspected, unknown
 
-    listing, found, nothing, inspected = run(main)
+    listing, found, nothing, inspected, unknown = run(main)
     assert listing["execute_tool"].output_schema is None
     for name, result in (("tool_search", found), ("tool_search", nothing), ("tool_inspect", inspected)):
         assert not result.is_error, name
         jsonschema.validate(result.structured_content, listing[name].output_schema)
+    # An error's structured content satisfies it too: TypeScript clients check it whatever isError says.
+    assert unknown.is_error and unknown.structured_content == {"unknown_tool": True}
+    jsonschema.validate(unknown.structured_content, listing["tool_inspect"].output_schema)
+    jsonschema.validate({"service_busy": True}, listing["tool_search"].output_schema)
     assert found.structured_content["matches"][0]["tool_id"] == "calc::add"
     assert {"matches", "confidence"} <= set(nothing.structured_content)
+
+
+def test_invalid_arguments_are_refused_before_an_approval_is_asked_for(gateway, token, faulty_call_log):
+    """faulty::record_note needs approval. Arguments its inputSchema refuses (missing, of the wrong type) are
+    answered as invalid and open no approval request: an approver is never asked to approve a call that cannot
+    run, and the model corrects its arguments first instead of waiting for a decision. Valid ones open one; a
+    retry with its approval_id but invalid arguments is told what is wrong with them and leaves it pending."""
+    from governance.models import ApprovalRequest
+
+    from .conftest import faulty_calls
+
+    async def call(arguments: dict[str, Any], approval_id: str | None = None) -> Any:
+        async with mcp_client(gateway, token) as client:
+            payload: dict[str, Any] = {"tool_id": "faulty::record_note", "arguments": arguments}
+            if approval_id:
+                payload["approval_id"] = approval_id
+            return await client.call_tool("execute_tool", payload)
+
+    missing = run(lambda: call({}))
+    wrong_type = run(lambda: call({"note": 42}))
+    for result in (missing, wrong_type):
+        assert result.is_error and result.structured_content == {"invalid_arguments": True}, text_of(result)
+        assert "approval" not in text_of(result)
+    assert "missing required property note" in text_of(missing)
+    assert "arguments.note: must be of type string" in text_of(wrong_type)
+    assert not ApprovalRequest.objects.exists()
+
+    asked = run(lambda: call({"note": "ship it"}))
+    assert asked.is_error and asked.structured_content["approval_required"] is True
+    approval_id = asked.structured_content["approval_id"]
+    retried = run(lambda: call({"note": 42}, approval_id))
+    assert retried.structured_content == {"invalid_arguments": True}, text_of(retried)
+    assert [(a.approval_id, a.status) for a in ApprovalRequest.objects.all()] == [(approval_id, "pending")]
+    assert faulty_calls(faulty_call_log, "record_note") == 0
+
+
+def test_a_misnamed_argument_is_told_apart_from_a_forgotten_one(gateway, token):
+    """calc::add's schema allows other properties, so {"x", "y"} fails only on the missing a and b: the answer
+    says the names sent are not the tool's and which are, so the model renames instead of guessing values."""
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            misnamed = await client.call_tool("execute_tool", {"tool_id": "calc::add", "arguments": {"x": 1, "y": 2}})
+            forgotten = await client.call_tool("execute_tool", {"tool_id": "calc::add", "arguments": {"a": 1}})
+            return misnamed, forgotten
+
+    misnamed, forgotten = run(main)
+    assert misnamed.is_error and text_of(misnamed) == (
+        "Invalid arguments: arguments: missing required properties a, b, and has properties the schema does not "
+        "name (its properties: a, b). Check the tool's inputSchema and call again."
+    )
+    assert forgotten.is_error and "does not name" not in text_of(forgotten)
+    assert "missing required property b." in text_of(forgotten)
+
+
+def test_a_match_says_when_its_calls_wait_for_an_approver(gateway, token):
+    """faulty::record_note needs approval: its search line and its definition say so, so the model can tell the
+    user before it calls; faulty::ping, a read no approver sees, carries no such key (nothing is said for false)."""
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            found = await client.call_tool("tool_search", {"query": "store a note record", "top_k": 10})
+            inspected = await client.call_tool("tool_inspect", {"tool_ids": ["faulty::record_note", "faulty::ping"]})
+            return found, inspected
+
+    found, inspected = run(main)
+    matches = {match["tool_id"]: match for match in found.structured_content["matches"]}
+    assert matches["faulty::record_note"]["needs_approval"] is True
+    line = next(line for line in text_of(found).splitlines() if "faulty::record_note" in line)
+    assert line.endswith(", needs approval]"), line
+    assert all("needs_approval" not in match for tool_id, match in matches.items() if tool_id != "faulty::record_note")
+    tools = {tool["tool_id"]: tool for tool in inspected.structured_content["tools"]}
+    assert tools["faulty::record_note"]["needs_approval"] is True and "needs_approval" not in tools["faulty::ping"]
+
+
+def test_inspect_says_a_description_once(gateway, token):
+    """faulty::ping's description is one sentence, its summary already: tool_inspect does not repeat it. A longer
+    one, which the summary cuts, is given in full."""
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            return await client.call_tool("tool_inspect", {"tool_ids": ["faulty::ping", "faulty::links"]})
+
+    tools = {tool["tool_id"]: tool for tool in run(main).structured_content["tools"]}
+    ping, links = tools["faulty::ping"], tools["faulty::links"]
+    assert ping["summary"] == "Answer with the given text." and "description" not in ping
+    assert links["summary"].endswith("…") and links["description"].endswith("as a name.")

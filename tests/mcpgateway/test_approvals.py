@@ -69,7 +69,7 @@ def test_mutating_call_runs_once_after_an_approver_approves_it_in_the_admin(
     assert faulty_calls(faulty_call_log, "record_note") == 0
 
     pending = run(lambda: ask(approval_id))
-    assert pending.is_error and pending.structured_content["approval_rejected"] == "not_approved"
+    assert pending.is_error and pending.structured_content["approval_pending"] is True
     # An agent polling a pending request is told to wait and poll again with the same id, never to open
     # another request (which would only wait in the same queue).
     assert "waiting for an approver" in _text(pending) and "call again with the same" in _text(pending)

@@ -65,3 +65,28 @@ def test_inspector_lists_tools_and_calls_tool_search_with_a_token(gateway, admin
     refused = _inspect(inspector_env, url, None, "--method", "tools/list")
     assert refused.returncode != 0
     assert "tool_search" not in refused.stdout
+
+
+def test_inspector_reads_a_meta_tools_error_as_the_tool_error_it_is(gateway, admin_user, time_server, inspector_env):
+    """The TypeScript SDK checks a result's structured content against the tool's outputSchema even when isError:
+    tool_inspect's answer to an unknown id ({"unknown_tool": true}) satisfies it, so the Inspector shows the text
+    the model corrects itself with, not "MCP error -32602: Structured content does not match"."""
+    member = make_user("gw_member")
+    grant(admin_user, time_server, member, "discover", "execute")
+    build_index()
+    ids = json.dumps(["time::get_current_time", "time::nope"])
+    called = _inspect(
+        inspector_env,
+        f"{gateway.url}/mcp",
+        make_token(member),
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "tool_inspect",
+        "--tool-arg",
+        f"tool_ids={ids}",
+    )
+    assert called.returncode == 0, (called.stdout + called.stderr)[-2000:]
+    result = json.loads(called.stdout)
+    assert result["isError"] is True and result["structuredContent"] == {"unknown_tool": True}
+    assert result["content"][0]["text"].startswith('Unknown tool: tool_ids[1] "time::nope".')

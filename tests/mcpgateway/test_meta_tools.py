@@ -130,7 +130,7 @@ def test_inspect_returns_full_definitions(gateway, world):
         "target_timezone",
     }
     add = tools["calc::add"]
-    assert add["description"] == "Add two integers and return the sum."
+    assert add["summary"] == "Add two integers and return the sum." and "description" not in add  # said once
     assert add["annotations"]["readOnlyHint"] is True
     # The upstream's structured-output schema (an int result) is served as it declared it.
     assert add["output_schema"]["properties"]["result"]["type"] == "integer"

@@ -52,6 +52,10 @@ def test_confidence_and_the_low_confidence_line(gateway, people):
     assert weak.structured_content["confidence"] == "low" and not weak.structured_content["abstained"]
     assert weak.structured_content["matches"][0]["tool_id"] == "calc::add"
     assert LOW_CONFIDENCE in text_of(weak) and text_of(weak).count("Low confidence") == 1
+    # Its first line does not call them matching, which the next line denies: they are the closest there are.
+    count = len(weak.structured_content["matches"])
+    assert text_of(weak).startswith(f"{count} closest tool{'' if count == 1 else 's'}, best first."), text_of(weak)
+    assert text_of(clear).startswith(f"{len(clear.structured_content['matches'])} matching tool")
     # Nothing related: withheld.
     assert unrelated.structured_content == {"matches": [], "confidence": "none", "degraded": False, "abstained": True}
     assert text_of(unrelated) == NO_TOOL_FITS

@@ -81,6 +81,22 @@ def test_each_outcome_kind_is_linked(gateway, world):
     }
 
 
+def test_polling_a_waiting_approval_is_said_as_pending_and_links_no_denial(gateway, world):
+    """A model polls its waiting request as told: the answer says pending (not "approval_rejected", which reads as
+    a refusal nobody gave), and the query log keeps the search's one pending outcome instead of a denial per poll."""
+    from search.models import SearchOutcome
+
+    call = {"tool_id": "faulty::record_note", "arguments": {"note": "x"}}
+    _, asked = _session(
+        gateway, world["alice"], [("tool_search", {"query": "store a note record"}), ("execute_tool", call)]
+    )
+    approval_id = asked.structured_content["approval_id"]
+    polls = _session(gateway, world["alice"], [("execute_tool", {**call, "approval_id": approval_id})] * 2)
+    for poll in polls:
+        assert poll.is_error and poll.structured_content == {"approval_pending": True, "approval_id": approval_id}
+    assert [o.outcome for o in SearchOutcome.objects.all()] == ["pending_approval"]
+
+
 def test_a_call_without_a_search_that_returned_the_tool_is_not_linked(gateway, world):
     from search.models import SearchOutcome
 

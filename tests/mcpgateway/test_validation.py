@@ -41,6 +41,27 @@ def test_arguments_problem_names_the_path_and_never_the_value(arguments, expecte
     assert arguments_problem(SCHEMA, arguments) == expected
 
 
+OPEN = {"type": "object", "properties": {"timezone": {"type": "string"}, "format": {}}, "required": ["timezone"]}
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        ({}, "arguments: missing required property timezone"),
+        ({"format": "x"}, "arguments: missing required property timezone"),
+        (
+            {"tz": "Asia/Tokyo"},
+            "arguments: missing required property timezone, and has properties the schema does not name "
+            "(its properties: timezone, format)",
+        ),
+    ],
+)
+def test_a_missing_property_says_when_others_the_schema_does_not_name_were_sent(arguments, expected):
+    """A schema that allows other properties accepts a misnamed one silently: the missing one's message says
+    that some sent names are not the schema's, without repeating them."""
+    assert arguments_problem(OPEN, arguments) == expected
+
+
 def test_a_broken_schema_is_reported_not_raised():
     assert "cannot be used" in arguments_problem({"type": "nonsense-type"}, {})
 

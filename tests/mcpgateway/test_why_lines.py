@@ -40,3 +40,10 @@ def test_function_words_are_never_given_as_a_reason():
     ]
     fields = {"name": ["list", "files", "all"], "parameters": ["all", "folder"]}
     assert _why_lines({"fields": fields}) == ["list, files — in name; folder — in parameters"]
+
+
+def test_the_closest_text_is_named_as_a_reader_knows_it():
+    # The demo's answers read "meaning close to its document": the index's name for the tool's whole text.
+    assert _why_lines({"closest": "document"}) == ["meaning close to its definition"]
+    assert _why_lines({"closest": "passage"}) == ["meaning close to a passage of its description"]
+    assert _why_lines({"closest": "summary"}) == ["meaning close to its summary"]
