@@ -4,11 +4,15 @@ import re
 
 import pytest
 from django.contrib.auth.models import Group
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from governance.principals import principal_for_user
 from governance.roles import CURATORS, OPERATORS
-from search.usage import LoggedResult, query_log_record
+from search.choices import SearchOutcomeKind
+from search.models import QueryLogEntry
+from search.usage import LoggedResult, query_log_record, search_outcome_record
 from tests.governance.factories import ServerFactory, ToolFactory
 
 pytestmark = pytest.mark.django_db
@@ -44,3 +48,25 @@ def test_no_link_for_who_may_not_read_the_query_log(client, django_user_model):
     client.force_login(operator)
     page = client.get(reverse("admin:catalog_tool_change", args=[tool.pk]))
     assert page.status_code == 200 and "tool-searches" not in page.content.decode()
+
+
+def _entry_page_queries(client, entry_pk: int, tools: int) -> int:
+    with CaptureQueriesContext(connection) as queries:
+        html = client.get(reverse("admin:search_querylogentry_change", args=[entry_pk])).content.decode()
+    assert html.count('<a class="tool-link"') == tools  # every returned tool linked to its page
+    return len(queries)
+
+
+def test_an_entry_page_costs_the_same_queries_for_2_or_20_returned_tools(client, django_user_model, member):
+    server = ServerFactory(slug="mail")
+    tools = [ToolFactory(server=server, name=f"tool{n}") for n in range(20)]
+    _log(member, "few", *tools[:2])
+    _log(member, "many", *tools)
+    for tool in tools[::3]:
+        search_outcome_record(principal=principal_for_user(member), tool=tool, outcome=SearchOutcomeKind.SUCCESS)
+    curator = django_user_model.objects.create_user(username="cur", is_staff=True)
+    curator.groups.add(Group.objects.get(name=CURATORS))
+    client.force_login(curator)
+    few, many = QueryLogEntry.objects.get(query="few"), QueryLogEntry.objects.get(query="many")
+    _entry_page_queries(client, few.pk, 2)  # the first page fills the content-type and permission caches
+    assert _entry_page_queries(client, many.pk, 20) == _entry_page_queries(client, few.pk, 2)
