@@ -297,7 +297,8 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
     def response_add(self, request: HttpRequest, obj: Server, post_url_continue: str | None = None) -> HttpResponse:
         if obj.transport != Transport.IMPORTED:
             self._queue_sync(request, [obj], after_commit=True)
-            self.message_user(request, f"First sync of {obj.slug} queued. {self.access_note(obj)}", messages.INFO)
+            note = format_html("First sync of {} queued. {}", obj.slug, self.access_note(obj))
+            self.message_user(request, note, messages.INFO)
         return super().response_add(request, obj, post_url_continue)
 
     def access_note(self, server: Server) -> str:
