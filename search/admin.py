@@ -188,9 +188,13 @@ class QueryLogEntryAdmin(ReadOnlyAdmin, admin.ModelAdmin[QueryLogEntry]):
         body = format_html_join(
             "", '<tr class="ranked-tool"><td>{}</td><td>{}</td><td>{}</td><td class="{}">{}</td></tr>', rows
         )
+        # The logged score is the calibrated fit, not what ordered the rows (the rank score, which also weighs the
+        # words, the operation and the server): a lower fit above a higher one is no error, and the table says so.
         return format_html(
-            '<table id="ranked-tools"><tr><th>rank</th><th>tool</th><th>score</th><th>what followed</th></tr>'
-            "{}</table>",
+            '<table id="ranked-tools"><tr><th>rank</th><th>tool</th><th>fit</th><th>what followed</th></tr>'
+            '{}</table><div class="help" id="ranked-tools-help">In the order the gateway returned them. Fit is each '
+            "tool's calibrated relevance (0 to 1), which the confidence comes from; the order also weighs the words, "
+            "the operation and the server (the search preview shows each part).</div>",
             body,
         )
 

@@ -70,3 +70,23 @@ def test_an_entry_page_costs_the_same_queries_for_2_or_20_returned_tools(client,
     few, many = QueryLogEntry.objects.get(query="few"), QueryLogEntry.objects.get(query="many")
     _entry_page_queries(client, few.pk, 2)  # the first page fills the content-type and permission caches
     assert _entry_page_queries(client, many.pk, 20) == _entry_page_queries(client, few.pk, 2)
+
+
+def test_an_entry_page_calls_the_logged_score_fit_and_says_what_orders_the_rows(client, django_user_model, member):
+    """The log keeps each tool's calibrated fit, not the rank score that ordered the answer: a tool ranked first
+    may have the lower fit, which a column headed "score" beside "rank" reads as a mistake."""
+    server = ServerFactory(slug="mail")
+    first, second = ToolFactory(server=server, name="list_inbox"), ToolFactory(server=server, name="read")
+    query_log_record(principal=principal_for_user(member), query="what's in my documents folder", confidence="high",
+                     results=[LoggedResult(tool_id=first.tool_id, score=0.399),
+                              LoggedResult(tool_id=second.tool_id, score=0.791)],
+                     degraded=False, backend="embedded", latency_ms=4)  # fmt: skip
+    curator = django_user_model.objects.create_user(username="cur", is_staff=True)
+    curator.groups.add(Group.objects.get(name=CURATORS))
+    client.force_login(curator)
+    entry = QueryLogEntry.objects.get()
+    html = client.get(reverse("admin:search_querylogentry_change", args=[entry.pk])).content.decode()
+    assert "<th>rank</th><th>tool</th><th>fit</th><th>what followed</th>" in html
+    help_text = re.search(r'<div class="help" id="ranked-tools-help">([^<]+)</div>', html).group(1)
+    assert "order the gateway returned them" in help_text and "calibrated relevance" in help_text
+    assert html.index("0.399") < html.index("0.791")  # still the gateway's order
