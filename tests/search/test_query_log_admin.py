@@ -90,3 +90,18 @@ def test_an_entry_page_calls_the_logged_score_fit_and_says_what_orders_the_rows(
     help_text = re.search(r'<div class="help" id="ranked-tools-help">([^<]+)</div>', html).group(1)
     assert "order the gateway returned them" in help_text and "calibrated relevance" in help_text
     assert html.index("0.399") < html.index("0.791")  # still the gateway's order
+
+
+def test_the_query_log_counts_searches(client, django_user_model, member):
+    """Django counts a list by its plural name: "3 query log" read as nothing; the log counts its searches."""
+    tool = ToolFactory(server=ServerFactory(slug="mail"), name="send")
+    for query in ("send a mail", "mail my boss", "email the team"):
+        _log(member, query, tool)
+    curator = django_user_model.objects.create_user(username="cur", is_staff=True)
+    curator.groups.add(Group.objects.get(name=CURATORS))
+    client.force_login(curator)
+    html = client.get(reverse("admin:search_querylogentry_changelist")).content.decode()
+    paginator = " ".join(re.search(r'<p class="paginator">(.*?)</p>', html, re.S).group(1).split())
+    assert paginator == "3 searches" and "query log</p>" not in html
+    html = client.get(reverse("admin:search_querylogentry_changelist"), {"q": "boss"}).content.decode()
+    assert " ".join(re.search(r'<p class="paginator">(.*?)</p>', html, re.S).group(1).split()) == "1 search"
