@@ -145,8 +145,12 @@ def test_sync_now_action_syncs_a_real_stdio_server(admin_client, scripted):
 def test_sync_button_on_change_page_syncs_and_skips_imported(admin_client, scripted, imported):
     server, _ = scripted({"pages": [[good_tool("gamma")]]}, slug="scripted")
     response = admin_client.post(reverse("admin:catalog_server_sync", args=[server.pk]), follow=True)
-    assert "Sync of scripted queued." in response.content.decode()
+    assert "Sync of scripted queued: follow it in" in response.content.decode()
     assert server.tools.get().name == "gamma"
+    # The way to follow it: the run list narrowed to this server, which lists its run.
+    runs = re.search(r'<a id="queued-sync-runs" href="([^"]+)">its sync runs</a>', response.content.decode())
+    listed = admin_client.get(runs.group(1).replace("&amp;", "&")).context["cl"].result_list
+    assert [run.server_id for run in listed] == [server.pk]
 
     issues = Server.objects.get(slug="issues")
     runs_before = SyncRun.objects.filter(server=issues).count()
