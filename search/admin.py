@@ -22,7 +22,7 @@ from catalog.admin.progress import ProgressAdminMixin
 from catalog.admin.titles import TitledAdminMixin
 from catalog.models import Server, Tool
 from catalog.progress import progress_snapshot
-from governance.admin.common import admin_url_for, breakable_id
+from governance.admin.common import admin_urls_for, breakable_id
 from governance.selectors import (
     install_wide_visible_to,
     person_shown,
@@ -173,13 +173,14 @@ class QueryLogEntryAdmin(ReadOnlyAdmin, admin.ModelAdmin[QueryLogEntry]):
             return format_html("— (none{})", f": {obj.get_empty_reason_display().lower()}" if obj.empty_reason else "")
         tool_ids = [result.get("tool_id", "") for result in obj.results]
         tools = {tool.tool_id: tool for tool in Tool.objects.filter(tool_id__in=tool_ids).select_related("server")}
+        urls = admin_urls_for(obj.reader, tools.values()) if hasattr(obj, "reader") else {}  # one query for all
         calls: dict[int, list[str]] = {}
         for outcome in obj.outcomes.order_by("created_at", "id"):
             calls.setdefault(outcome.tool_id, []).append(outcome.get_outcome_display())
         rows = []
         for rank, result in enumerate(obj.results, start=1):
             tool_id, tool = result.get("tool_id", ""), tools.get(result.get("tool_id", ""))
-            url = admin_url_for(obj.reader, tool) if tool is not None and hasattr(obj, "reader") else None
+            url = urls.get(tool)
             name = format_html('<a class="tool-link" href="{}">{}</a>', url, tool_id) if url else tool_id
             called = calls.get(tool.pk, []) if tool is not None else []
             outcome = f"called: {', '.join(called)}" if called else "not called"
@@ -187,9 +188,13 @@ class QueryLogEntryAdmin(ReadOnlyAdmin, admin.ModelAdmin[QueryLogEntry]):
         body = format_html_join(
             "", '<tr class="ranked-tool"><td>{}</td><td>{}</td><td>{}</td><td class="{}">{}</td></tr>', rows
         )
+        # The logged score is the calibrated fit, not what ordered the rows (the rank score, which also weighs the
+        # words, the operation and the server): a lower fit above a higher one is no error, and the table says so.
         return format_html(
-            '<table id="ranked-tools"><tr><th>rank</th><th>tool</th><th>score</th><th>what followed</th></tr>'
-            "{}</table>",
+            '<table id="ranked-tools"><tr><th>rank</th><th>tool</th><th>fit</th><th>what followed</th></tr>'
+            '{}</table><div class="help" id="ranked-tools-help">In the order the gateway returned them. Fit is each '
+            "tool's calibrated relevance (0 to 1), which the confidence comes from; the order also weighs the words, "
+            "the operation and the server (the search preview shows each part).</div>",
             body,
         )
 

@@ -34,12 +34,12 @@ STATUS_COLOURS = {
 }
 
 
-def badge(value: str, label: str) -> str:
+def badge(value: str, label: str, *, wrap: bool = False) -> str:
+    """A status as a coloured pill, on one line unless ``wrap`` (a narrow list column)."""
     colour = STATUS_COLOURS.get(value, "#757575")
+    shape = "display:inline-block;white-space:normal" if wrap else "white-space:nowrap"
     return format_html(
-        '<span style="background:{};color:#fff;padding:2px 8px;border-radius:10px;white-space:nowrap">{}</span>',
-        colour,
-        label,
+        '<span style="background:{};color:#fff;padding:2px 8px;border-radius:10px;{}">{}</span>', colour, shape, label
     )
 
 

@@ -7,12 +7,22 @@ from django.contrib import admin
 from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 from catalog.choices import SyncStatus
 from catalog.models import SyncRun, Tool, ToolRevision
 from catalog.progress import progress_snapshot
 
-from .display import CappedCountPaginator, admin_link, badge, json_block, pretty_json, render_unified_diff, text_block
+from .display import (
+    CappedCountPaginator,
+    admin_link,
+    badge,
+    compact_time,
+    json_block,
+    pretty_json,
+    render_unified_diff,
+    text_block,
+)
 from .filters import RevisionServerFilter, ServerFilter
 from .lookups import StrictLookupsMixin
 from .progress import ProgressAdminMixin
@@ -39,20 +49,10 @@ class ReadOnlyAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin):
 
 @admin.register(SyncRun)
 class SyncRunAdmin(ProgressAdminMixin, ReadOnlyAdmin, admin.ModelAdmin[SyncRun]):
-    list_display = (
-        "started_at",
-        "server",
-        "kind",
-        "short_source",
-        "status_badge",
-        "added",
-        "changed",
-        "unchanged",
-        "removed",
-        "rejected",
-        "duration",
-        "short_error",
-    )
+    # The time over two lines, what triggered the run under its status, the five counts in one cell (kind and
+    # duration are a filter and the run's page): every column in view beside both sidebars at 1280 px.
+    list_display = ("when", "server_column", "status_column", "tool_counts", "short_error")
+    list_display_links = ("when",)
     list_title = "Sync runs — each sync or import: what it added, changed, removed and rejected"
 
     def object_title(self, request: HttpRequest, obj: SyncRun) -> str:
@@ -110,6 +110,26 @@ class SyncRunAdmin(ProgressAdminMixin, ReadOnlyAdmin, admin.ModelAdmin[SyncRun])
     @admin.display(description="status", ordering="status")
     def status_badge(self, run: SyncRun) -> str:
         return badge(run.status, run.get_status_display())
+
+    @admin.display(description="server", ordering="server__slug")
+    def server_column(self, run: SyncRun) -> str:
+        # A long slug ("github-enterprise-production") wraps after its hyphens in the narrow column.
+        return format_html_join(mark_safe("-<wbr>"), "{}", ((part,) for part in str(run.server or "—").split("-")))
+
+    @admin.display(description="status", ordering="status")
+    def status_column(self, run: SyncRun) -> str:
+        status = badge(run.status, run.get_status_display(), wrap=True)
+        return format_html("{}<br><small>{}</small>", status, self.short_source(run))
+
+    @admin.display(description="started", ordering="started_at")
+    def when(self, run: SyncRun) -> str:
+        return compact_time(run.started_at)
+
+    @admin.display(description="tools")
+    def tool_counts(self, run: SyncRun) -> str:
+        """What the run did to tools, the counts that are not zero: "10 added", "1 changed · 9 unchanged"."""
+        counts = [(getattr(run, name), name) for name in ("added", "changed", "removed", "rejected", "unchanged")]
+        return " · ".join(f"{count} {name}" for count, name in counts if count) or "—"
 
     @admin.display(description="duration")
     def duration(self, run: SyncRun) -> str:

@@ -69,9 +69,8 @@ class RecentSyncRunInline(admin.TabularInline):
     extra = 0
     can_delete = False
     show_change_link = False
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[SyncRun]:
-        return super().get_queryset(request).select_related("server")  # each row's title names its server
+    # Without the run's raw name ("sync mail 2026-12-03 08:39:24 success") over each row: the row says all of it.
+    template = "admin/edit_inline/scout_tabular.html"
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -297,7 +296,8 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
     def response_add(self, request: HttpRequest, obj: Server, post_url_continue: str | None = None) -> HttpResponse:
         if obj.transport != Transport.IMPORTED:
             self._queue_sync(request, [obj], after_commit=True)
-            self.message_user(request, f"First sync of {obj.slug} queued. {self.access_note(obj)}", messages.INFO)
+            note = format_html("First sync of {} queued. {}", obj.slug, self.access_note(obj))
+            self.message_user(request, note, messages.INFO)
         return super().response_add(request, obj, post_url_continue)
 
     def access_note(self, server: Server) -> str:
@@ -545,13 +545,26 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
         }
         return TemplateResponse(request, "admin/catalog/server/openapi_preview.html", context)
 
+    def _sync_queued_message(self, request: HttpRequest, server: Server) -> str:
+        """What follows "Sync now": a worker runs it a moment later, so the page shown next may not list its run yet.
+        Who may read runs gets the way to follow it (the run list narrowed to this server, newest first)."""
+        if not request.user.has_perm("catalog.view_syncrun"):
+            return f"Sync of {server.slug} queued."
+        runs = f"{reverse('admin:catalog_syncrun_changelist')}?{urlencode({'server': server.slug})}"
+        return format_html(
+            'Sync of {} queued: follow it in <a id="queued-sync-runs" href="{}">its sync runs</a>, where its run shows '
+            "(with its progress on its page) once a worker starts it.",
+            server.slug,
+            runs,
+        )
+
     def sync_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
         server = get_object_or_404(self.get_queryset(request), pk=object_id)  # another tenant's: unknown (Z12)
         if not self.has_change_permission(request, server):
             raise PermissionDenied
         queued, skipped = self._queue_sync(request, [server])
         if queued:
-            self.message_user(request, f"Sync of {server.slug} queued.", messages.SUCCESS)
+            self.message_user(request, self._sync_queued_message(request, server), messages.SUCCESS)
         elif skipped:
             self.message_user(request, f"Imported server {server.slug} has no live connection: re-import its file.")
         return HttpResponseRedirect(reverse("admin:catalog_server_change", args=[server.pk]))

@@ -11,6 +11,8 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth.models import Permission
 from django.core.exceptions import ValidationError
+from django.urls import reverse
+from django.utils.html import format_html
 
 from catalog.admin.servers import ServerAdmin as CatalogServerAdmin
 from catalog.admin.tools import CURATION_HELP
@@ -233,9 +235,15 @@ class ServerAdmin(AccessAdminMixin, CatalogServerAdmin):
         # Read after the access sections were saved: a discover given on the form itself counts.
         discover = {"content_object": server, "permission__codename": "discover_server"}
         models = (ServerGroupObjectPermission, ServerUserObjectPermission)
+        # A link, not "below": after Save its reader is on the server list, where no access section is below.
+        page = reverse("admin:catalog_server_change", args=[server.pk])
         if any(model.objects.filter(**discover).exists() for model in models):
-            return "Its tools are visible to the groups and people given discover below."
-        return "Its tools are visible to nobody until you give discover below."
+            return format_html(
+                'Its tools are visible to the groups and people given discover on <a href="{}">its page</a>.', page
+            )
+        return format_html(
+            'Its tools are visible to nobody until you give discover on <a href="{}">its page</a>.', page
+        )
 
     def get_readonly_fields(self, request, obj=None):
         # Environment variables and commands are the superuser's to name once there are tenants, and a shared

@@ -20,7 +20,7 @@ from ..selectors import (
     delegation_chain_shown,
     users_visible_to_operator,
 )
-from .common import BoundedCountPaginator, admin_url_for, breakable_id
+from .common import BoundedCountPaginator, admin_urls_for, breakable_id
 
 # What a grant or revocation did, by (event type, whether it changed anything): {holder} and {what} filled in.
 GRANT_CHANGE_PHRASES = {
@@ -29,6 +29,7 @@ GRANT_CHANGE_PHRASES = {
     (AuditEventType.REVOKE, True): "took {what} from {holder}",
     (AuditEventType.REVOKE, False): "{holder} had no {what} to take",
 }
+GRANT_EVENTS = (AuditEventType.GRANT, AuditEventType.REVOKE)
 
 
 def grant_change_text(event_type: str, payload: dict, target_url: str | None = None) -> str:
@@ -119,25 +120,41 @@ class AuditEventAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Aud
         # The event cell of a grant or revocation says what it gave to whom, as this reader may read the payload.
         @admin.display(description="event", ordering="event_type")
         def event(obj: AuditEvent) -> str:
-            return self.event(obj, request=request)
+            return self.event(obj, viewer=request.user)
 
         return tuple(event if name == "event" else name for name in self.list_display)
 
-    def event(self, obj: AuditEvent, *, request=None) -> str:
+    def get_changelist_instance(self, request):
+        changelist = super().get_changelist_instance(request)
+        self._link_grant_targets(request, changelist.result_list)
+        return changelist
+
+    def event(self, obj: AuditEvent, *, viewer=None) -> str:
         cell = format_html("{}<br><small>{}</small>", obj.get_event_type_display(), obj.get_outcome_display())
-        if obj.event_type not in (AuditEventType.GRANT, AuditEventType.REVOKE) or request is None:
+        if obj.event_type not in GRANT_EVENTS or viewer is None:
             return cell
-        payload = audit_payload_shown(obj, viewer=request.user)
-        text = grant_change_text(obj.event_type, payload, admin_url_for(request, self._grant_target(obj, payload)))
+        payload = audit_payload_shown(obj, viewer=viewer)
+        text = grant_change_text(obj.event_type, payload, getattr(obj, "target_url", None))
         return format_html('{}<br><small class="grant-change">{}</small>', cell, text)
 
-    def _grant_target(self, obj: AuditEvent, payload: dict):
-        """The server or tool a grant event names, as it is now (None once deleted or renamed): linked only where
-        the reader may open its page (``admin_url_for``)."""
-        target = payload.get("target")
-        if obj.tool_id is not None:
-            return Tool.objects.filter(pk=obj.tool_id, tool_id=target).first()
-        return Server.objects.filter(slug=target).first()
+    def _link_grant_targets(self, request, events) -> None:
+        """Sets ``target_url`` on the page's grant events: the page of the server or tool each names, as it is now
+        (none once deleted or renamed) and where the reader may open it (``admin_urls_for``). A few queries for
+        the whole page, whatever its number of rows."""
+        grants = [event for event in events if event.event_type in GRANT_EVENTS and isinstance(event.payload, dict)]
+        tools = Tool.objects.in_bulk({event.tool_id for event in grants if event.tool_id is not None})
+        slugs = {str(event.payload.get("target")) for event in grants if event.tool_id is None}
+        servers = Server.objects.in_bulk(slugs, field_name="slug")
+        for event in grants:
+            target = str(event.payload.get("target"))
+            if event.tool_id is None:
+                event.named_object = servers.get(target)
+            else:  # a tool renamed since is not the tool the event names
+                tool = tools.get(event.tool_id)
+                event.named_object = tool if tool is not None and tool.tool_id == target else None
+        urls = admin_urls_for(request, [event.named_object for event in grants])
+        for event in grants:
+            event.target_url = urls.get(event.named_object)
 
     @admin.display(description="tool", ordering="tool_ref")
     def tool_column(self, obj: AuditEvent) -> str:

@@ -1,6 +1,8 @@
 """Shared admin helpers."""
 
 import re
+from collections import defaultdict
+from collections.abc import Iterable
 from datetime import timedelta
 
 from django.contrib import admin
@@ -27,14 +29,28 @@ class BoundedCountPaginator(Paginator):
 def admin_url_for(request, obj) -> str | None:
     """The admin page of ``obj`` when ``request``'s user may open it (its admin lists it for them and lets them
     view it), else None: a link shown only where it leads somewhere, never to a 403 or a 404."""
-    if obj is None or not admin.site.is_registered(type(obj)):
-        return None
-    model_admin = admin.site.get_model_admin(type(obj))
-    if not model_admin.has_view_permission(request, obj):
-        return None
-    if not model_admin.get_queryset(request).filter(pk=obj.pk).exists():
-        return None
-    return reverse(f"admin:{obj._meta.app_label}_{obj._meta.model_name}_change", args=[obj.pk])
+    return admin_urls_for(request, [obj]).get(obj)
+
+
+def admin_urls_for(request, objs: Iterable) -> dict:
+    """``admin_url_for`` of many objects at one query per model, not one per object: {object: its page's url}
+    for those ``request``'s user may open (None and unregistered models are left out)."""
+    by_model = defaultdict(list)
+    for obj in objs:
+        if obj is not None and admin.site.is_registered(type(obj)):
+            by_model[type(obj)].append(obj)
+    urls = {}
+    for model, group in by_model.items():
+        model_admin = admin.site.get_model_admin(model)
+        group = [obj for obj in group if model_admin.has_view_permission(request, obj)]
+        if not group:
+            continue
+        listed = set(
+            model_admin.get_queryset(request).filter(pk__in={obj.pk for obj in group}).values_list("pk", flat=True)
+        )
+        name = f"admin:{model._meta.app_label}_{model._meta.model_name}_change"
+        urls.update({obj: reverse(name, args=[obj.pk]) for obj in group if obj.pk in listed})
+    return urls
 
 
 def _pre(value: str):

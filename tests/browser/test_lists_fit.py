@@ -3,6 +3,7 @@ in view, no sideways scrolling (long tool ids break)."""
 
 import pytest
 from django.contrib.auth.models import Group
+from django.utils import timezone
 
 from governance.principals import principal_for_user
 from governance.roles import CURATORS, OPERATORS
@@ -75,3 +76,24 @@ def test_the_query_log_fits_at_1280(browser, live_server, django_user_model, mem
     assert "53 ms" in row.text and "degraded" in row.text  # the unit; "degraded" said in words, not as an icon
     screenshot(browser, "curator-querylog-list")
     assert browser.execute_script(FITS), "query log: the list scrolls sideways at 1280 px"
+
+
+def test_the_operators_sync_runs_fit_at_1280(browser, live_server, django_user_model):
+    """Where an operator watches a new server's syncs: the time over two lines and what each run did to tools in one
+    cell ("10 added"), not five count columns pushing the error out of view."""
+    from catalog.choices import SyncStatus
+    from catalog.models import SyncRun
+
+    operator = django_user_model.objects.create_user(username="op", password="pw-op-123", is_staff=True)
+    operator.groups.add(Group.objects.get(name=OPERATORS))
+    server = ServerFactory(slug="github-enterprise-production")
+    now = timezone.now()
+    SyncRun.objects.create(server=server, status=SyncStatus.SUCCESS, source="admin", started_at=now, added=10)
+    SyncRun.objects.create(server=server, status=SyncStatus.PARTIAL, source="beat", started_at=now, changed=1,
+                           unchanged=8, rejected=1, error="1 tool rejected: inputSchema is not an object")  # fmt: skip
+    admin_login(browser, live_server.url, "op", "pw-op-123")
+    browser.get(f"{live_server.url}/admin/catalog/syncrun/")
+    counts = [cell.text for cell in browser.find_elements("css selector", "#result_list td.field-tool_counts")]
+    assert sorted(counts) == ["1 changed · 1 rejected · 8 unchanged", "10 added"]
+    screenshot(browser, "operator-syncrun-list")
+    assert browser.execute_script(FITS), "sync runs: the list scrolls sideways at 1280 px"

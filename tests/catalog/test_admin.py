@@ -97,6 +97,8 @@ def test_server_change_page_shows_error_runs_and_sync_button(admin_client, make_
     assert "FileNotFoundError: &lt;does-not-exist-scout&gt;" in html  # escaped, read-only
     assert 'name="last_error"' not in html
     assert "Last 10 sync runs" in html and "Failed" in html
+    # A row is its cells (started, kind, status, ...), without the run's raw name printed over it again.
+    assert f"sync {server.slug} " not in html and not re.search(r'<td class="original">\s*<p>', html)
     assert len(re.findall(r'href="/admin/catalog/syncrun/\d+/change/"', html)) == 10  # only the latest runs
     assert reverse("admin:catalog_server_sync", args=[server.pk]) in html
 
@@ -143,8 +145,12 @@ def test_sync_now_action_syncs_a_real_stdio_server(admin_client, scripted):
 def test_sync_button_on_change_page_syncs_and_skips_imported(admin_client, scripted, imported):
     server, _ = scripted({"pages": [[good_tool("gamma")]]}, slug="scripted")
     response = admin_client.post(reverse("admin:catalog_server_sync", args=[server.pk]), follow=True)
-    assert "Sync of scripted queued." in response.content.decode()
+    assert "Sync of scripted queued: follow it in" in response.content.decode()
     assert server.tools.get().name == "gamma"
+    # The way to follow it: the run list narrowed to this server, which lists its run.
+    runs = re.search(r'<a id="queued-sync-runs" href="([^"]+)">its sync runs</a>', response.content.decode())
+    listed = admin_client.get(runs.group(1).replace("&amp;", "&")).context["cl"].result_list
+    assert [run.server_id for run in listed] == [server.pk]
 
     issues = Server.objects.get(slug="issues")
     runs_before = SyncRun.objects.filter(server=issues).count()

@@ -1,12 +1,19 @@
 """Tool and server pages are named for the tool or server and for what their reader does there, not Django's
 "Change tool" / "Select tool to change"; the phrase sections add "another alias", not "another Tool alias"."""
 
+import re
+
 import pytest
 from django.contrib.auth.models import Group
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from governance.choices import AuditEventType
+from governance.models import AuditEvent
 from governance.roles import CURATORS, OPERATORS
-from tests.governance.factories import ServerFactory, ToolFactory
+from governance.services.permissions import permission_grant
+from tests.governance.factories import GroupFactory, ServerFactory, ToolFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -143,3 +150,30 @@ def test_custom_pages_have_one_heading_in_their_title(client, superuser, member)
         f"{reverse('admin:catalog_server_test_connection')}?server={server.pk}", {"transport": "imported"}
     )
     assert _heading(tested.content.decode()) == ("Test connection: clock | Scout admin", "Test connection: clock")
+
+
+def _loads_of(obj, queries: CaptureQueriesContext) -> int:
+    """How many of ``queries`` read ``obj``'s own row (its table's row by its primary key)."""
+    table = obj._meta.db_table
+    by_pk = re.compile(rf'"{table}"\."id" = {obj.pk}\b')
+    return sum(
+        1 for q in queries.captured_queries if q["sql"].startswith(f'SELECT "{table}".') and by_pk.search(q["sql"])
+    )
+
+
+@pytest.mark.parametrize("view", ["change", "history", "delete"])
+def test_a_titled_page_loads_its_object_once(view, client, superuser):
+    """The title is made from the object the page loaded anyway: no second read of its row."""
+    tool = ToolFactory(server=ServerFactory(slug="mail"), name="send")
+    permission_grant(actor=superuser, target=tool, action="execute", holder=GroupFactory(name="ops"))
+    event = AuditEvent.objects.get(event_type=AuditEventType.GRANT)
+    client.force_login(superuser)
+    pages = {"change": (tool.server, tool, event, Group.objects.get(name="ops")), "history": (tool, event)}
+    for obj in pages.get(view, (Group.objects.get(name="ops"),)):
+        url = reverse(f"admin:{obj._meta.app_label}_{obj._meta.model_name}_{view}", args=[obj.pk])
+        with CaptureQueriesContext(connection) as queries:
+            page = client.get(url)
+        assert page.status_code == 200, url
+        titled = {"change": page.context["subtitle"] is None, "history": page.context["title"].startswith("History: ")}
+        assert titled.get(view, page.context["subtitle"] == "Group ops"), url  # the mixin's titles, not Django's
+        assert _loads_of(obj, queries) == 1, url

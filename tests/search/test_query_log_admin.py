@@ -4,11 +4,15 @@ import re
 
 import pytest
 from django.contrib.auth.models import Group
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from governance.principals import principal_for_user
 from governance.roles import CURATORS, OPERATORS
-from search.usage import LoggedResult, query_log_record
+from search.choices import SearchOutcomeKind
+from search.models import QueryLogEntry
+from search.usage import LoggedResult, query_log_record, search_outcome_record
 from tests.governance.factories import ServerFactory, ToolFactory
 
 pytestmark = pytest.mark.django_db
@@ -44,3 +48,60 @@ def test_no_link_for_who_may_not_read_the_query_log(client, django_user_model):
     client.force_login(operator)
     page = client.get(reverse("admin:catalog_tool_change", args=[tool.pk]))
     assert page.status_code == 200 and "tool-searches" not in page.content.decode()
+
+
+def _entry_page_queries(client, entry_pk: int, tools: int) -> int:
+    with CaptureQueriesContext(connection) as queries:
+        html = client.get(reverse("admin:search_querylogentry_change", args=[entry_pk])).content.decode()
+    assert html.count('<a class="tool-link"') == tools  # every returned tool linked to its page
+    return len(queries)
+
+
+def test_an_entry_page_costs_the_same_queries_for_2_or_20_returned_tools(client, django_user_model, member):
+    server = ServerFactory(slug="mail")
+    tools = [ToolFactory(server=server, name=f"tool{n}") for n in range(20)]
+    _log(member, "few", *tools[:2])
+    _log(member, "many", *tools)
+    for tool in tools[::3]:
+        search_outcome_record(principal=principal_for_user(member), tool=tool, outcome=SearchOutcomeKind.SUCCESS)
+    curator = django_user_model.objects.create_user(username="cur", is_staff=True)
+    curator.groups.add(Group.objects.get(name=CURATORS))
+    client.force_login(curator)
+    few, many = QueryLogEntry.objects.get(query="few"), QueryLogEntry.objects.get(query="many")
+    _entry_page_queries(client, few.pk, 2)  # the first page fills the content-type and permission caches
+    assert _entry_page_queries(client, many.pk, 20) == _entry_page_queries(client, few.pk, 2)
+
+
+def test_an_entry_page_calls_the_logged_score_fit_and_says_what_orders_the_rows(client, django_user_model, member):
+    """The log keeps each tool's calibrated fit, not the rank score that ordered the answer: a tool ranked first
+    may have the lower fit, which a column headed "score" beside "rank" reads as a mistake."""
+    server = ServerFactory(slug="mail")
+    first, second = ToolFactory(server=server, name="list_inbox"), ToolFactory(server=server, name="read")
+    query_log_record(principal=principal_for_user(member), query="what's in my documents folder", confidence="high",
+                     results=[LoggedResult(tool_id=first.tool_id, score=0.399),
+                              LoggedResult(tool_id=second.tool_id, score=0.791)],
+                     degraded=False, backend="embedded", latency_ms=4)  # fmt: skip
+    curator = django_user_model.objects.create_user(username="cur", is_staff=True)
+    curator.groups.add(Group.objects.get(name=CURATORS))
+    client.force_login(curator)
+    entry = QueryLogEntry.objects.get()
+    html = client.get(reverse("admin:search_querylogentry_change", args=[entry.pk])).content.decode()
+    assert "<th>rank</th><th>tool</th><th>fit</th><th>what followed</th>" in html
+    help_text = re.search(r'<div class="help" id="ranked-tools-help">([^<]+)</div>', html).group(1)
+    assert "order the gateway returned them" in help_text and "calibrated relevance" in help_text
+    assert html.index("0.399") < html.index("0.791")  # still the gateway's order
+
+
+def test_the_query_log_counts_searches(client, django_user_model, member):
+    """Django counts a list by its plural name: "3 query log" read as nothing; the log counts its searches."""
+    tool = ToolFactory(server=ServerFactory(slug="mail"), name="send")
+    for query in ("send a mail", "mail my boss", "email the team"):
+        _log(member, query, tool)
+    curator = django_user_model.objects.create_user(username="cur", is_staff=True)
+    curator.groups.add(Group.objects.get(name=CURATORS))
+    client.force_login(curator)
+    html = client.get(reverse("admin:search_querylogentry_changelist")).content.decode()
+    paginator = " ".join(re.search(r'<p class="paginator">(.*?)</p>', html, re.S).group(1).split())
+    assert paginator == "3 searches" and "query log</p>" not in html
+    html = client.get(reverse("admin:search_querylogentry_changelist"), {"q": "boss"}).content.decode()
+    assert " ".join(re.search(r'<p class="paginator">(.*?)</p>', html, re.S).group(1).split()) == "1 search"

@@ -3,6 +3,8 @@ the reader may read the payload: another tenant's person is someone in another t
 
 import pytest
 from django.contrib.auth.models import Group
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from governance.roles import OPERATORS
@@ -57,3 +59,32 @@ def test_another_tenants_holder_is_not_named(client, superuser, django_user_mode
     html = _trail(client)
     assert '<small class="grant-change">gave someone in another tenant execute on <a href=' in html
     assert "bob-of-b" not in html
+
+
+def _grant_rows(superuser, holder, count: int, prefix: str) -> None:
+    """``count`` grant rows, half on servers and half on tools, each on its own server or tool."""
+    for n in range(count // 2):
+        server = ServerFactory(slug=f"{prefix}{n}")
+        permission_grant(actor=superuser, target=server, action="execute", holder=holder)
+        permission_grant(actor=superuser, target=ToolFactory(server=server), action="execute", holder=holder)
+
+
+def _trail_queries(client, rows: int) -> int:
+    with CaptureQueriesContext(connection) as queries:
+        html = _trail(client)
+    assert html.count('<small class="grant-change">gave alice execute on <a href="') == rows  # each one linked
+    return len(queries)
+
+
+@pytest.mark.parametrize("reader", ["superuser", "operator"])
+def test_the_trail_costs_the_same_queries_for_2_or_20_grant_rows(reader, client, superuser, django_user_model):
+    alice = django_user_model.objects.create_user(username="alice")
+    if reader == "operator":
+        operator = django_user_model.objects.create_user(username="op", is_staff=True)
+        operator.groups.add(Group.objects.get(name=OPERATORS))
+    client.force_login(superuser if reader == "superuser" else operator)
+    _grant_rows(superuser, alice, 2, prefix="few")
+    _trail(client)  # the first page fills the content-type and permission caches
+    few = _trail_queries(client, rows=2)
+    _grant_rows(superuser, alice, 18, prefix="more")
+    assert _trail_queries(client, rows=20) == few

@@ -90,16 +90,24 @@ def test_the_first_sync_message_says_who_sees_the_tools(client, operator, django
     )
     with django_capture_on_commit_callbacks(execute=True):
         response = client.post(reverse("admin:catalog_server_add"), given, follow=True)
-    # The slug as written (a message's first letter is capitalised: "Clock: first sync..." named no server).
-    assert "First sync of clock queued. Its tools are visible to the groups and people given discover below." in (
-        _messages(response)
+    # The slug as written (a message's first letter is capitalised: "Clock: first sync..." named no server). Save
+    # leads to the server list, where no access section is "below": the message links the server's page instead.
+    assert response.redirect_chain[-1][0] == reverse("admin:catalog_server_changelist")
+    page = reverse("admin:catalog_server_change", args=[Server.objects.get(slug="clock").pk])
+    assert (
+        "First sync of clock queued. Its tools are visible to the groups and people given discover on "
+        f'<a href="{page}">its page</a>.' in _messages(response)
     )
+    assert f'<a href="{page}">its page</a>' in response.content.decode()  # rendered as a link, not escaped
 
     with django_capture_on_commit_callbacks(execute=True):
         response = client.post(reverse("admin:catalog_server_add"), _form(slug="clock-2"), follow=True)
-    assert "First sync of clock-2 queued. Its tools are visible to nobody until you give discover below." in (
-        _messages(response)
+    page = reverse("admin:catalog_server_change", args=[Server.objects.get(slug="clock-2").pk])
+    assert (
+        f'First sync of clock-2 queued. Its tools are visible to nobody until you give discover on <a href="{page}">'
+        "its page</a>." in _messages(response)
     )
+    assert "discover below" not in response.content.decode()
 
 
 def test_a_new_server_says_never_synced(client, operator):
