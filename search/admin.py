@@ -267,6 +267,7 @@ class LearnedRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin
             curatable = self._shaped(request).filter(pk=learned.tool.server_id).exists()
             extra_context = {
                 "subtitle": learned.text,
+                "breadcrumb": str(learned),  # its words (the heading names its tool), as the curator read it listed
                 "may_decide": may_change and curatable,
                 "shared_note": "" if curatable else SHARED_LEARNED_NOTE,
                 "show_save": False,

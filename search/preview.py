@@ -33,6 +33,7 @@ from .backends import Match, SearchResult
 from .models import IndexGeneration
 from .selectors import indexable_tools
 from .services import TOP_K_MAX, TOP_K_MIN, SearchQueryError, tool_search, vector_cache_scope
+from .text import function_word
 
 PREVIEW_PERMISSION = "catalog.view_tool"  # who may preview: anyone who may read the catalog in the admin
 AS_USER_PERMISSION = "auth.view_user"  # previewing as someone else reveals what they see
@@ -189,11 +190,14 @@ def tool_examples_check(
 
 
 def why_lines(match: Match) -> list[str]:
-    """why_matched as short plain lines for the template (which escapes them)."""
+    """why_matched as short plain lines for the template (which escapes them). Function words ("about", "de") are
+    left out, as on the MCP why-lines: they matched but are no reason a curator can act on."""
     why = match.why_matched or {}
     lines = []
     for label, terms in (why.get("fields") or {}).items():
-        lines.append(f"{label}: {', '.join(str(t) for t in terms)}")
+        words = [str(term) for term in terms if not function_word(str(term))]
+        if words:
+            lines.append(f"{label}: {', '.join(words)}")
     if why.get("closest") == "learned":
         lines.append("closest vector: requests that led to this tool (learned from usage)")
     elif why.get("closest"):

@@ -9,7 +9,9 @@ from django.utils.text import capfirst
 
 class TitledAdminMixin:
     """Names a ModelAdmin's pages: ``list_title`` for its list (default: the plural name) and ``object_title`` for
-    an object's page (default: the model's name and the object); a deletion page names the object it deletes.
+    an object's page (default: the model's name and the object); a deletion page names the object it deletes. The
+    object's title is its last breadcrumb too (``breadcrumb`` in the context: templates/admin/change_form.html),
+    not its raw ``str()`` ("2026-12-03 08:37:25 high: what's in my…").
 
     An object's page is titled from the object its view loaded (in the response's context, before it renders), so
     the title costs no second load; a title given in ``extra_context`` stands."""
@@ -44,6 +46,7 @@ class TitledAdminMixin:
         context = getattr(response, "context_data", None)
         obj = context.get(key) if context else None
         if obj is not None:
-            titles = names(self.object_title(request, obj))
+            title = self.object_title(request, obj)
+            titles = {"breadcrumb": title, **names(title)}
             context.update({name: value for name, value in titles.items() if name not in (extra_context or {})})
         return response

@@ -46,6 +46,10 @@ def test_curator_attaches_an_example_request_and_sees_it_in_the_preview(
     page = browser.find_element(By.ID, "content-main").text
     assert "What agents read" in page and "pushed down the ranking" in page
     assert "NEGATIVE QUERIES" in page.upper() and "QUERYS" not in page.upper()
+    # The add links name the rows as written (not "Add another Alias"); the trail ends on the page's heading.
+    adds = [link.text for link in browser.find_elements(By.CSS_SELECTOR, ".add-row a")]
+    assert adds == [f"Add another {name}" for name in ("alias", "keyword", "example request", "negative query")]
+    assert browser.find_element(By.CSS_SELECTOR, ".breadcrumbs").text.endswith(f"› Curate {tool.tool_id}")
     browser.find_element(By.NAME, "examples-0-text").send_keys(REQUEST)
     screenshot(browser, "curator-tool-page")
     browser.find_element(By.NAME, "_continue").click()

@@ -246,3 +246,17 @@ def test_a_curator_who_may_discover_nothing_is_told_how_to_preview(client, curat
     every = client.get(reverse(PREVIEW), {"query": "weather forecast", "scope": "every"})
     assert rows_of(every) and 'id="preview-empty-self"' not in every.content.decode()
     assert 'id="preview-confidence"' in every.content.decode()
+
+
+def test_why_it_matched_names_no_function_word(client, curator, indexed):
+    """The preview's "why it matched" read "ping, landlord, about, rent", function words among the words that
+    matched: it leaves them out as the MCP why-lines do (search.text.function_word)."""
+    client.force_login(curator)
+    query = "send an email about the rent to one or more recipients"
+    response = client.get(reverse(PREVIEW), {"query": query, "top_k": 5, "scope": "every"})
+    match, lines, _ = next(row for row in response.context["rows"] if row[0].tool_id == "mail::send_email")
+    fields = match.why_matched["fields"]
+    assert "more" in {word for words in fields.values() for word in words}  # in its description: it matched
+    named = {word for line in lines if line.split(": ", 1)[0] in fields for word in line.split(": ", 1)[1].split(", ")}
+    assert {"send", "email", "recipients"} <= named
+    assert not named & {"about", "the", "to", "or", "more"}  # matched or not, no reason a curator can act on
