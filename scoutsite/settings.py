@@ -5,6 +5,7 @@ cache and the embedded search backend. ``DATABASE_URL`` and ``REDIS_URL`` switch
 """
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -47,6 +48,17 @@ def env_float(name: str, default: float) -> float:
         return float(value)
     except ValueError as exc:
         raise ImproperlyConfigured(f"{name} must be a number, got {value!r}") from exc
+
+
+def env_rate(name: str, default: str) -> str:
+    """A request rate in DRF's syntax, "<n>/<second|minute|hour|day>" (empty: as set, no limit where allowed),
+    checked at start-up so a mistyped rate is a clear error here, not a failure of every request."""
+    value = os.environ.get(name, default)
+    if value.strip() and not re.fullmatch(r"\d+/(s|m|h|d)[a-z]*", value.strip()):
+        raise ImproperlyConfigured(
+            f"{name} must be a rate such as 600/minute (<n>/<second|minute|hour|day>), got {value!r}"
+        )
+    return value
 
 
 def env_list(name: str, default: list[str]) -> list[str]:
@@ -271,8 +283,8 @@ REST_FRAMEWORK = {
 }
 # Requests per token (or per session user; per address when anonymous), counted in the cache (Redis with
 # REDIS_URL, so every worker shares the count). DRF rate syntax: "<n>/<second|minute|hour|day>".
-SCOUT_API_RATE = env_str("SCOUT_API_RATE", "600/minute")
-SCOUT_API_ANON_RATE = env_str("SCOUT_API_ANON_RATE", "60/minute")
+SCOUT_API_RATE = env_rate("SCOUT_API_RATE", "600/minute")
+SCOUT_API_ANON_RATE = env_rate("SCOUT_API_ANON_RATE", "60/minute")
 SPECTACULAR_SETTINGS = {
     "TITLE": "Scout API",
     "DESCRIPTION": "Servers, tools, search, approvals, tokens and audit of the Scout MCP gateway.",
@@ -347,7 +359,7 @@ SCOUT_MCP_ALLOWED_ORIGINS = env_list(
 )
 # Requests per token on /mcp (429 with Retry-After past it; empty: no limit), counted in the cache like
 # SCOUT_API_RATE. DRF rate syntax: "<n>/<second|minute|hour|day>".
-SCOUT_MCP_RATE = env_str("SCOUT_MCP_RATE", "1200/minute")
+SCOUT_MCP_RATE = env_rate("SCOUT_MCP_RATE", "1200/minute")
 # All of one person's tokens together (their agents' too) get this many times SCOUT_MCP_RATE (0: no such limit): a
 # token mints tokens of its own scopes (REST tokens/), each with a rate of its own.
 SCOUT_MCP_PERSON_TOKENS = env_int("SCOUT_MCP_PERSON_TOKENS", 4)
