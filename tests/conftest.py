@@ -73,9 +73,14 @@ def eval_dir() -> Path:
 @pytest.fixture(autouse=True)
 def fresh_visibility_cache():
     """A shared cache (Redis in CI) outlives each test's rolled-back database, and primary keys repeat;
-    start every test on a new visibility-cache version so no set cached by an earlier test is read."""
+    start every test on a new visibility-cache version so no set cached by an earlier test is read. And with
+    the cache marked up: an earlier test that stopped Redis (test_redis_outage) can leave a late cache error
+    from a background thread, which would have every cache call of the next tests skip the cache for
+    SCOUT_CACHE_RETRY_SECONDS (seen: a batched learned reindex armed three times instead of once)."""
+    from catalog.cachesafe import cache_reset
     from governance.cache import visibility_cache_reset
 
+    cache_reset()
     visibility_cache_reset()
 
 
