@@ -11,7 +11,9 @@ descriptions and the server instructions tell the model the same in words.
 
 A resource link whose URI is not an http or https URL naming a public host (``javascript:``, ``file:``, ``data:``,
 a bare path, ``http://169.254.169.254/``) is dropped, and so is such an icon of a link kept; a text block says how
-many were: a model or the host showing the link would follow it somewhere no tool result should send it.
+many were: a model or the host showing the link would follow it somewhere no tool result should send it. An
+embedded resource under such a URI loses the URI the same way: its text is passed on as a text block, a binary one
+is dropped.
 """
 
 from __future__ import annotations
@@ -66,8 +68,16 @@ def result_for_model(result: types.CallToolResult, *, tool_id: str) -> types.Cal
     assert isinstance(cleaned, dict)
     content = _without_reserved_meta(cleaned.get("content") or [])
     cleaned["content"] = content
-    kept = [block for block in content if not (_is_link(block) and _refused(block.get("uri")))]
-    dropped = len(content) - len(kept)
+    kept, dropped = [], 0
+    for block in content:
+        if _is_link(block) and _refused(block.get("uri")):
+            dropped += 1
+        elif _is_embedded(block) and _refused(block["resource"].get("uri")):
+            dropped += 1  # its URI goes; its text stays, as plain text (a binary one goes too)
+            if isinstance(block["resource"].get("text"), str):
+                kept.append({"type": "text", "text": block["resource"]["text"]})
+        else:
+            kept.append(block)
     for block in kept:
         if _is_link(block) and isinstance(block.get("icons"), list):
             icons = [icon for icon in block["icons"] if not _refused(icon.get("src"), images=True)]
@@ -87,6 +97,10 @@ def result_for_model(result: types.CallToolResult, *, tool_id: str) -> types.Cal
 
 def _is_link(block: Any) -> bool:
     return isinstance(block, dict) and block.get("type") == "resource_link"
+
+
+def _is_embedded(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("type") == "resource" and isinstance(block.get("resource"), dict)
 
 
 def _refused(uri: Any, *, images: bool = False) -> bool:

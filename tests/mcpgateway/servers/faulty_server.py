@@ -11,6 +11,7 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import (
+    BlobResourceContents,
     CallToolResult,
     EmbeddedResource,
     Icon,
@@ -123,6 +124,25 @@ def links() -> list[ResourceLink]:
     return [
         ResourceLink(type="resource_link", name=f"link {n}", uri=uri, icons=icons if n == 0 else None)
         for n, uri in enumerate(uris)
+    ]
+
+
+# Embedded resources under URIs no link may have (a local file, a script, the metadata address) beside one on a
+# public web host: the content is inline, but a host showing the resource shows (and may open) its URI.
+EMBEDDED_URIS = ["file:///etc/passwd", "javascript:alert(document.cookie)", "http://169.254.169.254/latest/meta-data/"]
+
+
+@server.tool(annotations=READ_ONLY)
+def embedded() -> list[EmbeddedResource]:
+    """Return embedded resources: one from a public web page, texts and a binary under URIs no link may have."""
+    _log("embedded")
+    return [
+        EmbeddedResource(type="resource", resource=TextResourceContents(uri="https://docs.example.com/r", text="page")),
+        *(
+            EmbeddedResource(type="resource", resource=TextResourceContents(uri=uri, text=f"body {n}"))
+            for n, uri in enumerate(EMBEDDED_URIS[:2])
+        ),
+        EmbeddedResource(type="resource", resource=BlobResourceContents(uri=EMBEDDED_URIS[2], blob="c2VjcmV0")),
     ]
 
 
