@@ -146,6 +146,27 @@ def embedded() -> list[EmbeddedResource]:
     ]
 
 
+# Inline icons: raster images, and SVG documents (which can carry script) in every spelling a browser reads as one.
+SVG = "<svg xmlns='http://www.w3.org/2000/svg' onload='alert(document.domain)'/>"
+INLINE_ICONS = [
+    "data:image/png;base64,iVBORw0KGgo=",
+    "data:image/svg+xml;base64,PHN2ZyBvbmxvYWQ9YWxlcnQoMSk+",
+    f"data:image/svg+xml;charset=utf-8,{SVG}",
+    f"DATA:Image/SVG+XML,{SVG}",
+    f"data:image/s\tvg+xml,{SVG}",
+    f"data:image/svg+xml ;utf8,{SVG}",
+    "data:image/jpeg;base64,/9j/4AAQ",
+]
+
+
+@server.tool(annotations=READ_ONLY)
+def svg_icons() -> list[ResourceLink]:
+    """Return a web link whose icons are inline raster images and inline SVG documents."""
+    _log("svg_icons")
+    icons = [Icon(src=src) for src in INLINE_ICONS]
+    return [ResourceLink(type="resource_link", name="guide", uri="https://docs.example.com/guide", icons=icons)]
+
+
 # Internal addresses spelt so that Python's URL parser reads a public host or a name: a browser reads each as loopback,
 # the metadata address or a private network (WHATWG: a backslash is "/", the host percent-decoded and IDNA-mapped);
 # other clients take a backslash for part of the user name; a NAT64 address carries the metadata address.
