@@ -28,7 +28,7 @@ class IdempotencyRecord(models.Model):
     upstream execution; the same key with other arguments is refused; a concurrent duplicate is refused
     while the first runs (the unique constraint makes exactly one insert win)."""
 
-    principal_key = models.CharField(max_length=300, help_text="user id, agent and tenant of the token")
+    principal_key = models.CharField(max_length=300, help_text="user id, agent, tenant and token")
     key = models.CharField(max_length=200)
     tool_ref = models.CharField(max_length=460, help_text="server::name")
     arguments_digest = models.CharField(max_length=64)

@@ -1,9 +1,18 @@
 """The Celery app. Shared tasks bind to it through ``scoutsite/__init__.py``."""
 
+import logging
 import os
 
 from celery import Celery
-from celery.signals import task_failure, task_retry, task_success, worker_process_init, worker_ready
+from celery.signals import (
+    after_setup_logger,
+    after_setup_task_logger,
+    task_failure,
+    task_retry,
+    task_success,
+    worker_process_init,
+    worker_ready,
+)
 from prometheus_client import Counter
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scoutsite.settings")
@@ -12,6 +21,17 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scoutsite.settings")
 app = Celery("scoutsite", task_cls="catalog.outbox:OutboxTask")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@after_setup_logger.connect
+@after_setup_task_logger.connect
+def _one_line_messages(logger: logging.Logger, **kwargs: object) -> None:
+    """The worker logs through Celery's own handlers, not settings.LOGGING's: they escape an upstream's text too
+    (a sync's failure quotes the server's stderr), one record per line (T15, scoutsite/logfilters.py)."""
+    from scoutsite.logfilters import OneLineMessages
+
+    for handler in logger.handlers:
+        handler.addFilter(OneLineMessages())
 
 
 @worker_process_init.connect

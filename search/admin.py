@@ -168,7 +168,7 @@ class QueryLogEntryAdmin(ReadOnlyAdmin, admin.ModelAdmin[QueryLogEntry]):
     @admin.display(description="tools returned, best first")
     def ranked_tools(self, obj: QueryLogEntry) -> str:
         """Each returned tool with its rank and score, linked to its page, and what became of it: the calls of it
-        that followed this search (``SearchOutcome``), or none."""
+        that followed this search (``SearchOutcome``), or none; for a tool the reader may not open, neither."""
         if not obj.results:
             return format_html("— (none{})", f": {obj.get_empty_reason_display().lower()}" if obj.empty_reason else "")
         tool_ids = [result.get("tool_id", "") for result in obj.results]
@@ -182,9 +182,11 @@ class QueryLogEntryAdmin(ReadOnlyAdmin, admin.ModelAdmin[QueryLogEntry]):
             tool_id, tool = result.get("tool_id", ""), tools.get(result.get("tool_id", ""))
             url = urls.get(tool)
             name = format_html('<a class="tool-link" href="{}">{}</a>', url, tool_id) if url else tool_id
-            called = calls.get(tool.pk, []) if tool is not None else []
-            outcome = f"called: {', '.join(called)}" if called else "not called"
-            rows.append((rank, name, f"{result.get('score', 0):.3f}", "called" if called else "not-called", outcome))
+            # How its calls ended only where the reader may open the tool: not another tenant's tool's (Z12).
+            called = calls.get(tool.pk, []) if url else []
+            outcome = (f"called: {', '.join(called)}" if called else "not called") if url else "—"
+            state = ("called" if called else "not-called") if url else "not-shown"
+            rows.append((rank, name, f"{result.get('score', 0):.3f}", state, outcome))
         body = format_html_join(
             "", '<tr class="ranked-tool"><td>{}</td><td>{}</td><td>{}</td><td class="{}">{}</td></tr>', rows
         )

@@ -40,7 +40,9 @@ MAX_LEARNED_CHARS = 500
 FLUSH_PENDING_KEY = "search:learned-index-flush-pending"
 # Masks for the ``redacted`` mode: e-mail addresses, long opaque tokens (keys, ids, hashes), then digits.
 # Only from the start of a run: tried at every position of a long run without "@" it was quadratic (4 kB: 0.2 s).
-_EMAIL_RE = re.compile(r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+# An address on a one-label host (alice@localhost, bob@intranet) or with a quoted name ("bob smith"@example.com) is
+# one too.
+_EMAIL_RE = re.compile(r'(?<![\w.+-])(?:"[^"\n]{1,64}"|[\w.+-]+)@[\w-]+(?:\.[\w-]+)*')
 # A run of 16+ characters keys, base64 and JWTs are made of; it is a token unless every piece between its
 # punctuation reads as a word (lower case, Capitalized or camelCase, a short acronym, a number, "python3").
 _TOKEN_RUN_RE = re.compile(r"[A-Za-z0-9_\-+/=.~%]{16,}")

@@ -27,6 +27,7 @@ from openapi_spec_validator.validation.exceptions import OpenAPISpecValidatorErr
 from catalog.egress import EgressRefused, egress_check, same_origin
 from catalog.upstream import UpstreamError, run_async, safe_url
 
+from .body import ACCEPTED_ENCODINGS, body_read
 from .credentials import cookie_header, credentials_for
 from .schemas import SchemaResolveError, SchemaResolver, merge_all_of
 
@@ -123,7 +124,11 @@ def _fetch(server: Server, timeout: float) -> bytes:
     except EgressRefused as exc:
         raise _fail(server, f"document URL refused: {exc}") from exc
     extensions = {"sni_hostname": target.host} if url.startswith("https:") else {}
-    headers = {"Host": target.host_header, "Accept": "application/json, application/yaml"}
+    headers = {
+        "Host": target.host_header,
+        "Accept": "application/json, application/yaml",
+        "Accept-Encoding": ACCEPTED_ENCODINGS,
+    }
     params: list[tuple[str, str]] = []
     if same_origin(url, server.base_url):
         # The service's own credentials go only to the service's own origin, never to a third-party host.
@@ -148,12 +153,10 @@ def _fetch(server: Server, timeout: float) -> bytes:
                         )
                     if response.status_code != 200:
                         raise _fail(server, f"HTTP {response.status_code} fetching {safe_url(url)}", "protocol")
-                    body = bytearray()
-                    async for chunk in response.aiter_bytes():
-                        body.extend(chunk)
-                        if len(body) > max_bytes:
-                            raise _fail(server, f"the document is larger than {max_bytes} bytes", "protocol")
-                    return bytes(body)
+                    body, over = await body_read(response, max_bytes)  # bounded as it decompresses
+                    if over:
+                        raise _fail(server, f"the document is larger than {max_bytes} bytes", "protocol")
+                    return body
 
     try:
         return run_async(fetch)

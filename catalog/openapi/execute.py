@@ -21,6 +21,7 @@ import mcp_types as types
 from catalog.egress import EgressRefused, EgressTarget, egress_resolved, same_origin
 from catalog.upstream import UpstreamError, safe_url
 
+from .body import ACCEPTED_ENCODINGS, body_read
 from .credentials import cookie_header, credentials_for
 from .document import BINDING_KEY, IGNORED_HEADERS, climbs
 
@@ -198,6 +199,7 @@ async def openapi_call(
     else:
         target = await _checked(server, request["url"])
     request["headers"]["Host"] = target.host_header
+    request["headers"]["Accept-Encoding"] = ACCEPTED_ENCODINGS  # what body_read decompresses under its bound
     extensions = {"sni_hostname": target.host} if request["url"].startswith("https:") else {}
     limit = max(0, max_bytes - ENVELOPE_BYTES)
     try:
@@ -219,14 +221,7 @@ async def openapi_call(
                             is_error=True,
                             structured={"status": response.status_code},
                         )
-                    body = bytearray()
-                    truncated = False
-                    async for chunk in response.aiter_bytes():
-                        body.extend(chunk)
-                        if len(body) > limit:
-                            truncated = True
-                            del body[limit:]
-                            break
+                    body, truncated = await body_read(response, limit)  # bounded as it decompresses
                     logger.info(
                         "openapi %s %s %s -> %s",
                         server.slug,
@@ -236,7 +231,7 @@ async def openapi_call(
                     )
                     content_type = response.headers.get("content-type", "")
                     return response_result(
-                        response.status_code, content_type, bytes(body), truncated=truncated, max_bytes=max_bytes
+                        response.status_code, content_type, body, truncated=truncated, max_bytes=max_bytes
                     )
     except (TimeoutError, httpx.TimeoutException) as exc:
         raise _fail(server, f"timed out after {timeout:g}s calling {request['method']}", "timeout") from exc

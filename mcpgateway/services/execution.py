@@ -152,7 +152,10 @@ class ExecutionPlan:
 
 
 def _principal_key(principal: Principal) -> str:
-    return f"u{principal.user.pk}|a:{principal.agent}|t:{principal.tenant}"
+    """Whose idempotency keys: one token's (a session's: its person's). A key is answered before the approval gate,
+    and an approval is the requesting token's: a key space shared by a person's tokens replayed a call one token
+    ran with its approval to another token that had none (T5, T12)."""
+    return f"u{principal.user.pk}|a:{principal.agent}|t:{principal.tenant}|k:{principal.token_ref}"
 
 
 def _sentence(text: str) -> str:

@@ -10,8 +10,10 @@ prefix are the gateway's to set, never an upstream's. The result's ``_meta`` the
 descriptions and the server instructions tell the model the same in words.
 
 A resource link whose URI is not an http or https URL naming a public host (``javascript:``, ``file:``, ``data:``,
-a bare path, ``http://169.254.169.254/``) is dropped, and so is such an icon of a link kept; a text block says how
-many were: a model or the host showing the link would follow it somewhere no tool result should send it.
+a bare path, ``http://169.254.169.254/``) is dropped, and so is such an icon of a link kept (an inline raster image
+is fine, an inline SVG is not: it can carry script); a text block says how many were: a model or the host showing
+the link would follow it somewhere no tool result should send it. An embedded resource under such a URI loses
+the URI the same way: its text is passed on as a text block, a binary one is dropped.
 """
 
 from __future__ import annotations
@@ -66,8 +68,16 @@ def result_for_model(result: types.CallToolResult, *, tool_id: str) -> types.Cal
     assert isinstance(cleaned, dict)
     content = _without_reserved_meta(cleaned.get("content") or [])
     cleaned["content"] = content
-    kept = [block for block in content if not (_is_link(block) and _refused(block.get("uri")))]
-    dropped = len(content) - len(kept)
+    kept, dropped = [], 0
+    for block in content:
+        if _is_link(block) and _refused(block.get("uri")):
+            dropped += 1
+        elif _is_embedded(block) and _refused(block["resource"].get("uri")):
+            dropped += 1  # its URI goes; its text stays, as plain text (a binary one goes too)
+            if isinstance(block["resource"].get("text"), str):
+                kept.append({"type": "text", "text": block["resource"]["text"]})
+        else:
+            kept.append(block)
     for block in kept:
         if _is_link(block) and isinstance(block.get("icons"), list):
             icons = [icon for icon in block["icons"] if not _refused(icon.get("src"), images=True)]
@@ -89,18 +99,34 @@ def _is_link(block: Any) -> bool:
     return isinstance(block, dict) and block.get("type") == "resource_link"
 
 
+def _is_embedded(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("type") == "resource" and isinstance(block.get("resource"), dict)
+
+
 def _refused(uri: Any, *, images: bool = False) -> bool:
-    """Whether a link's URI (or an icon's, ``images``: an inline ``data:image/`` one is fine too) is anything but an
+    """Whether a link's URI (or an icon's, ``images``: an inline raster image is fine too) is anything but an
     http(s) URL naming a public host. A private, loopback or link-local address, however spelt, or localhost is
     refused: a host that shows the link (or fetches the icon) would reach inside the user's own network, the
     cloud metadata address or a router's admin page. A name is not resolved: what it resolves to is the client's
     business, on the client's network."""
     text = str(uri or "")
-    if images and text.lower().startswith("data:image/"):
-        return False
+    if images and text.lower().startswith("data:"):
+        return _data_media_type(text) not in INLINE_IMAGE_TYPES
     # Read both ways: a browser takes a backslash for "/" in an http(s) URL (http://127.0.0.1\@example.com goes to
     # 127.0.0.1), other clients as part of the user name (http://example.com\@127.0.0.1 goes to 127.0.0.1).
     return any(_refused_as_read(spelling) for spelling in {text, text.replace("\\", "/")})
+
+
+# Raster images only: an SVG is a document that can carry script (a host opening it, or inlining it, runs it).
+INLINE_IMAGE_TYPES = frozenset(
+    ("image/png", "image/jpeg", "image/gif", "image/webp", "image/avif", "image/bmp", "image/x-icon")
+)
+
+
+def _data_media_type(text: str) -> str:
+    """The media type of a ``data:`` URL, lower case (``data:image/png;base64,...`` is image/png). A tab or line
+    break inside it stays, and so matches no type: a browser removes them (``image/s\tvg+xml`` is an SVG)."""
+    return text[len("data:") :].split(",", 1)[0].split(";", 1)[0].strip(" ").lower()
 
 
 def _refused_as_read(text: str) -> bool:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
+import gzip
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -222,6 +224,19 @@ class Recorded:
         return json.loads(self.body)
 
 
+BOMB_BYTES = 64 * 1024 * 1024
+
+
+@functools.cache
+def gzip_bomb() -> bytes:
+    """64 MB of one byte, gzip-compressed to some 64 kB: about what a client receives in one read."""
+    return gzip.compress(b"x" * BOMB_BYTES, compresslevel=9)
+
+
+def _gzipped(body: bytes) -> Response:
+    return Response(body, media_type="application/json", headers={"Content-Encoding": "gzip"})
+
+
 @dataclass
 class PetService:
     """The service's state: received requests, the expected bearer token, where /moved redirects to."""
@@ -230,6 +245,7 @@ class PetService:
     redirect_to: str = "http://127.0.0.1:9/elsewhere"
     requests: list[Recorded] = field(default_factory=list)
     served_document: dict[str, Any] = field(default_factory=document)
+    big_as_gzip_bomb: bool = False  # /big answers with gzip_bomb()
 
     def calls(self, method: str | None = None, path_prefix: str = "/") -> list[Recorded]:
         return [
@@ -281,7 +297,11 @@ class PetService:
                 await asyncio.sleep(3)
                 return JSONResponse({"done": True})
             if path == "/big":
-                return PlainTextResponse("x" * 200_000)
+                return _gzipped(gzip_bomb()) if self.big_as_gzip_bomb else PlainTextResponse("x" * 200_000)
+            if path == "/bomb.json":
+                return _gzipped(gzip_bomb())
+            if path == "/gzipped.json":
+                return _gzipped(gzip.compress(json.dumps(self.served_document).encode()))
             if path == "/boom":
                 return PlainTextResponse("internal failure: database is down", status_code=500)
             if path == "/moved":

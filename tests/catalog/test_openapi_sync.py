@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,7 +13,7 @@ from catalog.choices import SyncStatus, Transport
 from catalog.models import Server, Tool, ToolRevision
 from catalog.services.sync import server_sync
 
-from .openapi_service import CREDENTIALS, KEY_ENV, TOKEN_ENV, PetService, document, start_pet_service
+from .openapi_service import CREDENTIALS, KEY_ENV, TOKEN_ENV, PetService, document, gzip_bomb, start_pet_service
 
 
 @pytest.fixture(scope="module")
@@ -224,6 +225,28 @@ def test_a_document_sent_a_little_at_a_time_is_cut_at_the_timeout(service, make_
     run = server_sync(server_pk=server.pk)
     assert run.status == SyncStatus.FAILED and "timed out fetching the document" in run.error
     assert not Tool.objects.filter(server=server).exists()
+
+
+def test_a_compressed_document_is_bounded_by_what_it_decompresses_to(service, make_server, settings):
+    """T13: httpx decompressed each received chunk whole before the size check saw it, so some 64 kB of a gzip bomb
+    became some 64 MB in memory, however low the document bound. The body is now decompressed as it arrives, never
+    past the bound; a document sent gzip-compressed within it is read as before."""
+    live, pets = service
+    settings.SCOUT_OPENAPI_MAX_DOCUMENT_BYTES = 1024 * 1024
+    server = _server(make_server, live.url, openapi_document="", openapi_url=f"{live.url}/gzipped.json")
+    assert server_sync(server_pk=server.pk).added == 10
+    assert pets.requests[-1].headers["accept-encoding"] == "gzip, deflate"
+
+    Server.objects.filter(pk=server.pk).update(openapi_url=f"{live.url}/bomb.json")
+    gzip_bomb()  # compressed before memory is measured
+    tracemalloc.start()
+    try:
+        run = server_sync(server_pk=server.pk)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert run.status == SyncStatus.FAILED and "the document is larger than 1048576 bytes" in run.error
+    assert peak < 16 * 1024 * 1024, f"{peak} bytes at the peak for a 1 MB bound"
 
 
 def test_document_url_redirect_is_not_followed(service, make_server):

@@ -156,3 +156,46 @@ def test_real_worker_runs_a_sync_task_end_to_end(make_server):
             assert result.id
     finally:
         celery_app.conf.task_always_eager = django_settings.CELERY_TASK_ALWAYS_EAGER
+
+
+# A stdio "server" that dies before it answers, writing a forged log line and a terminal escape to its stderr.
+LOUD_EXIT = (
+    "import sys; sys.stderr.write('disk full\\n2026-01-01 00:00:00,000 WARNING governance.audit FORGED approved\\n"
+    "\\x1b[2J'); sys.exit(1)"
+)
+
+
+@pytest.mark.celery_worker
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(
+    not WORKER_TESTS,
+    reason="starts a real Celery worker on Redis: set SCOUT_CELERY_WORKER_TESTS=1 and REDIS_URL (CI sets both)",
+)
+@pytest.mark.django_db(transaction=True)
+def test_a_workers_log_never_carries_a_line_of_an_upstreams_making(make_server):
+    """T15: a sync's failure is logged with the dying server's stderr; the worker logs through Celery's handlers,
+    not settings.LOGGING's, and wrote it as it came: a forged log line and a terminal escape."""
+    import sys
+
+    celery_app.conf.task_always_eager = False
+    server = make_server("loud", command=sys.executable, args=["-c", LOUD_EXIT])
+    queue = f"scout-test-{uuid.uuid4().hex[:12]}"
+    env = {**os.environ, **_worker_database_env(), "SECRET_KEY": "celery-worker-test"}
+    sync_server.apply_async((server.pk, "worker"), queue=queue)
+    try:
+        with celery_worker(env, queue=queue, name=queue) as worker:
+            deadline = time.monotonic() + 90
+            run = None
+            while run is None or run.status == SyncStatus.RUNNING:
+                assert worker.poll() is None, f"the worker exited early:\n{worker.stdout.read()}"
+                assert time.monotonic() < deadline, "the worker did not finish the sync in time"
+                time.sleep(0.2)
+                run = SyncRun.objects.filter(server=server, source="worker").first()
+        log = worker.stdout.read()
+    finally:
+        celery_app.conf.task_always_eager = django_settings.CELERY_TASK_ALWAYS_EAGER
+    assert run.status == SyncStatus.FAILED and "FORGED" in run.error
+    [line] = [line for line in log.splitlines() if "sync of loud failed" in line]
+    assert "disk full\\n2026-01-01 00:00:00,000 WARNING governance.audit FORGED approved" in line, log
+    assert "FORGED" not in log.replace(line, "") and "\x1b" not in log, log

@@ -170,3 +170,40 @@ def test_an_approval_is_bound_to_the_requesting_token_not_only_the_user(gateway,
     owner = run(lambda: ask(setup["token"], approval_id))  # positive control: the requesting token runs it
     assert not owner.is_error, _text(owner)
     assert faulty_calls(faulty_call_log, "record_note") == 1
+
+
+def test_an_approved_calls_result_is_never_replayed_to_another_token_by_its_idempotency_key(
+    gateway, setup, faulty_call_log
+):
+    """T5, T12: an idempotency key is answered before the approval gate, and keys were shared by a person's tokens
+    (person, agent, tenant): another token of the same person sending the call with the same key got the result of
+    the call the first token ran with its approval, without any approval of its own. Keys are now the token's: the
+    other token is asked for an approval; the first still gets its stored result."""
+    from django.contrib.auth import get_user_model
+
+    member = get_user_model().objects.get(username="gw_member")
+    other_token = make_token(member)
+    arguments = {"note": "rotate the keys"}
+
+    async def ask(token: str, approval_id: str | None = None) -> Any:
+        async with mcp_client(gateway, token, mode=MODERN) as client:
+            payload = {"tool_id": TOOL, "arguments": arguments, "idempotency_key": "rotate-1"}
+            if approval_id:
+                payload["approval_id"] = approval_id
+            return await client.call_tool("execute_tool", payload)
+
+    first = run(lambda: ask(setup["token"]))
+    approval_id = first.structured_content["approval_id"]
+    assert _admin_approve(gateway.url, first.structured_content["approval_url"], "gw_approver").status_code == 302
+    owner = run(lambda: ask(setup["token"], approval_id))
+    assert not owner.is_error, _text(owner)
+    assert faulty_calls(faulty_call_log, "record_note") == 1
+
+    other = run(lambda: ask(other_token))
+    assert other.is_error and other.structured_content.get("approval_required"), _text(other)
+    assert _text(owner) not in _text(other)
+    assert faulty_calls(faulty_call_log, "record_note") == 1
+
+    again = run(lambda: ask(setup["token"], approval_id))  # the owner's retry: its stored result, no second run
+    assert not again.is_error and _text(again) == _text(owner)
+    assert faulty_calls(faulty_call_log, "record_note") == 1

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 from typing import Any
 
 import anyio
@@ -88,6 +90,31 @@ def test_crash_mid_call_errors_is_not_retried_and_the_server_restarts(gateway, t
     assert len(pids) == 2  # a new process answered after the crash
     event = AuditEvent.objects.get(event_type="execution", tool_ref="faulty::crash")
     assert event.outcome == "unknown"
+
+
+def test_an_upstreams_stderr_never_forges_a_log_line_or_reaches_a_terminal_raw(gateway, token):
+    """T15: a dying stdio server's stderr (its last 1500 characters) is part of the error Scout logs, and it was
+    logged as written: a line break started a log line of the server's own making (a forged audit line), a carriage
+    return and a terminal escape reached whoever read the log in a terminal. Every log line is now one line, control
+    characters escaped; the text itself is kept."""
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            return await client.call_tool("execute_tool", {"tool_id": "faulty::crash_loud", "arguments": {}})
+
+    console = next(handler for handler in logging.getLogger().handlers if handler.get_name() == "console")
+    written = io.StringIO()
+    stream = console.setStream(written)  # the log as the gateway writes it (settings.LOGGING's console handler)
+    try:
+        crashed = run(main)
+    finally:
+        console.setStream(stream)
+    assert crashed.is_error and crashed.structured_content["upstream_failure"] == "closed"
+    log = written.getvalue()
+    [line] = [line for line in log.splitlines() if "faulty::crash_loud failed upstream" in line]
+    assert "disk full\\n2026-01-01 00:00:00,000 INFO governance.audit FORGED approval granted" in line
+    assert "FORGED" not in log.replace(line, "")  # no line of the upstream's own
+    assert not [char for char in ("\r", "\x1b") if char in log]
 
 
 def test_ten_megabyte_result_is_capped(gateway, token, faulty_call_log):

@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import json
 import logging
+import tracemalloc
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 
-from tests.catalog.openapi_service import CREDENTIALS, KEY_ENV, TOKEN_ENV, PetService, document, start_pet_service
+from tests.catalog.openapi_service import (
+    CREDENTIALS,
+    KEY_ENV,
+    TOKEN_ENV,
+    PetService,
+    document,
+    gzip_bomb,
+    start_pet_service,
+)
 
 from .conftest import build_index, gateway_db, grant, low_risk, make_token, make_user, mcp_client, run
 
@@ -203,6 +212,25 @@ def test_oversize_response_is_truncated_at_the_cap(gateway, pets, settings):
     assert not result.is_error and result.structured_content == {"status": 200, "truncated": True}
     assert text.endswith("[truncated: the response exceeded the gateway's limit of 8192 bytes]")
     assert len(result.model_dump_json()) <= 8192
+
+
+def test_a_compressed_answer_is_cut_at_the_cap_by_what_it_decompresses_to(gateway, pets, settings, monkeypatch):
+    """T13: httpx decompressed each received chunk whole before the cap saw it, so some 64 kB of a gzip bomb
+    became some 64 MB in the gateway's memory for an 8 kB cap. The answer is now decompressed as it arrives, never
+    past the cap."""
+    settings.SCOUT_MCP_MAX_OUTPUT_BYTES = 8192
+    monkeypatch.setattr(pets["service"], "big_as_gzip_bomb", True)
+    gzip_bomb()  # compressed before memory is measured
+    tracemalloc.start()
+    try:
+        result = execute(gateway, pets["token"], "pets::bigExport", {})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert not result.is_error and result.structured_content == {"status": 200, "truncated": True}
+    assert _text(result).startswith("xxxx") and len(result.model_dump_json()) <= 8192
+    assert pets["service"].calls()[-1].headers["accept-encoding"] == "gzip, deflate"
+    assert peak < 16 * 1024 * 1024, f"{peak} bytes at the peak for an 8 kB cap"
 
 
 def test_redirect_to_another_host_is_not_followed(gateway, pets):

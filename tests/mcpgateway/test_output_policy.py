@@ -174,3 +174,49 @@ def test_reserved_meta_keys_are_dropped_inside_content_and_under_2025_06_18_pref
     text, embedded = result.content
     for meta in (text.meta, embedded.meta, embedded.resource.meta):
         assert meta == {"com.example/trace": "t-1"}
+
+
+def test_an_embedded_resource_under_a_uri_no_link_may_have_loses_the_uri(gateway, token):
+    """C1-27: an embedded resource passed its URI unchecked (``file:``, ``javascript:``, the metadata address),
+    which a host shows and may open like a link. Its URI now goes as a link's would: its text stays, as a text
+    block; a binary one goes; one on a public web host passes unchanged."""
+
+    async def main():
+        async with mcp_client(gateway, token, mode=MODERN) as client:
+            return await client.call_tool("execute_tool", {"tool_id": "faulty::embedded", "arguments": {}})
+
+    result = run(main)
+    assert not result.is_error and _marked(result, "faulty::embedded")
+    embedded = [block for block in result.content if block.type == "resource"]
+    assert [(str(block.resource.uri), block.resource.text) for block in embedded] == [
+        ("https://docs.example.com/r", "page")
+    ]
+    assert _texts(result) == [
+        "body 0",
+        "body 1",
+        "The gateway removed 3 link(s) of this result: only http and https links to public hosts are passed on.",
+    ]
+    serialized = result.model_dump_json().lower()
+    assert not [text for text in ("file:", "javascript", "169.254", "c2vjcmv0") if text in serialized]
+
+
+def test_an_inline_svg_icon_is_dropped_and_an_inline_raster_image_kept(gateway, token):
+    """C1-27: an icon inline as ``data:image/svg+xml`` passed as an image, but an SVG is a document that can carry
+    script; in any case, with a tab inside its type or a space after it, it is now dropped. PNG and JPEG stay."""
+
+    async def main():
+        async with mcp_client(gateway, token, mode=MODERN) as client:
+            return await client.call_tool("execute_tool", {"tool_id": "faulty::svg_icons", "arguments": {}})
+
+    result = run(main)
+    assert not result.is_error
+    [link] = [block for block in result.content if block.type == "resource_link"]
+    assert [icon.src for icon in link.icons] == [
+        "data:image/png;base64,iVBORw0KGgo=",
+        "data:image/jpeg;base64,/9j/4AAQ",
+    ]
+    assert _texts(result) == [
+        "The gateway removed 5 link(s) of this result: only http and https links to public hosts are passed on."
+    ]
+    serialized = result.model_dump_json().lower()
+    assert "onload" not in serialized and "image/svg" not in serialized and "phn2zy" not in serialized

@@ -105,3 +105,30 @@ def test_the_query_log_counts_searches(client, django_user_model, member):
     assert paginator == "3 searches" and "query log</p>" not in html
     html = client.get(reverse("admin:search_querylogentry_changelist"), {"q": "boss"}).content.decode()
     assert " ".join(re.search(r'<p class="paginator">(.*?)</p>', html, re.S).group(1).split()) == "1 search"
+
+
+def test_what_followed_is_shown_only_for_the_tools_the_reader_may_open(client, django_user_model, member):
+    """Z12: an entry's page said how the calls of each returned tool ended, also for a tool the reader may not open
+    (another tenant's, shown as plain text): whether it was called and whether that failed. Now only for the tools
+    linked; the others read "—"."""
+    from governance.models import ServerTenant
+    from tests.governance.factories import tenant_with
+
+    curator = django_user_model.objects.create_user(username="cur", is_staff=True)
+    curator.groups.add(Group.objects.get(name=CURATORS))
+    tenant_with("alpha", curator, member)
+    ours = ToolFactory(server=ServerFactory(slug="mail"), name="send_email")
+    theirs = ToolFactory(server=ServerFactory(slug="bravo-mail"), name="send")
+    ServerTenant.objects.create(server=theirs.server, tenant=tenant_with("bravo"))
+    _log(member, "send a mail", ours, theirs)
+    for tool, outcome in ((ours, SearchOutcomeKind.SUCCESS), (theirs, SearchOutcomeKind.UPSTREAM_ERROR)):
+        assert search_outcome_record(principal=principal_for_user(member), tool=tool, outcome=outcome) is not None
+    client.force_login(curator)
+    entry = QueryLogEntry.objects.get(query="send a mail")
+    html = client.get(reverse("admin:search_querylogentry_change", args=[entry.pk])).content.decode()
+    rows = re.findall(
+        r'<tr class="ranked-tool"><td>\d+</td><td>(.*?)</td><td>[^<]*</td><td class="([^"]+)">([^<]*)</td>', html
+    )
+    assert [(state, followed) for _, state, followed in rows] == [("called", "called: Succeeded"), ("not-shown", "—")]
+    assert rows[1][0] == theirs.tool_id  # named as returned, never linked
+    assert "Upstream error" not in html

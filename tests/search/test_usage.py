@@ -86,6 +86,15 @@ def test_redacted_mode_masks_tokens_without_digits_or_split_by_punctuation(world
     assert [piece for piece in pieces if piece in stored] == []
 
 
+@pytest.mark.parametrize("address", ["alice.jones@localhost", "bob.smith@intranet", '"bob smith"@example.com'])
+def test_redacted_mode_masks_addresses_on_a_one_label_host_or_with_a_quoted_name(world, settings, address):
+    """The redacted mode says it masks e-mail addresses; one whose host has no dot, or whose name is quoted,
+    was stored as written."""
+    settings.SCOUT_QUERY_LOG = "redacted"
+    stored = QueryLogEntry.objects.get(pk=_log(world["member"], query=f"mail {address} the report").pk).query
+    assert stored == "mail <email> the report"
+
+
 def test_redacted_mode_keeps_ordinary_words():
     for text in (
         "internationalization settings for the read-only-database-connection",

@@ -1,0 +1,28 @@
+"""One log record, one line (T15).
+
+Log messages carry text Scout did not write: an upstream's error message, the tail of a dying server's stderr, a
+document's parse error. Written as it came, a line break in it started a log line of the upstream's making (a
+forged ``governance.audit ... approved``), and a carriage return or a terminal escape reached whoever read the log
+in a terminal. ``OneLineMessages`` escapes every control character of a message (``\\n``, ``\\x1b``) and the
+Unicode line separators and bidi controls, so each record stays one line, read as written; the text is kept.
+A traceback logged with a record keeps its lines (its last one may still quote such text).
+"""
+
+from __future__ import annotations
+
+import logging
+
+_ESCAPES: dict[int, str] = {code: f"\\x{code:02x}" for code in (*range(0x20), 0x7F, *range(0x80, 0xA0))}
+_ESCAPES.update({0x09: "\t", 0x0A: "\\n", 0x0D: "\\r"})  # a tab breaks no line: kept
+_ESCAPES.update({code: f"\\u{code:04x}" for code in (0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A))})
+
+
+class OneLineMessages(logging.Filter):
+    """A handler's filter: the record's message with its control characters escaped (see the module)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        escaped = message.translate(_ESCAPES)
+        if escaped != message:
+            record.msg, record.args = escaped, None
+        return True
