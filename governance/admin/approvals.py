@@ -213,7 +213,7 @@ class ApprovalRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmi
         if obj is None:
             raise Http404("No such approval request")
         form = ApprovalDecisionForm(request.POST or None)
-        status = 200
+        status, reason_missing = 200, False
         if request.method == "POST" and form.is_valid():
             approve = "_approve" in request.POST
             if not approve and "_deny" not in request.POST:
@@ -226,6 +226,7 @@ class ApprovalRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmi
                 except ApprovalError as exc:
                     messages.error(request, str(exc))
                     status = 403 if exc.code in ("self_approval", "forbidden") else 409
+                    reason_missing = exc.code == "reason_required"
                 else:
                     # The id is an opaque token in lower case: never first in the sentence, never capitalised.
                     if approve:
@@ -249,6 +250,7 @@ class ApprovalRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmi
             "risk": risk_badge(obj.risk_class, obj.get_risk_class_display()),
             "annotations": _pre(json.dumps(obj.tool.annotations or {}, indent=2, sort_keys=True)),
             "can_decide": can_decide,
+            "reason_missing": reason_missing,  # a denial without a reason: the box is marked, what was typed kept
             "related": self._related_links(request, obj),
         }
         return render(request, "admin/governance/approvalrequest/decide.html", context, status=status)

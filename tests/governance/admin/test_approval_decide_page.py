@@ -107,3 +107,29 @@ def test_an_approvers_history_lists_what_they_decided(client, approver, pending,
     mine = client.get(inbox, {"decided": "me"}).context["cl"].result_list
     assert [request.pk for request in mine] == [pending.pk]
     assert other.pk in [request.pk for request in client.get(inbox).context["cl"].result_list]
+
+
+def test_the_call_is_read_before_the_buttons_that_decide_it(client, approver, pending):
+    """The buttons come after the call they decide: who asked and the exact arguments are above them (on a
+    phone the buttons came first and the arguments two screens below them)."""
+    client.force_login(approver)
+    html = client.get(reverse("admin:governance_approvalrequest_change", args=[pending.pk])).content.decode()
+    call = html.index('id="decide-call"')
+    assert call < html.index('id="decide-arguments"') < html.index('name="_approve"')
+    asker = html.split('id="decide-asker"', 1)[1].split("</p>", 1)[0]
+    assert "Asked by <strong>member</strong>" in asker
+    assert "&quot;name&quot;: &quot;repo&quot;" in html.split('id="decide-arguments"', 1)[1].split("</div>", 1)[0]
+
+
+def test_a_denial_without_a_reason_marks_the_box_and_keeps_the_page(client, approver, pending):
+    client.force_login(approver)
+    page = reverse("admin:governance_approvalrequest_change", args=[pending.pk])
+    response = client.post(page, {"reason": "  ", "_deny": "1"})
+    html = response.content.decode()
+    assert response.status_code == 409
+    box = html.split('<textarea name="reason"', 1)[1].split(">", 1)[0]
+    assert 'aria-invalid="true"' in box and "autofocus" in box
+    assert 'id="reason-missing"' in html
+    pending.refresh_from_db()
+    assert pending.status == ApprovalStatus.PENDING
+    assert 'aria-invalid="true"' not in client.get(page).content.decode()  # only after a refused denial
