@@ -233,7 +233,7 @@ class ApprovalRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmi
                         text = f"Approved {obj.approval_id}: the agent may now make this exact call once."
                     else:
                         text = f"Denied {obj.approval_id}: the agent is told your reason."
-                    messages.success(request, text)
+                    messages.success(request, format_html("{} {}", text, _next_waiting(request, obj)))
                     return HttpResponseRedirect(reverse("admin:governance_approvalrequest_changelist"))
         can_decide = obj.status == ApprovalStatus.PENDING and obj.expires_at > timezone.now()
         context = {
@@ -254,6 +254,29 @@ class ApprovalRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmi
             "related": self._related_links(request, obj),
         }
         return render(request, "admin/governance/approvalrequest/decide.html", context, status=status)
+
+
+def _next_waiting(request: HttpRequest, decided: ApprovalRequest):
+    """The next request waiting for this approver (the inbox's first other pending one they may decide), linked to
+    its decide page: one click to the next decision, not back through the inbox (whose tool column a phone scrolls
+    out of view)."""
+    waiting = (
+        approval_requests_for_approver(user=request.user)
+        .filter(status=ApprovalStatus.PENDING, expires_at__gt=timezone.now())
+        .exclude(pk=decided.pk)
+        .exclude(requester=request.user)  # their own: someone else decides it
+    )
+    following = waiting.first()
+    if following is None:
+        return "Nothing else waits for you."
+    more = waiting.count() - 1
+    return format_html(
+        'Next: <a id="next-approval" href="{}">{}, {} risk</a>{}.',
+        reverse("admin:governance_approvalrequest_decide", args=[following.pk]),
+        following.tool.tool_id,
+        following.get_risk_class_display().lower(),
+        f" ({more} more waiting)" if more else "",
+    )
 
 
 def _all_pending_first():

@@ -133,3 +133,24 @@ def test_a_denial_without_a_reason_marks_the_box_and_keeps_the_page(client, appr
     pending.refresh_from_db()
     assert pending.status == ApprovalStatus.PENDING
     assert 'aria-invalid="true"' not in client.get(page).content.decode()  # only after a refused denial
+
+
+def test_after_a_decision_the_message_leads_to_the_next_waiting_request(
+    client, approver, pending, member_token, mutating_tool
+):
+    """One click from a decision to the next one, not back through the inbox; the approver's last one says so."""
+    _, _, principal = member_token
+    following = approval_request_create(principal=principal, tool=mutating_tool, arguments={"name": "other"})
+    client.force_login(approver)
+    response = client.post(
+        reverse("admin:governance_approvalrequest_change", args=[pending.pk]), {"_approve": "1"}, follow=True
+    )
+    message = [str(m) for m in response.context["messages"]][0]
+    decide = reverse("admin:governance_approvalrequest_decide", args=[following.pk])
+    assert message.startswith(f"Approved {pending.approval_id}")
+    assert f'Next: <a id="next-approval" href="{decide}">github::delete_repo, high risk</a>.' in message
+    assert f'href="{decide}"' in response.content.decode()  # rendered as a link, not escaped text
+
+    response = client.post(decide, {"reason": "one is enough", "_deny": "1"}, follow=True)
+    message = [str(m) for m in response.context["messages"]][0]
+    assert message.endswith("Nothing else waits for you.") and "next-approval" not in message
