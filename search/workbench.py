@@ -22,6 +22,8 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import path, reverse
 from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.http import urlencode
 
 from catalog.cachesafe import cache_call
 from catalog.models import Server, Tool, ToolExample, ToolNegativeExample
@@ -212,7 +214,8 @@ class AttachForm(forms.Form):
         # someone who may shape what every tenant shares (``servers_shaped_by``).
         managed = Server.objects.filter(servers_visible_to_operator(user=self.user))
         tool_id = self.cleaned_data["tool_id"]
-        tool = Tool.objects.filter(tool_id=tool_id, removed_at__isnull=True, server__in=managed.values("pk")).first()
+        tools = Tool.objects.filter(removed_at__isnull=True, server__in=managed.values("pk"))
+        tool = tools.filter(tool_id=tool_id).first()
         if tool is None:
             raise forms.ValidationError(f"no tool “{tool_id}” in the catalog")
         if not Server.objects.filter(servers_shaped_by(user=self.user), pk=tool.server_id).exists():
@@ -247,14 +250,20 @@ def workbench_view(request: HttpRequest) -> HttpResponse:
             elif after != before:
                 messages.success(
                     request,
-                    f"Added “{text}” as {what} of {tool.tool_id}. It is searchable now: the index was updated.",
-                )
+                    format_html(
+                        "Added “{}” as {} of {}. It is searchable now: the index was updated. {}",
+                        text, what, tool.tool_id, _check_link(text, tool),
+                    ),
+                )  # fmt: skip
             else:
                 messages.success(
                     request,
-                    f"Added “{text}” as {what} of {tool.tool_id}. The index update is queued; "
-                    "it is searchable as soon as a worker runs it (usually within a second).",
-                )
+                    format_html(
+                        "Added “{}” as {} of {}. The index update is queued; it is searchable as soon as a worker "
+                        "runs it (usually within a second). {}",
+                        text, what, tool.tool_id, _check_link(text, tool),
+                    ),
+                )  # fmt: skip
             return HttpResponseRedirect(reverse("search_workbench") + _keep_filters(request))
         problems = "; ".join(error for errors in form.errors.values() for error in errors)
         messages.error(request, f"Not added to any tool: {problems}. Your entry is kept below.")
@@ -278,6 +287,18 @@ def workbench_view(request: HttpRequest) -> HttpResponse:
         "failed": failed,  # the attach that was refused: its row shows what was typed, to correct
     }
     return render(request, "admin/search/workbench.html", context)
+
+
+def _check_link(text: str, tool: Tool) -> str:
+    """The attached request in the search preview (among every tool, as the workbench's "try in the preview"): the
+    curator sees where the tool ranks for it now, without typing it again."""
+    query = urlencode({"query": text, "top_k": 10, "scope": "every"})
+    return format_html(
+        '<a id="attached-preview" href="{}?{}">See where {} ranks for it now</a>.',
+        reverse("search_preview"),
+        query,
+        tool.tool_id,
+    )
 
 
 def _keep_filters(request: HttpRequest) -> str:
