@@ -10,6 +10,7 @@ as an example request (or a negative query); the tool is reindexed at once, so t
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -217,12 +218,29 @@ class AttachForm(forms.Form):
         tools = Tool.objects.filter(removed_at__isnull=True, server__in=managed.values("pk"))
         tool = tools.filter(tool_id=tool_id).first()
         if tool is None:
-            raise forms.ValidationError(f"no tool “{tool_id}” in the catalog")
+            raise forms.ValidationError(f"no tool “{tool_id}” in the catalog{_did_you_mean(tool_id, tools)}")
         if not Server.objects.filter(servers_shaped_by(user=self.user), pk=tool.server_id).exists():
             raise forms.ValidationError(
                 f"“{tool_id}” is on a server every tenant shares: a superuser curates its tools"
             )
         return tool
+
+
+def _did_you_mean(typed: str, tools: QuerySet[Tool]) -> str:
+    """The closest ids among ``tools`` to a mistyped one, or to a tool's name typed without its server, as
+    " (did you mean git::git_reset?)"; "" when none is close."""
+    ids = list(tools.values_list("tool_id", flat=True))
+    close = [tool_id for tool_id in ids if tool_id.partition("::")[2] == typed]
+    if not close:
+        matcher, scored = difflib.SequenceMatcher(b=typed), []
+        for tool_id in ids:  # as difflib.get_close_matches, which drops the scores
+            matcher.set_seq1(tool_id)
+            if matcher.real_quick_ratio() >= 0.75 and matcher.quick_ratio() >= 0.75 and matcher.ratio() >= 0.75:
+                scored.append((matcher.ratio(), tool_id))
+        best = max((score for score, _ in scored), default=0)
+        # Only the clear winners: ids of one server share their prefix, which alone makes them look alike.
+        close = [tool_id for score, tool_id in sorted(scored, reverse=True) if score >= best - 0.1]
+    return f" (did you mean {' or '.join(close[:3])}?)" if close else ""
 
 
 def _check_permission(request: HttpRequest) -> None:

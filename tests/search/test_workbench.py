@@ -92,6 +92,22 @@ def test_unknown_tool_is_refused_with_a_message_and_the_entry_kept(client, curat
     assert '<option value="negative" selected>' in row
 
 
+def test_a_mistyped_tool_id_is_answered_with_the_closest_ones(client, curator, member):
+    """A typo, or a tool's name without its server, names the tool meant: a withheld request has no returned tools
+    to pick from, so the curator types the id."""
+    from tests.search.factories import ToolFactory
+
+    reset = ToolFactory(name="git_reset")
+    ToolFactory(name="git_log", server=reset.server)
+    _log(member, WITHHELD, Confidence.NONE)
+    client.force_login(curator)
+    for typed in (reset.tool_id.replace("reset", "rest"), "git_reset"):
+        response = client.post(reverse(WORKBENCH), {"text": WITHHELD, "tool_id": typed, "kind": "example"})
+        assert f"no tool “{typed}” in the catalog (did you mean {reset.tool_id}?)" in response.content.decode()
+    response = client.post(reverse(WORKBENCH), {"text": WITHHELD, "tool_id": "weather::forecast", "kind": "example"})
+    assert "no tool “weather::forecast” in the catalog. Your entry" in response.content.decode()  # nothing close
+
+
 def test_an_attached_request_links_to_the_preview_that_checks_it(client, curator, member):
     from urllib.parse import parse_qs, urlsplit
 
