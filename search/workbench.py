@@ -177,6 +177,19 @@ def _link_returned(groups: list[RequestGroup], *, user) -> None:
         ]
 
 
+def workbench_reason(entry: QueryLogEntry, *, user) -> str:
+    """Why the workbench lists this search for ``user`` ("withheld", "low", "unfollowed"), or "" when it does not:
+    answered with confidence and followed by a call, emptied by the caller's own filters or access, or its words
+    already attached to a tool ``user`` may curate."""
+    if entry.empty_reason in NOT_GAPS:
+        return ""
+    if entry.confidence not in (Confidence.NONE, Confidence.LOW) and entry.outcomes.exists():
+        return ""
+    if not _unhandled([RequestGroup(key="", text=entry.query, latest=entry.created_at)], user=user):
+        return ""
+    return _reason(entry)
+
+
 def _reason(entry: QueryLogEntry) -> str:
     if entry.confidence == Confidence.NONE:
         return "withheld"
