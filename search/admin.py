@@ -145,7 +145,7 @@ class QueryLogEntryAdmin(ReadOnlyAdmin, admin.ModelAdmin[QueryLogEntry]):
     # The returned tools as a ranked table (each linked where the reader may open it, with the calls that followed),
     # not the logged JSON.
     readonly_fields = [
-        {"user": "asker", "results": "ranked_tools"}.get(f.name, f.name)
+        {"user": "asker", "results": "ranked_tools", "degraded": "degraded_answer"}.get(f.name, f.name)
         for f in QueryLogEntry._meta.fields
         if f.name != "principal_key"
     ]
@@ -225,6 +225,11 @@ class QueryLogEntryAdmin(ReadOnlyAdmin, admin.ModelAdmin[QueryLogEntry]):
     @admin.display(description="when", ordering="created_at")
     def when(self, obj: QueryLogEntry) -> str:
         return compact_time(obj.created_at)
+
+    @admin.display(description="degraded")
+    def degraded_answer(self, obj: QueryLogEntry) -> str:
+        # In words, not Django's red cross: a search that ran in full is the normal case, not an error.
+        return "yes: ranked by words only (the meaning model or the index was unavailable)" if obj.degraded else "no"
 
     @admin.display(description="degraded", ordering="degraded")
     def degraded_column(self, obj: QueryLogEntry) -> str:

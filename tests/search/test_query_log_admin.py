@@ -153,3 +153,18 @@ def test_a_search_that_needs_a_curator_leads_to_the_preview_and_the_workbench(cl
     client.force_login(operator)
     response = client.get(pizza)
     assert response.status_code == 200 and set(_links(response.content.decode())) == {"entry-preview"}
+
+
+def test_an_entry_page_says_degraded_in_words_not_with_an_error_cross(client, django_user_model, member):
+    """A search that ran in full is the normal case: "no", not Django's red cross for False."""
+    for degraded in (False, True):
+        query_log_record(principal=principal_for_user(member), query=f"degraded {degraded}", confidence="high",
+                         degraded=degraded, results=[], backend="embedded", latency_ms=4)  # fmt: skip
+    curator = django_user_model.objects.create_user(username="cur", is_staff=True)
+    curator.groups.add(Group.objects.get(name=CURATORS))
+    client.force_login(curator)
+    for degraded, said in ((False, "no"), (True, "yes: ranked by words only")):
+        entry = QueryLogEntry.objects.get(query=f"degraded {degraded}")
+        html = client.get(reverse("admin:search_querylogentry_change", args=[entry.pk])).content.decode()
+        row = html.split("Degraded:</label>", 1)[1].split("</div>", 1)[0]
+        assert said in row and "icon-" not in row
