@@ -14,6 +14,7 @@ from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+from django.utils.http import urlencode
 from django.utils.text import Truncator
 
 from catalog.admin.display import compact_time
@@ -144,11 +145,12 @@ class QueryLogEntryAdmin(ReadOnlyAdmin, admin.ModelAdmin[QueryLogEntry]):
     # The returned tools as a ranked table (each linked where the reader may open it, with the calls that followed),
     # not the logged JSON.
     readonly_fields = [
-        {"user": "asker", "results": "ranked_tools"}.get(f.name, f.name)
+        {"user": "asker", "results": "ranked_tools", "degraded": "degraded_answer"}.get(f.name, f.name)
         for f in QueryLogEntry._meta.fields
         if f.name != "principal_key"
     ]
     fields = readonly_fields
+    change_form_template = "admin/search/querylogentry/change_form.html"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[QueryLogEntry]:
         visible = query_log_visible_to(user=request.user)  # other tenants' requests are theirs (Z12)
@@ -164,6 +166,28 @@ class QueryLogEntryAdmin(ReadOnlyAdmin, admin.ModelAdmin[QueryLogEntry]):
         if entry is not None:
             entry.reader = request  # whose page it is: ``ranked_tools`` links only the tools they may open
         return entry
+
+    def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
+        context["entry_links"] = self._next_steps(request, obj) if obj is not None else []
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
+    def _next_steps(self, request: HttpRequest, entry: QueryLogEntry) -> list[tuple[str, str, str]]:
+        """(label, url, id): where a curator acts on this search, each for who may open it: the preview ranks it
+        now; a search that needs a curator (withheld, low confidence, not followed) is attached in the workbench."""
+        from .preview import PREVIEW_PERMISSION
+        from .workbench import WORKBENCH_PERMISSIONS, workbench_reason
+
+        if not entry.query:  # the log kept no words (SCOUT_QUERY_LOG off)
+            return []
+        links = []
+        if request.user.has_perm(PREVIEW_PERMISSION):
+            query = urlencode({"query": entry.query, "top_k": 10, "scope": "every"})
+            links.append(("Try it in the preview", f"{reverse('search_preview')}?{query}", "entry-preview"))
+        reason = workbench_reason(entry, user=request.user)
+        if reason and request.user.has_perms(WORKBENCH_PERMISSIONS):
+            url = f"{reverse('search_workbench')}?{urlencode({'reason': reason})}"
+            links.append(("Attach it to a tool in the workbench", url, "entry-workbench"))
+        return links
 
     @admin.display(description="tools returned, best first")
     def ranked_tools(self, obj: QueryLogEntry) -> str:
@@ -203,6 +227,11 @@ class QueryLogEntryAdmin(ReadOnlyAdmin, admin.ModelAdmin[QueryLogEntry]):
     @admin.display(description="when", ordering="created_at")
     def when(self, obj: QueryLogEntry) -> str:
         return compact_time(obj.created_at)
+
+    @admin.display(description="degraded")
+    def degraded_answer(self, obj: QueryLogEntry) -> str:
+        # In words, not Django's red cross: a search that ran in full is the normal case, not an error.
+        return "yes: ranked by words only (the meaning model or the index was unavailable)" if obj.degraded else "no"
 
     @admin.display(description="degraded", ordering="degraded")
     def degraded_column(self, obj: QueryLogEntry) -> str:

@@ -10,6 +10,7 @@ as an example request (or a negative query); the tool is reindexed at once, so t
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -22,6 +23,8 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import path, reverse
 from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.http import urlencode
 
 from catalog.cachesafe import cache_call
 from catalog.models import Server, Tool, ToolExample, ToolNegativeExample
@@ -174,6 +177,19 @@ def _link_returned(groups: list[RequestGroup], *, user) -> None:
         ]
 
 
+def workbench_reason(entry: QueryLogEntry, *, user) -> str:
+    """Why the workbench lists this search for ``user`` ("withheld", "low", "unfollowed"), or "" when it does not:
+    answered with confidence and followed by a call, emptied by the caller's own filters or access, or its words
+    already attached to a tool ``user`` may curate."""
+    if entry.empty_reason in NOT_GAPS:
+        return ""
+    if entry.confidence not in (Confidence.NONE, Confidence.LOW) and entry.outcomes.exists():
+        return ""
+    if not _unhandled([RequestGroup(key="", text=entry.query, latest=entry.created_at)], user=user):
+        return ""
+    return _reason(entry)
+
+
 def _reason(entry: QueryLogEntry) -> str:
     if entry.confidence == Confidence.NONE:
         return "withheld"
@@ -212,14 +228,32 @@ class AttachForm(forms.Form):
         # someone who may shape what every tenant shares (``servers_shaped_by``).
         managed = Server.objects.filter(servers_visible_to_operator(user=self.user))
         tool_id = self.cleaned_data["tool_id"]
-        tool = Tool.objects.filter(tool_id=tool_id, removed_at__isnull=True, server__in=managed.values("pk")).first()
+        tools = Tool.objects.filter(removed_at__isnull=True, server__in=managed.values("pk"))
+        tool = tools.filter(tool_id=tool_id).first()
         if tool is None:
-            raise forms.ValidationError(f"no tool “{tool_id}” in the catalog")
+            raise forms.ValidationError(f"no tool “{tool_id}” in the catalog{_did_you_mean(tool_id, tools)}")
         if not Server.objects.filter(servers_shaped_by(user=self.user), pk=tool.server_id).exists():
             raise forms.ValidationError(
                 f"“{tool_id}” is on a server every tenant shares: a superuser curates its tools"
             )
         return tool
+
+
+def _did_you_mean(typed: str, tools: QuerySet[Tool]) -> str:
+    """The closest ids among ``tools`` to a mistyped one, or to a tool's name typed without its server, as
+    " (did you mean git::git_reset?)"; "" when none is close."""
+    ids = list(tools.values_list("tool_id", flat=True))
+    close = [tool_id for tool_id in ids if tool_id.partition("::")[2] == typed]
+    if not close:
+        matcher, scored = difflib.SequenceMatcher(b=typed), []
+        for tool_id in ids:  # as difflib.get_close_matches, which drops the scores
+            matcher.set_seq1(tool_id)
+            if matcher.real_quick_ratio() >= 0.75 and matcher.quick_ratio() >= 0.75 and matcher.ratio() >= 0.75:
+                scored.append((matcher.ratio(), tool_id))
+        best = max((score for score, _ in scored), default=0)
+        # Only the clear winners: ids of one server share their prefix, which alone makes them look alike.
+        close = [tool_id for score, tool_id in sorted(scored, reverse=True) if score >= best - 0.1]
+    return f" (did you mean {' or '.join(close[:3])}?)" if close else ""
 
 
 def _check_permission(request: HttpRequest) -> None:
@@ -247,14 +281,20 @@ def workbench_view(request: HttpRequest) -> HttpResponse:
             elif after != before:
                 messages.success(
                     request,
-                    f"Added “{text}” as {what} of {tool.tool_id}. It is searchable now: the index was updated.",
-                )
+                    format_html(
+                        "Added “{}” as {} of {}. It is searchable now: the index was updated. {}",
+                        text, what, tool.tool_id, _check_link(text, tool),
+                    ),
+                )  # fmt: skip
             else:
                 messages.success(
                     request,
-                    f"Added “{text}” as {what} of {tool.tool_id}. The index update is queued; "
-                    "it is searchable as soon as a worker runs it (usually within a second).",
-                )
+                    format_html(
+                        "Added “{}” as {} of {}. The index update is queued; it is searchable as soon as a worker "
+                        "runs it (usually within a second). {}",
+                        text, what, tool.tool_id, _check_link(text, tool),
+                    ),
+                )  # fmt: skip
             return HttpResponseRedirect(reverse("search_workbench") + _keep_filters(request))
         problems = "; ".join(error for errors in form.errors.values() for error in errors)
         messages.error(request, f"Not added to any tool: {problems}. Your entry is kept below.")
@@ -278,6 +318,18 @@ def workbench_view(request: HttpRequest) -> HttpResponse:
         "failed": failed,  # the attach that was refused: its row shows what was typed, to correct
     }
     return render(request, "admin/search/workbench.html", context)
+
+
+def _check_link(text: str, tool: Tool) -> str:
+    """The attached request in the search preview (among every tool, as the workbench's "try in the preview"): the
+    curator sees where the tool ranks for it now, without typing it again."""
+    query = urlencode({"query": text, "top_k": 10, "scope": "every"})
+    return format_html(
+        '<a id="attached-preview" href="{}?{}">See where {} ranks for it now</a>.',
+        reverse("search_preview"),
+        query,
+        tool.tool_id,
+    )
 
 
 def _keep_filters(request: HttpRequest) -> str:

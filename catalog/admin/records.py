@@ -5,11 +5,12 @@ from typing import Any
 
 from django.contrib import admin
 from django.http import HttpRequest
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from catalog.choices import SyncStatus
+from catalog.choices import SYNC_FAILED_NEXT, ServerStatus, SyncStatus
 from catalog.models import SyncRun, Tool, ToolRevision
 from catalog.progress import progress_snapshot
 
@@ -80,7 +81,27 @@ class SyncRunAdmin(ProgressAdminMixin, ReadOnlyAdmin, admin.ModelAdmin[SyncRun])
         "tool_changes",
         "rejections_table",
     )
-    readonly_fields = fields
+    readonly_fields = (*fields, "what_next")
+
+    def get_fields(self, request: HttpRequest, obj: SyncRun | None = None) -> Sequence[str]:
+        # A failed run of a server still down says what to do next, under its status.
+        if obj is None or obj.status != SyncStatus.FAILED or obj.server is None:
+            return self.fields
+        if obj.server.status not in (ServerStatus.DEGRADED, ServerStatus.UNAVAILABLE):
+            return self.fields  # a later sync succeeded (or the server was stopped): nothing to do here
+        at = self.fields.index("status_badge") + 1
+        return (*self.fields[:at], "what_next", *self.fields[at:])
+
+    @admin.display(description="what to do")
+    def what_next(self, run: SyncRun) -> str:
+        server = run.server
+        return format_html(
+            'Server <a href="{}">{}</a> is {}: its tools are hidden from clients until a sync succeeds. {}',
+            reverse("admin:catalog_server_change", args=[server.pk]),
+            server.slug,
+            server.get_status_display(),
+            SYNC_FAILED_NEXT,
+        )
 
     def progress_snapshot_for(self, obj: SyncRun) -> dict:
         running = obj.status == SyncStatus.RUNNING

@@ -19,7 +19,14 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
 from catalog import breaker
-from catalog.choices import SERVER_STATUS_HIDES_TOOLS, TOOLS_HIDDEN_SHORT, ServerStatus, SyncStatus, Transport
+from catalog.choices import (
+    SERVER_STATUS_HIDES_TOOLS,
+    SYNC_FAILED_NEXT,
+    TOOLS_HIDDEN_SHORT,
+    ServerStatus,
+    SyncStatus,
+    Transport,
+)
 from catalog.models import (
     FORM_TRANSPORT_FIELDS,
     Server,
@@ -273,6 +280,10 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
 
     def object_title(self, request: HttpRequest, obj: Server) -> str:
         return f"Server {obj.slug}"
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):
+        return super().change_view(request, object_id, form_url, {"sync_failed_next": SYNC_FAILED_NEXT,
+                                                                  **(extra_context or {})})  # fmt: skip
 
     def get_readonly_fields(self, request: HttpRequest, obj: Server | None = None) -> Sequence[str]:
         # The slug is fixed once saved: every tool id, grant scope and audit row names it.

@@ -213,7 +213,7 @@ class ApprovalRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmi
         if obj is None:
             raise Http404("No such approval request")
         form = ApprovalDecisionForm(request.POST or None)
-        status = 200
+        status, reason_missing = 200, False
         if request.method == "POST" and form.is_valid():
             approve = "_approve" in request.POST
             if not approve and "_deny" not in request.POST:
@@ -226,13 +226,14 @@ class ApprovalRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmi
                 except ApprovalError as exc:
                     messages.error(request, str(exc))
                     status = 403 if exc.code in ("self_approval", "forbidden") else 409
+                    reason_missing = exc.code == "reason_required"
                 else:
                     # The id is an opaque token in lower case: never first in the sentence, never capitalised.
                     if approve:
                         text = f"Approved {obj.approval_id}: the agent may now make this exact call once."
                     else:
                         text = f"Denied {obj.approval_id}: the agent is told your reason."
-                    messages.success(request, text)
+                    messages.success(request, format_html("{} {}", text, _next_waiting(request, obj)))
                     return HttpResponseRedirect(reverse("admin:governance_approvalrequest_changelist"))
         can_decide = obj.status == ApprovalStatus.PENDING and obj.expires_at > timezone.now()
         context = {
@@ -249,9 +250,33 @@ class ApprovalRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmi
             "risk": risk_badge(obj.risk_class, obj.get_risk_class_display()),
             "annotations": _pre(json.dumps(obj.tool.annotations or {}, indent=2, sort_keys=True)),
             "can_decide": can_decide,
+            "reason_missing": reason_missing,  # a denial without a reason: the box is marked, what was typed kept
             "related": self._related_links(request, obj),
         }
         return render(request, "admin/governance/approvalrequest/decide.html", context, status=status)
+
+
+def _next_waiting(request: HttpRequest, decided: ApprovalRequest):
+    """The next request waiting for this approver (the inbox's first other pending one they may decide), linked to
+    its decide page: one click to the next decision, not back through the inbox (whose tool column a phone scrolls
+    out of view)."""
+    waiting = (
+        approval_requests_for_approver(user=request.user)
+        .filter(status=ApprovalStatus.PENDING, expires_at__gt=timezone.now())
+        .exclude(pk=decided.pk)
+        .exclude(requester=request.user)  # their own: someone else decides it
+    )
+    following = waiting.first()
+    if following is None:
+        return "Nothing else waits for you."
+    more = waiting.count() - 1
+    return format_html(
+        'Next: <a id="next-approval" href="{}">{}, {} risk</a>{}.',
+        reverse("admin:governance_approvalrequest_decide", args=[following.pk]),
+        following.tool.tool_id,
+        following.get_risk_class_display().lower(),
+        f" ({more} more waiting)" if more else "",
+    )
 
 
 def _all_pending_first():

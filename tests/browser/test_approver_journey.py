@@ -113,7 +113,7 @@ def test_approver_denies_with_a_reason_then_approves_a_call_that_runs(
     browser.find_element(By.NAME, "reason").send_keys("Customer records are never deleted in bulk.")
     click_through(browser, deny)
     message = browser.find_element(By.CSS_SELECTOR, "ul.messagelist li.success").text
-    assert message.startswith(f"Denied {first_id}")
+    assert message.startswith(f"Denied {first_id}") and message.endswith("Nothing else waits for you.")
 
     denied = run(lambda: ask("delete every customer record", first_id))
     assert denied.is_error and "Customer records are never deleted in bulk." in _text(denied)
@@ -129,6 +129,8 @@ def test_approver_denies_with_a_reason_then_approves_a_call_that_runs(
     click_through(browser, decide)
     approve = browser.find_element(By.NAME, "_approve")
     assert _right_edge_visible(browser, approve)
+    arguments = browser.find_element(By.ID, "decide-arguments")  # read before the button that approves them
+    assert "add a note to the release checklist" in arguments.text and arguments.location["y"] < approve.location["y"]
     screenshot(browser, "approver-decide-phone")
     click_through(browser, approve)
     assert browser.find_element(By.CSS_SELECTOR, "ul.messagelist li.success").text.startswith(f"Approved {second_id}")

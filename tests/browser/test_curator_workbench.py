@@ -55,6 +55,14 @@ def test_curator_attaches_a_withheld_request_and_sees_it_found(
     assert not browser.find_elements(By.CSS_SELECTOR, f'tr.request-group[data-text="{WITHHELD}"]')  # handled
     screenshot(browser, "curator-workbench-attached")
 
+    # The message leads to the fix at work: the request in the preview, among every tool, the tool first.
+    click_through(browser, browser.find_element(By.ID, "attached-preview"))
+    assert browser.find_element(By.ID, "id_query").get_attribute("value") == WITHHELD
+    assert wait_for(browser, "#preview-as").text == "Every tool some client may get"
+    first = browser.find_element(By.CSS_SELECTOR, "#preview-results tr.match")
+    assert first.get_attribute("data-tool-id") == "mail::send_email" and "example request" in first.text
+    screenshot(browser, "curator-workbench-checked")
+
     # This curator may not pick a user: the preview as themself lists nothing (they may discover no tool) and
     # says so; the explicit "every tool some client may get" ranks the catalog.
     browser.get(f"{live_server.url}/admin/search/preview/?query={WITHHELD.replace(' ', '+')}&top_k=10")

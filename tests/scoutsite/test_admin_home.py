@@ -241,3 +241,21 @@ def test_curator_home_says_none_wait_in_the_workbench(client, django_user_model)
     client.force_login(_staff(django_user_model, "cur", CURATORS))
     html = client.get(reverse("admin:index")).content.decode()
     assert "Requests agents got no good answer for (last 30 days): 0" in html and "None waiting." in html
+
+
+def test_an_approver_with_nothing_waiting_is_told_truly_whether_requests_are_mailed(
+    client, django_user_model, grant, server
+):
+    """Only an approver with an address reads that new requests are e-mailed; without one, where they show."""
+    grant(Group.objects.get(name=APPROVERS), server, "approve")
+    approver = _staff(django_user_model, "appr", APPROVERS)
+    client.force_login(approver)
+
+    def said() -> str:
+        html = client.get(reverse("admin:index")).content.decode()
+        return html.split('id="approver-nothing">', 1)[1].split("</p>", 1)[0]
+
+    assert "not e-mailed to you" in said() and "e-mailed to you." not in said()
+    approver.email = "appr@example.com"
+    approver.save()
+    assert said() == "Nothing is waiting. New requests are e-mailed to you."

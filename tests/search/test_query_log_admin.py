@@ -60,8 +60,8 @@ def _entry_page_queries(client, entry_pk: int, tools: int) -> int:
 def test_an_entry_page_costs_the_same_queries_for_2_or_20_returned_tools(client, django_user_model, member):
     server = ServerFactory(slug="mail")
     tools = [ToolFactory(server=server, name=f"tool{n}") for n in range(20)]
-    _log(member, "few", *tools[:2])
     _log(member, "many", *tools)
+    _log(member, "few", *tools[:2])  # last: the first tool's call follows it, so both searches were followed
     for tool in tools[::3]:
         search_outcome_record(principal=principal_for_user(member), tool=tool, outcome=SearchOutcomeKind.SUCCESS)
     curator = django_user_model.objects.create_user(username="cur", is_staff=True)
@@ -132,3 +132,66 @@ def test_what_followed_is_shown_only_for_the_tools_the_reader_may_open(client, d
     assert [(state, followed) for _, state, followed in rows] == [("called", "called: Succeeded"), ("not-shown", "—")]
     assert rows[1][0] == theirs.tool_id  # named as returned, never linked
     assert "Upstream error" not in html
+
+
+def _links(html: str) -> dict[str, str]:
+    found = re.findall(r'<li><a id="(entry-preview|entry-workbench)" href="([^"]+)">', html)
+    return {name: url.replace("&amp;", "&") for name, url in found}
+
+
+def test_a_search_that_needs_a_curator_leads_to_the_preview_and_the_workbench(client, django_user_model, member):
+    """A withheld search's page is no dead end: it leads to the preview (the request ranked now) and to the
+    workbench, where it is attached to a tool; once attached, or for a search answered and followed, only the
+    preview. An operator, who curates nothing, gets neither workbench link."""
+    from catalog.models import ToolExample
+
+    tool = ToolFactory(server=ServerFactory(slug="travel"), name="book_flight")
+    query_log_record(principal=principal_for_user(member), query="book a flight to Lisbon", confidence="none",
+                     degraded=False, results=[], backend="embedded", latency_ms=4)  # fmt: skip
+    withheld = QueryLogEntry.objects.get()
+    curator = django_user_model.objects.create_user(username="cur", is_staff=True)
+    curator.groups.add(Group.objects.get(name=CURATORS))
+    client.force_login(curator)
+    page = reverse("admin:search_querylogentry_change", args=[withheld.pk])
+    links = _links(client.get(page).content.decode())
+    assert links["entry-workbench"] == f"{reverse('search_workbench')}?reason=withheld"
+    workbench = client.get(links["entry-workbench"]).content.decode()
+    assert 'data-text="book a flight to Lisbon"' in workbench  # the link lands on its row
+    preview = client.get(links["entry-preview"])
+    assert preview.context["form"].cleaned_data["query"] == "book a flight to Lisbon"
+    assert preview.context["form"].cleaned_data["scope"] == "every"
+
+    ToolExample.objects.create(tool=tool, text="book a flight to Lisbon")  # attached: nothing left to do there
+    assert set(_links(client.get(page).content.decode())) == {"entry-preview"}
+
+    _log(member, "read my inbox", tool)
+    followed = QueryLogEntry.objects.get(query="read my inbox")
+    search_outcome_record(principal=principal_for_user(member), tool=tool, outcome=SearchOutcomeKind.SUCCESS)
+    page = reverse("admin:search_querylogentry_change", args=[followed.pk])
+    assert set(_links(client.get(page).content.decode())) == {"entry-preview"}
+
+    operator = django_user_model.objects.create_user(username="op", is_staff=True)
+    operator.groups.add(Group.objects.get(name=OPERATORS))
+    operator.user_permissions.add(*Group.objects.get(name=CURATORS).permissions.filter(codename="view_querylogentry"))
+    query_log_record(principal=principal_for_user(member), query="order a pizza", confidence="none",
+                     degraded=False, results=[], backend="embedded", latency_ms=4)  # fmt: skip
+    pizza = reverse("admin:search_querylogentry_change", args=[QueryLogEntry.objects.get(query="order a pizza").pk])
+    assert "entry-workbench" in _links(client.get(pizza).content.decode())  # the curator's
+    client.force_login(operator)
+    response = client.get(pizza)
+    assert response.status_code == 200 and set(_links(response.content.decode())) == {"entry-preview"}
+
+
+def test_an_entry_page_says_degraded_in_words_not_with_an_error_cross(client, django_user_model, member):
+    """A search that ran in full is the normal case: "no", not Django's red cross for False."""
+    for degraded in (False, True):
+        query_log_record(principal=principal_for_user(member), query=f"degraded {degraded}", confidence="high",
+                         degraded=degraded, results=[], backend="embedded", latency_ms=4)  # fmt: skip
+    curator = django_user_model.objects.create_user(username="cur", is_staff=True)
+    curator.groups.add(Group.objects.get(name=CURATORS))
+    client.force_login(curator)
+    for degraded, said in ((False, "no"), (True, "yes: ranked by words only")):
+        entry = QueryLogEntry.objects.get(query=f"degraded {degraded}")
+        html = client.get(reverse("admin:search_querylogentry_change", args=[entry.pk])).content.decode()
+        row = html.split("Degraded:</label>", 1)[1].split("</div>", 1)[0]
+        assert said in row and "icon-" not in row

@@ -92,6 +92,42 @@ def test_unknown_tool_is_refused_with_a_message_and_the_entry_kept(client, curat
     assert '<option value="negative" selected>' in row
 
 
+def test_a_mistyped_tool_id_is_answered_with_the_closest_ones(client, curator, member):
+    """A typo, or a tool's name without its server, names the tool meant: a withheld request has no returned tools
+    to pick from, so the curator types the id."""
+    from tests.search.factories import ToolFactory
+
+    reset = ToolFactory(name="git_reset")
+    ToolFactory(name="git_log", server=reset.server)
+    _log(member, WITHHELD, Confidence.NONE)
+    client.force_login(curator)
+    for typed in (reset.tool_id.replace("reset", "rest"), "git_reset"):
+        response = client.post(reverse(WORKBENCH), {"text": WITHHELD, "tool_id": typed, "kind": "example"})
+        assert f"no tool “{typed}” in the catalog (did you mean {reset.tool_id}?)" in response.content.decode()
+    response = client.post(reverse(WORKBENCH), {"text": WITHHELD, "tool_id": "weather::forecast", "kind": "example"})
+    assert "no tool “weather::forecast” in the catalog. Your entry" in response.content.decode()  # nothing close
+
+
+def test_an_attached_request_links_to_the_preview_that_checks_it(client, curator, member):
+    from urllib.parse import parse_qs, urlsplit
+
+    from tests.search.factories import ToolFactory
+
+    tool = ToolFactory(name="send_email")
+    _log(member, WITHHELD, Confidence.NONE)
+    client.force_login(curator)
+    response = client.post(
+        reverse(WORKBENCH), {"text": WITHHELD, "tool_id": tool.tool_id, "kind": "example"}, follow=True
+    )
+    message = [str(m) for m in response.context["messages"]][0]
+    link = message.split('<a id="attached-preview" href="', 1)[1].split('"', 1)[0].replace("&amp;", "&")
+    assert f">See where {tool.tool_id} ranks for it now</a>" in message
+    assert urlsplit(link).path == reverse("search_preview")
+    assert parse_qs(urlsplit(link).query) == {"query": [WITHHELD], "top_k": ["10"], "scope": ["every"]}
+    assert 'id="attached-preview"' in response.content.decode()  # a link on the page, not escaped text
+    assert client.get(link).context["form"].cleaned_data["query"] == WITHHELD
+
+
 def test_attaching_to_a_tool_that_lists_the_request_twice_says_it_is_there(client, curator, member):
     """An older tool form let a phrase be listed twice: attaching it again is "already there", not a 500."""
     from catalog.models import ToolExample

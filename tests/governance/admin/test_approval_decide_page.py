@@ -107,3 +107,50 @@ def test_an_approvers_history_lists_what_they_decided(client, approver, pending,
     mine = client.get(inbox, {"decided": "me"}).context["cl"].result_list
     assert [request.pk for request in mine] == [pending.pk]
     assert other.pk in [request.pk for request in client.get(inbox).context["cl"].result_list]
+
+
+def test_the_call_is_read_before_the_buttons_that_decide_it(client, approver, pending):
+    """The buttons come after the call they decide: who asked and the exact arguments are above them (on a
+    phone the buttons came first and the arguments two screens below them)."""
+    client.force_login(approver)
+    html = client.get(reverse("admin:governance_approvalrequest_change", args=[pending.pk])).content.decode()
+    call = html.index('id="decide-call"')
+    assert call < html.index('id="decide-arguments"') < html.index('name="_approve"')
+    asker = html.split('id="decide-asker"', 1)[1].split("</p>", 1)[0]
+    assert "Asked by <strong>member</strong>" in asker
+    assert "&quot;name&quot;: &quot;repo&quot;" in html.split('id="decide-arguments"', 1)[1].split("</div>", 1)[0]
+
+
+def test_a_denial_without_a_reason_marks_the_box_and_keeps_the_page(client, approver, pending):
+    client.force_login(approver)
+    page = reverse("admin:governance_approvalrequest_change", args=[pending.pk])
+    response = client.post(page, {"reason": "  ", "_deny": "1"})
+    html = response.content.decode()
+    assert response.status_code == 409
+    box = html.split('<textarea name="reason"', 1)[1].split(">", 1)[0]
+    assert 'aria-invalid="true"' in box and "autofocus" in box
+    assert 'id="reason-missing"' in html
+    pending.refresh_from_db()
+    assert pending.status == ApprovalStatus.PENDING
+    assert 'aria-invalid="true"' not in client.get(page).content.decode()  # only after a refused denial
+
+
+def test_after_a_decision_the_message_leads_to_the_next_waiting_request(
+    client, approver, pending, member_token, mutating_tool
+):
+    """One click from a decision to the next one, not back through the inbox; the approver's last one says so."""
+    _, _, principal = member_token
+    following = approval_request_create(principal=principal, tool=mutating_tool, arguments={"name": "other"})
+    client.force_login(approver)
+    response = client.post(
+        reverse("admin:governance_approvalrequest_change", args=[pending.pk]), {"_approve": "1"}, follow=True
+    )
+    message = [str(m) for m in response.context["messages"]][0]
+    decide = reverse("admin:governance_approvalrequest_decide", args=[following.pk])
+    assert message.startswith(f"Approved {pending.approval_id}")
+    assert f'Next: <a id="next-approval" href="{decide}">github::delete_repo, high risk</a>.' in message
+    assert f'href="{decide}"' in response.content.decode()  # rendered as a link, not escaped text
+
+    response = client.post(decide, {"reason": "one is enough", "_deny": "1"}, follow=True)
+    message = [str(m) for m in response.context["messages"]][0]
+    assert message.endswith("Nothing else waits for you.") and "next-approval" not in message
