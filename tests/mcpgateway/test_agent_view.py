@@ -493,3 +493,23 @@ def test_inspect_says_a_description_once(gateway, token):
     ping, links = tools["faulty::ping"], tools["faulty::links"]
     assert ping["summary"] == "Answer with the given text." and "description" not in ping
     assert links["summary"].endswith("…") and links["description"].endswith("as a name.")
+
+
+@pytest.mark.parametrize("mode", PROTOCOL_MODES)
+def test_without_an_index_no_function_word_makes_a_match(gateway, token, mode):
+    """Before the first index build tool_search lists the tools that share words with the request. "the" and
+    "about" are in most descriptions ("Answer with the given text.", "…return the sum."): they neither make a
+    tool a match nor are named as the reason it matched."""
+    from .conftest import drop_index
+
+    drop_index()
+
+    async def main():
+        async with mcp_client(gateway, token, mode=mode) as client:
+            return await client.call_tool("tool_search", {"query": "what is the sum about", "top_k": 10})
+
+    found = run(main)
+    (match,) = found.structured_content["matches"]
+    assert found.structured_content["degraded"] is True and found.structured_content["confidence"] == "low"
+    assert (match["tool_id"], match["why_matched"]) == ("calc::add", ["shares the words: sum"])
+    assert "   why: shares the words: sum\n" in text_of(found)
