@@ -247,6 +247,9 @@ def tool_descriptor(tool: Tool, *, why_matched: list[str] | None = None, full: b
             "output_schema": schema_for_model(tool.output_schema, name=tool.name) if tool.output_schema else None,
             "annotations": tool_hints(tool),
             "environment": tool.server.environment,
+            # The operator's note on the server, which may say what its tools' arguments refer to (the demo's
+            # git server: which repository repo_path must name); without it a model could only guess.
+            "server_description": clean_for_model(tool.server.description),
         }
         descriptor.update({key: value for key, value in details.items() if value})
     return descriptor

@@ -513,3 +513,21 @@ def test_without_an_index_no_function_word_makes_a_match(gateway, token, mode):
     assert found.structured_content["degraded"] is True and found.structured_content["confidence"] == "low"
     assert (match["tool_id"], match["why_matched"]) == ("calc::add", ["shares the words: sum"])
     assert "   why: shares the words: sum\n" in text_of(found)
+
+
+def test_inspect_gives_the_operators_note_on_the_server(gateway, token):
+    """A server's description is the operator's note on it, and may say what its tools' arguments refer to (the
+    demo's git server names the one repository its repo_path may be): tool_inspect gives it, cleaned; a server
+    without one adds no key."""
+    from catalog.models import Server
+
+    note = "Fault injection for the gateway's tests; ping answers in the staging data centre."
+    Server.objects.filter(slug="faulty").update(description=note)
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            return await client.call_tool("tool_inspect", {"tool_ids": ["faulty::ping", "calc::add"]})
+
+    tools = {tool["tool_id"]: tool for tool in run(main).structured_content["tools"]}
+    assert tools["faulty::ping"]["server_description"] == note
+    assert "server_description" not in tools["calc::add"]
