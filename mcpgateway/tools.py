@@ -83,9 +83,9 @@ async def tool_search(
     """Find tools for one step of the task. Call this first whenever you need a capability.
 
     Returns the best matching tools with tool_id, summary, risk, why it matched and inputSchema, and a
-    confidence (high or low: check the schemas or rephrase). Then call execute_tool with one of these
-    tool_ids and arguments that satisfy its inputSchema. No matches means no tool fits: rephrase or tell
-    the user. Never guess or invent a tool_id."""
+    confidence (high, or low: key inputs only; inspect the one that fits, or rephrase). Then call
+    execute_tool with one of these tool_ids and arguments that satisfy its inputSchema. No matches means
+    no tool fits: rephrase or tell the user. Never guess or invent a tool_id."""
     # A token from this process's cache is confirmed on the thread that runs the search: one hop (auth.py).
     access = unconfirmed_access(ctx.request_context)
     principal = None if access is not None else await _principal(ctx)
@@ -125,7 +125,7 @@ async def tool_inspect(
 ) -> types.CallToolResult:
     """Full definitions (inputSchema, outputSchema, annotations) of tools tool_search returned.
 
-    Rarely needed: tool_search already includes each inputSchema."""
+    Needed after a low-confidence tool_search, which gives no inputSchema."""
     principal = await _principal(ctx)
     try:
         tools = await run_orm_or_busy(gateway_inspect, principal=principal, tool_ids=tool_ids)
@@ -183,31 +183,36 @@ READS_CATALOG = types.ToolAnnotations(
 RUNS_ANY_TOOL = types.ToolAnnotations(
     read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True
 )
+
+
 # The structured content of tool_search and tool_inspect answers, as their outputSchema: a client may check it,
 # a program may rely on it. Only the keys a program needs (the text says the rest): the schemas sit in every
 # context window. No top-level key is required: their error results ({"unknown_tool": true}, {"service_busy":
 # true}) must satisfy it too, as the TypeScript SDK checks any structured content, isError or not (the MCP
 # Inspector, and hosts built on it, turned an unknown tool_id into a protocol error the model never read).
 # execute_tool declares none: its result is the called tool's.
-_TOOLS = {
-    "type": "array",
-    "items": {
-        "type": "object",
-        "properties": {"tool_id": {"type": "string"}, "input_schema": {"type": "object"}},
-        "required": ["tool_id", "input_schema"],
-    },
-}
+def _tools(*required: str) -> dict[str, Any]:
+    return {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "properties": {"tool_id": {"type": "string"}, "input_schema": {"type": "object"}},
+            "required": ["tool_id", *required],
+        },
+    }
+
+
 SEARCH_OUTPUT = {
     "type": "object",
     "properties": {
-        "matches": _TOOLS,
+        "matches": _tools(),  # a low-confidence answer's matches carry no input_schema (tool_inspect gives it)
         "confidence": {"enum": [confidence.value for confidence in Confidence]},
         "degraded": {"type": "boolean"},
         "abstained": {"type": "boolean"},
         "notes": {"type": "array", "items": {"type": "string"}},
     },
 }
-INSPECT_OUTPUT = {"type": "object", "properties": {"tools": _TOOLS}}
+INSPECT_OUTPUT = {"type": "object", "properties": {"tools": _tools("input_schema")}}
 OUTPUT_SCHEMAS = {"tool_search": SEARCH_OUTPUT, "tool_inspect": INSPECT_OUTPUT}
 
 META_TOOLS_SPEC = (

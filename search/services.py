@@ -35,7 +35,7 @@ from .selectors import (
     stored_vectors,
     tool_docs_load,
 )
-from .text import first_sentence, request_terms, request_terms_kept, strip_control
+from .text import first_sentence, function_word, request_terms, request_terms_kept, strip_control
 
 logger = logging.getLogger(__name__)
 # The limits of a search request, here only (the gateway, the preview and any API read them from here; the
@@ -238,8 +238,10 @@ _WORD = re.compile(r"[a-z0-9]+")
 
 
 def _listing_fallback(*, query: str, visible: frozenset[int], top_k: int, backend: str) -> SearchResult:
-    """No index yet: the visible tools sharing the most words with the request (degraded, ``low``)."""
-    words = {word for word in _WORD.findall(query.lower()) if len(word) > 2}
+    """No index yet: the visible tools sharing the most words with the request (degraded, ``low``). Function
+    words ("the", "about", "which") do not count: a tool sharing only those with the request is no match, and
+    the answer's why-line would name them as the reason."""
+    words = {word for word in _WORD.findall(query.lower()) if len(word) > 2 and not function_word(word)}
     scored = []
     rows = Tool.objects.filter(pk__in=visible).select_related("server")
     for tool in rows.only("pk", "tool_id", "name", "title", "description", "purpose", "server__slug"):

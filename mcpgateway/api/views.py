@@ -51,14 +51,16 @@ class SearchMatchSerializer(serializers.Serializer):
         required=False, help_text="Only when true: every call of this tool waits for an approver"
     )
     why_matched = serializers.ListField(child=serializers.CharField())
-    input_schema = serializers.JSONField()
+    input_schema = serializers.JSONField(
+        required=False, help_text="Not in a low-confidence answer (none clearly fits): GET tools/{tool_id}/ gives it"
+    )
 
 
 class SearchAnswerSerializer(serializers.Serializer):
     matches = SearchMatchSerializer(many=True)
     confidence = serializers.ChoiceField(
         choices=[c.value for c in Confidence],
-        help_text="high; low (check the schemas or rephrase); none (no tool fits)",
+        help_text="high; low (none clearly fits: no input schemas, key inputs only); none (no tool fits)",
     )
     degraded = serializers.BooleanField(help_text="Answered by a fallback (no index, or the model unavailable)")
     abstained = serializers.BooleanField(help_text="No tool was confident enough to show")

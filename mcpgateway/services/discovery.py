@@ -247,6 +247,9 @@ def tool_descriptor(tool: Tool, *, why_matched: list[str] | None = None, full: b
             "output_schema": schema_for_model(tool.output_schema, name=tool.name) if tool.output_schema else None,
             "annotations": tool_hints(tool),
             "environment": tool.server.environment,
+            # The operator's note on the server, which may say what its tools' arguments refer to (the demo's
+            # git server: which repository repo_path must name); without it a model could only guess.
+            "server_description": clean_for_model(tool.server.description),
         }
         descriptor.update({key: value for key, value in details.items() if value})
     return descriptor
@@ -275,8 +278,9 @@ NO_TOOL_GRANTED = (
 TOP_K_CAPPED = f"top_k is above the maximum: capped at {TOP_K_MAX}."
 TOP_K_RAISED = f"top_k is below the minimum: raised to {TOP_K_MIN}."
 LOW_CONFIDENCE = (
-    "Low confidence: none of these clearly fits. Check each inputSchema against the request before calling, "
-    "or rephrase it (what should be done, to what)."
+    "Low confidence: none of these clearly fits. If one does, call tool_inspect with its tool_id for its "
+    "inputSchema before calling it; otherwise rephrase the request (what should be done, to what) or tell the "
+    "user no tool fits."
 )
 
 
@@ -284,7 +288,7 @@ LOW_CONFIDENCE = (
 class SearchAnswer:
     matches: list[dict[str, Any]]
     degraded: bool = False
-    # search's decision, shown as is: high, low (check the schemas or rephrase) or none (withheld)
+    # search's decision, shown as is: high, low (no schemas: inspect the one that fits, or rephrase) or none
     confidence: str = Confidence.HIGH.value
     # lines about the request itself (top_k clamped), in the text and, when there are any, the structure
     notes: list[str] = field(default_factory=list)
@@ -329,14 +333,12 @@ class SearchAnswer:
             empty = NO_TOOL_FITS_FILTERED.format(filters=", ".join(self.filters)) if self.filters else NO_TOOL_FITS
             return "\n".join([empty, *self.notes])
         count = len(self.matches)
-        kind = "closest" if self.confidence == Confidence.LOW else "matching"  # low: none of them clearly fits
-        lines = [
-            f"{count} {kind} tool{'' if count == 1 else 's'}, best first"
-            + (" (degraded search)" if self.degraded else "")
-            + ". Call execute_tool with a tool_id below and arguments that satisfy its inputSchema.",
-            *self.notes,
-        ]
-        if self.confidence == Confidence.LOW:
+        low = self.confidence == Confidence.LOW  # none of them clearly fits: no schemas, the key inputs only
+        head = f"{count} {'closest' if low else 'matching'} tool{'' if count == 1 else 's'}, best first"
+        head += " (degraded search)" if self.degraded else ""
+        call = "" if low else " Call execute_tool with a tool_id below and arguments that satisfy its inputSchema."
+        lines = [f"{head}.{call}", *self.notes]
+        if low:
             lines.append(LOW_CONFIDENCE)
         for rank, match in enumerate(self.matches, start=1):
             title = "" if match["title"] == match["tool_id"].split("::", 1)[-1] else f"{match['title']}: "
@@ -347,8 +349,17 @@ class SearchAnswer:
             )
             if match.get("why_matched"):
                 lines.append("   why: " + "; ".join(match["why_matched"][:3]))
-            lines.append("   inputSchema: " + _compact_json(match["input_schema"]))
+            if "input_schema" in match:
+                lines.append("   inputSchema: " + _compact_json(match["input_schema"]))
+            else:
+                lines.append("   inputs: " + _inputs_text(match["key_inputs"]))
         return "\n".join(lines)
+
+
+def _inputs_text(inputs: list[dict[str, Any]]) -> str:
+    """Key inputs as one short line: "repo_path (string, required), max_count (integer)"."""
+    shown = [f"{item['name']} ({item['type']}{', required' if item['required'] else ''})" for item in inputs]
+    return ", ".join(shown) or "none"
 
 
 # Fields a model need not tell apart: a word in the server's description is a word "in server".
@@ -435,19 +446,26 @@ class SearchDescriptors:
 search_descriptors = SearchDescriptors()
 
 
-def _with_why(descriptor: dict[str, Any], why_matched: list[str]) -> dict[str, Any]:
+def _with_why(descriptor: dict[str, Any], why_matched: list[str], *, schema: bool = True) -> dict[str, Any]:
     """A kept descriptor as ``tool_descriptor(tool, why_matched=...)`` shows it: the same keys in the same
-    order, in a new dict (the kept one is shared by every search)."""
+    order, in a new dict (the kept one is shared by every search). ``schema=False``: without its inputSchema."""
     shown = {key: value for key, value in descriptor.items() if key != "input_schema"}
     shown["why_matched"] = [clean_for_model(reason) for reason in why_matched]
-    shown["input_schema"] = descriptor["input_schema"]
+    if schema:
+        shown["input_schema"] = descriptor["input_schema"]
     return shown
 
 
 def _answer(result: SearchResult) -> SearchAnswer:
+    """The matches as a model is shown them. A low-confidence answer (none clearly fits) carries no inputSchema,
+    only each tool's key inputs: the model first decides whether one fits at all, and gets the schema of the one
+    it picks from tool_inspect (five full schemas cost most of such an answer's tokens, mostly for nothing)."""
     descriptors = search_descriptors.get([m.tool_pk for m in result.matches])
+    schema = result.confidence != Confidence.LOW
     matches = [
-        _with_why(descriptors[m.tool_pk], _why_lines(m.why_matched)) for m in result.matches if m.tool_pk in descriptors
+        _with_why(descriptors[m.tool_pk], _why_lines(m.why_matched), schema=schema)
+        for m in result.matches
+        if m.tool_pk in descriptors
     ]
     return SearchAnswer(
         matches=matches, degraded=result.degraded or not result.index_ready, confidence=result.confidence.value

@@ -25,7 +25,7 @@ from opentelemetry import trace
 
 from catalog.models import Tool
 from catalog.schemas import UnsafeSchema, arguments_validator
-from governance.choices import AuditEventType, AuditOutcome
+from governance.choices import AuditEventType, AuditOutcome, OperationClass
 from governance.principals import Principal
 from governance.selectors import ToolNotFound, tool_get_for_principal
 from governance.services.audit import audit_record
@@ -41,7 +41,7 @@ from ..db import BUSY_TEXT, DatabaseBusy, database_busy, run_orm, run_orm_or_bus
 from ..metrics import EXECUTE_SECONDS, EXECUTIONS, UPSTREAM_SECONDS
 from ..models import IdempotencyRecord
 from ..upstreams import CallProgress, UpstreamCallError, UpstreamPool, call_timeout
-from .discovery import UnknownTool, _audit_unknown, _compact_json
+from .discovery import UnknownTool, _audit_unknown, _compact_json, _policy_fields
 from .output import result_for_model
 
 logger = logging.getLogger(__name__)
@@ -149,6 +149,7 @@ class ExecutionPlan:
     approval: Any = None
     idempotency: IdempotencyRecord | None = None
     started: float = field(default_factory=time.monotonic)
+    reads_only: bool = False  # Scout classifies the tool as a read: a call cut off mid-way changed nothing
 
 
 def _principal_key(principal: Principal) -> str:
@@ -390,6 +391,7 @@ def _prepare(
         arguments_digest=digest,
         approval=approval,
         idempotency=record,
+        reads_only=_policy_fields(tool)[1] == OperationClass.READ,
     )
 
 
@@ -425,16 +427,21 @@ def interrupted_result() -> types.CallToolResult:
 
 
 UPSTREAM_FAILURE_TEXT = {
-    "timeout": "The tool did not answer within {timeout:g} s and the call was cancelled. It may or may not have "
-    "taken effect; check before trying again.",
-    "closed": "The tool's server stopped during the call; it is being restarted. The call may or may not have "
-    "taken effect; check before trying again.",
+    "timeout": "The tool did not answer within {timeout:g} s and the call was cancelled.",
+    "closed": "The tool's server stopped during the call; it is being restarted.",
     "busy": "The tool's server has too many calls in flight; try again shortly.",
     "backoff": "The tool's server failed recently and is restarting; try again in a few seconds.",
     # Nothing was sent: the breaker (catalog/breaker.py) keeps a failing server from being called at all.
     "circuit_open": "The tool's server is failing; Scout stopped calling it for {retry_in} s. The call was not sent. "
     "Try again after that, or use another tool.",
 }
+# What to do after a call that reached the tool's server but did not come back (timeout, closed): a write may
+# have taken effect; a tool Scout classifies as a read changed nothing, so "check first" would only stall a model.
+MAY_HAVE_RUN = " The call may or may not have taken effect; check before trying again."
+READ_MAY_RUN_AGAIN = (
+    " This tool only reads (Scout's classification), so the call changed nothing: you may call it again (with a "
+    "new idempotency_key if you sent one), asking for less if it can, or tell the user it did not answer."
+)
 
 
 def execute_finish(plan: ExecutionPlan, result: types.CallToolResult, *, outcome: str, failure: str = "") -> None:
@@ -573,6 +580,8 @@ async def _execute(
     except UpstreamCallError as exc:
         logger.warning("execute_tool %s failed upstream: %s", plan.tool.tool_id, exc)
         text = UPSTREAM_FAILURE_TEXT.get(exc.kind, "The tool's server could not be reached; try again later.")
+        if exc.kind in ("timeout", "closed"):
+            text += READ_MAY_RUN_AGAIN if plan.reads_only else MAY_HAVE_RUN
         result = error_result(text.format(timeout=timeout, retry_in=exc.retry_in), upstream_failure=exc.kind)
         outcome = AuditOutcome.UNKNOWN if exc.outcome == "unknown" else AuditOutcome.ERROR
         await _finish_shielded(plan, result, outcome=outcome, failure=exc.kind)

@@ -493,3 +493,41 @@ def test_inspect_says_a_description_once(gateway, token):
     ping, links = tools["faulty::ping"], tools["faulty::links"]
     assert ping["summary"] == "Answer with the given text." and "description" not in ping
     assert links["summary"].endswith("…") and links["description"].endswith("as a name.")
+
+
+@pytest.mark.parametrize("mode", PROTOCOL_MODES)
+def test_without_an_index_no_function_word_makes_a_match(gateway, token, mode):
+    """Before the first index build tool_search lists the tools that share words with the request. "the" and
+    "about" are in most descriptions ("Answer with the given text.", "…return the sum."): they neither make a
+    tool a match nor are named as the reason it matched."""
+    from .conftest import drop_index
+
+    drop_index()
+
+    async def main():
+        async with mcp_client(gateway, token, mode=mode) as client:
+            return await client.call_tool("tool_search", {"query": "what is the sum about", "top_k": 10})
+
+    found = run(main)
+    (match,) = found.structured_content["matches"]
+    assert found.structured_content["degraded"] is True and found.structured_content["confidence"] == "low"
+    assert (match["tool_id"], match["why_matched"]) == ("calc::add", ["shares the words: sum"])
+    assert "   why: shares the words: sum\n" in text_of(found)
+
+
+def test_inspect_gives_the_operators_note_on_the_server(gateway, token):
+    """A server's description is the operator's note on it, and may say what its tools' arguments refer to (the
+    demo's git server names the one repository its repo_path may be): tool_inspect gives it, cleaned; a server
+    without one adds no key."""
+    from catalog.models import Server
+
+    note = "Fault injection for the gateway's tests; ping answers in the staging data centre."
+    Server.objects.filter(slug="faulty").update(description=note)
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            return await client.call_tool("tool_inspect", {"tool_ids": ["faulty::ping", "calc::add"]})
+
+    tools = {tool["tool_id"]: tool for tool in run(main).structured_content["tools"]}
+    assert tools["faulty::ping"]["server_description"] == note
+    assert "server_description" not in tools["calc::add"]

@@ -69,6 +69,11 @@ def test_demo_sets_up_real_servers_a_login_a_token_and_a_curated_index(
     # The admin's agent sees the granted demo servers, and the curated example lifts the memory tool.
     answer = gateway_search(principal=principal_for_user(admin), query="remember that alice works at acme", client=None)
     assert answer.matches and answer.matches[0]["tool_id"] == "memory::create_entities"
+    # git_status's upstream text ("Shows the working tree status") says nothing of changed files: its curated
+    # purpose does, so a request in those words finds it.
+    for query in ("list files changed but not committed", "which files did I modify"):
+        answer = gateway_search(principal=principal_for_user(admin), query=query, client=None)
+        assert answer.matches and answer.matches[0]["tool_id"] == "git::git_status", query
 
 
 def test_demo_runs_again_over_an_example_request_listed_twice():

@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
-from .conftest import MODERN, faulty_calls, gateway_db, grant, make_token, make_user, mcp_client, run
+from .conftest import MODERN, PROTOCOL_MODES, faulty_calls, gateway_db, grant, make_token, make_user, mcp_client, run
 
 pytestmark = [gateway_db, pytest.mark.slow]
 
@@ -69,6 +69,42 @@ def test_hanging_upstream_times_out_frees_its_slot_and_leaves_others_alone(gatew
     # The slot is free again: the same server answers the next call.
     assert not results["ping"].is_error and _text(results["ping"]) == "pong"
     assert faulty_calls(faulty_call_log, "hang") == 1
+
+
+@pytest.mark.parametrize("mode", PROTOCOL_MODES)
+def test_a_timed_out_read_may_be_called_again_a_write_is_checked_first(gateway, admin_user, token, settings, mode):
+    """A call that timed out may have run upstream. For a tool Scout classifies as a read that changed nothing, so
+    the model is told it may call again (or tell the user), not to "check whether it took effect", which it cannot
+    do for a read; once an admin classifies the same tool as a write, the answer says it may have taken effect."""
+    from catalog.models import Tool
+    from governance.services.policy import tool_policy_classify, tool_policy_ensure
+
+    from .conftest import low_risk
+
+    settings.SCOUT_MCP_CALL_TIMEOUT = 1.0
+
+    async def call_hang() -> Any:
+        async with mcp_client(gateway, token, mode=mode) as client:
+            await client.call_tool("execute_tool", {"tool_id": "faulty::ping"})  # the process started
+            return await client.call_tool("execute_tool", {"tool_id": "faulty::hang"})
+
+    read = run(call_hang)
+    tool_policy_classify(
+        policy=tool_policy_ensure(tool=Tool.objects.get(tool_id="faulty::hang")),
+        actor=admin_user,
+        operation_class="write",
+        reversibility="reversible",
+        risk_class=low_risk(),
+        allowed_environments=[],
+        data_classes=[],
+    )
+    write = run(call_hang)
+    for result in (read, write):
+        assert result.is_error and result.structured_content == {"upstream_failure": "timeout"}, _text(result)
+        assert _text(result).startswith("The tool did not answer within 1 s and the call was cancelled. ")
+    assert "the call changed nothing: you may call it again" in _text(read)
+    assert "may or may not have taken effect" not in _text(read)
+    assert _text(write).endswith(" The call may or may not have taken effect; check before trying again.")
 
 
 def test_crash_mid_call_errors_is_not_retried_and_the_server_restarts(gateway, token, faulty_call_log):

@@ -9,7 +9,7 @@ import pytest
 
 from mcpgateway.services.discovery import LOW_CONFIDENCE, NO_TOOL_FITS
 
-from .conftest import build_index, gateway_db, grant, make_token, make_user, mcp_client, run
+from .conftest import PROTOCOL_MODES, build_index, gateway_db, grant, make_token, make_user, mcp_client, run
 
 pytestmark = [gateway_db, pytest.mark.slow]
 HIDDEN = "calc::rotate_payroll_encryption_keys"
@@ -76,3 +76,42 @@ def test_a_hidden_best_match_changes_nothing_the_member_gets(gateway, people):
     assert member.structured_content == without.structured_content
     assert text_of(member) == text_of(without)
     assert HIDDEN not in text_of(member)
+
+
+@pytest.mark.parametrize("mode", PROTOCOL_MODES)
+def test_a_low_confidence_answer_gives_key_inputs_not_schemas(gateway, people, mode):
+    """None of a low answer's tools clearly fits: it carries no inputSchema (five of them were most of its tokens,
+    read for tools the model should mostly not call), only each tool's key inputs, and says to get the schema of
+    the one that fits from tool_inspect, which gives it. A high answer still carries each schema, so that search
+    -> execute takes two turns. Both answers satisfy tool_search's outputSchema (the SDK client checks)."""
+    import jsonschema
+
+    async def main():
+        async with mcp_client(gateway, people["member"], mode=mode) as client:
+            listing = {tool.name: tool for tool in (await client.list_tools()).tools}
+            weak = await client.call_tool("tool_search", {"query": "calculate the total of my invoices"})
+            clear = await client.call_tool("tool_search", {"query": "convert 3pm Paris time to New York"})
+            inspected = await client.call_tool("tool_inspect", {"tool_ids": ["calc::add"]})
+            return listing, weak, clear, inspected
+
+    listing, weak, clear, inspected = run(main)
+    assert weak.structured_content["confidence"] == "low"
+    top = weak.structured_content["matches"][0]
+    assert top["tool_id"] == "calc::add" and "input_schema" not in top
+    assert top["key_inputs"] == [
+        {"name": "a", "type": "integer", "required": True},
+        {"name": "b", "type": "integer", "required": True},
+    ]
+    assert all("input_schema" not in match for match in weak.structured_content["matches"])
+    assert "inputSchema:" not in text_of(weak) and "call tool_inspect with its tool_id" in text_of(weak)
+    assert "1. calc::add - Add two integers and return the sum. [risk low, read]\n" in text_of(weak)
+    assert "\n   inputs: a (integer, required), b (integer, required)" in text_of(weak)
+    (add,) = inspected.structured_content["tools"]
+    assert add["input_schema"]["required"] == ["a", "b"]
+    assert clear.structured_content["confidence"] == "high"
+    assert all("input_schema" in match for match in clear.structured_content["matches"])
+    assert "inputs:" not in text_of(clear) and text_of(clear).count("inputSchema:") == len(
+        clear.structured_content["matches"]
+    )
+    for answer in (weak, clear):
+        jsonschema.validate(answer.structured_content, listing["tool_search"].output_schema)

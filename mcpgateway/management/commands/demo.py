@@ -54,6 +54,13 @@ DEMO_CURATION = [
         "Show the history of recent commits.",
         ["show me the latest commits", "who changed the repository recently"],
     ),
+    # Upstream: "Shows the working tree status", no word of a request for it ("files changed but not
+    # committed" found git_branch, git_add, git_log ...; git_status came 10th): a purpose in users' words.
+    (
+        "git::git_status",
+        "Show which files in the working tree are modified, staged or untracked: what is not committed yet.",
+        [],
+    ),
 ]
 
 
