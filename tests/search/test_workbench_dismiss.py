@@ -142,3 +142,21 @@ def test_dismissing_needs_the_workbench_permissions_and_a_csrf_token(client, dja
     assert strict.post(reverse(WORKBENCH), {"action": "dismiss", "text": FLIGHT}).status_code == 403
     assert not DismissedRequest.objects.exists()
     assert _listed(strict) == [FLIGHT]
+
+
+def test_a_curator_in_two_tenants_dismisses_and_restores_in_both(client, django_user_model, member):
+    both = _curator(django_user_model, "both-cur", "alpha", "bravo")
+    bravo = _curator(django_user_model, "bravo-cur", "bravo")
+    _log(member, FLIGHT)
+    client.force_login(both)
+    _dismiss(client, FLIGHT)
+    assert sorted(DismissedRequest.objects.values_list("tenant__slug", flat=True)) == ["alpha", "bravo"]
+    page = client.get(reverse(WORKBENCH) + "?reason=dismissed")
+    assert [row.text for row in page.context["dismissed"]] == [FLIGHT]  # listed once
+    other = Client()
+    other.force_login(bravo)
+    assert _listed(other) == []  # dismissed for bravo, whose curator they also are
+
+    client.post(reverse(WORKBENCH), {"action": "restore", "key": dismissal_key(group_key(FLIGHT))})
+    assert not DismissedRequest.objects.exists()
+    assert _listed(client) == [FLIGHT] and _listed(other) == [FLIGHT]
