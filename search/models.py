@@ -208,3 +208,33 @@ class LearnedConfirmation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.learned_id} by {self.principal_key}"
+
+
+class DismissedRequest(models.Model):
+    """A workbench group a curator marked "No tool should serve this" (a request outside the catalog's purpose, as
+    "book a flight" where no travel tool exists): it leaves the workbench and the curator home's count, and later
+    requests with the same words (``search.workbench.group_key``) stay out; "Restore" deletes the row. Kept per
+    tenant, as the query log is read: a dismissal in tenant A changes nothing tenant B's curators see. Empty tenant:
+    made by a curator in no tenant (an install without tenants, or a superuser), and seen only by such curators."""
+
+    tenant = models.ForeignKey("governance.Tenant", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=64, help_text="hash of the group's normalised words (its workbench key)")
+    text = models.CharField(max_length=500, help_text="the wording the curator dismissed")
+    dismissed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    dismissed_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-dismissed_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "key"], condition=models.Q(tenant__isnull=False), name="search_dismissed_unique"
+            ),
+            models.UniqueConstraint(
+                fields=["key"], condition=models.Q(tenant__isnull=True), name="search_dismissed_unique_shared"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.text[:60]

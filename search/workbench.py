@@ -6,19 +6,22 @@ caller's own filters or because the caller may see no tool are left out (counted
 request would change them. Similar requests (the same words, in any order
 or case) are grouped, newest first, with counts. From each group a curator attaches the request to a tool
 as an example request (or a negative query); the tool is reindexed at once, so the next search finds it.
+A request no tool should serve is dismissed ("No tool should serve this"): its group, and later requests with the
+same words, leave the workbench for that curator's tenant until restored (``DismissedRequest``).
 """
 
 from __future__ import annotations
 
 import difflib
+import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.db import IntegrityError, transaction
+from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import path, reverse
@@ -34,7 +37,7 @@ from governance.selectors import servers_shaped_by, servers_visible_to_operator
 
 from .choices import EmptyAnswerReason
 from .engine.ranking import Confidence
-from .models import IndexGeneration, QueryLogEntry, SearchOutcome
+from .models import DismissedRequest, IndexGeneration, QueryLogEntry, SearchOutcome
 from .text import tokenize
 from .usage import query_log_visible_to
 
@@ -71,6 +74,46 @@ def group_key(text: str) -> str:
     return " ".join(words) or " ".join(text.casefold().split())
 
 
+def dismissal_key(key: str) -> str:
+    """The stored form of a group's key (``DismissedRequest.key``): a fixed-length hash of its words."""
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def dismissals_for(user) -> QuerySet[DismissedRequest]:
+    """The dismissals that apply to what ``user`` sees: those of the tenants they are a member of; for a curator in
+    no tenant (an install without tenants, a superuser), those made by curators in no tenant."""
+    tenants = list(user.tenants.values_list("pk", flat=True))
+    return DismissedRequest.objects.filter(Q(tenant__in=tenants) if tenants else Q(tenant__isnull=True))
+
+
+def request_dismiss(*, text: str, user) -> bool:
+    """Dismiss ``text``'s group for ``user``'s tenants (each of them; none: install-wide). Returns False when it
+    already was dismissed for all of them (the first dismissal's who and when are kept)."""
+    text = " ".join(text.split())[:500]
+    key = dismissal_key(group_key(text))
+    tenants = list(user.tenants.values_list("pk", flat=True)) or [None]
+    added = False
+    for tenant in tenants:
+        if DismissedRequest.objects.filter(tenant_id=tenant, key=key).exists():
+            continue
+        try:
+            with transaction.atomic():
+                DismissedRequest.objects.create(tenant_id=tenant, key=key, text=text, dismissed_by=user)
+            added = True
+        except IntegrityError:  # another curator dismissed it at the same moment
+            pass
+    return added
+
+
+def request_restore(*, key: str, user) -> str | None:
+    """Undo the dismissal stored as ``key`` for ``user``'s tenants; returns its text, None when there was none
+    (another tenant's dismissal is answered the same way)."""
+    dismissals = dismissals_for(user).filter(key=key)
+    text = dismissals.values_list("text", flat=True).first()
+    dismissals.delete()
+    return text
+
+
 def _recent(*, days: int, user) -> QuerySet[QueryLogEntry]:
     since = timezone.now() - timedelta(days=days)
     logged = query_log_visible_to(user=user) if user is not None else QueryLogEntry.objects.all()
@@ -102,14 +145,21 @@ def workbench_groups(
         .order_by("-created_at", "-id")
         .only(*fields)[:MAX_ENTRIES]
     )
+    dismissed = set(dismissals_for(user).values_list("key", flat=True)) if user is not None else set()
     groups: dict[str, RequestGroup] = {}
+    skipped: set[str] = set()
     for entry in entries:
         kind = _reason(entry)
         if reason and kind != reason:
             continue
         key = group_key(entry.query)
+        if key in skipped:
+            continue
         group = groups.get(key)
         if group is None:
+            if dismissal_key(key) in dismissed:
+                skipped.add(key)
+                continue
             if len(groups) >= MAX_GROUPS:
                 continue
             group = groups[key] = RequestGroup(key=key, text=entry.query, latest=entry.created_at)
@@ -143,9 +193,13 @@ def workbench_waiting(*, user) -> dict[str, int]:
 def _waiting_key(user) -> str | None:
     """None when the cache is down (then computed each time). The visibility version is renewed by every change
     of who sees what and by every tool save, which every curation change makes (``tool_curation_update``: an
-    example request or negative query attached from the workbench, the tool form or a promoted learned request)."""
+    example request or negative query attached from the workbench, the tool form or a promoted learned request).
+    A dismissal or restore saves no tool: the key names the count and newest id of the user's dismissals too."""
     version = visibility_version()
-    return None if version is None else f"scout:workbench:waiting:{version}:{user.pk}"
+    if version is None:
+        return None
+    stamp = dismissals_for(user).aggregate(n=Count("id"), last=Max("id"))
+    return f"scout:workbench:waiting:{version}:{user.pk}:{stamp['n']}:{stamp['last']}"
 
 
 def _unhandled(groups: list[RequestGroup], *, user) -> list[RequestGroup]:
@@ -179,13 +233,15 @@ def _link_returned(groups: list[RequestGroup], *, user) -> None:
 
 def workbench_reason(entry: QueryLogEntry, *, user) -> str:
     """Why the workbench lists this search for ``user`` ("withheld", "low", "unfollowed"), or "" when it does not:
-    answered with confidence and followed by a call, emptied by the caller's own filters or access, or its words
-    already attached to a tool ``user`` may curate."""
+    answered with confidence and followed by a call, emptied by the caller's own filters or access, its words
+    already attached to a tool ``user`` may curate, or dismissed for ``user``'s tenant."""
     if entry.empty_reason in NOT_GAPS:
         return ""
     if entry.confidence not in (Confidence.NONE, Confidence.LOW) and entry.outcomes.exists():
         return ""
     if not _unhandled([RequestGroup(key="", text=entry.query, latest=entry.created_at)], user=user):
+        return ""
+    if dismissals_for(user).filter(key=dismissal_key(group_key(entry.query))).exists():
         return ""
     return _reason(entry)
 
@@ -262,8 +318,12 @@ def _check_permission(request: HttpRequest) -> None:
 
 
 def workbench_view(request: HttpRequest) -> HttpResponse:
-    """GET: the groups; POST: attach a request to a tool, then back to the page with what happened."""
+    """GET: the groups (``?reason=dismissed``: the dismissed ones); POST: attach a request to a tool, dismiss or
+    restore it, then back to the page with what happened."""
     _check_permission(request)
+    action = request.POST.get("action", "") if request.method == "POST" else ""
+    if action in ("dismiss", "restore"):
+        return _dismiss_or_restore(request, action)
     if request.method == "POST":
         form = AttachForm(request.POST, user=request.user)
         if form.is_valid():
@@ -302,9 +362,10 @@ def workbench_view(request: HttpRequest) -> HttpResponse:
     else:
         failed = {}
     reason = request.GET.get("reason", "")
-    if reason not in ("", "withheld", "low", "unfollowed"):
+    if reason not in ("", "withheld", "low", "unfollowed", "dismissed"):
         reason = ""
-    groups = workbench_groups(reason=reason, user=request.user)
+    dismissed = _dismissed_rows(request.user)
+    groups = workbench_groups(reason=reason, user=request.user) if reason != "dismissed" else []
     _link_returned(groups, user=request.user)
     context = {
         **admin.site.each_context(request),
@@ -314,10 +375,51 @@ def workbench_view(request: HttpRequest) -> HttpResponse:
         "groups": groups,
         "left_out": workbench_left_out(user=request.user),
         "reason": reason,
+        "dismissed": dismissed,
         "preview_url": reverse("search_preview"),
         "failed": failed,  # the attach that was refused: its row shows what was typed, to correct
     }
     return render(request, "admin/search/workbench.html", context)
+
+
+def _dismissed_rows(user) -> list[DismissedRequest]:
+    """The user's dismissals, newest first, one per key (a curator in several tenants dismissed it in each)."""
+    rows, seen = [], set()
+    for row in dismissals_for(user).select_related("dismissed_by"):
+        if row.key not in seen:
+            seen.add(row.key)
+            rows.append(row)
+    return rows
+
+
+def _dismiss_or_restore(request: HttpRequest, action: str) -> HttpResponse:
+    if action == "dismiss":
+        text = " ".join(request.POST.get("text", "").split())[:500]
+        if not text:
+            messages.error(request, "Nothing dismissed: the request's text was missing.")
+        elif request_dismiss(text=text, user=request.user):
+            messages.success(
+                request,
+                format_html(
+                    "Dismissed “{}”: no tool should serve it. It and later requests with the same words no longer "
+                    'show here or in your home page\'s count. <a id="dismissed-link" href="{}">Dismissed</a> lists '
+                    "it, to restore it.",
+                    text, reverse("search_workbench") + "?reason=dismissed",
+                ),
+            )  # fmt: skip
+        else:
+            messages.info(request, f"“{text}” already was dismissed.")
+        return HttpResponseRedirect(reverse("search_workbench") + _keep_filters(request))
+    text = request_restore(key=request.POST.get("key", ""), user=request.user)
+    if text is None:
+        messages.info(request, "Nothing to restore: that request is not dismissed.")
+    else:
+        messages.success(
+            request,
+            f"Restored “{text}”: the workbench lists it again while agents' requests with its words are in the "
+            f"last {WORKBENCH_DAYS} days.",
+        )
+    return HttpResponseRedirect(reverse("search_workbench") + "?reason=dismissed")
 
 
 def _check_link(text: str, tool: Tool) -> str:

@@ -1,5 +1,6 @@
 """Curator journey in a real browser: find a withheld request in the workbench, attach it to a tool, see the
-tool found for it in the search preview."""
+tool found for it in the search preview; dismiss a request no tool should serve, see the home's count drop,
+restore it."""
 
 from __future__ import annotations
 
@@ -74,3 +75,52 @@ def test_curator_attaches_a_withheld_request_and_sees_it_found(
     assert first.get_attribute("data-tool-id") == "mail::send_email"
     assert "example request" in first.text
     screenshot(browser, "curator-preview-after")
+
+
+def test_curator_dismisses_a_request_no_tool_should_serve_and_restores_it(browser, live_server, curator, member):
+    """Booking a flight in a catalog with no travel tool: the curator dismisses it, the home's count drops and the
+    row is gone; the dismissed list shows it, and "Restore" brings it back."""
+    from selenium.webdriver.common.by import By
+
+    flight = "book a flight to Lisbon"
+    for query, confidence in ((flight, Confidence.NONE), (WITHHELD, Confidence.NONE)):
+        query_log_record(
+            principal=principal_for_user(member),
+            query=query,
+            results=[],
+            confidence=confidence,
+            degraded=False,
+            backend="embedded",
+            latency_ms=9,
+        )
+    admin_login(browser, live_server.url, "curator", "pw-curator-123")
+    assert browser.find_element(By.ID, "workbench-waiting").text.endswith(": 2")
+
+    browser.get(f"{live_server.url}/admin/search/workbench/?reason=withheld")
+    row = browser.find_element(By.CSS_SELECTOR, f'tr.request-group[data-text="{flight}"]')
+    button = row.find_element(By.CSS_SELECTOR, "form.dismiss button")
+    assert button.text == "No tool should serve this"
+    screenshot(browser, "curator-workbench-dismiss")
+    click_through(browser, button)
+    message = browser.find_element(By.CSS_SELECTOR, "ul.messagelist li.success").text
+    assert message.startswith(f"Dismissed “{flight}”: no tool should serve it.")
+    assert browser.current_url.endswith("?reason=withheld")  # back to the list the curator was working through
+    assert not browser.find_elements(By.CSS_SELECTOR, f'tr.request-group[data-text="{flight}"]')
+    assert browser.find_elements(By.CSS_SELECTOR, f'tr.request-group[data-text="{WITHHELD}"]')
+
+    browser.get(f"{live_server.url}/admin/")
+    assert browser.find_element(By.ID, "workbench-waiting").text.endswith(": 1")
+
+    browser.get(f"{live_server.url}/admin/search/workbench/")
+    click_through(browser, browser.find_element(By.ID, "show-dismissed"))
+    dismissed = browser.find_element(By.CSS_SELECTOR, f'tr.dismissed-request[data-text="{flight}"]')
+    assert "curator" in dismissed.text
+    screenshot(browser, "curator-workbench-dismissed")
+    click_through(browser, dismissed.find_element(By.CSS_SELECTOR, "form.restore button"))
+    assert browser.find_element(By.CSS_SELECTOR, "ul.messagelist li.success").text.startswith(f"Restored “{flight}”")
+    assert browser.find_element(By.ID, "dismissed-empty")
+
+    browser.get(f"{live_server.url}/admin/")
+    assert browser.find_element(By.ID, "workbench-waiting").text.endswith(": 2")
+    browser.get(f"{live_server.url}/admin/search/workbench/")
+    assert browser.find_elements(By.CSS_SELECTOR, f'tr.request-group[data-text="{flight}"]')

@@ -1,0 +1,162 @@
+"""Dismissing a workbench request no tool should serve: it leaves the workbench and the home count for the
+curator's tenant only, later requests with the same words stay out, and "Restore" brings it back."""
+
+import pytest
+from django.contrib.auth.models import Group
+from django.test import Client
+from django.urls import reverse
+
+from governance.principals import principal_for_user
+from governance.roles import CURATORS
+from search.engine.ranking import Confidence
+from search.models import DismissedRequest
+from search.usage import query_log_record
+from search.workbench import dismissal_key, group_key
+from tests.governance.factories import tenant_with
+
+pytestmark = [pytest.mark.django_db]
+WORKBENCH = "search_workbench"
+FLIGHT = "book a flight to Lisbon"
+
+
+def _curator(django_user_model, username="cur", *tenants):
+    user = django_user_model.objects.create_user(username=username, is_staff=True)
+    user.groups.add(Group.objects.get(name=CURATORS))
+    for slug in tenants:
+        tenant_with(slug, user)
+    return user
+
+
+def _log(user, query, confidence=Confidence.NONE):
+    return query_log_record(
+        principal=principal_for_user(user),
+        query=query,
+        results=[],
+        confidence=confidence,
+        degraded=False,
+        backend="embedded",
+        latency_ms=5,
+    )
+
+
+def _waiting(client) -> dict:
+    return client.get(reverse("admin:index")).context["curator_panel"]["workbench"]
+
+
+def _listed(client, query: str = "") -> list[str]:
+    return [group.text for group in client.get(reverse(WORKBENCH) + query).context["groups"]]
+
+
+def _dismiss(client, text: str):
+    return client.post(reverse(WORKBENCH), {"action": "dismiss", "text": text}, follow=True)
+
+
+def test_a_dismissed_request_leaves_the_list_and_the_count_and_its_words_stay_out(client, django_user_model, member):
+    curator = _curator(django_user_model)
+    _log(member, FLIGHT)
+    _log(member, "order a pizza", Confidence.LOW)
+    client.force_login(curator)
+    assert _waiting(client) == {"total": 2, "withheld": 1, "low": 1, "unfollowed": 0}
+
+    response = _dismiss(client, FLIGHT)
+    [message] = [str(m) for m in response.context["messages"]]
+    assert message.startswith(f"Dismissed “{FLIGHT}”: no tool should serve it.")
+    assert 'id="dismissed-link"' in response.content.decode()
+    row = DismissedRequest.objects.get()
+    assert (row.text, row.dismissed_by, row.tenant) == (FLIGHT, curator, None)
+    assert row.key == dismissal_key(group_key(FLIGHT))
+    assert _listed(client) == ["order a pizza"] and _listed(client, "?reason=withheld") == []
+    assert _waiting(client) == {"total": 1, "withheld": 0, "low": 1, "unfollowed": 0}
+
+    # The same words again (any order or case) stay dismissed; other words are listed.
+    _log(member, "Lisbon: book a FLIGHT to")
+    _log(member, "book a train to Lisbon")
+    assert _listed(client) == ["book a train to Lisbon", "order a pizza"]
+    assert [str(m) for m in _dismiss(client, FLIGHT).context["messages"]] == [f"“{FLIGHT}” already was dismissed."]
+    assert DismissedRequest.objects.count() == 1
+
+
+def test_the_query_log_entry_no_longer_leads_to_the_workbench_once_dismissed(client, django_user_model, member):
+    curator = _curator(django_user_model)
+    entry = _log(member, FLIGHT)
+    client.force_login(curator)
+    page = reverse("admin:search_querylogentry_change", args=[entry.pk])
+    assert 'id="entry-workbench"' in client.get(page).content.decode()
+    _dismiss(client, FLIGHT)
+    assert 'id="entry-workbench"' not in client.get(page).content.decode()
+
+
+def test_restore_lists_it_again(client, django_user_model, member):
+    curator = _curator(django_user_model)
+    _log(member, FLIGHT)
+    client.force_login(curator)
+    _dismiss(client, FLIGHT)
+    page = client.get(reverse(WORKBENCH) + "?reason=dismissed")
+    [row] = page.context["dismissed"]
+    html = page.content.decode()
+    assert f'<tr class="dismissed-request" data-text="{FLIGHT}">' in html and ">cur</td>" in html
+    assert ">dismissed (1)</a>" in html
+    assert _waiting(client)["total"] == 0
+
+    response = client.post(reverse(WORKBENCH), {"action": "restore", "key": row.key}, follow=True)
+    [message] = [str(m) for m in response.context["messages"]]
+    assert message.startswith(f"Restored “{FLIGHT}”")
+    assert not DismissedRequest.objects.exists()
+    assert 'id="dismissed-empty"' in response.content.decode()
+    assert _listed(client) == [FLIGHT]
+    assert _waiting(client) == {"total": 1, "withheld": 1, "low": 0, "unfollowed": 0}
+
+
+def test_a_dismissal_in_one_tenant_changes_nothing_another_tenants_curators_see(client, django_user_model, member):
+    """``member`` acts in no tenant: the request is shared, read by both tenants' curators."""
+    alpha = _curator(django_user_model, "alpha-cur", "alpha")
+    bravo = _curator(django_user_model, "bravo-cur", "bravo")
+    _log(member, FLIGHT)
+    other = Client()
+    other.force_login(bravo)
+    assert _waiting(other)["total"] == 1  # counted (and cached) before alpha dismisses
+
+    client.force_login(alpha)
+    _dismiss(client, FLIGHT)
+    assert DismissedRequest.objects.get().tenant.slug == "alpha"
+    assert _listed(client) == [] and _waiting(client)["total"] == 0
+
+    assert _listed(other) == [FLIGHT] and _waiting(other) == {"total": 1, "withheld": 1, "low": 0, "unfollowed": 0}
+    page = other.get(reverse(WORKBENCH) + "?reason=dismissed")
+    assert page.context["dismissed"] == [] and ">dismissed (0)</a>" in page.content.decode()
+    # Bravo's curator cannot restore alpha's dismissal, and is answered as if there were none.
+    key = dismissal_key(group_key(FLIGHT))
+    response = other.post(reverse(WORKBENCH), {"action": "restore", "key": key}, follow=True)
+    assert [str(m) for m in response.context["messages"]] == ["Nothing to restore: that request is not dismissed."]
+    assert DismissedRequest.objects.filter(tenant__slug="alpha").exists()
+    assert _listed(client) == []
+
+
+def test_dismissing_needs_the_workbench_permissions_and_a_csrf_token(client, django_user_model, member):
+    _log(member, FLIGHT)
+    staff = django_user_model.objects.create_user(username="staff", is_staff=True)
+    client.force_login(staff)
+    assert client.post(reverse(WORKBENCH), {"action": "dismiss", "text": FLIGHT}).status_code == 403
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(_curator(django_user_model))
+    assert strict.post(reverse(WORKBENCH), {"action": "dismiss", "text": FLIGHT}).status_code == 403
+    assert not DismissedRequest.objects.exists()
+    assert _listed(strict) == [FLIGHT]
+
+
+def test_a_curator_in_two_tenants_dismisses_and_restores_in_both(client, django_user_model, member):
+    both = _curator(django_user_model, "both-cur", "alpha", "bravo")
+    bravo = _curator(django_user_model, "bravo-cur", "bravo")
+    _log(member, FLIGHT)
+    client.force_login(both)
+    _dismiss(client, FLIGHT)
+    assert sorted(DismissedRequest.objects.values_list("tenant__slug", flat=True)) == ["alpha", "bravo"]
+    page = client.get(reverse(WORKBENCH) + "?reason=dismissed")
+    assert [row.text for row in page.context["dismissed"]] == [FLIGHT]  # listed once
+    other = Client()
+    other.force_login(bravo)
+    assert _listed(other) == []  # dismissed for bravo, whose curator they also are
+
+    client.post(reverse(WORKBENCH), {"action": "restore", "key": dismissal_key(group_key(FLIGHT))})
+    assert not DismissedRequest.objects.exists()
+    assert _listed(client) == [FLIGHT] and _listed(other) == [FLIGHT]
