@@ -14,9 +14,10 @@ the database (never fail open).
 import logging
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
+from typing import Any, TypeVar
 
 from django.core.cache import cache
 from django.db import connection
@@ -27,12 +28,50 @@ from .constants import VISIBILITY_VERSION_KEY
 
 logger = logging.getLogger(__name__)
 ROW = 1
-# The row token read by the piece of work in progress (``visibility_row_read_once``); None outside one.
-_read_once: ContextVar[dict[str, str] | None] = ContextVar("scout_visibility_row_read_once", default=None)
+T = TypeVar("T")
+_NOT_READ = object()
 
 
-@contextmanager
-def visibility_row_read_once() -> Iterator[None]:
+class ReadOnce:
+    """A value read at most once per block of work (issue 9: a search asked for the same version or generation
+    several times). ``block()`` opens one (a context manager, usable as a decorator; a nested block shares the
+    outer one's); within it ``read(fetch)`` calls ``fetch`` the first time and answers that value again;
+    ``forget()`` makes the next ``read`` fetch anew. Outside a block every ``read`` fetches. Per context
+    (a ``ContextVar``), so concurrent requests on other threads or tasks never share a value."""
+
+    def __init__(self, name: str) -> None:
+        self._held: ContextVar[list[Any] | None] = ContextVar(name, default=None)
+
+    @contextmanager
+    def block(self) -> Iterator[None]:
+        if self._held.get() is not None:
+            yield
+            return
+        marker = self._held.set([_NOT_READ])
+        try:
+            yield
+        finally:
+            self._held.reset(marker)
+
+    def read(self, fetch: Callable[[], T]) -> T:
+        held = self._held.get()
+        if held is None:
+            return fetch()
+        if held[0] is _NOT_READ:
+            held[0] = fetch()
+        return held[0]
+
+    def forget(self) -> None:
+        held = self._held.get()
+        if held is not None:
+            held[0] = _NOT_READ
+
+
+# The row token read by the piece of work in progress (``visibility_row_read_once``).
+_row_once = ReadOnce("scout_visibility_row_read_once")
+
+
+def visibility_row_read_once() -> AbstractContextManager[None]:
     """Within this block ``visibility_row_token`` reads the row once and answers that token again (issue 9:
     a search confirms its token, fetches its visible set and its descriptors, each keyed by the version).
 
@@ -40,14 +79,7 @@ def visibility_row_read_once() -> Iterator[None]:
     it keys on (earlier, not later), so nothing is kept under a version a change committed before the read
     did not rewrite. ``visibility_invalidate`` in the block forgets the token. Nested blocks share the
     outer one's."""
-    if _read_once.get() is not None:
-        yield
-        return
-    marker = _read_once.set({})
-    try:
-        yield
-    finally:
-        _read_once.reset(marker)
+    return _row_once.block()
 
 
 def visibility_row_token() -> str:
@@ -55,13 +87,7 @@ def visibility_row_token() -> str:
     when it must follow every change in every process even with the cache down (the gateway's verified
     tokens: token saves, revocations, users, tenants and agents all rewrite it). Read once per
     ``visibility_row_read_once`` block."""
-    once = _read_once.get()
-    if once is not None and "token" in once:
-        return once["token"]
-    token = _row_token_fetch()
-    if once is not None:
-        once["token"] = token
-    return token
+    return _row_once.read(_row_token_fetch)
 
 
 def _row_token_fetch() -> str:
@@ -110,9 +136,7 @@ def visibility_invalidate() -> None:
     change in the same transaction writes a new token again, so nothing read in between stays current."""
     from .models import VisibilityVersion
 
-    once = _read_once.get()
-    if once is not None:  # the work in progress reads the new token on its next read
-        once.clear()
+    _row_once.forget()  # the work in progress reads the new token on its next read
     token = uuid.uuid4().hex
     if not VisibilityVersion.objects.filter(pk=ROW).update(token=token):
         VisibilityVersion.objects.bulk_create([VisibilityVersion(pk=ROW, token=token)], ignore_conflicts=True)

@@ -1,8 +1,7 @@
 """Reads: tool documents for indexing, stored vectors, the current index generation."""
 
-from collections.abc import Collection, Iterable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Collection, Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -10,6 +9,7 @@ from django.db.models import Prefetch, Q
 
 from catalog.cachesafe import cache_call
 from catalog.models import Tool
+from governance.cache import ReadOnce
 from governance.models import ServerUserObjectPermission
 from governance.principals import Principal
 
@@ -19,8 +19,8 @@ from .engine.snapshot import DocVectors
 from .models import IndexGeneration, LearnedConfirmation, LearnedRequest, ToolEmbedding
 
 GENERATION_CACHE_KEY = "scout:search:generation"
-# The generation token read by the search in progress (``generation_read_once``); None outside one.
-_generation_once: ContextVar[dict[str, str | None] | None] = ContextVar("scout_generation_read_once", default=None)
+# The generation token read by the search in progress (``generation_read_once``).
+_generation_once = ReadOnce("scout_generation_read_once")
 
 
 def indexable_tools() -> "Iterable[Tool]":
@@ -116,32 +116,18 @@ def generation_changes(mark: GenerationMark, token: str) -> tuple[GenerationMark
     return GenerationMark(max(target, mark.id), frozenset(pending)), pks
 
 
-@contextmanager
-def generation_read_once() -> Iterator[None]:
+def generation_read_once() -> AbstractContextManager[None]:
     """Within this block ``current_generation_token`` reads the cache (or the database) once and answers that
     token again (issue 9: a search asked for it up to three times, for the backend's status, its search and
     the parts' retry). One search then also ranks on the generation it checked was ready. A new generation is
     seen by the next block. Nested blocks share the outer one's."""
-    if _generation_once.get() is not None:
-        yield
-        return
-    marker = _generation_once.set({})
-    try:
-        yield
-    finally:
-        _generation_once.reset(marker)
+    return _generation_once.block()
 
 
 def current_generation_token() -> str | None:
     """Token of the latest ready generation; a cache value trusted for SCOUT_SEARCH_GENERATION_CHECK_SECONDS.
     Read once per ``generation_read_once`` block."""
-    once = _generation_once.get()
-    if once is not None and "token" in once:
-        return once["token"]
-    token = _generation_token_fetch()
-    if once is not None:
-        once["token"] = token
-    return token
+    return _generation_once.read(_generation_token_fetch)
 
 
 def _generation_token_fetch() -> str | None:
