@@ -466,3 +466,21 @@ def unknown_tool_text(result: Any) -> str | None:
     if not getattr(result, "is_error", False) or result.structured_content != {"unknown_tool": True}:
         return None
     return "".join(block.text for block in result.content if getattr(block, "type", "") == "text")
+
+
+def classify_low_risk(
+    tool: Any, *, actor: Any, operation_class: str, reversibility: str, environments: tuple[str, ...] = ()
+) -> Any:
+    """An admin's classification of ``tool`` at the seeded low risk class, with no data classes (the policy tests
+    vary the rest)."""
+    from governance.services.policy import tool_policy_classify, tool_policy_ensure
+
+    return tool_policy_classify(
+        policy=tool_policy_ensure(tool=tool),
+        actor=actor,
+        operation_class=operation_class,
+        reversibility=reversibility,
+        risk_class=low_risk(),
+        allowed_environments=list(environments),
+        data_classes=[],
+    )

@@ -7,7 +7,18 @@ from typing import Any
 
 import pytest
 
-from .conftest import MODERN, PROTOCOL_MODES, build_index, gateway_db, grant, make_token, make_user, mcp_client, run
+from .conftest import (
+    MODERN,
+    PROTOCOL_MODES,
+    build_index,
+    classify_low_risk,
+    gateway_db,
+    grant,
+    make_token,
+    make_user,
+    mcp_client,
+    run,
+)
 
 pytestmark = [gateway_db, pytest.mark.slow]
 
@@ -52,18 +63,11 @@ def test_inspect_and_direct_listing_give_hints_from_scouts_classification(gatewa
     direct listing say what Scout decided, not what the upstream claims. faulty::record_note claims destructive
     and Scout agrees; faulty::ping claims read-only and Scout agrees."""
     from catalog.models import Tool
-    from governance.services.policy import tool_policy_classify, tool_policy_ensure
 
-    from .conftest import drop_index, low_risk
+    from .conftest import drop_index
 
-    tool_policy_classify(
-        policy=tool_policy_ensure(tool=Tool.objects.get(tool_id="calc::add")),
-        actor=admin_user,
-        operation_class="write",
-        reversibility="irreversible",
-        risk_class=low_risk(),
-        allowed_environments=[],
-        data_classes=[],
+    classify_low_risk(
+        Tool.objects.get(tool_id="calc::add"), actor=admin_user, operation_class="write", reversibility="irreversible"
     )
     ids = ["calc::add", "faulty::record_note", "faulty::ping"]
 
@@ -278,19 +282,15 @@ def test_no_hints_are_invented_for_a_tool_that_declares_none(gateway, admin_user
     destructive write): it is shown with none, not with those assumptions spelled out. Once an admin classifies
     forms::fill_pair as a read, it says so (and nothing about destructiveHint, meaningless for a read)."""
     from catalog.models import Tool
-    from governance.services.policy import tool_policy_classify, tool_policy_ensure
 
-    from .conftest import drop_index, low_risk
+    from .conftest import drop_index
 
     token = forms_token(admin_user, calc_server, tmp_path)
-    tool_policy_classify(
-        policy=tool_policy_ensure(tool=Tool.objects.get(tool_id="forms::fill_pair")),
+    classify_low_risk(
+        Tool.objects.get(tool_id="forms::fill_pair"),
         actor=admin_user,
         operation_class="read",
         reversibility="reversible",
-        risk_class=low_risk(),
-        allowed_environments=[],
-        data_classes=[],
     )
 
     async def inspect():

@@ -10,7 +10,18 @@ from typing import Any
 import anyio
 import pytest
 
-from .conftest import MODERN, PROTOCOL_MODES, faulty_calls, gateway_db, grant, make_token, make_user, mcp_client, run
+from .conftest import (
+    MODERN,
+    PROTOCOL_MODES,
+    classify_low_risk,
+    faulty_calls,
+    gateway_db,
+    grant,
+    make_token,
+    make_user,
+    mcp_client,
+    run,
+)
 
 pytestmark = [gateway_db, pytest.mark.slow]
 
@@ -77,9 +88,6 @@ def test_a_timed_out_read_may_be_called_again_a_write_is_checked_first(gateway, 
     the model is told it may call again (or tell the user), not to "check whether it took effect", which it cannot
     do for a read; once an admin classifies the same tool as a write, the answer says it may have taken effect."""
     from catalog.models import Tool
-    from governance.services.policy import tool_policy_classify, tool_policy_ensure
-
-    from .conftest import low_risk
 
     settings.SCOUT_MCP_CALL_TIMEOUT = 1.0
 
@@ -89,14 +97,8 @@ def test_a_timed_out_read_may_be_called_again_a_write_is_checked_first(gateway, 
             return await client.call_tool("execute_tool", {"tool_id": "faulty::hang"})
 
     read = run(call_hang)
-    tool_policy_classify(
-        policy=tool_policy_ensure(tool=Tool.objects.get(tool_id="faulty::hang")),
-        actor=admin_user,
-        operation_class="write",
-        reversibility="reversible",
-        risk_class=low_risk(),
-        allowed_environments=[],
-        data_classes=[],
+    classify_low_risk(
+        Tool.objects.get(tool_id="faulty::hang"), actor=admin_user, operation_class="write", reversibility="reversible"
     )
     write = run(call_hang)
     for result in (read, write):

@@ -7,7 +7,17 @@ from typing import Any
 import anyio
 import pytest
 
-from .conftest import MODERN, faulty_calls, gateway_db, grant, low_risk, make_token, make_user, mcp_client, run
+from .conftest import (
+    MODERN,
+    classify_low_risk,
+    faulty_calls,
+    gateway_db,
+    grant,
+    make_token,
+    make_user,
+    mcp_client,
+    run,
+)
 
 pytestmark = [gateway_db, pytest.mark.slow]
 TOOL = "faulty::record_note"
@@ -16,19 +26,12 @@ TOOL = "faulty::record_note"
 @pytest.fixture
 def token(gateway, admin_user, faulty_server) -> str:
     from catalog.models import Tool
-    from governance.services.policy import tool_policy_classify, tool_policy_ensure
 
     member = make_user("gw_member")
     grant(admin_user, faulty_server, member, "discover", "execute")
     # A low-risk write: no approval needed, so only the idempotency key stands between a resend and a rerun.
-    tool_policy_classify(
-        policy=tool_policy_ensure(tool=Tool.objects.get(tool_id=TOOL)),
-        actor=admin_user,
-        operation_class="write",
-        reversibility="reversible",
-        risk_class=low_risk(),
-        allowed_environments=[],
-        data_classes=[],
+    classify_low_risk(
+        Tool.objects.get(tool_id=TOOL), actor=admin_user, operation_class="write", reversibility="reversible"
     )
     return make_token(member)
 

@@ -18,9 +18,9 @@ from .conftest import (
     MODERN,
     PROTOCOL_MODES,
     build_index,
+    classify_low_risk,
     gateway_db,
     grant,
-    low_risk,
     make_token,
     make_user,
     mcp_client,
@@ -139,19 +139,10 @@ def test_inspect_returns_full_definitions(gateway, world):
 
 def test_execute_against_the_npm_memory_server(gateway, world, admin_user):
     from catalog.models import Tool
-    from governance.services.policy import tool_policy_classify, tool_policy_ensure
 
     # An admin classifies the graph writes as low-risk, so this member may run them without an approval.
     for tool in Tool.objects.filter(server__slug="memory"):
-        tool_policy_classify(
-            policy=tool_policy_ensure(tool=tool),
-            actor=admin_user,
-            operation_class="write",
-            reversibility="reversible",
-            risk_class=low_risk(),
-            allowed_environments=[],
-            data_classes=[],
-        )
+        classify_low_risk(tool, actor=admin_user, operation_class="write", reversibility="reversible")
     entity = {"name": "Scout", "entityType": "project", "observations": ["governed MCP gateway"]}
 
     async def main():

@@ -13,9 +13,9 @@ import pytest
 
 from .conftest import (
     build_index,
+    classify_low_risk,
     gateway_db,
     grant,
-    low_risk,
     make_token,
     make_user,
     mcp_client,
@@ -69,7 +69,6 @@ def test_read_only_hint_on_a_deleting_tool_needs_approval_until_an_admin_classif
     gateway, world, admin_user, call_log
 ):
     from catalog.models import Tool
-    from governance.services.policy import tool_policy_classify, tool_policy_ensure
 
     first = execute(gateway, world["token"], "poisoned::tidy_workspace", {})
     assert first.is_error and first.structured_content["approval_required"] is True
@@ -79,14 +78,11 @@ def test_read_only_hint_on_a_deleting_tool_needs_approval_until_an_admin_classif
     echoed = execute(gateway, world["token"], "poisoned::echo", {"text": "hi"})
     assert not echoed.is_error and calls(call_log, "echo") == 1
 
-    tool_policy_classify(
-        policy=tool_policy_ensure(tool=Tool.objects.get(tool_id="poisoned::tidy_workspace")),
+    classify_low_risk(
+        Tool.objects.get(tool_id="poisoned::tidy_workspace"),
         actor=admin_user,
         operation_class="read",
         reversibility="reversible",
-        risk_class=low_risk(),
-        allowed_environments=[],
-        data_classes=[],
     )
     after = execute(gateway, world["token"], "poisoned::tidy_workspace", {})
     assert not after.is_error, after

@@ -10,7 +10,16 @@ from typing import Any
 
 import pytest
 
-from .conftest import build_index, gateway_db, grant, low_risk, make_token, make_user, mcp_client, run
+from .conftest import (
+    build_index,
+    classify_low_risk,
+    gateway_db,
+    grant,
+    make_token,
+    make_user,
+    mcp_client,
+    run,
+)
 
 pytestmark = [gateway_db, pytest.mark.slow]
 PAYROLL = "calc::rotate_payroll_encryption_keys"
@@ -23,7 +32,6 @@ def world(gateway, admin_user, time_server, calc_server) -> dict[str, Any]:
     from django.contrib.auth.models import Group
 
     from catalog.models import Tool
-    from governance.services.policy import tool_policy_classify, tool_policy_ensure
 
     member = make_user("gw_member")
     team = Group.objects.create(name="payroll team")
@@ -32,14 +40,8 @@ def world(gateway, admin_user, time_server, calc_server) -> dict[str, Any]:
     grant(admin_user, calc_server, team, "discover", "execute")  # a server the member has through a group
     # An admin's classification: rotating keys is an "execute" operation allowed in staging only.
     payroll = Tool.objects.get(tool_id=PAYROLL)
-    tool_policy_classify(
-        policy=tool_policy_ensure(tool=payroll),
-        actor=admin_user,
-        operation_class="execute",
-        reversibility="irreversible",
-        risk_class=low_risk(),
-        allowed_environments=["staging"],
-        data_classes=[],
+    classify_low_risk(
+        payroll, actor=admin_user, operation_class="execute", reversibility="irreversible", environments=("staging",)
     )
     build_index()
     return {"token": make_token(member)}
