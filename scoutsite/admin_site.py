@@ -113,9 +113,23 @@ def _extra_pages(request: HttpRequest, title: str) -> list[dict[str, Any]]:
 
 
 def _group(title: str, models: list[dict[str, Any]]) -> dict[str, Any]:
-    slug = title.lower().replace(" & ", "-").replace(" ", "-")
-    return {"name": title, "app_label": slug, "app_url": f"{reverse('admin:index')}#{slug}",
+    return {"name": title, "app_label": _group_slug(title), "app_url": _group_url(title),
             "has_module_perms": True, "models": models}  # fmt: skip
+
+
+def _group_slug(title: str) -> str:
+    return title.lower().replace(" & ", "-").replace(" ", "-")
+
+
+def _group_url(title: str) -> str:
+    return f"{reverse('admin:index')}#{_group_slug(title)}"
+
+
+def navigation_group(model_label: str) -> tuple[str, str]:
+    """The job group a model ("app_label.ModelName") is listed under in the navigation: its name and link, as the
+    navigation shows them (each model is in one group; one not listed is in "Records")."""
+    title = next((title for title, names in NAVIGATION if model_label in names), "Records")
+    return title, _group_url(title)
 
 
 def role_panels(request: HttpRequest) -> dict[str, Any]:

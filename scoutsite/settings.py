@@ -132,6 +132,8 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
+            # scoutsite is no installed app (its admin config is Django's admin): its template tags are named here.
+            "libraries": {"scout_nav": "scoutsite.templatetags.scout_nav"},
         },
     },
 ]

@@ -7,7 +7,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, ValidationError
-from django.db import models
+from django.db import models, transaction
 from django.db.models import OuterRef, QuerySet, Subquery
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -306,10 +306,41 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
 
     def response_add(self, request: HttpRequest, obj: Server, post_url_continue: str | None = None) -> HttpResponse:
         if obj.transport != Transport.IMPORTED:
-            self._queue_sync(request, [obj], after_commit=True)
-            note = format_html("First sync of {} queued. {}", obj.slug, self.access_note(obj))
-            self.message_user(request, note, messages.INFO)
+            # Once the new row is committed (a worker must find it), still within this request: the message is
+            # added then, so it can say how an in-process sync ended.
+            transaction.on_commit(lambda: self._first_sync(request, obj))
         return super().response_add(request, obj, post_url_continue)
+
+    def _first_sync(self, request: HttpRequest, server: Server) -> None:
+        queued, _ = self._queue_sync(request, [server])
+        if not queued:
+            return  # _queue_sync said why
+        from catalog.tasks import sync_server
+
+        # In-process (CELERY_TASK_ALWAYS_EAGER, the demo) the sync has run by now; with a worker it is queued.
+        run = SyncRun.objects.filter(server=server).first() if sync_server.app.conf.task_always_eager else None
+        level, outcome = self._first_sync_outcome(request, server, run)
+        self.message_user(request, format_html("{} {}", outcome, self.access_note(server)), level)
+
+    def _first_sync_outcome(self, request: HttpRequest, server: Server, run: SyncRun | None) -> tuple[int, str]:
+        """How the first sync went, linking where its details and what to do are: its run (for who may read runs),
+        else the server's page (which shows the last error and what to do)."""
+        if run is None:
+            return messages.INFO, self._sync_queued_message(request, server, first=True)
+        if request.user.has_perm("catalog.view_syncrun"):
+            details = format_html('<a href="{}">its run</a>', reverse("admin:catalog_syncrun_change", args=[run.pk]))
+        else:
+            details = format_html('<a href="{}">its page</a>', reverse("admin:catalog_server_change", args=[server.pk]))
+        slug = server.slug
+        if run.status == SyncStatus.SUCCESS:
+            return messages.SUCCESS, format_html("First sync of {} succeeded: {} tool(s) added.", slug, run.added)
+        if run.status == SyncStatus.PARTIAL:
+            text = "First sync of {} succeeded with {} tool(s) added and {} refused: see why in {}."
+            return messages.WARNING, format_html(text, slug, run.added, run.rejected, details)
+        if run.status == SyncStatus.FAILED:
+            text = "First sync of {} failed: its tools are hidden until a sync succeeds. The error and what to do: {}."
+            return messages.ERROR, format_html(text, slug, details)
+        return messages.WARNING, format_html("First sync of {}: {} (see {}).", slug, run.get_status_display(), details)
 
     def access_note(self, server: Server) -> str:
         """Who sees the new server's tools; the access sections (governance) say it better."""
@@ -447,9 +478,7 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
         if skipped:
             self.message_user(request, f"Not synced (imported, no live connection): {', '.join(skipped)}.")
 
-    def _queue_sync(
-        self, request: HttpRequest, servers: list[Server], *, after_commit: bool = False
-    ) -> tuple[int, list[str]]:
+    def _queue_sync(self, request: HttpRequest, servers: list[Server]) -> tuple[int, list[str]]:
         try:
             from catalog.tasks import sync_server
         except ImportError as exc:  # the sync task may not be deployed yet; say so instead of failing
@@ -460,10 +489,7 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
             if server.transport == Transport.IMPORTED:
                 skipped.append(server.slug)
                 continue
-            if after_commit:  # a new server: a worker must find its committed row
-                sync_server.delay_on_commit(server.pk, "admin")
-            else:
-                sync_server.delay(server.pk, "admin")
+            sync_server.delay(server.pk, "admin")
             queued += 1
         return queued, skipped
 
@@ -556,15 +582,18 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
         }
         return TemplateResponse(request, "admin/catalog/server/openapi_preview.html", context)
 
-    def _sync_queued_message(self, request: HttpRequest, server: Server) -> str:
-        """What follows "Sync now": a worker runs it a moment later, so the page shown next may not list its run yet.
-        Who may read runs gets the way to follow it (the run list narrowed to this server, newest first)."""
+    def _sync_queued_message(self, request: HttpRequest, server: Server, *, first: bool = False) -> str:
+        """What follows "Sync now" or a new server: a worker runs it a moment later, so the page shown next may not
+        list its run yet. Who may read runs gets the way to follow it (the run list narrowed to this server, newest
+        first)."""
+        sync = "First sync" if first else "Sync"
         if not request.user.has_perm("catalog.view_syncrun"):
-            return f"Sync of {server.slug} queued."
+            return f"{sync} of {server.slug} queued."
         runs = f"{reverse('admin:catalog_syncrun_changelist')}?{urlencode({'server': server.slug})}"
         return format_html(
-            'Sync of {} queued: follow it in <a id="queued-sync-runs" href="{}">its sync runs</a>, where its run shows '
+            '{} of {} queued: follow it in <a id="queued-sync-runs" href="{}">its sync runs</a>, where its run shows '
             "(with its progress on its page) once a worker starts it.",
+            sync,
             server.slug,
             runs,
         )

@@ -2,7 +2,7 @@
 "Change tool" / "Select tool to change"; the phrase sections add "another alias", not "another Tool alias"."""
 
 import re
-from html import unescape
+from html import escape, unescape
 
 import pytest
 from django.contrib.auth.models import Group
@@ -118,12 +118,20 @@ def test_admin_titles_everywhere(client, superuser, member):
     _seed_every_kind(superuser, member)
     client.force_login(superuser)
     checked = deleted = 0
+    # The navigation's job groups, by the models they list (each model in one group).
+    navigation = admin.site.get_app_list(client.get(reverse("admin:index")).wsgi_request)
+    groups = {entry["object_name"]: group for group in navigation for entry in group["models"]}
     for model, model_admin in admin.site._registry.items():
         assert isinstance(model_admin, TitledAdminMixin), f"{model._meta.label}: pages without a title of their own"
         info = model._meta.app_label, model._meta.model_name
-        title, h1 = _heading(client.get(reverse("admin:{}_{}_changelist".format(*info))).content.decode())
+        listing = client.get(reverse("admin:{}_{}_changelist".format(*info))).content.decode()
+        title, h1 = _heading(listing)
         assert not h1.startswith("Select "), model._meta.label
         assert title == f"{h1} | Scout admin"
+        # After Home, the job group the navigation lists the model under (its name and link), not the Django app.
+        group = groups[model.__name__]
+        assert _crumbs(listing)[:2] == ["Home", group["name"]], model._meta.label
+        assert f'&rsaquo; <a href="{group["app_url"]}">{escape(group["name"])}</a>' in listing, model._meta.label
         obj = model_admin.get_queryset(client.get(reverse("admin:index")).wsgi_request).first()
         if obj is None:
             continue
@@ -133,12 +141,16 @@ def test_admin_titles_everywhere(client, superuser, member):
         assert title == f"{h1} | Scout admin", model._meta.label
         # The last breadcrumb names the object as the heading does, not by its raw str() ("sync faulty … success").
         assert _crumbs(page.content.decode())[-1] == unescape(h1), model._meta.label
+        if any(used.name == "admin/change_form.html" for used in page.templates):  # not a page of its own (decide)
+            assert _crumbs(page.content.decode())[1] == group["name"], model._meta.label
         history = client.get(reverse("admin:{}_{}_history".format(*info), args=[obj.pk])).content.decode()
         named = unescape(_heading(history)[1].removeprefix("History: "))
         assert _crumbs(history)[-2:] == [named, "History"], model._meta.label
+        assert _crumbs(history)[1] == group["name"], model._meta.label
         if model_admin.has_delete_permission(page.wsgi_request, obj):
             deletion = client.get(reverse("admin:{}_{}_delete".format(*info), args=[obj.pk])).content.decode()
             assert _crumbs(deletion)[-2:] == [unescape(h1), "Delete"], model._meta.label
+            assert _crumbs(deletion)[1] == group["name"], model._meta.label
             deleted += 1
         checked += 1
     assert checked >= 14 and deleted >= 1  # the seed reached most models' pages
@@ -193,3 +205,15 @@ def test_a_titled_page_loads_its_object_once(view, client, superuser):
         titled = {"change": page.context["subtitle"] is None, "history": page.context["title"].startswith("History: ")}
         assert titled.get(view, page.context["subtitle"] == "Group ops"), url  # the mixin's titles, not Django's
         assert _loads_of(obj, queries) == 1, url
+
+
+def test_deleting_several_names_the_navigation_group(client, superuser):
+    """The page that confirms a bulk delete names the job group too (Home › Access › Groups …), not "Authentication
+    and Authorization", whose index page the navigation never shows."""
+    group = GroupFactory(name="ops")
+    client.force_login(superuser)
+    page = client.post(
+        reverse("admin:auth_group_changelist"), {"action": "delete_selected", "_selected_action": [group.pk]}
+    ).content.decode()
+    assert _crumbs(page) == ["Home", "Access", "Groups", "Delete multiple objects"]
+    assert f'&rsaquo; <a href="{reverse("admin:index")}#access">Access</a>' in page

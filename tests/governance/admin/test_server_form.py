@@ -78,7 +78,10 @@ def _messages(response) -> list[str]:
     return [str(message) for message in response.context["messages"]]
 
 
-def test_the_first_sync_message_says_who_sees_the_tools(client, operator, django_capture_on_commit_callbacks):
+# The first sync's message is added when the new server is committed, still within the request: these tests
+# commit (transaction=True), as a real request does.
+@pytest.mark.django_db(transaction=True)
+def test_the_first_sync_message_says_it_succeeded_and_who_sees_the_tools(client, operator):
     from django.contrib.auth.models import Permission
 
     client.force_login(operator)
@@ -88,26 +91,58 @@ def test_the_first_sync_message_says_who_sees_the_tools(client, operator, django
         **{"group_grants-TOTAL_FORMS": "1", "group_grants-0-group": str(Group.objects.get(name=APPROVERS).pk)},
         **{"group_grants-0-permission": str(discover)},
     )
-    with django_capture_on_commit_callbacks(execute=True):
-        response = client.post(reverse("admin:catalog_server_add"), given, follow=True)
+    response = client.post(reverse("admin:catalog_server_add"), given, follow=True)
     # The slug as written (a message's first letter is capitalised: "Clock: first sync..." named no server). Save
     # leads to the server list, where no access section is "below": the message links the server's page instead.
+    # Tasks run in-process here (as in the demo): the sync has run, and the message says how it went.
     assert response.redirect_chain[-1][0] == reverse("admin:catalog_server_changelist")
     page = reverse("admin:catalog_server_change", args=[Server.objects.get(slug="clock").pk])
     assert (
-        "First sync of clock queued. Its tools are visible to the groups and people given discover on "
-        f'<a href="{page}">its page</a>.' in _messages(response)
+        "First sync of clock succeeded: 2 tool(s) added. Its tools are visible to the groups and people given "
+        f'discover on <a href="{page}">its page</a>.' in _messages(response)
     )
     assert f'<a href="{page}">its page</a>' in response.content.decode()  # rendered as a link, not escaped
 
-    with django_capture_on_commit_callbacks(execute=True):
-        response = client.post(reverse("admin:catalog_server_add"), _form(slug="clock-2"), follow=True)
+    response = client.post(reverse("admin:catalog_server_add"), _form(slug="clock-2"), follow=True)
     page = reverse("admin:catalog_server_change", args=[Server.objects.get(slug="clock-2").pk])
     assert (
-        f'First sync of clock-2 queued. Its tools are visible to nobody until you give discover on <a href="{page}">'
-        "its page</a>." in _messages(response)
+        "First sync of clock-2 succeeded: 2 tool(s) added. Its tools are visible to nobody until you give discover "
+        f'on <a href="{page}">its page</a>.' in _messages(response)
     )
     assert "discover below" not in response.content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_first_sync_that_failed_says_so_and_links_its_run(client, operator):
+    client.force_login(operator)
+    response = client.post(
+        reverse("admin:catalog_server_add"), _form(slug="broken", command="/bin/false", args="[]"), follow=True
+    )
+    run = SyncRun.objects.get(server__slug="broken")
+    assert run.status == "failed"
+    [message] = [message for message in response.context["messages"] if "First sync" in str(message)]
+    link = reverse("admin:catalog_syncrun_change", args=[run.pk])
+    assert str(message).startswith(
+        f'First sync of broken failed: its tools are hidden until a sync succeeds. The error and what to do: <a href="'
+        f'{link}">its run</a>.'
+    )
+    assert "queued" not in str(message) and message.level_tag == "error"
+    assert "To fix it: correct the connection" in client.get(link).content.decode()  # the run says what to do
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_first_sync_left_to_a_worker_says_queued(client, operator):
+    from scoutsite import celery_app
+
+    celery_app.conf.task_always_eager = False  # a worker runs tasks (the celery_eager fixture restores it)
+    client.force_login(operator)
+    response = client.post(reverse("admin:catalog_server_add"), _form(slug="clock"), follow=True)
+    assert not SyncRun.objects.filter(server__slug="clock").exists()  # nothing ran in this process
+    runs = f"{reverse('admin:catalog_syncrun_changelist')}?server=clock"
+    assert any(
+        message.startswith(f'First sync of clock queued: follow it in <a id="queued-sync-runs" href="{runs}">')
+        for message in _messages(response)
+    )
 
 
 def test_a_new_server_says_never_synced(client, operator):
