@@ -217,3 +217,20 @@ def test_deleting_several_names_the_navigation_group(client, superuser):
     ).content.decode()
     assert _crumbs(page) == ["Home", "Access", "Groups", "Delete multiple objects"]
     assert f'&rsaquo; <a href="{reverse("admin:index")}#access">Access</a>' in page
+
+
+def test_every_group_link_lands_on_its_group(client, superuser, member):
+    """The navigation's and the breadcrumbs' group links (``/admin/#servers-sync``) point at an element of the home
+    page with that id: the group's own list, not the top of the page."""
+    from django.contrib import admin
+
+    _seed_every_kind(superuser, member)
+    client.force_login(superuser)
+    home = client.get(reverse("admin:index"))
+    groups = admin.site.get_app_list(home.wsgi_request)
+    assert len(groups) >= 4
+    html = home.content.decode()
+    for group in groups:
+        path, anchor = group["app_url"].split("#")
+        assert path == reverse("admin:index")
+        assert html.count(f'id="{anchor}"') == 1, group["name"]
