@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
@@ -93,15 +93,11 @@ def request_dismiss(*, text: str, user) -> bool:
     key = dismissal_key(group_key(text))
     tenants = list(user.tenants.values_list("pk", flat=True)) or [None]
     added = False
-    for tenant in tenants:
-        if DismissedRequest.objects.filter(tenant_id=tenant, key=key).exists():
-            continue
-        try:
-            with transaction.atomic():
-                DismissedRequest.objects.create(tenant_id=tenant, key=key, text=text, dismissed_by=user)
-            added = True
-        except IntegrityError:  # another curator dismissed it at the same moment
-            pass
+    for tenant in tenants:  # get_or_create also takes another curator's dismissal made at the same moment
+        _, created = DismissedRequest.objects.get_or_create(
+            tenant_id=tenant, key=key, defaults={"text": text, "dismissed_by": user}
+        )
+        added = added or created
     return added
 
 
