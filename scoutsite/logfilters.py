@@ -5,12 +5,14 @@ document's parse error. Written as it came, a line break in it started a log lin
 forged ``governance.audit ... approved``), and a carriage return or a terminal escape reached whoever read the log
 in a terminal. ``OneLineMessages`` escapes every control character of a message (``\\n``, ``\\x1b``) and the
 Unicode line separators and bidi controls, so each record stays one line, read as written; the text is kept.
-A traceback logged with a record keeps its lines (its last one may still quote such text).
+A traceback logged with a record keeps its lines, but each exception's own line (its type and message, which may
+quote an upstream: an upstream's error is raised from the SDK's error carrying its words) is escaped the same way.
 """
 
 from __future__ import annotations
 
 import logging
+import traceback
 
 _ESCAPES: dict[int, str] = {code: f"\\x{code:02x}" for code in (*range(0x20), 0x7F, *range(0x80, 0xA0))}
 _ESCAPES.update({0x09: "\t", 0x0A: "\\n", 0x0D: "\\r"})  # a tab breaks no line: kept
@@ -25,4 +27,19 @@ class OneLineMessages(logging.Filter):
         escaped = message.translate(_ESCAPES)
         if escaped != message:
             record.msg, record.args = escaped, None
+        if record.exc_info and record.exc_info[1] is not None:
+            record.exc_text = _traceback(record.exc_info[1])  # the formatter writes it as given
         return True
+
+
+def _traceback(error: BaseException) -> str:
+    """``error``'s traceback as ``logging.Formatter.formatException`` writes it, each exception's own line in its
+    chain (``Type: message`` and notes: the frames are Scout's code) one line, escaped."""
+    text = "".join(traceback.format_exception(error))
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        own = "".join(traceback.format_exception_only(error))
+        text = text.replace(own, own.rstrip("\n").translate(_ESCAPES) + "\n")
+        error = error.__cause__ or (None if error.__suppress_context__ else error.__context__)
+    return text.removesuffix("\n")
