@@ -33,13 +33,17 @@ class OneLineMessages(logging.Filter):
 
 
 def _traceback(error: BaseException) -> str:
-    """``error``'s traceback as ``logging.Formatter.formatException`` writes it, each exception's own line in its
-    chain (``Type: message`` and notes: the frames are Scout's code) one line, escaped."""
-    text = "".join(traceback.format_exception(error))
-    seen: set[int] = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        own = "".join(traceback.format_exception_only(error))
-        text = text.replace(own, own.rstrip("\n").translate(_ESCAPES) + "\n")
-        error = error.__cause__ or (None if error.__suppress_context__ else error.__context__)
-    return text.removesuffix("\n")
+    """``error``'s traceback as ``logging.Formatter.formatException`` writes it, with each exception's own line
+    (``Type: message`` and its notes; the frames are Scout's code) one line, escaped: along the chain of causes
+    and contexts and inside exception groups (the SDK's task groups raise those)."""
+    top = traceback.TracebackException.from_exception(error)
+    pending, seen = [top], set()
+    while pending:
+        node = pending.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        line = "".join(node.format_exception_only()).rstrip("\n").translate(_ESCAPES) + "\n"
+        node.format_exception_only = lambda *args, _line=line, **kwargs: iter([_line])  # type: ignore[method-assign]
+        pending += [other for other in (node.__cause__, node.__context__, *(node.exceptions or ())) if other]
+    return "".join(top.format()).removesuffix("\n")

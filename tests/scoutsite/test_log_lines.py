@@ -16,7 +16,7 @@ def test_a_tracebacks_exception_lines_never_forge_a_log_line_or_reach_a_terminal
     logged with its traceback (``logger.exception``, as the watcher and the API's last-resort handler do), the
     exception's last line quoted the upstream's words as written: a line break began a log line of the upstream's
     making and a terminal escape reached whoever read the log. The frames keep their lines; each exception's own
-    line is escaped like a message."""
+    line is escaped like a message, also inside an exception group."""
     server = Server(slug="evil", name="evil", transport="http", url="https://evil.example/mcp")
     console = next(handler for handler in logging.getLogger().handlers if handler.get_name() == "console")
     written = io.StringIO()
@@ -27,18 +27,22 @@ def test_a_tracebacks_exception_lines_never_forge_a_log_line_or_reach_a_terminal
             try:
                 raise error
             except MCPError as exc:
-                raise _translate(server, exc, doing="listing tools", timeout=None, stderr="") from exc
+                translated = _translate(server, exc, doing="listing tools", timeout=None, stderr="")
+                try:
+                    raise translated from exc
+                except Exception as raised:  # as the SDK's task groups raise it
+                    raise ExceptionGroup("unhandled errors in a TaskGroup", [raised]) from None
         except Exception:
             logging.getLogger("catalog.management.commands.catalog_watch").exception("evil: watcher failed")
     finally:
         console.setStream(stream)
     log = written.getvalue()
     lines = log.splitlines()
-    assert lines[0].endswith("evil: watcher failed") and lines[1] == "Traceback (most recent call last):"
-    assert "The above exception was the direct cause of the following exception:" in lines
+    assert lines[0].endswith("evil: watcher failed") and "Exception Group Traceback" in lines[1]
+    assert "    | The above exception was the direct cause of the following exception:" in lines
     quoted = [line for line in lines if "FORGED" in line]
     assert len(quoted) == 2  # the SDK's error and the UpstreamError raised from it, each one line
-    assert quoted[0].startswith("mcp.shared.exceptions.MCPError: disk full\\n2026-01-01")
-    assert quoted[1].startswith("catalog.upstream.UpstreamError: evil: protocol error while listing tools")
+    assert quoted[0].startswith("    | mcp.shared.exceptions.MCPError: disk full\\n2026-01-01")
+    assert quoted[1].startswith("    | catalog.upstream.UpstreamError: evil: protocol error while listing tools")
     assert all("\\x1b[2J\\u2028" in line for line in quoted)
     assert not [char for char in ("\x1b", "\u2028", "\r") if char in log]
