@@ -204,6 +204,22 @@ def learned_requests_expire(*, cutoff) -> int:
     return per_model.get(LearnedRequest._meta.label, 0)
 
 
+def learned_requests_forget(*, server_pk: int) -> int:
+    """Forget what the tools of the server ``server_pk`` learned: its tenant changed (a superuser gave a shared
+    server to a tenant, moved a tenant's to another, or shared it). Learned requests are the words of the callers of
+    its former space (``learned_request_confirm``): the curators of its new space must never read them, nor its new
+    callers be ranked by them (Z12). A promoted one stays a curated example. The tools are reindexed after commit.
+    Returns how many were deleted."""
+    from .tasks import reindex_tools
+
+    learned = LearnedRequest.objects.filter(tool__server_id=server_pk)
+    tool_pks = sorted(set(learned.values_list("tool_id", flat=True)))
+    _, per_model = learned.delete()
+    if tool_pks:
+        reindex_tools.delay_on_commit(tool_pks)
+    return per_model.get(LearnedRequest._meta.label, 0)
+
+
 def _linked_entry(*, key: str, tool: Tool) -> QueryLogEntry | None:
     """The newest search by ``key`` within the link window that returned ``tool``."""
     since = timezone.now() - timedelta(seconds=settings.SCOUT_QUERY_LINK_WINDOW_SECONDS)
