@@ -436,9 +436,10 @@ def _dismiss_or_restore(request: HttpRequest, action: str) -> HttpResponse:
     if text is None:
         messages.info(request, "Nothing to restore: that request is not dismissed.")
     else:
+        shown = f"“{text}”" if text else "the request (its words were no longer kept)"
         messages.success(
             request,
-            f"Restored “{text}”: the workbench lists it again while agents' requests with its words are in the "
+            f"Restored {shown}: the workbench lists it again while agents' requests with its words are in the "
             f"last {WORKBENCH_DAYS} days.",
         )
     return HttpResponseRedirect(reverse("search_workbench") + "?reason=dismissed")

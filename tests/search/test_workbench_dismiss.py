@@ -206,3 +206,37 @@ def test_a_dismissal_never_shows_one_tenants_words_to_another_tenants_curators(c
     Tenant.objects.get(slug="bravo").members.remove(both)
     html = readers[bravo].get(reverse(WORKBENCH) + "?reason=dismissed").content.decode()
     assert "both-cur" not in html and f">{OTHER_TENANT_PERSON}</td>" in html
+
+
+def test_a_dismissals_words_are_kept_no_longer_than_the_log_keeps_requests(client, django_user_model, member, settings):
+    """Privacy: a dismissal's words are a request copied from the query log (a customer's name, an address), kept
+    until restored, long after the log purged the request itself (``SCOUT_QUERY_LOG_RETENTION_DAYS``), as learned
+    requests once were. Past the retention only its key stays: later requests with those words stay out, and it is
+    still restored from the dismissed list."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from search.usage import query_log_purge
+
+    settings.SCOUT_QUERY_LOG_RETENTION_DAYS = 7
+    curator = _curator(django_user_model)
+    private, recent = "refund Mrs Quillfeather at 12 Larkspur Lane", "book a train to Porto"
+    for text in (private, recent):
+        _log(member, text)
+    client.force_login(curator)
+    for text in (private, recent):
+        _dismiss(client, text)
+    DismissedRequest.objects.filter(text=private).update(dismissed_at=timezone.now() - timedelta(days=8))
+
+    query_log_purge()
+    assert sorted(DismissedRequest.objects.values_list("text", flat=True)) == ["", recent]
+    page = client.get(reverse(WORKBENCH) + "?reason=dismissed")
+    html = page.content.decode()
+    assert "Quillfeather" not in html and "its words are no longer kept" in html and recent in html
+    _log(member, "Refund Mrs Quillfeather at 12 Larkspur lane")  # the same words: still out
+    assert _listed(client) == []
+    key = dismissal_key(group_key(private))
+    response = client.post(reverse(WORKBENCH), {"action": "restore", "key": key}, follow=True)
+    assert [str(m) for m in response.context["messages"]][0].startswith("Restored the request (its words were no")
+    assert _listed(client) == ["Refund Mrs Quillfeather at 12 Larkspur lane"]
