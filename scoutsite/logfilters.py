@@ -5,12 +5,14 @@ document's parse error. Written as it came, a line break in it started a log lin
 forged ``governance.audit ... approved``), and a carriage return or a terminal escape reached whoever read the log
 in a terminal. ``OneLineMessages`` escapes every control character of a message (``\\n``, ``\\x1b``) and the
 Unicode line separators and bidi controls, so each record stays one line, read as written; the text is kept.
-A traceback logged with a record keeps its lines (its last one may still quote such text).
+A traceback logged with a record keeps its lines, but each exception's own line (its type and message, which may
+quote an upstream: an upstream's error is raised from the SDK's error carrying its words) is escaped the same way.
 """
 
 from __future__ import annotations
 
 import logging
+import traceback
 
 _ESCAPES: dict[int, str] = {code: f"\\x{code:02x}" for code in (*range(0x20), 0x7F, *range(0x80, 0xA0))}
 _ESCAPES.update({0x09: "\t", 0x0A: "\\n", 0x0D: "\\r"})  # a tab breaks no line: kept
@@ -25,4 +27,23 @@ class OneLineMessages(logging.Filter):
         escaped = message.translate(_ESCAPES)
         if escaped != message:
             record.msg, record.args = escaped, None
+        if record.exc_info and record.exc_info[1] is not None:
+            record.exc_text = _traceback(record.exc_info[1])  # the formatter writes it as given
         return True
+
+
+def _traceback(error: BaseException) -> str:
+    """``error``'s traceback as ``logging.Formatter.formatException`` writes it, with each exception's own line
+    (``Type: message`` and its notes; the frames are Scout's code) one line, escaped: along the chain of causes
+    and contexts and inside exception groups (the SDK's task groups raise those)."""
+    top = traceback.TracebackException.from_exception(error)
+    pending, seen = [top], set()
+    while pending:
+        node = pending.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        line = "".join(node.format_exception_only()).rstrip("\n").translate(_ESCAPES) + "\n"
+        node.format_exception_only = lambda *args, _line=line, **kwargs: iter([_line])  # type: ignore[method-assign]
+        pending += [other for other in (node.__cause__, node.__context__, *(node.exceptions or ())) if other]
+    return "".join(top.format()).removesuffix("\n")

@@ -214,8 +214,10 @@ class DismissedRequest(models.Model):
     """A workbench group a curator marked "No tool should serve this" (a request outside the catalog's purpose, as
     "book a flight" where no travel tool exists): it leaves the workbench and the curator home's count, and later
     requests with the same words (``search.workbench.group_key``) stay out; "Restore" deletes the row. Kept per
-    tenant, as the query log is read: a dismissal in tenant A changes nothing tenant B's curators see. Empty tenant:
-    made by a curator in no tenant (an install without tenants, or a superuser), and seen only by such curators."""
+    tenant, as the query log is read: a dismissal in tenant A changes nothing tenant B's curators see, and is kept
+    only in tenants whose curators may read its words (``search.workbench._dismissal_tenants``). Empty tenant: made
+    by a curator in no tenant (an install without tenants, or a superuser for a shared request), and seen only by
+    such curators (and superusers, who see every dismissal)."""
 
     tenant = models.ForeignKey("governance.Tenant", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
     key = models.CharField(max_length=64, help_text="hash of the group's normalised words (its workbench key)")

@@ -1,8 +1,11 @@
-"""React to catalog changes: enqueue a reindex of exactly the tools that changed."""
+"""React to catalog changes: enqueue a reindex of exactly the tools that changed; forget what a server's tools
+learned when the server changes tenant."""
 
+from django.db.models.signals import post_delete, pre_save
 from django.dispatch import receiver
 
 from catalog.signals import tools_changed
+from governance.models import ServerTenant
 
 
 @receiver(tools_changed, dispatch_uid="search.reindex_changed_tools")
@@ -16,3 +19,21 @@ def reindex_changed_tools(sender: object, tool_pks: list[int], index: bool = Tru
     if pks:
         # The signal is sent after commit; delay_on_commit still guards a sender inside a transaction.
         reindex_tools.delay_on_commit(pks)
+
+
+@receiver(pre_save, sender=ServerTenant, dispatch_uid="search.forget_learning_of_a_server_given_a_tenant")
+def forget_learning_of_a_server_given_a_tenant(sender: object, instance: ServerTenant, raw: bool = False, **kwargs):
+    from .usage import learned_requests_forget
+
+    if raw:
+        return
+    before = ServerTenant.objects.filter(pk=instance.pk).values_list("tenant_id", flat=True).first()
+    if before != instance.tenant_id:
+        learned_requests_forget(server_pk=instance.pk)
+
+
+@receiver(post_delete, sender=ServerTenant, dispatch_uid="search.forget_learning_of_a_server_shared")
+def forget_learning_of_a_server_shared(sender: object, instance: ServerTenant, **kwargs: object) -> None:
+    from .usage import learned_requests_forget
+
+    learned_requests_forget(server_pk=instance.pk)

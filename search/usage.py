@@ -32,7 +32,7 @@ from governance.writebehind import write_behind, write_behind_flush
 from .backends import SearchResult
 from .choices import EmptyAnswerReason, LearnedStatus, QueryLogMode, SearchOutcomeKind
 from .metrics import SEARCH_SECONDS, SEARCHES
-from .models import LearnedConfirmation, LearnedRequest, QueryLogEntry, SearchOutcome
+from .models import DismissedRequest, LearnedConfirmation, LearnedRequest, QueryLogEntry, SearchOutcome
 
 logger = logging.getLogger(__name__)
 
@@ -179,12 +179,15 @@ def search_observe(
 
 
 def query_log_purge(*, now=None) -> int:
-    """Delete log entries (and their outcomes) older than SCOUT_QUERY_LOG_RETENTION_DAYS, and the words of the
-    learned requests last confirmed before then that no curator promoted (``learned_requests_expire``). Returns
-    how many log entries were deleted."""
+    """Delete log entries (and their outcomes) older than SCOUT_QUERY_LOG_RETENTION_DAYS, the words of the
+    learned requests last confirmed before then that no curator promoted (``learned_requests_expire``) and those of
+    the workbench dismissals made before then. Returns how many log entries were deleted."""
     cutoff = (now or timezone.now()) - timedelta(days=settings.SCOUT_QUERY_LOG_RETENTION_DAYS)
     deleted, per_model = QueryLogEntry.objects.filter(created_at__lt=cutoff).delete()
     learned_requests_expire(cutoff=cutoff)
+    # A dismissal's words are a request copied from the log too: past the retention (from the dismissal) only its
+    # key stays, so later requests with those words stay out and it can still be restored.
+    DismissedRequest.objects.filter(dismissed_at__lt=cutoff).exclude(text="").update(text="")
     return per_model.get(QueryLogEntry._meta.label, 0)
 
 
@@ -201,6 +204,22 @@ def learned_requests_expire(*, cutoff) -> int:
     LearnedRequest.objects.filter(status=LearnedStatus.REJECTED, last_seen__lt=cutoff).exclude(text="").update(text="")
     if tool_pks:
         index_update(tool_pks=tool_pks)
+    return per_model.get(LearnedRequest._meta.label, 0)
+
+
+def learned_requests_forget(*, server_pk: int) -> int:
+    """Forget what the tools of the server ``server_pk`` learned: its tenant changed (a superuser gave a shared
+    server to a tenant, moved a tenant's to another, or shared it). Learned requests are the words of the callers of
+    its former space (``learned_request_confirm``): the curators of its new space must never read them, nor its new
+    callers be ranked by them (Z12). A promoted one stays a curated example. The tools are reindexed after commit.
+    Returns how many were deleted."""
+    from .tasks import reindex_tools
+
+    learned = LearnedRequest.objects.filter(tool__server_id=server_pk)
+    tool_pks = sorted(set(learned.values_list("tool_id", flat=True)))
+    _, per_model = learned.delete()
+    if tool_pks:
+        reindex_tools.delay_on_commit(tool_pks)
     return per_model.get(LearnedRequest._meta.label, 0)
 
 

@@ -33,7 +33,7 @@ from catalog.cachesafe import cache_call
 from catalog.models import Server, Tool, ToolExample, ToolNegativeExample
 from catalog.services.curation import tool_curation_update
 from governance.cache import visibility_version
-from governance.selectors import servers_shaped_by, servers_visible_to_operator
+from governance.selectors import person_shown, servers_shaped_by, servers_visible_to_operator
 
 from .choices import EmptyAnswerReason
 from .engine.ranking import Confidence
@@ -81,24 +81,43 @@ def dismissal_key(key: str) -> str:
 
 def dismissals_for(user) -> QuerySet[DismissedRequest]:
     """The dismissals that apply to what ``user`` sees: those of the tenants they are a member of; for a curator in
-    no tenant (an install without tenants, a superuser), those made by curators in no tenant."""
+    no tenant (an install without tenants), those made by curators in no tenant; for a superuser, who reads every
+    tenant's requests, every dismissal."""
+    if getattr(user, "is_superuser", False):
+        return DismissedRequest.objects.all()
     tenants = list(user.tenants.values_list("pk", flat=True))
     return DismissedRequest.objects.filter(Q(tenant__in=tenants) if tenants else Q(tenant__isnull=True))
 
 
 def request_dismiss(*, text: str, user) -> bool:
-    """Dismiss ``text``'s group for ``user``'s tenants (each of them; none: install-wide). Returns False when it
-    already was dismissed for all of them (the first dismissal's who and when are kept)."""
+    """Dismiss ``text``'s group for ``user``'s tenants (``_dismissal_tenants``). Returns False when it already was
+    dismissed for all of them (the first dismissal's who and when are kept)."""
     text = " ".join(text.split())[:500]
-    key = dismissal_key(group_key(text))
-    tenants = list(user.tenants.values_list("pk", flat=True)) or [None]
+    key = group_key(text)
     added = False
-    for tenant in tenants:  # get_or_create also takes another curator's dismissal made at the same moment
+    for tenant in _dismissal_tenants(key, user=user):  # get_or_create also takes a concurrent curator's dismissal
         _, created = DismissedRequest.objects.get_or_create(
-            tenant_id=tenant, key=key, defaults={"text": text, "dismissed_by": user}
+            tenant_id=tenant, key=dismissal_key(key), defaults={"text": text, "dismissed_by": user}
         )
         added = added or created
     return added
+
+
+def _dismissal_tenants(key: str, *, user) -> list[int | None]:
+    """Where a dismissal of the group ``key`` is kept (None: for the curators in no tenant). A dismissal's words are
+    read by every curator of its tenant (the dismissed list), so it is kept only where they may read them (Z12):
+    in each of ``user``'s tenants when the words are shared requests' or the curator's own (no request the
+    workbench reads holds them); else only in the tenants whose requests hold them. A curator in tenants A and B
+    dismissing a request of B's thus never shows B's words to A's curators, and a superuser dismissing a tenant's
+    request keeps it in that tenant, not with the curators in no tenant, who read shared requests only."""
+    tenants = list(user.tenants.values_list("pk", flat=True))
+    entries = _gap_entries(days=WORKBENCH_DAYS, user=user)
+    holding = {entry.tenant_id for entry in entries if group_key(entry.query) == key}
+    if not holding or None in holding:
+        return tenants or [None]
+    if tenants:
+        return [tenant for tenant in tenants if tenant in holding]
+    return sorted(holding)  # a superuser (who reads every tenant's requests)
 
 
 def request_restore(*, key: str, user) -> str | None:
@@ -131,16 +150,7 @@ def workbench_groups(
     ``reason`` narrows to one of ``withheld``, ``low``, ``unfollowed``; ``user``: only the requests that
     curator may read (``query_log_visible_to``); ``returned``: collect the tools each group returned (the
     counts alone do not need the logged results)."""
-    followed = Exists(SearchOutcome.objects.filter(entry=OuterRef("pk")))
-    fields = ("query", "created_at", "confidence", *(("results",) if returned else ()))
-    entries = (
-        _recent(days=days, user=user)
-        .exclude(empty_reason__in=NOT_GAPS)
-        .annotate(followed=followed)
-        .filter(Q(confidence__in=[Confidence.NONE, Confidence.LOW]) | Q(followed=False))
-        .order_by("-created_at", "-id")
-        .only(*fields)[:MAX_ENTRIES]
-    )
+    entries = _gap_entries(days=days, user=user, returned=returned)
     dismissed = set(dismissals_for(user).values_list("key", flat=True)) if user is not None else set()
     groups: dict[str, RequestGroup] = {}
     skipped: set[str] = set()
@@ -165,6 +175,20 @@ def workbench_groups(
             if result.get("tool_id") not in group.tool_ids:
                 group.tool_ids.append(result.get("tool_id"))
     return _unhandled(list(groups.values()), user=user)
+
+
+def _gap_entries(*, days: int, user, returned: bool = False) -> QuerySet[QueryLogEntry]:
+    """The newest ``MAX_ENTRIES`` logged requests ``user`` may read that need a curator (``workbench_groups``)."""
+    followed = Exists(SearchOutcome.objects.filter(entry=OuterRef("pk")))
+    fields = ("query", "created_at", "confidence", "tenant_id", *(("results",) if returned else ()))
+    return (
+        _recent(days=days, user=user)
+        .exclude(empty_reason__in=NOT_GAPS)
+        .annotate(followed=followed)
+        .filter(Q(confidence__in=[Confidence.NONE, Confidence.LOW]) | Q(followed=False))
+        .order_by("-created_at", "-id")
+        .only(*fields)[:MAX_ENTRIES]
+    )
 
 
 def workbench_waiting(*, user) -> dict[str, int]:
@@ -379,9 +403,11 @@ def workbench_view(request: HttpRequest) -> HttpResponse:
 
 
 def _dismissed_rows(user) -> list[DismissedRequest]:
-    """The user's dismissals, newest first, one per key (a curator in several tenants dismissed it in each)."""
+    """The user's dismissals, newest first, one per key (a curator in several tenants dismissed it in each), each
+    with who dismissed it as ``user`` may see them (a curator since moved to another tenant is not named, Z12)."""
     rows, seen = [], set()
-    for row in dismissals_for(user).select_related("dismissed_by"):
+    shown = person_shown(viewer=user, field="dismissed_by", name="dismissed_by__username")
+    for row in dismissals_for(user).annotate(dismissed_by_shown=shown):
         if row.key not in seen:
             seen.add(row.key)
             rows.append(row)
@@ -410,9 +436,10 @@ def _dismiss_or_restore(request: HttpRequest, action: str) -> HttpResponse:
     if text is None:
         messages.info(request, "Nothing to restore: that request is not dismissed.")
     else:
+        shown = f"“{text}”" if text else "the request (its words were no longer kept)"
         messages.success(
             request,
-            f"Restored “{text}”: the workbench lists it again while agents' requests with its words are in the "
+            f"Restored {shown}: the workbench lists it again while agents' requests with its words are in the "
             f"last {WORKBENCH_DAYS} days.",
         )
     return HttpResponseRedirect(reverse("search_workbench") + "?reason=dismissed")

@@ -40,9 +40,11 @@ BINDING_KEY = "x-scout-openapi"
 HTTP_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 PARAMETER_PLACES = ("path", "query", "header", "cookie")
 # Per OpenAPI, these header parameters are ignored: the request's own machinery sets them (Scout also sets Host,
-# Cookie and the framing headers; a caller's value beside them would be a second Host or Cookie header).
+# Cookie, Accept-Encoding, whose answer it decompresses under its bound, and the framing headers; a caller's value
+# beside them would be a second Host, Cookie or Accept-Encoding header).
 IGNORED_HEADERS = frozenset(
     {"accept", "content-type", "authorization", "host", "cookie", "content-length", "transfer-encoding", "connection"}
+    | {"accept-encoding", "te"}
 )
 TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 BODY_PROPERTY = "body"

@@ -13,7 +13,9 @@ A resource link whose URI is not an http or https URL naming a public host (``ja
 a bare path, ``http://169.254.169.254/``) is dropped, and so is such an icon of a link kept (an inline raster image
 is fine, an inline SVG is not: it can carry script); a text block says how many were: a model or the host showing
 the link would follow it somewhere no tool result should send it. An embedded resource under such a URI loses
-the URI the same way: its text is passed on as a text block, a binary one is dropped.
+the URI the same way: its text is passed on as a text block, a binary one is dropped. An image (an image block,
+or an embedded resource of an image type) passes only as a raster image: an SVG shown inline runs its script, so
+it goes as such an embedded resource does, with a text block saying how many images were removed.
 """
 
 from __future__ import annotations
@@ -68,14 +70,16 @@ def result_for_model(result: types.CallToolResult, *, tool_id: str) -> types.Cal
     assert isinstance(cleaned, dict)
     content = _without_reserved_meta(cleaned.get("content") or [])
     cleaned["content"] = content
-    kept, dropped = [], 0
+    kept, dropped, images = [], 0, 0
     for block in content:
         if _is_link(block) and _refused(block.get("uri")):
             dropped += 1
         elif _is_embedded(block) and _refused(block["resource"].get("uri")):
             dropped += 1  # its URI goes; its text stays, as plain text (a binary one goes too)
-            if isinstance(block["resource"].get("text"), str):
-                kept.append({"type": "text", "text": block["resource"]["text"]})
+            kept.extend(_as_text(block))
+        elif _active_image(block):
+            images += 1  # an SVG shown inline is a document that runs its script; its source stays as plain text
+            kept.extend(_as_text(block))
         else:
             kept.append(block)
     for block in kept:
@@ -83,12 +87,18 @@ def result_for_model(result: types.CallToolResult, *, tool_id: str) -> types.Cal
             icons = [icon for icon in block["icons"] if not _refused(icon.get("src"), images=True)]
             dropped += len(block["icons"]) - len(icons)
             block["icons"] = icons
+    notes = []
     if dropped:
-        note = (
+        notes.append(
             f"The gateway removed {dropped} link(s) of this result: only http and https links to public hosts "
             "are passed on."
         )
-        cleaned["content"] = [*kept, {"type": "text", "text": note}]
+    if images:
+        notes.append(
+            f"The gateway removed {images} image(s) of this result: only raster images (PNG, JPEG, GIF, WebP and the "
+            "like) are passed on, not SVG or other documents shown as images."
+        )
+    cleaned["content"] = [*kept, *({"type": "text", "text": note} for note in notes)]
     meta = cleaned.get("_meta") if isinstance(cleaned.get("_meta"), dict) else {}
     own_meta = {key: value for key, value in meta.items() if not reserved_meta_key(key)}
     cleaned["_meta"] = {**own_meta, OUTPUT_META_KEY: {"source": tool_id, "trust": "untrusted", "kind": "tool-output"}}
@@ -101,6 +111,27 @@ def _is_link(block: Any) -> bool:
 
 def _is_embedded(block: Any) -> bool:
     return isinstance(block, dict) and block.get("type") == "resource" and isinstance(block.get("resource"), dict)
+
+
+def _active_image(block: Any) -> bool:
+    """Whether ``block`` is an image content block, or an embedded image resource, of any type but a raster image
+    (``INLINE_IMAGE_TYPES``): an SVG (``image/svg+xml`` in any case or spacing) is a document that can carry script,
+    and a host may show an image block inline, as it would an icon."""
+    if isinstance(block, dict) and block.get("type") == "image":
+        kind = block.get("mimeType")
+    elif _is_embedded(block):
+        kind = block["resource"].get("mimeType")
+        if not str(kind or "").strip(" ").lower().startswith("image/"):
+            return False
+    else:
+        return False
+    return _media_type(str(kind or "")) not in INLINE_IMAGE_TYPES
+
+
+def _as_text(block: dict[str, Any]) -> list[dict[str, Any]]:
+    """An embedded resource's text as a plain text block (none for a binary one or an image block)."""
+    text = block["resource"].get("text") if _is_embedded(block) else None
+    return [{"type": "text", "text": text}] if isinstance(text, str) else []
 
 
 def _refused(uri: Any, *, images: bool = False) -> bool:
@@ -119,14 +150,19 @@ def _refused(uri: Any, *, images: bool = False) -> bool:
 
 # Raster images only: an SVG is a document that can carry script (a host opening it, or inlining it, runs it).
 INLINE_IMAGE_TYPES = frozenset(
-    ("image/png", "image/jpeg", "image/gif", "image/webp", "image/avif", "image/bmp", "image/x-icon")
+    ("image/png", "image/jpeg", "image/gif", "image/webp", "image/avif", "image/bmp", "image/x-icon", "image/tiff")
 )
 
 
 def _data_media_type(text: str) -> str:
-    """The media type of a ``data:`` URL, lower case (``data:image/png;base64,...`` is image/png). A tab or line
-    break inside it stays, and so matches no type: a browser removes them (``image/s\tvg+xml`` is an SVG)."""
-    return text[len("data:") :].split(",", 1)[0].split(";", 1)[0].strip(" ").lower()
+    """The media type of a ``data:`` URL, lower case (``data:image/png;base64,...`` is image/png)."""
+    return _media_type(text[len("data:") :].split(",", 1)[0])
+
+
+def _media_type(text: str) -> str:
+    """A media type without its parameters, lower case (``IMAGE/PNG; q=1`` is image/png). A tab or line break
+    inside it stays, and so matches no type: a browser removes them (``image/s\tvg+xml`` is an SVG)."""
+    return text.split(";", 1)[0].strip(" ").lower()
 
 
 def _refused_as_read(text: str) -> bool:

@@ -358,3 +358,44 @@ def test_tool_search_finds_an_operation_by_its_purpose(gateway, pets):
     assert run(lambda: search("show the pets that are available for adoption"))[0] == "pets::listPets"
     assert run(lambda: search("add a new cat to the pet store"))[0] == "pets::createPet"
     assert run(lambda: search("set who owns a pet"))[0] == "pets::put_pets_petId_owner"
+
+
+def test_an_accept_encoding_parameter_never_replaces_what_the_gateway_decompresses(gateway, pets):
+    """A document may declare its own ``accept-encoding`` (or ``TE``) header parameter: the caller's value went out
+    beside Scout's ``gzip, deflate`` as a second header, and a service answering in the encoding the caller asked
+    for (``br``) made the call fail. The gateway's header is the only one; such parameters are no arguments."""
+    from catalog.models import Tool
+    from catalog.openapi.execute import build_request
+    from catalog.services.openapi_documents import server_openapi_document_set
+    from catalog.services.sync import server_sync
+
+    spec = document()
+    spec["paths"]["/packed"] = {
+        "get": {
+            "operationId": "readPacked",
+            "parameters": [
+                {"name": "accept-encoding", "in": "header", "schema": {"type": "string"}},
+                {"name": "TE", "in": "header", "schema": {"type": "string"}},
+                {"name": "note", "in": "query", "schema": {"type": "string"}},
+            ],
+            "responses": {"200": {"description": "ok"}},
+        }
+    }
+    server_openapi_document_set(server=pets["server"], text=json.dumps(spec))
+    server_sync(server_pk=pets["server"].pk)
+    tool = Tool.objects.get(tool_id="pets::readPacked")
+    assert set(tool.input_schema["properties"]) == {"note"}
+    # A binding stored by an earlier sync still sends neither: over the wire, one Accept-Encoding, the gateway's.
+    tool.input_schema["properties"] |= {"accept-encoding": {"type": "string"}, "TE": {"type": "string"}}
+    tool.input_schema["x-scout-openapi"]["parameters"] += [
+        {"name": "accept-encoding", "in": "header"},
+        {"name": "TE", "in": "header"},
+    ]
+    Tool.objects.filter(pk=tool.pk).update(input_schema=tool.input_schema)
+    arguments = {"accept-encoding": "br", "TE": "gzip", "note": "hi"}
+    request = build_request(pets["server"], tool.input_schema, arguments)
+    assert {name.lower() for name in request["headers"]} & {"accept-encoding", "te"} == set()
+    execute(gateway, pets["token"], "pets::readPacked", arguments)
+    [sent] = pets["service"].calls()
+    assert [value for name, value in sent.raw_headers if name == "accept-encoding"] == ["gzip, deflate"]
+    assert [name for name, _ in sent.raw_headers if name == "te"] == []

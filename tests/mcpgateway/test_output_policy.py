@@ -220,3 +220,32 @@ def test_an_inline_svg_icon_is_dropped_and_an_inline_raster_image_kept(gateway, 
     ]
     serialized = result.model_dump_json().lower()
     assert "onload" not in serialized and "image/svg" not in serialized and "phn2zy" not in serialized
+
+
+def test_an_svg_image_is_dropped_and_a_raster_image_kept(gateway, token):
+    """C1-27: an image block (or an embedded image resource of a web page) typed ``image/svg+xml`` passed as it
+    came; a host shows an image block inline, as it would an icon, and an SVG is a document that can carry script.
+    It now goes, in any spelling of its type, as an inline SVG icon does: an SVG's source text stays as plain text,
+    a binary goes; a text block says how many images were removed. PNG images stay."""
+
+    async def main():
+        async with mcp_client(gateway, token, mode=MODERN) as client:
+            return await client.call_tool("execute_tool", {"tool_id": "faulty::images", "arguments": {}})
+
+    result = run(main)
+    assert not result.is_error and _marked(result, "faulty::images")
+    assert [(block.type, block.mime_type) for block in result.content if block.type == "image"] == [
+        ("image", "image/png")
+    ]
+    [embedded] = [block for block in result.content if block.type == "resource"]
+    assert (str(embedded.resource.uri), embedded.resource.mime_type) == (
+        "https://docs.example.com/logo.png",
+        "image/png",
+    )
+    assert _texts(result) == [
+        "<svg xmlns='http://www.w3.org/2000/svg' onload='alert(document.domain)'/>",
+        "The gateway removed 6 image(s) of this result: only raster images (PNG, JPEG, GIF, WebP and the like) are "
+        "passed on, not SVG or other documents shown as images.",
+    ]
+    serialized = result.model_dump_json().lower()
+    assert "svg+xml" not in serialized and "s\\tvg" not in serialized and "phn2zy" not in serialized

@@ -248,6 +248,63 @@ def test_learning_stays_inside_one_tenants_space(world, member, superuser):
     assert LearnedRequest.objects.get().text == "send the quarterly numbers to finance"
 
 
+def test_a_server_given_to_another_tenant_or_shared_forgets_what_its_tools_learned(
+    world, member, superuser, client, django_user_model, django_capture_on_commit_callbacks
+):
+    """Z12: learned requests are the words of the callers of the server's tenant, but they stayed on its tools when
+    a superuser moved the server to another tenant (or shared it): that tenant's curators read them (Search ->
+    Learned requests) and its callers were ranked by them. Changing a server's tenant now forgets them (a promoted
+    one stays a curated example) and reindexes its tools."""
+    from django.contrib.auth.models import Group
+    from django.urls import reverse
+
+    from governance.models import ServerTenant
+    from governance.roles import CURATORS
+    from governance.services.tokens import api_token_create, api_token_verify
+    from search.models import IndexGeneration
+    from tests.governance.factories import in_days, tenant_with
+
+    acme, globex = tenant_with("acme", member), tenant_with("globex")
+    server = world["send"].server
+    tenancy = ServerTenant.objects.create(server=server, tenant=acme)
+    _, raw = api_token_create(user=member, name="t", tenant=acme, scopes=["discover", "execute"], expires_at=in_days(1))
+    in_acme = api_token_verify(raw)
+    for query in ("send the globex takeover terms to finance", "mail the layoff list to hr"):
+        _log(in_acme, query=query)
+        search_outcome_record(principal=in_acme, tool=world["send"], outcome="success")
+    assert LearnedRequest.objects.count() == 2
+    curator = django_user_model.objects.create_user(username="globex-curator", is_staff=True)
+    curator.groups.add(Group.objects.get(name=CURATORS))
+    globex.members.add(curator)
+    client.force_login(curator)
+    learned_page = reverse("admin:search_learnedrequest_changelist")
+
+    generations = IndexGeneration.objects.count()
+    with django_capture_on_commit_callbacks(execute=True):
+        tenancy.tenant = globex
+        tenancy.save()  # as the server's admin page saves its tenant section
+    assert not LearnedRequest.objects.exists()
+    assert IndexGeneration.objects.count() > generations  # its tools reindexed without them
+    html = client.get(learned_page).content.decode()
+    assert "takeover" not in html and "layoff" not in html
+
+    # Shared (the tenant section removed): what it learned in globex is forgotten too; other servers keep theirs.
+    tenancy.tenant = acme
+    tenancy.save()
+    _log(in_acme, query="mail the layoff list to hr")
+    search_outcome_record(principal=in_acme, tool=world["send"], outcome="success")
+    kept = ToolFactory(server=ServerFactory(slug="kept"), name="keep")
+    LearnedRequest.objects.create(tool=kept, text="kept words", key="k")
+    tenancy.delete()
+    assert list(LearnedRequest.objects.values_list("text", flat=True)) == ["kept words"]
+    # A shared server given to a tenant forgets the shared callers' words; saved again unchanged, nothing.
+    tenancy = ServerTenant.objects.create(server=kept.server, tenant=acme)
+    assert not LearnedRequest.objects.exists()
+    LearnedRequest.objects.create(tool=kept, text="acme words", key="a")
+    tenancy.save()
+    assert list(LearnedRequest.objects.values_list("text", flat=True)) == ["acme words"]
+
+
 def test_curators_read_only_shared_and_their_tenants_requests(world, member, outsider, django_user_model):
     """Z12: the query log, the workbench built on it, keep each tenant's words to that tenant."""
     from governance.services.tokens import api_token_create, api_token_verify

@@ -6,6 +6,8 @@ from django.contrib.auth.models import Group
 from django.test import Client
 from django.urls import reverse
 
+from governance.constants import OTHER_TENANT_PERSON
+from governance.models import Tenant
 from governance.principals import principal_for_user
 from governance.roles import CURATORS
 from search.engine.ranking import Confidence
@@ -160,3 +162,81 @@ def test_a_curator_in_two_tenants_dismisses_and_restores_in_both(client, django_
     client.post(reverse(WORKBENCH), {"action": "restore", "key": dismissal_key(group_key(FLIGHT))})
     assert not DismissedRequest.objects.exists()
     assert _listed(client) == [FLIGHT] and _listed(other) == [FLIGHT]
+
+
+def test_a_dismissal_never_shows_one_tenants_words_to_another_tenants_curators(client, django_user_model):
+    """Z12: a curator in tenants A and B dismissed a request only B's agents made; it was kept in A too, so A's
+    curators read B's words in their dismissed list (and who dismissed it). A superuser's dismissal of B's request
+    was kept for the curators in no tenant, who read shared requests only. A dismissal is now kept only in the
+    tenants whose requests hold its words (each of the curator's tenants for shared requests or their own words)."""
+    both = _curator(django_user_model, "both-cur", "alpha", "bravo")
+    alpha = _curator(django_user_model, "alpha-cur", "alpha")
+    bravo = _curator(django_user_model, "bravo-cur", "bravo")
+    nobody = _curator(django_user_model, "shared-cur")  # a curator in no tenant: shared requests only
+    boss = django_user_model.objects.create_superuser(username="boss")
+    asker = django_user_model.objects.create_user(username="bravo-agent")
+    tenant_with("bravo", asker)
+    secret, pizza = "merge the Zephyr acquisition files", "order a pizza for the Zephyr board"
+    _log(asker, secret)
+    _log(asker, pizza)
+    readers = {user: Client() for user in (alpha, bravo, nobody)}
+    for user, reader in readers.items():
+        reader.force_login(user)
+
+    client.force_login(both)
+    assert set(_listed(client)) == {secret, pizza}
+    _dismiss(client, secret)
+    assert list(DismissedRequest.objects.values_list("tenant__slug", flat=True)) == ["bravo"]
+    assert _listed(client) == [pizza]  # gone for the curator who dismissed it
+    boss_client = Client()
+    boss_client.force_login(boss)
+    _dismiss(boss_client, pizza)
+    assert sorted(DismissedRequest.objects.values_list("tenant__slug", flat=True)) == ["bravo", "bravo"]
+    assert _listed(boss_client) == [] and _listed(client) == []
+
+    for user, reader in readers.items():
+        page = reader.get(reverse(WORKBENCH) + "?reason=dismissed")
+        shown = [row.text for row in page.context["dismissed"]]
+        html = page.content.decode()
+        if user == bravo:
+            assert sorted(shown) == sorted([secret, pizza]) and ">both-cur</td>" in html
+        else:
+            assert shown == [] and "Zephyr" not in html and "both-cur" not in html
+    # Who dismissed it is named only while the reader may see them: not once they belong to another tenant only.
+    Tenant.objects.get(slug="bravo").members.remove(both)
+    html = readers[bravo].get(reverse(WORKBENCH) + "?reason=dismissed").content.decode()
+    assert "both-cur" not in html and f">{OTHER_TENANT_PERSON}</td>" in html
+
+
+def test_a_dismissals_words_are_kept_no_longer_than_the_log_keeps_requests(client, django_user_model, member, settings):
+    """Privacy: a dismissal's words are a request copied from the query log (a customer's name, an address), kept
+    until restored, long after the log purged the request itself (``SCOUT_QUERY_LOG_RETENTION_DAYS``), as learned
+    requests once were. Past the retention only its key stays: later requests with those words stay out, and it is
+    still restored from the dismissed list."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from search.usage import query_log_purge
+
+    settings.SCOUT_QUERY_LOG_RETENTION_DAYS = 7
+    curator = _curator(django_user_model)
+    private, recent = "refund Mrs Quillfeather at 12 Larkspur Lane", "book a train to Porto"
+    for text in (private, recent):
+        _log(member, text)
+    client.force_login(curator)
+    for text in (private, recent):
+        _dismiss(client, text)
+    DismissedRequest.objects.filter(text=private).update(dismissed_at=timezone.now() - timedelta(days=8))
+
+    query_log_purge()
+    assert sorted(DismissedRequest.objects.values_list("text", flat=True)) == ["", recent]
+    page = client.get(reverse(WORKBENCH) + "?reason=dismissed")
+    html = page.content.decode()
+    assert "Quillfeather" not in html and "its words are no longer kept" in html and recent in html
+    _log(member, "Refund Mrs Quillfeather at 12 Larkspur lane")  # the same words: still out
+    assert _listed(client) == []
+    key = dismissal_key(group_key(private))
+    response = client.post(reverse(WORKBENCH), {"action": "restore", "key": key}, follow=True)
+    assert [str(m) for m in response.context["messages"]][0].startswith("Restored the request (its words were no")
+    assert _listed(client) == ["Refund Mrs Quillfeather at 12 Larkspur lane"]

@@ -15,6 +15,7 @@ from mcp_types import (
     CallToolResult,
     EmbeddedResource,
     Icon,
+    ImageContent,
     ResourceLink,
     TextContent,
     TextResourceContents,
@@ -179,6 +180,35 @@ def svg_icons() -> list[ResourceLink]:
     _log("svg_icons")
     icons = [Icon(src=src) for src in INLINE_ICONS]
     return [ResourceLink(type="resource_link", name="guide", uri="https://docs.example.com/guide", icons=icons)]
+
+
+# Image blocks: raster images, and SVG documents (which can carry script) under every spelling of their type.
+SVG_B64 = "PHN2ZyBvbmxvYWQ9YWxlcnQoZG9jdW1lbnQuZG9tYWluKT4="  # <svg onload=alert(document.domain)>
+IMAGE_TYPES = ["image/png", "image/svg+xml", "IMAGE/SVG+XML; charset=utf-8", "image/svg+xml ", "image/s\tvg+xml"]
+
+
+@server.tool(annotations=READ_ONLY)
+def images() -> list[ImageContent | EmbeddedResource]:
+    """Return a PNG image, SVG images, and an SVG embedded as a text and as a binary resource of a web page."""
+    _log("images")
+    return [
+        *(
+            ImageContent(type="image", data="iVBORw0KGgo=" if n == 0 else SVG_B64, mime_type=kind)
+            for n, kind in enumerate(IMAGE_TYPES)
+        ),
+        EmbeddedResource(
+            type="resource",
+            resource=TextResourceContents(uri="https://docs.example.com/logo.svg", mime_type="image/svg+xml", text=SVG),
+        ),
+        EmbeddedResource(
+            type="resource",
+            resource=BlobResourceContents(uri="https://docs.example.com/logo", mime_type="Image/Svg+Xml", blob=SVG_B64),
+        ),
+        EmbeddedResource(
+            type="resource",
+            resource=BlobResourceContents(uri="https://docs.example.com/logo.png", mime_type="image/png", blob="iVBO"),
+        ),
+    ]
 
 
 # Internal addresses spelt so that Python's URL parser reads a public host or a name: a browser reads each as loopback,
