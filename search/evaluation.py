@@ -29,6 +29,7 @@ from .engine.ranking import (
     withhold_threshold,
 )
 from .engine.snapshot import DocVectors, IndexSnapshot
+from .services import TOP_K_DEFAULT
 from .text import request_terms_kept
 
 HIT_KS = (1, 3, 5, 10)
@@ -323,7 +324,9 @@ def learn_replay(
 ) -> dict[int, dict[str, Any]]:
     """Replay labelled queries as real traffic, before an evaluation: each one a search by a distinct
     principal followed by a successful call of its first relevant tool. As in the gateway, the call is linked
-    (and its request learned) only when the served answer returned that tool; learned requests are keyed,
+    (and its request learned) only when the served answer returned that tool, and the answer is the one an agent
+    gets from ``tool_search`` by default (``TOP_K_DEFAULT`` tools, not the evaluation's ``DEPTH``: a tool ranked
+    below them was never shown, so never called from that search); learned requests are keyed,
     counted once per principal and weighted by ``search.usage`` (``learned_key``, ``learned_weight``).
     Returns, per learning tool's pk, its ToolDoc fields: ``learned`` (the learned requests with their
     weights) and ``learned_centroid`` (the weight of the distinct principals who taught it, as
@@ -353,6 +356,7 @@ def learn_replay(
             calibration,
             parts,
             retry,
+            top_k=TOP_K_DEFAULT,
         )
         served = [] if ranking.abstained else [snapshot.docs[c.row].tool_id for c in ranking.candidates][: ranking.cut]
         tool_id = query.groups[0][0]
@@ -379,16 +383,16 @@ def learn_replay(
     }
 
 
-def _rank_served(snapshot, branches, query, vector, options, calibration, parts, retry) -> Ranking:
-    """The ranking ``tool_search`` serves: with one-pass part vectors, an answer that would be withheld is
-    ranked again with the parts encoded alone (``retry``), as search.services.tool_search does."""
+def _rank_served(snapshot, branches, query, vector, options, calibration, parts, retry, top_k=DEPTH) -> Ranking:
+    """The ranking ``tool_search`` serves for ``top_k``: with one-pass part vectors, an answer that would be
+    withheld is ranked again with the parts encoded alone (``retry``), as search.services.tool_search does."""
 
     def rank(with_parts):
         return snapshot.rank(
             branches,
             query=query,
             query_vector=vector,
-            top_k=DEPTH,
+            top_k=top_k,
             options=options,
             calibration=calibration,
             parts=with_parts,

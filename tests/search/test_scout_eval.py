@@ -349,3 +349,36 @@ def test_withhold_curve_applies_the_spread_and_the_flat_threshold(bulk, withheld
     at = {p["threshold"]: p["false_withholding"] for p in results["withhold_curve"]}
     assert results["served"]["false_abstention"] == at[options.withhold_threshold] == float(withheld)
     assert at[0.95] == float(withheld)
+
+
+def test_learn_replay_learns_only_from_what_tool_search_serves_by_default():
+    # Seven tools about equally close to the requests: every one is served for a top_k of 10 (the evaluation's
+    # depth), only the first TOP_K_DEFAULT for the answer an agent gets. An agent never calls a tool it was not
+    # shown, so a replayed request whose tool ranks below them teaches nothing (the gateway links a call only
+    # to a search that returned its tool).
+    from search.evaluation import learn_replay
+    from search.services import TOP_K_DEFAULT
+
+    cosines = [0.9 - 0.01 * i for i in range(7)] + [0.1] * 20
+    snapshot, query = _crafted(cosines)
+    below = f"s::tool{TOP_K_DEFAULT}"  # ranked just below the default answer
+    learn = [
+        EvalQuery("unrelated words", [["s::tool0"]], "all", "x", "x"),
+        EvalQuery("other unrelated words", [[below]], "all", "x", "x"),
+    ]
+
+    def vectors_for(texts: list[str]) -> np.ndarray:
+        return np.repeat(query[None, :], len(texts), axis=0)
+
+    ranking = snapshot.rank(
+        snapshot.branches("other unrelated words", query, snapshot.visible_mask(None)),
+        query="other unrelated words",
+        query_vector=query,
+        top_k=10,
+        options=RankingOptions(),
+    )
+    served_at_10 = [snapshot.docs[c.row].tool_id for c in ranking.kept]
+    assert served_at_10.index(below) == TOP_K_DEFAULT  # served at the evaluation's depth, just past the default
+    learned = learn_replay(snapshot, learn, vectors_for, RankingOptions())
+    pk_of = {doc.tool_id: doc.pk for doc in snapshot.docs}
+    assert set(learned) == {pk_of["s::tool0"]}
