@@ -446,7 +446,8 @@ SCOUT_SEARCH_NAME_SHARE = env_float("SCOUT_SEARCH_NAME_SHARE", 0.03)
 # score is below the withhold threshold and nothing stands out (the request's best cosine less than the
 # withhold peak above its 20th best, and its 10th best less than the withhold spread above its 50th, for the
 # whole request and for each part of a multi-step one; the flat threshold instead of the withhold threshold
-# where that spread was measured, 50+ visible tools); otherwise a "low" ranking below the confidence threshold.
+# where that spread was measured, 50+ visible tools); otherwise a "low" ranking below the confidence threshold,
+# or when the first tool's own evidence is weak (RankingOptions.confidence_evidence).
 SCOUT_SEARCH_WITHHOLD_THRESHOLD = env_float("SCOUT_SEARCH_WITHHOLD_THRESHOLD", 0.3)
 SCOUT_SEARCH_WITHHOLD_PEAK = env_float("SCOUT_SEARCH_WITHHOLD_PEAK", 0.145)
 SCOUT_SEARCH_WITHHOLD_SPREAD = env_float("SCOUT_SEARCH_WITHHOLD_SPREAD", 0.065)

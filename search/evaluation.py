@@ -29,6 +29,7 @@ from .engine.ranking import (
     withhold_threshold,
 )
 from .engine.snapshot import DocVectors, IndexSnapshot
+from .services import TOP_K_DEFAULT
 from .text import request_terms_kept
 
 HIT_KS = (1, 3, 5, 10)
@@ -171,12 +172,23 @@ def load_queries(paths: Sequence[Path], known_ids: set[str]) -> tuple[list[EvalQ
 @dataclass
 class Tally:
     values: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
     def add(self, name: str, value: float) -> None:
         self.values[name].append(value)
 
-    def summary(self) -> dict[str, float]:
-        return {name: float(np.mean(v)) for name, v in self.values.items() if v}
+    def count(self, name: str, by: int = 1) -> None:
+        self.counts[name] += by
+
+    def summary(self) -> dict[str, float | int]:
+        """Each added figure's mean, and each counted figure's count."""
+        return {**{name: float(np.mean(v)) for name, v in self.values.items() if v}, **self.counts}
+
+
+def _first_hit(query: EvalQuery, ranked_ids: list[str]) -> int | None:
+    """The 1-based rank of a single-tool request's first relevant tool within ``DEPTH`` (None: not there)."""
+    wanted = set(query.groups[0])
+    return next((i for i, tool_id in enumerate(ranked_ids[:DEPTH], start=1) if tool_id in wanted), None)
 
 
 def score_query(query: EvalQuery, ranked_ids: list[str], abstained: bool, tally: Tally) -> None:
@@ -190,8 +202,7 @@ def score_query(query: EvalQuery, ranked_ids: list[str], abstained: bool, tally:
         return
     tally.add("false_abstention", float(abstained))
     if query.kind == "single":
-        wanted = set(query.groups[0])
-        rank = next((i for i, tool_id in enumerate(top, start=1) if tool_id in wanted), None)
+        rank = _first_hit(query, top)
         for k in HIT_KS:
             tally.add(f"hit@{k}", float(rank is not None and rank <= k))
         tally.add("mrr@10", 1.0 / rank if rank else 0.0)
@@ -216,7 +227,8 @@ def evaluate(
     """{group: {mode: {metric: value, "served": {metric: value}, "withhold_curve": [...]}}} with groups
     "all", each source and each source/subset. The mode's own figures score the whole ranking; ``served``
     scores what a caller gets for ``top_k`` = 10: nothing when the answer is withheld, else the ranking after
-    the dynamic cut, plus ``low_confidence``, the share of answers served with low confidence.
+    the dynamic cut, plus ``low_confidence``, the share of answers served with low confidence, and the
+    confidence's calibration (``score_served``: answers served high / low / withheld, Hit@1 and Hit@5 of each).
     ``withhold_curve``: per threshold of ``WITHHOLD_CURVE`` (with ``options``' peak and spread), the shares of
     answerable and of no-tool requests that threshold would withhold (see ``withhold_curve``).
     ``progress(done, total)`` counts the queries evaluated. ``parts_for(requests)``, when given, gives each
@@ -312,7 +324,9 @@ def learn_replay(
 ) -> dict[int, dict[str, Any]]:
     """Replay labelled queries as real traffic, before an evaluation: each one a search by a distinct
     principal followed by a successful call of its first relevant tool. As in the gateway, the call is linked
-    (and its request learned) only when the served answer returned that tool; learned requests are keyed,
+    (and its request learned) only when the served answer returned that tool, and the answer is the one an agent
+    gets from ``tool_search`` by default (``TOP_K_DEFAULT`` tools, not the evaluation's ``DEPTH``: a tool ranked
+    below them was never shown, so never called from that search); learned requests are keyed,
     counted once per principal and weighted by ``search.usage`` (``learned_key``, ``learned_weight``).
     Returns, per learning tool's pk, its ToolDoc fields: ``learned`` (the learned requests with their
     weights) and ``learned_centroid`` (the weight of the distinct principals who taught it, as
@@ -342,6 +356,7 @@ def learn_replay(
             calibration,
             parts,
             retry,
+            top_k=TOP_K_DEFAULT,
         )
         served = [] if ranking.abstained else [snapshot.docs[c.row].tool_id for c in ranking.candidates][: ranking.cut]
         tool_id = query.groups[0][0]
@@ -368,16 +383,16 @@ def learn_replay(
     }
 
 
-def _rank_served(snapshot, branches, query, vector, options, calibration, parts, retry) -> Ranking:
-    """The ranking ``tool_search`` serves: with one-pass part vectors, an answer that would be withheld is
-    ranked again with the parts encoded alone (``retry``), as search.services.tool_search does."""
+def _rank_served(snapshot, branches, query, vector, options, calibration, parts, retry, top_k=DEPTH) -> Ranking:
+    """The ranking ``tool_search`` serves for ``top_k``: with one-pass part vectors, an answer that would be
+    withheld is ranked again with the parts encoded alone (``retry``), as search.services.tool_search does."""
 
     def rank(with_parts):
         return snapshot.rank(
             branches,
             query=query,
             query_vector=vector,
-            top_k=DEPTH,
+            top_k=top_k,
             options=options,
             calibration=calibration,
             parts=with_parts,
@@ -418,10 +433,29 @@ def one_pass_parts(encoder, texts: list[str], chunk: int = 64) -> list[np.ndarra
     return result
 
 
+# How an answer was served, as the calibration figures name it (``score_served``).
+SERVED_AS = {Confidence.HIGH: "high", Confidence.LOW: "low", Confidence.NONE: "withheld"}
+CALIBRATION_KS = (1, 5)
+
+
 def score_served(query: EvalQuery, ranking: Ranking, ranked_ids: list[str], tally: Tally) -> None:
-    """The as-served figures: the same metrics over what the caller receives (nothing when withheld)."""
-    score_query(query, ranked_ids[: ranking.cut], ranking.abstained, tally)
+    """The as-served figures: the same metrics over what the caller receives (nothing when withheld), and the
+    calibration of its confidence: how many answers were served ``answers_high``, ``answers_low`` and
+    ``answers_withheld``, and Hit@1 and Hit@5 among the answers served high (``high_hit@1``, ...) and among
+    those served low (``low_hit@1``, ...): how far an agent may trust ``high``. Those hit figures count
+    single-tool requests and no-tool requests (an answer served to a request no tool fits is a miss: the demo's
+    "send an email to my boss" answered high with memory tools); multi-step requests have no one right tool."""
+    served = ranked_ids[: ranking.cut]
+    score_query(query, served, ranking.abstained, tally)
     tally.add("low_confidence", float(ranking.confidence is Confidence.LOW))
+    served_as = SERVED_AS[ranking.confidence]
+    for label in SERVED_AS.values():
+        tally.count(f"answers_{label}", int(label == served_as))
+    if ranking.abstained or query.kind == "multi":
+        return
+    rank = _first_hit(query, served) if query.kind == "single" else None
+    for k in CALIBRATION_KS:
+        tally.add(f"{served_as}_hit@{k}", float(rank is not None and rank <= k))
 
 
 def _with(options: RankingOptions, **changes: Any) -> RankingOptions:

@@ -127,7 +127,7 @@ def tool_search(
     *,
     query: str,
     visible: Collection[int],
-    top_k: int = 5,
+    top_k: int = TOP_K_DEFAULT,
     fusion: str | None = None,
     explain: bool = True,
     enforce_abstention: bool = True,

@@ -76,6 +76,9 @@ class RankingOptions:
     withhold_spread: float = 0.065
     withhold_flat_threshold: float = 0.4
     confidence_threshold: float = 0.5
+    # ``high`` also needs the first tool's own evidence (``Calibration.evidence``) at least this: see
+    # ``answer_confidence``.
+    confidence_evidence: float = 0.4
     # False: report that it would withhold but keep the ranking, uncut (the curator preview shows why).
     enforce_abstention: bool = True
     dynamic_cut: bool = True
@@ -146,8 +149,13 @@ class Calibration:
         if cosine is None:
             z = self.lexical_slope * (coverage - self.lexical_center)
         else:
-            z = self.slope * (cosine + self.coverage_share * coverage + self.peak_share * peak - self.center)
+            z = self.slope * (self.evidence(cosine, coverage) + self.peak_share * peak - self.center)
         return 1.0 / (1.0 + np.exp(-z))
+
+    def evidence(self, cosine: np.ndarray, coverage: np.ndarray) -> np.ndarray:
+        """A tool's own evidence for the request, the part of ``score``'s input that does not depend on the
+        request's peak: its best cosine and a quarter of the share of the request's IDF mass it matches."""
+        return cosine + self.coverage_share * coverage
 
 
 @dataclass
@@ -173,6 +181,8 @@ class Candidate:
     server_part: float = 0.0
     name_part: float = 0.0
     step: int = 0
+    # ``Calibration.evidence`` (the best of the request's and its parts'); None without the dense branch.
+    evidence: float | None = None
 
 
 @dataclass
@@ -340,6 +350,12 @@ class _Fused:
         every visible row and reading these, without the logistic of every row (only candidates need one)."""
         dense = self.dense[positions] if self.dense is not None else None
         return self.calibration.score(dense, self.coverage[self.rows[positions]], self.peak)
+
+    def evidence_at(self, positions: np.ndarray) -> np.ndarray | None:
+        """``Calibration.evidence`` of the given visible positions (None without the dense branch)."""
+        if self.dense is None:
+            return None
+        return self.calibration.evidence(self.dense[positions], self.coverage[self.rows[positions]])
 
 
 def _visible(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -525,9 +541,11 @@ def _rank_pass(
     # Per candidate only: the calibrated score (the best of the request's and its parts'), the step that gave
     # the fused score (the first of the best, as the running maximum above) and its branch shares (scaled as
     # the fused score was).
-    calibrated = whole.calibrated_at(order)
+    calibrated, evidence = whole.calibrated_at(order), whole.evidence_at(order)
     for part in fuses[1:]:
         calibrated = np.maximum(calibrated, part.calibrated_at(order))
+        if evidence is not None:
+            evidence = np.maximum(evidence, part.evidence_at(order))
     cand_step, best = np.zeros(len(order), np.int64), whole.fused[order]
     for which in range(1, len(fuses)):
         scaled = scales[which] * fuses[which].fused[order]
@@ -546,7 +564,18 @@ def _rank_pass(
         )
     peak, spread = _standing(fuses)
     return _Pass(
-        branches, options, whole, order, fused[order], calibrated, bm25_part, dense_part, cand_step, peak, spread
+        branches,
+        options,
+        whole,
+        order,
+        fused[order],
+        calibrated,
+        bm25_part,
+        dense_part,
+        cand_step,
+        peak,
+        spread,
+        evidence,
     ), needed
 
 
@@ -588,6 +617,7 @@ class _Pass:
     step: np.ndarray
     peak: float  # the request's
     spread: float | None  # the highest of the request's and its parts' (``_standing``)
+    evidence: np.ndarray | None  # per candidate (``Calibration.evidence``); None without the dense branch
 
     def candidates(self) -> list[Candidate]:
         whole, order, dense = self.whole, self.order, self.branches.dense
@@ -619,6 +649,7 @@ class _Pass:
             self.dense_part.tolist(),
             self.step.tolist(),
             dense.best_of(cand_rows).tolist() if dense is not None else [-1] * len(rows),
+            self.evidence.tolist() if self.evidence is not None else [None] * len(rows),
             strict=True,
         )
         return [
@@ -634,6 +665,7 @@ class _Pass:
                 bm25_part=bm25_part,
                 dense_part=dense_part,
                 step=step,
+                evidence=evidence,
             )
             for (
                 row,
@@ -647,6 +679,7 @@ class _Pass:
                 dense_part,
                 step,
                 best_vector,
+                evidence,
             ) in columns
         ]
 
@@ -833,7 +866,12 @@ def score_explanation(candidate: Candidate, *, fusion: str) -> dict:
 
 
 def answer_confidence(
-    best: float, peak: float | None, options: RankingOptions, spread: float | None = None, unread: bool = False
+    best: float,
+    peak: float | None,
+    options: RankingOptions,
+    spread: float | None = None,
+    unread: bool = False,
+    first_evidence: float | None = None,
 ) -> Confidence:
     """The one rule for an answer's confidence, from the best calibrated score among the visible candidates,
     the request's peak over the visible tools (how far its best cosine stands above its 20th best; None with
@@ -862,12 +900,26 @@ def answer_confidence(
     tool in the ranking's first 20). A spread threshold of .06 instead would release 7 more ETOM level-5
     requests. Retrieval scores cannot tell a near miss (an operation the server lacks) from a paraphrase;
     ``scout_eval --withhold-curve`` shows the trade-off per threshold.
+
+    ``high`` also needs the first tool's own evidence (``Calibration.evidence``: its cosine and a quarter of its
+    coverage, the best of the request's and its parts'; ``first_evidence``, None without the dense branch) at
+    least ``confidence_evidence``. The calibrated score adds half the request's peak, which says that something
+    in the catalog fits better than the rest (reason to serve the answer), not that the first tool does; in a
+    small catalog the peak is large for any request (its 20th best tool is unrelated): the demo answered "send
+    an email to my boss" high with a memory tool (cosine .34, no word shared). It moves answers between ``high``
+    and ``low`` only: the ranking, the cut and what is withheld stay. Chosen on LiveMCPBench+MCPVerse and ETOM
+    (``scout_eval``'s ``high_hit@1`` / ``high_hit@5``, the first tool's Hit@1 / Hit@5 among answers served
+    high): .333 / .846 -> .375 / .906 and .901 / .973 -> .908 / .977, right first tools served high 13 -> 12
+    of 14 and 1379 -> 1373 of 1393 (0.45 cut LiveMCPBench's to 9; 0.35 gained less). Held out: MetaTool-test
+    .605 / .805 -> .715 / .859, Apify .732 -> .745, ToolBench unchanged.
     """
     stands_out = peak is not None and peak >= options.withhold_peak
     stands_out = stands_out or (spread is not None and spread >= options.withhold_spread)
     if best < withhold_threshold(options, spread) and not stands_out and not unread:
         return Confidence.NONE
     if best < options.confidence_threshold:
+        return Confidence.LOW
+    if first_evidence is not None and first_evidence < options.confidence_evidence:
         return Confidence.LOW
     return Confidence.HIGH
 
@@ -891,7 +943,7 @@ def _cut(
     # Judge by the best candidate the second stage saw, not only the first: with a long, multi-step
     # request the fused order and the per-tool evidence disagree more often.
     best = max(c.calibrated for c in candidates)
-    confidence = answer_confidence(best, peak, options, spread, unread)
+    confidence = answer_confidence(best, peak, options, spread, unread, candidates[0].evidence)
     if not options.enforce_abstention:
         return Ranking(
             candidates, confidence, min(top_k, len(candidates)), terms, peak=peak, spread=spread, unread=unread

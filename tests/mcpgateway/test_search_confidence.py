@@ -115,3 +115,31 @@ def test_a_low_confidence_answer_gives_key_inputs_not_schemas(gateway, people, m
     )
     for answer in (weak, clear):
         jsonschema.validate(answer.structured_content, listing["tool_search"].output_schema)
+
+
+@pytest.fixture
+def demo_catalog(gateway, admin_user, time_server, memory_server) -> str:
+    """The demo's memory and time servers, with the demo's curation, discoverable by a member."""
+    from mcpgateway.management.commands.demo import Command as Demo
+
+    Demo()._curate()
+    member = make_user("gw_member")
+    for server in (time_server, memory_server):
+        grant(admin_user, server, member, "discover", "execute")
+    build_index()
+    return make_token(member)
+
+
+def test_a_match_on_the_catalog_peak_alone_is_low_not_high(gateway, demo_catalog):
+    """No mail tool is visible: "send an email to my boss" finds a memory tool (the demo's curation speaks of a
+    person at a company) by a modest cosine and no shared word. In a catalog this small the request's best
+    cosine stands far above its 20th best (the peak), which lifted the calibrated score to high; the first
+    tool's own evidence (cosine and coverage) is what high now also needs. A real match keeps high."""
+    mail, remember = "send an email to my boss", "remember that Ann is my boss"
+    answers = _answers(gateway, demo_catalog, [mail, remember])
+    weak = answers[mail].structured_content
+    assert weak["confidence"] == "low" and not weak["abstained"]  # served, to check, not withheld
+    assert weak["matches"][0]["tool_id"].startswith("memory::")
+    assert LOW_CONFIDENCE in text_of(answers[mail])
+    clear = answers[remember].structured_content
+    assert clear["confidence"] == "high" and clear["matches"][0]["tool_id"] == "memory::create_entities"

@@ -82,6 +82,19 @@ def test_the_one_confidence_rule():
     ]
 
 
+def test_high_needs_the_first_tools_own_evidence():
+    # A tool standing far above every other (a small catalog's peak) with a modest cosine of its own and no word
+    # shared: its calibrated score clears the confidence threshold on the peak, its own evidence does not.
+    lifted = _rank([0.34] + [0.0] * 30)
+    assert lifted.candidates[0].calibrated >= RankingOptions().confidence_threshold
+    assert lifted.candidates[0].evidence == pytest.approx(0.34)
+    assert lifted.confidence is Confidence.LOW and lifted.kept[0].row == 0  # served first, marked low
+    options = RankingOptions(confidence_evidence=0.4)
+    assert answer_confidence(0.9, 0.3, options, first_evidence=0.39) is Confidence.LOW
+    assert answer_confidence(0.9, 0.3, options, first_evidence=0.4) is Confidence.HIGH
+    assert answer_confidence(0.9, 0.3, options) is Confidence.HIGH  # no dense branch: the best score decides
+
+
 def _weak_options() -> RankingOptions:
     # Thresholds such that the catalogs below fall on either side of both conditions.
     return RankingOptions(withhold_threshold=0.35, withhold_peak=0.12)  # not the defaults: both sides reachable

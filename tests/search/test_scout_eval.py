@@ -107,6 +107,26 @@ def test_served_figures_count_a_withheld_answer_as_a_miss():
     assert summary["low_confidence"] == pytest.approx(1 / 3)
 
 
+def test_served_figures_calibrate_the_confidence():
+    # How many answers each confidence got, and Hit@1 / Hit@5 among those served high and among those served low.
+    single = EvalQuery("q", [["a"]], "all", "s", "src")
+    none = EvalQuery("q", [], "none", "s", "src")
+    multi = EvalQuery("q", [["a"], ["b"]], "all", "s", "src")
+    tally = Tally()
+    score_served(single, _ranking(Confidence.HIGH, 3), ["a", "b", "c"], tally)  # high, right first
+    score_served(single, _ranking(Confidence.HIGH, 3), ["b", "a", "c"], tally)  # high, right second
+    score_served(none, _ranking(Confidence.HIGH, 3), ["a", "b", "c"], tally)  # high where no tool fits: a miss
+    score_served(single, _ranking(Confidence.LOW, 3), ["a", "b", "c"], tally)  # low, right first
+    score_served(multi, _ranking(Confidence.LOW, 3), ["a", "b", "c"], tally)  # multi-step: counted, no hit
+    score_served(single, _ranking(Confidence.NONE, 0), ["a", "b", "c"], tally)  # withheld
+    score_served(none, _ranking(Confidence.NONE, 0), ["a", "b", "c"], tally)
+    summary = tally.summary()
+    assert (summary["answers_high"], summary["answers_low"], summary["answers_withheld"]) == (3, 2, 2)
+    assert summary["high_hit@1"] == pytest.approx(1 / 3) and summary["high_hit@5"] == pytest.approx(2 / 3)
+    assert summary["low_hit@1"] == 1.0 and summary["low_hit@5"] == 1.0
+    assert "withheld_hit@1" not in summary
+
+
 def test_withhold_curve_by_hand():
     # (no_tool, best calibrated score): withheld at a threshold when the score is below it, as answered.
     curve = {p["threshold"]: p for p in withhold_curve([(False, 0.9), (False, 0.2), (True, 0.1), (True, 0.3)])}
@@ -143,9 +163,12 @@ def test_eval_command_on_a_small_catalog(tmp_path, capsys, settings):
         served = overall[mode]["served"]
         assert {"hit@1", "hit@5", "mrr@10", "slot_recall@10", "false_abstention", "low_confidence"} <= set(served)
         assert served["abstention"] == overall[mode]["abstention"]
+        answers = served["answers_high"] + served["answers_low"] + served["answers_withheld"]
+        assert answers == report["n_queries"] and served["answers_withheld"] >= 1  # the no-tool request
     assert overall["convex"]["served"]["hit@1"] == 1.0  # nothing withheld: served as ranked
     table = capsys.readouterr().out
     assert "hybrid:convex" in table and "== small/names" in table and "served hit@5" in table
+    assert "served high/low/withh." in table and "served high_hit@1" in table
     assert "withhold below" not in table  # the curve is printed only when asked for
 
     # The curve at each threshold is what a run with that threshold withholds.
@@ -326,3 +349,36 @@ def test_withhold_curve_applies_the_spread_and_the_flat_threshold(bulk, withheld
     at = {p["threshold"]: p["false_withholding"] for p in results["withhold_curve"]}
     assert results["served"]["false_abstention"] == at[options.withhold_threshold] == float(withheld)
     assert at[0.95] == float(withheld)
+
+
+def test_learn_replay_learns_only_from_what_tool_search_serves_by_default():
+    # Seven tools about equally close to the requests: every one is served for a top_k of 10 (the evaluation's
+    # depth), only the first TOP_K_DEFAULT for the answer an agent gets. An agent never calls a tool it was not
+    # shown, so a replayed request whose tool ranks below them teaches nothing (the gateway links a call only
+    # to a search that returned its tool).
+    from search.evaluation import learn_replay
+    from search.services import TOP_K_DEFAULT
+
+    cosines = [0.9 - 0.01 * i for i in range(7)] + [0.1] * 20
+    snapshot, query = _crafted(cosines)
+    below = f"s::tool{TOP_K_DEFAULT}"  # ranked just below the default answer
+    learn = [
+        EvalQuery("unrelated words", [["s::tool0"]], "all", "x", "x"),
+        EvalQuery("other unrelated words", [[below]], "all", "x", "x"),
+    ]
+
+    def vectors_for(texts: list[str]) -> np.ndarray:
+        return np.repeat(query[None, :], len(texts), axis=0)
+
+    ranking = snapshot.rank(
+        snapshot.branches("other unrelated words", query, snapshot.visible_mask(None)),
+        query="other unrelated words",
+        query_vector=query,
+        top_k=10,
+        options=RankingOptions(),
+    )
+    served_at_10 = [snapshot.docs[c.row].tool_id for c in ranking.kept]
+    assert served_at_10.index(below) == TOP_K_DEFAULT  # served at the evaluation's depth, just past the default
+    learned = learn_replay(snapshot, learn, vectors_for, RankingOptions())
+    pk_of = {doc.tool_id: doc.pk for doc in snapshot.docs}
+    assert set(learned) == {pk_of["s::tool0"]}

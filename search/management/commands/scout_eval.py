@@ -5,9 +5,10 @@
 Reports BM25-only, dense-only and both hybrid fusions side by side (the one chosen by --fusion, default
 the SCOUT_SEARCH_FUSION setting, is marked as "hybrid"), overall, per source and per subset: the ranking's
 figures, then the same figures as served (``served`` in --json: what a caller gets for top_k 10, where a
-withheld answer is a miss, with the share of low-confidence answers). ``withhold_curve`` in --json (and in
-the table with --withhold-curve): the shares of answerable and no-tool requests each withhold threshold
-would withhold, so one run shows the whole trade-off.
+withheld answer is a miss, with the share of low-confidence answers, and the confidence's calibration: how
+many answers were served high, low and withheld, and Hit@1 and Hit@5 among the high and among the low
+ones). ``withhold_curve`` in --json (and in the table with --withhold-curve): the shares of answerable and
+no-tool requests each withhold threshold would withhold, so one run shows the whole trade-off.
 """
 
 import json
@@ -47,6 +48,8 @@ SERVED_METRICS = {
     "single": ["hit@1", "hit@5", "mrr@10"],
     "multi": ["slot_recall@10"],
     "any": ["low_confidence"],
+    # The confidence's calibration (search.evaluation.score_served): how far an agent may trust "high".
+    "calibrated": ["high_hit@1", "high_hit@5", "low_hit@1", "low_hit@5"],
 }
 
 
@@ -227,6 +230,14 @@ def _given(value: float | None, default: float) -> float:
     return default if value is None else value
 
 
+def _answers_cell(figures: dict | None) -> str:
+    """How many answers a mode served high, low and withheld, as one cell ("-" for a mode that did not run)."""
+    served = (figures or {}).get("served", {})
+    if "answers_high" not in served:
+        return f"{'-':>15}"
+    return f"{served['answers_high']}/{served['answers_low']}/{served['answers_withheld']}".rjust(15)
+
+
 def render_table(report: dict, curve: bool = False) -> str:
     hybrid = report["hybrid"]
     labels = {m: ("hybrid:" + m if m == hybrid else m) for m in MODES}
@@ -248,8 +259,9 @@ def render_table(report: dict, curve: bool = False) -> str:
                     f"{data[m][metric]:>15.3f}" if m in data and metric in data[m] else f"{'-':>15}" for m in MODES
                 )
                 lines.append(f"{metric:<22}{cells}")
+        lines.append(f"{'served high/low/withh.':<22}" + "".join(_answers_cell(data.get(m)) for m in MODES))
         for kind, metrics in SERVED_METRICS.items():
-            if kind != "any" and not counts.get(kind, 0):
+            if kind not in ("any", "calibrated") and not counts.get(kind, 0):
                 continue
             for metric in metrics:
                 cells = "".join(
