@@ -143,15 +143,33 @@ def test_sync_now_action_syncs_a_real_stdio_server(admin_client, scripted):
     assert set(server.tools.values_list("name", flat=True)) == {"alpha", "beta"}
 
 
-def test_sync_button_on_change_page_syncs_and_skips_imported(admin_client, scripted, imported):
+def _messages(response) -> list[str]:
+    return [str(message) for message in response.context["messages"]]
+
+
+def test_sync_button_on_change_page_says_how_the_sync_ended_and_skips_imported(admin_client, scripted, imported):
+    """Tasks run in-process here (CELERY_TASK_ALWAYS_EAGER, as in the demo): the sync has run when the page comes
+    back, so the message says how it ended, not "queued"."""
     server, _ = scripted({"pages": [[good_tool("gamma")]]}, slug="scripted")
     response = admin_client.post(reverse("admin:catalog_server_sync", args=[server.pk]), follow=True)
-    assert "Sync of scripted queued: follow it in" in response.content.decode()
     assert server.tools.get().name == "gamma"
-    # The way to follow it: the run list narrowed to this server, which lists its run.
-    runs = re.search(r'<a id="queued-sync-runs" href="([^"]+)">its sync runs</a>', response.content.decode())
-    listed = admin_client.get(runs.group(1).replace("&amp;", "&")).context["cl"].result_list
-    assert [run.server_id for run in listed] == [server.pk]
+    live = f"{reverse('admin:catalog_tool_changelist')}?server=scripted&amp;status=live"
+    assert _messages(response) == [
+        f'Sync of scripted succeeded: 1 added, 0 changed, 0 removed; its tools now: <a href="{live}">1 live</a>.'
+    ]
+    assert "queued" not in response.content.decode()
+
+    broken, _ = scripted({"pages": [[good_tool("delta")]]}, slug="broken")
+    Server.objects.filter(pk=broken.pk).update(command="/bin/false", args=[])
+    response = admin_client.post(reverse("admin:catalog_server_sync", args=[broken.pk]), follow=True)
+    run = SyncRun.objects.get(server=broken)
+    assert run.status == SyncStatus.FAILED
+    link = reverse("admin:catalog_syncrun_change", args=[run.pk])
+    assert _messages(response) == [
+        "Sync of broken failed: its tools are hidden until a sync succeeds. The error and what to do: "
+        f'<a href="{link}">its run</a>.'
+    ]
+    assert [message.level_tag for message in response.context["messages"]] == ["error"]
 
     issues = Server.objects.get(slug="issues")
     runs_before = SyncRun.objects.filter(server=issues).count()
@@ -159,6 +177,20 @@ def test_sync_button_on_change_page_syncs_and_skips_imported(admin_client, scrip
     assert "Imported server issues has no live connection" in response.content.decode()
     assert SyncRun.objects.filter(server=issues).count() == runs_before
     assert admin_client.get(reverse("admin:catalog_server_sync", args=[issues.pk])).status_code == 405
+
+
+def test_sync_button_left_to_a_worker_says_queued_and_where_to_follow_it(admin_client, scripted):
+    from scoutsite import celery_app
+
+    server, _ = scripted({"pages": [[good_tool("gamma")]]}, slug="scripted")
+    celery_app.conf.task_always_eager = False  # a worker runs tasks (the celery_eager fixture restores it)
+    response = admin_client.post(reverse("admin:catalog_server_sync", args=[server.pk]), follow=True)
+    assert not SyncRun.objects.filter(server=server).exists()  # nothing ran in this process
+    [message] = _messages(response)
+    assert message.startswith("Sync of scripted queued: follow it in")
+    # The way to follow it: the run list narrowed to this server.
+    runs = re.search(r'<a id="queued-sync-runs" href="([^"]+)">its sync runs</a>', message)
+    assert runs.group(1) == f"{reverse('admin:catalog_syncrun_changelist')}?server=scripted"
 
 
 @pytest.mark.parametrize(
