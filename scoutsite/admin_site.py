@@ -4,11 +4,13 @@ grouped by job in plain names, and a pending-approvals count in the header for a
 from datetime import timedelta
 from typing import Any
 
+from django.apps import apps
 from django.contrib import admin
 from django.db.models import Exists, OuterRef
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
+from django.utils.text import capfirst
 
 HOME_ROWS = 10
 FAILURE_WINDOW = timedelta(days=7)
@@ -132,6 +134,20 @@ def navigation_group(model_label: str) -> tuple[str, str]:
     return title, _group_url(title)
 
 
+def navigation_page(anchor: str) -> tuple[str, str, str, str]:
+    """Where a page that is not a model's own sits in the navigation: (group name, group link, page name, page link)
+    of ``anchor``, a model ("app_label.ModelName": its list, named as the navigation names it) or one of EXTRA_PAGES
+    (by URL name). An anchor the navigation does not know raises LookupError or ValueError (as apps.get_model)."""
+    for title, pages in EXTRA_PAGES.items():
+        for name, url_name, _ in pages:
+            if url_name == anchor:
+                return title, _group_url(title), name, reverse(url_name)
+    opts = apps.get_model(anchor)._meta
+    title, group_url = navigation_group(opts.label)
+    changelist = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")
+    return title, group_url, capfirst(opts.verbose_name_plural), changelist
+
+
 def role_panels(request: HttpRequest) -> dict[str, Any]:
     """What each of this person's jobs needs first: work for a curator, approver and operator."""
     user = request.user
@@ -202,13 +218,18 @@ def _workbench_waiting(user) -> dict[str, int] | None:
 
 
 def _approver_panel(request: HttpRequest, pending: int) -> dict[str, Any]:
+    from governance.admin.common import breakable_id
     from governance.choices import ApprovalStatus
     from governance.selectors import approval_requests_for_approver
 
-    rows = approval_requests_for_approver(user=request.user).filter(
-        status=ApprovalStatus.PENDING, expires_at__gt=timezone.now()
+    rows = list(
+        approval_requests_for_approver(user=request.user).filter(
+            status=ApprovalStatus.PENDING, expires_at__gt=timezone.now()
+        )[:HOME_ROWS]
     )
-    return {"count": pending, "rows": list(rows[:HOME_ROWS])}
+    for row in rows:  # as the inbox shows it: wrapped after "::" and "_" in the narrow column, not letter by letter
+        row.tool_shown = breakable_id(row.tool.tool_id)
+    return {"count": pending, "rows": rows}
 
 
 def _operator_panel(user) -> dict[str, Any]:

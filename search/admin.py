@@ -2,7 +2,8 @@
 
 The curator preview (``search.preview``) is mounted at ``/admin/search/preview/`` by scoutsite/urls.py;
 the generations list links to it (templates/admin/search/indexgeneration/change_list.html), and so does
-every Tool page (templates/admin/catalog/tool/change_form.html).
+every Tool page (templates/admin/catalog/tool/change_form.html). The approver inbox is governance's, re-registered
+here so its decide page shows the request the agent searched with (``ApprovalRequestAdmin.asked``).
 """
 
 import json
@@ -23,7 +24,9 @@ from catalog.admin.progress import ProgressAdminMixin
 from catalog.admin.titles import TitledAdminMixin
 from catalog.models import Server, Tool
 from catalog.progress import progress_snapshot
+from governance.admin.approvals import ApprovalRequestAdmin as GovernanceApprovalRequestAdmin
 from governance.admin.common import admin_urls_for, breakable_id
+from governance.models import ApprovalRequest
 from governance.selectors import (
     install_wide_visible_to,
     person_shown,
@@ -33,7 +36,7 @@ from governance.selectors import (
 
 from .choices import GenerationStatus, LearnedStatus
 from .models import IndexGeneration, LearnedRequest, QueryLogEntry, SearchEvent
-from .usage import learned_request_promote, learned_request_reject, query_log_visible_to
+from .usage import approval_request_asked, learned_request_promote, learned_request_reject, query_log_visible_to
 
 
 class ReadOnlyAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin):
@@ -366,3 +369,18 @@ class LearnedRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin
         for learned in rows:
             learned_request_reject(learned=learned, actor=request.user)
         self.message_user(request, f"{len(rows)} rejected.", messages.SUCCESS)
+
+
+class ApprovalRequestAdmin(GovernanceApprovalRequestAdmin):
+    """The approver's decide page with what the agent was asked, where the query log linked the call to a search:
+    governance keeps no query log, and imports nothing from search (dependencies point search -> governance), so
+    search re-registers the inbox, as governance does the catalog's server admin."""
+
+    def asked(self, request: HttpRequest, obj: ApprovalRequest) -> str:
+        # The requester's own words, for those who read who asked: a tenant-less request of another tenant's
+        # person names neither them nor what they asked (Z12, ``with_approval_people_shown``).
+        return approval_request_asked(approval=obj) if obj.requester_visible else ""
+
+
+admin.site.unregister(ApprovalRequest)
+admin.site.register(ApprovalRequest, ApprovalRequestAdmin)

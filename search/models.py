@@ -154,6 +154,10 @@ class SearchOutcome(models.Model):
     entry = models.ForeignKey(QueryLogEntry, on_delete=models.CASCADE, related_name="outcomes")
     tool = models.ForeignKey("catalog.Tool", on_delete=models.CASCADE, related_name="+")
     outcome = models.CharField(max_length=20, choices=SearchOutcomeKind.choices)
+    # The approver's decide page shows the search's request beside the call (search/admin.py ApprovalRequestAdmin).
+    approval_id = models.CharField(
+        max_length=40, blank=True, db_index=True, help_text="The approval request the call waits for; empty: none"
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -99,6 +99,17 @@ def query_log_visible_to(*, user) -> QuerySet[QueryLogEntry]:
     return QueryLogEntry.objects.filter(tenant_q(principal_for_user(user), "tenant"))
 
 
+def approval_request_asked(*, approval) -> str:
+    """What the agent was asked when it made the call now waiting for ``approval`` (a governance ApprovalRequest):
+    the request of the search the log linked the call to, as the log stored it (a redacted one stays redacted), or
+    "" when none is linked (the log off, no search before the call) or the search was in another tenant than the
+    request (its words are that tenant's, Z12)."""
+    linked = SearchOutcome.objects.filter(approval_id=approval.approval_id).select_related("entry").first()
+    if linked is None or linked.entry.tenant_id not in (None, approval.tenant_id):
+        return ""
+    return linked.entry.query
+
+
 def query_log_record(
     *,
     principal: Principal,
@@ -233,10 +244,12 @@ def _linked_entry(*, key: str, tool: Tool) -> QueryLogEntry | None:
     return None
 
 
-def search_outcome_record(*, principal: Principal, tool: Tool, outcome: str) -> SearchOutcome | None:
+def search_outcome_record(
+    *, principal: Principal, tool: Tool, outcome: str, approval_id: str = ""
+) -> SearchOutcome | None:
     """Link an ``execute_tool`` of ``tool`` to the search by the same token that returned it (within the
-    window), with its outcome; a success makes that search's request a learned request for the tool.
-    Returns None when no such search was logged."""
+    window), with its outcome (and ``approval_id``, the request a call waiting for approval made); a success makes
+    that search's request a learned request for the tool. Returns None when no such search was logged."""
     if outcome not in SearchOutcomeKind.values:
         raise ValueError(f"unknown outcome {outcome!r}")
     key = principal_key(principal)
@@ -244,7 +257,7 @@ def search_outcome_record(*, principal: Principal, tool: Tool, outcome: str) -> 
     entry = _linked_entry(key=key, tool=tool)
     if entry is None:
         return None
-    linked = SearchOutcome.objects.create(entry=entry, tool=tool, outcome=outcome)
+    linked = SearchOutcome.objects.create(entry=entry, tool=tool, outcome=outcome, approval_id=approval_id)
     if outcome == SearchOutcomeKind.SUCCESS and settings.SCOUT_LEARNING:
         learned_request_confirm(principal=principal, tool=tool, text=entry.query)
     return linked

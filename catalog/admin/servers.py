@@ -308,39 +308,50 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
         if obj.transport != Transport.IMPORTED:
             # Once the new row is committed (a worker must find it), still within this request: the message is
             # added then, so it can say how an in-process sync ended.
-            transaction.on_commit(lambda: self._first_sync(request, obj))
+            transaction.on_commit(lambda: self._sync_and_say(request, obj, first=True))
         return super().response_add(request, obj, post_url_continue)
 
-    def _first_sync(self, request: HttpRequest, server: Server) -> None:
+    def _sync_and_say(self, request: HttpRequest, server: Server, *, first: bool = False) -> None:
+        """Sync ``server`` and say what happened: queued for a worker, or, where tasks run in-process
+        (CELERY_TASK_ALWAYS_EAGER, the embedded default and the demo), how the sync that has run by now ended."""
         queued, _ = self._queue_sync(request, [server])
         if not queued:
             return  # _queue_sync said why
         from catalog.tasks import sync_server
 
-        # In-process (CELERY_TASK_ALWAYS_EAGER, the demo) the sync has run by now; with a worker it is queued.
         run = SyncRun.objects.filter(server=server).first() if sync_server.app.conf.task_always_eager else None
-        level, outcome = self._first_sync_outcome(request, server, run)
-        self.message_user(request, format_html("{} {}", outcome, self.access_note(server)), level)
+        level, outcome = self._sync_outcome(request, server, run, first=first)
+        if first:
+            outcome = format_html("{} {}", outcome, self.access_note(server))
+        self.message_user(request, outcome, level)
 
-    def _first_sync_outcome(self, request: HttpRequest, server: Server, run: SyncRun | None) -> tuple[int, str]:
-        """How the first sync went, linking where its details and what to do are: its run (for who may read runs),
-        else the server's page (which shows the last error and what to do)."""
+    def _sync_outcome(
+        self, request: HttpRequest, server: Server, run: SyncRun | None, *, first: bool
+    ) -> tuple[int, str]:
+        """How the sync went, linking where its details and what to do are: its run (for who may read runs), else
+        the server's page (which shows the last error and what to do)."""
         if run is None:
-            return messages.INFO, self._sync_queued_message(request, server, first=True)
+            return messages.INFO, self._sync_queued_message(request, server, first=first)
         if request.user.has_perm("catalog.view_syncrun"):
             details = format_html('<a href="{}">its run</a>', reverse("admin:catalog_syncrun_change", args=[run.pk]))
         else:
             details = format_html('<a href="{}">its page</a>', reverse("admin:catalog_server_change", args=[server.pk]))
-        slug = server.slug
-        if run.status == SyncStatus.SUCCESS:
+        sync, slug = "First sync" if first else "Sync", server.slug
+        if run.status == SyncStatus.SUCCESS and first:
             return messages.SUCCESS, format_html("First sync of {} succeeded: {} tool(s) added.", slug, run.added)
+        if run.status == SyncStatus.SUCCESS:
+            # Its tools as the server list counts them (a changed definition may be held for review), each linked;
+            # counted now (run.server), not as the admin's queryset counted them before the sync.
+            text = "Sync of {} succeeded: {} added, {} changed, {} removed; its tools now: {}."
+            tools = tool_count_links(run.server)
+            return messages.SUCCESS, format_html(text, slug, run.added, run.changed, run.removed, tools)
         if run.status == SyncStatus.PARTIAL:
-            text = "First sync of {} succeeded with {} tool(s) added and {} refused: see why in {}."
-            return messages.WARNING, format_html(text, slug, run.added, run.rejected, details)
+            text = "{} of {} succeeded with {} tool(s) added and {} refused: see why in {}."
+            return messages.WARNING, format_html(text, sync, slug, run.added, run.rejected, details)
         if run.status == SyncStatus.FAILED:
-            text = "First sync of {} failed: its tools are hidden until a sync succeeds. The error and what to do: {}."
-            return messages.ERROR, format_html(text, slug, details)
-        return messages.WARNING, format_html("First sync of {}: {} (see {}).", slug, run.get_status_display(), details)
+            text = "{} of {} failed: its tools are hidden until a sync succeeds. The error and what to do: {}."
+            return messages.ERROR, format_html(text, sync, slug, details)
+        return messages.WARNING, format_html("{} of {}: {} (see {}).", sync, slug, run.get_status_display(), details)
 
     def access_note(self, server: Server) -> str:
         """Who sees the new server's tools; the access sections (governance) say it better."""
@@ -472,9 +483,18 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
 
     @admin.action(description="Sync now", permissions=["change"])
     def sync_now(self, request: HttpRequest, queryset: QuerySet[Server]) -> None:
-        queued, skipped = self._queue_sync(request, list(queryset))
-        if queued:
-            self.message_user(request, f"Sync queued for {queued} server(s).", messages.SUCCESS)
+        from catalog.tasks import sync_server
+
+        servers = list(queryset)
+        if sync_server.app.conf.task_always_eager:  # each sync runs in this request: say how each ended
+            skipped = [server.slug for server in servers if server.transport == Transport.IMPORTED]
+            for server in servers:
+                if server.transport != Transport.IMPORTED:
+                    self._sync_and_say(request, server)
+        else:
+            queued, skipped = self._queue_sync(request, servers)
+            if queued:
+                self.message_user(request, f"Sync queued for {queued} server(s).", messages.SUCCESS)
         if skipped:
             self.message_user(request, f"Not synced (imported, no live connection): {', '.join(skipped)}.")
 
@@ -602,9 +622,8 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
         server = get_object_or_404(self.get_queryset(request), pk=object_id)  # another tenant's: unknown (Z12)
         if not self.has_change_permission(request, server):
             raise PermissionDenied
-        queued, skipped = self._queue_sync(request, [server])
-        if queued:
-            self.message_user(request, self._sync_queued_message(request, server), messages.SUCCESS)
-        elif skipped:
+        if server.transport == Transport.IMPORTED:
             self.message_user(request, f"Imported server {server.slug} has no live connection: re-import its file.")
+        else:
+            self._sync_and_say(request, server)
         return HttpResponseRedirect(reverse("admin:catalog_server_change", args=[server.pk]))

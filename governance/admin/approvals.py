@@ -205,6 +205,11 @@ class ApprovalRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmi
             links.append(("This request in the audit trail", audit))
         return links
 
+    def asked(self, request: HttpRequest, obj: ApprovalRequest) -> str:
+        """The requesting user's words for what the call is for, where an app above governance knows them (search
+        re-registers this admin with its query log's, search/admin.py); governance keeps no such record."""
+        return ""
+
     def decide_view(self, request: HttpRequest, pk: int) -> HttpResponse:
         """Show the request (envelope, tool, risk, exact arguments) and approve or deny it with a reason."""
         if not self._may_see(request):
@@ -252,6 +257,7 @@ class ApprovalRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmi
             "can_decide": can_decide,
             "reason_missing": reason_missing,  # a denial without a reason: the box is marked, what was typed kept
             "related": self._related_links(request, obj),
+            "asked": self.asked(request, obj),
         }
         return render(request, "admin/governance/approvalrequest/decide.html", context, status=status)
 

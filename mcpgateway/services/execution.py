@@ -299,7 +299,9 @@ def execute_prepare(
     if isinstance(prepared, types.CallToolResult):
         kind = refusal_kind(prepared)
         if kind is not None:
-            search_outcome_record(principal=principal, tool=tool, outcome=kind)
+            pending = kind == SearchOutcomeKind.PENDING_APPROVAL
+            approval_id = (prepared.structured_content or {}).get("approval_id", "") if pending else ""
+            search_outcome_record(principal=principal, tool=tool, outcome=kind, approval_id=approval_id)
     return prepared
 
 

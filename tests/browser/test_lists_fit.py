@@ -97,3 +97,27 @@ def test_the_operators_sync_runs_fit_at_1280(browser, live_server, django_user_m
     assert sorted(counts) == ["1 changed · 1 rejected · 8 unchanged", "10 added"]
     screenshot(browser, "operator-syncrun-list")
     assert browser.execute_script(FITS), "sync runs: the list scrolls sideways at 1280 px"
+
+
+def test_the_approval_inbox_fits_at_1280_whatever_the_ids_letters(browser, live_server, django_user_model, member):
+    """An approval id is an opaque token in one piece: its column (the row's link, a <th>) wraps it rather than
+    pushing "who asked" out of view (ids of wide letters did at 1280 px, with both sidebars open)."""
+    from governance.models import ApprovalRequest
+    from governance.roles import APPROVERS
+    from governance.services.approvals import approval_request_create
+    from governance.services.permissions import permission_grant
+
+    superuser = django_user_model.objects.create_superuser(username="root", email=None, password="pw-root-123")
+    approver = django_user_model.objects.create_user(username="appr", password="pw-appr-123", is_staff=True)
+    approver.groups.add(Group.objects.get(name=APPROVERS))
+    server = ServerFactory(slug="memory")
+    tool = ToolFactory(server=server, name="create_entities", annotations=None)
+    for holder, action in ((member, "discover"), (member, "execute"), (approver, "approve")):
+        permission_grant(actor=superuser, target=server, action=action, holder=holder)
+    request = approval_request_create(principal=principal_for_user(member), tool=tool, arguments={"name": "bob"})
+    ApprovalRequest.objects.filter(pk=request.pk).update(approval_id="apr_WMWMWMWMWMWMWMWMWMWMWM")
+    admin_login(browser, live_server.url, "appr", "pw-appr-123")
+    browser.get(f"{live_server.url}/admin/governance/approvalrequest/")
+    assert browser.find_elements("css selector", "#result_list tbody tr")
+    screenshot(browser, "approver-inbox-wide-id")
+    assert browser.execute_script(FITS), "approval inbox: the list scrolls sideways at 1280 px"

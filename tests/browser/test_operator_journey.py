@@ -121,7 +121,9 @@ def test_operator_registers_grants_syncs_and_releases_a_changed_tool(
     monkeypatch.setenv("FAULTY_PING_DESCRIPTION", "Answer with the given text and forward it to a remote log.")
     browser.find_element(By.LINK_TEXT, "faulty").click()
     click_through(browser, browser.find_element(By.XPATH, "//button[text()='Sync now']"))
-    assert "Sync of faulty queued" in wait_for(browser, "ul.messagelist").text  # it ran
+    # It ran in this request (tasks in-process), and says so: the changed definition is held, not live.
+    synced = wait_for(browser, "ul.messagelist").text
+    assert "Sync of faulty succeeded: 0 added, 1 changed, 0 removed; its tools now:" in synced and "1 held." in synced
     browser.get(f"{gateway.url}/admin/catalog/server/")
     row = browser.find_element(By.XPATH, "//tr[.//a[text()='faulty']]")
     assert "1 held" in row.text

@@ -129,6 +129,10 @@ def test_server_page_links_to_all_its_sync_runs(admin_client, client, django_use
     assert page.status_code == 200 and "server-sync-runs" not in page.content.decode()
 
 
+def _messages(response) -> list[str]:
+    return [str(message) for message in response.context["messages"]]
+
+
 def test_sync_now_action_syncs_a_real_stdio_server(admin_client, scripted):
     server, _ = scripted({"pages": [[good_tool("alpha"), good_tool("beta")]]}, slug="scripted")
     response = admin_client.post(
@@ -137,21 +141,39 @@ def test_sync_now_action_syncs_a_real_stdio_server(admin_client, scripted):
         follow=True,
     )
     assert response.status_code == 200
-    assert "Sync queued for 1 server(s)." in response.content.decode()
     run = SyncRun.objects.get(server=server)
     assert run.status == SyncStatus.SUCCESS and run.added == 2
+    # Run in this request (tasks in-process, as in the demo): the message says how it ended, not "queued".
+    live = f"{reverse('admin:catalog_tool_changelist')}?server=scripted&amp;status=live"
+    assert _messages(response) == [
+        f'Sync of scripted succeeded: 2 added, 0 changed, 0 removed; its tools now: <a href="{live}">2 live</a>.'
+    ]
     assert set(server.tools.values_list("name", flat=True)) == {"alpha", "beta"}
 
 
-def test_sync_button_on_change_page_syncs_and_skips_imported(admin_client, scripted, imported):
+def test_sync_button_on_change_page_says_how_the_sync_ended_and_skips_imported(admin_client, scripted, imported):
+    """Tasks run in-process here (CELERY_TASK_ALWAYS_EAGER, as in the demo): the sync has run when the page comes
+    back, so the message says how it ended, not "queued"."""
     server, _ = scripted({"pages": [[good_tool("gamma")]]}, slug="scripted")
     response = admin_client.post(reverse("admin:catalog_server_sync", args=[server.pk]), follow=True)
-    assert "Sync of scripted queued: follow it in" in response.content.decode()
     assert server.tools.get().name == "gamma"
-    # The way to follow it: the run list narrowed to this server, which lists its run.
-    runs = re.search(r'<a id="queued-sync-runs" href="([^"]+)">its sync runs</a>', response.content.decode())
-    listed = admin_client.get(runs.group(1).replace("&amp;", "&")).context["cl"].result_list
-    assert [run.server_id for run in listed] == [server.pk]
+    live = f"{reverse('admin:catalog_tool_changelist')}?server=scripted&amp;status=live"
+    assert _messages(response) == [
+        f'Sync of scripted succeeded: 1 added, 0 changed, 0 removed; its tools now: <a href="{live}">1 live</a>.'
+    ]
+    assert "queued" not in response.content.decode()
+
+    broken, _ = scripted({"pages": [[good_tool("delta")]]}, slug="broken")
+    Server.objects.filter(pk=broken.pk).update(command="/bin/false", args=[])
+    response = admin_client.post(reverse("admin:catalog_server_sync", args=[broken.pk]), follow=True)
+    run = SyncRun.objects.get(server=broken)
+    assert run.status == SyncStatus.FAILED
+    link = reverse("admin:catalog_syncrun_change", args=[run.pk])
+    assert _messages(response) == [
+        "Sync of broken failed: its tools are hidden until a sync succeeds. The error and what to do: "
+        f'<a href="{link}">its run</a>.'
+    ]
+    assert [message.level_tag for message in response.context["messages"]] == ["error"]
 
     issues = Server.objects.get(slug="issues")
     runs_before = SyncRun.objects.filter(server=issues).count()
@@ -159,6 +181,24 @@ def test_sync_button_on_change_page_syncs_and_skips_imported(admin_client, scrip
     assert "Imported server issues has no live connection" in response.content.decode()
     assert SyncRun.objects.filter(server=issues).count() == runs_before
     assert admin_client.get(reverse("admin:catalog_server_sync", args=[issues.pk])).status_code == 405
+
+
+def test_sync_button_left_to_a_worker_says_queued_and_where_to_follow_it(admin_client, scripted):
+    from scoutsite import celery_app
+
+    server, _ = scripted({"pages": [[good_tool("gamma")]]}, slug="scripted")
+    celery_app.conf.task_always_eager = False  # a worker runs tasks (the celery_eager fixture restores it)
+    response = admin_client.post(reverse("admin:catalog_server_sync", args=[server.pk]), follow=True)
+    assert not SyncRun.objects.filter(server=server).exists()  # nothing ran in this process
+    [message] = _messages(response)
+    assert message.startswith("Sync of scripted queued: follow it in")
+    # The way to follow it: the run list narrowed to this server.
+    runs = re.search(r'<a id="queued-sync-runs" href="([^"]+)">its sync runs</a>', message)
+    assert runs.group(1) == f"{reverse('admin:catalog_syncrun_changelist')}?server=scripted"
+    chosen = {"action": "sync_now", "_selected_action": [server.pk]}  # the list's action, likewise
+    response = admin_client.post(reverse("admin:catalog_server_changelist"), chosen, follow=True)
+    assert _messages(response) == ["Sync queued for 1 server(s)."]
+    assert not SyncRun.objects.filter(server=server).exists()
 
 
 @pytest.mark.parametrize(

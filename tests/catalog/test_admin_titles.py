@@ -234,3 +234,67 @@ def test_every_group_link_lands_on_its_group(client, superuser, member):
         path, anchor = group["app_url"].split("#")
         assert path == reverse("admin:index")
         assert html.count(f'id="{anchor}"') == 1, group["name"]
+
+
+def _custom_page(name: str, client, superuser, member) -> tuple[str, str]:
+    """(the page's HTML, the link of the list or navigation page it belongs to) for each page that is not a model's
+    own, reached as its reader reaches it."""
+    from governance.models import ApprovalRequest
+    from governance.services.tokens import api_token_create
+    from tests.governance.factories import in_days
+
+    tool = ToolFactory(server=ServerFactory(slug="clock"), name="now")
+    if name == "decide":
+        url = reverse("admin:governance_approvalrequest_decide", args=[ApprovalRequest.objects.get().pk])
+        return client.get(url).content.decode(), reverse("admin:governance_approvalrequest_changelist")
+    servers, tokens = reverse("admin:catalog_server_changelist"), reverse("admin:governance_apitoken_changelist")
+    if name == "test connection":
+        url = f"{reverse('admin:catalog_server_test_connection')}?server={tool.server.pk}"
+        return client.post(url, {"transport": "imported"}).content.decode(), servers
+    if name == "openapi preview":
+        openapi = ServerFactory(slug="pets", transport="openapi")
+        return client.get(reverse("admin:catalog_server_openapi_preview", args=[openapi.pk])).content.decode(), servers
+    if name == "token created":
+        form = {"user": member.pk, "name": "laptop", "base_scopes": ["discover"]}
+        form |= {"expires_at_0": in_days(7).strftime("%Y-%m-%d"), "expires_at_1": "12:00:00"}
+        return client.post(reverse("admin:governance_apitoken_add"), form).content.decode(), tokens
+    if name == "token revoke":
+        token, _ = api_token_create(user=member, name="t", scopes=["discover"], expires_at=in_days(1))
+        chosen = {"action": "revoke_selected", "_selected_action": [token.pk]}
+        return client.post(tokens, chosen).content.decode(), tokens
+    if name == "preview tool":
+        return client.get(reverse("search_preview_tool", args=[tool.pk])).content.decode(), reverse("search_preview")
+    url = reverse(name)  # the navigation's own pages (EXTRA_PAGES): the page is where it belongs
+    return client.get(url).content.decode(), url
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        "dashboard",
+        "search_workbench",
+        "search_preview",
+        "preview tool",
+        "decide",
+        "test connection",
+        "openapi preview",
+        "token created",
+        "token revoke",
+    ],
+)
+def test_custom_page_breadcrumbs_name_the_navigation_group_of_the_page(page, client, superuser, member):
+    """A page that is not a model's own names, after Home, the job group the navigation lists it (or the list it
+    belongs to) under, with the group's link, as model pages do: not the bare "Home › Approval requests" nor a group
+    written by hand."""
+    from django.contrib import admin
+
+    _seed_every_kind(superuser, member)
+    client.force_login(superuser)
+    html, belongs_to = _custom_page(page, client, superuser, member)
+    navigation = admin.site.get_app_list(client.get(reverse("admin:index")).wsgi_request)
+    [group] = [group for group in navigation if belongs_to in [entry["admin_url"] for entry in group["models"]]]
+    assert _crumbs(html)[:2] == ["Home", group["name"]]
+    assert f'&rsaquo; <a href="{group["app_url"]}">{escape(group["name"])}</a>' in html
+    [entry] = [entry for entry in group["models"] if entry["admin_url"] == belongs_to]
+    if page not in ("dashboard", "search_workbench", "search_preview"):  # then the list or page it belongs to
+        assert _crumbs(html)[2] == entry["name"], _crumbs(html)

@@ -26,6 +26,8 @@ def test_approver_home_lists_pending_requests_with_a_count(client, django_user_m
     client.force_login(user)
     html = client.get(reverse("admin:index")).content.decode()
     assert 'id="approver-home"' in html and 'class="scout-count">1<' in html
+    # The tool as the inbox shows it: the narrow column wraps after "::" and "_", never letter by letter.
+    assert '<td data-label="Tool">github::<wbr>delete_<wbr>repo</td>' in html
     assert reverse("admin:governance_approvalrequest_decide", args=[request.pk]) in html
     assert 'id="pending-approvals"' in html  # the header count
     assert 'id="curator-home"' not in html and 'id="operator-home"' not in html
