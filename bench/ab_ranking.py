@@ -204,7 +204,8 @@ def ab(args: argparse.Namespace) -> None:
             process.wait()
         same = sum(answers["base"][k] == answers["this"][k] for k in answers["base"])
         base, this = spent["base"], spent["this"]
-        print(f"\n{size} tools, {args.queries} requests x {args.rounds} rounds (CPU ms per rank_request, thread time):")
+        print(f"\n{size} tools, {args.queries} requests x {args.rounds} rounds (CPU ms per request, thread time:")
+        print("  the dense scan and rank_request)")
         for name, values in spent.items():
             print(
                 f"  {name:<5} median {statistics.median(values):7.2f}  mean {statistics.fmean(values):7.2f}  "
