@@ -305,11 +305,16 @@ def _ranks_at(
     left = np.searchsorted(ordered, wanted_values, side="left")
     right = np.searchsorted(ordered, wanted_values, side="right")
     found = 1 + (len(values) - right)
-    tied = right - left > 1
-    for value in np.unique(wanted_values[tied]):
-        group = np.sort(tie[values == value])
-        which = np.flatnonzero(tied & (wanted_values == value))
-        found[which] += np.searchsorted(group, tie[wanted[which]])
+    tied = np.flatnonzero(right - left > 1)
+    if len(tied):  # each tied wanted row: add the rows of its value with a lower tie key, all in one sort
+        tied_values = np.unique(wanted_values[tied])
+        equal = np.flatnonzero(np.isin(values, tied_values))  # the tied wanted rows among them
+        low = int(tie[equal].min())
+        span = int(tie[equal].max()) - low + 1
+        # (value, tie key) as one integer: the value's place among the tied values, then the tie key.
+        keys = np.sort(np.searchsorted(tied_values, values[equal]) * span + (tie[equal] - low))
+        group = np.searchsorted(tied_values, wanted_values[tied]) * span
+        found[tied] += np.searchsorted(keys, group + (tie[wanted[tied]] - low)) - np.searchsorted(keys, group)
     ranks[ranked] = found
     return ranks
 
