@@ -315,11 +315,16 @@ def _ranks_at(
     left = np.searchsorted(ordered, wanted_values, side="left")
     right = np.searchsorted(ordered, wanted_values, side="right")
     found = 1 + (len(values) - right)
-    tied = right - left > 1
-    for value in np.unique(wanted_values[tied]):
-        group = np.sort(tie[values == value])
-        which = np.flatnonzero(tied & (wanted_values == value))
-        found[which] += np.searchsorted(group, tie[wanted[which]])
+    tied = np.flatnonzero(right - left > 1)
+    if len(tied):  # each tied wanted row: add the rows of its value with a lower tie key, all in one sort
+        tied_values = np.unique(wanted_values[tied])
+        equal = np.flatnonzero(np.isin(values, tied_values))  # the tied wanted rows among them
+        low = int(tie[equal].min())
+        span = int(tie[equal].max()) - low + 1
+        # (value, tie key) as one integer: the value's place among the tied values, then the tie key.
+        keys = np.sort(np.searchsorted(tied_values, values[equal]) * span + (tie[equal] - low))
+        group = np.searchsorted(tied_values, wanted_values[tied]) * span
+        found[tied] += np.searchsorted(keys, group + (tie[wanted[tied]] - low)) - np.searchsorted(keys, group)
     ranks[ranked] = found
     return ranks
 
@@ -334,7 +339,7 @@ def _bm25_scaled(values: np.ndarray) -> np.ndarray:
 class _Fused:
     fused: np.ndarray  # over visible rows; bm25_part + dense_part
     bm25_part: np.ndarray
-    dense_part: np.ndarray
+    dense_part: np.ndarray | None  # None (convex): ``dense_weight`` * dense, computed where read (``dense_part_at``)
     bm25: np.ndarray
     dense: np.ndarray | None
     tie: np.ndarray  # tie-break keys of the visible rows; branch ranks are computed for candidates only
@@ -344,6 +349,13 @@ class _Fused:
     calibration: Calibration
     dense_head: np.ndarray | None = None  # ``_top`` of ``dense`` when asked for (``head_depth``)
     spread: float | None = None  # read from ``dense_head`` (the whole request only)
+    dense_weight: float = 0.0
+
+    def dense_part_at(self, positions: np.ndarray) -> np.ndarray:
+        """The dense branch's share of the fused score at the given visible positions (float64)."""
+        if self.dense_part is not None:
+            return self.dense_part[positions]
+        return np.multiply(self.dense[positions], self.dense_weight, dtype=np.float64)  # elementwise: the same bits
 
     def calibrated_at(self, positions: np.ndarray) -> np.ndarray:
         """The calibrated score of the given visible positions. Elementwise, so the same values as scoring
@@ -391,7 +403,11 @@ def _fuse(
             bm25_part = options.bm25_weight * _bm25_scaled(bm25)
             if bm25_shares is not None:
                 bm25_shares[id(branches.sparse)] = bm25_part
-        dense_part = np.multiply(dense, 1 - options.bm25_weight, dtype=np.float64)  # float64, as bm25_part
+        # fused = bm25_part + (1 - w) * dense in float64 (bm25_part is float32: each value exact in float64), made
+        # in one array: the dense share of every row is not kept, only the candidates' is read (``dense_part_at``).
+        dense_part = None
+        fused = np.multiply(dense, 1 - options.bm25_weight, dtype=np.float64)
+        fused += bm25_part
     else:  # rrf over each branch's top overfetch * top_k
         depth = options.overfetch * top_k
         bm25_part, dense_part = np.zeros(len(rows)), np.zeros(len(rows))
@@ -401,7 +417,8 @@ def _fuse(
         if dense is not None:
             head = _top(dense, tie, depth)
             dense_part[head] = 1.0 / (options.rrf_k + np.arange(1, len(head) + 1))
-    fused = bm25_part + dense_part
+    if dense_part is not None:
+        fused = bm25_part + dense_part
     dense_head = _top(dense, tie, head_depth) if dense is not None and head_depth > 0 else None
     if peak is None:
         if dense_head is not None and len(dense_head) >= min(calibration.peak_depth, len(dense)):
@@ -410,7 +427,21 @@ def _fuse(
             peak = calibration.peak(dense)
     spread = calibration.spread_of_head(dense[dense_head]) if dense_head is not None else None
     coverage = branches.sparse.coverage
-    return _Fused(fused, bm25_part, dense_part, bm25, dense, tie, peak, coverage, rows, calibration, dense_head, spread)
+    return _Fused(
+        fused,
+        bm25_part,
+        dense_part,
+        bm25,
+        dense,
+        tie,
+        peak,
+        coverage,
+        rows,
+        calibration,
+        dense_head,
+        spread,
+        1 - options.bm25_weight,
+    )
 
 
 def rank(
@@ -552,11 +583,11 @@ def _rank_pass(
         wins = scaled > best
         best = np.where(wins, scaled, best)
         cand_step[wins] = which
-    bm25_part, dense_part = whole.bm25_part[order], whole.dense_part[order]
+    bm25_part, dense_part = whole.bm25_part[order], whole.dense_part_at(order)
     for which in np.unique(cand_step[cand_step > 0]).tolist():
         at = cand_step == which
         bm25_part[at] = scales[which] * fuses[which].bm25_part[order[at]]
-        dense_part[at] = scales[which] * fuses[which].dense_part[order[at]]
+        dense_part[at] = scales[which] * fuses[which].dense_part_at(order[at])
     needed = None
     if any(_approximate(b) for b in (branches, *clauses)):
         needed = _exact_rows_needed(

@@ -309,7 +309,8 @@ class IndexSnapshot:
             if hits:
                 shown = fields.setdefault(ToolSearchIndex.label(name), [])
                 shown += [h for h in hits if h not in shown]
-        terms = [t for t in query_terms if any(t in hits for hits in fields.values())]
+        said = set().union(*fields.values())
+        terms = [t for t in query_terms if t in said]
         why: dict = {"terms": terms, "fields": fields}
         if dense is not None and best_vector >= 0:
             kind = dense.kinds[best_vector]
@@ -329,7 +330,10 @@ def _hits(text: str, wanted: set[str]) -> list[str]:
     at 10k tools, most fields sharing no word with the request)."""
     if text.isascii():
         lowered = text.lower().replace("-", "_")
-        if not any(term in lowered for term in wanted):
+        for term in wanted:  # a plain loop: ``any`` over a generator cost a third of explaining a tool
+            if term in lowered:
+                break
+        else:
             return []
     return [t for t in _distinct_tokens(text) if t in wanted]
 

@@ -22,6 +22,7 @@ B = 0.75
 # A learned word counts fully once this many of the tool's learned requests contain it, else this share.
 LEARNED_AGREEMENT = 2
 LEARNED_SINGLE_SHARE = 0.5
+_KEPT_NORMS = 4  # average lengths whose per-row length norms an index keeps (``SparseIndex._length_norms``)
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ class SparseIndex:
         coords = (np.frombuffer(rows, np.int32), np.frombuffer(cols, np.int32))
         self.tf = sp.csc_matrix((np.frombuffer(data, np.float32), coords), shape=shape)
         self.lengths = np.frombuffer(lengths, np.float32).copy()
+        self._norms: dict[float, np.ndarray] = {}  # ``_length_norms`` by average length
 
     def __len__(self) -> int:
         return self.tf.shape[0]
@@ -113,6 +115,7 @@ class SparseIndex:
         index.lengths = np.zeros(n_docs, np.float32)
         index.lengths[kept_to] = self.lengths[kept]
         index.lengths[new_rows] = extra.lengths
+        index._norms = {}
         return index
 
     def score(self, query: str, visible: np.ndarray) -> SparseScores:
@@ -128,6 +131,7 @@ class SparseIndex:
         avg_len = 1.0
         if n_visible:
             avg_len = float((self.lengths if everyone else self.lengths[visible]).sum()) / n_visible or 1.0
+        norms = self._length_norms(avg_len)
         weighed: dict[str, tuple[float, np.ndarray | None, np.ndarray | None]] = {}
 
         def weigh(term: str) -> tuple[float, np.ndarray | None, np.ndarray | None]:
@@ -143,8 +147,7 @@ class SparseIndex:
             idf = _idf(len(doc_rows), n_visible)
             if len(doc_rows) == 0:
                 return idf, None, None
-            norm = K1 * (1 - B + B * self.lengths[doc_rows] / avg_len)
-            return idf, doc_rows, idf * tf * (K1 + 1) / (tf + norm)
+            return idf, doc_rows, idf * tf * (K1 + 1) / (tf + norms[doc_rows])
 
         results = []
         for query in queries:
@@ -162,11 +165,28 @@ class SparseIndex:
                 total_mass += idf
                 if doc_rows is None:
                     continue
-                scores[doc_rows] += added
-                matched_mass[doc_rows] += idf
-            coverage = matched_mass / total_mass if total_mass > 0 else matched_mass
-            results.append(SparseScores(scores, coverage, terms))
+                # ufunc.at: the same one float32 addition per row (a term's rows are distinct) as
+                # ``scores[doc_rows] += added``, without gathering and scattering the rows (half the time). The
+                # IDF as float32, as ``+=`` rounds it (ufunc.at would add the float64 value, then round).
+                np.add.at(scores, doc_rows, added)
+                np.add.at(matched_mass, doc_rows, np.float32(idf))
+            if total_mass > 0:
+                matched_mass /= total_mass  # now the coverage
+            results.append(SparseScores(scores, matched_mass, terms))
         return results
+
+    def _length_norms(self, avg_len: float) -> np.ndarray:
+        """Each row's ``K1 * (1 - B + B * length / avg_len)`` (float32, the same bits as computed for a term's
+        rows), kept for the last few average lengths: a caller's visible set, and so its average length, stays
+        the same from request to request, and each term of a request then only reads its rows' values."""
+        norms = self._norms.get(avg_len)
+        if norms is None:
+            norms = K1 * (1 - B + B * self.lengths / avg_len)
+            norms.setflags(write=False)
+            if len(self._norms) >= _KEPT_NORMS:
+                self._norms = {}  # a new dict, not emptied in place: another thread may be reading the old one
+            self._norms[avg_len] = norms
+        return norms
 
 
 def _idf(df: int, n: int) -> float:

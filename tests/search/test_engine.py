@@ -6,7 +6,7 @@ from search.documents import ToolDoc, description_passages, render_parameters
 from search.engine.decompose import request_parts
 from search.engine.intent import CREATE, DELETE, READ, request_operations, tool_operation
 from search.engine.ranking import Candidate, Confidence, RankingOptions, _cut
-from search.engine.sparse import SparseIndex, weighted_tokens
+from search.engine.sparse import K1, B, SparseIndex, _idf, weighted_tokens
 from search.indexes import ToolSearchIndex
 from search.text import request_terms, request_terms_kept, split_identifier, tokenize
 
@@ -210,3 +210,52 @@ def test_bm25_of_a_request_and_its_parts_at_once_equals_each_alone_bit_for_bit()
             np.testing.assert_array_equal(found.coverage, alone.coverage)
             assert found.query_terms == alone.query_terms
         assert together[1].scores.max() > 0 and together[2].scores.max() > 0
+
+
+def plain_bm25(index: SparseIndex, text: str, visible: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Lucene BM25 and coverage of ``text`` term by term, each term's rows gathered and scattered back: what
+    ``score_many`` computed before its per-row length norms were kept and its sums made with ``np.add.at``."""
+    n_visible = int(visible.sum())
+    avg_len = float(index.lengths[visible].sum()) / n_visible or 1.0
+    scores, matched = np.zeros(len(index), np.float32), np.zeros(len(index), np.float32)
+    total = 0.0
+    for term in dict.fromkeys(request_terms(text)):
+        col = index.vocab.get(term)
+        rows = index.tf.indices[index.tf.indptr[col] : index.tf.indptr[col + 1]] if col is not None else []
+        tf = index.tf.data[index.tf.indptr[col] : index.tf.indptr[col + 1]] if col is not None else []
+        keep = visible[rows] if len(rows) else np.zeros(0, bool)
+        rows, tf = np.asarray(rows)[keep], np.asarray(tf)[keep]
+        idf = _idf(len(rows), n_visible)
+        total += idf
+        if len(rows):
+            norm = K1 * (1 - B + B * index.lengths[rows] / avg_len)
+            scores[rows] += idf * tf * (K1 + 1) / (tf + norm)
+            matched[rows] += idf
+    return scores, (matched / total if total > 0 else matched)
+
+
+def test_bm25_equals_the_plain_formula_term_by_term_bit_for_bit():
+    """Kept per-row length norms (one set per visible set's average length, more visible sets than it keeps) and
+    ``np.add.at`` sums give exactly the scores and coverage of the formula applied term by term."""
+    rng = np.random.default_rng(8)
+    words = ["send", "mail", "team", "file", "report", "invoice", "calendar", "event", "search", "paper", "issue"]
+    weights = {"name": 3, "description": 1}
+    docs = [
+        weighted_tokens(
+            {
+                "name": f"{rng.choice(words)}_{rng.choice(words)}",
+                "description": " ".join(rng.choice(words, rng.integers(1, 30))),
+            },
+            weights,
+        )
+        for _ in range(300)
+    ]
+    index = SparseIndex(docs)
+    texts = ["send the report to the team", "search papers about calendar events", "file an invoice issue", "zzz"]
+    masks = [np.ones(300, bool)] + [rng.random(300) < share for share in (0.2, 0.5, 0.7, 0.9, 0.95)]
+    for mask in masks + masks:  # twice: the norms kept for an average length, and those made again
+        for text, found in zip(texts, index.score_many(texts, mask), strict=True):
+            scores, coverage = plain_bm25(index, text, mask)
+            np.testing.assert_array_equal(found.scores, scores)
+            np.testing.assert_array_equal(found.coverage, coverage)
+        assert found.scores.max() == 0 and index.score_many(texts[:1], mask)[0].scores.max() > 0

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from search.documents import ToolDoc
-from search.engine.dense import DenseIndex
+from search.engine import dense as dense_module
+from search.engine.dense import DenseIndex, _Spill
 from search.engine.ranking import RankingOptions
 from search.engine.snapshot import DocVectors, IndexSnapshot
 
@@ -393,3 +394,26 @@ def test_ranking_is_exact_when_every_approximate_score_is_off_by_the_whole_bound
                 )
                 checked += int(not all(d.exact.all() for d in dense))
     assert checked  # the answers came from partly re-scored tables, not from re-scoring every tool
+
+
+def test_rows_read_back_from_the_spill_file_are_its_rows_mapped_only_within_the_budget(monkeypatch):
+    """The float32 rows a re-score reads are the file's rows, also after rows are appended (an update): read from
+    a mapping of the file while it is within ``_MAPPED_BUDGET``, with pread once it has grown past it (a larger
+    file's mapping would end up resident whole), the mapping then let go."""
+    monkeypatch.setattr(dense_module, "_MAPPED_BUDGET", 3000 * 384 * 4)
+    rng = np.random.default_rng(3)
+    rows = rng.standard_normal((4000, 384)).astype(np.float32)
+    spill = _Spill(384, None)
+    out = np.zeros((8, 384), np.float32)
+    for size in (1000, 3000, 4000):  # mapped, mapped again (appended rows), past the budget
+        spill.append([rows[spill.rows : size]])
+        for _ in range(50):
+            firsts = np.sort(rng.choice(size - 3, 2, replace=False))
+            lengths = rng.integers(1, 4, 2)
+            spill.read(firsts, lengths, out)
+            expected = np.concatenate(
+                [rows[first : first + count] for first, count in zip(firsts, lengths, strict=True)]
+            )
+            np.testing.assert_array_equal(out[: len(expected)], expected)
+        mapped = len(spill._mapped) if spill._mapped is not None else None
+        assert mapped == (size if size <= 3000 else None)
