@@ -9,7 +9,7 @@ body checks after it, so nobody can make the gateway buffer or parse more than t
 - ``BodyGuard`` (after auth): counts body bytes as they stream in and answers 413 as soon as the limit is
   passed (declared, chunked or understated lengths alike); then rejects what JSON-RPC dispatch should never
   see: a byte-order mark, invalid or truncated JSON, duplicate object keys (authorization and dispatch must
-  never read different values), nesting deeper than the limit, and batches. Each refusal is audited.
+  never read different values), nesting deeper than the limit, batches, and lone surrogates. Each refusal is audited.
 """
 
 from __future__ import annotations
@@ -37,6 +37,9 @@ INVALID_REQUEST = -32600
 RATE_LIMITED = -32000  # JSON-RPC's implementation-defined server error range
 
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+# Where a surrogate code point can come from: a ``\uD800``-``\uDFFF`` escape, or its bytes sent raw (json.loads
+# decodes bytes with "surrogatepass"). A pair of escapes is one character; a lone one is no character at all.
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
 
 
 def _host_allowed(host: str, allowed: list[str]) -> bool:
@@ -146,7 +149,20 @@ def check_json_body(body: bytes, *, max_depth: int) -> tuple[int, int, str] | No
         return 400, PARSE_ERROR, "Parse error: invalid JSON"
     if isinstance(decoded, list):
         return 400, INVALID_REQUEST, "Invalid request: JSON-RPC batches are not supported"
+    if _SURROGATE.search(body) and lone_surrogate_in(decoded):
+        return 400, PARSE_ERROR, "Parse error: a string holds a lone surrogate (not a Unicode character)"
     return None
+
+
+def lone_surrogate_in(decoded: Any) -> bool:
+    """Whether a string of ``decoded`` (parsed JSON) holds a surrogate that no pair made a character: no database,
+    log or upstream can encode it as UTF-8, so the lookup of a tool id holding one failed with a traceback instead
+    of the unknown-tool answer, and wrote no audit event; a REST search query holding one was a 500."""
+    try:
+        json.dumps(decoded, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 _PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
