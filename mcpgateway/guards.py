@@ -9,7 +9,7 @@ body checks after it, so nobody can make the gateway buffer or parse more than t
 - ``BodyGuard`` (after auth): counts body bytes as they stream in and answers 413 as soon as the limit is
   passed (declared, chunked or understated lengths alike); then rejects what JSON-RPC dispatch should never
   see: a byte-order mark, invalid or truncated JSON, duplicate object keys (authorization and dispatch must
-  never read different values), nesting deeper than the limit, and batches. Each refusal is audited.
+  never read different values), nesting deeper than the limit, batches, and lone surrogates. Each refusal is audited.
 """
 
 from __future__ import annotations
@@ -27,6 +27,16 @@ import numpy as np
 from django.conf import settings
 from django.core.cache import caches
 from django.core.cache.backends.locmem import LocMemCache
+from mcp.shared.inbound import (
+    MCP_METHOD_HEADER,
+    MCP_NAME_HEADER,
+    MCP_PROTOCOL_VERSION_HEADER,
+    NAME_BEARING_METHODS,
+    decode_header_value,
+    find_duplicated_routing_header,
+)
+from mcp_types import PROTOCOL_VERSION_META_KEY
+from mcp_types.jsonrpc import HEADER_MISMATCH
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -37,6 +47,9 @@ INVALID_REQUEST = -32600
 RATE_LIMITED = -32000  # JSON-RPC's implementation-defined server error range
 
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+# Where a surrogate code point can come from: a ``\uD800``-``\uDFFF`` escape, or its bytes sent raw (json.loads
+# decodes bytes with "surrogatepass"). A pair of escapes is one character; a lone one is no character at all.
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
 
 
 def _host_allowed(host: str, allowed: list[str]) -> bool:
@@ -130,8 +143,9 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
-def check_json_body(body: bytes, *, max_depth: int) -> tuple[int, int, str] | None:
-    """``(status, code, message)`` for a body JSON-RPC dispatch must not see, or None when it is fine."""
+def check_json_body(body: bytes, *, max_depth: int, headers: Headers | None = None) -> tuple[int, int, str] | None:
+    """``(status, code, message)`` for a body JSON-RPC dispatch must not see, or None when it is fine; with the
+    request's ``headers``, also for routing headers that say otherwise than the body (``routing_headers_problem``)."""
     if body.startswith(b"\xef\xbb\xbf"):
         return 400, PARSE_ERROR, "Parse error: a byte-order mark is not allowed"
     # No more opening brackets than the limit (inside strings or not) cannot nest deeper: an ordinary request
@@ -146,7 +160,48 @@ def check_json_body(body: bytes, *, max_depth: int) -> tuple[int, int, str] | No
         return 400, PARSE_ERROR, "Parse error: invalid JSON"
     if isinstance(decoded, list):
         return 400, INVALID_REQUEST, "Invalid request: JSON-RPC batches are not supported"
+    if _SURROGATE.search(body) and lone_surrogate_in(decoded):
+        return 400, PARSE_ERROR, "Parse error: a string holds a lone surrogate (not a Unicode character)"
+    return routing_headers_problem(decoded, headers) if headers is not None and isinstance(decoded, dict) else None
+
+
+def routing_headers_problem(decoded: dict[str, Any], headers: Headers) -> tuple[int, int, str] | None:
+    """The SDK's header mismatch (400, -32020) when ``MCP-Protocol-Version``, ``Mcp-Method`` or ``Mcp-Name`` says
+    otherwise than the body. The SDK routes by the version header alone and checks these only for a 2026-07-28 one:
+    a request naming 2025-11-25 (or no version) in its header was served whatever its 2026 envelope, method header
+    and name header said, so a proxy or policy that reads the headers (the reason MCP has them) let through one
+    call while another ran (T11, C1-9, C1-10). One sent twice is refused too: the first and last copies' readers
+    would disagree."""
+    duplicated = find_duplicated_routing_header(headers.items())
+    if duplicated is not None:
+        return 400, HEADER_MISMATCH, f"{duplicated} header appears more than once"
+    params = decoded.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    if isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta:
+        if headers.get(MCP_PROTOCOL_VERSION_HEADER) != meta[PROTOCOL_VERSION_META_KEY]:
+            return 400, HEADER_MISMATCH, f"{MCP_PROTOCOL_VERSION_HEADER} {_MISMATCH} envelope's protocol version"
+    method = headers.get(MCP_METHOD_HEADER)
+    if method is not None and method != decoded.get("method"):
+        return 400, HEADER_MISMATCH, f"{MCP_METHOD_HEADER} {_MISMATCH} body's method"
+    name_key = NAME_BEARING_METHODS.get(decoded.get("method"))  # type: ignore[arg-type]
+    name = headers.get(MCP_NAME_HEADER)
+    if name_key and name is not None and isinstance(params, dict) and decode_header_value(name) != params.get(name_key):
+        return 400, HEADER_MISMATCH, f"{MCP_NAME_HEADER} {_MISMATCH} body's {name_key!r} parameter"
     return None
+
+
+_MISMATCH = "header does not match the request"  # the SDK's words for its own check
+
+
+def lone_surrogate_in(decoded: Any) -> bool:
+    """Whether a string of ``decoded`` (parsed JSON) holds a surrogate that no pair made a character: no database,
+    log or upstream can encode it as UTF-8, so the lookup of a tool id holding one failed with a traceback instead
+    of the unknown-tool answer, and wrote no audit event; a REST search query holding one was a 500."""
+    try:
+        json.dumps(decoded, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 _PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -266,7 +321,7 @@ class BodyGuard:
             if not message.get("more_body", False):
                 break
         if trailing is None:
-            problem = check_json_body(bytes(body), max_depth=self.max_depth)
+            problem = check_json_body(bytes(body), max_depth=self.max_depth, headers=Headers(scope=scope))
             if problem is not None:
                 await _record_rejection(scope, *problem)  # on the record before the caller hears of it
                 await _send_rpc_error(send, *problem)

@@ -276,7 +276,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "SCHEMA_COERCE_PATH_PK": False,  # schema paths name their parameters as the URL patterns do
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["scoutsite.api.parsers.StrictJSONParser"],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
     # The anonymous limit counts per client address: REMOTE_ADDR, or with N trusted reverse proxies in front the
     # address the Nth from the right put in X-Forwarded-For. Left unset, DRF keys on the whole header, which any

@@ -65,6 +65,19 @@ def test_validation_errors(api, catalog, member):
         assert field in error_of(response)["fields"], body
 
 
+def test_a_lone_surrogate_is_a_400_not_a_500(api, catalog, member):
+    """A ``\\ud800`` escape decodes to no character: the search failed encoding it for the database (a 500 and a
+    traceback per request). Refused as the body's other parse errors; a surrogate pair (an emoji) is served."""
+    token = make_token(member, ["api", "discover"])
+    json_body = {"Content-Type": "application/json"}
+    for raw in (b'{"query": "list \\ud800 issues"}', b'{"query": "list issues", "environment": "\\udfff"}'):
+        response = api.post("search/", token=token, content=raw, headers=json_body)
+        assert response.status_code == 400, response.text
+        assert error_of(response)["code"] == "parse_error" and "lone surrogate" in error_of(response)["message"]
+    served = api.post("search/", token=token, content=b'{"query": "list issues \\ud83d\\ude00"}', headers=json_body)
+    assert served.status_code == 200 and served.json()["matches"]
+
+
 def test_needs_discover_scope(api, catalog, member):
     response = api.post("search/", token=make_token(member, ["api", "approve"]), json=QUERY)
     assert response.status_code == 403 and error_of(response)["code"] == "insufficient_scope"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -237,3 +238,40 @@ def test_a_retired_tool_the_caller_was_granted_answers_exactly_like_a_nonexisten
     assert _inspect_bytes(gateway, people["member"], granted) == _inspect_bytes(
         gateway, people["member"], "calc::no_such_tool"
     )
+
+
+def _call_with_escapes(gateway, token: str, meta_tool: str, arguments: str) -> tuple[int, bytes]:
+    """A tools/call whose ``arguments`` are sent as written (JSON escapes kept: json.dumps would refuse them)."""
+    meta = json.dumps(modern_request("tools/list")["params"]["_meta"])
+    params = f'{{"name":"{meta_tool}","arguments":{arguments},"_meta":{meta}}}'
+    raw = f'{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{params}}}'
+    response = raw_post(
+        gateway, None, token=token, raw=raw.encode(), headers={"Mcp-Method": "tools/call", "Mcp-Name": meta_tool}
+    )
+    return response.status_code, response.content
+
+
+def test_a_tool_id_with_a_lone_surrogate_is_a_parse_error_audited_alike_for_hidden_and_unknown(gateway, people):
+    """A ``\\ud800`` escape decodes to no character: the tool lookup failed encoding it (a traceback per call, the
+    SDK's "Error executing tool", no audit event). Refused with the body's other parse errors, the same for a
+    hidden and an unknown id; a surrogate pair (an emoji) is one character and still served."""
+    from governance.choices import AuditEventType
+    from governance.models import AuditEvent
+
+    answers = set()
+    for tool_id in (HIDDEN, "calc::no_such_tool"):
+        for meta_tool, arguments in (
+            ("execute_tool", f'{{"tool_id":"{tool_id}\\ud800","arguments":{{}}}}'),
+            ("tool_inspect", f'{{"tool_ids":["\\udfff{tool_id}"]}}'),
+            ("execute_tool", f'{{"tool_id":"{tool_id}","arguments":{{"environment":"\\ud800"}}}}'),
+        ):
+            status, body = _call_with_escapes(gateway, people["member"], meta_tool, arguments)
+            answers.add((status, body))
+    message = "Parse error: a string holds a lone surrogate (not a Unicode character)"
+    refusal = {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": message}}
+    assert answers == {(400, json.dumps(refusal).encode())}
+    assert AuditEvent.objects.filter(event_type=AuditEventType.REQUEST_REJECTED).count() == 6
+    status, body = _call_with_escapes(
+        gateway, people["member"], "tool_search", '{"query":"\\ud83d\\ude00 current time"}'
+    )
+    assert status == 200 and json.loads(body)["result"]["isError"] is False

@@ -230,6 +230,47 @@ def test_mcp_name_header_must_match_the_body(gateway, member_token):
     assert rpc_result(response)["error"]["code"] == -32020
 
 
+@pytest.mark.parametrize("version", ["2025-11-25", "2025-06-18"])
+def test_a_request_under_a_2025_version_header_is_refused_when_its_headers_and_body_disagree(
+    gateway, member_token, version
+):
+    """The SDK routes by the version header alone and compared Mcp-Method, Mcp-Name and the 2026 envelope's version
+    only on a 2026-07-28 request: under a 2025 header a call named tool_search in its headers ran execute_tool, so
+    a proxy or policy that reads the headers let one call through while another ran (T11)."""
+    from governance.choices import AuditEventType
+    from governance.models import AuditEvent
+
+    call = modern_request(
+        "tools/call", {"name": "execute_tool", "arguments": {"tool_id": "calc::add", "arguments": {}}}
+    )
+    legacy = {**call, "params": {"name": "execute_tool", "arguments": call["params"]["arguments"]}}  # no envelope
+    sent = [
+        (legacy, {"Mcp-Name": "tool_search"}),  # the name header says another tool
+        (legacy, {"Mcp-Method": "tools/list"}),  # the method header says another method
+        (call, {}),  # the body's envelope says 2026-07-28
+    ]
+    for body, headers in sent:
+        response = raw_post(gateway, body, token=member_token, headers=headers, protocol=version)
+        assert response.status_code == 400, (headers, response.text)
+        assert rpc_result(response)["error"]["code"] == -32020 and "header does not match" in response.text
+    # Twice, the first copy agreeing with the body and the last naming another tool: a reader of either copy
+    # must not be told something else than the other.
+    twice = [(b"Mcp-Name", b"execute_tool"), (b"Mcp-Name", b"tool_search")]
+    headers = [
+        ("Authorization", f"Bearer {member_token}"),
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("MCP-Protocol-Version", version),
+        *twice,
+    ]
+    response = httpx.post(f"{gateway.url}/mcp", content=json.dumps(legacy).encode(), headers=headers, timeout=60)
+    assert response.status_code == 400 and "mcp-name header appears more than once" in response.text
+    assert AuditEvent.objects.filter(event_type=AuditEventType.REQUEST_REJECTED).count() == len(sent) + 1
+    # Headers that agree with the body are served as before (an unknown tool to this member: a tool error).
+    agreeing = raw_post(gateway, legacy, token=member_token, protocol=version)
+    assert agreeing.status_code == 200 and rpc_result(agreeing)["result"]["isError"] is True
+
+
 def test_unsupported_protocol_version_lists_the_supported_ones(gateway, member_token):
     body = modern_request("tools/list")
     body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = "1999-01-01"

@@ -74,6 +74,9 @@ def test_a_broken_schema_is_reported_not_raised():
         (b'{"name": "a", "name": "b"}', -32700),
         (b"[]", -32600),
         (b"[" * 100 + b"]" * 100, -32700),
+        (b'{"id": "calc::add\\ud800"}', -32700),  # a lone surrogate, escaped
+        (b'{"id": "\\uDFFFcalc::add"}', -32700),
+        (b'{"id": "calc::add\xed\xa0\x80"}', -32700),  # its bytes sent raw (json.loads passes them)
     ],
 )
 def test_check_json_body_rejects(body, code):
@@ -84,6 +87,9 @@ def test_check_json_body_rejects(body, code):
 def test_check_json_body_accepts_ordinary_requests_and_brackets_inside_strings():
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "x", "params": {"q": "[[[[{{{{" * 100}}).encode()
     assert check_json_body(body, max_depth=64) is None
+    # A surrogate pair is one character (an emoji); an escaped backslash before "ud800" is text.
+    for text in (b'"\\ud83d\\ude00 time"', b'"\\\\ud800"', '"\U0001f600"'.encode()):
+        assert check_json_body(b'{"q": ' + text + b"}", max_depth=64) is None
     assert json_depth(body) == 2
 
 

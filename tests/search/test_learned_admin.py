@@ -81,3 +81,26 @@ def test_a_tenant_curator_reads_a_shared_tools_learned_request_without_deciding_
     client.post(url, {"_promote": "1"})
     learned.refresh_from_db()
     assert learned.status == LearnedStatus.LEARNED and not tool.examples.exists()
+
+
+QUOTED = "These are other people's words, and an example request is quoted to every caller whose search finds its tool"
+
+
+def test_promoting_says_first_that_the_words_will_be_quoted_to_every_caller(client, django_user_model):
+    """Privacy: a promoted learned request is an example request, which search explanations (why_matched) quote
+    to every caller that finds the tool. Both places a curator promotes from say so before the button."""
+    from search.choices import LearnedStatus
+
+    tool = ToolFactory(server=ServerFactory(slug="mail"), name="list_inbox")
+    learned = LearnedRequest.objects.create(tool=tool, text="did my landlord write", key="k1", principal_count=2)
+    client.force_login(_curator(django_user_model))
+    listed = client.get(reverse("admin:search_learnedrequest_changelist")).content.decode()
+    assert 'id="promote-quoted"' in listed and QUOTED in listed
+    assert listed.index('id="promote-quoted"') < listed.index('name="action"')  # above the action that promotes
+    url = reverse("admin:search_learnedrequest_change", args=[learned.pk])
+    html = client.get(url).content.decode()
+    assert QUOTED in html and "so promote only words any of them may read" in html
+    assert html.index('id="promote-quoted"') < html.index('name="_promote"')
+    learned.status = LearnedStatus.PROMOTED
+    learned.save()
+    assert QUOTED not in client.get(url).content.decode()  # nothing left to promote: no warning about it

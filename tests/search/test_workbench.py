@@ -92,6 +92,19 @@ def test_unknown_tool_is_refused_with_a_message_and_the_entry_kept(client, curat
     assert '<option value="negative" selected>' in row
 
 
+def test_the_page_says_an_attached_request_is_quoted_to_every_caller_before_the_attach_buttons(client, curator, member):
+    """Privacy: an attached request (another person's words) becomes an example request, which search
+    explanations (why_matched) quote to every caller that finds the tool; the page says so above the forms."""
+    _log(member, WITHHELD, Confidence.NONE)
+    client.force_login(curator)
+    html = client.get(reverse(WORKBENCH)).content.decode()
+    assert (
+        "These are other people's words, and an example request is quoted to every caller whose search finds its"
+        " tool (it explains the match), so attach only words any of them may read" in html
+    )
+    assert html.index('id="attach-quoted"') < html.index('class="attach"')
+
+
 def test_a_mistyped_tool_id_is_answered_with_the_closest_ones(client, curator, member):
     """A typo, or a tool's name without its server, names the tool meant: a withheld request has no returned tools
     to pick from, so the curator types the id."""
