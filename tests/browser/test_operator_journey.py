@@ -60,17 +60,31 @@ def _fill_server_form(browser) -> None:
 
 
 def _autocomplete(browser, selection_css: str, text: str) -> None:
-    """Pick ``text`` in a select2 autocomplete (``selection_css`` finds its clickable box)."""
+    """Pick ``text`` in a select2 autocomplete (``selection_css`` finds its clickable box), then see it chosen.
+
+    The results list is drawn again when its AJAX answer lands (after "Searching..."), so an option found a
+    moment earlier can be gone by the click: find and click it in one step, again until one click holds."""
+    from selenium.common.exceptions import (
+        ElementNotInteractableException,
+        NoSuchElementException,
+        StaleElementReferenceException,
+    )
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions as EC
     from selenium.webdriver.support.ui import WebDriverWait
 
     browser.find_element(By.CSS_SELECTOR, selection_css).click()
     browser.find_element(By.CSS_SELECTOR, ".select2-container--open .select2-search__field").send_keys(text)
-    option = WebDriverWait(browser, 10).until(
-        EC.element_to_be_clickable((By.XPATH, f"//li[contains(@class,'select2-results__option') and text()='{text}']"))
-    )
-    option.click()
+    option_xpath = f"//li[contains(@class,'select2-results__option') and text()='{text}']"
+
+    def click_option(driver) -> bool:
+        try:
+            driver.find_element(By.XPATH, option_xpath).click()
+        except (NoSuchElementException, StaleElementReferenceException, ElementNotInteractableException):
+            return False
+        return True
+
+    WebDriverWait(browser, 10).until(click_option)
+    WebDriverWait(browser, 10).until(lambda driver: text in driver.find_element(By.CSS_SELECTOR, selection_css).text)
 
 
 def test_operator_registers_grants_syncs_and_releases_a_changed_tool(
