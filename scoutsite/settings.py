@@ -458,7 +458,8 @@ SCOUT_SEARCH_MAX_QUERY_CHARS = env_int("SCOUT_SEARCH_MAX_QUERY_CHARS", 4096)  # 
 # --- the usage loop: query log, outcomes, learned requests ----------------------------------------------
 SCOUT_QUERY_LOG = env_str("SCOUT_QUERY_LOG", "full")  # full | redacted (digits, e-mails, tokens masked) | off
 SCOUT_QUERY_LOG_RETENTION_DAYS = env_int("SCOUT_QUERY_LOG_RETENTION_DAYS", 30)
-# An execute_tool is linked to the same token's latest search that returned the tool within this window.
+# An execute_tool is linked to the same token's search that returned the tool highest within this window
+# (the newest of those).
 SCOUT_QUERY_LINK_WINDOW_SECONDS = env_int("SCOUT_QUERY_LINK_WINDOW_SECONDS", 900)
 SCOUT_LEARNING = env_bool("SCOUT_LEARNING", True)  # successful linked calls teach ranking their requests
 # A learned request's weight next to a curated example (1.0): BASE for one principal, + STEP for each other

@@ -235,19 +235,26 @@ def learned_requests_forget(*, server_pk: int) -> int:
 
 
 def _linked_entry(*, key: str, tool: Tool) -> QueryLogEntry | None:
-    """The newest search by ``key`` within the link window that returned ``tool``."""
+    """The search by ``key`` within the link window that returned ``tool`` highest, the newest of those.
+
+    An agent often searches more than once before it calls: "remember that Ann is my boss" (this tool first),
+    then "book a flight to Paris" (the same tool third of five weak matches). The call belongs to the search that
+    offered the tool best; the newest search returning it at all would tell the approver the agent was asked to
+    book a flight, and teach ranking that request for this tool."""
     since = timezone.now() - timedelta(seconds=settings.SCOUT_QUERY_LINK_WINDOW_SECONDS)
     recent = QueryLogEntry.objects.filter(principal_key=key, created_at__gte=since).only("pk", "query", "results")
+    best, best_rank = None, None
     for entry in recent.order_by("-created_at", "-id")[:20]:
-        if any(result.get("tool_id") == tool.tool_id for result in entry.results):
-            return entry
-    return None
+        ranks = [rank for rank, result in enumerate(entry.results) if result.get("tool_id") == tool.tool_id]
+        if ranks and (best_rank is None or ranks[0] < best_rank):
+            best, best_rank = entry, ranks[0]
+    return best
 
 
 def search_outcome_record(
     *, principal: Principal, tool: Tool, outcome: str, approval_id: str = ""
 ) -> SearchOutcome | None:
-    """Link an ``execute_tool`` of ``tool`` to the search by the same token that returned it (within the
+    """Link an ``execute_tool`` of ``tool`` to the search by the same token that returned it highest (within the
     window), with its outcome (and ``approval_id``, the request a call waiting for approval made); a success makes
     that search's request a learned request for the tool. Returns None when no such search was logged."""
     if outcome not in SearchOutcomeKind.values:

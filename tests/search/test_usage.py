@@ -170,6 +170,19 @@ def test_an_execution_links_to_the_search_that_returned_the_tool_within_the_wind
     assert SearchOutcome.objects.count() == 1
 
 
+def test_an_execution_links_to_the_search_that_offered_the_tool_highest_then_the_newest(world):
+    asked = _log(world["member"], query="send the invoice to Alice", tools=("mail::send_email", "mail::archive_email"))
+    _log(world["member"], query="archive last week's mail", tools=("mail::archive_email", "mail::send_email"))
+    linked = search_outcome_record(principal=world["member"], tool=world["send"], outcome="success")
+    # The newer search offered send_email second, under another request: the call is the first search's.
+    assert linked.entry == asked
+    assert [learned.text for learned in LearnedRequest.objects.filter(tool=world["send"])] == [
+        "send the invoice to Alice"
+    ]
+    newest = _log(world["member"], query="mail Bob the report", tools=("mail::send_email",))
+    assert search_outcome_record(principal=world["member"], tool=world["send"], outcome="denied").entry == newest
+
+
 def test_another_principals_search_is_never_linked(world, outsider):
     _log(world["member"])
     assert search_outcome_record(principal=principal_for_user(outsider), tool=world["send"], outcome="success") is None
