@@ -12,6 +12,8 @@ def celery_eager(request: pytest.FixtureRequest):
 
     Tests marked ``celery_worker`` start a real worker and keep the configured (non-eager) behaviour.
     """
+    from celery._state import _set_task_join_will_block
+
     from scoutsite import celery_app
 
     if request.node.get_closest_marker("celery_worker"):
@@ -20,6 +22,11 @@ def celery_eager(request: pytest.FixtureRequest):
     saved = celery_app.conf.task_always_eager, celery_app.conf.task_eager_propagates
     celery_app.conf.task_always_eager = True
     celery_app.conf.task_eager_propagates = True
+    # Celery's "a task is running here: never wait for a result" flag is one per process, not per thread. An eager
+    # task on a test gateway's thread overlapping one on the test's own thread can leave it set (each restores what
+    # it saw on entry), and every later ``result.get()`` in the process then raises "Never call result.get() within
+    # a task!". Each test starts with it cleared; tests wait with ``task_result`` (tests/celery_results.py).
+    _set_task_join_will_block(False)
     yield
     celery_app.conf.task_always_eager, celery_app.conf.task_eager_propagates = saved
 

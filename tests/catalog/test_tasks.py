@@ -13,6 +13,7 @@ from catalog.models import SyncRun, Tool
 from catalog.tasks import request_resync, sync_all_servers, sync_server
 from scoutsite import celery_app
 from tests.catalog.servers.fixtures import BIN_DIR, good_tool
+from tests.celery_results import task_result
 from tests.celery_worker import WORKER_TESTS, celery_worker
 
 
@@ -21,14 +22,14 @@ from tests.celery_worker import WORKER_TESTS, celery_worker
 def test_sync_server_task_syncs_and_returns_the_run(make_server):
     server = make_server("time", command=str(BIN_DIR / "mcp-server-time"))
 
-    run_pk = sync_server.delay(server.pk, "test").get()
+    run_pk = task_result(sync_server.delay(server.pk, "test"))
 
     run = SyncRun.objects.get(pk=run_pk)
     assert run.status == SyncStatus.SUCCESS and run.added == 2 and run.source == "test"
 
 
 def test_sync_server_task_ignores_a_deleted_server(db):
-    assert sync_server.delay(987654, "test").get() is None
+    assert task_result(sync_server.delay(987654, "test")) is None
     assert not SyncRun.objects.exists()
 
 
@@ -43,7 +44,7 @@ def test_sync_all_servers_queues_one_sync_per_live_enabled_server(
     make_server("dump", transport=Transport.IMPORTED)
 
     with django_capture_on_commit_callbacks(execute=True):
-        queued = sync_all_servers.delay().get()
+        queued = task_result(sync_all_servers.delay())
 
     assert queued == 2
     runs = SyncRun.objects.all()

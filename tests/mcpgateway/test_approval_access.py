@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from mcpgateway.constants import UNKNOWN_TOOL_MESSAGE
+from tests.celery_results import task_result
 
 from .conftest import (
     MODERN,
@@ -88,6 +89,6 @@ def test_an_approved_call_is_refused_and_shown_unusable_after_the_requester_lost
     assert faulty_calls(faulty_call_log, "record_note") == 0
 
     # The periodic sweep marks it expired, so it leaves the inbox's open requests.
-    assert expire_approvals.delay().get() == 1
+    assert task_result(expire_approvals.delay()) == 1
     assert ApprovalRequest.objects.get(approval_id=approval_id).status == "expired"
     assert "no longer usable" not in _inbox(gateway.url, "gw_approver")

@@ -21,6 +21,7 @@ from search.usage import (
     query_redact,
     search_outcome_record,
 )
+from tests.celery_results import task_result
 from tests.governance.factories import ServerFactory, ToolFactory
 
 pytestmark = pytest.mark.django_db
@@ -403,11 +404,11 @@ def test_the_beat_flushes_only_learned_requests_that_waited_past_the_interval(wo
     assert not learned.indexed and learned.pending_since is not None
     generations = IndexGeneration.objects.count()
 
-    assert flush_stale_learned_index.delay().get() == 0  # its batched flush is still on its way
+    assert task_result(flush_stale_learned_index.delay()) == 0  # its batched flush is still on its way
     assert IndexGeneration.objects.count() == generations
 
     LearnedRequest.objects.filter(pk=learned.pk).update(pending_since=timezone.now() - timedelta(seconds=61))
-    assert flush_stale_learned_index.delay().get() == 1  # that flush was lost: the beat does it
+    assert task_result(flush_stale_learned_index.delay()) == 1  # that flush was lost: the beat does it
     assert IndexGeneration.objects.count() == generations + 1
     learned.refresh_from_db()
     assert learned.indexed and learned.pending_since is None

@@ -22,6 +22,7 @@ from governance.services.approvals import (
 )
 from governance.services.authorize import call_authorize
 from governance.services.policy import tool_policy_classify
+from tests.celery_results import task_result
 from tests.governance.factories import ToolFactory
 
 pytestmark = pytest.mark.django_db
@@ -339,7 +340,7 @@ def test_expire_task_marks_stale_requests(setup, approver):
     principal, tool = setup
     request = approved_request(principal, tool, approver)
     ApprovalRequest.objects.filter(pk=request.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
-    assert expire_approvals.delay().get() == 1
+    assert task_result(expire_approvals.delay()) == 1
     request.refresh_from_db()
     assert request.status == ApprovalStatus.EXPIRED
 
@@ -409,6 +410,6 @@ def test_a_request_whose_requester_lost_access_cannot_be_approved_and_the_sweep_
     assert exc.value.code == "requester_lost_access"
     pending.refresh_from_db()
     assert pending.status == ApprovalStatus.EXPIRED
-    assert expire_approvals.delay().get() == 1  # the approved one, which is unexpired by time
+    assert task_result(expire_approvals.delay()) == 1  # the approved one, which is unexpired by time
     approved.refresh_from_db()
     assert approved.status == ApprovalStatus.EXPIRED
