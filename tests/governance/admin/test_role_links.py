@@ -58,3 +58,21 @@ def test_the_dashboards_pending_count_links_the_inbox_only_for_whom_may_open_it(
 
     client.force_login(superuser)
     assert f'<a href="{inbox}">0</a>' in client.get(reverse("dashboard")).content.decode()
+
+
+def test_a_person_page_offers_reset_password_only_to_whoever_may_open_it(client, superuser, django_user_model):
+    """Operators and curators read people but never change them: Django's "Reset password" button led them to a
+    "not part of your role" page. They read the password's summary; a superuser keeps the button."""
+    person = django_user_model.objects.create_user(username="someone", password="pw-someone-123")
+    page = reverse("admin:auth_user_change", args=[person.pk])
+    password_page = reverse("admin:auth_user_password_change", args=[person.pk])
+    for role in (OPERATORS, CURATORS):
+        client.force_login(_person(f"{role.lower()}-1", role))
+        html = client.get(page).content.decode()
+        assert "<strong>algorithm</strong>" in html and "Reset password" not in html and "../password/" not in html, (
+            role
+        )
+        assert client.get(password_page).status_code == 403, role  # the page the button opened
+    client.force_login(superuser)
+    assert "Reset password" in client.get(page).content.decode()
+    assert client.get(password_page).status_code == 200
