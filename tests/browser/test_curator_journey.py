@@ -87,3 +87,24 @@ def test_curator_attaches_an_example_request_and_sees_it_in_the_preview(
     screenshot(browser, "curator-preview")
     first.find_element(By.CSS_SELECTOR, "a.tool-link").click()  # and back to the tool
     assert browser.find_element(By.NAME, "examples-0-text").get_attribute("value") == REQUEST
+
+
+def test_curator_saves_a_tool_from_the_home_and_is_back_at_the_tools_still_without_examples(
+    browser, live_server, curator, small_catalog, encoder
+):
+    """Save used to land on every tool; the curator went home again for the next one. From the home's list it
+    returns to the tools still without an example request: the one just done is gone, the next is first."""
+    from selenium.webdriver.common.by import By
+
+    index_rebuild()
+    admin_login(browser, live_server.url, "curator", "pw-curator-123")
+    links = browser.find_elements(By.CSS_SELECTOR, "#curator-home ul a[href*='/admin/catalog/tool/']")
+    first, second = links[0].text, links[1].text
+    click_through(browser, links[0])
+    browser.find_element(By.NAME, "examples-0-text").send_keys("what should I work on next")
+    click_through(browser, browser.find_element(By.NAME, "_save"))
+    assert "examples=none" in browser.current_url
+    assert browser.find_element(By.CSS_SELECTOR, "ul.messagelist li.success").text.startswith(f"Saved {first}:")
+    listed = [cell.text for cell in browser.find_elements(By.CSS_SELECTOR, "#result_list tbody th a")]
+    assert first not in listed and listed[0] == second
+    screenshot(browser, "curator-saved-back-to-work-list")
