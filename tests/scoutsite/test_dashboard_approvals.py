@@ -54,6 +54,9 @@ def test_operator_opens_the_count_and_sees_who_may_decide_each_request(client, o
     assert "No one" in stuck_row  # waits until it expires unless the operator grants approve on its server
     assert reverse("admin:catalog_server_change", args=[orphan.server_id]) in stuck_row
     assert SECRET_ARGUMENT not in html  # the arguments are the approvers' to read
+    trail = re.search(r'<a class="audit-link" href="([^"]+)"', _row(html, stuck.approval_id)).group(1)
+    events = client.get(trail)  # the request's own events in the audit trail, which the operator reads
+    assert {event.approval_ref for event in events.context["cl"].result_list} == {stuck.approval_id}
 
 
 def test_an_approver_in_another_tenant_is_counted_not_named(client, django_user_model, superuser, member, operator):
