@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 
 import numpy as np
 from django.contrib import admin
+from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -25,6 +26,8 @@ from django.utils.http import urlencode
 from search.workbench import WORKBENCH_DAYS
 
 DASHBOARD_PERMISSION = "catalog.view_server"  # operators (and anyone who may read the server list)
+# The pending requests listed (who asked for which tool): what the audit trail tells its readers already.
+WAITING_APPROVALS_PERMISSION = "governance.view_auditevent"
 SERVERS_NOTE = (
     "Only an Active server's tools reach clients: a Degraded (its last sync failed), Unavailable, Disabled or "
     "Archived server's tools are hidden from search, inspect and execute."
@@ -73,19 +76,18 @@ def dashboard_figures(*, window: Window, now: datetime | None = None, user=None)
     person's tenants; without a ``user``, or for a superuser, the whole install."""
     from catalog.models import Server, SyncRun
     from governance.choices import ApprovalStatus
-    from governance.models import ApprovalRequest, AuditEvent
+    from governance.models import AuditEvent
     from governance.principals import principal_for_user
-    from governance.selectors import audit_events_visible_to, servers_visible_to_operator, tenant_q
+    from governance.selectors import audit_events_visible_to, servers_visible_to_operator
     from search.models import QueryLogEntry
     from search.usage import query_log_visible_to
 
-    servers_q, audit, approvals = Q(), AuditEvent.objects.all(), ApprovalRequest.objects.all()
+    servers_q, audit, approvals = Q(), AuditEvent.objects.all(), _approvals_seen_by(user)
     logged = QueryLogEntry.objects.all()
     if user is not None and not user.is_superuser:
         principal = principal_for_user(user)
         servers_q = servers_visible_to_operator(user=user)
         audit = audit_events_visible_to(principal=principal)
-        approvals = approvals.filter(tenant_q(principal, "tenant"))
         logged = query_log_visible_to(user=user)
     managed = Server.objects.filter(servers_q)
     now = now or timezone.now()
@@ -139,6 +141,18 @@ def dashboard_figures(*, window: Window, now: datetime | None = None, user=None)
     }
 
 
+def _approvals_seen_by(user):
+    """The approval requests the dashboard counts for ``user``: shared ones and those of their tenants (every one
+    without a ``user``, or for a superuser)."""
+    from governance.models import ApprovalRequest
+    from governance.principals import principal_for_user
+    from governance.selectors import tenant_q
+
+    if user is None or user.is_superuser:
+        return ApprovalRequest.objects.all()
+    return ApprovalRequest.objects.filter(tenant_q(principal_for_user(user), "tenant"))
+
+
 def dashboard_charts(figures: dict, window: Window) -> list[dict]:
     """Each chart's id and heading, and, when the window holds nothing for it, the sentence shown instead of
     empty axes: what is missing and what would fill it."""
@@ -177,13 +191,17 @@ def _check(request: HttpRequest) -> None:
 
 
 def _approvals_url(request: HttpRequest) -> str | None:
-    """The approval inbox, for those who may open it (approvers; operators and curators may not): a count
-    linked to a 403 page would be a dead end."""
+    """Where the pending-approvals count leads: the approval inbox for those who may open it (approvers), else
+    the list of the requests counted with who may decide each, for readers of the audit trail, which names the
+    same requests (operators: a request no one may decide waits for a grant only they give). Curators get the
+    number alone: a link to a 403 page would be a dead end."""
     from governance.models import ApprovalRequest
 
-    if not admin.site.get_model_admin(ApprovalRequest).has_view_permission(request):
-        return None
-    return reverse("admin:governance_approvalrequest_changelist")
+    if admin.site.get_model_admin(ApprovalRequest).has_view_permission(request):
+        return reverse("admin:governance_approvalrequest_changelist")
+    if request.user.has_perm(WAITING_APPROVALS_PERMISSION):
+        return reverse("dashboard_approvals")
+    return None
 
 
 def _query_log_urls(request: HttpRequest, since: datetime) -> dict[str, str]:
@@ -215,6 +233,51 @@ def dashboard_view(request: HttpRequest) -> HttpResponse:
     return render(request, "admin/dashboard.html", context)
 
 
+def pending_approval_rows(request: HttpRequest) -> list[dict]:
+    """The pending requests the dashboard counts, oldest first, without their arguments (the approvers' to
+    read): the tool, its risk, who asked, until when, and who may decide it, named as this person may see them
+    (Z12: an approver this operator may not see is counted, not named)."""
+    from catalog.models import Tool
+    from governance.admin.common import admin_urls_for
+    from governance.choices import ApprovalStatus
+    from governance.selectors import users_visible_to_operator, with_approval_people_shown
+    from governance.services.notifications import approvers_for
+
+    user = request.user
+    pending = _approvals_seen_by(user).filter(status=ApprovalStatus.PENDING)
+    requests = with_approval_people_shown(pending, viewer=user).select_related("tool__server").order_by("created_at")
+    requests = list(requests)
+    tool_urls = admin_urls_for(request, [approval.tool for approval in requests])
+    visible = get_user_model().objects.filter(users_visible_to_operator(user=user))
+    rows = []
+    for approval in requests:
+        deciders = approvers_for(request=approval)
+        named = visible.filter(pk__in=[person.pk for person in deciders]).order_by("username")
+        tool: Tool = approval.tool
+        rows.append({
+            "approval": approval,
+            "tool_url": tool_urls.get(tool),
+            "server_url": reverse("admin:catalog_server_change", args=[tool.server_id]),
+            "deciders": [person.get_username() for person in named],
+            "unnamed": len(deciders) - len(named),
+        })  # fmt: skip
+    return rows
+
+
+def dashboard_approvals_view(request: HttpRequest) -> HttpResponse:
+    """The dashboard's pending approvals, one row each: what waits, since when, and whether anyone may decide it."""
+    _check(request)
+    if not request.user.has_perm(WAITING_APPROVALS_PERMISSION):
+        raise PermissionDenied
+    context = {
+        **admin.site.each_context(request),
+        "title": "Approvals waiting",
+        "rows": pending_approval_rows(request),
+        "now": timezone.now(),
+    }
+    return render(request, "admin/dashboard_approvals.html", context)
+
+
 def dashboard_data_view(request: HttpRequest) -> JsonResponse:
     _check(request)
     return JsonResponse(dashboard_figures(window=_window(request), user=request.user))
@@ -224,5 +287,6 @@ def urls() -> list:
     """Mounted by scoutsite/urls.py before ``admin/`` (admin_view: staff login, no cache)."""
     return [
         path("admin/dashboard/", admin.site.admin_view(dashboard_view), name="dashboard"),
+        path("admin/dashboard/approvals/", admin.site.admin_view(dashboard_approvals_view), name="dashboard_approvals"),
         path("admin/dashboard/data.json", admin.site.admin_view(dashboard_data_view), name="dashboard_data"),
     ]

@@ -86,6 +86,12 @@ class PreviewForm(forms.Form):
         if not may_choose_user:
             del self.fields["as_user"]
 
+    def clean(self) -> dict:
+        cleaned = super().clean()
+        if cleaned.get("as_user") is not None:  # a user typed in means their view, whichever scope is ticked
+            cleaned["scope"] = AS_USER
+        return cleaned
+
     def clean_as_user(self) -> AbstractBaseUser | None:
         username = self.cleaned_data.get("as_user") or ""
         if not username:
@@ -280,19 +286,28 @@ def _context(request: HttpRequest, title: str, **extra: object) -> dict:
 
 
 def preview_view(request: HttpRequest) -> HttpResponse:
-    """Type a request, see the ranked tools as a user's MCP client would (by default the curator themself),
-    with each tool's rank score and what it is made of."""
+    """Type a request, see the ranked tools as a user's MCP client would (by default the curator themself, or
+    every tool some client may get when they may discover none), with each tool's rank score and its parts."""
     _check_preview_permission(request)
+    # A curator who may discover no tool themselves (most do not call tools) would get an empty ranking: the page
+    # and every link that gives the query only (the home, a tool's page) rank among every tool for them instead.
+    own = visible_tool_pks(as_user=request.user, viewer=request.user)
+    scope = AS_USER if own else EVERY_TOOL
     data = request.GET.copy() if request.GET else None
-    if data is not None:  # a link may give the query only
-        data.setdefault("scope", AS_USER)
+    if data is not None:  # a link may give the query only, or the query and a user to preview as
+        data.setdefault("scope", AS_USER if data.get("as_user") else scope)
         data.setdefault("top_k", str(PreviewForm.base_fields["top_k"].initial))
-    form = PreviewForm(data, viewer=request.user, may_choose_user=request.user.has_perm(AS_USER_PERMISSION))
+    form = PreviewForm(
+        data,
+        initial={"scope": scope},
+        viewer=request.user,
+        may_choose_user=request.user.has_perm(AS_USER_PERMISSION),
+    )
     outcome, rows, as_user, empty_self = None, [], None, False
     if form.is_valid():
         if form.cleaned_data["scope"] != EVERY_TOOL:
             as_user = form.cleaned_data.get("as_user") or request.user
-        visible = visible_tool_pks(as_user=as_user, viewer=request.user)
+        visible = own if as_user == request.user else visible_tool_pks(as_user=as_user, viewer=request.user)
         empty_self = as_user == request.user and not visible
         outcome = preview_run(
             query=form.cleaned_data["query"],
@@ -304,7 +319,14 @@ def preview_view(request: HttpRequest) -> HttpResponse:
         if outcome.result is not None:
             rows = [(match, why_lines(match), score_parts(match)) for match in outcome.result.matches]
     context = _context(
-        request, "Search preview", form=form, outcome=outcome, rows=rows, as_user=as_user, empty_self=empty_self
+        request,
+        "Search preview",
+        form=form,
+        outcome=outcome,
+        rows=rows,
+        as_user=as_user,
+        empty_self=empty_self,
+        own_empty=not own,
     )
     return render(request, "admin/search/preview.html", context)
 

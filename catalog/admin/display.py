@@ -2,6 +2,7 @@
 
 import difflib
 import json
+import re
 from datetime import datetime
 from functools import cached_property
 from typing import Any
@@ -9,7 +10,8 @@ from typing import Any
 from django.core.paginator import Paginator
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.html import format_html, format_html_join
+from django.utils.html import escape, format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
 
 from catalog.choices import ServerStatus, SyncStatus
 
@@ -57,6 +59,15 @@ def text_block(value: str) -> str:
     if not value:
         return "—"
     return format_html('<pre style="white-space:pre-wrap">{}</pre>', value)
+
+
+_ID_SEPARATOR = re.compile(r"(::|_)")
+
+
+def breakable_id(value: str) -> SafeString:
+    """An identifier (``memory::create_entities``) that wraps only after ``::`` and ``_`` in a narrow column,
+    never letter by letter: escaped, with a ``<wbr>`` after each separator."""
+    return mark_safe(_ID_SEPARATOR.sub(r"\1<wbr>", escape(value)))  # noqa: S308 - escaped just before
 
 
 def compact_time(value: datetime | None) -> str:

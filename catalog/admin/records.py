@@ -18,6 +18,7 @@ from .display import (
     CappedCountPaginator,
     admin_link,
     badge,
+    breakable_id,
     compact_time,
     json_block,
     pretty_json,
@@ -223,7 +224,9 @@ class ToolRevisionAdmin(ReadOnlyAdmin, admin.ModelAdmin[ToolRevision]):
     def object_title(self, request: HttpRequest, obj: ToolRevision) -> str:
         return f"Revision {obj.definition_hash[:12]} of {obj.tool.tool_id}"
 
-    list_display = ("created_at", "tool", "short_hash", "sync_run")
+    # Moments in two short lines, as the other lists show them: Django's "Dec. 4, 2026, 3:38 p.m." and the run's
+    # name ("sync everything 2026-12-04 15:38:17") pushed the sync run out of view at 1400 px.
+    list_display = ("when", "tool_column", "short_hash", "sync_run_column")
     list_select_related = ("tool", "tool__server", "sync_run", "sync_run__server")
     list_filter = (RevisionServerFilter,)
     search_fields = ("tool__tool_id", "definition_hash")
@@ -243,6 +246,19 @@ class ToolRevisionAdmin(ReadOnlyAdmin, admin.ModelAdmin[ToolRevision]):
     @admin.display(description="sync run")
     def sync_run_name(self, revision: ToolRevision) -> str:
         return str(revision.sync_run) if revision.sync_run else "—"
+
+    @admin.display(description="created at", ordering="created_at")
+    def when(self, revision: ToolRevision) -> str:
+        return compact_time(revision.created_at)
+
+    @admin.display(description="tool", ordering="tool__tool_id")
+    def tool_column(self, revision: ToolRevision) -> str:
+        return breakable_id(revision.tool.tool_id)
+
+    @admin.display(description="sync run", ordering="sync_run__started_at")
+    def sync_run_column(self, revision: ToolRevision) -> str:
+        run = revision.sync_run
+        return format_html("{}<br>{}", run.get_kind_display(), compact_time(run.started_at)) if run else "—"
 
     @admin.display(description="hash")
     def short_hash(self, revision: ToolRevision) -> str:

@@ -1,6 +1,5 @@
 """Shared admin helpers."""
 
-import re
 from collections import defaultdict
 from collections.abc import Iterable
 from datetime import timedelta
@@ -9,8 +8,9 @@ from django.contrib import admin
 from django.core.paginator import Paginator
 from django.urls import reverse
 from django.utils.functional import cached_property
-from django.utils.html import escape, format_html
-from django.utils.safestring import SafeString, mark_safe
+from django.utils.html import format_html
+
+from catalog.admin.display import breakable_id  # noqa: F401 - moved there (catalog lists use it); imported from here
 
 from ..selectors import tool_shaped_by
 
@@ -61,15 +61,6 @@ def _pre(value: str):
 def risk_badge(level: str, label: str):
     """Risk as a visual level: coloured by the stylesheet's .risk-<level> (low green → critical black)."""
     return format_html('<span class="scout-risk risk-{}">{} risk</span>', level, label)
-
-
-_ID_SEPARATOR = re.compile(r"(::|_)")
-
-
-def breakable_id(value: str) -> SafeString:
-    """An identifier (``memory::create_entities``) that wraps only after ``::`` and ``_`` in a narrow column,
-    never letter by letter: escaped, with a ``<wbr>`` after each separator."""
-    return mark_safe(_ID_SEPARATOR.sub(r"\1<wbr>", escape(value)))  # noqa: S308 - escaped just before
 
 
 class SharedToolReadOnlyMixin:

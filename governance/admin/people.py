@@ -6,10 +6,13 @@ Groups likewise (``selectors.groups_visible_to_operator``). Rows naming a person
 and pages (``rows_of_people_for``, ``rows_of_groups_for``). Django's auth admin knows nothing of tenants, so this
 module re-registers the user and group admins with the filter."""
 
+import copy
+
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import GroupAdmin as AuthGroupAdmin
 from django.contrib.auth.admin import UserAdmin as AuthUserAdmin
+from django.contrib.auth.forms import ReadOnlyPasswordHashWidget
 from django.contrib.auth.models import Group
 from django.db.models import QuerySet
 
@@ -99,6 +102,13 @@ class PeopleChoicesMixin:
             getattr(form.instance, name).add(*pks)
 
 
+class PasswordSummaryWidget(ReadOnlyPasswordHashWidget):
+    """The password's summary without Django's "Reset password" button, for those who may only view the person:
+    the button led operators and curators (who read people, never change them) to a "not part of your role" page."""
+
+    template_name = "admin/auth/password_summary.html"
+
+
 class UserAdmin(TitledAdminMixin, PeopleChoicesMixin, AuthUserAdmin):
     """Django's user admin over the people this admin may see (the list, each page and the autocomplete); a
     person's groups offer only the groups the admin may see, and so does the list's group filter (the groups of the
@@ -112,6 +122,15 @@ class UserAdmin(TitledAdminMixin, PeopleChoicesMixin, AuthUserAdmin):
 
     def get_queryset(self, request):
         return super().get_queryset(request).filter(users_visible_to_operator(user=request.user))
+
+    def get_form(self, request, obj=None, **kwargs):
+        form = super().get_form(request, obj, **kwargs)
+        if obj is not None and not self.has_change_permission(request, obj):
+            # A copy: the declared field is shared by every form class made from UserChangeForm.
+            password = copy.deepcopy(form.base_fields["password"])
+            password.widget = PasswordSummaryWidget()
+            form.base_fields["password"] = password
+        return form
 
 
 class GroupAdmin(TitledAdminMixin, AuthGroupAdmin):

@@ -1,5 +1,8 @@
 """Governance admin: policy."""
 
+import json
+
+from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.urls import reverse
@@ -7,6 +10,7 @@ from django.utils.html import format_html
 
 from catalog.admin.lookups import StrictLookupsMixin
 from catalog.admin.titles import TitledAdminMixin
+from catalog.admin.tools import CommaSeparatedListField
 
 from ..models import (
     Entitlement,
@@ -128,6 +132,37 @@ class HintConflictFilter(admin.SimpleListFilter):
         return queryset
 
 
+class NamesField(CommaSeparatedListField):
+    """Names edited as ``production, staging``: the help said "e.g. pii, financial, secrets" and the JSON field
+    refused just that ("Enter a valid JSON"). A JSON list, as the field took before, is still read as one."""
+
+    def to_python(self, value) -> list[str]:
+        text = (value or "").strip()
+        if text.startswith("["):
+            try:
+                items = json.loads(text)
+            except ValueError:
+                raise forms.ValidationError("Write the names comma-separated, e.g. pii, financial") from None
+            if not isinstance(items, list):
+                raise forms.ValidationError("Write the names comma-separated, e.g. pii, financial")
+            text = ",".join(str(item) for item in items)
+        return super().to_python(text)
+
+
+class ToolPolicyForm(forms.ModelForm):
+    allowed_environments = NamesField(
+        required=False,
+        help_text="Environments the tool may be used in, comma-separated, e.g. production, staging; empty: its "
+        "server's environment",
+    )
+    data_classes = NamesField(required=False, help_text="The data it touches, comma-separated, e.g. pii, financial")
+
+    class Meta:
+        model = ToolPolicy
+        fields = ("operation_class", "reversibility", "risk_class", "required_entitlements", "allowed_environments",
+                  "data_classes")  # fmt: skip
+
+
 @admin.register(ToolPolicy)
 class ToolPolicyAdmin(
     TitledAdminMixin, SharedToolReadOnlyMixin, TenantScopedMixin, StrictLookupsMixin, admin.ModelAdmin[ToolPolicy]
@@ -140,6 +175,7 @@ class ToolPolicyAdmin(
         "follow its risk class."
     )
 
+    form = ToolPolicyForm
     server_path = "tool__server"
     list_title = "Tool policies — each tool's risk class and operation, and whether it is held for review"
     list_display = ("tool", "operation_class", "reversibility", "risk_class", "classified_by_admin", "held")

@@ -1,5 +1,7 @@
 """Governance admin: change review."""
 
+import json
+
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpResponseRedirect
@@ -11,7 +13,13 @@ from catalog.admin.titles import TitledAdminMixin
 
 from ..choices import ReviewStatus
 from ..models import ToolReview
-from ..services.review import ReviewError, tool_review_accept, tool_review_diff, tool_review_reject
+from ..services.review import (
+    ReviewError,
+    tool_review_accept,
+    tool_review_definition,
+    tool_review_diff,
+    tool_review_reject,
+)
 from .common import SharedToolReadOnlyMixin, _pre
 from .people import person_name, with_person_visible
 from .tenant_scope import TenantScopedMixin
@@ -62,6 +70,13 @@ class ToolReviewAdmin(
 
     @admin.display(description="diff (accepted → new revision)")
     def diff(self, obj) -> str:
+        if not obj.previous_hash:
+            # First sight (a suspicious new tool): a diff against "{}" read as if something had been removed.
+            definition = json.dumps(tool_review_definition(review=obj), indent=2, sort_keys=True, ensure_ascii=True)
+            return format_html(
+                '<p id="first-sight">First sight: no definition of this tool was accepted before. It reads:</p>{}',
+                _pre(definition),
+            )
         text = tool_review_diff(review=obj)
         if not text:
             return _pre("(no earlier accepted definition)")
@@ -106,9 +121,11 @@ class ToolReviewAdmin(
 
     def object_title(self, request, obj: ToolReview) -> str:
         # "Change tool review" reads as editing the review: the page is where a held change is read and decided.
+        first_sight = not obj.previous_hash  # a suspicious new tool: no definition of it was accepted before
         if obj.status == ReviewStatus.PENDING and self.has_change_permission(request, obj):
-            return f"Review the change held for {obj.tool.tool_id}"
-        return f"Definition change to {obj.tool.tool_id}: {obj.get_status_display().lower()}"
+            return f"Review the {'suspicious new definition' if first_sight else 'change'} held for {obj.tool.tool_id}"
+        subject = "Suspicious new definition of" if first_sight else "Definition change to"
+        return f"{subject} {obj.tool.tool_id}: {obj.get_status_display().lower()}"
 
     def response_change(self, request, obj):
         if "_accept" in request.POST or "_reject" in request.POST:

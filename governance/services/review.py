@@ -215,9 +215,14 @@ def tool_review_reject(*, review: ToolReview, actor: AbstractBaseUser, reason: s
     return _decide(review=review, actor=actor, reason=reason, accept=False)
 
 
+def tool_review_definition(*, review: ToolReview) -> dict:
+    """The definition under review (a revision's, else the tool's upstream copy)."""
+    return _definition_of(review.tool, review.revision)
+
+
 def tool_review_diff(*, review: ToolReview) -> str:
     """Unified diff between the accepted definition and the reviewed one (pretty JSON, text)."""
-    new = _definition_of(review.tool, review.revision)
+    new = tool_review_definition(review=review)
     old_revision = (
         ToolRevision.objects.filter(tool_id=review.tool_id, definition_hash=review.previous_hash).first()
         if review.previous_hash

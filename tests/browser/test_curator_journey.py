@@ -1,6 +1,6 @@
 """Curator journey in a real browser: from the role's home, open a tool, read what each curation field does,
-attach an example request, and see the tool found for it in the search preview as a user sees it (by default
-the curator themself), with the rank score's parts and a link back to the tool."""
+attach an example request, and see the tool found for it in the search preview (among every tool, as the curator
+may discover none; then as a user sees it), with the rank score's parts and a link back to the tool."""
 
 from __future__ import annotations
 
@@ -58,12 +58,16 @@ def test_curator_attaches_an_example_request_and_sees_it_in_the_preview(
 
     browser.find_element(By.CSS_SELECTOR, ".object-tools a[href^='/admin/search/preview/?']").click()
     assert "/admin/search/preview/" in browser.current_url  # the tool page leads to the preview
-    # By default the preview runs as the curator: they may discover nothing, so nothing is listed.
-    assert browser.find_element(By.ID, "id_scope_0").is_selected()
-    assert browser.find_element(By.ID, "preview-as").text == "curator"
-    assert not browser.find_elements(By.CSS_SELECTOR, "#preview-results tr.match")
+    # The curator may discover nothing themself: the preview ranks among every tool instead, and says why (it ran
+    # as them and listed nothing, an error to click past on every visit).
+    assert browser.find_element(By.ID, "id_scope_1").is_selected()
+    assert browser.find_element(By.ID, "preview-as").text == "Every tool some client may get"
+    assert "you may discover no tool yourself" in browser.find_element(By.ID, "preview-status").text
+    assert browser.find_elements(By.CSS_SELECTOR, "#preview-results tr.match")
+    screenshot(browser, "curator-preview-every")
 
-    # As a member who may discover the mail tools: what their MCP client gets, with why each ranks where it does.
+    # As a member who may discover the mail tools (a user typed in is their view, whichever scope is ticked): what
+    # their MCP client gets, with why each ranks where it does.
     query = browser.find_element(By.NAME, "query")
     query.clear()
     query.send_keys(REQUEST)
@@ -83,3 +87,24 @@ def test_curator_attaches_an_example_request_and_sees_it_in_the_preview(
     screenshot(browser, "curator-preview")
     first.find_element(By.CSS_SELECTOR, "a.tool-link").click()  # and back to the tool
     assert browser.find_element(By.NAME, "examples-0-text").get_attribute("value") == REQUEST
+
+
+def test_curator_saves_a_tool_from_the_home_and_is_back_at_the_tools_still_without_examples(
+    browser, live_server, curator, small_catalog, encoder
+):
+    """Save used to land on every tool; the curator went home again for the next one. From the home's list it
+    returns to the tools still without an example request: the one just done is gone, the next is first."""
+    from selenium.webdriver.common.by import By
+
+    index_rebuild()
+    admin_login(browser, live_server.url, "curator", "pw-curator-123")
+    links = browser.find_elements(By.CSS_SELECTOR, "#curator-home ul a[href*='/admin/catalog/tool/']")
+    first, second = links[0].text, links[1].text
+    click_through(browser, links[0])
+    browser.find_element(By.NAME, "examples-0-text").send_keys("what should I work on next")
+    click_through(browser, browser.find_element(By.NAME, "_save"))
+    assert "examples=none" in browser.current_url
+    assert browser.find_element(By.CSS_SELECTOR, "ul.messagelist li.success").text.startswith(f"Saved {first}:")
+    listed = [cell.text for cell in browser.find_elements(By.CSS_SELECTOR, "#result_list tbody th a")]
+    assert first not in listed and listed[0] == second
+    screenshot(browser, "curator-saved-back-to-work-list")

@@ -64,9 +64,9 @@ def test_curator_attaches_a_withheld_request_and_sees_it_found(
     assert first.get_attribute("data-tool-id") == "mail::send_email" and "example request" in first.text
     screenshot(browser, "curator-workbench-checked")
 
-    # This curator may not pick a user: the preview as themself lists nothing (they may discover no tool) and
-    # says so; the explicit "every tool some client may get" ranks the catalog.
-    browser.get(f"{live_server.url}/admin/search/preview/?query={WITHHELD.replace(' ', '+')}&top_k=10")
+    # This curator may not pick a user: the preview as themself (asked for) lists nothing, as they may discover
+    # no tool, and says so; the explicit "every tool some client may get" ranks the catalog.
+    browser.get(f"{live_server.url}/admin/search/preview/?query={WITHHELD.replace(' ', '+')}&top_k=10&scope=user")
     assert "You may discover no tool" in browser.find_element(By.ID, "preview-empty-self").text
     browser.find_element(By.ID, "id_scope_1").click()
     click_through(browser, browser.find_element(By.CSS_SELECTOR, "#search-preview input[type=submit]"))

@@ -5,7 +5,7 @@ from django.contrib.auth.models import Permission
 
 from tests.scoutsite.test_dashboard import seed_traffic
 
-from .conftest import admin_login, screenshot
+from .conftest import admin_login, click_through, screenshot
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -50,3 +50,33 @@ def test_an_empty_dashboard_says_what_would_fill_each_chart(browser, live_server
     assert len(sentences) == 6 and all(sentence.startswith("No ") for sentence in sentences)
     assert "execute_tool" in sentences[0]  # what would fill it
     screenshot(browser, "operator-dashboard-empty")
+
+
+def test_operator_opens_the_pending_approvals_count_and_reaches_the_server_to_grant(
+    browser, live_server, django_user_model, superuser, member
+):
+    """The count was a number an operator could not open: it now lists what waits and who may decide it, and a
+    request no one may decide leads to its server's page, where approve is granted."""
+    from django.contrib.auth.models import Group
+    from selenium.webdriver.common.by import By
+
+    from governance.principals import principal_for_user
+    from governance.roles import OPERATORS
+    from governance.services.approvals import approval_request_create
+    from tests.governance.factories import ServerFactory, ToolFactory
+
+    operator = django_user_model.objects.create_user(username="operator", password="pw-operator-123", is_staff=True)
+    operator.groups.add(Group.objects.get(name=OPERATORS))
+    tool = ToolFactory(server=ServerFactory(slug="billing"), name="refund", annotations=None)
+    waiting = approval_request_create(principal=principal_for_user(member), tool=tool, arguments={"amount": 5})
+
+    admin_login(browser, live_server.url, "operator", "pw-operator-123")
+    browser.get(f"{live_server.url}/admin/dashboard/")
+    count = browser.find_element(By.CSS_SELECTOR, "#tile-pending-approvals a")
+    assert count.text == "1"
+    click_through(browser, count)
+    row = browser.find_element(By.CSS_SELECTOR, f'#waiting-approvals tr[data-approval-id="{waiting.approval_id}"]')
+    assert "billing::refund" in row.text and "No one" in row.text
+    screenshot(browser, "operator-approvals-waiting")
+    click_through(browser, row.find_element(By.PARTIAL_LINK_TEXT, "give approve on billing"))
+    assert browser.find_element(By.CSS_SELECTOR, "#content h1, #content h2").text == "Server billing"

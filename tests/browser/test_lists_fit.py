@@ -121,3 +121,24 @@ def test_the_approval_inbox_fits_at_1280_whatever_the_ids_letters(browser, live_
     assert browser.find_elements("css selector", "#result_list tbody tr")
     screenshot(browser, "approver-inbox-wide-id")
     assert browser.execute_script(FITS), "approval inbox: the list scrolls sideways at 1280 px"
+
+
+def test_the_tool_revisions_fit_at_1280(browser, live_server, django_user_model, tmp_path):
+    """Django's "Dec. 4, 2026, 3:38 p.m." and the run's full name pushed the sync run column out of view: the
+    moments are in two short lines, as in the other lists, and a long tool id breaks after :: and _."""
+    import json
+
+    from catalog.services.imports import catalog_import_file
+
+    curator = django_user_model.objects.create_user(username="cur", password="pw-cur-123", is_staff=True)
+    curator.groups.add(Group.objects.get(name=CURATORS))
+    dump = tmp_path / "github.jsonl"
+    tool = {"server": "github-enterprise-production", "name": "list_repository_collaborators_with_permissions"}
+    dump.write_text(json.dumps({**tool, "description": "List who may push."}) + "\n")
+    catalog_import_file(path=dump)
+    admin_login(browser, live_server.url, "cur", "pw-cur-123")
+    browser.get(f"{live_server.url}/admin/catalog/toolrevision/")
+    row = browser.find_element("css selector", "#result_list tbody tr")
+    assert "p.m." not in row.text and "a.m." not in row.text and "Import from file" in row.text
+    screenshot(browser, "curator-toolrevision-list")
+    assert browser.execute_script(FITS), "tool revisions: the list scrolls sideways at 1280 px"

@@ -93,6 +93,18 @@ def test_preview_as_a_user_ranks_only_what_they_may_see(client, superuser, membe
     assert rows_of(response) == ["weather::get_forecast"]
 
 
+def test_a_user_typed_in_is_previewed_whichever_scope_is_ticked(client, superuser, member, indexed):
+    """The scope a curator without tools of their own starts on is "every tool": typing a user means that user's
+    view, not a name silently ignored."""
+    from governance.services.permissions import permission_grant
+
+    permission_grant(actor=superuser, target=indexed["get_forecast"], action="discover", holder=member)
+    client.force_login(superuser)
+    query = {"query": "weather forecast alerts storm", "top_k": 10, "as_user": "member", "scope": "every"}
+    response = client.get(reverse(PREVIEW), query)
+    assert rows_of(response) == ["weather::get_forecast"] and response.context["as_user"] == member
+
+
 def test_tool_example_check_shows_where_the_tool_lands(client, curator, indexed, reindex):
     alerts = indexed["get_alerts"]
     add_negatives(alerts, "how warm will it be on saturday")
@@ -236,16 +248,33 @@ def test_a_held_tools_example_check_says_no_client_gets_it(client, curator, inde
     assert all(check.rank is None for check in response.context["checks"])  # never listed, as for any client
 
 
-def test_a_curator_who_may_discover_nothing_is_told_how_to_preview(client, curator, indexed):
+def test_a_curator_who_may_discover_nothing_previews_every_tool_unless_asking_for_their_own_view(
+    client, curator, indexed
+):
+    """Most curators call no tools: the page and a link giving the query only (the home's button, a tool's page)
+    rank among every tool for them and say why, not an empty ranking with an error to click past each time."""
     client.force_login(curator)
+    page = client.get(reverse(PREVIEW))
+    assert page.context["form"]["scope"].value() == "every"
     response = client.get(reverse(PREVIEW), {"query": "weather forecast"})
-    assert rows_of(response) == [] and 'id="preview-empty-self"' in response.content.decode()
+    html = response.content.decode()
+    assert rows_of(response) and 'id="preview-empty-self"' not in html and 'id="preview-own-empty"' in html
+    assert 'id="preview-confidence"' in html
+    own = client.get(reverse(PREVIEW), {"query": "weather forecast", "scope": "user"})
+    assert rows_of(own) == [] and 'id="preview-empty-self"' in own.content.decode()
     # No confidence for the request: "withheld, no visible tool is anywhere near a fit" would blame the request
     # (or the catalog) for what is the curator's own empty view.
-    assert 'id="preview-confidence"' not in response.content.decode()
-    every = client.get(reverse(PREVIEW), {"query": "weather forecast", "scope": "every"})
-    assert rows_of(every) and 'id="preview-empty-self"' not in every.content.decode()
-    assert 'id="preview-confidence"' in every.content.decode()
+    assert 'id="preview-confidence"' not in own.content.decode()
+
+
+def test_a_curator_who_may_discover_tools_previews_their_own_view_by_default(client, curator, superuser, indexed):
+    from governance.services.permissions import permission_grant
+
+    permission_grant(actor=superuser, target=indexed["get_forecast"], action="discover", holder=curator)
+    client.force_login(curator)
+    assert client.get(reverse(PREVIEW)).context["form"]["scope"].value() == "user"
+    response = client.get(reverse(PREVIEW), {"query": "weather forecast alerts storm"})
+    assert rows_of(response) == ["weather::get_forecast"]
 
 
 def test_why_it_matched_names_no_function_word(client, curator, indexed):

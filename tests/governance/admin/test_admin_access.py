@@ -73,3 +73,19 @@ def test_tool_policy_page_lists_who_has_access(client, superuser, member, grant,
     html = page.content.decode()
     assert "user member: discover (on the server)" in html
     assert f"/admin/governance/tooluserobjectpermission/add/?content_object={tool.pk}" in html
+
+
+def test_tool_policy_names_are_edited_comma_separated(client, superuser, tool):
+    """The help said "e.g. pii, financial, secrets" and the form refused just that ("Enter a valid JSON"): the
+    environments and data classes are edited as names, comma-separated (a JSON list is still read)."""
+    client.force_login(superuser)
+    policy = ToolPolicy.objects.get(tool=tool)
+    url = reverse("admin:governance_toolpolicy_change", args=[policy.pk])
+    form = {"operation_class": "write", "reversibility": "irreversible", "risk_class": policy.risk_class_id}
+    response = client.post(url, {**form, "allowed_environments": "production, staging", "data_classes": "pii,pii"})
+    assert response.status_code == 302, response.content[:2000]
+    policy.refresh_from_db()
+    assert (policy.allowed_environments, policy.data_classes) == (["production", "staging"], ["pii"])
+    assert 'value="production, staging"' in client.get(url).content.decode()
+    refused = client.post(url, {**form, "allowed_environments": '["production", ', "data_classes": ""})
+    assert refused.status_code == 200 and "comma-separated" in refused.content.decode()

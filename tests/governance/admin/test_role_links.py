@@ -44,11 +44,35 @@ def test_a_curator_reads_a_revisions_sync_run_by_name_and_an_operator_opens_it(c
 
 @pytest.mark.parametrize("role", [CURATORS, OPERATORS])
 def test_the_dashboards_pending_count_links_the_inbox_only_for_whom_may_open_it(client, superuser, role):
-    inbox = reverse("admin:governance_approvalrequest_changelist")
+    """An operator gets the requests counted, with who may decide each, as the audit trail they read names them; a
+    curator (no audit trail) the number alone: never a link to a 403 page."""
+    inbox, waiting = reverse("admin:governance_approvalrequest_changelist"), reverse("dashboard_approvals")
     client.force_login(_person("someone", role))
     response = client.get(reverse("dashboard"))
-    assert response.status_code == 200 and 'id="tile-pending-approvals">0<' in response.content.decode()
-    assert inbox not in response.content.decode() and client.get(inbox).status_code == 403
+    html = response.content.decode()
+    assert response.status_code == 200 and inbox not in html and client.get(inbox).status_code == 403
+    if role == OPERATORS:
+        assert f'<a href="{waiting}">0</a>' in html and client.get(waiting).status_code == 200
+    else:
+        assert 'id="tile-pending-approvals">0<' in html and client.get(waiting).status_code == 403
 
     client.force_login(superuser)
     assert f'<a href="{inbox}">0</a>' in client.get(reverse("dashboard")).content.decode()
+
+
+def test_a_person_page_offers_reset_password_only_to_whoever_may_open_it(client, superuser, django_user_model):
+    """Operators and curators read people but never change them: Django's "Reset password" button led them to a
+    "not part of your role" page. They read the password's summary; a superuser keeps the button."""
+    person = django_user_model.objects.create_user(username="someone", password="pw-someone-123")
+    page = reverse("admin:auth_user_change", args=[person.pk])
+    password_page = reverse("admin:auth_user_password_change", args=[person.pk])
+    for role in (OPERATORS, CURATORS):
+        client.force_login(_person(f"{role.lower()}-1", role))
+        html = client.get(page).content.decode()
+        assert "<strong>algorithm</strong>" in html and "Reset password" not in html and "../password/" not in html, (
+            role
+        )
+        assert client.get(password_page).status_code == 403, role  # the page the button opened
+    client.force_login(superuser)
+    assert "Reset password" in client.get(page).content.decode()
+    assert client.get(password_page).status_code == 200

@@ -1,0 +1,81 @@
+"""The dashboard's pending-approvals count opens: an operator (who may not read the approval inbox) gets the requests
+counted, without their arguments, each with who may decide it, and "No one" where no one may."""
+
+import re
+
+import pytest
+from django.contrib.auth.models import Group
+from django.urls import reverse
+
+from governance.principals import principal_for_user
+from governance.roles import OPERATORS
+from governance.services.approvals import approval_request_create
+from governance.services.permissions import permission_grant
+from tests.governance.factories import ServerFactory, ToolFactory, tenant_with
+
+pytestmark = pytest.mark.django_db
+SECRET_ARGUMENT = "rm -rf the-customer-table"
+
+
+def _tile_link(html: str) -> str | None:
+    found = re.search(r'id="tile-pending-approvals"><a href="([^"]+)"', html)
+    return found.group(1) if found else None
+
+
+def _row(html: str, approval_id: str) -> str:
+    found = re.search(rf'<tr data-approval-id="{approval_id}">(.*?)</tr>', html, re.S)
+    assert found, approval_id
+    return found.group(1)
+
+
+@pytest.fixture
+def operator(django_user_model):
+    user = django_user_model.objects.create_user(username="op", is_staff=True)
+    user.groups.add(Group.objects.get(name=OPERATORS))
+    return user
+
+
+def _ask(user, tool):
+    return approval_request_create(principal=principal_for_user(user), tool=tool, arguments={"cmd": SECRET_ARGUMENT})
+
+
+def test_operator_opens_the_count_and_sees_who_may_decide_each_request(client, operator, superuser, member, approver):
+    decided = ToolFactory(server=ServerFactory(slug="github"), name="delete_repo", annotations=None)
+    orphan = ToolFactory(server=ServerFactory(slug="billing"), name="refund", annotations=None)
+    permission_grant(actor=superuser, target=decided.server, action="approve", holder=approver)
+    waiting, stuck = _ask(member, decided), _ask(member, orphan)
+
+    client.force_login(operator)
+    link = _tile_link(client.get("/admin/dashboard/").content.decode())
+    assert link == reverse("dashboard_approvals")
+    html = client.get(link).content.decode()
+    assert "approver" in _row(html, waiting.approval_id) and "No one" not in _row(html, waiting.approval_id)
+    stuck_row = _row(html, stuck.approval_id)
+    assert "No one" in stuck_row  # waits until it expires unless the operator grants approve on its server
+    assert reverse("admin:catalog_server_change", args=[orphan.server_id]) in stuck_row
+    assert SECRET_ARGUMENT not in html  # the arguments are the approvers' to read
+    trail = re.search(r'<a class="audit-link" href="([^"]+)"', _row(html, stuck.approval_id)).group(1)
+    events = client.get(trail)  # the request's own events in the audit trail, which the operator reads
+    assert {event.approval_ref for event in events.context["cl"].result_list} == {stuck.approval_id}
+
+
+def test_an_approver_in_another_tenant_is_counted_not_named(client, django_user_model, superuser, member, operator):
+    tool = ToolFactory(server=ServerFactory(slug="shared"), name="wipe", annotations=None)
+    outsider_approver = django_user_model.objects.create_user(username="bob-of-tenant-b", is_staff=True)
+    tenant_with("tenant-a", operator)
+    tenant_with("tenant-b", outsider_approver)
+    permission_grant(actor=superuser, target=tool.server, action="approve", holder=outsider_approver)
+    request = _ask(member, tool)
+
+    client.force_login(operator)
+    row = _row(client.get(reverse("dashboard_approvals")).content.decode(), request.approval_id)
+    assert "bob-of-tenant-b" not in row and "1 in another tenant" in row and "No one" not in row
+
+
+def test_an_approver_keeps_the_inbox_link_and_others_are_refused(client, django_user_model, superuser):
+    client.force_login(superuser)
+    html = client.get("/admin/dashboard/").content.decode()
+    assert _tile_link(html) == reverse("admin:governance_approvalrequest_changelist")
+    staff = django_user_model.objects.create_user(username="staff", is_staff=True)
+    client.force_login(staff)
+    assert client.get(reverse("dashboard_approvals")).status_code == 403
