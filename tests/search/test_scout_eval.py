@@ -10,6 +10,7 @@ import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
 
+from search.backends.ranked import ranking_options
 from search.engine.ranking import Candidate, Confidence, Ranking, RankingOptions
 from search.evaluation import (
     WITHHOLD_CURVE,
@@ -166,6 +167,11 @@ def test_eval_command_on_a_small_catalog(tmp_path, capsys, settings):
         answers = served["answers_high"] + served["answers_low"] + served["answers_withheld"]
         assert answers == report["n_queries"] and served["answers_withheld"] >= 1  # the no-tool request
     assert overall["convex"]["served"]["hit@1"] == 1.0  # nothing withheld: served as ranked
+    served_with = ranking_options("convex")  # the figures are for the options the gateway serves with
+    for option in ("withhold_threshold", "withhold_peak", "withhold_spread", "withhold_flat_threshold"):
+        assert report[option] == getattr(served_with, option)
+    for option in ("confidence_threshold", "confidence_evidence", "name_share"):
+        assert report[option] == getattr(served_with, option)
     table = capsys.readouterr().out
     assert "hybrid:convex" in table and "== small/names" in table and "served hit@5" in table
     assert "served high/low/withh." in table and "served high_hit@1" in table

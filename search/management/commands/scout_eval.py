@@ -189,6 +189,7 @@ class Command(ProgressCommand):
             "withhold_spread": options.withhold_spread,
             "withhold_flat_threshold": options.withhold_flat_threshold,
             "confidence_threshold": options.confidence_threshold,
+            "confidence_evidence": options.confidence_evidence,
             "name_share": options.name_share,
             "model": model_key(),
             "one_pass_parts": parts_for is not None,
