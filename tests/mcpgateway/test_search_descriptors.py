@@ -5,8 +5,11 @@ next search."""
 from __future__ import annotations
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from catalog.models import Tool
+from governance.models import ToolPolicy
 from governance.principals import principal_for_user
 from governance.services.policy import tool_policy_ensure
 from mcpgateway.services.discovery import (
@@ -117,3 +120,23 @@ def test_a_deleted_tool_leaves_the_answer(catalog, member):
     assert "ledger::balance" in [m["tool_id"] for m in _answer(result).matches]
     Tool.objects.get(tool_id="ledger::balance").delete()
     assert "ledger::balance" not in [m["tool_id"] for m in _answer(result).matches]
+
+
+def test_tools_not_kept_are_read_in_one_query(catalog):
+    """A descriptor not kept yet reads only the columns it shows (``DESCRIPTOR_FIELDS``): a column left out would
+    be read by one more query per tool. The approval flag (the risk class's columns) and a tool without a policy
+    are read from that one query too, and each descriptor is a fresh lookup's."""
+    risk = tool_policy_ensure(tool=catalog[0]).risk_class
+    risk.requires_approval = True
+    risk.save()
+    ToolPolicy.objects.filter(tool=catalog[1]).delete()
+    search_descriptors.clear()
+    pks = [tool.pk for tool in catalog]
+    with CaptureQueriesContext(connection) as queries:
+        kept = search_descriptors.get(pks)
+    read = [query["sql"] for query in queries.captured_queries if "visibilityversion" not in query["sql"]]
+    assert len(read) == 1 and "catalog_tool" in read[0]  # the version row aside (read before the tools)
+    assert kept[catalog[0].pk]["needs_approval"] is True
+    assert kept[catalog[1].pk]["risk"] == "unclassified"
+    tools = Tool.objects.select_related("server", "policy__risk_class").in_bulk(pks)
+    assert kept == {pk: tool_descriptor(tool) for pk, tool in tools.items()}
