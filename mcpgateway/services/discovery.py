@@ -120,7 +120,15 @@ _ARGUMENTS_TITLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*Arguments")
 
 
 def _letters(text: str) -> str:
-    return "".join(ch for ch in text.lower() if ch.isalnum())
+    return "".join(filter(str.isalnum, text.lower()))
+
+
+def _restates(title: str, name: str) -> bool:
+    """Whether ``title`` only says ``name`` again (its letters and digits, case aside), or ``name`` + "Arguments".
+    Asked only of a node that has a title: the name's letters were once worked out for every node of every schema
+    shown, most with no title (issue 9: compaction 0.0107 -> 0.0040 ms of CPU per schema at 10k tools)."""
+    letters = _letters(name)
+    return _letters(title) in (letters, letters + "arguments")
 
 
 def _compact(node: Any, name: str | None) -> Any:
@@ -129,10 +137,9 @@ def _compact(node: Any, name: str | None) -> Any:
     tool name)."""
     if not isinstance(node, dict):
         return node
-    said = {_letters(name), _letters(name) + "arguments"} if name else set()
     shown: dict[str, Any] = {}
     for key, value in node.items():
-        if key == "title" and isinstance(value, str) and _letters(value) in said:
+        if key == "title" and isinstance(value, str) and name and _restates(value, name):
             continue
         if key in _SUBSCHEMA_MAPS and isinstance(value, dict):
             value = {child: _compact(spec, child) for child, spec in value.items()}
