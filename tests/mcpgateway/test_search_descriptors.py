@@ -4,9 +4,14 @@ next search."""
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from catalog.models import Tool
+from governance.models import ToolPolicy
 from governance.principals import principal_for_user
 from governance.services.policy import tool_policy_ensure
 from mcpgateway.services.discovery import (
@@ -16,6 +21,8 @@ from mcpgateway.services.discovery import (
     search_descriptors,
     tool_descriptor,
 )
+from search.backends import Match, SearchResult
+from search.engine.ranking import Confidence
 from search.services import index_rebuild, search_for_principal
 from tests.search.factories import ServerFactory, ToolFactory
 
@@ -117,3 +124,57 @@ def test_a_deleted_tool_leaves_the_answer(catalog, member):
     assert "ledger::balance" in [m["tool_id"] for m in _answer(result).matches]
     Tool.objects.get(tool_id="ledger::balance").delete()
     assert "ledger::balance" not in [m["tool_id"] for m in _answer(result).matches]
+
+
+def test_tools_not_kept_are_read_in_one_query(catalog):
+    """A descriptor not kept yet reads only the columns it shows (``DESCRIPTOR_FIELDS``): a column left out would
+    be read by one more query per tool. The approval flag (the risk class's columns) and a tool without a policy
+    are read from that one query too, and each descriptor is a fresh lookup's."""
+    risk = tool_policy_ensure(tool=catalog[0]).risk_class
+    risk.requires_approval = True
+    risk.save()
+    ToolPolicy.objects.filter(tool=catalog[1]).delete()
+    search_descriptors.clear()
+    pks = [tool.pk for tool in catalog]
+    with CaptureQueriesContext(connection) as queries:
+        kept = search_descriptors.get(pks)
+    read = [query["sql"] for query in queries.captured_queries if "visibilityversion" not in query["sql"]]
+    assert len(read) == 1 and "catalog_tool" in read[0]  # the version row aside (read before the tools)
+    assert kept[catalog[0].pk]["needs_approval"] is True
+    assert kept[catalog[1].pk]["risk"] == "unclassified"
+    tools = Tool.objects.select_related("server", "policy__risk_class").in_bulk(pks)
+    assert kept == {pk: tool_descriptor(tool) for pk, tool in tools.items()}
+
+
+def pinned_result(tools: list[Tool], confidence: Confidence) -> SearchResult:
+    """A fixed answer over the catalog's tools (no ranking involved): what formatting alone makes of it."""
+    whys = [
+        {"fields": {"name": ["current", "time"], "server description": ["time"]}, "closest": "example",
+         "example_request": "what time is it in Lima"},
+        {"fields": {"purpose": ["convert", "time"]}, "closest": "summary"},
+        {"fields": {"description": ["balance"]}, "closest": "document", "demoted": "close to a negative example"},
+        {"fields": {}, "closest": "learned"},
+    ]  # fmt: skip
+    matches = [
+        Match(tool.pk, tool.tool_id, tool.name, tool.server.slug, tool.name, "", 0.9, rank, None, None, why)
+        for rank, (tool, why) in enumerate(zip(tools, whys, strict=True), start=1)
+    ]
+    return SearchResult(matches, index_ready=True, confidence=confidence, backend="embedded")
+
+
+# sha256 of ``answer_bytes`` of ``pinned_result``, as main's formatting made them before issue 9's changes to it. A
+# deliberate change to what answers say updates these (the failure shows the new bytes).
+PINNED = {
+    Confidence.HIGH: "5a4798a2e4dcb24e64a2223cda90ebf3d20eda252247453e067b8a37711516a1",
+    Confidence.LOW: "9ab0b8d11b1c10c17b98810daa01dc24e28b690e9575efd05345ea0a3fea9bf8",
+}
+
+
+@pytest.mark.parametrize("confidence", [Confidence.HIGH, Confidence.LOW])
+def test_an_answer_is_formatted_to_the_pinned_bytes(catalog, confidence):
+    """The text and structured answer of a fixed set of matches, byte for byte (issue 9: formatting made cheaper
+    must say exactly what it said): schemas shown without restated titles, texts cleaned, why-lines, key inputs."""
+    search_descriptors.clear()
+    made = answer_bytes(_answer(pinned_result(catalog, confidence)))
+    assert hashlib.sha256(made.encode()).hexdigest() == PINNED[confidence], made
+    assert answer_bytes(_answer(pinned_result(catalog, confidence))) == made  # descriptors kept
