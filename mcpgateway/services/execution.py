@@ -198,11 +198,13 @@ def _approval_gate(
     except ArgumentsNotCanonical as exc:
         return None, _denied(principal, tool, "invalid_arguments", error_result(f"Invalid arguments: {exc}"))
     except ApprovalError as exc:
-        if exc.code == "denied":  # a person said no: asking again unchanged would only repeat the request
+        if exc.code == "denied":  # a person said no: the same call is refused with this denial for a while
             return None, error_result(
-                f"{_sentence(str(exc))} Do not retry this call unchanged: tell the user why it was denied, and only "
-                "ask again with a changed call that addresses the reason.",
+                f"{_sentence(str(exc))} Do not retry this call unchanged: tell the user it was denied and why, and "
+                "ask the user before trying again; only a changed call that addresses the reason asks an approver "
+                "anew.",
                 approval_rejected=exc.code,
+                **exc.details,
             )
         if exc.code == "not_approved":  # still pending: a new request would only wait in the same queue
             # Said as pending, not as a rejection: nobody refused anything, and the model should wait.
