@@ -57,9 +57,9 @@ class ArgumentsNotCanonical(ValueError):
 
 class ApprovalError(Exception):
     """An approval cannot be decided or used. ``code`` is stable for callers:
-    unknown, not_pending, not_approved, denied, used, expired, arguments_mismatch, definition_changed,
-    policy_changed, self_approval, forbidden, reason_required. ``details``: facts a caller may pass on as
-    structured data (for a denial: the approval_id, who denied it, when, and their reason)."""
+    unknown, not_pending, not_approved, denied, already_approved, used, expired, arguments_mismatch,
+    definition_changed, policy_changed, self_approval, forbidden, reason_required. ``details``: facts a caller may
+    pass on as structured data (the approval_id; for a denial also who denied it, when, and their reason)."""
 
     def __init__(self, code: str, message: str, details: dict[str, str] | None = None) -> None:
         super().__init__(message)
@@ -177,8 +177,9 @@ def _recent_denial(*, principal: Principal, tool: Tool, digest: str) -> Approval
 def approval_request_create(*, principal: Principal, tool: Tool, arguments: Any, trace_id: str = "") -> ApprovalRequest:
     """Ask for approval of one exact call. Returns the pending request; an identical pending request by the
     same principal is returned instead of a duplicate. The same call denied within SCOUT_APPROVAL_DENIAL_WINDOW
-    is refused with that denial (audited, no new request: a looping agent cannot spam approvers).
-    Raises ArgumentsNotCanonical, ApprovalError ("denied", "forbidden")."""
+    is refused with that denial (audited, no new request: a looping agent cannot spam approvers), and one approved
+    and not yet used is named instead of asked again ("already_approved", with its approval_id in ``details``).
+    Raises ArgumentsNotCanonical, ApprovalError ("denied", "already_approved", "forbidden")."""
     canonical = arguments_canonical(arguments)
     digest = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
     if len(principal.delegation_chain) > delegation_max_chain():
@@ -192,18 +193,19 @@ def approval_request_create(*, principal: Principal, tool: Tool, arguments: Any,
         raise error
     now = timezone.now()
     with transaction.atomic():
-        existing = (
-            _same_call(principal=principal, tool=tool, digest=digest)
-            .filter(
-                tool_definition_hash=tool.definition_hash,
-                policy_version=version,
-                status=ApprovalStatus.PENDING,
-                expires_at__gt=now,
-            )
-            .first()
+        existing_call = _same_call(principal=principal, tool=tool, digest=digest).filter(
+            tool_definition_hash=tool.definition_hash, policy_version=version, expires_at__gt=now
         )
+        existing = existing_call.filter(status=ApprovalStatus.PENDING).first()
         if existing is not None:
             return existing
+        approved = existing_call.filter(status=ApprovalStatus.APPROVED).first()
+        if approved is not None:  # asking again would put a call already approved back in an approver's inbox
+            raise ApprovalError(
+                "already_approved",
+                f"This exact call is already approved (approval_id {approved.approval_id}) and not yet used",
+                details={"approval_id": approved.approval_id},
+            )
         request = ApprovalRequest.objects.create(
             approval_id=_new_approval_id(),
             requester=principal.user,

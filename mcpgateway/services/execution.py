@@ -214,6 +214,14 @@ def _approval_gate(
                 approval_pending=True,
                 approval_id=approval_id,
             )
+        if exc.code == "already_approved":  # the model dropped the approval_id it was given: name it again
+            approved_id = exc.details["approval_id"]
+            return None, error_result(
+                f"{exc}. Call execute_tool again with the same tool_id, the same arguments and approval_id "
+                f'"{approved_id}" to run it.',
+                approval_ready=True,
+                approval_id=approved_id,
+            )
         if exc.code == "arguments_mismatch":
             return None, error_result(
                 f"The approval cannot be used ({exc.code}): {exc}. Call again with exactly those arguments and "
@@ -313,8 +321,8 @@ def refusal_kind(result: types.CallToolResult) -> str | None:
     structured = result.structured_content or {}
     if any(key.startswith("idempotency_") for key in structured) or not result.is_error:
         return None
-    if structured.get("approval_pending"):  # a poll of a waiting request: its first call was linked as pending
-        return None
+    if structured.get("approval_pending") or structured.get("approval_ready"):
+        return None  # a poll of a request already asked for: its first call was linked as pending
     if structured.get("approval_required"):
         return SearchOutcomeKind.PENDING_APPROVAL
     if structured.get("approval_rejected"):
@@ -533,7 +541,11 @@ def _metric_outcome(result: types.CallToolResult) -> str:
     if structured.get("upstream_failure"):
         return "error"
     kind = refusal_kind(result)
-    if kind == SearchOutcomeKind.PENDING_APPROVAL or structured.get("approval_pending"):
+    if (
+        kind == SearchOutcomeKind.PENDING_APPROVAL
+        or structured.get("approval_pending")
+        or structured.get("approval_ready")
+    ):
         return "pending_approval"
     if kind == SearchOutcomeKind.DENIED:
         return "denied"
