@@ -456,6 +456,15 @@ READ_MAY_RUN_AGAIN = (
 )
 
 
+# After an output too large to show: a read may simply be asked again for less; a write already took effect, so
+# calling it again "to see the output" would do it twice.
+ASK_FOR_LESS = " Call it again asking for less, for example with a filter, a smaller page or a narrower query."
+OUTPUT_LOST_AFTER_A_WRITE = (
+    " This tool changes things and the call reached it, so it has most likely taken effect: do not call it again to "
+    "see its output (that would do it twice). Check its effect with a tool that reads, or tell the user."
+)
+
+
 def execute_finish(plan: ExecutionPlan, result: types.CallToolResult, *, outcome: str, failure: str = "") -> None:
     """Record the outcome: the idempotency record (kept for an unknown outcome, freed when nothing ran) and the
     audit event."""
@@ -610,7 +619,11 @@ async def _execute(
             result = error_result("The call was cancelled before it reached the tool's server.")
             await _finish_shielded(plan, result, outcome=AuditOutcome.ERROR, failure="cancelled")
         raise
-    result = result_for_model(result, tool_id=plan.tool.tool_id)  # before it is stored for a repeated key
+    if (result.structured_content or {}).get("output_too_large"):
+        text = result.content[0].text + (ASK_FOR_LESS if plan.reads_only else OUTPUT_LOST_AFTER_A_WRITE)
+        result = error_result(text, output_too_large=True)
+    else:
+        result = result_for_model(result, tool_id=plan.tool.tool_id)  # before it is stored for a repeated key
     outcome = AuditOutcome.ERROR if result.is_error else AuditOutcome.SUCCESS
     await _finish_shielded(plan, result, outcome=outcome)
     return result
