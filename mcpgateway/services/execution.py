@@ -26,6 +26,7 @@ from opentelemetry import trace
 from catalog.models import Tool
 from catalog.schemas import UnsafeSchema, arguments_validator
 from governance.choices import AuditEventType, AuditOutcome, OperationClass
+from governance.constants import SCOPE_EXECUTE
 from governance.principals import Principal
 from governance.selectors import ToolNotFound, tool_get_for_principal
 from governance.services.audit import audit_record
@@ -286,6 +287,12 @@ def _idempotency_claim(
     return None, types.CallToolResult.model_validate(existing.result)
 
 
+NO_EXECUTE_SCOPE_TEXT = (
+    "This token may search and inspect tools but not run them (it lacks the execute scope). Do not retry: tell the "
+    "user that running a tool needs a token with the execute scope."
+)
+
+
 def execute_prepare(
     *,
     principal: Principal,
@@ -298,6 +305,15 @@ def execute_prepare(
 
     Returns a plan to run, or the final result (an error result, or the stored result of a repeated key).
     Raises UnknownTool for an unknown or hidden tool (or one the caller may not execute)."""
+    if not principal.has_scope(SCOPE_EXECUTE):
+        # Said before any tool is looked up: the answer is about the caller's own token, the same for every tool_id.
+        audit_record(
+            event_type=AuditEventType.EXECUTION,
+            principal=principal,
+            outcome=AuditOutcome.DENIED,
+            payload={"meta_tool": "execute_tool", "reason": "no_execute_scope"},
+        )
+        return error_result(NO_EXECUTE_SCOPE_TEXT, execute_scope_missing=True)
     try:
         tool = tool_get_for_principal(principal=principal, tool_id=tool_id, permission="execute")
     except ToolNotFound:

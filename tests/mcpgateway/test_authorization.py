@@ -168,15 +168,20 @@ def test_token_scopes_narrow_what_is_seen_and_run(gateway, people):
         async with mcp_client(gateway, people["member_discover_only"]) as client:
             seen = await _search(client, "current time")
             refused = await client.call_tool("execute_tool", {"tool_id": "time::get_current_time", "arguments": {}})
+            unknown = await client.call_tool("execute_tool", {"tool_id": "calc::no_such_tool", "arguments": {}})
         async with mcp_client(gateway, people["member"]) as client:
             full = await _search(client, "add two integers", top_k=20)
-        return time_only, seen, refused, full
+        return time_only, seen, refused, unknown, full
 
-    time_only, seen, refused, full = run(main)
+    time_only, seen, refused, unknown, full = run(main)
     assert "calc::add" in full
     assert all(tool_id.startswith("time::") for tool_id in time_only)
     assert "time::get_current_time" in seen  # discover scope: searchable...
-    assert unknown_tool_text(refused) == UNKNOWN_TOOL_MESSAGE  # ...but not executable without the execute scope
+    # ...but not executable without the execute scope, and told so, not "unknown tool" for the tool_id it was given;
+    # the answer is about the token, so a tool it may not see is answered the same (Z4).
+    assert refused.is_error and refused.structured_content == {"execute_scope_missing": True}
+    assert "lacks the execute scope" in refused.content[0].text
+    assert unknown.model_dump() == refused.model_dump()
 
 
 def test_revocation_takes_effect_on_the_next_call(gateway, people, admin_user, time_server):
