@@ -156,7 +156,8 @@ def test_meta_tools_refuse_arguments_they_do_not_take(gateway, token, faulty_cal
     listing, executed, searched = run(main)
     assert all(tool.input_schema["additionalProperties"] is False for tool in listing)
     assert executed.is_error and text_of(executed) == (
-        'Unknown argument for execute_tool: "args". It takes only: tool_id, arguments, approval_id, idempotency_key.'
+        'Unknown argument for execute_tool: "args". It takes only: tool_id, arguments, approval_id, idempotency_key. '
+        'The called tool\'s own arguments go inside "arguments", as one object.'
     )
     assert faulty_calls(faulty_call_log, "ping") == 0
     assert searched.is_error and text_of(searched).startswith('Unknown arguments for tool_search: "k", "limit\\n".')
