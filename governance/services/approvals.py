@@ -59,12 +59,17 @@ class ApprovalError(Exception):
     """An approval cannot be decided or used. ``code`` is stable for callers:
     unknown, not_pending, not_approved, denied, already_approved, used, expired, arguments_mismatch,
     definition_changed, policy_changed, self_approval, forbidden, reason_required. ``details``: facts a caller may
-    pass on as structured data (the approval_id; for a denial also who denied it, when, and their reason)."""
+    pass on as structured data (the approval_id; for a denial also who denied it, when, and their reason);
+    ``request``: the request it is about, when the caller may be told more of it (still pending: where and until when
+    an approver decides)."""
 
-    def __init__(self, code: str, message: str, details: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, code: str, message: str, details: dict[str, str] | None = None, request: ApprovalRequest | None = None
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.details = details or {}
+        self.request = request
 
 
 @dataclass(frozen=True)
@@ -362,7 +367,7 @@ def _rejection(request: ApprovalRequest, *, principal: Principal, tool: Tool, di
         _expire(request)
         return ApprovalError("expired", "This approval has expired")
     if request.status == ApprovalStatus.PENDING:
-        return ApprovalError("not_approved", "This request is still waiting for an approver")
+        return ApprovalError("not_approved", "This request is still waiting for an approver", request=request)
     if current_hash != request.tool_definition_hash:
         return ApprovalError("definition_changed", "The tool changed since the approval; ask again")
     if request.policy_version_id != policy_version_current().pk:

@@ -11,7 +11,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, timedelta
 from typing import Any
 
 import anyio
@@ -209,11 +209,15 @@ def _approval_gate(
             )
         if exc.code == "not_approved":  # still pending: a new request would only wait in the same queue
             # Said as pending, not as a rejection: nobody refused anything, and the model should wait.
+            # Where and until when an approver decides, as the first answer said: the model may have to tell the user.
+            url, until = _approval_url(exc.request), exc.request.expires_at.astimezone(UTC)
             return None, error_result(
-                f"{exc}. Wait, then call again with the same tool_id, arguments and approval_id; meanwhile tell "
-                "the user the call is waiting for approval. Do not call without approval_id.",
+                f"{exc} at {url} (open until {until:%Y-%m-%d %H:%M} UTC). Wait, then call again with the same "
+                "tool_id, arguments and approval_id; meanwhile tell the user the call is waiting for approval. Do not "
+                "call without approval_id.",
                 approval_pending=True,
                 approval_id=approval_id,
+                approval_url=url,
             )
         if exc.code == "already_approved":  # the model dropped the approval_id it was given: name it again
             approved_id = exc.details["approval_id"]

@@ -74,6 +74,10 @@ def test_mutating_call_runs_once_after_an_approver_approves_it_in_the_admin(
     # another request (which would only wait in the same queue).
     assert "waiting for an approver" in _text(pending) and "call again with the same" in _text(pending)
     assert "request a new one" not in _text(pending) and pending.structured_content["approval_id"] == approval_id
+    # Where and until when an approver decides, as the first answer said: the user may ask while it waits.
+    assert pending.structured_content["approval_url"] == approval_url
+    expires = ApprovalRequest.objects.get(approval_id=approval_id).expires_at
+    assert f"waiting for an approver at {approval_url} (open until {expires:%Y-%m-%d %H:%M} UTC)" in _text(pending)
 
     decided = _admin_approve(gateway.url, approval_url, "gw_approver")
     assert decided.status_code == 302, decided.text[:500]
