@@ -136,7 +136,14 @@ async def tool_inspect(
     try:
         tools = await run_orm_or_busy(gateway_inspect, principal=principal, tool_ids=tool_ids)
     except UnknownTool as exc:
-        return unknown_tool_result(exc.asked)
+        if not exc.found:
+            return unknown_tool_result(exc.asked)
+        # Some ids named no tool: the others' definitions, and the unknown ones named in a block of its own.
+        unknown = unknown_tool_result(exc.asked)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=json.dumps(exc.found, ensure_ascii=False)), *unknown.content],
+            structured_content={"tools": exc.found, "unknown_tool": True},
+        )
     except DatabaseBusy:
         return error_result(BUSY_TEXT, service_busy=True)
     except GatewayInputError as exc:
