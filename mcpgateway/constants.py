@@ -19,6 +19,11 @@ MAX_APPROVAL_ID_CHARS = 64
 # One text for a hidden and an unknown tool alike, never echoing what was asked for (T3, T4, Z4).
 UNKNOWN_TOOL_GUIDANCE = "Use a tool_id exactly as tool_search returned it; do not guess tool ids."
 UNKNOWN_TOOL_MESSAGE = "Unknown tool. " + UNKNOWN_TOOL_GUIDANCE
+# The protocol error for a tools/call name that is not listed: models often call a tool_id from tool_search by name.
+UNKNOWN_TOOL_NAME_MESSAGE = (
+    "Unknown tool name. Call only tools that tools/list gives; run a tool_id that tool_search returned "
+    "(server::tool) with execute_tool, never by name."
+)
 # tool_inspect with several ids names the unknown (or hidden: the same) ones, as the caller sent them, cut to this.
 UNKNOWN_ID_SHOWN_CHARS = 80
 

@@ -39,7 +39,7 @@ from search.services import search_warm_up
 
 from .auth import ConfirmedAccess, ScoutTokenVerifier, principal_from_context
 from .choices import Exposure
-from .constants import META_TOOLS
+from .constants import META_TOOL_EXECUTE, META_TOOLS
 from .db import orm_threads_stop, run_orm
 from .guards import BodyGuard, EdgeGuard, RateGuard, StatelessGetGuard
 from .selectors import client_tool_name, tool_for_client_name, tools_listed_for
@@ -133,10 +133,13 @@ def unknown_arguments_text(tool_name: str, unknown: list[str], properties: dict[
     the ones it takes."""
     named = ", ".join(shown_as_sent(key) for key in unknown[:UNKNOWN_ARGUMENTS_SHOWN])
     more = f" and {len(unknown) - UNKNOWN_ARGUMENTS_SHOWN} more" if len(unknown) > UNKNOWN_ARGUMENTS_SHOWN else ""
-    return (
+    text = (
         f"Unknown argument{'s' if len(unknown) > 1 else ''} for {tool_name}: {named}{more}. "
         f"It takes only: {', '.join(properties)}."
     )
+    if tool_name == META_TOOL_EXECUTE:  # models often put the called tool's arguments beside tool_id
+        text += ' The called tool\'s own arguments go inside "arguments", as one object.'
+    return text
 
 
 class ScoutMCPServer(MCPServer):

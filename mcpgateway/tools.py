@@ -20,7 +20,13 @@ from search.engine.ranking import Confidence
 from search.services import TOP_K_DEFAULT, TOP_K_MAX, TOP_K_MIN
 
 from .auth import ScoutAccessToken, access_confirm, principal_from_context, unconfirmed_access
-from .constants import MAX_INSPECT_IDS, UNKNOWN_ID_SHOWN_CHARS, UNKNOWN_TOOL_GUIDANCE, UNKNOWN_TOOL_MESSAGE
+from .constants import (
+    MAX_INSPECT_IDS,
+    UNKNOWN_ID_SHOWN_CHARS,
+    UNKNOWN_TOOL_GUIDANCE,
+    UNKNOWN_TOOL_MESSAGE,
+    UNKNOWN_TOOL_NAME_MESSAGE,
+)
 from .db import BUSY_TEXT, DatabaseBusy, run_orm_or_busy
 from .services import (
     GatewayInputError,
@@ -35,7 +41,7 @@ from .services import (
 def unknown_tool_error() -> MCPError:
     """A ``tools/call`` name that is unknown or hidden (the directly listed tools): the protocol error MCP gives an
     unknown tool name, the same code and bytes for both (Z4)."""
-    return MCPError(code=types.INVALID_PARAMS, message=UNKNOWN_TOOL_MESSAGE)
+    return MCPError(code=types.INVALID_PARAMS, message=UNKNOWN_TOOL_NAME_MESSAGE)
 
 
 def unknown_tool_result(asked: list[tuple[int, str]] | None = None) -> types.CallToolResult:
@@ -130,7 +136,14 @@ async def tool_inspect(
     try:
         tools = await run_orm_or_busy(gateway_inspect, principal=principal, tool_ids=tool_ids)
     except UnknownTool as exc:
-        return unknown_tool_result(exc.asked)
+        if not exc.found:
+            return unknown_tool_result(exc.asked)
+        # Some ids named no tool: the others' definitions, and the unknown ones named in a block of its own.
+        unknown = unknown_tool_result(exc.asked)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=json.dumps(exc.found, ensure_ascii=False)), *unknown.content],
+            structured_content={"tools": exc.found, "unknown_tool": True},
+        )
     except DatabaseBusy:
         return error_result(BUSY_TEXT, service_busy=True)
     except GatewayInputError as exc:

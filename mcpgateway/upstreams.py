@@ -93,7 +93,8 @@ def _server_fingerprint(server: Server) -> tuple[Any, ...]:
 
 
 def capped_result(result: types.CallToolResult, max_bytes: int) -> types.CallToolResult:
-    """``result`` unchanged when its JSON fits in ``max_bytes``; otherwise an isError result saying it was cut."""
+    """``result`` unchanged when its JSON fits in ``max_bytes``; otherwise an isError result saying it was cut
+    (``output_too_large``: the call ran; the gateway says what to do next, as that depends on the tool's class)."""
     size = len(result.model_dump_json(by_alias=True, exclude_none=True))
     if size <= max_bytes:
         return result
@@ -101,10 +102,11 @@ def capped_result(result: types.CallToolResult, max_bytes: int) -> types.CallToo
         content=[
             types.TextContent(
                 type="text",
-                text=f"The tool's output ({size} bytes) was cut: it exceeds the gateway's limit of {max_bytes} "
-                "bytes. Ask for less, for example with a filter, a smaller page or a narrower query.",
+                text=f"The tool ran, but its output ({size} bytes) was cut: it exceeds the gateway's limit of "
+                f"{max_bytes} bytes, so none of it is shown.",
             )
         ],
+        structured_content={"output_too_large": True},
         is_error=True,
     )
 

@@ -349,6 +349,10 @@ SCOUT_PUBLIC_URL = env_str("SCOUT_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("
 SCOUT_APPROVAL_WEBHOOK_URL = env_str("SCOUT_APPROVAL_WEBHOOK_URL")
 SCOUT_APPROVAL_WEBHOOK_SECRET = env_secret("SCOUT_APPROVAL_WEBHOOK_SECRET")
 SCOUT_APPROVAL_WEBHOOK_ALLOW_HTTP = env_bool("SCOUT_APPROVAL_WEBHOOK_ALLOW_HTTP", False)
+# After an approver denies a call, the same call again (same principal, tool and arguments) within this many seconds
+# is refused at once with that denial instead of opening a new request: a looping agent cannot spam approvers.
+# 0 turns it off.
+SCOUT_APPROVAL_DENIAL_WINDOW = env_int("SCOUT_APPROVAL_DENIAL_WINDOW", 3600)
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
 EMAIL_PORT = env_int("EMAIL_PORT", 25)

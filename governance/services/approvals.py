@@ -12,12 +12,13 @@ import re
 import secrets
 import time
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import OperationalError, connection, transaction
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from catalog.models import Tool
@@ -38,6 +39,7 @@ from governance.selectors import (
     server_tenant_id,
     tools_visible_to,
     user_approves_only_by_own_grant,
+    with_approval_people_shown,
 )
 from governance.services.audit import audit_record
 from governance.services.policy import policy_version_current, tool_policy_ensure
@@ -55,12 +57,19 @@ class ArgumentsNotCanonical(ValueError):
 
 class ApprovalError(Exception):
     """An approval cannot be decided or used. ``code`` is stable for callers:
-    unknown, not_pending, not_approved, denied, used, expired, arguments_mismatch, definition_changed,
-    policy_changed, self_approval, forbidden, reason_required."""
+    unknown, not_pending, not_approved, denied, already_approved, used, expired, arguments_mismatch,
+    definition_changed, policy_changed, self_approval, forbidden, reason_required. ``details``: facts a caller may
+    pass on as structured data (the approval_id; for a denial also who denied it, when, and their reason);
+    ``request``: the request it is about, when the caller may be told more of it (still pending: where and until when
+    an approver decides)."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(
+        self, code: str, message: str, details: dict[str, str] | None = None, request: ApprovalRequest | None = None
+    ) -> None:
         super().__init__(message)
         self.code = code
+        self.details = details or {}
+        self.request = request
 
 
 @dataclass(frozen=True)
@@ -150,30 +159,58 @@ def _new_approval_id() -> str:
     return APPROVAL_ID_PREFIX + secrets.token_urlsafe(APPROVAL_ID_BYTES)
 
 
+def _same_call(*, principal: Principal, tool: Tool, digest: str) -> QuerySet[ApprovalRequest]:
+    """Every request for this exact call by this principal (user, token, agent): the one key by which a repeat
+    finds the pending request it duplicates or the denial it repeats."""
+    return ApprovalRequest.objects.filter(
+        requester=principal.user, token_id=principal.token_id, agent=principal.agent, tool=tool, arguments_digest=digest
+    )
+
+
+def _recent_denial(*, principal: Principal, tool: Tool, digest: str) -> ApprovalRequest | None:
+    """The newest denial of this exact call within SCOUT_APPROVAL_DENIAL_WINDOW seconds (0: none is kept)."""
+    window = settings.SCOUT_APPROVAL_DENIAL_WINDOW
+    if window <= 0:
+        return None
+    since = timezone.now() - timedelta(seconds=window)
+    denials = _same_call(principal=principal, tool=tool, digest=digest).filter(
+        status=ApprovalStatus.DENIED, decided_at__gt=since
+    )
+    return denials.select_related("decided_by").order_by("-decided_at").first()
+
+
 def approval_request_create(*, principal: Principal, tool: Tool, arguments: Any, trace_id: str = "") -> ApprovalRequest:
     """Ask for approval of one exact call. Returns the pending request; an identical pending request by the
-    same principal is returned instead of a duplicate. Raises ArgumentsNotCanonical, ApprovalError."""
+    same principal is returned instead of a duplicate. The same call denied within SCOUT_APPROVAL_DENIAL_WINDOW
+    is refused with that denial (audited, no new request: a looping agent cannot spam approvers), and one approved
+    and not yet used is named instead of asked again ("already_approved", with its approval_id in ``details``).
+    Raises ArgumentsNotCanonical, ApprovalError ("denied", "already_approved", "forbidden")."""
     canonical = arguments_canonical(arguments)
     digest = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
     if len(principal.delegation_chain) > delegation_max_chain():
         raise ApprovalError("forbidden", f"delegation chain is longer than {delegation_max_chain()}")
     policy = policy_for_tool(tool)
     version = policy_version_current()
+    denial = _recent_denial(principal=principal, tool=tool, digest=digest)
+    if denial is not None:  # audited in the caller's transaction, as a refused use is
+        error = _denial_error(denial, viewer=principal.user)
+        _audit_rejection(principal=principal, tool=tool, request=denial, error=error, asked_again=True)
+        raise error
     now = timezone.now()
     with transaction.atomic():
-        existing = ApprovalRequest.objects.filter(
-            requester=principal.user,
-            token_id=principal.token_id,
-            agent=principal.agent,
-            tool=tool,
-            tool_definition_hash=tool.definition_hash,
-            arguments_digest=digest,
-            policy_version=version,
-            status=ApprovalStatus.PENDING,
-            expires_at__gt=now,
-        ).first()
+        existing_call = _same_call(principal=principal, tool=tool, digest=digest).filter(
+            tool_definition_hash=tool.definition_hash, policy_version=version, expires_at__gt=now
+        )
+        existing = existing_call.filter(status=ApprovalStatus.PENDING).first()
         if existing is not None:
             return existing
+        approved = existing_call.filter(status=ApprovalStatus.APPROVED).first()
+        if approved is not None:  # asking again would put a call already approved back in an approver's inbox
+            raise ApprovalError(
+                "already_approved",
+                f"This exact call is already approved (approval_id {approved.approval_id}) and not yet used",
+                details={"approval_id": approved.approval_id},
+            )
         request = ApprovalRequest.objects.create(
             approval_id=_new_approval_id(),
             requester=principal.user,
@@ -298,6 +335,25 @@ def approval_expire_stale() -> int:
     return expired
 
 
+def _denial_error(request: ApprovalRequest, *, viewer: AbstractBaseUser) -> ApprovalError:
+    """A denial as the requester is told it: who (as ``viewer`` may see them), when, and the approver's reason."""
+    shown = with_approval_people_shown(ApprovalRequest.objects.filter(pk=request.pk), viewer=viewer)
+    denied_by = shown.values_list("decided_by_shown", flat=True).first() or "an approver"
+    denied_at = (request.decided_at or timezone.now()).astimezone(UTC).replace(microsecond=0)
+    reason = " ".join(request.decision_reason.split())[:MAX_DENIAL_REASON_CHARS]
+    return ApprovalError(
+        "denied",
+        f"This call was denied by {denied_by} at {denied_at:%Y-%m-%d %H:%M} UTC (approval_id {request.approval_id}). "
+        f"Their reason: {reason}",
+        details={
+            "approval_id": request.approval_id,
+            "denied_by": denied_by,
+            "denied_at": denied_at.isoformat(),
+            "denial_reason": reason,
+        },
+    )
+
+
 def _rejection(request: ApprovalRequest, *, principal: Principal, tool: Tool, digest: str) -> ApprovalError:
     """Why a use was refused, read after the conditional update failed."""
     request.refresh_from_db()
@@ -306,13 +362,12 @@ def _rejection(request: ApprovalRequest, *, principal: Principal, tool: Tool, di
     if request.status == ApprovalStatus.CONSUMED:
         return ApprovalError("used", "This approval was already used")
     if request.status == ApprovalStatus.DENIED:
-        reason = " ".join(request.decision_reason.split())[:MAX_DENIAL_REASON_CHARS]
-        return ApprovalError("denied", f"An approver denied this request. Their reason: {reason}")
+        return _denial_error(request, viewer=principal.user)
     if request.status == ApprovalStatus.EXPIRED or request.expires_at <= now:
         _expire(request)
         return ApprovalError("expired", "This approval has expired")
     if request.status == ApprovalStatus.PENDING:
-        return ApprovalError("not_approved", "This request is still waiting for an approver")
+        return ApprovalError("not_approved", "This request is still waiting for an approver", request=request)
     if current_hash != request.tool_definition_hash:
         return ApprovalError("definition_changed", "The tool changed since the approval; ask again")
     if request.policy_version_id != policy_version_current().pk:
@@ -414,13 +469,19 @@ def approval_consume(*, approval_id: object, principal: Principal, tool: Tool, a
 
 
 def _audit_rejection(
-    *, principal: Principal, tool: Tool, request: ApprovalRequest | None, error: ApprovalError
+    *,
+    principal: Principal,
+    tool: Tool,
+    request: ApprovalRequest | None,
+    error: ApprovalError,
+    asked_again: bool = False,
 ) -> None:
+    """``asked_again``: a new request for a call denied recently, refused before it was opened (not a use)."""
     audit_record(
         event_type=AuditEventType.APPROVAL_REJECTED,
         principal=principal,
         tool=tool,
         approval=request,
         outcome=AuditOutcome.DENIED,
-        payload={"code": error.code},
+        payload={"code": error.code, **({"asked_again": True} if asked_again else {})},
     )

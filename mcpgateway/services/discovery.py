@@ -53,11 +53,13 @@ class GatewayInputError(Exception):
 class UnknownTool(Exception):
     """A tool id that is unknown or hidden from the caller: one error for both. ``asked``: for a tool_inspect
     of several ids, the unknown ones as (position in tool_ids, the id as sent) — the caller's own input,
-    the same whether a tool is hidden or does not exist; empty otherwise (the error names no id)."""
+    the same whether a tool is hidden or does not exist; empty otherwise (the error names no id). ``found``: the
+    definitions of the other ids of that tool_inspect, which the caller still gets."""
 
-    def __init__(self, asked: list[tuple[int, str]] | None = None) -> None:
+    def __init__(self, asked: list[tuple[int, str]] | None = None, found: list[dict[str, Any]] | None = None) -> None:
         super().__init__()
         self.asked = asked or []
+        self.found = found or []
 
 
 # --- presentation -------------------------------------------------------------------------------
@@ -607,8 +609,8 @@ def _filed_as(principal: Principal, tool_ids: list[str]) -> list[tuple[Principal
 
 def gateway_inspect(*, principal: Principal, tool_ids: list[str]) -> list[dict[str, Any]]:
     """Full definitions of visible tools. Raises UnknownTool if any id is unknown or hidden (naming, when
-    several ids were asked, every such id: hidden ones exactly as unknown ones), GatewayInputError for an
-    empty or too long list."""
+    several ids were asked, every such id: hidden ones exactly as unknown ones, with the definitions of the others
+    in ``found``), GatewayInputError for an empty or too long list."""
     if not isinstance(tool_ids, list) or not tool_ids:
         raise GatewayInputError("tool_ids is empty: pass tool ids returned by tool_search")
     if len(tool_ids) > MAX_INSPECT_IDS:
@@ -621,7 +623,8 @@ def gateway_inspect(*, principal: Principal, tool_ids: list[str]) -> list[dict[s
             unknown.append((tool_ids.index(tool_id), tool_id))
     if unknown:
         _audit_unknown(principal, "tool_inspect")
-        raise UnknownTool(unknown if len(tool_ids) > 1 else None)
+        if not tools:
+            raise UnknownTool(unknown if len(tool_ids) > 1 else None)
     audit_record(
         event_type=AuditEventType.DISCOVERY,
         principal=principal,
@@ -629,7 +632,10 @@ def gateway_inspect(*, principal: Principal, tool_ids: list[str]) -> list[dict[s
         payload={"meta_tool": "tool_inspect", "returned": [tool.tool_id for tool in tools]},
         deferred=True,
     )
-    return [tool_descriptor(tool, full=True) for tool in tools]
+    found = [tool_descriptor(tool, full=True) for tool in tools]
+    if unknown:  # one mistyped id among several: the others' definitions still come back, saving a turn
+        raise UnknownTool(unknown, found=found)
+    return found
 
 
 def _audit_unknown(principal: Principal, meta_tool: str) -> None:

@@ -11,7 +11,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, timedelta
 from typing import Any
 
 import anyio
@@ -26,6 +26,7 @@ from opentelemetry import trace
 from catalog.models import Tool
 from catalog.schemas import UnsafeSchema, arguments_validator
 from governance.choices import AuditEventType, AuditOutcome, OperationClass
+from governance.constants import SCOPE_EXECUTE
 from governance.principals import Principal
 from governance.selectors import ToolNotFound, tool_get_for_principal
 from governance.services.audit import audit_record
@@ -198,19 +199,33 @@ def _approval_gate(
     except ArgumentsNotCanonical as exc:
         return None, _denied(principal, tool, "invalid_arguments", error_result(f"Invalid arguments: {exc}"))
     except ApprovalError as exc:
-        if exc.code == "denied":  # a person said no: asking again unchanged would only repeat the request
+        if exc.code == "denied":  # a person said no: the same call is refused with this denial for a while
             return None, error_result(
-                f"{_sentence(str(exc))} Do not retry this call unchanged: tell the user why it was denied, and only "
-                "ask again with a changed call that addresses the reason.",
+                f"{_sentence(str(exc))} Do not retry this call unchanged: tell the user it was denied and why, and "
+                "ask the user before trying again; only a changed call that addresses the reason asks an approver "
+                "anew.",
                 approval_rejected=exc.code,
+                **exc.details,
             )
         if exc.code == "not_approved":  # still pending: a new request would only wait in the same queue
             # Said as pending, not as a rejection: nobody refused anything, and the model should wait.
+            # Where and until when an approver decides, as the first answer said: the model may have to tell the user.
+            url, until = _approval_url(exc.request), exc.request.expires_at.astimezone(UTC)
             return None, error_result(
-                f"{exc}. Wait, then call again with the same tool_id, arguments and approval_id; meanwhile tell "
-                "the user the call is waiting for approval. Do not call without approval_id.",
+                f"{exc} at {url} (open until {until:%Y-%m-%d %H:%M} UTC). Wait, then call again with the same "
+                "tool_id, arguments and approval_id; meanwhile tell the user the call is waiting for approval. Do not "
+                "call without approval_id.",
                 approval_pending=True,
                 approval_id=approval_id,
+                approval_url=url,
+            )
+        if exc.code == "already_approved":  # the model dropped the approval_id it was given: name it again
+            approved_id = exc.details["approval_id"]
+            return None, error_result(
+                f"{exc}. Call execute_tool again with the same tool_id, the same arguments and approval_id "
+                f'"{approved_id}" to run it.',
+                approval_ready=True,
+                approval_id=approved_id,
             )
         if exc.code == "arguments_mismatch":
             return None, error_result(
@@ -276,6 +291,12 @@ def _idempotency_claim(
     return None, types.CallToolResult.model_validate(existing.result)
 
 
+NO_EXECUTE_SCOPE_TEXT = (
+    "This token may search and inspect tools but not run them (it lacks the execute scope). Do not retry: tell the "
+    "user that running a tool needs a token with the execute scope."
+)
+
+
 def execute_prepare(
     *,
     principal: Principal,
@@ -288,6 +309,15 @@ def execute_prepare(
 
     Returns a plan to run, or the final result (an error result, or the stored result of a repeated key).
     Raises UnknownTool for an unknown or hidden tool (or one the caller may not execute)."""
+    if not principal.has_scope(SCOPE_EXECUTE):
+        # Said before any tool is looked up: the answer is about the caller's own token, the same for every tool_id.
+        audit_record(
+            event_type=AuditEventType.EXECUTION,
+            principal=principal,
+            outcome=AuditOutcome.DENIED,
+            payload={"meta_tool": "execute_tool", "reason": "no_execute_scope"},
+        )
+        return error_result(NO_EXECUTE_SCOPE_TEXT, execute_scope_missing=True)
     try:
         tool = tool_get_for_principal(principal=principal, tool_id=tool_id, permission="execute")
     except ToolNotFound:
@@ -311,8 +341,8 @@ def refusal_kind(result: types.CallToolResult) -> str | None:
     structured = result.structured_content or {}
     if any(key.startswith("idempotency_") for key in structured) or not result.is_error:
         return None
-    if structured.get("approval_pending"):  # a poll of a waiting request: its first call was linked as pending
-        return None
+    if structured.get("approval_pending") or structured.get("approval_ready"):
+        return None  # a poll of a request already asked for: its first call was linked as pending
     if structured.get("approval_required"):
         return SearchOutcomeKind.PENDING_APPROVAL
     if structured.get("approval_rejected"):
@@ -446,6 +476,15 @@ READ_MAY_RUN_AGAIN = (
 )
 
 
+# After an output too large to show: a read may simply be asked again for less; a write already took effect, so
+# calling it again "to see the output" would do it twice.
+ASK_FOR_LESS = " Call it again asking for less, for example with a filter, a smaller page or a narrower query."
+OUTPUT_LOST_AFTER_A_WRITE = (
+    " This tool changes things and the call reached it, so it has most likely taken effect: do not call it again to "
+    "see its output (that would do it twice). Check its effect with a tool that reads, or tell the user."
+)
+
+
 def execute_finish(plan: ExecutionPlan, result: types.CallToolResult, *, outcome: str, failure: str = "") -> None:
     """Record the outcome: the idempotency record (kept for an unknown outcome, freed when nothing ran) and the
     audit event."""
@@ -531,7 +570,11 @@ def _metric_outcome(result: types.CallToolResult) -> str:
     if structured.get("upstream_failure"):
         return "error"
     kind = refusal_kind(result)
-    if kind == SearchOutcomeKind.PENDING_APPROVAL or structured.get("approval_pending"):
+    if (
+        kind == SearchOutcomeKind.PENDING_APPROVAL
+        or structured.get("approval_pending")
+        or structured.get("approval_ready")
+    ):
         return "pending_approval"
     if kind == SearchOutcomeKind.DENIED:
         return "denied"
@@ -596,7 +639,11 @@ async def _execute(
             result = error_result("The call was cancelled before it reached the tool's server.")
             await _finish_shielded(plan, result, outcome=AuditOutcome.ERROR, failure="cancelled")
         raise
-    result = result_for_model(result, tool_id=plan.tool.tool_id)  # before it is stored for a repeated key
+    if (result.structured_content or {}).get("output_too_large"):
+        text = result.content[0].text + (ASK_FOR_LESS if plan.reads_only else OUTPUT_LOST_AFTER_A_WRITE)
+        result = error_result(text, output_too_large=True)
+    else:
+        result = result_for_model(result, tool_id=plan.tool.tool_id)  # before it is stored for a repeated key
     outcome = AuditOutcome.ERROR if result.is_error else AuditOutcome.SUCCESS
     await _finish_shielded(plan, result, outcome=outcome)
     return result

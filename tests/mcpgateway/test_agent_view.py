@@ -156,7 +156,8 @@ def test_meta_tools_refuse_arguments_they_do_not_take(gateway, token, faulty_cal
     listing, executed, searched = run(main)
     assert all(tool.input_schema["additionalProperties"] is False for tool in listing)
     assert executed.is_error and text_of(executed) == (
-        'Unknown argument for execute_tool: "args". It takes only: tool_id, arguments, approval_id, idempotency_key.'
+        'Unknown argument for execute_tool: "args". It takes only: tool_id, arguments, approval_id, idempotency_key. '
+        'The called tool\'s own arguments go inside "arguments", as one object.'
     )
     assert faulty_calls(faulty_call_log, "ping") == 0
     assert searched.is_error and text_of(searched).startswith('Unknown arguments for tool_search: "k", "limit\\n".')
@@ -392,10 +393,11 @@ def test_search_and_inspect_declare_the_structure_of_their_answers(gateway, toke
             found = await client.call_tool("tool_search", {"query": "add two integers"})
             nothing = await client.call_tool("tool_search", {"query": "book a flight to Lisbon for tomorrow"})
             inspected = await client.call_tool("tool_inspect", {"tool_ids": ["calc::add", "faulty::ping"]})
-            unknown = await client.call_tool("tool_inspect", {"tool_ids": ["calc::add", "calc::nope"]})
-            return listing, found, nothing, inspected, unknown
+            unknown = await client.call_tool("tool_inspect", {"tool_ids": ["calc::nada", "calc::nope"]})
+            partly = await client.call_tool("tool_inspect", {"tool_ids": ["calc::add", "calc::nope"]})
+            return listing, found, nothing, inspected, unknown, partly
 
-    listing, found, nothing, inspected, unknown = run(main)
+    listing, found, nothing, inspected, unknown, partly = run(main)
     assert listing["execute_tool"].output_schema is None
     for name, result in (("tool_search", found), ("tool_search", nothing), ("tool_inspect", inspected)):
         assert not result.is_error, name
@@ -403,6 +405,8 @@ def test_search_and_inspect_declare_the_structure_of_their_answers(gateway, toke
     # An error's structured content satisfies it too: TypeScript clients check it whatever isError says.
     assert unknown.is_error and unknown.structured_content == {"unknown_tool": True}
     jsonschema.validate(unknown.structured_content, listing["tool_inspect"].output_schema)
+    assert not partly.is_error and partly.structured_content["unknown_tool"] is True  # the known one's definition
+    jsonschema.validate(partly.structured_content, listing["tool_inspect"].output_schema)
     jsonschema.validate({"service_busy": True}, listing["tool_search"].output_schema)
     assert found.structured_content["matches"][0]["tool_id"] == "calc::add"
     assert {"matches", "confidence"} <= set(nothing.structured_content)

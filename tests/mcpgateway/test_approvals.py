@@ -74,6 +74,10 @@ def test_mutating_call_runs_once_after_an_approver_approves_it_in_the_admin(
     # another request (which would only wait in the same queue).
     assert "waiting for an approver" in _text(pending) and "call again with the same" in _text(pending)
     assert "request a new one" not in _text(pending) and pending.structured_content["approval_id"] == approval_id
+    # Where and until when an approver decides, as the first answer said: the user may ask while it waits.
+    assert pending.structured_content["approval_url"] == approval_url
+    expires = ApprovalRequest.objects.get(approval_id=approval_id).expires_at
+    assert f"waiting for an approver at {approval_url} (open until {expires:%Y-%m-%d %H:%M} UTC)" in _text(pending)
 
     decided = _admin_approve(gateway.url, approval_url, "gw_approver")
     assert decided.status_code == 302, decided.text[:500]
@@ -120,6 +124,39 @@ def test_a_pending_approval_with_other_arguments_is_refused_as_a_mismatch_not_to
     assert ApprovalRequest.objects.get().status == "pending"  # neither used nor a second request opened
     assert AuditEvent.objects.filter(event_type="approval.rejected", payload__code="arguments_mismatch").exists()
     assert faulty_calls(faulty_call_log, "record_note") == 0
+
+
+def test_the_same_call_without_its_approved_approval_id_is_pointed_to_it_not_asked_again(
+    gateway, setup, faulty_call_log
+):
+    """A model that drops the approval_id once its call is approved is told that id again: a new request would put
+    a call already approved back in an approver's inbox."""
+    from django.contrib.auth import get_user_model
+
+    from governance.models import ApprovalRequest
+    from governance.services.approvals import approval_decide
+
+    async def ask(approval_id: str | None = None) -> Any:
+        async with mcp_client(gateway, setup["token"], mode=MODERN) as client:
+            payload: dict[str, Any] = {"tool_id": TOOL, "arguments": {"note": "ship the release"}}
+            if approval_id:
+                payload["approval_id"] = approval_id
+            return await client.call_tool("execute_tool", payload)
+
+    approval_id = run(ask).structured_content["approval_id"]
+    approver = get_user_model().objects.get(username="gw_approver")
+    approval_decide(request=ApprovalRequest.objects.get(), approver=approver, approve=True, reason="")
+
+    again = run(ask)
+    assert again.is_error and again.structured_content == {"approval_ready": True, "approval_id": approval_id}
+    assert f"already approved (approval_id {approval_id})" in _text(again)
+    assert f'approval_id "{approval_id}" to run it' in _text(again)
+    assert ApprovalRequest.objects.count() == 1 and faulty_calls(faulty_call_log, "record_note") == 0
+
+    executed = run(lambda: ask(approval_id))
+    assert not executed.is_error and faulty_calls(faulty_call_log, "record_note") == 1
+    after_use = run(ask)  # used up: the same call now asks anew
+    assert after_use.structured_content["approval_required"] is True and ApprovalRequest.objects.count() == 2
 
 
 def test_forged_approval_id_is_rejected_without_execution(gateway, setup, faulty_call_log):

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from mcpgateway.constants import UNKNOWN_TOOL_MESSAGE
+from mcpgateway.constants import UNKNOWN_TOOL_NAME_MESSAGE
 from mcpgateway.selectors import client_tool_name
 
 from .conftest import (
@@ -62,7 +62,7 @@ def test_without_an_index_the_callers_tools_are_listed_and_callable_directly(gat
     assert names == {"time__get_current_time", "time__convert_time", "calc__add"}
     assert not current.is_error and '"timezone": "UTC"' in _text(current)
     assert added.structured_content == {"result": 42}
-    assert (hidden.code, hidden.message) == (unknown.code, unknown.message) == (-32602, UNKNOWN_TOOL_MESSAGE)
+    assert (hidden.code, hidden.message) == (unknown.code, unknown.message) == (-32602, UNKNOWN_TOOL_NAME_MESSAGE)
     # tool_search still answers, from a permission-filtered list, flagged degraded.
     assert found.structured_content["degraded"] is True
     assert found.structured_content["matches"][0]["tool_id"] == "time::get_current_time"

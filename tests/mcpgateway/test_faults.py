@@ -163,10 +163,39 @@ def test_ten_megabyte_result_is_capped(gateway, token, faulty_call_log):
             return big, after
 
     big, after = run(main)
-    assert big.is_error
+    assert big.is_error and big.structured_content == {"output_too_large": True}
     text = _text(big)
     assert "was cut" in text and len(text) < 1000
+    assert "Call it again asking for less" in text and "do not call it again" not in text  # a read: ask for less
     assert not after.is_error
+
+
+def test_a_writes_output_too_large_to_show_says_it_took_effect_and_not_to_call_it_again(
+    gateway, token, settings, faulty_call_log, admin_user, faulty_server
+):
+    """A write whose output is cut has run: "ask for less" would have the model do it a second time."""
+    from governance.models import ApprovalRequest
+    from governance.services.approvals import approval_decide
+
+    settings.SCOUT_MCP_MAX_OUTPUT_BYTES = 40  # "stored 12 characters" as a result's JSON is longer
+    approver = make_user("gw_approver", is_staff=True)
+    grant(admin_user, faulty_server, approver, "approve")
+
+    async def ask(approval_id: str | None = None) -> Any:
+        async with mcp_client(gateway, token, mode=MODERN) as client:
+            payload: dict[str, Any] = {"tool_id": "faulty::record_note", "arguments": {"note": "release v2.0"}}
+            if approval_id:
+                payload["approval_id"] = approval_id
+            return await client.call_tool("execute_tool", payload)
+
+    approval_id = run(ask).structured_content["approval_id"]
+    approval_decide(request=ApprovalRequest.objects.get(), approver=approver, approve=True, reason="")
+    written = run(lambda: ask(approval_id))
+    assert written.is_error and written.structured_content == {"output_too_large": True}
+    text = _text(written)
+    assert "The tool ran" in text and "most likely taken effect: do not call it again" in text
+    assert "asking for less" not in text
+    assert faulty_calls(faulty_call_log, "record_note") == 1
 
 
 def test_oversized_arguments_are_rejected_before_the_upstream(gateway, token, faulty_call_log, settings):

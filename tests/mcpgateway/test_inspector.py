@@ -74,19 +74,28 @@ def test_inspector_reads_a_meta_tools_error_as_the_tool_error_it_is(gateway, adm
     member = make_user("gw_member")
     grant(admin_user, time_server, member, "discover", "execute")
     build_index()
-    ids = json.dumps(["time::get_current_time", "time::nope"])
-    called = _inspect(
-        inspector_env,
-        f"{gateway.url}/mcp",
-        make_token(member),
-        "--method",
-        "tools/call",
-        "--tool-name",
-        "tool_inspect",
-        "--tool-arg",
-        f"tool_ids={ids}",
-    )
-    assert called.returncode == 0, (called.stdout + called.stderr)[-2000:]
-    result = json.loads(called.stdout)
+    token = make_token(member)
+
+    def inspect_ids(ids: list[str]) -> dict:
+        called = _inspect(
+            inspector_env,
+            f"{gateway.url}/mcp",
+            token,
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "tool_inspect",
+            "--tool-arg",
+            f"tool_ids={json.dumps(ids)}",
+        )
+        assert called.returncode == 0, (called.stdout + called.stderr)[-2000:]
+        return json.loads(called.stdout)
+
+    result = inspect_ids(["time::nope", "time::nada"])
     assert result["isError"] is True and result["structuredContent"] == {"unknown_tool": True}
-    assert result["content"][0]["text"].startswith('Unknown tool: tool_ids[1] "time::nope".')
+    assert result["content"][0]["text"].startswith('Unknown tool: tool_ids[0] "time::nope"; tool_ids[1] "time::nada".')
+    # One unknown id among several: the other's definition comes back too, and the answer still fits the outputSchema.
+    result = inspect_ids(["time::get_current_time", "time::nope"])
+    assert result["isError"] is False and result["structuredContent"]["unknown_tool"] is True
+    assert [tool["tool_id"] for tool in result["structuredContent"]["tools"]] == ["time::get_current_time"]
+    assert result["content"][-1]["text"].startswith('Unknown tool: tool_ids[1] "time::nope".')

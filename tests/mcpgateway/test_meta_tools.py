@@ -11,7 +11,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from mcpgateway.constants import UNKNOWN_TOOL_MESSAGE
+from mcpgateway.constants import UNKNOWN_TOOL_MESSAGE, UNKNOWN_TOOL_NAME_MESSAGE
 
 from .conftest import (
     LEGACY,
@@ -275,14 +275,18 @@ def test_an_unknown_tool_id_is_a_tool_error_the_model_reads_and_an_unknown_meta_
             inspected = await client.call_tool("tool_inspect", {"tool_ids": ["nope::<script>"]})
             with pytest.raises(MCPError) as caught:
                 await client.call_tool("tool_serch", {"query": "<script>"})
-            return executed, inspected, caught.value
+            with pytest.raises(MCPError) as by_name:  # a found tool_id called by name, not through execute_tool
+                await client.call_tool("calc::add", {"a": 1, "b": 1})
+            return executed, inspected, caught.value, by_name.value
 
-    executed, inspected, misnamed = run(main)
+    executed, inspected, misnamed, by_name = run(main)
     for result in (executed, inspected):
         assert result.is_error and text_of(result) == UNKNOWN_TOOL_MESSAGE
         assert result.structured_content == {"unknown_tool": True}
         assert "<script>" not in str(result.model_dump())
-    assert misnamed.code == -32602 and misnamed.message == UNKNOWN_TOOL_MESSAGE
+    for error in (misnamed, by_name):
+        assert error.code == -32602 and error.message == UNKNOWN_TOOL_NAME_MESSAGE
+        assert "run a tool_id that tool_search returned (server::tool) with execute_tool" in error.message
     assert "<script>" not in str(misnamed.data or "")
 
 

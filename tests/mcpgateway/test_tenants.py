@@ -299,8 +299,8 @@ def test_agent_grants_narrow_the_human_and_the_token_narrows_further(gateway, te
     assert {"time::convert_time", "time::get_current_time"} <= set(person[0]) and person[1:] == ("ran", "ran")
     assert not any(tool_id.startswith("time2::") for tool_id in person[0])
     assert narrowed == (["time::get_current_time"], "ran", UNKNOWN_TOOL_MESSAGE)  # agent ⊂ human
-    # The token's scopes narrow further: found, but not executable.
-    assert discover_only == (["time::get_current_time"], UNKNOWN_TOOL_MESSAGE, UNKNOWN_TOOL_MESSAGE)
+    # The token's scopes narrow further: found, but not executable (told so, for any tool_id).
+    assert discover_only == (["time::get_current_time"], "error", "error")
     assert beyond == ([], UNKNOWN_TOOL_MESSAGE, UNKNOWN_TOOL_MESSAGE)  # a grant beyond the human's gives nothing
 
 
