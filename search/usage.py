@@ -133,6 +133,8 @@ def query_log_record(
     if mode == QueryLogMode.OFF or principal.acts_across_tenants:
         return None
     stored = query_redact(query) if mode == QueryLogMode.REDACTED else query
+    # Postgres refuses a NUL in text, and this row is inserted in a batch with other callers' records.
+    stored = stored.replace("\x00", "\ufffd")
     if results:
         empty_reason = ""
     elif empty_reason not in EmptyAnswerReason.values:
