@@ -60,8 +60,9 @@ class LoggedResult:
 
 
 def principal_key(principal: Principal) -> str:
-    """Who searched and who called, for linking the two: the same user, token and agent."""
-    return f"u{principal.user.pk}|t{principal.token_id}|a{principal.agent}"
+    """Who searched and who called, for linking the two: the same user, token and agent. The agent by id: its name
+    (up to 200 characters) overflowed the column, and Postgres refused every row of that agent's searches."""
+    return f"u{principal.user.pk}|t{principal.token_id}|a{principal.agent_id or ''}"
 
 
 def teacher_key(principal: Principal) -> str:
