@@ -139,7 +139,28 @@ def normalize_definition(raw: Any, *, max_bytes: int) -> ToolDefinition:
         raise DefinitionError(f"definition is not valid JSON: {exc}") from exc
     if size > max_bytes:
         raise DefinitionError(f"definition is {size} bytes, over the {max_bytes}-byte limit")
+    # Postgres refuses a NUL in text and JSON: one such tool failed the saving of its server's whole listing.
+    nul_at = _find_nul(definition.canonical())
+    if nul_at:
+        raise DefinitionError(f"a text holds a NUL character at {nul_at}, which the catalog cannot store")
     return definition
+
+
+def _find_nul(node: Any, path: str = "$") -> str | None:
+    """The path of the first string (or key) in ``node`` holding a NUL character, or None."""
+    if isinstance(node, str):
+        return path if "\x00" in node else None
+    if isinstance(node, dict):
+        for key, value in node.items():
+            found = f"{path}.{key.replace(chr(0), '?')}" if "\x00" in key else _find_nul(value, f"{path}.{key}")
+            if found:
+                return found
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            found = _find_nul(value, f"{path}[{index}]")
+            if found:
+                return found
+    return None
 
 
 def normalize_listing(
