@@ -142,7 +142,7 @@ def test_a_row_the_database_refuses_is_dropped_and_never_holds_back_the_others(q
     refused = QueryLogEntry(user=member, principal_key="k", query=None, results=[], confidence="high", backend="x")
     write_behind().add(refused)
     _search_records(principal, 2)
-    assert write_behind_flush() == 6  # every row but the refused one
+    write_behind_flush()  # (or the writer thread, if an earlier test left it waiting briefly: either way alike)
     assert write_behind().pending() == 0
     assert [e.query for e in QueryLogEntry.objects.order_by("id")] == ["find tool 0", "find tool 0", "find tool 1"]
     assert AuditEvent.objects.filter(event_type=AuditEventType.DISCOVERY).count() == 3
