@@ -5,6 +5,7 @@ ORM-free, shared by live sync and file import so both hash and reject exactly al
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,22 +55,35 @@ def definition_hash(canonical: dict[str, Any]) -> str:
     return hashlib.sha256(canonical_json(canonical).encode("utf-8")).hexdigest()
 
 
-def _find_remote_ref(node: Any, path: str = "$") -> str | None:
-    """The path of the first ``$ref`` that does not point inside the document, if any."""
+def _first_path(node: Any, found_here: Callable[[Any], bool], path: str = "$") -> str | None:
+    """The path of the first node of ``node`` (itself, then its values, depth first) ``found_here`` holds for."""
+    if found_here(node):
+        return path
     if isinstance(node, dict):
-        ref = node.get("$ref")
-        if isinstance(ref, str) and not ref.startswith("#"):
-            return path
-        for key, value in node.items():
-            found = _find_remote_ref(value, f"{path}.{key}")
-            if found:
-                return found
+        children = ((f"{path}.{key}", value) for key, value in node.items())
     elif isinstance(node, list):
-        for index, value in enumerate(node):
-            found = _find_remote_ref(value, f"{path}[{index}]")
-            if found:
-                return found
+        children = ((f"{path}[{index}]", value) for index, value in enumerate(node))
+    else:
+        return None
+    for child_path, value in children:
+        found = _first_path(value, found_here, child_path)
+        if found:
+            return found
     return None
+
+
+def _find_remote_ref(node: Any) -> str | None:
+    """The path of the first ``$ref`` that does not point inside the document, if any."""
+    return _first_path(
+        node, lambda n: isinstance(n, dict) and isinstance(n.get("$ref"), str) and not n["$ref"].startswith("#")
+    )
+
+
+def _find_nul(node: Any) -> str | None:
+    """The path of the first string holding a NUL character (or of the object with such a key), if any."""
+    return _first_path(
+        node, lambda n: (isinstance(n, str) and "\x00" in n) or (isinstance(n, dict) and any("\x00" in k for k in n))
+    )
 
 
 def _text(raw: dict[str, Any], key: str) -> str:
@@ -139,6 +153,10 @@ def normalize_definition(raw: Any, *, max_bytes: int) -> ToolDefinition:
         raise DefinitionError(f"definition is not valid JSON: {exc}") from exc
     if size > max_bytes:
         raise DefinitionError(f"definition is {size} bytes, over the {max_bytes}-byte limit")
+    # Postgres refuses a NUL in text and JSON: one such tool failed the saving of its server's whole listing.
+    nul_at = _find_nul(definition.canonical())
+    if nul_at:
+        raise DefinitionError(f"a text holds a NUL character at {nul_at}, which the catalog cannot store")
     return definition
 
 

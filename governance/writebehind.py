@@ -10,8 +10,9 @@ Only records whose loss in a crash is acceptable come here: an execution's audit
 its result is returned (``audit_record`` without ``deferred``). On a normal shutdown the queue is flushed:
 by the gateway's lifespan end (uvicorn's SIGINT or SIGTERM: uvicorn then re-raises the signal, so ``atexit``
 never runs there), and by an ``atexit`` hook for the rest (``manage.py`` commands, the end of a Celery worker).
-A batch that fails is put back and retried; nothing is dropped silently. SCOUT_WRITE_BEHIND_SECONDS=0
-writes each record inline (the tests' default, so a test reads what a request wrote).
+A batch that fails is put back and retried; nothing is dropped silently: a row the database refuses (a data or
+integrity error: the row's fault, not the database's) is dropped with an error logged, the rest written.
+SCOUT_WRITE_BEHIND_SECONDS=0 writes each record inline (the tests' default, so a test reads what a request wrote).
 """
 
 import atexit
@@ -20,7 +21,7 @@ import threading
 from collections.abc import Iterable
 
 from django.conf import settings
-from django.db import models, transaction
+from django.db import DataError, IntegrityError, models, transaction
 
 from catalog.connections import connections_checked, connections_close, connections_held, connections_ready
 
@@ -70,12 +71,35 @@ class WriteBehind:
                     return written
                 try:
                     _insert(batch)
+                except (DataError, IntegrityError):
+                    # A row the database refuses, not the database failing: retried whole, it would hold back every
+                    # later record of every caller for ever (and fail each flush on the request path).
+                    self.failures += 1
+                    written += self._insert_each(batch)
+                    continue
                 except Exception:
                     self.failures += 1
                     with self._lock:  # back at the front, in order; retried by the next flush
                         self._pending[:0] = batch
                     raise
                 written += len(batch)
+
+    def _insert_each(self, batch: list[models.Model]) -> int:
+        """Insert ``batch`` row by row, dropping (and logging) each row the database refuses. A failure of another
+        kind puts the rows not yet written back at the front and raises, as a failed batch does."""
+        written = 0
+        for position, instance in enumerate(batch):
+            try:
+                _insert([instance])
+            except (DataError, IntegrityError) as exc:
+                logger.error("write-behind: dropped a %s the database refused (%s)", instance._meta.label, exc)
+                continue
+            except Exception:
+                with self._lock:
+                    self._pending[:0] = batch[position:]
+                raise
+            written += 1
+        return written
 
     def _run(self) -> None:
         while True:

@@ -60,8 +60,9 @@ class LoggedResult:
 
 
 def principal_key(principal: Principal) -> str:
-    """Who searched and who called, for linking the two: the same user, token and agent."""
-    return f"u{principal.user.pk}|t{principal.token_id}|a{principal.agent}"
+    """Who searched and who called, for linking the two: the same user, token and agent. The agent by id: its name
+    (up to 200 characters) overflowed the column, and Postgres refused every row of that agent's searches."""
+    return f"u{principal.user.pk}|t{principal.token_id}|a{principal.agent_id or ''}"
 
 
 def teacher_key(principal: Principal) -> str:
@@ -133,6 +134,8 @@ def query_log_record(
     if mode == QueryLogMode.OFF or principal.acts_across_tenants:
         return None
     stored = query_redact(query) if mode == QueryLogMode.REDACTED else query
+    # Postgres refuses a NUL in text, and this row is inserted in a batch with other callers' records.
+    stored = stored.replace("\x00", "\ufffd")
     if results:
         empty_reason = ""
     elif empty_reason not in EmptyAnswerReason.values:

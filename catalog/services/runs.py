@@ -9,6 +9,12 @@ from catalog.services.apply import ApplyResult
 MAX_ERROR_CHARS = 4000
 
 
+def storable(text: str) -> str:
+    """``text`` as the database can keep it: Postgres refuses a NUL in text, and an upstream's error message or tool
+    name may hold one (the run's record then failed, leaving it "running" and the server's failure unrecorded)."""
+    return text.replace("\x00", "\ufffd")
+
+
 def sync_run_start(*, kind: SyncKind, server: Server | None = None, source: str = "") -> SyncRun:
     return SyncRun.objects.create(
         kind=kind, server=server, source=source[:500], status=SyncStatus.RUNNING, started_at=timezone.now()
@@ -35,10 +41,14 @@ def sync_run_finish(
             run.progress_total = result.added + result.changed + result.unchanged
         run.progress_done = run.progress_total
     run.rejected = len(rejections)
+    rejections = [
+        {key: storable(value) if isinstance(value, str) else value for key, value in item.items()}
+        for item in rejections
+    ]
     run.rejections = rejections[:500]
     if error:
         run.status = SyncStatus.FAILED
-        run.error = error[:MAX_ERROR_CHARS]
+        run.error = storable(error)[:MAX_ERROR_CHARS]
     elif rejections:
         run.status = SyncStatus.PARTIAL
         shown = "; ".join(f"{r['name']}: {r['reason']}" for r in rejections[:5])

@@ -13,7 +13,7 @@ from catalog.locks import named_lock
 from catalog.metrics import SYNC_SECONDS, SYNCS
 from catalog.models import Server, SyncRun
 from catalog.services.apply import catalog_apply_listing
-from catalog.services.runs import MAX_ERROR_CHARS, sync_run_finish, sync_run_skip, sync_run_start
+from catalog.services.runs import MAX_ERROR_CHARS, storable, sync_run_finish, sync_run_skip, sync_run_start
 from catalog.signals import catalog_rows_changed
 
 logger = logging.getLogger(__name__)
@@ -116,7 +116,7 @@ def _server_mark_synced(server: Server, *, warning: str) -> None:
     with transaction.atomic():
         live = Server.objects.filter(pk=server.pk).exclude(status__in=OPERATOR_STOPPED_STATUSES)
         reactivated = live.exclude(status=ServerStatus.ACTIVE).update(status=ServerStatus.ACTIVE)
-        live.update(last_synced_at=timezone.now(), last_error=warning[:MAX_ERROR_CHARS])
+        live.update(last_synced_at=timezone.now(), last_error=storable(warning)[:MAX_ERROR_CHARS])
         if reactivated:
             catalog_rows_changed.send(sender=Server)
 
@@ -129,7 +129,7 @@ def _server_mark_failed(server: Server, *, error: str) -> None:
             return
         had_worked = current["status"] == ServerStatus.ACTIVE and current["last_synced_at"] is not None
         status = ServerStatus.DEGRADED if had_worked else ServerStatus.UNAVAILABLE
-        Server.objects.filter(pk=server.pk).update(status=status, last_error=error[:MAX_ERROR_CHARS])
+        Server.objects.filter(pk=server.pk).update(status=status, last_error=storable(error)[:MAX_ERROR_CHARS])
         catalog_rows_changed.send(sender=Server)
 
 

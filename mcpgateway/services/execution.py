@@ -389,14 +389,20 @@ def _prepare(
             ),
         )
     digest = hashlib.sha256(canonical.encode()).hexdigest()
+    # A NUL too: Postgres refuses one in text, and the key is stored (a bare "Error executing tool" and a traceback).
     if idempotency_key is not None and (
-        not isinstance(idempotency_key, str) or not idempotency_key or len(idempotency_key) > MAX_IDEMPOTENCY_KEY_CHARS
+        not isinstance(idempotency_key, str)
+        or not idempotency_key
+        or len(idempotency_key) > MAX_IDEMPOTENCY_KEY_CHARS
+        or "\x00" in idempotency_key
     ):
         return _denied(
             principal,
             tool,
             "invalid_idempotency_key",
-            error_result(f"idempotency_key must be a non-empty string of at most {MAX_IDEMPOTENCY_KEY_CHARS} chars"),
+            error_result(
+                f"idempotency_key must be a non-empty string of at most {MAX_IDEMPOTENCY_KEY_CHARS} chars, with no NUL"
+            ),
         )
     record = None
     if idempotency_key is not None:

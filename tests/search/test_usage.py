@@ -483,3 +483,20 @@ def test_one_person_with_many_tokens_and_agents_teaches_as_one(world, member):
     learned = LearnedRequest.objects.get()
     assert learned.confirmations == 4 and learned.principal_count == 1
     assert learned_weight(learned.principal_count) == learned_weight(1)
+
+
+def test_an_agent_with_the_longest_name_has_its_searches_logged_and_linked(world, member):
+    """An agent's name may be 200 characters; the log's key named it and overflowed its 200-character column, which
+    Postgres refuses (SQLite stores it): that agent's searches were never logged, its calls never linked."""
+    from governance.services.tokens import api_token_create, api_token_verify
+    from tests.governance.factories import agent_of, in_days
+
+    agent = agent_of(member, "n" * 200, all_user_tools=True)
+    _, raw = api_token_create(
+        user=member, name="long", scopes=["discover", "execute"], expires_at=in_days(1), agent=agent
+    )
+    principal = api_token_verify(raw)
+    entry = _log(principal)
+    assert len(entry.principal_key) <= QueryLogEntry._meta.get_field("principal_key").max_length
+    assert search_outcome_record(principal=principal, tool=world["send"], outcome="success").entry == entry
+    assert search_outcome_record(principal=world["member"], tool=world["send"], outcome="success") is None

@@ -3,6 +3,7 @@
 Usage: python scripted_stdio.py SCRIPT.json. The script (re-read on every request) holds:
   pages: list of pages, each a list of raw tool objects (anything, even invalid ones);
   fail_on_page: {"2": "exit" | "hang" | "error"} what to do instead of serving that page (1-based);
+  error_message: the message of that "error" (default: "page N exploded");
   loop_cursor: true to hand out the same cursor forever;
   hang_on_connect: true to never answer the handshake;
   hang_methods: methods never answered (e.g. ["tools/call"]);
@@ -70,7 +71,7 @@ def main() -> None:
             if action == "hang":
                 continue
             if action == "error":
-                error = {"code": -32603, "message": f"page {index + 1} exploded"}
+                error = {"code": -32603, "message": script.get("error_message") or f"page {index + 1} exploded"}
                 send({"jsonrpc": "2.0", "id": msg_id, "error": error})
                 continue
             time.sleep(script.get("delay", 0))

@@ -368,6 +368,42 @@ def test_schemas_with_patterns_re2_cannot_run_are_refused_with_the_reason(script
     assert "at $.patternProperties" in reasons["keyed"]
 
 
+def test_a_tool_holding_a_nul_character_is_refused_with_the_reason_and_the_others_kept(scripted):
+    """Postgres refuses a NUL in text and JSON: one upstream tool holding one (in its description, title or schema)
+    failed the saving of the server's whole listing ("internal error while saving the listing"), every sync after."""
+    listing = [
+        good_tool("described", description="Pings\x00 the host."),
+        good_tool("schema", inputSchema={"type": "object", "properties": {"a": {"type": "string", "enum": ["x\x00"]}}}),
+        good_tool("clean"),
+    ]
+    server, _ = scripted({"pages": [listing]})
+
+    run = server_sync(server_pk=server.pk, trigger="test")
+
+    assert run.status == SyncStatus.PARTIAL and live_names(server) == {"clean"}
+    reasons = {item["name"]: item["reason"] for item in run.rejections}
+    assert reasons == {
+        "described": "a text holds a NUL character at $.description, which the catalog cannot store",
+        "schema": "a text holds a NUL character at $.inputSchema.properties.a.enum[0], which the catalog cannot store",
+    }
+
+
+def test_an_upstream_text_holding_a_nul_character_is_recorded_replaced(scripted):
+    """An upstream's error message (or a tool name) holding a NUL failed the writing of the run's own record on
+    Postgres: the run stayed "running" for ever and the server's failure was never recorded (it read active)."""
+    server, write = scripted({"pages": [[good_tool("a\x00b"), good_tool("clean")]]})
+    run = server_sync(server_pk=server.pk, trigger="test")
+    assert run.status == SyncStatus.PARTIAL and live_names(server) == {"clean"}
+    assert [item["name"] for item in SyncRun.objects.get(pk=run.pk).rejections] == ["a\ufffdb"]
+
+    write({"pages": [[good_tool("clean")]], "fail_on_page": {"1": "error"}, "error_message": "broken\x00 upstream"})
+    run = server_sync(server_pk=server.pk, trigger="test")
+    stored = SyncRun.objects.get(pk=run.pk)
+    assert stored.status == SyncStatus.FAILED and "broken\ufffd upstream" in stored.error
+    server.refresh_from_db()
+    assert server.status == ServerStatus.DEGRADED and server.last_error == stored.error
+
+
 # --- what is not synced, and the lock ---------------------------------------------------------------
 
 

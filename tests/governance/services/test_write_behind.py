@@ -132,6 +132,23 @@ def test_not_deferred_is_written_at_once(queued, member):
     assert write_behind().pending() == 0
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_row_the_database_refuses_is_dropped_and_never_holds_back_the_others(queued, member):
+    """A row the database refuses (here a missing query, on Postgres also a NUL in text) is one caller's bad record:
+    retried with its batch, it held back every later record of every caller for ever, and each flush on the
+    request path (execute_tool's link to its search) raised."""
+    principal = principal_for_user(member)
+    _search_records(principal, 1)
+    refused = QueryLogEntry(user=member, principal_key="k", query=None, results=[], confidence="high", backend="x")
+    write_behind().add(refused)
+    _search_records(principal, 2)
+    write_behind_flush()  # (or the writer thread, if an earlier test left it waiting briefly: either way alike)
+    assert write_behind().pending() == 0
+    assert [e.query for e in QueryLogEntry.objects.order_by("id")] == ["find tool 0", "find tool 0", "find tool 1"]
+    assert AuditEvent.objects.filter(event_type=AuditEventType.DISCOVERY).count() == 3
+    assert write_behind_flush() == 0  # nothing left to retry
+
+
 SCRIPT = """
 import django, os
 django.setup()
