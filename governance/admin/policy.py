@@ -280,6 +280,23 @@ class ToolPolicyAdmin(
         )
         return format_html("{}{}", _pre("\n".join(lines) or "(no grants: nobody can see this tool)"), links)
 
+    def formfield_for_manytomany(self, db_field, request, **kwargs):
+        field = super().formfield_for_manytomany(db_field, request, **kwargs)
+        if db_field.name == "required_entitlements":
+            field.help_text = self._entitlements_help(request)
+        return field
+
+    def _entitlements_help(self, request) -> str:
+        """How to get an entitlement that is not listed: entitlements are install-wide (their holders span tenants,
+        like risk classes), so a superuser adds them, here with "+"; an operator only reads who holds each."""
+        if request.user.has_perm("governance.add_entitlement"):
+            return "A caller needs every entitlement chosen. A new one: + beside the list, then its people and groups."
+        return format_html(
+            "A caller needs every entitlement chosen. Entitlements serve every tenant: a superuser adds them, so ask "
+            'one for a new one (<a href="{}">Entitlements</a> lists who holds each).',
+            reverse("admin:governance_entitlement_changelist"),
+        )
+
     def has_add_permission(self, request) -> bool:
         return False
 
