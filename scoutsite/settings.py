@@ -201,6 +201,8 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+# Dates and moments as the admin's lists show them (2026-12-04 15:38) on every page, not "Dec. 4, 2026, 3:38 p.m.".
+FORMAT_MODULE_PATH = ["scoutsite.formats"]
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "var" / "static"

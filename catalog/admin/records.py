@@ -133,10 +133,22 @@ class SyncRunAdmin(ProgressAdminMixin, ReadOnlyAdmin, admin.ModelAdmin[SyncRun])
     def status_badge(self, run: SyncRun) -> str:
         return badge(run.status, run.get_status_display())
 
-    @admin.display(description="server", ordering="server__slug")
-    def server_column(self, run: SyncRun) -> str:
+    def get_list_display(self, request: HttpRequest) -> Sequence[str]:
+        # The server's name opens the server's page (its status, tools, Sync now) for whoever may open servers.
+        linked = request.user.has_perm("catalog.view_server")
+
+        @admin.display(description="server", ordering="server__slug")
+        def server_column(run: SyncRun) -> str:
+            return self.server_column(run, linked=linked)
+
+        return tuple(server_column if name == "server_column" else name for name in self.list_display)
+
+    def server_column(self, run: SyncRun, *, linked: bool = False) -> str:
         # A long slug ("github-enterprise-production") wraps after its hyphens in the narrow column.
-        return format_html_join(mark_safe("-<wbr>"), "{}", ((part,) for part in str(run.server or "—").split("-")))
+        name = format_html_join(mark_safe("-<wbr>"), "{}", ((part,) for part in str(run.server or "—").split("-")))
+        if not (linked and run.server_id):
+            return name
+        return format_html('<a href="{}">{}</a>', reverse("admin:catalog_server_change", args=[run.server_id]), name)
 
     @admin.display(description="status", ordering="status")
     def status_column(self, run: SyncRun) -> str:

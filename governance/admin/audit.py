@@ -10,15 +10,16 @@ from catalog.admin.lookups import StrictLookupsMixin
 from catalog.admin.titles import TitledAdminMixin
 from catalog.models import Server, Tool
 
-from ..choices import AuditEventType
+from ..choices import ApprovalStatus, AuditEventType
 from ..constants import OTHER_TENANT_PERSON
-from ..models import AuditEvent
+from ..models import ApprovalRequest, AuditEvent
 from ..principals import principal_for_user
 from ..selectors import (
     audit_events_visible_to,
     audit_payload_shown,
     delegation_chain_shown,
     users_visible_to_operator,
+    with_approval_people_shown,
 )
 from .common import BoundedCountPaginator, admin_urls_for, breakable_id
 
@@ -44,6 +45,23 @@ def grant_change_text(event_type: str, payload: dict, target_url: str | None = N
     what = format_html("{} on {}", payload.get("action", "?"), target)
     phrase = GRANT_CHANGE_PHRASES[(event_type, bool(payload.get("changed", True)))]
     return format_html(phrase, holder=holder, what=what)
+
+
+def approval_since_text(request: ApprovalRequest, url: str | None = None) -> str:
+    """What became of an approval request since it was asked ("since: denied by bob"), linked to ``url`` when given;
+    "" while it is still pending. Its decider as the reader may read them (``decided_by_shown``)."""
+    who = request.decided_by_shown or "someone"
+    if request.status == ApprovalStatus.EXPIRED:
+        text = f"approved by {who}, expired unused" if request.decided_at else "expired undecided"
+    else:
+        text = {
+            ApprovalStatus.APPROVED: f"approved by {who}",
+            ApprovalStatus.DENIED: f"denied by {who}",
+            ApprovalStatus.CONSUMED: f"approved by {who}, and used",
+        }.get(request.status, "")
+    if not text:
+        return ""
+    return format_html('since: <a href="{}">{}</a>', url, text) if url else f"since: {text}"
 
 
 class VisiblePersonFilter(admin.RelatedOnlyFieldListFilter):
@@ -127,10 +145,14 @@ class AuditEventAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Aud
     def get_changelist_instance(self, request):
         changelist = super().get_changelist_instance(request)
         self._link_grant_targets(request, changelist.result_list)
+        self._attach_approval_states(request, changelist.result_list)
         return changelist
 
     def event(self, obj: AuditEvent, *, viewer=None) -> str:
         cell = format_html("{}<br><small>{}</small>", obj.get_event_type_display(), obj.get_outcome_display())
+        since = getattr(obj, "approval_since", "")
+        if since:
+            return format_html('{}<br><small class="approval-since">{}</small>', cell, since)
         if obj.event_type not in GRANT_EVENTS or viewer is None:
             return cell
         payload = audit_payload_shown(obj, viewer=viewer)
@@ -155,6 +177,21 @@ class AuditEventAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Aud
         urls = admin_urls_for(request, [event.named_object for event in grants])
         for event in grants:
             event.target_url = urls.get(event.named_object)
+
+    def _attach_approval_states(self, request, events) -> None:
+        """Sets ``approval_since`` on the page's "approval requested" events: what became of the request (the event
+        is immutable and still says pending), linked to the request where the reader may open it. One query for
+        the page's requests, one for their links."""
+        asked = [event for event in events if event.event_type == AuditEventType.APPROVAL_REQUESTED]
+        refs = {event.approval_ref for event in asked if event.approval_ref}
+        if not refs:
+            return
+        requests = with_approval_people_shown(ApprovalRequest.objects.filter(approval_id__in=refs), viewer=request.user)
+        by_ref = {approval.approval_id: approval for approval in requests}
+        urls = admin_urls_for(request, by_ref.values())
+        for event in asked:
+            approval = by_ref.get(event.approval_ref)
+            event.approval_since = approval_since_text(approval, urls.get(approval)) if approval else ""
 
     @admin.display(description="tool", ordering="tool_ref")
     def tool_column(self, obj: AuditEvent) -> str:

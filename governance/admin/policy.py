@@ -128,7 +128,8 @@ class HintConflictFilter(admin.SimpleListFilter):
 
     def queryset(self, request, queryset):
         if self.value() == "contradicted":
-            return queryset.exclude(classification_note="")
+            # An admin's classification replaced the derived defaults: its note is the admin's reason.
+            return queryset.filter(classified_by_admin=False).exclude(classification_note="")
         return queryset
 
 
@@ -156,11 +157,19 @@ class ToolPolicyForm(forms.ModelForm):
         "server's environment",
     )
     data_classes = NamesField(required=False, help_text="The data it touches, comma-separated, e.g. pii, financial")
+    classification_note = forms.CharField(
+        required=False,
+        max_length=ToolPolicy._meta.get_field("classification_note").max_length,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Why the tool is classified so, e.g. 'deletes customer records: critical'; kept with the change and "
+        "in its audit event. Until an admin classifies the tool, it says why the defaults are stricter than the "
+        "upstream hints.",
+    )
 
     class Meta:
         model = ToolPolicy
         fields = ("operation_class", "reversibility", "risk_class", "required_entitlements", "allowed_environments",
-                  "data_classes")  # fmt: skip
+                  "data_classes", "classification_note")  # fmt: skip
 
 
 @admin.register(ToolPolicy)
@@ -213,7 +222,6 @@ class ToolPolicyAdmin(
         "tool",
         "access",
         "classified_by_admin",
-        "classification_note",
         "classifier",
         "classified_at",
         "held",
@@ -272,6 +280,23 @@ class ToolPolicyAdmin(
         )
         return format_html("{}{}", _pre("\n".join(lines) or "(no grants: nobody can see this tool)"), links)
 
+    def formfield_for_manytomany(self, db_field, request, **kwargs):
+        field = super().formfield_for_manytomany(db_field, request, **kwargs)
+        if db_field.name == "required_entitlements":
+            field.help_text = self._entitlements_help(request)
+        return field
+
+    def _entitlements_help(self, request) -> str:
+        """How to get an entitlement that is not listed: entitlements are install-wide (their holders span tenants,
+        like risk classes), so a superuser adds them, here with "+"; an operator only reads who holds each."""
+        if request.user.has_perm("governance.add_entitlement"):
+            return "A caller needs every entitlement chosen. A new one: + beside the list, then its people and groups."
+        return format_html(
+            "A caller needs every entitlement chosen. Entitlements serve every tenant: a superuser adds them, so ask "
+            'one for a new one (<a href="{}">Entitlements</a> lists who holds each).',
+            reverse("admin:governance_entitlement_changelist"),
+        )
+
     def has_add_permission(self, request) -> bool:
         return False
 
@@ -290,6 +315,7 @@ class ToolPolicyAdmin(
                 allowed_environments=data["allowed_environments"] or [],
                 data_classes=data["data_classes"] or [],
                 required_entitlements=list(data["required_entitlements"]),
+                classification_note=data["classification_note"],
             )
         except ValidationError as exc:
             messages.error(request, "; ".join(exc.messages))

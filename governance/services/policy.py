@@ -173,9 +173,11 @@ def tool_policy_classify(
     allowed_environments: list[str],
     data_classes: list[str],
     required_entitlements: list[Entitlement] | None = None,
+    classification_note: str = "",
 ) -> ToolPolicy:
-    """An admin's classification of a tool; it survives syncs. Bumps the policy version when the fields
-    that decide approvals (operation class, risk class) change. Raises ValidationError on bad values, and
+    """An admin's classification of a tool; it survives syncs. ``classification_note`` is the admin's reason for
+    it, kept on the policy and in the audit event. Bumps the policy version when the fields that decide approvals
+    (operation class, risk class) change. Raises ValidationError on bad values, and
     PermissionDenied (SHARED_TOOL_REFUSED) when ``actor`` may not shape the tool (``tool_shaped_by``: a shared
     server's tools are a superuser's once there are tenants, since every tenant's calls follow the class)."""
     if not tool_shaped_by(user=actor, tool=policy.tool):
@@ -195,7 +197,7 @@ def tool_policy_classify(
         policy.allowed_environments = allowed_environments
         policy.data_classes = data_classes
         policy.classified_by_admin = True
-        policy.classification_note = ""  # the admin's classification replaces the derived defaults
+        policy.classification_note = classification_note.strip()  # the admin's reason replaces the derived one
         policy.classified_by = actor
         policy.classified_at = timezone.now()
         policy.full_clean()
@@ -252,6 +254,7 @@ def _policy_snapshot(policy: ToolPolicy) -> dict:
         "risk_class": policy.risk_class.name,
         "allowed_environments": policy.allowed_environments,
         "data_classes": policy.data_classes,
+        "note": policy.classification_note,
     }
 
 
