@@ -133,6 +133,8 @@ def rank_request(
             clauses=clauses,
             servers=snapshot.server_codes,
             name_words=snapshot.name_words,
+            vector_kinds=leg.vectors.kinds if leg else None,
+            learned_terms=snapshot.learned_terms,
         )
         if dense is None or not dense.complete([c.row for c in ranking.candidates]):
             break

@@ -51,7 +51,16 @@ def _doc_tokens(doc: ToolDoc, weights: dict[str, int]) -> list[tuple[str, float]
 
 
 VISIBLE_SETS_KEPT = 4  # visible sets whose mask a snapshot keeps (a few principals' at a time)
-_NO_TERMS: frozenset[str] = frozenset()  # shared by every tool without negative examples
+_NO_TERMS: frozenset[str] = frozenset()  # shared by every tool without negative examples or learned words
+
+
+def _learned_terms(doc: ToolDoc, weights: dict[str, int]) -> frozenset[str]:
+    """The words a tool has only from its learned requests (not in its curated text): what
+    ``ranking.curated_evidence`` leaves out of its coverage."""
+    if not doc.learned:
+        return _NO_TERMS
+    learned = {token for token, _ in learned_tokens(doc.learned, ToolSearchIndex.learned_weight, doc.teachers())}
+    return frozenset(learned - {token for token, _ in weighted_tokens(doc.field_texts(), weights)})
 
 
 def _negative_terms(doc: ToolDoc) -> frozenset[str]:
@@ -84,6 +93,7 @@ class IndexSnapshot:
         self.tool_ops = [tool_operation(d.name, d.purpose or d.description) for d in self.docs]
         self.name_words = [name_words(d.name) for d in self.docs]
         self.negative_terms = [_negative_terms(d) for d in self.docs]
+        self.learned_terms = [_learned_terms(d, weights) for d in self.docs]
         self.dense: DenseIndex | None = None
         self.negatives: DenseIndex | None = None
         self.missing_vectors = 0
@@ -146,23 +156,27 @@ class IndexSnapshot:
         tool_ops: list[frozenset[str]] = [_NO_TERMS] * len(order)
         names: list[frozenset[str]] = [_NO_TERMS] * len(order)
         negative_terms: list[frozenset[str]] = [_NO_TERMS] * len(order)
+        learned_terms: list[frozenset[str]] = [_NO_TERMS] * len(order)
+        weights = ToolSearchIndex.weights()
         for old, new in zip(kept.tolist(), kept_to.tolist(), strict=True):
             merged[new] = self.docs[old]
             tool_ops[new] = self.tool_ops[old]
             names[new] = self.name_words[old]
             negative_terms[new] = self.negative_terms[old]
+            learned_terms[new] = self.learned_terms[old]
         for doc, row in zip(incoming, added_rows, strict=True):
             merged[row] = doc
             tool_ops[row] = tool_operation(doc.name, doc.purpose or doc.description)
             names[row] = name_words(doc.name)
             negative_terms[row] = _negative_terms(doc)
+            learned_terms[row] = _learned_terms(doc, weights)
         snapshot.docs = tuple(merged)
         snapshot._set_server_codes()
         snapshot.tool_ops, snapshot.negative_terms, snapshot.name_words = tool_ops, negative_terms, names
+        snapshot.learned_terms = learned_terms
         snapshot.pks = pks[order]
         snapshot._row_of_pk = _row_lookup(snapshot.pks)
         snapshot.tie_keys = self._merged_tie_keys(kept, kept_to, incoming, added_rows)
-        weights = ToolSearchIndex.weights()
         snapshot.sparse = self.sparse.updated(
             kept,
             kept_to,
@@ -294,6 +308,8 @@ class IndexSnapshot:
             clauses=clauses if options.decompose else (),
             servers=self.server_codes,
             name_words=self.name_words,
+            vector_kinds=self.dense.kinds if self.dense is not None else None,
+            learned_terms=self.learned_terms,
         )
 
     def explain(self, row: int, best_vector: int, query_terms: Sequence[str], dense: DenseIndex | None = None) -> dict:

@@ -30,6 +30,7 @@ class SparseScores:
     scores: np.ndarray  # (n_docs,) BM25 score, 0 for hidden or unmatched rows
     coverage: np.ndarray  # (n_docs,) share of the query's IDF mass the document matches, 0..1
     query_terms: tuple[str, ...]  # the distinct query terms, in query order
+    idf: tuple[float, ...] = ()  # each query term's IDF over the visible rows (its share of the coverage's mass)
 
 
 class SparseIndex:
@@ -172,7 +173,7 @@ class SparseIndex:
                 np.add.at(matched_mass, doc_rows, np.float32(idf))
             if total_mass > 0:
                 matched_mass /= total_mass  # now the coverage
-            results.append(SparseScores(scores, matched_mass, terms))
+            results.append(SparseScores(scores, matched_mass, terms, tuple(weighed[term][0] for term in terms)))
         return results
 
     def _length_norms(self, avg_len: float) -> np.ndarray:

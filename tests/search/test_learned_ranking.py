@@ -6,8 +6,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from search.backends import SearchRequest
+from search.backends.ranked import SnapshotDense, rank_request
 from search.documents import LEARNED_OVER_CURATED, ToolDoc, teachers_mean
-from search.engine.ranking import RankingOptions
+from search.engine.ranking import Confidence, RankingOptions
 from search.engine.snapshot import IndexSnapshot
 from search.engine.sparse import learned_tokens
 from search.evaluation import doc_vectors
@@ -219,3 +221,39 @@ def test_a_word_agreed_only_by_one_teachers_wordings_still_counts_half():
         docs[0] = replace(docs[0], learned_teachers=teachers)
         ranked[name] = _rank(IndexSnapshot(docs, None), "landlord")[0]["mail::list_inbox"].bm25_score
     assert ranked["two"] > ranked["one"] > 0
+
+
+def _served(snapshot: IndexSnapshot, request: str, vector: np.ndarray) -> list[tuple[str, Confidence]]:
+    """The first tool and the confidence of the answer, as scout_eval ranks it and as tool_search does."""
+    _, ranking = _rank(snapshot, request, vector)
+    found = rank_request(
+        snapshot,
+        SearchRequest(request, frozenset(int(pk) for pk in snapshot.pks), 3, "convex", vector),
+        SnapshotDense(snapshot, vector, []),
+        backend="test",
+    )
+    return [
+        (snapshot.docs[ranking.kept[0].row].tool_id, ranking.confidence),
+        (found.matches[0].tool_id, found.confidence),
+    ]
+
+
+def test_high_needs_curated_evidence_not_only_learned_requests(vectors_for):
+    """A request whose only support is what one principal taught (its words and vector) ranks the taught tool
+    first, served ``low``: an agent trusts ``high`` at once, and learned evidence is not calibrated. The same
+    words curated as an example request serve it ``high``, taught or not."""
+    from search.usage import learned_weight
+
+    # Close enough to the tool's own text (cosine about .2) that the words it learned, counted in its coverage,
+    # would make its evidence enough for ``high``: none of them is in its curated text, so none counts.
+    request = "landlord letters received"
+    query = vectors_for([request])[0]
+    taught = _with_learned((request, learned_weight(1)))
+    taught[0] = replace(taught[0], learned_teachers=(("principal-a",),))
+    served = _served(IndexSnapshot(taught, doc_vectors(taught, vectors_for)), request, query)
+    assert served == [("mail::list_inbox", Confidence.LOW)] * 2
+    for docs in (list(TOOLS), taught):
+        curated = list(docs)
+        curated[0] = replace(curated[0], examples=(request,))
+        served = _served(IndexSnapshot(curated, doc_vectors(curated, vectors_for)), request, query)
+        assert served == [("mail::list_inbox", Confidence.HIGH)] * 2

@@ -128,6 +128,7 @@ def assert_same_snapshot(updated: IndexSnapshot, whole: IndexSnapshot) -> None:
     assert np.array_equal(updated.sparse.lengths, whole.sparse.lengths)
     assert updated.tool_ops == whole.tool_ops and updated.negative_terms == whole.negative_terms
     assert updated.name_words == whole.name_words
+    assert updated.learned_terms == whole.learned_terms
     assert updated.missing_vectors == whole.missing_vectors
     assert_same_table(updated.dense, whole.dense)
     assert_same_table(updated.negatives, whole.negatives)
