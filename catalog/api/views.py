@@ -11,12 +11,13 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from catalog.choices import ServerStatus
+from catalog.choices import ServerStatus, SyncStatus
 from catalog.models import Server, SyncRun
 from catalog.scope import server_claim, server_fields_locked, server_scope_q
 from catalog.services.servers import server_archive, server_create, server_update
 from catalog.tasks import sync_server
 
+from .params import param_choice
 from .serializers import (
     ServerCreateSerializer,
     ServerSerializer,
@@ -68,7 +69,7 @@ class ServerList(generics.ListAPIView):
 
     def get_queryset(self) -> QuerySet[Server]:
         qs = servers_for_request(self.request)
-        status_filter = self.request.query_params.get("status")
+        status_filter = param_choice(self.request.query_params, "status", ServerStatus.values)
         return qs.filter(status=status_filter) if status_filter else qs
 
     @extend_schema(
@@ -168,8 +169,8 @@ class SyncRunList(generics.ListAPIView):
         params = self.request.query_params
         if params.get("server"):
             qs = qs.filter(server__slug=params["server"])
-        if params.get("status"):
-            qs = qs.filter(status=params["status"])
+        if status_filter := param_choice(params, "status", SyncStatus.values):
+            qs = qs.filter(status=status_filter)
         if params.get("source"):
             qs = qs.filter(source=params["source"])
         return qs

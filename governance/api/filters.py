@@ -6,6 +6,7 @@ from django.db.models import Q, QuerySet
 from django.utils.dateparse import parse_datetime
 from rest_framework.exceptions import ValidationError
 
+from catalog.api.params import param_choice
 from catalog.models import Tool
 from governance.models import AuditEvent
 
@@ -38,15 +39,6 @@ def param_datetime(params, name: str) -> datetime | None:
     if parsed is None or parsed.tzinfo is None:
         raise ValidationError({name: ["must be an ISO 8601 time with a time zone, e.g. 2026-01-31T12:00:00Z"]})
     return parsed
-
-
-def param_choice(params, name: str, choices) -> str | None:
-    value = params.get(name)
-    if not value:
-        return None
-    if value not in choices:
-        raise ValidationError({name: [f"must be one of: {', '.join(choices)}"]})
-    return value
 
 
 def tools_filter(qs: QuerySet[Tool], params) -> QuerySet[Tool]:

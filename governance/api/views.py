@@ -9,6 +9,7 @@ from rest_framework.exceptions import NotFound, PermissionDenied, ValidationErro
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from catalog.api.params import param_choice
 from catalog.api.serializers import ToolRevisionSerializer
 from catalog.models import Server, Tool, ToolRevision
 from catalog.services.phrases import tool_curate
@@ -20,7 +21,7 @@ from governance.services.approvals import ApprovalError, approval_decide
 from governance.services.tokens import api_token_create, api_token_revoke, scopes_validate
 
 from .authentication import request_principal
-from .filters import audit_filter, param_choice, tools_filter
+from .filters import audit_filter, tools_filter
 from .selectors import api_tokens_of, approvals_for_api, tool_get_for_api, tools_for_api
 from .serializers import (
     APPROVAL_STATUS_FILTERS,

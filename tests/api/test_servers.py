@@ -30,6 +30,18 @@ def test_list_servers_paginated(api, catalog, operator):
     assert [s["slug"] for s in api.get("servers/?page=2&page_size=2", token=operator).json()["results"]] == ["zeta"]
 
 
+def test_list_servers_by_status(api, catalog, operator):
+    from tests.governance.factories import ServerFactory
+
+    ServerFactory(slug="zeta", status="degraded")
+    assert [s["slug"] for s in api.get("servers/?status=degraded", token=operator).json()["results"]] == ["zeta"]
+    response = api.get("servers/?status=down", token=operator)
+    assert response.status_code == 400
+    assert error_of(response)["fields"] == {
+        "status": ["must be one of: active, degraded, unavailable, disabled, archived"]
+    }
+
+
 def test_server_endpoints_need_model_permissions(api, catalog, member, grant):
     """A user who may discover a server's tools is not its operator."""
     token = make_token(member, ["api", "discover"])

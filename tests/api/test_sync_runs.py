@@ -31,6 +31,16 @@ def test_list_filter_and_read(api, catalog, owner):
     assert api.get("sync-runs/999999/", token=token).status_code == 404
 
 
+def test_unknown_status_is_refused_not_an_empty_list(api, catalog, owner):
+    """A mistyped status ("failure" for "failed") must not read as "no failed runs"."""
+    give_perms(owner, "catalog.view_syncrun")
+    _runs(catalog)
+    token = make_token(owner, ["api"])
+    response = api.get("sync-runs/?status=failure", token=token)
+    assert response.status_code == 400
+    assert error_of(response)["fields"] == {"status": ["must be one of: running, success, partial, failed, skipped"]}
+
+
 def test_needs_view_permission(api, catalog, member):
     last = _runs(catalog)
     token = make_token(member, ["api", "discover"])
