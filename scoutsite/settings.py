@@ -240,7 +240,7 @@ SCOUT_CACHE_RETRY_SECONDS = env_float("SCOUT_CACHE_RETRY_SECONDS", 5.0)
 # A task the broker refuses (Redis down) is kept in the database and sent again (catalog/outbox.py, F4): for this
 # long after a refusal new tasks are kept without trying the broker, and kept tasks are retried this often.
 SCOUT_BROKER_RETRY_SECONDS = env_float("SCOUT_BROKER_RETRY_SECONDS", 5.0)
-CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_BROKER_URL = REDIS_URL or "memory://localhost//"  # a host named: kombu warns of a missing one
 CELERY_RESULT_BACKEND = REDIS_URL or "cache+memory://"
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", default=not REDIS_URL)
 CELERY_TASK_EAGER_PROPAGATES = True
