@@ -13,6 +13,7 @@ from .constants import TOOL_ID_SEPARATOR
 from .schemas import schema_regex_problem
 
 MAX_NAME_LENGTH = 255
+MAX_TITLE_LENGTH = 500  # Tool.upstream_title: Postgres refuses a longer value, and with it the server's whole listing
 
 
 class DefinitionError(ValueError):
@@ -95,6 +96,12 @@ def _text(raw: dict[str, Any], key: str) -> str:
     return value
 
 
+def _title(raw: dict[str, Any]) -> str:
+    """The display title, cut with a marker past MAX_TITLE_LENGTH: a title is shown, never matched or called."""
+    title = _text(raw, "title")
+    return title if len(title) <= MAX_TITLE_LENGTH else title[: MAX_TITLE_LENGTH - 1] + "…"
+
+
 def _optional_object(raw: dict[str, Any], *keys: str) -> dict[str, Any] | None:
     for key in keys:
         value = raw.get(key)
@@ -141,7 +148,7 @@ def normalize_definition(raw: Any, *, max_bytes: int) -> ToolDefinition:
 
     definition = ToolDefinition(
         name=name,
-        title=_text(raw, "title"),
+        title=_title(raw),
         description=_text(raw, "description"),
         input_schema=schema,
         output_schema=output_schema,

@@ -1,8 +1,9 @@
-"""Lookups the admin refuses, for every ModelAdmin in the project: query-string lookups into JSON fields, and a
-raw-id box naming an object its field may not pick."""
+"""Lookups the admin refuses, for every ModelAdmin in the project: query-string lookups into JSON fields, times the
+database cannot compare, and a raw-id box naming an object its field may not pick."""
 
 from __future__ import annotations
 
+from datetime import UTC, timedelta
 from typing import Any
 
 from django.contrib.admin.widgets import ForeignKeyRawIdWidget
@@ -10,6 +11,32 @@ from django.core.exceptions import FieldDoesNotExist, ValidationError
 from django.db import models
 from django.db.models.constants import LOOKUP_SEP
 from django.http import HttpRequest
+from django.utils.dateparse import parse_datetime
+
+DATE_PARTS = ("year", "month", "day")
+WIDEST_OFFSET = timedelta(hours=14)  # the widest UTC offset in use; Postgres refuses one past 15:59
+
+
+def time_lookup_refused(lookup: str, value: Any) -> bool:
+    """Whether ``value`` for ``lookup`` on a date or time field is one the admin would answer with a 500: a year its
+    date hierarchy cannot step past (it takes year + 1), a time past year 9999 in UTC (SQLite) or an offset Postgres
+    refuses. A value that is no year or time at all is left to Django, which refuses it as any bad value."""
+    if not isinstance(value, str):
+        return False
+    if lookup.rsplit(LOOKUP_SEP, 1)[-1] in DATE_PARTS:
+        return value.isdigit() and not (len(value) <= 4 and 1 <= int(value) <= 9998)
+    try:
+        parsed = parse_datetime(value.strip())
+    except ValueError:
+        return False
+    if parsed is None or parsed.tzinfo is None:
+        return False
+    try:
+        parsed.astimezone(UTC)
+    except OverflowError:
+        return True
+    offset = parsed.utcoffset()
+    return offset is not None and abs(offset) > WIDEST_OFFSET
 
 
 class ChoicesRawIdWidget(ForeignKeyRawIdWidget):
@@ -72,6 +99,8 @@ class StrictLookupsMixin(RawIdChoicesMixin):
             except FieldDoesNotExist:
                 break
             if isinstance(field, models.JSONField):
+                return False
+            if isinstance(field, models.DateField) and time_lookup_refused(lookup, value):
                 return False
             if not field.is_relation or field.related_model is None:
                 break

@@ -1,6 +1,6 @@
 """Query-string filters for the governance endpoints. Bad values are 400s naming the parameter."""
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.db.models import Q, QuerySet
 from django.utils.dateparse import parse_datetime
@@ -34,11 +34,13 @@ def param_datetime(params, name: str) -> datetime | None:
         return None
     try:
         parsed = parse_datetime(value)
-    except ValueError:
-        parsed = None
-    if parsed is None or parsed.tzinfo is None:
+        # In UTC: Postgres refuses an offset past 15:59 and SQLite's adapter a time past year 9999 in UTC (a 500).
+        in_utc = parsed.astimezone(UTC) if parsed is not None and parsed.tzinfo is not None else None
+    except (ValueError, OverflowError):
+        in_utc = None
+    if in_utc is None:
         raise ValidationError({name: ["must be an ISO 8601 time with a time zone, e.g. 2026-01-31T12:00:00Z"]})
-    return parsed
+    return in_utc
 
 
 def tools_filter(qs: QuerySet[Tool], params) -> QuerySet[Tool]:

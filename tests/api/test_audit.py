@@ -75,6 +75,17 @@ def test_bad_filters(api, auditor):
         assert response.status_code == 400 and field in error_of(response)["fields"], query
 
 
+def test_times_at_the_edge_of_the_calendar_are_a_400_or_filter_not_a_500(api, auditor, events):
+    """An offset Postgres refuses (past 15:59) was a 500 there, and a time past year 9999 (or before year 1) in UTC
+    a 500 on SQLite: the times are compared in UTC, and one the calendar cannot hold is a 400 naming the parameter."""
+    total = api.get("audit/", token=auditor).json()["count"]
+    wide_offset = api.get("audit/?since=2000-01-01T00:00:00-23:59&until=2999-01-01T00:00:00%2B23:59", token=auditor)
+    assert wide_offset.status_code == 200 and wide_offset.json()["count"] == total
+    for query, field in [("until=9999-12-31T23:59:59-14:00", "until"), ("since=0001-01-01T00:00:00%2B14:00", "since")]:
+        response = api.get(f"audit/?{query}", token=auditor)
+        assert response.status_code == 400 and field in error_of(response)["fields"], query
+
+
 def test_refused_without_staff_or_permission(api, events, member, approver):
     give_perms(member, "governance.view_auditevent")  # not staff
     for token in (make_token(member, ["api"]), make_token(approver, ["api"])):  # approver: staff, no permission

@@ -404,6 +404,17 @@ def test_an_upstream_text_holding_a_nul_character_is_recorded_replaced(scripted)
     assert server.status == ServerStatus.DEGRADED and server.last_error == stored.error
 
 
+def test_a_tool_with_an_over_long_title_is_kept_with_the_title_cut(scripted):
+    """A title longer than the 500-character column failed the saving of the server's whole listing on Postgres
+    ("value too long", every sync after) while SQLite stored it: the title is cut with a marker, the tool kept."""
+    server, _ = scripted({"pages": [[good_tool("titled", title="T" * 600), good_tool("clean")]]})
+
+    run = server_sync(server_pk=server.pk, trigger="test")
+
+    assert run.status == SyncStatus.SUCCESS and live_names(server) == {"titled", "clean"}
+    assert Tool.objects.get(server=server, name="titled").upstream_title == "T" * 499 + "…"
+
+
 # --- what is not synced, and the lock ---------------------------------------------------------------
 
 
