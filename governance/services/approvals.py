@@ -403,7 +403,8 @@ def approval_consume(*, approval_id: object, principal: Principal, tool: Tool, a
     unknown id, T12), name this tool, match the digest of ``arguments`` (checked next, whatever the request's
     state), be approved and unexpired, and the tool's definition hash and the policy version must not have
     changed. On refusal an
-    ``approval.rejected`` audit event is written in the caller's transaction and ApprovalError is raised.
+    ``approval.rejected`` audit event (``approval.polled`` for a request still pending) is written in the caller's
+    transaction and ApprovalError is raised.
     Raises ArgumentsNotCanonical, ApprovalError."""
     digest = arguments_digest(arguments)
     try:
@@ -476,7 +477,19 @@ def _audit_rejection(
     error: ApprovalError,
     asked_again: bool = False,
 ) -> None:
-    """``asked_again``: a new request for a call denied recently, refused before it was opened (not a use)."""
+    """``asked_again``: a new request for a call denied recently, refused before it was opened (not a use).
+
+    A use of a request still waiting for an approver is an agent polling it, as it is told to: recorded as such
+    (``approval.polled``, outcome pending), not as a refusal an approver or the trail's filters would count."""
+    if error.code == "not_approved":
+        audit_record(
+            event_type=AuditEventType.APPROVAL_POLLED,
+            principal=principal,
+            tool=tool,
+            approval=request,
+            outcome=AuditOutcome.PENDING,
+        )
+        return
     audit_record(
         event_type=AuditEventType.APPROVAL_REJECTED,
         principal=principal,

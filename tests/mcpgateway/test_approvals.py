@@ -126,6 +126,41 @@ def test_a_pending_approval_with_other_arguments_is_refused_as_a_mismatch_not_to
     assert faulty_calls(faulty_call_log, "record_note") == 0
 
 
+def test_polls_of_a_pending_approval_are_audited_as_polls_not_as_rejections(gateway, setup, admin_user):
+    """An agent polls its waiting request as it is told to: each poll is on the record (every execute_tool call is
+    accounted for) as what it is, not as "approval.rejected"/denied, which an operator or approver reads as
+    refusals; the trail's filters (REST audit/ as the admin's) still count the real refusal exactly."""
+    arguments = {"note": "ship the release"}
+
+    async def ask(args: dict[str, Any], approval_id: str | None = None) -> Any:
+        async with mcp_client(gateway, setup["token"], mode=MODERN) as client:
+            payload: dict[str, Any] = {"tool_id": TOOL, "arguments": args}
+            if approval_id:
+                payload["approval_id"] = approval_id
+            return await client.call_tool("execute_tool", payload)
+
+    approval_id = run(lambda: ask(arguments)).structured_content["approval_id"]
+    for _ in range(2):
+        assert run(lambda: ask(arguments, approval_id)).structured_content["approval_pending"] is True
+    refused = run(lambda: ask({"note": "ship it all"}, approval_id))  # a real refusal: other arguments
+    assert refused.structured_content == {"approval_rejected": "arguments_mismatch"}
+
+    operator = make_token(admin_user, ["api"])
+
+    def audit(query: str) -> list[dict[str, Any]]:
+        response = httpx.get(
+            f"{gateway.url}/api/v1/audit/?tool={TOOL}&{query}", headers={"Authorization": f"Bearer {operator}"}
+        )
+        assert response.status_code == 200, response.text[:500]
+        return [event for event in response.json()["results"] if event["approval_ref"] == approval_id]
+
+    polls = audit("event_type=approval.polled")
+    assert [event["outcome"] for event in polls] == ["pending", "pending"]
+    rejected = audit("event_type=approval.rejected")
+    assert [event["payload"]["code"] for event in rejected] == ["arguments_mismatch"]
+    assert [event["event_type"] for event in audit("outcome=denied")] == ["approval.rejected"]
+
+
 def test_the_same_call_without_its_approved_approval_id_is_pointed_to_it_not_asked_again(
     gateway, setup, faulty_call_log
 ):
