@@ -181,9 +181,9 @@ class ConfirmedAccess:
     is confirmed before its response starts, if its handler has not done so, and answered 401 (as by
     ``RequireAuthMiddleware``) when the token may no longer act. The handler's own answer is dropped then."""
 
-    def __init__(self, app: ASGIApp, resource_metadata_url: Any = None) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
-        self.refusal = RequireAuthMiddleware(app, [], resource_metadata_url)
+        self.refusal = RequireAuthMiddleware(app, [])
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         user = scope.get("user")

@@ -20,7 +20,6 @@ from django.conf import settings
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
-from mcp.server.auth.routes import build_resource_metadata_url
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import MCPServer
@@ -238,11 +237,12 @@ def build_mcp_server() -> ScoutMCPServer:
         title="Scout",
         instructions=INSTRUCTIONS,
         token_verifier=ScoutTokenVerifier(),
-        auth=AuthSettings(
-            issuer_url=settings.SCOUT_PUBLIC_URL,
-            resource_server_url=f"{settings.SCOUT_PUBLIC_URL}/mcp",
-            validate_token_resource=False,  # Scout's verifier checks its own tokens; they name no audience
-        ),
+        # Scout issues its own opaque API tokens (in the admin) and runs no OAuth authorization server, so it
+        # publishes no protected-resource metadata (resource_server_url None): MCP's authorization requires that
+        # metadata to name one (spec 2025-11-25), and naming one that is not there sends a host following it after
+        # a 401 into failed discovery. A host is configured with the token instead. The issuer URL is required by
+        # the SDK and published nowhere.
+        auth=AuthSettings(issuer_url=settings.SCOUT_PUBLIC_URL, resource_server_url=None),
     )
     if not tracing_installed():
         server.middleware[:] = [m for m in server.middleware if not isinstance(m, OpenTelemetryMiddleware)]
@@ -250,10 +250,11 @@ def build_mcp_server() -> ScoutMCPServer:
 
 
 def build_routes(server: ScoutMCPServer) -> list[BaseRoute]:
-    """Routes for /mcp and its protected-resource metadata, with the guards in order: edge checks, bearer
-    authentication (a token from the process's cache confirmed before the response: auth.py), no GET when stateless,
-    the rate per token, body checks, then the SDK's Streamable HTTP handling."""
-    sdk_app = server.streamable_http_app(
+    """The route for /mcp, with the guards in order: edge checks, bearer authentication (a token from the process's
+    cache confirmed before the response: auth.py), no GET when stateless, the rate per token, body checks, then the
+    SDK's Streamable HTTP handling."""
+    # Called for its session manager; its own app is not mounted (the guards above wrap the SDK's handler).
+    server.streamable_http_app(
         stateless_http=settings.SCOUT_MCP_STATELESS,
         transport_security=transport_security(),
         max_request_body_size=settings.SCOUT_MCP_MAX_BODY_BYTES,
@@ -270,13 +271,8 @@ def build_routes(server: ScoutMCPServer) -> list[BaseRoute]:
     )
     if settings.SCOUT_MCP_STATELESS:
         inner = StatelessGetGuard(inner)
-    resource_metadata_url = build_resource_metadata_url(auth.resource_server_url)
     endpoint = AuthenticationMiddleware(
-        AuthContextMiddleware(
-            RequireAuthMiddleware(
-                ConfirmedAccess(inner, resource_metadata_url), auth.required_scopes or [], resource_metadata_url
-            )
-        ),
+        AuthContextMiddleware(RequireAuthMiddleware(ConfirmedAccess(inner), auth.required_scopes or [])),
         backend=BearerAuthBackend(verifier),
     )
     guarded = EdgeGuard(
@@ -284,10 +280,7 @@ def build_routes(server: ScoutMCPServer) -> list[BaseRoute]:
         allowed_hosts=list(settings.SCOUT_MCP_ALLOWED_HOSTS),
         allowed_origins=list(settings.SCOUT_MCP_ALLOWED_ORIGINS),
     )
-    metadata_routes = [
-        route for route in sdk_app.routes if isinstance(route, Route) and route.path.startswith("/.well-known/")
-    ]
-    return [Route("/mcp", endpoint=guarded), *metadata_routes]
+    return [Route("/mcp", endpoint=guarded)]
 
 
 def gateway_warm_up() -> None:

@@ -32,15 +32,18 @@ def member_token(gateway) -> str:
     return make_token(make_user("gw_member"))
 
 
-def test_no_token_is_401_with_www_authenticate_naming_the_metadata_url(gateway):
+def test_no_token_is_401_with_a_bearer_challenge_naming_no_authorization_server(gateway):
+    """Scout runs no OAuth authorization server (its tokens are issued in the admin), so it advertises none: no
+    resource_metadata pointer and no protected-resource metadata, which MCP's authorization requires to name one.
+    A host following MCP auth after the 401 finds no metadata and asks for a token, instead of being sent to an
+    authorization server whose metadata is a 404."""
     response = raw_post(gateway, modern_request("tools/list"))
     assert response.status_code == 401
     challenge = response.headers["www-authenticate"]
     assert challenge.startswith("Bearer ")
-    assert "/.well-known/oauth-protected-resource/mcp" in challenge
-    metadata = httpx.get(f"{gateway.url}/.well-known/oauth-protected-resource/mcp", timeout=10)
-    assert metadata.status_code == 200
-    assert metadata.json()["resource"].endswith("/mcp")
+    assert "resource_metadata" not in challenge
+    for path in ("oauth-protected-resource/mcp", "oauth-protected-resource", "oauth-authorization-server"):
+        assert httpx.get(f"{gateway.url}/.well-known/{path}", timeout=10).status_code == 404, path
 
 
 @pytest.mark.parametrize(
