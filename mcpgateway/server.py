@@ -19,7 +19,7 @@ import mcp_types as types
 from django.conf import settings
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
-from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
+from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import MCPServer
@@ -36,7 +36,7 @@ from catalog.models import Tool
 from governance.writebehind import write_behind_flush
 from search.services import search_warm_up
 
-from .auth import ConfirmedAccess, ScoutTokenVerifier, principal_from_context
+from .auth import ConfirmedAccess, RequireToken, ScoutTokenVerifier, principal_from_context
 from .choices import Exposure
 from .constants import META_TOOL_EXECUTE, META_TOOLS
 from .db import orm_threads_stop, run_orm
@@ -260,8 +260,7 @@ def build_routes(server: ScoutMCPServer) -> list[BaseRoute]:
         max_request_body_size=settings.SCOUT_MCP_MAX_BODY_BYTES,
     )
     verifier = server._token_verifier  # noqa: SLF001 - the verifier MCPServer was built with
-    auth = server.settings.auth
-    assert auth is not None and verifier is not None
+    assert verifier is not None
     inner = RateGuard(
         BodyGuard(
             StreamableHTTPASGIApp(server.session_manager),
@@ -272,7 +271,7 @@ def build_routes(server: ScoutMCPServer) -> list[BaseRoute]:
     if settings.SCOUT_MCP_STATELESS:
         inner = StatelessGetGuard(inner)
     endpoint = AuthenticationMiddleware(
-        AuthContextMiddleware(RequireAuthMiddleware(ConfirmedAccess(inner), auth.required_scopes or [])),
+        AuthContextMiddleware(RequireToken(ConfirmedAccess(inner))),
         backend=BearerAuthBackend(verifier),
     )
     guarded = EdgeGuard(

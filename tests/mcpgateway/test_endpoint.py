@@ -41,9 +41,22 @@ def test_no_token_is_401_with_a_bearer_challenge_naming_no_authorization_server(
     assert response.status_code == 401
     challenge = response.headers["www-authenticate"]
     assert challenge.startswith("Bearer ")
-    assert "resource_metadata" not in challenge
+    assert "resource_metadata" not in challenge and "authorization_server" not in challenge
     for path in ("oauth-protected-resource/mcp", "oauth-protected-resource", "oauth-authorization-server"):
         assert httpx.get(f"{gateway.url}/.well-known/{path}", timeout=10).status_code == 404, path
+
+
+@pytest.mark.parametrize("headers", [{}, {"Authorization": "Basic Z3dfbWVtYmVyOnB3"}])
+def test_a_request_without_a_bearer_token_is_challenged_without_an_error_code(gateway, headers):
+    """RFC 6750 §3.1: a request with no credentials (or another scheme's) gets a challenge without an error code;
+    invalid_token would tell a host that has no token yet that its token is bad."""
+    response = raw_post(gateway, modern_request("tools/list"), headers=headers)
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"] == 'Bearer realm="scout"'
+    assert "error" not in response.json() and "Authorization: Bearer" in response.json()["error_description"]
+
+
+INVALID = 'Bearer realm="scout", error="invalid_token", error_description="The access token is not valid"'
 
 
 @pytest.mark.parametrize(
@@ -52,13 +65,14 @@ def test_no_token_is_401_with_a_bearer_challenge_naming_no_authorization_server(
         "Bearer scout_" + "A" * 43,  # well-formed, unknown
         "Bearer not-a-scout-token",
         "Bearer eyJhbGciOiJub25lIn0.eyJzdWIiOiJhZG1pbiJ9.",  # alg:none JWT
-        "Basic Z3dfbWVtYmVyOnB3",  # another scheme
+        "Bearer scout_",
     ],
 )
-def test_bad_tokens_are_401(gateway, authorization):
+def test_bad_tokens_are_401_invalid_token(gateway, authorization):
     response = raw_post(gateway, modern_request("tools/list"), headers={"Authorization": authorization})
     assert response.status_code == 401
-    assert "www-authenticate" in response.headers
+    assert response.headers["www-authenticate"] == INVALID
+    assert response.json() == {"error": "invalid_token", "error_description": "The access token is not valid"}
 
 
 def test_revoked_and_expired_tokens_are_401(gateway):
@@ -72,8 +86,27 @@ def test_revoked_and_expired_tokens_are_401(gateway):
     assert raw_post(gateway, modern_request("tools/list"), token=revoked).status_code == 200
     api_token_revoke(token=ApiToken.objects.get(display_prefix=revoked[:10]))
     ApiToken.objects.filter(display_prefix=expired[:10]).update(expires_at=timezone.now())
-    assert raw_post(gateway, modern_request("tools/list"), token=revoked).status_code == 401
-    assert raw_post(gateway, modern_request("tools/list"), token=expired).status_code == 401
+    for token, said in ((revoked, "was revoked"), (expired, "expired")):
+        response = raw_post(gateway, modern_request("tools/list"), token=token)
+        assert response.status_code == 401
+        description = f"The access token {said}"
+        assert response.headers["www-authenticate"] == (
+            f'Bearer realm="scout", error="invalid_token", error_description="{description}"'
+        )
+        assert response.json() == {"error": "invalid_token", "error_description": description}
+
+
+def test_a_refused_token_is_told_only_about_itself(gateway):
+    """The description is about the token sent: a token of a deactivated user, or one a character off a live
+    token, reads as any unknown token, so nothing tells whether some other token exists."""
+    user = make_user("gw_leaver")
+    live, leaver = make_token(make_user("gw_live")), make_token(user)
+    user.is_active = False
+    user.save()
+    near_miss = live[:-1] + ("A" if live[-1] != "A" else "B")
+    for token in (leaver, near_miss):
+        response = raw_post(gateway, modern_request("tools/list"), token=token)
+        assert response.status_code == 401 and response.headers["www-authenticate"] == INVALID
 
 
 def test_identity_only_from_the_authorization_header(gateway, member_token):

@@ -62,8 +62,12 @@ def test_a_kept_token_revoked_is_401_on_its_next_request(gateway, request_body):
     api_token_revoke(token=ApiToken.objects.get(display_prefix=token[:10]))
     refused = raw_post(gateway, request_body, token=token)
     assert refused.status_code == 401
-    assert refused.headers["www-authenticate"].startswith('Bearer error="invalid_token"')
-    assert refused.json() == {"error": "invalid_token", "error_description": "Authentication required"}
+    revoked = "The access token was revoked"
+    assert (
+        refused.headers["www-authenticate"]
+        == f'Bearer realm="scout", error="invalid_token", error_description="{revoked}"'
+    )
+    assert refused.json() == {"error": "invalid_token", "error_description": revoked}
     assert raw_post(gateway, request_body, token=token).status_code == 401
 
 
