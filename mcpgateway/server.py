@@ -235,6 +235,7 @@ def build_mcp_server() -> ScoutMCPServer:
     server = ScoutMCPServer(
         name="scout",
         title="Scout",
+        version=settings.SCOUT_VERSION,
         instructions=INSTRUCTIONS,
         token_verifier=ScoutTokenVerifier(),
         # Scout issues its own opaque API tokens (in the admin) and runs no OAuth authorization server, so it

@@ -6,6 +6,8 @@ import json
 import logging
 import socket
 import time
+import tomllib
+from pathlib import Path
 
 import httpx
 import pytest
@@ -342,3 +344,23 @@ def test_forged_cursor_is_rejected(gateway, member_token):
     response = raw_post(gateway, modern_request("tools/list", {"cursor": "eyJvZmZzZXQiOjEwMH0="}), token=member_token)
     assert response.status_code == 400
     assert rpc_result(response)["error"]["code"] == -32602
+
+
+@pytest.mark.parametrize("mode", PROTOCOL_MODES)
+def test_server_info_names_scouts_version(gateway, member_token, mode):
+    """serverInfo (the 2025 initialize result; the _meta stamp on every 2026-07-28 result) carries the version
+    pyproject.toml defines, not "": a host or an operator reading a client's log can tell which Scout answered."""
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text(encoding="utf-8"))
+    version = pyproject["project"]["version"]
+    assert version
+
+    async def main():
+        async with mcp_client(gateway, member_token, mode=mode) as client:
+            listed = await client.list_tools()
+            return client.server_info, (listed.meta or {}).get("io.modelcontextprotocol/serverInfo")
+
+    info, stamped = run(main)
+    if mode == LEGACY:
+        assert (info.name, info.version) == ("scout", version)
+    else:
+        assert stamped == {"name": "scout", "title": "Scout", "version": version}
