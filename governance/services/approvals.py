@@ -481,20 +481,12 @@ def _audit_rejection(
 
     A use of a request still waiting for an approver is an agent polling it, as it is told to: recorded as such
     (``approval.polled``, outcome pending), not as a refusal an approver or the trail's filters would count."""
-    if error.code == "not_approved":
-        audit_record(
-            event_type=AuditEventType.APPROVAL_POLLED,
-            principal=principal,
-            tool=tool,
-            approval=request,
-            outcome=AuditOutcome.PENDING,
-        )
-        return
+    polled = error.code == "not_approved"
     audit_record(
-        event_type=AuditEventType.APPROVAL_REJECTED,
+        event_type=AuditEventType.APPROVAL_POLLED if polled else AuditEventType.APPROVAL_REJECTED,
         principal=principal,
         tool=tool,
         approval=request,
-        outcome=AuditOutcome.DENIED,
-        payload={"code": error.code, **({"asked_again": True} if asked_again else {})},
+        outcome=AuditOutcome.PENDING if polled else AuditOutcome.DENIED,
+        payload=None if polled else {"code": error.code, **({"asked_again": True} if asked_again else {})},
     )

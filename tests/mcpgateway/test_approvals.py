@@ -27,6 +27,19 @@ def _text(result: Any) -> str:
     return "".join(block.text for block in result.content if getattr(block, "type", "") == "text")
 
 
+def _execute(gateway: Any, token: str, arguments: dict[str, Any], approval_id: str | None = None) -> Any:
+    """One execute_tool call of TOOL over HTTP (2026-07-28), with ``approval_id`` when given."""
+
+    async def call() -> Any:
+        async with mcp_client(gateway, token, mode=MODERN) as client:
+            payload: dict[str, Any] = {"tool_id": TOOL, "arguments": arguments}
+            if approval_id:
+                payload["approval_id"] = approval_id
+            return await client.call_tool("execute_tool", payload)
+
+    return run(call)
+
+
 def _admin_approve(base_url: str, approval_url: str, username: str) -> httpx.Response:
     """Log in to the Django admin as ``username`` and approve the request at ``approval_url``."""
     with httpx.Client(base_url=base_url, timeout=30, follow_redirects=False) as browser:
@@ -106,16 +119,9 @@ def test_a_pending_approval_with_other_arguments_is_refused_as_a_mismatch_not_to
     anything about the request's state: "still waiting" would have it wait for an approval it can never use."""
     from governance.models import ApprovalRequest, AuditEvent
 
-    async def ask(arguments: dict[str, Any], approval_id: str | None = None) -> Any:
-        async with mcp_client(gateway, setup["token"], mode=MODERN) as client:
-            payload: dict[str, Any] = {"tool_id": TOOL, "arguments": arguments}
-            if approval_id:
-                payload["approval_id"] = approval_id
-            return await client.call_tool("execute_tool", payload)
-
-    first = run(lambda: ask({"note": "ship the release"}))
+    first = _execute(gateway, setup["token"], {"note": "ship the release"})
     approval_id = first.structured_content["approval_id"]
-    changed = run(lambda: ask({"note": "ship it all"}, approval_id))
+    changed = _execute(gateway, setup["token"], {"note": "ship it all"}, approval_id)
     assert changed.is_error and changed.structured_content == {"approval_rejected": "arguments_mismatch"}
     text = _text(changed)
     assert "arguments differ from the ones this approval was asked for" in text
@@ -130,19 +136,11 @@ def test_polls_of_a_pending_approval_are_audited_as_polls_not_as_rejections(gate
     """An agent polls its waiting request as it is told to: each poll is on the record (every execute_tool call is
     accounted for) as what it is, not as "approval.rejected"/denied, which an operator or approver reads as
     refusals; the trail's filters (REST audit/ as the admin's) still count the real refusal exactly."""
-    arguments = {"note": "ship the release"}
-
-    async def ask(args: dict[str, Any], approval_id: str | None = None) -> Any:
-        async with mcp_client(gateway, setup["token"], mode=MODERN) as client:
-            payload: dict[str, Any] = {"tool_id": TOOL, "arguments": args}
-            if approval_id:
-                payload["approval_id"] = approval_id
-            return await client.call_tool("execute_tool", payload)
-
-    approval_id = run(lambda: ask(arguments)).structured_content["approval_id"]
+    token, arguments = setup["token"], {"note": "ship the release"}
+    approval_id = _execute(gateway, token, arguments).structured_content["approval_id"]
     for _ in range(2):
-        assert run(lambda: ask(arguments, approval_id)).structured_content["approval_pending"] is True
-    refused = run(lambda: ask({"note": "ship it all"}, approval_id))  # a real refusal: other arguments
+        assert _execute(gateway, token, arguments, approval_id).structured_content["approval_pending"] is True
+    refused = _execute(gateway, token, {"note": "ship it all"}, approval_id)  # a real refusal: other arguments
     assert refused.structured_content == {"approval_rejected": "arguments_mismatch"}
 
     operator = make_token(admin_user, ["api"])
