@@ -140,6 +140,8 @@ def test_polls_of_a_pending_approval_are_audited_as_polls_not_as_rejections(gate
     approval_id = _execute(gateway, token, arguments).structured_content["approval_id"]
     for _ in range(2):
         assert _execute(gateway, token, arguments, approval_id).structured_content["approval_pending"] is True
+    again = _execute(gateway, token, arguments)  # the same call without its approval_id: the same request
+    assert again.structured_content["approval_id"] == approval_id
     refused = _execute(gateway, token, {"note": "ship it all"}, approval_id)  # a real refusal: other arguments
     assert refused.structured_content == {"approval_rejected": "arguments_mismatch"}
 
@@ -153,7 +155,8 @@ def test_polls_of_a_pending_approval_are_audited_as_polls_not_as_rejections(gate
         return [event for event in response.json()["results"] if event["approval_ref"] == approval_id]
 
     polls = audit("event_type=approval.polled")
-    assert [event["outcome"] for event in polls] == ["pending", "pending"]
+    assert [(event["outcome"], event["payload"]) for event in polls] == [("pending", {"status": "pending"})] * 3
+    assert len(audit("event_type=approval.requested")) == 1  # five execute_tool calls, five events
     rejected = audit("event_type=approval.rejected")
     assert [event["payload"]["code"] for event in rejected] == ["arguments_mismatch"]
     assert [event["event_type"] for event in audit("outcome=denied")] == ["approval.rejected"]
@@ -166,7 +169,7 @@ def test_the_same_call_without_its_approved_approval_id_is_pointed_to_it_not_ask
     a call already approved back in an approver's inbox."""
     from django.contrib.auth import get_user_model
 
-    from governance.models import ApprovalRequest
+    from governance.models import ApprovalRequest, AuditEvent
     from governance.services.approvals import approval_decide
 
     async def ask(approval_id: str | None = None) -> Any:
@@ -186,6 +189,8 @@ def test_the_same_call_without_its_approved_approval_id_is_pointed_to_it_not_ask
     assert f'approval_id "{approval_id}" to run it' in _text(again)
     assert ApprovalRequest.objects.count() == 1 and faulty_calls(faulty_call_log, "record_note") == 0
 
+    asked_about = AuditEvent.objects.filter(event_type="approval.polled", approval_ref=approval_id)
+    assert [event.payload for event in asked_about] == [{"status": "approved"}]  # on the record, not a request
     executed = run(lambda: ask(approval_id))
     assert not executed.is_error and faulty_calls(faulty_call_log, "record_note") == 1
     after_use = run(ask)  # used up: the same call now asks anew
