@@ -192,11 +192,11 @@ REFUSALS = {  # api_token_refusal's answer -> what the 401 says of the token sen
 }
 
 
-async def send_challenge(send: Send, *, refusal: str | None) -> None:
-    """A 401 with an RFC 6750 challenge. ``refusal`` None: the request carried no bearer token, which gets no error
-    code (§3.1: the client may not know authentication is needed); else ``invalid_token`` and what was wrong with
-    the token sent. No resource_metadata: Scout runs no authorization server to point to (server.py)."""
-    challenge = f'Bearer realm="{REALM}"'
+async def send_challenge(send: Send, *, refusal: str | None, resource_metadata: str) -> None:
+    """A 401 with an RFC 6750 challenge naming the protected-resource metadata (RFC 9728, ``resource_metadata``:
+    server.py). ``refusal`` None: the request carried no bearer token, which gets no error code (§3.1: the client
+    may not know authentication is needed); else ``invalid_token`` and what was wrong with the token sent."""
+    challenge = f'Bearer realm="{REALM}", resource_metadata="{resource_metadata}"'
     body = {"error_description": "This endpoint needs an API token: send Authorization: Bearer <token>"}
     if refusal is not None:
         body = {"error": "invalid_token", "error_description": REFUSALS[refusal]}
@@ -221,8 +221,9 @@ class RequireToken:
     """In place of the SDK's RequireAuthMiddleware (whose 401 says ``invalid_token`` to a request without any
     token): a request the bearer backend did not authenticate is answered by ``send_challenge``."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, resource_metadata: str) -> None:
         self.app = app
+        self.resource_metadata = resource_metadata
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if isinstance(scope.get("user"), AuthenticatedUser):
@@ -231,7 +232,7 @@ class RequireToken:
         raw = sent_bearer_token(scope)
         # Looked up again only on this refusal path: the verifier's answer (None) does not say why.
         refusal = None if raw is None else await run_orm(api_token_refusal, raw)
-        await send_challenge(send, refusal=refusal)
+        await send_challenge(send, refusal=refusal, resource_metadata=self.resource_metadata)
 
 
 class ConfirmedAccess:
@@ -239,8 +240,9 @@ class ConfirmedAccess:
     before its response starts, if its handler has not done so, and answered 401 (as by ``RequireToken``) when
     the token may no longer act. The handler's own answer is dropped then."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, resource_metadata: str) -> None:
         self.app = app
+        self.resource_metadata = resource_metadata
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         user = scope.get("user")
@@ -257,7 +259,8 @@ class ConfirmedAccess:
                     await run_orm(access_confirm, access)
                 if access._refused:
                     refused = True
-                    await send_challenge(send, refusal=await run_orm(api_token_refusal, access.token))
+                    refusal = await run_orm(api_token_refusal, access.token)
+                    await send_challenge(send, refusal=refusal, resource_metadata=self.resource_metadata)
                     return
             if not refused:
                 await send(message)

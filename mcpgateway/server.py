@@ -20,6 +20,7 @@ from django.conf import settings
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend
+from mcp.server.auth.routes import build_resource_metadata_url
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import MCPServer
@@ -238,12 +239,15 @@ def build_mcp_server() -> ScoutMCPServer:
         version=settings.SCOUT_VERSION,
         instructions=INSTRUCTIONS,
         token_verifier=ScoutTokenVerifier(),
-        # Scout issues its own opaque API tokens (in the admin) and runs no OAuth authorization server, so it
-        # publishes no protected-resource metadata (resource_server_url None): MCP's authorization requires that
-        # metadata to name one (spec 2025-11-25), and naming one that is not there sends a host following it after
-        # a 401 into failed discovery. A host is configured with the token instead. The issuer URL is required by
-        # the SDK and published nowhere.
-        auth=AuthSettings(issuer_url=settings.SCOUT_PUBLIC_URL, resource_server_url=None),
+        # Protected-resource metadata (RFC 9728) at /.well-known/oauth-protected-resource/mcp, named in every 401
+        # (SECURITY-TESTS C1-1). It names the issuer URL as the authorization server, as MCP's authorization asks
+        # of it; Scout's tokens are its own API tokens, issued in the admin, and no OAuth sign-in is served there
+        # yet (DESIGN: "later OAuth"), so a host is configured with the token (README, "Connect an MCP host").
+        auth=AuthSettings(
+            issuer_url=settings.SCOUT_PUBLIC_URL,
+            resource_server_url=f"{settings.SCOUT_PUBLIC_URL}/mcp",
+            validate_token_resource=False,  # Scout's verifier checks its own tokens; they name no audience
+        ),
     )
     if not tracing_installed():
         server.middleware[:] = [m for m in server.middleware if not isinstance(m, OpenTelemetryMiddleware)]
@@ -251,17 +255,19 @@ def build_mcp_server() -> ScoutMCPServer:
 
 
 def build_routes(server: ScoutMCPServer) -> list[BaseRoute]:
-    """The route for /mcp, with the guards in order: edge checks, bearer authentication (a token from the process's
-    cache confirmed before the response: auth.py), no GET when stateless, the rate per token, body checks, then the
-    SDK's Streamable HTTP handling."""
-    # Called for its session manager; its own app is not mounted (the guards above wrap the SDK's handler).
-    server.streamable_http_app(
+    """Routes for /mcp and its protected-resource metadata, with the guards in order: edge checks, bearer
+    authentication (a token from the process's cache confirmed before the response: auth.py), no GET when stateless,
+    the rate per token, body checks, then the SDK's Streamable HTTP handling."""
+    # Built for its session manager and metadata routes; its /mcp app is not mounted (the guards wrap the handler).
+    sdk_app = server.streamable_http_app(
         stateless_http=settings.SCOUT_MCP_STATELESS,
         transport_security=transport_security(),
         max_request_body_size=settings.SCOUT_MCP_MAX_BODY_BYTES,
     )
     verifier = server._token_verifier  # noqa: SLF001 - the verifier MCPServer was built with
-    assert verifier is not None
+    auth = server.settings.auth
+    assert auth is not None and verifier is not None
+    resource_metadata = str(build_resource_metadata_url(auth.resource_server_url))
     inner = RateGuard(
         BodyGuard(
             StreamableHTTPASGIApp(server.session_manager),
@@ -272,7 +278,7 @@ def build_routes(server: ScoutMCPServer) -> list[BaseRoute]:
     if settings.SCOUT_MCP_STATELESS:
         inner = StatelessGetGuard(inner)
     endpoint = AuthenticationMiddleware(
-        AuthContextMiddleware(RequireToken(ConfirmedAccess(inner))),
+        AuthContextMiddleware(RequireToken(ConfirmedAccess(inner, resource_metadata), resource_metadata)),
         backend=BearerAuthBackend(verifier),
     )
     guarded = EdgeGuard(
@@ -280,7 +286,10 @@ def build_routes(server: ScoutMCPServer) -> list[BaseRoute]:
         allowed_hosts=list(settings.SCOUT_MCP_ALLOWED_HOSTS),
         allowed_origins=list(settings.SCOUT_MCP_ALLOWED_ORIGINS),
     )
-    return [Route("/mcp", endpoint=guarded)]
+    metadata_routes = [
+        route for route in sdk_app.routes if isinstance(route, Route) and route.path.startswith("/.well-known/")
+    ]
+    return [Route("/mcp", endpoint=guarded), *metadata_routes]
 
 
 def gateway_warm_up() -> None:

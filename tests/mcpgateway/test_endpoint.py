@@ -14,8 +14,10 @@ import pytest
 
 from .conftest import (
     LEGACY,
+    METADATA_PATH,
     MODERN,
     PROTOCOL_MODES,
+    challenge_params,
     gateway_db,
     make_token,
     make_user,
@@ -34,18 +36,15 @@ def member_token(gateway) -> str:
     return make_token(make_user("gw_member"))
 
 
-def test_no_token_is_401_with_a_bearer_challenge_naming_no_authorization_server(gateway):
-    """Scout runs no OAuth authorization server (its tokens are issued in the admin), so it advertises none: no
-    resource_metadata pointer and no protected-resource metadata, which MCP's authorization requires to name one.
-    A host following MCP auth after the 401 finds no metadata and asks for a token, instead of being sent to an
-    authorization server whose metadata is a 404."""
+def test_no_token_is_401_with_www_authenticate_naming_the_metadata_url(gateway):
+    """SECURITY-TESTS C1-1: the 401 names the protected-resource metadata (RFC 9728), which is served."""
     response = raw_post(gateway, modern_request("tools/list"))
     assert response.status_code == 401
-    challenge = response.headers["www-authenticate"]
-    assert challenge.startswith("Bearer ")
-    assert "resource_metadata" not in challenge and "authorization_server" not in challenge
-    for path in ("oauth-protected-resource/mcp", "oauth-protected-resource", "oauth-authorization-server"):
-        assert httpx.get(f"{gateway.url}/.well-known/{path}", timeout=10).status_code == 404, path
+    url = challenge_params(response)["resource_metadata"]
+    assert url.endswith(METADATA_PATH)
+    metadata = httpx.get(f"{gateway.url}{METADATA_PATH}", timeout=10)
+    assert metadata.status_code == 200
+    assert metadata.json()["resource"].endswith("/mcp") and metadata.json()["authorization_servers"]
 
 
 @pytest.mark.parametrize("headers", [{}, {"Authorization": "Basic Z3dfbWVtYmVyOnB3"}])
@@ -54,11 +53,19 @@ def test_a_request_without_a_bearer_token_is_challenged_without_an_error_code(ga
     invalid_token would tell a host that has no token yet that its token is bad."""
     response = raw_post(gateway, modern_request("tools/list"), headers=headers)
     assert response.status_code == 401
-    assert response.headers["www-authenticate"] == 'Bearer realm="scout"'
+    params = challenge_params(response)
+    assert params == {"realm": "scout", "resource_metadata": params["resource_metadata"]}  # no error code
     assert "error" not in response.json() and "Authorization: Bearer" in response.json()["error_description"]
 
 
-INVALID = 'Bearer realm="scout", error="invalid_token", error_description="The access token is not valid"'
+INVALID = {"realm": "scout", "error": "invalid_token", "error_description": "The access token is not valid"}
+
+
+def refusal_params(response: httpx.Response) -> dict[str, str]:
+    """The challenge's parameters but the metadata URL, which every 401 names (C1-1)."""
+    params = challenge_params(response)
+    assert params.pop("resource_metadata").endswith(METADATA_PATH)
+    return params
 
 
 @pytest.mark.parametrize(
@@ -73,7 +80,7 @@ INVALID = 'Bearer realm="scout", error="invalid_token", error_description="The a
 def test_bad_tokens_are_401_invalid_token(gateway, authorization):
     response = raw_post(gateway, modern_request("tools/list"), headers={"Authorization": authorization})
     assert response.status_code == 401
-    assert response.headers["www-authenticate"] == INVALID
+    assert refusal_params(response) == INVALID
     assert response.json() == {"error": "invalid_token", "error_description": "The access token is not valid"}
 
 
@@ -92,9 +99,11 @@ def test_revoked_and_expired_tokens_are_401(gateway):
         response = raw_post(gateway, modern_request("tools/list"), token=token)
         assert response.status_code == 401
         description = f"The access token {said}"
-        assert response.headers["www-authenticate"] == (
-            f'Bearer realm="scout", error="invalid_token", error_description="{description}"'
-        )
+        assert refusal_params(response) == {
+            "realm": "scout",
+            "error": "invalid_token",
+            "error_description": description,
+        }
         assert response.json() == {"error": "invalid_token", "error_description": description}
 
 
@@ -108,7 +117,7 @@ def test_a_refused_token_is_told_only_about_itself(gateway):
     near_miss = live[:-1] + ("A" if live[-1] != "A" else "B")
     for token in (leaver, near_miss):
         response = raw_post(gateway, modern_request("tools/list"), token=token)
-        assert response.status_code == 401 and response.headers["www-authenticate"] == INVALID
+        assert response.status_code == 401 and refusal_params(response) == INVALID
 
 
 def test_identity_only_from_the_authorization_header(gateway, member_token):

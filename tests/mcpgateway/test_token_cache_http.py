@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import gateway_db, make_token, make_user, modern_request, raw_post, rpc_result
+from .conftest import challenge_params, gateway_db, make_token, make_user, modern_request, raw_post, rpc_result
 
 pytestmark = [gateway_db, pytest.mark.slow]
 
@@ -63,10 +63,9 @@ def test_a_kept_token_revoked_is_401_on_its_next_request(gateway, request_body):
     refused = raw_post(gateway, request_body, token=token)
     assert refused.status_code == 401
     revoked = "The access token was revoked"
-    assert (
-        refused.headers["www-authenticate"]
-        == f'Bearer realm="scout", error="invalid_token", error_description="{revoked}"'
-    )
+    params = challenge_params(refused)
+    assert params["error"] == "invalid_token" and params["error_description"] == revoked
+    assert params["resource_metadata"].endswith("/.well-known/oauth-protected-resource/mcp")
     assert refused.json() == {"error": "invalid_token", "error_description": revoked}
     assert raw_post(gateway, request_body, token=token).status_code == 401
 
