@@ -1,10 +1,10 @@
 """Identity on /mcp: Scout API tokens verified through the SDK's ``TokenVerifier`` protocol.
 
 The bearer middleware calls ``ScoutTokenVerifier.verify_token`` for every HTTP request; a None answer is a
-401 with ``WWW-Authenticate``. Inside a handler the principal is the one verified for the *current* HTTP
-request (``principal_from_context``), so a revocation takes effect on the next message even within an open
-session. Nothing a client sends besides the bearer token (other headers,
-``_meta``, arguments) ever names a user, agent or tenant.
+401 with an RFC 6750 challenge (``RequireToken``). Inside a handler the principal is the one verified for the
+*current* HTTP request (``principal_from_context``), so a revocation takes effect on the next message even within
+an open session. Nothing a client sends besides the bearer token (other headers, ``_meta``, arguments) ever names
+a user, agent or tenant.
 
 Verified tokens are kept per process (``TokenCache``, issue 9: the token check was a second ORM hop and
 ~14% of a search's CPU). A kept answer is only a candidate: before the request's principal is used, it is
@@ -12,25 +12,33 @@ confirmed on an ORM thread against the database's visibility version (``access_c
 token save, revocation, user, tenant-membership and agent change rewrites in its own transaction, so a
 revoked token is refused by every process on its next request. tool_search confirms on the thread that runs
 its search (one hop in all); any other request is confirmed by its handler or, at the latest, before its
-response starts (``ConfirmedAccess``), and a refusal there is the same 401 as an unknown token's.
+response starts (``ConfirmedAccess``), and a refusal there is the same 401 as ``RequireToken``'s.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 from collections import OrderedDict
 from typing import Any
 
 from django.utils import timezone
 from mcp.server.auth.middleware.auth_context import get_access_token
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, RequireAuthMiddleware
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from pydantic import PrivateAttr
+from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from governance.principals import Principal
-from governance.services.tokens import VerifiedToken, api_token_confirm, api_token_verify, api_token_verify_versioned
+from governance.services.tokens import (
+    VerifiedToken,
+    api_token_confirm,
+    api_token_refusal,
+    api_token_verify,
+    api_token_verify_versioned,
+)
 
 from .db import run_orm
 
@@ -176,14 +184,65 @@ async def principal_from_context(ctx: Any) -> Principal | None:
     return await run_orm(api_token_verify, access_token.token)
 
 
-class ConfirmedAccess:
-    """Between the SDK's RequireAuthMiddleware and the MCP app: a request authenticated from the token cache
-    is confirmed before its response starts, if its handler has not done so, and answered 401 (as by
-    ``RequireAuthMiddleware``) when the token may no longer act. The handler's own answer is dropped then."""
+REALM = "scout"
+REFUSALS = {  # api_token_refusal's answer -> what the 401 says of the token sent (RFC 6750 error_description)
+    "revoked": "The access token was revoked",
+    "expired": "The access token expired",
+    "invalid": "The access token is not valid",
+}
 
-    def __init__(self, app: ASGIApp, resource_metadata_url: Any = None) -> None:
+
+async def send_challenge(send: Send, *, refusal: str | None, resource_metadata: str) -> None:
+    """A 401 with an RFC 6750 challenge naming the protected-resource metadata (RFC 9728, ``resource_metadata``:
+    server.py). ``refusal`` None: the request carried no bearer token, which gets no error code (§3.1: the client
+    may not know authentication is needed); else ``invalid_token`` and what was wrong with the token sent."""
+    challenge = f'Bearer realm="{REALM}", resource_metadata="{resource_metadata}"'
+    body = {"error_description": "This endpoint needs an API token: send Authorization: Bearer <token>"}
+    if refusal is not None:
+        body = {"error": "invalid_token", "error_description": REFUSALS[refusal]}
+        challenge += f', error="invalid_token", error_description="{REFUSALS[refusal]}"'
+    payload = json.dumps(body).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(payload)).encode()),
+        (b"www-authenticate", challenge.encode()),
+    ]
+    await send({"type": "http.response.start", "status": 401, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})
+
+
+def sent_bearer_token(scope: Scope) -> str | None:
+    """The bearer token of the Authorization header, as the SDK's BearerAuthBackend reads it, or None."""
+    header = Headers(scope=scope).get("authorization")
+    return header[7:] if header and header.lower().startswith("bearer ") else None
+
+
+class RequireToken:
+    """In place of the SDK's RequireAuthMiddleware (whose 401 says ``invalid_token`` to a request without any
+    token): a request the bearer backend did not authenticate is answered by ``send_challenge``."""
+
+    def __init__(self, app: ASGIApp, resource_metadata: str) -> None:
         self.app = app
-        self.refusal = RequireAuthMiddleware(app, [], resource_metadata_url)
+        self.resource_metadata = resource_metadata
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if isinstance(scope.get("user"), AuthenticatedUser):
+            await self.app(scope, receive, send)
+            return
+        raw = sent_bearer_token(scope)
+        # Looked up again only on this refusal path: the verifier's answer (None) does not say why.
+        refusal = None if raw is None else await run_orm(api_token_refusal, raw)
+        await send_challenge(send, refusal=refusal, resource_metadata=self.resource_metadata)
+
+
+class ConfirmedAccess:
+    """Between ``RequireToken`` and the MCP app: a request authenticated from the token cache is confirmed
+    before its response starts, if its handler has not done so, and answered 401 (as by ``RequireToken``) when
+    the token may no longer act. The handler's own answer is dropped then."""
+
+    def __init__(self, app: ASGIApp, resource_metadata: str) -> None:
+        self.app = app
+        self.resource_metadata = resource_metadata
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         user = scope.get("user")
@@ -200,9 +259,8 @@ class ConfirmedAccess:
                     await run_orm(access_confirm, access)
                 if access._refused:
                     refused = True
-                    await self.refusal._send_auth_error(  # noqa: SLF001 - the SDK's own 401, byte for byte
-                        send, status_code=401, error="invalid_token", description="Authentication required"
-                    )
+                    refusal = await run_orm(api_token_refusal, access.token)
+                    await send_challenge(send, refusal=refusal, resource_metadata=self.resource_metadata)
                     return
             if not refused:
                 await send(message)

@@ -19,7 +19,7 @@ import mcp_types as types
 from django.conf import settings
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
-from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
+from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend
 from mcp.server.auth.routes import build_resource_metadata_url
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.context import ServerRequestContext
@@ -37,7 +37,7 @@ from catalog.models import Tool
 from governance.writebehind import write_behind_flush
 from search.services import search_warm_up
 
-from .auth import ConfirmedAccess, ScoutTokenVerifier, principal_from_context
+from .auth import ConfirmedAccess, RequireToken, ScoutTokenVerifier, principal_from_context
 from .choices import Exposure
 from .constants import META_TOOL_EXECUTE, META_TOOLS
 from .db import orm_threads_stop, run_orm
@@ -236,8 +236,13 @@ def build_mcp_server() -> ScoutMCPServer:
     server = ScoutMCPServer(
         name="scout",
         title="Scout",
+        version=settings.SCOUT_VERSION,
         instructions=INSTRUCTIONS,
         token_verifier=ScoutTokenVerifier(),
+        # Protected-resource metadata (RFC 9728) at /.well-known/oauth-protected-resource/mcp, named in every 401
+        # (SECURITY-TESTS C1-1). It names the issuer URL as the authorization server, as MCP's authorization asks
+        # of it; Scout's tokens are its own API tokens, issued in the admin, and no OAuth sign-in is served there
+        # yet (DESIGN: "later OAuth"), so a host is configured with the token (README, "Connect an MCP host").
         auth=AuthSettings(
             issuer_url=settings.SCOUT_PUBLIC_URL,
             resource_server_url=f"{settings.SCOUT_PUBLIC_URL}/mcp",
@@ -253,6 +258,7 @@ def build_routes(server: ScoutMCPServer) -> list[BaseRoute]:
     """Routes for /mcp and its protected-resource metadata, with the guards in order: edge checks, bearer
     authentication (a token from the process's cache confirmed before the response: auth.py), no GET when stateless,
     the rate per token, body checks, then the SDK's Streamable HTTP handling."""
+    # Built for its session manager and metadata routes; its /mcp app is not mounted (the guards wrap the handler).
     sdk_app = server.streamable_http_app(
         stateless_http=settings.SCOUT_MCP_STATELESS,
         transport_security=transport_security(),
@@ -261,6 +267,7 @@ def build_routes(server: ScoutMCPServer) -> list[BaseRoute]:
     verifier = server._token_verifier  # noqa: SLF001 - the verifier MCPServer was built with
     auth = server.settings.auth
     assert auth is not None and verifier is not None
+    resource_metadata = str(build_resource_metadata_url(auth.resource_server_url))
     inner = RateGuard(
         BodyGuard(
             StreamableHTTPASGIApp(server.session_manager),
@@ -270,13 +277,8 @@ def build_routes(server: ScoutMCPServer) -> list[BaseRoute]:
     )
     if settings.SCOUT_MCP_STATELESS:
         inner = StatelessGetGuard(inner)
-    resource_metadata_url = build_resource_metadata_url(auth.resource_server_url)
     endpoint = AuthenticationMiddleware(
-        AuthContextMiddleware(
-            RequireAuthMiddleware(
-                ConfirmedAccess(inner, resource_metadata_url), auth.required_scopes or [], resource_metadata_url
-            )
-        ),
+        AuthContextMiddleware(RequireToken(ConfirmedAccess(inner, resource_metadata), resource_metadata)),
         backend=BearerAuthBackend(verifier),
     )
     guarded = EdgeGuard(

@@ -7,6 +7,7 @@ cache and the embedded search backend. ``DATABASE_URL`` and ``REDIS_URL`` switch
 import os
 import re
 import sys
+import tomllib
 from pathlib import Path
 
 import dj_database_url
@@ -17,6 +18,8 @@ from django_stubs_ext import monkeypatch as django_stubs_monkeypatch
 django_stubs_monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# Scout's version, as pyproject.toml defines it (the one place): shown to MCP clients as serverInfo.version.
+SCOUT_VERSION = tomllib.loads((BASE_DIR / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
 
 
 def env_str(name: str, default: str = "") -> str:

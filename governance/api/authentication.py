@@ -11,7 +11,7 @@ from governance.principals import Principal, principal_for_user
 from governance.services.tokens import api_token_verify
 
 # One message for every refused token (malformed, unknown, revoked, expired, inactive user): nothing tells
-# them apart, as on /mcp.
+# them apart (/mcp's challenge tells the token's holder whether it was revoked or expired).
 INVALID_TOKEN_MESSAGE = "Invalid or expired token."
 
 

@@ -183,7 +183,8 @@ def approval_request_create(*, principal: Principal, tool: Tool, arguments: Any,
     """Ask for approval of one exact call. Returns the pending request; an identical pending request by the
     same principal is returned instead of a duplicate. The same call denied within SCOUT_APPROVAL_DENIAL_WINDOW
     is refused with that denial (audited, no new request: a looping agent cannot spam approvers), and one approved
-    and not yet used is named instead of asked again ("already_approved", with its approval_id in ``details``).
+    and not yet used is named instead of asked again ("already_approved", with its approval_id in ``details``);
+    a call given an existing pending or approved request is audited as ``approval.polled``.
     Raises ArgumentsNotCanonical, ApprovalError ("denied", "already_approved", "forbidden")."""
     canonical = arguments_canonical(arguments)
     digest = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
@@ -197,20 +198,23 @@ def approval_request_create(*, principal: Principal, tool: Tool, arguments: Any,
         _audit_rejection(principal=principal, tool=tool, request=denial, error=error, asked_again=True)
         raise error
     now = timezone.now()
-    with transaction.atomic():
-        existing_call = _same_call(principal=principal, tool=tool, digest=digest).filter(
-            tool_definition_hash=tool.definition_hash, policy_version=version, expires_at__gt=now
-        )
-        existing = existing_call.filter(status=ApprovalStatus.PENDING).first()
-        if existing is not None:
-            return existing
-        approved = existing_call.filter(status=ApprovalStatus.APPROVED).first()
-        if approved is not None:  # asking again would put a call already approved back in an approver's inbox
+    existing_call = _same_call(principal=principal, tool=tool, digest=digest).filter(
+        tool_definition_hash=tool.definition_hash, policy_version=version, expires_at__gt=now
+    )
+    existing = (
+        existing_call.filter(status=ApprovalStatus.PENDING).first()
+        or existing_call.filter(status=ApprovalStatus.APPROVED).first()
+    )
+    if existing is not None:  # audited in the caller's transaction, as a poll with the approval_id is
+        _audit_asked_about(principal=principal, tool=tool, request=existing)
+        if existing.status == ApprovalStatus.APPROVED:  # asking again would put it back in an approver's inbox
             raise ApprovalError(
                 "already_approved",
-                f"This exact call is already approved (approval_id {approved.approval_id}) and not yet used",
-                details={"approval_id": approved.approval_id},
+                f"This exact call is already approved (approval_id {existing.approval_id}) and not yet used",
+                details={"approval_id": existing.approval_id},
             )
+        return existing
+    with transaction.atomic():
         request = ApprovalRequest.objects.create(
             approval_id=_new_approval_id(),
             requester=principal.user,
@@ -403,7 +407,8 @@ def approval_consume(*, approval_id: object, principal: Principal, tool: Tool, a
     unknown id, T12), name this tool, match the digest of ``arguments`` (checked next, whatever the request's
     state), be approved and unexpired, and the tool's definition hash and the policy version must not have
     changed. On refusal an
-    ``approval.rejected`` audit event is written in the caller's transaction and ApprovalError is raised.
+    ``approval.rejected`` audit event (``approval.polled`` for a request still pending) is written in the caller's
+    transaction and ApprovalError is raised.
     Raises ArgumentsNotCanonical, ApprovalError."""
     digest = arguments_digest(arguments)
     try:
@@ -476,7 +481,12 @@ def _audit_rejection(
     error: ApprovalError,
     asked_again: bool = False,
 ) -> None:
-    """``asked_again``: a new request for a call denied recently, refused before it was opened (not a use)."""
+    """``asked_again``: a new request for a call denied recently, refused before it was opened (not a use).
+    A use of a request still waiting for an approver is an agent polling it, as it is told to (``_audit_asked_about``).
+    """
+    if error.code == "not_approved" and request is not None:
+        _audit_asked_about(principal=principal, tool=tool, request=request)
+        return
     audit_record(
         event_type=AuditEventType.APPROVAL_REJECTED,
         principal=principal,
@@ -484,4 +494,18 @@ def _audit_rejection(
         approval=request,
         outcome=AuditOutcome.DENIED,
         payload={"code": error.code, **({"asked_again": True} if asked_again else {})},
+    )
+
+
+def _audit_asked_about(*, principal: Principal, tool: Tool, request: ApprovalRequest) -> None:
+    """A call that asked about its request before using it: polled with the approval_id while pending, or sent
+    again without it while pending or approved. On the record as that (``approval.polled``, outcome pending, the
+    request's status), never as a refusal or a new request an approver or the trail's filters would count."""
+    audit_record(
+        event_type=AuditEventType.APPROVAL_POLLED,
+        principal=principal,
+        tool=tool,
+        approval=request,
+        outcome=AuditOutcome.PENDING,
+        payload={"status": request.status},
     )

@@ -35,8 +35,8 @@ def call_authorize(
 
     Raises ToolNotFound (missing, hidden or not executable: one error), ArgumentsNotCanonical,
     ApprovalError (approval unknown, foreign, used, expired, for other arguments, tool or policy changed).
-    Writes approval.requested / approval.consumed / approval.rejected audit events; the caller records the
-    execution itself with ``audit_record(event_type="execution", ...)`` once the upstream call returns."""
+    Writes approval.requested / approval.consumed / approval.rejected / approval.polled audit events; the caller
+    records the execution itself with ``audit_record(event_type="execution", ...)`` once the upstream call returns."""
     tool = tool_get_for_principal(principal=principal, tool_id=tool_id, permission="execute")
     arguments_canonical(arguments)  # fail early, before any approval is touched
     policy = policy_for_tool(tool)

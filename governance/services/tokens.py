@@ -173,6 +173,21 @@ def api_token_verify(raw: object) -> Principal | None:
     return checked[1] if checked is not None else None
 
 
+def api_token_refusal(raw: object) -> str:
+    """Why a raw bearer token that failed verification may not act, about that token alone: "revoked", "expired",
+    or "invalid" for anything else (malformed, unknown, a user or tenant it may no longer act for). Its holder may
+    be told (they hold the secret); nothing here says whether any other token exists."""
+    if not isinstance(raw, str) or not raw.startswith(TOKEN_PREFIX) or len(raw) > MAX_RAW_TOKEN_LENGTH:
+        return "invalid"
+    digest = _digest(raw)
+    token = ApiToken.objects.filter(token_hash=digest).only("token_hash", "revoked_at", "expires_at").first()
+    if token is None or not hmac.compare_digest(token.token_hash, digest):
+        return "invalid"
+    if token.revoked_at is not None:
+        return "revoked"
+    return "expired" if token.expires_at <= timezone.now() else "invalid"
+
+
 @dataclass(frozen=True)
 class VerifiedToken:
     """A token verified against the database as it stood at ``version`` (the visibility row token, which every

@@ -237,10 +237,10 @@ def tool_descriptor(tool: Tool, *, why_matched: list[str] | None = None, full: b
         "server": tool.server.slug,
         "title": tool_title(tool),
         "summary": tool_summary(tool),
-        "key_inputs": key_inputs(tool.input_schema),
-        "risk": risk,
-        "operation_class": operation_class,
     }
+    if not full:  # a full definition has the whole input_schema: its first parameters are not said again
+        descriptor["key_inputs"] = key_inputs(tool.input_schema)
+    descriptor.update(risk=risk, operation_class=operation_class)
     policy = getattr(tool, "policy", None)
     if policy is not None and policy.needs_approval:  # said only when true: a call waits for a person
         descriptor["needs_approval"] = True

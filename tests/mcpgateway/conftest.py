@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -411,6 +412,16 @@ def drop_index() -> None:
 def mcp_client(gateway: ThreadedUvicorn, token: str, mode: str = LEGACY) -> Client:
     http_client = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
     return Client(streamable_http_client(f"{gateway.url}/mcp", http_client=http_client), mode=mode)
+
+
+def challenge_params(response: httpx.Response) -> dict[str, str]:
+    """The parameters of a 401's ``WWW-Authenticate: Bearer k="v", ...`` challenge, checked to be a Bearer one."""
+    challenge = response.headers["www-authenticate"]
+    assert challenge.startswith("Bearer "), challenge
+    return dict(re.findall(r'(\w+)="([^"]*)"', challenge))
+
+
+METADATA_PATH = "/.well-known/oauth-protected-resource/mcp"
 
 
 def raw_post(

@@ -27,6 +27,19 @@ def _text(result: Any) -> str:
     return "".join(block.text for block in result.content if getattr(block, "type", "") == "text")
 
 
+def _execute(gateway: Any, token: str, arguments: dict[str, Any], approval_id: str | None = None) -> Any:
+    """One execute_tool call of TOOL over HTTP (2026-07-28), with ``approval_id`` when given."""
+
+    async def call() -> Any:
+        async with mcp_client(gateway, token, mode=MODERN) as client:
+            payload: dict[str, Any] = {"tool_id": TOOL, "arguments": arguments}
+            if approval_id:
+                payload["approval_id"] = approval_id
+            return await client.call_tool("execute_tool", payload)
+
+    return run(call)
+
+
 def _admin_approve(base_url: str, approval_url: str, username: str) -> httpx.Response:
     """Log in to the Django admin as ``username`` and approve the request at ``approval_url``."""
     with httpx.Client(base_url=base_url, timeout=30, follow_redirects=False) as browser:
@@ -106,16 +119,9 @@ def test_a_pending_approval_with_other_arguments_is_refused_as_a_mismatch_not_to
     anything about the request's state: "still waiting" would have it wait for an approval it can never use."""
     from governance.models import ApprovalRequest, AuditEvent
 
-    async def ask(arguments: dict[str, Any], approval_id: str | None = None) -> Any:
-        async with mcp_client(gateway, setup["token"], mode=MODERN) as client:
-            payload: dict[str, Any] = {"tool_id": TOOL, "arguments": arguments}
-            if approval_id:
-                payload["approval_id"] = approval_id
-            return await client.call_tool("execute_tool", payload)
-
-    first = run(lambda: ask({"note": "ship the release"}))
+    first = _execute(gateway, setup["token"], {"note": "ship the release"})
     approval_id = first.structured_content["approval_id"]
-    changed = run(lambda: ask({"note": "ship it all"}, approval_id))
+    changed = _execute(gateway, setup["token"], {"note": "ship it all"}, approval_id)
     assert changed.is_error and changed.structured_content == {"approval_rejected": "arguments_mismatch"}
     text = _text(changed)
     assert "arguments differ from the ones this approval was asked for" in text
@@ -126,6 +132,36 @@ def test_a_pending_approval_with_other_arguments_is_refused_as_a_mismatch_not_to
     assert faulty_calls(faulty_call_log, "record_note") == 0
 
 
+def test_polls_of_a_pending_approval_are_audited_as_polls_not_as_rejections(gateway, setup, admin_user):
+    """An agent polls its waiting request as it is told to: each poll is on the record (every execute_tool call is
+    accounted for) as what it is, not as "approval.rejected"/denied, which an operator or approver reads as
+    refusals; the trail's filters (REST audit/ as the admin's) still count the real refusal exactly."""
+    token, arguments = setup["token"], {"note": "ship the release"}
+    approval_id = _execute(gateway, token, arguments).structured_content["approval_id"]
+    for _ in range(2):
+        assert _execute(gateway, token, arguments, approval_id).structured_content["approval_pending"] is True
+    again = _execute(gateway, token, arguments)  # the same call without its approval_id: the same request
+    assert again.structured_content["approval_id"] == approval_id
+    refused = _execute(gateway, token, {"note": "ship it all"}, approval_id)  # a real refusal: other arguments
+    assert refused.structured_content == {"approval_rejected": "arguments_mismatch"}
+
+    operator = make_token(admin_user, ["api"])
+
+    def audit(query: str) -> list[dict[str, Any]]:
+        response = httpx.get(
+            f"{gateway.url}/api/v1/audit/?tool={TOOL}&{query}", headers={"Authorization": f"Bearer {operator}"}
+        )
+        assert response.status_code == 200, response.text[:500]
+        return [event for event in response.json()["results"] if event["approval_ref"] == approval_id]
+
+    polls = audit("event_type=approval.polled")
+    assert [(event["outcome"], event["payload"]) for event in polls] == [("pending", {"status": "pending"})] * 3
+    assert len(audit("event_type=approval.requested")) == 1  # five execute_tool calls, five events
+    rejected = audit("event_type=approval.rejected")
+    assert [event["payload"]["code"] for event in rejected] == ["arguments_mismatch"]
+    assert [event["event_type"] for event in audit("outcome=denied")] == ["approval.rejected"]
+
+
 def test_the_same_call_without_its_approved_approval_id_is_pointed_to_it_not_asked_again(
     gateway, setup, faulty_call_log
 ):
@@ -133,7 +169,7 @@ def test_the_same_call_without_its_approved_approval_id_is_pointed_to_it_not_ask
     a call already approved back in an approver's inbox."""
     from django.contrib.auth import get_user_model
 
-    from governance.models import ApprovalRequest
+    from governance.models import ApprovalRequest, AuditEvent
     from governance.services.approvals import approval_decide
 
     async def ask(approval_id: str | None = None) -> Any:
@@ -153,6 +189,8 @@ def test_the_same_call_without_its_approved_approval_id_is_pointed_to_it_not_ask
     assert f'approval_id "{approval_id}" to run it' in _text(again)
     assert ApprovalRequest.objects.count() == 1 and faulty_calls(faulty_call_log, "record_note") == 0
 
+    asked_about = AuditEvent.objects.filter(event_type="approval.polled", approval_ref=approval_id)
+    assert [event.payload for event in asked_about] == [{"status": "approved"}]  # on the record, not a request
     executed = run(lambda: ask(approval_id))
     assert not executed.is_error and faulty_calls(faulty_call_log, "record_note") == 1
     after_use = run(ask)  # used up: the same call now asks anew

@@ -6,14 +6,18 @@ import json
 import logging
 import socket
 import time
+import tomllib
+from pathlib import Path
 
 import httpx
 import pytest
 
 from .conftest import (
     LEGACY,
+    METADATA_PATH,
     MODERN,
     PROTOCOL_MODES,
+    challenge_params,
     gateway_db,
     make_token,
     make_user,
@@ -33,14 +37,35 @@ def member_token(gateway) -> str:
 
 
 def test_no_token_is_401_with_www_authenticate_naming_the_metadata_url(gateway):
+    """SECURITY-TESTS C1-1: the 401 names the protected-resource metadata (RFC 9728), which is served."""
     response = raw_post(gateway, modern_request("tools/list"))
     assert response.status_code == 401
-    challenge = response.headers["www-authenticate"]
-    assert challenge.startswith("Bearer ")
-    assert "/.well-known/oauth-protected-resource/mcp" in challenge
-    metadata = httpx.get(f"{gateway.url}/.well-known/oauth-protected-resource/mcp", timeout=10)
+    url = challenge_params(response)["resource_metadata"]
+    assert url.endswith(METADATA_PATH)
+    metadata = httpx.get(f"{gateway.url}{METADATA_PATH}", timeout=10)
     assert metadata.status_code == 200
-    assert metadata.json()["resource"].endswith("/mcp")
+    assert metadata.json()["resource"].endswith("/mcp") and metadata.json()["authorization_servers"]
+
+
+@pytest.mark.parametrize("headers", [{}, {"Authorization": "Basic Z3dfbWVtYmVyOnB3"}])
+def test_a_request_without_a_bearer_token_is_challenged_without_an_error_code(gateway, headers):
+    """RFC 6750 §3.1: a request with no credentials (or another scheme's) gets a challenge without an error code;
+    invalid_token would tell a host that has no token yet that its token is bad."""
+    response = raw_post(gateway, modern_request("tools/list"), headers=headers)
+    assert response.status_code == 401
+    params = challenge_params(response)
+    assert params == {"realm": "scout", "resource_metadata": params["resource_metadata"]}  # no error code
+    assert "error" not in response.json() and "Authorization: Bearer" in response.json()["error_description"]
+
+
+INVALID = {"realm": "scout", "error": "invalid_token", "error_description": "The access token is not valid"}
+
+
+def refusal_params(response: httpx.Response) -> dict[str, str]:
+    """The challenge's parameters but the metadata URL, which every 401 names (C1-1)."""
+    params = challenge_params(response)
+    assert params.pop("resource_metadata").endswith(METADATA_PATH)
+    return params
 
 
 @pytest.mark.parametrize(
@@ -49,13 +74,14 @@ def test_no_token_is_401_with_www_authenticate_naming_the_metadata_url(gateway):
         "Bearer scout_" + "A" * 43,  # well-formed, unknown
         "Bearer not-a-scout-token",
         "Bearer eyJhbGciOiJub25lIn0.eyJzdWIiOiJhZG1pbiJ9.",  # alg:none JWT
-        "Basic Z3dfbWVtYmVyOnB3",  # another scheme
+        "Bearer scout_",
     ],
 )
-def test_bad_tokens_are_401(gateway, authorization):
+def test_bad_tokens_are_401_invalid_token(gateway, authorization):
     response = raw_post(gateway, modern_request("tools/list"), headers={"Authorization": authorization})
     assert response.status_code == 401
-    assert "www-authenticate" in response.headers
+    assert refusal_params(response) == INVALID
+    assert response.json() == {"error": "invalid_token", "error_description": "The access token is not valid"}
 
 
 def test_revoked_and_expired_tokens_are_401(gateway):
@@ -69,8 +95,29 @@ def test_revoked_and_expired_tokens_are_401(gateway):
     assert raw_post(gateway, modern_request("tools/list"), token=revoked).status_code == 200
     api_token_revoke(token=ApiToken.objects.get(display_prefix=revoked[:10]))
     ApiToken.objects.filter(display_prefix=expired[:10]).update(expires_at=timezone.now())
-    assert raw_post(gateway, modern_request("tools/list"), token=revoked).status_code == 401
-    assert raw_post(gateway, modern_request("tools/list"), token=expired).status_code == 401
+    for token, said in ((revoked, "was revoked"), (expired, "expired")):
+        response = raw_post(gateway, modern_request("tools/list"), token=token)
+        assert response.status_code == 401
+        description = f"The access token {said}"
+        assert refusal_params(response) == {
+            "realm": "scout",
+            "error": "invalid_token",
+            "error_description": description,
+        }
+        assert response.json() == {"error": "invalid_token", "error_description": description}
+
+
+def test_a_refused_token_is_told_only_about_itself(gateway):
+    """The description is about the token sent: a token of a deactivated user, or one a character off a live
+    token, reads as any unknown token, so nothing tells whether some other token exists."""
+    user = make_user("gw_leaver")
+    live, leaver = make_token(make_user("gw_live")), make_token(user)
+    user.is_active = False
+    user.save()
+    near_miss = live[:-1] + ("A" if live[-1] != "A" else "B")
+    for token in (leaver, near_miss):
+        response = raw_post(gateway, modern_request("tools/list"), token=token)
+        assert response.status_code == 401 and refusal_params(response) == INVALID
 
 
 def test_identity_only_from_the_authorization_header(gateway, member_token):
@@ -306,3 +353,23 @@ def test_forged_cursor_is_rejected(gateway, member_token):
     response = raw_post(gateway, modern_request("tools/list", {"cursor": "eyJvZmZzZXQiOjEwMH0="}), token=member_token)
     assert response.status_code == 400
     assert rpc_result(response)["error"]["code"] == -32602
+
+
+@pytest.mark.parametrize("mode", PROTOCOL_MODES)
+def test_server_info_names_scouts_version(gateway, member_token, mode):
+    """serverInfo (the 2025 initialize result; the _meta stamp on every 2026-07-28 result) carries the version
+    pyproject.toml defines, not "": a host or an operator reading a client's log can tell which Scout answered."""
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text(encoding="utf-8"))
+    version = pyproject["project"]["version"]
+    assert version
+
+    async def main():
+        async with mcp_client(gateway, member_token, mode=mode) as client:
+            listed = await client.list_tools()
+            return client.server_info, (listed.meta or {}).get("io.modelcontextprotocol/serverInfo")
+
+    info, stamped = run(main)
+    if mode == LEGACY:
+        assert (info.name, info.version) == ("scout", version)
+    else:
+        assert stamped == {"name": "scout", "title": "Scout", "version": version}

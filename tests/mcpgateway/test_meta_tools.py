@@ -131,6 +131,10 @@ def test_inspect_returns_full_definitions(gateway, world):
     }
     add = tools["calc::add"]
     assert add["summary"] == "Add two integers and return the sum." and "description" not in add  # said once
+    # The whole input_schema is there: its first few parameters are not listed again as key_inputs (tool_search
+    # answers keep them; a low-confidence one has no schema).
+    assert all("key_inputs" not in tool for tool in tools.values())
+    assert "key_inputs" not in result.content[0].text
     assert add["annotations"]["readOnlyHint"] is True
     # The upstream's structured-output schema (an int result) is served as it declared it.
     assert add["output_schema"]["properties"]["result"]["type"] == "integer"

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import gateway_db, make_token, make_user, modern_request, raw_post, rpc_result
+from .conftest import challenge_params, gateway_db, make_token, make_user, modern_request, raw_post, rpc_result
 
 pytestmark = [gateway_db, pytest.mark.slow]
 
@@ -62,8 +62,11 @@ def test_a_kept_token_revoked_is_401_on_its_next_request(gateway, request_body):
     api_token_revoke(token=ApiToken.objects.get(display_prefix=token[:10]))
     refused = raw_post(gateway, request_body, token=token)
     assert refused.status_code == 401
-    assert refused.headers["www-authenticate"].startswith('Bearer error="invalid_token"')
-    assert refused.json() == {"error": "invalid_token", "error_description": "Authentication required"}
+    revoked = "The access token was revoked"
+    params = challenge_params(refused)
+    assert params["error"] == "invalid_token" and params["error_description"] == revoked
+    assert params["resource_metadata"].endswith("/.well-known/oauth-protected-resource/mcp")
+    assert refused.json() == {"error": "invalid_token", "error_description": revoked}
     assert raw_post(gateway, request_body, token=token).status_code == 401
 
 
