@@ -240,8 +240,9 @@ def pending_approval_rows(request: HttpRequest) -> list[dict]:
     from catalog.models import Tool
     from governance.admin.common import admin_urls_for
     from governance.choices import ApprovalStatus
+    from governance.models import ApprovalRequest
     from governance.selectors import users_visible_to_operator, with_approval_people_shown
-    from governance.services.notifications import approvers_for
+    from governance.services.notifications import approvers_for_many
 
     user = request.user
     pending = _approvals_seen_by(user).filter(status=ApprovalStatus.PENDING)
@@ -250,11 +251,11 @@ def pending_approval_rows(request: HttpRequest) -> list[dict]:
     tool_urls = admin_urls_for(request, [approval.tool for approval in requests])
     # Who may decide depends on the tool, the requester and the tenant only: one look-up for each such triple
     # (an agent's repeated calls share one), and one query naming everyone found, not one per row.
-    deciders: dict[tuple, list] = {}
+    first: dict[tuple, ApprovalRequest] = {}
     for approval in requests:
-        key = (approval.tool_id, approval.requester_id, approval.tenant_id)
-        if key not in deciders:
-            deciders[key] = approvers_for(request=approval)
+        first.setdefault((approval.tool_id, approval.requester_id, approval.tenant_id), approval)
+    found = approvers_for_many(requests=list(first.values()))
+    deciders = {key: found[approval.pk] for key, approval in first.items()}
     everyone = {person.pk for people in deciders.values() for person in people}
     visible = get_user_model().objects.filter(users_visible_to_operator(user=user)).filter(pk__in=everyone)
     names = dict(visible.values_list("pk", "username"))
