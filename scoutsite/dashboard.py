@@ -240,26 +240,36 @@ def pending_approval_rows(request: HttpRequest) -> list[dict]:
     from catalog.models import Tool
     from governance.admin.common import admin_urls_for
     from governance.choices import ApprovalStatus
+    from governance.models import ApprovalRequest
     from governance.selectors import users_visible_to_operator, with_approval_people_shown
-    from governance.services.notifications import approvers_for
+    from governance.services.notifications import approvers_for_many
 
     user = request.user
     pending = _approvals_seen_by(user).filter(status=ApprovalStatus.PENDING)
-    requests = with_approval_people_shown(pending, viewer=user).select_related("tool__server").order_by("created_at")
-    requests = list(requests)
+    requests = with_approval_people_shown(pending, viewer=user).select_related("tool__server__tenancy")
+    requests = list(requests.order_by("created_at"))
     tool_urls = admin_urls_for(request, [approval.tool for approval in requests])
-    visible = get_user_model().objects.filter(users_visible_to_operator(user=user))
+    # Who may decide depends on the tool, the requester and the tenant only: one look-up for each such triple
+    # (an agent's repeated calls share one), and one query naming everyone found, not one per row.
+    first: dict[tuple, ApprovalRequest] = {}
+    for approval in requests:
+        first.setdefault((approval.tool_id, approval.requester_id, approval.tenant_id), approval)
+    found = approvers_for_many(requests=list(first.values()))
+    deciders = {key: found[approval.pk] for key, approval in first.items()}
+    everyone = {person.pk for people in deciders.values() for person in people}
+    visible = get_user_model().objects.filter(users_visible_to_operator(user=user)).filter(pk__in=everyone)
+    names = dict(visible.values_list("pk", "username"))
     rows = []
     for approval in requests:
-        deciders = approvers_for(request=approval)
-        named = visible.filter(pk__in=[person.pk for person in deciders]).order_by("username")
+        people = deciders[(approval.tool_id, approval.requester_id, approval.tenant_id)]
+        named = sorted(names[person.pk] for person in people if person.pk in names)
         tool: Tool = approval.tool
         rows.append({
             "approval": approval,
             "tool_url": tool_urls.get(tool),
             "server_url": reverse("admin:catalog_server_change", args=[tool.server_id]),
-            "deciders": [person.get_username() for person in named],
-            "unnamed": len(deciders) - len(named),
+            "deciders": named,
+            "unnamed": len(people) - len(named),
         })  # fmt: skip
     return rows
 

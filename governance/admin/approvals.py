@@ -21,6 +21,7 @@ from ..models import ApprovalRequest, AuditEvent
 from ..selectors import (
     approval_requester_may_execute,
     approval_requests_for_approver,
+    approval_requests_usable,
     delegation_chain_shown,
     user_is_approver,
     with_approval_people_shown,
@@ -44,6 +45,9 @@ class DecidedByFilter(admin.SimpleListFilter):
 
     def queryset(self, request, queryset):
         return queryset.filter(decided_by=request.user) if self.value() == "me" else queryset
+
+
+_OPEN = (ApprovalStatus.PENDING, ApprovalStatus.APPROVED)  # still to decide or to use: "usable" applies
 
 
 @admin.register(ApprovalRequest)
@@ -83,6 +87,15 @@ class ApprovalRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmi
 
     def get_ordering(self, request):
         return ["pending_first", "-created_at", "-id"]  # annotated by both querysets above
+
+    def get_changelist_instance(self, request):
+        # Whether each open request is still usable, for the page at once (one check per requester, not per row).
+        changelist = super().get_changelist_instance(request)
+        rows = list(changelist.result_list)  # evaluated here; the page renders these same objects
+        usable = approval_requests_usable(requests=[row for row in rows if row.status in _OPEN])
+        for row in rows:
+            row.requester_may_execute = row.pk in usable
+        return changelist
 
     def _may_see(self, request) -> bool:
         user = request.user
@@ -136,9 +149,12 @@ class ApprovalRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmi
     def usable(self, obj: ApprovalRequest):
         """Checked now, not when it was decided: an open request whose requester lost access is worth nothing
         (the periodic sweep marks it expired; use is refused either way)."""
-        if obj.status not in (ApprovalStatus.PENDING, ApprovalStatus.APPROVED):
+        if obj.status not in _OPEN:
             return ""
-        if not approval_requester_may_execute(request=obj):
+        may_execute = getattr(obj, "requester_may_execute", None)  # set for a changelist page
+        if may_execute is None:
+            may_execute = approval_requester_may_execute(request=obj)
+        if not may_execute:
             return "no longer usable: requester lost access"
         return "yes"
 

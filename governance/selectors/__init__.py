@@ -26,6 +26,7 @@ from .agents import agent_shown, agents_visible_to_operator
 from .approvals import (
     approval_requester_may_execute,
     approval_requests_for_approver,
+    approval_requests_usable,
     notification_attempts_visible_to,
     tools_approvable_by,
     user_approves_only_by_own_grant,
@@ -75,6 +76,7 @@ __all__ = [
     "agent_shown",
     "agents_visible_to_operator",
     "approval_requester_may_execute",
+    "approval_requests_usable",
     "approval_requests_for_approver",
     "audit_events_visible_to",
     "audit_payload_shown",

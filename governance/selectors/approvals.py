@@ -1,5 +1,8 @@
 """Approvals: who may approve a tool, the approver inbox, and the notification log of requests."""
 
+from collections import defaultdict
+from collections.abc import Iterable
+
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Case, CharField, Exists, F, IntegerField, OuterRef, Q, QuerySet, Value, When
@@ -21,15 +24,27 @@ def approval_requester_may_execute(*, request: ApprovalRequest) -> bool:
     """Whether the requester of ``request`` may still execute its tool, by their grants now (an approval is
     worth nothing once they lost access, however the grant went: admin, shell, group change, policy hold).
     Judged as the token that asked (its tenant and agents), or as the person when it came from a session."""
+    return request.pk in approval_requests_usable(requests=[request])
+
+
+def approval_requests_usable(*, requests: Iterable[ApprovalRequest]) -> set[int]:
+    """The pks of ``requests`` whose requester may still execute the tool (``approval_requester_may_execute``
+    for a page of them): one visibility query per principal who asked, not one per request."""
     from ..services.tokens import principal_for_token
 
-    if request.token_id is not None:
-        principal = principal_for_token(request.token)
+    by_principal: dict[tuple, list[ApprovalRequest]] = defaultdict(list)
+    for request in requests:
+        key = ("token", request.token_id) if request.token_id is not None else ("user", request.requester_id)
+        by_principal[key].append(request)
+    usable: set[int] = set()
+    for (kind, _), asked in by_principal.items():
+        principal = principal_for_token(asked[0].token) if kind == "token" else principal_for_user(asked[0].requester)
         if principal is None:
-            return False
-    else:
-        principal = principal_for_user(request.requester)
-    return tools_visible_to(principal=principal, permission="execute").filter(pk=request.tool_id).exists()
+            continue
+        tools = tools_visible_to(principal=principal, permission="execute").filter(pk__in={r.tool_id for r in asked})
+        visible = set(tools.values_list("pk", flat=True))
+        usable |= {request.pk for request in asked if request.tool_id in visible}
+    return usable
 
 
 def user_can_approve(*, user: AbstractBaseUser, tool: Tool) -> bool:

@@ -79,3 +79,49 @@ def test_an_approver_keeps_the_inbox_link_and_others_are_refused(client, django_
     staff = django_user_model.objects.create_user(username="staff", is_staff=True)
     client.force_login(staff)
     assert client.get(reverse("dashboard_approvals")).status_code == 403
+
+
+def test_the_waiting_list_reads_the_same_number_of_queries_for_more_calls_of_one_tool(
+    client, operator, superuser, member, approver
+):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    tool = ToolFactory(server=ServerFactory(slug="github"), name="delete_repo", annotations=None)
+    permission_grant(actor=superuser, target=tool.server, action="approve", holder=approver)
+    client.force_login(operator)
+    principal = principal_for_user(member)
+    for n in range(2):
+        approval_request_create(principal=principal, tool=tool, arguments={"n": n})
+    client.get(reverse("dashboard_approvals"))  # caches warm, as for every later visit
+    with CaptureQueriesContext(connection) as few:
+        client.get(reverse("dashboard_approvals"))
+    for n in range(2, 10):  # an agent's calls of one tool: every request waits for the same approvers
+        last = approval_request_create(principal=principal, tool=tool, arguments={"n": n})
+    with CaptureQueriesContext(connection) as more:
+        html = client.get(reverse("dashboard_approvals")).content.decode()
+    assert html.count("<tr data-approval-id=") == 10 and "approver" in _row(html, last.approval_id)
+    assert len(more) == len(few)
+
+
+def test_the_waiting_list_reads_one_query_more_for_each_more_tool_waiting(
+    client, operator, superuser, member, approver
+):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    server = ServerFactory(slug="github")
+    permission_grant(actor=superuser, target=server, action="approve", holder=approver)
+    client.force_login(operator)
+    for n in range(2):
+        _ask(member, ToolFactory(server=server, name=f"delete_{n}", annotations=None))
+    client.get(reverse("dashboard_approvals"))  # caches warm, as for every later visit
+    with CaptureQueriesContext(connection) as few:
+        client.get(reverse("dashboard_approvals"))
+    for n in range(2, 10):
+        last = _ask(member, ToolFactory(server=server, name=f"delete_{n}", annotations=None))
+    with CaptureQueriesContext(connection) as more:
+        html = client.get(reverse("dashboard_approvals")).content.decode()
+    assert html.count("<tr data-approval-id=") == 10 and "approver" in _row(html, last.approval_id)
+    # Each tool's grant holders; whether each holder may decide is read once for every tool on the page.
+    assert len(more) - len(few) == 8
