@@ -16,7 +16,8 @@ import numpy as np
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
-from django.db.models import Q
+from django.core.paginator import Paginator
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.urls import path, reverse
@@ -233,21 +234,32 @@ def dashboard_view(request: HttpRequest) -> HttpResponse:
     return render(request, "admin/dashboard.html", context)
 
 
-def pending_approval_rows(request: HttpRequest) -> list[dict]:
-    """The pending requests the dashboard counts, oldest first, without their arguments (the approvers' to
-    read): the tool, its risk, who asked, until when, and who may decide it, named as this person may see them
-    (Z12: an approver this operator may not see is counted, not named)."""
+# Rows per page of the waiting approvals: a backlog of thousands would otherwise render (and look up who may decide)
+# all at once, seconds per visit at a year's volume (bench/admin_volume.py).
+WAITING_PAGE_SIZE = 100
+
+
+def pending_approvals(request: HttpRequest) -> QuerySet:
+    """The pending requests the dashboard counts, oldest first, with their people as this person may see them."""
+    from governance.choices import ApprovalStatus
+    from governance.selectors import with_approval_people_shown
+
+    pending = _approvals_seen_by(request.user).filter(status=ApprovalStatus.PENDING)
+    requests = with_approval_people_shown(pending, viewer=request.user).select_related("tool__server__tenancy")
+    return requests.order_by("created_at", "pk")
+
+
+def pending_approval_rows(request: HttpRequest, requests: list) -> list[dict]:
+    """Rows for ``requests`` (of ``pending_approvals``), without their arguments (the approvers' to read): the tool,
+    its risk, who asked, until when, and who may decide it, named as this person may see them (Z12: an approver
+    this operator may not see is counted, not named)."""
     from catalog.models import Tool
     from governance.admin.common import admin_urls_for
-    from governance.choices import ApprovalStatus
     from governance.models import ApprovalRequest
-    from governance.selectors import users_visible_to_operator, with_approval_people_shown
+    from governance.selectors import users_visible_to_operator
     from governance.services.notifications import approvers_for_many
 
     user = request.user
-    pending = _approvals_seen_by(user).filter(status=ApprovalStatus.PENDING)
-    requests = with_approval_people_shown(pending, viewer=user).select_related("tool__server__tenancy")
-    requests = list(requests.order_by("created_at"))
     tool_urls = admin_urls_for(request, [approval.tool for approval in requests])
     # Who may decide depends on the tool, the requester and the tenant only: one look-up for each such triple
     # (an agent's repeated calls share one), and one query naming everyone found, not one per row.
@@ -279,10 +291,12 @@ def dashboard_approvals_view(request: HttpRequest) -> HttpResponse:
     _check(request)
     if not request.user.has_perm(WAITING_APPROVALS_PERMISSION):
         raise PermissionDenied
+    page = Paginator(pending_approvals(request), WAITING_PAGE_SIZE).get_page(request.GET.get("page"))
     context = {
         **admin.site.each_context(request),
         "title": "Approvals waiting",
-        "rows": pending_approval_rows(request),
+        "rows": pending_approval_rows(request, list(page.object_list)),
+        "page": page,
         "now": timezone.now(),
     }
     return render(request, "admin/dashboard_approvals.html", context)

@@ -125,3 +125,25 @@ def test_the_waiting_list_reads_one_query_more_for_each_more_tool_waiting(
     assert html.count("<tr data-approval-id=") == 10 and "approver" in _row(html, last.approval_id)
     # Each tool's grant holders; whether each holder may decide is read once for every tool on the page.
     assert len(more) - len(few) == 8
+
+
+def test_a_long_backlog_is_shown_a_page_at_a_time_oldest_first(client, operator, member, monkeypatch):
+    """Thousands of waiting requests would render (and look up who may decide) all at once: pages of
+    ``WAITING_PAGE_SIZE``, oldest first, each saying where it is in the whole backlog."""
+    from scoutsite import dashboard
+
+    monkeypatch.setattr(dashboard, "WAITING_PAGE_SIZE", 2)
+    tool = ToolFactory(server=ServerFactory(slug="github"), name="delete_repo", annotations=None)
+    asked = [
+        approval_request_create(principal=principal_for_user(member), tool=tool, arguments={"n": n}) for n in range(5)
+    ]
+    client.force_login(operator)
+    shown = []
+    for page, says in ((1, "1–2 of 5 waiting"), (2, "3–4 of 5 waiting"), (3, "5–5 of 5 waiting")):
+        html = client.get(reverse("dashboard_approvals"), {"page": page}).content.decode()
+        assert says in html
+        shown.append(re.findall(r'<tr data-approval-id="([^"]+)">', html))
+    assert shown == [[a.approval_id for a in asked[i : i + 2]] for i in (0, 2, 4)]
+    first = client.get(reverse("dashboard_approvals")).content.decode()
+    assert 'rel="next"' in first and 'rel="prev"' not in first
+    assert re.findall(r'<tr data-approval-id="([^"]+)">', first) == shown[0]
