@@ -415,14 +415,17 @@ def _prepare(
             _, final = _idempotency_claim(principal, idempotency_key, tool, digest)
             return final or error_result("idempotency_key is busy; retry in a moment", idempotency_conflict=True)
     with transaction.atomic():
-        approval, final = _approval_gate(principal=principal, tool=tool, arguments=arguments, approval_id=approval_id)
-        if final is not None:
-            return final
         if idempotency_key is not None:
+            # Claimed before the approval is used: a repeat sent at once (a re-sent stream) waits here for this
+            # call's transaction and is answered as a repeat of the key, never told its approval was used.
             record, final = _idempotency_claim(principal, idempotency_key, tool, digest)
             if final is not None:
-                transaction.set_rollback(True)  # keep the approval unused: this call does not run
                 return final
+        approval, final = _approval_gate(principal=principal, tool=tool, arguments=arguments, approval_id=approval_id)
+        if final is not None:
+            if record is not None:
+                record.delete()  # this call does not run: its key stays free
+            return final
     return ExecutionPlan(
         principal=principal,
         tool=tool,

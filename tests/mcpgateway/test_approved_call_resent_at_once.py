@@ -1,0 +1,77 @@
+"""An approved call sent twice at once with one idempotency key (F13, Z9, T17): a 2026-07-28 client re-sends a
+call whose stream broke, so the first and its repeat can both be in the gateway before either has finished. The
+upstream runs it once, and the repeat is answered as a repeat of that key (still running, or its result), never
+told that the approval was used and to ask for a new one: an agent told that asks an approver again, and a second
+approval runs the call a second time.
+
+Postgres only: the test holds the approval's row lock so both calls are inside the gateway at once, which is
+deterministic there (SQLite has one writer: its calls never overlap this way).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from django.db import connection, transaction
+
+from .conftest import faulty_calls, gateway_db, grant, make_token, make_user, modern_request, raw_post, rpc_result
+from .test_disconnect import _wait_for
+
+pytestmark = [gateway_db, pytest.mark.slow]
+TOOL = "faulty::record_note"
+ARGUMENTS = {"note": "ship the release"}
+
+
+def _send(gateway, token: str, arguments: dict[str, Any]) -> Future:
+    body = modern_request("tools/call", {"name": "execute_tool", "arguments": arguments})
+    pool = ThreadPoolExecutor(max_workers=1)
+    future = pool.submit(lambda: rpc_result(raw_post(gateway, body, token=token))["result"])
+    pool.shutdown(wait=False)
+    return future
+
+
+def _waiting_on_locks() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")  # inside a transaction the view is read once otherwise
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
+        )
+        return cursor.fetchone()[0]
+
+
+def test_an_approved_call_sent_twice_at_once_with_one_key_runs_once_and_the_repeat_is_answered_as_one(
+    gateway, admin_user, faulty_server, faulty_call_log
+):
+    if connection.vendor != "postgresql":
+        pytest.skip("needs Postgres: two calls inside the gateway at once, held by a row lock")
+    from governance.models import ApprovalRequest
+    from governance.services.approvals import approval_decide, approval_request_create
+    from governance.services.tokens import api_token_verify
+
+    member = make_user("gw_member")
+    approver = make_user("gw_approver", is_staff=True)
+    grant(admin_user, faulty_server, member, "discover", "execute")
+    grant(admin_user, faulty_server, approver, "discover", "approve")
+    token = make_token(member)
+    tool = faulty_server.tools.get(name="record_note")
+    request = approval_request_create(principal=api_token_verify(token), tool=tool, arguments=ARGUMENTS)
+    approval_decide(request=request, approver=approver, approve=True, reason="go")
+
+    call = {"tool_id": TOOL, "arguments": ARGUMENTS, "approval_id": request.approval_id, "idempotency_key": "k-1"}
+    with transaction.atomic():
+        # An approver's page, a sweep: anything holding the row keeps both calls in the gateway at once.
+        ApprovalRequest.objects.select_for_update().get(pk=request.pk)
+        first, repeat = _send(gateway, token, call), _send(gateway, token, call)
+        _wait_for(lambda: _waiting_on_locks() >= 2, "both calls are inside the gateway")
+    answers = [first.result(timeout=60), repeat.result(timeout=60)]
+
+    assert faulty_calls(faulty_call_log, "record_note") == 1
+    ran = [a for a in answers if not a.get("isError")]
+    assert len(ran) == 1 and ran[0]["content"][0]["text"] == "stored 16 characters", answers
+    (other,) = [a for a in answers if a.get("isError")] or [a for a in answers if a is not ran[0]]
+    structured = other.get("structuredContent") or {}
+    # A repeat of the key: its result, or "still running" (wait for it); never "used: request a new one".
+    assert "approval_rejected" not in structured, other
+    assert other == ran[0] or structured.get("idempotency_conflict") is True, other
