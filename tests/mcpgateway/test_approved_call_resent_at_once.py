@@ -48,6 +48,34 @@ def test_an_approved_call_sent_twice_at_once_with_one_key_runs_once_and_the_repe
     gateway, admin_user, faulty_server, faulty_call_log
 ):
     _needs_postgres()
+    answers = _approved_call_sent_twice(gateway, admin_user, faulty_server, idempotency_key="k-1")
+
+    assert faulty_calls(faulty_call_log, "record_note") == 1
+    ran = [a for a in answers if not a.get("isError")]
+    assert len(ran) == 1 and ran[0]["content"][0]["text"] == "stored 16 characters", answers
+    other = answers[1 - answers.index(ran[0])]
+    structured = other.get("structuredContent") or {}
+    # A repeat of the key: its result, or "still running" (wait for it); never "used: request a new one".
+    assert "approval_rejected" not in structured, other
+    assert other == ran[0] or structured.get("idempotency_conflict") is True, other
+
+
+def test_an_approved_call_sent_twice_at_once_without_a_key_runs_once(
+    gateway, admin_user, faulty_server, faulty_call_log
+):
+    """Z9 over HTTP: two concurrent uses of one approval, exactly one runs; the other is told it was used."""
+    _needs_postgres()
+    answers = _approved_call_sent_twice(gateway, admin_user, faulty_server, idempotency_key=None)
+
+    assert faulty_calls(faulty_call_log, "record_note") == 1
+    assert sorted(bool(a.get("isError")) for a in answers) == [False, True], answers
+    (refused,) = [a for a in answers if a.get("isError")]
+    assert refused["structuredContent"]["approval_rejected"] == "used"
+
+
+def _approved_call_sent_twice(gateway, admin_user, faulty_server, *, idempotency_key: str | None) -> list[dict]:
+    """The member's call approved, then sent twice while a lock on the approval's row keeps both inside the
+    gateway (as an approver's page or the sweep may hold it); the two answers."""
     from governance.models import ApprovalRequest
     from governance.services.approvals import approval_decide, approval_request_create
     from governance.services.tokens import api_token_verify
@@ -59,22 +87,14 @@ def test_an_approved_call_sent_twice_at_once_with_one_key_runs_once_and_the_repe
     request = approval_request_create(principal=api_token_verify(token), tool=tool, arguments=ARGUMENTS)
     approval_decide(request=request, approver=approver, approve=True, reason="go")
 
-    call = {"tool_id": TOOL, "arguments": ARGUMENTS, "approval_id": request.approval_id, "idempotency_key": "k-1"}
+    call = {"tool_id": TOOL, "arguments": ARGUMENTS, "approval_id": request.approval_id}
+    if idempotency_key is not None:
+        call["idempotency_key"] = idempotency_key
     with transaction.atomic():
-        # An approver's page, a sweep: anything holding the row keeps both calls in the gateway at once.
         ApprovalRequest.objects.select_for_update().get(pk=request.pk)
         first, repeat = _send(gateway, token, call), _send(gateway, token, call)
         _wait_for(lambda: _waiting_on_locks() >= 2, "both calls are inside the gateway")
-    answers = [first.result(timeout=60), repeat.result(timeout=60)]
-
-    assert faulty_calls(faulty_call_log, "record_note") == 1
-    ran = [a for a in answers if not a.get("isError")]
-    assert len(ran) == 1 and ran[0]["content"][0]["text"] == "stored 16 characters", answers
-    (other,) = [a for a in answers if a.get("isError")] or [a for a in answers if a is not ran[0]]
-    structured = other.get("structuredContent") or {}
-    # A repeat of the key: its result, or "still running" (wait for it); never "used: request a new one".
-    assert "approval_rejected" not in structured, other
-    assert other == ran[0] or structured.get("idempotency_conflict") is True, other
+    return [first.result(timeout=60), repeat.result(timeout=60)]
 
 
 def test_a_call_sent_twice_at_once_before_any_approval_opens_one_request(
