@@ -12,7 +12,7 @@ import re
 import secrets
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -31,7 +31,7 @@ from governance.constants import (
     MAX_ARGUMENT_DEPTH,
     delegation_max_chain,
 )
-from governance.models import ApprovalRequest, PolicyVersion, ToolPolicy
+from governance.models import ApprovalRequest, ToolPolicy
 from governance.principals import Principal, principal_for_user
 from governance.selectors import (
     approval_requester_may_execute,
@@ -211,72 +211,47 @@ def approval_request_create(*, principal: Principal, tool: Tool, arguments: Any,
             or existing_call.filter(status=ApprovalStatus.APPROVED).first()
         )
         if existing is None:
-            request = _request_open(
+            request = ApprovalRequest.objects.create(
+                approval_id=_new_approval_id(),
+                requester=principal.user,
+                token_id=principal.token_id,
+                token_ref=principal.token_ref,
+                agent=principal.agent,
+                tenant_id=principal.tenant_id if principal.tenant_id is not None else server_tenant_id(tool.server),
+                delegation_chain=list(principal.delegation_chain),
+                tool=tool,
+                tool_definition_hash=tool.definition_hash,
+                arguments_json=canonical,
+                arguments_digest=digest,
+                policy_version=version,
+                risk_class=policy.risk_class,
+                operation_class=policy.operation_class,
+                expires_at=now + timedelta(seconds=APPROVAL_PENDING_TTL_SECONDS),
+                trace_id=(trace_id or "")[:200],
+            )
+            audit_record(
+                event_type=AuditEventType.APPROVAL_REQUESTED,
                 principal=principal,
                 tool=tool,
-                canonical=canonical,
-                digest=digest,
-                policy=policy,
-                version=version,
-                now=now,
+                approval=request,
+                outcome=AuditOutcome.PENDING,
                 trace_id=trace_id,
+                payload={"arguments_digest": digest, "risk_class": policy.risk_class},
             )
-    if existing is not None:  # audited in the caller's transaction, as a poll with the approval_id is
-        _audit_asked_about(principal=principal, tool=tool, request=existing)
-        if existing.status == ApprovalStatus.APPROVED:  # asking again would put it back in an approver's inbox
-            raise ApprovalError(
-                "already_approved",
-                f"This exact call is already approved (approval_id {existing.approval_id}) and not yet used",
-                details={"approval_id": existing.approval_id},
-            )
-        return existing
-    return request
+            # After commit, in a worker: an approver is told without the agent's call waiting on mail or a webhook.
+            from governance.tasks import notify_approval_requested
 
-
-def _request_open(
-    *,
-    principal: Principal,
-    tool: Tool,
-    canonical: str,
-    digest: str,
-    policy: ApprovalPolicy,
-    version: PolicyVersion,
-    now: datetime,
-    trace_id: str,
-) -> ApprovalRequest:
-    """A new pending request for this exact call, audited, its approvers told once it commits."""
-    request = ApprovalRequest.objects.create(
-        approval_id=_new_approval_id(),
-        requester=principal.user,
-        token_id=principal.token_id,
-        token_ref=principal.token_ref,
-        agent=principal.agent,
-        tenant_id=principal.tenant_id if principal.tenant_id is not None else server_tenant_id(tool.server),
-        delegation_chain=list(principal.delegation_chain),
-        tool=tool,
-        tool_definition_hash=tool.definition_hash,
-        arguments_json=canonical,
-        arguments_digest=digest,
-        policy_version=version,
-        risk_class=policy.risk_class,
-        operation_class=policy.operation_class,
-        expires_at=now + timedelta(seconds=APPROVAL_PENDING_TTL_SECONDS),
-        trace_id=(trace_id or "")[:200],
-    )
-    audit_record(
-        event_type=AuditEventType.APPROVAL_REQUESTED,
-        principal=principal,
-        tool=tool,
-        approval=request,
-        outcome=AuditOutcome.PENDING,
-        trace_id=trace_id,
-        payload={"arguments_digest": digest, "risk_class": policy.risk_class},
-    )
-    # After commit, in a worker: an approver is told without the agent's call waiting on mail or a webhook.
-    from governance.tasks import notify_approval_requested
-
-    notify_approval_requested.delay_on_commit(request.pk)
-    return request
+            notify_approval_requested.delay_on_commit(request.pk)
+            return request
+    # An open request for this call: audited in the caller's transaction, as a poll with the approval_id is.
+    _audit_asked_about(principal=principal, tool=tool, request=existing)
+    if existing.status == ApprovalStatus.APPROVED:  # asking again would put it back in an approver's inbox
+        raise ApprovalError(
+            "already_approved",
+            f"This exact call is already approved (approval_id {existing.approval_id}) and not yet used",
+            details={"approval_id": existing.approval_id},
+        )
+    return existing
 
 
 def approval_get(*, approval_id: object) -> ApprovalRequest:

@@ -47,13 +47,12 @@ def _archive_server(token: str, *, admin: Any, member: Any, server: Any) -> None
     server_archive(server=server)
 
 
-@pytest.mark.parametrize("take_away", [_revoke_token, _revoke_grant, _archive_server], ids=lambda f: f.__name__[1:])
-def test_access_taken_away_while_a_call_waits_for_its_upstream_stops_it_before_it_is_sent(
-    gateway, admin_user, faulty_server, faulty_call_log, settings, take_away
-):
+def _member_waiting_behind_a_hang(gateway, admin_user, faulty_server, faulty_call_log, settings):
+    """The member's ping, authorized and waiting for the server's only slot, which a hang holds: (the member, their
+    token, the hang's socket, the ping's answer to come)."""
     from mcpgateway.models import IdempotencyRecord
 
-    settings.SCOUT_MCP_MAX_CALLS_PER_SERVER = 1  # a hang holds the only slot: the member's call waits for it
+    settings.SCOUT_MCP_MAX_CALLS_PER_SERVER = 1
     holder_user = make_user("gw_holder")
     grant(admin_user, faulty_server, holder_user, "discover", "execute")
     holder = _open_call(gateway, make_token(holder_user), {"tool_id": "faulty::hang", "arguments": {}})
@@ -62,11 +61,21 @@ def test_access_taken_away_while_a_call_waits_for_its_upstream_stops_it_before_i
     member = make_user("gw_member")
     grant(admin_user, faulty_server, member, "discover", "execute")
     token = make_token(member)
-    ping = {"tool_id": "faulty::ping", "arguments": {"text": "late"}, "idempotency_key": "ping-1"}
-    waiting = _send(gateway, token, ping)
+    waiting = _send(gateway, token, {"tool_id": "faulty::ping", "arguments": {"text": "late"}, "idempotency_key": "p"})
     # Its key is claimed once every check passed: it now waits for the slot.
-    _wait_for(lambda: IdempotencyRecord.objects.filter(key="ping-1").exists(), "the ping was authorized")
+    _wait_for(lambda: IdempotencyRecord.objects.filter(key="p").exists(), "the ping was authorized")
+    return member, token, holder, waiting
 
+
+@pytest.mark.parametrize("take_away", [_revoke_token, _revoke_grant, _archive_server], ids=lambda f: f.__name__[1:])
+def test_access_taken_away_while_a_call_waits_for_its_upstream_stops_it_before_it_is_sent(
+    gateway, admin_user, faulty_server, faulty_call_log, settings, take_away
+):
+    from mcpgateway.models import IdempotencyRecord
+
+    member, token, holder, waiting = _member_waiting_behind_a_hang(
+        gateway, admin_user, faulty_server, faulty_call_log, settings
+    )
     take_away(token, admin=admin_user, member=member, server=faulty_server)
     _drop(holder)
 
@@ -77,24 +86,13 @@ def test_access_taken_away_while_a_call_waits_for_its_upstream_stops_it_before_i
     assert faulty_calls(faulty_call_log, "ping") == 0  # the upstream never ran it
     (event,) = _wait_for(lambda: _executions("faulty::ping"), "an audit event for the stopped call")
     assert event.outcome == "denied" and event.payload["failure"] == "access_changed"
-    assert not IdempotencyRecord.objects.filter(key="ping-1").exists()  # nothing ran: the key is free again
+    assert not IdempotencyRecord.objects.filter(key="p").exists()  # nothing ran: the key is free again
 
 
 def test_a_call_that_waited_for_its_slot_still_runs_when_nothing_changed(
     gateway, admin_user, faulty_server, faulty_call_log, settings
 ):
-    settings.SCOUT_MCP_MAX_CALLS_PER_SERVER = 1
-    member = make_user("gw_member")
-    grant(admin_user, faulty_server, member, "discover", "execute")
-    token = make_token(member)
-    holder = _open_call(gateway, token, {"tool_id": "faulty::hang", "arguments": {}})
-    _wait_for(lambda: faulty_calls(faulty_call_log, "hang") == 1, "the hang holds the slot")
-
-    from mcpgateway.models import IdempotencyRecord
-
-    ping = {"tool_id": "faulty::ping", "arguments": {"text": "late"}, "idempotency_key": "ping-2"}
-    waiting = _send(gateway, token, ping)
-    _wait_for(lambda: IdempotencyRecord.objects.filter(key="ping-2").exists(), "the ping was authorized")
+    _, _, holder, waiting = _member_waiting_behind_a_hang(gateway, admin_user, faulty_server, faulty_call_log, settings)
     _drop(holder)
 
     result = waiting.result(timeout=60)
