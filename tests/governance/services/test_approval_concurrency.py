@@ -1,4 +1,5 @@
-"""Two concurrent uses of one approval: exactly one succeeds (Z9), on whichever database the run uses."""
+"""Concurrency on one approval (Z9), on whichever database the run uses: of two uses exactly one wins, and of two
+decisions exactly one is kept."""
 
 import threading
 
@@ -56,3 +57,59 @@ def test_two_concurrent_uses_exactly_one_wins(member, approver, superuser, attem
     assert request.status == ApprovalStatus.CONSUMED
     assert AuditEvent.objects.filter(event_type="approval.consumed", approval_ref=request.approval_id).count() == 1
     assert ApprovalRequest.objects.filter(status=ApprovalStatus.CONSUMED).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("attempt", range(3))
+def test_two_approvers_deciding_one_request_at_once_make_one_decision(
+    member, approver, superuser, django_user_model, attempt
+):
+    """One approves while another denies (an inbox page and the REST API, say): exactly one decision is kept and
+    audited; the other is told the request is no longer pending."""
+    second = django_user_model.objects.create_user(username=f"approver-two-{attempt}", password="x")
+    server = ServerFactory(slug=f"decide-race-{attempt}")
+    tool = ToolFactory(server=server, name="delete_repo", annotations=None)
+    for action in ("discover", "execute"):
+        permission_grant(actor=superuser, target=server, action=action, holder=member)
+    for person in (approver, second):
+        permission_grant(actor=superuser, target=server, action="approve", holder=person)
+    request = approval_request_create(principal=principal_for_user(member, agent="racer"), tool=tool, arguments=ARGS)
+
+    barrier = threading.Barrier(2)
+    outcomes: dict[str, str] = {}
+    lock = threading.Lock()
+
+    def decide(person, approve: bool) -> None:
+        try:
+            barrier.wait(timeout=10)
+            approval_decide(request=request, approver=person, approve=approve, reason="decided")
+            result = "ok"
+        except ApprovalError as exc:
+            result = exc.code
+        except Exception as exc:  # noqa: BLE001 - recorded and asserted below
+            result = f"error: {exc!r}"
+        finally:
+            connection.close()
+        with lock:
+            outcomes["approve" if approve else "deny"] = result
+
+    threads = [
+        threading.Thread(target=decide, args=(approver, True)),
+        threading.Thread(target=decide, args=(second, False)),
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+
+    assert sorted(outcomes.values()) == ["not_pending", "ok"], outcomes
+    request.refresh_from_db()
+    approved = outcomes["approve"] == "ok"
+    assert request.status == (ApprovalStatus.APPROVED if approved else ApprovalStatus.DENIED)
+    assert request.decided_by_id == (approver.pk if approved else second.pk)
+    decisions = AuditEvent.objects.filter(
+        event_type__in=["approval.approved", "approval.denied"], approval_ref=request.approval_id
+    )
+    assert list(decisions.values_list("event_type", flat=True)) == [
+        "approval.approved" if approved else "approval.denied"
+    ]
