@@ -15,22 +15,14 @@ from __future__ import annotations
 import pytest
 from django.db import connection, transaction
 
+from tests.postgres_locks import until_sessions_wait_on_locks
+
 from .conftest import faulty_calls, gateway_db, grant, make_token, make_user
 from .test_access_change_mid_call import _send
-from .test_disconnect import _wait_for
 
 pytestmark = [gateway_db, pytest.mark.slow]
 TOOL = "faulty::record_note"
 ARGUMENTS = {"note": "ship the release"}
-
-
-def _waiting_on_locks() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_stat_clear_snapshot()")  # inside a transaction the view is read once otherwise
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
-        )
-        return cursor.fetchone()[0]
 
 
 def _needs_postgres() -> None:
@@ -93,7 +85,7 @@ def _approved_call_sent_twice(gateway, admin_user, faulty_server, *, idempotency
     with transaction.atomic():
         ApprovalRequest.objects.select_for_update().get(pk=request.pk)
         first, repeat = _send(gateway, token, call), _send(gateway, token, call)
-        _wait_for(lambda: _waiting_on_locks() >= 2, "both calls are inside the gateway")
+        until_sessions_wait_on_locks(2, "both calls are inside the gateway")
     return [first.result(timeout=60), repeat.result(timeout=60)]
 
 
@@ -109,7 +101,7 @@ def test_a_call_sent_twice_at_once_before_any_approval_opens_one_request(
         with connection.cursor() as cursor:  # no request can be opened until this transaction ends; reads go on
             cursor.execute("LOCK TABLE governance_approvalrequest IN SHARE ROW EXCLUSIVE MODE")
         first, repeat = _send(gateway, token, call), _send(gateway, token, call)
-        _wait_for(lambda: _waiting_on_locks() >= 2, "both calls are inside the gateway")
+        until_sessions_wait_on_locks(2, "both calls are inside the gateway")
     answers = [first.result(timeout=60), repeat.result(timeout=60)]
 
     assert ApprovalRequest.objects.count() == 1, list(ApprovalRequest.objects.values_list("approval_id", flat=True))

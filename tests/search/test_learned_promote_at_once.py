@@ -2,7 +2,6 @@
 curated example request of the tool, not two (each a copy the tool's ranking counts, each to be deleted by hand)."""
 
 import threading
-import time
 
 import pytest
 from django.db import connection, transaction
@@ -11,23 +10,7 @@ from search.choices import LearnedStatus
 from search.models import LearnedRequest
 from search.usage import learned_request_promote
 from tests.governance.factories import ServerFactory, ToolFactory
-
-
-def _until_two_wait_on_locks() -> None:
-    """Poll until two sessions wait on a lock (a bound on waiting, not a speed assertion)."""
-    deadline = time.monotonic() + 30
-    while _waiting_on_locks() < 2:
-        assert time.monotonic() < deadline, "the two promotions never both got under way"
-        time.sleep(0.05)
-
-
-def _waiting_on_locks() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_stat_clear_snapshot()")  # inside a transaction the view is read once otherwise
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
-        )
-        return cursor.fetchone()[0]
+from tests.postgres_locks import until_sessions_wait_on_locks
 
 
 @pytest.mark.django_db(transaction=True)
@@ -53,7 +36,7 @@ def test_two_curators_promoting_one_learned_request_at_once_make_one_example(dja
         threads = [threading.Thread(target=promote, args=(curator,)) for curator in curators]
         for thread in threads:
             thread.start()
-        _until_two_wait_on_locks()
+        until_sessions_wait_on_locks(2, "both promotions are under way")
     for thread in threads:
         thread.join(timeout=30)
 
