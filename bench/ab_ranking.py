@@ -15,7 +15,8 @@ size: each side's median and mean CPU per request over all rounds, their ratio, 
 (tools, order, scores, ranks, why_matched, confidence) is the same on both sides.
 
 ``--profile SIZE``: this checkout only, the CPU of each ranking stage per request (the median over requests of
-each stage's thread time, wrapped around the functions named in STAGES), then cProfile's top functions.
+each stage's thread time, wrapped around the functions named in STAGES; and its mean over the single-step and
+the multi-step requests apart, whose parts are scanned and ranked too), then cProfile's top functions.
 """
 
 import argparse
@@ -266,6 +267,7 @@ def profile(args: argparse.Namespace) -> None:
         search(i)
     per_stage: dict[str, list[float]] = {"search (scan + rank_request)": []}
     per_stage.update({label: [] for label, _, _ in STAGES})
+    multi_step = []  # per measured request: whether it has parts (a multi-step request scores each part too)
     for _ in range(args.rounds):
         for i in range(len(records)):
             stage_ms.clear()
@@ -274,9 +276,19 @@ def profile(args: argparse.Namespace) -> None:
             stage_ms["search (scan + rank_request)"] = (time.thread_time() - started) * 1000
             for label in per_stage:
                 per_stage[label].append(stage_ms.get(label, 0.0))
-    print(f"\n{args.profile} tools, {len(records)} requests x {args.rounds}: CPU ms per request (median, mean)")
+            multi_step.append(bool(records[i]["parts"]))
+    multi = sum(multi_step) // args.rounds
+    print(
+        f"\n{args.profile} tools, {len(records)} requests x {args.rounds}: CPU ms per request (median, mean; then the "
+        f"mean over the {len(records) - multi} single-step and the {multi} multi-step requests)"
+    )
     for label, values in per_stage.items():
-        print(f"  {label:<30} {statistics.median(values):7.2f} {statistics.fmean(values):7.2f}")
+        single = [v for v, m in zip(values, multi_step, strict=True) if not m]
+        several = [v for v, m in zip(values, multi_step, strict=True) if m]
+        print(
+            f"  {label:<30} {statistics.median(values):7.2f} {statistics.fmean(values):7.2f} "
+            f"{statistics.fmean(single) if single else 0.0:7.2f} {statistics.fmean(several) if several else 0.0:7.2f}"
+        )
     profiler = cProfile.Profile(time.thread_time)
     profiler.enable()
     for i in range(len(records)):

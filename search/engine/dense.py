@@ -1,7 +1,8 @@
 """Multi-vector dense scoring: every tool has several unit vectors; a tool scores by its best one.
 
 Large catalogs (``quantized=True``): the scanned table is int8 (a quarter of float32's bytes), multiplied
-by ONNX Runtime's MatMulInteger with the table prepacked at build (``_Int8Table``), and the float32 vectors
+by ONNX Runtime's MatMulInteger with the table prepacked at build (``_Int8Table``; the packed copy on 2 MB
+pages where the kernel allows, ``_back_with_huge_pages``), and the float32 vectors
 go to an unlinked temporary file; only the rows a query re-scores are read back (pread past 64 MB of them, so
 they never count as the process's resident memory; see ``_Spill``). A scan's scores are then approximate within a
 proven bound
@@ -11,6 +12,7 @@ answers are those of the exact scan. A request with parts scores all its vectors
 (``DenseIndex.score_all``).
 """
 
+import ctypes
 import mmap
 import os
 import tempfile
@@ -667,9 +669,49 @@ def _session(directory: str, count: int, width: int):
     options.intra_op_num_threads = 1  # the request's own thread, as the BLAS scan of a float32 table
     options.inter_op_num_threads = 1
     options.log_severity_level = 3
+    before = _anonymous_regions()
     session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    _back_with_huge_pages(_anonymous_regions() - before, least=count * width)
     path.unlink()
     return session
+
+
+# madvise(2) advice (Linux): mark a range for transparent huge pages; collapse it into them now (Linux 6.1+).
+_MADV_HUGEPAGE = 14
+_MADV_COLLAPSE = 25
+
+
+def _anonymous_regions() -> set[tuple[int, int]]:
+    """(start, end) of every anonymous mapping of this process (none where /proc is absent: not Linux)."""
+    try:
+        with open("/proc/self/maps", encoding="ascii") as maps:
+            lines = maps.readlines()
+    except OSError:
+        return set()
+    regions = set()
+    for line in lines:
+        fields = line.split()
+        if len(fields) == 5:  # no path: anonymous memory
+            start, end = fields[0].split("-")
+            regions.add((int(start, 16), int(end, 16)))
+    return regions
+
+
+def _back_with_huge_pages(regions: set[tuple[int, int]], *, least: int) -> None:
+    """Back the regions of at least ``least`` bytes (ONNX Runtime's packed copy of an int8 table, allocated while
+    its session was made) with 2 MB pages, their contents unchanged. Every scan reads the whole table: on 4 KB
+    pages a 100,000-tool table (78 MB) is ~19,000 pages, and its scan took ~40% longer (bench/NOTES-scale5.md).
+    A table gets a mapping of its own past glibc's mmap threshold (at most 32 MB: ~85,000 vectors), where it
+    matters; a smaller one stays in the heap as it was. Best effort: a kernel without transparent huge pages or
+    MADV_COLLAPSE refuses, and the table stays as it was."""
+    wanted = [(start, end - start) for start, end in regions if end - start >= least]
+    if not wanted:
+        return
+    madvise = ctypes.CDLL(None, use_errno=True).madvise
+    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    for start, length in wanted:
+        madvise(start, length, _MADV_HUGEPAGE)  # also for khugepaged, should the collapse below be refused
+        madvise(start, length, _MADV_COLLAPSE)
 
 
 # Vectors per tool taken one whole-array pass at a time; a tool's vectors past this many (long lists of
