@@ -124,3 +124,32 @@ def test_curator_dismisses_a_request_no_tool_should_serve_and_restores_it(browse
     assert browser.find_element(By.ID, "workbench-waiting").text.endswith(": 2")
     browser.get(f"{live_server.url}/admin/search/workbench/")
     assert browser.find_elements(By.CSS_SELECTOR, f'tr.request-group[data-text="{flight}"]')
+
+
+def test_a_long_request_reads_in_a_few_lines_beside_the_tools_it_returned(browser, live_server, curator, member):
+    # The tools a request returned took the row's width: a request of a sentence stood in a sliver, a word a line.
+    from selenium.webdriver.common.by import By
+
+    from search.usage import LoggedResult
+
+    request = "find last quarter's revenue report for the EMEA region and email the summary to the finance team"
+    returned = [LoggedResult(tool_id=f"reports-{n}::export_quarterly_revenue_{n}", score=0.3) for n in range(8)]
+    query_log_record(
+        principal=principal_for_user(member),
+        query=request,
+        results=returned,
+        confidence=Confidence.NONE,
+        degraded=False,
+        backend="embedded",
+        latency_ms=9,
+    )
+    admin_login(browser, live_server.url, "curator", "pw-curator-123")
+    browser.get(f"{live_server.url}/admin/search/workbench/")
+    text = browser.find_element(By.CSS_SELECTOR, "tr.request-group td strong")
+    screenshot(browser, "curator-workbench-long-request")
+    lines = browser.execute_script(
+        "const e = arguments[0]; return e.getBoundingClientRect().height / parseFloat(getComputedStyle(e).lineHeight);",
+        text,
+    )
+    assert lines < 4, lines  # 5 lines at 1280 px before, 7 at a year's volume (longer returned tool ids)
+    assert browser.execute_script("return document.documentElement.scrollWidth <= document.documentElement.clientWidth")
