@@ -6,7 +6,7 @@ from typing import Any
 
 from django.apps import apps
 from django.contrib import admin
-from django.db.models import Exists, OuterRef
+from django.db.models import Case, Exists, OuterRef, Q, Value, When
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
@@ -232,13 +232,32 @@ def _approver_panel(request: HttpRequest, pending: int) -> dict[str, Any]:
     return {"count": pending, "rows": rows}
 
 
+def _server_attention() -> Case:
+    """0 for a server whose tools are hidden by a failed sync, 1 for one never synced, 3 for an archived one, else 2."""
+    from catalog.choices import ServerStatus, Transport
+
+    return Case(
+        When(status__in=[ServerStatus.DEGRADED, ServerStatus.UNAVAILABLE], then=Value(0)),
+        When(
+            Q(status=ServerStatus.ACTIVE, last_synced_at__isnull=True) & ~Q(transport=Transport.IMPORTED), then=Value(1)
+        ),
+        When(status=ServerStatus.ARCHIVED, then=Value(3)),
+        default=Value(2),
+    )
+
+
 def _operator_panel(user) -> dict[str, Any]:
     from catalog.admin.filters import tool_count_annotations
     from catalog.admin.servers import tool_count_links
     from catalog.models import SyncRun
 
-    # Counted as the server list counts them, each number a link to those tools in the tool list.
-    servers = list(_managed_servers(user).annotate(**tool_count_annotations()).order_by("slug")[: HOME_ROWS * 3])
+    # Counted as the server list counts them, each number a link to those tools in the tool list. Those needing
+    # attention first: by slug alone, a failing server past the 30th was not on the page at all.
+    servers = list(
+        _managed_servers(user)
+        .annotate(**tool_count_annotations(), attention=_server_attention())
+        .order_by("attention", "slug")[: HOME_ROWS * 3]
+    )
     for server in servers:
         server.tools_shown = tool_count_links(server)
     failures = (

@@ -146,7 +146,8 @@ def workbench_groups(
     *, days: int = WORKBENCH_DAYS, reason: str = "", user=None, returned: bool = True
 ) -> list[RequestGroup]:
     """Groups of logged client requests that were withheld, low-confidence or not followed by a call,
-    newest first; never searches emptied by the caller's filters or access (``workbench_left_out``).
+    newest first, among the newest ``MAX_ENTRIES`` such requests (the page lists ``MAX_GROUPS`` of them); never
+    searches emptied by the caller's filters or access (``workbench_left_out``).
     ``reason`` narrows to one of ``withheld``, ``low``, ``unfollowed``; ``user``: only the requests that
     curator may read (``query_log_visible_to``); ``returned``: collect the tools each group returned (the
     counts alone do not need the logged results)."""
@@ -165,8 +166,6 @@ def workbench_groups(
         if group is None:
             if dismissal_key(key) in dismissed:
                 skipped.add(key)
-                continue
-            if len(groups) >= MAX_GROUPS:
                 continue
             group = groups[key] = RequestGroup(key=key, text=entry.query, latest=entry.created_at)
         group.count += 1
@@ -198,6 +197,8 @@ def workbench_waiting(*, user) -> dict[str, int]:
     key = _waiting_key(user)
     counts = cache_call("get", key) if key is not None else None
     if counts is None:
+        # Counted before the page's cut: at volume the first 100 groups were counted, so the home said 100, and 99
+        # after one was attached, however many waited.
         groups = workbench_groups(user=user, returned=False)
         counts = {
             "total": len(groups),
@@ -385,7 +386,8 @@ def workbench_view(request: HttpRequest) -> HttpResponse:
     if reason not in ("", "withheld", "low", "unfollowed", "dismissed"):
         reason = ""
     dismissed = _dismissed_rows(request.user)
-    groups = workbench_groups(reason=reason, user=request.user) if reason != "dismissed" else []
+    waiting = workbench_groups(reason=reason, user=request.user) if reason != "dismissed" else []
+    groups = waiting[:MAX_GROUPS]
     _link_returned(groups, user=request.user)
     context = {
         **admin.site.each_context(request),
@@ -393,6 +395,7 @@ def workbench_view(request: HttpRequest) -> HttpResponse:
         "title": "Search workbench",
         "days": WORKBENCH_DAYS,
         "groups": groups,
+        "waiting": len(waiting),
         "left_out": workbench_left_out(user=request.user),
         "reason": reason,
         "dismissed": dismissed,

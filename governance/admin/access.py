@@ -34,6 +34,7 @@ from ..selectors import (
     servers_visible_to_operator,
     shared_shaped_by,
 )
+from ..selectors.tenants import INSTALL_ENVIRONMENT_FIELDS
 from ..services.permissions import (
     SELF_GRANT_MESSAGE,
     grants_to_self,
@@ -262,14 +263,16 @@ class ServerAdmin(AccessAdminMixin, CatalogServerAdmin):
     def get_fieldsets(self, request, obj=None):
         # The OpenAPI document is a form field, not a model one: when it is locked it is left out (not shown
         # read-only); the stored document stands and the server's OpenAPI preview still shows what it yields.
-        hidden = server_fields_locked(user=request.user, server=obj) & FORM_ONLY_FIELDS
-        fieldsets = super().get_fieldsets(request, obj)
-        if not hidden:
-            return fieldsets
-        return [
-            (name, {**options, "fields": [field for field in options["fields"] if field not in hidden]})
-            for name, options in fieldsets
-        ]
+        locked = server_fields_locked(user=request.user, server=obj)
+        hidden = locked & FORM_ONLY_FIELDS
+        note = _locked_connection_note(locked)
+        fieldsets = []
+        for name, options in super().get_fieldsets(request, obj):
+            options = {**options, "fields": [field for field in options["fields"] if field not in hidden]}
+            if name == "Connection" and note:  # a read-only "-" with no reason was a dead end
+                options["description"] = note
+            fieldsets.append((name, options))
+        return fieldsets
 
     def get_queryset(self, request):
         # An operator of tenant A manages shared servers and tenant A's; tenant B's do not exist for them (Z12).
@@ -277,6 +280,20 @@ class ServerAdmin(AccessAdminMixin, CatalogServerAdmin):
 
 
 FORM_ONLY_FIELDS = frozenset({"openapi_upload", "openapi_document"})  # the server form's, not the model's
+
+
+def _locked_connection_note(locked: frozenset[str]) -> str:
+    """Why the connection fields shown read-only cannot be set here, and what the operator can do instead."""
+    if "transport" in locked:
+        return "This server is shared by every tenant: only a superuser changes its connection."
+    if locked & set(INSTALL_ENVIRONMENT_FIELDS):
+        return (
+            "Commands and environment variable names (a stdio server's command, arguments and variables, the "
+            "variables holding credentials) are set by a superuser once Scout has tenants: Scout's processes serve "
+            "every tenant and hold every tenant's credentials. Here you can add a Streamable HTTP or OpenAPI server "
+            "that needs no credentials; ask a superuser to add a stdio server or one that needs credentials."
+        )
+    return ""
 
 
 GRANT_PERMISSIONS = ("governance.add_toolgroupobjectpermission", "governance.add_tooluserobjectpermission")

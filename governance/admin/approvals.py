@@ -12,6 +12,7 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.http import urlencode
+from django.utils.text import Truncator
 
 from catalog.admin.lookups import StrictLookupsMixin
 from catalog.admin.titles import TitledAdminMixin
@@ -47,6 +48,7 @@ class DecidedByFilter(admin.SimpleListFilter):
         return queryset.filter(decided_by=request.user) if self.value() == "me" else queryset
 
 
+REASON_SHOWN = 80  # characters of a decision's reason on the list; its page has all of it
 _OPEN = (ApprovalStatus.PENDING, ApprovalStatus.APPROVED)  # still to decide or to use: "usable" applies
 
 
@@ -57,7 +59,8 @@ class ApprovalRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmi
     list_display = ("request_column", "decide_link", "status_column", "risk_badge", "tool_column", "requester_column")
     list_display_links = ("request_column",)
     list_filter = ("status", DecidedByFilter, "risk_class", "operation_class")
-    search_fields = ("approval_id", "tool__tool_id", "requester_shown", "agent_shown")  # Z12: no other tenant's name
+    # Z12: no other tenant's name. The reason finds a past decision by what it said ("freeze", "customer data").
+    search_fields = ("approval_id", "tool__tool_id", "requester_shown", "agent_shown", "decision_reason")
     hidden_lookups = ("agent", "requester", "decided_by")  # read masked: no ?agent__startswith=, ?requester=17
     readonly_fields = (
         "approval_id",
@@ -171,9 +174,20 @@ class ApprovalRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmi
     @admin.display(description="status", ordering="status")
     def status_column(self, obj: ApprovalRequest):
         usable = self.usable(obj)
-        if not usable or usable == "yes":
+        if usable and usable != "yes":
+            return format_html('{}<br><small class="scout-held-text">{}</small>', obj.get_status_display(), usable)
+        if obj.status == ApprovalStatus.PENDING or obj.decided_by_id is None:
             return obj.get_status_display()
-        return format_html('{}<br><small class="scout-held-text">{}</small>', obj.get_status_display(), usable)
+        # Who decided, when and why, on the list: a past decision is found here, not by opening each request.
+        when = f" {timezone.localtime(obj.decided_at):%Y-%m-%d %H:%M}" if obj.decided_at else ""
+        reason = Truncator(obj.decision_reason).chars(REASON_SHOWN) if obj.decision_reason else ""
+        return format_html(
+            '{}<br><small class="decision">by {}{}{}</small>',
+            obj.get_status_display(),
+            obj.decided_by_shown or "-",
+            when,
+            format_html(": “{}”", reason) if reason else "",
+        )
 
     @admin.display(description="decide")
     def decide_link(self, obj: ApprovalRequest):

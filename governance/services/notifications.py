@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import time
+from collections import defaultdict
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -23,7 +24,6 @@ import httpx
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.mail import send_mail
-from django.db.models import Q
 from django.urls import reverse
 
 from catalog.upstream import run_async
@@ -33,12 +33,13 @@ from governance.models import (
     ApprovalRequest,
     NotificationAttempt,
     ServerGroupObjectPermission,
+    ServerTenant,
     ServerUserObjectPermission,
     Tenant,
     ToolGroupObjectPermission,
     ToolUserObjectPermission,
 )
-from governance.selectors import server_tenant_id, tools_approvable_by, users_visible_to_operator
+from governance.selectors import tools_approvable_by, users_visible_to_operator
 
 logger = logging.getLogger(__name__)
 WEBHOOK_TIMEOUT_SECONDS = 10
@@ -100,37 +101,52 @@ def webhook_url_refused(url: str) -> str:
     return "the approval webhook URL is http:// to another host: use https (or set SCOUT_APPROVAL_WEBHOOK_ALLOW_HTTP)"
 
 
-def _approver_candidates(request: ApprovalRequest) -> list:
-    """Active users but the requester holding ``approve`` on the request's tool or its server (directly or through
-    a group), members of its tenant and its server's, if any: ``approvers_for`` before the own-grant rule."""
-    tool = request.tool
-    # Subqueries on the grant tables, not one OR over four outer joins: the joins multiply every user by every
-    # grant row before the filter (hundreds of ms at a year's volume; the waiting-approvals page runs one a row).
-    group_ids = ToolGroupObjectPermission.objects.filter(content_object=tool, permission__codename="approve_tool")
-    server_group_ids = ServerGroupObjectPermission.objects.filter(
-        content_object=tool.server_id, permission__codename="approve_server"
-    )
-    member_ids = get_user_model().groups.through.objects.filter(
-        Q(group_id__in=group_ids.values("group_id")) | Q(group_id__in=server_group_ids.values("group_id"))
-    )
-    grants = (
-        Q(
-            pk__in=ToolUserObjectPermission.objects.filter(
-                content_object=tool, permission__codename="approve_tool"
-            ).values("user_id")
-        )
-        | Q(
-            pk__in=ServerUserObjectPermission.objects.filter(
-                content_object=tool.server_id, permission__codename="approve_server"
-            ).values("user_id")
-        )
-        | Q(pk__in=member_ids.values("user_id"))
-    )
-    users = get_user_model().objects.filter(grants, is_active=True).exclude(pk=request.requester_id)
-    # Z12: only people acting in the request's tenant and its server's (as the inbox shows it to them).
-    for tenant_id in {request.tenant_id, server_tenant_id(tool.server)} - {None}:
-        users = users.filter(pk__in=Tenant.members.through.objects.filter(tenant_id=tenant_id).values("user_id"))
-    return list(users.distinct().order_by("pk"))
+def _holders(model: type, object_ids: set[int], codename: str, holder: str) -> dict[int, set[int]]:
+    """The ids of those holding ``codename`` on each of ``object_ids`` in a direct grant table, by object id."""
+    rows = model.objects.filter(content_object_id__in=object_ids, permission__codename=codename)
+    found: dict[int, set[int]] = defaultdict(set)
+    for object_id, holder_id in rows.values_list("content_object_id", holder):
+        found[object_id].add(holder_id)
+    return found
+
+
+def _approver_candidates(requests: list[ApprovalRequest]) -> dict[int, list]:
+    """Of each request, by pk: active users but the requester holding ``approve`` on its tool or its server
+    (directly or through a group), members of its tenant and its server's, if any: ``approvers_for`` before the
+    own-grant rule. Eight queries for any number of requests: a page of 100 waiting on 100 tools read one query a
+    tool (4 s at a year's volume on Postgres)."""
+    tool_ids = {request.tool_id for request in requests}
+    server_ids = {request.tool.server_id for request in requests}
+    tool_people = _holders(ToolUserObjectPermission, tool_ids, "approve_tool", "user_id")
+    server_people = _holders(ServerUserObjectPermission, server_ids, "approve_server", "user_id")
+    tool_groups = _holders(ToolGroupObjectPermission, tool_ids, "approve_tool", "group_id")
+    server_groups = _holders(ServerGroupObjectPermission, server_ids, "approve_server", "group_id")
+    members: dict[int, set[int]] = defaultdict(set)
+    group_ids = set().union(*tool_groups.values(), *server_groups.values())
+    for group_id, user_id in (
+        get_user_model().groups.through.objects.filter(group_id__in=group_ids).values_list("group_id", "user_id")
+    ):
+        members[group_id].add(user_id)
+    server_tenant = dict(ServerTenant.objects.filter(server_id__in=server_ids).values_list("server_id", "tenant_id"))
+    tenant_ids = {request.tenant_id for request in requests} | set(server_tenant.values())
+    tenant_people: dict[int, set[int]] = defaultdict(set)
+    for tenant_id, user_id in Tenant.members.through.objects.filter(tenant_id__in=tenant_ids).values_list(
+        "tenant_id", "user_id"
+    ):
+        tenant_people[tenant_id].add(user_id)
+    holders = {}
+    for request in requests:
+        tool_id, server_id = request.tool_id, request.tool.server_id
+        groups = tool_groups[tool_id] | server_groups[server_id]
+        ids = tool_people[tool_id] | server_people[server_id] | set().union(*(members[g] for g in groups))
+        ids.discard(request.requester_id)
+        # Z12: only people acting in the request's tenant and its server's (as the inbox shows it to them).
+        for tenant_id in {request.tenant_id, server_tenant.get(server_id)} - {None}:
+            ids &= tenant_people[tenant_id]
+        holders[request.pk] = ids
+    active = get_user_model().objects.filter(pk__in=set().union(*holders.values()), is_active=True).order_by("pk")
+    users = {user.pk: user for user in active}
+    return {pk: [users[i] for i in sorted(ids) if i in users] for pk, ids in holders.items()}
 
 
 def approvers_for(*, request: ApprovalRequest) -> list:
@@ -144,7 +160,7 @@ def approvers_for(*, request: ApprovalRequest) -> list:
 def approvers_for_many(*, requests: list[ApprovalRequest]) -> dict[int, list]:
     """``approvers_for`` of each request, by pk: whether a person may decide is read once for all the requests'
     tools, not once per request."""
-    candidates = {request.pk: _approver_candidates(request) for request in requests}
+    candidates = _approver_candidates(requests)
     tool_ids = {request.tool_id for request in requests}
     approvable: dict[int, set[int]] = {}
     for user in {user.pk: user for users in candidates.values() for user in users}.values():

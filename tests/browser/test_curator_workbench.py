@@ -26,6 +26,19 @@ def curator(django_user_model):
     return user
 
 
+def _withheld(member, query: str, returned=()) -> None:
+    """A request of ``member``'s that the gateway withheld, in the query log."""
+    query_log_record(
+        principal=principal_for_user(member),
+        query=query,
+        results=list(returned),
+        confidence=Confidence.NONE,
+        degraded=False,
+        backend="embedded",
+        latency_ms=9,
+    )
+
+
 def test_curator_attaches_a_withheld_request_and_sees_it_found(
     browser, live_server, curator, member, small_catalog, encoder
 ):
@@ -33,15 +46,7 @@ def test_curator_attaches_a_withheld_request_and_sees_it_found(
     from selenium.webdriver.support.ui import Select
 
     index_rebuild()
-    query_log_record(
-        principal=principal_for_user(member),
-        query=WITHHELD,
-        results=[],
-        confidence=Confidence.NONE,
-        degraded=False,
-        backend="embedded",
-        latency_ms=9,
-    )
+    _withheld(member, WITHHELD)
     admin_login(browser, live_server.url, "curator", "pw-curator-123")
     browser.get(f"{live_server.url}/admin/search/workbench/?reason=withheld")
     row = browser.find_element(By.CSS_SELECTOR, f'tr.request-group[data-text="{WITHHELD}"]')
@@ -83,16 +88,8 @@ def test_curator_dismisses_a_request_no_tool_should_serve_and_restores_it(browse
     from selenium.webdriver.common.by import By
 
     flight = "book a flight to Lisbon"
-    for query, confidence in ((flight, Confidence.NONE), (WITHHELD, Confidence.NONE)):
-        query_log_record(
-            principal=principal_for_user(member),
-            query=query,
-            results=[],
-            confidence=confidence,
-            degraded=False,
-            backend="embedded",
-            latency_ms=9,
-        )
+    for query in (flight, WITHHELD):
+        _withheld(member, query)
     admin_login(browser, live_server.url, "curator", "pw-curator-123")
     assert browser.find_element(By.ID, "workbench-waiting").text.endswith(": 2")
 
@@ -124,3 +121,24 @@ def test_curator_dismisses_a_request_no_tool_should_serve_and_restores_it(browse
     assert browser.find_element(By.ID, "workbench-waiting").text.endswith(": 2")
     browser.get(f"{live_server.url}/admin/search/workbench/")
     assert browser.find_elements(By.CSS_SELECTOR, f'tr.request-group[data-text="{flight}"]')
+
+
+def test_a_long_request_reads_in_a_few_lines_beside_the_tools_it_returned(browser, live_server, curator, member):
+    # The tools a request returned took the row's width: a request of a sentence stood in a sliver, a word a line.
+    from selenium.webdriver.common.by import By
+
+    from search.usage import LoggedResult
+
+    request = "find last quarter's revenue report for the EMEA region and email the summary to the finance team"
+    returned = [LoggedResult(tool_id=f"reports-{n}::export_quarterly_revenue_{n}", score=0.3) for n in range(8)]
+    _withheld(member, request, returned)
+    admin_login(browser, live_server.url, "curator", "pw-curator-123")
+    browser.get(f"{live_server.url}/admin/search/workbench/")
+    text = browser.find_element(By.CSS_SELECTOR, "tr.request-group td strong")
+    screenshot(browser, "curator-workbench-long-request")
+    lines = browser.execute_script(
+        "const e = arguments[0]; return e.getBoundingClientRect().height / parseFloat(getComputedStyle(e).lineHeight);",
+        text,
+    )
+    assert lines < 4, lines  # 5 lines at 1280 px before, 7 at a year's volume (longer returned tool ids)
+    assert browser.execute_script("return document.documentElement.scrollWidth <= document.documentElement.clientWidth")

@@ -261,3 +261,22 @@ def test_an_approver_with_nothing_waiting_is_told_truly_whether_requests_are_mai
     approver.email = "appr@example.com"
     approver.save()
     assert said() == "Nothing is waiting. New requests are e-mailed to you."
+
+
+def test_operator_home_lists_a_failing_server_first_and_leads_to_all_of_them(client, django_user_model):
+    # Listed by slug and cut at 30, a failing server whose slug sorts late was not on the home at all, and the page
+    # said "Servers: 32" with no way to the other two.
+    from django.utils import timezone
+
+    from tests.governance.factories import ServerFactory
+
+    synced = timezone.now()
+    for n in range(31):
+        ServerFactory(slug=f"a-{n:02d}", last_synced_at=synced)
+    ServerFactory(slug="zz-payments", status="unavailable", last_synced_at=synced)
+    client.force_login(_staff(django_user_model, "op", OPERATORS))
+    html = client.get(reverse("admin:index")).content.decode()
+    home = html[html.index('id="operator-home"') :]
+    assert "zz-payments" in home and home.index("zz-payments") < home.index("a-00")
+    assert "Servers: 32" in home and "a-29" not in home
+    assert f'<a href="{reverse("admin:catalog_server_changelist")}">all 32 servers</a>' in home

@@ -104,7 +104,7 @@ def test_the_waiting_list_reads_the_same_number_of_queries_for_more_calls_of_one
     assert len(more) == len(few)
 
 
-def test_the_waiting_list_reads_one_query_more_for_each_more_tool_waiting(
+def test_the_waiting_list_reads_the_same_number_of_queries_for_more_tools_waiting(
     client, operator, superuser, member, approver
 ):
     from django.db import connection
@@ -123,8 +123,9 @@ def test_the_waiting_list_reads_one_query_more_for_each_more_tool_waiting(
     with CaptureQueriesContext(connection) as more:
         html = client.get(reverse("dashboard_approvals")).content.decode()
     assert html.count("<tr data-approval-id=") == 10 and "approver" in _row(html, last.approval_id)
-    # Each tool's grant holders; whether each holder may decide is read once for every tool on the page.
-    assert len(more) - len(few) == 8
+    # The grant holders of every tool on the page are read at once (a page of 100 tools read 100 queries, 4 s at a
+    # year's volume on Postgres), and whether each holder may decide once for all of them.
+    assert len(more) == len(few)
 
 
 def test_a_long_backlog_is_shown_a_page_at_a_time_oldest_first(client, operator, member, monkeypatch):

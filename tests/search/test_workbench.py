@@ -9,7 +9,7 @@ from search.engine.ranking import Confidence
 from search.models import SearchOutcome
 from search.services import index_rebuild, tool_search
 from search.usage import LoggedResult, query_log_record
-from search.workbench import group_key, workbench_groups
+from search.workbench import group_key, workbench_groups, workbench_waiting
 
 pytestmark = [pytest.mark.django_db]
 WORKBENCH = "search_workbench"
@@ -259,3 +259,19 @@ def test_try_in_the_preview_ranks_among_every_tool(client, curator, member):
     assert href.startswith(reverse("search_preview")) and "scope=every" in href
     page = client.get(href)
     assert page.status_code == 200 and page.context["as_user"] is None  # "Every tool some client may get"
+
+
+def test_more_groups_than_the_page_lists_are_counted_and_the_page_says_so(client, curator, member, monkeypatch):
+    # At a year's volume the first 100 groups were counted: the curator's home said 100 (99 after an attach) and
+    # the page listed 100 with no word of the 1,029 more waiting.
+    monkeypatch.setattr("search.workbench.MAX_GROUPS", 2)
+    for text in ("book a flight to oslo", "water the office plants", "order more printer toner"):
+        _log(member, text, Confidence.NONE)
+    client.force_login(curator)
+    html = client.get(reverse(WORKBENCH)).content.decode()
+    assert html.count('class="request-group"') == 2
+    assert "The newest 2 of 3 groups waiting are shown" in html
+    assert "order more printer toner" in html and "book a flight to oslo" not in html
+    assert workbench_waiting(user=curator)["total"] == 3  # the home page's count
+    one = client.get(reverse(WORKBENCH), {"reason": "withheld"}).content.decode()
+    assert "The newest 2 of 3" in one

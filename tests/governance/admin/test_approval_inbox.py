@@ -2,6 +2,7 @@
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from governance.choices import ApprovalStatus
 from governance.models import AuditEvent
@@ -131,3 +132,18 @@ def test_an_inbox_with_requests_shows_no_empty_note(client, approver, pending):
     client.force_login(approver)
     html = client.get(reverse("admin:governance_approvalrequest_changelist")).content.decode()
     assert pending.approval_id in html and 'id="inbox-empty"' not in html
+
+
+def test_a_past_decision_is_found_by_its_reason_and_says_who_decided_and_why(client, approver, pending):
+    # The list said "Denied" and nothing else, and its search did not read reasons: finding why a call was refused
+    # meant opening requests one by one.
+    client.force_login(approver)
+    client.post(decide_url(pending), {"reason": "not during the freeze", "_deny": "1"})
+    pending.refresh_from_db()
+    client.get(reverse("admin:index"))  # shows the decision's message, which names the request
+    found = client.get(reverse("admin:governance_approvalrequest_changelist"), {"q": "freeze"}).content.decode()
+    assert pending.approval_id in found
+    when = timezone.localtime(pending.decided_at).strftime("%Y-%m-%d %H:%M")
+    assert f"by approver {when}: “not during the freeze”" in found
+    nothing = client.get(reverse("admin:governance_approvalrequest_changelist"), {"q": "thaw"}).content.decode()
+    assert pending.approval_id not in nothing

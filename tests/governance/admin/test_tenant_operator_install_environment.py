@@ -128,3 +128,17 @@ def test_a_tenant_operator_cannot_claim_a_shared_server(client, operator_a):
     assert not ServerTenant.objects.filter(server=shared).exists()
     page = client.get(reverse("admin:catalog_server_change", args=[own.pk])).content.decode()
     assert "tenancy-0-tenant" in page  # their own server's tenant section is still there
+
+
+def test_the_form_says_why_a_tenant_operator_sees_the_command_read_only(client, operator_a, admin_user):
+    # The command showed "-" and the form answered "A stdio server needs a command": a dead end with no reason.
+    client.force_login(operator_a)
+    refused = client.post(reverse("admin:catalog_server_add"), _form(transport="stdio", command=sys.executable))
+    assert "A stdio server needs a command." in refused.text
+    assert "set by a superuser once Scout has tenants" in refused.text
+    assert "ask a superuser to add a stdio server" in refused.text
+    shared = ServerFactory(slug="shared-srv")
+    page = client.get(reverse("admin:catalog_server_change", args=[shared.pk]))
+    assert "This server is shared by every tenant: only a superuser changes its connection." in page.text
+    client.force_login(admin_user)
+    assert "set by a superuser" not in client.get(reverse("admin:catalog_server_add")).text
