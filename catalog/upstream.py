@@ -52,6 +52,7 @@ logger = logging.getLogger(__name__)
 BASIC_ENV_VARS = ("LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ")
 STDERR_TAIL_CHARS = 1500
 STDERR_MAX_BYTES = 1024 * 1024
+LINE_GUARD = Path(__file__).with_name("line_guard.py")  # runs every stdio server, its stdout lines bounded
 TOOLS_LIST_CHANGED = "notifications/tools/list_changed"
 
 T = TypeVar("T")
@@ -119,7 +120,7 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def answer_cap() -> int:
-    """The most bytes Scout reads of one HTTP upstream answer (a JSON body, or one event of an event stream): four
+    """The most bytes Scout reads of one upstream answer (a JSON body, one event of an event stream, a stdio line): four
     times the output cap, so an answer the gateway would cap still arrives whole, and never under 1 MB."""
     return max(4 * settings.SCOUT_MCP_MAX_OUTPUT_BYTES, 1024 * 1024)
 
@@ -233,9 +234,10 @@ def _transport(
     server: Server, *, connect_timeout: float, errlog: IO[str] | None, target: EgressTarget | None = None
 ) -> Any:
     if server.transport == Transport.STDIO:
+        # Through line_guard: the SDK would keep a line without a newline whole, however long (C1-28).
         params = StdioServerParameters(
-            command=_resolve_command(server),
-            args=list(server.args or []),
+            command=sys.executable,
+            args=["-I", "-S", str(LINE_GUARD), str(answer_cap()), _resolve_command(server), *(server.args or [])],
             env=_process_env(server),
             encoding_error_handler="replace",  # invalid UTF-8 becomes U+FFFD; "strict" stalled the session (C1-27)
         )
