@@ -381,6 +381,10 @@ SCOUT_MCP_PERSON_TOKENS = env_int("SCOUT_MCP_PERSON_TOKENS", 4)
 SCOUT_MCP_MAX_BODY_BYTES = env_int("SCOUT_MCP_MAX_BODY_BYTES", 1024 * 1024)
 SCOUT_MCP_MAX_JSON_DEPTH = env_int("SCOUT_MCP_MAX_JSON_DEPTH", 64)
 SCOUT_MCP_MAX_ARGUMENT_BYTES = env_int("SCOUT_MCP_MAX_ARGUMENT_BYTES", 256 * 1024)
+# Longest a call's arguments may take to check against the tool's inputSchema (seconds); past it the call is refused
+# unsent. Arguments at the 256 kB limit took up to 1.7 s on a busy 2-core machine; an upstream's schema of shared
+# references can take years (C1-19).
+SCOUT_MCP_SCHEMA_CHECK_SECONDS = env_float("SCOUT_MCP_SCHEMA_CHECK_SECONDS", 3.0)
 # Upstream calls: per-call timeout (seconds; never above the cap), output cap (bytes of the JSON result),
 # calls in flight per upstream server (a bulkhead), longest wait between restarts of a crashed server.
 SCOUT_MCP_CALL_TIMEOUT = env_float("SCOUT_MCP_CALL_TIMEOUT", 30.0)

@@ -97,3 +97,77 @@ def test_a_stored_schema_re2_cannot_run_is_answered_with_a_clear_error(gateway, 
     result = run(main)
     assert result.is_error and result.structured_content["invalid_arguments"] is True
     assert "regular expression Scout cannot check safely" in result.content[0].text
+
+
+def _shared_reference_bomb(depth: int) -> dict:
+    """A schema of ``depth`` definitions, each an anyOf of two references to the one before: a few lines that
+    jsonschema evaluates once per path to the innermost string rule, 2**depth times for a string that fails it."""
+    definitions = {"level0": {"type": "string", "minLength": 5}}
+    for level in range(1, depth + 1):
+        twice = [{"$ref": f"#/$defs/level{level - 1}"}] * 2
+        definitions[f"level{level}"] = {"anyOf": twice}
+    return {"type": "object", "properties": {"code": {"$ref": f"#/$defs/level{depth}"}}, "$defs": definitions}
+
+
+@pytest.fixture
+def bomb_server(gateway, admin_user, tmp_path):
+    script = tmp_path / "bomb.json"
+    tool = {
+        "name": "check_code",
+        "description": "Check a code.",
+        "inputSchema": _shared_reference_bomb(40),
+        "annotations": {"readOnlyHint": True},
+    }
+    script.write_text(json.dumps({"pages": [[tool]]}))
+    server = sync_server(slug="bomb", transport="stdio", command=sys.executable, args=[str(SCRIPTED), str(script)])
+    attacker, bystander = make_user("gw_attacker"), make_user("gw_bystander")
+    grant(admin_user, server, attacker, "discover", "execute")
+    grant(admin_user, server, bystander, "discover")
+    build_index()
+    return make_token(attacker), make_token(bystander)
+
+
+@pytest.mark.timeout(60)
+def test_a_schema_of_shared_references_is_checked_within_its_time_while_other_clients_are_served(
+    gateway, bomb_server, settings
+):
+    """C1-19: a schema of 40 definitions, each an anyOf of two references to the one before, was accepted at sync,
+    and checking a 1-character string against it took 2**40 steps: each call held one of the gateway's six ORM
+    threads (and the CPU) for ever, so six calls stopped every client's searches and calls. The check now stops at
+    its time (``SCOUT_MCP_SCHEMA_CHECK_SECONDS``) and the call is refused unsent. Without the bound the test fails
+    on its timeout mark (a guard against a wedged run, not a measurement)."""
+    settings.SCOUT_MCP_SCHEMA_CHECK_SECONDS = 0.5
+    attacker_token, bystander_token = bomb_server
+    answers: dict[str, object] = {}
+
+    async def attack(index: int) -> None:
+        async with mcp_client(gateway, attacker_token) as client:
+            answers[f"attack-{index}"] = await client.call_tool(
+                "execute_tool", {"tool_id": "bomb::check_code", "arguments": {"code": "a"}}
+            )
+
+    async def search() -> None:
+        async with mcp_client(gateway, bystander_token) as client:
+            answers["search"] = await client.call_tool("tool_search", {"query": "check a code"})
+
+    async def main() -> None:
+        async with anyio.create_task_group() as group:
+            for index in range(3):
+                group.start_soon(attack, index)
+            group.start_soon(search)
+
+    run(main)
+
+    assert [m["tool_id"] for m in answers["search"].structured_content["matches"]] == ["bomb::check_code"]
+    for index in range(3):
+        result = answers[f"attack-{index}"]
+        assert result.is_error and result.structured_content["invalid_arguments"] is True
+        assert "took over 0.5 s, so the call was not sent" in result.content[0].text
+
+    async def valid() -> object:  # a value the first branch accepts is checked at once and passes
+        async with mcp_client(gateway, attacker_token) as client:
+            return await client.call_tool(
+                "execute_tool", {"tool_id": "bomb::check_code", "arguments": {"code": "abcdef"}}
+            )
+
+    assert not (run(valid).structured_content or {}).get("invalid_arguments")
