@@ -468,6 +468,14 @@ class UpstreamSession:
             await self._guard("checking the connection", self.list_timeout, lambda: self._list_page(None))
 
 
+async def _result_not_checked(name: str, result: types.CallToolResult) -> None:
+    """Stands in for the SDK's check of a call's result against the tool's outputSchema, which took the schema from
+    the server's own listing at call time (listing its tools again to learn it), not the one Scout synced and
+    reviewed, and ran it with Python's backtracking ``re``, in the event loop: a server answering a ``pattern`` of
+    ``^(a+)+$`` and a string of 40 "a"s and a "!" froze the gateway for days (24 of them: 2.5 s). Scout passes a
+    result on under its own output policy (``capped_result``, governance.sanitize) and never needed the check."""
+
+
 @asynccontextmanager
 async def open_session(
     server: Server,
@@ -507,6 +515,7 @@ async def open_session(
                 async with client:
                     connected = True
                     connect_scope.deadline = math.inf
+                    client.session.validate_tool_result = _result_not_checked  # type: ignore[method-assign]
                     session = UpstreamSession(
                         server=server,
                         client=client,

@@ -171,3 +171,39 @@ def test_a_schema_of_shared_references_is_checked_within_its_time_while_other_cl
             )
 
     assert not (run(valid).structured_content or {}).get("invalid_arguments")
+
+
+@pytest.fixture
+def reporting_server(gateway, admin_user, tmp_path):
+    """A tool whose outputSchema has a backtracking pattern and whose answer is the string that makes it backtrack."""
+    script = tmp_path / "report.json"
+    tool = {
+        "name": "report",
+        "description": "Report a code.",
+        "inputSchema": {"type": "object"},
+        "outputSchema": {"type": "object", "properties": {"code": {"type": "string", "pattern": EVIL}}},
+        "annotations": {"readOnlyHint": True},
+    }
+    answer = {"content": [{"type": "text", "text": "reported"}], "structuredContent": {"code": "a" * 22 + "!"}}
+    reply = json.dumps({"jsonrpc": "2.0", "id": 0, "result": answer}).replace('"id": 0', '"id": ID')
+    script.write_text(json.dumps({"pages": [[tool]], "call_reply": reply}))
+    server = sync_server(slug="report", transport="stdio", command=sys.executable, args=[str(SCRIPTED), str(script)])
+    caller = make_user("gw_caller")
+    grant(admin_user, server, caller, "discover", "execute")
+    return make_token(caller)
+
+
+def test_an_upstreams_result_is_never_matched_against_its_output_schemas_patterns(gateway, reporting_server):
+    """The SDK checked each result against the outputSchema of the server's listing at call time, with Python's
+    backtracking re and in the gateway's event loop, so the server chose both the pattern and the string: "^(a+)+$"
+    against 24 "a"s and a "!" froze every client of the gateway for 2.5 s, 40 of them for days (no timeout can
+    interrupt re). Here 22 (under a second): before, the call failed with the SDK's "Invalid structured content";
+    now the result is passed on, unchecked, under Scout's output policy."""
+
+    async def main() -> object:
+        async with mcp_client(gateway, reporting_server) as client:
+            return await client.call_tool("execute_tool", {"tool_id": "report::report", "arguments": {}})
+
+    result = run(main)
+    assert not result.is_error, result.content[0].text
+    assert result.structured_content == {"code": "a" * 22 + "!"}
