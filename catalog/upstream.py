@@ -409,7 +409,7 @@ class UpstreamSession:
     async def list_tools(self) -> list[dict[str, Any]]:
         """The complete listing, every page, as raw JSON tool objects for ``normalize_listing``.
 
-        Raises UpstreamError when any page fails, the cursor loops, the page cap is passed or the whole
+        Raises UpstreamError when any page fails, the cursor loops, the page or tool cap is passed or the whole
         listing takes longer than ``list_timeout``: a partial listing is never returned.
         """
 
@@ -420,6 +420,14 @@ class UpstreamSession:
             for _page in range(self.max_pages):
                 page, cursor = await self._list_page(cursor)
                 tools.extend(page)
+                if len(tools) > settings.SCOUT_UPSTREAM_MAX_TOOLS:
+                    # Each tool costs a row, a review and an index entry, at every sync (T13).
+                    raise _fail(
+                        self.server,
+                        f"tools/list listed more than {settings.SCOUT_UPSTREAM_MAX_TOOLS} tools "
+                        "(SCOUT_UPSTREAM_MAX_TOOLS)",
+                        "protocol",
+                    )
                 if cursor is None:
                     return tools
                 if cursor in seen:
