@@ -117,6 +117,9 @@ def _headers(server: Server) -> dict[str, str]:
 
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+# The least time between two GET requests of one session (its event stream opened again, or a call's stream resumed):
+# the SDK reopens a stream the server closed after the server's own SSE ``retry`` delay, which may be 0.
+GET_INTERVAL_SECONDS = 1.0
 
 
 def answer_cap() -> int:
@@ -172,13 +175,14 @@ class _PinnedTransport(httpx2.AsyncBaseTransport):
     A body that is not an event stream (the JSON answer the SDK reads whole into memory) is cut at ``answer_cap``
     bytes (T13); an event stream is read event by event, each event capped by the SDK (``max_sse_event_size``).
     Answers are asked for uncompressed and a compressed one is refused (``CompressedAnswer``): the bound counts the
-    bytes on the wire, which a gzip body multiplies by up to a thousand."""
+    bytes on the wire, which a gzip body multiplies by up to a thousand. GET requests are spaced (``_space_gets``)."""
 
     def __init__(self, target: EgressTarget) -> None:
         self._target = target
         self._origin = urlsplit(target.url)
         self._inner = httpx2.AsyncHTTPTransport()
         self._cap = answer_cap()
+        self._next_get = 0.0
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         url, origin = request.url, self._origin
@@ -191,6 +195,8 @@ class _PinnedTransport(httpx2.AsyncBaseTransport):
         if url.scheme == "https":
             request.extensions = {**request.extensions, "sni_hostname": self._target.host}
         request.headers["Accept-Encoding"] = "identity"
+        if request.method == "GET":
+            await self._space_gets()
         response = await self._inner.handle_async_request(request)
         encoding = response.headers.get("content-encoding", "identity").strip().lower()
         if encoding not in ("", "identity"):
@@ -203,6 +209,14 @@ class _PinnedTransport(httpx2.AsyncBaseTransport):
         return httpx2.Response(
             response.status_code, headers=response.headers, stream=body, extensions=response.extensions
         )
+
+    async def _space_gets(self) -> None:
+        """Wait until GET_INTERVAL_SECONDS after the session's previous GET. A server answering each GET with
+        ``retry: 0`` and closing the stream had the gateway open it again at once, hundreds of times a second for
+        as long as the session stayed warm, on the event loop every client shares (T13)."""
+        now = anyio.current_time()
+        start, self._next_get = max(now, self._next_get), max(now, self._next_get) + GET_INTERVAL_SECONDS
+        await anyio.sleep(start - now)
 
     async def aclose(self) -> None:
         await self._inner.aclose()
