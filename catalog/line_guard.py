@@ -1,36 +1,56 @@
-"""Runs a stdio MCP server with each line it writes to stdout bounded (SECURITY-TESTS C1-28, T13).
+"""Runs a stdio MCP server with its output bounded: each line it writes to stdout, and what it keeps of its stderr
+(SECURITY-TESTS C1-28, T13).
 
 The SDK's stdio client keeps what a server writes until the next newline, with no limit, and re-reads all of it
 at every chunk that arrives: a server writing without a newline grew the gateway's memory for ever (also after
 the call timed out, since a timeout keeps the session) and stalled its event loop, every caller's, for longer
-and longer. ``catalog.upstream`` starts every stdio server through this file, as
-``python -I -S line_guard.py LIMIT COMMAND [ARGS...]``: the server gets this process's stdin, stderr and
-environment, its stdout is passed on unchanged, and it is stopped as soon as a line passes LIMIT bytes. The
-session then ends as after a crash (the call fails, the server is started anew on the next call).
+and longer. Its stderr went straight to a file the gateway trimmed only when it called the server: a server
+writing to stderr while idle filled the disk (3.6 GB in 6 s here).
+
+``catalog.upstream`` starts every stdio server through this file, as
+``python -I -S line_guard.py LINE_LIMIT STDERR_LIMIT COMMAND [ARGS...]``: the server gets this process's stdin and
+environment; its stdout is passed on unchanged, and it is stopped as soon as a line passes LINE_LIMIT bytes (the
+session then ends as after a crash: the call fails, the server is started anew on the next call); its stderr is
+passed on to this process's stderr (the gateway's file), emptied whenever it holds more than STDERR_LIMIT bytes.
 
 Standard library only, and no Django: it runs in its own interpreter, started without site packages.
 """
 
+import fcntl
 import os
+import stat
 import subprocess
 import sys
+import threading
 
 CHUNK_BYTES = 64 * 1024
 
 
-def _write_all(data: bytes) -> None:
+def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(1, view) :]
+        view = view[os.write(fd, view) :]
+
+
+def _pass_stderr(stream, limit: int) -> None:
+    """Copy the server's stderr to ours; a file past ``limit`` bytes is emptied first (the gateway reads its tail)."""
+    if stat.S_ISREG(os.fstat(2).st_mode):  # appended to wherever the end is, also after it was emptied
+        fcntl.fcntl(2, fcntl.F_SETFL, fcntl.fcntl(2, fcntl.F_GETFL) | os.O_APPEND)
+    while chunk := stream.read1(CHUNK_BYTES):
+        kept = os.fstat(2)
+        if stat.S_ISREG(kept.st_mode) and kept.st_size > limit:
+            os.ftruncate(2, 0)
+        _write_all(2, chunk)
 
 
 def main(argv: list[str]) -> int:
-    limit, command = int(argv[0]), argv[1:]
+    limit, stderr_limit, command = int(argv[0]), int(argv[1]), argv[2:]
     try:
-        server = subprocess.Popen(command, stdout=subprocess.PIPE)  # noqa: S603 - the operator's configured command
+        server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # noqa: S603 - configured
     except OSError as exc:
         sys.stderr.write(f"could not start {command[0]}: {exc.strerror}\n")
         return 127
+    threading.Thread(target=_pass_stderr, args=(server.stderr, stderr_limit), daemon=True).start()
     line = 0  # bytes written since the last newline
     while chunk := server.stdout.read1(CHUNK_BYTES):
         lengths = [len(piece) for piece in chunk.split(b"\n")]
@@ -41,7 +61,7 @@ def main(argv: list[str]) -> int:
             return 1
         line = lengths[-1]
         try:
-            _write_all(chunk)
+            _write_all(1, chunk)
         except BrokenPipeError:  # the gateway closed the session
             server.kill()
             return 1

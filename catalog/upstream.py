@@ -52,7 +52,7 @@ logger = logging.getLogger(__name__)
 BASIC_ENV_VARS = ("LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ")
 STDERR_TAIL_CHARS = 1500
 STDERR_MAX_BYTES = 1024 * 1024
-LINE_GUARD = Path(__file__).with_name("line_guard.py")  # runs every stdio server, its stdout lines bounded
+LINE_GUARD = Path(__file__).with_name("line_guard.py")  # runs every stdio server, its stdout lines and stderr bounded
 TOOLS_LIST_CHANGED = "notifications/tools/list_changed"
 
 T = TypeVar("T")
@@ -248,10 +248,14 @@ def _transport(
     server: Server, *, connect_timeout: float, errlog: IO[str] | None, target: EgressTarget | None = None
 ) -> Any:
     if server.transport == Transport.STDIO:
-        # Through line_guard: the SDK would keep a line without a newline whole, however long (C1-28).
+        # Through line_guard: the SDK would keep a line without a newline whole, however long (C1-28), and the
+        # server's stderr would fill the disk between two calls.
         params = StdioServerParameters(
             command=sys.executable,
-            args=["-I", "-S", str(LINE_GUARD), str(answer_cap()), _resolve_command(server), *(server.args or [])],
+            args=[
+                *("-I", "-S", str(LINE_GUARD), str(answer_cap()), str(STDERR_MAX_BYTES)),
+                *(_resolve_command(server), *(server.args or [])),
+            ],
             env=_process_env(server),
             encoding_error_handler="replace",  # invalid UTF-8 becomes U+FFFD; "strict" stalled the session (C1-27)
         )
@@ -380,18 +384,7 @@ class UpstreamSession:
     def stderr_tail(self) -> str:
         return _read_tail(self.errlog)
 
-    def _trim_stderr(self) -> None:
-        """Keep a chatty stdio server's captured stderr from growing without bound in a warm session."""
-        if self.errlog is None:
-            return
-        try:
-            if os.fstat(self.errlog.fileno()).st_size > STDERR_MAX_BYTES:
-                self.errlog.truncate(0)
-        except (OSError, ValueError):
-            pass
-
     async def _guard(self, doing: str, timeout: float, work: Callable[[], Awaitable[T]]) -> T:
-        self._trim_stderr()
         try:
             with anyio.fail_after(timeout):
                 return await work()
@@ -518,8 +511,8 @@ async def open_session(
     with contextlib.ExitStack() as files:
         errlog: IO[str] | None = None
         if server.transport == Transport.STDIO:
-            # The server's stderr, kept so a failure can say why the process died.
-            # Append mode (O_APPEND) lets a long-lived session trim the file while the process writes to it.
+            # The server's stderr, kept so a failure can say why the process died. line_guard bounds it (Python's
+            # "a+" only seeks to the end once: line_guard sets O_APPEND, so it writes at the end after emptying it).
             errlog = files.enter_context(tempfile.TemporaryFile("a+", encoding="utf-8", errors="replace"))
         # Checked (and resolved) before anything is sent, at every connection: sync, test connection, execution.
         target = await _egress_target(server) if server.transport == Transport.HTTP else None

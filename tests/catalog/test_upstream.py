@@ -1,6 +1,8 @@
 """catalog.upstream against real servers: the parts the gateway uses (sessions, calls, change notices)."""
 
+import os
 import sys
+import tempfile
 from types import SimpleNamespace
 
 import anyio
@@ -236,3 +238,51 @@ def test_invalid_utf8_from_a_stdio_server_is_replaced_and_the_session_goes_on(tm
     texts = upstream.run_async(work)
 
     assert texts == ["caf\ufffd \ufffd\ufffd ok"] * 2  # é written as Latin-1 is one invalid byte too
+
+
+def test_a_stdio_server_writing_its_stderr_while_idle_never_fills_the_disk(tmp_path):
+    """T13: a stdio server's stderr went to a file the gateway trimmed only when it called the server, so a server
+    writing to stderr between calls filled the disk (3.6 GB in 6 s here). line_guard now empties the file whenever it
+    holds more than STDERR_MAX_BYTES, and keeps appending at its end: what the disk holds stays under the bound, and
+    the tail still reads."""
+    script = tmp_path / "noisy.py"
+    script.write_text(
+        "import sys\n"
+        "for line in sys.stdin:\n"  # the handshake is never answered: the stderr flood is what is measured
+        "    while True:\n"
+        "        sys.stderr.write('noise ' * 1000 + '\\n')\n"
+    )
+    server = connection(slug="noisy", command=sys.executable, args=[str(script)])
+    sizes: list[tuple[int, int]] = []
+
+    async def watch() -> None:
+        with pytest.raises(upstream.UpstreamError):
+            async with upstream.open_session(server, connect_timeout=2):
+                pass
+
+    # The errlog is private to open_session: read it through the process's open files while the handshake waits.
+    async def main() -> None:
+        async with anyio.create_task_group() as group:
+            group.start_soon(watch)
+            for _ in range(15):
+                await anyio.sleep(0.1)
+                sizes.extend(_errlog_sizes())
+
+    anyio.run(main)
+    assert sizes, "the server's stderr file was never seen"
+    assert max(allocated for _, allocated in sizes) <= upstream.STDERR_MAX_BYTES + 2 * 65536, sizes[-3:]
+    assert max(size for size, _ in sizes) <= upstream.STDERR_MAX_BYTES + 2 * 65536, sizes[-3:]
+
+
+def _errlog_sizes() -> list[tuple[int, int]]:
+    """(size, bytes allocated on disk) of each deleted temporary file this process holds open (the errlog)."""
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target.startswith(tempfile.gettempdir()) and target.endswith("(deleted)"):
+                st = os.fstat(int(fd))
+                found.append((st.st_size, st.st_blocks * 512))
+        except OSError:
+            continue
+    return found
