@@ -5,17 +5,14 @@ a second for as long as the session stayed warm (376 in 4 s here, with the machi
 spaces a session's GETs by ``GET_INTERVAL_SECONDS``."""
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import anyio
-import httpx
 import pytest
 
 from catalog import upstream
 from catalog.models import Server
-from tests.catalog.servers.http_mcp import serve_http
+from tests.catalog.servers.http_mcp import Front, serve_front, serve_http
 
 
 @pytest.fixture
@@ -26,54 +23,35 @@ def reopening_upstream(loopback_upstreams) -> Iterator[tuple[str, list[str]]]:
     gets: list[str] = []
     with serve_http() as real:
 
-        class Front(BaseHTTPRequestHandler):
+        class Reopening(Front):
+            real_url = real.url
+
             def do_POST(self):  # noqa: N802 - http.server's name
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 message = json.loads(body)
-                if message.get("method") == "server/discover":  # a 2025-11-25 server: sessions, an event stream
-                    unknown = {"code": -32601, "message": "Method not found"}
-                    answer = json.dumps({"jsonrpc": "2.0", "id": message["id"], "error": unknown}).encode()
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(answer)))
-                    self.end_headers()
-                    self.wfile.write(answer)
+                if message.get("method") != "server/discover":
+                    self.forward(body)
                     return
-                self._pass(httpx.post, body)
+                unknown = {"code": -32601, "message": "Method not found"}  # a 2025-11-25 server: sessions, a stream
+                self._answer("application/json", json.dumps({"jsonrpc": "2.0", "id": message["id"], "error": unknown}))
 
             def do_DELETE(self):  # noqa: N802
-                self._pass(httpx.delete, None)
-
-            def _pass(self, send, body):
-                passed = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
-                answer = send(real.url, headers=passed, timeout=30, **({"content": body} if body else {}))
-                self.send_response(answer.status_code)
-                for name, value in answer.headers.items():
-                    if name.lower() not in ("content-length", "transfer-encoding", "connection", "date", "server"):
-                        self.send_header(name, value)
-                self.send_header("Content-Length", str(len(answer.content)))
-                self.end_headers()
-                self.wfile.write(answer.content)
+                self.forward(None)
 
             def do_GET(self):  # noqa: N802
                 gets.append(self.headers.get("Mcp-Session-Id", ""))
-                body = b"retry: 0\n\n"
+                self._answer("text/event-stream", "retry: 0\n\n")
+
+            def _answer(self, content_type: str, text: str) -> None:
+                body = text.encode()
                 self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
 
-            def log_message(self, *args):
-                pass
-
-        front = ThreadingHTTPServer(("127.0.0.1", 0), Front)
-        threading.Thread(target=front.serve_forever, daemon=True).start()
-        try:
-            yield f"http://127.0.0.1:{front.server_address[1]}/mcp", gets
-        finally:
-            front.shutdown()
-            front.server_close()
+        with serve_front(Reopening) as url:
+            yield url, gets
 
 
 HOLD_SECONDS = 2.0

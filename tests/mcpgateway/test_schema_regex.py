@@ -22,17 +22,12 @@ EVIL = "^(a+)+$"
 HOSTILE = "a" * 30 + "!"
 
 
-@pytest.fixture
-def regex_server(gateway, admin_user, tmp_path):
-    script = tmp_path / "regex.json"
-    tool = {
-        "name": "check_code",
-        "description": "Check a code made of the letter a.",
-        "inputSchema": {"type": "object", "properties": {"code": {"type": "string", "pattern": EVIL}}},
-        "annotations": {"readOnlyHint": True},
-    }
+def served_tool(admin_user, tmp_path, slug: str, tool: dict) -> tuple[str, str]:
+    """``tool`` served by a scripted stdio upstream named ``slug``, synced and indexed: the tokens of a caller who may
+    execute it and of a bystander who may only find it."""
+    script = tmp_path / f"{slug}.json"
     script.write_text(json.dumps({"pages": [[tool]]}))
-    server = sync_server(slug="regex", transport="stdio", command=sys.executable, args=[str(SCRIPTED), str(script)])
+    server = sync_server(slug=slug, transport="stdio", command=sys.executable, args=[str(SCRIPTED), str(script)])
     attacker, bystander = make_user("gw_attacker"), make_user("gw_bystander")
     grant(admin_user, server, attacker, "discover", "execute")
     grant(admin_user, server, bystander, "discover")
@@ -40,16 +35,16 @@ def regex_server(gateway, admin_user, tmp_path):
     return make_token(attacker), make_token(bystander)
 
 
-@pytest.mark.timeout(60)
-def test_a_backtracking_pattern_is_refused_promptly_while_other_clients_are_served(gateway, regex_server):
-    attacker_token, bystander_token = regex_server
+def attacks_beside_a_search(gateway, tokens: tuple[str, str], tool_id: str, arguments: dict) -> tuple[list, object]:
+    """Three concurrent calls of ``tool_id`` by the attacker while the bystander searches: (the calls' answers, the
+    search's answer)."""
+    attacker_token, bystander_token = tokens
+    attacks: list[object] = []
     answers: dict[str, object] = {}
 
-    async def attack(index: int) -> None:
+    async def attack() -> None:
         async with mcp_client(gateway, attacker_token) as client:
-            answers[f"attack-{index}"] = await client.call_tool(
-                "execute_tool", {"tool_id": "regex::check_code", "arguments": {"code": HOSTILE}}
-            )
+            attacks.append(await client.call_tool("execute_tool", {"tool_id": tool_id, "arguments": arguments}))
 
     async def search() -> None:
         async with mcp_client(gateway, bystander_token) as client:
@@ -57,28 +52,48 @@ def test_a_backtracking_pattern_is_refused_promptly_while_other_clients_are_serv
 
     async def main() -> None:
         async with anyio.create_task_group() as group:
-            for index in range(3):
-                group.start_soon(attack, index)
+            for _ in range(3):
+                group.start_soon(attack)
             group.start_soon(search)
 
     run(main)
+    return attacks, answers["search"]
+
+
+def call(gateway, token: str, tool_id: str, arguments: dict) -> object:
+    async def main() -> object:
+        async with mcp_client(gateway, token) as client:
+            return await client.call_tool("execute_tool", {"tool_id": tool_id, "arguments": arguments})
+
+    return run(main)
+
+
+@pytest.fixture
+def regex_server(gateway, admin_user, tmp_path):
+    tool = {
+        "name": "check_code",
+        "description": "Check a code made of the letter a.",
+        "inputSchema": {"type": "object", "properties": {"code": {"type": "string", "pattern": EVIL}}},
+        "annotations": {"readOnlyHint": True},
+    }
+    return served_tool(admin_user, tmp_path, "regex", tool)
+
+
+@pytest.mark.timeout(60)
+def test_a_backtracking_pattern_is_refused_promptly_while_other_clients_are_served(gateway, regex_server):
+    attacks, search = attacks_beside_a_search(gateway, regex_server, "regex::check_code", {"code": HOSTILE})
 
     # The other client was answered, and each attack got a validation error naming the rule, not the value.
-    assert [m["tool_id"] for m in answers["search"].structured_content["matches"]] == ["regex::check_code"]
-    for index in range(3):
-        result = answers[f"attack-{index}"]
+    assert [m["tool_id"] for m in search.structured_content["matches"]] == ["regex::check_code"]
+    assert len(attacks) == 3
+    for result in attacks:
         assert result.is_error and result.structured_content["invalid_arguments"] is True
         text = result.content[0].text
         assert "arguments.code: fails pattern" in text and HOSTILE not in text
 
     # A matching value still passes validation (it reaches the upstream, which has no tools/call).
-    async def valid() -> object:
-        async with mcp_client(gateway, attacker_token) as client:
-            return await client.call_tool(
-                "execute_tool", {"tool_id": "regex::check_code", "arguments": {"code": "aaa"}}
-            )
-
-    assert not (run(valid).structured_content or {}).get("invalid_arguments")
+    valid = call(gateway, regex_server[0], "regex::check_code", {"code": "aaa"})
+    assert not (valid.structured_content or {}).get("invalid_arguments")
 
 
 def test_a_stored_schema_re2_cannot_run_is_answered_with_a_clear_error(gateway, regex_server):
@@ -90,11 +105,7 @@ def test_a_stored_schema_re2_cannot_run_is_answered_with_a_clear_error(gateway, 
         input_schema={"type": "object", "properties": {"code": {"type": "string", "pattern": r"^(a)\1$"}}}
     )
 
-    async def main() -> object:
-        async with mcp_client(gateway, attacker_token) as client:
-            return await client.call_tool("execute_tool", {"tool_id": "regex::check_code", "arguments": {"code": "aa"}})
-
-    result = run(main)
+    result = call(gateway, attacker_token, "regex::check_code", {"code": "aa"})
     assert result.is_error and result.structured_content["invalid_arguments"] is True
     assert "regular expression Scout cannot check safely" in result.content[0].text
 
@@ -111,20 +122,13 @@ def _shared_reference_bomb(depth: int) -> dict:
 
 @pytest.fixture
 def bomb_server(gateway, admin_user, tmp_path):
-    script = tmp_path / "bomb.json"
     tool = {
         "name": "check_code",
         "description": "Check a code.",
         "inputSchema": _shared_reference_bomb(40),
         "annotations": {"readOnlyHint": True},
     }
-    script.write_text(json.dumps({"pages": [[tool]]}))
-    server = sync_server(slug="bomb", transport="stdio", command=sys.executable, args=[str(SCRIPTED), str(script)])
-    attacker, bystander = make_user("gw_attacker"), make_user("gw_bystander")
-    grant(admin_user, server, attacker, "discover", "execute")
-    grant(admin_user, server, bystander, "discover")
-    build_index()
-    return make_token(attacker), make_token(bystander)
+    return served_tool(admin_user, tmp_path, "bomb", tool)
 
 
 @pytest.mark.timeout(60)
@@ -137,40 +141,17 @@ def test_a_schema_of_shared_references_is_checked_within_its_time_while_other_cl
     its time (``SCOUT_MCP_SCHEMA_CHECK_SECONDS``) and the call is refused unsent. Without the bound the test fails
     on its timeout mark (a guard against a wedged run, not a measurement)."""
     settings.SCOUT_MCP_SCHEMA_CHECK_SECONDS = 0.5
-    attacker_token, bystander_token = bomb_server
-    answers: dict[str, object] = {}
+    attacks, search = attacks_beside_a_search(gateway, bomb_server, "bomb::check_code", {"code": "a"})
 
-    async def attack(index: int) -> None:
-        async with mcp_client(gateway, attacker_token) as client:
-            answers[f"attack-{index}"] = await client.call_tool(
-                "execute_tool", {"tool_id": "bomb::check_code", "arguments": {"code": "a"}}
-            )
-
-    async def search() -> None:
-        async with mcp_client(gateway, bystander_token) as client:
-            answers["search"] = await client.call_tool("tool_search", {"query": "check a code"})
-
-    async def main() -> None:
-        async with anyio.create_task_group() as group:
-            for index in range(3):
-                group.start_soon(attack, index)
-            group.start_soon(search)
-
-    run(main)
-
-    assert [m["tool_id"] for m in answers["search"].structured_content["matches"]] == ["bomb::check_code"]
-    for index in range(3):
-        result = answers[f"attack-{index}"]
+    assert [m["tool_id"] for m in search.structured_content["matches"]] == ["bomb::check_code"]
+    assert len(attacks) == 3
+    for result in attacks:
         assert result.is_error and result.structured_content["invalid_arguments"] is True
         assert "took over 0.5 s, so the call was not sent" in result.content[0].text
 
-    async def valid() -> object:  # a value the first branch accepts is checked at once and passes
-        async with mcp_client(gateway, attacker_token) as client:
-            return await client.call_tool(
-                "execute_tool", {"tool_id": "bomb::check_code", "arguments": {"code": "abcdef"}}
-            )
-
-    assert not (run(valid).structured_content or {}).get("invalid_arguments")
+    # A value the first branch accepts is checked at once and passes.
+    valid = call(gateway, bomb_server[0], "bomb::check_code", {"code": "abcdef"})
+    assert not (valid.structured_content or {}).get("invalid_arguments")
 
 
 @pytest.fixture
@@ -200,10 +181,6 @@ def test_an_upstreams_result_is_never_matched_against_its_output_schemas_pattern
     interrupt re). Here 22 (under a second): before, the call failed with the SDK's "Invalid structured content";
     now the result is passed on, unchecked, under Scout's output policy."""
 
-    async def main() -> object:
-        async with mcp_client(gateway, reporting_server) as client:
-            return await client.call_tool("execute_tool", {"tool_id": "report::report", "arguments": {}})
-
-    result = run(main)
+    result = call(gateway, reporting_server, "report::report", {})
     assert not result.is_error, result.content[0].text
     assert result.structured_content == {"code": "a" * 22 + "!"}
