@@ -1,5 +1,6 @@
 """catalog.upstream against real servers: the parts the gateway uses (sessions, calls, change notices)."""
 
+import logging
 import os
 import sys
 import tempfile
@@ -286,3 +287,43 @@ def _errlog_sizes() -> list[tuple[int, int]]:
         except OSError:
             continue
     return found
+
+
+CHATTY_SERVER = """
+import json, sys
+def send(message):
+    sys.stdout.write("Server ready!\\n" * 2000 + "  \\n" + json.dumps(message) + "\\n")
+    sys.stdout.flush()
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    if message["method"] == "initialize":
+        info = {"name": "c", "version": "1"}
+        result = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": info}
+        send({"jsonrpc": "2.0", "id": message["id"], "result": result})
+    elif message["method"] == "tools/list":
+        tools = [{"name": "t", "inputSchema": {"type": "object"}}]
+        send({"jsonrpc": "2.0", "id": message["id"], "result": {"tools": tools}})
+    else:
+        send({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32601, "message": "Method not found"}})
+"""
+
+
+def test_lines_of_a_stdio_server_that_are_not_json_rpc_are_dropped_before_the_sdk_logs_each(tmp_path, caplog):
+    """T13: the SDK logs every stdout line that is not a JSON-RPC message with a traceback, and reads the answers
+    behind them only as fast as it logs: a server writing lines of text while idle had the gateway log some 1,400
+    tracebacks a second (1.2 MB of log), and its calls timed out. line_guard drops such lines (and says how many)."""
+    script = tmp_path / "chatty.py"
+    script.write_text(CHATTY_SERVER)
+    server = connection(slug="chatty", command=sys.executable, args=[str(script)])
+
+    async def list_once() -> tuple[list, str]:
+        async with upstream.open_session(server) as session:
+            return await session.list_tools(), session.stderr_tail()
+
+    with caplog.at_level(logging.ERROR, logger="mcp.client.stdio"):
+        tools, stderr = anyio.run(list_once)
+    assert [tool["name"] for tool in tools] == ["t"]
+    assert not [record for record in caplog.records if "Failed to parse" in record.getMessage()]
+    assert "scout: dropped 1000 line(s) of stdout that were not JSON-RPC" in stderr
