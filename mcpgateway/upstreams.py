@@ -18,7 +18,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -199,14 +199,18 @@ class UpstreamPool:
         timeout: float,
         progress: CallProgress | None = None,
         tool: Tool | None = None,
+        recheck: Callable[[], Awaitable[None]] | None = None,
     ) -> types.CallToolResult:
         """Call ``tool_name`` on ``server``; the result is capped at ``SCOUT_MCP_MAX_OUTPUT_BYTES``.
 
         ``progress.sent`` becomes True just before the request goes to the server, so a caller that is
         cancelled can tell "never sent" from "may have run". ``tool`` is the catalog row the call was
         authorized for; an OpenAPI server needs its definition (how to build the request), looked up when
-        not given. Raises UpstreamCallError when no result came back (connection, timeout, crash, bulkhead
-        full, or the server's circuit breaker is open: then nothing was sent).
+        not given. ``recheck`` is awaited just before a call that had to wait (for a slot of a busy server, or for
+        the server to start) is sent: the caller's authorization is then seconds old, and whatever ``recheck``
+        raises (access taken away meanwhile) stops the call unsent. Raises UpstreamCallError when no result came
+        back (connection, timeout, crash, bulkhead full, or the server's circuit breaker is open: then nothing was
+        sent).
         """
         connection = self._connection(server)
         breaker = breaker_for(server.pk)
@@ -222,7 +226,7 @@ class UpstreamPool:
             )
         UPSTREAM_BREAKER_STATE.labels(server=server.slug).set(LEVELS[breaker.state])  # half-open: the probe
         try:
-            result = await self._call(connection, tool_name, arguments, timeout, progress, tool)
+            result = await self._call(connection, tool_name, arguments, timeout, progress, tool, recheck)
         except UpstreamCallError as exc:
             if exc.kind in BREAKER_FAILURE_KINDS:
                 self._breaker_failed(breaker, server)
@@ -253,22 +257,33 @@ class UpstreamPool:
         timeout: float,
         progress: CallProgress | None,
         tool: Tool | None,
+        recheck: Callable[[], Awaitable[None]] | None,
     ) -> types.CallToolResult:
         server = connection.server
+        waited = False
         try:
-            with anyio.fail_after(timeout):
-                await connection.slots.acquire()
-        except TimeoutError as exc:
-            raise UpstreamCallError(
-                f"{server.slug}: too many calls in flight; try again shortly", kind="busy", outcome="error"
-            ) from exc
+            connection.slots.acquire_nowait()
+        except anyio.WouldBlock:
+            waited = True
+            try:
+                with anyio.fail_after(timeout):
+                    await connection.slots.acquire()
+            except TimeoutError as exc:
+                raise UpstreamCallError(
+                    f"{server.slug}: too many calls in flight; try again shortly", kind="busy", outcome="error"
+                ) from exc
         try:
             if server.transport == Transport.OPENAPI:
+                if waited and recheck is not None:
+                    await recheck()
                 if progress is not None:
                     progress.sent = True
                 return await self._call_openapi(connection, tool_name, arguments, timeout, tool)
             # Starting a cold server is bounded by the connect timeout; the call itself by ``timeout``.
+            starts = connection.starts
             session = await self._session(connection, time.monotonic() + settings.SCOUT_UPSTREAM_CONNECT_TIMEOUT)
+            if (waited or connection.starts != starts) and recheck is not None:
+                await recheck()
             if progress is not None:
                 progress.sent = True
             try:

@@ -414,6 +414,12 @@ def learned_index_flush_stale(*, now=None) -> int:
 def learned_request_promote(*, learned: LearnedRequest, actor) -> LearnedRequest:
     """Copy a learned request to the tool's curated example requests (the curator keeps it from now on)."""
     with transaction.atomic():
+        # Its row locked first: of two curators promoting it at once, one copies it and the other finds it promoted
+        # (both found no example and each made one).
+        locked = LearnedRequest.objects.select_for_update().filter(pk=learned.pk)
+        if locked.values_list("status", flat=True).first() == LearnedStatus.PROMOTED:
+            learned.refresh_from_db()
+            return learned
         if not learned.tool.examples.filter(text=learned.text).exists():
             ToolExample.objects.create(tool=learned.tool, text=learned.text)
         learned.status = LearnedStatus.PROMOTED

@@ -198,55 +198,60 @@ def approval_request_create(*, principal: Principal, tool: Tool, arguments: Any,
         _audit_rejection(principal=principal, tool=tool, request=denial, error=error, asked_again=True)
         raise error
     now = timezone.now()
-    existing_call = _same_call(principal=principal, tool=tool, digest=digest).filter(
-        tool_definition_hash=tool.definition_hash, policy_version=version, expires_at__gt=now
-    )
-    existing = (
-        existing_call.filter(status=ApprovalStatus.PENDING).first()
-        or existing_call.filter(status=ApprovalStatus.APPROVED).first()
-    )
-    if existing is not None:  # audited in the caller's transaction, as a poll with the approval_id is
-        _audit_asked_about(principal=principal, tool=tool, request=existing)
-        if existing.status == ApprovalStatus.APPROVED:  # asking again would put it back in an approver's inbox
-            raise ApprovalError(
-                "already_approved",
-                f"This exact call is already approved (approval_id {existing.approval_id}) and not yet used",
-                details={"approval_id": existing.approval_id},
-            )
-        return existing
     with transaction.atomic():
-        request = ApprovalRequest.objects.create(
-            approval_id=_new_approval_id(),
-            requester=principal.user,
-            token_id=principal.token_id,
-            token_ref=principal.token_ref,
-            agent=principal.agent,
-            tenant_id=principal.tenant_id if principal.tenant_id is not None else server_tenant_id(tool.server),
-            delegation_chain=list(principal.delegation_chain),
-            tool=tool,
-            tool_definition_hash=tool.definition_hash,
-            arguments_json=canonical,
-            arguments_digest=digest,
-            policy_version=version,
-            risk_class=policy.risk_class,
-            operation_class=policy.operation_class,
-            expires_at=now + timedelta(seconds=APPROVAL_PENDING_TTL_SECONDS),
-            trace_id=(trace_id or "")[:200],
+        # The tool's row is locked while its open requests are looked up and one is opened (until the caller's
+        # transaction ends): a call sent twice at once (a re-sent stream) opens one request, not two an approver
+        # could both approve and the call then run twice (T17).
+        Tool.objects.select_for_update().filter(pk=tool.pk).values_list("pk", flat=True).first()
+        existing_call = _same_call(principal=principal, tool=tool, digest=digest).filter(
+            tool_definition_hash=tool.definition_hash, policy_version=version, expires_at__gt=now
         )
-        audit_record(
-            event_type=AuditEventType.APPROVAL_REQUESTED,
-            principal=principal,
-            tool=tool,
-            approval=request,
-            outcome=AuditOutcome.PENDING,
-            trace_id=trace_id,
-            payload={"arguments_digest": digest, "risk_class": policy.risk_class},
+        existing = (
+            existing_call.filter(status=ApprovalStatus.PENDING).first()
+            or existing_call.filter(status=ApprovalStatus.APPROVED).first()
         )
-        # After commit, in a worker: an approver is told without the agent's call waiting on mail or a webhook.
-        from governance.tasks import notify_approval_requested
+        if existing is None:
+            request = ApprovalRequest.objects.create(
+                approval_id=_new_approval_id(),
+                requester=principal.user,
+                token_id=principal.token_id,
+                token_ref=principal.token_ref,
+                agent=principal.agent,
+                tenant_id=principal.tenant_id if principal.tenant_id is not None else server_tenant_id(tool.server),
+                delegation_chain=list(principal.delegation_chain),
+                tool=tool,
+                tool_definition_hash=tool.definition_hash,
+                arguments_json=canonical,
+                arguments_digest=digest,
+                policy_version=version,
+                risk_class=policy.risk_class,
+                operation_class=policy.operation_class,
+                expires_at=now + timedelta(seconds=APPROVAL_PENDING_TTL_SECONDS),
+                trace_id=(trace_id or "")[:200],
+            )
+            audit_record(
+                event_type=AuditEventType.APPROVAL_REQUESTED,
+                principal=principal,
+                tool=tool,
+                approval=request,
+                outcome=AuditOutcome.PENDING,
+                trace_id=trace_id,
+                payload={"arguments_digest": digest, "risk_class": policy.risk_class},
+            )
+            # After commit, in a worker: an approver is told without the agent's call waiting on mail or a webhook.
+            from governance.tasks import notify_approval_requested
 
-        notify_approval_requested.delay_on_commit(request.pk)
-    return request
+            notify_approval_requested.delay_on_commit(request.pk)
+            return request
+    # An open request for this call: audited in the caller's transaction, as a poll with the approval_id is.
+    _audit_asked_about(principal=principal, tool=tool, request=existing)
+    if existing.status == ApprovalStatus.APPROVED:  # asking again would put it back in an approver's inbox
+        raise ApprovalError(
+            "already_approved",
+            f"This exact call is already approved (approval_id {existing.approval_id}) and not yet used",
+            details={"approval_id": existing.approval_id},
+        )
+    return existing
 
 
 def approval_get(*, approval_id: object) -> ApprovalRequest:

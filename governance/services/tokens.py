@@ -268,6 +268,17 @@ def _tokens():
     )
 
 
+def principal_as_now(principal: Principal) -> Principal | None:
+    """``principal`` as its token (a session's: its user) stands in the database now, or None when it may no
+    longer act (revoked, expired, user deactivated, left the token's tenant, ...): for re-checking a caller whose
+    request was verified a while ago (a call that waited before it was sent)."""
+    if principal.token_id is None:
+        user = type(principal.user).objects.filter(pk=principal.user.pk, is_active=True).first()
+        return replace(principal, user=user) if user is not None else None
+    token = _tokens().filter(pk=principal.token_id, revoked_at__isnull=True, expires_at__gt=timezone.now()).first()
+    return principal_for_token(token) if token is not None else None
+
+
 def principal_for_token(token: ApiToken) -> Principal | None:
     """The principal a token row stands for (no secret needed: for re-checking a stored request against the
     token it came from), or None when the token may not act: inactive user, a tenant the user is no longer a

@@ -28,8 +28,9 @@ from catalog.schemas import SchemaCheckTooLong, UnsafeSchema, arguments_validato
 from governance.choices import AuditEventType, AuditOutcome, OperationClass
 from governance.constants import SCOPE_EXECUTE
 from governance.principals import Principal
-from governance.selectors import ToolNotFound, tool_get_for_principal
+from governance.selectors import ToolNotFound, tool_get_for_principal, tools_visible_to
 from governance.services.audit import audit_record
+from governance.services.tokens import principal_as_now
 from search.choices import SearchOutcomeKind
 from search.usage import search_outcome_record
 
@@ -421,14 +422,17 @@ def _prepare(
             _, final = _idempotency_claim(principal, idempotency_key, tool, digest)
             return final or error_result("idempotency_key is busy; retry in a moment", idempotency_conflict=True)
     with transaction.atomic():
-        approval, final = _approval_gate(principal=principal, tool=tool, arguments=arguments, approval_id=approval_id)
-        if final is not None:
-            return final
         if idempotency_key is not None:
+            # Claimed before the approval is used: a repeat sent at once (a re-sent stream) waits here for this
+            # call's transaction and is answered as a repeat of the key, never told its approval was used.
             record, final = _idempotency_claim(principal, idempotency_key, tool, digest)
             if final is not None:
-                transaction.set_rollback(True)  # keep the approval unused: this call does not run
                 return final
+        approval, final = _approval_gate(principal=principal, tool=tool, arguments=arguments, approval_id=approval_id)
+        if final is not None:
+            if record is not None:
+                record.delete()  # this call does not run: its key stays free
+            return final
     return ExecutionPlan(
         principal=principal,
         tool=tool,
@@ -498,11 +502,39 @@ OUTPUT_LOST_AFTER_A_WRITE = (
 )
 
 
+ACCESS_CHANGED = "access_changed"
+DATABASE_BUSY = "database_busy"
+ACCESS_CHANGED_TEXT = (
+    "The call was not sent: while it waited for the tool's server, this token lost the right to run this tool "
+    "(revoked, expired, or the tool withdrawn). Do not retry: tell the user the call was not made."
+)
+
+
+class CallStopped(Exception):
+    """A call that waited is not sent after all (its caller lost access meanwhile, or that cannot be checked):
+    ``result`` is the answer, ``failure`` what the audit event records."""
+
+    def __init__(self, result: types.CallToolResult, failure: str) -> None:
+        super().__init__(failure)
+        self.result = result
+        self.failure = failure
+
+
+def execute_still_allowed(plan: ExecutionPlan) -> bool:
+    """Whether ``plan``'s caller may still run its tool, as the database stands now: the token (or user) still
+    acts, and the tool, unchanged, is still one it may execute (Z6: a revocation stops a call not yet sent)."""
+    principal = principal_as_now(plan.principal)
+    if principal is None or not principal.has_scope(SCOPE_EXECUTE):
+        return False
+    executable = tools_visible_to(principal=principal, permission="execute")
+    return executable.filter(pk=plan.tool.pk, definition_hash=plan.tool.definition_hash).exists()
+
+
 def execute_finish(plan: ExecutionPlan, result: types.CallToolResult, *, outcome: str, failure: str = "") -> None:
     """Record the outcome: the idempotency record (kept for an unknown outcome, freed when nothing ran) and the
     audit event."""
     if plan.idempotency is not None:
-        if outcome == AuditOutcome.ERROR and failure:
+        if outcome in (AuditOutcome.ERROR, AuditOutcome.DENIED) and failure:
             IdempotencyRecord.objects.filter(pk=plan.idempotency.pk).delete()  # nothing ran: the key may be reused
         else:
             IdempotencyRecord.objects.filter(pk=plan.idempotency.pk).update(
@@ -525,7 +557,7 @@ def execute_finish(plan: ExecutionPlan, result: types.CallToolResult, *, outcome
             **({"failure": failure} if failure else {}),
         },
     )
-    if failure != "cancelled":  # a call cut off before it was sent did nothing to learn from
+    if failure not in ("cancelled", ACCESS_CHANGED, DATABASE_BUSY):  # a call never sent did nothing to learn from
         kind = SearchOutcomeKind.SUCCESS if outcome == AuditOutcome.SUCCESS else SearchOutcomeKind.UPSTREAM_ERROR
         search_outcome_record(principal=plan.principal, tool=plan.tool, outcome=kind)
 
@@ -622,6 +654,15 @@ async def _execute(
         return plan
     timeout = call_timeout()
     progress = CallProgress()
+
+    async def recheck() -> None:
+        try:
+            allowed = await run_orm_or_busy(execute_still_allowed, plan)
+        except DatabaseBusy:  # fail closed: a call whose access cannot be checked again is not sent
+            raise CallStopped(error_result(BUSY_TEXT, service_busy=True), failure=DATABASE_BUSY) from None
+        if not allowed:
+            raise CallStopped(error_result(ACCESS_CHANGED_TEXT, access_changed=True), failure=ACCESS_CHANGED)
+
     try:
         with (
             tracer.start_as_current_span("scout.upstream.call", attributes={"scout.server": plan.tool.server.slug}),
@@ -634,7 +675,12 @@ async def _execute(
                 timeout=timeout,
                 progress=progress,
                 tool=plan.tool,
+                recheck=recheck,
             )
+    except CallStopped as stop:
+        outcome = AuditOutcome.DENIED if stop.failure == ACCESS_CHANGED else AuditOutcome.ERROR
+        await _finish_shielded(plan, stop.result, outcome=outcome, failure=stop.failure)
+        return stop.result
     except UpstreamCallError as exc:
         logger.warning("execute_tool %s failed upstream: %s", plan.tool.tool_id, exc)
         text = UPSTREAM_FAILURE_TEXT.get(exc.kind, "The tool's server could not be reached; try again later.")

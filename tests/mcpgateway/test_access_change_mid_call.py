@@ -1,0 +1,100 @@
+"""Access taken away while an authorized execute_tool waits for its upstream (Z6, T16): a call that waits for a
+slot of a busy server (or for a cold server to start) is checked again before it is sent, so a revoked token, a
+revoked grant or an archived server never reaches the upstream, however long the call waited.
+
+Real sockets to the live gateway and a real stdio upstream that counts its calls; the waiting call is held by a
+hang that owns the server's only slot, and released by dropping the hang's connection.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from .conftest import faulty_calls, gateway_db, grant, make_token, make_user, modern_request, raw_post, rpc_result
+from .test_disconnect import _drop, _executions, _open_call, _wait_for
+
+pytestmark = [gateway_db, pytest.mark.slow]
+
+
+def _send(gateway, token: str, arguments: dict[str, Any]) -> Future:
+    """One execute_tool call sent from another thread: its answer, once the gateway gives it."""
+    body = modern_request("tools/call", {"name": "execute_tool", "arguments": arguments})
+    pool = ThreadPoolExecutor(max_workers=1)
+    future = pool.submit(lambda: rpc_result(raw_post(gateway, body, token=token))["result"])
+    pool.shutdown(wait=False)
+    return future
+
+
+def _revoke_token(token: str, *, admin: Any, member: Any, server: Any) -> None:
+    from governance.models import ApiToken
+    from governance.services.tokens import api_token_revoke, api_token_verify
+
+    api_token_revoke(token=ApiToken.objects.get(pk=api_token_verify(token).token_id), actor=admin)
+
+
+def _revoke_grant(token: str, *, admin: Any, member: Any, server: Any) -> None:
+    from governance.services.permissions import permission_revoke
+
+    permission_revoke(actor=admin, target=server, action="execute", holder=member)
+
+
+def _archive_server(token: str, *, admin: Any, member: Any, server: Any) -> None:
+    from catalog.services.servers import server_archive
+
+    server_archive(server=server)
+
+
+def _member_waiting_behind_a_hang(gateway, admin_user, faulty_server, faulty_call_log, settings):
+    """The member's ping, authorized and waiting for the server's only slot, which a hang holds: (the member, their
+    token, the hang's socket, the ping's answer to come)."""
+    from mcpgateway.models import IdempotencyRecord
+
+    settings.SCOUT_MCP_MAX_CALLS_PER_SERVER = 1
+    holder_user = make_user("gw_holder")
+    grant(admin_user, faulty_server, holder_user, "discover", "execute")
+    holder = _open_call(gateway, make_token(holder_user), {"tool_id": "faulty::hang", "arguments": {}})
+    _wait_for(lambda: faulty_calls(faulty_call_log, "hang") == 1, "the hang holds the slot")
+
+    member = make_user("gw_member")
+    grant(admin_user, faulty_server, member, "discover", "execute")
+    token = make_token(member)
+    waiting = _send(gateway, token, {"tool_id": "faulty::ping", "arguments": {"text": "late"}, "idempotency_key": "p"})
+    # Its key is claimed once every check passed: it now waits for the slot.
+    _wait_for(lambda: IdempotencyRecord.objects.filter(key="p").exists(), "the ping was authorized")
+    return member, token, holder, waiting
+
+
+@pytest.mark.parametrize("take_away", [_revoke_token, _revoke_grant, _archive_server], ids=lambda f: f.__name__[1:])
+def test_access_taken_away_while_a_call_waits_for_its_upstream_stops_it_before_it_is_sent(
+    gateway, admin_user, faulty_server, faulty_call_log, settings, take_away
+):
+    from mcpgateway.models import IdempotencyRecord
+
+    member, token, holder, waiting = _member_waiting_behind_a_hang(
+        gateway, admin_user, faulty_server, faulty_call_log, settings
+    )
+    take_away(token, admin=admin_user, member=member, server=faulty_server)
+    _drop(holder)
+
+    result = waiting.result(timeout=60)
+    assert result["isError"] is True
+    assert result["structuredContent"] == {"access_changed": True}
+    assert "was not sent" in result["content"][0]["text"]
+    assert faulty_calls(faulty_call_log, "ping") == 0  # the upstream never ran it
+    (event,) = _wait_for(lambda: _executions("faulty::ping"), "an audit event for the stopped call")
+    assert event.outcome == "denied" and event.payload["failure"] == "access_changed"
+    assert not IdempotencyRecord.objects.filter(key="p").exists()  # nothing ran: the key is free again
+
+
+def test_a_call_that_waited_for_its_slot_still_runs_when_nothing_changed(
+    gateway, admin_user, faulty_server, faulty_call_log, settings
+):
+    _, _, holder, waiting = _member_waiting_behind_a_hang(gateway, admin_user, faulty_server, faulty_call_log, settings)
+    _drop(holder)
+
+    result = waiting.result(timeout=60)
+    assert result.get("isError") is not True and result["content"][0]["text"] == "late"
+    assert faulty_calls(faulty_call_log, "ping") == 1

@@ -1,0 +1,110 @@
+"""A call that needs approval sent twice at once (F13, Z9, T17): a 2026-07-28 client re-sends a call whose stream
+broke, so the first and its repeat can both be in the gateway before either has finished.
+
+- Approved, with one idempotency key: the upstream runs it once, and the repeat is answered as a repeat of that key
+  (still running, or its result), never told that the approval was used and to ask for a new one: an agent told
+  that asks an approver again, and a second approval runs the call a second time.
+- Not yet asked for: one approval request is opened, not two an approver could both approve.
+
+Postgres only: the tests hold a lock so both calls are inside the gateway at once, which is deterministic there
+(SQLite has one writer: its calls never overlap this way).
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection, transaction
+
+from tests.postgres_locks import until_sessions_wait_on_locks
+
+from .conftest import faulty_calls, gateway_db, grant, make_token, make_user
+from .test_access_change_mid_call import _send
+
+pytestmark = [gateway_db, pytest.mark.slow]
+TOOL = "faulty::record_note"
+ARGUMENTS = {"note": "ship the release"}
+
+
+def _needs_postgres() -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("needs Postgres: two calls inside the gateway at once, held by a lock")
+
+
+def _member_with_token(admin_user, faulty_server):
+    member = make_user("gw_member")
+    grant(admin_user, faulty_server, member, "discover", "execute")
+    return member, make_token(member)
+
+
+def test_an_approved_call_sent_twice_at_once_with_one_key_runs_once_and_the_repeat_is_answered_as_one(
+    gateway, admin_user, faulty_server, faulty_call_log
+):
+    _needs_postgres()
+    answers = _approved_call_sent_twice(gateway, admin_user, faulty_server, idempotency_key="k-1")
+
+    assert faulty_calls(faulty_call_log, "record_note") == 1
+    ran = [a for a in answers if not a.get("isError")]
+    assert len(ran) == 1 and ran[0]["content"][0]["text"] == "stored 16 characters", answers
+    other = answers[1 - answers.index(ran[0])]
+    structured = other.get("structuredContent") or {}
+    # A repeat of the key: its result, or "still running" (wait for it); never "used: request a new one".
+    assert "approval_rejected" not in structured, other
+    assert other == ran[0] or structured.get("idempotency_conflict") is True, other
+
+
+def test_an_approved_call_sent_twice_at_once_without_a_key_runs_once(
+    gateway, admin_user, faulty_server, faulty_call_log
+):
+    """Z9 over HTTP: two concurrent uses of one approval, exactly one runs; the other is told it was used."""
+    _needs_postgres()
+    answers = _approved_call_sent_twice(gateway, admin_user, faulty_server, idempotency_key=None)
+
+    assert faulty_calls(faulty_call_log, "record_note") == 1
+    assert sorted(bool(a.get("isError")) for a in answers) == [False, True], answers
+    (refused,) = [a for a in answers if a.get("isError")]
+    assert refused["structuredContent"]["approval_rejected"] == "used"
+
+
+def _approved_call_sent_twice(gateway, admin_user, faulty_server, *, idempotency_key: str | None) -> list[dict]:
+    """The member's call approved, then sent twice while a lock on the approval's row keeps both inside the
+    gateway (as an approver's page or the sweep may hold it); the two answers."""
+    from governance.models import ApprovalRequest
+    from governance.services.approvals import approval_decide, approval_request_create
+    from governance.services.tokens import api_token_verify
+
+    _, token = _member_with_token(admin_user, faulty_server)
+    approver = make_user("gw_approver", is_staff=True)
+    grant(admin_user, faulty_server, approver, "discover", "approve")
+    tool = faulty_server.tools.get(name="record_note")
+    request = approval_request_create(principal=api_token_verify(token), tool=tool, arguments=ARGUMENTS)
+    approval_decide(request=request, approver=approver, approve=True, reason="go")
+
+    call = {"tool_id": TOOL, "arguments": ARGUMENTS, "approval_id": request.approval_id}
+    if idempotency_key is not None:
+        call["idempotency_key"] = idempotency_key
+    with transaction.atomic():
+        ApprovalRequest.objects.select_for_update().get(pk=request.pk)
+        first, repeat = _send(gateway, token, call), _send(gateway, token, call)
+        until_sessions_wait_on_locks(2, "both calls are inside the gateway")
+    return [first.result(timeout=60), repeat.result(timeout=60)]
+
+
+def test_a_call_sent_twice_at_once_before_any_approval_opens_one_request(
+    gateway, admin_user, faulty_server, faulty_call_log
+):
+    _needs_postgres()
+    from governance.models import ApprovalRequest
+
+    _, token = _member_with_token(admin_user, faulty_server)
+    call = {"tool_id": TOOL, "arguments": ARGUMENTS}
+    with transaction.atomic():
+        with connection.cursor() as cursor:  # no request can be opened until this transaction ends; reads go on
+            cursor.execute("LOCK TABLE governance_approvalrequest IN SHARE ROW EXCLUSIVE MODE")
+        first, repeat = _send(gateway, token, call), _send(gateway, token, call)
+        until_sessions_wait_on_locks(2, "both calls are inside the gateway")
+    answers = [first.result(timeout=60), repeat.result(timeout=60)]
+
+    assert ApprovalRequest.objects.count() == 1, list(ApprovalRequest.objects.values_list("approval_id", flat=True))
+    (request,) = ApprovalRequest.objects.all()
+    assert [a["structuredContent"]["approval_id"] for a in answers] == [request.approval_id] * 2, answers
+    assert faulty_calls(faulty_call_log, "record_note") == 0
