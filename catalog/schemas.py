@@ -10,6 +10,11 @@ execution, never handed to ``re``.
 ORM-free, shared by catalog (sync-time refusal) and the gateway (argument validation).
 """
 
+import math
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import lru_cache
 from typing import Any
 
@@ -28,6 +33,47 @@ _OPTIONS.log_errors = False  # a refused pattern is reported to the operator, no
 
 class UnsafeSchema(Exception):
     """A schema whose regular expressions cannot be checked without backtracking; the message says why."""
+
+
+class SchemaCheckTooLong(Exception):
+    """Checking arguments against a schema passed the time ``schema_check_deadline`` gave it."""
+
+
+_deadline: ContextVar[float] = ContextVar("schema_check_deadline", default=math.inf)
+
+
+@contextmanager
+def schema_check_deadline(seconds: float) -> Iterator[None]:
+    """Bound the checks run inside by ``arguments_validator``'s validators: past ``seconds`` the next keyword they
+    evaluate raises SchemaCheckTooLong. A schema of a few lines can cost exponential time: subschemas that share
+    references (``anyOf`` of two ``$ref``s to a definition that is itself such an ``anyOf``, 30 levels deep) are
+    each evaluated once per path to them, 2^30 times for one failing string, as can a recursive schema per level
+    of the caller's data. RE2 bounds one pattern; this bounds the walk."""
+    token = _deadline.set(time.monotonic() + seconds)
+    try:
+        yield
+    finally:
+        _deadline.reset(token)
+
+
+# The keywords through which a validator evaluates a subschema (every draft's names): the only way its work can
+# multiply, so the only ones timed (a keyword such as ``type`` or ``minLength`` does the same work every time).
+_APPLICATORS = frozenset(
+    {
+        "$ref", "$dynamicRef", "$recursiveRef", "allOf", "anyOf", "oneOf", "not", "if", "dependentSchemas",
+        "dependencies", "prefixItems", "items", "additionalItems", "contains", "properties", "patternProperties",
+        "additionalProperties", "propertyNames", "unevaluatedItems", "unevaluatedProperties",
+    }
+)  # fmt: skip
+
+
+def _timed(keyword: Callable[..., Any]) -> Callable[..., Any]:
+    def check(validator, value, instance, schema):
+        if time.monotonic() > _deadline.get():
+            raise SchemaCheckTooLong
+        return keyword(validator, value, instance, schema)
+
+    return check
 
 
 @lru_cache(maxsize=MAX_PATTERNS_CACHED)
@@ -83,9 +129,11 @@ _safe_classes: dict[type, type] = {}
 
 
 def _safe_class(base: type) -> type:
-    """``base`` (the draft the schema asks for) with the regex keywords on RE2."""
+    """``base`` (the draft the schema asks for) with the regex keywords on RE2 and its applicators timed."""
     if base not in _safe_classes:
-        _safe_classes[base] = jsonschema.validators.extend(base, _SAFE_KEYWORDS)
+        keywords = {**base.VALIDATORS, **_SAFE_KEYWORDS}
+        timed = {name: _timed(check) for name, check in keywords.items() if name in _APPLICATORS}
+        _safe_classes[base] = jsonschema.validators.extend(base, {**keywords, **timed})
     return _safe_classes[base]
 
 
@@ -130,7 +178,8 @@ def schema_regex_problem(schema: Any) -> str | None:
 
 def arguments_validator(schema: dict[str, Any]):
     """A jsonschema validator for ``schema`` (its declared draft, 2020-12 by default) whose regular
-    expressions run on RE2. Raises UnsafeSchema when the schema cannot be checked safely."""
+    expressions run on RE2 and whose checks keep to ``schema_check_deadline``. Raises UnsafeSchema when the
+    schema cannot be checked safely."""
     problem = schema_regex_problem(schema)
     if problem is not None:
         raise UnsafeSchema(problem)

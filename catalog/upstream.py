@@ -52,6 +52,7 @@ logger = logging.getLogger(__name__)
 BASIC_ENV_VARS = ("LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ")
 STDERR_TAIL_CHARS = 1500
 STDERR_MAX_BYTES = 1024 * 1024
+LINE_GUARD = Path(__file__).with_name("line_guard.py")  # runs every stdio server, its stdout lines and stderr bounded
 TOOLS_LIST_CHANGED = "notifications/tools/list_changed"
 
 T = TypeVar("T")
@@ -116,10 +117,13 @@ def _headers(server: Server) -> dict[str, str]:
 
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+# The least time between two GET requests of one session (its event stream opened again, or a call's stream resumed):
+# the SDK reopens a stream the server closed after the server's own SSE ``retry`` delay, which may be 0.
+GET_INTERVAL_SECONDS = 1.0
 
 
 def answer_cap() -> int:
-    """The most bytes Scout reads of one HTTP upstream answer (a JSON body, or one event of an event stream): four
+    """The most bytes Scout reads of one upstream answer (a JSON body, one event of an event stream, a stdio line): four
     times the output cap, so an answer the gateway would cap still arrives whole, and never under 1 MB."""
     return max(4 * settings.SCOUT_MCP_MAX_OUTPUT_BYTES, 1024 * 1024)
 
@@ -171,13 +175,14 @@ class _PinnedTransport(httpx2.AsyncBaseTransport):
     A body that is not an event stream (the JSON answer the SDK reads whole into memory) is cut at ``answer_cap``
     bytes (T13); an event stream is read event by event, each event capped by the SDK (``max_sse_event_size``).
     Answers are asked for uncompressed and a compressed one is refused (``CompressedAnswer``): the bound counts the
-    bytes on the wire, which a gzip body multiplies by up to a thousand."""
+    bytes on the wire, which a gzip body multiplies by up to a thousand. GET requests are spaced (``_space_gets``)."""
 
     def __init__(self, target: EgressTarget) -> None:
         self._target = target
         self._origin = urlsplit(target.url)
         self._inner = httpx2.AsyncHTTPTransport()
         self._cap = answer_cap()
+        self._next_get = 0.0
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         url, origin = request.url, self._origin
@@ -190,6 +195,8 @@ class _PinnedTransport(httpx2.AsyncBaseTransport):
         if url.scheme == "https":
             request.extensions = {**request.extensions, "sni_hostname": self._target.host}
         request.headers["Accept-Encoding"] = "identity"
+        if request.method == "GET":
+            await self._space_gets()
         response = await self._inner.handle_async_request(request)
         encoding = response.headers.get("content-encoding", "identity").strip().lower()
         if encoding not in ("", "identity"):
@@ -202,6 +209,14 @@ class _PinnedTransport(httpx2.AsyncBaseTransport):
         return httpx2.Response(
             response.status_code, headers=response.headers, stream=body, extensions=response.extensions
         )
+
+    async def _space_gets(self) -> None:
+        """Wait until GET_INTERVAL_SECONDS after the session's previous GET. A server answering each GET with
+        ``retry: 0`` and closing the stream had the gateway open it again at once, hundreds of times a second for
+        as long as the session stayed warm, on the event loop every client shares (T13)."""
+        now = anyio.current_time()
+        start, self._next_get = max(now, self._next_get), max(now, self._next_get) + GET_INTERVAL_SECONDS
+        await anyio.sleep(start - now)
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -233,9 +248,14 @@ def _transport(
     server: Server, *, connect_timeout: float, errlog: IO[str] | None, target: EgressTarget | None = None
 ) -> Any:
     if server.transport == Transport.STDIO:
+        # Through line_guard: the SDK would keep a line without a newline whole, however long (C1-28), and the
+        # server's stderr would fill the disk between two calls.
         params = StdioServerParameters(
-            command=_resolve_command(server),
-            args=list(server.args or []),
+            command=sys.executable,
+            args=[
+                *("-I", "-S", str(LINE_GUARD), str(answer_cap()), str(STDERR_MAX_BYTES)),
+                *(_resolve_command(server), *(server.args or [])),
+            ],
             env=_process_env(server),
             encoding_error_handler="replace",  # invalid UTF-8 becomes U+FFFD; "strict" stalled the session (C1-27)
         )
@@ -364,18 +384,7 @@ class UpstreamSession:
     def stderr_tail(self) -> str:
         return _read_tail(self.errlog)
 
-    def _trim_stderr(self) -> None:
-        """Keep a chatty stdio server's captured stderr from growing without bound in a warm session."""
-        if self.errlog is None:
-            return
-        try:
-            if os.fstat(self.errlog.fileno()).st_size > STDERR_MAX_BYTES:
-                self.errlog.truncate(0)
-        except (OSError, ValueError):
-            pass
-
     async def _guard(self, doing: str, timeout: float, work: Callable[[], Awaitable[T]]) -> T:
-        self._trim_stderr()
         try:
             with anyio.fail_after(timeout):
                 return await work()
@@ -407,7 +416,7 @@ class UpstreamSession:
     async def list_tools(self) -> list[dict[str, Any]]:
         """The complete listing, every page, as raw JSON tool objects for ``normalize_listing``.
 
-        Raises UpstreamError when any page fails, the cursor loops, the page cap is passed or the whole
+        Raises UpstreamError when any page fails, the cursor loops, the page or tool cap is passed or the whole
         listing takes longer than ``list_timeout``: a partial listing is never returned.
         """
 
@@ -418,6 +427,14 @@ class UpstreamSession:
             for _page in range(self.max_pages):
                 page, cursor = await self._list_page(cursor)
                 tools.extend(page)
+                if len(tools) > settings.SCOUT_UPSTREAM_MAX_TOOLS:
+                    # Each tool costs a row, a review and an index entry, at every sync (T13).
+                    raise _fail(
+                        self.server,
+                        f"tools/list listed more than {settings.SCOUT_UPSTREAM_MAX_TOOLS} tools "
+                        "(SCOUT_UPSTREAM_MAX_TOOLS)",
+                        "protocol",
+                    )
                 if cursor is None:
                     return tools
                 if cursor in seen:
@@ -466,6 +483,14 @@ class UpstreamSession:
             await self._guard("checking the connection", self.list_timeout, lambda: self._list_page(None))
 
 
+async def _result_not_checked(name: str, result: types.CallToolResult) -> None:
+    """Stands in for the SDK's check of a call's result against the tool's outputSchema, which took the schema from
+    the server's own listing at call time (listing its tools again to learn it), not the one Scout synced and
+    reviewed, and ran it with Python's backtracking ``re``, in the event loop: a server answering a ``pattern`` of
+    ``^(a+)+$`` and a string of 40 "a"s and a "!" froze the gateway for days (24 of them: 2.5 s). Scout passes a
+    result on under its own output policy (``capped_result``, governance.sanitize) and never needed the check."""
+
+
 @asynccontextmanager
 async def open_session(
     server: Server,
@@ -486,8 +511,8 @@ async def open_session(
     with contextlib.ExitStack() as files:
         errlog: IO[str] | None = None
         if server.transport == Transport.STDIO:
-            # The server's stderr, kept so a failure can say why the process died.
-            # Append mode (O_APPEND) lets a long-lived session trim the file while the process writes to it.
+            # The server's stderr, kept so a failure can say why the process died. line_guard bounds it (Python's
+            # "a+" only seeks to the end once: line_guard sets O_APPEND, so it writes at the end after emptying it).
             errlog = files.enter_context(tempfile.TemporaryFile("a+", encoding="utf-8", errors="replace"))
         # Checked (and resolved) before anything is sent, at every connection: sync, test connection, execution.
         target = await _egress_target(server) if server.transport == Transport.HTTP else None
@@ -505,6 +530,7 @@ async def open_session(
                 async with client:
                     connected = True
                     connect_scope.deadline = math.inf
+                    client.session.validate_tool_result = _result_not_checked  # type: ignore[method-assign]
                     session = UpstreamSession(
                         server=server,
                         client=client,

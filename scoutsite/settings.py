@@ -325,6 +325,9 @@ SCOUT_SYNC_DEBOUNCE = env_int("SCOUT_SYNC_DEBOUNCE", 10)
 SCOUT_UPSTREAM_CONNECT_TIMEOUT = env_float("SCOUT_UPSTREAM_CONNECT_TIMEOUT", 20.0)
 SCOUT_UPSTREAM_LIST_TIMEOUT = env_float("SCOUT_UPSTREAM_LIST_TIMEOUT", 30.0)
 SCOUT_UPSTREAM_MAX_PAGES = env_int("SCOUT_UPSTREAM_MAX_PAGES", 500)
+# Most tools one MCP server may list: a listing of more fails its sync and changes nothing (8,000 took 11.5 s to
+# save here, before review and indexing; nothing else bounded how many a server listed).
+SCOUT_UPSTREAM_MAX_TOOLS = env_int("SCOUT_UPSTREAM_MAX_TOOLS", 10_000)
 # Seconds a lookup of an upstream host may take before the connection is refused (the system resolver has no limit).
 SCOUT_UPSTREAM_DNS_TIMEOUT = env_float("SCOUT_UPSTREAM_DNS_TIMEOUT", 5.0)
 # A tool definition larger than this (bytes of canonical JSON) is rejected at sync.
@@ -384,6 +387,10 @@ SCOUT_MCP_PERSON_TOKENS = env_int("SCOUT_MCP_PERSON_TOKENS", 4)
 SCOUT_MCP_MAX_BODY_BYTES = env_int("SCOUT_MCP_MAX_BODY_BYTES", 1024 * 1024)
 SCOUT_MCP_MAX_JSON_DEPTH = env_int("SCOUT_MCP_MAX_JSON_DEPTH", 64)
 SCOUT_MCP_MAX_ARGUMENT_BYTES = env_int("SCOUT_MCP_MAX_ARGUMENT_BYTES", 256 * 1024)
+# Longest a call's arguments may take to check against the tool's inputSchema (seconds); past it the call is refused
+# unsent. Arguments at the 256 kB limit took up to 1.7 s on a busy 2-core machine; an upstream's schema of shared
+# references can take years (C1-19).
+SCOUT_MCP_SCHEMA_CHECK_SECONDS = env_float("SCOUT_MCP_SCHEMA_CHECK_SECONDS", 3.0)
 # Upstream calls: per-call timeout (seconds; never above the cap), output cap (bytes of the JSON result),
 # calls in flight per upstream server (a bulkhead), longest wait between restarts of a crashed server.
 SCOUT_MCP_CALL_TIMEOUT = env_float("SCOUT_MCP_CALL_TIMEOUT", 30.0)

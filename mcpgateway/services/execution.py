@@ -24,7 +24,7 @@ from django.utils import timezone
 from opentelemetry import trace
 
 from catalog.models import Tool
-from catalog.schemas import UnsafeSchema, arguments_validator
+from catalog.schemas import SchemaCheckTooLong, UnsafeSchema, arguments_validator, schema_check_deadline
 from governance.choices import AuditEventType, AuditOutcome, OperationClass
 from governance.constants import SCOPE_EXECUTE
 from governance.principals import Principal
@@ -127,8 +127,15 @@ def arguments_problem(schema: dict[str, Any], arguments: dict[str, Any]) -> str 
     try:
         # Regular expressions run on RE2 (linear time): an upstream pattern cannot stall the gateway (ReDoS).
         validator = arguments_validator(schema)
-        errors = sorted(
-            validator.iter_errors(arguments), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path)))
+        with schema_check_deadline(settings.SCOUT_MCP_SCHEMA_CHECK_SECONDS):
+            errors = sorted(
+                validator.iter_errors(arguments), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path)))
+            )
+    except SchemaCheckTooLong:
+        # A schema that costs exponential time (C1-19) held an ORM thread, and the CPU, for as long as it ran.
+        return (
+            f"checking them against the tool's input schema took over {settings.SCOUT_MCP_SCHEMA_CHECK_SECONDS:g} s, "
+            "so the call was not sent; ask an operator to review the tool's schema"
         )
     except UnsafeSchema:
         # Stored before sync refused such schemas: never fall back to Python's backtracking re.

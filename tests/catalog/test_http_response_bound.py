@@ -9,15 +9,13 @@ import gzip
 import json
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import anyio
-import httpx
 import pytest
 
 from catalog import upstream
 from catalog.models import Server
-from tests.catalog.servers.http_mcp import serve_http
+from tests.catalog.servers.http_mcp import Front, serve_front, serve_http
 
 CHUNK = b"x" * 65536
 FLOOD_BYTES = 64 * 1024 * 1024  # what the server would send; the bound is 1 MB here
@@ -31,22 +29,16 @@ def flooding_upstream(loopback_upstreams) -> Iterator[tuple[str, dict]]:
     sent: dict = {}
     with serve_http(json_response=True) as real:
 
-        class Front(BaseHTTPRequestHandler):
+        class Flooding(Front):
+            real_url = real.url
+
             def do_POST(self):  # noqa: N802 - http.server's name
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 message = json.loads(body)
                 if message.get("method") == "tools/call" and message["params"]["name"].startswith("flood"):
                     self._flood(message)
                     return
-                passed = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
-                answer = httpx.post(real.url, content=body, headers=passed, timeout=30)
-                self.send_response(answer.status_code)
-                for name, value in answer.headers.items():
-                    if name.lower() not in ("content-length", "transfer-encoding", "connection", "date", "server"):
-                        self.send_header(name, value)
-                self.send_header("Content-Length", str(len(answer.content)))
-                self.end_headers()
-                self.wfile.write(answer.content)
+                self.forward(body)
 
             def _flood(self, message):
                 if message["params"]["name"] == "flood_gzip":
@@ -96,16 +88,8 @@ def flooding_upstream(loopback_upstreams) -> Iterator[tuple[str, dict]]:
 
             do_DELETE = do_GET  # noqa: N815
 
-            def log_message(self, *args):
-                pass
-
-        front = ThreadingHTTPServer(("127.0.0.1", 0), Front)
-        threading.Thread(target=front.serve_forever, daemon=True).start()
-        try:
-            yield f"http://127.0.0.1:{front.server_address[1]}/mcp", sent
-        finally:
-            front.shutdown()
-            front.server_close()
+        with serve_front(Flooding) as url:
+            yield url, sent
 
 
 def _call(url: str, tool: str, arguments: dict | None = None):

@@ -1,6 +1,9 @@
 """catalog.upstream against real servers: the parts the gateway uses (sessions, calls, change notices)."""
 
+import logging
+import os
 import sys
+import tempfile
 from types import SimpleNamespace
 
 import anyio
@@ -236,3 +239,91 @@ def test_invalid_utf8_from_a_stdio_server_is_replaced_and_the_session_goes_on(tm
     texts = upstream.run_async(work)
 
     assert texts == ["caf\ufffd \ufffd\ufffd ok"] * 2  # é written as Latin-1 is one invalid byte too
+
+
+def test_a_stdio_server_writing_its_stderr_while_idle_never_fills_the_disk(tmp_path):
+    """T13: a stdio server's stderr went to a file the gateway trimmed only when it called the server, so a server
+    writing to stderr between calls filled the disk (3.6 GB in 6 s here). line_guard now empties the file whenever it
+    holds more than STDERR_MAX_BYTES, and keeps appending at its end: what the disk holds stays under the bound, and
+    the tail still reads."""
+    script = tmp_path / "noisy.py"
+    script.write_text(
+        "import sys\n"
+        "for line in sys.stdin:\n"  # the handshake is never answered: the stderr flood is what is measured
+        "    while True:\n"
+        "        sys.stderr.write('noise ' * 1000 + '\\n')\n"
+    )
+    server = connection(slug="noisy", command=sys.executable, args=[str(script)])
+    sizes: list[tuple[int, int]] = []
+
+    async def watch() -> None:
+        with pytest.raises(upstream.UpstreamError):
+            async with upstream.open_session(server, connect_timeout=2):
+                pass
+
+    # The errlog is private to open_session: read it through the process's open files while the handshake waits.
+    async def main() -> None:
+        async with anyio.create_task_group() as group:
+            group.start_soon(watch)
+            for _ in range(15):
+                await anyio.sleep(0.1)
+                sizes.extend(_errlog_sizes())
+
+    anyio.run(main)
+    assert sizes, "the server's stderr file was never seen"
+    assert max(allocated for _, allocated in sizes) <= upstream.STDERR_MAX_BYTES + 2 * 65536, sizes[-3:]
+    assert max(size for size, _ in sizes) <= upstream.STDERR_MAX_BYTES + 2 * 65536, sizes[-3:]
+
+
+def _errlog_sizes() -> list[tuple[int, int]]:
+    """(size, bytes allocated on disk) of each deleted temporary file this process holds open (the errlog)."""
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target.startswith(tempfile.gettempdir()) and target.endswith("(deleted)"):
+                st = os.fstat(int(fd))
+                found.append((st.st_size, st.st_blocks * 512))
+        except OSError:
+            continue
+    return found
+
+
+CHATTY_SERVER = """
+import json, sys
+def send(message):
+    sys.stdout.write("Server ready!\\n" * 2000 + "  \\n" + json.dumps(message) + "\\n")
+    sys.stdout.flush()
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    if message["method"] == "initialize":
+        info = {"name": "c", "version": "1"}
+        result = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": info}
+        send({"jsonrpc": "2.0", "id": message["id"], "result": result})
+    elif message["method"] == "tools/list":
+        tools = [{"name": "t", "inputSchema": {"type": "object"}}]
+        send({"jsonrpc": "2.0", "id": message["id"], "result": {"tools": tools}})
+    else:
+        send({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32601, "message": "Method not found"}})
+"""
+
+
+def test_lines_of_a_stdio_server_that_are_not_json_rpc_are_dropped_before_the_sdk_logs_each(tmp_path, caplog):
+    """T13: the SDK logs every stdout line that is not a JSON-RPC message with a traceback, and reads the answers
+    behind them only as fast as it logs: a server writing lines of text while idle had the gateway log some 1,400
+    tracebacks a second (1.2 MB of log), and its calls timed out. line_guard drops such lines (and says how many)."""
+    script = tmp_path / "chatty.py"
+    script.write_text(CHATTY_SERVER)
+    server = connection(slug="chatty", command=sys.executable, args=[str(script)])
+
+    async def list_once() -> tuple[list, str]:
+        async with upstream.open_session(server) as session:
+            return await session.list_tools(), session.stderr_tail()
+
+    with caplog.at_level(logging.ERROR, logger="mcp.client.stdio"):
+        tools, stderr = anyio.run(list_once)
+    assert [tool["name"] for tool in tools] == ["t"]
+    assert not [record for record in caplog.records if "Failed to parse" in record.getMessage()]
+    assert "scout: dropped 1000 line(s) of stdout that were not JSON-RPC" in stderr

@@ -130,6 +130,32 @@ def test_crash_mid_call_errors_is_not_retried_and_the_server_restarts(gateway, t
     assert event.outcome == "unknown"
 
 
+def test_a_stdio_line_that_never_ends_stops_the_server_and_the_next_call_starts_another(
+    gateway, token, settings, faulty_call_log
+):
+    """C1-28: the SDK's stdio reader kept what a server wrote until a newline, with no limit: a server writing
+    without one grew the gateway's memory (and its event loop's stalls, every caller's) until the call timed out,
+    and on after it, since a timeout keeps the session. Each stdout line is bounded now (catalog/line_guard.py):
+    past the bound the server is stopped, the call fails as after a crash and the next call starts it anew."""
+    settings.SCOUT_MCP_CALL_TIMEOUT = 20.0
+    settings.SCOUT_MCP_MAX_OUTPUT_BYTES = 64 * 1024  # the line bound is 1 MB
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            await client.call_tool("execute_tool", {"tool_id": "faulty::ping", "arguments": {}})
+            flooded = await client.call_tool("execute_tool", {"tool_id": "faulty::endless_line", "arguments": {}})
+            after = await client.call_tool("execute_tool", {"tool_id": "faulty::ping", "arguments": {"text": "back"}})
+            return flooded, after
+
+    flooded, after = run(main)
+    # "closed", not "timeout": the server was stopped at the bound, not left writing until the call timed out.
+    assert flooded.is_error and flooded.structured_content["upstream_failure"] == "closed", _text(flooded)
+    assert not after.is_error and _text(after) == "back"
+    assert faulty_calls(faulty_call_log, "endless_line") == 1  # never retried
+    pids = [line.split()[0] for line in faulty_call_log.read_text().splitlines()]
+    assert pids[0] == pids[1] != pids[2]  # the flooding process is gone; a new one answered
+
+
 def test_an_upstreams_stderr_never_forges_a_log_line_or_reaches_a_terminal_raw(gateway, token):
     """T15: a dying stdio server's stderr (its last 1500 characters) is part of the error Scout logs, and it was
     logged as written: a line break started a log line of the server's own making (a forged audit line), a carriage
@@ -155,10 +181,14 @@ def test_an_upstreams_stderr_never_forges_a_log_line_or_reaches_a_terminal_raw(g
     assert not [char for char in ("\r", "\x1b") if char in log]
 
 
-def test_ten_megabyte_result_is_capped(gateway, token, faulty_call_log):
+def test_a_result_over_the_output_cap_is_capped(gateway, token, faulty_call_log):
+    """A megabyte of text (some 2 MB of JSON: the result carries it as text and as structured content): over the
+    1 MB output cap, within the 4 MB bound on what is read of an answer (a longer one is refused as it arrives:
+    ``test_a_stdio_line_that_never_ends_stops_the_server_and_the_next_call_starts_another``)."""
+
     async def main():
         async with mcp_client(gateway, token) as client:
-            big = await client.call_tool("execute_tool", {"tool_id": "faulty::big", "arguments": {"megabytes": 10}})
+            big = await client.call_tool("execute_tool", {"tool_id": "faulty::big", "arguments": {"megabytes": 1}})
             after = await client.call_tool("execute_tool", {"tool_id": "faulty::ping", "arguments": {}})
             return big, after
 

@@ -22,17 +22,12 @@ EVIL = "^(a+)+$"
 HOSTILE = "a" * 30 + "!"
 
 
-@pytest.fixture
-def regex_server(gateway, admin_user, tmp_path):
-    script = tmp_path / "regex.json"
-    tool = {
-        "name": "check_code",
-        "description": "Check a code made of the letter a.",
-        "inputSchema": {"type": "object", "properties": {"code": {"type": "string", "pattern": EVIL}}},
-        "annotations": {"readOnlyHint": True},
-    }
+def served_tool(admin_user, tmp_path, slug: str, tool: dict) -> tuple[str, str]:
+    """``tool`` served by a scripted stdio upstream named ``slug``, synced and indexed: the tokens of a caller who may
+    execute it and of a bystander who may only find it."""
+    script = tmp_path / f"{slug}.json"
     script.write_text(json.dumps({"pages": [[tool]]}))
-    server = sync_server(slug="regex", transport="stdio", command=sys.executable, args=[str(SCRIPTED), str(script)])
+    server = sync_server(slug=slug, transport="stdio", command=sys.executable, args=[str(SCRIPTED), str(script)])
     attacker, bystander = make_user("gw_attacker"), make_user("gw_bystander")
     grant(admin_user, server, attacker, "discover", "execute")
     grant(admin_user, server, bystander, "discover")
@@ -40,16 +35,16 @@ def regex_server(gateway, admin_user, tmp_path):
     return make_token(attacker), make_token(bystander)
 
 
-@pytest.mark.timeout(60)
-def test_a_backtracking_pattern_is_refused_promptly_while_other_clients_are_served(gateway, regex_server):
-    attacker_token, bystander_token = regex_server
+def attacks_beside_a_search(gateway, tokens: tuple[str, str], tool_id: str, arguments: dict) -> tuple[list, object]:
+    """Three concurrent calls of ``tool_id`` by the attacker while the bystander searches: (the calls' answers, the
+    search's answer)."""
+    attacker_token, bystander_token = tokens
+    attacks: list[object] = []
     answers: dict[str, object] = {}
 
-    async def attack(index: int) -> None:
+    async def attack() -> None:
         async with mcp_client(gateway, attacker_token) as client:
-            answers[f"attack-{index}"] = await client.call_tool(
-                "execute_tool", {"tool_id": "regex::check_code", "arguments": {"code": HOSTILE}}
-            )
+            attacks.append(await client.call_tool("execute_tool", {"tool_id": tool_id, "arguments": arguments}))
 
     async def search() -> None:
         async with mcp_client(gateway, bystander_token) as client:
@@ -57,28 +52,48 @@ def test_a_backtracking_pattern_is_refused_promptly_while_other_clients_are_serv
 
     async def main() -> None:
         async with anyio.create_task_group() as group:
-            for index in range(3):
-                group.start_soon(attack, index)
+            for _ in range(3):
+                group.start_soon(attack)
             group.start_soon(search)
 
     run(main)
+    return attacks, answers["search"]
+
+
+def call(gateway, token: str, tool_id: str, arguments: dict) -> object:
+    async def main() -> object:
+        async with mcp_client(gateway, token) as client:
+            return await client.call_tool("execute_tool", {"tool_id": tool_id, "arguments": arguments})
+
+    return run(main)
+
+
+@pytest.fixture
+def regex_server(gateway, admin_user, tmp_path):
+    tool = {
+        "name": "check_code",
+        "description": "Check a code made of the letter a.",
+        "inputSchema": {"type": "object", "properties": {"code": {"type": "string", "pattern": EVIL}}},
+        "annotations": {"readOnlyHint": True},
+    }
+    return served_tool(admin_user, tmp_path, "regex", tool)
+
+
+@pytest.mark.timeout(60)
+def test_a_backtracking_pattern_is_refused_promptly_while_other_clients_are_served(gateway, regex_server):
+    attacks, search = attacks_beside_a_search(gateway, regex_server, "regex::check_code", {"code": HOSTILE})
 
     # The other client was answered, and each attack got a validation error naming the rule, not the value.
-    assert [m["tool_id"] for m in answers["search"].structured_content["matches"]] == ["regex::check_code"]
-    for index in range(3):
-        result = answers[f"attack-{index}"]
+    assert [m["tool_id"] for m in search.structured_content["matches"]] == ["regex::check_code"]
+    assert len(attacks) == 3
+    for result in attacks:
         assert result.is_error and result.structured_content["invalid_arguments"] is True
         text = result.content[0].text
         assert "arguments.code: fails pattern" in text and HOSTILE not in text
 
     # A matching value still passes validation (it reaches the upstream, which has no tools/call).
-    async def valid() -> object:
-        async with mcp_client(gateway, attacker_token) as client:
-            return await client.call_tool(
-                "execute_tool", {"tool_id": "regex::check_code", "arguments": {"code": "aaa"}}
-            )
-
-    assert not (run(valid).structured_content or {}).get("invalid_arguments")
+    valid = call(gateway, regex_server[0], "regex::check_code", {"code": "aaa"})
+    assert not (valid.structured_content or {}).get("invalid_arguments")
 
 
 def test_a_stored_schema_re2_cannot_run_is_answered_with_a_clear_error(gateway, regex_server):
@@ -90,10 +105,82 @@ def test_a_stored_schema_re2_cannot_run_is_answered_with_a_clear_error(gateway, 
         input_schema={"type": "object", "properties": {"code": {"type": "string", "pattern": r"^(a)\1$"}}}
     )
 
-    async def main() -> object:
-        async with mcp_client(gateway, attacker_token) as client:
-            return await client.call_tool("execute_tool", {"tool_id": "regex::check_code", "arguments": {"code": "aa"}})
-
-    result = run(main)
+    result = call(gateway, attacker_token, "regex::check_code", {"code": "aa"})
     assert result.is_error and result.structured_content["invalid_arguments"] is True
     assert "regular expression Scout cannot check safely" in result.content[0].text
+
+
+def _shared_reference_bomb(depth: int) -> dict:
+    """A schema of ``depth`` definitions, each an anyOf of two references to the one before: a few lines that
+    jsonschema evaluates once per path to the innermost string rule, 2**depth times for a string that fails it."""
+    definitions = {"level0": {"type": "string", "minLength": 5}}
+    for level in range(1, depth + 1):
+        twice = [{"$ref": f"#/$defs/level{level - 1}"}] * 2
+        definitions[f"level{level}"] = {"anyOf": twice}
+    return {"type": "object", "properties": {"code": {"$ref": f"#/$defs/level{depth}"}}, "$defs": definitions}
+
+
+@pytest.fixture
+def bomb_server(gateway, admin_user, tmp_path):
+    tool = {
+        "name": "check_code",
+        "description": "Check a code.",
+        "inputSchema": _shared_reference_bomb(40),
+        "annotations": {"readOnlyHint": True},
+    }
+    return served_tool(admin_user, tmp_path, "bomb", tool)
+
+
+@pytest.mark.timeout(60)
+def test_a_schema_of_shared_references_is_checked_within_its_time_while_other_clients_are_served(
+    gateway, bomb_server, settings
+):
+    """C1-19: a schema of 40 definitions, each an anyOf of two references to the one before, was accepted at sync,
+    and checking a 1-character string against it took 2**40 steps: each call held one of the gateway's six ORM
+    threads (and the CPU) for ever, so six calls stopped every client's searches and calls. The check now stops at
+    its time (``SCOUT_MCP_SCHEMA_CHECK_SECONDS``) and the call is refused unsent. Without the bound the test fails
+    on its timeout mark (a guard against a wedged run, not a measurement)."""
+    settings.SCOUT_MCP_SCHEMA_CHECK_SECONDS = 0.5
+    attacks, search = attacks_beside_a_search(gateway, bomb_server, "bomb::check_code", {"code": "a"})
+
+    assert [m["tool_id"] for m in search.structured_content["matches"]] == ["bomb::check_code"]
+    assert len(attacks) == 3
+    for result in attacks:
+        assert result.is_error and result.structured_content["invalid_arguments"] is True
+        assert "took over 0.5 s, so the call was not sent" in result.content[0].text
+
+    # A value the first branch accepts is checked at once and passes.
+    valid = call(gateway, bomb_server[0], "bomb::check_code", {"code": "abcdef"})
+    assert not (valid.structured_content or {}).get("invalid_arguments")
+
+
+@pytest.fixture
+def reporting_server(gateway, admin_user, tmp_path):
+    """A tool whose outputSchema has a backtracking pattern and whose answer is the string that makes it backtrack."""
+    script = tmp_path / "report.json"
+    tool = {
+        "name": "report",
+        "description": "Report a code.",
+        "inputSchema": {"type": "object"},
+        "outputSchema": {"type": "object", "properties": {"code": {"type": "string", "pattern": EVIL}}},
+        "annotations": {"readOnlyHint": True},
+    }
+    answer = {"content": [{"type": "text", "text": "reported"}], "structuredContent": {"code": "a" * 22 + "!"}}
+    reply = json.dumps({"jsonrpc": "2.0", "id": 0, "result": answer}).replace('"id": 0', '"id": ID')
+    script.write_text(json.dumps({"pages": [[tool]], "call_reply": reply}))
+    server = sync_server(slug="report", transport="stdio", command=sys.executable, args=[str(SCRIPTED), str(script)])
+    caller = make_user("gw_caller")
+    grant(admin_user, server, caller, "discover", "execute")
+    return make_token(caller)
+
+
+def test_an_upstreams_result_is_never_matched_against_its_output_schemas_patterns(gateway, reporting_server):
+    """The SDK checked each result against the outputSchema of the server's listing at call time, with Python's
+    backtracking re and in the gateway's event loop, so the server chose both the pattern and the string: "^(a+)+$"
+    against 24 "a"s and a "!" froze every client of the gateway for 2.5 s, 40 of them for days (no timeout can
+    interrupt re). Here 22 (under a second): before, the call failed with the SDK's "Invalid structured content";
+    now the result is passed on, unchecked, under Scout's output policy."""
+
+    result = call(gateway, reporting_server, "report::report", {})
+    assert not result.is_error, result.content[0].text
+    assert result.structured_content == {"code": "a" * 22 + "!"}

@@ -11,8 +11,10 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import httpx
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 
@@ -99,3 +101,36 @@ def refused_url() -> str:
     port = sock.getsockname()[1]
     sock.close()
     return f"http://127.0.0.1:{port}/mcp"
+
+
+class Front(BaseHTTPRequestHandler):
+    """A front before a real server (``real_url``, set by a subclass): what the subclass does not answer itself it
+    hands on with ``forward``."""
+
+    real_url = ""
+
+    def forward(self, body: bytes | None) -> None:
+        passed = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
+        answer = httpx.request(self.command, self.real_url, content=body, headers=passed, timeout=30)
+        self.send_response(answer.status_code)
+        for name, value in answer.headers.items():
+            if name.lower() not in ("content-length", "transfer-encoding", "connection", "date", "server"):
+                self.send_header(name, value)
+        self.send_header("Content-Length", str(len(answer.content)))
+        self.end_headers()
+        self.wfile.write(answer.content)
+
+    def log_message(self, *args):
+        pass
+
+
+@contextmanager
+def serve_front(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """Serve ``handler`` on a local port until the block ends; yields its /mcp URL."""
+    front = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=front.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{front.server_address[1]}/mcp"
+    finally:
+        front.shutdown()
+        front.server_close()

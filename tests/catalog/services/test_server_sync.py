@@ -227,6 +227,19 @@ def test_cursor_loop_and_page_cap_fail_without_changes(scripted, settings):
     assert not Tool.objects.filter(server=server).exists()
 
 
+def test_a_listing_of_more_tools_than_the_cap_fails_without_changes(scripted, settings):
+    """T13: nothing bounded how many tools a server listed (8,000 took 11.5 s to save, before review and indexing,
+    at every sync; 500 pages of some 4 MB each could list millions). Past SCOUT_UPSTREAM_MAX_TOOLS the sync fails
+    and keeps what the server had."""
+    settings.SCOUT_UPSTREAM_MAX_TOOLS = 3
+    server, write = scripted({"pages": [[good_tool("a"), good_tool("b")], [good_tool("c")]]})
+    assert server_sync(server_pk=server.pk, trigger="test").status == SyncStatus.SUCCESS
+    write({"pages": [[good_tool("a"), good_tool("b")], [good_tool("c"), good_tool("d")]]})
+    run = server_sync(server_pk=server.pk, trigger="test")
+    assert run.status == SyncStatus.FAILED and "listed more than 3 tools" in run.error, run.error
+    assert live_names(server) == {"a", "b", "c"}
+
+
 def test_status_goes_degraded_then_unavailable_then_active_again(scripted):
     server, write = scripted({"pages": [[good_tool("alpha")]]})
     assert server_sync(server_pk=server.pk, trigger="test").status == SyncStatus.SUCCESS

@@ -23,6 +23,7 @@ from mcp_types import (
 )
 
 server = MCPServer("faulty")
+WIRE = os.dup(1)  # the protocol's stdout, kept before the SDK points fd 1 at stderr while it serves
 READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
 
 
@@ -55,6 +56,15 @@ def crash() -> str:
     _log("crash")
     sys.stdout.flush()
     os._exit(1)
+
+
+@server.tool(annotations=READ_ONLY)
+def endless_line() -> str:
+    """Write to the protocol's stdout for ever without a newline (C1-28)."""
+    _log("endless_line")
+    chunk = b'{"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": "' + b"x" * 65536
+    while True:
+        os.write(WIRE, chunk)
 
 
 # What a dying server may write to its stderr, which Scout logs: a forged log line of its own, a carriage return that

@@ -1,0 +1,112 @@
+"""Runs a stdio MCP server with its output bounded: each line it writes to stdout, and what it keeps of its stderr
+(SECURITY-TESTS C1-28, T13).
+
+The SDK's stdio client keeps what a server writes until the next newline, with no limit, and re-reads all of it
+at every chunk that arrives: a server writing without a newline grew the gateway's memory for ever (also after
+the call timed out, since a timeout keeps the session) and stalled its event loop, every caller's, for longer
+and longer. Its stderr went straight to a file the gateway trimmed only when it called the server: a server
+writing to stderr while idle filled the disk (3.6 GB in 6 s here).
+
+``catalog.upstream`` starts every stdio server through this file, as
+``python -I -S line_guard.py LINE_LIMIT STDERR_LIMIT COMMAND [ARGS...]``: the server gets this process's stdin and
+environment; its stdout is passed on unchanged, and it is stopped as soon as a line passes LINE_LIMIT bytes (the
+session then ends as after a crash: the call fails, the server is started anew on the next call), and a line that
+is not a JSON-RPC message is dropped (``Stdout``); its stderr is
+passed on to this process's stderr (the gateway's file), emptied whenever it holds more than STDERR_LIMIT bytes.
+
+Standard library only, and no Django: it runs in its own interpreter, started without site packages.
+"""
+
+import fcntl
+import os
+import stat
+import subprocess
+import sys
+import threading
+
+CHUNK_BYTES = 64 * 1024
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _pass_stderr(stream, limit: int) -> None:
+    """Copy the server's stderr to ours; a file past ``limit`` bytes is emptied first (the gateway reads its tail)."""
+    if stat.S_ISREG(os.fstat(2).st_mode):  # appended to wherever the end is, also after it was emptied
+        fcntl.fcntl(2, fcntl.F_SETFL, fcntl.fcntl(2, fcntl.F_GETFL) | os.O_APPEND)
+    while chunk := stream.read1(CHUNK_BYTES):
+        kept = os.fstat(2)
+        if stat.S_ISREG(kept.st_mode) and kept.st_size > limit:
+            os.ftruncate(2, 0)
+        _write_all(2, chunk)
+
+
+class LineTooLong(Exception):
+    pass
+
+
+class Stdout:
+    """What of the server's stdout goes on: its lines that may be JSON-RPC messages (which are objects), each at most
+    ``limit`` bytes. The SDK logs every other line with a traceback, and reads the answers behind them only as fast
+    as it logs: a server writing lines of text had the gateway log some 1,400 tracebacks a second while its calls
+    timed out. Such a line is dropped, and the count of them told on stderr at 1, 10, 100... ."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.length = 0  # bytes of the line so far
+        self.message: bool | None = None  # whether the line starts an object; None while only whitespace came
+        self.dropped = 0
+
+    def passed(self, chunk: bytes) -> bytes:
+        """The part of ``chunk`` to pass on. Raises LineTooLong."""
+        kept = []
+        *whole, rest = chunk.split(b"\n")
+        for piece in whole:
+            self._read(piece, kept)
+            if self.message:
+                kept.append(b"\n")
+            elif self.message is False:
+                self.dropped += 1
+                if str(self.dropped).rstrip("0") == "1":
+                    sys.stderr.write(f"scout: dropped {self.dropped} line(s) of stdout that were not JSON-RPC\n")
+            self.length, self.message = 0, None
+        self._read(rest, kept)
+        return b"".join(kept)
+
+    def _read(self, piece: bytes, kept: list[bytes]) -> None:
+        self.length += len(piece)
+        if self.length > self.limit:
+            raise LineTooLong
+        if self.message is None and piece.strip():
+            self.message = piece.lstrip().startswith(b"{")
+        if self.message is not False:
+            kept.append(piece)
+
+
+def main(argv: list[str]) -> int:
+    limit, stderr_limit, command = int(argv[0]), int(argv[1]), argv[2:]
+    try:
+        server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # noqa: S603 - configured
+    except OSError as exc:
+        sys.stderr.write(f"could not start {command[0]}: {exc.strerror}\n")
+        return 127
+    threading.Thread(target=_pass_stderr, args=(server.stderr, stderr_limit), daemon=True).start()
+    stdout = Stdout(limit)
+    while chunk := server.stdout.read1(CHUNK_BYTES):
+        try:
+            _write_all(1, stdout.passed(chunk))
+        except LineTooLong:
+            sys.stderr.write(f"scout: the server wrote a line of more than {limit} bytes to stdout; it was stopped\n")
+            server.kill()
+            return 1
+        except BrokenPipeError:  # the gateway closed the session
+            server.kill()
+            return 1
+    return server.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
