@@ -10,6 +10,7 @@ from .discovery import (
     schema_for_model,
     tool_descriptor,
     tool_hints,
+    tool_ids_close_to,
 )
 from .execution import (
     ExecutionPlan,
@@ -35,4 +36,5 @@ __all__ = [
     "schema_for_model",
     "tool_descriptor",
     "tool_hints",
+    "tool_ids_close_to",
 ]

@@ -42,7 +42,7 @@ from ..db import BUSY_TEXT, DatabaseBusy, database_busy, run_orm, run_orm_or_bus
 from ..metrics import EXECUTE_SECONDS, EXECUTIONS, UPSTREAM_SECONDS
 from ..models import IdempotencyRecord
 from ..upstreams import CallProgress, UpstreamCallError, UpstreamPool, call_timeout
-from .discovery import UnknownTool, _audit_unknown, _compact_json, _policy_fields
+from .discovery import UnknownTool, _audit_unknown, _compact_json, _policy_fields, tool_ids_close_to
 from .output import result_for_model
 
 logger = logging.getLogger(__name__)
@@ -322,7 +322,8 @@ def execute_prepare(
         tool = tool_get_for_principal(principal=principal, tool_id=tool_id, permission="execute")
     except ToolNotFound:
         _audit_unknown(principal, "execute_tool")
-        raise UnknownTool() from None
+        closest = tool_ids_close_to(principal=principal, typed=[tool_id], permission="execute")
+        raise UnknownTool(closest=closest) from None
     prepared = _prepare(
         principal=principal, tool=tool, arguments=arguments, approval_id=approval_id, idempotency_key=idempotency_key
     )
