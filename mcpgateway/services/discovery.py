@@ -305,6 +305,13 @@ NO_TOOL_GRANTED = (
 # Search clamps top_k to TOP_K_MIN..TOP_K_MAX; the answer says so (never echoing the number asked for).
 TOP_K_CAPPED = f"top_k is above the maximum: capped at {TOP_K_MAX}."
 TOP_K_RAISED = f"top_k is below the minimum: raised to {TOP_K_MIN}."
+# A high-confidence answer carries the inputSchema of its first matches only: a top_k of 20 gave 13 full schemas
+# (1,233 tokens for one demo search, 3x a default answer) for tools the model mostly does not call.
+SCHEMAS_SHOWN = TOP_K_DEFAULT
+SCHEMAS_CUT = (
+    f"Matches after the first {SCHEMAS_SHOWN} show key inputs only: call tool_inspect with one of their tool_ids for "
+    "its inputSchema before calling it."
+)
 LOW_CONFIDENCE = (
     "Low confidence: none of these clearly fits. If one does, call tool_inspect with its tool_id for its "
     "inputSchema before calling it; otherwise rephrase the request (what should be done, to what) or tell the "
@@ -515,14 +522,18 @@ def _answer(result: SearchResult) -> SearchAnswer:
     it picks from tool_inspect (five full schemas cost most of such an answer's tokens, mostly for nothing)."""
     descriptors = search_descriptors.get([m.tool_pk for m in result.matches])
     schema = result.confidence != Confidence.LOW
+    kept = [m for m in result.matches if m.tool_pk in descriptors]
+    # Past the first few (a model that asked for many is browsing): key inputs only, as a low-confidence answer.
     matches = [
-        _with_why(descriptors[m.tool_pk], _why_lines(m.why_matched), schema=schema)
-        for m in result.matches
-        if m.tool_pk in descriptors
+        _with_why(descriptors[m.tool_pk], _why_lines(m.why_matched), schema=schema and rank < SCHEMAS_SHOWN)
+        for rank, m in enumerate(kept)
     ]
-    return SearchAnswer(
+    answer = SearchAnswer(
         matches=matches, degraded=result.degraded or not result.index_ready, confidence=result.confidence.value
     )
+    if schema and len(matches) > SCHEMAS_SHOWN:
+        answer.notes.append(SCHEMAS_CUT)
+    return answer
 
 
 @visibility_row_read_once()  # one read of the version row for the whole search (governance.cache)
