@@ -182,7 +182,7 @@ def schema_for_model(schema: Any, *, name: str) -> Any:
     shown = _compact(schema, name)
     if isinstance(shown.get("title"), str) and _ARGUMENTS_TITLE.fullmatch(shown["title"]):
         del shown["title"]
-    if "$schema" in shown and not _DIALECT_BOUND.search(_compact_json(shown)):
+    if "$schema" in shown and not _DIALECT_BOUND.search(compact_json(shown)):
         del shown["$schema"]
     return _clean_schema(shown)
 
@@ -283,7 +283,7 @@ def tool_descriptor(tool: Tool, *, why_matched: list[str] | None = None, full: b
     return descriptor
 
 
-def _compact_json(value: Any) -> str:
+def compact_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=False)
 
 
@@ -385,7 +385,7 @@ class SearchAnswer:
             if match.get("why_matched"):
                 lines.append("   why: " + "; ".join(match["why_matched"][:3]))
             if "input_schema" in match:
-                lines.append("   inputSchema: " + _compact_json(match["input_schema"]))
+                lines.append("   inputSchema: " + compact_json(match["input_schema"]))
             else:
                 lines.append("   inputs: " + _inputs_text(match["key_inputs"]))
         return "\n".join(lines)

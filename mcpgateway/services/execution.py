@@ -42,7 +42,7 @@ from ..db import BUSY_TEXT, DatabaseBusy, database_busy, run_orm, run_orm_or_bus
 from ..metrics import EXECUTE_SECONDS, EXECUTIONS, UPSTREAM_SECONDS
 from ..models import IdempotencyRecord
 from ..upstreams import CallProgress, UpstreamCallError, UpstreamPool, call_timeout
-from .discovery import UnknownTool, _audit_unknown, _compact_json, _policy_fields, tool_ids_close_to
+from .discovery import UnknownTool, _audit_unknown, _policy_fields, compact_json, tool_ids_close_to
 from .output import result_for_model
 
 logger = logging.getLogger(__name__)
@@ -85,7 +85,7 @@ def _schema_error_text(error: jsonschema.ValidationError, schema: dict[str, Any]
     if validator == "type":
         return f"{where}: must be of type {expected if isinstance(expected, str) else ' or '.join(expected)}"
     if validator == "enum":
-        return f"{where}: must be one of {_compact_json(expected)[:300]}"
+        return f"{where}: must be one of {compact_json(expected)[:300]}"
     if validator in (
         "minimum",
         "maximum",
@@ -100,7 +100,7 @@ def _schema_error_text(error: jsonschema.ValidationError, schema: dict[str, Any]
         "const",
         "multipleOf",
     ):
-        return f"{where}: fails {validator} {_compact_json(expected)[:200]}"
+        return f"{where}: fails {validator} {compact_json(expected)[:200]}"
     return f"{where}: does not satisfy the schema's {validator!r} rule"
 
 
