@@ -42,7 +42,7 @@ from ..db import BUSY_TEXT, DatabaseBusy, database_busy, run_orm, run_orm_or_bus
 from ..metrics import EXECUTE_SECONDS, EXECUTIONS, UPSTREAM_SECONDS
 from ..models import IdempotencyRecord
 from ..upstreams import CallProgress, UpstreamCallError, UpstreamPool, call_timeout
-from .discovery import UnknownTool, _audit_unknown, _policy_fields, compact_json, tool_ids_close_to
+from .discovery import UnknownTool, _audit_unknown, _policy_fields, compact_json, schema_for_model, tool_ids_close_to
 from .output import result_for_model
 
 logger = logging.getLogger(__name__)
@@ -382,12 +382,7 @@ def _prepare(
     problem = arguments_problem(tool.input_schema or {}, arguments)
     if problem is not None:
         return _denied(
-            principal,
-            tool,
-            "invalid_arguments",
-            error_result(
-                f"Invalid arguments: {problem}. Check the tool's inputSchema and call again.", invalid_arguments=True
-            ),
+            principal, tool, "invalid_arguments", error_result(_invalid_text(problem, tool), invalid_arguments=True)
         )
     digest = hashlib.sha256(canonical.encode()).hexdigest()
     # A NUL too: Postgres refuses one in text, and the key is stored (a bare "Error executing tool" and a traceback).
@@ -432,6 +427,20 @@ def _prepare(
         idempotency=record,
         reads_only=_policy_fields(tool)[1] == OperationClass.READ,
     )
+
+
+# An invalid call's answer carries the tool's inputSchema up to this size: a model that called without searching
+# (or forgot the schema) corrects its call at once instead of spending a tool_inspect turn on it.
+INVALID_SCHEMA_SHOWN_CHARS = 2000
+
+
+def _invalid_text(problem: str, tool: Tool) -> str:
+    schema = compact_json(schema_for_model(tool.input_schema or {}, name=tool.name))
+    if len(schema) > INVALID_SCHEMA_SHOWN_CHARS:
+        return (
+            f"Invalid arguments: {problem}. Call tool_inspect with this tool_id for its inputSchema, then call again."
+        )
+    return f"Invalid arguments: {problem}. Call again with arguments that satisfy its inputSchema: {schema}"
 
 
 def _denied(principal: Principal, tool: Tool, reason: str, result: types.CallToolResult) -> types.CallToolResult:

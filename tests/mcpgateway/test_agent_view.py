@@ -446,23 +446,30 @@ def test_invalid_arguments_are_refused_before_an_approval_is_asked_for(gateway, 
     assert faulty_calls(faulty_call_log, "record_note") == 0
 
 
-def test_a_misnamed_argument_is_told_apart_from_a_forgotten_one(gateway, token):
+@pytest.mark.parametrize("mode", PROTOCOL_MODES)
+def test_a_misnamed_argument_is_told_apart_from_a_forgotten_one(gateway, token, mode):
     """calc::add's schema allows other properties, so {"x", "y"} fails only on the missing a and b: the answer
-    says the names sent are not the tool's and which are, so the model renames instead of guessing values."""
+    says the names sent are not the tool's and which are, so the model renames instead of guessing values. It
+    gives the tool's inputSchema as tool_inspect does: a model that called without searching corrects its call
+    at once, without a tool_inspect turn."""
+    import json
 
     async def main():
-        async with mcp_client(gateway, token) as client:
+        async with mcp_client(gateway, token, mode=mode) as client:
             misnamed = await client.call_tool("execute_tool", {"tool_id": "calc::add", "arguments": {"x": 1, "y": 2}})
             forgotten = await client.call_tool("execute_tool", {"tool_id": "calc::add", "arguments": {"a": 1}})
-            return misnamed, forgotten
+            inspected = await client.call_tool("tool_inspect", {"tool_ids": ["calc::add"]})
+            return misnamed, forgotten, inspected
 
-    misnamed, forgotten = run(main)
+    misnamed, forgotten, inspected = run(main)
+    schema = json.dumps(inspected.structured_content["tools"][0]["input_schema"], separators=(",", ":"))
     assert misnamed.is_error and text_of(misnamed) == (
         "Invalid arguments: arguments: missing required properties a, b, and has properties the schema does not "
-        "name (its properties: a, b). Check the tool's inputSchema and call again."
+        f"name (its properties: a, b). Call again with arguments that satisfy its inputSchema: {schema}"
     )
+    assert '"required":["a","b"]' in schema
     assert forgotten.is_error and "does not name" not in text_of(forgotten)
-    assert "missing required property b." in text_of(forgotten)
+    assert text_of(forgotten).startswith("Invalid arguments: arguments: missing required property b. Call again")
 
 
 def test_a_match_says_when_its_calls_wait_for_an_approver(gateway, token):
