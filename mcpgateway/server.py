@@ -198,6 +198,8 @@ class ScoutMCPServer(MCPServer):
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         if params.name in META_TOOLS:
+            if params.name == META_TOOL_EXECUTE:
+                params = _null_arguments_omitted(params)
             problem = self._meta_arguments_problem(params.name, params.arguments or {})
             if problem is not None:
                 return error_result(problem)
@@ -214,6 +216,16 @@ class ScoutMCPServer(MCPServer):
             )
         except UnknownTool:
             raise unknown_tool_error() from None
+
+
+def _null_arguments_omitted(params: types.CallToolRequestParams) -> types.CallToolRequestParams:
+    """execute_tool's ``"arguments": null`` read as omitted (a tool without inputs): strict function calling sends
+    null for every optional field, which approval_id and idempotency_key accept and arguments refused, costing a
+    turn ("arguments must be a JSON object")."""
+    sent = params.arguments or {}
+    if "arguments" not in sent or sent["arguments"] is not None:
+        return params
+    return params.model_copy(update={"arguments": {key: value for key, value in sent.items() if key != "arguments"}})
 
 
 def _name_meant(*, principal: Any, name: str) -> list[str]:

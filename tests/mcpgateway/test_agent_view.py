@@ -560,3 +560,21 @@ def test_inspect_text_is_compact_json_as_search_schemas_are(gateway, token, mode
         text, tools = result.content[0].text, result.structured_content["tools"]
         assert json.loads(text) == tools
         assert text == json.dumps(tools, separators=(",", ":"), ensure_ascii=False)
+
+
+@pytest.mark.parametrize("mode", PROTOCOL_MODES)
+def test_null_arguments_are_read_as_none_given(gateway, token, mode):
+    """Strict function calling sends null for every optional field: approval_id and idempotency_key took it, and
+    "arguments": null was refused as not an object, costing a turn. It reads as omitted: a tool without required
+    inputs runs, one with required inputs is told which are missing."""
+
+    async def main():
+        async with mcp_client(gateway, token, mode=mode) as client:
+            nulls = {"arguments": None, "approval_id": None, "idempotency_key": None}
+            ping = await client.call_tool("execute_tool", {"tool_id": "faulty::ping", **nulls})
+            add = await client.call_tool("execute_tool", {"tool_id": "calc::add", **nulls})
+            return ping, add
+
+    ping, add = run(main)
+    assert not ping.is_error and text_of(ping) == "pong"
+    assert add.is_error and text_of(add).startswith("Invalid arguments: arguments: missing required properties a, b.")
