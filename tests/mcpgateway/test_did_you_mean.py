@@ -17,11 +17,7 @@ from mcpgateway.constants import UNKNOWN_TOOL_MESSAGE, UNKNOWN_TOOL_NAME_MESSAGE
 
 from .conftest import (
     PROTOCOL_MODES,
-    build_index,
     gateway_db,
-    grant,
-    make_token,
-    make_user,
     mcp_client,
     modern_request,
     raw_post,
@@ -31,18 +27,6 @@ from .conftest import (
 
 pytestmark = [gateway_db, pytest.mark.slow]
 HIDDEN = "calc::rotate_payroll_encryption_keys"
-
-
-@pytest.fixture
-def people(gateway, admin_user, time_server, calc_server) -> dict[str, Any]:
-    from catalog.models import Tool
-
-    member, approver = make_user("gw_member"), make_user("gw_approver")
-    grant(admin_user, time_server, member, "discover", "execute")
-    grant(admin_user, Tool.objects.get(tool_id="calc::add"), member, "discover", "execute")
-    grant(admin_user, calc_server, approver, "discover", "execute")
-    build_index()
-    return {"member": make_token(member), "approver": make_token(approver)}
 
 
 def _text(result: Any) -> str:
