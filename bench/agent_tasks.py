@@ -1,17 +1,19 @@
 """What an agent spends per task on Scout's meta-tools against binding every demo tool directly.
 
-Runs scripted agent tasks over HTTP against a running demo (``make demo``) with the SDK client, including the
-mistakes models make (a wrong argument name or type, a mistyped tool_id, calling without searching, a query in
-another language, a huge top_k, a tool that does not exist, a retried failed call, polling an approval). Every
-meta-tool call is one turn. Tokens (cl100k_base, offline) count what the model reads: tool definitions once per
-task, the text of each answer and the arguments it wrote; "input" re-reads definitions and history every turn
-(no prompt cache), as an agent loop sends them. The direct path makes the same upstream calls (same answers)
-without search and inspect turns or id typos, with every visible tool's definition bound.
+Runs scripted agent tasks over HTTP against a running demo (``make demo``) with the SDK client, in both protocol
+versions, including the slips models make (a wrong argument name or type, a mistyped tool_id, calling without
+searching, a query in another language, a huge top_k, a tool that does not exist, a retried failed call, polling
+an approval). Every meta-tool call is one turn, and the agent adapts as a model would: "unknown tool" with nothing
+suggested costs a tool_search turn, invalid arguments without a schema it has seen cost a tool_inspect turn.
+Tokens (cl100k_base, offline) count what the model reads: tool definitions as hosts bind them (name, description,
+inputSchema), the arguments it wrote and the text of each answer; "input" re-sends definitions and history every
+turn (no prompt cache), as an agent loop does. The direct path makes the same upstream calls (same answers) with
+every visible tool's definition bound, without search and inspect turns or id typos.
 
-    SQLITE_PATH=... SECRET_KEY_FILE=var/secret-key .venv/bin/python bench/agent_tasks.py \\
-        --url http://127.0.0.1:8000/mcp --token scout_... [--mode 2026-07-28] [--json]
+    SECRET_KEY_FILE=var/secret-key .venv/bin/python bench/agent_tasks.py --url http://127.0.0.1:8000/mcp \
+        --token scout_... [--mode 2026-07-28] [--json]      # plus SQLITE_PATH / DATABASE_URL if the demo used one
 
-Django (same settings and database as the server) gives the direct listing and approves the approval task as the
+Django (the server's settings and database) gives the direct listing and approves the approval task as the
 demo's approver.
 """
 
