@@ -36,6 +36,7 @@ from starlette.routing import BaseRoute, Route
 from catalog.models import Tool
 from governance.writebehind import write_behind_flush
 from search.services import search_warm_up
+from search.text import close_tool_ids
 
 from .auth import ConfirmedAccess, RequireToken, ScoutTokenVerifier, principal_from_context
 from .choices import Exposure
@@ -43,7 +44,7 @@ from .constants import META_TOOL_EXECUTE, META_TOOLS
 from .db import orm_threads_stop, run_orm
 from .guards import BodyGuard, EdgeGuard, RateGuard, StatelessGetGuard
 from .selectors import client_tool_name, tool_for_client_name, tools_listed_for
-from .services import UnknownTool, error_result, gateway_execute, schema_for_model, tool_hints
+from .services import UnknownTool, error_result, gateway_execute, schema_for_model, tool_hints, tool_ids_close_to
 from .tools import META_TOOLS_SPEC, OUTPUT_SCHEMAS, shown_as_sent, unknown_tool_error
 from .upstreams import UpstreamPool
 
@@ -197,6 +198,8 @@ class ScoutMCPServer(MCPServer):
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         if params.name in META_TOOLS:
+            if params.name == META_TOOL_EXECUTE:
+                params = _null_arguments_omitted(params)
             problem = self._meta_arguments_problem(params.name, params.arguments or {})
             if problem is not None:
                 return error_result(problem)
@@ -206,13 +209,33 @@ class ScoutMCPServer(MCPServer):
             raise unknown_tool_error()
         tool = await run_orm(tool_for_client_name, principal=principal, name=params.name)
         if tool is None:
-            raise unknown_tool_error()
+            raise unknown_tool_error(await run_orm(_name_meant, principal=principal, name=params.name))
         try:
             return await gateway_execute(
                 principal=principal, tool_id=tool.tool_id, arguments=params.arguments or {}, pool=self.pool
             )
         except UnknownTool:
             raise unknown_tool_error() from None
+
+
+def _null_arguments_omitted(params: types.CallToolRequestParams) -> types.CallToolRequestParams:
+    """execute_tool's ``"arguments": null`` read as omitted (a tool without inputs): strict function calling sends
+    null for every optional field, which approval_id and idempotency_key accept and arguments refused, costing a
+    turn ("arguments must be a JSON object")."""
+    sent = params.arguments or {}
+    if "arguments" not in sent or sent["arguments"] is not None:
+        return params
+    return params.model_copy(update={"arguments": {key: value for key, value in sent.items() if key != "arguments"}})
+
+
+def _name_meant(*, principal: Any, name: str) -> list[str]:
+    """What a ``tools/call`` name that names no listed tool likely meant: a meta-tool ("tool_serch"), else a tool
+    the caller may execute, called by its tool_id or name instead of through execute_tool ("calc::add")."""
+    if not isinstance(name, str):
+        return []
+    return close_tool_ids(name, META_TOOLS) or tool_ids_close_to(
+        principal=principal, typed=[name], permission="execute"
+    ).get(name, [])
 
 
 def transport_security() -> TransportSecuritySettings:

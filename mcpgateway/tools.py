@@ -22,15 +22,16 @@ from search.services import TOP_K_DEFAULT, TOP_K_MAX, TOP_K_MIN
 from .auth import ScoutAccessToken, access_confirm, principal_from_context, unconfirmed_access
 from .constants import (
     MAX_INSPECT_IDS,
+    META_TOOLS,
     UNKNOWN_ID_SHOWN_CHARS,
     UNKNOWN_TOOL_GUIDANCE,
-    UNKNOWN_TOOL_MESSAGE,
     UNKNOWN_TOOL_NAME_MESSAGE,
 )
 from .db import BUSY_TEXT, DatabaseBusy, run_orm_or_busy
 from .services import (
     GatewayInputError,
     UnknownTool,
+    compact_json,
     error_result,
     gateway_execute,
     gateway_inspect,
@@ -38,22 +39,52 @@ from .services import (
 )
 
 
-def unknown_tool_error() -> MCPError:
+def unknown_tool_error(meant: list[str] | None = None) -> MCPError:
     """A ``tools/call`` name that is unknown or hidden (the directly listed tools): the protocol error MCP gives an
-    unknown tool name, the same code and bytes for both (Z4)."""
-    return MCPError(code=types.INVALID_PARAMS, message=UNKNOWN_TOOL_NAME_MESSAGE)
+    unknown tool name, the same code and bytes for both (Z4). ``meant``: the caller's own visible tool ids (or
+    meta-tool names) the name likely meant; a tool_id called by name is told how to run it with execute_tool."""
+    if not meant:
+        return MCPError(code=types.INVALID_PARAMS, message=UNKNOWN_TOOL_NAME_MESSAGE)
+    if meant[0] in META_TOOLS:
+        text = f"Unknown tool name. Did you mean {meant[0]}?"
+    else:
+        text = (
+            f"Unknown tool name. Did you mean the tool_id {' or '.join(meant)}? Run it with execute_tool: tool_id "
+            f'"{meant[0]}", and its own arguments inside "arguments".'
+        )
+    return MCPError(code=types.INVALID_PARAMS, message=text, data={"did_you_mean": meant})
 
 
-def unknown_tool_result(asked: list[tuple[int, str]] | None = None) -> types.CallToolResult:
+def unknown_tool_result(
+    asked: list[tuple[int, str]] | None = None, closest: dict[str, list[str]] | None = None
+) -> types.CallToolResult:
     """A tool_id given to tool_inspect or execute_tool that is unknown or hidden: a tool error the model reads and
     corrects (MCP puts a tool's own failures in its result; protocol errors are for the meta-tool's name and the
     request's shape), the same bytes for both (Z4). Nothing is echoed, except for tool_inspect of several ids:
     ``asked`` (position, id as sent), so the caller learns which of its own ids to drop; an id is shown escaped
-    (JSON, ASCII) and cut, and a hidden one exactly as an unknown one."""
+    (JSON, ASCII) and cut, and a hidden one exactly as an unknown one. ``closest``: per id as sent, the caller's
+    own visible tool ids it likely meant ("did you mean"), which saves a search turn; hidden tools never count."""
+    closest = closest or {}
+    meant = list(dict.fromkeys(tool_id for ids in closest.values() for tool_id in ids))
+    structured: dict[str, Any] = {"did_you_mean": meant} if meant else {}
     if not asked:
-        return error_result(UNKNOWN_TOOL_MESSAGE, unknown_tool=True)
-    named = "; ".join(f"tool_ids[{position}] {shown_as_sent(tool_id)}" for position, tool_id in asked)
-    return error_result(f"Unknown tool: {named}. {UNKNOWN_TOOL_GUIDANCE}", unknown_tool=True)
+        if not meant:
+            return error_result(f"Unknown tool. {UNKNOWN_TOOL_GUIDANCE}", unknown_tool=True)
+        return error_result(
+            f"Unknown tool. Did you mean {' or '.join(meant)}? If so, call again with that tool_id; otherwise find "
+            "the tool with tool_search. Do not guess tool ids.",
+            unknown_tool=True,
+            **structured,
+        )
+    named = "; ".join(
+        f"tool_ids[{position}] {shown_as_sent(tool_id)}{_did_you_mean(closest.get(tool_id))}"
+        for position, tool_id in asked
+    )
+    return error_result(f"Unknown tool: {named}. {UNKNOWN_TOOL_GUIDANCE}", unknown_tool=True, **structured)
+
+
+def _did_you_mean(tool_ids: list[str] | None) -> str:
+    return f" (did you mean {' or '.join(tool_ids)}?)" if tool_ids else ""
 
 
 def shown_as_sent(text: str) -> str:
@@ -136,13 +167,13 @@ async def tool_inspect(
     try:
         tools = await run_orm_or_busy(gateway_inspect, principal=principal, tool_ids=tool_ids)
     except UnknownTool as exc:
+        unknown = unknown_tool_result(exc.asked, exc.closest)
         if not exc.found:
-            return unknown_tool_result(exc.asked)
+            return unknown
         # Some ids named no tool: the others' definitions, and the unknown ones named in a block of its own.
-        unknown = unknown_tool_result(exc.asked)
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=json.dumps(exc.found, ensure_ascii=False)), *unknown.content],
-            structured_content={"tools": exc.found, "unknown_tool": True},
+            content=[types.TextContent(type="text", text=compact_json(exc.found)), *unknown.content],
+            structured_content={"tools": exc.found, **(unknown.structured_content or {})},
         )
     except DatabaseBusy:
         return error_result(BUSY_TEXT, service_busy=True)
@@ -150,7 +181,8 @@ async def tool_inspect(
         return error_result(str(exc))
 
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=json.dumps(tools, ensure_ascii=False))],
+        # Compact, as tool_search's schemas: the spaces of json.dumps' default cost 15-24% of an answer's tokens.
+        content=[types.TextContent(type="text", text=compact_json(tools))],
         structured_content={"tools": tools},
     )
 
@@ -183,8 +215,8 @@ async def execute_tool(
             idempotency_key=idempotency_key,
             pool=ctx.mcp_server.pool,
         )
-    except UnknownTool:
-        return unknown_tool_result()
+    except UnknownTool as exc:
+        return unknown_tool_result(closest=exc.closest)
 
 
 # What each meta-tool is, for a host's confirmation prompts (MCP annotations, hints only): searching and

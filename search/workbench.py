@@ -12,7 +12,6 @@ same words, leave the workbench for that curator's tenant until restored (``Dism
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -38,7 +37,7 @@ from governance.selectors import person_shown, servers_shaped_by, servers_visibl
 from .choices import EmptyAnswerReason
 from .engine.ranking import Confidence
 from .models import DismissedRequest, IndexGeneration, QueryLogEntry, SearchOutcome
-from .text import tokenize
+from .text import close_tool_ids, tokenize
 from .usage import query_log_visible_to
 
 WORKBENCH_PERMISSIONS = ("catalog.change_tool", "search.view_querylogentry")
@@ -319,18 +318,8 @@ class AttachForm(forms.Form):
 def _did_you_mean(typed: str, tools: QuerySet[Tool]) -> str:
     """The closest ids among ``tools`` to a mistyped one, or to a tool's name typed without its server, as
     " (did you mean git::git_reset?)"; "" when none is close."""
-    ids = list(tools.values_list("tool_id", flat=True))
-    close = [tool_id for tool_id in ids if tool_id.partition("::")[2] == typed]
-    if not close:
-        matcher, scored = difflib.SequenceMatcher(b=typed), []
-        for tool_id in ids:  # as difflib.get_close_matches, which drops the scores
-            matcher.set_seq1(tool_id)
-            if matcher.real_quick_ratio() >= 0.75 and matcher.quick_ratio() >= 0.75 and matcher.ratio() >= 0.75:
-                scored.append((matcher.ratio(), tool_id))
-        best = max((score for score, _ in scored), default=0)
-        # Only the clear winners: ids of one server share their prefix, which alone makes them look alike.
-        close = [tool_id for score, tool_id in sorted(scored, reverse=True) if score >= best - 0.1]
-    return f" (did you mean {' or '.join(close[:3])}?)" if close else ""
+    close = close_tool_ids(typed, tools.values_list("tool_id", flat=True))
+    return f" (did you mean {' or '.join(close)}?)" if close else ""
 
 
 def _check_permission(request: HttpRequest) -> None:

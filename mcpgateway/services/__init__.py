@@ -5,11 +5,13 @@ from .discovery import (
     GatewayInputError,
     SearchAnswer,
     UnknownTool,
+    compact_json,
     gateway_inspect,
     gateway_search,
     schema_for_model,
     tool_descriptor,
     tool_hints,
+    tool_ids_close_to,
 )
 from .execution import (
     ExecutionPlan,
@@ -26,6 +28,7 @@ __all__ = [
     "SearchAnswer",
     "UnknownTool",
     "arguments_problem",
+    "compact_json",
     "error_result",
     "execute_finish",
     "execute_prepare",
@@ -35,4 +38,5 @@ __all__ = [
     "schema_for_model",
     "tool_descriptor",
     "tool_hints",
+    "tool_ids_close_to",
 ]

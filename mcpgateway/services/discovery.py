@@ -23,16 +23,16 @@ from governance.cache import visibility_row_read_once, visibility_row_token
 from governance.choices import AuditEventType, AuditOutcome, OperationClass, Reversibility
 from governance.principals import Principal
 from governance.sanitize import clean_for_model
-from governance.selectors import ToolNotFound, tool_get_for_principal
+from governance.selectors import Permission, ToolNotFound, tool_get_for_principal, tools_visible_to
 from governance.services.audit import audit_record
 from search.backends import SearchResult
 from search.choices import EmptyAnswerReason
 from search.engine.ranking import Confidence
 from search.services import TOP_K_DEFAULT, TOP_K_MAX, TOP_K_MIN, SearchQueryError, search_for_principal
-from search.text import function_word
+from search.text import close_tool_ids, function_word
 from search.usage import search_observe
 
-from ..constants import MAX_INSPECT_IDS
+from ..constants import MAX_INSPECT_IDS, MAX_TOOL_ID_CHARS
 
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)  # a no-op until scoutsite.tracing configures OpenTelemetry
@@ -54,12 +54,31 @@ class UnknownTool(Exception):
     """A tool id that is unknown or hidden from the caller: one error for both. ``asked``: for a tool_inspect
     of several ids, the unknown ones as (position in tool_ids, the id as sent) — the caller's own input,
     the same whether a tool is hidden or does not exist; empty otherwise (the error names no id). ``found``: the
-    definitions of the other ids of that tool_inspect, which the caller still gets."""
+    definitions of the other ids of that tool_inspect, which the caller still gets. ``closest``: per id as sent,
+    the caller's visible tool ids it most likely meant (``tool_ids_close_to``), when any is close."""
 
-    def __init__(self, asked: list[tuple[int, str]] | None = None, found: list[dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        asked: list[tuple[int, str]] | None = None,
+        found: list[dict[str, Any]] | None = None,
+        closest: dict[str, list[str]] | None = None,
+    ) -> None:
         super().__init__()
         self.asked = asked or []
         self.found = found or []
+        self.closest = closest or {}
+
+
+def tool_ids_close_to(*, principal: Principal, typed: list[str], permission: Permission) -> dict[str, list[str]]:
+    """Per mistyped id, the ids of tools ``principal`` may use that it most likely meant ("everything::get_sum"
+    for "everything::get-sum", "get_current_time" for "time::get_current_time"); ids with none close are left out.
+    Only the caller's own visible tools are compared, so a hidden tool never changes the answer (Z2, Z4)."""
+    typed = [tool_id for tool_id in typed if isinstance(tool_id, str) and 0 < len(tool_id) <= MAX_TOOL_ID_CHARS]
+    if not typed:
+        return {}
+    visible = list(tools_visible_to(principal=principal, permission=permission).values_list("tool_id", flat=True))
+    closest = {tool_id: close_tool_ids(tool_id, visible) for tool_id in typed}
+    return {tool_id: ids for tool_id, ids in closest.items() if ids}
 
 
 # --- presentation -------------------------------------------------------------------------------
@@ -163,7 +182,7 @@ def schema_for_model(schema: Any, *, name: str) -> Any:
     shown = _compact(schema, name)
     if isinstance(shown.get("title"), str) and _ARGUMENTS_TITLE.fullmatch(shown["title"]):
         del shown["title"]
-    if "$schema" in shown and not _DIALECT_BOUND.search(_compact_json(shown)):
+    if "$schema" in shown and not _DIALECT_BOUND.search(compact_json(shown)):
         del shown["$schema"]
     return _clean_schema(shown)
 
@@ -264,7 +283,7 @@ def tool_descriptor(tool: Tool, *, why_matched: list[str] | None = None, full: b
     return descriptor
 
 
-def _compact_json(value: Any) -> str:
+def compact_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=False)
 
 
@@ -286,6 +305,13 @@ NO_TOOL_GRANTED = (
 # Search clamps top_k to TOP_K_MIN..TOP_K_MAX; the answer says so (never echoing the number asked for).
 TOP_K_CAPPED = f"top_k is above the maximum: capped at {TOP_K_MAX}."
 TOP_K_RAISED = f"top_k is below the minimum: raised to {TOP_K_MIN}."
+# A high-confidence answer carries the inputSchema of its first matches only: a top_k of 20 gave 13 full schemas
+# (1,233 tokens for one demo search, 3x a default answer) for tools the model mostly does not call.
+SCHEMAS_SHOWN = TOP_K_DEFAULT
+SCHEMAS_CUT = (
+    f"Matches after the first {SCHEMAS_SHOWN} show key inputs only: call tool_inspect with one of their tool_ids for "
+    "its inputSchema before calling it."
+)
 LOW_CONFIDENCE = (
     "Low confidence: none of these clearly fits. If one does, call tool_inspect with its tool_id for its "
     "inputSchema before calling it; otherwise rephrase the request (what should be done, to what) or tell the "
@@ -359,7 +385,7 @@ class SearchAnswer:
             if match.get("why_matched"):
                 lines.append("   why: " + "; ".join(match["why_matched"][:3]))
             if "input_schema" in match:
-                lines.append("   inputSchema: " + _compact_json(match["input_schema"]))
+                lines.append("   inputSchema: " + compact_json(match["input_schema"]))
             else:
                 lines.append("   inputs: " + _inputs_text(match["key_inputs"]))
         return "\n".join(lines)
@@ -496,14 +522,18 @@ def _answer(result: SearchResult) -> SearchAnswer:
     it picks from tool_inspect (five full schemas cost most of such an answer's tokens, mostly for nothing)."""
     descriptors = search_descriptors.get([m.tool_pk for m in result.matches])
     schema = result.confidence != Confidence.LOW
+    kept = [m for m in result.matches if m.tool_pk in descriptors]
+    # Past the first few (a model that asked for many is browsing): key inputs only, as a low-confidence answer.
     matches = [
-        _with_why(descriptors[m.tool_pk], _why_lines(m.why_matched), schema=schema)
-        for m in result.matches
-        if m.tool_pk in descriptors
+        _with_why(descriptors[m.tool_pk], _why_lines(m.why_matched), schema=schema and rank < SCHEMAS_SHOWN)
+        for rank, m in enumerate(kept)
     ]
-    return SearchAnswer(
+    answer = SearchAnswer(
         matches=matches, degraded=result.degraded or not result.index_ready, confidence=result.confidence.value
     )
+    if schema and len(matches) > SCHEMAS_SHOWN:
+        answer.notes.append(SCHEMAS_CUT)
+    return answer
 
 
 @visibility_row_read_once()  # one read of the version row for the whole search (governance.cache)
@@ -623,8 +653,10 @@ def gateway_inspect(*, principal: Principal, tool_ids: list[str]) -> list[dict[s
             unknown.append((tool_ids.index(tool_id), tool_id))
     if unknown:
         _audit_unknown(principal, "tool_inspect")
+        typed = [tool_id for _, tool_id in unknown]
+        closest = tool_ids_close_to(principal=principal, typed=typed, permission="discover")
         if not tools:
-            raise UnknownTool(unknown if len(tool_ids) > 1 else None)
+            raise UnknownTool(unknown if len(tool_ids) > 1 else None, closest=closest)
     audit_record(
         event_type=AuditEventType.DISCOVERY,
         principal=principal,
@@ -634,7 +666,7 @@ def gateway_inspect(*, principal: Principal, tool_ids: list[str]) -> list[dict[s
     )
     found = [tool_descriptor(tool, full=True) for tool in tools]
     if unknown:  # one mistyped id among several: the others' definitions still come back, saving a turn
-        raise UnknownTool(unknown, found=found)
+        raise UnknownTool(unknown, found=found, closest=closest)
     return found
 
 

@@ -43,7 +43,7 @@ from ..db import BUSY_TEXT, DatabaseBusy, database_busy, run_orm, run_orm_or_bus
 from ..metrics import EXECUTE_SECONDS, EXECUTIONS, UPSTREAM_SECONDS
 from ..models import IdempotencyRecord
 from ..upstreams import CallProgress, UpstreamCallError, UpstreamPool, call_timeout
-from .discovery import UnknownTool, _audit_unknown, _compact_json, _policy_fields
+from .discovery import UnknownTool, _audit_unknown, _policy_fields, compact_json, schema_for_model, tool_ids_close_to
 from .output import result_for_model
 
 logger = logging.getLogger(__name__)
@@ -86,7 +86,7 @@ def _schema_error_text(error: jsonschema.ValidationError, schema: dict[str, Any]
     if validator == "type":
         return f"{where}: must be of type {expected if isinstance(expected, str) else ' or '.join(expected)}"
     if validator == "enum":
-        return f"{where}: must be one of {_compact_json(expected)[:300]}"
+        return f"{where}: must be one of {compact_json(expected)[:300]}"
     if validator in (
         "minimum",
         "maximum",
@@ -101,7 +101,7 @@ def _schema_error_text(error: jsonschema.ValidationError, schema: dict[str, Any]
         "const",
         "multipleOf",
     ):
-        return f"{where}: fails {validator} {_compact_json(expected)[:200]}"
+        return f"{where}: fails {validator} {compact_json(expected)[:200]}"
     return f"{where}: does not satisfy the schema's {validator!r} rule"
 
 
@@ -330,7 +330,8 @@ def execute_prepare(
         tool = tool_get_for_principal(principal=principal, tool_id=tool_id, permission="execute")
     except ToolNotFound:
         _audit_unknown(principal, "execute_tool")
-        raise UnknownTool() from None
+        closest = tool_ids_close_to(principal=principal, typed=[tool_id], permission="execute")
+        raise UnknownTool(closest=closest) from None
     prepared = _prepare(
         principal=principal, tool=tool, arguments=arguments, approval_id=approval_id, idempotency_key=idempotency_key
     )
@@ -389,12 +390,7 @@ def _prepare(
     problem = arguments_problem(tool.input_schema or {}, arguments)
     if problem is not None:
         return _denied(
-            principal,
-            tool,
-            "invalid_arguments",
-            error_result(
-                f"Invalid arguments: {problem}. Check the tool's inputSchema and call again.", invalid_arguments=True
-            ),
+            principal, tool, "invalid_arguments", error_result(_invalid_text(problem, tool), invalid_arguments=True)
         )
     digest = hashlib.sha256(canonical.encode()).hexdigest()
     # A NUL too: Postgres refuses one in text, and the key is stored (a bare "Error executing tool" and a traceback).
@@ -442,6 +438,20 @@ def _prepare(
         idempotency=record,
         reads_only=_policy_fields(tool)[1] == OperationClass.READ,
     )
+
+
+# An invalid call's answer carries the tool's inputSchema up to this size: a model that called without searching
+# (or forgot the schema) corrects its call at once instead of spending a tool_inspect turn on it.
+INVALID_SCHEMA_SHOWN_CHARS = 2000
+
+
+def _invalid_text(problem: str, tool: Tool) -> str:
+    schema = compact_json(schema_for_model(tool.input_schema or {}, name=tool.name))
+    if len(schema) > INVALID_SCHEMA_SHOWN_CHARS:
+        return (
+            f"Invalid arguments: {problem}. Call tool_inspect with this tool_id for its inputSchema, then call again."
+        )
+    return f"Invalid arguments: {problem}. Call again with arguments that satisfy its inputSchema: {schema}"
 
 
 def _denied(principal: Principal, tool: Tool, reason: str, result: types.CallToolResult) -> types.CallToolResult:

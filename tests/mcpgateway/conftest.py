@@ -267,6 +267,20 @@ def admin_user(transactional_db) -> Any:
     return make_user("gw_admin", is_staff=True, is_superuser=True)
 
 
+@pytest.fixture
+def people(gateway, admin_user, time_server, calc_server) -> dict[str, Any]:
+    """Tokens of a member, who may use the time server and calc::add (not calc's hidden payroll tool), and of an
+    approver, who may use all of calc; the index built. Modules with other personas define their own."""
+    from catalog.models import Tool
+
+    member, approver = make_user("gw_member"), make_user("gw_approver")
+    grant(admin_user, time_server, member, "discover", "execute")
+    grant(admin_user, Tool.objects.get(tool_id="calc::add"), member, "discover", "execute")
+    grant(admin_user, calc_server, approver, "discover", "execute")
+    build_index()
+    return {"member": make_token(member), "approver": make_token(approver)}
+
+
 def low_risk() -> Any:
     """The seeded "low" risk class (re-created on demand: flushes between transactional tests drop seeds)."""
     from governance.services.policy import _risk_class

@@ -18,8 +18,6 @@ from .conftest import (
     drop_index,
     gateway_db,
     grant,
-    make_token,
-    make_user,
     mcp_client,
     run,
 )
@@ -29,15 +27,10 @@ META = {"tool_search", "tool_inspect", "execute_tool"}
 
 
 @pytest.fixture
-def people(gateway, admin_user, time_server, calc_server) -> dict[str, Any]:
-    from catalog.models import Tool
-
-    member, approver = make_user("gw_member"), make_user("gw_approver")
-    grant(admin_user, time_server, member, "discover", "execute")
-    grant(admin_user, Tool.objects.get(tool_id="calc::add"), member, "discover", "execute")
-    grant(admin_user, calc_server, approver, "discover", "execute")
+def people(people) -> dict[str, Any]:
+    """conftest's member and approver, with no search index: tools are listed directly."""
     drop_index()
-    return {"member": make_token(member), "approver": make_token(approver)}
+    return people
 
 
 def _text(result: Any) -> str:

@@ -15,18 +15,6 @@ pytestmark = [gateway_db, pytest.mark.slow]
 HIDDEN = "calc::rotate_payroll_encryption_keys"
 
 
-@pytest.fixture
-def people(gateway, admin_user, time_server, calc_server) -> dict[str, Any]:
-    from catalog.models import Tool
-
-    member, approver = make_user("gw_member"), make_user("gw_approver")
-    grant(admin_user, time_server, member, "discover", "execute")
-    grant(admin_user, Tool.objects.get(tool_id="calc::add"), member, "discover", "execute")
-    grant(admin_user, calc_server, approver, "discover", "execute")
-    build_index()
-    return {"member": make_token(member), "approver": make_token(approver)}
-
-
 def text_of(result: Any) -> str:
     return "".join(block.text for block in result.content if getattr(block, "type", "") == "text")
 

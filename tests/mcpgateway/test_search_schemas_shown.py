@@ -1,0 +1,47 @@
+"""A tool_search answer carries full input schemas for its first matches only, over HTTP.
+
+A model asking for many matches is browsing: schemas for all of them made a top_k of 20 cost three default answers
+(1,233 tokens for one demo search), mostly for tools it never calls. The rest show their key inputs, as a
+low-confidence answer does, and tool_inspect gives the schema of the one picked.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from mcpgateway.services.discovery import SCHEMAS_CUT, SCHEMAS_SHOWN
+
+from .conftest import PROTOCOL_MODES, build_index, gateway_db, grant, make_token, make_user, mcp_client, run
+
+pytestmark = [gateway_db, pytest.mark.slow]
+
+
+@pytest.fixture
+def token(gateway, admin_user, time_server, memory_server) -> str:
+    member = make_user("gw_member")
+    for server in (time_server, memory_server):
+        grant(admin_user, server, member, "discover", "execute")
+    build_index()
+    return make_token(member)
+
+
+@pytest.mark.parametrize("mode", PROTOCOL_MODES)
+def test_many_matches_give_schemas_for_the_first_few_and_key_inputs_for_the_rest(gateway, token, mode):
+    async def main():
+        async with mcp_client(gateway, token, mode=mode) as client:
+            many = await client.call_tool("tool_search", {"query": "entities in the knowledge graph", "top_k": 20})
+            few = await client.call_tool("tool_search", {"query": "entities in the knowledge graph", "top_k": 3})
+            return many, few
+
+    many, few = run(main)
+    answer = many.structured_content
+    assert answer["confidence"] == "high" and len(answer["matches"]) > SCHEMAS_SHOWN
+    shown, rest = answer["matches"][:SCHEMAS_SHOWN], answer["matches"][SCHEMAS_SHOWN:]
+    assert all("input_schema" in match for match in shown)
+    assert all("input_schema" not in match and match["key_inputs"] is not None for match in rest)
+    text = many.content[0].text
+    assert text.count("inputSchema: ") == SCHEMAS_SHOWN and text.count("   inputs: ") == len(rest)
+    assert SCHEMAS_CUT in text and answer["notes"] == [SCHEMAS_CUT]
+    # A default-sized answer is unchanged: every match with its schema, no note.
+    assert all("input_schema" in match for match in few.structured_content["matches"])
+    assert "notes" not in few.structured_content
