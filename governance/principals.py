@@ -1,5 +1,6 @@
 """Who is acting: the verified identity and delegation envelope every governed call carries."""
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -74,6 +75,29 @@ def principal_for_user(
     """A principal for a logged-in human (admin session, management command) with the user's full rights, in
     every tenant the user is a member of (acting in one only when the user belongs to exactly one)."""
     tenants = list(user.tenants.values_list("pk", "slug")) if getattr(user, "pk", None) is not None else []
+    return _session_principal(user, tenants, agent=agent, scopes=scopes, via=via)
+
+
+def principals_for_users(users: Iterable[AbstractBaseUser]) -> dict[int, Principal]:
+    """``principal_for_user`` for each of ``users`` (saved ones), by user pk: their tenants in one query."""
+    from .models import Tenant
+
+    by_pk = {user.pk: user for user in users if user.pk is not None}
+    tenants: dict[int, list[tuple[int, str]]] = {pk: [] for pk in by_pk}
+    memberships = Tenant.members.through.objects.filter(user_id__in=by_pk).order_by("tenant__slug")
+    for user_id, tenant_id, slug in memberships.values_list("user_id", "tenant_id", "tenant__slug"):
+        tenants[user_id].append((tenant_id, slug))
+    return {pk: _session_principal(user, tenants[pk]) for pk, user in by_pk.items()}
+
+
+def _session_principal(
+    user: AbstractBaseUser,
+    tenants: list[tuple[int, str]],
+    *,
+    agent: str = "",
+    scopes: frozenset[str] = frozenset({SCOPE_DISCOVER, SCOPE_EXECUTE, SCOPE_APPROVE}),
+    via: str = "session",
+) -> Principal:
     acting = tenants[0] if len(tenants) == 1 else (None, "")
     return Principal(
         user=user,

@@ -92,7 +92,7 @@ class ApprovalRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmi
         return ["pending_first", "-created_at", "-id"]  # annotated by both querysets above
 
     def get_changelist_instance(self, request):
-        # Whether each open request is still usable, for the page at once (one check per requester, not per row).
+        # Whether each open request is still usable, for the page at once (a fixed number of queries).
         changelist = super().get_changelist_instance(request)
         rows = list(changelist.result_list)  # evaluated here; the page renders these same objects
         usable = approval_requests_usable(requests=[row for row in rows if row.status in _OPEN])

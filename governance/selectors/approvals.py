@@ -12,12 +12,14 @@ from catalog.models import Tool
 
 from ..choices import ApprovalStatus, NotificationChannel
 from ..models import ApprovalRequest, NotificationAttempt
-from ..principals import Principal, principal_for_user
+from ..principals import Principal, principal_for_user, principals_for_users
 from .agents import agent_shown
 from .grants import _grant_q, _grants
 from .people import person_shown, person_visible_to, users_visible_to_operator
 from .tenants import server_tenant_q, tenant_q
 from .tools import tools_visible_to
+
+UNION_MAX = 200  # principals per query in approval_requests_usable: a changelist page's most (list_max_show_all)
 
 
 def approval_requester_may_execute(*, request: ApprovalRequest) -> bool:
@@ -29,22 +31,38 @@ def approval_requester_may_execute(*, request: ApprovalRequest) -> bool:
 
 def approval_requests_usable(*, requests: Iterable[ApprovalRequest]) -> set[int]:
     """The pks of ``requests`` whose requester may still execute the tool (``approval_requester_may_execute``
-    for a page of them): one visibility query per principal who asked, not one per request."""
-    from ..services.tokens import principal_for_token
+    for a page of them), in a fixed number of queries however many principals asked: their tokens, their
+    tenants, then one query joining each principal's visible tools (``tools_visible_to``) among those asked."""
+    from ..services.tokens import _tokens, principal_for_token
 
     by_principal: dict[tuple, list[ApprovalRequest]] = defaultdict(list)
     for request in requests:
         key = ("token", request.token_id) if request.token_id is not None else ("user", request.requester_id)
         by_principal[key].append(request)
-    usable: set[int] = set()
-    for (kind, _), asked in by_principal.items():
-        principal = principal_for_token(asked[0].token) if kind == "token" else principal_for_user(asked[0].requester)
+    token_ids = [pk for kind, pk in by_principal if kind == "token"]
+    tokens = {token.pk: token for token in _tokens().filter(pk__in=token_ids)} if token_ids else {}
+    users = principals_for_users(asked[0].requester for (kind, _), asked in by_principal.items() if kind == "user")
+    visible = []  # each principal's executable tools among those it asked for, tagged with its place here
+    for place, ((kind, pk), asked) in enumerate(by_principal.items()):
+        if kind == "token":
+            principal = principal_for_token(tokens[pk]) if pk in tokens else None  # deleted since (SET_NULL)
+        else:
+            principal = users.get(pk)
         if principal is None:
             continue
         tools = tools_visible_to(principal=principal, permission="execute").filter(pk__in={r.tool_id for r in asked})
-        visible = set(tools.values_list("pk", flat=True))
-        usable |= {request.pk for request in asked if request.tool_id in visible}
-    return usable
+        if not tools.query.is_empty():
+            visible.append(tools.order_by().annotate(place=Value(place)).values_list("place", "pk"))
+    pairs = set()
+    for start in range(0, len(visible), UNION_MAX):  # SQLite takes up to 500 terms in one compound select
+        first, *rest = visible[start : start + UNION_MAX]
+        pairs |= set(first.union(*rest) if rest else first)
+    return {
+        request.pk
+        for place, asked in enumerate(by_principal.values())
+        for request in asked
+        if (place, request.tool_id) in pairs
+    }
 
 
 def user_can_approve(*, user: AbstractBaseUser, tool: Tool) -> bool:
