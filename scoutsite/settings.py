@@ -490,6 +490,9 @@ SCOUT_LEARNING = env_bool("SCOUT_LEARNING", True)  # successful linked calls tea
 SCOUT_LEARNED_WEIGHT_BASE = env_float("SCOUT_LEARNED_WEIGHT_BASE", 0.6)
 SCOUT_LEARNED_WEIGHT_STEP = env_float("SCOUT_LEARNED_WEIGHT_STEP", 0.1)
 SCOUT_LEARNED_WEIGHT_CAP = env_float("SCOUT_LEARNED_WEIGHT_CAP", 0.9)
+# How many requests one person teaches one tool (a success after a search in new words makes one; past this they
+# only confirm requests that exist): bounds the rows and index vectors one caller makes.
+SCOUT_LEARNED_PER_TEACHER = env_int("SCOUT_LEARNED_PER_TEACHER", 20)
 # Changes to learned requests within this many seconds ride on one batched reindex (0: at once).
 SCOUT_LEARNED_INDEX_INTERVAL = env_int("SCOUT_LEARNED_INDEX_INTERVAL", 60)
 # How long a process trusts its cached view of the current index generation (seconds): one indexed SELECT per
