@@ -274,6 +274,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["governance.api.permissions.ApiAccess"],
     "DEFAULT_THROTTLE_CLASSES": [
         "governance.api.throttling.PrincipalRateThrottle",
+        "governance.api.throttling.PersonRateThrottle",
         "governance.api.throttling.AnonymousRateThrottle",
     ],
     "DEFAULT_PAGINATION_CLASS": "scoutsite.api.pagination.Pagination",
@@ -292,6 +293,8 @@ REST_FRAMEWORK = {
 # Requests per token (or per session user; per address when anonymous), counted in the cache (Redis with
 # REDIS_URL, so every worker shares the count). DRF rate syntax: "<n>/<second|minute|hour|day>".
 SCOUT_API_RATE = env_rate("SCOUT_API_RATE", "600/minute")
+# All of one person's tokens together get this many times SCOUT_API_RATE (0: no such limit): a token mints more.
+SCOUT_API_PERSON_TOKENS = env_int("SCOUT_API_PERSON_TOKENS", 4)
 SCOUT_API_ANON_RATE = env_rate("SCOUT_API_ANON_RATE", "60/minute")
 SPECTACULAR_SETTINGS = {
     "TITLE": "Scout API",
