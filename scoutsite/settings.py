@@ -274,6 +274,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["governance.api.permissions.ApiAccess"],
     "DEFAULT_THROTTLE_CLASSES": [
         "governance.api.throttling.PrincipalRateThrottle",
+        "governance.api.throttling.PersonRateThrottle",
         "governance.api.throttling.AnonymousRateThrottle",
     ],
     "DEFAULT_PAGINATION_CLASS": "scoutsite.api.pagination.Pagination",
@@ -292,6 +293,8 @@ REST_FRAMEWORK = {
 # Requests per token (or per session user; per address when anonymous), counted in the cache (Redis with
 # REDIS_URL, so every worker shares the count). DRF rate syntax: "<n>/<second|minute|hour|day>".
 SCOUT_API_RATE = env_rate("SCOUT_API_RATE", "600/minute")
+# All of one person's tokens together get this many times SCOUT_API_RATE (0: no such limit): a token mints more.
+SCOUT_API_PERSON_TOKENS = env_int("SCOUT_API_PERSON_TOKENS", 4)
 SCOUT_API_ANON_RATE = env_rate("SCOUT_API_ANON_RATE", "60/minute")
 SPECTACULAR_SETTINGS = {
     "TITLE": "Scout API",
@@ -490,6 +493,9 @@ SCOUT_LEARNING = env_bool("SCOUT_LEARNING", True)  # successful linked calls tea
 SCOUT_LEARNED_WEIGHT_BASE = env_float("SCOUT_LEARNED_WEIGHT_BASE", 0.6)
 SCOUT_LEARNED_WEIGHT_STEP = env_float("SCOUT_LEARNED_WEIGHT_STEP", 0.1)
 SCOUT_LEARNED_WEIGHT_CAP = env_float("SCOUT_LEARNED_WEIGHT_CAP", 0.9)
+# How many requests one person teaches one tool (a success after a search in new words makes one; past this they
+# only confirm requests that exist): bounds the rows and index vectors one caller makes.
+SCOUT_LEARNED_PER_TEACHER = env_int("SCOUT_LEARNED_PER_TEACHER", 20)
 # Changes to learned requests within this many seconds ride on one batched reindex (0: at once).
 SCOUT_LEARNED_INDEX_INTERVAL = env_int("SCOUT_LEARNED_INDEX_INTERVAL", 60)
 # How long a process trusts its cached view of the current index generation (seconds): one indexed SELECT per

@@ -299,6 +299,9 @@ def learned_request_confirm(*, principal: Principal, tool: Tool, text: str) -> L
         return None
     now = timezone.now()
     key = learned_key(text)
+    teacher = teacher_key(principal)
+    if _teacher_allowance_spent(teacher=teacher, tool=tool, key=key):
+        return None
     with transaction.atomic():
         learned, _ = LearnedRequest.objects.get_or_create(
             tool=tool, key=key, defaults={"text": text, "first_seen": now, "last_seen": now}
@@ -307,7 +310,7 @@ def learned_request_confirm(*, principal: Principal, tool: Tool, text: str) -> L
             return None
         try:
             with transaction.atomic():
-                LearnedConfirmation.objects.create(learned=learned, principal_key=teacher_key(principal))
+                LearnedConfirmation.objects.create(learned=learned, principal_key=teacher)
             new_principal = 1
         except IntegrityError:
             new_principal = 0
@@ -319,6 +322,17 @@ def learned_request_confirm(*, principal: Principal, tool: Tool, text: str) -> L
         # The weight changed (a new principal): the tool's vectors must include it; batched, not per call.
         learned_index_schedule(tool_pks=[tool.pk])
     return learned
+
+
+def _teacher_allowance_spent(*, teacher: str, tool: Tool, key: str) -> bool:
+    """Whether ``teacher`` taught ``tool`` SCOUT_LEARNED_PER_TEACHER requests already and ``key`` would be a new one.
+    Each success after a search in new words made a learned request: one person with one tool made rows and index
+    vectors without end (each embedded again at every reindex of the tool). Past the allowance they still confirm
+    requests that exist (others', or their own)."""
+    taught = LearnedConfirmation.objects.filter(principal_key=teacher, learned__tool=tool)
+    if taught.count() < settings.SCOUT_LEARNED_PER_TEACHER:
+        return False
+    return not LearnedRequest.objects.filter(tool=tool, key=key).exists()
 
 
 def learned_weight(principal_count: int) -> float:

@@ -7,7 +7,7 @@ from django.utils.dateparse import parse_datetime
 from rest_framework.exceptions import ValidationError
 
 from catalog.api.params import param_choice
-from catalog.models import Tool
+from catalog.models import Tool, ToolAlias
 from governance.models import AuditEvent
 
 from .serializers import AUDIT_EVENT_TYPES, AUDIT_OUTCOMES
@@ -51,13 +51,16 @@ def tools_filter(qs: QuerySet[Tool], params) -> QuerySet[Tool]:
     if len(text) > MAX_Q_CHARS:
         raise ValidationError({"q": [f"at most {MAX_Q_CHARS} characters"]})
     for word in text.split():
+        # The aliases as a subquery: a join per word multiplied a tool's rows by its aliases once per word (100
+        # one-letter words: aliases ** 100 rows, a Postgres backend busy until its statement timeout, for ever on
+        # SQLite).
         qs = qs.filter(
             Q(tool_id__icontains=word)
             | Q(title__icontains=word)
             | Q(upstream_title__icontains=word)
             | Q(description__icontains=word)
             | Q(purpose__icontains=word)
-            | Q(aliases__text__icontains=word)
+            | Q(pk__in=ToolAlias.objects.filter(text__icontains=word).values("tool_id"))
         )
     held = param_bool(params, "held")
     if held is True:

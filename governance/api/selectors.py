@@ -5,9 +5,10 @@ from django.db.models import Q, QuerySet
 from rest_framework.exceptions import PermissionDenied
 
 from catalog.choices import ServerStatus
-from catalog.models import Server, Tool
+from catalog.models import Server, Tool, ToolRevision
+from governance.choices import ReviewStatus
 from governance.constants import SCOPE_DISCOVER
-from governance.models import ApiToken, ApprovalRequest, ServerTenant
+from governance.models import ApiToken, ApprovalRequest, ServerTenant, ToolReview
 from governance.principals import Principal
 from governance.selectors import (
     MAX_TOOL_ID_LENGTH,
@@ -57,6 +58,23 @@ def tool_get_for_api(*, principal: Principal, tool_id: str) -> Tool:
     if tool is None or tool.tool_id != tool_id:
         raise ToolNotFound()
     return tool
+
+
+def revisions_for_api(*, principal: Principal, tool: Tool) -> QuerySet[ToolRevision]:
+    """``tool``'s upstream definitions the caller may read, newest first. A curator reads every one; anyone else only
+    those accepted (at first sight, or by a curator): a held or rejected definition is the text the review keeps from
+    agents (T6), and a tool that returned to its accepted definition is visible again with it among its revisions."""
+    revisions = ToolRevision.objects.filter(tool=tool).order_by("-created_at", "-id")
+    if principal_sees_catalog(principal=principal):
+        return revisions
+    reviews = ToolReview.objects.filter(tool=tool)
+    accepted = reviews.filter(status=ReviewStatus.ACCEPTED).values("definition_hash")
+    reviewed = reviews.values("definition_hash")
+    return revisions.filter(
+        Q(definition_hash=tool.policy.accepted_hash)
+        | Q(definition_hash__in=accepted)
+        | ~Q(definition_hash__in=reviewed)
+    )
 
 
 def servers_in_api_scope(request) -> Q:

@@ -48,6 +48,26 @@ class PrincipalRateThrottle(FailOpenThrottle):
         return self.cache_format % {"scope": self.scope, "ident": ident}
 
 
+class PersonRateThrottle(FailOpenThrottle):
+    """All of one person's tokens together (their agents' too): ``SCOUT_API_PERSON_TOKENS`` times ``SCOUT_API_RATE``
+    (0: no such limit). A token mints tokens of its own scopes (POST tokens/), so a budget per token alone bounded
+    nothing (the MCP endpoint's ``RateGuard`` counts a person's tokens the same way)."""
+
+    scope = "api-person"
+
+    def get_rate(self) -> str | None:
+        return settings.SCOUT_API_RATE if settings.SCOUT_API_PERSON_TOKENS > 0 else None
+
+    def parse_rate(self, rate: str | None) -> tuple[int | None, int | None]:
+        requests, seconds = super().parse_rate(rate)
+        return (requests * settings.SCOUT_API_PERSON_TOKENS if requests is not None else None), seconds
+
+    def get_cache_key(self, request: Request, view) -> str | None:
+        if not isinstance(request.auth, Principal) or request.auth.token_id is None:
+            return None  # a session is counted per person already (PrincipalRateThrottle)
+        return self.cache_format % {"scope": self.scope, "ident": f"user:{request.user.pk}"}
+
+
 class AnonymousRateThrottle(FailOpenThrottle):
     scope = "api-anon"
 

@@ -22,7 +22,7 @@ from governance.services.tokens import api_token_create, api_token_revoke, scope
 
 from .authentication import request_principal
 from .filters import audit_filter, tools_filter
-from .selectors import api_tokens_of, approvals_for_api, tool_get_for_api, tools_for_api
+from .selectors import api_tokens_of, approvals_for_api, revisions_for_api, tool_get_for_api, tools_for_api
 from .serializers import (
     APPROVAL_STATUS_FILTERS,
     ApiTokenCreatedSerializer,
@@ -86,7 +86,7 @@ class ToolRevisionList(generics.ListAPIView):
 
     def get_queryset(self) -> QuerySet[ToolRevision]:
         tool = visible_tool(self.request, self.kwargs["tool_id"])
-        return ToolRevision.objects.filter(tool=tool).order_by("-created_at", "-id")
+        return revisions_for_api(principal=request_principal(self.request), tool=tool)
 
     @extend_schema(summary="A tool's upstream definitions, newest first", parameters=[TOOL_ID])
     def get(self, request: Request, *args, **kwargs) -> Response:

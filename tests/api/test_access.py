@@ -73,6 +73,29 @@ def test_throttled_per_token_with_retry_after(api, catalog, member, settings):
     assert api.get("tools/", token=other).status_code == 200
 
 
+def test_a_persons_tokens_together_get_a_bounded_budget(api, catalog, member, owner, settings):
+    """T13: each token had its own budget and any token mints more of its own scopes (POST tokens/), so one person
+    with N tokens had N times the rate (a model run per REST search). Their tokens together get
+    SCOUT_API_PERSON_TOKENS times the rate; another person keeps theirs."""
+    settings.SCOUT_API_RATE, settings.SCOUT_API_PERSON_TOKENS = "2/minute", 2
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    first = make_token(member, ["api", "discover"])
+    expires = (timezone.now() + timedelta(hours=12)).isoformat()
+    minted = api.post(
+        "tokens/", token=first, json={"name": "more", "scopes": ["api", "discover"], "expires_at": expires}
+    )
+    assert minted.status_code == 201, minted.text
+    tokens = [first, minted.json()["token"], *(make_token(member, ["api", "discover"]) for _ in range(2))]
+    statuses = [api.get("tools/", token=token).status_code for token in tokens]
+    assert statuses == [200, 200, 200, 429]  # the token POST above was the first of the four
+    refused = api.get("tools/", token=tokens[3])
+    assert refused.status_code == 429 and int(refused.headers["Retry-After"]) > 0
+    assert api.get("tools/", token=make_token(owner, ["api", "discover"])).status_code == 200
+
+
 def test_unknown_route_is_the_json_404(api, catalog, member):
     response = api.get("no-such-thing/", token=make_token(member, ["api", "discover"]))
     assert response.status_code == 404

@@ -500,3 +500,36 @@ def test_an_agent_with_the_longest_name_has_its_searches_logged_and_linked(world
     assert len(entry.principal_key) <= QueryLogEntry._meta.get_field("principal_key").max_length
     assert search_outcome_record(principal=principal, tool=world["send"], outcome="success").entry == entry
     assert search_outcome_record(principal=world["member"], tool=world["send"], outcome="success") is None
+
+
+def test_one_person_teaches_a_tool_a_bounded_number_of_requests(world, settings, outsider, superuser):
+    """Flooding: each successful call after a search in new words made a learned request, so one person with one
+    tool (discover + execute) made rows and index vectors without end, every one embedded again at each reindex of
+    the tool. A person teaches a tool SCOUT_LEARNED_PER_TEACHER requests; past that they still confirm others'."""
+    from search.selectors import tool_docs_load
+
+    settings.SCOUT_LEARNED_PER_TEACHER = 3
+    for i in range(8):
+        _log(world["member"], query=f"send the report number {i} to finance")
+        search_outcome_record(principal=world["member"], tool=world["send"], outcome="success")
+    assert LearnedRequest.objects.filter(tool=world["send"]).count() == 3
+    [doc] = tool_docs_load(pks=[world["send"].pk])
+    assert len(doc.learned) == 3  # the vectors the index embeds for it
+    # Another tool of theirs has its own allowance.
+    _log(world["member"], query="archive the newsletter", tools=("mail::archive_email",))
+    assert search_outcome_record(principal=world["member"], tool=world["other"], outcome="success") is not None
+    assert LearnedRequest.objects.filter(tool=world["other"]).count() == 1
+    # Another person teaches their own requests, and confirms one of the first person's (it gains weight).
+    permission_grant(actor=superuser, target=world["send"].server, action="discover", holder=outsider)
+    permission_grant(actor=superuser, target=world["send"].server, action="execute", holder=outsider)
+    second = principal_for_user(outsider)
+    _log(second, query="send the report number 0 to finance")
+    search_outcome_record(principal=second, tool=world["send"], outcome="success")
+    assert LearnedRequest.objects.get(text="send the report number 0 to finance").principal_count == 2
+    _log(second, query="mail the minutes to the board")
+    search_outcome_record(principal=second, tool=world["send"], outcome="success")
+    assert LearnedRequest.objects.filter(tool=world["send"]).count() == 4
+    # The first person confirms an existing request still, past their allowance.
+    _log(world["member"], query="mail the minutes to the board")
+    search_outcome_record(principal=world["member"], tool=world["send"], outcome="success")
+    assert LearnedRequest.objects.get(text="mail the minutes to the board").principal_count == 2
