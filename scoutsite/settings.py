@@ -295,6 +295,9 @@ REST_FRAMEWORK = {
 SCOUT_API_RATE = env_rate("SCOUT_API_RATE", "600/minute")
 # All of one person's tokens together get this many times SCOUT_API_RATE (0: no such limit): a token mints more.
 SCOUT_API_PERSON_TOKENS = env_int("SCOUT_API_PERSON_TOKENS", 4)
+# Most live (unrevoked, unexpired) tokens one person holds, their agents' included (0: no limit): a token with the
+# api scope mints more, so without it one could mint without end (T13).
+SCOUT_MAX_LIVE_TOKENS_PER_PERSON = env_int("SCOUT_MAX_LIVE_TOKENS_PER_PERSON", 50)
 SCOUT_API_ANON_RATE = env_rate("SCOUT_API_ANON_RATE", "60/minute")
 SPECTACULAR_SETTINGS = {
     "TITLE": "Scout API",
