@@ -331,8 +331,8 @@ SCOUT_SYNC_DEBOUNCE = env_int("SCOUT_SYNC_DEBOUNCE", 10)
 SCOUT_UPSTREAM_CONNECT_TIMEOUT = env_float("SCOUT_UPSTREAM_CONNECT_TIMEOUT", 20.0)
 SCOUT_UPSTREAM_LIST_TIMEOUT = env_float("SCOUT_UPSTREAM_LIST_TIMEOUT", 30.0)
 SCOUT_UPSTREAM_MAX_PAGES = env_int("SCOUT_UPSTREAM_MAX_PAGES", 500)
-# Most tools one MCP server may list: a listing of more fails its sync and changes nothing (8,000 took 11.5 s to
-# save here, before review and indexing; nothing else bounded how many a server listed).
+# Most tools one server may list (an MCP tools/list, an OpenAPI document's operations): a listing of more fails its
+# sync and changes nothing (8,000 took 11.5 s to save here, before review and indexing).
 SCOUT_UPSTREAM_MAX_TOOLS = env_int("SCOUT_UPSTREAM_MAX_TOOLS", 10_000)
 # Seconds a lookup of an upstream host may take before the connection is refused (the system resolver has no limit).
 SCOUT_UPSTREAM_DNS_TIMEOUT = env_float("SCOUT_UPSTREAM_DNS_TIMEOUT", 5.0)
