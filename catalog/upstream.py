@@ -76,6 +76,17 @@ def _fail(server: Server, message: str, kind: str) -> UpstreamError:
     return UpstreamError(f"{server.slug}: {message}", kind=kind)
 
 
+def listing_cap_check(server: Server, count: int, listing: str) -> None:
+    """Raise UpstreamError when ``listing`` (an MCP tools/list, an OpenAPI document) holds more than
+    SCOUT_UPSTREAM_MAX_TOOLS tools: each costs a row, a review and an index entry, at every sync (T13)."""
+    if count > settings.SCOUT_UPSTREAM_MAX_TOOLS:
+        raise _fail(
+            server,
+            f"{listing} listed more than {settings.SCOUT_UPSTREAM_MAX_TOOLS} tools (SCOUT_UPSTREAM_MAX_TOOLS)",
+            "protocol",
+        )
+
+
 # --- connection ---------------------------------------------------------------------------------
 
 
@@ -427,14 +438,7 @@ class UpstreamSession:
             for _page in range(self.max_pages):
                 page, cursor = await self._list_page(cursor)
                 tools.extend(page)
-                if len(tools) > settings.SCOUT_UPSTREAM_MAX_TOOLS:
-                    # Each tool costs a row, a review and an index entry, at every sync (T13).
-                    raise _fail(
-                        self.server,
-                        f"tools/list listed more than {settings.SCOUT_UPSTREAM_MAX_TOOLS} tools "
-                        "(SCOUT_UPSTREAM_MAX_TOOLS)",
-                        "protocol",
-                    )
+                listing_cap_check(self.server, len(tools), "tools/list")
                 if cursor is None:
                     return tools
                 if cursor in seen:

@@ -295,6 +295,9 @@ REST_FRAMEWORK = {
 SCOUT_API_RATE = env_rate("SCOUT_API_RATE", "600/minute")
 # All of one person's tokens together get this many times SCOUT_API_RATE (0: no such limit): a token mints more.
 SCOUT_API_PERSON_TOKENS = env_int("SCOUT_API_PERSON_TOKENS", 4)
+# Most live (unrevoked, unexpired) tokens one person holds, their agents' included (0: no limit): a token with the
+# api scope mints more, so without it one could mint without end (T13).
+SCOUT_MAX_LIVE_TOKENS_PER_PERSON = env_int("SCOUT_MAX_LIVE_TOKENS_PER_PERSON", 50)
 SCOUT_API_ANON_RATE = env_rate("SCOUT_API_ANON_RATE", "60/minute")
 SPECTACULAR_SETTINGS = {
     "TITLE": "Scout API",
@@ -328,8 +331,8 @@ SCOUT_SYNC_DEBOUNCE = env_int("SCOUT_SYNC_DEBOUNCE", 10)
 SCOUT_UPSTREAM_CONNECT_TIMEOUT = env_float("SCOUT_UPSTREAM_CONNECT_TIMEOUT", 20.0)
 SCOUT_UPSTREAM_LIST_TIMEOUT = env_float("SCOUT_UPSTREAM_LIST_TIMEOUT", 30.0)
 SCOUT_UPSTREAM_MAX_PAGES = env_int("SCOUT_UPSTREAM_MAX_PAGES", 500)
-# Most tools one MCP server may list: a listing of more fails its sync and changes nothing (8,000 took 11.5 s to
-# save here, before review and indexing; nothing else bounded how many a server listed).
+# Most tools one server may list (an MCP tools/list, an OpenAPI document's operations): a listing of more fails its
+# sync and changes nothing (8,000 took 11.5 s to save here, before review and indexing).
 SCOUT_UPSTREAM_MAX_TOOLS = env_int("SCOUT_UPSTREAM_MAX_TOOLS", 10_000)
 # Seconds a lookup of an upstream host may take before the connection is refused (the system resolver has no limit).
 SCOUT_UPSTREAM_DNS_TIMEOUT = env_float("SCOUT_UPSTREAM_DNS_TIMEOUT", 5.0)

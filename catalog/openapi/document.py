@@ -25,7 +25,7 @@ from openapi_spec_validator import validate as validate_spec
 from openapi_spec_validator.validation.exceptions import OpenAPISpecValidatorError
 
 from catalog.egress import EgressRefused, egress_check, same_origin
-from catalog.upstream import UpstreamError, run_async, safe_url
+from catalog.upstream import UpstreamError, listing_cap_check, run_async, safe_url
 
 from .body import ACCEPTED_ENCODINGS, body_read
 from .credentials import cookie_header, credentials_for
@@ -391,6 +391,8 @@ def openapi_operations(document: dict[str, Any]) -> OperationListing:
 
 
 def openapi_list_tools(server: Server) -> OperationListing:
-    """Load and validate the server's document, then list its operations. Raises UpstreamError."""
-    document = openapi_document_load(server)
-    return openapi_operations(document)
+    """Load and validate the server's document, then list its operations. Raises UpstreamError, also for a
+    document of more operations than SCOUT_UPSTREAM_MAX_TOOLS (as an MCP server's listing)."""
+    listing = openapi_operations(openapi_document_load(server))
+    listing_cap_check(server, len(listing.tools) + len(listing.rejections), "the OpenAPI document")
+    return listing

@@ -23,7 +23,13 @@ from ..constants import SCOPE_API, SCOPE_APPROVE, SCOPE_DISCOVER, SCOPE_EXECUTE,
 from ..models import Agent, ApiToken, AuditEvent, Tenant
 from ..principals import principal_for_user
 from ..selectors import agents_visible_to_operator, servers_visible_to_operator, tenant_q
-from ..services.tokens import api_token_create, api_token_issue_check, api_token_revoke, api_token_tenant
+from ..services.tokens import (
+    api_token_create,
+    api_token_issue_check,
+    api_token_live_check,
+    api_token_revoke,
+    api_token_tenant,
+)
 from .common import DEFAULT_TOKEN_LIFETIME
 from .people import PeopleChoicesMixin, person_name, rows_of_people_for, with_person_visible
 
@@ -84,6 +90,7 @@ class ApiTokenAddForm(forms.ModelForm):
         if data.get("user") is not None:
             try:
                 api_token_issue_check(user=data["user"], scopes=data["scopes"], created_by=self.issuer)
+                api_token_live_check(user=data["user"])
             except ValidationError as error:
                 raise forms.ValidationError(error.messages) from None
         return data

@@ -7,6 +7,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Case, CharField, Exists, F, IntegerField, OuterRef, Q, QuerySet, Value, When
 from django.db.models.functions import Concat, StrIndex
+from django.utils import timezone
 
 from catalog.models import Tool
 
@@ -25,7 +26,8 @@ UNION_MAX = 200  # principals per query in approval_requests_usable: a changelis
 def approval_requester_may_execute(*, request: ApprovalRequest) -> bool:
     """Whether the requester of ``request`` may still execute its tool, by their grants now (an approval is
     worth nothing once they lost access, however the grant went: admin, shell, group change, policy hold).
-    Judged as the token that asked (its tenant and agents), or as the person when it came from a session."""
+    Judged as the token that asked (its tenant and agents; never once it is revoked or expired, as only that
+    token may use the approval), or as the person when it came from a session."""
     return request.pk in approval_requests_usable(requests=[request])
 
 
@@ -40,12 +42,14 @@ def approval_requests_usable(*, requests: Iterable[ApprovalRequest]) -> set[int]
         key = ("token", request.token_id) if request.token_id is not None else ("user", request.requester_id)
         by_principal[key].append(request)
     token_ids = [pk for kind, pk in by_principal if kind == "token"]
-    tokens = {token.pk: token for token in _tokens().filter(pk__in=token_ids)} if token_ids else {}
+    # A request is usable only with the token that asked (approval_consume): revoked or expired, it never runs.
+    live = _tokens().filter(pk__in=token_ids, revoked_at__isnull=True, expires_at__gt=timezone.now())
+    tokens = {token.pk: token for token in live} if token_ids else {}
     users = principals_for_users(asked[0].requester for (kind, _), asked in by_principal.items() if kind == "user")
     visible = []  # each principal's executable tools among those it asked for, tagged with its place here
     for place, ((kind, pk), asked) in enumerate(by_principal.items()):
         if kind == "token":
-            principal = principal_for_token(tokens[pk]) if pk in tokens else None  # deleted since (SET_NULL)
+            principal = principal_for_token(tokens[pk]) if pk in tokens else None  # revoked or expired since
         else:
             principal = users.get(pk)
         if principal is None:

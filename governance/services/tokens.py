@@ -7,6 +7,8 @@ import secrets
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import OperationalError, transaction
@@ -95,6 +97,21 @@ def api_token_issue_check(*, user: AbstractBaseUser, scopes: list[str], created_
         )
 
 
+def api_token_live_check(*, user: AbstractBaseUser) -> None:
+    """Refuse a new token to ``user`` who already holds SCOUT_MAX_LIVE_TOKENS_PER_PERSON live ones (neither revoked
+    nor expired; their agents' count too): any token with the api scope mints more, and each is a row, a rate of
+    its own and one more secret to leak (T13). 0: no limit. Raises ValidationError."""
+    limit = settings.SCOUT_MAX_LIVE_TOKENS_PER_PERSON
+    live = ApiToken.objects.filter(user=user, revoked_at__isnull=True, expires_at__gt=timezone.now())
+    if limit and live.count() >= limit:
+        raise ValidationError(
+            {
+                "user": f"{user.get_username()} already holds {limit} live tokens (SCOUT_MAX_LIVE_TOKENS_PER_PERSON): "
+                "revoke one they no longer use (admin or REST tokens/<id>/revoke/), or wait for one to expire"
+            }
+        )
+
+
 def api_token_create(
     *,
     user: AbstractBaseUser,
@@ -108,7 +125,8 @@ def api_token_create(
     """Issue a token to ``user``, optionally for one of the user's agents and in one of the user's tenants (a
     token for an agent acts in the agent's tenant). Returns the token row and the raw token, which is never
     stored and cannot be shown again. Raises ValidationError for an inactive user, bad scopes, a past expiry,
-    someone else's agent, a tenant the user is not a member of, or an agent chain deeper than allowed."""
+    someone else's agent, a tenant the user is not a member of, an agent chain deeper than allowed, or a user
+    holding as many live tokens as allowed (``api_token_live_check``)."""
     if not user.is_active:
         raise ValidationError({"user": "cannot issue a token to an inactive user"})
     if timezone.is_naive(expires_at) or expires_at <= timezone.now():
@@ -129,6 +147,9 @@ def api_token_create(
     )
     token.full_clean()
     with transaction.atomic():
+        # The person's row is locked so two mints at once cannot both pass the count (Postgres).
+        get_user_model().objects.select_for_update().filter(pk=user.pk).exists()
+        api_token_live_check(user=user)
         token.save()
         audit_record(
             event_type=AuditEventType.TOKEN_CREATED,

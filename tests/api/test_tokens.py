@@ -113,3 +113,26 @@ def test_pagination(api, member):
         make_token(member, ["api"])
     body = api.get("tokens/?page_size=3", token=caller).json()
     assert body["count"] == 4 and len(body["results"]) == 3 and body["next"]
+
+
+def test_a_person_holds_a_bounded_number_of_live_tokens(api, member, settings):
+    """T13: any token with the api scope minted more without limit (a row, a rate and a secret each). Past
+    SCOUT_MAX_LIVE_TOKENS_PER_PERSON live tokens a new one is refused, naming the setting and how to free one;
+    revoked and expired tokens do not count."""
+    from governance.models import ApiToken
+
+    settings.SCOUT_MAX_LIVE_TOKENS_PER_PERSON = 3
+    caller = make_token(member, ["api"], days=30)
+    body = {"name": "x", "scopes": ["api"], "expires_at": future()}
+    minted = [api.post("tokens/", token=caller, json=body) for _ in range(3)]
+    assert [response.status_code for response in minted] == [201, 201, 400]
+    refusal = error_of(minted[2])
+    assert "SCOUT_MAX_LIVE_TOKENS_PER_PERSON" in refusal["fields"]["user"][0]
+    assert "revoke" in refusal["fields"]["user"][0]
+    assert ApiToken.objects.filter(user=member).count() == 3
+
+    assert api.post(f"tokens/{minted[0].json()['id']}/revoke/", token=caller).status_code == 200
+    assert api.post("tokens/", token=caller, json=body).status_code == 201
+    ApiToken.objects.filter(pk=minted[1].json()["id"]).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert api.post("tokens/", token=caller, json=body).status_code == 201
+    assert api.post("tokens/", token=caller, json=body).status_code == 400

@@ -328,3 +328,24 @@ def test_a_document_whose_headers_come_a_little_at_a_time_is_cut_at_the_timeout(
         run = server_sync(server_pk=server.pk)
         assert finished == []  # the service was still sending when the sync gave up on it
     assert run.status == SyncStatus.FAILED and "timed out fetching the document" in run.error
+
+
+def test_a_document_of_more_operations_than_the_tool_cap_fails_without_changes(service, make_server, settings):
+    """T13: SCOUT_UPSTREAM_MAX_TOOLS bounded an MCP server's tools/list only; an OpenAPI document of more operations
+    was imported whole. It now fails its sync the same way and the server keeps its tools."""
+    from catalog.openapi import openapi_operations
+
+    live, _ = service
+    operations = openapi_operations(document())
+    settings.SCOUT_UPSTREAM_MAX_TOOLS = len(operations.tools) + len(operations.rejections)
+    server = _server(make_server, live.url)
+    assert server_sync(server_pk=server.pk).status != SyncStatus.FAILED
+    before = {tool.name: tool.definition_hash for tool in server.tools.live()}
+
+    more = document()
+    more["paths"]["/extra"] = {"get": {"operationId": "extra", "responses": {"200": {"description": "ok"}}}}
+    set_document(server, json.dumps(more))
+    run = server_sync(server_pk=server.pk)
+    assert run.status == SyncStatus.FAILED, run.error
+    assert f"listed more than {settings.SCOUT_UPSTREAM_MAX_TOOLS} tools (SCOUT_UPSTREAM_MAX_TOOLS)" in run.error
+    assert {tool.name: tool.definition_hash for tool in server.tools.live()} == before

@@ -103,3 +103,14 @@ def test_a_token_without_server_scopes_reads_every_server(client, superuser, mem
         client.get(reverse("admin:governance_apitoken_change", args=[token.pk])).content.decode()
     )
     assert "api, discover · every server its user may use" in page
+
+
+def test_the_add_form_refuses_a_token_past_the_persons_live_tokens(client, superuser, member, settings):
+    """The admin's add form says why (SCOUT_MAX_LIVE_TOKENS_PER_PERSON) instead of failing at save."""
+    settings.SCOUT_MAX_LIVE_TOKENS_PER_PERSON = 1
+    api_token_create(user=member, name="t", scopes=["discover"], expires_at=in_days(1))
+    client.force_login(superuser)
+    response = client.post(reverse(ADD), _post(member))
+    assert response.status_code == 200
+    assert "SCOUT_MAX_LIVE_TOKENS_PER_PERSON" in html_module.unescape(response.content.decode())
+    assert ApiToken.objects.filter(user=member).count() == 1

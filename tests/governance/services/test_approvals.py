@@ -413,3 +413,30 @@ def test_a_request_whose_requester_lost_access_cannot_be_approved_and_the_sweep_
     assert task_result(expire_approvals.delay()) == 1  # the approved one, which is unexpired by time
     approved.refresh_from_db()
     assert approved.status == ApprovalStatus.EXPIRED
+
+
+def test_a_request_asked_with_a_token_revoked_or_expired_since_is_not_usable(setup, approver):
+    """Only the token that asked may use an approval (approval_consume): once it is revoked or expired the call
+    can never run, so the inbox must not count its request usable, nor may an approver approve it."""
+    from governance.models import ApiToken
+    from governance.selectors import approval_requester_may_execute, approval_requests_usable
+    from governance.services.tokens import api_token_create, api_token_revoke, api_token_verify
+
+    principal, tool = setup
+    asked = {"live": approval_request_create(principal=principal, tool=tool, arguments=ARGS_A)}
+    for name in ("revoked", "expired"):
+        token, raw = api_token_create(
+            user=principal.user, name=name, scopes=["discover", "execute"], expires_at=timezone.now() + timedelta(1)
+        )
+        asked[name] = approval_request_create(principal=api_token_verify(raw), tool=tool, arguments=ARGS_A)
+        if name == "revoked":
+            api_token_revoke(token=token)
+        else:
+            ApiToken.objects.filter(pk=token.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+
+    assert len({request.pk for request in asked.values()}) == 3
+    assert approval_requests_usable(requests=asked.values()) == {asked["live"].pk}
+    assert not approval_requester_may_execute(request=asked["revoked"])
+    with pytest.raises(ApprovalError) as exc:
+        approval_decide(request=asked["expired"], approver=approver, approve=True, reason="ok")
+    assert exc.value.code == "requester_lost_access"
