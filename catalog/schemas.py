@@ -179,9 +179,11 @@ def schema_regex_problem(schema: Any) -> str | None:
     return None
 
 
-# A schema evaluated more often than this for one level of the caller's data is refused at sync: the largest of the
-# 5,704 inputSchemas in the evaluation catalogs (and of the demo servers') counts 98, while a few lines of shared
-# references reach 2**40. The estimate stops counting just past it, so it stays cheap.
+# A schema evaluated this many times more than it has objects, for one level of the caller's data, is refused at sync:
+# the largest of the 5,704 inputSchemas in the evaluation catalogs (and of the demo servers') counts 98 evaluations
+# in all, while a few lines of shared references reach 2**40. A schema without shared references costs one
+# evaluation per object at most, which its size limit bounds (SCOUT_MAX_TOOL_DEFINITION_BYTES): a large inlined
+# OpenAPI body passes. The estimate stops counting just past the bound, so it stays cheap.
 MAX_SCHEMA_EVALUATIONS = 10_000
 MAX_RECURSIONS = 64  # references back to one schema node (real schemas: a few)
 
@@ -305,17 +307,32 @@ class _Evaluations:
         return any(_overlap(a, b) for i, (a, _) in enumerate(returns) for b, _ in returns[i + 1 :])
 
 
+def _objects(schema: Any) -> int:
+    """How many JSON objects ``schema`` holds."""
+    count, pending = 0, [schema]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, dict):
+            count += 1
+            pending.extend(node.values())
+        elif isinstance(node, list):
+            pending.extend(node)
+    return count
+
+
 def schema_evaluation_problem(schema: Any, bound: int = MAX_SCHEMA_EVALUATIONS) -> str | None:
     """Why checking arguments against ``schema`` can take exponential time, or None when it cannot: subschemas
     shared through ``$ref`` under anyOf/oneOf/allOf (each evaluated once per path to it), or recursion that
-    multiplies per level of the caller's data. ``schema_check_deadline`` still bounds a stored schema at call time."""
-    estimate = _Evaluations(schema, bound)
+    multiplies per level of the caller's data. ``bound`` evaluations are allowed beyond one per object in the
+    schema. ``schema_check_deadline`` still bounds a stored schema at call time."""
+    limit = bound + _objects(schema)
+    estimate = _Evaluations(schema, limit)
     evaluations, _ = estimate.count(schema, "$")
-    if evaluations <= bound:
+    if evaluations <= limit:
         return None
     return (
-        f"checking arguments can take over {bound} subschema evaluations (references shared or recursing under "
-        f"anyOf/oneOf/allOf), from {estimate.where}"
+        f"checking arguments can take over {limit} subschema evaluations, {bound} more than the schema has objects "
+        f"(references shared or recursing under anyOf/oneOf/allOf), from {estimate.where}"
     )
 
 

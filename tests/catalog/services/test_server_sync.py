@@ -409,20 +409,23 @@ def test_schemas_whose_check_takes_exponential_time_are_refused_with_the_reason(
         schema = {"type": "object", "properties": {"root": {"$ref": f"#/$defs/{first}"}}, "$defs": definitions}
         return good_tool(name, inputSchema=schema)
 
+    # Large without sharing (an inlined OpenAPI body): one evaluation per subschema, bounded by the size limit.
+    wide = {"type": "object", "properties": {f"p{index}": {} for index in range(12_000)}}
     listing = [
         good_tool("bomb", inputSchema=shared_reference_bomb(40)),
         with_root("doubling", {"nest": doubling}),
         with_root("tree", {"node": node}),
         with_root("value", {"value": json_value}),
+        good_tool("wide", inputSchema=wide),
     ]
     server, _ = scripted({"pages": [listing]})
 
     run = server_sync(server_pk=server.pk, trigger="test")
 
-    assert run.status == SyncStatus.PARTIAL and live_names(server) == {"tree", "value"}
+    assert run.status == SyncStatus.PARTIAL and live_names(server) == {"tree", "value", "wide"}
     reasons = {item["name"]: item["reason"] for item in run.rejections}
     assert reasons.keys() == {"bomb", "doubling"}
-    assert reasons["bomb"].startswith("inputSchema: checking arguments can take over 10000 subschema evaluations")
+    assert reasons["bomb"].startswith("inputSchema: checking arguments can take over 10125 subschema evaluations")
     assert reasons["doubling"].endswith("from #/$defs/nest")
     assert Tool.objects.get(server=server, name="tree").input_schema["$defs"]["node"] == node
 
