@@ -227,12 +227,10 @@ def _children(node: dict) -> Iterator[tuple[str, Any, tuple | None]]:
             yield keyword, value, ("element", None)
 
 
-def _resolve(root: Any, reference: Any) -> Any:
-    """The node a local ``#/...`` reference points at, or None (an anchor, or a pointer to nothing)."""
-    if not isinstance(reference, str) or not reference.startswith("#"):
-        return None
-    node = root
-    for part in reference[2:].split("/") if reference[1:] else []:
+def _pointer(resource: Any, pointer: str) -> Any:
+    """The node a JSON pointer (``/$defs/a``, or empty for ``resource`` itself) reaches, or None."""
+    node = resource
+    for part in pointer[1:].split("/") if pointer else []:
         part = unquote(part).replace("~1", "/").replace("~0", "~")
         if isinstance(node, dict) and part in node:
             node = node[part]
@@ -257,10 +255,43 @@ class _Evaluations:
     data at all (recursion without end), make the count unbounded."""
 
     def __init__(self, root: Any, bound: int):
-        self.root, self.cap = root, bound + 1
+        self.root = root
         self.memo: dict[int, tuple[int, dict]] = {}
         self.open: set[int] = set()
         self.where: str | None = None
+        # A reference resolves in its own resource (the nearest subschema with an ``$id``), by pointer or anchor.
+        self.resource: dict[int, Any] = {}
+        self.anchors: dict[tuple[int, str], Any] = {}
+        self.subschemas = 0
+        pending = [(root, root)]
+        while pending:
+            node, resource = pending.pop()
+            if not isinstance(node, dict):
+                continue
+            self.subschemas += 1
+            identifier = node.get("$id", node.get("id"))
+            if isinstance(identifier, str) and not identifier.startswith("#"):
+                resource = node
+            self.resource[id(node)] = resource
+            names = [node.get("$anchor"), node.get("$dynamicAnchor"), identifier[1:] if identifier else None]
+            for name in names:
+                if isinstance(name, str) and name:
+                    self.anchors.setdefault((id(resource), name), node)
+            definitions = [node.get("$defs"), node.get("definitions")]
+            children = [child for _, child, _ in _children(node)]
+            children += [child for group in definitions if isinstance(group, dict) for child in group.values()]
+            pending.extend((child, resource) for child in children)
+        self.limit = bound + self.subschemas  # one evaluation per subschema, and ``bound`` more
+        self.cap = self.limit + 1
+
+    def resolve(self, node: dict, reference: Any) -> Any:
+        """What a local reference in ``node`` points at, or None."""
+        if not isinstance(reference, str) or not reference.startswith("#"):
+            return None
+        resource = self.resource.get(id(node), self.root)
+        if reference[1:2] in ("", "/"):
+            return _pointer(resource, reference[1:])
+        return self.anchors.get((id(resource), reference[1:]))
 
     def count(self, node: Any, where: str) -> tuple[int, dict]:
         """(evaluations, returns): returns maps (open node, path into the data since it) to how many paths reach it."""
@@ -274,7 +305,7 @@ class _Evaluations:
         total, returns = 1, {}
         edges = [(f"{where}.{label}", child, step) for label, child, step in _children(node)]
         for keyword in _REFERENCES:
-            target = _resolve(self.root, node.get(keyword))
+            target = self.resolve(node, node.get(keyword))
             if target is not None:
                 edges.append((node[keyword], target, None))
         for child_where, child, step in edges:
@@ -307,32 +338,18 @@ class _Evaluations:
         return any(_overlap(a, b) for i, (a, _) in enumerate(returns) for b, _ in returns[i + 1 :])
 
 
-def _objects(schema: Any) -> int:
-    """How many JSON objects ``schema`` holds."""
-    count, pending = 0, [schema]
-    while pending:
-        node = pending.pop()
-        if isinstance(node, dict):
-            count += 1
-            pending.extend(node.values())
-        elif isinstance(node, list):
-            pending.extend(node)
-    return count
-
-
 def schema_evaluation_problem(schema: Any, bound: int = MAX_SCHEMA_EVALUATIONS) -> str | None:
     """Why checking arguments against ``schema`` can take exponential time, or None when it cannot: subschemas
     shared through ``$ref`` under anyOf/oneOf/allOf (each evaluated once per path to it), or recursion that
-    multiplies per level of the caller's data. ``bound`` evaluations are allowed beyond one per object in the
-    schema. ``schema_check_deadline`` still bounds a stored schema at call time."""
-    limit = bound + _objects(schema)
-    estimate = _Evaluations(schema, limit)
+    multiplies per level of the caller's data. ``bound`` evaluations are allowed beyond one per subschema.
+    ``schema_check_deadline`` still bounds a stored schema at call time."""
+    estimate = _Evaluations(schema, bound)
     evaluations, _ = estimate.count(schema, "$")
-    if evaluations <= limit:
+    if evaluations <= estimate.limit:
         return None
     return (
-        f"checking arguments can take over {limit} subschema evaluations, {bound} more than the schema has objects "
-        f"(references shared or recursing under anyOf/oneOf/allOf), from {estimate.where}"
+        f"checking arguments can take over {estimate.limit} subschema evaluations, {bound} more than it has "
+        f"subschemas (references shared or recursing under anyOf/oneOf/allOf), from {estimate.where}"
     )
 
 

@@ -1,6 +1,7 @@
 """server_sync against real MCP servers: PyPI servers over stdio, an SDK server over Streamable HTTP,
 and scripted servers that misbehave on purpose."""
 
+import json
 import threading
 import time
 
@@ -411,8 +412,16 @@ def test_schemas_whose_check_takes_exponential_time_are_refused_with_the_reason(
 
     # Large without sharing (an inlined OpenAPI body): one evaluation per subschema, bounded by the size limit.
     wide = {"type": "object", "properties": {f"p{index}": {} for index in range(12_000)}}
+    bomb = shared_reference_bomb(40)
+    # The same by anchors, and inside a nested resource (its "#/..." references resolve against its $id).
+    by_anchor = json.loads(json.dumps(bomb).replace('"#/$defs/', '"#'))
+    for name, definition in by_anchor["$defs"].items():
+        definition["$anchor"] = name
+    nested = {"$id": "urn:scout:inner", "$ref": "#/$defs/level40", "$defs": bomb["$defs"]}
     listing = [
-        good_tool("bomb", inputSchema=shared_reference_bomb(40)),
+        good_tool("bomb", inputSchema=bomb),
+        good_tool("by_anchor", inputSchema=by_anchor),
+        good_tool("nested", inputSchema={"type": "object", "properties": {"code": nested}}),
         with_root("doubling", {"nest": doubling}),
         with_root("tree", {"node": node}),
         with_root("value", {"value": json_value}),
@@ -424,8 +433,9 @@ def test_schemas_whose_check_takes_exponential_time_are_refused_with_the_reason(
 
     assert run.status == SyncStatus.PARTIAL and live_names(server) == {"tree", "value", "wide"}
     reasons = {item["name"]: item["reason"] for item in run.rejections}
-    assert reasons.keys() == {"bomb", "doubling"}
-    assert reasons["bomb"].startswith("inputSchema: checking arguments can take over 10125 subschema evaluations")
+    assert reasons.keys() == {"bomb", "by_anchor", "nested", "doubling"}
+    assert reasons["bomb"].startswith("inputSchema: checking arguments can take over 10123 subschema evaluations")
+    assert reasons["by_anchor"].endswith("from #level12") and reasons["nested"].endswith("from #/$defs/level12")
     assert reasons["doubling"].endswith("from #/$defs/nest")
     assert Tool.objects.get(server=server, name="tree").input_schema["$defs"]["node"] == node
 
