@@ -270,11 +270,12 @@ class _Evaluations:
                 continue
             self.subschemas += 1
             identifier = node.get("$id", node.get("id"))
-            if isinstance(identifier, str) and not identifier.startswith("#"):
+            identifier = identifier if isinstance(identifier, str) else ""
+            if identifier and not identifier.startswith("#"):
                 resource = node
             self.resource[id(node)] = resource
-            names = [node.get("$anchor"), node.get("$dynamicAnchor"), identifier[1:] if identifier else None]
-            for name in names:
+            plain_name = identifier[1:] if identifier.startswith("#") else None  # an anchor before 2019-09
+            for name in (node.get("$anchor"), node.get("$dynamicAnchor"), plain_name):
                 if isinstance(name, str) and name:
                     self.anchors.setdefault((id(resource), name), node)
             definitions = [node.get("$defs"), node.get("definitions")]
