@@ -88,3 +88,9 @@ def test_real_world_schemas_stay_far_under_the_evaluation_bound(eval_dir):
     assert len(schemas) > 5000
     refused = {index: problem for index, s in enumerate(schemas) if (problem := schema_evaluation_problem(s, 1000))}
     assert MAX_SCHEMA_EVALUATIONS >= 10 * 1000 and refused == {}
+
+
+def test_a_schema_whose_id_is_not_a_string_is_accepted():
+    """A non-string ``id`` is no resource identifier: the evaluation estimate once sliced it and failed the sync."""
+    schema = {"type": "object", "id": {"a": 1}, "properties": {"a": {"$ref": "#/properties/b"}, "b": {}}}
+    assert normalize_definition({"name": "t", "inputSchema": schema}, max_bytes=LIMIT).input_schema == schema
