@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .constants import TOOL_ID_SEPARATOR
-from .schemas import schema_regex_problem
+from .schemas import schema_evaluation_problem, schema_regex_problem
 
 MAX_NAME_LENGTH = 255
 MAX_TITLE_LENGTH = 500  # Tool.upstream_title: Postgres refuses a longer value, and with it the server's whole listing
@@ -142,9 +142,10 @@ def normalize_definition(raw: Any, *, max_bytes: int) -> ToolDefinition:
         if remote:
             raise DefinitionError(f"{label} has a remote $ref at {remote}; only local '#/...' references are allowed")
     # Arguments are checked against the inputSchema with RE2 (no backtracking): refuse what it cannot run.
-    regex_problem = schema_regex_problem(schema)
-    if regex_problem:
-        raise DefinitionError(f"inputSchema: {regex_problem}")
+    # ... and refuse one whose check can take exponential time (shared or multiplying $refs, C1-19).
+    schema_problem = schema_regex_problem(schema) or schema_evaluation_problem(schema)
+    if schema_problem:
+        raise DefinitionError(f"inputSchema: {schema_problem}")
 
     definition = ToolDefinition(
         name=name,

@@ -5,7 +5,9 @@ through Python's backtracking ``re``: an upstream pattern such as ``^(a+)+$`` an
 dozen characters block the process for seconds, doubling with each character (ReDoS). Here those keywords
 run on RE2, whose matching time is linear in the input. RE2 has no backreferences or lookaround: a schema
 needing them is refused at sync and import (``schema_regex_problem``), and answered with a clear error at
-execution, never handed to ``re``.
+execution, never handed to ``re``. A schema whose check can take exponential time (subschemas shared through
+``$ref`` under anyOf, 2**40 evaluations in a few lines) is refused at sync and import too
+(``schema_evaluation_problem``); a stored one is bounded at execution by ``schema_check_deadline``.
 
 ORM-free, shared by catalog (sync-time refusal) and the gateway (argument validation).
 """
@@ -17,6 +19,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import lru_cache
 from typing import Any
+from urllib.parse import unquote
 
 import jsonschema
 import re2
@@ -174,6 +177,181 @@ def schema_regex_problem(schema: Any) -> str | None:
     if unevaluated and pattern_properties:
         return f"{UNEVALUATED_KEYWORD} (at {unevaluated}) together with patternProperties is not supported"
     return None
+
+
+# A schema evaluated this many times more than it has objects, for one level of the caller's data, is refused at sync:
+# the largest of the 5,704 inputSchemas in the evaluation catalogs (and of the demo servers') counts 98 evaluations
+# in all, while a few lines of shared references reach 2**40. A schema without shared references costs one
+# evaluation per object at most, which its size limit bounds (SCOUT_MAX_TOOL_DEFINITION_BYTES): a large inlined
+# OpenAPI body passes. The estimate stops counting just past the bound, so it stays cheap.
+MAX_SCHEMA_EVALUATIONS = 10_000
+MAX_RECURSIONS = 64  # references back to one schema node (real schemas: a few)
+
+# Applicators whose subschemas apply to the instance itself, or to one of its members or elements. A step into the
+# data is labelled (kind, key): a key of None stands for any member or element.
+_IN_PLACE_LISTS = ("allOf", "anyOf", "oneOf")
+_IN_PLACE_ONE = ("not", "if", "then", "else")
+_REFERENCES = ("$ref", "$dynamicRef", "$recursiveRef")
+_ANY_ELEMENT = ("items", "additionalItems", "contains", "unevaluatedItems")
+_ANY_MEMBER = ("additionalProperties", "propertyNames", "unevaluatedProperties")
+
+
+def _children(node: dict) -> Iterator[tuple[str, Any, tuple | None]]:
+    """Each subschema ``node`` can evaluate: (where, subschema, the step into the data it takes or None)."""
+    for keyword in _IN_PLACE_LISTS:
+        if isinstance(node.get(keyword), list):
+            for index, child in enumerate(node[keyword]):
+                yield f"{keyword}[{index}]", child, None
+    for keyword in _IN_PLACE_ONE:
+        if keyword in node:
+            yield keyword, node[keyword], None
+    for keyword in ("dependentSchemas", "dependencies"):
+        if isinstance(node.get(keyword), dict):
+            for name, child in node[keyword].items():
+                yield f"{keyword}.{name}", child, None
+    if isinstance(node.get("properties"), dict):
+        for name, child in node["properties"].items():
+            yield f"properties.{name}", child, ("member", name)
+    if isinstance(node.get("patternProperties"), dict):
+        for child in node["patternProperties"].values():
+            yield "patternProperties", child, ("member", None)
+    for keyword in _ANY_MEMBER:
+        if keyword in node:
+            yield keyword, node[keyword], ("member", None)
+    for keyword in ("prefixItems", *_ANY_ELEMENT):
+        value = node.get(keyword)
+        if isinstance(value, list):  # prefixItems, or items as a tuple before 2020-12
+            for index, child in enumerate(value):
+                yield f"{keyword}[{index}]", child, ("element", index)
+        elif keyword in node:
+            yield keyword, value, ("element", None)
+
+
+def _pointer(resource: Any, pointer: str) -> Any:
+    """The node a JSON pointer (``/$defs/a``, or empty for ``resource`` itself) reaches, or None."""
+    node = resource
+    for part in pointer[1:].split("/") if pointer else []:
+        part = unquote(part).replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
+
+
+def _overlap(first: tuple, second: tuple) -> bool:
+    """Whether two paths into the data can reach the same place (the shorter one a prefix of the longer)."""
+    pairs = zip(first, second, strict=False)
+    return all(a[0] == b[0] and (a[1] is None or b[1] is None or a[1] == b[1]) for a, b in pairs)
+
+
+class _Evaluations:
+    """How many subschema evaluations one level of the caller's data can cause: the paths through the applicators,
+    with ``$ref`` followed, counted once per node (memoised) and saturating just past the bound. A ``$ref`` back to a
+    node being counted (recursion) adds nothing per level of data unless it multiplies: two returns to that node that
+    can reach the same place in the data (an anyOf of two recursive branches), or one that does not descend into the
+    data at all (recursion without end), make the count unbounded."""
+
+    def __init__(self, root: Any, bound: int):
+        self.root = root
+        self.memo: dict[int, tuple[int, dict]] = {}
+        self.open: set[int] = set()
+        self.where: str | None = None
+        # A reference resolves in its own resource (the nearest subschema with an ``$id``), by pointer or anchor.
+        self.resource: dict[int, Any] = {}
+        self.anchors: dict[tuple[int, str], Any] = {}
+        self.subschemas = 0
+        pending = [(root, root)]
+        while pending:
+            node, resource = pending.pop()
+            if not isinstance(node, dict):
+                continue
+            self.subschemas += 1
+            identifier = node.get("$id", node.get("id"))
+            identifier = identifier if isinstance(identifier, str) else ""
+            if identifier and not identifier.startswith("#"):
+                resource = node
+            self.resource[id(node)] = resource
+            plain_name = identifier[1:] if identifier.startswith("#") else None  # an anchor before 2019-09
+            for name in (node.get("$anchor"), node.get("$dynamicAnchor"), plain_name):
+                if isinstance(name, str) and name:
+                    self.anchors.setdefault((id(resource), name), node)
+            definitions = [node.get("$defs"), node.get("definitions")]
+            children = [child for _, child, _ in _children(node)]
+            children += [child for group in definitions if isinstance(group, dict) for child in group.values()]
+            pending.extend((child, resource) for child in children)
+        self.limit = bound + self.subschemas  # one evaluation per subschema, and ``bound`` more
+        self.cap = self.limit + 1
+
+    def resolve(self, node: dict, reference: Any) -> Any:
+        """What a local reference in ``node`` points at, or None."""
+        if not isinstance(reference, str) or not reference.startswith("#"):
+            return None
+        resource = self.resource.get(id(node), self.root)
+        if reference[1:2] in ("", "/"):
+            return _pointer(resource, reference[1:])
+        return self.anchors.get((id(resource), reference[1:]))
+
+    def count(self, node: Any, where: str) -> tuple[int, dict]:
+        """(evaluations, returns): returns maps (open node, path into the data since it) to how many paths reach it."""
+        if not isinstance(node, dict):
+            return 1, {}
+        if id(node) in self.open:
+            return 1, {(id(node), ()): 1}
+        if id(node) in self.memo:
+            return self.memo[id(node)]
+        self.open.add(id(node))
+        total, returns = 1, {}
+        edges = [(f"{where}.{label}", child, step) for label, child, step in _children(node)]
+        for keyword in _REFERENCES:
+            target = self.resolve(node, node.get(keyword))
+            if target is not None:
+                edges.append((node[keyword], target, None))
+        for child_where, child, step in edges:
+            evaluations, child_returns = self.count(child, child_where)
+            total = min(self.cap, total + evaluations)
+            if total >= self.cap:  # refused: where its recursions lead no longer matters
+                returns = {}
+                break
+            for (head, path), paths in child_returns.items():
+                key = (head, (step, *path) if step else path)
+                returns[key] = min(self.cap, returns.get(key, 0) + paths)
+        self.open.discard(id(node))
+        mine = [(path, paths) for (head, path), paths in returns.items() if head == id(node)]
+        if total < self.cap and self._multiplies(mine):
+            total = self.cap
+        if total >= self.cap and self.where is None:
+            self.where = where
+        result = total, {key: paths for key, paths in returns.items() if key[0] != id(node)}
+        self.memo[id(node)] = result
+        return result
+
+    @staticmethod
+    def _multiplies(returns: list[tuple[tuple, int]]) -> bool:
+        """Whether the recursions back to one node multiply its evaluations per level of data (more returns than a
+        real schema has counts as multiplying, so that comparing them stays cheap)."""
+        if len(returns) > MAX_RECURSIONS:
+            return True
+        if any(paths > 1 or not path for path, paths in returns):
+            return True
+        return any(_overlap(a, b) for i, (a, _) in enumerate(returns) for b, _ in returns[i + 1 :])
+
+
+def schema_evaluation_problem(schema: Any, bound: int = MAX_SCHEMA_EVALUATIONS) -> str | None:
+    """Why checking arguments against ``schema`` can take exponential time, or None when it cannot: subschemas
+    shared through ``$ref`` under anyOf/oneOf/allOf (each evaluated once per path to it), or recursion that
+    multiplies per level of the caller's data. ``bound`` evaluations are allowed beyond one per subschema.
+    ``schema_check_deadline`` still bounds a stored schema at call time."""
+    estimate = _Evaluations(schema, bound)
+    evaluations, _ = estimate.count(schema, "$")
+    if evaluations <= estimate.limit:
+        return None
+    return (
+        f"checking arguments can take over {estimate.limit} subschema evaluations, {bound} more than it has "
+        f"subschemas (references shared or recursing under anyOf/oneOf/allOf), from {estimate.where}"
+    )
 
 
 def arguments_validator(schema: dict[str, Any]):

@@ -9,7 +9,7 @@ import sys
 import anyio
 import pytest
 
-from tests.catalog.servers.fixtures import SCRIPTED
+from tests.catalog.servers.fixtures import SCRIPTED, shared_reference_bomb
 
 from .conftest import build_index, gateway_db, grant, make_token, make_user, mcp_client, run, sync_server
 
@@ -110,36 +110,33 @@ def test_a_stored_schema_re2_cannot_run_is_answered_with_a_clear_error(gateway, 
     assert "regular expression Scout cannot check safely" in result.content[0].text
 
 
-def _shared_reference_bomb(depth: int) -> dict:
-    """A schema of ``depth`` definitions, each an anyOf of two references to the one before: a few lines that
-    jsonschema evaluates once per path to the innermost string rule, 2**depth times for a string that fails it."""
-    definitions = {"level0": {"type": "string", "minLength": 5}}
-    for level in range(1, depth + 1):
-        twice = [{"$ref": f"#/$defs/level{level - 1}"}] * 2
-        definitions[f"level{level}"] = {"anyOf": twice}
-    return {"type": "object", "properties": {"code": {"$ref": f"#/$defs/level{depth}"}}, "$defs": definitions}
-
-
 @pytest.fixture
 def bomb_server(gateway, admin_user, tmp_path):
+    """A tool stored with a 40-level shared-reference schema before sync refused such schemas (sync now refuses it,
+    tests/catalog/services/test_server_sync.py): the check at call time must still keep to its time."""
+    from catalog.models import Tool
+
     tool = {
         "name": "check_code",
         "description": "Check a code.",
-        "inputSchema": _shared_reference_bomb(40),
+        "inputSchema": {"type": "object", "properties": {"code": {"type": "string"}}},
         "annotations": {"readOnlyHint": True},
     }
-    return served_tool(admin_user, tmp_path, "bomb", tool)
+    tokens = served_tool(admin_user, tmp_path, "bomb", tool)
+    Tool.objects.filter(tool_id="bomb::check_code").update(input_schema=shared_reference_bomb(40))
+    return tokens
 
 
 @pytest.mark.timeout(60)
 def test_a_schema_of_shared_references_is_checked_within_its_time_while_other_clients_are_served(
     gateway, bomb_server, settings
 ):
-    """C1-19: a schema of 40 definitions, each an anyOf of two references to the one before, was accepted at sync,
-    and checking a 1-character string against it took 2**40 steps: each call held one of the gateway's six ORM
-    threads (and the CPU) for ever, so six calls stopped every client's searches and calls. The check now stops at
-    its time (``SCOUT_MCP_SCHEMA_CHECK_SECONDS``) and the call is refused unsent. Without the bound the test fails
-    on its timeout mark (a guard against a wedged run, not a measurement)."""
+    """C1-19: a schema of 40 definitions, each an anyOf of two references to the one before, was accepted at sync
+    (now refused there; this one is stored as before), and checking a 1-character string against it took 2**40
+    steps: each call held one of the gateway's six ORM threads (and the CPU) for ever, so six calls stopped every
+    client's searches and calls. The check now stops at its time (``SCOUT_MCP_SCHEMA_CHECK_SECONDS``) and the call
+    is refused unsent. Without the bound the test fails on its timeout mark (a guard against a wedged run, not a
+    measurement)."""
     settings.SCOUT_MCP_SCHEMA_CHECK_SECONDS = 0.5
     attacks, search = attacks_beside_a_search(gateway, bomb_server, "bomb::check_code", {"code": "a"})
 

@@ -25,6 +25,16 @@ def good_tool(name: str, **extra: object) -> dict:
     return {"name": name, "description": f"The {name} tool.", "inputSchema": {"type": "object"}, **extra}
 
 
+def shared_reference_bomb(depth: int) -> dict:
+    """A schema of ``depth`` definitions, each an anyOf of two references to the one before: a few lines that
+    jsonschema evaluates once per path to the innermost string rule, 2**depth times for a string that fails it."""
+    definitions: dict[str, dict] = {"level0": {"type": "string", "minLength": 5}}
+    for level in range(1, depth + 1):
+        twice = [{"$ref": f"#/$defs/level{level - 1}"}] * 2
+        definitions[f"level{level}"] = {"anyOf": twice}
+    return {"type": "object", "properties": {"code": {"$ref": f"#/$defs/level{depth}"}}, "$defs": definitions}
+
+
 @pytest.fixture
 def make_server(db) -> Callable[..., Server]:
     """Create a server; clears any debounce marker or lock left in a shared cache under its pk."""

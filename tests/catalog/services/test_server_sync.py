@@ -1,6 +1,7 @@
 """server_sync against real MCP servers: PyPI servers over stdio, an SDK server over Streamable HTTP,
 and scripted servers that misbehave on purpose."""
 
+import json
 import threading
 import time
 
@@ -12,7 +13,7 @@ from catalog.choices import ServerStatus, SyncStatus, Transport
 from catalog.locks import named_lock
 from catalog.models import SyncRun, Tool, ToolRevision
 from catalog.services.sync import server_sync, server_sync_lock_name
-from tests.catalog.servers.fixtures import BIN_DIR, good_tool
+from tests.catalog.servers.fixtures import BIN_DIR, good_tool, shared_reference_bomb
 from tests.catalog.servers.http_mcp import add as add_fn
 from tests.catalog.servers.http_mcp import greet_v2, refused_url, silent_listener
 
@@ -379,6 +380,64 @@ def test_schemas_with_patterns_re2_cannot_run_are_refused_with_the_reason(script
     assert reasons["backreference"].endswith("at $.properties.a.pattern")
     assert "at $.properties.a.pattern" in reasons["lookahead"]
     assert "at $.patternProperties" in reasons["keyed"]
+
+
+def test_schemas_whose_check_takes_exponential_time_are_refused_with_the_reason(scripted):
+    """C1-19: a 2 kB inputSchema of 40 definitions, each an anyOf of two references to the one before, was accepted
+    and made each call's argument check take 2**40 steps (cut only by the 3 s deadline, per call). Sync now counts
+    the evaluations a schema can cause and refuses it, as it does an unsafe regex; so is a recursion that doubles
+    per level of the caller's data. Recursive schemas that only follow the data (a tree, any JSON value) are kept."""
+    node = {
+        "type": "object",
+        "properties": {
+            "label": {"type": "string"},
+            "left": {"$ref": "#/$defs/node"},
+            "right": {"$ref": "#/$defs/node"},
+            "children": {"type": "array", "items": {"$ref": "#/$defs/node"}},
+        },
+    }
+    json_value = {
+        "anyOf": [
+            {"type": ["string", "number", "boolean", "null"]},
+            {"type": "array", "items": {"$ref": "#/$defs/value"}},
+            {"type": "object", "additionalProperties": {"$ref": "#/$defs/value"}},
+        ]
+    }
+    doubling = {"anyOf": [{"type": "array", "items": {"$ref": "#/$defs/nest"}}] * 2}
+
+    def with_root(name: str, definitions: dict) -> dict:
+        first = next(iter(definitions))
+        schema = {"type": "object", "properties": {"root": {"$ref": f"#/$defs/{first}"}}, "$defs": definitions}
+        return good_tool(name, inputSchema=schema)
+
+    # Large without sharing (an inlined OpenAPI body): one evaluation per subschema, bounded by the size limit.
+    wide = {"type": "object", "properties": {f"p{index}": {} for index in range(12_000)}}
+    bomb = shared_reference_bomb(40)
+    # The same by anchors, and inside a nested resource (its "#/..." references resolve against its $id).
+    by_anchor = json.loads(json.dumps(bomb).replace('"#/$defs/', '"#'))
+    for name, definition in by_anchor["$defs"].items():
+        definition["$anchor"] = name
+    nested = {"$id": "urn:scout:inner", "$ref": "#/$defs/level40", "$defs": bomb["$defs"]}
+    listing = [
+        good_tool("bomb", inputSchema=bomb),
+        good_tool("by_anchor", inputSchema=by_anchor),
+        good_tool("nested", inputSchema={"type": "object", "properties": {"code": nested}}),
+        with_root("doubling", {"nest": doubling}),
+        with_root("tree", {"node": node}),
+        with_root("value", {"value": json_value}),
+        good_tool("wide", inputSchema=wide),
+    ]
+    server, _ = scripted({"pages": [listing]})
+
+    run = server_sync(server_pk=server.pk, trigger="test")
+
+    assert run.status == SyncStatus.PARTIAL and live_names(server) == {"tree", "value", "wide"}
+    reasons = {item["name"]: item["reason"] for item in run.rejections}
+    assert reasons.keys() == {"bomb", "by_anchor", "nested", "doubling"}
+    assert reasons["bomb"].startswith("inputSchema: checking arguments can take over 10123 subschema evaluations")
+    assert reasons["by_anchor"].endswith("from #level12") and reasons["nested"].endswith("from #/$defs/level12")
+    assert reasons["doubling"].endswith("from #/$defs/nest")
+    assert Tool.objects.get(server=server, name="tree").input_schema["$defs"]["node"] == node
 
 
 def test_a_tool_holding_a_nul_character_is_refused_with_the_reason_and_the_others_kept(scripted):
