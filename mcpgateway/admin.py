@@ -3,7 +3,7 @@ from django.contrib import admin
 from catalog.admin.lookups import StrictLookupsMixin
 from catalog.admin.titles import TitledAdminMixin
 from catalog.models import Server, Tool
-from governance.selectors import install_wide_visible_to, servers_visible_to_operator
+from governance.selectors import install_wide_visible_to, servers_shaped_by, servers_visible_to_operator, tool_shaped_by
 
 from .models import IdempotencyRecord, PinnedTool
 
@@ -29,8 +29,35 @@ class PinnedToolAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin):
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         if db_field.name == "tool":
-            kwargs["queryset"] = self._managed_tools(request)
+            # A pin is listed to every caller who may see the tool: a shared server's tool is pinned for every tenant,
+            # so only by whom may shape what every tenant shares (``servers_shaped_by``), as its curation.
+            kwargs["queryset"] = Tool.objects.filter(
+                server__in=Server.objects.filter(servers_shaped_by(user=request.user))
+            )
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def _shapes(self, request, pin) -> bool:
+        return pin is None or tool_shaped_by(user=request.user, tool=pin.tool)
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return super().has_change_permission(request, obj) and self._shapes(request, obj)
+
+    def has_delete_permission(self, request, obj=None) -> bool:  # also each row of the delete action
+        return super().has_delete_permission(request, obj) and self._shapes(request, obj)
+
+    def get_changelist_formset(self, request, **kwargs):
+        # The list's position boxes: read-only on a pin the reader may not move (its value, not what was sent).
+        formset = super().get_changelist_formset(request, **kwargs)
+        admin_ = self
+
+        class PositionForm(formset.form):
+            def __init__(self, *args, **kwargs) -> None:
+                super().__init__(*args, **kwargs)
+                if self.instance.pk and not admin_._shapes(request, self.instance):
+                    self.fields["position"].disabled = True
+
+        formset.form = PositionForm
+        return formset
 
 
 @admin.register(IdempotencyRecord)

@@ -194,6 +194,19 @@ class ScoutMCPServer(MCPServer):
         # Private and immediately stale: the listing is this caller's and follows permission changes.
         return types.ListToolsResult(tools=tools, ttl_ms=0, cache_scope="private")
 
+    async def _handle_read_resource(
+        self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        # Scout serves no resources. The SDK's answer quoted the caller's URI back (an instruction tag included)
+        # and logged it per request.
+        raise MCPError(code=types.INVALID_PARAMS, message="Unknown resource: Scout serves no resources.")
+
+    async def _handle_get_prompt(
+        self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        # Scout serves no prompts. The SDK's answer was an internal error with a traceback logged per request.
+        raise MCPError(code=types.INVALID_PARAMS, message="Unknown prompt: Scout serves no prompts.")
+
     async def _handle_call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
@@ -271,6 +284,10 @@ def build_mcp_server() -> ScoutMCPServer:
             resource_server_url=f"{settings.SCOUT_PUBLIC_URL}/mcp",
             validate_token_resource=False,  # Scout's verifier checks its own tokens; they name no audience
         ),
+        # No subscriptions/listen (2026-07-28): Scout publishes no change events, and each listen was a stream held
+        # open for ever, a connection and a server task, up to the SDK's 1,024 per process, all of them one caller's
+        # if it liked. Unserved, it is "Method not found", and the capabilities say no list changes are sent.
+        subscriptions=False,
     )
     if not tracing_installed():
         server.middleware[:] = [m for m in server.middleware if not isinstance(m, OpenTelemetryMiddleware)]

@@ -5,12 +5,17 @@ from datetime import timedelta
 from typing import Any
 
 from django.apps import apps
-from django.contrib import admin
+from django.conf import settings
+from django.contrib import admin, messages
+from django.contrib.auth import REDIRECT_FIELD_NAME
 from django.db.models import Case, Exists, OuterRef, Q, Value, When
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.utils.text import capfirst
+
+from governance.api.throttling import FailOpenThrottle
 
 HOME_ROWS = 10
 FAILURE_WINDOW = timedelta(days=7)
@@ -71,6 +76,49 @@ class ScoutAdminSite(admin.AdminSite):
 
     def index(self, request: HttpRequest, extra_context: dict[str, Any] | None = None):
         return super().index(request, {**role_panels(request), **(extra_context or {})})
+
+    def login(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        """Django's sign-in page, with attempts counted per client address (``LoginRateThrottle``): past the rate a
+        POST is refused before any password is checked."""
+        if request.method == "POST":
+            throttle = LoginRateThrottle()
+            if not throttle.allow_request(request, None):
+                return self._login_refused(request, wait=throttle.wait())
+        return super().login(request, extra_context)
+
+    def _login_refused(self, request: HttpRequest, *, wait: float | None) -> HttpResponse:
+        from django.contrib.admin.forms import AdminAuthenticationForm  # imports the user model: not at module level
+
+        seconds = max(1, round(wait or 1))
+        messages.error(request, f"Too many sign-in attempts from your address. Try again in {seconds} seconds.")
+        context = {
+            **self.each_context(request),
+            "title": "Log in",
+            "subtitle": None,
+            "app_path": request.get_full_path(),
+            "username": request.user.get_username(),
+            "form": AdminAuthenticationForm(request),  # empty: nothing typed is shown again
+            REDIRECT_FIELD_NAME: reverse("admin:index", current_app=self.name),
+        }
+        request.current_app = self.name
+        response = TemplateResponse(request, self.login_template or "admin/login.html", context, status=429)
+        response["Retry-After"] = str(seconds)
+        return response
+
+
+class LoginRateThrottle(FailOpenThrottle):
+    """Sign-in attempts per client address, ``SCOUT_ADMIN_LOGIN_RATE`` (empty: no limit). The address is the one the
+    REST API's anonymous limit counts (the connection's, or the one the Nth trusted proxy added:
+    ``SCOUT_API_NUM_PROXIES``). Each attempt runs the password hasher (PBKDF2: some 0.2 s of CPU), for an unknown
+    name too. A cache outage lets attempts through, as for the API."""
+
+    scope = "admin-login"
+
+    def get_rate(self) -> str | None:
+        return settings.SCOUT_ADMIN_LOGIN_RATE or None
+
+    def get_cache_key(self, request: Any, view: Any) -> str:
+        return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
 
 
 def _pending_count(request: HttpRequest) -> int | None:

@@ -23,6 +23,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
+from rest_framework.throttling import BaseThrottle
 
 
 class DatabaseCollector(Collector):
@@ -65,7 +66,9 @@ def _allowed(request: HttpRequest) -> bool:
     if token and header.startswith("Bearer ") and hmac.compare_digest(header[7:].strip(), token):
         return True
     try:
-        address = ipaddress.ip_address(request.META.get("REMOTE_ADDR", ""))
+        # The client's address as the rate limits read it: REMOTE_ADDR, or behind SCOUT_API_NUM_PROXIES proxies the
+        # one the proxy wrote in X-Forwarded-For. The proxy's own address (loopback on the same host) is everyone's.
+        address = ipaddress.ip_address(BaseThrottle().get_ident(request))
     except ValueError:
         return False
     return any(address in ipaddress.ip_network(net, strict=False) for net in settings.SCOUT_METRICS_ALLOWED_NETWORKS)

@@ -299,6 +299,10 @@ SCOUT_API_PERSON_TOKENS = env_int("SCOUT_API_PERSON_TOKENS", 4)
 # api scope mints more, so without it one could mint without end (T13).
 SCOUT_MAX_LIVE_TOKENS_PER_PERSON = env_int("SCOUT_MAX_LIVE_TOKENS_PER_PERSON", 50)
 SCOUT_API_ANON_RATE = env_rate("SCOUT_API_ANON_RATE", "60/minute")
+# Admin sign-in attempts per client address (the anonymous limit's address), counted in the cache (empty: no limit).
+# Each attempt runs the password hasher, some 0.2 s of CPU: unlimited, anyone guessed staff passwords at will and
+# ten attempts a second took both cores of a small host.
+SCOUT_ADMIN_LOGIN_RATE = env_rate("SCOUT_ADMIN_LOGIN_RATE", "10/minute")
 SPECTACULAR_SETTINGS = {
     "TITLE": "Scout API",
     "DESCRIPTION": "Servers, tools, search, approvals, tokens and audit of the Scout MCP gateway.",

@@ -53,6 +53,13 @@ def inline_discovery_writes(settings):
     settings.SCOUT_WRITE_BEHIND_SECONDS = 0
 
 
+@pytest.fixture(autouse=True)
+def unlimited_sign_ins(settings):
+    """Tests sign in through the admin's form many times from one address, with a count in a cache that may outlive
+    a test (Redis): no limit, but in tests/scoutsite/test_admin_login_rate.py, which sets its own."""
+    settings.SCOUT_ADMIN_LOGIN_RATE = ""
+
+
 # --- evaluation data -------------------------------------------------------------------------------
 
 

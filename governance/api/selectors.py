@@ -8,7 +8,7 @@ from catalog.choices import ServerStatus
 from catalog.models import Server, Tool, ToolRevision
 from governance.choices import ReviewStatus
 from governance.constants import SCOPE_DISCOVER
-from governance.models import ApiToken, ApprovalRequest, ServerTenant, ToolReview
+from governance.models import Agent, ApiToken, ApprovalRequest, ServerTenant, ToolReview
 from governance.principals import Principal
 from governance.selectors import (
     MAX_TOOL_ID_LENGTH,
@@ -121,6 +121,23 @@ def approvals_for_api(*, principal: Principal) -> QuerySet[ApprovalRequest]:
     return qs
 
 
-def api_tokens_of(*, user: AbstractBaseUser) -> QuerySet[ApiToken]:
-    """The user's own tokens, newest first."""
-    return ApiToken.objects.filter(Q(user=user)).order_by("-created_at", "-id")
+def api_tokens_of(*, principal: Principal) -> QuerySet[ApiToken]:
+    """The caller's own tokens, newest first. A token reaches only those it could have minted (Z8, as
+    ``_check_within_caller`` in views.py): of its tenant, and of its agent or one below it; a session, all of them."""
+    tokens = ApiToken.objects.filter(user=principal.user).order_by("-created_at", "-id")
+    if principal.token_id is None:
+        return tokens
+    tokens = tokens.filter(tenant_id=principal.tenant_id)
+    if principal.agent_id is not None:
+        tokens = tokens.filter(agent_id__in=_agents_from(principal.agent_id, user=principal.user))
+    return tokens
+
+
+def _agents_from(agent_id: int, *, user: AbstractBaseUser) -> set[int]:
+    """``agent_id`` and the agents below it (``user``'s: an agent's parent is of the same user)."""
+    parents = dict(Agent.objects.filter(user=user).values_list("pk", "parent_id"))
+    found, frontier = {agent_id}, {agent_id}
+    while frontier:
+        frontier = {pk for pk, parent in parents.items() if parent in frontier and pk not in found}
+        found |= frontier
+    return found

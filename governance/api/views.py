@@ -256,7 +256,7 @@ class TokenList(generics.ListAPIView):
     serializer_class = ApiTokenSerializer
 
     def get_queryset(self) -> QuerySet[ApiToken]:
-        return api_tokens_of(user=self.request.user)
+        return api_tokens_of(principal=request_principal(self.request))
 
     @extend_schema(summary="Your API tokens")
     def get(self, request: Request, *args, **kwargs) -> Response:
@@ -290,7 +290,7 @@ class TokenList(generics.ListAPIView):
 
 
 def own_token(request: Request, pk: int) -> ApiToken:
-    token = api_tokens_of(user=request.user).filter(pk=pk).first()
+    token = api_tokens_of(principal=request_principal(request)).filter(pk=pk).first()
     if token is None:
         raise NotFound()
     return token

@@ -136,3 +136,38 @@ def test_a_person_holds_a_bounded_number_of_live_tokens(api, member, settings):
     ApiToken.objects.filter(pk=minted[1].json()["id"]).update(expires_at=timezone.now() - timedelta(seconds=1))
     assert api.post("tokens/", token=caller, json=body).status_code == 201
     assert api.post("tokens/", token=caller, json=body).status_code == 400
+
+
+def test_a_token_reads_and_revokes_only_the_tokens_it_could_have_minted(api, member):
+    """Z8: a token mints only tokens of its own tenant and of its own agent or one below it, yet it listed, read and
+    revoked every token of its person: an agent's token (one prompt injection away from a tool's output) revoked its
+    person's own token and its sibling agents', and read their names and scopes; a token acting in tenant A did the
+    same to the person's tokens in tenant B. A token now reaches only the tokens it could have minted; a session
+    (the person at the keyboard) still reaches them all."""
+    from governance.models import ApiToken
+    from tests.governance.factories import agent_of, tenant_with
+
+    tenant_a, tenant_b = tenant_with("tenant-a", member), tenant_with("tenant-b", member)
+    bot = agent_of(member, "bot", tenant=tenant_a)
+    helper = agent_of(member, "helper", tenant=tenant_a, parent=bot)
+    sibling = agent_of(member, "sibling", tenant=tenant_a)
+    scopes = ["api", "discover"]
+    bots = make_token(member, scopes, agent=bot, tenant=tenant_a)
+    make_token(member, scopes, agent=helper, tenant=tenant_a)
+    make_token(member, scopes, agent=sibling, tenant=tenant_a)
+    make_token(member, scopes, tenant=tenant_a)  # the person's own, in tenant A
+    in_b = make_token(member, scopes, tenant=tenant_b)
+    make_token(member, scopes)  # the person's own, shared
+    assert ApiToken.objects.count() == 6
+
+    def listed(raw: str) -> set[int]:
+        return {row["id"] for row in api.get("tokens/", token=raw).json()["results"]}
+
+    assert listed(bots) == set(ApiToken.objects.filter(agent__in=[bot, helper]).values_list("pk", flat=True))
+    assert listed(in_b) == set(ApiToken.objects.filter(tenant=tenant_b).values_list("pk", flat=True))
+    for other in ApiToken.objects.exclude(agent__in=[bot, helper]):
+        assert api.get(f"tokens/{other.pk}/", token=bots).status_code == 404
+        assert api.post(f"tokens/{other.pk}/revoke/", token=bots).status_code == 404
+    assert not ApiToken.objects.filter(revoked_at__isnull=False).exists()
+    helpers = ApiToken.objects.get(agent=helper)
+    assert api.post(f"tokens/{helpers.pk}/revoke/", token=bots).status_code == 200  # one below it: its to revoke

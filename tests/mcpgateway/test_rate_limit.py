@@ -126,3 +126,38 @@ def _event_loop_running() -> bool:
     except RuntimeError:
         return False
     return True
+
+
+def test_a_subscriptions_listen_is_answered_at_once_not_a_stream_held_open(gateway, settings):
+    """T13: a 2026-07-28 `subscriptions/listen` was served by the SDK's listen handler: acknowledged, then a stream
+    held open for ever (Scout publishes no change events), a connection and a server task each. One token opened
+    1,024 in under six seconds at the default rate, the SDK's cap per process, after which every other caller's
+    listen was "Subscription limit reached". Now the method is not served: answered at once, and the capabilities
+    no longer promise list changes."""
+    settings.SCOUT_MCP_RATE = "5/day"
+    token = make_token(make_user("gw_listener"))
+    listen = modern_request("subscriptions/listen", {"notifications": {"toolsListChanged": True}})
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": "subscriptions/listen",
+        "Authorization": f"Bearer {token}",
+    }
+    try:  # the read timeout bounds only how long a stream held open is waited for: the answer is whole or not
+        answer = httpx.post(f"{gateway.url}/mcp", json=listen, headers=headers, timeout=10)
+    except httpx.ReadTimeout:
+        pytest.fail("subscriptions/listen held its stream open")
+    assert answer.status_code == 404 and answer.json()["error"]["code"] == -32601  # Method not found
+
+    async def main() -> str:
+        async with mcp_client(gateway, token, mode=MODERN) as client:
+            try:
+                async with client.listen(tools_list_changed=True):
+                    return "listening"
+            except MCPError as exc:
+                return exc.error.message
+
+    assert run(main) == "Method not found"  # the SDK client's caller is told, not left waiting for events
+    discovered = raw_post(gateway, modern_request("server/discover"), token=token).json()["result"]
+    assert discovered["capabilities"]["tools"] == {"listChanged": False}

@@ -46,3 +46,28 @@ def test_loopback_is_allowed_by_default_and_counts_a_sync(client):
     assert value(text, "scout_sync_failures_24h") == 1
     assert value(text, "scout_upstream_servers", status="unavailable") == 1
     assert value(text, "scout_approvals_pending") == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_behind_a_proxy_the_allowed_networks_judge_the_client_not_the_proxy(live_server, settings):
+    """With a reverse proxy in front (SCOUT_API_NUM_PROXIES=1, as the README's rate limits ask), every request came
+    from the proxy's address, on the same host a loopback one the default allows: /metrics (every tenant's server
+    slugs in the upstream counters, the pending approvals) was anyone's. The client's address is now the one the
+    proxy wrote, as for the rate limits; a scrape straight from the host (no proxy, no header) is still allowed."""
+    import httpx
+
+    from mcpgateway.metrics import UPSTREAM_BREAKER_OPENED
+
+    UPSTREAM_BREAKER_OPENED.labels(server="tenant-b-payroll").inc()
+    settings.SCOUT_METRICS_TOKEN = ""
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": 1}
+
+    def scrape(**headers: str) -> httpx.Response:
+        return httpx.get(f"{live_server.url}/metrics", headers=headers, timeout=30)
+
+    outsider = scrape(**{"X-Forwarded-For": "203.0.113.9"})  # the proxy (on 127.0.0.1) forwarding an outsider
+    assert outsider.status_code == 403 and "tenant-b-payroll" not in outsider.text
+    spoofed = scrape(**{"X-Forwarded-For": "127.0.0.1, 203.0.113.9"})  # the outsider's own header claims loopback
+    assert spoofed.status_code == 403
+    assert "tenant-b-payroll" in scrape(**{"X-Forwarded-For": "127.0.0.1"}).text  # a scraper on the host, proxied
+    assert "tenant-b-payroll" in scrape().text  # straight to Scout from the host

@@ -1,0 +1,44 @@
+"""T13: the admin's sign-in page took password attempts without limit. Each attempt runs the password hasher (PBKDF2,
+1,000,000 rounds: 0.2 s of CPU here; Django runs it for an unknown name too, so names do not show by timing), so
+anyone who can reach /admin/login/ guessed staff passwords (approvers', operators') at will, and every attempt
+cost the gateway's host 0.2 s of CPU (30 attempts: 7.0 s). Attempts are now counted per client address
+(``SCOUT_ADMIN_LOGIN_RATE``); past it the page answers 429 with Retry-After, and no password is checked."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+import pytest
+from django.contrib.auth import get_user_model
+
+pytestmark = pytest.mark.django_db(transaction=True)
+PASSWORD = "a-long-admin-password-123"
+
+
+def _sign_in(client: httpx.Client, base: str, password: str, **headers: str) -> httpx.Response:
+    page = client.get(f"{base}/admin/login/", headers=headers)
+    csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+    form = {"csrfmiddlewaretoken": csrf, "username": "op", "password": password, "next": "/admin/"}
+    return client.post(f"{base}/admin/login/", data=form, headers={"Referer": f"{base}/admin/login/", **headers})
+
+
+def test_sign_in_attempts_from_one_address_are_limited_before_any_password_is_checked(live_server, settings):
+    get_user_model().objects.create_user("op", password=PASSWORD, is_staff=True)
+    settings.SCOUT_ADMIN_LOGIN_RATE = "3/minute"
+    base = live_server.url
+    with httpx.Client(timeout=30) as client:
+        guesses = [_sign_in(client, base, f"guess-{n}") for n in range(3)]
+        assert [guess.status_code for guess in guesses] == [200, 200, 200]
+        assert all("Please enter the correct username and password" in guess.text for guess in guesses)
+        refused = _sign_in(client, base, PASSWORD)  # the right password, past the limit: not even checked
+        assert refused.status_code == 429 and int(refused.headers["retry-after"]) > 0
+        assert "Too many sign-in attempts from your address" in refused.text
+        assert "sessionid" not in client.cookies
+        assert client.get(f"{base}/admin/").status_code == 302  # still signed out
+
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": 1}  # behind one proxy: its address counts
+    with httpx.Client(timeout=30) as client:
+        signed_in = _sign_in(client, base, PASSWORD, **{"X-Forwarded-For": "198.51.100.7"})
+        assert signed_in.status_code == 302 and signed_in.headers["location"] == "/admin/"
+        assert "sessionid" in client.cookies  # another client: its own budget
