@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .constants import TOOL_ID_SEPARATOR
-from .schemas import schema_evaluation_problem, schema_regex_problem
+from .schemas import MAX_SCHEMA_DEPTH, schema_evaluation_problem, schema_regex_problem
 
 MAX_NAME_LENGTH = 255
 MAX_TITLE_LENGTH = 500  # Tool.upstream_title: Postgres refuses a longer value, and with it the server's whole listing
@@ -73,6 +73,24 @@ def _first_path(node: Any, found_here: Callable[[Any], bool], path: str = "$") -
     return None
 
 
+def _find_too_deep(node: Any) -> str | None:
+    """The path of the first node nested deeper than MAX_SCHEMA_DEPTH, if any. Iterative: the checks after this one
+    recurse per level, and a definition nested 500 deep made them raise RecursionError, failing the whole listing."""
+    stack: list[tuple[Any, str, int]] = [(node, "$", 0)]
+    while stack:
+        item, path, depth = stack.pop()
+        if isinstance(item, dict):
+            children = [(f"{path}.{key}", value) for key, value in item.items()]
+        elif isinstance(item, list):
+            children = [(f"{path}[{index}]", value) for index, value in enumerate(item)]
+        else:
+            continue
+        if depth == MAX_SCHEMA_DEPTH:
+            return path
+        stack.extend((value, child_path, depth + 1) for child_path, value in children)
+    return None
+
+
 def _find_remote_ref(node: Any) -> str | None:
     """The path of the first ``$ref`` that does not point inside the document, if any."""
     return _first_path(
@@ -120,6 +138,10 @@ def normalize_definition(raw: Any, *, max_bytes: int) -> ToolDefinition:
     """
     if not isinstance(raw, dict):
         raise DefinitionError(f"a tool must be a JSON object, got {type(raw).__name__}")
+    too_deep = _find_too_deep(raw)
+    if too_deep:
+        where = too_deep if len(too_deep) <= 120 else f"{too_deep[:60]}…{too_deep[-60:]}"
+        raise DefinitionError(f"the definition nests more than {MAX_SCHEMA_DEPTH} levels deep, at {where}")
     name = raw.get("name")
     if not isinstance(name, str) or not name.strip():
         raise DefinitionError("tool has no name")

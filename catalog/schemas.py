@@ -186,6 +186,12 @@ def schema_regex_problem(schema: Any) -> str | None:
 # OpenAPI body passes. The estimate stops counting just past the bound, so it stays cheap.
 MAX_SCHEMA_EVALUATIONS = 10_000
 MAX_RECURSIONS = 64  # references back to one schema node (real schemas: a few)
+# Nesting levels a tool definition may have, as JSON and as subschemas on one path with references followed: the
+# checks here and jsonschema's recurse per level, and a schema nested 500 deep (or a chain of 1,000 ``$ref``s) made
+# them raise RecursionError, failing the server's whole sync. The deepest of the evaluation catalogs' 5,704
+# inputSchemas nests 15 JSON levels, an OpenAPI chain of references cut at its 40th (MAX_DEPTH there) about 85; the
+# MCP SDK refuses a message nested about 200 deep.
+MAX_SCHEMA_DEPTH = 100
 
 # Applicators whose subschemas apply to the instance itself, or to one of its members or elements. A step into the
 # data is labelled (kind, key): a key of None stands for any member or element.
@@ -259,6 +265,7 @@ class _Evaluations:
         self.memo: dict[int, tuple[int, dict]] = {}
         self.open: set[int] = set()
         self.where: str | None = None
+        self.too_deep = False
         # A reference resolves in its own resource (the nearest subschema with an ``$id``), by pointer or anchor.
         self.resource: dict[int, Any] = {}
         self.anchors: dict[tuple[int, str], Any] = {}
@@ -294,10 +301,14 @@ class _Evaluations:
             return _pointer(resource, reference[1:])
         return self.anchors.get((id(resource), reference[1:]))
 
-    def count(self, node: Any, where: str) -> tuple[int, dict]:
-        """(evaluations, returns): returns maps (open node, path into the data since it) to how many paths reach it."""
+    def count(self, node: Any, where: str, depth: int = 0) -> tuple[int, dict]:
+        """(evaluations, returns): returns maps (open node, path into the data since it) to how many paths reach it.
+        ``depth``: the subschemas above ``node`` on this path; past MAX_SCHEMA_DEPTH the count stops, refused."""
         if not isinstance(node, dict):
             return 1, {}
+        if depth > MAX_SCHEMA_DEPTH:
+            self.too_deep, self.where = True, self.where or where
+            return self.cap, {}
         if id(node) in self.open:
             return 1, {(id(node), ()): 1}
         if id(node) in self.memo:
@@ -310,7 +321,7 @@ class _Evaluations:
             if target is not None:
                 edges.append((node[keyword], target, None))
         for child_where, child, step in edges:
-            evaluations, child_returns = self.count(child, child_where)
+            evaluations, child_returns = self.count(child, child_where, depth + 1)
             total = min(self.cap, total + evaluations)
             if total >= self.cap:  # refused: where its recursions lead no longer matters
                 returns = {}
@@ -348,6 +359,8 @@ def schema_evaluation_problem(schema: Any, bound: int = MAX_SCHEMA_EVALUATIONS) 
     evaluations, _ = estimate.count(schema, "$")
     if evaluations <= estimate.limit:
         return None
+    if estimate.too_deep:
+        return f"subschemas nest more than {MAX_SCHEMA_DEPTH} levels deep (references followed), at {estimate.where}"
     return (
         f"checking arguments can take over {estimate.limit} subschema evaluations, {bound} more than it has "
         f"subschemas (references shared or recursing under anyOf/oneOf/allOf), from {estimate.where}"

@@ -10,8 +10,10 @@ Only records whose loss in a crash is acceptable come here: an execution's audit
 its result is returned (``audit_record`` without ``deferred``). On a normal shutdown the queue is flushed:
 by the gateway's lifespan end (uvicorn's SIGINT or SIGTERM: uvicorn then re-raises the signal, so ``atexit``
 never runs there), and by an ``atexit`` hook for the rest (``manage.py`` commands, the end of a Celery worker).
-A batch that fails is put back and retried; nothing is dropped silently: a row the database refuses (a data or
-integrity error: the row's fault, not the database's) is dropped with an error logged, the rest written.
+A batch the database cannot take now (``TRANSIENT``: locked, busy, connection lost) is put back and retried, nothing
+lost. Any other failure is a row's fault, not the database's (a data or integrity error, a value that cannot be
+sent): retried, it would fail for ever and hold back every later record, so the batch is written row by row and
+each such row dropped with an error logged once, the rest written.
 SCOUT_WRITE_BEHIND_SECONDS=0 writes each record inline (the tests' default, so a test reads what a request wrote).
 """
 
@@ -21,9 +23,11 @@ import threading
 from collections.abc import Iterable
 
 from django.conf import settings
-from django.db import DataError, IntegrityError, models, transaction
+from django.db import InterfaceError, OperationalError, models, transaction
+from django.db.transaction import TransactionManagementError
 
 from catalog.connections import connections_checked, connections_close, connections_held, connections_ready
+from catalog.dbbusy import database_busy
 
 logger = logging.getLogger(__name__)
 MAX_BATCH = 500
@@ -31,6 +35,9 @@ MAX_BATCH = 500
 # batch cost ~2 ms of CPU, and on Postgres a new server process, up to 20 times a second per worker), and
 # closes it once no record has come for this long.
 KEEP_IDLE_SECONDS = 1.0
+# Failures of the database, not of the rows: a lock or busy timeout, a lost connection, a flush inside a transaction
+# already broken. Retried; any other failure is a row's, and that row is dropped.
+TRANSIENT = (OperationalError, InterfaceError, TransactionManagementError)
 
 
 class WriteBehind:
@@ -71,33 +78,33 @@ class WriteBehind:
                     return written
                 try:
                     _insert(batch)
-                except (DataError, IntegrityError):
-                    # A row the database refuses, not the database failing: retried whole, it would hold back every
-                    # later record of every caller for ever (and fail each flush on the request path).
+                except Exception as exc:
                     self.failures += 1
+                    if _transient(exc):
+                        with self._lock:  # back at the front, in order; retried by the next flush
+                            self._pending[:0] = batch
+                        raise
+                    # A row's fault: retried whole, a row that can never be written would hold back every later
+                    # record of every caller for ever (and fail each flush on the request path).
                     written += self._insert_each(batch)
                     continue
-                except Exception:
-                    self.failures += 1
-                    with self._lock:  # back at the front, in order; retried by the next flush
-                        self._pending[:0] = batch
-                    raise
                 written += len(batch)
 
     def _insert_each(self, batch: list[models.Model]) -> int:
-        """Insert ``batch`` row by row, dropping (and logging) each row the database refuses. A failure of another
-        kind puts the rows not yet written back at the front and raises, as a failed batch does."""
+        """Insert ``batch`` row by row, dropping (and logging) each row that cannot be written. A ``TRANSIENT``
+        failure puts the rows not yet written back at the front and raises, as a failed batch does."""
         written = 0
         for position, instance in enumerate(batch):
             try:
                 _insert([instance])
-            except (DataError, IntegrityError) as exc:
-                logger.error("write-behind: dropped a %s the database refused (%s)", instance._meta.label, exc)
+            except Exception as exc:
+                if _transient(exc):
+                    with self._lock:
+                        self._pending[:0] = batch[position:]
+                    raise
+                detail = f"{type(exc).__name__}: {exc}"[:300]
+                logger.error("write-behind: dropped a %s that could not be written (%s)", instance._meta.label, detail)
                 continue
-            except Exception:
-                with self._lock:
-                    self._pending[:0] = batch[position:]
-                raise
             written += 1
         return written
 
@@ -121,6 +128,11 @@ class WriteBehind:
             finally:
                 connections_checked()
                 self.connected = connections_held()
+
+
+def _transient(exc: Exception) -> bool:
+    """Whether ``exc`` is the database's failure now (retry the rows), not a row's (drop it)."""
+    return isinstance(exc, TRANSIENT) or database_busy(exc)
 
 
 def _insert(batch: Iterable[models.Model]) -> None:

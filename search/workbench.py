@@ -119,10 +119,15 @@ def _dismissal_tenants(key: str, *, user) -> list[int | None]:
     return sorted(holding)  # a superuser (who reads every tenant's requests)
 
 
-def request_restore(*, key: str, user) -> str | None:
-    """Undo the dismissal stored as ``key`` for ``user``'s tenants; returns its text, None when there was none
-    (another tenant's dismissal is answered the same way)."""
+def request_restore(*, key: str, user, tenant: str | None = None) -> str | None:
+    """Undo the dismissal stored as ``key`` for ``user``'s tenants, or only in ``tenant`` when given (a tenant's pk,
+    "" for the curators in no tenant: a superuser restores one tenant's dismissal, not every tenant's); returns its
+    text, None when there was none (another tenant's dismissal is answered the same way)."""
     dismissals = dismissals_for(user).filter(key=key)
+    if tenant is not None:
+        if tenant and not tenant.isdigit():
+            return None
+        dismissals = dismissals.filter(tenant_id=int(tenant) if tenant else None)
     text = dismissals.values_list("text", flat=True).first()
     dismissals.delete()
     return text
@@ -396,12 +401,15 @@ def workbench_view(request: HttpRequest) -> HttpResponse:
 
 def _dismissed_rows(user) -> list[DismissedRequest]:
     """The user's dismissals, newest first, one per key (a curator in several tenants dismissed it in each), each
-    with who dismissed it as ``user`` may see them (a curator since moved to another tenant is not named, Z12)."""
+    with who dismissed it as ``user`` may see them (a curator since moved to another tenant is not named, Z12).
+    A superuser, who reads every tenant's, gets one per tenant and key, to restore each where it was made."""
     rows, seen = [], set()
     shown = person_shown(viewer=user, field="dismissed_by", name="dismissed_by__username")
-    for row in dismissals_for(user).annotate(dismissed_by_shown=shown):
-        if row.key not in seen:
-            seen.add(row.key)
+    every_tenant = user.is_superuser
+    for row in dismissals_for(user).annotate(dismissed_by_shown=shown).select_related("tenant"):
+        where = (row.tenant_id, row.key) if every_tenant else row.key
+        if where not in seen:
+            seen.add(where)
             rows.append(row)
     return rows
 
@@ -424,7 +432,7 @@ def _dismiss_or_restore(request: HttpRequest, action: str) -> HttpResponse:
         else:
             messages.info(request, f"“{text}” already was dismissed.")
         return HttpResponseRedirect(reverse("search_workbench") + _keep_filters(request))
-    text = request_restore(key=request.POST.get("key", ""), user=request.user)
+    text = request_restore(key=request.POST.get("key", ""), user=request.user, tenant=request.POST.get("tenant"))
     if text is None:
         messages.info(request, "Nothing to restore: that request is not dismissed.")
     else:

@@ -13,6 +13,8 @@ from referencing import Registry, Resource
 from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
+from catalog.schemas import MAX_SCHEMA_DEPTH
+
 CYCLE_MARKER = "x-scout-cycle"
 MAX_DEPTH = 40
 # OpenAPI 3.0 keywords that are not JSON Schema and mean nothing to a validator or a model.
@@ -54,9 +56,16 @@ class SchemaResolver:
         result, _cut = self._walk(node, (), request)
         return result
 
-    def _walk(self, node: Any, stack: tuple[str, ...], request: bool) -> tuple[Any, bool]:
+    def _walk(self, node: Any, stack: tuple[str, ...], request: bool, depth: int = 0) -> tuple[Any, bool]:
+        """``node`` expanded, and whether a cycle was cut in it. ``depth``: its nesting once references are expanded;
+        past MAX_SCHEMA_DEPTH the operation is refused (a chain of references to nested schemas recursed here until
+        RecursionError, which failed the whole sync; sync would refuse the tool for it anyway)."""
+        if depth > MAX_SCHEMA_DEPTH:
+            raise SchemaResolveError(
+                f"the schema nests more than {MAX_SCHEMA_DEPTH} levels deep once its $refs are expanded"
+            )
         if isinstance(node, list):
-            items = [self._walk(item, stack, request) for item in node]
+            items = [self._walk(item, stack, request, depth + 1) for item in node]
             return [item for item, _ in items], any(cut for _, cut in items)
         if not isinstance(node, dict):
             return node, False
@@ -65,7 +74,7 @@ class SchemaResolver:
             return {CYCLE_MARKER: "depth", "description": note}, True
         ref = node.get("$ref")
         if isinstance(ref, str):
-            return self._walk_ref(node, ref, stack, request)
+            return self._walk_ref(node, ref, stack, request, depth)
         out: dict[str, Any] = {}
         cut = False
         for key, value in node.items():
@@ -73,21 +82,23 @@ class SchemaResolver:
                 continue
             if key in ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas"):
                 if isinstance(value, dict):
-                    walked = {name: self._walk(sub, stack, request) for name, sub in value.items()}
+                    walked = {name: self._walk(sub, stack, request, depth + 2) for name, sub in value.items()}
                     out[key] = {name: schema for name, (schema, _) in walked.items()}
                     cut = cut or any(c for _, c in walked.values())
                     continue
             if key in ("example", "examples", "enum", "const", "default", "required"):
                 out[key] = value  # data, not schemas: nothing to resolve inside
                 continue
-            out[key], sub_cut = self._walk(value, stack, request)
+            out[key], sub_cut = self._walk(value, stack, request, depth + 1)
             cut = cut or sub_cut
         self._map_dialect(node, out)
         if request:
             _drop_read_only(out)
         return out, cut
 
-    def _walk_ref(self, node: dict[str, Any], ref: str, stack: tuple[str, ...], request: bool) -> tuple[Any, bool]:
+    def _walk_ref(
+        self, node: dict[str, Any], ref: str, stack: tuple[str, ...], request: bool, depth: int
+    ) -> tuple[Any, bool]:
         if ref in stack:
             name = ref.rsplit("/", 1)[-1]
             return {CYCLE_MARKER: ref, "description": f"(recursive: {name} again, not expanded)"}, True
@@ -95,12 +106,12 @@ class SchemaResolver:
         memo_key = f"{request}:{ref}"
         if memo_key in self._memo and not siblings:
             return self._memo[memo_key], False
-        target, cut = self._walk(self.lookup(ref), (*stack, ref), request)
+        target, cut = self._walk(self.lookup(ref), (*stack, ref), request, depth)
         if not cut:
             self._memo[memo_key] = target
         if siblings and isinstance(target, dict):
             # OpenAPI 3.1 allows keywords beside $ref (a description, say); they refine the target.
-            extra, extra_cut = self._walk(siblings, stack, request)
+            extra, extra_cut = self._walk(siblings, stack, request, depth)
             return {**target, **extra}, cut or extra_cut
         return target, cut
 

@@ -126,6 +126,9 @@ def _read_lines(path: Path) -> tuple[dict[str, _ServerLines], list[LineError]]:
             except json.JSONDecodeError as exc:
                 errors.append(LineError(number, f"invalid JSON: {exc.msg} at column {exc.colno}"))
                 continue
+            except RecursionError:  # the parser recurses per level: thousands of brackets failed the whole import
+                errors.append(LineError(number, "the line is nested too deeply"))
+                continue
             if not isinstance(item, dict):
                 errors.append(LineError(number, f"a line must be a JSON object, got {type(item).__name__}"))
                 continue

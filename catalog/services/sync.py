@@ -3,7 +3,7 @@
 import logging
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from catalog import openapi, upstream
@@ -50,8 +50,8 @@ def server_sync(*, server_pk: int, trigger: str = "manual") -> SyncRun:
     (it had worked, failing now) or UNAVAILABLE (failing again, or never worked). Tools that fail
     validation are rejected one by one (PARTIAL run) and the good ones kept.
 
-    Raises Server.DoesNotExist for an unknown pk. Unexpected errors (database) are recorded on the run
-    and re-raised.
+    Raises Server.DoesNotExist for an unknown pk, and for a server deleted while it synced (its run went with
+    it). Unexpected errors (database) are recorded on the run and re-raised.
     """
     server = Server.objects.get(pk=server_pk)
     if server.status in OPERATOR_STOPPED_STATUSES:
@@ -64,7 +64,14 @@ def server_sync(*, server_pk: int, trigger: str = "manual") -> SyncRun:
             reason = "another sync of this server is running"
             return _counted(sync_run_skip(server=server, source=trigger, reason=reason))
         with SYNC_SECONDS.time():
-            return _counted(_sync_locked(server, trigger))
+            try:
+                return _counted(_sync_locked(server, trigger))
+            except DatabaseError:
+                # Deleted meanwhile, the server took its run along: writing its tools or closing the run then fails
+                # (IntegrityError, an update of no row). A sync of no server, not an error.
+                if Server.objects.filter(pk=server.pk).exists():
+                    raise
+                raise Server.DoesNotExist(f"server {server.pk} was deleted while it synced") from None
 
 
 def _counted(run: SyncRun) -> SyncRun:

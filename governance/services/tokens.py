@@ -100,15 +100,14 @@ def api_token_issue_check(*, user: AbstractBaseUser, scopes: list[str], created_
 def api_token_live_check(*, user: AbstractBaseUser) -> None:
     """Refuse a new token to ``user`` who already holds SCOUT_MAX_LIVE_TOKENS_PER_PERSON live ones (neither revoked
     nor expired; their agents' count too): any token with the api scope mints more, and each is a row, a rate of
-    its own and one more secret to leak (T13). 0: no limit. Raises ValidationError."""
+    its own and one more secret to leak (T13). 0: no limit. Raises ValidationError, of no field: REST callers name no
+    user (the token is their own), so it is answered like the API's other non-field refusals (message, no fields)."""
     limit = settings.SCOUT_MAX_LIVE_TOKENS_PER_PERSON
     live = ApiToken.objects.filter(user=user, revoked_at__isnull=True, expires_at__gt=timezone.now())
     if limit and live.count() >= limit:
         raise ValidationError(
-            {
-                "user": f"{user.get_username()} already holds {limit} live tokens (SCOUT_MAX_LIVE_TOKENS_PER_PERSON): "
-                "revoke one they no longer use (admin or REST tokens/<id>/revoke/), or wait for one to expire"
-            }
+            f"{user.get_username()} already holds {limit} live tokens (SCOUT_MAX_LIVE_TOKENS_PER_PERSON): "
+            "revoke one they no longer use (admin or REST tokens/<id>/revoke/), or wait for one to expire"
         )
 
 

@@ -94,3 +94,45 @@ def test_a_schema_whose_id_is_not_a_string_is_accepted():
     """A non-string ``id`` is no resource identifier: the evaluation estimate once sliced it and failed the sync."""
     schema = {"type": "object", "id": {"a": 1}, "properties": {"a": {"$ref": "#/properties/b"}, "b": {}}}
     assert normalize_definition({"name": "t", "inputSchema": schema}, max_bytes=LIMIT).input_schema == schema
+
+
+def nested_properties(levels: int) -> dict:
+    schema: dict = {"type": "string"}
+    for _ in range(levels):
+        schema = {"type": "object", "properties": {"a": schema}}
+    return schema
+
+
+def nested_any_of(levels: int) -> dict:
+    schema: dict = {"type": "string"}
+    for _ in range(levels):
+        schema = {"anyOf": [schema, {"type": "null"}]}
+    return {"type": "object", "properties": {"a": schema}}
+
+
+def reference_chain(length: int) -> dict:
+    """``length`` definitions, each only a reference to the next: shallow as JSON, ``length`` deep when followed."""
+    definitions: dict = {f"d{index}": {"$ref": f"#/$defs/d{index + 1}"} for index in range(length)}
+    definitions[f"d{length}"] = {"type": "string"}
+    return {"type": "object", "properties": {"a": {"$ref": "#/$defs/d0"}}, "$defs": definitions}
+
+
+@pytest.mark.parametrize(
+    ("schema", "reason"),
+    [
+        (nested_properties(500), "the definition nests more than 100 levels deep, at $.inputSchema.properties.a."),
+        (nested_any_of(500), "the definition nests more than 100 levels deep, at $.inputSchema.properties.a.anyOf"),
+        (reference_chain(1000), "inputSchema: subschemas nest more than 100 levels deep (references followed), at #"),
+    ],
+    ids=["properties", "anyOf", "references"],
+)
+def test_a_schema_nested_too_deep_is_refused_with_the_reason_and_the_others_kept(schema, reason):
+    """The checks recurse per level: a schema nested 500 deep (or a chain of 1,000 references) raised RecursionError,
+    which failed the server's whole listing instead of refusing the one tool."""
+    accepted, rejections, mentioned = normalize_listing(
+        [{"name": "deep", "inputSchema": schema}, {"name": "flat", "inputSchema": nested_properties(40)}],
+        max_bytes=10 * LIMIT,
+    )
+    assert [d.name for d in accepted] == ["flat"] and mentioned == {"deep", "flat"}
+    [rejection] = rejections
+    assert rejection["name"] == "deep" and rejection["reason"].startswith(reason), rejection

@@ -144,6 +144,27 @@ def test_31_sibling_keywords_refine_a_ref_and_deep_chains_are_cut():
     assert node["x-scout-cycle"] == "depth" and depth < 60
 
 
+def test_a_schema_nested_too_deep_once_its_references_are_expanded_refuses_its_operation_only():
+    """Twenty components, each nested 40 levels around a reference to the next: expanding them recursed until
+    RecursionError, which failed the whole document's sync. Now that operation is refused and the others listed."""
+    schemas: dict[str, Any] = {"S20": {"type": "string"}}
+    for level in range(20):
+        schema: dict[str, Any] = {"$ref": f"#/components/schemas/S{level + 1}"}
+        for _ in range(40):
+            schema = {"type": "object", "properties": {"a": schema}}
+        schemas[f"S{level}"] = schema
+    body = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/S0"}}}}
+    paths = {
+        "/deep": {"post": {"operationId": "deep", "requestBody": body, "responses": OK}},
+        "/flat": {"get": {"operationId": "flat", "responses": OK}},
+    }
+    listing = openapi_operations(doc(paths, schemas=schemas))
+    assert [tool["name"] for tool in listing.tools] == ["flat"] and listing.names == {"deep", "flat"}
+    assert listing.rejections == [
+        {"name": "deep", "reason": "POST /deep: the schema nests more than 100 levels deep once its $refs are expanded"}
+    ]
+
+
 @pytest.mark.parametrize(
     "operation, reason",
     [

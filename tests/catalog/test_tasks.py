@@ -35,6 +35,42 @@ def test_sync_server_task_ignores_a_deleted_server(db):
 
 @pytest.mark.slow
 @pytest.mark.timeout(60)
+@pytest.mark.django_db(transaction=True)  # autocommit, as in a worker: each write stands or fails on its own
+@pytest.mark.parametrize("when", ["listing", "failed listing", "applying"])
+def test_a_server_deleted_while_its_first_sync_runs_ends_the_sync_quietly(scripted, monkeypatch, caplog, when):
+    """The run goes with its server: closing it (or writing the tools) then failed with an IntegrityError, a
+    traceback in the worker's log for a sync of nothing. The task now ends as for a server deleted before it ran."""
+    from catalog import upstream
+    from catalog.models import Server
+    from catalog.services import sync
+
+    server, write = scripted({"pages": [[good_tool("alpha")]]})
+    if when == "failed listing":
+        write({"pages": [[good_tool("alpha")]], "fail_on_page": {"1": "error"}})
+
+    def deleting(real):
+        def call(*args, **kwargs):
+            Server.objects.filter(pk=server.pk).delete()
+            return real(*args, **kwargs)
+
+        return call
+
+    if when == "applying":
+        monkeypatch.setattr(sync, "catalog_apply_listing", deleting(sync.catalog_apply_listing))
+    else:
+        monkeypatch.setattr(upstream, "list_tools", deleting(upstream.list_tools))
+
+    with caplog.at_level("INFO", logger="catalog"):
+        assert task_result(sync_server.delay(server.pk, "test")) is None
+
+    assert not Server.objects.exists() and not SyncRun.objects.exists() and not Tool.objects.exists()
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("catalog")] == [
+        f"sync of server {server.pk} skipped: it no longer exists"
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
 def test_sync_all_servers_queues_one_sync_per_live_enabled_server(
     scripted, make_server, django_capture_on_commit_callbacks
 ):

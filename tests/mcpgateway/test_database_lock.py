@@ -21,6 +21,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -258,15 +259,17 @@ class TableLock:
         self.connection.close()
 
 
-@pytest.fixture
-def postgres_gateway(tmp_path: Path) -> Iterator[tuple[Gateway, str]]:
+@contextmanager
+def _own_postgres_gateway(tmp_path: Path, **env: str) -> Iterator[tuple[Gateway, str]]:
+    """A gateway of its own on a Postgres database of its own (``env``: more of its settings), and that database's
+    URL."""
     import psycopg
 
     name = f"scout_f7_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(_postgres_url("postgres"), autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
     url = _postgres_url(name)
-    gateway = Gateway(tmp_path, {"DATABASE_URL": url})
+    gateway = Gateway(tmp_path, {"DATABASE_URL": url}, **env)
     try:
         gateway.start()
         yield gateway, url
@@ -274,6 +277,12 @@ def postgres_gateway(tmp_path: Path) -> Iterator[tuple[Gateway, str]]:
         gateway.stop()
         with psycopg.connect(_postgres_url("postgres"), autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def postgres_gateway(tmp_path: Path) -> Iterator[tuple[Gateway, str]]:
+    with _own_postgres_gateway(tmp_path) as running:
+        yield running
 
 
 def _audit_outcomes(url: str, tool_ref: str) -> list[str]:
@@ -341,6 +350,52 @@ def test_locked_permission_tables_on_postgres_answer_busy_never_allow_lose_no_au
     assert hang["isError"] and hang["structuredContent"]["upstream_failure"] == "timeout"
     assert "database busy; recording the outcome again" in gateway.stderr.read_text()
     assert _audit_outcomes(url, "faulty::hang") == ["unknown"]
+
+
+@on_postgres
+def test_a_call_that_waited_is_not_sent_when_its_access_cannot_be_checked_again(tmp_path: Path):
+    """A call that waited for its server's only slot is checked again before it is sent (``execute_still_allowed``,
+    Z6); when the database cannot answer that check (the grant tables locked past the lock timeout), the call is
+    refused as busy and never sent: fail closed, audited as not run, its idempotency key freed."""
+    import psycopg
+
+    from .test_disconnect import _drop, _open_call, _wait_for
+
+    # One slot per server; the hang holds it until its connection drops (not until a call timeout).
+    with _own_postgres_gateway(tmp_path, SCOUT_MCP_MAX_CALLS_PER_SERVER="1", SCOUT_MCP_CALL_TIMEOUT="60") as (
+        gateway,
+        url,
+    ):
+
+        def claimed_keys() -> list[str]:
+            with psycopg.connect(url) as conn:
+                return [row[0] for row in conn.execute("SELECT key FROM mcpgateway_idempotencyrecord")]
+
+        assert not _result(gateway.execute("ping", text="warm"))["isError"]
+        hang = _open_call(gateway, gateway.token, {"tool_id": "faulty::hang", "arguments": {}})
+        _wait_for(lambda: faulty_calls(gateway.call_log, "hang") == 1, "the hang holds the server's only slot")
+        answers: list[httpx.Response] = []
+        ping = {"tool_id": "faulty::ping", "arguments": {"text": "late"}, "idempotency_key": "late"}
+        caller = threading.Thread(target=lambda: answers.append(gateway.call("execute_tool", ping)))
+        caller.start()
+        _wait_for(lambda: claimed_keys() == ["late"], "the ping was authorized and waits for the slot")
+
+        with TableLock(url, *GRANT_TABLES):
+            _drop(hang)  # the slot is free: the ping's recheck now meets the locked grants
+            caller.join(60)
+        result = _result(answers[0])
+        assert result["isError"] and result["structuredContent"] == {"service_busy": True}, result
+        assert "no tool was called" in result["content"][0]["text"]
+        assert faulty_calls(gateway.call_log, "ping") == 1  # the warm-up only: the waited call was never sent
+        with psycopg.connect(url) as conn:
+            rows = conn.execute(
+                "SELECT outcome, payload->>'failure' FROM governance_auditevent "
+                "WHERE event_type = 'execution' AND tool_ref = 'faulty::ping' ORDER BY id"
+            )
+            assert list(rows) == [("success", None), ("error", "database_busy")]
+        assert claimed_keys() == []  # nothing ran: the key is free for the retry
+        # Recovery: the lock is gone, the retry with the same key runs.
+        assert _result(gateway.call("execute_tool", ping))["content"][0]["text"] == "late"
 
 
 @on_postgres

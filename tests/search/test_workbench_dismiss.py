@@ -240,3 +240,36 @@ def test_a_dismissals_words_are_kept_no_longer_than_the_log_keeps_requests(clien
     response = client.post(reverse(WORKBENCH), {"action": "restore", "key": key}, follow=True)
     assert [str(m) for m in response.context["messages"]][0].startswith("Restored the request (its words were no")
     assert _listed(client) == ["Refund Mrs Quillfeather at 12 Larkspur lane"]
+
+
+def test_a_superuser_restores_a_dismissal_only_in_the_tenant_it_was_made_in(client, django_user_model):
+    """A superuser reads every tenant's dismissals; the list showed one row per request and "Restore" lifted the
+    dismissal in every tenant, undoing other tenants' curators' decisions. Each tenant's is now its own row."""
+    alpha, bravo = _curator(django_user_model, "alpha-cur", "alpha"), _curator(django_user_model, "bravo-cur", "bravo")
+    for slug in ("alpha", "bravo"):
+        asker = django_user_model.objects.create_user(username=f"{slug}-agent")
+        tenant_with(slug, asker)
+        _log(asker, FLIGHT)
+    readers = {user: Client() for user in (alpha, bravo)}
+    for user, reader in readers.items():
+        reader.force_login(user)
+        _dismiss(reader, FLIGHT)
+    assert sorted(DismissedRequest.objects.values_list("tenant__slug", flat=True)) == ["alpha", "bravo"]
+    boss = django_user_model.objects.create_superuser(username="boss")
+    client.force_login(boss)
+
+    page = client.get(reverse(WORKBENCH) + "?reason=dismissed")
+    rows = {row.tenant.slug: row for row in page.context["dismissed"]}
+    html = page.content.decode()
+    assert rows.keys() == {"alpha", "bravo"}
+    assert 'data-label="Tenant">Alpha</td>' in html and 'data-label="Tenant">Bravo</td>' in html
+    form = {"action": "restore", "key": rows["alpha"].key, "tenant": str(rows["alpha"].tenant_id)}
+    response = client.post(reverse(WORKBENCH), form, follow=True)
+
+    assert [str(m) for m in response.context["messages"]][0].startswith(f"Restored “{FLIGHT}”")
+    assert list(DismissedRequest.objects.values_list("tenant__slug", flat=True)) == ["bravo"]
+    assert _listed(readers[alpha]) == [FLIGHT] and _listed(readers[bravo]) == []
+    # A tenant given that holds no such dismissal restores nothing.
+    response = client.post(reverse(WORKBENCH), {**form, "tenant": "x"}, follow=True)
+    assert [str(m) for m in response.context["messages"]] == ["Nothing to restore: that request is not dismissed."]
+    assert DismissedRequest.objects.count() == 1

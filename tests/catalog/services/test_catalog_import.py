@@ -167,6 +167,27 @@ def test_bad_lines_are_reported_with_line_numbers_and_good_lines_kept(tmp_path, 
     assert [r["line"] for r in file_run.rejections] == ["2", "3", "5", "6"]
 
 
+def test_lines_nested_too_deep_are_refused_one_by_one_and_the_others_imported(tmp_path):
+    """A schema nested 300 levels (the checks recurse per level) or a line nested 5,000 deep (so is the JSON parser)
+    raised RecursionError and failed the whole import; each is now that line's refusal."""
+    schema = '{"type": "object", "properties": {"a": ' * 300 + "{}" + "}}" * 300
+    lines = [
+        json.dumps(tool_line("s", "one")),
+        '{"server": "s", "name": "deep", "inputSchema": ' + schema + "}",
+        '{"server": "s", "name": "deeper", "x": ' + "[" * 5000 + "]" * 5000 + "}",
+        json.dumps(tool_line("s", "two")),
+    ]
+    path = tmp_path / "deep.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    report = catalog_import_file(path=path)
+
+    assert set(Tool.objects.values_list("tool_id", flat=True)) == {"s::one", "s::two"}
+    refused = sorted(str(error) for error in report.bad_lines)
+    assert refused[0].startswith("line 2: s::deep: the definition nests more than 100 levels deep, at $.inputSchema.")
+    assert refused[1:] == ["line 3: the line is nested too deeply"]
+
+
 def test_unreadable_line_tombstones_nothing(tmp_path):
     catalog_import_file(path=write_jsonl(tmp_path / "a.jsonl", [tool_line("s", "one"), tool_line("s", "two")]))
     path = tmp_path / "b.jsonl"

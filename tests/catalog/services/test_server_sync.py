@@ -440,6 +440,28 @@ def test_schemas_whose_check_takes_exponential_time_are_refused_with_the_reason(
     assert Tool.objects.get(server=server, name="tree").input_schema["$defs"]["node"] == node
 
 
+def test_a_schema_nested_too_deep_is_refused_with_the_reason_and_the_others_kept(scripted):
+    """A chain of 1,000 references (a few kB, shallow as JSON, so the MCP SDK reads it) made the schema checks raise
+    RecursionError: the sync failed whole ("internal error while saving the listing"), a traceback in the worker."""
+    from tests.catalog.test_definitions import nested_any_of, reference_chain
+
+    listing = [
+        good_tool("chain", inputSchema=reference_chain(1000)),
+        good_tool("nested", inputSchema=nested_any_of(30)),
+    ]
+    server, _ = scripted({"pages": [listing]})
+
+    run = server_sync(server_pk=server.pk, trigger="test")
+
+    assert run.status == SyncStatus.PARTIAL and live_names(server) == {"nested"}
+    assert run.rejections == [
+        {
+            "name": "chain",
+            "reason": "inputSchema: subschemas nest more than 100 levels deep (references followed), at #/$defs/d99",
+        }
+    ]
+
+
 def test_a_tool_holding_a_nul_character_is_refused_with_the_reason_and_the_others_kept(scripted):
     """Postgres refuses a NUL in text and JSON: one upstream tool holding one (in its description, title or schema)
     failed the saving of the server's whole listing ("internal error while saving the listing"), every sync after."""

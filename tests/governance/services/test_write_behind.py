@@ -4,6 +4,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -152,6 +153,110 @@ def test_a_row_the_database_refuses_is_dropped_and_never_holds_back_the_others(q
     assert [e.query for e in QueryLogEntry.objects.order_by("id")] == ["find tool 0", "find tool 0", "find tool 1"]
     assert AuditEvent.objects.filter(event_type=AuditEventType.DISCOVERY).count() == 3
     assert write_behind_flush() == 0  # nothing left to retry
+
+
+def _row_no_database_takes(member) -> QueryLogEntry:
+    """A row that fails before the database sees it (a value JSON cannot hold: TypeError), alike on every backend."""
+    return QueryLogEntry(
+        user=member, principal_key="k", query="bad", results=[object()], confidence="high", backend="x"
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_row_that_can_never_be_written_is_dropped_once_and_the_others_written(queued, member, caplog):
+    """Only the database's data and integrity errors dropped a row: any other failure of one row (here a value that
+    cannot be sent) put its whole batch back, to fail again at every flush, for ever, holding back every later
+    record of every caller. It is now logged once and dropped, the others written in order."""
+    principal = principal_for_user(member)
+    _search_records(principal, 1)
+    write_behind().add(_row_no_database_takes(member))
+    _search_records(principal, 2)
+
+    with caplog.at_level("ERROR", logger="governance.writebehind"):
+        assert write_behind_flush() == 6
+
+    assert write_behind().pending() == 0 and write_behind_flush() == 0  # nothing left to retry
+    assert [e.query for e in QueryLogEntry.objects.order_by("id")] == ["find tool 0", "find tool 0", "find tool 1"]
+    assert [e.payload["n"] for e in AuditEvent.objects.order_by("id")] == [0, 0, 1]
+    [logged] = [r.getMessage() for r in caplog.records]
+    assert logged.startswith("write-behind: dropped a search.QueryLogEntry that could not be written (TypeError")
+
+
+@pytest.fixture
+def audit_table_locked(transactional_db, member):
+    """Hold the audit table locked from another connection until the test calls the returned release: SQLite's
+    shared-cache test database answers "database table is locked" at once beside another thread's open write;
+    Postgres waits SCOUT_DB_LOCK_TIMEOUT behind LOCK TABLE, then answers lock_not_available."""
+    import threading
+
+    from django.db import transaction
+
+    locked, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        try:
+            with transaction.atomic():
+                if connection.vendor == "postgresql":
+                    with connection.cursor() as cursor:
+                        cursor.execute(f"LOCK TABLE {AuditEvent._meta.db_table} IN ACCESS EXCLUSIVE MODE")
+                else:  # an execution's event, written at once (not deferred), rolled back at the end
+                    audit_record(event_type=AuditEventType.EXECUTION, principal=principal_for_user(member), outcome="x")
+                locked.set()
+                release.wait(60)
+                transaction.set_rollback(True)
+        finally:
+            locked.set()
+            connection.close()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert locked.wait(60)
+    yield release
+    release.set()
+    holder.join(60)
+
+
+@contextmanager
+def _short_lock_wait():
+    """This connection gives up waiting for a lock after 0.2 s, as a serving connection does after its timeout
+    (SQLite's busy timeout is SCOUT_SQLITE_BUSY_TIMEOUT, 30 s; the test's Postgres connection has no lock_timeout)."""
+    sqlite = connection.vendor == "sqlite"
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA busy_timeout" if sqlite else "SHOW lock_timeout")
+        before = cursor.fetchone()[0]
+        cursor.execute("PRAGMA busy_timeout = 200" if sqlite else "SET lock_timeout = '200ms'")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"PRAGMA busy_timeout = {int(before)}" if sqlite else "SET lock_timeout = %s",
+                [] if sqlite else [before],
+            )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_rows_the_database_cannot_take_now_are_kept_and_written_once_it_can(queued, member, audit_table_locked):
+    """A locked database is no row's fault: the batch is kept whole, in order, and written by a later flush; only
+    the row that can never be written is dropped then."""
+    principal = principal_for_user(member)
+    _search_records(principal, 1)
+    write_behind().add(_row_no_database_takes(member))
+    _search_records(principal, 1)
+
+    from django.db import OperationalError
+
+    with pytest.raises(OperationalError), _short_lock_wait():
+        write_behind_flush()
+    # Nothing lost, nothing dropped: SQLite's shared cache locks every table (all 5 kept), Postgres the audit table
+    # only (the first log entry was written, the 4 records from the first audit event on kept, in order).
+    kept = write_behind().pending()
+    assert kept == (5 if connection.vendor == "sqlite" else 4)
+
+    audit_table_locked.set()
+    assert write_behind_flush() == kept - 1  # the row that can never be written is dropped now
+    assert [e.query for e in QueryLogEntry.objects.order_by("id")] == ["find tool 0", "find tool 0"]
+    assert [e.payload["n"] for e in AuditEvent.objects.order_by("id")] == [0, 0]
 
 
 SCRIPT = """
