@@ -308,10 +308,9 @@ TOP_K_RAISED = f"top_k is below the minimum: raised to {TOP_K_MIN}."
 # A high-confidence answer carries the inputSchema of its first matches only: a top_k of 20 gave 13 full schemas
 # (1,233 tokens for one demo search, 3x a default answer) for tools the model mostly does not call.
 SCHEMAS_SHOWN = TOP_K_DEFAULT
-SCHEMAS_CUT = (
-    f"Matches after the first {SCHEMAS_SHOWN} show key inputs only: call tool_inspect with one of their tool_ids for "
-    "its inputSchema before calling it."
-)
+# Said when any match of a high-confidence answer shows its key inputs only (past the first SCHEMAS_SHOWN, or
+# below the dynamic cut's floor).
+SCHEMAS_CUT = "Matches showing inputs only: call tool_inspect with one's tool_id for its inputSchema before calling it."
 LOW_CONFIDENCE = (
     "Low confidence: none of these clearly fits. If one does, call tool_inspect with its tool_id for its "
     "inputSchema before calling it; otherwise rephrase the request (what should be done, to what) or tell the "
@@ -523,15 +522,21 @@ def _answer(result: SearchResult) -> SearchAnswer:
     descriptors = search_descriptors.get([m.tool_pk for m in result.matches])
     schema = result.confidence != Confidence.LOW
     kept = [m for m in result.matches if m.tool_pk in descriptors]
-    # Past the first few (a model that asked for many is browsing): key inputs only, as a low-confidence answer.
+    # Past the first few (a model that asked for many is browsing), and a match below the dynamic cut's floor
+    # that an answer keeps only as one of its first few (git_status for "what time is it in Tokyo", far below
+    # the time tools): key inputs only, as a low-confidence answer.
     matches = [
-        _with_why(descriptors[m.tool_pk], _why_lines(m.why_matched), schema=schema and rank < SCHEMAS_SHOWN)
+        _with_why(
+            descriptors[m.tool_pk],
+            _why_lines(m.why_matched),
+            schema=schema and rank < SCHEMAS_SHOWN and m.on_merit,
+        )
         for rank, m in enumerate(kept)
     ]
     answer = SearchAnswer(
         matches=matches, degraded=result.degraded or not result.index_ready, confidence=result.confidence.value
     )
-    if schema and len(matches) > SCHEMAS_SHOWN:
+    if schema and any("input_schema" not in match for match in matches):
         answer.notes.append(SCHEMAS_CUT)
     return answer
 
