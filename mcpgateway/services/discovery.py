@@ -283,6 +283,17 @@ def tool_descriptor(tool: Tool, *, why_matched: list[str] | None = None, full: b
     return descriptor
 
 
+# A descriptor's fields that MCP itself names (a Tool's inputSchema, outputSchema), as an MCP answer spells them:
+# its text said "inputSchema" while its JSON said "input_schema", two names for one thing. The REST API keeps
+# its documented snake_case fields (its OpenAPI schema).
+MCP_FIELD_NAMES = {"input_schema": "inputSchema", "output_schema": "outputSchema"}
+
+
+def for_mcp(descriptor: dict[str, Any]) -> dict[str, Any]:
+    """``descriptor`` (from ``tool_descriptor``) as an MCP answer shows it: MCP's names for MCP's fields."""
+    return {MCP_FIELD_NAMES.get(key, key): value for key, value in descriptor.items()}
+
+
 def compact_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=False)
 
@@ -310,7 +321,7 @@ TOP_K_RAISED = f"top_k is below the minimum: raised to {TOP_K_MIN}."
 SCHEMAS_SHOWN = TOP_K_DEFAULT
 # Said when any match of a high-confidence answer shows its key inputs only (past the first SCHEMAS_SHOWN, or
 # below the dynamic cut's floor).
-SCHEMAS_CUT = "Matches showing inputs only: call tool_inspect with one's tool_id for its inputSchema before calling it."
+SCHEMAS_CUT = "Matches with inputs only: tool_inspect gives their inputSchema, before calling one."
 LOW_CONFIDENCE = (
     "Low confidence: none of these clearly fits. If one does, call tool_inspect with its tool_id for its "
     "inputSchema before calling it; otherwise rephrase the request (what should be done, to what) or tell the "
@@ -355,9 +366,10 @@ class SearchAnswer:
         return {**structured, "notes": self.notes} if self.notes else structured
 
     def as_result(self) -> types.CallToolResult:
-        """Structured content for programs plus a compact text rendering for the model."""
+        """Structured content for programs plus a compact text rendering for the model (MCP's field names)."""
+        structured = {**self.structured(), "matches": [for_mcp(match) for match in self.matches]}
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=self.text())], structured_content=self.structured()
+            content=[types.TextContent(type="text", text=self.text())], structured_content=structured
         )
 
     def text(self) -> str:
