@@ -3,7 +3,6 @@ event stream (a GET with Last-Event-ID, one a second with the spacing of ``GET_I
 comes: an upstream that never answers, but ends every stream after one event, had the gateway resume it for as long
 as the session stayed warm, long after the call had timed out. The pool now closes the session of a timed-out call."""
 
-import json
 from collections.abc import Iterator
 
 import anyio
@@ -12,7 +11,7 @@ import pytest
 from catalog import upstream
 from catalog.models import Server
 from mcpgateway.upstreams import UpstreamCallError, UpstreamPool
-from tests.catalog.servers.http_mcp import Front, serve_front, serve_http
+from tests.catalog.servers.http_mcp import SessionFront, serve_front, serve_http
 
 HOLD_SECONDS = 4 * upstream.GET_INTERVAL_SECONDS
 
@@ -24,39 +23,21 @@ def never_answering_upstream(loopback_upstreams) -> Iterator[tuple[str, list[str
     resumed: list[str] = []
     with serve_http() as real:
 
-        class NeverAnswering(Front):
+        class NeverAnswering(SessionFront):
             real_url = real.url
 
-            def do_POST(self):  # noqa: N802 - http.server's name
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                message = json.loads(body)
-                if message.get("method") == "server/discover":  # a 2025-11-25 server: sessions, resumable streams
-                    unknown = {"code": -32601, "message": "Method not found"}
-                    self._answer(
-                        "application/json", json.dumps({"jsonrpc": "2.0", "id": message["id"], "error": unknown})
-                    )
-                elif message.get("method") == "tools/call":
-                    self._answer("text/event-stream", "id: call-1\ndata: \n\n")
-                else:
-                    self.forward(body)
+            def answered(self, message: dict) -> bool:
+                if message.get("method") != "tools/call":
+                    return False
+                self.answer("text/event-stream", "id: call-1\ndata: \n\n")
+                return True
 
-            def do_DELETE(self):  # noqa: N802
-                self.forward(None)
-
-            def do_GET(self):  # noqa: N802
+            def do_GET(self):  # noqa: N802 - http.server's name
                 if self.headers.get("Last-Event-ID"):
                     resumed.append(self.headers["Last-Event-ID"])
-                    self._answer("text/event-stream", f"id: call-{len(resumed) + 1}\ndata: \n\n")
+                    self.answer("text/event-stream", f"id: call-{len(resumed) + 1}\ndata: \n\n")
                 else:
-                    self._answer("text/event-stream", "retry: 60000\n\n")
-
-            def _answer(self, content_type: str, text: str) -> None:
-                body = text.encode()
-                self.send_response(200)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                    self.answer("text/event-stream", "retry: 60000\n\n")
 
         with serve_front(NeverAnswering) as url:
             yield url, resumed
