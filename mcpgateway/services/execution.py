@@ -226,8 +226,9 @@ def _approval_gate(
             # Where and until when an approver decides, as the first answer said: the model may have to tell the user.
             url, until = _approval_url(exc.request), exc.request.expires_at.astimezone(UTC)
             return None, error_result(
-                f"{exc} at {url} (open until {until:%Y-%m-%d %H:%M} UTC). {_check_later(approval_id)} Meanwhile "
-                "tell the user the call is waiting for approval. Do not call without approval_id.",
+                f"{exc} at {url} (open until {until:%Y-%m-%d %H:%M} UTC). Until it is decided, "
+                f"{_check_later(approval_id)}; meanwhile tell the user the call is waiting for approval. Do not call "
+                "without approval_id.",
                 approval_pending=True,
                 approval_id=approval_id,
                 approval_url=url,
@@ -257,8 +258,9 @@ def _approval_gate(
     url = _approval_url(request)
     return None, error_result(
         f"This call needs human approval (approval_id {request.approval_id}, {decision.policy.risk_class} risk). "
-        f"An approver decides at {url} . {_check_later(request.approval_id)} Meanwhile tell the user the call is "
-        "waiting for approval.",
+        f"An approver decides at {url} . To run it once approved, {_check_later(request.approval_id)} (before, "
+        "that call only answers that the request is still waiting). Meanwhile tell the user the call is waiting for "
+        "approval.",
         approval_required=True,
         approval_id=request.approval_id,
         approval_url=url,
@@ -267,12 +269,11 @@ def _approval_gate(
 
 
 def _check_later(approval_id: str) -> str:
-    """How and when a model checks a pending approval: the one way (execute_tool with its approval_id), not
-    before ``APPROVAL_POLL_SECONDS`` (a person decides; a model told only "wait" polled again at once)."""
+    """How and when a model checks a pending approval: the one way (execute_tool with its approval_id), not more
+    often than ``APPROVAL_POLL_SECONDS`` (a person decides; a model told only "wait" polled again at once)."""
     return (
-        f"To run it once approved, and to check whether it is, call execute_tool again with the same tool_id, the same "
-        f'arguments and approval_id "{approval_id}"; before it is approved that call only answers that the request is '
-        f"still waiting, so call it at most once every {APPROVAL_POLL_SECONDS} seconds."
+        f'call execute_tool again with the same tool_id, the same arguments and approval_id "{approval_id}", at most '
+        f"once every {APPROVAL_POLL_SECONDS} seconds"
     )
 
 
