@@ -33,6 +33,7 @@ from .services import (
     UnknownTool,
     compact_json,
     error_result,
+    for_mcp,
     gateway_execute,
     gateway_inspect,
     gateway_search,
@@ -165,15 +166,18 @@ async def tool_inspect(
     Needed after a low-confidence tool_search, which gives no inputSchema."""
     principal = await _principal(ctx)
     try:
-        tools = await run_orm_or_busy(gateway_inspect, principal=principal, tool_ids=tool_ids)
+        tools = [
+            for_mcp(tool) for tool in await run_orm_or_busy(gateway_inspect, principal=principal, tool_ids=tool_ids)
+        ]
     except UnknownTool as exc:
         unknown = unknown_tool_result(exc.asked, exc.closest)
         if not exc.found:
             return unknown
         # Some ids named no tool: the others' definitions, and the unknown ones named in a block of its own.
+        found = [for_mcp(tool) for tool in exc.found]
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=compact_json(exc.found)), *unknown.content],
-            structured_content={"tools": exc.found, **(unknown.structured_content or {})},
+            content=[types.TextContent(type="text", text=compact_json(found)), *unknown.content],
+            structured_content={"tools": found, **(unknown.structured_content or {})},
         )
     except DatabaseBusy:
         return error_result(BUSY_TEXT, service_busy=True)
@@ -241,7 +245,7 @@ def _tools(*required: str) -> dict[str, Any]:
         "type": "array",
         "items": {
             "type": "object",
-            "properties": {"tool_id": {"type": "string"}, "input_schema": {"type": "object"}},
+            "properties": {"tool_id": {"type": "string"}, "inputSchema": {"type": "object"}},
             "required": ["tool_id", *required],
         },
     }
@@ -250,14 +254,14 @@ def _tools(*required: str) -> dict[str, Any]:
 SEARCH_OUTPUT = {
     "type": "object",
     "properties": {
-        "matches": _tools(),  # a low-confidence answer's matches carry no input_schema (tool_inspect gives it)
+        "matches": _tools(),  # a low-confidence answer's matches carry no inputSchema (tool_inspect gives it)
         "confidence": {"enum": [confidence.value for confidence in Confidence]},
         "degraded": {"type": "boolean"},
         "abstained": {"type": "boolean"},
         "notes": {"type": "array", "items": {"type": "string"}},
     },
 }
-INSPECT_OUTPUT = {"type": "object", "properties": {"tools": _tools("input_schema")}}
+INSPECT_OUTPUT = {"type": "object", "properties": {"tools": _tools("inputSchema")}}
 OUTPUT_SCHEMAS = {"tool_search": SEARCH_OUTPUT, "tool_inspect": INSPECT_OUTPUT}
 
 META_TOOLS_SPEC = (

@@ -140,6 +140,12 @@ class _Connection:
         until = time.monotonic() + PINNED_ADDRESS_REUSE_SECONDS
         self.pinned = None if target is None else (tuple(settings.SCOUT_UPSTREAM_ALLOWED_HOSTS), target, until)
 
+    def close_session(self) -> None:
+        """Close the session (its supervisor ends it); the next call opens another."""
+        if self.closing is not None:
+            self.closing.set()
+        self.session = None
+
     def mark_dead(self) -> None:
         if self.closing is not None:
             self.closing.set()
@@ -292,6 +298,11 @@ class UpstreamPool:
                 if exc.kind in ("closed", "refused", "protocol", "error"):
                     # The session is unusable (process gone, stream broken): reopen it on the next call.
                     connection.mark_dead()
+                elif exc.kind == "timeout" and server.transport == Transport.HTTP:
+                    # The SDK keeps resuming a call's event stream (a GET per second) until the answer comes,
+                    # for ever after Scout gave up on it: only closing the session stops it. The next call
+                    # opens a new one, without a backoff (the server answered; a call was slow).
+                    connection.close_session()
                 raise UpstreamCallError(str(exc), kind=exc.kind, outcome="unknown") from exc
             connection.failures = 0
             return capped_result(result, settings.SCOUT_MCP_MAX_OUTPUT_BYTES)

@@ -238,28 +238,41 @@ def learned_requests_forget(*, server_pk: int) -> int:
 
 
 def _linked_entry(*, key: str, tool: Tool) -> QueryLogEntry | None:
-    """The search by ``key`` within the link window that returned ``tool`` highest, the newest of those.
+    """The search by ``key`` within the link window that returned ``tool`` highest, the newest of those, among the
+    searches whose call of ``tool`` has not already succeeded (all of them when every one has).
 
     An agent often searches more than once before it calls: "remember that Ann is my boss" (this tool first),
     then "book a flight to Paris" (the same tool third of five weak matches). The call belongs to the search that
     offered the tool best; the newest search returning it at all would tell the approver the agent was asked to
-    book a flight, and teach ranking that request for this tool."""
+    book a flight, and teach ranking that request for this tool (an agent that searches for every step of a task
+    before it calls did just that). But a search whose call of the tool succeeded was acted on already: "what time
+    is it in Tokyo" (get_current_time first), its call, then "the time in New York, and convert it to Berlin"
+    (get_current_time second) and a call for New York belongs to the second search, which the highest rank alone
+    never linked. A call repeated after its search's success (one search, several calls) still links to it."""
     since = timezone.now() - timedelta(seconds=settings.SCOUT_QUERY_LINK_WINDOW_SECONDS)
     recent = QueryLogEntry.objects.filter(principal_key=key, created_at__gte=since).only("pk", "query", "results")
-    best, best_rank = None, None
+    returned = []  # (rank of the tool, entry), newest first
     for entry in recent.order_by("-created_at", "-id")[:20]:
         ranks = [rank for rank, result in enumerate(entry.results) if result.get("tool_id") == tool.tool_id]
-        if ranks and (best_rank is None or ranks[0] < best_rank):
-            best, best_rank = entry, ranks[0]
-    return best
+        if ranks:
+            returned.append((ranks[0], entry))
+    acted_on = set(
+        SearchOutcome.objects.filter(
+            entry__in=[entry.pk for _, entry in returned], tool=tool, outcome=SearchOutcomeKind.SUCCESS
+        ).values_list("entry_id", flat=True)
+    )
+    candidates = [(rank, entry) for rank, entry in returned if entry.pk not in acted_on] or returned
+    # min keeps the first of equal ranks: the newest.
+    return min(candidates, key=lambda pair: pair[0])[1] if candidates else None
 
 
 def search_outcome_record(
     *, principal: Principal, tool: Tool, outcome: str, approval_id: str = ""
 ) -> SearchOutcome | None:
-    """Link an ``execute_tool`` of ``tool`` to the search by the same token that returned it highest (within the
-    window), with its outcome (and ``approval_id``, the request a call waiting for approval made); a success makes
-    that search's request a learned request for the tool. Returns None when no such search was logged."""
+    """Link an ``execute_tool`` of ``tool`` to the search by the same token, within the window, that it most likely
+    followed (``_linked_entry``), with its outcome (and ``approval_id``, the request a call waiting for approval
+    made); a success makes that search's request a learned request for the tool. Returns None when no such search
+    was logged."""
     if outcome not in SearchOutcomeKind.values:
         raise ValueError(f"unknown outcome {outcome!r}")
     key = principal_key(principal)

@@ -283,6 +283,17 @@ def tool_descriptor(tool: Tool, *, why_matched: list[str] | None = None, full: b
     return descriptor
 
 
+# A descriptor's fields that MCP itself names (a Tool's inputSchema, outputSchema), as an MCP answer spells them:
+# its text said "inputSchema" while its JSON said "input_schema", two names for one thing. The REST API keeps
+# its documented snake_case fields (its OpenAPI schema).
+MCP_FIELD_NAMES = {"input_schema": "inputSchema", "output_schema": "outputSchema"}
+
+
+def for_mcp(descriptor: dict[str, Any]) -> dict[str, Any]:
+    """``descriptor`` (from ``tool_descriptor``) as an MCP answer shows it: MCP's names for MCP's fields."""
+    return {MCP_FIELD_NAMES.get(key, key): value for key, value in descriptor.items()}
+
+
 def compact_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=False)
 
@@ -308,10 +319,9 @@ TOP_K_RAISED = f"top_k is below the minimum: raised to {TOP_K_MIN}."
 # A high-confidence answer carries the inputSchema of its first matches only: a top_k of 20 gave 13 full schemas
 # (1,233 tokens for one demo search, 3x a default answer) for tools the model mostly does not call.
 SCHEMAS_SHOWN = TOP_K_DEFAULT
-SCHEMAS_CUT = (
-    f"Matches after the first {SCHEMAS_SHOWN} show key inputs only: call tool_inspect with one of their tool_ids for "
-    "its inputSchema before calling it."
-)
+# Said when any match of a high-confidence answer shows its key inputs only (past the first SCHEMAS_SHOWN, or
+# below the dynamic cut's floor).
+SCHEMAS_CUT = "Matches with inputs only: tool_inspect gives their inputSchema, before calling one."
 LOW_CONFIDENCE = (
     "Low confidence: none of these clearly fits. If one does, call tool_inspect with its tool_id for its "
     "inputSchema before calling it; otherwise rephrase the request (what should be done, to what) or tell the "
@@ -356,9 +366,10 @@ class SearchAnswer:
         return {**structured, "notes": self.notes} if self.notes else structured
 
     def as_result(self) -> types.CallToolResult:
-        """Structured content for programs plus a compact text rendering for the model."""
+        """Structured content for programs plus a compact text rendering for the model (MCP's field names)."""
+        structured = {**self.structured(), "matches": [for_mcp(match) for match in self.matches]}
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=self.text())], structured_content=self.structured()
+            content=[types.TextContent(type="text", text=self.text())], structured_content=structured
         )
 
     def text(self) -> str:
@@ -523,15 +534,21 @@ def _answer(result: SearchResult) -> SearchAnswer:
     descriptors = search_descriptors.get([m.tool_pk for m in result.matches])
     schema = result.confidence != Confidence.LOW
     kept = [m for m in result.matches if m.tool_pk in descriptors]
-    # Past the first few (a model that asked for many is browsing): key inputs only, as a low-confidence answer.
+    # Past the first few (a model that asked for many is browsing), and a match below the dynamic cut's floor
+    # that an answer keeps only as one of its first few (git_status for "what time is it in Tokyo", far below
+    # the time tools): key inputs only, as a low-confidence answer.
     matches = [
-        _with_why(descriptors[m.tool_pk], _why_lines(m.why_matched), schema=schema and rank < SCHEMAS_SHOWN)
+        _with_why(
+            descriptors[m.tool_pk],
+            _why_lines(m.why_matched),
+            schema=schema and rank < SCHEMAS_SHOWN and m.on_merit,
+        )
         for rank, m in enumerate(kept)
     ]
     answer = SearchAnswer(
         matches=matches, degraded=result.degraded or not result.index_ready, confidence=result.confidence.value
     )
-    if schema and len(matches) > SCHEMAS_SHOWN:
+    if schema and any("input_schema" not in match for match in matches):
         answer.notes.append(SCHEMAS_CUT)
     return answer
 

@@ -173,6 +173,12 @@ def _sentence(text: str) -> str:
     return text if text.endswith((".", "!", "?")) else f"{text}."
 
 
+# How long a model waits before it checks a pending approval again, said in the answer's text and, in
+# milliseconds, as its "pollInterval" (MCP's name for a task's suggested polling interval): a person decides,
+# so a check every minute finds the decision soon enough without filling the audit log with polls.
+APPROVAL_POLL_SECONDS = 60
+
+
 def _approval_url(approval: Any) -> str:
     try:
         path = reverse("admin:governance_approvalrequest_decide", args=[approval.pk])
@@ -220,12 +226,13 @@ def _approval_gate(
             # Where and until when an approver decides, as the first answer said: the model may have to tell the user.
             url, until = _approval_url(exc.request), exc.request.expires_at.astimezone(UTC)
             return None, error_result(
-                f"{exc} at {url} (open until {until:%Y-%m-%d %H:%M} UTC). Wait, then call again with the same "
-                "tool_id, arguments and approval_id; meanwhile tell the user the call is waiting for approval. Do not "
-                "call without approval_id.",
+                f"{exc} at {url} (open until {until:%Y-%m-%d %H:%M} UTC). Until it is decided, "
+                f"{_check_later(approval_id)}; meanwhile tell the user the call is waiting for approval. Do not call "
+                "without approval_id.",
                 approval_pending=True,
                 approval_id=approval_id,
                 approval_url=url,
+                pollInterval=APPROVAL_POLL_SECONDS * 1000,
             )
         if exc.code == "already_approved":  # the model dropped the approval_id it was given: name it again
             approved_id = exc.details["approval_id"]
@@ -251,12 +258,22 @@ def _approval_gate(
     url = _approval_url(request)
     return None, error_result(
         f"This call needs human approval (approval_id {request.approval_id}, {decision.policy.risk_class} risk). "
-        f"An approver decides at {url} . Once it is approved, call execute_tool again with the same tool_id, "
-        f'the same arguments and approval_id "{request.approval_id}" (earlier, that call only answers that the '
-        "request is still waiting). Meanwhile tell the user the call is waiting for approval.",
+        f"An approver decides at {url} . To run it once approved, {_check_later(request.approval_id)} (before, "
+        "that call only answers that the request is still waiting). Meanwhile tell the user the call is waiting for "
+        "approval.",
         approval_required=True,
         approval_id=request.approval_id,
         approval_url=url,
+        pollInterval=APPROVAL_POLL_SECONDS * 1000,
+    )
+
+
+def _check_later(approval_id: str) -> str:
+    """How and when a model checks a pending approval: the one way (execute_tool with its approval_id), not more
+    often than ``APPROVAL_POLL_SECONDS`` (a person decides; a model told only "wait" polled again at once)."""
+    return (
+        f'call execute_tool again with the same tool_id, the same arguments and approval_id "{approval_id}", at most '
+        f"once every {APPROVAL_POLL_SECONDS} seconds"
     )
 
 

@@ -73,6 +73,9 @@ class Match:
     bm25_rank: int | None  # rank among visible tools in the BM25 branch (None: no term matched)
     dense_rank: int | None  # rank among visible tools in the dense branch (None: no dense branch)
     why_matched: dict[str, Any] = field(default_factory=dict)
+    # Within the dynamic cut on its own score (``Ranking.on_merit``), not kept only as one of an answer's first
+    # few: the gateway shows the full input schema of such matches only.
+    on_merit: bool = True
 
 
 @dataclass(frozen=True)

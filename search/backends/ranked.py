@@ -143,7 +143,10 @@ def rank_request(
     terms = ranking.query_terms if request.explain else None
     table = leg.vectors if leg else None
     return SearchResult(
-        [_match(snapshot, candidate, terms, table, ranking.fusion) for candidate in ranking.kept],
+        [
+            _match(snapshot, candidate, terms, table, ranking.fusion, on_merit=ranking.on_merit(candidate))
+            for candidate in ranking.kept
+        ],
         index_ready=True,
         degraded=vector is None,
         confidence=ranking.confidence,
@@ -158,6 +161,8 @@ def _match(
     terms: Sequence[str] | None,
     table: DenseIndex | None,
     fusion: str,
+    *,
+    on_merit: bool = True,
 ) -> Match:
     doc = snapshot.docs[candidate.row]
     why = snapshot.explain(candidate.row, candidate.best_vector, terms, table) if terms is not None else {}
@@ -179,4 +184,5 @@ def _match(
         bm25_rank=candidate.bm25_rank,
         dense_rank=candidate.dense_rank,
         why_matched=why,
+        on_merit=on_merit,
     )

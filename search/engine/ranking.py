@@ -201,11 +201,18 @@ class Ranking:
     # dense branch.
     spread: float | None = None
     unread: bool = False  # the request is one the model cannot read (never withheld on its evidence)
+    # The dynamic cut's floor per step (``_step_floors``); empty when the cut did not run.
+    floors: dict[int, float] = field(default_factory=dict)
 
     @property
     def abstained(self) -> bool:
         """Withheld: the caller is told that no tool fits."""
         return self.confidence is Confidence.NONE
+
+    def on_merit(self, candidate: Candidate) -> bool:
+        """Whether ``candidate`` passes the dynamic cut's floor of its step: a real candidate, not one kept only
+        because an answer always keeps its first ``cut_keep`` (a clearly weaker tool far below the best)."""
+        return candidate.calibrated >= self.floors.get(candidate.step, -math.inf)
 
     @property
     def kept(self) -> list[Candidate]:
@@ -1045,7 +1052,7 @@ def _cut(
         if candidate.calibrated < floors.get(candidate.step, -math.inf) and cut >= options.cut_keep:
             break
         cut += 1
-    return Ranking(candidates, confidence, cut, terms, peak=peak, spread=spread, unread=unread)
+    return Ranking(candidates, confidence, cut, terms, peak=peak, spread=spread, unread=unread, floors=floors)
 
 
 def _step_floors(candidates: list[Candidate], drop: float) -> dict[int, float]:

@@ -4,7 +4,6 @@ gave, which may be 0: a server answering every GET with ``retry: 0`` and an end 
 a second for as long as the session stayed warm (376 in 4 s here, with the machine busy). The pinned transport now
 spaces a session's GETs by ``GET_INTERVAL_SECONDS``."""
 
-import json
 from collections.abc import Iterator
 
 import anyio
@@ -12,7 +11,7 @@ import pytest
 
 from catalog import upstream
 from catalog.models import Server
-from tests.catalog.servers.http_mcp import Front, serve_front, serve_http
+from tests.catalog.servers.http_mcp import SessionFront, serve_front, serve_http
 
 
 @pytest.fixture
@@ -23,32 +22,12 @@ def reopening_upstream(loopback_upstreams) -> Iterator[tuple[str, list[str]]]:
     gets: list[str] = []
     with serve_http() as real:
 
-        class Reopening(Front):
+        class Reopening(SessionFront):
             real_url = real.url
 
-            def do_POST(self):  # noqa: N802 - http.server's name
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                message = json.loads(body)
-                if message.get("method") != "server/discover":
-                    self.forward(body)
-                    return
-                unknown = {"code": -32601, "message": "Method not found"}  # a 2025-11-25 server: sessions, a stream
-                self._answer("application/json", json.dumps({"jsonrpc": "2.0", "id": message["id"], "error": unknown}))
-
-            def do_DELETE(self):  # noqa: N802
-                self.forward(None)
-
-            def do_GET(self):  # noqa: N802
+            def do_GET(self):  # noqa: N802 - http.server's name
                 gets.append(self.headers.get("Mcp-Session-Id", ""))
-                self._answer("text/event-stream", "retry: 0\n\n")
-
-            def _answer(self, content_type: str, text: str) -> None:
-                body = text.encode()
-                self.send_response(200)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.answer("text/event-stream", "retry: 0\n\n")
 
         with serve_front(Reopening) as url:
             yield url, gets

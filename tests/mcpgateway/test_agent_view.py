@@ -257,13 +257,13 @@ def test_schemas_are_shown_without_restated_titles_or_a_needless_dialect(gateway
 
     found, inspected = run(main)
     (add,) = found.structured_content["matches"]
-    shown = {tool["tool_id"]: tool["input_schema"] for tool in inspected.structured_content["tools"]}
+    shown = {tool["tool_id"]: tool["inputSchema"] for tool in inspected.structured_content["tools"]}
     plain = {
         "type": "object",
         "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
         "required": ["a", "b"],
     }
-    assert add["input_schema"] == shown["calc::add"] == plain
+    assert add["inputSchema"] == shown["calc::add"] == plain
     assert '"title"' not in text_of(found)
     assert shown["forms::fill_form"] == {
         "type": "object",
@@ -313,7 +313,7 @@ def test_no_hints_are_invented_for_a_tool_that_declares_none(gateway, admin_user
 
 def test_inspect_leaves_out_what_a_tool_does_not_have(gateway, admin_user, calc_server, tmp_path):
     """forms::fill_form has no outputSchema and no hints to give: tool_inspect leaves both keys out (a model reads
-    "output_schema": null as something said, and it costs tokens in every answer), while calc::add shows its own.
+    "outputSchema": null as something said, and it costs tokens in every answer), while calc::add shows its own.
     No key of a tool_inspect or tool_search answer is null or empty."""
     token = forms_token(admin_user, calc_server, tmp_path)
 
@@ -326,10 +326,10 @@ def test_inspect_leaves_out_what_a_tool_does_not_have(gateway, admin_user, calc_
     inspected, found = run(main)
     tools = {tool["tool_id"]: tool for tool in inspected.structured_content["tools"]}
     form, add = tools["forms::fill_form"], tools["calc::add"]
-    assert "output_schema" not in form and "annotations" not in form
+    assert "outputSchema" not in form and "annotations" not in form
     assert form["summary"] == "Fill in a paper form with a person's full name and job title."
     assert "description" not in form  # one sentence: the summary already says it
-    assert add["output_schema"]["properties"]["result"] == {"type": "integer"}
+    assert add["outputSchema"]["properties"]["result"] == {"type": "integer"}
     assert add["annotations"] == {"readOnlyHint": True}
     assert "null" not in text_of(inspected)
     shown = [*tools.values(), *found.structured_content["matches"]]
@@ -462,7 +462,7 @@ def test_a_misnamed_argument_is_told_apart_from_a_forgotten_one(gateway, token, 
             return misnamed, forgotten, inspected
 
     misnamed, forgotten, inspected = run(main)
-    schema = json.dumps(inspected.structured_content["tools"][0]["input_schema"], separators=(",", ":"))
+    schema = json.dumps(inspected.structured_content["tools"][0]["inputSchema"], separators=(",", ":"))
     assert misnamed.is_error and text_of(misnamed) == (
         "Invalid arguments: arguments: missing required properties a, b, and has properties the schema does not "
         f"name (its properties: a, b). Call again with arguments that satisfy its inputSchema: {schema}"

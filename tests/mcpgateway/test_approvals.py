@@ -77,6 +77,11 @@ def test_mutating_call_runs_once_after_an_approver_approves_it_in_the_admin(
     approval_url = first.structured_content["approval_url"]
     assert approval_id in _text(first) and approval_url in _text(first)
     assert "only answers that the request is still waiting" in _text(first)  # calling early is a safe poll
+    # When and how to check: MCP's task polling hint (milliseconds) for a program, and one line for the model
+    # naming the meta-tool and the argument that checks, paced so a model does not poll at once and often.
+    assert first.structured_content["pollInterval"] == 60_000
+    check = f'call execute_tool again with the same tool_id, the same arguments and approval_id "{approval_id}"'
+    assert check in _text(first) and "at most once every 60 seconds" in _text(first)
     assert approval_url.startswith(f"{gateway.url}/admin/governance/approvalrequest/")
     assert ApprovalRequest.objects.get(approval_id=approval_id).status == "pending"
     assert faulty_calls(faulty_call_log, "record_note") == 0
@@ -85,7 +90,8 @@ def test_mutating_call_runs_once_after_an_approver_approves_it_in_the_admin(
     assert pending.is_error and pending.structured_content["approval_pending"] is True
     # An agent polling a pending request is told to wait and poll again with the same id, never to open
     # another request (which would only wait in the same queue).
-    assert "waiting for an approver" in _text(pending) and "call again with the same" in _text(pending)
+    assert "waiting for an approver" in _text(pending) and check in _text(pending)
+    assert pending.structured_content["pollInterval"] == 60_000 and "at most once every 60 seconds" in _text(pending)
     assert "request a new one" not in _text(pending) and pending.structured_content["approval_id"] == approval_id
     # Where and until when an approver decides, as the first answer said: the user may ask while it waits.
     assert pending.structured_content["approval_url"] == approval_url

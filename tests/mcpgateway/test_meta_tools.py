@@ -83,12 +83,13 @@ def test_search_then_execute_against_the_time_server(gateway, world, mode):
     assert matches[0]["tool_id"] == "time::get_current_time"
     first = matches[0]
     assert first["server"] == "time" and first["summary"] and first["why_matched"]
-    assert first["input_schema"]["properties"]["timezone"]
+    assert first["inputSchema"]["properties"]["timezone"]
     assert {"name": "timezone", "type": "string", "required": True} in first["key_inputs"]
     assert first["risk"] and first["operation_class"] == "read"
     assert found.structured_content["degraded"] is False
     text = text_of(found)
     assert "time::get_current_time" in text and "inputSchema" in text
+    assert "input_schema" not in json.dumps(found.structured_content)  # MCP's one spelling, text and JSON alike
     assert not ran.is_error
     assert json.loads(text_of(ran))["timezone"] == "Europe/Paris"
 
@@ -124,21 +125,24 @@ def test_inspect_returns_full_definitions(gateway, world):
     result = run(main)
     tools = {tool["tool_id"]: tool for tool in result.structured_content["tools"]}
     assert set(tools) == {"time::convert_time", "calc::add"}
-    assert set(tools["time::convert_time"]["input_schema"]["required"]) == {
+    assert set(tools["time::convert_time"]["inputSchema"]["required"]) == {
         "source_timezone",
         "time",
         "target_timezone",
     }
     add = tools["calc::add"]
     assert add["summary"] == "Add two integers and return the sum." and "description" not in add  # said once
-    # The whole input_schema is there: its first few parameters are not listed again as key_inputs (tool_search
+    # The whole inputSchema is there: its first few parameters are not listed again as key_inputs (tool_search
     # answers keep them; a low-confidence one has no schema).
     assert all("key_inputs" not in tool for tool in tools.values())
     assert "key_inputs" not in result.content[0].text
     assert add["annotations"]["readOnlyHint"] is True
     # The upstream's structured-output schema (an int result) is served as it declared it.
-    assert add["output_schema"]["properties"]["result"]["type"] == "integer"
-    assert add["output_schema"]["required"] == ["result"]
+    assert add["outputSchema"]["properties"]["result"]["type"] == "integer"
+    assert add["outputSchema"]["required"] == ["result"]
+    # What the model reads is that JSON, with MCP's names for MCP's fields (its search answer says inputSchema).
+    assert '"inputSchema":' in result.content[0].text and '"outputSchema":' in result.content[0].text
+    assert "input_schema" not in result.content[0].text and "output_schema" not in result.content[0].text
 
 
 def test_execute_against_the_npm_memory_server(gateway, world, admin_user):

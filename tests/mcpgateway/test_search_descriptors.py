@@ -15,6 +15,8 @@ from governance.models import ToolPolicy
 from governance.principals import principal_for_user
 from governance.services.policy import tool_policy_ensure
 from mcpgateway.services.discovery import (
+    SCHEMAS_CUT,
+    SCHEMAS_SHOWN,
     SearchAnswer,
     _answer,
     _why_lines,
@@ -78,9 +80,18 @@ def fresh(result) -> SearchAnswer:
         for m in result.matches
         if m.tool_pk in tools
     ]
-    return SearchAnswer(
+    # Full schemas only in a high answer, for its first SCHEMAS_SHOWN matches within the dynamic cut's floor.
+    high = result.confidence.value == "high"
+    kept = [m for m in result.matches if m.tool_pk in tools]
+    for rank, (match, found) in enumerate(zip(matches, kept, strict=True)):
+        if not (high and rank < SCHEMAS_SHOWN and found.on_merit):
+            del match["input_schema"]
+    answer = SearchAnswer(
         matches=matches, degraded=result.degraded or not result.index_ready, confidence=result.confidence.value
     )
+    if high and any("input_schema" not in match for match in matches):
+        answer.notes.append(SCHEMAS_CUT)
+    return answer
 
 
 def answer_bytes(answer: SearchAnswer) -> str:
@@ -164,10 +175,11 @@ def pinned_result(tools: list[Tool], confidence: Confidence) -> SearchResult:
 
 # sha256 of ``answer_bytes`` of ``pinned_result``, as main's formatting made them before issue 9's changes to it, per
 # database: Postgres stores a JSON object's keys by length, then bytes (jsonb), so the schemas a high answer shows read
-# back in that order there. A deliberate change to what answers say updates these (the failure shows the new bytes).
+# back in that order there. A deliberate change to what answers say updates these (the failure shows the new bytes):
+# agentux8 renamed the high answer's "input_schema" to MCP's "inputSchema".
 PINNED = {
-    (Confidence.HIGH, "sqlite"): "5a4798a2e4dcb24e64a2223cda90ebf3d20eda252247453e067b8a37711516a1",
-    (Confidence.HIGH, "postgresql"): "f30b27ba8b5d2e612d797489e0aabd3b6821dea7fed65390bdc8ec53517e28f9",
+    (Confidence.HIGH, "sqlite"): "68f500997b00cde1a6635cf03c1b6f975ba26b882ac9f527a22f13bfe6f7b812",
+    (Confidence.HIGH, "postgresql"): "b8addac1f7dd3d5c109bb0c818bbe5cc11baa9a7bc8fab6de4e30b6773060c98",
     (Confidence.LOW, "sqlite"): "9ab0b8d11b1c10c17b98810daa01dc24e28b690e9575efd05345ea0a3fea9bf8",
     (Confidence.LOW, "postgresql"): "9ab0b8d11b1c10c17b98810daa01dc24e28b690e9575efd05345ea0a3fea9bf8",
 }

@@ -37,11 +37,33 @@ def test_many_matches_give_schemas_for_the_first_few_and_key_inputs_for_the_rest
     answer = many.structured_content
     assert answer["confidence"] == "high" and len(answer["matches"]) > SCHEMAS_SHOWN
     shown, rest = answer["matches"][:SCHEMAS_SHOWN], answer["matches"][SCHEMAS_SHOWN:]
-    assert all("input_schema" in match for match in shown)
-    assert all("input_schema" not in match and match["key_inputs"] is not None for match in rest)
+    assert all("inputSchema" in match for match in shown)
+    assert all("inputSchema" not in match and match["key_inputs"] is not None for match in rest)
     text = many.content[0].text
     assert text.count("inputSchema: ") == SCHEMAS_SHOWN and text.count("   inputs: ") == len(rest)
     assert SCHEMAS_CUT in text and answer["notes"] == [SCHEMAS_CUT]
     # A default-sized answer is unchanged: every match with its schema, no note.
-    assert all("input_schema" in match for match in few.structured_content["matches"])
+    assert all("inputSchema" in match for match in few.structured_content["matches"])
     assert "notes" not in few.structured_content
+
+
+@pytest.mark.parametrize("mode", PROTOCOL_MODES)
+def test_a_match_far_below_the_first_shows_key_inputs_not_its_schema(gateway, token, mode):
+    """A high-confidence answer keeps its first few matches even when one is far below the first (below the
+    dynamic cut's floor: a memory tool for the time in Tokyo). That match is no real candidate: it shows its key
+    inputs, not its full schema, and the note says how to get it; the ranking is the same."""
+
+    async def main():
+        async with mcp_client(gateway, token, mode=mode) as client:
+            return await client.call_tool("tool_search", {"query": "what time is it in Tokyo"})
+
+    result = run(main)
+    answer, text = result.structured_content, result.content[0].text
+    assert answer["confidence"] == "high"
+    by_id = {match["tool_id"]: match for match in answer["matches"]}
+    assert list(by_id)[:2] == ["time::get_current_time", "time::convert_time"] and len(by_id) == 3
+    weak = by_id["memory::read_graph"]  # far below the time tools: kept only as one of the first three
+    assert all("inputSchema" in by_id[tool_id] for tool_id in ("time::get_current_time", "time::convert_time"))
+    assert "inputSchema" not in weak and weak["key_inputs"] == []
+    assert text.count("inputSchema: ") == 2 and text.count("   inputs: ") == 1
+    assert SCHEMAS_CUT in text and answer["notes"] == [SCHEMAS_CUT]

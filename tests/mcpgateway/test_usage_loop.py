@@ -137,3 +137,31 @@ def test_learned_words_lift_the_tool_for_others_but_are_never_shown_to_them(gate
     assert "matches requests that led to this tool" in matches[0]["why_matched"]
     dumped = str(answer.model_dump())
     assert "4711" not in dumped and "acme" not in dumped.lower().replace("calc", "")
+
+
+def test_a_call_after_its_first_searchs_success_links_to_the_newer_search_that_returned_the_tool(gateway, world):
+    """A search whose call of a tool succeeded was acted on: a later call of that tool after a newer search that
+    returned it (lower) followed the newer search, and teaches its request, not the first one's again."""
+    from search.models import LearnedRequest, QueryLogEntry, SearchOutcome
+
+    first_search, first_call, second_search, second_call = _session(
+        gateway,
+        world["alice"],
+        [
+            ("tool_search", {"query": "add two integers together"}),
+            ("execute_tool", {"tool_id": "calc::add", "arguments": {"a": 2, "b": 3}}),
+            ("tool_search", {"query": "welcome Ann by name and count her points", "top_k": 10}),
+            ("execute_tool", {"tool_id": "calc::add", "arguments": {"a": 7, "b": 8}}),
+        ],
+    )
+    assert not first_call.is_error and not second_call.is_error
+    first, second = QueryLogEntry.objects.order_by("created_at", "id")
+    ids = [match["tool_id"] for match in second_search.structured_content["matches"]]
+    # The control: the newer search returned calc::add, but lower than the first search did.
+    assert first_search.structured_content["matches"][0]["tool_id"] == "calc::add" and ids.index("calc::add") > 0
+    links = [(o.entry_id, o.outcome) for o in SearchOutcome.objects.order_by("created_at", "id")]
+    assert links == [(first.pk, "success"), (second.pk, "success")]
+    assert sorted(LearnedRequest.objects.values_list("text", flat=True)) == [
+        "add two integers together",
+        "welcome Ann by name and count her points",
+    ]

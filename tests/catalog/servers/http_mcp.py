@@ -5,6 +5,7 @@ syncs (``upstream.mcp.add_tool`` / ``remove_tool``). The ``bump`` tool changes t
 announces it with tools/list_changed, as a real server would.
 """
 
+import json
 import socket
 import threading
 import time
@@ -122,6 +123,35 @@ class Front(BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+
+class SessionFront(Front):
+    """A front that speaks 2025-11-25 (it answers ``server/discover`` as unknown: sessions, a session's event stream,
+    resumable call streams) and hands the rest on; a subclass answers what it chooses with ``answer``."""
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        message = json.loads(body)
+        if message.get("method") == "server/discover":
+            unknown = {"code": -32601, "message": "Method not found"}
+            self.answer("application/json", json.dumps({"jsonrpc": "2.0", "id": message["id"], "error": unknown}))
+        elif not self.answered(message):
+            self.forward(body)
+
+    def answered(self, message: dict) -> bool:
+        """Answer ``message`` (a POSTed JSON-RPC message) here and say so; False hands it to the real server."""
+        return False
+
+    def do_DELETE(self):  # noqa: N802
+        self.forward(None)
+
+    def answer(self, content_type: str, text: str) -> None:
+        body = text.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
 
 @contextmanager
