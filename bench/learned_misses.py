@@ -35,9 +35,10 @@ django.setup()
 import numpy as np  # noqa: E402
 from django.conf import settings  # noqa: E402
 
+from search.backends.ranked import ranking_options  # noqa: E402
 from search.encoder import encoder_get, model_key  # noqa: E402
 from search.engine.decompose import request_parts  # noqa: E402
-from search.engine.ranking import Calibration, RankingOptions  # noqa: E402
+from search.engine.ranking import Calibration  # noqa: E402
 from search.engine.snapshot import IndexSnapshot  # noqa: E402
 from search.evaluation import (  # noqa: E402
     EmbeddingCache,
@@ -72,15 +73,7 @@ def main() -> None:
     encoder = encoder_get()
     cache = EmbeddingCache(Path(settings.SCOUT_SEARCH_EVAL_CACHE_DIR), model_key(), encoder.encode)
     parts_for = partial(one_pass_parts, encoder) if encoder.one_pass else None
-    options = RankingOptions(
-        bm25_weight=settings.SCOUT_SEARCH_BM25_WEIGHT,
-        withhold_threshold=settings.SCOUT_SEARCH_WITHHOLD_THRESHOLD,
-        withhold_peak=settings.SCOUT_SEARCH_WITHHOLD_PEAK,
-        withhold_spread=settings.SCOUT_SEARCH_WITHHOLD_SPREAD,
-        withhold_flat_threshold=settings.SCOUT_SEARCH_WITHHOLD_FLAT_THRESHOLD,
-        confidence_threshold=settings.SCOUT_SEARCH_CONFIDENCE_THRESHOLD,
-        name_share=settings.SCOUT_SEARCH_NAME_SHARE,
-    )
+    options = ranking_options("convex")  # the settings' options, as scout_eval's
     base = IndexSnapshot(docs, doc_vectors(docs, cache.vectors), generation="eval")
     learned = learn_replay(base, learn, cache.vectors, options, parts_for=parts_for)
     negatives = passed_over(base, learn, cache, options, parts_for) if args.passed_over else {}
