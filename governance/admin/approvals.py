@@ -95,7 +95,7 @@ class ApprovalRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmi
         # Whether each open request is still usable, for the page at once (a fixed number of queries).
         changelist = super().get_changelist_instance(request)
         rows = list(changelist.result_list)  # evaluated here; the page renders these same objects
-        usable = approval_requests_usable(requests=[row for row in rows if row.status in _OPEN])
+        usable = approval_requests_usable(requests=[row for row in rows if row.status in _OPEN], cached=True)
         for row in rows:
             row.requester_may_execute = row.pk in usable
         return changelist
