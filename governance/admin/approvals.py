@@ -271,6 +271,8 @@ class ApprovalRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmi
                     messages.success(request, format_html("{} {}", text, _next_waiting(request, obj)))
                     return HttpResponseRedirect(reverse("admin:governance_approvalrequest_changelist"))
         can_decide = obj.status == ApprovalStatus.PENDING and obj.expires_at > timezone.now()
+        # Approving would be refused (and void the request): say so before the click, as the inbox row does.
+        lost_access = can_decide and not approval_requester_may_execute(request=obj)
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
@@ -285,6 +287,7 @@ class ApprovalRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmi
             "risk": risk_badge(obj.risk_class, obj.get_risk_class_display()),
             "annotations": _pre(json.dumps(obj.tool.annotations or {}, indent=2, sort_keys=True)),
             "can_decide": can_decide,
+            "lost_access": lost_access,
             "reason_missing": reason_missing,  # a denial without a reason: the box is marked, what was typed kept
             "related": self._related_links(request, obj),
             "asked": self.asked(request, obj),
