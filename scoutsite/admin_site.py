@@ -245,8 +245,12 @@ def _curator_panel(user) -> dict[str, Any]:
     )
     from search.workbench import WORKBENCH_DAYS
 
+    waiting = _workbench_waiting(user)
     return {
-        "workbench": _workbench_waiting(user),
+        "workbench": waiting,
+        # 1129 waiting as "426 withheld · 444 low · 464 not followed" read as a miscount without a word why.
+        "workbench_overlap": bool(waiting)
+        and waiting["withheld"] + waiting["low"] + waiting["unfollowed"] > waiting["total"],
         "workbench_days": WORKBENCH_DAYS,
         "held": list(held[:HOME_ROWS]),
         "held_count": held.count(),

@@ -17,6 +17,7 @@ from django.utils.html import format_html
 from catalog.admin.servers import ServerAdmin as CatalogServerAdmin
 from catalog.admin.tools import CURATION_HELP
 from catalog.admin.tools import ToolAdmin as CatalogToolAdmin
+from catalog.choices import Transport
 from catalog.models import Server, Tool
 
 from ..models import (
@@ -256,8 +257,14 @@ class ServerAdmin(AccessAdminMixin, CatalogServerAdmin):
     def get_form(self, request, obj=None, change=False, **kwargs):
         # Declared form fields are in every form built from it, whatever the fieldsets say: drop the locked ones.
         form = super().get_form(request, obj, change=change, **kwargs)
-        for name in server_fields_locked(user=request.user, server=obj) & FORM_ONLY_FIELDS:
+        locked = server_fields_locked(user=request.user, server=obj)
+        for name in locked & FORM_ONLY_FIELDS:
             form.base_fields.pop(name, None)
+        transport = form.base_fields.get("transport")
+        if obj is None and "command" in locked and transport is not None:
+            # A stdio server needs a command, which this operator may not name: offered, it could only be refused.
+            transport.choices = [choice for choice in transport.choices if choice[0] != Transport.STDIO]
+            transport.initial = Transport.HTTP
         return form
 
     def get_fieldsets(self, request, obj=None):

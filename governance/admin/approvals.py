@@ -59,6 +59,9 @@ class ApprovalRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmi
     list_display = ("request_column", "decide_link", "status_column", "risk_badge", "tool_column", "requester_column")
     list_display_links = ("request_column",)
     list_filter = ("status", DecidedByFilter, "risk_class", "operation_class")
+    # Each requester on the page is judged for whether their request is still usable (~15 ms each in the ORM): a
+    # page of 100 pending requests (87 requesters at a year's volume) took 1.4 s; decisions chain by "Next".
+    list_per_page = 50
     # Z12: no other tenant's name. The reason finds a past decision by what it said ("freeze", "customer data").
     search_fields = ("approval_id", "tool__tool_id", "requester_shown", "agent_shown", "decision_reason")
     hidden_lookups = ("agent", "requester", "decided_by")  # read masked: no ?agent__startswith=, ?requester=17
@@ -95,7 +98,7 @@ class ApprovalRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmi
         # Whether each open request is still usable, for the page at once (a fixed number of queries).
         changelist = super().get_changelist_instance(request)
         rows = list(changelist.result_list)  # evaluated here; the page renders these same objects
-        usable = approval_requests_usable(requests=[row for row in rows if row.status in _OPEN])
+        usable = approval_requests_usable(requests=[row for row in rows if row.status in _OPEN], cached=True)
         for row in rows:
             row.requester_may_execute = row.pk in usable
         return changelist
@@ -271,6 +274,8 @@ class ApprovalRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmi
                     messages.success(request, format_html("{} {}", text, _next_waiting(request, obj)))
                     return HttpResponseRedirect(reverse("admin:governance_approvalrequest_changelist"))
         can_decide = obj.status == ApprovalStatus.PENDING and obj.expires_at > timezone.now()
+        # Approving would be refused (and void the request): say so before the click, as the inbox row does.
+        lost_access = can_decide and not approval_requester_may_execute(request=obj)
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
@@ -285,6 +290,7 @@ class ApprovalRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmi
             "risk": risk_badge(obj.risk_class, obj.get_risk_class_display()),
             "annotations": _pre(json.dumps(obj.tool.annotations or {}, indent=2, sort_keys=True)),
             "can_decide": can_decide,
+            "lost_access": lost_access,
             "reason_missing": reason_missing,  # a denial without a reason: the box is marked, what was typed kept
             "related": self._related_links(request, obj),
             "asked": self.asked(request, obj),

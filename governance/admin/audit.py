@@ -114,6 +114,10 @@ class AuditEventAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Aud
         ("created_at", admin.DateFieldListFilter),
     )
     search_fields = ("subject_shown", "agent_shown", "tenant", "tool_ref", "approval_ref", "trace_id")
+    search_help_text = (
+        "Finds part of a person's or agent's name, a tenant, a tool id (server::tool), an approval id or a trace id, "
+        f"as this list shows them: a person of a tenant you are not in is found as “{OTHER_TENANT_PERSON}”."
+    )
     hidden_lookups = ("human_subject", "agent", "user")  # read masked: no ?human_subject__startswith= (Z12)
     filter_lookups = ("user__id__exact", "user__isnull")  # VisiblePersonFilter's, which keeps to visible people
     paginator = BoundedCountPaginator

@@ -50,3 +50,26 @@ def test_only_the_chosen_transports_fields_show(browser, live_server, django_use
     assert "/admin/catalog/server/add/" not in browser.current_url, browser.find_element(By.ID, "content").text
     server = Server.objects.get(slug="clock-two")
     assert (server.transport, server.url, server.command) == ("http", "https://mcp.example.com/mcp", "")
+
+
+def test_a_tenant_operator_opens_the_form_on_a_transport_they_can_add(browser, live_server, django_user_model):
+    """A tenant's operator may not name a command: the form opened on stdio, whose fields they could not fill
+    (read-only), and was refused on save. It opens on Streamable HTTP with its URL to fill, and offers no stdio."""
+    from django.contrib.auth.models import Group
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    from governance.roles import OPERATORS
+    from tests.governance.factories import tenant_with
+
+    operator = django_user_model.objects.create_user(username="op-a", password="pw-op-a-123", is_staff=True)
+    operator.groups.add(Group.objects.get(name=OPERATORS))
+    tenant_with("tenant-a", operator)
+    admin_login(browser, live_server.url, "op-a", "pw-op-a-123")
+    browser.get(f"{live_server.url}/admin/catalog/server/add/")
+    transport = Select(browser.find_element(By.NAME, "transport"))
+    assert transport.first_selected_option.get_attribute("value") == "http"
+    assert "stdio" not in [option.get_attribute("value") for option in transport.options]
+    assert _shown(browser, "url") and browser.find_element(By.NAME, "url").is_enabled()
+    assert not _shown(browser, "command")
+    screenshot(browser, "server-form-tenant-operator")

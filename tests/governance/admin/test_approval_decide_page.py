@@ -154,3 +154,20 @@ def test_after_a_decision_the_message_leads_to_the_next_waiting_request(
     response = client.post(decide, {"reason": "one is enough", "_deny": "1"}, follow=True)
     message = [str(m) for m in response.context["messages"]][0]
     assert message.endswith("Nothing else waits for you.") and "next-approval" not in message
+
+
+def test_a_request_whose_requester_lost_access_says_so_and_offers_only_deny(client, approver, pending):
+    """The inbox row said "no longer usable", but the page offered Approve, which was then refused and voided the
+    request: the page says it before the click, and denying (the agent is told why) still works."""
+    from governance.models import ServerUserObjectPermission
+
+    client.force_login(approver)
+    page = reverse("admin:governance_approvalrequest_change", args=[pending.pk])
+    assert 'id="lost-access"' not in client.get(page).content.decode()
+    ServerUserObjectPermission.objects.filter(user=pending.requester, permission__codename="execute_server").delete()
+    html = client.get(page).content.decode()
+    assert 'id="lost-access"' in html and "approving is refused" in html
+    assert 'name="_approve"' not in html and 'name="_deny"' in html
+    client.post(page, {"reason": "they left the team", "_deny": "1"})
+    pending.refresh_from_db()
+    assert pending.status == ApprovalStatus.DENIED

@@ -233,3 +233,17 @@ def test_a_hidden_name_is_no_lookup_in_the_query_string(client, abroad, mutating
     assert client.get(audit, {"outcome__exact": "success"}).status_code == 200
     assert client.get(audit, {"user__id__exact": bob.pk}).status_code == 200
     assert client.get(inbox, {"status__exact": "pending"}).status_code == 200
+
+
+def test_the_audit_search_says_what_it_finds_and_finds_the_masked_rows_as_shown(client, abroad, mutating_tool):
+    """Searching a person of another tenant by name finds nothing (Z12): the search box says so, and what it
+    finds them as."""
+    _searched(abroad["bob"], mutating_tool)
+    client.force_login(abroad["ann"])
+    changelist = reverse("admin:governance_auditevent_changelist")
+    html = client.get(changelist).content.decode()
+    assert "a tool id (server::tool), an approval id or a trace id" in html
+    assert f"is found as “{OTHER_TENANT_PERSON}”" in html
+    found = client.get(changelist, {"q": OTHER_TENANT_PERSON}).content.decode()
+    assert "0 audit events" not in found and "bob-b" not in found
+    assert found.count(f'<td class="field-subject">{OTHER_TENANT_PERSON}</td>') >= 1

@@ -142,3 +142,23 @@ def test_the_form_says_why_a_tenant_operator_sees_the_command_read_only(client, 
     assert "This server is shared by every tenant: only a superuser changes its connection." in page.text
     client.force_login(admin_user)
     assert "set by a superuser" not in client.get(reverse("admin:catalog_server_add")).text
+
+
+def _transport_choices(client) -> tuple[list[str], str]:
+    import re
+
+    page = client.get(reverse("admin:catalog_server_add")).content.decode()
+    select = re.search(r'<select name="transport".*?</select>', page, re.S).group(0)
+    offered = re.findall(r'<option value="([^"]*)"', select)
+    selected = re.search(r'<option value="([^"]*)"[^>]*selected', select).group(1)
+    return offered, selected
+
+
+def test_a_tenant_operators_new_server_form_offers_only_what_they_can_add(client, operator_a, superuser):
+    """stdio needs a command, which a tenant's operator may not name: the form opened on it led to a refusal."""
+    client.force_login(operator_a)
+    offered, selected = _transport_choices(client)
+    assert selected == "http" and "stdio" not in offered and "openapi" in offered
+    client.force_login(superuser)
+    offered, selected = _transport_choices(client)
+    assert selected == "stdio" and "stdio" in offered
