@@ -22,7 +22,9 @@
    - concurrency 64: 0 errors, p99 against the encode p95 (target <= 10x);
    - the gateway processes' CPU per answered request (srv cpu) against the CPU of one encode (cpu/enc):
      a shared machine stretches wall times, much less CPU times, so this says what the gateway costs
-     beyond the model whatever the load.
+     beyond the model whatever the load;
+   - how each run's gateway CPU fell on the workers (workers, busiest first in percent): a run whose load
+     landed on one worker ("100/0") had one core, and its throughput says so, not the gateway's cost.
    The server's cache of recent request vectors is off (SCOUT_SEARCH_QUERY_CACHE_SIZE=0) unless
    ``--query-cache``: the load repeats its queries, and every request must pay the model to compare
    with the encode floor.
@@ -259,6 +261,34 @@ def process_tree_cpu(pid: int) -> float:
     except (OSError, ValueError):
         return float("nan")
     return total
+
+
+def worker_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds used so far by each direct child of ``pid`` (uvicorn's workers), with its own children."""
+    try:
+        children = [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return {}
+    workers = [child for child in children if b"resource_tracker" not in _cmdline(child)]
+    return {child: process_tree_cpu(child) for child in workers}
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def worker_split(before: dict[int, float], after: dict[int, float]) -> str:
+    """How a run's gateway CPU fell on the workers, busiest first, in percent ("52/48"). A client opening its
+    connections at once can land them all on one worker (its event loop accepts every connection waiting when it
+    wakes, and a kept-alive connection stays on it), which halves the CPU the run can use on 2 cores."""
+    spent = sorted((after[pid] - before.get(pid, 0.0) for pid in after), reverse=True)
+    total = sum(spent)
+    if not spent or total <= 0 or total != total:
+        return "-"
+    return "/".join(f"{100 * value / total:.0f}" for value in spent)
 
 
 def _encode_for(args: tuple[str, list[str], float]) -> int:
@@ -518,9 +548,10 @@ def main() -> int:
             (args.concurrency, queries * 2, None),
             (high, queries, args.duration),
         ):
-            cpu_before = process_tree_cpu(gateway.pid)
+            cpu_before, workers_before = process_tree_cpu(gateway.pid), worker_cpu(gateway.pid)
             result = asyncio.run(run_load(url, token, load, concurrency, duration=duration))
-            runs.append((concurrency, *result, process_tree_cpu(gateway.pid) - cpu_before))
+            split = worker_split(workers_before, worker_cpu(gateway.pid))
+            runs.append((concurrency, *result, process_tree_cpu(gateway.pid) - cpu_before, split))
         freshness = sync_to_visible(url, token, args.sync_rounds) if args.sync_rounds else []
     finally:
         gateway.send_signal(signal.SIGINT)
@@ -551,9 +582,10 @@ def main() -> int:
     )
     print(
         f"{'concurrency':>11} {'requests':>8} {'errors':>6} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
-        f"{'req/s':>7} {'p95/enc':>8} {'p99/enc':>8} {'thr/ceil':>8} {'thr/meas':>8} {'srv cpu':>8} {'cpu/enc':>8}"
+        f"{'req/s':>7} {'p95/enc':>8} {'p99/enc':>8} {'thr/ceil':>8} {'thr/meas':>8} {'srv cpu':>8} {'cpu/enc':>8} "
+        f"{'workers':>8}"
     )
-    for concurrency, latencies, elapsed, errors, cpu in runs:
+    for concurrency, latencies, elapsed, errors, cpu, split in runs:
         cpu_ms = cpu * 1000 / max(1, len(latencies) + len(errors))
         throughput = len(latencies) / elapsed
         print(
@@ -561,7 +593,7 @@ def main() -> int:
             f"{statistics.median(latencies) if latencies else float('nan'):>8.1f} {p95(latencies):>8.1f} "
             f"{percentile(latencies, 0.99):>8.1f} {throughput:>7.1f} {p95(latencies) / encode_p95:>8.2f} "
             f"{percentile(latencies, 0.99) / encode_p95:>8.2f} {throughput / ceiling:>8.2f} "
-            f"{throughput / measured_ceiling:>8.2f} {cpu_ms:>8.1f} {cpu_ms / encode_cpu:>8.2f}"
+            f"{throughput / measured_ceiling:>8.2f} {cpu_ms:>8.1f} {cpu_ms / encode_cpu:>8.2f} {split:>8}"
         )
         for message in sorted(set(errors))[:3]:
             print(f"{'':>11} error: {message}")

@@ -8,6 +8,14 @@ previous response ending, on a kept-alive connection); past it the connection is
 response is not limited: the clock stops once the request has been read. ``SCOUT_HTTP_KEEP_ALIVE`` sets
 uvicorn's idle keep-alive timeout.
 
+A kept-alive connection is also ended after its first response once it is SCOUT_HTTP_CONNECTION_MAX_AGE seconds
+old (``Connection: close`` on that response, so the client opens a new connection for its next request): uvicorn's
+workers share one listening socket, and the worker whose event loop wakes first accepts every connection waiting
+(asyncio accepts up to the backlog in one go), so a client opening its connections at once had them all on one
+worker for their whole life (issue 9: 400 of 400 searches of a c=16 run on one of 2 workers, one core used of two).
+A new connection goes to the worker that accepts first, the idle one more often than the busy one, so the load
+spreads out within a few ages, as gRPC's maximum connection age does behind a balancer.
+
 Used by the documented run command (``uvicorn scoutsite.asgi:application --http
 scoutsite.serving:BoundedH11Protocol``, ``make run``) and by ``manage.py demo``.
 """
@@ -26,6 +34,7 @@ logger = logging.getLogger("uvicorn.error")
 
 # The run command's protocol, as uvicorn's --http takes it.
 PROTOCOL = "scoutsite.serving:BoundedH11Protocol"
+CLOSE = (b"connection", b"close")
 
 
 def no_delay(transport: asyncio.BaseTransport) -> None:
@@ -45,15 +54,33 @@ class BoundedH11Protocol(H11Protocol):
         super().__init__(*args, **kwargs)
         self.timeout_keep_alive = settings.SCOUT_HTTP_KEEP_ALIVE
         self.request_deadline: asyncio.TimerHandle | None = None
+        self.opened_at = 0.0
+        self.aged_cycle = None  # the request cycle whose response ends the connection (module note)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         no_delay(transport)
+        self.opened_at = self.loop.time()
         self._arm_request_deadline()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_request_deadline()
         super().connection_lost(exc)
+
+    def handle_events(self) -> None:
+        super().handle_events()
+        self._close_when_aged()
+
+    def _close_when_aged(self) -> None:
+        """The request just read gets ``Connection: close`` on its response when the connection has reached
+        SCOUT_HTTP_CONNECTION_MAX_AGE (module note); uvicorn then closes the connection once it is sent."""
+        cycle, max_age = self.cycle, settings.SCOUT_HTTP_CONNECTION_MAX_AGE
+        if cycle is None or cycle is self.aged_cycle or cycle.response_started or max_age <= 0:
+            return
+        if self.loop.time() - self.opened_at >= max_age:
+            self.aged_cycle = cycle
+            if CLOSE not in cycle.default_headers:
+                cycle.default_headers = [*cycle.default_headers, CLOSE]
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)

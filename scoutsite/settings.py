@@ -363,6 +363,9 @@ SCOUT_OPENAPI_MAX_DOCUMENT_BYTES = env_int("SCOUT_OPENAPI_MAX_DOCUMENT_BYTES", 2
 # connection is closed after SCOUT_HTTP_KEEP_ALIVE seconds.
 SCOUT_HTTP_REQUEST_TIMEOUT = env_float("SCOUT_HTTP_REQUEST_TIMEOUT", 20.0)
 SCOUT_HTTP_KEEP_ALIVE = env_float("SCOUT_HTTP_KEEP_ALIVE", 5.0)
+# A kept-alive connection this many seconds old is closed after its next response (Connection: close), so that the
+# load of clients holding their connections spreads over the uvicorn workers again (serving.py); 0: never.
+SCOUT_HTTP_CONNECTION_MAX_AGE = env_float("SCOUT_HTTP_CONNECTION_MAX_AGE", 2.0)
 # Base URL users reach Scout at: names the admin page where approvers act and the protected resource.
 SCOUT_PUBLIC_URL = env_str("SCOUT_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
 # Served over https (the public URL says so): the admin's session and CSRF cookies are never sent over plain http,
