@@ -14,6 +14,9 @@ A batch the database cannot take now (``TRANSIENT``: locked, busy, connection lo
 lost. Any other failure is a row's fault, not the database's (a data or integrity error, a value that cannot be
 sent): retried, it would fail for ever and hold back every later record, so the batch is written row by row and
 each such row dropped with an error logged once, the rest written.
+The queue holds at most SCOUT_WRITE_BEHIND_MAX_PENDING records: while the database cannot take them (an outage) it
+grew without bound. Past that a record is written in the request instead, as with write-behind off (back-pressure:
+while the database is down, that request fails as the database does), so none is dropped and memory is bounded.
 SCOUT_WRITE_BEHIND_SECONDS=0 writes each record inline (the tests' default, so a test reads what a request wrote).
 """
 
@@ -51,17 +54,22 @@ class WriteBehind:
         self.connected = False  # whether the writer thread holds a database connection (tests)
 
     def add(self, instance: models.Model) -> None:
-        """Insert ``instance`` soon (or now, when write-behind is off). It must be complete: no pk needed."""
+        """Insert ``instance`` soon (or now, when write-behind is off or the queue is full: then the database's
+        error, if any, is raised here). It must be complete: no pk needed."""
         if settings.SCOUT_WRITE_BEHIND_SECONDS <= 0:
             instance.save(force_insert=True)
             return
         with self._lock:
-            self._pending.append(instance)
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="scout-write-behind", daemon=True)
-                self._thread.start()
-            if len(self._pending) == 1 or len(self._pending) >= MAX_BATCH:
-                self._wake.notify()
+            full = len(self._pending) >= settings.SCOUT_WRITE_BEHIND_MAX_PENDING
+            if not full:
+                self._pending.append(instance)
+                if self._thread is None or not self._thread.is_alive():
+                    self._thread = threading.Thread(target=self._run, name="scout-write-behind", daemon=True)
+                    self._thread.start()
+                if len(self._pending) == 1 or len(self._pending) >= MAX_BATCH:
+                    self._wake.notify()
+        if full:  # the database has not kept up (or is down): this caller waits for its own row, or fails with it
+            instance.save(force_insert=True)
 
     def pending(self) -> int:
         with self._lock:

@@ -474,6 +474,9 @@ SCOUT_SEARCH_VECTOR_SPILL_DIR = env_str("SCOUT_SEARCH_VECTOR_SPILL_DIR", "") or 
 # a batch held one search's rows at the rates one worker serves, and a batch costs most of its CPU whatever its size
 # (one search's rows alone: 2.0 ms on SQLite, 4.0 ms on Postgres; eight searches' together: 0.6 and 1.1 ms each).
 SCOUT_WRITE_BEHIND_SECONDS = env_float("SCOUT_WRITE_BEHIND_SECONDS", 0.25)
+# At most this many records wait per process (while the database cannot take them, the queue grew without bound);
+# past it a request writes its own record, failing as the database does while it is down. None is dropped.
+SCOUT_WRITE_BEHIND_MAX_PENDING = env_int("SCOUT_WRITE_BEHIND_MAX_PENDING", 10_000)
 SCOUT_SEARCH_QUERY_CACHE_SIZE = env_int("SCOUT_SEARCH_QUERY_CACHE_SIZE", 2048)  # recent request vectors per process
 SCOUT_SEARCH_FUSION = env_str("SCOUT_SEARCH_FUSION", "convex")  # convex | rrf
 SCOUT_SEARCH_BM25_WEIGHT = env_float("SCOUT_SEARCH_BM25_WEIGHT", 0.3)  # convex mix: BM25 share

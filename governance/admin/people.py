@@ -13,8 +13,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import GroupAdmin as AuthGroupAdmin
 from django.contrib.auth.admin import UserAdmin as AuthUserAdmin
 from django.contrib.auth.forms import ReadOnlyPasswordHashWidget
-from django.contrib.auth.models import Group
-from django.db.models import QuerySet
+from django.contrib.auth.models import Group, Permission
+from django.db.models import Q, QuerySet
 
 from catalog.admin.titles import TitledAdminMixin
 
@@ -77,14 +77,18 @@ class PeopleChoicesMixin:
     may see (one posted from outside the list is refused as an invalid choice). Saving a ModelAdmin's form keeps
     the people and groups it did not offer (another tenant's members of an entitlement, a person's other groups)."""
 
+    def choosable(self, request, db_field) -> QuerySet | None:
+        """What ``db_field`` offers ``request.user``, or None for its default choices."""
+        return _choosable(request, db_field.related_model)
+
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
-        choosable = _choosable(request, db_field.related_model)
+        choosable = self.choosable(request, db_field)
         if choosable is not None and "queryset" not in kwargs:
             kwargs["queryset"] = choosable
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def formfield_for_manytomany(self, db_field, request, **kwargs):
-        choosable = _choosable(request, db_field.related_model)
+        choosable = self.choosable(request, db_field)
         if choosable is not None and "queryset" not in kwargs:
             kwargs["queryset"] = choosable
         return super().formfield_for_manytomany(db_field, request, **kwargs)
@@ -93,7 +97,7 @@ class PeopleChoicesMixin:
         kept = {}
         if change and not request.user.is_superuser:
             for field in form.instance._meta.many_to_many:
-                choosable = _choosable(request, field.related_model)
+                choosable = self.choosable(request, field)
                 if choosable is not None and field.name in form.cleaned_data:
                     related = getattr(form.instance, field.name)
                     kept[field.name] = list(related.exclude(pk__in=choosable.values("pk")).values_list("pk", flat=True))
@@ -109,10 +113,27 @@ class PasswordSummaryWidget(ReadOnlyPasswordHashWidget):
     template_name = "admin/auth/password_summary.html"
 
 
+def permissions_held_by(user) -> QuerySet:
+    """The model permissions ``user`` holds, directly or through a group (whether or not active)."""
+    held = Permission.objects.filter(Q(user=user) | Q(group__user=user)).values("pk")
+    return Permission.objects.filter(pk__in=held)
+
+
+def _outranks(person, admin_user) -> bool:
+    """Whether ``person`` holds more than ``admin_user``: is a superuser, or holds a model permission they lack."""
+    if admin_user.is_superuser:
+        return False
+    return person.is_superuser or permissions_held_by(person).exclude(pk__in=permissions_held_by(admin_user)).exists()
+
+
 class UserAdmin(TitledAdminMixin, PeopleChoicesMixin, AuthUserAdmin):
     """Django's user admin over the people this admin may see (the list, each page and the autocomplete); a
     person's groups offer only the groups the admin may see, and so does the list's group filter (the groups of the
-    people listed: Django's offered every group)."""
+    people listed: Django's offered every group).
+
+    Nobody is raised above the admin (T-escalation): a non-superuser with ``auth.change_user`` only reads (no
+    change, password reset or delete) a person who outranks them, never sets ``is_superuser``, and grants only the
+    permissions and groups they hold; those a person holds beyond them are kept on save."""
 
     list_filter = ("is_staff", "is_superuser", "is_active", ("groups", admin.RelatedOnlyFieldListFilter))
     list_title = "People — staff sign in here; everyone calls tools with API tokens"
@@ -122,6 +143,25 @@ class UserAdmin(TitledAdminMixin, PeopleChoicesMixin, AuthUserAdmin):
 
     def get_queryset(self, request):
         return super().get_queryset(request).filter(users_visible_to_operator(user=request.user))
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return super().has_change_permission(request, obj) and not (obj and _outranks(obj, request.user))
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return super().has_delete_permission(request, obj) and not (obj and _outranks(obj, request.user))
+
+    def get_readonly_fields(self, request, obj=None):
+        readonly = super().get_readonly_fields(request, obj)
+        return readonly if request.user.is_superuser else (*readonly, "is_superuser")
+
+    def choosable(self, request, db_field) -> QuerySet | None:
+        if request.user.is_superuser:
+            return super().choosable(request, db_field)
+        if db_field.name == "groups":
+            return groups_for(request).filter(pk__in=request.user.groups.values("pk"))
+        if db_field.name == "user_permissions":
+            return permissions_held_by(request.user)
+        return super().choosable(request, db_field)
 
     def get_form(self, request, obj=None, **kwargs):
         form = super().get_form(request, obj, **kwargs)
@@ -133,9 +173,11 @@ class UserAdmin(TitledAdminMixin, PeopleChoicesMixin, AuthUserAdmin):
         return form
 
 
-class GroupAdmin(TitledAdminMixin, AuthGroupAdmin):
+class GroupAdmin(TitledAdminMixin, PeopleChoicesMixin, AuthGroupAdmin):
     """Django's group admin over the groups this admin may see (the list, each page and the autocomplete of every
-    grant form): never another tenant's group (``groups_visible_to_operator``)."""
+    grant form): never another tenant's group (``groups_visible_to_operator``). A non-superuser adds to a group
+    only permissions they hold (its members would get them: a way to grant oneself any permission through one's own
+    group); the group's others are kept on save."""
 
     list_title = "Groups — roles (Curators, Approvers, Operators) and teams that hold grants"
 
@@ -144,6 +186,11 @@ class GroupAdmin(TitledAdminMixin, AuthGroupAdmin):
 
     def get_queryset(self, request):
         return super().get_queryset(request).filter(groups_visible_to_operator(user=request.user))
+
+    def choosable(self, request, db_field) -> QuerySet | None:
+        if db_field.name == "permissions" and not request.user.is_superuser:
+            return permissions_held_by(request.user)
+        return super().choosable(request, db_field)
 
 
 admin.site.unregister(get_user_model())

@@ -24,7 +24,13 @@ from django.utils import timezone
 from opentelemetry import trace
 
 from catalog.models import Tool
-from catalog.schemas import SchemaCheckTooLong, UnsafeSchema, arguments_validator, schema_check_deadline
+from catalog.schemas import (
+    SchemaCheckTooLong,
+    UnsafeSchema,
+    arguments_validator,
+    schema_check_deadline,
+    schema_evaluation_problem,
+)
 from governance.choices import AuditEventType, AuditOutcome, OperationClass
 from governance.constants import SCOPE_EXECUTE
 from governance.principals import Principal
@@ -145,6 +151,28 @@ def arguments_problem(schema: dict[str, Any], arguments: dict[str, Any]) -> str 
     if not errors:
         return None
     return _schema_error_text(errors[0], schema)
+
+
+# Per definition hash (a tool version): the estimate walks the whole schema, and a version's schema never changes.
+_EVALUATION_PROBLEMS: dict[str, str | None] = {}
+EVALUATION_PROBLEMS_CACHED = 4096
+_UNCHECKED = object()
+
+
+def stored_schema_problem(tool: Tool) -> str | None:
+    """Why checking arguments against ``tool``'s stored inputSchema can take exponential time, in the words sync
+    refuses such a schema with (``schema_evaluation_problem``), or None. A tool stored before sync refused them
+    keeps its schema until its server syncs again: refused here, with the same reason, and not sent."""
+    problem = _EVALUATION_PROBLEMS.get(tool.definition_hash, _UNCHECKED)
+    if problem is _UNCHECKED:
+        problem = schema_evaluation_problem(tool.input_schema or {})
+        if len(_EVALUATION_PROBLEMS) >= EVALUATION_PROBLEMS_CACHED:
+            _EVALUATION_PROBLEMS.clear()
+        if tool.definition_hash:
+            _EVALUATION_PROBLEMS[tool.definition_hash] = problem
+    if problem is None:
+        return None
+    return f"the tool's input schema is refused ({problem}), so the call was not sent; ask an operator to review it"
 
 
 @dataclass
@@ -404,7 +432,7 @@ def _prepare(
         )
     # Checked before the approval gate: an approver is never asked for a call that cannot run, and the model
     # corrects its arguments now instead of after waiting for a decision (and asking again for the fixed call).
-    problem = arguments_problem(tool.input_schema or {}, arguments)
+    problem = stored_schema_problem(tool) or arguments_problem(tool.input_schema or {}, arguments)
     if problem is not None:
         return _denied(
             principal, tool, "invalid_arguments", error_result(_invalid_text(problem, tool), invalid_arguments=True)

@@ -129,14 +129,18 @@ def bomb_server(gateway, admin_user, tmp_path):
 
 @pytest.mark.timeout(60)
 def test_a_schema_of_shared_references_is_checked_within_its_time_while_other_clients_are_served(
-    gateway, bomb_server, settings
+    gateway, bomb_server, settings, monkeypatch
 ):
     """C1-19: a schema of 40 definitions, each an anyOf of two references to the one before, was accepted at sync
     (now refused there; this one is stored as before), and checking a 1-character string against it took 2**40
     steps: each call held one of the gateway's six ORM threads (and the CPU) for ever, so six calls stopped every
     client's searches and calls. The check now stops at its time (``SCOUT_MCP_SCHEMA_CHECK_SECONDS``) and the call
     is refused unsent. Without the bound the test fails on its timeout mark (a guard against a wedged run, not a
-    measurement)."""
+    measurement). The estimate that refuses this schema before any check (``stored_schema_problem``) is taken out
+    here: the time bound stays for a schema it would miss."""
+    from mcpgateway.services import execution
+
+    monkeypatch.setattr(execution, "stored_schema_problem", lambda tool: None)
     settings.SCOUT_MCP_SCHEMA_CHECK_SECONDS = 0.5
     attacks, search = attacks_beside_a_search(gateway, bomb_server, "bomb::check_code", {"code": "a"})
 
@@ -149,6 +153,33 @@ def test_a_schema_of_shared_references_is_checked_within_its_time_while_other_cl
     # A value the first branch accepts is checked at once and passes.
     valid = call(gateway, bomb_server[0], "bomb::check_code", {"code": "abcdef"})
     assert not (valid.structured_content or {}).get("invalid_arguments")
+
+
+def test_a_stored_schema_sync_now_refuses_is_refused_at_call_time_with_the_same_reason(
+    gateway, bomb_server, monkeypatch
+):
+    """A tool stored before sync refused exponential schemas kept its schema until its server synced again: each
+    call ran the check to its time limit. It is refused before any check, with sync's reason, the estimate made once
+    per tool version."""
+    from catalog.schemas import schema_evaluation_problem
+    from mcpgateway.services import execution
+
+    estimates = []
+
+    def counted(schema):
+        estimates.append(schema)
+        return schema_evaluation_problem(schema)
+
+    monkeypatch.setattr(execution, "schema_evaluation_problem", counted)
+    monkeypatch.setattr(execution, "_EVALUATION_PROBLEMS", {})  # another test's tool of this version: not known yet
+    reason = schema_evaluation_problem(shared_reference_bomb(40))
+    assert reason and reason.startswith("checking arguments can take over")
+
+    for code in ("a", "abcdef"):  # one the schema refuses, one it accepts: neither is checked nor sent
+        result = call(gateway, bomb_server[0], "bomb::check_code", {"code": code})
+        assert result.is_error and result.structured_content["invalid_arguments"] is True
+        assert f"the tool's input schema is refused ({reason}), so the call was not sent" in result.content[0].text
+    assert len(estimates) == 1
 
 
 @pytest.fixture

@@ -31,20 +31,30 @@ class Command(ProgressCommand):
             pks = [found[slug] for slug in dict.fromkeys(slugs)]
         else:
             raise CommandError("name at least one server slug, or pass --all")
+        # Slugs read now: a server deleted before or while it syncs has none to read afterwards.
+        slug_of = dict(Server.objects.filter(pk__in=pks).values_list("pk", "slug"))
 
         failed = 0
-        runs = []
+        runs: list[SyncRun | str] = []
         with self.progress("syncing", unit="servers") as progress:
             progress(0, len(pks))
             for done, pk in enumerate(pks, start=1):
-                run = server_sync(server_pk=pk, trigger="command")
-                failed += run.status == SyncStatus.FAILED
-                runs.append(run)
+                try:
+                    run = server_sync(server_pk=pk, trigger="command")
+                except Server.DoesNotExist:
+                    # Deleted meanwhile: nothing left to sync or report on; the others still sync.
+                    runs.append(slug_of.get(pk, f"server {pk}"))
+                else:
+                    failed += run.status == SyncStatus.FAILED
+                    runs.append(run)
                 progress(done, len(pks))
         # Failed runs print even at --verbosity 0. After the bar, not under it: tqdm redraws its line, and
         # a line written meanwhile would be torn.
         for run in runs:
-            if run.status == SyncStatus.FAILED or int(options["verbosity"]):
+            if isinstance(run, str):
+                if int(options["verbosity"]):
+                    self.stdout.write(f"{run:<20} gone: deleted meanwhile")
+            elif run.status == SyncStatus.FAILED or int(options["verbosity"]):
                 self._print_run(run)
         if failed:
             raise CommandError(f"{failed} of {len(pks)} sync(s) failed")

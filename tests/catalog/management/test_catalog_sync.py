@@ -63,3 +63,30 @@ def test_unknown_slug_and_missing_arguments_are_clear_errors(db):
         call_command("catalog_sync", "nope", stdout=StringIO())
     with pytest.raises(CommandError, match="--all"):
         call_command("catalog_sync", stdout=StringIO())
+
+
+@pytest.mark.django_db(transaction=True)  # autocommit, as the command runs: each write stands or fails on its own
+def test_all_reports_a_server_deleted_while_it_synced_and_syncs_the_others(scripted, make_server, monkeypatch):
+    """A server deleted mid-sync ends its sync with Server.DoesNotExist; --all stopped there, the servers after it
+    unsynced and a traceback for the operator."""
+    from catalog import upstream
+    from catalog.models import Server
+
+    gone, _ = scripted({"pages": [[good_tool("alpha")]]}, slug="gone")
+    make_server("time", command=str(BIN_DIR / "mcp-server-time"))
+    real_list_tools = upstream.list_tools
+
+    def deleting_gone(server, *args, **kwargs):
+        if server.pk == gone.pk:
+            Server.objects.filter(pk=gone.pk).delete()
+        return real_list_tools(server, *args, **kwargs)
+
+    monkeypatch.setattr(upstream, "list_tools", deleting_gone)
+    out = StringIO()
+
+    call_command("catalog_sync", "--all", stdout=out)
+
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "gone                 gone: deleted meanwhile"
+    assert lines[1].split()[:2] == ["time", "success"]
+    assert set(Tool.objects.values_list("tool_id", flat=True)) == {"time::get_current_time", "time::convert_time"}

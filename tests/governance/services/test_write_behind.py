@@ -259,6 +259,33 @@ def test_rows_the_database_cannot_take_now_are_kept_and_written_once_it_can(queu
     assert [e.payload["n"] for e in AuditEvent.objects.order_by("id")] == [0, 0]
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_full_queue_writes_the_next_record_in_the_request_and_loses_none(
+    queued, settings, member, audit_table_locked
+):
+    """The queue grew without bound while the database could not take its rows (memory for as long as an outage
+    lasts). Past SCOUT_WRITE_BEHIND_MAX_PENDING a record is written in the request instead (back-pressure): while
+    the database is down that request fails as the database does; none queued is lost, the queue never grows."""
+    from django.db import OperationalError
+
+    settings.SCOUT_WRITE_BEHIND_MAX_PENDING = 4
+    principal = principal_for_user(member)
+    _search_records(principal, 2)  # 4 records: the queue is full
+    assert write_behind().pending() == 4
+
+    with pytest.raises(OperationalError), _short_lock_wait():
+        audit_record(event_type=AuditEventType.DISCOVERY, principal=principal, outcome="success", deferred=True)
+    assert write_behind().pending() == 4  # not queued: refused with the request
+
+    audit_table_locked.set()
+    audit_record(event_type=AuditEventType.DISCOVERY, principal=principal, outcome="x", payload={"n": 9}, deferred=True)
+    assert write_behind().pending() == 4  # written at once, in the request
+    assert [e.payload["n"] for e in AuditEvent.objects.filter(event_type=AuditEventType.DISCOVERY)] == [9]
+    assert write_behind_flush() == 4
+    assert sorted(e.payload["n"] for e in AuditEvent.objects.filter(event_type=AuditEventType.DISCOVERY)) == [0, 1, 9]
+    assert QueryLogEntry.objects.count() == 2
+
+
 SCRIPT = """
 import django, os
 django.setup()
