@@ -92,6 +92,25 @@ def test_demo_runs_again_over_an_example_request_listed_twice():
     assert tool.purpose == "Show the history of recent commits."
 
 
+def test_ctrl_c_while_the_demo_sets_up_ends_it_with_a_line_and_serves_nothing(tmp_path, monkeypatch):
+    """Ctrl-C during the demo's sync printed a KeyboardInterrupt traceback through the SDK and anyio's frames."""
+    from django.core.management.base import CommandError
+
+    from mcpgateway.management.commands.demo import Command
+
+    def interrupted(**_):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("catalog.services.sync.server_sync", interrupted)
+    monkeypatch.setattr(Command, "_serve", lambda *_: pytest.fail("served after an interrupt"))
+    with pytest.raises(CommandError, match="interrupted before the demo was ready; nothing is served") as raised:
+        try:
+            call_command("demo", "--port", "8799", "--data-dir", str(tmp_path), stdout=StringIO())
+        except KeyboardInterrupt:
+            pytest.fail("the interrupt escaped the command: Python prints its traceback")
+    assert raised.value.returncode == 130  # as a shell reports a command ended by SIGINT
+
+
 def test_demo_refuses_to_serve_debug_pages_beyond_loopback(settings, tmp_path):
     from django.core.management.base import CommandError
 

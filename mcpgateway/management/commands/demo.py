@@ -97,6 +97,17 @@ class Command(ProgressCommand):
                 f"DEBUG is on: Django's debug pages would be served to anyone who reaches {options['host']}. "
                 "Serve the demo on 127.0.0.1, or run it without DEBUG."
             )
+        try:
+            self._set_up(options)
+        except KeyboardInterrupt:  # Ctrl-C before the server started: a line, not a traceback
+            raise CommandError(
+                "interrupted before the demo was ready; nothing is served. `make demo` sets it up again.",
+                returncode=130,
+            ) from None
+        if not options["no_serve"]:
+            self._serve(options["host"], options["port"])
+
+    def _set_up(self, options: dict[str, Any]) -> None:
         if not os.environ.get("SCOUT_PUBLIC_URL"):
             # The links Scout gives (landing page, approval URLs told to agents and mailed to approvers, the MCP
             # URL on a new token's page) name the address this demo serves on, not the default port 8000.
@@ -122,8 +133,6 @@ class Command(ProgressCommand):
         self._build_index()
         token = self._api_token()
         self._print_summary(options["host"], options["port"], password, approver_password, role_passwords, token)
-        if not options["no_serve"]:
-            self._serve(options["host"], options["port"])
 
     def _serve(self, host: str, port: int) -> None:
         """Become the server `make run` starts: ``uvicorn scoutsite.asgi:application --http <PROTOCOL>`` in a
