@@ -10,6 +10,7 @@ import ipaddress
 import os
 import secrets
 import shutil
+import socket
 import subprocess
 import sys
 from datetime import timedelta
@@ -72,6 +73,18 @@ def _is_loopback(host: str) -> bool:
         return host == "localhost"
 
 
+def _port_taken(host: str, port: int) -> bool:
+    """Whether something already listens where the demo would serve (uvicorn's bind, SO_REUSEADDR as it does)."""
+    address = host.strip("[]")
+    with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((address, port))
+        except OSError:
+            return True
+    return False
+
+
 def _base_url(host: str, port: int) -> str:
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"  # an IPv6 address
@@ -96,6 +109,12 @@ class Command(ProgressCommand):
             raise CommandError(
                 f"DEBUG is on: Django's debug pages would be served to anyone who reaches {options['host']}. "
                 "Serve the demo on 127.0.0.1, or run it without DEBUG."
+            )
+        if not options["no_serve"] and _port_taken(options["host"], options["port"]):
+            # Found after the set-up, it printed new passwords (the running demo's too) and then failed to serve.
+            raise CommandError(
+                f"{_base_url(options['host'], options['port'])} is in use (a demo already running?): stop it, or "
+                f"serve on another port (make demo PORT={options['port'] + 1}). Nothing was changed."
             )
         try:
             self._set_up(options)
