@@ -330,6 +330,10 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"httpx": {"level": "WARNING"}, "httpx2": {"level": "WARNING"}, "mcp": {"level": "WARNING"}},
 }
+if CELERY_TASK_ALWAYS_EAGER:
+    # Tasks run in-process (no REDIS_URL): no "Task search.tasks.reindex_tools[<uuid>] succeeded in ..." line per
+    # task in the server's output (`make demo` printed a dozen before its summary). Failures are still logged.
+    LOGGING["loggers"]["celery.app.trace"] = {"level": "WARNING"}
 
 # --- catalog -------------------------------------------------------------------------------------
 # Reconcile every server on this interval (seconds); beat schedule in scoutsite/celery.py.

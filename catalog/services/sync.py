@@ -95,8 +95,8 @@ def _sync_locked(server: Server, trigger: str) -> SyncRun:
         _server_mark_failed(server, error=str(exc))
         logger.warning("sync of %s failed: %s", server.slug, exc)
         return run
-    except Exception as exc:
-        sync_run_finish(run, error=f"internal error while listing tools: {type(exc).__name__}: {exc}")
+    except BaseException as exc:  # an interrupt (Ctrl-C) too: a run never stays "running"
+        sync_run_finish(run, error=_run_error("listing tools", exc))
         raise
     try:
         definitions, rejections, mentioned = normalize_listing(
@@ -109,12 +109,18 @@ def _sync_locked(server: Server, trigger: str) -> SyncRun:
         run.save(update_fields=["progress_total"])
         # Names listed but rejected are kept, not tombstoned: a bad new version must not lose the tool.
         result = catalog_apply_listing(server=server, definitions=definitions, keep_names=mentioned, run=run)
-    except Exception as exc:
-        sync_run_finish(run, error=f"internal error while saving the listing: {type(exc).__name__}: {exc}")
+    except BaseException as exc:
+        sync_run_finish(run, error=_run_error("saving the listing", exc))
         raise
     sync_run_finish(run, result=result, rejections=rejections)
     _server_mark_synced(server, warning=run.error)
     return run
+
+
+def _run_error(doing: str, exc: BaseException) -> str:
+    if isinstance(exc, Exception):
+        return f"internal error while {doing}: {type(exc).__name__}: {exc}"
+    return f"interrupted while {doing} ({type(exc).__name__})"  # KeyboardInterrupt, SystemExit
 
 
 def _server_mark_synced(server: Server, *, warning: str) -> None:

@@ -92,6 +92,44 @@ def test_demo_runs_again_over_an_example_request_listed_twice():
     assert tool.purpose == "Show the history of recent commits."
 
 
+def test_ctrl_c_while_the_demo_sets_up_ends_it_with_a_line_and_serves_nothing(tmp_path, monkeypatch):
+    """Ctrl-C during the demo's sync printed a KeyboardInterrupt traceback through the SDK and anyio's frames."""
+    from django.core.management.base import CommandError
+
+    from mcpgateway.management.commands.demo import Command
+
+    def interrupted(**_):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("catalog.services.sync.server_sync", interrupted)
+    monkeypatch.setattr(Command, "_serve", lambda *_: pytest.fail("served after an interrupt"))
+    with pytest.raises(CommandError, match="interrupted before the demo was ready; nothing is served") as raised:
+        try:
+            call_command("demo", "--port", str(free_port()), "--data-dir", str(tmp_path), stdout=StringIO())
+        except KeyboardInterrupt:
+            pytest.fail("the interrupt escaped the command: Python prints its traceback")
+    assert raised.value.returncode == 130  # as a shell reports a command ended by SIGINT
+
+
+def test_the_demo_refuses_a_port_in_use_before_it_changes_anything(tmp_path, monkeypatch):
+    """A second `make demo` on the port of a running one reset every password, printed "Scout demo is ready" and
+    then failed to bind ("address already in use")."""
+    import socket
+
+    from django.core.management.base import CommandError
+
+    from mcpgateway.management.commands.demo import Command
+
+    monkeypatch.setattr(Command, "_serve", lambda *_: pytest.fail("set up, then tried to serve on a port in use"))
+    with socket.socket() as running:
+        running.bind(("127.0.0.1", 0))
+        running.listen()
+        port = running.getsockname()[1]
+        with pytest.raises(CommandError, match=rf"http://127.0.0.1:{port} is in use .* Nothing was changed"):
+            call_command("demo", "--port", str(port), "--data-dir", str(tmp_path), stdout=StringIO())
+    assert not get_user_model().objects.filter(username="admin").exists()
+
+
 def test_demo_refuses_to_serve_debug_pages_beyond_loopback(settings, tmp_path):
     from django.core.management.base import CommandError
 

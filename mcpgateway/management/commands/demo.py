@@ -10,6 +10,7 @@ import ipaddress
 import os
 import secrets
 import shutil
+import socket
 import subprocess
 import sys
 from datetime import timedelta
@@ -72,6 +73,18 @@ def _is_loopback(host: str) -> bool:
         return host == "localhost"
 
 
+def _port_taken(host: str, port: int) -> bool:
+    """Whether something already listens where the demo would serve (uvicorn's bind, SO_REUSEADDR as it does)."""
+    address = host.strip("[]")
+    with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((address, port))
+        except OSError:
+            return True
+    return False
+
+
 def _base_url(host: str, port: int) -> str:
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"  # an IPv6 address
@@ -97,6 +110,23 @@ class Command(ProgressCommand):
                 f"DEBUG is on: Django's debug pages would be served to anyone who reaches {options['host']}. "
                 "Serve the demo on 127.0.0.1, or run it without DEBUG."
             )
+        if not options["no_serve"] and _port_taken(options["host"], options["port"]):
+            # Found after the set-up, it printed new passwords (the running demo's too) and then failed to serve.
+            raise CommandError(
+                f"{_base_url(options['host'], options['port'])} is in use (a demo already running?): stop it, or "
+                f"serve on another port (make demo PORT={options['port'] + 1}). Nothing was changed."
+            )
+        try:
+            self._set_up(options)
+        except KeyboardInterrupt:  # Ctrl-C before the server started: a line, not a traceback
+            raise CommandError(
+                "interrupted before the demo was ready; nothing is served. `make demo` sets it up again.",
+                returncode=130,
+            ) from None
+        if not options["no_serve"]:
+            self._serve(options["host"], options["port"])
+
+    def _set_up(self, options: dict[str, Any]) -> None:
         if not os.environ.get("SCOUT_PUBLIC_URL"):
             # The links Scout gives (landing page, approval URLs told to agents and mailed to approvers, the MCP
             # URL on a new token's page) name the address this demo serves on, not the default port 8000.
@@ -122,8 +152,6 @@ class Command(ProgressCommand):
         self._build_index()
         token = self._api_token()
         self._print_summary(options["host"], options["port"], password, approver_password, role_passwords, token)
-        if not options["no_serve"]:
-            self._serve(options["host"], options["port"])
 
     def _serve(self, host: str, port: int) -> None:
         """Become the server `make run` starts: ``uvicorn scoutsite.asgi:application --http <PROTOCOL>`` in a

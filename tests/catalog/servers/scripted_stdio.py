@@ -11,6 +11,7 @@ Usage: python scripted_stdio.py SCRIPT.json. The script (re-read on every reques
   env_tool: true to add a tool "env" whose description lists the environment's variable names;
   notify_on_list: true to send notifications/tools/list_changed (unasked, as 2025 servers do) after each listing;
   exit_after_lists: exit once this many tools/list requests were answered;
+  interrupt_on_list: a process id to send SIGINT to (the client's: a Ctrl-C while it lists) instead of answering;
   call_reply: the tools/call answer as raw text, "ID" standing for the request's id, written as Latin-1 bytes
     (so "\u00ff" is the byte 0xFF: invalid UTF-8 on the wire).
 It answers server/discover with "method not found", so the client falls back to the initialize handshake.
@@ -18,6 +19,7 @@ It answers server/discover with "method not found", so the client falls back to 
 
 import json
 import os
+import signal
 import sys
 import time
 
@@ -60,6 +62,8 @@ def main() -> None:
             sys.stdout.flush()
             sys.stdout.buffer.write(raw.encode("latin-1"))
             sys.stdout.buffer.flush()
+        elif method == "tools/list" and script.get("interrupt_on_list"):
+            os.kill(script["interrupt_on_list"], signal.SIGINT)
         elif method == "tools/list":
             cursor = (message.get("params") or {}).get("cursor")
             index = 0 if cursor is None else int(cursor.removeprefix("page-"))

@@ -2,6 +2,7 @@
 and scripted servers that misbehave on purpose."""
 
 import json
+import os
 import threading
 import time
 
@@ -258,6 +259,26 @@ def test_status_goes_degraded_then_unavailable_then_active_again(scripted):
     assert statuses == [ServerStatus.DEGRADED, ServerStatus.UNAVAILABLE]
     assert server.status == ServerStatus.ACTIVE and server.last_error == ""
     assert live_names(server) == {"alpha"}  # the failures lost nothing
+
+
+def test_a_sync_interrupted_by_ctrl_c_is_recorded_failed_not_left_running(scripted):
+    """Ctrl-C during `make demo` or `catalog_sync` left the run "running" for ever in the admin. The scripted
+    server sends this process a real SIGINT when asked for its tools, as a terminal's Ctrl-C would."""
+    server, write = scripted({"pages": [[good_tool("alpha")]]})
+    assert server_sync(server_pk=server.pk, trigger="test").status == SyncStatus.SUCCESS
+    write({"pages": [[good_tool("beta")]], "interrupt_on_list": os.getpid()})
+
+    with pytest.raises(KeyboardInterrupt):
+        server_sync(server_pk=server.pk, trigger="test")
+
+    run = SyncRun.objects.latest("pk")
+    assert run.status == SyncStatus.FAILED and run.finished_at is not None
+    assert run.error == "interrupted while listing tools (KeyboardInterrupt)"
+    server.refresh_from_db()
+    assert server.status == ServerStatus.ACTIVE  # an interrupt is not the server's failure
+    assert live_names(server) == {"alpha"}
+    write({"pages": [[good_tool("beta")]]})
+    assert server_sync(server_pk=server.pk, trigger="test").status == SyncStatus.SUCCESS  # the lock was released
 
 
 # --- bad input ---------------------------------------------------------------------------------------
