@@ -523,6 +523,9 @@ SCOUT_LEARNED_INDEX_INTERVAL = env_int("SCOUT_LEARNED_INDEX_INTERVAL", 60)
 # How long a process trusts its cached view of the current index generation (seconds): one indexed SELECT per
 # process this often; a new generation (a sync, a curator edit) reaches a live server this much later at most.
 SCOUT_SEARCH_GENERATION_CHECK_SECONDS = env_float("SCOUT_SEARCH_GENERATION_CHECK_SECONDS", 0.5)
+# Index generation rows kept after each build (search/services.py generations_prune): the newest this many, and
+# besides them any still building and the ready full builds the Weaviate rollback window keeps. At least 1.
+SCOUT_SEARCH_GENERATIONS_KEPT = env_int("SCOUT_SEARCH_GENERATIONS_KEPT", 10)
 # scout_eval's on-disk embedding cache (model + text hash).
 SCOUT_SEARCH_EVAL_CACHE_DIR = env_str("SCOUT_SEARCH_EVAL_CACHE_DIR", str(BASE_DIR / "var" / "search-eval-cache"))
 

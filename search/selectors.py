@@ -103,10 +103,17 @@ def generation_changes(mark: GenerationMark, token: str) -> tuple[GenerationMark
     target = IndexGeneration.objects.filter(token=token).values_list("id", flat=True).first()
     if target is None:
         return None
-    rows = IndexGeneration.objects.filter(Q(id__in=mark.pending) | Q(id__gt=mark.id, id__lte=target))
+    rows = IndexGeneration.objects.filter(Q(id__in=mark.pending) | Q(id__gte=mark.id, id__lte=target))
+    rows = list(rows.values_list("id", "kind", "status", "tool_pks"))
+    # Old rows are pruned (services.generations_prune): every generation since the snapshot's own, and those it
+    # left pending, must still be there, or changes the snapshot lacks are gone with them.
+    if {row[0] for row in rows} != set(mark.pending) | set(range(mark.id, target + 1)):
+        return None
     pks: set[int] = set()
     pending: set[int] = set()
-    for pk, kind, status, tool_pks in rows.values_list("id", "kind", "status", "tool_pks"):
+    for pk, kind, status, tool_pks in rows:
+        if pk == mark.id:
+            continue
         if status == GenerationStatus.BUILDING:
             pending.add(pk)
         elif status == GenerationStatus.FAILED or kind == GenerationKind.FULL or tool_pks is None:

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from catalog.cachesafe import cache_call
@@ -347,6 +347,7 @@ def _index(*, kind: str, pks: Collection[int] | None, progress: ProgressCallback
         # Cache down: readers fall back to the database; the publish below must happen regardless (F4).
         cache_call("set", GENERATION_CACHE_KEY, token, timeout=settings.SCOUT_SEARCH_GENERATION_CHECK_SECONDS)
         backend_get().publish(generation=token, tools=tools, removed=removed, full=pks is None)
+        generations_prune()
 
     transaction.on_commit(_announce)
     return generation
@@ -375,6 +376,29 @@ def index_rebuild(*, progress: ProgressCallback | None = None) -> IndexGeneratio
 
     ``progress(done, total)`` hears the texts encoded; the generation row records the same, throttled."""
     return _index(kind=GenerationKind.FULL, pks=None, progress=progress)
+
+
+def generations_prune() -> int:
+    """Delete old generation rows after a build is published; returns how many. Kept: the newest
+    SCOUT_SEARCH_GENERATIONS_KEPT generations (at least the current one, the latest ready), any newer than the
+    current one, any still building, and the newest SCOUT_WEAVIATE_KEEP_PREVIOUS + 1 ready full builds (the
+    Weaviate collections kept through the rollback window, and the size ``/metrics`` reports). A process whose
+    snapshot is at a deleted generation, or missed one, reads the index whole (selectors.generation_changes)."""
+    ready = IndexGeneration.objects.filter(status=GenerationStatus.READY).order_by("-id")
+    current = ready.values_list("id", flat=True).first()
+    if current is None:
+        return 0
+    newest = IndexGeneration.objects.order_by("-id").values_list("id", flat=True)
+    cutoff = min(current, *newest[: max(settings.SCOUT_SEARCH_GENERATIONS_KEPT, 1)])
+    fulls = ready.filter(kind=GenerationKind.FULL).values_list("id", flat=True)
+    kept_fulls = list(fulls[: settings.SCOUT_WEAVIATE_KEEP_PREVIOUS + 1])
+    old = IndexGeneration.objects.filter(id__lt=cutoff).exclude(status=GenerationStatus.BUILDING)
+    try:
+        deleted, _ = old.exclude(id__in=kept_fulls).delete()
+    except DatabaseError:  # the build is published; the rows go after the next one
+        logger.warning("search: old index generations not pruned", exc_info=True)
+        return 0
+    return deleted
 
 
 def index_reconcile() -> dict[str, int]:
