@@ -6,12 +6,9 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Group
 
-from governance.principals import principal_for_user
 from governance.roles import CURATORS
-from search.engine.ranking import Confidence
-from search.models import SearchOutcome
 from search.services import index_rebuild
-from search.usage import LoggedResult, query_log_record
+from tests.search.factories import logged_search
 
 from .conftest import admin_login, click_through, screenshot, wait_for
 
@@ -24,20 +21,6 @@ def curator(django_user_model):
     user = django_user_model.objects.create_user(username="curator", password="pw-curator-123", is_staff=True)
     user.groups.add(Group.objects.get(name=CURATORS))  # the preset role: the workbench and the tools' phrases
     return user
-
-
-def _searched(member, query: str, *tools, called=None) -> None:
-    entry = query_log_record(
-        principal=principal_for_user(member),
-        query=query,
-        results=[LoggedResult(tool_id=tool.tool_id, score=0.4) for tool in tools],
-        confidence=Confidence.HIGH,
-        degraded=False,
-        backend="embedded",
-        latency_ms=9,
-    )
-    if called is not None:
-        SearchOutcome.objects.create(entry=entry, tool=called, outcome="success")
 
 
 def _preview_first(browser) -> str:
@@ -53,9 +36,13 @@ def test_curator_finds_a_tool_agents_never_got_teaches_it_and_sees_it_found(
     index_rebuild()
     files = small_catalog
     # Agents' file requests all went to move_file's siblings: no search returned it.
-    _searched(member, "show what is in my downloads folder", files["list_directory"], called=files["list_directory"])
-    _searched(member, "open the notes file", files["read_file"], files["write_file"], called=files["read_file"])
-    _searched(member, "save this text as todo.txt", files["write_file"], called=files["write_file"])
+    logged_search(
+        member, files["list_directory"], called=files["list_directory"], query="show what is in my downloads folder"
+    )
+    logged_search(
+        member, files["read_file"], files["write_file"], called=files["read_file"], query="open the notes file"
+    )
+    logged_search(member, files["write_file"], called=files["write_file"], query="save this text as todo.txt")
 
     admin_login(browser, live_server.url, "curator", "pw-curator-123")
     browser.get(f"{live_server.url}/admin/search/workbench/")

@@ -11,11 +11,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from governance.principals import principal_for_user
-from search.engine.ranking import Confidence
 from search.models import QueryLogEntry, SearchOutcome
 from search.unfound import tools_unfound
-from search.usage import LoggedResult, query_log_record
 from tests.governance.factories import ServerFactory, ToolFactory, tenant_with
+from tests.search.factories import logged_search
 
 pytestmark = [pytest.mark.django_db]
 PAGE = "search_workbench_tools"
@@ -29,21 +28,6 @@ def curator(django_user_model):
     return user
 
 
-def _search(user, *tools, query="find the thing", called=None):
-    entry = query_log_record(
-        principal=principal_for_user(user),
-        query=query,
-        results=[LoggedResult(tool_id=tool.tool_id, score=0.5) for tool in tools],
-        confidence=Confidence.HIGH,
-        degraded=False,
-        backend="embedded",
-        latency_ms=5,
-    )
-    if called is not None:
-        SearchOutcome.objects.create(entry=entry, tool=called, outcome="success")
-    return entry
-
-
 def test_lists_the_tools_no_search_returned_busiest_server_first_and_those_never_called(client, curator, member):
     busy, quiet = ServerFactory(slug="files"), ServerFactory(slug="weather")
     read, stat, write = (ToolFactory(server=busy, name=name) for name in ("read_file", "stat_file", "write_file"))
@@ -55,8 +39,8 @@ def test_lists_the_tools_no_search_returned_busiest_server_first_and_those_never
     copy = ToolFactory(server=busy, name="copy_file", first_seen_at=timezone.now() - timedelta(days=30))
     ToolFactory(server=busy, name="delete_file", enabled=False)  # reaches nobody: no curator's gap
     for _ in range(3):
-        _search(member, read, stat, called=read)
-    _search(member, write)
+        logged_search(member, read, stat, called=read)
+    logged_search(member, write)
 
     unfound = tools_unfound(user=curator)
     assert [tool.tool_id for tool in unfound.never_returned] == [copy.tool_id, move.tool_id, forecast.tool_id]
@@ -89,10 +73,10 @@ def test_reads_the_newest_searches_only_and_says_how_many(client, curator, membe
     returned only by an older search counts as never returned in that window, and the page says which window."""
     monkeypatch.setattr("search.unfound.MAX_ENTRIES", 3)
     old, new = ToolFactory(name="old_tool"), ToolFactory(name="new_tool")
-    _search(member, old)
+    logged_search(member, old)
     QueryLogEntry.objects.update(created_at=timezone.now() - timedelta(days=2))
     for _ in range(3):
-        _search(member, new, called=new)
+        logged_search(member, new, called=new)
     unfound = tools_unfound(user=curator)
     assert [tool.tool_id for tool in unfound.never_returned] == [old.tool_id]
     client.force_login(curator)
@@ -168,12 +152,12 @@ def test_a_tenant_curator_sees_only_their_tools_counted_over_the_searches_they_m
     theirs = ToolFactory(server=ServerFactory(slug="bravo-mail"), name="send")
     ServerTenant.objects.create(server=theirs.server, tenant=bravo)
     shared = ToolFactory(server=ServerFactory(slug="shared-time"), name="now")
-    _search(outsider, theirs, query="bravo's secret words")
+    logged_search(outsider, theirs, query="bravo's secret words")
     # A bravo search that returned alpha's archive tool (say, before the server moved): not alpha's to read.
     QueryLogEntry.objects.create(
         tenant=bravo, principal_key="x", log_mode="full", query="bravo words", results=[{"tool_id": quiet.tool_id}]
     )
-    _search(member, ours, query="alpha words")
+    logged_search(member, ours, query="alpha words")
 
     unfound = tools_unfound(user=curator)
     assert [tool.tool_id for tool in unfound.never_returned] == [quiet.tool_id]
