@@ -129,6 +129,8 @@ def unfound_view(request: HttpRequest) -> HttpResponse:
         "max_entries": MAX_ENTRIES,
         "unfound": tools_unfound(user=request.user),
         "preview_url": reverse("search_preview"),
+        # The tool page's example requests are read-only without it: the link then says so.
+        "may_add_example": request.user.has_perm("catalog.add_toolexample"),
     }
     return render(request, "admin/search/workbench_tools.html", context)
 

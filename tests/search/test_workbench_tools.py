@@ -53,7 +53,10 @@ def test_lists_the_tools_no_search_returned_busiest_server_first_and_those_never
     html = client.get(reverse(PAGE)).content.decode()
     change = reverse("admin:catalog_tool_change", args=[move.pk])
     row = html.split('data-tool-id="files::move_file"', 1)[1].split("</tr>", 1)[0]
-    assert f'href="{change}#examples-group">Add an example request</a>' in row
+    assert f'href="{change}#examples-group">Its example requests</a>' in row  # may not add one: read-only there
+    curator.user_permissions.add(Permission.objects.get(codename="add_toolexample"))
+    row = client.get(reverse(PAGE)).content.decode().split('data-tool-id="files::move_file"', 1)[1]
+    assert f'href="{change}#examples-group">Add an example request</a>' in row.split("</tr>", 1)[0]
     assert f'href="{reverse("search_preview_tool", args=[move.pk])}"' in row
     assert f'<a id="unfound-preview" href="{reverse("search_preview")}">search in the preview</a>' in html
     assert "Never returned: 3" in html and "Returned, never called: 2" in html
@@ -180,3 +183,17 @@ def test_needs_both_curation_and_query_log_permissions(client, django_user_model
     client.force_login(user)
     response = client.get(reverse(PAGE))
     assert response.status_code == 403 and b"hidden_tool" not in response.content
+
+
+def test_a_curator_who_curates_no_tool_is_told_so_not_that_every_tool_was_found(client, curator, member):
+    """Once the install has tenants, a curator in none curates no tool (shared ones are a superuser's): the page
+    says so, not "every tool you curate was returned"."""
+    tenant_with("alpha")
+    shared = ToolFactory(server=ServerFactory(slug="shared-time"), name="now")
+    logged_search(member, shared)
+    client.force_login(curator)
+    page = client.get(reverse(PAGE))
+    assert page.context["unfound"].curated == 0
+    html = page.content.decode()
+    assert "You curate no tool that some client may get" in html and shared.tool_id not in html
+    assert "Every tool you curate was returned" not in html
