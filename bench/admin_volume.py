@@ -221,7 +221,13 @@ def pages(user) -> list[str]:
 
     request = RequestFactory().get("/admin/")
     request.user = user
-    urls = ["/admin/", "/admin/dashboard/", "/admin/dashboard/approvals/", "/admin/search/workbench/"]
+    urls = [
+        "/admin/",
+        "/admin/dashboard/",
+        "/admin/dashboard/approvals/",
+        "/admin/search/workbench/",
+        "/admin/search/workbench/tools/",
+    ]
     for model, model_admin in sorted(admin.site._registry.items(), key=lambda item: item[0]._meta.label):
         if not model_admin.has_view_permission(request):
             continue

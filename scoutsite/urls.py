@@ -8,6 +8,7 @@ from scoutsite.health import healthz, readyz
 from scoutsite.landing import landing_view
 from scoutsite.metrics import metrics_view
 from search.preview import urls as search_preview_urls
+from search.unfound import urls as search_unfound_urls
 from search.workbench import urls as search_workbench_urls
 
 urlpatterns = [
@@ -18,6 +19,7 @@ urlpatterns = [
     path("favicon.ico", RedirectView.as_view(url=static("scout/favicon.svg")), name="favicon"),
     *search_preview_urls(),  # /admin/search/preview/: before admin.site.urls, which would claim the path
     *search_workbench_urls(),  # /admin/search/workbench/
+    *search_unfound_urls(),  # /admin/search/workbench/tools/: tools agents did not find
     *dashboard_urls(),  # /admin/dashboard/: operators' charts
     path("admin/", admin.site.urls),
     # The site root (and the admin's "View site" link): each role's way in and the MCP URL, never a 404.

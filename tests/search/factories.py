@@ -40,3 +40,25 @@ def add_examples(tool: Tool, *texts: str) -> None:
 def add_negatives(tool: Tool, *texts: str) -> None:
     for text in texts:
         ToolNegativeExample.objects.create(tool=tool, text=text)
+
+
+def logged_search(user, *tools: Tool, query: str = "find the thing", called: Tool | None = None):
+    """A search by ``user`` in the query log that returned ``tools`` (confidence high), followed by a call of
+    ``called`` when given."""
+    from governance.principals import principal_for_user
+    from search.engine.ranking import Confidence
+    from search.models import SearchOutcome
+    from search.usage import LoggedResult, query_log_record
+
+    entry = query_log_record(
+        principal=principal_for_user(user),
+        query=query,
+        results=[LoggedResult(tool_id=tool.tool_id, score=0.5) for tool in tools],
+        confidence=Confidence.HIGH,
+        degraded=False,
+        backend="embedded",
+        latency_ms=5,
+    )
+    if called is not None:
+        SearchOutcome.objects.create(entry=entry, tool=called, outcome="success")
+    return entry
