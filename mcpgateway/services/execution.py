@@ -25,6 +25,7 @@ from opentelemetry import trace
 
 from catalog.models import Tool
 from catalog.schemas import SchemaCheckTooLong, UnsafeSchema, arguments_validator, schema_check_deadline
+from catalog.secrets import json_secrets_removed, server_secrets
 from governance.choices import AuditEventType, AuditOutcome, OperationClass
 from governance.constants import SCOPE_EXECUTE
 from governance.principals import Principal
@@ -712,10 +713,22 @@ async def _execute(
         text = result.content[0].text + (ASK_FOR_LESS if plan.reads_only else OUTPUT_LOST_AFTER_A_WRITE)
         result = error_result(text, output_too_large=True)
     else:
-        result = result_for_model(result, tool_id=plan.tool.tool_id)  # before it is stored for a repeated key
+        # Before it is stored for a repeated key. A value Scout gave the server (its token) never reaches the
+        # caller, who could then call the service without Scout: taken out before the cleaning (which may change
+        # it) and after (which may join one split by invisible characters).
+        secrets = server_secrets(plan.tool.server)
+        cleaned = result_for_model(_secrets_removed(result, secrets), tool_id=plan.tool.tool_id)
+        result = _secrets_removed(cleaned, secrets)
     outcome = AuditOutcome.ERROR if result.is_error else AuditOutcome.SUCCESS
     await _finish_shielded(plan, result, outcome=outcome)
     return result
+
+
+def _secrets_removed(result: types.CallToolResult, secrets: tuple[str, ...]) -> types.CallToolResult:
+    if not secrets:
+        return result
+    raw = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return types.CallToolResult.model_validate(json_secrets_removed(raw, secrets))
 
 
 async def _finish_shielded(
