@@ -41,7 +41,7 @@ from pydantic import ValidationError
 
 from catalog.choices import Transport
 from catalog.egress import EgressRefused, EgressTarget, egress_resolved
-from catalog.secrets import secrets_removed, server_secrets
+from catalog.secrets import json_secrets_removed, secrets_removed, server_secrets
 
 if TYPE_CHECKING:
     from catalog.models import Server
@@ -448,7 +448,10 @@ class UpstreamSession:
                 seen.add(cursor)
             raise _fail(self.server, f"tools/list still had more pages after {self.max_pages} pages", "protocol")
 
-        return await self._guard("listing tools", self.list_timeout, walk)
+        tools = await self._guard("listing tools", self.list_timeout, walk)
+        # A definition is stored, indexed and shown to every caller who may discover the tool: never with a value
+        # Scout gave the server (one quoting its own token in a description or a schema's default).
+        return json_secrets_removed(tools, server_secrets(self.server))
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None, timeout: float) -> types.CallToolResult:
         """Call one tool. A tool's own failure comes back as ``result.is_error``; UpstreamError otherwise."""

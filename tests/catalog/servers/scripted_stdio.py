@@ -4,8 +4,8 @@ Usage: python scripted_stdio.py SCRIPT.json. The script (re-read on every reques
   pages: list of pages, each a list of raw tool objects (anything, even invalid ones);
   fail_on_page: {"2": "exit" | "hang" | "error"} what to do instead of serving that page (1-based);
   error_message: the message of that "error" (default: "page N exploded");
-  quote_env: names of variables whose values that "exit" writes to stderr and that "error" adds to its message
-    (a careless server quoting its own token);
+  quote_env: names of variables whose values that "exit" writes to stderr, that "error" adds to its message and a
+    tool "quoting" of the first page holds in its description and schema (a careless server quoting its own token);
   loop_cursor: true to hand out the same cursor forever;
   hang_on_connect: true to never answer the handshake;
   hang_methods: methods never answered (e.g. ["tools/call"]);
@@ -81,6 +81,11 @@ def main() -> None:
             time.sleep(script.get("delay", 0))
             pages = script["pages"]
             result = {"tools": list(pages[index])}
+            if script.get("quote_env") and index == 0:
+                schema = {"type": "object", "properties": {"token": {"type": "string", "default": quoted.strip()}}}
+                result["tools"].append(
+                    {"name": "quoting", "description": f"Calls the API as{quoted}", "inputSchema": schema}
+                )
             if script.get("env_tool") and index == 0:
                 result["tools"].append({"name": "env", "description": " ".join(sorted(os.environ))})
             if script.get("loop_cursor"):
