@@ -41,6 +41,7 @@ from pydantic import ValidationError
 
 from catalog.choices import Transport
 from catalog.egress import EgressRefused, EgressTarget, egress_resolved
+from catalog.secrets import json_secrets_removed, secrets_removed, server_secrets
 
 if TYPE_CHECKING:
     from catalog.models import Server
@@ -73,7 +74,9 @@ class UpstreamError(Exception):
 
 
 def _fail(server: Server, message: str, kind: str) -> UpstreamError:
-    return UpstreamError(f"{server.slug}: {message}", kind=kind)
+    """An error about ``server`` whose message never carries a value Scout gave it: it is shown in the admin, kept
+    with the sync run and logged, and a server's stderr or answer may quote its own token (T14)."""
+    return UpstreamError(f"{server.slug}: {secrets_removed(message, server_secrets(server))}", kind=kind)
 
 
 def listing_cap_check(server: Server, count: int, listing: str) -> None:
@@ -344,14 +347,11 @@ def _translate(server: Server, exc: BaseException, *, doing: str, timeout: float
 
 
 def _scrub(value: object, server: Server) -> str:
-    """Exception text with the server's full URL (and header values) replaced: they may carry secrets."""
+    """Exception text with the server's full URL replaced: it may carry secrets (values from the environment are
+    taken out by ``_fail``)."""
     text = str(value)
     if server.url:
         text = text.replace(server.url, safe_url(server.url))
-    for name in (server.header_env or {}).values():
-        secret = os.environ.get(name)
-        if secret and len(secret) >= 4:
-            text = text.replace(secret, "***")
     return text
 
 
@@ -448,7 +448,10 @@ class UpstreamSession:
                 seen.add(cursor)
             raise _fail(self.server, f"tools/list still had more pages after {self.max_pages} pages", "protocol")
 
-        return await self._guard("listing tools", self.list_timeout, walk)
+        tools = await self._guard("listing tools", self.list_timeout, walk)
+        # A definition is stored, indexed and shown to every caller who may discover the tool: never with a value
+        # Scout gave the server (one quoting its own token in a description or a schema's default).
+        return json_secrets_removed(tools, server_secrets(self.server))
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None, timeout: float) -> types.CallToolResult:
         """Call one tool. A tool's own failure comes back as ``result.is_error``; UpstreamError otherwise."""

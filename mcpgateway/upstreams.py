@@ -95,7 +95,8 @@ def _server_fingerprint(server: Server) -> tuple[Any, ...]:
 def capped_result(result: types.CallToolResult, max_bytes: int) -> types.CallToolResult:
     """``result`` unchanged when its JSON fits in ``max_bytes``; otherwise an isError result saying it was cut
     (``output_too_large``: the call ran; the gateway says what to do next, as that depends on the tool's class)."""
-    size = len(result.model_dump_json(by_alias=True, exclude_none=True))
+    # Bytes as sent (UTF-8), not characters: four-byte characters passed a cap in characters at four times its size.
+    size = len(result.model_dump_json(by_alias=True, exclude_none=True).encode("utf-8"))
     if size <= max_bytes:
         return result
     return types.CallToolResult(

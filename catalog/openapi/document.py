@@ -25,6 +25,7 @@ from openapi_spec_validator import validate as validate_spec
 from openapi_spec_validator.validation.exceptions import OpenAPISpecValidatorError
 
 from catalog.egress import EgressRefused, egress_check, same_origin
+from catalog.secrets import secrets_removed, server_secrets
 from catalog.upstream import UpstreamError, listing_cap_check, run_async, safe_url
 
 from .body import ACCEPTED_ENCODINGS, body_read
@@ -76,7 +77,8 @@ class OperationListing:
 
 
 def _fail(server: Server, message: str, kind: str = "config") -> UpstreamError:
-    return UpstreamError(f"{server.slug}: {message}", kind=kind)
+    # Never a credential's value, should the service have quoted it (``catalog.secrets``).
+    return UpstreamError(f"{server.slug}: {secrets_removed(message, server_secrets(server))}", kind=kind)
 
 
 # --- loading ------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import httpx
 import mcp_types as types
 
 from catalog.egress import EgressRefused, EgressTarget, egress_resolved, same_origin
+from catalog.secrets import secrets_removed, server_secrets
 from catalog.upstream import UpstreamError, safe_url
 
 from .body import ACCEPTED_ENCODINGS, body_read
@@ -48,7 +49,8 @@ logging.getLogger("httpx").addFilter(_HideQuery())
 
 
 def _fail(server: Server, message: str, kind: str) -> UpstreamError:
-    return UpstreamError(f"{server.slug}: {message}", kind=kind)
+    # Never a credential's value, should the service have quoted it (``catalog.secrets``).
+    return UpstreamError(f"{server.slug}: {secrets_removed(message, server_secrets(server))}", kind=kind)
 
 
 def _scalar(value: Any) -> str:

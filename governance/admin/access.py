@@ -291,8 +291,13 @@ FORM_ONLY_FIELDS = frozenset({"openapi_upload", "openapi_document"})  # the serv
 
 def _locked_connection_note(locked: frozenset[str]) -> str:
     """Why the connection fields shown read-only cannot be set here, and what the operator can do instead."""
-    if "transport" in locked:
+    if "name" in locked:
         return "This server is shared by every tenant: only a superuser changes its connection."
+    if "transport" in locked:
+        return (
+            "This server's credentials are named by a superuser: only a superuser changes where its calls go, "
+            "as its credentials go with them."
+        )
     if locked & set(INSTALL_ENVIRONMENT_FIELDS):
         return (
             "Commands and environment variable names (a stdio server's command, arguments and variables, the "

@@ -75,10 +75,20 @@ def server_fields_locked(*, user: AbstractBaseUser, server: Server | None) -> fr
     tenant's credentials and Scout's own secrets, so a variable named by tenant A's operator could be any of them
     (sent to a URL of theirs), and a command runs beside them all (T14). A shared server is every tenant's: none of
     its fields is a tenant operator's to set (``shared_shaped_by``), not its connection (its credentials would
-    follow it), nor its name, description or OpenAPI document (every tenant's ranking), nor its status. Nothing is
-    locked for a superuser, nor in an install without tenants (whose operators configure it, as before tenants)."""
+    follow it), nor its name, description or OpenAPI document (every tenant's ranking), nor its status. A tenant's own
+    server that carries variables a superuser named is moved by a superuser too: its credentials would follow a URL
+    of the operator's choosing, to a host of theirs. Nothing is locked for a superuser, nor in an install without
+    tenants (whose operators configure it, as before tenants)."""
     if shared_shaped_by(user=user):
         return frozenset()
     if server is not None and server.pk is not None and server_tenant_id(server) is None:
         return frozenset(SERVER_FIELDS)
+    if server is not None and server.pk is not None and server_names_variables(server):
+        return frozenset((*INSTALL_ENVIRONMENT_FIELDS, *CONNECTION_TARGET_FIELDS))
     return frozenset(INSTALL_ENVIRONMENT_FIELDS)
+
+
+def server_names_variables(server: Server) -> bool:
+    """Whether ``server``, as stored, names environment variables (its credentials: values only Scout reads)."""
+    stored = Server.objects.filter(pk=server.pk).values_list("env_vars", "header_env", "openapi_credentials").first()
+    return stored is not None and any(stored)

@@ -31,6 +31,7 @@ from catalog.schemas import (
     schema_check_deadline,
     schema_evaluation_problem,
 )
+from catalog.secrets import json_secrets_removed, server_secrets
 from governance.choices import AuditEventType, AuditOutcome, OperationClass
 from governance.constants import SCOPE_EXECUTE
 from governance.principals import Principal
@@ -757,10 +758,29 @@ async def _execute(
         text = result.content[0].text + (ASK_FOR_LESS if plan.reads_only else OUTPUT_LOST_AFTER_A_WRITE)
         result = error_result(text, output_too_large=True)
     else:
-        result = result_for_model(result, tool_id=plan.tool.tool_id)  # before it is stored for a repeated key
+        # Before it is stored for a repeated key. In a worker thread: reading a megabyte of an upstream's text takes
+        # tenths of a second, which the event loop every client shares would wait out. Shielded, as the step after it:
+        # a call that ran is always recorded.
+        secrets = server_secrets(plan.tool.server)
+        with anyio.CancelScope(shield=True):
+            result = await anyio.to_thread.run_sync(_result_shown, result, plan.tool.tool_id, secrets)
     outcome = AuditOutcome.ERROR if result.is_error else AuditOutcome.SUCCESS
     await _finish_shielded(plan, result, outcome=outcome)
     return result
+
+
+def _result_shown(result: types.CallToolResult, tool_id: str, secrets: tuple[str, ...]) -> types.CallToolResult:
+    """``result`` under the output policy, without a value Scout gave the server (its token: with it the caller could
+    call the service without Scout), taken out before the cleaning (which may change it) and after (which may join
+    one split by invisible characters)."""
+    return _secrets_removed(result_for_model(_secrets_removed(result, secrets), tool_id=tool_id), secrets)
+
+
+def _secrets_removed(result: types.CallToolResult, secrets: tuple[str, ...]) -> types.CallToolResult:
+    if not secrets:
+        return result
+    raw = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return types.CallToolResult.model_validate(json_secrets_removed(raw, secrets))
 
 
 async def _finish_shielded(

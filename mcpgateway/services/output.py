@@ -15,13 +15,17 @@ is fine, an inline SVG is not: it can carry script); a text block says how many 
 the link would follow it somewhere no tool result should send it. An embedded resource under such a URI loses
 the URI the same way: its text is passed on as a text block, a binary one is dropped. An image (an image block,
 or an embedded resource of an image type) passes only as a raster image: an SVG shown inline runs its script, so
-it goes as such an embedded resource does, with a text block saying how many images were removed.
+it goes as such an embedded resource does, with a text block saying how many images were removed. A link written in
+a text (Markdown, HTML) to such a URL points to "#" instead (``_text_links_defanged``).
 """
 
 from __future__ import annotations
 
+import html
 import ipaddress
+import re
 import socket
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -66,11 +70,12 @@ def result_for_model(result: types.CallToolResult, *, tool_id: str) -> types.Cal
     """``result`` under the output policy: every string cleaned, reserved ``_meta`` keys dropped (the result's and
     its content's), and marked as untrusted output of ``tool_id``."""
     raw: dict[str, Any] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
-    cleaned = clean_json_strings(raw)
+    links = _LinkCount()
+    cleaned = _links_defanged(clean_json_strings(raw), links)
     assert isinstance(cleaned, dict)
     content = _without_reserved_meta(cleaned.get("content") or [])
     cleaned["content"] = content
-    kept, dropped, images = [], 0, 0
+    kept, dropped, images = [], links.removed, 0
     for block in content:
         if _is_link(block) and _refused(block.get("uri")):
             dropped += 1
@@ -103,6 +108,76 @@ def result_for_model(result: types.CallToolResult, *, tool_id: str) -> types.Cal
     own_meta = {key: value for key, value in meta.items() if not reserved_meta_key(key)}
     cleaned["_meta"] = {**own_meta, OUTPUT_META_KEY: {"source": tool_id, "trust": "untrusted", "kind": "tool-output"}}
     return types.CallToolResult.model_validate(cleaned)
+
+
+# Links written in a text (Markdown, HTML): a host renders them, and a model copies them into its answer. One with a
+# scheme (or "//") whose URL is refused as a resource link's is (``_refused``; an inline raster image passes), read as
+# a browser reads it (character references decoded, tabs and line breaks dropped), loses it: a Markdown link, image or
+# reference definition and an HTML attribute point to "#" instead, an autolink goes. A relative one stays (code such
+# as ``handlers[name](event)`` reads as one). Each pattern starts at a fixed mark ("](", a line's "[", an attribute's
+# name, "<") and reads on without backtracking; past LINKS_CHECKED links in one result the rest are defanged unread:
+# checking one costs some 30 µs, in the event loop every client shares.
+MARKDOWN_LINK_RE = re.compile(r"(\]\(\s*)(<[^<>\n]*>|(?:[^\s()]|\([^\s()]*\))+)")
+MARKDOWN_REFERENCE_RE = re.compile(r"^( {0,3}\[[^\]\n]{1,999}\]:[ \t]*)(<[^<>\n]*>|\S+)", re.MULTILINE)
+HTML_URL_ATTRIBUTE_RE = re.compile(
+    r"""(\b(?:href|src|srcset|action|formaction|poster|background|xlink:href)[ \t\n]*=[ \t\n]*)"""
+    r"""("[^"]*"|'[^']*'|[^\s>"']+)""",
+    re.IGNORECASE,
+)
+AUTOLINK_RE = re.compile(r"<([A-Za-z][A-Za-z0-9+.-]{1,31}:[^<>\s]*)>")
+ABSOLUTE_URL_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:|[/\\]{2}")
+LINKS_CHECKED = 500
+URL_EDGE = "<>\"'" + "".join(map(chr, range(33)))  # what a browser strips around a URL: controls and spaces
+
+
+@dataclass
+class _LinkCount:
+    checked: int = 0
+    defanged: set[str] = field(default_factory=set)  # as written: a result says its text twice (text, structured)
+    unread: int = 0  # defanged past the budget
+
+    @property
+    def removed(self) -> int:
+        return len(self.defanged) + self.unread
+
+
+def _links_defanged(node: Any, count: _LinkCount) -> Any:
+    """``node`` (parsed JSON) with every link written in its strings whose URL is refused defanged (``count``)."""
+    if isinstance(node, str):
+        return _text_links_defanged(node, count)
+    if isinstance(node, dict):
+        return {key: _links_defanged(value, count) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_links_defanged(item, count) for item in node]
+    return node
+
+
+def _text_links_defanged(text: str, count: _LinkCount) -> str:
+    if not any(mark in text for mark in ("](", "]:", "=", "<")):
+        return text
+
+    def refused(written: str) -> bool:
+        if not any(mark in written for mark in ":/\\&"):  # relative, and no character reference: kept at once
+            return False
+        if count.checked >= LINKS_CHECKED:  # past the budget: whatever may be absolute goes unread
+            count.unread += 1
+            return True
+        url = re.sub(r"[\t\n\r]", "", html.unescape(written)).strip(URL_EDGE)
+        if not ABSOLUTE_URL_RE.match(url):
+            return False
+        count.checked += 1
+        if _refused(url, images=True):
+            count.defanged.add(written)
+            return True
+        return False
+
+    def pointed_home(match: re.Match[str], home: str = "#") -> str:
+        return match.group(1) + home if refused(match.group(2)) else match.group(0)
+
+    text = MARKDOWN_LINK_RE.sub(pointed_home, text)
+    text = MARKDOWN_REFERENCE_RE.sub(pointed_home, text)
+    text = HTML_URL_ATTRIBUTE_RE.sub(lambda match: pointed_home(match, '"#"'), text)
+    return AUTOLINK_RE.sub(lambda match: "" if refused(match.group(1)) else match.group(0), text)
 
 
 def _is_link(block: Any) -> bool:

@@ -246,6 +246,7 @@ class PetService:
     requests: list[Recorded] = field(default_factory=list)
     served_document: dict[str, Any] = field(default_factory=document)
     big_as_gzip_bomb: bool = False  # /big answers with gzip_bomb()
+    quote_request: bool = False  # /boom's error page quotes the request's credentials, as a debug page does
 
     def calls(self, method: str | None = None, path_prefix: str = "/") -> list[Recorded]:
         return [
@@ -303,7 +304,10 @@ class PetService:
             if path == "/gzipped.json":
                 return _gzipped(gzip.compress(json.dumps(self.served_document).encode()))
             if path == "/boom":
-                return PlainTextResponse("internal failure: database is down", status_code=500)
+                quoted = ""
+                if self.quote_request:
+                    quoted = f" (request: authorization={request.headers.get('authorization')}; {request.url.query})"
+                return PlainTextResponse("internal failure: database is down" + quoted, status_code=500)
             if path == "/moved":
                 return RedirectResponse(self.redirect_to, status_code=302)
             if path == "/drip.json":  # the document in 30 pieces, 0.1 s apart: every read is quick, the whole slow

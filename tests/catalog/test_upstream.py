@@ -28,6 +28,7 @@ def connection(**fields: object) -> SimpleNamespace:
         "env_vars": [],
         "url": "",
         "header_env": {},
+        "openapi_credentials": [],
     }
     return SimpleNamespace(**{**base, **fields})
 

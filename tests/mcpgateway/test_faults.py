@@ -200,6 +200,27 @@ def test_a_result_over_the_output_cap_is_capped(gateway, token, faulty_call_log)
     assert not after.is_error
 
 
+def test_the_output_cap_counts_bytes_not_characters(gateway, token, settings, faulty_call_log):
+    """``SCOUT_MCP_MAX_OUTPUT_BYTES`` bounds what a result weighs as it is sent and kept: 600 four-byte characters
+    (an emoji) are 2,400 bytes of text, twice in the result (text and structured content), over a 4,000-byte cap,
+    though under it in characters. Counted in characters, a result of such text passed at four times the cap."""
+    settings.SCOUT_MCP_MAX_OUTPUT_BYTES = 4000
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            wide = await client.call_tool(
+                "execute_tool", {"tool_id": "faulty::ping", "arguments": {"text": "😀" * 600}}
+            )
+            narrow = await client.call_tool(
+                "execute_tool", {"tool_id": "faulty::ping", "arguments": {"text": "x" * 600}}
+            )
+            return wide, narrow
+
+    wide, narrow = run(main)
+    assert wide.is_error and wide.structured_content == {"output_too_large": True}
+    assert not narrow.is_error and _text(narrow) == "x" * 600  # the same length in one-byte characters fits
+
+
 def test_a_writes_output_too_large_to_show_says_it_took_effect_and_not_to_call_it_again(
     gateway, token, settings, faulty_call_log, admin_user, faulty_server
 ):

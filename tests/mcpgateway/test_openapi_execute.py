@@ -198,6 +198,24 @@ def test_service_errors_are_tool_errors_with_status_and_excerpt(gateway, pets):
     assert result.structured_content == {"status": 500}
 
 
+def test_a_service_quoting_scouts_credentials_never_hands_them_to_the_caller(gateway, pets, monkeypatch):
+    """A service's error page that quotes the request it refused (its bearer token, its query key) reaches the caller
+    without them: with them the caller could call the service itself, past Scout's grants and approvals (T1, T9)."""
+    monkeypatch.setattr(pets["service"], "quote_request", True)
+    result = execute(gateway, pets["token"], "pets::brokenReport", {}, idempotency_key="boom-1")
+    assert result.is_error
+    assert _text(result) == (
+        "HTTP 500 from the service: internal failure: database is down "
+        "(request: authorization=Bearer [redacted]; api_key=[redacted])"
+    )
+    from mcpgateway.models import IdempotencyRecord
+
+    kept = json.dumps(list(IdempotencyRecord.objects.values("result")))
+    for value in (SECRET_TOKEN, SECRET_KEY):
+        assert value not in result.model_dump_json()
+        assert value not in kept and value not in database_dump()
+
+
 def test_timeout_is_reported_and_the_call_is_cut(gateway, pets, settings):
     settings.SCOUT_MCP_CALL_TIMEOUT = 0.5
     result = execute(gateway, pets["token"], "pets::slowReport", {})

@@ -121,6 +121,39 @@ def test_links_other_than_to_public_web_hosts_are_dropped_and_said_to_be(gateway
     assert _marked(result, "faulty::links")
 
 
+# Links written in a tool's text, as a host renders them (Markdown, HTML): a script, the metadata address, a
+# character-referenced script, an inline SVG, a local file, an autolinked script; a web page and code stay.
+WRITTEN_LINKS = (
+    "[docs](https://docs.example.com/guide) [run](javascript:alert(document.cookie)) "
+    '![pixel](http://169.254.169.254/latest/meta-data/) <a href="&#106;avascript:alert(1)">x</a> '
+    '<img src="data:image/svg+xml;base64,PHN2Zz4="> <javascript:alert(1)> handlers[name](event)\n'
+    "[ref]: file:///etc/passwd"
+)
+WRITTEN_LINKS_SHOWN = (
+    '[docs](https://docs.example.com/guide) [run](#) ![pixel](#) <a href="#">x</a> '
+    '<img src="#">  handlers[name](event)\n'
+    "[ref]: #"
+)
+
+
+def test_links_written_in_a_text_to_anything_but_public_web_hosts_point_nowhere(gateway, token):
+    """A link a tool writes in its text (Markdown, HTML) is shown by a host as a link, and copied by a model into its
+    answer, as a resource link is: one to a script, a local file, inline data or an internal address points to "#"
+    and the result says how many did (T9, C1-27)."""
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            arguments = {"text": WRITTEN_LINKS}
+            return await client.call_tool("execute_tool", {"tool_id": "faulty::ping", "arguments": arguments})
+
+    result = run(main)
+    assert not result.is_error
+    texts = _texts(result)
+    assert texts[0] == WRITTEN_LINKS_SHOWN
+    assert result.structured_content == {"result": WRITTEN_LINKS_SHOWN}
+    assert "removed 6 link(s)" in texts[-1]
+
+
 def test_internal_links_spelt_as_only_a_browser_reads_them_are_dropped(gateway, token):
     """C1-27, T10: loopback, the metadata address and a private network spelt as a browser reads them but Python's
     URL parser does not (a backslash before "@", ideographic or fullwidth full stops, circled or fullwidth letters,
@@ -249,3 +282,19 @@ def test_an_svg_image_is_dropped_and_a_raster_image_kept(gateway, token):
     ]
     serialized = result.model_dump_json().lower()
     assert "svg+xml" not in serialized and "s\\tvg" not in serialized and "phn2zy" not in serialized
+
+
+def test_past_the_links_checked_in_one_result_the_rest_point_nowhere_unread():
+    """Checking a link costs some 30 µs, and a result holds up to a megabyte of text: past ``LINKS_CHECKED`` links the
+    rest are defanged without being read (fail closed), so an upstream's text cannot hold the gateway for seconds."""
+    import mcp_types as types
+
+    from mcpgateway.services.output import LINKS_CHECKED, result_for_model
+
+    text = " ".join(f"[p{n}](https://docs.example.com/{n})" for n in range(LINKS_CHECKED + 2))
+    result = types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+    shown, note = _texts(result_for_model(result, tool_id="faulty::ping"))
+    links = shown.split(" ")
+    assert links[LINKS_CHECKED - 1] == f"[p{LINKS_CHECKED - 1}](https://docs.example.com/{LINKS_CHECKED - 1})"
+    assert links[LINKS_CHECKED:] == [f"[p{LINKS_CHECKED}](#)", f"[p{LINKS_CHECKED + 1}](#)"]
+    assert "removed 2 link(s)" in note

@@ -4,6 +4,8 @@ Usage: python scripted_stdio.py SCRIPT.json. The script (re-read on every reques
   pages: list of pages, each a list of raw tool objects (anything, even invalid ones);
   fail_on_page: {"2": "exit" | "hang" | "error"} what to do instead of serving that page (1-based);
   error_message: the message of that "error" (default: "page N exploded");
+  quote_env: names of variables whose values that "exit" writes to stderr, that "error" adds to its message and a
+    tool "quoting" of the first page holds in its description and schema (a careless server quoting its own token);
   loop_cursor: true to hand out the same cursor forever;
   hang_on_connect: true to never answer the handshake;
   hang_methods: methods never answered (e.g. ["tools/call"]);
@@ -68,19 +70,26 @@ def main() -> None:
             cursor = (message.get("params") or {}).get("cursor")
             index = 0 if cursor is None else int(cursor.removeprefix("page-"))
             action = script.get("fail_on_page", {}).get(str(index + 1))
+            quoted = "".join(f" {name}={os.environ.get(name)}" for name in script.get("quote_env", []))
             if action == "exit":
-                sys.stderr.write(f"scripted server: exiting on page {index + 1}\n")
+                sys.stderr.write(f"scripted server: exiting on page {index + 1}{quoted}\n")
                 sys.stderr.flush()
                 sys.exit(3)
             if action == "hang":
                 continue
             if action == "error":
-                error = {"code": -32603, "message": script.get("error_message") or f"page {index + 1} exploded"}
+                message = (script.get("error_message") or f"page {index + 1} exploded") + quoted
+                error = {"code": -32603, "message": message}
                 send({"jsonrpc": "2.0", "id": msg_id, "error": error})
                 continue
             time.sleep(script.get("delay", 0))
             pages = script["pages"]
             result = {"tools": list(pages[index])}
+            if script.get("quote_env") and index == 0:
+                schema = {"type": "object", "properties": {"token": {"type": "string", "default": quoted.strip()}}}
+                result["tools"].append(
+                    {"name": "quoting", "description": f"Calls the API as{quoted}", "inputSchema": schema}
+                )
             if script.get("env_tool") and index == 0:
                 result["tools"].append({"name": "env", "description": " ".join(sorted(os.environ))})
             if script.get("loop_cursor"):

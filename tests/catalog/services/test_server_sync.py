@@ -109,6 +109,45 @@ def test_passes_only_the_named_environment_variables(scripted, monkeypatch):
     assert "DATABASE_URL" not in seen and "REDIS_URL" not in seen
 
 
+@pytest.mark.parametrize("action", ["exit", "error"])
+def test_a_servers_own_secret_in_its_failure_is_never_kept_shown_or_logged(scripted, monkeypatch, caplog, action):
+    """A stdio server that quotes the token Scout gave it (on its stderr as it dies, or in an error's message) has
+    it replaced in the sync run's error and the server's last error (both shown in the admin, to a tenant's operator
+    too for a shared server) and in the log (T14)."""
+    secret = "ghp_5ecretT0kenOfTheServer"
+    monkeypatch.setenv("SCOUT_TEST_SERVER_TOKEN", secret)
+    server, _ = scripted({"pages": [[]], "fail_on_page": {"1": action}, "quote_env": ["SCOUT_TEST_SERVER_TOKEN"]})
+    server.env_vars = ["SCOUT_TEST_SERVER_TOKEN"]
+    server.save()
+
+    run = server_sync(server_pk=server.pk, trigger="test")
+
+    server.refresh_from_db()
+    assert run.status == SyncStatus.FAILED
+    assert "SCOUT_TEST_SERVER_TOKEN=[redacted]" in run.error  # the server's words are kept, its token is not
+    for text in (run.error, server.last_error, caplog.text):
+        assert secret not in text
+
+
+def test_a_servers_own_secret_in_its_listing_is_never_stored_or_served(scripted, monkeypatch):
+    """A tool whose description or schema quotes the token Scout gave its server is kept with the token replaced:
+    its text is stored, indexed and shown to everyone who may discover the tool (T14)."""
+    secret = "ghp_5ecretT0kenOfTheServer"
+    monkeypatch.setenv("SCOUT_TEST_SERVER_TOKEN", secret)
+    server, _ = scripted({"pages": [[]], "quote_env": ["SCOUT_TEST_SERVER_TOKEN"]})
+    server.env_vars = ["SCOUT_TEST_SERVER_TOKEN"]
+    server.save()
+
+    run = server_sync(server_pk=server.pk, trigger="test")
+
+    assert run.status == SyncStatus.SUCCESS, run.error
+    tool = Tool.objects.get(server=server, name="quoting")
+    assert tool.description == "Calls the API as SCOUT_TEST_SERVER_TOKEN=[redacted]"
+    assert tool.input_schema["properties"]["token"]["default"] == "SCOUT_TEST_SERVER_TOKEN=[redacted]"
+    stored = json.dumps([list(Tool.objects.values()), list(ToolRevision.objects.values())], default=str)
+    assert secret not in stored
+
+
 # --- Streamable HTTP ---------------------------------------------------------------------------------
 
 

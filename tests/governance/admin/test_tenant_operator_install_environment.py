@@ -80,6 +80,47 @@ def test_a_tenant_operator_cannot_point_a_shared_server_elsewhere(client, operat
     assert shared.url == "https://shared.example/mcp" and shared.header_env == {"X-Key": "PLANTED_SECRET"}
 
 
+def test_a_tenant_operator_cannot_move_their_servers_credentials(client, operator_a, listener, live_server, settings):  # noqa: F811
+    """A superuser named the variable holding the credential of tenant A's server: A's operator moving its URL (form,
+    connection test, REST) had Scout send the credential to a host of theirs. A server without credentials is still
+    theirs to move."""
+    import httpx
+
+    from governance.models import ServerTenant
+    from tests.api.conftest import give_perms, make_token
+    from tests.api.test_servers import OPERATOR_PERMS
+
+    url, seen = listener
+    tenant = operator_a.tenants.get()
+    keyed = ServerFactory(
+        slug="keyed-srv", transport="http", url="https://own.example/mcp", header_env={"X-Key": "PLANTED_SECRET"}
+    )
+    plain = ServerFactory(slug="plain-srv", transport="http", url="https://plain.example/mcp")
+    for server in (keyed, plain):
+        ServerTenant.objects.create(server=server, tenant=tenant)
+    client.force_login(operator_a)
+    moved = _form(slug="keyed-srv", name="Keyed", url=url, status="active")
+    moved.pop("header_env")  # read-only: the form keeps the stored variable
+    client.post(reverse("admin:catalog_server_test_connection") + f"?server={keyed.pk}", moved)
+    assert not _sent(seen)
+    client.post(reverse("admin:catalog_server_change", args=[keyed.pk]), moved)
+    keyed.refresh_from_db()
+    assert keyed.url == "https://own.example/mcp"
+    page = client.get(reverse("admin:catalog_server_change", args=[keyed.pk])).content.decode()
+    assert "only a superuser changes where its calls go" in page  # why the URL is read-only
+
+    settings.SCOUT_API_RATE = "10000/minute"
+    settings.SCOUT_UPSTREAM_ALLOWED_HOSTS = [*settings.SCOUT_UPSTREAM_ALLOWED_HOSTS, "*.example"]
+    give_perms(operator_a, *OPERATOR_PERMS)
+    headers = {"Authorization": f"Bearer {make_token(operator_a, ['api'], tenant=tenant)}"}
+    base = f"{live_server.url}/api/v1/servers/"
+    response = httpx.patch(base + "keyed-srv/", json={"url": "https://attacker.example/mcp"}, headers=headers)
+    assert response.status_code == 403, response.text
+    assert Server.objects.get(slug="keyed-srv").url == "https://own.example/mcp"
+    response = httpx.patch(base + "plain-srv/", json={"url": "https://moved.example/mcp"}, headers=headers)
+    assert response.status_code == 200, response.text
+
+
 def test_a_superuser_still_names_them(client, superuser, listener, monkeypatch):  # noqa: F811
     monkeypatch.setenv("PLANTED_SECRET", SECRET)
     url, seen = listener
