@@ -24,22 +24,12 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scoutsite.settings")
 django.setup()
 
 from django.conf import settings  # noqa: E402
+from served import served_rankings  # noqa: E402
 
 from search.backends.ranked import ranking_options  # noqa: E402
 from search.encoder import encoder_get, model_key  # noqa: E402
-from search.engine.decompose import request_parts  # noqa: E402
-from search.engine.ranking import Calibration  # noqa: E402
 from search.engine.snapshot import IndexSnapshot  # noqa: E402
-from search.evaluation import (  # noqa: E402
-    EmbeddingCache,
-    _part_vectors,
-    _rank_served,
-    _with,
-    doc_vectors,
-    load_catalogs,
-    load_queries,
-    one_pass_parts,
-)
+from search.evaluation import EmbeddingCache, doc_vectors, load_catalogs, load_queries, one_pass_parts  # noqa: E402
 
 PARTS = ("bm25", "dense", "server", "intent", "name")
 
@@ -60,27 +50,10 @@ def main() -> None:
     parts_for = partial(one_pass_parts, encoder) if encoder.one_pass else None
     options = ranking_options("convex")
     snapshot = IndexSnapshot(docs, doc_vectors(docs, cache.vectors), generation="eval")
-    texts = [q.text for q in queries]
-    vectors = cache.vectors(texts)
-    all_parts = [request_parts(t) for t in texts]
-    part_vectors = _part_vectors(texts, all_parts, cache.vectors, parts_for)
-    alone = _part_vectors(texts, all_parts, cache.vectors, None) if parts_for is not None else None
-    visible = snapshot.visible_mask(None)
     tally: Counter = Counter()
     dumps = []
-    for i, query in enumerate(queries):
-        parts = [(t, part_vectors[i][j] if part_vectors else None) for j, t in enumerate(all_parts[i])]
-        retry = [(t, alone[i][j]) for j, t in enumerate(all_parts[i])] if alone else None
-        ranking = _rank_served(
-            snapshot,
-            snapshot.branches(query.text, vectors[i], visible),
-            query.text,
-            vectors[i],
-            _with(options, fusion="convex", dynamic_cut=True, enforce_abstention=True),
-            Calibration(),
-            parts,
-            retry,
-        )
+    rankings = served_rankings(snapshot, queries, cache.vectors, options, parts_for)
+    for query, ranking in zip(queries, rankings, strict=True):
         ids = [snapshot.docs[c.row].tool_id for c in ranking.candidates]
         served = [] if ranking.abstained else ids[: ranking.cut]
         wanted = set(query.groups[0])
