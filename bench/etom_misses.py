@@ -24,7 +24,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scoutsite.settings")
 django.setup()
 
 from django.conf import settings  # noqa: E402
-from served import served_rankings  # noqa: E402
+from served import places, served_rankings  # noqa: E402
 
 from search.backends.ranked import ranking_options  # noqa: E402
 from search.encoder import encoder_get, model_key  # noqa: E402
@@ -54,11 +54,8 @@ def main() -> None:
     dumps = []
     rankings = served_rankings(snapshot, queries, cache.vectors, options, parts_for)
     for query, ranking in zip(queries, rankings, strict=True):
-        ids = [snapshot.docs[c.row].tool_id for c in ranking.candidates]
-        served = [] if ranking.abstained else ids[: ranking.cut]
         wanted = set(query.groups[0])
-        rank = next((k for k, t in enumerate(ids, 1) if t in wanted), None)
-        served_rank = next((k for k, t in enumerate(served[:10], 1) if t in wanted), None)
+        ids, rank, served_rank = places(snapshot, ranking, wanted)
         tally["requests"] += 1
         tally["served first"] += served_rank == 1
         if served_rank == 1:

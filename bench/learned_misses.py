@@ -34,7 +34,7 @@ django.setup()
 
 import numpy as np  # noqa: E402
 from django.conf import settings  # noqa: E402
-from served import served_rankings  # noqa: E402
+from served import places, served_rankings  # noqa: E402
 
 from search.backends.ranked import ranking_options  # noqa: E402
 from search.encoder import encoder_get, model_key  # noqa: E402
@@ -132,11 +132,8 @@ def main() -> None:
         )
         if negatives:
             demote(ranking, snapshot, vector, negatives, args.passed_over, args.passed_threshold)
-        ids = [snapshot.docs[c.row].tool_id for c in ranking.candidates]
-        served = [] if ranking.abstained else ids[: ranking.cut]
         wanted = set(query.groups[0])
-        rank = next((k for k, t in enumerate(ids, 1) if t in wanted), None)
-        served_rank = next((k for k, t in enumerate(served[:10], 1) if t in wanted), None)
+        ids, rank, served_rank = places(snapshot, ranking, wanted)
         tally["single"] += 1
         tally["hit1"] += served_rank == 1
         tally["hit5"] += served_rank is not None and served_rank <= 5

@@ -29,3 +29,13 @@ def served_rankings(snapshot, queries, vectors_for, options, parts_for, top_k=DE
             retry,
             top_k=top_k,
         )
+
+
+def places(snapshot, ranking: Ranking, wanted: set[str]) -> tuple[list[str], int | None, int | None]:
+    """The ranking's tool ids, and the 1-based place of the first wanted tool in it and in the served top 10
+    (None: not there; a withheld answer serves nothing)."""
+    ids = [snapshot.docs[c.row].tool_id for c in ranking.candidates]
+    served = [] if ranking.abstained else ids[: ranking.cut]
+    rank = next((k for k, t in enumerate(ids, 1) if t in wanted), None)
+    served_rank = next((k for k, t in enumerate(served[:DEPTH], 1) if t in wanted), None)
+    return ids, rank, served_rank
