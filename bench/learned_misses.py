@@ -34,6 +34,7 @@ django.setup()
 
 import numpy as np  # noqa: E402
 from django.conf import settings  # noqa: E402
+from served import places, served_rankings  # noqa: E402
 
 from search.backends.ranked import ranking_options  # noqa: E402
 from search.encoder import encoder_get, model_key  # noqa: E402
@@ -131,11 +132,8 @@ def main() -> None:
         )
         if negatives:
             demote(ranking, snapshot, vector, negatives, args.passed_over, args.passed_threshold)
-        ids = [snapshot.docs[c.row].tool_id for c in ranking.candidates]
-        served = [] if ranking.abstained else ids[: ranking.cut]
         wanted = set(query.groups[0])
-        rank = next((k for k, t in enumerate(ids, 1) if t in wanted), None)
-        served_rank = next((k for k, t in enumerate(served[:10], 1) if t in wanted), None)
+        ids, rank, served_rank = places(snapshot, ranking, wanted)
         tally["single"] += 1
         tally["hit1"] += served_rank == 1
         tally["hit5"] += served_rank is not None and served_rank <= 5
@@ -252,28 +250,11 @@ def passed_over(snapshot, queries, cache, options, parts_for) -> dict:
     above the tool then called (the request's label): tools the caller passed over."""
     from search.services import TOP_K_DEFAULT
 
-    texts = [q.text for q in queries if q.kind == "single"]
     singles = [q for q in queries if q.kind == "single"]
-    vectors = cache.vectors(texts)
-    all_parts = [request_parts(t) for t in texts]
-    part_vectors = _part_vectors(texts, all_parts, cache.vectors, parts_for)
-    alone = _part_vectors(texts, all_parts, cache.vectors, None) if parts_for is not None else None
-    visible = snapshot.visible_mask(None)
+    vectors = cache.vectors([q.text for q in singles])
     found: dict[str, list[np.ndarray]] = {}
-    for i, query in enumerate(singles):
-        parts = [(t, part_vectors[i][j] if part_vectors else None) for j, t in enumerate(all_parts[i])]
-        retry = [(t, alone[i][j]) for j, t in enumerate(all_parts[i])] if alone else None
-        ranking = _rank_served(
-            snapshot,
-            snapshot.branches(query.text, vectors[i], visible),
-            query.text,
-            vectors[i],
-            _with(options, dynamic_cut=True, enforce_abstention=True),
-            Calibration(),
-            parts,
-            retry,
-            top_k=TOP_K_DEFAULT,
-        )
+    rankings = served_rankings(snapshot, singles, cache.vectors, options, parts_for, top_k=TOP_K_DEFAULT)
+    for i, (query, ranking) in enumerate(zip(singles, rankings, strict=True)):
         served = [] if ranking.abstained else [snapshot.docs[c.row].tool_id for c in ranking.candidates][: ranking.cut]
         label = query.groups[0][0]
         if label in served:
