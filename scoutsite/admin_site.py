@@ -122,15 +122,22 @@ class LoginRateThrottle(FailOpenThrottle):
 
 
 def _pending_count(request: HttpRequest) -> int | None:
-    """Pending requests this person may decide, or None when they approve nothing (no badge)."""
-    from governance.choices import ApprovalStatus
-    from governance.selectors import approval_requests_for_approver, user_is_approver
+    """Requests waiting for this person to decide, or None when they approve nothing (no badge)."""
+    waiting = _waiting(request)
+    return None if waiting is None else len(waiting)
+
+
+def _waiting(request: HttpRequest) -> list | None:
+    """``approval_requests_waiting_for`` this person (once a request: the badge and the home page both read it), or
+    None when they approve nothing."""
+    from governance.selectors import approval_requests_waiting_for, user_is_approver
 
     user = getattr(request, "user", None)
-    if user is None or not user.is_authenticated or not user.is_staff or not user_is_approver(user=user):
+    if user is None or not user.is_authenticated or not user.is_staff:
         return None
-    now = timezone.now()
-    return approval_requests_for_approver(user=user).filter(status=ApprovalStatus.PENDING, expires_at__gt=now).count()
+    if not hasattr(request, "_scout_waiting"):
+        request._scout_waiting = approval_requests_waiting_for(user=user) if user_is_approver(user=user) else None
+    return request._scout_waiting
 
 
 def _grouped(request: HttpRequest, apps: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -271,14 +278,11 @@ def _workbench_waiting(user) -> dict[str, int] | None:
 
 def _approver_panel(request: HttpRequest, pending: int) -> dict[str, Any]:
     from governance.admin.common import breakable_id
-    from governance.choices import ApprovalStatus
     from governance.selectors import approval_requests_for_approver
 
-    rows = list(
-        approval_requests_for_approver(user=request.user).filter(
-            status=ApprovalStatus.PENDING, expires_at__gt=timezone.now()
-        )[:HOME_ROWS]
-    )
+    first = [row.pk for row in _waiting(request)[:HOME_ROWS]]
+    # As the inbox shows them: who asked as this approver may see them.
+    rows = list(approval_requests_for_approver(user=request.user).filter(pk__in=first).order_by("-created_at", "-id"))
     for row in rows:  # as the inbox shows it: wrapped after "::" and "_" in the narrow column, not letter by letter
         row.tool_shown = breakable_id(row.tool.tool_id)
     return {"count": pending, "rows": rows}

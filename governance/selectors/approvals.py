@@ -150,8 +150,7 @@ def approval_requests_for_approver(
     (the API), else the person's session."""
     principal = principal if principal is not None else principal_for_user(user)
     requests = (
-        ApprovalRequest.objects.filter(tool__in=tools_approvable_by(user=user).values("pk"))
-        .filter(tenant_q(principal, "tenant"), server_tenant_q(principal, "tool__server__"))
+        _approvable_requests(user, principal)
         .select_related("requester", "tool", "tool__server", "decided_by", "policy_version")
         .annotate(
             pending_first=Case(
@@ -161,6 +160,30 @@ def approval_requests_for_approver(
         .order_by("pending_first", "-created_at", "-id")
     )
     return with_approval_people_shown(requests, viewer=user)
+
+
+def _approvable_requests(user: AbstractBaseUser, principal: Principal) -> QuerySet[ApprovalRequest]:
+    """Requests for tools ``user`` may approve, of the tenants ``principal`` acts in (the inbox's rows, unordered)."""
+    return ApprovalRequest.objects.filter(tool__in=tools_approvable_by(user=user).values("pk")).filter(
+        tenant_q(principal, "tenant"), server_tenant_q(principal, "tool__server__")
+    )
+
+
+def approval_requests_waiting_for(*, user: AbstractBaseUser) -> list[ApprovalRequest]:
+    """The requests waiting for ``user`` to decide, newest first: pending and unexpired in their inbox, not their own
+    (someone else decides those), and still usable (``approval_requests_usable``, kept under the visibility version:
+    a request whose requester lost access, or whose token was revoked or expired, waits for no one). Every count of
+    waiting approvals reads this, so that it agrees with the inbox's "waiting for you"."""
+    rows = list(
+        _approvable_requests(user, principal_for_user(user))
+        .filter(status=ApprovalStatus.PENDING, expires_at__gt=timezone.now())
+        .exclude(requester=user)
+        .select_related("requester")
+        .only("token", "tool", "requester", "risk_class", "created_at")  # every pending one is read: no more
+        .order_by("-created_at", "-id")
+    )
+    usable = approval_requests_usable(requests=rows, cached=True)
+    return [row for row in rows if row.pk in usable]
 
 
 def with_approval_people_shown(requests: QuerySet[ApprovalRequest], *, viewer: AbstractBaseUser) -> QuerySet:
