@@ -1,14 +1,15 @@
 """Scout's admin site: the stock Django admin, with each role's work first on the home page, navigation
 grouped by job in plain names, and a pending-approvals count in the header for approvers."""
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.apps import apps
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.auth import REDIRECT_FIELD_NAME
-from django.db.models import Case, Exists, OuterRef, Q, Value, When
+from django.db.models import Case, Exists, OuterRef, Q, Subquery, Value, When
+from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import NoReverseMatch, reverse
@@ -302,6 +303,16 @@ def _server_attention() -> Case:
     )
 
 
+def _failing_since() -> Subquery:
+    """When a server's syncs began failing: the start of its first failed run since it last synced (or ever)."""
+    from catalog.choices import SyncStatus
+    from catalog.models import SyncRun
+
+    since_success = Coalesce(OuterRef("last_synced_at"), Value(datetime.min.replace(tzinfo=UTC)))
+    failed = SyncRun.objects.filter(server=OuterRef("pk"), status=SyncStatus.FAILED, started_at__gt=since_success)
+    return Subquery(failed.order_by("started_at").values("started_at")[:1])
+
+
 def _operator_panel(user) -> dict[str, Any]:
     from catalog.admin.filters import tool_count_annotations
     from catalog.admin.servers import tool_count_links
@@ -311,7 +322,7 @@ def _operator_panel(user) -> dict[str, Any]:
     # attention first: by slug alone, a failing server past the 30th was not on the page at all.
     servers = list(
         _managed_servers(user)
-        .annotate(**tool_count_annotations(), attention=_server_attention())
+        .annotate(**tool_count_annotations(), attention=_server_attention(), failing_since=_failing_since())
         .order_by("attention", "slug")[: HOME_ROWS * 3]
     )
     for server in servers:
