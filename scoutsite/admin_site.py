@@ -1,14 +1,15 @@
 """Scout's admin site: the stock Django admin, with each role's work first on the home page, navigation
 grouped by job in plain names, and a pending-approvals count in the header for approvers."""
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.apps import apps
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.auth import REDIRECT_FIELD_NAME
-from django.db.models import Case, Exists, OuterRef, Q, Value, When
+from django.db.models import Case, Exists, OuterRef, Q, Subquery, Value, When
+from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import NoReverseMatch, reverse
@@ -122,15 +123,22 @@ class LoginRateThrottle(FailOpenThrottle):
 
 
 def _pending_count(request: HttpRequest) -> int | None:
-    """Pending requests this person may decide, or None when they approve nothing (no badge)."""
-    from governance.choices import ApprovalStatus
-    from governance.selectors import approval_requests_for_approver, user_is_approver
+    """Requests waiting for this person to decide, or None when they approve nothing (no badge)."""
+    waiting = _waiting(request)
+    return None if waiting is None else len(waiting)
+
+
+def _waiting(request: HttpRequest) -> list | None:
+    """``approval_requests_waiting_for`` this person (once a request: the badge and the home page both read it), or
+    None when they approve nothing."""
+    from governance.selectors import approval_requests_waiting_for, user_is_approver
 
     user = getattr(request, "user", None)
-    if user is None or not user.is_authenticated or not user.is_staff or not user_is_approver(user=user):
+    if user is None or not user.is_authenticated or not user.is_staff:
         return None
-    now = timezone.now()
-    return approval_requests_for_approver(user=user).filter(status=ApprovalStatus.PENDING, expires_at__gt=now).count()
+    if not hasattr(request, "_scout_waiting"):
+        request._scout_waiting = approval_requests_waiting_for(user=user) if user_is_approver(user=user) else None
+    return request._scout_waiting
 
 
 def _grouped(request: HttpRequest, apps: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -271,14 +279,11 @@ def _workbench_waiting(user) -> dict[str, int] | None:
 
 def _approver_panel(request: HttpRequest, pending: int) -> dict[str, Any]:
     from governance.admin.common import breakable_id
-    from governance.choices import ApprovalStatus
     from governance.selectors import approval_requests_for_approver
 
-    rows = list(
-        approval_requests_for_approver(user=request.user).filter(
-            status=ApprovalStatus.PENDING, expires_at__gt=timezone.now()
-        )[:HOME_ROWS]
-    )
+    first = [row.pk for row in _waiting(request)[:HOME_ROWS]]
+    # As the inbox shows them: who asked as this approver may see them.
+    rows = list(approval_requests_for_approver(user=request.user).filter(pk__in=first).order_by("-created_at", "-id"))
     for row in rows:  # as the inbox shows it: wrapped after "::" and "_" in the narrow column, not letter by letter
         row.tool_shown = breakable_id(row.tool.tool_id)
     return {"count": pending, "rows": rows}
@@ -298,6 +303,16 @@ def _server_attention() -> Case:
     )
 
 
+def _failing_since() -> Subquery:
+    """When a server's syncs began failing: the start of its first failed run since it last synced (or ever)."""
+    from catalog.choices import SyncStatus
+    from catalog.models import SyncRun
+
+    since_success = Coalesce(OuterRef("last_synced_at"), Value(datetime.min.replace(tzinfo=UTC)))
+    failed = SyncRun.objects.filter(server=OuterRef("pk"), status=SyncStatus.FAILED, started_at__gt=since_success)
+    return Subquery(failed.order_by("started_at").values("started_at")[:1])
+
+
 def _operator_panel(user) -> dict[str, Any]:
     from catalog.admin.filters import tool_count_annotations
     from catalog.admin.servers import tool_count_links
@@ -307,7 +322,7 @@ def _operator_panel(user) -> dict[str, Any]:
     # attention first: by slug alone, a failing server past the 30th was not on the page at all.
     servers = list(
         _managed_servers(user)
-        .annotate(**tool_count_annotations(), attention=_server_attention())
+        .annotate(**tool_count_annotations(), attention=_server_attention(), failing_since=_failing_since())
         .order_by("attention", "slug")[: HOME_ROWS * 3]
     )
     for server in servers:

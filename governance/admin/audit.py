@@ -1,6 +1,7 @@
 """Governance admin: audit trail."""
 
 from django.contrib import admin
+from django.contrib.admin.views.main import PAGE_VAR, SEARCH_VAR
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.html import format_html
@@ -21,7 +22,7 @@ from ..selectors import (
     users_visible_to_operator,
     with_approval_people_shown,
 )
-from .common import BoundedCountPaginator, admin_urls_for, breakable_id
+from .common import BoundedCountPaginator, PageBoundPaginator, admin_urls_for, breakable_id
 
 # What a grant or revocation did, by (event type, whether it changed anything): {holder} and {what} filled in.
 GRANT_CHANGE_PHRASES = {
@@ -123,8 +124,19 @@ class AuditEventAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Aud
     paginator = BoundedCountPaginator
     show_full_result_count = False
     list_per_page = 100
+    list_max_show_all = 100  # a searched list's count stops at the page: "Show all" could be the whole trail
     actions = None
     list_title = "Audit trail — who did what, with which tool, when"
+
+    def get_paginator(self, request, queryset, per_page, orphans=0, allow_empty_first_page=True):
+        # A search is counted only up to the page shown: one that matches nothing read every visible event twice.
+        if not request.GET.get(SEARCH_VAR):
+            return super().get_paginator(request, queryset, per_page, orphans, allow_empty_first_page)
+        try:
+            number = int(request.GET.get(PAGE_VAR, 1))
+        except ValueError:
+            number = 1
+        return PageBoundPaginator(queryset, per_page, number=number, allow_empty_first_page=allow_empty_first_page)
 
     def object_title(self, request, obj: AuditEvent) -> str:
         when = f"{timezone.localtime(obj.created_at):%Y-%m-%d %H:%M:%S}"
@@ -148,6 +160,9 @@ class AuditEventAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Aud
 
     def get_changelist_instance(self, request):
         changelist = super().get_changelist_instance(request)
+        if isinstance(changelist.paginator, PageBoundPaginator) and not changelist.multi_page:
+            # Django reads a one-page list again, whole: these are its rows, read already by the paginator.
+            changelist.result_list = changelist.paginator.page(changelist.page_num).object_list
         self._link_grant_targets(request, changelist.result_list)
         self._attach_approval_states(request, changelist.result_list)
         return changelist

@@ -26,6 +26,35 @@ class BoundedCountPaginator(Paginator):
         return self.object_list.order_by()[: MAX_COUNTED_ROWS + 1].count()
 
 
+class PageBoundPaginator(Paginator):
+    """Counts no further than page ``number`` (and one row past it, to know whether another page follows): a
+    search matching nothing reads the table once, for the page, not a second time to count it (0.65 s at 300k
+    audit events). ``more``: rows follow this page, how many is not known."""
+
+    def __init__(self, object_list, per_page, *, number: int = 1, **kwargs) -> None:
+        super().__init__(object_list, per_page, **kwargs)
+        self.number = max(number, 1)
+
+    @cached_property
+    def _rows(self) -> list:
+        bottom = (self.number - 1) * self.per_page
+        return list(self.object_list[bottom : bottom + self.per_page + 1])
+
+    @cached_property
+    def count(self) -> int:
+        return (self.number - 1) * self.per_page + len(self._rows)
+
+    @property
+    def more(self) -> bool:
+        return len(self._rows) > self.per_page
+
+    def page(self, number):
+        number = self.validate_number(number)
+        if number != self.number:
+            return super().page(number)
+        return self._get_page(self._rows[: self.per_page], number, self)  # the rows already read for the count
+
+
 def admin_url_for(request, obj) -> str | None:
     """The admin page of ``obj`` when ``request``'s user may open it (its admin lists it for them and lets them
     view it), else None: a link shown only where it leads somewhere, never to a 403 or a 404."""

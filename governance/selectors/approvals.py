@@ -19,30 +19,56 @@ from ..constants import VISIBILITY_CACHE_TTL_SECONDS
 from ..models import ApprovalRequest, NotificationAttempt
 from ..principals import Principal, principal_for_user, principals_for_users
 from .agents import agent_shown
+from .executable import executable_pairs
 from .grants import _grant_q, _grants
 from .people import person_shown, person_visible_to, users_visible_to_operator
 from .tenants import server_tenant_q, tenant_q
 from .tools import tools_visible_to
-
-UNION_MAX = 200  # principals per query in approval_requests_usable: a changelist page's most (list_max_show_all)
 
 
 def approval_requester_may_execute(*, request: ApprovalRequest) -> bool:
     """Whether the requester of ``request`` may still execute its tool, by their grants now (an approval is
     worth nothing once they lost access, however the grant went: admin, shell, group change, policy hold).
     Judged as the token that asked (its tenant and agents; never once it is revoked or expired, as only that
-    token may use the approval), or as the person when it came from a session."""
-    return request.pk in approval_requests_usable(requests=[request])
+    token may use the approval), or as the person when it came from a session. Read by the visibility
+    selector itself (``tools_visible_to``), as deciding needs it: lists use ``approval_requests_usable``."""
+    [(_, principal)] = _asking_principals([request])
+    if principal is None:
+        return False
+    return tools_visible_to(principal=principal, permission="execute").filter(pk=request.tool_id).exists()
 
 
 def approval_requests_usable(*, requests: Iterable[ApprovalRequest], cached: bool = False) -> set[int]:
     """The pks of ``requests`` whose requester may still execute the tool (``approval_requester_may_execute``
     for a page of them), in a fixed number of queries however many principals asked: their tokens, their
-    tenants, then one query joining each principal's visible tools (``tools_visible_to``) among those asked.
+    tenants, then the grants among the tools asked (``executable_pairs``: no ORM query built per principal).
 
     ``cached``: for a list that only shows the answer (never to decide or use a request), answers kept under the
-    visibility version, as the visible sets are (``tool_pks_visible_to``): building the per-principal query in
-    the ORM was 1 s of the inbox's 1.4 s at a year's volume, each time the approver came back to it."""
+    visibility version, as the visible sets are (``tool_pks_visible_to``)."""
+    asking = _asking_principals(requests)
+    principals = {place: principal for place, (_, principal) in enumerate(asking)}
+    asked_tools = {place: {r.tool_id for r in asked} for place, (asked, _) in enumerate(asking)}
+    keys = _usable_keys(principals, asked_tools) if cached else {}
+    known = (cache_call("get_many", list(keys.values()), default={}) or {}) if keys else {}
+    pairs = {pair for pair, key in keys.items() if known.get(key)}
+    unknown = {
+        place: {tool for tool in asked_tools[place] if keys.get((place, tool)) not in known}
+        for place, principal in principals.items()
+        if principal is not None
+    }
+    found = executable_pairs(principals, unknown)
+    if keys:
+        fresh = {keys[(place, tool)]: (place, tool) in found for place, tools in unknown.items() for tool in tools}
+        cache_call("set_many", fresh, timeout=VISIBILITY_CACHE_TTL_SECONDS)
+    pairs |= found
+    return {
+        request.pk for place, (asked, _) in enumerate(asking) for request in asked if (place, request.tool_id) in pairs
+    }
+
+
+def _asking_principals(requests: Iterable[ApprovalRequest]) -> list[tuple[list[ApprovalRequest], Principal | None]]:
+    """``requests`` by who asked (the token, else the person), each with the principal it would act as now (None:
+    the token is revoked or expired, or may no longer act), in a fixed number of queries."""
     from ..services.tokens import _tokens, principal_for_token
 
     by_principal: dict[tuple, list[ApprovalRequest]] = defaultdict(list)
@@ -54,32 +80,13 @@ def approval_requests_usable(*, requests: Iterable[ApprovalRequest], cached: boo
     live = _tokens().filter(pk__in=token_ids, revoked_at__isnull=True, expires_at__gt=timezone.now())
     tokens = {token.pk: token for token in live} if token_ids else {}
     users = principals_for_users(asked[0].requester for (kind, _), asked in by_principal.items() if kind == "user")
-    principals = {}  # place -> principal, for the principals that may still act
-    for place, (kind, pk) in enumerate(by_principal):
+    found = []
+    for (kind, pk), asked in by_principal.items():
         if kind == "token":
-            principals[place] = principal_for_token(tokens[pk]) if pk in tokens else None  # revoked or expired since
+            found.append((asked, principal_for_token(tokens[pk]) if pk in tokens else None))  # revoked or expired
         else:
-            principals[place] = users.get(pk)
-    asked_tools = {place: {r.tool_id for r in asked} for place, asked in enumerate(by_principal.values())}
-    keys = _usable_keys(principals, asked_tools) if cached else {}
-    known = (cache_call("get_many", list(keys.values()), default={}) or {}) if keys else {}
-    pairs = {pair for pair, key in keys.items() if known.get(key)}
-    unknown = {
-        place: {tool for tool in asked_tools[place] if keys.get((place, tool)) not in known}
-        for place, principal in principals.items()
-        if principal is not None
-    }
-    found = _executable_pairs(principals, unknown)
-    if keys:
-        fresh = {keys[(place, tool)]: (place, tool) in found for place, tools in unknown.items() for tool in tools}
-        cache_call("set_many", fresh, timeout=VISIBILITY_CACHE_TTL_SECONDS)
-    pairs |= found
-    return {
-        request.pk
-        for place, asked in enumerate(by_principal.values())
-        for request in asked
-        if (place, request.tool_id) in pairs
-    }
+            found.append((asked, users.get(pk)))
+    return found
 
 
 def _usable_keys(principals: dict[int, Principal | None], asked_tools: dict[int, set[int]]) -> dict[tuple, str]:
@@ -96,22 +103,6 @@ def _usable_keys(principals: dict[int, Principal | None], asked_tools: dict[int,
         for tool in asked_tools[place]:
             keys[(place, tool)] = f"governance:usable:{version}:{fingerprint}:{tool}"
     return keys
-
-
-def _executable_pairs(principals: dict[int, Principal | None], asked: dict[int, set[int]]) -> set[tuple[int, int]]:
-    """(place, tool pk) for each principal's tools among ``asked`` that it may execute: one union query."""
-    visible = []  # each principal's executable tools among those it asked for, tagged with its place here
-    for place, tool_ids in asked.items():
-        if not tool_ids:
-            continue
-        tools = tools_visible_to(principal=principals[place], permission="execute").filter(pk__in=tool_ids)
-        if not tools.query.is_empty():
-            visible.append(tools.order_by().annotate(place=Value(place)).values_list("place", "pk"))
-    pairs: set[tuple[int, int]] = set()
-    for start in range(0, len(visible), UNION_MAX):  # SQLite takes up to 500 terms in one compound select
-        first, *rest = visible[start : start + UNION_MAX]
-        pairs |= set(first.union(*rest) if rest else first)
-    return pairs
 
 
 def user_can_approve(*, user: AbstractBaseUser, tool: Tool) -> bool:
@@ -159,8 +150,7 @@ def approval_requests_for_approver(
     (the API), else the person's session."""
     principal = principal if principal is not None else principal_for_user(user)
     requests = (
-        ApprovalRequest.objects.filter(tool__in=tools_approvable_by(user=user).values("pk"))
-        .filter(tenant_q(principal, "tenant"), server_tenant_q(principal, "tool__server__"))
+        _approvable_requests(user, principal)
         .select_related("requester", "tool", "tool__server", "decided_by", "policy_version")
         .annotate(
             pending_first=Case(
@@ -170,6 +160,30 @@ def approval_requests_for_approver(
         .order_by("pending_first", "-created_at", "-id")
     )
     return with_approval_people_shown(requests, viewer=user)
+
+
+def _approvable_requests(user: AbstractBaseUser, principal: Principal) -> QuerySet[ApprovalRequest]:
+    """Requests for tools ``user`` may approve, of the tenants ``principal`` acts in (the inbox's rows, unordered)."""
+    return ApprovalRequest.objects.filter(tool__in=tools_approvable_by(user=user).values("pk")).filter(
+        tenant_q(principal, "tenant"), server_tenant_q(principal, "tool__server__")
+    )
+
+
+def approval_requests_waiting_for(*, user: AbstractBaseUser) -> list[ApprovalRequest]:
+    """The requests waiting for ``user`` to decide, newest first: pending and unexpired in their inbox, not their own
+    (someone else decides those), and still usable (``approval_requests_usable``, kept under the visibility version:
+    a request whose requester lost access, or whose token was revoked or expired, waits for no one). Every count of
+    waiting approvals reads this, so that it agrees with the inbox's "waiting for you"."""
+    rows = list(
+        _approvable_requests(user, principal_for_user(user))
+        .filter(status=ApprovalStatus.PENDING, expires_at__gt=timezone.now())
+        .exclude(requester=user)
+        .select_related("requester")
+        .only("token", "tool", "requester", "risk_class", "created_at")  # every pending one is read: no more
+        .order_by("-created_at", "-id")
+    )
+    usable = approval_requests_usable(requests=rows, cached=True)
+    return [row for row in rows if row.pk in usable]
 
 
 def with_approval_people_shown(requests: QuerySet[ApprovalRequest], *, viewer: AbstractBaseUser) -> QuerySet:
