@@ -165,3 +165,80 @@ def test_a_call_after_its_first_searchs_success_links_to_the_newer_search_that_r
         "add two integers together",
         "welcome Ann by name and count her points",
     ]
+
+
+def test_a_person_who_loses_execute_stops_lifting_what_they_taught(gateway, world, admin_user, calc_server):
+    """Learning counts only people who may execute the tool (issue 8): once alice's grant is revoked, the request
+    she taught no longer lifts the tool for bob, nor counts her among its principals."""
+    from governance.services.permissions import permission_revoke
+    from search.models import LearnedConfirmation, LearnedRequest
+
+    private = "sum up the figures on invoice 4711 for acme"
+    _session(
+        gateway,
+        world["alice"],
+        [
+            ("tool_search", {"query": private, "top_k": 10}),
+            ("execute_tool", {"tool_id": "calc::add", "arguments": {"a": 47, "b": 11}}),
+        ],
+    )
+    assert LearnedRequest.objects.get().principal_count == 1
+    (taught,) = _session(gateway, world["bob"], [("tool_search", {"query": private, "top_k": 10})])
+    assert "matches requests that led to this tool" in taught.structured_content["matches"][0]["why_matched"]
+
+    alice = LearnedConfirmation.objects.get().principal_key
+    permission_revoke(actor=admin_user, target=calc_server, action="execute", holder=_user("gw_alice"))
+
+    assert not LearnedConfirmation.objects.filter(principal_key=alice).exists()
+    assert not LearnedRequest.objects.filter(principal_count__gt=0).exists()
+    (after,) = _session(gateway, world["bob"], [("tool_search", {"query": private, "top_k": 10})])
+    for match in after.structured_content["matches"]:
+        assert "matches requests that led to this tool" not in match["why_matched"]
+
+
+def _user(username: str):
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.get(username=username)
+
+
+def test_a_person_who_leaves_the_group_that_let_them_execute_stops_lifting_what_they_taught(
+    gateway, world, admin_user, calc_server
+):
+    from django.contrib.auth.models import Group
+
+    from search.models import LearnedRequest
+
+    carol = make_user("gw_carol")
+    team = Group.objects.create(name="calc-team")
+    team.user_set.add(carol)
+    grant(admin_user, calc_server, team, "discover", "execute")
+    _session(
+        gateway,
+        make_token(carol),
+        [
+            ("tool_search", {"query": "add two integers together", "top_k": 10}),
+            ("execute_tool", {"tool_id": "calc::add", "arguments": {"a": 1, "b": 2}}),
+        ],
+    )
+    assert LearnedRequest.objects.get().principal_count == 1
+    team.user_set.remove(carol)
+    assert not LearnedRequest.objects.exists()
+
+
+def test_a_person_made_inactive_stops_lifting_what_they_taught(gateway, world):
+    from search.models import LearnedRequest
+
+    _session(
+        gateway,
+        world["alice"],
+        [
+            ("tool_search", {"query": "add two integers together", "top_k": 10}),
+            ("execute_tool", {"tool_id": "calc::add", "arguments": {"a": 1, "b": 2}}),
+        ],
+    )
+    assert LearnedRequest.objects.get().principal_count == 1
+    alice = _user("gw_alice")
+    alice.is_active = False
+    alice.save()
+    assert not LearnedRequest.objects.exists()
