@@ -347,11 +347,16 @@ def learned_teachers_recheck(*, user_pks: Collection[int]) -> int:
 
     from .tasks import reindex_tools
 
-    people = get_user_model().objects.in_bulk(list(user_pks))
+    in_use = LearnedConfirmation.objects.filter(learned__status=LearnedStatus.LEARNED)
+    # Of a large group, one query finds the few who taught anything.
+    teachers = set(
+        in_use.filter(principal_key__in=[f"u{pk}" for pk in user_pks]).values_list("principal_key", flat=True)
+    )
+    people = get_user_model().objects.in_bulk([pk for pk in user_pks if f"u{pk}" in teachers])
     withdrawn = 0
     tool_pks: set[int] = set()
-    for pk in user_pks:
-        taught = LearnedConfirmation.objects.filter(principal_key=f"u{pk}", learned__status=LearnedStatus.LEARNED)
+    for pk in sorted({pk for pk in user_pks if f"u{pk}" in teachers}):
+        taught = in_use.filter(principal_key=f"u{pk}")
         taught_tools = set(taught.values_list("learned__tool_id", flat=True))
         if not taught_tools:
             continue
