@@ -118,16 +118,21 @@ def test_a_call_without_a_search_that_returned_the_tool_is_not_linked(gateway, w
     assert [r["tool_id"] for r in QueryLogEntry.objects.get().results] == ["calc::add"]
 
 
-def test_learned_words_lift_the_tool_for_others_but_are_never_shown_to_them(gateway, world):
-    private = "sum up the figures on invoice 4711 for acme"
+def _teach(gateway, token: str, request: str) -> None:
+    """A search for ``request`` and a successful call of calc::add after it: the request is learned."""
     _session(
         gateway,
-        world["alice"],
+        token,
         [
-            ("tool_search", {"query": private, "top_k": 10}),
+            ("tool_search", {"query": request, "top_k": 10}),
             ("execute_tool", {"tool_id": "calc::add", "arguments": {"a": 47, "b": 11}}),
         ],
     )
+
+
+def test_learned_words_lift_the_tool_for_others_but_are_never_shown_to_them(gateway, world):
+    private = "sum up the figures on invoice 4711 for acme"
+    _teach(gateway, world["alice"], private)
     from search.models import LearnedRequest
 
     assert LearnedRequest.objects.get().text == private
@@ -174,14 +179,7 @@ def test_a_person_who_loses_execute_stops_lifting_what_they_taught(gateway, worl
     from search.models import LearnedConfirmation, LearnedRequest
 
     private = "sum up the figures on invoice 4711 for acme"
-    _session(
-        gateway,
-        world["alice"],
-        [
-            ("tool_search", {"query": private, "top_k": 10}),
-            ("execute_tool", {"tool_id": "calc::add", "arguments": {"a": 47, "b": 11}}),
-        ],
-    )
+    _teach(gateway, world["alice"], private)
     assert LearnedRequest.objects.get().principal_count == 1
     (taught,) = _session(gateway, world["bob"], [("tool_search", {"query": private, "top_k": 10})])
     assert "matches requests that led to this tool" in taught.structured_content["matches"][0]["why_matched"]
@@ -213,14 +211,7 @@ def test_a_person_who_leaves_the_group_that_let_them_execute_stops_lifting_what_
     team = Group.objects.create(name="calc-team")
     team.user_set.add(carol)
     grant(admin_user, calc_server, team, "discover", "execute")
-    _session(
-        gateway,
-        make_token(carol),
-        [
-            ("tool_search", {"query": "add two integers together", "top_k": 10}),
-            ("execute_tool", {"tool_id": "calc::add", "arguments": {"a": 1, "b": 2}}),
-        ],
-    )
+    _teach(gateway, make_token(carol), "add two integers together")
     assert LearnedRequest.objects.get().principal_count == 1
     team.user_set.remove(carol)
     assert not LearnedRequest.objects.exists()
@@ -229,14 +220,7 @@ def test_a_person_who_leaves_the_group_that_let_them_execute_stops_lifting_what_
 def test_a_person_made_inactive_stops_lifting_what_they_taught(gateway, world):
     from search.models import LearnedRequest
 
-    _session(
-        gateway,
-        world["alice"],
-        [
-            ("tool_search", {"query": "add two integers together", "top_k": 10}),
-            ("execute_tool", {"tool_id": "calc::add", "arguments": {"a": 1, "b": 2}}),
-        ],
-    )
+    _teach(gateway, world["alice"], "add two integers together")
     assert LearnedRequest.objects.get().principal_count == 1
     alice = _user("gw_alice")
     alice.is_active = False
