@@ -226,3 +226,22 @@ def test_a_person_made_inactive_stops_lifting_what_they_taught(gateway, world):
     alice.is_active = False
     alice.save()
     assert not LearnedRequest.objects.exists()
+
+
+def test_a_person_who_leaves_the_tenant_stops_lifting_what_they_taught_its_tools(
+    gateway, world, admin_user, calc_server
+):
+    """A tenant's learned requests are its people's words (Z12): one who leaves it stops shaping its ranking."""
+    from governance.models import ServerTenant, Tenant
+    from search.models import LearnedRequest
+
+    carol = make_user("gw_carol")
+    tenant = Tenant.objects.create(slug="calc-tenant", name="Calc")
+    tenant.members.add(carol)
+    ServerTenant.objects.create(server=calc_server, tenant=tenant)
+    grant(admin_user, calc_server, carol, "discover", "execute")
+    build_index()
+    _teach(gateway, make_token(carol, tenant=tenant), "add two integers together")
+    assert LearnedRequest.objects.get().principal_count == 1
+    tenant.members.remove(carol)
+    assert not LearnedRequest.objects.exists()
