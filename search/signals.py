@@ -4,7 +4,7 @@ learned when the server changes tenant; withdraw what a person taught tools they
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import transaction
-from django.db.models.signals import m2m_changed, post_delete, post_save, pre_save
+from django.db.models.signals import m2m_changed, post_delete, post_save, pre_delete, pre_save
 from django.dispatch import receiver
 
 from catalog.signals import tools_changed
@@ -86,6 +86,12 @@ def recheck_teachers_leaving(sender: object, instance, action: str, pk_set, **kw
         people = instance.user_set if isinstance(instance, Group) else instance.members
         user_pks = list(people.values_list("pk", flat=True))
     _recheck_teachers_on_commit(user_pks)
+
+
+@receiver(pre_delete, sender=Group, dispatch_uid="search.recheck_teachers_of_a_deleted_group")
+def recheck_teachers_of_a_deleted_group(sender: object, instance: Group, **kwargs: object) -> None:
+    """Its people, read before the group and its memberships go (no m2m signal for a cascade)."""
+    _recheck_teachers_on_commit(list(instance.user_set.values_list("pk", flat=True)))
 
 
 def recheck_teacher_made_inactive(sender: object, instance, **kwargs: object) -> None:

@@ -245,3 +245,20 @@ def test_a_person_who_leaves_the_tenant_stops_lifting_what_they_taught_its_tools
     assert LearnedRequest.objects.get().principal_count == 1
     tenant.members.remove(carol)
     assert not LearnedRequest.objects.exists()
+
+
+def test_deleting_the_group_that_let_a_person_execute_withdraws_what_they_taught(
+    gateway, world, admin_user, calc_server
+):
+    from django.contrib.auth.models import Group
+
+    from search.models import LearnedRequest
+
+    carol = make_user("gw_carol")
+    team = Group.objects.create(name="calc-team")
+    team.user_set.add(carol)
+    grant(admin_user, calc_server, team, "discover", "execute")
+    _teach(gateway, make_token(carol), "add two integers together")
+    assert LearnedRequest.objects.get().principal_count == 1
+    team.delete()
+    assert not LearnedRequest.objects.exists()
