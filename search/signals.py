@@ -103,3 +103,11 @@ def recheck_teacher_made_inactive(sender: object, instance, **kwargs: object) ->
 post_save.connect(
     recheck_teacher_made_inactive, sender=get_user_model(), dispatch_uid="search.recheck_inactive_teacher"
 )
+
+
+def recheck_teacher_deleted(sender: object, instance, **kwargs: object) -> None:
+    """A deleted person teaches nothing (their group and tenant memberships go by cascade, without m2m signals)."""
+    _recheck_teachers_on_commit([instance.pk])
+
+
+post_delete.connect(recheck_teacher_deleted, sender=get_user_model(), dispatch_uid="search.recheck_deleted_teacher")

@@ -228,6 +228,22 @@ def test_a_person_made_inactive_stops_lifting_what_they_taught(gateway, world):
     assert not LearnedRequest.objects.exists()
 
 
+def test_a_deleted_person_who_could_execute_through_a_group_stops_lifting_what_they_taught(
+    gateway, world, admin_user, calc_server
+):
+    from django.contrib.auth.models import Group
+
+    from search.models import LearnedRequest
+
+    carol = make_user("gw_carol")
+    Group.objects.create(name="calc-team").user_set.add(carol)
+    grant(admin_user, calc_server, Group.objects.get(name="calc-team"), "discover", "execute")
+    _teach(gateway, make_token(carol), "add two integers together")
+    assert LearnedRequest.objects.get().principal_count == 1
+    carol.delete()
+    assert not LearnedRequest.objects.exists()
+
+
 def test_a_person_who_leaves_the_tenant_stops_lifting_what_they_taught_its_tools(
     gateway, world, admin_user, calc_server
 ):
