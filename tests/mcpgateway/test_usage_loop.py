@@ -200,9 +200,8 @@ def _user(username: str):
     return get_user_model().objects.get(username=username)
 
 
-def test_a_person_who_leaves_the_group_that_let_them_execute_stops_lifting_what_they_taught(
-    gateway, world, admin_user, calc_server
-):
+def _teacher_in_a_team(gateway, admin_user, calc_server):
+    """carol, who may execute calc::add through the group calc-team only, and taught it one request."""
     from django.contrib.auth.models import Group
 
     from search.models import LearnedRequest
@@ -213,8 +212,7 @@ def test_a_person_who_leaves_the_group_that_let_them_execute_stops_lifting_what_
     grant(admin_user, calc_server, team, "discover", "execute")
     _teach(gateway, make_token(carol), "add two integers together")
     assert LearnedRequest.objects.get().principal_count == 1
-    team.user_set.remove(carol)
-    assert not LearnedRequest.objects.exists()
+    return carol, team
 
 
 def test_a_person_made_inactive_stops_lifting_what_they_taught(gateway, world):
@@ -225,22 +223,6 @@ def test_a_person_made_inactive_stops_lifting_what_they_taught(gateway, world):
     alice = _user("gw_alice")
     alice.is_active = False
     alice.save()
-    assert not LearnedRequest.objects.exists()
-
-
-def test_a_deleted_person_who_could_execute_through_a_group_stops_lifting_what_they_taught(
-    gateway, world, admin_user, calc_server
-):
-    from django.contrib.auth.models import Group
-
-    from search.models import LearnedRequest
-
-    carol = make_user("gw_carol")
-    Group.objects.create(name="calc-team").user_set.add(carol)
-    grant(admin_user, calc_server, Group.objects.get(name="calc-team"), "discover", "execute")
-    _teach(gateway, make_token(carol), "add two integers together")
-    assert LearnedRequest.objects.get().principal_count == 1
-    carol.delete()
     assert not LearnedRequest.objects.exists()
 
 
@@ -263,18 +245,19 @@ def test_a_person_who_leaves_the_tenant_stops_lifting_what_they_taught_its_tools
     assert not LearnedRequest.objects.exists()
 
 
-def test_deleting_the_group_that_let_a_person_execute_withdraws_what_they_taught(
-    gateway, world, admin_user, calc_server
+@pytest.mark.parametrize(
+    "lose_access",
+    [
+        pytest.param(lambda carol, team: team.user_set.remove(carol), id="leaves-the-group"),
+        pytest.param(lambda carol, team: team.delete(), id="group-deleted"),
+        pytest.param(lambda carol, team: carol.delete(), id="person-deleted"),
+    ],
+)
+def test_a_group_members_teaching_is_withdrawn_once_the_group_no_longer_lets_them_execute(
+    gateway, world, admin_user, calc_server, lose_access
 ):
-    from django.contrib.auth.models import Group
-
     from search.models import LearnedRequest
 
-    carol = make_user("gw_carol")
-    team = Group.objects.create(name="calc-team")
-    team.user_set.add(carol)
-    grant(admin_user, calc_server, team, "discover", "execute")
-    _teach(gateway, make_token(carol), "add two integers together")
-    assert LearnedRequest.objects.get().principal_count == 1
-    team.delete()
+    carol, team = _teacher_in_a_team(gateway, admin_user, calc_server)
+    lose_access(carol, team)
     assert not LearnedRequest.objects.exists()
