@@ -13,7 +13,7 @@ import logging
 import re
 import threading
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -26,7 +26,7 @@ from catalog.cachesafe import cache_call
 from catalog.models import Tool, ToolExample
 from catalog.services.curation import tool_curation_update
 from governance.principals import Principal, principal_for_user
-from governance.selectors import server_tenant_id, tenant_q, tool_pks_visible_to
+from governance.selectors import server_tenant_id, tenant_q, tool_pks_visible_to, tools_visible_to
 from governance.writebehind import write_behind, write_behind_flush
 
 from .backends import SearchResult
@@ -335,6 +335,56 @@ def learned_request_confirm(*, principal: Principal, tool: Tool, text: str) -> L
         # The weight changed (a new principal): the tool's vectors must include it; batched, not per call.
         learned_index_schedule(tool_pks=[tool.pk])
     return learned
+
+
+def learned_teachers_recheck(*, user_pks: Collection[int]) -> int:
+    """Withdraw what these people taught tools they may no longer execute (a grant revoked, a group or tenant
+    left, the person deleted): learning counts only people who may see and execute the tool (issue 8), and a
+    revoked person's words went on lifting it for everyone else, as long as the request was kept. Their
+    confirmations are deleted, each request's principals counted down, a learned request left with none is
+    deleted (its words were theirs only) and the tools are reindexed. Returns how many confirmations went."""
+    from django.contrib.auth import get_user_model
+
+    from .tasks import reindex_tools
+
+    in_use = LearnedConfirmation.objects.filter(learned__status=LearnedStatus.LEARNED)
+    # Of a large group, one query finds the few who taught anything.
+    teachers = set(
+        in_use.filter(principal_key__in=[f"u{pk}" for pk in user_pks]).values_list("principal_key", flat=True)
+    )
+    people = get_user_model().objects.in_bulk([pk for pk in user_pks if f"u{pk}" in teachers])
+    withdrawn = 0
+    tool_pks: set[int] = set()
+    for pk in sorted({pk for pk in user_pks if f"u{pk}" in teachers}):
+        taught = in_use.filter(principal_key=f"u{pk}")
+        taught_tools = set(taught.values_list("learned__tool_id", flat=True))
+        if not taught_tools:
+            continue
+        person = people.get(pk)
+        executable = set()
+        if person is not None and person.is_active:
+            executable = set(
+                tools_visible_to(principal=principal_for_user(person), permission="execute")
+                .filter(pk__in=taught_tools)
+                .values_list("pk", flat=True)
+            )
+        lost = taught_tools - executable
+        if not lost:
+            continue
+        with transaction.atomic():
+            gone = taught.filter(learned__tool_id__in=lost)
+            learned_pks = list(gone.values_list("learned_id", flat=True))
+            withdrawn += gone.delete()[0]
+            LearnedRequest.objects.filter(pk__in=learned_pks, principal_count__gt=0).update(
+                principal_count=F("principal_count") - 1
+            )
+            LearnedRequest.objects.filter(
+                pk__in=learned_pks, status=LearnedStatus.LEARNED, principal_count__lte=0
+            ).delete()
+        tool_pks |= lost
+    if tool_pks:
+        reindex_tools.delay_on_commit(sorted(tool_pks))
+    return withdrawn
 
 
 def _teacher_allowance_spent(*, teacher: str, tool: Tool, key: str) -> bool:

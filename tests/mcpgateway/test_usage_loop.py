@@ -118,16 +118,21 @@ def test_a_call_without_a_search_that_returned_the_tool_is_not_linked(gateway, w
     assert [r["tool_id"] for r in QueryLogEntry.objects.get().results] == ["calc::add"]
 
 
-def test_learned_words_lift_the_tool_for_others_but_are_never_shown_to_them(gateway, world):
-    private = "sum up the figures on invoice 4711 for acme"
+def _teach(gateway, token: str, request: str) -> None:
+    """A search for ``request`` and a successful call of calc::add after it: the request is learned."""
     _session(
         gateway,
-        world["alice"],
+        token,
         [
-            ("tool_search", {"query": private, "top_k": 10}),
+            ("tool_search", {"query": request, "top_k": 10}),
             ("execute_tool", {"tool_id": "calc::add", "arguments": {"a": 47, "b": 11}}),
         ],
     )
+
+
+def test_learned_words_lift_the_tool_for_others_but_are_never_shown_to_them(gateway, world):
+    private = "sum up the figures on invoice 4711 for acme"
+    _teach(gateway, world["alice"], private)
     from search.models import LearnedRequest
 
     assert LearnedRequest.objects.get().text == private
@@ -165,3 +170,94 @@ def test_a_call_after_its_first_searchs_success_links_to_the_newer_search_that_r
         "add two integers together",
         "welcome Ann by name and count her points",
     ]
+
+
+def test_a_person_who_loses_execute_stops_lifting_what_they_taught(gateway, world, admin_user, calc_server):
+    """Learning counts only people who may execute the tool (issue 8): once alice's grant is revoked, the request
+    she taught no longer lifts the tool for bob, nor counts her among its principals."""
+    from governance.services.permissions import permission_revoke
+    from search.models import LearnedConfirmation, LearnedRequest
+
+    private = "sum up the figures on invoice 4711 for acme"
+    _teach(gateway, world["alice"], private)
+    assert LearnedRequest.objects.get().principal_count == 1
+    (taught,) = _session(gateway, world["bob"], [("tool_search", {"query": private, "top_k": 10})])
+    assert "matches requests that led to this tool" in taught.structured_content["matches"][0]["why_matched"]
+
+    alice = LearnedConfirmation.objects.get().principal_key
+    permission_revoke(actor=admin_user, target=calc_server, action="execute", holder=_user("gw_alice"))
+
+    assert not LearnedConfirmation.objects.filter(principal_key=alice).exists()
+    assert not LearnedRequest.objects.filter(principal_count__gt=0).exists()
+    (after,) = _session(gateway, world["bob"], [("tool_search", {"query": private, "top_k": 10})])
+    for match in after.structured_content["matches"]:
+        assert "matches requests that led to this tool" not in match["why_matched"]
+
+
+def _user(username: str):
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.get(username=username)
+
+
+def _teacher_in_a_team(gateway, admin_user, calc_server):
+    """carol, who may execute calc::add through the group calc-team only, and taught it one request."""
+    from django.contrib.auth.models import Group
+
+    from search.models import LearnedRequest
+
+    carol = make_user("gw_carol")
+    team = Group.objects.create(name="calc-team")
+    team.user_set.add(carol)
+    grant(admin_user, calc_server, team, "discover", "execute")
+    _teach(gateway, make_token(carol), "add two integers together")
+    assert LearnedRequest.objects.get().principal_count == 1
+    return carol, team
+
+
+def test_a_person_made_inactive_stops_lifting_what_they_taught(gateway, world):
+    from search.models import LearnedRequest
+
+    _teach(gateway, world["alice"], "add two integers together")
+    assert LearnedRequest.objects.get().principal_count == 1
+    alice = _user("gw_alice")
+    alice.is_active = False
+    alice.save()
+    assert not LearnedRequest.objects.exists()
+
+
+def test_a_person_who_leaves_the_tenant_stops_lifting_what_they_taught_its_tools(
+    gateway, world, admin_user, calc_server
+):
+    """A tenant's learned requests are its people's words (Z12): one who leaves it stops shaping its ranking."""
+    from governance.models import ServerTenant, Tenant
+    from search.models import LearnedRequest
+
+    carol = make_user("gw_carol")
+    tenant = Tenant.objects.create(slug="calc-tenant", name="Calc")
+    tenant.members.add(carol)
+    ServerTenant.objects.create(server=calc_server, tenant=tenant)
+    grant(admin_user, calc_server, carol, "discover", "execute")
+    build_index()
+    _teach(gateway, make_token(carol, tenant=tenant), "add two integers together")
+    assert LearnedRequest.objects.get().principal_count == 1
+    tenant.members.remove(carol)
+    assert not LearnedRequest.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "lose_access",
+    [
+        pytest.param(lambda carol, team: team.user_set.remove(carol), id="leaves-the-group"),
+        pytest.param(lambda carol, team: team.delete(), id="group-deleted"),
+        pytest.param(lambda carol, team: carol.delete(), id="person-deleted"),
+    ],
+)
+def test_a_group_members_teaching_is_withdrawn_once_the_group_no_longer_lets_them_execute(
+    gateway, world, admin_user, calc_server, lose_access
+):
+    from search.models import LearnedRequest
+
+    carol, team = _teacher_in_a_team(gateway, admin_user, calc_server)
+    lose_access(carol, team)
+    assert not LearnedRequest.objects.exists()
