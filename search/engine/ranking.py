@@ -485,6 +485,7 @@ def rank(
     everything = (branches, *clauses)
     bm25_shares: dict[int, np.ndarray] = {}  # the same in every pass (the branches' sparse scores stay alive)
     floors: dict[tuple[str, int], float] = {}  # lower bounds on exact thresholds, kept across the passes
+    refined = False
     while True:
         ranking, needed = _rank_pass(
             branches,
@@ -496,9 +497,13 @@ def rank(
             clauses=clauses,
             bm25_shares=bm25_shares,
             floors=floors,
+            # Convex and dense fusion: the pass after a re-score names no row the first did not (see
+            # ``_exact_rows_needed``), so it is the last and does not ask.
+            names_rows=not (refined and _fusion_of(branches, options) in ("convex", "dense")),
         )
         if needed is None or not refine_together([b.dense for b in everything], needed):
             break
+        refined = True
     if isinstance(ranking, Ranking):
         return ranking
     # The last pass's candidates, read now that nothing more is refined (earlier passes build none).
@@ -582,9 +587,11 @@ def _rank_pass(
     clauses: Sequence[Branches],
     bm25_shares: dict[int, np.ndarray] | None = None,
     floors: dict[tuple[str, int], float] | None = None,
+    names_rows: bool = True,
 ) -> tuple["_Pass | Ranking", list[np.ndarray] | None]:
     """One ranking pass: the candidates (or an empty Ranking), and for approximate dense scores the rows of
-    each branch whose exact score this answer depends on (None when every score is exact)."""
+    each branch whose exact score this answer depends on (None when every score is exact or not
+    ``names_rows``)."""
     rows = branches.visible_rows
     terms = branches.sparse.query_terms
     if not len(rows):
@@ -619,7 +626,7 @@ def _rank_pass(
         order = order[fused[order] > 0]
     cand_rows = rows[order]
     needed = None
-    if any(_approximate(b) for b in (branches, *clauses)):
+    if names_rows and any(_approximate(b) for b in (branches, *clauses)):
         needed = _exact_rows_needed(
             branches, clauses, scales, fusion, options, top_k, fused, order, pool, cand_rows, fuses, floors
         )
@@ -773,7 +780,12 @@ def _exact_rows_needed(
     least that high exactly. A row whose value plus its bound is below that floor is below the exact
     threshold. ``floors`` keeps the
     highest floor of each threshold across the passes of one ranking (each pass's holds), so a pass after
-    a refinement names no row the first did not: two passes, not one more per refinement.
+    a refinement names no row the first did not: two passes, not one more per refinement. Nor does it name a
+    new candidate (convex and dense fusion): every tool whose exact fused value reaches the pool's exact
+    threshold ``T`` reached the first pass's floor (at most ``T``), so it is exact now, and those are at least
+    ``pool`` tools at or above ``T``; a tool the first pass did not name is below the floor even with its bound,
+    so below ``T`` and behind all of them. ``rank`` therefore does not ask the pass after a re-score (RRF still
+    asks: a BM25 head's tool can join the candidates).
 
     Not the candidates' dense ranks (a diagnostic the curator preview shows): a tool's rank counts every
     tool above it, and for a tool in the bulk of the cosine distribution the rows within the error band
