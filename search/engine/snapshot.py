@@ -320,10 +320,10 @@ class IndexSnapshot:
         doc = self.docs[row]
         wanted = set(query_terms)
         fields: dict[str, list[str]] = {}
-        for name, text in doc.field_texts().items():
-            hits = _hits(text, wanted) if text else []
+        for label, text, lowered in _explained_fields(doc):
+            hits = _hits(text, wanted, lowered)
             if hits:
-                shown = fields.setdefault(ToolSearchIndex.label(name), [])
+                shown = fields.setdefault(label, [])
                 shown += [h for h in hits if h not in shown]
         said = set().union(*fields.values())
         terms = [t for t in query_terms if t in said]
@@ -338,14 +338,30 @@ class IndexSnapshot:
         return why
 
 
-def _hits(text: str, wanted: set[str]) -> list[str]:
+@lru_cache(maxsize=1024)
+def _explained_fields(doc: ToolDoc) -> tuple[tuple[str, str, str | None], ...]:
+    """``explain``'s view of a tool's non-empty fields, in ``field_texts`` order: (label, text, the text's
+    ``_hits`` form when ASCII, else None). An answer's tools come back request after request, and building
+    their field texts, labels and lowercase forms again was a quarter of explaining one (issue 9: 12 -> 9 us a
+    tool). Bounded: the last thousand tools explained, each a few kilobytes."""
+    return tuple(
+        (ToolSearchIndex.label(name), text, _hit_form(text)) for name, text in doc.field_texts().items() if text
+    )
+
+
+def _hit_form(text: str) -> str | None:
+    """What ``_hits`` searches an ASCII text in: its lowercase form, ``-`` read as ``_`` (as tokenize joins a
+    compound); None for a text that is not ASCII (always tokenized)."""
+    return text.lower().replace("-", "_") if text.isascii() else None
+
+
+def _hits(text: str, wanted: set[str], lowered: str | None) -> list[str]:
     """The words of ``text`` (``tokenize``) that are in ``wanted``, each once, in text order. An ASCII text
-    whose lowercase form (``-`` read as ``_``, as tokenize joins a compound) contains no wanted word at all
-    has none, and is not tokenized: every word tokenize gives an ASCII text is part of that form (issue 9:
-    tokenizing the fields of the tools an answer explains was the largest part of ranking's Python time
-    at 10k tools, most fields sharing no word with the request)."""
-    if text.isascii():
-        lowered = text.lower().replace("-", "_")
+    whose ``_hit_form`` (``lowered``) contains no wanted word at all has none, and is not tokenized: every
+    word tokenize gives an ASCII text is part of that form (issue 9: tokenizing the fields of the tools an
+    answer explains was the largest part of ranking's Python time at 10k tools, most fields sharing no word
+    with the request)."""
+    if lowered is not None:
         for term in wanted:  # a plain loop: ``any`` over a generator cost a third of explaining a tool
             if term in lowered:
                 break

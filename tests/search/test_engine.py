@@ -145,7 +145,7 @@ def test_explain_skips_tokenizing_a_field_only_when_it_holds_no_wanted_word():
     """``_hits`` (the fields an answer explains) equals filtering the field's tokens, including words found only
     once tokenized: compounds joined with ``_`` from a hyphen, camelCase parts, upper case; non-ASCII texts are
     always tokenized."""
-    from search.engine.snapshot import _hits
+    from search.engine.snapshot import _hit_form, _hits
 
     texts = [
         "Use list-files to read a repo",
@@ -166,8 +166,9 @@ def test_explain_skips_tokenizing_a_field_only_when_it_holds_no_wanted_word():
     for text in texts:
         for wanted in wanted_sets:
             plain = list(dict.fromkeys(t for t in tokenize(text) if t in wanted))
-            assert _hits(text, wanted) == plain, (text, wanted)
-    assert _hits("Use list-files to read a repo", {"list_files"}) == ["list_files"]
+            assert _hits(text, wanted, _hit_form(text)) == plain, (text, wanted)
+    text = "Use list-files to read a repo"
+    assert _hits(text, {"list_files"}, _hit_form(text)) == ["list_files"]
 
 
 def test_bm25_with_every_row_visible_equals_the_masked_scores_bit_for_bit():
