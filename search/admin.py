@@ -271,8 +271,11 @@ class LearnedRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin
     search_fields = ("text", "tool__tool_id")
     list_select_related = ("tool",)
     # What a curator decides on first; the key (a hash) and the row id say nothing to them.
-    fields = ("text", "tool", "status", "principal_count", "confirmations", "last_seen", "first_seen", "decided_by",
+    # Who decided is named only where the reader may see them (``decider``), as the query log names who asked: a
+    # curator since moved to another tenant is not named to this one's curators (Z12), nor found by id in a lookup.
+    fields = ("text", "tool", "status", "principal_count", "confirmations", "last_seen", "first_seen", "decider",
               "indexed", "pending_since")  # fmt: skip
+    hidden_lookups = ("decided_by",)
     readonly_fields = fields
     actions = ["promote", "reject"]
     change_form_template = "admin/search/learnedrequest/change_form.html"  # promote / reject buttons
@@ -280,7 +283,8 @@ class LearnedRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin
     def get_queryset(self, request: HttpRequest) -> QuerySet[LearnedRequest]:
         # Learned on the servers this curator may manage only (Z12: learning stays inside one tenant's space).
         managed = Server.objects.filter(servers_visible_to_operator(user=request.user)).values("pk")
-        return super().get_queryset(request).filter(tool__server__in=managed)
+        shown = person_shown(viewer=request.user, field="decided_by", name="decided_by__username")
+        return super().get_queryset(request).filter(tool__server__in=managed).annotate(decider=shown)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -335,6 +339,10 @@ class LearnedRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin
         # The tool's page, to read what it does before promoting words to it (rows are of tools the curator manages).
         url = reverse("admin:catalog_tool_change", args=[obj.tool_id])
         return format_html('<a href="{}">{}</a>', url, breakable_id(obj.tool.tool_id))
+
+    @admin.display(description="decided by")
+    def decider(self, obj: LearnedRequest) -> str:
+        return obj.decider or "-"
 
     @admin.display(description="callers", ordering="principal_count")
     def callers(self, obj: LearnedRequest) -> int:

@@ -30,7 +30,10 @@ class ApiAccess(BasePermission):
             raise PermissionDenied(f"The token lacks the scope(s): {', '.join(missing)}.", code="insufficient_scope")
         if getattr(view, "require_staff", False) and not user.is_staff:
             raise PermissionDenied("Staff only.", code="permission_denied")
-        perms = getattr(view, "required_perms", {}).get(request.method, ())
+        # A HEAD request runs the GET handler (Django answers it with GET's headers, Content-Length among them), so it
+        # needs GET's permissions: with none of its own it read the size of what GET refuses.
+        method = "GET" if request.method == "HEAD" else request.method
+        perms = getattr(view, "required_perms", {}).get(method, ())
         if perms and not (user.has_perms(perms) and _issuer_may(principal, perms)):
             raise PermissionDenied("You do not have permission to do this.", code="permission_denied")
         return True

@@ -104,3 +104,33 @@ def test_promoting_says_first_that_the_words_will_be_quoted_to_every_caller(clie
     learned.status = LearnedStatus.PROMOTED
     learned.save()
     assert QUOTED not in client.get(url).content.decode()  # nothing left to promote: no warning about it
+
+
+def test_who_decided_is_named_only_where_the_curator_may_see_them(client, django_user_model):
+    """Z12: a learned request's page named who promoted or rejected it as a username, also a person of another tenant
+    only (a curator since moved there); and ``?decided_by__exact=<id>`` told by the row count which person ids had
+    decided the curator's rows. Who decided is masked as the query log masks who asked, and not looked up by id."""
+    from governance.constants import OTHER_TENANT_PERSON
+    from governance.models import ServerTenant
+    from tests.governance.factories import tenant_with
+
+    curator, colleague = _curator(django_user_model, "cur-a"), _curator(django_user_model, "cur-a2")
+    moved = _curator(django_user_model, "moved-to-b")
+    tenant_a = tenant_with("tenant-a", curator, colleague)
+    tenant_with("tenant-b", moved)
+    server = ServerFactory(slug="mail")
+    ServerTenant.objects.create(server=server, tenant=tenant_a)
+    tool = ToolFactory(server=server, name="list_inbox")
+    by_moved = LearnedRequest.objects.create(tool=tool, text="did my landlord write", key="k1", decided_by=moved)
+    by_colleague = LearnedRequest.objects.create(
+        tool=tool, text="any post from the bank", key="k2", decided_by=colleague
+    )
+    client.force_login(curator)
+
+    page = client.get(reverse("admin:search_learnedrequest_change", args=[by_moved.pk])).content.decode()
+    assert "moved-to-b" not in page and OTHER_TENANT_PERSON in page
+    page = client.get(reverse("admin:search_learnedrequest_change", args=[by_colleague.pk])).content.decode()
+    assert "cur-a2" in page
+    listed = reverse("admin:search_learnedrequest_changelist")
+    assert client.get(f"{listed}?decided_by__exact={moved.pk}").status_code == 400
+    assert client.get(f"{listed}?decided_by__username__startswith=m").status_code == 400
