@@ -19,6 +19,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import path, reverse
+from django.utils.http import urlencode
 
 from catalog.models import Server, Tool
 from governance.selectors import servers_shaped_by, tools_servable
@@ -131,6 +132,7 @@ def unfound_view(request: HttpRequest) -> HttpResponse:
         "preview_url": reverse("search_preview"),
         # The tool page's example requests are read-only without it: the link then says so.
         "may_add_example": request.user.has_perm("catalog.add_toolexample"),
+        "return_query": urlencode({"next": request.get_full_path()}),  # Save on a tool's page comes back here
     }
     return render(request, "admin/search/workbench_tools.html", context)
 
