@@ -106,6 +106,44 @@ def test_save_goes_back_to_no_other_site_nor_outside_the_admin(client, curator, 
     assert move.examples.filter(text="rename a file").exists()
 
 
+def test_a_tool_granted_to_nobody_comes_last_and_says_its_fix_is_a_grant(
+    client, curator, member, outsider, superuser, django_user_model
+):
+    """No agent can find a tool no one may be shown (no grant, or only an inactive person's or an empty group's):
+    marked, after the tools an example request can help, in the page's same queries."""
+    from django.contrib.auth.models import Group
+
+    from governance.services.permissions import permission_grant
+
+    files, mail = ServerFactory(slug="files"), ServerFactory(slug="mail")
+    read, stat, nobodys = (ToolFactory(server=files, name=name) for name in ("read_file", "stat_file", "shred_file"))
+    send, by_tool, by_group = (ToolFactory(server=mail, name=name) for name in ("send", "archive", "label"))
+    gone = django_user_model.objects.create_user(username="gone", is_active=False)
+    empty, team = Group.objects.create(name="empty"), Group.objects.create(name="team")
+    team.user_set.add(outsider)
+    for holder, target in ((member, read), (member, stat), (gone, nobodys), (empty, nobodys), (member, send)):
+        permission_grant(actor=superuser, target=target, action="discover", holder=holder)
+    permission_grant(actor=superuser, target=by_tool, action="discover", holder=outsider)
+    permission_grant(actor=superuser, target=by_group, action="discover", holder=team)
+    for _ in range(3):
+        logged_search(member, read, stat, called=read)
+    logged_search(member, send, called=send)
+
+    unfound = tools_unfound(user=curator)
+    listed = [(tool.tool_id, tool.granted) for tool in unfound.never_returned]
+    assert listed == [("mail::label", True), ("mail::archive", True), ("files::shred_file", False)]  # newest first
+    client.force_login(curator)
+    html = client.get(reverse(PAGE)).content.decode()
+    rows = {tool: html.split(f'data-tool-id="{tool}"', 1)[1].split("</tr>", 1)[0] for tool, _ in listed}
+    assert "Granted to nobody" in rows["files::shred_file"] and "it needs a grant" in rows["files::shred_file"]
+    assert "Granted to nobody" not in rows["mail::archive"] + rows["mail::label"]
+
+    # A server grant to a group with an active member reaches shred_file too: no longer marked, back in its place.
+    permission_grant(actor=superuser, target=files, action="discover", holder=team)
+    listed = [(tool.tool_id, tool.granted) for tool in tools_unfound(user=curator).never_returned]
+    assert listed == [("files::shred_file", True), ("mail::label", True), ("mail::archive", True)]
+
+
 def test_the_workbench_leads_to_the_tools_page(client, curator):
     client.force_login(curator)
     html = client.get(reverse("search_workbench")).content.decode()
