@@ -19,9 +19,10 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import path, reverse
+from django.utils.http import urlencode
 
 from catalog.models import Server, Tool
-from governance.selectors import servers_shaped_by, tools_servable
+from governance.selectors import servers_shaped_by, tool_discover_granted, tools_servable
 
 from .models import QueryLogEntry, SearchOutcome
 from .workbench import MAX_ENTRIES, WORKBENCH_DAYS, _check_permission, _recent
@@ -39,6 +40,7 @@ class UnfoundTool:
     added: datetime
     returned: int = 0  # times the scanned searches returned it
     server_returned: int = 0  # times they returned any tool of its server
+    granted: bool = True  # someone may be shown it; False: no agent can find it, the fix is a grant
     title: str = ""
     server_name: str = ""
 
@@ -70,19 +72,22 @@ def curatable_tools(*, user) -> QuerySet[Tool]:
 def tools_unfound(*, user) -> Unfound:
     """The tools ``user`` may curate that the scanned searches never returned, those on the servers whose other
     tools they returned most first (the requests meant for such a tool likely went to a sibling: that is where a
-    curator's example request or a sibling's negative query helps), then the newest additions; and those returned
-    but never called, the most returned first (agents saw them and passed them over: their words mislead).
-    Four queries whatever the volume."""
+    curator's example request or a sibling's negative query helps), then the newest additions, those granted to nobody
+    last (marked: no agent can find them, the fix is a grant); and those returned but never called, the most returned
+    first (agents saw them and passed them over: their words mislead). Four queries whatever the volume."""
     scanned = _scanned(user=user)
     rows = list(scanned.values_list("created_at", "results"))
     returned = Counter(
         result.get("tool_id") for _, results in rows for result in results if isinstance(result, dict)
     )  # fmt: skip
     called = set(SearchOutcome.objects.filter(entry__in=scanned.values("pk")).values_list("tool_id", flat=True))
+    curatable = curatable_tools(user=user).annotate(granted=tool_discover_granted())
     tools = [
-        UnfoundTool(pk=pk, tool_id=tool_id, server_id=server_id, added=added, returned=returned.get(tool_id, 0))
-        for pk, tool_id, server_id, added in curatable_tools(user=user).values_list(
-            "pk", "tool_id", "server_id", "first_seen_at"
+        UnfoundTool(
+            pk=pk, tool_id=tool_id, server_id=server_id, added=added, returned=returned.get(tool_id, 0), granted=granted
+        )
+        for pk, tool_id, server_id, added, granted in curatable.values_list(
+            "pk", "tool_id", "server_id", "first_seen_at", "granted"
         )
     ]
     per_server: Counter[int] = Counter()
@@ -91,7 +96,10 @@ def tools_unfound(*, user) -> Unfound:
     for tool in tools:
         tool.server_returned = per_server[tool.server_id]
     never_returned = [tool for tool in tools if not tool.returned]
-    never_returned.sort(key=lambda tool: (-tool.server_returned, -tool.added.timestamp(), tool.tool_id))
+    # Those granted to nobody last: no example request makes an agent find them.
+    never_returned.sort(
+        key=lambda tool: (not tool.granted, -tool.server_returned, -tool.added.timestamp(), tool.tool_id)
+    )
     never_called = [tool for tool in tools if tool.returned and tool.pk not in called]
     never_called.sort(key=lambda tool: (-tool.returned, tool.tool_id))
     unfound = Unfound(
@@ -131,6 +139,7 @@ def unfound_view(request: HttpRequest) -> HttpResponse:
         "preview_url": reverse("search_preview"),
         # The tool page's example requests are read-only without it: the link then says so.
         "may_add_example": request.user.has_perm("catalog.add_toolexample"),
+        "return_query": urlencode({"next": request.get_full_path()}),  # Save on a tool's page comes back here
     }
     return render(request, "admin/search/workbench_tools.html", context)
 

@@ -6,10 +6,10 @@ from celery import current_app
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import BooleanField, ExpressionWrapper, F, OuterRef, QuerySet, Subquery
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
-from django.utils.http import urlencode
+from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 
 from catalog.models import Tool, ToolAlias, ToolExample, ToolKeyword, ToolNegativeExample, ToolRevision
 from catalog.services.curation import tool_curation_update
@@ -124,6 +124,15 @@ class ToolNegativeExampleInline(PhraseInline):
     help = "A request this tool must not answer: the tool is pushed down the ranking for matching requests."
 
 
+def return_path(request: HttpRequest) -> str:
+    """The admin page a tool page was opened from (its ``?next=``, as the search workbench links it), to go back to
+    after Save; "" for anything but a path of this site's admin (never another host: no open redirect)."""
+    target = request.GET.get("next", "")
+    if not target.startswith(reverse("admin:index")) or not target.isprintable() or " " in target:
+        return ""
+    return target if url_has_allowed_host_and_scheme(target, allowed_hosts=None) else ""
+
+
 @admin.register(Tool)
 class ToolAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Tool]):
     form = ToolCurationForm
@@ -190,6 +199,12 @@ class ToolAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Tool]):
         when = "now" if current_app.conf.task_always_eager else "within seconds (re-indexed by a worker)"
         self.message_user(request, f"Saved {obj.tool_id}: searchable with these changes {when}.", messages.SUCCESS)
         return response
+
+    def response_post_save_change(self, request: HttpRequest, obj: Tool) -> Any:
+        # Back to the page the curator came from (the workbench), not the tool list ("Save and continue editing"
+        # keeps the page's query string, so its ``next`` too).
+        return_to = return_path(request)
+        return HttpResponseRedirect(return_to) if return_to else super().response_post_save_change(request, obj)
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # removed tools are tombstoned by sync, never deleted

@@ -175,7 +175,11 @@ class _Decide(generics.GenericAPIView):
         data.is_valid(raise_exception=True)
         try:
             approval_decide(
-                request=pending, approver=request.user, approve=self.approve, reason=data.validated_data.get("reason")
+                request=pending,
+                approver=request.user,
+                approve=self.approve,
+                reason=data.validated_data.get("reason"),
+                principal=request_principal(request),
             )
         except ApprovalError as exc:
             code = APPROVAL_ERROR_STATUS.get(exc.code, status.HTTP_409_CONFLICT)

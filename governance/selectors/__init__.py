@@ -42,6 +42,7 @@ from .audit import (
     audit_payload_shown,
     delegation_chain_shown,
 )
+from .grants import tool_discover_granted
 from .groups import groups_visible_to_operator
 from .people import person_shown, person_visible_to, users_visible_to_operator
 from .tenants import (
@@ -95,6 +96,7 @@ __all__ = [
     "servers_visible_to_operator",
     "shared_shaped_by",
     "tenant_q",
+    "tool_discover_granted",
     "tool_get_for_principal",
     "tool_pks_visible_to",
     "tool_shaped_by",

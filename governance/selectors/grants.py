@@ -2,7 +2,7 @@
 what an agent's own grants allow, and the entitlements a person lacks."""
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from ..models import (
     AgentGrant,
@@ -58,3 +58,21 @@ def _agent_grant_q(agent_id: int, action: str) -> Q:
 def _missing_entitlements(user: AbstractBaseUser) -> QuerySet:
     held = Entitlement.objects.filter(Q(users=user) | Q(groups__in=_group_ids(user))).values("pk")
     return Entitlement.objects.exclude(pk__in=held).values("pk")
+
+
+def tool_discover_granted() -> Q:
+    """For a Tool queryset (``filter`` or ``annotate``): someone may be shown the tool, grants-wise: an active
+    person or a group with an active member holds ``discover_tool`` on it or ``discover_server`` on its server. A
+    tool without is found by no agent whatever its words (the fix is a grant). One subquery per grant table."""
+
+    def held(model, target: str, codename: str, holder: str) -> Exists:
+        return Exists(
+            model.objects.filter(content_object=OuterRef(target), permission__codename=codename, **{holder: True})
+        )
+
+    return (
+        Q(held(ServerUserObjectPermission, "server_id", "discover_server", "user__is_active"))
+        | Q(held(ServerGroupObjectPermission, "server_id", "discover_server", "group__user__is_active"))
+        | Q(held(ToolUserObjectPermission, "pk", "discover_tool", "user__is_active"))
+        | Q(held(ToolGroupObjectPermission, "pk", "discover_tool", "group__user__is_active"))
+    )

@@ -268,12 +268,18 @@ def approval_get(*, approval_id: object) -> ApprovalRequest:
 
 
 def approval_decide(
-    *, request: ApprovalRequest, approver: AbstractBaseUser, approve: bool, reason: str
+    *,
+    request: ApprovalRequest,
+    approver: AbstractBaseUser,
+    approve: bool,
+    reason: str,
+    principal: Principal | None = None,
 ) -> ApprovalRequest:
     """Approve or deny a pending request. The approver needs approve_tool/approve_server on the tool and
     must not be the requester (nor appear in the request's delegation chain). A denial needs a reason.
-    An approval stays usable for the risk class's TTL. Raises ApprovalError (forbidden, self_approval,
-    reason_required, not_pending, expired)."""
+    An approval stays usable for the risk class's TTL. ``principal``: how the approver decided, for the audit
+    trail (an API token's principal names the token and agent); None for the admin. Raises ApprovalError
+    (forbidden, self_approval, reason_required, not_pending, expired)."""
     reason = (reason or "").strip()[:MAX_REASON_CHARS]
     if approver.pk == request.requester_id or f"user:{approver.get_username()}" in request.delegation_chain:
         raise ApprovalError("self_approval", "You cannot decide on your own request")
@@ -313,7 +319,7 @@ def approval_decide(
             raise ApprovalError("not_pending", f"The request is already {request.get_status_display().lower()}")
         audit_record(
             event_type=AuditEventType.APPROVAL_APPROVED if approve else AuditEventType.APPROVAL_DENIED,
-            principal=principal_for_user(approver, via="admin"),
+            principal=principal or principal_for_user(approver, via="admin"),
             tool=request.tool,
             approval=request,
             outcome=AuditOutcome.SUCCESS,

@@ -101,3 +101,23 @@ def test_inbox_pagination(api, pending, approver_token, member):
         approval_request_create(principal=principal, tool=pending.tool, arguments={"repo": f"r{n}"})
     body = api.get("approvals/?page_size=3", token=approver_token).json()
     assert body["count"] == 4 and len(body["results"]) == 3 and body["next"]
+
+
+@pytest.mark.parametrize("approve", [True, False])
+def test_a_decision_by_token_is_audited_with_the_token_and_agent(api, pending, approver, catalog, grant, approve):
+    """T15: the trail says an agent's token decided, not that someone did in the admin."""
+    from governance.models import AuditEvent
+    from tests.governance.factories import agent_of
+
+    grant(approver, catalog.github, "approve")
+    agent = agent_of(approver, "triage-bot", all_user_tools=True)
+    token = make_token(approver, ["api", "approve"], agent=agent)
+    verb = "approve" if approve else "deny"
+    response = api.post(f"approvals/{pending.approval_id}/{verb}/", token=token, json={"reason": "checked"})
+    assert response.status_code == 200, response.text
+    event = AuditEvent.objects.get(event_type="approval.approved" if approve else "approval.denied")
+    principal = api_token_verify(token)
+    assert event.token_ref == principal.token_ref != ""
+    assert event.agent == "triage-bot"
+    assert event.delegation_chain == list(principal.delegation_chain)
+    assert "admin" not in event.delegation_chain

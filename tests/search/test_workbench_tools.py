@@ -9,6 +9,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import urlencode
 
 from governance.principals import principal_for_user
 from search.models import QueryLogEntry, SearchOutcome
@@ -51,7 +52,7 @@ def test_lists_the_tools_no_search_returned_busiest_server_first_and_those_never
 
     client.force_login(curator)
     html = client.get(reverse(PAGE)).content.decode()
-    change = reverse("admin:catalog_tool_change", args=[move.pk])
+    change = f"{reverse('admin:catalog_tool_change', args=[move.pk])}?{urlencode({'next': reverse(PAGE)})}"
     row = html.split('data-tool-id="files::move_file"', 1)[1].split("</tr>", 1)[0]
     assert f'href="{change}#examples-group">Its example requests</a>' in row  # may not add one: read-only there
     curator.user_permissions.add(Permission.objects.get(codename="add_toolexample"))
@@ -63,6 +64,84 @@ def test_lists_the_tools_no_search_returned_busiest_server_first_and_those_never
     assert "find the thing" not in html  # no request's words: only the curator's tools and counts
     assert "files::delete_file" not in html
     assert client.get(change).status_code == 200
+
+
+def _save_with_an_example(client, url: str, text: str, *, button: str = "_save"):
+    data = {"title": "", "purpose": "", "entity_types": "", "operation_verbs": "", "enabled": "on", button: "1"}
+    for prefix in ("aliases", "keywords", "examples", "negative_examples", "group_grants", "user_grants"):
+        data.update({f"{prefix}-TOTAL_FORMS": "0", f"{prefix}-INITIAL_FORMS": "0"})
+    data.update({"examples-TOTAL_FORMS": "1", "examples-0-text": text})
+    return client.post(url, data)
+
+
+def test_saving_a_tool_opened_from_the_page_comes_back_to_it(client, curator, member):
+    """The curator adds an example request from the page and Save brings them back to it, not to the tool list;
+    "Save and continue editing" keeps the way back."""
+    curator.user_permissions.add(Permission.objects.get(codename="add_toolexample"))
+    move = ToolFactory(server=ServerFactory(slug="files"), name="move_file")
+    client.force_login(curator)
+    html = client.get(reverse(PAGE)).content.decode()
+    row = html.split('data-tool-id="files::move_file"', 1)[1].split("</tr>", 1)[0]
+    link = row.split('class="add-example" href="', 1)[1].split('"', 1)[0].split("#", 1)[0]
+    assert link == f"{reverse('admin:catalog_tool_change', args=[move.pk])}?{urlencode({'next': reverse(PAGE)})}"
+
+    kept = _save_with_an_example(client, link, "rename a file", button="_continue")
+    assert kept.status_code == 302 and kept["Location"].endswith(f"?{urlencode({'next': reverse(PAGE)})}")
+    back = _save_with_an_example(client, kept["Location"], "put the file in another folder")
+    assert back.status_code == 302 and back["Location"] == reverse(PAGE)
+    assert set(move.examples.values_list("text", flat=True)) == {"rename a file", "put the file in another folder"}
+
+
+@pytest.mark.parametrize(
+    "elsewhere",
+    ["https://evil.example/admin/", "//evil.example/admin/", "/\\evil.example/admin/", "/accounts/", "/admin/\nx"],
+)
+def test_save_goes_back_to_no_other_site_nor_outside_the_admin(client, curator, elsewhere):
+    curator.user_permissions.add(Permission.objects.get(codename="add_toolexample"))
+    move = ToolFactory(server=ServerFactory(slug="files"), name="move_file")
+    client.force_login(curator)
+    url = f"{reverse('admin:catalog_tool_change', args=[move.pk])}?{urlencode({'next': elsewhere})}"
+    saved = _save_with_an_example(client, url, "rename a file")
+    assert saved.status_code == 302 and saved["Location"] == reverse("admin:catalog_tool_changelist")
+    assert move.examples.filter(text="rename a file").exists()
+
+
+def test_a_tool_granted_to_nobody_comes_last_and_says_its_fix_is_a_grant(
+    client, curator, member, outsider, superuser, django_user_model
+):
+    """No agent can find a tool no one may be shown (no grant, or only an inactive person's or an empty group's):
+    marked, after the tools an example request can help, in the page's same queries."""
+    from django.contrib.auth.models import Group
+
+    from governance.services.permissions import permission_grant
+
+    files, mail = ServerFactory(slug="files"), ServerFactory(slug="mail")
+    read, stat, nobodys = (ToolFactory(server=files, name=name) for name in ("read_file", "stat_file", "shred_file"))
+    send, by_tool, by_group = (ToolFactory(server=mail, name=name) for name in ("send", "archive", "label"))
+    gone = django_user_model.objects.create_user(username="gone", is_active=False)
+    empty, team = Group.objects.create(name="empty"), Group.objects.create(name="team")
+    team.user_set.add(outsider)
+    for holder, target in ((member, read), (member, stat), (gone, nobodys), (empty, nobodys), (member, send)):
+        permission_grant(actor=superuser, target=target, action="discover", holder=holder)
+    permission_grant(actor=superuser, target=by_tool, action="discover", holder=outsider)
+    permission_grant(actor=superuser, target=by_group, action="discover", holder=team)
+    for _ in range(3):
+        logged_search(member, read, stat, called=read)
+    logged_search(member, send, called=send)
+
+    unfound = tools_unfound(user=curator)
+    listed = [(tool.tool_id, tool.granted) for tool in unfound.never_returned]
+    assert listed == [("mail::label", True), ("mail::archive", True), ("files::shred_file", False)]  # newest first
+    client.force_login(curator)
+    html = client.get(reverse(PAGE)).content.decode()
+    rows = {tool: html.split(f'data-tool-id="{tool}"', 1)[1].split("</tr>", 1)[0] for tool, _ in listed}
+    assert "Granted to nobody" in rows["files::shred_file"] and "it needs a grant" in rows["files::shred_file"]
+    assert "Granted to nobody" not in rows["mail::archive"] + rows["mail::label"]
+
+    # A server grant to a group with an active member reaches shred_file too: no longer marked, back in its place.
+    permission_grant(actor=superuser, target=files, action="discover", holder=team)
+    listed = [(tool.tool_id, tool.granted) for tool in tools_unfound(user=curator).never_returned]
+    assert listed == [("files::shred_file", True), ("mail::label", True), ("mail::archive", True)]
 
 
 def test_the_workbench_leads_to_the_tools_page(client, curator):
