@@ -57,6 +57,12 @@ class Unfound:
     never_called: list[UnfoundTool] = field(default_factory=list)
     never_called_total: int = 0
 
+    @property
+    def few_searches(self) -> bool:
+        """Fewer searches read than tools curated: a tool not returned yet may simply not have been asked for, so
+        the page says the list is early rather than let it read as 33 of 36 tools unfindable after one search."""
+        return self.scanned < self.curated
+
 
 def _scanned(*, user) -> QuerySet[QueryLogEntry]:
     """The newest ``MAX_ENTRIES`` searches ``user`` may read that returned a tool, in the workbench's window."""

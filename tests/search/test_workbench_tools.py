@@ -276,3 +276,16 @@ def test_a_curator_who_curates_no_tool_is_told_so_not_that_every_tool_was_found(
     html = page.content.decode()
     assert "You curate no tool that some client may get" in html and shared.tool_id not in html
     assert "Every tool you curate was returned" not in html
+
+
+def test_fewer_searches_than_tools_read_as_early_signs_not_a_verdict(client, curator, member):
+    server = ServerFactory(slug="files")
+    tools = [ToolFactory(server=server, name=f"tool_{n}") for n in range(3)]
+    logged_search(member, tools[0])
+    client.force_login(curator)
+    html = client.get(reverse(PAGE)).content.decode()
+    assert 'id="unfound-few"' in html and "Only 1 search so far, fewer than the\n3 tools you curate" in html
+
+    for _ in range(2):
+        logged_search(member, tools[1])
+    assert 'id="unfound-few"' not in client.get(reverse(PAGE)).content.decode()  # 3 searches, 3 tools
