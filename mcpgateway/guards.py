@@ -1,6 +1,9 @@
 """ASGI guards in front of the MCP endpoint: checks that need no identity run before authentication, the
 body checks after it, so nobody can make the gateway buffer or parse more than the limits allow.
 
+- ``SecurityHeaders`` (outermost, also on the protected-resource metadata): the response headers Django's
+  security and clickjacking middleware give every other page (nosniff, Referrer-Policy, X-Frame-Options,
+  Cross-Origin-Opener-Policy), which these Starlette routes never pass through.
 - ``EdgeGuard`` (before auth): Host and Origin against the allowlists (421 / 403), and no query string (a
   token put in the URL is refused, and redacted from the scope so the access log never shows it).
 - ``RateGuard`` (after auth): requests per token, counted in the cache (Redis with REDIS_URL, so every worker
@@ -80,6 +83,35 @@ async def _send_json(send: Send, status: int, body: dict[str, Any], headers: lis
 
 async def _send_rpc_error(send: Send, status: int, code: int, message: str) -> None:
     await _send_json(send, status, {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}})
+
+
+class SecurityHeaders:
+    """Adds the security headers Django's middleware would, from the same settings, to each response start."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        referrer = settings.SECURE_REFERRER_POLICY or ""
+        wanted = {
+            "x-content-type-options": "nosniff" if settings.SECURE_CONTENT_TYPE_NOSNIFF else "",
+            "referrer-policy": referrer if isinstance(referrer, str) else ",".join(referrer),
+            "x-frame-options": settings.X_FRAME_OPTIONS or "",
+            "cross-origin-opener-policy": settings.SECURE_CROSS_ORIGIN_OPENER_POLICY or "",
+        }
+        self.headers = [(name.encode(), value.encode()) for name, value in wanted.items() if value]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                present = {name.lower() for name, _ in message.get("headers", [])}
+                added = [(name, value) for name, value in self.headers if name not in present]
+                message = {**message, "headers": [*message.get("headers", []), *added]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
 
 
 class EdgeGuard:

@@ -42,7 +42,7 @@ from .auth import ConfirmedAccess, RequireToken, ScoutTokenVerifier, principal_f
 from .choices import Exposure
 from .constants import META_TOOL_EXECUTE, META_TOOLS
 from .db import orm_threads_stop, run_orm
-from .guards import BodyGuard, EdgeGuard, RateGuard, StatelessGetGuard
+from .guards import BodyGuard, EdgeGuard, RateGuard, SecurityHeaders, StatelessGetGuard
 from .selectors import client_tool_name, tool_for_client_name, tools_listed_for
 from .services import UnknownTool, error_result, gateway_execute, schema_for_model, tool_hints, tool_ids_close_to
 from .tools import META_TOOLS_SPEC, OUTPUT_SCHEMAS, shown_as_sent, unknown_tool_error
@@ -295,7 +295,8 @@ def build_mcp_server() -> ScoutMCPServer:
 
 
 def build_routes(server: ScoutMCPServer) -> list[BaseRoute]:
-    """Routes for /mcp and its protected-resource metadata, with the guards in order: edge checks, bearer
+    """Routes for /mcp and its protected-resource metadata, with the guards in order: security headers on every
+    response, edge checks, bearer
     authentication (a token from the process's cache confirmed before the response: auth.py), no GET when stateless,
     the rate per token, body checks, then the SDK's Streamable HTTP handling."""
     # Built for its session manager and metadata routes; its /mcp app is not mounted (the guards wrap the handler).
@@ -327,9 +328,11 @@ def build_routes(server: ScoutMCPServer) -> list[BaseRoute]:
         allowed_origins=list(settings.SCOUT_MCP_ALLOWED_ORIGINS),
     )
     metadata_routes = [
-        route for route in sdk_app.routes if isinstance(route, Route) and route.path.startswith("/.well-known/")
+        Route(route.path, endpoint=SecurityHeaders(route.app), methods=route.methods)
+        for route in sdk_app.routes
+        if isinstance(route, Route) and route.path.startswith("/.well-known/")
     ]
-    return [Route("/mcp", endpoint=guarded), *metadata_routes]
+    return [Route("/mcp", endpoint=SecurityHeaders(guarded)), *metadata_routes]
 
 
 def gateway_warm_up() -> None:

@@ -274,7 +274,7 @@ CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "governance.api.authentication.BearerTokenAuthentication",
-        "rest_framework.authentication.SessionAuthentication",
+        "governance.api.authentication.AdminSessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["governance.api.permissions.ApiAccess"],
     "DEFAULT_THROTTLE_CLASSES": [

@@ -2,7 +2,7 @@
 
 from django.contrib.auth.models import AbstractBaseUser
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
-from rest_framework.authentication import BaseAuthentication, get_authorization_header
+from rest_framework.authentication import BaseAuthentication, SessionAuthentication, get_authorization_header
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
@@ -38,6 +38,18 @@ class BearerTokenAuthentication(BaseAuthentication):
     def authenticate_header(self, request: Request) -> str:
         # Makes DRF answer 401 (not 403) to an anonymous caller.
         return 'Bearer realm="scout"'
+
+
+class AdminSessionAuthentication(SessionAuthentication):
+    """A Django session, as the admin accepts it: only an active staff member's. A session comes from the admin's
+    sign-in, so a person whose staff status was taken away is refused here at once, as there, rather than keep
+    acting with every scope (minting tokens of any scope among them) until their session expires."""
+
+    def authenticate(self, request: Request) -> tuple[AbstractBaseUser, None] | None:
+        authenticated = super().authenticate(request)
+        if authenticated is None or not authenticated[0].is_staff:
+            return None
+        return authenticated
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):

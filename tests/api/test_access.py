@@ -47,6 +47,8 @@ def test_token_without_api_scope_cannot_use_the_api(api, catalog, member):
 
 
 def test_session_reads_and_writes_with_csrf(api, catalog, member):
+    member.is_staff = True  # a session comes from the admin's sign-in
+    member.save()
     cookies = session_cookies(member)
     listed = httpx.get(f"{api.base}/api/v1/tools/", cookies=cookies)
     assert listed.status_code == 200 and listed.json()["count"] == 1
@@ -58,6 +60,27 @@ def test_session_reads_and_writes_with_csrf(api, catalog, member):
         f"{api.base}/api/v1/tokens/", cookies=cookies, json=body, headers={"X-CSRFToken": cookies["csrftoken"]}
     )
     assert created.status_code == 201, created.text
+
+
+def test_a_session_whose_person_is_no_longer_staff_is_refused(api, catalog, member, client):
+    """T16: a session comes from the admin's sign-in (staff only), and the admin refuses it as soon as its person is
+    no longer staff; the REST API went on taking it with every scope (reading, searching, minting tokens of any
+    scope) until the session expired (two weeks). It is refused at once there too."""
+    from governance.models import ApiToken
+
+    member.is_staff = True
+    member.save()
+    cookies = session_cookies(member)
+    csrf = {"X-CSRFToken": cookies["csrftoken"]}
+    body = {"name": "kept", "scopes": ["api", "discover", "execute", "approve"], "expires_at": "2099-01-01T00:00:00Z"}
+    assert httpx.get(f"{api.base}/api/v1/tools/", cookies=cookies).status_code == 200
+    member.is_staff = False
+    member.save()
+    assert httpx.get(f"{api.base}/admin/", cookies=cookies).status_code == 302  # the admin: to the sign-in page
+    listed = httpx.get(f"{api.base}/api/v1/tools/", cookies=cookies)
+    minted = httpx.post(f"{api.base}/api/v1/tokens/", cookies=cookies, json=body, headers=csrf)
+    assert (listed.status_code, minted.status_code) == (401, 401)
+    assert "list_issues" not in listed.text and not ApiToken.objects.filter(name="kept").exists()
 
 
 def test_throttled_per_token_with_retry_after(api, catalog, member, settings):

@@ -19,7 +19,7 @@ def dana(grant, django_user_model):
     from governance.cache import visibility_invalidate
     from governance.models import ServerTenant
 
-    dana = django_user_model.objects.create_user(username="dana")
+    dana = django_user_model.objects.create_user(username="dana", is_staff=True)  # a session: the admin's sign-in
     for slug in ("acme", "globex"):
         tenant = tenant_with(slug, dana)
         server = ServerFactory(slug=f"{slug}-payroll")

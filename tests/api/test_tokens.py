@@ -95,6 +95,8 @@ def test_session_may_mint_any_scopes(api, member):
 
     from tests.api.conftest import session_cookies
 
+    member.is_staff = True  # a session comes from the admin's sign-in
+    member.save()
     cookies = session_cookies(member)
     response = httpx.post(
         f"{api.base}/api/v1/tokens/",

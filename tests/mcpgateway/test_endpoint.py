@@ -192,6 +192,35 @@ def test_allowed_origin_passes(gateway, member_token):
     assert response.status_code == 200
 
 
+@pytest.mark.parametrize(
+    "send",
+    [
+        pytest.param(lambda gw, token: raw_post(gw, modern_request("tools/list"), token=token), id="200"),
+        pytest.param(lambda gw, token: raw_post(gw, modern_request("tools/list")), id="401"),
+        pytest.param(lambda gw, token: raw_post(gw, modern_request("tools/list"), token=token[:-2]), id="401-invalid"),
+        pytest.param(lambda gw, token: raw_post(gw, None, token=token, raw=b"{"), id="400"),
+        pytest.param(
+            lambda gw, token: raw_post(gw, modern_request("tools/list"), headers={"Host": "evil.example"}), id="421"
+        ),
+        pytest.param(
+            lambda gw, token: raw_post(gw, modern_request("tools/list"), headers={"Origin": "https://evil.example"}),
+            id="403",
+        ),
+        pytest.param(lambda gw, token: httpx.get(f"{gw.url}{METADATA_PATH}", timeout=10), id="metadata"),
+    ],
+)
+def test_mcp_responses_carry_the_security_headers_of_every_other_page(gateway, member_token, send):
+    """/mcp and its metadata are Starlette routes, outside Django's security and clickjacking middleware: each of
+    their answers carries the same headers as the admin's and the API's, so no browser sniffs a type from a JSON
+    body nor frames it, and no address leaks in a Referer."""
+    response = send(gateway, member_token)
+    django_page = httpx.get(f"{gateway.url}/healthz", timeout=10)
+    for name in ("X-Content-Type-Options", "Referrer-Policy", "X-Frame-Options", "Cross-Origin-Opener-Policy"):
+        assert response.headers.get(name) == django_page.headers[name], (name, response.status_code)
+    assert response.headers["X-Content-Type-Options"] == "nosniff" and response.headers["X-Frame-Options"] == "DENY"
+    assert response.headers.get_list("X-Frame-Options") == ["DENY"]  # added once, not doubled
+
+
 def test_batch_is_rejected(gateway, member_token):
     response = raw_post(
         gateway,
