@@ -4,7 +4,11 @@ Views declare what they need; this class holds the checks (views hold no policy)
 - ``required_scopes``: token scopes on top of "api" (discover for tools and search, approve for approvals);
 - ``required_perms``: ``{"GET": ("catalog.view_server",), "POST": (...)}`` model permissions of the user (and of
   whoever issued the token, when someone else did);
+- ``no_model_perms``: ``{"GET": "why"}`` the methods that need no model permission, each with its reason (what
+  the caller sees is decided by a selector, or is the caller's own);
 - ``require_staff``: the user must be staff (the audit trail, as in the admin).
+A method a view serves that is in neither ``required_perms`` nor ``no_model_perms`` is refused (403): a handler
+added without a permission fails closed. OPTIONS describes the view (DRF checks POST/PUT for the actions it lists).
 Object visibility is not decided here but by governance's selectors, so a hidden object is a plain 404.
 """
 
@@ -33,10 +37,18 @@ class ApiAccess(BasePermission):
         # A HEAD request runs the GET handler (Django answers it with GET's headers, Content-Length among them), so it
         # needs GET's permissions: with none of its own it read the size of what GET refuses.
         method = "GET" if request.method == "HEAD" else request.method
-        perms = getattr(view, "required_perms", {}).get(method, ())
-        if perms and not (user.has_perms(perms) and _issuer_may(principal, perms)):
+        if method == "OPTIONS" or not _serves(view, method):
+            return True  # OPTIONS describes the view; a method without a handler answers 405
+        if method in getattr(view, "no_model_perms", {}):
+            return True
+        perms = getattr(view, "required_perms", {}).get(method)
+        if not perms or not (user.has_perms(perms) and _issuer_may(principal, perms)):
             raise PermissionDenied("You do not have permission to do this.", code="permission_denied")
         return True
+
+
+def _serves(view, method: str) -> bool:
+    return method.lower() in view.http_method_names and hasattr(view, method.lower())
 
 
 def _issuer_may(principal, perms) -> bool:

@@ -52,6 +52,7 @@ def visible_tool(request: Request, tool_id: str) -> Tool:
 
 
 class ToolList(generics.ListAPIView):
+    no_model_perms = {"GET": "tools_for_api: only the tools the caller may discover"}
     required_scopes = (SCOPE_DISCOVER,)
     serializer_class = ToolSerializer
 
@@ -72,6 +73,7 @@ class ToolList(generics.ListAPIView):
 
 
 class ToolDetail(generics.GenericAPIView):
+    no_model_perms = {"GET": "visible_tool: a tool the caller may not discover is a 404"}
     required_scopes = (SCOPE_DISCOVER,)
     serializer_class = ToolDetailSerializer
 
@@ -81,6 +83,7 @@ class ToolDetail(generics.GenericAPIView):
 
 
 class ToolRevisionList(generics.ListAPIView):
+    no_model_perms = {"GET": "visible_tool and revisions_for_api: only a tool the caller may discover"}
     required_scopes = (SCOPE_DISCOVER,)
     serializer_class = ToolRevisionSerializer
 
@@ -138,6 +141,7 @@ def inbox_request(request: Request, approval_id: str) -> ApprovalRequest:
 
 
 class ApprovalList(generics.ListAPIView):
+    no_model_perms = {"GET": "approvals_for_api: the caller's own inbox"}
     required_scopes = (SCOPE_APPROVE,)
     serializer_class = ApprovalSerializer
 
@@ -155,6 +159,7 @@ class ApprovalList(generics.ListAPIView):
 
 
 class ApprovalDetail(generics.GenericAPIView):
+    no_model_perms = {"GET": "inbox_request: only a request in the caller's inbox"}
     required_scopes = (SCOPE_APPROVE,)
     serializer_class = ApprovalSerializer
 
@@ -164,6 +169,7 @@ class ApprovalDetail(generics.GenericAPIView):
 
 
 class _Decide(generics.GenericAPIView):
+    no_model_perms = {"POST": "inbox_request and the approval service decide who may decide"}
     required_scopes = (SCOPE_APPROVE,)
     serializer_class = ApprovalSerializer
     approve = True
@@ -257,6 +263,7 @@ def _agent_and_tenant(user, agent_name: str, tenant_slug: str) -> tuple[Agent | 
 
 
 class TokenList(generics.ListAPIView):
+    no_model_perms = {"GET": "the caller's own tokens", "POST": "a token within the caller's own scopes"}
     serializer_class = ApiTokenSerializer
 
     def get_queryset(self) -> QuerySet[ApiToken]:
@@ -301,6 +308,7 @@ def own_token(request: Request, pk: int) -> ApiToken:
 
 
 class TokenDetail(generics.GenericAPIView):
+    no_model_perms = {"GET": "own_token: only the caller's own tokens"}
     serializer_class = ApiTokenSerializer
 
     @extend_schema(summary="Read one of your tokens")
@@ -309,6 +317,7 @@ class TokenDetail(generics.GenericAPIView):
 
 
 class TokenRevoke(generics.GenericAPIView):
+    no_model_perms = {"POST": "own_token: only the caller's own tokens"}
     serializer_class = ApiTokenSerializer
 
     @extend_schema(summary="Revoke one of your tokens (it fails from the next call)", request=None)

@@ -72,6 +72,7 @@ class SearchAnswerSerializer(serializers.Serializer):
 
 
 class Search(generics.GenericAPIView):
+    no_model_perms = {"POST": "gateway_search: the caller's grants decide which tools are searched, as over MCP"}
     required_scopes = (SCOPE_DISCOVER,)
     serializer_class = SearchRequestSerializer
 
