@@ -255,6 +255,7 @@ def _curator_panel(user) -> dict[str, Any]:
 
     waiting = _workbench_waiting(user)
     return {
+        "learned_count": _learned_to_decide(user, shaped),
         "workbench": waiting,
         # 1129 waiting as "426 withheld · 444 low · 464 not followed" read as a miscount without a word why.
         "workbench_overlap": bool(waiting)
@@ -266,6 +267,17 @@ def _curator_panel(user) -> dict[str, Any]:
         "no_examples": list(no_examples[:HOME_ROWS]),
         "no_examples_count": no_examples.count(),
     }
+
+
+def _learned_to_decide(user, shaped) -> int | None:
+    """Learned requests no curator has decided yet, of the tools this curator may curate (promote or reject), or
+    None when they may not read learned requests."""
+    from search.choices import LearnedStatus
+    from search.models import LearnedRequest
+
+    if not user.has_perm("search.view_learnedrequest"):
+        return None
+    return LearnedRequest.objects.filter(status=LearnedStatus.LEARNED, tool__server__in=shaped).count()
 
 
 def _workbench_waiting(user) -> dict[str, int] | None:

@@ -326,9 +326,11 @@ class LearnedRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin
                 self.promote(request, rows)
             else:
                 self.reject(request, rows)
-            # Back to what the tool learned: the next one to decide, if any.
+            # Back to the list it was opened from (the home's "to decide", a search), where the next one is; opened
+            # from the tool's page (or by its address), to what the tool learned.
             url = reverse("admin:search_learnedrequest_changelist")
-            return HttpResponseRedirect(f"{url}?tool__id__exact={obj.tool_id}")
+            came_from = request.GET.get("_changelist_filters")
+            return HttpResponseRedirect(f"{url}?{came_from or f'tool__id__exact={obj.tool_id}'}")
         return super().response_change(request, obj)
 
     def _shaped(self, request: HttpRequest) -> QuerySet[Server]:

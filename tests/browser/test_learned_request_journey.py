@@ -44,3 +44,33 @@ def test_curator_promotes_and_rejects_learned_requests_from_the_tool_page(browse
     wrong.refresh_from_db()
     assert (right.status, wrong.status) == (LearnedStatus.PROMOTED, LearnedStatus.REJECTED)
     assert list(tool.examples.values_list("text", flat=True)) == [right.text]
+
+
+def test_the_home_leads_to_the_learned_requests_to_decide_and_counts_them(browser, live_server, django_user_model):
+    """The curator's home had no word of learned requests: promoting one started from the app list, on every status.
+    It counts those still undecided and links to them; deciding one returns to that list and lowers the count."""
+    from selenium.webdriver.common.by import By
+
+    curator = django_user_model.objects.create_user(username="curator", password="pw-curator-123", is_staff=True)
+    curator.groups.add(Group.objects.get(name=CURATORS))
+    tool = ToolFactory(server=ServerFactory(slug="mail"), name="list_inbox")
+    first = LearnedRequest.objects.create(tool=tool, text="did my landlord write", key="k1", principal_count=3)
+    LearnedRequest.objects.create(tool=tool, text="weather in berlin", key="k2")
+    LearnedRequest.objects.create(tool=tool, text="my inbox please", key="k3", status=LearnedStatus.PROMOTED)
+
+    admin_login(browser, live_server.url, "curator", "pw-curator-123")
+    assert browser.find_element(By.ID, "learned-waiting").text == "Learned requests to decide: 2"
+    screenshot(browser, "curator-home-learned")
+    click_through(browser, browser.find_element(By.ID, "learned-to-decide"))
+    listed = [link.text for link in browser.find_elements(By.CSS_SELECTOR, "#result_list tbody th a")]
+    assert sorted(listed) == ["did my landlord write", "weather in berlin"]  # the promoted one is decided
+    click_through(browser, browser.find_element(By.LINK_TEXT, first.text))
+    click_through(browser, browser.find_element(By.NAME, "_promote"))
+
+    # Back on the list of those to decide (it went to every request of the tool, the one just promoted among them).
+    assert "1 promoted to example requests" in browser.find_element(By.CSS_SELECTOR, "ul.messagelist").text
+    listed = [link.text for link in browser.find_elements(By.CSS_SELECTOR, "#result_list tbody th a")]
+    assert listed == ["weather in berlin"]
+    screenshot(browser, "curator-learned-decided")
+    browser.get(f"{live_server.url}/admin/")
+    assert browser.find_element(By.ID, "learned-waiting").text == "Learned requests to decide: 1"

@@ -289,3 +289,13 @@ def test_why_it_matched_names_no_function_word(client, curator, indexed):
     named = {word for line in lines if line.split(": ", 1)[0] in fields for word in line.split(": ", 1)[1].split(", ")}
     assert {"send", "email", "recipients"} <= named
     assert not named & {"about", "the", "to", "or", "more"}  # matched or not, no reason a curator can act on
+
+
+def test_with_no_index_the_preview_says_nothing_is_ranked_and_gives_no_confidence(client, curator, small_catalog):
+    # At a year's volume with no index built, the page read "Confidence the gateway gives: high" over "No tool listed".
+    client.force_login(curator)
+    response = client.get(reverse(PREVIEW), {"query": "weather forecast", "top_k": 5, "scope": "every"})
+    assert response.context["outcome"].result.index_ready is False
+    body = response.content.decode()
+    assert 'id="preview-no-index"' in body and "nothing is ranked" in body
+    assert "preview-confidence" not in body and "Confidence the gateway gives" not in body
