@@ -1,6 +1,6 @@
 """The meta-tools as hosts convert them, over HTTP: their schemas in the JSON Schema subset every host's function
-calling takes (Gemini's OpenAPI subset had no anyOf, $ref or type lists; OpenAI's strict mode wants a typed
-enum), and every answer's structuredContent valid against the declared outputSchema, its text saying the same."""
+calling takes (Gemini's OpenAPI subset had no anyOf, $ref or type lists, and types every node), and every
+answer's structuredContent valid against the declared outputSchema, its text saying the same."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import pytest
 
 from mcpgateway.services.discovery import LOW_CONFIDENCE, NO_TOOL_FITS
 
-from .conftest import PROTOCOL_MODES, build_index, gateway_db, grant, make_token, make_user, mcp_client, run
+from .conftest import LEGACY, PROTOCOL_MODES, build_index, gateway_db, grant, make_token, make_user, mcp_client, run
+from .test_agent_view import listed, text_of
 
 pytestmark = [gateway_db, pytest.mark.slow]
 NOT_PORTABLE = ("anyOf", "oneOf", "allOf", "not", "$ref", "$defs")
@@ -30,10 +31,6 @@ def token(gateway, admin_user, time_server, calc_server, faulty_server) -> str:
     return make_token(member)
 
 
-def text_of(result: Any) -> str:
-    return "".join(block.text for block in result.content if getattr(block, "type", "") == "text")
-
-
 def not_portable(schema: dict[str, Any], where: str = "") -> list[str]:
     """Where ``schema`` leaves the subset every host takes: a union or reference keyword, a list of types, or a
     node (an enum too) without its one type."""
@@ -45,14 +42,6 @@ def not_portable(schema: dict[str, Any], where: str = "") -> list[str]:
     if isinstance(schema.get("items"), dict):
         problems += not_portable(schema["items"], f"{where}[]")
     return problems
-
-
-def listed(gateway, token: str, mode: str) -> dict[str, Any]:
-    async def main():
-        async with mcp_client(gateway, token, mode=mode) as client:
-            return (await client.list_tools()).tools
-
-    return {tool.name: tool for tool in run(main)}
 
 
 @pytest.mark.parametrize("mode", PROTOCOL_MODES)
@@ -93,7 +82,7 @@ def test_null_for_an_unused_optional_argument_is_still_taken(gateway, token):
 
 
 def test_every_answer_matches_its_output_schema_and_its_text(gateway, token):
-    tools = listed(gateway, token, "legacy")
+    tools = listed(gateway, token, LEGACY)
     assert tools["execute_tool"].output_schema is None  # its result is the called tool's
 
     async def main():
