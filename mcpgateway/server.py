@@ -143,6 +143,21 @@ def unknown_arguments_text(tool_name: str, unknown: list[str], properties: dict[
     return text
 
 
+def portable_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A meta-tool's inputSchema as every host can take it: an optional parameter is its plain type, not pydantic's
+    ``anyOf`` of the type and null with ``default: null``. Gemini's OpenAPI-subset schemas had no ``anyOf`` (some
+    hosts drop such a parameter or refuse the tool); omitting the parameter means the same. The arguments are
+    still checked by the function's own signature, so a host that sends null for an unused one is not refused."""
+    properties = {}
+    for name, spec in schema.get("properties", {}).items():
+        branches = spec.get("anyOf") or []
+        typed = [branch for branch in branches if branch != {"type": "null"}]
+        if len(branches) == 2 and len(typed) == 1 and spec.get("default", ...) is None:
+            spec = {**typed[0], **{key: value for key, value in spec.items() if key not in ("anyOf", "default")}}
+        properties[name] = spec
+    return {**schema, "properties": properties}
+
+
 class ScoutMCPServer(MCPServer):
     """MCPServer whose tool listing and routing depend on the caller."""
 
@@ -156,7 +171,7 @@ class ScoutMCPServer(MCPServer):
             # the meta-tool does not take is refused, not ignored: a misnamed "args" would otherwise run the tool
             # with no arguments at all.
             registered = self._tool_manager.get_tool(function.__name__)
-            schema = schema_for_model(registered.parameters, name=function.__name__)
+            schema = portable_schema(schema_for_model(registered.parameters, name=function.__name__))
             registered.parameters = {**schema, "additionalProperties": False}
 
     async def list_tools(self) -> list[types.Tool]:

@@ -239,7 +239,8 @@ RUNS_ANY_TOOL = types.ToolAnnotations(
 # context window. No top-level key is required: their error results ({"unknown_tool": true}, {"service_busy":
 # true}) must satisfy it too, as the TypeScript SDK checks any structured content, isError or not (the MCP
 # Inspector, and hosts built on it, turned an unknown tool_id into a protocol error the model never read).
-# execute_tool declares none: its result is the called tool's.
+# execute_tool declares none: its result is the called tool's. Every node has its one type (an enum too): Gemini's
+# OpenAPI-subset schemas need it, and they take no anyOf, $ref or type lists (test_host_schemas checks them).
 def _tools(*required: str) -> dict[str, Any]:
     return {
         "type": "array",
@@ -255,7 +256,7 @@ SEARCH_OUTPUT = {
     "type": "object",
     "properties": {
         "matches": _tools(),  # a low-confidence answer's matches carry no inputSchema (tool_inspect gives it)
-        "confidence": {"enum": [confidence.value for confidence in Confidence]},
+        "confidence": {"type": "string", "enum": [confidence.value for confidence in Confidence]},
         "degraded": {"type": "boolean"},
         "abstained": {"type": "boolean"},
         "notes": {"type": "array", "items": {"type": "string"}},
