@@ -27,6 +27,9 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import MCP_PARAM_HEADER_PREFIX, validate_mcp_param_headers
+from mcp_types.jsonrpc import HEADER_MISMATCH
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from opentelemetry import trace
 from pydantic import ValidationError
 from starlette.applications import Starlette
@@ -238,12 +241,35 @@ class ScoutMCPServer(MCPServer):
         tool = await run_orm(tool_for_client_name, principal=principal, name=params.name)
         if tool is None:
             raise unknown_tool_error(await run_orm(_name_meant, principal=principal, name=params.name))
+        problem = _param_headers_problem(ctx, tool, params.arguments or {})
+        if problem is not None:
+            raise MCPError(code=HEADER_MISMATCH, message=problem)
         try:
             return await gateway_execute(
                 principal=principal, tool_id=tool.tool_id, arguments=params.arguments or {}, pool=self.pool
             )
         except UnknownTool:
             raise unknown_tool_error() from None
+
+
+def _param_headers_problem(ctx: ServerRequestContext[Any], tool: Tool, arguments: dict[str, Any]) -> str | None:
+    """Why the ``Mcp-Param-*`` headers of a call to a directly listed tool disagree with its arguments, or None.
+
+    A tool's listed schema keeps its ``x-mcp-header`` annotations, so a 2026-07-28 client mirrors those arguments
+    into headers for proxies and policies to route on. The SDK checks them against the body only for a tool its
+    own ``tools/list`` names, which it asks without the caller's token: Scout lists that caller nothing, so the
+    check was skipped and a call whose header said one value ran with another (C1-15, T11). Checked here, once the
+    tool is known to be the caller's (no existence leak), with the SDK's rule, on a 2026-07-28 request or any
+    request that sends such a header (a 2025 client sends none)."""
+    headers = getattr(ctx.request, "headers", None)
+    if headers is None:
+        return None
+    prefix = MCP_PARAM_HEADER_PREFIX.lower()
+    sent = any(name.lower().startswith(prefix) for name in headers)
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS and not sent:
+        return None
+    rejection = validate_mcp_param_headers(tool.input_schema, arguments, headers)
+    return rejection.message if rejection is not None else None
 
 
 def _null_arguments_omitted(params: types.CallToolRequestParams) -> types.CallToolRequestParams:

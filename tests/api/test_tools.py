@@ -283,3 +283,34 @@ def test_a_held_definition_never_reaches_a_non_curator_through_the_revisions(api
     give_perms(owner, "catalog.view_tool")
     grant(owner, server, "discover")
     assert len(descriptions(make_token(owner, ["api", "discover"]))) == 3
+
+
+def test_pages_are_full_when_hidden_tools_sit_between_permitted_ones(api, catalog, member):
+    """Z3: ``count`` is the permitted matches and every page but the last is full, with held tools (of the granted
+    server) and an ungranted server's tools sorting between the permitted ones: filtered before paging, never
+    after (a short page would tell a caller that hidden tools sit there)."""
+    from governance.models import ToolPolicy
+    from tests.governance.factories import ServerFactory, ToolFactory
+
+    shadow = ServerFactory(slug="github2")  # ungranted; its ids sort among github's
+    for n in range(8):
+        ToolFactory(server=catalog.github, name=f"t_{n}_shown")
+        held = ToolFactory(server=catalog.github, name=f"t_{n}_held")
+        ToolPolicy.objects.filter(tool=held).update(held=True, hold_reason="suspicious text")
+        ToolFactory(server=shadow, name=f"t_{n}_other")
+    from governance.cache import visibility_invalidate
+
+    visibility_invalidate()
+    token = make_token(member, ["api", "discover"])
+    permitted = sorted(ids(api.get("tools/?page_size=200", token=token)))
+    assert len(permitted) == 9 and all("held" not in i and "github2" not in i for i in permitted), permitted
+    for size in (2, 3, 4):
+        seen, page, url = [], 1, f"tools/?page_size={size}"
+        while url:
+            body = api.get(f"{url}&page={page}", token=token).json()
+            assert body["count"] == len(permitted)
+            if body["next"]:
+                assert len(body["results"]) == size, (size, page, body["results"])
+            seen += [tool["tool_id"] for tool in body["results"]]
+            page, url = page + 1, url if body["next"] else None
+        assert sorted(seen) == permitted, size

@@ -288,3 +288,46 @@ def test_an_approved_calls_result_is_never_replayed_to_another_token_by_its_idem
     again = run(lambda: ask(setup["token"], approval_id))  # the owner's retry: its stored result, no second run
     assert not again.is_error and _text(again) == _text(owner)
     assert faulty_calls(faulty_call_log, "record_note") == 1
+
+
+def test_no_one_in_the_requests_delegation_chain_can_approve_it_over_http(
+    gateway, admin_user, setup, faulty_server, faulty_call_log
+):
+    """Z9 "approval by the requesting agent or its own chain": a person calls through an agent below another
+    agent; neither the person in the admin nor an approve-scoped token of the agent at the top of the chain
+    over the REST API can approve it, though the person holds approve on the tool. Nothing runs until someone
+    outside the chain approves."""
+    from governance.models import Agent, ApprovalRequest
+
+    lead = make_user("gw_lead", is_staff=True)
+    grant(admin_user, faulty_server, lead, "discover", "execute", "approve")
+    planner = Agent.objects.create(user=lead, name="planner", all_user_tools=True)
+    worker = Agent.objects.create(user=lead, name="worker", parent=planner, all_user_tools=True)
+    worker_token = make_token(lead, agent=worker)
+    planner_approves = make_token(lead, ["api", "discover", "approve"], agent=planner)
+    arguments = {"note": "rotate the keys"}
+
+    first = _execute(gateway, worker_token, arguments)
+    approval_id = first.structured_content["approval_id"]
+    request = ApprovalRequest.objects.get(approval_id=approval_id)
+    assert request.delegation_chain == ["user:gw_lead", "agent:planner", "agent:worker", "scout-gateway"]
+
+    _admin_approve(gateway.url, first.structured_content["approval_url"], "gw_lead")
+    assert ApprovalRequest.objects.get(approval_id=approval_id).status == "pending"  # the admin refused the person
+    by_agent = httpx.post(
+        f"{gateway.url}/api/v1/approvals/{approval_id}/approve/",
+        headers={"Authorization": f"Bearer {planner_approves}"},
+        json={},
+        timeout=60,
+    )
+    assert by_agent.status_code == 403 and "your own request" in by_agent.text, by_agent.text
+    assert ApprovalRequest.objects.get(approval_id=approval_id).status == "pending"
+    waiting = _execute(gateway, worker_token, arguments, approval_id)
+    assert waiting.is_error and waiting.structured_content["approval_id"] == approval_id, _text(waiting)
+    assert faulty_calls(faulty_call_log, "record_note") == 0
+
+    # Positive control: an approver outside the chain approves, and the call runs once.
+    assert _admin_approve(gateway.url, first.structured_content["approval_url"], "gw_approver").status_code == 302
+    executed = _execute(gateway, worker_token, arguments, approval_id)
+    assert not executed.is_error, _text(executed)
+    assert faulty_calls(faulty_call_log, "record_note") == 1

@@ -21,6 +21,7 @@ from .conftest import (
     PROTOCOL_MODES,
     challenge_params,
     gateway_db,
+    grant,
     make_token,
     make_user,
     mcp_client,
@@ -378,6 +379,20 @@ def test_both_protocol_versions_connect_and_list(gateway, member_token, mode):
     version, names = run(main)
     assert version == ("2025-11-25" if mode == LEGACY else MODERN)
     assert isinstance(names, list)
+
+
+def test_a_tool_listing_is_marked_private_and_uncacheable(gateway, admin_user, time_server, member_token):
+    """Z10: a listing is one person's view of the catalog, so a 2026-07-28 result says ``cacheScope: private``
+    (no shared cache may serve it to another caller) and ``ttlMs: 0``, for a person granted a server's tools and
+    for one granted none."""
+    seeing = make_user("gw_seeing")
+    grant(admin_user, time_server, seeing, "discover")
+    for token in (make_token(seeing), member_token):
+        response = raw_post(gateway, modern_request("tools/list"), token=token)
+        assert response.status_code == 200, response.text
+        result = rpc_result(response)["result"]
+        assert (result["cacheScope"], result["ttlMs"]) == ("private", 0), result
+        assert result["tools"]
 
 
 def test_forged_cursor_is_rejected(gateway, member_token):

@@ -1,0 +1,128 @@
+"""C1-15: a tool whose schema declares ``x-mcp-header`` (2026-07-28 ``Mcp-Param-*`` headers) over HTTP."""
+
+from __future__ import annotations
+
+import base64
+from typing import Annotated, Any
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from pydantic import Field
+
+from .conftest import (
+    MODERN,
+    PROTOCOL_MODES,
+    ThreadedUvicorn,
+    drop_index,
+    gateway_db,
+    grant,
+    make_token,
+    make_user,
+    modern_request,
+    raw_post,
+    rpc_result,
+    run,
+    sync_server,
+)
+
+pytestmark = [gateway_db, pytest.mark.slow]
+SEEN: list[str] = []
+
+
+def _labels_upstream() -> Any:
+    from mcp.server.mcpserver import MCPServer
+    from mcp_types import ToolAnnotations
+
+    upstream = MCPServer("labels")
+
+    @upstream.tool(annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False))
+    def echo(label: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Label"})]) -> str:
+        """Echo a label back."""
+        SEEN.append(label)
+        return f"label={label!r}"
+
+    return upstream.streamable_http_app(stateless_http=False)
+
+
+@pytest.fixture(scope="module")
+def labels_upstream():
+    server = ThreadedUvicorn(_labels_upstream()).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def labels(gateway, admin_user, labels_upstream) -> str:
+    """A member's token; the labels server's tool is listed directly (no search index)."""
+    server = sync_server(slug="labels", transport="http", url=f"{labels_upstream.url}/mcp")
+    assert server.tools.get().input_schema["properties"]["label"]["x-mcp-header"] == "Label"
+    member = make_user("gw_member")
+    grant(admin_user, server, member, "discover", "execute")
+    drop_index()
+    SEEN.clear()
+    return make_token(member)
+
+
+def _sentinel(text: str) -> str:
+    return f"=?base64?{base64.b64encode(text.encode()).decode()}?="
+
+
+@pytest.mark.parametrize("mode", PROTOCOL_MODES)
+def test_a_value_with_crlf_or_non_ascii_is_mirrored_in_base64_and_reaches_the_upstream_exactly(labels, gateway, mode):
+    """The listed schema keeps the annotation, so the SDK client mirrors the argument into Mcp-Param-Label (base64
+    for CRLF and non-ASCII) at 2026-07-28; a 2025 client sends no such header and is served as before."""
+    sent: list[str] = []
+
+    async def record(request: Any) -> None:
+        sent.extend(value for name, value in request.headers.items() if name.lower() == "mcp-param-label")
+
+    async def main():
+        http_client = httpx2.AsyncClient(
+            headers={"Authorization": f"Bearer {labels}"}, timeout=60, event_hooks={"request": [record]}
+        )
+        async with Client(streamable_http_client(f"{gateway.url}/mcp", http_client=http_client), mode=mode) as client:
+            listed = {tool.name: tool.input_schema for tool in (await client.list_tools()).tools}
+            return listed, await client.call_tool("labels__echo", {"label": "a\r\nb ü"})
+
+    listed, result = run(main)
+    assert listed["labels__echo"]["properties"]["label"]["x-mcp-header"] == "Label"
+    assert not result.is_error and SEEN == ["a\r\nb ü"]
+    assert sent == ([_sentinel("a\r\nb ü")] if mode == MODERN else [])
+
+
+def test_a_header_that_disagrees_with_the_argument_is_refused_and_nothing_is_sent(labels, gateway):
+    """Mcp-Param-Label saying another value than the body, a malformed sentinel, raw non-ASCII bytes, or no header
+    for an argument the schema mirrors: 400, -32020, and the upstream is never called. Before, each ran with the
+    body's value, so a proxy or policy reading the header let one call through while another ran (T11)."""
+    body = modern_request("tools/call", {"name": "labels__echo", "arguments": {"label": "ü"}})
+    refused = {
+        "another value": "y",
+        "malformed sentinel": "=?base64?!!?=",
+        "raw non-ASCII bytes": "ü".encode(),
+        "absent": None,
+    }
+    for case, value in refused.items():
+        headers = {} if value is None else {"Mcp-Param-Label": value}
+        response = raw_post(gateway, body, token=labels, headers=headers)
+        assert response.status_code == 400, (case, response.text)
+        error = rpc_result(response)["error"]
+        assert error["code"] == -32020 and "Mcp-Param-Label header" in error["message"], (case, error)
+    assert SEEN == []
+    agreeing = raw_post(gateway, body, token=labels, headers={"Mcp-Param-Label": _sentinel("ü")})
+    assert agreeing.status_code == 200 and rpc_result(agreeing)["result"]["isError"] is False, agreeing.text
+    assert SEEN == ["ü"]
+
+
+def test_a_header_sent_with_an_unknown_tool_name_changes_nothing_in_the_answer(labels, gateway):
+    """The check runs once the tool is known to be the caller's: a name the caller cannot see answers the same with
+    or without the header (tool existence is protected)."""
+    body = modern_request("tools/call", {"name": "labels__nope", "arguments": {"label": "x"}})
+    plain = raw_post(gateway, body, token=labels)
+    with_header = raw_post(gateway, body, token=labels, headers={"Mcp-Param-Label": "y"})
+    assert (plain.status_code, rpc_result(plain)["error"]) == (
+        with_header.status_code,
+        rpc_result(with_header)["error"],
+    )
+    assert rpc_result(plain)["error"]["code"] == -32602
