@@ -4,8 +4,10 @@ Every call is appended to the file named by FAULTY_CALL_LOG (one line per call) 
 many times the upstream really ran a tool.
 """
 
+import json
 import os
 import sys
+from typing import Any
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -40,6 +42,13 @@ def ping(text: str = "pong") -> str:
     """Answer with the given text."""
     _log("ping")
     return text
+
+
+@server.tool(annotations=READ_ONLY)
+def echo_json(value: Any = None) -> str:
+    """Answer with the JSON text of the value as this server received it (what a number became on the way)."""
+    _log("echo_json")
+    return json.dumps(value)
 
 
 @server.tool(annotations=READ_ONLY)
