@@ -55,7 +55,11 @@ def echo_json(value: Any = None) -> str:
 async def hang() -> str:
     """Never answer."""
     _log("hang")
-    await anyio.sleep_forever()
+    try:
+        await anyio.sleep_forever()
+    except anyio.get_cancelled_exc_class():
+        _log("hang_cancelled")  # the client's notifications/cancelled (or this process stopping) ended the call
+        raise
     return "unreachable"
 
 
