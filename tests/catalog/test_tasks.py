@@ -134,6 +134,29 @@ def test_debounce_countdown_stays_below_the_visibility_timeout(settings):
     assert resync_debounce_seconds() < 3600
 
 
+def test_every_task_limit_retry_and_countdown_stays_below_the_visibility_timeout():
+    """F12: Redis hands an unacknowledged task to another worker once the visibility timeout passes, so each of
+    Scout's tasks must time out (soft, then hard) and each retry backoff or queued countdown must end before it."""
+    import governance.tasks  # noqa: F401  (each import registers its module's tasks with the app)
+    import search.tasks  # noqa: F401
+
+    visibility = django_settings.CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"]
+    conf = celery_app.conf
+    ours = {
+        name: task
+        for name, task in celery_app.tasks.items()
+        if name.split(".")[0] in ("catalog", "governance", "search")
+    }
+    assert {"catalog.tasks.sync_server", "search.tasks.reindex_tools", "governance.tasks.expire_approvals"} <= set(ours)
+    for name, task in ours.items():
+        soft = task.soft_time_limit or conf.task_soft_time_limit
+        hard = task.time_limit or conf.task_time_limit
+        assert soft and hard and soft < hard < visibility, (name, soft, hard, visibility)
+        if getattr(task, "autoretry_for", ()) and getattr(task, "retry_backoff", False):
+            assert getattr(task, "retry_backoff_max", 600) < visibility, name  # Celery's default cap: 600 s
+    assert 0 < django_settings.SCOUT_LEARNED_INDEX_INTERVAL < visibility  # the usage flush's countdown
+
+
 # --- a real worker ----------------------------------------------------------------------------------
 
 

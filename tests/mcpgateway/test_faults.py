@@ -82,6 +82,36 @@ def test_hanging_upstream_times_out_frees_its_slot_and_leaves_others_alone(gatew
     assert faulty_calls(faulty_call_log, "hang") == 1
 
 
+def _call_log(path: Any) -> list[tuple[str, str]]:
+    """The faulty server's call log as (pid, what) pairs, in order."""
+    return [tuple(line.split()) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.mark.parametrize("mode", PROTOCOL_MODES)
+def test_a_timed_out_call_is_cancelled_upstream_and_the_process_kept(gateway, token, settings, faulty_call_log, mode):
+    """F1: when a call times out the gateway tells the upstream (notifications/cancelled), which stops the tool's
+    work there; the same process, still running, answers the next call."""
+    settings.SCOUT_MCP_CALL_TIMEOUT = 1.0
+
+    async def main() -> Any:
+        async with mcp_client(gateway, token, mode=mode) as client:
+            await client.call_tool("execute_tool", {"tool_id": "faulty::ping"})  # the process started
+            hang = await client.call_tool("execute_tool", {"tool_id": "faulty::hang"})
+            for _ in range(300):  # the notice travels on its own after the timeout's answer: wait for it, bounded
+                if "hang_cancelled" in {what for _, what in _call_log(faulty_call_log)}:
+                    break
+                await anyio.sleep(0.1)
+            ping = await client.call_tool("execute_tool", {"tool_id": "faulty::ping"})
+            return hang, ping
+
+    hang, ping = run(main)
+    assert hang.is_error and hang.structured_content["upstream_failure"] == "timeout"
+    assert not ping.is_error
+    log = _call_log(faulty_call_log)
+    assert [what for _, what in log] == ["ping", "hang", "hang_cancelled", "ping"], log
+    assert len({pid for pid, _ in log}) == 1, log  # cancelled by the notice, not by a restart
+
+
 @pytest.mark.parametrize("mode", PROTOCOL_MODES)
 def test_a_timed_out_read_may_be_called_again_a_write_is_checked_first(gateway, admin_user, token, settings, mode):
     """A call that timed out may have run upstream. For a tool Scout classifies as a read that changed nothing, so

@@ -4,8 +4,10 @@ Every call is appended to the file named by FAULTY_CALL_LOG (one line per call) 
 many times the upstream really ran a tool.
 """
 
+import json
 import os
 import sys
+from typing import Any
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -43,10 +45,21 @@ def ping(text: str = "pong") -> str:
 
 
 @server.tool(annotations=READ_ONLY)
+def echo_json(value: Any = None) -> str:
+    """Answer with the JSON text of the value as this server received it (what a number became on the way)."""
+    _log("echo_json")
+    return json.dumps(value)
+
+
+@server.tool(annotations=READ_ONLY)
 async def hang() -> str:
     """Never answer."""
     _log("hang")
-    await anyio.sleep_forever()
+    try:
+        await anyio.sleep_forever()
+    except anyio.get_cancelled_exc_class():
+        _log("hang_cancelled")  # the client's notifications/cancelled (or this process stopping) ended the call
+        raise
     return "unreachable"
 
 
