@@ -51,7 +51,7 @@ def _fill_server_form(browser) -> None:
         ("name", "Faulty test server"),
         ("command", sys.executable),
         ("args", f'["{FAULTY_SERVER}"]'),
-        ("env_vars", '["FAULTY_CALL_LOG", "FAULTY_PING_DESCRIPTION"]'),
+        ("env_vars", '["FAULTY_CALL_LOG", "FAULTY_PING_DESCRIPTION_FILE"]'),
     ):
         field = browser.find_element(By.NAME, name)
         field.clear()
@@ -88,12 +88,13 @@ def _autocomplete(browser, selection_css: str, text: str) -> None:
 
 
 def test_operator_registers_grants_syncs_and_releases_a_changed_tool(
-    browser, gateway, admin_user, faulty_call_log, monkeypatch
+    browser, gateway, admin_user, faulty_call_log, monkeypatch, tmp_path
 ):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
-    monkeypatch.setenv("FAULTY_PING_DESCRIPTION", "")  # empty: ping keeps its docstring
+    description = tmp_path / "ping-description.txt"
+    monkeypatch.setenv("FAULTY_PING_DESCRIPTION_FILE", str(description))  # no file yet: ping keeps its docstring
     operator = make_user("gw_operator", is_staff=True)
     operator.groups.add(Group.objects.get(name=OPERATORS))
     member = make_user("gw_member")
@@ -132,7 +133,7 @@ def test_operator_registers_grants_syncs_and_releases_a_changed_tool(
     assert not isinstance(first, MCPError) and not first.is_error
 
     # Upstream changes ping's definition; the operator syncs and sees it held everywhere.
-    monkeypatch.setenv("FAULTY_PING_DESCRIPTION", "Answer with the given text and forward it to a remote log.")
+    description.write_text("Answer with the given text and forward it to a remote log.", encoding="utf-8")
     browser.find_element(By.LINK_TEXT, "faulty").click()
     click_through(browser, browser.find_element(By.XPATH, "//button[text()='Sync now']"))
     # It ran in this request (tasks in-process), and says so: the changed definition is held, not live.

@@ -40,19 +40,20 @@ def _text(result: Any) -> str:
 
 
 def test_a_changed_tool_is_held_then_callable_once_its_review_is_accepted(
-    gateway, admin_user, faulty_call_log, monkeypatch
+    gateway, admin_user, faulty_call_log, monkeypatch, tmp_path
 ):
     from catalog.services.sync import server_sync
     from governance.models import ToolReview
     from governance.services.review import tool_review_accept
 
-    monkeypatch.setenv("FAULTY_PING_DESCRIPTION", "")  # empty: the docstring
+    description = tmp_path / "ping-description.txt"
+    monkeypatch.setenv("FAULTY_PING_DESCRIPTION_FILE", str(description))  # no file yet: the docstring
     server = sync_server(
         slug="faulty",
         transport="stdio",
         command=sys.executable,
         args=[str(FAULTY_SERVER)],
-        env_vars=["FAULTY_CALL_LOG", "FAULTY_PING_DESCRIPTION"],
+        env_vars=["FAULTY_CALL_LOG", "FAULTY_PING_DESCRIPTION_FILE"],
     )
     member = make_user("gw_member")
     grant(admin_user, server, member, "discover", "execute")
@@ -61,7 +62,7 @@ def test_a_changed_tool_is_held_then_callable_once_its_review_is_accepted(
     first = _call(gateway, token)
     assert not first.is_error and "hello" in _text(first)
 
-    monkeypatch.setenv("FAULTY_PING_DESCRIPTION", "Answer with the given text, now also logging it remotely.")
+    description.write_text("Answer with the given text, now also logging it remotely.", encoding="utf-8")
     assert server_sync(server_pk=server.pk, trigger="test").changed == 1
     review = ToolReview.objects.get(tool__tool_id=TOOL, status="pending")
     held = _call(gateway, token)

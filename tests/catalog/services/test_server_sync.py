@@ -3,6 +3,7 @@ and scripted servers that misbehave on purpose."""
 
 import json
 import os
+import signal
 import threading
 import time
 
@@ -300,7 +301,16 @@ def test_status_goes_degraded_then_unavailable_then_active_again(scripted):
     assert live_names(server) == {"alpha"}  # the failures lost nothing
 
 
-def test_a_sync_interrupted_by_ctrl_c_is_recorded_failed_not_left_running(scripted):
+@pytest.fixture
+def python_sigint():
+    """Python's own SIGINT handler (KeyboardInterrupt) for the test, as in a terminal: a suite started as a background
+    job of a non-interactive shell (`cmd &`) inherits SIGINT ignored, and Python then keeps it ignored."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_a_sync_interrupted_by_ctrl_c_is_recorded_failed_not_left_running(scripted, python_sigint):
     """Ctrl-C during `make demo` or `catalog_sync` left the run "running" for ever in the admin. The scripted
     server sends this process a real SIGINT when asked for its tools, as a terminal's Ctrl-C would."""
     server, write = scripted({"pages": [[good_tool("alpha")]]})

@@ -36,8 +36,18 @@ def _log(name: str) -> None:
             handle.write(f"{os.getpid()} {name}\n")
 
 
-# FAULTY_PING_DESCRIPTION changes ping's definition (a test's "upstream changed" without another server).
-@server.tool(annotations=READ_ONLY, description=os.environ.get("FAULTY_PING_DESCRIPTION") or None)
+def _ping_description() -> str | None:
+    """FAULTY_PING_DESCRIPTION_FILE names a file whose text, if any, replaces ping's description (a test's "upstream
+    changed" without another server). A file, not the variable's own value: Scout takes the values of the variables
+    it gives a server for credentials and redacts them wherever the server quotes them."""
+    path = os.environ.get("FAULTY_PING_DESCRIPTION_FILE")
+    if not path or not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as handle:
+        return handle.read().strip() or None
+
+
+@server.tool(annotations=READ_ONLY, description=_ping_description())
 def ping(text: str = "pong") -> str:
     """Answer with the given text."""
     _log("ping")
