@@ -367,6 +367,10 @@ def test_a_document_quoting_the_services_credentials_never_stores_or_shows_them(
     list_pets["parameters"][1]["schema"]["default"] = key
     list_pets["parameters"][1]["schema"]["enum"].append(key)
     quoting["paths"]["/pets/{petId}/photo"]["post"]["operationId"] = f"uploadPhoto_{key}"  # refused: multipart
+    deep: list = [key]
+    for _ in range(700):  # an extension nested deeper than the call stack left to a walk that recursed
+        deep = [deep]
+    quoting["x-deep"] = deep
     pets.served_document = quoting
     server = _server(make_server, live.url, openapi_document="", openapi_url=f"{live.url}/openapi.json")
 
