@@ -58,16 +58,31 @@ def secrets_removed(text: str, secrets: tuple[str, ...]) -> str:
 
 
 def json_secrets_removed(value: Any, secrets: tuple[str, ...]) -> Any:
-    """``value`` (parsed JSON) with ``secrets_removed`` applied to every string, object keys included."""
+    """``value`` (parsed JSON) with ``secrets_removed`` applied to every string, object keys included. A walk
+    without recursion: a document holds JSON nested deeper than Python's call stack (an OpenAPI extension)."""
     if not secrets:
         return value
-    if isinstance(value, str):
-        return secrets_removed(value, secrets)
-    if isinstance(value, dict):
-        return {
-            secrets_removed(k, secrets) if isinstance(k, str) else k: json_secrets_removed(v, secrets)
-            for k, v in value.items()
-        }
-    if isinstance(value, list):
-        return [json_secrets_removed(item, secrets) for item in value]
-    return value
+
+    def cleaned(item: Any) -> Any:  # a string cleaned, a container as a new empty one (filled by the walk)
+        if isinstance(item, str):
+            return secrets_removed(item, secrets)
+        if isinstance(item, dict):
+            return {}
+        if isinstance(item, list):
+            return []
+        return item
+
+    root = cleaned(value)
+    stack: list[tuple[Any, Any]] = [(value, root)] if isinstance(root, dict | list) else []
+    while stack:
+        source, target = stack.pop()
+        pairs = source.items() if isinstance(source, dict) else enumerate(source)
+        for key, item in pairs:
+            copy = cleaned(item)
+            if isinstance(target, dict):
+                target[cleaned(key)] = copy
+            else:
+                target.append(copy)
+            if isinstance(copy, dict | list):
+                stack.append((item, copy))
+    return root

@@ -25,7 +25,7 @@ from openapi_spec_validator import validate as validate_spec
 from openapi_spec_validator.validation.exceptions import OpenAPISpecValidatorError
 
 from catalog.egress import EgressRefused, egress_check, same_origin
-from catalog.secrets import secrets_removed, server_secrets
+from catalog.secrets import json_secrets_removed, secrets_removed, server_secrets
 from catalog.upstream import UpstreamError, listing_cap_check, run_async, safe_url
 
 from .body import ACCEPTED_ENCODINGS, body_read
@@ -191,7 +191,10 @@ def openapi_document_load(server: Server) -> dict[str, Any]:
         openapi_document_validate(document)
     except ValueError as exc:
         raise _fail(server, f"malformed OpenAPI document: {exc}", "protocol") from exc
-    return document
+    # The document is fetched with the service's credentials and may quote them (a "try it" example filled in with
+    # the caller's key): its text becomes tools stored, indexed and served to callers, and refusals shown with the
+    # run. Never with a value Scout gave the service (``catalog.secrets``); a validated document shares no node.
+    return json_secrets_removed(document, server_secrets(server))
 
 
 def _remote_ref(node: Any, path: str = "#") -> str | None:

@@ -349,3 +349,45 @@ def test_a_document_of_more_operations_than_the_tool_cap_fails_without_changes(s
     assert run.status == SyncStatus.FAILED, run.error
     assert f"listed more than {settings.SCOUT_UPSTREAM_MAX_TOOLS} tools (SCOUT_UPSTREAM_MAX_TOOLS)" in run.error
     assert {tool.name: tool.definition_hash for tool in server.tools.live()} == before
+
+
+def test_a_document_quoting_the_services_credentials_never_stores_or_shows_them(service, make_server):
+    """T1/T14: Scout sends the service's credentials with the fetch of its document (same origin), and a service may
+    write them back into it (a "try it" example filled in with the caller's key, a parameter's default). A tool's
+    text is stored, indexed and served to every caller who may discover it, a refused operation is shown with the
+    run: neither may carry a value Scout gave the service."""
+    from catalog.models import SyncRun
+    from catalog.services.sync import server_openapi_preview
+
+    live, pets = service
+    token, key = "sync-test-token", "sync-test-key"
+    quoting = document()
+    list_pets = quoting["paths"]["/pets"]["get"]
+    list_pets["description"] = f"Try it: curl -H 'Authorization: Bearer {token}' '{live.url}/pets?api_key={key}'"
+    list_pets["parameters"][1]["schema"]["default"] = key
+    list_pets["parameters"][1]["schema"]["enum"].append(key)
+    quoting["paths"]["/pets/{petId}/photo"]["post"]["operationId"] = f"uploadPhoto_{key}"  # refused: multipart
+    deep: list = [key]
+    for _ in range(700):  # an extension nested deeper than the call stack left to a walk that recursed
+        deep = [deep]
+    quoting["x-deep"] = deep
+    pets.served_document = quoting
+    server = _server(make_server, live.url, openapi_document="", openapi_url=f"{live.url}/openapi.json")
+
+    run = server_sync(server_pk=server.pk)
+    definitions, rejections = server_openapi_preview(server=server)
+
+    assert run.status == SyncStatus.PARTIAL, run.error
+    assert pets.requests[0].headers["authorization"] == f"Bearer {token}"  # the service had them to quote
+    tool = Tool.objects.get(server=server, name="listPets")
+    assert tool.description.startswith("Try it: curl -H 'Authorization: Bearer [redacted]'")
+    assert tool.input_schema["properties"]["status"]["default"] == "[redacted]"
+    assert {r["name"] for r in SyncRun.objects.get(pk=run.pk).rejections} == {"uploadPhoto__redacted", "subscribe"}
+    stored = json.dumps(
+        [list(Tool.objects.values()), list(ToolRevision.objects.values()), list(SyncRun.objects.values())],
+        default=str,
+    )
+    shown = json.dumps([[d.__dict__ for d in definitions], rejections], default=str)
+    for secret in (token, key):
+        assert secret not in stored
+        assert secret not in shown
