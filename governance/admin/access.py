@@ -329,6 +329,15 @@ class CuratableFilter(admin.SimpleListFilter):
         return queryset
 
 
+def _shared_curation_note() -> str:
+    yours = reverse("admin:catalog_tool_changelist") + "?curate=yours"
+    return format_html(
+        "This tool's server is shared by every tenant: only a superuser curates its tools, since its words shape "
+        'every tenant\'s search. <a href="{}">Tools you may curate</a>.',
+        yours,
+    )
+
+
 class ToolAdmin(AccessAdminMixin, TenantScopedMixin, CatalogToolAdmin):
     """The tool page with its own access. An operator (who may grant but not curate) saves the access rows
     only: the curation fields are read-only for them and nothing else of the tool is written. Only tools of the
@@ -347,7 +356,10 @@ class ToolAdmin(AccessAdminMixin, TenantScopedMixin, CatalogToolAdmin):
         return super().has_change_permission(request)
 
     def has_change_permission(self, request, obj=None) -> bool:
-        return super().has_change_permission(request, obj) or any(map(request.user.has_perm, GRANT_PERMISSIONS))
+        if any(map(request.user.has_perm, GRANT_PERMISSIONS)):
+            return True
+        # A tool this curator may not curate is theirs to read: no Save button that would save nothing.
+        return super().has_change_permission(request, obj) and (obj is None or self._may_curate(request, obj))
 
     def get_readonly_fields(self, request, obj=None):
         fields = tuple(super().get_readonly_fields(request, obj))
@@ -364,6 +376,12 @@ class ToolAdmin(AccessAdminMixin, TenantScopedMixin, CatalogToolAdmin):
         # Read-only related tools would name every tenant's (the editable widget offers only the admin's servers'):
         # once there are tenants they are shown only to those who may edit them.
         fieldsets = super().get_fieldsets(request, obj)
+        if obj is not None and not self._may_curate(request, obj) and request.user.has_perm("catalog.change_tool"):
+            # A curator's read-only "-" with no reason was a dead end: say whose the curation is, and where theirs is.
+            fieldsets = [
+                (name, {**options, "description": _shared_curation_note()} if name == "Curation" else options)
+                for name, options in fieldsets
+            ]
         if obj is None or self._may_curate(request, obj) or shared_shaped_by(user=request.user):
             return fieldsets
         return [
