@@ -218,7 +218,14 @@ def role_panels(request: HttpRequest) -> dict[str, Any]:
         context["approver_unassigned"] = True
     if user.has_perm("catalog.change_server"):
         context["operator_panel"] = _operator_panel(user)
+        context["operator_panel"]["may_register"] = _may_register_server(request)
     return context
+
+
+def _may_register_server(request: HttpRequest) -> bool:
+    from catalog.models import Server
+
+    return admin.site.get_model_admin(Server).has_add_permission(request)
 
 
 def _managed_servers(user) -> Any:

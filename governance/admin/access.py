@@ -31,6 +31,7 @@ from ..models import (
 from ..selectors import (
     server_fields_locked,
     server_tenant_id,
+    servers_registrable_by,
     servers_shaped_by,
     servers_visible_to_operator,
     shared_shaped_by,
@@ -232,6 +233,11 @@ class ServerAdmin(AccessAdminMixin, CatalogServerAdmin):
         if not Tenant.objects.exists():
             inlines = [inline for inline in inlines if not isinstance(inline, ServerTenantInline)]
         return inlines
+
+    def has_add_permission(self, request) -> bool:
+        # Once there are tenants, an operator in none could fill the whole form and only then read "This field is
+        # required" under an empty tenant list: no server is theirs to register (the home says so and why).
+        return super().has_add_permission(request) and servers_registrable_by(user=request.user)
 
     def access_note(self, server: Server) -> str:
         # Read after the access sections were saved: a discover given on the form itself counts.
