@@ -262,6 +262,9 @@ def _curator_panel(user) -> dict[str, Any]:
 
     waiting = _workbench_waiting(user)
     return {
+        # Nothing of what follows is theirs to act on: say so once, and why, rather than leave it read as work.
+        "curates_nothing": not shaped.exists(),
+        "in_tenant": user.tenants.exists(),
         "learned_count": _learned_to_decide(user, shaped),
         "workbench": waiting,
         # 1129 waiting as "426 withheld · 444 low · 464 not followed" read as a miscount without a word why.
