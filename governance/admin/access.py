@@ -173,6 +173,9 @@ class ServerTenantInline(admin.StackedInline):
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         if db_field.name == "tenant" and not request.user.is_superuser:
             kwargs["queryset"] = Tenant.objects.filter(pk__in=request.user.tenants.values("pk"))
+            if kwargs["queryset"].count() == 1:
+                # Their only tenant, chosen: an empty choice they must not keep only led to "This field is required".
+                kwargs["empty_label"] = None
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def has_add_permission(self, request, obj=None) -> bool:
@@ -195,7 +198,13 @@ class ServerTenantInline(admin.StackedInline):
 
     def get_formset(self, request, obj=None, **kwargs):
         kwargs["validate_min"] = True
-        return super().get_formset(request, obj, **kwargs)
+        formset = super().get_formset(request, obj, **kwargs)
+        # Django's "Please submit at least 1 form." says nothing of what to do.
+        formset.default_error_messages = {
+            "too_few_forms": "Choose the tenant this server is for: only a superuser registers a server every "
+            "tenant shares."
+        }
+        return formset
 
 
 class AccessAdminMixin:
