@@ -363,12 +363,16 @@ class ToolAdmin(AccessAdminMixin, TenantScopedMixin, CatalogToolAdmin):
 
     def _may_curate(self, request, obj=None) -> bool:
         # A shared server's tools are every tenant's to search: curated by one who may shape what they share.
-        if (
-            obj is not None
-            and not Server.objects.filter(servers_shaped_by(user=request.user), pk=obj.server_id).exists()
-        ):
+        if obj is not None and not self._shapes_server(request, obj.server_id):
             return False
         return super().has_change_permission(request)
+
+    def _shapes_server(self, request, server_id: int) -> bool:
+        # Asked by every permission check of the page (Save buttons, inlines, fields): read once a request.
+        known = request.__dict__.setdefault("_scout_shaped_servers", {})
+        if server_id not in known:
+            known[server_id] = Server.objects.filter(servers_shaped_by(user=request.user), pk=server_id).exists()
+        return known[server_id]
 
     def has_change_permission(self, request, obj=None) -> bool:
         if any(map(request.user.has_perm, GRANT_PERMISSIONS)):
