@@ -3,21 +3,18 @@ of work: 1,129 requests to "attach each to the tool that should have served it" 
 then met refusals tool by tool (the demo's curator at a year's volume). The home now says so first, and why."""
 
 import pytest
-from django.contrib.auth.models import Group
 from django.urls import reverse
 
 from governance.models import ServerTenant
 from governance.roles import CURATORS
-from tests.governance.factories import ServerFactory, ToolFactory, tenant_with
+from tests.governance.factories import ServerFactory, ToolFactory, staff_in_role, tenant_with
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def curator(django_user_model):
-    person = django_user_model.objects.create_user(username="cur", is_staff=True)
-    person.groups.add(Group.objects.get(name=CURATORS))
-    return person
+def curator():
+    return staff_in_role("cur", CURATORS)
 
 
 def _home(client) -> str:

@@ -3,20 +3,17 @@ by every tenant, which only a superuser registers. The home offered "Register a 
 filled in, answered "This field is required" under an empty tenant list (the demo's operator at a year's volume)."""
 
 import pytest
-from django.contrib.auth.models import Group
 from django.urls import reverse
 
 from governance.roles import OPERATORS
-from tests.governance.factories import tenant_with
+from tests.governance.factories import staff_in_role, tenant_with
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def operator(django_user_model):
-    person = django_user_model.objects.create_user(username="op", is_staff=True)
-    person.groups.add(Group.objects.get(name=OPERATORS))
-    return person
+def operator():
+    return staff_in_role("op", OPERATORS)
 
 
 def test_an_operator_in_no_tenant_is_told_why_and_offered_no_dead_end(client, operator):
