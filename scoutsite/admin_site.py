@@ -218,7 +218,14 @@ def role_panels(request: HttpRequest) -> dict[str, Any]:
         context["approver_unassigned"] = True
     if user.has_perm("catalog.change_server"):
         context["operator_panel"] = _operator_panel(user)
+        context["operator_panel"]["may_register"] = _may_register_server(request)
     return context
+
+
+def _may_register_server(request: HttpRequest) -> bool:
+    from catalog.models import Server
+
+    return admin.site.get_model_admin(Server).has_add_permission(request)
 
 
 def _managed_servers(user) -> Any:
@@ -255,6 +262,9 @@ def _curator_panel(user) -> dict[str, Any]:
 
     waiting = _workbench_waiting(user)
     return {
+        # Nothing of what follows is theirs to act on: say so once, and why, rather than leave it read as work.
+        "curates_nothing": not shaped.exists(),
+        "in_tenant": user.tenants.exists(),
         "learned_count": _learned_to_decide(user, shaped),
         "workbench": waiting,
         # 1129 waiting as "426 withheld · 444 low · 464 not followed" read as a miscount without a word why.

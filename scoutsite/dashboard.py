@@ -76,7 +76,6 @@ def dashboard_figures(*, window: Window, now: datetime | None = None, user=None)
     ``user``: whose view (Z12): searches, executions, servers, syncs and approvals that are shared or of the
     person's tenants; without a ``user``, or for a superuser, the whole install."""
     from catalog.models import Server, SyncRun
-    from governance.choices import ApprovalStatus
     from governance.models import AuditEvent
     from governance.principals import principal_for_user
     from governance.selectors import audit_events_visible_to, servers_visible_to_operator
@@ -138,8 +137,28 @@ def dashboard_figures(*, window: Window, now: datetime | None = None, user=None)
         "failures_by_server": failures_by_server.most_common(10),
         "syncs": dict(sorted(syncs.items())),
         "servers": dict(Counter(managed.values_list("status", flat=True))),
-        "pending_approvals": approvals.filter(status=ApprovalStatus.PENDING).count(),
+        "pending_approvals": len(_waiting_approval_pks(approvals, now)[0]),
     }
+
+
+def _waiting_approval_pks(approvals: QuerySet, now: datetime) -> tuple[list[int], int]:
+    """The pks of ``approvals`` that wait for a decision, oldest first: pending, unexpired and still usable
+    (``approval_requests_usable``: the approvers' inbox counts the same), and how many other pending ones wait for
+    no one (expired, or their requester lost access: an approval could never run). Counted as all pending, the
+    tile said 224 waiting, naming the approver, while that approver's inbox said 0 (a year's volume)."""
+    from governance.choices import ApprovalStatus
+    from governance.selectors import approval_requests_usable
+
+    pending = approvals.filter(status=ApprovalStatus.PENDING)
+    rows = list(
+        pending.filter(expires_at__gt=now)
+        .select_related("requester")
+        .only("token", "tool", "requester", "created_at")
+        .order_by("created_at", "pk")
+    )
+    usable = approval_requests_usable(requests=rows, cached=True)
+    waiting = [row.pk for row in rows if row.pk in usable]
+    return waiting, pending.count() - len(waiting)
 
 
 def _approvals_seen_by(user):
@@ -239,14 +258,14 @@ def dashboard_view(request: HttpRequest) -> HttpResponse:
 WAITING_PAGE_SIZE = 100
 
 
-def pending_approvals(request: HttpRequest) -> QuerySet:
-    """The pending requests the dashboard counts, oldest first, with their people as this person may see them."""
-    from governance.choices import ApprovalStatus
+def pending_approvals(request: HttpRequest, pks: list[int]) -> list:
+    """The requests ``pks`` (of those the dashboard counts), oldest first, with their people as this person may
+    see them."""
     from governance.selectors import with_approval_people_shown
 
-    pending = _approvals_seen_by(request.user).filter(status=ApprovalStatus.PENDING)
-    requests = with_approval_people_shown(pending, viewer=request.user).select_related("tool__server__tenancy")
-    return requests.order_by("created_at", "pk")
+    requests = _approvals_seen_by(request.user).filter(pk__in=pks)
+    shown = with_approval_people_shown(requests, viewer=request.user).select_related("tool__server__tenancy")
+    return list(shown.order_by("created_at", "pk"))
 
 
 def pending_approval_rows(request: HttpRequest, requests: list) -> list[dict]:
@@ -291,13 +310,15 @@ def dashboard_approvals_view(request: HttpRequest) -> HttpResponse:
     _check(request)
     if not request.user.has_perm(WAITING_APPROVALS_PERMISSION):
         raise PermissionDenied
-    page = Paginator(pending_approvals(request), WAITING_PAGE_SIZE).get_page(request.GET.get("page"))
+    now = timezone.now()
+    waiting, waiting_for_no_one = _waiting_approval_pks(_approvals_seen_by(request.user), now)
+    page = Paginator(waiting, WAITING_PAGE_SIZE).get_page(request.GET.get("page"))
     context = {
         **admin.site.each_context(request),
         "title": "Approvals waiting",
-        "rows": pending_approval_rows(request, list(page.object_list)),
+        "rows": pending_approval_rows(request, pending_approvals(request, list(page.object_list))),
         "page": page,
-        "now": timezone.now(),
+        "waiting_for_no_one": waiting_for_no_one,
     }
     return render(request, "admin/dashboard_approvals.html", context)
 

@@ -31,6 +31,7 @@ from ..models import (
 from ..selectors import (
     server_fields_locked,
     server_tenant_id,
+    servers_registrable_by,
     servers_shaped_by,
     servers_visible_to_operator,
     shared_shaped_by,
@@ -172,6 +173,9 @@ class ServerTenantInline(admin.StackedInline):
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         if db_field.name == "tenant" and not request.user.is_superuser:
             kwargs["queryset"] = Tenant.objects.filter(pk__in=request.user.tenants.values("pk"))
+            if kwargs["queryset"].count() == 1:
+                # Their only tenant, chosen: an empty choice they must not keep only led to "This field is required".
+                kwargs["empty_label"] = None
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def has_add_permission(self, request, obj=None) -> bool:
@@ -194,7 +198,13 @@ class ServerTenantInline(admin.StackedInline):
 
     def get_formset(self, request, obj=None, **kwargs):
         kwargs["validate_min"] = True
-        return super().get_formset(request, obj, **kwargs)
+        formset = super().get_formset(request, obj, **kwargs)
+        # Django's "Please submit at least 1 form." says nothing of what to do.
+        formset.default_error_messages = {
+            "too_few_forms": "Choose the tenant this server is for: only a superuser registers a server every "
+            "tenant shares."
+        }
+        return formset
 
 
 class AccessAdminMixin:
@@ -232,6 +242,11 @@ class ServerAdmin(AccessAdminMixin, CatalogServerAdmin):
         if not Tenant.objects.exists():
             inlines = [inline for inline in inlines if not isinstance(inline, ServerTenantInline)]
         return inlines
+
+    def has_add_permission(self, request) -> bool:
+        # Once there are tenants, an operator in none could fill the whole form and only then read "This field is
+        # required" under an empty tenant list: no server is theirs to register (the home says so and why).
+        return super().has_add_permission(request) and servers_registrable_by(user=request.user)
 
     def access_note(self, server: Server) -> str:
         # Read after the access sections were saved: a discover given on the form itself counts.
@@ -329,6 +344,15 @@ class CuratableFilter(admin.SimpleListFilter):
         return queryset
 
 
+def _shared_curation_note() -> str:
+    yours = reverse("admin:catalog_tool_changelist") + "?curate=yours"
+    return format_html(
+        "This tool's server is shared by every tenant: only a superuser curates its tools, since its words shape "
+        'every tenant\'s search. <a href="{}">Tools you may curate</a>.',
+        yours,
+    )
+
+
 class ToolAdmin(AccessAdminMixin, TenantScopedMixin, CatalogToolAdmin):
     """The tool page with its own access. An operator (who may grant but not curate) saves the access rows
     only: the curation fields are read-only for them and nothing else of the tool is written. Only tools of the
@@ -339,15 +363,22 @@ class ToolAdmin(AccessAdminMixin, TenantScopedMixin, CatalogToolAdmin):
 
     def _may_curate(self, request, obj=None) -> bool:
         # A shared server's tools are every tenant's to search: curated by one who may shape what they share.
-        if (
-            obj is not None
-            and not Server.objects.filter(servers_shaped_by(user=request.user), pk=obj.server_id).exists()
-        ):
+        if obj is not None and not self._shapes_server(request, obj.server_id):
             return False
         return super().has_change_permission(request)
 
+    def _shapes_server(self, request, server_id: int) -> bool:
+        # Asked by every permission check of the page (Save buttons, inlines, fields): read once a request.
+        known = request.__dict__.setdefault("_scout_shaped_servers", {})
+        if server_id not in known:
+            known[server_id] = Server.objects.filter(servers_shaped_by(user=request.user), pk=server_id).exists()
+        return known[server_id]
+
     def has_change_permission(self, request, obj=None) -> bool:
-        return super().has_change_permission(request, obj) or any(map(request.user.has_perm, GRANT_PERMISSIONS))
+        if any(map(request.user.has_perm, GRANT_PERMISSIONS)):
+            return True
+        # A tool this curator may not curate is theirs to read: no Save button that would save nothing.
+        return super().has_change_permission(request, obj) and (obj is None or self._may_curate(request, obj))
 
     def get_readonly_fields(self, request, obj=None):
         fields = tuple(super().get_readonly_fields(request, obj))
@@ -364,6 +395,12 @@ class ToolAdmin(AccessAdminMixin, TenantScopedMixin, CatalogToolAdmin):
         # Read-only related tools would name every tenant's (the editable widget offers only the admin's servers'):
         # once there are tenants they are shown only to those who may edit them.
         fieldsets = super().get_fieldsets(request, obj)
+        if obj is not None and not self._may_curate(request, obj) and request.user.has_perm("catalog.change_tool"):
+            # A curator's read-only "-" with no reason was a dead end: say whose the curation is, and where theirs is.
+            fieldsets = [
+                (name, {**options, "description": _shared_curation_note()} if name == "Curation" else options)
+                for name, options in fieldsets
+            ]
         if obj is None or self._may_curate(request, obj) or shared_shaped_by(user=request.user):
             return fieldsets
         return [

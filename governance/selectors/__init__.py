@@ -50,6 +50,7 @@ from .tenants import (
     server_fields_locked,
     server_tenant_id,
     server_tenant_q,
+    servers_registrable_by,
     shared_shaped_by,
     tenant_q,
 )
@@ -90,6 +91,7 @@ __all__ = [
     "person_shown",
     "person_visible_to",
     "server_fields_locked",
+    "servers_registrable_by",
     "server_tenant_id",
     "server_tenant_q",
     "servers_shaped_by",

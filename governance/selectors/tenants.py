@@ -69,6 +69,13 @@ def shared_shaped_by(*, user: AbstractBaseUser) -> bool:
     return install_wide_visible_to(user=user)
 
 
+def servers_registrable_by(*, user: AbstractBaseUser) -> bool:
+    """Whether ``user`` may register a server at all: one who may shape what every tenant shares
+    (``shared_shaped_by``), or a member of a tenant (their new server is that tenant's). Anyone else, once the
+    install has tenants, has no tenant to give it and may not share it with every tenant."""
+    return shared_shaped_by(user=user) or user.tenants.exists()
+
+
 def server_fields_locked(*, user: AbstractBaseUser, server: Server | None) -> frozenset[str]:
     """The fields of ``server`` (None: a new one) that ``user`` may not set. Once an install has tenants, only a
     superuser names environment variables and commands: the gateway's processes serve every tenant and hold every

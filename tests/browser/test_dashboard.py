@@ -63,11 +63,14 @@ def test_operator_opens_the_pending_approvals_count_and_reaches_the_server_to_gr
     from governance.principals import principal_for_user
     from governance.roles import OPERATORS
     from governance.services.approvals import approval_request_create
+    from governance.services.permissions import permission_grant
     from tests.governance.factories import ServerFactory, ToolFactory
 
     operator = django_user_model.objects.create_user(username="operator", password="pw-operator-123", is_staff=True)
     operator.groups.add(Group.objects.get(name=OPERATORS))
     tool = ToolFactory(server=ServerFactory(slug="billing"), name="refund", annotations=None)
+    for action in ("discover", "execute"):  # one who may call it: a request of anyone else waits for no one
+        permission_grant(actor=superuser, target=tool, action=action, holder=member)
     waiting = approval_request_create(principal=principal_for_user(member), tool=tool, arguments={"amount": 5})
 
     admin_login(browser, live_server.url, "operator", "pw-operator-123")

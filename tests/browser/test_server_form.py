@@ -73,3 +73,48 @@ def test_a_tenant_operator_opens_the_form_on_a_transport_they_can_add(browser, l
     assert _shown(browser, "url") and browser.find_element(By.NAME, "url").is_enabled()
     assert not _shown(browser, "command")
     screenshot(browser, "server-form-tenant-operator")
+
+
+def test_a_tenant_operator_registers_a_server_without_choosing_their_only_tenant(
+    browser, live_server, django_user_model, settings
+):
+    """The tenant section offered an empty choice first: an operator of one tenant who filled the form and saved read
+    "Please submit at least 1 form" and "This field is required" under it (a year's volume, tenant-0's operator).
+    Their only tenant is now the choice, and the server saves as theirs; an operator of several tenants who leaves it
+    empty is told what to choose."""
+    from django.contrib.auth.models import Group
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    from catalog.models import Server
+    from governance.roles import OPERATORS
+    from tests.governance.factories import tenant_with
+
+    settings.SCOUT_UPSTREAM_ALLOWED_HOSTS = ["mcp.example.com"]
+    operator = django_user_model.objects.create_user(username="op-a", password="pw-op-a-123", is_staff=True)
+    operator.groups.add(Group.objects.get(name=OPERATORS))
+    tenant = tenant_with("tenant-a", operator)
+    tenant_with("tenant-b")  # another tenant, not theirs: not offered
+    admin_login(browser, live_server.url, "op-a", "pw-op-a-123")
+    browser.get(f"{live_server.url}/admin/catalog/server/add/")
+    choice = Select(browser.find_element(By.NAME, "tenancy-0-tenant"))
+    assert [option.text for option in choice.options] == ["tenant-a"]
+    browser.find_element(By.NAME, "name").send_keys("Payments")
+    browser.find_element(By.NAME, "url").send_keys("https://mcp.example.com/mcp")
+    click_through(browser, browser.find_element(By.NAME, "_save"))
+    assert "/admin/catalog/server/add/" not in browser.current_url, browser.find_element(By.ID, "content").text
+    screenshot(browser, "server-form-tenant-operator-saved")
+    assert Server.objects.get(slug="payments").tenancy.tenant == tenant
+
+    tenant_with("tenant-c", operator)  # now of two tenants: they choose, and are told so when they do not
+    browser.get(f"{live_server.url}/admin/catalog/server/add/")
+    assert [option.text for option in Select(browser.find_element(By.NAME, "tenancy-0-tenant")).options] == [
+        "---------", "tenant-a", "tenant-c",
+    ]  # fmt: skip
+    browser.find_element(By.NAME, "name").send_keys("Ledger")
+    browser.find_element(By.NAME, "url").send_keys("https://mcp.example.com/ledger")
+    click_through(browser, browser.find_element(By.NAME, "_save"))
+    assert "Choose the tenant this server is for" in browser.find_element(By.ID, "content").text
+    assert "Please submit at least" not in browser.find_element(By.ID, "content").text
+    screenshot(browser, "server-form-tenant-operator-choose")
+    assert not Server.objects.filter(slug="ledger").exists()

@@ -85,6 +85,13 @@ def in_days(days: float):
     return timezone.now() + timedelta(days=days)
 
 
+def staff_in_role(username: str, role: str):
+    """A staff member in the preset role group ``role`` (governance.roles), in no tenant."""
+    user = UserFactory(username=username, is_staff=True)
+    user.groups.add(Group.objects.get(name=role))
+    return user
+
+
 def tenant_with(slug: str, *members) -> Tenant:
     """A tenant (created once per slug) with ``members`` added."""
     tenant, _ = Tenant.objects.get_or_create(slug=slug, defaults={"name": slug.title()})

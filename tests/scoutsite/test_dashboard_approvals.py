@@ -4,6 +4,7 @@ counted, without their arguments, each with who may decide it, and "No one" wher
 import re
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.urls import reverse
 
@@ -35,8 +36,19 @@ def operator(django_user_model):
     return user
 
 
-def _ask(user, tool):
-    return approval_request_create(principal=principal_for_user(user), tool=tool, arguments={"cmd": SECRET_ARGUMENT})
+def _may_call(user, tool) -> None:
+    """``user`` may call ``tool``: a request of one who may not waits for no one (no approval of it could run)."""
+    granter = get_user_model().objects.filter(username="granter").first() or get_user_model().objects.create_superuser(
+        username="granter", email=None, password=None
+    )
+    for action in ("discover", "execute"):
+        permission_grant(actor=granter, target=tool, action=action, holder=user)
+
+
+def _ask(user, tool, **arguments):
+    _may_call(user, tool)
+    arguments = arguments or {"cmd": SECRET_ARGUMENT}
+    return approval_request_create(principal=principal_for_user(user), tool=tool, arguments=arguments)
 
 
 def test_operator_opens_the_count_and_sees_who_may_decide_each_request(client, operator, superuser, member, approver):
@@ -91,6 +103,7 @@ def test_the_waiting_list_reads_the_same_number_of_queries_for_more_calls_of_one
     permission_grant(actor=superuser, target=tool.server, action="approve", holder=approver)
     client.force_login(operator)
     principal = principal_for_user(member)
+    _may_call(member, tool)
     for n in range(2):
         approval_request_create(principal=principal, tool=tool, arguments={"n": n})
     client.get(reverse("dashboard_approvals"))  # caches warm, as for every later visit
@@ -120,6 +133,7 @@ def test_the_waiting_list_reads_the_same_number_of_queries_for_more_tools_waitin
         client.get(reverse("dashboard_approvals"))
     for n in range(2, 10):
         last = _ask(member, ToolFactory(server=server, name=f"delete_{n}", annotations=None))
+    client.get(reverse("dashboard_approvals"))  # the grants made a new visibility version: warm its caches too
     with CaptureQueriesContext(connection) as more:
         html = client.get(reverse("dashboard_approvals")).content.decode()
     assert html.count("<tr data-approval-id=") == 10 and "approver" in _row(html, last.approval_id)
@@ -135,9 +149,7 @@ def test_a_long_backlog_is_shown_a_page_at_a_time_oldest_first(client, operator,
 
     monkeypatch.setattr(dashboard, "WAITING_PAGE_SIZE", 2)
     tool = ToolFactory(server=ServerFactory(slug="github"), name="delete_repo", annotations=None)
-    asked = [
-        approval_request_create(principal=principal_for_user(member), tool=tool, arguments={"n": n}) for n in range(5)
-    ]
+    asked = [_ask(member, tool, n=n) for n in range(5)]
     client.force_login(operator)
     shown = []
     for page, says in ((1, "1–2 of 5 waiting"), (2, "3–4 of 5 waiting"), (3, "5–5 of 5 waiting")):
@@ -148,3 +160,40 @@ def test_a_long_backlog_is_shown_a_page_at_a_time_oldest_first(client, operator,
     first = client.get(reverse("dashboard_approvals")).content.decode()
     assert 'rel="next"' in first and 'rel="prev"' not in first
     assert re.findall(r'<tr data-approval-id="([^"]+)">', first) == shown[0]
+
+
+def test_requests_that_wait_for_no_one_are_not_counted_as_waiting(
+    client, operator, superuser, member, outsider, approver
+):
+    """The tile counted every pending request: 224 waiting at a year's volume, naming the approver, while that
+    approver's inbox said 0 (their requesters had lost access). It now counts what the approvers' badge counts, and
+    the list says how many pending requests wait for no one and why."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    tool = ToolFactory(server=ServerFactory(slug="github"), name="delete_repo", annotations=None)
+    permission_grant(actor=superuser, target=tool.server, action="approve", holder=approver)
+    waiting = _ask(member, tool)
+    callers = Group.objects.create(name="callers")
+    for action in ("discover", "execute"):
+        permission_grant(actor=superuser, target=tool, action=action, holder=callers)
+    outsider.groups.add(callers)
+    lost = approval_request_create(principal=principal_for_user(outsider), tool=tool, arguments={"n": 1})
+    outsider.groups.remove(callers)  # lost access by leaving a group: the request stays pending, unusable
+    expired = _ask(member, tool, n=2)
+    expired.expires_at = timezone.now() - timedelta(minutes=1)
+    expired.save(update_fields=["expires_at"])
+
+    client.force_login(operator)
+    tile = re.search(
+        r'id="tile-pending-approvals"><a href="[^"]+">(\d+)</a>', client.get("/admin/dashboard/").content.decode()
+    )
+    assert tile.group(1) == "1"
+    html = client.get(reverse("dashboard_approvals")).content.decode()
+    assert re.findall(r'<tr data-approval-id="([^"]+)">', html) == [waiting.approval_id]
+    assert lost.approval_id not in html and expired.approval_id not in html
+    assert "2 more pending requests wait for no one" in " ".join(html.split())
+
+    client.force_login(approver)
+    assert "Approvals waiting: <strong>1</strong>" in client.get(reverse("admin:index")).content.decode()

@@ -65,6 +65,7 @@ def test_a_shared_tools_page_names_no_other_tenants_related_tool_and_keeps_it(cl
     client.force_login(people["cobb-b"])
     page = client.get(reverse("admin:catalog_tool_change", args=[shared.pk])).content.decode()
     assert "alpha" not in page
-    # Tenant B's curator saves the shared tool's page (its access, say): nothing of its curation changes.
-    assert _curate(client, shared, []).status_code == 302
+    # Tenant B's curator may not save the shared tool's page (a curator grants no access, and curates no shared
+    # tool): refused, and nothing of its curation changes.
+    assert _curate(client, shared, []).status_code == 403
     assert set(shared.related_tools.all()) == {tools["alpha-srv"], tools["bravo-srv"]}

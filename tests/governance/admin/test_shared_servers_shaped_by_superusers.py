@@ -147,6 +147,28 @@ def test_a_tenant_curator_does_not_curate_a_shared_tool(client, curator_a, share
     assert own.status_code == 200, own.text
 
 
+def test_a_tenant_curator_reads_why_a_shared_tools_curation_is_not_theirs(client, curator_a, shared):
+    """A curator opening a shared tool saw its curation as read-only dashes under a Save button that saved nothing
+    (every tool of a year's volume, for a curator in no tenant): the page now says whose it is and links the tools
+    they may curate, and offers no Save; their own tenant's tool keeps both the form and the button."""
+    tool = ToolFactory(server=shared, name="lookup", purpose="looks things up")
+    own_server = ServerFactory(slug="own-srv")
+    ServerTenant.objects.create(server=own_server, tenant=curator_a.tenants.get())
+    own_tool = ToolFactory(server=own_server, name="own", purpose="theirs")
+    client.force_login(curator_a)
+
+    html = client.get(reverse("admin:catalog_tool_change", args=[tool.pk])).content.decode()
+    assert "only a superuser curates its tools" in html
+    assert f'<a href="{reverse("admin:catalog_tool_changelist")}?curate=yours">Tools you may curate</a>' in html
+    assert 'name="_save"' not in html and 'name="purpose"' not in html
+    assert client.post(reverse("admin:catalog_tool_change", args=[tool.pk]), {"purpose": "x"}).status_code == 403
+    listed = client.get(reverse("admin:catalog_tool_changelist"), {"curate": "yours"}).content.decode()
+    assert "own-srv::own" in listed and "shared-srv::lookup" not in listed  # where the link leads
+
+    own = client.get(reverse("admin:catalog_tool_change", args=[own_tool.pk])).content.decode()
+    assert 'name="_save"' in own and 'name="purpose"' in own and "only a superuser curates" not in own
+
+
 def test_a_tenant_operator_does_not_rewrite_a_shared_openapi_document(client, operator_a):
     from catalog.services.openapi_documents import server_openapi_document_get, server_openapi_document_set
 
