@@ -283,9 +283,9 @@ def approval_decide(
     reason = (reason or "").strip()[:MAX_REASON_CHARS]
     if approver.pk == request.requester_id or f"user:{approver.get_username()}" in request.delegation_chain:
         raise ApprovalError("self_approval", "You cannot decide on your own request")
-    if not approval_requests_for_approver(user=approver).filter(pk=request.pk).exists():
-        # Not in the approver's inbox: no approve grant someone else made on the tool, or another tenant's
-        # request (Z12).
+    if not approval_requests_for_approver(user=approver, principal=principal).filter(pk=request.pk).exists():
+        # Not in the inbox of the approver as they decide (their token's tenant, servers and agents): no approve
+        # grant someone else made on the tool, another tenant's request (Z12), or beyond the token (Z8).
         if user_approves_only_by_own_grant(user=approver, tool=request.tool):
             raise ApprovalError(
                 "forbidden", "Your approve right here is a grant you made yourself: another person must grant it"
