@@ -185,6 +185,7 @@ def approval_requests_waiting_for(*, user: AbstractBaseUser) -> list[ApprovalReq
         _approvable_requests(user, principal_for_user(user))
         .filter(status=ApprovalStatus.PENDING, expires_at__gt=timezone.now())
         .exclude(requester=user)
+        .exclude(token__created_by=user)  # a token they issued for someone else: the call may be theirs
         .select_related("requester")
         .only("token", "tool", "requester", "risk_class", "created_at")  # every pending one is read: no more
         .order_by("-created_at", "-id")

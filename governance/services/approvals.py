@@ -281,7 +281,7 @@ def approval_decide(
     trail (an API token's principal names the token and agent); None for the admin. Raises ApprovalError
     (forbidden, self_approval, reason_required, not_pending, expired)."""
     reason = (reason or "").strip()[:MAX_REASON_CHARS]
-    if approver.pk == request.requester_id or f"user:{approver.get_username()}" in request.delegation_chain:
+    if _asked_by(request, approver):
         raise ApprovalError("self_approval", "You cannot decide on your own request")
     if not approval_requests_for_approver(user=approver, principal=principal).filter(pk=request.pk).exists():
         # Not in the inbox of the approver as they decide (their token's tenant, servers and agents): no approve
@@ -326,6 +326,14 @@ def approval_decide(
             payload={"requester": request.requester.get_username(), "reason": reason},
         )
     return request
+
+
+def _asked_by(request: ApprovalRequest, person: AbstractBaseUser) -> bool:
+    """Whether ``person`` asked for ``request``: its requester, in its delegation chain, or whoever issued the token
+    it came with for someone else (a superuser, who was shown its raw value: the call may be theirs, T5)."""
+    if person.pk == request.requester_id or f"user:{person.get_username()}" in request.delegation_chain:
+        return True
+    return request.token_id is not None and request.token.created_by_id == person.pk
 
 
 def _expire(request: ApprovalRequest) -> None:
