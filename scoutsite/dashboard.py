@@ -280,11 +280,11 @@ def pending_approval_rows(request: HttpRequest, requests: list) -> list[dict]:
 
     user = request.user
     tool_urls = admin_urls_for(request, [approval.tool for approval in requests])
-    # Who may decide depends on the tool, the requester and the tenant only: one look-up for each such triple
-    # (an agent's repeated calls share one), and one query naming everyone found, not one per row.
+    # Who may decide depends on the tool, the requester, the tenant and the token (whoever issued it may not) only:
+    # one look-up for each (an agent's repeated calls share one), and one query naming everyone found, not one per row.
     first: dict[tuple, ApprovalRequest] = {}
     for approval in requests:
-        first.setdefault((approval.tool_id, approval.requester_id, approval.tenant_id), approval)
+        first.setdefault((approval.tool_id, approval.requester_id, approval.tenant_id, approval.token_id), approval)
     found = approvers_for_many(requests=list(first.values()))
     deciders = {key: found[approval.pk] for key, approval in first.items()}
     everyone = {person.pk for people in deciders.values() for person in people}
@@ -292,7 +292,7 @@ def pending_approval_rows(request: HttpRequest, requests: list) -> list[dict]:
     names = dict(visible.values_list("pk", "username"))
     rows = []
     for approval in requests:
-        people = deciders[(approval.tool_id, approval.requester_id, approval.tenant_id)]
+        people = deciders[(approval.tool_id, approval.requester_id, approval.tenant_id, approval.token_id)]
         named = sorted(names[person.pk] for person in people if person.pk in names)
         tool: Tool = approval.tool
         rows.append({

@@ -387,6 +387,10 @@ SCOUT_APPROVAL_WEBHOOK_ALLOW_HTTP = env_bool("SCOUT_APPROVAL_WEBHOOK_ALLOW_HTTP"
 # is refused at once with that denial instead of opening a new request: a looping agent cannot spam approvers.
 # 0 turns it off.
 SCOUT_APPROVAL_DENIAL_WINDOW = env_int("SCOUT_APPROVAL_DENIAL_WINDOW", 3600)
+# How many approval requests one person (all their tokens and agents) keeps waiting at once: past it no new one is
+# opened (each is a row in every approver's inbox, a mail to each and a webhook call) until one is decided or
+# expires. 0: no limit.
+SCOUT_APPROVAL_MAX_PENDING_PER_PERSON = env_int("SCOUT_APPROVAL_MAX_PENDING_PER_PERSON", 20)
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
 EMAIL_PORT = env_int("EMAIL_PORT", 25)

@@ -30,6 +30,7 @@ from governance.models import ApprovalRequest
 from governance.selectors import (
     install_wide_visible_to,
     person_shown,
+    person_visible_to,
     servers_shaped_by,
     servers_visible_to_operator,
 )
@@ -140,7 +141,8 @@ class QueryLogEntryAdmin(ReadOnlyAdmin, admin.ModelAdmin[QueryLogEntry]):
     list_display_links = ("when",)
     list_filter = ("confidence", "degraded", "backend", "client", ReturnedToolFilter)
     search_fields = ("query",)
-    hidden_lookups = ("user", "principal_key")  # who asked is read masked, the key not at all: no lookups (Z12)
+    # Who asked is read masked, the keys not at all: no lookups (Z12). A token reference groups one person's searches.
+    hidden_lookups = ("user", "principal_key", "token_ref")
     date_hierarchy = "created_at"
     show_full_result_count = False
     # Who asked is named only where the reader may see them: a tenant-less token's search is shared, its person
@@ -148,7 +150,9 @@ class QueryLogEntryAdmin(ReadOnlyAdmin, admin.ModelAdmin[QueryLogEntry]):
     # The returned tools as a ranked table (each linked where the reader may open it, with the calls that followed),
     # not the logged JSON.
     readonly_fields = [
-        {"user": "asker", "results": "ranked_tools", "degraded": "degraded_answer"}.get(f.name, f.name)
+        {"user": "asker", "token_ref": "token", "results": "ranked_tools", "degraded": "degraded_answer"}.get(
+            f.name, f.name
+        )
         for f in QueryLogEntry._meta.fields
         if f.name != "principal_key"
     ]
@@ -157,7 +161,10 @@ class QueryLogEntryAdmin(ReadOnlyAdmin, admin.ModelAdmin[QueryLogEntry]):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[QueryLogEntry]:
         visible = query_log_visible_to(user=request.user)  # other tenants' requests are theirs (Z12)
-        return visible.annotate(asker=person_shown(viewer=request.user, field="user", name="user__username"))
+        return visible.annotate(
+            asker=person_shown(viewer=request.user, field="user", name="user__username"),
+            asker_visible=person_visible_to(viewer=request.user, field="user", empty=True),
+        )
 
     list_title = "Query log — what agents searched for (the search workbench groups those that need a curator)"
 
@@ -248,6 +255,10 @@ class QueryLogEntryAdmin(ReadOnlyAdmin, admin.ModelAdmin[QueryLogEntry]):
     @admin.display(description="user", ordering="asker")
     def asker(self, obj: QueryLogEntry) -> str:
         return obj.asker or "-"
+
+    @admin.display(description="token")
+    def token(self, obj: QueryLogEntry) -> str:
+        return (obj.token_ref if obj.asker_visible else "") or "-"  # a masked person's token is named nowhere (Z12)
 
     @admin.display(description="request")
     def query_short(self, obj: QueryLogEntry) -> str:

@@ -81,7 +81,8 @@ class ApprovalRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmi
     list_per_page = 50
     # Z12: no other tenant's name. The reason finds a past decision by what it said ("freeze", "customer data").
     search_fields = ("approval_id", "tool__tool_id", "requester_shown", "agent_shown", "decision_reason")
-    hidden_lookups = ("agent", "requester", "decided_by")  # read masked: no ?agent__startswith=, ?requester=17
+    # Read masked: no ?agent__startswith=, ?requester=17, nor the token that groups a masked person's requests (Z12).
+    hidden_lookups = ("agent", "requester", "decided_by", "token", "token_ref")
     readonly_fields = (
         "approval_id",
         "status",
@@ -149,7 +150,7 @@ class ApprovalRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmi
             f"human subject: {obj.requester_shown}",
             f"agent: {obj.agent_shown or '-'}",
             f"tenant: {obj.tenant or '-'}",
-            f"token: {obj.token_ref or '-'}",
+            f"token: {(obj.token_ref if obj.requester_visible else '') or '-'}",
             f"delegation chain: {' > '.join(chain) or '-'}",
             f"server: {obj.tool.server.slug} ({obj.tool.server.environment})",
             f"trace id: {obj.trace_id or '-'}",

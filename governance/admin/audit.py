@@ -80,6 +80,20 @@ class VisiblePersonFilter(admin.RelatedOnlyFieldListFilter):
         return filtered.filter(subject_visible=True) if self.used_parameters else filtered
 
 
+class VisibleTokenFilter(admin.SimpleListFilter):
+    """``?token_ref=tok-<id>`` (the token page's link to its trail): the events of that token whose person the viewer
+    may see; a masked person's token finds none of their rows, as a token with none (Z12)."""
+
+    title = "token"
+    parameter_name = "token_ref"
+
+    def lookups(self, request, model_admin):
+        return [(self.value(), self.value())] if self.value() else []
+
+    def queryset(self, request, queryset):
+        return queryset.filter(token_ref=self.value(), subject_visible=True) if self.value() else queryset
+
+
 class RecentToolFilter(admin.SimpleListFilter):
     """Filter by tool, offering the tools of the most recent events (a full tool list would be huge)."""
 
@@ -112,6 +126,7 @@ class AuditEventAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Aud
         "outcome",
         ("user", VisiblePersonFilter),
         RecentToolFilter,
+        VisibleTokenFilter,
         ("created_at", admin.DateFieldListFilter),
     )
     search_fields = ("subject_shown", "agent_shown", "tenant", "tool_ref", "approval_ref", "trace_id")
@@ -119,8 +134,9 @@ class AuditEventAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Aud
         "Finds part of a person's or agent's name, a tenant, a tool id (server::tool), an approval id or a trace id, "
         f"as this list shows them: a person of a tenant you are not in is found as “{OTHER_TENANT_PERSON}”."
     )
-    hidden_lookups = ("human_subject", "agent", "user")  # read masked: no ?human_subject__startswith= (Z12)
-    filter_lookups = ("user__id__exact", "user__isnull")  # VisiblePersonFilter's, which keeps to visible people
+    hidden_lookups = ("human_subject", "agent", "user", "token_ref")  # read masked: no ?human_subject__startswith=
+    # The list filters' own, which keep to visible people: VisiblePersonFilter's and VisibleTokenFilter's (Z12).
+    filter_lookups = ("user__id__exact", "user__isnull", "token_ref")
     paginator = BoundedCountPaginator
     show_full_result_count = False
     list_per_page = 100
@@ -235,6 +251,7 @@ class AuditEventAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Aud
         if not event.subject_visible:
             event.human_subject = OTHER_TENANT_PERSON
             event.user = None
+            event.token_ref = ""  # it groups that person's events
             event.delegation_chain = delegation_chain_shown(event.delegation_chain, person_visible=False)
         return event
 

@@ -114,11 +114,8 @@ def server_claim_for_request(request, server: Server) -> None:
 
 
 def approvals_for_api(*, principal: Principal) -> QuerySet[ApprovalRequest]:
-    """The caller's approver inbox, narrowed to the token's servers when it is limited to some."""
-    qs = approval_requests_for_approver(user=principal.user, principal=principal)
-    if principal.server_slugs is not None:
-        qs = qs.filter(tool__server__slug__in=sorted(principal.server_slugs))
-    return qs
+    """The caller's approver inbox, within what the token may reach (``approval_requests_for_approver``)."""
+    return approval_requests_for_approver(user=principal.user, principal=principal)
 
 
 def api_tokens_of(*, principal: Principal) -> QuerySet[ApiToken]:

@@ -257,6 +257,7 @@ class AuditEventSerializer(serializers.ModelSerializer):
     user = serializers.CharField(source="subject_shown", read_only=True)
     agent = serializers.CharField(source="agent_shown", read_only=True)
     tool = serializers.CharField(source="tool_ref", read_only=True)
+    token_ref = serializers.SerializerMethodField()
     delegation_chain = serializers.SerializerMethodField()
     payload = serializers.SerializerMethodField()
 
@@ -282,6 +283,9 @@ class AuditEventSerializer(serializers.ModelSerializer):
             "payload",
         )
         read_only_fields = fields
+
+    def get_token_ref(self, event: AuditEvent) -> str:
+        return event.token_ref if event.subject_visible else ""  # it groups a masked person's events as a name would
 
     def get_delegation_chain(self, event: AuditEvent) -> list[str]:
         return delegation_chain_shown(event.delegation_chain, person_visible=event.subject_visible)

@@ -295,6 +295,8 @@ class TokenList(generics.ListAPIView):
             agent=agent,
             tenant=tenant,
             created_by=request.user,
+            # Revoking the minting token revokes this one too (a leaked token's holder may mint one first).
+            minted_by=ApiToken.objects.filter(pk=request_principal(request).token_id).first(),
         )
         body = {**ApiTokenSerializer(token).data, "token": raw}
         return Response(body, status=status.HTTP_201_CREATED, headers={"Cache-Control": "no-store"})

@@ -20,7 +20,7 @@ from ..models import ApprovalRequest, NotificationAttempt
 from ..principals import Principal, principal_for_user, principals_for_users
 from .agents import agent_shown
 from .executable import executable_pairs
-from .grants import _grant_q, _grants
+from .grants import _agent_grant_q, _grant_q, _grants
 from .people import person_shown, person_visible_to, users_visible_to_operator
 from .tenants import server_tenant_q, tenant_q
 from .tools import tools_visible_to
@@ -163,8 +163,15 @@ def approval_requests_for_approver(
 
 
 def _approvable_requests(user: AbstractBaseUser, principal: Principal) -> QuerySet[ApprovalRequest]:
-    """Requests for tools ``user`` may approve, of the tenants ``principal`` acts in (the inbox's rows, unordered)."""
-    return ApprovalRequest.objects.filter(tool__in=tools_approvable_by(user=user).values("pk")).filter(
+    """Requests for tools ``user`` may approve, of the tenants ``principal`` acts in (the inbox's rows, unordered),
+    within what ``principal`` itself may reach: a token limited to servers decides only for those, a narrowed agent's
+    token only for the tools its agents may discover (Z8: human ∩ agent ∩ token)."""
+    tools = tools_approvable_by(user=user)
+    for agent_id in principal.narrowing_agent_ids:
+        tools = tools.filter(_agent_grant_q(agent_id, "discover"))
+    if principal.server_slugs is not None:
+        tools = tools.filter(server__slug__in=sorted(principal.server_slugs))
+    return ApprovalRequest.objects.filter(tool__in=tools.values("pk")).filter(
         tenant_q(principal, "tenant"), server_tenant_q(principal, "tool__server__")
     )
 
@@ -178,6 +185,7 @@ def approval_requests_waiting_for(*, user: AbstractBaseUser) -> list[ApprovalReq
         _approvable_requests(user, principal_for_user(user))
         .filter(status=ApprovalStatus.PENDING, expires_at__gt=timezone.now())
         .exclude(requester=user)
+        .exclude(token__created_by=user)  # a token they issued for someone else: the call may be theirs
         .select_related("requester")
         .only("token", "tool", "requester", "risk_class", "created_at")  # every pending one is read: no more
         .order_by("-created_at", "-id")

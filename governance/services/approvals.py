@@ -58,8 +58,8 @@ class ArgumentsNotCanonical(ValueError):
 class ApprovalError(Exception):
     """An approval cannot be decided or used. ``code`` is stable for callers:
     unknown, not_pending, not_approved, denied, already_approved, used, expired, arguments_mismatch,
-    definition_changed, policy_changed, self_approval, forbidden, reason_required. ``details``: facts a caller may
-    pass on as structured data (the approval_id; for a denial also who denied it, when, and their reason);
+    definition_changed, policy_changed, self_approval, forbidden, reason_required, too_many_pending. ``details``: facts
+    a caller may pass on as structured data (the approval_id; for a denial also who denied it, when, and their reason);
     ``request``: the request it is about, when the caller may be told more of it (still pending: where and until when
     an approver decides)."""
 
@@ -184,8 +184,9 @@ def approval_request_create(*, principal: Principal, tool: Tool, arguments: Any,
     same principal is returned instead of a duplicate. The same call denied within SCOUT_APPROVAL_DENIAL_WINDOW
     is refused with that denial (audited, no new request: a looping agent cannot spam approvers), and one approved
     and not yet used is named instead of asked again ("already_approved", with its approval_id in ``details``);
-    a call given an existing pending or approved request is audited as ``approval.polled``.
-    Raises ArgumentsNotCanonical, ApprovalError ("denied", "already_approved", "forbidden")."""
+    a call given an existing pending or approved request is audited as ``approval.polled``. A person with
+    SCOUT_APPROVAL_MAX_PENDING_PER_PERSON requests waiting is refused a new one (audited, "too_many_pending").
+    Raises ArgumentsNotCanonical, ApprovalError ("denied", "already_approved", "forbidden", "too_many_pending")."""
     canonical = arguments_canonical(arguments)
     digest = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
     if len(principal.delegation_chain) > delegation_max_chain():
@@ -210,7 +211,7 @@ def approval_request_create(*, principal: Principal, tool: Tool, arguments: Any,
             existing_call.filter(status=ApprovalStatus.PENDING).first()
             or existing_call.filter(status=ApprovalStatus.APPROVED).first()
         )
-        if existing is None:
+        if existing is None and not _pending_limit_reached(principal, now):
             request = ApprovalRequest.objects.create(
                 approval_id=_new_approval_id(),
                 requester=principal.user,
@@ -243,6 +244,15 @@ def approval_request_create(*, principal: Principal, tool: Tool, arguments: Any,
 
             notify_approval_requested.delay_on_commit(request.pk)
             return request
+    if existing is None:  # audited in the caller's transaction, as a refused use is
+        limit = settings.SCOUT_APPROVAL_MAX_PENDING_PER_PERSON
+        error = ApprovalError(
+            "too_many_pending",
+            f"You already have {limit} approval requests waiting for an approver; no new one is opened until one of "
+            "them is decided or expires",
+        )
+        _audit_rejection(principal=principal, tool=tool, request=None, error=error)
+        raise error
     # An open request for this call: audited in the caller's transaction, as a poll with the approval_id is.
     _audit_asked_about(principal=principal, tool=tool, request=existing)
     if existing.status == ApprovalStatus.APPROVED:  # asking again would put it back in an approver's inbox
@@ -252,6 +262,20 @@ def approval_request_create(*, principal: Principal, tool: Tool, arguments: Any,
             details={"approval_id": existing.approval_id},
         )
     return existing
+
+
+def _pending_limit_reached(principal: Principal, now) -> bool:
+    """Whether the person already has SCOUT_APPROVAL_MAX_PENDING_PER_PERSON requests waiting (their every token and
+    agent counted together: minting more does not open more). Each new request reaches every approver's inbox, mail
+    and webhook, so an agent varying its arguments flooded them at the /mcp rate (T13). Two new requests for two
+    tools at the same instant may both pass: the tool's lock, not the person's, is held."""
+    limit = settings.SCOUT_APPROVAL_MAX_PENDING_PER_PERSON
+    if not limit:
+        return False
+    waiting = ApprovalRequest.objects.filter(
+        requester=principal.user, status=ApprovalStatus.PENDING, expires_at__gt=now
+    )
+    return waiting.count() >= limit
 
 
 def approval_get(*, approval_id: object) -> ApprovalRequest:
@@ -281,11 +305,11 @@ def approval_decide(
     trail (an API token's principal names the token and agent); None for the admin. Raises ApprovalError
     (forbidden, self_approval, reason_required, not_pending, expired)."""
     reason = (reason or "").strip()[:MAX_REASON_CHARS]
-    if approver.pk == request.requester_id or f"user:{approver.get_username()}" in request.delegation_chain:
+    if _asked_by(request, approver):
         raise ApprovalError("self_approval", "You cannot decide on your own request")
-    if not approval_requests_for_approver(user=approver).filter(pk=request.pk).exists():
-        # Not in the approver's inbox: no approve grant someone else made on the tool, or another tenant's
-        # request (Z12).
+    if not approval_requests_for_approver(user=approver, principal=principal).filter(pk=request.pk).exists():
+        # Not in the inbox of the approver as they decide (their token's tenant, servers and agents): no approve
+        # grant someone else made on the tool, another tenant's request (Z12), or beyond the token (Z8).
         if user_approves_only_by_own_grant(user=approver, tool=request.tool):
             raise ApprovalError(
                 "forbidden", "Your approve right here is a grant you made yourself: another person must grant it"
@@ -326,6 +350,14 @@ def approval_decide(
             payload={"requester": request.requester.get_username(), "reason": reason},
         )
     return request
+
+
+def _asked_by(request: ApprovalRequest, person: AbstractBaseUser) -> bool:
+    """Whether ``person`` asked for ``request``: its requester, in its delegation chain, or whoever issued the token
+    it came with for someone else (a superuser, who was shown its raw value: the call may be theirs, T5)."""
+    if person.pk == request.requester_id or f"user:{person.get_username()}" in request.delegation_chain:
+        return True
+    return request.token_id is not None and request.token.created_by_id == person.pk
 
 
 def _expire(request: ApprovalRequest) -> None:

@@ -30,6 +30,7 @@ from catalog.upstream import run_async
 from governance.choices import NotificationChannel, NotificationOutcome
 from governance.constants import OTHER_TENANT_AGENT, OTHER_TENANT_PERSON
 from governance.models import (
+    ApiToken,
     ApprovalRequest,
     NotificationAttempt,
     ServerGroupObjectPermission,
@@ -113,8 +114,9 @@ def _holders(model: type, object_ids: set[int], codename: str, holder: str) -> d
 def _approver_candidates(requests: list[ApprovalRequest]) -> dict[int, list]:
     """Of each request, by pk: active users but the requester holding ``approve`` on its tool or its server
     (directly or through a group), members of its tenant and its server's, if any: ``approvers_for`` before the
-    own-grant rule. Eight queries for any number of requests: a page of 100 waiting on 100 tools read one query a
-    tool (4 s at a year's volume on Postgres)."""
+    own-grant rule. Nine queries for any number of requests: a page of 100 waiting on 100 tools read one query a
+    tool (4 s at a year's volume on Postgres). Whoever issued the requester's token for them is left out too: the
+    call may be theirs (``approval_decide`` refuses them)."""
     tool_ids = {request.tool_id for request in requests}
     server_ids = {request.tool.server_id for request in requests}
     tool_people = _holders(ToolUserObjectPermission, tool_ids, "approve_tool", "user_id")
@@ -134,12 +136,14 @@ def _approver_candidates(requests: list[ApprovalRequest]) -> dict[int, list]:
         "tenant_id", "user_id"
     ):
         tenant_people[tenant_id].add(user_id)
+    token_ids = {request.token_id for request in requests} - {None}
+    issuers = dict(ApiToken.objects.filter(pk__in=token_ids).values_list("pk", "created_by_id")) if token_ids else {}
     holders = {}
     for request in requests:
         tool_id, server_id = request.tool_id, request.tool.server_id
         groups = tool_groups[tool_id] | server_groups[server_id]
         ids = tool_people[tool_id] | server_people[server_id] | set().union(*(members[g] for g in groups))
-        ids.discard(request.requester_id)
+        ids -= {request.requester_id, issuers.get(request.token_id)}
         # Z12: only people acting in the request's tenant and its server's (as the inbox shows it to them).
         for tenant_id in {request.tenant_id, server_tenant.get(server_id)} - {None}:
             ids &= tenant_people[tenant_id]

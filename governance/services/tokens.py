@@ -120,6 +120,7 @@ def api_token_create(
     agent: Agent | None = None,
     tenant: Tenant | None = None,
     created_by: AbstractBaseUser | None = None,
+    minted_by: ApiToken | None = None,
 ) -> tuple[ApiToken, str]:
     """Issue a token to ``user``, optionally for one of the user's agents and in one of the user's tenants (a
     token for an agent acts in the agent's tenant). Returns the token row and the raw token, which is never
@@ -143,6 +144,7 @@ def api_token_create(
         scopes=scopes_validate(scopes),
         expires_at=expires_at,
         created_by=created_by,
+        minted_by=minted_by,
     )
     token.full_clean()
     with transaction.atomic():
@@ -168,21 +170,35 @@ def api_token_create(
 
 
 def api_token_revoke(*, token: ApiToken, actor: AbstractBaseUser | None = None) -> ApiToken:
-    """Revoke ``token``; verification fails from the next call. Revoking twice is a no-op."""
+    """Revoke ``token`` and every live token it minted, and theirs in turn (whoever held a leaked token may have
+    minted another first: revoking the one must end both, T16); verification fails from the next call. Each is
+    audited. Revoking twice is a no-op."""
     with transaction.atomic():
         updated = ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(
             revoked_at=timezone.now(), revoked_by=actor
         )
         token.refresh_from_db()
+        _audit_revoked(token, actor=actor, changed=bool(updated))
+        minted = list(ApiToken.objects.filter(minted_by=token, revoked_at__isnull=True).select_related("user"))
+        while minted:
+            ApiToken.objects.filter(pk__in=[row.pk for row in minted]).update(
+                revoked_at=timezone.now(), revoked_by=actor
+            )
+            for row in minted:
+                _audit_revoked(row, actor=actor, changed=True)
+            minted = list(ApiToken.objects.filter(minted_by__in=minted, revoked_at__isnull=True).select_related("user"))
         visibility_invalidate()  # a queryset update sends no signal: every process's kept answer goes now
-        audit_record(
-            event_type=AuditEventType.TOKEN_REVOKED,
-            principal=principal_for_user(actor, via="admin") if actor is not None else None,
-            actor=token.user,
-            outcome=AuditOutcome.SUCCESS,
-            payload={"token": token.ref, "for_user": token.user.get_username(), "changed": bool(updated)},
-        )
     return token
+
+
+def _audit_revoked(token: ApiToken, *, actor: AbstractBaseUser | None, changed: bool) -> None:
+    audit_record(
+        event_type=AuditEventType.TOKEN_REVOKED,
+        principal=principal_for_user(actor, via="admin") if actor is not None else None,
+        actor=token.user,
+        outcome=AuditOutcome.SUCCESS,
+        payload={"token": token.ref, "for_user": token.user.get_username(), "changed": changed},
+    )
 
 
 def api_token_verify(raw: object) -> Principal | None:

@@ -271,6 +271,12 @@ def _approval_gate(
                 approval_ready=True,
                 approval_id=approved_id,
             )
+        if exc.code == "too_many_pending":  # no request was opened: polling or retrying changes nothing until then
+            return None, error_result(
+                f"This call needs human approval, but no request was opened: {_sentence(str(exc))} Do not retry it "
+                "now: tell the user which calls are waiting for approval, and call again once one is decided.",
+                approval_rejected=exc.code,
+            )
         if exc.code == "arguments_mismatch":
             return None, error_result(
                 f"The approval cannot be used ({exc.code}): {exc}. Call again with exactly those arguments and "

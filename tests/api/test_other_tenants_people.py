@@ -72,3 +72,22 @@ def test_an_approval_names_another_tenants_requester_and_decider_nowhere(api, ab
     theirs = make_token(abroad["bea"], ["api", "approve"])  # tenant B's approver reads bob-b, not tenant A's
     decided = api.get(f"approvals/{request.approval_id}/", token=theirs).json()
     assert decided["requester"] == "bob-b" and decided["decided_by"] == OTHER_TENANT_PERSON
+
+
+def test_the_audit_trail_names_another_tenants_persons_token_nowhere(api, abroad, owner, member, grant, catalog):
+    """Their token reference (``tok-<id>``) groups a masked person's events as a name would: shown empty where the
+    person is someone in another tenant; a visible person's is shown."""
+    from mcpgateway.services.discovery import gateway_search
+
+    grant(member, catalog.github, "discover")
+    tenant_with("tenant-a", member)
+    visible = api_token_verify(make_token(member, ["discover"]))
+    gateway_search(principal=visible, query="list issues")
+    bob = api_token_verify(make_token(abroad["request"].requester, ["discover"]))
+    gateway_search(principal=bob, query="list issues")
+
+    listed = api.get("audit/?event_type=discovery", token=make_token(owner, ["api"]))
+    assert listed.status_code == 200
+    refs = {event["user"]: event["token_ref"] for event in listed.json()["results"]}
+    assert refs == {OTHER_TENANT_PERSON: "", "member": visible.token_ref}
+    assert bob.token_ref not in listed.text and abroad["request"].token_ref not in listed.text

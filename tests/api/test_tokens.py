@@ -173,3 +173,33 @@ def test_a_token_reads_and_revokes_only_the_tokens_it_could_have_minted(api, mem
     assert not ApiToken.objects.filter(revoked_at__isnull=False).exists()
     helpers = ApiToken.objects.get(agent=helper)
     assert api.post(f"tokens/{helpers.pk}/revoke/", token=bots).status_code == 200  # one below it: its to revoke
+
+
+def test_revoking_a_token_revokes_the_tokens_it_minted(api, member):
+    """T16: a token that leaked is revoked, but whoever held it had minted another first (one POST): that one
+    carried on. Revoking a token now revokes every live token it minted, and theirs in turn; a sibling the person
+    minted otherwise is untouched."""
+    from governance.models import ApiToken, AuditEvent
+    from governance.services.tokens import api_token_revoke
+
+    leaked = make_token(member, ["api", "discover"], days=30)
+    person = make_token(member, ["api", "discover"], days=30)
+
+    def mint(by: str, name: str, days: int) -> dict:
+        response = api.post(
+            "tokens/", token=by, json={"name": name, "scopes": ["api", "discover"], "expires_at": future(days)}
+        )
+        assert response.status_code == 201, response.text
+        return response.json()
+
+    child = mint(leaked, "kept by the thief", 7)
+    grandchild = mint(child["token"], "and another", 6)
+    sibling = mint(person, "the person's own", 7)
+    leaked_row = ApiToken.objects.filter(user=member).order_by("pk").first()  # made first
+    api_token_revoke(token=leaked_row, actor=member)
+    for raw in (leaked, child["token"], grandchild["token"]):
+        assert api.get("tools/", token=raw).status_code == 401
+    for raw in (person, sibling["token"]):
+        assert api.get("tools/", token=raw).status_code == 200
+    revoked = AuditEvent.objects.filter(event_type="token.revoked").values_list("payload__token", flat=True)
+    assert sorted(revoked) == sorted(f"tok-{pk}" for pk in (leaked_row.pk, child["id"], grandchild["id"]))

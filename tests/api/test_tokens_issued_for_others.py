@@ -102,3 +102,49 @@ def test_only_a_superuser_issues_a_token_for_someone_else(
     assert raw is None
     own = api.patch(path, token=make_token(cora, ["api", "discover"]), json={"purpose": "cora's own words"})
     assert own.status_code == 200, own.text
+
+
+def test_whoever_issued_the_requesters_token_cannot_decide_its_requests(
+    api, client, oscar, member, approver, catalog, grant, superuser
+):
+    """A superuser who issues a token for a member holds its raw value and can call tools as that member: the
+    requests it raises are the issuer's own calls, so the issuer cannot decide them (four eyes, as for their own
+    requests), nor is told of them; another approver decides them as before."""
+    from governance.selectors import approval_requests_waiting_for
+    from governance.services.approvals import approval_request_create
+    from governance.services.notifications import approvers_for
+    from governance.services.permissions import permission_grant
+    from governance.services.tokens import api_token_verify
+
+    operator, oscars = oscar
+    grant(member, catalog.github, "discover", "execute")
+    for holder in (superuser, approver):  # another person's grant: it counts for the superuser too
+        permission_grant(actor=operator, target=catalog.github, action="approve", holder=holder)
+    client.force_login(superuser)
+    issued = _issue(client, member, ["discover", "execute"])
+    assert issued is not None
+    tool = catalog.github.tools.get(name="delete_repo")
+    asked = [
+        approval_request_create(principal=api_token_verify(issued), tool=tool, arguments={"repo": f"r{n}"})
+        for n in range(2)
+    ]
+    assert superuser not in approvers_for(request=asked[0]) and approver in approvers_for(request=asked[0])
+    # Nor counted as waiting for them: only the operator's own request is.
+    assert approval_requests_waiting_for(user=superuser) == [oscars]
+    assert set(approval_requests_waiting_for(user=approver)) == {oscars, *asked}
+
+    own = make_token(superuser, ["api", "approve"])
+    for verb, body in (("approve", {}), ("deny", {"reason": "no"})):
+        refused = api.post(f"approvals/{asked[0].approval_id}/{verb}/", token=own, json=body)
+        assert refused.status_code == 403 and refused.json()["error"]["code"] == "self_approval", refused.text
+    decide = reverse("admin:governance_approvalrequest_decide", args=[asked[1].pk])
+    page = client.post(decide, {"_approve": "1", "reason": ""})
+    assert page.status_code == 403 and "You cannot decide on your own request" in page.content.decode()
+    for request in asked:
+        request.refresh_from_db()
+        assert request.status == "pending"
+
+    decided = api.post(
+        f"approvals/{asked[0].approval_id}/approve/", token=make_token(approver, ["api", "approve"]), json={}
+    )
+    assert decided.status_code == 200 and decided.json()["status"] == "approved"

@@ -133,8 +133,9 @@ def test_coming_back_to_the_inbox_judges_no_requester_again_until_access_changes
     assert client.get(INBOX).content.decode().count(LOST) == 1
 
 
-def test_the_inbox_judges_fifty_requests_a_page(client, approver, asking, mutating_tool):
+def test_the_inbox_judges_fifty_requests_a_page(client, approver, asking, mutating_tool, settings):
     """50 requests a page, the rest on the next."""
+    settings.SCOUT_APPROVAL_MAX_PENDING_PER_PERSON = 0  # one person asks them all here
     client.force_login(approver)
     _ask(asking, mutating_tool, 52)
     first = client.get(INBOX).content.decode()

@@ -3,6 +3,7 @@ but when its person is tenant B's, an admin of tenant A reads "someone in anothe
 in a list, a page, a filter, a search, a mail); the policy versions likewise name who bumped them only where
 visible. Superusers read every name. Lists stay one query for the names, however many rows."""
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -247,3 +248,68 @@ def test_the_audit_search_says_what_it_finds_and_finds_the_masked_rows_as_shown(
     found = client.get(changelist, {"q": OTHER_TENANT_PERSON}).content.decode()
     assert "0 audit events" not in found and "bob-b" not in found
     assert found.count(f'<td class="field-subject">{OTHER_TENANT_PERSON}</td>') >= 1
+
+
+def test_a_masked_persons_token_is_named_nowhere_nor_found_by_its_ref(client, abroad, mutating_tool, superuser):
+    """The token reference (``tok-<id>``) of a person tenant A's staff read as someone in another tenant groups that
+    person's searches, calls and requests: it is shown on neither the audit event's page, the query log entry's
+    nor the approval's, and ``?token_ref=`` finds none of their rows (the same answer as for a token with no rows);
+    a visible person's token is still shown and found (the token page's link to its audit trail)."""
+    from governance.roles import CURATORS
+    from search.models import QueryLogEntry
+    from search.usage import query_log_record
+
+    bob, sam = abroad["bob"], abroad["sam"]
+    for principal in (bob, sam):
+        _searched(principal, mutating_tool)
+        query_log_record(
+            principal=principal,
+            query=f"words of {principal.human_subject}",
+            results=[],
+            confidence="low",
+            degraded=False,
+            backend="bm25",
+            latency_ms=1.0,
+        )
+    bobs_request = approval_request_create(principal=bob, tool=mutating_tool, arguments={"repo": "scout"})
+    ann = abroad["ann"]
+    ann.groups.add(Group.objects.get(name=CURATORS))
+    client.force_login(ann)
+
+    audit = reverse("admin:governance_auditevent_changelist")
+    log = reverse("admin:search_querylogentry_changelist")
+    nobody = client.get(audit, {"token_ref": "tok-999999"})
+    assert nobody.status_code == 200 and "0 audit events" in nobody.content.decode()
+    found = client.get(audit, {"token_ref": bob.token_ref})
+    assert (found.status_code, "0 audit events" in found.content.decode()) == (200, True)
+    assert (
+        "1 audit event" in client.get(audit, {"token_ref": sam.token_ref, "event_type": "discovery"}).content.decode()
+    )
+    inbox = reverse("admin:governance_approvalrequest_changelist")
+    probes = [(url, key) for url in (log, inbox) for key in ("token_ref", "token_ref__startswith", "token_ref__in")]
+    probes += [(inbox, "token"), (inbox, "token__id__exact")]
+    for url, key in probes:
+        value = bob.token_ref if key.startswith("token_ref") else bob.token_id
+        there, absent = client.get(url, {key: value}), client.get(url, {key: "tok-999999"})
+        assert there.status_code == absent.status_code == 400, (url, key)
+        assert there.content == absent.content, (url, key)
+
+    bobs_event = AuditEvent.objects.get(human_subject="bob-b", event_type="discovery")
+    bobs_entry = QueryLogEntry.objects.get(user__username="bob-b")
+    sams_entry = QueryLogEntry.objects.get(user__username="sam-shared")
+    pages = {
+        "audit": reverse("admin:governance_auditevent_change", args=[bobs_event.pk]),
+        "log": reverse("admin:search_querylogentry_change", args=[bobs_entry.pk]),
+        "decide": reverse("admin:governance_approvalrequest_decide", args=[bobs_request.pk]),
+    }
+    for name, url in pages.items():
+        page = client.get(url)
+        assert page.status_code == 200, name
+        assert not re.search(rf"\b{bob.token_ref}\b", page.content.decode()), name
+    assert (
+        sam.token_ref in client.get(reverse("admin:search_querylogentry_change", args=[sams_entry.pk])).content.decode()
+    )
+
+    client.force_login(superuser)
+    for name, url in pages.items():
+        assert bob.token_ref in client.get(url).content.decode(), name

@@ -1,0 +1,60 @@
+"""T13: how many approval requests one person keeps waiting at once (SCOUT_APPROVAL_MAX_PENDING_PER_PERSON).
+
+Each new request is a row in every approver's inbox, a mail to each of them and a webhook call; an agent that
+varies its arguments (or a person minting more tokens and agents) opened them without end, at the /mcp rate."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from .conftest import MODERN, faulty_calls, gateway_db, grant, make_token, make_user, mcp_client, run
+
+pytestmark = [gateway_db, pytest.mark.slow]
+TOOL = "faulty::record_note"
+
+
+def _execute(gateway: Any, token: str, note: str, approval_id: str | None = None) -> Any:
+    async def call() -> Any:
+        async with mcp_client(gateway, token, mode=MODERN) as client:
+            payload: dict[str, Any] = {"tool_id": TOOL, "arguments": {"note": note}}
+            if approval_id:
+                payload["approval_id"] = approval_id
+            return await client.call_tool("execute_tool", payload)
+
+    return run(call)
+
+
+def test_a_person_keeps_at_most_the_set_number_of_requests_waiting_whatever_their_tokens(
+    gateway, admin_user, faulty_server, faulty_call_log, settings
+):
+    from governance.models import ApprovalRequest, AuditEvent
+    from governance.services.approvals import approval_decide
+
+    settings.SCOUT_APPROVAL_MAX_PENDING_PER_PERSON = 2
+    member, other = make_user("gw_member"), make_user("gw_other")
+    approver = make_user("gw_approver", is_staff=True)
+    for caller in (member, other):
+        grant(admin_user, faulty_server, caller, "discover", "execute")
+    grant(admin_user, faulty_server, approver, "discover", "approve")
+    first, second = make_token(member), make_token(member)
+
+    asked = [_execute(gateway, first, "one"), _execute(gateway, second, "two")]
+    assert all(result.structured_content.get("approval_required") for result in asked)
+    refused = _execute(gateway, second, "three")  # another token of the same person: the same count
+    assert refused.is_error and refused.structured_content == {"approval_rejected": "too_many_pending"}
+    text = refused.content[0].text
+    assert "2 approval requests waiting" in text and "SCOUT_APPROVAL_MAX_PENDING_PER_PERSON" not in text
+    assert ApprovalRequest.objects.filter(requester=member).count() == 2
+    assert AuditEvent.objects.filter(event_type="approval.rejected", payload__code="too_many_pending").count() == 1
+
+    # A call already waiting is still pointed to its request, another person is not counted with them ...
+    again = _execute(gateway, first, "one")
+    assert again.structured_content["approval_id"] == asked[0].structured_content["approval_id"]
+    assert _execute(gateway, make_token(other), "theirs").structured_content.get("approval_required")
+    # ... and once one is decided, the next may wait.
+    decided = ApprovalRequest.objects.get(approval_id=asked[0].structured_content["approval_id"])
+    approval_decide(request=decided, approver=approver, approve=False, reason="not now")
+    assert _execute(gateway, second, "three").structured_content.get("approval_required")
+    assert faulty_calls(faulty_call_log, "record_note") == 0
