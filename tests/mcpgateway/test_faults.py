@@ -186,6 +186,56 @@ def test_a_stdio_line_that_never_ends_stops_the_server_and_the_next_call_starts_
     assert pids[0] == pids[1] != pids[2]  # the flooding process is gone; a new one answered
 
 
+def _rss() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * 4096
+
+
+@pytest.mark.parametrize("output_cap", [64 * 1024, 1024 * 1024])
+def test_memory_stays_flat_across_many_stdio_lines_over_a_megabyte(
+    faulty_server, faulty_call_log, settings, output_cap
+):
+    """C1-28: many calls whose answers are 2 MB stdout lines, through the gateway's pool. With a 1 MB line bound each
+    one stops its server (the next call starts another); with a 4 MB bound each is read and cut at the output cap.
+    Either way the process's memory after each call stays within the line bound of where it was after two such calls,
+    while more than five times that bound passes through."""
+    from catalog.upstream import answer_cap
+    from mcpgateway.upstreams import UpstreamCallError, UpstreamPool
+
+    settings.SCOUT_MCP_MAX_OUTPUT_BYTES = output_cap
+    bound, rounds = answer_cap(), 12
+    line = 2 * 1024 * 1024 + 100  # ``big``'s 1 MB of text, as a text block and as structured content: one line
+    assert line > 1024 * 1024 and rounds * line > 5 * bound
+    growth: list[int] = []
+
+    async def main() -> list[str]:
+        outcomes = []
+        pool = UpstreamPool()
+        async with pool.running():
+            for done in range(rounds):
+                if done == 2:
+                    base = _rss()
+                try:
+                    result = await pool.call(
+                        server=faulty_server, tool_name="big", arguments={"megabytes": 1}, timeout=30
+                    )
+                    outcomes.append("capped" if result.is_error else "whole")
+                except UpstreamCallError as failed:
+                    outcomes.append(failed.kind)
+                answered = await pool.call(
+                    server=faulty_server, tool_name="ping", arguments={"text": "back"}, timeout=30
+                )
+                assert answered.content[0].text == "back"
+                if done >= 2:
+                    growth.append(_rss() - base)
+        return outcomes
+
+    outcomes = run(main)
+    assert outcomes == ["closed" if line > bound else "capped"] * rounds, outcomes
+    assert faulty_calls(faulty_call_log, "big") == rounds  # each call ran once
+    assert max(growth) < bound, f"memory grew by {max(growth)} bytes (line bound {bound})"
+
+
 def test_an_upstreams_stderr_never_forges_a_log_line_or_reaches_a_terminal_raw(gateway, token):
     """T15: a dying stdio server's stderr (its last 1500 characters) is part of the error Scout logs, and it was
     logged as written: a line break started a log line of the server's own making (a forged audit line), a carriage
