@@ -15,20 +15,27 @@ from catalog.models import SyncRun, Tool
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
 
 
+def _watching(*options: str) -> threading.Thread:
+    """``manage.py catalog_watch`` with ``options``, running in a thread of its own (started)."""
+
+    def watch() -> None:
+        try:
+            call_command("catalog_watch", *options, stdout=StringIO())
+        finally:
+            connection.close()
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    return watcher
+
+
 @pytest.mark.django_db(transaction=True)
 def test_watch_resyncs_a_server_that_announces_a_change(make_server, http_upstream, settings):
     settings.SCOUT_SYNC_DEBOUNCE = 0
     server = make_server("web", transport=Transport.HTTP, url=http_upstream.url)
     ghost = make_server("ghost", command="scout-no-such-command-xyz")  # a broken server must not stop the rest
 
-    def watch() -> None:
-        try:
-            call_command("catalog_watch", "--duration", "6", "--refresh", "1", stdout=StringIO())
-        finally:
-            connection.close()
-
-    watcher = threading.Thread(target=watch)
-    watcher.start()
+    watcher = _watching("--duration", "6", "--refresh", "1")
     time.sleep(1.5)  # connected and subscribed
     upstream.run_async(lambda: upstream.call_tool(server, "bump", {}, timeout=5))  # adds add_3, announces it
     deadline = time.monotonic() + 4
@@ -71,14 +78,7 @@ def test_a_storm_of_list_changed_notices_from_a_real_server_syncs_it_once_and_ot
         heard = "tools/list_changed; re-sync requested"
         caplog.set_level("INFO", logger="catalog.watch")
 
-        def watch() -> None:
-            try:
-                call_command("catalog_watch", "--duration", "12", "--refresh", "60", stdout=StringIO())
-            finally:
-                connection.close()
-
-        watcher = threading.Thread(target=watch)
-        watcher.start()
+        watcher = _watching("--duration", "12", "--refresh", "60")
         while sum("watching" in record.getMessage() for record in caplog.records) < 2:  # both subscribed
             assert watcher.is_alive(), "the watcher stopped before it subscribed"
             time.sleep(0.1)
