@@ -1,6 +1,7 @@
-"""F2 over HTTP: a Streamable HTTP upstream that crashes mid-call, after its answer's headers went out (the TCP
-connection reset). The call fails as one that may have run, is never sent again, and the server's next call is
-answered on a new session."""
+"""Faults of a Streamable HTTP upstream through the gateway's pool. F2: it crashes mid-call, after its answer's
+headers went out (the TCP connection reset): the call fails as one that may have run, is never sent again, and the
+server's next call is answered on a new session. F3: it answers 503: no call is sent twice, and the breaker stops
+sending once it opens."""
 
 import json
 import socket
@@ -17,7 +18,8 @@ from tests.catalog.servers.http_mcp import SessionFront, serve_front, serve_http
 @pytest.fixture
 def resetting_upstream(loopback_upstreams) -> Iterator[tuple[str, list[str]]]:
     """A real MCP server behind a front that answers a call of ``greet`` for "crash" with the headers of an event
-    stream and then a reset, as a process dying mid-answer; ``calls`` records every tools/call it gets."""
+    stream and then a reset, as a process dying mid-answer, and one for "unavailable" with a 503; ``calls`` records
+    every tools/call it gets."""
     calls: list[str] = []
     with serve_http() as real:
 
@@ -28,6 +30,11 @@ def resetting_upstream(loopback_upstreams) -> Iterator[tuple[str, list[str]]]:
                 if message.get("method") != "tools/call":
                     return False
                 calls.append(json.dumps(message["params"]["arguments"], sort_keys=True))
+                if message["params"]["arguments"].get("name") == "unavailable":
+                    self.send_response(503)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return True
                 if message["params"]["arguments"].get("name") != "crash":
                     return False
                 self.send_response(200)
@@ -68,3 +75,28 @@ def test_a_reset_after_the_headers_fails_the_call_as_unknown_unretried_and_the_n
     assert failed.kind == "closed", failed  # the reset ended it, not the call's timeout
     assert after == "Hello, Ann!"
     assert calls == ['{"name": "crash"}', '{"name": "Ann"}']  # sent once, never retried
+
+
+@pytest.mark.django_db(transaction=True)
+def test_5xx_answers_are_never_retried_and_once_the_breaker_opens_nothing_is_sent(resetting_upstream, settings):
+    """No call is sent twice (no extra load at all, where the catalog allows 20 % for retries of idempotent calls):
+    each 503 is one request, and after SCOUT_UPSTREAM_BREAKER_FAILURES of them the calls fail fast, unsent."""
+    url, calls = resetting_upstream
+    settings.SCOUT_UPSTREAM_BREAKER_FAILURES = 3
+    settings.SCOUT_UPSTREAM_BREAKER_COOLDOWN = 600  # no probe during the test
+    server = Server.objects.create(slug="failing", name="Failing", transport="http", url=url)
+
+    async def main() -> list[tuple[str, str]]:
+        failures = []
+        pool = UpstreamPool()
+        async with pool.running():
+            for _ in range(8):
+                with pytest.raises(UpstreamCallError) as failed:
+                    await pool.call(server=server, tool_name="greet", arguments={"name": "unavailable"}, timeout=20)
+                failures.append((failed.value.kind, failed.value.outcome))
+        return failures
+
+    failures = anyio.run(main)
+    assert calls == ['{"name": "unavailable"}'] * 3  # one request per call, none after the breaker opened
+    assert failures[3:] == [("circuit_open", "error")] * 5, failures
+    assert all(kind != "circuit_open" for kind, _ in failures[:3]), failures
