@@ -9,9 +9,9 @@ writing to stderr while idle filled the disk (3.6 GB in 6 s here).
 
 ``catalog.upstream`` starts every stdio server through this file, as
 ``python -I -S line_guard.py LINE_LIMIT STDERR_LIMIT COMMAND [ARGS...]``: the server gets this process's stdin and
-environment; its stdout is passed on unchanged, and it is stopped as soon as a line passes LINE_LIMIT bytes (the
-session then ends as after a crash: the call fails, the server is started anew on the next call), and a line that
-is not a JSON-RPC message is dropped (``Stdout``); its stderr is
+environment; its stdout is passed on line by line, and it is stopped as soon as a line passes LINE_LIMIT bytes (the
+session then ends as after a crash: the call fails, the server is started anew on the next call), a line that is
+not a JSON-RPC message is dropped and a lone surrogate escape made U+FFFD (``Stdout``); its stderr is
 passed on to this process's stderr (the gateway's file), emptied whenever it holds more than STDERR_LIMIT bytes.
 
 Standard library only, and no Django: it runs in its own interpreter, started without site packages.
@@ -19,6 +19,7 @@ Standard library only, and no Django: it runs in its own interpreter, started wi
 
 import fcntl
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -48,42 +49,60 @@ class LineTooLong(Exception):
     pass
 
 
+# A JSON escape of a UTF-16 surrogate (``\ud800``) decodes to a character only as a high one followed by a low one.
+# Matched from the left, every backslash with what it escapes, so an escaped backslash before "ud800" is text.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_ESCAPES = re.compile(
+    rb"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|(\\u[dD][89a-fA-F][0-9a-fA-F]{2})|\\.", re.DOTALL
+)
+
+
+def _lone_surrogates_replaced(line: bytes) -> bytes:
+    """``line`` with every lone surrogate escape made ``\ufffd``: the SDK cannot parse such a line and dropped it, so
+    the answer it carried never came and the call waited for its timeout (C1-27; invalid UTF-8 reads as U+FFFD too)."""
+    if not _SURROGATE_ESCAPE.search(line):
+        return line
+    return _ESCAPES.sub(lambda m: rb"\ufffd" if m.group(1) else m.group(0), line)
+
+
 class Stdout:
     """What of the server's stdout goes on: its lines that may be JSON-RPC messages (which are objects), each at most
-    ``limit`` bytes. The SDK logs every other line with a traceback, and reads the answers behind them only as fast
-    as it logs: a server writing lines of text had the gateway log some 1,400 tracebacks a second while its calls
-    timed out. Such a line is dropped, and the count of them told on stderr at 1, 10, 100... ."""
+    ``limit`` bytes, passed on whole once their newline came, lone surrogate escapes replaced. The SDK logs every
+    other line with a traceback, and reads the answers behind them only as fast as it logs: a server writing lines
+    of text had the gateway log some 1,400 tracebacks a second while its calls timed out. Such a line is dropped,
+    and the count of them told on stderr at 1, 10, 100... ."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.length = 0  # bytes of the line so far
         self.message: bool | None = None  # whether the line starts an object; None while only whitespace came
+        self.pieces: list[bytes] = []  # the line so far, while it may be a message (at most ``limit`` bytes)
         self.dropped = 0
 
     def passed(self, chunk: bytes) -> bytes:
-        """The part of ``chunk`` to pass on. Raises LineTooLong."""
+        """The whole lines of ``chunk`` (with what came of them before) to pass on. Raises LineTooLong."""
         kept = []
         *whole, rest = chunk.split(b"\n")
         for piece in whole:
-            self._read(piece, kept)
+            self._read(piece)
             if self.message:
-                kept.append(b"\n")
+                kept.append(_lone_surrogates_replaced(b"".join(self.pieces)) + b"\n")
             elif self.message is False:
                 self.dropped += 1
                 if str(self.dropped).rstrip("0") == "1":
                     sys.stderr.write(f"scout: dropped {self.dropped} line(s) of stdout that were not JSON-RPC\n")
-            self.length, self.message = 0, None
-        self._read(rest, kept)
+            self.length, self.message, self.pieces = 0, None, []
+        self._read(rest)
         return b"".join(kept)
 
-    def _read(self, piece: bytes, kept: list[bytes]) -> None:
+    def _read(self, piece: bytes) -> None:
         self.length += len(piece)
         if self.length > self.limit:
             raise LineTooLong
         if self.message is None and piece.strip():
             self.message = piece.lstrip().startswith(b"{")
         if self.message is not False:
-            kept.append(piece)
+            self.pieces.append(piece)
 
 
 def main(argv: list[str]) -> int:

@@ -9,6 +9,7 @@ it (DNS rebinding). Loopback and private addresses pass only when their network 
 
 import httpx
 import pytest
+from django.core.exceptions import ValidationError
 from django.urls import reverse
 from mcp.server.transport_security import TransportSecuritySettings
 
@@ -79,6 +80,51 @@ def test_calls_connect_only_to_a_listed_address_and_a_name_may_not_smuggle_loopb
     assert seen == []
 
 
+# Loopback and the metadata address as a browser or the C library reads them, though Python's ``ipaddress`` does not
+# (hex, one number, octal, short forms), and IPv6 forms that carry them.
+LOOPBACK_SPELLINGS = ["0x7f000001", "2130706433", "0177.0.0.1", "127.1", "0x7f.1", "[::ffff:7f00:1]", "[::127.0.0.1]"]
+METADATA_SPELLINGS = ["0xa9fea9fe", "2852039166", "0251.0376.0251.0376", "[::ffff:a9fe:a9fe]", "[64:ff9b::a9fe:a9fe]"]
+
+
+@pytest.mark.parametrize("host", LOOPBACK_SPELLINGS + METADATA_SPELLINGS)
+def test_an_address_spelt_otherwise_is_refused_at_registration_and_at_every_call(settings, listener, host):  # noqa: F811
+    """The listed networks hold neither loopback nor the metadata range; a spelling of either is not a name on the
+    list either. The loopback spellings are aimed at a real local server's port (the C library connects them to
+    127.0.0.1): it is never reached, neither when registered nor when called."""
+    from catalog.services.servers import server_create
+
+    port = int(listener[0].rsplit(":", 1)[1].split("/")[0])
+    url, seen = f"http://{host}:{port}/mcp", listener[1]
+    settings.SCOUT_UPSTREAM_ALLOWED_HOSTS = ["10.0.0.0/8", "mcp.example.com", "*.example.com"]
+    with pytest.raises(ValidationError) as refused:
+        server_create(slug="probe", name="Probe", transport="http", url=url)
+    assert refused.value.message_dict["url"]  # not a valid URL for Django, or not on the list
+    assert not Server.objects.filter(slug="probe").exists()
+    server = Server(slug="up", transport="http", url=url, header_env={})  # as if stored before the list changed
+    with pytest.raises(upstream.UpstreamError, match="URL refused") as failed:
+        upstream.run_async(lambda: upstream.call_tool(server, "add", {"a": 1, "b": 2}, timeout=5))
+    assert failed.value.kind == "config"
+    assert seen == []
+
+
+@pytest.mark.parametrize(
+    "answer", ["169.254.169.254", "10.0.0.5", "::ffff:169.254.169.254", "64:ff9b::a9fe:a9fe", "fd00::1", "::1"]
+)
+def test_a_listed_name_resolving_to_a_private_or_metadata_address_is_refused_at_call_time(
+    settings, monkeypatch, answer
+):
+    """A name on the list (registered while it resolved to a public address) whose DNS answer is now internal: the
+    call is refused before anything is sent, whichever form the answer takes."""
+    from catalog import egress
+
+    settings.SCOUT_UPSTREAM_ALLOWED_HOSTS = ["mcp.example.com"]
+    monkeypatch.setattr(egress, "system_resolver", lambda host, port: [answer])
+    server = Server(slug="up", transport="http", url="http://mcp.example.com/mcp", header_env={})
+    with pytest.raises(upstream.UpstreamError, match="private, loopback or link-local") as refused:
+        upstream.run_async(lambda: upstream.call_tool(server, "add", {"a": 1, "b": 2}, timeout=5))
+    assert refused.value.kind == "config"
+
+
 def test_a_session_talks_to_the_address_checked_when_it_connected(settings, monkeypatch):
     """The session is pinned to the checked address: here the name resolves (for the check) only through Scout's
     resolver, as if DNS answered once and then changed; were the HTTP client to ask DNS again, it would fail."""
@@ -94,14 +140,17 @@ def test_a_session_talks_to_the_address_checked_when_it_connected(settings, monk
 
 
 @pytest.mark.parametrize("status", [301, 302, 307, 308])
+@pytest.mark.parametrize("where", ["another port", "loopback spelt in hex", "metadata address"])
 def test_a_redirect_from_an_http_server_is_not_followed_to_another_host(
     settings,
     monkeypatch,
     listener,  # noqa: F811
     status,
+    where,
 ):
-    """The upstream answers with a redirect to another origin (same listed address, another port): nothing is sent
-    there and the call fails (the server's headers, its credentials, stay home). The MCP SDK follows only redirects
+    """The upstream answers with a redirect to another origin (same listed address, another port, or that port at
+    ``0x7f000001``, which the C library connects to 127.0.0.1, or the cloud metadata address): nothing is sent there
+    and the call fails (the server's headers, its credentials, stay home). The MCP SDK follows only redirects
     within the origin today; here it follows any, so what is tested is Scout's own pinned transport."""
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -110,6 +159,10 @@ def test_a_redirect_from_an_http_server_is_not_followed_to_another_host(
 
     monkeypatch.setattr(sdk_http, "next_request_within_origin", lambda response: response.next_request)
     elsewhere, seen = listener
+    if where == "loopback spelt in hex":
+        elsewhere = elsewhere.replace("127.0.0.1", "0x7f000001")
+    elif where == "metadata address":
+        elsewhere = METADATA_URL
 
     class Redirect(BaseHTTPRequestHandler):
         def do_POST(self):  # noqa: N802 - http.server's name
@@ -129,10 +182,11 @@ def test_a_redirect_from_an_http_server_is_not_followed_to_another_host(
         settings.SCOUT_UPSTREAM_ALLOWED_HOSTS = ["127.0.0.0/8"]
         url = f"http://127.0.0.1:{redirector.server_address[1]}/mcp"
         server = Server(slug="up", transport="http", url=url, header_env={})
-        with pytest.raises(upstream.UpstreamError):
+        with pytest.raises(upstream.UpstreamError) as refused:
             upstream.run_async(lambda: upstream.call_tool(server, "add", {"a": 1, "b": 2}, timeout=5))
     finally:
         redirector.shutdown()
+    assert "is not the server's checked origin" in str(refused.value), str(refused.value)
     assert seen == []
 
 

@@ -44,6 +44,12 @@ def flooding_upstream(loopback_upstreams) -> Iterator[tuple[str, dict]]:
                 if message["params"]["name"] == "flood_gzip":
                     self._gzip_bomb(message)
                     return
+                if message["params"]["name"] == "flood_events":
+                    self._small_events(message)
+                    return
+                if message["params"]["name"].startswith("flood_surrogate"):
+                    self._lone_surrogate(message, sse=message["params"]["name"].endswith("_sse"))
+                    return
                 sse = message["params"]["name"] == "flood_sse"
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream" if sse else "application/json")
@@ -62,6 +68,47 @@ def flooding_upstream(loopback_upstreams) -> Iterator[tuple[str, dict]]:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
                 sent[message["params"]["name"]] = written
+
+            def _lone_surrogate(self, message, sse):
+                """An answer whose text holds a lone surrogate escape: JSON no parser of the SDK accepts."""
+                result = '{"resultType": "complete", "content": [{"type": "text", "text": "a\\ud800b"}]}'
+                raw = f'{{"jsonrpc": "2.0", "id": {json.dumps(message["id"])}, "result": {result}}}'
+                body = (f"event: message\ndata: {raw}\n\n" if sse else raw).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream" if sse else "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def _small_events(self, message):
+                """An event stream of small log notifications, each well under any bound, until ``megabytes`` were
+                written (then the answer) or, without it, until the reader hangs up."""
+                megabytes = (message["params"].get("arguments") or {}).get("megabytes")
+                limit = megabytes * 1024 * 1024 if megabytes else None
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                note = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info"}}
+                written = 0
+                try:
+                    while limit is None or written < limit:
+                        batch = b"".join(
+                            b"event: message\ndata: "
+                            + json.dumps({**note, "params": {**note["params"], "data": f"tick {written + i}"}}).encode()
+                            + b"\n\n"
+                            for i in range(256)
+                        )
+                        self.wfile.write(batch)
+                        written += len(batch)
+                        sent["flood_events_so_far"] = written
+                    done = {"resultType": "complete", "content": [{"type": "text", "text": "done"}]}
+                    answer = {"jsonrpc": "2.0", "id": message["id"], "result": done}
+                    self.wfile.write(b"event: message\ndata: " + json.dumps(answer).encode() + b"\n\n")
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                sent["flood_events"] = written
 
             def _gzip_bomb(self, message):
                 """A JSON answer of 16 MB sent gzip-compressed, some 16 kB on the wire, compressed though never
@@ -140,4 +187,69 @@ def test_a_compressed_answer_is_bounded_by_what_it_decompresses_to(flooding_upst
         _call(url, "flood_gzip")
     assert "compressed" in str(refused.value), str(refused.value)
     assert _wait_for(sent, "flood_gzip") < 1024 * 1024  # it was under the bound on the wire
+    assert _call(url, "greet", {"name": "Ann"}).content[0].text == "Hello, Ann!"
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * 4096
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_endless_stream_of_small_events_is_cut_at_the_timeout_in_bounded_memory_and_others_are_served(
+    flooding_upstream, settings
+):
+    """Each event is small (no per-event bound applies) and the stream never ends: the call fails at its timeout,
+    the connection is closed (the server stops writing), the process's memory stays within the answer bound while
+    several times that bound streams in, and another server's call through the same pool is answered meanwhile."""
+    from mcpgateway.upstreams import UpstreamCallError, UpstreamPool
+
+    url, sent = flooding_upstream
+    settings.SCOUT_MCP_MAX_OUTPUT_BYTES = 64 * 1024
+    cap = upstream.answer_cap()  # 1 MB
+    flood = Server.objects.create(slug="flood", name="Flood", transport="http", url=url)
+    other = Server.objects.create(slug="other", name="Other", transport="http", url=url)  # a session of its own
+    peak: list[int] = []
+
+    async def main() -> tuple[str, str, bool, int]:
+        pool = UpstreamPool()
+        async with pool.running():
+            await pool.call(server=other, tool_name="greet", arguments={"name": "Ann"}, timeout=30)  # warm
+            base = _rss()
+            outcome: dict = {}
+
+            async def flooded() -> None:
+                with pytest.raises(UpstreamCallError) as failed:
+                    await pool.call(server=flood, tool_name="flood_events", arguments={}, timeout=8)
+                outcome["kind"] = failed.value.kind
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(flooded)
+                while sent.get("flood_events_so_far", 0) < cap:  # the flood is under way
+                    await anyio.sleep(0.05)
+                greeting = await pool.call(server=other, tool_name="greet", arguments={"name": "Bo"}, timeout=30)
+                served_during_flood = "kind" not in outcome
+                while "kind" not in outcome:
+                    peak.append(_rss() - base)
+                    await anyio.sleep(0.05)
+            return outcome["kind"], greeting.content[0].text, served_during_flood, base
+
+    kind, greeting, served_during_flood, _ = anyio.run(main)
+    assert kind == "timeout"
+    assert greeting == "Hello, Bo!" and served_during_flood
+    written = _wait_for(sent, "flood_events")  # the reader hung up: the server stopped writing
+    assert written >= 4 * cap, f"the control: only {written} bytes streamed"
+    # Flat: some 1 MB from the flood's start to its end here (8 MB streamed); every event kept would be several times
+    # what streamed in.
+    assert max(peak) < 2 * cap, f"memory grew by {max(peak)} bytes while {written} streamed in"
+
+
+@pytest.mark.parametrize("tool", ["flood_surrogate", "flood_surrogate_sse"])
+def test_a_lone_surrogate_in_an_answer_fails_the_call_at_once_with_a_parse_error(flooding_upstream, tool):
+    """C1-27: over stdio such an answer was dropped and the call waited for its timeout (line_guard now replaces the
+    escape); over HTTP the answer of one request fails that request at once, in a JSON body or an event alike."""
+    url, _ = flooding_upstream
+    with pytest.raises(upstream.UpstreamError) as failed:
+        _call(url, tool)  # a 60 s timeout: a wait for it would fail as "timeout"
+    assert failed.value.kind == "protocol" and "Failed to parse" in str(failed.value), str(failed.value)
     assert _call(url, "greet", {"name": "Ann"}).content[0].text == "Hello, Ann!"

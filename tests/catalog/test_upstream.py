@@ -1,5 +1,6 @@
 """catalog.upstream against real servers: the parts the gateway uses (sessions, calls, change notices)."""
 
+import json
 import logging
 import os
 import sys
@@ -240,6 +241,21 @@ def test_invalid_utf8_from_a_stdio_server_is_replaced_and_the_session_goes_on(tm
     texts = upstream.run_async(work)
 
     assert texts == ["caf\ufffd \ufffd\ufffd ok"] * 2  # é written as Latin-1 is one invalid byte too
+
+
+def test_a_lone_surrogate_escape_from_a_stdio_server_is_replaced_and_the_call_answered(tmp_path):
+    """C1-27: a JSON escape of a lone UTF-16 surrogate (``\\ud800``, a high one before a non-surrogate, a low one
+    alone) made the SDK drop the whole answer as unparsable, and the call waited for its timeout. Such an escape now
+    reads as U+FFFD, as invalid UTF-8 does; a pair (an emoji) and an escaped backslash before "ud800" stay as sent."""
+    text = r"a\ud800b \uDC00\uD800\u0041 \ud83d\ude00 \\ud800"
+    reply = '{"jsonrpc": "2.0", "id": ID, "result": {"content": [{"type": "text", "text": "' + text + '"}]}}'
+    server = scripted_connection(tmp_path, json.dumps({"pages": [[]], "call_reply": reply}))
+
+    async def work():
+        async with upstream.open_session(server) as session:
+            return [(await session.call_tool("anything", {}, timeout=5)).content[0].text for _ in range(2)]
+
+    assert upstream.run_async(work) == ["a\ufffdb \ufffd\ufffdA \U0001f600 \\ud800"] * 2
 
 
 def test_a_stdio_server_writing_its_stderr_while_idle_never_fills_the_disk(tmp_path):

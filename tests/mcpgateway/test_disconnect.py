@@ -138,3 +138,40 @@ def test_a_key_left_running_by_a_dead_process_answers_outcome_unknown(gateway, t
     )
     assert retry["isError"] is True and retry["structuredContent"]["outcome_unknown"] is True
     assert faulty_calls(faulty_call_log, "ping") == 0
+
+
+def test_an_approved_keyless_call_cut_off_after_it_ran_needs_a_new_approval_to_run_again(
+    gateway, token, admin_user, faulty_server, faulty_call_log
+):
+    """F13 without an idempotency key: the member's approved call of a mutating tool runs, and the client's stream
+    breaks before the answer. Re-sent with its approval it is refused as used, never run twice; re-sent without,
+    it asks for a new approval, which an approver must grant before it runs again."""
+    from governance.models import ApprovalRequest
+    from governance.services.approvals import approval_decide, approval_request_create
+    from governance.services.tokens import api_token_verify
+
+    approver = make_user("gw_approver", is_staff=True)
+    grant(admin_user, faulty_server, approver, "discover", "approve")
+    arguments = {"note": "ship the release"}
+    request = approval_request_create(
+        principal=api_token_verify(token), tool=faulty_server.tools.get(name="record_note"), arguments=arguments
+    )
+    approval_decide(request=request, approver=approver, approve=True, reason="go")
+    call = {"tool_id": "faulty::record_note", "arguments": arguments, "approval_id": request.approval_id}
+
+    sock = _open_call(gateway, token, call)
+    _wait_for(lambda: faulty_calls(faulty_call_log, "record_note") == 1, "the upstream ran the call")
+    _drop(sock)  # the stream breaks before the client read its answer
+    _wait_for(lambda: _executions("faulty::record_note"), "the call audited")
+
+    resent = _execute(gateway, token, call)
+    assert resent["isError"] is True and resent["structuredContent"]["approval_rejected"] == "used", resent
+    asked = _execute(gateway, token, {"tool_id": "faulty::record_note", "arguments": arguments})
+    assert asked["isError"] is True and asked["structuredContent"]["approval_required"] is True, asked
+    assert ApprovalRequest.objects.count() == 2
+    assert faulty_calls(faulty_call_log, "record_note") == 1  # run once: neither re-send ran it
+
+    fresh = ApprovalRequest.objects.get(approval_id=asked["structuredContent"]["approval_id"])
+    approval_decide(request=fresh, approver=approver, approve=True, reason="again")
+    again = _execute(gateway, token, {**call, "approval_id": fresh.approval_id})
+    assert again["isError"] is False and faulty_calls(faulty_call_log, "record_note") == 2

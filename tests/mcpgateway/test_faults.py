@@ -186,6 +186,106 @@ def test_a_stdio_line_that_never_ends_stops_the_server_and_the_next_call_starts_
     assert pids[0] == pids[1] != pids[2]  # the flooding process is gone; a new one answered
 
 
+def _rss() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * 4096
+
+
+@pytest.mark.parametrize("output_cap", [64 * 1024, 1024 * 1024])
+def test_memory_stays_flat_across_many_stdio_lines_over_a_megabyte(
+    faulty_server, faulty_call_log, settings, output_cap
+):
+    """C1-28: many calls whose answers are 2 MB stdout lines, through the gateway's pool. With a 1 MB line bound each
+    one stops its server (the next call starts another); with a 4 MB bound each is read and cut at the output cap.
+    Either way the process's memory after each call stays within the line bound of where it was after two such calls,
+    while more than five times that bound passes through."""
+    from catalog.upstream import answer_cap
+    from mcpgateway.upstreams import UpstreamCallError, UpstreamPool
+
+    settings.SCOUT_MCP_MAX_OUTPUT_BYTES = output_cap
+    bound, rounds = answer_cap(), 12
+    line = 2 * 1024 * 1024 + 100  # ``big``'s 1 MB of text, as a text block and as structured content: one line
+    assert line > 1024 * 1024 and rounds * line > 5 * bound
+    growth: list[int] = []
+
+    async def main() -> list[str]:
+        outcomes = []
+        pool = UpstreamPool()
+        async with pool.running():
+            for done in range(rounds):
+                if done == 2:
+                    base = _rss()
+                try:
+                    result = await pool.call(
+                        server=faulty_server, tool_name="big", arguments={"megabytes": 1}, timeout=30
+                    )
+                    outcomes.append("capped" if result.is_error else "whole")
+                except UpstreamCallError as failed:
+                    outcomes.append(failed.kind)
+                answered = await pool.call(
+                    server=faulty_server, tool_name="ping", arguments={"text": "back"}, timeout=30
+                )
+                assert answered.content[0].text == "back"
+                if done >= 2:
+                    growth.append(_rss() - base)
+        return outcomes
+
+    outcomes = run(main)
+    assert outcomes == ["closed" if line > bound else "capped"] * rounds, outcomes
+    assert faulty_calls(faulty_call_log, "big") == rounds  # each call ran once
+    assert max(growth) < bound, f"memory grew by {max(growth)} bytes (line bound {bound})"
+
+
+def test_a_crashed_server_restarts_after_a_backoff_that_doubles_while_it_keeps_failing(
+    faulty_server, faulty_call_log, settings, monkeypatch
+):
+    """F2's restart backoff, through the gateway's pool. After a crash the server is started again only once the
+    backoff has passed: a call whose connect deadline ends sooner is refused ("backoff") without starting a process
+    or sending anything, one with a later deadline waits and is answered by a new process. A second crash in a row
+    doubles the wait: a deadline that outlasted the first wait no longer does. (The base is raised to 5 s so that
+    each refusal has seconds of margin on a loaded machine.)"""
+    from mcpgateway import upstreams
+    from mcpgateway.upstreams import UpstreamCallError, UpstreamPool
+
+    base = 5.0
+    monkeypatch.setattr(upstreams, "RESTART_BACKOFF_BASE", base)
+    settings.SCOUT_MCP_RESTART_BACKOFF_MAX = 600
+
+    async def main() -> list[str]:
+        seen = []
+        pool = UpstreamPool()
+
+        async def call(tool: str, connect_within: float) -> None:
+            settings.SCOUT_UPSTREAM_CONNECT_TIMEOUT = connect_within
+            try:
+                await pool.call(server=faulty_server, tool_name=tool, arguments={}, timeout=30)
+                seen.append(f"{tool} answered")
+            except UpstreamCallError as failed:
+                seen.append(f"{tool} {failed.kind}")
+
+        async with pool.running():
+            await call("ping", 20)
+            await call("crash", 20)  # first failure: the next start waits `base`
+            await call("ping", base / 2)  # refused, unsent
+            await call("crash", base * 2)  # waits out the backoff, a new process crashes: the wait doubles
+            await call("ping", base * 1.5)  # would have outlasted the first wait, not this one
+            await call("ping", base * 3)  # waits it out: a new process answers
+        return seen
+
+    seen = run(main)
+    assert seen == [
+        "ping answered",
+        "crash closed",
+        "ping backoff",
+        "crash closed",
+        "ping backoff",
+        "ping answered",
+    ], seen
+    pids = [line.split() for line in faulty_call_log.read_text().splitlines()]
+    assert [name for _, name in pids] == ["ping", "crash", "crash", "ping"]  # the refused calls reached nothing
+    assert len({pid for pid, _ in pids}) == 3  # one process per start: two crashed, a third answered
+
+
 def test_an_upstreams_stderr_never_forges_a_log_line_or_reaches_a_terminal_raw(gateway, token):
     """T15: a dying stdio server's stderr (its last 1500 characters) is part of the error Scout logs, and it was
     logged as written: a line break started a log line of the server's own making (a forged audit line), a carriage

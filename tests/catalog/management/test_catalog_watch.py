@@ -15,20 +15,27 @@ from catalog.models import SyncRun, Tool
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
 
 
+def _watching(*options: str) -> threading.Thread:
+    """``manage.py catalog_watch`` with ``options``, running in a thread of its own (started)."""
+
+    def watch() -> None:
+        try:
+            call_command("catalog_watch", *options, stdout=StringIO())
+        finally:
+            connection.close()
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    return watcher
+
+
 @pytest.mark.django_db(transaction=True)
 def test_watch_resyncs_a_server_that_announces_a_change(make_server, http_upstream, settings):
     settings.SCOUT_SYNC_DEBOUNCE = 0
     server = make_server("web", transport=Transport.HTTP, url=http_upstream.url)
     ghost = make_server("ghost", command="scout-no-such-command-xyz")  # a broken server must not stop the rest
 
-    def watch() -> None:
-        try:
-            call_command("catalog_watch", "--duration", "6", "--refresh", "1", stdout=StringIO())
-        finally:
-            connection.close()
-
-    watcher = threading.Thread(target=watch)
-    watcher.start()
+    watcher = _watching("--duration", "6", "--refresh", "1")
     time.sleep(1.5)  # connected and subscribed
     upstream.run_async(lambda: upstream.call_tool(server, "bump", {}, timeout=5))  # adds add_3, announces it
     deadline = time.monotonic() + 4
@@ -42,3 +49,50 @@ def test_watch_resyncs_a_server_that_announces_a_change(make_server, http_upstre
     assert "add_3" in set(Tool.objects.filter(server=server).values_list("name", flat=True))
     assert not watcher.is_alive()
     assert not SyncRun.objects.filter(server=ghost).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_storm_of_list_changed_notices_from_a_real_server_syncs_it_once_and_others_still_sync(
+    make_server, loopback_upstreams, settings, caplog
+):
+    """F9: one server announces tools/list_changed 1,000 times in one burst, over its real session with the watcher;
+    another announces once meanwhile. Every notice is heard, the stormy server is synced once, the other once too."""
+    from mcp.server.mcpserver import Context
+
+    from tests.catalog.servers.http_mcp import serve_http
+
+    settings.SCOUT_SYNC_DEBOUNCE = 30
+    notices = 1000
+
+    with serve_http() as stormy_upstream, serve_http() as quiet_upstream:
+
+        async def storm(ctx: Context) -> str:
+            """Announce a tool list change again and again."""
+            for _ in range(notices):
+                await ctx.notify_tools_changed()
+            return "stormed"
+
+        stormy_upstream.mcp.add_tool(storm, name="storm")
+        stormy = make_server("stormy", transport=Transport.HTTP, url=stormy_upstream.url)
+        quiet = make_server("quiet", transport=Transport.HTTP, url=quiet_upstream.url)
+        heard = "tools/list_changed; re-sync requested"
+        caplog.set_level("INFO", logger="catalog.watch")
+
+        watcher = _watching("--duration", "12", "--refresh", "60")
+        while sum("watching" in record.getMessage() for record in caplog.records) < 2:  # both subscribed
+            assert watcher.is_alive(), "the watcher stopped before it subscribed"
+            time.sleep(0.1)
+        assert upstream.run_async(lambda: upstream.call_tool(stormy, "storm", {}, timeout=30)).content[0].text
+        upstream.run_async(lambda: upstream.call_tool(quiet, "bump", {}, timeout=5))
+        watcher.join(timeout=30)
+
+    assert not watcher.is_alive()
+    counts = {slug: 0 for slug in ("stormy", "quiet")}
+    for record in caplog.records:
+        message = record.getMessage()
+        if heard in message:
+            counts[message.split(":", 1)[0]] += 1
+    assert counts == {"stormy": notices, "quiet": 1}, counts  # every notice reached the watcher
+    runs = SyncRun.objects.filter(source="list_changed")
+    assert sorted(run.server.slug for run in runs) == ["quiet", "stormy"]
+    assert all(run.status == SyncStatus.SUCCESS for run in runs)
