@@ -103,8 +103,10 @@ def load_requests(path: Path):
     return json.loads(path.read_text()), request
 
 
-def build(size: int):
-    """The synthetic snapshot of ``size`` tools with random tool vectors (bench_search.py's)."""
+def build(size: int, tool_vectors: str = "random"):
+    """The synthetic snapshot of ``size`` tools with random tool vectors (bench_search.py's), or with
+    ``tool_vectors`` "public" the public tools' model vectors and their copies' near them (bench_search.py's
+    ``public_vectors``: the realistic variant)."""
     import bench_search
 
     from search.backends.embedded import quantized_table, release_memory
@@ -112,7 +114,10 @@ def build(size: int):
     from search.engine.snapshot import IndexSnapshot
 
     docs, _ = bench_search.synthetic_docs(size)
-    vectors = bench_search.random_vectors(docs, encoder_get().dim)
+    if tool_vectors == "public":
+        vectors = bench_search.public_vectors(docs, encoder_get(), bench_search.COPY_NOISE)
+    else:
+        vectors = bench_search.random_vectors(docs, encoder_get().dim)
     quantized = quantized_table(vectors)
     snapshot = IndexSnapshot(docs, vectors, generation="bench", model_key=model_key(), quantized=quantized)
     del vectors
@@ -125,7 +130,7 @@ def answer_of(result) -> str:
     return repr((result.confidence, result.degraded, [m.__dict__ for m in result.matches]))
 
 
-def child(size: int, vectors_path: Path) -> None:
+def child(size: int, vectors_path: Path, tool_vectors: str = "random") -> None:
     """Serve ``run FIRST LAST`` (CPU ms per request, as JSON) and ``answers`` (every answer so far) on stdin."""
     import bench_search
 
@@ -134,7 +139,7 @@ def child(size: int, vectors_path: Path) -> None:
     from search.backends.ranked import rank_request
     from search.text import request_terms_kept
 
-    snapshot = build(size)
+    snapshot = build(size, tool_vectors)
     records, request_of = load_requests(vectors_path)
     visible = frozenset(int(pk) for pk in snapshot.pks)
     answers: dict[int, str] = {}
@@ -167,9 +172,10 @@ def child(size: int, vectors_path: Path) -> None:
             return
 
 
-def spawn(root: Path, size: int, vectors_path: Path) -> subprocess.Popen:
+def spawn(root: Path, size: int, vectors_path: Path, tool_vectors: str = "random") -> subprocess.Popen:
     env = {**os.environ, "SCOUT_BENCH_ROOT": str(root)}
     command = [sys.executable, str(Path(__file__)), "--child", str(size), "--vectors", str(vectors_path)]
+    command += ["--tool-vectors", tool_vectors]
     process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
     return process
 
@@ -187,7 +193,10 @@ def ab(args: argparse.Namespace) -> None:
         if not vectors_path.exists():
             subprocess.run([sys.executable, __file__, "--encode", str(size), "--queries", str(args.queries),
                             "--vectors", str(vectors_path)], check=True)  # fmt: skip
-        sides = {"base": spawn(base_root, size, vectors_path), "this": spawn(this_root, size, vectors_path)}
+        sides = {
+            name: spawn(root, size, vectors_path, args.tool_vectors)
+            for name, root in (("base", base_root), ("this", this_root))
+        }
         for process in sides.values():
             json.loads(process.stdout.readline())  # ready
         spent = {name: [0.0] * args.queries for name in sides}
@@ -264,7 +273,7 @@ def profile(args: argparse.Namespace) -> None:
     from search.backends.ranked import rank_request
     from search.text import request_terms_kept
 
-    snapshot = build(args.profile)
+    snapshot = build(args.profile, args.tool_vectors)
     records, request_of = load_requests(vectors_path)
     visible = frozenset(int(pk) for pk in snapshot.pks)
 
@@ -320,6 +329,9 @@ def main() -> int:
     parser.add_argument("--profile", type=int, help="stage timers and cProfile of this checkout at this size")
     parser.add_argument("--top", type=int, default=35)
     parser.add_argument("--save", help="--profile: also write the cProfile stats here")
+    parser.add_argument(
+        "--tool-vectors", choices=("random", "public"), default="random", help="bench_search.py's --tool-vectors"
+    )
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--encode", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -327,7 +339,7 @@ def main() -> int:
     if args.encode:
         encode_requests(args.encode, args.queries, Path(args.vectors))
     elif args.child:
-        child(args.child, Path(args.vectors))
+        child(args.child, Path(args.vectors), args.tool_vectors)
     elif args.profile:
         profile(args)
     else:
