@@ -36,6 +36,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT
 from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import find_invalid_x_mcp_header, x_mcp_header_map
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
@@ -453,13 +454,28 @@ class UpstreamSession:
         # Scout gave the server (one quoting its own token in a description or a schema's default).
         return json_secrets_removed(tools, server_secrets(self.server))
 
-    async def call_tool(self, name: str, arguments: dict[str, Any] | None, timeout: float) -> types.CallToolResult:
-        """Call one tool. A tool's own failure comes back as ``result.is_error``; UpstreamError otherwise."""
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any] | None, timeout: float, input_schema: dict[str, Any] | None = None
+    ) -> types.CallToolResult:
+        """Call one tool. A tool's own failure comes back as ``result.is_error``; UpstreamError otherwise.
+
+        ``input_schema`` is the tool's definition as synced: its ``x-mcp-header`` arguments go out as ``Mcp-Param-*``
+        headers (``_mirror_headers``)."""
+        if input_schema is not None:
+            self._mirror_headers(name, input_schema)
         return await self._guard(
             f"calling tool {name!r}",
             timeout,
             lambda: self.client.call_tool(name, arguments or {}, read_timeout_seconds=timeout),
         )
+
+    def _mirror_headers(self, name: str, input_schema: dict[str, Any]) -> None:
+        """Have the SDK mirror ``name``'s ``x-mcp-header`` arguments into ``Mcp-Param-*`` headers, as its client does
+        for a tool it listed (2026-07-28, HTTP). Scout's call sessions list nothing, so every first call to such a
+        tool went out without them: the upstream refused it (400, -32020) and the SDK listed all its tools again and
+        resent the call, and the call failed if that listing failed or did not validate as a whole."""
+        if self.is_modern and find_invalid_x_mcp_header(input_schema) is None:
+            self.client.session._x_mcp_header_maps[name] = x_mcp_header_map(input_schema)  # noqa: SLF001
 
     async def listen_for_changes(self, *, heartbeat: float = 30.0) -> None:
         """Hold the session open so the server's tools/list_changed notifications reach the
