@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import json
+import sys
 from typing import Annotated, Any
 
 import httpx2
@@ -10,6 +12,8 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from pydantic import Field
+
+from tests.catalog.servers.fixtures import SCRIPTED, good_tool
 
 from .conftest import (
     MODERN,
@@ -164,3 +168,36 @@ def test_scouts_own_call_to_the_upstream_mirrors_the_argument_into_its_header(la
     assert not first.is_error and not second.is_error and SEEN == ["a\r\nb ü", "plain"]
     calls = [request for request in RECEIVED if request[0] != "server/discover"]  # the call session's opening
     assert calls == [("tools/call", _sentinel("a\r\nb ü"), 200), ("tools/call", "plain", 200)]
+
+
+def test_a_tool_2026_clients_would_drop_is_listed_to_no_client(gateway, admin_user, tmp_path):
+    """A tool whose x-mcp-header annotation is invalid is refused at sync, so every client, whatever its version,
+    sees the same tools. Before, Scout listed it: a 2025 client saw it and a 2026-07-28 client dropped it (as the
+    spec requires), so one agent could call a tool another was never shown."""
+    properties = {"n": {"type": "number", "x-mcp-header": "N"}, "region": {"type": "string", "x-mcp-header": "Region"}}
+    script = tmp_path / "annotated.json"
+    script.write_text(
+        json.dumps(
+            {
+                "pages": [
+                    [
+                        good_tool("invalid", inputSchema={"type": "object", "properties": properties}),
+                        good_tool("valid", inputSchema={"type": "object", "properties": {"r": properties["region"]}}),
+                    ]
+                ]
+            }
+        )
+    )
+    server = sync_server(slug="annotated", transport="stdio", command=sys.executable, args=[str(SCRIPTED), str(script)])
+    member = make_user("gw_member")
+    grant(admin_user, server, member, "discover", "execute")
+    drop_index()
+    token = make_token(member)
+
+    async def listed(mode: str) -> set[str]:
+        async with mcp_client(gateway, token, mode) as client:
+            return {tool.name for tool in (await client.list_tools()).tools if tool.name.startswith("annotated__")}
+
+    assert {mode: run(lambda mode=mode: listed(mode)) for mode in PROTOCOL_MODES} == {
+        mode: {"annotated__valid"} for mode in PROTOCOL_MODES
+    }

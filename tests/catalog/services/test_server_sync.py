@@ -532,6 +532,39 @@ def test_a_schema_nested_too_deep_is_refused_with_the_reason_and_the_others_kept
     ]
 
 
+def test_a_tool_whose_x_mcp_header_annotation_is_invalid_is_refused_with_the_reason_and_the_others_kept(scripted):
+    """MCP 2026-07-28 clients must drop a listed tool whose x-mcp-header annotation is invalid (the SDK's client
+    does): Scout kept such tools, so it served a tool that 2026 callers never see and 2025 callers do."""
+
+    def annotated(name: str, properties: dict, **schema: object) -> dict:
+        return good_tool(name, inputSchema={"type": "object", "properties": properties, **schema})
+
+    text = {"type": "string", "x-mcp-header": "Region"}
+    listing = [
+        annotated("on_a_number", {"n": {"type": "number", "x-mcp-header": "N"}}),
+        annotated("not_a_token", {"a": {"type": "string", "x-mcp-header": "Bad Name"}}),
+        annotated("twice", {"a": text, "b": {**text, "x-mcp-header": "region"}}),
+        annotated("inside_any_of", {}, anyOf=[{"properties": {"a": text}}]),
+        annotated(
+            "valid",
+            {"region": text, "nested": {"type": "object", "properties": {"id": {**text, "x-mcp-header": "Id"}}}},
+        ),
+        good_tool("plain"),
+    ]
+    server, _ = scripted({"pages": [listing]})
+
+    run = server_sync(server_pk=server.pk, trigger="test")
+
+    assert run.status == SyncStatus.PARTIAL and live_names(server) == {"valid", "plain"}
+    reasons = {item["name"]: item["reason"] for item in run.rejections}
+    assert reasons.keys() == {"on_a_number", "not_a_token", "twice", "inside_any_of"}
+    assert all(reason.endswith("(MCP 2026-07-28 clients drop such a tool)") for reason in reasons.values())
+    assert "only permitted on integer/string/boolean properties (got 'number')" in reasons["on_a_number"]
+    assert "'Bad Name' is not an RFC 9110 token" in reasons["not_a_token"]
+    assert "duplicates property" in reasons["twice"]
+    assert "not reachable via a pure `properties` chain" in reasons["inside_any_of"]
+
+
 def test_a_tool_holding_a_nul_character_is_refused_with_the_reason_and_the_others_kept(scripted):
     """Postgres refuses a NUL in text and JSON: one upstream tool holding one (in its description, title or schema)
     failed the saving of the server's whole listing ("internal error while saving the listing"), every sync after."""
