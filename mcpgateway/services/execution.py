@@ -129,8 +129,13 @@ def _misnamed(error: jsonschema.ValidationError) -> str:
     return f", and has properties the schema does not name (its properties: {shown})"
 
 
+# Problems named in one answer: each one left out costs the model another call to learn it.
+ARGUMENT_PROBLEMS_SHOWN = 5
+
+
 def arguments_problem(schema: dict[str, Any], arguments: dict[str, Any]) -> str | None:
-    """A message naming the first failing path, or None when ``arguments`` satisfy ``schema``."""
+    """A message naming each failing path (the first ARGUMENT_PROBLEMS_SHOWN, shallowest first), or None when
+    ``arguments`` satisfy ``schema``."""
     try:
         # Regular expressions run on RE2 (linear time): an upstream pattern cannot stall the gateway (ReDoS).
         validator = arguments_validator(schema)
@@ -151,7 +156,9 @@ def arguments_problem(schema: dict[str, Any], arguments: dict[str, Any]) -> str 
         return "the tool's input schema cannot be used to check arguments; ask an operator to re-sync the server"
     if not errors:
         return None
-    return _schema_error_text(errors[0], schema)
+    texts = list(dict.fromkeys(_schema_error_text(error, schema) for error in errors))
+    more = len(texts) - ARGUMENT_PROBLEMS_SHOWN
+    return "; ".join(texts[:ARGUMENT_PROBLEMS_SHOWN]) + (f"; and {more} more" if more > 0 else "")
 
 
 # Per definition hash (a tool version): the estimate walks the whole schema, and a version's schema never changes.

@@ -178,7 +178,9 @@ def test_every_answer_matches_its_output_schema_and_its_text(gateway, token):
     assert not answers["execute_tool", "ok"].is_error and text_of(answers["execute_tool", "ok"]) == "5"
     invalid = answers["execute_tool", "invalid_args"]
     assert invalid.structured_content == {"invalid_arguments": True}
-    assert text_of(invalid).startswith("Invalid arguments: arguments: missing required property b.")
+    assert text_of(invalid).startswith(
+        "Invalid arguments: arguments: missing required property b; arguments.a: must be of type integer."
+    ), text_of(invalid)
     approval = answers["execute_tool", "approval"]
     assert approval.is_error and approval.structured_content["approval_required"] is True
     assert approval.structured_content["approval_id"] in text_of(approval)
