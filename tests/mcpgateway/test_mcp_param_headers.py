@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import base64
-import json
-import sys
 from typing import Annotated, Any
 
 import httpx2
@@ -13,7 +11,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from pydantic import Field
 
-from tests.catalog.servers.fixtures import SCRIPTED, good_tool
+from tests.catalog.servers.fixtures import good_tool
 
 from .conftest import (
     MODERN,
@@ -29,6 +27,7 @@ from .conftest import (
     raw_post,
     rpc_result,
     run,
+    sync_scripted_server,
     sync_server,
 )
 
@@ -175,20 +174,9 @@ def test_a_tool_2026_clients_would_drop_is_listed_to_no_client(gateway, admin_us
     sees the same tools. Before, Scout listed it: a 2025 client saw it and a 2026-07-28 client dropped it (as the
     spec requires), so one agent could call a tool another was never shown."""
     properties = {"n": {"type": "number", "x-mcp-header": "N"}, "region": {"type": "string", "x-mcp-header": "Region"}}
-    script = tmp_path / "annotated.json"
-    script.write_text(
-        json.dumps(
-            {
-                "pages": [
-                    [
-                        good_tool("invalid", inputSchema={"type": "object", "properties": properties}),
-                        good_tool("valid", inputSchema={"type": "object", "properties": {"r": properties["region"]}}),
-                    ]
-                ]
-            }
-        )
-    )
-    server = sync_server(slug="annotated", transport="stdio", command=sys.executable, args=[str(SCRIPTED), str(script)])
+    invalid = good_tool("invalid", inputSchema={"type": "object", "properties": properties})
+    valid = good_tool("valid", inputSchema={"type": "object", "properties": {"r": properties["region"]}})
+    server = sync_scripted_server(tmp_path, "annotated", {"pages": [[invalid, valid]]})
     member = make_user("gw_member")
     grant(admin_user, server, member, "discover", "execute")
     drop_index()

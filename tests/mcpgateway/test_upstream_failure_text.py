@@ -4,11 +4,10 @@ run decides what it may do next."""
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 
-from tests.catalog.servers.fixtures import SCRIPTED, good_tool
+from tests.catalog.servers.fixtures import good_tool
 
 from .conftest import (
     classify_low_risk,
@@ -19,7 +18,7 @@ from .conftest import (
     make_user,
     mcp_client,
     run,
-    sync_server,
+    sync_scripted_server,
 )
 from .test_agent_view import text_of
 
@@ -31,12 +30,9 @@ def test_an_answer_that_is_no_result_may_have_run_and_says_so(gateway, admin_use
     """The tool's server answers the call with a JSON-RPC error (an MCP protocol error, not a tool result). It was
     told "The tool's server could not be reached; try again later.": false, and for a write that may have taken
     effect, an invitation to do it twice."""
-    script = tmp_path / "store.json"
     reply = {"jsonrpc": "2.0", "id": "ID", "error": {"code": -32603, "message": "disk full"}}
-    script.write_text(
-        json.dumps({"pages": [[good_tool("store")]], "call_reply": json.dumps(reply).replace('"ID"', "ID")})
-    )
-    server = sync_server(slug="store", transport="stdio", command=sys.executable, args=[str(SCRIPTED), str(script)])
+    script = {"pages": [[good_tool("store")]], "call_reply": json.dumps(reply).replace('"ID"', "ID")}
+    server = sync_scripted_server(tmp_path, "store", script)
     tool = server.tools.get()
     classify_low_risk(tool, actor=admin_user, operation_class=operation_class, reversibility="reversible")
     member = make_user("gw_member")
