@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from mcp.shared.inbound import find_invalid_x_mcp_header
+
 from .constants import TOOL_ID_SEPARATOR
 from .schemas import MAX_SCHEMA_DEPTH, schema_evaluation_problem, schema_regex_problem
 
@@ -168,6 +170,10 @@ def normalize_definition(raw: Any, *, max_bytes: int) -> ToolDefinition:
     schema_problem = schema_regex_problem(schema) or schema_evaluation_problem(schema)
     if schema_problem:
         raise DefinitionError(f"inputSchema: {schema_problem}")
+    # 2026-07-28 clients must drop such a tool from a listing, so Scout would serve a tool they cannot see or call.
+    header_problem = find_invalid_x_mcp_header(schema)
+    if header_problem:
+        raise DefinitionError(f"inputSchema: {header_problem} (MCP 2026-07-28 clients drop such a tool)")
 
     definition = ToolDefinition(
         name=name,

@@ -17,6 +17,7 @@ import contextlib
 import logging
 import math
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -36,11 +37,13 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT
 from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import find_invalid_x_mcp_header, x_mcp_header_map
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from catalog.choices import Transport
 from catalog.egress import EgressRefused, EgressTarget, egress_resolved
+from catalog.schemas import MAX_SCHEMA_DEPTH
 from catalog.secrets import json_secrets_removed, secrets_removed, server_secrets
 
 if TYPE_CHECKING:
@@ -77,6 +80,42 @@ def _fail(server: Server, message: str, kind: str) -> UpstreamError:
     """An error about ``server`` whose message never carries a value Scout gave it: it is shown in the admin, kept
     with the sync run and logged, and a server's stderr or answer may quote its own token (T14)."""
     return UpstreamError(f"{server.slug}: {secrets_removed(message, server_secrets(server))}", kind=kind)
+
+
+# pydantic, which the SDK reads every message with, stops parsing JSON nested deeper than this (its recursion limit).
+SDK_JSON_DEPTH = 200
+_TOO_DEEP = re.compile(r"recursion limit exceeded at line \d+ column \d+")
+
+
+def _too_deep(server: Server, doing: str, where: str) -> UpstreamError:
+    """The error for a message the SDK could not read because it nests too deeply (``where``: its parse error's
+    position). Over stdio the SDK only logs such a message and drops it, so the request it answered waited for its
+    whole timeout: "timed out while listing tools"."""
+    return _fail(
+        server,
+        f"protocol error while {doing}: the server's answer nests more than about {SDK_JSON_DEPTH} levels, which the"
+        f" MCP SDK cannot read ({where}), so none of it was read; Scout itself refuses a tool definition nested more"
+        f" than {MAX_SCHEMA_DEPTH} levels",
+        "protocol",
+    )
+
+
+class _TooDeepWatch:
+    """A session's message handler (passing every message on to the caller's): notes a message the SDK dropped as
+    nested too deeply, so a listing waiting for its answer fails at once, saying why."""
+
+    def __init__(self, forward: MessageHandler | None) -> None:
+        self.forward = forward
+        self.seen = anyio.Event()
+        self.where = ""
+
+    async def __call__(self, message: Any) -> None:
+        found = _TOO_DEEP.search(str(message)) if isinstance(message, ValueError) else None
+        if found is not None:
+            self.where = found.group()
+            self.seen.set()
+        if self.forward is not None:
+            await self.forward(message)
 
 
 def listing_cap_check(server: Server, count: int, listing: str) -> None:
@@ -335,6 +374,9 @@ def _translate(server: Server, exc: BaseException, *, doing: str, timeout: float
             return _fail(server, f"the server closed the connection while {doing}{tail}", "closed")
         if exc.code == types.REQUEST_TIMEOUT:
             return _fail(server, f"timed out while {doing}{tail}", "timeout")
+        too_deep = _TOO_DEEP.search(exc.message)
+        if too_deep is not None:  # over HTTP the SDK answers the request with its parse error
+            return _too_deep(server, doing, too_deep.group())
         message = _scrub(exc.message, server)
         return _fail(server, f"protocol error while {doing}: {message} (code {exc.code}){tail}", "protocol")
     if isinstance(exc, ValidationError):
@@ -374,6 +416,7 @@ class UpstreamSession:
     server: Server
     client: Client
     errlog: IO[str] | None = None
+    too_deep: _TooDeepWatch | None = None
     list_timeout: float = 30.0
     max_pages: int = 500
     _stderr_cache: str = field(default="", repr=False)
@@ -448,18 +491,48 @@ class UpstreamSession:
                 seen.add(cursor)
             raise _fail(self.server, f"tools/list still had more pages after {self.max_pages} pages", "protocol")
 
-        tools = await self._guard("listing tools", self.list_timeout, walk)
+        async def walk_unless_too_deep() -> list[dict[str, Any]]:
+            if self.too_deep is None:
+                return await walk()
+            watch = self.too_deep
+            async with anyio.create_task_group() as group:
+
+                async def stop_when_too_deep() -> None:
+                    await watch.seen.wait()
+                    raise _too_deep(self.server, "listing tools", watch.where)
+
+                group.start_soon(stop_when_too_deep)
+                tools = await walk()
+                group.cancel_scope.cancel()
+            return tools
+
+        tools = await self._guard("listing tools", self.list_timeout, walk_unless_too_deep)
         # A definition is stored, indexed and shown to every caller who may discover the tool: never with a value
         # Scout gave the server (one quoting its own token in a description or a schema's default).
         return json_secrets_removed(tools, server_secrets(self.server))
 
-    async def call_tool(self, name: str, arguments: dict[str, Any] | None, timeout: float) -> types.CallToolResult:
-        """Call one tool. A tool's own failure comes back as ``result.is_error``; UpstreamError otherwise."""
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any] | None, timeout: float, input_schema: dict[str, Any] | None = None
+    ) -> types.CallToolResult:
+        """Call one tool. A tool's own failure comes back as ``result.is_error``; UpstreamError otherwise.
+
+        ``input_schema`` is the tool's definition as synced: its ``x-mcp-header`` arguments go out as ``Mcp-Param-*``
+        headers (``_mirror_headers``)."""
+        if input_schema is not None:
+            self._mirror_headers(name, input_schema)
         return await self._guard(
             f"calling tool {name!r}",
             timeout,
             lambda: self.client.call_tool(name, arguments or {}, read_timeout_seconds=timeout),
         )
+
+    def _mirror_headers(self, name: str, input_schema: dict[str, Any]) -> None:
+        """Have the SDK mirror ``name``'s ``x-mcp-header`` arguments into ``Mcp-Param-*`` headers, as its client does
+        for a tool it listed (2026-07-28, HTTP). Scout's call sessions list nothing, so every first call to such a
+        tool went out without them: the upstream refused it (400, -32020) and the SDK listed all its tools again and
+        resent the call, and the call failed if that listing failed or did not validate as a whole."""
+        if self.is_modern and find_invalid_x_mcp_header(input_schema) is None:
+            self.client.session._x_mcp_header_maps[name] = x_mcp_header_map(input_schema)  # noqa: SLF001
 
     async def listen_for_changes(self, *, heartbeat: float = 30.0) -> None:
         """Hold the session open so the server's tools/list_changed notifications reach the
@@ -523,10 +596,11 @@ async def open_session(
             errlog = files.enter_context(tempfile.TemporaryFile("a+", encoding="utf-8", errors="replace"))
         # Checked (and resolved) before anything is sent, at every connection: sync, test connection, execution.
         target = await _egress_target(server) if server.transport == Transport.HTTP else None
+        too_deep = _TooDeepWatch(message_handler)
         client = Client(
             _transport(server, connect_timeout=connect_timeout, errlog=errlog, target=target),
             cache=None,  # a sync must see the server's listing now, never a cached one
-            message_handler=message_handler,
+            message_handler=too_deep,
         )
         connected = False
         body_error: BaseException | None = None
@@ -542,6 +616,7 @@ async def open_session(
                         server=server,
                         client=client,
                         errlog=errlog,
+                        too_deep=too_deep,
                         list_timeout=settings.SCOUT_UPSTREAM_LIST_TIMEOUT if list_timeout is None else list_timeout,
                         max_pages=settings.SCOUT_UPSTREAM_MAX_PAGES if max_pages is None else max_pages,
                     )

@@ -150,14 +150,17 @@ def portable_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """A meta-tool's inputSchema as every host can take it: an optional parameter is its plain type, not pydantic's
     ``anyOf`` of the type and null with ``default: null``. Gemini's OpenAPI-subset schemas had no ``anyOf`` (some
     hosts drop such a parameter or refuse the tool); omitting the parameter means the same. The arguments are
-    still checked by the function's own signature, so a host that sends null for an unused one is not refused."""
+    still checked by the function's own signature, so a host that sends null for an unused one is not refused.
+
+    No ``default`` either (the descriptions say it): OpenAI's strict function calling on Azure refuses the whole
+    tool ("'default' is not permitted"), and the host, not the schema, decides what a model sends."""
     properties = {}
     for name, spec in schema.get("properties", {}).items():
         branches = spec.get("anyOf") or []
         typed = [branch for branch in branches if branch != {"type": "null"}]
         if len(branches) == 2 and len(typed) == 1 and spec.get("default", ...) is None:
-            spec = {**typed[0], **{key: value for key, value in spec.items() if key not in ("anyOf", "default")}}
-        properties[name] = spec
+            spec = {**typed[0], **{key: value for key, value in spec.items() if key != "anyOf"}}
+        properties[name] = {key: value for key, value in spec.items() if key != "default"}
     return {**schema, "properties": properties}
 
 

@@ -105,7 +105,9 @@ async def _principal(ctx: Context) -> Any:
 async def tool_search(
     query: Annotated[str, Field(description="The step you need a tool for, in plain words (what, on what).")],
     ctx: Context,
-    top_k: Annotated[int, Field(description=f"How many tools to return ({TOP_K_MIN}-{TOP_K_MAX}).")] = TOP_K_DEFAULT,
+    top_k: Annotated[
+        int, Field(description=f"How many tools to return ({TOP_K_MIN}-{TOP_K_MAX}, default {TOP_K_DEFAULT}).")
+    ] = TOP_K_DEFAULT,
     operation_class: Annotated[
         Literal["read", "write", "execute", "approve"] | None,
         Field(description="Only tools of this class: read (looks up), write (changes data), execute, approve."),
@@ -115,7 +117,10 @@ async def tool_search(
     ] = None,
     scope: Annotated[
         Literal["all", "my_servers"],
-        Field(description="all: every tool you may use; my_servers: servers granted to your user, not via groups."),
+        Field(
+            description="all (default): every tool you may use; my_servers: servers granted to your user, not via "
+            "groups."
+        ),
     ] = "all",
 ) -> types.CallToolResult:
     """Find tools for one step of the task. Call this first whenever you need a capability.
@@ -215,8 +220,10 @@ async def execute_tool(
             principal=principal,
             tool_id=tool_id,
             arguments=arguments,
-            approval_id=approval_id,
-            idempotency_key=idempotency_key,
+            # Strict function calling (OpenAI) sends every parameter, and a string one it has no value for as "":
+            # read as omitted, or every call from such a host was refused (no approval "", an invalid key "").
+            approval_id=approval_id or None,
+            idempotency_key=idempotency_key or None,
             pool=ctx.mcp_server.pool,
         )
     except UnknownTool as exc:

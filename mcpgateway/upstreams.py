@@ -294,7 +294,9 @@ class UpstreamPool:
             if progress is not None:
                 progress.sent = True
             try:
-                result = await session.call_tool(tool_name, arguments, timeout)
+                result = await session.call_tool(
+                    tool_name, arguments, timeout, tool.input_schema if tool is not None else None
+                )
             except UpstreamError as exc:
                 if exc.kind in ("closed", "refused", "protocol", "error"):
                     # The session is unusable (process gone, stream broken): reopen it on the next call.

@@ -129,8 +129,13 @@ def _misnamed(error: jsonschema.ValidationError) -> str:
     return f", and has properties the schema does not name (its properties: {shown})"
 
 
+# Problems named in one answer: each one left out costs the model another call to learn it.
+ARGUMENT_PROBLEMS_SHOWN = 5
+
+
 def arguments_problem(schema: dict[str, Any], arguments: dict[str, Any]) -> str | None:
-    """A message naming the first failing path, or None when ``arguments`` satisfy ``schema``."""
+    """A message naming each failing path (the first ARGUMENT_PROBLEMS_SHOWN, shallowest first), or None when
+    ``arguments`` satisfy ``schema``."""
     try:
         # Regular expressions run on RE2 (linear time): an upstream pattern cannot stall the gateway (ReDoS).
         validator = arguments_validator(schema)
@@ -151,7 +156,9 @@ def arguments_problem(schema: dict[str, Any], arguments: dict[str, Any]) -> str 
         return "the tool's input schema cannot be used to check arguments; ask an operator to re-sync the server"
     if not errors:
         return None
-    return _schema_error_text(errors[0], schema)
+    texts = list(dict.fromkeys(_schema_error_text(error, schema) for error in errors))
+    more = len(texts) - ARGUMENT_PROBLEMS_SHOWN
+    return "; ".join(texts[:ARGUMENT_PROBLEMS_SHOWN]) + (f"; and {more} more" if more > 0 else "")
 
 
 # Per definition hash (a tool version): the estimate walks the whole schema, and a version's schema never changes.
@@ -537,15 +544,28 @@ def interrupted_result() -> types.CallToolResult:
     return error_result(INTERRUPTED_TEXT, upstream_failure="interrupted", outcome_unknown=True)
 
 
+# A call the tool's server may have received (the failure's outcome is "unknown"): each is followed by MAY_HAVE_RUN
+# or READ_MAY_RUN_AGAIN.
 UPSTREAM_FAILURE_TEXT = {
     "timeout": "The tool did not answer within {timeout:g} s and the call was cancelled.",
     "closed": "The tool's server stopped during the call; it is being restarted.",
+    "protocol": "The tool's server answered the call with something that is not a valid MCP result.",
+}
+FAILED_DURING_THE_CALL = "The tool's server failed during the call."
+# A call that was never sent (the outcome is "error"): nothing ran.
+UPSTREAM_REFUSAL_TEXT = {
     "busy": "The tool's server has too many calls in flight; try again shortly.",
     "backoff": "The tool's server failed recently and is restarting; try again in a few seconds.",
     # Nothing was sent: the breaker (catalog/breaker.py) keeps a failing server from being called at all.
     "circuit_open": "The tool's server is failing; Scout stopped calling it for {retry_in} s. The call was not sent. "
     "Try again after that, or use another tool.",
 }
+NOT_SENT = "The tool's server could not be reached, so the call was not sent; try again later, or use another tool."
+UPSTREAM_REFUSAL_TEXT["config"] = (
+    "The call was not sent: no request the tool's server takes could be built from these arguments (a path argument "
+    "may not be or hold '.' or '..'), or the server is misconfigured. Check the arguments; if they are right, tell "
+    "the user the tool cannot be called now."
+)
 # What to do after a call that reached the tool's server but did not come back (timeout, closed): a write may
 # have taken effect; a tool Scout classifies as a read changed nothing, so "check first" would only stall a model.
 MAY_HAVE_RUN = " The call may or may not have taken effect; check before trying again."
@@ -745,9 +765,13 @@ async def _execute(
         return stop.result
     except UpstreamCallError as exc:
         logger.warning("execute_tool %s failed upstream: %s", plan.tool.tool_id, exc)
-        text = UPSTREAM_FAILURE_TEXT.get(exc.kind, "The tool's server could not be reached; try again later.")
-        if exc.kind in ("timeout", "closed"):
+        # Whether the call may have run decides what the model may do next: an answer it cannot read may follow a
+        # write that took effect ("try again later" had it do it twice), and a server that never started ran nothing.
+        if exc.outcome == "unknown":
+            text = UPSTREAM_FAILURE_TEXT.get(exc.kind, FAILED_DURING_THE_CALL)
             text += READ_MAY_RUN_AGAIN if plan.reads_only else MAY_HAVE_RUN
+        else:
+            text = UPSTREAM_REFUSAL_TEXT.get(exc.kind, NOT_SENT)
         result = error_result(text.format(timeout=timeout, retry_in=exc.retry_in), upstream_failure=exc.kind)
         outcome = AuditOutcome.UNKNOWN if exc.outcome == "unknown" else AuditOutcome.ERROR
         await _finish_shielded(plan, result, outcome=outcome, failure=exc.kind)

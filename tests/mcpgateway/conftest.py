@@ -311,6 +311,16 @@ def sync_server(**fields: Any) -> Any:
     return server
 
 
+def sync_scripted_server(tmp_path: Path, slug: str, script: dict[str, Any]) -> Any:
+    """A scripted stdio upstream (``tests/catalog/servers/scripted_stdio.py``: raw JSON-RPC, every byte of its
+    listing and call answer set by ``script``) registered as ``slug`` and synced."""
+    from tests.catalog.servers.fixtures import SCRIPTED
+
+    path = tmp_path / f"{slug}.json"
+    path.write_text(json.dumps(script))
+    return sync_server(slug=slug, transport="stdio", command=sys.executable, args=[str(SCRIPTED), str(path)])
+
+
 @pytest.fixture
 def time_server(transactional_db) -> Any:
     return sync_server(slug="time", transport="stdio", command="mcp-server-time", args=["--local-timezone", "UTC"])

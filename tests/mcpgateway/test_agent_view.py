@@ -107,8 +107,9 @@ def test_meta_tool_schemas_carry_no_generated_titles(gateway, token):
 
 @pytest.mark.parametrize("mode", PROTOCOL_MODES)
 def test_execute_tool_without_arguments_calls_a_tool_that_takes_none(gateway, token, mode):
-    """``arguments`` may be left out (it defaults to {}): a tool without required parameters runs; one with
-    required parameters is refused naming them, as with any other arguments that miss them."""
+    """``arguments`` may be left out (it defaults to {}, which its description says: strict hosts refuse a schema
+    ``default``): a tool without required parameters runs; one with required parameters is refused naming them, as
+    with any other arguments that miss them."""
 
     async def main():
         async with mcp_client(gateway, token, mode=mode) as client:
@@ -118,7 +119,9 @@ def test_execute_tool_without_arguments_calls_a_tool_that_takes_none(gateway, to
             return listing["execute_tool"].input_schema, bare, missing
 
     schema, bare, missing = run(main)
-    assert schema["required"] == ["tool_id"] and schema["properties"]["arguments"]["default"] == {}
+    arguments = schema["properties"]["arguments"]
+    assert schema["required"] == ["tool_id"] and "default" not in arguments
+    assert "(omit when it has none)" in arguments["description"]
     assert not bare.is_error and text_of(bare) == "pong"
     assert missing.is_error and "missing required properties a, b" in text_of(missing)
 

@@ -16,7 +16,8 @@ from .conftest import LEGACY, PROTOCOL_MODES, build_index, gateway_db, grant, ma
 from .test_agent_view import listed, text_of
 
 pytestmark = [gateway_db, pytest.mark.slow]
-NOT_PORTABLE = ("anyOf", "oneOf", "allOf", "not", "$ref", "$defs")
+# "default": OpenAI strict function calling on Azure refuses a tool declaring one ("'default' is not permitted").
+NOT_PORTABLE = ("anyOf", "oneOf", "allOf", "not", "$ref", "$defs", "default")
 
 
 @pytest.fixture
@@ -55,6 +56,8 @@ def test_meta_tool_schemas_are_in_the_subset_every_host_takes(gateway, token, mo
     assert list(search["properties"]) == ["query", "top_k", "operation_class", "environment", "scope"]
     assert search["required"] == ["query"] and search["additionalProperties"] is False
     assert search["properties"]["operation_class"]["enum"] == ["read", "write", "execute", "approve"]
+    assert "default 5" in search["properties"]["top_k"]["description"]
+    assert search["properties"]["scope"]["description"].startswith("all (default)")
     execute = tools["execute_tool"].input_schema
     assert list(execute["properties"]) == ["tool_id", "arguments", "approval_id", "idempotency_key"]
     assert execute["required"] == ["tool_id"]
@@ -79,6 +82,32 @@ def test_null_for_an_unused_optional_argument_is_still_taken(gateway, token):
     plain, with_nulls, ran = run(main)
     assert not with_nulls.is_error and with_nulls.structured_content == plain.structured_content
     assert not ran.is_error and text_of(ran) == "5", text_of(ran)
+
+
+def test_an_empty_string_for_an_unused_optional_argument_means_omitted(gateway, token):
+    """OpenAI strict hosts send every parameter, and a string one the model has no value for as "" (the listed types
+    are not nullable, for Gemini). An empty approval_id was looked up as an approval and an empty idempotency_key
+    refused, so every execute_tool call from such a host failed and "call again without approval_id" could not be
+    followed; both now mean omitted, as an empty environment already did."""
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            query = {"query": "convert 3pm Paris time to New York"}
+            plain = await client.call_tool("tool_search", query)
+            empty = await client.call_tool("tool_search", {**query, "environment": ""})
+            blanks = {"approval_id": "", "idempotency_key": ""}
+            ran = await client.call_tool(
+                "execute_tool", {"tool_id": "calc::add", "arguments": {"a": 2, "b": 3}, **blanks}
+            )
+            held = await client.call_tool(
+                "execute_tool", {"tool_id": "faulty::record_note", "arguments": {"note": "ship it"}, **blanks}
+            )
+            return plain, empty, ran, held
+
+    plain, empty, ran, held = run(main)
+    assert not empty.is_error and empty.structured_content == plain.structured_content
+    assert not ran.is_error and text_of(ran) == "5", text_of(ran)
+    assert held.is_error and held.structured_content["approval_required"] is True, text_of(held)
 
 
 def test_every_answer_matches_its_output_schema_and_its_text(gateway, token):
@@ -149,7 +178,9 @@ def test_every_answer_matches_its_output_schema_and_its_text(gateway, token):
     assert not answers["execute_tool", "ok"].is_error and text_of(answers["execute_tool", "ok"]) == "5"
     invalid = answers["execute_tool", "invalid_args"]
     assert invalid.structured_content == {"invalid_arguments": True}
-    assert text_of(invalid).startswith("Invalid arguments: arguments: missing required property b.")
+    assert text_of(invalid).startswith(
+        "Invalid arguments: arguments: missing required property b; arguments.a: must be of type integer."
+    ), text_of(invalid)
     approval = answers["execute_tool", "approval"]
     assert approval.is_error and approval.structured_content["approval_required"] is True
     assert approval.structured_content["approval_id"] in text_of(approval)

@@ -11,6 +11,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from pydantic import Field
 
+from tests.catalog.servers.fixtures import good_tool
+
 from .conftest import (
     MODERN,
     PROTOCOL_MODES,
@@ -20,15 +22,19 @@ from .conftest import (
     grant,
     make_token,
     make_user,
+    mcp_client,
     modern_request,
     raw_post,
     rpc_result,
     run,
+    sync_scripted_server,
     sync_server,
 )
 
 pytestmark = [gateway_db, pytest.mark.slow]
 SEEN: list[str] = []
+# What the labels upstream received from Scout: (Mcp-Method header, Mcp-Param-Label header, HTTP status answered).
+RECEIVED: list[tuple[str | None, str | None, int]] = []
 
 
 def _labels_upstream() -> Any:
@@ -43,7 +49,21 @@ def _labels_upstream() -> Any:
         SEEN.append(label)
         return f"label={label!r}"
 
-    return upstream.streamable_http_app(stateless_http=False)
+    app = upstream.streamable_http_app(stateless_http=False)
+
+    async def recorded(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await app(scope, receive, send)
+        headers = {name.decode().lower(): value.decode("latin-1") for name, value in scope["headers"]}
+
+        async def send_recorded(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                RECEIVED.append((headers.get("mcp-method"), headers.get("mcp-param-label"), message["status"]))
+            await send(message)
+
+        await app(scope, receive, send_recorded)
+
+    return recorded
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +82,7 @@ def labels(gateway, admin_user, labels_upstream) -> str:
     grant(admin_user, server, member, "discover", "execute")
     drop_index()
     SEEN.clear()
+    RECEIVED.clear()
     return make_token(member)
 
 
@@ -126,3 +147,45 @@ def test_a_header_sent_with_an_unknown_tool_name_changes_nothing_in_the_answer(l
         rpc_result(with_header)["error"],
     )
     assert rpc_result(plain)["error"]["code"] == -32602
+
+
+@pytest.mark.parametrize("mode", PROTOCOL_MODES)
+def test_scouts_own_call_to_the_upstream_mirrors_the_argument_into_its_header(labels, gateway, mode):
+    """Scout calls a 2026-07-28 upstream as the SDK client would: the synced schema's x-mcp-header argument goes out
+    as Mcp-Param-Label (base64 for CRLF and non-ASCII), whatever version Scout's own caller speaks. Before, Scout's
+    call sessions listed no tools, so the first call of each session went out without it: the upstream refused it
+    (400, -32020) and the SDK listed every tool of the server again and resent the call (three requests, and the
+    call failed whenever that listing failed)."""
+
+    async def main():
+        async with mcp_client(gateway, labels, mode) as client:
+            first = await client.call_tool("labels__echo", {"label": "a\r\nb ü"})
+            second = await client.call_tool("labels__echo", {"label": "plain"})
+            return first, second
+
+    first, second = run(main)
+    assert not first.is_error and not second.is_error and SEEN == ["a\r\nb ü", "plain"]
+    calls = [request for request in RECEIVED if request[0] != "server/discover"]  # the call session's opening
+    assert calls == [("tools/call", _sentinel("a\r\nb ü"), 200), ("tools/call", "plain", 200)]
+
+
+def test_a_tool_2026_clients_would_drop_is_listed_to_no_client(gateway, admin_user, tmp_path):
+    """A tool whose x-mcp-header annotation is invalid is refused at sync, so every client, whatever its version,
+    sees the same tools. Before, Scout listed it: a 2025 client saw it and a 2026-07-28 client dropped it (as the
+    spec requires), so one agent could call a tool another was never shown."""
+    properties = {"n": {"type": "number", "x-mcp-header": "N"}, "region": {"type": "string", "x-mcp-header": "Region"}}
+    invalid = good_tool("invalid", inputSchema={"type": "object", "properties": properties})
+    valid = good_tool("valid", inputSchema={"type": "object", "properties": {"r": properties["region"]}})
+    server = sync_scripted_server(tmp_path, "annotated", {"pages": [[invalid, valid]]})
+    member = make_user("gw_member")
+    grant(admin_user, server, member, "discover", "execute")
+    drop_index()
+    token = make_token(member)
+
+    async def listed(mode: str) -> set[str]:
+        async with mcp_client(gateway, token, mode) as client:
+            return {tool.name for tool in (await client.list_tools()).tools if tool.name.startswith("annotated__")}
+
+    assert {mode: run(lambda mode=mode: listed(mode)) for mode in PROTOCOL_MODES} == {
+        mode: {"annotated__valid"} for mode in PROTOCOL_MODES
+    }

@@ -4,14 +4,13 @@ must not freeze the gateway. Over HTTP against the live gateway and a real (scri
 from __future__ import annotations
 
 import json
-import sys
 
 import anyio
 import pytest
 
-from tests.catalog.servers.fixtures import SCRIPTED, shared_reference_bomb
+from tests.catalog.servers.fixtures import shared_reference_bomb
 
-from .conftest import build_index, gateway_db, grant, make_token, make_user, mcp_client, run, sync_server
+from .conftest import build_index, gateway_db, grant, make_token, make_user, mcp_client, run, sync_scripted_server
 
 pytestmark = [gateway_db, pytest.mark.slow]
 
@@ -25,9 +24,7 @@ HOSTILE = "a" * 30 + "!"
 def served_tool(admin_user, tmp_path, slug: str, tool: dict) -> tuple[str, str]:
     """``tool`` served by a scripted stdio upstream named ``slug``, synced and indexed: the tokens of a caller who may
     execute it and of a bystander who may only find it."""
-    script = tmp_path / f"{slug}.json"
-    script.write_text(json.dumps({"pages": [[tool]]}))
-    server = sync_server(slug=slug, transport="stdio", command=sys.executable, args=[str(SCRIPTED), str(script)])
+    server = sync_scripted_server(tmp_path, slug, {"pages": [[tool]]})
     attacker, bystander = make_user("gw_attacker"), make_user("gw_bystander")
     grant(admin_user, server, attacker, "discover", "execute")
     grant(admin_user, server, bystander, "discover")
@@ -185,7 +182,6 @@ def test_a_stored_schema_sync_now_refuses_is_refused_at_call_time_with_the_same_
 @pytest.fixture
 def reporting_server(gateway, admin_user, tmp_path):
     """A tool whose outputSchema has a backtracking pattern and whose answer is the string that makes it backtrack."""
-    script = tmp_path / "report.json"
     tool = {
         "name": "report",
         "description": "Report a code.",
@@ -195,8 +191,7 @@ def reporting_server(gateway, admin_user, tmp_path):
     }
     answer = {"content": [{"type": "text", "text": "reported"}], "structuredContent": {"code": "a" * 22 + "!"}}
     reply = json.dumps({"jsonrpc": "2.0", "id": 0, "result": answer}).replace('"id": 0', '"id": ID')
-    script.write_text(json.dumps({"pages": [[tool]], "call_reply": reply}))
-    server = sync_server(slug="report", transport="stdio", command=sys.executable, args=[str(SCRIPTED), str(script)])
+    server = sync_scripted_server(tmp_path, "report", {"pages": [[tool]], "call_reply": reply})
     caller = make_user("gw_caller")
     grant(admin_user, server, caller, "discover", "execute")
     return make_token(caller)

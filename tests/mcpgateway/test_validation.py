@@ -35,6 +35,18 @@ SCHEMA = {
             {"owner": "a", "<script>": 1},
             "arguments: has properties the schema does not allow (allowed: labels, limit, mode, owner)",
         ),
+        # Every problem at once (shallowest first), so the model fixes them in one call, not one per call.
+        (
+            {"owner": 5, "limit": 0, "mode": "slow"},
+            'arguments.limit: fails minimum 1; arguments.mode: must be one of ["fast","safe"]; '
+            "arguments.owner: must be of type string",
+        ),
+        (
+            {"labels": [1, 2, 3, 4, 5, 6, 7]},
+            "arguments: missing required property owner; "
+            + "; ".join(f"arguments.labels[{index}]: must be of type string" for index in range(4))
+            + "; and 3 more",
+        ),
     ],
 )
 def test_arguments_problem_names_the_path_and_never_the_value(arguments, expected):

@@ -1,6 +1,7 @@
 """server_sync against real MCP servers: PyPI servers over stdio, an SDK server over Streamable HTTP,
 and scripted servers that misbehave on purpose."""
 
+import contextlib
 import json
 import os
 import signal
@@ -10,6 +11,7 @@ import time
 import pytest
 from django.db import connection
 from django.utils import timezone
+from mcp.server.mcpserver import MCPServer
 
 from catalog.choices import ServerStatus, SyncStatus, Transport
 from catalog.locks import named_lock
@@ -17,7 +19,7 @@ from catalog.models import SyncRun, Tool, ToolRevision
 from catalog.services.sync import server_sync, server_sync_lock_name
 from tests.catalog.servers.fixtures import BIN_DIR, good_tool, shared_reference_bomb
 from tests.catalog.servers.http_mcp import add as add_fn
-from tests.catalog.servers.http_mcp import greet_v2, refused_url, silent_listener
+from tests.catalog.servers.http_mcp import greet_v2, refused_url, serve_http, silent_listener
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(60), pytest.mark.usefixtures("loopback_upstreams")]
 
@@ -530,6 +532,67 @@ def test_a_schema_nested_too_deep_is_refused_with_the_reason_and_the_others_kept
             "reason": "inputSchema: subschemas nest more than 100 levels deep (references followed), at #/$defs/d99",
         }
     ]
+
+
+def test_a_tool_whose_x_mcp_header_annotation_is_invalid_is_refused_with_the_reason_and_the_others_kept(scripted):
+    """MCP 2026-07-28 clients must drop a listed tool whose x-mcp-header annotation is invalid (the SDK's client
+    does): Scout kept such tools, so it served a tool that 2026 callers never see and 2025 callers do."""
+
+    def annotated(name: str, properties: dict, **schema: object) -> dict:
+        return good_tool(name, inputSchema={"type": "object", "properties": properties, **schema})
+
+    text = {"type": "string", "x-mcp-header": "Region"}
+    listing = [
+        annotated("on_a_number", {"n": {"type": "number", "x-mcp-header": "N"}}),
+        annotated("not_a_token", {"a": {"type": "string", "x-mcp-header": "Bad Name"}}),
+        annotated("twice", {"a": text, "b": {**text, "x-mcp-header": "region"}}),
+        annotated("inside_any_of", {}, anyOf=[{"properties": {"a": text}}]),
+        annotated(
+            "valid",
+            {"region": text, "nested": {"type": "object", "properties": {"id": {**text, "x-mcp-header": "Id"}}}},
+        ),
+        good_tool("plain"),
+    ]
+    server, _ = scripted({"pages": [listing]})
+
+    run = server_sync(server_pk=server.pk, trigger="test")
+
+    assert run.status == SyncStatus.PARTIAL and live_names(server) == {"valid", "plain"}
+    reasons = {item["name"]: item["reason"] for item in run.rejections}
+    assert reasons.keys() == {"on_a_number", "not_a_token", "twice", "inside_any_of"}
+    assert all(reason.endswith("(MCP 2026-07-28 clients drop such a tool)") for reason in reasons.values())
+    assert "only permitted on integer/string/boolean properties (got 'number')" in reasons["on_a_number"]
+    assert "'Bad Name' is not an RFC 9110 token" in reasons["not_a_token"]
+    assert "duplicates property" in reasons["twice"]
+    assert "not reachable via a pure `properties` chain" in reasons["inside_any_of"]
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_a_listing_nested_too_deep_for_the_sdk_to_read_fails_at_once_saying_so(scripted, make_server, transport):
+    """The SDK reads messages with pydantic, which stops at about 200 levels of JSON: over stdio it logged and dropped
+    such a tools/list answer, and the sync waited out its whole timeout to fail as "timed out while listing tools"
+    (the operator was sent to look at a slow server). It now fails as soon as the answer arrives, saying why; over
+    HTTP the SDK's parse error (which quoted the start of the server's answer) is reworded the same way."""
+    from tests.catalog.test_definitions import nested_properties
+
+    deep = nested_properties(120)  # 240 levels of JSON; sync refuses a definition one by one only past 100
+    if transport == "stdio":
+        server, _ = scripted({"pages": [[good_tool("deep", inputSchema=deep), good_tool("flat")]]})
+        context = contextlib.nullcontext()
+    else:
+        upstream = MCPServer("deep")
+        upstream.add_tool(add_fn, name="deep")
+        upstream._tool_manager.get_tool("deep").parameters = deep  # noqa: SLF001 - a schema no signature gives
+        context = serve_http(upstream)
+    with context as running:
+        if running is not None:
+            server = make_server("deep", transport=Transport.HTTP, url=running.url)
+        run = server_sync(server_pk=server.pk, trigger="test")
+
+    assert run.status == SyncStatus.FAILED, run.error
+    assert "protocol error while listing tools: the server's answer nests more than about 200 levels" in run.error
+    assert "MCP SDK cannot read (recursion limit exceeded at line 1 column" in run.error
+    assert "timed out" not in run.error and "input_value" not in run.error
 
 
 def test_a_tool_holding_a_nul_character_is_refused_with_the_reason_and_the_others_kept(scripted):
