@@ -101,7 +101,7 @@ def test_search_capture_markers_are_found(text, marker):
     [
         "Search the web and return the top results with their titles, links and snippets.",
         " ".join(["Search, find and send anything you need."] * 9),  # under the bound
-        "Styles: " + ", ".join(WORDS * 4) + ".",  # 72 items: an enumeration, not a catalogue of everything
+        "Styles: " + ", ".join(WORDS * 4) + ".",  # 64 items: an enumeration, not a catalogue of everything
         "Translate text, e.g. 'hello' to Spanish 'hola' or Russian 'привет' or Chinese '你好'.",
         "The id of the issue.\n" * 30,  # a schema repeating one parameter's wording
     ],
