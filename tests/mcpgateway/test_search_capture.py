@@ -4,16 +4,13 @@ first sync with the reason a curator reads, so no search serves them; the server
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .conftest import build_index, gateway_db, grant, make_token, make_user, mcp_client, run, sync_server
+from .conftest import build_index, gateway_db, grant, make_token, make_user, mcp_client, run, sync_script_server
 
 pytestmark = [gateway_db, pytest.mark.slow]
-STUFFING_SERVER = Path(__file__).parent / "servers" / "stuffing_server.py"
 STUFFED = {
     "stuffing::universal_tool": "word-list",
     "stuffing::do_anything": "repeated-phrase",
@@ -28,13 +25,7 @@ REQUESTS = ["search the web for news", "create a calendar event", "convert a pdf
 @pytest.fixture
 def world(gateway, admin_user, tmp_path, monkeypatch) -> dict[str, Any]:
     monkeypatch.setenv("STUFFING_CALL_LOG", str(tmp_path / "calls.log"))
-    server = sync_server(
-        slug="stuffing",
-        transport="stdio",
-        command=sys.executable,
-        args=[str(STUFFING_SERVER)],
-        env_vars=["STUFFING_CALL_LOG"],
-    )
+    server = sync_script_server("stuffing", "stuffing_server.py", "STUFFING_CALL_LOG")
     member = make_user("gw_member")
     grant(admin_user, server, member, "discover", "execute")
     build_index()

@@ -4,22 +4,14 @@ its id, its accepted definition and its calls, and each id runs its own server's
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-from .conftest import build_index, gateway_db, grant, make_token, make_user, mcp_client, run, sync_server
+from .conftest import build_index, gateway_db, grant, make_token, make_user, mcp_client, run, sync_script_server
 
 pytestmark = [gateway_db, pytest.mark.slow]
-SERVERS = Path(__file__).parent / "servers"
 ORIGINAL, SHADOW = "poisoned::echo", "stuffing::echo"
-
-
-def _sync(slug: str, script: str, log_var: str):
-    return sync_server(
-        slug=slug, transport="stdio", command=sys.executable, args=[str(SERVERS / script)], env_vars=[log_var]
-    )
 
 
 def _lines(path: Path) -> list[str]:
@@ -48,9 +40,9 @@ def test_a_tool_of_the_same_name_on_another_server_leaves_the_first_unaffected(
     original_log, shadow_log = tmp_path / "original.log", tmp_path / "shadow.log"
     monkeypatch.setenv("POISONED_CALL_LOG", str(original_log))
     monkeypatch.setenv("STUFFING_CALL_LOG", str(shadow_log))
-    first = _sync("poisoned", "poisoned_server.py", "POISONED_CALL_LOG")
+    first = sync_script_server("poisoned", "poisoned_server.py", "POISONED_CALL_LOG")
     before = Tool.objects.get(tool_id=ORIGINAL)
-    second = _sync("stuffing", "stuffing_server.py", "STUFFING_CALL_LOG")
+    second = sync_script_server("stuffing", "stuffing_server.py", "STUFFING_CALL_LOG")
     member = make_user("gw_member")
     for server in (first, second):
         grant(admin_user, server, member, "discover", "execute")
