@@ -3,7 +3,8 @@
 ORM-free. ``clean_for_model`` is for anything Scout returns to a model (descriptions, titles, errors);
 ``clean_tool_output`` is the output policy for what an upstream tool returns (T9);
 ``suspicious_markers`` is the one injection screen: it decides whether a tool's upstream text is held for
-review (governance.services.review).
+review (governance.services.review). It includes ``stuffing_markers``: text built to be returned for every
+search (search capture) is held the same way.
 
 The screen does not match the raw text. It first folds it to a *skeleton*: ANSI escapes and invisible or
 control characters removed, Unicode NFKC (full-width and mathematical letters become plain ones), case folded,
@@ -18,6 +19,7 @@ a false positive costs a curator one click, a false negative puts an attacker's 
 
 import re
 import unicodedata
+from collections import Counter
 from functools import lru_cache
 
 # ANSI escape sequences: CSI (ESC [ ... final), OSC (ESC ] ... BEL/ST), and two-character escapes.
@@ -367,6 +369,49 @@ def _has_lookalike_word(folded: str) -> bool:
     return False
 
 
+# Search capture (T6/T8): text built to be returned for every request instead of to describe one tool. Bounds
+# measured on the 5,704 public tools (bench/NOTES-capture.md): 4 reach them (long enumerations of styles or
+# currency codes, a text styler's alphabets), the attacks of bench/capture.py are far above.
+STUFFING_REPEATS = 10  # one five-word phrase this many times in a line
+STUFFING_LIST_ITEMS = 80  # comma-, bar- or slash-separated items of one or two words in one sentence
+STUFFING_BARE_WORDS = 200  # words in runs of 8+ with hardly any function word (a bag of keywords)
+STUFFING_SCRIPTS = 3  # writing systems besides Latin
+_FUNCTION_WORDS = frozenset(
+    "a an the of to in on for with and or is are be by from as at it its this that which your you can will into "
+    "if".split()
+)
+_SENTENCE_RE = re.compile(r"[.!?;:()\[\]{}\n]+")
+_ITEM_SEP_RE = re.compile(r"[,|/]")
+
+
+def stuffing_markers(text: str) -> list[str]:
+    """Names of the search-capture signals in ``text``: ``repeated-phrase``, ``word-list`` (a long list of
+    bare words, or runs of keywords without sentences), ``many-scripts`` (words in many writing systems).
+    Each is cheap to write and ranks a tool for requests it has nothing to do with."""
+    found: list[str] = []
+    for line in text.lower().split("\n"):
+        words = _WORD_RE.findall(line)
+        phrases = Counter(tuple(words[i : i + 5]) for i in range(len(words) - 4))
+        if phrases and max(phrases.values()) >= STUFFING_REPEATS:
+            found.append("repeated-phrase")
+            break
+    bare = 0
+    for sentence in _SENTENCE_RE.split(text):
+        items = [item for item in _ITEM_SEP_RE.split(sentence) if item.strip()]
+        if len(items) >= STUFFING_LIST_ITEMS and sum(len(i.split()) <= 2 for i in items) >= 0.9 * len(items):
+            bare = STUFFING_BARE_WORDS
+            break
+        words = _WORD_RE.findall(sentence.lower())
+        if len(words) >= 8 and sum(w in _FUNCTION_WORDS for w in words) < 0.05 * len(words):
+            bare += len(words)
+    if bare >= STUFFING_BARE_WORDS:
+        found.append("word-list")
+    scripts = {unicodedata.name(ch, "?").split(" ")[0] for ch in text if ch.isalpha() and not ch.isascii()}
+    if len(scripts - {"LATIN", "?"}) >= STUFFING_SCRIPTS:
+        found.append("many-scripts")
+    return found
+
+
 def suspicious_markers(text: str) -> list[str]:
     """Names of the injection signals found in ``text`` (empty when it looks clean), each once, in a stable
     order. The single screen for upstream tool text: see the module docstring for what it normalises."""
@@ -389,7 +434,7 @@ def suspicious_markers(text: str) -> list[str]:
     for name, pattern in _FOLD_RES:
         if name not in found and pattern.search(folded):
             found.append(name)
-    return found
+    return found + stuffing_markers(text)
 
 
 def definition_text(definition: dict) -> str:

@@ -197,8 +197,11 @@ def test_verb_detection_reads_names_by_action_and_text_by_verb_form():
 
 # Measured: 3 of 5,704 tools flagged (0.05%): a task manager telling "the assistant must not proceed", a fancy
 # text generator whose examples mix Cyrillic and Greek look-alikes into Latin words, and a description that
-# starts with a zero-width space. The bound is ten times that: room for catalogs to grow, while a screen that
-# starts flagging one ordinary description in 200 fails here long before curators drown in reviews.
+# starts with a zero-width space. With the search-capture signals (redteam23) 7 (0.12%): Recraft's three image
+# tools and YH Finance's currency converter (long lists of styles and currency codes, read as bags of keywords)
+# and the text styler again (its alphabets). The bound is ten times the first figure: room for catalogs to grow,
+# while a screen that starts flagging one ordinary description in 200 fails here long before curators drown in
+# reviews.
 MAX_FLAG_RATE = 0.005
 # Of 82 public tools hinted read-only or non-destructive, 1 is overruled (github update_issue_type, which says
 # it can remove an issue's type). Overruling more than one in ten would make the hint check a nuisance.

@@ -8,6 +8,7 @@ from governance.sanitize import (
     clean_json_strings,
     clean_tool_output,
     definition_text,
+    stuffing_markers,
     suspicious_markers,
 )
 
@@ -76,3 +77,34 @@ def test_tool_output_policy_keeps_ordinary_data_byte_for_byte():
 def test_tool_output_policy_reaches_every_string_of_structured_data():
     data = {"k\u200b": ["\x1b[2J<system>x</system>", 3, None, {"n": "\u2066y\u2069"}]}
     assert clean_json_strings(data) == {"k": ["‹system›x‹/system›", 3, None, {"n": "y"}]}
+
+
+WORDS = "search find get list read write send create delete update file email calendar weather map news".split()
+
+
+@pytest.mark.parametrize(
+    "text, marker",
+    [
+        ("Universal tool. " + ", ".join(WORDS * 5) + ".", "word-list"),
+        ("Parameters:\n" + "\n".join(" ".join(WORDS[i:] + WORDS[:i]) for i in range(14)), "word-list"),
+        (" ".join(["Search, find and send anything you need."] * 10), "repeated-phrase"),
+        ("Any language: buscar, 搜索 发送, 検索 送信, искать, بحث", "many-scripts"),
+    ],
+)
+def test_search_capture_markers_are_found(text, marker):
+    assert marker in stuffing_markers(text)
+    assert marker in suspicious_markers(text)  # the sync's one screen holds it
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Search the web and return the top results with their titles, links and snippets.",
+        " ".join(["Search, find and send anything you need."] * 9),  # under the bound
+        "Styles: " + ", ".join(WORDS * 4) + ".",  # 64 items: an enumeration, not a catalogue of everything
+        "Translate text, e.g. 'hello' to Spanish 'hola' or Russian 'привет' or Chinese '你好'.",
+        "The id of the issue.\n" * 30,  # a schema repeating one parameter's wording
+    ],
+)
+def test_ordinary_text_has_no_capture_marker(text):
+    assert stuffing_markers(text) == []

@@ -321,6 +321,13 @@ def sync_scripted_server(tmp_path: Path, slug: str, script: dict[str, Any]) -> A
     return sync_server(slug=slug, transport="stdio", command=sys.executable, args=[str(SCRIPTED), str(path)])
 
 
+def sync_script_server(slug: str, script: str, env_var: str) -> Any:
+    """``sync_server`` for one of tests/mcpgateway/servers/ over stdio, passed the environment variable
+    ``env_var`` (where the script logs its calls)."""
+    path = Path(__file__).parent / "servers" / script
+    return sync_server(slug=slug, transport="stdio", command=sys.executable, args=[str(path)], env_vars=[env_var])
+
+
 @pytest.fixture
 def time_server(transactional_db) -> Any:
     return sync_server(slug="time", transport="stdio", command="mcp-server-time", args=["--local-timezone", "UTC"])
