@@ -44,7 +44,7 @@ def forget_learning_of_a_server_shared(sender: object, instance: ServerTenant, *
 @receiver(visibility_changed, dispatch_uid="search.recount_teachers_when_visibility_changes")
 def recount_teachers_when_visibility_changes(sender: object, **kwargs: object) -> None:
     """Who may execute what changed (any way: a grant, an entitlement, a membership, a person, a tool's state):
-    after commit, count only the teachers who may execute their tools now (``learned_teachers_recount``)."""
-    from .usage import learned_teachers_recount
+    after commit, queue a recount of the teachers who may execute their tools now (``learned_teachers_recount``)."""
+    from .usage import learned_teachers_recount_queue
 
-    transaction.on_commit(learned_teachers_recount)
+    transaction.on_commit(learned_teachers_recount_queue)

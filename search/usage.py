@@ -40,6 +40,8 @@ logger = logging.getLogger(__name__)
 
 MAX_LEARNED_CHARS = 500
 FLUSH_PENDING_KEY = "search:learned-index-flush-pending"
+RECOUNT_PENDING_KEY = "search:learned-teachers-recount-pending"
+RECOUNT_PENDING_SECONDS = 300
 # Masks for the ``redacted`` mode: e-mail addresses, long opaque tokens (keys, ids, hashes), then digits.
 # Only from the start of a run: tried at every position of a long run without "@" it was quadratic (4 kB: 0.2 s).
 # An address on a one-label host (alice@localhost, bob@intranet) or with a quoted name ("bob smith"@example.com) is
@@ -343,6 +345,20 @@ def learned_request_confirm(*, principal: Principal, tool: Tool, text: str) -> L
     return learned
 
 
+def learned_teachers_recount_queue() -> None:
+    """Queue one recount (``learned_teachers_recount``) for the visibility changes committed until it starts: a
+    transaction that changes many grants, or many at once, queue one task, not one each. The recount runs on a
+    worker, not in the request that revoked (it reads every teacher's access: seconds for a large catalog), and
+    is queued at once, without a countdown: a revoked teacher's weight stops counting once the worker has run it
+    and the reindex it queues (the worker's queue latency; with no broker, before the request returns)."""
+    from .tasks import recount_learned_teachers
+
+    # Cache down: queue anyway (a second recount finds nothing to change). The marker expires, so a task lost
+    # with the broker's data never stops later changes from queueing theirs.
+    if cache_call("add", RECOUNT_PENDING_KEY, 1, timeout=RECOUNT_PENDING_SECONDS, default=True):
+        recount_learned_teachers.delay()
+
+
 def learned_teachers_recount() -> int:
     """Count, for every learned request in use, only the teachers who may execute its tool now: the one rule for
     every way access goes and comes back (issue 8). A grant, entitlement or group membership removed, the tool
@@ -357,8 +373,9 @@ def learned_teachers_recount() -> int:
     changed."""
     from django.contrib.auth import get_user_model
 
-    from .tasks import reindex_tools
+    from .services import index_update
 
+    cache_call("delete", RECOUNT_PENDING_KEY)  # changes committed from now on queue the next recount
     rows = list(
         LearnedConfirmation.objects.filter(learned__status=LearnedStatus.LEARNED).values_list(
             "pk", "principal_key", "learned_id", "learned__tool_id", "counts"
@@ -397,7 +414,8 @@ def learned_teachers_recount() -> int:
         )
         LearnedRequest.objects.filter(pk__in=changed).update(principal_count=Coalesce(Subquery(counting), 0))
         LearnedRequest.objects.filter(pk__in=changed, status=LearnedStatus.LEARNED, confirmed_by__isnull=True).delete()
-    reindex_tools.delay_on_commit(sorted(tool_pks))
+    # Reindexed here, not queued: the weight stops counting when this task ends, not after another one.
+    transaction.on_commit(lambda: index_update(tool_pks=sorted(tool_pks)))
     return len(gone) + len(flips[True]) + len(flips[False])
 
 
