@@ -123,22 +123,17 @@ class LoginRateThrottle(FailOpenThrottle):
 
 
 def _pending_count(request: HttpRequest) -> int | None:
-    """Requests waiting for this person to decide, or None when they approve nothing (no badge)."""
-    waiting = _waiting(request)
-    return None if waiting is None else len(waiting)
-
-
-def _waiting(request: HttpRequest) -> list | None:
-    """``approval_requests_waiting_for`` this person (once a request: the badge and the home page both read it), or
-    None when they approve nothing."""
-    from governance.selectors import approval_requests_waiting_for, user_is_approver
+    """Requests waiting for this person to decide (``approval_requests_waiting_count``, once a request: the badge and
+    the home page both read it), or None when they approve nothing (no badge)."""
+    from governance.selectors import approval_requests_waiting_count, user_is_approver
 
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated or not user.is_staff:
         return None
-    if not hasattr(request, "_scout_waiting"):
-        request._scout_waiting = approval_requests_waiting_for(user=user) if user_is_approver(user=user) else None
-    return request._scout_waiting
+    if not hasattr(request, "_scout_waiting_count"):
+        waiting = approval_requests_waiting_count(user=user) if user_is_approver(user=user) else None
+        request._scout_waiting_count = waiting
+    return request._scout_waiting_count
 
 
 def _grouped(request: HttpRequest, apps: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -291,9 +286,9 @@ def _workbench_waiting(user) -> dict[str, int] | None:
 
 def _approver_panel(request: HttpRequest, pending: int) -> dict[str, Any]:
     from governance.admin.common import breakable_id
-    from governance.selectors import approval_requests_for_approver
+    from governance.selectors import approval_requests_for_approver, approval_requests_waiting_for
 
-    first = [row.pk for row in _waiting(request)[:HOME_ROWS]]
+    first = [row.pk for row in approval_requests_waiting_for(user=request.user, limit=HOME_ROWS)]
     # As the inbox shows them: who asked as this approver may see them.
     rows = list(approval_requests_for_approver(user=request.user).filter(pk__in=first).order_by("-created_at", "-id"))
     for row in rows:  # as the inbox shows it: wrapped after "::" and "_" in the narrow column, not letter by letter

@@ -1,12 +1,13 @@
 """Approvals: who may approve a tool, the approver inbox, and the notification log of requests."""
 
 import hashlib
+import itertools
 from collections import defaultdict
 from collections.abc import Iterable
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Case, CharField, Exists, F, IntegerField, OuterRef, Q, QuerySet, Value, When
+from django.db.models import Case, CharField, Count, Exists, F, IntegerField, OuterRef, Q, QuerySet, Value, When
 from django.db.models.functions import Concat, StrIndex
 from django.utils import timezone
 
@@ -24,6 +25,8 @@ from .grants import _grant_q, _grants
 from .people import person_shown, person_visible_to, users_visible_to_operator
 from .tenants import server_tenant_q, tenant_q
 from .tools import tools_visible_to
+
+WAITING_PAGE = 200  # requests read at a time for the newest few waiting (the home page)
 
 
 def approval_requester_may_execute(*, request: ApprovalRequest) -> bool:
@@ -169,21 +172,61 @@ def _approvable_requests(user: AbstractBaseUser, principal: Principal) -> QueryS
     )
 
 
-def approval_requests_waiting_for(*, user: AbstractBaseUser) -> list[ApprovalRequest]:
+def approval_requests_waiting_for(*, user: AbstractBaseUser, limit: int | None = None) -> list[ApprovalRequest]:
     """The requests waiting for ``user`` to decide, newest first: pending and unexpired in their inbox, not their own
     (someone else decides those), and still usable (``approval_requests_usable``, kept under the visibility version:
-    a request whose requester lost access, or whose token was revoked or expired, waits for no one). Every count of
-    waiting approvals reads this, so that it agrees with the inbox's "waiting for you"."""
-    rows = list(
-        _approvable_requests(user, principal_for_user(user))
-        .filter(status=ApprovalStatus.PENDING, expires_at__gt=timezone.now())
-        .exclude(requester=user)
+    a request whose requester lost access, or whose token was revoked or expired, waits for no one). Every list of
+    waiting approvals reads this, and every count ``approval_requests_waiting_count``, so that they agree with the
+    inbox's "waiting for you". ``limit``: the newest ``limit`` only, read a page at a time."""
+    pending = (
+        _waiting_requests(user)
         .select_related("requester")
         .only("token", "tool", "requester", "risk_class", "created_at")  # every pending one is read: no more
         .order_by("-created_at", "-id")
     )
-    usable = approval_requests_usable(requests=rows, cached=True)
-    return [row for row in rows if row.pk in usable]
+    if limit is None:
+        rows = list(pending)
+        usable = approval_requests_usable(requests=rows, cached=True)
+        return [row for row in rows if row.pk in usable]
+    found: list[ApprovalRequest] = []
+    page = max(limit, WAITING_PAGE)
+    for start in itertools.count(0, page):
+        rows = list(pending[start : start + page])
+        usable = approval_requests_usable(requests=rows, cached=True)
+        found += [row for row in rows if row.pk in usable]
+        if len(found) >= limit or len(rows) < page:
+            return found[:limit]
+    return found  # unreachable: the loop returns
+
+
+def approval_requests_waiting_count(*, user: AbstractBaseUser) -> int:
+    """``len(approval_requests_waiting_for(user=user))`` without reading each request (the badge on every admin page:
+    an approver's backlog may be tens of thousands): counted per who asked (token, else person) and tool, one row
+    each, and a group counts when that principal may still execute that tool (``approval_requests_usable``, which
+    judges each request by exactly those)."""
+    groups = list(
+        _waiting_requests(user).order_by().values("token_id", "requester_id", "tool_id").annotate(n=Count("pk"))
+    )
+    people = get_user_model().objects.in_bulk({g["requester_id"] for g in groups if g["token_id"] is None})
+    # One unsaved stand-in per group, numbered by its place: usable is decided per (who asked, tool) only.
+    standins = []
+    for place, group in enumerate(groups):
+        standin = ApprovalRequest(pk=place, token_id=group["token_id"], tool_id=group["tool_id"])
+        standin.requester_id = group["requester_id"]
+        if group["token_id"] is None:
+            standin.requester = people[group["requester_id"]]
+        standins.append(standin)
+    usable = approval_requests_usable(requests=standins, cached=True)
+    return sum(group["n"] for place, group in enumerate(groups) if place in usable)
+
+
+def _waiting_requests(user: AbstractBaseUser) -> QuerySet[ApprovalRequest]:
+    """Pending, unexpired requests in ``user``'s inbox that are not their own (usable or not)."""
+    return (
+        _approvable_requests(user, principal_for_user(user))
+        .filter(status=ApprovalStatus.PENDING, expires_at__gt=timezone.now())
+        .exclude(requester=user)
+    )
 
 
 def with_approval_people_shown(requests: QuerySet[ApprovalRequest], *, viewer: AbstractBaseUser) -> QuerySet:
