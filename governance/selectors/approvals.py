@@ -1,7 +1,6 @@
 """Approvals: who may approve a tool, the approver inbox, and the notification log of requests."""
 
 import hashlib
-import itertools
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -25,8 +24,6 @@ from .grants import _grant_q, _grants
 from .people import person_shown, person_visible_to, users_visible_to_operator
 from .tenants import server_tenant_q, tenant_q
 from .tools import tools_visible_to
-
-WAITING_PAGE = 200  # requests read at a time for the newest few waiting (the home page)
 
 
 def approval_requester_may_execute(*, request: ApprovalRequest) -> bool:
@@ -172,52 +169,44 @@ def _approvable_requests(user: AbstractBaseUser, principal: Principal) -> QueryS
     )
 
 
-def approval_requests_waiting_for(*, user: AbstractBaseUser, limit: int | None = None) -> list[ApprovalRequest]:
+def approval_requests_waiting_for(*, user: AbstractBaseUser) -> list[ApprovalRequest]:
     """The requests waiting for ``user`` to decide, newest first: pending and unexpired in their inbox, not their own
     (someone else decides those), and still usable (``approval_requests_usable``, kept under the visibility version:
     a request whose requester lost access, or whose token was revoked or expired, waits for no one). Every list of
     waiting approvals reads this, and every count ``approval_requests_waiting_count``, so that they agree with the
-    inbox's "waiting for you". ``limit``: the newest ``limit`` only, read a page at a time."""
-    pending = (
+    inbox's "waiting for you"."""
+    rows = list(
         _waiting_requests(user)
         .select_related("requester")
         .only("token", "tool", "requester", "risk_class", "created_at")  # every pending one is read: no more
         .order_by("-created_at", "-id")
     )
-    if limit is None:
-        rows = list(pending)
-        usable = approval_requests_usable(requests=rows, cached=True)
-        return [row for row in rows if row.pk in usable]
-    found: list[ApprovalRequest] = []
-    page = max(limit, WAITING_PAGE)
-    for start in itertools.count(0, page):
-        rows = list(pending[start : start + page])
-        usable = approval_requests_usable(requests=rows, cached=True)
-        found += [row for row in rows if row.pk in usable]
-        if len(found) >= limit or len(rows) < page:
-            return found[:limit]
-    return found  # unreachable: the loop returns
+    usable = approval_requests_usable(requests=rows, cached=True)
+    return [row for row in rows if row.pk in usable]
 
 
 def approval_requests_waiting_count(*, user: AbstractBaseUser) -> int:
     """``len(approval_requests_waiting_for(user=user))`` without reading each request (the badge on every admin page:
-    an approver's backlog may be tens of thousands): counted per who asked (token, else person) and tool, one row
-    each, and a group counts when that principal may still execute that tool (``approval_requests_usable``, which
-    judges each request by exactly those)."""
+    an approver's backlog may be tens of thousands): counted per who asked (token, else person) and tool."""
+    return sum(_usable_groups(user).values())
+
+
+def _usable_groups(user: AbstractBaseUser) -> dict[tuple, int]:
+    """(token pk, requester pk, tool pk) -> how many requests wait for ``user`` from that asker for that tool, for the
+    groups whose principal may still execute the tool (``approval_requests_usable`` judges each request by exactly
+    those three): one grouped query, then one stand-in request per group."""
     groups = list(
-        _waiting_requests(user).order_by().values("token_id", "requester_id", "tool_id").annotate(n=Count("pk"))
+        _waiting_requests(user).order_by().values_list("token_id", "requester_id", "tool_id").annotate(n=Count("pk"))
     )
-    people = get_user_model().objects.in_bulk({g["requester_id"] for g in groups if g["token_id"] is None})
-    # One unsaved stand-in per group, numbered by its place: usable is decided per (who asked, tool) only.
+    people = get_user_model().objects.in_bulk({requester for token, requester, _, _ in groups if token is None})
     standins = []
-    for place, group in enumerate(groups):
-        standin = ApprovalRequest(pk=place, token_id=group["token_id"], tool_id=group["tool_id"])
-        standin.requester_id = group["requester_id"]
-        if group["token_id"] is None:
-            standin.requester = people[group["requester_id"]]
+    for place, (token, requester, tool, _) in enumerate(groups):
+        standin = ApprovalRequest(pk=place, token_id=token, requester_id=requester, tool_id=tool)
+        if token is None:
+            standin.requester = people[requester]
         standins.append(standin)
     usable = approval_requests_usable(requests=standins, cached=True)
-    return sum(group["n"] for place, group in enumerate(groups) if place in usable)
+    return {(token, requester, tool): n for place, (token, requester, tool, n) in enumerate(groups) if place in usable}
 
 
 def _waiting_requests(user: AbstractBaseUser) -> QuerySet[ApprovalRequest]:
