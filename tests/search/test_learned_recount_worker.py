@@ -8,16 +8,14 @@ import uuid
 
 import pytest
 from django.conf import settings as django_settings
-from django.contrib.auth import get_user_model
 
-from governance.principals import principal_for_user
-from governance.services.permissions import permission_grant, permission_revoke
+from governance.services.permissions import permission_revoke
 from scoutsite import celery_app
 from search import usage
 from search.models import IndexGeneration, LearnedConfirmation, LearnedRequest
 from tests.catalog.test_tasks import _worker_database_env
 from tests.celery_worker import WORKER_TESTS, WORKER_TESTS_REASON, celery_worker
-from tests.governance.factories import ServerFactory, ToolFactory
+from tests.search.test_learned_teachers_recount import two_teachers
 
 pytestmark = [
     pytest.mark.celery_worker,
@@ -28,20 +26,6 @@ pytestmark = [
 ]
 
 
-def _teach(person, tool) -> None:
-    principal = principal_for_user(person)
-    usage.query_log_record(
-        principal=principal,
-        query="mail the invoice to finance",
-        results=[usage.LoggedResult(tool_id=tool.tool_id, score=0.9)],
-        confidence="high",
-        degraded=False,
-        backend="embedded",
-        latency_ms=1.0,
-    )
-    usage.search_outcome_record(principal=principal, tool=tool, outcome="success")
-
-
 def test_a_revocation_queues_the_recount_and_the_worker_withdraws_the_teachers_weight(member, superuser, settings):
     if not django_settings.REDIS_URL:
         pytest.fail("SCOUT_CELERY_WORKER_TESTS=1 but REDIS_URL is not set: the worker test needs Redis")
@@ -49,14 +33,8 @@ def test_a_revocation_queues_the_recount_and_the_worker_withdraws_the_teachers_w
     queue = f"scout-test-{uuid.uuid4().hex[:12]}"  # a private queue: no other worker on this Redis takes it
     celery_app.conf.task_always_eager = True  # set up in this process (the setting is off with Redis)
     try:
-        server = ServerFactory(slug="mail")
-        tool = ToolFactory(server=server, name="send_email", description="Send an e-mail message.")
-        bob = get_user_model().objects.create_user(username="bob")
-        for person in (member, bob):
-            for action in ("discover", "execute"):
-                permission_grant(actor=superuser, target=server, action=action, holder=person)
-            _teach(person, tool)  # eager so far: learned and indexed in this process
-        assert LearnedRequest.objects.get().principal_count == 2
+        taught = two_teachers(member, superuser)  # eager so far: learned and indexed in this process
+        server, tool = taught["server"], taught["send"]
         generations = IndexGeneration.objects.count()
         usage.cache_call("delete", usage.RECOUNT_PENDING_KEY)  # an earlier run's marker in the shared cache
         celery_app.conf.task_always_eager = False  # from here, tasks go through Redis

@@ -20,6 +20,11 @@ REQUEST = "send the quarterly numbers to finance"
 @pytest.fixture
 def world(member, superuser, settings):
     settings.SCOUT_LEARNED_INDEX_INTERVAL = -1  # flush inline, not on a timer
+    return two_teachers(member, superuser)
+
+
+def two_teachers(member, superuser) -> dict:
+    """member and bob may execute mail::send_email and each taught it REQUEST."""
     server = ServerFactory(slug="mail")
     send = ToolFactory(server=server, name="send_email", description="Send an e-mail message.")
     bob = get_user_model().objects.create_user(username="bob")
