@@ -135,12 +135,14 @@ def visibility_invalidate() -> None:
     Called after each change (signal receivers, services, catalog's bulk writes), never before it: a later
     change in the same transaction writes a new token again, so nothing read in between stays current."""
     from .models import VisibilityVersion
+    from .signals import visibility_changed
 
     _row_once.forget()  # the work in progress reads the new token on its next read
     token = uuid.uuid4().hex
     if not VisibilityVersion.objects.filter(pk=ROW).update(token=token):
         VisibilityVersion.objects.bulk_create([VisibilityVersion(pk=ROW, token=token)], ignore_conflicts=True)
         VisibilityVersion.objects.filter(pk=ROW).update(token=token)
+    visibility_changed.send(sender=VisibilityVersion)
 
 
 def visibility_cache_reset() -> None:

@@ -87,6 +87,8 @@ def connect() -> None:
     # A deactivated user, or a change of group membership or entitlements.
     user_model = get_user_model()
     post_save.connect(_invalidate, sender=user_model, dispatch_uid="governance-vis-save-user")
+    # A deleted person: their memberships and grants go by cascade, which may send no signal of its own.
+    post_delete.connect(_invalidate, sender=user_model, dispatch_uid="governance-vis-delete-user")
     for through in (
         user_model.groups.through,
         Entitlement.users.through,

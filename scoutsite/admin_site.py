@@ -123,22 +123,31 @@ class LoginRateThrottle(FailOpenThrottle):
 
 
 def _pending_count(request: HttpRequest) -> int | None:
-    """Requests waiting for this person to decide, or None when they approve nothing (no badge)."""
-    waiting = _waiting(request)
-    return None if waiting is None else len(waiting)
+    """Requests waiting for this person to decide (``approval_requests_waiting_count``: the badge on every page, without
+    reading each request; the home page counts the list it shows, ``_waiting``), or None when they approve nothing."""
+    from governance.selectors import approval_requests_waiting_count
+
+    if not hasattr(request, "_scout_waiting_count"):
+        approves = _approves(request)
+        request._scout_waiting_count = approval_requests_waiting_count(user=request.user) if approves else None
+    return request._scout_waiting_count
 
 
 def _waiting(request: HttpRequest) -> list | None:
-    """``approval_requests_waiting_for`` this person (once a request: the badge and the home page both read it), or
-    None when they approve nothing."""
-    from governance.selectors import approval_requests_waiting_for, user_is_approver
+    """``approval_requests_waiting_for`` this person (the home page: its panel and the badge both read it), or None
+    when they approve nothing."""
+    from governance.selectors import approval_requests_waiting_for
+
+    waiting = approval_requests_waiting_for(user=request.user) if _approves(request) else None
+    request._scout_waiting_count = None if waiting is None else len(waiting)
+    return waiting
+
+
+def _approves(request: HttpRequest) -> bool:
+    from governance.selectors import user_is_approver
 
     user = getattr(request, "user", None)
-    if user is None or not user.is_authenticated or not user.is_staff:
-        return None
-    if not hasattr(request, "_scout_waiting"):
-        request._scout_waiting = approval_requests_waiting_for(user=user) if user_is_approver(user=user) else None
-    return request._scout_waiting
+    return user is not None and user.is_authenticated and user.is_staff and user_is_approver(user=user)
 
 
 def _grouped(request: HttpRequest, apps: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -210,9 +219,9 @@ def role_panels(request: HttpRequest) -> dict[str, Any]:
     context: dict[str, Any] = {}
     if user.has_perm("catalog.change_tool"):
         context["curator_panel"] = _curator_panel(user)
-    pending = _pending_count(request)
-    if pending is not None:
-        context["approver_panel"] = _approver_panel(request, pending)
+    waiting = _waiting(request)
+    if waiting is not None:
+        context["approver_panel"] = _approver_panel(request, waiting)
     elif user.has_perm("governance.view_approvalrequest") and not user.is_superuser:
         # In the Approvers group but holding approve on nothing yet: say how that changes, not "no permission".
         context["approver_unassigned"] = True
@@ -299,16 +308,16 @@ def _workbench_waiting(user) -> dict[str, int] | None:
     return workbench_waiting(user=user)
 
 
-def _approver_panel(request: HttpRequest, pending: int) -> dict[str, Any]:
+def _approver_panel(request: HttpRequest, waiting: list) -> dict[str, Any]:
     from governance.admin.common import breakable_id
     from governance.selectors import approval_requests_for_approver
 
-    first = [row.pk for row in _waiting(request)[:HOME_ROWS]]
+    first = [row.pk for row in waiting[:HOME_ROWS]]
     # As the inbox shows them: who asked as this approver may see them.
     rows = list(approval_requests_for_approver(user=request.user).filter(pk__in=first).order_by("-created_at", "-id"))
     for row in rows:  # as the inbox shows it: wrapped after "::" and "_" in the narrow column, not letter by letter
         row.tool_shown = breakable_id(row.tool.tool_id)
-    return {"count": pending, "rows": rows}
+    return {"count": len(waiting), "rows": rows}
 
 
 def _server_attention() -> Case:

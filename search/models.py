@@ -179,7 +179,9 @@ class LearnedRequest(models.Model):
     key = models.CharField(max_length=64, help_text="hash of the normalised text")
     status = models.CharField(max_length=10, choices=LearnedStatus.choices, default=LearnedStatus.LEARNED)
     confirmations = models.PositiveIntegerField(default=0, help_text="successful calls that followed it")
-    principal_count = models.PositiveIntegerField(default=0, help_text="distinct principals who confirmed it")
+    principal_count = models.PositiveIntegerField(
+        default=0, help_text="distinct principals who confirmed it and may execute the tool now"
+    )
     first_seen = models.DateTimeField(default=timezone.now)
     last_seen = models.DateTimeField(default=timezone.now)
     decided_by = models.ForeignKey(
@@ -204,6 +206,9 @@ class LearnedConfirmation(models.Model):
     learned = models.ForeignKey(LearnedRequest, on_delete=models.CASCADE, related_name="confirmed_by")
     principal_key = models.CharField(max_length=200)
     created_at = models.DateTimeField(default=timezone.now)
+    counts = models.BooleanField(
+        default=True, help_text="the teacher may execute the tool now (search.usage.learned_teachers_recount)"
+    )
 
     class Meta:
         constraints = [

@@ -51,7 +51,9 @@ def tool_docs_load(*, pks: Collection[int] | None = None) -> list[ToolDoc]:
     centroid_pks = [t.pk for t in tools if len(t.learned_in_use) >= MIN_CENTROID_REQUESTS]
     teachers: dict[int, list[str]] = {}
     if centroid_pks:
-        confirmations = LearnedConfirmation.objects.filter(learned__in=in_use, learned__tool__in=centroid_pks)
+        confirmations = LearnedConfirmation.objects.filter(
+            learned__in=in_use, learned__tool__in=centroid_pks, counts=True
+        )
         for learned_pk, key in confirmations.order_by("learned", "principal_key").values_list(
             "learned", "principal_key"
         ):

@@ -3,7 +3,7 @@
 from celery import shared_task
 
 from .services import index_rebuild, index_reconcile, index_update
-from .usage import learned_index_flush, learned_index_flush_stale, query_log_purge
+from .usage import learned_index_flush, learned_index_flush_stale, learned_teachers_recount, query_log_purge
 
 
 @shared_task(name="search.tasks.reindex_tools", acks_late=True, autoretry_for=(OSError,), retry_backoff=True)
@@ -40,3 +40,10 @@ def flush_stale_learned_index() -> int:
 def purge_query_log() -> int:
     """Delete query log entries past SCOUT_QUERY_LOG_RETENTION_DAYS; returns how many."""
     return query_log_purge()
+
+
+@shared_task(name="search.tasks.recount_learned_teachers", acks_late=True)
+def recount_learned_teachers() -> int:
+    """Count only the teachers who may execute their tools now, after a visibility change; returns how many
+    confirmations changed."""
+    return learned_teachers_recount()

@@ -13,20 +13,22 @@ import logging
 import re
 import threading
 import unicodedata
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, connections, transaction
-from django.db.models import F, Q, QuerySet
+from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from catalog.cachesafe import cache_call
 from catalog.models import Tool, ToolExample
 from catalog.services.curation import tool_curation_update
-from governance.principals import Principal, principal_for_user
-from governance.selectors import server_tenant_id, tenant_q, tool_pks_visible_to, tools_visible_to
+from governance.principals import Principal, principal_for_user, principals_for_users
+from governance.selectors import server_tenant_id, tenant_q, tool_pks_visible_to
+from governance.selectors.executable import executable_pairs
 from governance.writebehind import write_behind, write_behind_flush
 
 from .backends import SearchResult
@@ -38,6 +40,8 @@ logger = logging.getLogger(__name__)
 
 MAX_LEARNED_CHARS = 500
 FLUSH_PENDING_KEY = "search:learned-index-flush-pending"
+RECOUNT_PENDING_KEY = "search:learned-teachers-recount-pending"
+RECOUNT_PENDING_SECONDS = 300
 # Masks for the ``redacted`` mode: e-mail addresses, long opaque tokens (keys, ids, hashes), then digits.
 # Only from the start of a run: tried at every position of a long run without "@" it was quadratic (4 kB: 0.2 s).
 # An address on a one-label host (alice@localhost, bob@intranet) or with a quoted name ("bob smith"@example.com) is
@@ -326,7 +330,11 @@ def learned_request_confirm(*, principal: Principal, tool: Tool, text: str) -> L
                 LearnedConfirmation.objects.create(learned=learned, principal_key=teacher)
             new_principal = 1
         except IntegrityError:
-            new_principal = 0
+            # Confirmed before: a teacher the recount stopped counting (``learned_teachers_recount``) who may execute
+            # the tool again (checked above) counts again.
+            new_principal = LearnedConfirmation.objects.filter(
+                learned=learned, principal_key=teacher, counts=False
+            ).update(counts=True)
         LearnedRequest.objects.filter(pk=learned.pk).update(
             confirmations=F("confirmations") + 1, principal_count=F("principal_count") + new_principal, last_seen=now
         )
@@ -337,54 +345,83 @@ def learned_request_confirm(*, principal: Principal, tool: Tool, text: str) -> L
     return learned
 
 
-def learned_teachers_recheck(*, user_pks: Collection[int]) -> int:
-    """Withdraw what these people taught tools they may no longer execute (a grant revoked, a group or tenant
-    left, the person deleted): learning counts only people who may see and execute the tool (issue 8), and a
-    revoked person's words went on lifting it for everyone else, as long as the request was kept. Their
-    confirmations are deleted, each request's principals counted down, a learned request left with none is
-    deleted (its words were theirs only) and the tools are reindexed. Returns how many confirmations went."""
+def learned_teachers_recount_queue() -> None:
+    """Queue one recount (``learned_teachers_recount``) for the visibility changes committed until it starts: a
+    transaction that changes many grants, or many at once, queue one task, not one each. The recount runs on a
+    worker, not in the request that revoked (it reads every teacher's access: seconds for a large catalog), and
+    is queued at once, without a countdown: a revoked teacher's weight stops counting once the worker has run it
+    and the reindex it queues (the worker's queue latency; with no broker, before the request returns)."""
+    from .tasks import recount_learned_teachers
+
+    # Cache down: queue anyway (a second recount finds nothing to change). The marker expires, so a task lost
+    # with the broker's data never stops later changes from queueing theirs.
+    if cache_call("add", RECOUNT_PENDING_KEY, 1, timeout=RECOUNT_PENDING_SECONDS, default=True):
+        recount_learned_teachers.delay()
+
+
+def learned_teachers_recount() -> int:
+    """Count, for every learned request in use, only the teachers who may execute its tool now: the one rule for
+    every way access goes and comes back (issue 8). A grant, entitlement or group membership removed, the tool
+    held, disabled or removed, its server archived or moved, the person made inactive or out of the tenant: each
+    changes the visibility version (``governance.signals.visibility_changed``), and the next recount judges every
+    teacher against the database as it is then. A teacher who lost execute stops counting (their confirmation is
+    kept, marked not counting), one who got it back counts again; each request's ``principal_count`` is the
+    number that count, so a request left with none leaves the index (its words are kept for the curators until
+    ``SCOUT_QUERY_LOG_RETENTION_DAYS`` as any learned request's are). A deleted person's confirmations are deleted
+    (nothing to restore), and a request that none is left to confirm with them. The changed tools are reindexed.
+    A fixed number of queries however many teachers (``executable_pairs``). Returns how many confirmations
+    changed."""
     from django.contrib.auth import get_user_model
 
-    from .tasks import reindex_tools
+    from .services import index_update
 
-    in_use = LearnedConfirmation.objects.filter(learned__status=LearnedStatus.LEARNED)
-    # Of a large group, one query finds the few who taught anything.
-    teachers = set(
-        in_use.filter(principal_key__in=[f"u{pk}" for pk in user_pks]).values_list("principal_key", flat=True)
+    cache_call("delete", RECOUNT_PENDING_KEY)  # changes committed from now on queue the next recount
+    rows = list(
+        LearnedConfirmation.objects.filter(learned__status=LearnedStatus.LEARNED).values_list(
+            "pk", "principal_key", "learned_id", "learned__tool_id", "counts"
+        )
     )
-    people = get_user_model().objects.in_bulk([pk for pk in user_pks if f"u{pk}" in teachers])
-    withdrawn = 0
-    tool_pks: set[int] = set()
-    for pk in sorted({pk for pk in user_pks if f"u{pk}" in teachers}):
-        taught = in_use.filter(principal_key=f"u{pk}")
-        taught_tools = set(taught.values_list("learned__tool_id", flat=True))
-        if not taught_tools:
+    if not rows:
+        return 0
+    people = get_user_model().objects.in_bulk({pk for pk in (_teacher_pk(row[1]) for row in rows) if pk})
+    principals = principals_for_users(people.values())
+    asked: dict[str, set[int]] = {}
+    for _, key, _, tool, _ in rows:
+        asked.setdefault(key, set()).add(tool)
+    may = executable_pairs({key: principals.get(_teacher_pk(key) or 0) for key in asked}, asked)
+    gone, flips, changed, tool_pks = [], {True: [], False: []}, set(), set()
+    for pk, key, learned, tool, counts in rows:
+        if _teacher_pk(key) not in people:
+            gone.append(pk)
+        elif ((key, tool) in may) != counts:
+            flips[not counts].append(pk)
+        else:
             continue
-        person = people.get(pk)
-        executable = set()
-        if person is not None and person.is_active:
-            executable = set(
-                tools_visible_to(principal=principal_for_user(person), permission="execute")
-                .filter(pk__in=taught_tools)
-                .values_list("pk", flat=True)
-            )
-        lost = taught_tools - executable
-        if not lost:
-            continue
-        with transaction.atomic():
-            gone = taught.filter(learned__tool_id__in=lost)
-            learned_pks = list(gone.values_list("learned_id", flat=True))
-            withdrawn += gone.delete()[0]
-            LearnedRequest.objects.filter(pk__in=learned_pks, principal_count__gt=0).update(
-                principal_count=F("principal_count") - 1
-            )
-            LearnedRequest.objects.filter(
-                pk__in=learned_pks, status=LearnedStatus.LEARNED, principal_count__lte=0
-            ).delete()
-        tool_pks |= lost
-    if tool_pks:
-        reindex_tools.delay_on_commit(sorted(tool_pks))
-    return withdrawn
+        changed.add(learned)
+        tool_pks.add(tool)
+    if not changed:
+        return 0
+    with transaction.atomic():
+        LearnedConfirmation.objects.filter(pk__in=gone).delete()
+        for counts, pks in flips.items():
+            LearnedConfirmation.objects.filter(pk__in=pks).update(counts=counts)
+        counting = (
+            LearnedConfirmation.objects.filter(learned=OuterRef("pk"), counts=True)
+            .order_by()
+            .values("learned")
+            .annotate(n=Count("pk"))
+            .values("n")
+        )
+        LearnedRequest.objects.filter(pk__in=changed).update(principal_count=Coalesce(Subquery(counting), 0))
+        LearnedRequest.objects.filter(pk__in=changed, status=LearnedStatus.LEARNED, confirmed_by__isnull=True).delete()
+    # Reindexed here, not queued: the weight stops counting when this task ends, not after another one.
+    transaction.on_commit(lambda: index_update(tool_pks=sorted(tool_pks)))
+    return len(gone) + len(flips[True]) + len(flips[False])
+
+
+def _teacher_pk(key: str) -> int | None:
+    """The person of a teacher key (``teacher_key``: "u<pk>"); None for another form, which never counts."""
+    return int(key[1:]) if key[:1] == "u" and key[1:].isdigit() else None
 
 
 def _teacher_allowance_spent(*, teacher: str, tool: Tool, key: str) -> bool:

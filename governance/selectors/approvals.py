@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Case, CharField, Exists, F, IntegerField, OuterRef, Q, QuerySet, Value, When
+from django.db.models import Case, CharField, Count, Exists, F, IntegerField, OuterRef, Q, QuerySet, Value, When
 from django.db.models.functions import Concat, StrIndex
 from django.utils import timezone
 
@@ -179,19 +179,51 @@ def _approvable_requests(user: AbstractBaseUser, principal: Principal) -> QueryS
 def approval_requests_waiting_for(*, user: AbstractBaseUser) -> list[ApprovalRequest]:
     """The requests waiting for ``user`` to decide, newest first: pending and unexpired in their inbox, not their own
     (someone else decides those), and still usable (``approval_requests_usable``, kept under the visibility version:
-    a request whose requester lost access, or whose token was revoked or expired, waits for no one). Every count of
-    waiting approvals reads this, so that it agrees with the inbox's "waiting for you"."""
+    a request whose requester lost access, or whose token was revoked or expired, waits for no one). Every list of
+    waiting approvals reads this, and every count ``approval_requests_waiting_count``, so that they agree with the
+    inbox's "waiting for you"."""
     rows = list(
-        _approvable_requests(user, principal_for_user(user))
-        .filter(status=ApprovalStatus.PENDING, expires_at__gt=timezone.now())
-        .exclude(requester=user)
-        .exclude(token__created_by=user)  # a token they issued for someone else: the call may be theirs
+        _waiting_requests(user)
         .select_related("requester")
         .only("token", "tool", "requester", "risk_class", "created_at")  # every pending one is read: no more
         .order_by("-created_at", "-id")
     )
     usable = approval_requests_usable(requests=rows, cached=True)
     return [row for row in rows if row.pk in usable]
+
+
+def approval_requests_waiting_count(*, user: AbstractBaseUser) -> int:
+    """``len(approval_requests_waiting_for(user=user))`` without reading each request (the badge on every admin page:
+    an approver's backlog may be tens of thousands): counted per who asked (token, else person) and tool."""
+    return sum(_usable_groups(user).values())
+
+
+def _usable_groups(user: AbstractBaseUser) -> dict[tuple, int]:
+    """(token pk, requester pk, tool pk) -> how many requests wait for ``user`` from that asker for that tool, for the
+    groups whose principal may still execute the tool (``approval_requests_usable`` judges each request by exactly
+    those three): one grouped query, then one stand-in request per group."""
+    groups = list(
+        _waiting_requests(user).order_by().values_list("token_id", "requester_id", "tool_id").annotate(n=Count("pk"))
+    )
+    people = get_user_model().objects.in_bulk({requester for token, requester, _, _ in groups if token is None})
+    standins = []
+    for place, (token, requester, tool, _) in enumerate(groups):
+        standin = ApprovalRequest(pk=place, token_id=token, requester_id=requester, tool_id=tool)
+        if token is None:
+            standin.requester = people[requester]
+        standins.append(standin)
+    usable = approval_requests_usable(requests=standins, cached=True)
+    return {(token, requester, tool): n for place, (token, requester, tool, n) in enumerate(groups) if place in usable}
+
+
+def _waiting_requests(user: AbstractBaseUser) -> QuerySet[ApprovalRequest]:
+    """Pending, unexpired requests in ``user``'s inbox that are not their own (usable or not)."""
+    return (
+        _approvable_requests(user, principal_for_user(user))
+        .filter(status=ApprovalStatus.PENDING, expires_at__gt=timezone.now())
+        .exclude(requester=user)
+        .exclude(token__created_by=user)  # a token they issued for someone else: the call may be theirs
+    )
 
 
 def with_approval_people_shown(requests: QuerySet[ApprovalRequest], *, viewer: AbstractBaseUser) -> QuerySet:

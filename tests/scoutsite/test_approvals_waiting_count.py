@@ -78,3 +78,32 @@ def test_after_a_decision_the_next_and_the_rest_are_what_waits(
     page = client.post(decide, {"_deny": "1", "reason": "not now"}, follow=True).content.decode()
     assert 'id="next-approval"' in page and "more waiting" not in page  # one left: the other's, not the 3 unusable
     assert _badge(page) == 1
+
+
+def test_the_count_agrees_with_the_list_over_many_requests_of_each_asker(
+    waiting, django_user_model, grant, server, mutating_tool
+):
+    """The badge's count reads groups (who asked, tool), not requests: several requests of one token or one person
+    count each, an unusable asker's count none, expired and decided ones none."""
+    from governance.choices import ApprovalStatus
+    from governance.models import ApprovalRequest
+    from governance.selectors import approval_requests_waiting_count, approval_requests_waiting_for
+
+    asked, approver = waiting
+    dana = django_user_model.objects.create_user(username="dana")
+    grant(dana, server, "discover", "execute")
+    _, raw = api_token_create(user=dana, name="t", scopes=["discover", "execute"], expires_at=in_days(30))
+    for n in range(3):
+        approval_request_create(principal=api_token_verify(raw), tool=mutating_tool, arguments={"n": n})
+        approval_request_create(principal=principal_for_user(dana), tool=mutating_tool, arguments={"s": n})
+    lost = django_user_model.objects.get(username="lost")
+    for n in range(2):
+        approval_request_create(principal=principal_for_user(lost), tool=mutating_tool, arguments={"l": n})
+    expired, decided = ApprovalRequest.objects.filter(requester=dana).order_by("pk")[:2]
+    ApprovalRequest.objects.filter(pk=expired.pk).update(expires_at=in_days(-1))
+    ApprovalRequest.objects.filter(pk=decided.pk).update(status=ApprovalStatus.DENIED)
+
+    listed = approval_requests_waiting_for(user=approver)
+    assert approval_requests_waiting_count(user=approver) == len(listed) == 1 + 6 - 2  # live's, dana's 6 less 2
+    grant(lost, server, "execute")  # lost's three (two in a session, one by token) wait again
+    assert approval_requests_waiting_count(user=approver) == len(approval_requests_waiting_for(user=approver)) == 8

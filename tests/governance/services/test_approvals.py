@@ -415,6 +415,49 @@ def test_a_request_whose_requester_lost_access_cannot_be_approved_and_the_sweep_
     assert approved.status == ApprovalStatus.EXPIRED
 
 
+def _open_requests_of(person, tool, count: int) -> None:
+    from governance.principals import principal_for_user
+
+    for n in range(count):
+        approval_request_create(principal=principal_for_user(person), tool=tool, arguments={"repo": f"acme/{n}"})
+
+
+def test_the_sweep_judges_open_requests_a_page_at_a_time_in_queries_that_do_not_grow_with_them(
+    setup, approver, grant, server, django_user_model, monkeypatch
+):
+    """Set-based: each page of open requests is judged in a fixed number of queries and expired in one update, so a
+    backlog costs per page, not per request; exactly the requests whose requester lost access expire."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from governance.services import approvals
+    from governance.services.approvals import approval_expire_stale
+
+    principal, tool = setup
+    lost = [django_user_model.objects.create_user(username=f"lost{n}") for n in range(6)]
+    for person in lost:
+        grant(person, server, "discover", "execute")
+    _open_requests_of(principal.user, tool, 3)
+    _open_requests_of(lost[0], tool, 2)
+    for person in lost:
+        _delete_execute_grant_behind_the_services_back(person)
+
+    queries = []
+    for more in (lost[1:2], lost[2:]):  # one more person who lost access, then four more with three requests each
+        for person in more:
+            _open_requests_of(person, tool, 3)
+        with CaptureQueriesContext(connection) as captured:
+            approval_expire_stale()
+        queries.append(len(captured))
+    assert queries[0] == queries[1]  # 5 requests and 5 askers, then 12 and 4 others: the same queries
+    monkeypatch.setattr(approvals, "EXPIRE_PAGE", 2)
+    _open_requests_of(lost[0], tool, 3)
+    assert approval_expire_stale() == 3  # across pages of two: the member's three stay open
+    still_open = ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING)
+    assert set(still_open.values_list("requester", flat=True)) == {principal.user.pk} and still_open.count() == 3
+    assert ApprovalRequest.objects.filter(status=ApprovalStatus.EXPIRED).count() == 2 + 3 + 12 + 3
+
+
 def test_a_request_asked_with_a_token_revoked_or_expired_since_is_not_usable(setup, approver):
     """Only the token that asked may use an approval (approval_consume): once it is revoked or expired the call
     can never run, so the inbox must not count its request usable, nor may an approver approve it."""

@@ -1,0 +1,165 @@
+"""Learning counts only teachers who may execute the tool now (issue 8), whichever way access went, and counts them
+again once it is back: ``search.usage.learned_teachers_recount``, run after every visibility change."""
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from catalog.choices import ServerStatus
+from governance.models import ServerTenant
+from governance.principals import principal_for_user
+from governance.services.permissions import permission_grant, permission_revoke
+from search.models import LearnedConfirmation, LearnedRequest
+from search.selectors import tool_docs_load
+from search.usage import LoggedResult, learned_weight, query_log_record, search_outcome_record
+from tests.governance.factories import EntitlementFactory, ServerFactory, ToolFactory, tenant_with
+
+pytestmark = pytest.mark.django_db
+REQUEST = "send the quarterly numbers to finance"
+
+
+@pytest.fixture
+def world(member, superuser, settings):
+    settings.SCOUT_LEARNED_INDEX_INTERVAL = -1  # flush inline, not on a timer
+    return two_teachers(member, superuser)
+
+
+def two_teachers(member, superuser) -> dict:
+    """member and bob may execute mail::send_email and each taught it REQUEST."""
+    server = ServerFactory(slug="mail")
+    send = ToolFactory(server=server, name="send_email", description="Send an e-mail message.")
+    bob = get_user_model().objects.create_user(username="bob")
+    for person in (member, bob):
+        for action in ("discover", "execute"):
+            permission_grant(actor=superuser, target=server, action=action, holder=person)
+    for person in (member, bob):
+        _teach(person, send)
+    assert LearnedRequest.objects.get().principal_count == 2
+    return {"send": send, "server": server, "member": member, "bob": bob, "superuser": superuser}
+
+
+def _teach(person, tool, request=REQUEST) -> None:
+    principal = principal_for_user(person)
+    query_log_record(
+        principal=principal,
+        query=request,
+        results=[LoggedResult(tool_id=tool.tool_id, score=0.9)],
+        confidence="high",
+        degraded=False,
+        backend="embedded",
+        latency_ms=1.0,
+    )
+    search_outcome_record(principal=principal, tool=tool, outcome="success")
+
+
+def _indexed_weight(tool) -> float:
+    """The weight the index takes for the learned request (what ranks the tool for everyone)."""
+    docs = tool_docs_load(pks=[tool.pk])  # none for a tool not indexed at all (disabled)
+    return dict(docs[0].learned).get(REQUEST, 0.0) if docs else 0.0
+
+
+def _revoke_execute(w):
+    permission_revoke(actor=w["superuser"], target=w["server"], action="execute", holder=w["member"])
+
+
+def _grant_execute(w):
+    permission_grant(actor=w["superuser"], target=w["server"], action="execute", holder=w["member"])
+
+
+def _require_an_entitlement_bob_holds(w):
+    entitlement = EntitlementFactory(slug="finance")
+    entitlement.users.add(w["bob"])
+    w["send"].policy.required_entitlements.add(entitlement)
+    w["entitlement"] = entitlement
+
+
+def _set(obj, **fields):
+    for name, value in fields.items():
+        setattr(obj, name, value)
+    obj.save()
+
+
+def _held(w, held):
+    _set(w["send"].policy, held=held)
+
+
+def _tenant_of_both(w):
+    """The server becomes tenant acme's (its learning is forgotten: taught again by both, acme's members)."""
+    acme = tenant_with("acme", w["member"], w["bob"])
+    ServerTenant.objects.create(server=w["server"], tenant=acme)
+    for person in (w["member"], w["bob"]):
+        _teach(person, w["send"])
+    w["acme"] = acme
+
+
+# (set up, lose access, get it back): each a different way the member's execute on the tool goes.
+WAYS = {
+    "grant-revoked": (None, _revoke_execute, _grant_execute),
+    "entitlement-removed": (
+        _require_an_entitlement_bob_holds,
+        lambda w: None,  # the member never held it: adding the requirement took their access
+        lambda w: w["entitlement"].users.add(w["member"]),
+    ),
+    "tool-held": (None, lambda w: _held(w, True), lambda w: _held(w, False)),
+    "tool-disabled": (None, lambda w: _set(w["send"], enabled=False), lambda w: _set(w["send"], enabled=True)),
+    "server-archived": (
+        None,
+        lambda w: _set(w["server"], status=ServerStatus.ARCHIVED),
+        lambda w: _set(w["server"], status=ServerStatus.ACTIVE),
+    ),
+    "person-deactivated": (
+        None,
+        lambda w: _set(w["member"], is_active=False),
+        lambda w: _set(w["member"], is_active=True),
+    ),
+    "left-the-tenant": (
+        _tenant_of_both,
+        lambda w: w["acme"].members.remove(w["member"]),
+        lambda w: w["acme"].members.add(w["member"]),
+    ),
+}
+
+
+@pytest.mark.parametrize("way", list(WAYS))
+def test_a_teacher_who_loses_execute_stops_counting_and_counts_again_once_it_is_back(
+    world, way, django_capture_on_commit_callbacks
+):
+    setup, lose, regain = WAYS[way]
+    with django_capture_on_commit_callbacks(execute=True):
+        if setup:
+            setup(world)
+        lose(world)
+    learned = LearnedRequest.objects.get()
+    everyone_lost = way in ("tool-held", "tool-disabled", "server-archived")  # bob too
+    assert learned.principal_count == (0 if everyone_lost else 1)
+    member = LearnedConfirmation.objects.get(principal_key=f"u{world['member'].pk}")
+    assert member.counts is False  # kept, to count again
+    if everyone_lost:
+        assert _indexed_weight(world["send"]) == 0.0
+    else:
+        assert _indexed_weight(world["send"]) == learned_weight(1)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        regain(world)
+    assert LearnedRequest.objects.get().principal_count == 2
+    assert _indexed_weight(world["send"]) == learned_weight(2)
+
+
+def test_a_deleted_teachers_confirmation_goes_and_a_request_only_they_taught_with_it(
+    world, django_capture_on_commit_callbacks
+):
+    _teach(world["member"], world["send"], request="mail the report to my boss")
+    with django_capture_on_commit_callbacks(execute=True):
+        world["member"].delete()
+    assert list(LearnedRequest.objects.values_list("text", "principal_count")) == [(REQUEST, 1)]
+    assert list(LearnedConfirmation.objects.values_list("principal_key", flat=True)) == [f"u{world['bob'].pk}"]
+
+
+def test_a_teacher_who_may_execute_again_and_confirms_counts_at_once(world, django_capture_on_commit_callbacks):
+    """Back by a change the recount has not seen yet: their next confirmation counts them again."""
+    permission_revoke(actor=world["superuser"], target=world["server"], action="execute", holder=world["member"])
+    with django_capture_on_commit_callbacks(execute=True):
+        permission_revoke(actor=world["superuser"], target=world["server"], action="execute", holder=world["bob"])
+    assert LearnedRequest.objects.get().principal_count == 0
+    _grant_execute(world)  # its recount never runs (not captured)
+    _teach(world["member"], world["send"])
+    assert LearnedRequest.objects.get().principal_count == 1
