@@ -423,6 +423,9 @@ SCOUT_MCP_CALL_TIMEOUT = env_float("SCOUT_MCP_CALL_TIMEOUT", 30.0)
 SCOUT_MCP_CALL_TIMEOUT_CAP = 120.0
 SCOUT_MCP_MAX_OUTPUT_BYTES = env_int("SCOUT_MCP_MAX_OUTPUT_BYTES", 1024 * 1024)
 SCOUT_MCP_MAX_CALLS_PER_SERVER = env_int("SCOUT_MCP_MAX_CALLS_PER_SERVER", 8)
+# One person's share of those while the server is busy (all their tokens and agents together): past it a call takes
+# only a slot nobody waits for, or is refused at once (mcpgateway/upstreams.py, UpstreamPool._take_slot).
+SCOUT_MCP_MAX_CALLS_PER_PERSON_PER_SERVER = env_int("SCOUT_MCP_MAX_CALLS_PER_PERSON_PER_SERVER", 4)
 SCOUT_MCP_RESTART_BACKOFF_MAX = env_float("SCOUT_MCP_RESTART_BACKOFF_MAX", 30.0)
 # Circuit breaker per upstream server (catalog/breaker.py): opens after this many consecutive failures within
 # the window (seconds), fails fast for the cool-down (seconds), then lets one probe through.

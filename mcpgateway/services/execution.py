@@ -555,6 +555,8 @@ FAILED_DURING_THE_CALL = "The tool's server failed during the call."
 # A call that was never sent (the outcome is "error"): nothing ran.
 UPSTREAM_REFUSAL_TEXT = {
     "busy": "The tool's server has too many calls in flight; try again shortly.",
+    "caller_busy": "The call was not sent: you already have {share} calls in flight to this tool's server, the most "
+    "one person may have while others wait for it. Wait for one of them to end, then try again.",
     "backoff": "The tool's server failed recently and is restarting; try again in a few seconds.",
     # Nothing was sent: the breaker (catalog/breaker.py) keeps a failing server from being called at all.
     "circuit_open": "The tool's server is failing; Scout stopped calling it for {retry_in} s. The call was not sent. "
@@ -758,6 +760,7 @@ async def _execute(
                 progress=progress,
                 tool=plan.tool,
                 recheck=recheck,
+                caller=plan.principal.user.pk,
             )
     except CallStopped as stop:
         outcome = AuditOutcome.DENIED if stop.failure == ACCESS_CHANGED else AuditOutcome.ERROR
@@ -772,7 +775,10 @@ async def _execute(
             text += READ_MAY_RUN_AGAIN if plan.reads_only else MAY_HAVE_RUN
         else:
             text = UPSTREAM_REFUSAL_TEXT.get(exc.kind, NOT_SENT)
-        result = error_result(text.format(timeout=timeout, retry_in=exc.retry_in), upstream_failure=exc.kind)
+        share = settings.SCOUT_MCP_MAX_CALLS_PER_PERSON_PER_SERVER
+        result = error_result(
+            text.format(timeout=timeout, retry_in=exc.retry_in, share=share), upstream_failure=exc.kind
+        )
         outcome = AuditOutcome.UNKNOWN if exc.outcome == "unknown" else AuditOutcome.ERROR
         await _finish_shielded(plan, result, outcome=outcome, failure=exc.kind)
         return result
