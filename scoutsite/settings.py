@@ -444,6 +444,8 @@ SCOUT_MCP_EXPOSURE = env_str("SCOUT_MCP_EXPOSURE", "auto")
 # Handshake-era (2025-11-25) clients without server-side sessions, so any worker or replica can answer any
 # request (no sticky sessions); 2026-07-28 is sessionless anyway. Off: sessions kept in this process.
 SCOUT_MCP_STATELESS = env_bool("SCOUT_MCP_STATELESS", default=True)
+# With sessions (SCOUT_MCP_STATELESS off): one person's open sessions, all their tokens together (0: no such limit).
+SCOUT_MCP_MAX_SESSIONS_PER_PERSON = env_int("SCOUT_MCP_MAX_SESSIONS_PER_PERSON", 100)
 # Seconds the gateway's ORM threads keep a database connection for the next MCP request (mcpgateway/db.py);
 # 0: a new connection for every piece of work.
 SCOUT_MCP_DB_CONN_MAX_AGE = env_float("SCOUT_MCP_DB_CONN_MAX_AGE", 60.0)
