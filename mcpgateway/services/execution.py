@@ -11,7 +11,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import anyio
@@ -317,6 +317,14 @@ def _check_later(approval_id: str) -> str:
         f'call execute_tool again with the same tool_id, the same arguments and approval_id "{approval_id}", at most '
         f"once every {APPROVAL_POLL_SECONDS} seconds"
     )
+
+
+def idempotency_records_purge(*, now: datetime | None = None) -> int:
+    """Delete idempotency records past their expiry (SCOUT_MCP_IDEMPOTENCY_TTL); returns how many. Only a call that
+    reused its key deleted its own before: each new key a caller sent stayed for ever, its result with it (up to
+    SCOUT_MCP_MAX_OUTPUT_BYTES each). A running record is past its expiry long after any call could still run."""
+    deleted, _ = IdempotencyRecord.objects.filter(expires_at__lte=now or timezone.now()).delete()
+    return deleted
 
 
 def _idempotency_claim(
