@@ -490,6 +490,8 @@ SCOUT_WRITE_BEHIND_SECONDS = env_float("SCOUT_WRITE_BEHIND_SECONDS", 0.25)
 # At most this many records wait per process (while the database cannot take them, the queue grew without bound);
 # past it a request writes its own record, failing as the database does while it is down. None is dropped.
 SCOUT_WRITE_BEHIND_MAX_PENDING = env_int("SCOUT_WRITE_BEHIND_MAX_PENDING", 10_000)
+# One person's share of those places: past it their own records are written in their request (governance/writebehind).
+SCOUT_WRITE_BEHIND_MAX_PENDING_PER_PERSON = env_int("SCOUT_WRITE_BEHIND_MAX_PENDING_PER_PERSON", 2_500)
 SCOUT_SEARCH_QUERY_CACHE_SIZE = env_int("SCOUT_SEARCH_QUERY_CACHE_SIZE", 2048)  # recent request vectors per process
 SCOUT_SEARCH_FUSION = env_str("SCOUT_SEARCH_FUSION", "convex")  # convex | rrf
 SCOUT_SEARCH_BM25_WEIGHT = env_float("SCOUT_SEARCH_BM25_WEIGHT", 0.3)  # convex mix: BM25 share
