@@ -783,7 +783,7 @@ async def _execute(
             text += READ_MAY_RUN_AGAIN if plan.reads_only else MAY_HAVE_RUN
         else:
             text = UPSTREAM_REFUSAL_TEXT.get(exc.kind, NOT_SENT)
-        share = settings.SCOUT_MCP_MAX_CALLS_PER_PERSON_PER_SERVER
+        share = max(1, settings.SCOUT_MCP_MAX_CALLS_PER_PERSON_PER_SERVER)  # as upstreams._share reads it
         result = error_result(
             text.format(timeout=timeout, retry_in=exc.retry_in, share=share), upstream_failure=exc.kind
         )
