@@ -17,12 +17,16 @@ each such row dropped with an error logged once, the rest written.
 The queue holds at most SCOUT_WRITE_BEHIND_MAX_PENDING records: while the database cannot take them (an outage) it
 grew without bound. Past that a record is written in the request instead, as with write-behind off (back-pressure:
 while the database is down, that request fails as the database does), so none is dropped and memory is bounded.
+One person holds at most SCOUT_WRITE_BEHIND_MAX_PENDING_PER_PERSON of those places (a record's ``user_id``): past it
+their own records are written in the request, so the back-pressure falls on whoever fills the queue, and another
+person's search is still queued instead of waiting on (or failing with) the slow database as theirs do.
 SCOUT_WRITE_BEHIND_SECONDS=0 writes each record inline (the tests' default, so a test reads what a request wrote).
 """
 
 import atexit
 import logging
 import threading
+from collections import Counter
 from collections.abc import Iterable
 
 from django.conf import settings
@@ -46,6 +50,7 @@ TRANSIENT = (OperationalError, InterfaceError, TransactionManagementError)
 class WriteBehind:
     def __init__(self) -> None:
         self._pending: list[models.Model] = []
+        self._per_person: Counter = Counter()  # queued records per user_id (under ``_lock``)
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._flushing = threading.Lock()  # one batch at a time, in queue order
@@ -59,10 +64,14 @@ class WriteBehind:
         if settings.SCOUT_WRITE_BEHIND_SECONDS <= 0:
             instance.save(force_insert=True)
             return
+        person = getattr(instance, "user_id", None)
         with self._lock:
-            full = len(self._pending) >= settings.SCOUT_WRITE_BEHIND_MAX_PENDING
+            full = len(self._pending) >= settings.SCOUT_WRITE_BEHIND_MAX_PENDING or (
+                person is not None and self._per_person[person] >= settings.SCOUT_WRITE_BEHIND_MAX_PENDING_PER_PERSON
+            )
             if not full:
                 self._pending.append(instance)
+                self._counted([instance], 1)
                 if self._thread is None or not self._thread.is_alive():
                     self._thread = threading.Thread(target=self._run, name="scout-write-behind", daemon=True)
                     self._thread.start()
@@ -71,9 +80,19 @@ class WriteBehind:
         if full:  # the database has not kept up (or is down): this caller waits for its own row, or fails with it
             instance.save(force_insert=True)
 
-    def pending(self) -> int:
+    def _counted(self, instances: list[models.Model], step: int) -> None:
+        """Count ``instances`` in (1) or out (-1) of their people's places in the queue; hold ``_lock``."""
+        for instance in instances:
+            person = getattr(instance, "user_id", None)
+            if person is not None:
+                self._per_person[person] += step
+                if self._per_person[person] <= 0:
+                    del self._per_person[person]
+
+    def pending(self, person: int | None = None) -> int:
+        """How many records wait (of ``person``'s, by user id, when given)."""
         with self._lock:
-            return len(self._pending)
+            return len(self._pending) if person is None else self._per_person[person]
 
     def flush(self) -> int:
         """Insert everything queued now, in this thread. Returns how many rows were written."""
@@ -82,6 +101,7 @@ class WriteBehind:
             while True:
                 with self._lock:
                     batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+                    self._counted(batch, -1)
                 if not batch:
                     return written
                 try:
@@ -91,6 +111,7 @@ class WriteBehind:
                     if _transient(exc):
                         with self._lock:  # back at the front, in order; retried by the next flush
                             self._pending[:0] = batch
+                            self._counted(batch, 1)
                         raise
                     # A row's fault: retried whole, a row that can never be written would hold back every later
                     # record of every caller for ever (and fail each flush on the request path).
@@ -109,6 +130,7 @@ class WriteBehind:
                 if _transient(exc):
                     with self._lock:
                         self._pending[:0] = batch[position:]
+                        self._counted(batch[position:], 1)
                     raise
                 detail = f"{type(exc).__name__}: {exc}"[:300]
                 logger.error("write-behind: dropped a %s that could not be written (%s)", instance._meta.label, detail)

@@ -40,6 +40,7 @@ from mcp.shared.inbound import (
 )
 from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.jsonrpc import HEADER_MISMATCH
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -303,6 +304,45 @@ def _over_the_limits(token_key: str, person: str | None, limit: int, window: int
     tokens = settings.SCOUT_MCP_PERSON_TOKENS
     over = _over_the_limit(f"person:{person}", limit * tokens, window)
     return over, f"this person's tokens together ({tokens} times the limit)"
+
+
+class SessionShareGuard:
+    """A stateful gateway's (``SCOUT_MCP_STATELESS`` off) open sessions per person (T13): at most
+    ``SCOUT_MCP_MAX_SESSIONS_PER_PERSON``, all their tokens and agents together (0: no such limit). The SDK keeps at
+    most 10,000 sessions for everyone and closes one only after 30 idle minutes, so one person's tokens opening
+    sessions in a loop (the /mcp rate allows thousands a minute) filled them, and every other person's new session
+    was refused until theirs idled out. Counted from the SDK's own record of who opened each open session; requests
+    opening sessions at the same instant may each pass the count (at most as many as are in flight)."""
+
+    def __init__(self, app: ASGIApp, manager: Any) -> None:
+        self.app = app
+        self.manager = manager
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        access = getattr(scope.get("user"), "access_token", None)
+        limit = settings.SCOUT_MCP_MAX_SESSIONS_PER_PERSON
+        if access is not None and limit > 0 and _opens_a_session(scope):
+            owners = self.manager._session_owners  # noqa: SLF001 - the SDK's record of who opened each open session
+            held = sum(1 for owner in list(owners.values()) if owner.get("subject") == access.subject)
+            if held >= limit:
+                message = (
+                    f"Too many open sessions: this person has {limit} open sessions, the most allowed; end one "
+                    "(DELETE /mcp with its Mcp-Session-Id) or reuse it"
+                )
+                body = {"jsonrpc": "2.0", "id": None, "error": {"code": RATE_LIMITED, "message": message}}
+                await _send_json(send, 429, body, [])
+                return
+        await self.app(scope, receive, send)
+
+
+def _opens_a_session(scope: Scope) -> bool:
+    """Whether the SDK's stateful handling would open a new session for this request: a POST naming no session,
+    under a handshake-era protocol version (or none; a 2026-07-28 request is served without a session)."""
+    if scope["type"] != "http" or scope.get("method") != "POST":
+        return False
+    headers = Headers(scope=scope)
+    version = headers.get("mcp-protocol-version")
+    return headers.get("mcp-session-id") is None and (version is None or version in HANDSHAKE_PROTOCOL_VERSIONS)
 
 
 class StatelessGetGuard:

@@ -45,7 +45,7 @@ from .auth import ConfirmedAccess, RequireToken, ScoutTokenVerifier, principal_f
 from .choices import Exposure
 from .constants import META_TOOL_EXECUTE, META_TOOLS
 from .db import orm_threads_stop, run_orm
-from .guards import BodyGuard, EdgeGuard, RateGuard, SecurityHeaders, StatelessGetGuard
+from .guards import BodyGuard, EdgeGuard, RateGuard, SecurityHeaders, SessionShareGuard, StatelessGetGuard
 from .selectors import client_tool_name, tool_for_client_name, tools_listed_for
 from .services import UnknownTool, error_result, gateway_execute, schema_for_model, tool_hints, tool_ids_close_to
 from .tools import META_TOOLS_SPEC, OUTPUT_SCHEMAS, shown_as_sent, unknown_tool_error
@@ -362,6 +362,8 @@ def build_routes(server: ScoutMCPServer) -> list[BaseRoute]:
     )
     if settings.SCOUT_MCP_STATELESS:
         inner = StatelessGetGuard(inner)
+    else:
+        inner = SessionShareGuard(inner, server.session_manager)
     endpoint = AuthenticationMiddleware(
         AuthContextMiddleware(RequireToken(ConfirmedAccess(inner, resource_metadata), resource_metadata)),
         backend=BearerAuthBackend(verifier),

@@ -119,6 +119,8 @@ class _Connection:
     server: Server
     fingerprint: tuple[Any, ...]
     slots: anyio.Semaphore
+    # Calls in flight or waiting for a slot, per caller (``UpstreamPool.call``'s ``caller``: a person).
+    callers: dict[Any, int] = field(default_factory=dict)
     lock: anyio.Lock = field(default_factory=anyio.Lock)
     session: UpstreamSession | None = None
     closing: anyio.Event | None = None
@@ -147,6 +149,12 @@ class _Connection:
             self.closing.set()
         self.session = None
 
+    def forget_call(self, caller: Any) -> None:
+        """One call of ``caller`` ended (or never took a slot)."""
+        left = self.callers.pop(caller, 1) - 1
+        if left:
+            self.callers[caller] = left
+
     def mark_dead(self) -> None:
         if self.closing is not None:
             self.closing.set()
@@ -155,6 +163,11 @@ class _Connection:
         self.retry_at = time.monotonic() + min(
             RESTART_BACKOFF_BASE * 2 ** (self.failures - 1), settings.SCOUT_MCP_RESTART_BACKOFF_MAX
         )
+
+
+def _share() -> int:
+    """How many of a server's slots one person may hold while others wait for them."""
+    return max(1, settings.SCOUT_MCP_MAX_CALLS_PER_PERSON_PER_SERVER)
 
 
 class UpstreamPool:
@@ -207,6 +220,7 @@ class UpstreamPool:
         progress: CallProgress | None = None,
         tool: Tool | None = None,
         recheck: Callable[[], Awaitable[None]] | None = None,
+        caller: Any = None,
     ) -> types.CallToolResult:
         """Call ``tool_name`` on ``server``; the result is capped at ``SCOUT_MCP_MAX_OUTPUT_BYTES``.
 
@@ -217,7 +231,7 @@ class UpstreamPool:
         the server to start) is sent: the caller's authorization is then seconds old, and whatever ``recheck``
         raises (access taken away meanwhile) stops the call unsent. Raises UpstreamCallError when no result came
         back (connection, timeout, crash, bulkhead full, or the server's circuit breaker is open: then nothing was
-        sent).
+        sent). ``caller`` (a person's key) has a share of the server's slots: ``_take_slot``.
         """
         connection = self._connection(server)
         breaker = breaker_for(server.pk)
@@ -233,7 +247,7 @@ class UpstreamPool:
             )
         UPSTREAM_BREAKER_STATE.labels(server=server.slug).set(LEVELS[breaker.state])  # half-open: the probe
         try:
-            result = await self._call(connection, tool_name, arguments, timeout, progress, tool, recheck)
+            result = await self._call(connection, tool_name, arguments, timeout, progress, tool, recheck, caller)
         except UpstreamCallError as exc:
             if exc.kind in BREAKER_FAILURE_KINDS:
                 self._breaker_failed(breaker, server)
@@ -265,20 +279,16 @@ class UpstreamPool:
         progress: CallProgress | None,
         tool: Tool | None,
         recheck: Callable[[], Awaitable[None]] | None,
+        caller: Any,
     ) -> types.CallToolResult:
         server = connection.server
-        waited = False
+        held = connection.callers.get(caller, 0)
+        connection.callers[caller] = held + 1
         try:
-            connection.slots.acquire_nowait()
-        except anyio.WouldBlock:
-            waited = True
-            try:
-                with anyio.fail_after(timeout):
-                    await connection.slots.acquire()
-            except TimeoutError as exc:
-                raise UpstreamCallError(
-                    f"{server.slug}: too many calls in flight; try again shortly", kind="busy", outcome="error"
-                ) from exc
+            waited = await self._take_slot(connection, timeout, over_share=caller is not None and held >= _share())
+        except BaseException:
+            connection.forget_call(caller)
+            raise
         try:
             if server.transport == Transport.OPENAPI:
                 if waited and recheck is not None:
@@ -311,6 +321,39 @@ class UpstreamPool:
             return capped_result(result, settings.SCOUT_MCP_MAX_OUTPUT_BYTES)
         finally:
             connection.slots.release()
+            connection.forget_call(caller)
+
+    @staticmethod
+    async def _take_slot(connection: _Connection, timeout: float, *, over_share: bool) -> bool:
+        """Take one of the server's slots, waiting for one up to ``timeout``; whether the call had to wait.
+
+        A caller already holding (or waiting for) its share of the slots (SCOUT_MCP_MAX_CALLS_PER_PERSON_PER_SERVER)
+        takes only a slot that is free with nobody waiting for it, or none: a lone caller still has the whole
+        server, but never queues ahead of another, who gets the next slot that frees (the slots are handed out in
+        order), so slow calls of one person keep nobody else waiting longer than one call.
+        """
+        server = connection.server
+        try:
+            if over_share and connection.slots.statistics().tasks_waiting:
+                raise anyio.WouldBlock
+            connection.slots.acquire_nowait()
+            return False
+        except anyio.WouldBlock:
+            if over_share:
+                raise UpstreamCallError(
+                    f"{server.slug}: this person already has {_share()} calls in flight to it "
+                    "(SCOUT_MCP_MAX_CALLS_PER_PERSON_PER_SERVER) and the server is busy",
+                    kind="caller_busy",
+                    outcome="error",
+                ) from None
+        try:
+            with anyio.fail_after(timeout):
+                await connection.slots.acquire()
+        except TimeoutError as exc:
+            raise UpstreamCallError(
+                f"{server.slug}: too many calls in flight; try again shortly", kind="busy", outcome="error"
+            ) from exc
+        return True
 
     async def _call_openapi(
         self, connection: _Connection, tool_name: str, arguments: dict[str, Any], timeout: float, tool: Tool | None

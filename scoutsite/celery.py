@@ -101,3 +101,9 @@ def setup_periodic_tasks(sender: Celery, **kwargs: object) -> None:
         )
     # Purge the query log past its retention once an hour (SCOUT_QUERY_LOG_RETENTION_DAYS).
     sender.add_periodic_task(3600.0, sender.signature("search.tasks.purge_query_log"), name="search: purge query log")
+    # Delete idempotency records past SCOUT_MCP_IDEMPOTENCY_TTL once an hour (each may hold a call's whole result).
+    sender.add_periodic_task(
+        3600.0,
+        sender.signature("mcpgateway.tasks.purge_idempotency_records"),
+        name="mcpgateway: purge expired idempotency records",
+    )

@@ -423,6 +423,9 @@ SCOUT_MCP_CALL_TIMEOUT = env_float("SCOUT_MCP_CALL_TIMEOUT", 30.0)
 SCOUT_MCP_CALL_TIMEOUT_CAP = 120.0
 SCOUT_MCP_MAX_OUTPUT_BYTES = env_int("SCOUT_MCP_MAX_OUTPUT_BYTES", 1024 * 1024)
 SCOUT_MCP_MAX_CALLS_PER_SERVER = env_int("SCOUT_MCP_MAX_CALLS_PER_SERVER", 8)
+# One person's share of those while the server is busy (all their tokens and agents together): past it a call takes
+# only a slot nobody waits for, or is refused at once (mcpgateway/upstreams.py, UpstreamPool._take_slot).
+SCOUT_MCP_MAX_CALLS_PER_PERSON_PER_SERVER = env_int("SCOUT_MCP_MAX_CALLS_PER_PERSON_PER_SERVER", 4)
 SCOUT_MCP_RESTART_BACKOFF_MAX = env_float("SCOUT_MCP_RESTART_BACKOFF_MAX", 30.0)
 # Circuit breaker per upstream server (catalog/breaker.py): opens after this many consecutive failures within
 # the window (seconds), fails fast for the cool-down (seconds), then lets one probe through.
@@ -441,6 +444,8 @@ SCOUT_MCP_EXPOSURE = env_str("SCOUT_MCP_EXPOSURE", "auto")
 # Handshake-era (2025-11-25) clients without server-side sessions, so any worker or replica can answer any
 # request (no sticky sessions); 2026-07-28 is sessionless anyway. Off: sessions kept in this process.
 SCOUT_MCP_STATELESS = env_bool("SCOUT_MCP_STATELESS", default=True)
+# With sessions (SCOUT_MCP_STATELESS off): one person's open sessions, all their tokens together (0: no such limit).
+SCOUT_MCP_MAX_SESSIONS_PER_PERSON = env_int("SCOUT_MCP_MAX_SESSIONS_PER_PERSON", 100)
 # Seconds the gateway's ORM threads keep a database connection for the next MCP request (mcpgateway/db.py);
 # 0: a new connection for every piece of work.
 SCOUT_MCP_DB_CONN_MAX_AGE = env_float("SCOUT_MCP_DB_CONN_MAX_AGE", 60.0)
@@ -485,6 +490,8 @@ SCOUT_WRITE_BEHIND_SECONDS = env_float("SCOUT_WRITE_BEHIND_SECONDS", 0.25)
 # At most this many records wait per process (while the database cannot take them, the queue grew without bound);
 # past it a request writes its own record, failing as the database does while it is down. None is dropped.
 SCOUT_WRITE_BEHIND_MAX_PENDING = env_int("SCOUT_WRITE_BEHIND_MAX_PENDING", 10_000)
+# One person's share of those places: past it their own records are written in their request (governance/writebehind).
+SCOUT_WRITE_BEHIND_MAX_PENDING_PER_PERSON = env_int("SCOUT_WRITE_BEHIND_MAX_PENDING_PER_PERSON", 2_500)
 SCOUT_SEARCH_QUERY_CACHE_SIZE = env_int("SCOUT_SEARCH_QUERY_CACHE_SIZE", 2048)  # recent request vectors per process
 SCOUT_SEARCH_FUSION = env_str("SCOUT_SEARCH_FUSION", "convex")  # convex | rrf
 SCOUT_SEARCH_BM25_WEIGHT = env_float("SCOUT_SEARCH_BM25_WEIGHT", 0.3)  # convex mix: BM25 share

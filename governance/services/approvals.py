@@ -16,6 +16,7 @@ from datetime import UTC, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import OperationalError, connection, transaction
 from django.db.models import F, QuerySet
@@ -206,6 +207,9 @@ def approval_request_create(*, principal: Principal, tool: Tool, arguments: Any,
         # transaction ends): a call sent twice at once (a re-sent stream) opens one request, not two an approver
         # could both approve and the call then run twice (T17).
         Tool.objects.select_for_update().filter(pk=tool.pk).values_list("pk", flat=True).first()
+        # And the person's row, while their waiting requests are counted: two new requests for two tools at once
+        # cannot both pass SCOUT_APPROVAL_MAX_PENDING_PER_PERSON (Postgres; as the live-token cap does).
+        get_user_model().objects.select_for_update().filter(pk=principal.user.pk).exists()
         existing_call = _same_call(principal=principal, tool=tool, digest=digest).filter(
             tool_definition_hash=tool.definition_hash, policy_version=version, expires_at__gt=now
         )
@@ -269,8 +273,8 @@ def approval_request_create(*, principal: Principal, tool: Tool, arguments: Any,
 def _pending_limit_reached(principal: Principal, now) -> bool:
     """Whether the person already has SCOUT_APPROVAL_MAX_PENDING_PER_PERSON requests waiting (their every token and
     agent counted together: minting more does not open more). Each new request reaches every approver's inbox, mail
-    and webhook, so an agent varying its arguments flooded them at the /mcp rate (T13). Two new requests for two
-    tools at the same instant may both pass: the tool's lock, not the person's, is held."""
+    and webhook, so an agent varying its arguments flooded them at the /mcp rate (T13). Count it with the person's
+    row locked."""
     limit = settings.SCOUT_APPROVAL_MAX_PENDING_PER_PERSON
     if not limit:
         return False

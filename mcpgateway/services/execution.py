@@ -11,7 +11,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import anyio
@@ -319,6 +319,14 @@ def _check_later(approval_id: str) -> str:
     )
 
 
+def idempotency_records_purge(*, now: datetime | None = None) -> int:
+    """Delete idempotency records past their expiry (SCOUT_MCP_IDEMPOTENCY_TTL); returns how many. Only a call that
+    reused its key deleted its own before: each new key a caller sent stayed for ever, its result with it (up to
+    SCOUT_MCP_MAX_OUTPUT_BYTES each). A running record is past its expiry long after any call could still run."""
+    deleted, _ = IdempotencyRecord.objects.filter(expires_at__lte=now or timezone.now()).delete()
+    return deleted
+
+
 def _idempotency_claim(
     principal: Principal, key: str, tool: Tool, digest: str
 ) -> tuple[IdempotencyRecord | None, types.CallToolResult | None]:
@@ -555,6 +563,8 @@ FAILED_DURING_THE_CALL = "The tool's server failed during the call."
 # A call that was never sent (the outcome is "error"): nothing ran.
 UPSTREAM_REFUSAL_TEXT = {
     "busy": "The tool's server has too many calls in flight; try again shortly.",
+    "caller_busy": "The call was not sent: you already have {share} calls in flight to this tool's server, the most "
+    "one person may have while others wait for it. Wait for one of them to end, then try again.",
     "backoff": "The tool's server failed recently and is restarting; try again in a few seconds.",
     # Nothing was sent: the breaker (catalog/breaker.py) keeps a failing server from being called at all.
     "circuit_open": "The tool's server is failing; Scout stopped calling it for {retry_in} s. The call was not sent. "
@@ -758,6 +768,7 @@ async def _execute(
                 progress=progress,
                 tool=plan.tool,
                 recheck=recheck,
+                caller=plan.principal.user.pk,
             )
     except CallStopped as stop:
         outcome = AuditOutcome.DENIED if stop.failure == ACCESS_CHANGED else AuditOutcome.ERROR
@@ -772,7 +783,10 @@ async def _execute(
             text += READ_MAY_RUN_AGAIN if plan.reads_only else MAY_HAVE_RUN
         else:
             text = UPSTREAM_REFUSAL_TEXT.get(exc.kind, NOT_SENT)
-        result = error_result(text.format(timeout=timeout, retry_in=exc.retry_in), upstream_failure=exc.kind)
+        share = max(1, settings.SCOUT_MCP_MAX_CALLS_PER_PERSON_PER_SERVER)  # as upstreams._share reads it
+        result = error_result(
+            text.format(timeout=timeout, retry_in=exc.retry_in, share=share), upstream_failure=exc.kind
+        )
         outcome = AuditOutcome.UNKNOWN if exc.outcome == "unknown" else AuditOutcome.ERROR
         await _finish_shielded(plan, result, outcome=outcome, failure=exc.kind)
         return result

@@ -203,3 +203,10 @@ def test_revoking_a_token_revokes_the_tokens_it_minted(api, member):
         assert api.get("tools/", token=raw).status_code == 200
     revoked = AuditEvent.objects.filter(event_type="token.revoked").values_list("payload__token", flat=True)
     assert sorted(revoked) == sorted(f"tok-{pk}" for pk in (leaked_row.pk, child["id"], grandchild["id"]))
+    # The trail says which token minted which (the rows' link is all there was: tokens made before it have none).
+    created = dict(
+        AuditEvent.objects.filter(event_type="token.created").values_list("payload__token", "payload__minted_by")
+    )
+    assert created[f"tok-{child['id']}"] == f"tok-{leaked_row.pk}"
+    assert created[f"tok-{grandchild['id']}"] == f"tok-{child['id']}"
+    assert created[f"tok-{leaked_row.pk}"] == ""

@@ -5,6 +5,7 @@ varies its arguments (or a person minting more tokens and agents) opened them wi
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -58,3 +59,60 @@ def test_a_person_keeps_at_most_the_set_number_of_requests_waiting_whatever_thei
     approval_decide(request=decided, approver=approver, approve=False, reason="not now")
     assert _execute(gateway, second, "three").structured_content.get("approval_required")
     assert faulty_calls(faulty_call_log, "record_note") == 0
+
+
+def test_two_new_requests_for_two_tools_at_once_open_no_more_than_the_limit(
+    gateway, admin_user, faulty_server, faulty_call_log, settings
+):
+    """Postgres: both calls are inside the gateway at once, held by a lock on the requests' table (SQLite has one
+    writer, so its calls never overlap this way)."""
+    from django.db import connection, transaction
+
+    from governance.models import ApprovalRequest
+    from governance.services.policy import _risk_class, tool_policy_classify, tool_policy_ensure
+    from tests.postgres_locks import until_sessions_wait_on_locks
+
+    if connection.vendor != "postgresql":
+        pytest.skip("needs Postgres: two calls inside the gateway at once, held by a lock")
+    settings.SCOUT_APPROVAL_MAX_PENDING_PER_PERSON = 1
+    member = make_user("gw_member")
+    grant(admin_user, faulty_server, member, "discover", "execute")
+    ping = faulty_server.tools.get(name="ping")  # a second tool needing approval: classified a critical write
+    tool_policy_classify(
+        policy=tool_policy_ensure(tool=ping),
+        actor=admin_user,
+        operation_class="write",
+        reversibility="irreversible",
+        risk_class=_risk_class("critical"),
+        allowed_environments=[],
+        data_classes=[],
+    )
+    tokens = [make_token(member), make_token(member)]
+    calls = [(tokens[0], TOOL, {"note": "one"}), (tokens[1], "faulty::ping", {"text": "two"})]
+
+    pool = ThreadPoolExecutor(max_workers=2)
+    with transaction.atomic():
+        with connection.cursor() as cursor:  # no request can be opened until this transaction ends; reads go on
+            cursor.execute("LOCK TABLE governance_approvalrequest IN SHARE ROW EXCLUSIVE MODE")
+        answers = [pool.submit(_call, gateway, *call) for call in calls]
+        until_sessions_wait_on_locks(2, "both calls are inside the gateway")
+    results = [answer.result(timeout=60) for answer in answers]
+    pool.shutdown()
+
+    assert ApprovalRequest.objects.filter(requester=member).count() == 1
+    codes = sorted(
+        "asked"
+        if result.structured_content.get("approval_required")
+        else result.structured_content["approval_rejected"]
+        for result in results
+    )
+    assert codes == ["asked", "too_many_pending"], [r.structured_content for r in results]
+    assert faulty_calls(faulty_call_log, "record_note") == 0 and faulty_calls(faulty_call_log, "ping") == 0
+
+
+def _call(gateway: Any, token: str, tool_id: str, arguments: dict[str, Any]) -> Any:
+    async def call() -> Any:
+        async with mcp_client(gateway, token, mode=MODERN) as client:
+            return await client.call_tool("execute_tool", {"tool_id": tool_id, "arguments": arguments})
+
+    return run(call)

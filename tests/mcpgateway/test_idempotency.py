@@ -99,3 +99,31 @@ def test_keys_are_per_principal(gateway, token, faulty_call_log, admin_user):
     result = run(main)
     assert not result.is_error  # another agent's key space: no mismatch, it ran
     assert faulty_calls(faulty_call_log, "record_note") == 2
+
+
+def test_expired_keys_are_purged_with_their_results_and_the_beat_runs_it(gateway, token, faulty_call_log, settings):
+    """T13: only a call reusing its own key deleted the expired record; every new key a caller sent stayed for ever,
+    its whole result with it (up to SCOUT_MCP_MAX_OUTPUT_BYTES each), so one caller sending a fresh key per call grew
+    the table without end."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from mcpgateway.models import IdempotencyRecord
+    from mcpgateway.tasks import purge_idempotency_records
+    from scoutsite import celery_app
+    from scoutsite.celery import setup_periodic_tasks
+
+    async def main():
+        async with mcp_client(gateway, token, mode=MODERN) as client:
+            return [await _call(client, key, "hello") for key in ("old-1", "old-2", "fresh")]
+
+    assert not any(result.is_error for result in run(main))
+    IdempotencyRecord.objects.exclude(key="fresh").update(expires_at=timezone.now() - timedelta(seconds=1))
+
+    assert purge_idempotency_records() == 2
+    assert list(IdempotencyRecord.objects.values_list("key", flat=True)) == ["fresh"]  # a live key stays
+
+    setup_periodic_tasks(celery_app)
+    entry = celery_app.conf.beat_schedule["mcpgateway: purge expired idempotency records"]
+    assert entry["task"] == "mcpgateway.tasks.purge_idempotency_records" and entry["schedule"] == 3600.0

@@ -51,14 +51,16 @@ def _post(gateway: ThreadedUvicorn, token: str, body: dict, session: str | None 
     return httpx.post(f"{gateway.url}/mcp", json=body, headers=headers, timeout=30)
 
 
+HELLO = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": LEGACY_VERSION, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
+
+
 def _open_session(gateway: ThreadedUvicorn, token: str) -> str:
-    hello = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {"protocolVersion": LEGACY_VERSION, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-    }
-    opened = _post(gateway, token, hello)
+    opened = _post(gateway, token, HELLO)
     assert opened.status_code == 200, opened.text
     session = opened.headers["mcp-session-id"]
     initialized = _post(gateway, token, {"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
@@ -89,3 +91,31 @@ def test_a_session_answers_only_the_token_that_opened_it(stateful_gateway):
         )
         assert ended.status_code == 404
     assert _post(stateful_gateway, token_a, LIST, session).status_code == 200  # still A's, still open
+
+
+def test_one_person_keeps_at_most_their_share_of_open_sessions_and_others_still_open_theirs(stateful_gateway, settings):
+    """T13: the SDK keeps at most 10,000 sessions for everyone (idle ones closed after 30 minutes): one person's
+    tokens opening sessions in a loop filled them, and every other person's new session was refused until theirs
+    idled out."""
+    settings.SCOUT_MCP_MAX_SESSIONS_PER_PERSON = 2
+    alice = make_user("sess_alice")
+    first, second = make_token(alice), make_token(alice)  # two tokens of one person: one share
+    sessions = [_open_session(stateful_gateway, first), _open_session(stateful_gateway, second)]
+
+    refused = _post(stateful_gateway, first, HELLO)
+    assert refused.status_code == 429 and "mcp-session-id" not in refused.headers
+    assert "2 open sessions" in refused.json()["error"]["message"]
+    assert _post(stateful_gateway, second, LIST, sessions[1]).status_code == 200  # the open ones go on
+    _open_session(stateful_gateway, make_token(make_user("sess_bob")))  # someone else is not counted with them
+
+    ended = httpx.delete(
+        f"{stateful_gateway.url}/mcp",
+        headers={
+            "Authorization": f"Bearer {first}",
+            "Mcp-Session-Id": sessions[0],
+            "MCP-Protocol-Version": LEGACY_VERSION,
+        },
+        timeout=30,
+    )
+    assert ended.status_code == 200
+    _open_session(stateful_gateway, first)  # one ended: another may open

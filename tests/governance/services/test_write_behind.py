@@ -286,6 +286,33 @@ def test_a_full_queue_writes_the_next_record_in_the_request_and_loses_none(
     assert QueryLogEntry.objects.count() == 2
 
 
+@pytest.mark.django_db(transaction=True)
+def test_one_person_filling_the_queue_waits_for_their_own_records_and_others_still_queue(
+    queued, settings, member, outsider, audit_table_locked
+):
+    """Back-pressure falls on whoever fills the queue: one person's searches while the database was slow took every
+    place in it, and then every other person's search wrote its records in the request (and failed with the
+    database) as theirs did. Past SCOUT_WRITE_BEHIND_MAX_PENDING_PER_PERSON only that person's records are written
+    in the request."""
+    from django.db import OperationalError
+
+    settings.SCOUT_WRITE_BEHIND_MAX_PENDING = 6
+    settings.SCOUT_WRITE_BEHIND_MAX_PENDING_PER_PERSON = 4
+    flooder, other = principal_for_user(member), principal_for_user(outsider)
+    _search_records(flooder, 2)  # 4 records: the flooder's share
+    assert write_behind().pending() == write_behind().pending(person=member.pk) == 4
+
+    with pytest.raises(OperationalError), _short_lock_wait():  # the flooder's next one waits on the database
+        audit_record(event_type=AuditEventType.DISCOVERY, principal=flooder, outcome="success", deferred=True)
+    _search_records(other, 1)  # someone else's search is still queued, not failed
+    assert write_behind().pending() == 6
+
+    audit_table_locked.set()
+    assert write_behind_flush() == 6
+    assert sorted(e.user_id for e in QueryLogEntry.objects.all()) == sorted([member.pk] * 2 + [outsider.pk])
+    assert write_behind().pending(person=member.pk) == 0  # the share counts what waits, not what once did
+
+
 SCRIPT = """
 import django, os
 django.setup()
