@@ -186,24 +186,7 @@ def stdio_target() -> Any:
 
 
 def start_gateway(root: Path, port: int, workers: int) -> subprocess.Popen:
-    command = [
-        str(root / ".venv" / "bin" / "uvicorn"),
-        "scoutsite.asgi:application",
-        "--http",
-        "scoutsite.serving:BoundedH11Protocol",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--workers",
-        str(workers),
-        "--log-level",
-        "warning",
-        "--no-access-log",
-    ]
-    env = {**os.environ, "SCOUT_MCP_EXPOSURE": "meta", "SCOUT_MCP_RATE": "1000000/minute"}
-    process = subprocess.Popen(command, cwd=root, env=env)
-    _wait_port(port, process)
+    process = bench.start_gateway(port, workers, query_cache=True, root=root)
     # Each worker warms up at start (model, index, gc freeze: mcpgateway/server.py gateway_warm_up): timed runs
     # begin once the workers are idle, so their CPU is not counted as the calls'.
     deadline, last = time.monotonic() + 180, gateway_cpu(process.pid)
