@@ -329,9 +329,10 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_gateway(port: int, workers: int, query_cache: bool) -> subprocess.Popen:
+def start_gateway(port: int, workers: int, query_cache: bool, root: Path = ROOT) -> subprocess.Popen:
+    """The gateway of the checkout at ``root`` under uvicorn on ``port``, once it accepts connections."""
     command = [
-        str(ROOT / ".venv" / "bin" / "uvicorn"),
+        str(root / ".venv" / "bin" / "uvicorn"),
         "scoutsite.asgi:application",
         "--http",  # the run command's protocol (make run, manage.py demo)
         "scoutsite.serving:BoundedH11Protocol",
@@ -348,7 +349,7 @@ def start_gateway(port: int, workers: int, query_cache: bool) -> subprocess.Pope
     env = {**os.environ, "SCOUT_MCP_EXPOSURE": "meta", "SCOUT_MCP_RATE": "1000000/minute"}  # counted, never reached
     if not query_cache:
         env["SCOUT_SEARCH_QUERY_CACHE_SIZE"] = "0"
-    process = subprocess.Popen(command, cwd=ROOT, env=env)
+    process = subprocess.Popen(command, cwd=root, env=env)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:

@@ -38,6 +38,16 @@ def call_authorize(
     Writes approval.requested / approval.consumed / approval.rejected / approval.polled audit events; the caller
     records the execution itself with ``audit_record(event_type="execution", ...)`` once the upstream call returns."""
     tool = tool_get_for_principal(principal=principal, tool_id=tool_id, permission="execute")
+    return call_decide(principal=principal, tool=tool, arguments=arguments, approval_id=approval_id, trace_id=trace_id)
+
+
+def call_decide(
+    *, principal: Principal, tool: Tool, arguments: Any, approval_id: str | None = None, trace_id: str = ""
+) -> CallDecision:
+    """``call_authorize`` for a tool already re-authorized in this piece of work: ``tool`` must be what
+    ``tool_get_for_principal(principal=principal, permission="execute")`` has just returned (the gateway looks
+    it up once per call: a second lookup of the same row cost as much as the rest of the call, issue execspeed).
+    Applies the approval policy; raises and writes as ``call_authorize`` does."""
     arguments_canonical(arguments)  # fail early, before any approval is touched
     policy = policy_for_tool(tool)
     if not policy.needs_approval:

@@ -228,10 +228,11 @@ def _approval_gate(
 ) -> tuple[Any, types.CallToolResult | None]:
     """``(approval, None)`` when the call may run (approval None if none is needed), else ``(None, result)``.
 
-    governance.call_authorize re-authorizes and applies the policy: it opens a pending request when an
-    approval is needed, or consumes the given one atomically (once, for these exact arguments)."""
+    ``tool`` was re-authorized for execution by ``execute_prepare`` in this piece of work; governance.call_decide
+    applies the policy: it opens a pending request when an approval is needed, or consumes the given one
+    atomically (once, for these exact arguments)."""
     from governance.services.approvals import ApprovalError, ArgumentsNotCanonical
-    from governance.services.authorize import call_authorize
+    from governance.services.authorize import call_decide
 
     if approval_id is not None and (not isinstance(approval_id, str) or len(approval_id) > MAX_APPROVAL_ID_CHARS):
         return None, _denied(
@@ -241,11 +242,7 @@ def _approval_gate(
             error_result("approval_id is not valid; call again without it to request a new approval"),
         )
     try:
-        decision = call_authorize(
-            principal=principal, tool_id=tool.tool_id, arguments=arguments, approval_id=approval_id
-        )
-    except ToolNotFound:
-        raise UnknownTool() from None
+        decision = call_decide(principal=principal, tool=tool, arguments=arguments, approval_id=approval_id)
     except ArgumentsNotCanonical as exc:
         return None, _denied(principal, tool, "invalid_arguments", error_result(f"Invalid arguments: {exc}"))
     except ApprovalError as exc:

@@ -355,3 +355,44 @@ def test_threads_missing_one_set_at_once_compute_it_once(member, grant, server, 
         thread.join()
     assert answers == [frozenset({tool.pk})] * 6
     assert len(computed) == 1
+
+
+@pytest.mark.parametrize(
+    "hide",
+    [
+        pytest.param(lambda t: setattr(t, "enabled", False) or t.save(), id="disabled"),
+        pytest.param(_hold, id="held"),
+        pytest.param(_sync_fails, id="server-failed-sync"),
+        pytest.param(lambda t: ToolPolicy.objects.filter(tool=t).delete(), id="policy-deleted"),
+    ],
+)
+def test_a_tool_found_once_is_not_found_after_it_is_hidden(member, grant, server, tool, hide):
+    """The lookup remembers a tool it found (governance.selectors.tools.found_tools, under the visibility version):
+    any change that hides it, bulk writes too, makes the next lookup ask the database again."""
+    grant(member, server, "discover", "execute")
+    principal = as_principal(member)
+    assert tool_get_for_principal(principal=principal, tool_id=tool.tool_id, permission="execute") == tool
+    assert tool_get_for_principal(principal=principal, tool_id=tool.tool_id, permission="execute") == tool
+    hide(tool)
+    with pytest.raises(ToolNotFound):
+        tool_get_for_principal(principal=principal, tool_id=tool.tool_id, permission="execute")
+
+
+def test_a_found_tool_is_read_fresh_and_one_principal_never_gets_anothers(member, outsider, grant, server, tool):
+    from governance.selectors.tools import found_tools
+
+    grant(member, server, "discover", "execute")
+    principal = as_principal(member)
+    tool_get_for_principal(principal=principal, tool_id=tool.tool_id, permission="execute")
+    # A schema change accepted without any visibility change: the next lookup returns the row as it is now.
+    type(tool).objects.filter(pk=tool.pk).update(input_schema={"type": "object", "properties": {"n": {}}})
+    again = tool_get_for_principal(principal=principal, tool_id=tool.tool_id, permission="execute")
+    assert again.input_schema == {"type": "object", "properties": {"n": {}}}
+    with pytest.raises(ToolNotFound):
+        tool_get_for_principal(principal=as_principal(outsider), tool_id=tool.tool_id, permission="execute")
+    # Hidden and unknown ids are never remembered: both always cost the same one database query (Z5).
+    found_tools.clear()
+    for tool_id in (tool.tool_id, f"{tool.server.slug}::nope"):
+        with pytest.raises(ToolNotFound):
+            tool_get_for_principal(principal=as_principal(outsider), tool_id=tool_id, permission="execute")
+    assert not found_tools._entries
