@@ -6,27 +6,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import httpx
 import pytest
 
-from .conftest import MODERN, gateway_db, grant, make_token, make_user, mcp_client, run
+from .conftest import MODERN, admin_pages, gateway_db, grant, make_token, make_user, mcp_client, run
 from .test_approvals import TOOL, _admin_approve
 
 pytestmark = [gateway_db, pytest.mark.slow]
-
-
-def _admin_get(base_url: str, username: str, *paths: str) -> list[str]:
-    """The admin pages at ``paths`` as ``username`` reads them, logged in over HTTP."""
-    with httpx.Client(base_url=base_url, timeout=30) as browser:
-        login_page = browser.get("/admin/login/")
-        csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', login_page.text).group(1)
-        browser.post(
-            "/admin/login/?next=/admin/",
-            data={"username": username, "password": f"pw-{username}-123", "csrfmiddlewaretoken": csrf},
-        )
-        pages = [browser.get(path) for path in paths]
-    assert all(page.status_code == 200 for page in pages), [page.status_code for page in pages]
-    return [page.text for page in pages]
 
 
 def test_an_approver_reads_how_the_call_they_approved_ended(gateway, admin_user, faulty_server):
@@ -55,7 +40,9 @@ def test_an_approver_reads_how_the_call_they_approved_ended(gateway, admin_user,
     assert request.status == "consumed"
 
     path = approval_url.removeprefix(gateway.url)
-    page, inbox = _admin_get(gateway.url, "gw_approver", path, "/admin/governance/approvalrequest/?decided=me")
+    responses = admin_pages(gateway.url, "gw_approver", path, "/admin/governance/approvalrequest/?decided=me")
+    assert [response.status_code for response in responses] == [200, 200]
+    page, inbox = (response.text for response in responses)
     history = re.search(r'<div class="scout-panel" id="approval-history">(.*?)</div>', page, re.S).group(1)
     steps = [
         " ".join(re.sub(r"<[^>]+>", "", step).split()) for step in re.findall(r"<li[^>]*>(.*?)</li>", history, re.S)
