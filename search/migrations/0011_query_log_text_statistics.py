@@ -26,7 +26,7 @@ def drop(apps, schema_editor) -> None:
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("search", "0009_outcome_approval_id"),
+        ("search", "0010_learned_confirmation_counts"),
     ]
 
     operations = [migrations.RunPython(create, drop, elidable=False)]
