@@ -578,6 +578,11 @@ class AuditEvent(models.Model):
             models.Index(fields=["event_type", "created_at"]),
             models.Index(fields=["user", "created_at"]),
             models.Index(fields=["tool", "created_at"]),
+            # A request's history on its page and each used request's call on the inbox (of the few events that
+            # name an approval: 0.1 s a page at 300k events without it).
+            models.Index(
+                fields=["approval_ref"], name="governance_audit_approval", condition=~models.Q(approval_ref="")
+            ),
         ]
 
     def __str__(self) -> str:

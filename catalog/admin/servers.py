@@ -159,6 +159,9 @@ class ServerForm(forms.ModelForm):
             "openapi_credentials": "Credentials: environment variable names",
             "status": "Set status",
         }
+        # A plain box: the admin's URL widget put "Currently: <link> Change:" above it, on a new server too once the
+        # form came back with an error.
+        widgets = {name: forms.URLInput(attrs={"class": "vURLField"}) for name in ("url", "base_url", "openapi_url")}
         help_texts = {
             "slug": "The server's name in tool ids (slug::tool): letters, digits, - and _, e.g. github-prod. "
             "Fixed once saved.",

@@ -160,15 +160,18 @@ class ToolUserAccessInline(ServerUserAccessInline):
     verbose_name_plural = "Access to this tool: people who may discover / execute / approve"
 
 
-class ServerTenantInline(admin.StackedInline):
-    """Which tenant owns the server: only its callers see its tools (empty: shared by every tenant)."""
+class ServerTenantInline(admin.TabularInline):
+    """Which tenant owns the server: only its callers see its tools (empty: shared by every tenant). One row under a
+    "Tenant" heading with what it means, not Django's stacked form headed "Tenant: #1"."""
 
     model = ServerTenant
     fields = ("tenant",)
     extra = 0
     max_num = 1
+    template = "admin/edit_inline/scout_tabular.html"
     verbose_name = "tenant"
     verbose_name_plural = "Tenant: only this tenant's callers see the server (none: shared by all tenants)"
+    help = "Only this tenant's callers see the server's tools; with none, every tenant shares it."
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         if db_field.name == "tenant" and not request.user.is_superuser:

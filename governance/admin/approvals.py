@@ -20,6 +20,8 @@ from catalog.admin.titles import TitledAdminMixin
 from ..choices import ApprovalStatus
 from ..models import ApprovalRequest, AuditEvent
 from ..selectors import (
+    approval_calls,
+    approval_request_history,
     approval_requester_may_execute,
     approval_requests_for_approver,
     approval_requests_usable,
@@ -117,8 +119,12 @@ class ApprovalRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmi
         changelist = super().get_changelist_instance(request)
         rows = list(changelist.result_list)  # evaluated here; the page renders these same objects
         usable = approval_requests_usable(requests=[row for row in rows if row.status in _OPEN], cached=True)
+        # The call that used each used request, and how it ended: an approver's history without the audit trail.
+        used = [row.approval_id for row in rows if row.status == ApprovalStatus.CONSUMED]
+        calls = approval_calls(user=request.user, approval_ids=used) if used else {}
         for row in rows:
             row.requester_may_execute = row.pk in usable
+            row.call = calls.get(row.approval_id)
         return changelist
 
     def _may_see(self, request) -> bool:
@@ -203,11 +209,12 @@ class ApprovalRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmi
         when = f" {timezone.localtime(obj.decided_at):%Y-%m-%d %H:%M}" if obj.decided_at else ""
         reason = Truncator(obj.decision_reason).chars(REASON_SHOWN) if obj.decision_reason else ""
         return format_html(
-            '{}<br><small class="decision">by {}{}{}</small>',
+            '{}<br><small class="decision">by {}{}{}</small>{}',
             obj.get_status_display(),
             obj.decided_by_shown or "-",
             when,
             format_html(": “{}”", reason) if reason else "",
+            _call_outcome(getattr(obj, "call", None)),
         )
 
     @admin.display(description="decide")
@@ -311,9 +318,22 @@ class ApprovalRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmi
             "lost_access": lost_access,
             "reason_missing": reason_missing,  # a denial without a reason: the box is marked, what was typed kept
             "related": self._related_links(request, obj),
+            # What became of it (decided, used, the call and how it ended), from the audit trail as this reader may
+            # read it: an approver holds no audit permission.
+            "history": approval_request_history(user=request.user, approval_id=obj.approval_id),
             "asked": self.asked(request, obj),
         }
         return render(request, "admin/governance/approvalrequest/decide.html", context, status=status)
+
+
+def _call_outcome(call: AuditEvent | None):
+    """The call that used an approval, on the inbox's row: how it ended and when ("" before any call)."""
+    if call is None:
+        return ""
+    when = timezone.localtime(call.created_at).strftime("%Y-%m-%d %H:%M")
+    return format_html(
+        '<br><small class="call-outcome">the call: {}, {}</small>', call.get_outcome_display().lower(), when
+    )
 
 
 def _next_waiting(request: HttpRequest, decided: ApprovalRequest):

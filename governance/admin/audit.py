@@ -1,7 +1,6 @@
 """Governance admin: audit trail."""
 
 from django.contrib import admin
-from django.contrib.admin.views.main import PAGE_VAR, SEARCH_VAR
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.html import format_html
@@ -22,7 +21,7 @@ from ..selectors import (
     users_visible_to_operator,
     with_approval_people_shown,
 )
-from .common import BoundedCountPaginator, PageBoundPaginator, admin_urls_for, breakable_id
+from .common import BoundedCountPaginator, PageBoundSearchMixin, admin_urls_for, breakable_id
 
 # What a grant or revocation did, by (event type, whether it changed anything): {holder} and {what} filled in.
 GRANT_CHANGE_PHRASES = {
@@ -109,7 +108,7 @@ class RecentToolFilter(admin.SimpleListFilter):
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[AuditEvent]):
+class AuditEventAdmin(PageBoundSearchMixin, TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[AuditEvent]):
     list_display = (
         "when",
         "event",
@@ -144,16 +143,6 @@ class AuditEventAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Aud
     actions = None
     list_title = "Audit trail — who did what, with which tool, when"
 
-    def get_paginator(self, request, queryset, per_page, orphans=0, allow_empty_first_page=True):
-        # A search is counted only up to the page shown: one that matches nothing read every visible event twice.
-        if not request.GET.get(SEARCH_VAR):
-            return super().get_paginator(request, queryset, per_page, orphans, allow_empty_first_page)
-        try:
-            number = int(request.GET.get(PAGE_VAR, 1))
-        except ValueError:
-            number = 1
-        return PageBoundPaginator(queryset, per_page, number=number, allow_empty_first_page=allow_empty_first_page)
-
     def object_title(self, request, obj: AuditEvent) -> str:
         when = f"{timezone.localtime(obj.created_at):%Y-%m-%d %H:%M:%S}"
         return f"{obj.get_event_type_display()} ({obj.get_outcome_display().lower()}), {when}"
@@ -175,10 +164,7 @@ class AuditEventAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Aud
         return tuple(event if name == "event" else name for name in self.list_display)
 
     def get_changelist_instance(self, request):
-        changelist = super().get_changelist_instance(request)
-        if isinstance(changelist.paginator, PageBoundPaginator) and not changelist.multi_page:
-            # Django reads a one-page list again, whole: these are its rows, read already by the paginator.
-            changelist.result_list = changelist.paginator.page(changelist.page_num).object_list
+        changelist = super().get_changelist_instance(request)  # a search's page: PageBoundSearchMixin
         self._link_grant_targets(request, changelist.result_list)
         self._attach_approval_states(request, changelist.result_list)
         return changelist

@@ -5,6 +5,7 @@ from collections.abc import Iterable
 from datetime import timedelta
 
 from django.contrib import admin
+from django.contrib.admin.views.main import PAGE_VAR, SEARCH_VAR
 from django.core.paginator import Paginator
 from django.urls import reverse
 from django.utils.functional import cached_property
@@ -53,6 +54,29 @@ class PageBoundPaginator(Paginator):
         if number != self.number:
             return super().page(number)
         return self._get_page(self._rows[: self.per_page], number, self)  # the rows already read for the count
+
+
+class PageBoundSearchMixin:
+    """For a ModelAdmin of an append-only table: a searched list is counted only up to the page shown
+    (``PageBoundPaginator``), so a search matching nothing reads the table once, for the page, and one matching every
+    row reads a page of it, never all of it to count. Its pagination and search templates say "more than" when more
+    rows follow (admin/page_bound_search_form.html)."""
+
+    def get_paginator(self, request, queryset, per_page, orphans=0, allow_empty_first_page=True):
+        if not request.GET.get(SEARCH_VAR):
+            return super().get_paginator(request, queryset, per_page, orphans, allow_empty_first_page)
+        try:
+            number = int(request.GET.get(PAGE_VAR, 1))
+        except ValueError:
+            number = 1
+        return PageBoundPaginator(queryset, per_page, number=number, allow_empty_first_page=allow_empty_first_page)
+
+    def get_changelist_instance(self, request):
+        changelist = super().get_changelist_instance(request)
+        if isinstance(changelist.paginator, PageBoundPaginator) and not changelist.multi_page:
+            # Django reads a one-page list again, whole: these are its rows, read already by the paginator.
+            changelist.result_list = changelist.paginator.page(changelist.page_num).object_list
+        return changelist
 
 
 def admin_url_for(request, obj) -> str | None:

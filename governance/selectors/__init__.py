@@ -39,6 +39,8 @@ from .approvals import (
 from .audit import (
     AUDIT_PAYLOAD_GROUPS,
     AUDIT_PAYLOAD_PEOPLE,
+    approval_calls,
+    approval_request_history,
     audit_events_visible_to,
     audit_payload_shown,
     delegation_chain_shown,
@@ -84,6 +86,8 @@ __all__ = [
     "approval_requests_waiting_count",
     "approval_requests_waiting_for",
     "approval_requests_for_approver",
+    "approval_calls",
+    "approval_request_history",
     "audit_events_visible_to",
     "audit_payload_shown",
     "delegation_chain_shown",

@@ -1,14 +1,17 @@
 """The audit trail as a reader may read it: events of their tenants, with the people, groups, agents and tenants
 they may not see named as someone (something) in another tenant (Z12)."""
 
+from collections.abc import Iterable
+
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, Group
 from django.db.models import Case, CharField, Exists, OuterRef, Q, QuerySet, Value, When
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Coalesce, Substr
 
+from ..choices import AuditEventType
 from ..constants import OTHER_TENANT, OTHER_TENANT_AGENT, OTHER_TENANT_GROUP, OTHER_TENANT_PERSON
-from ..principals import Principal
+from ..principals import Principal, principal_for_user
 from .agents import agent_shown
 from .groups import groups_visible_to_operator
 from .people import person_shown, person_visible_to, users_visible_to_operator
@@ -122,3 +125,32 @@ def audit_payload_shown(event, *, viewer: AbstractBaseUser) -> dict:
             seen = set(seen)
             shown[key] = [name for name in names if name in seen]
     return shown
+
+
+APPROVAL_HISTORY_SHOWN = 20  # asked, decided, used, the call, and a few refused uses
+
+
+def _approval_events(user: AbstractBaseUser, approval_ids: Iterable[str]) -> QuerySet:
+    """The audit events of requests ``user`` already reads (the inbox's, a superuser's), as ``user`` may read the trail
+    (``audit_events_visible_to``: their tenants' events and shared ones, another tenant's person as someone in another
+    tenant), oldest first: what became of each request without reading the trail itself. An agent's polls while it
+    waited are left out."""
+    return (
+        audit_events_visible_to(principal=principal_for_user(user))
+        .filter(approval_ref__in=sorted(set(approval_ids)))
+        .exclude(event_type=AuditEventType.APPROVAL_POLLED)
+        .order_by("created_at", "id")
+    )
+
+
+def approval_request_history(*, user: AbstractBaseUser, approval_id: str) -> list:
+    """The first APPROVAL_HISTORY_SHOWN events of one request (``_approval_events``): asked, decided, used, the call
+    that used it and how it ended, a use refused."""
+    return list(_approval_events(user, [approval_id])[:APPROVAL_HISTORY_SHOWN])
+
+
+def approval_calls(*, user: AbstractBaseUser, approval_ids: Iterable[str]) -> dict:
+    """{approval id: the call that used it} (its execution event: when, and how it ended) for requests of a list page,
+    in one query (``_approval_events``). An approval is used once: one call at most each."""
+    calls = _approval_events(user, approval_ids).filter(event_type=AuditEventType.EXECUTION)
+    return {event.approval_ref: event for event in calls}

@@ -243,6 +243,18 @@ class Persona:
     token: str
 
 
+def admin_pages(base_url: str, username: str, *paths: str) -> list[httpx.Response]:
+    """The admin pages at ``paths`` as ``username`` (a ``make_user`` person) reads them, logged in over HTTP."""
+    with httpx.Client(base_url=base_url, timeout=30) as browser:
+        login_page = browser.get("/admin/login/")
+        csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', login_page.text).group(1)
+        browser.post(
+            "/admin/login/?next=/admin/",
+            data={"username": username, "password": f"pw-{username}-123", "csrfmiddlewaretoken": csrf},
+        )
+        return [browser.get(path) for path in paths]
+
+
 def make_user(username: str, **extra: Any) -> Any:
     from django.contrib.auth import get_user_model
 

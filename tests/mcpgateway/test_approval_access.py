@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-import httpx
 import pytest
 
 from mcpgateway.constants import UNKNOWN_TOOL_MESSAGE
@@ -13,6 +11,7 @@ from tests.celery_results import task_result
 
 from .conftest import (
     MODERN,
+    admin_pages,
     faulty_calls,
     gateway_db,
     grant,
@@ -39,16 +38,9 @@ def setup(gateway, admin_user, faulty_server) -> dict[str, Any]:
 
 
 def _inbox(base_url: str, username: str) -> str:
-    with httpx.Client(base_url=base_url, timeout=30) as browser:
-        login_page = browser.get("/admin/login/")
-        csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', login_page.text).group(1)
-        browser.post(
-            "/admin/login/?next=/admin/",
-            data={"username": username, "password": f"pw-{username}-123", "csrfmiddlewaretoken": csrf},
-        )
-        page = browser.get("/admin/governance/approvalrequest/")
-        assert page.status_code == 200, page.text[:300]
-        return page.text
+    [page] = admin_pages(base_url, username, "/admin/governance/approvalrequest/")
+    assert page.status_code == 200, page.text[:300]
+    return page.text
 
 
 def test_an_approved_call_is_refused_and_shown_unusable_after_the_requester_lost_access(
