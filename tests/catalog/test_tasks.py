@@ -218,6 +218,67 @@ def test_real_worker_runs_a_sync_task_end_to_end(make_server):
         celery_app.conf.task_always_eager = django_settings.CELERY_TASK_ALWAYS_EAGER
 
 
+@pytest.mark.celery_worker
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+@pytest.mark.skipif(
+    not WORKER_TESTS,
+    reason="starts a real Celery worker on Redis: set SCOUT_CELERY_WORKER_TESTS=1 and REDIS_URL (CI sets both)",
+)
+@pytest.mark.django_db(transaction=True)
+def test_a_sync_whose_worker_is_killed_runs_again_once_and_its_dead_run_is_closed(scripted):
+    """F12/F8: SIGKILL of the worker while a sync waits for the upstream's listing. The task was acknowledged on
+    receipt, so it was gone with the worker: nothing synced until the beat, and the run stayed "running" for ever.
+    Now the broker delivers it again after the visibility timeout (3 s here), the next worker runs it once, and that
+    run closes the dead one. The dead run's lock is deleted as its TTL (minutes) would have expired it."""
+    import redis
+
+    from catalog.services.sync import server_sync_lock_name
+
+    if not django_settings.REDIS_URL:
+        pytest.fail("SCOUT_CELERY_WORKER_TESTS=1 but REDIS_URL is not set: the worker test needs Redis")
+    celery_app.conf.task_always_eager = False
+    slow = {"pages": [[good_tool("first"), good_tool("second")]], "delay": 60}
+    server, write = scripted(slow)
+    queue = f"scout-test-{uuid.uuid4().hex[:12]}"
+    env = {
+        **os.environ,
+        **_worker_database_env(),
+        "SECRET_KEY": "celery-worker-test",
+        "PYTHONPATH": str(django_settings.BASE_DIR),
+        "SCOUT_CELERY_VISIBILITY_TIMEOUT": "3",
+    }
+    runs = SyncRun.objects.filter(server=server).order_by("pk")
+    try:
+        sync_server.apply_async((server.pk, "worker"), queue=queue)
+        with celery_worker(env, queue=queue, name=queue) as worker:
+            for _ in range(600):
+                if runs.exists() or worker.poll() is not None:
+                    break
+                time.sleep(0.1)
+            assert runs.count() == 1 and runs[0].status == SyncStatus.RUNNING, worker.poll()
+            worker.kill()  # SIGKILL: no shutdown, no acknowledgement
+            worker.wait(10)
+        write({**slow, "delay": 0})
+        with redis.Redis.from_url(django_settings.REDIS_URL) as client:
+            client.delete(f"scout:lock:{server_sync_lock_name(server.pk)}")
+        with celery_worker(env, queue=queue, name=f"{queue}-2") as worker:
+            for _ in range(900):
+                if runs.filter(status=SyncStatus.SUCCESS).exists() or worker.poll() is not None:
+                    break
+                time.sleep(0.1)
+            for _ in range(50):  # three visibility timeouts more: a second delivery would start a run meanwhile
+                time.sleep(0.2)
+        statuses = [(run.status, run.error) for run in runs]
+        assert statuses == [
+            (SyncStatus.FAILED, "interrupted: the process running this sync stopped"),
+            (SyncStatus.SUCCESS, ""),
+        ], statuses
+        assert set(Tool.objects.filter(server=server).values_list("name", flat=True)) == {"first", "second"}
+    finally:
+        celery_app.conf.task_always_eager = django_settings.CELERY_TASK_ALWAYS_EAGER
+
+
 # A stdio "server" that dies before it answers, writing a forged log line and a terminal escape to its stderr.
 LOUD_EXIT = (
     "import sys; sys.stderr.write('disk full\\n2026-01-01 00:00:00,000 WARNING governance.audit FORGED approved\\n"
