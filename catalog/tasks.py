@@ -17,7 +17,9 @@ RESYNC_MARKER_PREFIX = "catalog:resync-pending:"
 VISIBILITY_MARGIN_SECONDS = 60
 
 
-@shared_task(ignore_result=True)
+# Acknowledged once it ends: a worker killed mid-sync leaves it with the broker, which delivers it again after the
+# visibility timeout (by then the dead run's lock has expired, its TTL being far shorter).
+@shared_task(ignore_result=True, acks_late=True)
 def sync_server(server_pk: int, trigger: str = "task") -> int | None:
     """Sync one server; returns the SyncRun pk (None if the server was deleted meanwhile)."""
     try:

@@ -255,7 +255,8 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 # Every countdown and time limit stays under the Redis visibility timeout, or a task is delivered twice.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+# A task acknowledged late (a sync) whose worker died is delivered again once this passes (tests shorten it).
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("SCOUT_CELERY_VISIBILITY_TIMEOUT", 3600)}
 CELERY_TASK_SOFT_TIME_LIMIT = 600
 CELERY_TASK_TIME_LIMIT = 900
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

@@ -291,6 +291,16 @@ def _vectors_for(docs: list[ToolDoc], progress: ProgressCallback) -> tuple[dict[
     except EncoderUnavailable as exc:
         search_event_record(kind=SearchEventKind.MODEL_UNAVAILABLE, detail=f"indexing without vectors: {exc}")
         return vectors, 0, True
+    # One key, one width: a model of another width configured under the same SCOUT_SEARCH_MODEL_KEY would
+    # write rows the index cannot hold beside the stored ones (every search then failed). Write none; keep those.
+    stored_dim = ToolEmbedding.objects.filter(model_key=key).values_list("dim", flat=True).first()
+    if stored_dim is not None and stored_dim != encoder.dim:
+        detail = (
+            f"indexing without vectors: the model gives {encoder.dim} dimensions, the vectors stored under "
+            f"{key!r} have {stored_dim}: set another SCOUT_SEARCH_MODEL_KEY for this model"
+        )
+        search_event_record(kind=SearchEventKind.MODEL_UNAVAILABLE, detail=detail)
+        return vectors, 0, True
     texts: list[str] = []
     for doc in todo:
         texts += [t for _, t in doc.dense_texts()] + list(doc.negatives)

@@ -7,7 +7,7 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from catalog import openapi, upstream
-from catalog.choices import OPERATOR_STOPPED_STATUSES, ServerStatus, SyncKind, Transport
+from catalog.choices import OPERATOR_STOPPED_STATUSES, ServerStatus, SyncKind, SyncStatus, Transport
 from catalog.definitions import ToolDefinition, normalize_listing
 from catalog.locks import named_lock
 from catalog.metrics import SYNC_SECONDS, SYNCS
@@ -80,6 +80,11 @@ def _counted(run: SyncRun) -> SyncRun:
 
 
 def _sync_locked(server: Server, trigger: str) -> SyncRun:
+    # Holding the lock, no other sync of this server runs: a run still "running" died with its process (a killed
+    # worker), its lock expired. Close it, so the admin and the API stop showing it as under way.
+    SyncRun.objects.filter(server=server, kind=SyncKind.SYNC, status=SyncStatus.RUNNING).update(
+        status=SyncStatus.FAILED, error="interrupted: the process running this sync stopped", finished_at=timezone.now()
+    )
     run = sync_run_start(kind=SyncKind.SYNC, server=server, source=trigger)
     refused: list[dict[str, str]] = []
     refused_names: set[str] = set()

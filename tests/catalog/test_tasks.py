@@ -175,13 +175,30 @@ def _worker_database_env() -> dict[str, str]:
     return {"DATABASE_URL": urlunsplit(parts._replace(path=f"/{name}"))}
 
 
-@pytest.mark.celery_worker
-@pytest.mark.slow
-@pytest.mark.timeout(120)
-@pytest.mark.skipif(
+needs_real_worker = pytest.mark.skipif(
     not WORKER_TESTS,
     reason="starts a real Celery worker on Redis: set SCOUT_CELERY_WORKER_TESTS=1 and REDIS_URL (CI sets both)",
 )
+
+
+def real_worker_test(test):
+    """The marks of a test that starts a real Celery worker on Redis, on the committed test database."""
+    marks = (pytest.mark.django_db(transaction=True), needs_real_worker, pytest.mark.slow, pytest.mark.celery_worker)
+    for mark in marks:
+        test = mark(test)
+    return test
+
+
+def _worker_env(**extra: str) -> dict[str, str]:
+    """A worker's environment: this one's, pointed at the test database, with ``extra`` settings."""
+    base = {"SECRET_KEY": "celery-worker-test", "PYTHONPATH": str(django_settings.BASE_DIR)}
+    return {**os.environ, **_worker_database_env(), **base, **extra}
+
+
+@pytest.mark.celery_worker
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+@needs_real_worker
 @pytest.mark.django_db(transaction=True)
 def test_real_worker_runs_a_sync_task_end_to_end(make_server):
     if not django_settings.REDIS_URL:
@@ -189,12 +206,7 @@ def test_real_worker_runs_a_sync_task_end_to_end(make_server):
     celery_app.conf.task_always_eager = False  # this test's tasks must go through the broker
     server = make_server("time", command=str(BIN_DIR / "mcp-server-time"))
     queue = f"scout-test-{uuid.uuid4().hex[:12]}"  # a private queue: no other worker on this Redis takes it
-    env = {
-        **os.environ,
-        **_worker_database_env(),
-        "SECRET_KEY": "celery-worker-test",
-        "PYTHONPATH": str(django_settings.BASE_DIR),
-    }
+    env = _worker_env()
     # Queued before any worker runs: nothing happens until the worker takes it from Redis.
     result = sync_server.apply_async((server.pk, "worker"), queue=queue)
     assert not SyncRun.objects.filter(server=server).exists()
@@ -218,6 +230,53 @@ def test_real_worker_runs_a_sync_task_end_to_end(make_server):
         celery_app.conf.task_always_eager = django_settings.CELERY_TASK_ALWAYS_EAGER
 
 
+@pytest.mark.timeout(180)
+@real_worker_test
+def test_a_sync_whose_worker_is_killed_runs_again_once_and_its_dead_run_is_closed(scripted):
+    """F12/F8: SIGKILL of the worker while a sync waits for the upstream's listing. The broker delivers the task
+    again after the visibility timeout (3 s here), the next worker runs it once, and that run closes the dead one,
+    which stayed "running" for ever before. The dead run's lock is deleted as its TTL (minutes) would expire it."""
+    import redis
+
+    from catalog.services.sync import server_sync_lock_name
+
+    assert django_settings.REDIS_URL, "SCOUT_CELERY_WORKER_TESTS=1 needs REDIS_URL"
+    celery_app.conf.task_always_eager = False
+    slow = {"pages": [[good_tool("first"), good_tool("second")]], "delay": 60}
+    server, write = scripted(slow)
+    queue = f"scout-test-{uuid.uuid4().hex[:12]}"
+    env = _worker_env(SCOUT_CELERY_VISIBILITY_TIMEOUT="3")
+    runs = SyncRun.objects.filter(server=server).order_by("pk")
+    try:
+        sync_server.apply_async((server.pk, "worker"), queue=queue)
+        with celery_worker(env, queue=queue, name=queue) as worker:
+            for _ in range(600):
+                if runs.exists() or worker.poll() is not None:
+                    break
+                time.sleep(0.1)
+            assert runs.count() == 1 and runs[0].status == SyncStatus.RUNNING, worker.poll()
+            worker.kill()  # SIGKILL: no shutdown, no acknowledgement
+            worker.wait(10)
+        write({**slow, "delay": 0})
+        with redis.Redis.from_url(django_settings.REDIS_URL) as client:
+            client.delete(f"scout:lock:{server_sync_lock_name(server.pk)}")
+        with celery_worker(env, queue=queue, name=f"{queue}-2") as worker:
+            for _ in range(900):
+                if runs.filter(status=SyncStatus.SUCCESS).exists() or worker.poll() is not None:
+                    break
+                time.sleep(0.1)
+            for _ in range(50):  # three visibility timeouts more: a second delivery would start a run meanwhile
+                time.sleep(0.2)
+        statuses = [(run.status, run.error) for run in runs]
+        assert statuses == [
+            (SyncStatus.FAILED, "interrupted: the process running this sync stopped"),
+            (SyncStatus.SUCCESS, ""),
+        ], statuses
+        assert set(Tool.objects.filter(server=server).values_list("name", flat=True)) == {"first", "second"}
+    finally:
+        celery_app.conf.task_always_eager = django_settings.CELERY_TASK_ALWAYS_EAGER
+
+
 # A stdio "server" that dies before it answers, writing a forged log line and a terminal escape to its stderr.
 LOUD_EXIT = (
     "import sys; sys.stderr.write('disk full\\n2026-01-01 00:00:00,000 WARNING governance.audit FORGED approved\\n"
@@ -228,10 +287,7 @@ LOUD_EXIT = (
 @pytest.mark.celery_worker
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-@pytest.mark.skipif(
-    not WORKER_TESTS,
-    reason="starts a real Celery worker on Redis: set SCOUT_CELERY_WORKER_TESTS=1 and REDIS_URL (CI sets both)",
-)
+@needs_real_worker
 @pytest.mark.django_db(transaction=True)
 def test_a_workers_log_never_carries_a_line_of_an_upstreams_making(make_server):
     """T15: a sync's failure is logged with the dying server's stderr; the worker logs through Celery's handlers,

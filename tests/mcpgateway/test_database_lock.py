@@ -21,6 +21,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,8 @@ from typing import Any
 import httpx
 import pytest
 from django.db import OperationalError, connection, transaction
+
+from mcpgateway.db import THREADS as ORM_THREADS
 
 from .conftest import FAULTY_SERVER, MODERN, faulty_calls, free_port, modern_request
 
@@ -259,6 +262,33 @@ class TableLock:
         self.connection.close()
 
 
+class _ConnectionPeak:
+    """The most connections to ``url``'s database, other than ``ignored`` and its own, seen while it runs."""
+
+    def __init__(self, url: str, ignored: int) -> None:
+        import psycopg
+
+        self.most = 0
+        self._done = threading.Event()
+        self._connection = psycopg.connect(url, autocommit=True)
+        self._ignored = ignored
+        self._thread = threading.Thread(target=self._watch)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        query = (
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid NOT IN (pg_backend_pid(), %s)"
+        )
+        while not self._done.wait(0.02):
+            self.most = max(self.most, self._connection.execute(query, (self._ignored,)).fetchone()[0])
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+        self._connection.close()
+
+
 @contextmanager
 def _own_postgres_gateway(tmp_path: Path, **env: str) -> Iterator[tuple[Gateway, str]]:
     """A gateway of its own on a Postgres database of its own (``env``: more of its settings), and that database's
@@ -318,6 +348,16 @@ def test_locked_permission_tables_on_postgres_answer_busy_never_allow_lose_no_au
     assert rest.status_code == 503, rest.text
     assert rest.json()["error"]["code"] == "service_busy" and rest.headers["Retry-After"]
     assert _audit_outcomes(url, "faulty::ping") == ["success"]  # the refused call ran nowhere, as recorded
+
+    # The pool cap holds: 24 calls at once against the locked tables each answer busy, and the gateway never holds
+    # more connections than its ORM threads, whatever the number of calls waiting.
+    with TableLock(url, *GRANT_TABLES) as lock, ThreadPoolExecutor(24) as pool:
+        peak = _ConnectionPeak(url, lock.connection.info.backend_pid)
+        answers = list(pool.map(lambda _: gateway.execute("ping", text="storm"), range(24)))
+        peak.stop()
+    assert [_result(response)["structuredContent"].get("service_busy") for response in answers] == [True] * 24
+    assert faulty_calls(gateway.call_log, "ping") == 1
+    assert 0 < peak.most <= ORM_THREADS, peak.most
 
     # Recovery: the lock is gone, the same requests work.
     assert _result(gateway.execute("ping", text="back"))["content"][0]["text"] == "back"

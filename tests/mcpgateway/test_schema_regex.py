@@ -207,3 +207,39 @@ def test_an_upstreams_result_is_never_matched_against_its_output_schemas_pattern
     result = call(gateway, reporting_server, "report::report", {})
     assert not result.is_error, result.content[0].text
     assert result.structured_content == {"code": "a" * 22 + "!"}
+
+
+@pytest.mark.timeout(120)
+def test_a_schema_of_ten_thousand_subschemas_is_kept_and_a_call_matching_none_is_refused_unsent(
+    gateway, admin_user, tmp_path
+):
+    """C1-19: an inputSchema whose one argument is an ``anyOf`` of 10,000 subschemas (about 200 kB, under the
+    definition size limit) costs one evaluation per subschema: sync keeps it. A value none of them accepts is a tool
+    error naming the argument's path, never sent; the last one's value reaches the upstream exactly, once."""
+    from catalog.models import Tool
+
+    log = tmp_path / "calls.log"
+    colours = {"anyOf": [{"const": f"colour-{index}"} for index in range(10_000)]}
+    tool = {
+        "name": "pick",
+        "description": "Pick a colour.",
+        "inputSchema": {"type": "object", "properties": {"colour": colours}, "required": ["colour"]},
+        "annotations": {"readOnlyHint": True},
+    }
+    reply = json.dumps({"jsonrpc": "2.0", "id": 0, "result": {"content": [{"type": "text", "text": "picked"}]}})
+    server = sync_scripted_server(
+        tmp_path, "wide", {"pages": [[tool]], "call_log": str(log), "call_reply": reply.replace('"id": 0', '"id": ID')}
+    )
+    assert len(Tool.objects.get(server=server, name="pick").input_schema["properties"]["colour"]["anyOf"]) == 10_000
+    caller = make_user("gw_caller")
+    grant(admin_user, server, caller, "discover", "execute")
+    token = make_token(caller)
+
+    refused = call(gateway, token, "wide::pick", {"colour": "colour-10000"})
+    assert refused.is_error and refused.structured_content["invalid_arguments"] is True
+    assert "colour" in refused.content[0].text and "colour-10000" not in refused.content[0].text
+    assert not log.exists()
+
+    picked = call(gateway, token, "wide::pick", {"colour": "colour-9999"})
+    assert not picked.is_error and picked.content[0].text == "picked"
+    assert [json.loads(line)["arguments"] for line in log.read_text().splitlines()] == [{"colour": "colour-9999"}]

@@ -507,3 +507,97 @@ def test_services_search_through_weaviate_and_fall_back_when_it_is_gone(weaviate
     assert fallback.degraded and fallback.degraded_reason.startswith("weaviate unavailable")
     assert fallback.matches and hidden.pk not in {m.tool_pk for m in fallback.matches}
     assert fallback.confidence is not Confidence.NONE
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
+def test_swaps_under_steady_searches_fail_none_keep_the_rollback_window_and_leave_no_dangling_alias(
+    weaviate_site, fake, reindex, encoder
+):
+    """F11: searchers run without pause while two full builds are written, swapped in and the old ones dropped
+    (SCOUT_WEAVIATE_KEEP_PREVIOUS=1, a grace > 0): no search fails or degrades, each answers as before the
+    builds, the previous collection is kept for rollback and the older one dropped, the alias always names a
+    collection that exists; pointing the alias back at the previous one serves the same answers."""
+    from search.backends.weaviate import _indexed_tools
+
+    backend, tools = weaviate_site
+    with override_settings(SCOUT_WEAVIATE_KEEP_PREVIOUS=1, SCOUT_WEAVIATE_DROP_GRACE_SECONDS=0.2):
+        reindex(index_rebuild)
+        first = fake.aliases["ScoutTools"]
+        visible = frozenset(t.pk for t in tools.values())
+        queries = ["send an email", "read a file from disk", "storm warning", "open a ticket", "rename a folder"]
+        requests = [
+            SearchRequest(query=q, visible=visible, top_k=5, fusion="convex", query_vector=v)
+            for q, v in zip(queries, encoder.encode(queries), strict=True)
+        ]
+
+        def answer(request: SearchRequest) -> tuple[bool, list[str]]:
+            result = backend.search(request)
+            return result.degraded or not result.index_ready, [m.tool_id for m in result.matches]
+
+        baseline = [answer(r) for r in requests]
+        assert not any(degraded for degraded, _ in baseline)
+        assert [ids[0] for _, ids in baseline] == [
+            "mail::send_email",
+            "files::read_file",
+            "weather::get_alerts",
+            "tracker::create_issue",
+            "files::move_file",
+        ]
+        seen, failures, dangling = [], [], []
+        stop = threading.Event()
+
+        def searcher() -> None:
+            while not stop.is_set():
+                for index, request in enumerate(requests):
+                    with fake.lock:
+                        target = fake.aliases.get("ScoutTools")
+                        if target not in fake.collections:
+                            dangling.append(target)
+                    try:
+                        seen.append((index, answer(request)))
+                    except Exception as exc:  # pragma: no cover - the assertion below shows it
+                        failures.append(exc)
+
+        def searched(count: int) -> None:
+            wanted = len(seen) + count
+            for _ in range(3000):  # at most 30 s: the searchers are stuck, the assertions below say how
+                if len(seen) >= wanted or failures:
+                    return
+                stop.wait(0.01)
+
+        threads = [threading.Thread(target=searcher) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        collections = [first]
+        try:
+            for _ in range(2):
+                fake.pause_builds, fake.build_paused = threading.Event(), threading.Event()
+                builder = threading.Thread(
+                    target=backend.build, args=(backend.connect(), unpublished_generation(), _indexed_tools(None))
+                )
+                builder.start()
+                assert fake.build_paused.wait(30)
+                searched(20)  # while the new collection is half written
+                fake.pause_builds.set()
+                builder.join(timeout=60)
+                assert not builder.is_alive()
+                backend.refresh_target()
+                searched(20)  # on the new collection
+                collections.append(fake.aliases["ScoutTools"])
+                assert set(fake.collections) == set(collections[-2:])  # the previous one kept, older ones dropped
+        finally:
+            fake.pause_builds = None
+            stop.set()
+            for thread in threads:
+                thread.join(timeout=60)
+        assert not failures and not dangling
+        assert len(set(collections)) == 3 and first not in fake.collections
+        assert len(seen) >= 80
+        assert all(result == baseline[index] for index, result in seen)
+
+        # Rollback: the alias back on the previous collection, as an operator would; the same answers.
+        backend.connect().alias.update(alias_name="ScoutTools", new_target_collection=collections[1])
+        backend.refresh_target()
+        assert [answer(r) for r in requests] == baseline
+        assert backend.reconcile() == {"rebuilt": 0, "written": 0, "deleted": 0}

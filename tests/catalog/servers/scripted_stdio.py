@@ -14,6 +14,7 @@ Usage: python scripted_stdio.py SCRIPT.json. The script (re-read on every reques
   notify_on_list: true to send notifications/tools/list_changed (unasked, as 2025 servers do) after each listing;
   exit_after_lists: exit once this many tools/list requests were answered;
   interrupt_on_list: a process id to send SIGINT to (the client's: a Ctrl-C while it lists) instead of answering;
+  call_log: a file each tools/call's params are appended to, one JSON line each (tests count the calls sent);
   call_reply: the tools/call answer as raw text, "ID" standing for the request's id, written as Latin-1 bytes
     (so "\u00ff" is the byte 0xFF: invalid UTF-8 on the wire).
 It answers server/discover with "method not found", so the client falls back to the initialize handshake.
@@ -47,6 +48,9 @@ def main() -> None:
             continue
         if method in script.get("hang_methods", []):
             continue
+        if method == "tools/call" and script.get("call_log"):
+            with open(script["call_log"], "a") as log:
+                log.write(json.dumps(message.get("params")) + "\n")
         if method == "initialize":
             send(
                 {
