@@ -64,7 +64,7 @@ def fill() -> None:
     from django.utils import timezone
 
     from catalog.models import Server, SyncRun, Tool, ToolRevision
-    from governance.choices import ApprovalStatus, AuditEventType, AuditOutcome, OperationClass, RiskLevel
+    from governance.choices import ApprovalStatus, AuditEventType, AuditOutcome, OperationClass
     from governance.models import ApprovalRequest, AuditEvent, PolicyVersion, RiskClass, Tenant, ToolPolicy
     from governance.services.permissions import permission_grant
     from search.models import LearnedRequest, QueryLogEntry
@@ -148,17 +148,13 @@ def fill() -> None:
 
     ApprovalRequest.objects.bulk_create(
         (
-            ApprovalRequest(
-                approval_id=f"apr_{i:08d}",
-                requester=rng.choice(people),
-                tenant=rng.choice([None, *tenants]),
-                tool=rng.choice(tools),
-                tool_definition_hash="0" * 64,
-                arguments_json='{"id": "1"}',
-                arguments_digest="0" * 64,
-                policy_version=policy,
-                risk_class=rng.choice(RiskLevel.values),
-                operation_class=OperationClass.WRITE,
+            _approval_request(
+                rng,
+                f"apr_{i:08d}",
+                people,
+                tenants,
+                tools,
+                policy,
                 status=ApprovalStatus.PENDING if i % 10 == 0 else rng.choice(ApprovalStatus.values),
                 expires_at=now + timedelta(days=1),
                 decided_by=users["approver"] if i % 10 else None,
@@ -223,13 +219,33 @@ def fill() -> None:
     print(f"filled: {len(servers)} servers, {len(tools)} tools, {AUDIT_EVENTS} audit events, {QUERY_LOG} searches")
 
 
+def _approval_request(rng, approval_id, people, tenants, tools, policy, **decision):
+    """A request by one of ``people`` for one of ``tools`` (shared or in one of ``tenants``), ``decision`` its state."""
+    from governance.choices import OperationClass, RiskLevel
+    from governance.models import ApprovalRequest
+
+    return ApprovalRequest(
+        approval_id=approval_id,
+        requester=rng.choice(people),
+        tenant=rng.choice([None, *tenants]),
+        tool=rng.choice(tools),
+        tool_definition_hash="0" * 64,
+        arguments_json='{"id": "1"}',
+        arguments_digest="0" * 64,
+        policy_version=policy,
+        risk_class=rng.choice(RiskLevel.values),
+        operation_class=OperationClass.WRITE,
+        **decision,
+    )
+
+
 def pending() -> None:
     """Add ``sys.argv[2]`` pending, unexpired requests by the fill's people on random tools (an approver's backlog)."""
     from django.contrib.auth import get_user_model
     from django.utils import timezone
 
     from catalog.models import Tool
-    from governance.choices import ApprovalStatus, OperationClass, RiskLevel
+    from governance.choices import ApprovalStatus
     from governance.models import ApprovalRequest, PolicyVersion, Tenant
 
     count = int(sys.argv[2])
@@ -237,22 +253,18 @@ def pending() -> None:
     start = ApprovalRequest.objects.count()
     people = list(get_user_model().objects.filter(username__startswith="user"))
     tenants = list(Tenant.objects.all())
-    tools = list(Tool.objects.values_list("pk", flat=True))
+    tools = list(Tool.objects.only("pk"))
     policy = PolicyVersion.objects.get(number=1)
     expires = timezone.now() + timedelta(days=365)
     ApprovalRequest.objects.bulk_create(
         (
-            ApprovalRequest(
-                approval_id=f"apr_backlog_{start + i:08d}",
-                requester=rng.choice(people),
-                tenant=rng.choice([None, *tenants]),
-                tool_id=rng.choice(tools),
-                tool_definition_hash="0" * 64,
-                arguments_json=f'{{"id": "{i}"}}',
-                arguments_digest=f"{i:064d}",
-                policy_version=policy,
-                risk_class=rng.choice(RiskLevel.values),
-                operation_class=OperationClass.WRITE,
+            _approval_request(
+                rng,
+                f"apr_backlog_{start + i:08d}",
+                people,
+                tenants,
+                tools,
+                policy,
                 status=ApprovalStatus.PENDING,
                 expires_at=expires,
             )
