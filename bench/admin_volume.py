@@ -6,6 +6,7 @@ print the SQL queries and milliseconds of each.
     .venv/bin/python bench/admin_volume.py fill      # 10k tools on 50 servers, 300k audit events, ...
     .venv/bin/python bench/admin_volume.py measure   # one line per page and role: queries, ms
     .venv/bin/python bench/admin_volume.py measure dashboard/approvals   # only the pages whose URL has this
+    .venv/bin/python bench/admin_volume.py pending 30000   # a backlog: that many more pending requests
 
 ``fill`` writes rows directly (bulk_create), not through the gateway: no reindex, no audit of its own. The
 demo's role logins (admin, curator, approver, operator) are created with the password ``bench``.
@@ -24,6 +25,7 @@ ROOT = Path(os.environ.get("SCOUT_BENCH_ROOT") or Path(__file__).resolve().paren
 SERVERS, TOOLS_PER_SERVER = 50, 200
 AUDIT_EVENTS, QUERY_LOG, APPROVALS, LEARNED, TENANTS = 300_000, 100_000, 5_000, 20_000, 5
 BATCH = 5_000
+REPEAT = int(os.environ.get("SCOUT_BENCH_REPEAT") or 1)  # visits timed per page: the median is printed
 PASSWORD = "bench"
 
 
@@ -62,7 +64,7 @@ def fill() -> None:
     from django.utils import timezone
 
     from catalog.models import Server, SyncRun, Tool, ToolRevision
-    from governance.choices import ApprovalStatus, AuditEventType, AuditOutcome, OperationClass, RiskLevel
+    from governance.choices import ApprovalStatus, AuditEventType, AuditOutcome, OperationClass
     from governance.models import ApprovalRequest, AuditEvent, PolicyVersion, RiskClass, Tenant, ToolPolicy
     from governance.services.permissions import permission_grant
     from search.models import LearnedRequest, QueryLogEntry
@@ -146,17 +148,13 @@ def fill() -> None:
 
     ApprovalRequest.objects.bulk_create(
         (
-            ApprovalRequest(
-                approval_id=f"apr_{i:08d}",
-                requester=rng.choice(people),
-                tenant=rng.choice([None, *tenants]),
-                tool=rng.choice(tools),
-                tool_definition_hash="0" * 64,
-                arguments_json='{"id": "1"}',
-                arguments_digest="0" * 64,
-                policy_version=policy,
-                risk_class=rng.choice(RiskLevel.values),
-                operation_class=OperationClass.WRITE,
+            _approval_request(
+                rng,
+                f"apr_{i:08d}",
+                people,
+                tenants,
+                tools,
+                policy,
                 status=ApprovalStatus.PENDING if i % 10 == 0 else rng.choice(ApprovalStatus.values),
                 expires_at=now + timedelta(days=1),
                 decided_by=users["approver"] if i % 10 else None,
@@ -221,6 +219,63 @@ def fill() -> None:
     print(f"filled: {len(servers)} servers, {len(tools)} tools, {AUDIT_EVENTS} audit events, {QUERY_LOG} searches")
 
 
+def _approval_request(rng, approval_id, people, tenants, tools, policy, **decision):
+    """A request by one of ``people`` for one of ``tools`` (shared or in one of ``tenants``), ``decision`` its state."""
+    from governance.choices import OperationClass, RiskLevel
+    from governance.models import ApprovalRequest
+
+    return ApprovalRequest(
+        approval_id=approval_id,
+        requester=rng.choice(people),
+        tenant=rng.choice([None, *tenants]),
+        tool=rng.choice(tools),
+        tool_definition_hash="0" * 64,
+        arguments_json='{"id": "1"}',
+        arguments_digest="0" * 64,
+        policy_version=policy,
+        risk_class=rng.choice(RiskLevel.values),
+        operation_class=OperationClass.WRITE,
+        **decision,
+    )
+
+
+def pending() -> None:
+    """Add ``sys.argv[2]`` pending, unexpired requests by the fill's people on random tools (an approver's backlog)."""
+    from django.contrib.auth import get_user_model
+    from django.utils import timezone
+
+    from catalog.models import Tool
+    from governance.choices import ApprovalStatus
+    from governance.models import ApprovalRequest, PolicyVersion, Tenant
+
+    count = int(sys.argv[2])
+    rng = random.Random(11)
+    start = ApprovalRequest.objects.count()
+    people = list(get_user_model().objects.filter(username__startswith="user"))
+    tenants = list(Tenant.objects.all())
+    tools = list(Tool.objects.only("pk"))
+    policy = PolicyVersion.objects.get(number=1)
+    expires = timezone.now() + timedelta(days=365)
+    ApprovalRequest.objects.bulk_create(
+        (
+            _approval_request(
+                rng,
+                f"apr_backlog_{start + i:08d}",
+                people,
+                tenants,
+                tools,
+                policy,
+                status=ApprovalStatus.PENDING,
+                expires_at=expires,
+            )
+            for i in range(count)
+        ),
+        batch_size=BATCH,
+    )
+    analyze()
+    print(f"added {count} pending requests")
+
+
 def analyze() -> None:
     """Refresh the planner's statistics: autovacuum analyzes a table only after a while, and pages measured right
     after a bulk fill were planned for the empty tables (nested loops over 300k rows)."""
@@ -273,13 +328,16 @@ def measure() -> None:
             if only and not any(part in url for part in only):
                 continue
             client.get(url)  # warm caches (visible sets, templates) as a second visit finds them
-            with CaptureQueriesContext(connection) as queries:
-                started = time.perf_counter()
-                response = client.get(url)
-                ms = (time.perf_counter() - started) * 1000
+            times = []
+            for _ in range(REPEAT):
+                with CaptureQueriesContext(connection) as queries:
+                    started = time.perf_counter()
+                    response = client.get(url)
+                    times.append((time.perf_counter() - started) * 1000)
+            ms = sorted(times)[len(times) // 2]
             print(f"{name:9} {response.status_code} {len(queries):4d} q {ms:8.0f} ms  {url}", flush=True)
 
 
 if __name__ == "__main__":
     setup()
-    {"fill": fill, "measure": measure}[sys.argv[1]]()
+    {"fill": fill, "measure": measure, "pending": pending}[sys.argv[1]]()

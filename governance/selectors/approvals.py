@@ -3,6 +3,7 @@
 import hashlib
 from collections import defaultdict
 from collections.abc import Iterable
+from typing import NamedTuple
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
@@ -111,7 +112,7 @@ def user_can_approve(*, user: AbstractBaseUser, tool: Tool) -> bool:
 
     Superusers need an explicit grant too: approving is a decision someone else must name them for. A
     tenant's tool only for someone acting in that tenant (Z12)."""
-    if user is None or not getattr(user, "is_active", False) or user.pk is None:
+    if not _may_approve_at_all(user):
         return False
     return tools_approvable_by(user=user).filter(pk=tool.pk).exists()
 
@@ -130,14 +131,24 @@ def user_approves_only_by_own_grant(*, user: AbstractBaseUser, tool: Tool) -> bo
 
 def tools_approvable_by(*, user: AbstractBaseUser) -> QuerySet[Tool]:
     """Tools whose calls ``user`` may approve."""
-    if user is None or not getattr(user, "is_active", False) or user.pk is None:
+    if not _may_approve_at_all(user):
         return Tool.objects.none()
-    return Tool.objects.filter(_grant_q(user, "approve")).filter(server_tenant_q(principal_for_user(user), "server__"))
+    return Tool.objects.filter(_approvable_q(user))
+
+
+def _may_approve_at_all(user: AbstractBaseUser | None) -> bool:
+    return user is not None and getattr(user, "is_active", False) and user.pk is not None
+
+
+def _approvable_q(user: AbstractBaseUser, prefix: str = "") -> Q:
+    """THE rule of ``tools_approvable_by`` (for an active user), as a filter on the tool ``prefix`` leads to: an
+    approve grant someone else made (``_grant_q``), on a tool of a tenant ``user`` acts in."""
+    return _grant_q(user, "approve", prefix=prefix) & server_tenant_q(principal_for_user(user), f"{prefix}server__")
 
 
 def user_is_approver(*, user: AbstractBaseUser) -> bool:
     """Whether ``user`` holds any approve grant (on a server or a tool, directly or through a group)."""
-    if user is None or not getattr(user, "is_active", False) or user.pk is None:
+    if not _may_approve_at_all(user):
         return False
     return any(grants.exists() for grants in _grants(user, "approve"))
 
@@ -166,12 +177,16 @@ def _approvable_requests(user: AbstractBaseUser, principal: Principal) -> QueryS
     """Requests for tools ``user`` may approve, of the tenants ``principal`` acts in (the inbox's rows, unordered),
     within what ``principal`` itself may reach: a token limited to servers decides only for those, a narrowed agent's
     token only for the tools its agents may discover (Z8: human ∩ agent ∩ token)."""
-    tools = tools_approvable_by(user=user)
+    if not _may_approve_at_all(user):
+        return ApprovalRequest.objects.none()
+    # On the request's own tool (``prefix``), not ``tool__in`` a tool subquery: Postgres misjudged that subquery's
+    # size and joined every approvable tool once per server (~2 s for 10k tools; bench/NOTES-admin-volume.md).
+    approvable = _approvable_q(user, "tool__")
     for agent_id in principal.narrowing_agent_ids:
-        tools = tools.filter(_agent_grant_q(agent_id, "discover"))
+        approvable &= _agent_grant_q(agent_id, "discover", prefix="tool__")
     if principal.server_slugs is not None:
-        tools = tools.filter(server__slug__in=sorted(principal.server_slugs))
-    return ApprovalRequest.objects.filter(tool__in=tools.values("pk")).filter(
+        approvable &= Q(tool__server__slug__in=sorted(principal.server_slugs))
+    return ApprovalRequest.objects.filter(approvable).filter(
         tenant_q(principal, "tenant"), server_tenant_q(principal, "tool__server__")
     )
 
@@ -181,21 +196,34 @@ def approval_requests_waiting_for(*, user: AbstractBaseUser) -> list[ApprovalReq
     (someone else decides those), and still usable (``approval_requests_usable``, kept under the visibility version:
     a request whose requester lost access, or whose token was revoked or expired, waits for no one). Every list of
     waiting approvals reads this, and every count ``approval_requests_waiting_count``, so that they agree with the
-    inbox's "waiting for you"."""
-    rows = list(
+    inbox's "waiting for you"; both judge usable each group of requests by one asker for one tool (``_usable_groups``),
+    as ``approval_requests_usable`` judges a request by exactly those."""
+    usable = _usable_groups(user)
+    if not usable:
+        return []
+    rows = (
         _waiting_requests(user)
-        .select_related("requester")
         .only("token", "tool", "requester", "risk_class", "created_at")  # every pending one is read: no more
         .order_by("-created_at", "-id")
     )
-    usable = approval_requests_usable(requests=rows, cached=True)
-    return [row for row in rows if row.pk in usable]
+    return [row for row in rows if (row.token_id, row.requester_id, row.tool_id) in usable]
 
 
 def approval_requests_waiting_count(*, user: AbstractBaseUser) -> int:
     """``len(approval_requests_waiting_for(user=user))`` without reading each request (the badge on every admin page:
     an approver's backlog may be tens of thousands): counted per who asked (token, else person) and tool."""
     return sum(_usable_groups(user).values())
+
+
+class _AskedFor(NamedTuple):
+    """A group of requests as ``approval_requests_usable`` reads one (who asked, for which tool), without building an
+    ApprovalRequest for each of thousands of groups (~0.2 ms each, most of the badge's time at 5k groups)."""
+
+    pk: int
+    token_id: int | None
+    requester_id: int
+    tool_id: int
+    requester: AbstractBaseUser | None
 
 
 def _usable_groups(user: AbstractBaseUser) -> dict[tuple, int]:
@@ -206,12 +234,10 @@ def _usable_groups(user: AbstractBaseUser) -> dict[tuple, int]:
         _waiting_requests(user).order_by().values_list("token_id", "requester_id", "tool_id").annotate(n=Count("pk"))
     )
     people = get_user_model().objects.in_bulk({requester for token, requester, _, _ in groups if token is None})
-    standins = []
-    for place, (token, requester, tool, _) in enumerate(groups):
-        standin = ApprovalRequest(pk=place, token_id=token, requester_id=requester, tool_id=tool)
-        if token is None:
-            standin.requester = people[requester]
-        standins.append(standin)
+    standins = [
+        _AskedFor(place, token, requester, tool, people[requester] if token is None else None)
+        for place, (token, requester, tool, _) in enumerate(groups)
+    ]
     usable = approval_requests_usable(requests=standins, cached=True)
     return {(token, requester, tool): n for place, (token, requester, tool, n) in enumerate(groups) if place in usable}
 

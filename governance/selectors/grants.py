@@ -35,23 +35,26 @@ def _grants(user: AbstractBaseUser, action: str, *, own: bool = False) -> tuple[
     return querysets
 
 
-def _grant_q(user: AbstractBaseUser, action: str, *, own: bool = False) -> Q:
+def _grant_q(user: AbstractBaseUser, action: str, *, own: bool = False, prefix: str = "") -> Q:
     """Tools for which ``user`` (directly or through a group) holds ``<action>_server`` or ``<action>_tool``
-    (``own``: counting approve grants the user made, only to explain a refusal)."""
+    (``own``: counting approve grants the user made, only to explain a refusal). ``prefix`` leads from the queried
+    model to the tool (e.g. "tool__" for approval requests: filtering a request's own tool, not ``tool__in`` a
+    subquery over every tool, which Postgres planned as a loop over the catalog per server)."""
     servers, server_groups, tools, tool_groups = _grants(user, action, own=own)
     return (
-        Q(server_id__in=servers.values("content_object_id"))
-        | Q(server_id__in=server_groups.values("content_object_id"))
-        | Q(pk__in=tools.values("content_object_id"))
-        | Q(pk__in=tool_groups.values("content_object_id"))
+        Q(**{f"{prefix}server_id__in": servers.values("content_object_id")})
+        | Q(**{f"{prefix}server_id__in": server_groups.values("content_object_id")})
+        | Q(**{f"{prefix}pk__in": tools.values("content_object_id")})
+        | Q(**{f"{prefix}pk__in": tool_groups.values("content_object_id")})
     )
 
 
-def _agent_grant_q(agent_id: int, action: str) -> Q:
-    """Tools an agent's own grants allow for ``action`` (a server grant covers its tools)."""
+def _agent_grant_q(agent_id: int, action: str, *, prefix: str = "") -> Q:
+    """Tools an agent's own grants allow for ``action`` (a server grant covers its tools); ``prefix`` as
+    ``_grant_q``'s."""
     grants = AgentGrant.objects.filter(agent_id=agent_id, action=action)
-    return Q(server_id__in=grants.filter(server__isnull=False).values("server_id")) | Q(
-        pk__in=grants.filter(tool__isnull=False).values("tool_id")
+    return Q(**{f"{prefix}server_id__in": grants.filter(server__isnull=False).values("server_id")}) | Q(
+        **{f"{prefix}pk__in": grants.filter(tool__isnull=False).values("tool_id")}
     )
 
 

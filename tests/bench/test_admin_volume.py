@@ -48,3 +48,28 @@ def test_fill_syncs_its_servers_and_analyzes_the_tables(admin_volume, capsys):
     for table in ("governance_auditevent", "governance_approvalrequest", "search_querylogentry", "catalog_tool"):
         assert _analyzed(table), table
     assert "filled: 2 servers, 6 tools" in capsys.readouterr().out
+
+
+def test_pending_adds_a_backlog_waiting_in_the_approvers_inbox(admin_volume, monkeypatch, capsys):
+    """``pending N``: N more pending, unexpired requests by the fill's people, in the approver's inbox when shared (the
+    approver holds approve on every server and acts in no tenant), counted by the planner's statistics."""
+    from django.contrib.auth import get_user_model
+    from django.utils import timezone
+
+    from governance.choices import ApprovalStatus
+    from governance.models import ApprovalRequest
+    from governance.selectors import approval_requests_for_approver
+
+    admin_volume.fill()
+    approver = get_user_model().objects.get(username="approver")
+    before = approval_requests_for_approver(user=approver).filter(status=ApprovalStatus.PENDING).count()
+    monkeypatch.setattr(admin_volume.sys, "argv", ["admin_volume.py", "pending", "12"])
+    admin_volume.pending()
+    backlog = ApprovalRequest.objects.filter(approval_id__startswith="apr_backlog_")
+    assert backlog.count() == 12 and not backlog.exclude(status=ApprovalStatus.PENDING).exists()
+    shared = backlog.filter(tenant__isnull=True, expires_at__gt=timezone.now()).count()
+    assert shared and approval_requests_for_approver(user=approver).filter(status=ApprovalStatus.PENDING).count() == (
+        before + shared
+    )
+    assert _analyzed("governance_approvalrequest")
+    assert "added 12 pending requests" in capsys.readouterr().out
