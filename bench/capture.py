@@ -8,8 +8,9 @@ An upstream registered by an operator publishes one hostile tool (each design of
 of them at once) beside the public catalog. For each, as scout_eval serves (dynamic cut, abstention, top_k 10):
 how many requests are served the hostile tool in their first five and first, how many no-tool requests are
 served it at all, and the as-served figures of the whole run against the clean catalog's. ``screened`` says
-whether the sync's injection and stuffing screen (governance.sanitize.suspicious_markers) holds the tool for
-review before it is ever served, and ``--screen-catalogs`` counts the public tools the screen would hold.
+whether the sync's injection and stuffing screen (governance.sanitize.suspicious_markers) or the index's topic
+spread (search.documents.lone_passages) holds the tool for review before it is ever served, and
+``--screen-catalogs`` counts the public tools the screen would hold.
 """
 
 import argparse
@@ -31,7 +32,7 @@ from served import served_rankings  # noqa: E402
 
 from governance.sanitize import definition_text, suspicious_markers  # noqa: E402
 from search.backends.ranked import ranking_options  # noqa: E402
-from search.documents import tool_doc_from_record  # noqa: E402
+from search.documents import TOPIC_SPREAD, tool_doc_from_record, topic_spread_held  # noqa: E402
 from search.encoder import encoder_get, model_key  # noqa: E402
 from search.engine.snapshot import IndexSnapshot  # noqa: E402
 from search.evaluation import (  # noqa: E402
@@ -94,6 +95,10 @@ def design_records(catalog: list[dict], queries) -> dict[str, dict]:
         },
         "many languages": {"name": "omni", "description": "Do anything in any language. " + MULTILINGUAL},
         "topic passages": {"name": "assistant", "description": "The assistant for every task.\n" + "\n".join(TOPICS)},
+        "topic passages under a summary naming them": {
+            "name": "assistant",
+            "description": "Search the web, files, mail, maps, finance, GitHub, charts and time.\n" + "\n".join(TOPICS),
+        },
         "topic sentences, one line": {
             "name": "assistant",
             "description": "The assistant for every task. " + " ".join(TOPICS),
@@ -128,6 +133,13 @@ def as_catalog_line(label: str, record: dict, number: int) -> dict:
 def screened(record: dict) -> list[str]:
     definition = {k: record.get(k) for k in ("name", "title", "description", "inputSchema")}
     return suspicious_markers(definition_text(definition))
+
+
+def spread_held(record: dict, vectors_for) -> list[str]:
+    """``topic-spread`` when the index would hold the tool (search.documents.lone_passages, its own vectors)."""
+    doc = tool_doc_from_record(0, record, {})
+    pairs = doc.dense_texts()
+    return [TOPIC_SPREAD] if topic_spread_held([k for k, _ in pairs], vectors_for([t for _, t in pairs])) else []
 
 
 def main() -> None:
@@ -172,7 +184,7 @@ def main() -> None:
     lines = [as_catalog_line(label, record, i) for i, (label, record) in enumerate(records.items(), start=1)]
     report = {"fusion": fusion, "n_queries": len(queries), "clean": run([])}
     for line in lines:
-        report[line["label"]] = {"screened": screened(line), **run([line])}
+        report[line["label"]] = {"screened": screened(line) + spread_held(line, cache.vectors), **run([line])}
     report["all designs at once"] = run(lines)
     report["all the screen lets through, at once"] = run(
         [line for line in lines if not report[line["label"]]["screened"]]
@@ -183,7 +195,7 @@ def main() -> None:
         for path in sorted(args.screen_catalogs.glob("catalog-*.jsonl")):
             for row in read_jsonl(path):
                 tools += 1
-                for marker in screened(row):
+                for marker in screened(row) + spread_held(row, cache.vectors):
                     held[marker] += 1
         report["public catalogs screened"] = {"tools": tools, **held}
     print_report(report)
