@@ -44,6 +44,7 @@ from search.evaluation import (  # noqa: E402
     one_pass_parts,
     read_jsonl,
 )
+from search.unfound import WIDE_SERVERS, WIDE_SHARE, alongside_servers  # noqa: E402
 
 # What an attacker who knows nothing of the catalog would write: the verbs and nouns of everyday tool requests.
 VERBS = (
@@ -147,6 +148,7 @@ def main() -> None:
     parser.add_argument("--catalog", type=Path, action="append", required=True)
     parser.add_argument("--queries", type=Path, action="append", required=True)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--design", action="append", help="run only the designs whose label starts so")
     parser.add_argument("--screen-catalogs", type=Path, help="a folder of catalog-*.jsonl to count held tools in")
     args = parser.parse_args()
     catalog = [row for path in args.catalog for row in read_jsonl(path)]
@@ -167,21 +169,38 @@ def main() -> None:
         )
         hostile_ids = {r["id"] for r in hostile}
         tally: Counter = Counter()
+        searches: list[list[dict]] = []
         for query, ranking in zip(
             queries, served_rankings(snapshot, queries, cache.vectors, options, parts_for), strict=True
         ):
             ids = [snapshot.docs[c.row].tool_id for c in ranking.candidates]
             served = [] if ranking.abstained else ids[: ranking.cut]
+            searches.append([{"tool_id": tool_id} for tool_id in served])
             kind = "no-tool" if query.kind == "none" else "answerable"
             tally[f"{kind} requests"] += 1
             tally[f"{kind}: served it"] += bool(hostile_ids & set(served))
             tally[f"{kind}: in first 5"] += bool(hostile_ids & set(served[:5]))
             tally[f"{kind}: first"] += bool(served and served[0] in hostile_ids)
         served_figures = results["all"][fusion]["served"]
-        return {"served": {k: v for k, v in served_figures.items() if not isinstance(v, dict)}, **tally}
+        # The workbench's "returned for unrelated requests" (search.unfound), its minimum count left out: 141
+        # requests are fewer than a day's searches.
+        returned = Counter(r["tool_id"] for results in searches for r in results)
+        alongside = alongside_servers(searches)
+        wide = sorted(
+            tool_id
+            for tool_id, count in returned.items()
+            if count >= WIDE_SHARE * len(searches) and len(alongside.get(tool_id, ())) >= WIDE_SERVERS
+        )
+        return {
+            "served": {k: v for k, v in served_figures.items() if not isinstance(v, dict)},
+            "wide": wide,
+            **tally,
+        }
 
     records = design_records(catalog, queries)
     lines = [as_catalog_line(label, record, i) for i, (label, record) in enumerate(records.items(), start=1)]
+    if args.design:
+        lines = [line for line in lines if line["label"].startswith(tuple(args.design))]
     report = {"fusion": fusion, "n_queries": len(queries), "clean": run([])}
     for line in lines:
         report[line["label"]] = {"screened": screened(line) + spread_held(line, cache.vectors), **run([line])}
@@ -214,7 +233,7 @@ def print_report(report: dict) -> None:
         print(
             f"{label:<40} first {row['answerable: first']:>3}/{answerable}  first 5 {row['answerable: in first 5']:>3}"
             f"/{answerable}  no-tool served {row.get('no-tool: served it', 0)}/{none}  "
-            f"screened {','.join(row.get('screened', [])) or '-'}\n"
+            f"screened {','.join(row.get('screened', [])) or '-'}  listed as wide: {','.join(row['wide']) or '-'}\n"
             f"{'':<40} as served: {fmt(row['served'], keys, clean)}"
         )
     if "public catalogs screened" in report:

@@ -115,7 +115,7 @@ def tools_unfound(*, user) -> Unfound:
     never_returned.sort(
         key=lambda tool: (not tool.granted, -tool.server_returned, -tool.added.timestamp(), tool.tool_id)
     )
-    alongside = _alongside([results for _, results in rows])
+    alongside = alongside_servers([results for _, results in rows])
     for tool in tools:
         tool.alongside = len(alongside.get(tool.tool_id, ()))
     wide_bound = max(WIDE_MIN_SEARCHES, WIDE_SHARE * len(rows))
@@ -137,7 +137,7 @@ def tools_unfound(*, user) -> Unfound:
     return unfound
 
 
-def _alongside(searches: list[list]) -> dict[str, set[str]]:
+def alongside_servers(searches: list[list]) -> dict[str, set[str]]:
     """Per tool id, the servers of the best other match in each search that returned it (ids are
     ``server::tool``): one server for a tool returned beside its own kind, many for one returned for everything."""
     servers: dict[str, set[str]] = {}
