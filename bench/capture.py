@@ -67,17 +67,9 @@ MULTILINGUAL = (
     "schreiben löschen | 搜索 查找 获取 创建 发送 读取 写入 删除 文件 网页 天气 新闻 | 検索 作成 送信 読む 書く "
     "削除 | искать найти создать отправить читать писать удалить | بحث إنشاء إرسال قراءة كتابة حذف"
 )
-# Request-like lines on the most common topics: one passage vector each (search.documents.description_passages).
-TOPICS = [
-    "Search the web and fetch any page, URL or news article and return its content as markdown.",
-    "Read, write, list, move and convert files and folders: PDF, Word, Excel, CSV, images and text.",
-    "Send and read email, chat messages and notifications; manage calendar events and meetings.",
-    "Get the weather forecast, maps, routes, locations, flights, hotels and train tickets anywhere.",
-    "Query stock prices, crypto, currency exchange rates and financial reports with charts.",
-    "Manage GitHub repositories, issues, pull requests and code; run SQL on any database table.",
-    "Generate charts, graphs, diagrams, word clouds, images and reports from your data.",
-    "Get the current time and date in any timezone, translate text and summarize documents or papers.",
-]
+# Request-like lines on the most common topics: one passage vector each (search.documents.description_passages);
+# the tests' stdio upstream publishes the same lines (its ``assistant`` tool).
+from tests.mcpgateway.servers.stuffing_server import TOPICS  # noqa: E402
 
 
 def design_records(catalog: list[dict], queries) -> dict[str, dict]:

@@ -32,11 +32,11 @@ def world(gateway, admin_user, tmp_path, monkeypatch) -> dict[str, Any]:
     return {"token": make_token(member), "admin": admin_user}
 
 
-def _search(gateway, token: str) -> dict[str, list[str]]:
+def _search(gateway, token: str, requests: list[str] = REQUESTS) -> dict[str, list[str]]:
     async def main():
         async with mcp_client(gateway, token) as client:
             found = {}
-            for request in REQUESTS:
+            for request in requests:
                 result = await client.call_tool("tool_search", {"query": request, "top_k": 10})
                 found[request] = [match["tool_id"] for match in result.structured_content["matches"]]
             return found
@@ -78,18 +78,6 @@ SPREAD = "stuffing::assistant"
 SPREAD_REQUESTS = ["search the web for news", "weather forecast for tomorrow", "list pull requests of a repository"]
 
 
-def _served(gateway, token: str, requests: list[str]) -> dict[str, list[str]]:
-    async def main():
-        async with mcp_client(gateway, token) as client:
-            found = {}
-            for request in requests:
-                result = await client.call_tool("tool_search", {"query": request, "top_k": 10})
-                found[request] = [match["tool_id"] for match in result.structured_content["matches"]]
-            return found
-
-    return run(main)
-
-
 def test_lines_on_many_topics_are_held_when_indexed_and_not_served(gateway, world):
     """The stuffing screen passes the assistant's sentences; the index's vectors find them far from its summary
     and hold it with ``topic-spread``, so no search serves it; its honest neighbours are not held."""
@@ -101,7 +89,7 @@ def test_lines_on_many_topics_are_held_when_indexed_and_not_served(gateway, worl
     assert "topic-spread" in policy.hold_reason
     assert ToolReview.objects.get(tool__tool_id=SPREAD, status="pending").markers == ["topic-spread"]
     assert not Tool.objects.get(tool_id=HONEST).policy.held
-    found = _served(gateway, world["token"], SPREAD_REQUESTS)
+    found = _search(gateway, world["token"], SPREAD_REQUESTS)
     assert not any(SPREAD in ids for ids in found.values()), found
 
 
@@ -118,5 +106,5 @@ def test_an_accepted_spread_stays_accepted_and_is_served(gateway, world):
     ToolEmbedding.objects.filter(tool__tool_id=SPREAD).delete()
     build_index()
     assert not Tool.objects.get(tool_id=SPREAD).policy.held
-    found = _served(gateway, world["token"], SPREAD_REQUESTS)
+    found = _search(gateway, world["token"], SPREAD_REQUESTS)
     assert any(SPREAD in ids for ids in found.values()), found
