@@ -186,6 +186,9 @@ def main() -> None:
         return {
             "served": {k: v for k, v in served_figures.items() if not isinstance(v, dict)},
             "wide": wide,
+            "most returned": [
+                (tool_id, count, len(alongside.get(tool_id, ()))) for tool_id, count in returned.most_common(8)
+            ],
             **tally,
         }
 
@@ -196,6 +199,11 @@ def main() -> None:
     report = {"fusion": fusion, "n_queries": len(queries), "clean": run([])}
     for line in lines:
         report[line["label"]] = {"screened": screened(line) + spread_held(line, cache.vectors), **run([line])}
+    if args.design:  # a subset: each design alone
+        print_report(report)
+        if args.json:
+            args.json.write_text(json.dumps(report, indent=1, ensure_ascii=False))
+        return
     report["all designs at once"] = run(lines)
     report["all the screen lets through, at once"] = run(
         [line for line in lines if not report[line["label"]]["screened"]]
@@ -226,7 +234,8 @@ def print_report(report: dict) -> None:
             f"{label:<40} first {row['answerable: first']:>3}/{answerable}  first 5 {row['answerable: in first 5']:>3}"
             f"/{answerable}  no-tool served {row.get('no-tool: served it', 0)}/{none}  "
             f"screened {','.join(row.get('screened', [])) or '-'}  listed as wide: {','.join(row['wide']) or '-'}\n"
-            f"{'':<40} as served: {fmt(row['served'], keys, clean)}"
+            f"{'':<40} as served: {fmt(row['served'], keys, clean)}\n"
+            f"{'':<40} most returned (times, servers beside): {row.get('most returned')}"
         )
     if "public catalogs screened" in report:
         print("public catalogs screened:", report["public catalogs screened"])

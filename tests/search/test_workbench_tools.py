@@ -314,4 +314,4 @@ def test_a_tool_returned_for_unrelated_requests_is_listed_for_review(client, cur
     change = f"{reverse('admin:catalog_tool_change', args=[wide.pk])}?{urlencode({'next': reverse(PAGE)})}"
     assert f'<a class="review-wide" href="{change}">Review its text</a>' in row
     assert "files::read_file" not in row and "files::write_file" not in row
-    assert "Returned for unrelated requests: 1" in html
+    assert "Returned for unrelated requests: 1" in html and f"beside the tools of\n{WIDE_SERVERS} or more" in html
