@@ -47,4 +47,10 @@ def recount_teachers_when_visibility_changes(sender: object, **kwargs: object) -
     after commit, queue a recount of the teachers who may execute their tools now (``learned_teachers_recount``)."""
     from .usage import learned_teachers_recount_queue
 
+    connection = transaction.get_connection()
+    if not connection.get_autocommit() and not connection.in_atomic_block:
+        # Manual transaction management (autocommit off outside atomic) has no on_commit: queue now. A recount that
+        # starts before this commit misses the change until the next one queues another.
+        learned_teachers_recount_queue()
+        return
     transaction.on_commit(learned_teachers_recount_queue)

@@ -40,6 +40,7 @@ def test_creation_is_audited_with_what_the_token_may_do(member):
         "tenant": "acme",
         "scopes": ["discover"],
         "expires_at": expires.isoformat(),
+        "minted_by": "",  # issued in the admin or by a service, not minted by another token
     }
 
 
