@@ -256,7 +256,15 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 # Every countdown and time limit stays under the Redis visibility timeout, or a task is delivered twice.
 # A task acknowledged late (a sync) whose worker died is delivered again once this passes (tests shorten it).
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("SCOUT_CELERY_VISIBILITY_TIMEOUT", 3600)}
+CELERY_VISIBILITY_TIMEOUT = env_int("SCOUT_CELERY_VISIBILITY_TIMEOUT", 3600)
+# kombu looks for such deliveries every interval x throttle seconds (10 x 10 by default, so up to 100 s past the
+# timeout, and never when a worker's one look at start came too early); here every interval, a third of the timeout
+# at most: a task whose worker died runs again within about a third of the timeout after it.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": CELERY_VISIBILITY_TIMEOUT,
+    "unacked_restore_interval": max(1, min(10, CELERY_VISIBILITY_TIMEOUT // 3)),
+    "unacked_restore_throttle": 1,
+}
 CELERY_TASK_SOFT_TIME_LIMIT = 600
 CELERY_TASK_TIME_LIMIT = 900
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
