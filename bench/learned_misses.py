@@ -8,8 +8,9 @@ Replays --learn-from as scout_eval does (``learn_replay``), then ranks each sing
 served (convex, top_k 10) and, for each request not served its tool first, reads: the right tool's place in the
 ranking, its fused parts against the first tool's, which vector gave its dense score (curated or learned), its
 learned requests and distinct teachers, and the labels of the request's nearest learned requests and nearest
---learn-from requests, learned or not (cosine of the served model's vectors). Prints the tallies; ``--dump``
-writes one JSON line per miss (``reason``: ``2-5`` served in the top 5 but not first, else where it is).
+--learn-from requests, learned or not (cosine of the served model's vectors). Prints the tallies, with each Hit@5 miss's
+class (``classify``, bench/NOTES-learn11.md); ``--dump`` writes one JSON line per miss (``reason``: ``2-5`` served
+in the top 5 but not first, else where it is; ``class`` and the facts it was read from).
 Experiments (none kept: bench/NOTES-rank8.md): ``--contest T``, learned requests with more close (cosine >= T)
 learned requests of other tools than of their own weigh ``--contest-factor`` times as much; ``--mix-when T``, the
 BM25 share is ``--mix-weight`` for a request with a learned request within cosine T; ``--passed-over S``, a tool
@@ -37,6 +38,7 @@ from django.conf import settings  # noqa: E402
 from served import places, served_rankings  # noqa: E402
 
 from search.backends.ranked import ranking_options  # noqa: E402
+from search.documents import LEARNED_OVER_CURATED  # noqa: E402
 from search.encoder import encoder_get, model_key  # noqa: E402
 from search.engine.decompose import request_parts  # noqa: E402
 from search.engine.ranking import Calibration  # noqa: E402
@@ -105,6 +107,7 @@ def main() -> None:
     alone = _part_vectors(q_texts, all_parts, cache.vectors, None) if parts_for is not None else None
     visible = snapshot.visible_mask(None)
     kinds = snapshot.dense.kinds
+    doc_vectors_by_id = dict(zip(by_id, cache.vectors([d.document_text() for d in by_id.values()]), strict=True))
     tally: Counter = Counter()
     dumps = []
     for i, query in enumerate(singles):
@@ -171,6 +174,23 @@ def main() -> None:
             )
         )
         first_id = snapshot.docs[first.row].tool_id if first else None
+        first_curated = _curated_cos(branches, kinds, snapshot, first_id) if first_id else None
+        first_own = sims[owners == first_id] if first_id else np.zeros(0)
+        near_learn = replayed_vectors @ vector
+        learn_order = np.argsort(-near_learn)[:5]
+        facts = {
+            "right_curated": curated_cos,
+            "first_curated": first_curated,
+            "documents_cos": float(doc_vectors_by_id[right] @ doc_vectors_by_id[first_id]) if first_id else None,
+            "first_taught_near": any(
+                replayed_tools[j] == first_id and near_learn[j] >= AMBIGUOUS_LEARN_COS for j in learn_order
+            ),
+            "right_learned_cos": float(own.max()) if len(own) else None,
+            "first_learned_cos": float(first_own.max()) if len(first_own) else None,
+        }
+        klass, by = classify(reason, facts, first, right_c, dense_right, options)
+        if reason != "2-5":
+            tally[f"not in the top 5: class {klass}" + (f" (by {by})" if by else "")] += 1
         if not doc.learned:
             kind = "A the tool learned nothing"
         elif near5_right:
@@ -207,6 +227,9 @@ def main() -> None:
                 "nearest_learned": near[:5],
                 "nearest_replayed": replayed_near,
                 "confidence": str(ranking.confidence),
+                "class": klass,
+                "outweighed_by": by,
+                **{k: round(v, 3) if isinstance(v, float) else v for k, v in facts.items()},
             }
         )
     n = tally["single"]
@@ -222,6 +245,51 @@ def main() -> None:
         print(f"    {' / '.join(sorted(t.split('::')[-1] for t in pair))}: {count} misses")
     if args.dump:
         args.dump.write_text("".join(json.dumps(d) + "\n" for d in dumps))
+
+
+# Step 1 of bench/NOTES-learn11.md: a Hit@5 miss's class. The first tool's description "covers" the request when
+# its curated text is at least as close as the right tool's and either the two tools' documents are near-copies or
+# the learn file itself labels one of the request's 5 nearest wordings (cosine >= .6) with the first tool.
+AMBIGUOUS_DOCUMENTS_COS = 0.6
+AMBIGUOUS_LEARN_COS = 0.6
+# Learned evidence "points right" when the right tool's closest learned request is this close and closer than
+# any learned request of the first tool.
+POINTING_COS = 0.5
+
+
+def classify(reason: str, facts: dict, first, right, right_dense: float, options) -> tuple[str, str | None]:
+    """(class, what outweighed it) of a miss: ``d`` withheld or cut; ``a`` label ambiguity; ``c`` learned
+    evidence near and pointing right but outweighed (``cap``: with its learned requests weighted as curated text,
+    1.0 instead of their weight, the right tool would have come first; else ``bm25`` or ``dense``, whichever part
+    of the first tool's lead over it is larger); ``b`` no learned request of the right tool near the request."""
+    if reason in ("withheld", "cut"):
+        return "d withheld/cut", None
+    right_cur, first_cur = facts["right_curated"] or 0.0, facts["first_curated"] or 0.0
+    if first_cur >= right_cur and (
+        (facts["documents_cos"] or 0.0) >= AMBIGUOUS_DOCUMENTS_COS or facts["first_taught_near"]
+    ):
+        return "a label ambiguity", None
+    own, theirs = facts["right_learned_cos"], facts["first_learned_cos"]
+    if own is None or own < POINTING_COS or (theirs is not None and theirs >= own):
+        return "b no learned request of its tool near", None
+    dense_share = 1 - options.bm25_weight
+    # Its learned requests at weight 1.0: the best request's cosine, or the sum row .4 c + l (documents.learned_sums).
+    unweighted = max(right_dense, own, (1 - LEARNED_OVER_CURATED) * right_cur + own)
+    right_score = right.score if right is not None else dense_share * right_dense
+    if right_score + dense_share * (unweighted - right_dense) > first.score:
+        return "c outweighed", "cap"
+    if right is None:
+        return "c outweighed", "beyond the 30 candidates"
+    bm25_gap, dense_gap = first.bm25_part - right.bm25_part, first.dense_part - right.dense_part
+    return "c outweighed", "bm25" if bm25_gap >= dense_gap else "dense"
+
+
+def _curated_cos(branches, kinds, snapshot, tool_id: str) -> float | None:
+    """The tool's best cosine to the request over its curated vectors (not its learned ones)."""
+    row = _row(snapshot, tool_id)
+    lo, hi = int(branches.dense.offsets[row]), int(branches.dense.offsets[row + 1])
+    curated = [k for k in range(lo, hi) if kinds[k] != "learned"]
+    return float(branches.dense.sims[curated].max()) if curated else None
 
 
 def contested(learned: dict, cache, threshold: float, factor: float) -> dict:
