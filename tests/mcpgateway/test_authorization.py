@@ -149,7 +149,7 @@ def test_inspect_of_several_ids_names_the_unknown_ones_and_a_hidden_one_exactly_
     # An id is the caller's own text, shown escaped and cut: no raw control or direction marks, no 10,000 chars.
     _, _, message = _inspect_many(gateway, people["member"], ["calc::add", "\u202e" + "calc::" + "r" * 10_000])
     assert message.startswith('Unknown tool: tool_ids[1] "\\u202ecalc::rrr') and "\u202e" not in message
-    assert len(message) < 200
+    assert len(message) < 120 + len(UNKNOWN_TOOL_GUIDANCE)  # the id cut, not 10,000 characters
 
 
 def test_outsider_sees_and_runs_nothing(gateway, people):
