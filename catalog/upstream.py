@@ -43,6 +43,7 @@ from pydantic import ValidationError
 
 from catalog.choices import Transport
 from catalog.egress import EgressRefused, EgressTarget, egress_resolved
+from catalog.line_guard import ANSWER_TOO_LONG
 from catalog.schemas import MAX_SCHEMA_DEPTH
 from catalog.secrets import json_secrets_removed, secrets_removed, server_secrets
 
@@ -73,7 +74,7 @@ class UpstreamError(Exception):
 
     def __init__(self, message: str, *, kind: str = "error") -> None:
         super().__init__(message)
-        self.kind = kind  # config, not_found, refused, timeout, protocol, closed, error
+        self.kind = kind  # config, not_found, refused, timeout, protocol, closed, too_large, error
 
 
 def _fail(server: Server, message: str, kind: str) -> UpstreamError:
@@ -370,6 +371,11 @@ def _translate(server: Server, exc: BaseException, *, doing: str, timeout: float
     if isinstance(exc, httpx2.HTTPError):
         return _fail(server, f"HTTP error while {doing}: {type(exc).__name__}: {_scrub(exc, server)}", "refused")
     if isinstance(exc, MCPError):
+        if exc.code == types.CONNECTION_CLOSED and ANSWER_TOO_LONG in stderr:
+            # line_guard stopped the server as its answer passed the bound: the call ran (too_large), no crash.
+            return _fail(
+                server, f"the server's answer while {doing} was over the {answer_cap()}-byte limit", "too_large"
+            )
         if exc.code == types.CONNECTION_CLOSED:
             return _fail(server, f"the server closed the connection while {doing}{tail}", "closed")
         if exc.code == types.REQUEST_TIMEOUT:
