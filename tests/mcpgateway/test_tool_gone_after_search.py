@@ -16,7 +16,7 @@ from asgiref.sync import sync_to_async
 
 from mcpgateway.constants import UNKNOWN_TOOL_MESSAGE
 
-from .conftest import PROTOCOL_MODES, build_index, gateway_db, grant, make_token, make_user, mcp_client, run
+from .conftest import PROTOCOL_MODES, gateway_db, grant, mcp_client, run
 
 pytestmark = [gateway_db, pytest.mark.slow]
 CALL = {"tool_id": "time::get_current_time", "arguments": {"timezone": "UTC"}}
@@ -47,13 +47,12 @@ def _revoke(admin_user: Any, time_server: Any, member: Any) -> None:
 @pytest.mark.parametrize("mode", PROTOCOL_MODES)
 @pytest.mark.parametrize("gone", ["disabled", "access revoked"])
 def test_a_tool_gone_between_search_and_call_is_answered_as_unknown_saying_to_search_again(
-    gateway, admin_user, time_server, mode, gone
+    gateway, people, admin_user, time_server, mode, gone
 ):
-    member = make_user("gw_member")
-    grant(admin_user, time_server, member, "discover", "execute")
-    build_index()
-    token = make_token(member)
+    from django.contrib.auth import get_user_model
 
+    token = people["member"]  # may use the time server (the real mcp-server-time over stdio)
+    member = get_user_model().objects.get(username="gw_member")
     args = () if gone == "disabled" else (admin_user, time_server, member)
 
     async def search_then_call() -> tuple[Any, Any, Any, Any]:
