@@ -10,7 +10,8 @@ writing to stderr while idle filled the disk (3.6 GB in 6 s here).
 ``catalog.upstream`` starts every stdio server through this file, as
 ``python -I -S line_guard.py LINE_LIMIT STDERR_LIMIT COMMAND [ARGS...]``: the server gets this process's stdin and
 environment; its stdout is passed on line by line, and it is stopped as soon as a line passes LINE_LIMIT bytes (the
-session then ends as after a crash: the call fails, the server is started anew on the next call), a line that is
+session then ends, the server is started anew on the next call; the call fails as after a crash, or as an output
+too large when the line was its answer: ``ANSWER_TOO_LONG``), a line that is
 not a JSON-RPC message is dropped and a lone surrogate escape made U+FFFD (``Stdout``); its stderr is
 passed on to this process's stderr (the gateway's file), emptied whenever it holds more than STDERR_LIMIT bytes.
 
