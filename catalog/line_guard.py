@@ -10,7 +10,8 @@ writing to stderr while idle filled the disk (3.6 GB in 6 s here).
 ``catalog.upstream`` starts every stdio server through this file, as
 ``python -I -S line_guard.py LINE_LIMIT STDERR_LIMIT COMMAND [ARGS...]``: the server gets this process's stdin and
 environment; its stdout is passed on line by line, and it is stopped as soon as a line passes LINE_LIMIT bytes (the
-session then ends as after a crash: the call fails, the server is started anew on the next call), a line that is
+session then ends, the server is started anew on the next call; the call fails as after a crash, or as an output
+too large when the line was its answer: ``ANSWER_TOO_LONG``), a line that is
 not a JSON-RPC message is dropped and a lone surrogate escape made U+FFFD (``Stdout``); its stderr is
 passed on to this process's stderr (the gateway's file), emptied whenever it holds more than STDERR_LIMIT bytes.
 
@@ -47,6 +48,13 @@ def _pass_stderr(stream, limit: int) -> None:
 
 class LineTooLong(Exception):
     pass
+
+
+# What this process says on stderr when it stops a server whose too-long line was the answer to a call (a JSON-RPC
+# response: "result" among its first keys), which ``catalog.upstream`` reads as "the answer was too large": the call
+# ran. Any other too-long line (a notification written for ever) reads as a crash, as before.
+ANSWER_TOO_LONG = "scout: the server's answer to a call was a line of more than"
+_RESPONSE_START = re.compile(rb'\s*\{\s*(?:"(?:jsonrpc|id)"\s*:\s*(?:"[^"]*"|-?\d+)\s*,\s*){0,2}"result"\s*:')
 
 
 # A JSON escape of a UTF-16 surrogate (``\ud800``) decodes to a character only as a high one followed by a low one.
@@ -95,6 +103,10 @@ class Stdout:
         self._read(rest)
         return b"".join(kept)
 
+    def answering(self) -> bool:
+        """Whether the line so far starts as the answer to a request (a JSON-RPC response with a result)."""
+        return _RESPONSE_START.match(b"".join(self.pieces)[:256]) is not None
+
     def _read(self, piece: bytes) -> None:
         self.length += len(piece)
         if self.length > self.limit:
@@ -118,7 +130,8 @@ def main(argv: list[str]) -> int:
         try:
             _write_all(1, stdout.passed(chunk))
         except LineTooLong:
-            sys.stderr.write(f"scout: the server wrote a line of more than {limit} bytes to stdout; it was stopped\n")
+            written = ANSWER_TOO_LONG if stdout.answering() else "scout: the server wrote a line of more than"
+            sys.stderr.write(f"{written} {limit} bytes to stdout; it was stopped\n")
             server.kill()
             return 1
         except BrokenPipeError:  # the gateway closed the session

@@ -43,6 +43,7 @@ from pydantic import ValidationError
 
 from catalog.choices import Transport
 from catalog.egress import EgressRefused, EgressTarget, egress_resolved
+from catalog.line_guard import ANSWER_TOO_LONG
 from catalog.schemas import MAX_SCHEMA_DEPTH
 from catalog.secrets import json_secrets_removed, secrets_removed, server_secrets
 
@@ -73,7 +74,7 @@ class UpstreamError(Exception):
 
     def __init__(self, message: str, *, kind: str = "error") -> None:
         super().__init__(message)
-        self.kind = kind  # config, not_found, refused, timeout, protocol, closed, error
+        self.kind = kind  # config, not_found, refused, timeout, protocol, closed, too_large, error
 
 
 def _fail(server: Server, message: str, kind: str) -> UpstreamError:
@@ -181,6 +182,9 @@ def answer_cap() -> int:
     return max(4 * settings.SCOUT_MCP_MAX_OUTPUT_BYTES, 1024 * 1024)
 
 
+ANSWER_OVER_CAP = "the server's answer is over the"  # AnswerTooLarge's words, which the SDK passes on in its error
+
+
 class AnswerTooLarge(httpx2.StreamError):
     """An upstream's answer body passed ``answer_cap``. A StreamError, so the SDK answers the request it was for with
     an error carrying this message and closes the response (and its connection)."""
@@ -195,7 +199,7 @@ class _CappedBody(httpx2.AsyncByteStream):
         async for chunk in self._stream:
             read += len(chunk)
             if read > self._limit:
-                raise AnswerTooLarge(f"the server's answer is over the {self._limit}-byte limit")
+                raise AnswerTooLarge(f"{ANSWER_OVER_CAP} {self._limit}-byte limit")
             yield chunk
 
     async def aclose(self) -> None:
@@ -370,6 +374,14 @@ def _translate(server: Server, exc: BaseException, *, doing: str, timeout: float
     if isinstance(exc, httpx2.HTTPError):
         return _fail(server, f"HTTP error while {doing}: {type(exc).__name__}: {_scrub(exc, server)}", "refused")
     if isinstance(exc, MCPError):
+        if (exc.code == types.CONNECTION_CLOSED and ANSWER_TOO_LONG in stderr) or (
+            exc.code == types.PARSE_ERROR and ANSWER_OVER_CAP in exc.message
+        ):
+            # The answer passed the bound (line_guard stopped the server; over HTTP the JSON body was cut as it came,
+            # and the SDK answered the request with a parse error): the call ran (too_large), no crash.
+            return _fail(
+                server, f"the server's answer while {doing} was over the {answer_cap()}-byte limit", "too_large"
+            )
         if exc.code == types.CONNECTION_CLOSED:
             return _fail(server, f"the server closed the connection while {doing}{tail}", "closed")
         if exc.code == types.REQUEST_TIMEOUT:

@@ -16,8 +16,13 @@ MAX_TOOL_ID_CHARS = 460
 MAX_IDEMPOTENCY_KEY_CHARS = 200
 MAX_APPROVAL_ID_CHARS = 64
 
-# One text for a hidden and an unknown tool alike, never echoing what was asked for (T3, T4, Z4).
-UNKNOWN_TOOL_GUIDANCE = "Use a tool_id exactly as tool_search returned it; do not guess tool ids."
+# One text for a hidden and an unknown tool alike, never echoing what was asked for (T3, T4, Z4). Its second
+# sentence is for an id a search did return, of a tool disabled, held or no longer granted since: told only to copy
+# the id exactly, a model that had copied it retried it or gave up instead of searching again.
+UNKNOWN_TOOL_GUIDANCE = (
+    "Use a tool_id exactly as tool_search returned it; do not guess tool ids. If tool_search did return this one, "
+    "the tool is no longer available to you: search again for another."
+)
 UNKNOWN_TOOL_MESSAGE = "Unknown tool. " + UNKNOWN_TOOL_GUIDANCE
 # The protocol error for a tools/call name that is not listed: models often call a tool_id from tool_search by name.
 UNKNOWN_TOOL_NAME_MESSAGE = (

@@ -33,7 +33,7 @@ from catalog.breaker import LEVELS, CircuitBreaker, breaker_for, breaker_forget
 from catalog.choices import Transport
 from catalog.egress import EgressTarget
 from catalog.openapi import openapi_call, openapi_target
-from catalog.upstream import UpstreamError, UpstreamSession, open_session
+from catalog.upstream import UpstreamError, UpstreamSession, answer_cap, open_session
 
 from .metrics import UPSTREAM_BREAKER_OPENED, UPSTREAM_BREAKER_REJECTED, UPSTREAM_BREAKER_STATE
 
@@ -99,11 +99,16 @@ def capped_result(result: types.CallToolResult, max_bytes: int) -> types.CallToo
     size = len(result.model_dump_json(by_alias=True, exclude_none=True).encode("utf-8"))
     if size <= max_bytes:
         return result
+    return output_too_large(f"{size} bytes", max_bytes)
+
+
+def output_too_large(size: str, max_bytes: int) -> types.CallToolResult:
+    """The result of a call that ran but whose output (``size``, as said) is over ``max_bytes``: none of it shown."""
     return types.CallToolResult(
         content=[
             types.TextContent(
                 type="text",
-                text=f"The tool ran, but its output ({size} bytes) was cut: it exceeds the gateway's limit of "
+                text=f"The tool ran, but its output ({size}) was cut: it exceeds the gateway's limit of "
                 f"{max_bytes} bytes, so none of it is shown.",
             )
         ],
@@ -308,6 +313,11 @@ class UpstreamPool:
                     tool_name, arguments, timeout, tool.input_schema if tool is not None else None
                 )
             except UpstreamError as exc:
+                if exc.kind == "too_large":
+                    # Its answer passed the line bound (catalog/line_guard.py), which stopped the server: the call ran
+                    # and answered, as a capped output (not a crash, which said it may not have run). No backoff.
+                    connection.close_session()
+                    return output_too_large(f"over {answer_cap()} bytes", settings.SCOUT_MCP_MAX_OUTPUT_BYTES)
                 if exc.kind in ("closed", "refused", "protocol", "error"):
                     # The session is unusable (process gone, stream broken): reopen it on the next call.
                     connection.mark_dead()

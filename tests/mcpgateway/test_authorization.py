@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from mcpgateway.constants import UNKNOWN_TOOL_MESSAGE
+from mcpgateway.constants import UNKNOWN_TOOL_GUIDANCE, UNKNOWN_TOOL_MESSAGE
 
 from .conftest import (
     MODERN,
@@ -141,7 +141,7 @@ def test_inspect_of_several_ids_names_the_unknown_ones_and_a_hidden_one_exactly_
     assert status == 200  # the known ones' definitions, and the unknown ones named (a tool error for one id)
     assert message == (
         'Unknown tool: tool_ids[1] "calc::rotate_payroll_encryption_keys"; tool_ids[2] "calc::no_such_tool". '
-        "Use a tool_id exactly as tool_search returned it; do not guess tool ids."
+        + UNKNOWN_TOOL_GUIDANCE
     )
     # Now the hidden tool does not exist at all: the member's answer is the same, byte for byte.
     Tool.objects.filter(tool_id=HIDDEN).delete()
@@ -149,7 +149,7 @@ def test_inspect_of_several_ids_names_the_unknown_ones_and_a_hidden_one_exactly_
     # An id is the caller's own text, shown escaped and cut: no raw control or direction marks, no 10,000 chars.
     _, _, message = _inspect_many(gateway, people["member"], ["calc::add", "\u202e" + "calc::" + "r" * 10_000])
     assert message.startswith('Unknown tool: tool_ids[1] "\\u202ecalc::rrr') and "\u202e" not in message
-    assert len(message) < 200
+    assert len(message) < 120 + len(UNKNOWN_TOOL_GUIDANCE)  # the id cut, not 10,000 characters
 
 
 def test_outsider_sees_and_runs_nothing(gateway, people):
