@@ -7,6 +7,7 @@ instead of 0.5 s. Scout's log handler now writes at most ten records a
 minute from each place in the SDK (``scoutsite.logfilters.SdkRecordsPerSite``)."""
 
 import io
+import json
 import logging
 import sys
 from collections.abc import Iterator
@@ -16,31 +17,18 @@ import anyio
 
 from catalog import upstream
 from scoutsite.logfilters import SITE_RECORDS_PER_WINDOW, SdkRecordsPerSite
+from tests.catalog.servers.fixtures import SCRIPTED, good_tool
 from tests.catalog.test_upstream import connection
 
 MALFORMED = 1000
 
-NOISY_STDIO_SERVER = """
-import json, sys
-NOISE = ('{}\\n' + json.dumps({"jsonrpc": "2.0", "method": "notifications/message",
-                               "params": {"level": "loud", "data": "x"}}) + '\\n') * MALFORMED
-def send(message):
-    sys.stdout.write(NOISE + json.dumps(message) + "\\n")
-    sys.stdout.flush()
-for line in sys.stdin:
-    message = json.loads(line)
-    if "id" not in message:
-        continue
-    if message["method"] == "initialize":
-        info = {"name": "noisy", "version": "1"}
-        result = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": info}
-        send({"jsonrpc": "2.0", "id": message["id"], "result": result})
-    elif message["method"] == "tools/list":
-        tools = [{"name": "t", "inputSchema": {"type": "object"}}]
-        send({"jsonrpc": "2.0", "id": message["id"], "result": {"tools": tools}})
-    else:
-        send({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32601, "message": "Method not found"}})
-""".replace("MALFORMED", str(MALFORMED))
+NOISE = {
+    "lines": [
+        "{}",
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "loud", "data": "x"}}),
+    ],
+    "times": MALFORMED,
+}
 
 
 @contextmanager
@@ -69,9 +57,9 @@ def records(log: str, words: str) -> list[str]:
 
 
 def test_a_stdio_servers_malformed_messages_are_logged_at_most_ten_a_minute_from_each_place(tmp_path):
-    script = tmp_path / "noisy.py"
-    script.write_text(NOISY_STDIO_SERVER)
-    server = connection(slug="noisy", command=sys.executable, args=[str(script)])
+    script = tmp_path / "noisy.json"
+    script.write_text(json.dumps({"pages": [[good_tool("t")]], "noise": NOISE}))
+    server = connection(slug="noisy", command=sys.executable, args=[str(SCRIPTED), str(script)])
 
     async def list_once() -> list:
         async with upstream.open_session(server) as session:
