@@ -428,8 +428,13 @@ def suspicious_markers(text: str) -> list[str]:
     if _has_lookalike_word(folded):
         found.append("lookalike-letters")
     skeleton = folded.translate(_confusables_table())
+    # An instruction tag's opening counts with any ">" after it (``[^>]*>``): searched only up to the last one, the
+    # first opening before it answers at once. Searched whole, each opening with no ">" after it read on to the end,
+    # so 256 kB of "<important " (a definition's most) took 20 s of the sync that screens it, per tool (T13).
+    tags_end = skeleton.rfind(">") + 1
     for name, pattern in _SKELETON_RES:
-        if name not in found and pattern.search(skeleton):
+        end = tags_end if name == "instruction-tag" else len(skeleton)
+        if name not in found and pattern.search(skeleton, 0, end):
             found.append(name)
     for name, pattern in _FOLD_RES:
         if name not in found and pattern.search(folded):

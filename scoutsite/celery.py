@@ -28,9 +28,10 @@ app.autodiscover_tasks()
 def _one_line_messages(logger: logging.Logger, **kwargs: object) -> None:
     """The worker logs through Celery's own handlers, not settings.LOGGING's: they escape an upstream's text too
     (a sync's failure quotes the server's stderr), one record per line (T15, scoutsite/logfilters.py)."""
-    from scoutsite.logfilters import OneLineMessages
+    from scoutsite.logfilters import OneLineMessages, SdkRecordsPerSite
 
     for handler in logger.handlers:
+        handler.addFilter(SdkRecordsPerSite())  # an upstream's malformed messages, at most ten a minute a place
         handler.addFilter(OneLineMessages())
 
 

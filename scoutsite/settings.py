@@ -334,8 +334,14 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     # One record, one line: an upstream's text in a message never forges a log line (scoutsite/logfilters.py).
-    "filters": {"one_line": {"()": "scoutsite.logfilters.OneLineMessages"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["one_line"]}},
+    # The MCP SDK logs an upstream's malformed messages one record each: at most ten a minute from each place.
+    "filters": {
+        "sdk_per_site": {"()": "scoutsite.logfilters.SdkRecordsPerSite"},
+        "one_line": {"()": "scoutsite.logfilters.OneLineMessages"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["sdk_per_site", "one_line"]}
+    },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"httpx": {"level": "WARNING"}, "httpx2": {"level": "WARNING"}, "mcp": {"level": "WARNING"}},
 }

@@ -108,3 +108,43 @@ def test_search_capture_markers_are_found(text, marker):
 )
 def test_ordinary_text_has_no_capture_marker(text):
     assert stuffing_markers(text) == []
+
+
+class _SpanRecorded:
+    """Stands in for a compiled pattern, recording how much of the text each search may read."""
+
+    def __init__(self, pattern, spans: list[int]) -> None:
+        self.pattern, self.spans = pattern, spans
+
+    def search(self, text, pos=0, endpos=None):
+        end = len(text) if endpos is None else min(endpos, len(text))
+        self.spans.append(end - pos)
+        return self.pattern.search(text, pos, end)
+
+
+@pytest.mark.parametrize(
+    "text, flagged",
+    [
+        ("<important " * 25_000, False),  # 275 kB of openings, no ">": read to the end from each, 20 s before
+        ("<important " * 25_000 + ">", True),
+        ("a > b, then <IMPORTANT do it", False),
+        ("<IMPORTANT do it> ok", True),
+        ("x </system>", True),
+        ("<important" + "x" * 500 + ">", False),  # no word boundary after the keyword
+        ("<urgent " + "padding " * 2_000 + "> read me", True),
+    ],
+)
+def test_an_instruction_tag_is_searched_only_up_to_the_last_closing_bracket(monkeypatch, text, flagged):
+    """T13: ``[^>]*>`` after each of thousands of tag openings read on to the end of the text when no ">" followed:
+    256 kB of "<important " took 20 s of the sync's screen per tool. The tag is searched only up to the last ">",
+    where the first opening before it answers at once; what is flagged is unchanged."""
+    from governance import sanitize
+
+    spans: list[int] = []
+    recorded = [
+        (name, _SpanRecorded(pattern, spans) if name == "instruction-tag" else pattern)
+        for name, pattern in sanitize._SKELETON_RES
+    ]
+    monkeypatch.setattr(sanitize, "_SKELETON_RES", recorded)
+    assert ("instruction-tag" in suspicious_markers(text)) is flagged
+    assert spans and max(spans) <= text.rfind(">") + 1  # nothing after the last ">" is read: none of it without one

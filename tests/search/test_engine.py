@@ -37,6 +37,28 @@ def test_document_fields_follow_the_declaration_and_hash_tracks_texts():
     assert len(description_passages(long)) == 8 and description_passages("short") == []
 
 
+class _CountedLines(str):
+    """A description that counts the lines read of it."""
+
+    read = 0
+
+    def splitlines(self, keepends=False):
+        for line in super().splitlines(keepends):
+            type(self).read += 1
+            yield line
+
+
+def test_a_description_of_thousands_of_lines_is_read_only_until_its_passages_are_found():
+    """T13: an upstream's description may hold thousands of lines (256 kB: 7,500), and each was compared with every
+    passage kept before it: 1.5 s per call, several per index build of the tool. The first eight are what is kept."""
+    _CountedLines.read = 0
+    lines = [f"- usage line number {i:05d} with enough words" for i in range(7_500)]
+    description = _CountedLines("First sentence here.\n" + "\n".join(lines))
+    passages = description_passages(description)
+    assert passages == [line.strip(" -") for line in lines[:8]]
+    assert _CountedLines.read <= 10  # the first sentence, the eight passages, and no further: all 7,501 before
+
+
 def test_bm25_statistics_come_from_visible_rows_only():
     weights = {"name": 3, "description": 1}
     docs = [

@@ -16,7 +16,9 @@ Usage: python scripted_stdio.py SCRIPT.json. The script (re-read on every reques
   interrupt_on_list: a process id to send SIGINT to (the client's: a Ctrl-C while it lists) instead of answering;
   call_log: a file each tools/call's params are appended to, one JSON line each (tests count the calls sent);
   call_reply: the tools/call answer as raw text, "ID" standing for the request's id, written as Latin-1 bytes
-    (so "\u00ff" is the byte 0xFF: invalid UTF-8 on the wire).
+    (so "\u00ff" is the byte 0xFF: invalid UTF-8 on the wire);
+  noise: {"lines": [raw stdout lines], "times": n}: those lines written n times before every answer (unasked
+    notifications, objects that are no JSON-RPC message).
 It answers server/discover with "method not found", so the client falls back to the initialize handshake.
 """
 
@@ -44,6 +46,9 @@ def main() -> None:
         method, msg_id = message.get("method"), message.get("id")
         if msg_id is None:
             continue  # a notification
+        noise = script.get("noise")
+        if noise:
+            sys.stdout.write("".join(line + "\n" for line in noise["lines"]) * noise["times"])
         if script.get("hang_on_connect") and method in ("initialize", "server/discover"):
             continue
         if method in script.get("hang_methods", []):
