@@ -439,6 +439,9 @@ SCOUT_AUDIT_RETRY_SECONDS = env_float("SCOUT_AUDIT_RETRY_SECONDS", 300.0)
 SCOUT_DELEGATION_MAX_AGENTS = env_int("SCOUT_DELEGATION_MAX_AGENTS", 3)
 # How long an idempotency key remembers its result (seconds).
 SCOUT_MCP_IDEMPOTENCY_TTL = env_int("SCOUT_MCP_IDEMPOTENCY_TTL", 24 * 3600)
+# Most live idempotency keys one person keeps, all their tokens and agents together (0: no limit). Each keeps its
+# call's whole result (up to SCOUT_MCP_MAX_OUTPUT_BYTES) for the TTL; past it a call with a new key is refused.
+SCOUT_MCP_MAX_IDEMPOTENCY_KEYS_PER_PERSON = env_int("SCOUT_MCP_MAX_IDEMPOTENCY_KEYS_PER_PERSON", 5000)
 # "auto": meta-tools while the search index is ready, the caller's tools listed directly otherwise;
 # "meta" or "direct" force one mode.
 SCOUT_MCP_EXPOSURE = env_str("SCOUT_MCP_EXPOSURE", "auto")
