@@ -3,9 +3,10 @@
 from django.contrib.auth.models import AbstractBaseUser
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework.authentication import BaseAuthentication, SessionAuthentication, get_authorization_header
-from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.exceptions import AuthenticationFailed, Throttled
 from rest_framework.request import Request
 
+from governance.api.throttling import client_address, refused_token_wait
 from governance.constants import BASE_SCOPES
 from governance.principals import Principal, principal_for_user
 from governance.services.tokens import api_token_verify
@@ -24,14 +25,20 @@ class BearerTokenAuthentication(BaseAuthentication):
         parts = get_authorization_header(request).split()
         if not parts or parts[0].lower() != self.keyword:
             return None  # not ours: a session may still authenticate the request
-        if len(parts) != 2:
-            raise AuthenticationFailed(INVALID_TOKEN_MESSAGE)
-        try:
-            raw = parts[1].decode("ascii")
-        except UnicodeDecodeError:
-            raise AuthenticationFailed(INVALID_TOKEN_MESSAGE) from None
-        principal = api_token_verify(raw)
+        # Refused tokens per address (refused_token_wait): past the limit, answered before any lookup.
+        address = client_address(request.META.get("REMOTE_ADDR"), request.headers)
+        if wait := refused_token_wait(address, count=False):
+            raise Throttled(wait)
+        raw = None
+        if len(parts) == 2:
+            try:
+                raw = parts[1].decode("ascii")
+            except UnicodeDecodeError:
+                pass
+        principal = api_token_verify(raw) if raw is not None else None
         if principal is None:
+            if wait := refused_token_wait(address, count=True):
+                raise Throttled(wait)
             raise AuthenticationFailed(INVALID_TOKEN_MESSAGE)
         return principal.user, principal
 
