@@ -175,6 +175,33 @@ def test_a_token_reads_and_revokes_only_the_tokens_it_could_have_minted(api, mem
     assert api.post(f"tokens/{helpers.pk}/revoke/", token=bots).status_code == 200  # one below it: its to revoke
 
 
+def test_a_narrower_token_reads_and_revokes_no_token_that_can_do_more_than_itself(api, member):
+    """Z8/T16: redteam16 kept a token to the tokens of its tenant and agent, not to those it could have minted: a
+    token limited to the api scope, or to one server (given to one integration), listed its person's full tokens
+    (names, scopes) and revoked them, and with them every token they had minted. A token now reaches only tokens
+    within its own scopes, server limits and expiry; a wider one is a 404 like another person's."""
+    from governance.models import ApiToken
+
+    full = make_token(member, ["api", "discover", "execute"], days=7)
+    limited = make_token(member, ["api", "discover", "server:github"], days=3)
+    api_only = make_token(member, ["api"], days=2)
+    same = make_token(member, ["api"], days=5)  # api_only's rights, a later expiry: reached
+    by_days = {round((t.expires_at - t.created_at).total_seconds() / 86400): t.pk for t in ApiToken.objects.all()}
+
+    def listed(raw: str) -> set[int]:
+        return {row["id"] for row in api.get("tokens/", token=raw).json()["results"]}
+
+    assert listed(full) == set(by_days.values())
+    assert listed(limited) == {by_days[3]}
+    assert listed(api_only) == {by_days[2], by_days[5]}
+    for raw, wider in ((limited, 7), (limited, 2), (api_only, 7), (api_only, 3)):
+        assert api.get(f"tokens/{by_days[wider]}/", token=raw).status_code == 404
+        assert api.post(f"tokens/{by_days[wider]}/revoke/", token=raw).status_code == 404
+    assert not ApiToken.objects.filter(revoked_at__isnull=False).exists()
+    assert listed(same) == {by_days[2], by_days[5]}
+    assert api.post(f"tokens/{by_days[3]}/revoke/", token=full).status_code == 200  # within it: its to revoke
+
+
 def test_revoking_a_token_revokes_the_tokens_it_minted(api, member):
     """T16: a token that leaked is revoked, but whoever held it had minted another first (one POST): that one
     carried on. Revoking a token now revokes every live token it minted, and theirs in turn; a sibling the person
