@@ -2,6 +2,7 @@
 
 from datetime import timedelta
 
+import pytest
 from django.utils import timezone
 
 from tests.api.conftest import api_db, error_of, make_token
@@ -179,7 +180,7 @@ def test_a_narrower_token_reads_and_revokes_no_token_that_can_do_more_than_itsel
     """Z8/T16: redteam16 kept a token to the tokens of its tenant and agent, not to those it could have minted: a
     token limited to the api scope, or to one server (given to one integration), listed its person's full tokens
     (names, scopes) and revoked them, and with them every token they had minted. A token now reaches only tokens
-    within its own scopes, server limits and expiry; a wider one is a 404 like another person's."""
+    within its own scopes and server limits; a wider one is a 404 like another person's."""
     from governance.models import ApiToken
 
     full = make_token(member, ["api", "discover", "execute"], days=7)
@@ -237,3 +238,39 @@ def test_revoking_a_token_revokes_the_tokens_it_minted(api, member):
     assert created[f"tok-{child['id']}"] == f"tok-{leaked_row.pk}"
     assert created[f"tok-{grandchild['id']}"] == f"tok-{child['id']}"
     assert created[f"tok-{leaked_row.pk}"] == ""
+
+
+def test_a_token_minted_while_its_minter_is_revoked_is_refused_or_revoked_with_it(api, member):
+    """T16 (Postgres): the mint checked its minting token when the request was authenticated, and the revocation
+    revoked the children it found when it ran: a mint already past authentication when the person revoked the leaked
+    token (whoever held it can keep one in flight) saved its child after the revocation had looked, and the child
+    lived on. The mint now locks its minter's row and refuses once it is revoked, and the revocation's lock on that
+    row makes a mint that got there first visible to it. Held here: the mint waits on its person's row, which the
+    test holds while it revokes the minter."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.contrib.auth import get_user_model
+    from django.db import connection, transaction
+
+    from governance.models import ApiToken
+    from governance.services.tokens import api_token_revoke
+    from tests.postgres_locks import until_sessions_wait_on_locks
+
+    if connection.vendor != "postgresql":
+        pytest.skip("needs Postgres: a mint held inside the API by a row lock while its minter is revoked")
+    leaked = make_token(member, ["api", "discover"], days=30)
+    minter = ApiToken.objects.get()
+
+    def mint():
+        return api.post("tokens/", token=leaked, json={"name": "copy", "scopes": ["api"], "expires_at": future(9)})
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        with transaction.atomic():
+            get_user_model().objects.select_for_update().filter(pk=member.pk).exists()
+            answer = pool.submit(mint)
+            until_sessions_wait_on_locks(1, "the mint is past authentication, waiting on the person's row")
+            api_token_revoke(token=minter, actor=member)
+        response = answer.result(timeout=60)
+
+    assert not ApiToken.objects.filter(revoked_at__isnull=True).exists(), response.json()
+    assert response.status_code == 400 and "revoked or expired" in str(error_of(response)["fields"]), response.json()
