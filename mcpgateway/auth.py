@@ -33,7 +33,7 @@ from pydantic import PrivateAttr
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from governance.api.throttling import client_address, refused_token_wait
+from governance.api.throttling import bearer_wait, client_address, refused_token_wait, token_seen
 from governance.principals import Principal
 from governance.services.tokens import (
     VerifiedToken,
@@ -133,6 +133,7 @@ class ScoutTokenVerifier:
         if verified is None:
             return None
         self.cache.put(token, verified)
+        await _off_the_loop(token_seen, token)
         return _access(token, verified, confirmed=True)
 
 
@@ -244,26 +245,34 @@ class RequireToken:
 class RefusedTokenGuard:
     """Before the bearer backend looks a token up: a client address past its limit of refused tokens
     (``refused_token_wait``, counted by ``RequireToken``) is answered 429 with Retry-After, unlooked-up, until its
-    period ends, unless this process verified the token earlier (it is still confirmed against the database)."""
+    period ends, unless the token verified earlier (this process keeps it, or any noted it: ``bearer_wait``; it is
+    still confirmed against the database)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         raw = sent_bearer_token(scope) if scope["type"] == "http" else None
-        if raw is not None and token_cache.get(raw) is None and (wait := await _refused_token_wait(scope, count=False)):
-            await send_too_many_refused(send, wait)
-            return
+        if raw is not None and token_cache.get(raw) is None:
+            if wait := await _off_the_loop(bearer_wait, _address(scope), raw):
+                await send_too_many_refused(send, wait)
+                return
         await self.app(scope, receive, send)
 
 
+def _address(scope: Scope) -> str:
+    return client_address((scope.get("client") or ("", 0))[0], Headers(scope=scope))
+
+
 async def _refused_token_wait(scope: Scope, *, count: bool) -> int:
+    return await _off_the_loop(lambda: refused_token_wait(_address(scope), count=count))
+
+
+async def _off_the_loop(func: Any, *args: Any) -> Any:
+    """``func(*args)``, a cache call: in this process's memory at once, on a worker thread for Redis (it may wait)."""
     from .guards import cache_is_local
 
-    address = client_address((scope.get("client") or ("", 0))[0], Headers(scope=scope))
-    if cache_is_local():  # this process's memory: nothing to wait for
-        return refused_token_wait(address, count=count)
-    return await anyio.to_thread.run_sync(lambda: refused_token_wait(address, count=count))  # Redis: off the loop
+    return func(*args) if cache_is_local() else await anyio.to_thread.run_sync(func, *args)
 
 
 async def send_too_many_refused(send: Send, wait: int) -> None:

@@ -306,7 +306,7 @@ SCOUT_API_PERSON_TOKENS = env_int("SCOUT_API_PERSON_TOKENS", 4)
 SCOUT_MAX_LIVE_TOKENS_PER_PERSON = env_int("SCOUT_MAX_LIVE_TOKENS_PER_PERSON", 50)
 SCOUT_API_ANON_RATE = env_rate("SCOUT_API_ANON_RATE", "60/minute")
 # Bearer tokens refused (unknown, revoked, expired, malformed) per client address, /mcp and the REST API together
-# (empty: no limit). Past it the address's unverified tokens are answered 429 before any lookup until the period ends.
+# (empty: no limit). Past it the address's never-verified tokens are answered 429 unlooked-up until the period ends.
 SCOUT_REFUSED_TOKEN_RATE = env_rate("SCOUT_REFUSED_TOKEN_RATE", "60/minute")
 # Admin sign-in attempts per client address (the anonymous limit's address), counted in the cache (empty: no limit).
 # Each attempt runs the password hasher, some 0.2 s of CPU: unlimited, anyone guessed staff passwords at will and

@@ -6,7 +6,7 @@ from rest_framework.authentication import BaseAuthentication, SessionAuthenticat
 from rest_framework.exceptions import AuthenticationFailed, Throttled
 from rest_framework.request import Request
 
-from governance.api.throttling import client_address, refused_token_wait
+from governance.api.throttling import bearer_wait, client_address, refused_token_wait, token_seen
 from governance.constants import BASE_SCOPES
 from governance.principals import Principal, principal_for_user
 from governance.services.tokens import api_token_verify
@@ -27,19 +27,18 @@ class BearerTokenAuthentication(BaseAuthentication):
             return None  # not ours: a session may still authenticate the request
         # Refused tokens per address (refused_token_wait): past the limit, answered before any lookup.
         address = client_address(request.META.get("REMOTE_ADDR"), request.headers)
-        if wait := refused_token_wait(address, count=False):
+        try:
+            raw = parts[1].decode("ascii") if len(parts) == 2 else ""
+        except UnicodeDecodeError:
+            raw = ""
+        if wait := bearer_wait(address, raw):
             raise Throttled(wait)
-        raw = None
-        if len(parts) == 2:
-            try:
-                raw = parts[1].decode("ascii")
-            except UnicodeDecodeError:
-                pass
-        principal = api_token_verify(raw) if raw is not None else None
+        principal = api_token_verify(raw) if raw else None
         if principal is None:
             if wait := refused_token_wait(address, count=True):
                 raise Throttled(wait)
             raise AuthenticationFailed(INVALID_TOKEN_MESSAGE)
+        token_seen(raw)
         return principal.user, principal
 
     def authenticate_header(self, request: Request) -> str:

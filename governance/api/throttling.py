@@ -7,6 +7,7 @@ Fail mode (SECURITY-TESTS F4): when the cache cannot be reached the limiter fail
 does not take the API down. It is a limit on volume, not an access control: authentication and every
 permission check are answered by the database either way. Each such request is logged."""
 
+import hashlib
 import logging
 import math
 import time
@@ -112,6 +113,27 @@ def client_address(remote_addr: str | None, headers: Mapping[str, str]) -> str:
     """The caller's address as every per-address limit reads it (DRF's rule: the connection's, or the one the Nth
     trusted reverse proxy put in X-Forwarded-For, ``SCOUT_API_NUM_PROXIES``), for a Django or an ASGI request."""
     return BaseThrottle().get_ident(SimpleNamespace(headers=headers, META={"REMOTE_ADDR": remote_addr})) or ""
+
+
+# How long a token verified once is let past an address's refused-token limit (renewed at each verification).
+TOKEN_SEEN_SECONDS = 24 * 3600
+
+
+def _seen_key(raw: str) -> str:
+    return "token-seen:" + hashlib.sha256(raw.encode("utf-8")).hexdigest()  # the token, never kept raw
+
+
+def token_seen(raw: str) -> None:
+    """Note that ``raw`` verified, in the shared cache: a flood of refused tokens from its address (a NAT, or a proxy
+    not counted in ``SCOUT_API_NUM_PROXIES``) then never stops it, in any process, on /mcp or REST."""
+    cache_call("set", _seen_key(raw), 1, timeout=TOKEN_SEEN_SECONDS)
+
+
+def bearer_wait(address: str, raw: str) -> int:
+    """Before ``raw`` is looked up: the seconds to wait when its address is past its refused-token limit and the token
+    never verified (``token_seen``), else 0. Only looks; ``refused_token_wait`` counts a refusal."""
+    wait = refused_token_wait(address, count=False)
+    return 0 if wait and cache_call("get", _seen_key(raw), default=None) else wait
 
 
 def refused_token_wait(address: str, *, count: bool) -> int:
