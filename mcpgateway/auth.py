@@ -23,6 +23,8 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
+import anyio
+from django.conf import settings
 from django.utils import timezone
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
@@ -31,6 +33,7 @@ from pydantic import PrivateAttr
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from governance.api.throttling import bearer_wait, client_address, refused_token_wait, token_seen
 from governance.principals import Principal
 from governance.services.tokens import (
     VerifiedToken,
@@ -130,6 +133,7 @@ class ScoutTokenVerifier:
         if verified is None:
             return None
         self.cache.put(token, verified)
+        await _off_the_loop(token_seen, token)
         return _access(token, verified, confirmed=True)
 
 
@@ -230,9 +234,58 @@ class RequireToken:
             await self.app(scope, receive, send)
             return
         raw = sent_bearer_token(scope)
+        if raw is not None and (wait := await _refused_token_wait(scope, count=True)):
+            await send_too_many_refused(send, wait)
+            return
         # Looked up again only on this refusal path: the verifier's answer (None) does not say why.
         refusal = None if raw is None else await run_orm(api_token_refusal, raw)
         await send_challenge(send, refusal=refusal, resource_metadata=self.resource_metadata)
+
+
+class RefusedTokenGuard:
+    """Before the bearer backend looks a token up: a client address past its limit of refused tokens
+    (``refused_token_wait``, counted by ``RequireToken``) is answered 429 with Retry-After, unlooked-up, until its
+    period ends, unless the token verified earlier (this process keeps it, or any noted it: ``bearer_wait``; it is
+    still confirmed against the database)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raw = sent_bearer_token(scope) if scope["type"] == "http" else None
+        if raw is not None and token_cache.get(raw) is None:
+            if wait := await _off_the_loop(bearer_wait, _address(scope), raw):
+                await send_too_many_refused(send, wait)
+                return
+        await self.app(scope, receive, send)
+
+
+def _address(scope: Scope) -> str:
+    return client_address((scope.get("client") or ("", 0))[0], Headers(scope=scope))
+
+
+async def _refused_token_wait(scope: Scope, *, count: bool) -> int:
+    return await _off_the_loop(lambda: refused_token_wait(_address(scope), count=count))
+
+
+async def _off_the_loop(func: Any, *args: Any) -> Any:
+    """``func(*args)``, a cache call: in this process's memory at once, on a worker thread for Redis (it may wait)."""
+    from .guards import cache_is_local
+
+    return func(*args) if cache_is_local() else await anyio.to_thread.run_sync(func, *args)
+
+
+async def send_too_many_refused(send: Send, wait: int) -> None:
+    limit = settings.SCOUT_REFUSED_TOKEN_RATE
+    message = f"Too many refused tokens from this address (limit {limit}); retry in {wait} s"
+    payload = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": message}}).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(payload)).encode()),
+        (b"retry-after", str(wait).encode()),
+    ]
+    await send({"type": "http.response.start", "status": 429, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})
 
 
 class ConfirmedAccess:

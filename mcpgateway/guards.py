@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
-import time
 from collections import deque
 from typing import Any
 
@@ -44,7 +42,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from catalog.cachesafe import cache_call
+from governance.api.throttling import parse_rate, slot_over_the_limit
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -237,27 +235,6 @@ def lone_surrogate_in(decoded: Any) -> bool:
     return False
 
 
-_PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_rate(rate: str) -> tuple[int, int] | None:
-    """``"<n>/<second|minute|hour|day>"`` (DRF's syntax) as (requests, seconds); None for an empty rate (no limit)."""
-    if not rate.strip():
-        return None
-    count, _, period = rate.partition("/")
-    return int(count), _PERIODS[period.strip()[:1]]
-
-
-def _over_the_limit(key: str, limit: int, window: int) -> int:
-    """Counts one request of ``key`` in the current ``window``-second slot: the seconds until the slot ends when it
-    is one too many, else 0. A cache outage counts nothing and refuses nothing (F4), as the REST limit does."""
-    now = time.time()
-    slot_key = f"mcp-rate:{key}:{int(now // window)}"
-    added = cache_call("add", slot_key, 1, timeout=window + 1, default=True)
-    count = 1 if added else cache_call("incr", slot_key, default=1)
-    return 0 if count <= limit else max(1, math.ceil(window - now % window))
-
-
 class RateGuard:
     """At most ``SCOUT_MCP_RATE`` POSTs per token per period (T13, L3): a token looping on tool_search (a model
     run per query) or execute_tool took the workers' CPU and the upstreams' capacity from every other caller.
@@ -298,11 +275,11 @@ def cache_is_local() -> bool:
 def _over_the_limits(token_key: str, person: str | None, limit: int, window: int) -> tuple[int, str]:
     """The token's count, then its person's (``SCOUT_MCP_PERSON_TOKENS`` times the limit): the seconds until the
     slot ends when either is one too many (else 0), and whose limit that is."""
-    over = _over_the_limit(token_key, limit, window)
+    over = slot_over_the_limit(f"mcp-rate:{token_key}", limit, window)
     if over or not person or settings.SCOUT_MCP_PERSON_TOKENS <= 0:
         return over, "this token"
     tokens = settings.SCOUT_MCP_PERSON_TOKENS
-    over = _over_the_limit(f"person:{person}", limit * tokens, window)
+    over = slot_over_the_limit(f"mcp-rate:person:{person}", limit * tokens, window)
     return over, f"this person's tokens together ({tokens} times the limit)"
 
 

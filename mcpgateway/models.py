@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.db import models
 
 from .choices import IdempotencyStatus
@@ -29,6 +30,11 @@ class IdempotencyRecord(models.Model):
     while the first runs (the unique constraint makes exactly one insert win)."""
 
     principal_key = models.CharField(max_length=300, help_text="user id, agent, tenant and token")
+    # The person whose key it is, counted against SCOUT_MCP_MAX_IDEMPOTENCY_KEYS_PER_PERSON (the key space is per
+    # token, the cap per person: minting more tokens keeps no more). Null only for a record of a deleted person.
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
     key = models.CharField(max_length=200)
     tool_ref = models.CharField(max_length=460, help_text="server::name")
     arguments_digest = models.CharField(max_length=64)
@@ -40,6 +46,7 @@ class IdempotencyRecord(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["principal_key", "key"], name="uniq_idempotency_key")]
+        indexes = [models.Index(fields=["user", "expires_at"], name="idempotency_person_live")]
         ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:

@@ -41,7 +41,7 @@ from governance.writebehind import write_behind_flush
 from search.services import search_warm_up
 from search.text import close_tool_ids
 
-from .auth import ConfirmedAccess, RequireToken, ScoutTokenVerifier, principal_from_context
+from .auth import ConfirmedAccess, RefusedTokenGuard, RequireToken, ScoutTokenVerifier, principal_from_context
 from .choices import Exposure
 from .constants import META_TOOL_EXECUTE, META_TOOLS
 from .db import orm_threads_stop, run_orm
@@ -340,9 +340,9 @@ def build_mcp_server() -> ScoutMCPServer:
 
 def build_routes(server: ScoutMCPServer) -> list[BaseRoute]:
     """Routes for /mcp and its protected-resource metadata, with the guards in order: security headers on every
-    response, edge checks, bearer
-    authentication (a token from the process's cache confirmed before the response: auth.py), no GET when stateless,
-    the rate per token, body checks, then the SDK's Streamable HTTP handling."""
+    response, edge checks, the refused-token limit per address, bearer authentication (a token from the process's
+    cache confirmed before the response: auth.py), no GET when stateless, the rate per token, body checks, then the
+    SDK's Streamable HTTP handling."""
     # Built for its session manager and metadata routes; its /mcp app is not mounted (the guards wrap the handler).
     sdk_app = server.streamable_http_app(
         stateless_http=settings.SCOUT_MCP_STATELESS,
@@ -364,9 +364,11 @@ def build_routes(server: ScoutMCPServer) -> list[BaseRoute]:
         inner = StatelessGetGuard(inner)
     else:
         inner = SessionShareGuard(inner, server.session_manager)
-    endpoint = AuthenticationMiddleware(
-        AuthContextMiddleware(RequireToken(ConfirmedAccess(inner, resource_metadata), resource_metadata)),
-        backend=BearerAuthBackend(verifier),
+    endpoint = RefusedTokenGuard(
+        AuthenticationMiddleware(
+            AuthContextMiddleware(RequireToken(ConfirmedAccess(inner, resource_metadata), resource_metadata)),
+            backend=BearerAuthBackend(verifier),
+        )
     )
     guarded = EdgeGuard(
         endpoint,

@@ -313,6 +313,9 @@ SCOUT_API_PERSON_TOKENS = env_int("SCOUT_API_PERSON_TOKENS", 4)
 # api scope mints more, so without it one could mint without end (T13).
 SCOUT_MAX_LIVE_TOKENS_PER_PERSON = env_int("SCOUT_MAX_LIVE_TOKENS_PER_PERSON", 50)
 SCOUT_API_ANON_RATE = env_rate("SCOUT_API_ANON_RATE", "60/minute")
+# Bearer tokens refused (unknown, revoked, expired, malformed) per client address, /mcp and the REST API together
+# (empty: no limit). Past it the address's never-verified tokens are answered 429 unlooked-up until the period ends.
+SCOUT_REFUSED_TOKEN_RATE = env_rate("SCOUT_REFUSED_TOKEN_RATE", "60/minute")
 # Admin sign-in attempts per client address (the anonymous limit's address), counted in the cache (empty: no limit).
 # Each attempt runs the password hasher, some 0.2 s of CPU: unlimited, anyone guessed staff passwords at will and
 # ten attempts a second took both cores of a small host.
@@ -453,6 +456,9 @@ SCOUT_AUDIT_RETRY_SECONDS = env_float("SCOUT_AUDIT_RETRY_SECONDS", 300.0)
 SCOUT_DELEGATION_MAX_AGENTS = env_int("SCOUT_DELEGATION_MAX_AGENTS", 3)
 # How long an idempotency key remembers its result (seconds).
 SCOUT_MCP_IDEMPOTENCY_TTL = env_int("SCOUT_MCP_IDEMPOTENCY_TTL", 24 * 3600)
+# Most live idempotency keys one person keeps, all their tokens and agents together (0: no limit). Each keeps its
+# call's whole result (up to SCOUT_MCP_MAX_OUTPUT_BYTES) for the TTL; past it a call with a new key is refused.
+SCOUT_MCP_MAX_IDEMPOTENCY_KEYS_PER_PERSON = env_int("SCOUT_MCP_MAX_IDEMPOTENCY_KEYS_PER_PERSON", 5000)
 # "auto": meta-tools while the search index is ready, the caller's tools listed directly otherwise;
 # "meta" or "direct" force one mode.
 SCOUT_MCP_EXPOSURE = env_str("SCOUT_MCP_EXPOSURE", "auto")

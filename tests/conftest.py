@@ -58,6 +58,8 @@ def unlimited_sign_ins(settings):
     """Tests sign in through the admin's form many times from one address, with a count in a cache that may outlive
     a test (Redis): no limit, but in tests/scoutsite/test_admin_login_rate.py, which sets its own."""
     settings.SCOUT_ADMIN_LOGIN_RATE = ""
+    # Refused bearer tokens per address: many tests send some from 127.0.0.1 (the limit's own tests set one).
+    settings.SCOUT_REFUSED_TOKEN_RATE = ""
 
 
 # --- evaluation data -------------------------------------------------------------------------------

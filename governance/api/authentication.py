@@ -3,9 +3,10 @@
 from django.contrib.auth.models import AbstractBaseUser
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework.authentication import BaseAuthentication, SessionAuthentication, get_authorization_header
-from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.exceptions import AuthenticationFailed, Throttled
 from rest_framework.request import Request
 
+from governance.api.throttling import bearer_wait, client_address, refused_token_wait, token_seen
 from governance.constants import BASE_SCOPES
 from governance.principals import Principal, principal_for_user
 from governance.services.tokens import api_token_verify
@@ -24,15 +25,20 @@ class BearerTokenAuthentication(BaseAuthentication):
         parts = get_authorization_header(request).split()
         if not parts or parts[0].lower() != self.keyword:
             return None  # not ours: a session may still authenticate the request
-        if len(parts) != 2:
-            raise AuthenticationFailed(INVALID_TOKEN_MESSAGE)
+        # Refused tokens per address (refused_token_wait): past the limit, answered before any lookup.
+        address = client_address(request.META.get("REMOTE_ADDR"), request.headers)
         try:
-            raw = parts[1].decode("ascii")
+            raw = parts[1].decode("ascii") if len(parts) == 2 else ""
         except UnicodeDecodeError:
-            raise AuthenticationFailed(INVALID_TOKEN_MESSAGE) from None
-        principal = api_token_verify(raw)
+            raw = ""
+        if wait := bearer_wait(address, raw):
+            raise Throttled(wait)
+        principal = api_token_verify(raw) if raw else None
         if principal is None:
+            if wait := refused_token_wait(address, count=True):
+                raise Throttled(wait)
             raise AuthenticationFailed(INVALID_TOKEN_MESSAGE)
+        token_seen(raw)
         return principal.user, principal
 
     def authenticate_header(self, request: Request) -> str:

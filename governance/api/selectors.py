@@ -7,7 +7,7 @@ from rest_framework.exceptions import PermissionDenied
 from catalog.choices import ServerStatus
 from catalog.models import Server, Tool, ToolRevision
 from governance.choices import ReviewStatus
-from governance.constants import SCOPE_DISCOVER
+from governance.constants import SCOPE_DISCOVER, SERVER_SCOPE_PREFIX
 from governance.models import Agent, ApiToken, ApprovalRequest, ServerTenant, ToolReview
 from governance.principals import Principal
 from governance.selectors import (
@@ -118,16 +118,34 @@ def approvals_for_api(*, principal: Principal) -> QuerySet[ApprovalRequest]:
     return approval_requests_for_approver(user=principal.user, principal=principal)
 
 
+def scopes_beyond(*, principal: Principal, scopes: list[str]) -> str | None:
+    """Why a token of ``scopes`` could do more than the token ``principal`` acts with: ``"scopes"`` (a base scope it
+    lacks), ``"servers"`` (a server it is not limited to, or no server limit under a limited token), else None."""
+    base = {s for s in scopes if not s.startswith(SERVER_SCOPE_PREFIX)}
+    if not base <= principal.scopes:
+        return "scopes"
+    if principal.server_slugs is not None:
+        wanted = {s[len(SERVER_SCOPE_PREFIX) :] for s in scopes if s.startswith(SERVER_SCOPE_PREFIX)}
+        if not wanted or not wanted <= principal.server_slugs:
+            return "servers"
+    return None
+
+
 def api_tokens_of(*, principal: Principal) -> QuerySet[ApiToken]:
     """The caller's own tokens, newest first. A token reaches only those it could have minted (Z8, as
-    ``_check_within_caller`` in views.py): of its tenant, and of its agent or one below it; a session, all of them."""
+    ``_check_within_caller`` in views.py): of its tenant, of its agent or one below it, within its scopes and server
+    limits (``scopes_beyond``); a session, all of them. Not by expiry: a token of the same rights made a moment
+    later outlives it by as much, and reaching it gives the caller nothing it cannot already do."""
     tokens = ApiToken.objects.filter(user=principal.user).order_by("-created_at", "-id")
     if principal.token_id is None:
         return tokens
     tokens = tokens.filter(tenant_id=principal.tenant_id)
     if principal.agent_id is not None:
         tokens = tokens.filter(agent_id__in=_agents_from(principal.agent_id, user=principal.user))
-    return tokens
+    # Scopes are a JSON list: compared here, the same way on every database (a person's tokens are few).
+    rows = tokens.values_list("pk", "scopes")
+    within = [pk for pk, scopes in rows if scopes_beyond(principal=principal, scopes=scopes) is None]
+    return tokens.filter(pk__in=within)
 
 
 def _agents_from(agent_id: int, *, user: AbstractBaseUser) -> set[int]:

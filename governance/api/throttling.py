@@ -7,13 +7,18 @@ Fail mode (SECURITY-TESTS F4): when the cache cannot be reached the limiter fail
 does not take the API down. It is a limit on volume, not an access control: authentication and every
 permission check are answered by the database either way. Each such request is logged."""
 
+import hashlib
 import logging
+import math
+import time
+from collections.abc import Mapping
+from types import SimpleNamespace
 
 from django.conf import settings
 from rest_framework.request import Request
-from rest_framework.throttling import SimpleRateThrottle
+from rest_framework.throttling import BaseThrottle, SimpleRateThrottle
 
-from catalog.cachesafe import cache_available
+from catalog.cachesafe import cache_available, cache_call
 from governance.principals import Principal
 
 logger = logging.getLogger(__name__)
@@ -78,3 +83,66 @@ class AnonymousRateThrottle(FailOpenThrottle):
         if request.user and request.user.is_authenticated:
             return None
         return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
+
+
+_PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_rate(rate: str) -> tuple[int, int] | None:
+    """``"<n>/<second|minute|hour|day>"`` (DRF's syntax) as (requests, seconds); None for an empty rate (no limit)."""
+    if not rate.strip():
+        return None
+    count, _, period = rate.partition("/")
+    return int(count), _PERIODS[period.strip()[:1]]
+
+
+def slot_over_the_limit(key: str, limit: int, window: int, *, count: bool = True) -> int:
+    """Counts one request of ``key`` (``count`` False: only looks) in the current ``window``-second slot: the seconds
+    until the slot ends when it is past ``limit``, else 0. A cache outage counts nothing and refuses nothing (F4)."""
+    now = time.time()
+    slot_key = f"{key}:{int(now // window)}"
+    if count:
+        added = cache_call("add", slot_key, 1, timeout=window + 1, default=True)
+        seen = 1 if added else cache_call("incr", slot_key, default=1)
+    else:
+        seen = cache_call("get", slot_key, default=0) or 0
+    return 0 if seen <= limit else max(1, math.ceil(window - now % window))
+
+
+def client_address(remote_addr: str | None, headers: Mapping[str, str]) -> str:
+    """The caller's address as every per-address limit reads it (DRF's rule: the connection's, or the one the Nth
+    trusted reverse proxy put in X-Forwarded-For, ``SCOUT_API_NUM_PROXIES``), for a Django or an ASGI request."""
+    return BaseThrottle().get_ident(SimpleNamespace(headers=headers, META={"REMOTE_ADDR": remote_addr})) or ""
+
+
+# How long a token verified once is let past an address's refused-token limit (renewed at each verification).
+TOKEN_SEEN_SECONDS = 24 * 3600
+
+
+def _seen_key(raw: str) -> str:
+    return "token-seen:" + hashlib.sha256(raw.encode("utf-8")).hexdigest()  # the token, never kept raw
+
+
+def token_seen(raw: str) -> None:
+    """Note that ``raw`` verified, in the shared cache: a flood of refused tokens from its address (a NAT, or a proxy
+    not counted in ``SCOUT_API_NUM_PROXIES``) then never stops it, in any process, on /mcp or REST."""
+    cache_call("set", _seen_key(raw), 1, timeout=TOKEN_SEEN_SECONDS)
+
+
+def bearer_wait(address: str, raw: str) -> int:
+    """Before ``raw`` is looked up: the seconds to wait when its address is past its refused-token limit and the token
+    never verified (``token_seen``), else 0. Only looks; ``refused_token_wait`` counts a refusal."""
+    wait = refused_token_wait(address, count=False)
+    return 0 if wait and cache_call("get", _seen_key(raw), default=None) else wait
+
+
+def refused_token_wait(address: str, *, count: bool) -> int:
+    """Bearer tokens refused (unknown, revoked, expired, malformed) per client address, on /mcp and the REST API
+    together: at most ``SCOUT_REFUSED_TOKEN_RATE`` a period. Each refusal costs database
+    lookups, and a request with any bearer value was counted by no limit (the token and person limits need a token
+    that authenticates, the anonymous one a request without credentials). ``count``: count this refusal; else only
+    look whether the address is past its limit, before a token is looked up. The seconds to wait, or 0."""
+    rate = parse_rate(settings.SCOUT_REFUSED_TOKEN_RATE)
+    if rate is None:
+        return 0
+    return slot_over_the_limit(f"refused-token:{address}", *rate, count=count)

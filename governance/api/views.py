@@ -13,7 +13,7 @@ from catalog.api.params import param_choice
 from catalog.api.serializers import ToolRevisionSerializer
 from catalog.models import Server, Tool, ToolRevision
 from catalog.services.phrases import tool_curate
-from governance.constants import SCOPE_APPROVE, SCOPE_DISCOVER, SERVER_SCOPE_PREFIX
+from governance.constants import SCOPE_APPROVE, SCOPE_DISCOVER
 from governance.models import Agent, ApiToken, ApprovalRequest, AuditEvent, Tenant
 from governance.principals import Principal
 from governance.selectors import ToolNotFound, audit_events_visible_to, servers_shaped_by
@@ -22,7 +22,14 @@ from governance.services.tokens import api_token_create, api_token_revoke, scope
 
 from .authentication import request_principal
 from .filters import audit_filter, tools_filter
-from .selectors import api_tokens_of, approvals_for_api, revisions_for_api, tool_get_for_api, tools_for_api
+from .selectors import (
+    api_tokens_of,
+    approvals_for_api,
+    revisions_for_api,
+    scopes_beyond,
+    tool_get_for_api,
+    tools_for_api,
+)
 from .serializers import (
     APPROVAL_STATUS_FILTERS,
     ApiTokenCreatedSerializer,
@@ -236,13 +243,11 @@ def _check_within_caller(
         agent is None or principal.agent_id not in {above.pk for above in agent.chain()}
     ):
         raise PermissionDenied("A token for an agent can only create tokens for that agent or agents below it.")
-    base = {s for s in scopes if not s.startswith(SERVER_SCOPE_PREFIX)}
-    if not base <= principal.scopes:
+    beyond = scopes_beyond(principal=principal, scopes=scopes)
+    if beyond == "scopes":
         raise PermissionDenied("A token cannot create a token with scopes it does not have.", code="insufficient_scope")
-    if principal.server_slugs is not None:
-        wanted = {s[len(SERVER_SCOPE_PREFIX) :] for s in scopes if s.startswith(SERVER_SCOPE_PREFIX)}
-        if not wanted or not wanted <= principal.server_slugs:
-            raise PermissionDenied("A server-limited token can only create tokens limited to its servers.")
+    if beyond == "servers":
+        raise PermissionDenied("A server-limited token can only create tokens limited to its servers.")
     own = ApiToken.objects.filter(pk=principal.token_id).values_list("expires_at", flat=True).first()
     if own is not None and expires_at > own:
         raise ValidationError({"expires_at": ["cannot be later than the expiry of the token making the request"]})

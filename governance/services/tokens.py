@@ -150,6 +150,8 @@ def api_token_create(
     with transaction.atomic():
         # The person's row is locked so two mints at once cannot both pass the count (Postgres).
         get_user_model().objects.select_for_update().filter(pk=user.pk).exists()
+        if minted_by is not None:
+            _minter_live_check(minted_by)
         api_token_live_check(user=user)
         token.save()
         audit_record(
@@ -170,6 +172,18 @@ def api_token_create(
             },
         )
     return token, raw
+
+
+def _minter_live_check(minter: ApiToken) -> None:
+    """Raises ValidationError unless the minting token may still act. Its row is locked until the new token is saved
+    (T16): the mint was authorized when its request was, and a revocation in between found no child to revoke, so the
+    child outlived it. A revocation that locked the row first is seen here once it commits; one that comes after
+    waits, and then finds the child."""
+    live = ApiToken.objects.select_for_update().filter(
+        pk=minter.pk, revoked_at__isnull=True, expires_at__gt=timezone.now()
+    )
+    if not live.exists():
+        raise ValidationError({"token": "the token making this request was revoked or expired"})
 
 
 def api_token_revoke(*, token: ApiToken, actor: AbstractBaseUser | None = None) -> ApiToken:

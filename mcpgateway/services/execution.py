@@ -324,6 +324,29 @@ def idempotency_records_purge(*, now: datetime | None = None) -> int:
     return deleted
 
 
+def _idempotency_keys_full(principal: Principal) -> bool:
+    """Whether the caller's person already keeps ``SCOUT_MCP_MAX_IDEMPOTENCY_KEYS_PER_PERSON`` live keys (T13): each
+    holds its call's whole result for the TTL, so a fresh key per call grew the table by the output cap per call at
+    the person's /mcp rate until the purge. Calls claiming new keys at the same instant may each pass the count (at
+    most as many as the person has in flight)."""
+    limit = settings.SCOUT_MCP_MAX_IDEMPOTENCY_KEYS_PER_PERSON
+    if limit <= 0:
+        return False
+    live = IdempotencyRecord.objects.filter(user=principal.user, expires_at__gt=timezone.now())
+    return live[limit - 1 : limit].exists()  # counts no further than the limit
+
+
+def _too_many_keys_result() -> types.CallToolResult:
+    limit = settings.SCOUT_MCP_MAX_IDEMPOTENCY_KEYS_PER_PERSON
+    hours = max(1, round(settings.SCOUT_MCP_IDEMPOTENCY_TTL / 3600))
+    return error_result(
+        f"Not run: this person already has {limit} idempotency keys kept (each is kept for {hours} h), the most "
+        "allowed. Resend an earlier call with its own key, wait for keys to expire, or send this call without "
+        "idempotency_key if running it twice would do no harm.",
+        too_many_idempotency_keys=True,
+    )
+
+
 def _idempotency_claim(
     principal: Principal, key: str, tool: Tool, digest: str
 ) -> tuple[IdempotencyRecord | None, types.CallToolResult | None]:
@@ -335,6 +358,7 @@ def _idempotency_claim(
         with transaction.atomic():
             record = IdempotencyRecord.objects.create(
                 principal_key=principal_key,
+                user=principal.user,
                 key=key,
                 tool_ref=tool.tool_id,
                 arguments_digest=digest,
@@ -481,6 +505,8 @@ def _prepare(
             # A repeat (or a conflict) is answered before the approval gate: the first call already used it.
             _, final = _idempotency_claim(principal, idempotency_key, tool, digest)
             return final or error_result("idempotency_key is busy; retry in a moment", idempotency_conflict=True)
+        if _idempotency_keys_full(principal):
+            return _denied(principal, tool, "too_many_idempotency_keys", _too_many_keys_result())
     with transaction.atomic():
         if idempotency_key is not None:
             # Claimed before the approval is used: a repeat sent at once (a re-sent stream) waits here for this

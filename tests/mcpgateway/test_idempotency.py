@@ -127,3 +127,52 @@ def test_expired_keys_are_purged_with_their_results_and_the_beat_runs_it(gateway
     setup_periodic_tasks(celery_app)
     entry = celery_app.conf.beat_schedule["mcpgateway: purge expired idempotency records"]
     assert entry["task"] == "mcpgateway.tasks.purge_idempotency_records" and entry["schedule"] == 3600.0
+
+
+def test_a_person_keeps_at_most_the_set_number_of_live_keys_whatever_their_tokens(
+    gateway, token, faulty_call_log, settings, admin_user, faulty_server
+):
+    """T13: within the TTL nothing bounded how many keys (each with its call's whole result, up to
+    SCOUT_MCP_MAX_OUTPUT_BYTES) one person kept: a fresh key per call at the per-person /mcp rate grew the table by
+    gigabytes a minute until the purge, a day later. Past SCOUT_MCP_MAX_IDEMPOTENCY_KEYS_PER_PERSON live keys a call
+    with a new key is refused unsent; a repeat of a kept key is still answered, and an expired key frees its place."""
+    from datetime import timedelta
+
+    from django.contrib.auth import get_user_model
+    from django.utils import timezone
+
+    from governance.models import AuditEvent
+    from mcpgateway.models import IdempotencyRecord
+
+    settings.SCOUT_MCP_MAX_IDEMPOTENCY_KEYS_PER_PERSON = 2
+    member = get_user_model().objects.get(username="gw_member")
+    second_token = make_token(member)  # another token of the same person: the same count
+    other = make_user("gw_other")
+    grant(admin_user, faulty_server, other, "discover", "execute")
+
+    async def calls(raw: str, *keys: str) -> list[Any]:
+        async with mcp_client(gateway, raw, mode=MODERN) as client:
+            return [await _call(client, key, "hello") for key in keys]
+
+    first, second = run(lambda: calls(token, "k-1", "k-2"))
+    assert not first.is_error and not second.is_error
+    (refused,) = run(lambda: calls(second_token, "k-3"))
+    assert refused.is_error and refused.structured_content == {"too_many_idempotency_keys": True}
+    assert "2 idempotency keys" in refused.content[0].text
+    assert "SCOUT_MCP_MAX_IDEMPOTENCY_KEYS_PER_PERSON" not in refused.content[0].text
+    assert faulty_calls(faulty_call_log, "record_note") == 2  # the refused call was never sent
+    assert AuditEvent.objects.filter(payload__reason="too_many_idempotency_keys").count() == 1
+    assert IdempotencyRecord.objects.filter(user=member).count() == 2
+
+    # A repeat of a kept key is still answered from the record, and another person is not counted with them ...
+    (repeat,) = run(lambda: calls(token, "k-1"))
+    assert repeat.model_dump() == first.model_dump()
+    other_token = make_token(other)
+    (theirs,) = run(lambda: calls(other_token, "k-1"))
+    assert not theirs.is_error
+    assert faulty_calls(faulty_call_log, "record_note") == 3
+    # ... and once a key expires, a new one may be kept.
+    IdempotencyRecord.objects.filter(user=member, key="k-1").update(expires_at=timezone.now() - timedelta(seconds=1))
+    (freed,) = run(lambda: calls(second_token, "k-3"))
+    assert not freed.is_error
+    assert faulty_calls(faulty_call_log, "record_note") == 4

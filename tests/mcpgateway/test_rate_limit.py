@@ -161,3 +161,61 @@ def test_a_subscriptions_listen_is_answered_at_once_not_a_stream_held_open(gatew
     assert run(main) == "Method not found"  # the SDK client's caller is told, not left waiting for events
     discovered = raw_post(gateway, modern_request("server/discover"), token=token).json()["result"]
     assert discovered["capabilities"]["tools"] == {"listChanged": False}
+
+
+def test_refused_tokens_from_one_address_are_limited_before_any_lookup_on_mcp_and_rest(gateway, settings, monkeypatch):
+    """T13: a request whose bearer token is refused (unknown, revoked, expired, malformed) was counted by no rate
+    (the token and person limits need a token that authenticates; the REST anonymous limit counts only requests with
+    no credential, since DRF answers a failed authentication first), and each refusal cost database lookups: anyone
+    sent them at will, and tried token values without end. Now SCOUT_REFUSED_TOKEN_RATE counts them per client
+    address, /mcp and REST together; past it a token never verified is answered 429 and never looked up (one verified
+    earlier is served: everyone behind one address, a NAT or an uncounted proxy, keeps working)."""
+    from django.core.cache import cache
+
+    from governance.services import tokens
+    from mcpgateway import auth
+
+    cache.clear()
+    settings.SCOUT_REFUSED_TOKEN_RATE = "3/day"  # a day's slot: the test never straddles two
+    user = make_user("gw_refused")
+    known, unused = make_token(user), make_token(user)
+    assert raw_post(gateway, modern_request("tools/list"), token=known).status_code == 200  # verified before
+    lookups: list[str] = []
+    for name in ("api_token_verify_versioned", "api_token_refusal"):
+        real = getattr(auth, name)
+        monkeypatch.setattr(auth, name, lambda raw, _real=real, _name=name: lookups.append(_name) or _real(raw))
+    real_verify = tokens.api_token_verify
+    monkeypatch.setattr(
+        "governance.api.authentication.api_token_verify", lambda raw: lookups.append("rest") or real_verify(raw)
+    )
+
+    guesses = [raw_post(gateway, modern_request("tools/list"), token=f"scout_guess{n}") for n in range(3)]
+    assert [response.status_code for response in guesses] == [401, 401, 401]
+    rest = httpx.get(f"{gateway.url}/api/v1/tools/", headers={"Authorization": "Bearer scout_guess3"})
+    assert rest.status_code == 429 and int(rest.headers["retry-after"]) > 0  # one count for both
+    assert lookups == ["api_token_verify_versioned", "api_token_refusal"] * 3 + ["rest"]
+    lookups.clear()
+
+    past = raw_post(gateway, modern_request("tools/list"), token="scout_guess4")
+    assert past.status_code == 429 and int(past.headers["retry-after"]) > 0
+    assert "Too many refused tokens from this address" in past.json()["error"]["message"]
+    assert httpx.get(f"{gateway.url}/api/v1/tools/", headers={"Authorization": "Bearer x"}).status_code == 429
+    # A live token never verified is not told apart from a guess (no lookup), ...
+    assert raw_post(gateway, modern_request("tools/list"), token=unused).status_code == 429
+    assert httpx.get(f"{gateway.url}/api/v1/tools/", headers={"Authorization": f"Bearer {unused}"}).status_code == 429
+    assert lookups == []
+    # ... one verified earlier is still served (and confirmed), by any process (this one's token cache emptied, as
+    # another worker's would be) and over REST, and another client behind a proxy has its own count.
+    auth.token_cache.clear()
+    assert raw_post(gateway, modern_request("tools/list"), token=known).status_code == 200
+    assert httpx.get(f"{gateway.url}/api/v1/tools/", headers={"Authorization": f"Bearer {known}"}).status_code != 429
+
+    async def listed() -> list:
+        async with mcp_client(gateway, known, mode=MODERN) as client:
+            return (await client.list_tools()).tools
+
+    assert run(listed) == []  # the SDK client, over HTTP: answered (this person may see no tool)
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": 1}
+    elsewhere = {"X-Forwarded-For": "198.51.100.8"}
+    assert raw_post(gateway, modern_request("tools/list"), token="scout_x", headers=elsewhere).status_code == 401
+    assert raw_post(gateway, modern_request("tools/list"), token=unused, headers=elsewhere).status_code == 200

@@ -1,4 +1,5 @@
-"""A mistyped request rate (SCOUT_MCP_RATE, SCOUT_API_RATE, SCOUT_API_ANON_RATE, SCOUT_ADMIN_LOGIN_RATE) stops
+"""A mistyped request rate (SCOUT_MCP_RATE, SCOUT_API_RATE, SCOUT_API_ANON_RATE, SCOUT_ADMIN_LOGIN_RATE,
+SCOUT_REFUSED_TOKEN_RATE) stops
 start-up with a clear error naming the setting, instead of failing every request that reads it."""
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ def _check(**env: str) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.mark.parametrize("name", ["SCOUT_MCP_RATE", "SCOUT_API_RATE", "SCOUT_API_ANON_RATE", "SCOUT_ADMIN_LOGIN_RATE"])
+@pytest.mark.parametrize(
+    "name",
+    ["SCOUT_MCP_RATE", "SCOUT_API_RATE", "SCOUT_API_ANON_RATE", "SCOUT_ADMIN_LOGIN_RATE", "SCOUT_REFUSED_TOKEN_RATE"],
+)
 def test_a_mistyped_rate_stops_start_up_naming_the_setting(name):
     answer = _check(**{name: "1200 per minute"})
     assert answer.returncode != 0
