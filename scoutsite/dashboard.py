@@ -249,8 +249,16 @@ def dashboard_view(request: HttpRequest) -> HttpResponse:
         "windows": WINDOWS.values(),
         "figures": figures,
         "charts": dashboard_charts(figures, window),
+        "status_names": _status_names(),
     }
     return render(request, "admin/dashboard.html", context)
+
+
+def _status_names() -> dict[str, str]:
+    """The doughnuts' labels: a server's or sync run's status as its badge names it ("Succeeded", not "success")."""
+    from catalog.choices import ServerStatus, SyncStatus
+
+    return {**dict(ServerStatus.choices), **dict(SyncStatus.choices)}
 
 
 # Rows per page of the waiting approvals: a backlog of thousands would otherwise render (and look up who may decide)
