@@ -197,3 +197,44 @@ def test_requests_that_wait_for_no_one_are_not_counted_as_waiting(
 
     client.force_login(approver)
     assert "Approvals waiting: <strong>1</strong>" in client.get(reverse("admin:index")).content.decode()
+
+
+@pytest.mark.parametrize("held_by", ["person", "group"])
+@pytest.mark.parametrize("held_on", ["server", "tool"])
+def test_a_request_waits_however_its_requester_holds_execute(
+    client, django_user_model, operator, superuser, approver, held_by, held_on
+):
+    """The counts read first, in SQL, only the requests whose requester holds execute (3.5-4 s for the superuser at a
+    31k backlog when the rule judged every one): a grant to the person or to their group, on the server or on the
+    tool, each keeps the request waiting; without execute it waits for no one, with execute on another tool too."""
+    tool = ToolFactory(server=ServerFactory(slug="github"), name="delete_repo", annotations=None)
+    other = ToolFactory(server=ServerFactory(slug="wiki"), name="edit", annotations=None)
+    permission_grant(actor=superuser, target=tool.server, action="approve", holder=approver)
+    asker = django_user_model.objects.create_user(username="asker")
+    holder = Group.objects.create(name="callers") if held_by == "group" else asker
+    if held_by == "group":
+        asker.groups.add(holder)
+    for action in ("discover", "execute"):
+        permission_grant(actor=superuser, target=tool.server if held_on == "server" else tool, action=action,
+                         holder=holder)  # fmt: skip
+        permission_grant(actor=superuser, target=other, action=action, holder=asker)
+    asked = approval_request_create(principal=principal_for_user(asker), tool=tool, arguments={"n": 1})
+    lost = django_user_model.objects.create_user(username="lost")
+    for action in ("discover", "execute"):
+        permission_grant(actor=superuser, target=tool, action=action, holder=lost)
+    unusable = approval_request_create(principal=principal_for_user(lost), tool=tool, arguments={"n": 2})
+    from governance.models import ToolUserObjectPermission
+
+    ToolUserObjectPermission.objects.filter(user=lost, permission__codename="execute_tool").delete()
+
+    for viewer in (operator, superuser):
+        client.force_login(viewer)
+        tile = re.search(
+            r'id="tile-pending-approvals"><a href="[^"]+">(\d+)</a>', client.get("/admin/dashboard/").content.decode()
+        )
+        assert tile.group(1) == "1"
+        html = client.get(reverse("dashboard_approvals")).content.decode()
+        assert re.findall(r'<tr data-approval-id="([^"]+)">', html) == [asked.approval_id]
+        assert unusable.approval_id not in html and "1 more pending request" in " ".join(html.split())
+    client.force_login(approver)
+    assert "Approvals waiting: <strong>1</strong>" in client.get(reverse("admin:index")).content.decode()
