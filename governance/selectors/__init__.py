@@ -24,6 +24,7 @@ One module per subject: ``tools`` (servers and tools), ``grants``, ``tenants``, 
 
 from .agents import agent_shown, agents_visible_to_operator
 from .approvals import (
+    approval_request_groups_usable,
     approval_requester_may_execute,
     approval_requests_for_approver,
     approval_requests_usable,
@@ -81,6 +82,7 @@ __all__ = [
     "VISIBLE_SERVER_STATUSES",
     "agent_shown",
     "agents_visible_to_operator",
+    "approval_request_groups_usable",
     "approval_requester_may_execute",
     "approval_requests_usable",
     "approval_requests_waiting_count",

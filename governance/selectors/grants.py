@@ -49,6 +49,28 @@ def _grant_q(user: AbstractBaseUser, action: str, *, own: bool = False, prefix: 
     )
 
 
+def _held_by_q(action: str, *, person: str, prefix: str = "") -> Q:
+    """For rows that lead to a person (``person``, e.g. "requester") and a tool (``prefix``, e.g. "tool__"): that
+    person holds ``<action>_server`` on the tool's server or ``<action>_tool`` on the tool, themselves or through a
+    group (``_grants``' four tables, not for approve), for many people at once: one EXISTS per grant table."""
+
+    def held(model, kind: str, target: str, holder: str) -> Exists:
+        return Exists(
+            model.objects.filter(
+                content_object=OuterRef(f"{prefix}{target}"),
+                permission__codename=f"{action}_{kind}",
+                **{holder: OuterRef(person)},
+            )
+        )
+
+    return (
+        Q(held(ServerUserObjectPermission, "server", "server_id", "user"))
+        | Q(held(ServerGroupObjectPermission, "server", "server_id", "group__user"))
+        | Q(held(ToolUserObjectPermission, "tool", "pk", "user"))
+        | Q(held(ToolGroupObjectPermission, "tool", "pk", "group__user"))
+    )
+
+
 def _agent_grant_q(agent_id: int, action: str, *, prefix: str = "") -> Q:
     """Tools an agent's own grants allow for ``action`` (a server grant covers its tools); ``prefix`` as
     ``_grant_q``'s."""

@@ -37,6 +37,39 @@ def test_dashboard_charts_render(browser, live_server, django_user_model, member
     screenshot(browser, "operator-dashboard")
 
 
+def test_status_doughnuts_colour_and_name_each_status_as_its_badge(browser, live_server, django_user_model):
+    """A failed sync was drawn blue and a success orange (the palette's order): each status now has its badge's
+    colour and name, the same in both doughnuts."""
+    from django.utils import timezone
+
+    from catalog.choices import ServerStatus, SyncStatus
+    from catalog.models import SyncRun
+    from tests.governance.factories import ServerFactory
+
+    django_user_model.objects.create_superuser(username="root", email=None, password="pw-root-123")
+    down = ServerFactory(slug="down", status=ServerStatus.UNAVAILABLE)
+    up = ServerFactory(slug="up")
+    for server, status in ((down, SyncStatus.FAILED), (up, SyncStatus.SUCCESS), (up, SyncStatus.SUCCESS)):
+        SyncRun.objects.create(server=server, status=status, started_at=timezone.now())
+    admin_login(browser, live_server.url, "root", "pw-root-123")
+    browser.get(f"{live_server.url}/admin/dashboard/")
+    drawn = browser.execute_script(
+        """const css = getComputedStyle(document.documentElement);
+        const named = {ok: css.getPropertyValue('--scout-ok').trim(), bad: css.getPropertyValue('--scout-bad').trim()};
+        const colour = (value) => Object.keys(named).find((name) => named[name] === value) || value;
+        return Object.fromEntries(['chart-syncs', 'chart-servers'].map((id) => {
+            const chart = window.scoutDashboardCharts[id];
+            const dataset = chart.data.datasets[0];
+            const slices = chart.data.labels.map(
+                (label, i) => [label, [dataset.data[i], colour(dataset.backgroundColor[i])]]);
+            return [id, Object.fromEntries(slices)];
+        }));"""
+    )
+    assert drawn["chart-syncs"] == {"Failed": [1, "bad"], "Succeeded": [2, "ok"]}
+    assert drawn["chart-servers"] == {"Unavailable": [1, "bad"], "Active": [1, "ok"]}
+    screenshot(browser, "dashboard-status-doughnuts")
+
+
 def test_an_empty_dashboard_says_what_would_fill_each_chart(browser, live_server, django_user_model):
     django_user_model.objects.create_superuser(username="root", email=None, password="pw-root-123")
     admin_login(browser, live_server.url, "root", "pw-root-123")

@@ -16,6 +16,17 @@ from .conftest import admin_login, click_through, screenshot
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 PAGE_FITS = "return document.documentElement.scrollWidth <= document.documentElement.clientWidth;"
+# The number of lines each text piece of the home's server table is laid out on, by its text.
+TEXT_LINES = """const lines = {};
+const walker = document.createTreeWalker(document.querySelector('#operator-home table'), NodeFilter.SHOW_TEXT);
+for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const text = node.textContent.trim();
+    if (!text) continue;
+    const range = document.createRange();
+    range.selectNodeContents(node);
+    lines[text] = new Set([...range.getClientRects()].map((rect) => Math.round(rect.top))).size;
+}
+return lines;"""
 
 
 def test_an_operator_sees_the_failing_server_and_retries_it_from_home(
@@ -25,6 +36,7 @@ def test_an_operator_sees_the_failing_server_and_retries_it_from_home(
 
     for n in range(3):
         ServerFactory(slug=f"a-{n:02d}")
+    ServerFactory(slug="everything")
     server = Server.objects.create(slug="zz-payments", name="Payments", transport=Transport.HTTP,
                                    url=f"http://127.0.0.1:{_closed_port()}/mcp")  # fmt: skip
     server_sync(server_pk=server.pk)
@@ -37,6 +49,9 @@ def test_an_operator_sees_the_failing_server_and_retries_it_from_home(
     assert "failing since" in failing.text and "connection refused or unreachable" in failing.text
     first_row = browser.find_element(By.CSS_SELECTOR, "#operator-home tbody tr")
     assert "zz-payments" in first_row.text  # first, before the healthy ones
+    # Words stay whole beside the error: the admin's dashboard style broke them anywhere ("everythi|ng", "Tool|s").
+    lines = browser.execute_script(TEXT_LINES)
+    assert lines["everything"] == 1 and lines["Tools"] == 1, lines
     screenshot(browser, "operator-home-failing-server")
     browser.set_window_size(390, 900)
     screenshot(browser, "operator-home-failing-server-phone")

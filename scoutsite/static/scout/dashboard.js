@@ -45,9 +45,21 @@
   });
   bars("chart-tools", figures.top_tools, colors[2]);
   bars("chart-failures", figures.failures_by_server, colors[1]);
+  // A status in the colour and name of its badge (admin.css): green succeeded/active, red failed/unavailable. The
+  // palette's order drew "failed" blue and "success" orange.
+  const names = JSON.parse(document.getElementById("dashboard-status-names").textContent);
+  const css = (name) => getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+  const statusColors = {
+    active: css("--scout-ok"), success: css("--scout-ok"), degraded: css("--scout-warn"), partial: css("--scout-warn"),
+    unavailable: css("--scout-bad"), failed: css("--scout-bad"), running: css("--scout-info"),
+    disabled: css("--scout-muted"), archived: "#a8adb5", skipped: "#a8adb5",
+  };
   const doughnut = (id, counts) => draw(id, {
     type: "doughnut",
-    data: {labels: Object.keys(counts), datasets: [{data: Object.values(counts), backgroundColor: colors}]},
+    data: {
+      labels: Object.keys(counts).map((status) => names[status] || status),
+      datasets: [{data: Object.values(counts), backgroundColor: Object.keys(counts).map((status) => statusColors[status] || css("--scout-muted"))}],
+    },
   });
   doughnut("chart-syncs", figures.syncs);
   doughnut("chart-servers", figures.servers);
