@@ -26,7 +26,6 @@ from typing import Any
 import anyio
 import numpy as np
 from django.conf import settings
-from django.core.cache import caches
 from django.core.cache.backends.locmem import LocMemCache
 from mcp.shared.inbound import (
     MCP_METHOD_HEADER,
@@ -42,6 +41,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from catalog.cachesafe import shared_cache
 from governance.api.throttling import parse_rate, slot_over_the_limit
 
 PARSE_ERROR = -32700
@@ -269,7 +269,7 @@ def cache_is_local() -> bool:
     """Whether the default cache is this process's memory (LocMemCache, the embedded default without REDIS_URL),
     where counting a request takes microseconds and never waits on I/O (issue 9: the hop to a worker thread and
     back cost ~0.2 ms of CPU per request, more than the count)."""
-    return isinstance(caches["default"], LocMemCache)
+    return isinstance(shared_cache(), LocMemCache)
 
 
 def _over_the_limits(token_key: str, person: str | None, limit: int, window: int) -> tuple[int, str]:

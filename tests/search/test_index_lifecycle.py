@@ -6,9 +6,9 @@ from io import StringIO
 from unittest import mock
 
 import pytest
-from django.core.cache import cache
 from django.core.management import call_command
 
+from catalog.cachesafe import shared_cache
 from catalog.definitions import normalize_listing
 from catalog.services.apply import catalog_apply_listing
 from search.backends import SearchRequest, backend_get
@@ -86,14 +86,15 @@ def test_a_search_reads_the_index_generation_once_and_the_next_search_sees_a_new
     reindex(index_rebuild)
     visible = {t.pk for t in small_catalog.values()}
     reads: list[str] = []
-    real_get = cache.get
+    shared = shared_cache()  # the object the search's cache calls go to (catalog.cachesafe)
+    real_get = shared.get
 
     def counting_get(key, *args, **kwargs):  # the real cache, its reads of the generation counted
         if key == GENERATION_CACHE_KEY:
             reads.append(key)
         return real_get(key, *args, **kwargs)
 
-    monkeypatch.setattr(cache, "get", counting_get)
+    monkeypatch.setattr(shared, "get", counting_get)
     first = tool_search(query="send an email to my team", visible=visible)
     assert first.index_ready and first.matches
     assert len(reads) == 1  # the backend's status and its search share one read
