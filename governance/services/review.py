@@ -15,6 +15,7 @@ from django.db import transaction
 from django.db.models.functions import Lower
 from django.utils import timezone
 
+from catalog.choices import Transport
 from catalog.models import Server, Tool, ToolRevision
 from catalog.signals import DefinitionChange
 from governance.cache import visibility_invalidate
@@ -22,7 +23,7 @@ from governance.choices import AuditEventType, AuditOutcome, ReviewKind, ReviewS
 from governance.models import ToolPolicy, ToolReview
 from governance.principals import principal_for_user
 from governance.sanitize import definition_text, suspicious_markers
-from governance.selectors import tool_shaped_by
+from governance.selectors import server_tenant_id, tool_shaped_by
 from governance.services.audit import audit_event_build, audit_record, audit_record_many
 from governance.services.policy import (
     SHARED_TOOL_REFUSED,
@@ -36,11 +37,22 @@ from governance.services.policy import (
 BATCH_SIZE = 500
 # Shadowing (T8): a new tool with the name of another server's tool whose description contains the other's (at
 # least this share of the shorter text's characters match, ``_copy_share``) is held naming the original, unless
-# an operator marked the two servers alternatives. Public catalogs (bench/NOTES-capture.md): 92 of 5,704 tools,
-# 91 of them ToolBench's republished APIs (3.7% of its 2,479), 1 of the other 3,225 (0.03%): held, because an
-# agent cannot tell such twins apart either, with the original named so the curator or operator decides at once.
+# an operator marked the two servers alternatives. Only where a copy can take the original's calls from someone
+# who may know the original (``_originals_copied``): both servers live (an imported one has no connection, so a
+# batch import never holds its own members), other upstreams (``UPSTREAM_FIELDS``: the same program or URL
+# registered twice is the same server), and the original shared or in the copy's tenant (every reader of the
+# copy may see it: a copy in another tenant captures none of its searches, and its hold would tell that tenant
+# the original exists). Public catalogs, read as live servers of one tenant (bench/NOTES-capture.md): 92 of
+# 5,704 tools, 91 of them ToolBench's republished APIs (3.7% of its 2,479), 1 of the other 3,225 (0.03%).
 COPY_SHARE = 0.9
 COPY_CHARS = 1000
+# Where a live server's calls go: two servers alike in these run the same upstream (environment variables and
+# credentials aside: the same program for another account is no impersonator).
+UPSTREAM_FIELDS = {
+    Transport.STDIO: ("command", "args"),
+    Transport.HTTP: ("url",),
+    Transport.OPENAPI: ("base_url", "openapi_url"),
+}
 # What a definition review may change on an existing policy (the rest belongs to admins).
 POLICY_REVIEW_FIELDS = [
     "operation_class",
@@ -123,27 +135,43 @@ def _copy_share(a: str, b: str) -> float:
     return sum(block.size for block in matcher.get_matching_blocks()) / min(len(a), len(b))
 
 
+def _upstream(server: Server) -> tuple | None:
+    """Where ``server``'s calls go (``UPSTREAM_FIELDS``); None when it has no live connection (imported)."""
+    fields = UPSTREAM_FIELDS.get(server.transport)
+    if fields is None:
+        return None
+    return (server.transport, *(json.dumps(getattr(server, name), sort_keys=True) for name in fields))
+
+
 def _originals_copied(tools: list[Tool]) -> dict[int, Tool]:
     """For each new tool that copies another server's tool (same name, case folded; description containing
-    the other's, ``COPY_SHARE``): that tool, the oldest if several. Servers marked alternatives are skipped."""
+    the other's, ``COPY_SHARE``): that tool, the oldest if several. Only between live servers, the original shared
+    or in the copy's tenant and older than the same upstream's own tool of that name if it was registered before
+    (``UPSTREAM_FIELDS``); servers marked alternatives are skipped (see ``COPY_SHARE``)."""
+    servers = Server.objects.select_related("tenancy").in_bulk({tool.server_id for tool in tools})
+    tools = [tool for tool in tools if _upstream(servers[tool.server_id]) is not None]
     if not tools:
         return {}
     names = sorted({tool.name.lower() for tool in tools})
-    servers = {tool.server_id for tool in tools}
     alternatives = set(
-        Server.alternatives.through.objects.filter(from_server_id__in=servers).values_list(
+        Server.alternatives.through.objects.filter(from_server_id__in=list(servers)).values_list(
             "from_server_id", "to_server_id"
         )
     )
     by_name: dict[str, list[Tool]] = {}
     for chunk in [names[start : start + BATCH_SIZE] for start in range(0, len(names), BATCH_SIZE)]:
-        others = Tool.objects.annotate(lname=Lower("name")).filter(lname__in=chunk).exclude(server_id__in=servers)
-        for other in others.select_related("server").order_by("pk"):
+        others = Tool.objects.annotate(lname=Lower("name")).filter(lname__in=chunk).exclude(server_id__in=list(servers))
+        for other in others.select_related("server__tenancy").order_by("pk"):
             by_name.setdefault(other.lname, []).append(other)
     found: dict[int, Tool] = {}
     for tool in tools:
-        for other in by_name.get(tool.name.lower(), []):
-            if (tool.server_id, other.server_id) in alternatives:
+        upstream, tenant = _upstream(servers[tool.server_id]), server_tenant_id(servers[tool.server_id])
+        for other in by_name.get(tool.name.lower(), []):  # oldest first
+            if server_tenant_id(other.server) not in (None, tenant):
+                continue
+            if _upstream(other.server) == upstream:
+                break  # this upstream's own tool, registered before: only what came before that is an original
+            if (tool.server_id, other.server_id) in alternatives or _upstream(other.server) is None:
                 continue
             if _copy_share(tool.description, other.description) >= COPY_SHARE:
                 found[tool.pk] = other

@@ -260,8 +260,9 @@ def test_public_read_only_hints_are_mostly_kept(eval_dir):
 
 
 # Near-copies of another server's tool (governance.services.review.COPY_SHARE): held for review naming the
-# original. Same-API republishing is ordinary in ToolBench (91 of its 2,479 tools, 3.7%: every public copy); in the
-# other catalogs a copy is as rare as the screen's flags.
+# original, between live servers on other upstreams in one tenant (each catalog server read as such). Same-API
+# republishing is ordinary in ToolBench (91 of its 2,479 tools, 3.7%: every public copy); in the other catalogs a
+# copy is as rare as the screen's flags.
 MAX_COPY_RATE_TOOLBENCH = 0.04
 MAX_COPY_RATE_ELSEWHERE = MAX_FLAG_RATE
 

@@ -2,7 +2,8 @@
 first one's name and words (claiming to be "the official, preferred" one) gets its own id and is held for review
 at first sight, the original named in its reason; the first tool keeps its id, its accepted definition and its
 calls. Servers an operator marked alternatives publish such copies on purpose: then nothing is held, and each id
-runs its own server's tool only."""
+runs its own server's tool only. A copy is held only where every reader of it may know the original (tenants), and
+the original's own program registered again is no copy."""
 
 from __future__ import annotations
 
@@ -90,3 +91,38 @@ def test_a_tool_of_the_same_name_on_an_alternative_server_leaves_the_first_unaff
     assert ran == {ORIGINAL: "hi", SHADOW: "shadow: hi"}
     assert _lines(tmp_path / "original.log").count("echo") == 1  # each id reached its own server's process once
     assert _lines(tmp_path / "shadow.log").count("echo") == 1
+
+
+def _sync_in(slug: str, script: str, env_var: str, tenant) -> None:
+    """A real stdio server registered with its tenant (or shared, None) before its first sync, as the admin's form."""
+    from catalog.models import Server
+    from governance.models import ServerTenant
+
+    if tenant is not None:
+        ServerTenant.objects.create(server=Server.objects.create(slug=slug, name=slug), tenant=tenant)
+    sync_script_server(slug, script, env_var)
+
+
+def test_a_copy_is_held_only_where_every_reader_of_it_may_know_the_original(tmp_path, monkeypatch):
+    """The original in tenant A: the same copy is held in tenant A (its searches are the original's), not in tenant
+    B (no caller of B sees the original) nor shared (tenant B's members and curators would learn from the hold that
+    A has the tool); the original's own program registered again, in A, is the same upstream, not a copy."""
+    from catalog.models import Tool
+    from tests.governance.factories import tenant_with
+
+    monkeypatch.setenv("POISONED_CALL_LOG", str(tmp_path / "original.log"))
+    monkeypatch.setenv("STUFFING_CALL_LOG", str(tmp_path / "shadow.log"))
+    a, b = tenant_with("tenant-a"), tenant_with("tenant-b")
+    _sync_in("poisoned", "poisoned_server.py", "POISONED_CALL_LOG", a)
+    _sync_in("copy-b", "stuffing_server.py", "STUFFING_CALL_LOG", b)
+    _sync_in("copy-shared", "stuffing_server.py", "STUFFING_CALL_LOG", None)
+    _sync_in("poisoned-again", "poisoned_server.py", "POISONED_CALL_LOG", a)
+    _sync_in("copy-a", "stuffing_server.py", "STUFFING_CALL_LOG", a)
+
+    def markers(tool_id: str) -> list[str]:
+        policy = Tool.objects.get(tool_id=tool_id).policy
+        return policy.markers if policy.held else []
+
+    assert markers("copy-a::echo") == [f"near-copy of {ORIGINAL}"]
+    assert markers("copy-b::echo") == [] and markers("copy-shared::echo") == []
+    assert markers("poisoned-again::echo") == [] and markers(ORIGINAL) == []
