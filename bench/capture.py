@@ -8,8 +8,9 @@ An upstream registered by an operator publishes one hostile tool (each design of
 of them at once) beside the public catalog. For each, as scout_eval serves (dynamic cut, abstention, top_k 10):
 how many requests are served the hostile tool in their first five and first, how many no-tool requests are
 served it at all, and the as-served figures of the whole run against the clean catalog's. ``screened`` says
-whether the sync's injection and stuffing screen (governance.sanitize.suspicious_markers) or the index's topic
-spread (search.documents.lone_passages) holds the tool for review before it is ever served, and
+whether the sync's injection and stuffing screen (governance.sanitize.suspicious_markers), its near-copy hold
+(governance.services.review, the catalog read as live shared servers) or the index's topic spread
+(search.documents.lone_passages) holds the tool for review before it is ever served, and
 ``--screen-catalogs`` counts the public tools the screen would hold.
 """
 
@@ -31,6 +32,7 @@ from django.conf import settings  # noqa: E402
 from served import served_rankings  # noqa: E402
 
 from governance.sanitize import definition_text, suspicious_markers  # noqa: E402
+from governance.services.review import COPY_SHARE, _copy_share  # noqa: E402
 from search.backends.ranked import ranking_options  # noqa: E402
 from search.documents import TOPIC_SPREAD, tool_doc_from_record, topic_spread_held  # noqa: E402
 from search.encoder import encoder_get, model_key  # noqa: E402
@@ -135,6 +137,16 @@ def spread_held(record: dict, vectors_for) -> list[str]:
     return [TOPIC_SPREAD] if topic_spread_held([k for k, _ in pairs], vectors_for([t for _, t in pairs])) else []
 
 
+def copy_held(record: dict, catalog: list[dict]) -> list[str]:
+    """``near-copy of <id>`` when the sync would hold the tool as a copy of a catalog tool (governance.services.review
+    ``_originals_copied``), the catalog's servers read as live, on other upstreams and shared."""
+    for other in catalog:
+        if other["name"].lower() == record["name"].lower() and other.get("server") != record.get("server"):
+            if _copy_share(record.get("description") or "", other.get("description") or "") >= COPY_SHARE:
+                return [f"near-copy of {other['id']}"]
+    return []
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--catalog", type=Path, action="append", required=True)
@@ -198,7 +210,8 @@ def main() -> None:
         lines = [line for line in lines if line["label"].startswith(tuple(args.design))]
     report = {"fusion": fusion, "n_queries": len(queries), "clean": run([])}
     for line in lines:
-        report[line["label"]] = {"screened": screened(line) + spread_held(line, cache.vectors), **run([line])}
+        held = screened(line) + spread_held(line, cache.vectors) + copy_held(line, catalog)
+        report[line["label"]] = {"screened": held, **run([line])}
     if args.design:  # a subset: each design alone
         print_report(report)
         if args.json:
