@@ -20,7 +20,7 @@ from catalog.models import Server, Tool, ToolRevision
 from catalog.signals import DefinitionChange
 from governance.cache import visibility_invalidate
 from governance.choices import AuditEventType, AuditOutcome, ReviewKind, ReviewStatus
-from governance.models import ToolPolicy, ToolReview
+from governance.models import ServerTenant, ToolPolicy, ToolReview
 from governance.principals import principal_for_user
 from governance.sanitize import definition_text, suspicious_markers
 from governance.selectors import server_tenant_id, tool_shaped_by
@@ -148,24 +148,28 @@ def _originals_copied(tools: list[Tool]) -> dict[int, Tool]:
     the other's, ``COPY_SHARE``): that tool, the oldest if several. Only between live servers, the original shared
     or in the copy's tenant and older than the same upstream's own tool of that name if it was registered before
     (``UPSTREAM_FIELDS``); servers marked alternatives are skipped (see ``COPY_SHARE``)."""
-    servers = Server.objects.select_related("tenancy").in_bulk({tool.server_id for tool in tools})
+    servers = {tool.server_id: tool.server for tool in tools if Tool.server.is_cached(tool)}  # a sync's: no query
+    servers |= Server.objects.in_bulk({tool.server_id for tool in tools} - set(servers))
     tools = [tool for tool in tools if _upstream(servers[tool.server_id]) is not None]
     if not tools:
         return {}
     names = sorted({tool.name.lower() for tool in tools})
-    alternatives = set(
-        Server.alternatives.through.objects.filter(from_server_id__in=list(servers)).values_list(
-            "from_server_id", "to_server_id"
-        )
-    )
     by_name: dict[str, list[Tool]] = {}
     for chunk in [names[start : start + BATCH_SIZE] for start in range(0, len(names), BATCH_SIZE)]:
         others = Tool.objects.annotate(lname=Lower("name")).filter(lname__in=chunk).exclude(server_id__in=list(servers))
         for other in others.select_related("server__tenancy").order_by("pk"):
             by_name.setdefault(other.lname, []).append(other)
+    if not by_name:
+        return {}
+    alternatives = set(
+        Server.alternatives.through.objects.filter(from_server_id__in=list(servers)).values_list(
+            "from_server_id", "to_server_id"
+        )
+    )
+    tenants = dict(ServerTenant.objects.filter(server_id__in=list(servers)).values_list("server_id", "tenant_id"))
     found: dict[int, Tool] = {}
     for tool in tools:
-        upstream, tenant = _upstream(servers[tool.server_id]), server_tenant_id(servers[tool.server_id])
+        upstream, tenant = _upstream(servers[tool.server_id]), tenants.get(tool.server_id)
         for other in by_name.get(tool.name.lower(), []):  # oldest first
             if server_tenant_id(other.server) not in (None, tenant):
                 continue
