@@ -8,8 +8,10 @@ An upstream registered by an operator publishes one hostile tool (each design of
 of them at once) beside the public catalog. For each, as scout_eval serves (dynamic cut, abstention, top_k 10):
 how many requests are served the hostile tool in their first five and first, how many no-tool requests are
 served it at all, and the as-served figures of the whole run against the clean catalog's. ``screened`` says
-whether the sync's injection and stuffing screen (governance.sanitize.suspicious_markers) holds the tool for
-review before it is ever served, and ``--screen-catalogs`` counts the public tools the screen would hold.
+whether the sync's injection and stuffing screen (governance.sanitize.suspicious_markers), its near-copy hold
+(governance.services.review, the catalog read as live shared servers) or the index's topic spread
+(search.documents.lone_passages) holds the tool for review before it is ever served, and
+``--screen-catalogs`` counts the public tools the screen would hold.
 """
 
 import argparse
@@ -30,8 +32,9 @@ from django.conf import settings  # noqa: E402
 from served import served_rankings  # noqa: E402
 
 from governance.sanitize import definition_text, suspicious_markers  # noqa: E402
+from governance.services.review import COPY_SHARE, _copy_share  # noqa: E402
 from search.backends.ranked import ranking_options  # noqa: E402
-from search.documents import tool_doc_from_record  # noqa: E402
+from search.documents import TOPIC_SPREAD, tool_doc_from_record, topic_spread_held  # noqa: E402
 from search.encoder import encoder_get, model_key  # noqa: E402
 from search.engine.snapshot import IndexSnapshot  # noqa: E402
 from search.evaluation import (  # noqa: E402
@@ -43,6 +46,7 @@ from search.evaluation import (  # noqa: E402
     one_pass_parts,
     read_jsonl,
 )
+from search.unfound import WIDE_SERVERS, WIDE_SHARE, alongside_servers  # noqa: E402
 
 # What an attacker who knows nothing of the catalog would write: the verbs and nouns of everyday tool requests.
 VERBS = (
@@ -65,17 +69,9 @@ MULTILINGUAL = (
     "schreiben löschen | 搜索 查找 获取 创建 发送 读取 写入 删除 文件 网页 天气 新闻 | 検索 作成 送信 読む 書く "
     "削除 | искать найти создать отправить читать писать удалить | بحث إنشاء إرسال قراءة كتابة حذف"
 )
-# Request-like lines on the most common topics: one passage vector each (search.documents.description_passages).
-TOPICS = [
-    "Search the web and fetch any page, URL or news article and return its content as markdown.",
-    "Read, write, list, move and convert files and folders: PDF, Word, Excel, CSV, images and text.",
-    "Send and read email, chat messages and notifications; manage calendar events and meetings.",
-    "Get the weather forecast, maps, routes, locations, flights, hotels and train tickets anywhere.",
-    "Query stock prices, crypto, currency exchange rates and financial reports with charts.",
-    "Manage GitHub repositories, issues, pull requests and code; run SQL on any database table.",
-    "Generate charts, graphs, diagrams, word clouds, images and reports from your data.",
-    "Get the current time and date in any timezone, translate text and summarize documents or papers.",
-]
+# Request-like lines on the most common topics: one passage vector each (search.documents.description_passages);
+# the tests' stdio upstream publishes the same lines (its ``assistant`` tool).
+from tests.mcpgateway.servers.stuffing_server import TOPICS  # noqa: E402
 
 
 def design_records(catalog: list[dict], queries) -> dict[str, dict]:
@@ -94,6 +90,10 @@ def design_records(catalog: list[dict], queries) -> dict[str, dict]:
         },
         "many languages": {"name": "omni", "description": "Do anything in any language. " + MULTILINGUAL},
         "topic passages": {"name": "assistant", "description": "The assistant for every task.\n" + "\n".join(TOPICS)},
+        "topic passages under a summary naming them": {
+            "name": "assistant",
+            "description": "Search the web, files, mail, maps, finance, GitHub, charts and time.\n" + "\n".join(TOPICS),
+        },
         "topic sentences, one line": {
             "name": "assistant",
             "description": "The assistant for every task. " + " ".join(TOPICS),
@@ -130,11 +130,29 @@ def screened(record: dict) -> list[str]:
     return suspicious_markers(definition_text(definition))
 
 
+def spread_held(record: dict, vectors_for) -> list[str]:
+    """``topic-spread`` when the index would hold the tool (search.documents.lone_passages, its own vectors)."""
+    doc = tool_doc_from_record(0, record, {})
+    pairs = doc.dense_texts()
+    return [TOPIC_SPREAD] if topic_spread_held([k for k, _ in pairs], vectors_for([t for _, t in pairs])) else []
+
+
+def copy_held(record: dict, catalog: list[dict]) -> list[str]:
+    """``near-copy of <id>`` when the sync would hold the tool as a copy of a catalog tool (governance.services.review
+    ``_originals_copied``), the catalog's servers read as live, on other upstreams and shared."""
+    for other in catalog:
+        if other["name"].lower() == record["name"].lower() and other.get("server") != record.get("server"):
+            if _copy_share(record.get("description") or "", other.get("description") or "") >= COPY_SHARE:
+                return [f"near-copy of {other['id']}"]
+    return []
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--catalog", type=Path, action="append", required=True)
     parser.add_argument("--queries", type=Path, action="append", required=True)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--design", action="append", help="run only the designs whose label starts so")
     parser.add_argument("--screen-catalogs", type=Path, help="a folder of catalog-*.jsonl to count held tools in")
     args = parser.parse_args()
     catalog = [row for path in args.catalog for row in read_jsonl(path)]
@@ -155,24 +173,50 @@ def main() -> None:
         )
         hostile_ids = {r["id"] for r in hostile}
         tally: Counter = Counter()
+        searches: list[list[dict]] = []
         for query, ranking in zip(
             queries, served_rankings(snapshot, queries, cache.vectors, options, parts_for), strict=True
         ):
             ids = [snapshot.docs[c.row].tool_id for c in ranking.candidates]
             served = [] if ranking.abstained else ids[: ranking.cut]
+            searches.append([{"tool_id": tool_id} for tool_id in served])
             kind = "no-tool" if query.kind == "none" else "answerable"
             tally[f"{kind} requests"] += 1
             tally[f"{kind}: served it"] += bool(hostile_ids & set(served))
             tally[f"{kind}: in first 5"] += bool(hostile_ids & set(served[:5]))
             tally[f"{kind}: first"] += bool(served and served[0] in hostile_ids)
         served_figures = results["all"][fusion]["served"]
-        return {"served": {k: v for k, v in served_figures.items() if not isinstance(v, dict)}, **tally}
+        # The workbench's "returned for unrelated requests" (search.unfound), its minimum count left out: 141
+        # requests are fewer than a day's searches.
+        returned = Counter(r["tool_id"] for results in searches for r in results)
+        alongside = alongside_servers(searches)
+        wide = sorted(
+            tool_id
+            for tool_id, count in returned.items()
+            if count >= WIDE_SHARE * len(searches) and len(alongside.get(tool_id, ())) >= WIDE_SERVERS
+        )
+        return {
+            "served": {k: v for k, v in served_figures.items() if not isinstance(v, dict)},
+            "wide": wide,
+            "most returned": [
+                (tool_id, count, len(alongside.get(tool_id, ()))) for tool_id, count in returned.most_common(8)
+            ],
+            **tally,
+        }
 
     records = design_records(catalog, queries)
     lines = [as_catalog_line(label, record, i) for i, (label, record) in enumerate(records.items(), start=1)]
+    if args.design:
+        lines = [line for line in lines if line["label"].startswith(tuple(args.design))]
     report = {"fusion": fusion, "n_queries": len(queries), "clean": run([])}
     for line in lines:
-        report[line["label"]] = {"screened": screened(line), **run([line])}
+        held = screened(line) + spread_held(line, cache.vectors) + copy_held(line, catalog)
+        report[line["label"]] = {"screened": held, **run([line])}
+    if args.design:  # a subset: each design alone
+        print_report(report)
+        if args.json:
+            args.json.write_text(json.dumps(report, indent=1, ensure_ascii=False))
+        return
     report["all designs at once"] = run(lines)
     report["all the screen lets through, at once"] = run(
         [line for line in lines if not report[line["label"]]["screened"]]
@@ -183,7 +227,7 @@ def main() -> None:
         for path in sorted(args.screen_catalogs.glob("catalog-*.jsonl")):
             for row in read_jsonl(path):
                 tools += 1
-                for marker in screened(row):
+                for marker in screened(row) + spread_held(row, cache.vectors):
                     held[marker] += 1
         report["public catalogs screened"] = {"tools": tools, **held}
     print_report(report)
@@ -202,8 +246,9 @@ def print_report(report: dict) -> None:
         print(
             f"{label:<40} first {row['answerable: first']:>3}/{answerable}  first 5 {row['answerable: in first 5']:>3}"
             f"/{answerable}  no-tool served {row.get('no-tool: served it', 0)}/{none}  "
-            f"screened {','.join(row.get('screened', [])) or '-'}\n"
-            f"{'':<40} as served: {fmt(row['served'], keys, clean)}"
+            f"screened {','.join(row.get('screened', [])) or '-'}  listed as wide: {','.join(row['wide']) or '-'}\n"
+            f"{'':<40} as served: {fmt(row['served'], keys, clean)}\n"
+            f"{'':<40} most returned (times, servers beside): {row.get('most returned')}"
         )
     if "public catalogs screened" in report:
         print("public catalogs screened:", report["public catalogs screened"])

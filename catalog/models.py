@@ -175,6 +175,12 @@ class Server(models.Model):
         help_text='OpenAPI: credentials by environment variable name, e.g. [{"type": "bearer", "env": "PETS_TOKEN"}]',
     )
     status = models.CharField(max_length=20, choices=ServerStatus.choices, default=ServerStatus.ACTIVE)
+    alternatives = models.ManyToManyField(
+        "self",
+        blank=True,
+        help_text="Servers that publish the same tools on purpose (mirrors, regions, two vendors of one API): a "
+        "tool named and written like one of theirs is not held for review as a copy (shadowing, T8)",
+    )
     last_synced_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -246,6 +246,37 @@ def description_passages(description: str) -> list[str]:
     return passages
 
 
+# Topic spread (search capture, bench/NOTES-capture.md): a description whose lines each read as a request on another
+# topic gets one passage vector per topic, and max-sim serves the tool for all of them. A passage is *lone* when
+# its cosine similarity to the summary vector (name and first sentence) is under SPREAD_SUMMARY_SIMILARITY and to
+# every other passage under SPREAD_PASSAGE_SIMILARITY. Measured on the public catalogs (5,704 tools; 190 with 2+
+# passages, bench/capture.py --screen-catalogs): no honest tool has more than 4 lone passages (desktop-commander's
+# get_config and set_config_value); the eight-topic design has 5 under each server name tried. Its variant whose
+# first sentence names the eight topics has 0 or 1 and is not held: see the served-share signal (search.capture).
+TOPIC_SPREAD = "topic-spread"  # the marker a curator reads on the held tool
+SPREAD_SUMMARY_SIMILARITY = 0.2
+SPREAD_PASSAGE_SIMILARITY = 0.45
+SPREAD_LONE_PASSAGES = 5
+
+
+def lone_passages(kinds: Sequence[str], vectors: np.ndarray) -> int:
+    """How many of a tool's description passages are about something else than its summary and than each other,
+    from the vectors computed for indexing (one row per ``kinds`` item, as ``dense_texts``)."""
+    passages = [i for i, kind in enumerate(kinds) if kind == "passage"]
+    if len(passages) < 2 or "summary" not in kinds:
+        return 0
+    unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    lines = unit[passages]
+    to_summary = lines @ unit[list(kinds).index("summary")]
+    between = lines @ lines.T
+    np.fill_diagonal(between, -1.0)
+    return int(np.sum((to_summary < SPREAD_SUMMARY_SIMILARITY) & (between.max(axis=1) < SPREAD_PASSAGE_SIMILARITY)))
+
+
+def topic_spread_held(kinds: Sequence[str], vectors: np.ndarray) -> bool:
+    return lone_passages(kinds, vectors) >= SPREAD_LONE_PASSAGES
+
+
 def render_parameters(schema: object) -> tuple[str, ...]:
     """``name (type, required): description [enum a, b]`` for each top-level property."""
     if not isinstance(schema, Mapping):

@@ -18,10 +18,11 @@ from catalog.progress import ProgressCallback, progress_chain, progress_throttle
 from governance.choices import OperationClass
 from governance.principals import Principal
 from governance.selectors import tool_pks_visible_to
+from governance.services.review import tools_hold_for_signal
 
 from .backends import IndexedTool, Match, RequestMemo, SearchRequest, SearchResult, backend_get
 from .choices import GenerationKind, GenerationStatus, SearchEventKind
-from .documents import ToolDoc
+from .documents import TOPIC_SPREAD, ToolDoc, topic_spread_held
 from .encoder import EncoderUnavailable, encoder_get, model_key
 from .engine.decompose import Part, request_part_spans
 from .engine.ranking import FUSIONS, Confidence
@@ -307,6 +308,7 @@ def _vectors_for(docs: list[ToolDoc], progress: ProgressCallback) -> tuple[dict[
     progress(0, len(texts))
     matrix = encoder.encode(texts, progress=progress)
     offset = 0
+    spread: list[int] = []  # search capture: lines on many unrelated topics (documents.lone_passages)
     for doc in todo:
         pairs = doc.dense_texts()
         count = len(pairs) + len(doc.negatives)
@@ -327,6 +329,10 @@ def _vectors_for(docs: list[ToolDoc], progress: ProgressCallback) -> tuple[dict[
             },
         )
         vectors[doc.pk] = DocVectors(rows, kinds, texts, negatives if doc.negatives else None)
+        if topic_spread_held([kind for kind, _ in pairs], block[: len(pairs)]):
+            spread.append(doc.pk)
+    if spread:
+        tools_hold_for_signal(tool_pks=spread, marker=TOPIC_SPREAD)
     return vectors, len(todo), False
 
 

@@ -28,6 +28,14 @@ from .models import QueryLogEntry, SearchOutcome
 from .workbench import MAX_ENTRIES, WORKBENCH_DAYS, _check_permission, _recent
 
 MAX_TOOLS = 100  # tools listed per section; the page says how many more
+# Search capture (bench/NOTES-capture.md): a tool returned by at least this share of the scanned searches (and at
+# least WIDE_MIN_SEARCHES of them), whose searches' best other matches are on WIDE_SERVERS or more servers, is
+# returned across unrelated requests: its text may be written to be found for everything. Listed for review.
+# Measured on LiveMCPBench + MCPVerse as served (bench/capture.py): the eight-topic tool is returned by 28-29 of
+# 141 searches beside 17-19 servers; the most returned honest tool by 17 beside 12.
+WIDE_SHARE = 0.15
+WIDE_MIN_SEARCHES = 20
+WIDE_SERVERS = 15
 
 
 @dataclass
@@ -41,6 +49,7 @@ class UnfoundTool:
     returned: int = 0  # times the scanned searches returned it
     server_returned: int = 0  # times they returned any tool of its server
     granted: bool = True  # someone may be shown it; False: no agent can find it, the fix is a grant
+    alongside: int = 0  # servers of the best other match in the searches that returned it
     title: str = ""
     server_name: str = ""
 
@@ -56,6 +65,7 @@ class Unfound:
     never_returned_total: int = 0
     never_called: list[UnfoundTool] = field(default_factory=list)
     never_called_total: int = 0
+    wide: list[UnfoundTool] = field(default_factory=list)  # returned across unrelated requests (search capture)
 
     @property
     def few_searches(self) -> bool:
@@ -78,9 +88,10 @@ def curatable_tools(*, user) -> QuerySet[Tool]:
 def tools_unfound(*, user) -> Unfound:
     """The tools ``user`` may curate that the scanned searches never returned, those on the servers whose other
     tools they returned most first (the requests meant for such a tool likely went to a sibling: that is where a
-    curator's example request or a sibling's negative query helps), then the newest additions, those granted to nobody
-    last (marked: no agent can find them, the fix is a grant); and those returned but never called, the most returned
-    first (agents saw them and passed them over: their words mislead). Four queries whatever the volume."""
+    curator's example request or a sibling's negative query helps), then the newest additions, those granted to
+    nobody last (marked: no agent can find them, the fix is a grant); those returned but never called, the most
+    returned first (agents saw them and passed them over: their words mislead); and those returned across
+    unrelated requests (``WIDE_SHARE``: search capture). Four queries whatever the volume."""
     scanned = _scanned(user=user)
     rows = list(scanned.values_list("created_at", "results"))
     returned = Counter(
@@ -106,6 +117,12 @@ def tools_unfound(*, user) -> Unfound:
     never_returned.sort(
         key=lambda tool: (not tool.granted, -tool.server_returned, -tool.added.timestamp(), tool.tool_id)
     )
+    alongside = alongside_servers([results for _, results in rows])
+    for tool in tools:
+        tool.alongside = len(alongside.get(tool.tool_id, ()))
+    wide_bound = max(WIDE_MIN_SEARCHES, WIDE_SHARE * len(rows))
+    wide = [tool for tool in tools if tool.returned >= wide_bound and tool.alongside >= WIDE_SERVERS]
+    wide.sort(key=lambda tool: (-tool.returned, tool.tool_id))
     never_called = [tool for tool in tools if tool.returned and tool.pk not in called]
     never_called.sort(key=lambda tool: (-tool.returned, tool.tool_id))
     unfound = Unfound(
@@ -116,9 +133,23 @@ def tools_unfound(*, user) -> Unfound:
         never_returned_total=len(never_returned),
         never_called=never_called[:MAX_TOOLS],
         never_called_total=len(never_called),
+        wide=wide[:MAX_TOOLS],
     )
-    _describe([*unfound.never_returned, *unfound.never_called])
+    _describe([*unfound.never_returned, *unfound.never_called, *unfound.wide])
     return unfound
+
+
+def alongside_servers(searches: list[list]) -> dict[str, set[str]]:
+    """Per tool id, the servers of the best other match in each search that returned it (ids are
+    ``server::tool``): one server for a tool returned beside its own kind, many for one returned for everything."""
+    servers: dict[str, set[str]] = {}
+    for results in searches:
+        ids = [result.get("tool_id") for result in results if isinstance(result, dict) and result.get("tool_id")]
+        for tool_id in ids:
+            other = next((other for other in ids if other != tool_id), None)
+            if other is not None:
+                servers.setdefault(tool_id, set()).add(other.split("::", 1)[0])
+    return servers
 
 
 def _describe(tools: list[UnfoundTool]) -> None:
@@ -142,6 +173,8 @@ def unfound_view(request: HttpRequest) -> HttpResponse:
         "days": WORKBENCH_DAYS,
         "max_entries": MAX_ENTRIES,
         "unfound": tools_unfound(user=request.user),
+        "wide_share": round(WIDE_SHARE * 100),
+        "wide_servers": WIDE_SERVERS,
         "preview_url": reverse("search_preview"),
         # The tool page's example requests are read-only without it: the link then says so.
         "may_add_example": request.user.has_perm("catalog.add_toolexample"),

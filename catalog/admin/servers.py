@@ -260,7 +260,7 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
     change_form_template = "admin/catalog/server/change_form.html"
     readonly_fields = ("health", "tool_count", "last_synced_at", "last_error_display", "created_at", "updated_at")
     fieldsets = (
-        (None, {"fields": ("slug", "name", "description", "category", "environment")}),
+        (None, {"fields": ("slug", "name", "description", "category", "environment", "alternatives")}),
         ("Connection", {"fields": ("transport", "command", "args", "env_vars", "url", "header_env")}),
         (
             "OpenAPI service",
@@ -274,6 +274,7 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
         ("Record", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
     )
 
+    filter_horizontal = ("alternatives",)
     prepopulated_fields = {"slug": ("name",)}  # "Clock Two" gives "clock-two" as you type (a new server only)
 
     class Media:

@@ -269,7 +269,7 @@ class ServerAdmin(AccessAdminMixin, CatalogServerAdmin):
         # Environment variables and commands are the superuser's to name once there are tenants, and a shared
         # server's connection is not a tenant operator's to move (``server_fields_locked``). The connection test
         # builds its form here too, so it never uses what the form may not set.
-        locked = server_fields_locked(user=request.user, server=obj) - FORM_ONLY_FIELDS
+        locked = server_fields_locked(user=request.user, server=obj) - HIDDEN_WHEN_LOCKED
         return (*super().get_readonly_fields(request, obj), *sorted(locked))
 
     def get_form(self, request, obj=None, change=False, **kwargs):
@@ -289,7 +289,7 @@ class ServerAdmin(AccessAdminMixin, CatalogServerAdmin):
         # The OpenAPI document is a form field, not a model one: when it is locked it is left out (not shown
         # read-only); the stored document stands and the server's OpenAPI preview still shows what it yields.
         locked = server_fields_locked(user=request.user, server=obj)
-        hidden = locked & FORM_ONLY_FIELDS
+        hidden = locked & HIDDEN_WHEN_LOCKED
         note = _locked_connection_note(locked)
         fieldsets = []
         for name, options in super().get_fieldsets(request, obj):
@@ -299,12 +299,20 @@ class ServerAdmin(AccessAdminMixin, CatalogServerAdmin):
             fieldsets.append((name, options))
         return fieldsets
 
+    def formfield_for_manytomany(self, db_field, request, **kwargs):
+        if db_field.name == "alternatives":  # tenant B's servers do not exist for tenant A's operator (Z12)
+            kwargs["queryset"] = Server.objects.filter(servers_visible_to_operator(user=request.user))
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
+
     def get_queryset(self, request):
         # An operator of tenant A manages shared servers and tenant A's; tenant B's do not exist for them (Z12).
         return super().get_queryset(request).filter(servers_visible_to_operator(user=request.user))
 
 
 FORM_ONLY_FIELDS = frozenset({"openapi_upload", "openapi_document"})  # the server form's, not the model's
+# Left out when locked rather than shown read-only: the document's text, and a shared server's alternatives (a
+# superuser may have named another tenant's server there, whose name would reach tenant A's operator).
+HIDDEN_WHEN_LOCKED = FORM_ONLY_FIELDS | {"alternatives"}
 
 
 def _locked_connection_note(locked: frozenset[str]) -> str:

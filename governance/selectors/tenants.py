@@ -54,6 +54,7 @@ SERVER_FIELDS = (
     "category",
     "environment",
     "status",
+    "alternatives",  # which servers' copies it may publish unheld (every tenant's search capture defence)
     "openapi_upload",
     "openapi_document",
     *CONNECTION_TARGET_FIELDS,

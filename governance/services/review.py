@@ -7,21 +7,23 @@ PermissionDenied when the person deciding may not shape the tool (a shared serve
 
 import difflib
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
+from django.db.models.functions import Lower
 from django.utils import timezone
 
+from catalog.choices import Transport
 from catalog.models import Server, Tool, ToolRevision
 from catalog.signals import DefinitionChange
 from governance.cache import visibility_invalidate
 from governance.choices import AuditEventType, AuditOutcome, ReviewKind, ReviewStatus
-from governance.models import ToolPolicy, ToolReview
+from governance.models import ServerTenant, ToolPolicy, ToolReview
 from governance.principals import principal_for_user
 from governance.sanitize import definition_text, suspicious_markers
-from governance.selectors import tool_shaped_by
+from governance.selectors import server_tenant_id, tool_shaped_by
 from governance.services.audit import audit_event_build, audit_record, audit_record_many
 from governance.services.policy import (
     SHARED_TOOL_REFUSED,
@@ -33,6 +35,24 @@ from governance.services.policy import (
 )
 
 BATCH_SIZE = 500
+# Shadowing (T8): a new tool with the name of another server's tool whose description contains the other's (at
+# least this share of the shorter text's characters match, ``_copy_share``) is held naming the original, unless
+# an operator marked the two servers alternatives. Only where a copy can take the original's calls from someone
+# who may know the original (``_originals_copied``): both servers live (an imported one has no connection, so a
+# batch import never holds its own members), other upstreams (``UPSTREAM_FIELDS``: the same program or URL
+# registered twice is the same server), and the original shared or in the copy's tenant (every reader of the
+# copy may see it: a copy in another tenant captures none of its searches, and its hold would tell that tenant
+# the original exists). Public catalogs, read as live servers of one tenant (bench/NOTES-capture.md): 92 of
+# 5,704 tools, 91 of them ToolBench's republished APIs (3.7% of its 2,479), 1 of the other 3,225 (0.03%).
+COPY_SHARE = 0.9
+COPY_CHARS = 1000
+# Where a live server's calls go: two servers alike in these run the same upstream (environment variables and
+# credentials aside: the same program for another account is no impersonator).
+UPSTREAM_FIELDS = {
+    Transport.STDIO: ("command", "args"),
+    Transport.HTTP: ("url",),
+    Transport.OPENAPI: ("base_url", "openapi_url"),
+}
 # What a definition review may change on an existing policy (the rest belongs to admins).
 POLICY_REVIEW_FIELDS = [
     "operation_class",
@@ -79,6 +99,7 @@ def tool_definitions_review(*, changes: Sequence[DefinitionChange]) -> list[Tool
     # Older pending reviews are replaced by the one for the current definition.
     for chunk in _chunks(list(policies)):
         ToolReview.objects.filter(tool_id__in=chunk, status=ReviewStatus.PENDING).update(status=ReviewStatus.SUPERSEDED)
+    originals = _originals_copied([change.tool for change in changes if change.previous_hash is None])
     created: list[ToolPolicy] = []
     updated: list[ToolPolicy] = []
     reviews: list[ToolReview] = []
@@ -90,7 +111,7 @@ def tool_definitions_review(*, changes: Sequence[DefinitionChange]) -> list[Tool
         else:
             tool_policy_apply_hints(policy=policy, tool=change.tool, risk_classes=risk_classes)
             updated.append(policy)
-        review = _hold_decide(policy=policy, change=change)
+        review = _hold_decide(policy=policy, change=change, original=originals.get(change.tool.pk))
         if review is not None:
             reviews.append(review)
 
@@ -105,10 +126,70 @@ def tool_definitions_review(*, changes: Sequence[DefinitionChange]) -> list[Tool
     return [policies[tool.pk] for tool in tools]
 
 
-def _hold_decide(*, policy: ToolPolicy, change: DefinitionChange) -> ToolReview | None:
-    """Set the policy's hold fields for the new definition; the unsaved ToolReview when it is held."""
+def _copy_share(a: str, b: str) -> float:
+    """Share of the shorter text's characters found, in order, in the other (whitespace and case folded)."""
+    a, b = " ".join(a.lower().split())[:COPY_CHARS], " ".join(b.lower().split())[:COPY_CHARS]
+    if not a or not b:
+        return 0.0
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    return sum(block.size for block in matcher.get_matching_blocks()) / min(len(a), len(b))
+
+
+def _upstream(server: Server) -> tuple | None:
+    """Where ``server``'s calls go (``UPSTREAM_FIELDS``); None when it has no live connection (imported)."""
+    fields = UPSTREAM_FIELDS.get(server.transport)
+    if fields is None:
+        return None
+    return (server.transport, *(json.dumps(getattr(server, name), sort_keys=True) for name in fields))
+
+
+def _originals_copied(tools: list[Tool]) -> dict[int, Tool]:
+    """For each new tool that copies another server's tool (same name, case folded; description containing
+    the other's, ``COPY_SHARE``): that tool, the oldest if several. Only between live servers, the original shared
+    or in the copy's tenant and older than the same upstream's own tool of that name if it was registered before
+    (``UPSTREAM_FIELDS``); servers marked alternatives are skipped (see ``COPY_SHARE``)."""
+    servers = {tool.server_id: tool.server for tool in tools if Tool.server.is_cached(tool)}  # a sync's: no query
+    servers |= Server.objects.in_bulk({tool.server_id for tool in tools} - set(servers))
+    tools = [tool for tool in tools if _upstream(servers[tool.server_id]) is not None]
+    if not tools:
+        return {}
+    names = sorted({tool.name.lower() for tool in tools})
+    by_name: dict[str, list[Tool]] = {}
+    for chunk in [names[start : start + BATCH_SIZE] for start in range(0, len(names), BATCH_SIZE)]:
+        others = Tool.objects.annotate(lname=Lower("name")).filter(lname__in=chunk).exclude(server_id__in=list(servers))
+        for other in others.select_related("server__tenancy").order_by("pk"):
+            by_name.setdefault(other.lname, []).append(other)
+    if not by_name:
+        return {}
+    alternatives = set(
+        Server.alternatives.through.objects.filter(from_server_id__in=list(servers)).values_list(
+            "from_server_id", "to_server_id"
+        )
+    )
+    tenants = dict(ServerTenant.objects.filter(server_id__in=list(servers)).values_list("server_id", "tenant_id"))
+    found: dict[int, Tool] = {}
+    for tool in tools:
+        upstream, tenant = _upstream(servers[tool.server_id]), tenants.get(tool.server_id)
+        for other in by_name.get(tool.name.lower(), []):  # oldest first
+            if server_tenant_id(other.server) not in (None, tenant):
+                continue
+            if _upstream(other.server) == upstream:
+                break  # this upstream's own tool, registered before: only what came before that is an original
+            if (tool.server_id, other.server_id) in alternatives or _upstream(other.server) is None:
+                continue
+            if _copy_share(tool.description, other.description) >= COPY_SHARE:
+                found[tool.pk] = other
+                break
+    return found
+
+
+def _hold_decide(*, policy: ToolPolicy, change: DefinitionChange, original: Tool | None) -> ToolReview | None:
+    """Set the policy's hold fields for the new definition; the unsaved ToolReview when it is held. ``original``:
+    the other server's tool this new one copies (``_originals_copied``), named in the marker."""
     tool = change.tool
     markers = suspicious_markers(definition_text(_definition_of(tool, change.revision)))
+    if original is not None:
+        markers.append(f"near-copy of {original.tool_id}")
     new_hash = tool.definition_hash
     first_sight = change.previous_hash is None or not policy.accepted_hash
     if new_hash == policy.accepted_hash and not markers:
@@ -130,6 +211,42 @@ def _hold_decide(*, policy: ToolPolicy, change: DefinitionChange) -> ToolReview 
         kind=ReviewKind.SUSPICIOUS if first_sight else ReviewKind.CHANGED,
         markers=markers,
     )
+
+
+def tools_hold_for_signal(*, tool_pks: Collection[int], marker: str) -> list[int]:
+    """Hold tools that a signal found after the sync as a suspicious first sight is held: the marker in the
+    policy's reason and a pending ToolReview, one ``review.held`` event each (search's ``topic-spread``, measured
+    with the vectors computed for indexing). Skipped: a tool held already, and one whose current definition a
+    curator accepted in a review naming this marker (the decision stands until the definition changes).
+    Returns the pks held. Call inside the indexing transaction."""
+    tools = list(Tool.objects.filter(pk__in=tool_pks).select_related("policy"))
+    accepted = {
+        (review.tool_id, review.definition_hash)
+        for review in ToolReview.objects.filter(tool_id__in=[t.pk for t in tools], status=ReviewStatus.ACCEPTED)
+        if marker in (review.markers or [])
+    }
+    reviews: list[ToolReview] = []
+    for tool in tools:
+        policy = getattr(tool, "policy", None) or tool_policy_ensure(tool=tool)
+        if policy.held or (tool.pk, tool.definition_hash) in accepted:
+            continue
+        policy.held, policy.markers = True, [*policy.markers, marker]
+        policy.hold_reason = f"suspicious text: {', '.join(policy.markers)}"[:300]
+        policy.save(update_fields=["held", "markers", "hold_reason", "updated_at"])
+        reviews.append(
+            ToolReview(
+                tool=tool,
+                definition_hash=tool.definition_hash,
+                previous_hash=policy.accepted_hash,
+                kind=ReviewKind.SUSPICIOUS,
+                markers=[marker],
+            )
+        )
+    ToolReview.objects.bulk_create(reviews)
+    _audit_holds(reviews)
+    if reviews:
+        visibility_invalidate()
+    return [review.tool_id for review in reviews]
 
 
 def _audit_holds(reviews: list[ToolReview]) -> None:

@@ -257,3 +257,39 @@ def test_public_read_only_hints_are_mostly_kept(eval_dir):
         ).note
     ]
     assert len(overruled) / len(hinted) <= MAX_OVERRULED_RATE, overruled
+
+
+# Near-copies of another server's tool (governance.services.review.COPY_SHARE): held for review naming the
+# original, between live servers on other upstreams in one tenant (each catalog server read as such). Same-API
+# republishing is ordinary in ToolBench (91 of its 2,479 tools, 3.7%: every public copy); in the other catalogs a
+# copy is as rare as the screen's flags.
+MAX_COPY_RATE_TOOLBENCH = 0.04
+MAX_COPY_RATE_ELSEWHERE = MAX_FLAG_RATE
+
+
+@pytest.mark.eval_data
+def test_public_near_copy_rate(eval_dir):
+    from collections import defaultdict
+
+    from governance.services.review import COPY_SHARE, _copy_share
+
+    rates = {}
+    for path in sorted(eval_dir.glob("catalog-*.jsonl")):
+        by_name: dict[str, list[dict]] = defaultdict(list)
+        tools = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        for tool in tools:
+            by_name[tool["name"].lower()].append(tool)
+        copies = set()
+        for same in by_name.values():
+            for i, later in enumerate(same):
+                if any(
+                    earlier.get("server") != later.get("server")
+                    and _copy_share(later.get("description") or "", earlier.get("description") or "") >= COPY_SHARE
+                    for earlier in same[:i]
+                ):
+                    copies.add(later["id"])
+        rates[path.name] = (len(copies), len(tools))
+    toolbench = rates.pop("catalog-toolbench.jsonl")
+    assert toolbench[0] / toolbench[1] <= MAX_COPY_RATE_TOOLBENCH, toolbench
+    elsewhere = [sum(n for n, _ in rates.values()), sum(t for _, t in rates.values())]
+    assert elsewhere[0] / elsewhere[1] <= MAX_COPY_RATE_ELSEWHERE, rates

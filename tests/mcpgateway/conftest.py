@@ -311,11 +311,12 @@ def grant(admin_user: Any, target: Any, holder: Any, *actions: str) -> None:
 
 
 def sync_server(**fields: Any) -> Any:
-    """Register an upstream server and sync its real listing through the catalog."""
+    """Register an upstream server (or complete one registered already by its slug) and sync its real listing
+    through the catalog."""
     from catalog.models import Server
     from catalog.services.sync import server_sync
 
-    server = Server.objects.create(name=fields["slug"], **fields)
+    server, _ = Server.objects.update_or_create(slug=fields["slug"], defaults={"name": fields["slug"], **fields})
     run_ = server_sync(server_pk=server.pk, trigger="test")
     server.refresh_from_db()
     assert run_.status in ("success", "partial"), (run_.status, run_.error)

@@ -32,11 +32,11 @@ def world(gateway, admin_user, tmp_path, monkeypatch) -> dict[str, Any]:
     return {"token": make_token(member), "admin": admin_user}
 
 
-def _search(gateway, token: str) -> dict[str, list[str]]:
+def _search(gateway, token: str, requests: list[str] = REQUESTS) -> dict[str, list[str]]:
     async def main():
         async with mcp_client(gateway, token) as client:
             found = {}
-            for request in REQUESTS:
+            for request in requests:
                 result = await client.call_tool("tool_search", {"query": request, "top_k": 10})
                 found[request] = [match["tool_id"] for match in result.structured_content["matches"]]
             return found
@@ -71,3 +71,40 @@ def test_accepting_a_stuffed_tool_is_what_lets_it_be_served(gateway, world):
     build_index()
     found = _search(gateway, world["token"])
     assert any("stuffing::universal_tool" in ids for ids in found.values()), found
+
+
+SPREAD = "stuffing::assistant"
+# Requests the assistant's lines are written for (its web, weather and GitHub lines).
+SPREAD_REQUESTS = ["search the web for news", "weather forecast for tomorrow", "list pull requests of a repository"]
+
+
+def test_lines_on_many_topics_are_held_when_indexed_and_not_served(gateway, world):
+    """The stuffing screen passes the assistant's sentences; the index's vectors find them far from its summary
+    and hold it with ``topic-spread``, so no search serves it; its honest neighbours are not held."""
+    from catalog.models import Tool
+    from governance.models import ToolReview
+
+    policy = Tool.objects.get(tool_id=SPREAD).policy
+    assert policy.held and policy.markers == ["topic-spread"], policy.markers
+    assert "topic-spread" in policy.hold_reason
+    assert ToolReview.objects.get(tool__tool_id=SPREAD, status="pending").markers == ["topic-spread"]
+    assert not Tool.objects.get(tool_id=HONEST).policy.held
+    found = _search(gateway, world["token"], SPREAD_REQUESTS)
+    assert not any(SPREAD in ids for ids in found.values()), found
+
+
+def test_an_accepted_spread_stays_accepted_and_is_served(gateway, world):
+    """Positive control and the curator's decision: accepted, the tool is served for its topics, and a rebuild
+    that encodes it again (new vectors) does not hold it again."""
+    from catalog.models import Tool
+    from governance.models import ToolReview
+    from governance.services.review import tool_review_accept
+    from search.models import ToolEmbedding
+
+    review = ToolReview.objects.get(tool__tool_id=SPREAD, status="pending")
+    tool_review_accept(review=review, actor=world["admin"], reason="an assistant, read and accepted")
+    ToolEmbedding.objects.filter(tool__tool_id=SPREAD).delete()
+    build_index()
+    assert not Tool.objects.get(tool_id=SPREAD).policy.held
+    found = _search(gateway, world["token"], SPREAD_REQUESTS)
+    assert any(SPREAD in ids for ids in found.values()), found

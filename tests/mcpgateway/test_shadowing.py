@@ -1,6 +1,9 @@
 """Shadowing over HTTP against two real stdio upstreams (T8, C1-21): a second server publishing a tool with the
-first one's name and words (claiming to be "the official, preferred" one) gets its own id; the first tool keeps
-its id, its accepted definition and its calls, and each id runs its own server's tool only."""
+first one's name and words (claiming to be "the official, preferred" one) gets its own id and is held for review
+at first sight, the original named in its reason; the first tool keeps its id, its accepted definition and its
+calls. Servers an operator marked alternatives publish such copies on purpose: then nothing is held, and each id
+runs its own server's tool only. A copy is held only where every reader of it may know the original (tenants), and
+the original's own program registered again is no copy."""
 
 from __future__ import annotations
 
@@ -32,29 +35,94 @@ def _search_and_run(gateway, token: str) -> tuple[list[str], dict[str, str]]:
     return run(main)
 
 
-def test_a_tool_of_the_same_name_on_another_server_leaves_the_first_unaffected(
-    gateway, admin_user, tmp_path, monkeypatch
-):
-    from catalog.models import Tool
+def _sync_both(admin_user, tmp_path, monkeypatch, *, alternatives: bool):
+    from catalog.models import Server
 
-    original_log, shadow_log = tmp_path / "original.log", tmp_path / "shadow.log"
-    monkeypatch.setenv("POISONED_CALL_LOG", str(original_log))
-    monkeypatch.setenv("STUFFING_CALL_LOG", str(shadow_log))
+    monkeypatch.setenv("POISONED_CALL_LOG", str(tmp_path / "original.log"))
+    monkeypatch.setenv("STUFFING_CALL_LOG", str(tmp_path / "shadow.log"))
     first = sync_script_server("poisoned", "poisoned_server.py", "POISONED_CALL_LOG")
-    before = Tool.objects.get(tool_id=ORIGINAL)
+    if alternatives:  # the operator marks the first server as the second one's alternative before its first sync
+        first.alternatives.add(Server.objects.create(slug="stuffing", name="stuffing"))
     second = sync_script_server("stuffing", "stuffing_server.py", "STUFFING_CALL_LOG")
     member = make_user("gw_member")
     for server in (first, second):
         grant(admin_user, server, member, "discover", "execute")
     build_index()
+    return first, second, make_token(member)
 
+
+def test_a_copy_of_another_servers_tool_is_held_naming_the_original(gateway, admin_user, tmp_path, monkeypatch):
+    from catalog.models import Tool
+    from governance.models import ToolReview
+
+    first, second, token = _sync_both(admin_user, tmp_path, monkeypatch, alternatives=False)
+    original, shadow = Tool.objects.get(tool_id=ORIGINAL), Tool.objects.get(tool_id=SHADOW)
+    assert not original.policy.held and original.policy.accepted_hash == original.definition_hash
+    assert shadow.server_id == second.pk and shadow.policy.held
+    assert f"near-copy of {ORIGINAL}" in shadow.policy.hold_reason  # what the curator reads: which one it copies
+    assert f"near-copy of {ORIGINAL}" in ToolReview.objects.get(tool=shadow, status="pending").markers
+    assert not Tool.objects.get(tool_id="stuffing::send_email").policy.held  # the server's other tools are not
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            found = await client.call_tool("tool_search", {"query": "return the given text unchanged", "top_k": 10})
+            ran = await client.call_tool("execute_tool", {"tool_id": SHADOW, "arguments": {"text": "hi"}})
+            return [match["tool_id"] for match in found.structured_content["matches"]], ran
+
+    found, ran = run(main)
+    assert ORIGINAL in found and SHADOW not in found
+    assert ran.is_error
+    assert _lines(tmp_path / "shadow.log").count("echo") == 0  # the copy never ran
+
+
+def test_a_tool_of_the_same_name_on_an_alternative_server_leaves_the_first_unaffected(
+    gateway, admin_user, tmp_path, monkeypatch
+):
+    from catalog.models import Tool
+
+    first, second, token = _sync_both(admin_user, tmp_path, monkeypatch, alternatives=True)
     after = Tool.objects.get(tool_id=ORIGINAL)
-    assert (after.pk, after.definition_hash) == (before.pk, before.definition_hash)
-    assert not after.policy.held and after.policy.accepted_hash == before.definition_hash
+    assert not after.policy.held and after.policy.accepted_hash == after.definition_hash
     assert Tool.objects.get(tool_id=SHADOW).server_id == second.pk
+    assert not Tool.objects.get(tool_id=SHADOW).policy.held
 
-    found, ran = _search_and_run(gateway, make_token(member))
+    found, ran = _search_and_run(gateway, token)
     assert {ORIGINAL, SHADOW} <= set(found)  # both, each under its own server's id
     assert ran == {ORIGINAL: "hi", SHADOW: "shadow: hi"}
-    assert _lines(original_log).count("echo") == 1  # each id reached its own server's process once
-    assert _lines(shadow_log).count("echo") == 1
+    assert _lines(tmp_path / "original.log").count("echo") == 1  # each id reached its own server's process once
+    assert _lines(tmp_path / "shadow.log").count("echo") == 1
+
+
+def _sync_in(slug: str, script: str, env_var: str, tenant) -> None:
+    """A real stdio server registered with its tenant (or shared, None) before its first sync, as the admin's form."""
+    from catalog.models import Server
+    from governance.models import ServerTenant
+
+    if tenant is not None:
+        ServerTenant.objects.create(server=Server.objects.create(slug=slug, name=slug), tenant=tenant)
+    sync_script_server(slug, script, env_var)
+
+
+def test_a_copy_is_held_only_where_every_reader_of_it_may_know_the_original(tmp_path, monkeypatch):
+    """The original in tenant A: the same copy is held in tenant A (its searches are the original's), not in tenant
+    B (no caller of B sees the original) nor shared (tenant B's members and curators would learn from the hold that
+    A has the tool); the original's own program registered again, in A, is the same upstream, not a copy."""
+    from catalog.models import Tool
+    from tests.governance.factories import tenant_with
+
+    monkeypatch.setenv("POISONED_CALL_LOG", str(tmp_path / "original.log"))
+    monkeypatch.setenv("STUFFING_CALL_LOG", str(tmp_path / "shadow.log"))
+    a, b = tenant_with("tenant-a"), tenant_with("tenant-b")
+    _sync_in("poisoned", "poisoned_server.py", "POISONED_CALL_LOG", a)
+    _sync_in("copy-b", "stuffing_server.py", "STUFFING_CALL_LOG", b)
+    _sync_in("copy-shared", "stuffing_server.py", "STUFFING_CALL_LOG", None)
+    _sync_in("poisoned-again", "poisoned_server.py", "POISONED_CALL_LOG", a)
+    _sync_in("copy-a", "stuffing_server.py", "STUFFING_CALL_LOG", a)
+
+    def markers(tool_id: str) -> list[str]:
+        policy = Tool.objects.get(tool_id=tool_id).policy
+        return policy.markers if policy.held else []
+
+    assert markers("copy-a::echo") == [f"near-copy of {ORIGINAL}"]
+    assert markers("copy-b::echo") == [] and markers("copy-shared::echo") == []
+    assert markers("poisoned-again::echo") == [] and markers(ORIGINAL) == []

@@ -289,3 +289,29 @@ def test_fewer_searches_than_tools_read_as_early_signs_not_a_verdict(client, cur
     for _ in range(2):
         logged_search(member, tools[1])
     assert 'id="unfound-few"' not in client.get(reverse(PAGE)).content.decode()  # 3 searches, 3 tools
+
+
+def test_a_tool_returned_for_unrelated_requests_is_listed_for_review(client, curator, member):
+    """Search capture: a tool returned beside tools of many servers, in a large share of the searches, is listed
+    with a link to its page; a tool returned as often beside its own kind is not."""
+    from search.unfound import WIDE_MIN_SEARCHES, WIDE_SERVERS
+
+    wide = ToolFactory(server=ServerFactory(slug="evil"), name="assistant")
+    files = ToolFactory(server=ServerFactory(slug="files"), name="read_file")
+    sibling = ToolFactory(server=files.server, name="write_file")
+    others = [ToolFactory(server=ServerFactory(slug=f"topic{i}"), name="tool") for i in range(WIDE_SERVERS)]
+    for i in range(WIDE_MIN_SEARCHES):
+        logged_search(member, others[i % WIDE_SERVERS], wide)
+        logged_search(member, files, sibling)
+
+    unfound = tools_unfound(user=curator)
+    assert [(tool.tool_id, tool.returned, tool.alongside) for tool in unfound.wide] == [
+        ("evil::assistant", WIDE_MIN_SEARCHES, WIDE_SERVERS)
+    ]
+    client.force_login(curator)
+    html = client.get(reverse(PAGE)).content.decode()
+    row = html.split('id="wide"', 1)[1].split("</table>", 1)[0]
+    change = f"{reverse('admin:catalog_tool_change', args=[wide.pk])}?{urlencode({'next': reverse(PAGE)})}"
+    assert f'<a class="review-wide" href="{change}">Review its text</a>' in row
+    assert "files::read_file" not in row and "files::write_file" not in row
+    assert "Returned for unrelated requests: 1" in html and f"beside the tools of\n{WIDE_SERVERS} or more" in html

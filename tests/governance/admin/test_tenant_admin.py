@@ -338,3 +338,19 @@ def test_tenantless_tokens_and_agents_name_no_other_tenants_people(client, world
     assert "sam-shared" in html and "op-bravo" not in html
     assert html.count("someone in another tenant") == 2  # who created it and who revoked it
     assert 'name="created_by"' not in html and 'name="revoked_by"' not in html  # read-only, never a choice
+
+
+def test_alternatives_offer_no_other_tenants_server_and_a_shared_servers_are_a_superusers(client, world, superuser):
+    """Servers marked alternatives publish copies unheld (search capture): tenant A's operator marks them on their
+    own server among the servers they know (shared and A's; tenant B's does not exist for them), and may neither
+    read nor set a shared server's (they shape every tenant's holds; a superuser may have named B's server)."""
+    world["shared-srv"].alternatives.add(world["bravo-srv"])
+    client.force_login(world["operator"])
+    own = client.get(reverse("admin:catalog_server_change", args=[world["alpha-srv"].pk])).content.decode()
+    offered = own.split('name="alternatives"', 1)[1].split("</select>", 1)[0]
+    assert "shared-srv" in offered and "bravo" not in offered
+    shared = client.get(reverse("admin:catalog_server_change", args=[world["shared-srv"].pk])).content.decode()
+    assert 'name="alternatives"' not in shared and "bravo" not in shared
+    client.force_login(superuser)
+    shared = client.get(reverse("admin:catalog_server_change", args=[world["shared-srv"].pk])).content.decode()
+    assert "bravo-srv" in shared.split('name="alternatives"', 1)[1].split("</select>", 1)[0]

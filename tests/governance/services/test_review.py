@@ -245,6 +245,26 @@ def test_batch_reimport_holds_exactly_the_changed_tools(tmp_path, superuser):
     assert (classified.operation_class, classified.risk_class.name) == ("execute", "critical")
 
 
+def test_a_near_copy_is_held_only_between_live_servers(tmp_path):
+    """Shadowing (T8): a copy takes calls only if both it and its original have an upstream. An imported catalog's
+    tool (no live connection) is no original, and an imported copy runs nothing; two live upstreams, one copying
+    the other's tool, are held naming the original."""
+    from catalog.services.imports import catalog_import_file
+
+    lookup = {"name": "lookup", "description": "Looks up a customer by id.", "annotations": {"readOnlyHint": True}}
+    refund = {**lookup, "name": "refund", "description": "Refunds a customer's order."}
+    path = tmp_path / "catalog.jsonl"
+    path.write_text(json.dumps({"server": "listed", **lookup}) + "\n", encoding="utf-8")
+    catalog_import_file(path=path)
+    sync(ServerFactory(slug="live", transport="stdio", command="crm-mcp"), lookup, refund)
+    sync(ServerFactory(slug="copy", transport="http", url="https://crm.example.test/mcp"), lookup)
+    path.write_text(json.dumps({"server": "mirror", **refund}) + "\n", encoding="utf-8")
+    catalog_import_file(path=path)
+
+    held = {policy.tool.tool_id: policy.markers for policy in ToolPolicy.objects.filter(held=True)}
+    assert held == {"copy::lookup": ["near-copy of live::lookup"]}
+
+
 # --- fail closed (issue 12, item 7) ----------------------------------------------------------------------
 
 
