@@ -49,20 +49,31 @@ def tools_servable() -> QuerySet[Tool]:
     )
 
 
+def principal_may_act(principal: Principal | None, permission: Permission) -> bool:
+    """Whether ``principal`` may discover (or execute) any tool at all, grants aside: an active, saved user acting
+    with the scopes the permission needs. The first part of the visibility rule (``tools_visible_to``,
+    ``executable_pairs``)."""
+    if principal is None:
+        return False
+    user = principal.user
+    if user is None or not getattr(user, "is_active", False) or user.pk is None:
+        return False
+    if not principal.has_scope(SCOPE_DISCOVER):
+        return False
+    return permission != "execute" or principal.has_scope(SCOPE_EXECUTE)
+
+
 def tools_visible_to(*, principal: Principal, permission: Permission = "discover") -> QuerySet[Tool]:
     """Every tool ``principal`` may discover (or execute), straight from the database (authoritative).
 
-    Callers that only need ids should use ``tool_pks_visible_to`` (cached)."""
-    user = principal.user
-    if user is None or not getattr(user, "is_active", False) or user.pk is None:
-        return Tool.objects.none()
-    if not principal.has_scope(SCOPE_DISCOVER):
-        return Tool.objects.none()
-    if permission == "execute" and not principal.has_scope(SCOPE_EXECUTE):
+    Callers that only need ids should use ``tool_pks_visible_to`` (cached); whether one tool may be executed,
+    ``tool_executable_by``."""
+    if not principal_may_act(principal, permission):
         return Tool.objects.none()
     if permission not in ("discover", "execute"):
         raise ValueError(f"unknown permission {permission!r}")
 
+    user = principal.user
     qs = (
         tools_servable()
         .filter(server_tenant_q(principal, "server__"))
@@ -78,6 +89,16 @@ def tools_visible_to(*, principal: Principal, permission: Permission = "discover
     if principal.server_slugs is not None:
         qs = qs.filter(server__slug__in=sorted(principal.server_slugs))
     return qs
+
+
+def tool_executable_by(*, principal: Principal, tool_pk: int, definition_hash: str | None = None) -> bool:
+    """Whether ``principal`` may execute the tool ``tool_pk`` now, read from the database (``tools_visible_to``,
+    never a cached set: callers decide with it); with ``definition_hash``, only while the tool still has that
+    definition. For a page of principals at once, ``executable_pairs``."""
+    executable = tools_visible_to(principal=principal, permission="execute").filter(pk=tool_pk)
+    if definition_hash is not None:
+        executable = executable.filter(definition_hash=definition_hash)
+    return executable.exists()
 
 
 def tools_narrow(
