@@ -306,13 +306,13 @@ def test_kept_sets_expire_as_the_shared_cache_does_and_stay_bounded():
     from governance.selectors.tools import VisibleSets
 
     kept = VisibleSets()
-    kept.put("stale", time.time() - VISIBILITY_CACHE_TTL_SECONDS, frozenset({1}))
+    kept.put("stale", frozenset({1}), at=time.time() - VISIBILITY_CACHE_TTL_SECONDS)
     assert kept.get("stale") is None  # computed as long ago as the shared cache keeps an entry
-    kept.MAX_PKS = 4
-    kept.put("a", time.time(), frozenset({1, 2}))
-    kept.put("b", time.time(), frozenset({3, 4}))
+    kept.size = 4  # tool ids held at the most
+    kept.put("a", frozenset({1, 2}))
+    kept.put("b", frozenset({3, 4}))
     assert kept.get("a") == {1, 2}  # used last: "b" is now the oldest
-    kept.put("c", time.time(), frozenset({5}))
+    kept.put("c", frozenset({5}))
     assert (kept.get("a"), kept.get("b"), kept.get("c")) == ({1, 2}, None, {5})
 
 
@@ -395,4 +395,4 @@ def test_a_found_tool_is_read_fresh_and_one_principal_never_gets_anothers(member
     for tool_id in (tool.tool_id, f"{tool.server.slug}::nope"):
         with pytest.raises(ToolNotFound):
             tool_get_for_principal(principal=as_principal(outsider), tool_id=tool_id, permission="execute")
-    assert not found_tools._entries
+    assert len(found_tools) == 0
