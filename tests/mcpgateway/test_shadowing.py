@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import build_index, gateway_db, grant, make_token, make_user, mcp_client, run, sync_script_server
+from .conftest import gateway_db, mcp_client, run, sync_script_server
 
 pytestmark = [gateway_db, pytest.mark.slow]
 ORIGINAL, SHADOW = "poisoned::echo", "stuffing::echo"
@@ -33,7 +33,7 @@ def _search_and_run(gateway, token: str) -> tuple[list[str], dict[str, str]]:
 
 
 def test_a_tool_of_the_same_name_on_another_server_leaves_the_first_unaffected(
-    gateway, admin_user, tmp_path, monkeypatch
+    gateway, member_on, tmp_path, monkeypatch
 ):
     from catalog.models import Tool
 
@@ -43,17 +43,14 @@ def test_a_tool_of_the_same_name_on_another_server_leaves_the_first_unaffected(
     first = sync_script_server("poisoned", "poisoned_server.py", "POISONED_CALL_LOG")
     before = Tool.objects.get(tool_id=ORIGINAL)
     second = sync_script_server("stuffing", "stuffing_server.py", "STUFFING_CALL_LOG")
-    member = make_user("gw_member")
-    for server in (first, second):
-        grant(admin_user, server, member, "discover", "execute")
-    build_index()
+    token = member_on(first, second, index=True).token
 
     after = Tool.objects.get(tool_id=ORIGINAL)
     assert (after.pk, after.definition_hash) == (before.pk, before.definition_hash)
     assert not after.policy.held and after.policy.accepted_hash == before.definition_hash
     assert Tool.objects.get(tool_id=SHADOW).server_id == second.pk
 
-    found, ran = _search_and_run(gateway, make_token(member))
+    found, ran = _search_and_run(gateway, token)
     assert {ORIGINAL, SHADOW} <= set(found)  # both, each under its own server's id
     assert ran == {ORIGINAL: "hi", SHADOW: "shadow: hi"}
     assert _lines(original_log).count("echo") == 1  # each id reached its own server's process once
