@@ -396,3 +396,20 @@ def test_a_found_tool_is_read_fresh_and_one_principal_never_gets_anothers(member
         with pytest.raises(ToolNotFound):
             tool_get_for_principal(principal=as_principal(outsider), tool_id=tool_id, permission="execute")
     assert len(found_tools) == 0
+
+
+def test_tool_executable_by_needs_execute_and_with_a_definition_only_that_one(member, grant, server, tool):
+    """The one check of "may execute this tool now" (an approval's use, the re-check before an upstream call):
+    a discover grant is not enough, an execute-scoped token is needed, and a definition it was asked for that the
+    tool no longer has is refused."""
+    from governance.selectors import tool_executable_by
+
+    grant(member, server, "discover")
+    principal = as_principal(member)
+    assert not tool_executable_by(principal=principal, tool_pk=tool.pk)
+    grant(member, server, "execute")
+    assert tool_executable_by(principal=principal, tool_pk=tool.pk)
+    assert tool_executable_by(principal=principal, tool_pk=tool.pk, definition_hash=tool.definition_hash)
+    assert not tool_executable_by(principal=principal, tool_pk=tool.pk, definition_hash="an-earlier-definition")
+    discover_only = as_principal(member, scopes=frozenset({"discover"}))
+    assert not tool_executable_by(principal=discover_only, tool_pk=tool.pk)
