@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
-from collections import OrderedDict
 from typing import Any
 
 import anyio
@@ -33,6 +31,7 @@ from pydantic import PrivateAttr
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from catalog.lru import LruMap
 from governance.api.throttling import bearer_wait, client_address, refused_token_wait, token_seen
 from governance.principals import Principal
 from governance.services.tokens import (
@@ -53,37 +52,24 @@ class TokenCache:
     least recently used first out."""
 
     def __init__(self, size: int = TOKEN_CACHE_SIZE) -> None:
-        self._size = size
-        self._entries: OrderedDict[str, VerifiedToken] = OrderedDict()
-        self._lock = threading.Lock()
+        self._entries: LruMap[str, VerifiedToken] = LruMap(size)
 
     @staticmethod
     def _key(raw: str) -> str:
         return hashlib.sha256(raw.encode("utf-8")).hexdigest()
 
     def get(self, raw: str) -> VerifiedToken | None:
-        key = self._key(raw)
-        with self._lock:
-            verified = self._entries.get(key)
-            if verified is not None:
-                self._entries.move_to_end(key)
-            return verified
+        return self._entries.get(self._key(raw))
 
     def put(self, raw: str, verified: VerifiedToken | None) -> None:
         """Keep ``verified`` for ``raw``, or forget ``raw`` (None)."""
-        key = self._key(raw)
-        with self._lock:
-            if verified is None:
-                self._entries.pop(key, None)
-                return
-            self._entries[key] = verified
-            self._entries.move_to_end(key)
-            while len(self._entries) > self._size:
-                self._entries.popitem(last=False)
+        if verified is None:
+            self._entries.pop(self._key(raw))
+        else:
+            self._entries.put(self._key(raw), verified)
 
     def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
+        self._entries.clear()
 
 
 token_cache = TokenCache()

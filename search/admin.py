@@ -21,6 +21,7 @@ from django.utils.text import Truncator
 from catalog.admin.display import compact_time
 from catalog.admin.lookups import StrictLookupsMixin
 from catalog.admin.progress import ProgressAdminMixin
+from catalog.admin.readonly import ReadOnlyMixin
 from catalog.admin.titles import TitledAdminMixin
 from catalog.models import Server, Tool
 from catalog.progress import progress_snapshot
@@ -41,7 +42,7 @@ from .models import IndexGeneration, LearnedRequest, QueryLogEntry, SearchEvent
 from .usage import approval_request_asked, learned_request_promote, learned_request_reject, query_log_visible_to
 
 
-class ReadOnlyAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin):
+class ReadOnlyAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin):
     """Rows written by search itself; nobody edits them by hand."""
 
     def has_view_permission(self, request: HttpRequest, obj=None) -> bool:
@@ -52,15 +53,6 @@ class ReadOnlyAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin):
 
     def readable_by(self, request: HttpRequest) -> bool:
         return True
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False
 
 
 class InstallWideAdmin(ReadOnlyAdmin):

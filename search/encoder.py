@@ -21,13 +21,14 @@ import logging
 import os
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 
 import numpy as np
 from django.conf import settings
+
+from catalog.lru import LruMap
 
 from .engine.decompose import Part
 
@@ -266,37 +267,20 @@ class QueryVectorCache:
     SCOUT_QUERY_LOG=off asks of what outlives a search), only the vectors of the last requests."""
 
     def __init__(self) -> None:
-        self._entries: OrderedDict[bytes, np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
+        self._entries: LruMap[bytes, np.ndarray] = LruMap(0)  # sized from the setting at each put
 
     def get(self, key: tuple[str, str, str]) -> np.ndarray | None:
-        key = _digest(key)
-        with self._lock:
-            vector = self._entries.get(key)
-            if vector is None:
-                self.misses += 1
-                return None
-            self._entries.move_to_end(key)
-            self.hits += 1
-            return vector
+        return self._entries.get(_digest(key))
 
     def put(self, key: tuple[str, str, str], vector: np.ndarray) -> None:
-        size = settings.SCOUT_SEARCH_QUERY_CACHE_SIZE
+        size = settings.SCOUT_SEARCH_QUERY_CACHE_SIZE  # read at each call: tests and benches change it
         if size <= 0:
             return
-        key = _digest(key)
-        with self._lock:
-            self._entries[key] = vector
-            self._entries.move_to_end(key)
-            while len(self._entries) > size:
-                self._entries.popitem(last=False)
+        self._entries.size = size
+        self._entries.put(_digest(key), vector)
 
     def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self.hits = self.misses = 0
+        self._entries.clear()
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -28,25 +28,17 @@ from .display import (
 from .filters import RevisionServerFilter, ServerFilter
 from .lookups import StrictLookupsMixin
 from .progress import ProgressAdminMixin
+from .readonly import ReadOnlyMixin
 from .titles import TitledAdminMixin
 
 RUN_TOOLS_SHOWN = 200
 
 
-class ReadOnlyAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin):
+class ReadOnlyAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin):
     """Records written by services only: viewable, never added, changed or deleted here."""
 
     paginator = CappedCountPaginator
     show_full_result_count = False
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(SyncRun)

@@ -45,6 +45,7 @@ from catalog.upstream import UpstreamError, list_tools
 from .display import admin_link, badge, compact_time, text_block
 from .filters import held_q, tool_count_annotations
 from .lookups import StrictLookupsMixin
+from .readonly import ReadOnlyMixin
 from .titles import TitledAdminMixin
 
 RECENT_RUNS_SHOWN = 10
@@ -67,7 +68,7 @@ class RecentRunsFormSet(BaseInlineFormSet):
         return self._recent
 
 
-class RecentSyncRunInline(admin.TabularInline):
+class RecentSyncRunInline(ReadOnlyMixin, admin.TabularInline):
     model = SyncRun
     formset = RecentRunsFormSet
     verbose_name_plural = f"Last {RECENT_RUNS_SHOWN} sync runs"
@@ -78,15 +79,6 @@ class RecentSyncRunInline(admin.TabularInline):
     show_change_link = False
     # Without the run's raw name ("sync mail 2026-12-03 08:39:24 success") over each row: the row says all of it.
     template = "admin/edit_inline/scout_tabular.html"
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     @admin.display(description="started")
     def run_link(self, run: SyncRun) -> str:

@@ -4,6 +4,7 @@ from rest_framework import serializers
 
 from catalog.choices import Transport
 from catalog.models import Server, SyncRun, ToolRevision
+from catalog.services.servers import EDITABLE_FIELDS
 
 
 class ServerSerializer(serializers.ModelSerializer):
@@ -13,16 +14,7 @@ class ServerSerializer(serializers.ModelSerializer):
         model = Server
         fields = (
             "slug",
-            "name",
-            "description",
-            "category",
-            "environment",
-            "transport",
-            "command",
-            "args",
-            "env_vars",
-            "url",
-            "header_env",
+            *EDITABLE_FIELDS,
             "status",
             "tool_count",
             "last_synced_at",

@@ -15,6 +15,7 @@ from django.utils.http import urlencode
 from django.utils.text import Truncator
 
 from catalog.admin.lookups import StrictLookupsMixin
+from catalog.admin.readonly import ReadOnlyMixin
 from catalog.admin.titles import TitledAdminMixin
 
 from ..choices import ApprovalStatus
@@ -72,7 +73,7 @@ _OPEN = (ApprovalStatus.PENDING, ApprovalStatus.APPROVED)  # still to decide or 
 
 
 @admin.register(ApprovalRequest)
-class ApprovalRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[ApprovalRequest]):
+class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[ApprovalRequest]):
     # Decide comes second so no viewport clips it; six narrow, wrapping columns fit beside both sidebars at
     # 1280 px (the request's id with its time, the status with whether it is still usable).
     list_display = ("request_column", "decide_link", "status_column", "risk_badge", "tool_column", "requester_column")
@@ -138,15 +139,6 @@ class ApprovalRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmi
 
     def has_view_permission(self, request, obj=None) -> bool:
         return self._may_see(request)
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
     @admin.display(description="who asked")
     def envelope(self, obj: ApprovalRequest):

@@ -7,6 +7,7 @@ from django.utils.html import format_html
 
 from catalog.admin.display import compact_time
 from catalog.admin.lookups import StrictLookupsMixin
+from catalog.admin.readonly import ReadOnlyMixin
 from catalog.admin.titles import TitledAdminMixin
 from catalog.models import Server, Tool
 
@@ -108,7 +109,9 @@ class RecentToolFilter(admin.SimpleListFilter):
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(PageBoundSearchMixin, TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[AuditEvent]):
+class AuditEventAdmin(
+    ReadOnlyMixin, PageBoundSearchMixin, TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[AuditEvent]
+):
     list_display = (
         "when",
         "event",
@@ -243,12 +246,3 @@ class AuditEventAdmin(PageBoundSearchMixin, TitledAdminMixin, StrictLookupsMixin
 
     def get_readonly_fields(self, request, obj=None):
         return [f.name for f in AuditEvent._meta.fields]
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False

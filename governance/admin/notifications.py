@@ -8,6 +8,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from catalog.admin.lookups import StrictLookupsMixin
+from catalog.admin.readonly import ReadOnlyMixin
 from catalog.admin.titles import TitledAdminMixin
 
 from ..choices import NotificationOutcome
@@ -16,7 +17,9 @@ from ..selectors import notification_attempts_visible_to
 
 
 @admin.register(NotificationAttempt)
-class NotificationAttemptAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[NotificationAttempt]):
+class NotificationAttemptAdmin(
+    ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[NotificationAttempt]
+):
     # Four wrapping columns: the log fits beside both sidebars at 1280 px.
     list_display = ("when", "outcome_badge", "approval_link", "result")
     list_display_links = ("when",)
@@ -31,15 +34,6 @@ class NotificationAttemptAdmin(TitledAdminMixin, StrictLookupsMixin, admin.Model
     def get_queryset(self, request):
         # Attempts for requests of shared tenants and the viewer's (Z12); superusers read every one.
         return super().get_queryset(request) & notification_attempts_visible_to(user=request.user)
-
-    def has_add_permission(self, request) -> bool:
-        return False  # written by the notification service only
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
     def _may_open_requests(self, request) -> bool:
         """Whether the request's decide page would open for this reader (operators read the log, approvers decide)."""

@@ -9,6 +9,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from catalog.admin.lookups import StrictLookupsMixin
+from catalog.admin.readonly import ReadOnlyMixin
 from catalog.admin.titles import TitledAdminMixin
 from catalog.admin.tools import CommaSeparatedListField
 
@@ -55,7 +56,7 @@ class RiskClassAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Risk
 
 
 @admin.register(PolicyVersion)
-class PolicyVersionAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[PolicyVersion]):
+class PolicyVersionAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[PolicyVersion]):
     list_title = "Policy versions — each change to risk classes and tool policies, as approvals record it"
     list_display = ("label", "reason", "created_at", "creator")
     readonly_fields = ("number", "reason", "created_at", "creator")
@@ -69,15 +70,6 @@ class PolicyVersionAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[
     @admin.display(description="created by")
     def creator(self, obj: PolicyVersion) -> str:
         return person_name(obj, "created_by")
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
 
 @admin.register(Entitlement)

@@ -24,7 +24,7 @@ from .executable import executable_pairs
 from .grants import _agent_grant_q, _grant_q, _grants, _held_by_q
 from .people import person_shown, person_visible_to, users_visible_to_operator
 from .tenants import server_tenant_q, tenant_q
-from .tools import tools_visible_to
+from .tools import tool_executable_by
 
 
 def approval_requester_may_execute(*, request: ApprovalRequest) -> bool:
@@ -32,11 +32,11 @@ def approval_requester_may_execute(*, request: ApprovalRequest) -> bool:
     worth nothing once they lost access, however the grant went: admin, shell, group change, policy hold).
     Judged as the token that asked (its tenant and agents; never once it is revoked or expired, as only that
     token may use the approval), or as the person when it came from a session. Read by the visibility
-    selector itself (``tools_visible_to``), as deciding needs it: lists use ``approval_requests_usable``."""
+    selector itself (``tool_executable_by``), as deciding needs it: lists use ``approval_requests_usable``."""
     [(_, principal)] = _asking_principals([request])
     if principal is None:
         return False
-    return tools_visible_to(principal=principal, permission="execute").filter(pk=request.tool_id).exists()
+    return tool_executable_by(principal=principal, tool_pk=request.tool_id)
 
 
 def approval_requests_usable(*, requests: Iterable[ApprovalRequest], cached: bool = False) -> set[int]:

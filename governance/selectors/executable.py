@@ -2,15 +2,16 @@
 (permission "execute") applied in Python to rows read in a fixed number of queries, however many principals. One
 ORM query per principal took ~20 ms to build and compile, 1.7 s for the 87 requesters of the approver inbox's page.
 
-``tools_visible_to`` stays the rule's reference: tests/governance/selectors/test_executable_pairs.py holds the two to
-the same answers over tenants, groups, entitlements, agents, server scopes and unservable tools."""
+``tools_visible_to`` stays the rule's reference, and deciding for one principal asks it (``tool_executable_by``); the
+two share who may act at all (``principal_may_act``) and what may be served (``tools_servable``), and
+tests/governance/selectors/test_executable_pairs.py holds them to the same answers over tenants, groups, entitlements,
+agents, server scopes and unservable tools."""
 
 from collections import defaultdict
 from collections.abc import Hashable, Mapping
 
 from django.contrib.auth import get_user_model
 
-from ..constants import SCOPE_DISCOVER, SCOPE_EXECUTE
 from ..models import (
     AgentGrant,
     Entitlement,
@@ -21,7 +22,7 @@ from ..models import (
     ToolUserObjectPermission,
 )
 from ..principals import Principal
-from .tools import tools_servable
+from .tools import principal_may_act, tools_servable
 
 ACTIONS = ("discover", "execute")  # executing needs both grants, of the person and of each narrowing agent
 
@@ -31,7 +32,11 @@ def executable_pairs(
 ) -> set[tuple[Hashable, int]]:
     """(key, tool pk) for each tool among ``asked[key]`` that ``principals[key]`` may execute now
     (``tools_visible_to(principal=..., permission="execute")``); a None principal may execute nothing."""
-    acting = {key: principal for key, principal in principals.items() if _may_execute_any(principal) and asked.get(key)}
+    acting = {
+        key: principal
+        for key, principal in principals.items()
+        if principal_may_act(principal, "execute") and asked.get(key)
+    }
     tool_ids = {tool for key in acting for tool in asked[key]}
     if not tool_ids:
         return set()
@@ -70,15 +75,6 @@ def executable_pairs(
             ):
                 found.add((key, tool))
     return found
-
-
-def _may_execute_any(principal: Principal | None) -> bool:
-    if principal is None:
-        return False
-    user = principal.user
-    if user is None or not getattr(user, "is_active", False) or user.pk is None:
-        return False
-    return principal.has_scope(SCOPE_DISCOVER) and principal.has_scope(SCOPE_EXECUTE)
 
 
 def _pairs(rows, key: str, value: str) -> defaultdict:

@@ -4,7 +4,6 @@ servers an admin may manage."""
 import hashlib
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Literal
@@ -14,6 +13,7 @@ from django.db.models import F, Q, QuerySet
 
 from catalog.cachesafe import cache_call
 from catalog.choices import ServerStatus
+from catalog.lru import LruMap
 from catalog.models import Server, Tool
 
 from ..cache import visibility_version
@@ -49,20 +49,31 @@ def tools_servable() -> QuerySet[Tool]:
     )
 
 
+def principal_may_act(principal: Principal | None, permission: Permission) -> bool:
+    """Whether ``principal`` may discover (or execute) any tool at all, grants aside: an active, saved user acting
+    with the scopes the permission needs. The first part of the visibility rule (``tools_visible_to``,
+    ``executable_pairs``)."""
+    if principal is None:
+        return False
+    user = principal.user
+    if user is None or not getattr(user, "is_active", False) or user.pk is None:
+        return False
+    if not principal.has_scope(SCOPE_DISCOVER):
+        return False
+    return permission != "execute" or principal.has_scope(SCOPE_EXECUTE)
+
+
 def tools_visible_to(*, principal: Principal, permission: Permission = "discover") -> QuerySet[Tool]:
     """Every tool ``principal`` may discover (or execute), straight from the database (authoritative).
 
-    Callers that only need ids should use ``tool_pks_visible_to`` (cached)."""
-    user = principal.user
-    if user is None or not getattr(user, "is_active", False) or user.pk is None:
-        return Tool.objects.none()
-    if not principal.has_scope(SCOPE_DISCOVER):
-        return Tool.objects.none()
-    if permission == "execute" and not principal.has_scope(SCOPE_EXECUTE):
+    Callers that only need ids should use ``tool_pks_visible_to`` (cached); whether one tool may be executed,
+    ``tool_executable_by``."""
+    if not principal_may_act(principal, permission):
         return Tool.objects.none()
     if permission not in ("discover", "execute"):
         raise ValueError(f"unknown permission {permission!r}")
 
+    user = principal.user
     qs = (
         tools_servable()
         .filter(server_tenant_q(principal, "server__"))
@@ -78,6 +89,16 @@ def tools_visible_to(*, principal: Principal, permission: Permission = "discover
     if principal.server_slugs is not None:
         qs = qs.filter(server__slug__in=sorted(principal.server_slugs))
     return qs
+
+
+def tool_executable_by(*, principal: Principal, tool_pk: int, definition_hash: str | None = None) -> bool:
+    """Whether ``principal`` may execute the tool ``tool_pk`` now, read from the database (``tools_visible_to``,
+    never a cached set: callers decide with it); with ``definition_hash``, only while the tool still has that
+    definition. For a page of principals at once, ``executable_pairs``."""
+    executable = tools_visible_to(principal=principal, permission="execute").filter(pk=tool_pk)
+    if definition_hash is not None:
+        executable = executable.filter(definition_hash=definition_hash)
+    return executable.exists()
 
 
 def tools_narrow(
@@ -109,7 +130,7 @@ def _cache_key(principal: Principal, permission: str, version: str, extra: str) 
     return f"governance:vis2:{version}:{permission}:{fingerprint}"
 
 
-class VisibleSets:
+class VisibleSets(LruMap[str, frozenset[int]]):
     """The visible sets this process used lately, by their cache key, in front of the shared cache: the same
     frozenset again instead of one unpickled from the cache on every search (issue 9: ~1.5 ms at 10k tools,
     and the search snapshot then finds its visible mask for that very object). The key names the visibility
@@ -122,55 +143,26 @@ class VisibleSets:
     MAX_PKS = 400_000
 
     def __init__(self) -> None:
-        self._entries: OrderedDict[str, tuple[float, frozenset[int]]] = OrderedDict()
-        self._held = 0
-        self._lock = threading.Lock()
+        super().__init__(self.MAX_PKS, ttl=VISIBILITY_CACHE_TTL_SECONDS, weigh=len)
+        self._gates_lock = threading.Lock()
         self._gates: dict[str, tuple[threading.Lock, int]] = {}  # key -> (its gate, threads holding or waiting)
 
     @contextmanager
     def computing(self, key: str) -> Iterator[None]:
         """Held by one thread at a time per key: the first computes, the next find the set it kept."""
-        with self._lock:
+        with self._gates_lock:
             gate, waiting = self._gates.get(key, (threading.Lock(), 0))
             self._gates[key] = (gate, waiting + 1)
         try:
             with gate:
                 yield
         finally:
-            with self._lock:
+            with self._gates_lock:
                 gate, waiting = self._gates[key]
                 if waiting == 1:
                     del self._gates[key]
                 else:
                     self._gates[key] = (gate, waiting - 1)
-
-    def get(self, key: str) -> frozenset[int] | None:
-        with self._lock:
-            kept = self._entries.get(key)
-            if kept is None:
-                return None
-            if time.time() - kept[0] >= VISIBILITY_CACHE_TTL_SECONDS:
-                self._drop(key)
-                return None
-            self._entries.move_to_end(key)
-            return kept[1]
-
-    def put(self, key: str, computed_at: float, pks: frozenset[int]) -> None:
-        with self._lock:
-            if key in self._entries:
-                self._drop(key)
-            self._entries[key] = (computed_at, pks)
-            self._held += len(pks)
-            while self._held > self.MAX_PKS and len(self._entries) > 1:
-                self._drop(next(iter(self._entries)))
-
-    def _drop(self, key: str) -> None:
-        self._held -= len(self._entries.pop(key)[1])
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self._held = 0
 
 
 visible_sets = VisibleSets()
@@ -203,12 +195,13 @@ def tool_pks_visible_to(
             return kept
         cached = cache_call("get", key)  # a cache outage means computing, never allowing more
         if cached is not None:
-            visible_sets.put(key, *cached)
-            return cached[1]
+            computed_at, pks = cached
+            visible_sets.put(key, pks, at=computed_at)
+            return pks
         computed_at = time.time()  # before the read: the set is no older than this
         pks = _visible_pks_compute(principal, permission, operation_class, environment, server_slugs)
         cache_call("set", key, (computed_at, pks), timeout=VISIBILITY_CACHE_TTL_SECONDS)
-        visible_sets.put(key, computed_at, pks)
+        visible_sets.put(key, pks, at=computed_at)
         return pks
 
 
@@ -223,43 +216,11 @@ def _visible_pks_compute(principal, permission, operation_class, environment, se
     return frozenset(qs.values_list("pk", flat=True))
 
 
-class FoundTools:
-    """Which tool a principal's ``tool_get_for_principal`` last found for a tool_id, in this process: the tool's pk,
-    under a key naming the visibility version (as ``VisibleSets``), so every grant, revocation, hold or status
-    change in any process makes every entry unreachable; dropped VISIBILITY_CACHE_TTL_SECONDS after it was found.
-    Only found tools are kept: a hidden and an unknown tool_id both miss and ask the database the same query, as
-    before (Z5). Bounded, oldest use first out."""
-
-    MAX_ENTRIES = 4096
-
-    def __init__(self) -> None:
-        self._entries: OrderedDict[str, tuple[float, int]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: str) -> int | None:
-        with self._lock:
-            kept = self._entries.get(key)
-            if kept is None:
-                return None
-            if time.time() - kept[0] >= VISIBILITY_CACHE_TTL_SECONDS:
-                del self._entries[key]
-                return None
-            self._entries.move_to_end(key)
-            return kept[1]
-
-    def put(self, key: str, found_at: float, pk: int) -> None:
-        with self._lock:
-            self._entries[key] = (found_at, pk)
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.MAX_ENTRIES:
-                self._entries.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-
-
-found_tools = FoundTools()
+# Which tool a principal's ``tool_get_for_principal`` last found for a tool_id, in this process: the tool's pk, under a
+# key naming the visibility version (as ``VisibleSets``), so every grant, revocation, hold or status change in any
+# process makes every entry unreachable; dropped VISIBILITY_CACHE_TTL_SECONDS after it was found. Only found tools
+# are kept: a hidden and an unknown tool_id both miss and ask the database the same query (Z5).
+found_tools: LruMap[str, int] = LruMap(4096, ttl=VISIBILITY_CACHE_TTL_SECONDS)
 TOOL_RELATED = ("server", "server__tenancy", "policy__risk_class")
 
 
@@ -293,7 +254,7 @@ def tool_get_for_principal(*, principal: Principal, tool_id: str, permission: Pe
     if tool is None or tool.tool_id != tool_id:
         raise ToolNotFound()
     if key is not None:
-        found_tools.put(key, found_at, tool.pk)
+        found_tools.put(key, tool.pk, at=found_at)
     return tool
 
 

@@ -39,7 +39,7 @@ from governance.selectors import (
     approval_requests_for_approver,
     approval_requests_usable,
     server_tenant_id,
-    tools_visible_to,
+    tool_executable_by,
     user_approves_only_by_own_grant,
     with_approval_people_shown,
 )
@@ -491,7 +491,7 @@ def approval_consume(*, approval_id: object, principal: Principal, tool: Tool, a
     if (
         request.status == ApprovalStatus.APPROVED  # others are refused below as used, denied, expired, pending
         and current_hash == request.tool_definition_hash  # a changed tool is refused below as "definition_changed"
-        and not tools_visible_to(principal=principal, permission="execute").filter(pk=tool.pk).exists()
+        and not tool_executable_by(principal=principal, tool_pk=tool.pk)
     ):
         # The requester lost access after asking (a revoked grant by any path, a hold): the approval is void,
         # whoever approved it (Z6).

@@ -157,7 +157,7 @@ def _void_approvals_after_revocation(*, target: Server | Tool, holder: AbstractB
     """Expire pending and approved requests whose requester can no longer execute the tool (Z6).
 
     Use would fail anyway (every call is re-authorized); voiding also clears the approver inbox."""
-    from governance.selectors import tool_pks_visible_to
+    from governance.selectors import tool_executable_by
 
     requests = ApprovalRequest.objects.filter(status__in=[ApprovalStatus.PENDING, ApprovalStatus.APPROVED])
     requests = requests.filter(tool__server=target) if isinstance(target, Server) else requests.filter(tool=target)
@@ -167,8 +167,7 @@ def _void_approvals_after_revocation(*, target: Server | Tool, holder: AbstractB
         requests = requests.filter(requester=holder)
     voided = 0
     for request in requests.select_related("requester").distinct():
-        executable = tool_pks_visible_to(principal=principal_for_user(request.requester), permission="execute")
-        if request.tool_id not in executable:
+        if not tool_executable_by(principal=principal_for_user(request.requester), tool_pk=request.tool_id):
             voided += ApprovalRequest.objects.filter(
                 pk=request.pk, status__in=[ApprovalStatus.PENDING, ApprovalStatus.APPROVED]
             ).update(status=ApprovalStatus.EXPIRED)

@@ -35,7 +35,7 @@ from catalog.secrets import json_secrets_removed, server_secrets
 from governance.choices import AuditEventType, AuditOutcome, OperationClass
 from governance.constants import SCOPE_EXECUTE
 from governance.principals import Principal
-from governance.selectors import ToolNotFound, tool_get_for_principal, tools_visible_to
+from governance.selectors import ToolNotFound, tool_executable_by, tool_get_for_principal
 from governance.services.audit import audit_record
 from governance.services.tokens import principal_as_now
 from search.choices import SearchOutcomeKind
@@ -641,8 +641,7 @@ def execute_still_allowed(plan: ExecutionPlan) -> bool:
     principal = principal_as_now(plan.principal)
     if principal is None or not principal.has_scope(SCOPE_EXECUTE):
         return False
-    executable = tools_visible_to(principal=principal, permission="execute")
-    return executable.filter(pk=plan.tool.pk, definition_hash=plan.tool.definition_hash).exists()
+    return tool_executable_by(principal=principal, tool_pk=plan.tool.pk, definition_hash=plan.tool.definition_hash)
 
 
 def execute_finish(plan: ExecutionPlan, result: types.CallToolResult, *, outcome: str, failure: str = "") -> None:

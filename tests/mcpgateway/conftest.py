@@ -20,10 +20,9 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import anyio
 import httpx
@@ -237,8 +236,7 @@ def run(make: Callable[[], Awaitable[T]]) -> T:
 # --- people and tokens ----------------------------------------------------------------------------
 
 
-@dataclass
-class Persona:
+class Persona(NamedTuple):
     user: Any
     token: str
 
@@ -280,17 +278,33 @@ def admin_user(transactional_db) -> Any:
 
 
 @pytest.fixture
-def people(gateway, admin_user, time_server, calc_server) -> dict[str, Any]:
+def member_on(gateway, admin_user) -> Callable[..., Persona]:
+    """``member_on(*targets, index=False)``: a new member ("gw_member") who may discover and execute on each of
+    ``targets`` (servers or tools), with a token; ``index=True`` builds the search index after the grants. The
+    person most gateway tests call as."""
+
+    def make(*targets: Any, index: bool = False) -> Persona:
+        member = make_user("gw_member")
+        for target in targets:
+            grant(admin_user, target, member, "discover", "execute")
+        if index:
+            build_index()
+        return Persona(member, make_token(member))
+
+    return make
+
+
+@pytest.fixture
+def people(member_on, admin_user, time_server, calc_server) -> dict[str, Any]:
     """Tokens of a member, who may use the time server and calc::add (not calc's hidden payroll tool), and of an
     approver, who may use all of calc; the index built. Modules with other personas define their own."""
     from catalog.models import Tool
 
-    member, approver = make_user("gw_member"), make_user("gw_approver")
-    grant(admin_user, time_server, member, "discover", "execute")
-    grant(admin_user, Tool.objects.get(tool_id="calc::add"), member, "discover", "execute")
+    member = member_on(time_server, Tool.objects.get(tool_id="calc::add"))
+    approver = make_user("gw_approver")
     grant(admin_user, calc_server, approver, "discover", "execute")
     build_index()
-    return {"member": make_token(member), "approver": make_token(approver)}
+    return {"member": member.token, "approver": make_token(approver)}
 
 
 def low_risk() -> Any:

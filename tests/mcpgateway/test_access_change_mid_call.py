@@ -47,7 +47,7 @@ def _archive_server(token: str, *, admin: Any, member: Any, server: Any) -> None
     server_archive(server=server)
 
 
-def _member_waiting_behind_a_hang(gateway, admin_user, faulty_server, faulty_call_log, settings):
+def _member_waiting_behind_a_hang(gateway, member_on, admin_user, faulty_server, faulty_call_log, settings):
     """The member's ping, authorized and waiting for the server's only slot, which a hang holds: (the member, their
     token, the hang's socket, the ping's answer to come)."""
     from mcpgateway.models import IdempotencyRecord
@@ -58,9 +58,7 @@ def _member_waiting_behind_a_hang(gateway, admin_user, faulty_server, faulty_cal
     holder = _open_call(gateway, make_token(holder_user), {"tool_id": "faulty::hang", "arguments": {}})
     _wait_for(lambda: faulty_calls(faulty_call_log, "hang") == 1, "the hang holds the slot")
 
-    member = make_user("gw_member")
-    grant(admin_user, faulty_server, member, "discover", "execute")
-    token = make_token(member)
+    member, token = member_on(faulty_server)
     waiting = _send(gateway, token, {"tool_id": "faulty::ping", "arguments": {"text": "late"}, "idempotency_key": "p"})
     # Its key is claimed once every check passed: it now waits for the slot.
     _wait_for(lambda: IdempotencyRecord.objects.filter(key="p").exists(), "the ping was authorized")
@@ -69,12 +67,12 @@ def _member_waiting_behind_a_hang(gateway, admin_user, faulty_server, faulty_cal
 
 @pytest.mark.parametrize("take_away", [_revoke_token, _revoke_grant, _archive_server], ids=lambda f: f.__name__[1:])
 def test_access_taken_away_while_a_call_waits_for_its_upstream_stops_it_before_it_is_sent(
-    gateway, admin_user, faulty_server, faulty_call_log, settings, take_away
+    gateway, member_on, admin_user, faulty_server, faulty_call_log, settings, take_away
 ):
     from mcpgateway.models import IdempotencyRecord
 
     member, token, holder, waiting = _member_waiting_behind_a_hang(
-        gateway, admin_user, faulty_server, faulty_call_log, settings
+        gateway, member_on, admin_user, faulty_server, faulty_call_log, settings
     )
     take_away(token, admin=admin_user, member=member, server=faulty_server)
     _drop(holder)
@@ -90,9 +88,11 @@ def test_access_taken_away_while_a_call_waits_for_its_upstream_stops_it_before_i
 
 
 def test_a_call_that_waited_for_its_slot_still_runs_when_nothing_changed(
-    gateway, admin_user, faulty_server, faulty_call_log, settings
+    gateway, member_on, admin_user, faulty_server, faulty_call_log, settings
 ):
-    _, _, holder, waiting = _member_waiting_behind_a_hang(gateway, admin_user, faulty_server, faulty_call_log, settings)
+    _, _, holder, waiting = _member_waiting_behind_a_hang(
+        gateway, member_on, admin_user, faulty_server, faulty_call_log, settings
+    )
     _drop(holder)
 
     result = waiting.result(timeout=60)

@@ -24,12 +24,8 @@ pytestmark = [gateway_db, pytest.mark.slow]
 
 
 @pytest.fixture
-def token(gateway, admin_user, calc_server, faulty_server) -> str:
-    member = make_user("gw_member")
-    for server in (calc_server, faulty_server):
-        grant(admin_user, server, member, "discover", "execute")
-    build_index()
-    return make_token(member)
+def token(gateway, member_on, calc_server, faulty_server) -> str:
+    return member_on(calc_server, faulty_server, index=True).token
 
 
 def text_of(result: Any) -> str:
@@ -355,7 +351,7 @@ def test_key_inputs_give_the_type_of_an_optional_or_union_parameter(gateway, adm
     assert kinds == {"pair": "array", "note": "string|null", "size": "integer|array", "extra": "any"}
 
 
-def test_the_everything_servers_get_env_needs_approval(gateway, admin_user):
+def test_the_everything_servers_get_env_needs_approval(gateway, member_on):
     """The reference server's get-env says it is read-only and returns every environment variable of its process:
     what Scout hands a server to run with (its env_vars: API keys, tokens). Scout keeps it a read but a high-risk
     one, so a call waits for an approver instead of returning them."""
@@ -365,10 +361,7 @@ def test_the_everything_servers_get_env_needs_approval(gateway, admin_user):
     if not binary.exists():
         pytest.skip(f"{binary} is missing: run `make install` (npm reference servers)")
     everything = sync_server(slug="everything", transport="stdio", command=str(binary), args=["stdio"])
-    member = make_user("gw_member")
-    grant(admin_user, everything, member, "discover", "execute")
-    build_index()
-    token = make_token(member)
+    token = member_on(everything, index=True).token
 
     async def main():
         async with mcp_client(gateway, token) as client:

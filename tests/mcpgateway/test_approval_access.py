@@ -15,7 +15,6 @@ from .conftest import (
     faulty_calls,
     gateway_db,
     grant,
-    make_token,
     make_user,
     mcp_client,
     run,
@@ -29,12 +28,11 @@ ARGUMENTS = {"note": "ship the release"}
 
 
 @pytest.fixture
-def setup(gateway, admin_user, faulty_server) -> dict[str, Any]:
-    member = make_user("gw_member")
+def setup(gateway, member_on, admin_user, faulty_server) -> dict[str, Any]:
+    member, token = member_on(faulty_server)
     approver = make_user("gw_approver", is_staff=True)
-    grant(admin_user, faulty_server, member, "discover", "execute")
     grant(admin_user, faulty_server, approver, "discover", "approve")
-    return {"token": make_token(member), "member": member}
+    return {"token": token, "member": member}
 
 
 def _inbox(base_url: str, username: str) -> str:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import MODERN, faulty_calls, gateway_db, grant, make_token, make_user, mcp_client, run
+from .conftest import MODERN, faulty_calls, gateway_db, grant, make_user, mcp_client, run
 
 pytestmark = [gateway_db, pytest.mark.slow]
 TOOL = "faulty::record_note"
@@ -16,15 +16,15 @@ def _text(result: Any) -> str:
     return "".join(block.text for block in result.content if getattr(block, "type", "") == "text")
 
 
-def test_the_denial_reason_reaches_the_agent_with_do_not_retry(gateway, admin_user, faulty_server, faulty_call_log):
+def test_the_denial_reason_reaches_the_agent_with_do_not_retry(
+    gateway, member_on, admin_user, faulty_server, faulty_call_log
+):
     from governance.models import ApprovalRequest
     from governance.services.approvals import approval_decide
 
-    member = make_user("gw_member")
+    token = member_on(faulty_server).token
     approver = make_user("gw_approver", is_staff=True)
-    grant(admin_user, faulty_server, member, "discover", "execute")
     grant(admin_user, faulty_server, approver, "approve")
-    token = make_token(member)
 
     async def ask(approval_id: str | None = None) -> Any:
         async with mcp_client(gateway, token, mode=MODERN) as client:
@@ -46,17 +46,15 @@ def test_the_denial_reason_reaches_the_agent_with_do_not_retry(gateway, admin_us
     assert faulty_calls(faulty_call_log, "record_note") == 0
 
 
-def _deny_first_call(gateway, admin_user, faulty_server, arguments: dict[str, Any]):
+def _deny_first_call(gateway, member_on, admin_user, faulty_server, arguments: dict[str, Any]):
     """A member's call opened a request an approver denied. Returns (token, approver, ask) where
     ``ask(arguments)`` sends the call again as that member without approval_id."""
     from governance.models import ApprovalRequest
     from governance.services.approvals import approval_decide
 
-    member = make_user("gw_member")
+    token = member_on(faulty_server).token
     approver = make_user("gw_approver", is_staff=True)
-    grant(admin_user, faulty_server, member, "discover", "execute")
     grant(admin_user, faulty_server, approver, "approve")
-    token = make_token(member)
 
     def ask(arguments: dict[str, Any]) -> Any:
         async def call() -> Any:
@@ -72,13 +70,13 @@ def _deny_first_call(gateway, admin_user, faulty_server, arguments: dict[str, An
 
 
 def test_the_same_call_after_a_denial_is_refused_at_once_without_a_new_request(
-    gateway, admin_user, faulty_server, faulty_call_log
+    gateway, member_on, admin_user, faulty_server, faulty_call_log
 ):
     from governance.choices import AuditEventType
     from governance.models import ApprovalRequest, AuditEvent
 
     arguments = {"note": "wipe the audit log"}
-    denied, ask = _deny_first_call(gateway, admin_user, faulty_server, arguments)
+    denied, ask = _deny_first_call(gateway, member_on, admin_user, faulty_server, arguments)
 
     again = ask(arguments)
     text = _text(again)
@@ -101,14 +99,14 @@ def test_the_same_call_after_a_denial_is_refused_at_once_without_a_new_request(
 
 
 def test_the_same_call_opens_a_new_request_once_the_denial_window_has_passed(
-    gateway, admin_user, faulty_server, faulty_call_log, settings
+    gateway, member_on, admin_user, faulty_server, faulty_call_log, settings
 ):
     from datetime import timedelta
 
     from governance.models import ApprovalRequest
 
     arguments = {"note": "wipe the audit log"}
-    denied, ask = _deny_first_call(gateway, admin_user, faulty_server, arguments)
+    denied, ask = _deny_first_call(gateway, member_on, admin_user, faulty_server, arguments)
     window = timedelta(seconds=settings.SCOUT_APPROVAL_DENIAL_WINDOW)
     ApprovalRequest.objects.filter(pk=denied.pk).update(decided_at=denied.decided_at - window)
 
@@ -118,12 +116,14 @@ def test_the_same_call_opens_a_new_request_once_the_denial_window_has_passed(
     assert ApprovalRequest.objects.count() == 2
 
 
-def test_a_denial_window_of_zero_keeps_no_denial(gateway, admin_user, faulty_server, faulty_call_log, settings):
+def test_a_denial_window_of_zero_keeps_no_denial(
+    gateway, member_on, admin_user, faulty_server, faulty_call_log, settings
+):
     from governance.models import ApprovalRequest
 
     settings.SCOUT_APPROVAL_DENIAL_WINDOW = 0
     arguments = {"note": "wipe the audit log"}
-    _, ask = _deny_first_call(gateway, admin_user, faulty_server, arguments)
+    _, ask = _deny_first_call(gateway, member_on, admin_user, faulty_server, arguments)
 
     assert ask(arguments).structured_content["approval_required"] is True
     assert ApprovalRequest.objects.count() == 2

@@ -62,7 +62,7 @@ def test_a_person_keeps_at_most_the_set_number_of_requests_waiting_whatever_thei
 
 
 def test_two_new_requests_for_two_tools_at_once_open_no_more_than_the_limit(
-    gateway, admin_user, faulty_server, faulty_call_log, settings
+    gateway, member_on, admin_user, faulty_server, faulty_call_log, settings
 ):
     """Postgres: both calls are inside the gateway at once, held by a lock on the requests' table (SQLite has one
     writer, so its calls never overlap this way)."""
@@ -75,8 +75,7 @@ def test_two_new_requests_for_two_tools_at_once_open_no_more_than_the_limit(
     if connection.vendor != "postgresql":
         pytest.skip("needs Postgres: two calls inside the gateway at once, held by a lock")
     settings.SCOUT_APPROVAL_MAX_PENDING_PER_PERSON = 1
-    member = make_user("gw_member")
-    grant(admin_user, faulty_server, member, "discover", "execute")
+    member = member_on(faulty_server).user
     ping = faulty_server.tools.get(name="ping")  # a second tool needing approval: classified a critical write
     tool_policy_classify(
         policy=tool_policy_ensure(tool=ping),

@@ -8,20 +8,18 @@ from typing import Any
 
 import pytest
 
-from .conftest import MODERN, admin_pages, gateway_db, grant, make_token, make_user, mcp_client, run
+from .conftest import MODERN, admin_pages, gateway_db, grant, make_user, mcp_client, run
 from .test_approvals import TOOL, _admin_approve
 
 pytestmark = [gateway_db, pytest.mark.slow]
 
 
-def test_an_approver_reads_how_the_call_they_approved_ended(gateway, admin_user, faulty_server):
+def test_an_approver_reads_how_the_call_they_approved_ended(gateway, member_on, admin_user, faulty_server):
     from governance.models import ApprovalRequest
 
-    member = make_user("gw_member")
+    token = member_on(faulty_server).token
     approver = make_user("gw_approver", is_staff=True)  # an approver by their grant alone: no audit permission
-    grant(admin_user, faulty_server, member, "discover", "execute")
     grant(admin_user, faulty_server, approver, "discover", "approve")
-    token = make_token(member)
     arguments = {"note": "ship the release"}
 
     async def ask(approval_id: str | None = None) -> Any:

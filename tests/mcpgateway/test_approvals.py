@@ -15,12 +15,11 @@ TOOL = "faulty::record_note"
 
 
 @pytest.fixture
-def setup(gateway, admin_user, faulty_server) -> dict[str, Any]:
-    member = make_user("gw_member")
+def setup(gateway, member_on, admin_user, faulty_server) -> dict[str, Any]:
+    token = member_on(faulty_server).token
     approver = make_user("gw_approver", is_staff=True)
-    grant(admin_user, faulty_server, member, "discover", "execute")
     grant(admin_user, faulty_server, approver, "discover", "approve")
-    return {"token": make_token(member)}
+    return {"token": token}
 
 
 def _text(result: Any) -> str:

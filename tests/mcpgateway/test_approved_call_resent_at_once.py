@@ -17,7 +17,7 @@ from django.db import connection, transaction
 
 from tests.postgres_locks import until_sessions_wait_on_locks
 
-from .conftest import faulty_calls, gateway_db, grant, make_token, make_user
+from .conftest import faulty_calls, gateway_db, grant, make_user
 from .test_access_change_mid_call import _send
 
 pytestmark = [gateway_db, pytest.mark.slow]
@@ -30,17 +30,13 @@ def _needs_postgres() -> None:
         pytest.skip("needs Postgres: two calls inside the gateway at once, held by a lock")
 
 
-def _member_with_token(admin_user, faulty_server):
-    member = make_user("gw_member")
-    grant(admin_user, faulty_server, member, "discover", "execute")
-    return member, make_token(member)
-
-
 def test_an_approved_call_sent_twice_at_once_with_one_key_runs_once_and_the_repeat_is_answered_as_one(
-    gateway, admin_user, faulty_server, faulty_call_log
+    gateway, member_on, admin_user, faulty_server, faulty_call_log
 ):
     _needs_postgres()
-    answers = _approved_call_sent_twice(gateway, admin_user, faulty_server, idempotency_key="k-1")
+    answers = _approved_call_sent_twice(
+        gateway, admin_user, faulty_server, member_on(faulty_server).token, idempotency_key="k-1"
+    )
 
     assert faulty_calls(faulty_call_log, "record_note") == 1
     ran = [a for a in answers if not a.get("isError")]
@@ -53,11 +49,13 @@ def test_an_approved_call_sent_twice_at_once_with_one_key_runs_once_and_the_repe
 
 
 def test_an_approved_call_sent_twice_at_once_without_a_key_runs_once(
-    gateway, admin_user, faulty_server, faulty_call_log
+    gateway, member_on, admin_user, faulty_server, faulty_call_log
 ):
     """Z9 over HTTP: two concurrent uses of one approval, exactly one runs; the other is told it was used."""
     _needs_postgres()
-    answers = _approved_call_sent_twice(gateway, admin_user, faulty_server, idempotency_key=None)
+    answers = _approved_call_sent_twice(
+        gateway, admin_user, faulty_server, member_on(faulty_server).token, idempotency_key=None
+    )
 
     assert faulty_calls(faulty_call_log, "record_note") == 1
     assert sorted(bool(a.get("isError")) for a in answers) == [False, True], answers
@@ -65,14 +63,15 @@ def test_an_approved_call_sent_twice_at_once_without_a_key_runs_once(
     assert refused["structuredContent"]["approval_rejected"] == "used"
 
 
-def _approved_call_sent_twice(gateway, admin_user, faulty_server, *, idempotency_key: str | None) -> list[dict]:
-    """The member's call approved, then sent twice while a lock on the approval's row keeps both inside the
-    gateway (as an approver's page or the sweep may hold it); the two answers."""
+def _approved_call_sent_twice(
+    gateway, admin_user, faulty_server, token: str, *, idempotency_key: str | None
+) -> list[dict]:
+    """The call of the member with ``token`` approved, then sent twice while a lock on the approval's row keeps both
+    inside the gateway (as an approver's page or the sweep may hold it); the two answers."""
     from governance.models import ApprovalRequest
     from governance.services.approvals import approval_decide, approval_request_create
     from governance.services.tokens import api_token_verify
 
-    _, token = _member_with_token(admin_user, faulty_server)
     approver = make_user("gw_approver", is_staff=True)
     grant(admin_user, faulty_server, approver, "discover", "approve")
     tool = faulty_server.tools.get(name="record_note")
@@ -90,12 +89,12 @@ def _approved_call_sent_twice(gateway, admin_user, faulty_server, *, idempotency
 
 
 def test_a_call_sent_twice_at_once_before_any_approval_opens_one_request(
-    gateway, admin_user, faulty_server, faulty_call_log
+    gateway, member_on, faulty_server, faulty_call_log
 ):
     _needs_postgres()
     from governance.models import ApprovalRequest
 
-    _, token = _member_with_token(admin_user, faulty_server)
+    token = member_on(faulty_server).token
     call = {"tool_id": TOOL, "arguments": ARGUMENTS}
     with transaction.atomic():
         with connection.cursor() as cursor:  # no request can be opened until this transaction ends; reads go on

@@ -31,16 +31,15 @@ QUERY = "rotate the payroll encryption keys"
 
 
 @pytest.fixture
-def people(gateway, admin_user, time_server, calc_server) -> dict[str, Any]:
+def people(member_on, admin_user, time_server, calc_server) -> dict[str, Any]:
     from catalog.models import Tool
 
-    member, approver, outsider = make_user("gw_member"), make_user("gw_approver"), make_user("gw_outsider")
-    grant(admin_user, time_server, member, "discover", "execute")
-    grant(admin_user, Tool.objects.get(tool_id="calc::add"), member, "discover", "execute")
+    member, token = member_on(time_server, Tool.objects.get(tool_id="calc::add"))
+    approver, outsider = make_user("gw_approver"), make_user("gw_outsider")
     grant(admin_user, calc_server, approver, "discover", "execute", "approve")
     build_index()
     return {
-        "member": make_token(member),
+        "member": token,
         "approver": make_token(approver),
         "outsider": make_token(outsider),
         "member_discover_only": make_token(member, scopes=["discover"]),

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from .conftest import faulty_calls, gateway_db, grant, make_token, make_user, mcp_client, run
+from .conftest import faulty_calls, gateway_db, mcp_client, run
 
 pytestmark = [gateway_db, pytest.mark.slow]
 
@@ -17,13 +17,11 @@ COOLDOWN = 1.0
 
 
 @pytest.fixture
-def token(gateway, admin_user, faulty_server, settings) -> str:
+def token(gateway, member_on, faulty_server, settings) -> str:
     settings.SCOUT_UPSTREAM_BREAKER_FAILURES = THRESHOLD
     settings.SCOUT_UPSTREAM_BREAKER_COOLDOWN = COOLDOWN
     settings.SCOUT_MCP_RESTART_BACKOFF_MAX = 0.5  # the crashed process restarts quickly for the probe
-    member = make_user("gw_member")
-    grant(admin_user, faulty_server, member, "discover", "execute")
-    return make_token(member)
+    return member_on(faulty_server).token
 
 
 def _text(result: Any) -> str:

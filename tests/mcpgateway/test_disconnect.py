@@ -14,16 +14,14 @@ from typing import Any
 
 import pytest
 
-from .conftest import faulty_calls, gateway_db, grant, make_token, make_user, modern_request, raw_post, rpc_result
+from .conftest import faulty_calls, gateway_db, grant, make_user, modern_request, raw_post, rpc_result
 
 pytestmark = [gateway_db, pytest.mark.slow]
 
 
 @pytest.fixture
-def token(gateway, admin_user, faulty_server) -> str:
-    member = make_user("gw_member")
-    grant(admin_user, faulty_server, member, "discover", "execute")
-    return make_token(member)
+def token(gateway, member_on, faulty_server) -> str:
+    return member_on(faulty_server).token
 
 
 def _open_call(gateway, token: str, arguments: dict[str, Any]) -> socket.socket:

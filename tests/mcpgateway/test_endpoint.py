@@ -35,8 +35,8 @@ pytestmark = [gateway_db, pytest.mark.slow]
 
 
 @pytest.fixture
-def member_token(gateway) -> str:
-    return make_token(make_user("gw_member"))
+def member_token(member_on) -> str:
+    return member_on().token
 
 
 def test_no_token_is_401_with_www_authenticate_naming_the_metadata_url(gateway):

@@ -75,15 +75,13 @@ def test_one_persons_slow_calls_leave_the_next_free_slot_to_someone_else(
 
 
 def test_a_person_under_their_share_waits_for_a_slot_as_before(
-    gateway, admin_user, faulty_server, faulty_call_log, settings
+    gateway, member_on, faulty_server, faulty_call_log, settings
 ):
     from mcpgateway.models import IdempotencyRecord
 
     settings.SCOUT_MCP_MAX_CALLS_PER_SERVER = 1
     settings.SCOUT_MCP_MAX_CALLS_PER_PERSON_PER_SERVER = 2
-    member = make_user("gw_member")
-    grant(admin_user, faulty_server, member, "discover", "execute")
-    token = make_token(member)
+    token = member_on(faulty_server).token
     hang = _open_call(gateway, token, {"tool_id": "faulty::hang", "arguments": {}})
     try:
         _wait_for(lambda: faulty_calls(faulty_call_log, "hang") == 1, "the hang holds the only slot")

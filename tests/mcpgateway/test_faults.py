@@ -17,7 +17,6 @@ from .conftest import (
     faulty_calls,
     gateway_db,
     grant,
-    make_token,
     make_user,
     mcp_client,
     run,
@@ -27,11 +26,8 @@ pytestmark = [gateway_db, pytest.mark.slow]
 
 
 @pytest.fixture
-def token(gateway, admin_user, faulty_server, time_server) -> str:
-    member = make_user("gw_member")
-    grant(admin_user, faulty_server, member, "discover", "execute")
-    grant(admin_user, time_server, member, "discover", "execute")
-    return make_token(member)
+def token(gateway, member_on, faulty_server, time_server) -> str:
+    return member_on(faulty_server, time_server).token
 
 
 def _text(result: Any) -> str:

@@ -12,7 +12,7 @@ import pytest
 
 from mcpgateway.services.discovery import LOW_CONFIDENCE, NO_TOOL_FITS
 
-from .conftest import LEGACY, PROTOCOL_MODES, build_index, gateway_db, grant, make_token, make_user, mcp_client, run
+from .conftest import LEGACY, PROTOCOL_MODES, gateway_db, mcp_client, run
 from .test_agent_view import listed, text_of
 
 pytestmark = [gateway_db, pytest.mark.slow]
@@ -21,15 +21,10 @@ NOT_PORTABLE = ("anyOf", "oneOf", "allOf", "not", "$ref", "$defs", "default")
 
 
 @pytest.fixture
-def token(gateway, admin_user, time_server, calc_server, faulty_server) -> str:
+def token(gateway, member_on, time_server, calc_server, faulty_server) -> str:
     from catalog.models import Tool
 
-    member = make_user("gw_member")
-    grant(admin_user, time_server, member, "discover", "execute")
-    grant(admin_user, Tool.objects.get(tool_id="calc::add"), member, "discover", "execute")
-    grant(admin_user, faulty_server, member, "discover", "execute")
-    build_index()
-    return make_token(member)
+    return member_on(time_server, Tool.objects.get(tool_id="calc::add"), faulty_server, index=True).token
 
 
 def not_portable(schema: dict[str, Any], where: str = "") -> list[str]:

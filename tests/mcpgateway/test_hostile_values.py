@@ -7,16 +7,14 @@ from typing import Any
 
 import pytest
 
-from .conftest import faulty_calls, gateway_db, grant, make_token, make_user, modern_request, raw_post, rpc_result
+from .conftest import faulty_calls, gateway_db, make_token, make_user, modern_request, raw_post, rpc_result
 
 pytestmark = [gateway_db, pytest.mark.slow]
 
 
 @pytest.fixture
-def member(gateway, admin_user, faulty_server) -> Any:
-    member = make_user("gw_member")
-    grant(admin_user, faulty_server, member, "discover", "execute")
-    return member
+def member(member_on, faulty_server) -> Any:
+    return member_on(faulty_server).user
 
 
 def _call(gateway: Any, token: str, tool_id: str, arguments_json: str) -> Any:

@@ -24,16 +24,15 @@ TOOL = "faulty::record_note"
 
 
 @pytest.fixture
-def token(gateway, admin_user, faulty_server) -> str:
+def token(gateway, member_on, admin_user, faulty_server) -> str:
     from catalog.models import Tool
 
-    member = make_user("gw_member")
-    grant(admin_user, faulty_server, member, "discover", "execute")
+    token = member_on(faulty_server).token
     # A low-risk write: no approval needed, so only the idempotency key stands between a resend and a rerun.
     classify_low_risk(
         Tool.objects.get(tool_id=TOOL), actor=admin_user, operation_class="write", reversibility="reversible"
     )
-    return make_token(member)
+    return token
 
 
 def _call(client, key: str | None, note: str) -> Any:

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from .conftest import NODE_BIN, build_index, gateway_db, grant, make_token, make_user
+from .conftest import NODE_BIN, gateway_db
 
 pytestmark = [gateway_db, pytest.mark.slow]
 INSPECTOR = NODE_BIN / "mcp-inspector"
@@ -35,11 +35,8 @@ def _inspect(env: dict[str, str], url: str, token: str | None, *args: str) -> su
     return subprocess.run(command + list(args), capture_output=True, text=True, env=env, timeout=120)
 
 
-def test_inspector_lists_tools_and_calls_tool_search_with_a_token(gateway, admin_user, time_server, inspector_env):
-    member = make_user("gw_member")
-    grant(admin_user, time_server, member, "discover", "execute")
-    build_index()
-    token = make_token(member)
+def test_inspector_lists_tools_and_calls_tool_search_with_a_token(gateway, member_on, time_server, inspector_env):
+    token = member_on(time_server, index=True).token
     url = f"{gateway.url}/mcp"
 
     listed = _inspect(inspector_env, url, token, "--method", "tools/list")
@@ -67,14 +64,11 @@ def test_inspector_lists_tools_and_calls_tool_search_with_a_token(gateway, admin
     assert "tool_search" not in refused.stdout
 
 
-def test_inspector_reads_a_meta_tools_error_as_the_tool_error_it_is(gateway, admin_user, time_server, inspector_env):
+def test_inspector_reads_a_meta_tools_error_as_the_tool_error_it_is(gateway, member_on, time_server, inspector_env):
     """The TypeScript SDK checks a result's structured content against the tool's outputSchema even when isError:
     tool_inspect's answer to an unknown id ({"unknown_tool": true}) satisfies it, so the Inspector shows the text
     the model corrects itself with, not "MCP error -32602: Structured content does not match"."""
-    member = make_user("gw_member")
-    grant(admin_user, time_server, member, "discover", "execute")
-    build_index()
-    token = make_token(member)
+    token = member_on(time_server, index=True).token
 
     def inspect_ids(ids: list[str]) -> dict:
         called = _inspect(

@@ -19,9 +19,6 @@ from .conftest import (
     ThreadedUvicorn,
     drop_index,
     gateway_db,
-    grant,
-    make_token,
-    make_user,
     mcp_client,
     modern_request,
     raw_post,
@@ -74,16 +71,15 @@ def labels_upstream():
 
 
 @pytest.fixture
-def labels(gateway, admin_user, labels_upstream) -> str:
+def labels(gateway, member_on, labels_upstream) -> str:
     """A member's token; the labels server's tool is listed directly (no search index)."""
     server = sync_server(slug="labels", transport="http", url=f"{labels_upstream.url}/mcp")
     assert server.tools.get().input_schema["properties"]["label"]["x-mcp-header"] == "Label"
-    member = make_user("gw_member")
-    grant(admin_user, server, member, "discover", "execute")
+    token = member_on(server).token
     drop_index()
     SEEN.clear()
     RECEIVED.clear()
-    return make_token(member)
+    return token
 
 
 def _sentinel(text: str) -> str:
@@ -169,7 +165,7 @@ def test_scouts_own_call_to_the_upstream_mirrors_the_argument_into_its_header(la
     assert calls == [("tools/call", _sentinel("a\r\nb ü"), 200), ("tools/call", "plain", 200)]
 
 
-def test_a_tool_2026_clients_would_drop_is_listed_to_no_client(gateway, admin_user, tmp_path):
+def test_a_tool_2026_clients_would_drop_is_listed_to_no_client(gateway, member_on, tmp_path):
     """A tool whose x-mcp-header annotation is invalid is refused at sync, so every client, whatever its version,
     sees the same tools. Before, Scout listed it: a 2025 client saw it and a 2026-07-28 client dropped it (as the
     spec requires), so one agent could call a tool another was never shown."""
@@ -177,10 +173,8 @@ def test_a_tool_2026_clients_would_drop_is_listed_to_no_client(gateway, admin_us
     invalid = good_tool("invalid", inputSchema={"type": "object", "properties": properties})
     valid = good_tool("valid", inputSchema={"type": "object", "properties": {"r": properties["region"]}})
     server = sync_scripted_server(tmp_path, "annotated", {"pages": [[invalid, valid]]})
-    member = make_user("gw_member")
-    grant(admin_user, server, member, "discover", "execute")
+    token = member_on(server).token
     drop_index()
-    token = make_token(member)
 
     async def listed(mode: str) -> set[str]:
         async with mcp_client(gateway, token, mode) as client:

@@ -17,12 +17,8 @@ from .conftest import (
     LEGACY,
     MODERN,
     PROTOCOL_MODES,
-    build_index,
     classify_low_risk,
     gateway_db,
-    grant,
-    make_token,
-    make_user,
     mcp_client,
     run,
 )
@@ -32,12 +28,9 @@ META = {"tool_search", "tool_inspect", "execute_tool"}
 
 
 @pytest.fixture
-def world(gateway, admin_user, time_server, calc_server, memory_server) -> dict[str, Any]:
-    member = make_user("gw_member")
-    for server in (time_server, calc_server, memory_server):
-        grant(admin_user, server, member, "discover", "execute")
-    build_index()
-    return {"member": member, "token": make_token(member), "calc": calc_server}
+def world(gateway, member_on, time_server, calc_server, memory_server) -> dict[str, Any]:
+    member, token = member_on(time_server, calc_server, memory_server, index=True)
+    return {"member": member, "token": token, "calc": calc_server}
 
 
 def text_of(result: Any) -> str:
@@ -298,7 +291,7 @@ def test_an_unknown_tool_id_is_a_tool_error_the_model_reads_and_an_unknown_meta_
     assert "<script>" not in str(misnamed.data or "")
 
 
-def test_execute_against_the_git_server(gateway, admin_user, tmp_path):
+def test_execute_against_the_git_server(gateway, member_on, tmp_path):
     import subprocess
 
     from .conftest import sync_server
@@ -308,9 +301,7 @@ def test_execute_against_the_git_server(gateway, admin_user, tmp_path):
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     (repo / "README.md").write_text("hello\n")
     git_server = sync_server(slug="git", transport="stdio", command="mcp-server-git", args=["--repository", str(repo)])
-    member = make_user("gw_member")
-    grant(admin_user, git_server, member, "discover", "execute")
-    token = make_token(member)
+    token = member_on(git_server).token
 
     async def main():
         async with mcp_client(gateway, token, mode=MODERN) as client:

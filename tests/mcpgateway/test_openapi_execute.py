@@ -21,7 +21,7 @@ from tests.catalog.openapi_service import (
     start_pet_service,
 )
 
-from .conftest import build_index, gateway_db, grant, low_risk, make_token, make_user, mcp_client, run
+from .conftest import build_index, gateway_db, low_risk, mcp_client, run
 
 pytestmark = [gateway_db, pytest.mark.slow]
 
@@ -45,7 +45,7 @@ def other_host() -> Iterator[tuple[Any, PetService]]:
 
 
 @pytest.fixture
-def pets(gateway, admin_user, pet_service, other_host, settings, monkeypatch) -> dict[str, Any]:
+def pets(gateway, member_on, pet_service, other_host, settings, monkeypatch) -> dict[str, Any]:
     from catalog.models import Server
     from catalog.services.openapi_documents import server_openapi_document_set
     from catalog.services.sync import server_sync
@@ -61,8 +61,7 @@ def pets(gateway, admin_user, pet_service, other_host, settings, monkeypatch) ->
     )
     server_openapi_document_set(server=server, text=json.dumps(document()))
     assert server_sync(server_pk=server.pk).status == "partial"
-    member = make_user("gw_member")
-    grant(admin_user, server, member, "discover", "execute")
+    token = member_on(server).token
     service.requests.clear()
     other_host[1].requests.clear()
     return {
@@ -70,7 +69,7 @@ def pets(gateway, admin_user, pet_service, other_host, settings, monkeypatch) ->
         "service": service,
         "other": other_host[1],
         "other_url": other_host[0].url,
-        "token": make_token(member),
+        "token": token,
     }
 
 

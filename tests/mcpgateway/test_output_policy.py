@@ -9,7 +9,7 @@ import pytest
 
 from mcpgateway.constants import OUTPUT_META_KEY
 
-from .conftest import MODERN, PROTOCOL_MODES, drop_index, gateway_db, grant, make_token, make_user, mcp_client, run
+from .conftest import MODERN, PROTOCOL_MODES, drop_index, gateway_db, mcp_client, run
 
 pytestmark = [gateway_db, pytest.mark.slow]
 
@@ -21,10 +21,8 @@ FORBIDDEN = ["\x1b", "\x07", "\x9b", "\r", "\u202e", "\u202c", "\u200b", "\u2060
 
 
 @pytest.fixture
-def token(gateway, admin_user, faulty_server) -> str:
-    member = make_user("gw_member")
-    grant(admin_user, faulty_server, member, "discover", "execute")
-    return make_token(member)
+def token(gateway, member_on, faulty_server) -> str:
+    return member_on(faulty_server).token
 
 
 def _texts(result: Any) -> list[str]:

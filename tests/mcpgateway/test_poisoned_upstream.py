@@ -16,9 +16,6 @@ from .conftest import (
     ThreadedUvicorn,
     build_index,
     gateway_db,
-    grant,
-    make_token,
-    make_user,
     mcp_client,
     run,
     sync_server,
@@ -57,12 +54,9 @@ def notes_upstream() -> Iterator[ThreadedUvicorn]:
 
 
 @pytest.fixture
-def world(gateway, admin_user, notes_upstream) -> dict[str, Any]:
+def world(gateway, member_on, admin_user, notes_upstream) -> dict[str, Any]:
     server = sync_server(slug="notes", transport="http", url=f"{notes_upstream.url}/mcp")
-    member = make_user("gw_member")
-    grant(admin_user, server, member, "discover", "execute")
-    build_index()
-    return {"token": make_token(member), "admin": admin_user}
+    return {"token": member_on(server, index=True).token, "admin": admin_user}
 
 
 def _ask(gateway, token: str) -> tuple[Any, Any, Any]:

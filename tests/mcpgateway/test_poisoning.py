@@ -12,12 +12,8 @@ from typing import Any
 import pytest
 
 from .conftest import (
-    build_index,
     classify_low_risk,
     gateway_db,
-    grant,
-    make_token,
-    make_user,
     mcp_client,
     modern_request,
     raw_post,
@@ -43,7 +39,7 @@ def calls(path: Path, name: str) -> int:
 
 
 @pytest.fixture
-def world(gateway, admin_user, call_log) -> dict[str, Any]:
+def world(gateway, member_on, call_log) -> dict[str, Any]:
     server = sync_server(
         slug="poisoned",
         transport="stdio",
@@ -51,10 +47,7 @@ def world(gateway, admin_user, call_log) -> dict[str, Any]:
         args=[str(POISONED_SERVER)],
         env_vars=["POISONED_CALL_LOG"],
     )
-    member = make_user("gw_member")
-    grant(admin_user, server, member, "discover", "execute")
-    build_index()
-    return {"server": server, "token": make_token(member)}
+    return {"server": server, "token": member_on(server, index=True).token}
 
 
 def execute(gateway, token: str, tool_id: str, arguments: dict[str, Any]) -> Any:

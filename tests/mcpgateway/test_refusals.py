@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import gateway_db, grant, make_token, make_user, modern_request, raw_post, rpc_result
+from .conftest import gateway_db, make_token, modern_request, raw_post, rpc_result
 
 pytestmark = [gateway_db, pytest.mark.slow]
 OVER_LIMIT = 1024 * 1024 + 1  # past the default body limit the guard was built with
@@ -15,10 +15,8 @@ SECRET = "SECRET-4f1d"  # caller input that must never come back in an error
 
 
 @pytest.fixture
-def member(gateway, admin_user, faulty_server) -> Any:
-    user = make_user("gw_member")
-    grant(admin_user, faulty_server, user, "discover", "execute")
-    return user
+def member(member_on, faulty_server) -> Any:
+    return member_on(faulty_server).user
 
 
 @pytest.fixture

@@ -12,11 +12,7 @@ from mcpgateway.constants import UNKNOWN_TOOL_MESSAGE
 
 from .conftest import (
     FAULTY_SERVER,
-    build_index,
     gateway_db,
-    grant,
-    make_token,
-    make_user,
     mcp_client,
     run,
     sync_server,
@@ -40,7 +36,7 @@ def _text(result: Any) -> str:
 
 
 def test_a_changed_tool_is_held_then_callable_once_its_review_is_accepted(
-    gateway, admin_user, faulty_call_log, monkeypatch, tmp_path
+    gateway, member_on, admin_user, faulty_call_log, monkeypatch, tmp_path
 ):
     from catalog.services.sync import server_sync
     from governance.models import ToolReview
@@ -55,10 +51,7 @@ def test_a_changed_tool_is_held_then_callable_once_its_review_is_accepted(
         args=[str(FAULTY_SERVER)],
         env_vars=["FAULTY_CALL_LOG", "FAULTY_PING_DESCRIPTION_FILE"],
     )
-    member = make_user("gw_member")
-    grant(admin_user, server, member, "discover", "execute")
-    build_index()
-    token = make_token(member)
+    token = member_on(server, index=True).token
     first = _call(gateway, token)
     assert not first.is_error and "hello" in _text(first)
 

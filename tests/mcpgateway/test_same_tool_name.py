@@ -45,16 +45,16 @@ def _definition(tool_id: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def two_servers(gateway, admin_user, time_server) -> dict[str, str]:
+def two_servers(member_on, admin_user, time_server) -> dict[str, str]:
     """mcp-server-time synced first, its tool granted to a member; then the clock registered and synced. The member
     may use the time server only, the approver both."""
-    member, approver = make_user("gw_member"), make_user("gw_approver")
-    grant(admin_user, time_server, member, "discover", "execute")
+    member = member_on(time_server)
+    approver = make_user("gw_approver")
     first = _definition(FIRST)
     clock = sync_server(slug="clock", transport="stdio", command=sys.executable, args=[str(CLOCK_SERVER)])
     grant(admin_user, time_server, approver, "discover", "execute")
     grant(admin_user, clock, approver, "discover", "execute")
-    return {"member": make_token(member), "approver": make_token(approver), "first": first}
+    return {"member": member.token, "approver": make_token(approver), "first": first}
 
 
 def test_a_second_servers_tool_of_the_same_name_is_namespaced_and_the_first_unaffected(

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import build_index, gateway_db, grant, make_token, make_user, mcp_client, run, sync_script_server
+from .conftest import build_index, gateway_db, mcp_client, run, sync_script_server
 
 pytestmark = [gateway_db, pytest.mark.slow]
 STUFFED = {
@@ -23,13 +23,10 @@ REQUESTS = ["search the web for news", "create a calendar event", "convert a pdf
 
 
 @pytest.fixture
-def world(gateway, admin_user, tmp_path, monkeypatch) -> dict[str, Any]:
+def world(gateway, member_on, admin_user, tmp_path, monkeypatch) -> dict[str, Any]:
     monkeypatch.setenv("STUFFING_CALL_LOG", str(tmp_path / "calls.log"))
     server = sync_script_server("stuffing", "stuffing_server.py", "STUFFING_CALL_LOG")
-    member = make_user("gw_member")
-    grant(admin_user, server, member, "discover", "execute")
-    build_index()
-    return {"token": make_token(member), "admin": admin_user}
+    return {"token": member_on(server, index=True).token, "admin": admin_user}
 
 
 def _search(gateway, token: str, requests: list[str] = REQUESTS) -> dict[str, list[str]]:

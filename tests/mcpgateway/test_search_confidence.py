@@ -9,7 +9,7 @@ import pytest
 
 from mcpgateway.services.discovery import LOW_CONFIDENCE, NO_TOOL_FITS
 
-from .conftest import PROTOCOL_MODES, build_index, gateway_db, grant, make_token, make_user, mcp_client, run
+from .conftest import PROTOCOL_MODES, build_index, gateway_db, mcp_client, run
 
 pytestmark = [gateway_db, pytest.mark.slow]
 HIDDEN = "calc::rotate_payroll_encryption_keys"
@@ -106,16 +106,12 @@ def test_a_low_confidence_answer_gives_key_inputs_not_schemas(gateway, people, m
 
 
 @pytest.fixture
-def demo_catalog(gateway, admin_user, time_server, memory_server) -> str:
+def demo_catalog(gateway, member_on, time_server, memory_server) -> str:
     """The demo's memory and time servers, with the demo's curation, discoverable by a member."""
     from mcpgateway.management.commands.demo import Command as Demo
 
     Demo()._curate()
-    member = make_user("gw_member")
-    for server in (time_server, memory_server):
-        grant(admin_user, server, member, "discover", "execute")
-    build_index()
-    return make_token(member)
+    return member_on(time_server, memory_server, index=True).token
 
 
 def test_a_match_on_the_catalog_peak_alone_is_low_not_high(gateway, demo_catalog):

@@ -11,18 +11,14 @@ import pytest
 
 from mcpgateway.services.discovery import SCHEMAS_CUT, SCHEMAS_SHOWN
 
-from .conftest import PROTOCOL_MODES, build_index, gateway_db, grant, make_token, make_user, mcp_client, run
+from .conftest import PROTOCOL_MODES, gateway_db, mcp_client, run
 
 pytestmark = [gateway_db, pytest.mark.slow]
 
 
 @pytest.fixture
-def token(gateway, admin_user, time_server, memory_server) -> str:
-    member = make_user("gw_member")
-    for server in (time_server, memory_server):
-        grant(admin_user, server, member, "discover", "execute")
-    build_index()
-    return make_token(member)
+def token(gateway, member_on, time_server, memory_server) -> str:
+    return member_on(time_server, memory_server, index=True).token
 
 
 @pytest.mark.parametrize("mode", PROTOCOL_MODES)

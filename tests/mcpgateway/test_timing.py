@@ -16,7 +16,7 @@ import httpx
 import pytest
 from scipy.stats import mannwhitneyu
 
-from .conftest import MODERN, build_index, gateway_db, grant, make_token, make_user, modern_request
+from .conftest import MODERN, gateway_db, modern_request
 
 pytestmark = [gateway_db, pytest.mark.slow]
 
@@ -28,14 +28,10 @@ ALPHA = 0.001
 
 
 @pytest.fixture
-def member_token(gateway, admin_user, time_server, calc_server) -> str:
+def member_token(gateway, member_on, time_server, calc_server) -> str:
     from catalog.models import Tool
 
-    member = make_user("gw_member")
-    grant(admin_user, time_server, member, "discover", "execute")
-    grant(admin_user, Tool.objects.get(tool_id="calc::add"), member, "discover", "execute")
-    build_index()
-    return make_token(member)
+    return member_on(time_server, Tool.objects.get(tool_id="calc::add"), index=True).token
 
 
 def _body(meta_tool: str, tool_id: str) -> bytes:

@@ -13,9 +13,6 @@ from .conftest import (
     classify_low_risk,
     drop_index,
     gateway_db,
-    grant,
-    make_token,
-    make_user,
     mcp_client,
     run,
     sync_scripted_server,
@@ -26,7 +23,9 @@ pytestmark = [gateway_db, pytest.mark.slow]
 
 
 @pytest.mark.parametrize("operation_class", ["write", "read"])
-def test_an_answer_that_is_no_result_may_have_run_and_says_so(gateway, admin_user, tmp_path, operation_class):
+def test_an_answer_that_is_no_result_may_have_run_and_says_so(
+    gateway, member_on, admin_user, tmp_path, operation_class
+):
     """The tool's server answers the call with a JSON-RPC error (an MCP protocol error, not a tool result). It was
     told "The tool's server could not be reached; try again later.": false, and for a write that may have taken
     effect, an invitation to do it twice."""
@@ -35,10 +34,8 @@ def test_an_answer_that_is_no_result_may_have_run_and_says_so(gateway, admin_use
     server = sync_scripted_server(tmp_path, "store", script)
     tool = server.tools.get()
     classify_low_risk(tool, actor=admin_user, operation_class=operation_class, reversibility="reversible")
-    member = make_user("gw_member")
-    grant(admin_user, server, member, "discover", "execute")
+    token = member_on(server).token
     drop_index()
-    token = make_token(member)
 
     async def main():
         async with mcp_client(gateway, token) as client:

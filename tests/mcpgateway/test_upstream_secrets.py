@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import MODERN, gateway_db, grant, make_token, make_user, mcp_client, run, sync_server
+from .conftest import MODERN, gateway_db, mcp_client, run, sync_server
 
 pytestmark = [gateway_db, pytest.mark.slow]
 
@@ -20,14 +20,12 @@ TOKEN = "ghp_leakyServersOwnT0ken42"
 
 
 @pytest.fixture
-def token(gateway, admin_user, monkeypatch) -> str:
+def token(gateway, member_on, monkeypatch) -> str:
     monkeypatch.setenv("LEAKY_TOKEN", TOKEN)
     server = sync_server(
         slug="leaky", transport="stdio", command=sys.executable, args=[str(LEAKY_SERVER)], env_vars=["LEAKY_TOKEN"]
     )
-    member = make_user("gw_member")
-    grant(admin_user, server, member, "discover", "execute")
-    return make_token(member)
+    return member_on(server).token
 
 
 def _texts(result: Any) -> str:

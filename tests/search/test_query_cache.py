@@ -110,7 +110,7 @@ def test_the_cache_keeps_no_request_text(encoder, settings):
     secret = "wire 40000 to account 9911 for Ms Quarterwhistle"
     encoder.encode_queries([secret])
     assert len(query_cache()) == 1
-    kept = repr(list(query_cache()._entries))
+    kept = repr(query_cache()._entries.keys())
     assert "Quarterwhistle" not in kept and "9911" not in kept
     calls = encoder.calls
     encoder.encode_queries([secret])  # still found by its text

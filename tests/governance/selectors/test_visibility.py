@@ -306,13 +306,13 @@ def test_kept_sets_expire_as_the_shared_cache_does_and_stay_bounded():
     from governance.selectors.tools import VisibleSets
 
     kept = VisibleSets()
-    kept.put("stale", time.time() - VISIBILITY_CACHE_TTL_SECONDS, frozenset({1}))
+    kept.put("stale", frozenset({1}), at=time.time() - VISIBILITY_CACHE_TTL_SECONDS)
     assert kept.get("stale") is None  # computed as long ago as the shared cache keeps an entry
-    kept.MAX_PKS = 4
-    kept.put("a", time.time(), frozenset({1, 2}))
-    kept.put("b", time.time(), frozenset({3, 4}))
+    kept.size = 4  # tool ids held at the most
+    kept.put("a", frozenset({1, 2}))
+    kept.put("b", frozenset({3, 4}))
     assert kept.get("a") == {1, 2}  # used last: "b" is now the oldest
-    kept.put("c", time.time(), frozenset({5}))
+    kept.put("c", frozenset({5}))
     assert (kept.get("a"), kept.get("b"), kept.get("c")) == ({1, 2}, None, {5})
 
 
@@ -395,4 +395,21 @@ def test_a_found_tool_is_read_fresh_and_one_principal_never_gets_anothers(member
     for tool_id in (tool.tool_id, f"{tool.server.slug}::nope"):
         with pytest.raises(ToolNotFound):
             tool_get_for_principal(principal=as_principal(outsider), tool_id=tool_id, permission="execute")
-    assert not found_tools._entries
+    assert len(found_tools) == 0
+
+
+def test_tool_executable_by_needs_execute_and_with_a_definition_only_that_one(member, grant, server, tool):
+    """The one check of "may execute this tool now" (an approval's use, the re-check before an upstream call):
+    a discover grant is not enough, an execute-scoped token is needed, and a definition it was asked for that the
+    tool no longer has is refused."""
+    from governance.selectors import tool_executable_by
+
+    grant(member, server, "discover")
+    principal = as_principal(member)
+    assert not tool_executable_by(principal=principal, tool_pk=tool.pk)
+    grant(member, server, "execute")
+    assert tool_executable_by(principal=principal, tool_pk=tool.pk)
+    assert tool_executable_by(principal=principal, tool_pk=tool.pk, definition_hash=tool.definition_hash)
+    assert not tool_executable_by(principal=principal, tool_pk=tool.pk, definition_hash="an-earlier-definition")
+    discover_only = as_principal(member, scopes=frozenset({"discover"}))
+    assert not tool_executable_by(principal=discover_only, tool_pk=tool.pk)
