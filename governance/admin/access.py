@@ -283,6 +283,9 @@ class ServerAdmin(AccessAdminMixin, CatalogServerAdmin):
             # A stdio server needs a command, which this operator may not name: offered, it could only be refused.
             transport.choices = [choice for choice in transport.choices if choice[0] != Transport.STDIO]
             transport.initial = Transport.HTTP
+        alternatives = form.base_fields.get("alternatives")
+        if obj is not None and alternatives is not None:  # a server is not an alternative to itself
+            alternatives.queryset = alternatives.queryset.exclude(slug=obj.slug)
         return form
 
     def get_fieldsets(self, request, obj=None):

@@ -349,6 +349,7 @@ def test_alternatives_offer_no_other_tenants_server_and_a_shared_servers_are_a_s
     own = client.get(reverse("admin:catalog_server_change", args=[world["alpha-srv"].pk])).content.decode()
     offered = own.split('name="alternatives"', 1)[1].split("</select>", 1)[0]
     assert "shared-srv" in offered and "bravo" not in offered
+    assert "alpha-srv" not in offered  # the server itself is no alternative to itself
     shared = client.get(reverse("admin:catalog_server_change", args=[world["shared-srv"].pk])).content.decode()
     assert 'name="alternatives"' not in shared and "bravo" not in shared
     client.force_login(superuser)
