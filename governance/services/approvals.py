@@ -203,13 +203,15 @@ def approval_request_create(*, principal: Principal, tool: Tool, arguments: Any,
         raise error
     now = timezone.now()
     with transaction.atomic():
-        # The tool's row is locked while its open requests are looked up and one is opened (until the caller's
+        # The person's row is locked while their waiting requests are counted: two new requests for two tools at
+        # once cannot both pass SCOUT_APPROVAL_MAX_PENDING_PER_PERSON (Postgres; as the live-token cap does). First,
+        # as a keyed call has it already (its idempotency cap): the tool's row second, so no two calls wait on each
+        # other's lock.
+        get_user_model().objects.select_for_update().filter(pk=principal.user.pk).exists()
+        # And the tool's row while its open requests are looked up and one is opened (until the caller's
         # transaction ends): a call sent twice at once (a re-sent stream) opens one request, not two an approver
         # could both approve and the call then run twice (T17).
         Tool.objects.select_for_update().filter(pk=tool.pk).values_list("pk", flat=True).first()
-        # And the person's row, while their waiting requests are counted: two new requests for two tools at once
-        # cannot both pass SCOUT_APPROVAL_MAX_PENDING_PER_PERSON (Postgres; as the live-token cap does).
-        get_user_model().objects.select_for_update().filter(pk=principal.user.pk).exists()
         existing_call = _same_call(principal=principal, tool=tool, digest=digest).filter(
             tool_definition_hash=tool.definition_hash, policy_version=version, expires_at__gt=now
         )
