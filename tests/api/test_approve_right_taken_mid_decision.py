@@ -20,16 +20,14 @@ from tests.postgres_locks import sessions_waiting_on_locks, until_sessions_wait_
 pytestmark = api_db
 
 
-@pytest.fixture
-def pending(catalog, member, grant):
-    from governance.services.approvals import approval_request_create
-    from governance.services.tokens import api_token_verify
-    from tests.governance.factories import ToolFactory
-
-    tool = ToolFactory(server=catalog.github, name="delete_repo", annotations=None)
-    grant(member, catalog.github, "discover", "execute")
-    principal = api_token_verify(make_token(member, ["discover", "execute"]))
-    return approval_request_create(principal=principal, tool=tool, arguments={"repo": "scout"})
+def _approver_with_right(taken: str, approver, catalog, grant):
+    """Give ``approver`` the approve right on github (by a grant of their own, or their group's); returns its holder
+    and the raw token they decide with."""
+    holder = Group.objects.create(name="approvers") if taken == "group_grant" else approver
+    if taken == "group_grant":
+        approver.groups.add(holder)
+    grant(holder, catalog.github, "approve")
+    return holder, make_token(approver, ["api", "approve"])
 
 
 @pytest.mark.parametrize("taken", ["grant", "group_grant", "token"])
@@ -38,11 +36,7 @@ def test_a_decision_in_flight_is_never_recorded_after_its_approvers_right_was_ta
 ):
     if connection.vendor != "postgresql":
         pytest.skip("needs Postgres: a decision held under way by a row lock while the right is taken away")
-    holder = Group.objects.create(name="approvers") if taken == "group_grant" else approver
-    if taken == "group_grant":
-        approver.groups.add(holder)
-    grant(holder, catalog.github, "approve")
-    raw = make_token(approver, ["api", "approve"])
+    holder, raw = _approver_with_right(taken, approver, catalog, grant)
     token = ApiToken.objects.get(user=approver)
 
     def take() -> None:
@@ -91,11 +85,7 @@ def test_a_right_taken_while_the_decision_waits_for_its_decider_is_seen_and_noth
 
     if connection.vendor != "postgresql":
         pytest.skip("needs Postgres: a decision held under way by a row lock while the right is taken away")
-    holder = Group.objects.create(name="approvers") if taken == "group_grant" else approver
-    if taken == "group_grant":
-        approver.groups.add(holder)
-    grant(holder, catalog.github, "approve")
-    raw = make_token(approver, ["api", "approve"])
+    holder, raw = _approver_with_right(taken, approver, catalog, grant)
 
     pool = ThreadPoolExecutor(max_workers=1)
     with transaction.atomic():
