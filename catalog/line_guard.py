@@ -103,7 +103,7 @@ class Budget:
         return False
 
 
-def _answer(line: bytes) -> bool:
+def is_answer(line: bytes) -> bool:
     """Whether ``line`` is an answer to a request (what the gateway asked for): an object with an id and a result or an
     error, and no method."""
     try:
@@ -143,7 +143,7 @@ class Stdout:
             self._read(piece)
             if self.message:
                 line = _lone_surrogates_replaced(b"".join(self.pieces))
-                if _answer(line) or self.unasked.take():
+                if is_answer(line) or self.unasked.take():
                     kept.append(line + b"\n")
                 elif str(self.unasked.dropped).rstrip("0") == "1":
                     sys.stderr.write(

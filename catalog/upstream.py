@@ -43,7 +43,7 @@ from pydantic import ValidationError
 
 from catalog.choices import Transport
 from catalog.egress import EgressRefused, EgressTarget, egress_resolved
-from catalog.line_guard import ANSWER_TOO_LONG
+from catalog.line_guard import ANSWER_TOO_LONG, UNASKED_PER_SECOND, Budget, is_answer
 from catalog.schemas import MAX_SCHEMA_DEPTH
 from catalog.secrets import json_secrets_removed, secrets_removed, server_secrets
 
@@ -224,13 +224,62 @@ class _RefusedBody(httpx2.AsyncByteStream):
         await self._stream.aclose()
 
 
+class _UnaskedEventsBounded(httpx2.AsyncByteStream):
+    """An event stream whose events that answer no request of the gateway's (notifications, the server's own
+    requests, events with no JSON-RPC message) pass at most ``UNASKED_PER_SECOND`` a second per session (``budget``);
+    answers always pass. As ``line_guard`` bounds a stdio server's (T13): each event costs the event loop every client
+    shares a parse and a callback, and a server may send them at network speed, unasked and while idle (a 2025-11-25
+    session's own stream). Events are split at a blank line (line ends made ``\n``); one longer than ``limit`` bytes
+    is refused as an answer too large (the SDK refuses it anyway, ``max_sse_event_size``)."""
+
+    def __init__(self, stream: httpx2.AsyncByteStream, budget: Budget, limit: int, host: str) -> None:
+        self._stream, self._budget, self._limit, self._host = stream, budget, limit, host
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        buffer, held = bytearray(), b""  # the event so far (line ends made \n); a \r that may start a \r\n
+        async for chunk in self._stream:
+            chunk = held + chunk
+            held = b"\r" if chunk.endswith(b"\r") else b""
+            scanned = max(0, len(buffer) - 1)  # a blank line may straddle the chunks
+            buffer += chunk[: len(chunk) - len(held)].replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            kept, start = [], 0
+            while (end := buffer.find(b"\n\n", max(start, scanned))) >= 0:
+                if self._passes(buffer[start:end]):
+                    kept.append(bytes(buffer[start : end + 2]))
+                start = end + 2
+            del buffer[:start]
+            if len(buffer) > self._limit:
+                raise AnswerTooLarge(f"{ANSWER_OVER_CAP} {self._limit}-byte limit")
+            if kept:
+                yield b"".join(kept)
+        if buffer or held:
+            yield bytes(buffer) + held
+
+    def _passes(self, event: bytes) -> bool:
+        data = b"\n".join(line[5:].removeprefix(b" ") for line in event.split(b"\n") if line.startswith(b"data:"))
+        if is_answer(data) or self._budget.take():
+            return True
+        if math.log10(self._budget.dropped).is_integer():  # told at 1, 10, 100, ...
+            logger.warning(
+                "upstream %s: dropped %d event(s) it did not ask for, past %d a second",
+                self._host,
+                self._budget.dropped,
+                UNASKED_PER_SECOND,
+            )
+        return False
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
 class _PinnedTransport(httpx2.AsyncBaseTransport):
     """Sends every request of one session to the address ``egress_check`` approved when it connected (``Host`` and
     TLS SNI still name the host), so a second DNS answer cannot move the session elsewhere (DNS rebinding); a
     request for any other origin (a redirect the SDK might follow) is refused, never sent.
 
     A body that is not an event stream (the JSON answer the SDK reads whole into memory) is cut at ``answer_cap``
-    bytes (T13); an event stream is read event by event, each event capped by the SDK (``max_sse_event_size``).
+    bytes (T13); an event stream is read event by event, each event capped, and its events that answer nothing the
+    gateway asked bounded to ``UNASKED_PER_SECOND`` a second (``_UnaskedEventsBounded``).
     Answers are asked for uncompressed and a compressed one is refused (``CompressedAnswer``): the bound counts the
     bytes on the wire, which a gzip body multiplies by up to a thousand. GET requests are spaced (``_space_gets``)."""
 
@@ -240,6 +289,7 @@ class _PinnedTransport(httpx2.AsyncBaseTransport):
         self._inner = httpx2.AsyncHTTPTransport()
         self._cap = answer_cap()
         self._next_get = 0.0
+        self._unasked = Budget(UNASKED_PER_SECOND)  # the session's, over all its event streams
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         url, origin = request.url, self._origin
@@ -260,7 +310,7 @@ class _PinnedTransport(httpx2.AsyncBaseTransport):
             refusal = CompressedAnswer("the server's answer is compressed, though asked not to be")
             body: httpx2.AsyncByteStream = _RefusedBody(response.stream, refusal)  # type: ignore[arg-type]
         elif response.headers.get("content-type", "").lower().startswith("text/event-stream"):
-            return response
+            body = _UnaskedEventsBounded(response.stream, self._unasked, self._cap, self._target.host)  # type: ignore[arg-type]
         else:
             body = _CappedBody(response.stream, self._cap)  # type: ignore[arg-type]
         return httpx2.Response(

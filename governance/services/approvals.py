@@ -203,13 +203,15 @@ def approval_request_create(*, principal: Principal, tool: Tool, arguments: Any,
         raise error
     now = timezone.now()
     with transaction.atomic():
-        # The tool's row is locked while its open requests are looked up and one is opened (until the caller's
+        # The person's row is locked while their waiting requests are counted: two new requests for two tools at
+        # once cannot both pass SCOUT_APPROVAL_MAX_PENDING_PER_PERSON (Postgres; as the live-token cap does). First,
+        # as a keyed call has it already (its idempotency cap): the tool's row second, so no two calls wait on each
+        # other's lock.
+        get_user_model().objects.select_for_update().filter(pk=principal.user.pk).exists()
+        # And the tool's row while its open requests are looked up and one is opened (until the caller's
         # transaction ends): a call sent twice at once (a re-sent stream) opens one request, not two an approver
         # could both approve and the call then run twice (T17).
         Tool.objects.select_for_update().filter(pk=tool.pk).values_list("pk", flat=True).first()
-        # And the person's row, while their waiting requests are counted: two new requests for two tools at once
-        # cannot both pass SCOUT_APPROVAL_MAX_PENDING_PER_PERSON (Postgres; as the live-token cap does).
-        get_user_model().objects.select_for_update().filter(pk=principal.user.pk).exists()
         existing_call = _same_call(principal=principal, tool=tool, digest=digest).filter(
             tool_definition_hash=tool.definition_hash, policy_version=version, expires_at__gt=now
         )
@@ -331,6 +333,7 @@ def approval_decide(
     ttl = policy_for_tool(request.tool).ttl
     new_status = ApprovalStatus.APPROVED if approve else ApprovalStatus.DENIED
     with transaction.atomic():
+        _decider_still_approves(request=request, approver=approver, principal=principal)
         # Conditional update: of two concurrent decisions exactly one changes the row.
         changed = ApprovalRequest.objects.filter(
             pk=request.pk, status=ApprovalStatus.PENDING, expires_at__gt=now
@@ -356,6 +359,31 @@ def approval_decide(
             payload={"requester": request.requester.get_username(), "reason": reason},
         )
     return request
+
+
+def _decider_still_approves(
+    *, request: ApprovalRequest, approver: AbstractBaseUser, principal: Principal | None
+) -> None:
+    """Check the decider's right again, in the deciding transaction, with their row (and their token's) locked until
+    it ends: their approve right was checked when the decision began, and a revocation committed before the decision
+    was written (the grant, a group's grant: ``permission_revoke`` locks its holders' rows; the token; the person
+    deactivated) was followed by a decision of someone without the right (T5/Z6). Now the revocation either came
+    first and is seen here, or waits for this decision. Raises ApprovalError("forbidden")."""
+    from governance.models import ApiToken
+    from governance.services.tokens import principal_as_now
+
+    # NO KEY UPDATE: rows that merely point at the person or token (an audit event) are still written meanwhile.
+    person = get_user_model().objects.select_for_update(no_key=True).filter(pk=approver.pk, is_active=True).first()
+    if principal is not None and principal.token_id is not None:
+        ApiToken.objects.select_for_update(no_key=True).filter(pk=principal.token_id).exists()
+        principal = principal_as_now(principal)
+        if principal is None:  # the token was revoked or expired, or may no longer act
+            person = None
+    if (
+        person is None
+        or not approval_requests_for_approver(user=person, principal=principal).filter(pk=request.pk).exists()
+    ):
+        raise ApprovalError("forbidden", "You may not approve calls to this tool")
 
 
 def _asked_by(request: ApprovalRequest, person: AbstractBaseUser) -> bool:

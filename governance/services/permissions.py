@@ -3,6 +3,7 @@ invalidates every cached visible set."""
 
 from typing import Literal
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, Group, Permission
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import ValidationError
@@ -136,6 +137,8 @@ def permission_revoke(
     permission = permission_for(target=target, action=action)
     holder_field = "group" if isinstance(holder, Group) else "user"
     with transaction.atomic():
+        if action == "approve":
+            _lock_holders(holder)
         deleted, _ = model.objects.filter(
             **{holder_field: holder, "permission": permission, "content_object": target}
         ).delete()
@@ -151,6 +154,15 @@ def permission_revoke(
         if deleted and action in ("discover", "execute"):
             _void_approvals_after_revocation(target=target, holder=holder)
     return bool(deleted)
+
+
+def _lock_holders(holder: AbstractBaseUser | Group) -> None:
+    """Lock the rows of the people ``holder`` stands for until the revocation commits: a decision they have under
+    way holds its decider's row while it checks their right and writes itself, so the revocation waits for it, and
+    one begun after sees the revocation (``approval_decide``). NO KEY UPDATE, as the decision takes."""
+    people = get_user_model().objects.select_for_update(no_key=True, of=("self",))
+    people = people.filter(groups=holder) if isinstance(holder, Group) else people.filter(pk=holder.pk)
+    list(people.order_by("pk").values_list("pk", flat=True))
 
 
 def _void_approvals_after_revocation(*, target: Server | Tool, holder: AbstractBaseUser | Group) -> int:

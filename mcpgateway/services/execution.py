@@ -18,6 +18,7 @@ import anyio
 import jsonschema
 import mcp_types as types
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
@@ -327,11 +328,14 @@ def idempotency_records_purge(*, now: datetime | None = None) -> int:
 def _idempotency_keys_full(principal: Principal) -> bool:
     """Whether the caller's person already keeps ``SCOUT_MCP_MAX_IDEMPOTENCY_KEYS_PER_PERSON`` live keys (T13): each
     holds its call's whole result for the TTL, so a fresh key per call grew the table by the output cap per call at
-    the person's /mcp rate until the purge. Calls claiming new keys at the same instant may each pass the count (at
-    most as many as the person has in flight)."""
+    the person's /mcp rate until the purge. Run in the transaction that claims the key: the person's row is locked
+    until it ends, so calls claiming new keys at the same instant count one after another (Postgres; as the
+    approval and live-token caps do), never all the same kept keys."""
     limit = settings.SCOUT_MCP_MAX_IDEMPOTENCY_KEYS_PER_PERSON
     if limit <= 0:
         return False
+    # NO KEY UPDATE: rows that merely point at the person (an audit event, this key's record) are still written.
+    get_user_model().objects.select_for_update(no_key=True).filter(pk=principal.user.pk).exists()
     live = IdempotencyRecord.objects.filter(user=principal.user, expires_at__gt=timezone.now())
     return live[limit - 1 : limit].exists()  # counts no further than the limit
 
@@ -505,10 +509,10 @@ def _prepare(
             # A repeat (or a conflict) is answered before the approval gate: the first call already used it.
             _, final = _idempotency_claim(principal, idempotency_key, tool, digest)
             return final or error_result("idempotency_key is busy; retry in a moment", idempotency_conflict=True)
-        if _idempotency_keys_full(principal):
-            return _denied(principal, tool, "too_many_idempotency_keys", _too_many_keys_result())
     with transaction.atomic():
         if idempotency_key is not None:
+            if _idempotency_keys_full(principal):
+                return _denied(principal, tool, "too_many_idempotency_keys", _too_many_keys_result())
             # Claimed before the approval is used: a repeat sent at once (a re-sent stream) waits here for this
             # call's transaction and is answered as a repeat of the key, never told its approval was used.
             record, final = _idempotency_claim(principal, idempotency_key, tool, digest)

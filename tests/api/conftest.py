@@ -118,3 +118,17 @@ def session_cookies(user: Any) -> dict[str, str]:
     client = Client()
     client.force_login(user)
     return {"sessionid": client.cookies["sessionid"].value, "csrftoken": _get_new_csrf_string()}
+
+
+@pytest.fixture
+def pending(catalog, member, grant):
+    """A pending request by ``member`` to call a mutating github tool."""
+    from governance.services.approvals import approval_request_create
+    from tests.governance.factories import ToolFactory
+
+    tool = ToolFactory(server=catalog.github, name="delete_repo", annotations=None)
+    grant(member, catalog.github, "discover", "execute")
+    from governance.services.tokens import api_token_verify
+
+    principal = api_token_verify(make_token(member, ["discover", "execute"]))
+    return approval_request_create(principal=principal, tool=tool, arguments={"repo": "scout"})

@@ -9,18 +9,6 @@ pytestmark = api_db
 
 
 @pytest.fixture
-def pending(catalog, member, grant):
-    """A pending request by ``member`` to call a mutating github tool."""
-    from governance.services.approvals import approval_request_create
-    from tests.governance.factories import ToolFactory
-
-    tool = ToolFactory(server=catalog.github, name="delete_repo", annotations=None)
-    grant(member, catalog.github, "discover", "execute")
-    principal = api_token_verify(make_token(member, ["discover", "execute"]))
-    return approval_request_create(principal=principal, tool=tool, arguments={"repo": "scout"})
-
-
-@pytest.fixture
 def approver_token(approver, catalog, grant):
     grant(approver, catalog.github, "approve")
     return make_token(approver, ["api", "approve"])

@@ -175,3 +175,44 @@ def test_a_person_keeps_at_most_the_set_number_of_live_keys_whatever_their_token
     (freed,) = run(lambda: calls(second_token, "k-3"))
     assert not freed.is_error
     assert faulty_calls(faulty_call_log, "record_note") == 4
+
+
+def test_two_new_keys_of_one_person_sent_at_once_keep_no_more_than_the_limit(gateway, token, faulty_call_log, settings):
+    """Postgres: redteam25's cap was counted outside any lock, so new keys claimed at the same instant (several
+    tokens of the person, each sending calls at once) each counted the same kept keys and all ran: the cap held per
+    instant, not per person. Both calls are held inside the gateway by a lock on the records' table (reads go on,
+    no key can be written); one runs, the other is refused unsent."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.contrib.auth import get_user_model
+    from django.db import connection, transaction
+
+    from mcpgateway.models import IdempotencyRecord
+    from tests.postgres_locks import until_sessions_wait_on_locks
+
+    if connection.vendor != "postgresql":
+        pytest.skip("needs Postgres: two calls inside the gateway at once, held by a lock")
+    settings.SCOUT_MCP_MAX_IDEMPOTENCY_KEYS_PER_PERSON = 1
+    member = get_user_model().objects.get(username="gw_member")
+    tokens = [token, make_token(member)]
+
+    def call(raw: str, key: str) -> Any:
+        async def main() -> Any:
+            async with mcp_client(gateway, raw, mode=MODERN) as client:
+                return await _call(client, key, key)
+
+        return run(main)
+
+    pool = ThreadPoolExecutor(max_workers=2)
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("LOCK TABLE mcpgateway_idempotencyrecord IN SHARE ROW EXCLUSIVE MODE")
+        answers = [pool.submit(call, raw, f"new-{n}") for n, raw in enumerate(tokens)]
+        until_sessions_wait_on_locks(2, "both calls are inside the gateway")
+    results = [answer.result(timeout=60) for answer in answers]
+    pool.shutdown()
+
+    assert IdempotencyRecord.objects.filter(user=member).count() == 1
+    refused = [result for result in results if result.is_error]
+    assert [result.structured_content for result in refused] == [{"too_many_idempotency_keys": True}]
+    assert faulty_calls(faulty_call_log, "record_note") == 1
