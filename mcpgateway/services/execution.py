@@ -35,9 +35,8 @@ from catalog.secrets import json_secrets_removed, server_secrets
 from governance.choices import AuditEventType, AuditOutcome, OperationClass
 from governance.constants import SCOPE_EXECUTE
 from governance.principals import Principal
-from governance.selectors import ToolNotFound, tool_executable_by, tool_get_for_principal
+from governance.selectors import ToolNotFound, principal_as_now, tool_executable_by, tool_get_for_principal
 from governance.services.audit import audit_record
-from governance.services.tokens import principal_as_now
 from search.choices import SearchOutcomeKind
 from search.usage import search_outcome_record
 
