@@ -100,6 +100,11 @@ def setup_periodic_tasks(sender: Celery, **kwargs: object) -> None:
             sender.signature("search.tasks.flush_stale_learned_index"),
             name="search: flush waiting learned requests",
         )
+    # Recount learned requests' teachers once an hour: each visibility change queues a recount, and one the broker
+    # lost (or a count left off by a confirmation racing a recount) stayed wrong until a later change: this bounds it.
+    sender.add_periodic_task(
+        3600.0, sender.signature("search.tasks.recount_learned_teachers"), name="search: recount learned teachers"
+    )
     # Purge the query log past its retention once an hour (SCOUT_QUERY_LOG_RETENTION_DAYS).
     sender.add_periodic_task(3600.0, sender.signature("search.tasks.purge_query_log"), name="search: purge query log")
     # Delete idempotency records past SCOUT_MCP_IDEMPOTENCY_TTL once an hour (each may hold a call's whole result).
