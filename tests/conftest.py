@@ -146,10 +146,25 @@ def loopback_upstreams(settings):
 
 
 @pytest.fixture
-def redis_connects(monkeypatch) -> Iterator[list[int]]:
+def redis_connect_log(monkeypatch) -> list[int]:
+    """One entry for each TCP connection redis-py opens in this process from now on."""
+    import redis.connection
+
+    connects: list[int] = []
+    connect = redis.connection.Connection._connect
+
+    def counted(self):
+        connects.append(1)
+        return connect(self)
+
+    monkeypatch.setattr(redis.connection.Connection, "_connect", counted)
+    return connects
+
+
+@pytest.fixture
+def redis_connects(redis_connect_log) -> Iterator[list[int]]:
     """A throwaway redis-server of this test's own as the default cache (and REDIS_URL), and the connections opened
     to it, one entry each: a process keeps one pool (catalog.cachesafe.shared_cache), not one per request context."""
-    import redis.connection
     from django.test import override_settings
 
     from catalog.cachesafe import cache_reset
@@ -159,20 +174,13 @@ def redis_connects(monkeypatch) -> Iterator[list[int]]:
         pytest.skip("needs a redis-server binary")
     server = ThrowawayRedis()
     server.start()
+    redis_connect_log.clear()  # the server's own start-up check is not the code's
     url = f"redis://127.0.0.1:{server.port}/0"
-    connects: list[int] = []
-    connect = redis.connection.Connection._connect
-
-    def counted(self):
-        connects.append(1)
-        return connect(self)
-
-    monkeypatch.setattr(redis.connection.Connection, "_connect", counted)
     caches = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url}}
     try:
         with override_settings(REDIS_URL=url, CACHES=caches):  # put back before the server stops
             cache_reset()
-            yield connects
+            yield redis_connect_log
     finally:
         server.stop()
         cache_reset()
