@@ -1,6 +1,8 @@
-"""A named, non-blocking lock with a TTL: Redis when REDIS_URL is set, else the Django cache.
+"""A named, non-blocking lock with a TTL, kept in the process's shared cache: a redis-py lock when that cache is
+Redis (REDIS_URL), else an atomic cache add.
 
-The TTL bounds how long a crashed holder can block others; keep it above the longest run it guards.
+The TTL bounds how long a crashed holder can block others; keep it above the longest run it guards. Locks borrow a
+connection from the shared cache's pool (catalog.cachesafe.shared_cache) rather than open one each.
 """
 
 import logging
@@ -8,8 +10,10 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from django.conf import settings
-from django.core.cache import cache
+from django.core.cache.backends.base import BaseCache
+from django.core.cache.backends.redis import RedisCache
+
+from catalog.cachesafe import shared_cache
 
 logger = logging.getLogger(__name__)
 
@@ -19,19 +23,19 @@ KEY_PREFIX = "scout:lock:"
 @contextmanager
 def named_lock(name: str, *, ttl: int) -> Iterator[bool]:
     """Try once to take the lock; yields whether it was taken, and releases it on exit if so."""
-    if settings.REDIS_URL:
-        with _redis_lock(name, ttl=ttl) as acquired:
-            yield acquired
-    else:
-        with _cache_lock(name, ttl=ttl) as acquired:
-            yield acquired
+    cache = shared_cache()
+    lock = _redis_lock if isinstance(cache, RedisCache) else _cache_lock
+    with lock(cache, name, ttl=ttl) as acquired:
+        yield acquired
 
 
 @contextmanager
-def _redis_lock(name: str, *, ttl: int) -> Iterator[bool]:
+def _redis_lock(cache: RedisCache, name: str, *, ttl: int) -> Iterator[bool]:
     import redis
 
-    client = redis.Redis.from_url(settings.REDIS_URL)
+    # Django's RedisCache keeps its redis-py client (over the process's pool) behind ``_cache``. A redis-py lock
+    # releases only its own token, atomically (a Lua script), which the cache API cannot do.
+    client = cache._cache.get_client(write=True)
     lock = client.lock(KEY_PREFIX + name, timeout=ttl, blocking=False)
     acquired = bool(lock.acquire(blocking=False))
     try:
@@ -43,11 +47,10 @@ def _redis_lock(name: str, *, ttl: int) -> Iterator[bool]:
             except redis.exceptions.LockError:
                 # The TTL ran out while we held it: someone else may hold it now; theirs to release.
                 logger.warning("lock %s expired before it was released", name)
-        client.close()
 
 
 @contextmanager
-def _cache_lock(name: str, *, ttl: int) -> Iterator[bool]:
+def _cache_lock(cache: BaseCache, name: str, *, ttl: int) -> Iterator[bool]:
     key = KEY_PREFIX + name
     token = uuid.uuid4().hex
     acquired = cache.add(key, token, timeout=ttl)  # add is atomic: only one caller creates the key

@@ -219,23 +219,32 @@ def _raw_stream(wrapper: Any) -> TextIO:
     return getattr(wrapper, "_out", wrapper) or sys.stderr
 
 
+class ProgressRow(Protocol):
+    """A row that records a run's progress (SyncRun, IndexGeneration)."""
+
+    status: str
+    progress_done: int
+    progress_total: int
+    started_at: datetime
+    finished_at: datetime | None
+
+
 def progress_snapshot(
+    row: ProgressRow,
     *,
     running: bool,
-    status: str,
     stage: str,
     unit: str,
-    done: int,
-    total: int,
-    started_at: datetime,
-    finished_at: datetime | None,
     error: str = "",
     typical_seconds: float | None = None,
 ) -> dict[str, Any]:
-    """What the admin's progress poll shows of one run, and nothing else: counts, times, stage, error.
+    """What the admin's progress poll shows of one run, and nothing else: ``row``'s status, counts and times, the
+    stage and the error.
 
     ``typical_seconds`` (a previous run's duration) stands in for the estimate while the run has no count
     to go by (a sync waiting on its upstream)."""
+    status, done, total = row.status, row.progress_done, row.progress_total
+    started_at, finished_at = row.started_at, row.finished_at
     now = timezone.now()
     eta = progress_estimate(done=done, total=total, started_at=started_at, now=now) if running else None
     if running and eta is None and typical_seconds is not None:

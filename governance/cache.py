@@ -19,10 +19,9 @@ from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
-from django.core.cache import cache
 from django.db import connection
 
-from catalog.cachesafe import cache_available, cache_call
+from catalog.cachesafe import cache_available, cache_call, shared_cache
 
 from .constants import VISIBILITY_VERSION_KEY
 
@@ -148,6 +147,7 @@ def visibility_invalidate() -> None:
 def visibility_cache_reset() -> None:
     """Start a new cache generation without the database (tests: a shared Redis outlives each test's
     database, and a rolled-back database returns to an earlier token)."""
+    cache = shared_cache()  # the backend the version is read from, not a per-context one
     try:
         try:
             cache.incr(VISIBILITY_VERSION_KEY)

@@ -5,6 +5,8 @@
 TOKEN_PREFIX = "scout_"
 TOKEN_SECRET_BYTES = 32
 TOKEN_DISPLAY_CHARS = 10  # how much of the raw token the admin keeps to tell tokens apart
+# The last hop of every token principal's delegation chain: the gateway that acts for the user and agents.
+GATEWAY_HOP = "scout-gateway"
 
 # Token scopes. "server:<slug>" scopes, when present, restrict the token to those servers.
 SCOPE_DISCOVER = "discover"

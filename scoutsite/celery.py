@@ -69,42 +69,33 @@ def _count_retry(sender=None, request=None, **kwargs: object) -> None:
 
 @app.on_after_finalize.connect
 def setup_periodic_tasks(sender: Celery, **kwargs: object) -> None:
-    """Every beat schedule lives here."""
+    """Every beat schedule lives here: (every so many seconds, task, name), each with why and how often."""
     from django.conf import settings
 
-    # Reconcile every upstream server's catalog every SCOUT_SYNC_INTERVAL seconds (default 15 minutes).
-    sender.add_periodic_task(
-        float(settings.SCOUT_SYNC_INTERVAL),
-        sender.signature("catalog.tasks.sync_all_servers"),
-        name="catalog: reconcile all servers",
-    )
-    # Mark approvals past their expiry as expired every 5 minutes, so the approver inbox stays current.
-    # (An expired approval is refused when used whether or not this has run.)
-    sender.add_periodic_task(
-        300.0, sender.signature("governance.tasks.expire_approvals"), name="governance: expire approvals"
-    )
-    # Send tasks kept while the broker was down that no running process is sending (catalog/outbox.py, F4).
-    sender.add_periodic_task(60.0, sender.signature("catalog.tasks.outbox_send"), name="catalog: send kept tasks")
+    schedule = [
+        # Reconcile every upstream server's catalog every SCOUT_SYNC_INTERVAL seconds (default 15 minutes).
+        (settings.SCOUT_SYNC_INTERVAL, "catalog.tasks.sync_all_servers", "catalog: reconcile all servers"),
+        # Mark approvals past their expiry as expired every 5 minutes, so the approver inbox stays current.
+        # (An expired approval is refused when used whether or not this has run.)
+        (300, "governance.tasks.expire_approvals", "governance: expire approvals"),
+        # Send tasks kept while the broker was down that no running process is sending (catalog/outbox.py, F4).
+        (60, "catalog.tasks.outbox_send", "catalog: send kept tasks"),
+        # Recount learned requests' teachers once an hour: each visibility change queues a recount, and one the
+        # broker lost (or a count left off by a confirmation racing a recount) stayed wrong until a later change.
+        (3600, "search.tasks.recount_learned_teachers", "search: recount learned teachers"),
+        # Purge the query log past its retention once an hour (SCOUT_QUERY_LOG_RETENTION_DAYS).
+        (3600, "search.tasks.purge_query_log", "search: purge query log"),
+        # Delete idempotency records past SCOUT_MCP_IDEMPOTENCY_TTL once an hour (each may hold a call's whole result).
+        (3600, "mcpgateway.tasks.purge_idempotency_records", "mcpgateway: purge expired idempotency records"),
+    ]
     # Compare the Weaviate index with the database and repair drift (SCOUT_WEAVIATE_RECONCILE_INTERVAL).
     if settings.SCOUT_SEARCH_BACKEND == "weaviate" and settings.SCOUT_WEAVIATE_RECONCILE_INTERVAL > 0:
-        sender.add_periodic_task(
-            float(settings.SCOUT_WEAVIATE_RECONCILE_INTERVAL),
-            sender.signature("search.tasks.reconcile_weaviate"),
-            name="search: reconcile the Weaviate index",
-        )
+        every = settings.SCOUT_WEAVIATE_RECONCILE_INTERVAL
+        schedule.append((every, "search.tasks.reconcile_weaviate", "search: reconcile the Weaviate index"))
     # Flush learned requests whose batched reindex was lost (queued with a countdown, so only a broker that lost
     # it leaves them waiting): any that waited longer than SCOUT_LEARNED_INDEX_INTERVAL, checked that often.
     if settings.SCOUT_LEARNED_INDEX_INTERVAL > 0:
-        sender.add_periodic_task(
-            float(settings.SCOUT_LEARNED_INDEX_INTERVAL),
-            sender.signature("search.tasks.flush_stale_learned_index"),
-            name="search: flush waiting learned requests",
-        )
-    # Purge the query log past its retention once an hour (SCOUT_QUERY_LOG_RETENTION_DAYS).
-    sender.add_periodic_task(3600.0, sender.signature("search.tasks.purge_query_log"), name="search: purge query log")
-    # Delete idempotency records past SCOUT_MCP_IDEMPOTENCY_TTL once an hour (each may hold a call's whole result).
-    sender.add_periodic_task(
-        3600.0,
-        sender.signature("mcpgateway.tasks.purge_idempotency_records"),
-        name="mcpgateway: purge expired idempotency records",
-    )
+        every = settings.SCOUT_LEARNED_INDEX_INTERVAL
+        schedule.append((every, "search.tasks.flush_stale_learned_index", "search: flush waiting learned requests"))
+    for seconds, task, name in schedule:
+        sender.add_periodic_task(float(seconds), sender.signature(task), name=name)

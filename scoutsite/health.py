@@ -8,11 +8,12 @@ from __future__ import annotations
 import logging
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
+
+from catalog.cachesafe import shared_cache
 
 logger = logging.getLogger(__name__)
 READY_PROBE_KEY = "scout:readyz"
@@ -36,6 +37,9 @@ def _database() -> bool:
 
 
 def _cache() -> bool:
+    # The process's one backend, not Django's per-context ``cache``: that one is a new connection for every probe.
+    # Not cache_call: a probe asks Redis itself each time, never a recent failure's answer.
+    cache = shared_cache()
     try:
         cache.set(READY_PROBE_KEY, "1", timeout=10)
         return cache.get(READY_PROBE_KEY) == "1"

@@ -76,14 +76,10 @@ class IndexGenerationAdmin(ProgressAdminMixin, InstallWideAdmin, admin.ModelAdmi
     def progress_snapshot_for(self, obj: IndexGeneration) -> dict:
         running = obj.status == GenerationStatus.BUILDING
         return progress_snapshot(
+            obj,
             running=running,
-            status=obj.status,
             stage="encoding" if obj.progress_total else "loading tools",
             unit="texts",
-            done=obj.progress_done,
-            total=obj.progress_total,
-            started_at=obj.started_at,
-            finished_at=obj.finished_at,
             error=obj.error,
         )
 

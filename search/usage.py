@@ -369,27 +369,42 @@ def learned_teachers_recount() -> int:
     number that count, so a request left with none leaves the index (its words are kept for the curators until
     ``SCOUT_QUERY_LOG_RETENTION_DAYS`` as any learned request's are). A deleted person's confirmations are deleted
     (nothing to restore), and a request that none is left to confirm with them. The changed tools are reindexed.
-    A fixed number of queries however many teachers (``executable_pairs``). Returns how many confirmations
+    A count found off from its confirmations with none to flip (a confirmation racing a recount) is set again too.
+    A fixed number of queries however many teachers (``executable_pairs``); the beat runs it as well (hourly), so a
+    recount lost with the broker leaves no count wrong for longer. Returns how many confirmations and counts
     changed."""
     from django.contrib.auth import get_user_model
 
     from .services import index_update
 
     cache_call("delete", RECOUNT_PENDING_KEY)  # changes committed from now on queue the next recount
+    counting = (
+        LearnedConfirmation.objects.filter(learned=OuterRef("pk"), counts=True)
+        .order_by()
+        .values("learned")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    # Counts off from their confirmations with none to flip: a confirmation committed while a recount counted (its
+    # count read before it), or anything else that left one wrong. Set again below, from the confirmations.
+    drifted = dict(
+        LearnedRequest.objects.filter(status=LearnedStatus.LEARNED)
+        .annotate(counted=Coalesce(Subquery(counting), 0))
+        .exclude(principal_count=F("counted"))
+        .values_list("pk", "tool_id")
+    )
     rows = list(
         LearnedConfirmation.objects.filter(learned__status=LearnedStatus.LEARNED).values_list(
             "pk", "principal_key", "learned_id", "learned__tool_id", "counts"
         )
     )
-    if not rows:
-        return 0
     people = get_user_model().objects.in_bulk({pk for pk in (_teacher_pk(row[1]) for row in rows) if pk})
     principals = principals_for_users(people.values())
     asked: dict[str, set[int]] = {}
     for _, key, _, tool, _ in rows:
         asked.setdefault(key, set()).add(tool)
-    may = executable_pairs({key: principals.get(_teacher_pk(key) or 0) for key in asked}, asked)
-    gone, flips, changed, tool_pks = [], {True: [], False: []}, set(), set()
+    may = executable_pairs({key: principals.get(_teacher_pk(key) or 0) for key in asked}, asked) if asked else set()
+    gone, flips, changed, tool_pks = [], {True: [], False: []}, set(drifted), set(drifted.values())
     for pk, key, learned, tool, counts in rows:
         if _teacher_pk(key) not in people:
             gone.append(pk)
@@ -405,18 +420,11 @@ def learned_teachers_recount() -> int:
         LearnedConfirmation.objects.filter(pk__in=gone).delete()
         for counts, pks in flips.items():
             LearnedConfirmation.objects.filter(pk__in=pks).update(counts=counts)
-        counting = (
-            LearnedConfirmation.objects.filter(learned=OuterRef("pk"), counts=True)
-            .order_by()
-            .values("learned")
-            .annotate(n=Count("pk"))
-            .values("n")
-        )
         LearnedRequest.objects.filter(pk__in=changed).update(principal_count=Coalesce(Subquery(counting), 0))
         LearnedRequest.objects.filter(pk__in=changed, status=LearnedStatus.LEARNED, confirmed_by__isnull=True).delete()
     # Reindexed here, not queued: the weight stops counting when this task ends, not after another one.
     transaction.on_commit(lambda: index_update(tool_pks=sorted(tool_pks)))
-    return len(gone) + len(flips[True]) + len(flips[False])
+    return len(gone) + len(flips[True]) + len(flips[False]) + len(drifted)
 
 
 def _teacher_pk(key: str) -> int | None:

@@ -1,6 +1,7 @@
 """Shared fixtures. Personas (owner, approver, member, outsider, superuser) are added by governance."""
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -142,3 +143,44 @@ def loopback_upstreams(settings):
     a deployment serving a local MCP server or OpenAPI service lists 127.0.0.1/32. Used by the fixtures that start
     local HTTP servers."""
     settings.SCOUT_UPSTREAM_ALLOWED_HOSTS = [*settings.SCOUT_UPSTREAM_ALLOWED_HOSTS, "127.0.0.1/32"]
+
+
+@pytest.fixture
+def redis_connect_log(monkeypatch) -> list[int]:
+    """One entry for each TCP connection redis-py opens in this process from now on."""
+    import redis.connection
+
+    connects: list[int] = []
+    connect = redis.connection.Connection._connect
+
+    def counted(self):
+        connects.append(1)
+        return connect(self)
+
+    monkeypatch.setattr(redis.connection.Connection, "_connect", counted)
+    return connects
+
+
+@pytest.fixture
+def redis_connects(redis_connect_log) -> Iterator[list[int]]:
+    """A throwaway redis-server of this test's own as the default cache (and REDIS_URL), and the connections opened
+    to it, one entry each: a process keeps one pool (catalog.cachesafe.shared_cache), not one per request context."""
+    from django.test import override_settings
+
+    from catalog.cachesafe import cache_reset
+    from tests.mcpgateway.conftest import REDIS_SERVER, ThrowawayRedis
+
+    if REDIS_SERVER is None:
+        pytest.skip("needs a redis-server binary")
+    server = ThrowawayRedis()
+    server.start()
+    redis_connect_log.clear()  # the server's own start-up check is not the code's
+    url = f"redis://127.0.0.1:{server.port}/0"
+    caches = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url}}
+    try:
+        with override_settings(REDIS_URL=url, CACHES=caches):  # put back before the server stops
+            cache_reset()
+            yield redis_connect_log
+    finally:
+        server.stop()
+        cache_reset()

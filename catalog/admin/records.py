@@ -109,14 +109,10 @@ class SyncRunAdmin(ProgressAdminMixin, ReadOnlyAdmin, admin.ModelAdmin[SyncRun])
             )
             typical = last.duration_seconds if last else None
         return progress_snapshot(
+            obj,
             running=running,
-            status=obj.status,
             stage="applying tools" if obj.progress_total else "listing tools upstream",
             unit="tools",
-            done=obj.progress_done,
-            total=obj.progress_total,
-            started_at=obj.started_at,
-            finished_at=obj.finished_at,
             error=obj.error if obj.status == SyncStatus.FAILED else "",
             typical_seconds=typical,
         )

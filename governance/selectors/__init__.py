@@ -19,7 +19,7 @@ Permission model, in short:
   superuser sees only what was granted. Inactive users see nothing.
 
 One module per subject: ``tools`` (servers and tools), ``grants``, ``tenants``, ``approvals``, ``audit``,
-``people``, ``agents``, ``groups``. Import from ``governance.selectors``: every public name is here.
+``people``, ``agents``, ``groups``, ``tokens``. Import from ``governance.selectors``: every public name is here.
 """
 
 from .agents import agent_shown, agents_visible_to_operator
@@ -58,6 +58,7 @@ from .tenants import (
     shared_shaped_by,
     tenant_q,
 )
+from .tokens import api_tokens_with_membership, principal_as_now, principal_for_token
 from .tools import (
     MAX_TOOL_ID_LENGTH,
     VISIBLE_SERVER_STATUSES,
@@ -69,6 +70,7 @@ from .tools import (
     tool_get_for_principal,
     tool_pks_visible_to,
     tool_shaped_by,
+    tool_still_executable_by,
     tools_narrow,
     tools_servable,
     tools_visible_to,
@@ -83,6 +85,7 @@ __all__ = [
     "VISIBLE_SERVER_STATUSES",
     "agent_shown",
     "agents_visible_to_operator",
+    "api_tokens_with_membership",
     "approval_request_groups_usable",
     "approval_requester_may_execute",
     "approval_requests_usable",
@@ -99,6 +102,8 @@ __all__ = [
     "notification_attempts_visible_to",
     "person_shown",
     "person_visible_to",
+    "principal_as_now",
+    "principal_for_token",
     "server_fields_locked",
     "servers_registrable_by",
     "server_tenant_id",
@@ -112,6 +117,7 @@ __all__ = [
     "tool_get_for_principal",
     "tool_pks_visible_to",
     "tool_shaped_by",
+    "tool_still_executable_by",
     "tools_approvable_by",
     "tools_narrow",
     "tools_servable",

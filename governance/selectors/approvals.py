@@ -24,6 +24,7 @@ from .executable import executable_pairs
 from .grants import _agent_grant_q, _grant_q, _grants, _held_by_q
 from .people import person_shown, person_visible_to, users_visible_to_operator
 from .tenants import server_tenant_q, tenant_q
+from .tokens import api_tokens_with_membership, principal_for_token
 from .tools import tool_executable_by
 
 
@@ -70,15 +71,13 @@ def approval_requests_usable(*, requests: Iterable[ApprovalRequest], cached: boo
 def _asking_principals(requests: Iterable[ApprovalRequest]) -> list[tuple[list[ApprovalRequest], Principal | None]]:
     """``requests`` by who asked (the token, else the person), each with the principal it would act as now (None:
     the token is revoked or expired, or may no longer act), in a fixed number of queries."""
-    from ..services.tokens import _tokens, principal_for_token
-
     by_principal: dict[tuple, list[ApprovalRequest]] = defaultdict(list)
     for request in requests:
         key = ("token", request.token_id) if request.token_id is not None else ("user", request.requester_id)
         by_principal[key].append(request)
     token_ids = [pk for kind, pk in by_principal if kind == "token"]
     # A request is usable only with the token that asked (approval_consume): revoked or expired, it never runs.
-    live = _tokens().filter(pk__in=token_ids, revoked_at__isnull=True, expires_at__gt=timezone.now())
+    live = api_tokens_with_membership().filter(pk__in=token_ids, revoked_at__isnull=True, expires_at__gt=timezone.now())
     tokens = {token.pk: token for token in live} if token_ids else {}
     users = principals_for_users(asked[0].requester for (kind, _), asked in by_principal.items() if kind == "user")
     found = []

@@ -21,6 +21,7 @@ from ..constants import SCOPE_DISCOVER, SCOPE_EXECUTE, VISIBILITY_CACHE_TTL_SECO
 from ..principals import Principal, principal_for_user
 from .grants import _agent_grant_q, _grant_q, _missing_entitlements
 from .tenants import server_tenant_q, shared_shaped_by
+from .tokens import principal_as_now
 
 Permission = Literal["discover", "execute"]
 # Tools of servers in these states can be seen and called.
@@ -99,6 +100,14 @@ def tool_executable_by(*, principal: Principal, tool_pk: int, definition_hash: s
     if definition_hash is not None:
         executable = executable.filter(definition_hash=definition_hash)
     return executable.exists()
+
+
+def tool_still_executable_by(*, principal: Principal, tool_pk: int, definition_hash: str) -> bool:
+    """``tool_executable_by`` for a caller verified a while ago (a call that waited before it was sent, Z6): its
+    token (a session's: its user) as it stands in the database now (``principal_as_now``: revoked, expired,
+    deactivated, out of the tenant: False), and the tool still with the definition it was authorized with."""
+    now = principal_as_now(principal)
+    return now is not None and tool_executable_by(principal=now, tool_pk=tool_pk, definition_hash=definition_hash)
 
 
 def tools_narrow(

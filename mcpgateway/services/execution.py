@@ -36,9 +36,8 @@ from catalog.secrets import json_secrets_removed, server_secrets
 from governance.choices import AuditEventType, AuditOutcome, OperationClass
 from governance.constants import SCOPE_EXECUTE
 from governance.principals import Principal
-from governance.selectors import ToolNotFound, tool_executable_by, tool_get_for_principal
+from governance.selectors import ToolNotFound, tool_get_for_principal, tool_still_executable_by
 from governance.services.audit import audit_record
-from governance.services.tokens import principal_as_now
 from search.choices import SearchOutcomeKind
 from search.usage import search_outcome_record
 
@@ -639,15 +638,6 @@ class CallStopped(Exception):
         self.failure = failure
 
 
-def execute_still_allowed(plan: ExecutionPlan) -> bool:
-    """Whether ``plan``'s caller may still run its tool, as the database stands now: the token (or user) still
-    acts, and the tool, unchanged, is still one it may execute (Z6: a revocation stops a call not yet sent)."""
-    principal = principal_as_now(plan.principal)
-    if principal is None or not principal.has_scope(SCOPE_EXECUTE):
-        return False
-    return tool_executable_by(principal=principal, tool_pk=plan.tool.pk, definition_hash=plan.tool.definition_hash)
-
-
 def execute_finish(plan: ExecutionPlan, result: types.CallToolResult, *, outcome: str, failure: str = "") -> None:
     """Record the outcome: the idempotency record (kept for an unknown outcome, freed when nothing ran) and the
     audit event."""
@@ -775,7 +765,13 @@ async def _execute(
 
     async def recheck() -> None:
         try:
-            allowed = await run_orm_or_busy(execute_still_allowed, plan)
+            # Z6: a revocation (or a changed tool) stops a call not yet sent.
+            allowed = await run_orm_or_busy(
+                tool_still_executable_by,
+                principal=plan.principal,
+                tool_pk=plan.tool.pk,
+                definition_hash=plan.tool.definition_hash,
+            )
         except DatabaseBusy:  # fail closed: a call whose access cannot be checked again is not sent
             raise CallStopped(error_result(BUSY_TEXT, service_busy=True), failure=DATABASE_BUSY) from None
         if not allowed:

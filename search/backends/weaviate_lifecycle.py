@@ -230,10 +230,10 @@ REPLAY_KEY = "scout:weaviate:replay:"
 
 def replay_record(prefix: str, generation: str, pks: Sequence[int]) -> None:
     """Remember an incremental update (its generation and tools) for a full build running meanwhile."""
-    from django.core.cache import cache
-
+    from catalog.cachesafe import shared_cache
     from catalog.locks import named_lock
 
+    cache = shared_cache()
     for _ in range(200):
         with named_lock(f"weaviate-replay:{prefix}", ttl=10) as held:
             if held:
@@ -248,11 +248,11 @@ def replay_record(prefix: str, generation: str, pks: Sequence[int]) -> None:
 def replay_since(prefix: str, generation: str) -> list[int]:
     """Tools of incremental updates whose generation is newer than ``generation`` (a full build's): their
     changes may have committed after the build loaded its tools."""
-    from django.core.cache import cache
+    from catalog.cachesafe import shared_cache
 
     from ..models import IndexGeneration
 
-    entries = cache.get(REPLAY_KEY + prefix) or []
+    entries = shared_cache().get(REPLAY_KEY + prefix) or []
     if not entries:
         return []
     ids = dict(

@@ -195,6 +195,18 @@ def _worker_env(**extra: str) -> dict[str, str]:
     return {**os.environ, **_worker_database_env(), **base, **extra}
 
 
+def _worker_run_finished(worker, server) -> SyncRun:
+    """The worker's sync run of ``server`` once it has ended (fails if the worker exits or takes over 90 s)."""
+    deadline = time.monotonic() + 90
+    run = None
+    while run is None or run.status == SyncStatus.RUNNING:
+        assert worker.poll() is None, f"the worker exited early:\n{worker.stdout.read()}"
+        assert time.monotonic() < deadline, "the worker did not finish the sync in time"
+        time.sleep(0.2)
+        run = SyncRun.objects.filter(server=server, source="worker").first()
+    return run
+
+
 @pytest.mark.celery_worker
 @pytest.mark.slow
 @pytest.mark.timeout(120)
@@ -212,13 +224,7 @@ def test_real_worker_runs_a_sync_task_end_to_end(make_server):
     assert not SyncRun.objects.filter(server=server).exists()
     try:
         with celery_worker(env, queue=queue, name=queue) as worker:
-            deadline = time.monotonic() + 90
-            run = None
-            while run is None or run.status == SyncStatus.RUNNING:
-                assert worker.poll() is None, f"the worker exited early:\n{worker.stdout.read()}"
-                assert time.monotonic() < deadline, "the worker did not finish the sync in time"
-                time.sleep(0.2)
-                run = SyncRun.objects.filter(server=server, source="worker").first()
+            run = _worker_run_finished(worker, server)
             assert run.status == SyncStatus.SUCCESS, run.error
             assert run.added == 2
             assert set(Tool.objects.filter(server=server).values_list("name", flat=True)) == {
@@ -301,13 +307,7 @@ def test_a_workers_log_never_carries_a_line_of_an_upstreams_making(make_server):
     sync_server.apply_async((server.pk, "worker"), queue=queue)
     try:
         with celery_worker(env, queue=queue, name=queue) as worker:
-            deadline = time.monotonic() + 90
-            run = None
-            while run is None or run.status == SyncStatus.RUNNING:
-                assert worker.poll() is None, f"the worker exited early:\n{worker.stdout.read()}"
-                assert time.monotonic() < deadline, "the worker did not finish the sync in time"
-                time.sleep(0.2)
-                run = SyncRun.objects.filter(server=server, source="worker").first()
+            run = _worker_run_finished(worker, server)
         log = worker.stdout.read()
     finally:
         celery_app.conf.task_always_eager = django_settings.CELERY_TASK_ALWAYS_EAGER

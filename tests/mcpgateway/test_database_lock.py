@@ -397,7 +397,7 @@ def test_locked_permission_tables_on_postgres_answer_busy_never_allow_lose_no_au
 
 @on_postgres
 def test_a_call_that_waited_is_not_sent_when_its_access_cannot_be_checked_again(tmp_path: Path):
-    """A call that waited for its server's only slot is checked again before it is sent (``execute_still_allowed``,
+    """A call that waited for its server's only slot is checked again before it is sent (``tool_still_executable_by``,
     Z6); when the database cannot answer that check (the grant tables locked past the lock timeout), the call is
     refused as busy and never sent: fail closed, audited as not run, its idempotency key freed."""
     import psycopg

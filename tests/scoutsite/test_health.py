@@ -1,11 +1,13 @@
 """/healthz and /readyz: unauthenticated, JSON, naming checks but never configuration."""
 
+import contextvars
 import json
 import socket
 
 import pytest
 from django.test import override_settings
 
+from scoutsite.health import readyz
 from search.services import index_rebuild
 
 pytestmark = pytest.mark.django_db
@@ -63,3 +65,13 @@ def encoder_loaded():
     from search.encoder import encoder_get
 
     return encoder_get()
+
+
+def test_readyz_probes_share_the_processes_redis_connection(redis_connects, rf):
+    """The readiness probe's cache check used Django's ``cache``, kept per context: under ASGI every request is a
+    context of its own (here: a new, empty one each), so every probe built a backend and opened a Redis connection
+    (an orchestrator probes every few seconds, on every replica). It now asks the process's one backend."""
+    probes = [contextvars.Context().run(readyz, rf.get("/readyz")) for _ in range(6)]
+
+    assert [json.loads(probe.content)["checks"]["cache"] for probe in probes] == ["ok"] * 6
+    assert len(redis_connects) == 1

@@ -163,3 +163,44 @@ def test_a_teacher_who_may_execute_again_and_confirms_counts_at_once(world, djan
     _grant_execute(world)  # its recount never runs (not captured)
     _teach(world["member"], world["send"])
     assert LearnedRequest.objects.get().principal_count == 1
+
+
+# --- the periodic safety net: counts right again whatever event was lost ---------------------------------------
+
+
+def test_a_revocation_whose_recount_was_lost_is_repaired_by_the_beats_recount(world):
+    """The recount is queued by the visibility change (after commit); a task the broker lost left the revoked
+    teacher counting until some later change queued another, however long that took. The beat runs it too."""
+    from search.tasks import recount_learned_teachers
+    from tests.celery_results import task_result
+
+    _revoke_execute(world)  # its recount never runs (on_commit callbacks not captured): lost
+    assert LearnedRequest.objects.get().principal_count == 2
+
+    assert task_result(recount_learned_teachers.delay()) == 1  # what the beat sends
+    assert LearnedRequest.objects.get().principal_count == 1
+    assert _indexed_weight(world["send"]) == learned_weight(1)
+
+
+def test_a_count_left_wrong_by_a_race_is_repaired_by_the_recount(world, django_capture_on_commit_callbacks):
+    """A confirmation and a recount at once (the recount's count read before the confirmation committed) leave
+    ``principal_count`` off from the confirmations that count, with no confirmation to flip: the recount compares
+    every count with its confirmations and repairs it (and the index weight)."""
+    LearnedRequest.objects.update(principal_count=7)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        from search.usage import learned_teachers_recount
+
+        assert learned_teachers_recount() == 1
+    assert LearnedRequest.objects.get().principal_count == 2
+    assert _indexed_weight(world["send"]) == learned_weight(2)
+
+
+def test_the_beat_recounts_learned_teachers_hourly():
+    from scoutsite import celery_app
+    from scoutsite.celery import setup_periodic_tasks
+
+    setup_periodic_tasks(celery_app)
+    entry = celery_app.conf.beat_schedule["search: recount learned teachers"]
+    assert entry["task"] == "search.tasks.recount_learned_teachers"
+    assert entry["schedule"] == 3600.0

@@ -8,6 +8,7 @@ builds, updates during a build, a partial batch failure then reconcile). Answers
 backend: test_weaviate_parity.py. Against a real server: tests/search/contract (WEAVIATE_URL).
 """
 
+import contextvars
 import socket
 import threading
 import uuid
@@ -443,6 +444,21 @@ def test_updates_published_during_a_build_are_replayed_after_the_swap(weaviate_s
     assert fake.aliases["ScoutTools"] != first  # swapped to the new build
     assert "read receipts" in stored(fake)[tool.pk]["properties"]["description"]  # replayed into it
     assert len(stored(fake)) == len(tools)
+
+
+@pytest.mark.django_db
+def test_replay_records_are_kept_over_the_processes_redis_connection(redis_connects):
+    """Updates recorded for a running build (each a Celery task: a context of its own) went through Django's
+    per-context ``cache``, and their lock through a Redis client of its own: connections per update. Now one."""
+    from search.backends.weaviate import replay_record, replay_since
+
+    full, *updates = [unpublished_generation() for _ in range(4)]
+    for pk, generation in enumerate(updates, start=1):
+        contextvars.Context().run(replay_record, "ScoutTools", generation, [pk, 10])
+
+    assert replay_since("ScoutTools", full) == [1, 2, 3, 10]
+    assert replay_since("ScoutTools", updates[1]) == [3, 10]  # only what is newer than the build
+    assert len(redis_connects) == 1
 
 
 @pytest.mark.django_db
