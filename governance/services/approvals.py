@@ -32,12 +32,13 @@ from governance.constants import (
     MAX_ARGUMENT_DEPTH,
     delegation_max_chain,
 )
-from governance.models import ApprovalRequest, ToolPolicy
+from governance.models import ApiToken, ApprovalRequest, ToolPolicy
 from governance.principals import Principal, principal_for_user
 from governance.selectors import (
     approval_requester_may_execute,
     approval_requests_for_approver,
     approval_requests_usable,
+    principal_as_now,
     server_tenant_id,
     tool_executable_by,
     user_approves_only_by_own_grant,
@@ -369,9 +370,6 @@ def _decider_still_approves(
     was written (the grant, a group's grant: ``permission_revoke`` locks its holders' rows; the token; the person
     deactivated) was followed by a decision of someone without the right (T5/Z6). Now the revocation either came
     first and is seen here, or waits for this decision. Raises ApprovalError("forbidden")."""
-    from governance.models import ApiToken
-    from governance.services.tokens import principal_as_now
-
     # NO KEY UPDATE: rows that merely point at the person or token (an audit event) are still written meanwhile.
     person = get_user_model().objects.select_for_update(no_key=True).filter(pk=approver.pk, is_active=True).first()
     if principal is not None and principal.token_id is not None:
