@@ -232,9 +232,12 @@ def test_server_limited_token_sees_only_its_servers(api, catalog, member, grant)
 
 
 def test_learned_requests_for_curators(api, catalog, owner, member):
-    from search.models import LearnedRequest
+    from search.models import LearnedConfirmation, LearnedRequest
 
-    LearnedRequest.objects.create(tool=catalog.visible, text="what bugs are open", key="k1", principal_count=2)
+    # Learned as the gateway learns it: a teacher who may execute the tool confirmed it (the recount that a grant
+    # change queues sets each count from its confirmations).
+    learned = LearnedRequest.objects.create(tool=catalog.visible, text="what bugs are open", key="k1", principal_count=1)
+    LearnedConfirmation.objects.create(learned=learned, principal_key=f"u{member.pk}")
     give_perms(owner, "catalog.view_tool", "search.view_learnedrequest")
     body = api.get(f"tools/{catalog.visible.tool_id}/learned-requests/", token=make_token(owner, ["api", "discover"]))
     assert body.status_code == 200
