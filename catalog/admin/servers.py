@@ -55,7 +55,10 @@ BREAKER_BADGES = {
     breaker.HALF_OPEN: (ServerStatus.DEGRADED, "probing"),
     breaker.OPEN: (ServerStatus.UNAVAILABLE, "breaker open"),
 }
-CONNECTION_TEST_FIELDS = ("slug", "name", "transport", "command", "args", "env_vars", "url", "header_env")
+CONNECTION_TEST_FIELDS = (
+    *("slug", "name", "transport", "command", "args", "env_vars", "url", "header_env"),
+    *("base_url", "openapi_url", "openapi_credentials"),  # and the form's own document fields (upload, text)
+)
 
 
 class RecentRunsFormSet(BaseInlineFormSet):
@@ -531,13 +534,20 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
         if not allowed:
             raise PermissionDenied
         form_class = self.get_form(request, existing, fields=CONNECTION_TEST_FIELDS)
-        form = form_class(request.POST, instance=existing or Server())
+        form = form_class(request.POST, request.FILES, instance=existing or Server())
         tools: list[dict[str, Any]] = []
+        rejections: list[dict[str, str]] = []
         error = ""
         if form.is_valid():
             candidate = form.save(commit=False)  # never saved: only its connection settings are used
             try:
-                tools = list_tools(candidate)
+                if candidate.transport == Transport.OPENAPI:  # the form's document, or its URL; else the stored one
+                    definitions, rejections = server_openapi_preview(
+                        server=candidate, document=form.cleaned_data.get("openapi_document")
+                    )
+                    tools = [definition.canonical() for definition in definitions]
+                else:
+                    tools = list_tools(candidate)
             except UpstreamError as exc:
                 error = str(exc)
         else:
@@ -558,6 +568,7 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
                 for tool in tools
                 if isinstance(tool, dict)
             ],
+            "rejections": rejections,
             "error": error,
         }
         return render(request, "admin/catalog/server/test_connection.html", context)
