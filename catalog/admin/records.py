@@ -10,10 +10,11 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from catalog.choices import SYNC_FAILED_NEXT, ServerStatus, SyncStatus
+from catalog.choices import ServerStatus, SyncStatus
 from catalog.models import SyncRun, Tool, ToolRevision
 from catalog.progress import progress_snapshot
 
+from .advice import sync_failed_next
 from .display import (
     CappedCountPaginator,
     admin_link,
@@ -93,7 +94,7 @@ class SyncRunAdmin(ProgressAdminMixin, ReadOnlyAdmin, admin.ModelAdmin[SyncRun])
             reverse("admin:catalog_server_change", args=[server.pk]),
             server.slug,
             server.get_status_display(),
-            SYNC_FAILED_NEXT,
+            sync_failed_next(run.error),
         )
 
     def progress_snapshot_for(self, obj: SyncRun) -> dict:

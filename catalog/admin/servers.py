@@ -16,12 +16,12 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.http import urlencode
+from django.utils.text import Truncator
 from django.views.decorators.http import require_POST
 
 from catalog import breaker
 from catalog.choices import (
     SERVER_STATUS_HIDES_TOOLS,
-    SYNC_FAILED_NEXT,
     TOOLS_HIDDEN_SHORT,
     ServerStatus,
     SyncStatus,
@@ -42,6 +42,7 @@ from catalog.services.servers import server_archive, server_restore, server_upst
 from catalog.services.sync import server_openapi_preview
 from catalog.upstream import UpstreamError, list_tools
 
+from .advice import sync_failed_next
 from .display import admin_link, badge, compact_time, text_block
 from .filters import held_q, tool_count_annotations
 from .lookups import StrictLookupsMixin
@@ -280,9 +281,11 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
     def object_title(self, request: HttpRequest, obj: Server) -> str:
         return f"Server {obj.slug}"
 
-    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):
-        return super().change_view(request, object_id, form_url, {"sync_failed_next": SYNC_FAILED_NEXT,
-                                                                  **(extra_context or {})})  # fmt: skip
+    def render_change_form(self, request: HttpRequest, context: dict, *args: Any, obj: Server | None = None,
+                           **kwargs: Any) -> HttpResponse:  # fmt: skip
+        if obj is not None and obj.last_error:  # what to do about the failed sync the page starts with
+            context["sync_failed_next"] = sync_failed_next(obj.last_error)
+        return super().render_change_form(request, context, *args, obj=obj, **kwargs)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Server | None = None) -> Sequence[str]:
         # The slug is fixed once saved: every tool id, grant scope and audit row names it.
@@ -347,9 +350,10 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
         if run.status == SyncStatus.PARTIAL:
             text = "{} of {} succeeded with {} tool(s) added and {} refused: see why in {}."
             return messages.WARNING, format_html(text, sync, slug, run.added, run.rejected, details)
-        if run.status == SyncStatus.FAILED:
-            text = "{} of {} failed: its tools are hidden until a sync succeeds. The error and what to do: {}."
-            return messages.ERROR, format_html(text, sync, slug, details)
+        if run.status == SyncStatus.FAILED:  # the error and the next step here: the operator is on the form now
+            text = "{} of {} failed: {}. Its tools are hidden until a sync succeeds. {} (Details: {}.)"
+            error = Truncator(run.error.removeprefix(f"{slug}: ")).chars(300).rstrip(".")
+            return messages.ERROR, format_html(text, sync, slug, error, sync_failed_next(run.error), details)
         return messages.WARNING, format_html("{} of {}: {} (see {}).", sync, slug, run.get_status_display(), details)
 
     def access_note(self, server: Server) -> str:
@@ -570,6 +574,7 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
             ],
             "rejections": rejections,
             "error": error,
+            "error_next": sync_failed_next(error) if error else "",
         }
         return render(request, "admin/catalog/server/test_connection.html", context)
 

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import escape
 
-from catalog.choices import ServerStatus, SyncKind, SyncStatus, Transport
+from catalog.choices import SYNC_FAILED_NEXT, ServerStatus, SyncKind, SyncStatus, Transport
 from catalog.models import Server, SyncRun, Tool, ToolRevision
 from catalog.services.imports import catalog_import_file
 from catalog.signals import tools_changed
@@ -169,10 +170,9 @@ def test_sync_button_on_change_page_says_how_the_sync_ended_and_skips_imported(a
     run = SyncRun.objects.get(server=broken)
     assert run.status == SyncStatus.FAILED
     link = reverse("admin:catalog_syncrun_change", args=[run.pk])
-    assert _messages(response) == [
-        "Sync of broken failed: its tools are hidden until a sync succeeds. The error and what to do: "
-        f'<a href="{link}">its run</a>.'
-    ]
+    [message] = _messages(response)  # the error itself and what to do, here, with the way to the run
+    assert message.startswith(f"Sync of broken failed: {escape(run.error.removeprefix('broken: '))}. Its tools are ")
+    assert message.endswith(f'{escape(SYNC_FAILED_NEXT)} (Details: <a href="{link}">its run</a>.)')
     assert [message.level_tag for message in response.context["messages"]] == ["error"]
 
     issues = Server.objects.get(slug="issues")
