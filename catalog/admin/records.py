@@ -18,12 +18,12 @@ from .advice import sync_failed_next
 from .display import (
     CappedCountPaginator,
     admin_link,
-    badge,
     breakable_id,
     compact_time,
     json_block,
     pretty_json,
     render_unified_diff,
+    run_status_badge,
     text_block,
 )
 from .filters import RevisionServerFilter, ServerFilter
@@ -124,7 +124,7 @@ class SyncRunAdmin(ProgressAdminMixin, ReadOnlyAdmin, admin.ModelAdmin[SyncRun])
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, run: SyncRun) -> str:
-        return badge(run.status, run.get_status_display())
+        return run_status_badge(run.status)
 
     def get_list_display(self, request: HttpRequest) -> Sequence[str]:
         # The server's name opens the server's page (its status, tools, Sync now) for whoever may open servers.
@@ -145,7 +145,7 @@ class SyncRunAdmin(ProgressAdminMixin, ReadOnlyAdmin, admin.ModelAdmin[SyncRun])
 
     @admin.display(description="status", ordering="status")
     def status_column(self, run: SyncRun) -> str:
-        status = badge(run.status, run.get_status_display(), wrap=True)
+        status = run_status_badge(run.status, wrap=True)
         return format_html("{}<br><small>{}</small>", status, self.short_source(run))
 
     @admin.display(description="started", ordering="started_at")

@@ -21,6 +21,7 @@ from django.views.decorators.http import require_POST
 
 from catalog import breaker
 from catalog.choices import (
+    OPERATOR_STOPPED_STATUSES,
     SERVER_STATUS_HIDES_TOOLS,
     TOOLS_HIDDEN_SHORT,
     ServerStatus,
@@ -43,7 +44,7 @@ from catalog.services.sync import server_openapi_preview
 from catalog.upstream import UpstreamError, list_tools
 
 from .advice import sync_failed_next
-from .display import admin_link, badge, compact_time, text_block
+from .display import admin_link, badge, compact_time, run_status_badge, text_block
 from .filters import held_q, tool_count_annotations
 from .lookups import StrictLookupsMixin
 from .readonly import ReadOnlyMixin
@@ -90,7 +91,7 @@ class RecentSyncRunInline(ReadOnlyMixin, admin.TabularInline):
 
     @admin.display(description="status")
     def status_badge(self, run: SyncRun) -> str:
-        return badge(run.status, run.get_status_display())
+        return run_status_badge(run.status)
 
 
 # Each transport's own fields: the form shows only the chosen transport's (server_form.js); Server.clean refuses the
@@ -354,6 +355,11 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
             text = "{} of {} failed: {}. Its tools are hidden until a sync succeeds. {} (Details: {}.)"
             error = Truncator(run.error.removeprefix(f"{slug}: ")).chars(300).rstrip(".")
             return messages.ERROR, format_html(text, sync, slug, error, sync_failed_next(run.error), details)
+        if run.status == SyncStatus.SKIPPED:  # why: the run's error (disabled, archived, another run under way)
+            text = "{} of {} skipped: {}.{}"
+            restart = " To sync it again, set its status back to Active (Health, on its page) and save."
+            restart = restart if server.status in OPERATOR_STOPPED_STATUSES else ""
+            return messages.WARNING, format_html(text, sync, slug, run.error, restart)
         return messages.WARNING, format_html("{} of {}: {} (see {}).", sync, slug, run.get_status_display(), details)
 
     def access_note(self, server: Server) -> str:
@@ -440,7 +446,7 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
         status = getattr(server, "last_run_status", None)
         if not status:
             return when
-        outcome = badge(status, SyncStatus(status).label)
+        outcome = run_status_badge(status)
         if linked:
             url = reverse("admin:catalog_syncrun_change", args=[server.last_run_pk])
             outcome = format_html('<a href="{}">{}</a>', url, outcome)
