@@ -417,7 +417,11 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
 
     @admin.display(description="calls")
     def breaker_badge(self, server: Server) -> str:
-        """The circuit breaker of this worker process (catalog/breaker.py): open means calls fail fast."""
+        """The circuit breaker of this worker process (catalog/breaker.py): open means calls fail fast. None for a
+        server whose tools are hidden: no call reaches it, and a green "flowing" beside "Unavailable" read as a
+        contradiction."""
+        if server.status in SERVER_STATUS_HIDES_TOOLS:
+            return "—"
         state = breaker.breaker_state(server.pk)
         colour_key, label = BREAKER_BADGES[state]
         return badge(colour_key, label)

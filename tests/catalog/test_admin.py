@@ -171,6 +171,16 @@ def test_sync_now_of_a_disabled_server_says_why_it_was_skipped_and_how_to_sync_i
     assert "server is disabled" in admin_client.get(reverse("admin:catalog_syncrun_changelist")).content.decode()
 
 
+def test_the_calls_column_shows_no_breaker_for_a_server_whose_tools_are_hidden(admin_client, scripted):
+    """No call reaches a server whose tools are hidden: its row said 'Unavailable' beside a green 'flowing'."""
+    server, _ = scripted({"pages": [[good_tool("alpha")]]}, slug="down")
+    for status, calls in ((ServerStatus.ACTIVE, "flowing"), (ServerStatus.UNAVAILABLE, "—")):
+        Server.objects.filter(pk=server.pk).update(status=status)
+        html = admin_client.get(reverse("admin:catalog_server_changelist")).content.decode()
+        cell = html.split('<td class="field-breaker_badge">', 1)[1].split("</td>", 1)[0]
+        assert (calls in cell) and (status == ServerStatus.ACTIVE or "flowing" not in cell), status
+
+
 def test_sync_button_on_change_page_says_how_the_sync_ended_and_skips_imported(admin_client, scripted, imported):
     """Tasks run in-process here (CELERY_TASK_ALWAYS_EAGER, as in the demo): the sync has run when the page comes
     back, so the message says how it ended, not "queued"."""
