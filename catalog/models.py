@@ -243,7 +243,11 @@ def validate_upstream_url(url: str) -> None:
     try:
         egress_check(url, resolve=False)
     except EgressRefused as exc:
-        raise ValidationError(f"{exc} (the hosts Scout may connect to)") from None
+        # What to do, too: an operator rarely sets Scout's environment, and the setting's name alone left them there.
+        raise ValidationError(
+            f"{exc} (the hosts Scout may connect to): correct the URL, or ask whoever runs Scout to list this host "
+            "there and restart Scout"
+        ) from None
 
 
 class OpenAPIDocument(models.Model):

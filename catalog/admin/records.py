@@ -10,19 +10,20 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from catalog.choices import SYNC_FAILED_NEXT, ServerStatus, SyncStatus
+from catalog.choices import ServerStatus, SyncStatus
 from catalog.models import SyncRun, Tool, ToolRevision
 from catalog.progress import progress_snapshot
 
+from .advice import sync_failed_next
 from .display import (
     CappedCountPaginator,
     admin_link,
-    badge,
     breakable_id,
     compact_time,
     json_block,
     pretty_json,
     render_unified_diff,
+    run_status_badge,
     text_block,
 )
 from .filters import RevisionServerFilter, ServerFilter
@@ -93,7 +94,7 @@ class SyncRunAdmin(ProgressAdminMixin, ReadOnlyAdmin, admin.ModelAdmin[SyncRun])
             reverse("admin:catalog_server_change", args=[server.pk]),
             server.slug,
             server.get_status_display(),
-            SYNC_FAILED_NEXT,
+            sync_failed_next(run.error),
         )
 
     def progress_snapshot_for(self, obj: SyncRun) -> dict:
@@ -119,7 +120,7 @@ class SyncRunAdmin(ProgressAdminMixin, ReadOnlyAdmin, admin.ModelAdmin[SyncRun])
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, run: SyncRun) -> str:
-        return badge(run.status, run.get_status_display())
+        return run_status_badge(run.status)
 
     def get_list_display(self, request: HttpRequest) -> Sequence[str]:
         # The server's name opens the server's page (its status, tools, Sync now) for whoever may open servers.
@@ -140,7 +141,7 @@ class SyncRunAdmin(ProgressAdminMixin, ReadOnlyAdmin, admin.ModelAdmin[SyncRun])
 
     @admin.display(description="status", ordering="status")
     def status_column(self, run: SyncRun) -> str:
-        status = badge(run.status, run.get_status_display(), wrap=True)
+        status = run_status_badge(run.status, wrap=True)
         return format_html("{}<br><small>{}</small>", status, self.short_source(run))
 
     @admin.display(description="started", ordering="started_at")

@@ -16,12 +16,13 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.http import urlencode
+from django.utils.text import Truncator
 from django.views.decorators.http import require_POST
 
 from catalog import breaker
 from catalog.choices import (
+    OPERATOR_STOPPED_STATUSES,
     SERVER_STATUS_HIDES_TOOLS,
-    SYNC_FAILED_NEXT,
     TOOLS_HIDDEN_SHORT,
     ServerStatus,
     SyncStatus,
@@ -42,7 +43,8 @@ from catalog.services.servers import server_archive, server_restore, server_upst
 from catalog.services.sync import server_openapi_preview
 from catalog.upstream import UpstreamError, list_tools
 
-from .display import admin_link, badge, compact_time, text_block
+from .advice import sync_failed_next
+from .display import admin_link, badge, compact_time, run_status_badge, text_block
 from .filters import held_q, tool_count_annotations
 from .lookups import StrictLookupsMixin
 from .readonly import ReadOnlyMixin
@@ -55,7 +57,10 @@ BREAKER_BADGES = {
     breaker.HALF_OPEN: (ServerStatus.DEGRADED, "probing"),
     breaker.OPEN: (ServerStatus.UNAVAILABLE, "breaker open"),
 }
-CONNECTION_TEST_FIELDS = ("slug", "name", "transport", "command", "args", "env_vars", "url", "header_env")
+CONNECTION_TEST_FIELDS = (
+    *("slug", "name", "transport", "command", "args", "env_vars", "url", "header_env"),
+    *("base_url", "openapi_url", "openapi_credentials"),  # and the form's own document fields (upload, text)
+)
 
 
 class RecentRunsFormSet(BaseInlineFormSet):
@@ -86,7 +91,7 @@ class RecentSyncRunInline(ReadOnlyMixin, admin.TabularInline):
 
     @admin.display(description="status")
     def status_badge(self, run: SyncRun) -> str:
-        return badge(run.status, run.get_status_display())
+        return run_status_badge(run.status)
 
 
 # Each transport's own fields: the form shows only the chosen transport's (server_form.js); Server.clean refuses the
@@ -277,9 +282,11 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
     def object_title(self, request: HttpRequest, obj: Server) -> str:
         return f"Server {obj.slug}"
 
-    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):
-        return super().change_view(request, object_id, form_url, {"sync_failed_next": SYNC_FAILED_NEXT,
-                                                                  **(extra_context or {})})  # fmt: skip
+    def render_change_form(self, request: HttpRequest, context: dict, *args: Any, obj: Server | None = None,
+                           **kwargs: Any) -> HttpResponse:  # fmt: skip
+        if obj is not None and obj.last_error:  # what to do about the failed sync the page starts with
+            context["sync_failed_next"] = sync_failed_next(obj.last_error)
+        return super().render_change_form(request, context, *args, obj=obj, **kwargs)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Server | None = None) -> Sequence[str]:
         # The slug is fixed once saved: every tool id, grant scope and audit row names it.
@@ -344,9 +351,15 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
         if run.status == SyncStatus.PARTIAL:
             text = "{} of {} succeeded with {} tool(s) added and {} refused: see why in {}."
             return messages.WARNING, format_html(text, sync, slug, run.added, run.rejected, details)
-        if run.status == SyncStatus.FAILED:
-            text = "{} of {} failed: its tools are hidden until a sync succeeds. The error and what to do: {}."
-            return messages.ERROR, format_html(text, sync, slug, details)
+        if run.status == SyncStatus.FAILED:  # the error and the next step here: the operator is on the form now
+            text = "{} of {} failed: {}. Its tools are hidden until a sync succeeds. {} (Details: {}.)"
+            error = Truncator(run.error.removeprefix(f"{slug}: ")).chars(300).rstrip(".")
+            return messages.ERROR, format_html(text, sync, slug, error, sync_failed_next(run.error), details)
+        if run.status == SyncStatus.SKIPPED:  # why: the run's error (disabled, archived, another run under way)
+            text = "{} of {} skipped: {}.{}"
+            restart = " To sync it again, set its status back to Active (Health, on its page) and save."
+            restart = restart if server.status in OPERATOR_STOPPED_STATUSES else ""
+            return messages.WARNING, format_html(text, sync, slug, run.error, restart)
         return messages.WARNING, format_html("{} of {}: {} (see {}).", sync, slug, run.get_status_display(), details)
 
     def access_note(self, server: Server) -> str:
@@ -404,7 +417,11 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
 
     @admin.display(description="calls")
     def breaker_badge(self, server: Server) -> str:
-        """The circuit breaker of this worker process (catalog/breaker.py): open means calls fail fast."""
+        """The circuit breaker of this worker process (catalog/breaker.py): open means calls fail fast. None for a
+        server whose tools are hidden: no call reaches it, and a green "flowing" beside "Unavailable" read as a
+        contradiction."""
+        if server.status in SERVER_STATUS_HIDES_TOOLS:
+            return "—"
         state = breaker.breaker_state(server.pk)
         colour_key, label = BREAKER_BADGES[state]
         return badge(colour_key, label)
@@ -433,7 +450,7 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
         status = getattr(server, "last_run_status", None)
         if not status:
             return when
-        outcome = badge(status, SyncStatus(status).label)
+        outcome = run_status_badge(status)
         if linked:
             url = reverse("admin:catalog_syncrun_change", args=[server.last_run_pk])
             outcome = format_html('<a href="{}">{}</a>', url, outcome)
@@ -531,13 +548,20 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
         if not allowed:
             raise PermissionDenied
         form_class = self.get_form(request, existing, fields=CONNECTION_TEST_FIELDS)
-        form = form_class(request.POST, instance=existing or Server())
+        form = form_class(request.POST, request.FILES, instance=existing or Server())
         tools: list[dict[str, Any]] = []
+        rejections: list[dict[str, str]] = []
         error = ""
         if form.is_valid():
             candidate = form.save(commit=False)  # never saved: only its connection settings are used
             try:
-                tools = list_tools(candidate)
+                if candidate.transport == Transport.OPENAPI:  # the form's document, or its URL; else the stored one
+                    definitions, rejections = server_openapi_preview(
+                        server=candidate, document=form.cleaned_data.get("openapi_document")
+                    )
+                    tools = [definition.canonical() for definition in definitions]
+                else:
+                    tools = list_tools(candidate)
             except UpstreamError as exc:
                 error = str(exc)
         else:
@@ -558,7 +582,9 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
                 for tool in tools
                 if isinstance(tool, dict)
             ],
+            "rejections": rejections,
             "error": error,
+            "error_next": sync_failed_next(error) if error else "",
         }
         return render(request, "admin/catalog/server/test_connection.html", context)
 

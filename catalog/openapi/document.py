@@ -170,11 +170,12 @@ def _fetch(server: Server, timeout: float) -> bytes:
         raise _fail(server, f"could not fetch {safe_url(url)}: {type(exc).__name__}", "refused") from exc
 
 
-def openapi_document_load(server: Server) -> dict[str, Any]:
-    """The server's document (stored, or fetched from its URL), parsed and validated. Raises UpstreamError."""
+def openapi_document_load(server: Server, *, text: str | None = None) -> dict[str, Any]:
+    """The server's document (``text`` when given, as an unsaved form's; else the stored one, or fetched from its
+    URL), parsed and validated. Raises UpstreamError."""
     from catalog.services.openapi_documents import server_openapi_document_get  # noqa: PLC0415 - ORM after setup
 
-    stored = server_openapi_document_get(server=server)
+    stored = server_openapi_document_get(server=server) if text is None else text
     if stored.strip():
         raw: str | bytes = stored
         if len(stored.encode("utf-8")) > settings.SCOUT_OPENAPI_MAX_DOCUMENT_BYTES:
@@ -395,9 +396,10 @@ def openapi_operations(document: dict[str, Any]) -> OperationListing:
     return listing
 
 
-def openapi_list_tools(server: Server) -> OperationListing:
-    """Load and validate the server's document, then list its operations. Raises UpstreamError, also for a
-    document of more operations than SCOUT_UPSTREAM_MAX_TOOLS (as an MCP server's listing)."""
-    listing = openapi_operations(openapi_document_load(server))
+def openapi_list_tools(server: Server, *, text: str | None = None) -> OperationListing:
+    """Load and validate the server's document (``text``: see ``openapi_document_load``), then list its operations.
+    Raises UpstreamError, also for a document of more operations than SCOUT_UPSTREAM_MAX_TOOLS (as an MCP
+    server's listing)."""
+    listing = openapi_operations(openapi_document_load(server, text=text))
     listing_cap_check(server, len(listing.tools) + len(listing.rejections), "the OpenAPI document")
     return listing

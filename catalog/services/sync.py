@@ -151,14 +151,17 @@ def _server_mark_failed(server: Server, *, error: str) -> None:
         catalog_rows_changed.send(sender=Server)
 
 
-def server_openapi_preview(*, server: Server) -> tuple[list[ToolDefinition], list[dict[str, str]]]:
+def server_openapi_preview(
+    *, server: Server, document: str | None = None
+) -> tuple[list[ToolDefinition], list[dict[str, str]]]:
     """The tools a sync of OpenAPI ``server`` would import now, and the operations it would refuse; saves nothing.
+    ``document``: the document's text to read instead of the stored one or its URL (an unsaved form's; "" for none).
 
     Raises UpstreamError when the document cannot be fetched, parsed or validated (what a sync would record
     as a FAILED run), or when ``server`` is not an OpenAPI server.
     """
     if server.transport != Transport.OPENAPI:
         raise upstream.UpstreamError(f"{server.slug}: not an OpenAPI server", kind="config")
-    listing = openapi.openapi_list_tools(server)
+    listing = openapi.openapi_list_tools(server, text=document)
     definitions, rejections, _ = normalize_listing(listing.tools, max_bytes=settings.SCOUT_MAX_TOOL_DEFINITION_BYTES)
     return definitions, [*listing.rejections, *rejections]

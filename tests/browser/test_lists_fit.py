@@ -99,6 +99,35 @@ def test_the_operators_sync_runs_fit_at_1280(browser, live_server, django_user_m
     assert browser.execute_script(FITS), "sync runs: the list scrolls sideways at 1280 px"
 
 
+def test_the_server_list_and_sync_runs_show_health_and_outcome_at_800(browser, live_server, django_user_model):
+    """At 800 px (a half screen), beside the navigation, the server list showed 216 px: slug and name, its health
+    and last sync scrolled out of sight, as did a run's status and error. The filter now goes under the list, and
+    every column left (the server list's name, transport and breaker are on the server's page) is in view."""
+    from catalog.choices import ServerStatus, SyncStatus
+    from catalog.models import SyncRun
+
+    operator = django_user_model.objects.create_user(username="op", password="pw-op-123", is_staff=True)
+    operator.groups.add(Group.objects.get(name=OPERATORS))
+    now = timezone.now()
+    for slug, status in (("github-enterprise-production", ServerStatus.ACTIVE), ("garbage2", ServerStatus.UNAVAILABLE)):
+        server = ServerFactory(slug=slug, name=f"{slug} server", status=status, last_synced_at=now)
+        SyncRun.objects.create(server=server, status=SyncStatus.SUCCESS, source="admin", started_at=now, added=13)
+    error = "garbage2: malformed OpenAPI document: Swagger / OpenAPI 2.0 is not supported; give 3.0 or 3.1"
+    SyncRun.objects.create(server=server, status=SyncStatus.FAILED, source="admin", started_at=now, error=error)
+    admin_login(browser, live_server.url, "op", "pw-op-123")
+    browser.set_window_size(800, 900)
+    page_fits = "return document.documentElement.scrollWidth <= document.documentElement.clientWidth;"
+    for page, shown in (("server", ("slug", "status_badge", "tool_count", "last_run")), ("syncrun", ("status_column",
+                        "short_error"))):  # fmt: skip
+        browser.get(f"{live_server.url}/admin/catalog/{page}/")
+        assert browser.find_elements("css selector", "#result_list tbody tr"), page
+        screenshot(browser, f"operator-{page}-list-800")
+        assert browser.execute_script(FITS) and browser.execute_script(page_fits), f"{page}: scrolls sideways at 800 px"
+        for field in shown:
+            cell = browser.find_element("css selector", f"#result_list tbody .field-{field}")
+            assert cell.is_displayed() and cell.rect["x"] + cell.rect["width"] <= 800, (page, field)
+
+
 def test_the_approval_inbox_fits_at_1280_whatever_the_ids_letters(browser, live_server, django_user_model, member):
     """An approval id is an opaque token in one piece: its column (the row's link, a <th>) wraps it rather than
     pushing "who asked" out of view (ids of wide letters did at 1280 px, with both sidebars open)."""

@@ -118,3 +118,47 @@ def test_a_tenant_operator_registers_a_server_without_choosing_their_only_tenant
     assert "Please submit at least" not in browser.find_element(By.ID, "content").text
     screenshot(browser, "server-form-tenant-operator-choose")
     assert not Server.objects.filter(slug="ledger").exists()
+
+
+def test_an_operator_tests_an_openapi_service_and_reads_what_to_do_about_a_bad_document(
+    browser, live_server, django_user_model, settings
+):
+    """Test connection on a new OpenAPI service lists the operations a sync would import and those it would refuse
+    (it answered 500); a document that is not OpenAPI says what is wrong and what to do about it."""
+    from django.contrib.auth.models import Group
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    from catalog.models import Server
+    from governance.roles import OPERATORS
+    from tests.catalog.openapi_service import start_pet_service
+
+    from .conftest import wait_for
+
+    settings.SCOUT_UPSTREAM_ALLOWED_HOSTS = ["127.0.0.1/32"]
+    service, _ = start_pet_service()
+    operator = django_user_model.objects.create_user(username="op", password="pw-op-123", is_staff=True)
+    operator.groups.add(Group.objects.get(name=OPERATORS))
+    admin_login(browser, live_server.url, "op", "pw-op-123")
+
+    def test_connection(**fields: str) -> None:
+        browser.get(f"{live_server.url}/admin/catalog/server/add/")
+        browser.find_element(By.NAME, "name").send_keys("Pets")
+        Select(browser.find_element(By.NAME, "transport")).select_by_value("openapi")
+        for name, value in fields.items():
+            browser.find_element(By.NAME, name).send_keys(value)
+        click_through(browser, browser.find_element(By.ID, "test-connection"))
+
+    try:
+        test_connection(base_url=service.url, openapi_url=f"{service.url}/openapi.json")
+        assert "tools found" in wait_for(browser, "#test-connection-count").text
+        assert "pets::listPets" in browser.find_element(By.ID, "test-connection-tools").text
+        assert "subscribe" in browser.find_element(By.ID, "test-connection-refused").text  # with why it is refused
+        screenshot(browser, "operator-openapi-test-connection")
+        test_connection(base_url=service.url, openapi_document='{"swagger": "2.0", "paths": {}}')
+        assert "Swagger / OpenAPI 2.0 is not supported" in wait_for(browser, "#test-connection-error").text
+        assert "Correct the OpenAPI document" in browser.find_element(By.ID, "test-connection-next").text
+        screenshot(browser, "operator-openapi-test-connection-error")
+    finally:
+        service.stop()
+    assert not Server.objects.exists()

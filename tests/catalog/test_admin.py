@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import escape
 
-from catalog.choices import ServerStatus, SyncKind, SyncStatus, Transport
+from catalog.choices import SYNC_FAILED_NEXT, ServerStatus, SyncKind, SyncStatus, Transport
 from catalog.models import Server, SyncRun, Tool, ToolRevision
 from catalog.services.imports import catalog_import_file
 from catalog.signals import tools_changed
@@ -151,6 +152,35 @@ def test_sync_now_action_syncs_a_real_stdio_server(admin_client, scripted):
     assert set(server.tools.values_list("name", flat=True)) == {"alpha", "beta"}
 
 
+def test_sync_now_of_a_disabled_server_says_why_it_was_skipped_and_how_to_sync_it(admin_client, scripted):
+    """A paused server is not synced: Sync now said "Skipped (another run holds the lock)", the status's label, which
+    sent the operator looking for a stuck run. The message, the run list and the server list say why instead."""
+    server, _ = scripted({"pages": [[good_tool("alpha")]]}, slug="paused")
+    Server.objects.filter(pk=server.pk).update(status=ServerStatus.DISABLED)
+    response = admin_client.post(reverse("admin:catalog_server_sync", args=[server.pk]), follow=True)
+    run = SyncRun.objects.get(server=server)
+    assert run.status == SyncStatus.SKIPPED and not server.tools.exists()
+    assert _messages(response) == [
+        "Sync of paused skipped: server is disabled. To sync it again, set its status back to Active (Health, on its "
+        "page) and save."
+    ]
+    for page in ("admin:catalog_syncrun_changelist", "admin:catalog_server_changelist"):
+        html = admin_client.get(reverse(page)).content.decode()
+        rows = html.split('id="result_list"', 1)[1].split("</table>", 1)[0]
+        assert ">Skipped</span>" in rows and "holds the lock" not in rows, page
+    assert "server is disabled" in admin_client.get(reverse("admin:catalog_syncrun_changelist")).content.decode()
+
+
+def test_the_calls_column_shows_no_breaker_for_a_server_whose_tools_are_hidden(admin_client, scripted):
+    """No call reaches a server whose tools are hidden: its row said 'Unavailable' beside a green 'flowing'."""
+    server, _ = scripted({"pages": [[good_tool("alpha")]]}, slug="down")
+    for status, calls in ((ServerStatus.ACTIVE, "flowing"), (ServerStatus.UNAVAILABLE, "—")):
+        Server.objects.filter(pk=server.pk).update(status=status)
+        html = admin_client.get(reverse("admin:catalog_server_changelist")).content.decode()
+        cell = html.split('<td class="field-breaker_badge">', 1)[1].split("</td>", 1)[0]
+        assert (calls in cell) and (status == ServerStatus.ACTIVE or "flowing" not in cell), status
+
+
 def test_sync_button_on_change_page_says_how_the_sync_ended_and_skips_imported(admin_client, scripted, imported):
     """Tasks run in-process here (CELERY_TASK_ALWAYS_EAGER, as in the demo): the sync has run when the page comes
     back, so the message says how it ended, not "queued"."""
@@ -169,10 +199,9 @@ def test_sync_button_on_change_page_says_how_the_sync_ended_and_skips_imported(a
     run = SyncRun.objects.get(server=broken)
     assert run.status == SyncStatus.FAILED
     link = reverse("admin:catalog_syncrun_change", args=[run.pk])
-    assert _messages(response) == [
-        "Sync of broken failed: its tools are hidden until a sync succeeds. The error and what to do: "
-        f'<a href="{link}">its run</a>.'
-    ]
+    [message] = _messages(response)  # the error itself and what to do, here, with the way to the run
+    assert message.startswith(f"Sync of broken failed: {escape(run.error.removeprefix('broken: '))}. Its tools are ")
+    assert message.endswith(f'{escape(SYNC_FAILED_NEXT)} (Details: <a href="{link}">its run</a>.)')
     assert [message.level_tag for message in response.context["messages"]] == ["error"]
 
     issues = Server.objects.get(slug="issues")

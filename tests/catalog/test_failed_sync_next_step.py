@@ -3,6 +3,8 @@ in its Health section, below the connection fields it asks to correct) and on th
 the other. Once a sync succeeds, neither says it any more."""
 
 import re
+import sys
+from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import Group
@@ -40,7 +42,7 @@ def test_a_failed_sync_says_what_to_do_on_the_server_and_the_run_until_one_succe
     panel = _panel(html)
     assert "The last sync failed" in panel and "/nonexistent/scout-mcp-weather" in panel
     assert "Unavailable: its tools are hidden from clients until a sync succeeds." in panel
-    assert SYNC_FAILED_NEXT.replace("'", "&#x27;") in panel
+    assert "install it on every machine that runs Scout" in panel  # this error's next step
     assert f'href="{reverse("admin:catalog_syncrun_change", args=[run.pk])}"' in panel
     assert html.index('id="sync-failed"') < html.index('name="command"')  # above the fields to correct
 
@@ -63,4 +65,60 @@ def test_who_may_not_change_the_server_reads_the_failure_without_the_steps(clien
     client.force_login(_staff(django_user_model, "cur", CURATORS))  # reads servers, changes none, reads no runs
     panel = _panel(client.get(reverse("admin:catalog_server_change", args=[server.pk])).content.decode())
     assert "weather: timed out" in panel and "Degraded: its tools are hidden" in panel
-    assert "To fix it" not in panel and "syncrun" not in panel
+    assert "did not answer in time" not in panel and "To fix it" not in panel and "syncrun" not in panel
+
+
+def _add_form(**fields: str) -> dict:
+    data = {"name": "New", "environment": "production", "args": "[]", "env_vars": "[]", "header_env": "{}"}
+    data |= {"openapi_credentials": "[]", "openapi_document": "", **fields}
+    for prefix in ("group_grants", "user_grants", "tenants"):
+        data.update({f"{prefix}-TOTAL_FORMS": "0", f"{prefix}-INITIAL_FORMS": "0"})
+    return data
+
+
+TIME_SERVER = str(Path(sys.executable).parent / "mcp-server-time")
+# Real failures, each with the words of its own next step (none is the general one).
+FAILURES = {
+    "no-command": ({"transport": "stdio", "command": "mcp-server-not-installed-here"}, "install it on every machine"),
+    "no-variable": (
+        {"transport": "stdio", "command": TIME_SERVER, "env_vars": '["SCOUT_TEST_NEVER_SET"]'},
+        "Set the environment variable(s) named in the error in the environment of every Scout process",
+    ),
+    "nothing-listening": ({"transport": "http", "url": "http://127.0.0.1:9/mcp"}, "Nothing answered at that address"),
+    "garbage-document": (
+        {"transport": "openapi", "base_url": "http://127.0.0.1:9/v1", "openapi_document": "hello: [1, 2"},
+        "Correct the OpenAPI document",
+    ),
+}
+
+
+@pytest.mark.django_db(transaction=True)  # the first sync's message is added once the new server is committed
+@pytest.mark.parametrize("case", FAILURES)
+def test_each_failure_says_its_own_next_step_wherever_the_operator_reads_it(
+    client, django_user_model, loopback_upstreams, case
+):
+    """The error says what is wrong; the step beside it says what to do about that error (install the command, set
+    the variable, start the server, correct the document), on the test page, the message on saving, the server's
+    page and the run's. Before, every failure got one general paragraph about commands, arguments and URLs."""
+    fields, step = FAILURES[case]
+    client.force_login(_staff(django_user_model, "op", OPERATORS))
+    tested = client.post(reverse("admin:catalog_server_test_connection"), _add_form(slug=case, **fields))
+    assert step in tested.content.decode().replace("&#x27;", "'")
+    response = client.post(reverse("admin:catalog_server_add"), _add_form(slug=case, **fields), follow=True)
+    run = SyncRun.objects.get(server__slug=case)
+    assert run.status == SyncStatus.FAILED
+    [message] = [str(message) for message in response.context["messages"] if "First sync" in str(message)]
+    assert step in message.replace("&#x27;", "'") and SYNC_FAILED_NEXT.replace("'", "&#x27;") not in message
+    page = client.get(reverse("admin:catalog_server_change", args=[run.server.pk])).content.decode()
+    assert step in _panel(page).replace("&#x27;", "'")
+    run_page = client.get(reverse("admin:catalog_syncrun_change", args=[run.pk])).content.decode()
+    assert step in run_page.split("What to do:", 1)[1].split("</div>", 1)[0].replace("&#x27;", "'")
+
+
+def test_a_host_scout_may_not_reach_says_who_lists_it(client, django_user_model, settings):
+    settings.SCOUT_UPSTREAM_ALLOWED_HOSTS = []
+    client.force_login(_staff(django_user_model, "op", OPERATORS))
+    fields = _add_form(slug="remote", transport="http", url="https://mcp.example.com/mcp")
+    page = client.post(reverse("admin:catalog_server_test_connection"), fields).content.decode()
+    assert "host mcp.example.com is not in SCOUT_UPSTREAM_ALLOWED_HOSTS" in page
+    assert "whoever runs Scout adds its host" in page.split('id="test-connection-next">', 1)[1].split("</p>", 1)[0]

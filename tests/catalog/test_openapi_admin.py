@@ -31,9 +31,13 @@ def admin_client(client, superuser, settings, monkeypatch):
     return client
 
 
-def _add(admin_client, base_url: str, upload: bytes, **extra: str) -> Any:
+def _add(
+    admin_client, base_url: str, upload: bytes | None, *, to: str = "admin:catalog_server_add", **extra: str
+) -> Any:
+    """Post the server form (to the add page or another of its buttons' views); ``upload`` None: no file."""
+    file = {} if upload is None else {"openapi_upload": SimpleUploadedFile("petstore.json", upload, "application/json")}
     return admin_client.post(
-        reverse("admin:catalog_server_add"),
+        reverse(to),
         {
             "slug": "pets",
             "name": "Pet store",
@@ -43,7 +47,7 @@ def _add(admin_client, base_url: str, upload: bytes, **extra: str) -> Any:
             "env_vars": "[]",
             "header_env": "{}",
             "base_url": base_url,
-            "openapi_upload": SimpleUploadedFile("petstore.json", upload, content_type="application/json"),
+            **file,
             "openapi_document": "",
             "openapi_credentials": json.dumps([{"type": "bearer", "env": TOKEN_ENV}]),
             "status": "active",
@@ -89,6 +93,24 @@ def test_preview_shows_a_malformed_document_error(admin_client, pet_service):
     OpenAPIDocument.objects.create(server=server, text='{"openapi": "3.0.3"}')
     page = admin_client.get(reverse("admin:catalog_server_openapi_preview", args=[server.pk])).content.decode()
     assert "malformed OpenAPI document" in page and "required property" in page
+
+
+def test_test_connection_lists_a_new_services_operations_and_saves_nothing(admin_client, pet_service):
+    """The form's Test connection reads the document the form holds (uploaded, pasted or at its URL), as a sync
+    would; it answered 500 for every OpenAPI service."""
+    live, service = pet_service
+    test = "admin:catalog_server_test_connection"
+    uploaded = _add(admin_client, live.url, json.dumps(document()).encode(), to=test)
+    pasted = _add(admin_client, live.url, None, to=test, openapi_document=json.dumps(document()))
+    fetched = _add(admin_client, live.url, None, to=test, openapi_url=f"{live.url}/openapi.json")
+    for response in (uploaded, pasted, fetched):
+        page = response.content.decode()
+        assert response.status_code == 200 and "pets::listPets" in page and "pets::createPet" in page, page[-3000:]
+        assert 'id="test-connection-refused"' in page and "subscribe" in page  # callbacks: refused, and said why
+    assert service.requests[-1].raw_path == "/openapi.json"
+    garbage = _add(admin_client, live.url, None, to=test, openapi_document="hello: [1, 2")
+    assert garbage.status_code == 200 and "malformed OpenAPI document" in garbage.content.decode()
+    assert not Server.objects.exists() and not OpenAPIDocument.objects.exists()
 
 
 def test_add_refuses_an_openapi_server_without_base_url(admin_client):

@@ -41,8 +41,9 @@ def test_an_openapi_service_at_a_host_not_listed_is_not_registered(client, super
     assert page.status_code == 200
     errors = page.context["adminform"].form.errors
     assert errors["base_url"] == [
-        "host 169.254.169.254 is not in SCOUT_UPSTREAM_ALLOWED_HOSTS (the hosts Scout may connect to)"
-    ]  # the one reason, not "needs a base URL" as well
+        "host 169.254.169.254 is not in SCOUT_UPSTREAM_ALLOWED_HOSTS (the hosts Scout may connect to): correct the "
+        "URL, or ask whoever runs Scout to list this host there and restart Scout"
+    ]  # the one reason (and what to do), not "needs a base URL" as well
     page = _add(client, "https://api.example.com/v1", b"", openapi_url="http://10.0.0.5/openapi.json")
     assert "not in SCOUT_UPSTREAM_ALLOWED_HOSTS" in " ".join(page.context["adminform"].form.errors["openapi_url"])
     assert not Server.objects.exists()

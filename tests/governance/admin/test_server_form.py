@@ -113,21 +113,22 @@ def test_the_first_sync_message_says_it_succeeded_and_who_sees_the_tools(client,
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_first_sync_that_failed_says_so_and_links_its_run(client, operator):
+def test_a_first_sync_that_failed_says_why_what_to_do_and_links_its_run(client, operator):
+    """The message the operator reads on saving says the error and the next step for it, not only a link to them."""
     client.force_login(operator)
+    missing = "/nonexistent/mcp-server-weather"
     response = client.post(
-        reverse("admin:catalog_server_add"), _form(slug="broken", command="/bin/false", args="[]"), follow=True
+        reverse("admin:catalog_server_add"), _form(slug="broken", command=missing, args="[]"), follow=True
     )
     run = SyncRun.objects.get(server__slug="broken")
     assert run.status == "failed"
     [message] = [message for message in response.context["messages"] if "First sync" in str(message)]
     link = reverse("admin:catalog_syncrun_change", args=[run.pk])
-    assert str(message).startswith(
-        f'First sync of broken failed: its tools are hidden until a sync succeeds. The error and what to do: <a href="'
-        f'{link}">its run</a>.'
-    )
+    assert str(message).startswith(f"First sync of broken failed: command not found or not executable: {missing}")
+    assert "install it on every machine that runs Scout" in str(message)
+    assert f'(Details: <a href="{link}">its run</a>.)' in str(message)
     assert "queued" not in str(message) and message.level_tag == "error"
-    assert "To fix it: correct the connection" in client.get(link).content.decode()  # the run says what to do
+    assert "install it on every machine that runs Scout" in client.get(link).content.decode()  # so does the run
 
 
 @pytest.mark.django_db(transaction=True)

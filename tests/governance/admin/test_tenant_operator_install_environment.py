@@ -54,6 +54,19 @@ def test_a_tenant_operator_names_no_environment_variable(client, operator_a, lis
     assert all(not server.header_env and not server.env_vars for server in Server.objects.all())
 
 
+def test_a_tenant_operators_openapi_connection_test_sends_no_credential(client, operator_a, listener):  # noqa: F811
+    """Test connection reads an OpenAPI service's document too (fetched with its credentials on the base URL's origin):
+    credentials a tenant operator names are not theirs to name, so the fetch carries none."""
+    url, seen = listener
+    base = url.removesuffix("/mcp")
+    client.force_login(operator_a)
+    named = '[{"type": "bearer", "env": "PLANTED_SECRET"}]'
+    probe = _form(transport="openapi", base_url=base, openapi_url=f"{base}/openapi.json", openapi_credentials=named)
+    page = client.post(reverse("admin:catalog_server_test_connection"), probe).content.decode()
+    assert seen and not _sent(seen) and SECRET not in page  # fetched (the listener answered 404), without the secret
+    assert not Server.objects.exists()
+
+
 def test_a_tenant_operator_starts_no_command(client, operator_a, tmp_path):
     marker = tmp_path / "ran"
     client.force_login(operator_a)
