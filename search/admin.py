@@ -26,6 +26,7 @@ from catalog.admin.readonly import ReadOnlyMixin
 from catalog.admin.titles import TitledAdminMixin
 from catalog.models import Server, Tool
 from catalog.progress import progress_snapshot
+from governance.admin.access import ToolAdmin as GovernanceToolAdmin
 from governance.admin.approvals import ApprovalRequestAdmin as GovernanceApprovalRequestAdmin
 from governance.admin.common import PageBoundSearchMixin, admin_urls_for, breakable_id
 from governance.models import ApprovalRequest
@@ -446,3 +447,16 @@ class ApprovalRequestAdmin(GovernanceApprovalRequestAdmin):
 
 admin.site.unregister(ApprovalRequest)
 admin.site.register(ApprovalRequest, ApprovalRequestAdmin)
+
+
+class ToolAdmin(GovernanceToolAdmin):
+    """The tool's page, whose save leads to where the tool's example requests rank now: the curator checks the change
+    where agents meet it (the catalog's admin knows no search, so search re-registers it, as the inbox above)."""
+
+    def saved_next_step(self, obj: Tool) -> str:
+        url = reverse("search_preview_tool", args=[obj.pk])
+        return format_html(' <a id="saved-preview" href="{}">See where its example requests rank now</a>.', url)
+
+
+admin.site.unregister(Tool)
+admin.site.register(Tool, ToolAdmin)

@@ -183,7 +183,9 @@ class LearnedRequest(models.Model):
         "successful calls", default=0, help_text="Calls of the tool that succeeded after a search in these words."
     )
     principal_count = models.PositiveIntegerField(
-        "callers", default=0, help_text="Distinct people and agents whose calls confirmed it, who may call the tool now."
+        "callers",
+        default=0,
+        help_text="Distinct people and agents whose calls confirmed it, who may call the tool now.",
     )
     first_seen = models.DateTimeField(default=timezone.now)
     last_seen = models.DateTimeField(default=timezone.now)

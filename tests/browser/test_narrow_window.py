@@ -48,7 +48,7 @@ def test_the_approval_inbox_shows_each_call_at_800_px(browser, live_server, djan
     assert len(rows) == 3 and browser.execute_script(NO_SIDEWAYS), "the inbox scrolls sideways at 800 px"
     for row in rows:
         call = row.find_element(By.CSS_SELECTOR, ".field-tool_column")
-        assert _in_view(browser, call) and "branch: \"hotfix-" in call.text
+        assert _in_view(browser, call) and 'branch: "hotfix-' in call.text
         assert _in_view(browser, row.find_element(By.LINK_TEXT, "Decide"))
         assert _in_view(browser, row.find_element(By.CSS_SELECTOR, ".field-status_column .expires"))
 

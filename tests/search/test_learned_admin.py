@@ -138,13 +138,14 @@ def test_who_decided_is_named_only_where_the_curator_may_see_them(client, django
 
 
 def test_an_empty_list_says_how_requests_are_learned_and_where_to_go_meanwhile(client, django_user_model, settings):
-    """"0 learned requests" and nothing else was a dead end for a new curator."""
+    """ "0 learned requests" and nothing else was a dead end for a new curator."""
     client.force_login(_curator(django_user_model))
     url = reverse("admin:search_learnedrequest_changelist")
     html = client.get(url).content.decode()
     assert "Nothing learned yet. A request is learned when an agent searches in new words" in html
     assert f'href="{reverse("search_workbench")}"' in html
-    assert "No learned request matches these filters." in client.get(url, {"status__exact": "promoted"}).content.decode()
+    filtered = client.get(url, {"status__exact": "promoted"}).content.decode()
+    assert "No learned request matches these filters." in filtered
     settings.SCOUT_LEARNING = False
     assert "learning from calls is off (SCOUT_LEARNING)" in client.get(url).content.decode()
 
@@ -152,7 +153,7 @@ def test_an_empty_list_says_how_requests_are_learned_and_where_to_go_meanwhile(c
 def test_a_learned_requests_page_names_its_counts_as_the_list_does_and_says_if_search_uses_it(
     client, django_user_model
 ):
-    """"Principal count", "Confirmations" and a red cross beside "its current weight is in the search index" were the
+    """ "Principal count", "Confirmations" and a red cross beside "its current weight is in the search index" were the
     gateway's words: the page says callers and successful calls, as its list, and whether searches use it yet."""
     tool = ToolFactory(server=ServerFactory(slug="mail"), name="list_inbox")
     learned = LearnedRequest.objects.create(tool=tool, text="did my landlord write", key="k1", principal_count=2,

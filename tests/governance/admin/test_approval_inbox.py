@@ -151,7 +151,6 @@ def test_a_past_decision_is_found_by_its_reason_and_says_who_decided_and_why(cli
     assert pending.approval_id not in nothing
 
 
-
 def test_inbox_rows_tell_calls_apart_by_their_arguments_and_say_when_each_lapses(
     client, approver, pending, member_token
 ):
