@@ -6,12 +6,11 @@ import pytest
 from django.contrib.auth.models import Group
 
 from governance.principals import principal_for_user
-from governance.roles import APPROVERS, CURATORS
+from governance.roles import CURATORS
 from search.engine.ranking import Confidence
 from search.usage import LoggedResult, query_log_record
-from tests.governance.factories import ServerFactory, ToolFactory
 
-from .conftest import admin_login, screenshot
+from .conftest import admin_login, approver_and_tool, screenshot
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 NO_SIDEWAYS = "return document.documentElement.scrollWidth <= document.documentElement.clientWidth;"
@@ -27,15 +26,9 @@ def test_the_approval_inbox_shows_each_call_at_800_px(browser, live_server, djan
     from selenium.webdriver.common.by import By
 
     from governance.services.approvals import approval_request_create
-    from governance.services.permissions import permission_grant
 
-    superuser = django_user_model.objects.create_superuser(username="root", email=None, password="pw-root-123")
-    approver = django_user_model.objects.create_user(username="appr", password="pw-appr-123", is_staff=True)
-    approver.groups.add(Group.objects.get(name=APPROVERS))
-    server = ServerFactory(slug="github-enterprise-production")
-    tool = ToolFactory(server=server, name="create_branch_from_release_tag", annotations=None)
-    for holder, action in ((member, "discover"), (member, "execute"), (approver, "approve")):
-        permission_grant(actor=superuser, target=server, action=action, holder=holder)
+    server, name = "github-enterprise-production", "create_branch_from_release_tag"
+    tool = approver_and_tool(django_user_model, member, server=server, tool=name)
     for n in range(3):
         arguments = {"repository": "payments-service", "branch": f"hotfix-{n}"}
         approval_request_create(principal=principal_for_user(member), tool=tool, arguments=arguments)
