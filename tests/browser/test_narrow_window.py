@@ -65,3 +65,26 @@ def test_the_workbench_keeps_attach_in_view_at_800_px(browser, live_server, djan
         for name in ("tool_id", "kind"):
             assert _in_view(browser, row.find_element(By.NAME, name)), name
         assert _in_view(browser, row.find_element(By.CSS_SELECTOR, "form.attach button"))
+
+
+def test_the_tool_list_puts_its_filters_above_and_scrolls_only_its_table_at_800_px(
+    browser, live_server, django_user_model
+):
+    from selenium.webdriver.common.by import By
+
+    from tests.governance.factories import ServerFactory, ToolFactory
+
+    curator = django_user_model.objects.create_user(username="cur", password="pw-cur-123", is_staff=True)
+    curator.groups.add(Group.objects.get(name=CURATORS))
+    server = ServerFactory(slug="github-enterprise-production")
+    for name in ("list_repository_collaborators_with_permissions", "create_branch_from_release_tag"):
+        ToolFactory(server=server, name=name)
+    browser.set_window_size(800, 900)
+    admin_login(browser, live_server.url, "cur", "pw-cur-123")
+    browser.get(f"{live_server.url}/admin/catalog/tool/")
+    screenshot(browser, "curator-tools-800")
+    assert browser.execute_script(NO_SIDEWAYS), "the tool list scrolls the page sideways at 800 px"
+    filters = browser.find_element(By.ID, "changelist-filter")
+    first = browser.find_element(By.CSS_SELECTOR, "#result_list tbody tr th a")
+    assert filters.rect["y"] + filters.rect["height"] <= first.rect["y"]  # above the rows, not beside them
+    assert _in_view(browser, first)
