@@ -219,7 +219,7 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
             obj.decided_by_shown or "-",
             when,
             format_html(": “{}”", reason) if reason else "",
-            _call_outcome(getattr(obj, "call", None)),
+            _call_outcome(getattr(obj, "call", None)) or _use_before(obj),
         )
 
     @admin.display(description="decide")
@@ -345,6 +345,14 @@ def arguments_line(obj: ApprovalRequest) -> str:
         for name, value in sorted(arguments.items())
     ]
     return Truncator(" · ".join(parts)).chars(ARGUMENTS_SHOWN)
+
+
+def _use_before(obj: ApprovalRequest):
+    """An approved request not used yet: until when the agent may make the call ("" otherwise)."""
+    if obj.status != ApprovalStatus.APPROVED:
+        return ""
+    until = timezone.localtime(obj.expires_at).strftime("%Y-%m-%d %H:%M")
+    return format_html('<br><small class="expires">the agent may make the call once, before {}</small>', until)
 
 
 def _call_outcome(call: AuditEvent | None):

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from governance.choices import ApprovalStatus
 from governance.models import ApprovalRequest, AuditEvent
-from governance.services.approvals import approval_request_create
+from governance.services.approvals import approval_decide, approval_request_create
 
 pytestmark = pytest.mark.django_db
 
@@ -168,5 +168,9 @@ def test_inbox_rows_tell_calls_apart_by_their_arguments_and_say_when_each_lapses
     assert "body: &quot;line1\\nline2&quot; · title: &quot;&lt;script&gt;alert(1)&lt;/script&gt;&quot;" in shown
     assert f"decide before {timezone.localtime(pending.expires_at):%Y-%m-%d %H:%M}" in shown
     assert "y" * 30 in row(long) and "y" * 40 not in row(long)
+    approval_decide(request=long, approver=approver, approve=True, reason="")
+    long.refresh_from_db()
+    until = f"{timezone.localtime(long.expires_at):%Y-%m-%d %H:%M}"
+    assert f"the agent may make the call once, before {until}" in row(long)
     ApprovalRequest.objects.filter(pk=pending.pk).update(expires_at=timezone.now() - timedelta(minutes=1))
     assert "expired, undecided" in row(pending)
