@@ -179,7 +179,7 @@ class Server(models.Model):
         "self",
         blank=True,
         help_text="Servers that publish the same tools on purpose (mirrors, regions, two vendors of one API): a "
-        "tool named and written like one of theirs is not held for review as a copy (shadowing, T8)",
+        "tool named and written like one of theirs is not held for review as a copy (shadowing, T8).",
     )
     last_synced_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)

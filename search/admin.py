@@ -8,6 +8,7 @@ here so its decide page shows the request the agent searched with (``ApprovalReq
 
 import json
 
+from django.conf import settings
 from django.contrib import admin, messages
 from django.db.models import QuerySet, TextField
 from django.db.models.functions import Cast
@@ -25,6 +26,7 @@ from catalog.admin.readonly import ReadOnlyMixin
 from catalog.admin.titles import TitledAdminMixin
 from catalog.models import Server, Tool
 from catalog.progress import progress_snapshot
+from governance.admin.access import ToolAdmin as GovernanceToolAdmin
 from governance.admin.approvals import ApprovalRequestAdmin as GovernanceApprovalRequestAdmin
 from governance.admin.common import PageBoundSearchMixin, admin_urls_for, breakable_id
 from governance.models import ApprovalRequest
@@ -306,7 +308,7 @@ class LearnedRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin
     # Who decided is named only where the reader may see them (``decider``), as the query log names who asked: a
     # curator since moved to another tenant is not named to this one's curators (Z12), nor found by id in a lookup.
     fields = ("text", "tool", "status", "principal_count", "confirmations", "last_seen", "first_seen", "decider",
-              "indexed", "pending_since")  # fmt: skip
+              "in_search")  # fmt: skip
     hidden_lookups = ("decided_by",)
     readonly_fields = fields
     actions = ["promote", "reject"]
@@ -325,6 +327,10 @@ class LearnedRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin
         return False
 
     list_title = "Learned requests — promote the right ones to example requests, reject the wrong ones"
+
+    def changelist_view(self, request: HttpRequest, extra_context=None):
+        # An empty list says how requests come to be learned, or that learning is off here.
+        return super().changelist_view(request, {"learning": settings.SCOUT_LEARNING, **(extra_context or {})})
 
     def object_title(self, request: HttpRequest, obj: LearnedRequest) -> str:
         return f"Learned request for {obj.tool.tool_id}"
@@ -378,6 +384,17 @@ class LearnedRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin
     def decider(self, obj: LearnedRequest) -> str:
         return obj.decider or "-"
 
+    @admin.display(description="in search")
+    def in_search(self, obj: LearnedRequest) -> str:
+        # One answer for a curator, not a red cross over "its current weight is in the search index" and a timestamp.
+        if obj.indexed:
+            return "yes: searches use its current weight"
+        since = f" since {timezone.localtime(obj.pending_since):%Y-%m-%d %H:%M}" if obj.pending_since else ""
+        return (
+            f"waiting for the next index update{since} (learned requests' changes are batched, "
+            f"{settings.SCOUT_LEARNED_INDEX_INTERVAL} s at most)"
+        )
+
     @admin.display(description="callers", ordering="principal_count")
     def callers(self, obj: LearnedRequest) -> int:
         return obj.principal_count
@@ -426,3 +443,16 @@ class ApprovalRequestAdmin(GovernanceApprovalRequestAdmin):
 
 admin.site.unregister(ApprovalRequest)
 admin.site.register(ApprovalRequest, ApprovalRequestAdmin)
+
+
+class ToolAdmin(GovernanceToolAdmin):
+    """The tool's page, whose save leads to where the tool's example requests rank now: the curator checks the change
+    where agents meet it (the catalog's admin knows no search, so search re-registers it, as the inbox above)."""
+
+    def saved_next_step(self, obj: Tool) -> str:
+        url = reverse("search_preview_tool", args=[obj.pk])
+        return format_html(' <a id="saved-preview" href="{}">See where its example requests rank now</a>.', url)
+
+
+admin.site.unregister(Tool)
+admin.site.register(Tool, ToolAdmin)

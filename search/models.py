@@ -178,9 +178,14 @@ class LearnedRequest(models.Model):
     text = models.CharField(max_length=500)
     key = models.CharField(max_length=64, help_text="hash of the normalised text")
     status = models.CharField(max_length=10, choices=LearnedStatus.choices, default=LearnedStatus.LEARNED)
-    confirmations = models.PositiveIntegerField(default=0, help_text="successful calls that followed it")
+    # Named as the curator's list names them (callers, successful calls), not "principal count" / "confirmations".
+    confirmations = models.PositiveIntegerField(
+        "successful calls", default=0, help_text="Calls of the tool that succeeded after a search in these words."
+    )
     principal_count = models.PositiveIntegerField(
-        default=0, help_text="distinct principals who confirmed it and may execute the tool now"
+        "callers",
+        default=0,
+        help_text="Distinct people and agents whose calls confirmed it, who may call the tool now.",
     )
     first_seen = models.DateTimeField(default=timezone.now)
     last_seen = models.DateTimeField(default=timezone.now)

@@ -374,7 +374,11 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
     def formfield_for_dbfield(self, db_field: models.Field, request: HttpRequest, **kwargs: Any) -> Any:
         if isinstance(db_field, models.URLField):
             kwargs["assume_scheme"] = "https"  # a URL typed without a scheme is taken as https (Django 6 default)
-        return super().formfield_for_dbfield(db_field, request, **kwargs)
+        formfield = super().formfield_for_dbfield(db_field, request, **kwargs)
+        if db_field.name == "alternatives" and formfield is not None:
+            # An alternative is a server already registered: no "+" popup to register a new server from this field.
+            formfield.widget.can_add_related = False
+        return formfield
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Server]:
         latest_run = SyncRun.objects.filter(server=OuterRef("pk")).order_by("-started_at", "-id")

@@ -197,8 +197,16 @@ class ToolAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Tool]):
         for message in kept:
             messages.add_message(request, message.level, message.message, extra_tags=message.extra_tags)
         when = "now" if current_app.conf.task_always_eager else "within seconds (re-indexed by a worker)"
-        self.message_user(request, f"Saved {obj.tool_id}: searchable with these changes {when}.", messages.SUCCESS)
+        saved = format_html(
+            "Saved {}: searchable with these changes {}.{}", obj.tool_id, when, self.saved_next_step(obj)
+        )
+        self.message_user(request, saved, messages.SUCCESS)
         return response
+
+    def saved_next_step(self, obj: Tool) -> str:
+        """Safe HTML after "Saved ...": where to check the change. Search supplies it (search/admin.py re-registers
+        this admin); the catalog knows no search."""
+        return ""
 
     def response_post_save_change(self, request: HttpRequest, obj: Tool) -> Any:
         # Back to the page the curator came from (the workbench), not the tool list ("Save and continue editing"

@@ -186,16 +186,29 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
             "{}<br><small>{}</small>", obj.approval_id, timezone.localtime(obj.created_at).strftime("%Y-%m-%d %H:%M")
         )
 
-    @admin.display(description="tool", ordering="tool__tool_id")
+    @admin.display(description="the call", ordering="tool__tool_id")
     def tool_column(self, obj: ApprovalRequest):
-        return breakable_id(obj.tool.tool_id)  # wraps at :: and _, not letter by letter
+        # The tool (wrapping at :: and _, not letter by letter) and its arguments in short: twenty calls of one tool
+        # told apart on the list, not by opening each (the decide page has them whole).
+        return format_html(
+            '{}<br><small class="call-arguments">{}</small>', breakable_id(obj.tool.tool_id), arguments_line(obj)
+        )
 
     @admin.display(description="status", ordering="status")
     def status_column(self, obj: ApprovalRequest):
         usable = self.usable(obj)
         if usable and usable != "yes":
             return format_html('{}<br><small class="scout-held-text">{}</small>', obj.get_status_display(), usable)
-        if obj.status == ApprovalStatus.PENDING or obj.decided_by_id is None:
+        if obj.status == ApprovalStatus.PENDING:
+            # When it lapses, on the list: the one to decide first is the one about to expire.
+            if obj.expires_at <= timezone.now():
+                return format_html('{}<br><small class="expires">expired, undecided</small>', obj.get_status_display())
+            return format_html(
+                '{}<br><small class="expires">decide before {}</small>',
+                obj.get_status_display(),
+                timezone.localtime(obj.expires_at).strftime("%Y-%m-%d %H:%M"),
+            )
+        if obj.decided_by_id is None:
             return obj.get_status_display()
         # Who decided, when and why, on the list: a past decision is found here, not by opening each request.
         when = f" {timezone.localtime(obj.decided_at):%Y-%m-%d %H:%M}" if obj.decided_at else ""
@@ -206,7 +219,7 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
             obj.decided_by_shown or "-",
             when,
             format_html(": “{}”", reason) if reason else "",
-            _call_outcome(getattr(obj, "call", None)),
+            _call_outcome(getattr(obj, "call", None)) or _use_before(obj),
         )
 
     @admin.display(description="decide")
@@ -316,6 +329,30 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
             "asked": self.asked(request, obj),
         }
         return render(request, "admin/governance/approvalrequest/decide.html", context, status=status)
+
+
+ARGUMENT_SHOWN = 40  # characters of each argument's value on the list
+ARGUMENTS_SHOWN = 160  # characters of all of them
+
+
+def arguments_line(obj: ApprovalRequest) -> str:
+    """The call's arguments on one line, each value cut short (``name: "value" · ...``); escaped where shown."""
+    arguments = json.loads(obj.arguments_json)
+    if not arguments:
+        return "no arguments"
+    parts = [
+        f"{name}: {Truncator(json.dumps(value, ensure_ascii=False)).chars(ARGUMENT_SHOWN)}"
+        for name, value in sorted(arguments.items())
+    ]
+    return Truncator(" · ".join(parts)).chars(ARGUMENTS_SHOWN)
+
+
+def _use_before(obj: ApprovalRequest):
+    """An approved request not used yet: until when the agent may make the call ("" otherwise)."""
+    if obj.status != ApprovalStatus.APPROVED:
+        return ""
+    until = timezone.localtime(obj.expires_at).strftime("%Y-%m-%d %H:%M")
+    return format_html('<br><small class="expires">the agent may make the call once, before {}</small>', until)
 
 
 def _call_outcome(call: AuditEvent | None):

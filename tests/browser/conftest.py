@@ -96,6 +96,24 @@ def click_through(browser, element, timeout: float = 30) -> None:
     WebDriverWait(browser, timeout).until(replaced)
 
 
+def approver_and_tool(django_user_model, member, *, server: str, tool: str):
+    """An approver ("appr", password "pw-appr-123") who may approve calls of ``server``'s ``tool`` (no
+    annotations: every call needs approval), which ``member`` may discover and execute. Returns the tool."""
+    from django.contrib.auth.models import Group
+
+    from governance.roles import APPROVERS
+    from governance.services.permissions import permission_grant
+    from tests.governance.factories import ServerFactory, ToolFactory
+
+    superuser = django_user_model.objects.create_superuser(username="root", email=None, password="pw-root-123")
+    approver = django_user_model.objects.create_user(username="appr", password="pw-appr-123", is_staff=True)
+    approver.groups.add(Group.objects.get(name=APPROVERS))
+    created = ToolFactory(server=ServerFactory(slug=server), name=tool, annotations=None)
+    for holder, action in ((member, "discover"), (member, "execute"), (approver, "approve")):
+        permission_grant(actor=superuser, target=created.server, action=action, holder=holder)
+    return created
+
+
 def wait_for(browser, css: str, timeout: float = 30):
     """The element matching ``css``, waiting longer than the implicit wait (a page whose request syncs)."""
     from selenium.webdriver.common.by import By

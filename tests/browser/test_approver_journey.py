@@ -90,13 +90,15 @@ def test_approver_denies_with_a_reason_then_approves_a_call_that_runs(
     assert _no_sideways_scroll(browser, "#changelist .results") and _no_sideways_scroll(browser, "html")
     assert _right_edge_visible(browser, browser.find_element(By.CSS_SELECTOR, "#result_list td.field-requester_column"))
     # The tool id wraps only after "::" and "_" (never "memor y::crea te_enti ties"): no piece spans two lines,
-    # here and in a window narrow enough to squeeze the column (the sidebars stay beside the table).
+    # here and in a window narrow enough to squeeze the column (800 px: the navigation sidebar stays open); under it
+    # the call's arguments.
     for width in (800, 1280):
         browser.set_window_size(width, 900)
         browser.get(f"{gateway.url}/admin/governance/approvalrequest/")
         pieces = _tool_cell_pieces(browser)
-        assert [text for text, _ in pieces] == ["faulty::", "record_", "note"], (width, pieces)
-        assert all(lines == 1 for _, lines in pieces), (width, pieces)
+        expected = ["faulty::", "record_", "note", 'note: "delete every customer record"']
+        assert [text for text, _ in pieces] == expected, (width, pieces)
+        assert all(lines == 1 for _, lines in pieces[:3]), (width, pieces)  # the id's pieces; the arguments wrap
         if width == 800:
             screenshot(browser, "approver-inbox-narrow")
     decide = browser.find_element(By.LINK_TEXT, "Decide")

@@ -54,7 +54,13 @@ def test_curator_attaches_an_example_request_and_sees_it_in_the_preview(
     screenshot(browser, "curator-tool-page")
     browser.find_element(By.NAME, "_continue").click()
     message = browser.find_element(By.CSS_SELECTOR, "ul.messagelist li.success").text
-    assert message == f"Saved {tool.tool_id}: searchable with these changes now."
+    assert (
+        message == f"Saved {tool.tool_id}: searchable with these changes now. See where its example requests rank now."
+    )
+    # The message's next step: the tool's example requests ranked as agents' searches, the new one among them.
+    click_through(browser, browser.find_element(By.ID, "saved-preview"))
+    assert REQUEST in browser.find_element(By.ID, "example-checks").text
+    browser.back()
 
     browser.find_element(By.CSS_SELECTOR, ".object-tools a[href^='/admin/search/preview/?']").click()
     assert "/admin/search/preview/" in browser.current_url  # the tool page leads to the preview

@@ -11,7 +11,7 @@ from governance.services.audit import audit_record
 from governance.services.tokens import api_token_create
 from tests.governance.factories import ServerFactory, ToolFactory, agent_of, in_days, tenant_with
 
-from .conftest import admin_login, screenshot
+from .conftest import admin_login, approver_and_tool, screenshot
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 FITS = "const e = document.querySelector('#changelist .results'); return e.scrollWidth <= e.clientWidth;"
@@ -132,17 +132,9 @@ def test_the_approval_inbox_fits_at_1280_whatever_the_ids_letters(browser, live_
     """An approval id is an opaque token in one piece: its column (the row's link, a <th>) wraps it rather than
     pushing "who asked" out of view (ids of wide letters did at 1280 px, with both sidebars open)."""
     from governance.models import ApprovalRequest
-    from governance.roles import APPROVERS
     from governance.services.approvals import approval_request_create
-    from governance.services.permissions import permission_grant
 
-    superuser = django_user_model.objects.create_superuser(username="root", email=None, password="pw-root-123")
-    approver = django_user_model.objects.create_user(username="appr", password="pw-appr-123", is_staff=True)
-    approver.groups.add(Group.objects.get(name=APPROVERS))
-    server = ServerFactory(slug="memory")
-    tool = ToolFactory(server=server, name="create_entities", annotations=None)
-    for holder, action in ((member, "discover"), (member, "execute"), (approver, "approve")):
-        permission_grant(actor=superuser, target=server, action=action, holder=holder)
+    tool = approver_and_tool(django_user_model, member, server="memory", tool="create_entities")
     request = approval_request_create(principal=principal_for_user(member), tool=tool, arguments={"name": "bob"})
     ApprovalRequest.objects.filter(pk=request.pk).update(approval_id="apr_WMWMWMWMWMWMWMWMWMWMWM")
     admin_login(browser, live_server.url, "appr", "pw-appr-123")

@@ -472,7 +472,12 @@ def test_curation_fields_explain_themselves_and_saving_says_searchable(admin_cli
     data["examples-0-text"] = "open the onboarding page"
     response = admin_client.post(url, data, follow=True)
     messages = [str(m) for m in response.context["messages"]]
-    assert messages == ["Saved wiki::page_get: searchable with these changes now."]
+    # ... and where to check it: the page that ranks the tool's example requests as an agent's search would.
+    preview = reverse("search_preview_tool", args=[tool.pk])
+    assert messages == [
+        "Saved wiki::page_get: searchable with these changes now. "
+        f'<a id="saved-preview" href="{preview}">See where its example requests rank now</a>.'
+    ]
     assert tool.examples.filter(text="open the onboarding page").exists()
 
 

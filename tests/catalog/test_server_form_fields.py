@@ -114,3 +114,15 @@ def test_the_health_section_tells_the_status_set_from_the_status_seen(admin):
     assert ">Set status:</label>" in page and "Only an Active server's tools reach clients" in page
     assert ">Health now:</label>" in page and "Never synced" in page
     assert ">Status:</label>" not in page  # one "Status" row for the select and another for the badge read as one
+
+
+def test_alternatives_field_offers_existing_servers_only_and_its_help_is_a_sentence(admin):
+    """Alternatives are servers already registered: no "+" opens a new server's form from the field (a server
+    registered there was never an alternative chosen), and the help text ends as a sentence."""
+    Server.objects.create(slug="clock-eu", name="Clock EU", transport="stdio", command="mcp-server-time")
+    server = Server.objects.create(slug="clock", name="Clock", transport="stdio", command="mcp-server-time")
+    html = admin.get(reverse("admin:catalog_server_change", args=[server.pk])).content.decode()
+    assert 'name="alternatives"' in html and "clock-eu" in html.split('name="alternatives"', 1)[1]
+    assert 'id="add_id_alternatives"' not in html
+    help_text = Server._meta.get_field("alternatives").help_text
+    assert help_text.endswith(".") and help_text in html

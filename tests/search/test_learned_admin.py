@@ -4,6 +4,7 @@ before promoting users' words to it)."""
 import pytest
 from django.contrib.auth.models import Group
 from django.urls import reverse
+from django.utils import timezone
 
 from governance.roles import CURATORS
 from search.models import LearnedRequest
@@ -134,3 +135,34 @@ def test_who_decided_is_named_only_where_the_curator_may_see_them(client, django
     listed = reverse("admin:search_learnedrequest_changelist")
     assert client.get(f"{listed}?decided_by__exact={moved.pk}").status_code == 400
     assert client.get(f"{listed}?decided_by__username__startswith=m").status_code == 400
+
+
+def test_an_empty_list_says_how_requests_are_learned_and_where_to_go_meanwhile(client, django_user_model, settings):
+    """ "0 learned requests" and nothing else was a dead end for a new curator."""
+    client.force_login(_curator(django_user_model))
+    url = reverse("admin:search_learnedrequest_changelist")
+    html = client.get(url).content.decode()
+    assert "Nothing learned yet. A request is learned when an agent searches in new words" in html
+    assert f'href="{reverse("search_workbench")}"' in html
+    filtered = client.get(url, {"status__exact": "promoted"}).content.decode()
+    assert "No learned request matches these filters." in filtered
+    settings.SCOUT_LEARNING = False
+    assert "learning from calls is off (SCOUT_LEARNING)" in client.get(url).content.decode()
+
+
+def test_a_learned_requests_page_names_its_counts_as_the_list_does_and_says_if_search_uses_it(
+    client, django_user_model
+):
+    """ "Principal count", "Confirmations" and a red cross beside "its current weight is in the search index" were the
+    gateway's words: the page says callers and successful calls, as its list, and whether searches use it yet."""
+    tool = ToolFactory(server=ServerFactory(slug="mail"), name="list_inbox")
+    learned = LearnedRequest.objects.create(tool=tool, text="did my landlord write", key="k1", principal_count=2,
+                                            confirmations=5, pending_since=timezone.now())  # fmt: skip
+    client.force_login(_curator(django_user_model))
+    url = reverse("admin:search_learnedrequest_change", args=[learned.pk])
+    html = client.get(url).content.decode()
+    assert "Callers:" in html and "Successful calls:" in html
+    assert "Principal count" not in html and "Confirmations" not in html and "Pending since" not in html
+    assert "waiting for the next index update since" in html
+    LearnedRequest.objects.filter(pk=learned.pk).update(indexed=True, pending_since=None)
+    assert "yes: searches use its current weight" in client.get(url).content.decode()

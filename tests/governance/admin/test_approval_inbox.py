@@ -1,12 +1,14 @@
 """The approver inbox over the Django test client: approver decides; requester and others are refused."""
 
+from datetime import timedelta
+
 import pytest
 from django.urls import reverse
 from django.utils import timezone
 
 from governance.choices import ApprovalStatus
-from governance.models import AuditEvent
-from governance.services.approvals import approval_request_create
+from governance.models import ApprovalRequest, AuditEvent
+from governance.services.approvals import approval_decide, approval_request_create
 
 pytestmark = pytest.mark.django_db
 
@@ -147,3 +149,28 @@ def test_a_past_decision_is_found_by_its_reason_and_says_who_decided_and_why(cli
     assert f"by approver {when}: “not during the freeze”" in found
     nothing = client.get(reverse("admin:governance_approvalrequest_changelist"), {"q": "thaw"}).content.decode()
     assert pending.approval_id not in nothing
+
+
+def test_inbox_rows_tell_calls_apart_by_their_arguments_and_say_when_each_lapses(
+    client, approver, pending, member_token
+):
+    """Twenty calls of one tool differ only by their arguments: each row shows them short (escaped, a long value cut)
+    and the time it must be decided by, or that it lapsed undecided."""
+    _, _, principal = member_token
+    long = approval_request_create(principal=principal, tool=pending.tool, arguments={"body": "y" * 300})
+    client.force_login(approver)
+
+    def row(request) -> str:
+        html = client.get(reverse("admin:governance_approvalrequest_changelist")).content.decode()
+        return html.split(request.approval_id, 1)[1].split("</tr>", 1)[0]
+
+    shown = row(pending)
+    assert "body: &quot;line1\\nline2&quot; · title: &quot;&lt;script&gt;alert(1)&lt;/script&gt;&quot;" in shown
+    assert f"decide before {timezone.localtime(pending.expires_at):%Y-%m-%d %H:%M}" in shown
+    assert "y" * 30 in row(long) and "y" * 40 not in row(long)
+    approval_decide(request=long, approver=approver, approve=True, reason="")
+    long.refresh_from_db()
+    until = f"{timezone.localtime(long.expires_at):%Y-%m-%d %H:%M}"
+    assert f"the agent may make the call once, before {until}" in row(long)
+    ApprovalRequest.objects.filter(pk=pending.pk).update(expires_at=timezone.now() - timedelta(minutes=1))
+    assert "expired, undecided" in row(pending)

@@ -1,0 +1,90 @@
+"""The approver's inbox and the curator's workbench in an 800 px window with the navigation sidebar open (a laptop
+split screen): every request's call and its Decide, and every request's Attach, in view; nothing scrolls sideways.
+Beside both sidebars the inbox showed only ids and Decide, and the workbench pushed its Attach column off the page."""
+
+import pytest
+from django.contrib.auth.models import Group
+
+from governance.principals import principal_for_user
+from governance.roles import CURATORS
+from search.engine.ranking import Confidence
+from search.usage import LoggedResult, query_log_record
+
+from .conftest import admin_login, approver_and_tool, screenshot
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+NO_SIDEWAYS = "return document.documentElement.scrollWidth <= document.documentElement.clientWidth;"
+
+
+def _in_view(browser, element) -> bool:
+    width = browser.execute_script("return document.documentElement.clientWidth")
+    box = browser.execute_script("const r = arguments[0].getBoundingClientRect(); return [r.left, r.right];", element)
+    return element.is_displayed() and 0 <= box[0] and box[1] <= width
+
+
+def test_the_approval_inbox_shows_each_call_at_800_px(browser, live_server, django_user_model, member):
+    from selenium.webdriver.common.by import By
+
+    from governance.services.approvals import approval_request_create
+
+    server, name = "github-enterprise-production", "create_branch_from_release_tag"
+    tool = approver_and_tool(django_user_model, member, server=server, tool=name)
+    for n in range(3):
+        arguments = {"repository": "payments-service", "branch": f"hotfix-{n}"}
+        approval_request_create(principal=principal_for_user(member), tool=tool, arguments=arguments)
+    browser.set_window_size(800, 900)
+    admin_login(browser, live_server.url, "appr", "pw-appr-123")
+    browser.get(f"{live_server.url}/admin/governance/approvalrequest/")
+    assert browser.find_element(By.ID, "nav-sidebar").is_displayed()
+    screenshot(browser, "approver-inbox-800")
+    rows = browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr")
+    assert len(rows) == 3 and browser.execute_script(NO_SIDEWAYS), "the inbox scrolls sideways at 800 px"
+    for row in rows:
+        call = row.find_element(By.CSS_SELECTOR, ".field-tool_column")
+        assert _in_view(browser, call) and 'branch: "hotfix-' in call.text
+        assert _in_view(browser, row.find_element(By.LINK_TEXT, "Decide"))
+        assert _in_view(browser, row.find_element(By.CSS_SELECTOR, ".field-status_column .expires"))
+
+
+def test_the_workbench_keeps_attach_in_view_at_800_px(browser, live_server, django_user_model, member):
+    from selenium.webdriver.common.by import By
+
+    curator = django_user_model.objects.create_user(username="cur", password="pw-cur-123", is_staff=True)
+    curator.groups.add(Group.objects.get(name=CURATORS))
+    returned = [LoggedResult(tool_id=f"reports::export_quarterly_revenue_{n}", score=0.3) for n in range(4)]
+    for query in ("which env vars are set on the build machine", "make the server sleep for a while"):
+        query_log_record(principal=principal_for_user(member), query=query, results=returned,
+                         confidence=Confidence.LOW, degraded=False, backend="embedded", latency_ms=9)  # fmt: skip
+    browser.set_window_size(800, 900)
+    admin_login(browser, live_server.url, "cur", "pw-cur-123")
+    browser.get(f"{live_server.url}/admin/search/workbench/")
+    screenshot(browser, "curator-workbench-800")
+    rows = browser.find_elements(By.CSS_SELECTOR, "tr.request-group")
+    assert len(rows) == 2 and browser.execute_script(NO_SIDEWAYS), "the workbench scrolls sideways at 800 px"
+    for row in rows:
+        for name in ("tool_id", "kind"):
+            assert _in_view(browser, row.find_element(By.NAME, name)), name
+        assert _in_view(browser, row.find_element(By.CSS_SELECTOR, "form.attach button"))
+
+
+def test_the_tool_list_puts_its_filters_above_and_scrolls_only_its_table_at_800_px(
+    browser, live_server, django_user_model
+):
+    from selenium.webdriver.common.by import By
+
+    from tests.governance.factories import ServerFactory, ToolFactory
+
+    curator = django_user_model.objects.create_user(username="cur", password="pw-cur-123", is_staff=True)
+    curator.groups.add(Group.objects.get(name=CURATORS))
+    server = ServerFactory(slug="github-enterprise-production")
+    for name in ("list_repository_collaborators_with_permissions", "create_branch_from_release_tag"):
+        ToolFactory(server=server, name=name)
+    browser.set_window_size(800, 900)
+    admin_login(browser, live_server.url, "cur", "pw-cur-123")
+    browser.get(f"{live_server.url}/admin/catalog/tool/")
+    screenshot(browser, "curator-tools-800")
+    assert browser.execute_script(NO_SIDEWAYS), "the tool list scrolls the page sideways at 800 px"
+    filters = browser.find_element(By.ID, "changelist-filter")
+    first = browser.find_element(By.CSS_SELECTOR, "#result_list tbody tr th a")
+    assert filters.rect["y"] + filters.rect["height"] <= first.rect["y"]  # above the rows, not beside them
+    assert _in_view(browser, first)
