@@ -59,20 +59,28 @@ def clean_for_model(text: str) -> str:
 
 
 # Markup models read as a privileged voice when it turns up in tool output: instruction and role tags
-# (<IMPORTANT>, <system>, </assistant>) and chat-template markers (<|im_start|>, <|system|>).
+# (<IMPORTANT>, <system>, </assistant>, also in full-width brackets), chat-template markers of every family the
+# description screen knows (ChatML's <|im_start|>, DeepSeek's <｜User｜> and <｜end▁of▁sentence｜>, Gemma's
+# <start_of_turn>, Llama 2's <<SYS>> and [INST]).
 _ROLE_TAG_RE = re.compile(
-    r"<(\|[A-Za-z_]{1,24}\|)>|<(\s*/?\s*(?:important|system|instructions?|assistant|user|human)\b[^<>]{0,200})>",
+    r"[<＜]([|｜][\w▁]{1,40}[|｜])[>＞]"
+    r"|[<＜](\s*/?\s*(?:important|system|instructions?|assistant|user|human|sys|(?:start|end)_of_turn)\b"
+    r"[^<>＜＞]{0,200})[>＞]"
+    r"|\[(/?inst)\]",
     re.I,
 )
+_ROLE_TAG_OPENERS = ("<", "＜", "[")
 
 
 def clean_tool_output(text: str) -> str:
     """The output policy for text an upstream tool returns (README, "Tool output is data"): hidden and
     control characters stripped as ``strip_hidden`` does, and instruction or role tags defanged by turning
-    their angle brackets into ‹ › (the words stay readable; they no longer look like markup). Not
-    NFC-normalized: the tool's data stays byte-faithful apart from what the policy removes."""
+    their brackets (angle, full-width, or [INST]'s square ones) into ‹ › (the words stay readable; they no longer
+    look like markup). Not NFC-normalized: the tool's data stays byte-faithful apart from what the policy removes."""
     text = strip_hidden(text)
-    return _ROLE_TAG_RE.sub(lambda m: f"‹{m.group(1) or m.group(2)}›", text) if "<" in text else text
+    if not any(opener in text for opener in _ROLE_TAG_OPENERS):
+        return text
+    return _ROLE_TAG_RE.sub(lambda m: f"‹{m.group(1) or m.group(2) or m.group(3)}›", text)
 
 
 def clean_json_strings(value: object) -> object:
@@ -254,7 +262,7 @@ _SKELETON_PATTERNS: list[tuple[str, str]] = [
         r"|claude_desktop_config\.json|\.git-credentials\b|~/\.netrc\b)",
     ),
     # Chat-template and role markers: text pretending to be a turn boundary or a system message.
-    ("chat-template", r"<\|\s*[a-z_]{2,30}\s*\|>"),
+    ("chat-template", r"<\|\s*[a-z_▁]{2,30}\s*\|>"),  # ▁: DeepSeek's <｜end▁of▁sentence｜>
     ("chat-template", r"\[/?inst\]|<</?sys>>|<(?:start|end)_of_turn>|\[/?(?:system|assistant)(?:_prompt)?\]"),
     ("chat-template", r"(?:^|\n)\s*#{2,}\s*(?:system|instruction|instructions|assistant|response)\s*:"),
     ("chat-template", r"(?:^|\n)\s*(?:human|assistant|system)\s*:\s"),

@@ -7,12 +7,13 @@ PermissionDenied when the person deciding may not shape the tool (a shared serve
 
 import difflib
 import json
+import re
 from collections.abc import Collection, Sequence
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models.functions import Lower
+from django.db.models.functions import Length, Lower
 from django.utils import timezone
 
 from catalog.choices import Transport
@@ -46,6 +47,18 @@ BATCH_SIZE = 500
 # 5,704 tools, 91 of them ToolBench's republished APIs (3.7% of its 2,479), 1 of the other 3,225 (0.03%).
 COPY_SHARE = 0.9
 COPY_CHARS = 1000
+# A copy under another name (redteam28): a new tool whose description holds another server's tool's just as well,
+# under any name (``save_file`` beside ``write_file``, ``write-file``, ``echo_v2``), takes the same searches, since
+# ranking reads the words, not the name. Held too when the shorter description has at least this many characters
+# (folded): short ones ("Navigate to a URL", "Get information about a specific slide.") are shared by honest tools
+# of unrelated servers (345 of ToolBench's 2,479 at any length), while a description this long is someone's own
+# text (public catalogs: 3 of ToolBench's tools, 0 of the other 3,225, besides the same-named copies).
+COPY_ANY_NAME_CHARS = 120
+# Candidates for a copy under another name share at least this share of the shorter text's distinct words (a
+# necessary condition, near enough, of ``COPY_SHARE`` of its characters), counted over words in at most
+# COPY_COMMON_WORDS of the compared tools: a copy is found without comparing every pair.
+COPY_WORD_SHARE = 0.6
+COPY_COMMON_WORDS = 0.05
 # Where a live server's calls go: two servers alike in these run the same upstream (environment variables and
 # credentials aside: the same program for another account is no impersonator).
 UPSTREAM_FIELDS = {
@@ -126,13 +139,59 @@ def tool_definitions_review(*, changes: Sequence[DefinitionChange]) -> list[Tool
     return [policies[tool.pk] for tool in tools]
 
 
+def _folded(text: str) -> str:
+    return " ".join(text.lower().split())[:COPY_CHARS]
+
+
 def _copy_share(a: str, b: str) -> float:
     """Share of the shorter text's characters found, in order, in the other (whitespace and case folded)."""
-    a, b = " ".join(a.lower().split())[:COPY_CHARS], " ".join(b.lower().split())[:COPY_CHARS]
+    a, b = _folded(a), _folded(b)
     if not a or not b:
         return 0.0
     matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
     return sum(block.size for block in matcher.get_matching_blocks()) / min(len(a), len(b))
+
+
+def near_copy(name: str, description: str, other_name: str, other_description: str) -> bool:
+    """Whether a tool named ``name`` with ``description`` copies the other: ``COPY_SHARE`` of the shorter
+    description's characters in the other, under the same name (case folded), or under any name when the shorter
+    description has ``COPY_ANY_NAME_CHARS`` characters."""
+    if name.lower() != other_name.lower():
+        if min(len(_folded(description)), len(_folded(other_description))) < COPY_ANY_NAME_CHARS:
+            return False
+    return _copy_share(description, other_description) >= COPY_SHARE
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(re.findall(r"\w+", _folded(text)))
+
+
+class LongCopyFinder:
+    """The tools among ``descriptions`` (key -> description) whose description a long one may copy under another
+    name (``near_copy``): those sharing ``COPY_WORD_SHARE`` of the shorter text's words, looked up by word."""
+
+    def __init__(self, descriptions: dict) -> None:
+        self.words = {
+            key: _words(text) for key, text in descriptions.items() if len(_folded(text)) >= COPY_ANY_NAME_CHARS
+        }
+        postings: dict[str, list] = {}
+        for key, words in self.words.items():
+            for word in words:
+                postings.setdefault(word, []).append(key)
+        common = max(50, int(COPY_COMMON_WORDS * len(self.words)))
+        self.postings = {word: keys for word, keys in postings.items() if len(keys) <= common}
+        self.rare = {key: sum(1 for word in words if word in self.postings) for key, words in self.words.items()}
+
+    def candidates(self, description: str) -> list:
+        """Keys whose descriptions ``description`` may copy, in no particular order (none for a short one)."""
+        if len(_folded(description)) < COPY_ANY_NAME_CHARS:
+            return []
+        words = [word for word in _words(description) if word in self.postings]
+        shared: dict = {}
+        for word in words:
+            for key in self.postings[word]:
+                shared[key] = shared.get(key, 0) + 1
+        return [key for key, count in shared.items() if count >= COPY_WORD_SHARE * min(len(words), self.rare[key])]
 
 
 def _upstream(server: Server) -> tuple | None:
@@ -144,22 +203,24 @@ def _upstream(server: Server) -> tuple | None:
 
 
 def _originals_copied(tools: list[Tool]) -> dict[int, Tool]:
-    """For each new tool that copies another server's tool (same name, case folded; description containing
-    the other's, ``COPY_SHARE``): that tool, the oldest if several. Only between live servers, the original shared
-    or in the copy's tenant and older than the same upstream's own tool of that name if it was registered before
-    (``UPSTREAM_FIELDS``); servers marked alternatives are skipped (see ``COPY_SHARE``)."""
+    """For each new tool that copies another server's tool (``near_copy``: same name, case folded, or any name for a
+    long description; description containing the other's, ``COPY_SHARE``): that tool, the oldest if several. Only
+    between live servers, the original shared or in the copy's tenant and older than the same upstream's own tool of
+    that name if it was registered before (``UPSTREAM_FIELDS``); servers marked alternatives are skipped (see
+    ``COPY_SHARE``)."""
     servers = {tool.server_id: tool.server for tool in tools if Tool.server.is_cached(tool)}  # a sync's: no query
     servers |= Server.objects.in_bulk({tool.server_id for tool in tools} - set(servers))
     tools = [tool for tool in tools if _upstream(servers[tool.server_id]) is not None]
     if not tools:
         return {}
+    others = Tool.objects.exclude(server_id__in=list(servers))
     names = sorted({tool.name.lower() for tool in tools})
     by_name: dict[str, list[Tool]] = {}
     for chunk in [names[start : start + BATCH_SIZE] for start in range(0, len(names), BATCH_SIZE)]:
-        others = Tool.objects.annotate(lname=Lower("name")).filter(lname__in=chunk).exclude(server_id__in=list(servers))
-        for other in others.select_related("server__tenancy").order_by("pk"):
+        for other in others.annotate(lname=Lower("name")).filter(lname__in=chunk).select_related("server__tenancy"):
             by_name.setdefault(other.lname, []).append(other)
-    if not by_name:
+    long_copied = _long_copy_candidates(tools, others)
+    if not by_name and not long_copied:
         return {}
     alternatives = set(
         Server.alternatives.through.objects.filter(from_server_id__in=list(servers)).values_list(
@@ -170,17 +231,32 @@ def _originals_copied(tools: list[Tool]) -> dict[int, Tool]:
     found: dict[int, Tool] = {}
     for tool in tools:
         upstream, tenant = _upstream(servers[tool.server_id]), tenants.get(tool.server_id)
-        for other in by_name.get(tool.name.lower(), []):  # oldest first
+        candidates = {other.pk: other for other in [*by_name.get(tool.name.lower(), []), *long_copied.get(tool.pk, [])]}
+        for other in sorted(candidates.values(), key=lambda other: other.pk):  # oldest first
             if server_tenant_id(other.server) not in (None, tenant):
                 continue
             if _upstream(other.server) == upstream:
-                break  # this upstream's own tool, registered before: only what came before that is an original
+                if other.name.lower() == tool.name.lower():
+                    break  # this upstream's own tool, registered before: only what came before that is an original
+                continue
             if (tool.server_id, other.server_id) in alternatives or _upstream(other.server) is None:
                 continue
-            if _copy_share(tool.description, other.description) >= COPY_SHARE:
+            if near_copy(tool.name, tool.description, other.name, other.description):
                 found[tool.pk] = other
                 break
     return found
+
+
+def _long_copy_candidates(tools: list[Tool], others) -> dict[int, list[Tool]]:
+    """For each of ``tools`` with a long description, the tools of ``others`` (a queryset) it may copy under another
+    name (``LongCopyFinder``). Reads the long descriptions of ``others`` only when one of ``tools`` has one."""
+    if not any(len(_folded(tool.description)) >= COPY_ANY_NAME_CHARS for tool in tools):
+        return {}
+    long_ones = others.annotate(chars=Length("description")).filter(chars__gte=COPY_ANY_NAME_CHARS)
+    finder = LongCopyFinder(dict(long_ones.values_list("pk", "description")))
+    wanted = {tool.pk: finder.candidates(tool.description) for tool in tools}
+    loaded = Tool.objects.select_related("server__tenancy").in_bulk({pk for pks in wanted.values() for pk in pks})
+    return {pk: [loaded[other] for other in pks] for pk, pks in wanted.items() if pks}
 
 
 def _hold_decide(*, policy: ToolPolicy, change: DefinitionChange, original: Tool | None) -> ToolReview | None:
