@@ -68,6 +68,29 @@ def test_a_deprecated_tool_ranks_below_its_replacement(gateway, files, mode):
 
 
 @pytest.mark.parametrize("mode", PROTOCOL_MODES)
+def test_a_deprecated_tool_is_said_to_be_deprecated(gateway, files, mode):
+    """Its line's summary, a first sentence, leaves out "DEPRECATED: Use read_text_file instead.": the line and the
+    match say it, and only for the marked tool; tool_inspect too."""
+
+    async def main() -> tuple[Any, Any]:
+        async with mcp_client(gateway, files["everything"], mode=mode) as client:
+            found = await client.call_tool("tool_search", {"query": "read a text file"})
+            ids = ["filesystem::read_file", "filesystem::read_text_file"]
+            return found, await client.call_tool("tool_inspect", {"tool_ids": ids})
+
+    found, inspected = run(main)
+    lines = {line.split(" ")[1]: line for line in found.content[0].text.splitlines() if line[:1].isdigit()}
+    assert lines["filesystem::read_file"].endswith("[risk low, read, deprecated]")
+    assert lines["filesystem::read_text_file"].endswith("[risk low, read]")
+    by_id = {match["tool_id"]: match for match in found.structured_content["matches"]}
+    assert (
+        by_id["filesystem::read_file"]["deprecated"] is True and "deprecated" not in by_id["filesystem::read_text_file"]
+    )
+    old, new = inspected.structured_content["tools"]
+    assert old["deprecated"] is True and "deprecated" not in new
+
+
+@pytest.mark.parametrize("mode", PROTOCOL_MODES)
 def test_a_deprecated_tool_is_still_first_when_nothing_else_fits(gateway, files, mode):
     (result,) = searched(gateway, files["old_only"], mode, ["read a text file"])
     assert ids(result) == ["filesystem::read_file"]
