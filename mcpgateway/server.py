@@ -43,7 +43,7 @@ from search.text import close_tool_ids
 
 from .auth import ConfirmedAccess, RefusedTokenGuard, RequireToken, ScoutTokenVerifier, principal_from_context
 from .choices import Exposure
-from .constants import META_TOOL_EXECUTE, META_TOOLS
+from .constants import META_TOOL_EXECUTE, META_TOOL_INSPECT, META_TOOLS
 from .db import orm_threads_stop, run_orm
 from .guards import BodyGuard, EdgeGuard, RateGuard, SecurityHeaders, SessionShareGuard, StatelessGetGuard
 from .selectors import client_tool_name, tool_for_client_name, tools_listed_for
@@ -114,6 +114,11 @@ def _choices(spec: Any) -> list[Any]:
     return [value for branch in branches if isinstance(branch, dict) for value in branch.get("enum") or []]
 
 
+# Models send tool_inspect the tool_id execute_tool takes, or one id as a string: told only the argument's name or
+# type, each cost another turn.
+INSPECT_IDS_HINT = ' Send the ids as a list, even one: {"tool_ids": ["server::tool"]}.'
+
+
 def meta_arguments_text(tool_name: str, exc: ValidationError, properties: dict[str, Any]) -> str:
     """Which meta-tool arguments are wrong and what they should be (a choice lists its allowed values, which are
     Scout's own): never the rejected values (the caller's data) nor the validation library's text."""
@@ -126,7 +131,10 @@ def meta_arguments_text(tool_name: str, exc: ValidationError, properties: dict[s
         if error["type"].startswith("literal") and choices:
             kind = f"must be one of: {', '.join(map(str, choices))}"
         problems.append(f"{where or 'arguments'} {kind}")
-    return f"Invalid arguments for {tool_name}: {'; '.join(sorted(set(problems)))}. Check its inputSchema."
+    text = f"Invalid arguments for {tool_name}: {'; '.join(sorted(set(problems)))}. Check its inputSchema."
+    if tool_name == META_TOOL_INSPECT and "tool_ids must be a list" in problems:
+        text += INSPECT_IDS_HINT
+    return text
 
 
 UNKNOWN_ARGUMENTS_SHOWN = 5
@@ -143,6 +151,8 @@ def unknown_arguments_text(tool_name: str, unknown: list[str], properties: dict[
     )
     if tool_name == META_TOOL_EXECUTE:  # models often put the called tool's arguments beside tool_id
         text += ' The called tool\'s own arguments go inside "arguments", as one object.'
+    if tool_name == META_TOOL_INSPECT:
+        text += INSPECT_IDS_HINT
     return text
 
 

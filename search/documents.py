@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from .indexes import ToolSearchIndex
-from .text import first_sentence, split_identifier
+from .text import first_sentence, marked_deprecated, split_identifier
 
 MAX_PARAMETERS = 40
 MAX_ENUM_VALUES = 12
@@ -53,6 +53,12 @@ class ToolDoc:
     # BM25's agreement (``sparse.learned_tokens``). Empty: not known, each request counts as its own teacher.
     learned_teachers: tuple[tuple[str, ...], ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def deprecated(self) -> bool:
+        """Its name, title or description says it is deprecated (``text.marked_deprecated``): ranking's
+        ``_apply_deprecated`` puts its replacement first."""
+        return marked_deprecated(self.name, self.title, self.description)
 
     def field_texts(self) -> dict[str, str]:
         """Text per indexed field (names declared in ``ToolSearchIndex``)."""

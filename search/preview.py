@@ -268,6 +268,8 @@ def score_parts(match: Match) -> ScoreParts:
         parts.append(ScorePart("Server", score["server"], "a share of its server's best match for this request"))
     if score.get("name"):
         parts.append(ScorePart("Name", score["name"], "its name's words are in the request"))
+    if score.get("deprecated"):
+        parts.append(ScorePart("Deprecated", score["deprecated"], "its upstream marks it deprecated"))
     if score.get("demoted"):
         parts.append(ScorePart("Negative query", None, "close to a negative query: ranked below every other tool"))
     return ScoreParts(score["rank_score"], score["fit"], parts, bool(score.get("demoted")), score.get("step", 0))

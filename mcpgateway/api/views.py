@@ -50,6 +50,9 @@ class SearchMatchSerializer(serializers.Serializer):
     needs_approval = serializers.BooleanField(
         required=False, help_text="Only when true: every call of this tool waits for an approver"
     )
+    deprecated = serializers.BooleanField(
+        required=False, help_text="Only when true: its upstream marks it deprecated (use another if one fits)"
+    )
     why_matched = serializers.ListField(child=serializers.CharField())
     input_schema = serializers.JSONField(
         required=False, help_text="Not in a low-confidence answer (none clearly fits): GET tools/{tool_id}/ gives it"

@@ -29,7 +29,7 @@ from search.backends import SearchResult
 from search.choices import EmptyAnswerReason
 from search.engine.ranking import Confidence
 from search.services import TOP_K_DEFAULT, TOP_K_MAX, TOP_K_MIN, SearchQueryError, search_for_principal
-from search.text import close_tool_ids, function_word
+from search.text import close_tool_ids, function_word, marked_deprecated
 from search.usage import search_observe
 
 from ..constants import MAX_INSPECT_IDS, MAX_TOOL_ID_CHARS
@@ -263,6 +263,10 @@ def tool_descriptor(tool: Tool, *, why_matched: list[str] | None = None, full: b
     policy = getattr(tool, "policy", None)
     if policy is not None and policy.needs_approval:  # said only when true: a call waits for a person
         descriptor["needs_approval"] = True
+    # Said only when true, as search reads it (ranked below its replacement): the summary, a first sentence, often
+    # leaves out the upstream's "DEPRECATED: use X instead".
+    if marked_deprecated(tool.name, tool.title or tool.upstream_title, tool.description):
+        descriptor["deprecated"] = True
     if why_matched is not None:
         descriptor["why_matched"] = [clean_for_model(reason) for reason in why_matched]
     descriptor["input_schema"] = schema_for_model(tool.input_schema, name=tool.name)
@@ -389,9 +393,10 @@ class SearchAnswer:
         for rank, match in enumerate(self.matches, start=1):
             title = "" if match["title"] == match["tool_id"].split("::", 1)[-1] else f"{match['title']}: "
             approval = ", needs approval" if match.get("needs_approval") else ""
+            deprecated = ", deprecated" if match.get("deprecated") else ""
             lines.append(
                 f"{rank}. {match['tool_id']} - {title}{match['summary']} "
-                f"[risk {match['risk']}, {match['operation_class']}{approval}]"
+                f"[risk {match['risk']}, {match['operation_class']}{approval}{deprecated}]"
             )
             if match.get("why_matched"):
                 lines.append("   why: " + "; ".join(match["why_matched"][:3]))

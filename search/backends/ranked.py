@@ -133,6 +133,7 @@ def rank_request(
             clauses=clauses,
             servers=snapshot.server_codes,
             name_words=snapshot.name_words,
+            deprecated=snapshot.deprecated,
             vector_kinds=leg.vectors.kinds if leg else None,
             learned_terms=snapshot.learned_terms,
         )

@@ -66,6 +66,11 @@ class RankingOptions:
     # Second stage: a tool gains this share times the part of its name's words the request says (``_apply_name``):
     # "read the file", "list_directory". Small: it decides between tools the branches scored about equal.
     name_share: float = 0.03
+    # Second stage: a tool its upstream marks deprecated loses this (``_apply_deprecated``), more than the gaps
+    # by which a deprecated tool led its replacement (server-filesystem's read_file, 0.01-0.05: its shorter name
+    # and text match as well or better), so the replacement comes first; still ranked, and first when nothing
+    # else fits.
+    deprecated_penalty: float = 0.1
     negative_threshold: float = 0.55  # cosine to a negative example that demotes a tool
     # See ``answer_confidence``: withheld when nothing stands out (the request's peak below ``withhold_peak``
     # and its spread below ``withhold_spread``) and the best calibrated score of the visible candidates is
@@ -173,13 +178,15 @@ class Candidate:
     intent: float = 0.0
     # What ``score`` is made of (the curator preview shows it): each branch's share of the fused score, the
     # request part that gave it (0: the whole request, n: the n-th step of a multi-step request), what the
-    # operation intent added, what its server added (``_apply_server``) and what its name added (``_apply_name``).
-    # ``score == bm25_part + dense_part + intent_part + server_part + name_part`` (convex and RRF).
+    # operation intent added, what its server added (``_apply_server``), what its name added (``_apply_name``)
+    # and what being deprecated took (``_apply_deprecated``, negative).
+    # ``score == bm25_part + dense_part + intent_part + server_part + name_part + deprecated_part`` (convex and RRF).
     bm25_part: float = 0.0
     dense_part: float = 0.0
     intent_part: float = 0.0
     server_part: float = 0.0
     name_part: float = 0.0
+    deprecated_part: float = 0.0
     step: int = 0
     # ``Calibration.evidence`` (the best of the request's and its parts'); None without the dense branch.
     evidence: float | None = None
@@ -468,13 +475,15 @@ def rank(
     name_words: Sequence[frozenset[str]] | None = None,
     vector_kinds: Sequence[str] | None = None,
     learned_terms: Sequence[frozenset[str]] | None = None,
+    deprecated: np.ndarray | None = None,
 ) -> Ranking:
     """Rank the visible rows. ``clauses``: branches of the request's parts (a multi-step request); a tool
     then scores by the best of the whole request and each part (parts slightly discounted). ``servers``: a
     server number per row (``IndexSnapshot.server_codes``), for ``_apply_server``. ``name_words``: each row's
     name words (``text.name_words``), for ``_apply_name``. ``vector_kinds`` (the kind of each vector of the
     dense table, ``DenseIndex.kinds``) and ``learned_terms`` (each row's words from learned requests only): for
-    ``curated_evidence``.
+    ``curated_evidence``. ``deprecated``: whether each row's upstream marks it deprecated, for
+    ``_apply_deprecated``.
 
     With approximate dense scores (an int8 table, see engine/dense.py) each pass also names the tools
     whose exact score could change its answer; they are re-scored exactly (the request's and its parts' in
@@ -516,6 +525,9 @@ def rank(
     if options.name_share and name_words is not None and fusion in FUSIONS:
         scale = 1.0 if fusion == "convex" else 2.0 / options.rrf_k
         _apply_name(candidates, query, name_words, options.name_share * scale)
+    if options.deprecated_penalty and deprecated is not None and fusion in FUSIONS:
+        scale = 1.0 if fusion == "convex" else 2.0 / options.rrf_k
+        _apply_deprecated(candidates, deprecated, options.deprecated_penalty * scale)
     _apply_negatives(candidates, query, query_vector, negatives, negative_terms, options)
     candidates.sort(key=lambda c: (c.demoted, -c.score, tie_keys[c.row]))
     for position, candidate in enumerate(candidates, start=1):
@@ -898,6 +910,17 @@ def _apply_name(candidates: list[Candidate], query: str, name_words: Sequence[fr
             candidate.score += candidate.name_part
 
 
+def _apply_deprecated(candidates: list[Candidate], deprecated: np.ndarray, penalty: float) -> None:
+    """Each candidate its upstream marks deprecated loses ``penalty``. An upstream deprecates a tool for another
+    that does the same, usually under a longer name with a longer text ("read_file" for "read_text_file"), and
+    the old one's shorter name and text match a request as well or better: without this it ranks above the tool
+    the upstream asks callers to use. Read from the candidate's own text only: hidden tools change nothing."""
+    for candidate in candidates:
+        if deprecated[candidate.row]:
+            candidate.deprecated_part = -penalty
+            candidate.score += candidate.deprecated_part
+
+
 def _apply_negatives(
     candidates: list[Candidate],
     query: str,
@@ -925,7 +948,7 @@ def _apply_negatives(
 def score_explanation(candidate: Candidate, *, fusion: str) -> dict:
     """What ranked ``candidate`` where it is, from the values the ranking used (nothing recomputed):
     ``rank_score`` orders the answer (demoted tools after all others); ``bm25`` + ``dense`` (the branches'
-    shares) + ``intent`` + ``server`` + ``name`` = ``rank_score``; ``step`` names the part of a
+    shares) + ``intent`` + ``server`` + ``name`` + ``deprecated`` = ``rank_score``; ``step`` names the part of a
     multi-step request that gave the score; ``fit`` is the calibrated relevance that decides confidence."""
     explanation = {
         "fusion": fusion,
@@ -933,6 +956,7 @@ def score_explanation(candidate: Candidate, *, fusion: str) -> dict:
         "intent": round(candidate.intent_part, 4),
         "server": round(candidate.server_part, 4),
         "name": round(candidate.name_part, 4),
+        "deprecated": round(candidate.deprecated_part, 4),
         "demoted": candidate.demoted,
         "fit": round(candidate.calibrated, 4),
         "bm25": round(candidate.bm25_part, 4),

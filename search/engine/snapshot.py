@@ -92,6 +92,7 @@ class IndexSnapshot:
         self.sparse = SparseIndex(_doc_tokens(d, weights) for d in self.docs)
         self.tool_ops = [tool_operation(d.name, d.purpose or d.description) for d in self.docs]
         self.name_words = [name_words(d.name) for d in self.docs]
+        self.deprecated = np.asarray([d.deprecated for d in self.docs], bool)
         self.negative_terms = [_negative_terms(d) for d in self.docs]
         self.learned_terms = [_learned_terms(d, weights) for d in self.docs]
         self.dense: DenseIndex | None = None
@@ -173,6 +174,9 @@ class IndexSnapshot:
         snapshot.docs = tuple(merged)
         snapshot._set_server_codes()
         snapshot.tool_ops, snapshot.negative_terms, snapshot.name_words = tool_ops, negative_terms, names
+        snapshot.deprecated = np.zeros(len(order), bool)
+        snapshot.deprecated[kept_to] = self.deprecated[kept]
+        snapshot.deprecated[added_rows] = [doc.deprecated for doc in incoming]
         snapshot.learned_terms = learned_terms
         snapshot.pks = pks[order]
         snapshot._row_of_pk = _row_lookup(snapshot.pks)
@@ -308,6 +312,7 @@ class IndexSnapshot:
             clauses=clauses if options.decompose else (),
             servers=self.server_codes,
             name_words=self.name_words,
+            deprecated=self.deprecated,
             vector_kinds=self.dense.kinds if self.dense is not None else None,
             learned_terms=self.learned_terms,
         )

@@ -162,6 +162,31 @@ def test_meta_tools_refuse_arguments_they_do_not_take(gateway, token, faulty_cal
     assert searched.is_error and text_of(searched).startswith('Unknown arguments for tool_search: "k", "limit\\n".')
 
 
+@pytest.mark.parametrize("mode", PROTOCOL_MODES)
+def test_tool_inspect_sent_one_id_says_to_send_a_list(gateway, token, mode):
+    """tool_inspect takes ``tool_ids``, a list; models send it execute_tool's ``tool_id``, or one id as a string. Told
+    only "It takes only: tool_ids" or "tool_ids must be a list", an agent spent a turn on each; the answer shows the
+    form, and that form then works."""
+
+    async def main():
+        async with mcp_client(gateway, token, mode=mode) as client:
+            return [
+                await client.call_tool("tool_inspect", {"tool_id": "calc::add"}),
+                await client.call_tool("tool_inspect", {"tool_ids": "calc::add"}),
+                await client.call_tool("tool_inspect", {"tool_ids": ["calc::add"]}),
+            ]
+
+    misnamed, string, listed = run(main)
+    hint = 'Send the ids as a list, even one: {"tool_ids": ["server::tool"]}.'
+    assert misnamed.is_error and text_of(misnamed) == (
+        f'Unknown argument for tool_inspect: "tool_id". It takes only: tool_ids. {hint}'
+    )
+    assert string.is_error and text_of(string) == (
+        f"Invalid arguments for tool_inspect: tool_ids must be a list. Check its inputSchema. {hint}"
+    )
+    assert not listed.is_error and listed.structured_content["tools"][0]["tool_id"] == "calc::add"
+
+
 def test_the_callers_text_named_in_an_error_carries_no_instruction_tags(gateway, token):
     """An unknown argument's name and an unknown tool id are named as sent, escaped and cut, and in Scout's own
     words, not marked as tool output: an instruction tag in them (text an upstream's output steered the model to

@@ -54,6 +54,7 @@ def catalog(rng: np.random.Generator) -> tuple[list[ToolDoc], dict[int, DocVecto
                         name=f"{verb}_{noun}",
                         server=f"s{server}",
                         description=f"{verb.title()} a {noun} on server {server}.",
+                        title="Old (Deprecated)" if pk % 5 == 0 else "",  # kept rows' marks are reused
                         examples=(f"please {verb} my {noun}",) if pk % 3 == 0 else (),
                         negatives=(f"never {verb} a {noun}",) if pk % 7 == 0 else (),
                         learned=((f"{noun} {verb} thing", 0.5),) if pk % 11 == 0 else _taught(pk),
@@ -68,7 +69,12 @@ def change(docs, vectors, rng, step: int):
     by_pk = {doc.pk: doc for doc in docs}
     pks = sorted(by_pk)
     changed = [
-        replace(by_pk[pks[i]], description=f"Quarantine the zebrafish{step} {i} records.", examples=("zorp it",))
+        replace(
+            by_pk[pks[i]],
+            description=f"Quarantine the zebrafish{step} {i} records." + (" DEPRECATED: use zorp." if i % 2 else ""),
+            title="",
+            examples=("zorp it",),
+        )
         for i in rng.choice(len(pks), 5, replace=False)
     ]
     changed += [replace(by_pk[pks[i]], negatives=("not this one",)) for i in rng.choice(len(pks), 2, replace=False)]
@@ -128,6 +134,7 @@ def assert_same_snapshot(updated: IndexSnapshot, whole: IndexSnapshot) -> None:
     assert np.array_equal(updated.sparse.lengths, whole.sparse.lengths)
     assert updated.tool_ops == whole.tool_ops and updated.negative_terms == whole.negative_terms
     assert updated.name_words == whole.name_words
+    assert np.array_equal(updated.deprecated, whole.deprecated)
     assert updated.learned_terms == whole.learned_terms
     assert updated.missing_vectors == whole.missing_vectors
     assert_same_table(updated.dense, whole.dense)
