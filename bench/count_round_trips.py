@@ -65,6 +65,15 @@ if os.environ.get("SCOUT_COUNT_SQL_TRACE"):
         )
 
     connection_created.connect(_traced, weak=False)
+
+if os.environ.get("SCOUT_COUNT_CONNECTIONS"):
+    from django.db.backends.signals import connection_created
+
+    def _opened(sender, connection, **kwargs):
+        with open(os.environ["SCOUT_COUNT_CONNECTIONS"] + f".{os.getpid()}", "a") as out:
+            out.write(threading.current_thread().name + "\\n")
+
+    connection_created.connect(_opened, weak=False)
 """
 
 
@@ -213,6 +222,13 @@ def sqlite_counts(trace: Path) -> tuple[Counter[str], Counter[str]]:
     return events, kinds
 
 
+def connections_opened(trace_dir: Path) -> Counter[str]:
+    """Database connections the gateway's workers opened so far, by thread kind (the hook's files)."""
+    return Counter(
+        re.sub(r"-\d+$", "", line) for path in trace_dir.glob("connections.*") for line in path.read_text().splitlines()
+    )
+
+
 def thread_names(pid: int) -> dict[int, str]:
     """Each thread's name as the kernel has it (Python 3.14 names its threads there, cut to 15 characters)."""
     names = {}
@@ -246,6 +262,7 @@ def main() -> int:
         os.environ["DATABASE_URL"] = proxied(os.environ["DATABASE_URL"], port)
     else:
         os.environ["SCOUT_COUNT_SQL_TRACE"] = str(trace)
+    os.environ["SCOUT_COUNT_CONNECTIONS"] = str(trace_dir / "connections")
     (trace_dir / "sitecustomize.py").write_text(GATEWAY_HOOKS)
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(trace_dir), os.environ.get("PYTHONPATH")]))
     if os.environ.get("REDIS_URL"):
@@ -265,11 +282,15 @@ def main() -> int:
         names = {pid: thread_names(pid) for pid in workers}
         db_before, redis_before = database.snapshot(), redis.snapshot()
         sqlite_before = sqlite_counts(trace)
+        opened_before = connections_opened(trace_dir)
         latencies, elapsed, errors = asyncio.run(bench.run_load(endpoint, token, queries, 1))
         time.sleep(flush_wait)  # this run's queued records written
         after = {pid: thread_cpu(pid) for pid in workers}
+        for pid in workers:  # threads started during the run too (a thread that ended is not counted)
+            names[pid] = thread_names(pid) | names[pid]
         db_after, redis_after = database.snapshot(), redis.snapshot()
         sqlite_after = sqlite_counts(trace)
+        opened_after = connections_opened(trace_dir)
     finally:
         gateway.send_signal(signal.SIGINT)
         gateway.wait(60)
@@ -291,6 +312,8 @@ def main() -> int:
             print(f"  {name:<48} {count / n:7.3f}")
         for name, count in kinds.most_common():
             print(f"    {name:<46} {count / n:7.3f}")
+    opened = opened_after - opened_before
+    print("database connections opened per request, by thread:", {k: round(v / n, 3) for k, v in opened.items()})
     by_kind: Counter[str] = Counter()
     for pid in workers:
         for tid, seconds in after[pid].items():
