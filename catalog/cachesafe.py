@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.core.cache import DEFAULT_CACHE_ALIAS, caches
@@ -30,6 +31,7 @@ from django.dispatch import receiver
 
 logger = logging.getLogger(__name__)
 
+T = TypeVar("T")
 _down_until = 0.0
 _shared: BaseCache | None = None
 
@@ -51,11 +53,17 @@ def _caches_changed(*, setting: str, **kwargs: Any) -> None:
 
 def cache_call(method: str, *args: Any, default: Any = None, **kwargs: Any) -> Any:
     """``cache.<method>(*args, **kwargs)``, or ``default`` when the cache fails (or failed moments ago)."""
+    return cache_run(lambda cache: getattr(cache, method)(*args, **kwargs), default=default)
+
+
+def cache_run(work: Callable[[BaseCache], T], *, default: T) -> T:
+    """``work(shared_cache())``, or ``default`` when the cache fails (or failed moments ago): for work the
+    cache API has no one call for (a Redis script)."""
     global _down_until
     if time.monotonic() < _down_until:
         return default
     try:
-        return getattr(shared_cache(), method)(*args, **kwargs)
+        return work(shared_cache())
     except Exception as exc:  # noqa: BLE001 - any backend error (connection, timeout, protocol) is an outage
         _down_until = time.monotonic() + float(settings.SCOUT_CACHE_RETRY_SECONDS)
         logger.warning("cache unavailable (%s: %s); computing without it", type(exc).__name__, exc)

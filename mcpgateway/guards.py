@@ -42,7 +42,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from catalog.cachesafe import shared_cache
-from governance.api.throttling import parse_rate, slot_over_the_limit
+from governance.api.throttling import parse_rate, slots_over_the_limits
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -275,12 +275,14 @@ def cache_is_local() -> bool:
 def _over_the_limits(token_key: str, person: str | None, limit: int, window: int) -> tuple[int, str]:
     """The token's count, then its person's (``SCOUT_MCP_PERSON_TOKENS`` times the limit): the seconds until the
     slot ends when either is one too many (else 0), and whose limit that is."""
-    over = slot_over_the_limit(f"mcp-rate:{token_key}", limit, window)
-    if over or not person or settings.SCOUT_MCP_PERSON_TOKENS <= 0:
-        return over, "this token"
     tokens = settings.SCOUT_MCP_PERSON_TOKENS
-    over = slot_over_the_limit(f"mcp-rate:person:{person}", limit * tokens, window)
-    return over, f"this person's tokens together ({tokens} times the limit)"
+    limits = [(f"mcp-rate:{token_key}", limit)]
+    if person and tokens > 0:
+        limits.append((f"mcp-rate:person:{person}", limit * tokens))
+    over, retry_after = slots_over_the_limits(limits, window)  # one round trip on Redis
+    if over == 2:
+        return retry_after, f"this person's tokens together ({tokens} times the limit)"
+    return retry_after, "this token"
 
 
 class SessionShareGuard:

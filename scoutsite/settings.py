@@ -163,6 +163,9 @@ if DATABASE_URL:
         timeouts = {"lock_timeout": SCOUT_DB_LOCK_TIMEOUT, "statement_timeout": SCOUT_DB_STATEMENT_TIMEOUT}
         session = [f"-c {name}={int(seconds * 1000)}" for name, seconds in timeouts.items() if seconds > 0]
         session = (session if SCOUT_DB_SERVING else []) + ([] if SCOUT_DB_JIT else ["-c jit=off"])
+        # The time zone Django's connections use (UTC: USE_TZ) from the start: on a server set to another (Debian's
+        # Etc/UTC is another name), Django sent SET TIME ZONE on every new connection, one more round trip.
+        session.append("-c TimeZone=UTC")
         options = DATABASES["default"].setdefault("OPTIONS", {})
         options["options"] = " ".join([options.get("options", ""), *session]).strip()
 else:

@@ -1,13 +1,14 @@
 """Reads: tool documents for indexing, stored vectors, the current index generation."""
 
+import threading
 from collections.abc import Collection, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from time import monotonic
 
 from django.conf import settings
 from django.db.models import Prefetch, Q
 
-from catalog.cachesafe import cache_call
 from catalog.models import Tool
 from governance.cache import ReadOnce
 from governance.models import ServerUserObjectPermission
@@ -18,7 +19,6 @@ from .documents import MIN_CENTROID_REQUESTS, ToolDoc, tool_doc_from_tool
 from .engine.snapshot import DocVectors
 from .models import IndexGeneration, LearnedConfirmation, LearnedRequest, ToolEmbedding
 
-GENERATION_CACHE_KEY = "scout:search:generation"
 # The generation token read by the search in progress (``generation_read_once``).
 _generation_once = ReadOnce("scout_generation_read_once")
 
@@ -126,30 +126,72 @@ def generation_changes(mark: GenerationMark, token: str) -> tuple[GenerationMark
 
 
 def generation_read_once() -> AbstractContextManager[None]:
-    """Within this block ``current_generation_token`` reads the cache (or the database) once and answers that
-    token again (issue 9: a search asked for it up to three times, for the backend's status, its search and
-    the parts' retry). One search then also ranks on the generation it checked was ready. A new generation is
-    seen by the next block. Nested blocks share the outer one's."""
+    """Within this block ``current_generation_token`` answers one token (issue 9: a search asked for it up to three
+    times, for the backend's status, its search and the parts' retry). One search then also ranks on the
+    generation it checked was ready. A new generation is seen by the next block. Nested blocks share the outer
+    one's."""
     return _generation_once.block()
 
 
+class _KeptToken:
+    """The current generation's token as this process last read it, trusted for
+    SCOUT_SEARCH_GENERATION_CHECK_SECONDS (issue 9). It was kept in the default cache, where every search read it:
+    on Redis a GET, and since Redis keeps whole seconds only, the 0.5 s timeout was written as a DEL, so each search
+    also read the database (three round trips a search, none needed). Kept here, a process reads the database
+    once per period and a search reads nothing; the bound is the same: a generation made ready by another process
+    is seen at most that much later, one announced by this process (``generation_token_keep``) at once."""
+
+    def __init__(self) -> None:
+        self._state: tuple[str, float] = ("", 0.0)  # the token, and the monotonic() it is read again past
+        self._lock = threading.Lock()  # one read at a time: a slow read never puts back an older token
+
+    def read(self) -> str | None:
+        token, until = self._state
+        if monotonic() >= until:
+            with self._lock:
+                token, until = self._state
+                if monotonic() >= until:
+                    token = _generation_token_fetch()
+                    self._state = (token, monotonic() + settings.SCOUT_SEARCH_GENERATION_CHECK_SECONDS)
+        return token or None
+
+    def keep(self, token: str, seconds: float | None) -> None:
+        seconds = settings.SCOUT_SEARCH_GENERATION_CHECK_SECONDS if seconds is None else seconds
+        with self._lock:
+            self._state = (token, monotonic() + seconds)
+
+    def forget(self) -> None:
+        with self._lock:
+            self._state = ("", 0.0)
+
+
+_kept = _KeptToken()
+
+
 def current_generation_token() -> str | None:
-    """Token of the latest ready generation; a cache value trusted for SCOUT_SEARCH_GENERATION_CHECK_SECONDS.
-    Read once per ``generation_read_once`` block."""
-    return _generation_once.read(_generation_token_fetch)
+    """Token of the latest ready generation, read from the database at most every
+    SCOUT_SEARCH_GENERATION_CHECK_SECONDS per process (``_KeptToken``). Read once per ``generation_read_once``
+    block."""
+    return _generation_once.read(_kept.read)
 
 
-def _generation_token_fetch() -> str | None:
-    token = cache_call("get", GENERATION_CACHE_KEY)  # a cache outage is a miss (F4)
-    if token is None:
-        latest = (
-            IndexGeneration.objects.filter(status=GenerationStatus.READY)
-            .order_by("-id")
-            .values_list("token", flat=True)
-        ).first()
-        token = str(latest) if latest else ""
-        cache_call("set", GENERATION_CACHE_KEY, token, timeout=settings.SCOUT_SEARCH_GENERATION_CHECK_SECONDS)
-    return token or None
+def generation_token_keep(token: str, *, seconds: float | None = None) -> None:
+    """This process serves generation ``token`` from now on, for SCOUT_SEARCH_GENERATION_CHECK_SECONDS (or
+    ``seconds``) before it reads the database again: a generation it has just made ready (the announce), or one
+    served without a database (tests, benchmarks)."""
+    _kept.keep(token, seconds)
+
+
+def generation_token_forget() -> None:
+    """The next ``current_generation_token`` reads the database (tests: a flushed database)."""
+    _kept.forget()
+
+
+def _generation_token_fetch() -> str:
+    latest = (
+        IndexGeneration.objects.filter(status=GenerationStatus.READY).order_by("-id").values_list("token", flat=True)
+    ).first()
+    return str(latest) if latest else ""
 
 
 def server_slugs_granted_to(*, principal: Principal) -> frozenset[str]:

@@ -12,7 +12,6 @@ from django.conf import settings
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
-from catalog.cachesafe import cache_call
 from catalog.models import Tool
 from catalog.progress import ProgressCallback, progress_chain, progress_throttled
 from governance.choices import OperationClass
@@ -30,8 +29,8 @@ from .engine.snapshot import DocVectors
 from .events import search_event_record
 from .models import IndexGeneration, ToolEmbedding
 from .selectors import (
-    GENERATION_CACHE_KEY,
     generation_read_once,
+    generation_token_keep,
     server_slugs_granted_to,
     stored_vectors,
     tool_docs_load,
@@ -360,8 +359,7 @@ def _index(*, kind: str, pks: Collection[int] | None, progress: ProgressCallback
     tools = [IndexedTool(doc, vectors.get(doc.pk)) for doc in docs]
 
     def _announce() -> None:
-        # Cache down: readers fall back to the database; the publish below must happen regardless (F4).
-        cache_call("set", GENERATION_CACHE_KEY, token, timeout=settings.SCOUT_SEARCH_GENERATION_CHECK_SECONDS)
+        generation_token_keep(token)  # this process serves it at once; the others on their next check
         backend_get().publish(generation=token, tools=tools, removed=removed, full=pks is None)
         generations_prune()
 

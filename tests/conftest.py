@@ -34,16 +34,11 @@ def celery_eager(request: pytest.FixtureRequest):
 
 @pytest.fixture(autouse=True)
 def fresh_search_generation():
-    """The current index generation is cached per process for a few seconds; a test's flushed database must
-    not be searched with the previous test's generation (its snapshot names tools that no longer exist)."""
-    from django.core.cache import cache
+    """The current index generation is kept per process for a moment; a test's flushed database must not be
+    searched with the previous test's generation (its snapshot names tools that no longer exist)."""
+    from search.selectors import generation_token_forget
 
-    from search.selectors import GENERATION_CACHE_KEY
-
-    try:
-        cache.delete(GENERATION_CACHE_KEY)
-    except Exception:  # noqa: BLE001 - a test that stops the cache on purpose starts without it
-        pass
+    generation_token_forget()
 
 
 @pytest.fixture(autouse=True)

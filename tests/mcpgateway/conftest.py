@@ -438,13 +438,11 @@ def calc_server(transactional_db, http_upstream: ThreadedUvicorn) -> Any:
 
 def forget_cached_state() -> None:
     """Process caches that outlive a flushed test database: the index generation and visible sets."""
-    from django.core.cache import cache
-
     from governance.cache import visibility_invalidate
     from search.backends import backend_get
-    from search.selectors import GENERATION_CACHE_KEY
+    from search.selectors import generation_token_forget
 
-    cache.delete(GENERATION_CACHE_KEY)
+    generation_token_forget()
     visibility_invalidate()
     backend_get().reset()
 

@@ -80,3 +80,45 @@ def test_a_warm_search_reads_the_version_row_and_nothing_else(
         table = VisibilityVersion._meta.db_table
         assert len(executed) == 1 and table in executed[0] and executed[0].startswith("SELECT"), executed
         assert write_behind().pending() == queued + 2  # its audit event and query-log entry, queued
+
+
+@pytest.fixture
+def redis_round_trips(settings, monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """The gateway's cache on Redis; each request sent to it (a round trip: one command, or a script) from now on,
+    on any thread, by its command name."""
+    import redis.connection
+
+    from .test_rate_limit import REDIS
+
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS}}
+    sent: list[bytes] = []
+    send = redis.connection.AbstractConnection.send_packed_command
+
+    def counted(self, command, *args, **kwargs):
+        packed = b"".join(command) if isinstance(command, list) else command
+        sent.append(packed.split(b"\r\n")[2].upper())  # *<n>, $<len>, then the command's name
+        return send(self, command, *args, **kwargs)
+
+    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counted)
+    return sent
+
+
+def test_a_warm_search_on_redis_makes_two_round_trips_to_it(gateway, admin_user, time_server, redis_round_trips):
+    """Issue 9, on Postgres + Redis: a warm tool_search sent Redis nine commands, each a round trip: the rate
+    count's ``add`` and ``incr`` (SET NX, EXISTS, INCRBY) for the token and again for its person, the visibility
+    cache generation, and the index generation's GET and DEL (its 0.5 s timeout, Redis keeping whole seconds only,
+    was written as a delete, so every search also read the generation from the database). Now the rate is counted
+    in one script for both keys and the index generation is kept per process (search/selectors.py): two round
+    trips, whatever SCOUT_SEARCH_GENERATION_CHECK_SECONDS is."""
+    member = make_user("gw_redis_trips")
+    grant(admin_user, time_server, member, "discover", "execute")
+    build_index()
+    token = make_token(member)
+    for _ in range(2):  # the token verified and kept (its first request also notes it seen in Redis)
+        assert raw_post(gateway, SEARCH, token=token).status_code == 200
+    for _ in range(3):
+        redis_round_trips.clear()
+        response = raw_post(gateway, SEARCH, token=token)
+        assert response.status_code == 200
+        assert rpc_result(response)["result"]["structuredContent"]["matches"][0]["tool_id"] == "time::get_current_time"
+        assert sorted(redis_round_trips) == [b"EVAL", b"GET"], redis_round_trips  # the rate; the visibility version

@@ -8,14 +8,14 @@ from unittest import mock
 import pytest
 from django.core.management import call_command
 
-from catalog.cachesafe import shared_cache
 from catalog.definitions import normalize_listing
 from catalog.services.apply import catalog_apply_listing
+from search import selectors
 from search.backends import SearchRequest, backend_get
 from search.backends.embedded import EmbeddedBackend
 from search.choices import GenerationKind
 from search.models import IndexGeneration, ToolEmbedding
-from search.selectors import GENERATION_CACHE_KEY, tool_docs_load
+from search.selectors import tool_docs_load
 from search.services import index_rebuild, index_update, tool_search
 
 from .factories import ServerFactory, ToolFactory
@@ -85,16 +85,15 @@ def test_a_search_reads_the_index_generation_once_and_the_next_search_sees_a_new
 ):
     reindex(index_rebuild)
     visible = {t.pk for t in small_catalog.values()}
-    reads: list[str] = []
-    shared = shared_cache()  # the object the search's cache calls go to (catalog.cachesafe)
-    real_get = shared.get
+    reads: list[int] = []
+    kept = selectors._kept  # the process's kept token, which the search asks (search/selectors.py)
+    real_read = kept.read
 
-    def counting_get(key, *args, **kwargs):  # the real cache, its reads of the generation counted
-        if key == GENERATION_CACHE_KEY:
-            reads.append(key)
-        return real_get(key, *args, **kwargs)
+    def counting_read():  # the real one, its reads counted
+        reads.append(1)
+        return real_read()
 
-    monkeypatch.setattr(shared, "get", counting_get)
+    monkeypatch.setattr(kept, "read", counting_read)
     first = tool_search(query="send an email to my team", visible=visible)
     assert first.index_ready and first.matches
     assert len(reads) == 1  # the backend's status and its search share one read

@@ -16,7 +16,6 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from django.core.cache import cache
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.test import override_settings
@@ -49,7 +48,7 @@ from search.encoder import model_key
 from search.engine.ranking import Confidence
 from search.engine.snapshot import DocVectors
 from search.events import counters
-from search.selectors import GENERATION_CACHE_KEY
+from search.selectors import generation_token_keep
 from search.services import index_rebuild, index_update, tool_search
 
 DOC = ToolDoc(
@@ -193,7 +192,7 @@ def served(fake):
         backend.local_refresh(GENERATION, [t.doc for t in tools])
         backend.build(backend.connect(), GENERATION, tools)
         backend.refresh_target()
-        cache.set(GENERATION_CACHE_KEY, GENERATION, timeout=3600)
+        generation_token_keep(GENERATION, seconds=3600)
         yield backend, tools
         fake.release.set()
         backend.reset()
@@ -314,7 +313,7 @@ def test_searches_never_wait_for_a_connection(silent_server):
     with override_settings(WEAVIATE_URL=f"http://127.0.0.1:{port}", WEAVIATE_GRPC_URL=f"grpc://127.0.0.1:{port}"):
         backend = WeaviateBackend()
         backend.local_refresh(GENERATION, [t.doc for t in tools])
-        cache.set(GENERATION_CACHE_KEY, GENERATION, timeout=3600)
+        generation_token_keep(GENERATION, seconds=3600)
         try:
             result = backend.search(request_for(tools))
             assert backend._connector.is_alive() and not backend._connected.is_set()  # still connecting

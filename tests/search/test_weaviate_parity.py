@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from django.conf import settings
-from django.core.cache import cache
 from django.test import override_settings
 
 from search.backends import IndexedTool, SearchRequest
@@ -27,7 +26,7 @@ from search.engine.decompose import request_parts
 from search.engine.ranking import Confidence
 from search.engine.snapshot import IndexSnapshot
 from search.evaluation import EmbeddingCache, doc_vectors, load_catalogs, read_jsonl
-from search.selectors import GENERATION_CACHE_KEY
+from search.selectors import generation_token_keep
 
 from .fake_weaviate import FakeWeaviate
 
@@ -90,7 +89,7 @@ def backends(catalog, fake):
 
 @pytest.fixture
 def current(backends, fake):
-    cache.set(GENERATION_CACHE_KEY, GENERATION, timeout=3600)
+    generation_token_keep(GENERATION, seconds=3600)
     # A generous deadline: this suite is about answers; the fake server is Python on a shared machine.
     with override_settings(WEAVIATE_URL=fake.url, WEAVIATE_GRPC_URL=fake.grpc_url, SCOUT_WEAVIATE_TIMEOUT=30.0):
         yield backends
