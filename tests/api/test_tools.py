@@ -236,7 +236,9 @@ def test_learned_requests_for_curators(api, catalog, owner, member):
 
     # Learned as the gateway learns it: a teacher who may execute the tool confirmed it (the recount that a grant
     # change queues sets each count from its confirmations).
-    learned = LearnedRequest.objects.create(tool=catalog.visible, text="what bugs are open", key="k1", principal_count=1)
+    learned = LearnedRequest.objects.create(
+        tool=catalog.visible, text="what bugs are open", key="k1", principal_count=1
+    )
     LearnedConfirmation.objects.create(learned=learned, principal_key=f"u{member.pk}")
     give_perms(owner, "catalog.view_tool", "search.view_learnedrequest")
     body = api.get(f"tools/{catalog.visible.tool_id}/learned-requests/", token=make_token(owner, ["api", "discover"]))
