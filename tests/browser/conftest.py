@@ -114,6 +114,37 @@ def approver_and_tool(django_user_model, member, *, server: str, tool: str):
     return created
 
 
+def learned_by_teachers(tool, text: str, teachers: int, *, key: str):
+    """A learned request of ``tool`` as the gateway learns one: ``teachers`` people who may execute the tool each
+    searched ``text`` and then called it successfully. (Rows written straight, without confirmations, lose their
+    counts to the teachers' recount that any visibility change queues, a login included.)"""
+    from django.contrib.auth import get_user_model
+
+    from governance.principals import principal_for_user
+    from governance.services.permissions import permission_grant
+    from search.models import LearnedRequest
+    from search.usage import LoggedResult, query_log_record, search_outcome_record
+
+    people = get_user_model().objects
+    granter = people.filter(is_superuser=True).first() or people.create_superuser(username="granter", email=None)
+    for n in range(teachers):
+        person = people.create_user(username=f"teacher-{key}-{n}")
+        for action in ("discover", "execute"):
+            permission_grant(actor=granter, target=tool.server, action=action, holder=person)
+        principal = principal_for_user(person)
+        query_log_record(
+            principal=principal,
+            query=text,
+            results=[LoggedResult(tool_id=tool.tool_id, score=0.9)],
+            confidence="high",
+            degraded=False,
+            backend="embedded",
+            latency_ms=1.0,
+        )
+        search_outcome_record(principal=principal, tool=tool, outcome="success")
+    return LearnedRequest.objects.get(tool=tool, text=text)
+
+
 def wait_for(browser, css: str, timeout: float = 30):
     """The element matching ``css``, waiting longer than the implicit wait (a page whose request syncs)."""
     from selenium.webdriver.common.by import By

@@ -12,7 +12,7 @@ from search.choices import LearnedStatus
 from search.models import LearnedRequest
 from tests.governance.factories import ServerFactory, ToolFactory
 
-from .conftest import admin_login, click_through, screenshot
+from .conftest import admin_login, click_through, learned_by_teachers, screenshot
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -23,8 +23,8 @@ def test_curator_promotes_and_rejects_learned_requests_from_the_tool_page(browse
     curator = django_user_model.objects.create_user(username="curator", password="pw-curator-123", is_staff=True)
     curator.groups.add(Group.objects.get(name=CURATORS))
     tool = ToolFactory(server=ServerFactory(slug="mail"), name="list_inbox")
-    right = LearnedRequest.objects.create(tool=tool, text="did my landlord write", key="k1", principal_count=3)
-    wrong = LearnedRequest.objects.create(tool=tool, text="weather in berlin", key="k2", principal_count=1)
+    right = learned_by_teachers(tool, "did my landlord write", 3, key="k1")
+    wrong = learned_by_teachers(tool, "weather in berlin", 1, key="k2")
 
     admin_login(browser, live_server.url, "curator", "pw-curator-123")
     browser.get(f"{live_server.url}/admin/catalog/tool/{tool.pk}/change/")
@@ -54,9 +54,10 @@ def test_the_home_leads_to_the_learned_requests_to_decide_and_counts_them(browse
     curator = django_user_model.objects.create_user(username="curator", password="pw-curator-123", is_staff=True)
     curator.groups.add(Group.objects.get(name=CURATORS))
     tool = ToolFactory(server=ServerFactory(slug="mail"), name="list_inbox")
-    first = LearnedRequest.objects.create(tool=tool, text="did my landlord write", key="k1", principal_count=3)
-    LearnedRequest.objects.create(tool=tool, text="weather in berlin", key="k2")
-    LearnedRequest.objects.create(tool=tool, text="my inbox please", key="k3", status=LearnedStatus.PROMOTED)
+    first = learned_by_teachers(tool, "did my landlord write", 3, key="k1")
+    learned_by_teachers(tool, "weather in berlin", 1, key="k2")
+    promoted = learned_by_teachers(tool, "my inbox please", 1, key="k3")
+    LearnedRequest.objects.filter(pk=promoted.pk).update(status=LearnedStatus.PROMOTED)
 
     admin_login(browser, live_server.url, "curator", "pw-curator-123")
     assert browser.find_element(By.ID, "learned-waiting").text == "Learned requests to decide: 2"

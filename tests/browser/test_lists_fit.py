@@ -11,7 +11,7 @@ from governance.services.audit import audit_record
 from governance.services.tokens import api_token_create
 from tests.governance.factories import ServerFactory, ToolFactory, agent_of, in_days, tenant_with
 
-from .conftest import admin_login, approver_and_tool, screenshot
+from .conftest import admin_login, approver_and_tool, learned_by_teachers, screenshot
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 FITS = "const e = document.querySelector('#changelist .results'); return e.scrollWidth <= e.clientWidth;"
@@ -41,13 +41,12 @@ def test_token_list_and_audit_trail_fit_at_1280(browser, live_server, django_use
 
 
 def test_the_curators_learned_requests_fit_at_1280(browser, live_server, django_user_model):
-    from search.models import LearnedRequest
 
     curator = django_user_model.objects.create_user(username="cur", password="pw-cur-123", is_staff=True)
     curator.groups.add(Group.objects.get(name=CURATORS))
     tool = ToolFactory(server=ServerFactory(slug="github-enterprise-production"), name="list_repository_collaborators")
     text = "who can push to the release branch of the payments service repository and since when"
-    LearnedRequest.objects.create(tool=tool, text=text, key="k1", principal_count=3, confirmations=7)
+    learned_by_teachers(tool, text, 3, key="k1")
     admin_login(browser, live_server.url, "cur", "pw-cur-123")
     browser.get(f"{live_server.url}/admin/search/learnedrequest/")
     assert browser.find_elements("css selector", "#result_list tbody tr")
