@@ -120,10 +120,9 @@ def learned_by_teachers(tool, text: str, teachers: int, *, key: str):
     counts to the teachers' recount that any visibility change queues, a login included.)"""
     from django.contrib.auth import get_user_model
 
-    from governance.principals import principal_for_user
     from governance.services.permissions import permission_grant
     from search.models import LearnedRequest
-    from search.usage import LoggedResult, query_log_record, search_outcome_record
+    from tests.search.factories import teach
 
     people = get_user_model().objects
     granter = people.filter(is_superuser=True).first() or people.create_superuser(username="granter", email=None)
@@ -131,17 +130,7 @@ def learned_by_teachers(tool, text: str, teachers: int, *, key: str):
         person = people.create_user(username=f"teacher-{key}-{n}")
         for action in ("discover", "execute"):
             permission_grant(actor=granter, target=tool.server, action=action, holder=person)
-        principal = principal_for_user(person)
-        query_log_record(
-            principal=principal,
-            query=text,
-            results=[LoggedResult(tool_id=tool.tool_id, score=0.9)],
-            confidence="high",
-            degraded=False,
-            backend="embedded",
-            latency_ms=1.0,
-        )
-        search_outcome_record(principal=principal, tool=tool, outcome="success")
+        teach(person, tool, text)
     return LearnedRequest.objects.get(tool=tool, text=text)
 
 

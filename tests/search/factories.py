@@ -62,3 +62,14 @@ def logged_search(user, *tools: Tool, query: str = "find the thing", called: Too
     if called is not None:
         SearchOutcome.objects.create(entry=entry, tool=called, outcome="success")
     return entry
+
+
+def teach(person, tool: Tool, request: str) -> None:
+    """``person`` searched ``request`` and then called ``tool`` successfully, through the learning code the gateway
+    uses (``search_outcome_record``): a learned request when they may execute the tool."""
+    from governance.principals import principal_for_user
+    from search.usage import search_outcome_record
+
+    principal = principal_for_user(person)
+    logged_search(person, tool, query=request)
+    search_outcome_record(principal=principal, tool=tool, outcome="success")

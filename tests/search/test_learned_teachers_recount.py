@@ -6,12 +6,12 @@ from django.contrib.auth import get_user_model
 
 from catalog.choices import ServerStatus
 from governance.models import ServerTenant
-from governance.principals import principal_for_user
 from governance.services.permissions import permission_grant, permission_revoke
 from search.models import LearnedConfirmation, LearnedRequest
 from search.selectors import tool_docs_load
-from search.usage import LoggedResult, learned_weight, query_log_record, search_outcome_record
+from search.usage import learned_weight
 from tests.governance.factories import EntitlementFactory, ServerFactory, ToolFactory, tenant_with
+from tests.search.factories import teach
 
 pytestmark = pytest.mark.django_db
 REQUEST = "send the quarterly numbers to finance"
@@ -38,17 +38,7 @@ def two_teachers(member, superuser) -> dict:
 
 
 def _teach(person, tool, request=REQUEST) -> None:
-    principal = principal_for_user(person)
-    query_log_record(
-        principal=principal,
-        query=request,
-        results=[LoggedResult(tool_id=tool.tool_id, score=0.9)],
-        confidence="high",
-        degraded=False,
-        backend="embedded",
-        latency_ms=1.0,
-    )
-    search_outcome_record(principal=principal, tool=tool, outcome="success")
+    teach(person, tool, request)
 
 
 def _indexed_weight(tool) -> float:
