@@ -56,7 +56,8 @@ def test_a_storm_of_list_changed_notices_from_a_real_server_syncs_it_once_and_ot
     make_server, loopback_upstreams, settings, caplog
 ):
     """F9: one server announces tools/list_changed 1,000 times in one burst, over its real session with the watcher;
-    another announces once meanwhile. Every notice is heard, the stormy server is synced once, the other once too."""
+    another announces once meanwhile. The notices that pass the per-second bound on unasked messages are heard, the
+    stormy server is synced once, the other once too."""
     from mcp.server.mcpserver import Context
 
     from tests.catalog.servers.http_mcp import serve_http
@@ -92,7 +93,10 @@ def test_a_storm_of_list_changed_notices_from_a_real_server_syncs_it_once_and_ot
         message = record.getMessage()
         if heard in message:
             counts[message.split(":", 1)[0]] += 1
-    assert counts == {"stormy": notices, "quiet": 1}, counts  # every notice reached the watcher
+    # What reaches the watcher of the storm is bounded (catalog.line_guard.UNASKED_PER_SECOND a second, the HTTP
+    # transport as stdio: redteam27), so not every notice is heard; many still are, and they make one sync.
+    assert counts["quiet"] == 1, counts
+    assert 2 <= counts["stormy"] <= notices, counts
     runs = SyncRun.objects.filter(source="list_changed")
     assert sorted(run.server.slug for run in runs) == ["quiet", "stormy"]
     assert all(run.status == SyncStatus.SUCCESS for run in runs)
