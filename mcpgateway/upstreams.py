@@ -205,10 +205,6 @@ class UpstreamPool:
         self._connections.clear()
         breaker_forget()
 
-    @property
-    def is_running(self) -> bool:
-        return self._task_group is not None
-
     def stats(self) -> dict[str, dict[str, Any]]:
         """Per server: whether a session is open, how often it was started, consecutive failures."""
         return {
