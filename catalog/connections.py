@@ -59,6 +59,14 @@ def connections_close() -> None:
     _local.__dict__.pop("opened", None)
 
 
+def connections_kept_for() -> float | None:
+    """Seconds until this thread's oldest kept connection is SCOUT_MCP_DB_CONN_MAX_AGE old (None: it holds none)."""
+    opened: dict[str, float] = _local.__dict__.get("opened", {})
+    now = time.monotonic()
+    held = [opened.get(c.alias, now) for c in connections.all(initialized_only=True) if c.connection is not None]
+    return min(held) + settings.SCOUT_MCP_DB_CONN_MAX_AGE - now if held else None
+
+
 def connections_held() -> bool:
     """Whether this thread holds an open database connection."""
     return any(connection.connection is not None for connection in connections.all(initialized_only=True))

@@ -317,10 +317,6 @@ class Tool(models.Model):
     def display_title(self) -> str:
         return self.title or self.upstream_title or self.name
 
-    @property
-    def is_removed(self) -> bool:
-        return self.removed_at is not None
-
     def upstream_definition(self) -> dict:
         """The upstream definition as hashed and stored in revisions (catalog.definitions.ToolDefinition)."""
         return {

@@ -492,11 +492,6 @@ class UpstreamSession:
         """2026-07-28 servers send list changes only on a ``subscriptions/listen`` stream."""
         return self.client.protocol_version in MODERN_PROTOCOL_VERSIONS
 
-    @property
-    def supports_list_changed(self) -> bool:
-        tools = self.client.server_capabilities.tools
-        return bool(tools and tools.list_changed)
-
     def stderr_tail(self) -> str:
         return _read_tail(self.errlog)
 

@@ -22,14 +22,6 @@ SERVER_SCOPE_PREFIX = "server:"
 PERMISSION_ACTIONS = ("discover", "execute", "approve")
 
 
-def server_codename(action: str) -> str:
-    return f"{action}_server"
-
-
-def tool_codename(action: str) -> str:
-    return f"{action}_tool"
-
-
 # Approval ids: "apr_" + 22 url-safe characters (128 random bits), never guessable (T12).
 APPROVAL_ID_PREFIX = "apr_"
 APPROVAL_ID_BYTES = 16

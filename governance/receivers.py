@@ -79,7 +79,7 @@ def connect() -> None:
         AgentGrant,
         ApiToken,  # the gateway keeps verified tokens per process, trusted while the version stands
         RiskClass,  # its name is in every search answer the gateway keeps per process
-        PolicyVersion,  # its number is in every audit event; policy_version_number keeps it per process
+        PolicyVersion,  # its number is in every audit event; policy_version_number (selectors) keeps it per process
     ):
         post_save.connect(_invalidate, sender=model, dispatch_uid=f"governance-vis-save-{model.__name__}")
         post_delete.connect(_invalidate, sender=model, dispatch_uid=f"governance-vis-delete-{model.__name__}")

@@ -21,11 +21,17 @@ One person holds at most SCOUT_WRITE_BEHIND_MAX_PENDING_PER_PERSON of those plac
 their own records are written in the request, so the back-pressure falls on whoever fills the queue, and another
 person's search is still queued instead of waiting on (or failing with) the slow database as theirs do.
 SCOUT_WRITE_BEHIND_SECONDS=0 writes each record inline (the tests' default, so a test reads what a request wrote).
+The writer thread keeps its database connection as the gateway's ORM threads do (catalog.connections): from batch to
+batch, idle or not, until SCOUT_MCP_DB_CONN_MAX_AGE after it opened (it let it go after 1 s idle: at a search every
+few seconds, a new Postgres server process per batch), and closes it when stopped (``WriteBehind.stop``: the
+gateway's lifespan end). After a failed batch it waits before the next try, twice as long each time up to
+RETRY_MAX_SECONDS (it tried again at once once 500 records were queued: a reconnect loop while the database was down).
 """
 
 import atexit
 import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterable
 
@@ -33,15 +39,18 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, models, transaction
 from django.db.transaction import TransactionManagementError
 
-from catalog.connections import connections_checked, connections_close, connections_held, connections_ready
+from catalog.connections import (
+    connections_checked,
+    connections_close,
+    connections_held,
+    connections_kept_for,
+    connections_ready,
+)
 from catalog.dbbusy import database_busy
 
 logger = logging.getLogger(__name__)
 MAX_BATCH = 500
-# The writer thread keeps its database connection from batch to batch (catalog.connections: a new one per
-# batch cost ~2 ms of CPU, and on Postgres a new server process, up to 20 times a second per worker), and
-# closes it once no record has come for this long.
-KEEP_IDLE_SECONDS = 1.0
+RETRY_MAX_SECONDS = 5.0  # the longest wait between tries of a batch the database could not take
 # Failures of the database, not of the rows: a lock or busy timeout, a lost connection, a flush inside a transaction
 # already broken. Retried; any other failure is a row's, and that row is dropped.
 TRANSIENT = (OperationalError, InterfaceError, TransactionManagementError)
@@ -55,6 +64,7 @@ class WriteBehind:
         self._wake = threading.Condition(self._lock)
         self._flushing = threading.Lock()  # one batch at a time, in queue order
         self._thread: threading.Thread | None = None
+        self._stop = threading.Event()  # set: the current thread closes its connection and ends
         self.failures = 0
         self.connected = False  # whether the writer thread holds a database connection (tests)
 
@@ -73,7 +83,10 @@ class WriteBehind:
                 self._pending.append(instance)
                 self._counted([instance], 1)
                 if self._thread is None or not self._thread.is_alive():
-                    self._thread = threading.Thread(target=self._run, name="scout-write-behind", daemon=True)
+                    self._stop = threading.Event()
+                    self._thread = threading.Thread(
+                        target=self._run, args=(self._stop,), name="scout-write-behind", daemon=True
+                    )
                     self._thread.start()
                 if len(self._pending) == 1 or len(self._pending) >= MAX_BATCH:
                     self._wake.notify()
@@ -138,26 +151,52 @@ class WriteBehind:
             written += 1
         return written
 
-    def _run(self) -> None:
-        while True:
-            with self._lock:
-                if not self._pending:  # idle: keep the connection a while for the next batch, then let it go
-                    self._wake.wait(timeout=KEEP_IDLE_SECONDS)
-                    if not self._pending:
-                        connections_close()
-                        self.connected = False
-                while not self._pending:
-                    self._wake.wait()
-                if len(self._pending) < MAX_BATCH:  # let the batch fill for a moment: one commit for many
-                    self._wake.wait(timeout=max(settings.SCOUT_WRITE_BEHIND_SECONDS, 0.001))
-            connections_ready()
-            try:
-                self.flush()
-            except Exception:  # noqa: BLE001 - kept queued and retried; the request path never sees it
-                logger.exception("write-behind: could not write %d queued records; retrying", self.pending())
-            finally:
-                connections_checked()
-                self.connected = connections_held()
+    def stop(self) -> None:
+        """End the writer thread, which closes its database connection first (the gateway's lifespan end; tests).
+        Queued records stay queued: the next record starts another thread, and the exit hook flushes."""
+        with self._lock:
+            thread, self._thread = self._thread, None
+            self._stop.set()
+            self._wake.notify_all()
+        if thread is not None:
+            thread.join()
+
+    def _run(self, stop: threading.Event) -> None:
+        retry_in = 0.0
+        try:
+            while self._next_batch(stop, retry_in):
+                connections_ready()
+                try:
+                    self.flush()
+                    retry_in = 0.0
+                except Exception:  # noqa: BLE001 - kept queued and retried; the request path never sees it
+                    retry_in = min(max(2 * retry_in, settings.SCOUT_WRITE_BEHIND_SECONDS, 0.01), RETRY_MAX_SECONDS)
+                    logger.exception("write-behind: could not write %d queued records; retrying", self.pending())
+                finally:
+                    connections_checked()
+                    self.connected = connections_held()
+        finally:
+            connections_close()
+            self.connected = False
+
+    def _next_batch(self, stop: threading.Event, retry_in: float) -> bool:
+        """Wait for the next batch: ``retry_in`` seconds after a failure (records coming in do not hasten it), then
+        for a record, then a moment for the batch to fill. Meanwhile the connection is kept until it is too old to
+        keep (catalog.connections), then closed. False: stop."""
+        with self._lock:
+            retry_at = time.monotonic() + retry_in
+            while not stop.is_set() and (left := retry_at - time.monotonic()) > 0:
+                self._wake.wait(timeout=left)
+            while not self._pending and not stop.is_set():
+                kept_for = connections_kept_for()
+                if kept_for is not None and kept_for <= 0:
+                    connections_close()
+                    self.connected = False
+                else:
+                    self._wake.wait(timeout=kept_for)
+            if len(self._pending) < MAX_BATCH and not stop.is_set():  # let the batch fill: one commit for many
+                self._wake.wait(timeout=max(settings.SCOUT_WRITE_BEHIND_SECONDS, 0.001))
+            return not stop.is_set()
 
 
 def _transient(exc: Exception) -> bool:

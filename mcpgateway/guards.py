@@ -26,7 +26,6 @@ from typing import Any
 import anyio
 import numpy as np
 from django.conf import settings
-from django.core.cache.backends.locmem import LocMemCache
 from mcp.shared.inbound import (
     MCP_METHOD_HEADER,
     MCP_NAME_HEADER,
@@ -41,8 +40,9 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from catalog.cachesafe import shared_cache
 from governance.api.throttling import parse_rate, slots_over_the_limits
+
+from .auth import ScoutAccessToken, access_confirm, cache_off_the_loop
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -253,23 +253,13 @@ class RateGuard:
             await self.app(scope, receive, send)
             return
         key = hashlib.sha256(access.token.encode("utf-8")).hexdigest()  # the token, never kept raw
-        if cache_is_local():  # counted in this process's memory: nothing to wait for, so no thread hop
-            retry_after, whose = _over_the_limits(key, access.subject, *rate)
-        else:  # a network cache (Redis) may take up to its socket timeout: never on the event loop
-            retry_after, whose = await anyio.to_thread.run_sync(_over_the_limits, key, access.subject, *rate)
+        retry_after, whose = await cache_off_the_loop(_over_the_limits, key, access.subject, *rate)
         if retry_after:
             message = f"Too many requests for {whose} (limit {settings.SCOUT_MCP_RATE}); retry in {retry_after} s"
             body = {"jsonrpc": "2.0", "id": None, "error": {"code": RATE_LIMITED, "message": message}}
             await _send_json(send, 429, body, [(b"retry-after", str(retry_after).encode())])
             return
         await self.app(scope, receive, send)
-
-
-def cache_is_local() -> bool:
-    """Whether the default cache is this process's memory (LocMemCache, the embedded default without REDIS_URL),
-    where counting a request takes microseconds and never waits on I/O (issue 9: the hop to a worker thread and
-    back cost ~0.2 ms of CPU per request, more than the count)."""
-    return isinstance(shared_cache(), LocMemCache)
 
 
 def _over_the_limits(token_key: str, person: str | None, limit: int, window: int) -> tuple[int, str]:
@@ -398,7 +388,6 @@ async def _record_rejection(scope: Scope, status: int, code: int, message: str) 
     from governance.choices import AuditEventType, AuditOutcome
     from governance.services.audit import audit_record
 
-    from .auth import ScoutAccessToken, access_confirm
     from .db import run_orm
 
     access = getattr(scope.get("user"), "access_token", None)

@@ -37,7 +37,7 @@ from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.routing import BaseRoute, Route
 
 from catalog.models import Tool
-from governance.writebehind import write_behind_flush
+from governance.writebehind import write_behind, write_behind_flush
 from search.services import search_warm_up
 from search.text import close_tool_ids
 
@@ -417,7 +417,8 @@ def gateway_warm_up() -> None:
 async def gateway_lifespan(server: ScoutMCPServer):
     """Warm the process up (``gateway_warm_up``), then run the SDK session manager and the upstream pool for
     the life of the process; at the end, write the discovery records still queued behind requests (nothing a
-    normal shutdown served is lost), then stop the ORM threads (closing their kept database connections)."""
+    normal shutdown served is lost), then stop the write-behind thread and the ORM threads (each closing its kept
+    database connection)."""
     try:
         if settings.SCOUT_MCP_WARM_UP:
             await run_orm(gateway_warm_up)
@@ -430,6 +431,7 @@ async def gateway_lifespan(server: ScoutMCPServer):
                 logger.info("write-behind: wrote %d queued records at shutdown", written)
         except Exception:  # noqa: BLE001 - still queued: the process's exit hook tries once more
             logger.exception("write-behind: queued records could not be written at shutdown")
+        await anyio.to_thread.run_sync(write_behind().stop)
         await anyio.to_thread.run_sync(orm_threads_stop)
 
 

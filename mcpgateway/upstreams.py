@@ -3,8 +3,9 @@
 One ``UpstreamPool`` per gateway process, running inside the ASGI lifespan. Each server gets a warm session
 (a stdio process kept running, or a Streamable HTTP client) opened on first use through
 ``catalog.upstream.open_session`` and owned by a supervisor task, because an SDK session must be entered and
-left in the same task. Calls are bounded three ways: a per-server bulkhead (calls in flight), a per-call
-timeout (default 30 s, capped at 120 s) and an output cap. A session that dies (process crash, connection
+left in the same task. Calls are bounded three ways: a per-server bulkhead (calls in flight in this process: the
+slots and each person's share of them are not shared between gateway processes), a per-call timeout (default
+30 s, capped at 120 s) and an output cap. A session that dies (process crash, connection
 closed) is torn down and reopened on the next call after a backoff that doubles per consecutive failure.
 A circuit breaker per server (``catalog.breaker``) sits in front of all of it: after N consecutive failures of
 the server calls fail fast for a cool-down, then one probe decides whether it closes again.
@@ -203,10 +204,6 @@ class UpstreamPool:
                 connection.closing.set()
         self._connections.clear()
         breaker_forget()
-
-    @property
-    def is_running(self) -> bool:
-        return self._task_group is not None
 
     def stats(self) -> dict[str, dict[str, Any]]:
         """Per server: whether a session is open, how often it was started, consecutive failures."""

@@ -439,13 +439,15 @@ SCOUT_MCP_MAX_ARGUMENT_BYTES = env_int("SCOUT_MCP_MAX_ARGUMENT_BYTES", 256 * 102
 # references can take years (C1-19).
 SCOUT_MCP_SCHEMA_CHECK_SECONDS = env_float("SCOUT_MCP_SCHEMA_CHECK_SECONDS", 3.0)
 # Upstream calls: per-call timeout (seconds; never above the cap), output cap (bytes of the JSON result),
-# calls in flight per upstream server (a bulkhead), longest wait between restarts of a crashed server.
+# calls in flight per upstream server (a bulkhead, counted per gateway process: N workers or replicas may send N times
+# as many), longest wait between restarts of a crashed server.
 SCOUT_MCP_CALL_TIMEOUT = env_float("SCOUT_MCP_CALL_TIMEOUT", 30.0)
 SCOUT_MCP_CALL_TIMEOUT_CAP = 120.0
 SCOUT_MCP_MAX_OUTPUT_BYTES = env_int("SCOUT_MCP_MAX_OUTPUT_BYTES", 1024 * 1024)
 SCOUT_MCP_MAX_CALLS_PER_SERVER = env_int("SCOUT_MCP_MAX_CALLS_PER_SERVER", 8)
 # One person's share of those while the server is busy (all their tokens and agents together): past it a call takes
 # only a slot nobody waits for, or is refused at once (mcpgateway/upstreams.py, UpstreamPool._take_slot).
+# Per process too.
 SCOUT_MCP_MAX_CALLS_PER_PERSON_PER_SERVER = env_int("SCOUT_MCP_MAX_CALLS_PER_PERSON_PER_SERVER", 4)
 SCOUT_MCP_RESTART_BACKOFF_MAX = env_float("SCOUT_MCP_RESTART_BACKOFF_MAX", 30.0)
 # Circuit breaker per upstream server (catalog/breaker.py): opens after this many consecutive failures within

@@ -19,7 +19,8 @@ Permission model, in short:
   superuser sees only what was granted. Inactive users see nothing.
 
 One module per subject: ``tools`` (servers and tools), ``grants``, ``tenants``, ``approvals``, ``audit``,
-``people``, ``agents``, ``groups``, ``tokens``. Import from ``governance.selectors``: every public name is here.
+``people``, ``agents``, ``groups``, ``tokens``, ``policy``. Import from ``governance.selectors``: every public name
+is here.
 """
 
 from .agents import agent_shown, agents_visible_to_operator
@@ -49,6 +50,7 @@ from .audit import (
 from .grants import tool_discover_granted
 from .groups import groups_visible_to_operator
 from .people import person_shown, person_visible_to, users_visible_to_operator
+from .policy import policy_version_current, policy_version_number
 from .tenants import (
     install_wide_visible_to,
     server_fields_locked,
@@ -98,6 +100,8 @@ __all__ = [
     "audit_payload_shown",
     "delegation_chain_shown",
     "groups_visible_to_operator",
+    "policy_version_current",
+    "policy_version_number",
     "install_wide_visible_to",
     "notification_attempts_visible_to",
     "person_shown",

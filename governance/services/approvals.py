@@ -38,6 +38,7 @@ from governance.selectors import (
     approval_requester_may_execute,
     approval_requests_for_approver,
     approval_requests_usable,
+    policy_version_current,
     principal_as_now,
     server_tenant_id,
     tool_executable_by,
@@ -45,7 +46,7 @@ from governance.selectors import (
     with_approval_people_shown,
 )
 from governance.services.audit import audit_record
-from governance.services.policy import policy_version_current, tool_policy_ensure
+from governance.services.policy import tool_policy_ensure
 
 MAX_REASON_CHARS = 2000
 MAX_DENIAL_REASON_CHARS = 500  # what an agent is told of a denial: the approver's words, on one line

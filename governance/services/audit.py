@@ -8,6 +8,7 @@ from django.utils import timezone
 from catalog.models import Server, Tool
 from governance.models import ApprovalRequest, AuditEvent
 from governance.principals import Principal
+from governance.selectors import policy_version_number
 from governance.writebehind import write_behind
 
 MAX_TRACE_ID = 200
@@ -108,8 +109,6 @@ def audit_event_build(
     policy_version: int | None = None,
 ) -> AuditEvent:
     """An unsaved audit event (see ``audit_record`` for the arguments); ``audit_record_many`` writes a batch."""
-    from governance.services.policy import policy_version_number
-
     user = principal.user if principal is not None else actor
     if server is None and tool is not None:
         server = tool.server

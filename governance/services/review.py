@@ -24,11 +24,10 @@ from governance.choices import AuditEventType, AuditOutcome, ReviewKind, ReviewS
 from governance.models import ServerTenant, ToolPolicy, ToolReview
 from governance.principals import principal_for_user
 from governance.sanitize import definition_text, suspicious_markers
-from governance.selectors import server_tenant_id, tool_shaped_by
+from governance.selectors import policy_version_current, server_tenant_id, tool_shaped_by
 from governance.services.audit import audit_event_build, audit_record, audit_record_many
 from governance.services.policy import (
     SHARED_TOOL_REFUSED,
-    policy_version_current,
     risk_classes_by_name,
     tool_policy_apply_hints,
     tool_policy_build,

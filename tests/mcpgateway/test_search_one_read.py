@@ -9,7 +9,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from governance.models import PolicyVersion, VisibilityVersion
-from governance.services.policy import policy_version_bump, policy_version_number
+from governance.selectors import policy_version_number
+from governance.services.policy import policy_version_bump
 from governance.services.tokens import api_token_create
 from governance.writebehind import write_behind_flush
 from mcpgateway.auth import TokenCache, access_confirm

@@ -5,10 +5,10 @@ from django.core.exceptions import ValidationError
 
 from governance.choices import AuditEventType
 from governance.models import AuditEvent, AuditLogImmutable, Tenant
+from governance.selectors import policy_version_current
 from governance.services.approvals import approval_consume, approval_decide, approval_request_create
 from governance.services.audit import audit_record
 from governance.services.permissions import permission_grant, permission_revoke
-from governance.services.policy import policy_version_current
 
 pytestmark = pytest.mark.django_db
 

@@ -10,10 +10,9 @@ from catalog.definitions import normalize_listing
 from catalog.models import Tool
 from catalog.services.apply import catalog_apply_listing
 from governance.models import AuditEvent, PolicyVersion, RiskClass, ToolPolicy
-from governance.selectors import tool_pks_visible_to
+from governance.selectors import policy_version_current, tool_pks_visible_to
 from governance.services.approvals import approval_request_create, policy_for_tool
 from governance.services.policy import (
-    policy_version_current,
     risk_class_update,
     tool_policy_classify,
     tool_policy_ensure,
