@@ -214,19 +214,25 @@ class Stdout:
 
 
 def _pass_stdin(server_stdin, outstanding: Outstanding) -> None:
-    """Pass the gateway's messages on to the server line by line, noting its requests (``Outstanding``); the
-    server's stdin is closed when ours is (the gateway ending the session)."""
+    """Pass the gateway's messages on to the server as they come, noting its requests (``Outstanding``) before the
+    newline that completes each is passed on; the server's stdin is closed when ours ends (the gateway ending the
+    session). Unbuffered reads and writes: a daemon thread blocked in a buffered stream's read holds its lock, and
+    the interpreter aborted at exit ("could not acquire lock for <stdin>") once the server had ended."""
+    fd, line = server_stdin.fileno(), bytearray()
     try:
-        for line in sys.stdin.buffer:
-            outstanding.sent(line)
-            server_stdin.write(line)
-            server_stdin.flush()
-    except BrokenPipeError:  # the server is gone; its stdout's end ends this process
+        while chunk := os.read(0, CHUNK_BYTES):
+            *whole, rest = chunk.split(b"\n")
+            for piece in whole:
+                outstanding.sent(bytes(line + piece))
+                line.clear()
+            line += rest
+            _write_all(fd, chunk)
+    except OSError:  # BrokenPipeError: the server is gone; its stdout's end ends this process
         pass
     finally:
         try:
             server_stdin.close()
-        except BrokenPipeError:
+        except OSError:
             pass
 
 
