@@ -8,13 +8,14 @@ and longer. Its stderr went straight to a file the gateway trimmed only when it 
 writing to stderr while idle filled the disk (3.6 GB in 6 s here).
 
 ``catalog.upstream`` starts every stdio server through this file, as
-``python -I -S line_guard.py LINE_LIMIT STDERR_LIMIT COMMAND [ARGS...]``: the server gets this process's stdin and
-environment; its stdout is passed on line by line, and it is stopped as soon as a line passes LINE_LIMIT bytes (the
-session then ends, the server is started anew on the next call; the call fails as after a crash, or as an output
-too large when the line was its answer: ``ANSWER_TOO_LONG``), a line that is
-not a JSON-RPC message is dropped and a lone surrogate escape made U+FFFD, and past ``UNASKED_PER_SECOND`` a second a
-message that answers no request is dropped (``Stdout``); its stderr is
-passed on to this process's stderr (the gateway's file), emptied whenever it holds more than STDERR_LIMIT bytes.
+``python -I -S line_guard.py LINE_LIMIT STDERR_LIMIT COMMAND [ARGS...]``: the server gets this process's environment,
+and its stdin passed on line by line (the ids of the gateway's requests noted, ``Outstanding``); its stdout is passed
+on line by line, and it is stopped as soon as a line passes LINE_LIMIT bytes (the session then ends, the server is
+started anew on the next call; the call fails as after a crash, or as an output too large when the line was its
+answer: ``ANSWER_TOO_LONG``), a line that is not a JSON-RPC message is dropped and a lone surrogate escape made
+U+FFFD, and past ``UNASKED_PER_SECOND`` a second a message that is not the first answer to a request the gateway sent
+is dropped (``Stdout``); its stderr is passed on to this process's stderr (the gateway's file), emptied whenever it
+holds more than STDERR_LIMIT bytes.
 
 Standard library only, and no Django: it runs in its own interpreter, started without site packages.
 """
@@ -103,21 +104,60 @@ class Budget:
         return False
 
 
-def is_answer(line: bytes) -> bool:
-    """Whether ``line`` is an answer to a request (what the gateway asked for): an object with an id and a result or an
-    error, and no method."""
+# Requests of the gateway's awaiting their answer, the newest kept per session: a server that never answers some (a
+# call cancelled at its timeout), or answers with a JSON body over HTTP (not read here), does not grow it for ever.
+# The gateway has a few in flight per session at once (SCOUT_MCP_MAX_CALLS_PER_SERVER and listings).
+KEPT_REQUESTS = 1_000
+
+
+def _message(data: bytes) -> dict | None:
     try:
-        message = json.loads(line.decode("utf-8", "replace"))
-    except ValueError:
-        return False
-    except RecursionError:  # nested past what the parser reads: the SDK's to refuse, saying why (too deep)
-        return True
-    return (
-        isinstance(message, dict)
-        and "id" in message
-        and "method" not in message
-        and ("result" in message or "error" in message)
-    )
+        message = json.loads(data.decode("utf-8", "replace"))
+    except (ValueError, RecursionError):  # RecursionError: nested past what the parser reads
+        return None
+    return message if isinstance(message, dict) else None
+
+
+def _request_key(value: object) -> int | str | None:
+    """A request id as the SDK matches an answer to it (``coerce_request_id``: a string of an integer is that
+    integer); None for what is no id."""
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            return value
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+class Outstanding:
+    """The ids of the requests the gateway sent that the server has not answered yet. The first answer to each is
+    what the gateway asked for; an answer to an id it never sent, or already answered, is unasked like a notification
+    (the SDK parses and validates it before dropping it), so a server cannot pass any number of them by their shape
+    (redteam30). The newest ``KEPT_REQUESTS`` are kept."""
+
+    def __init__(self) -> None:
+        self._ids: dict[int | str, bool] = {}  # in the order sent
+        self._lock = threading.Lock()  # line_guard notes requests on another thread than it reads answers
+
+    def sent(self, data: bytes) -> None:
+        """Note ``data`` (a message the gateway sent) when it is a request: an object with a method and an id."""
+        message = _message(data)
+        key = _request_key(message.get("id")) if message is not None and "method" in message else None
+        if key is not None:
+            with self._lock:
+                self._ids[key] = True
+                if len(self._ids) > KEPT_REQUESTS:
+                    del self._ids[next(iter(self._ids))]
+
+    def answered(self, data: bytes) -> bool:
+        """Whether ``data`` is the first answer to a request noted as sent (an object with its id and a result or an
+        error, and no method); that request is then answered."""
+        message = _message(data)
+        if message is None or "method" in message or ("result" not in message and "error" not in message):
+            return False
+        key = _request_key(message.get("id"))
+        with self._lock:
+            return key is not None and self._ids.pop(key, False)
 
 
 class Stdout:
@@ -127,8 +167,9 @@ class Stdout:
     of text had the gateway log some 1,400 tracebacks a second while its calls timed out. Such a line is dropped,
     and the count of them told on stderr at 1, 10, 100... ."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, outstanding: Outstanding) -> None:
         self.limit = limit
+        self.outstanding = outstanding
         self.length = 0  # bytes of the line so far
         self.message: bool | None = None  # whether the line starts an object; None while only whitespace came
         self.pieces: list[bytes] = []  # the line so far, while it may be a message (at most ``limit`` bytes)
@@ -143,7 +184,7 @@ class Stdout:
             self._read(piece)
             if self.message:
                 line = _lone_surrogates_replaced(b"".join(self.pieces))
-                if is_answer(line) or self.unasked.take():
+                if self.outstanding.answered(line) or self.unasked.take():
                     kept.append(line + b"\n")
                 elif str(self.unasked.dropped).rstrip("0") == "1":
                     sys.stderr.write(
@@ -172,15 +213,41 @@ class Stdout:
             self.pieces.append(piece)
 
 
+def _pass_stdin(server_stdin, outstanding: Outstanding) -> None:
+    """Pass the gateway's messages on to the server as they come, noting its requests (``Outstanding``) before the
+    newline that completes each is passed on; the server's stdin is closed when ours ends (the gateway ending the
+    session). Unbuffered reads and writes: a daemon thread blocked in a buffered stream's read holds its lock, and
+    the interpreter aborted at exit ("could not acquire lock for <stdin>") once the server had ended."""
+    fd, line = server_stdin.fileno(), bytearray()
+    try:
+        while chunk := os.read(0, CHUNK_BYTES):
+            *whole, rest = chunk.split(b"\n")
+            for piece in whole:
+                outstanding.sent(bytes(line + piece))
+                line.clear()
+            line += rest
+            _write_all(fd, chunk)
+    except OSError:  # BrokenPipeError: the server is gone; its stdout's end ends this process
+        pass
+    finally:
+        try:
+            server_stdin.close()
+        except OSError:
+            pass
+
+
 def main(argv: list[str]) -> int:
     limit, stderr_limit, command = int(argv[0]), int(argv[1]), argv[2:]
     try:
-        server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # noqa: S603 - configured
+        pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+        server = subprocess.Popen(command, **pipes)  # noqa: S603 - configured
     except OSError as exc:
         sys.stderr.write(f"could not start {command[0]}: {exc.strerror}\n")
         return 127
     threading.Thread(target=_pass_stderr, args=(server.stderr, stderr_limit), daemon=True).start()
-    stdout = Stdout(limit)
+    outstanding = Outstanding()
+    threading.Thread(target=_pass_stdin, args=(server.stdin, outstanding), daemon=True).start()
+    stdout = Stdout(limit, outstanding)
     while chunk := server.stdout.read1(CHUNK_BYTES):
         try:
             _write_all(1, stdout.passed(chunk))

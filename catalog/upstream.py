@@ -43,7 +43,7 @@ from pydantic import ValidationError
 
 from catalog.choices import Transport
 from catalog.egress import EgressRefused, EgressTarget, egress_resolved
-from catalog.line_guard import ANSWER_TOO_LONG, UNASKED_PER_SECOND, Budget, is_answer
+from catalog.line_guard import ANSWER_TOO_LONG, UNASKED_PER_SECOND, Budget, Outstanding
 from catalog.schemas import MAX_SCHEMA_DEPTH
 from catalog.secrets import json_secrets_removed, secrets_removed, server_secrets
 
@@ -226,14 +226,18 @@ class _RefusedBody(httpx2.AsyncByteStream):
 
 class _UnaskedEventsBounded(httpx2.AsyncByteStream):
     """An event stream whose events that answer no request of the gateway's (notifications, the server's own
-    requests, events with no JSON-RPC message) pass at most ``UNASKED_PER_SECOND`` a second per session (``budget``);
-    answers always pass. As ``line_guard`` bounds a stdio server's (T13): each event costs the event loop every client
-    shares a parse and a callback, and a server may send them at network speed, unasked and while idle (a 2025-11-25
-    session's own stream). Events are split at a blank line (line ends made ``\n``); one longer than ``limit`` bytes
-    is refused as an answer too large (the SDK refuses it anyway, ``max_sse_event_size``)."""
+    requests, events with no JSON-RPC message, answers to no request the session sent or to one already answered)
+    pass at most ``UNASKED_PER_SECOND`` a second per session (``budget``); the first answer to each request sent
+    (``outstanding``) always passes. As ``line_guard`` bounds a stdio server's (T13): each event costs the event loop
+    every client shares a parse and a callback, and a server may send them at network speed, unasked and while idle (a
+    2025-11-25 session's own stream). Events are split at a blank line (line ends made ``\n``); one longer than
+    ``limit`` bytes is refused as an answer too large (the SDK refuses it anyway, ``max_sse_event_size``)."""
 
-    def __init__(self, stream: httpx2.AsyncByteStream, budget: Budget, limit: int, host: str) -> None:
-        self._stream, self._budget, self._limit, self._host = stream, budget, limit, host
+    def __init__(
+        self, stream: httpx2.AsyncByteStream, budget: Budget, outstanding: Outstanding, limit: int, host: str
+    ) -> None:
+        self._stream, self._budget, self._outstanding = stream, budget, outstanding
+        self._limit, self._host = limit, host
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         buffer, held = bytearray(), b""  # the event so far (line ends made \n); a \r that may start a \r\n
@@ -257,7 +261,7 @@ class _UnaskedEventsBounded(httpx2.AsyncByteStream):
 
     def _passes(self, event: bytes) -> bool:
         data = b"\n".join(line[5:].removeprefix(b" ") for line in event.split(b"\n") if line.startswith(b"data:"))
-        if is_answer(data) or self._budget.take():
+        if self._outstanding.answered(data) or self._budget.take():
             return True
         if math.log10(self._budget.dropped).is_integer():  # told at 1, 10, 100, ...
             logger.warning(
@@ -290,6 +294,7 @@ class _PinnedTransport(httpx2.AsyncBaseTransport):
         self._cap = answer_cap()
         self._next_get = 0.0
         self._unasked = Budget(UNASKED_PER_SECOND)  # the session's, over all its event streams
+        self._outstanding = Outstanding()  # the session's requests not yet answered
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         url, origin = request.url, self._origin
@@ -304,13 +309,16 @@ class _PinnedTransport(httpx2.AsyncBaseTransport):
         request.headers["Accept-Encoding"] = "identity"
         if request.method == "GET":
             await self._space_gets()
+        elif request.method == "POST":
+            self._outstanding.sent(request.content)  # the SDK sends one message a POST, read whole (json=)
         response = await self._inner.handle_async_request(request)
         encoding = response.headers.get("content-encoding", "identity").strip().lower()
         if encoding not in ("", "identity"):
             refusal = CompressedAnswer("the server's answer is compressed, though asked not to be")
             body: httpx2.AsyncByteStream = _RefusedBody(response.stream, refusal)  # type: ignore[arg-type]
         elif response.headers.get("content-type", "").lower().startswith("text/event-stream"):
-            body = _UnaskedEventsBounded(response.stream, self._unasked, self._cap, self._target.host)  # type: ignore[arg-type]
+            stream = response.stream
+            body = _UnaskedEventsBounded(stream, self._unasked, self._outstanding, self._cap, self._target.host)  # type: ignore[arg-type]
         else:
             body = _CappedBody(response.stream, self._cap)  # type: ignore[arg-type]
         return httpx2.Response(

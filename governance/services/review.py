@@ -111,7 +111,15 @@ def tool_definitions_review(*, changes: Sequence[DefinitionChange]) -> list[Tool
     # Older pending reviews are replaced by the one for the current definition.
     for chunk in _chunks(list(policies)):
         ToolReview.objects.filter(tool_id__in=chunk, status=ReviewStatus.PENDING).update(status=ReviewStatus.SUPERSEDED)
-    originals = _originals_copied([change.tool for change in changes if change.previous_hash is None])
+    # A new definition, or one changed from what was accepted: a tool changed into a copy of another server's is
+    # named as such in its review, as a new copy is (redteam30). One back at its accepted definition is not read.
+    originals = _originals_copied(
+        [
+            change.tool
+            for change in changes
+            if change.tool.definition_hash != getattr(policies.get(change.tool.pk), "accepted_hash", None)
+        ]
+    )
     created: list[ToolPolicy] = []
     updated: list[ToolPolicy] = []
     reviews: list[ToolReview] = []
@@ -202,11 +210,11 @@ def _upstream(server: Server) -> tuple | None:
 
 
 def _originals_copied(tools: list[Tool]) -> dict[int, Tool]:
-    """For each new tool that copies another server's tool (``near_copy``: same name, case folded, or any name for a
-    long description; description containing the other's, ``COPY_SHARE``): that tool, the oldest if several. Only
-    between live servers, the original shared or in the copy's tenant and older than the same upstream's own tool of
-    that name if it was registered before (``UPSTREAM_FIELDS``); servers marked alternatives are skipped (see
-    ``COPY_SHARE``)."""
+    """For each new or changed tool that copies an older tool of another server (``near_copy``: same name, case
+    folded, or any name for a long description; description containing the other's, ``COPY_SHARE``): that tool, the
+    oldest if several. Only between live servers, the original shared or in the copy's tenant and older than the
+    same upstream's own tool of that name if it was registered before (``UPSTREAM_FIELDS``); servers marked
+    alternatives are skipped (see ``COPY_SHARE``)."""
     servers = {tool.server_id: tool.server for tool in tools if Tool.server.is_cached(tool)}  # a sync's: no query
     servers |= Server.objects.in_bulk({tool.server_id for tool in tools} - set(servers))
     tools = [tool for tool in tools if _upstream(servers[tool.server_id]) is not None]
@@ -232,6 +240,8 @@ def _originals_copied(tools: list[Tool]) -> dict[int, Tool]:
         upstream, tenant = _upstream(servers[tool.server_id]), tenants.get(tool.server_id)
         candidates = {other.pk: other for other in [*by_name.get(tool.name.lower(), []), *long_copied.get(tool.pk, [])]}
         for other in sorted(candidates.values(), key=lambda other: other.pk):  # oldest first
+            if other.pk > tool.pk:
+                break  # an original is older than its copy: a changed original is no copy of its copy
             if server_tenant_id(other.server) not in (None, tenant):
                 continue
             if _upstream(other.server) == upstream:
