@@ -47,7 +47,9 @@ class SyncStatus(models.TextChoices):
     SUCCESS = "success", "Succeeded"
     PARTIAL = "partial", "Succeeded with rejected tools"
     FAILED = "failed", "Failed"
-    SKIPPED = "skipped", "Skipped (another run holds the lock)"
+    # Not "Skipped (another run holds the lock)": a run is also not run for a disabled, archived or imported server,
+    # and operators read the lock as a stuck run to hunt down. Why it did not run is the run's error.
+    SKIPPED = "skipped", "Not run"
 
 
 class OpenAPICredentialKind(models.TextChoices):

@@ -46,11 +46,9 @@ def badge(value: str, label: str, *, wrap: bool = False) -> str:
 
 
 def run_status_badge(status: str, *, wrap: bool = False) -> str:
-    """A sync run's status as a pill. A skipped run says "Skipped" and its error column why (the server is disabled
-    or archived, imported, or another run held the lock): the status's own label names the lock alone, which
-    misled an operator whose Sync now of a disabled server read "another run holds the lock"."""
-    label = "Skipped" if status == SyncStatus.SKIPPED else SyncStatus(status).label
-    return badge(status, label, wrap=wrap)
+    """A sync run's status as a pill; a run that did not run says "Not run" and its error column why (the server is
+    disabled or archived, imported, or another sync of it was running)."""
+    return badge(status, SyncStatus(status).label, wrap=wrap)
 
 
 def pretty_json(value: Any) -> str:

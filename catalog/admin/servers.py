@@ -356,7 +356,7 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
             error = Truncator(run.error.removeprefix(f"{slug}: ")).chars(300).rstrip(".")
             return messages.ERROR, format_html(text, sync, slug, error, sync_failed_next(run.error), details)
         if run.status == SyncStatus.SKIPPED:  # why: the run's error (disabled, archived, another run under way)
-            text = "{} of {} skipped: {}.{}"
+            text = "{} of {} did not run: {}.{}"
             restart = " To sync it again, set its status back to Active (Health, on its page) and save."
             restart = restart if server.status in OPERATOR_STOPPED_STATUSES else ""
             return messages.WARNING, format_html(text, sync, slug, run.error, restart)
