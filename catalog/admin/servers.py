@@ -51,6 +51,8 @@ from .readonly import ReadOnlyMixin
 from .titles import TitledAdminMixin
 
 RECENT_RUNS_SHOWN = 10
+# Under a failed (or not run) last sync of a server no sync ever succeeded for, where its last good sync's time goes.
+NEVER_SUCCEEDED = "never synced successfully"
 # Breaker state -> (a status whose colour fits, label).
 BREAKER_BADGES = {
     breaker.CLOSED: (ServerStatus.ACTIVE, "flowing"),
@@ -449,12 +451,19 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
         return self._last_sync(server, linked=False)
 
     def _last_sync(self, server: Server, *, linked: bool) -> str:
-        """The last run's outcome (linked to the run for those who may read runs) over when it last synced."""
+        """The last run's outcome (linked to the run for those who may read runs) over when it last synced. Under a
+        run that did not sync, that time is the last good one, and said so: "Failed" over "—" read as a failure
+        with no time, and over a time as a failure then; a server no sync ever succeeded for says so."""
         when = compact_time(server.last_synced_at)
         status = getattr(server, "last_run_status", None)
         if not status:
             return when
         outcome = run_status_badge(status)
+        if status not in (SyncStatus.SUCCESS, SyncStatus.PARTIAL, SyncStatus.RUNNING):
+            if server.last_synced_at is None:
+                when = format_html('<small class="scout-never-synced">{}</small>', NEVER_SUCCEEDED)
+            else:
+                when = format_html("<small>last good:</small><br>{}", when)
         if linked:
             url = reverse("admin:catalog_syncrun_change", args=[server.last_run_pk])
             outcome = format_html('<a href="{}">{}</a>', url, outcome)

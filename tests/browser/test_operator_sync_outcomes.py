@@ -1,0 +1,75 @@
+"""An operator reading how syncs went, in the server list, the home page and the sync runs, at 1280 and 800 px, after
+real syncs that failed (a command that is not installed, a host Scout may not reach)."""
+
+import pytest
+from django.contrib.auth.models import Group
+from django.utils import timezone
+
+from catalog.choices import Transport
+from catalog.models import Server
+from catalog.services.sync import server_sync
+from governance.roles import OPERATORS
+
+from .conftest import admin_login, screenshot
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+PAGE_FITS = "return document.documentElement.scrollWidth <= document.documentElement.clientWidth;"
+MISSING_COMMAND = "/opt/vendor/weather/bin/mcp-weather-server-production"
+# Where the text of an element wraps: for each line break, the character before it and the one after it.
+LINE_BREAKS = """const breaks = [];
+const walker = document.createTreeWalker(arguments[0], NodeFilter.SHOW_TEXT);
+let top = null, before = "";
+for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    for (let i = 0; i < node.length; i++) {
+        const range = document.createRange();
+        range.setStart(node, i);
+        range.setEnd(node, i + 1);
+        const rects = range.getClientRects();
+        if (rects.length && node.data[i].trim()) {
+            const at = Math.round(rects[0].top);
+            if (top !== null && at > top + 2) breaks.push(before + "|" + node.data[i]);
+            top = at;
+        }
+        before = node.data[i];
+    }
+}
+return breaks;"""
+
+
+def _operator(django_user_model) -> None:
+    operator = django_user_model.objects.create_user(username="op", password="pw-op-123", is_staff=True)
+    operator.groups.add(Group.objects.get(name=OPERATORS))
+
+
+def _failed_server(slug: str, **fields) -> Server:
+    server = Server.objects.create(slug=slug, name=slug, transport=Transport.STDIO, command=MISSING_COMMAND, **fields)
+    server_sync(server_pk=server.pk)  # a real sync, which fails: the command is not installed
+    return server
+
+
+def test_a_server_no_sync_ever_succeeded_for_says_so_under_its_failed_sync(browser, live_server, django_user_model):
+    """The server list's last sync showed "Failed" over "—" for a server whose first sync failed (no time, no
+    meaning), and "Failed" over the last good sync's time for one failing since, read as the failure's time."""
+    from selenium.webdriver.common.by import By
+
+    _failed_server("weather")
+    synced = timezone.now() - timezone.timedelta(days=2)
+    _failed_server("tickets", last_synced_at=synced)
+    _operator(django_user_model)
+    admin_login(browser, live_server.url, "op", "pw-op-123")
+    for width in (1280, 800):
+        browser.set_window_size(width, 900)
+        browser.get(f"{live_server.url}/admin/catalog/server/")
+        cells = {
+            row.find_element(By.CSS_SELECTOR, ".field-slug").text: row.find_element(By.CSS_SELECTOR, ".field-last_run")
+            for row in browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr")
+        }
+        screenshot(browser, f"operator-server-list-never-synced-{width}")
+        assert cells["weather"].text.split("\n") == ["Failed", "never synced successfully"], width
+        assert cells["weather"].is_displayed() and cells["weather"].rect["x"] + cells["weather"].rect["width"] <= width
+        good = timezone.localtime(synced)
+        assert cells["tickets"].text.split("\n") == ["Failed", "last good:", f"{good:%Y-%m-%d}", f"{good:%H:%M}"]
+        assert browser.execute_script(PAGE_FITS), width
+    browser.get(f"{live_server.url}/admin/")  # the home's server table says it as the list does
+    row = browser.find_element(By.XPATH, "//section[@id='operator-home']//tr[.//a[text()='weather']]")
+    assert row.find_element(By.CSS_SELECTOR, "td[data-label='Last sync']").text == "never synced successfully"
