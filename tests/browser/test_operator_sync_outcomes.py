@@ -73,3 +73,30 @@ def test_a_server_no_sync_ever_succeeded_for_says_so_under_its_failed_sync(brows
     browser.get(f"{live_server.url}/admin/")  # the home's server table says it as the list does
     row = browser.find_element(By.XPATH, "//section[@id='operator-home']//tr[.//a[text()='weather']]")
     assert row.find_element(By.CSS_SELECTOR, "td[data-label='Last sync']").text == "never synced successfully"
+
+
+def test_a_failed_runs_error_wraps_between_words_in_the_run_list(browser, live_server, django_user_model, settings):
+    """At 800 px the error column was a few letters wide and broke anywhere ("SCOUT_UPSTRE|AM_ALL|OWED_H|OSTS",
+    "comman|d"): the error now has a line of its own under its row at that width, and breaks between words, or
+    after a path's / or a name's _, at both widths."""
+    from selenium.webdriver.common.by import By
+
+    settings.SCOUT_UPSTREAM_ALLOWED_HOSTS = []
+    _failed_server("weather-service-production-eu")
+    refused = Server.objects.create(
+        slug="tickets", name="Tickets", transport=Transport.HTTP, url="http://127.0.0.1:9/mcp"
+    )
+    server_sync(server_pk=refused.pk)  # refused: the host is not in SCOUT_UPSTREAM_ALLOWED_HOSTS
+    _operator(django_user_model)
+    admin_login(browser, live_server.url, "op", "pw-op-123")
+    for width in (800, 1280):
+        browser.set_window_size(width, 900)
+        browser.get(f"{live_server.url}/admin/catalog/syncrun/")
+        screenshot(browser, f"operator-syncrun-errors-{width}")
+        errors = browser.find_elements(By.CSS_SELECTOR, "#result_list tbody td.field-short_error")
+        texts = " ".join(cell.text for cell in errors)
+        assert "SCOUT_UPSTREAM_ALLOWED_HOSTS" in texts.replace("\n", "") and "command not found" in texts
+        for cell in errors:
+            breaks = browser.execute_script(LINE_BREAKS, cell)
+            assert all(pair[0] in " /_-" for pair in breaks), (width, breaks)
+        assert browser.execute_script(PAGE_FITS), width
