@@ -43,7 +43,7 @@ from catalog.services.servers import server_archive, server_restore, server_upst
 from catalog.services.sync import server_openapi_preview
 from catalog.upstream import UpstreamError, list_tools
 
-from .advice import sync_failed_next
+from .advice import connection_test_next, sync_failed_next
 from .display import admin_link, badge, compact_time, run_status_badge, text_block
 from .filters import held_q, tool_count_annotations
 from .lookups import StrictLookupsMixin
@@ -597,7 +597,8 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
             ],
             "rejections": rejections,
             "error": error,
-            "error_next": sync_failed_next(error) if error else "",
+            # Saved or not, changed or not: the step after this page (a new server is synced when saved).
+            "next_step": connection_test_next(error=error, new=existing is None, changed=bool(form.changed_data)),
         }
         return render(request, "admin/catalog/server/test_connection.html", context)
 
