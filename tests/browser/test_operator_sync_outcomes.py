@@ -5,12 +5,12 @@ import pytest
 from django.contrib.auth.models import Group
 from django.utils import timezone
 
-from catalog.choices import Transport
-from catalog.models import Server
+from catalog.choices import SyncStatus, Transport
+from catalog.models import Server, SyncRun
 from catalog.services.sync import server_sync
 from governance.roles import OPERATORS
 
-from .conftest import admin_login, screenshot
+from .conftest import admin_login, click_through, screenshot
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 PAGE_FITS = "return document.documentElement.scrollWidth <= document.documentElement.clientWidth;"
@@ -100,3 +100,34 @@ def test_a_failed_runs_error_wraps_between_words_in_the_run_list(browser, live_s
             breaks = browser.execute_script(LINE_BREAKS, cell)
             assert all(pair[0] in " /_-" for pair in breaks), (width, breaks)
         assert browser.execute_script(PAGE_FITS), width
+
+
+def test_the_dashboards_status_slices_lead_to_the_failing_runs_and_servers(browser, live_server, django_user_model):
+    """The dashboard's doughnuts showed a red slice for failed syncs and unavailable servers and led nowhere: under
+    each, every status is a link to those runs (of the window shown) or servers, and from there to the server's page,
+    which says what failed and what to do."""
+    from selenium.webdriver.common.by import By
+
+    from tests.governance.factories import ServerFactory
+
+    _failed_server("weather")
+    healthy = ServerFactory(slug="clock", last_synced_at=timezone.now())
+    SyncRun.objects.create(
+        server=healthy, status=SyncStatus.SUCCESS, started_at=timezone.now() - timezone.timedelta(days=3)
+    )
+    _operator(django_user_model)
+    admin_login(browser, live_server.url, "op", "pw-op-123")
+    browser.get(f"{live_server.url}/admin/dashboard/")
+    assert browser.find_element(By.ID, "chart-syncs-links").text == "Failed: 1"  # the 3-day-old run is not in 24 h
+    assert browser.find_element(By.ID, "chart-servers-links").text == "Active: 1 · Unavailable: 1"
+    screenshot(browser, "operator-dashboard-status-links")
+    click_through(browser, browser.find_element(By.LINK_TEXT, "Failed: 1"))
+    rows = browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr")
+    assert len(rows) == 1 and "command not found" in rows[0].text and "weather" in rows[0].text
+
+    browser.get(f"{live_server.url}/admin/dashboard/")
+    click_through(browser, browser.find_element(By.LINK_TEXT, "Unavailable: 1"))
+    [row] = browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr")
+    click_through(browser, row.find_element(By.LINK_TEXT, "weather"))
+    panel = browser.find_element(By.ID, "sync-failed").text
+    assert MISSING_COMMAND in panel and "install it on every machine that runs Scout" in panel
