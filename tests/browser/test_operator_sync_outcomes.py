@@ -131,3 +131,20 @@ def test_the_dashboards_status_slices_lead_to_the_failing_runs_and_servers(brows
     click_through(browser, row.find_element(By.LINK_TEXT, "weather"))
     panel = browser.find_element(By.ID, "sync-failed").text
     assert MISSING_COMMAND in panel and "install it on every machine that runs Scout" in panel
+
+
+def test_a_failing_server_on_home_leads_to_what_to_do_about_it(browser, live_server, django_user_model):
+    """Home listed a failing server with its error and "Retry sync" alone, which a missing command or a refused host
+    fails again: "What to do about it" opens the server's page at the panel that says it for that error."""
+    from selenium.webdriver.common.by import By
+
+    _failed_server("weather")
+    _operator(django_user_model)
+    admin_login(browser, live_server.url, "op", "pw-op-123")
+    browser.get(f"{live_server.url}/admin/")
+    failing = browser.find_element(By.ID, "failing-weather")
+    click_through(browser, failing.find_element(By.LINK_TEXT, "What to do about it"))
+    assert browser.current_url.endswith("#sync-failed")
+    panel = browser.find_element(By.ID, "sync-failed")
+    assert "install it on every machine that runs Scout" in panel.text
+    screenshot(browser, "operator-home-what-to-do")
