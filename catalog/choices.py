@@ -27,11 +27,14 @@ SERVER_STATUS_HIDES_TOOLS = {
 }
 TOOLS_HIDDEN_SHORT = "tools hidden from clients"
 # What an operator does about a failed sync: said on the server's page and the failed run's.
-SYNC_FAILED_NEXT = (
+SYNC_FAILED_FIX = (
     "To fix it: correct the connection (the command, its arguments or the URL, or a variable it needs in Scout's "
-    "environment), check it with Test connection at the bottom of the server's page, which saves nothing, then save "
-    "and Sync now."
+    "environment)."
 )
+SYNC_FAILED_THEN = (
+    "Test connection at the bottom of the server's page checks it without saving; then save and Sync now."
+)
+SYNC_FAILED_NEXT = f"{SYNC_FAILED_FIX} {SYNC_FAILED_THEN}"
 
 # Statuses an operator set: a sync or import never runs against them nor changes them back.
 OPERATOR_STOPPED_STATUSES = (ServerStatus.DISABLED, ServerStatus.ARCHIVED)
@@ -47,7 +50,9 @@ class SyncStatus(models.TextChoices):
     SUCCESS = "success", "Succeeded"
     PARTIAL = "partial", "Succeeded with rejected tools"
     FAILED = "failed", "Failed"
-    SKIPPED = "skipped", "Skipped (another run holds the lock)"
+    # Not "Skipped (another run holds the lock)": a run is also not run for a disabled, archived or imported server,
+    # and operators read the lock as a stuck run to hunt down. Why it did not run is the run's error.
+    SKIPPED = "skipped", "Not run"
 
 
 class OpenAPICredentialKind(models.TextChoices):

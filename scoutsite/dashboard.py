@@ -258,7 +258,34 @@ def dashboard_view(request: HttpRequest) -> HttpResponse:
         "charts": dashboard_charts(figures, window),
         "status_names": _status_names(),
     }
+    links = _status_links(request, figures, now - window.span)
+    for chart in context["charts"]:
+        chart["links"] = links.get(chart["id"], [])
     return render(request, "admin/dashboard.html", context)
+
+
+def _status_links(request: HttpRequest, figures: dict, since: datetime) -> dict[str, list[dict]]:
+    """Each slice of the two status doughnuts as a link to those runs (of the window) or servers in their list, for
+    those who may open it: a red slice said something was wrong and led nowhere, the servers and their errors (and
+    what to do, on each server's page) two lists away."""
+    from catalog.models import Server, SyncRun
+
+    names = _status_names()
+    lists = {
+        "chart-syncs": (SyncRun, "syncs", {"started_at__gte": since.isoformat()}),
+        "chart-servers": (Server, "servers", {}),
+    }
+    links = {}
+    for chart, (model, figure, narrowed) in lists.items():
+        if not admin.site.get_model_admin(model).has_view_permission(request):
+            continue
+        url = reverse(f"admin:catalog_{model._meta.model_name}_changelist")
+        links[chart] = [
+            {"label": names.get(status, status), "count": count,
+             "url": f"{url}?{urlencode({'status__exact': status, **narrowed})}"}
+            for status, count in figures[figure].items()
+        ]  # fmt: skip
+    return links
 
 
 def _status_names() -> dict[str, str]:

@@ -46,11 +46,9 @@ def badge(value: str, label: str, *, wrap: bool = False) -> str:
 
 
 def run_status_badge(status: str, *, wrap: bool = False) -> str:
-    """A sync run's status as a pill. A skipped run says "Skipped" and its error column why (the server is disabled
-    or archived, imported, or another run held the lock): the status's own label names the lock alone, which
-    misled an operator whose Sync now of a disabled server read "another run holds the lock"."""
-    label = "Skipped" if status == SyncStatus.SKIPPED else SyncStatus(status).label
-    return badge(status, label, wrap=wrap)
+    """A sync run's status as a pill; a run that did not run says "Not run" and its error column why (the server is
+    disabled or archived, imported, or another sync of it was running)."""
+    return badge(status, SyncStatus(status).label, wrap=wrap)
 
 
 def pretty_json(value: Any) -> str:
@@ -70,12 +68,16 @@ def text_block(value: str) -> str:
 
 
 _ID_SEPARATOR = re.compile(r"(::|_)")
+# ... and in a message, also after the slashes of a path or URL (a hyphen is a break already).
+_TEXT_SEPARATOR = re.compile(r"(::|_|/)")
 
 
-def breakable_id(value: str) -> SafeString:
+def breakable_id(value: str, *, text: bool = False) -> SafeString:
     """An identifier (``memory::create_entities``) that wraps only after ``::`` and ``_`` in a narrow column,
-    never letter by letter: escaped, with a ``<wbr>`` after each separator."""
-    return mark_safe(_ID_SEPARATOR.sub(r"\1<wbr>", escape(value)))  # noqa: S308 - escaped just before
+    never letter by letter: escaped, with a ``<wbr>`` after each separator. ``text``: a message, whose paths and
+    URLs (``/opt/vendor/bin/mcp-weather``) also wrap after their slashes."""
+    separator = _TEXT_SEPARATOR if text else _ID_SEPARATOR
+    return mark_safe(separator.sub(r"\1<wbr>", escape(value)))  # noqa: S308 - escaped just before
 
 
 def compact_time(value: datetime | None) -> str:

@@ -43,7 +43,7 @@ from catalog.services.servers import server_archive, server_restore, server_upst
 from catalog.services.sync import server_openapi_preview
 from catalog.upstream import UpstreamError, list_tools
 
-from .advice import sync_failed_next
+from .advice import connection_test_next, sync_failed_next
 from .display import admin_link, badge, compact_time, run_status_badge, text_block
 from .filters import held_q, tool_count_annotations
 from .lookups import StrictLookupsMixin
@@ -51,6 +51,8 @@ from .readonly import ReadOnlyMixin
 from .titles import TitledAdminMixin
 
 RECENT_RUNS_SHOWN = 10
+# Under a failed (or not run) last sync of a server no sync ever succeeded for, where its last good sync's time goes.
+NEVER_SUCCEEDED = "never synced successfully"
 # Breaker state -> (a status whose colour fits, label).
 BREAKER_BADGES = {
     breaker.CLOSED: (ServerStatus.ACTIVE, "flowing"),
@@ -356,7 +358,7 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
             error = Truncator(run.error.removeprefix(f"{slug}: ")).chars(300).rstrip(".")
             return messages.ERROR, format_html(text, sync, slug, error, sync_failed_next(run.error), details)
         if run.status == SyncStatus.SKIPPED:  # why: the run's error (disabled, archived, another run under way)
-            text = "{} of {} skipped: {}.{}"
+            text = "{} of {} did not run: {}.{}"
             restart = " To sync it again, set its status back to Active (Health, on its page) and save."
             restart = restart if server.status in OPERATOR_STOPPED_STATUSES else ""
             return messages.WARNING, format_html(text, sync, slug, run.error, restart)
@@ -449,12 +451,19 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
         return self._last_sync(server, linked=False)
 
     def _last_sync(self, server: Server, *, linked: bool) -> str:
-        """The last run's outcome (linked to the run for those who may read runs) over when it last synced."""
+        """The last run's outcome (linked to the run for those who may read runs) over when it last synced. Under a
+        run that did not sync, that time is the last good one, and said so: "Failed" over "—" read as a failure
+        with no time, and over a time as a failure then; a server no sync ever succeeded for says so."""
         when = compact_time(server.last_synced_at)
         status = getattr(server, "last_run_status", None)
         if not status:
             return when
         outcome = run_status_badge(status)
+        if status not in (SyncStatus.SUCCESS, SyncStatus.PARTIAL, SyncStatus.RUNNING):
+            if server.last_synced_at is None:
+                when = format_html('<small class="scout-never-synced">{}</small>', NEVER_SUCCEEDED)
+            else:
+                when = format_html("<small>last good:</small><br>{}", when)
         if linked:
             url = reverse("admin:catalog_syncrun_change", args=[server.last_run_pk])
             outcome = format_html('<a href="{}">{}</a>', url, outcome)
@@ -588,7 +597,8 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
             ],
             "rejections": rejections,
             "error": error,
-            "error_next": sync_failed_next(error) if error else "",
+            # Saved or not, changed or not: the step after this page (a new server is synced when saved).
+            "next_step": connection_test_next(error=error, new=existing is None, changed=bool(form.changed_data)),
         }
         return render(request, "admin/catalog/server/test_connection.html", context)
 

@@ -152,23 +152,26 @@ def test_sync_now_action_syncs_a_real_stdio_server(admin_client, scripted):
     assert set(server.tools.values_list("name", flat=True)) == {"alpha", "beta"}
 
 
-def test_sync_now_of_a_disabled_server_says_why_it_was_skipped_and_how_to_sync_it(admin_client, scripted):
+def test_sync_now_of_a_disabled_server_says_why_it_did_not_run_and_how_to_sync_it(admin_client, scripted):
     """A paused server is not synced: Sync now said "Skipped (another run holds the lock)", the status's label, which
-    sent the operator looking for a stuck run. The message, the run list and the server list say why instead."""
+    sent the operator looking for a stuck run. The status now says "Not run" (the run list's filter too), and the
+    message, the run list and the server list say why."""
     server, _ = scripted({"pages": [[good_tool("alpha")]]}, slug="paused")
     Server.objects.filter(pk=server.pk).update(status=ServerStatus.DISABLED)
     response = admin_client.post(reverse("admin:catalog_server_sync", args=[server.pk]), follow=True)
     run = SyncRun.objects.get(server=server)
     assert run.status == SyncStatus.SKIPPED and not server.tools.exists()
     assert _messages(response) == [
-        "Sync of paused skipped: server is disabled. To sync it again, set its status back to Active (Health, on its "
-        "page) and save."
+        "Sync of paused did not run: server is disabled. To sync it again, set its status back to Active (Health, on "
+        "its page) and save."
     ]
     for page in ("admin:catalog_syncrun_changelist", "admin:catalog_server_changelist"):
         html = admin_client.get(reverse(page)).content.decode()
         rows = html.split('id="result_list"', 1)[1].split("</table>", 1)[0]
-        assert ">Skipped</span>" in rows and "holds the lock" not in rows, page
-    assert "server is disabled" in admin_client.get(reverse("admin:catalog_syncrun_changelist")).content.decode()
+        assert ">Not run</span>" in rows and "holds the lock" not in rows, page
+    runs = admin_client.get(reverse("admin:catalog_syncrun_changelist")).content.decode()
+    assert "server is disabled" in runs
+    assert "?status__exact=skipped" in runs and "Not run</a>" in runs.split('id="changelist-filter"', 1)[1]
 
 
 def test_the_calls_column_shows_no_breaker_for_a_server_whose_tools_are_hidden(admin_client, scripted):
