@@ -25,6 +25,7 @@ One module per subject: ``tools`` (servers and tools), ``grants``, ``tenants``, 
 from .agents import agent_shown, agents_visible_to_operator
 from .approvals import (
     approval_request_groups_usable,
+    approval_request_pks_decidable_by,
     approval_requester_may_execute,
     approval_requests_for_approver,
     approval_requests_usable,
@@ -87,6 +88,7 @@ __all__ = [
     "agents_visible_to_operator",
     "api_tokens_with_membership",
     "approval_request_groups_usable",
+    "approval_request_pks_decidable_by",
     "approval_requester_may_execute",
     "approval_requests_usable",
     "approval_requests_waiting_count",
