@@ -77,6 +77,7 @@ _OPEN = (ApprovalStatus.PENDING, ApprovalStatus.APPROVED)  # still to decide or 
 
 @admin.register(ApprovalRequest)
 class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[ApprovalRequest]):
+    filters_above = True  # in a window of 768-1024 px (templates/admin/change_list.html)
     # Decide comes second so no viewport clips it; six narrow, wrapping columns fit beside both sidebars at
     # 1280 px (the request's id with its time, the status with whether it is still usable).
     list_display = ("request_column", "decide_link", "status_column", "risk_badge", "tool_column", "requester_column")
