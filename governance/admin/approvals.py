@@ -197,8 +197,11 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
         return _pre("\n".join(lines))
 
     @admin.display(description="who asked", ordering="requester_shown")
-    def requester_column(self, obj: ApprovalRequest) -> str:
-        return obj.requester_shown
+    def requester_column(self, obj: ApprovalRequest):
+        # The agent too, as the home page and the decide page say it: which of a person's agents keeps asking.
+        if not obj.agent_shown:
+            return obj.requester_shown
+        return format_html('{}<br><small class="asking-agent">via {}</small>', obj.requester_shown, obj.agent_shown)
 
     @admin.display(description="decided by")
     def decider(self, obj: ApprovalRequest) -> str:
