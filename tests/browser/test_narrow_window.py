@@ -88,30 +88,10 @@ def test_the_tool_list_puts_its_filters_above_and_scrolls_only_its_table_at_800_
     first = browser.find_element(By.CSS_SELECTOR, "#result_list tbody tr th a")
     assert filters.rect["y"] + filters.rect["height"] <= first.rect["y"]  # above the rows, not beside them
     assert _in_view(browser, first)
-
-
-def test_the_tool_list_shows_each_tools_status_and_curation_at_800_px(browser, live_server, django_user_model):
-    """The curator's work list beside the navigation at 800 px: the filters beside it left 446 px to six columns, and
-    whether each tool is live and curated (the column a curator scans) was scrolled out of view."""
-    from selenium.webdriver.common.by import By
-
-    from tests.governance.factories import ServerFactory, ToolFactory
-
-    curator = django_user_model.objects.create_user(username="cur", password="pw-cur-123", is_staff=True)
-    curator.groups.add(Group.objects.get(name=CURATORS))
-    server = ServerFactory(slug="github-enterprise-production")
-    for name in ("list_repository_collaborators_with_permissions", "create_branch_from_release_tag"):
-        ToolFactory(server=server, name=name, upstream_title=name.replace("_", " ").title())
-    browser.set_window_size(800, 900)
-    admin_login(browser, live_server.url, "cur", "pw-cur-123")
-    browser.get(f"{live_server.url}/admin/catalog/tool/")
-    assert browser.find_element(By.ID, "nav-sidebar").is_displayed()
-    screenshot(browser, "curator-tools-800")
-    assert browser.execute_script(NO_SIDEWAYS)
+    # ... and whether each tool is live and curated, the column a curator scans, in view: the list left 446 px to six
+    # columns and scrolled those out of view (the server, the id's first part, and the last change are left out).
     results = browser.find_element(By.CSS_SELECTOR, "#changelist .results")
     assert browser.execute_script("return arguments[0].scrollWidth <= arguments[0].clientWidth;", results)
-    rows = browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr")
-    assert len(rows) == 2
-    for row in rows:
+    for row in browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr"):
         for cell in (".field-tool_id", ".field-status_badge", ".field-curated"):
             assert _in_view(browser, row.find_element(By.CSS_SELECTOR, cell)), cell
