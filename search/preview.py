@@ -295,7 +295,9 @@ def preview_view(request: HttpRequest) -> HttpResponse:
     # and every link that gives the query only (the home, a tool's page) rank among every tool for them instead.
     own = visible_tool_pks(as_user=request.user, viewer=request.user)
     scope = AS_USER if own else EVERY_TOOL
-    data = request.GET.copy() if request.GET else None
+    tool = _preview_tool(request)
+    # A link without a request (a tool's page: "Search preview") opens the box empty, not with an error.
+    data = request.GET.copy() if "query" in request.GET else None
     if data is not None:  # a link may give the query only, or the query and a user to preview as
         data.setdefault("scope", AS_USER if data.get("as_user") else scope)
         data.setdefault("top_k", str(PreviewForm.base_fields["top_k"].initial))
@@ -305,6 +307,7 @@ def preview_view(request: HttpRequest) -> HttpResponse:
         viewer=request.user,
         may_choose_user=request.user.has_perm(AS_USER_PERMISSION),
     )
+    _query_hint(form, tool)
     outcome, rows, as_user, empty_self = None, [], None, False
     if form.is_valid():
         if form.cleaned_data["scope"] != EVERY_TOOL:
@@ -329,8 +332,31 @@ def preview_view(request: HttpRequest) -> HttpResponse:
         as_user=as_user,
         empty_self=empty_self,
         own_empty=not own,
+        tool=tool,
+        tool_examples=[example.text for example in tool.examples.all()] if tool else [],
+        tool_match=next((match for match, _, _ in rows if tool and match.tool_pk == tool.pk), None),
     )
     return render(request, "admin/search/preview.html", context)
+
+
+def _preview_tool(request: HttpRequest) -> Tool | None:
+    """The tool a preview was opened for (``?tool=<pk>``, from its page), among the servers this person may see in the
+    admin; None without one, or for one they may not see (the preview is then the plain one)."""
+    try:
+        pk = int(request.GET.get("tool", ""))
+    except ValueError:
+        return None
+    servers = Server.objects.filter(servers_visible_to_operator(user=request.user))
+    return Tool.objects.select_related("server").filter(server__in=servers, pk=pk).first()
+
+
+def _query_hint(form: PreviewForm, tool: Tool | None) -> None:
+    """The request box takes the focus, with a hint in a user's words (the tool's own example requests are offered
+    above it): a curator types a request, never the tool's title, which no user would send."""
+    attrs = form.fields["query"].widget.attrs
+    attrs["autofocus"] = True
+    hint = f"a request a user would make for {tool.tool_id}" if tool else "what a user would ask, in their own words"
+    attrs["placeholder"] = hint
 
 
 def tool_examples_view(request: HttpRequest, tool_pk: int) -> HttpResponse:

@@ -224,6 +224,7 @@ class SyncRunAdmin(ProgressAdminMixin, ReadOnlyAdmin, admin.ModelAdmin[SyncRun])
 
 @admin.register(ToolRevision)
 class ToolRevisionAdmin(ReadOnlyAdmin, admin.ModelAdmin[ToolRevision]):
+    filters_above = True  # in a window of 768-1024 px (templates/admin/change_list.html)
     list_title = "Tool revisions — every upstream definition a tool has had"
 
     def object_title(self, request: HttpRequest, obj: ToolRevision) -> str:

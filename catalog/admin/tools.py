@@ -135,6 +135,7 @@ def return_path(request: HttpRequest) -> str:
 
 @admin.register(Tool)
 class ToolAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Tool]):
+    filters_above = True  # in a window of 768-1024 px (templates/admin/change_list.html)
     form = ToolCurationForm
     list_display = ("tool_id", "display_title_column", "server", "status_badge", "last_changed", "curated")
     list_select_related = ("server",)

@@ -4,6 +4,7 @@ import json
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.core.exceptions import PermissionDenied
 from django.db.models import Case, IntegerField, Value, When
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
@@ -23,15 +24,17 @@ from ..models import ApprovalRequest, AuditEvent
 from ..selectors import (
     approval_calls,
     approval_request_history,
+    approval_request_pks_decidable_by,
     approval_requester_may_execute,
     approval_requests_for_approver,
     approval_requests_usable,
+    approval_requests_waiting_count,
     approval_requests_waiting_for,
     delegation_chain_shown,
     user_is_approver,
     with_approval_people_shown,
 )
-from ..services.approvals import ApprovalError, approval_decide
+from ..services.approvals import ApprovalError, approval_decide, approval_deny_many
 from .common import _pre, admin_url_for, breakable_id, risk_badge
 
 
@@ -74,6 +77,7 @@ _OPEN = (ApprovalStatus.PENDING, ApprovalStatus.APPROVED)  # still to decide or 
 
 @admin.register(ApprovalRequest)
 class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[ApprovalRequest]):
+    filters_above = True  # in a window of 768-1024 px (templates/admin/change_list.html)
     # Decide comes second so no viewport clips it; six narrow, wrapping columns fit beside both sidebars at
     # 1280 px (the request's id with its time, the status with whether it is still usable).
     list_display = ("request_column", "decide_link", "status_column", "risk_badge", "tool_column", "requester_column")
@@ -82,6 +86,8 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
     # Whether each request on the page is still usable is read for the page at once (executable_pairs); 50 keeps a
     # page short to read, decisions chain by "Next".
     list_per_page = 50
+    # Many calls refused at once (an agent that looped, a tool under incident), each denied and audited as one is.
+    actions = ["deny_selected"]
     # Z12: no other tenant's name. The reason finds a past decision by what it said ("freeze", "customer data").
     search_fields = ("approval_id", "tool__tool_id", "requester_shown", "agent_shown", "decision_reason")
     # Read masked: no ?agent__startswith=, ?requester=17, nor the token that groups a masked person's requests (Z12).
@@ -123,10 +129,45 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
         # The call that used each used request, and how it ended: an approver's history without the audit trail.
         used = [row.approval_id for row in rows if row.status == ApprovalStatus.CONSUMED]
         calls = approval_calls(user=request.user, approval_ids=used) if used else {}
+        # The rows a bulk denial offers: those waiting for this person (the inbox's "waiting for you").
+        decidable = approval_request_pks_decidable_by(
+            user=request.user, pks=[row.pk for row in rows if row.status == ApprovalStatus.PENDING]
+        )
         for row in rows:
             row.requester_may_execute = row.pk in usable
             row.call = calls.get(row.approval_id)
+            row.decidable = row.pk in decidable and row.requester_may_execute
+        changelist.decidable_count = sum(row.decidable for row in rows)
         return changelist
+
+    def get_actions(self, request):
+        # No checkbox column for someone nothing waits for (an approver reading their history, a superuser without
+        # approve grants); a POST keeps the action, whatever was decided meanwhile.
+        if request.method != "POST" and not approval_requests_waiting_count(user=request.user):
+            return {}
+        return super().get_actions(request)
+
+    @admin.display(empty_value="")  # an empty cell (no "-") where nothing can be selected
+    def action_checkbox(self, obj):
+        # Only a request this person may deny now can be selected: decided, expired or their own ones cannot.
+        return super().action_checkbox(obj) if getattr(obj, "decidable", False) else ""
+
+    @admin.action(description="Deny selected")
+    def deny_selected(self, request: HttpRequest, queryset) -> None:
+        # Only the boxes ticked on this page, never "all N across pages": each one is a decision someone read.
+        chosen = queryset.filter(pk__in=request.POST.getlist(ACTION_CHECKBOX_NAME))
+        try:
+            outcomes = approval_deny_many(requests=chosen, approver=request.user, reason=request.POST.get("reason", ""))
+        except ApprovalError:  # reason_required, checked before any denial
+            messages.error(request, "Nothing denied: a denial needs a reason, which each agent is told.")
+            return
+        denied = outcomes.pop("denied", 0)
+        if denied:
+            noun = "request" if denied == 1 else "requests"
+            messages.success(request, f"Denied {denied} {noun}: each agent is told your reason.")
+        if outcomes:
+            left = ", ".join(f"{count} {_NOT_DENIED.get(code, code)}" for code, count in sorted(outcomes.items()))
+            messages.warning(request, f"Not denied: {left}.")
 
     def _may_see(self, request) -> bool:
         user = request.user
@@ -156,8 +197,11 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
         return _pre("\n".join(lines))
 
     @admin.display(description="who asked", ordering="requester_shown")
-    def requester_column(self, obj: ApprovalRequest) -> str:
-        return obj.requester_shown
+    def requester_column(self, obj: ApprovalRequest):
+        # The agent too, as the home page and the decide page say it: which of a person's agents keeps asking.
+        if not obj.agent_shown:
+            return obj.requester_shown
+        return format_html('{}<br><small class="asking-agent">via {}</small>', obj.requester_shown, obj.agent_shown)
 
     @admin.display(description="decided by")
     def decider(self, obj: ApprovalRequest) -> str:
@@ -222,7 +266,7 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
             _call_outcome(getattr(obj, "call", None)) or _use_before(obj),
         )
 
-    @admin.display(description="decide")
+    @admin.display(description="decide", empty_value="")  # empty (the card hides it) once decided
     def decide_link(self, obj: ApprovalRequest):
         if obj.status != ApprovalStatus.PENDING:
             return ""
@@ -345,6 +389,15 @@ def arguments_line(obj: ApprovalRequest) -> str:
         for name, value in sorted(arguments.items())
     ]
     return Truncator(" · ".join(parts)).chars(ARGUMENTS_SHOWN)
+
+
+# Why a selected request was not denied, by ApprovalError code (approval_deny_many).
+_NOT_DENIED = {
+    "not_pending": "already decided",
+    "expired": "expired",
+    "forbidden": "not yours to decide",
+    "self_approval": "asked by you",
+}
 
 
 def _use_before(obj: ApprovalRequest):

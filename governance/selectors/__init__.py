@@ -26,6 +26,7 @@ is here.
 from .agents import agent_shown, agents_visible_to_operator
 from .approvals import (
     approval_request_groups_usable,
+    approval_request_pks_decidable_by,
     approval_requester_may_execute,
     approval_requests_for_approver,
     approval_requests_usable,
@@ -89,6 +90,7 @@ __all__ = [
     "agents_visible_to_operator",
     "api_tokens_with_membership",
     "approval_request_groups_usable",
+    "approval_request_pks_decidable_by",
     "approval_requester_may_execute",
     "approval_requests_usable",
     "approval_requests_waiting_count",

@@ -208,6 +208,12 @@ def approval_requests_waiting_for(*, user: AbstractBaseUser) -> list[ApprovalReq
     return [row for row in rows if (row.token_id, row.requester_id, row.tool_id) in usable]
 
 
+def approval_request_pks_decidable_by(*, user: AbstractBaseUser, pks: Iterable[int]) -> set[int]:
+    """Which of ``pks`` (a page of the inbox) ``user`` may decide now: pending, unexpired, in their inbox and not
+    their own (usable or not: ``approval_requests_usable`` tells). Reads only these rows."""
+    return set(_waiting_requests(user).filter(pk__in=list(pks)).values_list("pk", flat=True))
+
+
 def approval_requests_waiting_count(*, user: AbstractBaseUser) -> int:
     """``len(approval_requests_waiting_for(user=user))`` without reading each request (the badge on every admin page:
     an approver's backlog may be tens of thousands): counted per who asked (token, else person) and tool."""

@@ -363,6 +363,28 @@ def approval_decide(
     return request
 
 
+def approval_deny_many(
+    *, requests: QuerySet[ApprovalRequest], approver: AbstractBaseUser, reason: str
+) -> dict[str, int]:
+    """Deny each of ``requests`` with one reason, each by ``approval_decide`` (its checks, its own transaction, its
+    own audit event): one refused request (decided meanwhile, not this approver's to decide) leaves the others
+    denied. Returns how many ended how: ``denied``, or the ApprovalError code of a refusal (not_pending, expired,
+    forbidden, self_approval). Raises ApprovalError("reason_required") before denying any when the reason is
+    blank."""
+    if not (reason or "").strip():
+        raise ApprovalError("reason_required", "A denial needs a reason")
+    outcomes: dict[str, int] = {}
+    for request in requests.select_related("tool", "token", "requester").order_by("pk"):
+        try:
+            approval_decide(request=request, approver=approver, approve=False, reason=reason)
+        except ApprovalError as exc:
+            outcome = exc.code
+        else:
+            outcome = "denied"
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    return outcomes
+
+
 def _decider_still_approves(
     *, request: ApprovalRequest, approver: AbstractBaseUser, principal: Principal | None
 ) -> None:

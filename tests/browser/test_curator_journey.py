@@ -62,8 +62,19 @@ def test_curator_attaches_an_example_request_and_sees_it_in_the_preview(
     assert REQUEST in browser.find_element(By.ID, "example-checks").text
     browser.back()
 
-    browser.find_element(By.CSS_SELECTOR, ".object-tools a[href^='/admin/search/preview/?']").click()
+    click_through(browser, browser.find_element(By.ID, "tool-search-preview"))
     assert "/admin/search/preview/" in browser.current_url  # the tool page leads to the preview
+    # ... opened for this tool: an empty request box in focus (its title was searched, which no user sends) and its
+    # example requests, each a click away; the tool's row is marked in the ranking.
+    query = browser.find_element(By.NAME, "query")
+    assert query.get_attribute("value") == "" and browser.switch_to.active_element == query
+    assert query.get_attribute("placeholder") == f"a request a user would make for {tool.tool_id}"
+    assert not browser.find_elements(By.CSS_SELECTOR, ".errorlist")
+    screenshot(browser, "curator-preview-for-tool")
+    click_through(browser, browser.find_element(By.CSS_SELECTOR, "#preview-tool-examples a"))
+    assert browser.find_element(By.NAME, "query").get_attribute("value") == REQUEST
+    assert browser.find_element(By.ID, "preview-this-tool").get_attribute("data-tool-id") == tool.tool_id
+    assert browser.find_element(By.ID, "preview-tool-rank").text.startswith(f"{tool.tool_id} is at rank 1 of ")
     # The curator may discover nothing themself: the preview ranks among every tool instead, and says why (it ran
     # as them and listed nothing, an error to click past on every visit).
     assert browser.find_element(By.ID, "id_scope_1").is_selected()

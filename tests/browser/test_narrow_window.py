@@ -88,3 +88,10 @@ def test_the_tool_list_puts_its_filters_above_and_scrolls_only_its_table_at_800_
     first = browser.find_element(By.CSS_SELECTOR, "#result_list tbody tr th a")
     assert filters.rect["y"] + filters.rect["height"] <= first.rect["y"]  # above the rows, not beside them
     assert _in_view(browser, first)
+    # ... and whether each tool is live and curated, the column a curator scans, in view: the list left 446 px to six
+    # columns and scrolled those out of view (the server, the id's first part, and the last change are left out).
+    results = browser.find_element(By.CSS_SELECTOR, "#changelist .results")
+    assert browser.execute_script("return arguments[0].scrollWidth <= arguments[0].clientWidth;", results)
+    for row in browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr"):
+        for cell in (".field-tool_id", ".field-status_badge", ".field-curated"):
+            assert _in_view(browser, row.find_element(By.CSS_SELECTOR, cell)), cell

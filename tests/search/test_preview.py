@@ -299,3 +299,57 @@ def test_with_no_index_the_preview_says_nothing_is_ranked_and_gives_no_confidenc
     body = response.content.decode()
     assert 'id="preview-no-index"' in body and "nothing is ranked" in body
     assert "preview-confidence" not in body and "Confidence the gateway gives" not in body
+
+
+def test_a_tools_page_opens_the_preview_for_that_tool_with_an_empty_box(client, curator, indexed):
+    """The tool page's "Search preview" searched the tool's title ("Get Alerts"), which no user sends: it opens the
+    preview for the tool instead, the box empty and in focus, its example requests one click each."""
+    tool = indexed["get_alerts"]
+    client.force_login(curator)
+    curator.user_permissions.add(Permission.objects.get(codename="change_tool"))
+    page = client.get(reverse("admin:catalog_tool_change", args=[tool.pk])).content.decode()
+    assert f'<a id="tool-search-preview" href="{reverse(PREVIEW)}?tool={tool.pk}">Search preview</a>' in page
+    response = client.get(reverse(PREVIEW), {"tool": tool.pk})
+    html = response.content.decode()
+    assert response.status_code == 200 and response.context["outcome"] is None and "errorlist" not in html
+    assert 'placeholder="a request a user would make for weather::get_alerts"' in html and "autofocus" in html
+    assert f'<input type="hidden" name="tool" value="{tool.pk}">' in html  # kept for the next search
+    assert f"tool={tool.pk}&amp;query=is%20there%20a%20storm%20warning%20near%20me" in html
+
+
+def test_the_preview_for_a_tool_says_where_it_ranks_and_marks_its_row(client, curator, indexed):
+    tool = indexed["get_alerts"]
+    client.force_login(curator)
+    query = {"tool": tool.pk, "query": "is there a storm warning near me", "scope": "every"}
+    html = client.get(reverse(PREVIEW), query).content.decode()
+    assert 'data-tool-id="weather::get_alerts"' in html.split('id="preview-this-tool"', 1)[0].rsplit("<tr", 1)[1]
+    assert "<strong>weather::get_alerts</strong> is at rank\n      <strong>1</strong> of" in html
+    elsewhere = client.get(reverse(PREVIEW), {**query, "query": "send an email to bob", "top_k": 1}).content.decode()
+    assert 'id="preview-this-tool"' not in elsewhere
+    assert "is not\n      among the 1 tools listed for this request." in elsewhere
+
+
+def test_the_preview_for_a_tool_without_examples_says_to_add_some(client, curator, indexed):
+    tool = indexed["send_email"]
+    client.force_login(curator)
+    html = client.get(reverse(PREVIEW), {"tool": tool.pk}).content.decode()
+    assert 'id="preview-tool-no-examples"' in html
+    assert reverse("admin:catalog_tool_change", args=[tool.pk]) in html
+
+
+def test_the_preview_is_not_opened_for_another_tenants_tool(client, django_user_model, indexed):
+    """Z12: a tool of another tenant's server, asked for by its id, gives the plain preview: nothing of it shown."""
+    from django.contrib.auth.models import Group
+
+    from governance.models import ServerTenant
+    from governance.roles import CURATORS
+    from tests.governance.factories import tenant_with
+
+    tenant_curator = django_user_model.objects.create_user(username="cur-a", is_staff=True)
+    tenant_curator.groups.add(Group.objects.get(name=CURATORS))
+    tenant_with("alpha", tenant_curator)
+    theirs = indexed["get_alerts"]
+    ServerTenant.objects.create(server=theirs.server, tenant=tenant_with("bravo"))
+    client.force_login(tenant_curator)
+    html = client.get(reverse(PREVIEW), {"tool": theirs.pk}).content.decode()
+    assert 'id="preview-for-tool"' not in html and "get_alerts" not in html

@@ -35,21 +35,23 @@ CURATOR_USERNAME = "curator"
 OPERATOR_USERNAME = "operator"
 DEMO_GROUP = "Demo users"
 # (tool, curated purpose, example requests): what a curator would write for the demo's servers.
+# server-memory keeps a knowledge graph (people, organisations, projects, their facts and relations): no notes, no
+# files. A curated word it has no tool for ("recall earlier notes") made "read the meeting notes file" a high answer.
 DEMO_CURATION = [
     (
         "memory::create_entities",
-        "Remember facts about people, projects and organisations for later conversations.",
-        ["remember that a person works at a company", "keep a note about a new project and who owns it"],
+        "Remember new people, organisations or projects, with facts about them, for later conversations.",
+        ["remember that a person works at a company", "remember a new project and who owns it"],
     ),
     (
         "memory::add_observations",
-        "Add facts to something already remembered.",
+        "Add facts to a person, organisation or project already remembered.",
         ["remember one more detail about someone we already know"],
     ),
     (
         "memory::search_nodes",
-        "Recall what was remembered about a person, project or topic.",
-        ["what do you remember about this person", "recall earlier notes on a project"],
+        "Look up what was remembered about a person, organisation or project, by name, kind or fact.",
+        ["what do you remember about this person", "what do we know about that company"],
     ),
     (
         "git::git_log",
@@ -63,6 +65,11 @@ DEMO_CURATION = [
         "Show which files in the working tree are modified, staged or untracked: what is not committed yet.",
         [],
     ),
+]
+# Example requests earlier versions of the demo curated and no longer do: removed from a database they curated.
+DEMO_RETIRED_EXAMPLES = [
+    ("memory::create_entities", "keep a note about a new project and who owns it"),
+    ("memory::search_nodes", "recall earlier notes on a project"),
 ]
 
 
@@ -265,6 +272,8 @@ class Command(ProgressCommand):
         from catalog.models import Tool, ToolExample
         from catalog.services.curation import tool_curation_update
 
+        for tool_id, text in DEMO_RETIRED_EXAMPLES:
+            ToolExample.objects.filter(tool__tool_id=tool_id, text=text).delete()
         for tool_id, purpose, examples in DEMO_CURATION:
             tool = Tool.objects.filter(tool_id=tool_id).first()
             if tool is None:

@@ -174,3 +174,12 @@ def test_inbox_rows_tell_calls_apart_by_their_arguments_and_say_when_each_lapses
     assert f"the agent may make the call once, before {until}" in row(long)
     ApprovalRequest.objects.filter(pk=pending.pk).update(expires_at=timezone.now() - timedelta(minutes=1))
     assert "expired, undecided" in row(pending)
+
+
+def test_inbox_rows_name_the_agent_that_asked(client, approver, pending):
+    """The home page and the decide page said "member via triage-agent", the inbox only "member": which of a person's
+    agents keeps asking was read by opening each request."""
+    client.force_login(approver)
+    html = client.get(reverse("admin:governance_approvalrequest_changelist")).content.decode()
+    row = html.split(pending.approval_id, 1)[1].split("</tr>", 1)[0]
+    assert 'member<br><small class="asking-agent">via triage-agent</small>' in row
