@@ -31,6 +31,28 @@ def _approver_with_right(taken: str, approver, catalog, grant):
     return holder, make_token(approver, ["api", "approve"])
 
 
+def _decide_while_taken(api, pending, raw: str, take):
+    """Approve ``pending`` over REST with ``raw`` while the test holds the request's row (the decision is under way,
+    its right checked), then run ``take`` in another thread; let the decision go once ``take`` ended or waits on a
+    lock. Returns the decision's response and whether ``take`` had ended while the decision was still in flight."""
+    pool = ThreadPoolExecutor(max_workers=2)
+    with transaction.atomic():
+        ApprovalRequest.objects.select_for_update().filter(pk=pending.pk).exists()  # the decision's write waits
+        deciding = pool.submit(api.post, f"approvals/{pending.approval_id}/approve/", token=raw, json={})
+        until_sessions_wait_on_locks(1, "the decision is under way, its right checked")
+        taking = pool.submit(take)
+        # The change either ends at once (nothing makes it wait for the decision in flight) or waits for it.
+        deadline = time.monotonic() + 30
+        while not taking.done() and sessions_waiting_on_locks() < 2:
+            assert time.monotonic() < deadline, "the change neither ended nor waited"
+            time.sleep(0.05)
+        taken_in_flight = taking.done()
+    response = deciding.result(timeout=60)
+    taking.result(timeout=60)
+    pool.shutdown()
+    return response, taken_in_flight
+
+
 @pytest.mark.parametrize("taken", ["grant", "group_grant", "token"])
 def test_a_decision_in_flight_is_never_recorded_after_its_approvers_right_was_taken(
     api, pending, approver, catalog, grant, superuser, taken
@@ -49,20 +71,7 @@ def test_a_decision_in_flight_is_never_recorded_after_its_approvers_right_was_ta
         finally:
             connection.close()
 
-    pool = ThreadPoolExecutor(max_workers=2)
-    with transaction.atomic():
-        ApprovalRequest.objects.select_for_update().filter(pk=pending.pk).exists()  # the decision's write waits
-        deciding = pool.submit(api.post, f"approvals/{pending.approval_id}/approve/", token=raw, json={})
-        until_sessions_wait_on_locks(1, "the decision is under way, its right checked")
-        taking = pool.submit(take)
-        # The revocation either ends at once (nothing makes it wait for the decision in flight) or waits for it.
-        deadline = time.monotonic() + 30
-        while not taking.done() and sessions_waiting_on_locks() < 2:
-            assert time.monotonic() < deadline, "the revocation neither ended nor waited"
-            time.sleep(0.05)
-    response = deciding.result(timeout=60)
-    taking.result(timeout=60)
-    pool.shutdown()
+    response, _ = _decide_while_taken(api, pending, raw, take)
 
     taken_event = AuditEventType.TOKEN_REVOKED if taken == "token" else AuditEventType.REVOKE
     events = AuditEvent.objects.filter(event_type__in=[AuditEventType.APPROVAL_APPROVED, taken_event]).order_by("pk")
@@ -172,21 +181,9 @@ def test_a_decision_in_flight_is_waited_for_by_a_group_tenant_or_agent_change_th
         finally:
             connection.close()
 
-    pool = ThreadPoolExecutor(max_workers=2)
-    with transaction.atomic():
-        ApprovalRequest.objects.select_for_update().filter(pk=pending.pk).exists()  # the decision's write waits
-        deciding = pool.submit(api.post, f"approvals/{pending.approval_id}/approve/", token=raw, json={})
-        until_sessions_wait_on_locks(1, "the decision is under way, its right checked")
-        taking = pool.submit(take)
-        deadline = time.monotonic() + 30
-        while not taking.done() and sessions_waiting_on_locks() < 2:
-            assert time.monotonic() < deadline, "the change neither ended nor waited"
-            time.sleep(0.05)
-        # The change waits for the decision in flight: it never commits while the decision is still to be written.
-        assert not taking.done(), "the right was taken while a decision it carried was in flight"
-    response = deciding.result(timeout=60)
-    taking.result(timeout=60)
-    pool.shutdown()
+    response, taken_in_flight = _decide_while_taken(api, pending, raw, take)
+    # The change waits for the decision in flight: it never commits while the decision is still to be written.
+    assert not taken_in_flight, "the right was taken while a decision it carried was in flight"
     pending.refresh_from_db()
     assert pending.status == "approved"  # decided before the removal, by someone who then had the right
     assert response.status_code in (200, 404)
