@@ -1,10 +1,11 @@
-"""Signal receivers: change review on upstream definitions, and visibility-cache invalidation.
+"""Signal receivers: change review on upstream definitions, visibility-cache invalidation, and the row locks that
+make a change taking an approve right away wait for a decision under way.
 
-Receivers carry no policy themselves; they call services (review) or only invalidate caches."""
+Receivers carry no policy themselves; they call services (review, row locks) or only invalidate caches."""
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from django.db.models.signals import m2m_changed, post_delete, post_save
+from django.db.models.signals import m2m_changed, post_delete, post_save, pre_delete
 from django.dispatch import receiver
 
 from catalog.models import Server, Tool
@@ -62,6 +63,47 @@ def _invalidate_signalled(sender, **kwargs) -> None:
     visibility_invalidate()
 
 
+def _lock_people_leaving(sender, *, instance, action: str, pk_set, **kwargs) -> None:
+    """Before people leave a group or a tenant (from either side, or all of its members at once), lock their rows:
+    the membership may carry an approve right, and a decision of theirs under way waits on nothing else (T5/Z6)."""
+    if action not in ("pre_remove", "pre_clear"):
+        return
+    from .services.permissions import rows_lock
+
+    people = get_user_model().objects.all()
+    if isinstance(instance, get_user_model()):
+        rows_lock(people.filter(pk=instance.pk))
+    elif pk_set is not None:
+        rows_lock(people.filter(pk__in=pk_set))
+    else:
+        rows_lock(_members_of(instance))
+
+
+def _lock_members_of_deleted(sender, *, instance, **kwargs) -> None:
+    """A group or tenant deleted: its members leave it with its grants (by cascade, which sends no m2m signal)."""
+    from .services.permissions import rows_lock
+
+    rows_lock(_members_of(instance))
+
+
+def _lock_agent_of_deleted_grant(sender, *, instance: AgentGrant, **kwargs) -> None:
+    """An agent's grant deleted narrows what its tokens may decide: lock the agent, as a decision under way does, and
+    its person first, in the decision's order (no deadlock with one, nor with deleting the person)."""
+    from .services.permissions import rows_lock
+
+    rows_lock(get_user_model().objects.filter(agents=instance.agent_id))
+    rows_lock(Agent.objects.filter(pk=instance.agent_id))
+
+
+def _members_of(group_or_tenant):
+    people = get_user_model().objects.all()
+    return (
+        people.filter(groups=group_or_tenant)
+        if isinstance(group_or_tenant, Group)
+        else people.filter(tenants=group_or_tenant)
+    )
+
+
 def connect() -> None:
     """Connect the invalidation receivers (called from GovernanceConfig.ready)."""
     for model in (
@@ -97,5 +139,11 @@ def connect() -> None:
         Tenant.members.through,
     ):
         m2m_changed.connect(_invalidate_m2m, sender=through, dispatch_uid=f"governance-vis-m2m-{through.__name__}")
+    # Memberships that may carry an approve right: leaving one waits for a decision under way (approval_decide).
+    for through in (user_model.groups.through, Tenant.members.through):
+        m2m_changed.connect(_lock_people_leaving, sender=through, dispatch_uid=f"governance-lock-{through.__name__}")
+    for model in (Group, Tenant):
+        pre_delete.connect(_lock_members_of_deleted, sender=model, dispatch_uid=f"governance-lock-{model.__name__}")
+    pre_delete.connect(_lock_agent_of_deleted_grant, sender=AgentGrant, dispatch_uid="governance-lock-AgentGrant")
     tools_changed.connect(_invalidate_signalled, dispatch_uid="governance-vis-tools-changed")
     catalog_rows_changed.connect(_invalidate_signalled, dispatch_uid="governance-vis-catalog-rows-changed")

@@ -8,6 +8,7 @@ does not take the API down. It is a limit on volume, not an access control: auth
 permission check are answered by the database either way. Each such request is logged."""
 
 import hashlib
+import ipaddress
 import logging
 import math
 import time
@@ -27,7 +28,11 @@ logger = logging.getLogger(__name__)
 
 
 class FailOpenThrottle(SimpleRateThrottle):
-    """A cache-based throttle that lets the request through when the cache is down (see the module note)."""
+    """A cache-based throttle that lets the request through when the cache is down (see the module note). Counted
+    per address, it counts an IPv6 client per /64 network (``address_counted``)."""
+
+    def get_ident(self, request) -> str:
+        return address_counted(super().get_ident(request) or "")
 
     def allow_request(self, request: Request, view) -> bool:
         if not cache_available():
@@ -151,8 +156,29 @@ def _slot_left(now: float, window: int) -> int:
 
 def client_address(remote_addr: str | None, headers: Mapping[str, str]) -> str:
     """The caller's address as every per-address limit reads it (DRF's rule: the connection's, or the one the Nth
-    trusted reverse proxy put in X-Forwarded-For, ``SCOUT_API_NUM_PROXIES``), for a Django or an ASGI request."""
-    return BaseThrottle().get_ident(SimpleNamespace(headers=headers, META={"REMOTE_ADDR": remote_addr})) or ""
+    trusted reverse proxy put in X-Forwarded-For, ``SCOUT_API_NUM_PROXIES``), for a Django or an ASGI request; an
+    IPv6 client's /64 network (``address_counted``)."""
+    ident = BaseThrottle().get_ident(SimpleNamespace(headers=headers, META={"REMOTE_ADDR": remote_addr})) or ""
+    return address_counted(ident)
+
+
+# An IPv6 host is given a whole /64 network (a cloud VM, a home line), so it sends from 2^64 addresses at will.
+IPV6_COUNTED_PREFIX = 64
+
+
+def address_counted(address: str) -> str:
+    """What a per-address limit counts for ``address``: an IPv6 address's /64 network (counted per address, one
+    host had a fresh budget per request: sign-in guesses without limit), an IPv4-mapped one's IPv4 address, anything
+    else as it is."""
+    try:
+        parsed = ipaddress.ip_address(address.strip())
+    except ValueError:
+        return address
+    if parsed.version == 4:
+        return str(parsed)
+    if parsed.ipv4_mapped is not None:
+        return str(parsed.ipv4_mapped)
+    return str(ipaddress.IPv6Network((int(parsed), IPV6_COUNTED_PREFIX), strict=False))
 
 
 # How long a token verified once is let past an address's refused-token limit (renewed at each verification).

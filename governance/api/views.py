@@ -292,6 +292,8 @@ class TokenList(generics.ListAPIView):
         _check_within_caller(
             request_principal(request), scopes_validate(fields["scopes"]), fields["expires_at"], agent, tenant
         )
+        # Revoking the minting token revokes this one too (a leaked token's holder may mint one first).
+        minter = ApiToken.objects.filter(pk=request_principal(request).token_id).first()
         token, raw = api_token_create(
             user=request.user,
             name=fields["name"],
@@ -299,9 +301,10 @@ class TokenList(generics.ListAPIView):
             expires_at=fields["expires_at"],
             agent=agent,
             tenant=tenant,
-            created_by=request.user,
-            # Revoking the minting token revokes this one too (a leaked token's holder may mint one first).
-            minted_by=ApiToken.objects.filter(pk=request_principal(request).token_id).first(),
+            # Whoever holds the minting token holds this one: a token a superuser issued for someone mints tokens
+            # that are the superuser's too, who may then not decide the requests they raise (T5), as for the first.
+            created_by=minter.created_by if minter is not None and minter.created_by_id else request.user,
+            minted_by=minter,
         )
         body = {**ApiTokenSerializer(token).data, "token": raw}
         return Response(body, status=status.HTTP_201_CREATED, headers={"Cache-Control": "no-store"})

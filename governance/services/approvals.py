@@ -32,7 +32,7 @@ from governance.constants import (
     MAX_ARGUMENT_DEPTH,
     delegation_max_chain,
 )
-from governance.models import ApiToken, ApprovalRequest, ToolPolicy
+from governance.models import Agent, ApiToken, ApprovalRequest, ToolPolicy
 from governance.principals import Principal, principal_for_user
 from governance.selectors import (
     approval_requester_may_execute,
@@ -46,6 +46,7 @@ from governance.selectors import (
     with_approval_people_shown,
 )
 from governance.services.audit import audit_record
+from governance.services.permissions import rows_lock
 from governance.services.policy import tool_policy_ensure
 
 MAX_REASON_CHARS = 2000
@@ -391,12 +392,16 @@ def _decider_still_approves(
     """Check the decider's right again, in the deciding transaction, with their row (and their token's) locked until
     it ends: their approve right was checked when the decision began, and a revocation committed before the decision
     was written (the grant, a group's grant: ``permission_revoke`` locks its holders' rows; the token; the person
-    deactivated) was followed by a decision of someone without the right (T5/Z6). Now the revocation either came
+    deactivated; a group or tenant left or deleted, an agent's grant deleted: governance.receivers locks the people
+    or the agent) was followed by a decision of someone without the right (T5/Z6). Now the revocation either came
     first and is seen here, or waits for this decision. Raises ApprovalError("forbidden")."""
     # NO KEY UPDATE: rows that merely point at the person or token (an audit event) are still written meanwhile.
     person = get_user_model().objects.select_for_update(no_key=True).filter(pk=approver.pk, is_active=True).first()
     if principal is not None and principal.token_id is not None:
         ApiToken.objects.select_for_update(no_key=True).filter(pk=principal.token_id).exists()
+        # And the person's agents: an agent's own grants narrow what its token decides (one deleted, or the agent
+        # narrowed, writes or locks its row; permissions.rows_lock).
+        rows_lock(Agent.objects.filter(user_id=approver.pk))
         principal = principal_as_now(principal)
         if principal is None:  # the token was revoked or expired, or may no longer act
             person = None

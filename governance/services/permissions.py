@@ -8,6 +8,7 @@ from django.contrib.auth.models import AbstractBaseUser, Group, Permission
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import QuerySet
 
 from catalog.models import Server, Tool
 from governance.cache import visibility_invalidate
@@ -157,12 +158,18 @@ def permission_revoke(
 
 
 def _lock_holders(holder: AbstractBaseUser | Group) -> None:
-    """Lock the rows of the people ``holder`` stands for until the revocation commits: a decision they have under
-    way holds its decider's row while it checks their right and writes itself, so the revocation waits for it, and
-    one begun after sees the revocation (``approval_decide``). NO KEY UPDATE, as the decision takes."""
-    people = get_user_model().objects.select_for_update(no_key=True, of=("self",))
-    people = people.filter(groups=holder) if isinstance(holder, Group) else people.filter(pk=holder.pk)
-    list(people.order_by("pk").values_list("pk", flat=True))
+    """Lock the rows of the people ``holder`` stands for until the revocation commits (``rows_lock``)."""
+    people = get_user_model().objects.all()
+    rows_lock(people.filter(groups=holder) if isinstance(holder, Group) else people.filter(pk=holder.pk))
+
+
+def rows_lock(rows: QuerySet) -> None:
+    """Lock ``rows`` (people, or agents) until the transaction commits, as a change that may take an approve right
+    away must (a revoked grant, a group or tenant left, a group deleted, an agent's grant deleted): a decision under
+    way holds its decider's row and their agents' while it checks the right and writes itself
+    (``approval_decide``), so the change waits for it, and one begun after sees the change. NO KEY UPDATE, as the
+    decision takes; in the order of their ids."""
+    list(rows.select_for_update(no_key=True, of=("self",)).order_by("pk").values_list("pk", flat=True))
 
 
 def _void_approvals_after_revocation(*, target: Server | Tool, holder: AbstractBaseUser | Group) -> int:

@@ -1,7 +1,8 @@
 """An approver's right taken away while their decision is in flight (redteam27, T5/Z6): the decision checked the
 right, then wrote itself with nothing between the two, so a revocation committed in between (the approve grant, the
 group's grant, the deciding token) was followed by a decision of someone who no longer had the right. Postgres: the
-test holds the request's row so the decision is under way (its right checked) when the revocation comes."""
+test holds the request's row so the decision is under way (its right checked) when the revocation comes. The same for
+a right that goes with a group or tenant membership or an agent's grants (redteam29)."""
 
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +31,28 @@ def _approver_with_right(taken: str, approver, catalog, grant):
     return holder, make_token(approver, ["api", "approve"])
 
 
+def _decide_while_taken(api, pending, raw: str, take):
+    """Approve ``pending`` over REST with ``raw`` while the test holds the request's row (the decision is under way,
+    its right checked), then run ``take`` in another thread; let the decision go once ``take`` ended or waits on a
+    lock. Returns the decision's response and whether ``take`` had ended while the decision was still in flight."""
+    pool = ThreadPoolExecutor(max_workers=2)
+    with transaction.atomic():
+        ApprovalRequest.objects.select_for_update().filter(pk=pending.pk).exists()  # the decision's write waits
+        deciding = pool.submit(api.post, f"approvals/{pending.approval_id}/approve/", token=raw, json={})
+        until_sessions_wait_on_locks(1, "the decision is under way, its right checked")
+        taking = pool.submit(take)
+        # The change either ends at once (nothing makes it wait for the decision in flight) or waits for it.
+        deadline = time.monotonic() + 30
+        while not taking.done() and sessions_waiting_on_locks() < 2:
+            assert time.monotonic() < deadline, "the change neither ended nor waited"
+            time.sleep(0.05)
+        taken_in_flight = taking.done()
+    response = deciding.result(timeout=60)
+    taking.result(timeout=60)
+    pool.shutdown()
+    return response, taken_in_flight
+
+
 @pytest.mark.parametrize("taken", ["grant", "group_grant", "token"])
 def test_a_decision_in_flight_is_never_recorded_after_its_approvers_right_was_taken(
     api, pending, approver, catalog, grant, superuser, taken
@@ -48,20 +71,7 @@ def test_a_decision_in_flight_is_never_recorded_after_its_approvers_right_was_ta
         finally:
             connection.close()
 
-    pool = ThreadPoolExecutor(max_workers=2)
-    with transaction.atomic():
-        ApprovalRequest.objects.select_for_update().filter(pk=pending.pk).exists()  # the decision's write waits
-        deciding = pool.submit(api.post, f"approvals/{pending.approval_id}/approve/", token=raw, json={})
-        until_sessions_wait_on_locks(1, "the decision is under way, its right checked")
-        taking = pool.submit(take)
-        # The revocation either ends at once (nothing makes it wait for the decision in flight) or waits for it.
-        deadline = time.monotonic() + 30
-        while not taking.done() and sessions_waiting_on_locks() < 2:
-            assert time.monotonic() < deadline, "the revocation neither ended nor waited"
-            time.sleep(0.05)
-    response = deciding.result(timeout=60)
-    taking.result(timeout=60)
-    pool.shutdown()
+    response, _ = _decide_while_taken(api, pending, raw, take)
 
     taken_event = AuditEventType.TOKEN_REVOKED if taken == "token" else AuditEventType.REVOKE
     events = AuditEvent.objects.filter(event_type__in=[AuditEventType.APPROVAL_APPROVED, taken_event]).order_by("pk")
@@ -103,3 +113,77 @@ def test_a_right_taken_while_the_decision_waits_for_its_decider_is_seen_and_noth
     assert response.status_code == 404, response.text  # as for a request not in the inbox
     assert pending.status == "pending" and pending.decided_by_id is None
     assert not AuditEvent.objects.filter(event_type=AuditEventType.APPROVAL_APPROVED).exists()
+
+
+def _pending_in(tenant, *, member, catalog, grant):
+    """A pending request by ``member`` to call a mutating github tool, asked through a token acting in ``tenant``
+    (None: no tenant), as the ``pending`` fixture asks it."""
+    from governance.services.approvals import approval_request_create
+    from governance.services.tokens import api_token_verify
+    from tests.governance.factories import ToolFactory
+
+    tool = ToolFactory(server=catalog.github, name="delete_repo", annotations=None)
+    grant(member, catalog.github, "discover", "execute")
+    principal = api_token_verify(make_token(member, ["discover", "execute"], tenant=tenant))
+    return approval_request_create(principal=principal, tool=tool, arguments={"repo": "scout"})
+
+
+@pytest.mark.parametrize(
+    "left", ["group_left", "group_cleared", "group_deleted", "tenant_left", "agent_grant_deleted", "agent_narrowed"]
+)
+def test_a_decision_in_flight_is_waited_for_by_a_group_tenant_or_agent_change_that_takes_its_right(
+    api, member, approver, catalog, grant, superuser, left
+):
+    """The right held through a group (its approve grant) or a tenant (the request's and its server's), or decided
+    through an agent's token (the agent's own grants narrow it): taking the approver out of the group or tenant,
+    deleting the group, deleting the agent's grant or narrowing the agent while their decision is under way waits
+    for the decision, as a revoked grant does; before, it committed at once and the decision was recorded after it,
+    by someone without the right (redteam29; redteam27 left these paths open)."""
+    from governance.models import Agent, AgentGrant, ServerTenant, Tenant
+
+    if connection.vendor != "postgresql":
+        pytest.skip("needs Postgres: a decision held under way by a row lock while the right is taken away")
+    group = Group.objects.create(name="approvers")
+    approver.groups.add(group)
+    tenant = None
+    if left == "tenant_left":
+        tenant = Tenant.objects.create(slug="acme", name="Acme")
+        tenant.members.add(approver, member)
+        ServerTenant.objects.create(server=catalog.github, tenant=tenant)
+        grant(approver, catalog.github, "approve")
+    elif left.startswith("agent"):
+        grant(approver, catalog.github, "approve")
+    else:
+        grant(group, catalog.github, "approve")
+    agent = None
+    if left.startswith("agent"):
+        agent = Agent.objects.create(user=approver, name="inbox-bot", all_user_tools=left == "agent_narrowed")
+        if left == "agent_grant_deleted":
+            AgentGrant.objects.create(agent=agent, server=catalog.github, action="discover")
+    pending = _pending_in(tenant, member=member, catalog=catalog, grant=grant)
+    raw = make_token(approver, ["api", "approve"], tenant=tenant, agent=agent)
+
+    def take() -> None:
+        try:
+            if left == "group_left":
+                group.user_set.remove(approver)
+            elif left == "group_cleared":
+                group.user_set.clear()
+            elif left == "group_deleted":
+                group.delete()
+            elif left == "tenant_left":
+                tenant.members.remove(approver)
+            elif left == "agent_grant_deleted":
+                AgentGrant.objects.filter(agent=agent).delete()
+            else:
+                agent.all_user_tools = False
+                agent.save()
+        finally:
+            connection.close()
+
+    response, taken_in_flight = _decide_while_taken(api, pending, raw, take)
+    # The change waits for the decision in flight: it never commits while the decision is still to be written.
+    assert not taken_in_flight, "the right was taken while a decision it carried was in flight"
+    pending.refresh_from_db()
+    assert pending.status == "approved"  # decided before the removal, by someone who then had the right
+    assert response.status_code in (200, 404)

@@ -148,3 +148,45 @@ def test_whoever_issued_the_requesters_token_cannot_decide_its_requests(
         f"approvals/{asked[0].approval_id}/approve/", token=make_token(approver, ["api", "approve"]), json={}
     )
     assert decided.status_code == 200 and decided.json()["status"] == "approved"
+
+
+def test_a_token_minted_through_an_issued_token_is_still_its_issuers(
+    api, client, oscar, member, approver, catalog, grant, superuser
+):
+    """The issued token with the api scope mints another over REST (tokens/): that one is the issuer's too (they
+    hold the token that made it), so the requests it raises are still not theirs to decide. Before (redteam29), the
+    copy was recorded as made by the member, and the superuser approved their own call through it."""
+    from governance.models import ApiToken
+    from governance.services.approvals import approval_request_create
+    from governance.services.permissions import permission_grant
+    from governance.services.tokens import api_token_verify
+
+    operator, _ = oscar
+    grant(member, catalog.github, "discover", "execute")
+    permission_grant(actor=operator, target=catalog.github, action="approve", holder=superuser)
+    client.force_login(superuser)
+    issued = _issue(client, member, ["api", "discover", "execute"])
+    assert issued is not None
+    minted = api.post(
+        "tokens/",
+        token=issued,
+        json={"name": "copy", "scopes": ["discover", "execute"], "expires_at": in_days(1).isoformat()},
+    )
+    assert minted.status_code == 201, minted.text
+    child = minted.json()["token"]
+    tool = catalog.github.tools.get(name="delete_repo")
+    asked = approval_request_create(principal=api_token_verify(child), tool=tool, arguments={"repo": "scout"})
+
+    refused = api.post(f"approvals/{asked.approval_id}/approve/", token=make_token(superuser, ["api", "approve"]))
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "self_approval", refused.text
+    asked.refresh_from_db()
+    assert asked.status == "pending"
+    assert ApiToken.objects.get(pk=minted.json()["id"]).created_by == superuser  # who holds it, as the admin shows
+    # The member's own mint (a session, or a token they made) is still theirs.
+    own = api.post(
+        "tokens/",
+        token=make_token(member, ["api", "discover"], days=2),
+        json={"name": "mine", "scopes": ["discover"], "expires_at": in_days(1).isoformat()},
+    )
+    assert own.status_code == 201, own.text
+    assert ApiToken.objects.get(pk=own.json()["id"]).created_by == member

@@ -42,3 +42,24 @@ def test_sign_in_attempts_from_one_address_are_limited_before_any_password_is_ch
         signed_in = _sign_in(client, base, PASSWORD, **{"X-Forwarded-For": "198.51.100.7"})
         assert signed_in.status_code == 302 and signed_in.headers["location"] == "/admin/"
         assert "sessionid" in client.cookies  # another client: its own budget
+
+
+def test_addresses_of_one_ipv6_network_share_one_budget(live_server, settings):
+    """An IPv6 host is given a /64 network (2^64 addresses; a cloud VM, a home line), so counting each address on
+    its own let one attacker take a fresh budget per attempt, and guess without limit (redteam29). Addresses of one
+    /64 now share a budget; another network (and an IPv4 client) has its own."""
+    get_user_model().objects.create_user("op", password=PASSWORD, is_staff=True)
+    settings.SCOUT_ADMIN_LOGIN_RATE = "3/minute"
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": 1}  # the proxy names each client
+    base = live_server.url
+    with httpx.Client(timeout=30) as client:
+        guesses = [
+            _sign_in(client, base, f"guess-{n}", **{"X-Forwarded-For": f"2001:db8:1:2::{n + 10:x}"}) for n in range(3)
+        ]
+        assert [guess.status_code for guess in guesses] == [200, 200, 200]
+        same_network = _sign_in(client, base, PASSWORD, **{"X-Forwarded-For": "2001:db8:1:2:ffff:ffff:ffff:fffe"})
+        assert same_network.status_code == 429, "a new address of the same /64 got a budget of its own"
+        assert "sessionid" not in client.cookies
+    with httpx.Client(timeout=30) as client:
+        other = _sign_in(client, base, PASSWORD, **{"X-Forwarded-For": "2001:db8:1:3::10"})
+        assert other.status_code == 302 and "sessionid" in client.cookies  # another network: its own budget
