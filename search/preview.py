@@ -270,6 +270,8 @@ def score_parts(match: Match) -> ScoreParts:
         parts.append(ScorePart("Name", score["name"], "its name's words are in the request"))
     if score.get("deprecated"):
         parts.append(ScorePart("Deprecated", score["deprecated"], "its upstream marks it deprecated"))
+    if score.get("cluster"):
+        parts.append(ScorePart("Cluster", score["cluster"], "its text is close to the other candidates'"))
     if score.get("demoted"):
         parts.append(ScorePart("Negative query", None, "close to a negative query: ranked below every other tool"))
     return ScoreParts(score["rank_score"], score["fit"], parts, bool(score.get("demoted")), score.get("step", 0))

@@ -41,6 +41,7 @@ def ranking_options(fusion: str, *, enforce_abstention: bool = True) -> RankingO
         withhold_flat_threshold=settings.SCOUT_SEARCH_WITHHOLD_FLAT_THRESHOLD,
         confidence_threshold=settings.SCOUT_SEARCH_CONFIDENCE_THRESHOLD,
         name_share=settings.SCOUT_SEARCH_NAME_SHARE,
+        cluster_share=settings.SCOUT_SEARCH_CLUSTER_SHARE,
         enforce_abstention=enforce_abstention,
     )
 
@@ -136,6 +137,7 @@ def rank_request(
             deprecated=snapshot.deprecated,
             vector_kinds=leg.vectors.kinds if leg else None,
             learned_terms=snapshot.learned_terms,
+            vectors=leg.vectors if leg else None,
         )
         if dense is None or not dense.complete([c.row for c in ranking.candidates]):
             break

@@ -315,6 +315,7 @@ class IndexSnapshot:
             deprecated=self.deprecated,
             vector_kinds=self.dense.kinds if self.dense is not None else None,
             learned_terms=self.learned_terms,
+            vectors=self.dense,
         )
 
     def explain(self, row: int, best_vector: int, query_terms: Sequence[str], dense: DenseIndex | None = None) -> dict:

@@ -123,7 +123,7 @@ def test_rank_score_is_explained_by_its_parts_and_follows_the_rank(indexed, fusi
     scores = [m.why_matched["score"] for m in result.matches]
     assert len(scores) >= 5 and all(s["fusion"] == fusion for s in scores)
     for score in scores:
-        parts = score["bm25"] + score["dense"] + score["intent"] + score["server"] + score["name"]
+        parts = score["bm25"] + score["dense"] + score["intent"] + score["server"] + score["name"] + score["cluster"]
         assert score["rank_score"] == pytest.approx(parts, abs=3e-4)
     ranked = [s["rank_score"] for s in scores if not s["demoted"]]
     assert ranked == sorted(ranked, reverse=True)  # the score column follows the rank

@@ -151,6 +151,7 @@ class Command(ProgressCommand):
             ),
             confidence_threshold=_given(opts["confidence_threshold"], settings.SCOUT_SEARCH_CONFIDENCE_THRESHOLD),
             name_share=settings.SCOUT_SEARCH_NAME_SHARE,
+            cluster_share=settings.SCOUT_SEARCH_CLUSTER_SHARE,
             intent=not opts["no_intent"],
             decompose=not opts["no_decompose"],
         )
@@ -191,6 +192,7 @@ class Command(ProgressCommand):
             "confidence_threshold": options.confidence_threshold,
             "confidence_evidence": options.confidence_evidence,
             "name_share": options.name_share,
+            "cluster_share": options.cluster_share,
             "model": model_key(),
             "one_pass_parts": parts_for is not None,
             "degraded": degraded,
