@@ -40,8 +40,7 @@ logger = logging.getLogger(__name__)
 MAX_BATCH = 500
 # The writer thread keeps its database connection from batch to batch (catalog.connections: a new one per
 # batch cost ~2 ms of CPU, and on Postgres a new server process, up to 20 times a second per worker), and
-# closes it once no record has come for this long.
-KEEP_IDLE_SECONDS = 1.0
+# closes it once no record has come for SCOUT_WRITE_BEHIND_KEEP_IDLE_SECONDS.
 # Failures of the database, not of the rows: a lock or busy timeout, a lost connection, a flush inside a transaction
 # already broken. Retried; any other failure is a row's, and that row is dropped.
 TRANSIENT = (OperationalError, InterfaceError, TransactionManagementError)
@@ -142,7 +141,7 @@ class WriteBehind:
         while True:
             with self._lock:
                 if not self._pending:  # idle: keep the connection a while for the next batch, then let it go
-                    self._wake.wait(timeout=KEEP_IDLE_SECONDS)
+                    self._wake.wait(timeout=settings.SCOUT_WRITE_BEHIND_KEEP_IDLE_SECONDS)
                     if not self._pending:
                         connections_close()
                         self.connected = False

@@ -511,6 +511,11 @@ SCOUT_SEARCH_VECTOR_SPILL_DIR = env_str("SCOUT_SEARCH_VECTOR_SPILL_DIR", "") or 
 # a batch held one search's rows at the rates one worker serves, and a batch costs most of its CPU whatever its size
 # (one search's rows alone: 2.0 ms on SQLite, 4.0 ms on Postgres; eight searches' together: 0.6 and 1.1 ms each).
 SCOUT_WRITE_BEHIND_SECONDS = env_float("SCOUT_WRITE_BEHIND_SECONDS", 0.25)
+# The writer thread keeps its database connection while records keep coming, and closes it after this long without
+# any (governance/writebehind.py). At 1 s an agent searching every few seconds made the writer open a connection
+# for nearly every search (~2 ms of CPU on SQLite, a new server process on Postgres: bench/NOTES-speed12.md); as
+# long as the ORM threads keep theirs (SCOUT_MCP_DB_CONN_MAX_AGE) it is one per worker, as theirs are.
+SCOUT_WRITE_BEHIND_KEEP_IDLE_SECONDS = env_float("SCOUT_WRITE_BEHIND_KEEP_IDLE_SECONDS", 60.0)
 # At most this many records wait per process (while the database cannot take them, the queue grew without bound);
 # past it a request writes its own record, failing as the database does while it is down. None is dropped.
 SCOUT_WRITE_BEHIND_MAX_PENDING = env_int("SCOUT_WRITE_BEHIND_MAX_PENDING", 10_000)

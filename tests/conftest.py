@@ -45,8 +45,10 @@ def fresh_search_generation():
 def inline_discovery_writes(settings):
     """Discovery records are written behind the request in production (governance/writebehind.py); tests
     write them inline so a test reads what the request it made wrote. tests/governance/test_write_behind.py
-    covers the queue itself."""
+    covers the queue itself. A test that turns the writer thread on has it let its database connection go after a
+    second idle (production keeps it a minute): the test database must be droppable soon after."""
     settings.SCOUT_WRITE_BEHIND_SECONDS = 0
+    settings.SCOUT_WRITE_BEHIND_KEEP_IDLE_SECONDS = 1.0
 
 
 @pytest.fixture(autouse=True)
