@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from django.core.cache.backends.base import BaseCache
-from django.core.cache.backends.redis import RedisCache
 
 from catalog.cachesafe import shared_cache
+from catalog.rediscache import ScoutRedisCache
 
 logger = logging.getLogger(__name__)
 
@@ -24,19 +24,17 @@ KEY_PREFIX = "scout:lock:"
 def named_lock(name: str, *, ttl: int) -> Iterator[bool]:
     """Try once to take the lock; yields whether it was taken, and releases it on exit if so."""
     cache = shared_cache()
-    lock = _redis_lock if isinstance(cache, RedisCache) else _cache_lock
+    lock = _redis_lock if isinstance(cache, ScoutRedisCache) else _cache_lock
     with lock(cache, name, ttl=ttl) as acquired:
         yield acquired
 
 
 @contextmanager
-def _redis_lock(cache: RedisCache, name: str, *, ttl: int) -> Iterator[bool]:
+def _redis_lock(cache: ScoutRedisCache, name: str, *, ttl: int) -> Iterator[bool]:
     import redis
 
-    # Django's RedisCache keeps its redis-py client (over the process's pool) behind ``_cache``. A redis-py lock
-    # releases only its own token, atomically (a Lua script), which the cache API cannot do.
-    client = cache._cache.get_client(write=True)
-    lock = client.lock(KEY_PREFIX + name, timeout=ttl, blocking=False)
+    # A redis-py lock releases only its own token, atomically (a Lua script), which the cache API cannot do.
+    lock = cache.redis_client().lock(KEY_PREFIX + name, timeout=ttl, blocking=False)
     acquired = bool(lock.acquire(blocking=False))
     try:
         yield acquired

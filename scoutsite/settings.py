@@ -234,7 +234,7 @@ if REDIS_URL:
     # Bounded socket timeouts: a Redis that hangs (not only one that is down) must not wedge a request.
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "BACKEND": "catalog.rediscache.ScoutRedisCache",  # Django's, one redis-py client per pool
             "LOCATION": REDIS_URL,
             "OPTIONS": {
                 "socket_connect_timeout": env_float("SCOUT_REDIS_TIMEOUT", 1.0),

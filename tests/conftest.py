@@ -171,7 +171,7 @@ def redis_connects(redis_connect_log) -> Iterator[list[int]]:
     server.start()
     redis_connect_log.clear()  # the server's own start-up check is not the code's
     url = f"redis://127.0.0.1:{server.port}/0"
-    caches = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url}}
+    caches = {"default": {"BACKEND": "catalog.rediscache.ScoutRedisCache", "LOCATION": url}}
     try:
         with override_settings(REDIS_URL=url, CACHES=caches):  # put back before the server stops
             cache_reset()

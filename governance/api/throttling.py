@@ -17,11 +17,11 @@ from types import SimpleNamespace
 
 from django.conf import settings
 from django.core.cache.backends.base import BaseCache
-from django.core.cache.backends.redis import RedisCache
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle, SimpleRateThrottle
 
 from catalog.cachesafe import cache_available, cache_call, cache_run
+from catalog.rediscache import ScoutRedisCache
 from governance.principals import Principal
 
 logger = logging.getLogger(__name__)
@@ -139,10 +139,11 @@ def slots_over_the_limits(limits: Sequence[tuple[str, int]], window: int) -> tup
 
 
 def _count_in_turn(cache: BaseCache, keys: list[tuple[str, int]], timeout: int) -> int:
-    if isinstance(cache, RedisCache):
+    if isinstance(cache, ScoutRedisCache):
         names = [cache.make_and_validate_key(key) for key, _ in keys]
-        client = cache._cache.get_client(names[0], write=True)  # noqa: SLF001 - the backend's own Redis client
-        return int(client.eval(_COUNT_IN_TURN, len(names), *names, timeout, *(limit for _, limit in keys)))
+        return int(
+            cache.redis_client().eval(_COUNT_IN_TURN, len(names), *names, timeout, *(limit for _, limit in keys))
+        )
     for position, (key, limit) in enumerate(keys, start=1):
         seen = 1 if cache.add(key, 1, timeout=timeout) else cache.incr(key)
         if seen > limit:

@@ -104,7 +104,7 @@ def test_the_rate_is_counted_on_the_event_loop_only_in_process_memory(gateway, s
     if local:
         settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "rate"}}
     else:
-        settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS}}
+        settings.CACHES = {"default": {"BACKEND": "catalog.rediscache.ScoutRedisCache", "LOCATION": REDIS}}
     settings.SCOUT_MCP_RATE = "3/day"  # a day's slot: the test never straddles two
     on_loop: list[bool] = []
     count = guards._over_the_limits
@@ -126,13 +126,36 @@ def test_requests_share_the_processes_redis_connections(gateway, settings, redis
     close) for the rate count on its worker thread and again for the search's version reads (a read on a new
     connection 2.1 ms of CPU, on a pooled one 0.6). The hot path's cache calls now share one backend per process:
     twelve requests one after another open a connection or two, not twenty-three."""
-    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS}}
+    settings.CACHES = {"default": {"BACKEND": "catalog.rediscache.ScoutRedisCache", "LOCATION": REDIS}}
     settings.SCOUT_MCP_RATE = "10/day"  # counted in Redis on every request; a day's slot: never straddles two
     settings.SCOUT_MCP_PERSON_TOKENS = 0  # the token's count only (a fresh token: nothing counted by an earlier run)
     token = make_token(make_user("gw_pooled"))
     statuses = [raw_post(gateway, modern_request("tools/list"), token=token).status_code for _ in range(12)]
     assert statuses == [200] * 10 + [429] * 2  # counted in the Redis this test configured
     assert 1 <= len(redis_connect_log) <= 3
+
+
+def test_the_redis_backend_builds_one_client_for_all_its_calls(gateway, settings, monkeypatch):
+    """Issue 9: Django's RedisCacheClient built a new redis-py client for every cache call (the rate count, the
+    visibility generation read...), about as much CPU as the call itself (bench/NOTES-speed12.md). Scout's backend
+    keeps one per connection pool: twelve requests, each counted in Redis, build one client, not one a call."""
+    import redis
+
+    settings.CACHES = {"default": {"BACKEND": "catalog.rediscache.ScoutRedisCache", "LOCATION": REDIS}}
+    settings.SCOUT_MCP_RATE = "10/day"  # counted in Redis on every request; a day's slot: never straddles two
+    settings.SCOUT_MCP_PERSON_TOKENS = 0
+    built = []
+    init = redis.Redis.__init__
+
+    def counted(self, *args, **kwargs):
+        built.append(self)
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(redis.Redis, "__init__", counted)
+    token = make_token(make_user("gw_one_client"))
+    statuses = [raw_post(gateway, modern_request("tools/list"), token=token).status_code for _ in range(12)]
+    assert statuses == [200] * 10 + [429] * 2  # counted in the Redis this test configured
+    assert len(built) == 1
 
 
 def _event_loop_running() -> bool:

@@ -48,7 +48,7 @@ def throwaway_redis(settings) -> Iterator[ThrowawayRedis]:
     server.start()
     settings.CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "BACKEND": "catalog.rediscache.ScoutRedisCache",
             "LOCATION": f"redis://127.0.0.1:{server.port}/0",
             "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
         }

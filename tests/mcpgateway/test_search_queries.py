@@ -90,7 +90,7 @@ def redis_round_trips(settings, monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
 
     from .test_rate_limit import REDIS
 
-    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS}}
+    settings.CACHES = {"default": {"BACKEND": "catalog.rediscache.ScoutRedisCache", "LOCATION": REDIS}}
     sent: list[bytes] = []
     send = redis.connection.AbstractConnection.send_packed_command
 

@@ -50,7 +50,7 @@ def test_readyz_reports_an_unreachable_redis(client, encoder_loaded, django_capt
     with django_capture_on_commit_callbacks(execute=True):
         index_rebuild()
     dead = f"redis://127.0.0.1:{_closed_port()}/0"
-    caches = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": dead}}
+    caches = {"default": {"BACKEND": "catalog.rediscache.ScoutRedisCache", "LOCATION": dead}}
     with override_settings(REDIS_URL=dead, CACHES=caches):
         response = client.get("/readyz")
     assert response.status_code == 503
