@@ -267,6 +267,7 @@ SEARCH_OUTPUT = {
         "degraded": {"type": "boolean"},
         "abstained": {"type": "boolean"},
         "notes": {"type": "array", "items": {"type": "string"}},
+        "server_descriptions": {"type": "object", "additionalProperties": {"type": "string"}},
     },
 }
 INSPECT_OUTPUT = {"type": "object", "properties": {"tools": _tools("inputSchema")}}

@@ -72,6 +72,12 @@ class SearchAnswerSerializer(serializers.Serializer):
         required=False,
         help_text="Only when there are any: lines about the request itself (e.g. top_k capped at the maximum)",
     )
+    server_descriptions = serializers.DictField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="Only when there are any: per server of the matches shown with an input schema, its operator's "
+        "note (it may say what the tools' arguments refer to)",
+    )
 
 
 class Search(generics.GenericAPIView):

@@ -169,7 +169,30 @@ def _compact(node: Any, name: str | None) -> Any:
         elif key in _SUBSCHEMA and isinstance(value, dict | list):
             value = [_compact(spec, None) for spec in value] if isinstance(value, list) else _compact(value, None)
         shown[key] = value
-    return shown
+    return _plain_optional(shown)
+
+
+_NULL = {"type": "null"}
+
+
+def _plain_optional(node: dict[str, Any]) -> dict[str, Any]:
+    """pydantic's optional parameter, ``{"anyOf": [{"type": "string"}, {"type": "null"}], "default": null}``, shown
+    as its plain type ``{"type": "string"}``: null and leaving it out mean the same (its default is null), and a
+    model leaves it out. 12 tokens a parameter, in every answer that shows the schema (git_log has two). Arguments
+    are still checked against the stored schema, so a host that sends null is not refused."""
+    branches = node.get("anyOf")
+    if (
+        not isinstance(branches, list)
+        or len(branches) != 2
+        or _NULL not in branches
+        or node.get("default", 0) is not None
+    ):
+        return node
+    typed = next(branch for branch in branches if branch != _NULL)
+    if not isinstance(typed, dict) or any(key in node for key in typed if key != "description"):
+        return node
+    plain = {key: value for key, value in node.items() if key not in ("anyOf", "default")}
+    return {**typed, **plain}
 
 
 def schema_for_model(schema: Any, *, name: str) -> Any:
@@ -208,6 +231,17 @@ def _first_line(text: str) -> str:
         if 0 < cut < SUMMARY_CHARS:
             return text[: cut + 1].strip()
     return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1].rstrip() + "…"
+
+
+# A server's note as a search answer shows it, cut: an operator's text, shown once per server of an answer.
+SERVER_NOTE_CHARS = 300
+
+
+def server_note(description: str) -> str:
+    """The operator's note on a server (its description) as answers show it: cleaned, on one line, cut. It may
+    say what the tools' arguments refer to (the demo's git server: which repository repo_path must name)."""
+    text = " ".join(clean_for_model(description or "").split())
+    return text if len(text) <= SERVER_NOTE_CHARS else text[: SERVER_NOTE_CHARS - 1].rstrip() + "…"
 
 
 def tool_title(tool: Tool) -> str:
@@ -344,6 +378,9 @@ class SearchAnswer:
     # the names of the filters the caller narrowed the search with (operation_class, environment, scope)
     filters: list[str] = field(default_factory=list)
     nothing_granted: bool = False  # the caller may discover no tool at all (its own access, nobody else's)
+    # server slug -> its operator's note (``server_note``), for the servers of the matches shown with an
+    # inputSchema: what a model needs to call them right the first time (which repository repo_path names)
+    server_descriptions: dict[str, str] = field(default_factory=dict)
 
     @property
     def abstained(self) -> bool:
@@ -367,7 +404,11 @@ class SearchAnswer:
             "degraded": self.degraded,
             "abstained": self.abstained,
         }
-        return {**structured, "notes": self.notes} if self.notes else structured
+        if self.notes:
+            structured["notes"] = self.notes
+        if self.server_descriptions:
+            structured["server_descriptions"] = self.server_descriptions
+        return structured
 
     def as_result(self) -> types.CallToolResult:
         """Structured content for programs plus a compact text rendering for the model (MCP's field names)."""
@@ -390,6 +431,7 @@ class SearchAnswer:
         lines = [f"{head}.{call}", *self.notes]
         if low:
             lines.append(LOW_CONFIDENCE)
+        lines.extend(f"Server {slug}: {note}" for slug, note in self.server_descriptions.items())
         for rank, match in enumerate(self.matches, start=1):
             title = "" if match["title"] == match["tool_id"].split("::", 1)[-1] else f"{match['title']}: "
             approval = ", needs approval" if match.get("needs_approval") else ""
@@ -470,6 +512,7 @@ DESCRIPTOR_FIELDS = (
     "description",
     "input_schema",
     "server__slug",
+    "server__description",
     "policy__operation_class",
     "policy__risk_class__name",
     "policy__risk_class__requires_approval",
@@ -488,6 +531,7 @@ class SearchDescriptors:
     def __init__(self) -> None:
         self._version: str | None = None
         self._entries: dict[int, dict[str, Any]] = {}
+        self._server_notes: dict[str, str] = {}  # server slug -> its note (``server_note``), from the same reads
         self._lock = threading.Lock()
 
     def get(self, pks: list[int]) -> dict[int, dict[str, Any]]:
@@ -495,7 +539,7 @@ class SearchDescriptors:
         version = visibility_row_token()  # read before the tools: a later change rewrites it
         with self._lock:
             if version != self._version:
-                self._version, self._entries = version, {}
+                self._version, self._entries, self._server_notes = version, {}, {}
             found = {pk: self._entries[pk] for pk in pks if pk in self._entries}
         missing = [pk for pk in pks if pk not in found]
         if not missing:
@@ -507,16 +551,25 @@ class SearchDescriptors:
             .in_bulk(missing)
         )
         built = {pk: tool_descriptor(tool) for pk, tool in tools.items()}
+        notes = {tool.server.slug: server_note(tool.server.description) for tool in tools.values()}
         with self._lock:
             if version == self._version:  # not when the version moved on while these were read
                 if len(self._entries) + len(built) > self.MAX_ENTRIES:
                     self._entries = {}
                 self._entries.update(built)
+                self._server_notes.update(notes)
         return found | built
+
+    def server_notes(self, slugs: list[str]) -> dict[str, str]:
+        """The notes (``server_note``) of the servers of ``slugs`` whose tools ``get`` just read or kept, those
+        with one: read by the same query as their tools' descriptors, never by one of their own."""
+        with self._lock:
+            notes = {slug: self._server_notes.get(slug, "") for slug in dict.fromkeys(slugs)}
+        return {slug: note for slug, note in notes.items() if note}
 
     def clear(self) -> None:
         with self._lock:
-            self._version, self._entries = None, {}
+            self._version, self._entries, self._server_notes = None, {}, {}
 
 
 search_descriptors = SearchDescriptors()
@@ -555,6 +608,9 @@ def _answer(result: SearchResult) -> SearchAnswer:
     )
     if schema and any("input_schema" not in match for match in matches):
         answer.notes.append(SCHEMAS_CUT)
+    answer.server_descriptions = search_descriptors.server_notes(
+        [match["server"] for match in matches if "input_schema" in match]
+    )
     return answer
 
 

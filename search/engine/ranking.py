@@ -98,7 +98,10 @@ class RankingOptions:
     # cut costing under half a point of any as-served figure there (the former 0.25 above an absolute floor
     # cost 3 points of slot recall@10; 0.5 cost 1).
     cut_drop: float = 0.7
-    cut_keep: int = 3
+    # 3 kept matches far below the best (git_status for "what time is it in Tokyo", shown with key inputs only):
+    # tokens and a wrong lead for a model. 1 left every as-served figure identical on ETOM (2,075 requests),
+    # LiveMCPBench+MCPVerse and Apify (bench/NOTES-agentux13.md); MetaTool and ToolBench not run.
+    cut_keep: int = 1
     # A candidate's dense rank is reported when it is within this many of the visible tools (None beyond):
     # a server-side dense leg returns this deep a head, so both backends report the same ranks. Must exceed
     # ``overfetch`` * the largest top_k (the RRF head), ``Calibration.peak_depth`` and ``spread_depth``.

@@ -566,6 +566,45 @@ def test_inspect_gives_the_operators_note_on_the_server(gateway, token):
 
 
 @pytest.mark.parametrize("mode", PROTOCOL_MODES)
+def test_search_gives_the_operators_note_on_the_servers_it_shows_schemas_of(gateway, people, mode):
+    """The note may say what the arguments refer to (the demo's git server: the one repository repo_path may name):
+    given only by tool_inspect, an agent calling from the search answer guessed (repo_path ".") and failed its first
+    call. A search answer now says each note once, for the servers of the matches it shows an inputSchema of; not
+    for a server without one, nor in a low-confidence answer (the model inspects the tool it picks)."""
+    from catalog.models import Server
+
+    note = "The office clock; 'local' means Europe/Paris here."
+    Server.objects.filter(slug="time").update(description=note)
+    Server.objects.filter(slug="calc").update(description="")
+    build_index()  # a server's description is searched too
+
+    async def main():
+        async with mcp_client(gateway, people["member"], mode=mode) as client:
+            return await client.call_tool("tool_search", {"query": "convert 3pm Paris time to New York"})
+
+    found = run(main)
+    assert found.structured_content["confidence"] == "high", text_of(found)
+    assert found.structured_content["matches"][0]["tool_id"] == "time::convert_time"
+    assert found.structured_content["server_descriptions"] == {"time": note}
+    assert text_of(found).count("Server time:") == 1  # once, for both time tools
+    assert f"\nServer time: {note}\n1. time::convert_time - " in text_of(found)
+
+
+def test_a_low_confidence_answer_gives_no_server_note(gateway, token):
+    from catalog.models import Server
+
+    Server.objects.filter(slug="faulty").update(description="Fault injection for the gateway's tests.")
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            return await client.call_tool("tool_search", {"query": "ping"})
+
+    found = run(main)
+    assert found.structured_content["confidence"] == "low", text_of(found)
+    assert "server_descriptions" not in found.structured_content and "Server faulty" not in text_of(found)
+
+
+@pytest.mark.parametrize("mode", PROTOCOL_MODES)
 def test_inspect_text_is_compact_json_as_search_schemas_are(gateway, token, mode):
     """The model reads tool_inspect's text: the definitions as compact JSON (the spaces json.dumps puts after ","
     and ":" cost 15-24% of an answer's tokens), also beside an unknown id, and the same data as the structure."""

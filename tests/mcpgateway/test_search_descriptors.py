@@ -21,6 +21,7 @@ from mcpgateway.services.discovery import (
     _answer,
     _why_lines,
     search_descriptors,
+    server_note,
     tool_descriptor,
 )
 from search.backends import Match, SearchResult
@@ -91,6 +92,9 @@ def fresh(result) -> SearchAnswer:
     )
     if high and any("input_schema" not in match for match in matches):
         answer.notes.append(SCHEMAS_CUT)
+    notes = {tools[m.tool_pk].server.slug: server_note(tools[m.tool_pk].server.description) for m in kept}
+    shown = dict.fromkeys(match["server"] for match in matches if "input_schema" in match)
+    answer.server_descriptions = {slug: notes[slug] for slug in shown if notes[slug]}
     return answer
 
 
@@ -127,6 +131,9 @@ def test_a_change_shows_on_the_next_search(catalog, member):
     server.slug = "clock2"
     server.save()
     assert _answer(result).matches[0]["server"] == "clock2"
+    server.description = "The office clock."
+    server.save()
+    assert _answer(result).server_descriptions == {"clock2": "The office clock."}
     assert answer_bytes(_answer(result)) == answer_bytes(fresh(result))
 
 
@@ -176,10 +183,11 @@ def pinned_result(tools: list[Tool], confidence: Confidence) -> SearchResult:
 # sha256 of ``answer_bytes`` of ``pinned_result``, as main's formatting made them before issue 9's changes to it, per
 # database: Postgres stores a JSON object's keys by length, then bytes (jsonb), so the schemas a high answer shows read
 # back in that order there. A deliberate change to what answers say updates these (the failure shows the new bytes):
-# agentux8 renamed the high answer's "input_schema" to MCP's "inputSchema".
+# agentux8 renamed the high answer's "input_schema" to MCP's "inputSchema"; agentux13 added the "Server clock: ..."
+# line (the server's note, for the servers whose schemas a high answer shows).
 PINNED = {
-    (Confidence.HIGH, "sqlite"): "68f500997b00cde1a6635cf03c1b6f975ba26b882ac9f527a22f13bfe6f7b812",
-    (Confidence.HIGH, "postgresql"): "b8addac1f7dd3d5c109bb0c818bbe5cc11baa9a7bc8fab6de4e30b6773060c98",
+    (Confidence.HIGH, "sqlite"): "ebc37f6c92f06e18362b38ffbdf55fdf5eb7225e57342b4d202f445254ec88e4",
+    (Confidence.HIGH, "postgresql"): "dd0ef3207f73c5d330e591f500ec8bd5e285a11cbc760c6849ae4a2c26300d8d",
     (Confidence.LOW, "sqlite"): "9ab0b8d11b1c10c17b98810daa01dc24e28b690e9575efd05345ea0a3fea9bf8",
     (Confidence.LOW, "postgresql"): "9ab0b8d11b1c10c17b98810daa01dc24e28b690e9575efd05345ea0a3fea9bf8",
 }

@@ -44,10 +44,10 @@ def test_many_matches_give_schemas_for_the_first_few_and_key_inputs_for_the_rest
 
 
 @pytest.mark.parametrize("mode", PROTOCOL_MODES)
-def test_a_match_far_below_the_first_shows_key_inputs_not_its_schema(gateway, token, mode):
-    """A high-confidence answer keeps its first few matches even when one is far below the first (below the
-    dynamic cut's floor: a memory tool for the time in Tokyo). That match is no real candidate: it shows its key
-    inputs, not its full schema, and the note says how to get it; the ranking is the same."""
+def test_a_match_far_below_the_first_is_left_out(gateway, token, mode):
+    """A high-confidence answer leaves out a match far below the first (below the dynamic cut's floor: a memory tool
+    for the time in Tokyo). It was kept as one of the first three, with its key inputs: tokens, and a lead a model
+    could follow, for no served figure of any eval set (agentux13)."""
 
     async def main():
         async with mcp_client(gateway, token, mode=mode) as client:
@@ -57,9 +57,6 @@ def test_a_match_far_below_the_first_shows_key_inputs_not_its_schema(gateway, to
     answer, text = result.structured_content, result.content[0].text
     assert answer["confidence"] == "high"
     by_id = {match["tool_id"]: match for match in answer["matches"]}
-    assert list(by_id)[:2] == ["time::get_current_time", "time::convert_time"] and len(by_id) == 3
-    weak = by_id["memory::read_graph"]  # far below the time tools: kept only as one of the first three
-    assert all("inputSchema" in by_id[tool_id] for tool_id in ("time::get_current_time", "time::convert_time"))
-    assert "inputSchema" not in weak and weak["key_inputs"] == []
-    assert text.count("inputSchema: ") == 2 and text.count("   inputs: ") == 1
-    assert SCHEMAS_CUT in text and answer["notes"] == [SCHEMAS_CUT]
+    assert list(by_id) == ["time::get_current_time", "time::convert_time"]
+    assert all("inputSchema" in match for match in by_id.values())
+    assert "memory::read_graph" not in text and SCHEMAS_CUT not in text and "notes" not in answer
