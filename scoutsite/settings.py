@@ -525,9 +525,10 @@ SCOUT_SEARCH_BM25_WEIGHT = env_float("SCOUT_SEARCH_BM25_WEIGHT", 0.3)  # convex 
 # about 1) times the part of its name's words the request says. 0 turns it off.
 SCOUT_SEARCH_NAME_SHARE = env_float("SCOUT_SEARCH_NAME_SHARE", 0.03)
 # Candidate cluster bonus (search/engine/ranking.py _apply_cluster): a tool gains this share times the mean cosine
-# of its document vector to the 10 closest of the other candidates'. Off (0): at .4 it lifts LiveMCPBench and
-# MetaTool but costs ETOM level-4 slot recall 2 points (bench/NOTES-rank11.md).
-SCOUT_SEARCH_CLUSTER_SHARE = env_float("SCOUT_SEARCH_CLUSTER_SHARE", 0.0)
+# of its document vector to the 10 closest of the other candidates', for a one-step request whose candidates are a
+# selection of the visible tools. 0 turns it off (bench/NOTES-rank11.md: on multi-step requests it cost ETOM level-4
+# slot recall 2 points, so a multi-step request gets none).
+SCOUT_SEARCH_CLUSTER_SHARE = env_float("SCOUT_SEARCH_CLUSTER_SHARE", 0.4)
 # Answer confidence (search/engine/ranking.py answer_confidence): "no tool fits" when the best calibrated
 # score is below the withhold threshold and nothing stands out (the request's best cosine less than the
 # withhold peak above its 20th best, and its 10th best less than the withhold spread above its 50th, for the

@@ -72,9 +72,9 @@ class RankingOptions:
     # else fits.
     deprecated_penalty: float = 0.1
     # Second stage, convex fusion: a tool gains this share times its closeness to the other candidates: the mean
-    # cosine of its document vector to the ``cluster_neighbours`` closest of theirs (``_apply_cluster``). Off: see
-    # there.
-    cluster_share: float = 0.0
+    # cosine of its document vector to the ``cluster_neighbours`` closest of theirs (``_apply_cluster``), for a
+    # one-step request whose candidates are a selection of the visible tools.
+    cluster_share: float = 0.4
     cluster_neighbours: int = 10
     negative_threshold: float = 0.55  # cosine to a negative example that demotes a tool
     # See ``answer_confidence``: withheld when nothing stands out (the request's peak below ``withhold_peak``
@@ -541,9 +541,11 @@ def rank(
         scale = 1.0 if fusion == "convex" else 2.0 / options.rrf_k
         _apply_deprecated(candidates, deprecated, options.deprecated_penalty * scale)
     # Only where the candidates are a selection (at most half the visible tools): where they are most of them, their
-    # closeness measures the catalog's centre, not the request's (Apify's 7 tools: Hit@1 .672 -> .641).
+    # closeness measures the catalog's centre, not the request's (Apify's 7 tools: Hit@1 .672 -> .641). And only for a
+    # one-step request: a multi-step request's steps are apart by design, and pulling its top 10 towards the largest
+    # group of alike candidates pushed out a step alone on its server (ETOM level-4 slot recall .769 -> .749).
     selection = 2 * len(candidates) <= len(branches.visible_rows)
-    if options.cluster_share and vectors is not None and fusion == "convex" and selection:
+    if options.cluster_share and vectors is not None and fusion == "convex" and selection and not clauses:
         _apply_cluster(candidates, vectors, options.cluster_share, options.cluster_neighbours)
     _apply_negatives(candidates, query, query_vector, negatives, negative_terms, options)
     candidates.sort(key=lambda c: (c.demoted, -c.score, tie_keys[c.row]))
@@ -945,10 +947,11 @@ def _apply_cluster(candidates: list[Candidate], vectors: DenseIndex, share: floa
     put among them (a stock-news tool for a request about files of financial reports). Scored against the
     candidates only, which are visible tools: hidden tools change nothing. A tool without vectors gains nothing.
 
-    Measured on LiveMCPBench+MCPVerse, as served (bench/NOTES-rank11.md): share .4, 10 neighbours, Hit@1 / Hit@5
-    .298 / .766 -> .362 / .787, MetaTool-test .471 / .675 -> .478 / .705, after learning .700 / .874 -> .707 / .876;
-    but ETOM level-4 slot recall@10 .769 -> .749 and level-2 Hit@1 .825 -> .820, so off by default
-    (``SCOUT_SEARCH_CLUSTER_SHARE``). The opposite sign (a hub penalty) lost on LiveMCPBench."""
+    Measured as served (bench/NOTES-rank11.md), share .4, 10 neighbours, one-step requests only (``rank``; on every
+    request ETOM level-4 slot recall@10 fell .769 -> .749): LiveMCPBench+MCPVerse Hit@1 / Hit@5 / MRR@10
+    .298 / .766 / .470 -> .319 / .787 / .495 (slot recall .523 -> .519); ETOM level-2 Hit@1 .825 -> .831, levels 3-5
+    unchanged; MetaTool-test .471 / .675 -> .477 / .692. ``SCOUT_SEARCH_CLUSTER_SHARE``; the opposite sign (a hub
+    penalty) lost on LiveMCPBench."""
     if len(candidates) < 3:
         return
     rows = np.asarray([c.row for c in candidates], np.int64)

@@ -58,3 +58,20 @@ def test_a_hidden_tool_moves_nothing():
     # ... and made visible it would lift the outlier: the comparison above would catch a leak.
     shown = {c.row: c.cluster_part for c in ranked(0.4, [*EVERY, 10]).candidates}
     assert shown[0] > 0.05
+
+
+def test_no_bonus_for_a_multi_step_request():
+    # The same candidates, but the request has parts (a multi-step request): its steps are apart by design, so the
+    # tool close to the others is not lifted and the outlier keeps its place.
+    cosines = COSINES[:10]
+    visible = np.arange(10)
+    sparse = SparseScores(np.zeros(10), np.zeros(10), ("term",))
+    branches = Branches(sparse, DenseScores(cosines.copy(), cosines.copy(), np.arange(11)), visible)
+    part = Branches(sparse, DenseScores(cosines.copy(), cosines.copy(), np.arange(11)), visible)
+    vectors = DenseIndex([DOCUMENTS[i : i + 1] for i in range(10)], [("document",)] * 10, [("",)] * 10)
+    options = RankingOptions(intent=False, server_share=0.0, cluster_share=0.4, second_stage=5, overfetch=1)
+    stepped = rank(
+        branches, query="q", top_k=5, options=options, tie_keys=np.arange(10), vectors=vectors, clauses=(part, part)
+    )
+    assert [c.row for c in stepped.candidates][:4] == [0, 1, 2, 3]
+    assert all(c.cluster_part == 0.0 for c in stepped.candidates)
