@@ -147,6 +147,9 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
             return {}
         return super().get_actions(request)
 
+    class Media:
+        js = ("scout/bulk_deny.js",)  # a denial without a reason stopped before it is sent (the server refuses it too)
+
     @admin.display(empty_value="")  # an empty cell (no "-") where nothing can be selected
     def action_checkbox(self, obj):
         # Only a request this person may deny now can be selected: decided, expired or their own ones cannot.
