@@ -31,7 +31,7 @@ from search.encoder import encoder_get, model_key  # noqa: E402
 from search.engine.snapshot import IndexSnapshot  # noqa: E402
 from search.evaluation import EmbeddingCache, doc_vectors, load_catalogs, load_queries, one_pass_parts  # noqa: E402
 
-PARTS = ("bm25", "dense", "server", "intent", "name")
+PARTS = ("bm25", "dense", "server", "intent", "name", "cluster")
 
 
 def main() -> None:

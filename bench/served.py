@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 from search.engine.decompose import request_parts
 from search.engine.ranking import Calibration, Ranking
-from search.evaluation import DEPTH, _part_vectors, _rank_served, _with
+from search.evaluation import DEPTH, _part_vectors, _rank_served, _with, served_parts
 
 
 def served_rankings(snapshot, queries, vectors_for, options, parts_for, top_k=DEPTH) -> Iterator[Ranking]:
@@ -16,8 +16,8 @@ def served_rankings(snapshot, queries, vectors_for, options, parts_for, top_k=DE
     alone = _part_vectors(texts, all_parts, vectors_for, None) if parts_for is not None else None
     visible = snapshot.visible_mask(None)
     for i, text in enumerate(texts):
-        parts = [(t, part_vectors[i][j] if part_vectors else None) for j, t in enumerate(all_parts[i])]
-        retry = [(t, alone[i][j]) for j, t in enumerate(all_parts[i])] if alone else None
+        own = part_vectors[i] if part_vectors else None
+        parts, retry = served_parts(text, vectors[i], all_parts[i], own, alone, i, vectors_for)
         yield _rank_served(
             snapshot,
             snapshot.branches(text, vectors[i], visible),

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from .documents import MIN_CENTROID_REQUESTS, ToolDoc, tool_doc_from_record
-from .engine.decompose import request_part_spans, request_parts
+from .engine.decompose import request_part_spans, request_parts, with_implied_steps
 from .engine.ranking import (
     MODES,
     Calibration,
@@ -247,8 +247,9 @@ def evaluate(
     for i, query in enumerate(queries):
         with request_terms_kept():  # its texts tokenized once across the modes
             vector = query_vectors[i] if query_vectors is not None else None
-            parts = [(text, part_vectors[i][j] if part_vectors else None) for j, text in enumerate(all_parts[i])]
-            retry = [(text, alone[i][j]) for j, text in enumerate(all_parts[i])] if alone else None
+            parts, retry = served_parts(
+                query.text, vector, all_parts[i], part_vectors[i] if part_vectors else None, alone, i, vectors_for
+            )
             branches = snapshot.branches(query.text, vector, visible)
             for mode in modes:
                 if mode != "bm25" and vector is None:
@@ -345,8 +346,9 @@ def learn_replay(
     wording: dict[tuple[int, str], str] = {}
     for i, query in enumerate(learning):
         vector = vectors[i] if vectors is not None else None
-        parts = [(text, part_vectors[i][j] if part_vectors else None) for j, text in enumerate(all_parts[i])]
-        retry = [(text, alone[i][j]) for j, text in enumerate(all_parts[i])] if alone else None
+        parts, retry = served_parts(
+            query.text, vector, all_parts[i], part_vectors[i] if part_vectors else None, alone, i, vectors_for
+        )
         ranking = _rank_served(
             snapshot,
             snapshot.branches(query.text, vector, visible),
@@ -402,6 +404,26 @@ def _rank_served(snapshot, branches, query, vector, options, calibration, parts,
     if retry and vector is not None and ranking.confidence is Confidence.NONE:
         ranking = rank(retry)
     return ranking
+
+
+def served_parts(
+    text: str,
+    vector: np.ndarray | None,
+    own: list[str],
+    own_vectors: np.ndarray | None,
+    alone: list[np.ndarray] | None,
+    i: int,
+    vectors_for: Callable[[list[str]], np.ndarray] | None,
+) -> tuple[list, list | None]:
+    """The parts and the retry's parts ``_rank_served`` takes for request ``i``, as search.services.tool_search
+    builds them: its steps ``own`` (with ``own_vectors``; the retry's encoded alone, ``alone[i]``, when given)
+    and the steps it implies (``with_implied_steps``)."""
+    parts = [(part, own_vectors[j] if own_vectors is not None else None) for j, part in enumerate(own)]
+    retry = [(part, alone[i][j]) for j, part in enumerate(own)] if alone else None
+    if vectors_for is not None:
+        parts = with_implied_steps(text, vector, parts, vectors_for)
+        retry = with_implied_steps(text, vector, retry, vectors_for) if retry is not None else None
+    return parts, retry
 
 
 def _part_vectors(

@@ -23,7 +23,7 @@ from .backends import IndexedTool, Match, RequestMemo, SearchRequest, SearchResu
 from .choices import GenerationKind, GenerationStatus, SearchEventKind
 from .documents import TOPIC_SPREAD, ToolDoc, topic_spread_held
 from .encoder import EncoderUnavailable, encoder_get, model_key
-from .engine.decompose import Part, request_part_spans
+from .engine.decompose import Part, request_part_spans, with_implied_steps
 from .engine.ranking import FUSIONS, Confidence
 from .engine.snapshot import DocVectors
 from .events import search_event_record
@@ -121,6 +121,15 @@ def _encode_query(query: str, parts: list[Part], scope: str) -> tuple[np.ndarray
     return vectors[0], list(vectors[1:])
 
 
+def _with_implied_steps(query: str, vector: np.ndarray | None, steps: list, scope: str) -> list:
+    """The request's steps and the steps it implies (``decompose.with_implied_steps``); its own steps alone when the
+    model went away since the request was encoded."""
+    try:
+        return with_implied_steps(query, vector, steps, lambda implied: encoder_get().encode_queries(implied, scope))
+    except EncoderUnavailable:
+        return steps
+
+
 @request_terms_kept()  # the request's texts are tokenized once, and forgotten when it ends
 @generation_read_once()  # the index generation read once: status, search and the parts' retry share it
 def tool_search(
@@ -158,20 +167,22 @@ def tool_search(
         return SearchResult([], index_ready=False, backend=backend.name)
     parts = request_part_spans(cleaned)
     vector, part_vectors = _encode_query(cleaned, parts, cache_scope)
-    texts = [part.text for part in parts]
+    own = [(part.text, part_vector) for part, part_vector in zip(parts, part_vectors, strict=True)]
+    steps = _with_implied_steps(cleaned, vector, own, cache_scope)
+    texts = [text for text, _ in steps]
     request = SearchRequest(
         query=cleaned,
         visible=visible,
         top_k=k,
         fusion=fusion,
         query_vector=vector,
-        parts=tuple(zip(texts, part_vectors, strict=True)),
+        parts=tuple(steps),
         explain=explain,
         enforce_abstention=enforce_abstention,
-        memo=RequestMemo() if parts else None,  # the retry below reuses the request's own scores
+        memo=RequestMemo() if steps else None,  # the retry below reuses the request's own scores
     )
     result = backend.search(request)
-    if parts and vector is not None and result.confidence is Confidence.NONE and encoder_get().one_pass:
+    if steps and vector is not None and result.confidence is Confidence.NONE and encoder_get().one_pass:
         # Parts pooled from their request's pass score lower than parts encoded alone, and rank worse where
         # the evidence is weakest: an answer that would be withheld is the one the parts encoded alone give
         # (as without SCOUT_SEARCH_ONE_PASS_PARTS). Any other answer is served from the one pass (issue 9:

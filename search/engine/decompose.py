@@ -6,7 +6,10 @@ is also scored, and a tool keeps its best score (see ``ranking.rank``).
 """
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from ..text import request_terms
 from .intent import VERBS
@@ -70,3 +73,40 @@ def request_part_spans(query: str) -> list[Part]:
 def request_parts(query: str) -> list[str]:
     """The request's parts, or [] when it is a single step."""
     return [part.text for part in request_part_spans(query)]
+
+
+# A request that names a text file as where its result goes ("... and save it to /root/markdown/report.md",
+# "generate a markdown document in ./out/notes.txt") implies a step it never words: writing that file. The step's
+# text is a plain request for it, ranked as a part of its own (``with_implied_steps``). Only text files: a
+# ".pptx", ".docx" or ".png" destination is written by its own application's tool, which the request's words
+# already find (a file-write step there pushed out the presentation's own tools).
+_DESTINATION = re.compile(
+    r"\b(?:save|saved|saving|write|writing|generate|create|output|store|export|draft|put)\b[^.?!]*?"
+    r"\b(?:to|in|at|as|into)\s+[`'\"]?(?:/|\./|~/)[\w./-]*\.(\w{1,5})\b",
+    re.IGNORECASE,
+)
+TEXT_FILE_EXTENSIONS = frozenset(
+    {"md", "txt", "html", "htm", "py", "js", "ts", "csv", "json", "yaml", "yml", "xml", "sh", "tex", "bib", "log"}
+)
+WRITE_STEP = "write the content to a file"
+
+
+def implied_steps(query: str) -> list[str]:
+    """The steps ``query`` implies without wording them: a file write when it names a text file to save to."""
+    match = _DESTINATION.search(query)
+    return [WRITE_STEP] if match and match.group(1).lower() in TEXT_FILE_EXTENSIONS else []
+
+
+Parts = list[tuple[str, np.ndarray | None]]
+
+
+def with_implied_steps(
+    query: str, vector: np.ndarray | None, parts: Parts, encode: Callable[[list[str]], Sequence[np.ndarray]]
+) -> Parts:
+    """``parts`` (the request's steps with their vectors) and the steps it implies (``implied_steps``, encoded by
+    ``encode``), the whole request as its first step when it had no parts. Unchanged without a request vector (the
+    model is down: BM25 alone reads the request's own words) or with no implied step."""
+    steps = implied_steps(query)
+    if not steps or vector is None:
+        return parts
+    return [*(parts or [(query, vector)]), *zip(steps, encode(steps), strict=True)]

@@ -1,0 +1,64 @@
+"""A step a request implies without wording it: a text file named as where the result goes is written
+(search.engine.decompose.implied_steps), ranked as a part of its own."""
+
+import pytest
+
+from search.engine.decompose import WRITE_STEP, implied_steps
+from search.services import index_rebuild, tool_search
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "Generate a deep report of bitcoin and save it in /root/markdown/bitcoin.md",
+        "Help me write a quick start tutorial for Ant Design in markdown at /root/markdown/antd_tutorial.md.",
+        "Make a web page about the history of AI based on Wikipedia saved at /root/html/ai.html.",
+        "Summarise the open issues and export the list to ./out/issues.csv",
+    ],
+)
+def test_a_text_file_to_save_to_implies_a_write(query):
+    assert implied_steps(query) == [WRITE_STEP]
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "Read the file /root/txt/Android.txt and tell me line 10",  # a file to read, not to write
+        "Make a STEINS;GATE introduction PPT and save it to /root/ppt/steins_gate.pptx",  # its own app's tool
+        "Scale this video to 1280x720 and save it to a new file at `/home/user/videos/resized.mp4`.",
+        "Save the forecast for Oslo",  # nowhere named
+        "What is the weather in Oslo?",
+    ],
+)
+def test_no_write_is_implied_without_a_text_file_to_save_to(query):
+    assert implied_steps(query) == []
+
+
+REQUEST = "Give me the forecast for Oslo for the next days and store the summary at /tmp/reports/oslo.md"
+
+
+@pytest.fixture
+def indexed(small_catalog, reindex, encoder):
+    reindex(index_rebuild)
+    return small_catalog
+
+
+def _ids(result) -> list[str]:
+    return [m.tool_id for m in result.matches]
+
+
+@pytest.mark.django_db
+@pytest.mark.slow
+def test_the_implied_write_finds_the_file_write_tool(indexed):
+    result = tool_search(query=REQUEST, visible={t.pk for t in indexed.values()}, top_k=3)
+    # Both steps served: the one the request words and the write it implies.
+    assert {"weather::get_forecast", "files::write_file"} <= set(_ids(result)[:2])
+
+
+@pytest.mark.django_db
+@pytest.mark.slow
+def test_a_hidden_write_tool_is_never_brought_in(indexed):
+    visible = {t.pk for name, t in indexed.items() if name != "write_file"}
+    result = tool_search(query=REQUEST, visible=visible, top_k=3)
+    assert "files::write_file" not in _ids(result)
+    assert "weather::get_forecast" in _ids(result)[:2]
