@@ -212,9 +212,9 @@ def _originals_copied(tools: list[Tool], *, changed: Collection[int] = ()) -> di
     """For each new or changed tool that copies another server's tool (``near_copy``: same name, case folded, or any
     name for a long description; description containing the other's, ``COPY_SHARE``): that tool, the oldest if
     several. A new tool copies only older tools; a tool in ``changed`` (one accepted before, now with new words) any
-    tool, since its words are the newest (redteam32). A tool once reviewed as a copy is no original. Only between live
-    servers, the original shared or in the copy's tenant and older than the same upstream's own tool of that name if
-    it was registered before (``UPSTREAM_FIELDS``); servers marked alternatives are skipped (see ``COPY_SHARE``)."""
+    tool but its own copy (one once reviewed as a copy of it), since its words are the newest (redteam32). Only between
+    live servers, the original shared or in the copy's tenant and older than the same upstream's own tool of that name
+    if it was registered before (``UPSTREAM_FIELDS``); servers marked alternatives are skipped (see ``COPY_SHARE``)."""
     servers = {tool.server_id: tool.server for tool in tools if Tool.server.is_cached(tool)}  # a sync's: no query
     servers |= Server.objects.in_bulk({tool.server_id for tool in tools} - set(servers))
     tools = [tool for tool in tools if _upstream(servers[tool.server_id]) is not None]
@@ -239,14 +239,14 @@ def _originals_copied(tools: list[Tool], *, changed: Collection[int] = ()) -> di
         tool.pk: {other.pk: other for other in [*by_name.get(tool.name.lower(), []), *long_copied.get(tool.pk, [])]}
         for tool in tools
     }
-    copies = _reviewed_as_copies({pk for candidates in candidates_of.values() for pk in candidates})
+    copies = _reviewed_as_copies({pk for tool in tools if tool.pk in changed for pk in candidates_of[tool.pk]})
     found: dict[int, Tool] = {}
     for tool in tools:
         upstream, tenant = _upstream(servers[tool.server_id]), tenants.get(tool.server_id)
         for other in sorted(candidates_of[tool.pk].values(), key=lambda other: other.pk):  # oldest first
             if other.pk > tool.pk and tool.pk not in changed:
                 break  # a new tool's original is older than it
-            if other.pk in copies:
+            if tool.tool_id in copies.get(other.pk, ()):
                 continue  # a changed original is no copy of its copy, whichever was registered first
             if server_tenant_id(other.server) not in (None, tenant):
                 continue
@@ -262,13 +262,15 @@ def _originals_copied(tools: list[Tool], *, changed: Collection[int] = ()) -> di
     return found
 
 
-def _reviewed_as_copies(tool_pks: set[int]) -> set[int]:
-    """The tools among ``tool_pks`` once held as a near-copy of another (whatever a curator decided since)."""
-    found: set[int] = set()
+def _reviewed_as_copies(tool_pks: set[int]) -> dict[int, set[str]]:
+    """For the tools among ``tool_pks`` once held as a near-copy of another (whatever a curator decided since), the
+    ids of the tools they were named copies of."""
+    found: dict[int, set[str]] = {}
     for chunk in _chunks(sorted(tool_pks)):
         for pk, markers in ToolReview.objects.filter(tool_id__in=chunk).values_list("tool_id", "markers"):
-            if any(marker.startswith(NEAR_COPY_MARKER) for marker in markers):
-                found.add(pk)
+            for marker in markers:
+                if marker.startswith(NEAR_COPY_MARKER):
+                    found.setdefault(pk, set()).add(marker.removeprefix(NEAR_COPY_MARKER))
     return found
 
 
