@@ -47,7 +47,16 @@ from .constants import META_TOOL_EXECUTE, META_TOOL_INSPECT, META_TOOLS
 from .db import orm_threads_stop, run_orm
 from .guards import BodyGuard, EdgeGuard, RateGuard, SecurityHeaders, SessionShareGuard, StatelessGetGuard
 from .selectors import client_tool_name, tool_for_client_name, tools_listed_for
-from .services import UnknownTool, error_result, gateway_execute, schema_for_model, tool_hints, tool_ids_close_to
+from .services import (
+    UnknownTool,
+    error_result,
+    gateway_execute,
+    schema_for_model,
+    schema_texts_for_model,
+    text_for_model,
+    tool_hints,
+    tool_ids_close_to,
+)
 from .tools import META_TOOLS_SPEC, OUTPUT_SCHEMAS, shown_as_sent, unknown_tool_error
 from .upstreams import UpstreamPool
 
@@ -75,15 +84,13 @@ def index_ready() -> bool:
 def direct_definition(tool: Tool) -> types.Tool:
     """A visible tool as listed directly: namespaced name, cleaned texts, read-only and destructive hints from
     Scout's policy (``tool_hints``)."""
-    from governance.sanitize import clean_for_model
-
     annotations = tool_hints(tool)
     return types.Tool(
         name=client_tool_name(server_slug=tool.server.slug, tool_name=tool.name),
-        title=clean_for_model(tool.title or tool.upstream_title) or None,
-        description=clean_for_model(tool.purpose or tool.description) or None,
+        title=text_for_model(tool.title or tool.upstream_title) or None,
+        description=text_for_model(tool.purpose or tool.description) or None,
         input_schema=schema_for_model(tool.input_schema or {"type": "object"}, name=tool.name),
-        output_schema=tool.output_schema or None,
+        output_schema=schema_texts_for_model(tool.output_schema) or None,
         annotations=types.ToolAnnotations.model_validate(annotations) if annotations else None,
     )
 

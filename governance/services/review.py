@@ -45,6 +45,7 @@ BATCH_SIZE = 500
 # the original exists). Public catalogs, read as live servers of one tenant (bench/NOTES-capture.md): 92 of
 # 5,704 tools, 91 of them ToolBench's republished APIs (3.7% of its 2,479), 1 of the other 3,225 (0.03%).
 COPY_SHARE = 0.9
+NEAR_COPY_MARKER = "near-copy of "
 COPY_CHARS = 1000
 # A copy under another name (redteam28): a new tool whose description holds another server's tool's just as well,
 # under any name (``save_file`` beside ``write_file``, ``write-file``, ``echo_v2``), takes the same searches, since
@@ -113,12 +114,10 @@ def tool_definitions_review(*, changes: Sequence[DefinitionChange]) -> list[Tool
         ToolReview.objects.filter(tool_id__in=chunk, status=ReviewStatus.PENDING).update(status=ReviewStatus.SUPERSEDED)
     # A new definition, or one changed from what was accepted: a tool changed into a copy of another server's is
     # named as such in its review, as a new copy is (redteam30). One back at its accepted definition is not read.
+    accepted = {pk: policy.accepted_hash for pk, policy in policies.items() if policy.accepted_hash}
     originals = _originals_copied(
-        [
-            change.tool
-            for change in changes
-            if change.tool.definition_hash != getattr(policies.get(change.tool.pk), "accepted_hash", None)
-        ]
+        [change.tool for change in changes if change.tool.definition_hash != accepted.get(change.tool.pk)],
+        changed=set(accepted),
     )
     created: list[ToolPolicy] = []
     updated: list[ToolPolicy] = []
@@ -209,12 +208,13 @@ def _upstream(server: Server) -> tuple | None:
     return (server.transport, *(json.dumps(getattr(server, name), sort_keys=True) for name in fields))
 
 
-def _originals_copied(tools: list[Tool]) -> dict[int, Tool]:
-    """For each new or changed tool that copies an older tool of another server (``near_copy``: same name, case
-    folded, or any name for a long description; description containing the other's, ``COPY_SHARE``): that tool, the
-    oldest if several. Only between live servers, the original shared or in the copy's tenant and older than the
-    same upstream's own tool of that name if it was registered before (``UPSTREAM_FIELDS``); servers marked
-    alternatives are skipped (see ``COPY_SHARE``)."""
+def _originals_copied(tools: list[Tool], *, changed: Collection[int] = ()) -> dict[int, Tool]:
+    """For each new or changed tool that copies another server's tool (``near_copy``: same name, case folded, or any
+    name for a long description; description containing the other's, ``COPY_SHARE``): that tool, the oldest if
+    several. A new tool copies only older tools; a tool in ``changed`` (one accepted before, now with new words) any
+    tool but its own copy (one once reviewed as a copy of it), since its words are the newest (redteam32). Only between
+    live servers, the original shared or in the copy's tenant and older than the same upstream's own tool of that name
+    if it was registered before (``UPSTREAM_FIELDS``); servers marked alternatives are skipped (see ``COPY_SHARE``)."""
     servers = {tool.server_id: tool.server for tool in tools if Tool.server.is_cached(tool)}  # a sync's: no query
     servers |= Server.objects.in_bulk({tool.server_id for tool in tools} - set(servers))
     tools = [tool for tool in tools if _upstream(servers[tool.server_id]) is not None]
@@ -235,13 +235,19 @@ def _originals_copied(tools: list[Tool]) -> dict[int, Tool]:
         )
     )
     tenants = dict(ServerTenant.objects.filter(server_id__in=list(servers)).values_list("server_id", "tenant_id"))
+    candidates_of = {
+        tool.pk: {other.pk: other for other in [*by_name.get(tool.name.lower(), []), *long_copied.get(tool.pk, [])]}
+        for tool in tools
+    }
+    copies = _reviewed_as_copies({pk for tool in tools if tool.pk in changed for pk in candidates_of[tool.pk]})
     found: dict[int, Tool] = {}
     for tool in tools:
         upstream, tenant = _upstream(servers[tool.server_id]), tenants.get(tool.server_id)
-        candidates = {other.pk: other for other in [*by_name.get(tool.name.lower(), []), *long_copied.get(tool.pk, [])]}
-        for other in sorted(candidates.values(), key=lambda other: other.pk):  # oldest first
-            if other.pk > tool.pk:
-                break  # an original is older than its copy: a changed original is no copy of its copy
+        for other in sorted(candidates_of[tool.pk].values(), key=lambda other: other.pk):  # oldest first
+            if other.pk > tool.pk and tool.pk not in changed:
+                break  # a new tool's original is older than it
+            if tool.tool_id in copies.get(other.pk, ()):
+                continue  # a changed original is no copy of its copy, whichever was registered first
             if server_tenant_id(other.server) not in (None, tenant):
                 continue
             if _upstream(other.server) == upstream:
@@ -253,6 +259,18 @@ def _originals_copied(tools: list[Tool]) -> dict[int, Tool]:
             if near_copy(tool.name, tool.description, other.name, other.description):
                 found[tool.pk] = other
                 break
+    return found
+
+
+def _reviewed_as_copies(tool_pks: set[int]) -> dict[int, set[str]]:
+    """For the tools among ``tool_pks`` once held as a near-copy of another (whatever a curator decided since), the
+    ids of the tools they were named copies of."""
+    found: dict[int, set[str]] = {}
+    for chunk in _chunks(sorted(tool_pks)):
+        for pk, markers in ToolReview.objects.filter(tool_id__in=chunk).values_list("tool_id", "markers"):
+            for marker in markers:
+                if marker.startswith(NEAR_COPY_MARKER):
+                    found.setdefault(pk, set()).add(marker.removeprefix(NEAR_COPY_MARKER))
     return found
 
 
@@ -274,7 +292,7 @@ def _hold_decide(*, policy: ToolPolicy, change: DefinitionChange, original: Tool
     tool = change.tool
     markers = suspicious_markers(definition_text(_definition_of(tool, change.revision)))
     if original is not None:
-        markers.append(f"near-copy of {original.tool_id}")
+        markers.append(f"{NEAR_COPY_MARKER}{original.tool_id}")
     new_hash = tool.definition_hash
     first_sight = change.previous_hash is None or not policy.accepted_hash
     if new_hash == policy.accepted_hash and not markers:

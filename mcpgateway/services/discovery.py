@@ -1,8 +1,8 @@
 """Discovery for one verified principal: tool_search answers and tool_inspect definitions.
 
-Everything shown to a model passes through governance's ``clean_for_model``. Search owns the search itself
-(``search.services.search_for_principal``: validation, limits, visibility, ranking, confidence, fallback);
-the gateway formats its answer and audits.
+Everything shown to a model passes through ``text_for_model`` (governance's ``clean_for_model``, links defanged).
+Search owns the search itself (``search.services.search_for_principal``: validation, limits, visibility, ranking,
+confidence, fallback); the gateway formats its answer and audits.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from search.text import close_tool_ids, function_word, marked_deprecated
 from search.usage import search_observe
 
 from ..constants import MAX_INSPECT_IDS, MAX_TOOL_ID_CHARS
+from .output import text_links_defanged
 
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)  # a no-op until scoutsite.tracing configures OpenTelemetry
@@ -84,6 +85,13 @@ def tool_ids_close_to(*, principal: Principal, typed: list[str], permission: Per
 # --- presentation -------------------------------------------------------------------------------
 
 
+def text_for_model(text: str) -> str:
+    """A definition's text (an upstream's, or a curator's) as a model is shown it: ``clean_for_model``, and a link
+    written in it to anything but a public web host pointing to "#", as in a tool's result (T9): a host renders an
+    answer's text as Markdown, and a model copies a link it read into its own answer."""
+    return text_links_defanged(clean_for_model(text)) if text else ""
+
+
 def _policy_fields(tool: Tool) -> tuple[str, str]:
     policy = getattr(tool, "policy", None)
     if policy is None:
@@ -100,14 +108,10 @@ MCP_ASSUMED = {"readOnlyHint": False, "destructiveHint": True}  # a client's rea
 def tool_hints(tool: Tool) -> dict[str, Any]:
     """The MCP annotations a client is shown for ``tool``: readOnlyHint and destructiveHint from Scout's
     classification (a read tool is read-only; an irreversible one destructive), never its own claims; the
-    upstream's other hints as it declared them, texts cleaned. Empty for a tool that declares none and that
-    Scout classifies as MCP assumes of such a tool (a destructive write)."""
+    upstream's other hints as it declared them, every text in them cleaned (``text_for_model``). Empty for a tool
+    that declares none and that Scout classifies as MCP assumes of such a tool (a destructive write)."""
     declared = tool.annotations if isinstance(tool.annotations, dict) else {}
-    hints = {
-        key: clean_for_model(value) if isinstance(value, str) else value
-        for key, value in declared.items()
-        if key not in POLICY_HINTS
-    }
+    hints = {key: _texts_for_model(value) for key, value in declared.items() if key not in POLICY_HINTS}
     policy = getattr(tool, "policy", None)
     if policy is None:
         return hints
@@ -121,6 +125,18 @@ def tool_hints(tool: Tool) -> dict[str, Any]:
         if key in declared or value != MCP_ASSUMED[key]:
             hints[key] = value
     return hints
+
+
+def _texts_for_model(value: Any) -> Any:
+    """``value`` (parsed JSON) with ``text_for_model`` applied to every string in it (an annotation of a list of texts
+    too); keys kept."""
+    if isinstance(value, str):
+        return text_for_model(value)
+    if isinstance(value, dict):
+        return {key: _texts_for_model(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_texts_for_model(item) for item in value]
+    return value
 
 
 # JSON Schema keywords whose value is a schema, a list of schemas, or a map of names to schemas.
@@ -201,31 +217,32 @@ def schema_for_model(schema: Any, *, name: str) -> Any:
     schema uses a keyword whose meaning depends on the draft. Only annotations go: what the schema allows is
     unchanged (and arguments are checked against the stored schema)."""
     if not isinstance(schema, dict):
-        return _clean_schema(schema)
+        return schema_texts_for_model(schema)
     shown = _compact(schema, name)
     if isinstance(shown.get("title"), str) and _ARGUMENTS_TITLE.fullmatch(shown["title"]):
         del shown["title"]
     if "$schema" in shown and not _DIALECT_BOUND.search(compact_json(shown)):
         del shown["$schema"]
-    return _clean_schema(shown)
+    return schema_texts_for_model(shown)
 
 
-def _clean_schema(node: Any) -> Any:
-    """The schema with its human texts (description, title) cleaned; names and enum values kept exact."""
+def schema_texts_for_model(node: Any) -> Any:
+    """The schema with its human texts (description, title) cleaned (``text_for_model``); all else kept exact: what it
+    allows, names and enum values (an outputSchema a client checks results against is listed so)."""
     if isinstance(node, dict):
         return {
-            key: clean_for_model(value)
+            key: text_for_model(value)
             if key in ("description", "title") and isinstance(value, str)
-            else _clean_schema(value)
+            else schema_texts_for_model(value)
             for key, value in node.items()
         }
     if isinstance(node, list):
-        return [_clean_schema(value) for value in node]
+        return [schema_texts_for_model(value) for value in node]
     return node
 
 
 def _first_line(text: str) -> str:
-    text = " ".join(clean_for_model(text or "").split())
+    text = " ".join(text_for_model(text or "").split())
     for end in (". ", "\n"):
         cut = text.find(end)
         if 0 < cut < SUMMARY_CHARS:
@@ -240,12 +257,12 @@ SERVER_NOTE_CHARS = 300
 def server_note(description: str) -> str:
     """The operator's note on a server (its description) as answers show it: cleaned, on one line, cut. It may
     say what the tools' arguments refer to (the demo's git server: which repository repo_path must name)."""
-    text = " ".join(clean_for_model(description or "").split())
+    text = " ".join(text_for_model(description or "").split())
     return text if len(text) <= SERVER_NOTE_CHARS else text[: SERVER_NOTE_CHARS - 1].rstrip() + "…"
 
 
 def tool_title(tool: Tool) -> str:
-    return clean_for_model(tool.title or tool.upstream_title or tool.name)
+    return text_for_model(tool.title or tool.upstream_title or tool.name)
 
 
 def tool_summary(tool: Tool) -> str:
@@ -302,12 +319,12 @@ def tool_descriptor(tool: Tool, *, why_matched: list[str] | None = None, full: b
     if marked_deprecated(tool.name, tool.title or tool.upstream_title, tool.description):
         descriptor["deprecated"] = True
     if why_matched is not None:
-        descriptor["why_matched"] = [clean_for_model(reason) for reason in why_matched]
+        descriptor["why_matched"] = [text_for_model(reason) for reason in why_matched]
     descriptor["input_schema"] = schema_for_model(tool.input_schema, name=tool.name)
     if full:
         # Only what the tool has: a model reads "output_schema": null or "annotations": null as something said.
         # A description that is its summary already (a one-sentence description) is not said twice.
-        description = clean_for_model(tool.description)
+        description = text_for_model(tool.description)
         details = {
             "description": "" if " ".join(description.split()) == descriptor["summary"] else description,
             "output_schema": schema_for_model(tool.output_schema, name=tool.name) if tool.output_schema else None,
@@ -315,7 +332,7 @@ def tool_descriptor(tool: Tool, *, why_matched: list[str] | None = None, full: b
             "environment": tool.server.environment,
             # The operator's note on the server, which may say what its tools' arguments refer to (the demo's
             # git server: which repository repo_path must name); without it a model could only guess.
-            "server_description": clean_for_model(tool.server.description),
+            "server_description": text_for_model(tool.server.description),
         }
         descriptor.update({key: value for key, value in details.items() if value})
     return descriptor
@@ -579,7 +596,7 @@ def _with_why(descriptor: dict[str, Any], why_matched: list[str], *, schema: boo
     """A kept descriptor as ``tool_descriptor(tool, why_matched=...)`` shows it: the same keys in the same
     order, in a new dict (the kept one is shared by every search). ``schema=False``: without its inputSchema."""
     shown = {key: value for key, value in descriptor.items() if key != "input_schema"}
-    shown["why_matched"] = [clean_for_model(reason) for reason in why_matched]
+    shown["why_matched"] = [text_for_model(reason) for reason in why_matched]
     if schema:
         shown["input_schema"] = descriptor["input_schema"]
     return shown

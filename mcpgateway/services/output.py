@@ -152,6 +152,12 @@ def _links_defanged(node: Any, count: _LinkCount) -> Any:
     return node
 
 
+def text_links_defanged(text: str) -> str:
+    """``text`` (a tool's description, a schema's) with every link written in it whose URL is refused pointing to "#",
+    as in a result's strings (``_text_links_defanged``)."""
+    return _text_links_defanged(text, _LinkCount())
+
+
 def _text_links_defanged(text: str, count: _LinkCount) -> str:
     if not any(mark in text for mark in ("](", "]:", "=", "<")):
         return text
