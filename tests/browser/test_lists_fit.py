@@ -162,3 +162,30 @@ def test_the_tool_revisions_fit_at_1280(browser, live_server, django_user_model,
     assert "p.m." not in row.text and "a.m." not in row.text and "Import from file" in row.text
     screenshot(browser, "curator-toolrevision-list")
     assert browser.execute_script(FITS), "tool revisions: the list scrolls sideways at 1280 px"
+
+
+def test_the_tool_policies_show_every_column_at_800_and_1280(browser, live_server, django_user_model):
+    """At 800 px beside the navigation the "held" column was past the table's edge (at 1280 px the risk class too, for
+    a long tool id), and ids broke letter by letter: held now comes second, ids break at their separators."""
+    from governance.models import ToolPolicy
+
+    operator = django_user_model.objects.create_user(username="op", password="pw-op-123", is_staff=True)
+    operator.groups.add(Group.objects.get(name=OPERATORS))
+    tool = ToolFactory(server=ServerFactory(slug="everything"), name="trigger-long-running-operation_with_progress")
+    ToolFactory(server=ServerFactory(slug="memory"), name="open_nodes")
+    ToolPolicy.objects.filter(tool=tool).update(held=True, hold_reason="changed upstream")
+    admin_login(browser, live_server.url, "op", "pw-op-123")
+    for width in (1280, 800):
+        browser.set_window_size(width, 900)
+        browser.get(f"{live_server.url}/admin/governance/toolpolicy/")
+        assert browser.execute_script(FITS), f"the policies scroll sideways at {width} px"
+        row = browser.find_element("xpath", "//table[@id='result_list']//tr[.//a[contains(., 'trigger')]]")
+        browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", row)
+        screenshot(browser, f"operator-toolpolicy-list-{width}")
+        for field in ("tool_column", "held", "risk_class", "operation_column", "by_admin"):
+            cell = row.find_element("css selector", f".field-{field}")
+            assert cell.is_displayed() and cell.rect["x"] + cell.rect["width"] <= width, (width, field)
+        held = row.find_element("css selector", ".field-held img")
+        assert held.get_attribute("alt") == "True"
+        link = row.find_element("css selector", ".field-tool_column a")
+        assert link.text.replace("\n", "") == "everything::trigger-long-running-operation_with_progress"
