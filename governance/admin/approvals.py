@@ -138,6 +138,8 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
             row.call = calls.get(row.approval_id)
             row.decidable = row.pk in decidable and row.requester_may_execute
         changelist.decidable_count = sum(row.decidable for row in rows)
+        if not changelist.decidable_count:  # no select-all box over rows none of which can be ticked
+            changelist.list_display = [name for name in changelist.list_display if name != "action_checkbox"]
         return changelist
 
     def get_actions(self, request):
