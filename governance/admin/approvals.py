@@ -1,6 +1,7 @@
 """Governance admin: approver inbox."""
 
 import json
+from collections import Counter
 
 from django import forms
 from django.contrib import admin, messages
@@ -162,10 +163,11 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
         # Only the boxes ticked on this page, never "all N across pages": each one is a decision someone read.
         chosen = queryset.filter(pk__in=request.POST.getlist(ACTION_CHECKBOX_NAME))
         try:
-            outcomes = approval_deny_many(requests=chosen, approver=request.user, reason=request.POST.get("reason", ""))
+            ended = approval_deny_many(requests=chosen, approver=request.user, reason=request.POST.get("reason", ""))
         except ApprovalError:  # reason_required, checked before any denial
             messages.error(request, "Nothing denied: a denial needs a reason, which each agent is told.")
             return
+        outcomes = Counter(ended.values())
         denied = outcomes.pop("denied", 0)
         if denied:
             noun = "request" if denied == 1 else "requests"
