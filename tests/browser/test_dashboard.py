@@ -135,6 +135,7 @@ def test_a_bar_of_failed_calls_by_server_leads_to_those_calls(browser, live_serv
         browser.get(f"{live_server.url}/admin/dashboard/?window=1h")
         link = browser.find_element(By.CSS_SELECTOR, "#chart-failures-links a")
         assert link.text == "faulty: 1"
+        browser.execute_script("arguments[0].scrollIntoView({block: 'end'});", link)
         screenshot(browser, f"operator-dashboard-failures-{width}")
         # The bar itself: its centre, from Chart.js, as an offset from the canvas's centre.
         canvas = browser.find_element(By.ID, "chart-failures")
