@@ -258,7 +258,8 @@ def dashboard_view(request: HttpRequest) -> HttpResponse:
         "charts": dashboard_charts(figures, window),
         "status_names": _status_names(),
     }
-    links = _status_links(request, figures, now - window.span)
+    since = now - window.span
+    links = {**_status_links(request, figures, since), **_failure_links(request, figures, since)}
     for chart in context["charts"]:
         chart["links"] = links.get(chart["id"], [])
     return render(request, "admin/dashboard.html", context)
@@ -286,6 +287,23 @@ def _status_links(request: HttpRequest, figures: dict, since: datetime) -> dict[
             for status, count in figures[figure].items()
         ]  # fmt: skip
     return links
+
+
+def _failure_links(request: HttpRequest, figures: dict, since: datetime) -> dict[str, list[dict]]:
+    """Each bar of "Failed calls by server" as a link to those calls (of the window) in the audit trail, for those who
+    may read it: the chart said a server's calls were failing and led nowhere, each call's error one search away."""
+    from governance.models import AuditEvent
+
+    if not admin.site.get_model_admin(AuditEvent).has_view_permission(request):
+        return {}
+    url = reverse("admin:governance_auditevent_changelist")
+    narrowed = {"event_type__exact": "execution", "outcome__in": "error,unknown", "created_at__gte": since.isoformat()}
+    links = []
+    for server, count in figures["failures_by_server"]:
+        # "(unknown)": calls recorded without a tool (dashboard_figures)
+        tool = {"tool_ref__exact": ""} if server == "(unknown)" else {"tool_ref__startswith": f"{server}::"}
+        links.append({"label": server, "count": count, "url": f"{url}?{urlencode({**narrowed, **tool})}"})
+    return {"chart-failures": links}
 
 
 def _status_names() -> dict[str, str]:

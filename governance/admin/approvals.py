@@ -1,6 +1,7 @@
 """Governance admin: approver inbox."""
 
 import json
+from collections import Counter
 
 from django import forms
 from django.contrib import admin, messages
@@ -138,6 +139,8 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
             row.call = calls.get(row.approval_id)
             row.decidable = row.pk in decidable and row.requester_may_execute
         changelist.decidable_count = sum(row.decidable for row in rows)
+        if not changelist.decidable_count:  # no select-all box over rows none of which can be ticked
+            changelist.list_display = [name for name in changelist.list_display if name != "action_checkbox"]
         return changelist
 
     def get_actions(self, request):
@@ -160,10 +163,11 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
         # Only the boxes ticked on this page, never "all N across pages": each one is a decision someone read.
         chosen = queryset.filter(pk__in=request.POST.getlist(ACTION_CHECKBOX_NAME))
         try:
-            outcomes = approval_deny_many(requests=chosen, approver=request.user, reason=request.POST.get("reason", ""))
+            ended = approval_deny_many(requests=chosen, approver=request.user, reason=request.POST.get("reason", ""))
         except ApprovalError:  # reason_required, checked before any denial
             messages.error(request, "Nothing denied: a denial needs a reason, which each agent is told.")
             return
+        outcomes = Counter(ended.values())
         denied = outcomes.pop("denied", 0)
         if denied:
             noun = "request" if denied == 1 else "requests"

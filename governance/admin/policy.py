@@ -8,6 +8,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.urls import reverse
 from django.utils.html import format_html
 
+from catalog.admin.display import breakable_id
 from catalog.admin.lookups import StrictLookupsMixin
 from catalog.admin.readonly import ReadOnlyMixin
 from catalog.admin.titles import TitledAdminMixin
@@ -181,7 +182,11 @@ class ToolPolicyAdmin(
     form = ToolPolicyForm
     server_path = "tool__server"
     list_title = "Tool policies — each tool's risk class and operation, and whether it is held for review"
-    list_display = ("tool", "operation_class", "reversibility", "risk_class", "classified_by_admin", "held")
+    # Held comes second, the operation over its reversibility in one column, tool ids break at "::" and "_": at 800 px
+    # beside the navigation, "held" was past the table's edge and ids broke letter by letter; every column is now in
+    # view at 800 and 1280 px.
+    list_display = ("tool_column", "held", "risk_class", "operation_column", "by_admin")
+    list_display_links = ("tool_column",)
     list_filter = (
         "operation_class",
         "risk_class",
@@ -226,6 +231,20 @@ class ToolPolicyAdmin(
 
     def get_queryset(self, request):
         return with_person_visible(request, super().get_queryset(request), "classified_by")
+
+    @admin.display(description="tool", ordering="tool__tool_id")
+    def tool_column(self, obj: ToolPolicy):
+        return breakable_id(obj.tool.tool_id)
+
+    @admin.display(description="operation", ordering="operation_class")
+    def operation_column(self, obj: ToolPolicy):
+        return format_html(
+            "{}<br><small>{}</small>", obj.get_operation_class_display(), obj.get_reversibility_display().lower()
+        )
+
+    @admin.display(description="set by admin", boolean=True, ordering="classified_by_admin")
+    def by_admin(self, obj: ToolPolicy) -> bool:
+        return obj.classified_by_admin
 
     def object_title(self, request, obj: ToolPolicy) -> str:
         return f"Policy of {obj.tool.tool_id}"

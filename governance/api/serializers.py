@@ -197,6 +197,34 @@ class DenialSerializer(serializers.Serializer):
     reason = serializers.CharField(max_length=2000, help_text="Required: why the call is denied")
 
 
+# Requests one bulk denial may name: a page of the inbox is 50 (the admin's), a looping agent's burst a few more.
+MAX_BULK_DENIALS = 100
+
+
+class BulkDenialSerializer(serializers.Serializer):
+    approval_ids = serializers.ListField(
+        child=serializers.CharField(max_length=64),
+        min_length=1,
+        max_length=MAX_BULK_DENIALS,
+        help_text=f"The requests to deny (at most {MAX_BULK_DENIALS}), each from your inbox",
+    )
+    reason = serializers.CharField(max_length=2000, help_text="Required: why the calls are denied (each agent is told)")
+
+
+class BulkDenialOutcomeSerializer(serializers.Serializer):
+    approval_id = serializers.CharField()
+    outcome = serializers.ChoiceField(
+        choices=["denied", "not_found", "not_pending", "expired", "self_approval"],
+        help_text="denied; else why not: not_found (not in your inbox), not_pending (decided meanwhile), expired, "
+        "self_approval (your own request, or one made with a token you issued)",
+    )
+
+
+class BulkDenialResultSerializer(serializers.Serializer):
+    denied = serializers.IntegerField(help_text="How many of the requests were denied")
+    results = BulkDenialOutcomeSerializer(many=True, help_text="Each request named, in the order given")
+
+
 APPROVAL_STATUS_FILTERS = (*ApprovalStatus.values, "all")
 
 

@@ -10,6 +10,7 @@ urlpatterns = [
     path("tools/<path:tool_id>/curation/", views.ToolCuration.as_view(), name="tool-curation"),
     path("tools/<path:tool_id>/", views.ToolDetail.as_view(), name="tool-detail"),
     path("approvals/", views.ApprovalList.as_view(), name="approval-list"),
+    path("approvals/deny/", views.ApprovalDenyMany.as_view(), name="approval-deny-many"),
     path("approvals/<str:approval_id>/", views.ApprovalDetail.as_view(), name="approval-detail"),
     path("approvals/<str:approval_id>/approve/", views.ApprovalApprove.as_view(), name="approval-approve"),
     path("approvals/<str:approval_id>/deny/", views.ApprovalDeny.as_view(), name="approval-deny"),

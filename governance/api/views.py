@@ -17,7 +17,7 @@ from governance.constants import SCOPE_APPROVE, SCOPE_DISCOVER
 from governance.models import Agent, ApiToken, ApprovalRequest, AuditEvent, Tenant
 from governance.principals import Principal
 from governance.selectors import ToolNotFound, audit_events_visible_to, servers_shaped_by
-from governance.services.approvals import ApprovalError, approval_decide
+from governance.services.approvals import ApprovalError, approval_decide, approval_deny_many
 from governance.services.tokens import api_token_create, api_token_revoke, scopes_validate
 
 from .authentication import request_principal
@@ -38,6 +38,8 @@ from .serializers import (
     ApprovalDecisionSerializer,
     ApprovalSerializer,
     AuditEventSerializer,
+    BulkDenialResultSerializer,
+    BulkDenialSerializer,
     CurationSerializer,
     DenialSerializer,
     ToolDetailSerializer,
@@ -223,6 +225,40 @@ class ApprovalDeny(_Decide):
     @extend_schema(summary="Deny a request, with a reason", request=DenialSerializer)
     def post(self, request: Request, approval_id: str) -> Response:
         return super().post(request, approval_id)
+
+
+class ApprovalDenyMany(generics.GenericAPIView):
+    """The admin inbox's "Deny selected": many calls refused with one reason (an agent that looped, a tool under
+    incident), each denied and audited as one is."""
+
+    no_model_perms = {"POST": "the caller's inbox and the approval service decide who may decide"}
+    required_scopes = (SCOPE_APPROVE,)
+    serializer_class = BulkDenialSerializer
+
+    @extend_schema(
+        summary="Deny several requests in your inbox, with one reason",
+        request=BulkDenialSerializer,
+        responses=BulkDenialResultSerializer,
+    )
+    def post(self, request: Request) -> Response:
+        data = BulkDenialSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        wanted = list(dict.fromkeys(data.validated_data["approval_ids"]))  # each once, in the order given
+        inbox = approvals_for_api(principal=request_principal(request))
+        # Exactly the ids given (as inbox_request: a collation that ignores case must not widen the match).
+        found = [pk for pk, approval_id in inbox.filter(approval_id__in=wanted).values_list("pk", "approval_id")
+                 if approval_id in wanted]  # fmt: skip
+        ended = approval_deny_many(
+            requests=inbox.filter(pk__in=found),
+            approver=request.user,
+            reason=data.validated_data["reason"],
+            principal=request_principal(request),
+        )
+        # "forbidden" reads as unknown, as for one denial: a request outside the inbox is not said to exist.
+        outcomes = [ended.get(approval_id, "not_found") for approval_id in wanted]
+        outcomes = ["not_found" if outcome == "forbidden" else outcome for outcome in outcomes]
+        results = [{"approval_id": i, "outcome": outcome} for i, outcome in zip(wanted, outcomes, strict=True)]
+        return Response({"denied": outcomes.count("denied"), "results": results})
 
 
 # --- tokens ---------------------------------------------------------------------------------------

@@ -365,24 +365,27 @@ def approval_decide(
 
 
 def approval_deny_many(
-    *, requests: QuerySet[ApprovalRequest], approver: AbstractBaseUser, reason: str
-) -> dict[str, int]:
+    *,
+    requests: QuerySet[ApprovalRequest],
+    approver: AbstractBaseUser,
+    reason: str,
+    principal: Principal | None = None,
+) -> dict[str, str]:
     """Deny each of ``requests`` with one reason, each by ``approval_decide`` (its checks, its own transaction, its
     own audit event): one refused request (decided meanwhile, not this approver's to decide) leaves the others
-    denied. Returns how many ended how: ``denied``, or the ApprovalError code of a refusal (not_pending, expired,
-    forbidden, self_approval). Raises ApprovalError("reason_required") before denying any when the reason is
-    blank."""
+    denied. ``principal``: how the approver decides, as for ``approval_decide``. Returns each request's approval id
+    and how it ended: ``denied``, or the ApprovalError code of a refusal (not_pending, expired, forbidden,
+    self_approval). Raises ApprovalError("reason_required") before denying any when the reason is blank."""
     if not (reason or "").strip():
         raise ApprovalError("reason_required", "A denial needs a reason")
-    outcomes: dict[str, int] = {}
+    outcomes: dict[str, str] = {}
     for request in requests.select_related("tool", "token", "requester").order_by("pk"):
         try:
-            approval_decide(request=request, approver=approver, approve=False, reason=reason)
+            approval_decide(request=request, approver=approver, approve=False, reason=reason, principal=principal)
         except ApprovalError as exc:
-            outcome = exc.code
+            outcomes[request.approval_id] = exc.code
         else:
-            outcome = "denied"
-        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+            outcomes[request.approval_id] = "denied"
     return outcomes
 
 

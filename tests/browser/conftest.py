@@ -76,15 +76,20 @@ def admin_login(browser, base_url: str, username: str, password: str) -> None:
         raise AssertionError("login failed") from None
 
 
-def click_through(browser, element, timeout: float = 30) -> None:
+def click_through(browser, element, timeout: float = 30, *, at: tuple[int, int] | None = None) -> None:
     """Click what submits a form or follows a link, and wait for the page it leads to: read at once, the old
-    page's elements are still there and go stale a moment later (a loaded machine answers slowly)."""
+    page's elements are still there and go stale a moment later (a loaded machine answers slowly). ``at``: click
+    that far (x, y px) from the element's centre instead, e.g. a bar drawn on a canvas."""
     from selenium.common.exceptions import WebDriverException
+    from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
     page = browser.find_element(By.TAG_NAME, "html")
-    element.click()
+    if at is None:
+        element.click()
+    else:
+        ActionChains(browser).move_to_element_with_offset(element, *at).click().perform()
 
     def replaced(driver) -> bool:
         try:

@@ -71,3 +71,29 @@ def test_deny_selected_without_a_reason_is_stopped_in_the_browser(browser, live_
     assert browser.find_element(By.CSS_SELECTOR, "#result_list input.action-select").is_selected()  # the tick kept
     assert not browser.find_elements(By.CSS_SELECTOR, "ul.messagelist li")  # no answer from the server
     assert ApprovalRequest.objects.get().status == ApprovalStatus.PENDING
+
+
+def test_no_select_all_box_over_rows_none_of_which_can_be_ticked(browser, live_server, django_user_model, member):
+    """With one request waiting elsewhere, the inbox filtered to decided requests showed the select-all box over rows
+    that had no box to tick (it ticked nothing): the header box is there only when a row on the page can be ticked."""
+    from selenium.webdriver.common.by import By
+
+    from governance.services.approvals import approval_decide, approval_request_create
+
+    tool = approver_and_tool(django_user_model, member, server="github", tool="delete_branch")
+    principal = principal_for_user(member)
+    approval_request_create(principal=principal, tool=tool, arguments={"branch": "waiting"})
+    decided = approval_request_create(principal=principal, tool=tool, arguments={"branch": "decided"})
+    approver = django_user_model.objects.get(username="appr")
+    approval_decide(request=decided, approver=approver, approve=False, reason="Pruned by the release job.")
+    admin_login(browser, live_server.url, "appr", "pw-appr-123")
+    for width in (1280, 800):
+        browser.set_window_size(width, 900)
+        browser.get(f"{live_server.url}/admin/governance/approvalrequest/?status__exact=denied")
+        assert len(browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr")) == 1
+        screenshot(browser, f"approver-inbox-decided-only-{width}")
+        assert not browser.find_elements(By.CSS_SELECTOR, "#result_list #action-toggle, #result_list .action-select")
+        assert not browser.find_elements(By.ID, "bulk-deny")
+        browser.get(f"{live_server.url}/admin/governance/approvalrequest/")  # the one waiting: it can be ticked
+        assert len(browser.find_elements(By.CSS_SELECTOR, "#result_list .action-select")) == 1
+        assert len(browser.find_elements(By.CSS_SELECTOR, "#result_list #action-toggle")) == 1  # (800 px: cards)

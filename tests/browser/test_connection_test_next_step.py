@@ -63,3 +63,27 @@ def test_the_step_after_a_connection_test_fits_a_new_or_a_saved_server(browser, 
     step = _test_connection(browser, args='["--local-timezone", "UTC"]')  # changed, and it works
     assert step == "Save your changes, then Sync now on the server's page to import them."
     assert Server.objects.get(pk=server.pk).args == [] and not server.tools.exists()  # nothing saved
+
+
+@pytest.mark.parametrize("width", [1280, 800])
+def test_a_failed_test_says_so_first_and_that_nothing_was_saved_last(browser, live_server, django_user_model, width):
+    """The page began "Nothing was saved. This is what a sync would import now." above a failed test's error: read as
+    the outcome, and wrong (a failure imports nothing). The failure comes first, then what to do, then that the test
+    saved nothing, with the way back to the form."""
+    from selenium.webdriver.common.by import By
+
+    operator = django_user_model.objects.create_user(username="op", password="pw-op-123", is_staff=True)
+    operator.groups.add(Group.objects.get(name=OPERATORS))
+    admin_login(browser, live_server.url, "op", "pw-op-123")
+    browser.set_window_size(width, 900)
+    browser.get(f"{live_server.url}/admin/catalog/server/add/")
+    browser.find_element(By.NAME, "name").send_keys("Clock")
+    _test_connection(browser, command=MISSING)
+    screenshot(browser, f"operator-test-connection-failed-order-{width}")
+    content = browser.find_element(By.ID, "content")
+    lines = [line for line in content.text.split("\n") if line.strip()]
+    error = browser.find_element(By.ID, "test-connection-error").text
+    assert error.startswith("The test failed: ") and lines.index(error) < 2  # the page's title, then the failure
+    assert lines.index(browser.find_element(By.ID, "test-connection-next").text) == lines.index(error) + 1
+    assert lines[-1] == "The test saved nothing. Back to the form (your entries are kept)"
+    assert "would import" not in content.text

@@ -116,3 +116,37 @@ def test_operator_opens_the_pending_approvals_count_and_reaches_the_server_to_gr
     screenshot(browser, "operator-approvals-waiting")
     click_through(browser, row.find_element(By.PARTIAL_LINK_TEXT, "give approve on billing"))
     assert browser.find_element(By.CSS_SELECTOR, "#content h1, #content h2").text == "Server billing"
+
+
+def test_a_bar_of_failed_calls_by_server_leads_to_those_calls(browser, live_server, django_user_model, member):
+    """ "Failed calls by server" said a server's calls were failing and led nowhere: its bar and the link under the
+    chart now open the audit trail at that server's failed calls of the window shown, each with its error."""
+    from django.contrib.auth.models import Group
+    from selenium.webdriver.common.by import By
+
+    from governance.roles import OPERATORS
+
+    operator = django_user_model.objects.create_user(username="operator", password="pw-operator-123", is_staff=True)
+    operator.groups.add(Group.objects.get(name=OPERATORS))
+    seed_traffic(member)  # one failed call, of faulty::crash, and three that succeeded
+    admin_login(browser, live_server.url, "operator", "pw-operator-123")
+    for width in (1280, 800):
+        browser.set_window_size(width, 900)
+        browser.get(f"{live_server.url}/admin/dashboard/?window=1h")
+        link = browser.find_element(By.CSS_SELECTOR, "#chart-failures-links a")
+        assert link.text == "faulty: 1"
+        browser.execute_script("arguments[0].scrollIntoView({block: 'end'});", link)
+        screenshot(browser, f"operator-dashboard-failures-{width}")
+        # The bar itself: its centre, from Chart.js, as an offset from the canvas's centre.
+        canvas = browser.find_element(By.ID, "chart-failures")
+        x, y = browser.execute_script(
+            "const bar = window.scoutDashboardCharts['chart-failures'].getDatasetMeta(0).data[0];"
+            "const c = arguments[0]; return [bar.base + (bar.x - bar.base) / 2 - c.clientWidth / 2,"
+            " bar.y - c.clientHeight / 2];",
+            canvas,
+        )
+        click_through(browser, canvas, at=(int(x), int(y)))
+        rows = browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr")
+        assert [row.find_element(By.CSS_SELECTOR, ".field-tool_column").text for row in rows] == ["faulty::crash"]
+        assert "Error" in rows[0].text
+        screenshot(browser, f"operator-failed-calls-of-faulty-{width}")

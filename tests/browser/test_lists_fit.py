@@ -8,7 +8,7 @@ from django.utils import timezone
 from governance.principals import principal_for_user
 from governance.roles import CURATORS, OPERATORS
 from governance.services.audit import audit_record
-from governance.services.tokens import api_token_create
+from governance.services.tokens import api_token_create, api_token_verify
 from tests.governance.factories import ServerFactory, ToolFactory, agent_of, in_days, tenant_with
 
 from .conftest import admin_login, approver_and_tool, learned_by_teachers, screenshot
@@ -162,3 +162,60 @@ def test_the_tool_revisions_fit_at_1280(browser, live_server, django_user_model,
     assert "p.m." not in row.text and "a.m." not in row.text and "Import from file" in row.text
     screenshot(browser, "curator-toolrevision-list")
     assert browser.execute_script(FITS), "tool revisions: the list scrolls sideways at 1280 px"
+
+
+def test_the_tool_policies_show_every_column_at_800_and_1280(browser, live_server, django_user_model):
+    """At 800 px beside the navigation the "held" column was past the table's edge (at 1280 px the risk class too, for
+    a long tool id), and ids broke letter by letter: held now comes second, ids break at their separators."""
+    from governance.models import ToolPolicy
+
+    operator = django_user_model.objects.create_user(username="op", password="pw-op-123", is_staff=True)
+    operator.groups.add(Group.objects.get(name=OPERATORS))
+    tool = ToolFactory(server=ServerFactory(slug="everything"), name="trigger-long-running-operation_with_progress")
+    ToolFactory(server=ServerFactory(slug="memory"), name="open_nodes")
+    ToolPolicy.objects.filter(tool=tool).update(held=True, hold_reason="changed upstream")
+    admin_login(browser, live_server.url, "op", "pw-op-123")
+    for width in (1280, 800):
+        browser.set_window_size(width, 900)
+        browser.get(f"{live_server.url}/admin/governance/toolpolicy/")
+        assert browser.execute_script(FITS), f"the policies scroll sideways at {width} px"
+        row = browser.find_element("xpath", "//table[@id='result_list']//tr[.//a[contains(., 'trigger')]]")
+        browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", row)
+        screenshot(browser, f"operator-toolpolicy-list-{width}")
+        for field in ("tool_column", "held", "risk_class", "operation_column", "by_admin"):
+            cell = row.find_element("css selector", f".field-{field}")
+            assert cell.is_displayed() and cell.rect["x"] + cell.rect["width"] <= width, (width, field)
+        held = row.find_element("css selector", ".field-held img")
+        assert held.get_attribute("alt") == "True"
+        link = row.find_element("css selector", ".field-tool_column a")
+        assert link.text.replace("\n", "") == "everything::trigger-long-running-operation_with_progress"
+
+
+def test_the_audit_trail_shows_who_what_which_tool_and_when_at_800(browser, live_server, django_user_model):
+    """At 800 px, beside the navigation and the filter, the audit trail showed its time and event, the rest scrolled
+    out of view (where the dashboard's failed calls lead). The filters now go above, and tenant, approval and policy
+    version give way to who, the agent and the tool (they are on each event's page)."""
+    operator = django_user_model.objects.create_user(username="op", password="pw-op-123", is_staff=True)
+    operator.groups.add(Group.objects.get(name=OPERATORS))
+    member = django_user_model.objects.create_user(username="alice.longname@example.com")
+    acme = tenant_with("acme-corporation", member, operator)
+    tool = ToolFactory(server=ServerFactory(slug="github-enterprise-production"), name="list_repository_collaborators")
+    _token, raw = api_token_create(
+        user=member,
+        name="build machine",
+        agent=agent_of(member, "release-triage-agent", tenant=acme, all_user_tools=True),
+        scopes=["api", "discover", "execute"],
+        expires_at=in_days(90),
+    )
+    audit_record(event_type="execution", principal=api_token_verify(raw), tool=tool, outcome="error")
+    admin_login(browser, live_server.url, "op", "pw-op-123")
+    browser.set_window_size(800, 900)
+    browser.get(f"{live_server.url}/admin/governance/auditevent/?event_type__exact=execution")
+    row = browser.find_element("css selector", "#result_list tbody tr")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", row)
+    screenshot(browser, "operator-auditevent-list-800")
+    assert browser.execute_script(FITS), "the audit trail scrolls sideways at 800 px"
+    for field in ("when", "event", "subject", "agent_column", "tool_column"):
+        cell = row.find_element("css selector", f".field-{field}")
+        assert cell.is_displayed() and cell.rect["x"] + cell.rect["width"] <= 800, field
+    assert row.find_element("css selector", ".field-tool_column").text.replace("\n", "") == tool.tool_id

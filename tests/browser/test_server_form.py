@@ -162,3 +162,28 @@ def test_an_operator_tests_an_openapi_service_and_reads_what_to_do_about_a_bad_d
     finally:
         service.stop()
     assert not Server.objects.exists()
+
+
+@pytest.mark.parametrize("width", [1280, 800])
+def test_the_alternatives_chooser_fits_the_form(browser, live_server, django_user_model, width):
+    """At 800 px beside the navigation, the alternatives' "Chosen" box ran past the form's right edge (cut off, its
+    remove arrow out of reach): between 768 and 1024 px the two boxes now stack, as Django does on a phone."""
+    from django.contrib.auth.models import Group
+    from selenium.webdriver.common.by import By
+
+    from governance.roles import OPERATORS
+    from tests.governance.factories import ServerFactory
+
+    ServerFactory(slug="github-enterprise-production")
+    operator = django_user_model.objects.create_user(username="op", password="pw-op-123", is_staff=True)
+    operator.groups.add(Group.objects.get(name=OPERATORS))
+    admin_login(browser, live_server.url, "op", "pw-op-123")
+    browser.set_window_size(width, 900)
+    browser.get(f"{live_server.url}/admin/catalog/server/add/")
+    row = browser.find_element(By.CSS_SELECTOR, ".form-row.field-alternatives")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", row)
+    screenshot(browser, f"operator-server-form-alternatives-{width}")
+    content = browser.find_element(By.ID, "content").rect
+    for part in (".selector-available", ".selector-chosen", ".selector-chooser"):
+        box = row.find_element(By.CSS_SELECTOR, part).rect
+        assert box["x"] + box["width"] <= content["x"] + content["width"], (width, part)

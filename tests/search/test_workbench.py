@@ -275,3 +275,15 @@ def test_more_groups_than_the_page_lists_are_counted_and_the_page_says_so(client
     assert workbench_waiting(user=curator)["total"] == 3  # the home page's count
     one = client.get(reverse(WORKBENCH), {"reason": "withheld"}).content.decode()
     assert "The newest 2 of 3" in one
+
+
+def test_an_empty_workbench_leads_to_the_search_preview(client, curator):
+    """With nothing to work on the page ended there (a curator's first visit, before any search): it now says where
+    to check how a request is answered, the search preview, and that link opens for the curator."""
+    client.force_login(curator)
+    response = client.get(reverse("search_workbench"))
+    html = response.content.decode()
+    assert 'id="workbench-empty"' in html
+    link = f'<a id="workbench-try-preview" href="{reverse("search_preview")}">search preview</a>'
+    assert link in html
+    assert client.get(reverse("search_preview")).status_code == 200

@@ -45,6 +45,16 @@
   });
   bars("chart-tools", figures.top_tools, colors[2]);
   bars("chart-failures", figures.failures_by_server, colors[1]);
+  // A bar leads where the link under the chart does (the same order): those calls in the audit trail.
+  const failureLinks = document.querySelectorAll("#chart-failures-links a");
+  if (drawn["chart-failures"] && failureLinks.length) {
+    drawn["chart-failures"].options.onClick = (event, bars) => {
+      if (bars.length && failureLinks[bars[0].index]) window.location.href = failureLinks[bars[0].index].href;
+    };
+    drawn["chart-failures"].options.onHover = (event, bars) => {
+      event.native.target.style.cursor = bars.length ? "pointer" : "default";
+    };
+  }
   // A status in the colour and name of its badge (admin.css): green succeeded/active, red failed/unavailable. The
   // palette's order drew "failed" blue and "success" orange.
   const names = JSON.parse(document.getElementById("dashboard-status-names").textContent);

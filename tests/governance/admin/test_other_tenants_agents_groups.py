@@ -94,7 +94,7 @@ def world(django_user_model, grant, server, mutating_tool, superuser):
 def _page(client, url, params=None) -> str:
     response = client.get(url, params or {})
     assert response.status_code == 200, url
-    return response.content.decode()
+    return response.content.decode().replace("<wbr>", "")  # an id as read: "wire_<wbr>money" is "wire_money"
 
 
 def test_the_agent_list_and_the_token_form_offer_no_other_tenants_agent(client, world, superuser):

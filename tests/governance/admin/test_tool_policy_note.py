@@ -69,6 +69,6 @@ def test_the_note_is_saved_with_the_change_and_in_its_audit_event(client, operat
 def test_an_admin_note_is_not_an_upstream_contradiction(client, operator, policy):
     client.force_login(operator)
     contradicted = reverse("admin:governance_toolpolicy_changelist") + "?hints=contradicted"
-    assert "tidy_workspace" in client.get(contradicted).content.decode()
+    assert "tidy_workspace" in client.get(contradicted).content.decode().replace("<wbr>", "")
     _classify(client, policy, "Reviewed: critical")
-    assert "tidy_workspace" not in client.get(contradicted).content.decode()
+    assert "tidy_workspace" not in client.get(contradicted).content.decode().replace("<wbr>", "")

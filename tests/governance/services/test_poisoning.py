@@ -138,6 +138,7 @@ def test_the_admin_tool_policy_page_shows_the_contradiction(client, superuser):
     page = client.get(reverse("admin:governance_toolpolicy_change", args=[policy.pk])).content.decode()
     assert "Hints contradict the tool: readOnlyHint is true" in page
     listing = client.get(reverse("admin:governance_toolpolicy_changelist") + "?hints=contradicted").content.decode()
+    listing = listing.replace("<wbr>", "")  # the ids break at "::" and "_" in the list
     assert "tricky::tidy_workspace" in listing and "tricky::get_time" not in listing
 
 
