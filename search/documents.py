@@ -13,8 +13,10 @@ from typing import Any
 
 import numpy as np
 
+from catalog.definitions import tool_deprecated
+
 from .indexes import ToolSearchIndex
-from .text import first_sentence, marked_deprecated, split_identifier
+from .text import first_sentence, split_identifier
 
 MAX_PARAMETERS = 40
 MAX_ENUM_VALUES = 12
@@ -52,13 +54,16 @@ class ToolDoc:
     # quoted; one teacher's many wordings count as one teacher's in the centroid (``teachers_mean``) and in
     # BM25's agreement (``sparse.learned_tokens``). Empty: not known, each request counts as its own teacher.
     learned_teachers: tuple[tuple[str, ...], ...] = ()
+    upstream_deprecated: bool = False  # the upstream's flag (``Tool.upstream_deprecated``)
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def deprecated(self) -> bool:
-        """Its name, title or description says it is deprecated (``text.marked_deprecated``): ranking's
-        ``_apply_deprecated`` puts its replacement first."""
-        return marked_deprecated(self.name, self.title, self.description)
+        """Its upstream marks it deprecated, by flag or in its name, title or description (``tool_deprecated``):
+        ranking's ``_apply_deprecated`` puts its replacement first."""
+        return tool_deprecated(
+            flagged=self.upstream_deprecated, name=self.name, title=self.title, description=self.description
+        )
 
     def field_texts(self) -> dict[str, str]:
         """Text per indexed field (names declared in ``ToolSearchIndex``)."""
@@ -343,6 +348,7 @@ def tool_doc_from_tool(tool: Any) -> ToolDoc:
         learned=learned,
         learned_centroid=_learned_centroid(tool, learned),
         learned_teachers=_learned_teachers(tool),
+        upstream_deprecated=tool.upstream_deprecated,
     )
 
 
@@ -391,4 +397,5 @@ def tool_doc_from_record(pk: int, record: Mapping[str, Any], servers: Mapping[st
         title=str(record.get("title") or ""),
         description=str(record.get("description") or ""),
         parameters=render_parameters(record.get("inputSchema")),
+        upstream_deprecated=record.get("deprecated") is True,
     )
