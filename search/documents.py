@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from django.conf import settings
 
 from catalog.definitions import tool_deprecated
 
@@ -171,6 +172,15 @@ MIN_CENTROID_REQUESTS = 2  # one learned request is its own vector already
 # A learned request adds to its tool's own match, beyond this share of it (``learned_sums``).
 LEARNED_OVER_CURATED = 0.6
 SUMMED_KINDS = ("document", "summary")
+
+
+def learned_weight(principal_count: int) -> float:
+    """How much a learned request counts next to a curated example (1.0): it grows with the number of
+    distinct principals who confirmed it and is capped, so no single principal can lift a tool far."""
+    if principal_count <= 0:
+        return 0.0
+    base, step = settings.SCOUT_LEARNED_WEIGHT_BASE, settings.SCOUT_LEARNED_WEIGHT_STEP
+    return min(settings.SCOUT_LEARNED_WEIGHT_CAP, base + step * (principal_count - 1))
 
 
 def learned_sums(curated: np.ndarray, learned: np.ndarray) -> np.ndarray:
@@ -354,8 +364,6 @@ def tool_doc_from_tool(tool: Any) -> ToolDoc:
 
 def _learned(tool: Any) -> tuple[tuple[str, float], ...]:
     """Learned requests in use (prefetched by ``tool_docs_load`` as ``learned_in_use``), with their weights."""
-    from .usage import learned_weight
-
     rows = getattr(tool, "learned_in_use", None)
     if rows is None:
         return ()
@@ -373,8 +381,6 @@ def _learned_teachers(tool: Any) -> tuple[tuple[str, ...], ...]:
 def _learned_centroid(tool: Any, learned: tuple[tuple[str, float], ...]) -> float:
     """The learned centroid's weight: ``learned_weight`` of the distinct principals who taught the tool
     (``learned_principals``, set by ``tool_docs_load``; without it, the most any one learned request has)."""
-    from .usage import learned_weight
-
     if len(learned) < MIN_CENTROID_REQUESTS:
         return 0.0
     principals = getattr(tool, "learned_principals", None)

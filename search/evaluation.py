@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .documents import MIN_CENTROID_REQUESTS, ToolDoc, tool_doc_from_record
+from .documents import MIN_CENTROID_REQUESTS, ToolDoc, learned_weight, tool_doc_from_record
 from .engine.decompose import request_part_spans, request_parts
 from .engine.ranking import (
     MODES,
@@ -354,12 +354,12 @@ def learn_replay(
     principal followed by a successful call of its first relevant tool. As in the gateway, the call is linked
     (and its request learned) only when the served answer returned that tool, and the answer is the one an agent
     gets from ``tool_search`` by default (``TOP_K_DEFAULT`` tools, not the evaluation's ``DEPTH``: a tool ranked
-    below them was never shown, so never called from that search); learned requests are keyed,
-    counted once per principal and weighted by ``search.usage`` (``learned_key``, ``learned_weight``).
+    below them was never shown, so never called from that search); learned requests are keyed, counted once per
+    principal and weighted as the app weighs them (``usage.learned_key``, ``documents.learned_weight``).
     Returns, per learning tool's pk, its ToolDoc fields: ``learned`` (the learned requests with their
     weights) and ``learned_centroid`` (the weight of the distinct principals who taught it, as
     ``search.selectors.tool_docs_load`` gives it)."""
-    from .usage import learned_key, learned_normalise, learned_weight
+    from .usage import learned_key, learned_normalise
 
     by_id = {doc.tool_id: doc for doc in snapshot.docs}
     visible = snapshot.visible_mask(None)
