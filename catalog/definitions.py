@@ -5,6 +5,7 @@ ORM-free, shared by live sync and file import so both hash and reject exactly al
 
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,9 @@ class ToolDefinition:
     input_schema: dict[str, Any]
     output_schema: dict[str, Any] | None
     annotations: dict[str, Any] | None
+    # The upstream says the tool is deprecated (an OpenAPI operation's ``deprecated: true``): a fact about the tool,
+    # kept beside its definition, not in it, so it neither changes the hash (no review) nor the upstream's text.
+    deprecated: bool = False
 
     def canonical(self) -> dict[str, Any]:
         """The definition as hashed and stored in a revision (MCP field names)."""
@@ -47,6 +51,31 @@ class ToolDefinition:
     @property
     def hash(self) -> str:
         return definition_hash(self.canonical())
+
+
+# An upstream's own note that a tool is deprecated, in the words upstreams use: "(Deprecated)" or "[deprecated]",
+# "DEPRECATED" in capitals, a sentence that opens with it ("Deprecated: use X", "Deprecated. Use X"), "this tool
+# has been deprecated", "deprecated in favour of X". Not the word in a description of what a tool does ("check
+# whether a package is deprecated", "list deprecated endpoints"), which is about other things.
+_DEPRECATED = re.compile(
+    r"[(\[]\s*(?i:deprecated)\s*[)\]]"
+    r"|\bDEPRECATED\b"
+    r"|(?i:(?:^|[.!;]\s+)deprecated\s*[:.,;!\u2013\u2014-])"
+    r"|(?i:\bthis\s+(?:tool|endpoint|operation|method|function|api)\s+(?:is|has\s+been)\s+deprecated\b)"
+    r"|(?i:\bdeprecated\s+in\s+favou?r\s+of\b)"
+)
+
+
+def marked_deprecated(*texts: str) -> bool:
+    """Whether any of ``texts`` (a tool's name, title, description) says the tool is deprecated."""
+    return any(_DEPRECATED.search(text) for text in texts if text)
+
+
+def tool_deprecated(*, flagged: bool, name: str, title: str, description: str) -> bool:
+    """Whether a tool's upstream marks it deprecated: by flag (``ToolDefinition.deprecated``, an OpenAPI operation's
+    ``deprecated: true``) or in its own words (an MCP server's "DEPRECATED: use X"). The one reading search, the
+    gateway's answers and the admin share."""
+    return flagged or marked_deprecated(name, title, description)
 
 
 def canonical_json(value: Any) -> str:
@@ -182,6 +211,7 @@ def normalize_definition(raw: Any, *, max_bytes: int) -> ToolDefinition:
         input_schema=schema,
         output_schema=output_schema,
         annotations=_optional_object(raw, "annotations"),
+        deprecated=raw.get("deprecated") is True,
     )
     try:
         size = len(canonical_json(definition.canonical()).encode("utf-8"))

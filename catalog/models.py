@@ -13,6 +13,7 @@ from django.utils.text import slugify
 
 from .choices import OpenAPICredentialKind, OpenAPICredentialPlace, ServerStatus, SyncKind, SyncStatus, Transport
 from .constants import TOOL_ID_SEPARATOR
+from .definitions import tool_deprecated
 from .egress import EgressRefused, egress_check
 
 
@@ -287,6 +288,10 @@ class Tool(models.Model):
     output_schema = models.JSONField(null=True, blank=True)
     annotations = models.JSONField(null=True, blank=True)
     definition_hash = models.CharField(max_length=64, db_index=True)
+    # Outside the definition and its hash (``ToolDefinition.deprecated``): a change is no review, only a reindex.
+    upstream_deprecated = models.BooleanField(
+        default=False, help_text="The upstream flags it deprecated (an OpenAPI operation's deprecated: true)"
+    )
     first_seen_at = models.DateTimeField()
     last_seen_at = models.DateTimeField()
     removed_at = models.DateTimeField(null=True, blank=True, db_index=True)
@@ -316,6 +321,16 @@ class Tool(models.Model):
     @property
     def display_title(self) -> str:
         return self.title or self.upstream_title or self.name
+
+    @property
+    def deprecated(self) -> bool:
+        """Its upstream marks it deprecated, by flag or in its own words (``catalog.definitions.tool_deprecated``)."""
+        return tool_deprecated(
+            flagged=self.upstream_deprecated,
+            name=self.name,
+            title=self.title or self.upstream_title,
+            description=self.description,
+        )
 
     def upstream_definition(self) -> dict:
         """The upstream definition as hashed and stored in revisions (catalog.definitions.ToolDefinition)."""

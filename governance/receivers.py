@@ -131,6 +131,12 @@ def connect() -> None:
     post_save.connect(_invalidate, sender=user_model, dispatch_uid="governance-vis-save-user")
     # A deleted person: their memberships and grants go by cascade, which may send no signal of its own.
     post_delete.connect(_invalidate, sender=user_model, dispatch_uid="governance-vis-delete-user")
+    # Every admin and REST path changes these rows through the related managers (the admin's forms call set(), the
+    # services add()/remove()), which send m2m_changed; deleting a person, group, tenant or entitlement takes its rows
+    # by cascade and is caught by that model's post_delete. Only a shell's queryset delete on a through model
+    # (``User.groups.through.objects.filter(...).delete()``) sends nothing: follow it with visibility_invalidate().
+    # Not caught with a post_delete on the through models: each managed remove() would then load its rows and
+    # rewrite the version once per row.
     for through in (
         user_model.groups.through,
         Entitlement.users.through,

@@ -12,9 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from django.conf import settings
+
+from catalog.definitions import tool_deprecated
 
 from .indexes import ToolSearchIndex
-from .text import first_sentence, marked_deprecated, split_identifier
+from .text import first_sentence, split_identifier
 
 MAX_PARAMETERS = 40
 MAX_ENUM_VALUES = 12
@@ -52,13 +55,16 @@ class ToolDoc:
     # quoted; one teacher's many wordings count as one teacher's in the centroid (``teachers_mean``) and in
     # BM25's agreement (``sparse.learned_tokens``). Empty: not known, each request counts as its own teacher.
     learned_teachers: tuple[tuple[str, ...], ...] = ()
+    upstream_deprecated: bool = False  # the upstream's flag (``Tool.upstream_deprecated``)
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def deprecated(self) -> bool:
-        """Its name, title or description says it is deprecated (``text.marked_deprecated``): ranking's
-        ``_apply_deprecated`` puts its replacement first."""
-        return marked_deprecated(self.name, self.title, self.description)
+        """Its upstream marks it deprecated, by flag or in its name, title or description (``tool_deprecated``):
+        ranking's ``_apply_deprecated`` puts its replacement first."""
+        return tool_deprecated(
+            flagged=self.upstream_deprecated, name=self.name, title=self.title, description=self.description
+        )
 
     def field_texts(self) -> dict[str, str]:
         """Text per indexed field (names declared in ``ToolSearchIndex``)."""
@@ -166,6 +172,15 @@ MIN_CENTROID_REQUESTS = 2  # one learned request is its own vector already
 # A learned request adds to its tool's own match, beyond this share of it (``learned_sums``).
 LEARNED_OVER_CURATED = 0.6
 SUMMED_KINDS = ("document", "summary")
+
+
+def learned_weight(principal_count: int) -> float:
+    """How much a learned request counts next to a curated example (1.0): it grows with the number of
+    distinct principals who confirmed it and is capped, so no single principal can lift a tool far."""
+    if principal_count <= 0:
+        return 0.0
+    base, step = settings.SCOUT_LEARNED_WEIGHT_BASE, settings.SCOUT_LEARNED_WEIGHT_STEP
+    return min(settings.SCOUT_LEARNED_WEIGHT_CAP, base + step * (principal_count - 1))
 
 
 def learned_sums(curated: np.ndarray, learned: np.ndarray) -> np.ndarray:
@@ -343,13 +358,12 @@ def tool_doc_from_tool(tool: Any) -> ToolDoc:
         learned=learned,
         learned_centroid=_learned_centroid(tool, learned),
         learned_teachers=_learned_teachers(tool),
+        upstream_deprecated=tool.upstream_deprecated,
     )
 
 
 def _learned(tool: Any) -> tuple[tuple[str, float], ...]:
     """Learned requests in use (prefetched by ``tool_docs_load`` as ``learned_in_use``), with their weights."""
-    from .usage import learned_weight
-
     rows = getattr(tool, "learned_in_use", None)
     if rows is None:
         return ()
@@ -367,8 +381,6 @@ def _learned_teachers(tool: Any) -> tuple[tuple[str, ...], ...]:
 def _learned_centroid(tool: Any, learned: tuple[tuple[str, float], ...]) -> float:
     """The learned centroid's weight: ``learned_weight`` of the distinct principals who taught the tool
     (``learned_principals``, set by ``tool_docs_load``; without it, the most any one learned request has)."""
-    from .usage import learned_weight
-
     if len(learned) < MIN_CENTROID_REQUESTS:
         return 0.0
     principals = getattr(tool, "learned_principals", None)
@@ -391,4 +403,5 @@ def tool_doc_from_record(pk: int, record: Mapping[str, Any], servers: Mapping[st
         title=str(record.get("title") or ""),
         description=str(record.get("description") or ""),
         parameters=render_parameters(record.get("inputSchema")),
+        upstream_deprecated=record.get("deprecated") is True,
     )

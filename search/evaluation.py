@@ -4,11 +4,14 @@ Nothing here touches the app's database: catalogs become ToolDocs (the same docu
 the app uses), vectors come from an on-disk cache keyed by model and text hash.
 """
 
+import fcntl
 import hashlib
 import json
 import math
 import os
 import random
+import tempfile
+import zipfile
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -17,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .documents import MIN_CENTROID_REQUESTS, ToolDoc, tool_doc_from_record
+from .documents import MIN_CENTROID_REQUESTS, ToolDoc, learned_weight, tool_doc_from_record
 from .engine.decompose import request_part_spans, request_parts, with_implied_steps
 from .engine.ranking import (
     MODES,
@@ -77,7 +80,14 @@ def load_catalogs(paths: Sequence[Path]) -> list[ToolDoc]:
 
 
 class EmbeddingCache:
-    """Vectors on disk under ``<dir>/<model>/``, keyed by sha256 of the text: repeated runs encode nothing."""
+    """Vectors on disk under ``<dir>/<model>/``, keyed by sha256 of the text: repeated runs encode nothing.
+
+    Several runs may share one directory: keys and vectors are one file (``CACHE_FILE``), written whole to a temp file
+    beside it and moved into place (``os.replace``), so a reader sees one writer's complete cache, never one run's
+    keys over another's vectors. Each write first takes in what the others saved meanwhile, under a lock on the
+    directory so that no run's work is lost (the lock only orders writers; readers never wait)."""
+
+    CACHE_FILE = "cache.npz"
 
     def __init__(self, directory: Path, model_key: str, encode: Callable[[list[str]], np.ndarray]) -> None:
         self.dir = directory / "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in model_key)
@@ -85,13 +95,7 @@ class EmbeddingCache:
         self.index: dict[str, int] = {}
         self.matrix = np.zeros((0, 0), np.float32)
         self.encoded = 0
-        keys_file, matrix_file = self.dir / "keys.json", self.dir / "vectors.npy"
-        if keys_file.is_file() and matrix_file.is_file():
-            keys = json.loads(keys_file.read_text())
-            matrix = np.load(matrix_file)
-            if len(keys) == len(matrix):
-                self.index = {k: i for i, k in enumerate(keys)}
-                self.matrix = matrix
+        self._merge(*self._read())
 
     @staticmethod
     def key(text: str) -> str:
@@ -102,26 +106,50 @@ class EmbeddingCache:
         missing = list(dict.fromkeys(k for k in keys if k not in self.index))
         if missing:
             by_key = {k: t for k, t in zip(keys, texts, strict=True)}
-            new = self.encode_fn([by_key[k] for k in missing])
-            base = len(self.index)
-            self.matrix = new if not len(self.matrix) else np.vstack([self.matrix, new])
-            self.index.update({k: base + i for i, k in enumerate(missing)})
+            self._merge(missing, self.encode_fn([by_key[k] for k in missing]))
             self.encoded += len(missing)
             self._save()
         if not keys:
             return np.zeros((0, self.matrix.shape[1] if self.matrix.ndim == 2 else 0), np.float32)
         return self.matrix[[self.index[k] for k in keys]]
 
+    def _merge(self, keys: Sequence[str], matrix: np.ndarray) -> None:
+        """Add the vectors of ``keys`` not cached yet."""
+        new = [i for i, k in enumerate(keys) if k not in self.index]
+        if not new or (len(self.matrix) and matrix.shape[1:] != self.matrix.shape[1:]):
+            return  # nothing new, or another model's width: never mixed in
+        base = len(self.index)
+        self.matrix = matrix[new] if not len(self.matrix) else np.vstack([self.matrix, matrix[new]])
+        self.index.update({keys[i]: base + n for n, i in enumerate(new)})
+
+    def _read(self) -> tuple[list[str], np.ndarray]:
+        """The saved keys and vectors; none when the file is missing or unreadable (then rebuilt as needed)."""
+        try:
+            with np.load(self.dir / self.CACHE_FILE, allow_pickle=False) as saved:
+                keys, matrix = [str(k) for k in saved["keys"]], saved["vectors"]
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+            return [], np.zeros((0, 0), np.float32)
+        return (keys, matrix) if len(keys) == len(matrix) else ([], np.zeros((0, 0), np.float32))
+
     def _save(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        keys = [None] * len(self.index)
+        with open(self.dir / ".lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when closed, or when the process dies
+            self._merge(*self._read())  # another run's vectors saved since: kept, not overwritten
+            self._write()
+
+    def _write(self) -> None:
+        keys = [""] * len(self.index)
         for k, i in self.index.items():
             keys[i] = k
-        tmp_keys, tmp_matrix = self.dir / "keys.json.tmp", self.dir / "vectors.tmp.npy"
-        np.save(tmp_matrix, self.matrix)
-        tmp_keys.write_text(json.dumps(keys))
-        os.replace(tmp_matrix, self.dir / "vectors.npy")
-        os.replace(tmp_keys, self.dir / "keys.json")
+        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".cache-", suffix=".npz")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                np.savez(handle, keys=np.asarray(keys, dtype="<U64"), vectors=self.matrix)
+            os.replace(tmp, self.dir / self.CACHE_FILE)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
 
 def doc_vectors(docs: Sequence[ToolDoc], vectors_for: Callable[[list[str]], np.ndarray]) -> dict[int, DocVectors]:
@@ -327,12 +355,12 @@ def learn_replay(
     principal followed by a successful call of its first relevant tool. As in the gateway, the call is linked
     (and its request learned) only when the served answer returned that tool, and the answer is the one an agent
     gets from ``tool_search`` by default (``TOP_K_DEFAULT`` tools, not the evaluation's ``DEPTH``: a tool ranked
-    below them was never shown, so never called from that search); learned requests are keyed,
-    counted once per principal and weighted by ``search.usage`` (``learned_key``, ``learned_weight``).
+    below them was never shown, so never called from that search); learned requests are keyed, counted once per
+    principal and weighted as the app weighs them (``usage.learned_key``, ``documents.learned_weight``).
     Returns, per learning tool's pk, its ToolDoc fields: ``learned`` (the learned requests with their
     weights) and ``learned_centroid`` (the weight of the distinct principals who taught it, as
     ``search.selectors.tool_docs_load`` gives it)."""
-    from .usage import learned_key, learned_normalise, learned_weight
+    from .usage import learned_key, learned_normalise
 
     by_id = {doc.tool_id: doc for doc in snapshot.docs}
     visible = snapshot.visible_mask(None)

@@ -39,24 +39,6 @@ def name_words(name: str) -> frozenset[str]:
     return frozenset(w for w in words if w not in STOPWORDS and (len(w) > 1 or not w.isascii()))
 
 
-# An upstream's own note that a tool is deprecated, in the words upstreams use: "(Deprecated)" or "[deprecated]",
-# "DEPRECATED" in capitals, a sentence that opens with it ("Deprecated: use X", "Deprecated. Use X"), "this tool
-# has been deprecated", "deprecated in favour of X". Not the word in a description of what a tool does ("check
-# whether a package is deprecated", "list deprecated endpoints"), which is about other things.
-_DEPRECATED = re.compile(
-    r"[(\[]\s*(?i:deprecated)\s*[)\]]"
-    r"|\bDEPRECATED\b"
-    r"|(?i:(?:^|[.!;]\s+)deprecated\s*[:.,;!\u2013\u2014-])"
-    r"|(?i:\bthis\s+(?:tool|endpoint|operation|method|function|api)\s+(?:is|has\s+been)\s+deprecated\b)"
-    r"|(?i:\bdeprecated\s+in\s+favou?r\s+of\b)"
-)
-
-
-def marked_deprecated(*texts: str) -> bool:
-    """Whether any of ``texts`` (a tool's name, title, description) says the tool is deprecated."""
-    return any(_DEPRECATED.search(text) for text in texts if text)
-
-
 def strip_control(text: str) -> str:
     return _CONTROL.sub(" ", text)
 

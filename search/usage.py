@@ -443,15 +443,6 @@ def _teacher_allowance_spent(*, teacher: str, tool: Tool, key: str) -> bool:
     return not LearnedRequest.objects.filter(tool=tool, key=key).exists()
 
 
-def learned_weight(principal_count: int) -> float:
-    """How much a learned request counts next to a curated example (1.0): it grows with the number of
-    distinct principals who confirmed it and is capped, so no single principal can lift a tool far."""
-    if principal_count <= 0:
-        return 0.0
-    base, step = settings.SCOUT_LEARNED_WEIGHT_BASE, settings.SCOUT_LEARNED_WEIGHT_STEP
-    return min(settings.SCOUT_LEARNED_WEIGHT_CAP, base + step * (principal_count - 1))
-
-
 def learned_index_schedule(*, tool_pks: Sequence[int]) -> None:
     """Mark tools whose learned requests changed and make sure one batched reindex follows within
     SCOUT_LEARNED_INDEX_INTERVAL seconds: every change in that interval rides on the same reindex."""

@@ -144,7 +144,7 @@ class ToolAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Tool]):
     ordering = ("tool_id",)
     autocomplete_fields = ("related_tools",)
     inlines = (ToolAliasInline, ToolKeywordInline, ToolExampleInline, ToolNegativeExampleInline)
-    upstream_fields = ("tool_id", "server_link", "name", "upstream_title", "description_block")
+    upstream_fields = ("tool_id", "server_link", "name", "upstream_title", "description_block", "deprecated_flag")
     # Long and rarely read while curating: folded under the description, one click away.
     definition_fields = (
         "input_schema_block",
@@ -282,6 +282,11 @@ class ToolAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Tool]):
     @admin.display(description="description")
     def description_block(self, tool: Tool) -> str:
         return text_block(tool.description)
+
+    @admin.display(description="deprecated", boolean=True)
+    def deprecated_flag(self, tool: Tool) -> bool:
+        # As search and the gateway read it: the upstream's flag (OpenAPI) or its own words (an MCP server's).
+        return tool.deprecated
 
     @admin.display(description="inputSchema")
     def input_schema_block(self, tool: Tool) -> str:

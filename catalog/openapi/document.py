@@ -236,12 +236,6 @@ def openapi_document_validate(document: dict[str, Any]) -> None:
 # --- operations -> tools ------------------------------------------------------------------------------
 
 
-# An operation the document marks ``deprecated: true``: its tool's description opens with this, unless it says so
-# already at its start.
-DEPRECATED_PREFIX = "(Deprecated) "
-DEPRECATED_MARKS = ("deprecated", "(deprecated)", "[deprecated]")
-
-
 def fallback_name(method: str, path: str) -> str:
     """A stable, readable name for an operation without operationId: ``get /pets/{petId}`` -> ``get_pets_petId``."""
     words = re.sub(r"[^A-Za-z0-9]+", "_", path).strip("_")
@@ -368,16 +362,14 @@ def operation_tool(resolver: SchemaResolver, method: str, path: str, path_item: 
     summary = operation.get("summary") if isinstance(operation.get("summary"), str) else ""
     description = operation.get("description") if isinstance(operation.get("description"), str) else ""
     description = (description or summary).strip() or f"{method.upper()} {path}"
-    if operation.get("deprecated") is True and not description.lower().startswith(DEPRECATED_MARKS):
-        # In the words an MCP server would use: search ranks it below its replacement and says it is deprecated
-        # (search/text.py marked_deprecated), tool_inspect too, and the model reads it in the description.
-        description = f"{DEPRECATED_PREFIX}{description}"
     return {
         "name": tool_name(operation, method, path),
         "title": summary.strip()[:500],
         "description": description,
         "inputSchema": input_schema,
         "annotations": method_annotations(method),
+        # The flag, not words in the upstream's text: ``ToolDefinition.deprecated``, outside the definition's hash.
+        "deprecated": operation.get("deprecated") is True,
     }
 
 

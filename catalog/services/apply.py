@@ -10,7 +10,15 @@ from catalog.definitions import ToolDefinition
 from catalog.models import Server, SyncRun, Tool, ToolRevision
 from catalog.signals import DefinitionChange, catalog_rows_changed, tool_definitions_changed, tools_changed
 
-UPSTREAM_FIELDS = ["upstream_title", "description", "input_schema", "output_schema", "annotations", "definition_hash"]
+UPSTREAM_FIELDS = [
+    "upstream_title",
+    "description",
+    "input_schema",
+    "output_schema",
+    "annotations",
+    "definition_hash",
+    "upstream_deprecated",
+]
 
 
 @dataclass
@@ -29,6 +37,7 @@ def _set_upstream_fields(tool: Tool, definition: ToolDefinition, digest: str) ->
     tool.output_schema = definition.output_schema
     tool.annotations = definition.annotations
     tool.definition_hash = digest
+    tool.upstream_deprecated = definition.deprecated
 
 
 def catalog_apply_listing(
@@ -58,6 +67,7 @@ def catalog_apply_listing(
         to_create: list[Tool] = []
         to_update: list[Tool] = []
         seen_unchanged: list[int] = []
+        flag_changed: list[Tool] = []
         digests: dict[str, str] = {}
         for definition in definitions:
             digest = definition.hash
@@ -86,12 +96,19 @@ def catalog_apply_listing(
                 tool.last_seen_at = now
                 to_update.append(tool)
                 changed_pairs.append((tool, previous))
+            elif tool.upstream_deprecated != definition.deprecated:
+                # Only the deprecated flag moved: not a new definition (no revision, no review), but search re-reads it.
+                tool.upstream_deprecated = definition.deprecated
+                tool.last_seen_at = now
+                flag_changed.append(tool)
+                result.changed += 1
             else:
                 result.unchanged += 1
                 seen_unchanged.append(tool.pk)
 
         Tool.objects.bulk_create(to_create, batch_size=1000)
         Tool.objects.bulk_update(to_update, [*UPSTREAM_FIELDS, "removed_at", "last_seen_at"], batch_size=1000)
+        Tool.objects.bulk_update(flag_changed, ["upstream_deprecated", "last_seen_at"], batch_size=1000)
         if seen_unchanged:
             Tool.objects.filter(pk__in=seen_unchanged).update(last_seen_at=now)
 
@@ -119,7 +136,7 @@ def catalog_apply_listing(
             ]
             tool_definitions_changed.send(sender=Tool, changes=changes)
 
-        result.touched_pks = [tool.pk for tool, _ in changed_pairs] + [tool.pk for tool in gone]
+        result.touched_pks = [tool.pk for tool, _ in changed_pairs] + [tool.pk for tool in flag_changed + gone]
         if result.touched_pks:
             catalog_rows_changed.send(sender=Tool)
         if result.touched_pks and notify:

@@ -29,7 +29,7 @@ from search.backends import SearchResult
 from search.choices import EmptyAnswerReason
 from search.engine.ranking import Confidence
 from search.services import TOP_K_DEFAULT, TOP_K_MAX, TOP_K_MIN, SearchQueryError, search_for_principal
-from search.text import close_tool_ids, function_word, marked_deprecated
+from search.text import close_tool_ids, function_word
 from search.usage import search_observe
 
 from ..constants import MAX_INSPECT_IDS, MAX_TOOL_ID_CHARS
@@ -316,7 +316,7 @@ def tool_descriptor(tool: Tool, *, why_matched: list[str] | None = None, full: b
         descriptor["needs_approval"] = True
     # Said only when true, as search reads it (ranked below its replacement): the summary, a first sentence, often
     # leaves out the upstream's "DEPRECATED: use X instead".
-    if marked_deprecated(tool.name, tool.title or tool.upstream_title, tool.description):
+    if tool.deprecated:
         descriptor["deprecated"] = True
     if why_matched is not None:
         descriptor["why_matched"] = [text_for_model(reason) for reason in why_matched]
@@ -527,6 +527,7 @@ DESCRIPTOR_FIELDS = (
     "upstream_title",
     "purpose",
     "description",
+    "upstream_deprecated",
     "input_schema",
     "server__slug",
     "server__description",

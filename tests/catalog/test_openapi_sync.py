@@ -391,3 +391,67 @@ def test_a_document_quoting_the_services_credentials_never_stores_or_shows_them(
     for secret in (token, key):
         assert secret not in stored
         assert secret not in shown
+
+
+def test_deprecating_an_operation_flags_its_tool_without_changing_its_definition(service, make_server):
+    """``deprecated: true`` is a fact beside the definition (``Tool.upstream_deprecated``), not words put into the
+    upstream's description: the hash stays, so no revision and no review, and search re-reads the tool."""
+    from governance.models import ToolPolicy
+
+    live, _ = service
+    server = _server(make_server, live.url)
+    assert server_sync(server_pk=server.pk).status == SyncStatus.PARTIAL
+    ToolPolicy.objects.filter(tool__server=server).update(held=False)  # a curator accepted the first import
+    before = _tools(server)["showPetById"]
+
+    deprecated = document()
+    deprecated["paths"]["/pets/{petId}"]["get"]["deprecated"] = True
+    set_document(server, json.dumps(deprecated))
+    run = server_sync(server_pk=server.pk)
+    assert (run.changed, run.added, run.removed) == (1, 0, 0), run.error
+    after = _tools(server)["showPetById"]
+    assert after.upstream_deprecated and after.deprecated
+    assert (after.description, after.definition_hash) == (before.description, before.definition_hash)
+    assert ToolRevision.objects.filter(tool=after).count() == 1
+    assert ToolPolicy.objects.get(tool=after).held is False
+    assert not _tools(server)["listPets"].deprecated
+
+    set_document(server, json.dumps(document()))  # no longer deprecated: the flag goes as it came
+    assert server_sync(server_pk=server.pk).changed == 1
+    assert not _tools(server)["showPetById"].upstream_deprecated
+
+
+def test_a_tool_imported_with_the_old_prefix_gets_the_flag_and_keeps_its_acceptance(service, make_server):
+    """Before the flag, the import put "(Deprecated) " before the description. The migration gives such a tool the
+    flag and its own description back, with the hash the next sync computes, and moves its acceptance along."""
+    from importlib import import_module
+
+    from django.apps import apps
+
+    from governance.models import ToolPolicy
+
+    migration = import_module("governance.migrations.0017_openapi_deprecated_flag")
+    live, _ = service
+    deprecated = document()
+    deprecated["paths"]["/pets/{petId}"]["get"]["deprecated"] = True
+    server = _server(make_server, live.url, deprecated)
+    assert server_sync(server_pk=server.pk).status == SyncStatus.PARTIAL
+    ToolPolicy.objects.filter(tool__server=server).update(held=False)
+    tool = _tools(server)["showPetById"]
+    current = tool.definition_hash
+    # As the earlier import left it: the prefix in the description and in the hash, accepted so.
+    tool.description = migration.PREFIX + tool.description
+    tool.upstream_deprecated = False
+    tool.definition_hash = migration._hash(tool, tool.description)
+    tool.save()
+    ToolPolicy.objects.filter(tool=tool).update(accepted_hash=tool.definition_hash)
+
+    migration.flag_from_prefix(apps, None)
+
+    tool.refresh_from_db()
+    assert tool.upstream_deprecated and not tool.description.startswith(migration.PREFIX)
+    assert tool.definition_hash == current
+    assert ToolPolicy.objects.get(tool=tool).accepted_hash == current
+    assert server_sync(server_pk=server.pk).unchanged >= 1
+    assert _tools(server)["showPetById"].definition_hash == current
+    assert ToolPolicy.objects.get(tool=tool).held is False

@@ -1,7 +1,7 @@
 """An OpenAPI operation marked ``deprecated: true`` is a deprecated tool, as an MCP server's "(Deprecated)" tool is:
-tool_search says so on its line and match, tool_inspect too, and its description tells the model. Before, the flag
-was dropped at import and the operation was offered as any other. A real OpenAPI service on loopback, synced, then
-searched and inspected over HTTP against the live gateway."""
+tool_search says so on its line and match, tool_inspect too. The flag is carried beside the definition
+(``Tool.upstream_deprecated``), not written into the upstream's description. A real OpenAPI service on loopback,
+synced, then searched and inspected over HTTP against the live gateway."""
 
 from __future__ import annotations
 
@@ -41,8 +41,9 @@ def pets(gateway, member_on, settings) -> Any:
 def test_an_operation_the_document_deprecates_is_a_deprecated_tool(gateway, pets):
     from catalog.models import Tool
 
-    assert Tool.objects.get(tool_id="pets::showPetById").description.startswith("(Deprecated) Show the details")
-    assert not Tool.objects.get(tool_id="pets::listPets").description.startswith("(Deprecated)")
+    old = Tool.objects.get(tool_id="pets::showPetById")
+    assert old.upstream_deprecated and old.description.startswith("Show the details")
+    assert not Tool.objects.get(tool_id="pets::listPets").upstream_deprecated
 
     async def main() -> tuple[Any, Any]:
         async with mcp_client(gateway, pets.token) as client:

@@ -4,10 +4,10 @@ Over HTTP against a live gateway: tests/mcpgateway/test_deprecated_tools.py."""
 import numpy as np
 import pytest
 
+from catalog.definitions import marked_deprecated
 from search.engine.dense import DenseScores
 from search.engine.ranking import Branches, RankingOptions, rank
 from search.engine.sparse import SparseScores
-from search.text import marked_deprecated
 
 
 @pytest.mark.parametrize(

@@ -155,7 +155,7 @@ def test_one_principal_lifts_a_tool_by_at_most_the_cap_however_often_and_however
     weight times the best one's cosine, never more: the wordings do not add up."""
     from django.conf import settings
 
-    from search.usage import learned_weight
+    from search.documents import learned_weight
 
     one = learned_weight(1)
     assert one == settings.SCOUT_LEARNED_WEIGHT_BASE < settings.SCOUT_LEARNED_WEIGHT_CAP
@@ -178,7 +178,7 @@ def test_one_teachers_many_wordings_weigh_as_one_teacher_in_the_centroid(vectors
     """The centroid is the mean over the tool's teachers of each one's mean wording: a principal who sends
     many wordings of one request, beside other people's unrelated ones, still lifts the tool by at most one
     principal's weight (without teachers, their wordings would steer the centroid, weighted for three)."""
-    from search.usage import learned_weight
+    from search.documents import learned_weight
 
     request = "did the landlord answer about the rent"
     query = vectors_for([request])[0]
@@ -242,7 +242,7 @@ def test_high_needs_curated_evidence_not_only_learned_requests(vectors_for):
     """A request whose only support is what one principal taught (its words and vector) ranks the taught tool
     first, served ``low``: an agent trusts ``high`` at once, and learned evidence is not calibrated. The same
     words curated as an example request serve it ``high``, taught or not."""
-    from search.usage import learned_weight
+    from search.documents import learned_weight
 
     # Close enough to the tool's own text (cosine about .2) that the words it learned, counted in its coverage,
     # would make its evidence enough for ``high``: none of them is in its curated text, so none counts.

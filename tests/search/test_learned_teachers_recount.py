@@ -7,9 +7,9 @@ from django.contrib.auth import get_user_model
 from catalog.choices import ServerStatus
 from governance.models import ServerTenant
 from governance.services.permissions import permission_grant, permission_revoke
+from search.documents import learned_weight
 from search.models import LearnedConfirmation, LearnedRequest
 from search.selectors import tool_docs_load
-from search.usage import learned_weight
 from tests.governance.factories import EntitlementFactory, ServerFactory, ToolFactory, tenant_with
 from tests.search.factories import teach
 

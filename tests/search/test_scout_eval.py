@@ -292,11 +292,11 @@ def test_learn_from_replays_traffic_through_the_learning_rules(tmp_path, setting
 
 
 def test_learn_replay_weights_by_distinct_principals(tmp_path, settings):
+    from search.documents import learned_weight
     from search.encoder import encoder_get
     from search.engine.ranking import RankingOptions
     from search.engine.snapshot import IndexSnapshot
     from search.evaluation import doc_vectors, learn_replay, load_catalogs, load_queries
-    from search.usage import learned_weight
 
     docs = load_catalogs([write_jsonl(tmp_path / "catalog-small.jsonl", CATALOG)])
     learn, _ = load_queries([write_jsonl(tmp_path / "queries-learn.jsonl", LEARN)], {d.tool_id for d in docs})

@@ -9,13 +9,13 @@ from django.utils import timezone
 from governance.principals import principal_for_user
 from governance.services.permissions import permission_grant
 from search.choices import LearnedStatus
+from search.documents import learned_weight
 from search.engine.ranking import Confidence
 from search.models import LearnedRequest, QueryLogEntry, SearchOutcome
 from search.usage import (
     LoggedResult,
     learned_request_promote,
     learned_request_reject,
-    learned_weight,
     query_log_purge,
     query_log_record,
     query_redact,
