@@ -396,6 +396,10 @@ def _decider_still_approves(
     or the agent; the tool's server moved to another tenant: its row) was followed by a decision of someone without
     the right (T5/Z6). Now the revocation either came first and is seen here, or waits for this decision. Raises
     ApprovalError("forbidden")."""
+    # The tool's server first: moved to a tenant the decider does not act in, its tool is no longer theirs to decide
+    # (Z12), and a move locks that row (governance.receivers). First, as the admin's server form locks it (its save)
+    # before the people whose grants its access sections revoke: the same order, no deadlock.
+    rows_lock(Server.objects.filter(pk=request.tool.server_id))
     # NO KEY UPDATE: rows that merely point at the person or token (an audit event) are still written meanwhile.
     person = get_user_model().objects.select_for_update(no_key=True).filter(pk=approver.pk, is_active=True).first()
     if principal is not None and principal.token_id is not None:
@@ -406,9 +410,6 @@ def _decider_still_approves(
         principal = principal_as_now(principal)
         if principal is None:  # the token was revoked or expired, or may no longer act
             person = None
-    # And the tool's server: moved to a tenant the decider does not act in, its tool is no longer theirs to decide
-    # (Z12); a move locks the server's row first (governance.receivers), so it waits for this decision or is seen.
-    rows_lock(Server.objects.filter(pk=request.tool.server_id))
     if (
         person is None
         or not approval_requests_for_approver(user=person, principal=principal).filter(pk=request.pk).exists()
