@@ -5,7 +5,8 @@ Receivers carry no policy themselves; they call services (review, row locks) or 
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from django.db.models.signals import m2m_changed, post_delete, post_save, pre_delete
+from django.db import transaction
+from django.db.models.signals import m2m_changed, post_delete, post_save, pre_delete, pre_save
 from django.dispatch import receiver
 
 from catalog.models import Server, Tool
@@ -95,6 +96,18 @@ def _lock_agent_of_deleted_grant(sender, *, instance: AgentGrant, **kwargs) -> N
     rows_lock(Agent.objects.filter(pk=instance.agent_id))
 
 
+def _lock_server_moving(sender, *, instance: ServerTenant, raw: bool = False, **kwargs) -> None:
+    """A server given a tenant, moved to another or shared again: lock its row, as a decision on one of its tools under
+    way does, so the move waits for it (the decider may not act in the new tenant, Z12) or the decision sees it. A save
+    outside a transaction (a shell's; the admin's is in one) waits for the decisions in flight, then writes at once."""
+    if raw:
+        return
+    from .services.permissions import rows_lock
+
+    with transaction.atomic():
+        rows_lock(Server.objects.filter(pk=instance.server_id))
+
+
 def _members_of(group_or_tenant):
     people = get_user_model().objects.all()
     return (
@@ -151,5 +164,7 @@ def connect() -> None:
     for model in (Group, Tenant):
         pre_delete.connect(_lock_members_of_deleted, sender=model, dispatch_uid=f"governance-lock-{model.__name__}")
     pre_delete.connect(_lock_agent_of_deleted_grant, sender=AgentGrant, dispatch_uid="governance-lock-AgentGrant")
+    pre_save.connect(_lock_server_moving, sender=ServerTenant, dispatch_uid="governance-lock-ServerTenant-save")
+    pre_delete.connect(_lock_server_moving, sender=ServerTenant, dispatch_uid="governance-lock-ServerTenant-delete")
     tools_changed.connect(_invalidate_signalled, dispatch_uid="governance-vis-tools-changed")
     catalog_rows_changed.connect(_invalidate_signalled, dispatch_uid="governance-vis-catalog-rows-changed")

@@ -22,7 +22,7 @@ from django.db import OperationalError, connection, transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
-from catalog.models import Tool
+from catalog.models import Server, Tool
 from governance.choices import ApprovalStatus, AuditEventType, AuditOutcome
 from governance.constants import (
     APPROVAL_ID_BYTES,
@@ -396,8 +396,13 @@ def _decider_still_approves(
     it ends: their approve right was checked when the decision began, and a revocation committed before the decision
     was written (the grant, a group's grant: ``permission_revoke`` locks its holders' rows; the token; the person
     deactivated; a group or tenant left or deleted, an agent's grant deleted: governance.receivers locks the people
-    or the agent) was followed by a decision of someone without the right (T5/Z6). Now the revocation either came
-    first and is seen here, or waits for this decision. Raises ApprovalError("forbidden")."""
+    or the agent; the tool's server moved to another tenant: its row) was followed by a decision of someone without
+    the right (T5/Z6). Now the revocation either came first and is seen here, or waits for this decision. Raises
+    ApprovalError("forbidden")."""
+    # The tool's server first: moved to a tenant the decider does not act in, its tool is no longer theirs to decide
+    # (Z12), and a move locks that row (governance.receivers). First, as the admin's server form locks it (its save)
+    # before the people whose grants its access sections revoke: the same order, no deadlock.
+    rows_lock(Server.objects.filter(pk=request.tool.server_id))
     # NO KEY UPDATE: rows that merely point at the person or token (an audit event) are still written meanwhile.
     person = get_user_model().objects.select_for_update(no_key=True).filter(pk=approver.pk, is_active=True).first()
     if principal is not None and principal.token_id is not None:

@@ -164,11 +164,11 @@ def _lock_holders(holder: AbstractBaseUser | Group) -> None:
 
 
 def rows_lock(rows: QuerySet) -> None:
-    """Lock ``rows`` (people, or agents) until the transaction commits, as a change that may take an approve right
-    away must (a revoked grant, a group or tenant left, a group deleted, an agent's grant deleted): a decision under
-    way holds its decider's row and their agents' while it checks the right and writes itself
-    (``approval_decide``), so the change waits for it, and one begun after sees the change. NO KEY UPDATE, as the
-    decision takes; in the order of their ids."""
+    """Lock ``rows`` (people, agents, or a server) until the transaction commits, as a change that may take an approve
+    right away must (a revoked grant, a group or tenant left, a group deleted, an agent's grant deleted, a server moved
+    to another tenant): a decision under way holds its decider's row, their agents' and the tool's server's while it
+    checks the right and writes itself (``approval_decide``), so the change waits for it, and one begun after sees the
+    change. NO KEY UPDATE, as the decision takes; in the order of their ids."""
     list(rows.select_for_update(no_key=True, of=("self",)).order_by("pk").values_list("pk", flat=True))
 
 

@@ -622,6 +622,7 @@ OUTPUT_LOST_AFTER_A_WRITE = (
 
 ACCESS_CHANGED = "access_changed"
 DATABASE_BUSY = "database_busy"
+APPROVAL_NOW_REQUIRED = "approval_now_required"
 ACCESS_CHANGED_TEXT = (
     "The call was not sent: while it waited for the tool's server, this token lost the right to run this tool "
     "(revoked, expired, or the tool withdrawn). Do not retry: tell the user the call was not made."
@@ -636,6 +637,23 @@ class CallStopped(Exception):
         super().__init__(failure)
         self.result = result
         self.failure = failure
+
+
+def call_stopped_meanwhile(plan: ExecutionPlan) -> CallStopped | None:
+    """Why a call that waited for its upstream may not be sent after all, or None (Z6): its caller lost the right
+    (the token or person as the database stands, the tool withdrawn or changed), or the tool was reclassified to
+    need an approval the call does not carry (T5: it was authorized as one that needed none). Then the approval
+    gate answers as for a new call, opening the request an approver decides. A call carrying an approval is sent:
+    a person approved this exact call."""
+    principal, tool = plan.principal, plan.tool
+    if not tool_still_executable_by(principal=principal, tool_pk=tool.pk, definition_hash=tool.definition_hash):
+        return CallStopped(error_result(ACCESS_CHANGED_TEXT, access_changed=True), failure=ACCESS_CHANGED)
+    if plan.approval is None:
+        with transaction.atomic():
+            _, final = _approval_gate(principal=principal, tool=tool, arguments=plan.arguments, approval_id=None)
+        if final is not None:
+            return CallStopped(final, failure=APPROVAL_NOW_REQUIRED)
+    return None
 
 
 def execute_finish(plan: ExecutionPlan, result: types.CallToolResult, *, outcome: str, failure: str = "") -> None:
@@ -665,7 +683,8 @@ def execute_finish(plan: ExecutionPlan, result: types.CallToolResult, *, outcome
             **({"failure": failure} if failure else {}),
         },
     )
-    if failure not in ("cancelled", ACCESS_CHANGED, DATABASE_BUSY):  # a call never sent did nothing to learn from
+    # A call never sent did nothing to learn from.
+    if failure not in ("cancelled", ACCESS_CHANGED, DATABASE_BUSY, APPROVAL_NOW_REQUIRED):
         kind = SearchOutcomeKind.SUCCESS if outcome == AuditOutcome.SUCCESS else SearchOutcomeKind.UPSTREAM_ERROR
         search_outcome_record(principal=plan.principal, tool=plan.tool, outcome=kind)
 
@@ -765,17 +784,11 @@ async def _execute(
 
     async def recheck() -> None:
         try:
-            # Z6: a revocation (or a changed tool) stops a call not yet sent.
-            allowed = await run_orm_or_busy(
-                tool_still_executable_by,
-                principal=plan.principal,
-                tool_pk=plan.tool.pk,
-                definition_hash=plan.tool.definition_hash,
-            )
+            stopped = await run_orm_or_busy(call_stopped_meanwhile, plan)
         except DatabaseBusy:  # fail closed: a call whose access cannot be checked again is not sent
             raise CallStopped(error_result(BUSY_TEXT, service_busy=True), failure=DATABASE_BUSY) from None
-        if not allowed:
-            raise CallStopped(error_result(ACCESS_CHANGED_TEXT, access_changed=True), failure=ACCESS_CHANGED)
+        if stopped is not None:
+            raise stopped
 
     try:
         with (
@@ -793,7 +806,7 @@ async def _execute(
                 caller=plan.principal.user.pk,
             )
     except CallStopped as stop:
-        outcome = AuditOutcome.DENIED if stop.failure == ACCESS_CHANGED else AuditOutcome.ERROR
+        outcome = AuditOutcome.ERROR if stop.failure == DATABASE_BUSY else AuditOutcome.DENIED
         await _finish_shielded(plan, stop.result, outcome=outcome, failure=stop.failure)
         return stop.result
     except UpstreamCallError as exc:

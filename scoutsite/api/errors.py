@@ -3,6 +3,8 @@
 import logging
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import DatabaseError
 from rest_framework import exceptions, status
@@ -46,6 +48,14 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
             _body("service_busy", BUSY_MESSAGE),
             status=status.HTTP_503_SERVICE_UNAVAILABLE,
             headers={"Retry-After": str(BUSY_RETRY_AFTER_SECONDS)},
+        )
+    if isinstance(exc, RequestDataTooBig):
+        # A body past DATA_UPLOAD_MAX_MEMORY_SIZE (Django refuses to read it): the caller's input, not Scout's fault;
+        # it was a 500 and a traceback logged per request, at the caller's rate (T13, C1-7).
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return Response(
+            _body("request_too_large", f"The request body is larger than {limit} bytes."),
+            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
         )
     response = drf_exception_handler(exc, context)
     if response is None:

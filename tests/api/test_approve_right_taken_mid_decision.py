@@ -129,7 +129,16 @@ def _pending_in(tenant, *, member, catalog, grant):
 
 
 @pytest.mark.parametrize(
-    "left", ["group_left", "group_cleared", "group_deleted", "tenant_left", "agent_grant_deleted", "agent_narrowed"]
+    "left",
+    [
+        "group_left",
+        "group_cleared",
+        "group_deleted",
+        "tenant_left",
+        "server_moved",
+        "agent_grant_deleted",
+        "agent_narrowed",
+    ],
 )
 def test_a_decision_in_flight_is_waited_for_by_a_group_tenant_or_agent_change_that_takes_its_right(
     api, member, approver, catalog, grant, superuser, left
@@ -138,7 +147,8 @@ def test_a_decision_in_flight_is_waited_for_by_a_group_tenant_or_agent_change_th
     through an agent's token (the agent's own grants narrow it): taking the approver out of the group or tenant,
     deleting the group, deleting the agent's grant or narrowing the agent while their decision is under way waits
     for the decision, as a revoked grant does; before, it committed at once and the decision was recorded after it,
-    by someone without the right (redteam29; redteam27 left these paths open)."""
+    by someone without the right (redteam29; redteam27 left these paths open). The request's server moved to a tenant
+    the approver does not act in (redteam31; redteam29 left it open)."""
     from governance.models import Agent, AgentGrant, ServerTenant, Tenant
 
     if connection.vendor != "postgresql":
@@ -146,7 +156,7 @@ def test_a_decision_in_flight_is_waited_for_by_a_group_tenant_or_agent_change_th
     group = Group.objects.create(name="approvers")
     approver.groups.add(group)
     tenant = None
-    if left == "tenant_left":
+    if left in ("tenant_left", "server_moved"):
         tenant = Tenant.objects.create(slug="acme", name="Acme")
         tenant.members.add(approver, member)
         ServerTenant.objects.create(server=catalog.github, tenant=tenant)
@@ -173,6 +183,10 @@ def test_a_decision_in_flight_is_waited_for_by_a_group_tenant_or_agent_change_th
                 group.delete()
             elif left == "tenant_left":
                 tenant.members.remove(approver)
+            elif left == "server_moved":
+                moved = ServerTenant.objects.get(server=catalog.github)
+                moved.tenant = Tenant.objects.create(slug="globex", name="Globex")
+                moved.save()
             elif left == "agent_grant_deleted":
                 AgentGrant.objects.filter(agent=agent).delete()
             else:

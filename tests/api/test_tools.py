@@ -319,3 +319,28 @@ def test_pages_are_full_when_hidden_tools_sit_between_permitted_ones(api, catalo
             seen += [tool["tool_id"] for tool in body["results"]]
             page, url = page + 1, url if body["next"] else None
         assert sorted(seen) == permitted, size
+
+
+def test_a_curators_agent_sees_the_tools_its_agent_may_discover_not_the_catalog(api, catalog, owner, grant):
+    """redteam31 (Z8/T6): a token of a curator's agent read the whole catalog of its person over REST (every tool,
+    held definitions and their revisions included), though over /mcp it sees only what its agent may discover and
+    never a held text: the review keeps that from agents. Now it sees the tools its agent may discover; the curator's
+    own token still reads the catalog."""
+    from governance.models import Agent, AgentGrant
+
+    give_perms(owner, "catalog.view_tool")
+    grant(owner, catalog.github, "discover")
+    agent = Agent.objects.create(user=owner, name="triage-bot")
+    AgentGrant.objects.create(agent=agent, server=catalog.github, action="discover")
+    agent_token = make_token(owner, ["api", "discover"], agent=agent)
+
+    assert ids(api.get("tools/", token=agent_token)) == ["github::list_issues"]
+    for path in (
+        "tools/github::list_secrets/",
+        "tools/github::list_secrets/revisions/",
+        "tools/payroll::list_salaries/",
+    ):
+        assert api.get(path, token=agent_token).status_code == 404
+    assert api.get("tools/github::list_issues/", token=agent_token).status_code == 200
+    curator = make_token(owner, ["api", "discover"])
+    assert len(ids(api.get("tools/", token=curator))) == 3

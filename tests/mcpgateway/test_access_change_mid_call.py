@@ -98,3 +98,62 @@ def test_a_call_that_waited_for_its_slot_still_runs_when_nothing_changed(
     result = waiting.result(timeout=60)
     assert result.get("isError") is not True and result["content"][0]["text"] == "late"
     assert faulty_calls(faulty_call_log, "ping") == 1
+
+
+def _classify_as_a_risky_write(admin: Any) -> None:
+    from governance.models import RiskClass, ToolPolicy
+    from governance.services.policy import tool_policy_classify
+
+    tool_policy_classify(
+        policy=ToolPolicy.objects.get(tool__tool_id="faulty::ping"),
+        actor=admin,
+        operation_class="write",
+        reversibility="irreversible",
+        risk_class=RiskClass.objects.get(name="high"),
+        allowed_environments=[],
+        data_classes=[],
+        classification_note="it pages the on-call engineer",
+    )
+
+
+def _make_its_risk_class_need_approval(admin: Any) -> None:
+    from governance.models import ToolPolicy
+    from governance.services.policy import risk_class_update
+
+    risk = ToolPolicy.objects.get(tool__tool_id="faulty::ping").risk_class
+    risk_class_update(
+        risk_class=risk,
+        actor=admin,
+        requires_approval=True,
+        requires_approval_for_mutating=True,
+        approval_ttl=risk.approval_ttl,
+    )
+
+
+@pytest.mark.parametrize(
+    "change", [_classify_as_a_risky_write, _make_its_risk_class_need_approval], ids=["tool", "risk_class"]
+)
+def test_a_tool_reclassified_to_need_approval_while_a_call_waits_is_not_sent_without_one(
+    gateway, member_on, admin_user, faulty_server, faulty_call_log, settings, change
+):
+    """redteam31 (T5): a call authorized as needing no approval, waiting for its slot, was sent after its tool was
+    classified as needing one (an admin's new class, or its risk class's rule): the approval it now needs was never
+    asked. It now gets the answer a new call gets: a pending request an approver decides, and nothing is sent."""
+    from governance.models import ApprovalRequest
+    from mcpgateway.models import IdempotencyRecord
+
+    _, _, holder, waiting = _member_waiting_behind_a_hang(
+        gateway, member_on, admin_user, faulty_server, faulty_call_log, settings
+    )
+    change(admin_user)
+    _drop(holder)
+
+    result = waiting.result(timeout=60)
+    assert result["isError"] is True
+    assert result["structuredContent"]["approval_required"] is True, result
+    assert faulty_calls(faulty_call_log, "ping") == 0  # the upstream never ran it
+    (request,) = ApprovalRequest.objects.filter(tool__tool_id="faulty::ping")
+    assert request.status == "pending" and request.approval_id == result["structuredContent"]["approval_id"]
+    (event,) = _wait_for(lambda: _executions("faulty::ping"), "an audit event for the stopped call")
+    assert event.outcome == "denied" and event.payload["failure"] == "approval_now_required"
+    assert not IdempotencyRecord.objects.filter(key="p").exists()  # nothing ran: the key is free again
