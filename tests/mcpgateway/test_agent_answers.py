@@ -1,0 +1,93 @@
+"""What an agent reads after a wrong call, through the SDK client over HTTP against the real mcp-server-git and
+server-memory (bench/NOTES-agentux14.md).
+
+Invalid arguments: the answer names what is wrong and where, and gives the schema of that part only (the failing
+value's, the missing property's), not the whole inputSchema again."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any
+
+import pytest
+
+from .conftest import PROTOCOL_MODES, classify_low_risk, gateway_db, mcp_client, run, sync_server
+
+pytestmark = [gateway_db, pytest.mark.slow]
+
+
+def text_of(result: Any) -> str:
+    return "".join(block.text for block in result.content if getattr(block, "type", "") == "text")
+
+
+@pytest.fixture
+def world(member_on, memory_server, admin_user, tmp_path) -> dict[str, Any]:
+    from catalog.models import Tool
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    (repo / "README.md").write_text("hello\n")
+    subprocess.run(["git", "-C", str(repo), "add", "README.md"], check=True)
+    subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one"], check=True
+    )
+    git = sync_server(slug="git", transport="stdio", command="mcp-server-git", args=["--repository", str(repo)])
+    # An admin classifies the graph writes as low-risk: this member runs them without an approval.
+    for tool in Tool.objects.filter(server__slug="memory"):
+        classify_low_risk(tool, actor=admin_user, operation_class="write", reversibility="reversible")
+    return {"token": member_on(git, memory_server).token, "repo": str(repo)}
+
+
+def _property_schema(tool_id: str, *path: str) -> str:
+    """A property's schema as tool_inspect shows it (pydantic's optional form shown as its plain type)."""
+    from catalog.models import Tool
+    from mcpgateway.services import schema_for_model
+
+    tool = Tool.objects.get(tool_id=tool_id)
+    node = schema_for_model(tool.input_schema, name=tool.name)
+    for part in path:
+        node = node["items"] if part == "items" else node["properties"][part]
+    return json.dumps(node, separators=(",", ":"), ensure_ascii=False)
+
+
+@pytest.mark.parametrize("mode", PROTOCOL_MODES)
+def test_invalid_arguments_give_the_schema_of_what_is_wrong_only(gateway, world, mode):
+    repo = world["repo"]
+    calls = [
+        ("git::git_log", {"repo_path": repo, "max_count": "3"}),  # a wrong type
+        ("git::git_branch", {"repo_path": repo}),  # a required property left out
+        ("git::git_log", {"repo": repo}),  # a misnamed one
+        ("memory::create_entities", {"entities": [{"name": "Bob", "entityType": "person"}]}),  # deeper down
+    ]
+
+    async def main():
+        async with mcp_client(gateway, world["token"], mode=mode) as client:
+            return [
+                await client.call_tool("execute_tool", {"tool_id": tool_id, "arguments": arguments})
+                for tool_id, arguments in calls
+            ]
+
+    answers = run(main)
+    assert all(answer.is_error and answer.structured_content == {"invalid_arguments": True} for answer in answers)
+    mistyped, forgotten, misnamed, nested = answers
+    assert text_of(mistyped) == (
+        "Invalid arguments: arguments.max_count: must be of type integer. Schema of arguments.max_count "
+        f"{_property_schema('git::git_log', 'max_count')}. Call again with that fixed (tool_inspect gives the whole "
+        "inputSchema)."
+    )
+    # The values branch_type takes are only in its description: given, and not the optional parameters' texts.
+    assert f"Schema of arguments.branch_type {_property_schema('git::git_branch', 'branch_type')}." in text_of(
+        forgotten
+    )
+    assert "'local'" in text_of(forgotten) and "commit sha" not in text_of(forgotten)
+    assert text_of(misnamed).startswith(
+        "Invalid arguments: arguments: missing required property repo_path, and has properties the schema does not "
+        "name (its properties: repo_path, max_count, start_timestamp, end_timestamp). Schema of arguments.repo_path "
+        f"{_property_schema('git::git_log', 'repo_path')}."
+    )
+    assert "timestamp for filtering" not in text_of(misnamed)
+    observations = _property_schema("memory::create_entities", "entities", "items", "observations")
+    assert f"Schema of arguments.entities[0].observations {observations}." in text_of(nested)
+    assert '"entityType"' not in text_of(nested)
