@@ -908,9 +908,27 @@ async def _execute(
         secrets = server_secrets(plan.tool.server)
         with anyio.CancelScope(shield=True):
             result = await anyio.to_thread.run_sync(_result_shown, result, plan.tool.tool_id, secrets)
+        if result.is_error:
+            result = _with_tool_error_note(result, reads_only=plan.reads_only)
     outcome = AuditOutcome.ERROR if result.is_error else AuditOutcome.SUCCESS
     await _finish_shielded(plan, result, outcome=outcome)
     return result
+
+
+# After an error the tool itself reported (it ran and refused: "Invalid branch type: everything"): whether calling
+# again can help, which its message rarely says. Scout's own failures say it in their text (UPSTREAM_FAILURE_TEXT).
+TOOL_ERROR_NOTE = (
+    "Note from the gateway: the tool ran and reported this error. The same arguments will fail the same way unless "
+    "its message says the failure is temporary: change them as it says (tool_inspect gives the inputSchema), or "
+    "tell the user."
+)
+READ_ERROR_NOTE = " It only reads, so nothing changed."
+WRITE_ERROR_NOTE = " Only its message can say whether it changed anything before it failed."
+
+
+def _with_tool_error_note(result: types.CallToolResult, *, reads_only: bool) -> types.CallToolResult:
+    note = TOOL_ERROR_NOTE + (READ_ERROR_NOTE if reads_only else WRITE_ERROR_NOTE)
+    return result.model_copy(update={"content": [*result.content, types.TextContent(type="text", text=note)]})
 
 
 def _result_shown(result: types.CallToolResult, tool_id: str, secrets: tuple[str, ...]) -> types.CallToolResult:

@@ -2,7 +2,8 @@
 server-memory (bench/NOTES-agentux14.md).
 
 Invalid arguments: the answer names what is wrong and where, and gives the schema of that part only (the failing
-value's, the missing property's), not the whole inputSchema again."""
+value's, the missing property's), not the whole inputSchema again. An error the tool itself reported ("Invalid
+branch type") says whether calling again can help."""
 
 from __future__ import annotations
 
@@ -91,3 +92,34 @@ def test_invalid_arguments_give_the_schema_of_what_is_wrong_only(gateway, world,
     observations = _property_schema("memory::create_entities", "entities", "items", "observations")
     assert f"Schema of arguments.entities[0].observations {observations}." in text_of(nested)
     assert '"entityType"' not in text_of(nested)
+
+
+@pytest.mark.parametrize("mode", PROTOCOL_MODES)
+def test_an_error_the_tool_reported_says_whether_calling_again_can_help(gateway, world, mode):
+    """git_branch refuses a branch type it does not know (a read); server-memory refuses observations for an entity
+    it does not hold (a write). Each answer keeps the tool's own message and says the same call fails again."""
+
+    async def main():
+        async with mcp_client(gateway, world["token"], mode=mode) as client:
+            read = await client.call_tool(
+                "execute_tool",
+                {"tool_id": "git::git_branch", "arguments": {"repo_path": world["repo"], "branch_type": "everything"}},
+            )
+            write = await client.call_tool(
+                "execute_tool",
+                {
+                    "tool_id": "memory::add_observations",
+                    "arguments": {"observations": [{"entityName": "Nobody", "contents": ["likes tea"]}]},
+                },
+            )
+            return read, write
+
+    read, write = run(main)
+    assert read.is_error and write.is_error
+    assert "Invalid branch type" in read.content[0].text and "Nobody" in write.content[0].text
+    for answer in (read, write):
+        assert answer.content[-1].text.startswith(
+            "Note from the gateway: the tool ran and reported this error. The same arguments will fail the same way"
+        )
+    assert read.content[-1].text.endswith("It only reads, so nothing changed.")
+    assert write.content[-1].text.endswith("Only its message can say whether it changed anything before it failed.")
