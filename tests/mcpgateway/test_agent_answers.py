@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
-from .conftest import PROTOCOL_MODES, classify_low_risk, gateway_db, mcp_client, run, sync_server
+from mcpgateway.management.commands.demo import Command
+
+from .conftest import PROTOCOL_MODES, build_index, classify_low_risk, gateway_db, mcp_client, run, sync_server
 
 pytestmark = [gateway_db, pytest.mark.slow]
 
@@ -38,7 +40,10 @@ def world(member_on, memory_server, admin_user, tmp_path) -> dict[str, Any]:
     # An admin classifies the graph writes as low-risk: this member runs them without an approval.
     for tool in Tool.objects.filter(server__slug="memory"):
         classify_low_risk(tool, actor=admin_user, operation_class="write", reversibility="reversible")
-    return {"token": member_on(git, memory_server).token, "repo": str(repo)}
+    token = member_on(git, memory_server).token
+    Command()._curate()  # as the demo curates its memory and git tools
+    build_index()
+    return {"token": token, "repo": str(repo)}
 
 
 def _property_schema(tool_id: str, *path: str) -> str:
@@ -123,3 +128,18 @@ def test_an_error_the_tool_reported_says_whether_calling_again_can_help(gateway,
         )
     assert read.content[-1].text.endswith("It only reads, so nothing changed.")
     assert write.content[-1].text.endswith("Only its message can say whether it changed anything before it failed.")
+
+
+def test_the_memory_step_of_a_request_is_among_the_first_five(gateway, world):
+    """ "... and remember that ..." is a step of its own (it was read as one request, and its git words won all five
+    places), and remembering asks for a write: a tool that stores comes before one that looks up."""
+
+    async def main():
+        async with mcp_client(gateway, world["token"]) as client:
+            return await client.call_tool(
+                "tool_search", {"query": "show the latest commits and remember that Bob reviewed them"}
+            )
+
+    found = [match["tool_id"] for match in run(main).structured_content["matches"]]
+    assert "memory::create_entities" in found, found
+    assert "memory::search_nodes" not in found[: found.index("memory::create_entities")], found
