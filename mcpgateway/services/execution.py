@@ -25,6 +25,7 @@ from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from opentelemetry import trace
 
+from catalog.choices import Transport
 from catalog.models import Tool
 from catalog.schemas import (
     SchemaCheckTooLong,
@@ -908,7 +909,8 @@ async def _execute(
         secrets = server_secrets(plan.tool.server)
         with anyio.CancelScope(shield=True):
             result = await anyio.to_thread.run_sync(_result_shown, result, plan.tool.tool_id, secrets)
-        if result.is_error:
+        # Not after a REST service's error: its HTTP status says whether it may pass (a 500 often does).
+        if result.is_error and plan.tool.server.transport != Transport.OPENAPI:
             result = _with_tool_error_note(result, reads_only=plan.reads_only)
     outcome = AuditOutcome.ERROR if result.is_error else AuditOutcome.SUCCESS
     await _finish_shielded(plan, result, outcome=outcome)
