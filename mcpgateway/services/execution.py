@@ -10,6 +10,7 @@ import hashlib
 import json
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -24,6 +25,7 @@ from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from opentelemetry import trace
 
+from catalog.choices import Transport
 from catalog.models import Tool
 from catalog.schemas import (
     SchemaCheckTooLong,
@@ -72,16 +74,16 @@ def canonical_arguments(arguments: dict[str, Any]) -> str:
     return json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-def _path(error: jsonschema.ValidationError) -> str:
-    path = "arguments"
-    for part in error.absolute_path:
-        path += f"[{part}]" if isinstance(part, int) else f".{part}"
-    return path
+def _where(path: Iterable[str | int]) -> str:
+    where = "arguments"
+    for part in path:
+        where += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return where
 
 
 def _schema_error_text(error: jsonschema.ValidationError, schema: dict[str, Any]) -> str:
     """Names the failing path and the rule, never the rejected value (it is the caller's data)."""
-    where = _path(error)
+    where = _where(error.absolute_path)
     validator, expected = error.validator, error.validator_value
     if validator == "required":
         missing = [name for name in expected if isinstance(error.instance, dict) and name not in error.instance]
@@ -133,9 +135,25 @@ def _misnamed(error: jsonschema.ValidationError) -> str:
 ARGUMENT_PROBLEMS_SHOWN = 5
 
 
+@dataclass(frozen=True)
+class ArgumentsProblem:
+    """Why arguments fail their schema: ``text`` names each failing path; ``at`` holds the paths (under
+    ``arguments``) whose schema an answer shows, or None when the fault is not one property's (a rule of the
+    whole object, a schema Scout cannot use)."""
+
+    text: str
+    at: tuple[tuple[str | int, ...], ...] | None = None
+
+
 def arguments_problem(schema: dict[str, Any], arguments: dict[str, Any]) -> str | None:
     """A message naming each failing path (the first ARGUMENT_PROBLEMS_SHOWN, shallowest first), or None when
     ``arguments`` satisfy ``schema``."""
+    problem = arguments_check(schema, arguments)
+    return problem.text if problem is not None else None
+
+
+def arguments_check(schema: dict[str, Any], arguments: dict[str, Any]) -> ArgumentsProblem | None:
+    """``arguments_problem`` with the paths at fault, or None when ``arguments`` satisfy ``schema``."""
     try:
         # Regular expressions run on RE2 (linear time): an upstream pattern cannot stall the gateway (ReDoS).
         validator = arguments_validator(schema)
@@ -145,20 +163,46 @@ def arguments_problem(schema: dict[str, Any], arguments: dict[str, Any]) -> str 
             )
     except SchemaCheckTooLong:
         # A schema that costs exponential time (C1-19) held an ORM thread, and the CPU, for as long as it ran.
-        return (
+        return ArgumentsProblem(
             f"checking them against the tool's input schema took over {settings.SCOUT_MCP_SCHEMA_CHECK_SECONDS:g} s, "
             "so the call was not sent; ask an operator to review the tool's schema"
         )
     except UnsafeSchema:
         # Stored before sync refused such schemas: never fall back to Python's backtracking re.
-        return "the tool's input schema uses a regular expression Scout cannot check safely; ask an operator to re-sync"
+        return ArgumentsProblem(
+            "the tool's input schema uses a regular expression Scout cannot check safely; ask an operator to re-sync"
+        )
     except (jsonschema.SchemaError, jsonschema.exceptions.UnknownType, RecursionError, TypeError, ValueError):
-        return "the tool's input schema cannot be used to check arguments; ask an operator to re-sync the server"
+        return ArgumentsProblem(
+            "the tool's input schema cannot be used to check arguments; ask an operator to re-sync the server"
+        )
     if not errors:
         return None
-    texts = list(dict.fromkeys(_schema_error_text(error, schema) for error in errors))
+    shown: dict[str, jsonschema.ValidationError] = {}
+    for error in errors:
+        shown.setdefault(_schema_error_text(error, schema), error)
+    texts = list(shown)
     more = len(texts) - ARGUMENT_PROBLEMS_SHOWN
-    return "; ".join(texts[:ARGUMENT_PROBLEMS_SHOWN]) + (f"; and {more} more" if more > 0 else "")
+    text = "; ".join(texts[:ARGUMENT_PROBLEMS_SHOWN]) + (f"; and {more} more" if more > 0 else "")
+    return ArgumentsProblem(text, _paths_at_fault(list(shown.values())[:ARGUMENT_PROBLEMS_SHOWN]))
+
+
+def _paths_at_fault(errors: list[jsonschema.ValidationError]) -> tuple[tuple[str | int, ...], ...] | None:
+    """The paths whose schema tells the model how to fix ``errors``: a failing value's own, a missing property's.
+    None when one is a rule of the whole arguments object (anyOf, dependencies...): no one property is at fault.
+    A property the schema does not allow adds none (the answer names the allowed ones)."""
+    paths: list[tuple[str | int, ...]] = []
+    for error in errors:
+        path = tuple(error.absolute_path)
+        if error.validator == "required" and isinstance(error.instance, dict):
+            paths.extend((*path, name) for name in error.validator_value if name not in error.instance)
+        elif error.validator == "additionalProperties":
+            continue
+        elif path:
+            paths.append(path)
+        else:
+            return None
+    return tuple(dict.fromkeys(paths))
 
 
 # Per definition hash (a tool version): the estimate walks the whole schema, and a version's schema never changes.
@@ -478,7 +522,8 @@ def _prepare(
         )
     # Checked before the approval gate: an approver is never asked for a call that cannot run, and the model
     # corrects its arguments now instead of after waiting for a decision (and asking again for the fixed call).
-    problem = stored_schema_problem(tool) or arguments_problem(tool.input_schema or {}, arguments)
+    stored = stored_schema_problem(tool)
+    problem = ArgumentsProblem(stored) if stored else arguments_check(tool.input_schema or {}, arguments)
     if problem is not None:
         return _denied(
             principal, tool, "invalid_arguments", error_result(_invalid_text(problem, tool), invalid_arguments=True)
@@ -533,18 +578,52 @@ def _prepare(
     )
 
 
-# An invalid call's answer carries the tool's inputSchema up to this size: a model that called without searching
-# (or forgot the schema) corrects its call at once instead of spending a tool_inspect turn on it.
+# An invalid call's answer carries the schema of what is wrong (the failing or missing properties' own schemas), or
+# the tool's whole inputSchema when no one property is at fault, up to this size: a model that called without
+# searching (or forgot the schema) corrects its call at once instead of spending a tool_inspect turn on it, and is
+# not sent the schema of every property it got right (git_log's answer to one mistyped max_count: 214 -> 30 tokens).
 INVALID_SCHEMA_SHOWN_CHARS = 2000
 
 
-def _invalid_text(problem: str, tool: Tool) -> str:
-    schema = compact_json(schema_for_model(tool.input_schema or {}, name=tool.name))
-    if len(schema) > INVALID_SCHEMA_SHOWN_CHARS:
+def _invalid_text(problem: ArgumentsProblem, tool: Tool) -> str:
+    schema = schema_for_model(tool.input_schema or {}, name=tool.name)
+    parts = _schema_parts(schema, problem.at)
+    if parts is not None:
+        shown = "; ".join(f"{_where(path)} {compact_json(part)}" for path, part in parts)
+        if len(shown) <= INVALID_SCHEMA_SHOWN_CHARS:
+            return (
+                f"Invalid arguments: {problem.text}. Schema of {shown}. Call again with that fixed "
+                "(tool_inspect gives the whole inputSchema)."
+            )
+    whole = compact_json(schema)
+    if len(whole) > INVALID_SCHEMA_SHOWN_CHARS:
         return (
-            f"Invalid arguments: {problem}. Call tool_inspect with this tool_id for its inputSchema, then call again."
+            f"Invalid arguments: {problem.text}. Call tool_inspect with this tool_id for its inputSchema, then call "
+            "again."
         )
-    return f"Invalid arguments: {problem}. Call again with arguments that satisfy its inputSchema: {schema}"
+    return f"Invalid arguments: {problem.text}. Call again with arguments that satisfy its inputSchema: {whole}"
+
+
+def _schema_parts(schema: Any, paths: tuple[tuple[str | int, ...], ...] | None) -> list[tuple[Any, Any]] | None:
+    """The schema of each path (a property's, an array's items'), or None when one cannot be read without the rest
+    of the schema (none at fault, a "$ref", a combinator on the way): the whole schema is shown instead."""
+    if not paths:
+        return None
+    parts = []
+    for path in paths:
+        node = schema
+        for part in path:
+            if not isinstance(node, dict):
+                return None
+            if isinstance(part, int):
+                node = node.get("items")
+            else:
+                properties = node.get("properties")
+                node = properties.get(part) if isinstance(properties, dict) else None
+        if not isinstance(node, dict) or "$ref" in compact_json(node):
+            return None
+        parts.append((path, node))
+    return parts
 
 
 def _denied(principal: Principal, tool: Tool, reason: str, result: types.CallToolResult) -> types.CallToolResult:
@@ -843,9 +922,28 @@ async def _execute(
         secrets = server_secrets(plan.tool.server)
         with anyio.CancelScope(shield=True):
             result = await anyio.to_thread.run_sync(_result_shown, result, plan.tool.tool_id, secrets)
+        # Not after a REST service's error: its HTTP status says whether it may pass (a 500 often does).
+        if result.is_error and plan.tool.server.transport != Transport.OPENAPI:
+            result = _with_tool_error_note(result, reads_only=plan.reads_only)
     outcome = AuditOutcome.ERROR if result.is_error else AuditOutcome.SUCCESS
     await _finish_shielded(plan, result, outcome=outcome)
     return result
+
+
+# After an error the tool itself reported (it ran and refused: "Invalid branch type: everything"): whether calling
+# again can help, which its message rarely says. Scout's own failures say it in their text (UPSTREAM_FAILURE_TEXT).
+TOOL_ERROR_NOTE = (
+    "Note from the gateway: the tool ran and reported this error. The same arguments will fail the same way unless "
+    "its message says the failure is temporary: change them as it says (tool_inspect gives the inputSchema), or "
+    "tell the user."
+)
+READ_ERROR_NOTE = " It only reads, so nothing changed."
+WRITE_ERROR_NOTE = " Only its message can say whether it changed anything before it failed."
+
+
+def _with_tool_error_note(result: types.CallToolResult, *, reads_only: bool) -> types.CallToolResult:
+    note = TOOL_ERROR_NOTE + (READ_ERROR_NOTE if reads_only else WRITE_ERROR_NOTE)
+    return result.model_copy(update={"content": [*result.content, types.TextContent(type="text", text=note)]})
 
 
 def _result_shown(result: types.CallToolResult, tool_id: str, secrets: tuple[str, ...]) -> types.CallToolResult:

@@ -25,7 +25,7 @@ _add(
 _add(
     (CREATE,),
     "create add new make insert generate post upload register compose draft build publish send submit "
-    "schedule book invite import save record log",
+    "schedule book invite import save record log remember memorize memorise",
 )
 _add((UPDATE,), "update edit modify change rename move patch replace assign append merge label tag enable disable")
 _add((DELETE,), "delete remove destroy drop erase clear purge cancel uninstall unsubscribe revoke archive")

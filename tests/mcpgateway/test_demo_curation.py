@@ -67,3 +67,10 @@ def test_the_demo_requests_still_find_their_memory_tools(curated_demo):
     ):
         confidence, found = _answer(query, curated_demo)
         assert (confidence, found[0]) == ("high", tool_id), (query, found)
+
+
+def test_a_fact_about_someone_is_remembered_with_confidence(curated_demo):
+    """ "remember that Bob likes coffee" shared only "remember" with the curated examples: served low (no schemas,
+    a tool_inspect turn more) although create_entities fits. A curated example of what someone likes lifts it."""
+    confidence, found = _answer("remember that Bob likes coffee", curated_demo)
+    assert (confidence, found[0]) == ("high", "memory::create_entities"), found

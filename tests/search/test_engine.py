@@ -85,6 +85,17 @@ def test_multi_step_requests_are_split_into_parts():
     assert request_parts("On Semgrep, scan main.py for issues") == []
 
 
+def test_remembering_is_a_step_and_an_operation_of_its_own():
+    """ "... and remember that ..." starts a step (the memory tool of it was missing from the first five), and
+    remembering asks for a write, so a tool that stores is preferred to one that looks up (bench/NOTES-agentux14.md)."""
+    assert request_parts("show the latest commits and remember that Bob reviewed them") == [
+        "show the latest commits",
+        "remember that Bob reviewed them",
+    ]
+    assert request_operations("remember that Bob likes coffee") == {CREATE}
+    assert request_operations("what do you remember about Bob") == {READ, CREATE}
+
+
 def _candidates(*scored: tuple[float, int]) -> list[Candidate]:
     """Candidates in rank order from (calibrated score, step) pairs; the rank score follows the order."""
     return [

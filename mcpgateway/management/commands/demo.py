@@ -41,7 +41,13 @@ DEMO_CURATION = [
     (
         "memory::create_entities",
         "Remember new people, organisations or projects, with facts about them, for later conversations.",
-        ["remember that a person works at a company", "remember a new project and who owns it"],
+        [
+            "remember that a person works at a company",
+            "remember a new project and who owns it",
+            # "remember that Bob likes coffee" matched the first only by "remember" (cosine .31): low confidence.
+            "remember what someone likes, such as their favourite food or drink",
+            "remember where someone lives or when their birthday is",
+        ],
     ),
     (
         "memory::add_observations",
