@@ -27,6 +27,7 @@ def test_curator_attaches_an_example_request_and_sees_it_in_the_preview(
     browser, live_server, curator, small_catalog, encoder, django_user_model
 ):
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
 
     from governance.services.permissions import permission_grant
 
@@ -67,7 +68,9 @@ def test_curator_attaches_an_example_request_and_sees_it_in_the_preview(
     # ... opened for this tool: an empty request box in focus (its title was searched, which no user sends) and its
     # example requests, each a click away; the tool's row is marked in the ranking.
     query = browser.find_element(By.NAME, "query")
-    assert query.get_attribute("value") == "" and browser.switch_to.active_element == query
+    assert query.get_attribute("value") == ""
+    # "autofocus" is applied at a rendering update, which may come after the page's load event.
+    WebDriverWait(browser, 30).until(lambda driver: driver.switch_to.active_element == query)
     assert query.get_attribute("placeholder") == f"a request a user would make for {tool.tool_id}"
     assert not browser.find_elements(By.CSS_SELECTOR, ".errorlist")
     screenshot(browser, "curator-preview-for-tool")
