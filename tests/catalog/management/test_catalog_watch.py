@@ -19,7 +19,7 @@ WATCH_SECONDS = "30"
 
 
 def _until_watching(watcher: threading.Thread, caplog, servers: int) -> None:
-    """Wait until ``servers`` sessions are open and subscribed (the watcher logs "<slug>: watching")."""
+    """Wait until ``servers`` sessions are subscribed (the watcher logs "<slug>: watching" once acknowledged)."""
     while sum(": watching (protocol" in record.getMessage() for record in caplog.records) < servers:
         assert watcher.is_alive(), "the watcher stopped before it subscribed"
         time.sleep(0.1)
