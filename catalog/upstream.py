@@ -599,17 +599,21 @@ class UpstreamSession:
         if self.is_modern and find_invalid_x_mcp_header(input_schema) is None:
             self.client.session._x_mcp_header_maps[name] = x_mcp_header_map(input_schema)  # noqa: SLF001
 
-    async def listen_for_changes(self, *, heartbeat: float = 30.0) -> None:
+    async def listen_for_changes(self, *, heartbeat: float = 30.0, listening: Callable[[], None] | None = None) -> None:
         """Hold the session open so the server's tools/list_changed notifications reach the
         ``message_handler`` given to ``open_session``.
 
         A 2026-07-28 server sends them only on a ``subscriptions/listen`` stream, which this opens; a
         handshake-era server pushes them unasked, and a ``tools/list`` heartbeat notices a dead connection.
-        Returns when the server ends the stream gracefully; raises UpstreamError when the connection drops.
+        ``listening`` is called once from when a notice is heard: the subscription acknowledged (a change
+        announced before that is not). Returns when the server ends the stream gracefully; raises UpstreamError
+        when the connection drops.
         """
         if self.is_modern:
             try:
                 async with self.client.listen(tools_list_changed=True) as subscription:
+                    if listening is not None:
+                        listening()
                     async for _event in subscription:
                         pass  # the same event is delivered to the message handler
                 return
@@ -623,6 +627,8 @@ class UpstreamSession:
                 raise _translate(
                     self.server, exc, doing="listening for changes", timeout=None, stderr=self.stderr_tail()
                 ) from exc
+        if listening is not None:  # a handshake-era server pushes its notices unasked (or this one has none)
+            listening()
         while True:
             await anyio.sleep(heartbeat)
             await self._guard("checking the connection", self.list_timeout, lambda: self._list_page(None))

@@ -71,7 +71,7 @@ def admin_login(browser, base_url: str, username: str, password: str) -> None:
 
     browser.find_element(By.CSS_SELECTOR, "input[type=submit], button[type=submit]").click()
     try:  # the click only starts the POST: wait for the navigation (a loaded machine takes a while)
-        WebDriverWait(browser, 20).until(lambda driver: "/admin/login/" not in driver.current_url)
+        WebDriverWait(browser, 30).until(lambda driver: "/admin/login/" not in driver.current_url)
     except TimeoutException:
         raise AssertionError("login failed") from None
 

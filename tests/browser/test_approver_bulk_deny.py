@@ -64,7 +64,7 @@ def test_deny_selected_without_a_reason_is_stopped_in_the_browser(browser, live_
     browser.execute_script("window.scoutSamePage = true;")  # gone if the form is sent and a new page loads
     browser.find_element(By.CSS_SELECTOR, "#bulk-deny button").click()
     # The box is focused by the browser's check (a sent form loads a page where nothing is focused).
-    WebDriverWait(browser, 10).until(
+    WebDriverWait(browser, 30).until(
         lambda b: b.execute_script("return document.activeElement && document.activeElement.id;") == "bulk-deny-reason"
     )
     assert browser.execute_script("return window.scoutSamePage === true;")

@@ -27,6 +27,7 @@ def test_curator_attaches_an_example_request_and_sees_it_in_the_preview(
     browser, live_server, curator, small_catalog, encoder, django_user_model
 ):
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
 
     from governance.services.permissions import permission_grant
 
@@ -42,7 +43,7 @@ def test_curator_attaches_an_example_request_and_sees_it_in_the_preview(
     assert "Search workbench" in home.text and "without example requests" in home.text
     screenshot(browser, "curator-home")
 
-    home.find_element(By.LINK_TEXT, tool.tool_id).click()
+    click_through(browser, home.find_element(By.LINK_TEXT, tool.tool_id))  # the home has a #content-main too
     page = browser.find_element(By.ID, "content-main").text
     assert "What agents read" in page and "pushed down the ranking" in page
     assert "NEGATIVE QUERIES" in page.upper() and "QUERYS" not in page.upper()
@@ -52,7 +53,7 @@ def test_curator_attaches_an_example_request_and_sees_it_in_the_preview(
     assert browser.find_element(By.CSS_SELECTOR, ".breadcrumbs").text.endswith(f"› Curate {tool.tool_id}")
     browser.find_element(By.NAME, "examples-0-text").send_keys(REQUEST)
     screenshot(browser, "curator-tool-page")
-    browser.find_element(By.NAME, "_continue").click()
+    click_through(browser, browser.find_element(By.NAME, "_continue"))
     message = browser.find_element(By.CSS_SELECTOR, "ul.messagelist li.success").text
     assert (
         message == f"Saved {tool.tool_id}: searchable with these changes now. See where its example requests rank now."
@@ -67,7 +68,9 @@ def test_curator_attaches_an_example_request_and_sees_it_in_the_preview(
     # ... opened for this tool: an empty request box in focus (its title was searched, which no user sends) and its
     # example requests, each a click away; the tool's row is marked in the ranking.
     query = browser.find_element(By.NAME, "query")
-    assert query.get_attribute("value") == "" and browser.switch_to.active_element == query
+    assert query.get_attribute("value") == ""
+    # "autofocus" is applied at a rendering update, which may come after the page's load event.
+    WebDriverWait(browser, 30).until(lambda driver: driver.switch_to.active_element == query)
     assert query.get_attribute("placeholder") == f"a request a user would make for {tool.tool_id}"
     assert not browser.find_elements(By.CSS_SELECTOR, ".errorlist")
     screenshot(browser, "curator-preview-for-tool")
@@ -102,7 +105,7 @@ def test_curator_attaches_an_example_request_and_sees_it_in_the_preview(
     assert f"closest: curated example request “{REQUEST}”" in parts  # the curator's example made it first
     assert f"{scores[0]:.4f}" in parts
     screenshot(browser, "curator-preview")
-    first.find_element(By.CSS_SELECTOR, "a.tool-link").click()  # and back to the tool
+    click_through(browser, first.find_element(By.CSS_SELECTOR, "a.tool-link"))  # and back to the tool
     assert browser.find_element(By.NAME, "examples-0-text").get_attribute("value") == REQUEST
 
 

@@ -158,7 +158,7 @@ def test_the_notification_log_shows_a_sent_and_a_failed_webhook(
     admin_login(browser, gateway.url, "gw_operator", "pw-gw_operator-123")
     home = browser.find_element("id", "failed-notifications")
     assert home.text.endswith(": 1")
-    browser.find_element("link text", "Notification log").click()
+    click_through(browser, browser.find_element("link text", "Notification log"))
     rows = browser.find_elements("css selector", "#result_list tbody tr")
     # Operators read the log but do not decide: the request is named, not linked to a decide page they get 403 from.
     by_request = {row.find_element("css selector", "td.field-approval_text").text: row.text for row in rows}

@@ -83,8 +83,8 @@ def _autocomplete(browser, selection_css: str, text: str) -> None:
             return False
         return True
 
-    WebDriverWait(browser, 10).until(click_option)
-    WebDriverWait(browser, 10).until(lambda driver: text in driver.find_element(By.CSS_SELECTOR, selection_css).text)
+    WebDriverWait(browser, 30).until(click_option)
+    WebDriverWait(browser, 30).until(lambda driver: text in driver.find_element(By.CSS_SELECTOR, selection_css).text)
 
 
 def test_operator_registers_grants_syncs_and_releases_a_changed_tool(
@@ -106,7 +106,7 @@ def test_operator_registers_grants_syncs_and_releases_a_changed_tool(
 
     browser.get(f"{gateway.url}/admin/catalog/server/add/")
     _fill_server_form(browser)
-    browser.find_element(By.ID, "test-connection").click()
+    click_through(browser, browser.find_element(By.ID, "test-connection"))
     assert "tool" in wait_for(browser, "#test-connection-count").text
     assert "faulty::ping" in browser.find_element(By.ID, "test-connection-tools").text
     screenshot(browser, "operator-test-connection")
@@ -134,7 +134,7 @@ def test_operator_registers_grants_syncs_and_releases_a_changed_tool(
 
     # Upstream changes ping's definition; the operator syncs and sees it held everywhere.
     description.write_text("Answer with the given text and forward it to a remote log.", encoding="utf-8")
-    browser.find_element(By.LINK_TEXT, "faulty").click()
+    click_through(browser, browser.find_element(By.LINK_TEXT, "faulty"))
     click_through(browser, browser.find_element(By.XPATH, "//button[text()='Sync now']"))
     # It ran in this request (tasks in-process), and says so: the changed definition is held, not live.
     synced = wait_for(browser, "ul.messagelist").text
@@ -146,11 +146,11 @@ def test_operator_registers_grants_syncs_and_releases_a_changed_tool(
     held = _call(gateway, token)
     assert not isinstance(held, MCPError) and unknown_tool_text(held) == UNKNOWN_TOOL_MESSAGE  # as if it did not exist
 
-    row.find_element(By.PARTIAL_LINK_TEXT, "held").click()
+    click_through(browser, row.find_element(By.PARTIAL_LINK_TEXT, "held"))
     tool_row = browser.find_element(By.XPATH, f"//tr[.//a[text()='{TOOL}']]")
     assert "held — hidden from clients" in tool_row.text
     screenshot(browser, "operator-tools-held")
-    tool_row.find_element(By.LINK_TEXT, "review").click()
+    click_through(browser, tool_row.find_element(By.LINK_TEXT, "review"))
     diff = browser.find_element(By.CSS_SELECTOR, ".scout-diff")
     assert "forward it to a remote log" in diff.text
     screenshot(browser, "operator-review")

@@ -50,7 +50,7 @@ def test_generation_page_follows_a_running_build(browser, live_server, admin_use
         browser.get(f"{live_server.url}/admin/search/indexgeneration/{generation.pk}/change/")
         text = browser.find_element(By.CSS_SELECTOR, ".scout-progress-text")
         done, total = seen[0]
-        WebDriverWait(browser, 10).until(lambda _: f"{done} of {total} texts" in text.text)
+        WebDriverWait(browser, 30).until(lambda _: f"{done} of {total} texts" in text.text)
         assert "left" in text.text and "encoding" in text.text
         assert browser.find_element(By.CSS_SELECTOR, ".scout-progress-bar").is_displayed()
         screenshot(browser, "admin-index-build-running")
@@ -59,7 +59,7 @@ def test_generation_page_follows_a_running_build(browser, live_server, admin_use
         assert pauses[1].wait(120)
         done, total = seen[1]
         # The same element, so the page was not reloaded: the poll rewrote it.
-        WebDriverWait(browser, 15).until(lambda _: f"{done} of {total} texts" in text.text)
+        WebDriverWait(browser, 30).until(lambda _: f"{done} of {total} texts" in text.text)
         screenshot(browser, "admin-index-build-running-later")
 
         resumes[1].set()

@@ -29,6 +29,7 @@ def shared_server(shared_server_tenants):
 
 
 def test_an_operator_is_offered_no_other_tenants_group(browser, live_server, shared_server):
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -39,7 +40,8 @@ def test_an_operator_is_offered_no_other_tenants_group(browser, live_server, sha
     browser.execute_script("document.getElementById('group_grants-group').scrollIntoView()")
     browser.find_element(By.CSS_SELECTOR, "#group_grants-1 .select2-selection").click()
     browser.find_element(By.CSS_SELECTOR, ".select2-container--open .select2-search__field").send_keys("team")
-    options = WebDriverWait(browser, 10).until(
+    # The list is drawn again when each AJAX answer lands: an option read as it is replaced is read again.
+    options = WebDriverWait(browser, 30, ignored_exceptions=(StaleElementReferenceException,)).until(
         lambda driver: [
             option.text
             for option in driver.find_elements(By.CSS_SELECTOR, ".select2-results__option")

@@ -98,7 +98,7 @@ def test_call_that_hangs_times_out_with_a_clear_error(tmp_path):
 
 def test_listener_hears_tools_list_changed_from_a_2026_server(http_upstream):
     server = connection(transport=Transport.HTTP, url=http_upstream.url)
-    heard = anyio.Event()
+    heard, listening = anyio.Event(), anyio.Event()
     messages: list[object] = []
 
     async def on_message(message: object) -> None:
@@ -112,12 +112,13 @@ def test_listener_hears_tools_list_changed_from_a_2026_server(http_upstream):
             async def listen() -> None:
                 async with upstream.open_session(server, message_handler=on_message) as session:
                     assert session.is_modern
-                    await session.listen_for_changes()
+                    await session.listen_for_changes(listening=listening.set)
 
             tg.start_soon(listen)
-            await anyio.sleep(0.3)  # let the subscription be acknowledged
-            await upstream.call_tool(server, "bump", {}, timeout=5)  # adds a tool and announces it
-            with anyio.fail_after(5):
+            with anyio.fail_after(60):  # a change announced before the subscription is acknowledged is not heard
+                await listening.wait()
+            await upstream.call_tool(server, "bump", {}, timeout=30)  # adds a tool and announces it
+            with anyio.fail_after(60):
                 await heard.wait()
             tg.cancel_scope.cancel()
         return heard.is_set()

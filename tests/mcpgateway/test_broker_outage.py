@@ -197,9 +197,8 @@ def test_tasks_queued_while_the_broker_is_down_are_kept_and_run_once_it_is_back(
         json={"examples": ["bounce my words straight back"]},
     )
     assert curated.status_code == 200, curated.text[:500]  # the tool's reindex is queued after the commit
-    for _ in range(100):  # the learned reindex is queued once its transaction commits
-        if "search.tasks.flush_learned_index" in site.kept():
-            break
+    deadline = time.monotonic() + RECOVERY_DEADLINE  # the learned reindex is queued once its transaction commits
+    while "search.tasks.flush_learned_index" not in site.kept() and time.monotonic() < deadline:
         time.sleep(0.1)
     kept = site.kept()
     assert "catalog.tasks.sync_server" in kept, kept

@@ -33,10 +33,12 @@ from django.db import OperationalError, connection, transaction
 from mcpgateway.db import THREADS as ORM_THREADS
 
 from .conftest import FAULTY_SERVER, MODERN, faulty_calls, free_port, modern_request
+from .test_disconnect import _wait_for
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 CALL_TIMEOUT = 2.0
+BUSY_RETRY = "database busy; recording the outcome again"  # the gateway's log line for an outcome write that waits
 
 SETUP = f"""
 import django, json, sys
@@ -99,9 +101,10 @@ class Gateway:
                 stdout=subprocess.DEVNULL,
                 stderr=err,
             )
-        for _ in range(300):
+        deadline = time.monotonic() + 120  # Django, the model and the index load slowly on a loaded machine
+        while time.monotonic() < deadline and self.process.poll() is None:
             try:
-                httpx.get(f"{self.url}/healthz", timeout=1)
+                httpx.get(f"{self.url}/healthz", timeout=5)
                 return
             except httpx.HTTPError:
                 time.sleep(0.1)
@@ -186,15 +189,12 @@ def test_a_locked_database_gives_a_clear_busy_error_loses_no_audit_and_recovers(
     inspected_result = _result(inspected)
     assert not inspected_result["isError"]
     assert inspected_result["structuredContent"]["tools"][0]["tool_id"] == "faulty::ping"
-    for _ in range(200):
-        rows = sqlite3.connect(gateway.database).execute(
-            "SELECT count(*) FROM governance_auditevent WHERE event_type = 'discovery' AND outcome = 'success'"
-        )
-        if rows.fetchone()[0] >= 1:
-            break
-        time.sleep(0.05)
-    else:
-        pytest.fail("the inspect's discovery audit row never landed after the lock was released")
+    discovered = "SELECT count(*) FROM governance_auditevent WHERE event_type = 'discovery' AND outcome = 'success'"
+    _wait_for(
+        lambda: sqlite3.connect(gateway.database).execute(discovered).fetchone()[0],
+        "the inspect's discovery audit row landed after the lock was released",
+        limit=60,
+    )
 
     # Recovery: the same call works as soon as the lock is gone.
     assert _result(gateway.execute("ping", text="back"))["content"][0]["text"] == "back"
@@ -203,18 +203,18 @@ def test_a_locked_database_gives_a_clear_busy_error_loses_no_audit_and_recovers(
     answers: list[httpx.Response] = []
     caller = threading.Thread(target=lambda: answers.append(gateway.execute("hang")))
     caller.start()
-    for _ in range(200):
-        if faulty_calls(gateway.call_log, "hang"):
-            break
-        time.sleep(0.05)
+    _wait_for(lambda: faulty_calls(gateway.call_log, "hang"), "the hang reached the upstream", limit=60)
     assert faulty_calls(gateway.call_log, "hang") == 1
+    logged = len(gateway.stderr.read_text())
     with Lock(gateway.database):
-        time.sleep(CALL_TIMEOUT + 3)  # the call times out and tries to record its outcome while locked
+        _wait_for(  # the call times out and tries to record its outcome while locked (a loaded machine: later)
+            lambda: BUSY_RETRY in gateway.stderr.read_text()[logged:], "the outcome's write met the lock", limit=60
+        )
         assert answers == []  # the answer waits for its audit row
     caller.join(60)
     hang = _result(answers[0])
     assert hang["isError"] and hang["structuredContent"]["upstream_failure"] == "timeout"
-    assert "database busy; recording the outcome again" in gateway.stderr.read_text()
+    assert BUSY_RETRY in gateway.stderr.read_text()
     rows = sqlite3.connect(gateway.database).execute(
         "SELECT outcome FROM governance_auditevent WHERE event_type = 'execution' AND tool_ref = 'faulty::hang'"
     )
@@ -380,18 +380,18 @@ def test_locked_permission_tables_on_postgres_answer_busy_never_allow_lose_no_au
     answers: list[httpx.Response] = []
     caller = threading.Thread(target=lambda: answers.append(gateway.execute("hang")))
     caller.start()
-    for _ in range(200):
-        if faulty_calls(gateway.call_log, "hang"):
-            break
-        time.sleep(0.05)
+    _wait_for(lambda: faulty_calls(gateway.call_log, "hang"), "the hang reached the upstream", limit=60)
     assert faulty_calls(gateway.call_log, "hang") == 1
+    logged = len(gateway.stderr.read_text())
     with TableLock(url, "governance_auditevent"):
-        time.sleep(CALL_TIMEOUT + 5)  # the call times out and tries to record its outcome while locked
+        _wait_for(  # the call times out and tries to record its outcome while locked (a loaded machine: later)
+            lambda: BUSY_RETRY in gateway.stderr.read_text()[logged:], "the outcome's write met the lock", limit=60
+        )
         assert answers == []  # the answer waits for its audit row
     caller.join(60)
     hang = _result(answers[0])
     assert hang["isError"] and hang["structuredContent"]["upstream_failure"] == "timeout"
-    assert "database busy; recording the outcome again" in gateway.stderr.read_text()
+    assert BUSY_RETRY in gateway.stderr.read_text()
     assert _audit_outcomes(url, "faulty::hang") == ["unknown"]
 
 
@@ -402,7 +402,7 @@ def test_a_call_that_waited_is_not_sent_when_its_access_cannot_be_checked_again(
     refused as busy and never sent: fail closed, audited as not run, its idempotency key freed."""
     import psycopg
 
-    from .test_disconnect import _drop, _open_call, _wait_for
+    from .test_disconnect import _drop, _open_call
 
     # One slot per server; the hang holds it until its connection drops (not until a call timeout).
     with _own_postgres_gateway(tmp_path, SCOUT_MCP_MAX_CALLS_PER_SERVER="1", SCOUT_MCP_CALL_TIMEOUT="60") as (

@@ -19,19 +19,21 @@ from .test_database_lock import GRANT_TABLES, POSTGRES, TableLock, _postgres_url
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
-@pytest.fixture
-def memory_file_env():
-    before = os.environ.get("MEMORY_FILE_PATH")
+@pytest.fixture(autouse=True)
+def demo_env():
+    """The demo sets MEMORY_FILE_PATH and SCOUT_PUBLIC_URL in this process's environment, for the server it becomes:
+    put them back, or the processes later tests start (gateways, workers) inherit the demo's address and file."""
+    names = ("MEMORY_FILE_PATH", "SCOUT_PUBLIC_URL")
+    before = {name: os.environ.get(name) for name in names}
     yield
-    if before is None:
-        os.environ.pop("MEMORY_FILE_PATH", None)
-    else:
-        os.environ["MEMORY_FILE_PATH"] = before
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
-def test_demo_sets_up_real_servers_a_login_a_token_and_a_curated_index(
-    tmp_path, memory_file_env, settings, client, monkeypatch
-):
+def test_demo_sets_up_real_servers_a_login_a_token_and_a_curated_index(tmp_path, settings, client, monkeypatch):
     if not (NODE_BIN / "mcp-server-memory").exists() and not os.environ.get("SCOUT_REQUIRE_NODE_TOOLS"):
         pytest.skip("tools/node_modules is not installed (make install); the demo syncs npm servers too")
     monkeypatch.delenv("SCOUT_PUBLIC_URL", raising=False)

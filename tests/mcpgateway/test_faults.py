@@ -35,7 +35,8 @@ def _text(result: Any) -> str:
 
 
 def test_hanging_upstream_times_out_frees_its_slot_and_leaves_others_alone(gateway, token, settings, faulty_call_log):
-    settings.SCOUT_MCP_CALL_TIMEOUT = 2.0
+    # Long enough for the other server's call to finish inside it on a loaded machine (it was 2 s).
+    settings.SCOUT_MCP_CALL_TIMEOUT = 10.0
     settings.SCOUT_MCP_MAX_CALLS_PER_SERVER = 1  # one slot: the ping after the hang proves it was freed
 
     async def main():
@@ -54,7 +55,9 @@ def test_hanging_upstream_times_out_frees_its_slot_and_leaves_others_alone(gatew
                 finished.append("hang")
 
             async def other_server():
-                await anyio.sleep(0.3)
+                with anyio.fail_after(60):  # started once the hang is out upstream, not after a guessed pause
+                    while not faulty_calls(faulty_call_log, "hang"):
+                        await anyio.sleep(0.05)
                 results["time"] = await client.call_tool(
                     "execute_tool", {"tool_id": "time::get_current_time", "arguments": {"timezone": "UTC"}}
                 )
@@ -68,7 +71,7 @@ def test_hanging_upstream_times_out_frees_its_slot_and_leaves_others_alone(gatew
 
     results = run(main)
     assert results["hang"].is_error and results["hang"].structured_content["upstream_failure"] == "timeout"
-    assert "did not answer within 2 s" in _text(results["hang"])
+    assert "did not answer within 10 s" in _text(results["hang"])
     # The upstream hangs forever, so returning at all (with the timeout's message above) proves the
     # timeout fired; no wall-clock assertion.
     # Another server was not held up: its call, started after the hang, finished before the hang's timeout.
@@ -240,11 +243,13 @@ def test_a_crashed_server_restarts_after_a_backoff_that_doubles_while_it_keeps_f
     backoff has passed: a call whose connect deadline ends sooner is refused ("backoff") without starting a process
     or sending anything, one with a later deadline waits and is answered by a new process. A second crash in a row
     doubles the wait: a deadline that outlasted the first wait no longer does. (The base is raised to 5 s so that
-    each refusal has seconds of margin on a loaded machine.)"""
+    each refusal has seconds of margin on a loaded machine; a call that waits gets a minute more than the wait for
+    the new process's start and handshake, which a loaded machine took more than 5 s for.)"""
     from mcpgateway import upstreams
     from mcpgateway.upstreams import UpstreamCallError, UpstreamPool
 
     base = 5.0
+    start = 60.0  # a process's start and handshake, on top of any wait
     monkeypatch.setattr(upstreams, "RESTART_BACKOFF_BASE", base)
     settings.SCOUT_MCP_RESTART_BACKOFF_MAX = 600
 
@@ -261,12 +266,12 @@ def test_a_crashed_server_restarts_after_a_backoff_that_doubles_while_it_keeps_f
                 seen.append(f"{tool} {failed.kind}")
 
         async with pool.running():
-            await call("ping", 20)
-            await call("crash", 20)  # first failure: the next start waits `base`
+            await call("ping", start)
+            await call("crash", start)  # first failure: the next start waits `base`
             await call("ping", base / 2)  # refused, unsent
-            await call("crash", base * 2)  # waits out the backoff, a new process crashes: the wait doubles
+            await call("crash", base + start)  # waits out the backoff, a new process crashes: the wait doubles
             await call("ping", base * 1.5)  # would have outlasted the first wait, not this one
-            await call("ping", base * 3)  # waits it out: a new process answers
+            await call("ping", base * 2 + start)  # waits it out: a new process answers
         return seen
 
     seen = run(main)

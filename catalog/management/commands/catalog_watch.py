@@ -3,6 +3,7 @@
 import logging
 import math
 from dataclasses import dataclass, field
+from functools import partial
 
 import anyio
 from django.core.management.base import BaseCommand, CommandParser
@@ -104,12 +105,14 @@ class Command(BaseCommand):
             while True:
                 try:
                     async with upstream.open_session(server, message_handler=on_message) as session:
-                        logger.info("%s: watching (protocol %s)", server.slug, session.protocol_version)
                         backoff = 1.0
                         if reconnecting:
                             # A change announced while we were disconnected went unheard: fetch once now.
                             await anyio.to_thread.run_sync(_resync, server.pk)
-                        await session.listen_for_changes(heartbeat=self.heartbeat)
+                        # "watching" is said once a notice is heard (the subscription acknowledged), not on connecting.
+                        version = session.protocol_version
+                        watching = partial(logger.info, "%s: watching (protocol %s)", server.slug, version)
+                        await session.listen_for_changes(heartbeat=self.heartbeat, listening=watching)
                     logger.info("%s: the server closed the stream; reconnecting", server.slug)
                 except upstream.UpstreamError as exc:
                     logger.warning("%s: %s; reconnecting in %.0fs", server.slug, exc, backoff)

@@ -70,7 +70,7 @@ def serve_http(server: MCPServer | None = None, **app_options: Any) -> Iterator[
     uv = uvicorn.Server(config)
     thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60  # a loaded machine starts it slowly
     while not uv.started:
         if time.monotonic() > deadline or not thread.is_alive():
             raise RuntimeError("the test MCP server did not start")

@@ -684,13 +684,13 @@ def test_second_concurrent_run_for_the_same_server_is_skipped(scripted):
 
     first = threading.Thread(target=run_first)
     first.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while not SyncRun.objects.filter(server=server, status=SyncStatus.RUNNING).exists():
         assert time.monotonic() < deadline, "the first run never started"
         time.sleep(0.05)
 
     second = server_sync(server_pk=server.pk, trigger="second")
-    first.join(timeout=20)
+    first.join(timeout=60)
 
     assert second.status == SyncStatus.SKIPPED
     assert results and results[0].status == SyncStatus.SUCCESS, results and results[0].error

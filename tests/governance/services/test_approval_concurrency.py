@@ -23,7 +23,7 @@ def _at_once(*calls) -> list[str]:
 
     def run(index: int, call) -> None:
         try:
-            barrier.wait(timeout=10)
+            barrier.wait(timeout=60)
             call()
             outcomes[index] = "ok"
         except ApprovalError as exc:
