@@ -325,6 +325,18 @@ def grant(admin_user: Any, target: Any, holder: Any, *actions: str) -> None:
 # --- upstream servers -----------------------------------------------------------------------------
 
 
+def git_repo(path: Path) -> Path:
+    """A git repository at ``path`` with one commit of a README (mcp-server-git needs a commit to log and diff)."""
+    path.mkdir()
+    subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True)
+    (path / "README.md").write_text("hello\n")
+    subprocess.run(["git", "-C", str(path), "add", "README.md"], check=True)
+    subprocess.run(
+        ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one"], check=True
+    )
+    return path
+
+
 def sync_server(**fields: Any) -> Any:
     """Register an upstream server (or complete one registered already by its slug) and sync its real listing
     through the catalog."""

@@ -8,14 +8,22 @@ branch type") says whether calling again can help."""
 from __future__ import annotations
 
 import json
-import subprocess
 from typing import Any
 
 import pytest
 
 from mcpgateway.management.commands.demo import Command
 
-from .conftest import PROTOCOL_MODES, build_index, classify_low_risk, gateway_db, mcp_client, run, sync_server
+from .conftest import (
+    PROTOCOL_MODES,
+    build_index,
+    classify_low_risk,
+    gateway_db,
+    git_repo,
+    mcp_client,
+    run,
+    sync_server,
+)
 
 pytestmark = [gateway_db, pytest.mark.slow]
 
@@ -28,14 +36,7 @@ def text_of(result: Any) -> str:
 def world(member_on, memory_server, admin_user, tmp_path) -> dict[str, Any]:
     from catalog.models import Tool
 
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
-    (repo / "README.md").write_text("hello\n")
-    subprocess.run(["git", "-C", str(repo), "add", "README.md"], check=True)
-    subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one"], check=True
-    )
+    repo = git_repo(tmp_path / "repo")
     git = sync_server(slug="git", transport="stdio", command="mcp-server-git", args=["--repository", str(repo)])
     # An admin classifies the graph writes as low-risk: this member runs them without an approval.
     for tool in Tool.objects.filter(server__slug="memory"):

@@ -5,12 +5,11 @@ mean the same), while the call is still checked against the schema the server ga
 
 from __future__ import annotations
 
-import subprocess
 from typing import Any
 
 import pytest
 
-from .conftest import MODERN, PROTOCOL_MODES, drop_index, gateway_db, mcp_client, run, sync_server
+from .conftest import MODERN, PROTOCOL_MODES, drop_index, gateway_db, git_repo, mcp_client, run, sync_server
 
 pytestmark = [gateway_db, pytest.mark.slow]
 
@@ -21,14 +20,7 @@ def text_of(result: Any) -> str:
 
 @pytest.fixture
 def git(member_on, tmp_path) -> tuple[str, str]:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
-    (repo / "README.md").write_text("hello\n")
-    subprocess.run(["git", "-C", str(repo), "add", "README.md"], check=True)
-    subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one"], check=True
-    )
+    repo = git_repo(tmp_path / "repo")
     server = sync_server(slug="git", transport="stdio", command="mcp-server-git", args=["--repository", str(repo)])
     return member_on(server, index=True).token, str(repo)
 
