@@ -419,39 +419,3 @@ def test_deprecating_an_operation_flags_its_tool_without_changing_its_definition
     set_document(server, json.dumps(document()))  # no longer deprecated: the flag goes as it came
     assert server_sync(server_pk=server.pk).changed == 1
     assert not _tools(server)["showPetById"].upstream_deprecated
-
-
-def test_a_tool_imported_with_the_old_prefix_gets_the_flag_and_keeps_its_acceptance(service, make_server):
-    """Before the flag, the import put "(Deprecated) " before the description. The migration gives such a tool the
-    flag and its own description back, with the hash the next sync computes, and moves its acceptance along."""
-    from importlib import import_module
-
-    from django.apps import apps
-
-    from governance.models import ToolPolicy
-
-    migration = import_module("governance.migrations.0017_openapi_deprecated_flag")
-    live, _ = service
-    deprecated = document()
-    deprecated["paths"]["/pets/{petId}"]["get"]["deprecated"] = True
-    server = _server(make_server, live.url, deprecated)
-    assert server_sync(server_pk=server.pk).status == SyncStatus.PARTIAL
-    ToolPolicy.objects.filter(tool__server=server).update(held=False)
-    tool = _tools(server)["showPetById"]
-    current = tool.definition_hash
-    # As the earlier import left it: the prefix in the description and in the hash, accepted so.
-    tool.description = migration.PREFIX + tool.description
-    tool.upstream_deprecated = False
-    tool.definition_hash = migration._hash(tool, tool.description)
-    tool.save()
-    ToolPolicy.objects.filter(tool=tool).update(accepted_hash=tool.definition_hash)
-
-    migration.flag_from_prefix(apps, None)
-
-    tool.refresh_from_db()
-    assert tool.upstream_deprecated and not tool.description.startswith(migration.PREFIX)
-    assert tool.definition_hash == current
-    assert ToolPolicy.objects.get(tool=tool).accepted_hash == current
-    assert server_sync(server_pk=server.pk).unchanged >= 1
-    assert _tools(server)["showPetById"].definition_hash == current
-    assert ToolPolicy.objects.get(tool=tool).held is False
