@@ -8,7 +8,10 @@ figures, then the same figures as served (``served`` in --json: what a caller ge
 withheld answer is a miss, with the share of low-confidence answers, and the confidence's calibration: how
 many answers were served high, low and withheld, and Hit@1 and Hit@5 among the high and among the low
 ones). ``withhold_curve`` in --json (and in the table with --withhold-curve): the shares of answerable and
-no-tool requests each withhold threshold would withhold, so one run shows the whole trade-off.
+no-tool requests each withhold threshold would withhold, so one run shows the whole trade-off. With
+``--equivalence`` (sets of interchangeable tools, as in equivalence-etom.jsonl) each group is also scored
+leniently, as the group ``lenient:<group>``: a tool in the same set as a relevant one counts as relevant; the
+strict groups stay as they are.
 """
 
 import json
@@ -33,6 +36,7 @@ from search.evaluation import (
     evaluate,
     learn_replay,
     load_catalogs,
+    load_equivalence,
     load_queries,
     one_pass_parts,
     sample_queries,
@@ -66,6 +70,13 @@ class Command(ProgressCommand):
         parser.add_argument("--json", type=Path, default=None, help="write every figure as JSON here")
         parser.add_argument("--no-intent", action="store_true", help="disable operation-intent re-ranking")
         parser.add_argument("--no-decompose", action="store_true", help="do not split multi-step requests")
+        parser.add_argument(
+            "--equivalence",
+            action="append",
+            default=[],
+            type=Path,
+            help="equivalence sets JSONL (repeat): also score leniently, a tool equivalent to a relevant one counting",
+        )
         parser.add_argument(
             "--learn-from",
             action="append",
@@ -115,6 +126,7 @@ class Command(ProgressCommand):
         try:
             docs = load_catalogs(opts["catalog"])
             queries, dropped = load_queries(opts["queries"], {d.tool_id for d in docs})
+            equivalents = load_equivalence(opts["equivalence"]) if opts["equivalence"] else None
         except EvalDataError as exc:
             raise CommandError(str(exc)) from exc
         queries = sample_queries(queries, opts["sample"], opts["seed"], opts["limit"])
@@ -173,11 +185,13 @@ class Command(ProgressCommand):
                 options,
                 progress=progress,
                 parts_for=parts_for,
+                equivalents=equivalents,
             )
         encoded = cache.encoded if cache else 0
         report = {
             "catalogs": [str(p) for p in opts["catalog"]],
             "queries": [str(p) for p in opts["queries"]],
+            "equivalence": [str(p) for p in opts["equivalence"]],
             "tools": len(docs),
             "n_queries": len(queries),
             "dropped_queries": dropped,
@@ -266,15 +280,8 @@ def render_table(report: dict, curve: bool = False) -> str:
         for kind, metrics in SERVED_METRICS.items():
             if kind not in ("any", "calibrated") and not counts.get(kind, 0):
                 continue
-            for metric in metrics:
-                cells = "".join(
-                    f"{data[m]['served'][metric]:>15.3f}"
-                    if m in data and metric in data[m].get("served", {})
-                    else f"{'-':>15}"
-                    for m in MODES
-                )
-                lines.append(f"{'served ' + metric:<22}{cells}")
-        if curve and hybrid in data:
+            lines += [_served_row(data, metric) for metric in metrics]
+        if curve and "withhold_curve" in data.get(hybrid, {}):
             lines.append(f"{'withhold below':<22}{'answerable':>15}{'no tool':>15}   (share withheld, hybrid)")
             for point in data[hybrid]["withhold_curve"]:
                 cells = "".join(
@@ -283,3 +290,11 @@ def render_table(report: dict, curve: bool = False) -> str:
                 )
                 lines.append(f"{point['threshold']:<22.2f}{cells}")
     return "\n".join(lines) + "\n"
+
+
+def _served_row(data: dict, metric: str) -> str:
+    cells = "".join(
+        f"{data[m]['served'][metric]:>15.3f}" if m in data and metric in data[m].get("served", {}) else f"{'-':>15}"
+        for m in MODES
+    )
+    return f"{'served ' + metric:<22}{cells}"
