@@ -261,9 +261,14 @@ def score_query(query: EvalQuery, ranked_ids: list[str], abstained: bool, tally:
         tally.add("mrr@10", 1.0 / rank if rank else 0.0)
         tally.add("ndcg@10", 1.0 / math.log2(rank + 1) if rank else 0.0)
     else:
-        found = [bool(set(group) & set(top)) for group in query.groups]
+        found = _slots_found(query, top)
         tally.add("slot_recall@10", sum(found) / len(found))
         tally.add("all_slots@10", float(all(found)))
+
+
+def _slots_found(query: EvalQuery, top: list[str]) -> list[bool]:
+    """Per slot of a multi-step request, whether one of the tools it accepts is in ``top``."""
+    return [bool(set(group) & set(top)) for group in query.groups]
 
 
 def evaluate(
@@ -535,18 +540,38 @@ def score_served(query: EvalQuery, ranking: Ranking, ranked_ids: list[str], tall
     ``answers_withheld``, and Hit@1 and Hit@5 among the answers served high (``high_hit@1``, ...) and among
     those served low (``low_hit@1``, ...): how far an agent may trust ``high``. Those hit figures count
     single-tool requests and no-tool requests (an answer served to a request no tool fits is a miss: the demo's
-    "send an email to my boss" answered high with memory tools); multi-step requests have no one right tool."""
+    "send an email to my boss" answered high with memory tools); multi-step requests have no one right tool.
+    ``_score_label`` adds the same calibration among answerable requests alone."""
     served = ranked_ids[: ranking.cut]
     score_query(query, served, ranking.abstained, tally)
     tally.add("low_confidence", float(ranking.confidence is Confidence.LOW))
     served_as = SERVED_AS[ranking.confidence]
     for label in SERVED_AS.values():
         tally.count(f"answers_{label}", int(label == served_as))
+        for kind in ("single", "multi", "none"):
+            tally.count(f"answers_{label}_{kind}", int(label == served_as and query.kind == kind))
+    _score_label(query, ranking, ranked_ids, served, tally)
     if ranking.abstained or query.kind == "multi":
         return
     rank = _first_hit(query, served) if query.kind == "single" else None
     for k in CALIBRATION_KS:
         tally.add(f"{served_as}_hit@{k}", float(rank is not None and rank <= k))
+
+
+def _score_label(query: EvalQuery, ranking: Ranking, ranked_ids: list[str], served: list[str], tally: Tally) -> None:
+    """The calibration among answerable requests only: Hit@1 and Hit@5 of single-tool requests served high
+    (``high_single_hit@1``, ...) and low, slot recall of multi-step ones (``high_slot_recall@10``, ...), and for
+    those withheld the Hit@1 and Hit@5 of the ranking the caller was not given (``withheld_ranked_hit@1``, ...):
+    how many right answers withholding costs. ``answers_<label>_<kind>`` count the requests of each kind."""
+    if query.kind == "multi" and not ranking.abstained:
+        found = _slots_found(query, served[:DEPTH])
+        tally.add(f"{SERVED_AS[ranking.confidence]}_slot_recall@10", sum(found) / len(found))
+    if query.kind != "single":
+        return
+    rank = _first_hit(query, ranked_ids if ranking.abstained else served)
+    name = "withheld_ranked" if ranking.abstained else f"{SERVED_AS[ranking.confidence]}_single"
+    for k in CALIBRATION_KS:
+        tally.add(f"{name}_hit@{k}", float(rank is not None and rank <= k))
 
 
 def _with(options: RankingOptions, **changes: Any) -> RankingOptions:

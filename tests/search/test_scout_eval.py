@@ -129,6 +129,16 @@ def test_served_figures_calibrate_the_confidence():
     assert summary["high_hit@1"] == pytest.approx(1 / 3) and summary["high_hit@5"] == pytest.approx(2 / 3)
     assert summary["low_hit@1"] == 1.0 and summary["low_hit@5"] == 1.0
     assert "withheld_hit@1" not in summary
+    # The same among answerable requests alone, with each label's requests counted by kind.
+    by_kind = {
+        kind: tuple(summary[f"answers_{label}_{kind}"] for label in ("high", "low", "withheld"))
+        for kind in ("single", "multi", "none")
+    }
+    assert by_kind == {"single": (2, 1, 1), "multi": (0, 1, 0), "none": (1, 0, 1)}
+    assert summary["high_single_hit@1"] == 0.5 and summary["high_single_hit@5"] == 1.0  # the no-tool one left out
+    assert summary["low_single_hit@1"] == 1.0 and summary["low_slot_recall@10"] == 1.0
+    assert summary["withheld_ranked_hit@1"] == 1.0  # withheld, though the ranking had it first
+    assert "high_slot_recall@10" not in summary and "withheld_single_hit@1" not in summary
 
 
 def test_equivalence_sets_widen_each_slot(tmp_path):

@@ -7,11 +7,12 @@ the SCOUT_SEARCH_FUSION setting, is marked as "hybrid"), overall, per source and
 figures, then the same figures as served (``served`` in --json: what a caller gets for top_k 10, where a
 withheld answer is a miss, with the share of low-confidence answers, and the confidence's calibration: how
 many answers were served high, low and withheld, and Hit@1 and Hit@5 among the high and among the low
-ones). ``withhold_curve`` in --json (and in the table with --withhold-curve): the shares of answerable and
-no-tool requests each withhold threshold would withhold, so one run shows the whole trade-off. With
-``--equivalence`` (sets of interchangeable tools, as in equivalence-etom.jsonl) each group is also scored
-leniently, as the group ``lenient:<group>``: a tool in the same set as a relevant one counts as relevant; the
-strict groups stay as they are.
+ones, then the same among answerable requests alone: each label's requests by kind, and Hit@1 / Hit@5 of the
+single-tool ones served high, low, and of the ranking behind those withheld). ``withhold_curve`` in --json (and
+in the table with --withhold-curve): the shares of answerable and no-tool requests each withhold threshold would
+withhold, so one run shows the whole trade-off. With ``--equivalence`` (sets of interchangeable tools, as in
+equivalence-etom.jsonl) each group is also scored leniently, as the group ``lenient:<group>``: a tool in the
+same set as a relevant one counts as relevant; the strict groups stay as they are.
 """
 
 import json
@@ -55,6 +56,18 @@ SERVED_METRICS = {
     # The confidence's calibration (search.evaluation.score_served): how far an agent may trust "high".
     "calibrated": ["high_hit@1", "high_hit@5", "low_hit@1", "low_hit@5"],
 }
+# The same among answerable requests alone (search.evaluation._score_label), printed where a mode has them.
+LABEL_METRICS = [
+    "high_single_hit@1",
+    "high_single_hit@5",
+    "low_single_hit@1",
+    "low_single_hit@5",
+    "withheld_ranked_hit@1",
+    "withheld_ranked_hit@5",
+    "high_slot_recall@10",
+    "low_slot_recall@10",
+]
+KIND_NAMES = {"single": "single", "multi": "multi", "none": "no tool"}
 
 
 class Command(ProgressCommand):
@@ -255,6 +268,14 @@ def _answers_cell(figures: dict | None) -> str:
     return f"{served['answers_high']}/{served['answers_low']}/{served['answers_withheld']}".rjust(15)
 
 
+def _kind_answers_cell(figures: dict | None, kind: str) -> str:
+    """How many requests of ``kind`` a mode served high, low and withheld, as one cell."""
+    served = (figures or {}).get("served", {})
+    if f"answers_high_{kind}" not in served:
+        return f"{'-':>15}"
+    return "/".join(str(served[f"answers_{label}_{kind}"]) for label in ("high", "low", "withheld")).rjust(15)
+
+
 def render_table(report: dict, curve: bool = False) -> str:
     hybrid = report["hybrid"]
     labels = {m: ("hybrid:" + m if m == hybrid else m) for m in MODES}
@@ -277,10 +298,17 @@ def render_table(report: dict, curve: bool = False) -> str:
                 )
                 lines.append(f"{metric:<22}{cells}")
         lines.append(f"{'served high/low/withh.':<22}" + "".join(_answers_cell(data.get(m)) for m in MODES))
+        for kind, name in KIND_NAMES.items():
+            if counts.get(kind, 0):
+                lines.append(
+                    f"{'  of them ' + name:<22}" + "".join(_kind_answers_cell(data.get(m), kind) for m in MODES)
+                )
         for kind, metrics in SERVED_METRICS.items():
             if kind not in ("any", "calibrated") and not counts.get(kind, 0):
                 continue
             lines += [_served_row(data, metric) for metric in metrics]
+        present = {metric for m in MODES for metric in data.get(m, {}).get("served", {})}
+        lines += [_served_row(data, metric) for metric in LABEL_METRICS if metric in present]
         if curve and "withhold_curve" in data.get(hybrid, {}):
             lines.append(f"{'withhold below':<22}{'answerable':>15}{'no tool':>15}   (share withheld, hybrid)")
             for point in data[hybrid]["withhold_curve"]:
