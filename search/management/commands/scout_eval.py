@@ -68,6 +68,7 @@ LABEL_METRICS = [
     "low_slot_recall@10",
 ]
 KIND_NAMES = {"single": "single", "multi": "multi", "none": "no tool"}
+LABEL_WIDTH = 30  # the table's first column: "served withheld_ranked_hit@1" and a space
 
 
 class Command(ProgressCommand):
@@ -284,7 +285,7 @@ def render_table(report: dict, curve: bool = False) -> str:
         f"model={report['model']} degraded={report['degraded']} encoded={report['texts_encoded']} "
         f"seconds={report['seconds']}",
     ]
-    header = f"{'metric':<22}" + "".join(f"{labels[m]:>15}" for m in MODES)
+    header = f"{'metric':<{LABEL_WIDTH}}" + "".join(f"{labels[m]:>15}" for m in MODES)
     for group, data in report["groups"].items():
         counts = data.get("counts", {})
         lines += ["", f"== {group}  " + " ".join(f"{k}={v}" for k, v in sorted(counts.items())), header]
@@ -296,12 +297,13 @@ def render_table(report: dict, curve: bool = False) -> str:
                 cells = "".join(
                     f"{data[m][metric]:>15.3f}" if m in data and metric in data[m] else f"{'-':>15}" for m in MODES
                 )
-                lines.append(f"{metric:<22}{cells}")
-        lines.append(f"{'served high/low/withh.':<22}" + "".join(_answers_cell(data.get(m)) for m in MODES))
+                lines.append(f"{metric:<{LABEL_WIDTH}}{cells}")
+        lines.append(f"{'served high/low/withh.':<{LABEL_WIDTH}}" + "".join(_answers_cell(data.get(m)) for m in MODES))
         for kind, name in KIND_NAMES.items():
             if counts.get(kind, 0):
                 lines.append(
-                    f"{'  of them ' + name:<22}" + "".join(_kind_answers_cell(data.get(m), kind) for m in MODES)
+                    f"{'  of them ' + name:<{LABEL_WIDTH}}"
+                    + "".join(_kind_answers_cell(data.get(m), kind) for m in MODES)
                 )
         for kind, metrics in SERVED_METRICS.items():
             if kind not in ("any", "calibrated") and not counts.get(kind, 0):
@@ -310,13 +312,15 @@ def render_table(report: dict, curve: bool = False) -> str:
         present = {metric for m in MODES for metric in data.get(m, {}).get("served", {})}
         lines += [_served_row(data, metric) for metric in LABEL_METRICS if metric in present]
         if curve and "withhold_curve" in data.get(hybrid, {}):
-            lines.append(f"{'withhold below':<22}{'answerable':>15}{'no tool':>15}   (share withheld, hybrid)")
+            lines.append(
+                f"{'withhold below':<{LABEL_WIDTH}}{'answerable':>15}{'no tool':>15}   (share withheld, hybrid)"
+            )
             for point in data[hybrid]["withhold_curve"]:
                 cells = "".join(
                     f"{'-':>15}" if point[key] is None else f"{point[key]:>15.3f}"
                     for key in ("false_withholding", "no_tool_withheld")
                 )
-                lines.append(f"{point['threshold']:<22.2f}{cells}")
+                lines.append(f"{point['threshold']:<{LABEL_WIDTH}.2f}{cells}")
     return "\n".join(lines) + "\n"
 
 
@@ -325,4 +329,4 @@ def _served_row(data: dict, metric: str) -> str:
         f"{data[m]['served'][metric]:>15.3f}" if m in data and metric in data[m].get("served", {}) else f"{'-':>15}"
         for m in MODES
     )
-    return f"{'served ' + metric:<22}{cells}"
+    return f"{'served ' + metric:<{LABEL_WIDTH}}{cells}"
