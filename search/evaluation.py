@@ -13,8 +13,8 @@ import random
 import tempfile
 import zipfile
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,8 @@ DEPTH = 10
 # Withhold thresholds the trade-off curve is reported at (``withhold_curve``): with the peak and spread fixed,
 # the withholding rule compares one number, the best calibrated score, so one run gives every threshold's.
 WITHHOLD_CURVE = tuple(round(0.05 * i, 2) for i in range(1, 20))
+# The prefix of the groups scored leniently (``evaluate``'s ``equivalents``): "lenient:all", "lenient:etom/2", ...
+LENIENT = "lenient:"
 
 
 class EvalDataError(ValueError):
@@ -197,6 +199,29 @@ def load_queries(paths: Sequence[Path], known_ids: set[str]) -> tuple[list[EvalQ
     return queries, dropped
 
 
+def load_equivalence(paths: Sequence[Path]) -> dict[str, frozenset[str]]:
+    """Each tool id's equivalents, itself included, from equivalence-set files (one set a line, its members in
+    ``tools``; members in ``unresolved``, not in any catalog, are ignored): the union of every set it is in."""
+    equivalents: dict[str, set[str]] = defaultdict(set)
+    for path in paths:
+        for row in read_jsonl(path):
+            tools = row.get("tools")
+            if not isinstance(tools, list) or not all(isinstance(tool, str) for tool in tools):
+                raise EvalDataError(f"{path}: an equivalence set has no list of 'tools'")
+            for tool in tools:
+                equivalents[tool].update(tools)
+    return {tool: frozenset(members) for tool, members in equivalents.items()}
+
+
+def widened(query: EvalQuery, equivalents: Mapping[str, frozenset[str]]) -> EvalQuery:
+    """``query`` scored leniently: each slot also accepts every tool equivalent to one it accepts."""
+    groups = [
+        list(dict.fromkeys([*group, *sorted(e for t in group for e in equivalents.get(t, ()))]))
+        for group in query.groups
+    ]
+    return replace(query, groups=groups)
+
+
 @dataclass
 class Tally:
     values: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
@@ -236,9 +261,14 @@ def score_query(query: EvalQuery, ranked_ids: list[str], abstained: bool, tally:
         tally.add("mrr@10", 1.0 / rank if rank else 0.0)
         tally.add("ndcg@10", 1.0 / math.log2(rank + 1) if rank else 0.0)
     else:
-        found = [bool(set(group) & set(top)) for group in query.groups]
+        found = _slots_found(query, top)
         tally.add("slot_recall@10", sum(found) / len(found))
         tally.add("all_slots@10", float(all(found)))
+
+
+def _slots_found(query: EvalQuery, top: list[str]) -> list[bool]:
+    """Per slot of a multi-step request, whether one of the tools it accepts is in ``top``."""
+    return [bool(set(group) & set(top)) for group in query.groups]
 
 
 def evaluate(
@@ -251,6 +281,7 @@ def evaluate(
     modes: Iterable[str] = MODES,
     progress: Callable[[int, int], None] | None = None,
     parts_for: Callable[[list[str]], list[np.ndarray]] | None = None,
+    equivalents: Mapping[str, frozenset[str]] | None = None,
 ) -> dict[str, dict[str, dict[str, float]]]:
     """{group: {mode: {metric: value, "served": {metric: value}, "withhold_curve": [...]}}} with groups
     "all", each source and each source/subset. The mode's own figures score the whole ranking; ``served``
@@ -261,7 +292,9 @@ def evaluate(
     answerable and of no-tool requests that threshold would withhold (see ``withhold_curve``).
     ``progress(done, total)`` counts the queries evaluated. ``parts_for(requests)``, when given, gives each
     request's part vectors (one pass over the request: ``one_pass_parts``) instead of ``vectors_for`` on the
-    parts' texts."""
+    parts' texts. ``equivalents`` (``load_equivalence``), when given, adds each group scored leniently as
+    ``LENIENT`` + group, without the withhold curve: the same answers, where a tool equivalent to a relevant one
+    counts as relevant (``widened``; its counts add ``widened``, the requests whose labels it widened)."""
     modes = list(modes)
     tallies: dict[str, dict[str, Tally]] = defaultdict(lambda: defaultdict(Tally))
     served: dict[str, dict[str, Tally]] = defaultdict(lambda: defaultdict(Tally))
@@ -273,6 +306,7 @@ def evaluate(
     part_vectors = _part_vectors(texts, all_parts, vectors_for, parts_for)
     alone = _part_vectors(texts, all_parts, vectors_for, None) if parts_for is not None else None
     for i, query in enumerate(queries):
+        lenient = widened(query, equivalents) if equivalents is not None else None
         with request_terms_kept():  # its texts tokenized once across the modes
             vector = query_vectors[i] if query_vectors is not None else None
             parts, retry = served_parts(
@@ -303,8 +337,14 @@ def evaluate(
                     score_query(query, ids, ranking.abstained, tallies[group][mode])
                     score_served(query, ranking, ids, served[group][mode])
                     bests[group][mode].append((query.kind == "none", math.inf if stands_out else best))
+                    if lenient is not None:
+                        score_query(lenient, ids, ranking.abstained, tallies[LENIENT + group][mode])
+                        score_served(lenient, ranking, ids, served[LENIENT + group][mode])
             for group in ("all", query.source, query.subset):
                 counts[group][query.kind] += 1
+                if lenient is not None:
+                    counts[LENIENT + group][query.kind] += 1
+                    counts[LENIENT + group]["widened"] += int(lenient.groups != query.groups)
             if progress is not None:
                 progress(i + 1, len(queries))
     return {
@@ -314,14 +354,20 @@ def evaluate(
                 m: {
                     **tallies[group][m].summary(),
                     "served": served[group][m].summary(),
-                    "withhold_curve": withhold_curve(bests[group][m]),
+                    **({} if group.startswith(LENIENT) else {"withhold_curve": withhold_curve(bests[group][m])}),
                 }
                 for m in modes
                 if m in tallies[group]
             },
         }
-        for group in sorted(tallies, key=lambda g: (g != "all", "/" in g, g))
+        for group in sorted(tallies, key=_group_order)
     }
+
+
+def _group_order(group: str) -> tuple:
+    """ "all" first, then each source, then each subset; the lenient groups after the strict ones, alike."""
+    name = group.removeprefix(LENIENT)
+    return (name != group, name != "all", "/" in name, name)
 
 
 def withhold_curve(bests: Sequence[tuple[bool, float]]) -> list[dict[str, float | None]]:
@@ -494,13 +540,17 @@ def score_served(query: EvalQuery, ranking: Ranking, ranked_ids: list[str], tall
     ``answers_withheld``, and Hit@1 and Hit@5 among the answers served high (``high_hit@1``, ...) and among
     those served low (``low_hit@1``, ...): how far an agent may trust ``high``. Those hit figures count
     single-tool requests and no-tool requests (an answer served to a request no tool fits is a miss: the demo's
-    "send an email to my boss" answered high with memory tools); multi-step requests have no one right tool."""
+    "send an email to my boss" answered high with memory tools); multi-step requests have no one right tool.
+    ``_score_label`` adds the same calibration among answerable requests alone."""
     served = ranked_ids[: ranking.cut]
     score_query(query, served, ranking.abstained, tally)
     tally.add("low_confidence", float(ranking.confidence is Confidence.LOW))
     served_as = SERVED_AS[ranking.confidence]
     for label in SERVED_AS.values():
         tally.count(f"answers_{label}", int(label == served_as))
+        for kind in ("single", "multi", "none"):
+            tally.count(f"answers_{label}_{kind}", int(label == served_as and query.kind == kind))
+    _score_label(query, ranking, ranked_ids, served, tally)
     if ranking.abstained or query.kind == "multi":
         return
     rank = _first_hit(query, served) if query.kind == "single" else None
@@ -508,9 +558,23 @@ def score_served(query: EvalQuery, ranking: Ranking, ranked_ids: list[str], tall
         tally.add(f"{served_as}_hit@{k}", float(rank is not None and rank <= k))
 
 
-def _with(options: RankingOptions, **changes: Any) -> RankingOptions:
-    from dataclasses import replace
+def _score_label(query: EvalQuery, ranking: Ranking, ranked_ids: list[str], served: list[str], tally: Tally) -> None:
+    """The calibration among answerable requests only: Hit@1 and Hit@5 of single-tool requests served high
+    (``high_single_hit@1``, ...) and low, slot recall of multi-step ones (``high_slot_recall@10``, ...), and for
+    those withheld the Hit@1 and Hit@5 of the ranking the caller was not given (``withheld_ranked_hit@1``, ...):
+    how many right answers withholding costs. ``answers_<label>_<kind>`` count the requests of each kind."""
+    if query.kind == "multi" and not ranking.abstained:
+        found = _slots_found(query, served[:DEPTH])
+        tally.add(f"{SERVED_AS[ranking.confidence]}_slot_recall@10", sum(found) / len(found))
+    if query.kind != "single":
+        return
+    rank = _first_hit(query, ranked_ids if ranking.abstained else served)
+    name = "withheld_ranked" if ranking.abstained else f"{SERVED_AS[ranking.confidence]}_single"
+    for k in CALIBRATION_KS:
+        tally.add(f"{name}_hit@{k}", float(rank is not None and rank <= k))
 
+
+def _with(options: RankingOptions, **changes: Any) -> RankingOptions:
     return replace(options, **changes)
 
 

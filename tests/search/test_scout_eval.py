@@ -14,11 +14,14 @@ from search.backends.ranked import ranking_options
 from search.engine.ranking import Candidate, Confidence, Ranking, RankingOptions
 from search.evaluation import (
     WITHHOLD_CURVE,
+    EvalDataError,
     EvalQuery,
     Tally,
     evaluate,
+    load_equivalence,
     score_query,
     score_served,
+    widened,
     withhold_curve,
 )
 
@@ -126,6 +129,36 @@ def test_served_figures_calibrate_the_confidence():
     assert summary["high_hit@1"] == pytest.approx(1 / 3) and summary["high_hit@5"] == pytest.approx(2 / 3)
     assert summary["low_hit@1"] == 1.0 and summary["low_hit@5"] == 1.0
     assert "withheld_hit@1" not in summary
+    # The same among answerable requests alone, with each label's requests counted by kind.
+    by_kind = {
+        kind: tuple(summary[f"answers_{label}_{kind}"] for label in ("high", "low", "withheld"))
+        for kind in ("single", "multi", "none")
+    }
+    assert by_kind == {"single": (2, 1, 1), "multi": (0, 1, 0), "none": (1, 0, 1)}
+    assert summary["high_single_hit@1"] == 0.5 and summary["high_single_hit@5"] == 1.0  # the no-tool one left out
+    assert summary["low_single_hit@1"] == 1.0 and summary["low_slot_recall@10"] == 1.0
+    assert summary["withheld_ranked_hit@1"] == 1.0  # withheld, though the ranking had it first
+    assert "high_slot_recall@10" not in summary and "withheld_single_hit@1" not in summary
+
+
+def test_equivalence_sets_widen_each_slot(tmp_path):
+    sets = write_jsonl(
+        tmp_path / "equivalence.jsonl",
+        [
+            {"set_id": 1, "tools": ["a::send", "b::send"], "unresolved": ["gone::send"]},
+            {"set_id": 2, "tools": ["b::send", "c::post"]},
+        ],
+    )
+    equivalents = load_equivalence([sets])
+    assert equivalents["a::send"] == {"a::send", "b::send"}  # not c::post: only what shares a set with it
+    assert equivalents["b::send"] == {"a::send", "b::send", "c::post"}  # in both sets
+    assert "gone::send" not in equivalents
+    query = EvalQuery("q", [["a::send"], ["x::other"]], "all", "s", "src")
+    assert widened(query, equivalents).groups == [["a::send", "b::send"], ["x::other"]]
+    assert query.groups == [["a::send"], ["x::other"]]  # the strict query is left as it was
+    bad = write_jsonl(tmp_path / "bad.jsonl", [{"set_id": 1, "members": ["a::send"]}])
+    with pytest.raises(EvalDataError, match="no list of 'tools'"):
+        load_equivalence([bad])
 
 
 def test_withhold_curve_by_hand():
@@ -217,6 +250,43 @@ def test_eval_command_on_a_small_catalog(tmp_path, capsys, settings):
     )
     again = json.loads(out.read_text())
     assert again["hybrid"] == "rrf" and again["n_queries"] == 2 and again["texts_encoded"] == 0  # cached
+
+
+@pytest.mark.slow
+def test_eval_command_scores_equivalent_tools_leniently_apart(tmp_path, capsys, settings):
+    # Another server's tool named in the request comes first; the label names its equivalent. Strict scoring
+    # counts a miss, the lenient groups a hit, and the strict figures are the same with or without the sets.
+    settings.SCOUT_SEARCH_EVAL_CACHE_DIR = str(tmp_path / "cache")
+    load_file = {"id": "disk::load_file", "server": "disk", "name": "load_file", "description": "Load a file."}
+    catalog = write_jsonl(tmp_path / "catalog-small.jsonl", [*CATALOG, load_file])
+    labelled = {"query": "load_file", "relevant_groups": [["files::read_file"]], "match": "all", "subset": "dup"}
+    queries = write_jsonl(tmp_path / "queries-small.jsonl", [labelled, *QUERIES])
+    sets = write_jsonl(
+        tmp_path / "equivalence.jsonl",
+        [{"set_id": 1, "tools": ["files::read_file", "disk::load_file"], "unresolved": ["weather::get_forecast"]}],
+    )
+    strict_out, lenient_out = tmp_path / "strict.json", tmp_path / "lenient.json"
+    args = ["scout_eval", "--catalog", str(catalog), "--queries", str(queries)]
+    call_command(*args, "--json", str(strict_out))
+    capsys.readouterr()
+    call_command(*args, "--json", str(lenient_out), "--equivalence", str(sets))
+    strict, lenient = json.loads(strict_out.read_text()), json.loads(lenient_out.read_text())
+    lenient_groups = {g: v for g, v in lenient["groups"].items() if g.startswith("lenient:")}
+    assert {g: v for g, v in lenient["groups"].items() if g not in lenient_groups} == strict["groups"]
+    assert set(lenient_groups) == {"lenient:" + g for g in strict["groups"]}
+    assert lenient["equivalence"] == [str(sets)] and strict["equivalence"] == []
+    assert lenient_groups["lenient:all"]["counts"] == {**strict["groups"]["all"]["counts"], "widened": 3}
+    for mode in ("bm25", "convex"):
+        assert strict["groups"]["small/dup"][mode]["hit@1"] == 0.0
+        assert strict["groups"]["small/dup"][mode]["served"]["hit@1"] == 0.0
+        assert lenient_groups["lenient:small/dup"][mode]["hit@1"] == 1.0
+        assert lenient_groups["lenient:small/dup"][mode]["served"]["hit@1"] == 1.0
+        # Where the labelled tool already came first (read_file, widened too), the lenient figures are the strict ones.
+        assert lenient_groups["lenient:small/names"][mode] == {
+            k: v for k, v in strict["groups"]["small/names"][mode].items() if k != "withhold_curve"
+        }
+    table = capsys.readouterr().out
+    assert "== lenient:small/dup" in table and "== small/dup" in table
 
 
 def test_eval_command_rejects_bad_files(tmp_path):

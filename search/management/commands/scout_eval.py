@@ -7,8 +7,12 @@ the SCOUT_SEARCH_FUSION setting, is marked as "hybrid"), overall, per source and
 figures, then the same figures as served (``served`` in --json: what a caller gets for top_k 10, where a
 withheld answer is a miss, with the share of low-confidence answers, and the confidence's calibration: how
 many answers were served high, low and withheld, and Hit@1 and Hit@5 among the high and among the low
-ones). ``withhold_curve`` in --json (and in the table with --withhold-curve): the shares of answerable and
-no-tool requests each withhold threshold would withhold, so one run shows the whole trade-off.
+ones, then the same among answerable requests alone: each label's requests by kind, and Hit@1 / Hit@5 of the
+single-tool ones served high, low, and of the ranking behind those withheld). ``withhold_curve`` in --json (and
+in the table with --withhold-curve): the shares of answerable and no-tool requests each withhold threshold would
+withhold, so one run shows the whole trade-off. With ``--equivalence`` (sets of interchangeable tools, as in
+equivalence-etom.jsonl) each group is also scored leniently, as the group ``lenient:<group>``: a tool in the
+same set as a relevant one counts as relevant; the strict groups stay as they are.
 """
 
 import json
@@ -33,6 +37,7 @@ from search.evaluation import (
     evaluate,
     learn_replay,
     load_catalogs,
+    load_equivalence,
     load_queries,
     one_pass_parts,
     sample_queries,
@@ -51,6 +56,19 @@ SERVED_METRICS = {
     # The confidence's calibration (search.evaluation.score_served): how far an agent may trust "high".
     "calibrated": ["high_hit@1", "high_hit@5", "low_hit@1", "low_hit@5"],
 }
+# The same among answerable requests alone (search.evaluation._score_label), printed where a mode has them.
+LABEL_METRICS = [
+    "high_single_hit@1",
+    "high_single_hit@5",
+    "low_single_hit@1",
+    "low_single_hit@5",
+    "withheld_ranked_hit@1",
+    "withheld_ranked_hit@5",
+    "high_slot_recall@10",
+    "low_slot_recall@10",
+]
+KIND_NAMES = {"single": "single", "multi": "multi", "none": "no tool"}
+LABEL_WIDTH = 30  # the table's first column: "served withheld_ranked_hit@1" and a space
 
 
 class Command(ProgressCommand):
@@ -66,6 +84,13 @@ class Command(ProgressCommand):
         parser.add_argument("--json", type=Path, default=None, help="write every figure as JSON here")
         parser.add_argument("--no-intent", action="store_true", help="disable operation-intent re-ranking")
         parser.add_argument("--no-decompose", action="store_true", help="do not split multi-step requests")
+        parser.add_argument(
+            "--equivalence",
+            action="append",
+            default=[],
+            type=Path,
+            help="equivalence sets JSONL (repeat): also score leniently, a tool equivalent to a relevant one counting",
+        )
         parser.add_argument(
             "--learn-from",
             action="append",
@@ -115,6 +140,7 @@ class Command(ProgressCommand):
         try:
             docs = load_catalogs(opts["catalog"])
             queries, dropped = load_queries(opts["queries"], {d.tool_id for d in docs})
+            equivalents = load_equivalence(opts["equivalence"]) if opts["equivalence"] else None
         except EvalDataError as exc:
             raise CommandError(str(exc)) from exc
         queries = sample_queries(queries, opts["sample"], opts["seed"], opts["limit"])
@@ -173,11 +199,13 @@ class Command(ProgressCommand):
                 options,
                 progress=progress,
                 parts_for=parts_for,
+                equivalents=equivalents,
             )
         encoded = cache.encoded if cache else 0
         report = {
             "catalogs": [str(p) for p in opts["catalog"]],
             "queries": [str(p) for p in opts["queries"]],
+            "equivalence": [str(p) for p in opts["equivalence"]],
             "tools": len(docs),
             "n_queries": len(queries),
             "dropped_queries": dropped,
@@ -241,6 +269,14 @@ def _answers_cell(figures: dict | None) -> str:
     return f"{served['answers_high']}/{served['answers_low']}/{served['answers_withheld']}".rjust(15)
 
 
+def _kind_answers_cell(figures: dict | None, kind: str) -> str:
+    """How many requests of ``kind`` a mode served high, low and withheld, as one cell."""
+    served = (figures or {}).get("served", {})
+    if f"answers_high_{kind}" not in served:
+        return f"{'-':>15}"
+    return "/".join(str(served[f"answers_{label}_{kind}"]) for label in ("high", "low", "withheld")).rjust(15)
+
+
 def render_table(report: dict, curve: bool = False) -> str:
     hybrid = report["hybrid"]
     labels = {m: ("hybrid:" + m if m == hybrid else m) for m in MODES}
@@ -249,7 +285,7 @@ def render_table(report: dict, curve: bool = False) -> str:
         f"model={report['model']} degraded={report['degraded']} encoded={report['texts_encoded']} "
         f"seconds={report['seconds']}",
     ]
-    header = f"{'metric':<22}" + "".join(f"{labels[m]:>15}" for m in MODES)
+    header = f"{'metric':<{LABEL_WIDTH}}" + "".join(f"{labels[m]:>15}" for m in MODES)
     for group, data in report["groups"].items():
         counts = data.get("counts", {})
         lines += ["", f"== {group}  " + " ".join(f"{k}={v}" for k, v in sorted(counts.items())), header]
@@ -261,25 +297,36 @@ def render_table(report: dict, curve: bool = False) -> str:
                 cells = "".join(
                     f"{data[m][metric]:>15.3f}" if m in data and metric in data[m] else f"{'-':>15}" for m in MODES
                 )
-                lines.append(f"{metric:<22}{cells}")
-        lines.append(f"{'served high/low/withh.':<22}" + "".join(_answers_cell(data.get(m)) for m in MODES))
+                lines.append(f"{metric:<{LABEL_WIDTH}}{cells}")
+        lines.append(f"{'served high/low/withh.':<{LABEL_WIDTH}}" + "".join(_answers_cell(data.get(m)) for m in MODES))
+        for kind, name in KIND_NAMES.items():
+            if counts.get(kind, 0):
+                lines.append(
+                    f"{'  of them ' + name:<{LABEL_WIDTH}}"
+                    + "".join(_kind_answers_cell(data.get(m), kind) for m in MODES)
+                )
         for kind, metrics in SERVED_METRICS.items():
             if kind not in ("any", "calibrated") and not counts.get(kind, 0):
                 continue
-            for metric in metrics:
-                cells = "".join(
-                    f"{data[m]['served'][metric]:>15.3f}"
-                    if m in data and metric in data[m].get("served", {})
-                    else f"{'-':>15}"
-                    for m in MODES
-                )
-                lines.append(f"{'served ' + metric:<22}{cells}")
-        if curve and hybrid in data:
-            lines.append(f"{'withhold below':<22}{'answerable':>15}{'no tool':>15}   (share withheld, hybrid)")
+            lines += [_served_row(data, metric) for metric in metrics]
+        present = {metric for m in MODES for metric in data.get(m, {}).get("served", {})}
+        lines += [_served_row(data, metric) for metric in LABEL_METRICS if metric in present]
+        if curve and "withhold_curve" in data.get(hybrid, {}):
+            lines.append(
+                f"{'withhold below':<{LABEL_WIDTH}}{'answerable':>15}{'no tool':>15}   (share withheld, hybrid)"
+            )
             for point in data[hybrid]["withhold_curve"]:
                 cells = "".join(
                     f"{'-':>15}" if point[key] is None else f"{point[key]:>15.3f}"
                     for key in ("false_withholding", "no_tool_withheld")
                 )
-                lines.append(f"{point['threshold']:<22.2f}{cells}")
+                lines.append(f"{point['threshold']:<{LABEL_WIDTH}.2f}{cells}")
     return "\n".join(lines) + "\n"
+
+
+def _served_row(data: dict, metric: str) -> str:
+    cells = "".join(
+        f"{data[m]['served'][metric]:>15.3f}" if m in data and metric in data[m].get("served", {}) else f"{'-':>15}"
+        for m in MODES
+    )
+    return f"{'served ' + metric:<{LABEL_WIDTH}}{cells}"
