@@ -37,7 +37,13 @@ def world(member_on, memory_server, admin_user, tmp_path) -> dict[str, Any]:
     from catalog.models import Tool
 
     repo = git_repo(tmp_path / "repo")
-    git = sync_server(slug="git", transport="stdio", command="mcp-server-git", args=["--repository", str(repo)])
+    git = sync_server(
+        slug="git",
+        transport="stdio",
+        command="mcp-server-git",
+        args=["--repository", str(repo)],
+        description=f"Git operations on the demo repository {repo}.",  # the demo's note on its git server
+    )
     # An admin classifies the graph writes as low-risk: this member runs them without an approval.
     for tool in Tool.objects.filter(server__slug="memory"):
         classify_low_risk(tool, actor=admin_user, operation_class="write", reversibility="reversible")
@@ -99,6 +105,29 @@ def test_invalid_arguments_give_the_schema_of_what_is_wrong_only(gateway, world,
     observations = _property_schema("memory::create_entities", "entities", "items", "observations")
     assert f"Schema of arguments.entities[0].observations {observations}." in text_of(nested)
     assert '"entityType"' not in text_of(nested)
+
+
+@pytest.mark.parametrize("mode", PROTOCOL_MODES)
+def test_a_missing_property_is_answered_with_the_note_on_its_server(gateway, world, mode):
+    """mcp-server-git's repo_path has no description ({"type":"string"}): which repository it names is only in the
+    operator's note on the server, which a model that called without searching never read. A wrong value of a
+    property the model did give needs no such note."""
+    repo = world["repo"]
+
+    async def main():
+        async with mcp_client(gateway, world["token"], mode=mode) as client:
+            return [
+                await client.call_tool("execute_tool", {"tool_id": "git::git_log", "arguments": arguments})
+                for arguments in ({"max_count": 3}, {"repo_path": repo, "max_count": "3"})
+            ]
+
+    missing, mistyped = run(main)
+    assert text_of(missing) == (
+        "Invalid arguments: arguments: missing required property repo_path. Schema of arguments.repo_path "
+        f'{{"type":"string"}}. Server git: Git operations on the demo repository {repo}. Call again with that fixed '
+        "(tool_inspect gives the whole inputSchema)."
+    )
+    assert "Server git" not in text_of(mistyped)
 
 
 @pytest.mark.parametrize("mode", PROTOCOL_MODES)
