@@ -174,3 +174,18 @@ def test_the_memory_step_of_a_request_is_among_the_first_five(gateway, world):
     found = [match["tool_id"] for match in run(main).structured_content["matches"]]
     assert "memory::create_entities" in found, found
     assert "memory::search_nodes" not in found[: found.index("memory::create_entities")], found
+
+
+def test_a_search_answer_says_why_in_words_and_examples_only(gateway, world):
+    """The "why:" lines named the fields each word was found in ("commits — in purpose, parameters, example
+    request"), about 17 tokens a match: the model sees the name, summary and schema those fields are. A word of the
+    quoted example request is not said again, and closeness in meaning only when nothing else is."""
+
+    async def main():
+        async with mcp_client(gateway, world["token"]) as client:
+            return await client.call_tool("tool_search", {"query": "show me the latest commits"})
+
+    text = text_of(run(main))
+    why = [line.strip() for line in text.splitlines() if line.startswith("   why: ")]
+    assert why[0] == "why: like the example request 'show me the latest commits'", text
+    assert all(" — in " not in line and "meaning close to" not in line for line in why), why
