@@ -474,7 +474,7 @@ def _inputs_text(inputs: list[dict[str, Any]]) -> str:
 
 # Most request words one explanation names. The fields they were found in (name, purpose, parameters ...) are left
 # out: a model sees the tool's name, summary and schema beside it, and the field lists were most of an answer's
-# "why:" tokens (bench/NOTES-agentux15.md: 20 demo searches, 1,461 -> 520 tokens of "why:" lines).
+# "why:" tokens (bench/NOTES-agentux15.md: 20 demo searches, 1,461 -> 731 tokens of "why:" lines).
 WHY_WORDS = 6
 
 
