@@ -29,7 +29,7 @@ from search.backends import SearchResult
 from search.choices import EmptyAnswerReason
 from search.engine.ranking import Confidence
 from search.services import TOP_K_DEFAULT, TOP_K_MAX, TOP_K_MIN, SearchQueryError, search_for_principal
-from search.text import close_tool_ids, function_word
+from search.text import close_tool_ids, function_word, tokenize
 from search.usage import search_observe
 
 from ..constants import MAX_INSPECT_IDS, MAX_TOOL_ID_CHARS
@@ -472,48 +472,40 @@ def _inputs_text(inputs: list[dict[str, Any]]) -> str:
     return ", ".join(shown) or "none"
 
 
-# Fields a model need not tell apart: a word in the server's description is a word "in server".
-_WHY_FIELD = {"server description": "server"}
-WHY_GROUPS = 3
-# The index's names for a tool's vectors, as a reader knows the texts behind them: "its document" meant nothing.
-_CLOSEST = {"document": "its definition", "passage": "a passage of its description"}
+# Most request words one explanation names. The fields they were found in (name, purpose, parameters ...) are left
+# out: a model sees the tool's name, summary and schema beside it, and the field lists were most of an answer's
+# "why:" tokens (bench/NOTES-agentux15.md: 20 demo searches, 1,461 -> 731 tokens of "why:" lines).
+WHY_WORDS = 6
 
 
-def _matched_words(fields: dict[str, list[str]]) -> str:
-    """The request's words a tool contains, each said once, with the fields they are in: words found in the
-    same fields share one group ("current, time — in name, description; zone — in parameters")."""
-    places: dict[str, list[str]] = {}  # word -> fields, in the ranking's order of both
-    for label, words in fields.items():
-        label = _WHY_FIELD.get(label, label)
-        for word in words:
-            if function_word(word):  # "de", "las", "all": matched, but no reason a reader can use
-                continue
-            if label not in places.setdefault(word, []):
-                places[word].append(label)
-    groups: dict[tuple[str, ...], list[str]] = {}
-    for word, labels in places.items():
-        groups.setdefault(tuple(labels), []).append(word)
-    parts = [f"{', '.join(words[:6])} — in {', '.join(labels)}" for labels, words in groups.items()]
-    return "; ".join(parts[:WHY_GROUPS])
+def _matched_words(fields: dict[str, list[str]], *, quoted: str = "") -> list[str]:
+    """The request's words a tool contains, each said once, in the ranking's order, without function words ("de",
+    "las", "all": matched, but no reason a reader can use) or words of the example request ``quoted`` beside them."""
+    said = set(tokenize(quoted)) if quoted else set()
+    words: list[str] = []
+    for found in fields.values():
+        words += [word for word in found if word not in words and word not in said and not function_word(word)]
+    return words[:WHY_WORDS]
 
 
 def _why_lines(why: dict[str, Any]) -> list[str]:
-    """The search engine's explanation as short lines a model can read."""
+    """The search engine's explanation as short lines a model can read: the request's words the tool contains and
+    the curated example request it is closest to. That it is close in meaning is said only when nothing else is:
+    every match is, and the model reads the summary itself."""
     if why.get("shared_words"):  # the no-index listing
         return [f"shares the words: {', '.join(why['shared_words'][:6])}"]
+    example = why["example_request"][:160] if why.get("closest") == "example" and why.get("example_request") else ""
     lines = []
-    matched = _matched_words(why.get("fields") or {})
+    matched = _matched_words(why.get("fields") or {}, quoted=example)
     if matched:
-        lines.append(matched)
-    if why.get("closest") == "example" and why.get("example_request"):
-        lines.append(f"close to the example request {why['example_request'][:160]!r}")
+        lines.append("words: " + ", ".join(matched))
+    if example:
+        lines.append(f"like the example request {example!r}")
     elif why.get("closest") == "learned":
         lines.append("matches requests that led to this tool")  # never the request: another user's words
-    elif why.get("closest"):
-        lines.append(f"meaning close to {_CLOSEST.get(why['closest'], 'its ' + why['closest'])}")
     if why.get("demoted"):
         lines.append(str(why["demoted"]))
-    return lines or ["closest in meaning"]
+    return lines or ["close in meaning"]
 
 
 # What ``tool_descriptor`` reads of a tool for a search answer (not ``full``): a descriptor not kept yet reads only

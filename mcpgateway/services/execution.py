@@ -52,7 +52,15 @@ from ..db import BUSY_TEXT, DatabaseBusy, database_busy, run_orm, run_orm_or_bus
 from ..metrics import EXECUTE_SECONDS, EXECUTIONS, UPSTREAM_SECONDS
 from ..models import IdempotencyRecord
 from ..upstreams import CallProgress, UpstreamCallError, UpstreamPool, call_timeout
-from .discovery import UnknownTool, _audit_unknown, _policy_fields, compact_json, schema_for_model, tool_ids_close_to
+from .discovery import (
+    UnknownTool,
+    _audit_unknown,
+    _policy_fields,
+    compact_json,
+    schema_for_model,
+    server_note,
+    tool_ids_close_to,
+)
 from .output import result_for_model
 
 logger = logging.getLogger(__name__)
@@ -143,6 +151,7 @@ class ArgumentsProblem:
 
     text: str
     at: tuple[tuple[str | int, ...], ...] | None = None
+    missing: bool = False  # a required property is left out: its value may be one only the server's note names
 
 
 def arguments_problem(schema: dict[str, Any], arguments: dict[str, Any]) -> str | None:
@@ -184,7 +193,9 @@ def arguments_check(schema: dict[str, Any], arguments: dict[str, Any]) -> Argume
     texts = list(shown)
     more = len(texts) - ARGUMENT_PROBLEMS_SHOWN
     text = "; ".join(texts[:ARGUMENT_PROBLEMS_SHOWN]) + (f"; and {more} more" if more > 0 else "")
-    return ArgumentsProblem(text, _paths_at_fault(list(shown.values())[:ARGUMENT_PROBLEMS_SHOWN]))
+    at_fault = list(shown.values())[:ARGUMENT_PROBLEMS_SHOWN]
+    missing = any(error.validator == "required" for error in at_fault)
+    return ArgumentsProblem(text, _paths_at_fault(at_fault), missing=missing)
 
 
 def _paths_at_fault(errors: list[jsonschema.ValidationError]) -> tuple[tuple[str | int, ...], ...] | None:
@@ -588,20 +599,29 @@ INVALID_SCHEMA_SHOWN_CHARS = 2000
 def _invalid_text(problem: ArgumentsProblem, tool: Tool) -> str:
     schema = schema_for_model(tool.input_schema or {}, name=tool.name)
     parts = _schema_parts(schema, problem.at)
+    note = _server_note_for(problem, tool)
     if parts is not None:
         shown = "; ".join(f"{_where(path)} {compact_json(part)}" for path, part in parts)
         if len(shown) <= INVALID_SCHEMA_SHOWN_CHARS:
             return (
-                f"Invalid arguments: {problem.text}. Schema of {shown}. Call again with that fixed "
+                f"Invalid arguments: {problem.text}. Schema of {shown}.{note} Call again with that fixed "
                 "(tool_inspect gives the whole inputSchema)."
             )
     whole = compact_json(schema)
     if len(whole) > INVALID_SCHEMA_SHOWN_CHARS:
         return (
-            f"Invalid arguments: {problem.text}. Call tool_inspect with this tool_id for its inputSchema, then call "
-            "again."
+            f"Invalid arguments: {problem.text}.{note} Call tool_inspect with this tool_id for its inputSchema, then "
+            "call again."
         )
-    return f"Invalid arguments: {problem.text}. Call again with arguments that satisfy its inputSchema: {whole}"
+    return f"Invalid arguments: {problem.text}.{note} Call again with arguments that satisfy its inputSchema: {whole}"
+
+
+def _server_note_for(problem: ArgumentsProblem, tool: Tool) -> str:
+    """The operator's note on the tool's server (``server_note``), as " Server git: ...", when a required property is
+    missing: what a property's value refers to is often only there (mcp-server-git's repo_path has no description;
+    the demo's note names the repository), and a model that called without searching never read it. "" otherwise."""
+    note = server_note(tool.server.description) if problem.missing else ""
+    return f" Server {tool.server.slug}: {note}" if note else ""
 
 
 def _schema_parts(schema: Any, paths: tuple[tuple[str | int, ...], ...] | None) -> list[tuple[Any, Any]] | None:

@@ -37,7 +37,13 @@ def world(member_on, memory_server, admin_user, tmp_path) -> dict[str, Any]:
     from catalog.models import Tool
 
     repo = git_repo(tmp_path / "repo")
-    git = sync_server(slug="git", transport="stdio", command="mcp-server-git", args=["--repository", str(repo)])
+    git = sync_server(
+        slug="git",
+        transport="stdio",
+        command="mcp-server-git",
+        args=["--repository", str(repo)],
+        description=f"Git operations on the demo repository {repo}.",  # the demo's note on its git server
+    )
     # An admin classifies the graph writes as low-risk: this member runs them without an approval.
     for tool in Tool.objects.filter(server__slug="memory"):
         classify_low_risk(tool, actor=admin_user, operation_class="write", reversibility="reversible")
@@ -102,6 +108,29 @@ def test_invalid_arguments_give_the_schema_of_what_is_wrong_only(gateway, world,
 
 
 @pytest.mark.parametrize("mode", PROTOCOL_MODES)
+def test_a_missing_property_is_answered_with_the_note_on_its_server(gateway, world, mode):
+    """mcp-server-git's repo_path has no description ({"type":"string"}): which repository it names is only in the
+    operator's note on the server, which a model that called without searching never read. A wrong value of a
+    property the model did give needs no such note."""
+    repo = world["repo"]
+
+    async def main():
+        async with mcp_client(gateway, world["token"], mode=mode) as client:
+            return [
+                await client.call_tool("execute_tool", {"tool_id": "git::git_log", "arguments": arguments})
+                for arguments in ({"max_count": 3}, {"repo_path": repo, "max_count": "3"})
+            ]
+
+    missing, mistyped = run(main)
+    assert text_of(missing) == (
+        "Invalid arguments: arguments: missing required property repo_path. Schema of arguments.repo_path "
+        f'{{"type":"string"}}. Server git: Git operations on the demo repository {repo}. Call again with that fixed '
+        "(tool_inspect gives the whole inputSchema)."
+    )
+    assert "Server git" not in text_of(mistyped)
+
+
+@pytest.mark.parametrize("mode", PROTOCOL_MODES)
 def test_an_error_the_tool_reported_says_whether_calling_again_can_help(gateway, world, mode):
     """git_branch refuses a branch type it does not know (a read); server-memory refuses observations for an entity
     it does not hold (a write). Each answer keeps the tool's own message and says the same call fails again."""
@@ -145,3 +174,18 @@ def test_the_memory_step_of_a_request_is_among_the_first_five(gateway, world):
     found = [match["tool_id"] for match in run(main).structured_content["matches"]]
     assert "memory::create_entities" in found, found
     assert "memory::search_nodes" not in found[: found.index("memory::create_entities")], found
+
+
+def test_a_search_answer_says_why_in_words_and_examples_only(gateway, world):
+    """The "why:" lines named the fields each word was found in ("commits — in purpose, parameters, example
+    request"), about 17 tokens a match: the model sees the name, summary and schema those fields are. A word of the
+    quoted example request is not said again, and closeness in meaning only when nothing else is."""
+
+    async def main():
+        async with mcp_client(gateway, world["token"]) as client:
+            return await client.call_tool("tool_search", {"query": "show me the latest commits"})
+
+    text = text_of(run(main))
+    why = [line.strip() for line in text.splitlines() if line.startswith("   why: ")]
+    assert why[0] == "why: like the example request 'show me the latest commits'", text
+    assert all(" — in " not in line and "meaning close to" not in line for line in why), why

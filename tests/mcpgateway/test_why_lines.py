@@ -5,18 +5,19 @@ from mcpgateway.services.discovery import _why_lines
 
 def test_a_demoted_tool_says_so_and_a_learned_match_never_quotes_the_request():
     lines = _why_lines({"fields": {"name": ["time"]}, "closest": "learned", "demoted": "close to a negative example"})
-    assert lines == ["time — in name", "matches requests that led to this tool", "close to a negative example"]
+    assert lines == ["words: time", "matches requests that led to this tool", "close to a negative example"]
 
 
 def test_an_example_request_is_quoted_and_nothing_matched_says_meaning():
     assert _why_lines({"closest": "example", "example_request": "what time is it"}) == [
-        "close to the example request 'what time is it'"
+        "like the example request 'what time is it'"
     ]
-    assert _why_lines({}) == ["closest in meaning"]
+    assert _why_lines({}) == ["close in meaning"]
 
 
-def test_words_matched_in_several_fields_are_said_once_with_the_fields_grouped():
-    # The tryout's answer read "name: time; server: time; server description: time; description: time".
+def test_words_are_said_once_without_the_fields_they_were_found_in():
+    # The demo's answers spent ~17 tokens a match on "show — in purpose, example request; commits — in purpose,
+    # parameters, example request; ...": a model sees the name, summary and schema the fields are.
     fields = {
         "name": ["time", "current"],
         "server": ["time"],
@@ -24,26 +25,28 @@ def test_words_matched_in_several_fields_are_said_once_with_the_fields_grouped()
         "description": ["current", "time"],
         "parameters": ["timezone"],
     }
-    assert _why_lines({"fields": fields, "closest": "description"}) == [
-        "time — in name, server, description; current — in name, description; timezone — in parameters",
-        "meaning close to its description",
-    ]
-    assert _why_lines({"fields": {"name": ["time"], "server": ["time"], "description": ["time"]}}) == [
-        "time — in name, server, description"
-    ]
+    assert _why_lines({"fields": fields, "closest": "description"}) == ["words: time, current, timezone"]
+
+
+def test_words_of_the_quoted_example_request_are_not_said_twice():
+    why = {
+        "fields": {"purpose": ["show", "commits"], "parameters": ["commits", "repository"]},
+        "closest": "example",
+        "example_request": "show me the latest commits",
+    }
+    assert _why_lines(why) == ["words: repository", "like the example request 'show me the latest commits'"]
+    why["fields"] = {"purpose": ["show", "commits"]}
+    assert _why_lines(why) == ["like the example request 'show me the latest commits'"]
 
 
 def test_function_words_are_never_given_as_a_reason():
     # A Spanish request matched "de" and "las" in a tool's parameters: the line read "de, las — in parameters".
-    assert _why_lines({"fields": {"parameters": ["de", "las"]}, "closest": "summary"}) == [
-        "meaning close to its summary"
-    ]
+    assert _why_lines({"fields": {"parameters": ["de", "las"]}, "closest": "summary"}) == ["close in meaning"]
     fields = {"name": ["list", "files", "all"], "parameters": ["all", "folder"]}
-    assert _why_lines({"fields": fields}) == ["list, files — in name; folder — in parameters"]
+    assert _why_lines({"fields": fields}) == ["words: list, files, folder"]
 
 
-def test_the_closest_text_is_named_as_a_reader_knows_it():
-    # The demo's answers read "meaning close to its document": the index's name for the tool's whole text.
-    assert _why_lines({"closest": "document"}) == ["meaning close to its definition"]
-    assert _why_lines({"closest": "passage"}) == ["meaning close to a passage of its description"]
-    assert _why_lines({"closest": "summary"}) == ["meaning close to its summary"]
+def test_closeness_in_meaning_is_said_only_when_nothing_else_is():
+    # Every match of an answer is close in meaning: "meaning close to its summary" beside its words told nothing.
+    assert _why_lines({"closest": "document"}) == ["close in meaning"]
+    assert _why_lines({"fields": {"name": ["diff"]}, "closest": "summary"}) == ["words: diff"]
