@@ -1,6 +1,5 @@
 """Reads for the REST API, built on governance's visibility selector (the same one /mcp and search use)."""
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Q, QuerySet
 from rest_framework.exceptions import PermissionDenied
 
@@ -8,11 +7,12 @@ from catalog.choices import ServerStatus
 from catalog.models import Server, Tool, ToolRevision
 from governance.choices import ReviewStatus
 from governance.constants import SCOPE_DISCOVER, SERVER_SCOPE_PREFIX
-from governance.models import Agent, ApiToken, ApprovalRequest, ServerTenant, ToolReview
+from governance.models import ApiToken, ApprovalRequest, ServerTenant, ToolReview
 from governance.principals import Principal
 from governance.selectors import (
     MAX_TOOL_ID_LENGTH,
     ToolNotFound,
+    agent_and_agents_below,
     approval_requests_for_approver,
     server_fields_locked,
     server_tenant_q,
@@ -145,18 +145,8 @@ def api_tokens_of(*, principal: Principal) -> QuerySet[ApiToken]:
         return tokens
     tokens = tokens.filter(tenant_id=principal.tenant_id)
     if principal.agent_id is not None:
-        tokens = tokens.filter(agent_id__in=_agents_from(principal.agent_id, user=principal.user))
+        tokens = tokens.filter(agent_id__in=agent_and_agents_below(principal.agent_id, user=principal.user))
     # Scopes are a JSON list: compared here, the same way on every database (a person's tokens are few).
     rows = tokens.values_list("pk", "scopes")
     within = [pk for pk, scopes in rows if scopes_beyond(principal=principal, scopes=scopes) is None]
     return tokens.filter(pk__in=within)
-
-
-def _agents_from(agent_id: int, *, user: AbstractBaseUser) -> set[int]:
-    """``agent_id`` and the agents below it (``user``'s: an agent's parent is of the same user)."""
-    parents = dict(Agent.objects.filter(user=user).values_list("pk", "parent_id"))
-    found, frontier = {agent_id}, {agent_id}
-    while frontier:
-        frontier = {pk for pk, parent in parents.items() if parent in frontier and pk not in found}
-        found |= frontier
-    return found

@@ -23,7 +23,7 @@ One module per subject: ``tools`` (servers and tools), ``grants``, ``tenants``, 
 is here.
 """
 
-from .agents import agent_shown, agents_visible_to_operator
+from .agents import agent_and_agents_below, agent_shown, agents_visible_to_operator
 from .approvals import (
     approval_request_groups_usable,
     approval_request_pks_decidable_by,
@@ -87,6 +87,7 @@ __all__ = [
     "ToolNotFound",
     "VISIBLE_SERVER_STATUSES",
     "agent_shown",
+    "agent_and_agents_below",
     "agents_visible_to_operator",
     "api_tokens_with_membership",
     "approval_request_groups_usable",
