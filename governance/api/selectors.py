@@ -84,9 +84,13 @@ def revisions_for_api(*, principal: Principal, tool: Tool) -> QuerySet[ToolRevis
 def servers_in_api_scope(request) -> Q:
     """Which servers the catalog API shows its caller (governance sets it as ``catalog.scope``'s hook): a token acts
     in its tenant, so it sees shared servers and that tenant's (``server_tenant_q``, as ``tool_search`` does, a
-    superuser's token too); a session sees the servers its person may manage (``servers_visible_to_operator``: a
-    superuser every server, as in the admin)."""
+    superuser's token too), a token acting for an agent only those whose tools the agent may discover; a session sees
+    the servers its person may manage (``servers_visible_to_operator``: a superuser every server, as in the admin)."""
     if isinstance(request.auth, Principal):
+        if request.auth.agent_id is not None:
+            # An agent's token manages no more than its agent may use (Z8), as its tools/ list is what it may discover.
+            agent_servers = tools_visible_to(principal=request.auth).values("server_id")
+            return server_tenant_q(request.auth) & Q(pk__in=agent_servers)
         return server_tenant_q(request.auth)
     return servers_visible_to_operator(user=request.user)
 
@@ -99,8 +103,14 @@ def server_fields_locked_for_request(request, server) -> frozenset[str]:
 def server_claim_for_request(request, server: Server) -> None:
     """``catalog.scope``'s hook, after ``server`` was registered through the REST API: a server shared by every
     tenant is registered only by someone who may shape what they share (``shared_shaped_by``); anyone else's is
-    their tenant's: the token's, or a session's one tenant. Raises PermissionDenied otherwise (the caller rolls
-    the registration back)."""
+    their tenant's: the token's, or a session's one tenant. A token acting for an agent registers none: a server's
+    command runs on this host, an operator's act, not their agent's (Z8). Raises PermissionDenied otherwise (the
+    caller rolls the registration back)."""
+    if isinstance(request.auth, Principal) and request.auth.agent_id is not None:
+        raise PermissionDenied(
+            "A token acting for an agent does not register servers: use a token of your own, with no agent.",
+            code="permission_denied",
+        )
     if shared_shaped_by(user=request.user):
         return
     if isinstance(request.auth, Principal):
