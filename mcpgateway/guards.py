@@ -124,26 +124,24 @@ _RAW_TOKEN = re2.compile(r"scout_[A-Za-z0-9_-]{43}")
 
 class TokenInAddressGuard:
     """Every page's address (/mcp refuses any query string already, EdgeGuard): one holding a Scout token (``?token=``,
-    escaped or not) is refused with 400, and its path and query blanked in the scope, which the access log line is
-    written from (a client that sent its token this way put it in the log of every request)."""
+    escaped or not) is refused with 400, and its query blanked in the scope, which the access log line is written
+    from (a client that sent its token this way put it in the log of every request)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
+        self.refuse = SecurityHeaders(_token_in_address_refusal)  # the headers Django's pages carry
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not _holds_token(scope):
             await self.app(scope, receive, send)
             return
         scope["query_string"] = b""
-        await _send_json(
-            send,
-            400,
-            {
-                "error": "invalid_request",
-                "error_description": "A Scout token does not belong in an address (it would be logged); send it in "
-                "the Authorization header",
-            },
-        )
+        await self.refuse(scope, receive, send)
+
+
+async def _token_in_address_refusal(scope: Scope, receive: Receive, send: Send) -> None:
+    description = "A Scout token does not belong in an address, where it is logged: send it in the Authorization header"
+    await _send_json(send, 400, {"error": "invalid_request", "error_description": description})
 
 
 def _holds_token(scope: Scope) -> bool:

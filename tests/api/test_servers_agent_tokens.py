@@ -33,8 +33,9 @@ def _slugs(response) -> list[str]:
 
 
 def test_an_agents_token_reaches_only_the_servers_its_agent_may_use(api, catalog, tokens):
-    from catalog.models import Server, SyncRun
     from django.utils import timezone
+
+    from catalog.models import Server, SyncRun
 
     for server in (catalog.github, catalog.payroll):
         SyncRun.objects.create(server=server, status="success", started_at=timezone.now(), source="beat")

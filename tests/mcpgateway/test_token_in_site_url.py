@@ -24,6 +24,7 @@ def test_a_token_in_a_pages_address_is_refused_and_never_logged(gateway, path):
         response = httpx.get(gateway.url + path.format(raw=raw, quoted=quote(raw, safe="")), timeout=10)
         assert response.status_code == 400
         assert raw not in response.text and "Authorization header" in response.json()["error_description"]
+        assert response.headers["x-content-type-options"] == "nosniff"
         wait_for_access_line(lines, f"GET {path.split('?')[0]}", "400")
         assert not any(raw[6:] in line for line in lines)
 
