@@ -104,11 +104,18 @@ def server_claim_for_request(request, server: Server) -> None:
     """``catalog.scope``'s hook, after ``server`` was registered through the REST API: a server shared by every
     tenant is registered only by someone who may shape what they share (``shared_shaped_by``); anyone else's is
     their tenant's: the token's, or a session's one tenant. A token acting for an agent registers none: a server's
-    command runs on this host, an operator's act, not their agent's (Z8). Raises PermissionDenied otherwise (the
-    caller rolls the registration back)."""
+    command runs on this host, an operator's act, not their agent's (Z8); a token limited to servers only one of
+    them. Raises PermissionDenied otherwise (the caller rolls the registration back)."""
     if isinstance(request.auth, Principal) and request.auth.agent_id is not None:
         raise PermissionDenied(
             "A token acting for an agent does not register servers: use a token of your own, with no agent.",
+            code="permission_denied",
+        )
+    slugs = request.auth.server_slugs if isinstance(request.auth, Principal) else None
+    if slugs is not None and server.slug not in slugs:
+        # Else it registered (and committed) a server it cannot reach, whose command the next scheduled sync starts.
+        raise PermissionDenied(
+            "A token limited to servers registers only a server it is limited to (a server:<slug> scope).",
             code="permission_denied",
         )
     if shared_shaped_by(user=request.user):

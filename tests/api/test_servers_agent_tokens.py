@@ -1,6 +1,6 @@
-"""/api/v1/servers/ and sync-runs/ through a token acting for an operator's agent (redteam33, Z8): it reaches the
-servers whose tools its agent may discover, as its tools/ list does (redteam31), and registers none; the operator's
-own token reaches every server of their tenants, as before."""
+"""/api/v1/servers/ and sync-runs/ through a narrower token (redteam33, Z8): one acting for an operator's agent
+reaches the servers whose tools its agent may discover, as its tools/ list does (redteam31), and registers none; one
+limited to servers registers only one of them; the operator's own token reaches every server of their tenants."""
 
 import pytest
 
@@ -66,3 +66,16 @@ def test_an_agents_token_registers_no_server(api, tokens):
     refused = api.post("servers/", token=tokens["agent"], json=body)
     assert refused.status_code == 403, refused.text
     assert not Server.objects.filter(slug="agent-made").exists()
+
+
+def test_a_server_limited_token_registers_only_a_server_it_is_limited_to(api, owner):
+    from catalog.models import Server
+
+    give_perms(owner, *OPERATOR_PERMS)
+    github_only = make_token(owner, ["api", "server:github", "server:later"])
+    body = {"slug": "elsewhere", "name": "Elsewhere", "transport": "stdio", "command": "mcp-server-time"}
+    refused = api.post("servers/", token=github_only, json=body)
+    assert refused.status_code == 403, refused.text
+    assert not Server.objects.filter(slug="elsewhere").exists()
+    made = api.post("servers/", token=github_only, json={**body, "slug": "later"})
+    assert made.status_code == 201 and made.json()["slug"] == "later"
