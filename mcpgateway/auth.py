@@ -181,6 +181,7 @@ REFUSALS = {  # api_token_refusal's answer -> what the 401 says of the token sen
     "revoked": "The access token was revoked",
     "expired": "The access token expired",
     "invalid": "The access token is not valid",
+    "too_many_scopes": "The access token names more servers than a token may now: make a new one",
 }
 
 

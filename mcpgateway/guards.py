@@ -6,6 +6,8 @@ body checks after it, so nobody can make the gateway buffer or parse more than t
   Cross-Origin-Opener-Policy), which these Starlette routes never pass through.
 - ``EdgeGuard`` (before auth): Host and Origin against the allowlists (421 / 403), and no query string (a
   token put in the URL is refused, and redacted from the scope so the access log never shows it).
+- ``TokenInAddressGuard`` (outermost, the whole site: the REST API, the admin, every page): an address holding a
+  Scout token is refused, and redacted from the scope so the access log never shows it.
 - ``RateGuard`` (after auth): requests per token, counted in the cache (Redis with REDIS_URL, so every worker
   shares the count), 429 with Retry-After past ``SCOUT_MCP_RATE``.
 - ``StatelessGetGuard`` (after auth, stateless /mcp only): a GET is 405; there is no stream to open.
@@ -22,9 +24,11 @@ import json
 import re
 from collections import deque
 from typing import Any
+from urllib.parse import unquote
 
 import anyio
 import numpy as np
+import re2
 from django.conf import settings
 from mcp.shared.inbound import (
     MCP_METHOD_HEADER,
@@ -111,6 +115,40 @@ class SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+# A raw Scout token: the prefix and token_urlsafe(32), 43 characters (governance.constants). RE2: the address is the
+# client's text.
+_RAW_TOKEN = re2.compile(r"scout_[A-Za-z0-9_-]{43}")
+
+
+class TokenInAddressGuard:
+    """Every page's address (/mcp refuses any query string already, EdgeGuard): one holding a Scout token (``?token=``,
+    escaped or not) is refused with 400, and its query blanked in the scope, which the access log line is written
+    from (a client that sent its token this way put it in the log of every request)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.refuse = SecurityHeaders(_token_in_address_refusal)  # the headers Django's pages carry
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not _holds_token(scope):
+            await self.app(scope, receive, send)
+            return
+        scope["query_string"] = b""
+        await self.refuse(scope, receive, send)
+
+
+async def _token_in_address_refusal(scope: Scope, receive: Receive, send: Send) -> None:
+    description = "A Scout token does not belong in an address, where it is logged: send it in the Authorization header"
+    await _send_json(send, 400, {"error": "invalid_request", "error_description": description})
+
+
+def _holds_token(scope: Scope) -> bool:
+    query = scope.get("query_string") or b""
+    if b"scout" not in query.lower() and b"%" not in query:
+        return False
+    return _RAW_TOKEN.search(unquote(query.decode("latin-1"))) is not None
 
 
 class EdgeGuard:

@@ -34,6 +34,7 @@ from contextlib import asynccontextmanager  # noqa: E402
 from starlette.applications import Starlette  # noqa: E402
 from starlette.routing import Mount  # noqa: E402
 
+from mcpgateway.guards import TokenInAddressGuard  # noqa: E402
 from mcpgateway.server import build_gateway_app, gateway_lifespan  # noqa: E402
 
 mcp_server, mcp_routes = build_gateway_app()
@@ -45,4 +46,7 @@ async def lifespan(app: Starlette):
         yield
 
 
-application = Starlette(routes=[*mcp_routes, Mount("/", app=django_application)], lifespan=lifespan)
+# A token in any page's address is refused and kept out of the access log (TokenInAddressGuard).
+application = TokenInAddressGuard(
+    Starlette(routes=[*mcp_routes, Mount("/", app=django_application)], lifespan=lifespan)
+)

@@ -29,6 +29,7 @@ from ..services.tokens import (
     api_token_live_check,
     api_token_revoke,
     api_token_tenant,
+    scopes_validate,
 )
 from .common import DEFAULT_TOKEN_LIFETIME
 from .people import PeopleChoicesMixin, person_name, rows_of_people_for, with_person_visible
@@ -87,6 +88,11 @@ class ApiTokenAddForm(forms.ModelForm):
             api_token_tenant(user=data["user"], agent=data.get("agent"), tenant=data.get("tenant"))
         servers = [server.slug for server in data.get("server_scopes") or ()]
         data["scopes"] = list(data.get("base_scopes") or []) + [f"{SERVER_SCOPE_PREFIX}{slug}" for slug in servers]
+        if data["scopes"]:  # none: base_scopes says so already
+            try:
+                scopes_validate(data["scopes"])  # at most MAX_TOKEN_SERVER_SCOPES servers
+            except ValidationError as error:
+                self.add_error("server_scopes", error.message_dict["scopes"])
         if data.get("user") is not None:
             try:
                 api_token_issue_check(user=data["user"], scopes=data["scopes"], created_by=self.issuer)

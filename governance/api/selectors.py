@@ -1,6 +1,5 @@
 """Reads for the REST API, built on governance's visibility selector (the same one /mcp and search use)."""
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Q, QuerySet
 from rest_framework.exceptions import PermissionDenied
 
@@ -8,11 +7,12 @@ from catalog.choices import ServerStatus
 from catalog.models import Server, Tool, ToolRevision
 from governance.choices import ReviewStatus
 from governance.constants import SCOPE_DISCOVER, SERVER_SCOPE_PREFIX
-from governance.models import Agent, ApiToken, ApprovalRequest, ServerTenant, ToolReview
+from governance.models import ApiToken, ApprovalRequest, ServerTenant, ToolReview
 from governance.principals import Principal
 from governance.selectors import (
     MAX_TOOL_ID_LENGTH,
     ToolNotFound,
+    agent_and_agents_below,
     approval_requests_for_approver,
     server_fields_locked,
     server_tenant_q,
@@ -84,9 +84,13 @@ def revisions_for_api(*, principal: Principal, tool: Tool) -> QuerySet[ToolRevis
 def servers_in_api_scope(request) -> Q:
     """Which servers the catalog API shows its caller (governance sets it as ``catalog.scope``'s hook): a token acts
     in its tenant, so it sees shared servers and that tenant's (``server_tenant_q``, as ``tool_search`` does, a
-    superuser's token too); a session sees the servers its person may manage (``servers_visible_to_operator``: a
-    superuser every server, as in the admin)."""
+    superuser's token too), a token acting for an agent only those whose tools the agent may discover; a session sees
+    the servers its person may manage (``servers_visible_to_operator``: a superuser every server, as in the admin)."""
     if isinstance(request.auth, Principal):
+        if request.auth.agent_id is not None:
+            # An agent's token manages no more than its agent may use (Z8), as its tools/ list is what it may discover.
+            agent_servers = tools_visible_to(principal=request.auth).values("server_id")
+            return server_tenant_q(request.auth) & Q(pk__in=agent_servers)
         return server_tenant_q(request.auth)
     return servers_visible_to_operator(user=request.user)
 
@@ -99,8 +103,21 @@ def server_fields_locked_for_request(request, server) -> frozenset[str]:
 def server_claim_for_request(request, server: Server) -> None:
     """``catalog.scope``'s hook, after ``server`` was registered through the REST API: a server shared by every
     tenant is registered only by someone who may shape what they share (``shared_shaped_by``); anyone else's is
-    their tenant's: the token's, or a session's one tenant. Raises PermissionDenied otherwise (the caller rolls
-    the registration back)."""
+    their tenant's: the token's, or a session's one tenant. A token acting for an agent registers none: a server's
+    command runs on this host, an operator's act, not their agent's (Z8); a token limited to servers only one of
+    them. Raises PermissionDenied otherwise (the caller rolls the registration back)."""
+    if isinstance(request.auth, Principal) and request.auth.agent_id is not None:
+        raise PermissionDenied(
+            "A token acting for an agent does not register servers: use a token of your own, with no agent.",
+            code="permission_denied",
+        )
+    slugs = request.auth.server_slugs if isinstance(request.auth, Principal) else None
+    if slugs is not None and server.slug not in slugs:
+        # Else it registered (and committed) a server it cannot reach, whose command the next scheduled sync starts.
+        raise PermissionDenied(
+            "A token limited to servers registers only a server it is limited to (a server:<slug> scope).",
+            code="permission_denied",
+        )
     if shared_shaped_by(user=request.user):
         return
     if isinstance(request.auth, Principal):
@@ -145,18 +162,8 @@ def api_tokens_of(*, principal: Principal) -> QuerySet[ApiToken]:
         return tokens
     tokens = tokens.filter(tenant_id=principal.tenant_id)
     if principal.agent_id is not None:
-        tokens = tokens.filter(agent_id__in=_agents_from(principal.agent_id, user=principal.user))
+        tokens = tokens.filter(agent_id__in=agent_and_agents_below(principal.agent_id, user=principal.user))
     # Scopes are a JSON list: compared here, the same way on every database (a person's tokens are few).
     rows = tokens.values_list("pk", "scopes")
     within = [pk for pk, scopes in rows if scopes_beyond(principal=principal, scopes=scopes) is None]
     return tokens.filter(pk__in=within)
-
-
-def _agents_from(agent_id: int, *, user: AbstractBaseUser) -> set[int]:
-    """``agent_id`` and the agents below it (``user``'s: an agent's parent is of the same user)."""
-    parents = dict(Agent.objects.filter(user=user).values_list("pk", "parent_id"))
-    found, frontier = {agent_id}, {agent_id}
-    while frontier:
-        frontier = {pk for pk, parent in parents.items() if parent in frontier and pk not in found}
-        found |= frontier
-    return found

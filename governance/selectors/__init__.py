@@ -23,7 +23,7 @@ One module per subject: ``tools`` (servers and tools), ``grants``, ``tenants``, 
 is here.
 """
 
-from .agents import agent_shown, agents_visible_to_operator
+from .agents import agent_and_agents_below, agent_shown, agents_visible_to_operator
 from .approvals import (
     approval_request_groups_usable,
     approval_request_pks_decidable_by,
@@ -61,7 +61,7 @@ from .tenants import (
     shared_shaped_by,
     tenant_q,
 )
-from .tokens import api_tokens_with_membership, principal_as_now, principal_for_token
+from .tokens import api_tokens_with_membership, principal_as_now, principal_for_token, token_scopes_over_limit
 from .tools import (
     MAX_TOOL_ID_LENGTH,
     VISIBLE_SERVER_STATUSES,
@@ -87,6 +87,7 @@ __all__ = [
     "ToolNotFound",
     "VISIBLE_SERVER_STATUSES",
     "agent_shown",
+    "agent_and_agents_below",
     "agents_visible_to_operator",
     "api_tokens_with_membership",
     "approval_request_groups_usable",
@@ -110,6 +111,7 @@ __all__ = [
     "person_visible_to",
     "principal_as_now",
     "principal_for_token",
+    "token_scopes_over_limit",
     "server_fields_locked",
     "servers_registrable_by",
     "server_tenant_id",

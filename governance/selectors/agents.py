@@ -1,10 +1,12 @@
-"""Agents an admin may see (Z12), and an expression naming a row's agent as its reader may read it."""
+"""Agents an admin may see (Z12), an agent's agents below it, and an expression naming a row's agent as its reader may
+read it."""
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Case, CharField, F, Q, Value, When
 
 from ..constants import OTHER_TENANT_AGENT
+from ..models import Agent
 from ..principals import principal_for_user
 from .people import users_visible_to_operator
 from .tenants import tenant_q
@@ -32,3 +34,13 @@ def agent_shown(*, name: str, person_visible: str):
         default=Value(OTHER_TENANT_AGENT),
         output_field=CharField(),
     )
+
+
+def agent_and_agents_below(agent_id: int, *, user: AbstractBaseUser) -> set[int]:
+    """``agent_id`` and the agents below it (``user``'s: an agent's parent is of the same user)."""
+    parents = dict(Agent.objects.filter(user=user).values_list("pk", "parent_id"))
+    found, frontier = {agent_id}, {agent_id}
+    while frontier:
+        frontier = {pk for pk, parent in parents.items() if parent in frontier and pk not in found}
+        found |= frontier
+    return found

@@ -7,12 +7,12 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, Group
 from django.db.models import Case, CharField, Exists, OuterRef, Q, QuerySet, Value, When
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Coalesce, Substr
+from django.db.models.functions import Cast, Coalesce, Concat, Substr
 
 from ..choices import AuditEventType
 from ..constants import OTHER_TENANT, OTHER_TENANT_AGENT, OTHER_TENANT_GROUP, OTHER_TENANT_PERSON
 from ..principals import Principal, principal_for_user
-from .agents import agent_shown
+from .agents import agent_and_agents_below, agent_shown
 from .groups import groups_visible_to_operator
 from .people import person_shown, person_visible_to, users_visible_to_operator
 from .tenants import tenant_q
@@ -29,15 +29,16 @@ def delegation_chain_shown(chain: list[str], *, person_visible: bool) -> list[st
 
 
 def audit_events_visible_to(*, principal: Principal) -> QuerySet:
-    """Audit events a viewer may read: shared ones and those of the tenants ``principal`` acts in. Superusers
-    (the platform's operators) read the whole trail in a session. Each is annotated with how its person reads
-    (``subject_shown``, ``subject_visible``) and whether the people its payload names are visible (read them with
-    ``audit_payload_shown`` and ``delegation_chain_shown``)."""
+    """Audit events a viewer may read: shared ones and those of the tenants ``principal`` acts in, within what its token
+    reaches (``_within_token``). Superusers (the platform's operators) read the whole trail in a session. Each is
+    annotated with how its person reads (``subject_shown``, ``subject_visible``) and whether the people its payload
+    names are visible (read them with ``audit_payload_shown`` and ``delegation_chain_shown``)."""
     from ..models import AuditEvent
 
     qs = AuditEvent.objects.all()
     if not (principal.token_id is None and getattr(principal.user, "is_superuser", False)):
         qs = qs.filter(tenant_q(principal, "tenant_scope"))
+    qs = _within_token(qs, principal)
     # A shared event (a tenant-less token's) may be tenant B's person's, or name them in its payload: named
     # only where the viewer may see them (Z12). Events of no one ("system") name no person.
     viewer = principal.user
@@ -55,6 +56,23 @@ def audit_events_visible_to(*, principal: Principal) -> QuerySet:
         **{f"{name}_visible": _person_named_visible(viewer=viewer, name=name) for name in named},
         **{f"{name}_visible": _group_named_visible(viewer=viewer, name=name) for name in groups},
     )
+
+
+def _within_token(qs: QuerySet, principal: Principal) -> QuerySet:
+    """``qs`` kept to what ``principal``'s token reaches (Z8, as the approval inbox and the catalog are): an agent's
+    token reads what its agent and the agents below it did (their tokens' events), not its person's whole trail; a
+    token limited to servers reads those servers' events."""
+    from ..models import ApiToken
+
+    if principal.agent_id is not None:
+        agents = agent_and_agents_below(principal.agent_id, user=principal.user)
+        refs = ApiToken.objects.filter(user=principal.user, agent_id__in=agents).annotate(
+            ref=Concat(Value("tok-"), Cast("pk", CharField()), output_field=CharField())
+        )
+        qs = qs.filter(token_ref__in=refs.values("ref"))
+    if principal.server_slugs is not None:
+        qs = qs.filter(target_server__in=sorted(principal.server_slugs))
+    return qs
 
 
 # Payload keys of audit events that name a person, with the prefix before the username: whom a token was

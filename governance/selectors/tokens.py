@@ -5,7 +5,7 @@ from dataclasses import replace
 from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
-from ..constants import GATEWAY_HOP, delegation_max_agents
+from ..constants import BASE_SCOPES, GATEWAY_HOP, MAX_TOKEN_SERVER_SCOPES, delegation_max_agents
 from ..models import ApiToken, Tenant
 from ..principals import Principal
 
@@ -17,6 +17,13 @@ def api_tokens_with_membership() -> QuerySet[ApiToken]:
     return ApiToken.objects.select_related("user", "tenant", "agent", "agent__parent").annotate(
         tenant_member=Exists(member)
     )
+
+
+def token_scopes_over_limit(scopes: object) -> bool:
+    """Whether a stored token names more servers than MAX_TOKEN_SERVER_SCOPES (made before the limit, over REST).
+    Such a token is refused, not narrowed: its holder makes a new one (told so by /mcp's 401); cutting its list
+    would change which servers it reaches, and keeping it would slow each of its searches."""
+    return isinstance(scopes, list) and len(set(scopes) - BASE_SCOPES) > MAX_TOKEN_SERVER_SCOPES
 
 
 def principal_as_now(principal: Principal) -> Principal | None:
@@ -37,10 +44,11 @@ def principal_as_now(principal: Principal) -> Principal | None:
 def principal_for_token(token: ApiToken) -> Principal | None:
     """The principal a token row stands for (no secret needed: for re-checking a stored request against the
     token it came from), or None when the token may not act: inactive user, a tenant the user is no longer a
-    member of, an agent of another user or in another tenant, or an agent chain deeper than the limit.
+    member of, an agent of another user or in another tenant, an agent chain deeper than the limit, or more server
+    scopes than a token may now name (``token_scopes_over_limit``).
 
     The delegation chain comes from the token's agent and the agents above it, never from the client."""
-    if not token.user.is_active:
+    if not token.user.is_active or token_scopes_over_limit(token.scopes):
         return None
     member = getattr(token, "tenant_member", None)
     if token.tenant_id is not None and not (

@@ -18,6 +18,8 @@ from governance.cache import visibility_invalidate, visibility_row_token
 from governance.choices import AuditEventType, AuditOutcome
 from governance.constants import (
     BASE_SCOPES,
+    MAX_SCOPE_SLUG_CHARS,
+    MAX_TOKEN_SERVER_SCOPES,
     SCOPE_APPROVE,
     SERVER_SCOPE_PREFIX,
     TOKEN_DISPLAY_CHARS,
@@ -27,7 +29,7 @@ from governance.constants import (
 )
 from governance.models import Agent, ApiToken, Tenant
 from governance.principals import Principal, principal_for_user
-from governance.selectors import api_tokens_with_membership, principal_for_token
+from governance.selectors import api_tokens_with_membership, principal_for_token, token_scopes_over_limit
 from governance.services.audit import audit_record
 
 logger = logging.getLogger(__name__)
@@ -43,7 +45,8 @@ def _digest(raw: str) -> str:
 
 
 def scopes_validate(scopes: list[str] | tuple[str, ...] | frozenset[str]) -> list[str]:
-    """Sorted, de-duplicated scopes. Raises ValidationError on an unknown scope or an empty list."""
+    """Sorted, de-duplicated scopes. Raises ValidationError on an unknown scope, an empty list, a server slug longer
+    than any server's or more than MAX_TOKEN_SERVER_SCOPES servers."""
     if isinstance(scopes, str) or not scopes:
         raise ValidationError({"scopes": "give at least one scope: discover, execute, approve, server:<slug>"})
     cleaned = set()
@@ -51,12 +54,20 @@ def scopes_validate(scopes: list[str] | tuple[str, ...] | frozenset[str]) -> lis
         if not isinstance(scope, str):
             raise ValidationError({"scopes": "scopes must be strings"})
         scope = scope.strip()
+        slug_chars = len(scope) - len(SERVER_SCOPE_PREFIX)
         if scope in BASE_SCOPES:
             cleaned.add(scope)
-        elif scope.startswith(SERVER_SCOPE_PREFIX) and len(scope) > len(SERVER_SCOPE_PREFIX):
+        elif scope.startswith(SERVER_SCOPE_PREFIX) and 0 < slug_chars <= MAX_SCOPE_SLUG_CHARS:
             cleaned.add(scope)
         else:
             raise ValidationError({"scopes": f"unknown scope {scope[:60]!r}"})
+    if len(cleaned - BASE_SCOPES) > MAX_TOKEN_SERVER_SCOPES:
+        raise ValidationError(
+            {
+                "scopes": f"a token names at most {MAX_TOKEN_SERVER_SCOPES} servers; to reach more, name none "
+                "(the token then reaches every server its person and agent may use)"
+            }
+        )
     return sorted(cleaned)
 
 
@@ -227,17 +238,20 @@ def api_token_verify(raw: object) -> Principal | None:
 
 def api_token_refusal(raw: object) -> str:
     """Why a raw bearer token that failed verification may not act, about that token alone: "revoked", "expired",
-    or "invalid" for anything else (malformed, unknown, a user or tenant it may no longer act for). Its holder may
-    be told (they hold the secret); nothing here says whether any other token exists."""
+    "too_many_scopes" (stored before MAX_TOKEN_SERVER_SCOPES), or "invalid" for anything else (malformed, unknown, a
+    user or tenant it may no longer act for). Its holder may be told (they hold the secret); nothing here says whether
+    any other token exists."""
     if not isinstance(raw, str) or not raw.startswith(TOKEN_PREFIX) or len(raw) > MAX_RAW_TOKEN_LENGTH:
         return "invalid"
     digest = _digest(raw)
-    token = ApiToken.objects.filter(token_hash=digest).only("token_hash", "revoked_at", "expires_at").first()
+    token = ApiToken.objects.filter(token_hash=digest).only("token_hash", "revoked_at", "expires_at", "scopes").first()
     if token is None or not hmac.compare_digest(token.token_hash, digest):
         return "invalid"
     if token.revoked_at is not None:
         return "revoked"
-    return "expired" if token.expires_at <= timezone.now() else "invalid"
+    if token.expires_at <= timezone.now():
+        return "expired"
+    return "too_many_scopes" if token_scopes_over_limit(token.scopes) else "invalid"
 
 
 @dataclass(frozen=True)

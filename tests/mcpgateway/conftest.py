@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import re
 import shutil
@@ -20,6 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
@@ -175,7 +177,6 @@ def live_gateway(django_db_setup, django_db_blocker, access_log: list[str]) -> I
         if _SHARED_GATEWAY["users"] == 0:
             _SHARED_GATEWAY.pop("stop")()
         return
-    import logging
 
     from scoutsite.asgi import application
 
@@ -481,6 +482,42 @@ def drop_index() -> None:
 def mcp_client(gateway: ThreadedUvicorn, token: str, mode: str = LEGACY) -> Client:
     http_client = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
     return Client(streamable_http_client(f"{gateway.url}/mcp", http_client=http_client), mode=mode)
+
+
+@contextmanager
+def uvicorn_lines() -> Iterator[list[str]]:
+    """The messages uvicorn's access and error loggers write meanwhile, collected by a handler of this block's own:
+    another server started in the session (with uvicorn's default logging config) may have replaced the
+    session-wide handlers."""
+    lines: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+
+    collector = Collect(level=logging.INFO)
+    loggers = [logging.getLogger(name) for name in ("uvicorn.access", "uvicorn.error")]
+    saved = [(logger.level, logger.disabled) for logger in loggers]
+    for logger in loggers:
+        logger.addHandler(collector)
+        logger.setLevel(logging.INFO)
+        logger.disabled = False
+    try:
+        yield lines
+    finally:
+        for logger, (level, disabled) in zip(loggers, saved, strict=True):
+            logger.removeHandler(collector)
+            logger.setLevel(level)
+            logger.disabled = disabled
+
+
+def wait_for_access_line(lines: list[str], request: str, status: str) -> None:
+    """Wait (bounded) for the access line of ``request`` ("GET /path") answered ``status``: it is written after the
+    response, so a check on the log runs on it rather than passing on a log not yet written."""
+    deadline = time.monotonic() + 60
+    while not any(request in line and status in line for line in lines):
+        assert time.monotonic() < deadline, f"uvicorn never logged {request} {status}"
+        time.sleep(0.05)
 
 
 def challenge_params(response: httpx.Response) -> dict[str, str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import socket
-import time
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,8 @@ from .conftest import (
     raw_post,
     rpc_result,
     run,
+    uvicorn_lines,
+    wait_for_access_line,
 )
 
 pytestmark = [gateway_db, pytest.mark.slow]
@@ -130,22 +131,7 @@ def test_identity_only_from_the_authorization_header(gateway, member_token):
 
 
 def test_token_in_query_string_is_refused_and_never_logged(gateway, member_token):
-    # This test's own collector on uvicorn's loggers: another server started in the session (with uvicorn's
-    # default logging config) may have replaced the session-wide handlers.
-    lines: list[str] = []
-
-    class Collect(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            lines.append(record.getMessage())
-
-    collector = Collect(level=logging.INFO)
-    loggers = [logging.getLogger(name) for name in ("uvicorn.access", "uvicorn.error")]
-    saved = [(logger.level, logger.disabled) for logger in loggers]
-    for logger in loggers:
-        logger.addHandler(collector)
-        logger.setLevel(logging.INFO)
-        logger.disabled = False
-    try:
+    with uvicorn_lines() as lines:
         response = httpx.post(
             f"{gateway.url}/mcp?access_token={member_token}",
             content=json.dumps(modern_request("tools/list")),
@@ -159,18 +145,8 @@ def test_token_in_query_string_is_refused_and_never_logged(gateway, member_token
         )
         assert response.status_code == 400
         assert member_token not in response.text
-        # The access log line is written after the response: wait for this request's own line (bounded), so
-        # the check below runs on it rather than passing on a log that has not been written yet.
-        deadline = time.monotonic() + 60
-        while not any("POST /mcp" in line and "400" in line for line in lines):
-            assert time.monotonic() < deadline, "uvicorn never logged the refused request"
-            time.sleep(0.05)
+        wait_for_access_line(lines, "POST /mcp", "400")
         assert not any(member_token in line for line in lines)
-    finally:
-        for logger, (level, disabled) in zip(loggers, saved, strict=True):
-            logger.removeHandler(collector)
-            logger.setLevel(level)
-            logger.disabled = disabled
 
 
 @pytest.mark.parametrize(

@@ -114,3 +114,18 @@ def test_the_add_form_refuses_a_token_past_the_persons_live_tokens(client, super
     assert response.status_code == 200
     assert "SCOUT_MAX_LIVE_TOKENS_PER_PERSON" in html_module.unescape(response.content.decode())
     assert ApiToken.objects.filter(user=member).count() == 1
+
+
+def test_choosing_more_servers_than_a_token_may_name_is_a_form_error(client, superuser, member):
+    from governance.constants import MAX_TOKEN_SERVER_SCOPES
+
+    slugs = [f"s{n}" for n in range(MAX_TOKEN_SERVER_SCOPES + 1)]
+    for slug in slugs:
+        ServerFactory(slug=slug)
+    client.force_login(superuser)
+    refused = client.post(reverse(ADD), _post(member, server_scopes=slugs))
+    assert refused.status_code == 200
+    assert f"a token names at most {MAX_TOKEN_SERVER_SCOPES} servers" in html_module.unescape(refused.content.decode())
+    assert not ApiToken.objects.exists()
+    kept = client.post(reverse(ADD), _post(member, server_scopes=slugs[:MAX_TOKEN_SERVER_SCOPES]))
+    assert kept.status_code == 200 and ApiToken.objects.count() == 1

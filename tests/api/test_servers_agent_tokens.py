@@ -1,0 +1,81 @@
+"""/api/v1/servers/ and sync-runs/ through a narrower token (redteam33, Z8): one acting for an operator's agent
+reaches the servers whose tools its agent may discover, as its tools/ list does (redteam31), and registers none; one
+limited to servers registers only one of them; the operator's own token reaches every server of their tenants."""
+
+import pytest
+
+from tests.api.conftest import api_db, give_perms, make_token
+
+pytestmark = api_db
+
+OPERATOR_PERMS = ("catalog.view_server", "catalog.add_server", "catalog.change_server", "catalog.view_syncrun")
+
+
+@pytest.fixture
+def tokens(owner, catalog, grant):
+    """The operator's own token and one of their agent narrowed to github; the operator discovers both servers."""
+    from governance.models import Agent, AgentGrant
+
+    give_perms(owner, *OPERATOR_PERMS)
+    grant(owner, catalog.github, "discover")
+    grant(owner, catalog.payroll, "discover")
+    agent = Agent.objects.create(user=owner, name="github-bot", all_user_tools=False)
+    AgentGrant.objects.create(agent=agent, server=catalog.github, action="discover")
+    return {
+        "own": make_token(owner, ["api", "discover"]),
+        "agent": make_token(owner, ["api", "discover"], agent=agent),
+    }
+
+
+def _slugs(response) -> list[str]:
+    assert response.status_code == 200, response.text
+    return sorted(row["slug"] if "slug" in row else row["server"] for row in response.json()["results"])
+
+
+def test_an_agents_token_reaches_only_the_servers_its_agent_may_use(api, catalog, tokens):
+    from django.utils import timezone
+
+    from catalog.models import Server, SyncRun
+
+    for server in (catalog.github, catalog.payroll):
+        SyncRun.objects.create(server=server, status="success", started_at=timezone.now(), source="beat")
+    assert _slugs(api.get("servers/", token=tokens["own"])) == ["github", "payroll"]
+    assert _slugs(api.get("servers/", token=tokens["agent"])) == ["github"]
+    assert len(api.get("sync-runs/", token=tokens["own"]).json()["results"]) == 2
+    runs = api.get("sync-runs/", token=tokens["agent"]).json()["results"]
+    assert [run["server"] for run in runs] == ["github"]
+    payroll_run = SyncRun.objects.get(server=catalog.payroll)
+    assert api.get(f"sync-runs/{payroll_run.pk}/", token=tokens["agent"]).status_code == 404
+    for method, path, body in [
+        ("GET", "servers/payroll/", None),
+        ("PATCH", "servers/payroll/", {"name": "renamed by an agent"}),
+        ("POST", "servers/payroll/sync/", None),
+        ("POST", "servers/payroll/archive/", None),
+    ]:
+        assert api.request(method, path, token=tokens["agent"], json=body).status_code == 404, (method, path)
+    payroll = Server.objects.get(slug="payroll")
+    assert payroll.name == "payroll" and payroll.status == "active"
+    assert SyncRun.objects.filter(server=payroll).count() == 1
+    assert api.patch("servers/github/", token=tokens["agent"], json={"name": "GitHub"}).status_code == 200
+
+
+def test_an_agents_token_registers_no_server(api, tokens):
+    from catalog.models import Server
+
+    body = {"slug": "agent-made", "name": "Agent made", "transport": "stdio", "command": "mcp-server-time"}
+    refused = api.post("servers/", token=tokens["agent"], json=body)
+    assert refused.status_code == 403, refused.text
+    assert not Server.objects.filter(slug="agent-made").exists()
+
+
+def test_a_server_limited_token_registers_only_a_server_it_is_limited_to(api, owner):
+    from catalog.models import Server
+
+    give_perms(owner, *OPERATOR_PERMS)
+    github_only = make_token(owner, ["api", "server:github", "server:later"])
+    body = {"slug": "elsewhere", "name": "Elsewhere", "transport": "stdio", "command": "mcp-server-time"}
+    refused = api.post("servers/", token=github_only, json=body)
+    assert refused.status_code == 403, refused.text
+    assert not Server.objects.filter(slug="elsewhere").exists()
+    made = api.post("servers/", token=github_only, json={**body, "slug": "later"})
+    assert made.status_code == 201 and made.json()["slug"] == "later"

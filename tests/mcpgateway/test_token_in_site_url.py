@@ -1,0 +1,35 @@
+"""A Scout token written in the address of any page but /mcp (the REST API, the admin, the landing page) is refused
+and kept out of the access log (redteam33, C1-3 beyond /mcp): a client that sends its token as ``?token=`` put the
+secret in the log line of every request, which /mcp already refused (EdgeGuard)."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import httpx
+import pytest
+
+from .conftest import gateway_db, make_token, make_user, uvicorn_lines, wait_for_access_line
+
+pytestmark = [gateway_db, pytest.mark.slow]
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/api/v1/tools/?token={raw}", "/api/v1/tools/?q=x&access_token={quoted}", "/admin/login/?next={raw}", "/?t={raw}"],
+)
+def test_a_token_in_a_pages_address_is_refused_and_never_logged(gateway, path):
+    raw = make_token(make_user("url_token"), ["api", "discover"])
+    with uvicorn_lines() as lines:
+        response = httpx.get(gateway.url + path.format(raw=raw, quoted=quote(raw, safe="")), timeout=10)
+        assert response.status_code == 400
+        assert raw not in response.text and "Authorization header" in response.json()["error_description"]
+        assert response.headers["x-content-type-options"] == "nosniff"
+        wait_for_access_line(lines, f"GET {path.split('?')[0]}", "400")
+        assert not any(raw[6:] in line for line in lines)
+
+
+def test_other_addresses_and_a_token_in_the_header_still_work(gateway):
+    raw = make_token(make_user("url_token_ok"), ["api", "discover"])
+    assert httpx.get(f"{gateway.url}/api/v1/tools/?q=scout_abc", headers={"Authorization": f"Bearer {raw}"}).is_success
+    assert httpx.get(f"{gateway.url}/admin/login/?next=/admin/", timeout=10).status_code == 200
