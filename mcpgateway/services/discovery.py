@@ -505,12 +505,17 @@ def _why_lines(why: dict[str, Any]) -> list[str]:
     matched = _matched_words(why.get("fields") or {})
     if matched:
         lines.append(matched)
-    if why.get("closest") == "example" and why.get("example_request"):
-        lines.append(f"close to the example request {why['example_request'][:160]!r}")
-    elif why.get("closest") == "learned":
-        lines.append("matches requests that led to this tool")  # never the request: another user's words
-    elif why.get("closest"):
-        lines.append(f"meaning close to {_CLOSEST.get(why['closest'], 'its ' + why['closest'])}")
+    closest, example = why.get("closest"), why.get("example_request")
+    if closest == "learned":
+        # Never said: "matches requests that led to this tool" told anyone that someone else's request close to
+        # theirs was followed by a call of it (a guess at their words confirmed). The tool's own closest text is
+        # named instead, as if it had learned nothing (the curator preview says "learned").
+        own = why.get("own") or {}
+        closest, example = own.get("closest"), own.get("example_request")
+    if closest == "example" and example:
+        lines.append(f"close to the example request {example[:160]!r}")
+    elif closest:
+        lines.append(f"meaning close to {_CLOSEST.get(closest, 'its ' + closest)}")
     if why.get("demoted"):
         lines.append(str(why["demoted"]))
     return lines or ["closest in meaning"]

@@ -171,7 +171,7 @@ def pinned_result(tools: list[Tool], confidence: Confidence) -> SearchResult:
          "example_request": "what time is it in Lima"},
         {"fields": {"purpose": ["convert", "time"]}, "closest": "summary"},
         {"fields": {"description": ["balance"]}, "closest": "document", "demoted": "close to a negative example"},
-        {"fields": {}, "closest": "learned"},
+        {"fields": {}, "closest": "learned", "own": {"closest": "passage"}},  # told as its own closest text
     ]  # fmt: skip
     matches = [
         Match(tool.pk, tool.tool_id, tool.name, tool.server.slug, tool.name, "", 0.9, rank, None, None, why)
@@ -186,10 +186,10 @@ def pinned_result(tools: list[Tool], confidence: Confidence) -> SearchResult:
 # agentux8 renamed the high answer's "input_schema" to MCP's "inputSchema"; agentux13 added the "Server clock: ..."
 # line (the server's note, for the servers whose schemas a high answer shows).
 PINNED = {
-    (Confidence.HIGH, "sqlite"): "ebc37f6c92f06e18362b38ffbdf55fdf5eb7225e57342b4d202f445254ec88e4",
-    (Confidence.HIGH, "postgresql"): "dd0ef3207f73c5d330e591f500ec8bd5e285a11cbc760c6849ae4a2c26300d8d",
-    (Confidence.LOW, "sqlite"): "9ab0b8d11b1c10c17b98810daa01dc24e28b690e9575efd05345ea0a3fea9bf8",
-    (Confidence.LOW, "postgresql"): "9ab0b8d11b1c10c17b98810daa01dc24e28b690e9575efd05345ea0a3fea9bf8",
+    (Confidence.HIGH, "sqlite"): "6548cd3e3ac37ffaabfc33a2ae2852aa59adebfac37128fae3e381137e9f07a3",
+    (Confidence.HIGH, "postgresql"): "39317f930fc6397e7e88a892a37d450e150dbd2074255090c4cc88de75b1d9cc",
+    (Confidence.LOW, "sqlite"): "185989501eb49602c032f76046c6d709a4bb29a924c36294686008316056a5ed",
+    (Confidence.LOW, "postgresql"): "185989501eb49602c032f76046c6d709a4bb29a924c36294686008316056a5ed",
 }
 
 
