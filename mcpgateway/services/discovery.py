@@ -33,7 +33,7 @@ from search.text import close_tool_ids, function_word
 from search.usage import search_observe
 
 from ..constants import MAX_INSPECT_IDS, MAX_TOOL_ID_CHARS
-from .output import text_links_defanged
+from .output import gateway_voice_marked, text_links_defanged
 
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)  # a no-op until scoutsite.tracing configures OpenTelemetry
@@ -88,8 +88,9 @@ def tool_ids_close_to(*, principal: Principal, typed: list[str], permission: Per
 def text_for_model(text: str) -> str:
     """A definition's text (an upstream's, or a curator's) as a model is shown it: ``clean_for_model``, and a link
     written in it to anything but a public web host pointing to "#", as in a tool's result (T9): a host renders an
-    answer's text as Markdown, and a model copies a link it read into its own answer."""
-    return text_links_defanged(clean_for_model(text)) if text else ""
+    answer's text as Markdown, and a model copies a link it read into its own answer. A claim to be a note of the
+    gateway's is said as the tool's (``gateway_voice_marked``)."""
+    return gateway_voice_marked(text_links_defanged(clean_for_model(text))) if text else ""
 
 
 def _policy_fields(tool: Tool) -> tuple[str, str]:
