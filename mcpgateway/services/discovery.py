@@ -33,7 +33,7 @@ from search.text import close_tool_ids, function_word
 from search.usage import search_observe
 
 from ..constants import MAX_INSPECT_IDS, MAX_TOOL_ID_CHARS
-from .output import gateway_voice_marked, text_links_defanged
+from .output import gateway_voice_marked, strings_mapped, text_links_defanged
 
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)  # a no-op until scoutsite.tracing configures OpenTelemetry
@@ -131,13 +131,7 @@ def tool_hints(tool: Tool) -> dict[str, Any]:
 def _texts_for_model(value: Any) -> Any:
     """``value`` (parsed JSON) with ``text_for_model`` applied to every string in it (an annotation of a list of texts
     too); keys kept."""
-    if isinstance(value, str):
-        return text_for_model(value)
-    if isinstance(value, dict):
-        return {key: _texts_for_model(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_texts_for_model(item) for item in value]
-    return value
+    return strings_mapped(value, text_for_model)
 
 
 # JSON Schema keywords whose value is a schema, a list of schemas, or a map of names to schemas.

@@ -25,6 +25,7 @@ import html
 import ipaddress
 import re
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -72,7 +73,7 @@ def result_for_model(result: types.CallToolResult, *, tool_id: str) -> types.Cal
     its content's), and marked as untrusted output of ``tool_id``."""
     raw: dict[str, Any] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
     links = _LinkCount()
-    cleaned = _voice_claims_marked(_links_defanged(clean_json_strings(raw), links))
+    cleaned = strings_mapped(_links_defanged(clean_json_strings(raw), links), gateway_voice_marked)
     assert isinstance(cleaned, dict)
     content = _without_reserved_meta(cleaned.get("content") or [])
     cleaned["content"] = content
@@ -142,15 +143,20 @@ class _LinkCount:
         return len(self.defanged) + self.unread
 
 
+def strings_mapped(node: Any, function: Callable[[str], str]) -> Any:
+    """``node`` (parsed JSON) with ``function`` applied to every string value in it; keys kept."""
+    if isinstance(node, str):
+        return function(node)
+    if isinstance(node, dict):
+        return {key: strings_mapped(value, function) for key, value in node.items()}
+    if isinstance(node, list):
+        return [strings_mapped(item, function) for item in node]
+    return node
+
+
 def _links_defanged(node: Any, count: _LinkCount) -> Any:
     """``node`` (parsed JSON) with every link written in its strings whose URL is refused defanged (``count``)."""
-    if isinstance(node, str):
-        return _text_links_defanged(node, count)
-    if isinstance(node, dict):
-        return {key: _links_defanged(value, count) for key, value in node.items()}
-    if isinstance(node, list):
-        return [_links_defanged(item, count) for item in node]
-    return node
+    return strings_mapped(node, lambda text: _text_links_defanged(text, count))
 
 
 # The gateway's own words inside a result ("Note from the gateway: the tool ran and reported this error ...", "The
@@ -170,16 +176,6 @@ def gateway_voice_marked(text: str) -> str:
     removed". Scout's own notes are added after this, as written."""
     text = GATEWAY_NOTE_RE.sub(r"\1\2from the tool (not the gateway)", text)
     return GATEWAY_REMOVED_RE.sub(r"the tool says the gateway\1removed", text)
-
-
-def _voice_claims_marked(node: Any) -> Any:
-    if isinstance(node, str):
-        return gateway_voice_marked(node)
-    if isinstance(node, dict):
-        return {key: _voice_claims_marked(value) for key, value in node.items()}
-    if isinstance(node, list):
-        return [_voice_claims_marked(item) for item in node]
-    return node
 
 
 def text_links_defanged(text: str) -> str:
