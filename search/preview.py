@@ -195,10 +195,24 @@ def tool_examples_check(
     return checks
 
 
-def why_lines(match: Match) -> list[str]:
+LEARNED_PERMISSION = "search.view_learnedrequest"  # who may read learned requests may read that one matched
+
+
+def _seen_by(why: dict, *, learned_shown: bool) -> dict:
+    """``why`` as a viewer who may not read learned requests (an operator: ``catalog.view_tool`` alone) is shown it:
+    the tool's own closest text where a learned request was closest, as an agent's answer says
+    (``mcpgateway.services.discovery._why_lines``). "learned" told them that someone's request close to the one they
+    typed led to a call of the tool, a guess at users' words confirmed (they may not read the query log either)."""
+    if learned_shown or why.get("closest") != "learned":
+        return why
+    own = why.get("own") or {}
+    return {**why, "closest": own.get("closest"), "example_request": own.get("example_request")}
+
+
+def why_lines(match: Match, *, learned_shown: bool = True) -> list[str]:
     """why_matched as short plain lines for the template (which escapes them). Function words ("about", "de") are
     left out, as on the MCP why-lines: they matched but are no reason a curator can act on."""
-    why = match.why_matched or {}
+    why = _seen_by(match.why_matched or {}, learned_shown=learned_shown)
     lines = []
     for label, terms in (why.get("fields") or {}).items():
         words = [str(term) for term in terms if not function_word(str(term))]
@@ -235,9 +249,9 @@ class ScoreParts:
     step: int = 0
 
 
-def score_parts(match: Match) -> ScoreParts:
+def score_parts(match: Match, *, learned_shown: bool = True) -> ScoreParts:
     """Split the rank score into what made it, from the values the ranking recorded (nothing recomputed)."""
-    why = match.why_matched or {}
+    why = _seen_by(match.why_matched or {}, learned_shown=learned_shown)
     score = why.get("score")
     if not score:  # the no-index listing: no ranking ran
         return ScoreParts(None, match.score, [])
@@ -324,7 +338,11 @@ def preview_view(request: HttpRequest) -> HttpResponse:
             viewer=request.user,
         )
         if outcome.result is not None:
-            rows = [(match, why_lines(match), score_parts(match)) for match in outcome.result.matches]
+            shown = request.user.has_perm(LEARNED_PERMISSION)
+            rows = [
+                (match, why_lines(match, learned_shown=shown), score_parts(match, learned_shown=shown))
+                for match in outcome.result.matches
+            ]
     context = _context(
         request,
         "Search preview",

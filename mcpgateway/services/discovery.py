@@ -33,7 +33,7 @@ from search.text import close_tool_ids, function_word, tokenize
 from search.usage import search_observe
 
 from ..constants import MAX_INSPECT_IDS, MAX_TOOL_ID_CHARS
-from .output import text_links_defanged
+from .output import gateway_voice_marked, strings_mapped, text_links_defanged
 
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)  # a no-op until scoutsite.tracing configures OpenTelemetry
@@ -88,8 +88,9 @@ def tool_ids_close_to(*, principal: Principal, typed: list[str], permission: Per
 def text_for_model(text: str) -> str:
     """A definition's text (an upstream's, or a curator's) as a model is shown it: ``clean_for_model``, and a link
     written in it to anything but a public web host pointing to "#", as in a tool's result (T9): a host renders an
-    answer's text as Markdown, and a model copies a link it read into its own answer."""
-    return text_links_defanged(clean_for_model(text)) if text else ""
+    answer's text as Markdown, and a model copies a link it read into its own answer. A claim to be a note of the
+    gateway's is said as the tool's (``gateway_voice_marked``)."""
+    return gateway_voice_marked(text_links_defanged(clean_for_model(text))) if text else ""
 
 
 def _policy_fields(tool: Tool) -> tuple[str, str]:
@@ -130,13 +131,7 @@ def tool_hints(tool: Tool) -> dict[str, Any]:
 def _texts_for_model(value: Any) -> Any:
     """``value`` (parsed JSON) with ``text_for_model`` applied to every string in it (an annotation of a list of texts
     too); keys kept."""
-    if isinstance(value, str):
-        return text_for_model(value)
-    if isinstance(value, dict):
-        return {key: _texts_for_model(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_texts_for_model(item) for item in value]
-    return value
+    return strings_mapped(value, text_for_model)
 
 
 # JSON Schema keywords whose value is a schema, a list of schemas, or a map of names to schemas.
@@ -494,15 +489,20 @@ def _why_lines(why: dict[str, Any]) -> list[str]:
     every match is, and the model reads the summary itself."""
     if why.get("shared_words"):  # the no-index listing
         return [f"shares the words: {', '.join(why['shared_words'][:6])}"]
-    example = why["example_request"][:160] if why.get("closest") == "example" and why.get("example_request") else ""
+    closest, example = why.get("closest"), why.get("example_request")
+    if closest == "learned":
+        # Never said: "matches requests that led to this tool" told anyone that someone else's request close to
+        # theirs was followed by a call of it (a guess at their words confirmed). The tool's own closest text is
+        # named instead, as if it had learned nothing (the curator preview says "learned").
+        own = why.get("own") or {}
+        closest, example = own.get("closest"), own.get("example_request")
+    example = example[:160] if closest == "example" and example else ""
     lines = []
     matched = _matched_words(why.get("fields") or {}, quoted=example)
     if matched:
         lines.append("words: " + ", ".join(matched))
     if example:
         lines.append(f"like the example request {example!r}")
-    elif why.get("closest") == "learned":
-        lines.append("matches requests that led to this tool")  # never the request: another user's words
     if why.get("demoted"):
         lines.append(str(why["demoted"]))
     return lines or ["close in meaning"]

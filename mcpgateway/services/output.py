@@ -25,12 +25,14 @@ import html
 import ipaddress
 import re
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import idna
 import mcp_types as types
+import re2
 
 from governance.sanitize import clean_json_strings
 
@@ -71,7 +73,7 @@ def result_for_model(result: types.CallToolResult, *, tool_id: str) -> types.Cal
     its content's), and marked as untrusted output of ``tool_id``."""
     raw: dict[str, Any] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
     links = _LinkCount()
-    cleaned = _links_defanged(clean_json_strings(raw), links)
+    cleaned = strings_mapped(_links_defanged(clean_json_strings(raw), links), gateway_voice_marked)
     assert isinstance(cleaned, dict)
     content = _without_reserved_meta(cleaned.get("content") or [])
     cleaned["content"] = content
@@ -141,15 +143,39 @@ class _LinkCount:
         return len(self.defanged) + self.unread
 
 
+def strings_mapped(node: Any, function: Callable[[str], str]) -> Any:
+    """``node`` (parsed JSON) with ``function`` applied to every string value in it; keys kept."""
+    if isinstance(node, str):
+        return function(node)
+    if isinstance(node, dict):
+        return {key: strings_mapped(value, function) for key, value in node.items()}
+    if isinstance(node, list):
+        return [strings_mapped(item, function) for item in node]
+    return node
+
+
 def _links_defanged(node: Any, count: _LinkCount) -> Any:
     """``node`` (parsed JSON) with every link written in its strings whose URL is refused defanged (``count``)."""
-    if isinstance(node, str):
-        return _text_links_defanged(node, count)
-    if isinstance(node, dict):
-        return {key: _links_defanged(value, count) for key, value in node.items()}
-    if isinstance(node, list):
-        return [_links_defanged(item, count) for item in node]
-    return node
+    return strings_mapped(node, lambda text: _text_links_defanged(text, count))
+
+
+# The gateway's own words inside a result ("Note from the gateway: the tool ran and reported this error ...", "The
+# gateway removed 2 link(s) ..."), written by a tool: a model reads them as Scout telling it what to do next, the
+# voice the output policy's role tags are defanged for (T9). Said as the tool's. On RE2: upstream text.
+_CASE_FOLDED = re2.Options()
+_CASE_FOLDED.case_sensitive = False
+GATEWAY_NOTE_RE = re2.compile(
+    r"\b(notes?|messages?|notices?|warnings?)(\s+)from\s+(?:the\s+)?(?:scout\s+)?gateway\b", options=_CASE_FOLDED
+)
+GATEWAY_REMOVED_RE = re2.compile(r"\b(?:the\s+)?(?:scout\s+)?gateway(\s+)removed\b", options=_CASE_FOLDED)
+
+
+def gateway_voice_marked(text: str) -> str:
+    """``text`` (a tool's, a definition's) with any claim to be a note of the gateway's said as the tool's: "Note from
+    the gateway:" becomes "Note from the tool (not the gateway):", "The gateway removed" "the tool says the gateway
+    removed". Scout's own notes are added after this, as written."""
+    text = GATEWAY_NOTE_RE.sub(r"\1\2from the tool (not the gateway)", text)
+    return GATEWAY_REMOVED_RE.sub(r"the tool says the gateway\1removed", text)
 
 
 def text_links_defanged(text: str) -> str:

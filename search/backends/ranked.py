@@ -168,7 +168,11 @@ def _match(
     on_merit: bool = True,
 ) -> Match:
     doc = snapshot.docs[candidate.row]
-    why = snapshot.explain(candidate.row, candidate.best_vector, terms, table) if terms is not None else {}
+    why = (
+        snapshot.explain(candidate.row, candidate.best_vector, terms, table, candidate.own_vector)
+        if terms is not None
+        else {}
+    )
     if candidate.demoted:
         why["demoted"] = "close to a negative example"
     if candidate.intent:

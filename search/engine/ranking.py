@@ -182,6 +182,9 @@ class Candidate:
     bm25_score: float = 0.0
     dense_score: float | None = None
     best_vector: int = -1
+    # The best of its own texts' vectors (never a learned request's): what a caller who did not teach it is told
+    # is closest (``own_vectors``). -1: none, or the same as ``best_vector``.
+    own_vector: int = -1
     demoted: bool = False
     intent: float = 0.0
     # What ``score`` is made of (the curator preview shows it): each branch's share of the fused score, the
@@ -529,6 +532,7 @@ def rank(
         return ranking
     # The last pass's candidates, read now that nothing more is refined (earlier passes build none).
     candidates = ranking.candidates()
+    own_vectors(candidates, branches.dense, vector_kinds)
     fusion = _fusion_of(branches, options)
     if options.server_share and servers is not None and fusion == "convex":  # a share of a score, not of a rank
         _apply_server(candidates, servers, options.server_share)
@@ -563,6 +567,22 @@ def rank(
     ranking = _cut(candidates, top_k, options, terms, peak, ranking.spread, unread, first_evidence)
     ranking.fusion = _fusion_of(branches, options)
     return ranking
+
+
+def own_vectors(candidates: list[Candidate], dense: DenseScores | None, vector_kinds: Sequence[str] | None) -> None:
+    """Each candidate whose closest vector is a learned request's: its closest among its own texts' vectors, as
+    ``own_vector``. A caller's explanation names that one: "matches requests that led to this tool" told anyone
+    that someone else's request close to theirs was followed by a call of the tool (a guess at another person's
+    words confirmed, or the topic of their work), which learning never shows them (privacy, issue 8)."""
+    if dense is None or vector_kinds is None:
+        return
+    for candidate in candidates:
+        if candidate.best_vector < 0 or vector_kinds[candidate.best_vector] != "learned":
+            continue
+        first, last = int(dense.offsets[candidate.row]), int(dense.offsets[candidate.row + 1])
+        own = [at for at in range(first, last) if vector_kinds[at] != "learned"]
+        if own:
+            candidate.own_vector = own[int(np.argmax(dense.sims[own]))]
 
 
 def curated_evidence(

@@ -318,10 +318,19 @@ class IndexSnapshot:
             vectors=self.dense,
         )
 
-    def explain(self, row: int, best_vector: int, query_terms: Sequence[str], dense: DenseIndex | None = None) -> dict:
+    def explain(
+        self,
+        row: int,
+        best_vector: int,
+        query_terms: Sequence[str],
+        dense: DenseIndex | None = None,
+        own_vector: int = -1,
+    ) -> dict:
         """Why a tool matched: the request's terms it contains (by field) and its closest vector.
 
-        ``dense``: the vector table ``best_vector`` indexes (default: this snapshot's)."""
+        ``dense``: the vector table ``best_vector`` indexes (default: this snapshot's). When the closest is a
+        learned request's, ``own``: the closest of the tool's own texts' (``own_vector``, ``ranking.own_vectors``),
+        which is what a caller is told (the curator preview says "learned")."""
         dense = dense if dense is not None else self.dense
         doc = self.docs[row]
         wanted = set(query_terms)
@@ -341,6 +350,11 @@ class IndexSnapshot:
                 why["example_request"] = dense.text(best_vector)
             elif kind == "learned":
                 why["closest"] = "learned"  # never the text: it is another user's words
+                if own_vector >= 0:
+                    own_kind = dense.kinds[own_vector]
+                    why["own"] = {"closest": own_kind}
+                    if own_kind == "example":
+                        why["own"]["example_request"] = dense.text(own_vector)
         return why
 
 

@@ -171,7 +171,7 @@ def pinned_result(tools: list[Tool], confidence: Confidence) -> SearchResult:
          "example_request": "what time is it in Lima"},
         {"fields": {"purpose": ["convert", "time"]}, "closest": "summary"},
         {"fields": {"description": ["balance"]}, "closest": "document", "demoted": "close to a negative example"},
-        {"fields": {}, "closest": "learned"},
+        {"fields": {}, "closest": "learned", "own": {"closest": "passage"}},  # told as its own closest text
     ]  # fmt: skip
     matches = [
         Match(tool.pk, tool.tool_id, tool.name, tool.server.slug, tool.name, "", 0.9, rank, None, None, why)
@@ -185,12 +185,12 @@ def pinned_result(tools: list[Tool], confidence: Confidence) -> SearchResult:
 # back in that order there. A deliberate change to what answers say updates these (the failure shows the new bytes):
 # agentux8 renamed the high answer's "input_schema" to MCP's "inputSchema"; agentux13 added the "Server clock: ..."
 # line (the server's note, for the servers whose schemas a high answer shows); agentux15 shortened the why-lines
-# (words and example requests, not the fields they were found in).
+# (words and example requests, not the fields they were found in); redteam34 names a learned match's own closest text.
 PINNED = {
-    (Confidence.HIGH, "sqlite"): "8a3d8c0f7cd6d870449dc50eae638d43986643e338a93e0af218232a6705974f",
-    (Confidence.HIGH, "postgresql"): "d02ece85cb05928112258f980693733a384511f93f540aadc8c8ce36cf2f5ae7",
-    (Confidence.LOW, "sqlite"): "3f45fe8f52ffd0bd63c1731ec631ae4e7611356542362cb21ac72345d9f0a461",
-    (Confidence.LOW, "postgresql"): "3f45fe8f52ffd0bd63c1731ec631ae4e7611356542362cb21ac72345d9f0a461",
+    (Confidence.HIGH, "sqlite"): "4d94075e1b98ef85df60578f23447325a95f5e5e5645e5b3bab21e4c602da90d",
+    (Confidence.HIGH, "postgresql"): "1e7e9752f4b51d4624697afb2eaeae1e662e8d2bef1e504a772f42d6e0689b57",
+    (Confidence.LOW, "sqlite"): "95bd8d75a144a87fd95ce1cc9da6cb8e3baff32ef54fccc96aef7fd900d073cb",
+    (Confidence.LOW, "postgresql"): "95bd8d75a144a87fd95ce1cc9da6cb8e3baff32ef54fccc96aef7fd900d073cb",
 }
 
 

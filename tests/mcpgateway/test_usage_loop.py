@@ -130,18 +130,38 @@ def _teach(gateway, token: str, request: str) -> None:
     )
 
 
+def _engine_why(username: str, query: str) -> dict[str, Any]:
+    """The ranking's own explanation of calc::add for ``username``'s search (what the curator preview reads)."""
+    from governance.principals import principal_for_user
+    from search.services import search_for_principal
+
+    result = search_for_principal(principal=principal_for_user(_user(username)), query=query, top_k=10)
+    return next(match.why_matched for match in result.matches if match.tool_id == "calc::add")
+
+
+def _why_lines_of(answer: Any, tool_id: str) -> list[str]:
+    return next(m["why_matched"] for m in answer.structured_content["matches"] if m["tool_id"] == tool_id)
+
+
 def test_learned_words_lift_the_tool_for_others_but_are_never_shown_to_them(gateway, world):
+    """Alice's request lifts calc::add for bob, and nothing in bob's answer says that someone's request close to his
+    led to it: "matches requests that led to this tool" confirmed a guess at another person's words (or the topic of
+    their work) to anyone who may discover the tool. His why lines are those he got before she taught it."""
     private = "sum up the figures on invoice 4711 for acme"
+    (before,) = _session(gateway, world["bob"], [("tool_search", {"query": private, "top_k": 10})])
     _teach(gateway, world["alice"], private)
     from search.models import LearnedRequest
 
     assert LearnedRequest.objects.get().text == private
+    assert _engine_why("gw_bob", private)["closest"] == "learned"  # her request is calc::add's closest for him
     (answer,) = _session(gateway, world["bob"], [("tool_search", {"query": private, "top_k": 10})])
     matches = answer.structured_content["matches"]
     assert matches and matches[0]["tool_id"] == "calc::add"
-    assert "matches requests that led to this tool" in matches[0]["why_matched"]
+    assert _why_lines_of(answer, "calc::add") == _why_lines_of(before, "calc::add")
+    assert not any("led to this tool" in line for match in matches for line in match["why_matched"])
     dumped = str(answer.model_dump())
     assert "4711" not in dumped and "acme" not in dumped.lower().replace("calc", "")
+    assert "led to this tool" not in dumped
 
 
 def test_a_call_after_its_first_searchs_success_links_to_the_newer_search_that_returned_the_tool(gateway, world):
@@ -181,17 +201,14 @@ def test_a_person_who_loses_execute_stops_lifting_what_they_taught(gateway, worl
     private = "sum up the figures on invoice 4711 for acme"
     _teach(gateway, world["alice"], private)
     assert LearnedRequest.objects.get().principal_count == 1
-    (taught,) = _session(gateway, world["bob"], [("tool_search", {"query": private, "top_k": 10})])
-    assert "matches requests that led to this tool" in taught.structured_content["matches"][0]["why_matched"]
+    assert _engine_why("gw_bob", private)["closest"] == "learned"
 
     alice = LearnedConfirmation.objects.get().principal_key
     permission_revoke(actor=admin_user, target=calc_server, action="execute", holder=_user("gw_alice"))
 
     assert not LearnedConfirmation.objects.get(principal_key=alice).counts  # kept: counts again once she may
     assert not LearnedRequest.objects.filter(principal_count__gt=0).exists()
-    (after,) = _session(gateway, world["bob"], [("tool_search", {"query": private, "top_k": 10})])
-    for match in after.structured_content["matches"]:
-        assert "matches requests that led to this tool" not in match["why_matched"]
+    assert _engine_why("gw_bob", private)["closest"] != "learned"
 
 
 def _user(username: str):

@@ -3,9 +3,13 @@
 from mcpgateway.services.discovery import _why_lines
 
 
-def test_a_demoted_tool_says_so_and_a_learned_match_never_quotes_the_request():
-    lines = _why_lines({"fields": {"name": ["time"]}, "closest": "learned", "demoted": "close to a negative example"})
-    assert lines == ["words: time", "matches requests that led to this tool", "close to a negative example"]
+def test_a_demoted_tool_says_so_and_a_learned_match_names_the_tools_own_closest_text():
+    why = {"fields": {"name": ["time"]}, "closest": "learned", "demoted": "close to a negative example"}
+    assert _why_lines({**why, "own": {"closest": "document"}}) == ["words: time", "close to a negative example"]
+    own_example = {"closest": "example", "example_request": "what time is it"}
+    assert _why_lines({"closest": "learned", "own": own_example}) == _why_lines(own_example)
+    assert _why_lines({"closest": "learned"}) == ["close in meaning"]
+    assert not any("led to this tool" in line for line in _why_lines({**why, "own": own_example}))
 
 
 def test_an_example_request_is_quoted_and_nothing_matched_says_meaning():

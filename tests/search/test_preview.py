@@ -353,3 +353,28 @@ def test_the_preview_is_not_opened_for_another_tenants_tool(client, django_user_
     client.force_login(tenant_curator)
     html = client.get(reverse(PREVIEW), {"tool": theirs.pk}).content.decode()
     assert 'id="preview-for-tool"' not in html and "get_alerts" not in html
+
+
+def test_only_who_may_read_learned_requests_is_told_one_matched(client, curator, indexed, reindex):
+    """An operator (``catalog.view_tool``, no ``search.view_learnedrequest``, no query log) typing a guess at a user's
+    request was told "requests that led to this tool" when someone's close request had been followed by a call of it;
+    they now see the tool's own closest text, as an agent does. A curator who reads learned requests still sees it."""
+    from search.models import LearnedRequest
+
+    request = "did I get anything from my landlord lately"
+    inbox = indexed["list_inbox"]
+    LearnedRequest.objects.create(tool=inbox, text=request, key=request, principal_count=3, confirmations=3)
+    reindex(index_update, tool_pks=[inbox.pk])
+    params = {"query": request, "top_k": 5, "scope": "every"}
+
+    client.force_login(curator)
+    response = client.get(reverse(PREVIEW), params)
+    assert rows_of(response)[0] == "mail::list_inbox"
+    assert "led to this tool" not in response.content.decode()
+    match, lines, parts = response.context["rows"][0]
+    assert match.why_matched["closest"] == "learned" and any(line.startswith("closest vector: ") for line in lines)
+    assert not any("learned" in part.detail for part in parts.parts)
+
+    curator.user_permissions.add(Permission.objects.get(codename="view_learnedrequest"))
+    client.force_login(type(curator).objects.get(pk=curator.pk))  # permissions are cached on the user object
+    assert "requests that led to this tool" in client.get(reverse(PREVIEW), params).content.decode()
