@@ -263,6 +263,33 @@ def test_a_near_copy_is_held_only_between_live_servers(tmp_path):
 
     held = {policy.tool.tool_id: policy.markers for policy in ToolPolicy.objects.filter(held=True)}
     assert held == {"copy::lookup": ["near-copy of live::lookup"]}
+    assert ToolReview.objects.get(tool__tool_id="copy::lookup").copy_of.tool_id == "live::lookup"
+
+
+def test_upgrading_gives_reviews_held_as_copies_their_original_from_the_marker():
+    """governance 0017: reviews written before ``copy_of`` named the original only in the marker's words; the
+    migration reads them into the field (an original no longer there stays unnamed, other markers are left)."""
+    from importlib import import_module
+
+    from django.apps import apps
+
+    migration = import_module("governance.migrations.0017_toolreview_copy_of")
+    sync(ServerFactory(slug="live", transport="stdio", command="crm-mcp"), {"name": "lookup"})
+    sync(ServerFactory(slug="copy", transport="stdio", command="other"), {"name": "a"}, {"name": "b"}, {"name": "c"})
+    original = Tool.objects.get(tool_id="live::lookup")
+    copies = list(Tool.objects.filter(server__slug="copy").order_by("name"))
+    written = [
+        ["near-copy of live::lookup"],
+        ["topic-spread", "near-copy of gone::lookup"],
+        ["topic-spread"],
+    ]
+    for tool, markers in zip(copies, written, strict=True):
+        ToolReview.objects.create(tool=tool, definition_hash="h", kind=ReviewKind.SUSPICIOUS, markers=markers)
+
+    migration.copy_of_from_markers(apps, None)
+
+    found = dict(ToolReview.objects.values_list("tool__name", "copy_of"))
+    assert found == {"a": original.pk, "b": None, "c": None}
 
 
 # --- fail closed (issue 12, item 7) ----------------------------------------------------------------------
