@@ -11,7 +11,7 @@ from governance.choices import ReviewKind, ReviewStatus
 from governance.models import AuditEvent, ToolPolicy, ToolReview
 from governance.selectors import ToolNotFound, tool_get_for_principal, tool_pks_visible_to
 from governance.services.review import ReviewError, tool_review_accept, tool_review_diff, tool_review_reject
-from tests.governance.conftest import as_principal
+from tests.governance.conftest import as_principal, classify
 from tests.governance.factories import ServerFactory
 
 pytestmark = pytest.mark.django_db
@@ -128,16 +128,14 @@ def test_suspicious_first_sight_is_flagged_and_held(member, grant, description):
 
 
 def test_admin_classification_survives_syncs(synced, superuser):
-    from governance.models import RiskClass
-    from governance.services.policy import tool_policy_classify
 
     policy = ToolPolicy.objects.get(tool__tool_id="calc::add")
-    tool_policy_classify(
-        policy=policy,
+    classify(
+        policy,
         actor=superuser,
         operation_class="execute",
         reversibility="irreversible",
-        risk_class=RiskClass.objects.get(name="critical"),
+        risk="critical",
         allowed_environments=["production"],
         data_classes=["pii"],
     )
@@ -212,17 +210,13 @@ def test_batch_reimport_holds_exactly_the_changed_tools(tmp_path, superuser):
     path.write_text("".join(json.dumps(line) + "\n" for line in first), encoding="utf-8")
     catalog_import_file(path=path)
     classified = ToolPolicy.objects.get(tool__tool_id="beta::t4")
-    from governance.models import RiskClass
-    from governance.services.policy import tool_policy_classify
 
-    tool_policy_classify(
-        policy=classified,
+    classify(
+        classified,
         actor=superuser,
         operation_class="execute",
         reversibility="irreversible",
-        risk_class=RiskClass.objects.get(name="critical"),
-        allowed_environments=[],
-        data_classes=[],
+        risk="critical",
     )
 
     changed = {"alpha::t1", "beta::t4", "beta::t7"}
