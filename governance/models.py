@@ -215,6 +215,16 @@ class ToolReview(models.Model):
     kind = models.CharField(max_length=20, choices=ReviewKind.choices)
     status = models.CharField(max_length=20, choices=ReviewStatus.choices, default=ReviewStatus.PENDING)
     markers = models.JSONField(default=list, blank=True)
+    # The fact behind a "near-copy of <tool>" marker, kept apart from the marker's words (which a curator reads and
+    # which may be reworded): the original's own next change is no copy of this tool (governance.services.review).
+    copy_of = models.ForeignKey(
+        "catalog.Tool",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The other server's tool this one was held as a near-copy of",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     decided_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

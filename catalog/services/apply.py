@@ -97,11 +97,12 @@ def catalog_apply_listing(
                 to_update.append(tool)
                 changed_pairs.append((tool, previous))
             elif tool.upstream_deprecated != definition.deprecated:
-                # Only the deprecated flag moved: not a new definition (no revision, no review), but search re-reads it.
+                # Only the deprecated flag moved: not a new definition (no revision, no review), so the run counts it
+                # unchanged, as its page (which lists the revisions it wrote) shows it; search re-reads it all the same.
                 tool.upstream_deprecated = definition.deprecated
                 tool.last_seen_at = now
                 flag_changed.append(tool)
-                result.changed += 1
+                result.unchanged += 1
             else:
                 result.unchanged += 1
                 seen_unchanged.append(tool.pk)

@@ -56,7 +56,9 @@ class ToolReviewAdmin(
         "decided_at",
         "reason",
     )
-    exclude = ("revision", "decided_by")  # shown read-only as decider (named only where visible)
+    # decided_by: shown read-only as decider (named only where visible); copy_of: the marker names it, and a field
+    # would offer every tool of every tenant
+    exclude = ("revision", "decided_by", "copy_of")
     actions = ["accept_selected", "reject_selected"]
     change_form_template = "admin/governance/toolreview/change_form.html"
 

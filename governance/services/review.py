@@ -246,7 +246,7 @@ def _originals_copied(tools: list[Tool], *, changed: Collection[int] = ()) -> di
         for other in sorted(candidates_of[tool.pk].values(), key=lambda other: other.pk):  # oldest first
             if other.pk > tool.pk and tool.pk not in changed:
                 break  # a new tool's original is older than it
-            if tool.tool_id in copies.get(other.pk, ()):
+            if tool.pk in copies.get(other.pk, ()):
                 continue  # a changed original is no copy of its copy, whichever was registered first
             if server_tenant_id(other.server) not in (None, tenant):
                 continue
@@ -262,15 +262,14 @@ def _originals_copied(tools: list[Tool], *, changed: Collection[int] = ()) -> di
     return found
 
 
-def _reviewed_as_copies(tool_pks: set[int]) -> dict[int, set[str]]:
+def _reviewed_as_copies(tool_pks: set[int]) -> dict[int, set[int]]:
     """For the tools among ``tool_pks`` once held as a near-copy of another (whatever a curator decided since), the
-    ids of the tools they were named copies of."""
-    found: dict[int, set[str]] = {}
+    pks of the tools they were held as copies of (``ToolReview.copy_of``, not the marker's words)."""
+    found: dict[int, set[int]] = {}
     for chunk in _chunks(sorted(tool_pks)):
-        for pk, markers in ToolReview.objects.filter(tool_id__in=chunk).values_list("tool_id", "markers"):
-            for marker in markers:
-                if marker.startswith(NEAR_COPY_MARKER):
-                    found.setdefault(pk, set()).add(marker.removeprefix(NEAR_COPY_MARKER))
+        reviews = ToolReview.objects.filter(tool_id__in=chunk, copy_of__isnull=False)
+        for pk, original_pk in reviews.values_list("tool_id", "copy_of_id"):
+            found.setdefault(pk, set()).add(original_pk)
     return found
 
 
@@ -313,6 +312,7 @@ def _hold_decide(*, policy: ToolPolicy, change: DefinitionChange, original: Tool
         previous_hash=policy.accepted_hash,
         kind=ReviewKind.SUSPICIOUS if first_sight else ReviewKind.CHANGED,
         markers=markers,
+        copy_of=original,
     )
 
 

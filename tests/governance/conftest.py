@@ -38,6 +38,24 @@ def mutating_tool(server):
     return ToolFactory(server=server, name="delete_repo", description="Deletes a repository.", annotations=None)
 
 
+def classify(policy, *, actor, operation_class: str, reversibility: str, risk: str, **fields):
+    """An admin's classification of ``policy`` at the seeded risk class named ``risk``; no environments or data
+    classes unless ``fields`` gives them (or a ``classification_note``)."""
+    from governance.models import RiskClass
+    from governance.services.policy import tool_policy_classify
+
+    fields = {"allowed_environments": [], "data_classes": [], **fields}
+    risk_class = RiskClass.objects.get(name=risk)
+    return tool_policy_classify(
+        policy=policy,
+        actor=actor,
+        operation_class=operation_class,
+        reversibility=reversibility,
+        risk_class=risk_class,
+        **fields,
+    )
+
+
 def as_principal(user, **kwargs) -> Principal:
     return principal_for_user(user, **kwargs)
 

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from tests.governance.conftest import classify
+
 from .conftest import faulty_calls, gateway_db, grant, make_token, make_user, modern_request, raw_post, rpc_result
 from .test_disconnect import _drop, _executions, _open_call, _wait_for
 
@@ -101,17 +103,14 @@ def test_a_call_that_waited_for_its_slot_still_runs_when_nothing_changed(
 
 
 def _classify_as_a_risky_write(admin: Any) -> None:
-    from governance.models import RiskClass, ToolPolicy
-    from governance.services.policy import tool_policy_classify
+    from governance.models import ToolPolicy
 
-    tool_policy_classify(
-        policy=ToolPolicy.objects.get(tool__tool_id="faulty::ping"),
+    classify(
+        ToolPolicy.objects.get(tool__tool_id="faulty::ping"),
         actor=admin,
         operation_class="write",
         reversibility="irreversible",
-        risk_class=RiskClass.objects.get(name="high"),
-        allowed_environments=[],
-        data_classes=[],
+        risk="high",
         classification_note="it pages the on-call engineer",
     )
 

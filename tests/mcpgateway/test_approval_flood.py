@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from tests.governance.conftest import classify
+
 from .conftest import MODERN, faulty_calls, gateway_db, grant, make_token, make_user, mcp_client, run
 
 pytestmark = [gateway_db, pytest.mark.slow]
@@ -69,7 +71,7 @@ def test_two_new_requests_for_two_tools_at_once_open_no_more_than_the_limit(
     from django.db import connection, transaction
 
     from governance.models import ApprovalRequest
-    from governance.services.policy import _risk_class, tool_policy_classify, tool_policy_ensure
+    from governance.services.policy import tool_policy_ensure
     from tests.postgres_locks import until_sessions_wait_on_locks
 
     if connection.vendor != "postgresql":
@@ -77,14 +79,12 @@ def test_two_new_requests_for_two_tools_at_once_open_no_more_than_the_limit(
     settings.SCOUT_APPROVAL_MAX_PENDING_PER_PERSON = 1
     member = member_on(faulty_server).user
     ping = faulty_server.tools.get(name="ping")  # a second tool needing approval: classified a critical write
-    tool_policy_classify(
-        policy=tool_policy_ensure(tool=ping),
+    classify(
+        tool_policy_ensure(tool=ping),
         actor=admin_user,
         operation_class="write",
         reversibility="irreversible",
-        risk_class=_risk_class("critical"),
-        allowed_environments=[],
-        data_classes=[],
+        risk="critical",
     )
     tokens = [make_token(member), make_token(member)]
     calls = [(tokens[0], TOOL, {"note": "one"}), (tokens[1], "faulty::ping", {"text": "two"})]

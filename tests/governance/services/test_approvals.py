@@ -8,7 +8,7 @@ from django.utils import timezone
 from catalog.definitions import normalize_listing
 from catalog.services.apply import catalog_apply_listing
 from governance.choices import ApprovalStatus
-from governance.models import ApprovalRequest, AuditEvent, RiskClass
+from governance.models import ApprovalRequest, AuditEvent
 from governance.principals import Principal
 from governance.selectors import ToolNotFound
 from governance.services.approvals import (
@@ -21,8 +21,8 @@ from governance.services.approvals import (
     policy_for_tool,
 )
 from governance.services.authorize import call_authorize
-from governance.services.policy import tool_policy_classify
 from tests.celery_results import task_result
+from tests.governance.conftest import classify
 from tests.governance.factories import ToolFactory
 
 pytestmark = pytest.mark.django_db
@@ -236,14 +236,12 @@ def test_approval_for_another_tool_is_rejected(setup, approver, server):
 def test_policy_change_after_approval_voids_it(setup, approver, superuser):
     principal, tool = setup
     request = approved_request(principal, tool, approver)
-    tool_policy_classify(
-        policy=tool.policy,
+    classify(
+        tool.policy,
         actor=superuser,
         operation_class="execute",
         reversibility="irreversible",
-        risk_class=RiskClass.objects.get(name="critical"),
-        allowed_environments=[],
-        data_classes=[],
+        risk="critical",
     )
     with pytest.raises(ApprovalError) as exc:
         approval_consume(approval_id=request.approval_id, principal=principal, tool=tool, arguments=ARGS_A)
@@ -292,14 +290,12 @@ def test_tool_without_annotations_needs_approval(mutating_tool):
 
 def test_read_hint_overridden_by_admin_as_mutating_needs_approval(superuser, tool):
     assert policy_for_tool(tool).needs_approval is False  # readOnlyHint upstream
-    tool_policy_classify(
-        policy=tool.policy,
+    classify(
+        tool.policy,
         actor=superuser,
         operation_class="write",
         reversibility="compensatable",
-        risk_class=RiskClass.objects.get(name="moderate"),
-        allowed_environments=[],
-        data_classes=[],
+        risk="moderate",
     )
     assert policy_for_tool(tool).needs_approval is True
 

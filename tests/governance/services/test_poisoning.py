@@ -14,9 +14,8 @@ from governance.choices import ReviewKind, ReviewStatus
 from governance.models import RiskClass, ToolPolicy, ToolReview
 from governance.selectors import ToolNotFound, tool_get_for_principal, tool_pks_visible_to
 from governance.services.approvals import policy_for_tool
-from governance.services.policy import tool_policy_classify
 from governance.services.review import tool_review_accept
-from tests.governance.conftest import as_principal
+from tests.governance.conftest import as_principal, classify
 from tests.governance.factories import ServerFactory
 
 pytestmark = pytest.mark.django_db
@@ -89,14 +88,12 @@ def test_read_only_hint_on_a_deleting_tool_needs_approval_until_an_admin_classif
     assert "readOnlyHint is true" in policy.classification_note and "'delete'" in policy.classification_note
     assert policy_for_tool(tool).needs_approval is True
 
-    tool_policy_classify(
-        policy=policy,
+    classify(
+        policy,
         actor=superuser,
         operation_class="read",
         reversibility="reversible",
-        risk_class=RiskClass.objects.get(name="low"),
-        allowed_environments=[],
-        data_classes=[],
+        risk="low",
     )
     policy.refresh_from_db()
     assert policy.classification_note == ""

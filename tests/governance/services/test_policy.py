@@ -14,10 +14,9 @@ from governance.selectors import policy_version_current, tool_pks_visible_to
 from governance.services.approvals import approval_request_create, policy_for_tool
 from governance.services.policy import (
     risk_class_update,
-    tool_policy_classify,
     tool_policy_ensure,
 )
-from tests.governance.conftest import as_principal
+from tests.governance.conftest import as_principal, classify
 from tests.governance.factories import ServerFactory
 
 pytestmark = pytest.mark.django_db
@@ -93,14 +92,12 @@ def test_unchanged_rules_do_not_bump(superuser):
 
 def test_approvals_record_the_version_in_force(member_token, superuser, mutating_tool):
     _, _, principal = member_token
-    tool_policy_classify(
-        policy=mutating_tool.policy,
+    classify(
+        mutating_tool.policy,
         actor=superuser,
         operation_class="write",
         reversibility="reversible",
-        risk_class=RiskClass.objects.get(name="moderate"),
-        allowed_environments=[],
-        data_classes=[],
+        risk="moderate",
     )
     request = approval_request_create(principal=principal, tool=mutating_tool, arguments={})
     assert request.policy_version == policy_version_current() and request.policy_version.number == 2

@@ -11,7 +11,7 @@ from governance.choices import ReviewKind, ReviewStatus
 from governance.models import AuditEvent, ToolPolicy, ToolReview
 from governance.selectors import ToolNotFound, tool_get_for_principal, tool_pks_visible_to
 from governance.services.review import ReviewError, tool_review_accept, tool_review_diff, tool_review_reject
-from tests.governance.conftest import as_principal
+from tests.governance.conftest import as_principal, classify
 from tests.governance.factories import ServerFactory
 
 pytestmark = pytest.mark.django_db
@@ -128,16 +128,14 @@ def test_suspicious_first_sight_is_flagged_and_held(member, grant, description):
 
 
 def test_admin_classification_survives_syncs(synced, superuser):
-    from governance.models import RiskClass
-    from governance.services.policy import tool_policy_classify
 
     policy = ToolPolicy.objects.get(tool__tool_id="calc::add")
-    tool_policy_classify(
-        policy=policy,
+    classify(
+        policy,
         actor=superuser,
         operation_class="execute",
         reversibility="irreversible",
-        risk_class=RiskClass.objects.get(name="critical"),
+        risk="critical",
         allowed_environments=["production"],
         data_classes=["pii"],
     )
@@ -212,17 +210,13 @@ def test_batch_reimport_holds_exactly_the_changed_tools(tmp_path, superuser):
     path.write_text("".join(json.dumps(line) + "\n" for line in first), encoding="utf-8")
     catalog_import_file(path=path)
     classified = ToolPolicy.objects.get(tool__tool_id="beta::t4")
-    from governance.models import RiskClass
-    from governance.services.policy import tool_policy_classify
 
-    tool_policy_classify(
-        policy=classified,
+    classify(
+        classified,
         actor=superuser,
         operation_class="execute",
         reversibility="irreversible",
-        risk_class=RiskClass.objects.get(name="critical"),
-        allowed_environments=[],
-        data_classes=[],
+        risk="critical",
     )
 
     changed = {"alpha::t1", "beta::t4", "beta::t7"}
@@ -263,6 +257,33 @@ def test_a_near_copy_is_held_only_between_live_servers(tmp_path):
 
     held = {policy.tool.tool_id: policy.markers for policy in ToolPolicy.objects.filter(held=True)}
     assert held == {"copy::lookup": ["near-copy of live::lookup"]}
+    assert ToolReview.objects.get(tool__tool_id="copy::lookup").copy_of.tool_id == "live::lookup"
+
+
+def test_upgrading_gives_reviews_held_as_copies_their_original_from_the_marker():
+    """governance 0017: reviews written before ``copy_of`` named the original only in the marker's words; the
+    migration reads them into the field (an original no longer there stays unnamed, other markers are left)."""
+    from importlib import import_module
+
+    from django.apps import apps
+
+    migration = import_module("governance.migrations.0017_toolreview_copy_of")
+    sync(ServerFactory(slug="live", transport="stdio", command="crm-mcp"), {"name": "lookup"})
+    sync(ServerFactory(slug="copy", transport="stdio", command="other"), {"name": "a"}, {"name": "b"}, {"name": "c"})
+    original = Tool.objects.get(tool_id="live::lookup")
+    copies = list(Tool.objects.filter(server__slug="copy").order_by("name"))
+    written = [
+        ["near-copy of live::lookup"],
+        ["topic-spread", "near-copy of gone::lookup"],
+        ["topic-spread"],
+    ]
+    for tool, markers in zip(copies, written, strict=True):
+        ToolReview.objects.create(tool=tool, definition_hash="h", kind=ReviewKind.SUSPICIOUS, markers=markers)
+
+    migration.copy_of_from_markers(apps, None)
+
+    found = dict(ToolReview.objects.values_list("tool__name", "copy_of"))
+    assert found == {"a": original.pk, "b": None, "c": None}
 
 
 # --- fail closed (issue 12, item 7) ----------------------------------------------------------------------
