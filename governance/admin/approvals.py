@@ -16,6 +16,7 @@ from django.utils.html import format_html
 from django.utils.http import urlencode
 from django.utils.text import Truncator
 
+from catalog.admin.display import breakable_name
 from catalog.admin.lookups import StrictLookupsMixin
 from catalog.admin.readonly import ReadOnlyMixin
 from catalog.admin.titles import TitledAdminMixin
@@ -208,8 +209,12 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
     def requester_column(self, obj: ApprovalRequest):
         # The agent too, as the home page and the decide page say it: which of a person's agents keeps asking.
         if not obj.agent_shown:
-            return obj.requester_shown
-        return format_html('{}<br><small class="asking-agent">via {}</small>', obj.requester_shown, obj.agent_shown)
+            return breakable_name(obj.requester_shown)
+        return format_html(
+            '{}<br><small class="asking-agent">via {}</small>',
+            breakable_name(obj.requester_shown),
+            breakable_name(obj.agent_shown),
+        )
 
     @admin.display(description="decided by")
     def decider(self, obj: ApprovalRequest) -> str:
