@@ -17,6 +17,7 @@ and Chinese. Each marker has a name, so a curator sees why a tool was held. The 
 a false positive costs a curator one click, a false negative puts an attacker's words in front of the model.
 """
 
+import json
 import re
 import unicodedata
 from collections import Counter
@@ -468,3 +469,46 @@ def definition_text(definition: dict) -> str:
 
     walk(definition)
     return "\n".join(parts)
+
+
+# --- text a person reviews -------------------------------------------------------------------------------
+
+# Besides format (Cf) and control characters: what renders blank or is read as a plain space or line break.
+_REVEALED_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp"})
+_BLANK_CHARS = frozenset("\u034f\u115f\u1160\u2800\u3164\uffa0") | {chr(c) for c in range(0xFE00, 0xFE10)}
+
+
+def _escaped(ch: str) -> str:
+    return json.dumps(ch)[1:-1]  # "\\u202e"; a character past U+FFFF as its two UTF-16 halves, as JSON writes it
+
+
+def _hides(ch: str) -> bool:
+    if ch in "\n\t":  # line breaks and indents stay (JSON text escapes those inside its strings itself)
+        return False
+    category = unicodedata.category(ch)
+    return category in _REVEALED_CATEGORIES or (category == "Zs" and ch != " ") or ch in _BLANK_CHARS
+
+
+def reveal_deceptive(text: str) -> str:
+    """``text`` as a person deciding on it reads it (an approver, the arguments of a call): every letter of every
+    language as written ("Böen", "Привет"), but each character that hides or disguises something as a JSON-style
+    ``\\uXXXX`` escape: invisible, direction-changing, control and unusual space characters, and a letter that only
+    looks like a Latin one inside a word of Latin letters (Cyrillic "а" in "pаypal"). Escaping every non-ASCII
+    character, as the decide page did, made an umlaut unreadable. Linear in the text."""
+    table = _confusables_table()
+    out: list[str] = []
+    word: list[str] = []
+
+    def flush() -> None:
+        mixed = any(ch.isascii() for ch in word) and not all(ch.isascii() for ch in word)
+        out.extend(_escaped(ch) if mixed and _is_foreign_lookalike(ch, table) else ch for ch in word)
+        word.clear()
+
+    for ch in text:
+        if ch.isalpha():
+            word.append(ch)
+            continue
+        flush()
+        out.append(_escaped(ch) if _hides(ch) else ch)
+    flush()
+    return "".join(out)

@@ -72,6 +72,23 @@ _ID_SEPARATOR = re.compile(r"(::|_)")
 _TEXT_SEPARATOR = re.compile(r"(::|_|/)")
 
 
+_NAME_SEPARATORS = "._@/"
+
+
+def breakable_name(value: str) -> SafeString:
+    """A person's or agent's name (``konstantinopoulou.alexandra``, ``CustomerSupportTriageAssistant``) that wraps in
+    a narrow column only where a reader would break it: after ``.``, ``_``, ``@`` or ``/`` and where a capital follows
+    a small letter (a hyphen and a space are breaks already), never letter by letter. Escaped; a loop, not a regex
+    (names are user input, and splitting camelCase needs a look-behind RE2 lacks)."""
+    pieces, previous = [], ""
+    for ch in value:
+        if (previous and previous in _NAME_SEPARATORS) or (previous.islower() and ch.isupper()):
+            pieces.append("<wbr>")
+        pieces.append(escape(ch))
+        previous = ch
+    return mark_safe("".join(pieces))  # noqa: S308 - each character escaped
+
+
 def breakable_id(value: str, *, text: bool = False) -> SafeString:
     """An identifier (``memory::create_entities``) that wraps only after ``::`` and ``_`` in a narrow column,
     never letter by letter: escaped, with a ``<wbr>`` after each separator. ``text``: a message, whose paths and

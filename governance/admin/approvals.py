@@ -16,12 +16,14 @@ from django.utils.html import format_html
 from django.utils.http import urlencode
 from django.utils.text import Truncator
 
+from catalog.admin.display import breakable_name
 from catalog.admin.lookups import StrictLookupsMixin
 from catalog.admin.readonly import ReadOnlyMixin
 from catalog.admin.titles import TitledAdminMixin
 
 from ..choices import ApprovalStatus
 from ..models import ApprovalRequest, AuditEvent
+from ..sanitize import reveal_deceptive
 from ..selectors import (
     approval_calls,
     approval_request_history,
@@ -207,8 +209,12 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
     def requester_column(self, obj: ApprovalRequest):
         # The agent too, as the home page and the decide page say it: which of a person's agents keeps asking.
         if not obj.agent_shown:
-            return obj.requester_shown
-        return format_html('{}<br><small class="asking-agent">via {}</small>', obj.requester_shown, obj.agent_shown)
+            return breakable_name(obj.requester_shown)
+        return format_html(
+            '{}<br><small class="asking-agent">via {}</small>',
+            breakable_name(obj.requester_shown),
+            breakable_name(obj.agent_shown),
+        )
 
     @admin.display(description="decided by")
     def decider(self, obj: ApprovalRequest) -> str:
@@ -216,7 +222,17 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
 
     @admin.display(description="exact arguments")
     def arguments_pretty(self, obj: ApprovalRequest):
-        return _pre(json.dumps(json.loads(obj.arguments_json), indent=2, sort_keys=True, ensure_ascii=True))
+        # Letters as written (an umlaut was "\\u00f6"), what hides or disguises something still escaped.
+        text = json.dumps(json.loads(obj.arguments_json), indent=2, sort_keys=True, ensure_ascii=False)
+        shown = reveal_deceptive(text)
+        if shown == text:
+            return _pre(text)
+        return format_html(
+            '{}<p class="help" id="arguments-revealed">Shown as \\u escapes: characters that are invisible, change '
+            "the text's direction, or only look like a Latin letter in a Latin word. The call carries them as they "
+            "are.</p>",
+            _pre(shown),
+        )
 
     @admin.display(description="usable")
     def usable(self, obj: ApprovalRequest):
@@ -395,7 +411,8 @@ def arguments_line(obj: ApprovalRequest) -> str:
         f"{name}: {Truncator(json.dumps(value, ensure_ascii=False)).chars(ARGUMENT_SHOWN)}"
         for name, value in sorted(arguments.items())
     ]
-    return Truncator(" · ".join(parts)).chars(ARGUMENTS_SHOWN)
+    # Escaped after the cuts, so that none falls inside an escape (a bidi override reorders the rest of the line).
+    return reveal_deceptive(Truncator(" · ".join(parts)).chars(ARGUMENTS_SHOWN))
 
 
 # Why a selected request was not denied, by ApprovalError code (approval_deny_many).

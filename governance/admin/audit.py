@@ -5,7 +5,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.html import format_html
 
-from catalog.admin.display import compact_time
+from catalog.admin.display import breakable_name, compact_time
 from catalog.admin.lookups import StrictLookupsMixin
 from catalog.admin.readonly import ReadOnlyMixin
 from catalog.admin.titles import TitledAdminMixin
@@ -116,12 +116,11 @@ class AuditEventAdmin(
         "when",
         "event",
         "subject",
-        "agent_column",
         "tenant",
         "tool_column",
         "approval_ref",
         "policy_version",
-    )  # time and event over two short lines, ids that break at "::" and "_": every column in view at 1280 px
+    )  # time and event over two short lines, who over the agent, ids break at "::" and "_": all in view at 1280 px
     list_display_links = ("when",)
     # At 768-1024 px the filters go above the rows, and the tenant, approval and policy version columns give way
     # (they are on each event's page; scoutsite/static/scout/admin.css): at 800 px two columns of eight showed.
@@ -224,13 +223,15 @@ class AuditEventAdmin(
     def tool_column(self, obj: AuditEvent) -> str:
         return breakable_id(obj.tool_ref) if obj.tool_ref else "-"
 
-    @admin.display(description="human subject", ordering="subject_shown")
+    @admin.display(description="who", ordering="subject_shown")
     def subject(self, obj: AuditEvent) -> str:
-        return obj.subject_shown  # another tenant's person is not named (Z12)
-
-    @admin.display(description="agent", ordering="agent_shown")
-    def agent_column(self, obj: AuditEvent) -> str:
-        return obj.agent_shown  # nor that person's agent
+        # The person and, under them, the agent, as the approval inbox says it: as two columns, a long name in each
+        # left the rest no room, and "overflow-wrap: anywhere" split them ("konsta|ntinopo|ulou"). Names wrap only
+        # between their parts. Another tenant's person is not named, nor their agent (Z12).
+        person = breakable_name(obj.subject_shown)
+        if not obj.agent_shown:
+            return person
+        return format_html('{}<br><small class="audit-agent">via {}</small>', person, breakable_name(obj.agent_shown))
 
     def get_object(self, request, object_id, from_field=None):
         event = super().get_object(request, object_id, from_field)

@@ -185,7 +185,7 @@ class ToolPolicyAdmin(
     # Held comes second, the operation over its reversibility in one column, tool ids break at "::" and "_": at 800 px
     # beside the navigation, "held" was past the table's edge and ids broke letter by letter; every column is now in
     # view at 800 and 1280 px.
-    list_display = ("tool_column", "held", "risk_class", "operation_column", "by_admin")
+    list_display = ("tool_column", "held_column", "risk_class", "operation_column", "by_admin")
     list_display_links = ("tool_column",)
     list_filter = (
         "operation_class",
@@ -211,7 +211,7 @@ class ToolPolicyAdmin(
         "classification_note",
         "classifier",
         "classified_at",
-        "held",
+        "held_column",
         "hold_reason",
         "markers",
         "accepted_hash",
@@ -223,7 +223,7 @@ class ToolPolicyAdmin(
         "classified_by_admin",
         "classifier",
         "classified_at",
-        "held",
+        "held_column",
         "hold_reason",
         "markers",
         "accepted_hash",
@@ -235,6 +235,14 @@ class ToolPolicyAdmin(
     @admin.display(description="tool", ordering="tool__tool_id")
     def tool_column(self, obj: ToolPolicy):
         return breakable_id(obj.tool.tool_id)
+
+    @admin.display(description="held", ordering="held")
+    def held_column(self, obj: ToolPolicy):
+        # A held tool is the one to look at: as a boolean it got the green tick that reads "fine", and every accepted
+        # tool a red cross. Held is a purple badge, as on the tool list; accepted is nothing to see.
+        if not obj.held:
+            return "-"
+        return format_html('<span class="scout-badge s-held" title="{}">Held</span>', obj.hold_reason)
 
     @admin.display(description="operation", ordering="operation_class")
     def operation_column(self, obj: ToolPolicy):

@@ -148,3 +148,12 @@ def test_an_instruction_tag_is_searched_only_up_to_the_last_closing_bracket(monk
     monkeypatch.setattr(sanitize, "_SKELETON_RES", recorded)
     assert ("instruction-tag" in suspicious_markers(text)) is flagged
     assert spans and max(spans) <= text.rfind(">") + 1  # nothing after the last ">" is read: none of it without one
+
+
+def test_reveal_deceptive_keeps_letters_and_escapes_what_hides_or_disguises():
+    from governance.sanitize import reveal_deceptive
+
+    assert reveal_deceptive("Böen, Привет, 中文, naïve café 😀") == "Böen, Привет, 中文, naïve café 😀"
+    assert reveal_deceptive("pаypal") == "p\\u0430ypal"  # a Cyrillic "а" among Latin letters
+    assert reveal_deceptive("a\u200bb\u00a0c\U000e0041\x85") == "a\\u200bb\\u00a0c\\udb40\\udc41\\u0085"
+    assert reveal_deceptive('{\n\t"k": 1\n}') == '{\n\t"k": 1\n}'  # the JSON's own layout stays

@@ -171,3 +171,24 @@ def test_a_request_whose_requester_lost_access_says_so_and_offers_only_deny(clie
     client.post(page, {"reason": "they left the team", "_deny": "1"})
     pending.refresh_from_db()
     assert pending.status == ApprovalStatus.DENIED
+
+
+def test_arguments_read_as_written_with_what_hides_or_disguises_escaped(
+    client, approver, member_token, mutating_tool, pending
+):
+    """An approver reads "Böen" and "Привет" as written (the decide page showed "B\\u00f6en"), while a Cyrillic "а"
+    in a Latin word and a right-to-left override stay visible as escapes, on the decide page and in the inbox."""
+    _, _, principal = member_token
+    arguments = {"message": "Orkanartige Böen · Привет", "to": "pаypal.com\u202etxt.exe"}
+    request = approval_request_create(principal=principal, tool=mutating_tool, arguments=arguments)
+    client.force_login(approver)
+    html = client.get(reverse("admin:governance_approvalrequest_change", args=[request.pk])).content.decode()
+    shown = html.split('id="decide-arguments"', 1)[1].split("</div>", 1)[0]
+    assert "Orkanartige Böen · Привет" in shown
+    assert "p\\u0430ypal.com\\u202etxt.exe" in shown and "\u202e" not in shown
+    assert 'id="arguments-revealed"' in shown
+    plain = client.get(reverse("admin:governance_approvalrequest_change", args=[pending.pk])).content.decode()
+    assert 'id="arguments-revealed"' not in plain  # nothing escaped, nothing to explain
+    inbox = client.get(reverse("admin:governance_approvalrequest_changelist")).content.decode()
+    assert "Orkanartige Böen · Привет" in inbox and "p\\u0430ypal.com\\u202etxt.exe" in inbox
+    assert "\u202e" not in inbox
