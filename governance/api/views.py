@@ -139,6 +139,7 @@ APPROVAL_ERROR_STATUS = {
     "reason_required": status.HTTP_400_BAD_REQUEST,
     "not_pending": status.HTTP_409_CONFLICT,
     "expired": status.HTTP_409_CONFLICT,
+    "server_not_serving": status.HTTP_409_CONFLICT,  # still pending: decide again once the server is back
 }
 
 

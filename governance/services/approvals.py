@@ -22,6 +22,7 @@ from django.db import OperationalError, connection, transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
+from catalog.choices import ServerStatus
 from catalog.models import Server, Tool
 from governance.choices import ApprovalStatus, AuditEventType, AuditOutcome
 from governance.constants import (
@@ -53,6 +54,10 @@ MAX_REASON_CHARS = 2000
 MAX_DENIAL_REASON_CHARS = 500  # what an agent is told of a denial: the approver's words, on one line
 SQLITE_LOCK_RETRIES = 20
 EXPIRE_PAGE = 2000  # open requests judged at a time by the expiry sweep
+# Server states that pass: one failed sync (Degraded) or a health check that went unanswered (Unavailable) hides a
+# server's tools from clients until it recovers, but takes no one's access away. Its tools' open requests wait for it
+# (still expiring by time) instead of being voided as if their requesters had lost access.
+SERVER_STATUSES_THAT_PASS = (ServerStatus.DEGRADED, ServerStatus.UNAVAILABLE)
 APPROVAL_ID_RE = re.compile(re.escape(APPROVAL_ID_PREFIX) + r"[A-Za-z0-9_-]{16,36}")
 
 
@@ -329,6 +334,12 @@ def approval_decide(
     if not approve and not reason:
         raise ApprovalError("reason_required", "A denial needs a reason")
     if approve and request.status == ApprovalStatus.PENDING and not approval_requester_may_execute(request=request):
+        if _server_passing(request):
+            raise ApprovalError(
+                "server_not_serving",
+                "The tool's server is not serving its tools now (its last sync failed or it stopped answering): "
+                "the request stays pending; approve it once the server is back",
+            )
         # However the access went (a grant deleted in a shell, a group change), approving it would be for nothing.
         _expire(request)
         raise ApprovalError("requester_lost_access", "The requester may no longer call this tool; the request is void")
@@ -428,6 +439,12 @@ def _asked_by(request: ApprovalRequest, person: AbstractBaseUser) -> bool:
     return request.token_id is not None and request.token.created_by_id == person.pk
 
 
+def _server_passing(request: ApprovalRequest) -> bool:
+    """Whether ``request``'s tool is out of reach only because its server is not serving for now
+    (``SERVER_STATUSES_THAT_PASS``)."""
+    return Server.objects.filter(tools=request.tool_id, status__in=SERVER_STATUSES_THAT_PASS).exists()
+
+
 def _expire(request: ApprovalRequest) -> None:
     ApprovalRequest.objects.filter(pk=request.pk, status__in=[ApprovalStatus.PENDING, ApprovalStatus.APPROVED]).update(
         status=ApprovalStatus.EXPIRED
@@ -441,7 +458,9 @@ def approval_expire_stale() -> int:
 
     ``permission_revoke`` voids requests at once; this sweep catches every other way access goes (a grant
     deleted outside the service, a group membership or entitlement change, a hold), so the approver inbox
-    does not keep showing approvals that can never be used. Use re-checks access regardless."""
+    does not keep showing approvals that can never be used. Use re-checks access regardless. A request whose
+    tool's server is only not serving for now (``SERVER_STATUSES_THAT_PASS``) is left open: it is judged again
+    once the server is back."""
     open_requests = ApprovalRequest.objects.filter(status__in=[ApprovalStatus.PENDING, ApprovalStatus.APPROVED])
     expired = open_requests.filter(expires_at__lte=timezone.now()).update(status=ApprovalStatus.EXPIRED)
     # A page at a time, each judged in a fixed number of queries (``approval_requests_usable``, uncached: this
@@ -451,7 +470,8 @@ def approval_expire_stale() -> int:
     while page := list(rows.filter(pk__gt=after)[:EXPIRE_PAGE]):
         usable = approval_requests_usable(requests=page)
         lost = [request.pk for request in page if request.pk not in usable]
-        expired += open_requests.filter(pk__in=lost).update(status=ApprovalStatus.EXPIRED) if lost else 0
+        lost_for_good = open_requests.filter(pk__in=lost).exclude(tool__server__status__in=SERVER_STATUSES_THAT_PASS)
+        expired += lost_for_good.update(status=ApprovalStatus.EXPIRED) if lost else 0
         after = page[-1].pk
     return expired
 

@@ -5,6 +5,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from catalog.choices import ServerStatus
 from catalog.definitions import normalize_listing
 from catalog.services.apply import catalog_apply_listing
 from governance.choices import ApprovalStatus
@@ -409,6 +410,42 @@ def test_a_request_whose_requester_lost_access_cannot_be_approved_and_the_sweep_
     assert task_result(expire_approvals.delay()) == 1  # the approved one, which is unexpired by time
     approved.refresh_from_db()
     assert approved.status == ApprovalStatus.EXPIRED
+
+
+def _server_status(tool, status: ServerStatus) -> None:
+    server = tool.server
+    server.status = status
+    server.save()
+
+
+@pytest.mark.parametrize("passing", [ServerStatus.DEGRADED, ServerStatus.UNAVAILABLE])
+def test_a_server_not_serving_for_now_voids_no_request_and_they_wait_for_it(setup, approver, passing):
+    """One failed sync (or an unanswered health check) hides a server's tools but takes no one's access: the sweep
+    leaves its open requests, approving says why and keeps the request pending, and once the server is back both are
+    decided and used as if nothing happened. A server an operator disabled voids them, as lost access does."""
+    from governance.tasks import expire_approvals
+
+    principal, tool = setup
+    approved = approved_request(principal, tool, approver)
+    pending = approval_request_create(principal=principal, tool=tool, arguments=ARGS_B)
+    _server_status(tool, passing)
+    assert task_result(expire_approvals.delay()) == 0
+    with pytest.raises(ApprovalError) as exc:
+        approval_decide(request=pending, approver=approver, approve=True, reason="ok")
+    assert exc.value.code == "server_not_serving"
+    approved.refresh_from_db()
+    pending.refresh_from_db()
+    assert (approved.status, pending.status) == (ApprovalStatus.APPROVED, ApprovalStatus.PENDING)
+
+    _server_status(tool, ServerStatus.ACTIVE)
+    assert approval_decide(request=pending, approver=approver, approve=True, reason="ok").status == "approved"
+    used = call_authorize(principal=principal, tool_id=tool.tool_id, arguments=ARGS_A, approval_id=approved.approval_id)
+    assert used.allowed
+
+    _server_status(tool, ServerStatus.DISABLED)
+    assert task_result(expire_approvals.delay()) == 1  # the approved one not used yet
+    pending.refresh_from_db()
+    assert pending.status == ApprovalStatus.EXPIRED
 
 
 def _open_requests_of(person, tool, count: int) -> None:
