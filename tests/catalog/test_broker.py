@@ -14,17 +14,10 @@ import pytest
 from celery import Celery
 
 from tests.catalog.test_tasks import _worker_database_env
-from tests.celery_worker import WORKER_TESTS, WORKER_TESTS_REASON, celery_worker
-from tests.mcpgateway.conftest import REDIS_SERVER, ThrowawayRedis
+from tests.celery_worker import celery_worker, own_redis_worker_marks
+from tests.mcpgateway.conftest import ThrowawayRedis
 
-pytestmark = [
-    pytest.mark.celery_worker,
-    pytest.mark.slow,
-    pytest.mark.timeout(300),
-    pytest.mark.skipif(REDIS_SERVER is None, reason="needs a redis-server binary to stop and restart"),
-    pytest.mark.skipif(not WORKER_TESTS, reason=WORKER_TESTS_REASON),
-    pytest.mark.django_db(transaction=True),
-]
+pytestmark = own_redis_worker_marks()
 DEADLINE = 150.0  # the worker's reconnect backs off (2, 4, 6 ... s): a loaded machine takes a while
 
 
