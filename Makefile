@@ -26,6 +26,11 @@ DEBUG ?=
 # A per-checkout secret key in var/, made once and never committed, so the demo runs with DEBUG off.
 KEY_FILE := var/secret-key
 
+# The demo's memory server keeps its graph in this file. Every process that may start that server names the same one:
+# the gateway for calls, a Celery worker for syncs (a worker without it failed the server's sync, "environment
+# variable(s) not set: MEMORY_FILE_PATH", and its tools were hidden from clients until the next good sync).
+export MEMORY_FILE_PATH ?= $(CURDIR)/var/demo-memory.jsonl
+
 $(KEY_FILE):
 	mkdir -p var
 	umask 077 && $(PYTHON) -c "import secrets; print(secrets.token_urlsafe(50))" > $@
@@ -54,11 +59,12 @@ SCOUT_PUBLIC_URL ?= http://$(HOST):$(PORT)
 run: install $(KEY_FILE)
 	DEBUG=$(DEBUG) SECRET_KEY_FILE=$(KEY_FILE) SCOUT_PUBLIC_URL=$(SCOUT_PUBLIC_URL) $(BIN)/uvicorn scoutsite.asgi:application --http scoutsite.serving:BoundedH11Protocol --host $(HOST) --port $(PORT)
 
-worker: install
-	$(BIN)/celery -A scoutsite worker --loglevel=INFO --concurrency=2
+# Beside `make demo` or `make run` with REDIS_URL: the same secret key (without it they refused to start).
+worker: install $(KEY_FILE)
+	DEBUG=$(DEBUG) SECRET_KEY_FILE=$(KEY_FILE) $(BIN)/celery -A scoutsite worker --loglevel=INFO --concurrency=2
 
-beat: install
-	$(BIN)/celery -A scoutsite beat --loglevel=INFO
+beat: install $(KEY_FILE)
+	DEBUG=$(DEBUG) SECRET_KEY_FILE=$(KEY_FILE) $(BIN)/celery -A scoutsite beat --loglevel=INFO
 
 clean:
 	rm -rf $(VENV) var

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 from collections import deque
 from typing import Any
@@ -44,9 +45,13 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from catalog.dbbusy import database_busy
 from governance.api.throttling import parse_rate, slots_over_the_limits
 
 from .auth import ScoutAccessToken, access_confirm, cache_off_the_loop
+from .db import BUSY_TEXT
+
+logger = logging.getLogger(__name__)
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -149,6 +154,46 @@ def _holds_token(scope: Scope) -> bool:
     if b"scout" not in query.lower() and b"%" not in query:
         return False
     return _RAW_TOKEN.search(unquote(query.decode("latin-1"))) is not None
+
+
+BUSY_RETRY_AFTER = 5  # seconds a client is told to wait when the database could not serve its request
+
+
+def _database_busy_in(exc: BaseException) -> bool:
+    """Whether ``exc``, or any exception an exception group gathered, is the database's "not now" (catalog.dbbusy)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_database_busy_in(inner) for inner in exc.exceptions)
+    return database_busy(exc)
+
+
+class DatabaseBusyGuard:
+    """A request the database could not serve before its answer started (no connection to be had, locked: the token
+    looked up for a new session, a refusal explained) is answered 503 with Retry-After and a JSON-RPC error saying
+    nothing was carried out. It was a bare 500 (opsux3: Postgres out of connections, no agent could open a session
+    and none was told to retry). Once an answer has started, the error goes on as before."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def send_started(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_started)
+        except BaseException as exc:
+            if started or not _database_busy_in(exc):
+                raise
+            logger.warning("mcp: the database could not serve a request (%s); answered 503", type(exc).__name__)
+            error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": BUSY_TEXT}}
+            await _send_json(send, 503, error, [(b"retry-after", str(BUSY_RETRY_AFTER).encode())])
 
 
 class EdgeGuard:

@@ -45,7 +45,15 @@ from .auth import ConfirmedAccess, RefusedTokenGuard, RequireToken, ScoutTokenVe
 from .choices import Exposure
 from .constants import META_TOOL_EXECUTE, META_TOOL_INSPECT, META_TOOLS
 from .db import orm_threads_stop, run_orm
-from .guards import BodyGuard, EdgeGuard, RateGuard, SecurityHeaders, SessionShareGuard, StatelessGetGuard
+from .guards import (
+    BodyGuard,
+    DatabaseBusyGuard,
+    EdgeGuard,
+    RateGuard,
+    SecurityHeaders,
+    SessionShareGuard,
+    StatelessGetGuard,
+)
 from .selectors import client_tool_name, tool_for_client_name, tools_listed_for
 from .services import (
     UnknownTool,
@@ -381,10 +389,12 @@ def build_routes(server: ScoutMCPServer) -> list[BaseRoute]:
         inner = StatelessGetGuard(inner)
     else:
         inner = SessionShareGuard(inner, server.session_manager)
-    endpoint = RefusedTokenGuard(
-        AuthenticationMiddleware(
-            AuthContextMiddleware(RequireToken(ConfirmedAccess(inner, resource_metadata), resource_metadata)),
-            backend=BearerAuthBackend(verifier),
+    endpoint = DatabaseBusyGuard(
+        RefusedTokenGuard(
+            AuthenticationMiddleware(
+                AuthContextMiddleware(RequireToken(ConfirmedAccess(inner, resource_metadata), resource_metadata)),
+                backend=BearerAuthBackend(verifier),
+            )
         )
     )
     guarded = EdgeGuard(

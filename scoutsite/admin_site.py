@@ -372,6 +372,8 @@ def _operator_panel(user) -> dict[str, Any]:
         .filter(outcome=NotificationOutcome.FAILED, created_at__gte=timezone.now() - FAILURE_WINDOW)
         .count()
     )
+    from scoutsite.background import background_status
+
     return {"servers": servers, "server_count": _managed_servers(user).count(),
             "failures": list(failures[:HOME_ROWS]), "failure_count": failures.count(),
-            "failed_notifications": failed_notifications}  # fmt: skip
+            "failed_notifications": failed_notifications, "background": background_status()}  # fmt: skip

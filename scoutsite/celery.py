@@ -49,6 +49,13 @@ def _send_kept_tasks(**kwargs: object) -> None:
     outbox_sender_start()  # tasks a stopped process kept while the broker was down (F4)
 
 
+@worker_ready.connect
+def _heartbeat(**kwargs: object) -> None:
+    from scoutsite.background import worker_heartbeat_start
+
+    worker_heartbeat_start()  # the operator's home page and /metrics tell whether a worker runs
+
+
 TASKS = Counter("scout_celery_tasks", "Celery task outcomes by task name", ["task", "outcome"])
 
 

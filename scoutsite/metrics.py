@@ -60,6 +60,36 @@ class DatabaseCollector(Collector):
         yield failures
 
 
+class BackgroundCollector(Collector):
+    """The broker, the worker's heartbeat and the waiting tasks (scoutsite/background.py); none without REDIS_URL."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        from scoutsite.background import background_status
+
+        status = background_status()
+        if status is None:
+            return
+        broker = GaugeMetricFamily("scout_broker_up", "Whether the Celery broker (Redis) answers: 1 or 0")
+        broker.add_metric([], 1 if status.broker_up else 0)
+        yield broker
+        waiting = GaugeMetricFamily(
+            "scout_tasks_waiting",
+            "Background tasks waiting: in the broker's queue, or kept in the database while the broker was down",
+            labels=["place"],
+        )
+        if status.queued is not None:
+            waiting.add_metric(["broker"], status.queued)
+        waiting.add_metric(["outbox"], status.kept)
+        yield waiting
+        if status.worker_silent_for is not None:
+            seen = GaugeMetricFamily(
+                "scout_worker_heartbeat_age_seconds",
+                "Seconds since a Celery worker's latest heartbeat (every 10 s while one runs)",
+            )
+            seen.add_metric([], status.worker_silent_for)
+            yield seen
+
+
 def _allowed(request: HttpRequest) -> bool:
     token = settings.SCOUT_METRICS_TOKEN
     header = request.META.get("HTTP_AUTHORIZATION", "")
@@ -84,6 +114,7 @@ def metrics_text() -> bytes:
         counters = REGISTRY
     database = CollectorRegistry()
     database.register(DatabaseCollector())
+    database.register(BackgroundCollector())
     return generate_latest(counters) + generate_latest(database)
 
 

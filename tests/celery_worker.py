@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 WORKER_TESTS = os.environ.get("SCOUT_CELERY_WORKER_TESTS") == "1"
 WORKER_TESTS_REASON = "starts a real Celery worker on Redis: set SCOUT_CELERY_WORKER_TESTS=1 (CI sets it)"
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,3 +38,18 @@ def celery_worker(env: dict[str, str], queue: str = "celery", name: str = "scout
         except subprocess.TimeoutExpired:
             worker.kill()
             worker.wait(timeout=5)
+
+
+def own_redis_worker_marks() -> list[pytest.MarkDecorator]:
+    """The marks of a test that runs a real worker on a redis-server of its own (tests.mcpgateway.conftest's
+    ThrowawayRedis), on the committed test database."""
+    from tests.mcpgateway.conftest import REDIS_SERVER
+
+    return [
+        pytest.mark.celery_worker,
+        pytest.mark.slow,
+        pytest.mark.timeout(300),
+        pytest.mark.skipif(REDIS_SERVER is None, reason="needs a redis-server binary to stop and restart"),
+        pytest.mark.skipif(not WORKER_TESTS, reason=WORKER_TESTS_REASON),
+        pytest.mark.django_db(transaction=True),
+    ]

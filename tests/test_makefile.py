@@ -1,0 +1,43 @@
+"""`make worker` and `make beat` start beside the demo: the same secret key and the demo memory server's file.
+
+Run through make itself, with a stand-in ``celery`` that prints the environment it was given. Before, both
+targets gave no key (so the worker refused to start with DEBUG off) and no MEMORY_FILE_PATH (so a worker's sync of
+the demo's memory server failed and hid its tools from clients)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+
+
+@pytest.mark.parametrize("target", ["worker", "beat"])
+def test_worker_and_beat_get_the_demo_key_and_memory_file(tmp_path, target):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / ".installed").touch()
+    celery = bin_dir / "celery"
+    celery.write_text('#!/bin/sh\nenv\necho "ARGS $*"\n')
+    celery.chmod(0o755)
+    key = tmp_path / "secret-key"
+    key.write_text("k\n")
+    environment = {name: value for name, value in os.environ.items() if name not in ("MEMORY_FILE_PATH", "MAKEFLAGS")}
+    done = subprocess.run(
+        ["make", "-s", target, f"BIN={bin_dir}", f"KEY_FILE={key}", "-o", "tools/node_modules/.installed"],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    printed = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line and " " not in line[:1])
+    assert printed["SECRET_KEY_FILE"] == str(key)
+    assert printed["MEMORY_FILE_PATH"] == str(ROOT / "var" / "demo-memory.jsonl")
+    assert f"ARGS -A scoutsite {target}" in done.stdout
