@@ -8,6 +8,8 @@ body checks after it, so nobody can make the gateway buffer or parse more than t
   token put in the URL is refused, and redacted from the scope so the access log never shows it).
 - ``TokenInAddressGuard`` (outermost, the whole site: the REST API, the admin, every page): an address holding a
   Scout token is refused, and redacted from the scope so the access log never shows it.
+- ``DatabaseBusyGuard`` (after EdgeGuard, around authentication): a request the database could not serve before
+  its answer started (no connection to be had, locked) is a 503 with Retry-After, not a bare 500.
 - ``RateGuard`` (after auth): requests per token, counted in the cache (Redis with REDIS_URL, so every worker
   shares the count), 429 with Retry-After past ``SCOUT_MCP_RATE``.
 - ``StatelessGetGuard`` (after auth, stateless /mcp only): a GET is 405; there is no stream to open.
