@@ -2,6 +2,7 @@
 
 import logging
 import math
+import threading
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -51,6 +52,12 @@ def _config(server: Server) -> tuple:
     )
 
 
+async def _cancel_when_set(stop: threading.Event, scope: anyio.CancelScope) -> None:
+    while not stop.is_set():
+        await anyio.sleep(0.1)
+    scope.cancel()
+
+
 @dataclass
 class Watcher:
     server: Server
@@ -59,6 +66,9 @@ class Watcher:
 
 class Command(BaseCommand):
     help = "Listen for notifications/tools/list_changed from every live server and queue a debounced re-sync."
+    # A caller running the watcher in a thread of its own (the tests) passes ``stop``, a threading.Event that ends it
+    # as --duration's end does, once what it waited for happened.
+    stealth_options = ("stop",)
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--refresh", type=float, default=60.0, help="seconds between re-reading the server list")
@@ -71,12 +81,14 @@ class Command(BaseCommand):
         self.max_backoff = float(options["max_backoff"] or 300.0)
         self.heartbeat = float(options["heartbeat"] or 30.0)
         duration = options["duration"]
-        anyio.run(self._main, math.inf if duration is None else float(duration))
+        anyio.run(self._main, math.inf if duration is None else float(duration), options.get("stop"))
 
-    async def _main(self, duration: float) -> None:
+    async def _main(self, duration: float, stop: threading.Event | None) -> None:
         watchers: dict[int, tuple[tuple, Watcher]] = {}
         with anyio.move_on_after(duration):
             async with anyio.create_task_group() as tg:
+                if stop is not None:
+                    tg.start_soon(_cancel_when_set, stop, tg.cancel_scope)
                 while True:
                     servers = {server.pk: server for server in await anyio.to_thread.run_sync(_watched_servers)}
                     for pk in list(watchers):
