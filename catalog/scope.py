@@ -23,6 +23,21 @@ def server_scope_q(request: object) -> Q:
     return _scope(request)
 
 
+_counted: Callable[[object], Q] | None = None
+
+
+def tool_count_scope_set(counted: Callable[[object], Q]) -> None:
+    """Set the filter on a server's tools (``tools__`` lookups) saying which its caller may count (governance's)."""
+    global _counted
+    _counted = counted
+
+
+def tool_count_q(request: object) -> Q:
+    """A filter on a server's tools, through ``tools__``: the ones a server's tool count shows the caller of
+    ``request``. Every tool until governance narrows it (a token acting for an agent counts what its agent sees)."""
+    return _counted(request) if _counted is not None else Q()
+
+
 _locked: Callable[[object, object], frozenset[str]] | None = None
 
 

@@ -13,7 +13,7 @@ from rest_framework.response import Response
 
 from catalog.choices import ServerStatus, SyncStatus
 from catalog.models import Server, SyncRun
-from catalog.scope import server_claim, server_fields_locked, server_scope_q
+from catalog.scope import server_claim, server_fields_locked, server_scope_q, tool_count_q
 from catalog.services.servers import server_archive, server_create, server_update
 from catalog.tasks import sync_server
 
@@ -38,9 +38,10 @@ def _token_servers(request: Request) -> frozenset[str] | None:
 
 def servers_for_request(request: Request) -> QuerySet[Server]:
     """The servers the caller may see (``server_scope_q``: shared ones and their tenant's, Z12), narrowed to the
-    token's server:<slug> scopes when it has any. Another tenant's server is answered like an unknown slug."""
+    token's server:<slug> scopes when it has any. Another tenant's server is answered like an unknown slug. Each counts
+    its live tools the caller may count (``tool_count_q``)."""
     qs = Server.objects.filter(server_scope_q(request))
-    qs = qs.annotate(tool_count=Count("tools", filter=Q(tools__removed_at__isnull=True)))
+    qs = qs.annotate(tool_count=Count("tools", filter=Q(tools__removed_at__isnull=True) & tool_count_q(request)))
     slugs = _token_servers(request)
     if slugs is not None:
         qs = qs.filter(slug__in=sorted(slugs))

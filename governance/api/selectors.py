@@ -95,6 +95,15 @@ def servers_in_api_scope(request) -> Q:
     return servers_visible_to_operator(user=request.user)
 
 
+def tools_counted_for_request(request) -> Q:
+    """``catalog.scope``'s tool-count hook: a token acting for an agent counts only the tools its agent may discover
+    (its tools/ list; a held or ungranted tool counted there told it the tool exists); anyone else every live tool of
+    the servers they manage."""
+    if isinstance(request.auth, Principal) and request.auth.agent_id is not None:
+        return Q(tools__in=tools_visible_to(principal=request.auth).values("pk"))
+    return Q()
+
+
 def server_fields_locked_for_request(request, server) -> frozenset[str]:
     """``catalog.scope``'s hook: the server fields the person behind ``request`` may not set (a token's too)."""
     return server_fields_locked(user=request.user, server=server)

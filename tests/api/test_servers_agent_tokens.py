@@ -79,3 +79,15 @@ def test_a_server_limited_token_registers_only_a_server_it_is_limited_to(api, ow
     assert not Server.objects.filter(slug="elsewhere").exists()
     made = api.post("servers/", token=github_only, json={**body, "slug": "later"})
     assert made.status_code == 201 and made.json()["slug"] == "later"
+
+
+def test_an_agents_token_counts_only_the_tools_its_agent_may_see(api, catalog, tokens):
+    """A server's tool_count through an agent's token is its tools/ list's count on that server: github's held tool
+    (which no agent sees) counted there told it the tool exists. The operator's own token counts every live tool."""
+    own = {row["slug"]: row["tool_count"] for row in api.get("servers/", token=tokens["own"]).json()["results"]}
+    assert own["github"] == 2  # list_issues and the held list_secrets
+    agent_rows = api.get("servers/", token=tokens["agent"]).json()["results"]
+    listed = api.get("tools/", token=tokens["agent"]).json()["results"]
+    assert [row["tool_id"] for row in listed] == [catalog.visible.tool_id]
+    assert [(row["slug"], row["tool_count"]) for row in agent_rows] == [("github", 1)]
+    assert api.get("servers/github/", token=tokens["agent"]).json()["tool_count"] == 1
