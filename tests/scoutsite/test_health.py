@@ -3,8 +3,10 @@
 import contextvars
 import json
 import socket
+import uuid
 
 import pytest
+from django.db import connection, connections
 from django.test import override_settings
 
 from scoutsite.health import readyz
@@ -30,6 +32,29 @@ def test_readyz_is_not_ready_without_a_search_index(client):
     body = response.json()
     assert body["status"] == "not_ready" and body["checks"]["search_index"] == "not_built"
     assert body["checks"]["database"] == "ok"
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="a real refusal: a Postgres role allowed no connection")
+def test_readyz_without_a_database_says_so_and_not_that_the_index_is_missing(client):
+    role = f"scout_none_{uuid.uuid4().hex[:8]}"
+    shared = connections.settings["default"]  # every connection of this process logs in with this dict
+    user = shared["USER"]
+    with connection.cursor() as cursor:
+        cursor.execute(f'CREATE ROLE "{role}" LOGIN CONNECTION LIMIT 0')
+    try:
+        shared["USER"] = role
+        connection.close()
+        response = client.get("/readyz")
+    finally:
+        shared["USER"] = user
+        connection.close()
+        with connection.cursor() as cursor:
+            cursor.execute(f'DROP ROLE "{role}"')
+    assert response.status_code == 503
+    body = response.json()
+    assert body["status"] == "not_ready"
+    assert body["checks"]["database"] == "unavailable" and body["checks"]["search_index"] == "unknown"
 
 
 @pytest.mark.slow
