@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import logging
 from collections.abc import Iterator
 from datetime import timedelta
 
 from django.conf import settings
+from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
@@ -25,11 +27,28 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 from rest_framework.throttling import BaseThrottle
 
+logger = logging.getLogger(__name__)
+
 
 class DatabaseCollector(Collector):
-    """Figures that live in the database, read at scrape time (the same in every process)."""
+    """Figures that live in the database, read at scrape time (the same in every process), after ``scout_database_up``.
+    A database that does not answer leaves them out and the scrape goes on: it was a 500 for the whole of /metrics,
+    the process's counters with it, just when an operator needs them (opsux3)."""
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
+        up = GaugeMetricFamily("scout_database_up", "Whether the database answered this scrape's reads: 1 or 0")
+        try:
+            figures = list(self._figures())
+        except DatabaseError:
+            logger.warning("metrics: the database did not answer; its figures are left out", exc_info=True)
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        yield up
+        yield from figures
+
+    def _figures(self) -> Iterator[GaugeMetricFamily]:
         from catalog.models import Server, SyncRun
         from governance.choices import ApprovalStatus
         from governance.models import ApprovalRequest
@@ -66,7 +85,10 @@ class BackgroundCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         from scoutsite.background import background_status
 
-        status = background_status()
+        try:
+            status = background_status()
+        except DatabaseError:  # the tasks kept in the database are not to be counted: scout_database_up says why
+            return
         if status is None:
             return
         broker = GaugeMetricFamily("scout_broker_up", "Whether the Celery broker (Redis) answers: 1 or 0")

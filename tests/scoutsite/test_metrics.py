@@ -1,6 +1,9 @@
 """/metrics: Prometheus text, never public, counting what happened."""
 
+import uuid
+
 import pytest
+from django.db import connection, connections
 from prometheus_client.parser import text_string_to_metric_families
 
 from catalog.choices import Transport
@@ -46,6 +49,35 @@ def test_loopback_is_allowed_by_default_and_counts_a_sync(client):
     assert value(text, "scout_sync_failures_24h") == 1
     assert value(text, "scout_upstream_servers", status="unavailable") == 1
     assert value(text, "scout_approvals_pending") == 0
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="a real refusal: a Postgres role allowed no connection")
+def test_without_a_database_the_counters_are_still_served_and_say_it_is_down(client):
+    server = Server.objects.create(slug="gone", name="gone", transport=Transport.STDIO, command="scout-no-such-cmd")
+    server_sync(server_pk=server.pk, trigger="test")
+    failed = value(client.get("/metrics").content.decode(), "scout_syncs_total", status="failed")
+    assert failed >= 1
+    role = f"scout_none_{uuid.uuid4().hex[:8]}"
+    shared = connections.settings["default"]  # every connection of this process logs in with this dict
+    user = shared["USER"]
+    with connection.cursor() as cursor:
+        cursor.execute(f'CREATE ROLE "{role}" LOGIN CONNECTION LIMIT 0')
+    try:
+        shared["USER"] = role
+        connection.close()
+        response = client.get("/metrics")
+    finally:
+        shared["USER"] = user
+        connection.close()
+        with connection.cursor() as cursor:
+            cursor.execute(f'DROP ROLE "{role}"')
+    assert response.status_code == 200
+    text = response.content.decode()
+    assert value(text, "scout_database_up") == 0
+    assert value(text, "scout_syncs_total", status="failed") == failed  # this process's counters, still served
+    assert "scout_upstream_servers" not in text and "scout_approvals_pending" not in text
+    assert value(client.get("/metrics").content.decode(), "scout_database_up") == 1
 
 
 @pytest.mark.django_db(transaction=True)
