@@ -31,6 +31,8 @@ import threading
 import time
 
 CHUNK_BYTES = 64 * 1024
+# How long a server that ended may take to have its last stderr copied, at most: a child of it may hold the pipe open.
+STDERR_DRAIN_SECONDS = 2.0
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -244,7 +246,8 @@ def main(argv: list[str]) -> int:
     except OSError as exc:
         sys.stderr.write(f"could not start {command[0]}: {exc.strerror}\n")
         return 127
-    threading.Thread(target=_pass_stderr, args=(server.stderr, stderr_limit), daemon=True).start()
+    passing_stderr = threading.Thread(target=_pass_stderr, args=(server.stderr, stderr_limit), daemon=True)
+    passing_stderr.start()
     outstanding = Outstanding()
     threading.Thread(target=_pass_stdin, args=(server.stdin, outstanding), daemon=True).start()
     stdout = Stdout(limit, outstanding)
@@ -259,7 +262,12 @@ def main(argv: list[str]) -> int:
         except BrokenPipeError:  # the gateway closed the session
             server.kill()
             return 1
-    return server.wait()
+    status = server.wait()
+    # What the server wrote to stderr as it ended is in the gateway's file before this process exits and its stdout
+    # closes, which is when the gateway reads that file to say why the server died: the daemon thread copying it was
+    # cut off by the exit, and a failure then said only "closed the connection" (stop 38's CI, once).
+    passing_stderr.join(STDERR_DRAIN_SECONDS)
+    return status
 
 
 if __name__ == "__main__":
