@@ -3,14 +3,14 @@
 import contextvars
 import json
 import socket
-import uuid
 
 import pytest
-from django.db import connection, connections
+from django.db import connection
 from django.test import override_settings
 
 from scoutsite.health import readyz
 from search.services import index_rebuild
+from tests.db_refusal import connections_refused
 
 pytestmark = pytest.mark.django_db
 
@@ -37,20 +37,8 @@ def test_readyz_is_not_ready_without_a_search_index(client):
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="a real refusal: a Postgres role allowed no connection")
 def test_readyz_without_a_database_says_so_and_not_that_the_index_is_missing(client):
-    role = f"scout_none_{uuid.uuid4().hex[:8]}"
-    shared = connections.settings["default"]  # every connection of this process logs in with this dict
-    user = shared["USER"]
-    with connection.cursor() as cursor:
-        cursor.execute(f'CREATE ROLE "{role}" LOGIN CONNECTION LIMIT 0')
-    try:
-        shared["USER"] = role
-        connection.close()
+    with connections_refused():
         response = client.get("/readyz")
-    finally:
-        shared["USER"] = user
-        connection.close()
-        with connection.cursor() as cursor:
-            cursor.execute(f'DROP ROLE "{role}"')
     assert response.status_code == 503
     body = response.json()
     assert body["status"] == "not_ready"
