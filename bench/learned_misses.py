@@ -54,6 +54,7 @@ from search.evaluation import (  # noqa: E402
     load_queries,
     one_pass_parts,
 )
+from search.usage import learned_key, learned_normalise  # noqa: E402
 
 
 def main() -> None:
@@ -178,6 +179,7 @@ def main() -> None:
         first_own = sims[owners == first_id] if first_id else np.zeros(0)
         near_learn = replayed_vectors @ vector
         learn_order = np.argsort(-near_learn)[:5]
+        ceiling = _ceiling_facts(near_learn, replayed_tools, replayed, right, doc)
         facts = {
             "right_curated": curated_cos,
             "first_curated": first_curated,
@@ -230,6 +232,7 @@ def main() -> None:
                 "class": klass,
                 "outweighed_by": by,
                 **{k: round(v, 3) if isinstance(v, float) else v for k, v in facts.items()},
+                **ceiling,
             }
         )
     n = tally["single"]
@@ -243,6 +246,8 @@ def main() -> None:
     print(f"  top 5, not first, on a pair of tools confused both ways: {len(top)}")
     for pair, count in both.most_common(8):
         print(f"    {' / '.join(sorted(t.split('::')[-1] for t in pair))}: {count} misses")
+    print_ceiling([d for d in dumps if d["reason"] != "2-5"], "Hit@5 misses")
+    print_ceiling(dumps, "Hit@1 misses")
     if args.dump:
         args.dump.write_text("".join(json.dumps(d) + "\n" for d in dumps))
 
@@ -341,6 +346,43 @@ def demote(ranking, snapshot, vector, negatives, share: float, threshold: float)
             cosine = float((rows @ vector).max())
             candidate.score -= share * max(0.0, (cosine - threshold) / (1 - threshold))
     ranking.candidates.sort(key=lambda c: (c.demoted, -c.score, snapshot.tie_keys[c.row]))
+
+
+# The ceiling (bench/NOTES-learn12.md): a test request "has a near paraphrase" in the learn file when a learn
+# query labelled with its tool is at least this close (cosine of the served model); the sensitivity is printed.
+PARAPHRASE_COS = (0.9, 0.8, 0.7, 0.6)
+
+
+def _ceiling_facts(near_learn, replayed_tools, replayed, right: str, doc) -> dict:
+    """What the learn file holds for a missed request's tool: how many learn queries it labels with it, the
+    closest one's cosine and whether it was learned (its served answer held the tool at replay), and the closest
+    learn query labelled with any other tool (its cosine and label)."""
+    own = replayed_tools == right
+    facts = {"learn_count": int(own.sum()), "learn_best_cos": None, "learn_best_learned": None}
+    if own.any():
+        j = int(np.flatnonzero(own)[np.argmax(near_learn[own])])
+        learned_keys = {learned_key(text) for text, _ in doc.learned}
+        facts["learn_best_cos"] = round(float(near_learn[j]), 3)
+        facts["learn_best_learned"] = learned_key(learned_normalise(replayed[j].text)) in learned_keys
+    if (~own).any():
+        j = int(np.flatnonzero(~own)[np.argmax(near_learn[~own])])
+        facts["other_best_cos"], facts["other_best_label"] = round(float(near_learn[j]), 3), str(replayed_tools[j])
+    return facts
+
+
+def print_ceiling(misses: list[dict], title: str) -> None:
+    """How many of the misses have a near paraphrase of their tool in the learn file, at each PARAPHRASE_COS;
+    of those, how many were learned, and how many have a learn query of another tool closer still."""
+    print(f"ceiling, {title} ({len(misses)}):")
+    print(f"  its tool has no learn query at all{'':<28}{sum(d['learn_count'] == 0 for d in misses)}")
+    for bound in PARAPHRASE_COS:
+        near = [d for d in misses if (d["learn_best_cos"] or 0.0) >= bound]
+        learned = sum(bool(d["learn_best_learned"]) for d in near)
+        sibling = sum(d.get("other_best_cos", 0.0) > d["learn_best_cos"] for d in near)
+        print(
+            f"  a learn query of its tool at cosine >= {bound}: {len(near)} ({len(near) / max(1, len(misses)):.0%});"
+            f" that one learned {learned}; another tool's learn query closer {sibling}"
+        )
 
 
 def _row(snapshot: IndexSnapshot, tool_id: str) -> int:
