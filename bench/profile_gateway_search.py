@@ -6,8 +6,13 @@
 Uses the database bench_mcp_http.py prepares (run it with --prepare-only first).
 
 In process: the CPU per request of each stage of the request path (the kept token's confirmation, as the
-gateway's token cache serves every request after a token's first; visibility, encode, ranking, query log,
-audit), then cProfile's top functions by cumulative CPU time over the same requests.
+gateway's token cache serves every request after a token's first; visibility, encode, ranking, the answer, query
+log, audit); the same by kind of request (single-step, multi-step, retried: withheld, then its parts encoded alone
+and ranked again) and for the slowest 5%, which set the c=1 p95, beside the encode floor of the same texts; the
+same requests again, their matched tools' descriptors now kept (the first pass reads and builds them, as
+bench_mcp_http.py's c=1 run does for most of its requests); then cProfile's top functions by cumulative CPU time
+over the same requests. ``SCOUT_SEARCH_WITHHOLD_THRESHOLD=0 SCOUT_SEARCH_WITHHOLD_FLAT_THRESHOLD=0`` keeps random
+tool vectors (bench/random_vectors_db.py) from withholding, and so retrying, every multi-step request.
 
 ``--http``: the whole ASGI app (``scoutsite.asgi:application``) served by uvicorn in this process on the run
 command's protocol, and tool_search POSTs sent one at a time from a client thread. It reports CPU per
@@ -22,8 +27,10 @@ CPU per request of every thread of the process is listed too (Linux /proc).
 import argparse
 import asyncio
 import cProfile
+import gc
 import os
 import pstats
+import statistics
 import sys
 import threading
 import time
@@ -40,6 +47,7 @@ STAGES = {
     "rank (backend.search)": ("search.backends.embedded", "EmbeddedBackend.search"),
     "query log": ("search.usage", "query_log_record"),
     "audit": ("governance.services.audit", "audit_record"),
+    "answer": ("mcpgateway.services.discovery", "_answer"),  # descriptors (read and built, or kept), why lines
 }
 
 
@@ -85,16 +93,39 @@ def profile_in_process(args: argparse.Namespace, token: str, queries: list[str])
     timed_queries = queries[10:]
     for query in queries[:10]:  # warm: model, snapshot, caches
         search(query)
+    gc.collect()  # as the gateway's warm-up leaves its heap (mcpgateway.server.gateway_warm_up)
+    gc.freeze()
     for values in stage_ms.values():
         values.clear()
-    started = time.thread_time()
-    for query in timed_queries:
-        search(query)
-    total = (time.thread_time() - started) * 1000 / len(timed_queries)
+
+    def timed_pass() -> list[tuple[str, float, dict[str, float]]]:
+        """Each request's (kind, CPU ms, CPU ms per stage)."""
+        per_request = []
+        for query in timed_queries:
+            before = {name: (len(values), sum(values)) for name, values in stage_ms.items()}
+            request_started = time.thread_time()
+            search(query)
+            spent = (time.thread_time() - request_started) * 1000
+            stages = {name: sum(values) - before[name][1] for name, values in stage_ms.items()}
+            rankings = len(stage_ms["rank (backend.search)"]) - before["rank (backend.search)"][0]
+            per_request.append((_request_kind(query, rankings), spent, stages))
+        return per_request
+
+    per_request = timed_pass()
+    total = sum(ms for _, ms, _ in per_request) / len(timed_queries)
     print(f"\nCPU per request (kept token confirmed + gateway_search), in process: {total:.1f} ms")
     for name, values in stage_ms.items():
         if values:
             print(f"  {name:<24} {sum(values) / len(timed_queries):7.2f} ms/request  ({len(values)} calls)")
+    _print_by_kind(per_request, timed_queries)
+    # The first pass shows most matched tools for the first time (their descriptors read and built: bench_mcp_http's
+    # c=1 run, after a warm-up of 32 requests, does the same); the second shows them from SearchDescriptors.
+    again = timed_pass()
+    print(
+        f"\nThe same requests again (descriptors kept): {sum(ms for _, ms, _ in again) / len(again):.1f} ms a request, "
+        f"answer {statistics.fmean(stages['answer'] for _, _, stages in again):.2f} ms "
+        f"(first pass {statistics.fmean(stages['answer'] for _, _, stages in per_request):.2f} ms)"
+    )
     print("\ncProfile of the same requests again (CPU time, thread_time; its overhead inflates Python-heavy code):")
     profile = cProfile.Profile(time.thread_time)
     profile.enable()
@@ -104,6 +135,57 @@ def profile_in_process(args: argparse.Namespace, token: str, queries: list[str])
     pstats.Stats(profile).sort_stats("cumulative").print_stats(args.top)
     if args.save:
         profile.dump_stats(args.save)
+
+
+def _request_kind(query: str, rankings: int) -> str:
+    """single-step, multi-step (served from its first search) or retried (withheld, its parts encoded alone and
+    ranked again: a second model call and ranking)."""
+    from search.engine.decompose import request_part_spans
+
+    if rankings > 1:
+        return "retried"
+    return "multi-step" if request_part_spans(" ".join(query.split())) else "single-step"
+
+
+def _print_by_kind(per_request: list[tuple[str, float, dict[str, float]]], queries: list[str]) -> None:
+    """The c=1 p95 is set by the slowest twentieth of the requests: their CPU by kind and stage, against the same
+    texts' encode floor (``encode([query])``, as bench_mcp_http.py times it), p95 over p95 as its ratio."""
+    from search.encoder import encoder_get
+
+    encoder = encoder_get()
+    floor = []
+    for query in queries:
+        started = time.thread_time()
+        encoder.encode([query])
+        floor.append((time.thread_time() - started) * 1000)
+    spent = [ms for _, ms, _ in per_request]
+    print(
+        f"\nCPU per request: p50 {bench.percentile(spent, 0.5):.2f}, p95 {bench.p95(spent):.2f} ms; "
+        f"encode floor of the same texts: p50 {bench.percentile(floor, 0.5):.2f}, p95 {bench.p95(floor):.2f} ms; "
+        f"p95/p95 {bench.p95(spent) / bench.p95(floor):.2f}"
+    )
+    tail = bench.p95(spent)
+    groups = {
+        "single-step": [r for r in per_request if r[0] == "single-step"],
+        "multi-step": [r for r in per_request if r[0] == "multi-step"],
+        "retried": [r for r in per_request if r[0] == "retried"],
+        "slowest 5%": [r for r in per_request if r[1] >= tail],
+    }
+    names = [name for name in STAGES if name != "encode"] + ["encode"]
+    # rest: the answer, the retry's second model call (encode_queries of the parts alone), the rest of the request
+    print(
+        f"  {'kind':<12} {'n':>4} {'mean':>7} {'p95':>7}  " + " ".join(f"{name[:12]:>12}" for name in [*names, "rest"])
+    )
+    for kind, rows in groups.items():
+        if not rows:
+            continue
+        cpu = [ms for _, ms, _ in rows]
+        means = [statistics.fmean(stages[name] for _, _, stages in rows) for name in names]
+        means.append(statistics.fmean(cpu) - sum(means))
+        print(
+            f"  {kind:<12} {len(rows):>4} {statistics.fmean(cpu):7.2f} {bench.p95(cpu):7.2f}  "
+            + " ".join(f"{value:12.2f}" for value in means)
+        )
 
 
 def profile_http(args: argparse.Namespace, token: str, queries: list[str]) -> None:
