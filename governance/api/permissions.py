@@ -3,7 +3,8 @@
 Views declare what they need; this class holds the checks (views hold no policy):
 - ``required_scopes``: token scopes on top of "api" (discover for tools and search, approve for approvals);
 - ``required_perms``: ``{"GET": ("catalog.view_server",), "POST": (...)}`` model permissions of the user (and of
-  whoever issued the token, when someone else did);
+  whoever issued the token, when someone else did), who must be staff: as in the admin, where only staff use them,
+  so a person whose staff status was taken away uses them through no token either;
 - ``no_model_perms``: ``{"GET": "why"}`` the methods that need no model permission, each with its reason (what
   the caller sees is decided by a selector, or is the caller's own);
 - ``require_staff``: the user must be staff (the audit trail, as in the admin);
@@ -51,7 +52,7 @@ class ApiAccess(BasePermission):
         if method in getattr(view, "no_model_perms", {}):
             return True
         perms = getattr(view, "required_perms", {}).get(method)
-        if not perms or not (user.has_perms(perms) and _issuer_may(principal, perms)):
+        if not perms or not (user.is_staff and user.has_perms(perms) and _issuer_may(principal, perms)):
             raise PermissionDenied("You do not have permission to do this.", code="permission_denied")
         if principal.agent_id is not None and (method not in SAFE_METHODS or getattr(view, "person_only", False)):
             raise PermissionDenied(AGENT_TOKEN_REFUSAL, code="permission_denied")
