@@ -7,7 +7,7 @@ body checks after it, so nobody can make the gateway buffer or parse more than t
 - ``EdgeGuard`` (before auth): Host and Origin against the allowlists (421 / 403), and no query string (a
   token put in the URL is refused, and redacted from the scope so the access log never shows it).
 - ``TokenInAddressGuard`` (outermost, the whole site: the REST API, the admin, every page): an address holding a
-  Scout token is refused, and redacted from the scope so the access log never shows it.
+  Scout token (query or path) is refused, and redacted from the scope so the access log never shows it.
 - ``DatabaseBusyGuard`` (after EdgeGuard, around authentication): a request the database could not serve before
   its answer started (no connection to be had, locked) is a 503 with Retry-After, not a bare 500.
 - ``RateGuard`` (after auth): requests per token, counted in the cache (Redis with REDIS_URL, so every worker
@@ -127,12 +127,14 @@ class SecurityHeaders:
 # A raw Scout token: the prefix and token_urlsafe(32), 43 characters (governance.constants). RE2: the address is the
 # client's text.
 _RAW_TOKEN = re2.compile(r"scout_[A-Za-z0-9_-]{43}")
+MASKED_TOKEN = "scout_MASKED"  # what the access log shows of a token refused in a path
 
 
 class TokenInAddressGuard:
-    """Every page's address (/mcp refuses any query string already, EdgeGuard): one holding a Scout token (``?token=``,
-    escaped or not) is refused with 400, and its query blanked in the scope, which the access log line is written
-    from (a client that sent its token this way put it in the log of every request)."""
+    """Every page's address (/mcp refuses any query string already, EdgeGuard): one holding a Scout token, in its query
+    (``?token=``) or its path (``/mcp/scout_…``, as clients configured with a URL that carries the secret send it),
+    escaped or not, is refused with 400, and its query blanked and the token masked in its path in the scope, which the
+    access log line is written from (a client that sent its token this way put it in the log of every request)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -143,6 +145,8 @@ class TokenInAddressGuard:
             await self.app(scope, receive, send)
             return
         scope["query_string"] = b""
+        scope["path"] = _RAW_TOKEN.sub(MASKED_TOKEN, unquote(scope.get("path") or ""))
+        scope["raw_path"] = scope["path"].encode("utf-8")
         await self.refuse(scope, receive, send)
 
 
@@ -152,10 +156,13 @@ async def _token_in_address_refusal(scope: Scope, receive: Receive, send: Send) 
 
 
 def _holds_token(scope: Scope) -> bool:
-    query = scope.get("query_string") or b""
-    if b"scout" not in query.lower() and b"%" not in query:
-        return False
-    return _RAW_TOKEN.search(unquote(query.decode("latin-1"))) is not None
+    """Whether the query or the path (decoded once by the server: a token escaped twice is decoded here again) holds
+    a raw Scout token."""
+    query = (scope.get("query_string") or b"").decode("latin-1")
+    return any(
+        ("scout" in text.lower() or "%" in text) and _RAW_TOKEN.search(unquote(text)) is not None
+        for text in (query, scope.get("path") or "")
+    )
 
 
 BUSY_RETRY_AFTER = 5  # seconds a client is told to wait when the database could not serve its request

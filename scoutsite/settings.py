@@ -318,6 +318,10 @@ SCOUT_API_PERSON_TOKENS = env_int("SCOUT_API_PERSON_TOKENS", 4)
 # Most live (unrevoked, unexpired) tokens one person holds, their agents' included (0: no limit): a token with the
 # api scope mints more, so without it one could mint without end (T13).
 SCOUT_MAX_LIVE_TOKENS_PER_PERSON = env_int("SCOUT_MAX_LIVE_TOKENS_PER_PERSON", 50)
+# Most days a token lives from its creation (0: no limit): an expiry further off is refused when it is made, and a
+# token older than this (made before the limit, or the limit lowered) is refused as expired. Else a leaked token with
+# an expiry in 9999 was a secret for ever.
+SCOUT_TOKEN_MAX_DAYS = env_int("SCOUT_TOKEN_MAX_DAYS", 365)
 SCOUT_API_ANON_RATE = env_rate("SCOUT_API_ANON_RATE", "60/minute")
 # Bearer tokens refused (unknown, revoked, expired, malformed) per client address, /mcp and the REST API together
 # (empty: no limit). Past it the address's never-verified tokens are answered 429 unlooked-up until the period ends.

@@ -26,6 +26,7 @@ from ..selectors import agents_visible_to_operator, servers_visible_to_operator,
 from ..services.tokens import (
     api_token_create,
     api_token_issue_check,
+    api_token_lifetime_check,
     api_token_live_check,
     api_token_revoke,
     api_token_tenant,
@@ -93,6 +94,11 @@ class ApiTokenAddForm(forms.ModelForm):
                 scopes_validate(data["scopes"])  # at most MAX_TOKEN_SERVER_SCOPES servers
             except ValidationError as error:
                 self.add_error("server_scopes", error.message_dict["scopes"])
+        if data.get("expires_at") is not None:
+            try:
+                api_token_lifetime_check(expires_at=data["expires_at"])
+            except ValidationError as error:
+                self.add_error("expires_at", error.message_dict["expires_at"])
         if data.get("user") is not None:
             try:
                 api_token_issue_check(user=data["user"], scopes=data["scopes"], created_by=self.issuer)

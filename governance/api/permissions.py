@@ -3,10 +3,15 @@
 Views declare what they need; this class holds the checks (views hold no policy):
 - ``required_scopes``: token scopes on top of "api" (discover for tools and search, approve for approvals);
 - ``required_perms``: ``{"GET": ("catalog.view_server",), "POST": (...)}`` model permissions of the user (and of
-  whoever issued the token, when someone else did);
+  whoever issued the token, when someone else did), who must be staff: as in the admin, where only staff use them,
+  so a person whose staff status was taken away uses them through no token either;
 - ``no_model_perms``: ``{"GET": "why"}`` the methods that need no model permission, each with its reason (what
   the caller sees is decided by a selector, or is the caller's own);
-- ``require_staff``: the user must be staff (the audit trail, as in the admin).
+- ``require_staff``: the user must be staff (the audit trail, as in the admin);
+- ``person_only``: a token acting for an agent is refused even the view's reads (other people's words).
+A token acting for an agent never uses its person's model permissions to change anything (``required_perms`` on a
+method other than GET, HEAD or OPTIONS): a server's command, address and archiving, a tool's curation are the
+operator's or curator's own acts, not an agent's one prompt injection away from a tool's output (Z8, T14).
 A method a view serves that is in neither ``required_perms`` nor ``no_model_perms`` is refused (403): a handler
 added without a permission fails closed. OPTIONS describes the view (DRF checks POST/PUT for the actions it lists).
 Object visibility is not decided here but by governance's selectors, so a hidden object is a plain 404.
@@ -14,12 +19,17 @@ Object visibility is not decided here but by governance's selectors, so a hidden
 
 from django.contrib.auth import get_user_model
 from rest_framework.exceptions import PermissionDenied
-from rest_framework.permissions import BasePermission
+from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 
 from governance.constants import SCOPE_API
 
 from .authentication import request_principal
+
+AGENT_TOKEN_REFUSAL = (
+    "A token acting for an agent does not do this: it needs its person's own rights. Use a token of your own, with "
+    "no agent."
+)
 
 
 class ApiAccess(BasePermission):
@@ -42,8 +52,10 @@ class ApiAccess(BasePermission):
         if method in getattr(view, "no_model_perms", {}):
             return True
         perms = getattr(view, "required_perms", {}).get(method)
-        if not perms or not (user.has_perms(perms) and _issuer_may(principal, perms)):
+        if not perms or not (user.is_staff and user.has_perms(perms) and _issuer_may(principal, perms)):
             raise PermissionDenied("You do not have permission to do this.", code="permission_denied")
+        if principal.agent_id is not None and (method not in SAFE_METHODS or getattr(view, "person_only", False)):
+            raise PermissionDenied(AGENT_TOKEN_REFUSAL, code="permission_denied")
         return True
 
 

@@ -28,11 +28,12 @@ CATALOG_VIEW_PERMS = ("catalog.view_tool", "catalog.change_tool")
 def principal_sees_catalog(*, principal: Principal) -> bool:
     """Whether the caller holds a model permission that shows every tool (as the admin does). Never a token of an
     agent: an agent sees the tools it may discover, as over /mcp (Z8), and never a held definition, the text a review
-    keeps from agents (T6), whoever its person is."""
+    keeps from agents (T6), whoever its person is; and only for staff, as the admin shows it (a person no longer staff
+    sees what they may discover)."""
     user = principal.user
     if principal.agent_id is not None:
         return False
-    return bool(user and user.is_active and any(user.has_perm(perm) for perm in CATALOG_VIEW_PERMS))
+    return bool(user and user.is_active and user.is_staff and any(user.has_perm(perm) for perm in CATALOG_VIEW_PERMS))
 
 
 def tools_for_api(*, principal: Principal) -> QuerySet[Tool]:

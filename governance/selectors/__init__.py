@@ -61,7 +61,13 @@ from .tenants import (
     shared_shaped_by,
     tenant_q,
 )
-from .tokens import api_tokens_with_membership, principal_as_now, principal_for_token, token_scopes_over_limit
+from .tokens import (
+    api_tokens_with_membership,
+    principal_as_now,
+    principal_for_token,
+    token_ends_at,
+    token_scopes_over_limit,
+)
 from .tools import (
     MAX_TOOL_ID_LENGTH,
     VISIBLE_SERVER_STATUSES,
@@ -111,6 +117,7 @@ __all__ = [
     "person_visible_to",
     "principal_as_now",
     "principal_for_token",
+    "token_ends_at",
     "token_scopes_over_limit",
     "server_fields_locked",
     "servers_registrable_by",

@@ -61,7 +61,7 @@ def audit_events_visible_to(*, principal: Principal) -> QuerySet:
 def _within_token(qs: QuerySet, principal: Principal) -> QuerySet:
     """``qs`` kept to what ``principal``'s token reaches (Z8, as the approval inbox and the catalog are): an agent's
     token reads what its agent and the agents below it did (their tokens' events), not its person's whole trail; a
-    token limited to servers reads those servers' events."""
+    token limited to servers reads those servers' events and its own."""
     from ..models import ApiToken
 
     if principal.agent_id is not None:
@@ -71,7 +71,8 @@ def _within_token(qs: QuerySet, principal: Principal) -> QuerySet:
         )
         qs = qs.filter(token_ref__in=refs.values("ref"))
     if principal.server_slugs is not None:
-        qs = qs.filter(target_server__in=sorted(principal.server_slugs))
+        # And its own events: those of no server (its searches) are its own doing too, not the tenant's others'.
+        qs = qs.filter(Q(target_server__in=sorted(principal.server_slugs)) | Q(token_ref=principal.token_ref))
     return qs
 
 

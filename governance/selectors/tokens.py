@@ -1,7 +1,9 @@
 """Reads of API tokens: the principal a token row stands for, now."""
 
 from dataclasses import replace
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
@@ -26,6 +28,13 @@ def token_scopes_over_limit(scopes: object) -> bool:
     return isinstance(scopes, list) and len(set(scopes) - BASE_SCOPES) > MAX_TOKEN_SERVER_SCOPES
 
 
+def token_ends_at(token: ApiToken) -> datetime:
+    """When ``token`` stops acting: its expiry, or SCOUT_TOKEN_MAX_DAYS after its creation if that comes first (a
+    token made before the limit, or the limit lowered since, with an expiry further off)."""
+    days = settings.SCOUT_TOKEN_MAX_DAYS
+    return min(token.expires_at, token.created_at + timedelta(days=days)) if days else token.expires_at
+
+
 def principal_as_now(principal: Principal) -> Principal | None:
     """``principal`` as its token (a session's: its user) stands in the database now, or None when it may no
     longer act (revoked, expired, user deactivated, left the token's tenant, ...): for re-checking a caller whose
@@ -44,11 +53,11 @@ def principal_as_now(principal: Principal) -> Principal | None:
 def principal_for_token(token: ApiToken) -> Principal | None:
     """The principal a token row stands for (no secret needed: for re-checking a stored request against the
     token it came from), or None when the token may not act: inactive user, a tenant the user is no longer a
-    member of, an agent of another user or in another tenant, an agent chain deeper than the limit, or more server
-    scopes than a token may now name (``token_scopes_over_limit``).
+    member of, an agent of another user or in another tenant, an agent chain deeper than the limit, more server
+    scopes than a token may now name (``token_scopes_over_limit``), or older than a token may live (``token_ends_at``).
 
     The delegation chain comes from the token's agent and the agents above it, never from the client."""
-    if not token.user.is_active or token_scopes_over_limit(token.scopes):
+    if not token.user.is_active or token_scopes_over_limit(token.scopes) or token_ends_at(token) <= timezone.now():
         return None
     member = getattr(token, "tenant_member", None)
     if token.tenant_id is not None and not (

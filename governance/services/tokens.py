@@ -29,7 +29,12 @@ from governance.constants import (
 )
 from governance.models import Agent, ApiToken, Tenant
 from governance.principals import Principal, principal_for_user
-from governance.selectors import api_tokens_with_membership, principal_for_token, token_scopes_over_limit
+from governance.selectors import (
+    api_tokens_with_membership,
+    principal_for_token,
+    token_ends_at,
+    token_scopes_over_limit,
+)
 from governance.services.audit import audit_record
 
 logger = logging.getLogger(__name__)
@@ -107,6 +112,16 @@ def api_token_issue_check(*, user: AbstractBaseUser, scopes: list[str], created_
         )
 
 
+def api_token_lifetime_check(*, expires_at: datetime) -> None:
+    """Refuse an expiry more than SCOUT_TOKEN_MAX_DAYS ahead (0: no limit): a leaked token is a secret until it
+    expires, and one dated 9999 never did. Raises ValidationError on ``expires_at``."""
+    days = settings.SCOUT_TOKEN_MAX_DAYS
+    if days and expires_at > timezone.now() + timedelta(days=days):
+        raise ValidationError(
+            {"expires_at": f"a token lives at most {days} days (SCOUT_TOKEN_MAX_DAYS): choose an earlier expiry"}
+        )
+
+
 def api_token_live_check(*, user: AbstractBaseUser) -> None:
     """Refuse a new token to ``user`` who already holds SCOUT_MAX_LIVE_TOKENS_PER_PERSON live ones (neither revoked
     nor expired; their agents' count too): any token with the api scope mints more, and each is a row, a rate of
@@ -141,6 +156,7 @@ def api_token_create(
         raise ValidationError({"user": "cannot issue a token to an inactive user"})
     if timezone.is_naive(expires_at) or expires_at <= timezone.now():
         raise ValidationError({"expires_at": "the expiry must be a time in the future (with a time zone)"})
+    api_token_lifetime_check(expires_at=expires_at)
     api_token_issue_check(user=user, scopes=scopes, created_by=created_by)
     tenant = api_token_tenant(user=user, agent=agent, tenant=tenant)
     raw = TOKEN_PREFIX + secrets.token_urlsafe(TOKEN_SECRET_BYTES)
@@ -237,19 +253,21 @@ def api_token_verify(raw: object) -> Principal | None:
 
 
 def api_token_refusal(raw: object) -> str:
-    """Why a raw bearer token that failed verification may not act, about that token alone: "revoked", "expired",
+    """Why a raw bearer token that failed verification may not act, about that token alone: "revoked", "expired" (its
+    expiry, or SCOUT_TOKEN_MAX_DAYS since its creation),
     "too_many_scopes" (stored before MAX_TOKEN_SERVER_SCOPES), or "invalid" for anything else (malformed, unknown, a
     user or tenant it may no longer act for). Its holder may be told (they hold the secret); nothing here says whether
     any other token exists."""
     if not isinstance(raw, str) or not raw.startswith(TOKEN_PREFIX) or len(raw) > MAX_RAW_TOKEN_LENGTH:
         return "invalid"
     digest = _digest(raw)
-    token = ApiToken.objects.filter(token_hash=digest).only("token_hash", "revoked_at", "expires_at", "scopes").first()
+    fields = ("token_hash", "revoked_at", "expires_at", "created_at", "scopes")
+    token = ApiToken.objects.filter(token_hash=digest).only(*fields).first()
     if token is None or not hmac.compare_digest(token.token_hash, digest):
         return "invalid"
     if token.revoked_at is not None:
         return "revoked"
-    if token.expires_at <= timezone.now():
+    if token_ends_at(token) <= timezone.now():
         return "expired"
     return "too_many_scopes" if token_scopes_over_limit(token.scopes) else "invalid"
 
@@ -278,7 +296,9 @@ def api_token_verify_versioned(raw: object) -> VerifiedToken | None:
     if checked is None:
         return None
     token, principal, last_used_at = checked
-    return VerifiedToken(principal=principal, version=version, expires_at=token.expires_at, last_used_at=last_used_at)
+    return VerifiedToken(
+        principal=principal, version=version, expires_at=token_ends_at(token), last_used_at=last_used_at
+    )
 
 
 def _verify(raw: object) -> tuple[ApiToken, Principal, datetime | None] | None:

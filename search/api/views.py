@@ -24,6 +24,7 @@ class LearnedRequestSerializer(serializers.ModelSerializer):
 class ToolLearnedRequestList(generics.ListAPIView):
     required_scopes = (SCOPE_DISCOVER,)
     required_perms = {"GET": ("search.view_learnedrequest",)}
+    person_only = True  # other people's words: a curator reads them, never their agent, a searcher (Z8)
     serializer_class = LearnedRequestSerializer
 
     def get_queryset(self) -> QuerySet[LearnedRequest]:

@@ -1,7 +1,10 @@
 """Authentication, the "api" scope, the one error shape, throttling and unknown routes, over HTTP."""
 
+from datetime import timedelta
+
 import httpx
 import pytest
+from django.utils import timezone
 
 from tests.api.conftest import api_db, error_of, make_token, session_cookies
 
@@ -46,13 +49,17 @@ def test_token_without_api_scope_cannot_use_the_api(api, catalog, member):
     assert "list_issues" not in response.text
 
 
+def _in_a_month() -> str:
+    return (timezone.now() + timedelta(days=30)).isoformat()  # within SCOUT_TOKEN_MAX_DAYS
+
+
 def test_session_reads_and_writes_with_csrf(api, catalog, member):
     member.is_staff = True  # a session comes from the admin's sign-in
     member.save()
     cookies = session_cookies(member)
     listed = httpx.get(f"{api.base}/api/v1/tools/", cookies=cookies)
     assert listed.status_code == 200 and listed.json()["count"] == 1
-    body = {"name": "from the browser", "scopes": ["api"], "expires_at": "2099-01-01T00:00:00Z"}
+    body = {"name": "from the browser", "scopes": ["api"], "expires_at": _in_a_month()}
     refused = httpx.post(f"{api.base}/api/v1/tokens/", cookies=cookies, json=body)
     assert refused.status_code == 403
     assert "CSRF" in error_of(refused)["message"]
@@ -72,7 +79,7 @@ def test_a_session_whose_person_is_no_longer_staff_is_refused(api, catalog, memb
     member.save()
     cookies = session_cookies(member)
     csrf = {"X-CSRFToken": cookies["csrftoken"]}
-    body = {"name": "kept", "scopes": ["api", "discover", "execute", "approve"], "expires_at": "2099-01-01T00:00:00Z"}
+    body = {"name": "kept", "scopes": ["api", "discover", "execute", "approve"], "expires_at": _in_a_month()}
     assert httpx.get(f"{api.base}/api/v1/tools/", cookies=cookies).status_code == 200
     member.is_staff = False
     member.save()

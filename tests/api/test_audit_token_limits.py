@@ -63,3 +63,17 @@ def test_a_server_limited_token_reads_only_its_servers_events(api, owner, catalo
     assert servers == {"github", "payroll"}
     limited = api.get("audit/?event_type=grant", token=github_only).json()["results"]
     assert limited and {event["target_server"] for event in limited} == {"github"}
+
+
+def test_a_server_limited_token_reads_its_own_searches_and_no_other_tokens(api, owner, catalog, grant):
+    """redteam35: a search is an event of no server, so a token limited to servers read none of its own searches
+    (redteam33 kept it to its servers' events); it reads its own now, and still no other token's."""
+    from governance.models import ApiToken
+
+    give_perms(owner, "governance.view_auditevent")
+    grant(owner, catalog.github, "discover")
+    mine, other = (make_token(owner, ["api", "discover", "server:github"]) for _ in range(2))
+    for raw in (mine, other):
+        _search_as(raw)
+    assert _refs(api, mine) == {ApiToken.objects.get(display_prefix=mine[:10]).ref}
+    assert len(_refs(api, make_token(owner, ["api"]))) == 2  # the person's own token reads both

@@ -33,3 +33,18 @@ def test_other_addresses_and_a_token_in_the_header_still_work(gateway):
     raw = make_token(make_user("url_token_ok"), ["api", "discover"])
     assert httpx.get(f"{gateway.url}/api/v1/tools/?q=scout_abc", headers={"Authorization": f"Bearer {raw}"}).is_success
     assert httpx.get(f"{gateway.url}/admin/login/?next=/admin/", timeout=10).status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/mcp/{raw}", "/api/v1/tools/{raw}/", "/admin/{escaped}/", "/{twice}"])
+def test_a_token_in_a_pages_path_is_refused_and_never_logged(gateway, path):
+    """redteam35: a token in the path (a client configured with ``https://scout/mcp/<token>``, as some gateways take
+    it) was answered 404 and written whole in uvicorn's access line and Django's "Not Found" warning."""
+    raw = make_token(make_user("path_token"), ["api", "discover"])
+    escaped = "".join(f"%{byte:02X}" for byte in raw.encode())
+    address = path.format(raw=raw, escaped=escaped, twice=quote(escaped, safe=""))
+    with uvicorn_lines() as lines:
+        response = httpx.get(gateway.url + address, timeout=10)
+        assert response.status_code == 400
+        assert raw not in response.text and "Authorization header" in response.json()["error_description"]
+        wait_for_access_line(lines, "scout_MASKED", "400")
+        assert not any(raw[6:] in line or escaped[18:] in line for line in lines)

@@ -129,3 +129,15 @@ def test_choosing_more_servers_than_a_token_may_name_is_a_form_error(client, sup
     assert not ApiToken.objects.exists()
     kept = client.post(reverse(ADD), _post(member, server_scopes=slugs[:MAX_TOKEN_SERVER_SCOPES]))
     assert kept.status_code == 200 and ApiToken.objects.count() == 1
+
+
+def test_an_expiry_past_the_token_lifetime_limit_is_a_form_error(client, superuser, member, settings):
+    """redteam35: the admin issued a token expiring in 9999 (a secret for ever once leaked)."""
+    settings.SCOUT_TOKEN_MAX_DAYS = 365
+    client.force_login(superuser)
+    refused = client.post(reverse(ADD), _post(member, expires_at_0="9999-12-31"))
+    assert refused.status_code == 200
+    assert "a token lives at most 365 days" in html_module.unescape(refused.content.decode())
+    assert not ApiToken.objects.exists()
+    kept = client.post(reverse(ADD), _post(member))
+    assert kept.status_code == 200 and ApiToken.objects.count() == 1
