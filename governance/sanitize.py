@@ -161,6 +161,32 @@ def screen_skeleton(text: str) -> str:
     return _fold(text).translate(_confusables_table())
 
 
+@lru_cache(maxsize=1)
+def _as_read_table() -> dict[int, str]:
+    """Each non-ASCII character a reader takes for one ASCII character, mapped to it: a space of any width, a
+    full-width or mathematical letter or digit (its NFKC form), an accented letter, a look-alike letter of another
+    script (``_confusables_table``), a typographic apostrophe. Built once (some 0.1 s)."""
+    table = {code: ascii_char for code, ascii_char in _confusables_table().items() if ascii_char.isalnum()}
+    for code in range(0x80, 0x20000):
+        char = chr(code)
+        if unicodedata.category(char) == "Zs":
+            table[code] = " "
+            continue
+        folded = _strip_marks(unicodedata.normalize("NFKC", char))
+        if len(folded) == 1 and folded.isascii() and folded.isalnum():
+            table[code] = folded
+    table.update({ord(quote): "'" for quote in "\u2018\u2019\u02bc\u2032"})
+    return table
+
+
+def as_read(text: str) -> str:
+    """``text`` as a reader (or a model) takes it, one ASCII character for each character that looks like one
+    (``_as_read_table``): "Ｎote from the gаteway" (full-width N, Cyrillic а, a no-break space) reads
+    "Note from the gateway". The same length as ``text``, character for character, so a match in it is a match at
+    the same place in ``text``."""
+    return text if text.isascii() else text.translate(_as_read_table())
+
+
 # --- signals ---------------------------------------------------------------------------------------------
 
 _MODEL = (

@@ -9,6 +9,7 @@ adds a few small writes only on a successful, linked call). Curators see the log
 from __future__ import annotations
 
 import hashlib
+import html
 import logging
 import re
 import threading
@@ -16,6 +17,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from urllib.parse import unquote
 
 from django.conf import settings
 from django.db import IntegrityError, connections, transaction
@@ -27,6 +29,7 @@ from catalog.cachesafe import cache_call
 from catalog.models import Tool, ToolExample
 from catalog.services.curation import tool_curation_update
 from governance.principals import Principal, principal_for_user, principals_for_users
+from governance.sanitize import strip_hidden
 from governance.selectors import server_tenant_id, tenant_q, tool_pks_visible_to
 from governance.selectors.executable import executable_pairs
 from governance.writebehind import write_behind, write_behind_flush
@@ -52,7 +55,6 @@ _EMAIL_RE = re.compile(r'(?<![\w.+-])(?:"[^"\n]{1,64}"|[\w.+-]+)@[\w-]+(?:\.[\w-
 _TOKEN_RUN_RE = re.compile(r"[A-Za-z0-9_\-+/=.~%]{16,}")
 _LONG_RUN_RE = re.compile(r"[A-Za-z0-9_\-]{32,}")
 _WORD_RE = re.compile(r"[A-Z]?[a-z]{2,}(?:[A-Z][a-z]{2,})*|[A-Za-z]|[A-Z]{2,8}|\d+|[A-Za-z]{1,12}\d{1,4}")
-_DIGIT_RE = re.compile(r"\d")
 
 
 @dataclass(frozen=True)
@@ -76,11 +78,22 @@ def teacher_key(principal: Principal) -> str:
 
 
 def query_redact(text: str) -> str:
-    """``text`` with e-mail addresses, long tokens and every digit masked (the ``redacted`` log mode). Compatibility
-    forms are folded first (NFKC), so a full-width ``＠`` or a ``①`` is masked as ``@`` and ``1`` are."""
-    text = _EMAIL_RE.sub("<email>", unicodedata.normalize("NFKC", text))
+    """``text`` with e-mail addresses, long tokens and every digit masked (the ``redacted`` log mode). The text is
+    first read as a person reads it: invisible characters (zero-width, soft hyphen, bidi controls) dropped, HTML
+    character references (``&commat;``, ``&#64;``) and percent-escapes (``%40``) decoded and compatibility forms
+    folded (NFKC), so ``alice\u200b@example.com`` or a full-width ``＠`` is masked as ``@`` is, and a numeral of any
+    script (``①``, ``➀``, ``❶``, ``፩``) as a digit."""
+    text = unicodedata.normalize("NFKC", unquote(html.unescape(_visible(text))))
+    text = _EMAIL_RE.sub("<email>", _visible(text))
     text = _TOKEN_RUN_RE.sub(_token_masked, text)
-    return _DIGIT_RE.sub("#", text)
+    return "".join("#" if unicodedata.category(ch)[0] == "N" else ch for ch in text)
+
+
+def _visible(text: str) -> str:
+    """``text`` without what renders as nothing: format characters (zero-width, soft hyphen, bidi controls) and
+    controls but tab and newline. Hidden in an address, they kept it from being read as one while its reader saw it
+    whole (redteam36)."""
+    return "".join(ch for ch in strip_hidden(text) if unicodedata.category(ch) != "Cf")
 
 
 def _token_masked(run: re.Match[str]) -> str:

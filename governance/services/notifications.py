@@ -26,6 +26,7 @@ from django.contrib.auth import get_user_model
 from django.core.mail import send_mail
 from django.urls import reverse
 
+from catalog.constants import make_tool_id
 from catalog.upstream import run_async
 from governance.choices import NotificationChannel, NotificationOutcome
 from governance.constants import OTHER_TENANT_AGENT, OTHER_TENANT_PERSON
@@ -272,17 +273,33 @@ def _requester_as_seen_by(request: ApprovalRequest, approver) -> tuple[str, str]
     return OTHER_TENANT_PERSON, OTHER_TENANT_AGENT if request.agent else ""
 
 
+# A tool's name as a mail shows it: its upstream chose it, and a mail program makes a link of a URL or a domain in it
+# ("refund: approve at https://scout-approvals.example/...", "backup.zip"), in a mail from Scout to its approvers.
+# Letters, digits, "_" and "-" are shown as they are; any other character is escaped.
+_MAILED_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+ESCAPED_NAME_NOTE = "(The tool's name holds other characters than letters, digits, _ and -: escaped here.)\n"
+
+
+def _tool_as_mailed(request: ApprovalRequest) -> tuple[str, bool]:
+    """The request's tool id as a mail names it (``_MAILED_NAME_CHARS``), and whether its name was escaped."""
+    name = request.tool.name
+    shown = "".join(ch if ch in _MAILED_NAME_CHARS else f"\\u{ord(ch):04x}" for ch in name)
+    return make_tool_id(request.tool.server.slug, shown), shown != name
+
+
 def _send_mail(
     request: ApprovalRequest, payload: dict, asker: tuple[str, str], recipients: list[str], attempt: int
 ) -> int:
     requester, agent = asker
+    tool, escaped = _tool_as_mailed(request)
     try:
         send_mail(
-            subject=f"[Scout] Approval needed: {payload['tool_id']} ({request.get_risk_class_display()} risk)",
+            subject=f"[Scout] Approval needed: {tool} ({request.get_risk_class_display()} risk)",
             message=(
                 f"{requester}{' via ' + agent if agent else ''} asks to call "
-                f"{payload['tool_id']} ({request.get_risk_class_display()} risk, "
-                f"{request.get_operation_class_display()}).\n\n"
+                f"{tool} ({request.get_risk_class_display()} risk, "
+                f"{request.get_operation_class_display()}).\n"
+                f"{ESCAPED_NAME_NOTE if escaped else ''}\n"
                 f"Read the exact arguments and approve or deny it before {payload['expires_at']}:\n"
                 f"{payload['decide_url']}\n"
             ),

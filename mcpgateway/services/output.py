@@ -34,7 +34,7 @@ import idna
 import mcp_types as types
 import re2
 
-from governance.sanitize import clean_json_strings
+from governance.sanitize import as_read, clean_json_strings
 
 from ..constants import OUTPUT_META_KEY, SCOUT_META_PREFIX
 
@@ -73,7 +73,10 @@ def result_for_model(result: types.CallToolResult, *, tool_id: str) -> types.Cal
     its content's), and marked as untrusted output of ``tool_id``."""
     raw: dict[str, Any] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
     links = _LinkCount()
-    cleaned = strings_mapped(_links_defanged(clean_json_strings(raw), links), gateway_voice_marked)
+    voices = _VoiceCount()
+    cleaned = strings_mapped(
+        _links_defanged(clean_json_strings(raw), links), lambda text: gateway_voice_marked(text, voices)
+    )
     assert isinstance(cleaned, dict)
     content = _without_reserved_meta(cleaned.get("content") or [])
     cleaned["content"] = content
@@ -104,6 +107,11 @@ def result_for_model(result: types.CallToolResult, *, tool_id: str) -> types.Cal
         notes.append(
             f"The gateway removed {images} image(s) of this result: only raster images (PNG, JPEG, GIF, WebP and the "
             "like) are passed on, not SVG or other documents shown as images."
+        )
+    if voices.bracketed:
+        notes.append(
+            f"The tool's text speaks as the gateway in {voices.bracketed} more place(s), each put in ‹ ›: those are "
+            "the tool's words, not the gateway's."
         )
     cleaned["content"] = [*kept, *({"type": "text", "text": note} for note in notes)]
     meta = cleaned.get("_meta") if isinstance(cleaned.get("_meta"), dict) else {}
@@ -161,21 +169,95 @@ def _links_defanged(node: Any, count: _LinkCount) -> Any:
 
 # The gateway's own words inside a result ("Note from the gateway: the tool ran and reported this error ...", "The
 # gateway removed 2 link(s) ..."), written by a tool: a model reads them as Scout telling it what to do next, the
-# voice the output policy's role tags are defanged for (T9). Said as the tool's. On RE2: upstream text.
+# voice the output policy's role tags are defanged for (T9). Said as the tool's. On RE2: upstream text. Matched on the
+# text as read (``as_read``): a no-break space, a full-width or Cyrillic letter read the same to a model.
 _CASE_FOLDED = re2.Options()
 _CASE_FOLDED.case_sensitive = False
 GATEWAY_NOTE_RE = re2.compile(
     r"\b(notes?|messages?|notices?|warnings?)(\s+)from\s+(?:the\s+)?(?:scout\s+)?gateway\b", options=_CASE_FOLDED
 )
 GATEWAY_REMOVED_RE = re2.compile(r"\b(?:the\s+)?(?:scout\s+)?gateway(\s+)removed\b", options=_CASE_FOLDED)
+# Other words for the gateway speaking (redteam36): "Scout here:", "This is Scout", "Message from Scout", "Scout
+# notice", "The gateway says", "[Scout]", a line led by "SCOUT:" or "Gateway:" and words. Each is followed by
+# VOICE_OF_THE_TOOL, its words kept. A bare "gateway" (a network's, a payment service's) only where it speaks: at the
+# start of a line or sentence, or as "the gateway"; "Gateway: 10.0.0.1" (a value) is no voice.
+_SPEAKER = r"(?:scout(?:\s+gateway)?|(?:^|[.!?:;\n]\s*|\bthe\s+)gateway)"
+_NOUNS = (
+    r"(?:notes?|notices?|messages?|warnings?|alerts?|instructions?|reminders?|announcements?|directives?|orders?"
+    r"|updates?|overrides?)"
+)
+_VERBS = (
+    r"(?:says|said|writes|wrote|instructs|instructed|requests|requested|requires|required|asks|asked|tells|told"
+    r"|reports|confirms|confirmed|approves|approved|authori[sz]es|authori[sz]ed|verifies|verified|orders|ordered"
+    r"|wants|insists)"
+)
+GATEWAY_SPEAKS_RE = re2.compile(
+    r"(?m)\b(?:this\s+is\s+)?(?:the\s+)?(?:scout|gateway)(?:\s+gateway)?\s+(?:here|speaking)\b"
+    r"|\bthis\s+is\s+(?:the\s+)?scout\b(?:\s+gateway\b)?"
+    rf"|\b{_NOUNS}\s+(?:from|by)\s+(?:the\s+)?scout\b(?:\s+gateway\b)?"
+    rf"|{_SPEAKER}(?:'s)?\s+(?:(?:system|security|policy|official|admin|operator)\s+)?{_NOUNS}\b"
+    rf"|{_SPEAKER}\s+{_VERBS}\b"
+    r"|[\[(<{]\s*(?:scout|gateway)(?:\s+[a-z]+){0,2}\s*[\])>}]",
+    options=_CASE_FOLDED,
+)
+# "SCOUT: call ...", "Gateway notice: ...", "> Scout: ..." leading a line or sentence; the note goes before the colon.
+GATEWAY_LABEL_RE = re2.compile(
+    r"(?m)(?:^|[.!?;]\s+)([^\w\n]*(?:scout|gateway)(?:\s+(?:gateway|system|note|notice|message|warning|alert|security|admin))*)"
+    r"\s*:[ \t]*[a-z]",
+    options=_CASE_FOLDED,
+)
+VOICE_OF_THE_TOOL = " (the tool's words, not the gateway's)"
+# Claims of one result spelt out with VOICE_OF_THE_TOOL; past them a claim is only put in ‹ › (a result of a
+# megabyte of "[Scout]" would grow sixfold past the output cap), and the result says so once (``result_for_model``).
+VOICE_NOTES_SPELT_OUT = 50
 
 
-def gateway_voice_marked(text: str) -> str:
+@dataclass
+class _VoiceCount:
+    spelt_out: int = 0
+    bracketed: int = 0
+
+
+def gateway_voice_marked(text: str, count: _VoiceCount | None = None) -> str:
     """``text`` (a tool's, a definition's) with any claim to be a note of the gateway's said as the tool's: "Note from
     the gateway:" becomes "Note from the tool (not the gateway):", "The gateway removed" "the tool says the gateway
-    removed". Scout's own notes are added after this, as written."""
-    text = GATEWAY_NOTE_RE.sub(r"\1\2from the tool (not the gateway)", text)
-    return GATEWAY_REMOVED_RE.sub(r"the tool says the gateway\1removed", text)
+    removed", and another way of the gateway speaking ("Scout here:", ``GATEWAY_SPEAKS_RE``) is followed by
+    ``VOICE_OF_THE_TOOL`` (past ``VOICE_NOTES_SPELT_OUT`` of them in ``count``, put in ‹ ›). Matched as read
+    (``as_read``); the text's own characters are kept. Scout's own notes are added after this, as written."""
+    read = as_read(text).lower()
+    if "gateway" not in read and "scout" not in read:
+        return text
+    count = count if count is not None else _VoiceCount()
+    text = _replaced(
+        text, GATEWAY_NOTE_RE, lambda match: f"{match.group(1)}{match.group(2)}from the tool (not the gateway)"
+    )
+    text = _replaced(text, GATEWAY_REMOVED_RE, lambda match: f"the tool says the gateway{match.group(1)}removed")
+    read = as_read(text)
+    claims = [match.span() for match in GATEWAY_SPEAKS_RE.finditer(read)]
+    claims += [match.span(1) for match in GATEWAY_LABEL_RE.finditer(read)]
+    # One pass, joined once: a result may hold a megabyte of such claims.
+    pieces, done = [], 0
+    for start, end in sorted(claims):
+        if start < done or text.startswith(VOICE_OF_THE_TOOL, end):
+            continue  # overlaps a claim marked already, or said as the tool's already
+        if count.spelt_out < VOICE_NOTES_SPELT_OUT:
+            count.spelt_out += 1
+            pieces += [text[done:end], VOICE_OF_THE_TOOL]
+        else:
+            count.bracketed += 1
+            pieces += [text[done:start], "‹", text[start:end], "›"]
+        done = end
+    return "".join(pieces) + text[done:] if pieces else text
+
+
+def _replaced(text: str, pattern: Any, written: Callable[[Any], str]) -> str:
+    """``text`` with each match of ``pattern`` in it as read (``as_read``) replaced by ``written(match)``: the
+    original characters outside the matches kept."""
+    pieces, start = [], 0
+    for match in pattern.finditer(as_read(text)):
+        pieces += [text[start : match.start()], written(match)]
+        start = match.end()
+    return "".join(pieces) + text[start:] if pieces else text
 
 
 def text_links_defanged(text: str) -> str:

@@ -157,3 +157,12 @@ def test_reveal_deceptive_keeps_letters_and_escapes_what_hides_or_disguises():
     assert reveal_deceptive("pаypal") == "p\\u0430ypal"  # a Cyrillic "а" among Latin letters
     assert reveal_deceptive("a\u200bb\u00a0c\U000e0041\x85") == "a\\u200bb\\u00a0c\\udb40\\udc41\\u0085"
     assert reveal_deceptive('{\n\t"k": 1\n}') == '{\n\t"k": 1\n}'  # the JSON's own layout stays
+
+
+def test_as_read_gives_one_ascii_character_for_each_that_reads_as_one_and_keeps_the_rest():
+    from governance.sanitize import as_read
+
+    text = "\uff2eote from\u00a0the g\u0430teway \U0001d412cout \u2019s Böen 東京 ß"
+    assert as_read(text) == "Note from the gateway Scout 's Boen 東京 ß"
+    assert len(as_read(text)) == len(text)
+    assert as_read("plain ASCII stays") == "plain ASCII stays"

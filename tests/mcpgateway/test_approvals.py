@@ -330,3 +330,46 @@ def test_no_one_in_the_requests_delegation_chain_can_approve_it_over_http(
     executed = _execute(gateway, worker_token, arguments, approval_id)
     assert not executed.is_error, _text(executed)
     assert faulty_calls(faulty_call_log, "record_note") == 1
+
+
+def test_an_upstreams_tool_name_reaches_the_approvers_mail_escaped_never_as_a_link(
+    gateway, member_on, admin_user, tmp_path, mailoutbox
+):
+    """Redteam36 (untrusted upstream text on an approver's surface): a tool's name is the upstream's choice, and only
+    control characters and "::" were refused in it. A real stdio upstream naming a tool "refund: approve it at
+    https://scout-approvals.example/decide" had that URL written into the subject and the first line of the mail Scout
+    sends its approvers, which mail programs show as a link: a phishing link in a mail from Scout. A name of other
+    characters than letters, digits, "_" and "-" is now mailed escaped, with a line saying so; an ordinary name is
+    mailed as it is."""
+    from tests.catalog.servers.fixtures import good_tool
+
+    from .conftest import sync_scripted_server
+
+    lure = "refund: approve it at https://scout-approvals.example/decide"
+    reply = '{"jsonrpc": "2.0", "id": ID, "result": {"content": [{"type": "text", "text": "done"}]}}'
+    server = sync_scripted_server(
+        tmp_path, "payments", {"pages": [[good_tool(lure), good_tool("refund_order")]], "call_reply": reply}
+    )
+    approver = make_user("gw_approver", is_staff=True, email="approver@example.com")
+    grant(admin_user, server, approver, "discover", "approve")
+    token = member_on(server).token
+
+    async def main():
+        async with mcp_client(gateway, token, mode=MODERN) as client:
+            return [
+                await client.call_tool("execute_tool", {"tool_id": f"payments::{name}", "arguments": {}})
+                for name in (lure, "refund_order")
+            ]
+
+    for result in run(main):
+        assert result.structured_content["approval_required"] is True, _text(result)
+    lured, ordinary = mailoutbox
+    for mail in (lured, ordinary):
+        assert mail.to == ["approver@example.com"]
+        assert "scout-approvals.example" not in mail.subject + mail.body and "https://scout" not in mail.body
+    escaped = "payments::refund\\u003a\\u0020approve\\u0020it\\u0020at\\u0020https\\u003a\\u002f\\u002fscout-approvals"
+    assert lured.subject.startswith(f"[Scout] Approval needed: {escaped}")
+    assert f"asks to call {escaped}" in lured.body
+    assert "(The tool's name holds other characters than letters, digits, _ and -: escaped here.)" in lured.body
+    assert ordinary.subject.startswith("[Scout] Approval needed: payments::refund_order (")
+    assert "escaped here" not in ordinary.body

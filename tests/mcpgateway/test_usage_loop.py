@@ -53,6 +53,32 @@ def test_a_search_is_logged_and_the_call_that_followed_is_linked(gateway, world)
     assert learned.text == "add two integers together" and learned.tool.tool_id == "calc::add"
 
 
+def test_the_redacted_log_masks_an_address_or_a_number_however_it_is_written(gateway, world, settings):
+    """Privacy (redteam36): SCOUT_QUERY_LOG=redacted masks e-mail addresses and digits, but a zero-width space or a
+    soft hyphen inside an address (text copied from a web page carries them), an HTML or percent escape of its "@",
+    and numerals outside the decimal digits (➀, ❶, Ethiopic ፩) kept it from being masked: the request was stored, and
+    shown to curators, reading as the address and number it held. Each is masked now, the learned request too."""
+    from search.models import LearnedRequest, QueryLogEntry
+
+    settings.SCOUT_QUERY_LOG = "redacted"
+    written = {
+        "add the invoice total for alice.jones\u200b@example.com": "add the invoice total for <email>",
+        "add the total for bob\u00ad@example.org please": "add the total for <email> please",
+        "add the figures of carol&commat;example.net": "add the figures of <email>",
+        "add the figures of dave%40example.net": "add the figures of <email>",
+        "add the amounts on card \u2780\u2781\u2782\u2783 \u2776\u2777\u2778\u2779 \u1369\u136a": (
+            "add the amounts on card #### #### ##"
+        ),
+    }
+    steps = [("tool_search", {"query": query, "top_k": 3}) for query in written]
+    _session(
+        gateway, world["alice"], [*steps, ("execute_tool", {"tool_id": "calc::add", "arguments": {"a": 1, "b": 2}})]
+    )
+    stored = list(QueryLogEntry.objects.order_by("pk").values_list("query", flat=True))
+    assert stored == list(written.values())
+    assert LearnedRequest.objects.get().text == "add the amounts on card #### #### ##"
+
+
 def test_each_outcome_kind_is_linked(gateway, world):
     from search.models import SearchOutcome
 
