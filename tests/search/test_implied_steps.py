@@ -95,3 +95,21 @@ def test_an_implied_step_does_not_push_out_a_worded_steps_tool():
 def test_only_the_implied_steps_text_is_implied():
     assert is_implied(WRITE_STEP)
     assert not is_implied("write the summary to a file and email it")
+
+
+@pytest.mark.django_db
+@pytest.mark.slow
+def test_the_served_search_scores_the_implied_step_at_its_share(indexed):
+    """Through tool_search (the parts built as a search builds them): the file write, found by the implied step, has
+    ``clause_discount * implied_share`` of the branch shares it has when that step is the whole request."""
+    visible = {t.pk for t in indexed.values()}
+
+    def write_score(query: str) -> dict:
+        result = tool_search(query=query, visible=visible, top_k=10)
+        return next(m for m in result.matches if m.tool_id == "files::write_file").why_matched["score"]
+
+    alone, within = write_score(WRITE_STEP), write_score(REQUEST)
+    options = RankingOptions()
+    assert within["step"] > 0  # scored by a part: the implied one
+    expected = options.clause_discount * options.implied_share * (alone["bm25"] + alone["dense"])
+    assert within["bm25"] + within["dense"] == pytest.approx(expected, abs=2e-3)
