@@ -20,6 +20,7 @@ from typing import Protocol
 import numpy as np
 from django.conf import settings
 
+from ..engine.decompose import is_implied
 from ..engine.dense import DenseIndex, DenseScores
 from ..engine.ranking import Branches, Candidate, RankingOptions, rank, score_explanation
 from ..engine.snapshot import IndexSnapshot
@@ -120,7 +121,10 @@ def rank_request(
     for _ in range(MAX_ROUNDS):
         leg = dense.leg() if dense is not None else None
         branches = Branches(sparse, leg.whole if leg else None, rows)
-        clauses = [Branches(s, leg.parts[i] if leg else None, rows) for i, s in enumerate(part_sparse)]
+        clauses = [
+            Branches(s, leg.parts[i] if leg else None, rows, implied=is_implied(parts[i][0]))
+            for i, s in enumerate(part_sparse)
+        ]
         ranking = rank(
             branches,
             query=request.query,

@@ -96,6 +96,11 @@ TEXT_FILE_EXTENSIONS = frozenset(
 WRITE_STEP = "write the content to a file"
 
 
+def is_implied(step: str) -> bool:
+    """Whether ``step`` is one ``implied_steps`` returns (ranked at ``RankingOptions.implied_share``)."""
+    return step == WRITE_STEP
+
+
 def implied_steps(query: str) -> list[str]:
     """The steps ``query`` implies without wording them: a file write when it names a text file to save to."""
     match = _DESTINATION.search(query)

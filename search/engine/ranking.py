@@ -54,6 +54,10 @@ class RankingOptions:
     second_stage: int = 30  # candidates the second stage re-ranks
     decompose: bool = True  # multi-step requests: also score each part (see engine/decompose.py)
     clause_discount: float = 0.9
+    # Convex fusion: a step the request implies without wording it (``Branches.implied``, ``decompose.implied_steps``)
+    # scores this share of a worded step's: the implied file write still reaches the top 10, while its siblings
+    # (edit_file, create_directory) no longer push out the weakest worded step's tool (bench/NOTES-rank14.md).
+    implied_share: float = 0.9
     clause_rescale: bool = False  # rescaling each part to the top measured worse on ETOM levels 3-4
     intent: bool = True
     intent_agree: float = 0.06
@@ -244,6 +248,9 @@ class Branches:
     sparse: SparseScores
     dense: DenseScores | None
     visible_rows: np.ndarray
+    # A part of the request it implies without wording it (``decompose.is_implied``): scored at
+    # ``RankingOptions.implied_share`` of a worded part.
+    implied: bool = False
 
 
 def score_branches(
@@ -664,6 +671,8 @@ def _rank_pass(
         )
         # Each part's best tool lands just under the whole request's best, so every step gets a place.
         scale = options.clause_discount
+        if clause.implied and fusion == "convex":  # chosen on convex (RRF's rank values: not measured better)
+            scale *= options.implied_share
         if options.clause_rescale and (part_top := float(part.fused.max())) > 0:
             scale *= top / part_top
         scales.append(scale)

@@ -6,7 +6,7 @@ half-visible: they see the old snapshot or the new one.
 
 import bisect
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -14,6 +14,7 @@ import numpy as np
 from ..documents import ToolDoc
 from ..indexes import ToolSearchIndex
 from ..text import name_words, tokenize
+from .decompose import is_implied
 from .dense import DenseIndex
 from .intent import tool_operation
 from .ranking import Branches, Calibration, Ranking, RankingOptions, rank, score_branches
@@ -297,7 +298,8 @@ class IndexSnapshot:
         parts: Sequence[tuple[str, np.ndarray | None]] = (),
     ) -> Ranking:
         """Rank; ``parts`` are the request's steps with their vectors (multi-step requests)."""
-        clauses = [self.branches(text, vector, branches_visible(branches)) for text, vector in parts]
+        visible = branches_visible(branches)
+        clauses = [replace(self.branches(text, vector, visible), implied=is_implied(text)) for text, vector in parts]
         return rank(
             branches,
             query=query,
