@@ -98,5 +98,5 @@ def test_the_tool_list_puts_its_filters_above_and_scrolls_only_its_table_at_800_
     results = browser.find_element(By.CSS_SELECTOR, "#changelist .results")
     assert browser.execute_script("return arguments[0].scrollWidth <= arguments[0].clientWidth;", results)
     for row in browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr"):
-        for cell in (".field-tool_id", ".field-status_badge", ".field-curated"):
+        for cell in (".field-tool_id_column", ".field-status_badge", ".field-curated"):
             assert _in_view(browser, row.find_element(By.CSS_SELECTOR, cell)), cell
