@@ -366,11 +366,12 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
                     status = 403 if exc.code in ("self_approval", "forbidden") else 409
                     reason_missing = exc.code == "reason_required"
                 else:
-                    # The id is an opaque token in lower case: never first in the sentence, never capitalised.
+                    # What was decided, as the inbox leads with it (the call, who asked); the opaque id after it.
+                    call = f"{obj.tool.tool_id} for {obj.requester_shown} ({obj.approval_id})"
                     if approve:
-                        text = f"Approved {obj.approval_id}: the agent may now make this exact call once."
+                        text = f"Approved {call}: the agent may now make this exact call once."
                     else:
-                        text = f"Denied {obj.approval_id}: the agent is told your reason."
+                        text = f"Denied {call}: the agent is told your reason."
                     messages.success(request, format_html("{} {}", text, _next_waiting(request, obj)))
                     return HttpResponseRedirect(reverse("admin:governance_approvalrequest_changelist"))
         can_decide = obj.status == ApprovalStatus.PENDING and obj.expires_at > timezone.now()

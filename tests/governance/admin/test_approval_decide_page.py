@@ -41,7 +41,7 @@ def test_request_page_shows_the_tool_and_risk_and_decides(client, approver, pend
     pending.refresh_from_db()
     assert pending.status == ApprovalStatus.DENIED
     message = [str(m) for m in response.context["messages"]][0]
-    assert message.startswith("Denied apr_")  # the id keeps its lower case
+    assert message.startswith(f"Denied github::delete_repo for member ({pending.approval_id}): ")  # the call first
 
 
 def test_inbox_leads_each_row_with_the_call_then_decide_who_and_when_and_the_id_last(client, approver, pending):
@@ -192,7 +192,7 @@ def test_after_a_decision_the_message_leads_to_the_next_waiting_request(
     )
     message = [str(m) for m in response.context["messages"]][0]
     decide = reverse("admin:governance_approvalrequest_decide", args=[following.pk])
-    assert message.startswith(f"Approved {pending.approval_id}")
+    assert message.startswith(f"Approved github::delete_repo for member ({pending.approval_id})")
     assert f'Next: <a id="next-approval" href="{decide}">github::delete_repo, high risk</a>.' in message
     assert f'href="{decide}"' in response.content.decode()  # rendered as a link, not escaped text
 
