@@ -74,6 +74,8 @@ def _classification_source(request: ApprovalRequest) -> str:
         said = "marks it read-only (readOnlyHint true)"
     elif hints.get("destructiveHint") is False:
         said = "marks it as changing things without destroying any (destructiveHint false)"
+    elif hints.get("destructiveHint") is True:
+        said = "marks it destructive (destructiveHint true)"
     else:
         said = "does not mark it read-only or non-destructive, so it counts as changing things irreversibly"
     return f"Scout's default from the server's own hints ({classes}): the server {said}."

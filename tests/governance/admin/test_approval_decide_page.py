@@ -79,7 +79,8 @@ def test_the_page_says_which_risk_rule_held_the_call_and_where_the_risk_came_fro
     client.force_login(approver)
     why = _why(client, pending)
     assert "The High risk class&#x27;s rule: every call of a tool of this class needs an approval." in why
-    assert "from the server&#x27;s own hints (High risk, Write)" in why and "does not mark it read-only" in why
+    assert "from the server&#x27;s own hints (High risk, Write)" in why
+    assert "the server marks it destructive (destructiveHint true)." in why
 
     policy = mutating_tool.policy
     classify(policy, actor=superuser, operation_class=OperationClass.WRITE, reversibility=Reversibility.REVERSIBLE,
