@@ -73,28 +73,46 @@ _TEXT_SEPARATOR = re.compile(r"(::|_|/)")
 
 
 _NAME_SEPARATORS = "._@/"
+# A run of letters this long without a place to break (``financereportingwarehouseconnector``) may break anywhere, so
+# one such name never widens its column past the page (scout-long in admin.css); shorter parts stay whole.
+LONG_RUN = 24
+
+
+def _runs_marked(pieces: list[str]) -> SafeString:
+    """``pieces`` (text between break opportunities, each ending where a ``<wbr>`` goes) escaped and joined with
+    ``<wbr>``; a piece longer than ``LONG_RUN`` in a span that may break anywhere."""
+    marked = [
+        format_html('<span class="scout-long">{}</span>', piece) if len(piece) > LONG_RUN else escape(piece)
+        for piece in pieces
+        if piece
+    ]
+    return mark_safe("<wbr>".join(marked))  # noqa: S308 - each piece escaped
 
 
 def breakable_name(value: str) -> SafeString:
     """A person's or agent's name (``konstantinopoulou.alexandra``, ``CustomerSupportTriageAssistant``) that wraps in
     a narrow column only where a reader would break it: after ``.``, ``_``, ``@`` or ``/`` and where a capital follows
-    a small letter (a hyphen and a space are breaks already), never letter by letter. Escaped; a loop, not a regex
-    (names are user input, and splitting camelCase needs a look-behind RE2 lacks)."""
-    pieces, previous = [], ""
+    a small letter (a hyphen and a space are breaks already), never letter by letter unless a run has no such place
+    for ``LONG_RUN`` letters. Escaped; a loop, not a regex (names are user input, and splitting camelCase needs a
+    look-behind RE2 lacks)."""
+    pieces, previous = [""], ""
     for ch in value:
         if (previous and previous in _NAME_SEPARATORS) or (previous.islower() and ch.isupper()):
-            pieces.append("<wbr>")
-        pieces.append(escape(ch))
+            pieces.append("")
+        pieces[-1] += ch
         previous = ch
-    return mark_safe("".join(pieces))  # noqa: S308 - each character escaped
+    return _runs_marked(pieces)
 
 
 def breakable_id(value: str, *, text: bool = False) -> SafeString:
     """An identifier (``memory::create_entities``) that wraps only after ``::`` and ``_`` in a narrow column,
-    never letter by letter: escaped, with a ``<wbr>`` after each separator. ``text``: a message, whose paths and
-    URLs (``/opt/vendor/bin/mcp-weather``) also wrap after their slashes."""
+    never letter by letter unless a part is longer than ``LONG_RUN``: escaped, with a ``<wbr>`` after each
+    separator. ``text``: a message, whose paths and URLs (``/opt/vendor/bin/mcp-weather``) also wrap after their
+    slashes."""
     separator = _TEXT_SEPARATOR if text else _ID_SEPARATOR
-    return mark_safe(separator.sub(r"\1<wbr>", escape(value)))  # noqa: S308 - escaped just before
+    parts = separator.split(value)  # [part, separator, part, ...]: each separator ends the part before it
+    pieces = [part + (parts[i + 1] if i + 1 < len(parts) else "") for i, part in enumerate(parts) if i % 2 == 0]
+    return _runs_marked(pieces)
 
 
 def compact_time(value: datetime | None) -> str:

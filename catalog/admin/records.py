@@ -133,8 +133,10 @@ class SyncRunAdmin(ProgressAdminMixin, ReadOnlyAdmin, admin.ModelAdmin[SyncRun])
         return tuple(server_column if name == "server_column" else name for name in self.list_display)
 
     def server_column(self, run: SyncRun, *, linked: bool = False) -> str:
-        # A long slug ("github-enterprise-production") wraps after its hyphens in the narrow column.
-        name = format_html_join(mark_safe("-<wbr>"), "{}", ((part,) for part in str(run.server or "—").split("-")))
+        # A long slug ("github-enterprise-production") wraps after its hyphens and "_" in the narrow column, one
+        # without any ("financereportingwarehouseconnector") anywhere.
+        parts = str(run.server or "—").split("-")
+        name = format_html_join(mark_safe("-<wbr>"), "{}", ((breakable_id(part),) for part in parts))
         if not (linked and run.server_id):
             return name
         return format_html('<a href="{}">{}</a>', reverse("admin:catalog_server_change", args=[run.server_id]), name)

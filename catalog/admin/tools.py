@@ -14,7 +14,7 @@ from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from catalog.models import Tool, ToolAlias, ToolExample, ToolKeyword, ToolNegativeExample, ToolRevision
 from catalog.services.curation import tool_curation_update
 
-from .display import admin_link, badge, compact_time, json_block, text_block
+from .display import admin_link, badge, breakable_id, compact_time, json_block, text_block
 from .filters import (
     ChangedRecentlyFilter,
     ExampleRequestsFilter,
@@ -137,7 +137,14 @@ def return_path(request: HttpRequest) -> str:
 class ToolAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Tool]):
     filters_above = True  # in a window of 768-1024 px (templates/admin/change_list.html)
     form = ToolCurationForm
-    list_display = ("tool_id", "display_title_column", "server", "status_badge", "last_changed", "curated")
+    list_display = (
+        "tool_id_column",
+        "display_title_column",
+        "server_column",
+        "status_badge",
+        "last_changed",
+        "curated",
+    )
     list_select_related = ("server",)
     list_filter = (ServerFilter, ToolStatusFilter, ExampleRequestsFilter, ChangedRecentlyFilter, TransportFilter)
     search_fields = ("tool_id", "name", "description", "title", "upstream_title", "aliases__text")
@@ -238,9 +245,18 @@ class ToolAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Tool]):
             phrases_changed=any(formset.has_changed() for formset in formsets),
         )
 
+    # Both break after "::" and "_", and a long run of letters anywhere: one long name hid every column after it.
+    @admin.display(description="tool id", ordering="tool_id")
+    def tool_id_column(self, tool: Tool) -> str:
+        return breakable_id(tool.tool_id)
+
     @admin.display(description="title", ordering="title")
     def display_title_column(self, tool: Tool) -> str:
-        return tool.display_title
+        return breakable_id(tool.display_title)
+
+    @admin.display(description="server", ordering="server__slug")
+    def server_column(self, tool: Tool) -> str:
+        return breakable_id(tool.server.slug)
 
     @admin.display(description="status")
     def status_badge(self, tool: Tool) -> str:

@@ -26,6 +26,7 @@ from ..models import ApprovalRequest, AuditEvent
 from ..sanitize import reveal_deceptive
 from ..selectors import (
     approval_calls,
+    approval_hold_reasons,
     approval_request_history,
     approval_request_pks_decidable_by,
     approval_requester_may_execute,
@@ -81,10 +82,11 @@ _OPEN = (ApprovalStatus.PENDING, ApprovalStatus.APPROVED)  # still to decide or 
 @admin.register(ApprovalRequest)
 class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[ApprovalRequest]):
     filters_above = True  # in a window of 768-1024 px (templates/admin/change_list.html)
-    # Decide comes second so no viewport clips it; six narrow, wrapping columns fit beside both sidebars at
-    # 1280 px (the request's id with its time, the status with whether it is still usable).
-    list_display = ("request_column", "decide_link", "status_column", "risk_badge", "tool_column", "requester_column")
-    list_display_links = ("request_column",)
+    # Each row leads with what is asked (the call, then who asked and when further on); Decide comes second so no
+    # viewport clips it; six narrow, wrapping columns fit beside both sidebars at 1280 px. The request's opaque id,
+    # which the agent quotes, comes last: it led each row, so an approver read ids instead of calls.
+    list_display = ("tool_column", "decide_link", "status_column", "risk_badge", "requester_column", "request_column")
+    list_display_links = None  # the call links to its page itself: a linked first column is a <th>, not a cell
     list_filter = (WaitingFilter, "status", DecidedByFilter, "risk_class", "operation_class")
     # Whether each request on the page is still usable is read for the page at once (executable_pairs); 50 keeps a
     # page short to read, decisions chain by "Next".
@@ -205,15 +207,15 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
         ]
         return _pre("\n".join(lines))
 
-    @admin.display(description="who asked", ordering="requester_shown")
+    @admin.display(description="who asked, when", ordering="requester_shown")
     def requester_column(self, obj: ApprovalRequest):
         # The agent too, as the home page and the decide page say it: which of a person's agents keeps asking.
-        if not obj.agent_shown:
-            return breakable_name(obj.requester_shown)
+        agent = format_html('<br><small class="asking-agent">via {}</small>', breakable_name(obj.agent_shown))
         return format_html(
-            '{}<br><small class="asking-agent">via {}</small>',
+            '{}{}<br><small class="asked-at">{}</small>',
             breakable_name(obj.requester_shown),
-            breakable_name(obj.agent_shown),
+            agent if obj.agent_shown else "",
+            timezone.localtime(obj.created_at).strftime("%Y-%m-%d %H:%M"),
         )
 
     @admin.display(description="decided by")
@@ -247,18 +249,19 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
             return "no longer usable: requester lost access"
         return "yes"
 
-    @admin.display(description="request", ordering="created_at")
+    @admin.display(description="request id", ordering="created_at")
     def request_column(self, obj: ApprovalRequest):
-        return format_html(
-            "{}<br><small>{}</small>", obj.approval_id, timezone.localtime(obj.created_at).strftime("%Y-%m-%d %H:%M")
-        )
+        return format_html('<small class="approval-id">{}</small>', obj.approval_id)
 
     @admin.display(description="the call", ordering="tool__tool_id")
     def tool_column(self, obj: ApprovalRequest):
         # The tool (wrapping at :: and _, not letter by letter) and its arguments in short: twenty calls of one tool
         # told apart on the list, not by opening each (the decide page has them whole).
         return format_html(
-            '{}<br><small class="call-arguments">{}</small>', breakable_id(obj.tool.tool_id), arguments_line(obj)
+            '<a href="{}">{}</a><br><small class="call-arguments">{}</small>',
+            reverse("admin:governance_approvalrequest_change", args=[obj.pk]),
+            breakable_id(obj.tool.tool_id),
+            arguments_line(obj),
         )
 
     @admin.display(description="status", ordering="status")
@@ -363,11 +366,12 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
                     status = 403 if exc.code in ("self_approval", "forbidden") else 409
                     reason_missing = exc.code == "reason_required"
                 else:
-                    # The id is an opaque token in lower case: never first in the sentence, never capitalised.
+                    # What was decided, as the inbox leads with it (the call, who asked); the opaque id after it.
+                    call = f"{obj.tool.tool_id} for {obj.requester_shown} ({obj.approval_id})"
                     if approve:
-                        text = f"Approved {obj.approval_id}: the agent may now make this exact call once."
+                        text = f"Approved {call}: the agent may now make this exact call once."
                     else:
-                        text = f"Denied {obj.approval_id}: the agent is told your reason."
+                        text = f"Denied {call}: the agent is told your reason."
                     messages.success(request, format_html("{} {}", text, _next_waiting(request, obj)))
                     return HttpResponseRedirect(reverse("admin:governance_approvalrequest_changelist"))
         can_decide = obj.status == ApprovalStatus.PENDING and obj.expires_at > timezone.now()
@@ -385,6 +389,8 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
             # What the tool does, read by the approver without catalog permissions (untrusted text, escaped).
             "tool": obj.tool,
             "risk": risk_badge(obj.risk_class, obj.get_risk_class_display()),
+            # Which rule held the call, and where the tool's classes came from: what an approver weighs first.
+            "hold_reasons": approval_hold_reasons(request=obj),
             "annotations": _pre(json.dumps(obj.tool.annotations or {}, indent=2, sort_keys=True)),
             "can_decide": can_decide,
             "lost_access": lost_access,

@@ -51,7 +51,7 @@ from .audit import (
 from .grants import tool_discover_granted
 from .groups import groups_visible_to_operator
 from .people import person_shown, person_visible_to, users_visible_to_operator
-from .policy import policy_version_current, policy_version_number
+from .policy import approval_hold_reasons, policy_version_current, policy_version_number
 from .tenants import (
     install_wide_visible_to,
     server_fields_locked,
@@ -96,6 +96,7 @@ __all__ = [
     "agent_and_agents_below",
     "agents_visible_to_operator",
     "api_tokens_with_membership",
+    "approval_hold_reasons",
     "approval_request_groups_usable",
     "approval_request_pks_decidable_by",
     "approval_requester_may_execute",

@@ -115,7 +115,9 @@ def test_approver_denies_with_a_reason_then_approves_a_call_that_runs(
     browser.find_element(By.NAME, "reason").send_keys("Customer records are never deleted in bulk.")
     click_through(browser, deny)
     message = browser.find_element(By.CSS_SELECTOR, "ul.messagelist li.success").text
-    assert message.startswith(f"Denied {first_id}") and message.endswith("Nothing else waits for you.")
+    assert message.startswith(f"Denied {TOOL} for gw_member ({first_id})") and message.endswith(
+        "Nothing else waits for you."
+    )
 
     denied = run(lambda: ask("delete every customer record", first_id))
     assert denied.is_error and "Customer records are never deleted in bulk." in _text(denied)
@@ -135,7 +137,9 @@ def test_approver_denies_with_a_reason_then_approves_a_call_that_runs(
     assert "add a note to the release checklist" in arguments.text and arguments.location["y"] < approve.location["y"]
     screenshot(browser, "approver-decide-phone")
     click_through(browser, approve)
-    assert browser.find_element(By.CSS_SELECTOR, "ul.messagelist li.success").text.startswith(f"Approved {second_id}")
+    assert browser.find_element(By.CSS_SELECTOR, "ul.messagelist li.success").text.startswith(
+        f"Approved {TOOL} for gw_member ({second_id})"
+    )
 
     done = run(lambda: ask("add a note to the release checklist", second_id))
     assert not done.is_error and "stored" in _text(done)

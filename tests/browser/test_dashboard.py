@@ -1,5 +1,7 @@
 """The operators' dashboard renders its charts in a real browser, with data from a test run."""
 
+import re
+
 import pytest
 from django.contrib.auth.models import Permission
 
@@ -34,6 +36,11 @@ def test_dashboard_charts_render(browser, live_server, django_user_model, member
     )
     assert drawn > 500
     assert "4" in browser.find_element("id", "tile-searches").text
+    # The time axis on the admin's 24-hour clock and zone, named (the browser's locale drew "03:28 PM").
+    axis = browser.execute_script(
+        "const c = window.scoutDashboardCharts['chart-traffic']; return [c.data.labels, c.options.scales.x.title.text];"
+    )
+    assert all(re.fullmatch(r"[0-2]\d:[0-5]\d", label) for label in axis[0]) and axis[1] == "time (UTC)", axis
     screenshot(browser, "operator-dashboard")
 
 

@@ -2,6 +2,8 @@
 split screen): every request's call and its Decide, and every request's Attach, in view; nothing scrolls sideways.
 Beside both sidebars the inbox showed only ids and Decide, and the workbench pushed its Attach column off the page."""
 
+import re
+
 import pytest
 from django.contrib.auth.models import Group
 
@@ -40,6 +42,9 @@ def test_the_approval_inbox_shows_each_call_at_800_px(browser, live_server, djan
     rows = browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr")
     assert len(rows) == 3 and browser.execute_script(NO_SIDEWAYS), "the inbox scrolls sideways at 800 px"
     for row in rows:
+        # Each card leads with what is asked, not the request's opaque id (last, under who asked and when).
+        assert row.text.startswith(f"{server}::{name}"), row.text
+        assert re.search(r"member\s+\d{4}-\d\d-\d\d \d\d:\d\d\s+apr_\S+$", row.text), row.text
         call = row.find_element(By.CSS_SELECTOR, ".field-tool_column")
         assert _in_view(browser, call) and 'branch: "hotfix-' in call.text
         assert _in_view(browser, row.find_element(By.LINK_TEXT, "Decide"))
@@ -93,5 +98,5 @@ def test_the_tool_list_puts_its_filters_above_and_scrolls_only_its_table_at_800_
     results = browser.find_element(By.CSS_SELECTOR, "#changelist .results")
     assert browser.execute_script("return arguments[0].scrollWidth <= arguments[0].clientWidth;", results)
     for row in browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr"):
-        for cell in (".field-tool_id", ".field-status_badge", ".field-curated"):
+        for cell in (".field-tool_id_column", ".field-status_badge", ".field-curated"):
             assert _in_view(browser, row.find_element(By.CSS_SELECTOR, cell)), cell

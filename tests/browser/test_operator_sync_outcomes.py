@@ -60,10 +60,9 @@ def test_a_server_no_sync_ever_succeeded_for_says_so_under_its_failed_sync(brows
     for width in (1280, 800):
         browser.set_window_size(width, 900)
         browser.get(f"{live_server.url}/admin/catalog/server/")
-        cells = {
-            row.find_element(By.CSS_SELECTOR, ".field-slug").text: row.find_element(By.CSS_SELECTOR, ".field-last_run")
-            for row in browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr")
-        }
+        rows = browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr")
+        cells = {row.find_element(By.CSS_SELECTOR, ".field-slug_column").text: row for row in rows}
+        cells = {slug: row.find_element(By.CSS_SELECTOR, ".field-last_run") for slug, row in cells.items()}
         screenshot(browser, f"operator-server-list-never-synced-{width}")
         assert cells["weather"].text.split("\n") == ["Failed", "never synced successfully"], width
         assert cells["weather"].is_displayed() and cells["weather"].rect["x"] + cells["weather"].rect["width"] <= width

@@ -1,6 +1,6 @@
 """The operators' dashboard: figures from the query log and the audit trail, per window; operators only."""
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.contrib.auth.models import Permission
@@ -60,6 +60,16 @@ def test_figures_count_searches_executions_rates_and_failures(member):
     assert sum(figures["execution_failures"]) == 1
     later = dashboard_figures(window=WINDOWS["1h"], now=timezone.now() + timedelta(hours=2))
     assert sum(later["searches"]) == 0 and later["withheld_rate"] is None  # outside the window
+
+
+def test_the_time_axis_reads_as_every_other_time_in_the_admin():
+    """Its ticks: a 24-hour clock in the admin's time zone (the browser drew "03:28 PM" beside "2026-12-06 15:27")."""
+    now = datetime(2026, 12, 6, 15, 28, tzinfo=UTC)
+    day = dashboard_figures(window=WINDOWS["24h"], now=now)
+    assert day["ticks"][:3] == ["15:28", "16:28", "17:28"] and day["ticks"][9] == "00:28"
+    assert day["time_zone"] == "UTC"
+    assert dashboard_figures(window=WINDOWS["7d"], now=now)["ticks"][:2] == ["11-29 15:28", "11-29 21:28"]
+    assert dashboard_figures(window=WINDOWS["30d"], now=now)["ticks"][0] == "2026-11-06"
 
 
 def test_operators_only(client, django_user_model):

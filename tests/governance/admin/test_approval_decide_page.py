@@ -3,6 +3,7 @@ catalog permission), and Approve and Deny look different."""
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from governance.choices import ApprovalStatus
 from governance.services.approvals import approval_request_create
@@ -40,14 +41,59 @@ def test_request_page_shows_the_tool_and_risk_and_decides(client, approver, pend
     pending.refresh_from_db()
     assert pending.status == ApprovalStatus.DENIED
     message = [str(m) for m in response.context["messages"]][0]
-    assert message.startswith("Denied apr_")  # the id keeps its lower case
+    assert message.startswith(f"Denied github::delete_repo for member ({pending.approval_id}): ")  # the call first
 
 
-def test_inbox_puts_decide_before_the_wide_columns(client, approver, pending):
+def test_inbox_leads_each_row_with_the_call_then_decide_who_and_when_and_the_id_last(client, approver, pending):
+    """Each row led with the request's opaque id (apr_...), so an approver read ids: it now leads with the call,
+    linked to its page, then Decide; who asked says when; the id comes last."""
     client.force_login(approver)
     html = client.get(reverse("admin:governance_approvalrequest_changelist")).content.decode()
-    assert html.index('class="scout-button" href="') < html.index('class="field-tool_column"')
-    assert "github::<wbr>delete_<wbr>repo" in html  # the tool column breaks at "::" and "_" only
+    row = html.split("<tbody>", 1)[1].split("</tr>", 1)[0]
+    cells = [cell.split('"', 1)[0] for cell in row.split('class="field-')[1:]]
+    assert cells == ["tool_column", "decide_link", "status_column", "risk_badge", "requester_column", "request_column"]
+    call = row.split('class="field-tool_column"', 1)[1].split("</td>", 1)[0]
+    page = reverse("admin:governance_approvalrequest_change", args=[pending.pk])
+    assert f'<a href="{page}">github::<wbr>delete_<wbr>repo</a>' in call  # breaks at "::" and "_" only
+    asked = row.split('class="field-requester_column"', 1)[1].split("</td>", 1)[0]
+    assert f"{timezone.localtime(pending.created_at):%Y-%m-%d %H:%M}" in asked
+    assert pending.approval_id in row.split('class="field-request_column"', 1)[1]
+    assert (
+        pending.approval_id not in row.split('class="field-tool_column"', 1)[1].split('class="field-request_column"')[0]
+    )
+
+
+def _why(client, request) -> str:
+    html = client.get(reverse("admin:governance_approvalrequest_change", args=[request.pk])).content.decode()
+    return " ".join(html.split('id="decide-why"', 1)[1].split("</div>", 1)[0].split())
+
+
+def test_the_page_says_which_risk_rule_held_the_call_and_where_the_risk_came_from(
+    client, approver, pending, member_token, mutating_tool, superuser
+):
+    """The decide page showed the risk but not why the call waited: now the risk class's rule that held it, then
+    whether the class is the server's hints read by Scout, Scout's stricter note, or an admin's classification."""
+    from governance.choices import OperationClass, Reversibility, RiskLevel
+    from tests.governance.conftest import classify
+
+    client.force_login(approver)
+    why = _why(client, pending)
+    assert "The High risk class&#x27;s rule: every call of a tool of this class needs an approval." in why
+    assert "from the server&#x27;s own hints (High risk, Write)" in why
+    assert "the server marks it destructive (destructiveHint true)." in why
+
+    policy = mutating_tool.policy
+    classify(policy, actor=superuser, operation_class=OperationClass.WRITE, reversibility=Reversibility.REVERSIBLE,
+             risk=RiskLevel.MODERATE, classification_note="only archives: restorable for 30 days")  # fmt: skip
+    _, _, principal = member_token
+    moderate = approval_request_create(principal=principal, tool=mutating_tool, arguments={"name": "other"})
+    why = _why(client, moderate)
+    assert "The Moderate risk class&#x27;s rule: a tool of this class that changes something" in why
+    assert "(its operation is Write, not Read) needs an approval for every call." in why
+    assert "An admin classified the tool Moderate risk, Write on " in why
+    assert ": only archives: restorable for 30 days" in why
+    # The first request was held as High; the tool is Moderate now, and its page says so, not the new source.
+    assert "classified again since this call was asked: it is now Moderate risk, Write." in _why(client, pending)
 
 
 def test_a_decided_request_reads_as_its_record_with_what_became_of_it(client, approver, pending, member_token):
@@ -147,7 +193,7 @@ def test_after_a_decision_the_message_leads_to_the_next_waiting_request(
     )
     message = [str(m) for m in response.context["messages"]][0]
     decide = reverse("admin:governance_approvalrequest_decide", args=[following.pk])
-    assert message.startswith(f"Approved {pending.approval_id}")
+    assert message.startswith(f"Approved github::delete_repo for member ({pending.approval_id})")
     assert f'Next: <a id="next-approval" href="{decide}">github::delete_repo, high risk</a>.' in message
     assert f'href="{decide}"' in response.content.decode()  # rendered as a link, not escaped text
 
@@ -192,3 +238,22 @@ def test_arguments_read_as_written_with_what_hides_or_disguises_escaped(
     inbox = client.get(reverse("admin:governance_approvalrequest_changelist")).content.decode()
     assert "Orkanartige Böen · Привет" in inbox and "p\\u0430ypal.com\\u202etxt.exe" in inbox
     assert "\u202e" not in inbox
+
+
+def test_the_page_quotes_scouts_note_where_it_overruled_the_servers_hints(
+    client, approver, member_token, grant, server
+):
+    from tests.governance.factories import ToolFactory
+
+    _, _, principal = member_token
+    grant(principal.user, server, "discover", "execute")
+    grant(approver, server, "approve")
+    tool = ToolFactory(
+        server=server, name="purge_cache", description="Purges the cache.", annotations={"readOnlyHint": True}
+    )
+    request = approval_request_create(principal=principal, tool=tool, arguments={})
+    client.force_login(approver)
+    why = _why(client, request)
+    assert "The High risk class&#x27;s rule: every call" in why
+    assert "Scout&#x27;s default (High risk, Write), stricter than the server&#x27;s hints: Hints contradict" in why
+    assert "readOnlyHint is true but its name or description says &#x27;purge&#x27;" in why
