@@ -162,12 +162,11 @@ def _links_defanged(node: Any, count: _LinkCount) -> Any:
 # The gateway's own words inside a result ("Note from the gateway: the tool ran and reported this error ...", "The
 # gateway removed 2 link(s) ..."), written by a tool: a model reads them as Scout telling it what to do next, the
 # voice the output policy's role tags are defanged for (T9). Said as the tool's. On RE2: upstream text.
-_CASE_FOLDED = re2.Options()
-_CASE_FOLDED.case_sensitive = False
+# (?i): case folded in the pattern itself, with no RE2 options object to keep beside it.
 GATEWAY_NOTE_RE = re2.compile(
-    r"\b(notes?|messages?|notices?|warnings?)(\s+)from\s+(?:the\s+)?(?:scout\s+)?gateway\b", options=_CASE_FOLDED
+    r"(?i)\b(notes?|messages?|notices?|warnings?)(\s+)from\s+(?:the\s+)?(?:scout\s+)?gateway\b"
 )
-GATEWAY_REMOVED_RE = re2.compile(r"\b(?:the\s+)?(?:scout\s+)?gateway(\s+)removed\b", options=_CASE_FOLDED)
+GATEWAY_REMOVED_RE = re2.compile(r"(?i)\b(?:the\s+)?(?:scout\s+)?gateway(\s+)removed\b")
 
 
 def gateway_voice_marked(text: str) -> str:
