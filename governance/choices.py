@@ -52,6 +52,7 @@ class AuditEventType(models.TextChoices):
     APPROVAL_CONSUMED = "approval.consumed", "Approval used"
     APPROVAL_REJECTED = "approval.rejected", "Approval refused at use"
     APPROVAL_POLLED = "approval.polled", "Approval asked about before use"
+    APPROVAL_EXPIRED = "approval.expired", "Approval expired (timed out, or its requester lost access)"
     TOKEN_CREATED = "token.created", "API token created"
     TOKEN_REVOKED = "token.revoked", "API token revoked"
     REVIEW_HELD = "review.held", "Tool held for review"

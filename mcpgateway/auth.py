@@ -24,6 +24,7 @@ from typing import Any
 import anyio
 from django.conf import settings
 from django.core.cache.backends.locmem import LocMemCache
+from django.db import DatabaseError
 from django.utils import timezone
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
@@ -33,6 +34,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from catalog.cachesafe import shared_cache
+from catalog.dbbusy import database_busy
 from catalog.lru import LruMap
 from governance.api.throttling import bearer_wait, client_address, refused_token_wait, token_seen
 from governance.principals import Principal
@@ -44,7 +46,7 @@ from governance.services.tokens import (
     api_token_verify_versioned,
 )
 
-from .db import run_orm
+from .db import BUSY_RETRY_AFTER, busy_rpc_error, run_orm
 
 TOKEN_CACHE_SIZE = 4096
 
@@ -267,17 +269,27 @@ async def cache_off_the_loop(func: Any, *args: Any) -> Any:
     return await anyio.to_thread.run_sync(func, *args)
 
 
-async def send_too_many_refused(send: Send, wait: int) -> None:
-    limit = settings.SCOUT_REFUSED_TOKEN_RATE
-    message = f"Too many refused tokens from this address (limit {limit}); retry in {wait} s"
-    payload = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": message}}).encode()
+async def rpc_error_send(send: Send, *, status: int, error: dict[str, Any], retry_after: int) -> None:
+    """Answer with HTTP ``status``, ``Retry-After`` and the JSON-RPC ``error`` (no request id: none was read)."""
+    payload = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(payload)).encode()),
-        (b"retry-after", str(wait).encode()),
+        (b"retry-after", str(retry_after).encode()),
     ]
-    await send({"type": "http.response.start", "status": 429, "headers": headers})
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": payload})
+
+
+async def send_too_many_refused(send: Send, wait: int) -> None:
+    limit = settings.SCOUT_REFUSED_TOKEN_RATE
+    message = f"Too many refused tokens from this address (limit {limit}); retry in {wait} s"
+    await rpc_error_send(send, status=429, error={"code": -32000, "message": message}, retry_after=wait)
+
+
+async def busy_response_send(send: Send) -> None:
+    """Answer a request the database could not serve before its answer started: 503 and ``busy_rpc_error``."""
+    await rpc_error_send(send, status=503, error=busy_rpc_error(), retry_after=BUSY_RETRY_AFTER)
 
 
 class ConfirmedAccess:
@@ -295,19 +307,34 @@ class ConfirmedAccess:
         if not isinstance(access, ScoutAccessToken) or access._confirmed:
             await self.app(scope, receive, send)
             return
-        refused = False
+        dropped = False  # the handler's answer, replaced by a 401 or a 503
 
         async def send_confirmed(message: Message) -> None:
-            nonlocal refused
+            nonlocal dropped
             if message["type"] == "http.response.start":
-                if not access._confirmed:
-                    await run_orm(access_confirm, access)
+                if not access._confirmed and not await _confirmed_or_busy(access):
+                    # Unconfirmed, the handler's answer may not be sent; raised here, in a session's task, the
+                    # error reached no guard and the client got a bare 500 (opsux4).
+                    dropped = True
+                    await busy_response_send(send)
+                    return
                 if access._refused:
-                    refused = True
+                    dropped = True
                     refusal = await run_orm(api_token_refusal, access.token)
                     await send_challenge(send, refusal=refusal, resource_metadata=self.resource_metadata)
                     return
-            if not refused:
+            if not dropped:
                 await send(message)
 
         await self.app(scope, receive, send_confirmed)
+
+
+async def _confirmed_or_busy(access: ScoutAccessToken) -> bool:
+    """Confirm ``access`` against the database; False when the database cannot answer now (catalog.dbbusy)."""
+    try:
+        await run_orm(access_confirm, access)
+    except DatabaseError as exc:
+        if not database_busy(exc):
+            raise
+        return False
+    return True

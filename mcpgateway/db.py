@@ -108,6 +108,15 @@ BUSY_TEXT = (
 )
 
 
+BUSY_CODE = -32000  # JSON-RPC's range for a server's own errors: the database's "not now"
+BUSY_RETRY_AFTER = 5  # seconds a client is told to wait when the database could not serve its request
+
+
+def busy_rpc_error() -> dict[str, Any]:
+    """The JSON-RPC error of a request the database could not serve (no tool result to carry ``service_busy``)."""
+    return {"code": BUSY_CODE, "message": BUSY_TEXT, "data": {"service_busy": True}}
+
+
 async def run_orm_or_busy(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """``run_orm``, raising DatabaseBusy (and nothing from the database driver) when the database is locked."""
     try:

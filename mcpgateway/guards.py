@@ -50,8 +50,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from catalog.dbbusy import database_busy
 from governance.api.throttling import parse_rate, slots_over_the_limits
 
-from .auth import ScoutAccessToken, access_confirm, cache_off_the_loop
-from .db import BUSY_TEXT
+from .auth import ScoutAccessToken, access_confirm, busy_response_send, cache_off_the_loop
 
 logger = logging.getLogger(__name__)
 
@@ -165,9 +164,6 @@ def _holds_token(scope: Scope) -> bool:
     )
 
 
-BUSY_RETRY_AFTER = 5  # seconds a client is told to wait when the database could not serve its request
-
-
 def _database_busy_in(exc: BaseException) -> bool:
     """Whether ``exc``, or any exception an exception group gathered, is the database's "not now" (catalog.dbbusy)."""
     if isinstance(exc, BaseExceptionGroup):
@@ -201,8 +197,7 @@ class DatabaseBusyGuard:
             if started or not _database_busy_in(exc):
                 raise
             logger.warning("mcp: the database could not serve a request (%s); answered 503", type(exc).__name__)
-            error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": BUSY_TEXT}}
-            await _send_json(send, 503, error, [(b"retry-after", str(BUSY_RETRY_AFTER).encode())])
+            await busy_response_send(send)
 
 
 class EdgeGuard:

@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 from django.conf import settings
+from django.db import DatabaseError
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend
@@ -36,6 +37,7 @@ from starlette.applications import Starlette
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.routing import BaseRoute, Route
 
+from catalog.dbbusy import database_busy
 from catalog.models import Tool
 from governance.writebehind import write_behind, write_behind_flush
 from search.services import search_warm_up
@@ -44,7 +46,7 @@ from search.text import close_tool_ids
 from .auth import ConfirmedAccess, RefusedTokenGuard, RequireToken, ScoutTokenVerifier, principal_from_context
 from .choices import Exposure
 from .constants import META_TOOL_EXECUTE, META_TOOL_INSPECT, META_TOOLS
-from .db import orm_threads_stop, run_orm
+from .db import busy_rpc_error, orm_threads_stop, run_orm
 from .guards import (
     BodyGuard,
     DatabaseBusyGuard,
@@ -232,10 +234,16 @@ class ScoutMCPServer(MCPServer):
         if params is not None and params.cursor is not None:
             # Scout lists everything in one page and never issues cursors: any cursor is forged or foreign.
             raise MCPError(code=types.INVALID_PARAMS, message="Invalid cursor")
-        principal = await principal_from_context(ctx)
-        if principal is None:
-            return types.ListToolsResult(tools=[], ttl_ms=0, cache_scope="private")
-        ready, listed = await run_orm(_listing, principal)
+        try:
+            principal = await principal_from_context(ctx)
+            if principal is None:
+                return types.ListToolsResult(tools=[], ttl_ms=0, cache_scope="private")
+            ready, listed = await run_orm(_listing, principal)
+        except DatabaseError as exc:
+            # Said as the meta-tools say it (service_busy, try again): it was "Internal server error" (opsux4).
+            if not database_busy(exc):
+                raise
+            raise MCPError(**busy_rpc_error()) from None
         tools = (await self.list_tools() if ready else []) + listed
         # Private and immediately stale: the listing is this caller's and follows permission changes.
         return types.ListToolsResult(tools=tools, ttl_ms=0, cache_scope="private")

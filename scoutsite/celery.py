@@ -13,9 +13,14 @@ from celery.signals import (
     worker_process_init,
     worker_ready,
 )
+from kombu.transport import TRANSPORT_ALIASES
 from prometheus_client import Counter
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scoutsite.settings")
+# The broker's transport is kombu's Redis one with a fix (catalog/broker.py), under kombu's own names: the worker's
+# banner and reconnect lines read redis://host:port/db as operators expect; named by its class path in the settings,
+# they read catalog.broker:Transport://... (opsux4).
+TRANSPORT_ALIASES.update(redis="catalog.broker:Transport", rediss="catalog.broker:Transport")
 
 # Every task's apply_async keeps a task the broker refused and sends it again later (catalog/outbox.py, F4).
 app = Celery("scoutsite", task_cls="catalog.outbox:OutboxTask")

@@ -253,9 +253,8 @@ SCOUT_CACHE_RETRY_SECONDS = env_float("SCOUT_CACHE_RETRY_SECONDS", 5.0)
 SCOUT_BROKER_RETRY_SECONDS = env_float("SCOUT_BROKER_RETRY_SECONDS", 5.0)
 CELERY_BROKER_URL = REDIS_URL or "memory://localhost//"  # a host named: kombu warns of a missing one
 CELERY_RESULT_BACKEND = REDIS_URL or "cache+memory://"
-# kombu's Redis transport, but a worker that loses Redis while holding a countdown task stays up (catalog/broker.py).
-if REDIS_URL.startswith(("redis://", "rediss://")):
-    CELERY_BROKER_TRANSPORT = "catalog.broker:Transport"
+# The redis:// transport is kombu's with one fix, so that a worker that loses Redis while holding a countdown task
+# stays up (catalog/broker.py; registered under kombu's "redis" in scoutsite/celery.py).
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", default=not REDIS_URL)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_SERIALIZER = "json"

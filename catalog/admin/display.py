@@ -36,6 +36,12 @@ STATUS_COLOURS = {
 }
 
 
+def run_tool_counts(run: Any) -> str:
+    """What a sync run did to tools, the counts that are not zero ("10 added", "1 removed · 9 unchanged"), or ""."""
+    counts = [(getattr(run, name), name) for name in ("added", "changed", "removed", "rejected", "unchanged")]
+    return " · ".join(f"{count} {name}" for count, name in counts if count)
+
+
 def badge(value: str, label: str, *, wrap: bool = False) -> str:
     """A status as a coloured pill, on one line unless ``wrap`` (a narrow list column)."""
     colour = STATUS_COLOURS.get(value, "#757575")

@@ -24,6 +24,7 @@ from .display import (
     pretty_json,
     render_unified_diff,
     run_status_badge,
+    run_tool_counts,
     text_block,
 )
 from .filters import RevisionServerFilter, ServerFilter
@@ -152,9 +153,7 @@ class SyncRunAdmin(ProgressAdminMixin, ReadOnlyAdmin, admin.ModelAdmin[SyncRun])
 
     @admin.display(description="tools")
     def tool_counts(self, run: SyncRun) -> str:
-        """What the run did to tools, the counts that are not zero: "10 added", "1 changed · 9 unchanged"."""
-        counts = [(getattr(run, name), name) for name in ("added", "changed", "removed", "rejected", "unchanged")]
-        return " · ".join(f"{count} {name}" for count, name in counts if count) or "—"
+        return run_tool_counts(run) or "—"
 
     @admin.display(description="duration")
     def duration(self, run: SyncRun) -> str:

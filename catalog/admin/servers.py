@@ -44,7 +44,7 @@ from catalog.services.sync import server_openapi_preview
 from catalog.upstream import UpstreamError, list_tools
 
 from .advice import connection_test_next, sync_failed_next
-from .display import admin_link, badge, breakable_id, compact_time, run_status_badge, text_block
+from .display import admin_link, badge, breakable_id, compact_time, run_status_badge, run_tool_counts, text_block
 from .filters import held_q, tool_count_annotations
 from .lookups import StrictLookupsMixin
 from .readonly import ReadOnlyMixin
@@ -347,12 +347,14 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
         if run.status == SyncStatus.SUCCESS:
             # Its tools as the server list counts them (a changed definition may be held for review), each linked;
             # counted now (run.server), not as the admin's queryset counted them before the sync.
-            text = "Sync of {} succeeded: {} added, {} changed, {} removed; its tools now: {}."
+            # The counts that are not zero, as the run list says them: "0 added, 0 changed, 1 removed" read as if
+            # something had been added, and left out the tools that stayed as they were (opsux4).
+            text = "Sync of {} succeeded: {}; its tools now: {}."
             tools = tool_count_links(run.server)
-            return messages.SUCCESS, format_html(text, slug, run.added, run.changed, run.removed, tools)
+            return messages.SUCCESS, format_html(text, slug, run_tool_counts(run) or "no tools listed", tools)
         if run.status == SyncStatus.PARTIAL:
-            text = "{} of {} succeeded with {} tool(s) added and {} refused: see why in {}."
-            return messages.WARNING, format_html(text, sync, slug, run.added, run.rejected, details)
+            text = "{} of {} succeeded in part ({}): see why tools were rejected in {}."
+            return messages.WARNING, format_html(text, sync, slug, run_tool_counts(run), details)
         if run.status == SyncStatus.FAILED:  # the error and the next step here: the operator is on the form now
             text = "{} of {} failed: {}. Its tools are hidden until a sync succeeds. {} (Details: {}.)"
             error = Truncator(run.error.removeprefix(f"{slug}: ")).chars(300).rstrip(".")

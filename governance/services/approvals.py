@@ -46,7 +46,7 @@ from governance.selectors import (
     user_approves_only_by_own_grant,
     with_approval_people_shown,
 )
-from governance.services.audit import audit_record
+from governance.services.audit import audit_event_build, audit_record, audit_record_many
 from governance.services.permissions import rows_lock
 from governance.services.policy import tool_policy_ensure
 
@@ -341,7 +341,7 @@ def approval_decide(
                 "the request stays pending; approve it once the server is back",
             )
         # However the access went (a grant deleted in a shell, a group change), approving it would be for nothing.
-        _expire(request)
+        _expire(request, reason="requester_lost_access")
         raise ApprovalError("requester_lost_access", "The requester may no longer call this tool; the request is void")
     now = timezone.now()
     ttl = policy_for_tool(request.tool).ttl
@@ -361,7 +361,7 @@ def approval_decide(
         request.refresh_from_db()
         if not changed:
             if request.status == ApprovalStatus.PENDING:
-                _expire(request)
+                _expire(request, reason="timed_out")
                 raise ApprovalError("expired", "The request expired before a decision")
             raise ApprovalError("not_pending", f"The request is already {request.get_status_display().lower()}")
         audit_record(
@@ -445,16 +445,44 @@ def _server_passing(request: ApprovalRequest) -> bool:
     return Server.objects.filter(tools=request.tool_id, status__in=SERVER_STATUSES_THAT_PASS).exists()
 
 
-def _expire(request: ApprovalRequest) -> None:
-    ApprovalRequest.objects.filter(pk=request.pk, status__in=[ApprovalStatus.PENDING, ApprovalStatus.APPROVED]).update(
-        status=ApprovalStatus.EXPIRED
-    )
+def _expire(request: ApprovalRequest, *, reason: str) -> None:
+    approvals_expire(ApprovalRequest.objects.filter(pk=request.pk), reason=reason)
     request.refresh_from_db()
+
+
+def approvals_expire(requests: QuerySet[ApprovalRequest], *, reason: str) -> int:
+    """Expire those of ``requests`` still pending or approved, each with an ``approval.expired`` audit event saying
+    why (``reason``: ``timed_out`` or ``requester_lost_access``) in the same transaction: a request leaving the
+    inbox unseen left no trace of why. Returns how many. The rows are locked first: a decision or use at the same
+    moment either came first (no longer open: no event) or waits. A bounded number of queries, however many."""
+    with transaction.atomic():
+        rows = list(
+            requests.filter(status__in=[ApprovalStatus.PENDING, ApprovalStatus.APPROVED])
+            .select_for_update(of=("self",))
+            .select_related("requester", "policy_version", "tool__server__tenancy")
+            .order_by("pk")
+        )
+        ApprovalRequest.objects.filter(pk__in=[row.pk for row in rows]).update(status=ApprovalStatus.EXPIRED)
+        events = [
+            audit_event_build(
+                event_type=AuditEventType.APPROVAL_EXPIRED,
+                principal=None,  # the system's doing: "system" on the record, the requester in the payload
+                outcome=AuditOutcome.SUCCESS,
+                tool=row.tool,
+                server=row.tool.server,
+                approval=row,
+                policy_version=row.policy_version.number,
+                payload={"reason": reason, "status": row.status, "requester": row.requester.get_username()},
+            )
+            for row in rows
+        ]
+        audit_record_many(events=events)
+    return len(rows)
 
 
 def approval_expire_stale() -> int:
     """Mark pending and approved requests past their expiry, or whose requester lost access to the tool, as
-    expired. Returns how many.
+    expired, each with its ``approval.expired`` event (``approvals_expire``). Returns how many.
 
     ``permission_revoke`` voids requests at once; this sweep catches every other way access goes (a grant
     deleted outside the service, a group membership or entitlement change, a hold), so the approver inbox
@@ -462,7 +490,11 @@ def approval_expire_stale() -> int:
     tool's server is only not serving for now (``SERVER_STATUSES_THAT_PASS``) is left open: it is judged again
     once the server is back."""
     open_requests = ApprovalRequest.objects.filter(status__in=[ApprovalStatus.PENDING, ApprovalStatus.APPROVED])
-    expired = open_requests.filter(expires_at__lte=timezone.now()).update(status=ApprovalStatus.EXPIRED)
+    expired = 0
+    timed_out = open_requests.filter(expires_at__lte=timezone.now()).order_by("pk").values_list("pk", flat=True)
+    # A page at a time: each page leaves the open set (expired, or decided meanwhile), so this ends.
+    while page := list(timed_out[:EXPIRE_PAGE]):
+        expired += approvals_expire(ApprovalRequest.objects.filter(pk__in=page), reason="timed_out")
     # A page at a time, each judged in a fixed number of queries (``approval_requests_usable``, uncached: this
     # decides) and expired in one update: one ORM query per request took minutes for a large backlog.
     rows = open_requests.select_related("requester").only("token", "tool", "requester").order_by("pk")
@@ -471,7 +503,7 @@ def approval_expire_stale() -> int:
         usable = approval_requests_usable(requests=page)
         lost = [request.pk for request in page if request.pk not in usable]
         lost_for_good = open_requests.filter(pk__in=lost).exclude(tool__server__status__in=SERVER_STATUSES_THAT_PASS)
-        expired += lost_for_good.update(status=ApprovalStatus.EXPIRED) if lost else 0
+        expired += approvals_expire(lost_for_good, reason="requester_lost_access") if lost else 0
         after = page[-1].pk
     return expired
 
@@ -505,7 +537,7 @@ def _rejection(request: ApprovalRequest, *, principal: Principal, tool: Tool, di
     if request.status == ApprovalStatus.DENIED:
         return _denial_error(request, viewer=principal.user)
     if request.status == ApprovalStatus.EXPIRED or request.expires_at <= now:
-        _expire(request)
+        _expire(request, reason="timed_out")
         return ApprovalError("expired", "This approval has expired")
     if request.status == ApprovalStatus.PENDING:
         return ApprovalError("not_approved", "This request is still waiting for an approver", request=request)
@@ -577,7 +609,7 @@ def approval_consume(*, approval_id: object, principal: Principal, tool: Tool, a
     ):
         # The requester lost access after asking (a revoked grant by any path, a hold): the approval is void,
         # whoever approved it (Z6).
-        _expire(request)
+        _expire(request, reason="requester_lost_access")
         error = ApprovalError("requester_lost_access", "You may no longer call this tool; the approval is void")
         _audit_rejection(principal=principal, tool=tool, request=request, error=error)
         raise error

@@ -173,7 +173,8 @@ def rows_lock(rows: QuerySet) -> None:
 
 
 def _void_approvals_after_revocation(*, target: Server | Tool, holder: AbstractBaseUser | Group) -> int:
-    """Expire pending and approved requests whose requester can no longer execute the tool (Z6).
+    """Expire pending and approved requests whose requester can no longer execute the tool (Z6), each audited
+    (``approvals_expire``).
 
     Use would fail anyway (every call is re-authorized); voiding also clears the approver inbox."""
     from governance.selectors import tool_executable_by
@@ -184,10 +185,11 @@ def _void_approvals_after_revocation(*, target: Server | Tool, holder: AbstractB
         requests = requests.filter(requester__groups=holder)
     else:
         requests = requests.filter(requester=holder)
-    voided = 0
-    for request in requests.select_related("requester").distinct():
-        if not tool_executable_by(principal=principal_for_user(request.requester), tool_pk=request.tool_id):
-            voided += ApprovalRequest.objects.filter(
-                pk=request.pk, status__in=[ApprovalStatus.PENDING, ApprovalStatus.APPROVED]
-            ).update(status=ApprovalStatus.EXPIRED)
-    return voided
+    from governance.services.approvals import approvals_expire  # it imports this module
+
+    lost = [
+        request.pk
+        for request in requests.select_related("requester").distinct()
+        if not tool_executable_by(principal=principal_for_user(request.requester), tool_pk=request.tool_id)
+    ]
+    return approvals_expire(ApprovalRequest.objects.filter(pk__in=lost), reason="requester_lost_access") if lost else 0

@@ -170,13 +170,12 @@ def _links_defanged(node: Any, count: _LinkCount) -> Any:
 # The gateway's own words inside a result ("Note from the gateway: the tool ran and reported this error ...", "The
 # gateway removed 2 link(s) ..."), written by a tool: a model reads them as Scout telling it what to do next, the
 # voice the output policy's role tags are defanged for (T9). Said as the tool's. On RE2: upstream text. Matched on the
-# text as read (``as_read``): a no-break space, a full-width or Cyrillic letter read the same to a model.
-_CASE_FOLDED = re2.Options()
-_CASE_FOLDED.case_sensitive = False
+# text as read (``as_read``): a no-break space, a full-width or Cyrillic letter read the same to a model. (?i): case
+# folded in the pattern itself.
 GATEWAY_NOTE_RE = re2.compile(
-    r"\b(notes?|messages?|notices?|warnings?)(\s+)from\s+(?:the\s+)?(?:scout\s+)?gateway\b", options=_CASE_FOLDED
+    r"(?i)\b(notes?|messages?|notices?|warnings?)(\s+)from\s+(?:the\s+)?(?:scout\s+)?gateway\b"
 )
-GATEWAY_REMOVED_RE = re2.compile(r"\b(?:the\s+)?(?:scout\s+)?gateway(\s+)removed\b", options=_CASE_FOLDED)
+GATEWAY_REMOVED_RE = re2.compile(r"(?i)\b(?:the\s+)?(?:scout\s+)?gateway(\s+)removed\b")
 # Other words for the gateway speaking (redteam36): "Scout here:", "This is Scout", "Message from Scout", "Scout
 # notice", "The gateway says", "[Scout]", a line led by "SCOUT:" or "Gateway:" and words. Each is followed by
 # VOICE_OF_THE_TOOL, its words kept. A bare "gateway" (a network's, a payment service's) only where it speaks: at the
@@ -192,19 +191,17 @@ _VERBS = (
     r"|wants|insists)"
 )
 GATEWAY_SPEAKS_RE = re2.compile(
-    r"(?m)\b(?:this\s+is\s+)?(?:the\s+)?(?:scout|gateway)(?:\s+gateway)?\s+(?:here|speaking)\b"
+    r"(?mi)\b(?:this\s+is\s+)?(?:the\s+)?(?:scout|gateway)(?:\s+gateway)?\s+(?:here|speaking)\b"
     r"|\bthis\s+is\s+(?:the\s+)?scout\b(?:\s+gateway\b)?"
     rf"|\b{_NOUNS}\s+(?:from|by)\s+(?:the\s+)?scout\b(?:\s+gateway\b)?"
     rf"|{_SPEAKER}(?:'s)?\s+(?:(?:system|security|policy|official|admin|operator)\s+)?{_NOUNS}\b"
     rf"|{_SPEAKER}\s+{_VERBS}\b"
     r"|[\[(<{]\s*(?:scout|gateway)(?:\s+[a-z]+){0,2}\s*[\])>}]",
-    options=_CASE_FOLDED,
 )
 # "SCOUT: call ...", "Gateway notice: ...", "> Scout: ..." leading a line or sentence; the note goes before the colon.
 GATEWAY_LABEL_RE = re2.compile(
-    r"(?m)(?:^|[.!?;]\s+)([^\w\n]*(?:scout|gateway)(?:\s+(?:gateway|system|note|notice|message|warning|alert|security|admin))*)"
+    r"(?mi)(?:^|[.!?;]\s+)([^\w\n]*(?:scout|gateway)(?:\s+(?:gateway|system|note|notice|message|warning|alert|security|admin))*)"
     r"\s*:[ \t]*[a-z]",
-    options=_CASE_FOLDED,
 )
 VOICE_OF_THE_TOOL = " (the tool's words, not the gateway's)"
 # Claims of one result spelt out with VOICE_OF_THE_TOOL; past them a claim is only put in ‹ › (a result of a

@@ -76,9 +76,6 @@ def request_parts(query: str) -> list[str]:
     return [part.text for part in request_part_spans(query)]
 
 
-_CASE_FOLDED = re2.Options()
-_CASE_FOLDED.case_sensitive = False
-
 # A request that names a text file as where its result goes ("... and save it to /root/markdown/report.md",
 # "generate a markdown document in ./out/notes.txt") implies a step it never words: writing that file. The step's
 # text is a plain request for it, ranked as a part of its own (``with_implied_steps``). Only text files: a
@@ -86,9 +83,8 @@ _CASE_FOLDED.case_sensitive = False
 # already find (a file-write step there pushed out the presentation's own tools).
 # On RE2, in time linear in the request (Python's backtracking took 64 ms on 4,096 characters of "save save ...").
 _DESTINATION = re2.compile(
-    r"\b(?:save|saved|saving|write|writing|generate|create|output|store|export|draft|put)\b[^.?!]*?"
-    r"\b(?:to|in|at|as|into)\s+[`'\"]?(?:/|\./|~/)[\pL\pN_./-]*\.([\pL\pN_]{1,5})\b",
-    options=_CASE_FOLDED,
+    r"(?i)\b(?:save|saved|saving|write|writing|generate|create|output|store|export|draft|put)\b[^.?!]*?"
+    r"\b(?:to|in|at|as|into)\s+[`'\"]?(?:/|\./|~/)[\pL\pN_./-]*\.([\pL\pN_]{1,5})\b"
 )
 TEXT_FILE_EXTENSIONS = frozenset(
     {"md", "txt", "html", "htm", "py", "js", "ts", "csv", "json", "yaml", "yml", "xml", "sh", "tex", "bib", "log"}

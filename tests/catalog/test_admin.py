@@ -146,10 +146,24 @@ def test_sync_now_action_syncs_a_real_stdio_server(admin_client, scripted):
     assert run.status == SyncStatus.SUCCESS and run.added == 2
     # Run in this request (tasks in-process, as in the demo): the message says how it ended, not "queued".
     live = f"{reverse('admin:catalog_tool_changelist')}?server=scripted&amp;status=live"
-    assert _messages(response) == [
-        f'Sync of scripted succeeded: 2 added, 0 changed, 0 removed; its tools now: <a href="{live}">2 live</a>.'
-    ]
+    assert _messages(response) == [f'Sync of scripted succeeded: 2 added; its tools now: <a href="{live}">2 live</a>.']
     assert set(server.tools.values_list("name", flat=True)) == {"alpha", "beta"}
+
+
+def test_sync_now_that_removed_a_tool_says_removed_and_unchanged_never_added(admin_client, scripted):
+    """Upstream dropped beta and kept alpha: the message said "0 added, 0 changed, 1 removed", which read as if
+    something had been added and left alpha out. It now says the counts that are not zero, as the run list does."""
+    server, rewrite = scripted({"pages": [[good_tool("alpha"), good_tool("beta")]]}, slug="scripted")
+    sync = reverse("admin:catalog_server_sync", args=[server.pk])
+    admin_client.post(sync, follow=True)
+    rewrite({"pages": [[good_tool("alpha")]]})
+    response = admin_client.post(sync, follow=True)
+    live = f"{reverse('admin:catalog_tool_changelist')}?server=scripted&amp;status=live"
+    assert _messages(response) == [
+        f'Sync of scripted succeeded: 1 removed · 1 unchanged; its tools now: <a href="{live}">1 live</a>.'
+    ]
+    run = SyncRun.objects.filter(server=server).first()
+    assert (run.added, run.changed, run.removed, run.unchanged) == (0, 0, 1, 1)
 
 
 def test_sync_now_of_a_disabled_server_says_why_it_did_not_run_and_how_to_sync_it(admin_client, scripted):
@@ -191,9 +205,7 @@ def test_sync_button_on_change_page_says_how_the_sync_ended_and_skips_imported(a
     response = admin_client.post(reverse("admin:catalog_server_sync", args=[server.pk]), follow=True)
     assert server.tools.get().name == "gamma"
     live = f"{reverse('admin:catalog_tool_changelist')}?server=scripted&amp;status=live"
-    assert _messages(response) == [
-        f'Sync of scripted succeeded: 1 added, 0 changed, 0 removed; its tools now: <a href="{live}">1 live</a>.'
-    ]
+    assert _messages(response) == [f'Sync of scripted succeeded: 1 added; its tools now: <a href="{live}">1 live</a>.']
     assert "queued" not in response.content.decode()
 
     broken, _ = scripted({"pages": [[good_tool("delta")]]}, slug="broken")

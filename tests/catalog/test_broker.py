@@ -47,6 +47,9 @@ def test_worker_holding_a_countdown_task_survives_a_redis_restart():
             sender.send_task("celery.accumulate", args=(2,), queue=queue)
             _wait(lambda: broker.client().llen(queue) == 0, worker, "taking the task sent after the restart")
             assert worker.poll() is None
+        # Its log names the broker as operators expect, redis://, not the fix's class path (opsux4).
+        log = worker.stdout.read()
+        assert f"redis://:**@127.0.0.1:{broker.port}/0" in log and "catalog.broker" not in log, log
     finally:
         sender.close()
         broker.stop()

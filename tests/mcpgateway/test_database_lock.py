@@ -32,7 +32,7 @@ from django.db import OperationalError, connection, transaction
 
 from mcpgateway.db import THREADS as ORM_THREADS
 
-from .conftest import FAULTY_SERVER, MODERN, faulty_calls, free_port, modern_request
+from .conftest import FAULTY_SERVER, MODERN, faulty_calls, free_port, modern_request, rpc_result
 from .test_disconnect import _wait_for
 
 pytestmark = pytest.mark.slow
@@ -116,15 +116,18 @@ class Gateway:
             self.process.wait(20)
 
     def call(self, meta_tool: str, arguments: dict[str, Any]) -> httpx.Response:
-        body = modern_request("tools/call", {"name": meta_tool, "arguments": arguments})
+        return self.rpc("tools/call", {"name": meta_tool, "arguments": arguments})
+
+    def rpc(self, method: str, params: dict[str, Any]) -> httpx.Response:
         headers = {
             "Content-Type": "application/json",
             "Accept": "application/json, text/event-stream",
             "MCP-Protocol-Version": MODERN,
-            "Mcp-Method": "tools/call",
-            "Mcp-Name": meta_tool,
+            "Mcp-Method": method,
+            **({"Mcp-Name": params["name"]} if "name" in params else {}),
             "Authorization": f"Bearer {self.token}",
         }
+        body = modern_request(method, params)
         return httpx.post(f"{self.url}/mcp", content=json.dumps(body), headers=headers, timeout=60)
 
     def execute(self, tool: str, **arguments: Any) -> httpx.Response:
@@ -338,7 +341,8 @@ def test_locked_permission_tables_on_postgres_answer_busy_never_allow_lose_no_au
         executed = gateway.execute("ping", text="locked")
         searched = gateway.call("tool_search", {"query": "ping"})
         rest = gateway.rest_search("ping")
-    for response in (executed, searched, rest):
+        listed = gateway.rpc("tools/list", {})
+    for response in (executed, searched, rest, listed):
         assert "Traceback" not in response.text and "psycopg" not in response.text
         assert "lock" not in response.text.lower() and "canceling statement" not in response.text
     # The grant could not be read: the call is refused as busy, never allowed, and never reaches the tool.
@@ -350,6 +354,11 @@ def test_locked_permission_tables_on_postgres_answer_busy_never_allow_lose_no_au
     assert found["isError"] and found["structuredContent"]["service_busy"] is True, found
     assert rest.status_code == 503, rest.text
     assert rest.json()["error"]["code"] == "service_busy" and rest.headers["Retry-After"]
+    # tools/list has no tool result to carry it: a JSON-RPC error saying so, with service_busy as its data (it was
+    # "Internal server error", opsux4).
+    listed_error = rpc_result(listed)["error"]
+    assert listed_error["data"] == {"service_busy": True}, listed_error
+    assert "database is busy" in listed_error["message"]
     assert _audit_outcomes(url, "faulty::ping") == ["success"]  # the refused call ran nowhere, as recorded
 
     # The pool cap holds: 24 calls at once against the locked tables each answer busy, and the gateway never holds

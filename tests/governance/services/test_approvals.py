@@ -316,6 +316,12 @@ def test_hidden_tool_call_is_not_found_and_creates_nothing(member_token, mutatin
     assert ApprovalRequest.objects.count() == 0
 
 
+def _expiries(request: ApprovalRequest) -> list[tuple[str, str, str, str]]:
+    """The ``approval.expired`` events of ``request``: who, why, what it was, whose."""
+    events = AuditEvent.objects.filter(event_type="approval.expired", approval_ref=request.approval_id)
+    return [(e.human_subject, e.payload["reason"], e.payload["status"], e.payload["requester"]) for e in events]
+
+
 def test_revoking_execute_voids_pending_and_approved_requests(setup, approver, superuser):
     from governance.services.permissions import permission_revoke
 
@@ -326,20 +332,32 @@ def test_revoking_execute_voids_pending_and_approved_requests(setup, approver, s
     approved.refresh_from_db()
     pending.refresh_from_db()
     assert approved.status == pending.status == ApprovalStatus.EXPIRED
+    assert [reason for _, reason, _, _ in _expiries(approved) + _expiries(pending)] == ["requester_lost_access"] * 2
     with pytest.raises(ApprovalError) as exc:
         approval_consume(approval_id=approved.approval_id, principal=principal, tool=tool, arguments=ARGS_A)
     assert exc.value.code == "expired"
 
 
-def test_expire_task_marks_stale_requests(setup, approver):
+def test_expire_task_marks_stale_requests_and_the_trail_says_why(setup, approver):
+    """A request the sweep expires leaves the inbox with an ``approval.expired`` event on its history, as an approver
+    reads it: before, it vanished with nothing on the record saying why."""
+    from governance.selectors.audit import approval_request_history
     from governance.tasks import expire_approvals
 
     principal, tool = setup
     request = approved_request(principal, tool, approver)
-    ApprovalRequest.objects.filter(pk=request.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
-    assert task_result(expire_approvals.delay()) == 1
+    pending = approval_request_create(principal=principal, tool=tool, arguments=ARGS_B)
+    ApprovalRequest.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert task_result(expire_approvals.delay()) == 2
     request.refresh_from_db()
     assert request.status == ApprovalStatus.EXPIRED
+    assert _expiries(request) == [("system", "timed_out", "approved", principal.user.username)]
+    assert _expiries(pending) == [("system", "timed_out", "pending", principal.user.username)]
+    history = approval_request_history(user=approver, approval_id=pending.approval_id)
+    assert [event.event_type for event in history] == ["approval.requested", "approval.expired"]
+    assert history[-1].tool_ref == tool.tool_id and history[-1].policy_version == pending.policy_version.number
+    assert task_result(expire_approvals.delay()) == 0
+    assert len(_expiries(request)) == len(_expiries(pending)) == 1  # once
 
 
 def test_someone_in_the_requests_delegation_chain_cannot_approve_it(setup, approver):
@@ -410,6 +428,8 @@ def test_a_request_whose_requester_lost_access_cannot_be_approved_and_the_sweep_
     assert task_result(expire_approvals.delay()) == 1  # the approved one, which is unexpired by time
     approved.refresh_from_db()
     assert approved.status == ApprovalStatus.EXPIRED
+    for request, status in ((pending, "pending"), (approved, "approved")):
+        assert _expiries(request) == [("system", "requester_lost_access", status, principal.user.username)]
 
 
 def _server_status(tool, status: ServerStatus) -> None:
