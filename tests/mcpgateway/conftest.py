@@ -338,6 +338,20 @@ def git_repo(path: Path) -> Path:
     return path
 
 
+def demo_git_server(path: Path) -> tuple[Any, Path]:
+    """mcp-server-git over a new repository at ``path`` (``git_repo``), synced, with the note the demo gives its
+    git server (which repository ``repo_path`` names)."""
+    repo = git_repo(path)
+    server = sync_server(
+        slug="git",
+        transport="stdio",
+        command="mcp-server-git",
+        args=["--repository", str(repo)],
+        description=f"Git operations on the demo repository {repo}.",
+    )
+    return server, repo
+
+
 def sync_server(**fields: Any) -> Any:
     """Register an upstream server (or complete one registered already by its slug) and sync its real listing
     through the catalog."""

@@ -15,7 +15,7 @@ import pytest
 
 from mcpgateway.management.commands.demo import Command
 
-from .conftest import build_index, gateway_db, git_repo, mcp_client, run, sync_server
+from .conftest import build_index, demo_git_server, gateway_db, mcp_client, run
 from .test_agent_answers import text_of
 
 pytestmark = [gateway_db, pytest.mark.slow]
@@ -23,14 +23,7 @@ pytestmark = [gateway_db, pytest.mark.slow]
 
 @pytest.fixture
 def demo(member_on, memory_server, everything_server, tmp_path) -> dict[str, Any]:
-    repo = git_repo(tmp_path / "repo")
-    git = sync_server(
-        slug="git",
-        transport="stdio",
-        command="mcp-server-git",
-        args=["--repository", str(repo)],
-        description=f"Git operations on the demo repository {repo}.",  # the demo's note on its git server
-    )
+    git, repo = demo_git_server(tmp_path / "repo")
     token = member_on(git, memory_server, everything_server).token
     Command()._curate()
     build_index()
@@ -73,3 +66,23 @@ def test_what_the_last_commit_changed_takes_one_search_and_one_call(gateway, dem
     found, shown = run(main)
     assert "HEAD is the last commit" in found
     assert not shown.is_error and "one" in text_of(shown) and "+hello" in text_of(shown), text_of(shown)
+
+
+def test_a_match_far_below_the_first_is_shown_without_its_schema(gateway, demo):
+    """ "add two numbers": get-sum leads; memory::add_observations and git::git_add match the word "add" alone and
+    were each shown with its whole inputSchema (and their servers' notes): about 200 of the answer's 343 tokens,
+    580 once get-sum's curation lifted everything's other tools into the five. They keep their places, with their
+    key inputs only."""
+    from mcpgateway.services.discovery import SCHEMAS_CUT
+
+    async def main():
+        async with mcp_client(gateway, demo["token"]) as client:
+            return await client.call_tool("tool_search", {"query": "add two numbers"})
+
+    answer = run(main)
+    matches = {match["tool_id"]: match for match in answer.structured_content["matches"]}
+    assert answer.structured_content["matches"][0]["tool_id"] == "everything::get-sum"
+    assert "inputSchema" in matches["everything::get-sum"]
+    assert "memory::add_observations" in matches and "inputSchema" not in matches["memory::add_observations"]
+    assert all("inputSchema" not in match for tool_id, match in matches.items() if tool_id.startswith("git::"))
+    assert SCHEMAS_CUT in text_of(answer) and "Server memory:" not in text_of(answer)
