@@ -656,7 +656,8 @@ def gateway_search(
             raise GatewayInputError(str(exc), exc.field) from None
         answer = _answer(result)
         if top_k > TOP_K_MAX or top_k < TOP_K_MIN:  # an integer: search refused anything else
-            answer.notes.append(TOP_K_CAPPED if top_k > TOP_K_MAX else TOP_K_RAISED)
+            # first: about the request itself, before the note on the matches' schemas
+            answer.notes.insert(0, TOP_K_CAPPED if top_k > TOP_K_MAX else TOP_K_RAISED)
         narrowed = {"operation_class": operation_class, "environment": environment, "scope": scope != "all"}
         answer.filters = [name for name, value in narrowed.items() if value]
         if not answer.matches and not answer.filters:  # a newcomer's token for a user without grants

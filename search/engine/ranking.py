@@ -45,6 +45,14 @@ _CONFIDENCE_LABELS = {
 }
 
 
+# A match of a served answer is shown with its inputSchema (``Ranking.on_merit``) only when its fused score is at
+# least this share of the best of its step: in a small catalog the first five held tools far below the first, each
+# with its whole schema (the demo: 40-60% of a search answer's tokens). It changes no ranking, cut or confidence. On
+# ETOM and LiveMCPBench+MCPVerse (top_k 5, high answers) no relevant tool lost its schema (0.6 lost one) and 59 of
+# 9,669 and 2 of 540 schemas went (bench/schemas_shown.py): in a large catalog the first five score alike.
+LEAD_SHARE = 0.5
+
+
 @dataclass(frozen=True)
 class RankingOptions:
     fusion: str = "convex"  # convex | rrf | bm25 | dense (the last two are single-branch, for evaluation)
@@ -227,6 +235,8 @@ class Ranking:
     unread: bool = False  # the request is one the model cannot read (never withheld on its evidence)
     # The dynamic cut's floor per step (``_step_floors``); empty when the cut did not run.
     floors: dict[int, float] = field(default_factory=dict)
+    # The best fused score per step (``_step_leads``): what ``on_merit`` measures a candidate's lead against.
+    leads: dict[int, float] = field(default_factory=dict)
 
     @property
     def abstained(self) -> bool:
@@ -235,7 +245,13 @@ class Ranking:
 
     def on_merit(self, candidate: Candidate) -> bool:
         """Whether ``candidate`` passes the dynamic cut's floor of its step: a real candidate, not one kept only
-        because an answer always keeps its first ``cut_keep`` (a clearly weaker tool far below the best)."""
+        because an answer always keeps its first ``cut_keep`` (a clearly weaker tool far below the best); and
+        scores at least ``LEAD_SHARE`` of its step's best fused score. Calibrated scores near 1 are all alike
+        (the floor kept memory::add_observations and git::git_add, 0.98 and 0.84, beside get-sum's 1.0 for "add
+        two numbers", on the word "add" alone); the fused scores say 0.99 against 0.49 and 0.34."""
+        lead = self.leads.get(candidate.step, 0.0)
+        if lead > 0 and candidate.score < LEAD_SHARE * lead:
+            return False
         return candidate.calibrated >= self.floors.get(candidate.step, -math.inf)
 
     @property
@@ -1148,12 +1164,23 @@ def _cut(
     if confidence is Confidence.NONE:
         return Ranking(candidates, confidence, 0, terms, peak=peak, spread=spread, unread=unread)
     floors = _step_floors(candidates, options.cut_drop) if options.dynamic_cut else {}
+    leads = _step_leads(candidates)
     cut = 0
     for candidate in candidates[:top_k]:
         if candidate.calibrated < floors.get(candidate.step, -math.inf) and cut >= options.cut_keep:
             break
         cut += 1
-    return Ranking(candidates, confidence, cut, terms, peak=peak, spread=spread, unread=unread, floors=floors)
+    return Ranking(
+        candidates, confidence, cut, terms, peak=peak, spread=spread, unread=unread, floors=floors, leads=leads
+    )
+
+
+def _step_leads(candidates: list[Candidate]) -> dict[int, float]:
+    """The best fused score among the candidates each step scored (``Ranking.on_merit``)."""
+    leads: dict[int, float] = {}
+    for candidate in candidates:
+        leads[candidate.step] = max(leads.get(candidate.step, -math.inf), candidate.score)
+    return leads
 
 
 def _step_floors(candidates: list[Candidate], drop: float) -> dict[int, float]:

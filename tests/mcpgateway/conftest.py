@@ -338,6 +338,20 @@ def git_repo(path: Path) -> Path:
     return path
 
 
+def demo_git_server(path: Path) -> tuple[Any, Path]:
+    """mcp-server-git over a new repository at ``path`` (``git_repo``), synced, with the note the demo gives its
+    git server (which repository ``repo_path`` names)."""
+    repo = git_repo(path)
+    server = sync_server(
+        slug="git",
+        transport="stdio",
+        command="mcp-server-git",
+        args=["--repository", str(repo)],
+        description=f"Git operations on the demo repository {repo}.",
+    )
+    return server, repo
+
+
 def sync_server(**fields: Any) -> Any:
     """Register an upstream server (or complete one registered already by its slug) and sync its real listing
     through the catalog."""
@@ -398,15 +412,30 @@ def faulty_server(transactional_db, faulty_call_log: Path) -> Any:
     )
 
 
-@pytest.fixture
-def memory_server(transactional_db, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    binary = NODE_BIN / "mcp-server-memory"
+def node_server(name: str) -> Path:
+    """The npm reference server ``name``'s binary; the test skipped (failed under SCOUT_REQUIRE_NODE_TOOLS) when
+    the Node tools are not installed."""
+    binary = NODE_BIN / name
     if not binary.exists():
         if os.environ.get("SCOUT_REQUIRE_NODE_TOOLS"):
             pytest.fail(f"{binary} is missing and SCOUT_REQUIRE_NODE_TOOLS is set: run `make install`")
         pytest.skip(f"{binary} is missing: run `make install` (npm reference servers)")
+    return binary
+
+
+@pytest.fixture
+def memory_server(transactional_db, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    binary = node_server("mcp-server-memory")
     monkeypatch.setenv("MEMORY_FILE_PATH", str(tmp_path / "memory.jsonl"))
     return sync_server(slug="memory", transport="stdio", command=str(binary), env_vars=["MEMORY_FILE_PATH"])
+
+
+@pytest.fixture
+def everything_server(transactional_db) -> Any:
+    """server-everything (echo, get-sum, get-env ...), synced over stdio."""
+    return sync_server(
+        slug="everything", transport="stdio", command=str(node_server("mcp-server-everything")), args=["stdio"]
+    )
 
 
 def build_http_upstream() -> Any:

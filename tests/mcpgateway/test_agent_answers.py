@@ -18,11 +18,10 @@ from .conftest import (
     PROTOCOL_MODES,
     build_index,
     classify_low_risk,
+    demo_git_server,
     gateway_db,
-    git_repo,
     mcp_client,
     run,
-    sync_server,
 )
 
 pytestmark = [gateway_db, pytest.mark.slow]
@@ -36,14 +35,7 @@ def text_of(result: Any) -> str:
 def world(member_on, memory_server, admin_user, tmp_path) -> dict[str, Any]:
     from catalog.models import Tool
 
-    repo = git_repo(tmp_path / "repo")
-    git = sync_server(
-        slug="git",
-        transport="stdio",
-        command="mcp-server-git",
-        args=["--repository", str(repo)],
-        description=f"Git operations on the demo repository {repo}.",  # the demo's note on its git server
-    )
+    git, repo = demo_git_server(tmp_path / "repo")
     # An admin classifies the graph writes as low-risk: this member runs them without an approval.
     for tool in Tool.objects.filter(server__slug="memory"):
         classify_low_risk(tool, actor=admin_user, operation_class="write", reversibility="reversible")

@@ -376,17 +376,11 @@ def test_key_inputs_give_the_type_of_an_optional_or_union_parameter(gateway, adm
     assert kinds == {"pair": "array", "note": "string|null", "size": "integer|array", "extra": "any"}
 
 
-def test_the_everything_servers_get_env_needs_approval(gateway, member_on):
+def test_the_everything_servers_get_env_needs_approval(gateway, member_on, everything_server):
     """The reference server's get-env says it is read-only and returns every environment variable of its process:
     what Scout hands a server to run with (its env_vars: API keys, tokens). Scout keeps it a read but a high-risk
     one, so a call waits for an approver instead of returning them."""
-    from .conftest import NODE_BIN, sync_server
-
-    binary = NODE_BIN / "mcp-server-everything"
-    if not binary.exists():
-        pytest.skip(f"{binary} is missing: run `make install` (npm reference servers)")
-    everything = sync_server(slug="everything", transport="stdio", command=str(binary), args=["stdio"])
-    token = member_on(everything, index=True).token
+    token = member_on(everything_server, index=True).token
 
     async def main():
         async with mcp_client(gateway, token) as client:

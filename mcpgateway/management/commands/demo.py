@@ -57,7 +57,19 @@ DEMO_CURATION = [
     (
         "memory::search_nodes",
         "Look up what was remembered about a person, organisation or project, by name, kind or fact.",
-        ["what do you remember about this person", "what do we know about that company"],
+        # "what does Carol prefer" was withheld (no tool fits): a question about someone's likes read nothing here.
+        [
+            "what do you remember about this person",
+            "what do we know about that company",
+            "what does this person like or prefer",
+        ],
+    ),
+    # "link Alice to Acme as an employee" was low, with everything's gzip-file-as-resource first (its text says
+    # "link"): upstream says "relations between entities", no word a user says.
+    (
+        "memory::create_relations",
+        "Link people, organisations or projects to each other: who works where, who owns or belongs to what.",
+        ["link a person to the company they work for"],
     ),
     (
         "git::git_log",
@@ -66,10 +78,25 @@ DEMO_CURATION = [
     ),
     # Upstream: "Shows the working tree status", no word of a request for it ("files changed but not
     # committed" found git_branch, git_add, git_log ...; git_status came 10th): a purpose in users' words.
+    # "what changed in the last commit" put git_commit (a write, for the noun "commit") first and git_show, the
+    # tool that shows it, below the first five: upstream's "Shows the contents of a commit" says no "changed".
+    (
+        "git::git_show",
+        "Show what a commit changed (its message and diff; HEAD is the last commit), or a file as it was at a "
+        "revision (<revision>:<path>).",
+        ["what did the latest commit change"],
+    ),
     (
         "git::git_status",
         "Show which files in the working tree are modified, staged or untracked: what is not committed yet.",
         [],
+    ),
+    # "what is 17 plus 25" was low with get-sum 4th, and "add two numbers" served memory::add_observations and
+    # git::git_add, with their schemas, beside it on the word "add" alone.
+    (
+        "everything::get-sum",
+        "Add two numbers: a plus b, their sum.",
+        ["what is 2 plus 3"],
     ),
 ]
 # Example requests earlier versions of the demo curated and no longer do: removed from a database they curated.

@@ -1,0 +1,88 @@
+"""An agent's tasks over the demo's real servers (mcp-server-git, server-memory, server-everything), curated as
+``manage.py demo`` curates them, through the SDK client over HTTP (bench/NOTES-agentux16.md).
+
+Each request below cost an agent a wrong tool or a call more on the demo before its curation named what the tool
+does in users' words: "what changed in the last commit" led with git_commit (a write, on the noun "commit"), with
+git_show below the first five; "what does Carol prefer" was withheld; "what is 17 plus 25" was low with get-sum
+4th; "link Alice to Acme as an employee" was low with everything's gzip-file-as-resource first. None of these
+requests is a curated example itself."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mcpgateway.management.commands.demo import Command
+
+from .conftest import build_index, demo_git_server, gateway_db, mcp_client, run
+from .test_agent_answers import text_of
+
+pytestmark = [gateway_db, pytest.mark.slow]
+
+
+@pytest.fixture
+def demo(member_on, memory_server, everything_server, tmp_path) -> dict[str, Any]:
+    git, repo = demo_git_server(tmp_path / "repo")
+    token = member_on(git, memory_server, everything_server).token
+    Command()._curate()
+    build_index()
+    return {"token": token, "repo": str(repo)}
+
+
+@pytest.mark.parametrize(
+    "request_text, tool_id",
+    [
+        ("what changed in the last commit", "git::git_show"),
+        ("what does Carol prefer", "memory::search_nodes"),
+        ("what is 17 plus 25", "everything::get-sum"),
+        ("link Alice to Acme as an employee", "memory::create_relations"),
+    ],
+)
+def test_a_demo_request_is_answered_with_its_tool_first_and_confidently(gateway, demo, request_text, tool_id):
+    async def main():
+        async with mcp_client(gateway, demo["token"]) as client:
+            return await client.call_tool("tool_search", {"query": request_text})
+
+    answer = run(main).structured_content
+    found = [match["tool_id"] for match in answer["matches"]]
+    assert (answer["confidence"], found[:1]) == ("high", [tool_id]), found
+    assert "inputSchema" in answer["matches"][0]  # callable at once: no tool_inspect turn
+
+
+def test_what_the_last_commit_changed_takes_one_search_and_one_call(gateway, demo):
+    """The first match is called with the arguments its answer made clear (the repository from the server's note,
+    HEAD for the last commit): the commit's message and its diff come back."""
+
+    async def main():
+        async with mcp_client(gateway, demo["token"]) as client:
+            found = await client.call_tool("tool_search", {"query": "what changed in the last commit"})
+            first = found.structured_content["matches"][0]["tool_id"]
+            shown = await client.call_tool(
+                "execute_tool", {"tool_id": first, "arguments": {"repo_path": demo["repo"], "revision": "HEAD"}}
+            )
+            return text_of(found), shown
+
+    found, shown = run(main)
+    assert "HEAD is the last commit" in found
+    assert not shown.is_error and "one" in text_of(shown) and "+hello" in text_of(shown), text_of(shown)
+
+
+def test_a_match_far_below_the_first_is_shown_without_its_schema(gateway, demo):
+    """ "add two numbers": get-sum leads; memory::add_observations and git::git_add match the word "add" alone and
+    were each shown with its whole inputSchema (and their servers' notes): about 200 of the answer's 343 tokens,
+    580 once get-sum's curation lifted everything's other tools into the five. They keep their places, with their
+    key inputs only."""
+    from mcpgateway.services.discovery import SCHEMAS_CUT
+
+    async def main():
+        async with mcp_client(gateway, demo["token"]) as client:
+            return await client.call_tool("tool_search", {"query": "add two numbers"})
+
+    answer = run(main)
+    matches = {match["tool_id"]: match for match in answer.structured_content["matches"]}
+    assert answer.structured_content["matches"][0]["tool_id"] == "everything::get-sum"
+    assert "inputSchema" in matches["everything::get-sum"]
+    assert "memory::add_observations" in matches and "inputSchema" not in matches["memory::add_observations"]
+    assert all("inputSchema" not in match for tool_id, match in matches.items() if tool_id.startswith("git::"))
+    assert SCHEMAS_CUT in text_of(answer) and "Server memory:" not in text_of(answer)
