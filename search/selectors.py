@@ -65,13 +65,22 @@ def tool_docs_load(*, pks: Collection[int] | None = None) -> list[ToolDoc]:
     return [tool_doc_from_tool(tool) for tool in tools]
 
 
-def stored_vectors(*, docs: Iterable[ToolDoc], model_key: str) -> dict[int, DocVectors]:
-    """Stored vectors whose hash still matches the tool's current texts (stale rows are ignored)."""
+def stored_vectors(*, docs: Iterable[ToolDoc], model_key: str, learned_behind: bool = False) -> dict[int, DocVectors]:
+    """Stored vectors whose hash still matches the tool's current texts (stale rows are ignored).
+
+    ``learned_behind`` (a snapshot read for searching, never indexing): a tool whose curated texts and negative
+    count are those its vectors were made from, and only its learned requests changed since, keeps those vectors
+    until the batched learned flush (SCOUT_LEARNED_INDEX_INTERVAL) encodes it again, as the process that learned
+    them does. Without it, a process starting in that interval ranked exactly the tools just used on words only."""
+    docs = list(docs)
     wanted = {doc.pk: doc.dense_hash() for doc in docs}
+    by_pk = {doc.pk: doc for doc in docs}
     rows = ToolEmbedding.objects.filter(model_key=model_key, tool_id__in=list(wanted))
     result = {}
     for row in rows:
-        if wanted.get(row.tool_id) != row.dense_hash:
+        if wanted.get(row.tool_id) != row.dense_hash and not (
+            learned_behind and _only_learned_changed(by_pk[row.tool_id], row)
+        ):
             continue
         matrix = row.matrix()
         count = len(row.kinds)
@@ -79,6 +88,13 @@ def stored_vectors(*, docs: Iterable[ToolDoc], model_key: str) -> dict[int, DocV
             matrix[:count], tuple(row.kinds), tuple(row.texts), matrix[count:] if row.negative_count else None
         )
     return result
+
+
+def _only_learned_changed(doc: ToolDoc, row: ToolEmbedding) -> bool:
+    """Whether ``row`` was made from ``doc``'s curated texts (all but its learned rows) and negative count."""
+    curated = [(kind, text) for kind, text in doc.dense_texts() if kind != "learned"]
+    stored = [(kind, text) for kind, text in zip(row.kinds, row.texts, strict=True) if kind != "learned"]
+    return curated == stored and row.negative_count == len(doc.negatives)
 
 
 @dataclass(frozen=True)

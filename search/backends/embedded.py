@@ -114,7 +114,7 @@ class EmbeddedBackend(SearchBackend):
             return self._build(token)
         mark, pks = changes
         docs = tool_docs_load(pks=pks)
-        vectors = stored_vectors(docs=docs, model_key=current.model_key)
+        vectors = stored_vectors(docs=docs, model_key=current.model_key, learned_behind=True)
         snapshot = current.updated(docs, vectors, pks - {doc.pk for doc in docs}, generation=token)
         snapshot.generation_mark = mark
         self.updates += 1
@@ -131,7 +131,7 @@ class EmbeddedBackend(SearchBackend):
         mark = generation_mark(token)  # read before the documents: a generation finishing meanwhile is redone
         docs = tool_docs_load()
         key = model_key()
-        vectors = stored_vectors(docs=docs, model_key=key)
+        vectors = stored_vectors(docs=docs, model_key=key, learned_behind=True)
         snapshot = IndexSnapshot(
             docs,
             vectors if vectors else None,

@@ -13,11 +13,14 @@ import pytest
 from search.backends import SearchRequest
 from search.backends.embedded import EmbeddedBackend
 from search.backends.ranked import SnapshotDense, rank_request
+from search.choices import SearchEventKind
 from search.documents import ToolDoc
 from search.engine.decompose import request_parts
 from search.engine.snapshot import DocVectors, IndexSnapshot
-from search.models import IndexGeneration
+from search.models import IndexGeneration, LearnedRequest, SearchEvent, ToolEmbedding
+from search.selectors import stored_vectors, tool_docs_load
 from search.services import index_rebuild, index_update
+from search.usage import learned_key
 
 from .factories import ToolFactory
 
@@ -215,3 +218,30 @@ def test_a_generation_without_recorded_tools_is_read_whole(small_catalog, reinde
     snapshot = other.snapshot()
     assert tool.pk in snapshot.pks
     assert (other.builds, other.updates) == (builds + 1, 0)
+
+
+def test_another_process_keeps_a_taught_tools_vectors_until_the_learned_flush(small_catalog, reindex, encoder):
+    """Learned requests reach the index in batches (SCOUT_LEARNED_INDEX_INTERVAL). A process reading the catalog in
+    that interval (another worker, a restart) found the taught tool's texts changed and its vectors stale, and
+    ranked exactly the tools just used on words only: it keeps their last vectors, as the learning process does.
+    A curated change still counts as stale, and indexing still encodes the taught tool again."""
+    reindex(index_rebuild)
+    taught, edited = small_catalog["send_email"], small_catalog["list_inbox"]
+    indexed = ToolEmbedding.objects.get(tool=taught)
+    text = "mail my landlord about the broken heater"
+    LearnedRequest.objects.create(tool=taught, text=text, key=learned_key(text), principal_count=1, confirmations=1)
+    edited.description = "Page through the messages of a mailbox, newest first."
+    edited.save()
+    SearchEvent.objects.all().delete()
+
+    docs = tool_docs_load(pks=[taught.pk, edited.pk])
+    assert [doc.learned for doc in docs if doc.pk == taught.pk] != [()]  # the new request is in its texts
+    reading = stored_vectors(docs=docs, model_key=indexed.model_key, learned_behind=True)
+    assert set(reading) == {taught.pk}
+    assert np.array_equal(reading[taught.pk].vectors, indexed.matrix()[: len(indexed.kinds)])
+    assert stored_vectors(docs=docs, model_key=indexed.model_key) == {}  # the indexer encodes both again
+
+    snapshot = EmbeddedBackend().snapshot()  # another process, read whole
+    missing = list(SearchEvent.objects.filter(kind=SearchEventKind.VECTORS_MISSING).values_list("detail", flat=True))
+    assert len(missing) == 1 and missing[0].startswith("1 of "), missing  # the edited tool only
+    assert taught.pk in snapshot.pks
