@@ -15,6 +15,7 @@ from catalog.choices import ServerStatus, SyncStatus, Transport
 from catalog.models import SyncRun, Tool
 from catalog.tasks import beat_marker, request_resync, sync_all_servers, sync_server
 from scoutsite import celery_app
+from search.selectors import tool_docs_load
 from tests.catalog.servers.fixtures import BIN_DIR, good_tool
 from tests.celery_results import task_result
 from tests.celery_worker import WORKER_TESTS, celery_worker
@@ -326,21 +327,50 @@ def test_a_sync_whose_worker_is_killed_runs_again_once_and_its_dead_run_is_close
         write({**slow, "delay": 0})
         with redis.Redis.from_url(django_settings.REDIS_URL) as client:
             client.delete(f"scout:lock:{server_sync_lock_name(server.pk)}")
-        with celery_worker(env, queue=queue, name=f"{queue}-2") as worker:
+            # The sync queues its reindex on the default queue, which this worker takes too (F8). No worker of the
+            # suite reads it, so it holds only tasks other tests left, of other test databases: dropped first.
+            client.delete("celery")
+        with celery_worker(env, queue=f"{queue},celery", name=f"{queue}-2") as worker:
             for _ in range(900):
                 if runs.filter(status=SyncStatus.SUCCESS).exists() or worker.poll() is not None:
                     break
                 time.sleep(0.1)
             for _ in range(50):  # three visibility timeouts more: a second delivery would start a run meanwhile
                 time.sleep(0.2)
+            index = _index_converged(server, worker)
         statuses = [(run.status, run.error) for run in runs]
         assert statuses == [
             (SyncStatus.FAILED, "interrupted: the process running this sync stopped"),
             (SyncStatus.SUCCESS, ""),
         ], statuses
         assert set(Tool.objects.filter(server=server).values_list("name", flat=True)) == {"first", "second"}
+        # F8: the search index holds exactly the catalog's tools, each with the hash of its current texts.
+        catalog = {
+            doc.pk: doc.dense_hash()
+            for doc in tool_docs_load(pks=Tool.objects.filter(server=server).values_list("pk", flat=True))
+        }
+        assert len(catalog) == 2 and index == catalog, (index, catalog)
     finally:
         celery_app.conf.task_always_eager = django_settings.CELERY_TASK_ALWAYS_EAGER
+
+
+def _index_converged(server, worker) -> dict[int, str]:
+    """The search index's tool pks and vector-text hashes for ``server``'s tools, once a generation holding them
+    is ready (fails if the worker exits or none is within 90 s)."""
+    from search.choices import GenerationStatus
+    from search.models import IndexGeneration, ToolEmbedding
+
+    pks = set(Tool.objects.filter(server=server).values_list("pk", flat=True))
+    deadline = time.monotonic() + 90
+    while not any(
+        pks <= set(tool_pks or ())
+        for tool_pks in IndexGeneration.objects.filter(status=GenerationStatus.READY).values_list("tool_pks", flat=True)
+    ):
+        assert worker.poll() is None, f"the worker exited early:\n{worker.stdout.read()}"
+        assert time.monotonic() < deadline, "no index generation holds the synced tools"
+        time.sleep(0.2)
+    rows = ToolEmbedding.objects.filter(tool__server=server)
+    return dict(rows.values_list("tool_id", "dense_hash"))
 
 
 @pytest.mark.timeout(180)
