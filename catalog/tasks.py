@@ -1,6 +1,7 @@
 """Catalog background jobs: sync one server, reconcile all, debounced re-sync on tools/list_changed."""
 
 import logging
+import time
 
 from celery import shared_task
 from django.conf import settings
@@ -13,6 +14,7 @@ from catalog.services.sync import server_list_syncable, server_sync
 logger = logging.getLogger(__name__)
 
 RESYNC_MARKER_PREFIX = "catalog:resync-pending:"
+BEAT_MARKER_PREFIX = "catalog:beat-sync:"
 # A queued countdown must stay under the broker's visibility timeout or Redis redelivers the task.
 VISIBILITY_MARGIN_SECONDS = 60
 
@@ -32,11 +34,25 @@ def sync_server(server_pk: int, trigger: str = "task") -> int | None:
 
 @shared_task(ignore_result=True)
 def sync_all_servers() -> int:
-    """Queue one sync per live, non-disabled server (the beat reconcile). Returns how many were queued."""
-    pks = server_list_syncable()
-    for pk in pks:
-        sync_server.delay_on_commit(pk, "beat")
-    return len(pks)
+    """Queue one sync per live, non-disabled server (the beat reconcile). Returns how many were queued.
+
+    At most one per server per period of SCOUT_SYNC_INTERVAL seconds (F12): two beat processes each send this task
+    once a period, and the second finds every server's marker for the period already set and queues nothing.
+    """
+    interval = max(1, settings.SCOUT_SYNC_INTERVAL)
+    period = int(time.time() // interval)
+    queued = 0
+    for pk in server_list_syncable():
+        # Cache down (F4): no marker, so queue it (a sync too many beats one lost).
+        if cache_call("add", beat_marker(pk, period), 1, timeout=interval, default=True):
+            sync_server.delay_on_commit(pk, "beat")
+            queued += 1
+    return queued
+
+
+def beat_marker(server_pk: int, period: int) -> str:
+    """The cache key set once the beat has queued ``server_pk``'s sync for ``period`` (time // SCOUT_SYNC_INTERVAL)."""
+    return f"{BEAT_MARKER_PREFIX}{server_pk}:{period}"
 
 
 def resync_debounce_seconds() -> int:

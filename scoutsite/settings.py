@@ -113,6 +113,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "scoutsite.middleware.refuse_nul_characters",  # before anything reads a query, a form or the session
+    "scoutsite.middleware.limit_api_requests",  # before the session: a refused request opens no connection
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -312,6 +313,9 @@ REST_FRAMEWORK = {
 # Requests per token (or per session user; per address when anonymous), counted in the cache (Redis with
 # REDIS_URL, so every worker shares the count). DRF rate syntax: "<n>/<second|minute|hour|day>".
 SCOUT_API_RATE = env_rate("SCOUT_API_RATE", "600/minute")
+# REST API requests one process serves at once (0: no limit); one past it is a 503 with Retry-After (F7): each waits
+# on a database connection of its own, so this bounds a process's connections while the database is locked.
+SCOUT_API_MAX_CONCURRENT = env_int("SCOUT_API_MAX_CONCURRENT", 32)
 # All of one person's tokens together get this many times SCOUT_API_RATE (0: no such limit): a token mints more.
 SCOUT_API_PERSON_TOKENS = env_int("SCOUT_API_PERSON_TOKENS", 4)
 # Most live (unrevoked, unexpired) tokens one person holds, their agents' included (0: no limit): a token with the

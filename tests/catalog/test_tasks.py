@@ -3,15 +3,19 @@
 import os
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from django.conf import settings as django_settings
 
+from catalog.cachesafe import shared_cache
 from catalog.choices import ServerStatus, SyncStatus, Transport
 from catalog.models import SyncRun, Tool
-from catalog.tasks import request_resync, sync_all_servers, sync_server
+from catalog.tasks import beat_marker, request_resync, sync_all_servers, sync_server
 from scoutsite import celery_app
+from search.selectors import tool_docs_load
 from tests.catalog.servers.fixtures import BIN_DIR, good_tool
 from tests.celery_results import task_result
 from tests.celery_worker import WORKER_TESTS, celery_worker
@@ -78,6 +82,7 @@ def test_sync_all_servers_queues_one_sync_per_live_enabled_server(
     other, _ = scripted({"pages": [[good_tool("beta")]]}, slug="other")
     make_server("off", command="unused", status=ServerStatus.DISABLED)
     make_server("dump", transport=Transport.IMPORTED)
+    _forget_beat_markers(live, other)
 
     with django_capture_on_commit_callbacks(execute=True):
         queued = task_result(sync_all_servers.delay())
@@ -87,6 +92,45 @@ def test_sync_all_servers_queues_one_sync_per_live_enabled_server(
     assert sorted(r.server.slug for r in runs) == ["live", "other"]
     assert {r.source for r in runs} == {"beat"}
     assert set(Tool.objects.values_list("tool_id", flat=True)) == {"live::alpha", "other::beta"}
+
+
+def _forget_beat_markers(*servers) -> None:
+    """Primary keys repeat across tests (and test databases) and the cache outlives them: clear this period's and
+    the next one's beat markers of ``servers`` (whatever a test sets SCOUT_SYNC_INTERVAL to)."""
+    interval = max(1, django_settings.SCOUT_SYNC_INTERVAL)
+    period = int(time.time() // interval)
+    shared_cache().delete_many([beat_marker(s.pk, p) for s in servers for p in (period, period + 1)])
+
+
+def _clear_of_a_period_end(settings, seconds: int) -> None:
+    """Set SCOUT_SYNC_INTERVAL to ``seconds`` and wait, if need be, until a period has over 10 s left to run."""
+    settings.SCOUT_SYNC_INTERVAL = seconds
+    left = seconds - time.time() % seconds
+    if left < 10:
+        time.sleep(left + 0.1)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+def test_two_beats_in_one_period_queue_one_sync_per_server(scripted, settings, django_capture_on_commit_callbacks):
+    """F12: two beat processes each send the reconcile once a period; the second queues nothing, and the next
+    period's queues again."""
+    server, _ = scripted({"pages": [[good_tool("alpha")]]})
+    other, _ = scripted({"pages": [[good_tool("beta")]]}, slug="other")
+    _clear_of_a_period_end(settings, 20)
+    _forget_beat_markers(server, other)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        first, second = sync_all_servers(), sync_all_servers()
+    assert (first, second) == (2, 0)
+    assert SyncRun.objects.filter(source="beat").count() == 2
+
+    time.sleep(20 - time.time() % 20 + 0.1)  # the next period
+    with django_capture_on_commit_callbacks(execute=True):
+        assert sync_all_servers() == 2
+
+    assert SyncRun.objects.filter(server=server, source="beat").count() == 2
+    assert SyncRun.objects.filter(server=other, source="beat").count() == 2
 
 
 @pytest.mark.slow
@@ -189,13 +233,30 @@ def real_worker_test(test):
     return test
 
 
+@contextmanager
+def _routed_to(queue: str, *tasks: str) -> Iterator[None]:
+    """Send ``tasks`` (queued by this process or a worker's) to ``queue``, not the default one, which may hold
+    other tests' tasks. Celery builds its router once per app, so one for these routes stands in for it."""
+    amqp = celery_app.amqp
+    routes, router = celery_app.conf.task_routes, amqp.router
+    celery_app.conf.task_routes = {task: {"queue": queue} for task in tasks}
+    amqp.flush_routes()
+    amqp.__dict__["router"] = amqp.Router()
+    try:
+        yield
+    finally:
+        celery_app.conf.task_routes = routes
+        amqp.flush_routes()
+        amqp.__dict__["router"] = router
+
+
 def _worker_env(**extra: str) -> dict[str, str]:
     """A worker's environment: this one's, pointed at the test database, with ``extra`` settings."""
     base = {"SECRET_KEY": "celery-worker-test", "PYTHONPATH": str(django_settings.BASE_DIR)}
     return {**os.environ, **_worker_database_env(), **base, **extra}
 
 
-def _worker_run_finished(worker, server) -> SyncRun:
+def _worker_run_finished(worker, server, source: str = "worker") -> SyncRun:
     """The worker's sync run of ``server`` once it has ended (fails if the worker exits or takes over 90 s)."""
     deadline = time.monotonic() + 90
     run = None
@@ -203,7 +264,7 @@ def _worker_run_finished(worker, server) -> SyncRun:
         assert worker.poll() is None, f"the worker exited early:\n{worker.stdout.read()}"
         assert time.monotonic() < deadline, "the worker did not finish the sync in time"
         time.sleep(0.2)
-        run = SyncRun.objects.filter(server=server, source="worker").first()
+        run = SyncRun.objects.filter(server=server, source=source).first()
     return run
 
 
@@ -266,19 +327,85 @@ def test_a_sync_whose_worker_is_killed_runs_again_once_and_its_dead_run_is_close
         write({**slow, "delay": 0})
         with redis.Redis.from_url(django_settings.REDIS_URL) as client:
             client.delete(f"scout:lock:{server_sync_lock_name(server.pk)}")
-        with celery_worker(env, queue=queue, name=f"{queue}-2") as worker:
+            # The sync queues its reindex on the default queue, which this worker takes too (F8). No worker of the
+            # suite reads it, so it holds only tasks other tests left, of other test databases: dropped first.
+            client.delete("celery")
+        with celery_worker(env, queue=f"{queue},celery", name=f"{queue}-2") as worker:
             for _ in range(900):
                 if runs.filter(status=SyncStatus.SUCCESS).exists() or worker.poll() is not None:
                     break
                 time.sleep(0.1)
             for _ in range(50):  # three visibility timeouts more: a second delivery would start a run meanwhile
                 time.sleep(0.2)
+            index = _index_converged(server, worker)
         statuses = [(run.status, run.error) for run in runs]
         assert statuses == [
             (SyncStatus.FAILED, "interrupted: the process running this sync stopped"),
             (SyncStatus.SUCCESS, ""),
         ], statuses
         assert set(Tool.objects.filter(server=server).values_list("name", flat=True)) == {"first", "second"}
+        # F8: the search index holds exactly the catalog's tools, each with the hash of its current texts.
+        catalog = {
+            doc.pk: doc.dense_hash()
+            for doc in tool_docs_load(pks=Tool.objects.filter(server=server).values_list("pk", flat=True))
+        }
+        assert len(catalog) == 2 and index == catalog, (index, catalog)
+    finally:
+        celery_app.conf.task_always_eager = django_settings.CELERY_TASK_ALWAYS_EAGER
+
+
+def _index_converged(server, worker) -> dict[int, str]:
+    """The search index's tool pks and vector-text hashes for ``server``'s tools, once a generation holding them
+    is ready (fails if the worker exits or none is within 90 s)."""
+    from search.choices import GenerationStatus
+    from search.models import IndexGeneration, ToolEmbedding
+
+    pks = set(Tool.objects.filter(server=server).values_list("pk", flat=True))
+    deadline = time.monotonic() + 90
+    while not any(
+        pks <= set(tool_pks or ())
+        for tool_pks in IndexGeneration.objects.filter(status=GenerationStatus.READY).values_list("tool_pks", flat=True)
+    ):
+        assert worker.poll() is None, f"the worker exited early:\n{worker.stdout.read()}"
+        assert time.monotonic() < deadline, "no index generation holds the synced tools"
+        time.sleep(0.2)
+    rows = ToolEmbedding.objects.filter(tool__server=server)
+    return dict(rows.values_list("tool_id", "dense_hash"))
+
+
+@pytest.mark.timeout(180)
+@real_worker_test
+def test_two_beats_reconciling_at_once_run_one_sync_per_server_on_a_real_worker(scripted, settings):
+    """F12, through the broker: the reconcile task of two beat processes run side by side (two threads, as two
+    workers would) queue the server's sync on Redis once, and the real worker runs exactly one sync."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connection
+
+    assert django_settings.REDIS_URL, "SCOUT_CELERY_WORKER_TESTS=1 needs REDIS_URL"
+    server, _ = scripted({"pages": [[good_tool("alpha")]]})
+    _clear_of_a_period_end(settings, 600)
+    _forget_beat_markers(server)
+    queue = f"scout-test-{uuid.uuid4().hex[:12]}"
+    celery_app.conf.task_always_eager = False
+    runs = SyncRun.objects.filter(server=server)
+
+    def beat(_: int) -> int:
+        try:
+            return sync_all_servers()
+        finally:
+            connection.close()  # this thread's own
+
+    try:
+        with _routed_to(queue, "catalog.tasks.sync_server"), ThreadPoolExecutor(2) as pool:
+            queued = sorted(pool.map(beat, range(2)))
+        assert queued == [0, 1]
+        with celery_worker(_worker_env(), queue=queue, name=queue) as worker:
+            run = _worker_run_finished(worker, server, source="beat")
+            for _ in range(25):  # a second queued sync would start meanwhile
+                time.sleep(0.2)
+        assert run.status == SyncStatus.SUCCESS, run.error
+        assert [(r.source, r.status) for r in runs] == [("beat", SyncStatus.SUCCESS)]
     finally:
         celery_app.conf.task_always_eager = django_settings.CELERY_TASK_ALWAYS_EAGER
 

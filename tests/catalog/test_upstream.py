@@ -345,3 +345,49 @@ def test_lines_of_a_stdio_server_that_are_not_json_rpc_are_dropped_before_the_sd
     assert [tool["name"] for tool in tools] == ["t"]
     assert not [record for record in caplog.records if "Failed to parse" in record.getMessage()]
     assert "scout: dropped 1000 line(s) of stdout that were not JSON-RPC" in stderr
+
+
+def test_an_http_tool_that_hangs_is_cancelled_upstream_while_the_session_stays_open():
+    """F1 on Streamable HTTP, at the session the gateway calls (mcpgateway.upstreams): a call the upstream never
+    answers ends at the call's timeout (``Session._guard``'s deadline, named in the error), and the upstream's
+    handler is cancelled while the session is still open, so by the call's own cancellation, not by the gateway
+    closing the session after a timeout; the same session then answers the next call."""
+    events: list[str] = []
+
+    async def hang() -> str:
+        """Never answers."""
+        events.append("hang")
+        try:
+            await anyio.sleep(3600)
+        except anyio.get_cancelled_exc_class():
+            events.append("hang_cancelled")
+            raise
+        return "never"
+
+    mcp = MCPServer("scout-test-hang")
+    mcp.add_tool(hang, name="hang")
+    mcp.add_tool(add, name="add")
+
+    async def work() -> tuple[str, list[str], bool]:
+        async with upstream.open_session(connection(transport=Transport.HTTP, url=served.url)) as session:
+            with anyio.fail_after(30):  # bounded here, so that a call never cut fails this test, not the run
+                try:
+                    await session.call_tool("hang", {}, 1)
+                    raise AssertionError("the hanging call returned")
+                except upstream.UpstreamError as exc:
+                    error = str(exc)
+                    kind = exc.kind
+                for _ in range(100):  # the notice travels after the timeout: wait for it, bounded
+                    if "hang_cancelled" in events:
+                        break
+                    await anyio.sleep(0.1)
+                seen = list(events)
+                after = await session.call_tool("add", {"a": 2, "b": 3}, 10)
+        return f"{kind}: {error}", seen, not after.is_error
+
+    with serve_http(mcp) as served:
+        error, seen, answered = upstream.run_async(work)
+
+    assert error.startswith("timeout: ") and "timed out after 1s while calling tool 'hang'" in error, error
+    assert seen == ["hang", "hang_cancelled"], seen
+    assert answered

@@ -405,6 +405,27 @@ def test_locked_permission_tables_on_postgres_answer_busy_never_allow_lose_no_au
 
 
 @on_postgres
+def test_rest_requests_past_the_process_bound_are_refused_at_once_while_the_database_is_locked(tmp_path: Path):
+    """F7 on the REST API: each request waits on a database connection of its own, so with the grant tables locked
+    16 searches at once held 16 connections. Past SCOUT_API_MAX_CONCURRENT (2 here) a request is answered busy at
+    once, with Retry-After, and opens none; every answer is busy, none a result, and it recovers."""
+    from scoutsite.middleware import API_FULL_MESSAGE
+
+    with _own_postgres_gateway(tmp_path, SCOUT_API_MAX_CONCURRENT="2") as (gateway, url):
+        with TableLock(url, *GRANT_TABLES) as lock, ThreadPoolExecutor(16) as pool:
+            peak = _ConnectionPeak(url, lock.connection.info.backend_pid)
+            answers = list(pool.map(lambda _: gateway.rest_search("ping"), range(16)))
+            peak.stop()
+        assert [(r.status_code, r.json()["error"]["code"], bool(r.headers["Retry-After"])) for r in answers] == [
+            (503, "service_busy", True)
+        ] * 16
+        assert 0 < peak.most <= 2 + ORM_THREADS, peak.most
+        refused = [r for r in answers if r.json()["error"]["message"] == API_FULL_MESSAGE]
+        assert refused, [r.json() for r in answers]  # the others waited on the lock, two at a time
+        assert gateway.rest_search("ping").json()["matches"][0]["tool_id"] == "faulty::ping"
+
+
+@on_postgres
 def test_a_call_that_waited_is_not_sent_when_its_access_cannot_be_checked_again(tmp_path: Path):
     """A call that waited for its server's only slot is checked again before it is sent (``tool_still_executable_by``,
     Z6); when the database cannot answer that check (the grant tables locked past the lock timeout), the call is
