@@ -26,7 +26,8 @@ def _page(client, name: str, pk) -> str:
     return text
 
 
-def test_detail_pages_show_moments_as_the_lists_do(client, superuser):
+def test_detail_pages_show_moments_as_the_lists_do(client, superuser, settings):
+    settings.SCOUT_TOKEN_MAX_DAYS = 0  # a fixed moment years ahead: no limit on the token's expiry here
     client.force_login(superuser)
     server = ServerFactory(slug="clock", last_synced_at=MOMENT)
     assert SHOWN in _page(client, "catalog_server", server.pk)
