@@ -88,11 +88,16 @@ def _runs_marked(pieces: list[str]) -> SafeString:
     """``pieces`` (text between break opportunities, each ending where a ``<wbr>`` goes) escaped and joined with
     ``<wbr>``; a piece longer than ``LONG_RUN`` in a span that may break anywhere."""
     marked = [
-        format_html('<span class="scout-long">{}</span>', piece) if len(piece) > LONG_RUN else escape(piece)
+        format_html('<span class="scout-long">{}</span>', piece) if _unbroken_run(piece) > LONG_RUN else escape(piece)
         for piece in pieces
         if piece
     ]
     return mark_safe("<wbr>".join(marked))  # noqa: S308 - each piece escaped
+
+
+def _unbroken_run(piece: str) -> int:
+    """The longest stretch of ``piece`` a browser cannot break (a space and a hyphen are breaks already)."""
+    return max((len(word) for word in piece.replace("-", " ").split()), default=0)
 
 
 def breakable_name(value: str) -> SafeString:
