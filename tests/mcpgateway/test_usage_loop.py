@@ -79,6 +79,29 @@ def test_the_redacted_log_masks_an_address_or_a_number_however_it_is_written(gat
     assert LearnedRequest.objects.get().text == "add the amounts on card #### #### ##"
 
 
+def test_the_redacted_log_masks_cjk_numerals_letter_numerals_and_keys_written_in_groups(gateway, world, settings):
+    """Privacy (redteam38): redteam36 masked every numeral of Unicode category N, but Chinese and Japanese numerals
+    are letters (一三八零零一三八零零零, a telephone number; 五千, an amount), a Roman numeral (Ⅻ) became Latin letters
+    under NFKC before it was masked, and a key typed in groups too short to be a token ("sk_live_51H8 xY2k 9QzT", a
+    licence key "ABCD-12EF-GH34-IJ56") lost only its digits: each was stored, and shown to curators, readable. A run
+    of two or more CJK numerals, a letter numeral, and a stretch of such groups are masked now; one numeral alone
+    ("一下", "a little") and ordinary words in groups stay."""
+    from search.models import QueryLogEntry
+
+    settings.SCOUT_QUERY_LOG = "redacted"
+    written = {
+        "add the figures for 电话 一三八零零一三八零零零 and 五千元": "add the figures for 电话 ########### and ##元",
+        "add chapter Ⅻ totals": "add chapter # totals",
+        "add with key sk_live_51H8 xY2k 9QzT please": "add with key <token> please",
+        "add licence ABCD-12EF-GH34-IJ56 seats": "add licence <token> seats",
+        "add 一下 the read-only-database-connection counts": "add 一下 the read-only-database-connection counts",
+    }
+    steps = [("tool_search", {"query": query, "top_k": 3}) for query in written]
+    _session(gateway, world["alice"], steps)
+    stored = list(QueryLogEntry.objects.order_by("pk").values_list("query", flat=True))
+    assert stored == list(written.values())
+
+
 def test_each_outcome_kind_is_linked(gateway, world):
     from search.models import SearchOutcome
 
