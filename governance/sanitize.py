@@ -27,11 +27,13 @@ from functools import lru_cache
 
 # ANSI escape sequences: CSI (ESC [ ... final), OSC (ESC ] ... BEL/ST), and two-character escapes.
 _ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]|\x9b[0-?]*[ -/]*[@-~]")
-# Invisible or direction-changing characters: zero-width, joiners, bidi embeddings/overrides/isolates,
-# word joiner and invisible operators, BOM, Mongolian vowel separator, soft hyphen, tag characters.
+# Invisible or direction-changing characters: zero-width, joiners, bidi embeddings/overrides/isolates and the Arabic
+# letter mark (a right-to-left mark by another name), word joiner and invisible operators, the deprecated format
+# characters U+206A..U+206F, interlinear annotation marks (text between them is hidden by renderers that support
+# them), BOM, Mongolian vowel separator, soft hyphen, tag characters.
 _HIDDEN_CHARS = (
-    "\u00ad\u180e\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
-    "\u2060\u2061\u2062\u2063\u2064\u2066\u2067\u2068\u2069\ufeff"
+    "\u00ad\u061c\u180e\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
+    "\u2060\u2061\u2062\u2063\u2064\u2066\u2067\u2068\u2069\u206a-\u206f\ufeff\ufff9-\ufffb"
 )
 _HIDDEN_RE = re.compile(f"[{_HIDDEN_CHARS}\U000e0000-\U000e007f]")
 # C0 and C1 controls except tab and newline (carriage returns become newlines).

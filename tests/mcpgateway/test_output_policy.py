@@ -504,3 +504,29 @@ def test_the_gateways_voice_in_another_language_or_with_skipped_characters_is_sa
     )
     assert _texts(said) == [FOREIGN_SAID_AS_THE_TOOLS] == [said.structured_content["n"]]
     assert _marked(said, "orders::lookup")
+
+
+def test_the_arabic_letter_mark_deprecated_format_characters_and_interlinear_annotations_never_reach_the_model(
+    gateway, member_on, admin_user, tmp_path
+):
+    """T9/C1-27 (redteam38): the output policy stripped the right-to-left mark (U+200F) but not the Arabic letter
+    mark (U+061C), which reorders text the same way, nor the deprecated format characters U+206A..U+206F or the
+    interlinear annotation marks U+FFF9..U+FFFB (renderers that support them hide the text between them): a real
+    stdio upstream's result carried each to the model, in its text and its structured content."""
+
+    def reply(result: dict) -> str:
+        return json.dumps({"jsonrpc": "2.0", "id": "ID", "result": result}).replace('"ID"', "ID")
+
+    hidden = "invoice\u061c.txt \u206ashape\u206f \ufff9shown\ufffahidden\ufffb"
+    result = {"content": [{"type": "text", "text": hidden}], "structuredContent": {"n": hidden}}
+    server = sync_scripted_server(tmp_path, "orders", {"pages": [[good_tool("lookup")]], "call_reply": reply(result)})
+    classify_low_risk(server.tools.get(), actor=admin_user, operation_class="read", reversibility="reversible")
+    token = member_on(server, index=True).token
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            return await client.call_tool("execute_tool", {"tool_id": "orders::lookup", "arguments": {}})
+
+    said = run(main)
+    assert _texts(said) == ["invoice.txt shape shownhidden"] == [said.structured_content["n"]]
+    assert _marked(said, "orders::lookup")
