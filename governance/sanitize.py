@@ -17,19 +17,23 @@ and Chinese. Each marker has a name, so a curator sees why a tool was held. The 
 a false positive costs a curator one click, a false negative puts an attacker's words in front of the model.
 """
 
+import bisect
 import json
 import re
 import unicodedata
 from collections import Counter
+from dataclasses import dataclass
 from functools import lru_cache
 
 # ANSI escape sequences: CSI (ESC [ ... final), OSC (ESC ] ... BEL/ST), and two-character escapes.
 _ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]|\x9b[0-?]*[ -/]*[@-~]")
-# Invisible or direction-changing characters: zero-width, joiners, bidi embeddings/overrides/isolates,
-# word joiner and invisible operators, BOM, Mongolian vowel separator, soft hyphen, tag characters.
+# Invisible or direction-changing characters: zero-width, joiners, bidi embeddings/overrides/isolates and the Arabic
+# letter mark (a right-to-left mark by another name), word joiner and invisible operators, the deprecated format
+# characters U+206A..U+206F, interlinear annotation marks (text between them is hidden by renderers that support
+# them), BOM, Mongolian vowel separator, soft hyphen, tag characters.
 _HIDDEN_CHARS = (
-    "\u00ad\u180e\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
-    "\u2060\u2061\u2062\u2063\u2064\u2066\u2067\u2068\u2069\ufeff"
+    "\u00ad\u061c\u180e\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
+    "\u2060\u2061\u2062\u2063\u2064\u2066\u2067\u2068\u2069\u206a-\u206f\ufeff\ufff9-\ufffb"
 )
 _HIDDEN_RE = re.compile(f"[{_HIDDEN_CHARS}\U000e0000-\U000e007f]")
 # C0 and C1 controls except tab and newline (carriage returns become newlines).
@@ -185,6 +189,80 @@ def as_read(text: str) -> str:
     "Note from the gateway". The same length as ``text``, character for character, so a match in it is a match at
     the same place in ``text``."""
     return text if text.isascii() else text.translate(_as_read_table())
+
+
+# What a reader's eye skips inside a word: format characters (category Cf: U+206A..U+206F and others strip_hidden
+# keeps), combining marks (a combining acute in "gate\u0301way", the combining grapheme joiner, variation selectors)
+# and the blank letters the screen drops (Hangul fillers, the braille blank).
+_BLANK_LETTERS = "\u115f\u1160\u2800\u3164\uffa0"
+
+
+@lru_cache(maxsize=1)
+def _read_folded_table() -> dict[int, str | None]:
+    """``as_read``'s table for text in any script, lower case: each non-ASCII character a reader skips inside a word
+    (``_BLANK_LETTERS``, categories Cf, Mn, Me) dropped; any other lower-cased, then read as ``as_read`` reads it,
+    else folded to its compatibility form without accents when that is one character (half-width katakana as
+    katakana, a voiced kana as its plain one). Built once."""
+    read = _as_read_table()
+    table: dict[int, str | None] = {}
+    for code in [*range(0x80, 0x20000), *range(0xE0000, 0xE01F0)]:
+        char = chr(code)
+        if unicodedata.category(char) in ("Cf", "Mn", "Me") or char in _BLANK_LETTERS:
+            table[code] = None
+            continue
+        lower = char.lower() if len(char.lower()) == 1 else char
+        folded = read.get(ord(lower))
+        if folded is None:
+            compatible = _strip_marks(unicodedata.normalize("NFKC", lower)).lower()
+            if not compatible:  # a half-width voicing mark: a combining one once folded
+                table[code] = None
+                continue
+            folded = compatible if len(compatible) == 1 else lower
+            folded = read.get(ord(folded), folded)
+        if folded != char:
+            table[code] = folded
+    return table
+
+
+@lru_cache(maxsize=1)
+def _read_dropped_marks() -> dict[int, str]:
+    """Each character ``_read_folded_table`` drops as NUL, a NUL as something else: where the NULs of a text so
+    translated are is where its dropped characters are (a character class this large, matched with ``re`` or RE2 on a
+    megabyte of marks, took 0.25 to 0.9 s; this, some 0.05 s)."""
+    marks: dict[int, str] = {code: "\0" for code, char in _read_folded_table().items() if char is None}
+    marks[0] = "\1"
+    return marks
+
+
+@dataclass(frozen=True)
+class ReadText:
+    """A text as a reader takes it in any script (``read_folded``), and where each of its characters came from."""
+
+    text: str
+    _shifts: tuple[int, ...] = ()  # for each dropped character, the index in ``text`` it would have had
+
+    def start(self, index: int) -> int:
+        """Where the character at ``index`` of the read text is in the original."""
+        return index + bisect.bisect_right(self._shifts, index)
+
+    def end(self, index: int) -> int:
+        """Where a match ending at ``index`` (exclusive) of the read text ends in the original."""
+        return index + bisect.bisect_left(self._shifts, index)
+
+
+def read_folded(text: str) -> ReadText:
+    """``text`` as read (``as_read``) in any script, lower case, with what a reader skips inside a word dropped: "Nоte
+    from the gate\u0301way" (Cyrillic о, a combining accent) and "Ｎｏｔｅ from the gate\u034fway" both read "note
+    from the gateway", "ｹﾞｰﾄｳｪｲ" (half-width) reads as "ゲートウェイ" does. Words matched in it are folded the same way
+    (``read_folded(word).text``); ``ReadText.start``/``end`` give a match's place in ``text``. ASCII letters keep their
+    case (match them case-insensitively)."""
+    if text.isascii():
+        return ReadText(text)
+    read = text.translate(_read_folded_table())
+    if len(read) == len(text):
+        return ReadText(read)
+    dropped = [match.start() for match in re.finditer("\0", text.translate(_read_dropped_marks()))]
+    return ReadText(read, tuple(at - rank for rank, at in enumerate(dropped)))
 
 
 # --- signals ---------------------------------------------------------------------------------------------

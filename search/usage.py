@@ -17,8 +17,10 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 from urllib.parse import unquote
 
+import re2
 from django.conf import settings
 from django.db import IntegrityError, connections, transaction
 from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery
@@ -55,6 +57,15 @@ _EMAIL_RE = re.compile(r'(?<![\w.+-])(?:"[^"\n]{1,64}"|[\w.+-]+)@[\w-]+(?:\.[\w-
 _TOKEN_RUN_RE = re.compile(r"[A-Za-z0-9_\-+/=.~%]{16,}")
 _LONG_RUN_RE = re.compile(r"[A-Za-z0-9_\-]{32,}")
 _WORD_RE = re.compile(r"[A-Z]?[a-z]{2,}(?:[A-Z][a-z]{2,})*|[A-Za-z]|[A-Z]{2,8}|\d+|[A-Za-z]{1,12}\d{1,4}")
+# A key typed or copied in groups ("sk_live_51H8 xY2k 9QzT", "ghp_x9Kq-2LmZ-vB7t", "ABCD-12EF-GH34-IJ56"): runs of
+# 3+ characters split by single spaces or hyphens, each group too short for _TOKEN_RUN_RE (redteam38). RE2: untrusted.
+_GROUPED_RUN_RE = re2.compile(r"[A-Za-z0-9_+/=]{3,}(?:[ \-][A-Za-z0-9_+/=]{3,})+")
+_LICENSE_GROUP_RE = re.compile(r"[A-Z0-9]{4,8}")
+# Chinese and Japanese numerals (一三八零零一三八零零零 is a telephone number, 五千 an amount): masked in a
+# run of two or more (or beside a digit), since one alone is also an ordinary word ("一下", "a little"). 〇 is a
+# numeral already.
+_CJK_NUMERALS = "零一二三四五六七八九十百千万萬亿億兆两兩壹贰貳叁參肆伍陆陸柒捌玖拾佰仟"
+_CJK_NUMERAL_RUN_RE = re2.compile(rf"(?:[{_CJK_NUMERALS}]|\pN)*[{_CJK_NUMERALS}](?:[{_CJK_NUMERALS}]|\pN)*")
 
 
 @dataclass(frozen=True)
@@ -83,9 +94,13 @@ def query_redact(text: str) -> str:
     character references (``&commat;``, ``&#64;``) and percent-escapes (``%40``) decoded and compatibility forms
     folded (NFKC), so ``alice\u200b@example.com`` or a full-width ``＠`` is masked as ``@`` is, and a numeral of any
     script (``①``, ``➀``, ``❶``, ``፩``) as a digit."""
-    text = unicodedata.normalize("NFKC", unquote(html.unescape(_visible(text))))
+    text = unquote(html.unescape(_visible(text)))
+    # A letter numeral (Ⅻ, ⅳ) before NFKC makes it Latin letters ("XII"), no longer a numeral.
+    text = unicodedata.normalize("NFKC", "".join("#" if unicodedata.category(ch) == "Nl" else ch for ch in text))
     text = _EMAIL_RE.sub("<email>", _visible(text))
+    text = _GROUPED_RUN_RE.sub(_groups_masked, text)
     text = _TOKEN_RUN_RE.sub(_token_masked, text)
+    text = _CJK_NUMERAL_RUN_RE.sub(lambda run: "#" * len(run.group()) if len(run.group()) > 1 else run.group(), text)
     return "".join("#" if unicodedata.category(ch)[0] == "N" else ch for ch in text)
 
 
@@ -94,6 +109,39 @@ def _visible(text: str) -> str:
     controls but tab and newline. Hidden in an address, they kept it from being read as one while its reader saw it
     whole (redteam36)."""
     return "".join(ch for ch in strip_hidden(text) if unicodedata.category(ch) != "Cf")
+
+
+def _odd_group(group: str) -> bool:
+    """A group no word is made of: a piece between its punctuation that does not read as one (``_WORD_RE``)."""
+    return any(not _WORD_RE.fullmatch(piece) for piece in re.split(r"[^A-Za-z0-9]+", group) if piece)
+
+
+def _groups_masked(run: Any) -> str:
+    """``run`` (``_GROUPED_RUN_RE``) with each stretch of a key written in groups masked: two or more odd groups in a
+    row (``_odd_group``) of 10+ characters, or four or more upper-case groups of 4 to 8 with a digit among them (a
+    licence key; "NATO" and "ISO 9001" alone are no key)."""
+    parts = re.split(r"([ \-])", run.group())
+    groups, separators = parts[::2], parts[1::2]
+    masked = [False] * len(groups)
+    for licence, test, least, chars in ((False, _odd_group, 2, 10), (True, _LICENSE_GROUP_RE.fullmatch, 4, 16)):
+        start = 0
+        while start < len(groups):
+            end = start
+            while end < len(groups) and test(groups[end]):
+                end += 1
+            stretch = groups[start:end]
+            if len(stretch) >= least and len("".join(stretch)) >= chars:
+                if not licence or (any(c.isdigit() for c in "".join(stretch)) and any(g.isalpha() for g in stretch)):
+                    masked[start:end] = [True] * len(stretch)
+            start = end + 1
+    pieces: list[str] = []
+    for index, group in enumerate(groups):
+        if masked[index] and index and masked[index - 1]:
+            continue  # one <token> for the stretch, its separators included
+        if index:
+            pieces.append(separators[index - 1])
+        pieces.append("<token>" if masked[index] else group)
+    return "".join(pieces)
 
 
 def _token_masked(run: re.Match[str]) -> str:

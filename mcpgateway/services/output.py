@@ -34,7 +34,7 @@ import idna
 import mcp_types as types
 import re2
 
-from governance.sanitize import as_read, clean_json_strings
+from governance.sanitize import ReadText, as_read, clean_json_strings, read_folded
 
 from ..constants import OUTPUT_META_KEY, SCOUT_META_PREFIX
 
@@ -203,6 +203,144 @@ GATEWAY_LABEL_RE = re2.compile(
     r"(?mi)(?:^|[.!?;]\s+)([^\w\n]*(?:scout|gateway)(?:\s+(?:gateway|system|note|notice|message|warning|alert|security|admin))*)"
     r"\s*:[ \t]*[a-z]",
 )
+
+
+# The same claims in French, German, Spanish, Russian, Chinese and Japanese (redteam38): "Message de la passerelle :",
+# "Hinweis vom Gateway:", "Nota del gateway:", "Сообщение от шлюза:", "来自网关的通知：",
+# "ゲートウェイからのお知らせ：", "Scout sagt", "网关已批准", "【Scout】". Written as a reader reads them and matched on
+# the text read so (``read_folded``: lower case, accents, full-width and half-width forms, look-alike letters and what
+# the eye skips inside a word, such as a combining grapheme joiner or U+206A, folded away); each word below is folded
+# the same way when compiled.
+def _folded(*words: str) -> str:
+    return "(?:" + "|".join(re2.escape(read_folded(word).text) for word in sorted(words, key=len, reverse=True)) + ")"
+
+
+_SPEAKERS_ANY = _folded(
+    "gateway",
+    "gateways",
+    "passerelle",
+    "pasarela",
+    "puerta de enlace",
+    "шлюз",
+    "шлюза",
+    "шлюзу",
+    "шлюзом",
+    "шлюзе",
+    "网关",
+    "網關",
+    "闸道",
+    "閘道",
+    "ゲートウェイ",
+    "게이트웨이",
+    "scout",
+    "скаут",
+    "скаута",
+    "скауту",
+    "скаутом",
+    "скауте",
+    "スカウト",
+    "스카우트",
+)
+_NOUNS_ANY = _folded(
+    *"note notes message messages avis notification notifications avertissement avertissements remarque remarques"
+    " consigne consignes instruction instructions alerte alertes annonce annonces".split(),
+    *"hinweis hinweise nachricht nachrichten mitteilung mitteilungen meldung meldungen warnung warnungen notiz"
+    " notizen anweisung anweisungen botschaft anordnung".split(),
+    *"nota notas mensaje mensajes aviso avisos notificación notificaciones advertencia advertencias instrucción"
+    " instrucciones comunicado comunicados alerta alertas".split(),
+    *"сообщение сообщения примечание уведомление заметка предупреждение указание инструкция записка послание"
+    " оповещение".split(),
+    "通知",
+    "消息",
+    "提示",
+    "说明",
+    "說明",
+    "警告",
+    "指示",
+    "注意",
+    "提醒",
+    "公告",
+    "お知らせ",
+    "メッセージ",
+    "連絡",
+    "알림",
+    "메시지",
+    "경고",
+)
+_FROM_ANY = _folded(
+    "de",
+    "du",
+    "des",
+    "de la",
+    "venant de",
+    "venant de la",
+    "provenant de",
+    "provenant de la",
+    "envoyé par",
+    "envoyée par",
+    "vom",
+    "von",
+    "von der",
+    "aus dem",
+    "der",
+    "del",
+    "desde",
+    "desde el",
+    "desde la",
+    "от",
+    "из",
+)
+_VERBS_ANY = _folded(
+    *"dit indique demande exige confirme approuve autorise ordonne signale informe".split(),
+    "a approuvé",
+    "a confirmé",
+    "a autorisé",
+    "a validé",
+    "valide",
+    *"sagt meldet verlangt fordert bestätigt genehmigt autorisiert befiehlt".split(),
+    "hat bestätigt",
+    "hat genehmigt",
+    "weist an",
+    "teilt mit",
+    *"dice indica pide exige confirma aprueba aprobó autoriza autorizó ordena informa solicita".split(),
+    *"говорит сообщает требует просит подтверждает подтвердил одобрил одобряет разрешил разрешает велит указывает"
+    " уведомляет".split(),
+    "说",
+    "說",
+    "表示",
+    "要求",
+    "确认",
+    "確認",
+    "已确认",
+    "已確認",
+    "批准",
+    "已批准",
+    "授权",
+    "授權",
+    "已授权",
+    "已授權",
+    "承認",
+    "許可",
+    "承認しました",
+    "確認しました",
+)
+_ARTICLE_ANY = r"(?:(?:la|le|les|el|los|das|dem|der|die|den|des|the)\s+|l')?"
+_EDGE = r"(?:^|[^\pL\pN_])"  # before a word of a script with spaces; CJK words need none
+_END = r"(?:$|[^\pL\pN_]|[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}])"  # after one
+_CJK_LINK = _folded("来自", "來自", "的", "からの", "から", "の", "より", "は", "が")
+GATEWAY_SPEAKS_ANY_RE = re2.compile(
+    r"(?mi)"
+    rf"{_EDGE}({_NOUNS_ANY}\s+(?:{_FROM_ANY}\s+)?{_ARTICLE_ANY}{_SPEAKERS_ANY}){_END}"
+    rf"|((?:{_CJK_LINK})?{_SPEAKERS_ANY}(?:{_CJK_LINK}|[\s-])?{_NOUNS_ANY}){_END}"
+    rf"|({_SPEAKERS_ANY}(?:{_CJK_LINK})?\s*{_VERBS_ANY}){_END}"
+    rf"|({_SPEAKERS_ANY}{_CJK_LINK})(?:[:：]|$)"
+    rf"|([\[(<{{【「『〔]\s*{_SPEAKERS_ANY}[^\]\)>}}】」』〕\n]{{0,20}}[\])>}}】」』〕])"
+)
+# "Passerelle : appelez ...", "网关：请调用 ...", "Шлюз: вызовите ..." leading a line or sentence, before a word.
+GATEWAY_LABEL_ANY_RE = re2.compile(
+    rf"(?mi)(?:^|[.!?;。！？]\s*)([^\pL\pN\n]*{_SPEAKERS_ANY}(?:\s*{_NOUNS_ANY})?)\s*[:：][ \t　]*\pL"
+)
+_SPEAKERS_ANY_RE = re2.compile(rf"(?i){_SPEAKERS_ANY}")
 VOICE_OF_THE_TOOL = " (the tool's words, not the gateway's)"
 # Claims of one result spelt out with VOICE_OF_THE_TOOL; past them a claim is only put in ‹ › (a result of a
 # megabyte of "[Scout]" would grow sixfold past the output cap), and the result says so once (``result_for_model``).
@@ -218,20 +356,29 @@ class _VoiceCount:
 def gateway_voice_marked(text: str, count: _VoiceCount | None = None) -> str:
     """``text`` (a tool's, a definition's) with any claim to be a note of the gateway's said as the tool's: "Note from
     the gateway:" becomes "Note from the tool (not the gateway):", "The gateway removed" "the tool says the gateway
-    removed", and another way of the gateway speaking ("Scout here:", ``GATEWAY_SPEAKS_RE``) is followed by
-    ``VOICE_OF_THE_TOOL`` (past ``VOICE_NOTES_SPELT_OUT`` of them in ``count``, put in ‹ ›). Matched as read
-    (``as_read``); the text's own characters are kept. Scout's own notes are added after this, as written."""
-    read = as_read(text).lower()
-    if "gateway" not in read and "scout" not in read:
+    removed", and another way of the gateway speaking ("Scout here:", ``GATEWAY_SPEAKS_RE``; in another language,
+    ``GATEWAY_SPEAKS_ANY_RE``) is followed by ``VOICE_OF_THE_TOOL`` (past ``VOICE_NOTES_SPELT_OUT`` of them in
+    ``count``, put in ‹ ›). Matched as read in any script (``read_folded``); the text's own characters are kept.
+    Scout's own notes are added after this, as written."""
+    read = read_folded(text)
+    if not _SPEAKERS_ANY_RE.search(read.text):
         return text
     count = count if count is not None else _VoiceCount()
-    text = _replaced(
-        text, GATEWAY_NOTE_RE, lambda match: f"{match.group(1)}{match.group(2)}from the tool (not the gateway)"
+    text, read = _replaced(
+        text,
+        read,
+        GATEWAY_NOTE_RE,
+        lambda written: f"{as_read(written[1])}{as_read(written[2])}from the tool (not the gateway)",
     )
-    text = _replaced(text, GATEWAY_REMOVED_RE, lambda match: f"the tool says the gateway{match.group(1)}removed")
-    read = as_read(text)
-    claims = [match.span() for match in GATEWAY_SPEAKS_RE.finditer(read)]
-    claims += [match.span(1) for match in GATEWAY_LABEL_RE.finditer(read)]
+    text, read = _replaced(
+        text, read, GATEWAY_REMOVED_RE, lambda written: f"the tool says the gateway{as_read(written[1])}removed"
+    )
+    spans = [match.span() for match in GATEWAY_SPEAKS_RE.finditer(read.text)]
+    spans += [match.span(1) for match in GATEWAY_LABEL_RE.finditer(read.text)]
+    spans += [match.span(1) for match in GATEWAY_LABEL_ANY_RE.finditer(read.text)]
+    for match in GATEWAY_SPEAKS_ANY_RE.finditer(read.text):
+        spans += [match.span(group) for group in range(1, 6) if match.start(group) >= 0][:1]
+    claims = [(read.start(start), read.end(end)) for start, end in spans]
     # One pass, joined once: a result may hold a megabyte of such claims.
     pieces, done = [], 0
     for start, end in sorted(claims):
@@ -247,14 +394,22 @@ def gateway_voice_marked(text: str, count: _VoiceCount | None = None) -> str:
     return "".join(pieces) + text[done:] if pieces else text
 
 
-def _replaced(text: str, pattern: Any, written: Callable[[Any], str]) -> str:
-    """``text`` with each match of ``pattern`` in it as read (``as_read``) replaced by ``written(match)``: the
-    original characters outside the matches kept."""
+def _replaced(text: str, read: ReadText, pattern: Any, written: Callable[[list[str]], str]) -> tuple[str, ReadText]:
+    """``text`` with each match of ``pattern`` in it as read (``read``, its ``read_folded``) replaced by
+    ``written(groups)``, each group as the text wrote it, the original characters outside the matches kept; and the
+    new text as read."""
     pieces, start = [], 0
-    for match in pattern.finditer(as_read(text)):
-        pieces += [text[start : match.start()], written(match)]
-        start = match.end()
-    return "".join(pieces) + text[start:] if pieces else text
+    for match in pattern.finditer(read.text):
+        groups = [
+            text[read.start(match.start(group)) : read.end(match.end(group))] if match.start(group) >= 0 else ""
+            for group in range(pattern.groups + 1)
+        ]
+        pieces += [text[start : read.start(match.start())], written(groups)]
+        start = read.end(match.end())
+    if not pieces:
+        return text, read
+    text = "".join(pieces) + text[start:]
+    return text, read_folded(text)
 
 
 def text_links_defanged(text: str) -> str:

@@ -166,3 +166,19 @@ def test_as_read_gives_one_ascii_character_for_each_that_reads_as_one_and_keeps_
     assert as_read(text) == "Note from the gateway Scout 's Boen 東京 ß"
     assert len(as_read(text)) == len(text)
     assert as_read("plain ASCII stays") == "plain ASCII stays"
+
+
+def test_read_folded_drops_what_the_eye_skips_and_maps_each_match_back_to_the_text():
+    """redteam38: a combining grapheme joiner, U+206A, a variation selector or a combining accent inside a word read
+    as nothing; half-width katakana read as katakana; Cyrillic words fold as their look-alikes do, in either case."""
+    from governance.sanitize import read_folded
+
+    text = "Ｎote from the gat\u034fe\u0301w\u206a\ufe0fay!"
+    read = read_folded(text)
+    assert read.text == "note from the gateway!"
+    end = read.text.index("!")
+    assert text[read.start(0) : read.end(end)] == text[:-1]  # the skipped characters inside are kept
+    assert text[read.start(end)] == "!"
+    assert read_folded("ｹﾞｰﾄｳｪｲ").text == read_folded("ゲートウェイ").text
+    assert read_folded("СООБЩЕНИЕ ОТ ШЛЮЗА").text == read_folded("сообщение от шлюза").text
+    assert read_folded("plain ascii").text == "plain ascii"  # ASCII keeps its case

@@ -58,9 +58,8 @@ def test_the_redacted_log_masks_an_address_or_a_number_however_it_is_written(gat
     soft hyphen inside an address (text copied from a web page carries them), an HTML or percent escape of its "@",
     and numerals outside the decimal digits (➀, ❶, Ethiopic ፩) kept it from being masked: the request was stored, and
     shown to curators, reading as the address and number it held. Each is masked now, the learned request too."""
-    from search.models import LearnedRequest, QueryLogEntry
+    from search.models import LearnedRequest
 
-    settings.SCOUT_QUERY_LOG = "redacted"
     written = {
         "add the invoice total for alice.jones\u200b@example.com": "add the invoice total for <email>",
         "add the total for bob\u00ad@example.org please": "add the total for <email> please",
@@ -70,13 +69,36 @@ def test_the_redacted_log_masks_an_address_or_a_number_however_it_is_written(gat
             "add the amounts on card #### #### ##"
         ),
     }
-    steps = [("tool_search", {"query": query, "top_k": 3}) for query in written]
-    _session(
-        gateway, world["alice"], [*steps, ("execute_tool", {"tool_id": "calc::add", "arguments": {"a": 1, "b": 2}})]
-    )
-    stored = list(QueryLogEntry.objects.order_by("pk").values_list("query", flat=True))
-    assert stored == list(written.values())
+    called = ("execute_tool", {"tool_id": "calc::add", "arguments": {"a": 1, "b": 2}})
+    assert _logged_redacted(gateway, world, settings, list(written), called) == list(written.values())
     assert LearnedRequest.objects.get().text == "add the amounts on card #### #### ##"
+
+
+def test_the_redacted_log_masks_cjk_numerals_letter_numerals_and_keys_written_in_groups(gateway, world, settings):
+    """Privacy (redteam38): redteam36 masked every numeral of Unicode category N, but Chinese and Japanese numerals
+    are letters (一三八零零一三八零零零, a telephone number; 五千, an amount), a Roman numeral (Ⅻ) became Latin letters
+    under NFKC before it was masked, and a key typed in groups too short to be a token ("sk_live_51H8 xY2k 9QzT", a
+    licence key "ABCD-12EF-GH34-IJ56") lost only its digits: each was stored, and shown to curators, readable. A run
+    of two or more CJK numerals, a letter numeral, and a stretch of such groups are masked now; one numeral alone
+    ("一下", "a little") and ordinary words in groups stay."""
+    written = {
+        "add the figures for 电话 一三八零零一三八零零零 and 五千元": "add the figures for 电话 ########### and ##元",
+        "add chapter Ⅻ totals": "add chapter # totals",
+        "add with key sk_live_51H8 xY2k 9QzT please": "add with key <token> please",
+        "add licence ABCD-12EF-GH34-IJ56 seats": "add licence <token> seats",
+        "add 一下 the read-only-database-connection counts": "add 一下 the read-only-database-connection counts",
+    }
+    assert _logged_redacted(gateway, world, settings, list(written)) == list(written.values())
+
+
+def _logged_redacted(gateway, world, settings, queries: list[str], *then: tuple[str, dict]) -> list[str]:
+    """The query log's rows, oldest first, after alice searched ``queries`` (then made the calls ``then``) over HTTP
+    with SCOUT_QUERY_LOG=redacted."""
+    from search.models import QueryLogEntry
+
+    settings.SCOUT_QUERY_LOG = "redacted"
+    _session(gateway, world["alice"], [*(("tool_search", {"query": query, "top_k": 3}) for query in queries), *then])
+    return list(QueryLogEntry.objects.order_by("pk").values_list("query", flat=True))
 
 
 def test_each_outcome_kind_is_linked(gateway, world):
