@@ -67,6 +67,9 @@ class RequestGroup:
     returned: list[tuple[str, str]] = field(default_factory=list)  # (tool_id, its admin page or "")
 
 
+MAX_ID_DIGITS = 18  # a bigint's ids: 2**63 - 1 has 19 digits
+
+
 def group_key(text: str) -> str:
     """Requests with the same words (any order, case or punctuation; stopwords ignored) share a group."""
     words = sorted(set(tokenize(text)))
@@ -125,7 +128,9 @@ def request_restore(*, key: str, user, tenant: str | None = None) -> str | None:
     text, None when there was none (another tenant's dismissal is answered the same way)."""
     dismissals = dismissals_for(user).filter(key=key)
     if tenant is not None:
-        if tenant and not tenant.isdigit():
+        # ASCII digits only: str.isdigit() takes "²" and "①", which int() refuses (a 500, redteam37); nor an id past
+        # any database integer.
+        if tenant and not (tenant.isascii() and tenant.isdigit() and len(tenant) <= MAX_ID_DIGITS):
             return None
         dismissals = dismissals.filter(tenant_id=int(tenant) if tenant else None)
     text = dismissals.values_list("text", flat=True).first()

@@ -25,6 +25,20 @@ class ServerSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+# How an operator starts or reaches a server, and what went wrong doing it: a hosted server's URL often carries its
+# secret in the path, arguments a key, and the variable names and last error say where the secrets are and what the
+# network looks like. The operator's own; never read through a token acting for an agent (redteam37, T1/T14).
+LAUNCH_FIELDS = ("command", "args", "env_vars", "url", "header_env", "last_error")
+
+
+class AgentServerSerializer(ServerSerializer):
+    """A server as a token acting for an agent reads it: what it is and whether it serves, not how it is started."""
+
+    class Meta(ServerSerializer.Meta):
+        fields = tuple(name for name in ServerSerializer.Meta.fields if name not in LAUNCH_FIELDS)
+        read_only_fields = fields
+
+
 class ServerWriteSerializer(serializers.Serializer):
     """Fields an operator writes. Model rules (a stdio server needs a command, ...) are checked by the service."""
 
@@ -70,6 +84,15 @@ class SyncRunSerializer(serializers.ModelSerializer):
             "error",
             "rejections",
         )
+        read_only_fields = fields
+
+
+class AgentSyncRunSerializer(SyncRunSerializer):
+    """A sync run as a token acting for an agent reads it: its error names the server's URL (a hosted server's
+    secret may be in its path) and hosts or paths of the operator's (``LAUNCH_FIELDS``, redteam37)."""
+
+    class Meta(SyncRunSerializer.Meta):
+        fields = tuple(name for name in SyncRunSerializer.Meta.fields if name != "error")
         read_only_fields = fields
 
 

@@ -19,6 +19,8 @@ from catalog.tasks import sync_server
 
 from .params import param_choice
 from .serializers import (
+    AgentServerSerializer,
+    AgentSyncRunSerializer,
     ServerCreateSerializer,
     ServerSerializer,
     ServerWriteSerializer,
@@ -34,6 +36,17 @@ def _token_servers(request: Request) -> frozenset[str] | None:
     # request.auth is governance's Principal for a token (None for a session); read duck-typed, as catalog
     # must not import governance.
     return getattr(request.auth, "server_slugs", None)
+
+
+def server_serializer(request: Request) -> type[ServerSerializer]:
+    """How the caller reads a server: a token acting for an agent (``agent_id`` on governance's Principal, read
+    duck-typed) without its launch details (``AgentServerSerializer``), anyone else whole."""
+    return AgentServerSerializer if getattr(request.auth, "agent_id", None) is not None else ServerSerializer
+
+
+def sync_run_serializer(request: Request) -> type[SyncRunSerializer]:
+    """How the caller reads a sync run: a token acting for an agent without its error (``AgentSyncRunSerializer``)."""
+    return AgentSyncRunSerializer if getattr(request.auth, "agent_id", None) is not None else SyncRunSerializer
 
 
 def servers_for_request(request: Request) -> QuerySet[Server]:
@@ -68,6 +81,9 @@ class ServerList(generics.ListAPIView):
     required_perms = {"GET": VIEW_SERVER, "POST": ("catalog.view_server", "catalog.add_server")}
     serializer_class = ServerSerializer
 
+    def get_serializer_class(self) -> type[ServerSerializer]:
+        return server_serializer(self.request)
+
     def get_queryset(self) -> QuerySet[Server]:
         qs = servers_for_request(self.request)
         status_filter = param_choice(self.request.query_params, "status", ServerStatus.values)
@@ -88,7 +104,7 @@ class ServerList(generics.ListAPIView):
         with transaction.atomic():
             server = server_create(**data.validated_data)
             server_claim(request, server)  # a tenant's caller registers their tenant's server, never a shared one
-        return Response(ServerSerializer(_server(request, server.slug)).data, status=status.HTTP_201_CREATED)
+        return Response(server_serializer(request)(_server(request, server.slug)).data, status=status.HTTP_201_CREATED)
 
 
 class ServerDetail(generics.GenericAPIView):
@@ -97,7 +113,7 @@ class ServerDetail(generics.GenericAPIView):
 
     @extend_schema(summary="Read a server")
     def get(self, request: Request, slug: str) -> Response:
-        return Response(ServerSerializer(_server(request, slug)).data)
+        return Response(server_serializer(request)(_server(request, slug)).data)
 
     @extend_schema(
         summary="Edit a server (slug and status are not editable)",
@@ -110,7 +126,7 @@ class ServerDetail(generics.GenericAPIView):
         data.is_valid(raise_exception=True)
         _refuse_locked(request, server, data.validated_data)
         server_update(server=server, **data.validated_data)
-        return Response(ServerSerializer(_server(request, slug)).data)
+        return Response(server_serializer(request)(_server(request, slug)).data)
 
 
 class ServerArchive(generics.GenericAPIView):
@@ -122,7 +138,7 @@ class ServerArchive(generics.GenericAPIView):
         server = _server(request, slug)
         _refuse_locked(request, server, {"status": ServerStatus.ARCHIVED})
         server_archive(server=server)
-        return Response(ServerSerializer(_server(request, slug)).data)
+        return Response(server_serializer(request)(_server(request, slug)).data)
 
 
 class ServerSync(generics.GenericAPIView):
@@ -150,6 +166,9 @@ def _runs_for_request(request: Request) -> QuerySet[SyncRun]:
 class SyncRunList(generics.ListAPIView):
     required_perms = {"GET": ("catalog.view_syncrun",)}
     serializer_class = SyncRunSerializer
+
+    def get_serializer_class(self) -> type[SyncRunSerializer]:
+        return sync_run_serializer(self.request)
 
     @extend_schema(
         summary="List sync runs, newest first",
@@ -180,6 +199,9 @@ class SyncRunList(generics.ListAPIView):
 class SyncRunDetail(generics.RetrieveAPIView):
     required_perms = {"GET": ("catalog.view_syncrun",)}
     serializer_class = SyncRunSerializer
+
+    def get_serializer_class(self) -> type[SyncRunSerializer]:
+        return sync_run_serializer(self.request)
 
     def get_queryset(self) -> QuerySet[SyncRun]:
         qs = _runs_for_request(self.request)

@@ -17,7 +17,13 @@ from governance.constants import SCOPE_APPROVE, SCOPE_DISCOVER
 from governance.models import Agent, ApiToken, ApprovalRequest, AuditEvent, Tenant
 from governance.principals import Principal
 from governance.selectors import ToolNotFound, audit_events_visible_to, servers_shaped_by
-from governance.services.approvals import ApprovalError, approval_decide, approval_deny_many
+from governance.services.approvals import (
+    AGENT_DECIDES,
+    AGENT_DECIDES_MESSAGE,
+    ApprovalError,
+    approval_decide,
+    approval_deny_many,
+)
 from governance.services.tokens import api_token_create, api_token_revoke, scopes_validate
 
 from .authentication import request_principal
@@ -136,6 +142,7 @@ APPROVAL_ERROR_STATUS = {
     "unknown": status.HTTP_404_NOT_FOUND,
     "forbidden": status.HTTP_404_NOT_FOUND,
     "self_approval": status.HTTP_403_FORBIDDEN,
+    AGENT_DECIDES: status.HTTP_403_FORBIDDEN,
     "reason_required": status.HTTP_400_BAD_REQUEST,
     "not_pending": status.HTTP_409_CONFLICT,
     "expired": status.HTTP_409_CONFLICT,
@@ -242,6 +249,8 @@ class ApprovalDenyMany(generics.GenericAPIView):
         responses=BulkDenialResultSerializer,
     )
     def post(self, request: Request) -> Response:
+        if request_principal(request).agent_id is not None:
+            raise PermissionDenied(AGENT_DECIDES_MESSAGE, code=AGENT_DECIDES)  # before any lookup: nothing is told
         data = BulkDenialSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         wanted = list(dict.fromkeys(data.validated_data["approval_ids"]))  # each once, in the order given

@@ -61,6 +61,13 @@ SERVER_STATUSES_THAT_PASS = (ServerStatus.DEGRADED, ServerStatus.UNAVAILABLE)
 APPROVAL_ID_RE = re.compile(re.escape(APPROVAL_ID_PREFIX) + r"[A-Za-z0-9_-]{16,36}")
 
 
+AGENT_DECIDES = "agent_decides"
+AGENT_DECIDES_MESSAGE = (
+    "A token acting for an agent decides no request: approving or denying a call is its person's act, in the admin "
+    "or with a token of their own (no agent)"
+)
+
+
 class ArgumentsNotCanonical(ValueError):
     """The arguments cannot be turned into canonical JSON (NaN/Infinity, non-JSON types, non-string keys,
     too deep, too large). Nothing was executed."""
@@ -69,7 +76,8 @@ class ArgumentsNotCanonical(ValueError):
 class ApprovalError(Exception):
     """An approval cannot be decided or used. ``code`` is stable for callers:
     unknown, not_pending, not_approved, denied, already_approved, used, expired, arguments_mismatch,
-    definition_changed, policy_changed, self_approval, forbidden, reason_required, too_many_pending. ``details``: facts
+    definition_changed, policy_changed, self_approval, forbidden, agent_decides, reason_required, too_many_pending.
+    ``details``: facts
     a caller may pass on as structured data (the approval_id; for a denial also who denied it, when, and their reason);
     ``request``: the request it is about, when the caller may be told more of it (still pending: where and until when
     an approver decides)."""
@@ -318,8 +326,8 @@ def approval_decide(
     """Approve or deny a pending request. The approver needs approve_tool/approve_server on the tool and
     must not be the requester (nor appear in the request's delegation chain). A denial needs a reason.
     An approval stays usable for the risk class's TTL. ``principal``: how the approver decided, for the audit
-    trail (an API token's principal names the token and agent); None for the admin. Raises ApprovalError
-    (forbidden, self_approval, reason_required, not_pending, expired)."""
+    trail (an API token's principal names the token and agent); None for the admin. A token acting for an agent decides
+    nothing. Raises ApprovalError (forbidden, self_approval, agent_decides, reason_required, not_pending, expired)."""
     reason = (reason or "").strip()[:MAX_REASON_CHARS]
     if _asked_by(request, approver):
         raise ApprovalError("self_approval", "You cannot decide on your own request")
@@ -331,6 +339,11 @@ def approval_decide(
                 "forbidden", "Your approve right here is a grant you made yourself: another person must grant it"
             )
         raise ApprovalError("forbidden", "You may not approve calls to this tool")
+    if principal is not None and principal.agent_id is not None:
+        # An approval is a person's check on an agent's call: an agent deciding one is an LLM judging arguments another
+        # agent wrote (one prompt injection away from both), and four eyes become none (redteam37, T5/Z9). Its token
+        # may read the inbox (to tell its person what waits); the decision is the person's.
+        raise ApprovalError(AGENT_DECIDES, AGENT_DECIDES_MESSAGE)
     if not approve and not reason:
         raise ApprovalError("reason_required", "A denial needs a reason")
     if approve and request.status == ApprovalStatus.PENDING and not approval_requester_may_execute(request=request):

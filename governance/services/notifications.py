@@ -194,10 +194,14 @@ def approval_payload(*, request: ApprovalRequest) -> dict:
         requester, agent = OTHER_TENANT_PERSON, OTHER_TENANT_AGENT if request.agent else ""
     else:
         requester, agent = request.requester.get_username(), request.agent
+    # The tool's name is its upstream's choice, and receivers post it to a chat: named as the mail names it, so no
+    # markup, link or line break in it reaches a channel (redteam37). The exact id: GET /api/v1/approvals/<id>/.
+    tool_id, escaped = _tool_as_mailed(request)
     return {
         "event": "approval.requested",
         "approval_id": request.approval_id,
-        "tool_id": request.tool.tool_id,
+        "tool_id": tool_id,
+        "tool_name_escaped": escaped,
         "server": request.tool.server.slug,
         "risk_class": request.risk_class,
         "operation_class": request.operation_class,

@@ -1,5 +1,5 @@
-"""/api/v1/approvals/ decided through a token that can do less than its person: a narrowed agent's token reads and
-decides only requests for the tools its agent may discover (Z8: human ∩ agent ∩ token scope)."""
+"""/api/v1/approvals/ through a token that can do less than its person: a narrowed agent's token reads only requests for
+the tools its agent may discover (Z8: human ∩ agent ∩ token scope), and no agent's token decides any (redteam37)."""
 
 import pytest
 
@@ -47,11 +47,12 @@ def test_a_narrowed_agents_token_decides_only_requests_for_tools_its_agent_may_d
     payroll.refresh_from_db()
     assert payroll.status == "pending"
 
-    decided = api.post(f"approvals/{github.approval_id}/approve/", token=token, json={})
-    assert decided.status_code == 200 and decided.json()["status"] == "approved"
-    # The person's own token (no agent) still decides the other one.
+    # Its own inbox's request it reads and does not decide (redteam37: test_an_agents_token_decides_nothing).
+    assert api.post(f"approvals/{github.approval_id}/approve/", token=token, json={}).status_code == 403
+    # The person's own token (no agent) decides both.
     person = make_token(approver, ["api", "approve"])
-    assert api.post(f"approvals/{payroll.approval_id}/approve/", token=person, json={}).status_code == 200
+    for request in (github, payroll):
+        assert api.post(f"approvals/{request.approval_id}/approve/", token=person, json={}).status_code == 200
 
 
 def test_the_decision_service_keeps_to_the_deciding_tokens_limits(requests_on_two_servers, approver, catalog):
@@ -71,3 +72,36 @@ def test_the_decision_service_keeps_to_the_deciding_tokens_limits(requests_on_tw
         assert refused.value.code == "forbidden"
     payroll.refresh_from_db()
     assert payroll.status == "pending"
+
+
+@pytest.mark.parametrize("all_user_tools", [True, False])
+def test_an_agents_token_decides_nothing(api, requests_on_two_servers, approver, member, catalog, all_user_tools):
+    """Redteam37 (T5/Z9): an approval is a person's check on an agent's call, but a token acting for an approver's
+    agent (the approve scope its person gave it) approved and denied other people's requests in its inbox, one at a
+    time or many at once: an LLM judging arguments another agent wrote, one prompt injection away from approving
+    them (200 before). It reads its inbox still; every decision through it is a 403 saying whose act it is, the
+    request stays pending and nothing is audited as decided; an unknown id and a request outside its inbox are one
+    404 as before (nothing is told); the person's own token decides."""
+    from governance.models import AgentGrant, AuditEvent
+    from tests.governance.factories import agent_of
+
+    agent = agent_of(approver, "inbox-bot", all_user_tools=all_user_tools)
+    if not all_user_tools:
+        AgentGrant.objects.create(agent=agent, server=catalog.github, action="discover")
+    token = make_token(approver, ["api", "approve"], agent=agent)
+    github = requests_on_two_servers["github"]
+    listed = api.get("approvals/", token=token).json()["results"]
+    assert github.approval_id in [item["approval_id"] for item in listed]
+    assert api.get(f"approvals/{github.approval_id}/", token=token).status_code == 200
+    for verb, body in (("approve", {}), ("deny", {"reason": "looks wrong"})):
+        refused = api.post(f"approvals/{github.approval_id}/{verb}/", token=token, json=body)
+        assert refused.status_code == 403, refused.text
+        assert refused.json()["error"]["code"] == "agent_decides"
+        assert "person's act" in refused.json()["error"]["message"]
+    many = api.post("approvals/deny/", token=token, json={"approval_ids": [github.approval_id], "reason": "no"})
+    assert many.status_code == 403 and many.json()["error"]["code"] == "agent_decides", many.text
+    github.refresh_from_db()
+    assert github.status == "pending" and github.decided_by_id is None
+    assert not AuditEvent.objects.filter(event_type__in=["approval.approved", "approval.denied"]).exists()
+    person = make_token(approver, ["api", "approve"])
+    assert api.post(f"approvals/{github.approval_id}/approve/", token=person, json={}).status_code == 200

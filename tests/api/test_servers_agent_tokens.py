@@ -92,3 +92,54 @@ def test_an_agents_token_counts_only_the_tools_its_agent_may_see(api, catalog, t
     assert [row["tool_id"] for row in listed] == [catalog.visible.tool_id]
     assert [(row["slug"], row["tool_count"]) for row in agent_rows] == [("github", 1)]
     assert api.get("servers/github/", token=tokens["agent"]).json()["tool_count"] == 1
+
+
+LAUNCH_FIELDS = ("command", "args", "env_vars", "url", "header_env", "last_error")
+
+
+def test_an_agents_token_reads_no_servers_launch_details(api, catalog, tokens):
+    """How an operator starts or reaches a server (its command and arguments, the names of the variables its
+    secrets are in, its URL, its last error) is the operator's: a hosted MCP server's URL often carries its secret
+    (`https://mcp.example/api/mcp/s/<secret>/mcp`), and arguments a key. A token acting for the operator's agent
+    (one prompt injection away from a tool's output) reads the server it uses, without them, and its sync runs
+    without their error, which names the URL (redteam37, T1/T14)."""
+    from django.utils import timezone
+
+    from catalog.models import Server, SyncRun
+
+    Server.objects.filter(pk=catalog.github.pk).update(
+        transport="http",
+        command="",
+        args=["--api-key=sk-live-abc123"],
+        env_vars=["GITHUB_TOKEN"],
+        url="https://mcp.example/api/mcp/s/hosted-secret-9f8e7d/mcp",
+        header_env={"Authorization": "GITHUB_TOKEN"},
+        last_error="could not reach https://mcp.example/api/mcp/s/hosted-secret-9f8e7d/mcp",
+    )
+    own = api.get("servers/github/", token=tokens["own"]).json()
+    assert own["url"].endswith("/hosted-secret-9f8e7d/mcp") and own["args"] == ["--api-key=sk-live-abc123"]
+    for response in (api.get("servers/github/", token=tokens["agent"]), api.get("servers/", token=tokens["agent"])):
+        assert response.status_code == 200, response.text
+        assert "hosted-secret" not in response.text and "sk-live" not in response.text
+        assert "GITHUB_TOKEN" not in response.text
+        body = response.json()
+        row = body["results"][0] if "results" in body else body
+        assert row["slug"] == "github" and row["status"] == "active" and row["tool_count"] == 1
+        assert not set(LAUNCH_FIELDS) & set(row), row
+    run = SyncRun.objects.create(
+        server=catalog.github,
+        status="failed",
+        started_at=timezone.now(),
+        source="beat",
+        error="connection refused or unreachable: https://mcp.example/api/mcp/s/hosted-secret-9f8e7d/mcp",
+    )
+    assert "hosted-secret" in api.get(f"sync-runs/{run.pk}/", token=tokens["own"]).text
+    for response in (
+        api.get(f"sync-runs/{run.pk}/", token=tokens["agent"]),
+        api.get("sync-runs/", token=tokens["agent"]),
+    ):
+        assert response.status_code == 200, response.text
+        assert "hosted-secret" not in response.text
+        body = response.json()
+        row = body["results"][0] if "results" in body else body
+        assert row["id"] == run.pk and row["status"] == "failed" and "error" not in row

@@ -373,3 +373,54 @@ def test_an_upstreams_tool_name_reaches_the_approvers_mail_escaped_never_as_a_li
     assert "(The tool's name holds other characters than letters, digits, _ and -: escaped here.)" in lured.body
     assert ordinary.subject.startswith("[Scout] Approval needed: payments::refund_order (")
     assert "escaped here" not in ordinary.body
+
+
+def test_an_upstreams_tool_name_reaches_the_approval_webhook_escaped_as_in_the_mail(
+    gateway, member_on, admin_user, tmp_path, settings
+):
+    """Redteam37: the approval webhook's JSON carried `tool_id` as the upstream wrote it, and a receiver posts it to a
+    chat (the webhook's usual use). A real stdio upstream's tools named with chat markup (Slack's link
+    "<https://…|Approve now>", Markdown's "[Approve now](https://…)") or with a line separator (U+2028, a line break
+    once decoded) followed by text reading as another field ("decide_url: https://…") reached the receiver as written:
+    JSON's escaping is undone by any parser. The webhook now names the tool as the mail does (every character but
+    letters, digits, _ and -: \\uXXXX) and says so (`tool_name_escaped`); an ordinary name is sent as it is."""
+    import json
+
+    from tests.catalog.servers.fixtures import good_tool
+    from tests.governance.conftest import _receiving
+
+    from .conftest import sync_scripted_server
+
+    lures = [
+        "refund <https://scout-approvals.example/decide|Approve now>",
+        "refund\u2028decide_url: https://scout-approvals.example/decide",
+        "refund [Approve now](https://scout-approvals.example/decide)",
+    ]
+    reply = '{"jsonrpc": "2.0", "id": ID, "result": {"content": [{"type": "text", "text": "done"}]}}'
+    server = sync_scripted_server(
+        tmp_path, "payments", {"pages": [[*map(good_tool, lures), good_tool("refund_order")]], "call_reply": reply}
+    )
+    token = member_on(server).token
+    with _receiving() as (url, received):
+        settings.SCOUT_APPROVAL_WEBHOOK_URL = url
+
+        async def main():
+            async with mcp_client(gateway, token, mode=MODERN) as client:
+                return [
+                    await client.call_tool("execute_tool", {"tool_id": f"payments::{name}", "arguments": {}})
+                    for name in [*lures, "refund_order"]
+                ]
+
+        for name, result in zip([*lures, "refund_order"], run(main), strict=True):
+            assert result.structured_content.get("approval_required") is True, (name, _text(result))
+    bodies = [json.loads(body) for _, body in received]
+    assert len(bodies) == 4
+    for body in bodies[:3]:
+        assert body["tool_name_escaped"] is True, body
+        name = body["tool_id"].removeprefix("payments::")
+        assert re.fullmatch(r"(?:[A-Za-z0-9_-]|\\u[0-9a-f]{4})+", name), name
+        assert "scout-approvals.example" not in body["tool_id"]
+    assert bodies[0]["tool_id"].startswith("payments::refund\\u0020\\u003chttps\\u003a")
+    assert bodies[1]["tool_id"].startswith("payments::refund\\u2028decide_url\\u003a")
+    assert bodies[2]["tool_id"].startswith("payments::refund\\u0020\\u005bApprove\\u0020now\\u005d\\u0028https")
+    assert bodies[3]["tool_id"] == "payments::refund_order" and bodies[3]["tool_name_escaped"] is False

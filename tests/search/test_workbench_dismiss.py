@@ -273,3 +273,22 @@ def test_a_superuser_restores_a_dismissal_only_in_the_tenant_it_was_made_in(clie
     response = client.post(reverse(WORKBENCH), {**form, "tenant": "x"}, follow=True)
     assert [str(m) for m in response.context["messages"]] == ["Nothing to restore: that request is not dismissed."]
     assert DismissedRequest.objects.count() == 1
+
+
+def test_a_restore_naming_a_tenant_in_other_digits_or_past_any_id_restores_nothing(client, django_user_model):
+    """The restore form's tenant is a tenant's id as the page wrote it; any other text restores nothing. "²" (and "①",
+    other digits str.isdigit() takes but int() does not) answered 500 with a traceback logged (redteam37), and an id
+    past any database integer must not reach the query either."""
+    alpha = _curator(django_user_model, "alpha-cur", "alpha")
+    asker = django_user_model.objects.create_user(username="alpha-agent")
+    tenant_with("alpha", asker)
+    _log(asker, FLIGHT)
+    client.force_login(alpha)
+    _dismiss(client, FLIGHT)
+    row = DismissedRequest.objects.get()
+    for tenant in ("²", "①", "99999999999999999999", "-1", " 1"):
+        form = {"action": "restore", "key": row.key, "tenant": tenant}
+        response = client.post(reverse(WORKBENCH), form, follow=True)
+        assert response.status_code == 200, tenant
+        assert [str(m) for m in response.context["messages"]] == ["Nothing to restore: that request is not dismissed."]
+    assert DismissedRequest.objects.count() == 1
