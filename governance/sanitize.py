@@ -187,6 +187,12 @@ def as_read(text: str) -> str:
     return text if text.isascii() else text.translate(_as_read_table())
 
 
+def as_read_warm_up() -> None:
+    """Build ``as_read``'s table now (some 0.1 s of CPU, more at a high load), before a process serves: else the
+    first request with a non-ASCII text in its answer or result pays for it (issue 9, perf11)."""
+    _as_read_table()
+
+
 # --- signals ---------------------------------------------------------------------------------------------
 
 _MODEL = (

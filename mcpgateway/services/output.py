@@ -221,15 +221,17 @@ def gateway_voice_marked(text: str, count: _VoiceCount | None = None) -> str:
     removed", and another way of the gateway speaking ("Scout here:", ``GATEWAY_SPEAKS_RE``) is followed by
     ``VOICE_OF_THE_TOOL`` (past ``VOICE_NOTES_SPELT_OUT`` of them in ``count``, put in ‹ ›). Matched as read
     (``as_read``); the text's own characters are kept. Scout's own notes are added after this, as written."""
-    read = as_read(text).lower()
-    if "gateway" not in read and "scout" not in read:
+    read = as_read(text)  # read once: again only where a claim below was rewritten
+    lowered = read.lower()
+    if "gateway" not in lowered and "scout" not in lowered:
         return text
     count = count if count is not None else _VoiceCount()
-    text = _replaced(
-        text, GATEWAY_NOTE_RE, lambda match: f"{match.group(1)}{match.group(2)}from the tool (not the gateway)"
+    text, read = _replaced(
+        text, read, GATEWAY_NOTE_RE, lambda match: f"{match.group(1)}{match.group(2)}from the tool (not the gateway)"
     )
-    text = _replaced(text, GATEWAY_REMOVED_RE, lambda match: f"the tool says the gateway{match.group(1)}removed")
-    read = as_read(text)
+    text, read = _replaced(
+        text, read, GATEWAY_REMOVED_RE, lambda match: f"the tool says the gateway{match.group(1)}removed"
+    )
     claims = [match.span() for match in GATEWAY_SPEAKS_RE.finditer(read)]
     claims += [match.span(1) for match in GATEWAY_LABEL_RE.finditer(read)]
     # One pass, joined once: a result may hold a megabyte of such claims.
@@ -247,14 +249,18 @@ def gateway_voice_marked(text: str, count: _VoiceCount | None = None) -> str:
     return "".join(pieces) + text[done:] if pieces else text
 
 
-def _replaced(text: str, pattern: Any, written: Callable[[Any], str]) -> str:
-    """``text`` with each match of ``pattern`` in it as read (``as_read``) replaced by ``written(match)``: the
-    original characters outside the matches kept."""
+def _replaced(text: str, read: str, pattern: Any, written: Callable[[Any], str]) -> tuple[str, str]:
+    """``text`` with each match of ``pattern`` in ``read`` (``as_read(text)``) replaced by ``written(match)``: the
+    original characters outside the matches kept. Returns the new text and it as read (``read`` itself when
+    nothing matched)."""
     pieces, start = [], 0
-    for match in pattern.finditer(as_read(text)):
+    for match in pattern.finditer(read):
         pieces += [text[start : match.start()], written(match)]
         start = match.end()
-    return "".join(pieces) + text[start:] if pieces else text
+    if not pieces:
+        return text, read
+    text = "".join(pieces) + text[start:]
+    return text, as_read(text)
 
 
 def text_links_defanged(text: str) -> str:
