@@ -265,6 +265,15 @@ def read_folded(text: str) -> ReadText:
     return ReadText(read, tuple(at - rank for rank, at in enumerate(dropped)))
 
 
+def as_read_warm_up() -> None:
+    """Build ``as_read``'s and ``read_folded``'s tables now (some 0.1 s of CPU each, more at a high load), before a
+    process serves: else the first request with a non-ASCII text in its answer or result pays for them (issue 9,
+    perf11)."""
+    _as_read_table()
+    _read_folded_table()
+    _read_dropped_marks()
+
+
 # --- signals ---------------------------------------------------------------------------------------------
 
 _MODEL = (

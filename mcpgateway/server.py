@@ -39,6 +39,7 @@ from starlette.routing import BaseRoute, Route
 
 from catalog.dbbusy import database_busy
 from catalog.models import Tool
+from governance.sanitize import as_read_warm_up
 from governance.writebehind import write_behind, write_behind_flush
 from search.services import search_warm_up
 from search.text import close_tool_ids
@@ -427,6 +428,7 @@ def gateway_warm_up() -> None:
     on the first search, and one full collection."""
     started = time.monotonic()
     spent = search_warm_up()
+    as_read_warm_up()  # what answers and results are matched as read: its table, built once
     gc.collect()
     gc.freeze()
     logger.info(

@@ -16,8 +16,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import mcp_types as types
+from django.db import connections, router
 from opentelemetry import trace
 
+from catalog.definitions import tool_deprecated
 from catalog.models import Tool
 from governance.cache import visibility_row_read_once, visibility_row_token
 from governance.choices import AuditEventType, AuditOutcome, OperationClass, Reversibility
@@ -256,12 +258,12 @@ def server_note(description: str) -> str:
     return text if len(text) <= SERVER_NOTE_CHARS else text[: SERVER_NOTE_CHARS - 1].rstrip() + "…"
 
 
-def tool_title(tool: Tool) -> str:
-    return text_for_model(tool.title or tool.upstream_title or tool.name)
+def _title(*, title: str, upstream_title: str, name: str) -> str:
+    return text_for_model(title or upstream_title or name)
 
 
-def tool_summary(tool: Tool) -> str:
-    return _first_line(tool.purpose or tool.description or tool.title or tool.name)
+def _summary(*, purpose: str, description: str, title: str, name: str) -> str:
+    return _first_line(purpose or description or title or name)
 
 
 def key_inputs(schema: dict[str, Any]) -> list[dict[str, Any]]:
@@ -296,26 +298,21 @@ def _type_of(spec: Any) -> str:
 
 def tool_descriptor(tool: Tool, *, why_matched: list[str] | None = None, full: bool = False) -> dict[str, Any]:
     """How a tool is shown to a model in search and inspect answers."""
-    risk, operation_class = _policy_fields(tool)
-    descriptor: dict[str, Any] = {
-        "tool_id": tool.tool_id,
-        "server": tool.server.slug,
-        "title": tool_title(tool),
-        "summary": tool_summary(tool),
-    }
-    if not full:  # a full definition has the whole input_schema: its first parameters are not said again
-        descriptor["key_inputs"] = key_inputs(tool.input_schema)
-    descriptor.update(risk=risk, operation_class=operation_class)
     policy = getattr(tool, "policy", None)
-    if policy is not None and policy.needs_approval:  # said only when true: a call waits for a person
-        descriptor["needs_approval"] = True
-    # Said only when true, as search reads it (ranked below its replacement): the summary, a first sentence, often
-    # leaves out the upstream's "DEPRECATED: use X instead".
-    if tool.deprecated:
-        descriptor["deprecated"] = True
-    if why_matched is not None:
-        descriptor["why_matched"] = [text_for_model(reason) for reason in why_matched]
-    descriptor["input_schema"] = schema_for_model(tool.input_schema, name=tool.name)
+    descriptor = _descriptor(
+        tool_id=tool.tool_id,
+        server=tool.server.slug,
+        name=tool.name,
+        title=tool.title,
+        upstream_title=tool.upstream_title,
+        purpose=tool.purpose,
+        description=tool.description,
+        deprecated=tool.deprecated,
+        input_schema=tool.input_schema,
+        policy=None if policy is None else (policy.risk_class.name, policy.operation_class, policy.needs_approval),
+        why_matched=why_matched,
+        full=full,
+    )
     if full:
         # Only what the tool has: a model reads "output_schema": null or "annotations": null as something said.
         # A description that is its summary already (a one-sentence description) is not said twice.
@@ -330,6 +327,47 @@ def tool_descriptor(tool: Tool, *, why_matched: list[str] | None = None, full: b
             "server_description": text_for_model(tool.server.description),
         }
         descriptor.update({key: value for key, value in details.items() if value})
+    return descriptor
+
+
+def _descriptor(
+    *,
+    tool_id: str,
+    server: str,
+    name: str,
+    title: str,
+    upstream_title: str,
+    purpose: str,
+    description: str,
+    deprecated: bool,
+    input_schema: Any,
+    policy: tuple[str, str, bool] | None,
+    why_matched: list[str] | None = None,
+    full: bool = False,
+) -> dict[str, Any]:
+    """``tool_descriptor`` (without a full definition's details) from plain values: a tool's own columns, its
+    server's slug, whether it is deprecated (``Tool.deprecated``) and its policy as (risk class name, operation
+    class, whether a call needs approval; None: no policy). Search answers build theirs from one read of these
+    values (``SearchDescriptors``), tool_inspect and the REST API from model instances: one function, one shape."""
+    risk, operation_class = ("unclassified", OperationClass.WRITE.value) if policy is None else policy[:2]
+    descriptor: dict[str, Any] = {
+        "tool_id": tool_id,
+        "server": server,
+        "title": _title(title=title, upstream_title=upstream_title, name=name),
+        "summary": _summary(purpose=purpose, description=description, title=title, name=name),
+    }
+    if not full:  # a full definition has the whole input_schema: its first parameters are not said again
+        descriptor["key_inputs"] = key_inputs(input_schema)
+    descriptor.update(risk=risk, operation_class=operation_class)
+    if policy is not None and policy[2]:  # said only when true: a call waits for a person
+        descriptor["needs_approval"] = True
+    # Said only when true, as search reads it (ranked below its replacement): the summary, a first sentence, often
+    # leaves out the upstream's "DEPRECATED: use X instead".
+    if deprecated:
+        descriptor["deprecated"] = True
+    if why_matched is not None:
+        descriptor["why_matched"] = [text_for_model(reason) for reason in why_matched]
+    descriptor["input_schema"] = schema_for_model(input_schema, name=name)
     return descriptor
 
 
@@ -508,11 +546,10 @@ def _why_lines(why: dict[str, Any]) -> list[str]:
     return lines or ["close in meaning"]
 
 
-# What ``tool_descriptor`` reads of a tool for a search answer (not ``full``): a descriptor not kept yet reads only
-# these, without the models' orderings. Compiling and decoding every column of the tool, its server, policy and
-# risk class was most of the CPU of an answer whose tools were not kept (issue 9: 1.15 -> 0.64 ms for 5 tools at
-# 10k). A field left out here is read by one more query per tool (a test counts them), never shown wrong.
+# What ``tool_descriptor`` reads of a tool for a search answer (not ``full``), in the order ``_DescriptorRead`` reads
+# them: a descriptor not kept yet reads only these, as plain values (no model instances).
 DESCRIPTOR_FIELDS = (
+    "pk",
     "tool_id",
     "name",
     "title",
@@ -528,6 +565,80 @@ DESCRIPTOR_FIELDS = (
     "policy__risk_class__requires_approval",
     "policy__risk_class__requires_approval_for_mutating",
 )
+
+
+class _DescriptorRead:
+    """The columns of ``DESCRIPTOR_FIELDS`` of the tools of some ids, in one statement: Django's own SQL for
+    ``Tool.objects.filter(pk__in=ids).values_list(*DESCRIPTOR_FIELDS)`` (its joins: the server, and the policy and
+    its risk class outer-joined, as a tool may have no policy), compiled once per database and number of ids, then
+    executed with new ids. Compiling that joined query and building four model instances a row were two thirds of
+    a miss's CPU (issue 9, bench/NOTES-perf10.md: ~1.3 ms on SQLite, ~1.6 on Postgres for 5 tools); the rows are
+    turned into values as Django's own converters do (the JSON schema decoded by its field, the flags as bools)."""
+
+    CHUNK = 100  # ids per statement: a longer list is read in statements of this many ids, and the rest
+
+    def __init__(self) -> None:
+        self._statements: dict[tuple[str, str, int], str] = {}
+
+    def statement(self, alias: str, count: int) -> str:
+        key = (alias, connections[alias].vendor, count)
+        sql = self._statements.get(key)
+        if sql is None:
+            placeholders = list(range(1, count + 1))  # distinct: Django drops repeated ids from an IN list
+            query = Tool.objects.filter(pk__in=placeholders).order_by().values_list(*DESCRIPTOR_FIELDS).query
+            sql, params = query.get_compiler(using=alias).as_sql()
+            if list(params) != placeholders:  # the ids must be the statement's only parameters, in order
+                raise RuntimeError(f"the descriptor read's parameters are not its ids: {params!r}")
+            self._statements[key] = sql
+        return sql
+
+    def rows(self, pks: list[int]) -> list[dict[str, Any]]:
+        alias = router.db_for_read(Tool)
+        connection = connections[alias]
+        schema_field = Tool._meta.get_field("input_schema")
+        found = []
+        with connection.cursor() as cursor:
+            for start in range(0, len(pks), self.CHUNK):
+                chunk = pks[start : start + self.CHUNK]
+                cursor.execute(self.statement(alias, len(chunk)), chunk)
+                for row in cursor.fetchall():
+                    values = dict(zip(DESCRIPTOR_FIELDS, row, strict=True))
+                    values["input_schema"] = schema_field.from_db_value(values["input_schema"], None, connection)
+                    found.append(values)
+        return found
+
+
+def _search_descriptor(values: dict[str, Any]) -> dict[str, Any]:
+    """``tool_descriptor`` of the tool whose columns (``_DescriptorRead``) are ``values``."""
+    operation_class = values["policy__operation_class"]
+    policy = None
+    if operation_class is not None:  # a policy row was joined (its operation class is never null)
+        mutating = operation_class != OperationClass.READ
+        needs_approval = bool(values["policy__risk_class__requires_approval"]) or (
+            mutating and bool(values["policy__risk_class__requires_approval_for_mutating"])
+        )
+        policy = (values["policy__risk_class__name"], operation_class, needs_approval)
+    title, description = values["title"], values["description"]
+    return _descriptor(
+        tool_id=values["tool_id"],
+        server=values["server__slug"],
+        name=values["name"],
+        title=title,
+        upstream_title=values["upstream_title"],
+        purpose=values["purpose"],
+        description=description,
+        deprecated=tool_deprecated(
+            flagged=bool(values["upstream_deprecated"]),
+            name=values["name"],
+            title=title or values["upstream_title"],
+            description=description,
+        ),
+        input_schema=values["input_schema"],
+        policy=policy,
+    )
+
+
+_descriptor_read = _DescriptorRead()
 
 
 class SearchDescriptors:
@@ -554,14 +665,9 @@ class SearchDescriptors:
         missing = [pk for pk in pks if pk not in found]
         if not missing:
             return found
-        tools = (
-            Tool.objects.select_related("server", "policy__risk_class")
-            .only(*DESCRIPTOR_FIELDS)
-            .order_by()
-            .in_bulk(missing)
-        )
-        built = {pk: tool_descriptor(tool) for pk, tool in tools.items()}
-        notes = {tool.server.slug: server_note(tool.server.description) for tool in tools.values()}
+        rows = _descriptor_read.rows(list(dict.fromkeys(missing)))
+        built = {values["pk"]: _search_descriptor(values) for values in rows}
+        notes = {values["server__slug"]: server_note(values["server__description"]) for values in rows}
         with self._lock:
             if version == self._version:  # not when the version moved on while these were read
                 if len(self._entries) + len(built) > self.MAX_ENTRIES:

@@ -9,6 +9,7 @@ import gc
 
 import pytest
 
+from governance.sanitize import _as_read_table
 from mcpgateway.server import build_gateway_app, gateway_lifespan
 from search import encoder as encoder_module
 from search.backends import backend_get, backends_reset
@@ -28,6 +29,7 @@ async def _serving_state() -> dict[str, object]:
             "model_calls": next(iter(encoder_module._loaded.values())).calls if encoder_module._loaded else 0,
             "index_builds": backend_get().builds,
             "frozen": gc.get_freeze_count(),
+            "as_read_table": _as_read_table.cache_info().currsize,
         }
 
 
@@ -36,6 +38,7 @@ def test_the_model_and_the_index_are_ready_before_the_first_request(catalog, mon
     backends_reset()
     builds = backend_get().builds
     gc.unfreeze()
+    _as_read_table.cache_clear()  # a fresh process: what answers are matched as read not built yet
     assert encoder_status() == "not_loaded"
     try:
         state = asyncio.run(_serving_state())
@@ -45,6 +48,7 @@ def test_the_model_and_the_index_are_ready_before_the_first_request(catalog, mon
     assert state["model_calls"] >= 1  # run once already: its first call's allocations are behind it
     assert state["index_builds"] == builds + 1  # the snapshot of the current generation, read
     assert state["frozen"] > 0
+    assert state["as_read_table"] == 1  # built, not left to the first answer with a non-ASCII text (~0.15 s)
 
 
 def test_warm_up_off_leaves_it_to_the_first_search(catalog, monkeypatch, settings):  # noqa: F811
