@@ -8,7 +8,7 @@ see ``search.selectors.tool_docs_load`` for many at once) or from an eval catalo
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -147,6 +147,24 @@ class ToolDoc:
         if len(self.learned_teachers) == len(self.learned):
             return self.learned_teachers
         return tuple((f"#{i}",) for i in range(len(self.learned)))
+
+    def learned_indexed(self) -> dict[str, Any]:
+        """What ranking reads of the learned requests beside their vectors, as stored with them
+        (``ToolEmbedding.learned``): texts and weights, the centroid's weight, and who taught each as ordinals
+        in order of first appearance (the same agreement for BM25, and no teacher's key stored)."""
+        ordinals: dict[str, int] = {}
+        teachers = [[ordinals.setdefault(key, len(ordinals)) for key in keys] for keys in self.learned_teachers]
+        requests = [list(pair) for pair in self.learned]
+        return {"requests": requests, "teachers": teachers, "centroid": self.learned_centroid}
+
+    def with_learned_indexed(self, stored: Mapping[str, Any]) -> "ToolDoc":
+        """This document with the learned requests of ``stored`` (``learned_indexed``) instead of its own."""
+        return replace(
+            self,
+            learned=tuple((str(text), float(weight)) for text, weight in stored["requests"]),
+            learned_teachers=tuple(tuple(f"#{ordinal}" for ordinal in keys) for keys in stored["teachers"]),
+            learned_centroid=float(stored["centroid"]),
+        )
 
     def dense_hash(self) -> str:
         """Hash of the texts that get vectors (dense texts and negatives): what decides re-encoding."""

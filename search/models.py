@@ -36,6 +36,11 @@ class ToolEmbedding(models.Model):
     texts = models.JSONField(default=list)
     negative_count = models.PositiveIntegerField(default=0)
     vectors = models.BinaryField()
+    # The learned requests these vectors were made from (``ToolDoc.learned_indexed``): their texts and weights,
+    # who taught each as per-tool ordinals (never a teacher's key), the centroid's weight. A snapshot read while
+    # newer ones wait for the batched flush ranks the tool with these (``selectors.snapshot_vectors``). Null: a
+    # row stored before they were kept.
+    learned = models.JSONField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

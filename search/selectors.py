@@ -65,29 +65,46 @@ def tool_docs_load(*, pks: Collection[int] | None = None) -> list[ToolDoc]:
     return [tool_doc_from_tool(tool) for tool in tools]
 
 
-def stored_vectors(*, docs: Iterable[ToolDoc], model_key: str, learned_behind: bool = False) -> dict[int, DocVectors]:
-    """Stored vectors whose hash still matches the tool's current texts (stale rows are ignored).
+def stored_vectors(*, docs: Iterable[ToolDoc], model_key: str) -> dict[int, DocVectors]:
+    """Stored vectors whose hash still matches the tool's current texts (stale rows are ignored): for indexing."""
+    docs = list(docs)
+    wanted = {doc.pk: doc.dense_hash() for doc in docs}
+    rows = ToolEmbedding.objects.filter(model_key=model_key, tool_id__in=list(wanted))
+    return {row.tool_id: _doc_vectors(row) for row in rows if wanted.get(row.tool_id) == row.dense_hash}
 
-    ``learned_behind`` (a snapshot read for searching, never indexing): a tool whose curated texts and negative
-    count are those its vectors were made from, and only its learned requests changed since, keeps those vectors
-    until the batched learned flush (SCOUT_LEARNED_INDEX_INTERVAL) encodes it again, as the process that learned
-    them does. Without it, a process starting in that interval ranked exactly the tools just used on words only."""
+
+def snapshot_vectors(*, docs: Iterable[ToolDoc], model_key: str) -> tuple[list[ToolDoc], dict[int, DocVectors]]:
+    """The documents and stored vectors a snapshot read for searching (never indexing) ranks with.
+
+    A tool whose curated texts and negative count are those its vectors were made from, and only its learned
+    requests changed since, is read as last indexed until the batched learned flush (SCOUT_LEARNED_INDEX_INTERVAL)
+    encodes it again: its stored vectors, and the learned requests they were made from (``ToolEmbedding.learned``:
+    texts, weights, who taught) in place of those waiting, so that BM25's learned words and the explanations
+    match the vectors. The process that learned them ranks it so until the flush; any other process reading the
+    catalog in that interval now ranks it the same (it ranked the waiting requests' words, and before that, the
+    tools just used on words only). A row stored before ``learned`` was kept keeps the document's own requests."""
     docs = list(docs)
     wanted = {doc.pk: doc.dense_hash() for doc in docs}
     by_pk = {doc.pk: doc for doc in docs}
     rows = ToolEmbedding.objects.filter(model_key=model_key, tool_id__in=list(wanted))
-    result = {}
+    vectors = {}
     for row in rows:
-        if wanted.get(row.tool_id) != row.dense_hash and not (
-            learned_behind and _only_learned_changed(by_pk[row.tool_id], row)
-        ):
-            continue
-        matrix = row.matrix()
-        count = len(row.kinds)
-        result[row.tool_id] = DocVectors(
-            matrix[:count], tuple(row.kinds), tuple(row.texts), matrix[count:] if row.negative_count else None
-        )
-    return result
+        doc = by_pk[row.tool_id]
+        if wanted[row.tool_id] != row.dense_hash:
+            if not _only_learned_changed(doc, row):
+                continue
+            if row.learned is not None:
+                by_pk[row.tool_id] = doc.with_learned_indexed(row.learned)
+        vectors[row.tool_id] = _doc_vectors(row)
+    return [by_pk[doc.pk] for doc in docs], vectors
+
+
+def _doc_vectors(row: ToolEmbedding) -> DocVectors:
+    matrix = row.matrix()
+    count = len(row.kinds)
+    return DocVectors(
+        matrix[:count], tuple(row.kinds), tuple(row.texts), matrix[count:] if row.negative_count else None
+    )
 
 
 def _only_learned_changed(doc: ToolDoc, row: ToolEmbedding) -> bool:

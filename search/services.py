@@ -336,6 +336,7 @@ def _vectors_for(docs: list[ToolDoc], progress: ProgressCallback) -> tuple[dict[
                 "texts": list(texts),
                 "negative_count": len(doc.negatives),
                 "vectors": np.vstack([rows, negatives]).astype(np.float32).tobytes(),
+                "learned": doc.learned_indexed(),
             },
         )
         vectors[doc.pk] = DocVectors(rows, kinds, texts, negatives if doc.negatives else None)

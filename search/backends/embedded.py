@@ -23,7 +23,7 @@ from ..selectors import (
     current_generation_token,
     generation_changes,
     generation_mark,
-    stored_vectors,
+    snapshot_vectors,
     tool_docs_load,
 )
 from .base import BackendStatus, IndexedTool, SearchBackend, SearchRequest, SearchResult
@@ -113,8 +113,7 @@ class EmbeddedBackend(SearchBackend):
         if changes is None or len(changes[1]) > max(MAX_UPDATE_SHARE * len(current), 100):
             return self._build(token)
         mark, pks = changes
-        docs = tool_docs_load(pks=pks)
-        vectors = stored_vectors(docs=docs, model_key=current.model_key, learned_behind=True)
+        docs, vectors = snapshot_vectors(docs=tool_docs_load(pks=pks), model_key=current.model_key)
         snapshot = current.updated(docs, vectors, pks - {doc.pk for doc in docs}, generation=token)
         snapshot.generation_mark = mark
         self.updates += 1
@@ -129,9 +128,8 @@ class EmbeddedBackend(SearchBackend):
 
     def _build(self, token: str) -> IndexSnapshot:
         mark = generation_mark(token)  # read before the documents: a generation finishing meanwhile is redone
-        docs = tool_docs_load()
         key = model_key()
-        vectors = stored_vectors(docs=docs, model_key=key, learned_behind=True)
+        docs, vectors = snapshot_vectors(docs=tool_docs_load(), model_key=key)
         snapshot = IndexSnapshot(
             docs,
             vectors if vectors else None,

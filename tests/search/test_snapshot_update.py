@@ -10,7 +10,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from search.backends import SearchRequest
+from catalog.models import Tool
+from search.backends import SearchRequest, backend_get
 from search.backends.embedded import EmbeddedBackend
 from search.backends.ranked import SnapshotDense, rank_request
 from search.choices import SearchEventKind
@@ -18,9 +19,9 @@ from search.documents import ToolDoc
 from search.engine.decompose import request_parts
 from search.engine.snapshot import DocVectors, IndexSnapshot
 from search.models import IndexGeneration, LearnedRequest, SearchEvent, ToolEmbedding
-from search.selectors import stored_vectors, tool_docs_load
-from search.services import index_rebuild, index_update
-from search.usage import learned_key
+from search.selectors import snapshot_vectors, stored_vectors, tool_docs_load
+from search.services import index_rebuild, index_update, tool_search
+from search.usage import learned_index_flush, learned_key
 
 from .factories import ToolFactory
 
@@ -236,8 +237,9 @@ def test_another_process_keeps_a_taught_tools_vectors_until_the_learned_flush(sm
 
     docs = tool_docs_load(pks=[taught.pk, edited.pk])
     assert [doc.learned for doc in docs if doc.pk == taught.pk] != [()]  # the new request is in its texts
-    reading = stored_vectors(docs=docs, model_key=indexed.model_key, learned_behind=True)
+    read, reading = snapshot_vectors(docs=docs, model_key=indexed.model_key)
     assert set(reading) == {taught.pk}
+    assert [doc.learned for doc in read if doc.pk == taught.pk] == [()]  # read as indexed: nothing learned yet
     assert np.array_equal(reading[taught.pk].vectors, indexed.matrix()[: len(indexed.kinds)])
     assert stored_vectors(docs=docs, model_key=indexed.model_key) == {}  # the indexer encodes both again
 
@@ -245,3 +247,43 @@ def test_another_process_keeps_a_taught_tools_vectors_until_the_learned_flush(sm
     missing = list(SearchEvent.objects.filter(kind=SearchEventKind.VECTORS_MISSING).values_list("detail", flat=True))
     assert len(missing) == 1 and missing[0].startswith("1 of "), missing  # the edited tool only
     assert taught.pk in snapshot.pks
+
+
+def _answer(backend: EmbeddedBackend, query: str, monkeypatch) -> list:
+    """What a search in the process of ``backend`` answers: every match's tool, score and explanation."""
+    from search import backends
+
+    with monkeypatch.context() as patch:
+        patch.setitem(backends._instances, "embedded", backend)
+        found = tool_search(query=query, visible=list(Tool.objects.values_list("pk", flat=True)), top_k=8)
+    return [(m.tool_pk, m.score, m.why_matched) for m in found.matches]
+
+
+def test_another_process_ranks_as_the_learning_process_until_the_learned_flush(
+    small_catalog, reindex, encoder, monkeypatch
+):
+    """Until the batched flush, the learning process ranks a taught tool as last indexed: its vectors and its learned
+    words. A process reading the catalog in that interval kept the vectors but read the waiting request's words
+    into BM25, so the same request was ranked differently by two workers of one gateway. It now reads the taught
+    tool's learned requests as the index holds them (texts, weights, who taught), and agrees."""
+    reindex(index_rebuild)
+    taught = small_catalog["send_email"]
+    first = "forward the invoice to accounting"
+    LearnedRequest.objects.create(tool=taught, text=first, key=learned_key(first), principal_count=2, confirmations=2)
+    reindex(learned_index_flush)
+    learning = backend_get()  # the learning process: its snapshot moves with generations only
+    learning.status()
+
+    waiting = "mail my landlord about the broken heater"
+    LearnedRequest.objects.create(tool=taught, text=waiting, key=learned_key(waiting), principal_count=1)
+    assert LearnedRequest.objects.filter(indexed=False).count() == 1  # the flush has not run
+    other = EmbeddedBackend()  # another process starting now: reads every tool whole
+    queries = [waiting, "write to the landlord about the heater", first, "send an email"]
+    before = [_answer(learning, query, monkeypatch) for query in queries]
+    assert [_answer(other, query, monkeypatch) for query in queries] == before
+    assert other.snapshot().missing_vectors == learning.snapshot().missing_vectors
+
+    reindex(learned_index_flush)  # both now rank with the waiting request
+    after = [_answer(learning, query, monkeypatch) for query in queries]
+    assert [_answer(other, query, monkeypatch) for query in queries] == after
+    assert after[0] != before[0]  # the request moved its own wording: the check above could tell
