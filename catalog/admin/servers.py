@@ -44,7 +44,15 @@ from catalog.services.sync import server_openapi_preview
 from catalog.upstream import UpstreamError, list_tools
 
 from .advice import connection_test_next, sync_failed_next
-from .display import admin_link, badge, breakable_id, compact_time, run_status_badge, run_tool_counts, text_block
+from .display import (
+    admin_link,
+    badge,
+    breakable_column,
+    compact_time,
+    run_status_badge,
+    run_tool_counts,
+    text_block,
+)
 from .filters import held_q, tool_count_annotations
 from .lookups import StrictLookupsMixin
 from .readonly import ReadOnlyMixin
@@ -435,13 +443,8 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
         return badge(colour_key, label)
 
     # Both break where a reader would, and a long run of letters anywhere: one long slug hid the health and last sync.
-    @admin.display(description="slug", ordering="slug")
-    def slug_column(self, server: Server) -> str:
-        return breakable_id(server.slug)
-
-    @admin.display(description="name", ordering="name")
-    def name_column(self, server: Server) -> str:
-        return breakable_id(server.name)
+    slug_column = breakable_column("slug", description="slug")
+    name_column = breakable_column("name", description="name")
 
     @admin.display(description="tools", ordering="live_tool_count")
     def tool_count(self, server: Server) -> str:
