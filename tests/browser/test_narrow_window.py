@@ -100,3 +100,43 @@ def test_the_tool_list_puts_its_filters_above_and_scrolls_only_its_table_at_800_
     for row in browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr"):
         for cell in (".field-tool_id_column", ".field-status_badge", ".field-curated"):
             assert _in_view(browser, row.find_element(By.CSS_SELECTOR, cell)), cell
+
+
+def test_the_server_page_shows_its_last_sync_runs_whole_at_800_px(browser, live_server, django_user_model):
+    """The operator's server page: each of the last runs, when it started, how it ended and what it did to tools,
+    in view. Nine columns (five of them counts) cut the table after "unchanged" and scrolled it in its box."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+    from selenium.webdriver.common.by import By
+
+    from catalog.choices import SyncKind, SyncStatus
+    from catalog.models import SyncRun
+    from governance.roles import OPERATORS
+    from tests.governance.factories import ServerFactory
+
+    operator = django_user_model.objects.create_user(username="op", password="pw-op-123", is_staff=True)
+    operator.groups.add(Group.objects.get(name=OPERATORS))
+    server = ServerFactory(slug="github-enterprise-production")
+    for n in range(3):
+        started = timezone.now() - timedelta(hours=n)
+        SyncRun.objects.create(server=server, kind=SyncKind.SYNC, status=SyncStatus.SUCCESS, source="beat",
+                               started_at=started, added=n, unchanged=40, removed=1)  # fmt: skip
+    browser.set_window_size(800, 900)
+    admin_login(browser, live_server.url, "op", "pw-op-123")
+    browser.get(f"{live_server.url}/admin/catalog/server/{server.pk}/change/")
+    runs = browser.find_element(By.ID, "sync_runs-group")
+    browser.execute_script("arguments[0].scrollIntoView();", runs)
+    screenshot(browser, "operator-server-runs-800")
+    table = runs.find_element(By.TAG_NAME, "table")
+    assert browser.execute_script("return arguments[0].scrollWidth <= arguments[0].clientWidth;", runs)
+    rows = table.find_elements(By.CSS_SELECTOR, "tbody tr.has_original")
+    assert len(rows) == 3
+    for row in rows:
+        for cell in (".field-run_link a", ".field-status_badge", ".field-tool_counts"):
+            assert _in_view(browser, row.find_element(By.CSS_SELECTOR, cell)), cell
+    assert [row.find_element(By.CSS_SELECTOR, ".field-tool_counts").text for row in rows] == [
+        "1 removed · 40 unchanged",
+        "1 added · 1 removed · 40 unchanged",
+        "2 added · 1 removed · 40 unchanged",
+    ]
