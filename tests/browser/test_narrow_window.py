@@ -140,3 +140,30 @@ def test_the_server_page_shows_its_last_sync_runs_whole_at_800_px(browser, live_
         "1 added · 1 removed · 40 unchanged",
         "2 added · 1 removed · 40 unchanged",
     ]
+
+
+def test_the_search_preview_keeps_each_score_in_view_at_800_px(
+    browser, live_server, django_user_model, small_catalog, encoder
+):
+    """The curator's search preview beside the navigation at 800 px: each result's tool, rank score, why it matched
+    and the link to its example requests in view. Seven columns scrolled the table in its box, its scroll bar a
+    screen below, the score's parts and why it matched out of view."""
+    from selenium.webdriver.common.by import By
+
+    from search.services import index_rebuild
+
+    curator = django_user_model.objects.create_user(username="cur", password="pw-cur-123", is_staff=True)
+    curator.groups.add(Group.objects.get(name=CURATORS))
+    index_rebuild()
+    browser.set_window_size(800, 900)
+    admin_login(browser, live_server.url, "cur", "pw-cur-123")
+    browser.get(f"{live_server.url}/admin/search/preview/?query=tell+my+landlord+the+rent+is+late&scope=every&top_k=5")
+    assert browser.find_element(By.ID, "nav-sidebar").is_displayed()
+    screenshot(browser, "curator-preview-800")
+    box = browser.find_element(By.CSS_SELECTOR, ".scout-scroll")
+    assert browser.execute_script("return arguments[0].scrollWidth <= arguments[0].clientWidth;", box)
+    rows = browser.find_elements(By.CSS_SELECTOR, "#preview-results tr.match")
+    assert rows
+    for row in rows:
+        for cell in (".tool-link", ".rank-score", ".fit", ".why", ".examples-link", ".retriever-ranks"):
+            assert _in_view(browser, row.find_element(By.CSS_SELECTOR, cell)), cell
