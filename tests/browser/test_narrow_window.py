@@ -167,3 +167,33 @@ def test_the_search_preview_keeps_each_score_in_view_at_800_px(
     for row in rows:
         for cell in (".tool-link", ".rank-score", ".fit", ".why", ".examples-link", ".retriever-ranks"):
             assert _in_view(browser, row.find_element(By.CSS_SELECTOR, cell)), cell
+
+
+def test_the_server_pages_access_sections_fit_at_800_px(browser, live_server, django_user_model):
+    """Who may use a server, on its page at 800 px: each grant's Delete? box and the new row's group or person and
+    what they may do, in view. Django's 20em box for the group or person pushed Delete? out of the table."""
+    from selenium.webdriver.common.by import By
+
+    from governance.roles import OPERATORS
+    from governance.services.permissions import permission_grant
+    from tests.governance.factories import GroupFactory, ServerFactory
+
+    root = django_user_model.objects.create_superuser(username="root", email=None, password="pw-root-123")
+    operator = django_user_model.objects.create_user(username="op", password="pw-op-123", is_staff=True)
+    operator.groups.add(Group.objects.get(name=OPERATORS))
+    server = ServerFactory(slug="github-enterprise-production")
+    permission_grant(actor=root, target=server, action="discover", holder=GroupFactory(name="release engineers"))
+    permission_grant(actor=root, target=server, action="execute", holder=operator)
+    browser.set_window_size(800, 900)
+    admin_login(browser, live_server.url, "op", "pw-op-123")
+    browser.get(f"{live_server.url}/admin/catalog/server/{server.pk}/change/")
+    for section in ("group_grants-group", "user_grants-group"):
+        box = browser.find_element(By.ID, section)
+        browser.execute_script("arguments[0].scrollIntoView();", box)
+        screenshot(browser, f"operator-server-{section}-800")
+        assert browser.execute_script("return arguments[0].scrollWidth <= arguments[0].clientWidth;", box), section
+        saved = box.find_element(By.CSS_SELECTOR, "tr.has_original")
+        assert _in_view(browser, saved.find_element(By.CSS_SELECTOR, "td.delete input[type=checkbox]")), section
+        new = box.find_element(By.CSS_SELECTOR, "tr.form-row:not(.has_original):not(.empty-form)")
+        for cell in (".select2-container", "select[name$=permission]"):
+            assert _in_view(browser, new.find_element(By.CSS_SELECTOR, cell)), (section, cell)
