@@ -12,6 +12,7 @@ from django.db.models import OuterRef, QuerySet, Subquery
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
+from django.template.defaultfilters import pluralize
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
@@ -361,7 +362,8 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
             details = format_html('<a href="{}">its page</a>', reverse("admin:catalog_server_change", args=[server.pk]))
         sync, slug = "First sync" if first else "Sync", server.slug
         if run.status == SyncStatus.SUCCESS and first:
-            return messages.SUCCESS, format_html("First sync of {} succeeded: {} tool(s) added.", slug, run.added)
+            added = f"{run.added} tool{pluralize(run.added)} added"
+            return messages.SUCCESS, format_html("First sync of {} succeeded: {}.", slug, added)
         if run.status == SyncStatus.SUCCESS:
             # Its tools as the server list counts them (a changed definition may be held for review), each linked;
             # counted now (run.server), not as the admin's queryset counted them before the sync.
