@@ -3,10 +3,13 @@
 import difflib
 import json
 import re
+from collections.abc import Callable
 from datetime import datetime
 from functools import cached_property
+from operator import attrgetter
 from typing import Any
 
+from django.contrib import admin
 from django.core.paginator import Paginator
 from django.urls import reverse
 from django.utils import timezone
@@ -124,6 +127,18 @@ def breakable_id(value: str, *, text: bool = False) -> SafeString:
     parts = separator.split(value)  # [part, separator, part, ...]: each separator ends the part before it
     pieces = [part + (parts[i + 1] if i + 1 < len(parts) else "") for i, part in enumerate(parts) if i % 2 == 0]
     return _runs_marked(pieces)
+
+
+def breakable_column(path: str, *, description: str, ordering: str | None = None) -> Callable[[Any, Any], SafeString]:
+    """A list column (a ModelAdmin method) showing the attribute at ``path`` (``"server.slug"``) through
+    ``breakable_id``, sorted by it (``ordering``: the field to sort by where it differs from ``path``)."""
+    value_at = attrgetter(path)
+
+    @admin.display(description=description, ordering=ordering or path.replace(".", "__"))
+    def column(model_admin: Any, obj: Any) -> SafeString:
+        return breakable_id(value_at(obj))
+
+    return column
 
 
 def compact_time(value: datetime | None) -> str:

@@ -18,6 +18,7 @@ from .advice import sync_failed_next
 from .display import (
     CappedCountPaginator,
     admin_link,
+    breakable_column,
     breakable_id,
     compact_time,
     json_block,
@@ -258,9 +259,7 @@ class ToolRevisionAdmin(ReadOnlyAdmin, admin.ModelAdmin[ToolRevision]):
     def when(self, revision: ToolRevision) -> str:
         return compact_time(revision.created_at)
 
-    @admin.display(description="tool", ordering="tool__tool_id")
-    def tool_column(self, revision: ToolRevision) -> str:
-        return breakable_id(revision.tool.tool_id)
+    tool_column = breakable_column("tool.tool_id", description="tool")
 
     @admin.display(description="sync run", ordering="sync_run__started_at")
     def sync_run_column(self, revision: ToolRevision) -> str:

@@ -12,6 +12,7 @@ from django.db.models import OuterRef, QuerySet, Subquery
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
+from django.template.defaultfilters import pluralize
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
@@ -44,7 +45,16 @@ from catalog.services.sync import server_openapi_preview
 from catalog.upstream import UpstreamError, list_tools
 
 from .advice import connection_test_next, sync_failed_next
-from .display import admin_link, badge, breakable_id, compact_time, run_status_badge, run_tool_counts, text_block
+from .display import (
+    admin_link,
+    badge,
+    breakable_column,
+    breakable_id,
+    compact_time,
+    run_status_badge,
+    run_tool_counts,
+    text_block,
+)
 from .filters import held_q, tool_count_annotations
 from .lookups import StrictLookupsMixin
 from .readonly import ReadOnlyMixin
@@ -79,7 +89,8 @@ class RecentSyncRunInline(ReadOnlyMixin, admin.TabularInline):
     model = SyncRun
     formset = RecentRunsFormSet
     verbose_name_plural = f"Last {RECENT_RUNS_SHOWN} sync runs"
-    fields = ("run_link", "kind", "status_badge", "source", "added", "changed", "unchanged", "removed", "rejected")
+    # What each run did to tools in one column ("2 added · 9 unchanged"): five count columns cut the table at 800 px.
+    fields = ("run_link", "kind", "status_badge", "source_column", "tool_counts")
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -89,7 +100,15 @@ class RecentSyncRunInline(ReadOnlyMixin, admin.TabularInline):
 
     @admin.display(description="started")
     def run_link(self, run: SyncRun) -> str:
-        return admin_link(run, f"{run.started_at:%Y-%m-%d %H:%M:%S}")
+        return admin_link(run, compact_time(run.started_at))
+
+    @admin.display(description="source")
+    def source_column(self, run: SyncRun) -> str:
+        return breakable_id(run.source, text=True) if run.source else "—"  # a path of an imported file breaks
+
+    @admin.display(description="tools")
+    def tool_counts(self, run: SyncRun) -> str:
+        return run_tool_counts(run) or "—"
 
     @admin.display(description="status")
     def status_badge(self, run: SyncRun) -> str:
@@ -343,7 +362,8 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
             details = format_html('<a href="{}">its page</a>', reverse("admin:catalog_server_change", args=[server.pk]))
         sync, slug = "First sync" if first else "Sync", server.slug
         if run.status == SyncStatus.SUCCESS and first:
-            return messages.SUCCESS, format_html("First sync of {} succeeded: {} tool(s) added.", slug, run.added)
+            added = f"{run.added} tool{pluralize(run.added)} added"
+            return messages.SUCCESS, format_html("First sync of {} succeeded: {}.", slug, added)
         if run.status == SyncStatus.SUCCESS:
             # Its tools as the server list counts them (a changed definition may be held for review), each linked;
             # counted now (run.server), not as the admin's queryset counted them before the sync.
@@ -435,13 +455,8 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
         return badge(colour_key, label)
 
     # Both break where a reader would, and a long run of letters anywhere: one long slug hid the health and last sync.
-    @admin.display(description="slug", ordering="slug")
-    def slug_column(self, server: Server) -> str:
-        return breakable_id(server.slug)
-
-    @admin.display(description="name", ordering="name")
-    def name_column(self, server: Server) -> str:
-        return breakable_id(server.name)
+    slug_column = breakable_column("slug", description="slug")
+    name_column = breakable_column("name", description="name")
 
     @admin.display(description="tools", ordering="live_tool_count")
     def tool_count(self, server: Server) -> str:

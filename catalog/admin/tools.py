@@ -14,7 +14,7 @@ from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from catalog.models import Tool, ToolAlias, ToolExample, ToolKeyword, ToolNegativeExample, ToolRevision
 from catalog.services.curation import tool_curation_update
 
-from .display import admin_link, badge, breakable_id, compact_time, json_block, text_block
+from .display import admin_link, badge, breakable_column, compact_time, json_block, text_block
 from .filters import (
     ChangedRecentlyFilter,
     ExampleRequestsFilter,
@@ -246,17 +246,9 @@ class ToolAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Tool]):
         )
 
     # Both break after "::" and "_", and a long run of letters anywhere: one long name hid every column after it.
-    @admin.display(description="tool id", ordering="tool_id")
-    def tool_id_column(self, tool: Tool) -> str:
-        return breakable_id(tool.tool_id)
-
-    @admin.display(description="title", ordering="title")
-    def display_title_column(self, tool: Tool) -> str:
-        return breakable_id(tool.display_title)
-
-    @admin.display(description="server", ordering="server__slug")
-    def server_column(self, tool: Tool) -> str:
-        return breakable_id(tool.server.slug)
+    tool_id_column = breakable_column("tool_id", description="tool id")
+    display_title_column = breakable_column("display_title", description="title", ordering="title")
+    server_column = breakable_column("server.slug", description="server")
 
     @admin.display(description="status")
     def status_badge(self, tool: Tool) -> str:

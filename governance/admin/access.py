@@ -93,6 +93,11 @@ class AccessFormSet(forms.BaseInlineFormSet):
                 raise forms.ValidationError(error.messages) from None
 
 
+# The first access section on a server's page (its inline's formset prefix, "<prefix>-group"), where a link to
+# who may use the server lands.
+ACCESS_SECTION = "group_grants-group"
+
+
 class _AccessInline(PeopleChoicesMixin, admin.TabularInline):
     fk_name = "content_object"
     template = "admin/edit_inline/scout_tabular.html"  # a grant reads "discover", not the permission's name
@@ -255,14 +260,19 @@ class ServerAdmin(AccessAdminMixin, CatalogServerAdmin):
         # Read after the access sections were saved: a discover given on the form itself counts.
         discover = {"content_object": server, "permission__codename": "discover_server"}
         models = (ServerGroupObjectPermission, ServerUserObjectPermission)
-        # A link, not "below": after Save its reader is on the server list, where no access section is below.
-        page = reverse("admin:catalog_server_change", args=[server.pk])
+        # A link, not "below": after Save its reader is on the server list, where no access section is below. It
+        # opens the page at its access sections: "its page" led to the top of a long form, the access a screen below.
+        page = reverse("admin:catalog_server_change", args=[server.pk]) + f"#{ACCESS_SECTION}"
         if any(model.objects.filter(**discover).exists() for model in models):
             return format_html(
-                'Its tools are visible to the groups and people given discover on <a href="{}">its page</a>.', page
+                'Its tools are visible to the groups and people given discover in <a id="access-note" href="{}">its '
+                "access sections</a>.",
+                page,
             )
         return format_html(
-            'Its tools are visible to nobody until you give discover on <a href="{}">its page</a>.', page
+            'Its tools are visible to nobody until you give discover in <a id="access-note" href="{}">its access '
+            "sections</a>.",
+            page,
         )
 
     def get_readonly_fields(self, request, obj=None):

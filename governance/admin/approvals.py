@@ -385,7 +385,7 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
             "envelope": self.envelope(obj),
             "arguments": self.arguments_pretty(obj),
             # Decided, used or expired: the page is the request's record, not a decision to make.
-            "title": f"Decide {obj.approval_id}" if can_decide else f"Approval request {obj.approval_id}",
+            "title": decide_title(obj, can_decide=can_decide),
             # What the tool does, read by the approver without catalog permissions (untrusted text, escaped).
             "tool": obj.tool,
             "risk": risk_badge(obj.risk_class, obj.get_risk_class_display()),
@@ -406,10 +406,23 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
 
 ARGUMENT_SHOWN = 40  # characters of each argument's value on the list
 ARGUMENTS_SHOWN = 160  # characters of all of them
+ARGUMENTS_IN_TITLE = 60  # ... and in the decide page's title, which a phone shows in three lines at most
 
 
-def arguments_line(obj: ApprovalRequest) -> str:
-    """The call's arguments on one line, each value cut short (``name: "value" · ...``); escaped where shown."""
+def decide_title(obj: ApprovalRequest, *, can_decide: bool) -> str:
+    """The decide page's title: the call as a person reads it, the tool, who asked and with what ("Decide
+    memory::delete_entities for alice: entityNames: ["old notes"]"); the opaque ``apr_`` id is on the page under it.
+    Decided, used or expired: the request's record, not a decision to make."""
+    call = f"{obj.tool.tool_id} for {obj.requester_shown}: {arguments_line(obj, shown=ARGUMENTS_IN_TITLE)}"
+    if can_decide:
+        return f"Decide {call}"
+    state = "expired, undecided" if obj.status == ApprovalStatus.PENDING else obj.get_status_display().lower()
+    return f"Approval request ({state}): {call}"
+
+
+def arguments_line(obj: ApprovalRequest, *, shown: int = ARGUMENTS_SHOWN) -> str:
+    """The call's arguments on one line, each value cut short (``name: "value" · ...``), all of them to ``shown``
+    characters; escaped where shown."""
     arguments = json.loads(obj.arguments_json)
     if not arguments:
         return "no arguments"
@@ -418,7 +431,7 @@ def arguments_line(obj: ApprovalRequest) -> str:
         for name, value in sorted(arguments.items())
     ]
     # Escaped after the cuts, so that none falls inside an escape (a bidi override reorders the rest of the line).
-    return reveal_deceptive(Truncator(" · ".join(parts)).chars(ARGUMENTS_SHOWN))
+    return reveal_deceptive(Truncator(" · ".join(parts)).chars(shown))
 
 
 # Why a selected request was not denied, by ApprovalError code (approval_deny_many).

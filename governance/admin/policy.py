@@ -8,7 +8,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.urls import reverse
 from django.utils.html import format_html
 
-from catalog.admin.display import breakable_id
+from catalog.admin.display import breakable_column
 from catalog.admin.lookups import StrictLookupsMixin
 from catalog.admin.readonly import ReadOnlyMixin
 from catalog.admin.titles import TitledAdminMixin
@@ -232,9 +232,7 @@ class ToolPolicyAdmin(
     def get_queryset(self, request):
         return with_person_visible(request, super().get_queryset(request), "classified_by")
 
-    @admin.display(description="tool", ordering="tool__tool_id")
-    def tool_column(self, obj: ToolPolicy):
-        return breakable_id(obj.tool.tool_id)
+    tool_column = breakable_column("tool.tool_id", description="tool")
 
     @admin.display(description="held", ordering="held")
     def held_column(self, obj: ToolPolicy):

@@ -67,6 +67,10 @@ def test_curator_attaches_a_withheld_request_and_sees_it_found(
     assert wait_for(browser, "#preview-as").text == "Every tool some client may get"
     first = browser.find_element(By.CSS_SELECTOR, "#preview-results tr.match")
     assert first.get_attribute("data-tool-id") == "mail::send_email" and "example request" in first.text
+    # ... said in words, the tool's row marked, and the request among the tool's examples: the preview opened for it.
+    assert browser.find_element(By.ID, "preview-tool-rank").text.startswith("mail::send_email is at rank 1 of ")
+    assert first.get_attribute("id") == "preview-this-tool"
+    assert WITHHELD in browser.find_element(By.ID, "preview-tool-examples").text
     screenshot(browser, "curator-workbench-checked")
 
     # This curator may not pick a user: the preview as themself (asked for) lists nothing, as they may discover

@@ -24,6 +24,16 @@ def _in_view(browser, element) -> bool:
     return element.is_displayed() and 0 <= box[0] and box[1] <= width
 
 
+def _open_at_800(browser, live_server, login: tuple[str, str], path: str) -> None:
+    """``path`` in an 800 px window, logged in as ``login``, the navigation sidebar open beside the page."""
+    from selenium.webdriver.common.by import By
+
+    browser.set_window_size(800, 900)
+    admin_login(browser, live_server.url, *login)
+    browser.get(f"{live_server.url}{path}")
+    assert browser.find_element(By.ID, "nav-sidebar").is_displayed()
+
+
 def test_the_approval_inbox_shows_each_call_at_800_px(browser, live_server, django_user_model, member):
     from selenium.webdriver.common.by import By
 
@@ -34,10 +44,7 @@ def test_the_approval_inbox_shows_each_call_at_800_px(browser, live_server, djan
     for n in range(3):
         arguments = {"repository": "payments-service", "branch": f"hotfix-{n}"}
         approval_request_create(principal=principal_for_user(member), tool=tool, arguments=arguments)
-    browser.set_window_size(800, 900)
-    admin_login(browser, live_server.url, "appr", "pw-appr-123")
-    browser.get(f"{live_server.url}/admin/governance/approvalrequest/")
-    assert browser.find_element(By.ID, "nav-sidebar").is_displayed()
+    _open_at_800(browser, live_server, ("appr", "pw-appr-123"), "/admin/governance/approvalrequest/")
     screenshot(browser, "approver-inbox-800")
     rows = browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr")
     assert len(rows) == 3 and browser.execute_script(NO_SIDEWAYS), "the inbox scrolls sideways at 800 px"
@@ -60,9 +67,7 @@ def test_the_workbench_keeps_attach_in_view_at_800_px(browser, live_server, djan
     for query in ("which env vars are set on the build machine", "make the server sleep for a while"):
         query_log_record(principal=principal_for_user(member), query=query, results=returned,
                          confidence=Confidence.LOW, degraded=False, backend="embedded", latency_ms=9)  # fmt: skip
-    browser.set_window_size(800, 900)
-    admin_login(browser, live_server.url, "cur", "pw-cur-123")
-    browser.get(f"{live_server.url}/admin/search/workbench/")
+    _open_at_800(browser, live_server, ("cur", "pw-cur-123"), "/admin/search/workbench/")
     screenshot(browser, "curator-workbench-800")
     rows = browser.find_elements(By.CSS_SELECTOR, "tr.request-group")
     assert len(rows) == 2 and browser.execute_script(NO_SIDEWAYS), "the workbench scrolls sideways at 800 px"
@@ -84,9 +89,7 @@ def test_the_tool_list_puts_its_filters_above_and_scrolls_only_its_table_at_800_
     server = ServerFactory(slug="github-enterprise-production")
     for name in ("list_repository_collaborators_with_permissions", "create_branch_from_release_tag"):
         ToolFactory(server=server, name=name)
-    browser.set_window_size(800, 900)
-    admin_login(browser, live_server.url, "cur", "pw-cur-123")
-    browser.get(f"{live_server.url}/admin/catalog/tool/")
+    _open_at_800(browser, live_server, ("cur", "pw-cur-123"), "/admin/catalog/tool/")
     screenshot(browser, "curator-tools-800")
     assert browser.execute_script(NO_SIDEWAYS), "the tool list scrolls the page sideways at 800 px"
     filters = browser.find_element(By.ID, "changelist-filter")
@@ -100,3 +103,98 @@ def test_the_tool_list_puts_its_filters_above_and_scrolls_only_its_table_at_800_
     for row in browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr"):
         for cell in (".field-tool_id_column", ".field-status_badge", ".field-curated"):
             assert _in_view(browser, row.find_element(By.CSS_SELECTOR, cell)), cell
+
+
+def test_the_server_page_shows_its_last_sync_runs_whole_at_800_px(browser, live_server, django_user_model):
+    """The operator's server page: each of the last runs, when it started, how it ended and what it did to tools,
+    in view. Nine columns (five of them counts) cut the table after "unchanged" and scrolled it in its box."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+    from selenium.webdriver.common.by import By
+
+    from catalog.choices import SyncKind, SyncStatus
+    from catalog.models import SyncRun
+    from governance.roles import OPERATORS
+    from tests.governance.factories import ServerFactory
+
+    operator = django_user_model.objects.create_user(username="op", password="pw-op-123", is_staff=True)
+    operator.groups.add(Group.objects.get(name=OPERATORS))
+    server = ServerFactory(slug="github-enterprise-production")
+    for n in range(3):
+        started = timezone.now() - timedelta(hours=n)
+        SyncRun.objects.create(server=server, kind=SyncKind.SYNC, status=SyncStatus.SUCCESS, source="beat",
+                               started_at=started, added=n, unchanged=40, removed=1)  # fmt: skip
+    _open_at_800(browser, live_server, ("op", "pw-op-123"), f"/admin/catalog/server/{server.pk}/change/")
+    runs = browser.find_element(By.ID, "sync_runs-group")
+    browser.execute_script("arguments[0].scrollIntoView();", runs)
+    screenshot(browser, "operator-server-runs-800")
+    table = runs.find_element(By.TAG_NAME, "table")
+    assert browser.execute_script("return arguments[0].scrollWidth <= arguments[0].clientWidth;", runs)
+    rows = table.find_elements(By.CSS_SELECTOR, "tbody tr.has_original")
+    assert len(rows) == 3
+    for row in rows:
+        for cell in (".field-run_link a", ".field-status_badge", ".field-tool_counts"):
+            assert _in_view(browser, row.find_element(By.CSS_SELECTOR, cell)), cell
+    assert [row.find_element(By.CSS_SELECTOR, ".field-tool_counts").text for row in rows] == [
+        "1 removed · 40 unchanged",
+        "1 added · 1 removed · 40 unchanged",
+        "2 added · 1 removed · 40 unchanged",
+    ]
+
+
+def test_the_search_preview_keeps_each_score_in_view_at_800_px(
+    browser, live_server, django_user_model, small_catalog, encoder
+):
+    """The curator's search preview beside the navigation at 800 px: each result's tool, rank score, why it matched
+    and the link to its example requests in view. Seven columns scrolled the table in its box, its scroll bar a
+    screen below, the score's parts and why it matched out of view."""
+    from selenium.webdriver.common.by import By
+
+    from search.services import index_rebuild
+
+    curator = django_user_model.objects.create_user(username="cur", password="pw-cur-123", is_staff=True)
+    curator.groups.add(Group.objects.get(name=CURATORS))
+    index_rebuild()
+    _open_at_800(
+        browser,
+        live_server,
+        ("cur", "pw-cur-123"),
+        "/admin/search/preview/?query=tell+my+landlord+the+rent+is+late&scope=every&top_k=5",
+    )
+    screenshot(browser, "curator-preview-800")
+    box = browser.find_element(By.CSS_SELECTOR, ".scout-scroll")
+    assert browser.execute_script("return arguments[0].scrollWidth <= arguments[0].clientWidth;", box)
+    rows = browser.find_elements(By.CSS_SELECTOR, "#preview-results tr.match")
+    assert rows
+    for row in rows:
+        for cell in (".tool-link", ".rank-score", ".fit", ".why", ".examples-link", ".retriever-ranks"):
+            assert _in_view(browser, row.find_element(By.CSS_SELECTOR, cell)), cell
+
+
+def test_the_server_pages_access_sections_fit_at_800_px(browser, live_server, django_user_model):
+    """Who may use a server, on its page at 800 px: each grant's Delete? box and the new row's group or person and
+    what they may do, in view. Django's 20em box for the group or person pushed Delete? out of the table."""
+    from selenium.webdriver.common.by import By
+
+    from governance.roles import OPERATORS
+    from governance.services.permissions import permission_grant
+    from tests.governance.factories import GroupFactory, ServerFactory
+
+    root = django_user_model.objects.create_superuser(username="root", email=None, password="pw-root-123")
+    operator = django_user_model.objects.create_user(username="op", password="pw-op-123", is_staff=True)
+    operator.groups.add(Group.objects.get(name=OPERATORS))
+    server = ServerFactory(slug="github-enterprise-production")
+    permission_grant(actor=root, target=server, action="discover", holder=GroupFactory(name="release engineers"))
+    permission_grant(actor=root, target=server, action="execute", holder=operator)
+    _open_at_800(browser, live_server, ("op", "pw-op-123"), f"/admin/catalog/server/{server.pk}/change/")
+    for section in ("group_grants-group", "user_grants-group"):
+        box = browser.find_element(By.ID, section)
+        browser.execute_script("arguments[0].scrollIntoView();", box)
+        screenshot(browser, f"operator-server-{section}-800")
+        assert browser.execute_script("return arguments[0].scrollWidth <= arguments[0].clientWidth;", box), section
+        saved = box.find_element(By.CSS_SELECTOR, "tr.has_original")
+        assert _in_view(browser, saved.find_element(By.CSS_SELECTOR, "td.delete input[type=checkbox]")), section
+        new = box.find_element(By.CSS_SELECTOR, "tr.form-row:not(.has_original):not(.empty-form)")
+        for cell in (".select2-container", "select[name$=permission]"):
+            assert _in_view(browser, new.find_element(By.CSS_SELECTOR, cell)), (section, cell)

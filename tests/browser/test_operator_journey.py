@@ -123,7 +123,7 @@ def test_operator_registers_grants_syncs_and_releases_a_changed_tool(
     screenshot(browser, "operator-server-form")
     click_through(browser, browser.find_element(By.NAME, "_save"))
     messages = wait_for(browser, "ul.messagelist").text  # the first sync runs in this request, and says how it went
-    assert "First sync of faulty succeeded:" in messages and "tool(s) added." in messages
+    assert "First sync of faulty succeeded:" in messages and "tools added." in messages
     assert "Its tools are visible to the groups and people given discover" in messages
     row = browser.find_element(By.XPATH, "//tr[.//a[text()='faulty']]")
     assert "Active" in row.text and "live" in row.text and "held" not in row.text  # synced on create

@@ -13,6 +13,9 @@ from .conftest import admin_login, screenshot
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
+DECIDE_TITLE = 'Decide mail::send_email for member: to: "a@b.example"'
+
+
 def test_page_titles_in_view(browser, live_server, django_user_model, member):
     from selenium.webdriver.common.by import By
 
@@ -28,7 +31,8 @@ def test_page_titles_in_view(browser, live_server, django_user_model, member):
         f"/admin/catalog/server/{server.pk}/change/": "Server mail",
         "/admin/governance/auditevent/": "Audit trail — who did what, with which tool, when",
         "/admin/dashboard/": "Operations dashboard",
-        f"/admin/governance/approvalrequest/{pending.pk}/decide/": f"Decide {pending.approval_id}",
+        # The approver reads the call first (tool, who asked, with what), not the opaque apr_ id (on the page below).
+        f"/admin/governance/approvalrequest/{pending.pk}/decide/": DECIDE_TITLE,
     }
     for url, heading in pages.items():
         browser.get(f"{live_server.url}{url}")

@@ -136,7 +136,9 @@ def test_an_attached_request_links_to_the_preview_that_checks_it(client, curator
     link = message.split('<a id="attached-preview" href="', 1)[1].split('"', 1)[0].replace("&amp;", "&")
     assert f">See where {tool.tool_id} ranks for it now</a>" in message
     assert urlsplit(link).path == reverse("search_preview")
-    assert parse_qs(urlsplit(link).query) == {"query": [WITHHELD], "top_k": ["10"], "scope": ["every"]}
+    assert parse_qs(urlsplit(link).query) == {
+        "query": [WITHHELD], "top_k": ["10"], "scope": ["every"], "tool": [str(tool.pk)]
+    }  # fmt: skip
     assert 'id="attached-preview"' in response.content.decode()  # a link on the page, not escaped text
     assert client.get(link).context["form"].cleaned_data["query"] == WITHHELD
 

@@ -103,7 +103,9 @@ def test_a_decided_request_reads_as_its_record_with_what_became_of_it(client, ap
     page = reverse("admin:governance_approvalrequest_change", args=[pending.pk])
     client.force_login(approver)
     undecided = client.get(page)
-    assert undecided.context["title"] == f"Decide {pending.approval_id}"
+    # The call as a person reads it first (tool, who asked, with what); the opaque id on the page under it.
+    assert undecided.context["title"] == f'Decide {pending.tool.tool_id} for member: name: "repo"'
+    assert f"request {pending.approval_id}" in undecided.content.decode()
     assert "· decide before" in undecided.content.decode()
 
     approval_decide(request=pending, approver=approver, approve=True, reason="")
@@ -112,7 +114,8 @@ def test_a_decided_request_reads_as_its_record_with_what_became_of_it(client, ap
     )
     used = client.get(page)
     outcome = used.content.decode().split('id="approval-outcome"', 1)[1].split("</p>", 1)[0]
-    assert used.context["title"] == f"Approval request {pending.approval_id}"  # nothing left to decide
+    # Nothing left to decide: the request's record, what became of it first.
+    assert used.context["title"] == f'Approval request (used): {pending.tool.tool_id} for member: name: "repo"'
     assert "Used" in outcome and "the agent made the call" in outcome and "decided by approver" in outcome
     assert "expires" not in outcome and "decide before" not in outcome
     assert 'name="_approve"' not in used.content.decode()

@@ -96,18 +96,18 @@ def test_the_first_sync_message_says_it_succeeded_and_who_sees_the_tools(client,
     # leads to the server list, where no access section is "below": the message links the server's page instead.
     # Tasks run in-process here (as in the demo): the sync has run, and the message says how it went.
     assert response.redirect_chain[-1][0] == reverse("admin:catalog_server_changelist")
-    page = reverse("admin:catalog_server_change", args=[Server.objects.get(slug="clock").pk])
+    page = reverse("admin:catalog_server_change", args=[Server.objects.get(slug="clock").pk]) + "#group_grants-group"
     assert (
-        "First sync of clock succeeded: 2 tool(s) added. Its tools are visible to the groups and people given "
-        f'discover on <a href="{page}">its page</a>.' in _messages(response)
+        "First sync of clock succeeded: 2 tools added. Its tools are visible to the groups and people given "
+        f'discover in <a id="access-note" href="{page}">its access sections</a>.' in _messages(response)
     )
-    assert f'<a href="{page}">its page</a>' in response.content.decode()  # rendered as a link, not escaped
+    assert f'<a id="access-note" href="{page}">its access sections</a>' in response.content.decode()  # a link
 
     response = client.post(reverse("admin:catalog_server_add"), _form(slug="clock-2"), follow=True)
-    page = reverse("admin:catalog_server_change", args=[Server.objects.get(slug="clock-2").pk])
+    page = reverse("admin:catalog_server_change", args=[Server.objects.get(slug="clock-2").pk]) + "#group_grants-group"
     assert (
-        "First sync of clock-2 succeeded: 2 tool(s) added. Its tools are visible to nobody until you give discover "
-        f'on <a href="{page}">its page</a>.' in _messages(response)
+        "First sync of clock-2 succeeded: 2 tools added. Its tools are visible to nobody until you give discover "
+        f'in <a id="access-note" href="{page}">its access sections</a>.' in _messages(response)
     )
     assert "discover below" not in response.content.decode()
 
