@@ -86,3 +86,29 @@ def test_a_match_far_below_the_first_is_shown_without_its_schema(gateway, demo):
     assert "memory::add_observations" in matches and "inputSchema" not in matches["memory::add_observations"]
     assert all("inputSchema" not in match for tool_id, match in matches.items() if tool_id.startswith("git::"))
     assert SCHEMAS_CUT in text_of(answer) and "Server memory:" not in text_of(answer)
+
+
+def test_an_output_schema_that_is_the_input_schema_is_said_once(gateway, member_on, memory_server, settings):
+    """server-memory's create_entities and create_relations answer with what they created: their outputSchema is
+    their inputSchema again, about 100 tokens of an inspect answer of about 315 that told a model nothing new
+    (agentux17). tool_inspect says so in a few words; an outputSchema of its own (search_nodes': the entities and
+    relations found) is shown whole, and the direct listing keeps every schema as the upstream declared it."""
+    from mcpgateway.services.discovery import OUTPUT_AS_INPUT
+
+    settings.SCOUT_MCP_EXPOSURE = "direct"  # tools/list lists the tools themselves; the meta-tools answer as ever
+    token = member_on(memory_server).token
+    ids = ["memory::create_entities", "memory::create_relations", "memory::search_nodes"]
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            return await client.call_tool("tool_inspect", {"tool_ids": ids}), await client.list_tools()
+
+    inspected, listed = run(main)
+    tools = {tool["tool_id"]: tool for tool in inspected.structured_content["tools"]}
+    for tool_id in ids[:2]:
+        assert tools[tool_id]["outputSchema"] == OUTPUT_AS_INPUT
+        assert tools[tool_id]["inputSchema"]["properties"]  # said once, here
+    assert text_of(inspected).count(f'"outputSchema":"{OUTPUT_AS_INPUT}"') == 2
+    assert set(tools["memory::search_nodes"]["outputSchema"]["properties"]) == {"entities", "relations"}
+    direct = {tool.name: tool for tool in listed.tools}
+    assert direct["memory__create_entities"].output_schema["properties"]["entities"]["type"] == "array"
