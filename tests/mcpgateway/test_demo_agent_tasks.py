@@ -112,3 +112,28 @@ def test_an_output_schema_that_is_the_input_schema_is_said_once(gateway, member_
     assert set(tools["memory::search_nodes"]["outputSchema"]["properties"]) == {"entities", "relations"}
     direct = {tool.name: tool for tool in listed.tools}
     assert direct["memory__create_entities"].output_schema["properties"]["entities"]["type"] == "array"
+
+
+def test_a_misnamed_argument_of_a_closed_schema_is_said_once(gateway, member_on, memory_server):
+    """server-memory's search_nodes called with "name" instead of "query": its schema forbids other properties, and
+    the answer said so twice ("missing required property query, and has properties the schema does not name (its
+    properties: query); arguments: has properties the schema does not allow (allowed: query)", agentux17). Once now,
+    with query's schema, and the call that follows the answer works."""
+    token = member_on(memory_server).token
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            wrong = await client.call_tool(
+                "execute_tool", {"tool_id": "memory::search_nodes", "arguments": {"name": "Alice"}}
+            )
+            fixed = await client.call_tool(
+                "execute_tool", {"tool_id": "memory::search_nodes", "arguments": {"query": "Alice"}}
+            )
+            return wrong, fixed
+
+    wrong, fixed = run(main)
+    text = text_of(wrong)
+    assert wrong.is_error and text.count("query") >= 2, text  # the missing one named, its schema shown
+    assert "missing required property query" in text and "(allowed: query)" in text, text
+    assert "does not name" not in text, text
+    assert not fixed.is_error, text_of(fixed)
