@@ -4,7 +4,8 @@
 Each request below cost an agent a wrong tool or a call more on the demo before its curation named what the tool
 does in users' words: "what changed in the last commit" led with git_commit (a write, on the noun "commit"), with
 git_show below the first five; "what does Carol prefer" was withheld; "what is 17 plus 25" was low with get-sum
-4th; "link Alice to Acme as an employee" was low with everything's gzip-file-as-resource first. None of these
+4th; "link Alice to Acme as an employee" was low with everything's gzip-file-as-resource first; "stage README.md
+for the next commit" led with git_commit and "switch to the feature-x branch" with git_create_branch. None of these
 requests is a curated example itself."""
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ def demo(member_on, memory_server, everything_server, tmp_path) -> dict[str, Any
         ("what does Carol prefer", "memory::search_nodes"),
         ("what is 17 plus 25", "everything::get-sum"),
         ("link Alice to Acme as an employee", "memory::create_relations"),
+        # git_commit and git_create_branch (writes) led: upstream's "staging area" and "Switches branches" share no
+        # word as written with "stage" and "switch" (agentux17)
+        ("stage README.md for the next commit", "git::git_add"),
+        ("switch to the feature-x branch", "git::git_checkout"),
     ],
 )
 def test_a_demo_request_is_answered_with_its_tool_first_and_confidently(gateway, demo, request_text, tool_id):
