@@ -47,7 +47,7 @@ from search.text import close_tool_ids
 from .auth import ConfirmedAccess, RefusedTokenGuard, RequireToken, ScoutTokenVerifier, principal_from_context
 from .choices import Exposure
 from .constants import META_TOOL_EXECUTE, META_TOOL_INSPECT, META_TOOLS
-from .db import busy_rpc_error, orm_threads_stop, run_orm
+from .db import BUSY_TEXT, busy_rpc_error, orm_threads_stop, run_orm
 from .guards import (
     BodyGuard,
     DatabaseBusyGuard,
@@ -272,12 +272,19 @@ class ScoutMCPServer(MCPServer):
             if problem is not None:
                 return error_result(problem)
             return await super()._handle_call_tool(ctx, params)
-        principal = await principal_from_context(ctx)
-        if principal is None:
-            raise unknown_tool_error()
-        tool = await run_orm(tool_for_client_name, principal=principal, name=params.name)
-        if tool is None:
-            raise unknown_tool_error(await run_orm(_name_meant, principal=principal, name=params.name))
+        try:
+            principal = await principal_from_context(ctx)
+            if principal is None:
+                raise unknown_tool_error()
+            tool = await run_orm(tool_for_client_name, principal=principal, name=params.name)
+            if tool is None:
+                raise unknown_tool_error(await run_orm(_name_meant, principal=principal, name=params.name))
+        except DatabaseError as exc:
+            # Answered as execute_tool answers it (service_busy, nothing called, try again): the lookup of a directly
+            # listed tool's name met a locked database and the client got the SDK's bare error (agentux17).
+            if not database_busy(exc):
+                raise
+            return error_result(BUSY_TEXT, service_busy=True)
         problem = _param_headers_problem(ctx, tool, params.arguments or {})
         if problem is not None:
             raise MCPError(code=HEADER_MISMATCH, message=problem)

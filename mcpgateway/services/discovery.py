@@ -377,9 +377,20 @@ def _descriptor(
 MCP_FIELD_NAMES = {"input_schema": "inputSchema", "output_schema": "outputSchema"}
 
 
+# tool_inspect's outputSchema of a tool whose results have the very schema of its arguments (server-memory's
+# create_entities and create_relations answer with what they created): said once. The whole schema again was about
+# 100 tokens of an inspect answer of about 315, telling a model nothing its inputSchema had not (agentux17).
+OUTPUT_AS_INPUT = "same as inputSchema"
+
+
 def for_mcp(descriptor: dict[str, Any]) -> dict[str, Any]:
-    """``descriptor`` (from ``tool_descriptor``) as an MCP answer shows it: MCP's names for MCP's fields."""
-    return {MCP_FIELD_NAMES.get(key, key): value for key, value in descriptor.items()}
+    """``descriptor`` (from ``tool_descriptor``) as an MCP answer shows it: MCP's names for MCP's fields, and an
+    output_schema equal to the input_schema as ``OUTPUT_AS_INPUT``. Only what a model reads: no client checks a
+    result against it (execute_tool declares no outputSchema; the direct listing and REST keep the schema)."""
+    shown = {MCP_FIELD_NAMES.get(key, key): value for key, value in descriptor.items()}
+    if "output_schema" in descriptor and descriptor["output_schema"] == descriptor.get("input_schema"):
+        shown["outputSchema"] = OUTPUT_AS_INPUT
+    return shown
 
 
 def compact_json(value: Any) -> str:

@@ -128,9 +128,14 @@ NAMES_SHOWN = 20
 def _misnamed(error: jsonschema.ValidationError) -> str:
     """For a missing property: whether the object has properties its schema does not name (a misspelt or
     misremembered name, "tz" for "timezone"), with the names the schema gives. The sent names are not repeated
-    (they are the caller's data); a schema that forbids other properties reports them as its own error."""
+    (they are the caller's data); a schema that forbids other properties reports them as its own error, naming the
+    allowed ones, so it gets no clause here: both said it ("... missing required property query, and has properties
+    the schema does not name (its properties: query); arguments: has properties the schema does not allow (allowed:
+    query)", server-memory's search_nodes called with "name", agentux17)."""
     properties = error.schema.get("properties")
     if not isinstance(properties, dict) or not properties or not isinstance(error.instance, dict):
+        return ""
+    if error.schema.get("additionalProperties") is False and "patternProperties" not in error.schema:
         return ""
     if all(key in properties for key in error.instance):
         return ""

@@ -495,3 +495,27 @@ def test_postgres_lock_timeout_and_statement_timeout_both_mean_busy():
     with pytest.raises(Exception) as other, connection.cursor() as cursor:
         cursor.execute("SELECT * FROM no_such_table_here")
     assert isinstance(other.value.__cause__, psycopg.Error) and not database_busy(other.value)
+
+
+@on_postgres
+def test_a_directly_listed_tool_called_while_the_grants_are_locked_answers_busy_as_execute_tool_does(tmp_path: Path):
+    """With the tools listed directly (no search index, or SCOUT_MCP_EXPOSURE=direct), ``tools/call`` of a listed
+    tool looks the name up in the caller's visible tools first. With the grant tables locked that lookup failed and
+    the client got the SDK's bare error (no ``service_busy``, nothing saying to retry, agentux17), where
+    ``execute_tool`` of the same tool answers busy. Now the same busy result as execute_tool's; the tool is not
+    called; it answers again once the lock is gone."""
+    with _own_postgres_gateway(tmp_path, SCOUT_MCP_EXPOSURE="direct") as (gateway, url):
+        listed = [tool["name"] for tool in _result(gateway.rpc("tools/list", {}))["tools"]]
+        assert "faulty__ping" in listed, listed
+        ping = {"name": "faulty__ping", "arguments": {"text": "locked"}}
+        with TableLock(url, *GRANT_TABLES):
+            direct = gateway.rpc("tools/call", ping)
+            executed = gateway.execute("ping", text="locked")
+        assert direct.status_code == 200, direct.text
+        assert "Traceback" not in direct.text and "psycopg" not in direct.text
+        answer, through_execute = _result(direct), _result(executed)
+        assert answer["isError"] and answer["structuredContent"] == {"service_busy": True}, answer
+        assert answer == through_execute
+        assert faulty_calls(gateway.call_log, "ping") == 0
+        back = _result(gateway.rpc("tools/call", {**ping, "arguments": {"text": "back"}}))
+        assert back["content"][0]["text"] == "back", back

@@ -4,7 +4,8 @@
 Each request below cost an agent a wrong tool or a call more on the demo before its curation named what the tool
 does in users' words: "what changed in the last commit" led with git_commit (a write, on the noun "commit"), with
 git_show below the first five; "what does Carol prefer" was withheld; "what is 17 plus 25" was low with get-sum
-4th; "link Alice to Acme as an employee" was low with everything's gzip-file-as-resource first. None of these
+4th; "link Alice to Acme as an employee" was low with everything's gzip-file-as-resource first; "stage README.md
+for the next commit" led with git_commit and "switch to the feature-x branch" with git_create_branch. None of these
 requests is a curated example itself."""
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ def demo(member_on, memory_server, everything_server, tmp_path) -> dict[str, Any
         ("what does Carol prefer", "memory::search_nodes"),
         ("what is 17 plus 25", "everything::get-sum"),
         ("link Alice to Acme as an employee", "memory::create_relations"),
+        # git_commit and git_create_branch (writes) led: upstream's "staging area" and "Switches branches" share no
+        # word as written with "stage" and "switch" (agentux17)
+        ("stage README.md for the next commit", "git::git_add"),
+        ("switch to the feature-x branch", "git::git_checkout"),
     ],
 )
 def test_a_demo_request_is_answered_with_its_tool_first_and_confidently(gateway, demo, request_text, tool_id):
@@ -86,3 +91,54 @@ def test_a_match_far_below_the_first_is_shown_without_its_schema(gateway, demo):
     assert "memory::add_observations" in matches and "inputSchema" not in matches["memory::add_observations"]
     assert all("inputSchema" not in match for tool_id, match in matches.items() if tool_id.startswith("git::"))
     assert SCHEMAS_CUT in text_of(answer) and "Server memory:" not in text_of(answer)
+
+
+def test_an_output_schema_that_is_the_input_schema_is_said_once(gateway, member_on, memory_server, settings):
+    """server-memory's create_entities and create_relations answer with what they created: their outputSchema is
+    their inputSchema again, about 100 tokens of an inspect answer of about 315 that told a model nothing new
+    (agentux17). tool_inspect says so in a few words; an outputSchema of its own (search_nodes': the entities and
+    relations found) is shown whole, and the direct listing keeps every schema as the upstream declared it."""
+    from mcpgateway.services.discovery import OUTPUT_AS_INPUT
+
+    settings.SCOUT_MCP_EXPOSURE = "direct"  # tools/list lists the tools themselves; the meta-tools answer as ever
+    token = member_on(memory_server).token
+    ids = ["memory::create_entities", "memory::create_relations", "memory::search_nodes"]
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            return await client.call_tool("tool_inspect", {"tool_ids": ids}), await client.list_tools()
+
+    inspected, listed = run(main)
+    tools = {tool["tool_id"]: tool for tool in inspected.structured_content["tools"]}
+    for tool_id in ids[:2]:
+        assert tools[tool_id]["outputSchema"] == OUTPUT_AS_INPUT
+        assert tools[tool_id]["inputSchema"]["properties"]  # said once, here
+    assert text_of(inspected).count(f'"outputSchema":"{OUTPUT_AS_INPUT}"') == 2
+    assert set(tools["memory::search_nodes"]["outputSchema"]["properties"]) == {"entities", "relations"}
+    direct = {tool.name: tool for tool in listed.tools}
+    assert direct["memory__create_entities"].output_schema["properties"]["entities"]["type"] == "array"
+
+
+def test_a_misnamed_argument_of_a_closed_schema_is_said_once(gateway, member_on, memory_server):
+    """server-memory's search_nodes called with "name" instead of "query": its schema forbids other properties, and
+    the answer said so twice ("missing required property query, and has properties the schema does not name (its
+    properties: query); arguments: has properties the schema does not allow (allowed: query)", agentux17). Once now,
+    with query's schema, and the call that follows the answer works."""
+    token = member_on(memory_server).token
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            wrong = await client.call_tool(
+                "execute_tool", {"tool_id": "memory::search_nodes", "arguments": {"name": "Alice"}}
+            )
+            fixed = await client.call_tool(
+                "execute_tool", {"tool_id": "memory::search_nodes", "arguments": {"query": "Alice"}}
+            )
+            return wrong, fixed
+
+    wrong, fixed = run(main)
+    text = text_of(wrong)
+    assert wrong.is_error and text.count("query") >= 2, text  # the missing one named, its schema shown
+    assert "missing required property query" in text and "(allowed: query)" in text, text
+    assert "does not name" not in text, text
+    assert not fixed.is_error, text_of(fixed)

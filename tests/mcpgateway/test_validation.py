@@ -35,6 +35,13 @@ SCHEMA = {
             {"owner": "a", "<script>": 1},
             "arguments: has properties the schema does not allow (allowed: labels, limit, mode, owner)",
         ),
+        # A misnamed property where others are forbidden: said once, by the rule that forbids it (the missing
+        # one's "and has properties the schema does not name" said it a second time, agentux17).
+        (
+            {"ownr": "a"},
+            "arguments: missing required property owner; "
+            "arguments: has properties the schema does not allow (allowed: labels, limit, mode, owner)",
+        ),
         # Every problem at once (shallowest first), so the model fixes them in one call, not one per call.
         (
             {"owner": 5, "limit": 0, "mode": "slow"},

@@ -91,6 +91,30 @@ DEMO_CURATION = [
         "Show which files in the working tree are modified, staged or untracked: what is not committed yet.",
         [],
     ),
+    # agentux17: upstream's "Adds file contents to the staging area", "Switches branches" and "Delete multiple
+    # entities ..." share no word with "stage README.md", "switch to the feature-x branch" or "forget everything about
+    # Carol" (words are matched as written: "stage" is not "staging"): git_commit, git_create_branch (writes) came
+    # first and delete_entities was not among the five.
+    (
+        "git::git_add",
+        "Stage files: add them to the staging area, so that the next commit includes them.",
+        [],
+    ),
+    (
+        "git::git_checkout",
+        "Switch to another existing branch (check it out).",
+        [],
+    ),
+    (
+        "memory::delete_entities",
+        "Forget people, organisations or projects entirely: delete them and their relations.",
+        [],
+    ),
+    (
+        "memory::delete_observations",
+        "Remove single facts about a person, organisation or project that are no longer true.",
+        [],
+    ),
     # "what is 17 plus 25" was low with get-sum 4th, and "add two numbers" served memory::add_observations and
     # git::git_add, with their schemas, beside it on the word "add" alone.
     (
