@@ -161,6 +161,33 @@ def test_crash_mid_call_errors_is_not_retried_and_the_server_restarts(gateway, t
     assert event.outcome == "unknown"
 
 
+def test_a_server_that_stops_mid_call_is_counted_in_metrics_by_server_and_kind(gateway, token):
+    """/metrics said a call failed (``scout_executions_total{outcome="error"}``) but not on which server nor how, and
+    the breaker's state moves only after 5 failures in a row: ``scout_upstream_call_failures_total{server,kind}`` is
+    what an operator alerts on (opsux5). A real server stopping mid-call counts once, as ``closed``; calls that
+    answered count nothing."""
+    import httpx
+
+    from tests.scoutsite.test_metrics import value
+
+    def failures(kind: str) -> float:
+        text = httpx.get(f"{gateway.url}/metrics", timeout=30).text
+        return value(text, "scout_upstream_call_failures_total", server="faulty", kind=kind)
+
+    before = {kind: failures(kind) for kind in ("closed", "timeout", "protocol")}
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            await client.call_tool("execute_tool", {"tool_id": "faulty::ping", "arguments": {}})
+            crashed = await client.call_tool("execute_tool", {"tool_id": "faulty::crash", "arguments": {}})
+            after = await client.call_tool("execute_tool", {"tool_id": "faulty::ping", "arguments": {"text": "back"}})
+            return crashed, after
+
+    crashed, after = run(main)
+    assert crashed.structured_content["upstream_failure"] == "closed" and not after.is_error
+    assert {kind: failures(kind) - before[kind] for kind in before} == {"closed": 1, "timeout": 0, "protocol": 0}
+
+
 def test_a_stdio_line_that_never_ends_stops_the_server_and_the_next_call_starts_another(
     gateway, token, settings, faulty_call_log
 ):
