@@ -7,6 +7,8 @@ import gc
 import io
 import json
 import logging
+import os
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -480,3 +482,38 @@ def test_a_million_item_array_is_rejected_before_the_upstream(gateway, token, fa
     assert response.status_code == 413
     assert faulty_calls(faulty_call_log, "ping") == 0
     assert json.loads(response.text)["error"]["code"] == -32600
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"  # a zombie has exited
+
+
+def test_an_archived_servers_process_is_stopped_by_the_next_sweep(faulty_server, faulty_call_log, settings):
+    """opsux5: archiving a server hid its tools, but each gateway process kept its stdio process running, with the
+    credentials its variables gave it, until the gateway stopped. Every SCOUT_MCP_SESSION_SWEEP_SECONDS the pool
+    closes the sessions of servers no longer Active: the real process exits; an Active server's stays."""
+    from catalog.models import Server
+    from catalog.services.servers import server_archive
+    from mcpgateway.db import run_orm
+    from mcpgateway.upstreams import UpstreamPool
+
+    settings.SCOUT_MCP_SESSION_SWEEP_SECONDS = 1
+
+    async def main() -> tuple[int, list[str], bool]:
+        pool = UpstreamPool()
+        async with pool.running():
+            await pool.call(server=faulty_server, tool_name="ping", arguments={}, timeout=30)
+            pid = int(faulty_call_log.read_text().split()[0])
+            kept = await pool.close_retired()  # Active: nothing closed
+            await run_orm(lambda: server_archive(server=Server.objects.get(pk=faulty_server.pk)))
+            with anyio.fail_after(60):  # the sweep, every second, closes it; the process exits
+                while _alive(pid) or pool.stats():
+                    await anyio.sleep(0.2)
+            return pid, kept, pool.stats() == {}
+
+    pid, kept, forgotten = run(main)
+    assert kept == [] and forgotten and not _alive(pid)
