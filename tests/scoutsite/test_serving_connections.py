@@ -8,7 +8,11 @@ from pathlib import Path
 import pytest
 
 from scoutsite.middleware import serving_connections_text
-from tests.mcpgateway.test_database_lock import ORM_THREADS, _own_postgres_gateway, _wait_for, on_postgres
+from tests.mcpgateway.test_database_lock import ORM_THREADS, POSTGRES, _own_postgres_gateway, _wait_for
+
+on_postgres = pytest.mark.skipif(
+    not POSTGRES, reason="max_connections is Postgres's: runs when DATABASE_URL is Postgres"
+)
 
 
 def test_the_default_bound_fits_two_processes_in_postgres_default_connections():
