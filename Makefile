@@ -56,8 +56,15 @@ check: install
 # The address Scout's links name (approval URLs, the landing page): where `make run` serves unless set.
 SCOUT_PUBLIC_URL ?= http://$(HOST):$(PORT)
 
+# Worker processes (`make run WORKERS=4`). uvicorn's supervisor kills a worker that does not answer its ping within
+# --timeout-worker-healthcheck seconds (5 by default) and starts another: on a loaded machine a worker still starting
+# (its interpreter, before it can answer) missed it and was killed, again and again (opsux5). A hung worker is
+# replaced a minute later instead.
+WORKERS ?= 1
+WORKER_HEALTHCHECK_TIMEOUT ?= 60
+
 run: install $(KEY_FILE)
-	DEBUG=$(DEBUG) SECRET_KEY_FILE=$(KEY_FILE) SCOUT_PUBLIC_URL=$(SCOUT_PUBLIC_URL) $(BIN)/uvicorn scoutsite.asgi:application --http scoutsite.serving:BoundedH11Protocol --host $(HOST) --port $(PORT)
+	DEBUG=$(DEBUG) SECRET_KEY_FILE=$(KEY_FILE) SCOUT_PUBLIC_URL=$(SCOUT_PUBLIC_URL) $(BIN)/uvicorn scoutsite.asgi:application --http scoutsite.serving:BoundedH11Protocol --host $(HOST) --port $(PORT) --workers $(WORKERS) --timeout-worker-healthcheck $(WORKER_HEALTHCHECK_TIMEOUT)
 
 # Beside `make demo` or `make run` with REDIS_URL: the same secret key (without it they refused to start).
 worker: install $(KEY_FILE)

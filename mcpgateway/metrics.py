@@ -14,6 +14,15 @@ EXECUTE_SECONDS = Histogram("scout_execute_seconds", "Time to answer an execute_
 UPSTREAM_SECONDS = Histogram(
     "scout_upstream_call_seconds", "Time of the upstream tools/call", ["server"], buckets=LATENCY_BUCKETS
 )
+# What an operator alerts on before the breaker opens (5 failures in a row): which server fails calls, and how. The
+# kinds are fixed words (mcpgateway.upstreams, catalog.upstream), never upstream text.
+UPSTREAM_CALL_FAILURES = Counter(
+    "scout_upstream_call_failures",
+    "Upstream calls that returned no result, by server and kind: timeout, closed (the server stopped), protocol, "
+    "not_found or config (the server could not be started), refused, too_large, busy and caller_busy (no slot), "
+    "backoff and circuit_open (failed fast, not sent), error",
+    ["server", "kind"],
+)
 # Per process (catalog/breaker.py); in multiprocess mode a scrape shows the worst state over live workers.
 UPSTREAM_BREAKER_STATE = Gauge(
     "scout_upstream_breaker_state",

@@ -36,6 +36,7 @@ from catalog.egress import EgressTarget
 from catalog.openapi import openapi_call, openapi_target
 from catalog.upstream import UpstreamError, UpstreamSession, answer_cap, open_session
 
+from .db import run_orm
 from .metrics import UPSTREAM_BREAKER_OPENED, UPSTREAM_BREAKER_REJECTED, UPSTREAM_BREAKER_STATE
 
 if TYPE_CHECKING:
@@ -187,14 +188,63 @@ class UpstreamPool:
     async def running(self) -> AsyncIterator[UpstreamPool]:
         async with anyio.create_task_group() as task_group:
             self._task_group = task_group
+            sweep = anyio.CancelScope()
+
+            async def sweeping() -> None:
+                with sweep:
+                    await self._close_retired_every_while()
+
+            task_group.start_soon(sweeping)
             try:
                 yield self
             finally:
                 self._task_group = None
+                sweep.cancel()  # the sessions end as their closing events are set, as before
                 for connection in self._connections.values():
                     if connection.closing is not None:
                         connection.closing.set()
                 self._connections.clear()
+
+    async def _close_retired_every_while(self) -> None:
+        """Every SCOUT_MCP_SESSION_SWEEP_SECONDS (read each time; 0: never), ``close_retired``. An archived,
+        disabled or deleted server's process kept running in every gateway process until it stopped, holding the
+        credentials its variables gave it (opsux5: the archived clock server, still running, holding its token)."""
+        last = time.monotonic()
+        while True:
+            await anyio.sleep(1)
+            every = settings.SCOUT_MCP_SESSION_SWEEP_SECONDS
+            if every > 0 and time.monotonic() - last >= every:
+                last = time.monotonic()
+                try:
+                    await self.close_retired()
+                except Exception:  # noqa: BLE001 - the database may be down; the next sweep tries again
+                    logger.debug("upstream sessions: the sweep could not read the servers", exc_info=True)
+
+    async def close_retired(self) -> list[str]:
+        """Close the open sessions (and forget the connections) of servers no longer Active (archived, disabled,
+        failing a sync: their tools reach no client) or deleted, unless a call is in flight on one; the slugs closed.
+        A server made Active again opens a session on its next call, as after a restart."""
+        from catalog.choices import ServerStatus  # noqa: PLC0415 - beside the models, loaded after the app registry
+        from catalog.models import Server  # noqa: PLC0415
+
+        open_pks = [pk for pk, connection in self._connections.items() if connection.session is not None]
+        if not open_pks:
+            return []
+
+        def active(pks: list[int]) -> set[int]:
+            return set(Server.objects.filter(pk__in=pks, status=ServerStatus.ACTIVE).values_list("pk", flat=True))
+
+        serving = await run_orm(active, open_pks)
+        closed = []
+        for pk in open_pks:
+            connection = self._connections.get(pk)
+            if pk in serving or connection is None or connection.callers or connection.session is None:
+                continue
+            del self._connections[pk]
+            connection.close_session()
+            closed.append(connection.server.slug)
+            logger.info("upstream session of %s closed: the server is no longer active", connection.server.slug)
+        return closed
 
     async def close_all(self) -> None:
         """Close every warm session (they reopen on the next call) and reset the circuit breakers. Call from

@@ -36,12 +36,16 @@ from starlette.routing import Mount  # noqa: E402
 
 from mcpgateway.guards import TokenInAddressGuard  # noqa: E402
 from mcpgateway.server import build_gateway_app, gateway_lifespan  # noqa: E402
+from scoutsite.middleware import serving_connections_log  # noqa: E402
 
 mcp_server, mcp_routes = build_gateway_app()
 
 
 @asynccontextmanager
 async def lifespan(app: Starlette):
+    import anyio
+
+    await anyio.to_thread.run_sync(serving_connections_log)  # the REST bound is per process: say what that means
     async with gateway_lifespan(mcp_server):
         yield
 

@@ -1,10 +1,13 @@
 """Request checks every Django view needs before it reads its input (the admin, the REST API, the health views)."""
 
+import logging
 import threading
 from collections.abc import Callable
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+
+logger = logging.getLogger("scout.serving")
 
 NUL_MESSAGE = "A request's address and form fields may not hold a NUL character."
 FORM_CONTENT_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
@@ -27,13 +30,13 @@ def nul_character_in(request: HttpRequest) -> bool:
 def refuse_nul_characters(get_response: Callable[[HttpRequest], HttpResponse]) -> Callable[[HttpRequest], HttpResponse]:
     """A request holding a NUL character (``nul_character_in``) is a 400 before any view runs: the API's JSON error
     under /api/, a plain one elsewhere."""
+    from scoutsite.api.errors import error_response
 
     def middleware(request: HttpRequest) -> HttpResponse:
         if not nul_character_in(request):
             return get_response(request)
         if request.path_info.startswith("/api/"):
-            body = {"error": {"code": "parse_error", "message": NUL_MESSAGE, "fields": {}}}
-            return JsonResponse(body, status=400)
+            return error_response("parse_error", NUL_MESSAGE, status=400)
         return HttpResponseBadRequest(NUL_MESSAGE, content_type="text/plain; charset=utf-8")
 
     return middleware
@@ -48,8 +51,11 @@ def limit_api_requests(get_response: Callable[[HttpRequest], HttpResponse]) -> C
 
     Django runs each request on a thread of its own, with a database connection of its own: with the database locked
     every request waits there up to SCOUT_DB_LOCK_TIMEOUT, so without a bound enough of them reach Postgres'
-    max_connections and every other connection is refused (the gateway's ORM threads, the workers)."""
-    from scoutsite.api.errors import BUSY_RETRY_AFTER_SECONDS
+    max_connections and every other connection is refused (the gateway's ORM threads, the workers).
+
+    The bound is this process's: each uvicorn worker and replica has its own (``serving_connections_text`` says so
+    at start, on Postgres)."""
+    from scoutsite.api.errors import busy_headers, error_response
 
     limit = settings.SCOUT_API_MAX_CONCURRENT
     slots = threading.BoundedSemaphore(limit) if limit > 0 else None
@@ -58,11 +64,54 @@ def limit_api_requests(get_response: Callable[[HttpRequest], HttpResponse]) -> C
         if slots is None or not request.path_info.startswith("/api/"):
             return get_response(request)
         if not slots.acquire(blocking=False):
-            body = {"error": {"code": "service_busy", "message": API_FULL_MESSAGE, "fields": {}}}
-            return JsonResponse(body, status=503, headers={"Retry-After": str(BUSY_RETRY_AFTER_SECONDS)})
+            return error_response("service_busy", API_FULL_MESSAGE, status=503, headers=busy_headers())
         try:
             return get_response(request)
         finally:
             slots.release()
 
     return middleware
+
+
+def serving_connections_text(max_connections: int, api_limit: int, orm_threads: int) -> tuple[int, str]:
+    """The log level and line that tell an operator how many connections one serving process may hold on Postgres
+    against the server's ``max_connections``: the bound above is per process, so N uvicorn workers and replicas hold
+    up to N times it. WARNING when fewer than two such processes fit (the gateway's with a Celery worker beside it,
+    or two workers), or when REST requests are not bounded at all."""
+    if api_limit <= 0:
+        return logging.WARNING, (
+            f"database: REST API requests are not bounded (SCOUT_API_MAX_CONCURRENT=0): with the database locked each "
+            f"waits on a Postgres connection of its own, until the server's max_connections ({max_connections}) "
+            "refuses every other one. Set SCOUT_API_MAX_CONCURRENT (default 32)."
+        )
+    per_process = api_limit + orm_threads
+    fit = max_connections // per_process
+    text = (
+        f"database: this process may hold up to {per_process} Postgres connections (SCOUT_API_MAX_CONCURRENT="
+        f"{api_limit} REST requests + {orm_threads} MCP gateway threads, and one per admin page being served); the "
+        f"server allows {max_connections} (max_connections), so {fit} such process(es) fit, every uvicorn worker and "
+        "replica counting, beside the Celery workers and commands. For more processes lower SCOUT_API_MAX_CONCURRENT "
+        "or raise max_connections."
+    )
+    return (logging.WARNING if fit < 2 else logging.INFO), text
+
+
+def serving_connections_log() -> None:
+    """On Postgres, log ``serving_connections_text`` once as a serving process starts (its lifespan, in a thread:
+    one query). Nothing on SQLite, and nothing when the database cannot be asked (the health checks say that)."""
+    from django.db import connection
+
+    from mcpgateway.db import THREADS
+
+    if connection.vendor != "postgresql":
+        return
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW max_connections")
+            max_connections = int(cursor.fetchone()[0])
+    except Exception:  # noqa: BLE001 - a line of advice never stops a process from serving (nor a test's blocker)
+        return
+    finally:
+        connection.close()
+    level, text = serving_connections_text(max_connections, settings.SCOUT_API_MAX_CONCURRENT, THREADS)
+    logger.log(level, text)

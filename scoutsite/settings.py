@@ -460,6 +460,8 @@ SCOUT_MCP_MAX_CALLS_PER_SERVER = env_int("SCOUT_MCP_MAX_CALLS_PER_SERVER", 8)
 # Per process too.
 SCOUT_MCP_MAX_CALLS_PER_PERSON_PER_SERVER = env_int("SCOUT_MCP_MAX_CALLS_PER_PERSON_PER_SERVER", 4)
 SCOUT_MCP_RESTART_BACKOFF_MAX = env_float("SCOUT_MCP_RESTART_BACKOFF_MAX", 30.0)
+# Seconds between sweeps closing the sessions of servers no longer Active (archived, disabled, deleted; 0: never).
+SCOUT_MCP_SESSION_SWEEP_SECONDS = env_float("SCOUT_MCP_SESSION_SWEEP_SECONDS", 30.0)
 # Circuit breaker per upstream server (catalog/breaker.py): opens after this many consecutive failures within
 # the window (seconds), fails fast for the cool-down (seconds), then lets one probe through.
 SCOUT_UPSTREAM_BREAKER_FAILURES = env_int("SCOUT_UPSTREAM_BREAKER_FAILURES", 5)

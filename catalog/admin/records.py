@@ -10,11 +10,11 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
+from catalog.advice import sync_failed_next
 from catalog.choices import ServerStatus, SyncStatus
 from catalog.models import SyncRun, Tool, ToolRevision
 from catalog.progress import progress_snapshot
 
-from .advice import sync_failed_next
 from .display import (
     CappedCountPaginator,
     admin_link,

@@ -21,6 +21,7 @@ from django.utils.text import Truncator
 from django.views.decorators.http import require_POST
 
 from catalog import breaker
+from catalog.advice import connection_test_next, sync_failed_next
 from catalog.choices import (
     OPERATOR_STOPPED_STATUSES,
     SERVER_STATUS_HIDES_TOOLS,
@@ -44,7 +45,6 @@ from catalog.services.servers import server_archive, server_restore, server_upst
 from catalog.services.sync import server_openapi_preview
 from catalog.upstream import UpstreamError, list_tools
 
-from .advice import connection_test_next, sync_failed_next
 from .display import (
     admin_link,
     badge,

@@ -7,6 +7,7 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from catalog import openapi, upstream
+from catalog.advice import sync_failed_next, then_sync_again
 from catalog.choices import OPERATOR_STOPPED_STATUSES, ServerStatus, SyncKind, SyncStatus, Transport
 from catalog.definitions import ToolDefinition, normalize_listing
 from catalog.locks import named_lock
@@ -98,7 +99,9 @@ def _sync_locked(server: Server, trigger: str) -> SyncRun:
     except upstream.UpstreamError as exc:
         sync_run_finish(run, error=str(exc))
         _server_mark_failed(server, error=str(exc))
-        logger.warning("sync of %s failed: %s", server.slug, exc)
+        # Said where an operator reads logs too, with what to do (the admin's advice, fixed text), not only the error.
+        next_step = sync_failed_next(str(exc), then=then_sync_again(server.slug))
+        logger.warning("sync of %s failed: %s. What to do: %s", server.slug, exc, next_step)
         return run
     except BaseException as exc:  # an interrupt (Ctrl-C) too: a run never stays "running"
         sync_run_finish(run, error=_run_error("listing tools", exc))

@@ -5,7 +5,7 @@ from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, status
-from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
+from rest_framework.exceptions import APIException, NotFound, PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -137,6 +137,14 @@ class ToolCuration(generics.GenericAPIView):
 
 # --- approvals ------------------------------------------------------------------------------------
 
+
+class Conflict(APIException):
+    """A decision the request's state refuses (409), answered in the API's error shape by its exception handler."""
+
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "conflict"
+
+
 # ApprovalError codes -> HTTP status. "forbidden" is a 404: the request is not in the caller's inbox.
 APPROVAL_ERROR_STATUS = {
     "unknown": status.HTTP_404_NOT_FOUND,
@@ -212,9 +220,7 @@ class _Decide(generics.GenericAPIView):
                 raise ValidationError({"reason": [str(exc)]}) from None
             if code == status.HTTP_403_FORBIDDEN:
                 raise PermissionDenied(str(exc), code=exc.code) from None
-            return Response(
-                {"error": {"code": exc.code, "message": str(exc), "fields": {}}}, status=status.HTTP_409_CONFLICT
-            )
+            raise Conflict(str(exc), code=exc.code) from None
         return Response(ApprovalSerializer(inbox_request(request, approval_id)).data)  # its people as shown
 
 

@@ -49,7 +49,7 @@ from ..constants import (
     MAX_IDEMPOTENCY_KEY_CHARS,
 )
 from ..db import BUSY_TEXT, DatabaseBusy, database_busy, run_orm, run_orm_or_busy
-from ..metrics import EXECUTE_SECONDS, EXECUTIONS, UPSTREAM_SECONDS
+from ..metrics import EXECUTE_SECONDS, EXECUTIONS, UPSTREAM_CALL_FAILURES, UPSTREAM_SECONDS
 from ..models import IdempotencyRecord
 from ..upstreams import CallProgress, UpstreamCallError, UpstreamPool, call_timeout
 from .discovery import (
@@ -915,6 +915,7 @@ async def _execute(
         return stop.result
     except UpstreamCallError as exc:
         logger.warning("execute_tool %s failed upstream: %s", plan.tool.tool_id, exc)
+        UPSTREAM_CALL_FAILURES.labels(server=plan.tool.server.slug, kind=exc.kind).inc()
         # Whether the call may have run decides what the model may do next: an answer it cannot read may follow a
         # write that took effect ("try again later" had it do it twice), and a server that never started ran nothing.
         if exc.outcome == "unknown":

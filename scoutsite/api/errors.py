@@ -7,6 +7,7 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import DatabaseError
+from django.http import JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -31,8 +32,20 @@ def _first_message(detail: Any) -> str:
     return str(detail)
 
 
-def _body(code: str, message: str, fields: dict[str, Any] | None = None) -> dict[str, Any]:
+def error_body(code: str, message: str, fields: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The API's one error shape."""
     return {"error": {"code": code, "message": message, "fields": fields or {}}}
+
+
+def busy_headers() -> dict[str, str]:
+    """What every busy answer (503 ``service_busy``) carries: when to try again."""
+    return {"Retry-After": str(BUSY_RETRY_AFTER_SECONDS)}
+
+
+def error_response(code: str, message: str, *, status: int, headers: dict[str, str] | None = None) -> JsonResponse:
+    """The same error as a plain Django response, for what answers an /api/ request before DRF runs (the
+    middleware's NUL check and concurrency bound): one shape, made here."""
+    return JsonResponse(error_body(code, message), status=status, headers=headers)
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
@@ -45,7 +58,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         # A locked database (F7): 503, the same for every view; the request's transaction is rolled back.
         set_rollback()
         return Response(
-            _body("service_busy", BUSY_MESSAGE),
+            error_body("service_busy", BUSY_MESSAGE),
             status=status.HTTP_503_SERVICE_UNAVAILABLE,
             headers={"Retry-After": str(BUSY_RETRY_AFTER_SECONDS)},
         )
@@ -54,16 +67,16 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         # it was a 500 and a traceback logged per request, at the caller's rate (T13, C1-7).
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         return Response(
-            _body("request_too_large", f"The request body is larger than {limit} bytes."),
+            error_body("request_too_large", f"The request body is larger than {limit} bytes."),
             status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
         )
     response = drf_exception_handler(exc, context)
     if response is None:
         logger.error("unhandled API error in %s", context.get("view").__class__.__name__, exc_info=exc)
         set_rollback()
-        return Response(_body("server_error", "Internal error."), status=status.HTTP_500_INTERNAL_SERVER_ERROR)
+        return Response(error_body("server_error", "Internal error."), status=status.HTTP_500_INTERNAL_SERVER_ERROR)
     if isinstance(exc, exceptions.NotFound) or response.status_code == status.HTTP_404_NOT_FOUND:
-        response.data = _body("not_found", NOT_FOUND_MESSAGE)
+        response.data = error_body("not_found", NOT_FOUND_MESSAGE)
         return response
     if isinstance(exc, exceptions.ValidationError):
         detail = exc.detail
@@ -74,10 +87,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
             message = "Invalid input."
         else:
             message = _first_message(detail)
-        response.data = _body("invalid", message, fields)
+        response.data = error_body("invalid", message, fields)
         return response
     if isinstance(exc, exceptions.APIException):
         codes = exc.get_codes()
         code = codes if isinstance(codes, str) else exc.default_code
-        response.data = _body(code, _first_message(exc.detail))
+        response.data = error_body(code, _first_message(exc.detail))
     return response

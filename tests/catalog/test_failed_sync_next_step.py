@@ -122,3 +122,25 @@ def test_a_host_scout_may_not_reach_says_who_lists_it(client, django_user_model,
     page = client.post(reverse("admin:catalog_server_test_connection"), fields).content.decode()
     assert "host mcp.example.com is not in SCOUT_UPSTREAM_ALLOWED_HOSTS" in page
     assert "whoever runs Scout adds its host" in page.split('id="test-connection-next">', 1)[1].split("</p>", 1)[0]
+
+
+def test_the_log_line_and_the_sync_command_say_what_to_do_too(make_server, caplog, capsys):
+    """An operator who reads the logs (a Celery worker's, the web process's) or runs ``manage.py catalog_sync`` got the
+    error only ("sync of clock failed: clock: environment variable(s) not set: CLOCK_TOKEN"): the admin's next step is
+    now said there too, with how to sync again. A real server (mcp-server-time) whose variable is not set."""
+    from django.core.management import CommandError, call_command
+
+    from catalog.services.sync import server_sync
+
+    server = make_server("clock", transport="stdio", command=TIME_SERVER, env_vars=["SCOUT_TEST_NEVER_SET"])
+    step = "Set the environment variable(s) named in the error in the environment of every Scout process"
+    again = "Then sync it again: Sync now on its page in the admin, or manage.py catalog_sync clock."
+    with caplog.at_level("WARNING", logger="catalog.services.sync"):
+        assert server_sync(server_pk=server.pk, trigger="command").status == SyncStatus.FAILED
+    [line] = [record.getMessage() for record in caplog.records if "sync of clock failed" in record.getMessage()]
+    assert "environment variable(s) not set: SCOUT_TEST_NEVER_SET. What to do: " + step in line and again in line
+
+    with pytest.raises(CommandError, match="1 of 1 sync"):
+        call_command("catalog_sync", "clock", "--no-progress")
+    printed = capsys.readouterr().out
+    assert f"    What to do: {step}" in printed and again in printed

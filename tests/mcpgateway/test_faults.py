@@ -7,6 +7,8 @@ import gc
 import io
 import json
 import logging
+import os
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -140,8 +142,23 @@ def test_a_timed_out_read_may_be_called_again_a_write_is_checked_first(gateway, 
     assert _text(write).endswith(" The call may or may not have taken effect; check before trying again.")
 
 
+def _upstream_failures(gateway, kind: str) -> float:
+    import httpx
+
+    from tests.scoutsite.test_metrics import value
+
+    text = httpx.get(f"{gateway.url}/metrics", timeout=30).text
+    return value(text, "scout_upstream_call_failures_total", server="faulty", kind=kind)
+
+
 def test_crash_mid_call_errors_is_not_retried_and_the_server_restarts(gateway, token, faulty_call_log):
+    """A crash mid-call is an error, never retried, and a new process answers the next call; it is counted in /metrics
+    by server and kind (opsux5: only scout_executions_total{outcome="error"} said a call failed, naming neither the
+    server nor how, and the breaker moves only after 5 failures in a row)."""
     from governance.models import AuditEvent
+
+    kinds = ("closed", "timeout", "protocol")
+    before = {kind: _upstream_failures(gateway, kind) for kind in kinds}
 
     async def main():
         async with mcp_client(gateway, token) as client:
@@ -159,6 +176,8 @@ def test_crash_mid_call_errors_is_not_retried_and_the_server_restarts(gateway, t
     assert len(pids) == 2  # a new process answered after the crash
     event = AuditEvent.objects.get(event_type="execution", tool_ref="faulty::crash")
     assert event.outcome == "unknown"
+    counted = {kind: _upstream_failures(gateway, kind) - before[kind] for kind in kinds}
+    assert counted == {"closed": 1, "timeout": 0, "protocol": 0}  # the pings that answered count nothing
 
 
 def test_a_stdio_line_that_never_ends_stops_the_server_and_the_next_call_starts_another(
@@ -453,3 +472,38 @@ def test_a_million_item_array_is_rejected_before_the_upstream(gateway, token, fa
     assert response.status_code == 413
     assert faulty_calls(faulty_call_log, "ping") == 0
     assert json.loads(response.text)["error"]["code"] == -32600
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"  # a zombie has exited
+
+
+def test_an_archived_servers_process_is_stopped_by_the_next_sweep(faulty_server, faulty_call_log, settings):
+    """opsux5: archiving a server hid its tools, but each gateway process kept its stdio process running, with the
+    credentials its variables gave it, until the gateway stopped. Every SCOUT_MCP_SESSION_SWEEP_SECONDS the pool
+    closes the sessions of servers no longer Active: the real process exits; an Active server's stays."""
+    from catalog.models import Server
+    from catalog.services.servers import server_archive
+    from mcpgateway.db import run_orm
+    from mcpgateway.upstreams import UpstreamPool
+
+    settings.SCOUT_MCP_SESSION_SWEEP_SECONDS = 1
+
+    async def main() -> tuple[int, list[str], bool]:
+        pool = UpstreamPool()
+        async with pool.running():
+            await pool.call(server=faulty_server, tool_name="ping", arguments={}, timeout=30)
+            pid = int(faulty_call_log.read_text().split()[0])
+            kept = await pool.close_retired()  # Active: nothing closed
+            await run_orm(lambda: server_archive(server=Server.objects.get(pk=faulty_server.pk)))
+            with anyio.fail_after(60):  # the sweep, every second, closes it; the process exits
+                while _alive(pid) or pool.stats():
+                    await anyio.sleep(0.2)
+            return pid, kept, pool.stats() == {}
+
+    pid, kept, forgotten = run(main)
+    assert kept == [] and forgotten and not _alive(pid)

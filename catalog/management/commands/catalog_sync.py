@@ -2,6 +2,7 @@
 
 from django.core.management.base import CommandError, CommandParser
 
+from catalog.advice import sync_failed_next, then_sync_again
 from catalog.choices import SyncStatus
 from catalog.models import Server, SyncRun
 from catalog.progress import ProgressCommand
@@ -68,3 +69,5 @@ class Command(ProgressCommand):
         self.stdout.write(line)
         if run.error:
             self.stdout.write(f"    {run.error}")
+        if run.status == SyncStatus.FAILED:
+            self.stdout.write(f"    What to do: {sync_failed_next(run.error, then=then_sync_again(run.server.slug))}")

@@ -3,7 +3,8 @@
 The errors are written by ``catalog.upstream`` and ``catalog.openapi`` ("command not found: …", "environment
 variable(s) not set: …"); each known kind gets its own next step, anything else the general one, followed by the step
 after it where the operator reads it (``then``): on a saved server's pages "Test connection, then save and Sync now";
-on Test connection's own page "test again", then save (a new server, synced when saved) or Sync now. The advice is
+on Test connection's own page "test again", then save (a new server, synced when saved) or Sync now; in the log line
+of a failed sync and ``manage.py catalog_sync``'s output, how to sync it again (``then_sync_again``). The advice is
 fixed text: nothing of the error (upstream text, untrusted) is repeated in it."""
 
 from catalog.choices import SYNC_FAILED_FIX, SYNC_FAILED_THEN
@@ -18,6 +19,13 @@ THEN_TEST_SAVED = (
     "Then Test connection again (Back to the form, below, keeps your entries); once it lists the tools, save any "
     "change to the form and Sync now."
 )
+
+
+def then_sync_again(slug: str) -> str:
+    """The step after the fix where no admin page is open: a log line, the command's output."""
+    return f"Then sync it again: Sync now on its page in the admin, or manage.py catalog_sync {slug}."
+
+
 # (words found in the error, what to do), the first that matches wins.
 ADVICE = (
     (
