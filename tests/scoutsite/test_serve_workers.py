@@ -25,10 +25,14 @@ SLOW_START_SECONDS = 8  # past uvicorn's default healthcheck timeout (5 s), well
 
 
 def _serve_command(port: int, key_file: Path) -> str:
-    """The command `make run WORKERS=2` runs, as make prints it (its last line: the key file exists)."""
+    """The command `make run WORKERS=2` runs, as make prints it (its last line: the key file exists). Under `make
+    test` (as .ci/run runs the suite) this make is nested, and printed "Leaving directory" after it; without the outer
+    make's variables it prints the command alone."""
+    outer_make = ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES")
     dry_run = subprocess.run(
-        ["make", "-n", "run", "WORKERS=2", f"PORT={port}", f"KEY_FILE={key_file}"],
+        ["make", "--no-print-directory", "-n", "run", "WORKERS=2", f"PORT={port}", f"KEY_FILE={key_file}"],
         cwd=ROOT,
+        env={key: value for key, value in os.environ.items() if key not in outer_make},
         capture_output=True,
         text=True,
         check=True,
