@@ -307,6 +307,12 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
                            **kwargs: Any) -> HttpResponse:  # fmt: skip
         if obj is not None and obj.last_error:  # what to do about the failed sync the page starts with
             context["sync_failed_next"] = sync_failed_next(obj.last_error)
+        if obj is not None and obj.status in OPERATOR_STOPPED_STATUSES:
+            # Said at the top: the Health section, far below the connection fields, was where an operator learned it.
+            context["stopped_note"] = SERVER_STATUS_HIDES_TOOLS[obj.status]
+            context["stopped_badge"] = badge(obj.status, obj.get_status_display())
+            # The restore action leaves a server whose status is locked for this caller as it is (_status_settable).
+            context["may_restore"] = "status" not in server_fields_locked(request, obj)
         return super().render_change_form(request, context, *args, obj=obj, **kwargs)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Server | None = None) -> Sequence[str]:

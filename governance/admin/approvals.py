@@ -367,7 +367,7 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
                     reason_missing = exc.code == "reason_required"
                 else:
                     # What was decided, as the inbox leads with it (the call, who asked); the opaque id after it.
-                    call = f"{obj.tool.tool_id} for {obj.requester_shown} ({obj.approval_id})"
+                    call = f"{approval_call(obj)} ({obj.approval_id})"
                     if approve:
                         text = f"Approved {call}: the agent may now make this exact call once."
                     else:
@@ -386,6 +386,8 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
             "arguments": self.arguments_pretty(obj),
             # Decided, used or expired: the page is the request's record, not a decision to make.
             "title": decide_title(obj, can_decide=can_decide),
+            # The call without its arguments: the title, under the breadcrumb, has them.
+            "crumb": decide_title(obj, can_decide=can_decide, arguments=False),
             # What the tool does, read by the approver without catalog permissions (untrusted text, escaped).
             "tool": obj.tool,
             "risk": risk_badge(obj.risk_class, obj.get_risk_class_display()),
@@ -409,11 +411,20 @@ ARGUMENTS_SHOWN = 160  # characters of all of them
 ARGUMENTS_IN_TITLE = 60  # ... and in the decide page's title, which a phone shows in three lines at most
 
 
-def decide_title(obj: ApprovalRequest, *, can_decide: bool) -> str:
+def approval_call(obj: ApprovalRequest) -> str:
+    """The call as the inbox leads with it, the tool and who asked ("memory::delete_entities for alice"): the
+    decide page's title and breadcrumb and the message after a decision."""
+    return f"{obj.tool.tool_id} for {obj.requester_shown}"
+
+
+def decide_title(obj: ApprovalRequest, *, can_decide: bool, arguments: bool = True) -> str:
     """The decide page's title: the call as a person reads it, the tool, who asked and with what ("Decide
     memory::delete_entities for alice: entityNames: ["old notes"]"); the opaque ``apr_`` id is on the page under it.
-    Decided, used or expired: the request's record, not a decision to make."""
-    call = f"{obj.tool.tool_id} for {obj.requester_shown}: {arguments_line(obj, shown=ARGUMENTS_IN_TITLE)}"
+    Decided, used or expired: the request's record, not a decision to make. Without ``arguments``: the breadcrumb,
+    one line above the title, which three lines of a long call had filled."""
+    call = approval_call(obj)
+    if arguments:
+        call = f"{call}: {arguments_line(obj, shown=ARGUMENTS_IN_TITLE)}"
     if can_decide:
         return f"Decide {call}"
     state = "expired, undecided" if obj.status == ApprovalStatus.PENDING else obj.get_status_display().lower()

@@ -48,7 +48,10 @@ class BoxedFilteredSelectMultiple(FilteredSelectMultiple):
 SCOPE_LABELS = {
     SCOPE_DISCOVER: "discover: find and inspect tools (tool_search, tool_inspect)",
     SCOPE_EXECUTE: "execute: call tools (execute_tool)",
-    SCOPE_APPROVE: "approve: decide approval requests (REST API inbox)",
+    # An agent's token reads the inbox but is refused every decision (agent_decides, redteam37): said before it is
+    # ticked for an agent, not learned from a 403.
+    SCOPE_APPROVE: "approve: read the approval inbox and decide requests (REST API); on a token for an agent, the "
+    "inbox only: deciding is a person's act",
     SCOPE_API: "api: use the REST API (/api/v1/)",
 }
 
@@ -129,11 +132,13 @@ class TokenStateFilter(admin.SimpleListFilter):
         return queryset
 
 
-def scopes_text(scopes: list[str]) -> str:
-    """A token's stored scopes as words: what it may do, then which servers (or all its user may use)."""
+def scopes_text(scopes: list[str], *, for_agent: bool = False) -> str:
+    """A token's stored scopes as words: what it may do, then which servers (or all its user may use). An agent's
+    approve scope reads the inbox only."""
     base = [scope for scope in scopes if not scope.startswith(SERVER_SCOPE_PREFIX)]
     servers = [scope.removeprefix(SERVER_SCOPE_PREFIX) for scope in scopes if scope.startswith(SERVER_SCOPE_PREFIX)]
-    may = ", ".join(sorted(base)) or "nothing"
+    words = {SCOPE_APPROVE: "approve (reads the inbox, decides nothing: an agent's token)"} if for_agent else {}
+    may = ", ".join(words.get(scope, scope) for scope in sorted(base)) or "nothing"
     return f"{may} · {'only ' + ', '.join(servers) if servers else 'every server its user may use'}"
 
 
@@ -188,7 +193,7 @@ class ApiTokenAdmin(TitledAdminMixin, PeopleChoicesMixin, StrictLookupsMixin, ad
 
     @admin.display(description="scopes")
     def scopes_display(self, obj: ApiToken) -> str:
-        return scopes_text(obj.scopes)
+        return scopes_text(obj.scopes, for_agent=obj.agent_id is not None)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         # Every field of a saved token is read-only: no Save buttons that save nothing. Its page revokes it through

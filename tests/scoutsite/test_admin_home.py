@@ -239,6 +239,30 @@ def test_curator_home_counts_the_requests_waiting_in_the_workbench_by_why(client
     assert "book a flight" in page and "order a pizza" not in page
 
 
+def test_curator_home_links_no_kind_of_request_none_wait_under(client, django_user_model, member):
+    """Adminux24: "0 withheld" was a link to an empty workbench list; a kind nothing waits under is a count, not a
+    link, while the kinds something waits under stay links."""
+    from governance.principals import principal_for_user
+    from search.engine.ranking import Confidence
+    from search.usage import LoggedResult, query_log_record
+
+    query_log_record(
+        principal=principal_for_user(member),
+        query="order a pizza",
+        results=[LoggedResult(tool_id="mail::send_email", score=0.2)],
+        confidence=Confidence.LOW,
+        degraded=False,
+        backend="embedded",
+        latency_ms=5,
+    )
+    client.force_login(_staff(django_user_model, "cur", CURATORS))
+    html = client.get(reverse("admin:index")).content.decode()
+    workbench = reverse("search_workbench")
+    assert f'<a href="{workbench}?reason=low">1 low confidence</a>' in html
+    for reason, text in (("withheld", "0 withheld"), ("unfollowed", "0 not followed by a call")):
+        assert f"?reason={reason}" not in html and text in html
+
+
 def test_curator_home_says_none_wait_in_the_workbench(client, django_user_model):
     client.force_login(_staff(django_user_model, "cur", CURATORS))
     html = client.get(reverse("admin:index")).content.decode()

@@ -157,6 +157,26 @@ def test_search_tiles_lead_to_those_searches_in_the_query_log(client, django_use
     assert _tile_link(html, "tile-searches") is None and _tile_link(html, "tile-withheld") is None
 
 
+def test_a_search_tile_of_none_is_no_link_to_an_empty_query_log(client, django_user_model, member):
+    """Adminux24: "0%" withheld linked a curator to an empty query log; a tile counting nothing is plain, the others
+    still link."""
+    from django.contrib.auth.models import Group
+
+    from governance.roles import CURATORS
+
+    query_log_record(
+        principal=principal_for_user(member), query="q", results=[LoggedResult(tool_id="calc::add", score=0.9)],
+        confidence="high", degraded=False, backend="embedded", latency_ms=1.0,
+    )  # fmt: skip
+    curator = django_user_model.objects.create_user(username="cur", is_staff=True)
+    curator.groups.add(Group.objects.get(name=CURATORS))
+    client.force_login(curator)
+    html = client.get("/admin/dashboard/?window=1h").content.decode()
+    assert _tile_link(html, "tile-searches") is not None
+    assert _tile_link(html, "tile-withheld") is None and 'id="tile-withheld">0%<' in html
+    assert _tile_link(html, "tile-low") is None and 'id="tile-low">0%<' in html
+
+
 def test_dashboard_window(client, superuser, member):
     """The dashboard offers the curator workbench's window (WORKBENCH_DAYS): a request withheld 20 days ago is
     counted there, as the workbench lists it, and not in the last 7 days."""

@@ -260,3 +260,31 @@ def test_the_page_quotes_scouts_note_where_it_overruled_the_servers_hints(
     assert "The High risk class&#x27;s rule: every call" in why
     assert "Scout&#x27;s default (High risk, Write), stricter than the server&#x27;s hints: Hints contradict" in why
     assert "readOnlyHint is true but its name or description says &#x27;purge&#x27;" in why
+
+
+def test_the_breadcrumb_names_the_call_and_leaves_its_arguments_to_the_title(client, approver, pending, member_token):
+    """Adminux24: the breadcrumb repeated the whole title, the tool, who asked and the arguments, in three lines
+    above the same words; it names the call (the tool, who asked), and the title under it keeps the arguments. The
+    message after a decision names the call the same way."""
+    from html import unescape
+
+    _, _, principal = member_token
+    long = approval_request_create(
+        principal=principal, tool=pending.tool, arguments={"name": "the quarterly planning notes of the whole team"}
+    )
+    client.force_login(approver)
+    html = client.get(reverse("admin:governance_approvalrequest_decide", args=[long.pk])).content.decode()
+    trail = unescape(html.split('<div class="breadcrumbs">', 1)[1].split("</div>", 1)[0])
+    assert trail.rstrip().endswith("› Decide github::delete_repo for member"), trail
+    assert "quarterly" not in trail
+    heading = unescape(html.split("<h1>", 1)[1].split("</h1>", 1)[0])
+    assert heading.startswith('Decide github::delete_repo for member: name: "the quarterly planning')
+    decided = client.post(
+        reverse("admin:governance_approvalrequest_decide", args=[long.pk]), {"reason": "no", "_deny": "1"}, follow=True
+    )
+    assert [str(m) for m in decided.context["messages"]][0].startswith(
+        f"Denied github::delete_repo for member ({long.approval_id}): "
+    )
+    html = client.get(reverse("admin:governance_approvalrequest_decide", args=[long.pk])).content.decode()
+    trail = unescape(html.split('<div class="breadcrumbs">', 1)[1].split("</div>", 1)[0])
+    assert trail.rstrip().endswith("› Approval request (denied): github::delete_repo for member"), trail

@@ -105,6 +105,30 @@ def test_a_token_without_server_scopes_reads_every_server(client, superuser, mem
     assert "api, discover · every server its user may use" in page
 
 
+def test_the_approve_scope_says_an_agents_token_decides_nothing(client, superuser, member):
+    """Adminux24: an agent's token with the approve scope reads the inbox but is refused every decision (403
+    agent_decides); the add form said "decide approval requests" and the token's page "approve", so a person ticked it
+    for their agent and learned otherwise from the 403. The form says it before it is ticked, the page after."""
+    from tests.governance.factories import agent_of
+
+    client.force_login(superuser)
+    page = html_module.unescape(client.get(reverse(ADD)).content.decode())
+    assert "on a token for an agent, the inbox only: deciding is a person's act" in page
+    mine, _ = api_token_create(user=superuser, name="me", scopes=["api", "approve"], expires_at=in_days(1))
+    bot = agent_of(superuser, "inbox-bot")
+    theirs, _ = api_token_create(
+        user=superuser, name="bot", agent=bot, scopes=["api", "approve"], expires_at=in_days(1)
+    )
+    read = {
+        token.name: html_module.unescape(
+            client.get(reverse("admin:governance_apitoken_change", args=[token.pk])).content.decode()
+        )
+        for token in (mine, theirs)
+    }
+    assert "api, approve · every server" in read["me"] and "decides nothing" not in read["me"]
+    assert "api, approve (reads the inbox, decides nothing: an agent's token) · every server" in read["bot"]
+
+
 def test_the_add_form_refuses_a_token_past_the_persons_live_tokens(client, superuser, member, settings):
     """The admin's add form says why (SCOUT_MAX_LIVE_TOKENS_PER_PERSON) instead of failing at save."""
     settings.SCOUT_MAX_LIVE_TOKENS_PER_PERSON = 1
