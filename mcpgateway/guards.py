@@ -26,6 +26,7 @@ import json
 import logging
 import re
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
 
@@ -127,17 +128,25 @@ class SecurityHeaders:
 # client's text.
 _RAW_TOKEN = re2.compile(r"scout_[A-Za-z0-9_-]{43}")
 MASKED_TOKEN = "scout_MASKED"  # what the access log shows of a token refused in a path
+TOKEN_IN_ADDRESS_MESSAGE = (
+    "A Scout token does not belong in an address, where it is logged: send it in the Authorization header"
+)
 
 
 class TokenInAddressGuard:
     """Every page's address (/mcp refuses any query string already, EdgeGuard): one holding a Scout token, in its query
     (``?token=``) or its path (``/mcp/scout_…``, as clients configured with a URL that carries the secret send it),
     escaped or not, is refused with 400, and its query blanked and the token masked in its path in the scope, which the
-    access log line is written from (a client that sent its token this way put it in the log of every request)."""
+    access log line is written from (a client that sent its token this way put it in the log of every request).
 
-    def __init__(self, app: ASGIApp) -> None:
+    /mcp answers as its other edge refusals do (``error``, ``error_description``: EdgeGuard); every other address with
+    ``api_error(code, message)``, the REST API's one error shape (scoutsite.api.errors.error_body), which a REST
+    client reads every other error in: the 400 was the only API error of another shape (opsux6)."""
+
+    def __init__(self, app: ASGIApp, *, api_error: Callable[[str, str], dict[str, Any]]) -> None:
         self.app = app
-        self.refuse = SecurityHeaders(_token_in_address_refusal)  # the headers Django's pages carry
+        self.api_error = api_error
+        self.refuse = SecurityHeaders(self._refusal)  # the headers Django's pages carry
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not _holds_token(scope):
@@ -148,10 +157,13 @@ class TokenInAddressGuard:
         scope["raw_path"] = scope["path"].encode("utf-8")
         await self.refuse(scope, receive, send)
 
-
-async def _token_in_address_refusal(scope: Scope, receive: Receive, send: Send) -> None:
-    description = "A Scout token does not belong in an address, where it is logged: send it in the Authorization header"
-    await _send_json(send, 400, {"error": "invalid_request", "error_description": description})
+    async def _refusal(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope["path"]
+        if path == "/mcp" or path.startswith("/mcp/"):
+            body = {"error": "invalid_request", "error_description": TOKEN_IN_ADDRESS_MESSAGE}
+        else:
+            body = self.api_error("token_in_address", TOKEN_IN_ADDRESS_MESSAGE)
+        await _send_json(send, 400, body)
 
 
 def _holds_token(scope: Scope) -> bool:

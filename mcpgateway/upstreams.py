@@ -206,19 +206,16 @@ class UpstreamPool:
                 self._connections.clear()
 
     async def _close_retired_every_while(self) -> None:
-        """Every SCOUT_MCP_SESSION_SWEEP_SECONDS (read each time; 0: never), ``close_retired``. An archived,
+        """Every SCOUT_MCP_SESSION_SWEEP_SECONDS (read before each sleep; 0: never), ``close_retired``. An archived,
         disabled or deleted server's process kept running in every gateway process until it stopped, holding the
-        credentials its variables gave it (opsux5: the archived clock server, still running, holding its token)."""
-        last = time.monotonic()
-        while True:
-            await anyio.sleep(1)
-            every = settings.SCOUT_MCP_SESSION_SWEEP_SECONDS
-            if every > 0 and time.monotonic() - last >= every:
-                last = time.monotonic()
-                try:
-                    await self.close_retired()
-                except Exception:  # noqa: BLE001 - the database may be down; the next sweep tries again
-                    logger.debug("upstream sessions: the sweep could not read the servers", exc_info=True)
+        credentials its variables gave it (opsux5: the archived clock server, still running, holding its token). It
+        sleeps its whole period: it woke every second to compare clocks (opsux6), in every gateway process."""
+        while (every := settings.SCOUT_MCP_SESSION_SWEEP_SECONDS) > 0:
+            await anyio.sleep(every)
+            try:
+                await self.close_retired()
+            except Exception:  # noqa: BLE001 - the database may be down; the next sweep tries again
+                logger.debug("upstream sessions: the sweep could not read the servers", exc_info=True)
 
     async def close_retired(self) -> list[str]:
         """Close the open sessions (and forget the connections) of servers no longer Active (archived, disabled,

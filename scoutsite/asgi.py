@@ -36,6 +36,7 @@ from starlette.routing import Mount  # noqa: E402
 
 from mcpgateway.guards import TokenInAddressGuard  # noqa: E402
 from mcpgateway.server import build_gateway_app, gateway_lifespan  # noqa: E402
+from scoutsite.api.errors import error_body  # noqa: E402
 from scoutsite.middleware import serving_connections_log  # noqa: E402
 
 mcp_server, mcp_routes = build_gateway_app()
@@ -52,5 +53,5 @@ async def lifespan(app: Starlette):
 
 # A token in any page's address is refused and kept out of the access log (TokenInAddressGuard).
 application = TokenInAddressGuard(
-    Starlette(routes=[*mcp_routes, Mount("/", app=django_application)], lifespan=lifespan)
+    Starlette(routes=[*mcp_routes, Mount("/", app=django_application)], lifespan=lifespan), api_error=error_body
 )

@@ -150,15 +150,20 @@ class Site:
             worker.log.close()
 
 
-@contextmanager
-def two_worker_site(root: Path, **env: str) -> Iterator[tuple[Site, dict[str, str]]]:
-    """A migrated SQLite site with the ledger server, alice and bob, and two gateway workers (extra ``env``)."""
+def ledger_site(root: Path, **env: str) -> tuple[Site, dict[str, str]]:
+    """A migrated SQLite site with the ledger server, alice and bob (extra ``env``), and their raw tokens by name."""
     site = Site(root)
     site.env.update(env)
     (root / "v1.jsonl").write_text(listing_line("Look up an account in the ledger.") + "\n")
     site.manage("migrate", "-v0")
     printed = site.shell(SETUP.format(listing=root / "v1.jsonl"))
-    tokens = dict(line.split()[1:] for line in printed.splitlines() if line.startswith("TOKEN "))
+    return site, dict(line.split()[1:] for line in printed.splitlines() if line.startswith("TOKEN "))
+
+
+@contextmanager
+def two_worker_site(root: Path, **env: str) -> Iterator[tuple[Site, dict[str, str]]]:
+    """``ledger_site`` served by two gateway workers."""
+    site, tokens = ledger_site(root, **env)
     try:
         site.start_worker()
         site.start_worker()

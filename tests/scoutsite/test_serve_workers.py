@@ -12,6 +12,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -24,13 +26,14 @@ ROOT = Path(__file__).resolve().parents[2]
 SLOW_START_SECONDS = 8  # past uvicorn's default healthcheck timeout (5 s), well within the serve command's
 
 
-def _serve_command(port: int, key_file: Path) -> str:
+def serve_command(port: int, key_file: Path, metrics_dir: Path) -> str:
     """The command `make run WORKERS=2` runs, as make prints it (its last line: the key file exists). Under `make
     test` (as .ci/run runs the suite) this make is nested, and printed "Leaving directory" after it; without the outer
     make's variables it prints the command alone."""
     outer_make = ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES")
+    variables = [f"PORT={port}", f"KEY_FILE={key_file}", f"PROMETHEUS_MULTIPROC_DIR={metrics_dir}"]
     dry_run = subprocess.run(
-        ["make", "--no-print-directory", "-n", "run", "WORKERS=2", f"PORT={port}", f"KEY_FILE={key_file}"],
+        ["make", "--no-print-directory", "-n", "run", "WORKERS=2", *variables],
         cwd=ROOT,
         env={key: value for key, value in os.environ.items() if key not in outer_make},
         capture_output=True,
@@ -40,6 +43,40 @@ def _serve_command(port: int, key_file: Path) -> str:
     command = dry_run.stdout.strip().splitlines()[-1]
     assert "uvicorn scoutsite.asgi:application" in command and "--workers 2" in command, command
     return command
+
+
+@contextmanager
+def make_run_two_workers(
+    tmp_path: Path, env: dict[str, str], port: int, key_file: Path
+) -> Iterator[tuple[subprocess.Popen, str]]:
+    """`make run WORKERS=2` serving on ``port`` (its metrics in ``tmp_path``/prometheus) until the block ends, in a
+    process session of its own (the session id: the process's pid); the block gets the process and its log once both
+    workers started, or one died, or four minutes passed."""
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            ["sh", "-c", serve_command(port, key_file, tmp_path / "prometheus")],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 240  # two workers starting on a loaded machine
+        while time.monotonic() < deadline and server.poll() is None:
+            text = log.read_text()
+            if "died" in text or text.count("Application startup complete.") == 2:
+                break
+            time.sleep(0.5)
+        yield server, log.read_text()
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(10)
 
 
 def test_the_serve_command_keeps_workers_that_start_slowly(tmp_path: Path):
@@ -57,31 +94,7 @@ def test_the_serve_command_keeps_workers_that_start_slowly(tmp_path: Path):
     (slow / "sitecustomize.py").write_text(f"import time\n\ntime.sleep({SLOW_START_SECONDS})\n")
     env["PYTHONPATH"] = os.pathsep.join([str(slow), str(ROOT)])
     port = free_port()
-    log = tmp_path / "serve.log"
-    with log.open("wb") as out:
-        server = subprocess.Popen(
-            ["sh", "-c", _serve_command(port, key_file)],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        deadline = time.monotonic() + 240  # two workers starting on a loaded machine
-        while time.monotonic() < deadline and server.poll() is None:
-            text = log.read_text()
-            if "died" in text or text.count("Application startup complete.") == 2:
-                break
-            time.sleep(0.5)
-        text = log.read_text()
+    with make_run_two_workers(tmp_path, env, port, key_file) as (_, text):
         assert "died" not in text, text[-3000:]
         assert text.count("Application startup complete.") == 2, text[-3000:]
         assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=30).json() == {"status": "ok"}
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait(10)
