@@ -28,24 +28,20 @@ django.setup()
 
 import numpy as np  # noqa: E402
 from django.conf import settings  # noqa: E402
+from served import served_rankings  # noqa: E402
 
 from search.backends.ranked import ranking_options  # noqa: E402
 from search.documents import ToolDoc  # noqa: E402
 from search.encoder import encoder_get, model_key  # noqa: E402
-from search.engine.decompose import request_parts  # noqa: E402
-from search.engine.ranking import Calibration  # noqa: E402
 from search.engine.snapshot import IndexSnapshot  # noqa: E402
 from search.evaluation import (  # noqa: E402
     DEPTH,
     EmbeddingCache,
-    _part_vectors,
-    _rank_served,
     _slots_found,
     doc_vectors,
     load_catalogs,
     load_queries,
     one_pass_parts,
-    served_parts,
 )
 from search.text import first_sentence, split_identifier  # noqa: E402
 
@@ -60,7 +56,6 @@ p = argparse.ArgumentParser()
 p.add_argument("--catalog", type=Path, action="append")
 p.add_argument("--queries", type=Path, action="append")
 p.add_argument("--variant", default="main")
-p.add_argument("--centre", type=float, default=0.48)
 p.add_argument("--out", type=Path)
 a = p.parse_args()
 
@@ -92,26 +87,8 @@ elif a.variant == "bare":
 snapshot = IndexSnapshot(docs, doc_vectors(docs, cache.vectors), generation="eval")
 options = replace(ranking_options("convex"), withhold_threshold=-1.0, withhold_flat_threshold=-1.0, dynamic_cut=True)
 parts_for = partial(one_pass_parts, encoder) if encoder.one_pass else None
-texts = [q.text for q in queries]
-vectors = cache.vectors(texts)
-all_parts = [request_parts(t) for t in texts]
-part_vectors = _part_vectors(texts, all_parts, cache.vectors, parts_for)
-alone = _part_vectors(texts, all_parts, cache.vectors, None) if parts_for is not None else None
-visible = snapshot.visible_mask(None)
 records = []
-for i, (query, text) in enumerate(zip(queries, texts, strict=True)):
-    own = part_vectors[i] if part_vectors else None
-    parts, retry = served_parts(text, vectors[i], all_parts[i], own, alone, i, cache.vectors)
-    ranking = _rank_served(
-        snapshot,
-        snapshot.branches(text, vectors[i], visible),
-        text,
-        vectors[i],
-        options,
-        Calibration(center=a.centre),
-        parts,
-        None,
-    )
+for query, ranking in zip(queries, served_rankings(snapshot, queries, cache.vectors, options, parts_for), strict=True):
     ids = [snapshot.docs[c.row].tool_id for c in ranking.candidates][: ranking.cut][:DEPTH]
     best = max((c.calibrated for c in ranking.candidates), default=-1.0)
     records.append((query, ids, best, ranking.peak, ranking.spread, ranking.unread))
@@ -148,7 +125,7 @@ for peak_t, spread_t, flat_t in itertools.product(
     rows.append(
         {
             "variant": a.variant,
-            "centre": a.centre,
+            "centre": 0.48,
             "peak": peak_t,
             "spread": spread_t,
             "flat": flat_t,
