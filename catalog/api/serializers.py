@@ -27,12 +27,14 @@ class ServerSerializer(serializers.ModelSerializer):
 
 # How an operator starts or reaches a server, and what went wrong doing it: a hosted server's URL often carries its
 # secret in the path, arguments a key, and the variable names and last error say where the secrets are and what the
-# network looks like. The operator's own; never read through a token acting for an agent (redteam37, T1/T14).
+# network looks like. The operator's own; never read through a token acting for an agent (redteam37, T1/T14), nor by a
+# person who may not change servers (a curator, redteam40).
 LAUNCH_FIELDS = ("command", "args", "env_vars", "url", "header_env", "last_error")
 
 
 class AgentServerSerializer(ServerSerializer):
-    """A server as a token acting for an agent reads it: what it is and whether it serves, not how it is started."""
+    """A server as a token acting for an agent, or a person who does not run servers, reads it: what it is and whether
+    it serves, not how it is started."""
 
     class Meta(ServerSerializer.Meta):
         fields = tuple(name for name in ServerSerializer.Meta.fields if name not in LAUNCH_FIELDS)

@@ -40,8 +40,11 @@ def _token_servers(request: Request) -> frozenset[str] | None:
 
 def server_serializer(request: Request) -> type[ServerSerializer]:
     """How the caller reads a server: a token acting for an agent (``agent_id`` on governance's Principal, read
-    duck-typed) without its launch details (``AgentServerSerializer``), anyone else whole."""
-    return AgentServerSerializer if getattr(request.auth, "agent_id", None) is not None else ServerSerializer
+    duck-typed) or a person who may not change servers (a curator, as on their admin pages) without its launch
+    details (``AgentServerSerializer``), an operator whole."""
+    if getattr(request.auth, "agent_id", None) is not None or not request.user.has_perm("catalog.change_server"):
+        return AgentServerSerializer
+    return ServerSerializer
 
 
 def sync_run_serializer(request: Request) -> type[SyncRunSerializer]:
