@@ -131,9 +131,15 @@ FORM_ONLY_FIELDS = ("openapi_upload", "openapi_document")
 JSON_EMPTY = {"args": list, "env_vars": list, "header_env": dict, "openapi_credentials": list}
 
 
-def sees_connection(request: HttpRequest) -> bool:
-    """Whether the reader sees how servers are started and reached (``CONNECTION_FIELDS``): who may change them."""
-    return request.user.has_perm("catalog.change_server")
+def connection_hidden(request: HttpRequest, server: Server | None) -> frozenset[str]:
+    """The ``CONNECTION_FIELDS`` of ``server`` the reader may not read: all of them for who may not change servers;
+    the model's for a server whose connection they may not change (a shared one, to a tenant's operator: its URL is
+    every tenant's credential, a superuser's; those fields are read-only to them, so the form keeps its own)."""
+    if not request.user.has_perm("catalog.change_server"):
+        return CONNECTION_FIELDS
+    if server is not None and server.pk is not None and "url" in server_fields_locked(request, server):
+        return CONNECTION_FIELDS - set(FORM_ONLY_FIELDS)
+    return frozenset()
 
 
 def tool_count_links(server: Server) -> str:
@@ -326,7 +332,8 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
                            **kwargs: Any) -> HttpResponse:  # fmt: skip
         if obj is not None and obj.last_error:  # what to do about the failed sync the page starts with
             context["sync_failed_next"] = sync_failed_next(obj.last_error)
-            context["last_error_shown"] = obj.last_error if sees_connection(request) else url_paths_cut(obj.last_error)
+            hidden = connection_hidden(request, obj)
+            context["last_error_shown"] = url_paths_cut(obj.last_error) if hidden else obj.last_error
         if obj is not None and obj.status in OPERATOR_STOPPED_STATUSES:
             # Said at the top: the Health section, far below the connection fields, was where an operator learned it.
             context["stopped_note"] = SERVER_STATUS_HIDES_TOOLS[obj.status]
@@ -352,11 +359,12 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
         fieldsets = super().get_fieldsets(request, obj)
         if obj is None:  # a new server has no health yet: it is synced once saved ("Never synced" until then)
             return [fieldset for fieldset in fieldsets if fieldset[0] not in ("Health", "Record")]
-        if sees_connection(request):
+        hidden = connection_hidden(request, obj)
+        if not hidden:
             return fieldsets
         shown = []
         for name, options in fieldsets:
-            fields = [field for field in options["fields"] if field not in CONNECTION_FIELDS]
+            fields = [field for field in options["fields"] if field not in hidden]
             fields = ["last_error_origins" if field == "last_error_display" else field for field in fields]
             if fields:
                 shown.append((name, {**options, "fields": fields}))

@@ -4,11 +4,22 @@ from rest_framework import serializers
 
 from catalog.choices import Transport
 from catalog.models import Server, SyncRun, ToolRevision
+from catalog.scope import server_fields_locked
 from catalog.services.servers import EDITABLE_FIELDS
 
 
 class ServerSerializer(serializers.ModelSerializer):
     tool_count = serializers.IntegerField(read_only=True, help_text="Tools the server still lists")
+
+    def to_representation(self, instance: Server) -> dict:
+        data = super().to_representation(instance)
+        request = self.context.get("request")
+        if request is not None and "url" in server_fields_locked(request, instance):
+            # A connection the caller may not change (a shared server, to a tenant's operator) is not theirs to read:
+            # its URL is every tenant's credential, a superuser's (redteam40).
+            for name in LAUNCH_FIELDS:
+                data.pop(name, None)
+        return data
 
     class Meta:
         model = Server

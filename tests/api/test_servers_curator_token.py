@@ -40,3 +40,24 @@ def test_a_curators_token_reads_no_servers_launch_details(api, servers, django_u
     # The operator's own token reads the connection it runs.
     assert api.get("servers/hosted/", token=operator).json()["url"].endswith(f"/s/{URL_SECRET}/mcp")
     assert ARG_SECRET in api.get("servers/keyed/", token=operator).text
+
+
+def test_a_tenant_operators_token_reads_no_shared_servers_connection(api, servers, django_user_model):
+    """A shared server's connection is a superuser's: tenant A's operator's token reads the server without it, and
+    their own tenant's server whole."""
+    from catalog.choices import Transport
+    from catalog.models import Server
+    from governance.models import ServerTenant
+    from governance.roles import OPERATORS
+    from tests.governance.factories import tenant_with
+
+    person = django_user_model.objects.create_user(username="op-a", is_staff=True)
+    person.groups.add(Group.objects.get(name=OPERATORS))
+    tenant = tenant_with("tenant-a", person)
+    operator = make_token(person, ["api"], tenant=tenant)
+    own = Server.objects.create(slug="own", name="Own", transport=Transport.HTTP, url="https://own.example/mcp/p-4711")
+    ServerTenant.objects.create(server=own, tenant=tenant)
+    for path in ("servers/", "servers/hosted/", "servers/keyed/"):
+        body = api.get(path, token=operator)
+        assert body.status_code == 200 and URL_SECRET not in body.text and ARG_SECRET not in body.text, body.text
+    assert api.get("servers/own/", token=operator).json()["url"].endswith("/mcp/p-4711")

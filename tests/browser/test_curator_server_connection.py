@@ -60,3 +60,31 @@ def test_a_curator_reads_no_servers_url_secret_arguments_or_error_path(
     assert browser.find_element(By.NAME, "url").get_attribute("value").endswith(f"/s/{URL_SECRET}/mcp")
     browser.get(f"{live_server.url}/admin/catalog/server/{keyed.pk}/change/")
     assert ARG_SECRET in browser.page_source
+
+
+def test_a_tenant_operator_reads_no_shared_servers_connection_but_their_own_servers(
+    browser, live_server, shared_server_tenants
+):
+    """A shared server's connection is a superuser's (every tenant's credential; only a superuser changes it): tenant
+    A's operator reads the server, not its URL's secret, while their own tenant's server shows its URL."""
+    from selenium.webdriver.common.by import By
+
+    from governance.models import ServerTenant, Tenant
+    from tests.browser.conftest import OPERATOR_A
+
+    shared = shared_server_tenants().server
+    url = f"https://mcp.example/api/s/{URL_SECRET}/mcp"
+    Server.objects.filter(pk=shared.pk).update(
+        transport=Transport.HTTP, url=url, status="degraded", last_error=f"shared-srv: HTTP 503 from {url}"
+    )
+    own = Server.objects.create(slug="own-srv", name="Own", transport=Transport.HTTP,
+                                url="https://own.example/mcp/own-path-4711")  # fmt: skip
+    ServerTenant.objects.create(server=own, tenant=Tenant.objects.get(slug="tenant-a"))
+
+    admin_login(browser, live_server.url, *OPERATOR_A)
+    browser.get(f"{live_server.url}/admin/catalog/server/{shared.pk}/change/")
+    assert "shared-srv" in browser.find_element(By.ID, "content").text
+    assert URL_SECRET not in browser.page_source, "a shared server's secret reached a tenant's operator"
+    assert "https://mcp.example/…" in browser.find_element(By.ID, "sync-failed").text
+    browser.get(f"{live_server.url}/admin/catalog/server/{own.pk}/change/")
+    assert browser.find_element(By.NAME, "url").get_attribute("value").endswith("/mcp/own-path-4711")
