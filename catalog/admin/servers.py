@@ -43,7 +43,7 @@ from catalog.scope import server_fields_locked
 from catalog.services.openapi_documents import server_openapi_document_get, server_openapi_document_set
 from catalog.services.servers import server_archive, server_restore, server_upstream_hosts_check
 from catalog.services.sync import server_openapi_preview
-from catalog.upstream import UpstreamError, list_tools
+from catalog.upstream import UpstreamError, list_tools, url_paths_cut
 
 from .display import (
     admin_link,
@@ -69,6 +69,14 @@ BREAKER_BADGES = {
     breaker.HALF_OPEN: (ServerStatus.DEGRADED, "probing"),
     breaker.OPEN: (ServerStatus.UNAVAILABLE, "breaker open"),
 }
+# How a server is started or reached: a hosted server's URL often carries its secret in the path, an argument a key,
+# and the variable names say where the secrets are. Shown to who may change servers (operators), never to a reader of
+# the server list who does not run servers (a curator), whose page also shows the last error's URLs cut to their
+# origin (redteam40, T14).
+CONNECTION_FIELDS = frozenset(
+    {"command", "args", "env_vars", "url", "header_env", "base_url", "openapi_url", "openapi_upload"}
+    | {"openapi_document", "openapi_credentials"}
+)
 CONNECTION_TEST_FIELDS = (
     *("slug", "name", "transport", "command", "args", "env_vars", "url", "header_env"),
     *("base_url", "openapi_url", "openapi_credentials"),  # and the form's own document fields (upload, text)
@@ -121,6 +129,17 @@ TRANSPORT_FIELDS = FORM_TRANSPORT_FIELDS
 FORM_ONLY_FIELDS = ("openapi_upload", "openapi_document")
 # A JSON box left empty means none (the script empties the boxes of the transports not chosen).
 JSON_EMPTY = {"args": list, "env_vars": list, "header_env": dict, "openapi_credentials": list}
+
+
+def connection_hidden(request: HttpRequest, server: Server | None) -> frozenset[str]:
+    """The ``CONNECTION_FIELDS`` of ``server`` the reader may not read: all of them for who may not change servers;
+    the model's for a server whose connection they may not change (a shared one, to a tenant's operator: its URL is
+    every tenant's credential, a superuser's; those fields are read-only to them, so the form keeps its own)."""
+    if not request.user.has_perm("catalog.change_server"):
+        return CONNECTION_FIELDS
+    if server is not None and server.pk is not None and "url" in server_fields_locked(request, server):
+        return CONNECTION_FIELDS - set(FORM_ONLY_FIELDS)
+    return frozenset()
 
 
 def tool_count_links(server: Server) -> str:
@@ -272,11 +291,17 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
     )  # the environment is a filter; fewer columns keep the last one in view beside both sidebars at 1280 px
     list_filter = ("status", "transport", "environment")
     search_fields = ("slug", "name", "description", "category")
+    # No query-string lookup on a connection field or the last error: ``?url__startswith=https://mcp.example/s/a``
+    # would spell a URL's secret out one letter at a time in the row count to a reader who does not see it.
+    hidden_lookups = (*sorted(CONNECTION_FIELDS), "last_error")
     ordering = ("slug",)
     actions = ("sync_now", "archive", "restore")
     inlines = (RecentSyncRunInline,)
     change_form_template = "admin/catalog/server/change_form.html"
-    readonly_fields = ("health", "tool_count", "last_synced_at", "last_error_display", "created_at", "updated_at")
+    readonly_fields = (
+        *("health", "tool_count", "last_synced_at", "last_error_display", "last_error_origins", "created_at"),
+        "updated_at",
+    )
     fieldsets = (
         (None, {"fields": ("slug", "name", "description", "category", "environment", "alternatives")}),
         ("Connection", {"fields": ("transport", "command", "args", "env_vars", "url", "header_env")}),
@@ -307,6 +332,8 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
                            **kwargs: Any) -> HttpResponse:  # fmt: skip
         if obj is not None and obj.last_error:  # what to do about the failed sync the page starts with
             context["sync_failed_next"] = sync_failed_next(obj.last_error)
+            hidden = connection_hidden(request, obj)
+            context["last_error_shown"] = url_paths_cut(obj.last_error) if hidden else obj.last_error
         if obj is not None and obj.status in OPERATOR_STOPPED_STATUSES:
             # Said at the top: the Health section, far below the connection fields, was where an operator learned it.
             context["stopped_note"] = SERVER_STATUS_HIDES_TOOLS[obj.status]
@@ -332,7 +359,16 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
         fieldsets = super().get_fieldsets(request, obj)
         if obj is None:  # a new server has no health yet: it is synced once saved ("Never synced" until then)
             return [fieldset for fieldset in fieldsets if fieldset[0] not in ("Health", "Record")]
-        return fieldsets
+        hidden = connection_hidden(request, obj)
+        if not hidden:
+            return fieldsets
+        shown = []
+        for name, options in fieldsets:
+            fields = [field for field in options["fields"] if field not in hidden]
+            fields = ["last_error_origins" if field == "last_error_display" else field for field in fields]
+            if fields:
+                shown.append((name, {**options, "fields": fields}))
+        return shown
 
     def response_add(self, request: HttpRequest, obj: Server, post_url_continue: str | None = None) -> HttpResponse:
         if obj.transport != Transport.IMPORTED:
@@ -504,6 +540,10 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
     @admin.display(description="last error")
     def last_error_display(self, server: Server) -> str:
         return text_block(server.last_error)
+
+    @admin.display(description="last error")
+    def last_error_origins(self, server: Server) -> str:
+        return text_block(url_paths_cut(server.last_error))
 
     @admin.action(description="Archive (hide from every client, keep history)", permissions=["change"])
     def archive(self, request: HttpRequest, queryset: QuerySet[Server]) -> None:

@@ -4,11 +4,22 @@ from rest_framework import serializers
 
 from catalog.choices import Transport
 from catalog.models import Server, SyncRun, ToolRevision
+from catalog.scope import server_fields_locked
 from catalog.services.servers import EDITABLE_FIELDS
 
 
 class ServerSerializer(serializers.ModelSerializer):
     tool_count = serializers.IntegerField(read_only=True, help_text="Tools the server still lists")
+
+    def to_representation(self, instance: Server) -> dict:
+        data = super().to_representation(instance)
+        request = self.context.get("request")
+        if request is not None and "url" in server_fields_locked(request, instance):
+            # A connection the caller may not change (a shared server, to a tenant's operator) is not theirs to read:
+            # its URL is every tenant's credential, a superuser's (redteam40).
+            for name in LAUNCH_FIELDS:
+                data.pop(name, None)
+        return data
 
     class Meta:
         model = Server
@@ -27,12 +38,14 @@ class ServerSerializer(serializers.ModelSerializer):
 
 # How an operator starts or reaches a server, and what went wrong doing it: a hosted server's URL often carries its
 # secret in the path, arguments a key, and the variable names and last error say where the secrets are and what the
-# network looks like. The operator's own; never read through a token acting for an agent (redteam37, T1/T14).
+# network looks like. The operator's own; never read through a token acting for an agent (redteam37, T1/T14), nor by a
+# person who may not change servers (a curator, redteam40).
 LAUNCH_FIELDS = ("command", "args", "env_vars", "url", "header_env", "last_error")
 
 
 class AgentServerSerializer(ServerSerializer):
-    """A server as a token acting for an agent reads it: what it is and whether it serves, not how it is started."""
+    """A server as a token acting for an agent, or a person who does not run servers, reads it: what it is and whether
+    it serves, not how it is started."""
 
     class Meta(ServerSerializer.Meta):
         fields = tuple(name for name in ServerSerializer.Meta.fields if name not in LAUNCH_FIELDS)

@@ -40,8 +40,11 @@ def _token_servers(request: Request) -> frozenset[str] | None:
 
 def server_serializer(request: Request) -> type[ServerSerializer]:
     """How the caller reads a server: a token acting for an agent (``agent_id`` on governance's Principal, read
-    duck-typed) without its launch details (``AgentServerSerializer``), anyone else whole."""
-    return AgentServerSerializer if getattr(request.auth, "agent_id", None) is not None else ServerSerializer
+    duck-typed) or a person who may not change servers (a curator, as on their admin pages) without its launch
+    details (``AgentServerSerializer``), an operator whole."""
+    if getattr(request.auth, "agent_id", None) is not None or not request.user.has_perm("catalog.change_server"):
+        return AgentServerSerializer
+    return ServerSerializer
 
 
 def sync_run_serializer(request: Request) -> type[SyncRunSerializer]:
@@ -77,6 +80,10 @@ def _server(request: Request, slug: str) -> Server:
     return get_object_or_404(servers_for_request(request), slug=slug)
 
 
+def _server_data(request: Request, slug: str) -> dict:
+    return server_serializer(request)(_server(request, slug), context={"request": request}).data
+
+
 class ServerList(generics.ListAPIView):
     required_perms = {"GET": VIEW_SERVER, "POST": ("catalog.view_server", "catalog.add_server")}
     serializer_class = ServerSerializer
@@ -104,7 +111,7 @@ class ServerList(generics.ListAPIView):
         with transaction.atomic():
             server = server_create(**data.validated_data)
             server_claim(request, server)  # a tenant's caller registers their tenant's server, never a shared one
-        return Response(server_serializer(request)(_server(request, server.slug)).data, status=status.HTTP_201_CREATED)
+        return Response(_server_data(request, server.slug), status=status.HTTP_201_CREATED)
 
 
 class ServerDetail(generics.GenericAPIView):
@@ -113,7 +120,7 @@ class ServerDetail(generics.GenericAPIView):
 
     @extend_schema(summary="Read a server")
     def get(self, request: Request, slug: str) -> Response:
-        return Response(server_serializer(request)(_server(request, slug)).data)
+        return Response(_server_data(request, slug))
 
     @extend_schema(
         summary="Edit a server (slug and status are not editable)",
@@ -126,7 +133,7 @@ class ServerDetail(generics.GenericAPIView):
         data.is_valid(raise_exception=True)
         _refuse_locked(request, server, data.validated_data)
         server_update(server=server, **data.validated_data)
-        return Response(server_serializer(request)(_server(request, slug)).data)
+        return Response(_server_data(request, slug))
 
 
 class ServerArchive(generics.GenericAPIView):
@@ -138,7 +145,7 @@ class ServerArchive(generics.GenericAPIView):
         server = _server(request, slug)
         _refuse_locked(request, server, {"status": ServerStatus.ARCHIVED})
         server_archive(server=server)
-        return Response(server_serializer(request)(_server(request, slug)).data)
+        return Response(_server_data(request, slug))
 
 
 class ServerSync(generics.GenericAPIView):

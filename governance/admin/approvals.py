@@ -260,7 +260,7 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
         return format_html(
             '<a href="{}">{}</a><br><small class="call-arguments">{}</small>',
             reverse("admin:governance_approvalrequest_change", args=[obj.pk]),
-            breakable_id(obj.tool.tool_id),
+            breakable_id(tool_id_shown(obj)),
             arguments_line(obj),
         )
 
@@ -329,7 +329,7 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
         links = []
         tool_url = admin_url_for(request, obj.tool)
         if tool_url:
-            links.append((f"The tool {obj.tool.tool_id}", tool_url))
+            links.append((f"The tool {tool_id_shown(obj)}", tool_url))
         token_url = admin_url_for(request, obj.token)
         if token_url:
             links.append((f"The API token {obj.token.name} ({obj.token_ref})", token_url))
@@ -390,6 +390,8 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
             "crumb": decide_title(obj, can_decide=can_decide, arguments=False),
             # What the tool does, read by the approver without catalog permissions (untrusted text, escaped).
             "tool": obj.tool,
+            "tool_id_shown": tool_id_shown(obj),
+            "tool_title_shown": reveal_deceptive(obj.tool.display_title),
             "risk": risk_badge(obj.risk_class, obj.get_risk_class_display()),
             # Which rule held the call, and where the tool's classes came from: what an approver weighs first.
             "hold_reasons": approval_hold_reasons(request=obj),
@@ -414,7 +416,7 @@ ARGUMENTS_IN_TITLE = 60  # ... and in the decide page's title, which a phone sho
 def approval_call(obj: ApprovalRequest) -> str:
     """The call as the inbox leads with it, the tool and who asked ("memory::delete_entities for alice"): the
     decide page's title and breadcrumb and the message after a decision."""
-    return f"{obj.tool.tool_id} for {obj.requester_shown}"
+    return f"{tool_id_shown(obj)} for {obj.requester_shown}"
 
 
 def decide_title(obj: ApprovalRequest, *, can_decide: bool, arguments: bool = True) -> str:
@@ -429,6 +431,13 @@ def decide_title(obj: ApprovalRequest, *, can_decide: bool, arguments: bool = Tr
         return f"Decide {call}"
     state = "expired, undecided" if obj.status == ApprovalStatus.PENDING else obj.get_status_display().lower()
     return f"Approval request ({state}): {call}"
+
+
+def tool_id_shown(obj: ApprovalRequest) -> str:
+    """The tool's id as an approver reads it: its name is its upstream's choice (sync refuses only control characters
+    and "::"), and a direction override in it (kept once a curator accepted its review) reversed the rest of the title
+    (who asked, the arguments); what hides or disguises is escaped as in the arguments (redteam40)."""
+    return reveal_deceptive(obj.tool.tool_id)
 
 
 def arguments_line(obj: ApprovalRequest, *, shown: int = ARGUMENTS_SHOWN) -> str:
@@ -483,7 +492,7 @@ def _next_waiting(request: HttpRequest, decided: ApprovalRequest):
     return format_html(
         'Next: <a id="next-approval" href="{}">{}, {} risk</a>{}.',
         reverse("admin:governance_approvalrequest_decide", args=[following.pk]),
-        following.tool.tool_id,
+        tool_id_shown(following),
         following.get_risk_class_display().lower(),
         f" ({more} more waiting)" if more else "",
     )
