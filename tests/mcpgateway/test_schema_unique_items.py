@@ -6,6 +6,7 @@ upstream."""
 from __future__ import annotations
 
 import json
+import tracemalloc
 
 import anyio
 import pytest
@@ -113,3 +114,51 @@ def test_unique_items_follow_json_schemas_equality(gateway, tagging, labels, uni
     else:
         assert result.is_error and result.structured_content["invalid_arguments"] is True
         assert sent(log) == []
+
+
+ZONES = [f"Region/City_{i:04d}" for i in range(400)]  # an enum of some size, as of time zones or country codes
+
+
+@pytest.fixture
+def zoning(gateway, admin_user, tmp_path):
+    """A tool whose array items must each be one of ``ZONES``: (the upstream's call log, a caller's token)."""
+    log = tmp_path / "calls.jsonl"
+    tool = {
+        "name": "set_zones",
+        "description": "Set the time zones shown.",
+        "inputSchema": {"type": "object", "properties": {"zones": {"type": "array", "items": {"enum": ZONES}}}},
+        "annotations": {"readOnlyHint": True},
+    }
+    server = sync_scripted_server(tmp_path, "zones", {"pages": [[tool]], "call_log": str(log), "call_reply": REPLY})
+    caller = make_user("gw_caller")
+    grant(admin_user, server, caller, "discover", "execute")
+    return log, make_token(caller)
+
+
+def test_a_long_array_failing_an_enum_is_refused_without_holding_each_failure(gateway, zoning):
+    """Every item of a caller's array failing a 400-name enum was a jsonschema error quoting the whole enum (7 kB),
+    each kept until the answer was written: 30,000 items (60 kB of arguments) held some 250 MB of the gateway
+    (100,000: 1.2 GB and 10 s of CPU, past SCOUT_MCP_SCHEMA_CHECK_SECONDS, which timed subschemas only). The answer
+    now reads the first errors only, each without the enum, under a deadline every keyword keeps."""
+    log, token = zoning
+
+    async def main(zones: list) -> object:
+        async with mcp_client(gateway, token) as client:
+            arguments = {"tool_id": "zones::set_zones", "arguments": {"zones": zones}}
+            return await client.call_tool("execute_tool", arguments)
+
+    tracemalloc.start()
+    try:
+        result = run(lambda: main([0] * 30_000))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 40 * 1024 * 1024, f"{peak} bytes at the peak"
+    assert result.is_error and result.structured_content["invalid_arguments"] is True
+    assert "arguments.zones[0]: must be one of" in result.content[0].text
+    assert sent(log) == []
+
+    # Items that are all allowed reach the upstream.
+    result = run(lambda: main(ZONES[:3]))
+    assert not result.is_error, result
+    assert sent(log) == [{"zones": ZONES[:3]}]
