@@ -156,14 +156,28 @@ def response_result(status: int, content_type: str, body: bytes, *, truncated: b
         return _text_result(text + notice, is_error=False, structured={"status": status, "truncated": True})
     structured: dict[str, Any] = {"status": status}
     if "json" in content_type.lower() and text.strip():
-        try:
-            data = json.loads(text)
-        except ValueError:
-            data = None
+        data = _json_read(text)
         # The JSON travels twice (text and structured): keep both only while they fit under the cap.
         if data is not None and 2 * len(body) + ENVELOPE_BYTES <= max_bytes:
             structured["body"] = data
     return _text_result(text, is_error=False, structured=structured)
+
+
+def _json_read(text: str) -> Any:
+    """``text`` read as JSON (None when it is no JSON, or nested deeper than Python's json reads), each lone surrogate
+    in it (``"\\ud83d"``: half a character, as JavaScript's ``String.slice`` cuts an emoji and ``JSON.stringify``
+    writes it) read as U+FFFD, as the body's invalid bytes are. Either failed the call after the service ran it: no
+    UTF-8 can write a lone surrogate, and RecursionError is no ValueError (redteam39, T15)."""
+    try:
+        data = json.loads(text)
+        written = json.dumps(data, ensure_ascii=False)
+    except (ValueError, RecursionError):
+        return None
+    try:
+        written.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.loads(written.encode("utf-16", "surrogatepass").decode("utf-16", "replace"))
+    return data
 
 
 async def openapi_target(server: Server) -> EgressTarget:

@@ -247,6 +247,7 @@ class PetService:
     served_document: dict[str, Any] = field(default_factory=document)
     big_as_gzip_bomb: bool = False  # /big answers with gzip_bomb()
     quote_request: bool = False  # /boom's error page quotes the request's credentials, as a debug page does
+    pet_body: str = ""  # /pets/1 answers with this text as its JSON instead
 
     def calls(self, method: str | None = None, path_prefix: str = "/") -> list[Recorded]:
         return [
@@ -288,6 +289,8 @@ class PetService:
                 return JSONResponse({"error": f"no pet {request.path_params['pet_id']}"}, status_code=404)
             if request.method == "DELETE":
                 return Response(status_code=204)
+            if self.pet_body:
+                return Response(self.pet_body, media_type="application/json")
             return JSONResponse({"id": 1, "name": "Rex", "species": "dog"})
 
         async def anything(request: Request) -> Response:

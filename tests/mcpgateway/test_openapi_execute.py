@@ -416,3 +416,34 @@ def test_an_accept_encoding_parameter_never_replaces_what_the_gateway_decompress
     [sent] = pets["service"].calls()
     assert [value for name, value in sent.raw_headers if name == "accept-encoding"] == ["gzip, deflate"]
     assert [name for name, _ in sent.raw_headers if name == "te"] == []
+
+
+# A pet's name cut inside an emoji, as JavaScript's String.slice cuts one: JSON.stringify writes the half left as the
+# escape "\ud83d", which Python's json reads as a lone surrogate (no character, nothing UTF-8 can write).
+CUT_EMOJI = '{"id": 1, "name": "Rex \\ud83d", "species": "dog"}'
+DEEP = "[" * 50_000 + "]" * 50_000  # deeper than Python's json reads (RecursionError)
+
+
+@pytest.mark.parametrize("body", [CUT_EMOJI, DEEP], ids=["cut_emoji", "deep"])
+def test_a_services_json_python_cannot_hold_is_answered_and_the_call_audited(gateway, pets, monkeypatch, body):
+    """A service's 200 answer whose JSON holds a lone surrogate, or is nested deeper than Python's json reads, failed
+    the call after it ran: the caller got the SDK's bare "Error executing tool" (a traceback logged), no execution was
+    audited, and the idempotency key stayed "still running" (T15). The call is now answered: the half character as
+    U+FFFD, a JSON Scout cannot read as text only; the execution is on the trail and the key keeps the answer."""
+    from governance.models import AuditEvent
+    from mcpgateway.models import IdempotencyRecord
+
+    monkeypatch.setattr(pets["service"], "pet_body", body)
+    result = execute(gateway, pets["token"], "pets::showPetById", {"petId": "1"}, idempotency_key="pet-1")
+
+    assert not result.is_error, _text(result)
+    assert len(pets["service"].calls("GET", "/pets/1")) == 1
+    if body == CUT_EMOJI:
+        assert result.structured_content == {"status": 200, "body": {"id": 1, "name": "Rex \ufffd", "species": "dog"}}
+    else:
+        assert result.structured_content == {"status": 200} and _text(result) == DEEP
+    [audit] = AuditEvent.objects.filter(event_type="execution", tool_ref="pets::showPetById")
+    assert audit.outcome == "success" and audit.payload["idempotency_key"] is True
+    assert IdempotencyRecord.objects.get(key="pet-1").status == "done"
+    again = execute(gateway, pets["token"], "pets::showPetById", {"petId": "1"}, idempotency_key="pet-1")
+    assert again == result and len(pets["service"].calls("GET", "/pets/1")) == 1
