@@ -513,6 +513,12 @@ class UpstreamSession:
     def stderr_tail(self) -> str:
         return _read_tail(self.errlog)
 
+    @property
+    def ended(self) -> bool:
+        """Whether the connection has ended (a stdio process that exited, a stream the server closed): a request
+        now would fail unsent, the SDK answering "Connection closed" without writing it."""
+        return bool(getattr(self.client.session._dispatcher, "_closed", False))  # noqa: SLF001 - no public flag
+
     async def _guard(self, doing: str, timeout: float, work: Callable[[], Awaitable[T]]) -> T:
         try:
             with anyio.fail_after(timeout):

@@ -24,6 +24,21 @@ UNKNOWN_TOOL_GUIDANCE = (
     "the tool is no longer available to you: search again for another."
 )
 UNKNOWN_TOOL_MESSAGE = "Unknown tool. " + UNKNOWN_TOOL_GUIDANCE
+# A tool of the caller's own whose server is not serving (Degraded, Unavailable, Disabled, Archived): why, and whether
+# it comes back by itself. Told "Unknown tool", a model that had the id from tool_search searched again for the tool it
+# already had, or told the user it does not exist.
+SERVER_NOT_SERVING_WHY = {
+    "degraded": ("its last sync failed", True),
+    "unavailable": ("it did not answer its health check", True),
+    "disabled": ("an operator disabled it", False),
+    "archived": ("an operator archived it", False),
+}
+SERVER_BACK_LATER = (
+    "Scout serves its tools again once the server syncs: try again in a few minutes, or use another tool for this step."
+)
+SERVER_STOPPED = (
+    "It will not come back by itself: do not retry; search for another tool for this step, or tell the user."
+)
 # The protocol error for a tools/call name that is not listed: models often call a tool_id from tool_search by name.
 UNKNOWN_TOOL_NAME_MESSAGE = (
     "Unknown tool name. Call only tools that tools/list gives; run a tool_id that tool_search returned "

@@ -23,6 +23,9 @@ from .auth import ScoutAccessToken, access_confirm, principal_from_context, unco
 from .constants import (
     MAX_INSPECT_IDS,
     META_TOOLS,
+    SERVER_BACK_LATER,
+    SERVER_NOT_SERVING_WHY,
+    SERVER_STOPPED,
     UNKNOWN_ID_SHOWN_CHARS,
     UNKNOWN_TOOL_GUIDANCE,
     UNKNOWN_TOOL_NAME_MESSAGE,
@@ -30,6 +33,7 @@ from .constants import (
 from .db import BUSY_TEXT, DatabaseBusy, run_orm_or_busy
 from .services import (
     GatewayInputError,
+    NotServing,
     UnknownTool,
     compact_json,
     error_result,
@@ -56,15 +60,50 @@ def unknown_tool_error(meant: list[str] | None = None) -> MCPError:
     return MCPError(code=types.INVALID_PARAMS, message=text, data={"did_you_mean": meant})
 
 
+def not_serving_text(unavailable: NotServing) -> tuple[str, bool]:
+    """Why a tool of the caller's is unavailable (its server is not serving) and what to do; whether to try again."""
+    why, comes_back = SERVER_NOT_SERVING_WHY.get(unavailable.status, ("an operator stopped it", False))
+    text = f"its server {unavailable.server_slug} is not serving ({unavailable.status}: {why})."
+    return f"{text} {SERVER_BACK_LATER if comes_back else SERVER_STOPPED}", comes_back
+
+
+def not_serving_result(not_serving: list[NotServing]) -> types.CallToolResult:
+    """Tools of the caller's own on servers not serving (``NotServing``): which, why and whether to try again. One id
+    (execute_tool, a tool_inspect of one) is not echoed; several are named as ``unknown_tool_result`` names them."""
+    said = [not_serving_text(unavailable) for unavailable in not_serving]
+    if not_serving[0].position is None:
+        text = f"This tool is unavailable for now: {said[0][0]}"
+    else:
+        text = "Unavailable: " + "; ".join(
+            f"tool_ids[{unavailable.position}] {shown_as_sent(unavailable.tool_id)}: {why}"
+            for unavailable, (why, _) in zip(not_serving, said, strict=True)
+        )
+    servers = sorted({unavailable.server_slug for unavailable in not_serving})
+    return error_result(text, server_unavailable=servers, retry_later=any(back for _, back in said))
+
+
 def unknown_tool_result(
-    asked: list[tuple[int, str]] | None = None, closest: dict[str, list[str]] | None = None
+    asked: list[tuple[int, str]] | None = None,
+    closest: dict[str, list[str]] | None = None,
+    not_serving: list[NotServing] | None = None,
 ) -> types.CallToolResult:
     """A tool_id given to tool_inspect or execute_tool that is unknown or hidden: a tool error the model reads and
     corrects (MCP puts a tool's own failures in its result; protocol errors are for the meta-tool's name and the
     request's shape), the same bytes for both (Z4). Nothing is echoed, except for tool_inspect of several ids:
     ``asked`` (position, id as sent), so the caller learns which of its own ids to drop; an id is shown escaped
     (JSON, ASCII) and cut, and a hidden one exactly as an unknown one. ``closest``: per id as sent, the caller's
-    own visible tool ids it likely meant ("did you mean"), which saves a search turn; hidden tools never count."""
+    own visible tool ids it likely meant ("did you mean"), which saves a search turn; hidden tools never count.
+    ``not_serving``: ids of the caller's own tools whose server is not serving, said so (``not_serving_result``)."""
+    if not_serving:
+        unavailable = not_serving_result(not_serving)
+        if not asked:
+            return unavailable
+        unknown = unknown_tool_result(asked, closest)
+        return types.CallToolResult(
+            content=[*unknown.content, *unavailable.content],
+            structured_content={**(unknown.structured_content or {}), **(unavailable.structured_content or {})},
+            is_error=True,
+        )
     closest = closest or {}
     meant = list(dict.fromkeys(tool_id for ids in closest.values() for tool_id in ids))
     structured: dict[str, Any] = {"did_you_mean": meant} if meant else {}
@@ -175,7 +214,7 @@ async def tool_inspect(
             for_mcp(tool) for tool in await run_orm_or_busy(gateway_inspect, principal=principal, tool_ids=tool_ids)
         ]
     except UnknownTool as exc:
-        unknown = unknown_tool_result(exc.asked, exc.closest)
+        unknown = unknown_tool_result(exc.asked, exc.closest, exc.not_serving)
         if not exc.found:
             return unknown
         # Some ids named no tool: the others' definitions, and the unknown ones named in a block of its own.
@@ -227,7 +266,7 @@ async def execute_tool(
             pool=ctx.mcp_server.pool,
         )
     except UnknownTool as exc:
-        return unknown_tool_result(closest=exc.closest)
+        return unknown_tool_result(closest=exc.closest, not_serving=exc.not_serving)
 
 
 # What each meta-tool is, for a host's confirmation prompts (MCP annotations, hints only): searching and

@@ -6,7 +6,8 @@ One ``UpstreamPool`` per gateway process, running inside the ASGI lifespan. Each
 left in the same task. Calls are bounded three ways: a per-server bulkhead (calls in flight in this process: the
 slots and each person's share of them are not shared between gateway processes), a per-call timeout (default
 30 s, capped at 120 s) and an output cap. A session that dies (process crash, connection
-closed) is torn down and reopened on the next call after a backoff that doubles per consecutive failure.
+closed) is torn down and reopened on the next call after a backoff that doubles per consecutive failure; one found
+ended before a call is sent (a process that exited while idle) is reopened at once and the call sent to the new one.
 A circuit breaker per server (``catalog.breaker``) sits in front of all of it: after N consecutive failures of
 the server calls fail fast for a cool-down, then one probe decides whether it closes again.
 Nothing is retried here: a call that failed mid-way may have had effects upstream, so the caller decides.
@@ -461,6 +462,12 @@ class UpstreamPool:
         if self._task_group is None:
             raise UpstreamCallError("the gateway's upstream pool is not running", kind="config", outcome="error")
         async with connection.lock:
+            if connection.session is not None and connection.session.ended:
+                # Its process exited (or the server closed the stream) while no call was in flight: this call was not
+                # sent, so it is sent to a new session, as a first start (no backoff), instead of failing as a crash
+                # that may have run.
+                logger.info("upstream session of %s had ended while idle: starting it again", connection.server.slug)
+                connection.close_session()
             if connection.session is not None:
                 return connection.session
             wait = connection.retry_at - time.monotonic()

@@ -37,14 +37,15 @@ class ToolNotFound(Exception):
         super().__init__("Unknown tool")
 
 
-def tools_servable() -> QuerySet[Tool]:
+def tools_servable(server_statuses: tuple[str, ...] = VISIBLE_SERVER_STATUSES) -> QuerySet[Tool]:
     """Tools some client could be given, grants aside: enabled, not removed, on an active server, and (fail
     closed) with a policy row that is not held and accepted the tool's current definition. A tool without a
-    policy, or whose definition changed without a review deciding on it, is served to nobody."""
+    policy, or whose definition changed without a review deciding on it, is served to nobody.
+    ``server_statuses``: on a server in one of these instead (``tool_server_not_serving``)."""
     return Tool.objects.filter(
         removed_at__isnull=True,
         enabled=True,
-        server__status__in=VISIBLE_SERVER_STATUSES,
+        server__status__in=server_statuses,
         policy__held=False,
         policy__accepted_hash=F("definition_hash"),
     )
@@ -64,11 +65,16 @@ def principal_may_act(principal: Principal | None, permission: Permission) -> bo
     return permission != "execute" or principal.has_scope(SCOPE_EXECUTE)
 
 
-def tools_visible_to(*, principal: Principal, permission: Permission = "discover") -> QuerySet[Tool]:
+def tools_visible_to(
+    *,
+    principal: Principal,
+    permission: Permission = "discover",
+    server_statuses: tuple[str, ...] = VISIBLE_SERVER_STATUSES,
+) -> QuerySet[Tool]:
     """Every tool ``principal`` may discover (or execute), straight from the database (authoritative).
 
     Callers that only need ids should use ``tool_pks_visible_to`` (cached); whether one tool may be executed,
-    ``tool_executable_by``."""
+    ``tool_executable_by``. ``server_statuses``: the tools the caller would see on servers in these states."""
     if not principal_may_act(principal, permission):
         return Tool.objects.none()
     if permission not in ("discover", "execute"):
@@ -76,7 +82,7 @@ def tools_visible_to(*, principal: Principal, permission: Permission = "discover
 
     user = principal.user
     qs = (
-        tools_servable()
+        tools_servable(server_statuses)
         .filter(server_tenant_q(principal, "server__"))
         .exclude(policy__required_entitlements__in=_missing_entitlements(user))
         .filter(_grant_q(user, "discover"))
@@ -265,6 +271,29 @@ def tool_get_for_principal(*, principal: Principal, tool_id: str, permission: Pe
     if key is not None:
         found_tools.put(key, tool.pk, at=found_at)
     return tool
+
+
+# Servers whose tools no client gets for now: a failed sync or health check (back once a sync succeeds), or an
+# operator's decision (disabled, archived).
+NOT_SERVING_STATUSES = tuple(status for status in ServerStatus.values if status not in VISIBLE_SERVER_STATUSES)
+
+
+def tool_server_not_serving(
+    *, principal: Principal, tool_id: str, permission: Permission = "discover"
+) -> Server | None:
+    """The server of ``tool_id`` when it is not serving (``NOT_SERVING_STATUSES``) and ``principal`` could use the tool
+    were it serving: grants, entitlements, tenant, scopes and the tool's own state all as ``tools_visible_to`` asks.
+    None for any other id, missing or hidden, so a tool the caller may not see keeps the unknown answer. Asked after
+    ``tool_get_for_principal`` missed, for a hidden and an unknown id alike (one query either way, Z5)."""
+    if not isinstance(tool_id, str) or not tool_id or len(tool_id) > MAX_TOOL_ID_LENGTH or "\x00" in tool_id:
+        return None
+    tool = (
+        tools_visible_to(principal=principal, permission=permission, server_statuses=NOT_SERVING_STATUSES)
+        .select_related("server")
+        .filter(tool_id=tool_id)
+        .first()
+    )
+    return tool.server if tool is not None and tool.tool_id == tool_id else None
 
 
 def servers_visible_to_operator(*, user: AbstractBaseUser) -> Q:

@@ -3,6 +3,7 @@ only translate to and from the protocol; every decision is made here or in gover
 
 from .discovery import (
     GatewayInputError,
+    NotServing,
     SearchAnswer,
     UnknownTool,
     compact_json,
@@ -28,6 +29,7 @@ from .execution import (
 __all__ = [
     "ExecutionPlan",
     "GatewayInputError",
+    "NotServing",
     "SearchAnswer",
     "UnknownTool",
     "arguments_problem",

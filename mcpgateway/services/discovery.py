@@ -25,7 +25,13 @@ from governance.cache import visibility_row_read_once, visibility_row_token
 from governance.choices import AuditEventType, AuditOutcome, OperationClass, Reversibility
 from governance.principals import Principal
 from governance.sanitize import clean_for_model
-from governance.selectors import Permission, ToolNotFound, tool_get_for_principal, tools_visible_to
+from governance.selectors import (
+    Permission,
+    ToolNotFound,
+    tool_get_for_principal,
+    tool_server_not_serving,
+    tools_visible_to,
+)
 from governance.services.audit import audit_record
 from search.backends import SearchResult
 from search.choices import EmptyAnswerReason
@@ -53,23 +59,47 @@ class GatewayInputError(Exception):
         self.field = field
 
 
+@dataclass(frozen=True)
+class NotServing:
+    """A tool id of the caller's own whose server is not serving now (``tool_server_not_serving``): said as such,
+    not as unknown, so the caller knows whether to try again. ``position``: in a tool_inspect of several ids."""
+
+    tool_id: str
+    server_slug: str
+    status: str
+    position: int | None = None
+
+
 class UnknownTool(Exception):
     """A tool id that is unknown or hidden from the caller: one error for both. ``asked``: for a tool_inspect
     of several ids, the unknown ones as (position in tool_ids, the id as sent) — the caller's own input,
     the same whether a tool is hidden or does not exist; empty otherwise (the error names no id). ``found``: the
     definitions of the other ids of that tool_inspect, which the caller still gets. ``closest``: per id as sent,
-    the caller's visible tool ids it most likely meant (``tool_ids_close_to``), when any is close."""
+    the caller's visible tool ids it most likely meant (``tool_ids_close_to``), when any is close. ``not_serving``:
+    ids of tools the caller could use but whose server is not serving (never a hidden tool's)."""
 
     def __init__(
         self,
         asked: list[tuple[int, str]] | None = None,
         found: list[dict[str, Any]] | None = None,
         closest: dict[str, list[str]] | None = None,
+        not_serving: list[NotServing] | None = None,
     ) -> None:
         super().__init__()
         self.asked = asked or []
         self.found = found or []
         self.closest = closest or {}
+        self.not_serving = not_serving or []
+
+
+def tool_not_serving(
+    *, principal: Principal, tool_id: str, permission: Permission, position: int | None = None
+) -> NotServing | None:
+    """``tool_id`` as a ``NotServing`` when it names a tool of the caller's on a server not serving; None otherwise."""
+    server = tool_server_not_serving(principal=principal, tool_id=tool_id, permission=permission)
+    if server is None:
+        return None
+    return NotServing(tool_id=tool_id, server_slug=server.slug, status=server.status, position=position)
 
 
 def tool_ids_close_to(*, principal: Principal, typed: list[str], permission: Permission) -> dict[str, list[str]]:
@@ -851,18 +881,27 @@ def gateway_inspect(*, principal: Principal, tool_ids: list[str]) -> list[dict[s
         raise GatewayInputError("tool_ids is empty: pass tool ids returned by tool_search")
     if len(tool_ids) > MAX_INSPECT_IDS:
         raise GatewayInputError(f"pass at most {MAX_INSPECT_IDS} tool ids")
-    tools, unknown = [], []
+    tools, unknown, not_serving = [], [], []
+    several = len(tool_ids) > 1
     for tool_id in dict.fromkeys(tool_ids):
         try:
             tools.append(tool_get_for_principal(principal=principal, tool_id=tool_id, permission="discover"))
         except ToolNotFound:
-            unknown.append((tool_ids.index(tool_id), tool_id))
-    if unknown:
-        _audit_unknown(principal, "tool_inspect")
+            position = tool_ids.index(tool_id)
+            unavailable = tool_not_serving(
+                principal=principal, tool_id=tool_id, permission="discover", position=position if several else None
+            )
+            if unavailable is not None:
+                not_serving.append(unavailable)
+            else:
+                unknown.append((position, tool_id))
+    closest: dict[str, list[str]] = {}
+    if unknown or not_serving:
+        _audit_unknown(principal, "tool_inspect", "unknown_tool" if unknown else "server_not_serving")
         typed = [tool_id for _, tool_id in unknown]
-        closest = tool_ids_close_to(principal=principal, typed=typed, permission="discover")
+        closest = tool_ids_close_to(principal=principal, typed=typed, permission="discover") if typed else {}
         if not tools:
-            raise UnknownTool(unknown if len(tool_ids) > 1 else None, closest=closest)
+            raise UnknownTool(unknown if several else None, closest=closest, not_serving=not_serving)
     audit_record(
         event_type=AuditEventType.DISCOVERY,
         principal=principal,
@@ -871,16 +910,16 @@ def gateway_inspect(*, principal: Principal, tool_ids: list[str]) -> list[dict[s
         deferred=True,
     )
     found = [tool_descriptor(tool, full=True) for tool in tools]
-    if unknown:  # one mistyped id among several: the others' definitions still come back, saving a turn
-        raise UnknownTool(unknown, found=found, closest=closest)
+    if unknown or not_serving:  # one mistyped id among several: the others' definitions still come back, saving a turn
+        raise UnknownTool(unknown, found=found, closest=closest, not_serving=not_serving)
     return found
 
 
-def _audit_unknown(principal: Principal, meta_tool: str) -> None:
+def _audit_unknown(principal: Principal, meta_tool: str, reason: str = "unknown_tool") -> None:
     # The asked-for id is not recorded: it may be hostile text, and the event must look the same either way.
     audit_record(
         event_type=AuditEventType.DISCOVERY if meta_tool == "tool_inspect" else AuditEventType.EXECUTION,
         principal=principal,
         outcome=AuditOutcome.DENIED,
-        payload={"meta_tool": meta_tool, "reason": "unknown_tool"},
+        payload={"meta_tool": meta_tool, "reason": reason},
     )

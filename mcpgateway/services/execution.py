@@ -61,6 +61,7 @@ from .discovery import (
     schema_for_model,
     server_note,
     tool_ids_close_to,
+    tool_not_serving,
 )
 from .output import result_for_model
 
@@ -485,6 +486,10 @@ def execute_prepare(
     try:
         tool = tool_get_for_principal(principal=principal, tool_id=tool_id, permission="execute")
     except ToolNotFound:
+        unavailable = tool_not_serving(principal=principal, tool_id=tool_id, permission="execute")
+        if unavailable is not None:
+            _audit_unknown(principal, "execute_tool", "server_not_serving")
+            raise UnknownTool(not_serving=[unavailable]) from None
         _audit_unknown(principal, "execute_tool")
         closest = tool_ids_close_to(principal=principal, typed=[tool_id], permission="execute")
         raise UnknownTool(closest=closest) from None

@@ -42,6 +42,14 @@ def demo(member_on, memory_server, everything_server, tmp_path) -> dict[str, Any
         # word as written with "stage" and "switch" (agentux17)
         ("stage README.md for the next commit", "git::git_add"),
         ("switch to the feature-x branch", "git::git_checkout"),
+        # agentux18, before: git_reset led ("Unstages all staged changes"); create_entities led, high (a question
+        # answered by a write); low, search_nodes then git_show; low; low, search_nodes first; low, git_add first
+        ("stage all my changes", "git::git_add"),
+        ("who works at Acme", "memory::search_nodes"),
+        ("show me everything stored about Alice and Bob", "memory::open_nodes"),
+        ("remember that Carol prefers tea", "memory::create_entities"),
+        ("forget everything about Carol", "memory::delete_entities"),
+        ("undo staging of README.md", "git::git_reset"),
     ],
 )
 def test_a_demo_request_is_answered_with_its_tool_first_and_confidently(gateway, demo, request_text, tool_id):

@@ -8,6 +8,7 @@ import io
 import json
 import logging
 import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -178,6 +179,36 @@ def test_crash_mid_call_errors_is_not_retried_and_the_server_restarts(gateway, t
     assert event.outcome == "unknown"
     counted = {kind: _upstream_failures(gateway, kind) - before[kind] for kind in kinds}
     assert counted == {"closed": 1, "timeout": 0, "protocol": 0}  # the pings that answered count nothing
+
+
+def test_a_server_that_died_while_idle_is_started_again_and_the_next_call_answered(gateway, token, faulty_call_log):
+    """agentux18: a stdio server whose process exited between two calls (killed, out of memory, its own crash) made
+    the next call fail as a crash mid-call ("closed", outcome unknown: the agent was told it may have run) although
+    nothing was sent; only the call after it started a new process. The gateway now finds the session ended before it
+    sends, starts the server again and sends the call there: answered, no failure counted."""
+    from scoutsite.asgi import mcp_server
+
+    before = _upstream_failures(gateway, "closed")
+
+    def ended() -> bool:  # the gateway has read the end of the killed process's output
+        return all(c.session is None or c.session.ended for c in list(mcp_server.pool._connections.values()))
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            first = await client.call_tool("execute_tool", {"tool_id": "faulty::ping", "arguments": {}})
+            os.kill(int(_call_log(faulty_call_log)[0][0]), signal.SIGKILL)
+            with anyio.fail_after(60):
+                while not ended():
+                    await anyio.sleep(0.1)
+            again = await client.call_tool("execute_tool", {"tool_id": "faulty::ping", "arguments": {"text": "back"}})
+            return first, again
+
+    first, again = run(main)
+    assert not first.is_error and _text(first) == "pong"
+    assert not again.is_error and _text(again) == "back", _text(again)
+    log = _call_log(faulty_call_log)
+    assert [name for _, name in log] == ["ping", "ping"] and log[0][0] != log[1][0]  # a new process answered
+    assert _upstream_failures(gateway, "closed") == before
 
 
 def test_a_stdio_line_that_never_ends_stops_the_server_and_the_next_call_starts_another(

@@ -47,6 +47,8 @@ DEMO_CURATION = [
             # "remember that Bob likes coffee" matched the first only by "remember" (cosine .31): low confidence.
             "remember what someone likes, such as their favourite food or drink",
             "remember where someone lives or when their birthday is",
+            # agentux18: "remember that Carol prefers tea" was low: "prefers" is not "likes" to the model.
+            "remember someone's preferences",
         ],
     ),
     (
@@ -62,7 +64,17 @@ DEMO_CURATION = [
             "what do you remember about this person",
             "what do we know about that company",
             "what does this person like or prefer",
+            # agentux18: "who works at Acme" led with create_entities, high, on "works at a company" (a request to
+            # remember): a question about who belongs where is a lookup.
+            "who works at a company",
         ],
+    ),
+    # agentux18: "show me everything stored about Alice and Bob" was low, git_show second (it "shows" things):
+    # upstream's "Open specific nodes ... by their names" says nothing a user says.
+    (
+        "memory::open_nodes",
+        "Show all that was remembered about people, organisations or projects named: their facts and relations.",
+        ["show all you know about these people by name"],
     ),
     # "link Alice to Acme as an employee" was low, with everything's gzip-file-as-resource first (its text says
     # "link"): upstream says "relations between entities", no word a user says.
@@ -95,9 +107,15 @@ DEMO_CURATION = [
     # entities ..." share no word with "stage README.md", "switch to the feature-x branch" or "forget everything about
     # Carol" (words are matched as written: "stage" is not "staging"): git_commit, git_create_branch (writes) came
     # first and delete_entities was not among the five.
+    # agentux18: "stage all my changes" led with git_reset, whose upstream text is "Unstages all staged changes".
     (
         "git::git_add",
         "Stage files: add them to the staging area, so that the next commit includes them.",
+        ["stage every modified file"],
+    ),
+    (
+        "git::git_reset",
+        "Unstage: take every staged change out of the staging area again (the files keep their changes).",
         [],
     ),
     (
@@ -108,7 +126,8 @@ DEMO_CURATION = [
     (
         "memory::delete_entities",
         "Forget people, organisations or projects entirely: delete them and their relations.",
-        [],
+        # agentux18: "forget everything about Carol" was low, with search_nodes first.
+        ["forget all about a person"],
     ),
     (
         "memory::delete_observations",
@@ -122,6 +141,12 @@ DEMO_CURATION = [
         "Add two numbers: a plus b, their sum.",
         ["what is 2 plus 3"],
     ),
+]
+# (tool, negative queries): requests a tool's examples come close to and that it does not serve.
+DEMO_NEGATIVES = [
+    # agentux18: "who works at Acme" led with create_entities ("remember that a person works at a company"): asking
+    # who works somewhere looks up, it remembers nothing.
+    ("memory::create_entities", ["who works at a company"]),
 ]
 # Example requests earlier versions of the demo curated and no longer do: removed from a database they curated.
 DEMO_RETIRED_EXAMPLES = [
@@ -326,7 +351,7 @@ class Command(ProgressCommand):
     def _curate(self) -> None:
         """A little curation, as a curator would add in the admin: example requests in users' words lift a
         tool whose upstream text uses other words (try them in the admin's search preview)."""
-        from catalog.models import Tool, ToolExample
+        from catalog.models import Tool, ToolExample, ToolNegativeExample
         from catalog.services.curation import tool_curation_update
 
         for tool_id, text in DEMO_RETIRED_EXAMPLES:
@@ -339,6 +364,14 @@ class Command(ProgressCommand):
                 if not ToolExample.objects.filter(tool=tool, text=text).exists():
                     ToolExample.objects.create(tool=tool, text=text)
             tool_curation_update(tool=tool, purpose=purpose, phrases_changed=True)
+        for tool_id, texts in DEMO_NEGATIVES:
+            tool = Tool.objects.filter(tool_id=tool_id).first()
+            if tool is None:
+                continue
+            for text in texts:
+                if not ToolNegativeExample.objects.filter(tool=tool, text=text).exists():
+                    ToolNegativeExample.objects.create(tool=tool, text=text)
+            tool_curation_update(tool=tool, phrases_changed=True)
 
     def _demo_repository(self, path: Path) -> Path:
         if not (path / ".git").exists():

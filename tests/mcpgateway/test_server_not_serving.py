@@ -1,0 +1,90 @@
+"""A tool the caller may use whose server is not serving, over HTTP with real upstream servers.
+
+A failed sync (Degraded) or an operator (Archived) hides a server's tools from every client. An agent that had the
+tool_id from a search, or from an earlier session, was answered "Unknown tool": it searched again for a tool it
+already had, or told the user the tool does not exist. It is now told the server is not serving, why, and whether
+to try again later. A tool of that server the caller may not see keeps the exact unknown answer (Z4).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mcpgateway.constants import UNKNOWN_TOOL_MESSAGE
+
+from .conftest import free_port, gateway_db, make_token, make_user, mcp_client, run
+
+pytestmark = [gateway_db, pytest.mark.slow]
+ADD = "calc::add"
+HIDDEN = "calc::rotate_payroll_encryption_keys"  # calc's tool the member was never granted
+NEVER = "calc::no_such_tool_at_all"
+
+
+def _text(result: Any) -> str:
+    return "".join(block.text for block in result.content if getattr(block, "type", "") == "text")
+
+
+def _stop_serving(calc_server: Any, how: str) -> str:
+    from catalog.models import Server
+    from catalog.services.servers import server_archive
+    from catalog.services.sync import server_sync
+
+    if how == "archived":
+        server_archive(server=calc_server)
+    else:  # its upstream moved away: the next sync fails, and a server that had synced turns Degraded
+        Server.objects.filter(pk=calc_server.pk).update(url=f"http://127.0.0.1:{free_port()}/mcp")
+        assert server_sync(server_pk=calc_server.pk, trigger="test").status == "failed"
+    calc_server.refresh_from_db()
+    return calc_server.status
+
+
+@pytest.mark.parametrize("how", ["degraded", "archived"])
+def test_a_tool_on_a_server_not_serving_says_so_and_a_hidden_one_stays_unknown(gateway, people, calc_server, how):
+    outsider = make_token(make_user("gw_outsider"))  # may use nothing
+
+    async def calls(token: str) -> dict[str, Any]:
+        async with mcp_client(gateway, token) as client:
+            return {
+                "add": await client.call_tool("execute_tool", {"tool_id": ADD, "arguments": {"a": 1, "b": 2}}),
+                "inspect_add": await client.call_tool("tool_inspect", {"tool_ids": [ADD]}),
+                "hidden": await client.call_tool("execute_tool", {"tool_id": HIDDEN, "arguments": {}}),
+                "inspect_hidden": await client.call_tool("tool_inspect", {"tool_ids": [HIDDEN]}),
+                "never": await client.call_tool("execute_tool", {"tool_id": NEVER, "arguments": {}}),
+                "several": await client.call_tool(
+                    "tool_inspect", {"tool_ids": ["time::get_current_time", ADD, HIDDEN]}
+                ),
+            }
+
+    before = run(lambda: calls(people["member"]))
+    assert not before["add"].is_error  # the member's calc::add works while calc serves
+    assert _stop_serving(calc_server, how) == how
+
+    member = run(lambda: calls(people["member"]))
+    for answer in (member["add"], member["inspect_add"]):
+        assert answer.is_error
+        comes_back = how == "degraded"
+        assert answer.structured_content == {"server_unavailable": ["calc"], "retry_later": comes_back}
+        text = _text(answer)
+        assert text.startswith(f"This tool is unavailable for now: its server calc is not serving ({how}: ")
+        assert ("try again in a few minutes" in text) is comes_back
+        assert ("do not retry" in text) is not comes_back
+    # The tool the member may not see reads exactly as one that never existed, on that same server.
+    for answer in (member["hidden"], member["inspect_hidden"], member["never"]):
+        assert answer.is_error and _text(answer) == UNKNOWN_TOOL_MESSAGE
+        assert answer.structured_content == {"unknown_tool": True}
+    # Several ids: the servable one's definition, the hidden one named as unknown, calc::add as unavailable.
+    several = member["several"]
+    assert [tool["tool_id"] for tool in several.structured_content["tools"]] == ["time::get_current_time"]
+    assert several.structured_content["unknown_tool"] is True
+    assert several.structured_content["server_unavailable"] == ["calc"]
+    text = _text(several)
+    assert f'tool_ids[2] "{HIDDEN}". ' in text and f'{HIDDEN}": its server' not in text
+    assert f'tool_ids[1] "{ADD}": its server calc is not serving ({how}: ' in text
+
+    # Someone who may use nothing learns nothing: calc::add is unknown to them, as any other id.
+    stranger = run(lambda: calls(outsider))
+    for key in ("add", "inspect_add", "hidden", "never"):
+        assert _text(stranger[key]) == UNKNOWN_TOOL_MESSAGE, key
+        assert stranger[key].structured_content == {"unknown_tool": True}, key
