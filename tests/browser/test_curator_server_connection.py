@@ -48,6 +48,8 @@ def test_a_curator_reads_no_servers_url_secret_arguments_or_error_path(
     browser.get(f"{live_server.url}/admin/catalog/server/{keyed.pk}/change/")
     assert "keyed" in browser.find_element(By.ID, "content").text
     assert ARG_SECRET not in browser.page_source, "a stdio server's argument reached a curator"
+    # Nor offered a connection test, which takes the connection it does not see (and refused them: 403).
+    assert not browser.find_elements(By.ID, "test-connection")
     # Nor spelt out by the server list's row count: a lookup on a connection field is refused (400).
     for lookup in (f"url__contains={URL_SECRET[:4]}", f"args__contains={ARG_SECRET[:4]}", "last_error__contains=s3"):
         browser.get(f"{live_server.url}/admin/catalog/server/?{lookup}")
@@ -60,6 +62,7 @@ def test_a_curator_reads_no_servers_url_secret_arguments_or_error_path(
     assert browser.find_element(By.NAME, "url").get_attribute("value").endswith(f"/s/{URL_SECRET}/mcp")
     browser.get(f"{live_server.url}/admin/catalog/server/{keyed.pk}/change/")
     assert ARG_SECRET in browser.page_source
+    assert browser.find_element(By.ID, "test-connection").is_displayed()
 
 
 def test_a_tenant_operator_reads_no_shared_servers_connection_but_their_own_servers(
