@@ -155,6 +155,9 @@ def tool_count_links(server: Server) -> str:
     live_link = format_html(
         '<a href="{}">{} live</a>', base + urlencode({"server": server.slug, "status": "live"}), live
     )
+    if live and server.status != ServerStatus.ACTIVE:  # only an Active server's tools reach clients
+        live_link = format_html("{} (served to no client while {})", live_link,
+                                server.get_status_display().lower())  # fmt: skip
     if not held:
         return live_link
     held_url = base + urlencode({"server": server.slug, "status": "held"})

@@ -78,6 +78,11 @@ def test_server_changelist_shows_status_counts_and_last_run(admin_client, import
     assert "Issue Tracker" in html
     assert "Degraded" in html and "#ef6c00" in html  # coloured badge
     assert "?server=issues&amp;status=live" in html
+    # The live count of a server whose tools no client gets says so (an archived server's row read "2 live").
+    cells = [cell.split("</td>", 1)[0] for cell in html.split('<td class="field-tool_count">')[1:]]
+    counts = {slug: next(cell for cell in cells if f"?server={slug}&" in cell) for slug in ("wiki", "issues")}
+    assert "1 live</a> (served to no client while degraded)" in counts["wiki"], counts["wiki"]
+    assert "served to no client" not in counts["issues"], counts["issues"]  # its one tool is held: 0 live
 
 
 def test_server_change_page_shows_error_runs_and_sync_button(admin_client, make_server):
