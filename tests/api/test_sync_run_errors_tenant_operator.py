@@ -59,6 +59,10 @@ def test_a_tenant_operator_reads_a_shared_servers_run_errors_cut_to_the_origin(c
     assert client.get(search, {"q": SHARED_SECRET[:6]}).context["cl"].result_count == 0
     assert client.get(search, {"q": OWN_SECRET[:6]}).context["cl"].result_count == 1
     assert client.get(search, {"q": "hosted"}).context["cl"].result_count == 1
+    # Test connection of the shared server (its stored URL: the tenant's operator may not change it) likewise.
+    test = f"{reverse('admin:catalog_server_test_connection')}?server={runs['hosted'].server_id}"
+    tested = client.post(test, {"name": "Hosted", "transport": "http"}).content.decode()
+    assert "connection refused" in tested and SHARED_SECRET not in tested, tested
     # A sync of the shared server started from its page says how it failed, without the path.
     synced = client.post(reverse("admin:catalog_server_sync", args=[runs["hosted"].server_id]), follow=True)
     said = " ".join(str(message) for message in synced.context["messages"])
