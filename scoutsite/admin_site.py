@@ -226,7 +226,7 @@ def role_panels(request: HttpRequest) -> dict[str, Any]:
         # In the Approvers group but holding approve on nothing yet: say how that changes, not "no permission".
         context["approver_unassigned"] = True
     if user.has_perm("catalog.change_server"):
-        context["operator_panel"] = _operator_panel(user)
+        context["operator_panel"] = _operator_panel(request)
         context["operator_panel"]["may_register"] = _may_register_server(request)
     return context
 
@@ -344,10 +344,15 @@ def _failing_since() -> Subquery:
     return Subquery(failed.order_by("started_at").values("started_at")[:1])
 
 
-def _operator_panel(user) -> dict[str, Any]:
+def _operator_panel(request: HttpRequest) -> dict[str, Any]:
     from catalog.admin.filters import tool_count_annotations
+    from catalog.admin.records import error_shown, errors_cut_for
     from catalog.admin.servers import tool_count_links
     from catalog.models import SyncRun
+    from catalog.upstream import url_paths_cut
+
+    user = request.user
+    cut = errors_cut_for(request)  # a shared server's errors repeat its URL, a superuser's to read (redteam42)
 
     # Counted as the server list counts them, each number a link to those tools in the tool list. Those needing
     # attention first: by slug alone, a failing server past the 30th was not on the page at all.
@@ -358,12 +363,18 @@ def _operator_panel(user) -> dict[str, Any]:
     )
     for server in servers:
         server.tools_shown = tool_count_links(server)
+        server.last_error = (
+            url_paths_cut(server.last_error) if server.last_error and cut(server.pk) else server.last_error
+        )
     failures = (
         SyncRun.objects.filter(status__in=["failed", "partial"], started_at__gte=timezone.now() - FAILURE_WINDOW)
         .filter(server__in=_managed_servers(user).values("pk"))
         .select_related("server")
         .order_by("-started_at")
     )
+    failures_shown = list(failures[:HOME_ROWS])
+    for run in failures_shown:
+        run.error = error_shown(run, cut)  # shown only, never saved
     from governance.choices import NotificationOutcome
     from governance.selectors import notification_attempts_visible_to
 
@@ -375,5 +386,5 @@ def _operator_panel(user) -> dict[str, Any]:
     from scoutsite.background import background_status
 
     return {"servers": servers, "server_count": _managed_servers(user).count(),
-            "failures": list(failures[:HOME_ROWS]), "failure_count": failures.count(),
+            "failures": failures_shown, "failure_count": failures.count(),
             "failed_notifications": failed_notifications, "background": background_status()}  # fmt: skip

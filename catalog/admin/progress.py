@@ -9,8 +9,7 @@ from typing import Any
 
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, JsonResponse
-from django.shortcuts import get_object_or_404
+from django.http import Http404, HttpRequest, JsonResponse
 from django.template.loader import render_to_string
 from django.urls import path, reverse
 from django.utils.safestring import mark_safe
@@ -36,8 +35,11 @@ class ProgressAdminMixin:
     def progress_view(self, request: HttpRequest, object_id: int) -> JsonResponse:
         if not self.has_view_permission(request):  # type: ignore[attr-defined]
             raise PermissionDenied
-        # The admin's own rows only (governance narrows sync runs to the admin's tenants, Z12).
-        obj = get_object_or_404(self.get_queryset(request), pk=object_id)  # type: ignore[attr-defined]
+        # The admin's own rows only (governance narrows sync runs to the admin's tenants, Z12), as its page shows
+        # them (``get_object``: a run's error with its URLs cut for who may not read the server's connection).
+        obj = self.get_object(request, str(object_id))  # type: ignore[attr-defined]
+        if obj is None:
+            raise Http404
         return JsonResponse(self.progress_snapshot_for(obj))
 
     @admin.display(description="progress")

@@ -1,6 +1,7 @@
 """Sync runs and tool revisions: append-only records, viewable and never edited here."""
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import cache
 from typing import Any
 
 from django.contrib import admin
@@ -14,6 +15,7 @@ from catalog.advice import sync_failed_next
 from catalog.choices import ServerStatus, SyncStatus
 from catalog.models import SyncRun, Tool, ToolRevision
 from catalog.progress import progress_snapshot
+from catalog.upstream import url_paths_cut
 
 from .display import (
     CappedCountPaginator,
@@ -32,9 +34,38 @@ from .filters import RevisionServerFilter, ServerFilter
 from .lookups import StrictLookupsMixin
 from .progress import ProgressAdminMixin
 from .readonly import ReadOnlyMixin
+from .servers import connection_hidden
 from .titles import TitledAdminMixin
 
 RUN_TOOLS_SHOWN = 200
+
+
+def errors_cut_for(request: HttpRequest) -> Callable[[int], bool]:
+    """Whether the reader reads the errors of a server's runs with their URLs cut to the origin, by server pk
+    (asked once per server and request): who may not read the server's connection (``connection_hidden``: a shared
+    server's, to a tenant's operator), since a run's error repeats its URL's path, where a hosted server's secret
+    often is (redteam42; redteam40 cut it on the server's page only)."""
+    from catalog.models import Server
+
+    @cache
+    def cut(server_pk: int) -> bool:
+        return bool(connection_hidden(request, Server.objects.filter(pk=server_pk).first()))
+
+    return cut
+
+
+def error_shown(run: SyncRun, cut: Callable[[int], bool]) -> str:
+    """``run``'s error as the reader of ``cut`` may read it."""
+    return url_paths_cut(run.error) if run.server_id and run.error and cut(run.server_id) else run.error
+
+
+def error_cell(error: str) -> str:
+    """A run's error in the list's narrow column."""
+    # Wrapped between words, and a path or a setting's name after its / and _: in the narrow column at 800 px it
+    # broke anywhere ("SCOUT_UPSTRE|AM_ALL|OWED", "comman|d").
+    if not error:  # no line of its own under the row at 800 px (admin.css)
+        return mark_safe('<span class="scout-no-error">—</span>')
+    return breakable_id((error[:120] + "…") if len(error) > 120 else error, text=True)
 
 
 class ReadOnlyAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin):
@@ -127,12 +158,45 @@ class SyncRunAdmin(ProgressAdminMixin, ReadOnlyAdmin, admin.ModelAdmin[SyncRun])
     def get_list_display(self, request: HttpRequest) -> Sequence[str]:
         # The server's name opens the server's page (its status, tools, Sync now) for whoever may open servers.
         linked = request.user.has_perm("catalog.view_server")
+        cut = errors_cut_for(request)
 
         @admin.display(description="server", ordering="server__slug")
         def server_column(run: SyncRun) -> str:
             return self.server_column(run, linked=linked)
 
-        return tuple(server_column if name == "server_column" else name for name in self.list_display)
+        @admin.display(description="error")
+        def short_error(run: SyncRun) -> str:
+            return error_cell(error_shown(run, cut))
+
+        columns = {"server_column": server_column, "short_error": short_error}
+        return tuple(columns.get(name, name) for name in self.list_display)
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> SyncRun | None:
+        run = super().get_object(request, object_id, from_field)
+        if run is not None:
+            run.error = error_shown(run, errors_cut_for(request))  # shown only: a read-only page never saves it
+        return run
+
+    def get_search_results(self, request: HttpRequest, queryset: Any, search_term: str) -> tuple[Any, bool]:
+        """Errors are searched only where the reader reads them whole: a run of a server whose connection they may
+        not read matches by its server and source alone, or ``?q=/s/a`` would spell its URL's path out by the row
+        count (redteam42)."""
+        cut = errors_cut_for(request)
+        hidden = [pk for pk in queryset.order_by().values_list("server_id", flat=True).distinct() if pk and cut(pk)]
+        if not search_term or not hidden:
+            return super().get_search_results(request, queryset, search_term)
+        found, duplicates = super().get_search_results(request, queryset.exclude(server__in=hidden), search_term)
+        # Django's search reads its fields from get_search_fields(request): the flag leaves "error" out of this one.
+        request.scout_search_without_error = True
+        try:
+            others, more = super().get_search_results(request, queryset.filter(server__in=hidden), search_term)
+        finally:
+            del request.scout_search_without_error
+        return found | others, duplicates or more
+
+    def get_search_fields(self, request: HttpRequest) -> Sequence[str]:
+        fields = super().get_search_fields(request)
+        return [f for f in fields if f != "error"] if getattr(request, "scout_search_without_error", False) else fields
 
     def server_column(self, run: SyncRun, *, linked: bool = False) -> str:
         # A long slug ("github-enterprise-production") wraps after its hyphens and "_" in the narrow column, one
@@ -167,11 +231,8 @@ class SyncRunAdmin(ProgressAdminMixin, ReadOnlyAdmin, admin.ModelAdmin[SyncRun])
 
     @admin.display(description="error")
     def short_error(self, run: SyncRun) -> str:
-        # Wrapped between words, and a path or a setting's name after its / and _: in the narrow column at 800 px it
-        # broke anywhere ("SCOUT_UPSTRE|AM_ALL|OWED", "comman|d").
-        if not run.error:  # no line of its own under the row at 800 px (admin.css)
-            return mark_safe('<span class="scout-no-error">—</span>')
-        return breakable_id((run.error[:120] + "…") if len(run.error) > 120 else run.error, text=True)
+        # ``get_list_display`` shows each reader the error as they may read it; cut wherever this one is used.
+        return error_cell(url_paths_cut(run.error))
 
     @admin.display(description="error")
     def error_block(self, run: SyncRun) -> str:

@@ -420,15 +420,17 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
         if run.status == SyncStatus.PARTIAL:
             text = "{} of {} succeeded in part ({}): see why tools were rejected in {}."
             return messages.WARNING, format_html(text, sync, slug, run_tool_counts(run), details)
+        # The run's error repeats the server's URL: cut to its origin for who may not read the connection (redteam42).
+        run_error = url_paths_cut(run.error) if connection_hidden(request, server) else run.error
         if run.status == SyncStatus.FAILED:  # the error and the next step here: the operator is on the form now
             text = "{} of {} failed: {}. Its tools are hidden until a sync succeeds. {} (Details: {}.)"
-            error = Truncator(run.error.removeprefix(f"{slug}: ")).chars(300).rstrip(".")
+            error = Truncator(run_error.removeprefix(f"{slug}: ")).chars(300).rstrip(".")
             return messages.ERROR, format_html(text, sync, slug, error, sync_failed_next(run.error), details)
         if run.status == SyncStatus.SKIPPED:  # why: the run's error (disabled, archived, another run under way)
             text = "{} of {} did not run: {}.{}"
             restart = " To sync it again, set its status back to Active (Health, on its page) and save."
             restart = restart if server.status in OPERATOR_STOPPED_STATUSES else ""
-            return messages.WARNING, format_html(text, sync, slug, run.error, restart)
+            return messages.WARNING, format_html(text, sync, slug, run_error, restart)
         return messages.WARNING, format_html("{} of {}: {} (see {}).", sync, slug, run.get_status_display(), details)
 
     def access_note(self, server: Server) -> str:
@@ -651,7 +653,8 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
                 else:
                     tools = list_tools(candidate)
             except UpstreamError as exc:
-                error = str(exc)
+                # A stored connection the tester may not read (a shared server's URL) is not spelt out by its error.
+                error = url_paths_cut(str(exc)) if connection_hidden(request, existing) else str(exc)
         else:
             error = "; ".join(f"{field}: {' '.join(errors)}" for field, errors in form.errors.items())
         slug = existing.slug if existing else form.data.get("slug", "")  # a saved server's slug is not posted
@@ -686,7 +689,7 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
         try:
             definitions, rejections = server_openapi_preview(server=server)
         except UpstreamError as exc:
-            error = str(exc)
+            error = url_paths_cut(str(exc)) if connection_hidden(request, server) else str(exc)
         else:
             existing = set(server.tools.live().values_list("name", flat=True))
             for definition in definitions:

@@ -6,6 +6,7 @@ from catalog.choices import Transport
 from catalog.models import Server, SyncRun, ToolRevision
 from catalog.scope import server_fields_locked
 from catalog.services.servers import EDITABLE_FIELDS
+from catalog.upstream import url_paths_cut
 
 
 class ServerSerializer(serializers.ModelSerializer):
@@ -77,6 +78,23 @@ class ServerCreateSerializer(ServerWriteSerializer):
 class SyncRunSerializer(serializers.ModelSerializer):
     server = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     duration_seconds = serializers.FloatField(read_only=True, allow_null=True)
+
+    def to_representation(self, instance: SyncRun) -> dict:
+        data = super().to_representation(instance)
+        request = self.context.get("request")
+        if request is not None and data.get("error") and instance.server_id and self._error_cut(request, instance):
+            # Its error repeats the server's URL, path and all: read cut to the origin by who may not read that
+            # connection (a shared server's, to a tenant's operator), as the server itself (redteam42).
+            data["error"] = url_paths_cut(data["error"])
+        return data
+
+    def _error_cut(self, request, run: SyncRun) -> bool:
+        asked = self.context.setdefault("errors_cut", {})  # one answer per server for a whole page of runs
+        if run.server_id not in asked:
+            asked[run.server_id] = not request.user.has_perm("catalog.change_server") or "url" in server_fields_locked(
+                request, run.server
+            )
+        return asked[run.server_id]
 
     class Meta:
         model = SyncRun

@@ -161,7 +161,10 @@ class ServerSync(generics.GenericAPIView):
         sync_server.delay_on_commit(server.pk, trigger)
         # Outside a transaction the callback ran already; with in-process tasks the run exists now.
         run = SyncRun.objects.filter(server=server, source=trigger).first()
-        body = {"trigger": trigger, "sync_run": SyncRunSerializer(run).data if run else None}
+        body = {
+            "trigger": trigger,
+            "sync_run": sync_run_serializer(request)(run, context={"request": request}).data if run else None,
+        }
         return Response(body, status=status.HTTP_202_ACCEPTED)
 
 
