@@ -6,6 +6,7 @@ ORM-free, shared by live sync and file import so both hash and reject exactly al
 import hashlib
 import json
 import re
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -162,6 +163,43 @@ def _optional_object(raw: dict[str, Any], *keys: str) -> dict[str, Any] | None:
     return None
 
 
+# Scripts that may share one name (Unicode TR39's "highly restrictive" level): Japanese, Chinese and Korean writing
+# mixes Han with its own scripts, and each with Latin. Any other mix of scripts in one name is refused.
+_SCRIPTS_WRITTEN_TOGETHER = (
+    frozenset(("LATIN", "HAN", "HIRAGANA", "KATAKANA")),
+    frozenset(("LATIN", "HAN", "BOPOMOFO")),
+    frozenset(("LATIN", "HAN", "HANGUL")),
+)
+# A letter's script, as the first word of its Unicode name says it ("CYRILLIC SMALL LETTER A"), but for these.
+_SCRIPT_OF_NAME = {"CJK": "HAN", "HALFWIDTH": "KATAKANA"}
+
+
+def _script(char: str) -> str:
+    word = unicodedata.name(char, "UNKNOWN").split(" ", 1)[0]
+    return _SCRIPT_OF_NAME.get(word, word)
+
+
+def name_spelling_problem(name: str) -> str | None:
+    """Why a tool name could pass for another name, or None (redteam41). A name is what a curator, an approver and a
+    model read to tell tools apart, and an upstream names its tools as it likes: a Cyrillic "а" in "reаd_file"
+    beside the real read_file, a line or paragraph separator (U+2028, U+2029, which a log or a page breaks on), an
+    invisible or direction character, a space other than ASCII's, or a compatibility form (full-width, mathematical
+    letters: NFKC changes them) made two names read alike. Letters of more than one script are refused unless the
+    scripts are written together (``_SCRIPTS_WRITTEN_TOGETHER``); a name wholly in one script passes."""
+    for char in name:
+        category = unicodedata.category(char)
+        if category in ("Zl", "Zp", "Cc", "Cf", "Cs", "Co", "Cn") or (category == "Zs" and char != " "):
+            return f"contains the invisible or separator character U+{ord(char):04X}"
+    if unicodedata.normalize("NFC", name) != name:
+        return "is not in Unicode's composed form (NFC), so it reads as another spelling of the same name"
+    if unicodedata.normalize("NFKC", name) != name:
+        return "contains compatibility characters (full-width or styled letters, ligatures) that read as others"
+    scripts = {_script(char) for char in name if unicodedata.category(char).startswith("L")}
+    if len(scripts) > 1 and not any(scripts <= allowed for allowed in _SCRIPTS_WRITTEN_TOGETHER):
+        return f"mixes letters of the scripts {', '.join(sorted(scripts))}, so it can read as another name"
+    return None
+
+
 def normalize_definition(raw: Any, *, max_bytes: int) -> ToolDefinition:
     """Validate one tool from ``tools/list`` (or an import line) and return its normalized definition.
 
@@ -180,6 +218,9 @@ def normalize_definition(raw: Any, *, max_bytes: int) -> ToolDefinition:
         raise DefinitionError(f"tool name is longer than {MAX_NAME_LENGTH} characters")
     if TOOL_ID_SEPARATOR in name or any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
         raise DefinitionError(f"tool name {name[:80]!r} contains '::' or control characters")
+    problem = name_spelling_problem(name)
+    if problem:
+        raise DefinitionError(f"tool name {ascii(name[:80])} {problem}")
 
     schema = raw.get("inputSchema", raw.get("input_schema"))
     if schema is None:

@@ -105,9 +105,15 @@ def capped_result(result: types.CallToolResult, max_bytes: int) -> types.CallToo
     return output_too_large(f"{size} bytes", max_bytes)
 
 
-def output_too_large(size: str, max_bytes: int) -> types.CallToolResult:
+class OutputTooLarge(types.CallToolResult):
+    """The gateway's own result for an output over the cap, told apart by its class: a key of its structured content
+    (``output_too_large``) is one any upstream writes too, and an upstream's forged one skipped the output policy
+    (redteam41)."""
+
+
+def output_too_large(size: str, max_bytes: int) -> OutputTooLarge:
     """The result of a call that ran but whose output (``size``, as said) is over ``max_bytes``: none of it shown."""
-    return types.CallToolResult(
+    return OutputTooLarge(
         content=[
             types.TextContent(
                 type="text",

@@ -52,7 +52,7 @@ from ..constants import (
 from ..db import BUSY_TEXT, DatabaseBusy, database_busy, run_orm, run_orm_or_busy
 from ..metrics import EXECUTE_SECONDS, EXECUTIONS, UPSTREAM_CALL_FAILURES, UPSTREAM_SECONDS
 from ..models import IdempotencyRecord
-from ..upstreams import CallProgress, UpstreamCallError, UpstreamPool, call_timeout
+from ..upstreams import CallProgress, OutputTooLarge, UpstreamCallError, UpstreamPool, call_timeout
 from .discovery import (
     UnknownTool,
     _audit_unknown,
@@ -948,21 +948,39 @@ async def _execute(
             result = error_result("The call was cancelled before it reached the tool's server.")
             await _finish_shielded(plan, result, outcome=AuditOutcome.ERROR, failure="cancelled")
         raise
-    if (result.structured_content or {}).get("output_too_large"):
-        text = result.content[0].text + (ASK_FOR_LESS if plan.reads_only else OUTPUT_LOST_AFTER_A_WRITE)
-        result = error_result(text, output_too_large=True)
-    else:
-        # Before it is stored for a repeated key. In a worker thread: reading a megabyte of an upstream's text takes
-        # tenths of a second, which the event loop every client shares would wait out. Shielded, as the step after it:
-        # a call that ran is always recorded.
-        secrets = server_secrets(plan.tool.server)
-        with anyio.CancelScope(shield=True):
-            result = await anyio.to_thread.run_sync(_result_shown, result, plan.tool.tool_id, secrets)
-        # Not after a REST service's error: its HTTP status says whether it may pass (a 500 often does).
-        if result.is_error and plan.tool.server.transport != Transport.OPENAPI:
-            result = _with_tool_error_note(result, reads_only=plan.reads_only)
+    try:
+        result = await _answer_for(plan, result)
+    except Exception as exc:  # the call ran: it is recorded whatever failed on the way back (T15)
+        # The exception's type only: its message may quote the upstream's output.
+        logger.error("execute_tool %s: its result could not be passed on (%s)", plan.tool.tool_id, type(exc).__name__)
+        text = RESULT_NOT_SHOWN + (READ_MAY_RUN_AGAIN if plan.reads_only else MAY_HAVE_RUN)
+        result = error_result(text, upstream_failure=RESULT_NOT_SHOWN_FAILURE, outcome_unknown=True)
+        await _finish_shielded(plan, result, outcome=AuditOutcome.UNKNOWN, failure=RESULT_NOT_SHOWN_FAILURE)
+        return result
     outcome = AuditOutcome.ERROR if result.is_error else AuditOutcome.SUCCESS
     await _finish_shielded(plan, result, outcome=outcome)
+    return result
+
+
+RESULT_NOT_SHOWN_FAILURE = "result_not_shown"
+RESULT_NOT_SHOWN = "The tool's server answered the call, but the gateway could not pass its result on."
+
+
+async def _answer_for(plan: ExecutionPlan, result: types.CallToolResult) -> types.CallToolResult:
+    """What the caller is answered for the upstream's ``result``: the gateway's own note for an output over the cap
+    (told by its class, never by a key the upstream writes), else the result under the output policy."""
+    if isinstance(result, OutputTooLarge):
+        text = result.content[0].text + (ASK_FOR_LESS if plan.reads_only else OUTPUT_LOST_AFTER_A_WRITE)
+        return error_result(text, output_too_large=True)
+    # Before it is stored for a repeated key. In a worker thread: reading a megabyte of an upstream's text takes
+    # tenths of a second, which the event loop every client shares would wait out. Shielded, as the step after it:
+    # a call that ran is always recorded.
+    secrets = server_secrets(plan.tool.server)
+    with anyio.CancelScope(shield=True):
+        result = await anyio.to_thread.run_sync(_result_shown, result, plan.tool.tool_id, secrets)
+    # Not after a REST service's error: its HTTP status says whether it may pass (a 500 often does).
+    if result.is_error and plan.tool.server.transport != Transport.OPENAPI:
+        result = _with_tool_error_note(result, reads_only=plan.reads_only)
     return result
 
 
