@@ -67,8 +67,9 @@ from .services import (
     text_for_model,
     tool_hints,
     tool_ids_close_to,
+    tool_name_not_serving,
 )
-from .tools import META_TOOLS_SPEC, OUTPUT_SCHEMAS, shown_as_sent, unknown_tool_error
+from .tools import META_TOOLS_SPEC, OUTPUT_SCHEMAS, not_serving_result, shown_as_sent, unknown_tool_error
 from .upstreams import UpstreamPool
 
 logger = logging.getLogger(__name__)
@@ -278,6 +279,9 @@ class ScoutMCPServer(MCPServer):
                 raise unknown_tool_error()
             tool = await run_orm(tool_for_client_name, principal=principal, name=params.name)
             if tool is None:
+                unavailable = await run_orm(tool_name_not_serving, principal=principal, name=params.name)
+                if unavailable is not None:
+                    return not_serving_result([unavailable])
                 raise unknown_tool_error(await run_orm(_name_meant, principal=principal, name=params.name))
         except DatabaseError as exc:
             # Answered as execute_tool answers it (service_busy, nothing called, try again): the lookup of a directly

@@ -41,6 +41,7 @@ from search.text import close_tool_ids, function_word, tokenize
 from search.usage import search_observe
 
 from ..constants import MAX_INSPECT_IDS, MAX_TOOL_ID_CHARS
+from ..selectors import tool_not_serving_for_client_name
 from .output import gateway_voice_marked, strings_mapped, text_links_defanged
 
 logger = logging.getLogger(__name__)
@@ -100,6 +101,16 @@ def tool_not_serving(
     if server is None:
         return None
     return NotServing(tool_id=tool_id, server_slug=server.slug, status=server.status, position=position)
+
+
+def tool_name_not_serving(*, principal: Principal, name: str) -> NotServing | None:
+    """A directly listed tool's name (``server__tool``) as a ``NotServing`` when it names the caller's tool on a
+    server not serving (audited as execute_tool's such denial); None otherwise, a hidden tool's name included."""
+    tool = tool_not_serving_for_client_name(principal=principal, name=name)
+    if tool is None:
+        return None
+    _audit_unknown(principal, "execute_tool", "server_not_serving")
+    return NotServing(tool_id=tool.tool_id, server_slug=tool.server.slug, status=tool.server.status)
 
 
 def tool_ids_close_to(*, principal: Principal, typed: list[str], permission: Permission) -> dict[str, list[str]]:

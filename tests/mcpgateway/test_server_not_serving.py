@@ -88,3 +88,31 @@ def test_a_tool_on_a_server_not_serving_says_so_and_a_hidden_one_stays_unknown(g
     for key in ("add", "inspect_add", "hidden", "never"):
         assert _text(stranger[key]) == UNKNOWN_TOOL_MESSAGE, key
         assert stranger[key].structured_content == {"unknown_tool": True}, key
+
+
+def test_a_tool_called_by_its_listed_name_on_a_server_not_serving_says_so(gateway, people, calc_server):
+    """agentux19: a tool called by its directly listed name (``calc__add``: listed while there is no index, or
+    pinned) whose server stopped serving answered the protocol error "Unknown tool name", where execute_tool says
+    the server is not serving and whether to retry: the model that had the name from tools/list looked for another
+    tool or told the user it does not exist. The hidden tool's name keeps the unknown name's exact error (Z4)."""
+    from mcp.shared.exceptions import MCPError
+
+    from mcpgateway.constants import UNKNOWN_TOOL_NAME_MESSAGE
+
+    assert _stop_serving(calc_server, "degraded") == "degraded"
+
+    async def main() -> tuple[Any, MCPError, MCPError]:
+        async with mcp_client(gateway, people["member"]) as client:
+            added = await client.call_tool("calc__add", {"a": 1, "b": 2})
+            with pytest.raises(MCPError) as hidden:
+                await client.call_tool("calc__rotate_payroll_encryption_keys", {"environment": "prod"})
+            with pytest.raises(MCPError) as never:
+                await client.call_tool("calc__no_such_tool_at_all", {})
+            return added, hidden.value, never.value
+
+    added, hidden, never = run(main)
+    assert added.is_error, _text(added)
+    assert added.structured_content == {"server_unavailable": ["calc"], "retry_later": True}
+    assert _text(added).startswith("This tool is unavailable for now: its server calc is not serving (degraded: ")
+    assert (hidden.code, hidden.message, hidden.data) == (never.code, never.message, never.data)
+    assert hidden.message == UNKNOWN_TOOL_NAME_MESSAGE
