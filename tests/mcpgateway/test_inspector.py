@@ -93,3 +93,36 @@ def test_inspector_reads_a_meta_tools_error_as_the_tool_error_it_is(gateway, mem
     assert result["isError"] is False and result["structuredContent"]["unknown_tool"] is True
     assert [tool["tool_id"] for tool in result["structuredContent"]["tools"]] == ["time::get_current_time"]
     assert result["content"][-1]["text"].startswith('Unknown tool: tool_ids[1] "time::nope".')
+
+
+def test_inspector_reads_a_listed_tools_gateway_error_as_the_tool_error_it_is(
+    gateway, member_on, calc_server, inspector_env
+):
+    """agentux19: a tool listed directly (no index, or pinned) with an outputSchema (calc__add's {"result": integer}):
+    the gateway's own error answers carry structured content of their own ({"invalid_arguments": true}, an approval's
+    id), which the TypeScript SDK checked against that schema even when isError, so the Inspector showed "MCP error
+    -32602: Structured content does not match the tool's output schema" and not the text the model fixes its call
+    with. Such an error now goes without structured content."""
+    from catalog.models import Tool
+
+    from .conftest import drop_index
+
+    token = member_on(Tool.objects.get(tool_id="calc::add")).token
+    drop_index()
+    called = _inspect(
+        inspector_env,
+        f"{gateway.url}/mcp",
+        token,
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "calc__add",
+        "--tool-arg",
+        "a=one",
+        "--tool-arg",
+        "b=2",
+    )
+    assert called.returncode == 0, (called.stdout + called.stderr)[-2000:]
+    result = json.loads(called.stdout)
+    assert result["isError"] is True and "structuredContent" not in result
+    assert result["content"][0]["text"].startswith("Invalid arguments: arguments.a: must be of type integer.")
