@@ -7,7 +7,8 @@ left in the same task. Calls are bounded three ways: a per-server bulkhead (call
 slots and each person's share of them are not shared between gateway processes), a per-call timeout (default
 30 s, capped at 120 s) and an output cap. A session that dies (process crash, connection
 closed) is torn down and reopened on the next call after a backoff that doubles per consecutive failure; one found
-ended before a call is sent (a process that exited while idle) is reopened at once and the call sent to the new one.
+ended before a call is sent (a process that exited while idle, an HTTP server that no longer accepts connections after
+SCOUT_UPSTREAM_IDLE_PROBE_SECONDS idle) is reopened at once and the call sent to the new one.
 A circuit breaker per server (``catalog.breaker``) sits in front of all of it: after N consecutive failures of
 the server calls fail fast for a cool-down, then one probe decides whether it closes again.
 Nothing is retried here: a call that failed mid-way may have had effects upstream, so the caller decides.
