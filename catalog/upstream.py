@@ -499,6 +499,7 @@ class UpstreamSession:
     too_deep: _TooDeepWatch | None = None
     list_timeout: float = 30.0
     max_pages: int = 500
+    target: EgressTarget | None = None  # an HTTP server's checked address, which this session connects to
     _stderr_cache: str = field(default="", repr=False)
 
     @property
@@ -516,8 +517,28 @@ class UpstreamSession:
     @property
     def ended(self) -> bool:
         """Whether the connection has ended (a stdio process that exited, a stream the server closed): a request
-        now would fail unsent, the SDK answering "Connection closed" without writing it."""
-        return bool(getattr(self.client.session._dispatcher, "_closed", False))  # noqa: SLF001 - no public flag
+        now would fail unsent, the SDK answering "Connection closed" without writing it. The SDK has no public flag:
+        its dispatcher's is read, and an SDK without it reads as not ended (``reachable`` still finds an HTTP
+        server gone; a stdio call then fails as a crash, as before the check)."""
+        dispatcher = getattr(self.client.session, "_dispatcher", None)
+        return getattr(dispatcher, "_closed", False) is True
+
+    async def reachable(self, timeout: float) -> bool:
+        """Whether an HTTP server still accepts connections at the address this session uses (a TCP connect, nothing
+        sent): a server stopped while the session sat idle sends nothing that ends the session, and a call sent to
+        it fails as a connection closed mid-call (the SDK ends the session on the refused request), which may have
+        run. Any other transport: True (a stdio process's exit is ``ended``)."""
+        if self.target is None:
+            return True
+        parts = urlsplit(self.target.url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:
+            with anyio.fail_after(timeout):
+                stream = await anyio.connect_tcp(str(self.target.address), port)
+        except (OSError, TimeoutError):
+            return False
+        await stream.aclose()
+        return True
 
     async def _guard(self, doing: str, timeout: float, work: Callable[[], Awaitable[T]]) -> T:
         try:
@@ -706,6 +727,7 @@ async def open_session(
                         too_deep=too_deep,
                         list_timeout=settings.SCOUT_UPSTREAM_LIST_TIMEOUT if list_timeout is None else list_timeout,
                         max_pages=settings.SCOUT_UPSTREAM_MAX_PAGES if max_pages is None else max_pages,
+                        target=target,
                     )
                     try:
                         yield session

@@ -9,7 +9,7 @@ from django.db.models import QuerySet
 
 from catalog.models import Tool
 from governance.principals import Principal
-from governance.selectors import tool_pks_visible_to
+from governance.selectors import tool_pks_visible_to, tools_not_serving_for
 
 from .constants import MAX_CLIENT_TOOL_NAME, NAMESPACE_SEPARATOR
 from .models import PinnedTool
@@ -64,3 +64,12 @@ def tool_for_client_name(*, principal: Principal, name: str) -> Tool | None:
     if not isinstance(name, str) or not name or len(name) > MAX_CLIENT_TOOL_NAME:
         return None
     return _unambiguous(list(_listed(tool_pks_visible_to(principal=principal)))).get(name)
+
+
+def tool_not_serving_for_client_name(*, principal: Principal, name: str) -> Tool | None:
+    """The caller's tool that would be listed under ``name`` were its server serving (``tools_not_serving_for``),
+    or None: asked after ``tool_for_client_name`` missed, for a hidden and an unknown name alike (Z5)."""
+    if not isinstance(name, str) or not name or len(name) > MAX_CLIENT_TOOL_NAME:
+        return None
+    tools = tools_not_serving_for(principal=principal, permission="execute").select_related("server")
+    return _unambiguous(list(tools)).get(name)

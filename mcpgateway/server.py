@@ -67,8 +67,9 @@ from .services import (
     text_for_model,
     tool_hints,
     tool_ids_close_to,
+    tool_name_not_serving,
 )
-from .tools import META_TOOLS_SPEC, OUTPUT_SCHEMAS, shown_as_sent, unknown_tool_error
+from .tools import META_TOOLS_SPEC, OUTPUT_SCHEMAS, not_serving_result, shown_as_sent, unknown_tool_error
 from .upstreams import UpstreamPool
 
 logger = logging.getLogger(__name__)
@@ -278,6 +279,9 @@ class ScoutMCPServer(MCPServer):
                 raise unknown_tool_error()
             tool = await run_orm(tool_for_client_name, principal=principal, name=params.name)
             if tool is None:
+                unavailable = await run_orm(tool_name_not_serving, principal=principal, name=params.name)
+                if unavailable is not None:
+                    return not_serving_result([unavailable])
                 raise unknown_tool_error(await run_orm(_name_meant, principal=principal, name=params.name))
         except DatabaseError as exc:
             # Answered as execute_tool answers it (service_busy, nothing called, try again): the lookup of a directly
@@ -289,11 +293,23 @@ class ScoutMCPServer(MCPServer):
         if problem is not None:
             raise MCPError(code=HEADER_MISMATCH, message=problem)
         try:
-            return await gateway_execute(
+            result = await gateway_execute(
                 principal=principal, tool_id=tool.tool_id, arguments=params.arguments or {}, pool=self.pool
             )
         except UnknownTool:
             raise unknown_tool_error() from None
+        return _error_fit_for_listing(result, tool)
+
+
+def _error_fit_for_listing(result: types.CallToolResult, tool: Tool) -> types.CallToolResult:
+    """An error result of a directly listed tool, without its structured content when the tool is listed with an
+    outputSchema: the TypeScript SDK checks an error's structured content against it too, and the MCP Inspector
+    turned the gateway's "Invalid arguments ..." ({"invalid_arguments": true}), an approval's or a refusal's answer
+    into a protocol error ("Structured content does not match the tool's output schema") the model never read. The
+    text says all the structure does; a result that is not an error is the tool's own, unchanged."""
+    if not result.is_error or result.structured_content is None or not tool.output_schema:
+        return result
+    return result.model_copy(update={"structured_content": None})
 
 
 def _param_headers_problem(ctx: ServerRequestContext[Any], tool: Tool, arguments: dict[str, Any]) -> str | None:

@@ -7,7 +7,8 @@ left in the same task. Calls are bounded three ways: a per-server bulkhead (call
 slots and each person's share of them are not shared between gateway processes), a per-call timeout (default
 30 s, capped at 120 s) and an output cap. A session that dies (process crash, connection
 closed) is torn down and reopened on the next call after a backoff that doubles per consecutive failure; one found
-ended before a call is sent (a process that exited while idle) is reopened at once and the call sent to the new one.
+ended before a call is sent (a process that exited while idle, an HTTP server that no longer accepts connections after
+SCOUT_UPSTREAM_IDLE_PROBE_SECONDS idle) is reopened at once and the call sent to the new one.
 A circuit breaker per server (``catalog.breaker``) sits in front of all of it: after N consecutive failures of
 the server calls fail fast for a cool-down, then one probe decides whether it closes again.
 Nothing is retried here: a call that failed mid-way may have had effects upstream, so the caller decides.
@@ -141,6 +142,7 @@ class _Connection:
     failures: int = 0
     retry_at: float = 0.0
     starts: int = 0
+    used_at: float = 0.0  # when a call last finished on the session (or it opened): ``_still_there`` after a while
     # An OpenAPI service's checked address, reused by its calls for a while: (allow-list, address, until when).
     pinned: tuple[tuple[str, ...], EgressTarget, float] | None = None
 
@@ -381,6 +383,7 @@ class UpstreamPool:
             connection.failures = 0
             return capped_result(result, settings.SCOUT_MCP_MAX_OUTPUT_BYTES)
         finally:
+            connection.used_at = time.monotonic()
             connection.slots.release()
             connection.forget_call(caller)
 
@@ -468,10 +471,10 @@ class UpstreamPool:
         if self._task_group is None:
             raise UpstreamCallError("the gateway's upstream pool is not running", kind="config", outcome="error")
         async with connection.lock:
-            if connection.session is not None and connection.session.ended:
-                # Its process exited (or the server closed the stream) while no call was in flight: this call was not
-                # sent, so it is sent to a new session, as a first start (no backoff), instead of failing as a crash
-                # that may have run.
+            if connection.session is not None and not await self._still_there(connection, deadline):
+                # Its process exited (or the server closed the stream, or an HTTP server stopped) while no call was in
+                # flight: this call was not sent, so it goes to a new session, as a first start (no backoff), instead
+                # of failing as a crash that may have run (a server still down refuses the new one: nothing ran).
                 logger.info("upstream session of %s had ended while idle: starting it again", connection.server.slug)
                 connection.close_session()
             if connection.session is not None:
@@ -494,6 +497,7 @@ class UpstreamPool:
                 await ready.wait()
             if "session" in outcome:
                 connection.session = outcome["session"]
+                connection.used_at = time.monotonic()
                 return connection.session
             connection.closing.set()
             connection.mark_dead()
@@ -503,6 +507,19 @@ class UpstreamPool:
                     f"{connection.server.slug}: timed out while connecting", kind="timeout", outcome="error"
                 )
             raise UpstreamCallError(str(error), kind=getattr(error, "kind", "error"), outcome="error")
+
+    @staticmethod
+    async def _still_there(connection: _Connection, deadline: float) -> bool:
+        """Whether the warm session can take a call: not ended, and an HTTP server idle for
+        ``SCOUT_UPSTREAM_IDLE_PROBE_SECONDS`` or more still accepts connections (``UpstreamSession.reachable``)."""
+        session = connection.session
+        if session is None or session.ended:
+            return False
+        if time.monotonic() - connection.used_at < settings.SCOUT_UPSTREAM_IDLE_PROBE_SECONDS:
+            return True
+        return await session.reachable(
+            max(0.1, min(settings.SCOUT_UPSTREAM_CONNECT_TIMEOUT, deadline - time.monotonic()))
+        )
 
     async def _supervise(
         self, connection: _Connection, closing: anyio.Event, ready: anyio.Event, outcome: dict[str, Any]

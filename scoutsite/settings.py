@@ -373,6 +373,9 @@ SCOUT_SYNC_INTERVAL = env_int("SCOUT_SYNC_INTERVAL", 15 * 60)
 SCOUT_SYNC_DEBOUNCE = env_int("SCOUT_SYNC_DEBOUNCE", 10)
 # Timeouts for talking to upstream servers (seconds).
 SCOUT_UPSTREAM_CONNECT_TIMEOUT = env_float("SCOUT_UPSTREAM_CONNECT_TIMEOUT", 20.0)
+# A warm HTTP upstream session unused this long is checked (a TCP connect) before the next call is sent: a server
+# stopped meanwhile is found before the call, which then did not run, not after it, when it may have.
+SCOUT_UPSTREAM_IDLE_PROBE_SECONDS = env_float("SCOUT_UPSTREAM_IDLE_PROBE_SECONDS", 30.0)
 SCOUT_UPSTREAM_LIST_TIMEOUT = env_float("SCOUT_UPSTREAM_LIST_TIMEOUT", 30.0)
 SCOUT_UPSTREAM_MAX_PAGES = env_int("SCOUT_UPSTREAM_MAX_PAGES", 500)
 # Most tools one server may list (an MCP tools/list, an OpenAPI document's operations): a listing of more fails its

@@ -82,6 +82,7 @@ from .tools import (
     tool_shaped_by,
     tool_still_executable_by,
     tools_narrow,
+    tools_not_serving_for,
     tools_servable,
     tools_visible_to,
 )
@@ -139,6 +140,7 @@ __all__ = [
     "tools_narrow",
     "tool_server_not_serving",
     "tools_servable",
+    "tools_not_serving_for",
     "tools_visible_to",
     "user_approves_only_by_own_grant",
     "user_can_approve",

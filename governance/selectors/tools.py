@@ -296,6 +296,12 @@ def tool_server_not_serving(
     return tool.server if tool is not None and tool.tool_id == tool_id else None
 
 
+def tools_not_serving_for(*, principal: Principal, permission: Permission = "discover") -> QuerySet[Tool]:
+    """The tools ``principal`` could use were their servers serving (``NOT_SERVING_STATUSES``), as
+    ``tool_server_not_serving`` judges one id: for a name that is not a tool id (a directly listed tool's)."""
+    return tools_visible_to(principal=principal, permission=permission, server_statuses=NOT_SERVING_STATUSES)
+
+
 def servers_visible_to_operator(*, user: AbstractBaseUser) -> Q:
     """Servers an admin may manage and grant: all for a superuser, else shared ones and those of the user's
     tenants (an operator of tenant A never sees or grants tenant B's servers). A filter on Server."""

@@ -16,6 +16,7 @@ from .discovery import (
     tool_descriptor,
     tool_hints,
     tool_ids_close_to,
+    tool_name_not_serving,
 )
 from .execution import (
     ExecutionPlan,
@@ -47,4 +48,5 @@ __all__ = [
     "tool_descriptor",
     "tool_hints",
     "tool_ids_close_to",
+    "tool_name_not_serving",
 ]

@@ -30,6 +30,7 @@ from governance.selectors import (
     ToolNotFound,
     tool_get_for_principal,
     tool_server_not_serving,
+    tools_not_serving_for,
     tools_visible_to,
 )
 from governance.services.audit import audit_record
@@ -40,7 +41,8 @@ from search.services import TOP_K_DEFAULT, TOP_K_MAX, TOP_K_MIN, SearchQueryErro
 from search.text import close_tool_ids, function_word, tokenize
 from search.usage import search_observe
 
-from ..constants import MAX_INSPECT_IDS, MAX_TOOL_ID_CHARS
+from ..constants import MAX_INSPECT_IDS, MAX_TOOL_ID_CHARS, SERVER_NOT_SERVING_WHY
+from ..selectors import tool_not_serving_for_client_name
 from .output import gateway_voice_marked, strings_mapped, text_links_defanged
 
 logger = logging.getLogger(__name__)
@@ -100,6 +102,16 @@ def tool_not_serving(
     if server is None:
         return None
     return NotServing(tool_id=tool_id, server_slug=server.slug, status=server.status, position=position)
+
+
+def tool_name_not_serving(*, principal: Principal, name: str) -> NotServing | None:
+    """A directly listed tool's name (``server__tool``) as a ``NotServing`` when it names the caller's tool on a
+    server not serving (audited as execute_tool's such denial); None otherwise, a hidden tool's name included."""
+    tool = tool_not_serving_for_client_name(principal=principal, name=name)
+    if tool is None:
+        return None
+    _audit_unknown(principal, "execute_tool", "server_not_serving")
+    return NotServing(tool_id=tool.tool_id, server_slug=tool.server.slug, status=tool.server.status)
 
 
 def tool_ids_close_to(*, principal: Principal, typed: list[str], permission: Permission) -> dict[str, list[str]]:
@@ -807,7 +819,10 @@ def gateway_search(
             answer.notes.insert(0, TOP_K_CAPPED if top_k > TOP_K_MAX else TOP_K_RAISED)
         narrowed = {"operation_class": operation_class, "environment": environment, "scope": scope != "all"}
         answer.filters = [name for name, value in narrowed.items() if value]
-        if not answer.matches and not answer.filters:  # a newcomer's token for a user without grants
+        unsearched = None if answer.confidence == Confidence.HIGH else not_serving_note(principal=principal)
+        if unsearched is not None:
+            answer.notes.append(unsearched)
+        if not answer.matches and not answer.filters and unsearched is None:  # a token for a user without grants
             answer.nothing_granted = result.nothing_visible  # unfiltered: the caller's whole visible set
         span.set_attribute("scout.confidence", answer.confidence)
         span.set_attribute("scout.matches", len(answer.matches))
@@ -843,6 +858,30 @@ def gateway_search(
             deferred=True,
         )
     return answer
+
+
+NOT_SERVING_NOTED = 5  # servers named at most: the note sits in a context window
+
+
+def not_serving_note(*, principal: Principal) -> str | None:
+    """For an answer that found no clear fit: the servers holding tools ``principal`` could use were they serving
+    (``tools_not_serving_for``), which no search sees, with why and whether they come back; None when there are none.
+    Without it the model read a low answer (or "nothing is granted to you") for a step whose tool is only down."""
+    servers = list(
+        tools_not_serving_for(principal=principal)
+        .order_by("server__slug")
+        .values_list("server__slug", "server__status")
+        .distinct()[: NOT_SERVING_NOTED + 1]
+    )
+    if not servers:
+        return None
+    said = []
+    for slug, status in servers[:NOT_SERVING_NOTED]:
+        why, comes_back = SERVER_NOT_SERVING_WHY.get(status, ("an operator stopped it", False))
+        then = "back once it syncs: try again in a few minutes" if comes_back else "it will not come back by itself"
+        said.append(f"{slug} ({status}: {why}; {then})")
+    more = ", and more" if len(servers) > NOT_SERVING_NOTED else ""
+    return f"Not searched: your tools on servers not serving now: {', '.join(said)}{more}."
 
 
 def _filed_as(principal: Principal, tool_ids: list[str]) -> list[tuple[Principal, list[str]]]:

@@ -35,6 +35,12 @@ def _inspect(env: dict[str, str], url: str, token: str | None, *args: str) -> su
     return subprocess.run(command + list(args), capture_output=True, text=True, env=env, timeout=120)
 
 
+def _call(env: dict[str, str], url: str, token: str, tool: str, *tool_args: str) -> subprocess.CompletedProcess[str]:
+    """``tools/call`` of ``tool`` with each ``name=value`` of ``tool_args``."""
+    arguments = [part for argument in tool_args for part in ("--tool-arg", argument)]
+    return _inspect(env, url, token, "--method", "tools/call", "--tool-name", tool, *arguments)
+
+
 def test_inspector_lists_tools_and_calls_tool_search_with_a_token(gateway, member_on, time_server, inspector_env):
     token = member_on(time_server, index=True).token
     url = f"{gateway.url}/mcp"
@@ -71,17 +77,7 @@ def test_inspector_reads_a_meta_tools_error_as_the_tool_error_it_is(gateway, mem
     token = member_on(time_server, index=True).token
 
     def inspect_ids(ids: list[str]) -> dict:
-        called = _inspect(
-            inspector_env,
-            f"{gateway.url}/mcp",
-            token,
-            "--method",
-            "tools/call",
-            "--tool-name",
-            "tool_inspect",
-            "--tool-arg",
-            f"tool_ids={json.dumps(ids)}",
-        )
+        called = _call(inspector_env, f"{gateway.url}/mcp", token, "tool_inspect", f"tool_ids={json.dumps(ids)}")
         assert called.returncode == 0, (called.stdout + called.stderr)[-2000:]
         return json.loads(called.stdout)
 
@@ -93,3 +89,24 @@ def test_inspector_reads_a_meta_tools_error_as_the_tool_error_it_is(gateway, mem
     assert result["isError"] is False and result["structuredContent"]["unknown_tool"] is True
     assert [tool["tool_id"] for tool in result["structuredContent"]["tools"]] == ["time::get_current_time"]
     assert result["content"][-1]["text"].startswith('Unknown tool: tool_ids[1] "time::nope".')
+
+
+def test_inspector_reads_a_listed_tools_gateway_error_as_the_tool_error_it_is(
+    gateway, member_on, calc_server, inspector_env
+):
+    """agentux19: a tool listed directly (no index, or pinned) with an outputSchema (calc__add's {"result": integer}):
+    the gateway's own error answers carry structured content of their own ({"invalid_arguments": true}, an approval's
+    id), which the TypeScript SDK checked against that schema even when isError, so the Inspector showed "MCP error
+    -32602: Structured content does not match the tool's output schema" and not the text the model fixes its call
+    with. Such an error now goes without structured content."""
+    from catalog.models import Tool
+
+    from .conftest import drop_index
+
+    token = member_on(Tool.objects.get(tool_id="calc::add")).token
+    drop_index()
+    called = _call(inspector_env, f"{gateway.url}/mcp", token, "calc__add", "a=one", "b=2")
+    assert called.returncode == 0, (called.stdout + called.stderr)[-2000:]
+    result = json.loads(called.stdout)
+    assert result["isError"] is True and "structuredContent" not in result
+    assert result["content"][0]["text"].startswith("Invalid arguments: arguments.a: must be of type integer.")

@@ -88,3 +88,68 @@ def test_a_tool_on_a_server_not_serving_says_so_and_a_hidden_one_stays_unknown(g
     for key in ("add", "inspect_add", "hidden", "never"):
         assert _text(stranger[key]) == UNKNOWN_TOOL_MESSAGE, key
         assert stranger[key].structured_content == {"unknown_tool": True}, key
+
+
+def test_a_tool_called_by_its_listed_name_on_a_server_not_serving_says_so(gateway, people, calc_server):
+    """agentux19: a tool called by its directly listed name (``calc__add``: listed while there is no index, or
+    pinned) whose server stopped serving answered the protocol error "Unknown tool name", where execute_tool says
+    the server is not serving and whether to retry: the model that had the name from tools/list looked for another
+    tool or told the user it does not exist. The hidden tool's name keeps the unknown name's exact error (Z4)."""
+    from mcp.shared.exceptions import MCPError
+
+    from mcpgateway.constants import UNKNOWN_TOOL_NAME_MESSAGE
+
+    assert _stop_serving(calc_server, "degraded") == "degraded"
+
+    async def main() -> tuple[Any, MCPError, MCPError]:
+        async with mcp_client(gateway, people["member"]) as client:
+            added = await client.call_tool("calc__add", {"a": 1, "b": 2})
+            with pytest.raises(MCPError) as hidden:
+                await client.call_tool("calc__rotate_payroll_encryption_keys", {"environment": "prod"})
+            with pytest.raises(MCPError) as never:
+                await client.call_tool("calc__no_such_tool_at_all", {})
+            return added, hidden.value, never.value
+
+    added, hidden, never = run(main)
+    assert added.is_error, _text(added)
+    assert added.structured_content == {"server_unavailable": ["calc"], "retry_later": True}
+    assert _text(added).startswith("This tool is unavailable for now: its server calc is not serving (degraded: ")
+    assert (hidden.code, hidden.message, hidden.data) == (never.code, never.message, never.data)
+    assert hidden.message == UNKNOWN_TOOL_NAME_MESSAGE
+
+
+def test_a_search_that_finds_no_clear_fit_names_the_callers_servers_not_serving(
+    gateway, people, calc_server, time_server, admin_user
+):
+    """agentux19: with calc degraded, "add two integers" answered time's tools at low confidence (or, to a token
+    whose only tools are calc's, "nothing is granted to it yet: ask an operator for access"): nothing said the tool
+    for the step exists and is only down. The answer now names the caller's servers not serving, why, and whether
+    they come back; a caller with no tool there reads no such note."""
+    from catalog.models import Tool
+
+    from .conftest import grant
+
+    calc_only, time_only = make_user("gw_calc_only"), make_user("gw_time_only")
+    grant(admin_user, Tool.objects.get(tool_id=ADD), calc_only, "discover", "execute")
+    grant(admin_user, time_server, time_only, "discover", "execute")
+    tokens = {"member": people["member"], "calc_only": make_token(calc_only), "time_only": make_token(time_only)}
+    assert _stop_serving(calc_server, "degraded") == "degraded"
+
+    async def searches() -> dict[str, Any]:
+        found = {}
+        for who, token in tokens.items():
+            async with mcp_client(gateway, token) as client:
+                found[who] = await client.call_tool("tool_search", {"query": "add two integers"})
+        return found
+
+    found = run(searches)
+    note = (
+        "Not searched: your tools on servers not serving now: calc (degraded: its last sync failed; back once it "
+        "syncs: try again in a few minutes)."
+    )
+    for who in ("member", "calc_only"):
+        assert found[who].structured_content["confidence"] != "high", who
+        assert found[who].structured_content["notes"] == [note], who
+        assert note in _text(found[who]) and "nothing is granted" not in _text(found[who]), who
+    assert "notes" not in found["time_only"].structured_content
+    assert "calc" not in _text(found["time_only"])
