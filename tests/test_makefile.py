@@ -41,3 +41,41 @@ def test_worker_and_beat_get_the_demo_key_and_memory_file(tmp_path, target):
     assert printed["SECRET_KEY_FILE"] == str(key)
     assert printed["MEMORY_FILE_PATH"] == str(ROOT / "var" / "demo-memory.jsonl")
     assert f"ARGS -A scoutsite {target}" in done.stdout
+
+
+@pytest.mark.parametrize(("target", "program"), [("run", "uvicorn"), ("worker", "celery")])
+def test_run_and_worker_echo_their_command_not_the_metrics_cleanup_loop(tmp_path, target, program):
+    """opsux7: `make run` printed the shell loop clearing the metrics directory (three lines of ``for f in ...; do
+    pid=...; kill -0 ...``) before the server's command. The loop still runs (a gone process's file is removed, a
+    live one's kept), unseen; the command an operator started is still echoed."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / ".installed").touch()
+    stand_in = bin_dir / program
+    stand_in.write_text('#!/bin/sh\necho "STARTED $*"\n')
+    stand_in.chmod(0o755)
+    key = tmp_path / "secret-key"
+    key.write_text("k\n")
+    metrics = tmp_path / "prometheus"
+    metrics.mkdir()
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    (metrics / f"counter_{gone.pid}.db").touch()
+    (metrics / f"counter_{os.getpid()}.db").touch()
+    outer = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")  # a nested make's -s would hide the echo this test reads
+    environment = {name: value for name, value in os.environ.items() if name not in outer}
+    done = subprocess.run(
+        ["make", target, f"BIN={bin_dir}", f"KEY_FILE={key}", f"PROMETHEUS_MULTIPROC_DIR={metrics}"]
+        + ["-o", "tools/node_modules/.installed", "--no-print-directory"],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "kill -0" not in done.stdout and "for f in" not in done.stdout, done.stdout
+    echoed = [line for line in done.stdout.splitlines() if not line.startswith("STARTED")]
+    assert len(echoed) == 1 and f"{bin_dir}/{program} " in echoed[0], done.stdout
+    assert "STARTED " in done.stdout
+    assert sorted(path.name for path in metrics.iterdir()) == [f"counter_{os.getpid()}.db"]
