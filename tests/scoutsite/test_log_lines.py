@@ -69,9 +69,12 @@ def test_a_failed_syncs_log_line_and_a_logged_traceback_cut_the_servers_url_to_i
             raise RuntimeError(f"watch failed: {run.error}")
         except RuntimeError:
             logging.getLogger("catalog.management.commands.catalog_watch").exception("hosted: watcher failed")
+        # The worker's connect line names the Redis database, which an operator checks: a number, no secret.
+        logging.getLogger("celery.worker.consumer.connection").info("Connected to %s", "redis://:**@127.0.0.1:6379/11")
     finally:
         console.setStream(stream)
     log = written.getvalue()
+    assert "Connected to redis://:**@127.0.0.1:6379/11\n" in log
     assert f"{origin}/s/KEY-4f9a2c/mcp" in run.error  # kept whole where the admin reads it
     assert f"sync of hosted failed: hosted: connection refused or unreachable: {origin}/… (" in log, log
     assert f"RuntimeError: watch failed: hosted: connection refused or unreachable: {origin}/… (" in log, log
