@@ -66,17 +66,20 @@ WORKER_HEALTHCHECK_TIMEOUT ?= 60
 # Every serving process and the Celery worker (`make worker`) write their counters and histograms to files in this
 # directory, and a scrape of any worker sums them all (prometheus-client's multiprocess mode): without it, with
 # WORKERS=2, /metrics showed the counters of whichever worker answered, and never the worker's syncs (opsux6). Before
-# a process starts, the files of processes no longer running (an earlier run's) are removed, a live one's kept.
+# a process starts, the files of processes no longer running (an earlier run's) are removed, a live one's kept; the
+# loop doing it is not echoed (`make run` printed it, three lines of shell, before the server's own command).
 PROMETHEUS_MULTIPROC_DIR ?= $(CURDIR)/var/prometheus
 METRICS_DIR_READY = mkdir -p $(PROMETHEUS_MULTIPROC_DIR) && for f in $(PROMETHEUS_MULTIPROC_DIR)/*_*.db; do \
 	pid=$${f\#\#*_}; kill -0 $${pid%.db} 2>/dev/null || rm -f "$$f"; done
 
 run: install $(KEY_FILE)
-	$(METRICS_DIR_READY) && DEBUG=$(DEBUG) SECRET_KEY_FILE=$(KEY_FILE) SCOUT_PUBLIC_URL=$(SCOUT_PUBLIC_URL) PROMETHEUS_MULTIPROC_DIR=$(PROMETHEUS_MULTIPROC_DIR) $(BIN)/uvicorn scoutsite.asgi:application --http scoutsite.serving:BoundedH11Protocol --host $(HOST) --port $(PORT) --workers $(WORKERS) --timeout-worker-healthcheck $(WORKER_HEALTHCHECK_TIMEOUT)
+	@$(METRICS_DIR_READY)
+	DEBUG=$(DEBUG) SECRET_KEY_FILE=$(KEY_FILE) SCOUT_PUBLIC_URL=$(SCOUT_PUBLIC_URL) PROMETHEUS_MULTIPROC_DIR=$(PROMETHEUS_MULTIPROC_DIR) $(BIN)/uvicorn scoutsite.asgi:application --http scoutsite.serving:BoundedH11Protocol --host $(HOST) --port $(PORT) --workers $(WORKERS) --timeout-worker-healthcheck $(WORKER_HEALTHCHECK_TIMEOUT)
 
 # Beside `make demo` or `make run` with REDIS_URL: the same secret key (without it they refused to start).
 worker: install $(KEY_FILE)
-	$(METRICS_DIR_READY) && DEBUG=$(DEBUG) SECRET_KEY_FILE=$(KEY_FILE) PROMETHEUS_MULTIPROC_DIR=$(PROMETHEUS_MULTIPROC_DIR) $(BIN)/celery -A scoutsite worker --loglevel=INFO --concurrency=2
+	@$(METRICS_DIR_READY)
+	DEBUG=$(DEBUG) SECRET_KEY_FILE=$(KEY_FILE) PROMETHEUS_MULTIPROC_DIR=$(PROMETHEUS_MULTIPROC_DIR) $(BIN)/celery -A scoutsite worker --loglevel=INFO --concurrency=2
 
 beat: install $(KEY_FILE)
 	DEBUG=$(DEBUG) SECRET_KEY_FILE=$(KEY_FILE) $(BIN)/celery -A scoutsite beat --loglevel=INFO

@@ -33,6 +33,10 @@ import time
 CHUNK_BYTES = 64 * 1024
 # How long a server that ended may take to have its last stderr copied, at most: a child of it may hold the pipe open.
 STDERR_DRAIN_SECONDS = 2.0
+# How long a server may go on once its stdin has ended before it is killed. The SDK ends a session by closing stdin
+# and stops a server still running 2 s later; a gateway or Celery worker killed outright (SIGKILL, the OOM killer)
+# stops nothing, and a server that does not read stdin (a hung one) ran on for ever, one more at each kill (opsux7).
+STDIN_END_GRACE_SECONDS = 3.0
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -215,11 +219,13 @@ class Stdout:
             self.pieces.append(piece)
 
 
-def _pass_stdin(server_stdin, outstanding: Outstanding) -> None:
+def _pass_stdin(server: subprocess.Popen, outstanding: Outstanding) -> None:
     """Pass the gateway's messages on to the server as they come, noting its requests (``Outstanding``) before the
     newline that completes each is passed on; the server's stdin is closed when ours ends (the gateway ending the
-    session). Unbuffered reads and writes: a daemon thread blocked in a buffered stream's read holds its lock, and
-    the interpreter aborted at exit ("could not acquire lock for <stdin>") once the server had ended."""
+    session, or gone), and the server killed if it still runs ``STDIN_END_GRACE_SECONDS`` later. Unbuffered reads
+    and writes: a daemon thread blocked in a buffered stream's read holds its lock, and the interpreter aborted at
+    exit ("could not acquire lock for <stdin>") once the server had ended."""
+    server_stdin = server.stdin
     fd, line = server_stdin.fileno(), bytearray()
     try:
         while chunk := os.read(0, CHUNK_BYTES):
@@ -236,6 +242,10 @@ def _pass_stdin(server_stdin, outstanding: Outstanding) -> None:
             server_stdin.close()
         except OSError:
             pass
+    try:
+        server.wait(timeout=STDIN_END_GRACE_SECONDS)
+    except subprocess.TimeoutExpired:
+        server.kill()  # its stdout ends, and with it this process
 
 
 def main(argv: list[str]) -> int:
@@ -249,7 +259,7 @@ def main(argv: list[str]) -> int:
     passing_stderr = threading.Thread(target=_pass_stderr, args=(server.stderr, stderr_limit), daemon=True)
     passing_stderr.start()
     outstanding = Outstanding()
-    threading.Thread(target=_pass_stdin, args=(server.stdin, outstanding), daemon=True).start()
+    threading.Thread(target=_pass_stdin, args=(server, outstanding), daemon=True).start()
     stdout = Stdout(limit, outstanding)
     while chunk := server.stdout.read1(CHUNK_BYTES):
         try:

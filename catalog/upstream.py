@@ -411,16 +411,6 @@ def safe_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
-# A URL in a message: its scheme and host (with port) kept, its path cut off.
-_URL_PATH_RE = re.compile(r"\b([a-z][a-z0-9+.-]*://[^/\s?#]+)/[^\s]*", re.IGNORECASE)
-
-
-def url_paths_cut(text: str) -> str:
-    """``text`` with each URL cut to its origin (``https://mcp.example/…``): what a reader who does not run servers
-    (a curator) may read of an error, since ``safe_url`` keeps the path, where a hosted server's secret often is."""
-    return _URL_PATH_RE.sub(r"\1/…", text)
-
-
 def _translate(server: Server, exc: BaseException, *, doing: str, timeout: float | None, stderr: str) -> UpstreamError:
     """Map SDK, network and process errors to one readable UpstreamError."""
     exc = _pick(exc)

@@ -7,6 +7,10 @@ in a terminal. ``OneLineMessages`` escapes every control character of a message 
 Unicode line separators and bidi controls, so each record stays one line, read as written; the text is kept.
 A traceback logged with a record keeps its lines, but each exception's own line (its type and message, which may
 quote an upstream: an upstream's error is raised from the SDK's error carrying its words) is escaped the same way.
+
+Both also have each URL cut to its origin (``https://mcp.example/…``, catalog/urltext.py): a hosted server's URL
+often carries its secret in the path, and a failed sync logged it whole ("HTTP 404 from https://…/s/<key>/mcp") in
+the log every operator and log shipper reads (opsux7). The admin shows the full error to who may see the URL.
 """
 
 from __future__ import annotations
@@ -18,17 +22,24 @@ import traceback
 
 import mcp
 
+from catalog.urltext import url_paths_cut
+
 _ESCAPES: dict[int, str] = {code: f"\\x{code:02x}" for code in (*range(0x20), 0x7F, *range(0x80, 0xA0))}
 _ESCAPES.update({0x09: "\t", 0x0A: "\\n", 0x0D: "\\r"})  # a tab breaks no line: kept
 _ESCAPES.update({code: f"\\u{code:04x}" for code in (0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A))})
 
 
+def _log_safe(text: str) -> str:
+    return url_paths_cut(text).translate(_ESCAPES)
+
+
 class OneLineMessages(logging.Filter):
-    """A handler's filter: the record's message with its control characters escaped (see the module)."""
+    """A handler's filter: the record's message with its control characters escaped and its URLs' paths cut (see
+    the module)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        escaped = message.translate(_ESCAPES)
+        escaped = _log_safe(message)
         if escaped != message:
             record.msg, record.args = escaped, None
         if record.exc_info and record.exc_info[1] is not None:
@@ -38,8 +49,8 @@ class OneLineMessages(logging.Filter):
 
 def _traceback(error: BaseException) -> str:
     """``error``'s traceback as ``logging.Formatter.formatException`` writes it, with each exception's own line
-    (``Type: message`` and its notes; the frames are Scout's code) one line, escaped: along the chain of causes
-    and contexts and inside exception groups (the SDK's task groups raise those)."""
+    (``Type: message`` and its notes; the frames are Scout's code) one line, escaped, URL paths cut: along the chain
+    of causes and contexts and inside exception groups (the SDK's task groups raise those)."""
     top = traceback.TracebackException.from_exception(error)
     pending, seen = [top], set()
     while pending:
@@ -47,7 +58,7 @@ def _traceback(error: BaseException) -> str:
         if id(node) in seen:
             continue
         seen.add(id(node))
-        line = "".join(node.format_exception_only()).rstrip("\n").translate(_ESCAPES) + "\n"
+        line = _log_safe("".join(node.format_exception_only()).rstrip("\n")) + "\n"
         node.format_exception_only = lambda *args, _line=line, **kwargs: iter([_line])  # type: ignore[method-assign]
         pending += [other for other in (node.__cause__, node.__context__, *(node.exceptions or ())) if other]
     return "".join(top.format()).removesuffix("\n")

@@ -12,8 +12,10 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import logging
+import os
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 
 from django.conf import settings
 from django.db import DatabaseError
@@ -23,7 +25,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 from prometheus_client.registry import Collector
 from rest_framework.throttling import BaseThrottle
 
@@ -126,12 +128,29 @@ def _allowed(request: HttpRequest) -> bool:
     return any(address in ipaddress.ip_network(net, strict=False) for net in settings.SCOUT_METRICS_ALLOWED_NETWORKS)
 
 
+def _dead_processes_gauges_dropped(directory: str) -> None:
+    """Remove the "live" gauges (a breaker's state) of processes no longer running: a uvicorn worker that died or was
+    replaced never said so (prometheus-client's ``mark_process_dead``), and its last state, an open breaker, was
+    shown as the worst over "live" workers for as long as the others ran (opsux7). Counters stay: they are summed."""
+    for path in Path(directory).glob("gauge_live*_*.db"):
+        pid = path.stem.rsplit("_", 1)[1]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            mark_process_dead(int(pid), directory)
+        except (PermissionError, OverflowError):  # another user's process (alive), or no pid at all
+            continue
+
+
 def metrics_text() -> bytes:
     """Counters and histograms (of every process in multiprocess mode, else of this one), then the
     database figures."""
     if settings.PROMETHEUS_MULTIPROC_DIR:
+        _dead_processes_gauges_dropped(settings.PROMETHEUS_MULTIPROC_DIR)
         counters = CollectorRegistry()
-        MultiProcessCollector(counters)
+        MultiProcessCollector(counters, path=settings.PROMETHEUS_MULTIPROC_DIR)
     else:
         counters = REGISTRY
     database = CollectorRegistry()

@@ -4,6 +4,7 @@ With nothing set this is the embedded default: SQLite, Celery tasks run in-proce
 cache and the embedded search backend. ``DATABASE_URL`` and ``REDIS_URL`` switch to the services.
 """
 
+import ipaddress
 import os
 import re
 import sys
@@ -27,10 +28,17 @@ def env_str(name: str, default: str = "") -> str:
 
 
 def env_bool(name: str, default: bool = False) -> bool:
+    """A switch: 1/true/yes/on or 0/false/no/off (any case). Anything else stops the start with the variable's name:
+    read as off, a mistyped ``SCOUT_SECURE_COOKIES=ture`` sent staff cookies over plain http without a word (opsux7)."""
     value = os.environ.get(name)
-    if value is None or value == "":
+    if value is None or value.strip() == "":
         return default
-    return value.strip().lower() in {"1", "true", "yes", "on"}
+    word = value.strip().lower()
+    if word in {"1", "true", "yes", "on"}:
+        return True
+    if word in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name} must be one of 1, true, yes, on or 0, false, no, off; got {value!r}")
 
 
 def env_int(name: str, default: int) -> int:
@@ -69,6 +77,20 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if value is None or value.strip() == "":
         return default
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def env_networks(name: str, default: list[str]) -> list[str]:
+    """IP networks in CIDR form, comma-separated, checked at start-up: a mistyped one (``10.0.0.0/33``) made every
+    request that reads the list fail (/metrics answered 500 to every scrape, opsux7)."""
+    networks = env_list(name, default)
+    for network in networks:
+        try:
+            ipaddress.ip_network(network, strict=False)
+        except ValueError as exc:
+            raise ImproperlyConfigured(
+                f"{name}: {network!r} is not an IP network (write it as 10.0.0.0/8 or ::1/128)"
+            ) from exc
+    return networks
 
 
 def env_secret(name: str) -> str:
@@ -225,7 +247,7 @@ SCOUT_SERVE_STATIC = env_bool("SCOUT_SERVE_STATIC", default=True)
 # --- observability -------------------------------------------------------------------------------------
 # /metrics (Prometheus text) is never public: a bearer token, or a client address in these networks.
 SCOUT_METRICS_TOKEN = env_secret("SCOUT_METRICS_TOKEN")
-SCOUT_METRICS_ALLOWED_NETWORKS = env_list("SCOUT_METRICS_ALLOWED_NETWORKS", ["127.0.0.1/32", "::1/128"])
+SCOUT_METRICS_ALLOWED_NETWORKS = env_networks("SCOUT_METRICS_ALLOWED_NETWORKS", ["127.0.0.1/32", "::1/128"])
 # Several worker processes (uvicorn --workers, Celery) share counters through files in this directory
 # (prometheus-client's multiprocess mode); it must be set before the processes start, and emptied on deploy.
 PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR")

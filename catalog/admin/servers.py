@@ -43,7 +43,8 @@ from catalog.scope import server_fields_locked
 from catalog.services.openapi_documents import server_openapi_document_get, server_openapi_document_set
 from catalog.services.servers import server_archive, server_restore, server_upstream_hosts_check
 from catalog.services.sync import server_openapi_preview
-from catalog.upstream import UpstreamError, list_tools, url_paths_cut
+from catalog.upstream import UpstreamError, list_tools
+from catalog.urltext import url_paths_cut
 
 from .display import (
     admin_link,
