@@ -349,7 +349,7 @@ def _operator_panel(request: HttpRequest) -> dict[str, Any]:
     from catalog.admin.records import error_shown, errors_cut_for
     from catalog.admin.servers import tool_count_links
     from catalog.models import SyncRun
-    from catalog.upstream import url_paths_cut
+    from catalog.urltext import url_paths_cut
 
     user = request.user
     cut = errors_cut_for(request)  # a shared server's errors repeat its URL, a superuser's to read (redteam42)

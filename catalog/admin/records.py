@@ -15,7 +15,7 @@ from catalog.advice import sync_failed_next
 from catalog.choices import ServerStatus, SyncStatus
 from catalog.models import SyncRun, Tool, ToolRevision
 from catalog.progress import progress_snapshot
-from catalog.upstream import url_paths_cut
+from catalog.urltext import url_paths_cut
 
 from .display import (
     CappedCountPaginator,

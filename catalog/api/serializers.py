@@ -6,7 +6,7 @@ from catalog.choices import Transport
 from catalog.models import Server, SyncRun, ToolRevision
 from catalog.scope import server_fields_locked
 from catalog.services.servers import EDITABLE_FIELDS
-from catalog.upstream import url_paths_cut
+from catalog.urltext import url_paths_cut
 
 
 class ServerSerializer(serializers.ModelSerializer):
