@@ -25,12 +25,19 @@ class GovernanceConfig(AppConfig):
     verbose_name = "Governance"
 
     def ready(self) -> None:
-        from catalog.scope import server_claim_set, server_fields_locked_set, server_scope_set, tool_count_scope_set
+        from catalog.scope import (
+            server_claim_set,
+            server_fields_locked_set,
+            server_scope_set,
+            servers_fields_locked_set,
+            tool_count_scope_set,
+        )
 
         from . import receivers
         from .api.selectors import (
             server_claim_for_request,
             server_fields_locked_for_request,
+            servers_fields_locked_for_request,
             servers_in_api_scope,
             tools_counted_for_request,
         )
@@ -38,6 +45,7 @@ class GovernanceConfig(AppConfig):
         receivers.connect()
         server_scope_set(servers_in_api_scope)  # the catalog API's servers: shared ones and the caller's tenant's
         server_fields_locked_set(server_fields_locked_for_request)  # what the caller may not set on them
+        servers_fields_locked_set(servers_fields_locked_for_request)  # the same for a list, in a few queries
         server_claim_set(server_claim_for_request)  # a tenant's caller registers their tenant's servers
         tool_count_scope_set(tools_counted_for_request)  # an agent's token counts only its agent's tools
         # Seeds come back after a flush (transactional tests) as well as after migrate.

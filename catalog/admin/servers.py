@@ -678,8 +678,20 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
             "error": error,
             # Saved or not, changed or not: the step after this page (a new server is synced when saved).
             "next_step": connection_test_next(error=error, new=existing is None, changed=bool(form.changed_data)),
+            **self._save_tested(request, existing, saveable=not error and (existing is None or form.has_changed())),
         }
         return render(request, "admin/catalog/server/test_connection.html", context)
+
+    def _save_tested(self, request: HttpRequest, existing: Server | None, *, saveable: bool) -> dict[str, Any]:
+        """What the test page's Save button posts: the form as tested, to the page it came from (which checks it and
+        the caller's permissions as ever). The page said "Save the server" and offered only the way back (adminux25).
+        None for a file the form uploaded, which a page cannot send again."""
+        if not saveable or request.FILES:
+            return {}
+        url = reverse("admin:catalog_server_change", args=[existing.pk]) if existing else None
+        skipped = {"csrfmiddlewaretoken", "_test_connection"}
+        fields = [(name, value) for name, values in request.POST.lists() if name not in skipped for value in values]
+        return {"save_url": url or reverse("admin:catalog_server_add"), "save_fields": fields}
 
     def openapi_preview_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
         """The operations a sync would import and refuse, read from the document now; nothing is saved."""

@@ -15,7 +15,13 @@ class ServerSerializer(serializers.ModelSerializer):
     def to_representation(self, instance: Server) -> dict:
         data = super().to_representation(instance)
         request = self.context.get("request")
-        if request is not None and "url" in server_fields_locked(request, instance):
+        # A list's page reads every row's locked fields at once (ServerList); a single server asks for its own.
+        page_locked = self.context.get("fields_locked")
+        if page_locked is not None and instance.pk in page_locked:
+            locked = page_locked[instance.pk]
+        else:
+            locked = server_fields_locked(request, instance) if request is not None else frozenset()
+        if "url" in locked:
             # A connection the caller may not change (a shared server, to a tenant's operator) is not theirs to read:
             # its URL is every tenant's credential, a superuser's (redteam40).
             for name in LAUNCH_FIELDS:

@@ -16,6 +16,7 @@ from governance.selectors import (
     approval_requests_for_approver,
     server_fields_locked,
     server_tenant_q,
+    servers_fields_locked,
     servers_visible_to_operator,
     shared_shaped_by,
     tools_visible_to,
@@ -108,6 +109,11 @@ def tools_counted_for_request(request) -> Q:
 def server_fields_locked_for_request(request, server) -> frozenset[str]:
     """``catalog.scope``'s hook: the server fields the person behind ``request`` may not set (a token's too)."""
     return server_fields_locked(user=request.user, server=server)
+
+
+def servers_fields_locked_for_request(request, servers: list[Server]) -> dict[int, frozenset[str]]:
+    """``catalog.scope``'s hook for a list: ``server_fields_locked_for_request`` of each stored server, by pk."""
+    return servers_fields_locked(user=request.user, servers=servers)
 
 
 def server_claim_for_request(request, server: Server) -> None:

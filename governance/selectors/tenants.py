@@ -89,9 +89,31 @@ def server_fields_locked(*, user: AbstractBaseUser, server: Server | None) -> fr
     tenants (whose operators configure it, as before tenants)."""
     if shared_shaped_by(user=user):
         return frozenset()
-    if server is not None and server.pk is not None and server_tenant_id(server) is None:
+    if server is None or server.pk is None:
+        return frozenset(INSTALL_ENVIRONMENT_FIELDS)
+    shared = server_tenant_id(server) is None
+    return _fields_locked(shared=shared, names_variables=not shared and server_names_variables(server))
+
+
+def servers_fields_locked(*, user: AbstractBaseUser, servers: list[Server]) -> dict[int, frozenset[str]]:
+    """``server_fields_locked`` for each of ``servers`` (stored ones, as just read from the database), by pk, in a
+    fixed number of queries: a list of servers asked three queries a row of a tenant's operator (adminux25)."""
+    if shared_shaped_by(user=user):
+        return {server.pk: frozenset() for server in servers}
+    owned = set(ServerTenant.objects.filter(server__in=servers).values_list("server_id", flat=True))
+    return {
+        server.pk: _fields_locked(
+            shared=server.pk not in owned,
+            names_variables=any((server.env_vars, server.header_env, server.openapi_credentials)),
+        )
+        for server in servers
+    }
+
+
+def _fields_locked(*, shared: bool, names_variables: bool) -> frozenset[str]:
+    if shared:
         return frozenset(SERVER_FIELDS)
-    if server is not None and server.pk is not None and server_names_variables(server):
+    if names_variables:
         return frozenset((*INSTALL_ENVIRONMENT_FIELDS, *CONNECTION_TARGET_FIELDS))
     return frozenset(INSTALL_ENVIRONMENT_FIELDS)
 

@@ -93,7 +93,8 @@ def test_an_approver_in_another_tenant_is_counted_not_named(client, django_user_
     assert "bob-of-tenant-b" not in row and "1 in another tenant" in row and "No one" not in row
 
 
-def test_an_approver_keeps_the_inbox_link_and_others_are_refused(client, django_user_model, superuser):
+def test_an_approver_keeps_the_inbox_link_and_others_are_refused(client, django_user_model, superuser, member):
+    _ask(member, ToolFactory(server=ServerFactory(slug="github"), name="delete_repo", annotations=None))
     client.force_login(superuser)
     html = client.get("/admin/dashboard/").content.decode()
     assert _tile_link(html) == reverse("admin:governance_approvalrequest_changelist")
@@ -237,3 +238,12 @@ def test_a_request_waits_however_its_requester_holds_execute(
         assert unusable.approval_id not in text and "1 more pending request" in text
     client.force_login(approver)
     assert "Approvals waiting: <strong>1</strong>" in client.get(reverse("admin:index")).content.decode()
+
+
+@pytest.mark.parametrize("who", ["superuser", "operator"])
+def test_no_approval_waiting_is_a_number_not_a_link_to_an_empty_list(client, request, who):
+    """adminux25: "0 approvals waiting" led to an inbox or a list with nothing in it, as the search tiles at none
+    no longer do."""
+    client.force_login(request.getfixturevalue(who))
+    html = client.get("/admin/dashboard/").content.decode()
+    assert 'id="tile-pending-approvals">0<' in html and _tile_link(html) is None

@@ -8,8 +8,11 @@ from django.urls import reverse
 
 from catalog.models import ToolRevision
 from catalog.services.imports import catalog_import_file
+from governance.principals import principal_for_user
 from governance.roles import CURATORS, OPERATORS
-from tests.governance.factories import UserFactory
+from governance.services.approvals import approval_request_create
+from governance.services.permissions import permission_grant
+from tests.governance.factories import ServerFactory, ToolFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -43,21 +46,25 @@ def test_a_curator_reads_a_revisions_sync_run_by_name_and_an_operator_opens_it(c
 
 
 @pytest.mark.parametrize("role", [CURATORS, OPERATORS])
-def test_the_dashboards_pending_count_links_the_inbox_only_for_whom_may_open_it(client, superuser, role):
+def test_the_dashboards_pending_count_links_the_inbox_only_for_whom_may_open_it(client, superuser, member, role):
     """An operator gets the requests counted, with who may decide each, as the audit trail they read names them; a
     curator (no audit trail) the number alone: never a link to a 403 page."""
+    tool = ToolFactory(server=ServerFactory(slug="github"), name="delete_repo", annotations=None)
+    for action in ("discover", "execute"):
+        permission_grant(actor=superuser, target=tool, action=action, holder=member)
+    approval_request_create(principal=principal_for_user(member), tool=tool, arguments={"repo": "x"})
     inbox, waiting = reverse("admin:governance_approvalrequest_changelist"), reverse("dashboard_approvals")
     client.force_login(_person("someone", role))
     response = client.get(reverse("dashboard"))
     html = response.content.decode()
     assert response.status_code == 200 and inbox not in html and client.get(inbox).status_code == 403
     if role == OPERATORS:
-        assert f'<a href="{waiting}">0</a>' in html and client.get(waiting).status_code == 200
+        assert f'<a href="{waiting}">1</a>' in html and client.get(waiting).status_code == 200
     else:
-        assert 'id="tile-pending-approvals">0<' in html and client.get(waiting).status_code == 403
+        assert 'id="tile-pending-approvals"><a' not in html and client.get(waiting).status_code == 403
 
     client.force_login(superuser)
-    assert f'<a href="{inbox}">0</a>' in client.get(reverse("dashboard")).content.decode()
+    assert f'<a href="{inbox}">1</a>' in client.get(reverse("dashboard")).content.decode()
 
 
 def test_a_person_page_offers_reset_password_only_to_whoever_may_open_it(client, superuser, django_user_model):
