@@ -22,6 +22,7 @@ import json
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -165,22 +166,33 @@ def screen_skeleton(text: str) -> str:
     return _fold(text).translate(_confusables_table())
 
 
+_READ_AS_APOSTROPHE = "\u2018\u2019\u02bc\u2032"
+
+
+def _as_read_char(code: int, confusable: Callable[[int], str | None]) -> str | None:
+    """The ASCII character a reader takes the character ``code`` for (``_as_read_table``'s entry), or None.
+    ``confusable`` is ``_confusables_table().get``."""
+    if chr(code) in _READ_AS_APOSTROPHE:
+        return "'"
+    if 0x80 <= code < 0x20000:
+        char = chr(code)
+        if unicodedata.category(char) == "Zs":
+            return " "
+        folded = _strip_marks(unicodedata.normalize("NFKC", char))
+        if len(folded) == 1 and folded.isascii() and folded.isalnum():
+            return folded
+    mapped = confusable(code)
+    return mapped if mapped is not None and mapped.isalnum() else None
+
+
 @lru_cache(maxsize=1)
 def _as_read_table() -> dict[int, str]:
     """Each non-ASCII character a reader takes for one ASCII character, mapped to it: a space of any width, a
     full-width or mathematical letter or digit (its NFKC form), an accented letter, a look-alike letter of another
     script (``_confusables_table``), a typographic apostrophe. Built once (some 0.1 s)."""
-    table = {code: ascii_char for code, ascii_char in _confusables_table().items() if ascii_char.isalnum()}
-    for code in range(0x80, 0x20000):
-        char = chr(code)
-        if unicodedata.category(char) == "Zs":
-            table[code] = " "
-            continue
-        folded = _strip_marks(unicodedata.normalize("NFKC", char))
-        if len(folded) == 1 and folded.isascii() and folded.isalnum():
-            table[code] = folded
-    table.update({ord(quote): "'" for quote in "\u2018\u2019\u02bc\u2032"})
-    return table
+    confusable = _confusables_table().get
+    codes = {*range(0x80, 0x20000), *_confusables_table(), *map(ord, _READ_AS_APOSTROPHE)}
+    return {code: mapped for code in codes if (mapped := _as_read_char(code, confusable)) is not None}
 
 
 def as_read(text: str) -> str:
@@ -197,31 +209,49 @@ def as_read(text: str) -> str:
 _BLANK_LETTERS = "\u115f\u1160\u2800\u3164\uffa0"
 
 
+def _read_folded_char(code: int, as_read_of: Callable[[int], str | None]) -> str | None:
+    """What ``read_folded`` makes of the non-ASCII character ``code`` (``_read_folded_table``'s entry): None when
+    a reader skips it, else the character it is read as (itself when unchanged). ``as_read_of`` gives
+    ``_as_read_table``'s entry of a character."""
+    char = chr(code)
+    if unicodedata.category(char) in ("Cf", "Mn", "Me") or char in _BLANK_LETTERS:
+        return None
+    lower = char.lower() if len(char.lower()) == 1 else char
+    folded = as_read_of(ord(lower))
+    if folded is None:
+        compatible = _strip_marks(unicodedata.normalize("NFKC", lower)).lower()
+        if not compatible:  # a half-width voicing mark: a combining one once folded
+            return None
+        folded = compatible if len(compatible) == 1 else lower
+        folded = as_read_of(ord(folded)) or folded
+    return folded
+
+
 @lru_cache(maxsize=1)
 def _read_folded_table() -> dict[int, str | None]:
     """``as_read``'s table for text in any script, lower case: each non-ASCII character a reader skips inside a word
     (``_BLANK_LETTERS``, categories Cf, Mn, Me) dropped; any other lower-cased, then read as ``as_read`` reads it,
     else folded to its compatibility form without accents when that is one character (half-width katakana as
     katakana, a voiced kana as its plain one). Built once."""
-    read = _as_read_table()
+    as_read_of = _as_read_table().get
     table: dict[int, str | None] = {}
     for code in [*range(0x80, 0x20000), *range(0xE0000, 0xE01F0)]:
-        char = chr(code)
-        if unicodedata.category(char) in ("Cf", "Mn", "Me") or char in _BLANK_LETTERS:
-            table[code] = None
-            continue
-        lower = char.lower() if len(char.lower()) == 1 else char
-        folded = read.get(ord(lower))
-        if folded is None:
-            compatible = _strip_marks(unicodedata.normalize("NFKC", lower)).lower()
-            if not compatible:  # a half-width voicing mark: a combining one once folded
-                table[code] = None
-                continue
-            folded = compatible if len(compatible) == 1 else lower
-            folded = read.get(ord(folded), folded)
-        if folded != char:
+        folded = _read_folded_char(code, as_read_of)
+        if folded != chr(code):
             table[code] = folded
     return table
+
+
+def read_folded_word(word: str) -> str:
+    """``read_folded(word).text``, folded a character at a time without building the whole tables: for the few
+    words of a pattern compiled at import. Building them there cost every process that imports the output policy
+    (each ``manage.py`` command, uvicorn and Celery worker) some 0.5 s of CPU, whether it served or not."""
+    confusable = _confusables_table().get
+
+    def as_read_of(code: int) -> str | None:
+        return _as_read_char(code, confusable) if code >= 0x80 else None
+
+    return "".join(ch if ch.isascii() else (_read_folded_char(ord(ch), as_read_of) or "") for ch in word)
 
 
 @lru_cache(maxsize=1)

@@ -34,7 +34,7 @@ import idna
 import mcp_types as types
 import re2
 
-from governance.sanitize import ReadText, as_read, clean_json_strings, read_folded
+from governance.sanitize import ReadText, as_read, clean_json_strings, read_folded, read_folded_word
 
 from ..constants import OUTPUT_META_KEY, SCOUT_META_PREFIX
 
@@ -212,7 +212,7 @@ GATEWAY_LABEL_RE = re2.compile(
 # the eye skips inside a word, such as a combining grapheme joiner or U+206A, folded away); each word below is folded
 # the same way when compiled.
 def _folded(*words: str) -> str:
-    return "(?:" + "|".join(re2.escape(read_folded(word).text) for word in sorted(words, key=len, reverse=True)) + ")"
+    return "(?:" + "|".join(re2.escape(read_folded_word(word)) for word in sorted(words, key=len, reverse=True)) + ")"
 
 
 _SPEAKERS_ANY = _folded(

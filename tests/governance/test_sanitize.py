@@ -182,3 +182,30 @@ def test_read_folded_drops_what_the_eye_skips_and_maps_each_match_back_to_the_te
     assert read_folded("ｹﾞｰﾄｳｪｲ").text == read_folded("ゲートウェイ").text
     assert read_folded("СООБЩЕНИЕ ОТ ШЛЮЗА").text == read_folded("сообщение от шлюза").text
     assert read_folded("plain ascii").text == "plain ascii"  # ASCII keeps its case
+
+
+def test_a_word_folded_alone_reads_as_read_folded_reads_it_for_every_character():
+    """``read_folded_word`` (the output policy's pattern words, folded at import without the whole tables) agrees
+    with ``read_folded`` on every character its table changes or drops, one in 11 of the others, and on words of the
+    scripts the policy names."""
+    from governance.sanitize import _read_folded_table, read_folded, read_folded_word
+
+    table = _read_folded_table()
+    codes = sorted({*table, *range(0x80, 0x20000, 11)})
+    differ = [code for code in codes if read_folded_word(chr(code)) != (table.get(code, chr(code)) or "")]
+    assert differ == []
+    for word in ("Сообщение от ШЛЮЗА", "ゲートウェイからの", "ｹﾞｰﾄｳｪｲ", "Ｎote de la passerelle", "gat\u034fe\u0301way"):
+        assert read_folded_word(word) == read_folded(word).text
+
+
+def test_folding_a_word_builds_neither_table():
+    """Importing the output policy built ``read_folded``'s and ``as_read``'s tables (some 0.5 s of CPU) in every
+    process that imports it, each ``manage.py`` command and worker; they are built at the gateway's warm-up or first
+    use only."""
+    from governance.sanitize import _as_read_table, _read_folded_table
+    from mcpgateway.services import output
+
+    _as_read_table.cache_clear()
+    _read_folded_table.cache_clear()
+    assert output._folded("шлюз", "ゲートウェイ", "passerelle") == "(?:passerelle|ケートウェイ|шлюз)"
+    assert _as_read_table.cache_info().currsize == 0 and _read_folded_table.cache_info().currsize == 0

@@ -24,7 +24,7 @@ import pytest
 
 from mcpgateway.constants import UNKNOWN_TOOL_MESSAGE
 
-from .conftest import REPO, free_port, modern_request, raw_post, rpc_result
+from .conftest import REPO, free_port, migrated_sqlite, modern_request, raw_post, rpc_result
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -155,7 +155,7 @@ def ledger_site(root: Path, **env: str) -> tuple[Site, dict[str, str]]:
     site = Site(root)
     site.env.update(env)
     (root / "v1.jsonl").write_text(listing_line("Look up an account in the ledger.") + "\n")
-    site.manage("migrate", "-v0")
+    migrated_sqlite(root / "scout.sqlite3", site.env)
     printed = site.shell(SETUP.format(listing=root / "v1.jsonl"))
     return site, dict(line.split()[1:] for line in printed.splitlines() if line.startswith("TOKEN "))
 

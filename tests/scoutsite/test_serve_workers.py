@@ -10,7 +10,6 @@ sleeps 8 seconds in a ``sitecustomize`` put on its path, before anything of uvic
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.mcpgateway.conftest import free_port
+from tests.mcpgateway.conftest import free_port, migrated_sqlite
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,9 +84,7 @@ def test_the_serve_command_keeps_workers_that_start_slowly(tmp_path: Path):
     env = {key: value for key, value in os.environ.items() if key not in ("REDIS_URL", "DATABASE_URL", "TESTING")}
     env.update(SQLITE_PATH=str(tmp_path / "scout.sqlite3"), SECRET_KEY_FILE=str(key_file), SCOUT_MCP_WARM_UP="0")
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--verbosity", "0"], cwd=ROOT, env=env, check=True, timeout=300
-    )
+    migrated_sqlite(tmp_path / "scout.sqlite3", env)
 
     slow = tmp_path / "slow"
     slow.mkdir()
