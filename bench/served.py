@@ -1,10 +1,48 @@
 """The rankings scout_eval serves, for the bench scripts that read them request by request."""
 
 from collections.abc import Iterator
+from dataclasses import replace
+from functools import partial
+from pathlib import Path
 
+from django.conf import settings
+
+from search.backends.ranked import ranking_options
+from search.encoder import encoder_get, model_key
 from search.engine.decompose import request_parts
 from search.engine.ranking import Calibration, Ranking
-from search.evaluation import DEPTH, _part_vectors, _rank_served, _with, served_parts
+from search.engine.snapshot import IndexSnapshot
+from search.evaluation import (
+    DEPTH,
+    EmbeddingCache,
+    _part_vectors,
+    _rank_served,
+    _with,
+    doc_vectors,
+    learn_replay,
+    load_catalogs,
+    load_queries,
+    one_pass_parts,
+    served_parts,
+)
+
+
+def served_setup(catalogs: list[Path], query_files: list[Path], learn_from: list[Path] | None = None):
+    """What ``served_rankings`` takes, as scout_eval builds it: (snapshot, queries, vectors_for, options,
+    parts_for); ``learn_from`` replayed as traffic first (``learn_replay``), as scout_eval --learn-from does."""
+    docs = load_catalogs(catalogs)
+    queries, _ = load_queries(query_files, {d.tool_id for d in docs})
+    encoder = encoder_get()
+    cache = EmbeddingCache(Path(settings.SCOUT_SEARCH_EVAL_CACHE_DIR), model_key(), encoder.encode)
+    options = ranking_options("convex")
+    parts_for = partial(one_pass_parts, encoder) if encoder.one_pass else None
+    snapshot = IndexSnapshot(docs, doc_vectors(docs, cache.vectors), generation="eval")
+    if learn_from:
+        learn_queries, _ = load_queries(learn_from, {d.tool_id for d in docs})
+        learned = learn_replay(snapshot, learn_queries, cache.vectors, options, parts_for=parts_for)
+        docs = [replace(doc, **learned.get(doc.pk, {})) for doc in docs]
+        snapshot = IndexSnapshot(docs, doc_vectors(docs, cache.vectors), generation="eval+learned")
+    return snapshot, queries, cache.vectors, options, parts_for
 
 
 def served_rankings(snapshot, queries, vectors_for, options, parts_for, top_k=DEPTH) -> Iterator[Ranking]:
