@@ -401,7 +401,16 @@ LOGGING = {
         "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["sdk_per_site", "one_line"]}
     },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"httpx": {"level": "WARNING"}, "httpx2": {"level": "WARNING"}, "mcp": {"level": "WARNING"}},
+    "loggers": {
+        "httpx": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},
+        "mcp": {"level": "WARNING"},
+        # uvicorn's records ("Exception in ASGI application" and its traceback, whose last line may quote an
+        # upstream) go through the handler above, not the one uvicorn set up before it imported this application
+        # (which wrote them raw, opsux8). "uvicorn.error", not "uvicorn": configuring a parent resets its children,
+        # and uvicorn.access would lose --no-access-log. No level: uvicorn's --log-level stands.
+        "uvicorn.error": {"handlers": ["console"], "propagate": False},
+    },
 }
 if CELERY_TASK_ALWAYS_EAGER:
     # Tasks run in-process (no REDIS_URL): no "Task search.tasks.reindex_tools[<uuid>] succeeded in ..." line per
