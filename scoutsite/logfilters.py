@@ -39,7 +39,7 @@ class OneLineMessages(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        escaped = _log_safe(message)
+        escaped = _log_safe(message.removesuffix("\n"))  # a last line break forges nothing (uvicorn ends one so)
         if escaped != message:
             record.msg, record.args = escaped, None
         if record.exc_info and record.exc_info[1] is not None:

@@ -10,6 +10,7 @@ import re
 import sys
 import tomllib
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -91,6 +92,25 @@ def env_networks(name: str, default: list[str]) -> list[str]:
                 f"{name}: {network!r} is not an IP network (write it as 10.0.0.0/8 or ::1/128)"
             ) from exc
     return networks
+
+
+def env_redis_url(name: str) -> str:
+    """A Redis URL (redis://, rediss:// or unix://), checked at start-up: a malformed one (``redis//host``) passed
+    ``manage.py check`` and failed only at the first cache call or task (opsux8). The error names the variable, never
+    the value, which may hold a password."""
+    value = env_str(name)
+    if not value:
+        return value
+    from redis.connection import parse_url
+
+    try:
+        parse_url(value)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} is not a Redis URL: {exc}") from None
+    database = urlsplit(value).path.strip("/") if value.startswith(("redis://", "rediss://")) else ""
+    if database and not database.isdigit():  # redis-py reads db 0 for "/abc" without a word
+        raise ImproperlyConfigured(f"{name}: the database after the host must be a number (redis://host:6379/0)")
+    return value
 
 
 def env_secret(name: str) -> str:
@@ -252,7 +272,7 @@ SCOUT_METRICS_ALLOWED_NETWORKS = env_networks("SCOUT_METRICS_ALLOWED_NETWORKS", 
 # (prometheus-client's multiprocess mode); it must be set before the processes start, and emptied on deploy.
 PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR")
 
-REDIS_URL = env_str("REDIS_URL")
+REDIS_URL = env_redis_url("REDIS_URL")
 if REDIS_URL:
     # Bounded socket timeouts: a Redis that hangs (not only one that is down) must not wedge a request.
     CACHES = {
@@ -381,7 +401,16 @@ LOGGING = {
         "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["sdk_per_site", "one_line"]}
     },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"httpx": {"level": "WARNING"}, "httpx2": {"level": "WARNING"}, "mcp": {"level": "WARNING"}},
+    "loggers": {
+        "httpx": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},
+        "mcp": {"level": "WARNING"},
+        # uvicorn's records ("Exception in ASGI application" and its traceback, whose last line may quote an
+        # upstream) go through the handler above, not the one uvicorn set up before it imported this application
+        # (which wrote them raw, opsux8). "uvicorn.error", not "uvicorn": configuring a parent resets its children,
+        # and uvicorn.access would lose --no-access-log. No level: uvicorn's --log-level stands.
+        "uvicorn.error": {"handlers": ["console"], "propagate": False},
+    },
 }
 if CELERY_TASK_ALWAYS_EAGER:
     # Tasks run in-process (no REDIS_URL): no "Task search.tasks.reindex_tools[<uuid>] succeeded in ..." line per
