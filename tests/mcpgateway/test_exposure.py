@@ -64,6 +64,9 @@ def test_without_an_index_the_callers_tools_are_listed_and_callable_directly(gat
 def test_direct_calls_take_the_governed_path(gateway, people, faulty_server, admin_user, faulty_call_log):
     from django.contrib.auth import get_user_model
 
+    from governance.choices import ApprovalStatus
+    from governance.models import ApprovalRequest
+
     member = get_user_model().objects.get(username="gw_member")
     grant(admin_user, faulty_server, member, "discover", "execute")
 
@@ -75,7 +78,11 @@ def test_direct_calls_take_the_governed_path(gateway, people, faulty_server, adm
 
     invalid, mutating = run(main)
     assert invalid.is_error and "missing required property timezone" in _text(invalid)
-    assert mutating.is_error and mutating.structured_content["approval_required"] is True
+    # The approval's answer is in its text: record_note declares an outputSchema (MCPServer makes one from its return
+    # type), so a listed tool's error goes without structured content (server._error_fit_for_listing, agentux19).
+    assert mutating.is_error and "This call needs human approval (approval_id " in _text(mutating)
+    assert mutating.structured_content is None
+    assert ApprovalRequest.objects.filter(tool__tool_id="faulty::record_note", status=ApprovalStatus.PENDING).exists()
     assert not faulty_call_log.exists() or "record_note" not in faulty_call_log.read_text()
 
 
