@@ -70,6 +70,22 @@ class ReadOnce:
 _row_once = ReadOnce("scout_visibility_row_read_once")
 
 
+# What one request read about who may see what, by key (``request_memo``): forgotten with the version.
+_memo_once = ReadOnce("scout_request_memo")
+
+
+def request_memo_block() -> AbstractContextManager[None]:
+    """Within this block (one request, ``scoutsite.middleware.memo_per_request``) ``request_memo`` answers the
+    same dict, which ``visibility_invalidate`` empties: a write in the request that can change who sees what (a
+    membership, a grant) is read anew after it, as is every other request."""
+    return _memo_once.block()
+
+
+def request_memo() -> dict[Any, Any]:
+    """The block's memo, or outside a block a new empty dict each call (nothing kept)."""
+    return _memo_once.read(dict)
+
+
 def visibility_row_read_once() -> AbstractContextManager[None]:
     """Within this block ``visibility_row_token`` reads the row once and answers that token again (issue 9:
     a search confirms its token, fetches its visible set and its descriptors, each keyed by the version).
@@ -137,6 +153,7 @@ def visibility_invalidate() -> None:
     from .signals import visibility_changed
 
     _row_once.forget()  # the work in progress reads the new token on its next read
+    _memo_once.forget()  # ... and a person's tenants (principal_for_user)
     token = uuid.uuid4().hex
     if not VisibilityVersion.objects.filter(pk=ROW).update(token=token):
         VisibilityVersion.objects.bulk_create([VisibilityVersion(pk=ROW, token=token)], ignore_conflicts=True)

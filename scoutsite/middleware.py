@@ -115,3 +115,16 @@ def serving_connections_log() -> None:
         connection.close()
     level, text = serving_connections_text(max_connections, settings.SCOUT_API_MAX_CONCURRENT, THREADS)
     logger.log(level, text)
+
+
+def memo_per_request(get_response: Callable[[HttpRequest], HttpResponse]) -> Callable[[HttpRequest], HttpResponse]:
+    """One ``request_memo`` per request, its rendering included (an admin page's header counts too): what the
+    selectors of one page read again and again (the viewer's tenants) is read once; a write that changes who sees
+    what empties it (``visibility_invalidate``)."""
+    from governance.cache import request_memo_block
+
+    def middleware(request: HttpRequest) -> HttpResponse:
+        with request_memo_block():
+            return get_response(request)
+
+    return middleware

@@ -156,6 +156,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "scoutsite.middleware.refuse_nul_characters",  # before anything reads a query, a form or the session
     "scoutsite.middleware.limit_api_requests",  # before the session: a refused request opens no connection
+    "scoutsite.middleware.memo_per_request",  # around the views and their rendering
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

@@ -41,7 +41,13 @@ from governance.selectors import (
 from .backends import BACKENDS
 from .choices import GenerationStatus, LearnedStatus
 from .models import IndexGeneration, LearnedRequest, QueryLogEntry, SearchEvent
-from .usage import approval_request_asked, learned_request_promote, learned_request_reject, query_log_visible_to
+from .usage import (
+    AskedSearches,
+    approval_request_asked,
+    learned_request_promote,
+    learned_request_reject,
+    query_log_visible_to,
+)
 
 
 class ReadOnlyAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin):
@@ -439,10 +445,10 @@ class ApprovalRequestAdmin(GovernanceApprovalRequestAdmin):
     governance keeps no query log, and imports nothing from search (dependencies point search -> governance), so
     search re-registers the inbox, as governance does the catalog's server admin."""
 
-    def asked(self, request: HttpRequest, obj: ApprovalRequest) -> str:
+    def asked(self, request: HttpRequest, obj: ApprovalRequest) -> AskedSearches | None:
         # The requester's own words, for those who read who asked: a tenant-less request of another tenant's
         # person names neither them nor what they asked (Z12, ``with_approval_people_shown``).
-        return approval_request_asked(approval=obj) if obj.requester_visible else ""
+        return approval_request_asked(approval=obj) if obj.requester_visible else None
 
 
 admin.site.unregister(ApprovalRequest)

@@ -165,15 +165,50 @@ def query_log_visible_to(*, user) -> QuerySet[QueryLogEntry]:
     return QueryLogEntry.objects.filter(tenant_q(principal_for_user(user), "tenant"))
 
 
-def approval_request_asked(*, approval) -> str:
+@dataclass(frozen=True)
+class AskedSearches:
+    """What an approver reads of the agent's searches before a call waiting for approval (``approval_request_asked``).
+
+    ``query``: the search the log linked the call to (the one that listed the tool best, ``_linked_entry``), not
+    necessarily the last: ``later`` is the agent's last search after it and before the call ("" if none), with
+    ``later_count`` such searches and whether the last listed the tool."""
+
+    query: str
+    searched_at: Any  # datetime
+    later: str = ""
+    later_count: int = 0
+    later_listed_tool: bool = False
+
+
+def approval_request_asked(*, approval) -> AskedSearches | None:
     """What the agent was asked when it made the call now waiting for ``approval`` (a governance ApprovalRequest):
-    the request of the search the log linked the call to, as the log stored it (a redacted one stays redacted), or
-    "" when none is linked (the log off, no search before the call) or the search was in another tenant than the
-    request (its words are that tenant's, Z12)."""
+    the request of the search the log linked the call to, as the log stored it (a redacted one stays redacted), and
+    the agent's last search between that one and the call, if any (the demo's "book a table", linked, was followed by
+    a withheld search the approver never read); None when none is linked (the log off, no search before the call) or
+    the search was in another tenant than the request (its words are that tenant's, Z12)."""
     linked = SearchOutcome.objects.filter(approval_id=approval.approval_id).select_related("entry").first()
     if linked is None or linked.entry.tenant_id not in (None, approval.tenant_id):
-        return ""
-    return linked.entry.query
+        return None
+    entry = linked.entry
+    # The same token's searches after the linked one, up to the call, in the linked one's tenant (checked above).
+    after = (
+        QueryLogEntry.objects.filter(
+            principal_key=entry.principal_key, tenant_id=entry.tenant_id, created_at__lte=approval.created_at
+        )
+        .filter(Q(created_at__gt=entry.created_at) | Q(created_at=entry.created_at, pk__gt=entry.pk))
+        .order_by("-created_at", "-id")
+    )
+    last = after.only("query", "results").first()
+    if last is None:
+        return AskedSearches(query=entry.query, searched_at=entry.created_at)
+    tool_id = approval.tool.tool_id
+    return AskedSearches(
+        query=entry.query,
+        searched_at=entry.created_at,
+        later=last.query,
+        later_count=after.count(),
+        later_listed_tool=any(result.get("tool_id") == tool_id for result in last.results),
+    )
 
 
 def query_log_record(

@@ -338,10 +338,11 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
             links.append(("This request in the audit trail", audit))
         return links
 
-    def asked(self, request: HttpRequest, obj: ApprovalRequest) -> str:
+    def asked(self, request: HttpRequest, obj: ApprovalRequest) -> object | None:
         """The requesting user's words for what the call is for, where an app above governance knows them (search
-        re-registers this admin with its query log's, search/admin.py); governance keeps no such record."""
-        return ""
+        re-registers this admin with its query log's ``AskedSearches``, search/admin.py: ``query``, ``searched_at``,
+        ``later``, ``later_count``, ``later_listed_tool``); governance keeps no such record."""
+        return None
 
     def decide_view(self, request: HttpRequest, pk: int) -> HttpResponse:
         """Show the request (envelope, tool, risk, exact arguments) and approve or deny it with a reason."""

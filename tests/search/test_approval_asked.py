@@ -80,3 +80,32 @@ def test_another_tenants_approver_never_reads_it(client, superuser, django_user_
     assert page.status_code == 404 and "website repo" not in page.content.decode()
     inbox = client.get(reverse("admin:governance_approvalrequest_changelist")).content.decode()
     assert request.approval_id not in inbox and "website repo" not in inbox
+
+
+def _later(client, request: ApprovalRequest) -> str:
+    page = client.get(reverse("admin:governance_approvalrequest_decide", args=[request.pk])).content.decode()
+    found = re.search(r'<p id="decide-asked-later">(.*?)</p>', page, re.S)
+    return " ".join(unescape(re.sub(r"<[^>]+>", "", found.group(1))).split()) if found else ""
+
+
+def test_a_later_search_before_the_call_is_said_with_the_linked_one(client, approver, world):
+    """adminux25: "Asked" quoted an earlier search that listed the tool ("book a table ..."), though the agent's
+    search just before the call was another one, withheld: the approver took the earlier request for the current
+    one. The linked search is said for what it is, and the last one before the call after it."""
+    principal, tool = world["principal"], world["tool"]
+    client.force_login(approver)
+    query_log_record(principal=principal, query="book a table for four at eight", results=[],
+                     confidence="none", degraded=False, backend="embedded", latency_ms=1.0)  # fmt: skip
+    request = _call(world, searched="delete the old website repo")
+    assert _later(client, request) == ""  # the search just before the call is the linked one: nothing more
+    query_log_record(principal=principal, query="what is on the website repo", results=[],
+                     confidence="none", degraded=False, backend="embedded", latency_ms=1.0)  # fmt: skip
+    query_log_record(principal=principal, query="now wipe every repo of acme", results=[],
+                     confidence="none", degraded=False, backend="embedded", latency_ms=1.0)  # fmt: skip
+    again = execute_prepare(principal=principal, tool_id=tool.tool_id, arguments={"name": "other-site"})
+    request = ApprovalRequest.objects.get(approval_id=again.structured_content["approval_id"])
+    assert _asked(client, request) == "delete the old website repo"
+    assert _later(client, request) == (
+        "Searched after it, before this call: now wipe every repo of acme (its last search of 2 after the one "
+        "above; it did not list this tool)"
+    )

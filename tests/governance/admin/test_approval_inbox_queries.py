@@ -141,3 +141,38 @@ def test_the_inbox_judges_fifty_requests_a_page(client, approver, asking, mutati
     first = client.get(INBOX).content.decode()
     assert first.count('class="scout-button"') == 50 and "?p=2" in first
     assert client.get(INBOX, {"p": 2}).content.decode().count('class="scout-button"') == 2
+
+
+def _tenant_reads(queries) -> list[str]:
+    return [query["sql"] for query in queries if 'FROM "governance_tenant" INNER JOIN' in query["sql"]]
+
+
+def test_a_tenant_approvers_inbox_reads_their_tenants_once_however_many_rows(
+    client, approver, member, grant, server, mutating_tool
+):
+    """Each selector of the page built its own principal of the approver: 15 reads of their tenants for 2 rows
+    (adminux25). Read once per request now, and the page's count does not grow with its rows."""
+    acme = tenant_with("acme", approver, member)
+    ServerTenant.objects.create(server=server, tenant=acme)
+    grant(member, server, "discover", "execute")
+    grant(approver, server, "approve")
+    asking = principal_for_user(member)
+    client.force_login(approver)
+    _ask(asking, mutating_tool, 2)
+    client.get(INBOX)  # caches warm, as for every later visit
+    with CaptureQueriesContext(connection) as few:
+        assert client.get(INBOX).content.decode().count('class="scout-button"') == 2
+    _ask(asking, mutating_tool, 6, start=2)
+    with CaptureQueriesContext(connection) as more:
+        assert client.get(INBOX).content.decode().count('class="scout-button"') == 8
+    assert len(_tenant_reads(few)) == 1 and len(more) == len(few)
+
+
+def test_a_membership_changed_in_the_request_is_read_anew(approver, member):
+    """The memo is forgotten with the visibility version: a person added to a tenant in the same request acts in it."""
+    from governance.cache import request_memo_block
+
+    with request_memo_block():
+        assert principal_for_user(member).tenant_ids == frozenset()
+        acme = tenant_with("acme", member)
+        assert principal_for_user(member).tenant_ids == {acme.pk}
