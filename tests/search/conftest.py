@@ -1,5 +1,6 @@
 """Search fixtures: one model load per test session, a clean index state per test, a small catalog."""
 
+import gc
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -17,8 +18,14 @@ from .fake_weaviate import FakeWeaviate
 
 @pytest.fixture(scope="session")
 def encoder() -> Encoder:
-    """The real model, loaded once for the whole session (slow on 2 cores)."""
-    return encoder_get()
+    """The real model, loaded once for the whole session (slow on 2 cores). Then what is alive (Django, the
+    model) is moved out of the garbage collector's full passes, as a gateway does after its warm-up
+    (mcpgateway.server.gateway_warm_up): each index build's full collection (search.backends.embedded
+    release_memory) walked it all, ~0.5 s a build in this process."""
+    loaded = encoder_get()
+    gc.collect()
+    gc.freeze()
+    return loaded
 
 
 @pytest.fixture(autouse=True)

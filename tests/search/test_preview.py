@@ -21,7 +21,8 @@ def indexed(small_catalog, reindex, encoder):
 
 @pytest.fixture
 def curator(django_user_model):
-    user = django_user_model.objects.create_user(username="curator", password="pw-curator", is_staff=True)
+    # No password: the tests log in with force_login, and the hash costs ~0.5 s of CPU (tests/conftest.py personas).
+    user = django_user_model.objects.create_user(username="curator", is_staff=True)
     user.user_permissions.add(Permission.objects.get(codename="view_tool", content_type__app_label="catalog"))
     return user
 
