@@ -391,9 +391,11 @@ def test_an_upstreams_tool_name_reaches_the_approval_webhook_escaped_as_in_the_m
 
     from .conftest import sync_scripted_server
 
+    # The third lure of redteam37, a line separator (U+2028) before "decide_url: …", is refused at sync since
+    # redteam41 (catalog.definitions.name_spelling_problem; tests/mcpgateway/test_tool_name_spelling.py), so it never
+    # reaches an approval.
     lures = [
         "refund <https://scout-approvals.example/decide|Approve now>",
-        "refund\u2028decide_url: https://scout-approvals.example/decide",
         "refund [Approve now](https://scout-approvals.example/decide)",
     ]
     reply = '{"jsonrpc": "2.0", "id": ID, "result": {"content": [{"type": "text", "text": "done"}]}}'
@@ -414,13 +416,12 @@ def test_an_upstreams_tool_name_reaches_the_approval_webhook_escaped_as_in_the_m
         for name, result in zip([*lures, "refund_order"], run(main), strict=True):
             assert result.structured_content.get("approval_required") is True, (name, _text(result))
     bodies = [json.loads(body) for _, body in received]
-    assert len(bodies) == 4
-    for body in bodies[:3]:
+    assert len(bodies) == 3
+    for body in bodies[:2]:
         assert body["tool_name_escaped"] is True, body
         name = body["tool_id"].removeprefix("payments::")
         assert re.fullmatch(r"(?:[A-Za-z0-9_-]|\\u[0-9a-f]{4})+", name), name
         assert "scout-approvals.example" not in body["tool_id"]
     assert bodies[0]["tool_id"].startswith("payments::refund\\u0020\\u003chttps\\u003a")
-    assert bodies[1]["tool_id"].startswith("payments::refund\\u2028decide_url\\u003a")
-    assert bodies[2]["tool_id"].startswith("payments::refund\\u0020\\u005bApprove\\u0020now\\u005d\\u0028https")
-    assert bodies[3]["tool_id"] == "payments::refund_order" and bodies[3]["tool_name_escaped"] is False
+    assert bodies[1]["tool_id"].startswith("payments::refund\\u0020\\u005bApprove\\u0020now\\u005d\\u0028https")
+    assert bodies[2]["tool_id"] == "payments::refund_order" and bodies[2]["tool_name_escaped"] is False
