@@ -7,7 +7,8 @@ LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 EXECUTIONS = Counter(
     "scout_executions",
     "execute_tool calls by outcome: success, error (the tool or its server failed), unknown (cut off after it "
-    "was sent), denied, pending_approval, invalid (arguments), unknown_tool",
+    "was sent), denied, pending_approval, invalid (arguments), busy, unknown_tool, repeat (an idempotency key's "
+    "stored result answered again)",
     ["outcome"],
 )
 EXECUTE_SECONDS = Histogram("scout_execute_seconds", "Time to answer an execute_tool call", buckets=LATENCY_BUCKETS)

@@ -71,9 +71,20 @@ tracer = trace.get_tracer(__name__)  # a no-op until scoutsite.tracing configure
 # --- execute_tool -------------------------------------------------------------------------------
 
 
-def error_result(text: str, **structured: Any) -> types.CallToolResult:
+class GatewayResult(types.CallToolResult):
+    """A result the gateway wrote itself (a refusal, a failure it saw): ``refusal_kind`` and the metrics read its
+    structured keys. Told apart by this class, never by a key: an upstream's own result carries any keys it likes
+    (``{"approval_required": true, "approval_id": ...}`` made a tool's error a pending approval, redteam43)."""
+
+
+class StoredResult(types.CallToolResult):
+    """The stored result of an idempotency key's earlier call, answered to a repeat of it: no new outcome. It may be
+    an upstream's, so its keys are never read as the gateway's."""
+
+
+def error_result(text: str, **structured: Any) -> GatewayResult:
     """An isError tool result the model can act on."""
-    return types.CallToolResult(
+    return GatewayResult(
         content=[types.TextContent(type="text", text=text)],
         structured_content=structured or None,
         is_error=True,
@@ -453,7 +464,7 @@ def _idempotency_claim(
             "A call with this idempotency_key is still running; wait for it instead of sending it again",
             idempotency_conflict=True,
         )
-    return None, types.CallToolResult.model_validate(existing.result)
+    return None, StoredResult.model_validate(existing.result)
 
 
 NO_EXECUTE_SCOPE_TEXT = (
@@ -507,9 +518,11 @@ def execute_prepare(
 
 def refusal_kind(result: types.CallToolResult) -> str | None:
     """How a call that never reached the upstream ended, as the query log links it (None: a repeat of an
-    earlier call's idempotency key, which is no new outcome)."""
+    earlier call's idempotency key, which is no new outcome, or a result the gateway did not write)."""
+    if not isinstance(result, GatewayResult) or not result.is_error:
+        return None
     structured = result.structured_content or {}
-    if any(key.startswith("idempotency_") for key in structured) or not result.is_error:
+    if any(key.startswith("idempotency_") for key in structured):
         return None
     if structured.get("approval_pending") or structured.get("approval_ready"):
         return None  # a poll of a request already asked for: its first call was linked as pending
@@ -846,9 +859,13 @@ async def gateway_execute(
 
 
 def _metric_outcome(result: types.CallToolResult) -> str:
-    structured = result.structured_content or {}
+    if isinstance(result, StoredResult):
+        return "repeat"
     if not result.is_error:
         return "success"
+    if not isinstance(result, GatewayResult):
+        return "error"  # the tool ran and reported an error: its structured keys are its own data
+    structured = result.structured_content or {}
     if structured.get("service_busy"):
         return "busy"
     if structured.get("outcome_unknown"):
