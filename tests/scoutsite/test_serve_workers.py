@@ -26,9 +26,9 @@ SLOW_START_SECONDS = 8  # past uvicorn's default healthcheck timeout (5 s), well
 
 
 def serve_command(port: int, key_file: Path, metrics_dir: Path) -> str:
-    """The command `make run WORKERS=2` runs, as make prints it (its last line: the key file exists). Under `make
-    test` (as .ci/run runs the suite) this make is nested, and printed "Leaving directory" after it; without the outer
-    make's variables it prints the command alone."""
+    """The commands `make run WORKERS=2` runs, as make prints them (its last two lines: the key file exists). Under
+    `make test` (as .ci/run runs the suite) this make is nested, and printed "Leaving directory" after it; without the
+    outer make's variables it prints the commands alone."""
     outer_make = ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES")
     variables = [f"PORT={port}", f"KEY_FILE={key_file}", f"PROMETHEUS_MULTIPROC_DIR={metrics_dir}"]
     dry_run = subprocess.run(
@@ -39,9 +39,12 @@ def serve_command(port: int, key_file: Path, metrics_dir: Path) -> str:
         text=True,
         check=True,
     )
-    command = dry_run.stdout.strip().splitlines()[-1]
+    *_, cleanup, command = dry_run.stdout.strip().splitlines()
     assert "uvicorn scoutsite.asgi:application" in command and "--workers 2" in command, command
-    return command
+    # The line before it clears the metric files of processes no longer running (a line of its own since opsux7, who
+    # stopped make echoing it): run as make runs it, both.
+    assert cleanup.startswith(f"mkdir -p {metrics_dir} && for f in "), cleanup
+    return f"{cleanup}\n{command}"
 
 
 @contextmanager
