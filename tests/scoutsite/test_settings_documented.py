@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("scoutsite", "catalog", "governance", "search", "mcpgateway")
 TOOLING = ("tests", "bench")  # their SCOUT_* switches only
 CI_SCRIPT = ROOT / ".ci" / "run"
-HELPERS = {"env_str", "env_bool", "env_int", "env_float", "env_rate", "env_list", "env_networks", "env_secret"}
+# Every env_* helper settings defines (read from its source, so a new helper is scanned without a change here).
+HELPERS = set(re.findall(r"^def (env_[a-z_]+)\(name", (ROOT / "scoutsite" / "settings.py").read_text(), re.M))
 NAME = re.compile(r"`([A-Z][A-Z0-9_]+)`")
 SHELL_READ = re.compile(r"\$\{?(SCOUT_[A-Z0-9_]+)")
 
