@@ -7,6 +7,14 @@ from pathlib import Path
 import pytest
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Passwords hashed quickly (tests/hashers.py); the real hashers stay listed after it, so hashes made the
+    production way (fixtures, a started process) are still checked."""
+    from django.conf import settings
+
+    settings.PASSWORD_HASHERS = ["tests.hashers.QuickPBKDF2PasswordHasher", *settings.PASSWORD_HASHERS]
+
+
 @pytest.fixture(autouse=True)
 def celery_eager(request: pytest.FixtureRequest):
     """Run Celery tasks in-process for ordinary tests, even when REDIS_URL makes the app non-eager.
