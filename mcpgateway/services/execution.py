@@ -464,7 +464,7 @@ def _idempotency_claim(
             "A call with this idempotency_key is still running; wait for it instead of sending it again",
             idempotency_conflict=True,
         )
-    return None, StoredResult.model_validate(existing.result)
+    return None, StoredResult.model_validate_json(existing.result)
 
 
 NO_EXECUTE_SCOPE_TEXT = (
@@ -792,7 +792,7 @@ def execute_finish(plan: ExecutionPlan, result: types.CallToolResult, *, outcome
         else:
             IdempotencyRecord.objects.filter(pk=plan.idempotency.pk).update(
                 status=IdempotencyStatus.DONE,
-                result=result.model_dump(mode="json", by_alias=True, exclude_none=True),
+                result=result.model_dump_json(by_alias=True, exclude_none=True),
                 completed_at=timezone.now(),
             )
     audit_record(
