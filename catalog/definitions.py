@@ -13,6 +13,7 @@ from typing import Any
 
 from mcp.shared.inbound import find_invalid_x_mcp_header
 
+from .confusables import confusables_table, foreign_lookalike
 from .constants import TOOL_ID_SEPARATOR
 from .schemas import MAX_SCHEMA_DEPTH, schema_evaluation_problem, schema_regex_problem
 
@@ -185,7 +186,8 @@ def name_spelling_problem(name: str) -> str | None:
     beside the real read_file, a line or paragraph separator (U+2028, U+2029, which a log or a page breaks on), an
     invisible or direction character, a space other than ASCII's, or a compatibility form (full-width, mathematical
     letters: NFKC changes them) made two names read alike. Letters of more than one script are refused unless the
-    scripts are written together (``_SCRIPTS_WRITTEN_TOGETHER``); a name wholly in one script passes."""
+    scripts are written together (``_SCRIPTS_WRITTEN_TOGETHER``); a name wholly in one other script is refused when
+    every letter of it reads as a Latin letter (Unicode's confusables, ``catalog.confusables``), else it passes."""
     for char in name:
         category = unicodedata.category(char)
         if category in ("Zl", "Zp", "Cc", "Cf", "Cs", "Co", "Cn") or (category == "Zs" and char != " "):
@@ -194,9 +196,19 @@ def name_spelling_problem(name: str) -> str | None:
         return "is not in Unicode's composed form (NFC), so it reads as another spelling of the same name"
     if unicodedata.normalize("NFKC", name) != name:
         return "contains compatibility characters (full-width or styled letters, ligatures) that read as others"
-    scripts = {_script(char) for char in name if unicodedata.category(char).startswith("L")}
+    letters = [char for char in name if unicodedata.category(char).startswith("L")]
+    scripts = {_script(char) for char in letters}
     if len(scripts) > 1 and not any(scripts <= allowed for allowed in _SCRIPTS_WRITTEN_TOGETHER):
         return f"mixes letters of the scripts {', '.join(sorted(scripts))}, so it can read as another name"
+    if letters and all(foreign_lookalike(char) for char in letters):
+        # Wholly in one other script, every letter one that reads as a Latin letter (TR39's whole-script
+        # confusable): Cyrillic "сору" is read as "copy" by everyone, the model included (redteam44).
+        table = confusables_table()
+        read_as = "".join(table.get(ord(char), char) for char in name)
+        return (
+            f"is written in {', '.join(sorted(scripts))} letters that each read as a Latin one ({ascii(read_as)}), "
+            "so it can read as another name"
+        )
     return None
 
 

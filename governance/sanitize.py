@@ -26,6 +26,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
+from catalog.confusables import confusables_table as _confusables_table
+from catalog.confusables import foreign_lookalike as _is_foreign_lookalike
+from catalog.confusables import strip_marks as _strip_marks
+
 # ANSI escape sequences: CSI (ESC [ ... final), OSC (ESC ] ... BEL/ST), and two-character escapes.
 _ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]|\x9b[0-?]*[ -/]*[@-~]")
 # Invisible or direction-changing characters: zero-width, joiners, bidi embeddings/overrides/isolates and the Arabic
@@ -103,11 +107,6 @@ def clean_json_strings(value: object) -> object:
 # --- normalisation --------------------------------------------------------------------------------------
 
 
-def _strip_marks(text: str) -> str:
-    """Decomposed, without combining marks (é -> e, й -> и): accents cannot split a matched word."""
-    return "".join(ch for ch in unicodedata.normalize("NFKD", text) if not unicodedata.combining(ch))
-
-
 def _fold(text: str) -> str:
     """Everything but the look-alike mapping: no escapes or invisibles, NFKC, case folded, no accents,
     typographic quotes as ``'``, runs of blanks as one space (newlines kept for line-start markers)."""
@@ -120,45 +119,6 @@ def _fold(text: str) -> str:
     text = _CONTROL_RE.sub(" ", text)
     text = _strip_marks(text.casefold()).translate(_QUOTES)
     return _SPACES_RE.sub(" ", text)
-
-
-@lru_cache(maxsize=1)
-def _confusables_table() -> dict[int, str]:
-    """Each non-ASCII character that Unicode lists as confusable with an ASCII letter (or, failing a letter,
-    ASCII punctuation), mapped to it; chains such as к -> ĸ -> k are followed. Built once from the
-    ``confusable-homoglyphs`` copy of Unicode's confusables.txt."""
-    from confusable_homoglyphs.confusables import confusables_data
-
-    def ascii_of(glyph: str) -> str | None:
-        glyph = _strip_marks(glyph.strip("\u200e\u200f")).casefold()
-        return glyph if len(glyph) == 1 and glyph.isascii() and glyph.isprintable() and glyph != " " else None
-
-    direct: dict[str, list[str]] = {}
-    for char, homoglyphs in confusables_data.items():
-        if len(char) != 1 or char.isascii():
-            continue  # ASCII stays as written: mapping "1" to "l" would change ordinary numbers
-        direct[char] = [glyph["c"].strip("\u200e\u200f") for glyph in homoglyphs]
-
-    def resolve(char: str, depth: int = 0) -> str | None:
-        candidates = [ascii_of(glyph) for glyph in direct.get(char, [])]
-        letters = [c for c in candidates if c and c.isalpha()]
-        if letters:
-            return letters[0]
-        if depth < 2:
-            for glyph in direct.get(char, []):
-                if len(glyph) == 1 and not glyph.isascii():
-                    found = resolve(glyph, depth + 1)
-                    if found and found.isalpha():
-                        return found
-        others = [c for c in candidates if c]
-        return others[0] if others else None
-
-    table: dict[int, str] = {}
-    for char in direct:
-        mapped = resolve(char)
-        if mapped is not None:
-            table[ord(char)] = mapped
-    return table
 
 
 def screen_skeleton(text: str) -> str:
@@ -501,22 +461,12 @@ _FOLD_RES = _compile(_FOLD_PATTERNS)
 _WORD_RE = re.compile(r"[^\W\d_]+")
 
 
-def _is_foreign_lookalike(ch: str, table: dict[int, str]) -> bool:
-    return (
-        not ch.isascii()
-        and ord(ch) in table
-        and table[ord(ch)].isalpha()
-        and not unicodedata.name(ch, "").startswith("LATIN")
-    )
-
-
 def _has_lookalike_word(folded: str) -> bool:
-    table = _confusables_table()
     for word in _WORD_RE.findall(folded):
         if word.isascii() or not any(ch.isascii() for ch in word):
             continue
         # Accented or extra Latin letters (Turkish "ı", "ſ") are ordinary spelling, not a disguise.
-        if any(_is_foreign_lookalike(ch, table) for ch in word):
+        if any(_is_foreign_lookalike(ch) for ch in word):
             return True
     return False
 
@@ -638,13 +588,12 @@ def reveal_deceptive(text: str) -> str:
     ``\\uXXXX`` escape: invisible, direction-changing, control and unusual space characters, and a letter that only
     looks like a Latin one inside a word of Latin letters (Cyrillic "а" in "pаypal"). Escaping every non-ASCII
     character, as the decide page did, made an umlaut unreadable. Linear in the text."""
-    table = _confusables_table()
     out: list[str] = []
     word: list[str] = []
 
     def flush() -> None:
         mixed = any(ch.isascii() for ch in word) and not all(ch.isascii() for ch in word)
-        out.extend(_escaped(ch) if mixed and _is_foreign_lookalike(ch, table) else ch for ch in word)
+        out.extend(_escaped(ch) if mixed and _is_foreign_lookalike(ch) else ch for ch in word)
         word.clear()
 
     for ch in text:

@@ -17,6 +17,8 @@ where a kept connection would leak).
 
 from __future__ import annotations
 
+import functools
+import logging
 import queue
 import threading
 from collections.abc import Callable
@@ -24,12 +26,13 @@ from concurrent.futures import Executor, Future
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
-from django.db import DatabaseError
+from django.db import DatabaseError, InterfaceError, OperationalError, connections
 
 from catalog.connections import connections_checked, connections_close, connections_ready
 from catalog.dbbusy import database_busy
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 THREADS = 6  # the size asyncio's default executor had on these 2-core machines (cores + 4)
 
 
@@ -96,6 +99,36 @@ def orm_threads_stop() -> None:
 async def run_orm(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """``fn(*args, **kwargs)`` run synchronously on an ORM thread, with connection hygiene."""
     return await sync_to_async(fn, thread_sensitive=False, executor=_threads)(*args, **kwargs)
+
+
+def reconnecting(fn: Callable[..., T]) -> Callable[..., T]:
+    """``fn`` run once more on a new connection when its database connection was lost while it ran (the database
+    restarted, an operator ended the session, a failover): for work that must not be lost to a connection that
+    went bad in the few seconds ``connections_ready`` does not ping it (a sent call's outcome, redteam44). ``fn``
+    must run in one transaction, so the failed run left nothing behind. Other errors are raised as they are."""
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> T:
+        try:
+            return fn(*args, **kwargs)
+        except (OperationalError, InterfaceError) as exc:
+            if database_busy(exc) or not _connection_dropped():
+                raise
+            logger.warning("%s: the database connection was lost; running it once more", fn.__name__)
+        return fn(*args, **kwargs)
+
+    return run
+
+
+def _connection_dropped() -> bool:
+    """After an error of the connection's (not of a statement): close this thread's connections, so the next
+    statement opens a new one, unless a caller's transaction is open (running again would not undo its writes).
+    A connection the server ended may still answer one more statement: it is not asked whether it is usable."""
+    if any(connection.in_atomic_block for connection in connections.all(initialized_only=True)):
+        return False
+    for connection in connections.all(initialized_only=True):
+        connection.close()
+    return True
 
 
 class DatabaseBusy(Exception):

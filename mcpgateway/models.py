@@ -39,7 +39,9 @@ class IdempotencyRecord(models.Model):
     tool_ref = models.CharField(max_length=460, help_text="server::name")
     arguments_digest = models.CharField(max_length=64)
     status = models.CharField(max_length=20, choices=IdempotencyStatus.choices, default=IdempotencyStatus.RUNNING)
-    result = models.JSONField(null=True, blank=True, help_text="The CallToolResult returned, as sent")
+    # JSON text, not a JSONField: Postgres' jsonb reads back a number as its digits (1e308: 309 of them) and its keys
+    # reordered, so a repeat answered many times the output cap that its first answer kept under (redteam44).
+    result = models.TextField(blank=True, default="", help_text="The CallToolResult returned, as JSON, as sent")
     created_at = models.DateTimeField()
     completed_at = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField(db_index=True)

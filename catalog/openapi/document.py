@@ -24,6 +24,7 @@ from jsonschema.exceptions import ValidationError as JSONSchemaValidationError
 from openapi_spec_validator import validate as validate_spec
 from openapi_spec_validator.validation.exceptions import OpenAPISpecValidatorError
 
+from catalog.definitions import name_spelling_problem
 from catalog.egress import EgressRefused, egress_check, same_origin
 from catalog.secrets import json_secrets_removed, secrets_removed, server_secrets
 from catalog.upstream import UpstreamError, listing_cap_check, run_async, safe_url
@@ -253,6 +254,17 @@ def tool_name(operation: dict[str, Any], method: str, path: str) -> str:
     return fallback_name(method, path)
 
 
+def operation_id_problem(operation: dict[str, Any]) -> str | None:
+    """Why an operation's ``operationId`` could pass for another tool's name (as sync says it of an MCP tool's name,
+    ``name_spelling_problem``), or None: one that reads as another is refused, not cleaned into a name of its own
+    ("сору", Cyrillic, became ``post_copy`` and the run said nothing; redteam44)."""
+    operation_id = operation.get("operationId")
+    if not isinstance(operation_id, str):
+        return None
+    problem = name_spelling_problem(operation_id)
+    return f"tool name {ascii(operation_id[:80])} {problem}" if problem else None
+
+
 def method_annotations(method: str) -> dict[str, Any]:
     """MCP hints from HTTP semantics (RFC 9110); untrusted like any upstream hint, an admin's class wins."""
     safe = method in ("get", "head", "options", "trace")
@@ -391,6 +403,10 @@ def openapi_operations(document: dict[str, Any]) -> OperationListing:
                 continue
             name = tool_name(operation, method, path)
             listing.names.add(name)
+            problem = operation_id_problem(operation)
+            if problem:
+                listing.rejections.append({"name": name[:120], "reason": f"{method.upper()} {path}: {problem}"})
+                continue
             try:
                 listing.tools.append(operation_tool(resolver, method, path, path_item, operation))
             except (OperationRefused, SchemaResolveError, KeyError, TypeError) as exc:

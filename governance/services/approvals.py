@@ -655,6 +655,16 @@ def approval_consume(*, approval_id: object, principal: Principal, tool: Tool, a
     raise error
 
 
+def approval_give_back(*, request: ApprovalRequest) -> bool:
+    """An approval used by a call that was then never sent (the database failed in the check just before sending):
+    approved again, for the same call to use before its expiry, as if it had not been used. Only the use it was
+    consumed by is undone (its ``consumed_at``). Returns whether it was given back."""
+    given = ApprovalRequest.objects.filter(
+        pk=request.pk, status=ApprovalStatus.CONSUMED, consumed_at=request.consumed_at
+    ).update(status=ApprovalStatus.APPROVED, consumed_at=None)
+    return bool(given)
+
+
 def _audit_rejection(
     *,
     principal: Principal,

@@ -21,7 +21,7 @@ import jsonschema
 import mcp_types as types
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from opentelemetry import trace
@@ -49,7 +49,7 @@ from ..constants import (
     MAX_APPROVAL_ID_CHARS,
     MAX_IDEMPOTENCY_KEY_CHARS,
 )
-from ..db import BUSY_TEXT, DatabaseBusy, database_busy, run_orm, run_orm_or_busy
+from ..db import BUSY_TEXT, DatabaseBusy, database_busy, reconnecting, run_orm, run_orm_or_busy
 from ..metrics import EXECUTE_SECONDS, EXECUTIONS, UPSTREAM_CALL_FAILURES, UPSTREAM_SECONDS
 from ..models import IdempotencyRecord
 from ..upstreams import CallProgress, OutputTooLarge, UpstreamCallError, UpstreamPool, call_timeout
@@ -464,7 +464,7 @@ def _idempotency_claim(
             "A call with this idempotency_key is still running; wait for it instead of sending it again",
             idempotency_conflict=True,
         )
-    return None, StoredResult.model_validate(existing.result)
+    return None, StoredResult.model_validate_json(existing.result)
 
 
 NO_EXECUTE_SCOPE_TEXT = (
@@ -749,6 +749,8 @@ OUTPUT_LOST_AFTER_A_WRITE = (
 
 ACCESS_CHANGED = "access_changed"
 DATABASE_BUSY = "database_busy"
+DATABASE_ERROR = "database_error"  # the check before sending failed otherwise (not busy): the call was not sent
+UNSENT_FOR_THE_DATABASE = (DATABASE_BUSY, DATABASE_ERROR)
 APPROVAL_NOW_REQUIRED = "approval_now_required"
 ACCESS_CHANGED_TEXT = (
     "The call was not sent: while it waited for the tool's server, this token lost the right to run this tool "
@@ -783,16 +785,25 @@ def call_stopped_meanwhile(plan: ExecutionPlan) -> CallStopped | None:
     return None
 
 
+@reconnecting
+@transaction.atomic
 def execute_finish(plan: ExecutionPlan, result: types.CallToolResult, *, outcome: str, failure: str = "") -> None:
-    """Record the outcome: the idempotency record (kept for an unknown outcome, freed when nothing ran) and the
-    audit event."""
+    """Record the outcome: the idempotency record (kept for an unknown outcome, freed when nothing ran), the
+    approval given back when the database kept the call from being sent, and the audit event. One transaction,
+    run once more when its connection was lost (a sent call whose outcome is not written is unaudited, its key
+    "running" for the TTL)."""
+    from governance.services.approvals import approval_give_back
+
+    given_back = False
+    if plan.approval is not None and failure in UNSENT_FOR_THE_DATABASE:
+        given_back = approval_give_back(request=plan.approval)
     if plan.idempotency is not None:
         if outcome in (AuditOutcome.ERROR, AuditOutcome.DENIED) and failure:
             IdempotencyRecord.objects.filter(pk=plan.idempotency.pk).delete()  # nothing ran: the key may be reused
         else:
             IdempotencyRecord.objects.filter(pk=plan.idempotency.pk).update(
                 status=IdempotencyStatus.DONE,
-                result=result.model_dump(mode="json", by_alias=True, exclude_none=True),
+                result=result.model_dump_json(by_alias=True, exclude_none=True),
                 completed_at=timezone.now(),
             )
     audit_record(
@@ -808,10 +819,11 @@ def execute_finish(plan: ExecutionPlan, result: types.CallToolResult, *, outcome
             "duration_ms": round((time.monotonic() - plan.started) * 1000, 1),
             "idempotency_key": plan.idempotency is not None,
             **({"failure": failure} if failure else {}),
+            **({"approval_given_back": True} if given_back else {}),
         },
     )
     # A call never sent did nothing to learn from.
-    if failure not in ("cancelled", ACCESS_CHANGED, DATABASE_BUSY, APPROVAL_NOW_REQUIRED):
+    if failure not in ("cancelled", ACCESS_CHANGED, *UNSENT_FOR_THE_DATABASE, APPROVAL_NOW_REQUIRED):
         kind = SearchOutcomeKind.SUCCESS if outcome == AuditOutcome.SUCCESS else SearchOutcomeKind.UPSTREAM_ERROR
         search_outcome_record(principal=plan.principal, tool=plan.tool, outcome=kind)
 
@@ -915,9 +927,12 @@ async def _execute(
 
     async def recheck() -> None:
         try:
-            stopped = await run_orm_or_busy(call_stopped_meanwhile, plan)
+            stopped = await run_orm_or_busy(reconnecting(call_stopped_meanwhile), plan)
         except DatabaseBusy:  # fail closed: a call whose access cannot be checked again is not sent
             raise CallStopped(error_result(BUSY_TEXT, service_busy=True), failure=DATABASE_BUSY) from None
+        except DatabaseError as exc:  # the same, for any other failure: never an unaudited call and a running key
+            logger.error("execute_tool %s: its check before sending failed (%s)", plan.tool.tool_id, type(exc).__name__)
+            raise CallStopped(error_result(BUSY_TEXT, service_busy=True), failure=DATABASE_ERROR) from None
         if stopped is not None:
             raise stopped
 
@@ -937,7 +952,7 @@ async def _execute(
                 caller=plan.principal.user.pk,
             )
     except CallStopped as stop:
-        outcome = AuditOutcome.ERROR if stop.failure == DATABASE_BUSY else AuditOutcome.DENIED
+        outcome = AuditOutcome.ERROR if stop.failure in UNSENT_FOR_THE_DATABASE else AuditOutcome.DENIED
         await _finish_shielded(plan, stop.result, outcome=outcome, failure=stop.failure)
         return stop.result
     except UpstreamCallError as exc:

@@ -420,3 +420,26 @@ def test_deprecating_an_operation_flags_its_tool_without_changing_its_definition
     set_document(server, json.dumps(document()))  # no longer deprecated: the flag goes as it came
     assert server_sync(server_pk=server.pk).changed == 0
     assert not _tools(server)["showPetById"].upstream_deprecated
+
+
+def test_an_operation_id_that_reads_as_another_name_is_refused_and_the_run_says_why(service, make_server):
+    """redteam44: an operationId was never name-checked: one wholly in Cyrillic that reads "copy", or mixing scripts,
+    was cleaned into another name (``get_copy``, ``howPetById``) without a word in the run; it is now refused with
+    the reason sync gives an MCP tool's name, and the service's other operations are imported."""
+    live, _ = service
+    doc = document()
+    ok = {"summary": "Copy", "responses": {"200": {"description": "ok"}}}
+    doc["paths"]["/copy"] = {"get": {**ok, "operationId": "\u0441\u043e\u0440\u0443"}}  # Cyrillic "сору"
+    doc["paths"]["/show"] = {"get": {**ok, "operationId": "\u0455howPetById"}}  # a Cyrillic "ѕ"
+    server = _server(make_server, live.url, doc)
+
+    run = server_sync(server_pk=server.pk)
+    reasons = {rejection["name"]: rejection["reason"] for rejection in run.rejections}
+    assert reasons["get_copy"] == (
+        "GET /copy: tool name '\\u0441\\u043e\\u0440\\u0443' is written in CYRILLIC letters that each read as a "
+        "Latin one ('copy'), so it can read as another name"
+    )
+    assert "mixes letters of the scripts CYRILLIC, LATIN" in reasons["howPetById"]
+    tools = _tools(server)
+    assert "get_copy" not in tools and "howPetById" not in tools
+    assert {"listPets", "showPetById", "createPet"} <= set(tools)

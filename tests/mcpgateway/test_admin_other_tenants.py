@@ -41,7 +41,7 @@ def test_idempotency_records_are_read_only_by_whom_may_read_the_whole_install(cl
         tool_ref="bravo-srv::bravo_tool",
         arguments_digest="0" * 64,
         status="succeeded",
-        result={"content": [{"type": "text", "text": "bravo salary table"}]},
+        result='{"content": [{"type": "text", "text": "bravo salary table"}]}',
         created_at=now,
         expires_at=now + timezone.timedelta(hours=1),
     )

@@ -51,3 +51,44 @@ def test_a_name_that_reads_as_another_is_refused_at_sync_and_never_served(gatewa
     assert looked.is_error and looked.structured_content["unknown_tool"] is True
     assert not real.is_error, real
     assert [json.loads(line)["name"] for line in log.read_text().splitlines()] == ["read_file"]
+
+
+# Wholly in one other script, every letter reading as a Latin one (redteam44): "сору" (Cyrillic) beside "copy".
+WHOLE_SCRIPT_LOOK_ALIKES = ["\u0441\u043e\u0440\u0443", "\u0455\u0441\u043e\u0440\u0435_2", "\u0391\u0392\u0395"]
+OTHER_SCRIPTS_KEPT = [
+    "copy",
+    "\u041f\u0440\u0438\u0432\u0435\u0442",
+    "\u0441\u043e\u043e\u0431\u0449\u0435\u043d\u0438\u0435",
+    "\u03b1\u03b2\u03b3",
+]
+
+
+def test_a_name_wholly_in_another_script_that_reads_as_latin_is_refused_at_sync(gateway, admin_user, tmp_path):
+    log = tmp_path / "calls.jsonl"
+    names = [*OTHER_SCRIPTS_KEPT, *WHOLE_SCRIPT_LOOK_ALIKES]
+    tools = [good_tool(name, annotations={"readOnlyHint": True}) for name in names]
+    server = sync_scripted_server(tmp_path, "files", {"pages": [tools], "call_log": str(log), "call_reply": REPLY})
+    assert sorted(server.tools.values_list("name", flat=True)) == sorted(OTHER_SCRIPTS_KEPT)
+    run_ = server.sync_runs.order_by("-pk").first()
+    assert run_.status == "partial" and run_.rejected == len(WHOLE_SCRIPT_LOOK_ALIKES)
+    reasons = {rejection["name"]: rejection["reason"] for rejection in run_.rejections}
+    assert reasons["\u0441\u043e\u0440\u0443"] == (
+        "tool name '\\u0441\\u043e\\u0440\\u0443' is written in CYRILLIC letters that each read as a Latin one "
+        "('copy'), so it can read as another name"
+    )
+    caller = make_user("gw_caller")
+    grant(admin_user, server, caller, "discover", "execute")
+    token = make_token(caller)
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            looked = await client.call_tool(
+                "execute_tool", {"tool_id": "files::\u0441\u043e\u0440\u0443", "arguments": {}}
+            )
+            real = await client.call_tool("execute_tool", {"tool_id": "files::copy", "arguments": {}})
+            return looked, real
+
+    looked, real = run(main)
+    assert looked.is_error and looked.structured_content["unknown_tool"] is True
+    assert not real.is_error, real
+    assert [json.loads(line)["name"] for line in log.read_text().splitlines()] == ["copy"]
