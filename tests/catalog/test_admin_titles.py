@@ -119,7 +119,8 @@ def test_admin_titles_everywhere(client, superuser, member):
     client.force_login(superuser)
     checked = deleted = 0
     # The navigation's job groups, by the models they list (each model in one group).
-    navigation = admin.site.get_app_list(client.get(reverse("admin:index")).wsgi_request)
+    request = client.get(reverse("admin:index")).wsgi_request  # the superuser's: each list's rows are read as theirs
+    navigation = admin.site.get_app_list(request)
     groups = {entry["object_name"]: group for group in navigation for entry in group["models"]}
     for model, model_admin in admin.site._registry.items():
         assert isinstance(model_admin, TitledAdminMixin), f"{model._meta.label}: pages without a title of their own"
@@ -132,7 +133,7 @@ def test_admin_titles_everywhere(client, superuser, member):
         group = groups[model.__name__]
         assert _crumbs(listing)[:2] == ["Home", group["name"]], model._meta.label
         assert f'&rsaquo; <a href="{group["app_url"]}">{escape(group["name"])}</a>' in listing, model._meta.label
-        obj = model_admin.get_queryset(client.get(reverse("admin:index")).wsgi_request).first()
+        obj = model_admin.get_queryset(request).first()
         if obj is None:
             continue
         page = client.get(reverse("admin:{}_{}_change".format(*info), args=[obj.pk]), follow=True)

@@ -160,7 +160,7 @@ def test_curators_preview_and_example_check_stay_inside_their_tenants(client, wo
     every = visible_tool_pks(as_user=None, viewer=curator)
     assert {world[s].tools.get().pk for s in ("shared-srv", "alpha-srv")} <= every
     assert bravo_tool.pk not in every
-    platform = type(curator).objects.create_superuser(username="platform", password="x")
+    platform = type(curator).objects.create_superuser(username="platform", email=None, password=None)  # no hashing
     assert bravo_tool.pk in visible_tool_pks(as_user=None, viewer=platform)  # the control: it is servable
     ServerUserObjectPermission.objects.create(
         user=outsider, permission=Permission.objects.get(codename="discover_server"), content_object=world["bravo-srv"]
