@@ -144,10 +144,10 @@ def _waiting(request: HttpRequest) -> list | None:
 
 
 def _approves(request: HttpRequest) -> bool:
-    from governance.admin.approvals import request_user_is_approver
+    from governance.selectors.approvals import user_is_approver
 
     user = getattr(request, "user", None)
-    return user is not None and user.is_authenticated and user.is_staff and request_user_is_approver(request)
+    return user is not None and user.is_authenticated and user.is_staff and user_is_approver(user=user)
 
 
 def _grouped(request: HttpRequest, apps: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -184,7 +184,7 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
         user = request.user
         if not (user.is_active and user.is_staff):
             return False
-        return user.is_superuser or request_user_is_approver(request)
+        return user.is_superuser or user_is_approver(user=user)
 
     def has_module_permission(self, request) -> bool:
         return self._may_see(request)
@@ -509,12 +509,3 @@ def _all_pending_first():
         )
         .order_by("pending_first", "-created_at", "-id")
     )
-
-
-def request_user_is_approver(request: HttpRequest) -> bool:
-    """``user_is_approver`` for the request's person, read once a request: the header's badge, the navigation and the
-    inbox's own permission checks each asked it (four queries each time, on every admin page)."""
-    asked = request.__dict__.setdefault("_scout_is_approver", {})
-    if request.user.pk not in asked:
-        asked[request.user.pk] = user_is_approver(user=request.user)
-    return asked[request.user.pk]

@@ -146,10 +146,17 @@ def _approvable_q(user: AbstractBaseUser, prefix: str = "") -> Q:
 
 
 def user_is_approver(*, user: AbstractBaseUser) -> bool:
-    """Whether ``user`` holds any approve grant (on a server or a tool, directly or through a group)."""
+    """Whether ``user`` holds any approve grant (on a server or a tool, directly or through a group). Read once per
+    request (``request_memo``): an admin page's header badge, navigation and inbox checks each ask it."""
+    from ..cache import request_memo
+
     if not _may_approve_at_all(user):
         return False
-    return any(grants.exists() for grants in _grants(user, "approve"))
+    memo = request_memo()
+    key = ("approver", user.pk)
+    if key not in memo:
+        memo[key] = any(grants.exists() for grants in _grants(user, "approve"))
+    return memo[key]
 
 
 def approval_requests_for_approver(

@@ -15,10 +15,8 @@ SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "admin_volume.py"
 
 
 @pytest.fixture
-def admin_volume(monkeypatch, settings):
-    """The script as a module, at a volume a test can fill. Its four logins' passwords hashed by a cheap hasher: no
-    one signs in with them here, and PBKDF2 took ~0.3 s of CPU for each (eight in this file)."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+def admin_volume(monkeypatch):
+    """The script as a module, at a volume a test can fill."""
     spec = importlib.util.spec_from_file_location("admin_volume", SCRIPT)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
