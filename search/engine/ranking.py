@@ -98,8 +98,8 @@ class RankingOptions:
     withhold_spread: float = 0.065
     withhold_flat_threshold: float = 0.4
     confidence_threshold: float = 0.5
-    # ``high`` also needs the first tool's own evidence (``Calibration.evidence``, from its curated text:
-    # ``curated_evidence``) at least this: see ``answer_confidence``.
+    # ``high`` also needs the first tool's own evidence (``Calibration.evidence``, from its curated text and the
+    # request's words other than its operation verbs: ``curated_evidence``) at least this: see ``answer_confidence``.
     confidence_evidence: float = 0.4
     # False: report that it would withhold but keep the ranking, uncut (the curator preview shows why).
     enforce_abstention: bool = True
@@ -1142,6 +1142,12 @@ def answer_confidence(
     Held out (learn file -> test file): 1932 of 2000 high, .721 / .889, .141 -> 1124, .800 / .927, .574.
     A tool never taught keeps its evidence, so sets without learning are unchanged (ETOM,
     LiveMCPBench+MCPVerse: the same ``scout_eval --json``).
+
+    Nor does the request's operation verb count in that coverage (``_counted_coverage``): "list files in a
+    directory" on the demo (no filesystem server) was served high with git::git_branch first, a cosine of .36 and
+    "list" the only word shared. A verb says what to do, not what to do it on; a tool that shares only the verb
+    with a request has not shown it fits, and an agent given high calls it. Measured on all six public sets
+    (bench/NOTES-agentux20.md).
     """
     stands_out = peak is not None and peak >= options.withhold_peak
     stands_out = stands_out or (spread is not None and spread >= options.withhold_spread)
