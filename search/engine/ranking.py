@@ -646,16 +646,26 @@ def curated_evidence(
 def _counted_coverage(sparse: SparseScores, row: int, learned: frozenset[str]) -> tuple[float, bool]:
     """``row``'s coverage of the request (``SparseScores.coverage``) less the share of the request's IDF mass of
     the words it matches that do not show it fits: words it has only from learned requests (``learned``), and
-    the request's operation verbs. A verb names what to do, not what to do it on: "list files in a directory"
-    matched git_branch ("List Git branches") on "list" alone, and its coverage made a cosine of .36 read
-    high on the demo, where no tool lists files. Whether anything was left out, too."""
+    the request's operation verbs when the request names an object the visible tools have words for and ``row``
+    has none of them. A verb says what to do, not what to do it on: "list files in a directory" matched
+    git_branch ("List Git branches") on "list" alone, while "files" and "directory" are words of other tools, and
+    its coverage made a cosine of .36 read high on the demo, where no tool lists files. Where the object is words
+    no visible tool has (a name, a fact: "remember that Carol prefers tea"), the verb is all a tool can share
+    and it still counts. Whether anything was left out, too."""
     coverage, mass = float(sparse.coverage[row]), sum(sparse.idf)
     if mass <= 0:
         return coverage, False
     term_rows = sparse.term_rows or (None,) * len(sparse.query_terms)
+    terms = list(zip(sparse.query_terms, sparse.idf, term_rows, strict=True))
+
+    def has(term: str, rows: np.ndarray | None) -> bool:
+        return term not in learned and rows is not None and bool((rows == row).any())
+
+    objects = [(term, rows) for term, _, rows in terms if term not in VERBS and rows is not None]
+    off_object = bool(objects) and not any(has(term, rows) for term, rows in objects)
     left_out = 0.0
-    for term, idf, rows in zip(sparse.query_terms, sparse.idf, term_rows, strict=True):
-        if term in learned or (term in VERBS and rows is not None and bool((rows == row).any())):
+    for term, idf, rows in terms:
+        if term in learned or (off_object and term in VERBS and has(term, rows)):
             left_out += idf
     if not left_out:
         return coverage, False
@@ -1143,10 +1153,11 @@ def answer_confidence(
     A tool never taught keeps its evidence, so sets without learning are unchanged (ETOM,
     LiveMCPBench+MCPVerse: the same ``scout_eval --json``).
 
-    Nor does the request's operation verb count in that coverage (``_counted_coverage``): "list files in a
-    directory" on the demo (no filesystem server) was served high with git::git_branch first, a cosine of .36 and
-    "list" the only word shared. A verb says what to do, not what to do it on; a tool that shares only the verb
-    with a request has not shown it fits, and an agent given high calls it. Measured on all six public sets
+    Nor does the request's operation verb count in that coverage when the request's object is words other visible
+    tools have and the first tool has none of them (``_counted_coverage``): "list files in a directory" on the
+    demo (no filesystem server) was served high with git::git_branch first, a cosine of .36 and "list" the only
+    word shared. A verb says what to do, not what to do it on; a tool that shares only the verb with a request
+    has not shown it fits, and an agent given high calls it. Measured on all six public sets
     (bench/NOTES-agentux20.md).
     """
     stands_out = peak is not None and peak >= options.withhold_peak
