@@ -13,7 +13,7 @@ import numpy as np
 
 from ..text import request_terms, unreadable_for_english_model
 from .dense import DenseIndex, DenseScores, refine_together
-from .intent import intent_adjustment, request_operations
+from .intent import VERBS, intent_adjustment, request_operations
 from .sparse import SparseIndex, SparseScores
 
 FUSIONS = ("convex", "rrf")
@@ -98,8 +98,8 @@ class RankingOptions:
     withhold_spread: float = 0.065
     withhold_flat_threshold: float = 0.4
     confidence_threshold: float = 0.5
-    # ``high`` also needs the first tool's own evidence (``Calibration.evidence``, from its curated text:
-    # ``curated_evidence``) at least this: see ``answer_confidence``.
+    # ``high`` also needs the first tool's own evidence (``Calibration.evidence``, from its curated text and the
+    # request's words other than its operation verbs: ``curated_evidence``) at least this: see ``answer_confidence``.
     confidence_evidence: float = 0.4
     # False: report that it would withhold but keep the ranking, uncut (the curator preview shows why).
     enforce_abstention: bool = True
@@ -615,31 +615,61 @@ def curated_evidence(
     learned_terms: Sequence[frozenset[str]] | None,
     calibration: Calibration,
 ) -> float | None:
-    """``candidate.evidence`` from its curated text only, the best of the request's and its parts'
-    (``everything``): its learned requests' vectors (kind ``learned``: each request, the centroid and the sums,
-    ``ToolDoc.vector_rows``) and the words it has only from them (``learned_terms``) left out. What
-    ``answer_confidence`` reads as the first tool's own evidence: see there. A tool never taught has neither,
-    so this is its ``evidence``, the same number."""
+    """``candidate.evidence`` from its curated text only and from the words that name what the request acts on,
+    the best of the request's and its parts' (``everything``): its learned requests' vectors (kind ``learned``:
+    each request, the centroid and the sums, ``ToolDoc.vector_rows``), the words it has only from them
+    (``learned_terms``) and the request's operation verbs (``intent.VERBS``: "list", "show", "create") left out.
+    What ``answer_confidence`` reads as the first tool's own evidence: see there. A tool never taught that
+    shares no operation verb with the request has neither, so this is its ``evidence``, the same number."""
     dense = everything[0].dense
-    if candidate.evidence is None or vector_kinds is None or learned_terms is None or dense is None:
+    if candidate.evidence is None or dense is None:
         return candidate.evidence
-    first, last = int(dense.offsets[candidate.row]), int(dense.offsets[candidate.row + 1])
-    curated = [at for at in range(first, last) if vector_kinds[at] != "learned"]
-    words = learned_terms[candidate.row]
-    if len(curated) == last - first and not words:
-        return candidate.evidence
-    best = -math.inf
+    row = candidate.row
+    first, last = int(dense.offsets[row]), int(dense.offsets[row + 1])
+    curated = [at for at in range(first, last) if vector_kinds is None or vector_kinds[at] != "learned"]
+    taught = len(curated) != last - first
+    words = learned_terms[row] if learned_terms is not None else frozenset()
+    best, uncounted = -math.inf, False
     for branch in everything:
         if branch.dense is None:
             continue
-        cosine = float(branch.dense.sims[curated].max()) if curated else -1.0
-        sparse, mass = branch.sparse, sum(branch.sparse.idf)
-        coverage = float(sparse.coverage[candidate.row])
-        if words and mass > 0:  # less the share of the request's IDF mass only learned words match
-            learned = sum(idf for term, idf in zip(sparse.query_terms, sparse.idf, strict=True) if term in words)
-            coverage = max(0.0, coverage - learned / mass)
+        if taught:
+            cosine = float(branch.dense.sims[curated].max()) if curated else -1.0
+        else:
+            cosine = float(branch.dense.scores[row])
+        coverage, less = _counted_coverage(branch.sparse, row, words)
+        uncounted = uncounted or less
         best = max(best, float(calibration.evidence(cosine, coverage)))
-    return best
+    return best if taught or uncounted else candidate.evidence
+
+
+def _counted_coverage(sparse: SparseScores, row: int, learned: frozenset[str]) -> tuple[float, bool]:
+    """``row``'s coverage of the request (``SparseScores.coverage``) less the share of the request's IDF mass of
+    the words it matches that do not show it fits: words it has only from learned requests (``learned``), and
+    the request's operation verbs when the request names an object the visible tools have words for and ``row``
+    has none of them. A verb says what to do, not what to do it on: "list files in a directory" matched
+    git_branch ("List Git branches") on "list" alone, while "files" and "directory" are words of other tools, and
+    its coverage made a cosine of .36 read high on the demo, where no tool lists files. Where the object is words
+    no visible tool has (a name, a fact: "remember that Carol prefers tea"), the verb is all a tool can share
+    and it still counts. Whether anything was left out, too."""
+    coverage, mass = float(sparse.coverage[row]), sum(sparse.idf)
+    if mass <= 0:
+        return coverage, False
+    term_rows = sparse.term_rows or (None,) * len(sparse.query_terms)
+    terms = list(zip(sparse.query_terms, sparse.idf, term_rows, strict=True))
+
+    def has(term: str, rows: np.ndarray | None) -> bool:
+        return term not in learned and rows is not None and bool((rows == row).any())
+
+    objects = [(term, rows) for term, _, rows in terms if term not in VERBS and rows is not None]
+    off_object = bool(objects) and not any(has(term, rows) for term, rows in objects)
+    left_out = 0.0
+    for term, idf, rows in terms:
+        if term in learned or (off_object and term in VERBS and has(term, rows)):
+            left_out += idf
+    if not left_out:
+        return coverage, False
+    return max(0.0, coverage - left_out / mass), True
 
 
 def _fusion_of(branches: Branches, options: RankingOptions) -> str:
@@ -1122,6 +1152,13 @@ def answer_confidence(
     Held out (learn file -> test file): 1932 of 2000 high, .721 / .889, .141 -> 1124, .800 / .927, .574.
     A tool never taught keeps its evidence, so sets without learning are unchanged (ETOM,
     LiveMCPBench+MCPVerse: the same ``scout_eval --json``).
+
+    Nor does the request's operation verb count in that coverage when the request's object is words other visible
+    tools have and the first tool has none of them (``_counted_coverage``): "list files in a directory" on the
+    demo (no filesystem server) was served high with git::git_branch first, a cosine of .36 and "list" the only
+    word shared. A verb says what to do, not what to do it on; a tool that shares only the verb with a request
+    has not shown it fits, and an agent given high calls it. Measured on all six public sets
+    (bench/NOTES-agentux20.md).
     """
     stands_out = peak is not None and peak >= options.withhold_peak
     stands_out = stands_out or (spread is not None and spread >= options.withhold_spread)

@@ -31,6 +31,9 @@ class SparseScores:
     coverage: np.ndarray  # (n_docs,) share of the query's IDF mass the document matches, 0..1
     query_terms: tuple[str, ...]  # the distinct query terms, in query order
     idf: tuple[float, ...] = ()  # each query term's IDF over the visible rows (its share of the coverage's mass)
+    # Each query term's visible rows that have it (None: none), aligned with ``query_terms``: which words a row's
+    # coverage counts (``ranking.curated_evidence``). The arrays the scores were made from, not copies.
+    term_rows: tuple[np.ndarray | None, ...] = ()
 
 
 class SparseIndex:
@@ -173,7 +176,8 @@ class SparseIndex:
                 np.add.at(matched_mass, doc_rows, np.float32(idf))
             if total_mass > 0:
                 matched_mass /= total_mass  # now the coverage
-            results.append(SparseScores(scores, matched_mass, terms, tuple(weighed[term][0] for term in terms)))
+            idf = tuple(weighed[term][0] for term in terms)
+            results.append(SparseScores(scores, matched_mass, terms, idf, tuple(weighed[term][1] for term in terms)))
         return results
 
     def _length_norms(self, avg_len: float) -> np.ndarray:

@@ -63,6 +63,47 @@ def test_a_demo_request_is_answered_with_its_tool_first_and_confidently(gateway,
     assert "inputSchema" in answer["matches"][0]  # callable at once: no tool_inspect turn
 
 
+def test_a_request_no_demo_tool_handles_is_not_answered_with_confidence(gateway, member_on, tmp_path, monkeypatch):
+    """The demo as ``manage.py demo`` registers it (time, git, memory, everything; no filesystem server). "list files
+    in a directory" was answered high with git::git_branch first: its coverage of the request was the verb "list"
+    alone (bench/NOTES-agentux20.md). An agent trusts high and calls a tool that does something else. A request
+    for files or directories is still served (a ranking to check), never high; requests the demo's tools do
+    handle stay high, with their tool among the matches shown with its schema."""
+    from catalog.models import Server
+    from catalog.services.sync import server_sync
+
+    monkeypatch.setenv("MEMORY_FILE_PATH", str(tmp_path / "memory.jsonl"))  # the demo's setdefault leaves it
+    servers = Command()._register_servers(tmp_path)
+    assert sorted(server.slug for server in servers) == ["everything", "git", "memory", "time"]
+    for server in servers:
+        assert server_sync(server_pk=server.pk, trigger="test").status == "success", server.slug
+    Command()._curate()
+    token = member_on(*Server.objects.all(), index=True).token
+    unhandled = ["list files in a directory", "list the files here", "what files are in this folder"]
+    handled = {
+        "what time is it in Tokyo": "time::get_current_time",
+        "show the commit history of the repo": "git::git_log",
+        "remember that Alice likes tea": "memory::create_entities",
+        "which branch am I on": "git::git_branch",
+    }
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            return {
+                query: (await client.call_tool("tool_search", {"query": query})).structured_content
+                for query in [*unhandled, *handled]
+            }
+
+    answers = run(main)
+    for query in unhandled:
+        answer = answers[query]
+        assert (answer["confidence"], bool(answer["matches"])) == ("low", True), (query, answer["matches"][:1])
+    for query, tool_id in handled.items():
+        answer = answers[query]
+        shown = [match["tool_id"] for match in answer["matches"] if "inputSchema" in match]
+        assert answer["confidence"] == "high" and tool_id in shown[:2], (query, shown)
+
+
 def test_what_the_last_commit_changed_takes_one_search_and_one_call(gateway, demo):
     """The first match is called with the arguments its answer made clear (the repository from the server's note,
     HEAD for the last commit): the commit's message and its diff come back."""

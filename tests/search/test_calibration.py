@@ -95,6 +95,29 @@ def test_high_needs_the_first_tools_own_evidence():
     assert answer_confidence(0.9, 0.3, options) is Confidence.HIGH  # no dense branch: the best score decides
 
 
+def _first_tool_named(name: str, query: str) -> Confidence:
+    """The confidence of ``query``'s answer over 31 tools: one named ``name`` (its cosine .36, above the rest's 0, a
+    small catalog's peak), one ``read_files``, the others ``tool<i>``."""
+    sparse, dense, vector = _catalog([0.36] + [0.0] * 30)
+    names = [name, "read_files"] + [f"tool{i}" for i in range(2, 31)]
+    sparse = SparseIndex([weighted_tokens({"name": n}, {"name": 1}) for n in names])
+    branches = score_branches(sparse, dense, query, vector, np.ones(31, bool))
+    ranking = rank(branches, query=query, top_k=5, options=RankingOptions(), tie_keys=np.arange(31))
+    assert ranking.kept[0].row == 0 and ranking.candidates[0].calibrated >= RankingOptions().confidence_threshold
+    return ranking.confidence
+
+
+def test_a_tool_sharing_only_the_requests_verb_is_not_high():
+    # "list files in a directory" on the demo: git_branch ("List Git branches"), a cosine of .36 and the verb "list"
+    # its only word in common, was served high on the verb's coverage while other tools have the words "files" and
+    # "directory". The verb says what to do, not on what.
+    assert _first_tool_named("list_branches", "list files") is Confidence.LOW
+    assert _first_tool_named("list_files", "list files") is Confidence.HIGH  # the object matched: high
+    assert _first_tool_named("branch_files", "list files") is Confidence.HIGH  # the object alone: high
+    # An object no tool has words for (a name, a fact): the verb is all a tool can share, and it counts.
+    assert _first_tool_named("list_branches", "list carol") is Confidence.HIGH
+
+
 def _weak_options() -> RankingOptions:
     # Thresholds such that the catalogs below fall on either side of both conditions.
     return RankingOptions(withhold_threshold=0.35, withhold_peak=0.12)  # not the defaults: both sides reachable
