@@ -545,6 +545,23 @@ def _synced_restore(key: str, slug: str) -> Any:
     return Server.objects.get(slug=slug)
 
 
+def sync_scripted_server(tmp_path: Path, slug: str, script: dict[str, Any]) -> Any:
+    """A scripted stdio upstream (``tests/catalog/servers/scripted_stdio.py``: raw JSON-RPC, every byte of its
+    listing and call answer set by ``script``) registered as ``slug`` and synced."""
+    from tests.catalog.servers.fixtures import SCRIPTED
+
+    path = tmp_path / f"{slug}.json"
+    path.write_text(json.dumps(script))
+    return sync_server(slug=slug, transport="stdio", command=sys.executable, args=[str(SCRIPTED), str(path)])
+
+
+def sync_script_server(slug: str, script: str, env_var: str) -> Any:
+    """``sync_server`` for one of tests/mcpgateway/servers/ over stdio, passed the environment variable
+    ``env_var`` (where the script logs its calls)."""
+    path = Path(__file__).parent / "servers" / script
+    return sync_server(slug=slug, transport="stdio", command=sys.executable, args=[str(path)], env_vars=[env_var])
+
+
 @pytest.fixture
 def time_server(transactional_db) -> Any:
     return sync_server(slug="time", transport="stdio", command="mcp-server-time", args=["--local-timezone", "UTC"])
