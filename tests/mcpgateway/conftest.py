@@ -442,8 +442,19 @@ class _Added(NamedTuple):
 
 
 def _synced_key(fields: dict[str, Any]) -> str:
+    """The server's arguments and environment, and what else a sync reads: the catalog it joins (a tool copying
+    another server's is held) and Scout's settings (a test's ``settings``)."""
+    from django.conf import settings
+
+    from catalog.models import Server, Tool
+
     env = {name: os.environ.get(name) for name in fields.get("env_vars") or [] if name not in _WRITE_ONLY_ENV}
-    return json.dumps([fields, env], sort_keys=True, default=str)
+    catalog = [
+        sorted(Server.objects.values_list("slug", "status")),
+        sorted(Tool.objects.values_list("tool_id", "definition_hash")),
+    ]
+    scout = {name: getattr(settings, name) for name in dir(settings) if name.startswith("SCOUT_")}
+    return json.dumps([fields, env, catalog, scout], sort_keys=True, default=str)
 
 
 def _stored_models() -> list[Any]:
