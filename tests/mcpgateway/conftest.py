@@ -286,10 +286,21 @@ def admin_pages(base_url: str, username: str, *paths: str) -> list[httpx.Respons
         return [browser.get(path) for path in paths]
 
 
+# Each person's password hashed once per session: a hash is 0.5-1.5 s of pbkdf2 (most gateway tests make two
+# people), and the same salted hash logs them in over HTTP as a fresh one would.
+_PASSWORD_HASHES: dict[str, str] = {}
+
+
 def make_user(username: str, **extra: Any) -> Any:
     from django.contrib.auth import get_user_model
+    from django.contrib.auth.hashers import make_password
 
-    return get_user_model().objects.create_user(username=username, password=f"pw-{username}-123", **extra)
+    if username not in _PASSWORD_HASHES:
+        _PASSWORD_HASHES[username] = make_password(f"pw-{username}-123")
+    user = get_user_model().objects.create_user(username=username, **extra)  # no password: no hash
+    user.password = _PASSWORD_HASHES[username]
+    user.save(update_fields=["password"])
+    return user
 
 
 def make_token(user: Any, scopes: list[str] | None = None, **extra: Any) -> str:
@@ -385,16 +396,164 @@ def demo_git_server(path: Path) -> tuple[Any, Path]:
 
 def sync_server(**fields: Any) -> Any:
     """Register an upstream server (or complete one registered already by its slug) and sync its real listing
-    through the catalog."""
+    through the catalog.
+
+    The first two syncs of a new server with these ``fields`` (and environment) in the session are real ones, and
+    the rows the second added are kept; a later test registering the same server anew gets those rows back
+    (``_synced_restore``) instead of spawning and listing the same upstream again. A server registered already is
+    always synced for real."""
     from catalog.models import Server
     from catalog.services.sync import server_sync
 
+    key = _synced_key(fields)
+    fresh = not Server.objects.filter(slug=fields["slug"]).exists()
+    if fresh:
+        restored = _synced_restore(key, fields["slug"])
+        if restored is not None:
+            return restored
+    # Rows read only from a server's second sync on: most of one test's own (a tmp_path script) are synced once.
+    before = _rows_now() if fresh and key in _SEEN and key not in _SYNCED else None
+    _SEEN.add(key)
     server, _ = Server.objects.update_or_create(slug=fields["slug"], defaults={"name": fields["slug"], **fields})
     run_ = server_sync(server_pk=server.pk, trigger="test")
     server.refresh_from_db()
     assert run_.status in ("success", "partial"), (run_.status, run_.error)
     assert server.tools.exists(), f"{server.slug}: no tools synced"
+    if before is not None:
+        _SYNCED[key] = _rows_added(before, _rows_now())
     return server
+
+
+# What a real sync_server added, by its arguments (``_rows_added``), or None when that sync changed or deleted rows it
+# found (then every sync of that server is a real one).
+_SYNCED: dict[str, Any] = {}
+_SEEN: set[str] = set()
+
+# Environment variables that name where an upstream writes (its calls, its memory), not what it lists: their values
+# (a path under each test's tmp_path) are left out of the key. Every other variable a server names is in it.
+_WRITE_ONLY_ENV = frozenset({"FAULTY_CALL_LOG", "POISONED_CALL_LOG", "STUFFING_CALL_LOG", "MEMORY_FILE_PATH"})
+
+
+class _Added(NamedTuple):
+    rows: list[tuple[Any, list[dict[str, Any]]]]  # (model, its new rows' field values)
+    # (model, row index, foreign key attname, target model, {unique field: value}): keys to rows the sync found
+    # (a seeded risk class), looked up again at each restore, since each test re-creates them under other keys.
+    refs: list[tuple[Any, int, str, Any, dict[str, Any]]]
+
+
+def _synced_key(fields: dict[str, Any]) -> str:
+    """The server's arguments and environment, and what else a sync reads: the catalog it joins (a tool copying
+    another server's is held) and Scout's settings (a test's ``settings``)."""
+    from django.conf import settings
+
+    from catalog.models import Server, Tool
+
+    env = {name: os.environ.get(name) for name in fields.get("env_vars") or [] if name not in _WRITE_ONLY_ENV}
+    catalog = [
+        sorted(Server.objects.values_list("slug", "status")),
+        sorted(Tool.objects.values_list("tool_id", "definition_hash")),
+    ]
+    scout = {name: getattr(settings, name) for name in dir(settings) if name.startswith("SCOUT_")}
+    return json.dumps([fields, env, catalog, scout], sort_keys=True, default=str)
+
+
+def _stored_models() -> list[Any]:
+    from django.apps import apps
+
+    return [
+        model for model in apps.get_models(include_auto_created=True) if model._meta.managed and not model._meta.proxy
+    ]
+
+
+def _rows_now() -> dict[Any, dict[Any, dict[str, Any]]]:
+    """Every row of every table, by model and primary key (a test's database is small)."""
+    rows: dict[Any, dict[Any, dict[str, Any]]] = {}
+    for model in _stored_models():
+        names = [field.attname for field in model._meta.concrete_fields]
+        rows[model] = {row[model._meta.pk.attname]: row for row in model._base_manager.values(*names)}
+    return rows
+
+
+def _natural_key(model: Any, row: dict[str, Any]) -> dict[str, Any] | None:
+    """A lookup finding ``row`` again by a unique field (or fields) other than its primary key."""
+    from django.db.models import UniqueConstraint
+
+    meta = model._meta
+    candidates = [[field.name] for field in meta.concrete_fields if field.unique and not field.primary_key]
+    candidates += [list(names) for names in meta.unique_together]
+    candidates += [
+        list(constraint.fields)
+        for constraint in meta.constraints
+        if isinstance(constraint, UniqueConstraint) and constraint.fields and constraint.condition is None
+    ]
+    for names in candidates:
+        attnames = [meta.get_field(name).attname for name in names]
+        return {attname: row[attname] for attname in attnames}
+    return None
+
+
+def _rows_added(before: dict[Any, dict[Any, Any]], after: dict[Any, dict[Any, Any]]) -> _Added | None:
+    """The rows in ``after`` that ``before`` lacks; None when a row of ``before`` changed or went (the sync's
+    invalidation token aside, which a restore writes anew), or one added refers to a row found that no unique
+    field names."""
+    from governance.models import VisibilityVersion
+
+    added: list[tuple[Any, list[dict[str, Any]]]] = []
+    for model, rows in after.items():
+        old = before[model]
+        if model is not VisibilityVersion and any(rows.get(pk) != row for pk, row in old.items()):
+            return None
+        new = [row for pk, row in rows.items() if pk not in old]
+        if new:
+            added.append((model, new))
+    refs = []
+    for model, rows in added:
+        for field in model._meta.concrete_fields:
+            if not field.is_relation or field.related_model is None:
+                continue
+            target = field.related_model._meta.concrete_model
+            for index, row in enumerate(rows):
+                value = row[field.attname]
+                if value is None or value not in before[target]:
+                    continue  # none, or a row added too (restored under the same key)
+                if not field.target_field.primary_key:
+                    return None
+                lookup = _natural_key(target, before[target][value])
+                if lookup is None:
+                    return None
+                refs.append((model, index, field.attname, target, lookup))
+    return _Added(added, refs)
+
+
+def _synced_restore(key: str, slug: str) -> Any:
+    """Insert the rows a real sync of this server added earlier in the session, with their own keys (sequences are
+    not reset by a flush, so no later row took them) and raw as loaddata does, pointing at this test's rows where
+    they referred to rows the sync found; None when there are none, or they clash with rows this test has."""
+    from django.db import IntegrityError, transaction
+
+    from catalog.models import Server
+
+    added = _SYNCED.get(key)
+    if not added:
+        return None
+    rows = {model: [dict(row) for row in values] for model, values in added.rows}
+    for model, index, attname, target, lookup in added.refs:
+        found = target._base_manager.filter(**lookup).values_list("pk", flat=True).first()
+        if found is None:
+            return None
+        rows[model][index][attname] = found
+    try:
+        with transaction.atomic():
+            for model, values in rows.items():
+                pk = model._meta.pk.attname
+                if model._base_manager.filter(pk__in=[row[pk] for row in values]).exists():
+                    raise IntegrityError(f"{model.__name__}: a row kept from a sync is there already")
+                for row in values:
+                    model(**row).save_base(raw=True, force_insert=True)
+    except IntegrityError:
+        return None
+    forget_cached_state()  # as the sync's own writes invalidated the visible sets and the index generation
+    return Server.objects.get(slug=slug)
 
 
 def sync_scripted_server(tmp_path: Path, slug: str, script: dict[str, Any]) -> Any:
