@@ -286,21 +286,10 @@ def admin_pages(base_url: str, username: str, *paths: str) -> list[httpx.Respons
         return [browser.get(path) for path in paths]
 
 
-# Each person's password hashed once per session: a hash is 0.5-1.5 s of pbkdf2 (most gateway tests make two
-# people), and the same salted hash logs them in over HTTP as a fresh one would.
-_PASSWORD_HASHES: dict[str, str] = {}
-
-
 def make_user(username: str, **extra: Any) -> Any:
     from django.contrib.auth import get_user_model
-    from django.contrib.auth.hashers import make_password
 
-    if username not in _PASSWORD_HASHES:
-        _PASSWORD_HASHES[username] = make_password(f"pw-{username}-123")
-    user = get_user_model().objects.create_user(username=username, **extra)  # no password: no hash
-    user.password = _PASSWORD_HASHES[username]
-    user.save(update_fields=["password"])
-    return user
+    return get_user_model().objects.create_user(username=username, password=f"pw-{username}-123", **extra)
 
 
 def make_token(user: Any, scopes: list[str] | None = None, **extra: Any) -> str:
