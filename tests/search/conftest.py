@@ -5,12 +5,15 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from django.core.cache import cache
+from django.core.management import call_command
 from django.test import override_settings
 
+from catalog.models import Tool
 from search.backends import SearchBackend, backend_get, backends_reset
 from search.encoder import Encoder, encoder_forget_failures, encoder_get
 from search.events import search_events_reset
 from search.models import IndexGeneration
+from search.services import index_rebuild
 
 from .factories import ServerFactory, ToolFactory, add_examples
 from .fake_weaviate import FakeWeaviate
@@ -38,6 +41,30 @@ def clean_search_state():
     yield
     cache.clear()
     backends_reset()
+
+
+@pytest.fixture(scope="module")
+def indexed_catalog(django_db_setup, django_db_blocker, encoder) -> Iterator[dict[str, int]]:
+    """``small_catalog`` and its index, built and committed once for a module (test_preview.py, test_ranking.py):
+    built per test, it encoded every tool (~0.5 s of CPU) after creating them (~0.8 s), in each of their 40 tests.
+    Every test still runs in its own transaction, rolled back: what one adds, grants, holds or reindexes is gone
+    for the next, and the process's search state (snapshot, caches) is reset around each (clean_search_state).
+    Emptied as a transactional test's database is (flush) once the module is done. A module using it has no test
+    that makes ``small_catalog`` itself or needs no index (test_preview_no_index.py)."""
+    with django_db_blocker.unblock():
+        tools = small_catalog_create()
+        index_rebuild()  # autocommit: its publication runs on its own commit
+        yield {name: tool.pk for name, tool in tools.items()}
+        call_command("flush", verbosity=0, interactive=False)
+    cache.clear()
+    backends_reset()
+
+
+@pytest.fixture
+def indexed(indexed_catalog, db) -> dict[str, Tool]:
+    """The module's indexed catalog, read afresh for each test (no instance shared between tests)."""
+    rows = Tool.objects.in_bulk(indexed_catalog.values())
+    return {name: rows[pk] for name, pk in indexed_catalog.items()}
 
 
 @pytest.fixture
@@ -92,6 +119,11 @@ def _params(*names: str, required: tuple[str, ...] = ()) -> dict:
 @pytest.fixture
 def small_catalog(db) -> dict[str, object]:
     """Twelve self-made tools on four servers, with confusable neighbours."""
+    return small_catalog_create()
+
+
+def small_catalog_create() -> dict[str, object]:
+    """The tools of ``small_catalog``, for a fixture of a wider scope (tests/search/test_preview.py)."""
     mail = ServerFactory(slug="mail", name="Mail", description="Send and read email messages")
     files = ServerFactory(slug="files", name="Filesystem", description="Local files and directories")
     weather = ServerFactory(slug="weather", name="Weather", description="Forecasts and current conditions")

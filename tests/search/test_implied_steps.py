@@ -8,7 +8,7 @@ from search.engine.decompose import WRITE_STEP, implied_steps, is_implied
 from search.engine.dense import DenseScores
 from search.engine.ranking import Branches, RankingOptions, rank
 from search.engine.sparse import SparseScores
-from search.services import index_rebuild, tool_search
+from search.services import tool_search
 
 
 @pytest.mark.parametrize(
@@ -39,12 +39,6 @@ def test_no_write_is_implied_without_a_text_file_to_save_to(query):
 
 
 REQUEST = "Give me the forecast for Oslo for the next days and store the summary at /tmp/reports/oslo.md"
-
-
-@pytest.fixture
-def indexed(small_catalog, reindex, encoder):
-    reindex(index_rebuild)
-    return small_catalog
 
 
 def _ids(result) -> list[str]:

@@ -4,19 +4,13 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.urls import reverse
 
-from search.services import index_rebuild, index_update
+from search.services import index_update
 
 from .factories import ToolFactory, add_examples, add_negatives
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
 PREVIEW = "search_preview"
-
-
-@pytest.fixture
-def indexed(small_catalog, reindex, encoder):
-    reindex(index_rebuild)
-    return small_catalog
 
 
 @pytest.fixture
@@ -139,8 +133,8 @@ def test_generations_list_links_to_the_preview(client, superuser, db):
     assert reverse("search_preview") in response.content.decode()
 
 
-def test_tool_page_links_to_its_example_check(client, superuser, small_catalog):
-    tool = small_catalog["get_alerts"]
+def test_tool_page_links_to_its_example_check(client, superuser, indexed):
+    tool = indexed["get_alerts"]
     client.force_login(superuser)
     response = client.get(reverse("admin:catalog_tool_change", args=[tool.pk]))
     assert response.status_code == 200
@@ -291,16 +285,6 @@ def test_why_it_matched_names_no_function_word(client, curator, indexed):
     named = {word for line in lines if line.split(": ", 1)[0] in fields for word in line.split(": ", 1)[1].split(", ")}
     assert {"send", "email", "recipients"} <= named
     assert not named & {"about", "the", "to", "or", "more"}  # matched or not, no reason a curator can act on
-
-
-def test_with_no_index_the_preview_says_nothing_is_ranked_and_gives_no_confidence(client, curator, small_catalog):
-    # At a year's volume with no index built, the page read "Confidence the gateway gives: high" over "No tool listed".
-    client.force_login(curator)
-    response = client.get(reverse(PREVIEW), {"query": "weather forecast", "top_k": 5, "scope": "every"})
-    assert response.context["outcome"].result.index_ready is False
-    body = response.content.decode()
-    assert 'id="preview-no-index"' in body and "nothing is ranked" in body
-    assert "preview-confidence" not in body and "Confidence the gateway gives" not in body
 
 
 def test_a_tools_page_opens_the_preview_for_that_tool_with_an_empty_box(client, curator, indexed):

@@ -3,7 +3,7 @@
 import pytest
 from django.test import override_settings
 
-from search.services import index_rebuild, index_update, tool_search
+from search.services import index_update, tool_search
 
 from .factories import ToolFactory, add_examples, add_negatives
 
@@ -12,12 +12,6 @@ pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
 def ids(result) -> list[str]:
     return [m.tool_id for m in result.matches]
-
-
-@pytest.fixture
-def indexed(small_catalog, reindex, encoder):
-    reindex(index_rebuild)
-    return small_catalog
 
 
 def everyone(tools) -> set[int]:
