@@ -27,17 +27,6 @@ def _find(names: tuple[str, ...]) -> str | None:
     return next((path for path in map(shutil.which, names) if path), None)
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashes(settings) -> None:
-    """The journeys sign in through the real form, with passwords their fixtures set: each hash and each check
-    was PBKDF2's 1,000,000 rounds (0.2 s of CPU on a quiet machine), a few per test. Django's MD5 hasher comes
-    first here, as Django advises for tests; the default ones stay listed, so a hash made otherwise still checks.
-    The servers the browser talks to (the live server, the live gateway) run in this process, on these settings."""
-    from django.conf import global_settings
-
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher", *global_settings.PASSWORD_HASHERS]
-
-
 @pytest.fixture(scope="session")
 def browser_binaries() -> tuple[str, str]:
     chromium, driver = _find(CHROMIUM), _find((DRIVER,))
