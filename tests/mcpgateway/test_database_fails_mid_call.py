@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Iterator
 
 import pytest
 from django.db import connection
@@ -59,6 +60,14 @@ def _every_orm_thread_holds_a_connection(gateway) -> None:
     asyncio.run_coroutine_threadsafe(all_at_once(), gateway.loop).result(30)
 
 
+@pytest.fixture
+def sessions_ended(gateway) -> Iterator[None]:
+    """The shared gateway's ORM threads stopped after the test (their ended connections closed): its next test must
+    not meet a dead one in the seconds before the idle check would replace it."""
+    yield
+    orm_threads_stop()
+
+
 def _end_every_other_session() -> None:
     with connection.cursor() as cursor:
         cursor.execute(
@@ -68,7 +77,7 @@ def _end_every_other_session() -> None:
 
 
 def test_a_call_whose_database_sessions_ended_meanwhile_is_sent_and_audited(
-    gateway, member_on, admin_user, faulty_server, faulty_call_log, settings, monkeypatch
+    gateway, member_on, admin_user, faulty_server, faulty_call_log, settings, monkeypatch, sessions_ended
 ):
     from catalog import connections as kept
     from mcpgateway.models import IdempotencyRecord
