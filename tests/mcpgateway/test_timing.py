@@ -3,13 +3,6 @@
 Interleaved samples over HTTP against the live gateway, compared with a Mann–Whitney U test. The test fails
 only when the difference is significant at p < 0.001 twice in a row, so a noisy shared machine does not
 make it flaky; the measured p-values are part of the failure message.
-
-100 samples per id a round (300 before ci19: most of the test's minutes). Measured with the leak the lookup's comment
-warns of (tool_get_for_principal finding the tool first, then checking it: one query more for a hidden id) on a
-machine at load 14-22: every round completed was significant, p between 5e-12 and 2e-4, in 3 runs (tool_inspect
-failed twice significant in all 3; execute_tool in 1, and in 2 its second round was cut by the 300 s timeout at
-that load; bench/NOTES-ci19.md). A round's z grows as the square root of the samples: the smallest leak detected at
-100 is 1.7 times the smallest at 300.
 """
 
 from __future__ import annotations
@@ -29,7 +22,7 @@ pytestmark = [gateway_db, pytest.mark.slow]
 
 HIDDEN = "calc::rotate_payroll_encryption_keys"
 UNKNOWN = "calc::rotate_payroll_encryption_keyz"  # same server, same length: only existence differs
-SAMPLES = 100  # per id per round
+SAMPLES = 300  # per id per round
 WARMUP = 30
 ALPHA = 0.001
 
