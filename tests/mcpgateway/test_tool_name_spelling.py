@@ -92,3 +92,47 @@ def test_a_name_wholly_in_another_script_that_reads_as_latin_is_refused_at_sync(
     assert looked.is_error and looked.structured_content["unknown_tool"] is True
     assert not real.is_error, real
     assert [json.loads(line)["name"] for line in log.read_text().splitlines()] == ["copy"]
+
+
+# Characters that show nothing, or punctuation that reads as ASCII's (redteam45): each beside the real "read-file".
+INVISIBLE_LOOK_ALIKES = [
+    "read-fi\u034fle",  # COMBINING GRAPHEME JOINER (a mark, not a format character)
+    "read-file\ufe0f",  # a variation selector
+    "read-file\U000e0100",  # a supplementary variation selector
+    "read-file\u115f",  # a Hangul filler (a letter of a script Latin may be written with)
+    "read-file\u17b4",  # a Khmer inherent vowel
+    "read-file\u180b",  # a Mongolian variation selector
+    "read-file\u2800",  # the blank Braille pattern
+    "read\u2010file",  # a Unicode hyphen for "-"
+]
+MARKS_KEPT = ["read-file", "\u0939\u093f\u0928\u094d\u0926\u0940_\u092a\u0922\u093c\u094b", "caf\u00e9_lookup"]
+
+
+def test_a_name_with_a_character_that_shows_nothing_is_refused_at_sync(gateway, admin_user, tmp_path):
+    log = tmp_path / "calls.jsonl"
+    tools = [good_tool(name, annotations={"readOnlyHint": True}) for name in [*MARKS_KEPT, *INVISIBLE_LOOK_ALIKES]]
+    server = sync_scripted_server(tmp_path, "files", {"pages": [tools], "call_log": str(log), "call_reply": REPLY})
+    assert sorted(server.tools.values_list("name", flat=True)) == sorted(MARKS_KEPT)
+    run_ = server.sync_runs.order_by("-pk").first()
+    assert run_.status == "partial" and run_.rejected == len(INVISIBLE_LOOK_ALIKES)
+    reasons = {rejection["name"]: rejection["reason"] for rejection in run_.rejections}
+    assert reasons["read-fi\u034fle"] == (
+        "tool name 'read-fi\\u034fle' contains the invisible or separator character U+034F"
+    )
+    assert reasons["read\u2010file"] == (
+        "tool name 'read\\u2010file' contains U+2010, which reads as '-', so it can read as another name"
+    )
+    caller = make_user("gw_caller")
+    grant(admin_user, server, caller, "discover", "execute")
+    token = make_token(caller)
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            looked = await client.call_tool("execute_tool", {"tool_id": "files::read-fi\u034fle", "arguments": {}})
+            real = await client.call_tool("execute_tool", {"tool_id": "files::read-file", "arguments": {}})
+            return looked, real
+
+    looked, real = run(main)
+    assert looked.is_error and looked.structured_content["unknown_tool"] is True
+    assert not real.is_error, real
+    assert [json.loads(line)["name"] for line in log.read_text().splitlines()] == ["read-file"]
