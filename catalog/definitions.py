@@ -9,6 +9,7 @@ import re
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from mcp.shared.inbound import find_invalid_x_mcp_header
@@ -175,6 +176,34 @@ _SCRIPTS_WRITTEN_TOGETHER = (
 _SCRIPT_OF_NAME = {"CJK": "HAN", "HALFWIDTH": "KATAKANA"}
 
 
+# Unicode's default-ignorable characters that are no format character (Cf, refused above): a mark or a letter that
+# shows nothing (U+034F COMBINING GRAPHEME JOINER, variation selectors, Hangul fillers, Khmer's inherent vowels),
+# so "read_fi\u034fle" was "read_file" to every reader (redteam45). From DerivedCoreProperties'
+# Default_Ignorable_Code_Point, with U+2800 BRAILLE PATTERN BLANK (a symbol that shows as a space).
+_INVISIBLE_RANGES = (
+    (0x034F, 0x034F),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x2800, 0x2800),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFFA0, 0xFFA0),
+    (0xE0100, 0xE01EF),
+)
+
+
+def _invisible(char: str) -> bool:
+    code = ord(char)
+    return any(low <= code <= high for low, high in _INVISIBLE_RANGES)
+
+
+@lru_cache(maxsize=1)
+def _ascii_read_as() -> dict[str, str]:
+    """Each non-ASCII character Unicode's confusables read as an ASCII punctuation mark or symbol ("‐" -> "-")."""
+    return {chr(code): read for code, read in confusables_table().items() if not read.isalnum()}
+
+
 def _script(char: str) -> str:
     word = unicodedata.name(char, "UNKNOWN").split(" ", 1)[0]
     return _SCRIPT_OF_NAME.get(word, word)
@@ -190,8 +219,17 @@ def name_spelling_problem(name: str) -> str | None:
     every letter of it reads as a Latin letter (Unicode's confusables, ``catalog.confusables``), else it passes."""
     for char in name:
         category = unicodedata.category(char)
-        if category in ("Zl", "Zp", "Cc", "Cf", "Cs", "Co", "Cn") or (category == "Zs" and char != " "):
+        if (
+            category in ("Zl", "Zp", "Cc", "Cf", "Cs", "Co", "Cn")
+            or (category == "Zs" and char != " ")
+            or _invisible(char)
+        ):
             return f"contains the invisible or separator character U+{ord(char):04X}"
+        if not char.isascii() and category[0] in "PS" and char in _ascii_read_as():
+            # Punctuation or a symbol that reads as an ASCII one ("‐" U+2010 for "-"): "read‐file" beside "read-file".
+            return (
+                f"contains U+{ord(char):04X}, which reads as {_ascii_read_as()[char]!r}, so it can read as another name"
+            )
     if unicodedata.normalize("NFC", name) != name:
         return "is not in Unicode's composed form (NFC), so it reads as another spelling of the same name"
     if unicodedata.normalize("NFKC", name) != name:

@@ -28,13 +28,16 @@ LOOK_ALIKES = [
 KEPT = ["read_file", "読む_file", "ファイルを読む", "café_lookup", "ὅμοιος"]
 
 
-def test_a_name_that_reads_as_another_is_refused_at_sync_and_never_served(gateway, admin_user, tmp_path):
+def _synced_refusing(gateway, admin_user, tmp_path, kept, look_alikes, *, looked: str, real: str) -> dict[str, str]:
+    """A real stdio upstream listing ``kept`` and ``look_alikes`` synced: only ``kept`` stored, each look-alike
+    refused with its name escaped; over HTTP ``looked`` (a refused name) is an unknown tool and ``real`` runs, the
+    only call the upstream gets. The run's reasons, by name."""
     log = tmp_path / "calls.jsonl"
-    tools = [good_tool(name, annotations={"readOnlyHint": True}) for name in [*KEPT, *LOOK_ALIKES]]
+    tools = [good_tool(name, annotations={"readOnlyHint": True}) for name in [*kept, *look_alikes]]
     server = sync_scripted_server(tmp_path, "files", {"pages": [tools], "call_log": str(log), "call_reply": REPLY})
-    assert sorted(server.tools.values_list("name", flat=True)) == sorted(KEPT)
+    assert sorted(server.tools.values_list("name", flat=True)) == sorted(kept)
     run_ = server.sync_runs.order_by("-pk").first()
-    assert run_.status == "partial" and run_.rejected == len(LOOK_ALIKES)
+    assert run_.status == "partial" and run_.rejected == len(look_alikes)
     for rejection in run_.rejections:
         assert rejection["reason"].startswith(f"tool name {ascii(rejection['name'])} "), rejection  # escaped
     caller = make_user("gw_caller")
@@ -43,14 +46,19 @@ def test_a_name_that_reads_as_another_is_refused_at_sync_and_never_served(gatewa
 
     async def main():
         async with mcp_client(gateway, token) as client:
-            looked = await client.call_tool("execute_tool", {"tool_id": "files::re\u0430d_file", "arguments": {}})
-            real = await client.call_tool("execute_tool", {"tool_id": "files::read_file", "arguments": {}})
-            return looked, real
+            refused = await client.call_tool("execute_tool", {"tool_id": f"files::{looked}", "arguments": {}})
+            served = await client.call_tool("execute_tool", {"tool_id": f"files::{real}", "arguments": {}})
+            return refused, served
 
-    looked, real = run(main)
-    assert looked.is_error and looked.structured_content["unknown_tool"] is True
-    assert not real.is_error, real
-    assert [json.loads(line)["name"] for line in log.read_text().splitlines()] == ["read_file"]
+    refused, served = run(main)
+    assert refused.is_error and refused.structured_content["unknown_tool"] is True
+    assert not served.is_error, served
+    assert [json.loads(line)["name"] for line in log.read_text().splitlines()] == [real]
+    return {rejection["name"]: rejection["reason"] for rejection in run_.rejections}
+
+
+def test_a_name_that_reads_as_another_is_refused_at_sync_and_never_served(gateway, admin_user, tmp_path):
+    _synced_refusing(gateway, admin_user, tmp_path, KEPT, LOOK_ALIKES, looked="re\u0430d_file", real="read_file")
 
 
 # Wholly in one other script, every letter reading as a Latin one (redteam44): "сору" (Cyrillic) beside "copy".
@@ -64,31 +72,43 @@ OTHER_SCRIPTS_KEPT = [
 
 
 def test_a_name_wholly_in_another_script_that_reads_as_latin_is_refused_at_sync(gateway, admin_user, tmp_path):
-    log = tmp_path / "calls.jsonl"
-    names = [*OTHER_SCRIPTS_KEPT, *WHOLE_SCRIPT_LOOK_ALIKES]
-    tools = [good_tool(name, annotations={"readOnlyHint": True}) for name in names]
-    server = sync_scripted_server(tmp_path, "files", {"pages": [tools], "call_log": str(log), "call_reply": REPLY})
-    assert sorted(server.tools.values_list("name", flat=True)) == sorted(OTHER_SCRIPTS_KEPT)
-    run_ = server.sync_runs.order_by("-pk").first()
-    assert run_.status == "partial" and run_.rejected == len(WHOLE_SCRIPT_LOOK_ALIKES)
-    reasons = {rejection["name"]: rejection["reason"] for rejection in run_.rejections}
+    reasons = _synced_refusing(
+        gateway,
+        admin_user,
+        tmp_path,
+        OTHER_SCRIPTS_KEPT,
+        WHOLE_SCRIPT_LOOK_ALIKES,
+        looked="\u0441\u043e\u0440\u0443",
+        real="copy",
+    )
     assert reasons["\u0441\u043e\u0440\u0443"] == (
         "tool name '\\u0441\\u043e\\u0440\\u0443' is written in CYRILLIC letters that each read as a Latin one "
         "('copy'), so it can read as another name"
     )
-    caller = make_user("gw_caller")
-    grant(admin_user, server, caller, "discover", "execute")
-    token = make_token(caller)
 
-    async def main():
-        async with mcp_client(gateway, token) as client:
-            looked = await client.call_tool(
-                "execute_tool", {"tool_id": "files::\u0441\u043e\u0440\u0443", "arguments": {}}
-            )
-            real = await client.call_tool("execute_tool", {"tool_id": "files::copy", "arguments": {}})
-            return looked, real
 
-    looked, real = run(main)
-    assert looked.is_error and looked.structured_content["unknown_tool"] is True
-    assert not real.is_error, real
-    assert [json.loads(line)["name"] for line in log.read_text().splitlines()] == ["copy"]
+# Characters that show nothing, or punctuation that reads as ASCII's (redteam45): each beside the real "read-file".
+INVISIBLE_LOOK_ALIKES = [
+    "read-fi\u034fle",  # COMBINING GRAPHEME JOINER (a mark, not a format character)
+    "read-file\ufe0f",  # a variation selector
+    "read-file\U000e0100",  # a supplementary variation selector
+    "read-file\u115f",  # a Hangul filler (a letter of a script Latin may be written with)
+    "read-file\u17b4",  # a Khmer inherent vowel
+    "read-file\u180b",  # a Mongolian variation selector
+    "read-file\u2800",  # the blank Braille pattern
+    "read\u2010file",  # a Unicode hyphen for "-"
+]
+MARKS_KEPT = ["read-file", "\u0939\u093f\u0928\u094d\u0926\u0940_\u092a\u0922\u093c\u094b", "caf\u00e9_lookup"]
+
+
+def test_a_name_with_a_character_that_shows_nothing_is_refused_at_sync(gateway, admin_user, tmp_path):
+    reasons = _synced_refusing(
+        gateway, admin_user, tmp_path, MARKS_KEPT, INVISIBLE_LOOK_ALIKES, looked="read-fi\u034fle", real="read-file"
+    )
+    assert (
+        reasons["read-fi\u034fle"]
+        == "tool name 'read-fi\\u034fle' contains the invisible or separator character U+034F"
+    )
+    assert reasons["read\u2010file"] == (
+        "tool name 'read\\u2010file' contains U+2010, which reads as '-', so it can read as another name"
+    )
