@@ -11,12 +11,17 @@ SCOUT_MCP_DB_CONN_MAX_AGE seconds (``catalog.connections``; issue 9: a new conne
 left it in a transaction or broken, and every connection is closed when the threads stop (the gateway's
 lifespan ends).
 The threads are few and live as long as the process, so the connections are bounded: one per thread.
+A kept connection the server ended (a restart, a failover, an operator's pg_terminate_backend) within the idle
+check's seconds fails the next work's first statement: that work is run once more on a new connection when it
+had written nothing (``_once_more_if_lost``), so a read (tool_search, tool_inspect, the check before a call) does
+not fail for it (opsux9).
 Django's CONN_MAX_AGE still governs everything else (Django views under ASGI get a new thread per request,
 where a kept connection would leak).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import queue
@@ -67,7 +72,7 @@ class OrmThreads(Executor):
                     continue
                 connections_ready()
                 try:
-                    future.set_result(work())
+                    future.set_result(_once_more_if_lost(work))
                 except BaseException as exc:  # noqa: BLE001 - handed to the awaiting request
                     future.set_exception(exc)
                 finally:
@@ -129,6 +134,40 @@ def _connection_dropped() -> bool:
     for connection in connections.all(initialized_only=True):
         connection.close()
     return True
+
+
+READS = ("SELECT", "SAVEPOINT", "RELEASE", "ROLLBACK")  # statements that change nothing a new run would repeat
+
+
+class _Sent:
+    """Whether a piece of work sent a statement that may have changed something (the SQL is Scout's own).
+    ``WITH ...`` and every other statement counts as a write: only a plain read is safe to send again."""
+
+    def __init__(self) -> None:
+        self.wrote = False
+
+    def __call__(self, execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
+        if many or not sql.lstrip()[:9].upper().startswith(READS):
+            self.wrote = True
+        return execute(sql, params, many, context)
+
+
+def _once_more_if_lost(work: Callable[[], T]) -> T:
+    """``work()``, run once more on a new connection when its connection was lost before it sent anything but
+    reads and with no transaction left open: the kept connection the server ended within the idle check's
+    seconds (module note). Work that sent a write is not repeated (its outcome is not known); an error that is
+    not the connection's (a statement's, "busy") is raised as it is."""
+    sent = _Sent()
+    with contextlib.ExitStack() as stack:
+        for connection in connections.all():
+            stack.enter_context(connection.execute_wrapper(sent))
+        try:
+            return work()
+        except (OperationalError, InterfaceError) as exc:
+            if sent.wrote or database_busy(exc) or not _connection_dropped():
+                raise
+            logger.warning("the database connection was lost before the work wrote anything; running it once more")
+    return work()
 
 
 class DatabaseBusy(Exception):

@@ -201,7 +201,14 @@ SCOUT_DB_SERVING = env_bool("SCOUT_DB_SERVING")
 # search at 300k events compiled for 4-6 s and ran in 0.2 s (bench/admin_volume.py). Scout's queries are short.
 SCOUT_DB_JIT = env_bool("SCOUT_DB_JIT")
 if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 0))}
+    # Health checks: a connection kept between requests (DB_CONN_MAX_AGE > 0) is pinged before a request reuses
+    # it, so the first request after Postgres ended its session (a restart, a failover) gets a new one instead of a
+    # 500 (opsux9). With the default 0 every request opens its own and nothing is pinged.
+    DATABASES = {
+        "default": dj_database_url.parse(
+            DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 0), conn_health_checks=True
+        )
+    }
     if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         # libpq "options": the session settings ride on the connection itself (no extra round trip).
         timeouts = {"lock_timeout": SCOUT_DB_LOCK_TIMEOUT, "statement_timeout": SCOUT_DB_STATEMENT_TIMEOUT}

@@ -20,12 +20,12 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from django.db import connection
+from django.db import OperationalError, connection
 
 from mcpgateway.db import orm_threads_stop, run_orm
 from tests.db_refusal import connections_refused
 
-from .conftest import faulty_calls, gateway_db, grant, make_token, make_user
+from .conftest import faulty_calls, gateway_db, grant, make_token, make_user, modern_request, raw_post, rpc_result
 from .test_access_change_mid_call import _send
 from .test_disconnect import _drop, _executions, _open_call, _wait_for
 
@@ -144,3 +144,70 @@ def test_an_approved_call_the_database_kept_from_being_sent_gets_its_approval_ba
     assert again.get("isError") is not True, again
     assert faulty_calls(faulty_call_log, "record_note") == 1
     assert ApprovalRequest.objects.get(pk=request.pk).status == "consumed"
+
+
+def _call(gateway, token: str, name: str, arguments: dict) -> dict:
+    return rpc_result(
+        raw_post(gateway, modern_request("tools/call", {"name": name, "arguments": arguments}), token=token)
+    )
+
+
+def test_requests_right_after_every_session_ended_are_answered_and_audited_once(
+    gateway, member_on, faulty_server, faulty_call_log, monkeypatch, sessions_ended
+):
+    """opsux9: each ORM thread kept a connection Postgres had ended; within the idle check's seconds a search, an
+    inspect and a call that landed on one failed ("terminating connection due to administrator command"). Work
+    that wrote nothing runs once more on a new connection."""
+    from catalog import connections as kept
+    from governance.models import AuditEvent
+
+    monkeypatch.setattr(kept, "IDLE_CHECK_SECONDS", 3600.0)  # no ping before reuse: every thread's connection dead
+    _, token = member_on(faulty_server, index=True)
+    _every_orm_thread_holds_a_connection(gateway)
+    _end_every_other_session()
+
+    search = _call(gateway, token, "tool_search", {"query": "ping"})["result"]
+    assert search.get("isError") is not True, search
+    inspect = _call(gateway, token, "tool_inspect", {"tool_ids": ["faulty::ping"]})["result"]
+    assert inspect.get("isError") is not True and "faulty::ping" in inspect["content"][0]["text"], inspect
+    ping = _call(gateway, token, "execute_tool", {"tool_id": "faulty::ping", "arguments": {"text": "back"}})["result"]
+    assert ping.get("isError") is not True and ping["content"][0]["text"] == "back", ping
+
+    assert faulty_calls(faulty_call_log, "ping") == 1
+    discovery = AuditEvent.objects.filter(event_type="discovery").values_list("payload__meta_tool", flat=True)
+    assert sorted(discovery) == ["tool_inspect", "tool_search"]
+    (event,) = _wait_for(lambda: _executions("faulty::ping"), "an audit event for the ping")
+    assert event.outcome == "success"
+
+
+def test_work_that_wrote_outside_a_transaction_is_not_run_again(gateway, monkeypatch, sessions_ended):
+    """The same ended connections: a read runs once more, a write sent outside a transaction does not (whether the
+    server applied it is not known)."""
+    from catalog import connections as kept
+    from catalog.models import Tool
+    from governance.models import AuditEvent
+
+    monkeypatch.setattr(kept, "IDLE_CHECK_SECONDS", 3600.0)
+    runs: list[str] = []
+
+    def read() -> int:
+        runs.append("read")
+        return AuditEvent.objects.count()
+
+    def write() -> None:
+        runs.append("write")
+        Tool.objects.filter(pk=-1).update(description="")
+
+    async def reads() -> list[int]:
+        return await asyncio.gather(*(run_orm(read) for _ in range(6)))
+
+    _every_orm_thread_holds_a_connection(gateway)
+    _end_every_other_session()
+    counts = asyncio.run_coroutine_threadsafe(reads(), gateway.loop).result(30)
+    assert len(set(counts)) == 1 and runs.count("read") > 6  # a read that met an ended connection ran again
+
+    _every_orm_thread_holds_a_connection(gateway)
+    _end_every_other_session()
+    with pytest.raises(OperationalError):
+        asyncio.run_coroutine_threadsafe(run_orm(write), gateway.loop).result(30)
+    assert runs.count("write") == 1
