@@ -102,7 +102,16 @@ def visibility_row_token() -> str:
     when it must follow every change in every process even with the cache down (the gateway's verified
     tokens: token saves, revocations, users, tenants and agents all rewrite it). Read once per
     ``visibility_row_read_once`` block."""
-    return _row_once.read(_row_token_fetch)
+    return _row_once.read(_row_token_per_request)
+
+
+def _row_token_per_request() -> str:
+    # Outside such a block, once per request (``request_memo``, forgotten with the version as the block's is): an
+    # approver's inbox read it 5 times, once per selector keying on the version. Read before the data keyed on it.
+    memo = request_memo()
+    if "visibility_row_token" not in memo:
+        memo["visibility_row_token"] = _row_token_fetch()
+    return memo["visibility_row_token"]
 
 
 def _row_token_fetch() -> str:

@@ -92,14 +92,20 @@ def _tenants_of(user: AbstractBaseUser) -> list[tuple[int, str]]:
 
 
 def principals_for_users(users: Iterable[AbstractBaseUser]) -> dict[int, Principal]:
-    """``principal_for_user`` for each of ``users`` (saved ones), by user pk: their tenants in one query."""
+    """``principal_for_user`` for each of ``users`` (saved ones), by user pk: their tenants in one query
+    (none for people whose tenants this request already read, ``_tenants_of``'s memo)."""
+    from .cache import request_memo
     from .models import Tenant
 
     by_pk = {user.pk: user for user in users if user.pk is not None}
-    tenants: dict[int, list[tuple[int, str]]] = {pk: [] for pk in by_pk}
-    memberships = Tenant.members.through.objects.filter(user_id__in=by_pk).order_by("tenant__slug")
-    for user_id, tenant_id, slug in memberships.values_list("user_id", "tenant_id", "tenant__slug"):
-        tenants[user_id].append((tenant_id, slug))
+    memo = request_memo()  # shared with _tenants_of: the inbox judged the same requesters 4 times per page
+    tenants: dict[int, list[tuple[int, str]]] = {pk: memo.get(("tenants", pk), []) for pk in by_pk}
+    unread = [pk for pk in by_pk if ("tenants", pk) not in memo]
+    if unread:
+        memberships = Tenant.members.through.objects.filter(user_id__in=unread).order_by("tenant__slug")
+        for user_id, tenant_id, slug in memberships.values_list("user_id", "tenant_id", "tenant__slug"):
+            tenants[user_id].append((tenant_id, slug))
+        memo.update({("tenants", pk): tenants[pk] for pk in unread})
     return {pk: _session_principal(user, tenants[pk]) for pk, user in by_pk.items()}
 
 

@@ -36,7 +36,7 @@ from ..selectors import (
     servers_visible_to_operator,
     shared_shaped_by,
 )
-from ..selectors.tenants import INSTALL_ENVIRONMENT_FIELDS
+from ..selectors.tenants import INSTALL_ENVIRONMENT_FIELDS, tenants_exist
 from ..services.permissions import (
     SELF_GRANT_MESSAGE,
     grants_to_self,
@@ -247,7 +247,7 @@ class ServerAdmin(AccessAdminMixin, CatalogServerAdmin):
     def get_inline_instances(self, request, obj=None):
         # The tenant section appears once tenants exist: a single-tenant install keeps its plain form.
         inlines = super().get_inline_instances(request, obj)
-        if not Tenant.objects.exists():
+        if not tenants_exist():
             inlines = [inline for inline in inlines if not isinstance(inline, ServerTenantInline)]
         return inlines
 

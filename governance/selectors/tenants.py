@@ -40,7 +40,18 @@ def install_wide_visible_to(*, user: AbstractBaseUser) -> bool:
     so that a tenant's curator learns nothing of another tenant's catalog, not even its size (Z12)."""
     if getattr(user, "is_superuser", False):
         return True
-    return not Tenant.objects.exists()
+    return not tenants_exist()
+
+
+def tenants_exist() -> bool:
+    """Whether the install has any tenant, read once per request (``request_memo``, emptied by
+    ``visibility_invalidate``, which every tenant save or delete calls): a curator's admin home asked 9 times."""
+    from ..cache import request_memo
+
+    memo = request_memo()
+    if "tenants_exist" not in memo:
+        memo["tenants_exist"] = Tenant.objects.exists()
+    return memo["tenants_exist"]
 
 
 # Server fields that name the install's processes and environment (a stdio command, the variables holding
