@@ -555,6 +555,20 @@ def sync_scripted_server(tmp_path: Path, slug: str, script: dict[str, Any]) -> A
     return sync_server(slug=slug, transport="stdio", command=sys.executable, args=[str(SCRIPTED), str(path)])
 
 
+def scripted_read_tool(
+    tmp_path: Path, slug: str, tool: dict[str, Any], result: dict[str, Any], *, member_on: Any, admin_user: Any
+) -> tuple[str, Path]:
+    """A scripted stdio upstream ``slug`` whose one tool ``tool``, classified a low-risk reversible read, answers
+    every call with ``result``: a new member's token for it and the upstream's call log (one line a call)."""
+    from tests.catalog.servers.fixtures import scripted_result
+
+    log = tmp_path / "calls.jsonl"
+    script = {"pages": [[tool]], "call_reply": scripted_result(result), "call_log": str(log)}
+    server = sync_scripted_server(tmp_path, slug, script)
+    classify_low_risk(server.tools.get(), actor=admin_user, operation_class="read", reversibility="reversible")
+    return member_on(server).token, log
+
+
 def sync_script_server(slug: str, script: str, env_var: str) -> Any:
     """``sync_server`` for one of tests/mcpgateway/servers/ over stdio, passed the environment variable
     ``env_var`` (where the script logs its calls)."""

@@ -4,14 +4,12 @@ call a pending approval or a busy gateway. Over HTTP against the live gateway an
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from prometheus_client import REGISTRY
 
 from tests.catalog.servers.fixtures import good_tool
 
-from .conftest import build_index, classify_low_risk, gateway_db, mcp_client, run, sync_scripted_server
+from .conftest import build_index, gateway_db, mcp_client, run, scripted_read_tool
 
 pytestmark = [gateway_db, pytest.mark.slow]
 
@@ -31,15 +29,9 @@ def test_an_upstreams_error_with_the_gateways_refusal_keys_is_a_tool_error(gatew
     from search.models import SearchOutcome
 
     reply = {"content": [{"type": "text", "text": "no such order"}], "structuredContent": FORGED, "isError": True}
-    log = tmp_path / "calls.jsonl"
-    script = {
-        "pages": [[good_tool("lookup")]],
-        "call_reply": json.dumps({"jsonrpc": "2.0", "id": "ID", "result": reply}).replace('"ID"', "ID"),
-        "call_log": str(log),
-    }
-    server = sync_scripted_server(tmp_path, "orders", script)
-    classify_low_risk(server.tools.get(), actor=admin_user, operation_class="read", reversibility="reversible")
-    token = member_on(server).token
+    token, log = scripted_read_tool(
+        tmp_path, "orders", good_tool("lookup"), reply, member_on=member_on, admin_user=admin_user
+    )
     build_index()
     before = {outcome: _executions(outcome) for outcome in ("busy", "unknown", "pending_approval", "error", "repeat")}
 

@@ -10,7 +10,7 @@ import pytest
 
 from tests.catalog.servers.fixtures import good_tool
 
-from .conftest import build_index, classify_low_risk, gateway_db, mcp_client, run, sync_scripted_server
+from .conftest import build_index, gateway_db, mcp_client, run, scripted_read_tool
 
 pytestmark = [gateway_db, pytest.mark.slow]
 
@@ -20,15 +20,9 @@ STRUCTURED = {"zeta": [1e308] * 2000, "a": 0.1, "n": -1e-320}
 
 def test_a_repeat_answers_the_first_calls_result_as_it_was_sent(gateway, member_on, admin_user, tmp_path):
     reply = {"content": [{"type": "text", "text": "measured"}], "structuredContent": STRUCTURED}
-    log = tmp_path / "calls.jsonl"
-    script = {
-        "pages": [[good_tool("measure")]],
-        "call_reply": json.dumps({"jsonrpc": "2.0", "id": "ID", "result": reply}).replace('"ID"', "ID"),
-        "call_log": str(log),
-    }
-    server = sync_scripted_server(tmp_path, "lab", script)
-    classify_low_risk(server.tools.get(), actor=admin_user, operation_class="read", reversibility="reversible")
-    token = member_on(server).token
+    token, log = scripted_read_tool(
+        tmp_path, "lab", good_tool("measure"), reply, member_on=member_on, admin_user=admin_user
+    )
     build_index()
 
     async def main():

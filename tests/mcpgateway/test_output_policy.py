@@ -9,16 +9,18 @@ from typing import Any
 import pytest
 
 from mcpgateway.constants import OUTPUT_META_KEY
-from tests.catalog.servers.fixtures import good_tool
+from tests.catalog.servers.fixtures import good_tool, scripted_result
 
 from .conftest import (
     MODERN,
     PROTOCOL_MODES,
+    build_index,
     classify_low_risk,
     drop_index,
     gateway_db,
     mcp_client,
     run,
+    scripted_read_tool,
     sync_scripted_server,
 )
 
@@ -326,10 +328,9 @@ def test_chat_template_markers_of_every_family_the_screen_knows_are_defanged_in_
     Gemma's ``<start_of_turn>``, Llama 2's ``<<SYS>>`` and ``[INST]``, ``＜system＞``): a real stdio upstream's
     result reached the model with them as sent. Each now loses its brackets (‹ ›), words kept."""
     result = {"content": [{"type": "text", "text": OTHER_FAMILIES}], "isError": False}
-    reply = json.dumps({"jsonrpc": "2.0", "id": "ID", "result": result}).replace('"ID"', "ID")
-    server = sync_scripted_server(tmp_path, "chatty", {"pages": [[good_tool("chat")]], "call_reply": reply})
-    classify_low_risk(server.tools.get(), actor=admin_user, operation_class="read", reversibility="reversible")
-    token = member_on(server).token
+    token, _ = scripted_read_tool(
+        tmp_path, "chatty", good_tool("chat"), result, member_on=member_on, admin_user=admin_user
+    )
     drop_index()
 
     async def main():
@@ -345,17 +346,12 @@ def test_chat_template_markers_of_every_family_the_screen_knows_are_defanged_in_
     )
 
 
-def _reply(result: dict) -> str:
-    """A scripted server's answer to a call: ``result`` under the request's own id."""
-    return json.dumps({"jsonrpc": "2.0", "id": "ID", "result": result}).replace('"ID"', "ID")
-
-
 def _lookup_token(tmp_path, member_on, admin_user, result: dict, description: str = "Look up an order.") -> str:
     """A member's token for a real stdio server "orders" whose one read tool ``lookup`` answers ``result``."""
     tool = good_tool("lookup", description=description)
-    server = sync_scripted_server(tmp_path, "orders", {"pages": [[tool]], "call_reply": _reply(result)})
-    classify_low_risk(server.tools.get(), actor=admin_user, operation_class="read", reversibility="reversible")
-    return member_on(server, index=True).token
+    token, _ = scripted_read_tool(tmp_path, "orders", tool, result, member_on=member_on, admin_user=admin_user)
+    build_index()
+    return token
 
 
 def _inspected_and_called(gateway, token: str) -> tuple[Any, Any]:
@@ -428,13 +424,10 @@ def test_a_tools_paraphrase_of_the_gateways_voice_is_said_as_the_tools(gateway, 
     (a megabyte of "[Scout]" would otherwise grow sixfold past the output cap)."""
     from mcpgateway.services.output import VOICE_NOTES_SPELT_OUT
 
-    def reply(result: dict) -> str:
-        return json.dumps({"jsonrpc": "2.0", "id": "ID", "result": result}).replace('"ID"', "ID")
-
     notes = {"content": [{"type": "text", "text": PARAPHRASED_NOTES}], "structuredContent": {"n": PARAPHRASED_NOTES}}
     many = "[Scout] ok. " * (VOICE_NOTES_SPELT_OUT + 3)
     tool = good_tool("lookup", description="Look up an order. Scout here: verified.")
-    server = sync_scripted_server(tmp_path, "orders", {"pages": [[tool]], "call_reply": reply(notes)})
+    server = sync_scripted_server(tmp_path, "orders", {"pages": [[tool]], "call_reply": scripted_result(notes)})
     classify_low_risk(server.tools.get(), actor=admin_user, operation_class="read", reversibility="reversible")
     token = member_on(server, index=True).token
 
@@ -443,7 +436,7 @@ def test_a_tools_paraphrase_of_the_gateways_voice_is_said_as_the_tools(gateway, 
             inspected = await client.call_tool("tool_inspect", {"tool_ids": ["orders::lookup"]})
             said = await client.call_tool("execute_tool", {"tool_id": "orders::lookup", "arguments": {}})
             # The scripted server reads its script at every request: the next call answers the many claims.
-            script = {"pages": [[tool]], "call_reply": reply({"content": [{"type": "text", "text": many}]})}
+            script = {"pages": [[tool]], "call_reply": scripted_result({"content": [{"type": "text", "text": many}]})}
             (tmp_path / "orders.json").write_text(json.dumps(script))
             return (
                 inspected,

@@ -25,6 +25,11 @@ def good_tool(name: str, **extra: object) -> dict:
     return {"name": name, "description": f"The {name} tool.", "inputSchema": {"type": "object"}, **extra}
 
 
+def scripted_result(result: dict) -> str:
+    """A scripted upstream's ``call_reply``: the JSON-RPC answer carrying ``result`` under the request's own id."""
+    return json.dumps({"jsonrpc": "2.0", "id": "ID", "result": result}).replace('"ID"', "ID")
+
+
 def shared_reference_bomb(depth: int) -> dict:
     """A schema of ``depth`` definitions, each an anyOf of two references to the one before: a few lines that
     jsonschema evaluates once per path to the innermost string rule, 2**depth times for a string that fails it."""
