@@ -84,9 +84,11 @@ def _plain(address: IPAddress) -> IPAddress:
     return address
 
 
-# IPv6 ranges that carry an IPv4 address a gateway translates to: NAT64's well-known prefix (RFC 6052), and the
-# deprecated IPv4-compatible form; 6to4 (2002::/16) is read by ``ipaddress`` itself. Python calls them global.
+# IPv6 ranges that carry an IPv4 address a gateway translates to: NAT64's well-known prefix (RFC 6052), SIIT's
+# IPv4-translated form (RFC 2765/6145, ``::ffff:0:a.b.c.d``) and the deprecated IPv4-compatible form; 6to4
+# (2002::/16) is read by ``ipaddress`` itself. Python calls them global.
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_IPV4_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")
 _IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
 # Ranges this Python calls global that are not public: never judged public, only reached when listed.
 _NOT_PUBLIC = (
@@ -98,20 +100,31 @@ _NOT_PUBLIC = (
 
 
 def _embedded(address: IPAddress) -> IPAddress:
-    """The IPv4 address a NAT64, 6to4 or IPv4-compatible address reaches (``address`` itself otherwise)."""
+    """The IPv4 address a NAT64, SIIT, 6to4 or IPv4-compatible address reaches (``address`` itself otherwise)."""
     if isinstance(address, ipaddress.IPv6Address):
-        if address in _NAT64 or address in _IPV4_COMPATIBLE:
+        if any(address in network for network in (_NAT64, _IPV4_TRANSLATED, _IPV4_COMPATIBLE)):
             return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
         if address.sixtofour is not None:
             return address.sixtofour
     return address
 
 
-def _address_allowed(address: IPAddress, networks: list[Network]) -> bool:
-    """Public (judged by the IPv4 address it translates to, if any), or inside a listed network."""
+def address_public(address: IPAddress) -> bool:
+    """Whether ``address`` is a public unicast address, an IPv6 one that carries an IPv4 address (mapped, NAT64,
+    SIIT, 6to4, IPv4-compatible) judged by the address it reaches. Also what decides which links in an upstream's
+    output or definition are kept (``mcpgateway.services.output``): one judgement for Scout's requests and for those
+    it would have a client make."""
+    address = _plain(address)
     reached = _embedded(address)
-    public = reached.is_global and not reached.is_multicast and not any(address in net for net in _NOT_PUBLIC)
-    return public or any(candidate in network for candidate in (address, reached) for network in networks)
+    return reached.is_global and not reached.is_multicast and not any(address in net for net in _NOT_PUBLIC)
+
+
+def _address_allowed(address: IPAddress, networks: list[Network]) -> bool:
+    """Public (``address_public``), or inside a listed network."""
+    reached = _embedded(address)
+    return address_public(address) or any(
+        candidate in network for candidate in (address, reached) for network in networks
+    )
 
 
 def system_resolver(host: str, port: int) -> list[str]:

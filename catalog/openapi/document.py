@@ -49,6 +49,9 @@ IGNORED_HEADERS = frozenset(
     | {"accept-encoding", "te"}
 )
 TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+# A header or cookie name as HTTP writes one (RFC 9110 "token"): any other character (a space, a colon, "München")
+# the HTTP client refuses or cannot encode, and every call of the operation failed on it.
+HTTP_TOKEN_RE = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 BODY_PROPERTY = "body"
 
 
@@ -326,6 +329,8 @@ def operation_tool(resolver: SchemaResolver, method: str, path: str, path_item: 
             continue
         if place not in PARAMETER_PLACES:
             raise OperationRefused(f"parameter {name!r} has unknown location {place!r}")
+        if place in ("header", "cookie") and not HTTP_TOKEN_RE.fullmatch(name):
+            raise OperationRefused(f"parameter {name!r} ({place}) is not a name a {place} can carry")
         if name in properties:
             raise OperationRefused(f"parameter name {name!r} is used in two places; not supported")
         style = parameter.get("style") or ("form" if place in ("query", "cookie") else "simple")

@@ -24,7 +24,7 @@ from catalog.upstream import UpstreamError, safe_url
 
 from .body import ACCEPTED_ENCODINGS, body_read
 from .credentials import cookie_header, credentials_for
-from .document import BINDING_KEY, IGNORED_HEADERS, climbs
+from .document import BINDING_KEY, HTTP_TOKEN_RE, IGNORED_HEADERS, climbs
 
 if TYPE_CHECKING:
     from catalog.models import Server
@@ -86,6 +86,8 @@ def build_request(server: Server, input_schema: dict[str, Any], arguments: dict[
             continue
         if (place, name.lower() if place == "header" else name) in scouts:
             continue
+        if place in ("header", "cookie") and not HTTP_TOKEN_RE.fullmatch(name):  # a binding from an older sync
+            raise _fail(server, f"a {place} parameter's name is no {place} name; sync the server again", "config")
         value = arguments[name]
         if place == "query" and isinstance(value, list) and parameter.get("explode", True):
             query.extend((name, _scalar(item)) for item in value)
@@ -101,14 +103,23 @@ def build_request(server: Server, input_schema: dict[str, Any], arguments: dict[
         elif place == "query":
             query.append((name, text))
         elif place == "header":
-            if any(ch in text for ch in "\r\n\0"):
-                # Refused before anything is sent: a line break would smuggle another header in.
-                raise _fail(server, f"header argument {name!r} contains a line break", "config")
+            if not _header_writable(text):
+                # Refused before anything is sent: a line break would smuggle another header in, and a character
+                # the HTTP client cannot write failed the call unaudited (redteam46).
+                raise _fail(
+                    server,
+                    f"header argument {name!r} contains a line break or a character headers cannot carry",
+                    "config",
+                )
             headers[name] = text
         else:
-            if any(ch in text for ch in ";\r\n\0"):
+            if ";" in text or not _header_writable(text):
                 # A ";" would add another cookie (one named like the service's credential, read first).
-                raise _fail(server, f"cookie argument {name!r} contains ';' or a line break", "config")
+                raise _fail(
+                    server,
+                    f"cookie argument {name!r} contains ';', a line break or a character headers cannot carry",
+                    "config",
+                )
             cookies[name] = text
     body = binding.get("body")
     content: bytes | None = None
@@ -133,6 +144,13 @@ def build_request(server: Server, input_schema: dict[str, Any], arguments: dict[
         # Only ever the base URL's host: a path from the document must not turn it into user info or a port.
         raise _fail(server, "the operation's path does not stay on the base URL; sync the server again", "config")
     return {"method": binding["method"], "url": url, "params": query, "headers": headers, "content": content}
+
+
+def _header_writable(text: str) -> bool:
+    """Whether ``text`` goes into a header as it is: printable ASCII, spaces and tabs. A line break would start
+    another header; the HTTP client raises UnicodeEncodeError for any other character (``München``), and h11
+    refuses other control characters."""
+    return all(ch == "\t" or " " <= ch <= "~" for ch in text)
 
 
 def _text_result(text: str, *, is_error: bool, structured: dict[str, Any] | None = None) -> types.CallToolResult:

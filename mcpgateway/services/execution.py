@@ -726,8 +726,8 @@ UPSTREAM_REFUSAL_TEXT = {
 NOT_SENT = "The tool's server could not be reached, so the call was not sent; try again later, or use another tool."
 UPSTREAM_REFUSAL_TEXT["config"] = (
     "The call was not sent: no request the tool's server takes could be built from these arguments (a path argument "
-    "may not be or hold '.' or '..'), or the server is misconfigured. Check the arguments; if they are right, tell "
-    "the user the tool cannot be called now."
+    "may not be or hold '.' or '..'; a header or cookie argument holds printable ASCII only), or the server is "
+    "misconfigured. Check the arguments; if they are right, tell the user the tool cannot be called now."
 )
 # What to do after a call that reached the tool's server but did not come back (timeout, closed): a write may
 # have taken effect; a tool Scout classifies as a read changed nothing, so "check first" would only stall a model.

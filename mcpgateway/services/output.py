@@ -34,6 +34,7 @@ import idna
 import mcp_types as types
 import re2
 
+from catalog.egress import address_public
 from governance.sanitize import ReadText, as_read, clean_json_strings, read_folded, read_folded_word
 
 from ..constants import OUTPUT_META_KEY, SCOUT_META_PREFIX
@@ -537,18 +538,6 @@ def _internal(host: str) -> bool:
             address = ipaddress.ip_address(host)
     except (OSError, ValueError):
         return last.isdigit() or last.startswith("0x")  # a number that is no address: refused; a name: kept
-    embedded = _embedded_ipv4(address)
-    return not address.is_global or (embedded is not None and not embedded.is_global)
-
-
-NAT64 = ipaddress.ip_network("64:ff9b::/96")
-
-
-def _embedded_ipv4(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
-    """The IPv4 address an IPv6 one carries to (NAT64's well-known prefix, 6to4), or None: 64:ff9b::a9fe:a9fe
-    is the metadata address behind a NAT64 gateway."""
-    if not isinstance(address, ipaddress.IPv6Address):
-        return None
-    if address in NAT64:
-        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
-    return address.sixtofour
+    # As Scout judges its own upstream requests: 64:ff9b::a9fe:a9fe (NAT64) and ::ffff:0:a9fe:a9fe (SIIT) are the
+    # metadata address behind a translating gateway.
+    return not address_public(address)

@@ -108,7 +108,18 @@ def test_an_address_spelt_otherwise_is_refused_at_registration_and_at_every_call
 
 
 @pytest.mark.parametrize(
-    "answer", ["169.254.169.254", "10.0.0.5", "::ffff:169.254.169.254", "64:ff9b::a9fe:a9fe", "fd00::1", "::1"]
+    "answer",
+    [
+        "169.254.169.254",
+        "10.0.0.5",
+        "::ffff:169.254.169.254",
+        "64:ff9b::a9fe:a9fe",
+        # The IPv4-translated form (SIIT, RFC 2765/6145: ::ffff:0:a.b.c.d), which Python calls global (redteam46).
+        "::ffff:0:a9fe:a9fe",
+        "::ffff:0:7f00:1",
+        "fd00::1",
+        "::1",
+    ],
 )
 def test_a_listed_name_resolving_to_a_private_or_metadata_address_is_refused_at_call_time(
     settings, monkeypatch, answer

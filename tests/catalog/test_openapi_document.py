@@ -193,6 +193,19 @@ def test_a_schema_nested_too_deep_once_its_references_are_expanded_refuses_its_o
             {"requestBody": {"content": {"application/x-www-form-urlencoded": {"schema": {"type": "object"}}}}},
             "only JSON request bodies are supported",
         ),
+        # A name the HTTP client cannot write (UnicodeEncodeError, or h11's refusal) failed every call (redteam46).
+        (
+            {"parameters": [{"name": "X-St\u00e4dt", "in": "header", "schema": {"type": "string"}}]},
+            "is not a name a header can carry",
+        ),
+        (
+            {"parameters": [{"name": "X-A: b", "in": "header", "schema": {"type": "string"}}]},
+            "is not a name a header can carry",
+        ),
+        (
+            {"parameters": [{"name": "theme;session", "in": "cookie", "schema": {"type": "string"}}]},
+            "is not a name a cookie can carry",
+        ),
     ],
 )
 def test_refused_operations_say_why(operation, reason):
@@ -244,6 +257,22 @@ def test_a_stored_binding_or_a_path_argument_with_a_dot_segment_builds_no_reques
     older = {**schema, BINDING_KEY: {**schema[BINDING_KEY], "path": "/../admin/{id}"}}
     with pytest.raises(UpstreamError, match="does not stay on the base URL"):
         build_request(server, older, {"id": "1"})
+
+
+def test_a_stored_binding_with_a_header_or_cookie_name_http_cannot_write_builds_no_request():
+    """A header or cookie name sync now refuses (``test_refused_operations_say_why``), in a binding stored before:
+    refused unsent, not the HTTP client's UnicodeEncodeError, which failed the call unaudited (redteam46)."""
+    from catalog.models import Server
+    from catalog.openapi.execute import build_request
+    from catalog.upstream import UpstreamError
+
+    server = Server(slug="api", name="api", transport="openapi", base_url="https://api.example/v1")
+    [tool] = openapi_operations(doc({"/pets": {"get": {"operationId": "list", "responses": OK}}})).tools
+    for place, name in (("header", "X-St\u00e4dt"), ("cookie", "theme;session")):
+        binding = {**tool["inputSchema"][BINDING_KEY], "parameters": [{"name": name, "in": place}]}
+        with pytest.raises(UpstreamError, match=f"a {place} parameter's name is no {place} name") as refused:
+            build_request(server, {**tool["inputSchema"], BINDING_KEY: binding}, {name: "x"})
+        assert refused.value.kind == "config"
 
 
 YAML_HEAD = "openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths: {}\n"

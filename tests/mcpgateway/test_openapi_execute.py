@@ -348,6 +348,9 @@ def test_a_cookie_argument_cannot_add_another_cookie(gateway, pets):
     assert build_request(pets["server"], schema, {"theme": "dark"})["headers"]["Cookie"] == "theme=dark"
     with pytest.raises(UpstreamError, match="contains ';'"):
         build_request(pets["server"], schema, {"theme": "dark; session=forged"})
+    for value in ("d\u00fcsseldorf", "dark\x01", "dark\r\nX-Forged: 1"):  # the HTTP client raised on the first
+        with pytest.raises(UpstreamError, match="a character headers cannot carry"):
+            build_request(pets["server"], schema, {"theme": value})
 
 
 def test_base_url_outside_the_allow_list_sends_nothing(gateway, pets, settings):
@@ -447,3 +450,27 @@ def test_a_services_json_python_cannot_hold_is_answered_and_the_call_audited(gat
     assert IdempotencyRecord.objects.get(key="pet-1").status == "done"
     again = execute(gateway, pets["token"], "pets::showPetById", {"petId": "1"}, idempotency_key="pet-1")
     assert again == result and len(pets["service"].calls("GET", "/pets/1")) == 1
+
+
+def test_a_header_argument_no_header_can_carry_is_refused_unsent_and_the_call_audited(gateway, pets):
+    """A header parameter's argument with a character HTTP's header encoding (ASCII here) cannot write (``München``):
+    the HTTP client raised UnicodeEncodeError building the request, which no handler expected: the caller got the
+    SDK's bare "Error executing tool", no execution was audited and the idempotency key stayed "running" until it
+    expired, so the resent call was refused as still running (redteam46). It is refused before anything is sent, as
+    a line break is, saying what a header argument may hold, never its value; the key is freed for a corrected
+    call."""
+    from governance.models import AuditEvent
+    from mcpgateway.models import IdempotencyRecord
+
+    arguments = {"limit": 1, "X-Request-Id": "M\u00fcnchen-42"}
+    result = execute(gateway, pets["token"], "pets::listPets", arguments, idempotency_key="city-1")
+
+    assert result.is_error
+    assert "header or cookie argument holds printable ASCII only" in _text(result)
+    assert "M\u00fcnchen" not in _text(result)
+    assert pets["service"].calls() == []
+    [audit] = AuditEvent.objects.filter(event_type="execution", tool_ref="pets::listPets")
+    assert audit.outcome == "error"
+    assert not IdempotencyRecord.objects.filter(key="city-1", status="running").exists()
+    fixed = execute(gateway, pets["token"], "pets::listPets", {**arguments, "X-Request-Id": "req-42"})
+    assert not fixed.is_error and len(pets["service"].calls()) == 1

@@ -168,7 +168,8 @@ def test_links_written_in_a_text_to_anything_but_public_web_hosts_point_nowhere(
 def test_internal_links_spelt_as_only_a_browser_reads_them_are_dropped(gateway, token):
     """C1-27, T10: loopback, the metadata address and a private network spelt as a browser reads them but Python's
     URL parser does not (a backslash before "@", ideographic or fullwidth full stops, circled or fullwidth letters,
-    percent-encoded host, NAT64) are dropped like their plain spellings; a public IDN host stays."""
+    percent-encoded host, NAT64, SIIT, IPv4-compatible, site-local) are dropped like their plain spellings; a public
+    IDN host stays."""
 
     async def main():
         async with mcp_client(gateway, token, mode=MODERN) as client:
@@ -179,7 +180,7 @@ def test_internal_links_spelt_as_only_a_browser_reads_them_are_dropped(gateway, 
     links = [str(block.uri) for block in result.content if block.type == "resource_link"]
     assert links == ["https://docs.example.com/guide", "https://m\u00fcnchen.example/"]
     assert _texts(result) == [
-        "The gateway removed 11 link(s) of this result: only http and https links to public hosts are passed on."
+        "The gateway removed 15 link(s) of this result: only http and https links to public hosts are passed on."
     ]
 
 

@@ -246,7 +246,8 @@ def images() -> list[ImageContent | EmbeddedResource]:
 
 # Internal addresses spelt so that Python's URL parser reads a public host or a name: a browser reads each as loopback,
 # the metadata address or a private network (WHATWG: a backslash is "/", the host percent-decoded and IDNA-mapped);
-# other clients take a backslash for part of the user name; a NAT64 address carries the metadata address.
+# other clients take a backslash for part of the user name; a NAT64, SIIT (IPv4-translated) or IPv4-compatible address
+# carries the metadata address; the local-use NAT64 prefix and site-local addresses are not public either (redteam46).
 SPELT_INTERNAL = [
     "http://127.0.0.1\\@example.com/",
     "http://example.com\\@127.0.0.1/",
@@ -259,6 +260,10 @@ SPELT_INTERNAL = [
     "http://%6c%6f%63%61%6c%68%6f%73%74/",
     "http://10.0.0.%31/",
     "http://[64:ff9b::a9fe:a9fe]/",
+    "http://[::ffff:0:a9fe:a9fe]/latest/meta-data/",
+    "http://[::a9fe:a9fe]/",
+    "http://[64:ff9b:1::a9fe:a9fe]/",
+    "http://[fec0::1]/",
 ]
 
 
