@@ -17,7 +17,6 @@ import argparse
 import os
 import sys
 from dataclasses import replace
-from functools import partial
 from pathlib import Path
 
 import django
@@ -27,22 +26,11 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scoutsite.settings")
 django.setup()
 
 import numpy as np  # noqa: E402
-from django.conf import settings  # noqa: E402
+from served import served_setup  # noqa: E402
 
-from search.backends.ranked import ranking_options  # noqa: E402
 from search.documents import teachers_mean  # noqa: E402
-from search.encoder import encoder_get, model_key  # noqa: E402
-from search.engine.decompose import request_parts  # noqa: E402
 from search.engine.snapshot import IndexSnapshot  # noqa: E402
-from search.evaluation import (  # noqa: E402
-    EmbeddingCache,
-    doc_vectors,
-    evaluate,
-    learn_replay,
-    load_catalogs,
-    load_queries,
-    one_pass_parts,
-)
+from search.evaluation import evaluate  # noqa: E402
 
 
 class Learned:
@@ -100,29 +88,16 @@ def main() -> None:
     parser.add_argument("--variant", action="append", default=[], help="K,BETA,TAU (K 0: as served)")
     parser.add_argument("--centroid", action="store_true")
     args = parser.parse_args()
-    docs = load_catalogs([args.catalog])
-    known = {d.tool_id for d in docs}
-    learn, _ = load_queries([args.learn_from], known)
-    tests, _ = load_queries([args.queries], known)
-    encoder = encoder_get()
-    cache = EmbeddingCache(Path(settings.SCOUT_SEARCH_EVAL_CACHE_DIR), model_key(), encoder.encode)
-    parts_for = partial(one_pass_parts, encoder) if encoder.one_pass else None
-    if parts_for is None:
-        cache.vectors([part for q in tests for part in request_parts(q.text)])
-    options = ranking_options("convex")
-    base = IndexSnapshot(docs, doc_vectors(docs, cache.vectors), generation="eval")
-    learned = learn_replay(base, learn, cache.vectors, options, parts_for=parts_for)
-    docs = [replace(d, **learned.get(d.pk, {})) for d in docs]
-    snapshot = IndexSnapshot(docs, doc_vectors(docs, cache.vectors), generation="eval+learned")
-    evidence = Learned(snapshot, cache.vectors)
-    taught = {d.tool_id for d in docs if d.learned}
+    snapshot, tests, vectors_for, options, parts_for = served_setup([args.catalog], [args.queries], [args.learn_from])
+    evidence = Learned(snapshot, vectors_for)
+    taught = {d.tool_id for d in snapshot.docs if d.learned}
     singles = [q for q in tests if q.kind == "single"]
     print(
-        f"taught tools {len(taught)} of {len(docs)}; single-tool test requests {len(singles)}, "
+        f"taught tools {len(taught)} of {len(snapshot.docs)}; single-tool test requests {len(singles)}, "
         f"on a taught tool {sum(q.groups[0][0] in taught for q in singles)}",
         flush=True,
     )
-    query_vectors = cache.vectors([q.text for q in tests])
+    query_vectors = vectors_for([q.text for q in tests])
     plain = snapshot.branches
     for variant in args.variant or ["0,0,0"]:
         k, beta, tau = (float(x) for x in variant.split(","))
@@ -138,7 +113,7 @@ def main() -> None:
             return replace(found, dense=replace(found.dense, scores=scores))
 
         snapshot.branches = branches
-        result = evaluate(snapshot, tests, query_vectors, cache.vectors, options, modes=["convex"], parts_for=parts_for)
+        result = evaluate(snapshot, tests, query_vectors, vectors_for, options, modes=["convex"], parts_for=parts_for)
         served = result["all"]["convex"]["served"]
         single = result["all"]["convex"]
         print(
