@@ -226,6 +226,7 @@ def main() -> None:
                 "right_learned": len(doc.learned),
                 "right_teachers": len({t for ts in doc.teachers() for t in ts}) if doc.learned else 0,
                 "right_best_learned_cos": round(float(own.max()), 3) if len(own) else None,
+                "first_learned": len(by_id[first_id].learned) if first_id else 0,
                 "nearest_learned": near[:5],
                 "nearest_replayed": replayed_near,
                 "confidence": str(ranking.confidence),
