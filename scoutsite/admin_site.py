@@ -304,6 +304,7 @@ def _workbench_waiting(user) -> dict[str, int] | None:
 
 
 def _approver_panel(request: HttpRequest, waiting: list) -> dict[str, Any]:
+    from governance.admin.approvals import arguments_line
     from governance.admin.common import breakable_id
     from governance.selectors import approval_requests_for_approver
 
@@ -312,6 +313,7 @@ def _approver_panel(request: HttpRequest, waiting: list) -> dict[str, Any]:
     rows = list(approval_requests_for_approver(user=request.user).filter(pk__in=first).order_by("-created_at", "-id"))
     for row in rows:  # as the inbox shows it: wrapped after "::" and "_" in the narrow column, not letter by letter
         row.tool_shown = breakable_id(row.tool.tool_id)
+        row.arguments_shown = arguments_line(row)  # two calls of one tool by one person told apart before a click
     return {"count": len(waiting), "rows": rows}
 
 
