@@ -123,24 +123,19 @@ class LoginRateThrottle(FailOpenThrottle):
 
 
 def _pending_count(request: HttpRequest) -> int | None:
-    """Requests waiting for this person to decide (``approval_requests_waiting_count``: the badge on every page, without
-    reading each request; the home page counts the list it shows, ``_waiting``), or None when they approve nothing."""
+    """Requests waiting for this person to decide (``approval_requests_waiting_count``, read once per request: the
+    badge on every page, without reading each request), or None when they approve nothing."""
     from governance.selectors import approval_requests_waiting_count
 
-    if not hasattr(request, "_scout_waiting_count"):
-        approves = _approves(request)
-        request._scout_waiting_count = approval_requests_waiting_count(user=request.user) if approves else None
-    return request._scout_waiting_count
+    return approval_requests_waiting_count(user=request.user) if _approves(request) else None
 
 
 def _waiting(request: HttpRequest) -> list | None:
-    """``approval_requests_waiting_for`` this person (the home page: its panel and the badge both read it), or None
+    """``approval_requests_waiting_for`` this person (the home page's panel; the badge then reads its count), or None
     when they approve nothing."""
     from governance.selectors import approval_requests_waiting_for
 
-    waiting = approval_requests_waiting_for(user=request.user) if _approves(request) else None
-    request._scout_waiting_count = None if waiting is None else len(waiting)
-    return waiting
+    return approval_requests_waiting_for(user=request.user) if _approves(request) else None
 
 
 def _approves(request: HttpRequest) -> bool:
@@ -309,6 +304,7 @@ def _workbench_waiting(user) -> dict[str, int] | None:
 
 
 def _approver_panel(request: HttpRequest, waiting: list) -> dict[str, Any]:
+    from governance.admin.approvals import arguments_line
     from governance.admin.common import breakable_id
     from governance.selectors import approval_requests_for_approver
 
@@ -317,6 +313,7 @@ def _approver_panel(request: HttpRequest, waiting: list) -> dict[str, Any]:
     rows = list(approval_requests_for_approver(user=request.user).filter(pk__in=first).order_by("-created_at", "-id"))
     for row in rows:  # as the inbox shows it: wrapped after "::" and "_" in the narrow column, not letter by letter
         row.tool_shown = breakable_id(row.tool.tool_id)
+        row.arguments_shown = arguments_line(row)  # two calls of one tool by one person told apart before a click
     return {"count": len(waiting), "rows": rows}
 
 

@@ -203,6 +203,8 @@ class ServerForm(forms.ModelForm):
         # A plain box: the admin's URL widget put "Currently: <link> Change:" above it, on a new server too once the
         # form came back with an error.
         widgets = {name: forms.URLInput(attrs={"class": "vURLField"}) for name in ("url", "base_url", "openapi_url")}
+        # Room for a whole path: Django's 20em text box cut the demo's own command to "/work/.../.venv/bin/mcp-serv".
+        widgets["command"] = forms.TextInput(attrs={"class": "vTextField scout-long-text"})
         help_texts = {
             "slug": "The server's name in tool ids (slug::tool): letters, digits, - and _, e.g. github-prod. "
             "Fixed once saved.",

@@ -304,6 +304,19 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
         return risk_badge(obj.risk_class, obj.get_risk_class_display())
 
     list_title = "Approval requests — pending first; open one to read the tool and decide"
+    history_title = "Your decisions — the requests you approved or denied, newest first"
+
+    def changelist_view(self, request, extra_context=None):
+        # An approver's history (the home page's "Your decisions") is titled as such: under the inbox's title an
+        # empty history read as an empty inbox.
+        if request.GET.get(DecidedByFilter.parameter_name) == "me":
+            only = set(request.GET) <= {DecidedByFilter.parameter_name}
+            extra_context = {
+                "title": self.history_title,
+                "history": "only" if only else "filtered",
+                **(extra_context or {}),
+            }
+        return super().changelist_view(request, extra_context)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         # The request's own page is where it is decided: the same view as ".../decide/".

@@ -14,7 +14,7 @@ from django.utils import timezone
 from catalog.cachesafe import cache_call
 from catalog.models import Tool
 
-from ..cache import visibility_version
+from ..cache import request_memo, visibility_version
 from ..choices import ApprovalStatus, NotificationChannel
 from ..constants import VISIBILITY_CACHE_TTL_SECONDS
 from ..models import ApprovalRequest, NotificationAttempt
@@ -148,8 +148,6 @@ def _approvable_q(user: AbstractBaseUser, prefix: str = "") -> Q:
 def user_is_approver(*, user: AbstractBaseUser) -> bool:
     """Whether ``user`` holds any approve grant (on a server or a tool, directly or through a group). Read once per
     request (``request_memo``): an admin page's header badge, navigation and inbox checks each ask it."""
-    from ..cache import request_memo
-
     if not _may_approve_at_all(user):
         return False
     memo = request_memo()
@@ -223,8 +221,17 @@ def approval_request_pks_decidable_by(*, user: AbstractBaseUser, pks: Iterable[i
 
 def approval_requests_waiting_count(*, user: AbstractBaseUser) -> int:
     """``len(approval_requests_waiting_for(user=user))`` without reading each request (the badge on every admin page:
-    an approver's backlog may be tens of thousands): counted per who asked (token, else person) and tool."""
+    an approver's backlog may be tens of thousands): counted per who asked (token, else person) and tool. Its groups
+    are read once per request (``_usable_groups``)."""
     return sum(_usable_groups(user).values())
+
+
+def approval_waiting_forget() -> None:
+    """Forget what this request read of who waits for whom (``_usable_groups``): a request opened, decided or expired
+    changes it, and such a write does not empty ``request_memo`` as one changing who sees what does."""
+    memo = request_memo()
+    for key in [key for key in memo if isinstance(key, tuple) and key[0] == "waiting"]:
+        del memo[key]
 
 
 class _AskedFor(NamedTuple):
@@ -241,8 +248,14 @@ class _AskedFor(NamedTuple):
 def _usable_groups(user: AbstractBaseUser) -> dict[tuple, int]:
     """``approval_request_groups_usable`` of the requests waiting for ``user``, without its grant pre-filter: under the
     approve rule's subqueries Postgres ran the four EXISTS per waiting request (the approver's badge 1.3-2.2 s -> 4-5 s
-    at a 31k backlog, bench/admin_volume.py)."""
-    return _groups_usable(_waiting_requests(user))
+    at a 31k backlog, bench/admin_volume.py). Read once per request (``request_memo``): the inbox's badge, its action
+    checks and its "waiting for you" filter each asked it (3-4 times a page); a write that opens, decides or expires
+    a request forgets it (``approval_waiting_forget``)."""
+    memo = request_memo()
+    key = ("waiting", user.pk)
+    if key not in memo:
+        memo[key] = _groups_usable(_waiting_requests(user))
+    return memo[key]
 
 
 def approval_request_groups_usable(*, requests: QuerySet[ApprovalRequest]) -> dict[tuple, int]:

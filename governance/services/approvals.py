@@ -39,6 +39,7 @@ from governance.selectors import (
     approval_requester_may_execute,
     approval_requests_for_approver,
     approval_requests_usable,
+    approval_waiting_forget,
     policy_version_current,
     principal_as_now,
     server_tenant_id,
@@ -254,6 +255,7 @@ def approval_request_create(*, principal: Principal, tool: Tool, arguments: Any,
                 expires_at=now + timedelta(seconds=APPROVAL_PENDING_TTL_SECONDS),
                 trace_id=(trace_id or "")[:200],
             )
+            approval_waiting_forget()
             audit_record(
                 event_type=AuditEventType.APPROVAL_REQUESTED,
                 principal=principal,
@@ -371,6 +373,7 @@ def approval_decide(
             decision_reason=reason,
             expires_at=now + ttl if approve else F("expires_at"),
         )
+        approval_waiting_forget()  # this page's badge counts it no more
         request.refresh_from_db()
         if not changed:
             if request.status == ApprovalStatus.PENDING:
@@ -476,6 +479,7 @@ def approvals_expire(requests: QuerySet[ApprovalRequest], *, reason: str) -> int
             .order_by("pk")
         )
         ApprovalRequest.objects.filter(pk__in=[row.pk for row in rows]).update(status=ApprovalStatus.EXPIRED)
+        approval_waiting_forget()
         events = [
             audit_event_build(
                 event_type=AuditEventType.APPROVAL_EXPIRED,

@@ -1,11 +1,13 @@
 """The server form in a real browser: only the chosen transport's fields show, a value left in a field of the
-transport given up is dropped when the form is sent (not refused), and the slug follows the name."""
+transport given up is dropped when the form is sent (not refused), the slug follows the name, and a long command
+shows whole."""
 
 import pytest
 
 from .conftest import admin_login, click_through, screenshot
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+LONG_COMMAND = "/home/scout/.local/share/uv/tools/mcp-server-time/bin/mcp-server-time"
 
 
 def _shown(browser, name: str) -> bool:
@@ -34,7 +36,10 @@ def test_only_the_chosen_transports_fields_show(browser, live_server, django_use
 
     browser.find_element(By.NAME, "name").send_keys("Clock Two")
     assert browser.find_element(By.NAME, "slug").get_attribute("value") == "clock-two"
-    browser.find_element(By.NAME, "command").send_keys("mcp-server-time")  # then the operator changes their mind
+    command = browser.find_element(By.NAME, "command")
+    command.send_keys(LONG_COMMAND)  # then the operator changes their mind
+    # The whole path in view at 1280 px: Django's 20em box cut it ("/home/scout/.local/share/uv/tools/mc").
+    assert browser.execute_script("return arguments[0].scrollWidth <= arguments[0].clientWidth", command)
     transport = Select(browser.find_element(By.NAME, "transport"))
     transport.select_by_value("http")
     assert _shown(browser, "url") and _shown(browser, "header_env")

@@ -26,8 +26,10 @@ def test_approver_home_lists_pending_requests_with_a_count(client, django_user_m
     client.force_login(user)
     html = client.get(reverse("admin:index")).content.decode()
     assert 'id="approver-home"' in html and 'class="scout-count">1<' in html
-    # The tool as the inbox shows it: the narrow column wraps after "::" and "_", never letter by letter.
-    assert '<td data-label="Tool">github::<wbr>delete_<wbr>repo</td>' in html
+    # The tool as the inbox shows it: the narrow column wraps after "::" and "_", never letter by letter; then the
+    # call's arguments, which tell two calls of one tool apart.
+    tool = 'github::<wbr>delete_<wbr>repo<br><small class="call-arguments">name: &quot;x&quot;</small>'
+    assert f'<td data-label="Tool">{tool}</td>' in html
     assert reverse("admin:governance_approvalrequest_decide", args=[request.pk]) in html
     assert 'id="pending-approvals"' in html  # the header count
     assert 'id="curator-home"' not in html and 'id="operator-home"' not in html
