@@ -25,6 +25,7 @@ import contextlib
 import functools
 import logging
 import queue
+import re
 import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
@@ -155,12 +156,17 @@ class _Work(threading.local):
 
 _work = _Work()
 READS = ("SELECT", "SAVEPOINT", "RELEASE", "ROLLBACK")  # statements that change nothing a new run would repeat
+# A CTE changes data only through one of these (Postgres: a data-modifying WITH); a word in a quoted name counts too.
+WRITES_IN_WITH = re.compile(r"\b(INSERT|UPDATE|DELETE|MERGE)\b", re.IGNORECASE)
 
 
 def _may_write(sql: str) -> bool:
-    """Whether a statement may change something (the SQL is Scout's own): ``WITH ...`` and every other statement
-    counts as a write: only a plain read is safe to send again."""
-    return not sql.lstrip()[:9].upper().startswith(READS)
+    """Whether a statement may change something (the SQL is Scout's own): every statement but a plain read, and a
+    ``WITH ...`` read (a CTE) unless it names a write."""
+    head = sql.lstrip()[:9].upper()
+    if head.startswith("WITH"):
+        return WRITES_IN_WITH.search(sql) is not None
+    return not head.startswith(READS)
 
 
 def _note_writes(execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:

@@ -3,6 +3,7 @@ repeats nothing (opsux9, opsux10):
 
 - a lost acknowledgement of a COMMIT that landed: the call's outcome (``execute_finish``, declared repeatable) runs
   again, finds its audit event written and writes nothing more (redteam45: the event was written twice);
+- a read-only ``WITH ... SELECT`` is a read (runs again); a data-modifying CTE is a write (does not).
 
 Real parts: Postgres, sessions ended with pg_terminate_backend, the gateway's ORM threads. Postgres only."""
 
@@ -15,12 +16,13 @@ import threading
 import mcp_types as types
 import psycopg
 import pytest
-from django.db import connection, connections
+from asgiref.sync import sync_to_async
+from django.db import OperationalError, connection, connections
 
 from catalog import connections as kept
 from governance.models import AuditEvent
 from governance.services.permissions import permission_grant
-from mcpgateway.db import orm_threads_stop, run_orm
+from mcpgateway.db import OrmThreads, orm_threads_stop, run_orm
 from mcpgateway.services.execution import ExecutionPlan, execute_finish, execute_prepare
 from tests.governance.factories import ServerFactory, ToolFactory, tenant_token
 
@@ -89,3 +91,47 @@ def test_a_lost_commit_acknowledgement_records_the_outcome_once(superuser, membe
     assert any("running it once more" in record.getMessage() for record in caplog.records)
     (event,) = AuditEvent.objects.filter(event_type="execution")
     assert event.outcome == "success" and event.payload["call_id"] == plan.call_id
+
+
+@pytest.fixture
+def one_thread(monkeypatch):
+    monkeypatch.setattr(kept, "IDLE_CHECK_SECONDS", 3600.0)
+    threads = OrmThreads(size=1)
+    yield lambda fn: asyncio.run(sync_to_async(fn, thread_sensitive=False, executor=threads)())
+    threads.shutdown()
+
+
+def _its_session_ended(run) -> None:
+    """The thread's kept connection, ended by Postgres between two pieces of work."""
+
+    def session() -> tuple[dict, int]:
+        connection.ensure_connection()
+        return connection.get_connection_params(), connection.connection.info.backend_pid
+
+    _end_session(*run(session))
+
+
+def test_a_read_only_with_runs_again_a_data_modifying_one_does_not(member, one_thread):
+    runs: list[str] = []
+
+    def statement(name: str, sql: str):
+        def work() -> int:
+            runs.append(name)
+            with connection.cursor() as cursor:
+                cursor.execute(sql, [member.pk])
+                return cursor.fetchone()[0]
+
+        return work
+
+    read = statement("read", "WITH found AS (SELECT id FROM auth_user WHERE id = %s) SELECT count(*) FROM found")
+    _its_session_ended(one_thread)
+    assert one_thread(read) == 1
+    assert runs == ["read", "read"]  # ran once more on a new connection
+
+    delete = statement(
+        "delete", "WITH gone AS (DELETE FROM auth_user WHERE id = -%s RETURNING id) SELECT count(*) FROM gone"
+    )
+    _its_session_ended(one_thread)
+    with pytest.raises(OperationalError):
+        one_thread(delete)
+    assert runs.count("delete") == 1
