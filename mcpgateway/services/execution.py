@@ -772,6 +772,8 @@ class CallStopped(Exception):
         self.failure = failure
 
 
+# Repeatable: reads, then one transaction. Its one write, a new approval request, is found and reused by a re-run after
+# a lost commit acknowledgement (not opened twice), which records it asked about once more (approval.polled).
 @repeatable
 def call_stopped_meanwhile(plan: ExecutionPlan) -> CallStopped | None:
     """Why a call that waited for its upstream may not be sent after all, or None (Z6): its caller lost the right
