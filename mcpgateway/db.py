@@ -13,8 +13,8 @@ lifespan ends).
 The threads are few and live as long as the process, so the connections are bounded: one per thread.
 A kept connection the server ended (a restart, a failover, an operator's pg_terminate_backend) within the idle
 check's seconds fails the next work's first statement: that work is run once more on a new connection when it
-had written nothing (``_once_more_if_lost``), so a read (tool_search, tool_inspect, the check before a call) does
-not fail for it (opsux9).
+had written nothing but pieces declared ``repeatable`` (``_once_more_if_lost``), so a read (tool_search,
+tool_inspect, the check before a call) does not fail for it (opsux9), nor a sent call's outcome (redteam44).
 Django's CONN_MAX_AGE still governs everything else (Django views under ASGI get a new thread per request,
 where a kept connection would leak).
 """
@@ -25,6 +25,7 @@ import contextlib
 import functools
 import logging
 import queue
+import re
 import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
@@ -106,23 +107,31 @@ async def run_orm(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     return await sync_to_async(fn, thread_sensitive=False, executor=_threads)(*args, **kwargs)
 
 
-def reconnecting(fn: Callable[..., T]) -> Callable[..., T]:
-    """``fn`` run once more on a new connection when its database connection was lost while it ran (the database
-    restarted, an operator ended the session, a failover): for work that must not be lost to a connection that
-    went bad in the few seconds ``connections_ready`` does not ping it (a sent call's outcome, redteam44). ``fn``
-    must run in one transaction, so the failed run left nothing behind. Other errors are raised as they are."""
+def repeatable(fn: Callable[..., T]) -> Callable[..., T]:
+    """Declares ``fn`` safe to run again whole when its database connection is lost while it runs: its writes are
+    one transaction, so a failed run left nothing behind, or (only the commit's acknowledgement was lost) they all
+    landed, and ``fn`` checks that first when ``running_again()`` (redteam45: the audit event written twice).
+    ORM-thread work (``_once_more_if_lost``) that lost its connection inside ``fn``, having written nothing before
+    it, is run once more on a new connection: work that must not be lost to a connection that went bad in the few
+    seconds ``connections_ready`` does not ping it (a sent call's outcome, redteam44)."""
 
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> T:
+        if not _work.tracked or _work.wrote:
+            return fn(*args, **kwargs)
         try:
             return fn(*args, **kwargs)
-        except (OperationalError, InterfaceError) as exc:
-            if database_busy(exc) or not _connection_dropped():
-                raise
-            logger.warning("%s: the database connection was lost; running it once more", fn.__name__)
-        return fn(*args, **kwargs)
+        except (OperationalError, InterfaceError):
+            _work.wrote = False  # what it sent may be sent again (above)
+            raise
 
     return run
+
+
+def running_again() -> bool:
+    """Whether this ORM-thread work is its second run, after its connection was lost: a ``repeatable`` piece's
+    first commit may have landed."""
+    return _work.tracked and _work.again
 
 
 def _connection_dropped() -> bool:
@@ -136,38 +145,59 @@ def _connection_dropped() -> bool:
     return True
 
 
+class _Work(threading.local):
+    """The piece of work this ORM thread runs (``tracked``): whether it sent a statement that may have changed
+    something, outside a ``repeatable`` piece that lost its connection, and whether this is its second run."""
+
+    tracked = False
+    wrote = False
+    again = False
+
+
+_work = _Work()
 READS = ("SELECT", "SAVEPOINT", "RELEASE", "ROLLBACK")  # statements that change nothing a new run would repeat
+# A CTE changes data only through one of these (Postgres: a data-modifying WITH); a word in a quoted name counts too.
+WRITES_IN_WITH = re.compile(r"\b(INSERT|UPDATE|DELETE|MERGE)\b", re.IGNORECASE)
 
 
-class _Sent:
-    """Whether a piece of work sent a statement that may have changed something (the SQL is Scout's own).
-    ``WITH ...`` and every other statement counts as a write: only a plain read is safe to send again."""
+def _may_write(sql: str) -> bool:
+    """Whether a statement may change something (the SQL is Scout's own): every statement but a plain read, and a
+    ``WITH ...`` read (a CTE) unless it names a write."""
+    head = sql.lstrip()[:9].upper()
+    if head.startswith("WITH"):
+        return WRITES_IN_WITH.search(sql) is not None
+    return not head.startswith(READS)
 
-    def __init__(self) -> None:
-        self.wrote = False
 
-    def __call__(self, execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
-        if many or not sql.lstrip()[:9].upper().startswith(READS):
-            self.wrote = True
-        return execute(sql, params, many, context)
+def _note_writes(execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
+    if many or _may_write(sql):
+        _work.wrote = True
+    return execute(sql, params, many, context)
 
 
 def _once_more_if_lost(work: Callable[[], T]) -> T:
     """``work()``, run once more on a new connection when its connection was lost before it sent anything but
-    reads and with no transaction left open: the kept connection the server ended within the idle check's
-    seconds (module note). Work that sent a write is not repeated (its outcome is not known); an error that is
-    not the connection's (a statement's, "busy") is raised as it is."""
-    sent = _Sent()
-    with contextlib.ExitStack() as stack:
-        for connection in connections.all():
-            stack.enter_context(connection.execute_wrapper(sent))
-        try:
+    reads (or ``repeatable`` pieces) and with no transaction left open: the kept connection the server ended within
+    the idle check's seconds (module note). Work that sent any other write is not repeated (its outcome is not
+    known); an error that is not the connection's (a statement's, "busy") is raised as it is."""
+    try:
+        return _tracked(work, again=False)
+    except (OperationalError, InterfaceError) as exc:
+        if _work.wrote or database_busy(exc) or not _connection_dropped():
+            raise
+        logger.warning("the database connection was lost before the work wrote anything; running it once more")
+    return _tracked(work, again=True)
+
+
+def _tracked(work: Callable[[], T], *, again: bool) -> T:
+    _work.tracked, _work.wrote, _work.again = True, False, again
+    try:
+        with contextlib.ExitStack() as stack:
+            for connection in connections.all():
+                stack.enter_context(connection.execute_wrapper(_note_writes))
             return work()
-        except (OperationalError, InterfaceError) as exc:
-            if sent.wrote or database_busy(exc) or not _connection_dropped():
-                raise
-            logger.warning("the database connection was lost before the work wrote anything; running it once more")
-    return work()
+    finally:
+        _work.tracked = False
 
 
 class DatabaseBusy(Exception):

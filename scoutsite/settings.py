@@ -430,6 +430,8 @@ if CELERY_TASK_ALWAYS_EAGER:
 SCOUT_SYNC_INTERVAL = env_int("SCOUT_SYNC_INTERVAL", 15 * 60)
 # tools/list_changed notifications within this window coalesce into one sync (seconds).
 SCOUT_SYNC_DEBOUNCE = env_int("SCOUT_SYNC_DEBOUNCE", 10)
+# A sync's lock TTL, renewed while the sync runs: a sync whose worker died shows as failed about this long after.
+SCOUT_SYNC_LOCK_SECONDS = env_int("SCOUT_SYNC_LOCK_SECONDS", 60)
 # Timeouts for talking to upstream servers (seconds).
 SCOUT_UPSTREAM_CONNECT_TIMEOUT = env_float("SCOUT_UPSTREAM_CONNECT_TIMEOUT", 20.0)
 # A warm HTTP upstream session unused this long is checked (a TCP connect) before the next call is sent: a server

@@ -12,9 +12,10 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from catalog.advice import sync_failed_next
-from catalog.choices import ServerStatus, SyncStatus
+from catalog.choices import ServerStatus, SyncKind, SyncStatus
 from catalog.models import SyncRun, Tool, ToolRevision
 from catalog.progress import progress_snapshot
+from catalog.services.sync import sync_runs_dead_close
 from catalog.urltext import url_paths_cut
 
 from .display import (
@@ -131,6 +132,8 @@ class SyncRunAdmin(ProgressAdminMixin, ReadOnlyAdmin, admin.ModelAdmin[SyncRun])
         )
 
     def progress_snapshot_for(self, obj: SyncRun) -> dict:
+        if obj.status == SyncStatus.RUNNING and obj.kind == SyncKind.SYNC and sync_runs_dead_close([obj.server_id]):
+            obj.refresh_from_db()  # its worker died: closed as failed
         running = obj.status == SyncStatus.RUNNING
         typical = None
         if running and obj.server_id:

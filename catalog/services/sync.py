@@ -1,6 +1,7 @@
 """Live sync of one upstream server's tools into the catalog."""
 
 import logging
+from collections.abc import Iterable
 
 from django.conf import settings
 from django.db import DatabaseError, transaction
@@ -19,13 +20,13 @@ from catalog.signals import catalog_rows_changed
 
 logger = logging.getLogger(__name__)
 
-# Margin on top of the upstream timeouts for the lock TTL: writing a listing of thousands of tools.
-LOCK_MARGIN_SECONDS = 300
+DIED = "interrupted: the process running this sync stopped"
 
 
 def server_sync_lock_ttl() -> int:
-    """How long a sync's lock lives: longer than any run (connect + list timeouts + writing the listing)."""
-    return int(settings.SCOUT_UPSTREAM_CONNECT_TIMEOUT + settings.SCOUT_UPSTREAM_LIST_TIMEOUT + LOCK_MARGIN_SECONDS)
+    """How long a sync's lock lives unless renewed: a sync renews it while it runs (``named_lock``), so it runs out
+    this long after the sync's process died, and its run is then closed as failed (``sync_runs_dead_close``)."""
+    return max(3, settings.SCOUT_SYNC_LOCK_SECONDS)
 
 
 def server_sync_lock_name(server_pk: int) -> str:
@@ -60,7 +61,7 @@ def server_sync(*, server_pk: int, trigger: str = "manual") -> SyncRun:
     if server.transport == Transport.IMPORTED:
         reason = "imported server: no live connection to sync"
         return _counted(sync_run_skip(server=server, source=trigger, reason=reason))
-    with named_lock(server_sync_lock_name(server.pk), ttl=server_sync_lock_ttl()) as acquired:
+    with named_lock(server_sync_lock_name(server.pk), ttl=server_sync_lock_ttl(), renewed=True) as acquired:
         if not acquired:
             reason = "another sync of this server is running"
             return _counted(sync_run_skip(server=server, source=trigger, reason=reason))
@@ -80,12 +81,27 @@ def _counted(run: SyncRun) -> SyncRun:
     return run
 
 
-def _sync_locked(server: Server, trigger: str) -> SyncRun:
-    # Holding the lock, no other sync of this server runs: a run still "running" died with its process (a killed
-    # worker), its lock expired. Close it, so the admin and the API stop showing it as under way.
-    SyncRun.objects.filter(server=server, kind=SyncKind.SYNC, status=SyncStatus.RUNNING).update(
-        status=SyncStatus.FAILED, error="interrupted: the process running this sync stopped", finished_at=timezone.now()
+def sync_runs_dead_close(server_pks: Iterable[int]) -> int:
+    """Close the sync runs of these servers still "running" whose process died (a worker killed mid-sync), so the
+    admin and the API stop showing them as under way; returns how many. A sync holds its server's lock, renewed,
+    until its run is closed: a lock this can take means no sync of that server is under way."""
+    closed = 0
+    for pk in sorted(set(server_pks)):
+        with named_lock(server_sync_lock_name(pk), ttl=server_sync_lock_ttl()) as free:
+            if free:
+                closed += _runs_dead_close(pk)
+    return closed
+
+
+def _runs_dead_close(server_pk: int) -> int:
+    """The lock held: a run of the server still "running" died with its process."""
+    return SyncRun.objects.filter(server_id=server_pk, kind=SyncKind.SYNC, status=SyncStatus.RUNNING).update(
+        status=SyncStatus.FAILED, error=DIED, finished_at=timezone.now()
     )
+
+
+def _sync_locked(server: Server, trigger: str) -> SyncRun:
+    _runs_dead_close(server.pk)
     run = sync_run_start(kind=SyncKind.SYNC, server=server, source=trigger)
     refused: list[dict[str, str]] = []
     refused_names: set[str] = set()

@@ -10,6 +10,7 @@ import hashlib
 import json
 import logging
 import time
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -38,6 +39,7 @@ from catalog.schemas import (
 from catalog.secrets import json_secrets_removed, server_secrets
 from governance.choices import AuditEventType, AuditOutcome, OperationClass
 from governance.constants import SCOPE_EXECUTE
+from governance.models import AuditEvent
 from governance.principals import Principal
 from governance.selectors import ToolNotFound, tool_get_for_principal, tool_still_executable_by
 from governance.services.audit import audit_record
@@ -49,7 +51,7 @@ from ..constants import (
     MAX_APPROVAL_ID_CHARS,
     MAX_IDEMPOTENCY_KEY_CHARS,
 )
-from ..db import BUSY_TEXT, DatabaseBusy, database_busy, reconnecting, run_orm, run_orm_or_busy
+from ..db import BUSY_TEXT, DatabaseBusy, database_busy, repeatable, run_orm, run_orm_or_busy, running_again
 from ..metrics import EXECUTE_SECONDS, EXECUTIONS, UPSTREAM_CALL_FAILURES, UPSTREAM_SECONDS
 from ..models import IdempotencyRecord
 from ..upstreams import CallProgress, OutputTooLarge, UpstreamCallError, UpstreamPool, call_timeout
@@ -271,6 +273,8 @@ class ExecutionPlan:
     approval: Any = None
     idempotency: IdempotencyRecord | None = None
     started: float = field(default_factory=time.monotonic)
+    prepared_at: datetime = field(default_factory=timezone.now)
+    call_id: str = field(default_factory=lambda: uuid.uuid4().hex)  # in its execution event: recorded once
     reads_only: bool = False  # Scout classifies the tool as a read: a call cut off mid-way changed nothing
 
 
@@ -768,6 +772,9 @@ class CallStopped(Exception):
         self.failure = failure
 
 
+# Repeatable: reads, then one transaction. Its one write, a new approval request, is found and reused by a re-run after
+# a lost commit acknowledgement (not opened twice), which records it asked about once more (approval.polled).
+@repeatable
 def call_stopped_meanwhile(plan: ExecutionPlan) -> CallStopped | None:
     """Why a call that waited for its upstream may not be sent after all, or None (Z6): its caller lost the right
     (the token or person as the database stands, the tool withdrawn or changed), or the tool was reclassified to
@@ -785,15 +792,17 @@ def call_stopped_meanwhile(plan: ExecutionPlan) -> CallStopped | None:
     return None
 
 
-@reconnecting
+@repeatable
 @transaction.atomic
 def execute_finish(plan: ExecutionPlan, result: types.CallToolResult, *, outcome: str, failure: str = "") -> None:
     """Record the outcome: the idempotency record (kept for an unknown outcome, freed when nothing ran), the
     approval given back when the database kept the call from being sent, and the audit event. One transaction,
     run once more when its connection was lost (a sent call whose outcome is not written is unaudited, its key
-    "running" for the TTL)."""
+    "running" for the TTL), unless the first run's commit landed and only its acknowledgement was lost."""
     from governance.services.approvals import approval_give_back
 
+    if running_again() and _outcome_recorded(plan):
+        return
     given_back = False
     if plan.approval is not None and failure in UNSENT_FOR_THE_DATABASE:
         given_back = approval_give_back(request=plan.approval)
@@ -818,6 +827,7 @@ def execute_finish(plan: ExecutionPlan, result: types.CallToolResult, *, outcome
             "is_error": bool(result.is_error),
             "duration_ms": round((time.monotonic() - plan.started) * 1000, 1),
             "idempotency_key": plan.idempotency is not None,
+            "call_id": plan.call_id,
             **({"failure": failure} if failure else {}),
             **({"approval_given_back": True} if given_back else {}),
         },
@@ -826,6 +836,16 @@ def execute_finish(plan: ExecutionPlan, result: types.CallToolResult, *, outcome
     if failure not in ("cancelled", ACCESS_CHANGED, *UNSENT_FOR_THE_DATABASE, APPROVAL_NOW_REQUIRED):
         kind = SearchOutcomeKind.SUCCESS if outcome == AuditOutcome.SUCCESS else SearchOutcomeKind.UPSTREAM_ERROR
         search_outcome_record(principal=plan.principal, tool=plan.tool, outcome=kind)
+
+
+def _outcome_recorded(plan: ExecutionPlan) -> bool:
+    """Whether ``execute_finish`` committed this call's outcome (its audit event is there)."""
+    return AuditEvent.objects.filter(
+        user=plan.principal.user,
+        created_at__gte=plan.prepared_at,
+        event_type=AuditEventType.EXECUTION,
+        payload__call_id=plan.call_id,
+    ).exists()
 
 
 async def gateway_execute(
@@ -927,7 +947,7 @@ async def _execute(
 
     async def recheck() -> None:
         try:
-            stopped = await run_orm_or_busy(reconnecting(call_stopped_meanwhile), plan)
+            stopped = await run_orm_or_busy(call_stopped_meanwhile, plan)
         except DatabaseBusy:  # fail closed: a call whose access cannot be checked again is not sent
             raise CallStopped(error_result(BUSY_TEXT, service_busy=True), failure=DATABASE_BUSY) from None
         except DatabaseError as exc:  # the same, for any other failure: never an unaudited call and a running key

@@ -9,7 +9,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from catalog.choices import SyncKind, SyncStatus
+from catalog.locks import named_lock
 from catalog.models import Server, SyncRun
+from catalog.services.sync import server_sync_lock_name
 
 pytestmark = pytest.mark.django_db
 
@@ -26,11 +28,28 @@ def _run(server: Server, status: str, *, started_ago: float, took: float | None 
     )
 
 
+def _under_way(server: Server):
+    """The server's sync lock held, as a live sync holds it (a running run whose lock is free died with its worker)."""
+    return named_lock(server_sync_lock_name(server.pk), ttl=60)
+
+
 def test_running_sync_shows_its_stage_and_an_estimate_from_the_last_good_run(admin_client):
     server = Server.objects.create(slug="slow", name="Slow")
     _run(server, SyncStatus.SUCCESS, started_ago=600, took=40, progress_done=5, progress_total=5)
     listing = _run(server, SyncStatus.RUNNING, started_ago=10)
+    with _under_way(server):
+        _running_sync_shows_its_stage_and_an_estimate(admin_client, listing)
 
+
+def test_a_running_sync_whose_lock_is_free_shows_failed(admin_client):
+    """opsux10: no live sync holds the server's lock, so the run died with its process (a killed worker)."""
+    dead = _run(Server.objects.create(slug="s", name="S"), SyncStatus.RUNNING, started_ago=10)
+    snapshot = admin_client.get(_url(dead)).json()
+    assert (snapshot["running"], snapshot["status"]) == (False, "failed"), snapshot
+    assert snapshot["error"] == "interrupted: the process running this sync stopped"
+
+
+def _running_sync_shows_its_stage_and_an_estimate(admin_client, listing: SyncRun) -> None:
     snapshot = admin_client.get(_url(listing)).json()
     assert (snapshot["running"], snapshot["stage"], snapshot["total"]) == (True, "listing tools upstream", 0)
     assert 25 <= snapshot["eta_seconds"] <= 30  # the last run took 40 s, this one has run ~10 s
@@ -58,7 +77,8 @@ def test_finished_run_shows_its_duration_and_a_failed_one_its_error(admin_client
 
 
 def test_needs_staff_login_and_view_permission(client, django_user_model):
-    run = _run(Server.objects.create(slug="secret-server", name="Secret"), SyncStatus.RUNNING, started_ago=1)
+    server = Server.objects.create(slug="secret-server", name="Secret")
+    run = _run(server, SyncStatus.RUNNING, started_ago=1)
     url = _url(run)
     assert client.get(url).status_code == 302
 
@@ -68,6 +88,7 @@ def test_needs_staff_login_and_view_permission(client, django_user_model):
 
     staff.user_permissions.add(Permission.objects.get(codename="view_syncrun"))
     client.force_login(staff)
-    response = client.get(url)
+    with _under_way(server):
+        response = client.get(url)
     assert response.status_code == 200 and response.json()["running"] is True
     assert "secret-server" not in response.content.decode()  # counts and times only

@@ -354,6 +354,49 @@ def test_a_sync_whose_worker_is_killed_runs_again_once_and_its_dead_run_is_close
         celery_app.conf.task_always_eager = django_settings.CELERY_TASK_ALWAYS_EAGER
 
 
+@pytest.mark.timeout(180)
+@real_worker_test
+def test_a_sync_whose_worker_is_killed_shows_failed_once_its_renewed_lock_runs_out(scripted, admin_client):
+    """opsux10: SIGKILL of the worker mid-sync left its run "running" in the admin's progress and the API until a
+    next sync took the lock, after the lock's TTL (connect + list timeouts + 5 minutes). The live sync now renews a
+    short lock (SCOUT_SYNC_LOCK_SECONDS, 3 s here) and stays "running" past it; once its worker is dead the lock runs
+    out and the run's progress poll closes it as failed."""
+    from django.urls import reverse
+
+    from catalog.services.sync import DIED
+
+    assert django_settings.REDIS_URL, "SCOUT_CELERY_WORKER_TESTS=1 needs REDIS_URL"
+    celery_app.conf.task_always_eager = False
+    server, _ = scripted({"pages": [[good_tool("first")]], "delay": 60})
+    queue = f"scout-test-{uuid.uuid4().hex[:12]}"
+    runs = SyncRun.objects.filter(server=server)
+
+    def progress() -> dict:
+        return admin_client.get(reverse("admin:catalog_syncrun_progress", args=[runs.get().pk])).json()
+
+    try:
+        sync_server.apply_async((server.pk, "worker"), queue=queue)
+        with celery_worker(_worker_env(SCOUT_SYNC_LOCK_SECONDS="3"), queue=queue, name=queue) as worker:
+            for _ in range(600):
+                if runs.exists() or worker.poll() is not None:
+                    break
+                time.sleep(0.1)
+            assert runs.count() == 1, worker.poll()
+            for _ in range(40):  # over two of the lock's TTLs: the live sync keeps its lock and its run
+                assert progress()["status"] == SyncStatus.RUNNING
+                time.sleep(0.2)
+            worker.kill()  # SIGKILL: no shutdown, nothing closes the run
+            worker.wait(10)
+        for _ in range(300):
+            if (shown := progress())["status"] != SyncStatus.RUNNING:
+                break
+            time.sleep(0.2)
+        assert (shown["status"], shown["error"], shown["running"]) == (SyncStatus.FAILED, DIED, False), shown
+        assert runs.get().status == SyncStatus.FAILED
+    finally:
+        celery_app.conf.task_always_eager = django_settings.CELERY_TASK_ALWAYS_EAGER
+
+
 def _index_converged(server, worker) -> dict[int, str]:
     """The search index's tool pks and vector-text hashes for ``server``'s tools, once a generation holding them
     is ready (fails if the worker exits or none is within 90 s)."""
