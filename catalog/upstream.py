@@ -14,10 +14,12 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import json
 import logging
 import math
 import os
 import re
+import secrets
 import shutil
 import sys
 import tempfile
@@ -74,7 +76,7 @@ class UpstreamError(Exception):
 
     def __init__(self, message: str, *, kind: str = "error") -> None:
         super().__init__(message)
-        self.kind = kind  # config, not_found, refused, timeout, protocol, closed, too_large, error
+        self.kind = kind  # config, not_found, refused, timeout, protocol, closed, too_large, session_gone, error
 
 
 def _fail(server: Server, message: str, kind: str) -> UpstreamError:
@@ -206,6 +208,25 @@ class _CappedBody(httpx2.AsyncByteStream):
         await self._stream.aclose()
 
 
+# What the pinned transport answers a request refused with HTTP 404 under a session id: the server no longer knows the
+# session (it restarted, or ended it), so it did not take the request (MCP 2025-11-25, transports, "Session
+# Management"). The SDK passes the words on in its error; the random part keeps a server's own error from reading so.
+SESSION_GONE = f"the server no longer knows this session (HTTP 404) [{secrets.token_hex(8)}]"
+
+
+def _session_gone_answer(request: httpx2.Request) -> httpx2.Response | None:
+    """The JSON-RPC error (``SESSION_GONE``) for a POSTed request the server answered 404 under its session id, or
+    None (a notification, an answer, a body that is not one request: the SDK reads the server's own 404)."""
+    try:
+        message = json.loads(request.content)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or "method" not in message or "id" not in message:
+        return None
+    error = {"code": types.INVALID_REQUEST, "message": SESSION_GONE}
+    return httpx2.Response(404, json={"jsonrpc": "2.0", "id": message["id"], "error": error})
+
+
 class CompressedAnswer(httpx2.StreamError):
     """An upstream compressed its answer though Scout asked for it uncompressed (``Accept-Encoding: identity``): the
     bound counts bytes as they arrive, and a gzip body decompresses to a thousand times its size. Refused before any
@@ -312,6 +333,11 @@ class _PinnedTransport(httpx2.AsyncBaseTransport):
         elif request.method == "POST":
             self._outstanding.sent(request.content)  # the SDK sends one message a POST, read whole (json=)
         response = await self._inner.handle_async_request(request)
+        if response.status_code == 404 and request.method == "POST" and "mcp-session-id" in request.headers:
+            gone = _session_gone_answer(request)
+            if gone is not None:
+                await response.aclose()
+                return gone
         encoding = response.headers.get("content-encoding", "identity").strip().lower()
         if encoding not in ("", "identity"):
             refusal = CompressedAnswer("the server's answer is compressed, though asked not to be")
@@ -442,6 +468,11 @@ def _translate(server: Server, exc: BaseException, *, doing: str, timeout: float
             )
         if exc.code == types.CONNECTION_CLOSED:
             return _fail(server, f"the server closed the connection while {doing}{tail}", "closed")
+        if exc.code == types.INVALID_REQUEST and exc.message == SESSION_GONE:
+            # Not sent as far as the server is concerned: a new session may take the request (session_gone).
+            return _fail(
+                server, f"the server no longer knows the session (HTTP 404: restarted?) while {doing}", "session_gone"
+            )
         if exc.code == types.REQUEST_TIMEOUT:
             return _fail(server, f"timed out while {doing}{tail}", "timeout")
         too_deep = _TOO_DEEP.search(exc.message)

@@ -8,10 +8,11 @@ slots and each person's share of them are not shared between gateway processes),
 30 s, capped at 120 s) and an output cap. A session that dies (process crash, connection
 closed) is torn down and reopened on the next call after a backoff that doubles per consecutive failure; one found
 ended before a call is sent (a process that exited while idle, an HTTP server that no longer accepts connections after
-SCOUT_UPSTREAM_IDLE_PROBE_SECONDS idle) is reopened at once and the call sent to the new one.
+SCOUT_UPSTREAM_IDLE_PROBE_SECONDS idle) is reopened at once and the call sent to the new one, as is one an HTTP server
+no longer knows (it answered the call 404 under the session's id: it restarted, and did not take the call).
 A circuit breaker per server (``catalog.breaker``) sits in front of all of it: after N consecutive failures of
 the server calls fail fast for a cool-down, then one probe decides whether it closes again.
-Nothing is retried here: a call that failed mid-way may have had effects upstream, so the caller decides.
+Nothing else is retried here: a call that failed mid-way may have had effects upstream, so the caller decides.
 """
 
 from __future__ import annotations
@@ -52,7 +53,9 @@ RESTART_BACKOFF_BASE = 0.25  # seconds before the first restart; doubles per con
 PINNED_ADDRESS_REUSE_SECONDS = 60.0
 # Failures of the server itself, which count towards opening its breaker. Not: "busy" (our own bulkhead),
 # "backoff" (a restart already pending), "config" (the pool is not running), "circuit_open".
-BREAKER_FAILURE_KINDS = frozenset({"timeout", "closed", "refused", "protocol", "error", "not_found", "auth"})
+BREAKER_FAILURE_KINDS = frozenset(
+    {"timeout", "closed", "refused", "protocol", "error", "not_found", "auth", "session_gone"}
+)
 
 
 class UpstreamCallError(Exception):
@@ -71,6 +74,7 @@ class CallProgress:
     """How far one call got: set by ``UpstreamPool.call`` as it goes."""
 
     sent: bool = False
+    session_renewed: bool = False  # the server had forgotten the session (a restart): the call went to a new one
 
 
 def call_timeout(requested: float | None = None) -> float:
@@ -362,9 +366,7 @@ class UpstreamPool:
             if progress is not None:
                 progress.sent = True
             try:
-                result = await session.call_tool(
-                    tool_name, arguments, timeout, tool.input_schema if tool is not None else None
-                )
+                result = await self._send(connection, session, tool_name, arguments, timeout, tool, recheck, progress)
             except UpstreamError as exc:
                 if exc.kind == "too_large":
                     # Its answer passed the line bound (catalog/line_guard.py), which stopped the server: the call ran
@@ -379,6 +381,9 @@ class UpstreamPool:
                     # for ever after Scout gave up on it: only closing the session stops it. The next call
                     # opens a new one, without a backoff (the server answered; a call was slow).
                     connection.close_session()
+                if exc.kind == "session_gone":  # on a new session too: the server did not take the call
+                    connection.mark_dead()
+                    raise UpstreamCallError(str(exc), kind=exc.kind, outcome="error") from exc
                 raise UpstreamCallError(str(exc), kind=exc.kind, outcome="unknown") from exc
             connection.failures = 0
             return capped_result(result, settings.SCOUT_MCP_MAX_OUTPUT_BYTES)
@@ -386,6 +391,39 @@ class UpstreamPool:
             connection.used_at = time.monotonic()
             connection.slots.release()
             connection.forget_call(caller)
+
+    async def _send(
+        self,
+        connection: _Connection,
+        session: UpstreamSession,
+        tool_name: str,
+        arguments: dict[str, Any],
+        timeout: float,
+        tool: Tool | None,
+        recheck: Callable[[], Awaitable[None]] | None,
+        progress: CallProgress | None,
+    ) -> types.CallToolResult:
+        """Send the call, and once more on a new session when the server answered that it no longer knows this one
+        (HTTP 404 under its session id: it restarted, or ended the session): it did not take the call, so it runs once
+        (MCP 2025-11-25, "Session Management"). The new session is a start: ``recheck`` runs before the call is sent
+        again, and ``progress.session_renewed`` tells the audit. Raises UpstreamError as ``call_tool`` does."""
+        schema = tool.input_schema if tool is not None else None
+        try:
+            return await session.call_tool(tool_name, arguments, timeout, schema)
+        except UpstreamError as exc:
+            if exc.kind != "session_gone":
+                raise
+        logger.info(
+            "upstream %s no longer knew its session (restarted?): the call goes to a new one", session.server.slug
+        )
+        if connection.session is session:  # another call may have opened the new one already
+            connection.close_session()
+        session = await self._session(connection, time.monotonic() + settings.SCOUT_UPSTREAM_CONNECT_TIMEOUT)
+        if recheck is not None:
+            await recheck()
+        if progress is not None:
+            progress.session_renewed = True
+        return await session.call_tool(tool_name, arguments, timeout, schema)
 
     @staticmethod
     async def _take_slot(connection: _Connection, timeout: float, *, over_share: bool) -> bool:

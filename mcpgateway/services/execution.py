@@ -726,6 +726,9 @@ UPSTREAM_REFUSAL_TEXT = {
     # Nothing was sent: the breaker (catalog/breaker.py) keeps a failing server from being called at all.
     "circuit_open": "The tool's server is failing; Scout stopped calling it for {retry_in} s. The call was not sent. "
     "Try again after that, or use another tool.",
+    # The server forgot the session twice running (a restart, and at once again): it took the call on neither.
+    "session_gone": "The tool's server did not take the call (it keeps losing its sessions, as when it restarts): "
+    "nothing ran. Try again shortly, or use another tool.",
 }
 NOT_SENT = "The tool's server could not be reached, so the call was not sent; try again later, or use another tool."
 UPSTREAM_REFUSAL_TEXT["config"] = (
@@ -794,11 +797,19 @@ def call_stopped_meanwhile(plan: ExecutionPlan) -> CallStopped | None:
 
 @repeatable
 @transaction.atomic
-def execute_finish(plan: ExecutionPlan, result: types.CallToolResult, *, outcome: str, failure: str = "") -> None:
+def execute_finish(
+    plan: ExecutionPlan,
+    result: types.CallToolResult,
+    *,
+    outcome: str,
+    failure: str = "",
+    session_renewed: bool = False,
+) -> None:
     """Record the outcome: the idempotency record (kept for an unknown outcome, freed when nothing ran), the
-    approval given back when the database kept the call from being sent, and the audit event. One transaction,
-    run once more when its connection was lost (a sent call whose outcome is not written is unaudited, its key
-    "running" for the TTL), unless the first run's commit landed and only its acknowledgement was lost."""
+    approval given back when the database kept the call from being sent, and the audit event (``session_renewed``:
+    the server had forgotten the gateway's session, and the call went to a new one, ``UpstreamPool._send``). One
+    transaction, run once more when its connection was lost (a sent call whose outcome is not written is unaudited,
+    its key "running" for the TTL), unless the first run's commit landed and only its acknowledgement was lost."""
     from governance.services.approvals import approval_give_back
 
     if running_again() and _outcome_recorded(plan):
@@ -830,6 +841,7 @@ def execute_finish(plan: ExecutionPlan, result: types.CallToolResult, *, outcome
             "call_id": plan.call_id,
             **({"failure": failure} if failure else {}),
             **({"approval_given_back": True} if given_back else {}),
+            **({"upstream_session_renewed": True} if session_renewed else {}),
         },
     )
     # A call never sent did nothing to learn from.
@@ -973,7 +985,7 @@ async def _execute(
             )
     except CallStopped as stop:
         outcome = AuditOutcome.ERROR if stop.failure in UNSENT_FOR_THE_DATABASE else AuditOutcome.DENIED
-        await _finish_shielded(plan, stop.result, outcome=outcome, failure=stop.failure)
+        await _finish_shielded(plan, stop.result, outcome=outcome, failure=stop.failure, progress=progress)
         return stop.result
     except UpstreamCallError as exc:
         logger.warning("execute_tool %s failed upstream: %s", plan.tool.tool_id, exc)
@@ -990,12 +1002,14 @@ async def _execute(
             text.format(timeout=timeout, retry_in=exc.retry_in, share=share), upstream_failure=exc.kind
         )
         outcome = AuditOutcome.UNKNOWN if exc.outcome == "unknown" else AuditOutcome.ERROR
-        await _finish_shielded(plan, result, outcome=outcome, failure=exc.kind)
+        await _finish_shielded(plan, result, outcome=outcome, failure=exc.kind, progress=progress)
         return result
     except anyio.get_cancelled_exc_class():
         # Never sent: nothing ran, so the key is freed for the retry. Sent: it may have run upstream.
         if progress.sent:
-            await _finish_shielded(plan, interrupted_result(), outcome=AuditOutcome.UNKNOWN, failure="interrupted")
+            await _finish_shielded(
+                plan, interrupted_result(), outcome=AuditOutcome.UNKNOWN, failure="interrupted", progress=progress
+            )
         else:
             result = error_result("The call was cancelled before it reached the tool's server.")
             await _finish_shielded(plan, result, outcome=AuditOutcome.ERROR, failure="cancelled")
@@ -1007,10 +1021,12 @@ async def _execute(
         logger.error("execute_tool %s: its result could not be passed on (%s)", plan.tool.tool_id, type(exc).__name__)
         text = RESULT_NOT_SHOWN + (READ_MAY_RUN_AGAIN if plan.reads_only else MAY_HAVE_RUN)
         result = error_result(text, upstream_failure=RESULT_NOT_SHOWN_FAILURE, outcome_unknown=True)
-        await _finish_shielded(plan, result, outcome=AuditOutcome.UNKNOWN, failure=RESULT_NOT_SHOWN_FAILURE)
+        await _finish_shielded(
+            plan, result, outcome=AuditOutcome.UNKNOWN, failure=RESULT_NOT_SHOWN_FAILURE, progress=progress
+        )
         return result
     outcome = AuditOutcome.ERROR if result.is_error else AuditOutcome.SUCCESS
-    await _finish_shielded(plan, result, outcome=outcome)
+    await _finish_shielded(plan, result, outcome=outcome, progress=progress)
     return result
 
 
@@ -1067,7 +1083,12 @@ def _secrets_removed(result: types.CallToolResult, secrets: tuple[str, ...]) -> 
 
 
 async def _finish_shielded(
-    plan: ExecutionPlan, result: types.CallToolResult, *, outcome: str, failure: str = ""
+    plan: ExecutionPlan,
+    result: types.CallToolResult,
+    *,
+    outcome: str,
+    failure: str = "",
+    progress: CallProgress | None = None,
 ) -> None:
     """Record the outcome, waiting out a locked database (F7): a call that reached the upstream server must
     have its audit row, so the answer waits for it (up to SCOUT_AUDIT_RETRY_SECONDS; after that the record is
@@ -1077,7 +1098,8 @@ async def _finish_shielded(
     with anyio.CancelScope(shield=True):
         while True:
             try:
-                await run_orm(execute_finish, plan, result, outcome=outcome, failure=failure)
+                renewed = progress is not None and progress.session_renewed
+                await run_orm(execute_finish, plan, result, outcome=outcome, failure=failure, session_renewed=renewed)
                 return
             except Exception as exc:
                 if not database_busy(exc) or time.monotonic() + pause > deadline:

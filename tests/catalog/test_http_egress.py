@@ -17,7 +17,7 @@ from catalog import upstream
 from catalog.choices import SyncStatus
 from catalog.models import Server
 from catalog.services.sync import server_sync
-from tests.catalog.servers.http_mcp import serve_http
+from tests.catalog.servers.http_mcp import serve_forward_proxy, serve_http
 from tests.governance.admin.test_other_tenants_server_by_id import listener  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.django_db
@@ -228,3 +228,29 @@ def test_a_url_spelling_its_default_port_or_an_upper_case_address_still_reaches_
 
     assert anyio.run(post) == 200
     assert reached == [f"127.0.0.1 {target.host_header}"]
+
+
+def test_calls_and_the_idle_probe_go_straight_to_the_checked_address_never_through_a_proxy(settings, monkeypatch):
+    """upstream11: an HTTP upstream's session (its handshake, listing, calls, closing) and the idle probe before a call
+    (``reachable``) both go to the address checked at connection, never through an HTTP(S)_PROXY from the environment:
+    a proxy would choose the address the allow-list judged (and read every call). Checked with a real forward proxy,
+    which would pass the session on if asked: it is asked nothing."""
+    settings.SCOUT_UPSTREAM_ALLOWED_HOSTS = ["127.0.0.1/32"]
+    with serve_forward_proxy() as (proxy_url, through_proxy), serve_http() as real:
+        for name in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+            monkeypatch.setenv(name, proxy_url)
+        for name in ("NO_PROXY", "no_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        httpx.post(real.url, json={}, timeout=30)  # a client that reads the environment (httpx's default)...
+        assert through_proxy == [f"POST {real.url}"]  # ...is passed on by the proxy
+        through_proxy.clear()
+        server = Server(slug="direct", name="Direct", transport="http", url=real.url)
+
+        async def session_and_probe() -> tuple[str, bool]:
+            async with upstream.open_session(server) as session:
+                await session.list_tools()
+                answer = await session.call_tool("greet", {"name": "Ann"}, 30)
+                return answer.content[0].text, await session.reachable(5)
+
+        assert upstream.run_async(session_and_probe) == ("Hello, Ann!", True)
+    assert through_proxy == []

@@ -112,7 +112,7 @@ class Front(BaseHTTPRequestHandler):
 
     def forward(self, body: bytes | None) -> None:
         passed = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
-        answer = httpx.request(self.command, self.real_url, content=body, headers=passed, timeout=30)
+        answer = httpx.request(self.command, self.real_url, content=body, headers=passed, timeout=30, trust_env=False)
         self.send_response(answer.status_code)
         for name, value in answer.headers.items():
             if name.lower() not in ("content-length", "transfer-encoding", "connection", "date", "server"):
@@ -164,3 +164,29 @@ def serve_front(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
     finally:
         front.shutdown()
         front.server_close()
+
+
+@contextmanager
+def serve_forward_proxy() -> Iterator[tuple[str, list[str]]]:
+    """A plain HTTP forward proxy on a local port (what HTTP(S)_PROXY names): it notes each request it is asked to pass
+    on ("METHOD url"; CONNECT refused) and passes it on. Yields its URL and the notes."""
+    seen: list[str] = []
+
+    class Proxy(Front):
+        def handle_one(self) -> None:
+            seen.append(f"{self.command} {self.path}")
+            if self.command == "CONNECT":
+                self.send_error(502)
+                return
+            self.real_url = self.path  # a forward proxy is asked for the absolute URL
+            self.forward(self.rfile.read(int(self.headers.get("Content-Length", 0))) or None)
+
+        do_GET = do_POST = do_DELETE = do_CONNECT = handle_one  # noqa: N815 - http.server's names
+
+    proxy = ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{proxy.server_address[1]}", seen
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
