@@ -15,6 +15,8 @@ import numpy as np
 from django.conf import settings
 
 from catalog.definitions import tool_deprecated
+from governance.choices import OperationClass
+from governance.classification import classification_derive
 
 from .indexes import ToolSearchIndex
 from .text import first_sentence, split_identifier
@@ -56,6 +58,10 @@ class ToolDoc:
     # BM25's agreement (``sparse.learned_tokens``). Empty: not known, each request counts as its own teacher.
     learned_teachers: tuple[tuple[str, ...], ...] = ()
     upstream_deprecated: bool = False  # the upstream's flag (``Tool.upstream_deprecated``)
+    # Governance classes it as a read (``ToolPolicy.operation_class``: an admin's, or the upstream's readOnlyHint
+    # where the tool's own name and description do not contradict it): ranking reads it as the tool's operation
+    # (``intent.tool_operation``) and for confidence (``ranking.answer_confidence``).
+    read_only: bool = False
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     @property
@@ -377,7 +383,14 @@ def tool_doc_from_tool(tool: Any) -> ToolDoc:
         learned_centroid=_learned_centroid(tool, learned),
         learned_teachers=_learned_teachers(tool),
         upstream_deprecated=tool.upstream_deprecated,
+        read_only=_governed_read(tool),
     )
+
+
+def _governed_read(tool: Any) -> bool:
+    """Whether the tool's policy classes it as a read (``select_related("policy")`` by ``tool_docs_load``)."""
+    policy = getattr(tool, "policy", None)  # a tool without a policy row: not known to read only
+    return policy is not None and policy.operation_class == OperationClass.READ
 
 
 def _learned(tool: Any) -> tuple[tuple[str, float], ...]:
@@ -422,4 +435,17 @@ def tool_doc_from_record(pk: int, record: Mapping[str, Any], servers: Mapping[st
         description=str(record.get("description") or ""),
         parameters=render_parameters(record.get("inputSchema")),
         upstream_deprecated=record.get("deprecated") is True,
+        read_only=_annotated_read(record),
     )
+
+
+def _annotated_read(record: Mapping[str, Any]) -> bool:
+    """An eval record's class as governance would derive it from its annotations (``classification_derive``):
+    what ``_governed_read`` reads for a synced tool no admin classified."""
+    derived = classification_derive(
+        annotations=record.get("annotations"),
+        name=str(record.get("name", "")),
+        title=str(record.get("title") or ""),
+        description=str(record.get("description") or ""),
+    )
+    return derived.operation_class == OperationClass.READ

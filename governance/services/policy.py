@@ -9,6 +9,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from catalog.models import Tool
+from catalog.signals import tools_changed
 from governance.cache import visibility_invalidate
 from governance.choices import AuditEventType, AuditOutcome, OperationClass, Reversibility
 from governance.classification import Classification, classification_derive
@@ -176,6 +177,9 @@ def tool_policy_classify(
             policy.required_entitlements.set(required_entitlements)
         if before != (operation_class, risk_class.pk):
             policy_version_bump(reason=f"classification of {policy.tool.tool_id} changed", actor=actor)
+        if before[0] != operation_class:  # search reads the class as the tool's operation (a read or not)
+            tool_pk = policy.tool_id
+            transaction.on_commit(lambda: tools_changed.send(sender=Tool, tool_pks=[tool_pk]))
         _audit_policy_change(actor=actor, tool=policy.tool, payload={"classification": _policy_snapshot(policy)})
         visibility_invalidate()
     return policy

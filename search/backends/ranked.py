@@ -139,6 +139,7 @@ def rank_request(
             servers=snapshot.server_codes,
             name_words=snapshot.name_words,
             deprecated=snapshot.deprecated,
+            read_only=snapshot.read_only,
             vector_kinds=leg.vectors.kinds if leg else None,
             learned_terms=snapshot.learned_terms,
             vectors=leg.vectors if leg else None,

@@ -80,7 +80,7 @@ def tool_properties(doc: ToolDoc, kinds: Sequence[str] = (), texts: Sequence[str
             "tool_name": doc.name,
             "display_title": doc.title or doc.name,
             "summary": first_sentence(doc.purpose) or first_sentence(doc.description),
-            "operation": sorted(tool_operation(doc.name, doc.purpose or doc.description)),
+            "operation": sorted(tool_operation(doc.name, doc.purpose or doc.description, doc.read_only)),
             "vector_kinds": list(kinds),
             "vector_texts": list(texts),
             "negatives": list(doc.negatives),

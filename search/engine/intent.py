@@ -43,8 +43,21 @@ def request_operations(query: str, limit: int = 12) -> frozenset[str]:
     return operations
 
 
-def tool_operation(name: str, description: str) -> frozenset[str]:
-    """The first verb of the tool name, else the first verb of its description."""
+def tool_operation(name: str, description: str, read_only: bool = False) -> frozenset[str]:
+    """The first verb of the tool name, else the first verb of its description; with ``read`` added for a tool
+    governance classes as a read (``ToolDoc.read_only``).
+
+    A name's first verb misreads a read named by a word that is also a verb elsewhere: git_log ("Shows the commit
+    logs") read as a write, as "log" is one in "log my hours", so "show the commit history" cost it the conflict
+    and gave git_show the agreement (bench/NOTES-agentux21.md). The class is read only when the upstream's
+    readOnlyHint is not contradicted by the tool's own name and description (``classification_derive``), or an
+    admin said so. It adds ``read``, never takes an operation away: an upstream hinting read-only gains at most
+    what a read verb in the name it writes gains."""
+    named = _named_operation(name, description)
+    return named | {READ} if read_only else named
+
+
+def _named_operation(name: str, description: str) -> frozenset[str]:
     for token in split_identifier(name).split():
         if token in VERBS:
             return VERBS[token]

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..text import request_terms, unreadable_for_english_model
 from .dense import DenseIndex, DenseScores, refine_together
-from .intent import VERBS, intent_adjustment, request_operations
+from .intent import READ, VERBS, intent_adjustment, request_operations
 from .sparse import SparseIndex, SparseScores
 
 FUSIONS = ("convex", "rrf")
@@ -513,6 +513,7 @@ def rank(
     learned_terms: Sequence[frozenset[str]] | None = None,
     deprecated: np.ndarray | None = None,
     vectors: DenseIndex | None = None,
+    read_only: np.ndarray | None = None,
 ) -> Ranking:
     """Rank the visible rows. ``clauses``: branches of the request's parts (a multi-step request); a tool
     then scores by the best of the whole request and each part (parts slightly discounted). ``servers``: a
@@ -521,7 +522,8 @@ def rank(
     dense table, ``DenseIndex.kinds``) and ``learned_terms`` (each row's words from learned requests only): for
     ``curated_evidence``. ``deprecated``: whether each row's upstream marks it deprecated, for
     ``_apply_deprecated``. ``vectors``: the vector table the dense scores index (each tool's first vector is its
-    document's), for ``_apply_cluster``.
+    document's), for ``_apply_cluster``. ``read_only``: whether governance classes each row as a read
+    (``ToolDoc.read_only``), for ``write_before_read``.
 
     With approximate dense scores (an int8 table, see engine/dense.py) each pass also names the tools
     whose exact score could change its answer; they are re-scored exactly (the request's and its parts' in
@@ -587,9 +589,44 @@ def rank(
     if candidates:
         first_evidence = curated_evidence(candidates[0], everything, vector_kinds, learned_terms, calibration)
     terms = branches.sparse.query_terms
-    ranking = _cut(candidates, top_k, options, terms, peak, ranking.spread, unread, first_evidence)
+    misled = write_before_read(candidates, query, read_only, servers, top_k)
+    ranking = _cut(candidates, top_k, options, terms, peak, ranking.spread, unread, first_evidence, misled)
     ranking.fusion = _fusion_of(branches, options)
     return ranking
+
+
+def write_before_read(
+    candidates: Sequence[Candidate],
+    query: str,
+    read_only: np.ndarray | None,
+    servers: np.ndarray | None,
+    top_k: int,
+) -> bool:
+    """Whether a request that names only reads ("list", "show", "what": ``request_operations``) has first a tool
+    governance does not class as a read, while a tool of the same server it classes as a read scores at least
+    ``LEAD_SHARE`` of the first's fused score among the first ``top_k``. ``answer_confidence`` then serves the
+    answer ``low``. On the demo "list all entities in memory" led with memory::delete_entities, high, on the word
+    "entities" its name and text have and read_graph's and open_nodes' do not: an agent trusts high and deletes
+    where it meant to read. The ranking is kept (the ranking's evidence cannot tell; a near-tie swap measured
+    worse), only what the answer promises changes: the read tools are there to choose.
+
+    The classes are governance's (``ToolDoc.read_only``): the upstream's annotations where the tool's own name and
+    description do not contradict them, or an admin's. A tool without annotations is a write (the MCP default),
+    so a catalog without annotations never meets the rule; a readOnlyHint makes only its own server's other tools'
+    answers low, never its own rank higher. Read from the candidates only, which are visible tools."""
+    if read_only is None or servers is None or not candidates or read_only[candidates[0].row]:
+        return False
+    if request_operations(query) != _READS:
+        return False
+    first = candidates[0]
+    server = servers[first.row]
+    return any(
+        read_only[c.row] and servers[c.row] == server and c.score >= LEAD_SHARE * first.score
+        for c in candidates[1:top_k]
+    )
+
+
+_READS = frozenset({READ})
 
 
 def own_vectors(candidates: list[Candidate], dense: DenseScores | None, vector_kinds: Sequence[str] | None) -> None:
@@ -1099,6 +1136,7 @@ def answer_confidence(
     spread: float | None = None,
     unread: bool = False,
     first_evidence: float | None = None,
+    misled: bool = False,
 ) -> Confidence:
     """The one rule for an answer's confidence, from the best calibrated score among the visible candidates,
     the request's peak over the visible tools (how far its best cosine stands above its 20th best; None with
@@ -1159,6 +1197,9 @@ def answer_confidence(
     word shared. A verb says what to do, not what to do it on; a tool that shares only the verb with a request
     has not shown it fits, and an agent given high calls it. Measured on all six public sets
     (bench/NOTES-agentux20.md).
+
+    ``misled`` (``write_before_read``): the request names only reads and a tool governance does not class as a
+    read leads one of its server's reads that fits about as well; served ``low``, never withheld on it.
     """
     stands_out = peak is not None and peak >= options.withhold_peak
     stands_out = stands_out or (spread is not None and spread >= options.withhold_spread)
@@ -1167,6 +1208,8 @@ def answer_confidence(
     if best < options.confidence_threshold:
         return Confidence.LOW
     if first_evidence is not None and first_evidence < options.confidence_evidence:
+        return Confidence.LOW
+    if misled:
         return Confidence.LOW
     return Confidence.HIGH
 
@@ -1185,15 +1228,16 @@ def _cut(
     spread: float | None = None,
     unread: bool = False,
     first_evidence: float | None = None,
+    misled: bool = False,
 ) -> Ranking:
     """``first_evidence``: the first candidate's own evidence as ``answer_confidence`` reads it
-    (``curated_evidence``)."""
+    (``curated_evidence``); ``misled``: ``write_before_read``."""
     if not candidates:
         return Ranking([], Confidence.NONE, 0, terms, peak=peak, spread=spread, unread=unread)
     # Judge by the best candidate the second stage saw, not only the first: with a long, multi-step
     # request the fused order and the per-tool evidence disagree more often.
     best = max(c.calibrated for c in candidates)
-    confidence = answer_confidence(best, peak, options, spread, unread, first_evidence)
+    confidence = answer_confidence(best, peak, options, spread, unread, first_evidence, misled)
     if not options.enforce_abstention:
         return Ranking(
             candidates, confidence, min(top_k, len(candidates)), terms, peak=peak, spread=spread, unread=unread

@@ -91,9 +91,10 @@ class IndexSnapshot:
         weights = ToolSearchIndex.weights()
         # A generator: one document's tokens at a time, never every document's token list at once.
         self.sparse = SparseIndex(_doc_tokens(d, weights) for d in self.docs)
-        self.tool_ops = [tool_operation(d.name, d.purpose or d.description) for d in self.docs]
+        self.tool_ops = [tool_operation(d.name, d.purpose or d.description, d.read_only) for d in self.docs]
         self.name_words = [name_words(d.name) for d in self.docs]
         self.deprecated = np.asarray([d.deprecated for d in self.docs], bool)
+        self.read_only = np.asarray([d.read_only for d in self.docs], bool)
         self.negative_terms = [_negative_terms(d) for d in self.docs]
         self.learned_terms = [_learned_terms(d, weights) for d in self.docs]
         self.dense: DenseIndex | None = None
@@ -168,7 +169,7 @@ class IndexSnapshot:
             learned_terms[new] = self.learned_terms[old]
         for doc, row in zip(incoming, added_rows, strict=True):
             merged[row] = doc
-            tool_ops[row] = tool_operation(doc.name, doc.purpose or doc.description)
+            tool_ops[row] = tool_operation(doc.name, doc.purpose or doc.description, doc.read_only)
             names[row] = name_words(doc.name)
             negative_terms[row] = _negative_terms(doc)
             learned_terms[row] = _learned_terms(doc, weights)
@@ -178,6 +179,9 @@ class IndexSnapshot:
         snapshot.deprecated = np.zeros(len(order), bool)
         snapshot.deprecated[kept_to] = self.deprecated[kept]
         snapshot.deprecated[added_rows] = [doc.deprecated for doc in incoming]
+        snapshot.read_only = np.zeros(len(order), bool)
+        snapshot.read_only[kept_to] = self.read_only[kept]
+        snapshot.read_only[added_rows] = [doc.read_only for doc in incoming]
         snapshot.learned_terms = learned_terms
         snapshot.pks = pks[order]
         snapshot._row_of_pk = _row_lookup(snapshot.pks)
@@ -315,6 +319,7 @@ class IndexSnapshot:
             servers=self.server_codes,
             name_words=self.name_words,
             deprecated=self.deprecated,
+            read_only=self.read_only,
             vector_kinds=self.dense.kinds if self.dense is not None else None,
             learned_terms=self.learned_terms,
             vectors=self.dense,

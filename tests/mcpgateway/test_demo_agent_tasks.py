@@ -84,7 +84,11 @@ def test_a_request_no_demo_tool_handles_is_not_answered_with_confidence(gateway,
     in a directory" was answered high with git::git_branch first: its coverage of the request was the verb "list"
     alone (bench/NOTES-agentux20.md). An agent trusts high and calls a tool that does something else. A request
     for files or directories is still served (a ranking to check), never high; requests the demo's tools do
-    handle stay high, with their tool among the matches shown with its schema."""
+    handle stay high, with their tool among the matches shown with its schema.
+
+    A request that only reads is answered by a read first, or served low (bench/NOTES-agentux21.md): "list all
+    entities in memory" led with memory::delete_entities, high ("entities" is in its name, not in the reads'), and
+    "show the commit history of the repo" with git_show, git_log second (its name's "log" read as a write)."""
     from catalog.models import Server
     from catalog.services.sync import server_sync
 
@@ -96,6 +100,10 @@ def test_a_request_no_demo_tool_handles_is_not_answered_with_confidence(gateway,
     Command()._curate()
     token = member_on(*Server.objects.all(), index=True).token
     unhandled = ["list files in a directory", "list the files here", "what files are in this folder"]
+    reads = {
+        "list all entities in memory": {"memory::read_graph", "memory::search_nodes", "memory::open_nodes"},
+        "show the commit history of the repo": {"git::git_log"},
+    }
     handled = {
         "what time is it in Tokyo": "time::get_current_time",
         "show the commit history of the repo": "git::git_log",
@@ -107,7 +115,7 @@ def test_a_request_no_demo_tool_handles_is_not_answered_with_confidence(gateway,
         async with mcp_client(gateway, token) as client:
             return {
                 query: (await client.call_tool("tool_search", {"query": query})).structured_content
-                for query in [*unhandled, *handled]
+                for query in dict.fromkeys([*unhandled, *handled, *reads])
             }
 
     answers = run(main)
@@ -118,6 +126,10 @@ def test_a_request_no_demo_tool_handles_is_not_answered_with_confidence(gateway,
         answer = answers[query]
         shown = [match["tool_id"] for match in answer["matches"] if "inputSchema" in match]
         assert answer["confidence"] == "high" and tool_id in shown[:2], (query, shown)
+    for query, tools in reads.items():
+        answer = answers[query]
+        first = answer["matches"][0]["tool_id"]
+        assert first in tools or answer["confidence"] == "low", (query, first, answer["confidence"])  # high: git_log
 
 
 def _what_the_last_commit_changed_takes_one_search_and_one_call(gateway, demo):

@@ -118,6 +118,41 @@ def test_a_tool_sharing_only_the_requests_verb_is_not_high():
     assert _first_tool_named("list_branches", "list carol") is Confidence.HIGH
 
 
+def _first_a_write(query: str, reads: list[int], servers: list[int], hidden: int = -1, second: float = 0.58):
+    """The confidence of ``query``'s answer over 31 tools, tool 0 (cosine .6) first and tool 1 (``second``) next,
+    the rest unrelated; ``reads``: the tools governance classes as reads; ``servers``: tools 0 and 1's servers
+    (the rest on others); tool ``hidden`` not visible."""
+    sparse, dense, vector = _catalog([0.6, second] + [0.0] * 29)
+    shown = np.arange(31) != hidden
+    branches = score_branches(sparse, dense, query, vector, shown)
+    ranking = rank(
+        branches,
+        query=query,
+        top_k=5,
+        options=RankingOptions(),
+        tie_keys=np.arange(31),
+        query_vector=vector,
+        servers=np.asarray([*servers, *range(2, 31)]),
+        read_only=np.isin(np.arange(31), reads),
+    )
+    assert ranking.kept[0].row == 0
+    return ranking.confidence
+
+
+def test_a_read_request_led_by_a_write_with_a_read_of_its_server_close_behind_is_not_high():
+    # "list all entities in memory" on the demo: memory::delete_entities first, high, read_graph and open_nodes
+    # (governance's reads: readOnlyHint) close behind. An agent trusts high and deletes.
+    assert _first_a_write("list entities", reads=[1], servers=[0, 0]) is Confidence.LOW
+    assert _first_a_write("list entities", reads=[0, 1], servers=[0, 0]) is Confidence.HIGH  # a read leads
+    assert _first_a_write("list entities", reads=[1], servers=[0, 1]) is Confidence.HIGH  # another server's read
+    assert _first_a_write("list entities", reads=[], servers=[0, 0]) is Confidence.HIGH  # no read known
+    assert _first_a_write("delete entities", reads=[1], servers=[0, 0]) is Confidence.HIGH  # a write asked for
+    assert _first_a_write("entities", reads=[1], servers=[0, 0]) is Confidence.HIGH  # no operation named
+    assert _first_a_write("list entities", reads=[1], servers=[0, 0], second=0.1) is Confidence.HIGH  # far below
+    # A read the caller may not see changes nothing the caller sees.
+    assert _first_a_write("list entities", reads=[1], servers=[0, 0], hidden=1) is Confidence.HIGH
+
+
 def _weak_options() -> RankingOptions:
     # Thresholds such that the catalogs below fall on either side of both conditions.
     return RankingOptions(withhold_threshold=0.35, withhold_peak=0.12)  # not the defaults: both sides reachable

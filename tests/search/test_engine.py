@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from search.documents import ToolDoc, description_passages, render_parameters
+from search.documents import ToolDoc, description_passages, render_parameters, tool_doc_from_record
 from search.engine.decompose import request_parts
 from search.engine.intent import CREATE, DELETE, READ, request_operations, tool_operation
 from search.engine.ranking import Candidate, Confidence, RankingOptions, _cut
@@ -124,6 +124,24 @@ def test_operation_intent():
     assert request_operations("open a ticket") == {CREATE, READ}
     assert tool_operation("createIssue", "") == {CREATE}
     assert tool_operation("issue_tool", "Fetch an issue by id") == {READ}
+
+
+def test_a_tool_governance_classes_as_a_read_reads_whatever_its_name_says():
+    """git_log ("Shows the commit logs", readOnlyHint) read as a write from "log" ("log my hours"): a read request
+    cost it the conflict. Governance's read class (``ToolDoc.read_only``) adds the read; it takes nothing away."""
+    assert tool_operation("git_log", "Shows the commit logs") == {CREATE}
+    assert tool_operation("git_log", "Shows the commit logs", read_only=True) == {CREATE, READ}
+    assert tool_operation("git_branch", "Lists Git branches", read_only=True) == {READ}
+    assert tool_operation("delete_rows", "", read_only=True) == {DELETE, READ}  # never a delete the less
+
+
+def test_an_eval_records_read_class_is_governances_from_its_annotations():
+    """``tool_doc_from_record``: the class ``classification_derive`` gives a synced tool no admin classified. A
+    readOnlyHint the tool's own name contradicts is no read."""
+    hint = {"annotations": {"readOnlyHint": True}}
+    assert tool_doc_from_record(1, {"id": "s::git_log", "name": "git_log", **hint}, {}).read_only
+    assert not tool_doc_from_record(1, {"id": "s::delete_entities", "name": "delete_entities", **hint}, {}).read_only
+    assert not tool_doc_from_record(1, {"id": "s::git_log", "name": "git_log"}, {}).read_only  # no hint: a write
 
 
 def test_a_tools_operation_comes_from_the_first_eight_words_of_its_description_only():

@@ -63,6 +63,7 @@ def catalog(rng: np.random.Generator) -> tuple[list[ToolDoc], dict[int, DocVecto
                         negatives=(f"never {verb} a {noun}",) if pk % 7 == 0 else (),
                         learned=((f"{noun} {verb} thing", 0.5),) if pk % 11 == 0 else _taught(pk),
                         learned_centroid=0.7 if pk % 13 == 0 else 0.0,
+                        read_only=pk % 4 == 1,  # kept rows' classes are reused
                     )
                 )
     return docs, {doc.pk: doc_vectors(doc, rng) for doc in docs}
@@ -78,6 +79,7 @@ def change(docs, vectors, rng, step: int):
             description=f"Quarantine the zebrafish{step} {i} records." + (" DEPRECATED: use zorp." if i % 2 else ""),
             title="",
             examples=("zorp it",),
+            read_only=not by_pk[pks[i]].read_only,
         )
         for i in rng.choice(len(pks), 5, replace=False)
     ]
@@ -139,6 +141,7 @@ def assert_same_snapshot(updated: IndexSnapshot, whole: IndexSnapshot) -> None:
     assert updated.tool_ops == whole.tool_ops and updated.negative_terms == whole.negative_terms
     assert updated.name_words == whole.name_words
     assert np.array_equal(updated.deprecated, whole.deprecated)
+    assert np.array_equal(updated.read_only, whole.read_only)
     assert updated.learned_terms == whole.learned_terms
     assert updated.missing_vectors == whole.missing_vectors
     assert_same_table(updated.dense, whole.dense)
