@@ -147,17 +147,22 @@ WRITTEN_LINKS_SHOWN = (
 )
 
 
+def _pinged(gateway, token: str, text: str) -> Any:
+    """The real upstream's ``ping`` answer to ``text`` (it says the text back), over HTTP."""
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            arguments = {"text": text}
+            return await client.call_tool("execute_tool", {"tool_id": "faulty::ping", "arguments": arguments})
+
+    return run(main)
+
+
 def test_links_written_in_a_text_to_anything_but_public_web_hosts_point_nowhere(gateway, token):
     """A link a tool writes in its text (Markdown, HTML) is shown by a host as a link, and copied by a model into its
     answer, as a resource link is: one to a script, a local file, inline data or an internal address points to "#"
     and the result says how many did (T9, C1-27)."""
-
-    async def main():
-        async with mcp_client(gateway, token) as client:
-            arguments = {"text": WRITTEN_LINKS}
-            return await client.call_tool("execute_tool", {"tool_id": "faulty::ping", "arguments": arguments})
-
-    result = run(main)
+    result = _pinged(gateway, token, WRITTEN_LINKS)
     assert not result.is_error
     texts = _texts(result)
     assert texts[0] == WRITTEN_LINKS_SHOWN
@@ -535,13 +540,7 @@ def test_links_to_names_only_a_private_network_answers_for_point_nowhere(gateway
     does (GCE's metadata server is ``http://metadata/``), but only addresses and ``localhost`` were refused: these
     links reached the model and the host as written. A single-label name and the private-use suffixes now point to
     "#", over HTTP from a real upstream's text (the same rule as a resource link's)."""
-
-    async def main():
-        async with mcp_client(gateway, token) as client:
-            arguments = {"text": PRIVATE_NAMES}
-            return await client.call_tool("execute_tool", {"tool_id": "faulty::ping", "arguments": arguments})
-
-    result = run(main)
+    result = _pinged(gateway, token, PRIVATE_NAMES)
     assert not result.is_error
     texts = _texts(result)
     assert texts[0] == PRIVATE_NAMES_SHOWN
