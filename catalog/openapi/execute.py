@@ -224,7 +224,8 @@ async def openapi_call(
 
     ``pinned`` (from ``openapi_target``): the base URL's address checked earlier, used for a request to the same
     origin instead of looking the host up again; without it, or for another origin, the URL is checked now.
-    Raises UpstreamError: kind "config" (egress refused, credentials missing: nothing was sent), "refused"
+    Raises UpstreamError: kind "config" (egress refused, credentials missing, no URL can carry the arguments: nothing
+    was sent), "refused"
     (no connection: nothing was sent), "timeout" (may have run upstream), "error" (other HTTP failures).
     """
     request = build_request(server, input_schema, arguments)
@@ -271,5 +272,10 @@ async def openapi_call(
         raise _fail(server, f"timed out after {timeout:g}s calling {request['method']}", "timeout") from exc
     except httpx.ConnectError as exc:
         raise _fail(server, f"connection refused or unreachable: {safe_url(server.base_url)}", "refused") from exc
+    except httpx.InvalidURL as exc:
+        # Raised building the request, before anything is sent, and no httpx.HTTPError: a query or path argument that
+        # makes the URL longer than httpx writes (64 kB; arguments may hold more) failed the call unaudited (redteam47).
+        reason = "the request's URL is too long or invalid (an argument too long for a URL)"
+        raise _fail(server, reason, "config") from exc
     except httpx.HTTPError as exc:
         raise _fail(server, f"HTTP error calling the service: {type(exc).__name__}", "error") from exc

@@ -733,8 +733,9 @@ UPSTREAM_REFUSAL_TEXT = {
 NOT_SENT = "The tool's server could not be reached, so the call was not sent; try again later, or use another tool."
 UPSTREAM_REFUSAL_TEXT["config"] = (
     "The call was not sent: no request the tool's server takes could be built from these arguments (a path argument "
-    "may not be or hold '.' or '..'; a header or cookie argument holds printable ASCII only), or the server is "
-    "misconfigured. Check the arguments; if they are right, tell the user the tool cannot be called now."
+    "may not be or hold '.' or '..'; a header or cookie argument holds printable ASCII only; the URL, query and path "
+    "arguments included, stays under 64 kB), or the server is misconfigured. Check the arguments; if they are right, "
+    "tell the user the tool cannot be called now."
 )
 # What to do after a call that reached the tool's server but did not come back (timeout, closed): a write may
 # have taken effect; a tool Scout classifies as a read changed nothing, so "check first" would only stall a model.
@@ -844,8 +845,8 @@ def execute_finish(
             **({"upstream_session_renewed": True} if session_renewed else {}),
         },
     )
-    # A call never sent did nothing to learn from.
-    if failure not in ("cancelled", ACCESS_CHANGED, *UNSENT_FOR_THE_DATABASE, APPROVAL_NOW_REQUIRED):
+    # A call never sent did nothing to learn from; a call the gateway failed says nothing of the tool.
+    if failure not in ("cancelled", ACCESS_CHANGED, *UNSENT_FOR_THE_DATABASE, APPROVAL_NOW_REQUIRED, GATEWAY_ERROR):
         kind = SearchOutcomeKind.SUCCESS if outcome == AuditOutcome.SUCCESS else SearchOutcomeKind.UPSTREAM_ERROR
         search_outcome_record(principal=plan.principal, tool=plan.tool, outcome=kind)
 
@@ -1014,6 +1015,13 @@ async def _execute(
             result = error_result("The call was cancelled before it reached the tool's server.")
             await _finish_shielded(plan, result, outcome=AuditOutcome.ERROR, failure="cancelled")
         raise
+    except Exception as exc:  # anything else on the way (a bug, a library's unforeseen error): audited, key settled
+        # The exception's type only: its message may quote an argument or a credential.
+        logger.error("execute_tool %s: the gateway failed during the call (%s)", plan.tool.tool_id, type(exc).__name__)
+        result = _gateway_failed_result(sent=progress.sent, reads_only=plan.reads_only)
+        outcome = AuditOutcome.UNKNOWN if progress.sent else AuditOutcome.ERROR
+        await _finish_shielded(plan, result, outcome=outcome, failure=GATEWAY_ERROR)
+        return result
     try:
         result = await _answer_for(plan, result)
     except Exception as exc:  # the call ran: it is recorded whatever failed on the way back (T15)
@@ -1028,6 +1036,23 @@ async def _execute(
     outcome = AuditOutcome.ERROR if result.is_error else AuditOutcome.SUCCESS
     await _finish_shielded(plan, result, outcome=outcome, progress=progress)
     return result
+
+
+GATEWAY_ERROR = "gateway_error"
+GATEWAY_FAILED_SENT = "The gateway failed during the call, after it began sending it to the tool's server."
+GATEWAY_FAILED_UNSENT = (
+    "The gateway failed before sending the call, so nothing ran. Trying again will likely fail the same way: tell the "
+    "user the tool cannot be called now."
+)
+
+
+def _gateway_failed_result(*, sent: bool, reads_only: bool) -> types.CallToolResult:
+    """The answer for a call the gateway itself failed (no upstream's failure: ``UpstreamCallError`` says those): an
+    outcome unknown once sending began, as after an interruption, else nothing ran."""
+    if not sent:
+        return error_result(GATEWAY_FAILED_UNSENT, upstream_failure=GATEWAY_ERROR)
+    text = GATEWAY_FAILED_SENT + (READ_MAY_RUN_AGAIN if reads_only else MAY_HAVE_RUN)
+    return error_result(text, upstream_failure=GATEWAY_ERROR, outcome_unknown=True)
 
 
 RESULT_NOT_SHOWN_FAILURE = "result_not_shown"

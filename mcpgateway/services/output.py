@@ -10,13 +10,14 @@ prefix are the gateway's to set, never an upstream's. The result's ``_meta`` the
 descriptions and the server instructions tell the model the same in words.
 
 A resource link whose URI is not an http or https URL naming a public host (``javascript:``, ``file:``, ``data:``,
-a bare path, ``http://169.254.169.254/``) is dropped, and so is such an icon of a link kept (an inline raster image
-is fine, an inline SVG is not: it can carry script); a text block says how many were: a model or the host showing
-the link would follow it somewhere no tool result should send it. An embedded resource under such a URI loses
-the URI the same way: its text is passed on as a text block, a binary one is dropped. An image (an image block,
-or an embedded resource of an image type) passes only as a raster image: an SVG shown inline runs its script, so
-it goes as such an embedded resource does, with a text block saying how many images were removed. A link written in
-a text (Markdown, HTML) to such a URL points to "#" instead (``_text_links_defanged``).
+a bare path, ``http://169.254.169.254/``, ``http://metadata.google.internal/``) is dropped, and so is such an icon
+of a link kept (an inline raster image is fine, an inline SVG is not: it can carry script); a text block says how
+many were: a model or the host showing the link would follow it somewhere no tool result should send it. An
+embedded resource under such a URI loses the URI the same way: its text is passed on as a text block, a binary one
+is dropped. An image (an image block, or an embedded resource of an image type) passes only as a raster image: an
+SVG shown inline runs its script, so it goes as such an embedded resource does, with a text block saying how many
+images were removed. A link written in a text (Markdown, HTML) to such a URL points to "#" instead
+(``_text_links_defanged``).
 """
 
 from __future__ import annotations
@@ -478,10 +479,10 @@ def _as_text(block: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _refused(uri: Any, *, images: bool = False) -> bool:
     """Whether a link's URI (or an icon's, ``images``: an inline raster image is fine too) is anything but an
-    http(s) URL naming a public host. A private, loopback or link-local address, however spelt, or localhost is
-    refused: a host that shows the link (or fetches the icon) would reach inside the user's own network, the
-    cloud metadata address or a router's admin page. A name is not resolved: what it resolves to is the client's
-    business, on the client's network."""
+    http(s) URL naming a public host. A private, loopback or link-local address, however spelt, localhost, or a name
+    only a private network answers for (``_private_name``) is refused: a host that shows the link (or fetches the
+    icon) would reach inside the user's own network, the cloud metadata address or a router's admin page. A name is
+    not resolved: what it resolves to is the client's business, on the client's network."""
     text = str(uri or "")
     if images and text.lower().startswith("data:"):
         return _data_media_type(text) not in INLINE_IMAGE_TYPES
@@ -537,7 +538,20 @@ def _internal(host: str) -> bool:
         else:
             address = ipaddress.ip_address(host)
     except (OSError, ValueError):
-        return last.isdigit() or last.startswith("0x")  # a number that is no address: refused; a name: kept
+        # A number that is no address: refused. A name: refused only where no public DNS answers for it.
+        return last.isdigit() or last.startswith("0x") or _private_name(host)
     # As Scout judges its own upstream requests: 64:ff9b::a9fe:a9fe (NAT64) and ::ffff:0:a9fe:a9fe (SIIT) are the
     # metadata address behind a translating gateway.
     return not address_public(address)
+
+
+# Names only a private network answers for, so a link to one reaches inside the reader's own network, as a private
+# address does: a single label, which a resolver completes with the network's search domain (``http://jenkins/``,
+# ``http://router/``, GCE's ``http://metadata/``; no public name is one label), and the suffixes set aside for private
+# use (RFC 6762's ``.local`` and the ones its appendix G lists as in use, RFC 8375's ``home.arpa``, ICANN's
+# ``.internal`` of 2024: ``metadata.google.internal``).
+PRIVATE_NAME_SUFFIXES = ("local", "internal", "home.arpa", "intranet", "private", "corp", "home", "lan")
+
+
+def _private_name(host: str) -> bool:
+    return "." not in host or host.endswith(tuple(f".{suffix}" for suffix in PRIVATE_NAME_SUFFIXES))

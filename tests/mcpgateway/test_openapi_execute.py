@@ -474,3 +474,47 @@ def test_a_header_argument_no_header_can_carry_is_refused_unsent_and_the_call_au
     assert not IdempotencyRecord.objects.filter(key="city-1", status="running").exists()
     fixed = execute(gateway, pets["token"], "pets::listPets", {**arguments, "X-Request-Id": "req-42"})
     assert not fixed.is_error and len(pets["service"].calls()) == 1
+
+
+def test_arguments_too_long_for_a_url_are_refused_unsent_and_the_call_audited(gateway, pets):
+    """A query or path argument that makes the request's URL longer than the HTTP client writes (64 kB; arguments may
+    hold 256 kB): httpx raised InvalidURL building the request, which is no httpx.HTTPError, so the caller got the
+    SDK's bare "Error executing tool", no execution was audited and the idempotency key stayed "running" (redteam47:
+    any caller who may execute an operation with a string query or path parameter). Refused before anything is sent,
+    as any request that cannot be built; the key is freed for a shorter call."""
+    from governance.models import AuditEvent
+    from mcpgateway.models import IdempotencyRecord
+
+    long_tag = "t" * 70_000
+    result = execute(gateway, pets["token"], "pets::listPets", {"tags": [long_tag]}, idempotency_key="long-1")
+
+    assert result.is_error
+    assert "URL" in _text(result) and long_tag[:100] not in _text(result)
+    assert pets["service"].calls() == []
+    [audit] = AuditEvent.objects.filter(event_type="execution", tool_ref="pets::listPets")
+    assert (audit.outcome, audit.payload["failure"]) == ("error", "config")
+    assert not IdempotencyRecord.objects.filter(key="long-1").exists()
+    shorter = execute(gateway, pets["token"], "pets::listPets", {"tags": ["calm"]}, idempotency_key="long-1")
+    assert not shorter.is_error and len(pets["service"].calls()) == 1
+
+
+def test_any_failure_of_the_gateway_during_a_call_is_audited_and_settles_its_key(gateway, pets, monkeypatch):
+    """Whatever the gateway raises on the way of an authorized call ends in one execution event and a settled key,
+    never in the SDK's bare error with the key "running" for the TTL (redteam46's open row, redteam47). The real trigger
+    here: a credential the HTTP client cannot write into a header (a token file saved with a byte order mark, U+FEFF),
+    for which httpx raises UnicodeEncodeError. The credential's value is never in the answer or the event."""
+    from governance.models import AuditEvent
+    from mcpgateway.models import IdempotencyRecord
+
+    monkeypatch.setenv(TOKEN_ENV, "\ufeff" + SECRET_TOKEN)
+    result = execute(gateway, pets["token"], "pets::listPets", {"limit": 1}, idempotency_key="bom-1")
+
+    assert result.is_error
+    assert "Error executing tool" not in _text(result) and SECRET_TOKEN not in _text(result)
+    assert pets["service"].calls() == []
+    [audit] = AuditEvent.objects.filter(event_type="execution", tool_ref="pets::listPets")
+    assert audit.payload["failure"] == "gateway_error" and audit.outcome in ("unknown", "error")
+    assert SECRET_TOKEN not in json.dumps(audit.payload)
+    assert not IdempotencyRecord.objects.filter(key="bom-1", status="running").exists()
+    again = execute(gateway, pets["token"], "pets::listPets", {"limit": 1}, idempotency_key="bom-1")
+    assert "still running" not in _text(again)

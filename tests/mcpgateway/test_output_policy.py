@@ -147,17 +147,22 @@ WRITTEN_LINKS_SHOWN = (
 )
 
 
+def _pinged(gateway, token: str, text: str) -> Any:
+    """The real upstream's ``ping`` answer to ``text`` (it says the text back), over HTTP."""
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            arguments = {"text": text}
+            return await client.call_tool("execute_tool", {"tool_id": "faulty::ping", "arguments": arguments})
+
+    return run(main)
+
+
 def test_links_written_in_a_text_to_anything_but_public_web_hosts_point_nowhere(gateway, token):
     """A link a tool writes in its text (Markdown, HTML) is shown by a host as a link, and copied by a model into its
     answer, as a resource link is: one to a script, a local file, inline data or an internal address points to "#"
     and the result says how many did (T9, C1-27)."""
-
-    async def main():
-        async with mcp_client(gateway, token) as client:
-            arguments = {"text": WRITTEN_LINKS}
-            return await client.call_tool("execute_tool", {"tool_id": "faulty::ping", "arguments": arguments})
-
-    result = run(main)
+    result = _pinged(gateway, token, WRITTEN_LINKS)
     assert not result.is_error
     texts = _texts(result)
     assert texts[0] == WRITTEN_LINKS_SHOWN
@@ -516,3 +521,27 @@ def test_the_arabic_letter_mark_deprecated_format_characters_and_interlinear_ann
     _, said = _inspected_and_called(gateway, _lookup_token(tmp_path, member_on, admin_user, result))
     assert _texts(said) == ["invoice.txt shape shownhidden"] == [said.structured_content["n"]]
     assert _marked(said, "orders::lookup")
+
+
+# Names no public DNS answers for (redteam47): a single label a resolver completes with the reader's search domain,
+# GCE's metadata server by both its names, Kubernetes' API, an mDNS host, a home router; a public name stays.
+PRIVATE_NAMES = (
+    "[meta](http://metadata/computeMetadata/v1/) [gce](http://metadata.google.internal/computeMetadata/v1/) "
+    '<a href="http://jenkins./job/deploy/build">build</a> [k8s](https://kubernetes.default.svc.cluster.local/api) '
+    "![nas](http://nas.local/admin.png) [router](http://router.home.arpa/) [docs](https://docs.example.com/guide)"
+)
+PRIVATE_NAMES_SHOWN = (
+    '[meta](#) [gce](#) <a href="#">build</a> [k8s](#) ![nas](#) [router](#) [docs](https://docs.example.com/guide)'
+)
+
+
+def test_links_to_names_only_a_private_network_answers_for_point_nowhere(gateway, token):
+    """C1-27, T10: a link to a name only the reader's own network resolves reaches inside it as a private address
+    does (GCE's metadata server is ``http://metadata/``), but only addresses and ``localhost`` were refused: these
+    links reached the model and the host as written. A single-label name and the private-use suffixes now point to
+    "#", over HTTP from a real upstream's text (the same rule as a resource link's)."""
+    result = _pinged(gateway, token, PRIVATE_NAMES)
+    assert not result.is_error
+    texts = _texts(result)
+    assert texts[0] == PRIVATE_NAMES_SHOWN
+    assert "removed 6 link(s)" in texts[-1]
