@@ -592,6 +592,9 @@ def rank(
         first_evidence = curated_evidence(candidates[0], everything, vector_kinds, learned_terms, calibration)
     terms = branches.sparse.query_terms
     misled = write_before_read(candidates, query, read_only, servers, top_k)
+    # A catalog where no visible tool declares an input says nothing about inputs (MetaTool's schemas are all empty).
+    if takes_input is not None and not takes_input[branches.visible_rows].any():
+        takes_input = None
     misled = misled or fixed_tool_for_unknown_object(candidates, branches.sparse, takes_input)
     ranking = _cut(candidates, top_k, options, terms, peak, ranking.spread, unread, first_evidence, misled)
     ranking.fusion = _fusion_of(branches, options)
