@@ -140,6 +140,7 @@ def rank_request(
             name_words=snapshot.name_words,
             deprecated=snapshot.deprecated,
             read_only=snapshot.read_only,
+            takes_input=snapshot.takes_input,
             vector_kinds=leg.vectors.kinds if leg else None,
             learned_terms=snapshot.learned_terms,
             vectors=leg.vectors if leg else None,

@@ -514,6 +514,7 @@ def rank(
     deprecated: np.ndarray | None = None,
     vectors: DenseIndex | None = None,
     read_only: np.ndarray | None = None,
+    takes_input: np.ndarray | None = None,
 ) -> Ranking:
     """Rank the visible rows. ``clauses``: branches of the request's parts (a multi-step request); a tool
     then scores by the best of the whole request and each part (parts slightly discounted). ``servers``: a
@@ -523,7 +524,8 @@ def rank(
     ``curated_evidence``. ``deprecated``: whether each row's upstream marks it deprecated, for
     ``_apply_deprecated``. ``vectors``: the vector table the dense scores index (each tool's first vector is its
     document's), for ``_apply_cluster``. ``read_only``: whether governance classes each row as a read
-    (``ToolDoc.read_only``), for ``write_before_read``.
+    (``ToolDoc.read_only``), for ``write_before_read``. ``takes_input``: whether each row's input schema has
+    a property (``ToolDoc.parameters``), for ``fixed_tool_for_unknown_object``.
 
     With approximate dense scores (an int8 table, see engine/dense.py) each pass also names the tools
     whose exact score could change its answer; they are re-scored exactly (the request's and its parts' in
@@ -590,6 +592,10 @@ def rank(
         first_evidence = curated_evidence(candidates[0], everything, vector_kinds, learned_terms, calibration)
     terms = branches.sparse.query_terms
     misled = write_before_read(candidates, query, read_only, servers, top_k)
+    # A catalog where no visible tool declares an input says nothing about inputs (MetaTool's schemas are all empty).
+    if takes_input is not None and not takes_input[branches.visible_rows].any():
+        takes_input = None
+    misled = misled or fixed_tool_for_unknown_object(candidates, branches.sparse, takes_input)
     ranking = _cut(candidates, top_k, options, terms, peak, ranking.spread, unread, first_evidence, misled)
     ranking.fusion = _fusion_of(branches, options)
     return ranking
@@ -627,6 +633,32 @@ def write_before_read(
 
 
 _READS = frozenset({READ})
+
+
+def fixed_tool_for_unknown_object(
+    candidates: Sequence[Candidate], sparse: SparseScores, takes_input: np.ndarray | None
+) -> bool:
+    """Whether the first tool takes no input and shares no word with the request but its operation verbs
+    (``intent.VERBS``), while the request names something no visible tool has a word for (a file, a name, a
+    thing: a request word with no visible row, ``SparseScores.term_rows``). Such a tool does one fixed thing and
+    cannot be pointed at what the request names: on the demo "read README.md" and "read my emails" were served
+    high with memory::read_graph alone (the whole knowledge graph, no input) on the verb "read" and a cosine of
+    .40 / .33, where no tool reads files or mail; an agent trusts high and calls it. ``answer_confidence`` then
+    serves the answer ``low`` (``misled``), never withheld on it; the ranking stays. Not concerned: a request
+    whose words the catalog knows ("read the knowledge graph"), a first tool that shares a word of what the
+    request acts on ("generate a tiny image": get-tiny-image) or that takes an input ("remember that Carol
+    prefers tea": create_entities takes the entities). Read from the visible rows only (a hidden tool's words
+    count for nothing)."""
+    if takes_input is None or not candidates or takes_input[candidates[0].row] or not sparse.term_rows:
+        return False
+    row = candidates[0].row
+    unknown = False
+    for term, rows in zip(sparse.query_terms, sparse.term_rows, strict=True):
+        if rows is None:
+            unknown = True
+        elif term not in VERBS and bool((rows == row).any()):
+            return False
+    return unknown
 
 
 def own_vectors(candidates: list[Candidate], dense: DenseScores | None, vector_kinds: Sequence[str] | None) -> None:
@@ -1199,7 +1231,9 @@ def answer_confidence(
     (bench/NOTES-agentux20.md).
 
     ``misled`` (``write_before_read``): the request names only reads and a tool governance does not class as a
-    read leads one of its server's reads that fits about as well; served ``low``, never withheld on it.
+    read leads one of its server's reads that fits about as well; or (``fixed_tool_for_unknown_object``) the
+    first tool takes no input while the request names something no visible tool has a word for; served ``low``,
+    never withheld on it.
     """
     stands_out = peak is not None and peak >= options.withhold_peak
     stands_out = stands_out or (spread is not None and spread >= options.withhold_spread)

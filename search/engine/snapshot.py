@@ -95,6 +95,7 @@ class IndexSnapshot:
         self.name_words = [name_words(d.name) for d in self.docs]
         self.deprecated = np.asarray([d.deprecated for d in self.docs], bool)
         self.read_only = np.asarray([d.read_only for d in self.docs], bool)
+        self.takes_input = np.asarray([bool(d.parameters) for d in self.docs], bool)
         self.negative_terms = [_negative_terms(d) for d in self.docs]
         self.learned_terms = [_learned_terms(d, weights) for d in self.docs]
         self.dense: DenseIndex | None = None
@@ -182,6 +183,9 @@ class IndexSnapshot:
         snapshot.read_only = np.zeros(len(order), bool)
         snapshot.read_only[kept_to] = self.read_only[kept]
         snapshot.read_only[added_rows] = [doc.read_only for doc in incoming]
+        snapshot.takes_input = np.zeros(len(order), bool)
+        snapshot.takes_input[kept_to] = self.takes_input[kept]
+        snapshot.takes_input[added_rows] = [bool(doc.parameters) for doc in incoming]
         snapshot.learned_terms = learned_terms
         snapshot.pks = pks[order]
         snapshot._row_of_pk = _row_lookup(snapshot.pks)
@@ -320,6 +324,7 @@ class IndexSnapshot:
             name_words=self.name_words,
             deprecated=self.deprecated,
             read_only=self.read_only,
+            takes_input=self.takes_input,
             vector_kinds=self.dense.kinds if self.dense is not None else None,
             learned_terms=self.learned_terms,
             vectors=self.dense,

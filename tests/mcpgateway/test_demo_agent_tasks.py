@@ -88,7 +88,11 @@ def test_a_request_no_demo_tool_handles_is_not_answered_with_confidence(gateway,
 
     A request that only reads is answered by a read first, or served low (bench/NOTES-agentux21.md): "list all
     entities in memory" led with memory::delete_entities, high ("entities" is in its name, not in the reads'), and
-    "show the commit history of the repo" with git_show, git_log second (its name's "log" read as a write)."""
+    "show the commit history of the repo" with git_show, git_log second (its name's "log" read as a write).
+
+    "read README.md" and "read my emails" were answered high with memory::read_graph alone (no input, the whole
+    knowledge graph) on the verb "read" (bench/NOTES-agentux22.md): low now; a tool taking no input stays high
+    for a request that names what it does ("read the knowledge graph", "generate a tiny image")."""
     from catalog.models import Server
     from catalog.services.sync import server_sync
 
@@ -100,6 +104,7 @@ def test_a_request_no_demo_tool_handles_is_not_answered_with_confidence(gateway,
     Command()._curate()
     token = member_on(*Server.objects.all(), index=True).token
     unhandled = ["list files in a directory", "list the files here", "what files are in this folder"]
+    unhandled += ["read README.md", "read my emails"]
     reads = {
         "list all entities in memory": {"memory::read_graph", "memory::search_nodes", "memory::open_nodes"},
         "show the commit history of the repo": {"git::git_log"},
@@ -109,6 +114,8 @@ def test_a_request_no_demo_tool_handles_is_not_answered_with_confidence(gateway,
         "show the commit history of the repo": "git::git_log",
         "remember that Alice likes tea": "memory::create_entities",
         "which branch am I on": "git::git_branch",
+        "read the knowledge graph": "memory::read_graph",
+        "generate a tiny image": "everything::get-tiny-image",
     }
 
     async def main():

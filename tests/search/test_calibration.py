@@ -123,17 +123,16 @@ def _first_a_write(query: str, reads: list[int], servers: list[int], hidden: int
     the rest unrelated; ``reads``: the tools governance classes as reads; ``servers``: tools 0 and 1's servers
     (the rest on others); tool ``hidden`` not visible."""
     sparse, dense, vector = _catalog([0.6, second] + [0.0] * 29)
-    shown = np.arange(31) != hidden
-    branches = score_branches(sparse, dense, query, vector, shown)
+    branches = score_branches(sparse, dense, query, vector, np.arange(31) != hidden)
+    servers_of = np.asarray([*servers, *range(2, 31)])
+    return _first_of_31(branches, query, vector, servers=servers_of, read_only=np.isin(np.arange(31), reads))
+
+
+def _first_of_31(branches, query: str, vector: np.ndarray, **rows: np.ndarray) -> Confidence:
+    """The confidence of the answer over ``_first_a_write``'s or ``_first_takes``' 31 tools (tool 0 first), with
+    ``rows``: per-row columns for ``rank``."""
     ranking = rank(
-        branches,
-        query=query,
-        top_k=5,
-        options=RankingOptions(),
-        tie_keys=np.arange(31),
-        query_vector=vector,
-        servers=np.asarray([*servers, *range(2, 31)]),
-        read_only=np.isin(np.arange(31), reads),
+        branches, query=query, top_k=5, options=RankingOptions(), tie_keys=np.arange(31), query_vector=vector, **rows
     )
     assert ranking.kept[0].row == 0
     return ranking.confidence
@@ -151,6 +150,34 @@ def test_a_read_request_led_by_a_write_with_a_read_of_its_server_close_behind_is
     assert _first_a_write("list entities", reads=[1], servers=[0, 0], second=0.1) is Confidence.HIGH  # far below
     # A read the caller may not see changes nothing the caller sees.
     assert _first_a_write("list entities", reads=[1], servers=[0, 0], hidden=1) is Confidence.HIGH
+
+
+def _first_takes(
+    query: str, inputs: bool, second: str = "tool1", hidden: bool = False, every_tool_without: bool = False
+) -> Confidence:
+    """The confidence of ``query``'s answer over 31 tools, tool 0 ``read_graph`` first (cosine .6, taking an input
+    or none), tool 1 named ``second`` (hidden or not), the rest unrelated."""
+    sparse, dense, vector = _catalog([0.6, 0.1] + [0.0] * 29)
+    names = ["read_graph", second] + [f"tool{i}" for i in range(2, 31)]
+    sparse = SparseIndex([weighted_tokens({"name": n}, {"name": 1}) for n in names])
+    branches = score_branches(sparse, dense, query, vector, np.arange(31) != (1 if hidden else -1))
+    takes_input = np.zeros(31, bool) if every_tool_without else np.arange(31) != (-1 if inputs else 0)
+    return _first_of_31(branches, query, vector, takes_input=takes_input)
+
+
+def test_a_tool_taking_no_input_is_not_high_for_a_thing_no_tool_knows():
+    # "read README.md" on the demo: memory::read_graph (no input, the whole knowledge graph) alone, high, on the
+    # verb "read"; no tool has the words "readme" or "md". It cannot be pointed at the file: an agent trusts high
+    # and reads the graph.
+    assert _first_takes("read readme md", inputs=False) is Confidence.LOW
+    assert _first_takes("read readme md", inputs=True) is Confidence.HIGH  # it takes what the request names
+    none_do = _first_takes("read readme md", inputs=False, every_tool_without=True)
+    assert none_do is Confidence.HIGH  # no tool declares an input (a catalog without schemas): nothing to tell
+    assert _first_takes("read graph readme", inputs=False) is Confidence.HIGH  # it shares what the request acts on
+    assert _first_takes("read", inputs=False) is Confidence.HIGH  # the request names nothing unknown
+    assert _first_takes("read readme", inputs=False, second="open_readme") is Confidence.HIGH  # the catalog knows it
+    # A tool the caller may not see changes nothing the caller sees: its words make nothing known.
+    assert _first_takes("read readme", inputs=False, second="open_readme", hidden=True) is Confidence.LOW
 
 
 def _weak_options() -> RankingOptions:

@@ -64,6 +64,7 @@ def catalog(rng: np.random.Generator) -> tuple[list[ToolDoc], dict[int, DocVecto
                         learned=((f"{noun} {verb} thing", 0.5),) if pk % 11 == 0 else _taught(pk),
                         learned_centroid=0.7 if pk % 13 == 0 else 0.0,
                         read_only=pk % 4 == 1,  # kept rows' classes are reused
+                        parameters=("path (string, required)",) if pk % 6 == 1 else (),  # and whether they take input
                     )
                 )
     return docs, {doc.pk: doc_vectors(doc, rng) for doc in docs}
@@ -80,6 +81,7 @@ def change(docs, vectors, rng, step: int):
             title="",
             examples=("zorp it",),
             read_only=not by_pk[pks[i]].read_only,
+            parameters=() if by_pk[pks[i]].parameters else ("query (string, required)",),
         )
         for i in rng.choice(len(pks), 5, replace=False)
     ]
@@ -142,6 +144,7 @@ def assert_same_snapshot(updated: IndexSnapshot, whole: IndexSnapshot) -> None:
     assert updated.name_words == whole.name_words
     assert np.array_equal(updated.deprecated, whole.deprecated)
     assert np.array_equal(updated.read_only, whole.read_only)
+    assert np.array_equal(updated.takes_input, whole.takes_input) and updated.takes_input.any()
     assert updated.learned_terms == whole.learned_terms
     assert updated.missing_vectors == whole.missing_vectors
     assert_same_table(updated.dense, whole.dense)
