@@ -20,6 +20,7 @@ from django.utils.http import urlencode
 from django.utils.text import Truncator
 
 from catalog.admin.display import compact_time
+from catalog.admin.history import tool_history_note
 from catalog.admin.lookups import StrictLookupsMixin
 from catalog.admin.progress import ProgressAdminMixin
 from catalog.admin.readonly import ReadOnlyMixin
@@ -367,6 +368,10 @@ class LearnedRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin
         # Nothing to save from the form (all read-only); a full save could undo a concurrent confirmation.
         pass
 
+    def log_change(self, request: HttpRequest, obj: LearnedRequest, message) -> None:
+        # The page saves nothing ("No fields changed."): a decision is written on its tool's history instead.
+        return None
+
     def response_change(self, request: HttpRequest, obj: LearnedRequest):
         if "_promote" in request.POST or "_reject" in request.POST:
             rows = LearnedRequest.objects.filter(pk=obj.pk)
@@ -428,6 +433,9 @@ class LearnedRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin
         rows = list(self._curatable(request, queryset).exclude(status=LearnedStatus.PROMOTED).select_related("tool"))
         for learned in rows:
             learned_request_promote(learned=learned, actor=request.user)
+            tool_history_note(
+                user=request.user, tool=learned.tool, message=f"Promoted learned request “{learned.text}” to an example"
+            )
         self.message_user(
             request, f"{len(rows)} promoted to example requests; the tools are reindexed.", messages.SUCCESS
         )
@@ -437,6 +445,9 @@ class LearnedRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin
         rows = list(self._curatable(request, queryset).exclude(status=LearnedStatus.REJECTED).select_related("tool"))
         for learned in rows:
             learned_request_reject(learned=learned, actor=request.user)
+            # Without its words: a rejected request's text is blanked once the query log would no longer keep it
+            # (``learned_requests_expire``), and the tool's history is kept for good.
+            tool_history_note(user=request.user, tool=learned.tool, message="Rejected a learned request")
         self.message_user(request, f"{len(rows)} rejected.", messages.SUCCESS)
 
 
