@@ -266,10 +266,12 @@ def recent_actions(user) -> list[dict[str, Any]]:
     may_read_events = user.has_perm("governance.view_auditevent")
     decisions = f"{reverse('admin:governance_approvalrequest_changelist')}?decided=me"
     for event in events.order_by("-created_at", "-id")[:HOME_ROWS]:
+        payload = audit_payload_shown(event, viewer=user)
         if event.event_type in GRANT_EVENTS:
-            target = grant_change_text(event.event_type, audit_payload_shown(event, viewer=user))
-        else:
-            target = event.tool_ref or event.target_server or event.approval_ref
+            target = grant_change_text(event.event_type, payload)
+        else:  # a token's event names the token (tok-<id>); one naming nothing is linked by what it was
+            token = payload.get("token", "") if isinstance(payload, dict) else ""
+            target = event.tool_ref or event.target_server or event.approval_ref or str(token)
         if may_read_events:
             url = reverse("admin:governance_auditevent_change", args=[event.pk])
         else:  # an approver who may not read the trail reads their decisions in the inbox

@@ -80,3 +80,19 @@ def test_a_learned_request_promoted_on_its_page_is_listed_once(client, django_us
     assert "Promoted learned request “what is new in the repo” to an example" in panel
     # The page saves no field: Django's "No fields changed." about the learned request was a second, empty row.
     assert "No fields changed" not in panel and panel.count("<li>") == 1
+
+
+def test_a_token_made_for_someone_names_the_token(client, django_user_model, member):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from governance.services.tokens import api_token_create
+
+    admin = django_user_model.objects.create_superuser(username="root", password="x")
+    token, _ = api_token_create(
+        user=member, name="ci", scopes=["discover"], expires_at=timezone.now() + timedelta(days=1), created_by=admin
+    )
+    client.force_login(admin)
+    panel = _recent(client)
+    assert "API token created" in panel and f">{token.ref}</a>" in panel  # its event on the trail, by the token's id
