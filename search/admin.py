@@ -364,6 +364,8 @@ class LearnedRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin
                 "show_save_and_add_another": False,
                 **(extra_context or {}),
             }
+        if request.GET.get(FROM_TOOL_PAGE):  # the form posts to the filters Django keeps, with this mark
+            form_url = f"?{urlencode({FROM_TOOL_PAGE: 1})}"
         return super().change_view(request, object_id, form_url, extra_context)
 
     def save_model(self, request: HttpRequest, obj: LearnedRequest, form, change: bool) -> None:
@@ -385,7 +387,7 @@ class LearnedRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin
             # list (the home's "to decide", a search); opened by its address, to what the tool learned.
             if request.GET.get(FROM_TOOL_PAGE):
                 tool_page = reverse("admin:catalog_tool_change", args=[obj.tool_id])
-                return HttpResponseRedirect(f"{tool_page}#learned-waiting")
+                return HttpResponseRedirect(f"{tool_page}#tool-learned-waiting")
             url = reverse("admin:search_learnedrequest_changelist")
             came_from = request.GET.get("_changelist_filters")
             return HttpResponseRedirect(f"{url}?{came_from or f'tool__id__exact={obj.tool_id}'}")

@@ -188,16 +188,19 @@ def test_the_tool_page_lists_what_it_learned_to_decide(client, django_user_model
     html = page.content.decode()
     assert page.context["learned_waiting_count"] == 2
     assert "Learned requests (2 to decide)</a>" in html and "Learned from agents' calls: 2 to decide" in html
-    listed = html.split('id="learned-waiting"', 1)[1].split("</fieldset>", 1)[0]
+    listed = html.split('id="tool-learned-waiting"', 1)[1].split("</fieldset>", 1)[0]
     assert "order a pizza for tonight" in listed and "time in Tokyo" in listed
     assert "clock in Paris" not in listed and "did my landlord write" not in listed  # decided; another tool's
     back = f"_changelist_filters=tool__id__exact%3D{tool.pk}&amp;_from_tool=1"
     decide = f"{reverse('admin:search_learnedrequest_change', args=[pizza.pk])}?{back}"
     assert f'href="{decide}"' in listed
 
-    # Decided on its page, then back to the tool's, where the next one waits (it led to the learned requests' list).
+    # Decided on its page, then back to the tool's, where the next one waits (it led to the learned requests' list):
+    # its form posts with the mark (Django's form address keeps only the list's filters).
+    form = client.get(decide.replace("&amp;", "&")).content.decode().split('id="learnedrequest_form"', 1)[0]
+    assert "_from_tool=1" in form.rsplit("<form", 1)[1]
     response = client.post(decide.replace("&amp;", "&"), {"_reject": "1"})
-    assert response["Location"] == f"{tool_url}#learned-waiting"
+    assert response["Location"] == f"{tool_url}#tool-learned-waiting"
     pizza.refresh_from_db()
     assert pizza.status == LearnedStatus.REJECTED
     # Written on the tool's history (its page's History, its curator's recent actions), not "No fields changed.", and
