@@ -76,7 +76,8 @@ class ScoutAdminSite(admin.AdminSite):
         return _grouped(request, apps)
 
     def index(self, request: HttpRequest, extra_context: dict[str, Any] | None = None):
-        return super().index(request, {**role_panels(request), **(extra_context or {})})
+        panels = {**role_panels(request), "recent_actions": recent_actions(request.user)}
+        return super().index(request, {**panels, **(extra_context or {})})
 
     def login(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
         """Django's sign-in page, with attempts counted per client address (``LoginRateThrottle``): past the rate a
@@ -224,6 +225,68 @@ def role_panels(request: HttpRequest) -> dict[str, Any]:
         context["operator_panel"] = _operator_panel(request)
         context["operator_panel"]["may_register"] = _may_register_server(request)
     return context
+
+
+# The audit events that record what a person decided themselves (not their agents' searches, calls and approval
+# requests, which are their tokens' traffic): the home's "Your recent actions" lists these.
+OWN_EVENT_TYPES = (
+    "approval.approved",
+    "approval.denied",
+    "grant",
+    "revoke",
+    "review.accepted",
+    "review.rejected",
+    "token.created",
+    "token.revoked",
+    "policy.changed",
+    "entitlement.changed",
+)
+
+
+def recent_actions(user) -> list[dict[str, Any]]:
+    """This person's latest actions, newest first (``HOME_ROWS``), from Scout's own records: the audit events of their
+    decisions (``OWN_EVENT_TYPES``) that they may still read, the admin's history of what they saved (a tool's or a
+    server's page, and curation from the workbench and the learned requests, ``catalog.admin.history``), and the
+    workbench requests they dismissed. Each is ``{"when", "what", "target", "url"}`` (``url`` None: no page to open).
+    Django's panel read only the admin's history, which none of those decisions wrote: it said "None available" to
+    an approver who had decided twenty requests."""
+    from django.contrib.admin.models import ADDITION, DELETION, LogEntry
+
+    from governance.admin.audit import GRANT_EVENTS, grant_change_text
+    from governance.principals import principal_for_user
+    from governance.selectors import audit_events_visible_to, audit_payload_shown
+    from search.models import DismissedRequest
+
+    flag_words = {ADDITION: "Added", DELETION: "Deleted"}  # a change says what it changed
+
+    rows: list[dict[str, Any]] = []
+    events = audit_events_visible_to(principal=principal_for_user(user)).filter(
+        user=user, event_type__in=OWN_EVENT_TYPES
+    )
+    may_read_events = user.has_perm("governance.view_auditevent")
+    decisions = f"{reverse('admin:governance_approvalrequest_changelist')}?decided=me"
+    for event in events.order_by("-created_at", "-id")[:HOME_ROWS]:
+        payload = audit_payload_shown(event, viewer=user)
+        if event.event_type in GRANT_EVENTS:
+            target = grant_change_text(event.event_type, payload)
+        else:  # a token's event names the token (tok-<id>); one naming nothing is linked by what it was
+            token = payload.get("token", "") if isinstance(payload, dict) else ""
+            target = event.tool_ref or event.target_server or event.approval_ref or str(token)
+        if may_read_events:
+            url = reverse("admin:governance_auditevent_change", args=[event.pk])
+        else:  # an approver who may not read the trail reads their decisions in the inbox
+            url = decisions if event.event_type.startswith("approval.") else None
+        rows.append({"when": event.created_at, "what": event.get_event_type_display(), "target": target, "url": url})
+    for entry in LogEntry.objects.filter(user=user).select_related("content_type")[:HOME_ROWS]:
+        url = None if entry.action_flag == DELETION else entry.get_admin_url() or None
+        what = flag_words.get(entry.action_flag) or entry.get_change_message() or "Changed"
+        rows.append({"when": entry.action_time, "what": what, "target": entry.object_repr, "url": url})
+    workbench = f"{reverse('search_workbench')}?reason=dismissed"
+    dismissals = DismissedRequest.objects.filter(dismissed_by=user)[: HOME_ROWS * 2]
+    for dismissed in {row.key: row for row in reversed(dismissals)}.values():  # one per request, not per tenant
+        rows.append({"when": dismissed.dismissed_at, "what": "Dismissed from the workbench (no tool should serve it)",
+                     "target": dismissed.text, "url": workbench})  # fmt: skip
+    return sorted(rows, key=lambda row: row["when"], reverse=True)[:HOME_ROWS]
 
 
 def _may_register_server(request: HttpRequest) -> bool:

@@ -20,6 +20,7 @@ from django.utils.http import urlencode
 from django.utils.text import Truncator
 
 from catalog.admin.display import compact_time
+from catalog.admin.history import tool_history_note
 from catalog.admin.lookups import StrictLookupsMixin
 from catalog.admin.progress import ProgressAdminMixin
 from catalog.admin.readonly import ReadOnlyMixin
@@ -300,6 +301,8 @@ class QueryLogEntryAdmin(PageBoundSearchMixin, ReadOnlyAdmin, admin.ModelAdmin[Q
         return len(obj.results)
 
 
+LEARNED_ON_TOOL_PAGE = 10  # the tool's page lists this many waiting learned requests, then links the rest
+FROM_TOOL_PAGE = "_from_tool"  # a learned request opened from its tool's page: decided, back to that page
 SHARED_LEARNED_NOTE = "This tool's server is shared by every tenant: a superuser promotes or rejects what it learned."
 
 
@@ -361,11 +364,17 @@ class LearnedRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin
                 "show_save_and_add_another": False,
                 **(extra_context or {}),
             }
+        if request.GET.get(FROM_TOOL_PAGE):  # the form posts to the filters Django keeps, with this mark
+            form_url = f"?{urlencode({FROM_TOOL_PAGE: 1})}"
         return super().change_view(request, object_id, form_url, extra_context)
 
     def save_model(self, request: HttpRequest, obj: LearnedRequest, form, change: bool) -> None:
         # Nothing to save from the form (all read-only); a full save could undo a concurrent confirmation.
         pass
+
+    def log_change(self, request: HttpRequest, obj: LearnedRequest, message) -> None:
+        # The page saves nothing ("No fields changed."): a decision is written on its tool's history instead.
+        return None
 
     def response_change(self, request: HttpRequest, obj: LearnedRequest):
         if "_promote" in request.POST or "_reject" in request.POST:
@@ -374,8 +383,11 @@ class LearnedRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin
                 self.promote(request, rows)
             else:
                 self.reject(request, rows)
-            # Back to the list it was opened from (the home's "to decide", a search), where the next one is; opened
-            # from the tool's page (or by its address), to what the tool learned.
+            # Back to where it was opened from, where the next one is: the tool's page (its list of what waits), the
+            # list (the home's "to decide", a search); opened by its address, to what the tool learned.
+            if request.GET.get(FROM_TOOL_PAGE):
+                tool_page = reverse("admin:catalog_tool_change", args=[obj.tool_id])
+                return HttpResponseRedirect(f"{tool_page}#tool-learned-waiting")
             url = reverse("admin:search_learnedrequest_changelist")
             came_from = request.GET.get("_changelist_filters")
             return HttpResponseRedirect(f"{url}?{came_from or f'tool__id__exact={obj.tool_id}'}")
@@ -428,6 +440,9 @@ class LearnedRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin
         rows = list(self._curatable(request, queryset).exclude(status=LearnedStatus.PROMOTED).select_related("tool"))
         for learned in rows:
             learned_request_promote(learned=learned, actor=request.user)
+            tool_history_note(
+                user=request.user, tool=learned.tool, message=f"Promoted learned request “{learned.text}” to an example"
+            )
         self.message_user(
             request, f"{len(rows)} promoted to example requests; the tools are reindexed.", messages.SUCCESS
         )
@@ -437,6 +452,9 @@ class LearnedRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin
         rows = list(self._curatable(request, queryset).exclude(status=LearnedStatus.REJECTED).select_related("tool"))
         for learned in rows:
             learned_request_reject(learned=learned, actor=request.user)
+            # Without its words: a rejected request's text is blanked once the query log would no longer keep it
+            # (``learned_requests_expire``), and the tool's history is kept for good.
+            tool_history_note(user=request.user, tool=learned.tool, message="Rejected a learned request")
         self.message_user(request, f"{len(rows)} rejected.", messages.SUCCESS)
 
 
@@ -458,6 +476,20 @@ admin.site.register(ApprovalRequest, ApprovalRequestAdmin)
 class ToolAdmin(GovernanceToolAdmin):
     """The tool's page, whose save leads to where the tool's example requests rank now: the curator checks the change
     where agents meet it (the catalog's admin knows no search, so search re-registers it, as the inbox above)."""
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):
+        # What agents' calls taught the tool and no curator has decided yet, on the page where its example requests are
+        # curated: behind a bare "Learned requests" button, a wrong one ("order a pizza" for get_current_time) already
+        # ranked searches while the page looked like a tool that learned nothing.
+        if request.user.has_perm("search.view_learnedrequest") and str(object_id).isdigit():
+            learned = self.admin_site.get_model_admin(LearnedRequest).get_queryset(request)
+            waiting = learned.filter(tool_id=int(object_id), status=LearnedStatus.LEARNED)
+            rows = list(waiting[:LEARNED_ON_TOOL_PAGE])
+            back = urlencode({"_changelist_filters": f"tool__id__exact={object_id}", FROM_TOOL_PAGE: 1})
+            for row in rows:  # decided there, then back here
+                row.decide_url = f"{reverse('admin:search_learnedrequest_change', args=[row.pk])}?{back}"
+            extra_context = {"learned_waiting": rows, "learned_waiting_count": waiting.count(), **(extra_context or {})}
+        return super().change_view(request, object_id, form_url, extra_context)
 
     def saved_next_step(self, obj: Tool) -> str:
         url = reverse("search_preview_tool", args=[obj.pk])

@@ -28,6 +28,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.http import urlencode
 
+from catalog.admin.history import tool_history_note
 from catalog.cachesafe import cache_call
 from catalog.models import Server, Tool, ToolExample, ToolNegativeExample
 from catalog.services.curation import tool_curation_update
@@ -354,6 +355,9 @@ def workbench_view(request: HttpRequest) -> HttpResponse:
             )
             before = IndexGeneration.objects.order_by("-id").values_list("pk", flat=True).first()
             added = request_attach(tool=tool, text=text, negative=negative)
+            if added:
+                note = f"Added {'negative query' if negative else 'example request'} “{text}” from the workbench"
+                tool_history_note(user=request.user, tool=tool, message=note)
             after = IndexGeneration.objects.order_by("-id").values_list("pk", flat=True).first()
             what = "a negative query" if negative else "an example request"
             if not added:

@@ -16,6 +16,8 @@ from .conftest import admin_login, click_through, screenshot, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 WITHHELD = "ping my landlord about the rent"
+LINES_OF_TEXT = """const range = document.createRange(); range.selectNodeContents(arguments[0]);
+return new Set([...range.getClientRects()].map((rect) => Math.round(rect.top))).size;"""
 
 
 @pytest.fixture
@@ -145,4 +147,7 @@ def test_a_long_request_reads_in_a_few_lines_beside_the_tools_it_returned(browse
         text,
     )
     assert lines < 4, lines  # 5 lines at 1280 px before, 7 at a year's volume (longer returned tool ids)
+    # When it was last asked reads on one line (adminux29: "2026-12-" over "07 10:32" beside such a row).
+    latest = browser.find_element(By.CSS_SELECTOR, "tr.request-group td.latest")
+    assert browser.execute_script(LINES_OF_TEXT, latest) == 1
     assert browser.execute_script("return document.documentElement.scrollWidth <= document.documentElement.clientWidth")

@@ -1,6 +1,6 @@
-"""A curator decides what usage taught a tool from the tool's own page: its learned requests, one of them opened,
-promoted there to a curated example request (its page had no way to decide it), and back to what the tool
-learned, where the next one is rejected."""
+"""A curator decides what usage taught a tool from the tool's own page: its learned requests listed there, one of them
+opened, promoted to a curated example request (its page had no way to decide it), and back to the tool's page, where
+the next one is rejected."""
 
 from __future__ import annotations
 
@@ -27,23 +27,37 @@ def test_curator_promotes_and_rejects_learned_requests_from_the_tool_page(browse
     wrong = learned_by_teachers(tool, "weather in berlin", 1, key="k2")
 
     admin_login(browser, live_server.url, "curator", "pw-curator-123")
-    browser.get(f"{live_server.url}/admin/catalog/tool/{tool.pk}/change/")
+    tool_page = f"{live_server.url}/admin/catalog/tool/{tool.pk}/change/"
+    browser.get(tool_page)
     assert browser.find_element(By.CSS_SELECTOR, "#content h1").text == "Curate mail::list_inbox"
-    click_through(browser, browser.find_element(By.LINK_TEXT, "LEARNED REQUESTS"))
-    click_through(browser, browser.find_element(By.LINK_TEXT, right.text))
+    # What waits is on the tool's page itself (adminux29: it was behind a bare "Learned requests" button).
+    assert browser.find_element(By.ID, "tool-learned").text == "LEARNED REQUESTS (2 TO DECIDE)"
+    waiting = browser.find_element(By.ID, "tool-learned-waiting")
+    assert "Learned from agents' calls: 2 to decide" in waiting.text
+    click_through(browser, _decide_link(browser, right.text))
     assert browser.find_element(By.CSS_SELECTOR, "#content h1").text == "Learned request for mail::list_inbox"
     screenshot(browser, "learned-request-page")
     click_through(browser, browser.find_element(By.NAME, "_promote"))
 
-    # Back on what this tool learned, told what happened; the wrong one is rejected from its page too.
+    # Back on the tool's page, told what happened, the next one waiting there; the wrong one is rejected from its page.
+    assert browser.current_url.split("#")[0] == tool_page
     assert "1 promoted to example requests" in browser.find_element(By.CSS_SELECTOR, "ul.messagelist").text
-    click_through(browser, browser.find_element(By.LINK_TEXT, wrong.text))
+    click_through(browser, _decide_link(browser, wrong.text))
     click_through(browser, browser.find_element(By.NAME, "_reject"))
     assert "1 rejected" in browser.find_element(By.CSS_SELECTOR, "ul.messagelist").text
+    assert not browser.find_elements(By.ID, "tool-learned-waiting")  # nothing waits any more
     right.refresh_from_db()
     wrong.refresh_from_db()
     assert (right.status, wrong.status) == (LearnedStatus.PROMOTED, LearnedStatus.REJECTED)
     assert list(tool.examples.values_list("text", flat=True)) == [right.text]
+
+
+def _decide_link(browser, text: str):
+    from selenium.webdriver.common.by import By
+
+    rows = browser.find_elements(By.CSS_SELECTOR, "#tool-learned-waiting tr.learned-row")
+    row = next(row for row in rows if row.find_element(By.TAG_NAME, "td").text == text)
+    return row.find_element(By.CSS_SELECTOR, "a.learned-decide")
 
 
 def test_the_home_leads_to_the_learned_requests_to_decide_and_counts_them(browser, live_server, django_user_model):

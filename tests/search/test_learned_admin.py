@@ -166,3 +166,47 @@ def test_a_learned_requests_page_names_its_counts_as_the_list_does_and_says_if_s
     assert "waiting for the next index update since" in html
     LearnedRequest.objects.filter(pk=learned.pk).update(indexed=True, pending_since=None)
     assert "yes: searches use its current weight" in client.get(url).content.decode()
+
+
+def test_the_tool_page_lists_what_it_learned_to_decide(client, django_user_model):
+    """Behind a bare "Learned requests" button, a wrong learned request ("order a pizza" for get_current_time) ranked
+    searches while the tool's page looked like a tool that learned nothing (adminux29)."""
+    from django.contrib.admin.models import LogEntry
+
+    from search.choices import LearnedStatus
+
+    tool = ToolFactory(server=ServerFactory(slug="time"), name="get_current_time")
+    other_tool = ToolFactory(server=ServerFactory(slug="mail"), name="list_inbox")
+    pizza = LearnedRequest.objects.create(tool=tool, text="order a pizza for tonight", key="k1", principal_count=1)
+    LearnedRequest.objects.create(tool=tool, text="time in Tokyo", key="k2", principal_count=2, confirmations=3)
+    LearnedRequest.objects.create(tool=tool, text="clock in Paris", key="k3", status=LearnedStatus.PROMOTED)
+    LearnedRequest.objects.create(tool=other_tool, text="did my landlord write", key="k4", principal_count=1)
+    curator = _curator(django_user_model)
+    client.force_login(curator)
+    tool_url = reverse("admin:catalog_tool_change", args=[tool.pk])
+    page = client.get(tool_url)
+    html = page.content.decode()
+    assert page.context["learned_waiting_count"] == 2
+    assert "Learned requests (2 to decide)</a>" in html and "Learned from agents' calls: 2 to decide" in html
+    listed = html.split('id="tool-learned-waiting"', 1)[1].split("</fieldset>", 1)[0]
+    assert "order a pizza for tonight" in listed and "time in Tokyo" in listed
+    assert "clock in Paris" not in listed and "did my landlord write" not in listed  # decided; another tool's
+    back = f"_changelist_filters=tool__id__exact%3D{tool.pk}&amp;_from_tool=1"
+    decide = f"{reverse('admin:search_learnedrequest_change', args=[pizza.pk])}?{back}"
+    assert f'href="{decide}"' in listed
+
+    # Decided on its page, then back to the tool's, where the next one waits (it led to the learned requests' list):
+    # its form posts with the mark (Django's form address keeps only the list's filters).
+    form = client.get(decide.replace("&amp;", "&")).content.decode().split('id="learnedrequest_form"', 1)[0]
+    assert "_from_tool=1" in form.rsplit("<form", 1)[1]
+    response = client.post(decide.replace("&amp;", "&"), {"_reject": "1"})
+    assert response["Location"] == f"{tool_url}#tool-learned-waiting"
+    pizza.refresh_from_db()
+    assert pizza.status == LearnedStatus.REJECTED
+    # Written on the tool's history (its page's History, its curator's recent actions), not "No fields changed.", and
+    # without the words, which the history would keep past the query log's retention.
+    assert [entry.get_change_message() for entry in LogEntry.objects.filter(user=curator)] == [
+        "Rejected a learned request"
+    ]
+    assert LogEntry.objects.get(user=curator).object_id == str(tool.pk)
+    assert client.get(tool_url).context["learned_waiting_count"] == 1
