@@ -15,7 +15,7 @@ from catalog.advice import sync_failed_next
 from catalog.choices import ServerStatus, SyncKind, SyncStatus
 from catalog.models import SyncRun, Tool, ToolRevision
 from catalog.progress import progress_snapshot
-from catalog.services.sync import sync_runs_dead_close
+from catalog.services.sync import sync_runs_dead_close, sync_runs_running_servers
 from catalog.urltext import url_paths_cut
 
 from .display import (
@@ -110,6 +110,11 @@ class SyncRunAdmin(ProgressAdminMixin, ReadOnlyAdmin, admin.ModelAdmin[SyncRun])
         "rejections_table",
     )
     readonly_fields = (*fields, "what_next")
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> Any:
+        # A run whose worker was killed is listed failed, as its page and the API show it.
+        sync_runs_dead_close(sync_runs_running_servers(self.get_queryset(request)))
+        return super().changelist_view(request, extra_context)
 
     def get_fields(self, request: HttpRequest, obj: SyncRun | None = None) -> Sequence[str]:
         # A failed run of a server still down says what to do next, under its status.

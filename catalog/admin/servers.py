@@ -42,7 +42,7 @@ from catalog.openapi import BINDING_KEY
 from catalog.scope import server_fields_locked
 from catalog.services.openapi_documents import server_openapi_document_get, server_openapi_document_set
 from catalog.services.servers import server_archive, server_restore, server_upstream_hosts_check
-from catalog.services.sync import server_openapi_preview
+from catalog.services.sync import server_openapi_preview, sync_runs_dead_close, sync_runs_running_servers
 from catalog.upstream import UpstreamError, list_tools
 from catalog.urltext import url_paths_cut
 
@@ -453,6 +453,12 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
             # An alternative is a server already registered: no "+" popup to register a new server from this field.
             formfield.widget.can_add_related = False
         return formfield
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> Any:
+        # A last sync whose worker was killed is badged failed, not running (as its run's page and the API say).
+        running = sync_runs_running_servers(SyncRun.objects.all())
+        sync_runs_dead_close(self.get_queryset(request).filter(pk__in=running).values_list("pk", flat=True))
+        return super().changelist_view(request, extra_context)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Server]:
         latest_run = SyncRun.objects.filter(server=OuterRef("pk")).order_by("-started_at", "-id")

@@ -5,6 +5,7 @@ from collections.abc import Iterable
 
 from django.conf import settings
 from django.db import DatabaseError, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from catalog import openapi, upstream
@@ -91,6 +92,13 @@ def sync_runs_dead_close(server_pks: Iterable[int]) -> int:
             if free:
                 closed += _runs_dead_close(pk)
     return closed
+
+
+def sync_runs_running_servers(runs: QuerySet[SyncRun]) -> QuerySet:
+    """The servers (pks) of the sync runs still "running" among ``runs``: what a page listing runs or servers gives
+    ``sync_runs_dead_close`` first, so a run whose worker was killed is listed failed, not under way."""
+    running = runs.filter(kind=SyncKind.SYNC, status=SyncStatus.RUNNING, server__isnull=False)
+    return running.order_by().values_list("server_id", flat=True).distinct()
 
 
 def _runs_dead_close(server_pk: int) -> int:

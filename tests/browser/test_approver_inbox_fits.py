@@ -1,7 +1,7 @@
 """The approver's inbox at 1280 px: the call's tool id on at most two lines, "who asked" a line each for
-the person, their agent and the time, and
-a left navigation no wider than its one link needs (adminux25: the tool id wrapped over three lines, the nav took
-290 px for "Approval requests")."""
+the person, their agent and the time (adminux25: the tool id wrapped over three lines), and no navigation sidebar
+beside the filters: with both, the call was ~170 px wide and each row five lines tall (adminux30). On a phone each
+request is a card in the page's width, Decide in view."""
 
 import os
 
@@ -19,6 +19,10 @@ LINES = """return [...document.querySelectorAll(arguments[0])].map(
   e => new Set([...e.getClientRects()].map(r => Math.round(r.top))).size);"""
 FITS = "const e = document.querySelector('#changelist .results'); return e.scrollWidth <= e.clientWidth;"
 WIDTH = "return document.querySelector(arguments[0]).getBoundingClientRect().width;"
+HEIGHTS = "return [...document.querySelectorAll('#result_list tbody tr')].map(r => r.getBoundingClientRect().height);"
+FONT = "return parseFloat(getComputedStyle(document.querySelector(arguments[0])).fontSize);"
+PAGE_FITS = "return document.documentElement.scrollWidth <= document.documentElement.clientWidth;"
+LONG = "tidy up the README and bump the version number before the release"  # cut short on the list
 
 
 def test_the_inbox_gives_the_call_and_who_asked_room_at_1280(browser, live_server, member, django_user_model):
@@ -26,7 +30,8 @@ def test_the_inbox_gives_the_call_and_who_asked_room_at_1280(browser, live_serve
     _, _, principal = tenant_token(member, "acme")
     tenant_with("acme", django_user_model.objects.get(username="appr"))
     for n in range(2):
-        approval_request_create(principal=principal, tool=tool, arguments={"party": n + 2, "time": "19:30"})
+        arguments = {"party": n + 2, "time": "19:30", "note": LONG, "path": f"/bookings/{n}.json"}
+        approval_request_create(principal=principal, tool=tool, arguments=arguments)
     browser.set_window_size(1280, 900)
     admin_login(browser, live_server.url, "appr", "pw-appr-123")
     browser.get(f"{live_server.url}/admin/governance/approvalrequest/")
@@ -38,10 +43,22 @@ def test_the_inbox_gives_the_call_and_who_asked_room_at_1280(browser, live_serve
     assert max(tool_lines) <= 2, f"the tool id wraps over {tool_lines} lines"
     who_lines = browser.execute_script(LINES, "#result_list td.field-requester_column")
     assert max(who_lines) <= 3, f"who asked, via which agent, when: {who_lines} lines, not one each"
-    nav = browser.execute_script(WIDTH, "#nav-sidebar")
-    assert nav <= 220, f"the left navigation takes {nav:.0f} px for one link"
+    assert browser.execute_script("return document.querySelector('#nav-sidebar') === null;")
+    call = browser.execute_script(WIDTH, "#result_list td.field-tool_column")
+    assert call >= 300, f"the call is {call:.0f} px wide"  # 172 px beside both sidebars
+    # Three lines a row (the tool, its arguments over two; the status and its deadline), not five (101 px).
+    font = browser.execute_script(FONT, "#result_list td.field-tool_column")
+    heights = browser.execute_script(HEIGHTS)
+    assert max(heights) < 6.5 * font, f"rows {heights} px tall in a {font} px font"  # 67 of 13 px; five lines 101
     assert browser.execute_script(FITS), "the inbox scrolls sideways at 1280 px"
     if shot:  # the half-screen window too, for the notes (bench/NOTES-adminux26.md)
         browser.set_window_size(800, 900)
         browser.get(f"{live_server.url}/admin/governance/approvalrequest/")
         screenshot(browser, f"approver-inbox-800-{shot}")
+    browser.set_window_size(390, 900)  # a phone: each request a card, nothing to scroll sideways to
+    browser.get(f"{live_server.url}/admin/governance/approvalrequest/")
+    if shot:
+        screenshot(browser, f"approver-inbox-390-{shot}")
+    assert browser.execute_script(PAGE_FITS), "the inbox scrolls sideways on a phone"
+    for decide in browser.find_elements("link text", "Decide"):
+        assert 0 <= decide.rect["x"] and decide.rect["x"] + decide.rect["width"] <= 390, decide.rect

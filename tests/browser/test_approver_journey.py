@@ -84,13 +84,14 @@ def test_approver_denies_with_a_reason_then_approves_a_call_that_runs(
     decide = browser.find_element(By.LINK_TEXT, "Decide")
     assert _right_edge_visible(browser, decide)  # at 1280 px the action is on screen
     screenshot(browser, "approver-inbox")
-    # ... with both sidebars open, and nothing scrolls sideways: not the page, not the results table.
-    assert browser.find_element(By.ID, "nav-sidebar").is_displayed()
+    # ... with its filters open (no navigation sidebar on the inbox), and nothing scrolls sideways: not the page, not
+    # the results table.
+    assert not browser.find_elements(By.ID, "nav-sidebar")
     assert browser.find_element(By.ID, "changelist-filter").is_displayed()
     assert _no_sideways_scroll(browser, "#changelist .results") and _no_sideways_scroll(browser, "html")
     assert _right_edge_visible(browser, browser.find_element(By.CSS_SELECTOR, "#result_list td.field-requester_column"))
     # The tool id wraps only after "::" and "_" (never "memor y::crea te_enti ties"): no piece spans two lines,
-    # here and in a window narrow enough to squeeze the column (800 px: the navigation sidebar stays open); under it
+    # here and in a window narrow enough to squeeze the column (800 px, the inbox a list of cards); under it
     # the call's arguments.
     for width in (800, 1280):
         browser.set_window_size(width, 900)

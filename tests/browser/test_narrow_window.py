@@ -24,14 +24,18 @@ def _in_view(browser, element) -> bool:
     return element.is_displayed() and 0 <= box[0] and box[1] <= width
 
 
-def _open_at_800(browser, live_server, login: tuple[str, str], path: str) -> None:
-    """``path`` in an 800 px window, logged in as ``login``, the navigation sidebar open beside the page."""
+def _open_at_800(browser, live_server, login: tuple[str, str], path: str, *, navigation: bool = True) -> None:
+    """``path`` in an 800 px window, logged in as ``login``, the navigation sidebar open beside the page (the
+    approval inbox has none: ``navigation=False``)."""
     from selenium.webdriver.common.by import By
 
     browser.set_window_size(800, 900)
     admin_login(browser, live_server.url, *login)
     browser.get(f"{live_server.url}{path}")
-    assert browser.find_element(By.ID, "nav-sidebar").is_displayed()
+    if navigation:
+        assert browser.find_element(By.ID, "nav-sidebar").is_displayed()
+    else:
+        assert not browser.find_elements(By.ID, "nav-sidebar")
 
 
 def test_the_approval_inbox_shows_each_call_at_800_px(browser, live_server, django_user_model, member):
@@ -44,7 +48,7 @@ def test_the_approval_inbox_shows_each_call_at_800_px(browser, live_server, djan
     for n in range(3):
         arguments = {"repository": "payments-service", "branch": f"hotfix-{n}"}
         approval_request_create(principal=principal_for_user(member), tool=tool, arguments=arguments)
-    _open_at_800(browser, live_server, ("appr", "pw-appr-123"), "/admin/governance/approvalrequest/")
+    _open_at_800(browser, live_server, ("appr", "pw-appr-123"), "/admin/governance/approvalrequest/", navigation=False)
     screenshot(browser, "approver-inbox-800")
     rows = browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr")
     assert len(rows) == 3 and browser.execute_script(NO_SIDEWAYS), "the inbox scrolls sideways at 800 px"

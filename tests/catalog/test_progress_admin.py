@@ -49,6 +49,31 @@ def test_a_running_sync_whose_lock_is_free_shows_failed(admin_client):
     assert snapshot["error"] == "interrupted: the process running this sync stopped"
 
 
+def test_the_server_list_and_the_sync_run_list_show_a_running_sync_whose_lock_is_free_failed(admin_client):
+    """adminux30: the operator's lists close a killed worker's run through opsux10's rule, as the progress poll does;
+    a run whose server's lock is held (a live sync) stays running."""
+    dead = _run(Server.objects.create(slug="dead", name="Dead"), SyncStatus.RUNNING, started_ago=10)
+    live = _run(Server.objects.create(slug="live", name="Live"), SyncStatus.RUNNING, started_ago=10)
+
+    def server_list() -> dict[str, str]:
+        page = admin_client.get(reverse("admin:catalog_server_changelist"))
+        return {server.slug: server.last_run_status for server in page.context["cl"].result_list}
+
+    def run_list() -> dict[str, str]:
+        page = admin_client.get(reverse("admin:catalog_syncrun_changelist"))
+        return {run.server.slug: run.status for run in page.context["cl"].result_list}
+
+    with _under_way(live.server):
+        assert server_list() == {"dead": SyncStatus.FAILED, "live": SyncStatus.RUNNING}
+        assert run_list() == {"dead": SyncStatus.FAILED, "live": SyncStatus.RUNNING}
+    dead.refresh_from_db()
+    assert dead.error == "interrupted: the process running this sync stopped"
+
+    SyncRun.objects.filter(pk=dead.pk).update(status=SyncStatus.RUNNING, error="")  # dead again: the run list alone
+    with _under_way(live.server):
+        assert run_list() == {"dead": SyncStatus.FAILED, "live": SyncStatus.RUNNING}
+
+
 def _running_sync_shows_its_stage_and_an_estimate(admin_client, listing: SyncRun) -> None:
     snapshot = admin_client.get(_url(listing)).json()
     assert (snapshot["running"], snapshot["stage"], snapshot["total"]) == (True, "listing tools upstream", 0)

@@ -167,7 +167,8 @@ def test_inbox_rows_tell_calls_apart_by_their_arguments_and_say_when_each_lapses
 
     shown = row(pending)
     assert "body: &quot;line1\\nline2&quot; · title: &quot;&lt;script&gt;alert(1)&lt;/script&gt;&quot;" in shown
-    assert f"decide before {timezone.localtime(pending.expires_at):%Y-%m-%d %H:%M}" in shown
+    deadline = f"{timezone.localtime(pending.expires_at):%Y-%m-%d %H:%M}"
+    assert f'decide before <span class="scout-time">{deadline}</span>' in shown  # the time on one line
     assert "y" * 30 in row(long) and "y" * 40 not in row(long)
     approval_decide(request=long, approver=approver, approve=True, reason="")
     long.refresh_from_db()
