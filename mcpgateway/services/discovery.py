@@ -28,9 +28,9 @@ from governance.sanitize import clean_for_model
 from governance.selectors import (
     Permission,
     ToolNotFound,
+    servers_not_serving_for,
     tool_get_for_principal,
     tool_server_not_serving,
-    tools_not_serving_for,
     tools_visible_to,
 )
 from governance.services.audit import audit_record
@@ -865,14 +865,9 @@ NOT_SERVING_NOTED = 5  # servers named at most: the note sits in a context windo
 
 def not_serving_note(*, principal: Principal) -> str | None:
     """For an answer that found no clear fit: the servers holding tools ``principal`` could use were they serving
-    (``tools_not_serving_for``), which no search sees, with why and whether they come back; None when there are none.
+    (``servers_not_serving_for``), which no search sees, with why and whether they come back; None when there are none.
     Without it the model read a low answer (or "nothing is granted to you") for a step whose tool is only down."""
-    servers = list(
-        tools_not_serving_for(principal=principal)
-        .order_by("server__slug")
-        .values_list("server__slug", "server__status")
-        .distinct()[: NOT_SERVING_NOTED + 1]
-    )
+    servers = servers_not_serving_for(principal=principal, limit=NOT_SERVING_NOTED + 1)
     if not servers:
         return None
     said = []

@@ -6,7 +6,13 @@ from django.contrib.auth.models import Permission
 from catalog.choices import ServerStatus
 from governance.models import ToolPolicy
 from governance.principals import Principal
-from governance.selectors import ToolNotFound, tool_get_for_principal, tool_pks_visible_to, tools_visible_to
+from governance.selectors import (
+    ToolNotFound,
+    servers_not_serving_for,
+    tool_get_for_principal,
+    tool_pks_visible_to,
+    tools_visible_to,
+)
 from governance.services.permissions import permission_revoke
 from tests.governance.conftest import as_principal
 from tests.governance.factories import EntitlementFactory, GroupFactory, ServerFactory, ToolFactory
@@ -144,6 +150,32 @@ def test_bulk_writes_also_reach_every_cached_visible_set(member, grant, server, 
     hide(tool)
     assert visible(member) == set()
     assert visible(member, permission="execute") == set()
+
+
+def test_servers_not_serving_are_read_once_per_version_and_follow_every_status_write(member, grant, server, tool):
+    """A search without a clear fit asks which of the caller's servers are not serving (discovery.not_serving_note),
+    on every such answer: the list is kept per principal under the visibility version (perf14: the query reads every
+    tool the caller may see, ~5 ms a search at 10k tools on SQLite). A status write, by a failed sync's update or by
+    a save, is in the next answer; a server whose tools the caller may not see is never named."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    grant(member, server, "discover")
+    hidden = ToolFactory(server=ServerFactory(slug="payroll"), name="rotate_keys")
+    principal = as_principal(member)
+    assert servers_not_serving_for(principal=principal, limit=6) == []
+    with CaptureQueriesContext(connection) as queries:
+        assert servers_not_serving_for(principal=principal, limit=6) == []
+    assert [q["sql"] for q in queries if "catalog_tool" in q["sql"]] == []
+    _sync_fails(tool)
+    server.refresh_from_db()
+    assert server.status in (ServerStatus.DEGRADED, ServerStatus.UNAVAILABLE)
+    assert servers_not_serving_for(principal=principal, limit=6) == [(server.slug, server.status)]
+    server.status = ServerStatus.DISABLED
+    server.save()
+    hidden.server.status = ServerStatus.UNAVAILABLE
+    hidden.server.save()
+    assert servers_not_serving_for(principal=principal, limit=6) == [(server.slug, ServerStatus.DISABLED)]
 
 
 def test_model_level_permission_does_not_expose_every_object(member, tool):
