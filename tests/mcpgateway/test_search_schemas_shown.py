@@ -57,6 +57,8 @@ def test_a_match_far_below_the_first_is_left_out(gateway, token, mode):
     answer, text = result.structured_content, result.content[0].text
     assert answer["confidence"] == "high"
     by_id = {match["tool_id"]: match for match in answer["matches"]}
-    assert list(by_id) == ["time::get_current_time", "time::convert_time"]
+    # The two time tools, in either order (a near tie since governance's read class reaches ranking: both are reads,
+    # agentux21), each with its schema; the memory tool far below them is left out.
+    assert sorted(by_id) == ["time::convert_time", "time::get_current_time"]
     assert all("inputSchema" in match for match in by_id.values())
     assert "memory::read_graph" not in text and SCHEMAS_CUT not in text and "notes" not in answer
