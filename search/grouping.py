@@ -8,6 +8,7 @@ view, so each request is folded once and compared only with the groups sharing a
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from collections import Counter
@@ -64,13 +65,20 @@ class Cluster:
 class Grouper:
     """Groups texts in the order given (newest first on the workbench): a text joins the first group whose first
     words it is ``similar`` to, else starts one. Compared with a group's first words, not with every member's, so a
-    chain of small changes ("a b c", "b c d", "c d e") never walks one group across unrelated requests."""
+    chain of small changes ("a b c", "b c d", "c d e") never walks one group across unrelated requests.
 
-    def __init__(self) -> None:
+    Candidates come from prefix filtering (PPJoin, Xiao et al. 2008): with every word set ordered rarest first
+    among ``texts``, two sets this similar share a word among the first few of each, at positions that leave room
+    for enough shared words; only groups passing that are compared. Without it, 2,000 distinct requests sharing
+    common words ("please list the thing 17") were compared pairwise, 26 times the cost of exact grouping."""
+
+    def __init__(self, texts: Iterable[str] = ()) -> None:
         self.clusters: list[Cluster] = []
-        self._by_word: dict[str, list[int]] = {}
-        self._by_words: dict[frozenset[str], int] = {}  # words met before: no comparison at all
         self._words: dict[str, frozenset[str]] = {}  # a text asked again is folded once
+        self._by_words: dict[frozenset[str], int] = {}  # words met before: no comparison at all
+        # word -> (its position in a group's ordered words, that group's size) -> the groups
+        self._index: dict[str, dict[tuple[int, int], list[int]]] = {}
+        self._rarity = Counter(word for words in {self.words(text) for text in texts} for word in words)
 
     def words(self, text: str) -> frozenset[str]:
         words = self._words.get(text)
@@ -96,16 +104,40 @@ class Grouper:
             self._by_words[words] = number
         return self.clusters[number]
 
+    def _ordered(self, words: frozenset[str]) -> list[str]:
+        # Rarest first; a word ``texts`` did not hold counts as rarest. Fixed once made, as the index needs.
+        return sorted(words, key=lambda word: (self._rarity.get(word, 0), word))
+
     def _find(self, words: frozenset[str]) -> int | None:
-        candidates = sorted({number for word in words for number in self._by_word.get(word, ())})
-        return next((number for number in candidates if similar(words, self.clusters[number].words)), None)
+        ordered, size = self._ordered(words), len(words)
+        candidates: set[int] = set()
+        for position, word in enumerate(ordered[: _prefix(size)]):
+            for (at, other), numbers in self._index.get(word, {}).items():
+                # Jaccard >= SIMILAR needs sizes within that ratio and this many shared words, all from here on.
+                if SIMILAR * other > size or SIMILAR * size > other:
+                    continue
+                if min(size - position, other - at) < _needed(size, other):
+                    continue
+                candidates.update(numbers)
+        return next((n for n in sorted(candidates) if similar(words, self.clusters[n].words)), None)
 
     def _start(self, words: frozenset[str]) -> int:
         number = len(self.clusters)
         self.clusters.append(Cluster(words=words))
-        for word in words:
-            self._by_word.setdefault(word, []).append(number)
+        ordered, size = self._ordered(words), len(words)
+        for position, word in enumerate(ordered[: _prefix(size)]):
+            self._index.setdefault(word, {}).setdefault((position, size), []).append(number)
         return number
+
+
+def _prefix(size: int) -> int:
+    """How many of a word set's rarest words two sets this similar must share one of."""
+    return size - math.ceil(SIMILAR * size - 1e-9) + 1
+
+
+def _needed(size: int, other: int) -> int:
+    """The fewest shared words for Jaccard >= SIMILAR between sets of these sizes (shared >= t/(1+t) * (a+b))."""
+    return math.ceil(SIMILAR / (1 + SIMILAR) * (size + other) - 1e-9)
 
 
 def wording(text: str) -> str:

@@ -186,9 +186,10 @@ def workbench_groups(
     ``reason`` narrows to one of ``withheld``, ``low``, ``unfollowed``; ``user``: only the requests that
     curator may read (``query_log_visible_to``); ``returned``: collect the tools each group returned (the
     counts alone do not need the logged results)."""
-    entries = _gap_entries(days=days, user=user, returned=returned)
-    grouper = Grouper()
-    dismissed_keys = _seed_dismissals(grouper, user=user)
+    entries = list(_gap_entries(days=days, user=user, returned=returned))
+    dismissals = list(dismissals_for(user).values_list("key", "text")) if user is not None else []
+    grouper = Grouper(texts=[*(entry.query for entry in entries), *(text for _key, text in dismissals)])
+    dismissed_keys = _seed_dismissals(grouper, dismissals)
     groups: dict[object, RequestGroup] = {}
     for entry in entries:
         kind = _reason(entry)
@@ -210,13 +211,10 @@ def workbench_groups(
     return _unhandled([group for cluster, group in groups.items() if not cluster.mark], user=user)
 
 
-def _seed_dismissals(grouper: Grouper, *, user) -> set[str]:
-    """Mark in ``grouper`` the groups ``user``'s dismissals stand for, first, so that a later paraphrase of a
+def _seed_dismissals(grouper: Grouper, dismissals: list[tuple[str, str]]) -> set[str]:
+    """Mark in ``grouper`` the groups the dismissals (key, text) stand for, first, so that a later paraphrase of a
     dismissed request joins its group and stays out; returns the dismissals' keys, for those whose words are no
     longer kept (``query_log_purge``)."""
-    if user is None:
-        return set()
-    dismissals = list(dismissals_for(user).values_list("key", "text"))
     for _key, text in dismissals:
         if text:
             grouper.mark(text, "dismissed")

@@ -1,6 +1,8 @@
 """Grouping similar requests for the curator's workbench (issue 8), on real requests' wording: what a curator would
 call one piece of work is one group, and what needs a different tool (or another person) is not."""
 
+import random
+
 from search.grouping import Grouper, group_words, request_words, similar, wordings
 
 EMAIL = ("send an email to bob", "send email to Bob please", "send an e-mail to bob")
@@ -62,3 +64,24 @@ def test_distinct_wordings_most_asked_first_with_counts():
         ("send an email to bob", 2),
         ("send an e-mail to bob", 1),
     ]
+
+
+def test_the_indexed_grouping_finds_what_comparing_every_group_finds():
+    """The index (prefix filtering) only saves comparisons: over requests sharing common words, in several
+    wordings and lengths, it groups exactly as comparing each request with every group's first words in turn."""
+    rng = random.Random(8)
+    verbs, things = ["send", "list", "find", "book", "sending", "lists"], ["email", "e-mail", "file", "flight", "thing"]
+    tails = ["", " please", " to bob", " to bob today", " for the team now", f" {rng.randrange(9)}"]
+    texts = [f"{rng.choice(verbs)} the {rng.choice(things)}{rng.choice(tails)}{rng.choice(tails)}" for _ in range(400)]
+    leaders: list[frozenset[str]] = []
+    expected = []
+    for text in texts:
+        words = group_words(text)
+        found = next((n for n, leader in enumerate(leaders) if similar(words, leader)), None)
+        if found is None:
+            found = len(leaders)
+            leaders.append(words)
+        expected.append(found)
+    grouper = Grouper(texts)
+    assert [grouper.clusters.index(grouper.add(text)) for text in texts] == expected
+    assert 10 < len(leaders) < 300  # groups of several, not one group nor all apart
