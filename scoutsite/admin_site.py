@@ -349,12 +349,12 @@ def _curator_panel(user) -> dict[str, Any]:
 def _learned_to_decide(user, shaped) -> int | None:
     """Learned requests no curator has decided yet, of the tools this curator may curate (promote or reject), or
     None when they may not read learned requests."""
-    from search.choices import LearnedStatus
     from search.models import LearnedRequest
+    from search.selectors import learned_to_decide
 
     if not user.has_perm("search.view_learnedrequest"):
         return None
-    return LearnedRequest.objects.filter(status=LearnedStatus.LEARNED, tool__server__in=shaped).count()
+    return learned_to_decide(LearnedRequest.objects.filter(tool__server__in=shaped)).count()
 
 
 def _workbench_waiting(user) -> dict[str, int] | None:

@@ -42,6 +42,7 @@ from governance.selectors import (
 from .backends import BACKENDS
 from .choices import GenerationStatus, LearnedStatus
 from .models import IndexGeneration, LearnedRequest, QueryLogEntry, SearchEvent
+from .selectors import learned_to_decide
 from .usage import (
     AskedSearches,
     approval_request_asked,
@@ -483,7 +484,7 @@ class ToolAdmin(GovernanceToolAdmin):
         # ranked searches while the page looked like a tool that learned nothing.
         if request.user.has_perm("search.view_learnedrequest") and str(object_id).isdigit():
             learned = self.admin_site.get_model_admin(LearnedRequest).get_queryset(request)
-            waiting = learned.filter(tool_id=int(object_id), status=LearnedStatus.LEARNED)
+            waiting = learned_to_decide(learned.filter(tool_id=int(object_id)))
             rows = list(waiting[:LEARNED_ON_TOOL_PAGE])
             back = urlencode({"_changelist_filters": f"tool__id__exact={object_id}", FROM_TOOL_PAGE: 1})
             for row in rows:  # decided there, then back here

@@ -232,9 +232,10 @@ class LearnedConfirmation(models.Model):
 class DismissedRequest(models.Model):
     """A workbench group a curator marked "No tool should serve this" (a request outside the catalog's purpose, as
     "book a flight" where no travel tool exists): it leaves the workbench and the curator home's count, and later
-    requests with the same words (``search.workbench.group_key``) stay out; "Restore" deletes the row. Kept per
-    tenant, as the query log is read: a dismissal in tenant A changes nothing tenant B's curators see, and is kept
-    only in tenants whose curators may read its words (``search.workbench._dismissal_tenants``). Empty tenant: made
+    requests that would join its group (``search.grouping``; by ``search.workbench.group_key`` once its words are no
+    longer kept) stay out; "Restore" deletes the row. Kept per tenant, as the query log is read: a dismissal in
+    tenant A changes nothing tenant B's curators see, and each tenant keeps its own wording of the group, which its
+    curators may read (``search.workbench._dismissal_places``). Empty tenant: made
     by a curator in no tenant (an install without tenants, or a superuser for a shared request), and seen only by
     such curators (and superusers, who see every dismissal)."""
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from time import monotonic
 
 from django.conf import settings
-from django.db.models import Prefetch, Q
+from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
 
-from catalog.models import Tool
+from catalog.models import Tool, ToolExample
 from governance.cache import ReadOnce
 from governance.models import ServerUserObjectPermission
 from governance.principals import Principal
@@ -29,6 +29,14 @@ def indexable_tools() -> "Iterable[Tool]":
 
 
 PREFETCHED_CHILDREN = ("aliases", "keywords", "examples", "negative_examples")
+
+
+def learned_to_decide(learned: QuerySet[LearnedRequest]) -> QuerySet[LearnedRequest]:
+    """Among ``learned``, those waiting for a curator's decision: learned, and not already a curated example request
+    of their tool (case aside; a curator typed it, or attached it from the workbench): promoting such a one adds
+    nothing, so it is no decision to ask for."""
+    curated = ToolExample.objects.filter(tool=OuterRef("tool"), text__iexact=OuterRef("text"))
+    return learned.filter(status=LearnedStatus.LEARNED).exclude(Exists(curated))
 
 
 def tool_docs_load(*, pks: Collection[int] | None = None) -> list[ToolDoc]:

@@ -3,11 +3,12 @@
 Three kinds of request need a curator: withheld ("no tool fits"), answered with low confidence, and
 answered but not followed by any call of a returned tool. Searches that were empty only because of the
 caller's own filters or because the caller may see no tool are left out (counted, not listed): no example
-request would change them. Similar requests (the same words, in any order
-or case) are grouped, newest first, with counts. From each group a curator attaches the request to a tool
+request would change them. Similar requests (``search.grouping``: the same words once stopwords, punctuation,
+plurals and inflections are folded, or nearly the same) are grouped, newest first, with counts and their distinct
+wordings. From each group a curator attaches the request to a tool
 as an example request (or a negative query); the tool is reindexed at once, so the next search finds it.
-A request no tool should serve is dismissed ("No tool should serve this"): its group, and later requests with the
-same words, leave the workbench for that curator's tenant until restored (``DismissedRequest``).
+A request no tool should serve is dismissed ("No tool should serve this"): its group, and later requests that would
+join it, leave the workbench for that curator's tenant until restored (``DismissedRequest``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import cached_property
 
 from django import forms
 from django.contrib import admin, messages
@@ -37,6 +39,7 @@ from governance.selectors import person_shown, servers_shaped_by, servers_visibl
 
 from .choices import EmptyAnswerReason
 from .engine.ranking import Confidence
+from .grouping import Grouper, group_words, similar, wordings
 from .models import DismissedRequest, IndexGeneration, QueryLogEntry, SearchOutcome
 from .text import close_tool_ids, tokenize
 from .usage import query_log_visible_to
@@ -49,6 +52,7 @@ MAX_GROUPS = 100
 # The curator home's counts of waiting groups are kept this long (seconds): new searches show up within it, while
 # a curation change or a change of who sees what shows at once (``_waiting_key``).
 WAITING_CACHE_SECONDS = 60
+WORDINGS_SHOWN = 4  # a group's distinct wordings listed on its row (with counts), then "and N more"
 # Empty answers that are no gap in the catalog: the caller narrowed them away, or may see no tool at all.
 NOT_GAPS = (EmptyAnswerReason.FILTERED, EmptyAnswerReason.NOTHING_VISIBLE)
 
@@ -66,13 +70,28 @@ class RequestGroup:
     unfollowed: int = 0
     tool_ids: list[str] = field(default_factory=list)
     returned: list[tuple[str, str]] = field(default_factory=list)  # (tool_id, its admin page or "")
+    texts: list[str] = field(default_factory=list)  # every request's words, newest first
+
+    @cached_property
+    def wordings(self) -> list[tuple[str, int]]:
+        """Its distinct wordings, most asked first, with how often (the same text in other case or spacing is one)."""
+        return wordings(self.texts)
+
+    @property
+    def wordings_shown(self) -> list[tuple[str, int]]:
+        return self.wordings[:WORDINGS_SHOWN]
+
+    @property
+    def wordings_more(self) -> int:
+        return max(0, len(self.wordings) - WORDINGS_SHOWN)
 
 
 MAX_ID_DIGITS = 18  # a bigint's ids: 2**63 - 1 has 19 digits
 
 
 def group_key(text: str) -> str:
-    """Requests with the same words (any order, case or punctuation; stopwords ignored) share a group."""
+    """A request's words (any order, case or punctuation; stopwords ignored): the key its dismissal is stored under
+    (``dismissal_key``) and a group's ``key``. Requests are grouped by ``search.grouping``, which folds more."""
     words = sorted(set(tokenize(text)))
     return " ".join(words) or " ".join(text.casefold().split())
 
@@ -93,34 +112,40 @@ def dismissals_for(user) -> QuerySet[DismissedRequest]:
 
 
 def request_dismiss(*, text: str, user) -> bool:
-    """Dismiss ``text``'s group for ``user``'s tenants (``_dismissal_tenants``). Returns False when it already was
-    dismissed for all of them (the first dismissal's who and when are kept)."""
+    """Dismiss ``text``'s group for ``user``'s tenants (``_dismissal_places``): later requests that would join it stay
+    out too. Returns False when it already was dismissed for all of them (the first dismissal's who and when are
+    kept)."""
     text = " ".join(text.split())[:500]
-    key = group_key(text)
     added = False
-    for tenant in _dismissal_tenants(key, user=user):  # get_or_create also takes a concurrent curator's dismissal
+    for tenant, words in _dismissal_places(text, user=user):
+        # get_or_create also takes a concurrent curator's dismissal
         _, created = DismissedRequest.objects.get_or_create(
-            tenant_id=tenant, key=dismissal_key(key), defaults={"text": text, "dismissed_by": user}
+            tenant_id=tenant, key=dismissal_key(group_key(words)), defaults={"text": words, "dismissed_by": user}
         )
         added = added or created
     return added
 
 
-def _dismissal_tenants(key: str, *, user) -> list[int | None]:
-    """Where a dismissal of the group ``key`` is kept (None: for the curators in no tenant). A dismissal's words are
-    read by every curator of its tenant (the dismissed list), so it is kept only where they may read them (Z12):
-    in each of ``user``'s tenants when the words are shared requests' or the curator's own (no request the
-    workbench reads holds them); else only in the tenants whose requests hold them. A curator in tenants A and B
-    dismissing a request of B's thus never shows B's words to A's curators, and a superuser dismissing a tenant's
-    request keeps it in that tenant, not with the curators in no tenant, who read shared requests only."""
+def _dismissal_places(text: str, *, user) -> list[tuple[int | None, str]]:
+    """Where a dismissal of ``text``'s group is kept (None: for the curators in no tenant), and in which words. A
+    dismissal's words are read by every curator of its tenant (the dismissed list), so each tenant keeps its own
+    (Z12): a group may hold paraphrases of several tenants' requests (a curator in tenants A and B, a superuser),
+    and B's wording must not show to A's curators. When a shared request is in the group (or none the workbench
+    reads is: the curator's own words), its words are kept in each of ``user``'s tenants; else each tenant whose
+    requests are in the group keeps its newest wording, among ``user``'s tenants (every one for a superuser, who
+    reads every tenant's requests, so a tenant's request dismissed stays in that tenant, not with the curators in
+    no tenant, who read shared requests only)."""
     tenants = list(user.tenants.values_list("pk", flat=True))
-    entries = _gap_entries(days=WORKBENCH_DAYS, user=user)
-    holding = {entry.tenant_id for entry in entries if group_key(entry.query) == key}
-    if not holding or None in holding:
-        return tenants or [None]
+    words = group_words(text)
+    newest: dict[int | None, str] = {}
+    for entry in _gap_entries(days=WORKBENCH_DAYS, user=user):  # newest first
+        if similar(group_words(entry.query), words):
+            newest.setdefault(entry.tenant_id, " ".join(entry.query.split())[:500])
+    if not newest or None in newest:
+        return [(tenant, newest.get(None, text)) for tenant in tenants or [None]]
     if tenants:
-        return [tenant for tenant in tenants if tenant in holding]
-    return sorted(holding)  # a superuser (who reads every tenant's requests)
+        return [(tenant, newest[tenant]) for tenant in tenants if tenant in newest]
+    return sorted(newest.items())
 
 
 def request_restore(*, key: str, user, tenant: str | None = None) -> str | None:
@@ -161,29 +186,39 @@ def workbench_groups(
     ``reason`` narrows to one of ``withheld``, ``low``, ``unfollowed``; ``user``: only the requests that
     curator may read (``query_log_visible_to``); ``returned``: collect the tools each group returned (the
     counts alone do not need the logged results)."""
-    entries = _gap_entries(days=days, user=user, returned=returned)
-    dismissed = set(dismissals_for(user).values_list("key", flat=True)) if user is not None else set()
-    groups: dict[str, RequestGroup] = {}
-    skipped: set[str] = set()
+    entries = list(_gap_entries(days=days, user=user, returned=returned))
+    dismissals = list(dismissals_for(user).values_list("key", "text")) if user is not None else []
+    grouper = Grouper(texts=[*(entry.query for entry in entries), *(text for _key, text in dismissals)])
+    dismissed_keys = _seed_dismissals(grouper, dismissals)
+    groups: dict[object, RequestGroup] = {}
     for entry in entries:
         kind = _reason(entry)
         if reason and kind != reason:
             continue
-        key = group_key(entry.query)
-        if key in skipped:
-            continue
-        group = groups.get(key)
+        if dismissed_keys and dismissal_key(group_key(entry.query)) in dismissed_keys:
+            grouper.mark(entry.query, "dismissed")  # a dismissal whose words are no longer kept: by its key
+        cluster = grouper.add(entry.query)
+        group = groups.get(cluster)
         if group is None:
-            if dismissal_key(key) in dismissed:
-                skipped.add(key)
-                continue
-            group = groups[key] = RequestGroup(key=key, text=entry.query, latest=entry.created_at)
+            group = RequestGroup(key=group_key(entry.query), text=entry.query, latest=entry.created_at)
+            groups[cluster] = group
         group.count += 1
+        group.texts.append(entry.query)
         setattr(group, kind, getattr(group, kind) + 1)
         for result in entry.results if returned else ():
             if result.get("tool_id") not in group.tool_ids:
                 group.tool_ids.append(result.get("tool_id"))
-    return _unhandled(list(groups.values()), user=user)
+    return _unhandled([group for cluster, group in groups.items() if not cluster.mark], user=user)
+
+
+def _seed_dismissals(grouper: Grouper, dismissals: list[tuple[str, str]]) -> set[str]:
+    """Mark in ``grouper`` the groups the dismissals (key, text) stand for, first, so that a later paraphrase of a
+    dismissed request joins its group and stays out; returns the dismissals' keys, for those whose words are no
+    longer kept (``query_log_purge``)."""
+    for _key, text in dismissals:
+        if text:
+            grouper.mark(text, "dismissed")
+    return {key for key, _text in dismissals}
 
 
 def _gap_entries(*, days: int, user, returned: bool = False) -> QuerySet[QueryLogEntry]:
@@ -234,17 +269,21 @@ def _waiting_key(user) -> str | None:
 
 
 def _unhandled(groups: list[RequestGroup], *, user) -> list[RequestGroup]:
-    """Groups whose newest wording a curator has not yet attached to a tool (as example or negative), among the
-    tools ``user`` may curate: another tenant's curators attaching the same words hides nothing here, nor tells
-    which words their tools list (Z12)."""
-    texts = [group.text for group in groups]
+    """Groups none of whose wordings a curator has attached to a tool yet (as example or negative), among the tools
+    ``user`` may curate: another tenant's curators attaching the same words hides nothing here, nor tells which
+    words their tools list (Z12). One wording attached handles the group: its paraphrases are the same work."""
+    texts = {variant for group in groups for text in group.texts for variant in (text, " ".join(text.split()))}
     examples = ToolExample.objects.filter(text__in=texts)
     negatives = ToolNegativeExample.objects.filter(text__in=texts)
     if user is not None:
         managed = Server.objects.filter(servers_visible_to_operator(user=user)).values("pk")
         examples, negatives = examples.filter(tool__server__in=managed), negatives.filter(tool__server__in=managed)
     handled = set(examples.values_list("text", flat=True)) | set(negatives.values_list("text", flat=True))
-    return [group for group in groups if group.text not in handled]
+    return [group for group in groups if not any(_attached(text, handled) for text in group.texts)]
+
+
+def _attached(text: str, handled: set[str]) -> bool:
+    return text in handled or " ".join(text.split()) in handled
 
 
 def _link_returned(groups: list[RequestGroup], *, user) -> None:
@@ -265,15 +304,18 @@ def _link_returned(groups: list[RequestGroup], *, user) -> None:
 def workbench_reason(entry: QueryLogEntry, *, user) -> str:
     """Why the workbench lists this search for ``user`` ("withheld", "low", "unfollowed"), or "" when it does not:
     answered with confidence and followed by a call, emptied by the caller's own filters or access, its words
-    already attached to a tool ``user`` may curate, or dismissed for ``user``'s tenant."""
+    already attached to a tool ``user`` may curate, or it (or a paraphrase) dismissed for ``user``'s tenant."""
     if entry.empty_reason in NOT_GAPS:
         return ""
     if entry.confidence not in (Confidence.NONE, Confidence.LOW) and entry.outcomes.exists():
         return ""
-    if not _unhandled([RequestGroup(key="", text=entry.query, latest=entry.created_at)], user=user):
+    alone = RequestGroup(key="", text=entry.query, latest=entry.created_at, texts=[entry.query])
+    if not _unhandled([alone], user=user):
         return ""
-    if dismissals_for(user).filter(key=dismissal_key(group_key(entry.query))).exists():
-        return ""
+    key, words = dismissal_key(group_key(entry.query)), group_words(entry.query)
+    for dismissed, text in dismissals_for(user).values_list("key", "text"):
+        if dismissed == key or (text and similar(group_words(text), words)):
+            return ""
     return _reason(entry)
 
 
@@ -432,7 +474,7 @@ def _dismiss_or_restore(request: HttpRequest, action: str) -> HttpResponse:
             messages.success(
                 request,
                 format_html(
-                    "Dismissed “{}”: no tool should serve it. It and later requests with the same words no longer "
+                    "Dismissed “{}”: no tool should serve it. It and later requests like it no longer "
                     'show here or in your home page\'s count. <a id="dismissed-link" href="{}">Dismissed</a> lists '
                     "it, to restore it.",
                     text, reverse("search_workbench") + "?reason=dismissed",

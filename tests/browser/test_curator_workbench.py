@@ -1,11 +1,12 @@
-"""Curator journey in a real browser: find a withheld request in the workbench, attach it to a tool, see the
-tool found for it in the search preview; dismiss a request no tool should serve, see the home's count drop,
-restore it."""
+"""Curator journey in a real browser: find a withheld request (asked in three wordings, one group) in the
+workbench, attach it to a tool, see the tool found for it and for its paraphrases in the search preview; dismiss a
+request no tool should serve, see the home's count drop, restore it."""
 
 from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import Permission
+from django.utils.http import urlencode
 
 from governance.principals import principal_for_user
 from search.engine.ranking import Confidence
@@ -16,6 +17,8 @@ from .conftest import admin_login, click_through, screenshot, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 WITHHELD = "ping my landlord about the rent"
+# The same request as agents also worded it (issue 8: each was its own group, the same work three times).
+PARAPHRASES = ("Pinging my landlord about rent", "ping my landlord about the rent, please")
 LINES_OF_TEXT = """const range = document.createRange(); range.selectNodeContents(arguments[0]);
 return new Set([...range.getClientRects()].map((rect) => Math.round(rect.top))).size;"""
 
@@ -48,11 +51,16 @@ def test_curator_attaches_a_withheld_request_and_sees_it_found(
     from selenium.webdriver.support.ui import Select
 
     index_rebuild()
-    _withheld(member, WITHHELD)
+    for query in (*PARAPHRASES, WITHHELD):
+        _withheld(member, query)
     admin_login(browser, live_server.url, "curator", "pw-curator-123")
+    assert browser.find_element(By.ID, "workbench-waiting").text.endswith(": 1")  # one piece of work, not three
     browser.get(f"{live_server.url}/admin/search/workbench/?reason=withheld")
-    row = browser.find_element(By.CSS_SELECTOR, f'tr.request-group[data-text="{WITHHELD}"]')
-    assert "withheld ×1" in row.text
+    [row] = browser.find_elements(By.CSS_SELECTOR, "tr.request-group")
+    assert row.get_attribute("data-text") == WITHHELD and "withheld ×3" in row.text
+    shown = [item.get_attribute("data-text") for item in row.find_elements(By.CSS_SELECTOR, "li.wording")]
+    assert sorted(shown) == sorted([WITHHELD, *PARAPHRASES])
+    assert all(item.text.endswith("×1") and item.is_displayed() for item in row.find_elements(By.CSS_SELECTOR, "li"))
     screenshot(browser, "curator-workbench")
 
     row.find_element(By.NAME, "tool_id").send_keys("mail::send_email")
@@ -60,7 +68,8 @@ def test_curator_attaches_a_withheld_request_and_sees_it_found(
     click_through(browser, row.find_element(By.CSS_SELECTOR, "button[type=submit]"))
     message = browser.find_element(By.CSS_SELECTOR, "ul.messagelist li.success").text
     assert "mail::send_email" in message and "searchable now" in message
-    assert not browser.find_elements(By.CSS_SELECTOR, f'tr.request-group[data-text="{WITHHELD}"]')  # handled
+    assert not browser.find_elements(By.CSS_SELECTOR, "tr.request-group")  # handled, with its paraphrases
+    assert browser.find_element(By.ID, "workbench-empty")
     screenshot(browser, "curator-workbench-attached")
 
     # The message leads to the fix at work: the request in the preview, among every tool, the tool first.
@@ -74,6 +83,12 @@ def test_curator_attaches_a_withheld_request_and_sees_it_found(
     assert first.get_attribute("id") == "preview-this-tool"
     assert WITHHELD in browser.find_element(By.ID, "preview-tool-examples").text
     screenshot(browser, "curator-workbench-checked")
+    # Found in the other wordings too, which the curator attached nothing for.
+    for query in PARAPHRASES:
+        asked = urlencode({"query": query, "top_k": 10, "scope": "every"})
+        browser.get(f"{live_server.url}/admin/search/preview/?{asked}")
+        first = browser.find_element(By.CSS_SELECTOR, "#preview-results tr.match")
+        assert first.get_attribute("data-tool-id") == "mail::send_email", query
 
     # This curator may not pick a user: the preview as themself (asked for) lists nothing, as they may discover
     # no tool, and says so; the explicit "every tool some client may get" ranks the catalog.

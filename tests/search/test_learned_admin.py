@@ -210,3 +210,22 @@ def test_the_tool_page_lists_what_it_learned_to_decide(client, django_user_model
     ]
     assert LogEntry.objects.get(user=curator).object_id == str(tool.pk)
     assert client.get(tool_url).context["learned_waiting_count"] == 1
+
+
+def test_a_learned_request_already_an_example_of_its_tool_is_no_decision_to_ask_for(client, django_user_model):
+    """A learned request whose words a curator already made an example request of the tool (typed on its page,
+    attached from the workbench) was listed on the tool's page and counted on the home page as one to decide:
+    promoting it adds nothing. It is left out of both; the same words for another tool still wait there."""
+    tool = ToolFactory(server=ServerFactory(slug="mail"), name="send_email")
+    other = ToolFactory(server=ServerFactory(slug="chat"), name="post_message")
+    tool.examples.create(text="Send an email to Bob")
+    LearnedRequest.objects.create(tool=tool, text="send an email to bob", key="k1", principal_count=2)
+    LearnedRequest.objects.create(tool=tool, text="mail the team the agenda", key="k2", principal_count=1)
+    LearnedRequest.objects.create(tool=other, text="send an email to bob", key="k3", principal_count=1)
+    client.force_login(_curator(django_user_model))
+    page = client.get(reverse("admin:catalog_tool_change", args=[tool.pk]))
+    listed = page.content.decode().split('id="tool-learned-waiting"', 1)[1].split("</fieldset>", 1)[0]
+    assert page.context["learned_waiting_count"] == 1
+    assert "mail the team the agenda" in listed and "send an email to bob" not in listed
+    assert client.get(reverse("admin:index")).context["curator_panel"]["learned_count"] == 2  # k2 and k3
+    assert client.get(reverse("admin:catalog_tool_change", args=[other.pk])).context["learned_waiting_count"] == 1

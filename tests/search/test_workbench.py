@@ -10,6 +10,7 @@ from search.models import SearchOutcome
 from search.services import index_rebuild, tool_search
 from search.usage import LoggedResult, query_log_record
 from search.workbench import group_key, workbench_groups, workbench_waiting
+from tests.governance.factories import ServerFactory, ToolFactory, tenant_with
 
 pytestmark = [pytest.mark.django_db]
 WORKBENCH = "search_workbench"
@@ -289,3 +290,54 @@ def test_an_empty_workbench_leads_to_the_search_preview(client, curator):
     link = f'<a id="workbench-try-preview" href="{reverse("search_preview")}">search preview</a>'
     assert link in html
     assert client.get(reverse("search_preview")).status_code == 200
+
+
+EMAIL = ("send an email to bob", "send email to Bob please", "send an e-mail to bob")
+
+
+def test_paraphrases_are_one_group_showing_its_wordings_and_one_attach_handles_it(client, curator, member):
+    """Issue 8: the same request in other words (stopwords, case, a hyphen, "please") was three groups, three times
+    the same work. It is one, with its distinct wordings and how often each was asked; attaching it handles all."""
+    for text in (*EMAIL, "Send an email to Bob"):
+        _log(member, text, Confidence.NONE)
+    _log(member, "send an email to alice", Confidence.LOW)  # another person: another request
+    groups = workbench_groups(user=curator)
+    assert [(group.text, group.count) for group in groups] == [
+        ("send an email to alice", 1),
+        ("Send an email to Bob", 4),
+    ]
+    assert groups[1].wordings == [("Send an email to Bob", 2), (EMAIL[2], 1), (EMAIL[1], 1)]  # as asked last
+    assert groups[0].wordings == [("send an email to alice", 1)]
+    client.force_login(curator)
+    html = client.get(reverse(WORKBENCH)).content.decode()
+    row = html.split('data-text="Send an email to Bob"', 1)[1].split("</tr>", 1)[0]
+    bob = "Send an email to Bob"
+    assert f'<li class="wording" data-text="{bob}">{bob} <span class="wording-count">×2</span></li>' in row
+    assert f'data-text="{EMAIL[1]}"' in row and f'data-text="{EMAIL[2]}"' in row
+    alice = html.split('data-text="send an email to alice"', 1)[1].split("</tr>", 1)[0]
+    assert 'class="wordings"' not in alice  # one wording: said once, as the request
+
+    ToolFactory(server=ServerFactory(slug="mail"), name="send_email")
+    client.post(reverse(WORKBENCH), {"text": EMAIL[2], "tool_id": "mail::send_email", "kind": "example"})
+    assert [group.text for group in workbench_groups(user=curator)] == ["send an email to alice"]
+
+
+def test_another_tenants_paraphrases_never_join_or_show_in_a_group(client, curator, member, django_user_model):
+    """Z12: grouping reads only what the curator may read: tenant bravo's paraphrase neither joins nor counts in
+    alpha's group, nor shows among its wordings; a superuser, who reads both, sees them as one."""
+    tenant_with("alpha", curator, member)
+    asker = django_user_model.objects.create_user(username="bravo-agent")
+    tenant_with("bravo", asker)
+    _log(member, EMAIL[0], Confidence.NONE)
+    _log(asker, "Send an e-mail to Bob, the Zephyr auditor", Confidence.NONE)
+    _log(asker, EMAIL[1], Confidence.NONE)
+    [group] = workbench_groups(user=curator)
+    assert (group.text, group.count, group.wordings) == (EMAIL[0], 1, [(EMAIL[0], 1)])
+    client.force_login(curator)
+    html = client.get(reverse(WORKBENCH)).content.decode()
+    assert "Zephyr" not in html and EMAIL[1] not in html
+    boss = django_user_model.objects.create_superuser(username="boss")
+    assert [(group.text, group.count) for group in workbench_groups(user=boss)] == [
+        (EMAIL[1], 2),
+        ("Send an e-mail to Bob, the Zephyr auditor", 1),
+    ]

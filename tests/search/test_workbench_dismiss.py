@@ -1,19 +1,22 @@
 """Dismissing a workbench request no tool should serve: it leaves the workbench and the home count for the
 curator's tenant only, later requests with the same words stay out, and "Restore" brings it back."""
 
+from datetime import timedelta
+
 import pytest
 from django.contrib.auth.models import Group
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from governance.constants import OTHER_TENANT_PERSON
 from governance.models import Tenant
 from governance.principals import principal_for_user
 from governance.roles import CURATORS
 from search.engine.ranking import Confidence
-from search.models import DismissedRequest
+from search.models import DismissedRequest, QueryLogEntry
 from search.usage import query_log_record
-from search.workbench import dismissal_key, group_key
+from search.workbench import WORKBENCH_DAYS, dismissal_key, group_key
 from tests.governance.factories import tenant_with
 
 pytestmark = [pytest.mark.django_db]
@@ -292,3 +295,54 @@ def test_a_restore_naming_a_tenant_in_other_digits_or_past_any_id_restores_nothi
         assert response.status_code == 200, tenant
         assert [str(m) for m in response.context["messages"]] == ["Nothing to restore: that request is not dismissed."]
     assert DismissedRequest.objects.count() == 1
+
+
+def test_a_dismissal_keeps_the_whole_group_out_and_its_later_paraphrases(client, django_user_model, member):
+    """ "Later requests with the same words" now means the same group: a paraphrase asked before or after the
+    dismissal stays out, and its query log entry no longer leads to the workbench; another request is listed."""
+    curator = _curator(django_user_model)
+    _log(member, "Book flights to lisbon?")
+    _log(member, FLIGHT)
+    client.force_login(curator)
+    [group] = client.get(reverse(WORKBENCH)).context["groups"]
+    assert group.text == FLIGHT and group.count == 2
+    _dismiss(client, FLIGHT)
+    later = _log(member, "booking a flight to Lisbon, please")
+    _log(member, "book a train to Lisbon")
+    assert _listed(client) == ["book a train to Lisbon"]
+    assert _waiting(client)["total"] == 1
+    page = reverse("admin:search_querylogentry_change", args=[later.pk])
+    assert 'id="entry-workbench"' not in client.get(page).content.decode()
+    assert list(DismissedRequest.objects.values_list("text", flat=True)) == [FLIGHT]
+    # Once the dismissed wording itself is older than the workbench reads, its paraphrases still stay out.
+    QueryLogEntry.objects.exclude(pk=later.pk).update(created_at=timezone.now() - timedelta(days=WORKBENCH_DAYS + 1))
+    assert _listed(client) == []
+
+
+def test_a_group_of_two_tenants_wordings_is_dismissed_in_each_in_its_own_words(client, django_user_model):
+    """Z12: a curator in alpha and bravo sees alpha's and bravo's paraphrases as one group and dismisses it; each
+    tenant keeps the dismissal in its own agents' words, so alpha's curators never read bravo's wording."""
+    both = _curator(django_user_model, "both-cur", "alpha", "bravo")
+    alpha = _curator(django_user_model, "alpha-cur", "alpha")
+    bravo = _curator(django_user_model, "bravo-cur", "bravo")
+    askers = {}
+    for slug in ("alpha", "bravo"):
+        askers[slug] = django_user_model.objects.create_user(username=f"{slug}-agent")
+        tenant_with(slug, askers[slug])
+    ours, theirs = "book a flight to Lisbon", "Book flights to Lisbon for Zephyr"
+    _log(askers["alpha"], ours)
+    _log(askers["bravo"], theirs)
+    client.force_login(both)
+    [group] = client.get(reverse(WORKBENCH)).context["groups"]
+    assert (group.text, group.count) == (theirs, 2)
+    _dismiss(client, group.text)
+    kept = dict(DismissedRequest.objects.values_list("tenant__slug", "text"))
+    assert kept == {"alpha": ours, "bravo": theirs}
+    assert _listed(client) == []
+    for user, shown in ((alpha, [ours]), (bravo, [theirs])):
+        reader = Client()
+        reader.force_login(user)
+        assert _listed(reader) == []
+        page = reader.get(reverse(WORKBENCH) + "?reason=dismissed")
+        assert [row.text for row in page.context["dismissed"]] == shown
+        assert ("Zephyr" in page.content.decode()) == (user == bravo)
