@@ -8,6 +8,7 @@ import base64
 import pytest
 
 from mcpgateway.services.media import AUDIO_SIGNATURES, IMAGE_SIGNATURES, base64_bytes_match, data_url_image_matches
+from mcpgateway.services.output import text_links_defanged
 
 # The first bytes of a file of each type, as its format's specification starts it.
 STARTS = {
@@ -68,3 +69,13 @@ def test_a_header_claiming_more_pixels_than_a_decoder_takes_is_refused():
     assert base64_bytes_match("image/png", _b64(png + (9_000).to_bytes(4, "big") * 2))
     assert not base64_bytes_match("image/png", _b64(png + (10_000).to_bytes(4, "big") * 2))
     assert not base64_bytes_match("image/gif", _b64(b"GIF89a" + (65_535).to_bytes(2, "little") * 2))
+
+
+def test_an_inline_image_written_in_a_text_points_nowhere_unless_its_bytes_are_its_type():
+    """A Markdown or HTML image written in a result's text (or a tool's description) inline as a data: URL was kept
+    by its declared type alone."""
+    page, png = _b64(PAGE), _b64(STARTS["image/png"])
+    text = (
+        f'![a](data:image/png;base64,{page}) ![b](data:image/png;base64,{png}) <img src="data:image/gif;base64,{page}">'
+    )
+    assert text_links_defanged(text) == f'![a](#) ![b](data:image/png;base64,{png}) <img src="#">'
