@@ -65,7 +65,7 @@ from .discovery import (
     tool_ids_close_to,
     tool_not_serving,
 )
-from .output import result_for_model
+from .output import result_shown
 
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)  # a no-op until scoutsite.tracing configures OpenTelemetry
@@ -805,12 +805,14 @@ def execute_finish(
     outcome: str,
     failure: str = "",
     session_renewed: bool = False,
+    removed: dict[str, int] | None = None,
 ) -> None:
     """Record the outcome: the idempotency record (kept for an unknown outcome, freed when nothing ran), the
     approval given back when the database kept the call from being sent, and the audit event (``session_renewed``:
     the server had forgotten the gateway's session, and the call went to a new one, ``UpstreamPool._send``). One
     transaction, run once more when its connection was lost (a sent call whose outcome is not written is unaudited,
-    its key "running" for the TTL), unless the first run's commit landed and only its acknowledgement was lost."""
+    its key "running" for the TTL), unless the first run's commit landed and only its acknowledgement was lost.
+    ``removed``: what the output policy took out of the answer (links, images, audio), counted in the event."""
     from governance.services.approvals import approval_give_back
 
     if running_again() and _outcome_recorded(plan):
@@ -843,6 +845,7 @@ def execute_finish(
             **({"failure": failure} if failure else {}),
             **({"approval_given_back": True} if given_back else {}),
             **({"upstream_session_renewed": True} if session_renewed else {}),
+            **({"output_removed": removed} if removed else {}),
         },
     )
     # A call never sent did nothing to learn from; a call the gateway failed says nothing of the tool.
@@ -1023,7 +1026,7 @@ async def _execute(
         await _finish_shielded(plan, result, outcome=outcome, failure=GATEWAY_ERROR)
         return result
     try:
-        result = await _answer_for(plan, result)
+        result, removed = await _answer_for(plan, result)
     except Exception as exc:  # the call ran: it is recorded whatever failed on the way back (T15)
         # The exception's type only: its message may quote the upstream's output.
         logger.error("execute_tool %s: its result could not be passed on (%s)", plan.tool.tool_id, type(exc).__name__)
@@ -1034,7 +1037,7 @@ async def _execute(
         )
         return result
     outcome = AuditOutcome.ERROR if result.is_error else AuditOutcome.SUCCESS
-    await _finish_shielded(plan, result, outcome=outcome, progress=progress)
+    await _finish_shielded(plan, result, outcome=outcome, progress=progress, removed=removed)
     return result
 
 
@@ -1059,22 +1062,23 @@ RESULT_NOT_SHOWN_FAILURE = "result_not_shown"
 RESULT_NOT_SHOWN = "The tool's server answered the call, but the gateway could not pass its result on."
 
 
-async def _answer_for(plan: ExecutionPlan, result: types.CallToolResult) -> types.CallToolResult:
+async def _answer_for(plan: ExecutionPlan, result: types.CallToolResult) -> tuple[types.CallToolResult, dict[str, int]]:
     """What the caller is answered for the upstream's ``result``: the gateway's own note for an output over the cap
-    (told by its class, never by a key the upstream writes), else the result under the output policy."""
+    (told by its class, never by a key the upstream writes), else the result under the output policy; with what the
+    policy removed (``output.result_shown``)."""
     if isinstance(result, OutputTooLarge):
         text = result.content[0].text + (ASK_FOR_LESS if plan.reads_only else OUTPUT_LOST_AFTER_A_WRITE)
-        return error_result(text, output_too_large=True)
+        return error_result(text, output_too_large=True), {}
     # Before it is stored for a repeated key. In a worker thread: reading a megabyte of an upstream's text takes
     # tenths of a second, which the event loop every client shares would wait out. Shielded, as the step after it:
     # a call that ran is always recorded.
     secrets = server_secrets(plan.tool.server)
     with anyio.CancelScope(shield=True):
-        result = await anyio.to_thread.run_sync(_result_shown, result, plan.tool.tool_id, secrets)
+        result, removed = await anyio.to_thread.run_sync(_result_shown, result, plan.tool.tool_id, secrets)
     # Not after a REST service's error: its HTTP status says whether it may pass (a 500 often does).
     if result.is_error and plan.tool.server.transport != Transport.OPENAPI:
         result = _with_tool_error_note(result, reads_only=plan.reads_only)
-    return result
+    return result, removed
 
 
 # After an error the tool itself reported (it ran and refused: "Invalid branch type: everything"): whether calling
@@ -1093,11 +1097,14 @@ def _with_tool_error_note(result: types.CallToolResult, *, reads_only: bool) -> 
     return result.model_copy(update={"content": [*result.content, types.TextContent(type="text", text=note)]})
 
 
-def _result_shown(result: types.CallToolResult, tool_id: str, secrets: tuple[str, ...]) -> types.CallToolResult:
+def _result_shown(
+    result: types.CallToolResult, tool_id: str, secrets: tuple[str, ...]
+) -> tuple[types.CallToolResult, dict[str, int]]:
     """``result`` under the output policy, without a value Scout gave the server (its token: with it the caller could
     call the service without Scout), taken out before the cleaning (which may change it) and after (which may join
-    one split by invisible characters)."""
-    return _secrets_removed(result_for_model(_secrets_removed(result, secrets), tool_id=tool_id), secrets)
+    one split by invisible characters); with what the policy removed."""
+    shown, removed = result_shown(_secrets_removed(result, secrets), tool_id=tool_id)
+    return _secrets_removed(shown, secrets), removed
 
 
 def _secrets_removed(result: types.CallToolResult, secrets: tuple[str, ...]) -> types.CallToolResult:
@@ -1114,6 +1121,7 @@ async def _finish_shielded(
     outcome: str,
     failure: str = "",
     progress: CallProgress | None = None,
+    removed: dict[str, int] | None = None,
 ) -> None:
     """Record the outcome, waiting out a locked database (F7): a call that reached the upstream server must
     have its audit row, so the answer waits for it (up to SCOUT_AUDIT_RETRY_SECONDS; after that the record is
@@ -1124,7 +1132,15 @@ async def _finish_shielded(
         while True:
             try:
                 renewed = progress is not None and progress.session_renewed
-                await run_orm(execute_finish, plan, result, outcome=outcome, failure=failure, session_renewed=renewed)
+                await run_orm(
+                    execute_finish,
+                    plan,
+                    result,
+                    outcome=outcome,
+                    failure=failure,
+                    session_renewed=renewed,
+                    removed=removed or {},
+                )
                 return
             except Exception as exc:
                 if not database_busy(exc) or time.monotonic() + pause > deadline:

@@ -16,8 +16,9 @@ many were: a model or the host showing the link would follow it somewhere no too
 embedded resource under such a URI loses the URI the same way: its text is passed on as a text block, a binary one
 is dropped. An image (an image block, or an embedded resource of an image type) passes only as a raster image: an
 SVG shown inline runs its script, so it goes as such an embedded resource does, with a text block saying how many
-images were removed. A link written in a text (Markdown, HTML) to such a URL points to "#" instead
-(``_text_links_defanged``).
+images were removed; an image or audio block (or embedded resource) whose bytes are not base64 of its declared
+type (HTML or SVG typed image/png) goes too (``media``), and the call's audit event counts what went. A link
+written in a text (Markdown, HTML) to such a URL points to "#" instead (``_text_links_defanged``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from catalog.egress import address_public
 from governance.sanitize import ReadText, as_read, clean_json_strings, read_folded, read_folded_word
 
 from ..constants import OUTPUT_META_KEY, SCOUT_META_PREFIX
+from .media import base64_bytes_match, data_url_image_matches, media_type
 
 RESERVED_PREFIX_LABELS = ("modelcontextprotocol", "mcp")
 
@@ -71,8 +73,14 @@ def _without_reserved_meta(node: Any) -> Any:
 
 
 def result_for_model(result: types.CallToolResult, *, tool_id: str) -> types.CallToolResult:
+    """``result`` under the output policy, without the count of what it removed (``result_shown``)."""
+    return result_shown(result, tool_id=tool_id)[0]
+
+
+def result_shown(result: types.CallToolResult, *, tool_id: str) -> tuple[types.CallToolResult, dict[str, int]]:
     """``result`` under the output policy: every string cleaned, reserved ``_meta`` keys dropped (the result's and
-    its content's), and marked as untrusted output of ``tool_id``."""
+    its content's), and marked as untrusted output of ``tool_id``; with how many links, images and audio clips it
+    removed (the nonzero ones), for the call's audit event."""
     raw: dict[str, Any] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
     links = _LinkCount()
     voices = _VoiceCount()
@@ -82,15 +90,15 @@ def result_for_model(result: types.CallToolResult, *, tool_id: str) -> types.Cal
     assert isinstance(cleaned, dict)
     content = _without_reserved_meta(cleaned.get("content") or [])
     cleaned["content"] = content
-    kept, dropped, images = [], links.removed, 0
+    kept, dropped, media = [], links.removed, {"image": 0, "audio": 0}
     for block in content:
         if _is_link(block) and _refused(block.get("uri")):
             dropped += 1
         elif _is_embedded(block) and _refused(block["resource"].get("uri")):
             dropped += 1  # its URI goes; its text stays, as plain text (a binary one goes too)
             kept.extend(_as_text(block))
-        elif _active_image(block):
-            images += 1  # an SVG shown inline is a document that runs its script; its source stays as plain text
+        elif refused := _media_refused(block):
+            media[refused] += 1  # an SVG shown inline is a document that runs its script; its source stays as text
             kept.extend(_as_text(block))
         else:
             kept.append(block)
@@ -105,10 +113,16 @@ def result_for_model(result: types.CallToolResult, *, tool_id: str) -> types.Cal
             f"The gateway removed {dropped} link(s) of this result: only http and https links to public hosts "
             "are passed on."
         )
-    if images:
+    if media["image"]:
         notes.append(
-            f"The gateway removed {images} image(s) of this result: only raster images (PNG, JPEG, GIF, WebP and the "
-            "like) are passed on, not SVG or other documents shown as images."
+            f"The gateway removed {media['image']} image(s) of this result: only raster images (PNG, JPEG, GIF, WebP "
+            "and the like) whose bytes are of their declared type are passed on, not SVG or other documents shown "
+            "as images."
+        )
+    if media["audio"]:
+        notes.append(
+            f"The gateway removed {media['audio']} audio clip(s) of this result: only audio (WAV, MP3, Ogg, FLAC, "
+            "WebM, AAC, MP4) whose bytes are of their declared type is passed on."
         )
     if voices.bracketed:
         notes.append(
@@ -119,7 +133,8 @@ def result_for_model(result: types.CallToolResult, *, tool_id: str) -> types.Cal
     meta = cleaned.get("_meta") if isinstance(cleaned.get("_meta"), dict) else {}
     own_meta = {key: value for key, value in meta.items() if not reserved_meta_key(key)}
     cleaned["_meta"] = {**own_meta, OUTPUT_META_KEY: {"source": tool_id, "trust": "untrusted", "kind": "tool-output"}}
-    return types.CallToolResult.model_validate(cleaned)
+    removed = {"links": dropped, "images": media["image"], "audio": media["audio"]}
+    return types.CallToolResult.model_validate(cleaned), {key: n for key, n in removed.items() if n}
 
 
 # Links written in a text (Markdown, HTML): a host renders them, and a model copies them into its answer. One with a
@@ -456,19 +471,26 @@ def _is_embedded(block: Any) -> bool:
     return isinstance(block, dict) and block.get("type") == "resource" and isinstance(block.get("resource"), dict)
 
 
-def _active_image(block: Any) -> bool:
-    """Whether ``block`` is an image content block, or an embedded image resource, of any type but a raster image
-    (``INLINE_IMAGE_TYPES``): an SVG (``image/svg+xml`` in any case or spacing) is a document that can carry script,
-    and a host may show an image block inline, as it would an icon."""
-    if isinstance(block, dict) and block.get("type") == "image":
-        kind = block.get("mimeType")
+def _media_refused(block: Any) -> str:
+    """What kind of media ``block`` is ("image", "audio") when the policy removes it, else "". An image block, or an
+    embedded resource of an image type, passes only as a raster image (an SVG, ``image/svg+xml`` in any case or
+    spacing, is a document that can carry script, and a host may show an image block inline, as it would an icon);
+    an audio block, or an embedded audio resource, only as audio of a type ``media.AUDIO_SIGNATURES`` lists. Either
+    passes only as base64 whose bytes are of its declared type (``media.base64_bytes_match``): HTML typed image/png
+    is a page to a host that sniffs it, and a model provider refuses the conversation that holds it."""
+    if not isinstance(block, dict):
+        return ""
+    if block.get("type") in ("image", "audio"):
+        kind, data = block.get("mimeType"), block.get("data")
+        what = block["type"]
     elif _is_embedded(block):
-        kind = block["resource"].get("mimeType")
-        if not str(kind or "").strip(" ").lower().startswith("image/"):
-            return False
+        kind, data = block["resource"].get("mimeType"), block["resource"].get("blob")
+        what = str(kind or "").strip(" ").lower().partition("/")[0]
+        if what not in ("image", "audio"):
+            return ""
     else:
-        return False
-    return _media_type(str(kind or "")) not in INLINE_IMAGE_TYPES
+        return ""
+    return "" if base64_bytes_match(media_type(str(kind or "")), data) else what
 
 
 def _as_text(block: dict[str, Any]) -> list[dict[str, Any]]:
@@ -485,27 +507,10 @@ def _refused(uri: Any, *, images: bool = False) -> bool:
     not resolved: what it resolves to is the client's business, on the client's network."""
     text = str(uri or "")
     if images and text.lower().startswith("data:"):
-        return _data_media_type(text) not in INLINE_IMAGE_TYPES
+        return not data_url_image_matches(text)
     # Read both ways: a browser takes a backslash for "/" in an http(s) URL (http://127.0.0.1\@example.com goes to
     # 127.0.0.1), other clients as part of the user name (http://example.com\@127.0.0.1 goes to 127.0.0.1).
     return any(_refused_as_read(spelling) for spelling in {text, text.replace("\\", "/")})
-
-
-# Raster images only: an SVG is a document that can carry script (a host opening it, or inlining it, runs it).
-INLINE_IMAGE_TYPES = frozenset(
-    ("image/png", "image/jpeg", "image/gif", "image/webp", "image/avif", "image/bmp", "image/x-icon", "image/tiff")
-)
-
-
-def _data_media_type(text: str) -> str:
-    """The media type of a ``data:`` URL, lower case (``data:image/png;base64,...`` is image/png)."""
-    return _media_type(text[len("data:") :].split(",", 1)[0])
-
-
-def _media_type(text: str) -> str:
-    """A media type without its parameters, lower case (``IMAGE/PNG; q=1`` is image/png). A tab or line break
-    inside it stays, and so matches no type: a browser removes them (``image/s\tvg+xml`` is an SVG)."""
-    return text.split(";", 1)[0].strip(" ").lower()
 
 
 def _refused_as_read(text: str) -> bool:

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from governance.choices import AuditEventType
+from governance.models import AuditEvent
 from mcpgateway.constants import OUTPUT_META_KEY
 from tests.catalog.servers.fixtures import good_tool, scripted_result
 
@@ -294,11 +296,51 @@ def test_an_svg_image_is_dropped_and_a_raster_image_kept(gateway, token):
     )
     assert _texts(result) == [
         "<svg xmlns='http://www.w3.org/2000/svg' onload='alert(document.domain)'/>",
-        "The gateway removed 6 image(s) of this result: only raster images (PNG, JPEG, GIF, WebP and the like) are "
-        "passed on, not SVG or other documents shown as images.",
+        "The gateway removed 6 image(s) of this result: only raster images (PNG, JPEG, GIF, WebP and the like) whose "
+        "bytes are of their declared type are passed on, not SVG or other documents shown as images.",
     ]
     serialized = result.model_dump_json().lower()
     assert "svg+xml" not in serialized and "s\\tvg" not in serialized and "phn2zy" not in serialized
+
+
+def test_images_and_audio_whose_bytes_are_not_of_their_declared_type_are_removed_and_audited(gateway, token):
+    """C1-27 (redteam48): an image typed image/png or image/gif whose bytes were an HTML page with script, an SVG or
+    no base64 at all, a PNG or GIF whose header claims 10^10 pixels (a decoder's bomb), audio typed audio/wav or
+    text/html holding a page, the same as embedded resources and an inline icon, all passed as they came: a host
+    that sniffs the bytes (or saves them under their own type) opens a page, and a model provider refuses an image
+    whose bytes are not of its type, failing every later turn. Each now goes, a text block says how many, and the
+    call's audit event counts them; images and audio that are what they say stay (base64 broken into lines too)."""
+
+    async def main():
+        async with mcp_client(gateway, token, mode=MODERN) as client:
+            return await client.call_tool("execute_tool", {"tool_id": "faulty::mismatched_media", "arguments": {}})
+
+    result = run(main)
+    assert not result.is_error and _marked(result, "faulty::mismatched_media")
+    media = [
+        (block.type, block.mime_type, block.data[:8]) for block in result.content if block.type in ("image", "audio")
+    ]
+    assert media == [
+        ("image", "image/png", "iVBORw0K"),
+        ("image", "image/gif", "R0lGODlh"),
+        ("audio", "audio/wav", "UklGRiQA"),
+        ("audio", "audio/mpeg", "SUQzBAA="),
+    ]
+    [embedded] = [block for block in result.content if block.type == "resource"]
+    assert (str(embedded.resource.uri), embedded.resource.mime_type) == ("https://cdn.example.com/b.ogg", "audio/ogg")
+    [link] = [block for block in result.content if block.type == "resource_link"]
+    assert [icon.src[:30] for icon in link.icons] == ["data:image/png;base64,iVBORw0K"]
+    assert _texts(result) == [
+        "The gateway removed 1 link(s) of this result: only http and https links to public hosts are passed on.",
+        "The gateway removed 7 image(s) of this result: only raster images (PNG, JPEG, GIF, WebP and the like) whose "
+        "bytes are of their declared type are passed on, not SVG or other documents shown as images.",
+        "The gateway removed 3 audio clip(s) of this result: only audio (WAV, MP3, Ogg, FLAC, WebM, AAC, MP4) whose "
+        "bytes are of their declared type is passed on.",
+    ]
+    serialized = result.model_dump_json()
+    assert "PGh0bWw" not in serialized and "<script" not in serialized and "text/html" not in serialized
+    [event] = AuditEvent.objects.filter(event_type=AuditEventType.EXECUTION, tool_ref="faulty::mismatched_media")
+    assert event.payload["output_removed"] == {"links": 1, "images": 7, "audio": 3}
 
 
 def test_past_the_links_checked_in_one_result_the_rest_point_nowhere_unread():

