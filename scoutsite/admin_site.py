@@ -409,10 +409,14 @@ def _operator_panel(request: HttpRequest) -> dict[str, Any]:
     from catalog.admin.records import error_shown, errors_cut_for
     from catalog.admin.servers import tool_count_links
     from catalog.models import SyncRun
+    from catalog.services.sync import sync_runs_current
     from catalog.urltext import url_paths_cut
 
     user = request.user
     cut = errors_cut_for(request)  # a shared server's errors repeat its URL, a superuser's to read (redteam42)
+    # A run whose worker died is a failure here too, as in the run list: closed before anything below reads runs.
+    recent = SyncRun.objects.filter(started_at__gte=timezone.now() - FAILURE_WINDOW)
+    recent = sync_runs_current(recent.filter(server__in=_managed_servers(user).values("pk")))
 
     # Counted as the server list counts them, each number a link to those tools in the tool list. Those needing
     # attention first: by slug alone, a failing server past the 30th was not on the page at all.
@@ -426,12 +430,7 @@ def _operator_panel(request: HttpRequest) -> dict[str, Any]:
         server.last_error = (
             url_paths_cut(server.last_error) if server.last_error and cut(server.pk) else server.last_error
         )
-    failures = (
-        SyncRun.objects.filter(status__in=["failed", "partial"], started_at__gte=timezone.now() - FAILURE_WINDOW)
-        .filter(server__in=_managed_servers(user).values("pk"))
-        .select_related("server")
-        .order_by("-started_at")
-    )
+    failures = recent.filter(status__in=["failed", "partial"]).select_related("server").order_by("-started_at")
     failures_shown = list(failures[:HOME_ROWS])
     for run in failures_shown:
         run.error = error_shown(run, cut)  # shown only, never saved

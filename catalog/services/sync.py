@@ -84,8 +84,9 @@ def _counted(run: SyncRun) -> SyncRun:
 
 def sync_runs_dead_close(server_pks: Iterable[int]) -> int:
     """Close the sync runs of these servers still "running" whose process died (a worker killed mid-sync), so the
-    admin and the API stop showing them as under way; returns how many. A sync holds its server's lock, renewed,
-    until its run is closed: a lock this can take means no sync of that server is under way."""
+    admin and the API stop showing them as under way; returns how many (pages read runs through
+    ``sync_runs_current``, which calls this). A sync holds its server's lock, renewed, until its run is closed: a lock
+    this can take means no sync of that server is under way."""
     closed = 0
     for pk in sorted(set(server_pks)):
         with named_lock(server_sync_lock_name(pk), ttl=server_sync_lock_ttl()) as free:
@@ -94,11 +95,14 @@ def sync_runs_dead_close(server_pks: Iterable[int]) -> int:
     return closed
 
 
-def sync_runs_running_servers(runs: QuerySet[SyncRun]) -> QuerySet:
-    """The servers (pks) of the sync runs still "running" among ``runs``: what a page listing runs or servers gives
-    ``sync_runs_dead_close`` first, so a run whose worker was killed is listed failed, not under way."""
+def sync_runs_current(runs: QuerySet[SyncRun]) -> QuerySet[SyncRun]:
+    """``runs`` as they stand: the syncs among them still "running" whose process died (a worker killed mid-sync)
+    closed as failed first (``sync_runs_dead_close``). Every page, count and API that shows or counts a run
+    "running" reads its runs through this, so none calls under way a run another calls failed (the run list, the
+    server list, the dashboard's and the home's counts, a run's page and its progress)."""
     running = runs.filter(kind=SyncKind.SYNC, status=SyncStatus.RUNNING, server__isnull=False)
-    return running.order_by().values_list("server_id", flat=True).distinct()
+    sync_runs_dead_close(running.order_by().values_list("server_id", flat=True).distinct())
+    return runs.all()  # a fresh copy: never a result read before the close
 
 
 def _runs_dead_close(server_pk: int) -> int:
