@@ -620,7 +620,7 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
             if server.transport == Transport.IMPORTED:
                 skipped.append(server.slug)
                 continue
-            sync_server.delay(server.pk, "admin")
+            sync_server.delay(server.pk, "admin", request.user.pk)  # theirs: listed in their recent actions
             queued += 1
         return queued, skipped
 

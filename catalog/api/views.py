@@ -169,7 +169,7 @@ class ServerSync(generics.GenericAPIView):
         # A unique trigger names the run the task will create, so the caller can find it (a worker reports
         # no result: the task ignores results).
         trigger = f"api:{uuid.uuid4().hex}"
-        sync_server.delay_on_commit(server.pk, trigger)
+        sync_server.delay_on_commit(server.pk, trigger, request.user.pk)  # theirs: in their home's recent actions
         # Outside a transaction the callback ran already; with in-process tasks the run exists now.
         run = SyncRun.objects.filter(server=server, source=trigger).first()
         body = {

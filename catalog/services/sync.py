@@ -44,8 +44,9 @@ def server_list_syncable() -> list[int]:
     )
 
 
-def server_sync(*, server_pk: int, trigger: str = "manual") -> SyncRun:
-    """Fetch ``server_pk``'s complete tools/list and reconcile the catalog with it. Returns the SyncRun.
+def server_sync(*, server_pk: int, trigger: str = "manual", started_by_id: int | None = None) -> SyncRun:
+    """Fetch ``server_pk``'s complete tools/list and reconcile the catalog with it. Returns the SyncRun, recorded as
+    started by the user ``started_by_id`` when a person asked for it (their home's recent actions list it).
 
     Never two runs for one server at once: a run that finds the lock taken is recorded SKIPPED, as is a
     disabled or imported server. The whole listing is fetched before anything is written, so a failure
@@ -58,17 +59,18 @@ def server_sync(*, server_pk: int, trigger: str = "manual") -> SyncRun:
     """
     server = Server.objects.get(pk=server_pk)
     if server.status in OPERATOR_STOPPED_STATUSES:
-        return _counted(sync_run_skip(server=server, source=trigger, reason=f"server is {server.status}"))
+        reason = f"server is {server.status}"
+        return _counted(sync_run_skip(server=server, source=trigger, reason=reason, started_by_id=started_by_id))
     if server.transport == Transport.IMPORTED:
         reason = "imported server: no live connection to sync"
-        return _counted(sync_run_skip(server=server, source=trigger, reason=reason))
+        return _counted(sync_run_skip(server=server, source=trigger, reason=reason, started_by_id=started_by_id))
     with named_lock(server_sync_lock_name(server.pk), ttl=server_sync_lock_ttl(), renewed=True) as acquired:
         if not acquired:
             reason = "another sync of this server is running"
-            return _counted(sync_run_skip(server=server, source=trigger, reason=reason))
+            return _counted(sync_run_skip(server=server, source=trigger, reason=reason, started_by_id=started_by_id))
         with SYNC_SECONDS.time():
             try:
-                return _counted(_sync_locked(server, trigger))
+                return _counted(_sync_locked(server, trigger, started_by_id))
             except DatabaseError:
                 # Deleted meanwhile, the server took its run along: writing its tools or closing the run then fails
                 # (IntegrityError, an update of no row). A sync of no server, not an error.
@@ -112,9 +114,9 @@ def _runs_dead_close(server_pk: int) -> int:
     )
 
 
-def _sync_locked(server: Server, trigger: str) -> SyncRun:
+def _sync_locked(server: Server, trigger: str, started_by_id: int | None) -> SyncRun:
     _runs_dead_close(server.pk)
-    run = sync_run_start(kind=SyncKind.SYNC, server=server, source=trigger)
+    run = sync_run_start(kind=SyncKind.SYNC, server=server, source=trigger, started_by_id=started_by_id)
     refused: list[dict[str, str]] = []
     refused_names: set[str] = set()
     try:
