@@ -805,18 +805,19 @@ def execute_finish(
     outcome: str,
     failure: str = "",
     session_renewed: bool = False,
-) -> None:
+) -> bool:
     """Record the outcome: the idempotency record (kept for an unknown outcome, freed when nothing ran), the
-    approval given back when the database kept the call from being sent, and the audit event (``session_renewed``:
+    approval given back when nothing of the call was sent (``_never_sent``), and the audit event (``session_renewed``:
     the server had forgotten the gateway's session, and the call went to a new one, ``UpstreamPool._send``). One
     transaction, run once more when its connection was lost (a sent call whose outcome is not written is unaudited,
-    its key "running" for the TTL), unless the first run's commit landed and only its acknowledgement was lost."""
+    its key "running" for the TTL), unless the first run's commit landed and only its acknowledgement was lost.
+    Returns whether the approval was given back."""
     from governance.services.approvals import approval_give_back
 
-    if running_again() and _outcome_recorded(plan):
-        return
+    if running_again() and (recorded := _outcome_recorded(plan)) is not None:
+        return bool(recorded.get("approval_given_back"))
     given_back = False
-    if plan.approval is not None and failure in UNSENT_FOR_THE_DATABASE:
+    if plan.approval is not None and _never_sent(failure, outcome):
         given_back = approval_give_back(request=plan.approval)
     if plan.idempotency is not None:
         if outcome in (AuditOutcome.ERROR, AuditOutcome.DENIED) and failure:
@@ -849,16 +850,28 @@ def execute_finish(
     if failure not in ("cancelled", ACCESS_CHANGED, *UNSENT_FOR_THE_DATABASE, APPROVAL_NOW_REQUIRED, GATEWAY_ERROR):
         kind = SearchOutcomeKind.SUCCESS if outcome == AuditOutcome.SUCCESS else SearchOutcomeKind.UPSTREAM_ERROR
         search_outcome_record(principal=plan.principal, tool=plan.tool, outcome=kind)
+    return given_back
 
 
-def _outcome_recorded(plan: ExecutionPlan) -> bool:
-    """Whether ``execute_finish`` committed this call's outcome (its audit event is there)."""
-    return AuditEvent.objects.filter(
-        user=plan.principal.user,
-        created_at__gte=plan.prepared_at,
-        event_type=AuditEventType.EXECUTION,
-        payload__call_id=plan.call_id,
-    ).exists()
+def _never_sent(failure: str, outcome: str) -> bool:
+    """Whether nothing of a failed call reached the tool's server, so an approval it used may be given back: the
+    database kept it from being sent, or the gateway failed before sending it (outcome "error"; once sending began
+    the outcome is "unknown": the call may have run, and its approval stays used)."""
+    return failure in UNSENT_FOR_THE_DATABASE or (failure == GATEWAY_ERROR and outcome == AuditOutcome.ERROR)
+
+
+def _outcome_recorded(plan: ExecutionPlan) -> dict[str, Any] | None:
+    """The payload of this call's execution event if ``execute_finish`` committed its outcome, else None."""
+    return (
+        AuditEvent.objects.filter(
+            user=plan.principal.user,
+            created_at__gte=plan.prepared_at,
+            event_type=AuditEventType.EXECUTION,
+            payload__call_id=plan.call_id,
+        )
+        .values_list("payload", flat=True)
+        .first()
+    )
 
 
 async def gateway_execute(
@@ -1020,7 +1033,8 @@ async def _execute(
         logger.error("execute_tool %s: the gateway failed during the call (%s)", plan.tool.tool_id, type(exc).__name__)
         result = _gateway_failed_result(sent=progress.sent, reads_only=plan.reads_only)
         outcome = AuditOutcome.UNKNOWN if progress.sent else AuditOutcome.ERROR
-        await _finish_shielded(plan, result, outcome=outcome, failure=GATEWAY_ERROR)
+        if await _finish_shielded(plan, result, outcome=outcome, failure=GATEWAY_ERROR):
+            return _with_approval_given_back(result, plan.approval)
         return result
     try:
         result = await _answer_for(plan, result)
@@ -1053,6 +1067,21 @@ def _gateway_failed_result(*, sent: bool, reads_only: bool) -> types.CallToolRes
         return error_result(GATEWAY_FAILED_UNSENT, upstream_failure=GATEWAY_ERROR)
     text = GATEWAY_FAILED_SENT + (READ_MAY_RUN_AGAIN if reads_only else MAY_HAVE_RUN)
     return error_result(text, upstream_failure=GATEWAY_ERROR, outcome_unknown=True)
+
+
+APPROVAL_GIVEN_BACK = (
+    " The approval this call carried was not used up (nothing was sent): once the tool can be called again, the same "
+    'call (same tool_id and arguments) with approval_id "{approval_id}" runs it before the approval expires, without '
+    "asking an approver again."
+)
+
+
+def _with_approval_given_back(result: types.CallToolResult, approval: Any) -> types.CallToolResult:
+    """``result`` of a call never sent whose approval ``execute_finish`` gave back, saying so: the model was told only
+    that the call failed, and asked for a new approval an approver had already given (redteam47, opsux11)."""
+    text = result.content[0].text + APPROVAL_GIVEN_BACK.format(approval_id=approval.approval_id)
+    structured = {**(result.structured_content or {}), "approval_given_back": True, "approval_id": approval.approval_id}
+    return error_result(text, **structured)
 
 
 RESULT_NOT_SHOWN_FAILURE = "result_not_shown"
@@ -1114,18 +1143,20 @@ async def _finish_shielded(
     outcome: str,
     failure: str = "",
     progress: CallProgress | None = None,
-) -> None:
+) -> bool:
     """Record the outcome, waiting out a locked database (F7): a call that reached the upstream server must
     have its audit row, so the answer waits for it (up to SCOUT_AUDIT_RETRY_SECONDS; after that the record is
-    logged in full as a last resort and the error propagates)."""
+    logged in full as a last resort and the error propagates). Returns whether the call's approval was given back
+    (``execute_finish``)."""
     deadline = time.monotonic() + float(settings.SCOUT_AUDIT_RETRY_SECONDS)
     pause = 0.1
     with anyio.CancelScope(shield=True):
         while True:
             try:
                 renewed = progress is not None and progress.session_renewed
-                await run_orm(execute_finish, plan, result, outcome=outcome, failure=failure, session_renewed=renewed)
-                return
+                return await run_orm(
+                    execute_finish, plan, result, outcome=outcome, failure=failure, session_renewed=renewed
+                )
             except Exception as exc:
                 if not database_busy(exc) or time.monotonic() + pause > deadline:
                     logger.error(
