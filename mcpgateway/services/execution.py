@@ -305,9 +305,10 @@ def _approval_url(approval: Any) -> str:
 
 
 def _approval_gate(
-    *, principal: Principal, tool: Tool, arguments: dict[str, Any], approval_id: str | None
+    *, principal: Principal, tool: Tool, arguments: dict[str, Any], approval_id: str | None, call_id: str = ""
 ) -> tuple[Any, types.CallToolResult | None]:
     """``(approval, None)`` when the call may run (approval None if none is needed), else ``(None, result)``.
+    ``call_id``: the call's, in the payload of the approval events written (``approval_request_create``).
 
     ``tool`` was re-authorized for execution by ``execute_prepare`` in this piece of work; governance.call_decide
     applies the policy: it opens a pending request when an approval is needed, or consumes the given one
@@ -323,7 +324,9 @@ def _approval_gate(
             error_result("approval_id is not valid; call again without it to request a new approval"),
         )
     try:
-        decision = call_decide(principal=principal, tool=tool, arguments=arguments, approval_id=approval_id)
+        decision = call_decide(
+            principal=principal, tool=tool, arguments=arguments, approval_id=approval_id, call_id=call_id
+        )
     except ArgumentsNotCanonical as exc:
         return None, _denied(principal, tool, "invalid_arguments", error_result(f"Invalid arguments: {exc}"))
     except ApprovalError as exc:
@@ -776,8 +779,8 @@ class CallStopped(Exception):
         self.failure = failure
 
 
-# Repeatable: reads, then one transaction. Its one write, a new approval request, is found and reused by a re-run after
-# a lost commit acknowledgement (not opened twice), which records it asked about once more (approval.polled).
+# Repeatable: reads, then one transaction, whose approval events carry the call's id: a re-run after a lost commit
+# acknowledgement that finds one works out the same answer and writes nothing (a second approval.polled, opsux10).
 @repeatable
 def call_stopped_meanwhile(plan: ExecutionPlan) -> CallStopped | None:
     """Why a call that waited for its upstream may not be sent after all, or None (Z6): its caller lost the right
@@ -789,11 +792,23 @@ def call_stopped_meanwhile(plan: ExecutionPlan) -> CallStopped | None:
     if not tool_still_executable_by(principal=principal, tool_pk=tool.pk, definition_hash=tool.definition_hash):
         return CallStopped(error_result(ACCESS_CHANGED_TEXT, access_changed=True), failure=ACCESS_CHANGED)
     if plan.approval is None:
+        landed = running_again() and _approval_asked_by(plan)
         with transaction.atomic():
-            _, final = _approval_gate(principal=principal, tool=tool, arguments=plan.arguments, approval_id=None)
+            _, final = _approval_gate(
+                principal=principal, tool=tool, arguments=plan.arguments, approval_id=None, call_id=plan.call_id
+            )
+            if landed:  # the first run's request (or poll) is on the record: this run's writes would repeat it
+                transaction.set_rollback(True)
         if final is not None:
             return CallStopped(final, failure=APPROVAL_NOW_REQUIRED)
     return None
+
+
+def _approval_asked_by(plan: ExecutionPlan) -> bool:
+    """Whether this call's check before sending committed an approval event (it carries the call's id)."""
+    return AuditEvent.objects.filter(
+        user=plan.principal.user, created_at__gte=plan.prepared_at, payload__call_id=plan.call_id
+    ).exists()
 
 
 @repeatable
