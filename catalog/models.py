@@ -7,6 +7,7 @@ findable) are kept apart: a sync writes only the upstream fields, a curator edit
 import re
 import secrets
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils.text import slugify
@@ -425,6 +426,11 @@ class SyncRun(models.Model):
     server = models.ForeignKey(Server, null=True, blank=True, on_delete=models.CASCADE, related_name="sync_runs")
     kind = models.CharField(max_length=20, choices=SyncKind.choices, default=SyncKind.SYNC)
     source = models.CharField(max_length=500, blank=True, help_text="File imported, or what triggered the sync")
+    # The operator who asked for this sync (the admin's "Sync now", a new server's first sync, the REST API): their
+    # home lists it under "Your recent actions" with its outcome. None for the beat, a notice or a command.
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="sync_runs_started"
+    )
     status = models.CharField(max_length=20, choices=SyncStatus.choices, default=SyncStatus.RUNNING)
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -22,10 +22,11 @@ VISIBILITY_MARGIN_SECONDS = 60
 # Acknowledged once it ends: a worker killed mid-sync leaves it with the broker, which delivers it again after the
 # visibility timeout (by then the dead run's lock has expired, its TTL being far shorter).
 @shared_task(ignore_result=True, acks_late=True)
-def sync_server(server_pk: int, trigger: str = "task") -> int | None:
-    """Sync one server; returns the SyncRun pk (None if the server was deleted meanwhile)."""
+def sync_server(server_pk: int, trigger: str = "task", started_by_id: int | None = None) -> int | None:
+    """Sync one server (for the user ``started_by_id`` who asked, if one did); returns the SyncRun pk (None if the
+    server was deleted meanwhile)."""
     try:
-        run = server_sync(server_pk=server_pk, trigger=trigger)
+        run = server_sync(server_pk=server_pk, trigger=trigger, started_by_id=started_by_id)
     except Server.DoesNotExist:
         logger.info("sync of server %s skipped: it no longer exists", server_pk)
         return None

@@ -76,6 +76,9 @@ class CallProgress:
     sent: bool = False
     session_renewed: bool = False  # the server had forgotten the session (a restart): the call went to a new one
 
+    def mark_sent(self) -> None:
+        self.sent = True
+
 
 def call_timeout(requested: float | None = None) -> float:
     """The timeout for one call: the setting (or ``requested``), never above the cap, never below 0.1 s."""
@@ -355,9 +358,7 @@ class UpstreamPool:
             if server.transport == Transport.OPENAPI:
                 if waited and recheck is not None:
                     await recheck()
-                if progress is not None:
-                    progress.sent = True
-                return await self._call_openapi(connection, tool_name, arguments, timeout, tool)
+                return await self._call_openapi(connection, tool_name, arguments, timeout, tool, progress)
             # Starting a cold server is bounded by the connect timeout; the call itself by ``timeout``.
             starts = connection.starts
             session = await self._session(connection, time.monotonic() + settings.SCOUT_UPSTREAM_CONNECT_TIMEOUT)
@@ -458,10 +459,18 @@ class UpstreamPool:
         return True
 
     async def _call_openapi(
-        self, connection: _Connection, tool_name: str, arguments: dict[str, Any], timeout: float, tool: Tool | None
+        self,
+        connection: _Connection,
+        tool_name: str,
+        arguments: dict[str, Any],
+        timeout: float,
+        tool: Tool | None,
+        progress: CallProgress | None,
     ) -> types.CallToolResult:
         """One HTTP request: no session to keep warm, only the bulkhead, the timeout, the output cap and the
-        address checked for an earlier call (``_Connection.pinned_target``)."""
+        address checked for an earlier call (``_Connection.pinned_target``). ``progress.sent`` is set once the
+        request is built, just before it is sent: one httpx could not write (a header value it cannot encode) was
+        never sent (opsux11: its approval is given back)."""
         server = connection.server
         if tool is None:
             from catalog.models import Tool  # noqa: PLC0415 - models load after the app registry
@@ -479,6 +488,7 @@ class UpstreamPool:
                 timeout=timeout,
                 max_bytes=settings.SCOUT_MCP_MAX_OUTPUT_BYTES,
                 pinned=pinned,
+                sending=None if progress is None else progress.mark_sent,
             )
         except UpstreamError as exc:
             if exc.kind in ("refused", "timeout"):

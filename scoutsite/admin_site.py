@@ -246,10 +246,10 @@ OWN_EVENT_TYPES = (
 def recent_actions(user) -> list[dict[str, Any]]:
     """This person's latest actions, newest first (``HOME_ROWS``), from Scout's own records: the audit events of their
     decisions (``OWN_EVENT_TYPES``) that they may still read, the admin's history of what they saved (a tool's or a
-    server's page, and curation from the workbench and the learned requests, ``catalog.admin.history``), and the
-    workbench requests they dismissed. Each is ``{"when", "what", "target", "url"}`` (``url`` None: no page to open).
-    Django's panel read only the admin's history, which none of those decisions wrote: it said "None available" to
-    an approver who had decided twenty requests."""
+    server's page, and curation from the workbench and the learned requests, ``catalog.admin.history``), the syncs
+    they asked for (``_syncs_started``), and the workbench requests they dismissed. Each is ``{"when", "what",
+    "target", "url"}`` (``url`` None: no page to open). Django's panel read only the admin's history, which none of
+    those decisions wrote: it said "None available" to an approver who had decided twenty requests."""
     from django.contrib.admin.models import ADDITION, DELETION, LogEntry
 
     from governance.admin.audit import GRANT_EVENTS, grant_change_text
@@ -281,12 +281,38 @@ def recent_actions(user) -> list[dict[str, Any]]:
         url = None if entry.action_flag == DELETION else entry.get_admin_url() or None
         what = flag_words.get(entry.action_flag) or entry.get_change_message() or "Changed"
         rows.append({"when": entry.action_time, "what": what, "target": entry.object_repr, "url": url})
+    rows += _syncs_started(user)
     workbench = f"{reverse('search_workbench')}?reason=dismissed"
     dismissals = DismissedRequest.objects.filter(dismissed_by=user)[: HOME_ROWS * 2]
     for dismissed in {row.key: row for row in reversed(dismissals)}.values():  # one per request, not per tenant
         rows.append({"when": dismissed.dismissed_at, "what": "Dismissed from the workbench (no tool should serve it)",
                      "target": dismissed.text, "url": workbench})  # fmt: skip
     return sorted(rows, key=lambda row: row["when"], reverse=True)[:HOME_ROWS]
+
+
+def _syncs_started(user) -> list[dict[str, Any]]:
+    """The latest syncs this person asked for (the admin's "Sync now" and "Retry sync", a new server's first sync, the
+    REST API), of servers they still manage, each with its outcome as the run list shows it (a run whose worker died:
+    failed, ``sync_runs_current``), and why one did not run."""
+    from catalog.choices import SyncStatus
+    from catalog.models import SyncRun
+    from catalog.services.sync import sync_runs_current
+
+    mine = SyncRun.objects.filter(started_by=user, server__in=_managed_servers(user).values("pk"))
+    runs = sync_runs_current(mine).select_related("server")[:HOME_ROWS]
+    may_read_runs = user.has_perm("catalog.view_syncrun")
+    rows = []
+    for run in runs:
+        what = f"Sync: {run.get_status_display().lower()}"
+        if run.status == SyncStatus.SKIPPED and run.error:  # Scout's own reason (disabled, another sync running)
+            what = f"{what}: {run.error}"
+        # A failure's error stays on its page: it may repeat a URL this reader may not read (errors_cut_for).
+        if may_read_runs:
+            url = reverse("admin:catalog_syncrun_change", args=[run.pk])
+        else:
+            url = reverse("admin:catalog_server_change", args=[run.server_id])
+        rows.append({"when": run.started_at, "what": what, "target": run.server.slug, "url": url})
+    return rows
 
 
 def _may_register_server(request: HttpRequest) -> bool:
@@ -409,10 +435,14 @@ def _operator_panel(request: HttpRequest) -> dict[str, Any]:
     from catalog.admin.records import error_shown, errors_cut_for
     from catalog.admin.servers import tool_count_links
     from catalog.models import SyncRun
+    from catalog.services.sync import sync_runs_current
     from catalog.urltext import url_paths_cut
 
     user = request.user
     cut = errors_cut_for(request)  # a shared server's errors repeat its URL, a superuser's to read (redteam42)
+    # A run whose worker died is a failure here too, as in the run list: closed before anything below reads runs.
+    recent = SyncRun.objects.filter(started_at__gte=timezone.now() - FAILURE_WINDOW)
+    recent = sync_runs_current(recent.filter(server__in=_managed_servers(user).values("pk")))
 
     # Counted as the server list counts them, each number a link to those tools in the tool list. Those needing
     # attention first: by slug alone, a failing server past the 30th was not on the page at all.
@@ -426,12 +456,7 @@ def _operator_panel(request: HttpRequest) -> dict[str, Any]:
         server.last_error = (
             url_paths_cut(server.last_error) if server.last_error and cut(server.pk) else server.last_error
         )
-    failures = (
-        SyncRun.objects.filter(status__in=["failed", "partial"], started_at__gte=timezone.now() - FAILURE_WINDOW)
-        .filter(server__in=_managed_servers(user).values("pk"))
-        .select_related("server")
-        .order_by("-started_at")
-    )
+    failures = recent.filter(status__in=["failed", "partial"]).select_related("server").order_by("-started_at")
     failures_shown = list(failures[:HOME_ROWS])
     for run in failures_shown:
         run.error = error_shown(run, cut)  # shown only, never saved

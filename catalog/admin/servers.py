@@ -42,7 +42,7 @@ from catalog.openapi import BINDING_KEY
 from catalog.scope import server_fields_locked
 from catalog.services.openapi_documents import server_openapi_document_get, server_openapi_document_set
 from catalog.services.servers import server_archive, server_restore, server_upstream_hosts_check
-from catalog.services.sync import server_openapi_preview, sync_runs_dead_close, sync_runs_running_servers
+from catalog.services.sync import server_openapi_preview, sync_runs_current
 from catalog.upstream import UpstreamError, list_tools
 from catalog.urltext import url_paths_cut
 
@@ -89,7 +89,7 @@ class RecentRunsFormSet(BaseInlineFormSet):
 
     def get_queryset(self) -> QuerySet:
         if not hasattr(self, "_recent"):
-            self._recent = super().get_queryset()[:RECENT_RUNS_SHOWN]
+            self._recent = sync_runs_current(super().get_queryset())[:RECENT_RUNS_SHOWN]  # a dead worker's: failed
             len(self._recent)  # fills the result cache: later indexing reads it instead of querying
         return self._recent
 
@@ -456,8 +456,7 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
 
     def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> Any:
         # A last sync whose worker was killed is badged failed, not running (as its run's page and the API say).
-        running = sync_runs_running_servers(SyncRun.objects.all())
-        sync_runs_dead_close(self.get_queryset(request).filter(pk__in=running).values_list("pk", flat=True))
+        sync_runs_current(SyncRun.objects.filter(server__in=self.get_queryset(request).values("pk")))
         return super().changelist_view(request, extra_context)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Server]:
@@ -621,7 +620,7 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
             if server.transport == Transport.IMPORTED:
                 skipped.append(server.slug)
                 continue
-            sync_server.delay(server.pk, "admin")
+            sync_server.delay(server.pk, "admin", request.user.pk)  # theirs: listed in their recent actions
             queued += 1
         return queued, skipped
 

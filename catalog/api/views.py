@@ -15,7 +15,7 @@ from catalog.choices import ServerStatus, SyncStatus
 from catalog.models import Server, SyncRun
 from catalog.scope import server_claim, server_fields_locked, server_scope_q, servers_fields_locked, tool_count_q
 from catalog.services.servers import server_archive, server_create, server_update
-from catalog.services.sync import sync_runs_dead_close, sync_runs_running_servers
+from catalog.services.sync import sync_runs_current
 from catalog.tasks import sync_server
 
 from .params import param_choice
@@ -169,7 +169,7 @@ class ServerSync(generics.GenericAPIView):
         # A unique trigger names the run the task will create, so the caller can find it (a worker reports
         # no result: the task ignores results).
         trigger = f"api:{uuid.uuid4().hex}"
-        sync_server.delay_on_commit(server.pk, trigger)
+        sync_server.delay_on_commit(server.pk, trigger, request.user.pk)  # theirs: in their home's recent actions
         # Outside a transaction the callback ran already; with in-process tasks the run exists now.
         run = SyncRun.objects.filter(server=server, source=trigger).first()
         body = {
@@ -183,8 +183,7 @@ def _runs_for_request(request: Request) -> QuerySet[SyncRun]:
     """Sync runs of the servers the caller may see (file imports' runs have no server: not listed here), a run whose
     worker died shown failed (closed first)."""
     runs = SyncRun.objects.filter(server__in=Server.objects.filter(server_scope_q(request))).select_related("server")
-    sync_runs_dead_close(sync_runs_running_servers(runs))
-    return runs
+    return sync_runs_current(runs)
 
 
 class SyncRunList(generics.ListAPIView):

@@ -8,6 +8,7 @@ never logged, stored or echoed (a failure names the variable, not its value).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -27,6 +28,8 @@ from .credentials import cookie_header, credentials_for
 from .document import BINDING_KEY, HTTP_TOKEN_RE, IGNORED_HEADERS, climbs
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from catalog.models import Server
 
 logger = logging.getLogger(__name__)
@@ -219,8 +222,10 @@ async def openapi_call(
     timeout: float,
     max_bytes: int,
     pinned: EgressTarget | None = None,
+    sending: Callable[[], None] | None = None,
 ) -> types.CallToolResult:
-    """Send one operation's request and read at most ``max_bytes`` of the answer.
+    """Send one operation's request and read at most ``max_bytes`` of the answer. ``sending`` is called once the
+    request is built, just before it is sent (what failed before it sent nothing).
 
     ``pinned`` (from ``openapi_target``): the base URL's address checked earlier, used for a request to the same
     origin instead of looking the host up again; without it, or for another origin, the URL is checked now.
@@ -240,14 +245,19 @@ async def openapi_call(
     try:
         async with httpx.AsyncClient(follow_redirects=False, timeout=timeout, trust_env=False) as client:
             with anyio.fail_after(timeout):
-                async with client.stream(
+                outgoing = client.build_request(
                     request["method"],
                     target.pinned_url,
                     params=request["params"],
                     headers=request["headers"],
                     content=request["content"],
                     extensions=extensions,
-                ) as response:
+                )
+                if sending is not None:
+                    sending()
+                # client.stream(), in two steps: what the request's building raised (InvalidURL, a header httpx cannot
+                # encode) is known to have sent nothing.
+                async with contextlib.aclosing(await client.send(outgoing, stream=True)) as response:
                     if response.is_redirect:
                         location = safe_url(response.headers.get("location", ""))
                         return _text_result(

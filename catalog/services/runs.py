@@ -15,9 +15,16 @@ def storable(text: str) -> str:
     return text.replace("\x00", "\ufffd")
 
 
-def sync_run_start(*, kind: SyncKind, server: Server | None = None, source: str = "") -> SyncRun:
+def sync_run_start(
+    *, kind: SyncKind, server: Server | None = None, source: str = "", started_by_id: int | None = None
+) -> SyncRun:
     return SyncRun.objects.create(
-        kind=kind, server=server, source=source[:500], status=SyncStatus.RUNNING, started_at=timezone.now()
+        kind=kind,
+        server=server,
+        source=source[:500],
+        status=SyncStatus.RUNNING,
+        started_at=timezone.now(),
+        started_by_id=started_by_id,
     )
 
 
@@ -61,13 +68,14 @@ def sync_run_finish(
     return run
 
 
-def sync_run_skip(*, server: Server, source: str, reason: str) -> SyncRun:
+def sync_run_skip(*, server: Server, source: str, reason: str, started_by_id: int | None = None) -> SyncRun:
     """Record a sync that did not run (the server is disabled, or another run holds its lock)."""
     now = timezone.now()
     return SyncRun.objects.create(
         kind=SyncKind.SYNC,
         server=server,
         source=source[:500],
+        started_by_id=started_by_id,
         status=SyncStatus.SKIPPED,
         started_at=now,
         finished_at=now,

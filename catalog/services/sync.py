@@ -44,8 +44,9 @@ def server_list_syncable() -> list[int]:
     )
 
 
-def server_sync(*, server_pk: int, trigger: str = "manual") -> SyncRun:
-    """Fetch ``server_pk``'s complete tools/list and reconcile the catalog with it. Returns the SyncRun.
+def server_sync(*, server_pk: int, trigger: str = "manual", started_by_id: int | None = None) -> SyncRun:
+    """Fetch ``server_pk``'s complete tools/list and reconcile the catalog with it. Returns the SyncRun, recorded as
+    started by the user ``started_by_id`` when a person asked for it (their home's recent actions list it).
 
     Never two runs for one server at once: a run that finds the lock taken is recorded SKIPPED, as is a
     disabled or imported server. The whole listing is fetched before anything is written, so a failure
@@ -58,17 +59,18 @@ def server_sync(*, server_pk: int, trigger: str = "manual") -> SyncRun:
     """
     server = Server.objects.get(pk=server_pk)
     if server.status in OPERATOR_STOPPED_STATUSES:
-        return _counted(sync_run_skip(server=server, source=trigger, reason=f"server is {server.status}"))
+        reason = f"server is {server.status}"
+        return _counted(sync_run_skip(server=server, source=trigger, reason=reason, started_by_id=started_by_id))
     if server.transport == Transport.IMPORTED:
         reason = "imported server: no live connection to sync"
-        return _counted(sync_run_skip(server=server, source=trigger, reason=reason))
+        return _counted(sync_run_skip(server=server, source=trigger, reason=reason, started_by_id=started_by_id))
     with named_lock(server_sync_lock_name(server.pk), ttl=server_sync_lock_ttl(), renewed=True) as acquired:
         if not acquired:
             reason = "another sync of this server is running"
-            return _counted(sync_run_skip(server=server, source=trigger, reason=reason))
+            return _counted(sync_run_skip(server=server, source=trigger, reason=reason, started_by_id=started_by_id))
         with SYNC_SECONDS.time():
             try:
-                return _counted(_sync_locked(server, trigger))
+                return _counted(_sync_locked(server, trigger, started_by_id))
             except DatabaseError:
                 # Deleted meanwhile, the server took its run along: writing its tools or closing the run then fails
                 # (IntegrityError, an update of no row). A sync of no server, not an error.
@@ -84,8 +86,9 @@ def _counted(run: SyncRun) -> SyncRun:
 
 def sync_runs_dead_close(server_pks: Iterable[int]) -> int:
     """Close the sync runs of these servers still "running" whose process died (a worker killed mid-sync), so the
-    admin and the API stop showing them as under way; returns how many. A sync holds its server's lock, renewed,
-    until its run is closed: a lock this can take means no sync of that server is under way."""
+    admin and the API stop showing them as under way; returns how many (pages read runs through
+    ``sync_runs_current``, which calls this). A sync holds its server's lock, renewed, until its run is closed: a lock
+    this can take means no sync of that server is under way."""
     closed = 0
     for pk in sorted(set(server_pks)):
         with named_lock(server_sync_lock_name(pk), ttl=server_sync_lock_ttl()) as free:
@@ -94,11 +97,14 @@ def sync_runs_dead_close(server_pks: Iterable[int]) -> int:
     return closed
 
 
-def sync_runs_running_servers(runs: QuerySet[SyncRun]) -> QuerySet:
-    """The servers (pks) of the sync runs still "running" among ``runs``: what a page listing runs or servers gives
-    ``sync_runs_dead_close`` first, so a run whose worker was killed is listed failed, not under way."""
+def sync_runs_current(runs: QuerySet[SyncRun]) -> QuerySet[SyncRun]:
+    """``runs`` as they stand: the syncs among them still "running" whose process died (a worker killed mid-sync)
+    closed as failed first (``sync_runs_dead_close``). Every page, count and API that shows or counts a run
+    "running" reads its runs through this, so none calls under way a run another calls failed (the run list, the
+    server list, the dashboard's and the home's counts, a run's page and its progress)."""
     running = runs.filter(kind=SyncKind.SYNC, status=SyncStatus.RUNNING, server__isnull=False)
-    return running.order_by().values_list("server_id", flat=True).distinct()
+    sync_runs_dead_close(running.order_by().values_list("server_id", flat=True).distinct())
+    return runs.all()  # a fresh copy: never a result read before the close
 
 
 def _runs_dead_close(server_pk: int) -> int:
@@ -108,9 +114,9 @@ def _runs_dead_close(server_pk: int) -> int:
     )
 
 
-def _sync_locked(server: Server, trigger: str) -> SyncRun:
+def _sync_locked(server: Server, trigger: str, started_by_id: int | None) -> SyncRun:
     _runs_dead_close(server.pk)
-    run = sync_run_start(kind=SyncKind.SYNC, server=server, source=trigger)
+    run = sync_run_start(kind=SyncKind.SYNC, server=server, source=trigger, started_by_id=started_by_id)
     refused: list[dict[str, str]] = []
     refused_names: set[str] = set()
     try:

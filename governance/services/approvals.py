@@ -199,15 +199,20 @@ def _recent_denial(*, principal: Principal, tool: Tool, digest: str) -> Approval
     return denials.select_related("decided_by").order_by("-decided_at").first()
 
 
-def approval_request_create(*, principal: Principal, tool: Tool, arguments: Any, trace_id: str = "") -> ApprovalRequest:
+def approval_request_create(
+    *, principal: Principal, tool: Tool, arguments: Any, trace_id: str = "", call_id: str = ""
+) -> ApprovalRequest:
     """Ask for approval of one exact call. Returns the pending request; an identical pending request by the
     same principal is returned instead of a duplicate. The same call denied within SCOUT_APPROVAL_DENIAL_WINDOW
     is refused with that denial (audited, no new request: a looping agent cannot spam approvers), and one approved
     and not yet used is named instead of asked again ("already_approved", with its approval_id in ``details``);
     a call given an existing pending or approved request is audited as ``approval.polled``. A person with
     SCOUT_APPROVAL_MAX_PENDING_PER_PERSON requests waiting is refused a new one (audited, "too_many_pending").
+    ``call_id``: the gateway call asking, put in the payload of each event written here (its execution event carries
+    it too): a re-run of that call's check after a lost commit acknowledgement finds by it that its first run landed.
     Raises ArgumentsNotCanonical, ApprovalError ("denied", "already_approved", "forbidden", "too_many_pending")."""
     canonical = arguments_canonical(arguments)
+    mark = {"call_id": call_id} if call_id else {}
     digest = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
     if len(principal.delegation_chain) > delegation_max_chain():
         raise ApprovalError("forbidden", f"delegation chain is longer than {delegation_max_chain()}")
@@ -216,7 +221,7 @@ def approval_request_create(*, principal: Principal, tool: Tool, arguments: Any,
     denial = _recent_denial(principal=principal, tool=tool, digest=digest)
     if denial is not None:  # audited in the caller's transaction, as a refused use is
         error = _denial_error(denial, viewer=principal.user)
-        _audit_rejection(principal=principal, tool=tool, request=denial, error=error, asked_again=True)
+        _audit_rejection(principal=principal, tool=tool, request=denial, error=error, asked_again=True, mark=mark)
         raise error
     now = timezone.now()
     with transaction.atomic():
@@ -263,7 +268,7 @@ def approval_request_create(*, principal: Principal, tool: Tool, arguments: Any,
                 approval=request,
                 outcome=AuditOutcome.PENDING,
                 trace_id=trace_id,
-                payload={"arguments_digest": digest, "risk_class": policy.risk_class},
+                payload={"arguments_digest": digest, "risk_class": policy.risk_class, **mark},
             )
             # After commit, in a worker: an approver is told without the agent's call waiting on mail or a webhook.
             from governance.tasks import notify_approval_requested
@@ -277,10 +282,10 @@ def approval_request_create(*, principal: Principal, tool: Tool, arguments: Any,
             f"You already have {limit} approval requests waiting for an approver; no new one is opened until one of "
             "them is decided or expires",
         )
-        _audit_rejection(principal=principal, tool=tool, request=None, error=error)
+        _audit_rejection(principal=principal, tool=tool, request=None, error=error, mark=mark)
         raise error
     # An open request for this call: audited in the caller's transaction, as a poll with the approval_id is.
-    _audit_asked_about(principal=principal, tool=tool, request=existing)
+    _audit_asked_about(principal=principal, tool=tool, request=existing, mark=mark)
     if existing.status == ApprovalStatus.APPROVED:  # asking again would put it back in an approver's inbox
         raise ApprovalError(
             "already_approved",
@@ -676,12 +681,14 @@ def _audit_rejection(
     request: ApprovalRequest | None,
     error: ApprovalError,
     asked_again: bool = False,
+    mark: dict[str, str] | None = None,
 ) -> None:
     """``asked_again``: a new request for a call denied recently, refused before it was opened (not a use).
     A use of a request still waiting for an approver is an agent polling it, as it is told to (``_audit_asked_about``).
+    ``mark``: added to the payload (the asking call's id, ``approval_request_create``).
     """
     if error.code == "not_approved" and request is not None:
-        _audit_asked_about(principal=principal, tool=tool, request=request)
+        _audit_asked_about(principal=principal, tool=tool, request=request, mark=mark)
         return
     audit_record(
         event_type=AuditEventType.APPROVAL_REJECTED,
@@ -689,11 +696,13 @@ def _audit_rejection(
         tool=tool,
         approval=request,
         outcome=AuditOutcome.DENIED,
-        payload={"code": error.code, **({"asked_again": True} if asked_again else {})},
+        payload={"code": error.code, **({"asked_again": True} if asked_again else {}), **(mark or {})},
     )
 
 
-def _audit_asked_about(*, principal: Principal, tool: Tool, request: ApprovalRequest) -> None:
+def _audit_asked_about(
+    *, principal: Principal, tool: Tool, request: ApprovalRequest, mark: dict[str, str] | None = None
+) -> None:
     """A call that asked about its request before using it: polled with the approval_id while pending, or sent
     again without it while pending or approved. On the record as that (``approval.polled``, outcome pending, the
     request's status), never as a refusal or a new request an approver or the trail's filters would count."""
@@ -703,5 +712,5 @@ def _audit_asked_about(*, principal: Principal, tool: Tool, request: ApprovalReq
         tool=tool,
         approval=request,
         outcome=AuditOutcome.PENDING,
-        payload={"status": request.status},
+        payload={"status": request.status, **(mark or {})},
     )

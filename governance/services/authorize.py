@@ -42,18 +42,27 @@ def call_authorize(
 
 
 def call_decide(
-    *, principal: Principal, tool: Tool, arguments: Any, approval_id: str | None = None, trace_id: str = ""
+    *,
+    principal: Principal,
+    tool: Tool,
+    arguments: Any,
+    approval_id: str | None = None,
+    trace_id: str = "",
+    call_id: str = "",
 ) -> CallDecision:
     """``call_authorize`` for a tool already re-authorized in this piece of work: ``tool`` must be what
     ``tool_get_for_principal(principal=principal, permission="execute")`` has just returned (the gateway looks
     it up once per call: a second lookup of the same row cost as much as the rest of the call, issue execspeed).
-    Applies the approval policy; raises and writes as ``call_authorize`` does."""
+    Applies the approval policy; raises and writes as ``call_authorize`` does (``call_id``: the gateway's call asking
+    for approval, in its audit events' payload, ``approval_request_create``)."""
     arguments_canonical(arguments)  # fail early, before any approval is touched
     policy = policy_for_tool(tool)
     if not policy.needs_approval:
         return CallDecision(allowed=True, tool=tool, policy=policy)
     if approval_id is None:
-        request = approval_request_create(principal=principal, tool=tool, arguments=arguments, trace_id=trace_id)
+        request = approval_request_create(
+            principal=principal, tool=tool, arguments=arguments, trace_id=trace_id, call_id=call_id
+        )
         return CallDecision(allowed=False, tool=tool, policy=policy, approval_request=request)
     approval = approval_consume(approval_id=approval_id, principal=principal, tool=tool, arguments=arguments)
     return CallDecision(allowed=True, tool=tool, policy=policy, approval=approval)

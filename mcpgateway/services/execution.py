@@ -305,9 +305,10 @@ def _approval_url(approval: Any) -> str:
 
 
 def _approval_gate(
-    *, principal: Principal, tool: Tool, arguments: dict[str, Any], approval_id: str | None
+    *, principal: Principal, tool: Tool, arguments: dict[str, Any], approval_id: str | None, call_id: str = ""
 ) -> tuple[Any, types.CallToolResult | None]:
     """``(approval, None)`` when the call may run (approval None if none is needed), else ``(None, result)``.
+    ``call_id``: the call's, in the payload of the approval events written (``approval_request_create``).
 
     ``tool`` was re-authorized for execution by ``execute_prepare`` in this piece of work; governance.call_decide
     applies the policy: it opens a pending request when an approval is needed, or consumes the given one
@@ -323,7 +324,9 @@ def _approval_gate(
             error_result("approval_id is not valid; call again without it to request a new approval"),
         )
     try:
-        decision = call_decide(principal=principal, tool=tool, arguments=arguments, approval_id=approval_id)
+        decision = call_decide(
+            principal=principal, tool=tool, arguments=arguments, approval_id=approval_id, call_id=call_id
+        )
     except ArgumentsNotCanonical as exc:
         return None, _denied(principal, tool, "invalid_arguments", error_result(f"Invalid arguments: {exc}"))
     except ApprovalError as exc:
@@ -776,8 +779,8 @@ class CallStopped(Exception):
         self.failure = failure
 
 
-# Repeatable: reads, then one transaction. Its one write, a new approval request, is found and reused by a re-run after
-# a lost commit acknowledgement (not opened twice), which records it asked about once more (approval.polled).
+# Repeatable: reads, then one transaction, whose approval events carry the call's id: a re-run after a lost commit
+# acknowledgement that finds one works out the same answer and writes nothing (a second approval.polled, opsux10).
 @repeatable
 def call_stopped_meanwhile(plan: ExecutionPlan) -> CallStopped | None:
     """Why a call that waited for its upstream may not be sent after all, or None (Z6): its caller lost the right
@@ -789,11 +792,23 @@ def call_stopped_meanwhile(plan: ExecutionPlan) -> CallStopped | None:
     if not tool_still_executable_by(principal=principal, tool_pk=tool.pk, definition_hash=tool.definition_hash):
         return CallStopped(error_result(ACCESS_CHANGED_TEXT, access_changed=True), failure=ACCESS_CHANGED)
     if plan.approval is None:
+        landed = running_again() and _approval_asked_by(plan)
         with transaction.atomic():
-            _, final = _approval_gate(principal=principal, tool=tool, arguments=plan.arguments, approval_id=None)
+            _, final = _approval_gate(
+                principal=principal, tool=tool, arguments=plan.arguments, approval_id=None, call_id=plan.call_id
+            )
+            if landed:  # the first run's request (or poll) is on the record: this run's writes would repeat it
+                transaction.set_rollback(True)
         if final is not None:
             return CallStopped(final, failure=APPROVAL_NOW_REQUIRED)
     return None
+
+
+def _approval_asked_by(plan: ExecutionPlan) -> bool:
+    """Whether this call's check before sending committed an approval event (it carries the call's id)."""
+    return AuditEvent.objects.filter(
+        user=plan.principal.user, created_at__gte=plan.prepared_at, payload__call_id=plan.call_id
+    ).exists()
 
 
 @repeatable
@@ -806,19 +821,20 @@ def execute_finish(
     failure: str = "",
     session_renewed: bool = False,
     removed: dict[str, int] | None = None,
-) -> None:
+) -> bool:
     """Record the outcome: the idempotency record (kept for an unknown outcome, freed when nothing ran), the
-    approval given back when the database kept the call from being sent, and the audit event (``session_renewed``:
+    approval given back when nothing of the call was sent (``_never_sent``), and the audit event (``session_renewed``:
     the server had forgotten the gateway's session, and the call went to a new one, ``UpstreamPool._send``). One
     transaction, run once more when its connection was lost (a sent call whose outcome is not written is unaudited,
     its key "running" for the TTL), unless the first run's commit landed and only its acknowledgement was lost.
-    ``removed``: what the output policy took out of the answer (links, images, audio), counted in the event."""
+    ``removed``: what the output policy took out of the answer (links, images, audio), counted in the event.
+    Returns whether the approval was given back."""
     from governance.services.approvals import approval_give_back
 
-    if running_again() and _outcome_recorded(plan):
-        return
+    if running_again() and (recorded := _outcome_recorded(plan)) is not None:
+        return bool(recorded.get("approval_given_back"))
     given_back = False
-    if plan.approval is not None and failure in UNSENT_FOR_THE_DATABASE:
+    if plan.approval is not None and _never_sent(failure, outcome):
         given_back = approval_give_back(request=plan.approval)
     if plan.idempotency is not None:
         if outcome in (AuditOutcome.ERROR, AuditOutcome.DENIED) and failure:
@@ -852,16 +868,28 @@ def execute_finish(
     if failure not in ("cancelled", ACCESS_CHANGED, *UNSENT_FOR_THE_DATABASE, APPROVAL_NOW_REQUIRED, GATEWAY_ERROR):
         kind = SearchOutcomeKind.SUCCESS if outcome == AuditOutcome.SUCCESS else SearchOutcomeKind.UPSTREAM_ERROR
         search_outcome_record(principal=plan.principal, tool=plan.tool, outcome=kind)
+    return given_back
 
 
-def _outcome_recorded(plan: ExecutionPlan) -> bool:
-    """Whether ``execute_finish`` committed this call's outcome (its audit event is there)."""
-    return AuditEvent.objects.filter(
-        user=plan.principal.user,
-        created_at__gte=plan.prepared_at,
-        event_type=AuditEventType.EXECUTION,
-        payload__call_id=plan.call_id,
-    ).exists()
+def _never_sent(failure: str, outcome: str) -> bool:
+    """Whether nothing of a failed call reached the tool's server, so an approval it used may be given back: the
+    database kept it from being sent, or the gateway failed before sending it (outcome "error"; once sending began
+    the outcome is "unknown": the call may have run, and its approval stays used)."""
+    return failure in UNSENT_FOR_THE_DATABASE or (failure == GATEWAY_ERROR and outcome == AuditOutcome.ERROR)
+
+
+def _outcome_recorded(plan: ExecutionPlan) -> dict[str, Any] | None:
+    """The payload of this call's execution event if ``execute_finish`` committed its outcome, else None."""
+    return (
+        AuditEvent.objects.filter(
+            user=plan.principal.user,
+            created_at__gte=plan.prepared_at,
+            event_type=AuditEventType.EXECUTION,
+            payload__call_id=plan.call_id,
+        )
+        .values_list("payload", flat=True)
+        .first()
+    )
 
 
 async def gateway_execute(
@@ -1023,7 +1051,8 @@ async def _execute(
         logger.error("execute_tool %s: the gateway failed during the call (%s)", plan.tool.tool_id, type(exc).__name__)
         result = _gateway_failed_result(sent=progress.sent, reads_only=plan.reads_only)
         outcome = AuditOutcome.UNKNOWN if progress.sent else AuditOutcome.ERROR
-        await _finish_shielded(plan, result, outcome=outcome, failure=GATEWAY_ERROR)
+        if await _finish_shielded(plan, result, outcome=outcome, failure=GATEWAY_ERROR):
+            return _with_approval_given_back(result, plan.approval)
         return result
     try:
         result, removed = await _answer_for(plan, result)
@@ -1056,6 +1085,21 @@ def _gateway_failed_result(*, sent: bool, reads_only: bool) -> types.CallToolRes
         return error_result(GATEWAY_FAILED_UNSENT, upstream_failure=GATEWAY_ERROR)
     text = GATEWAY_FAILED_SENT + (READ_MAY_RUN_AGAIN if reads_only else MAY_HAVE_RUN)
     return error_result(text, upstream_failure=GATEWAY_ERROR, outcome_unknown=True)
+
+
+APPROVAL_GIVEN_BACK = (
+    " The approval this call carried was not used up (nothing was sent): once the tool can be called again, the same "
+    'call (same tool_id and arguments) with approval_id "{approval_id}" runs it before the approval expires, without '
+    "asking an approver again."
+)
+
+
+def _with_approval_given_back(result: types.CallToolResult, approval: Any) -> types.CallToolResult:
+    """``result`` of a call never sent whose approval ``execute_finish`` gave back, saying so: the model was told only
+    that the call failed, and asked for a new approval an approver had already given (redteam47, opsux11)."""
+    text = result.content[0].text + APPROVAL_GIVEN_BACK.format(approval_id=approval.approval_id)
+    structured = {**(result.structured_content or {}), "approval_given_back": True, "approval_id": approval.approval_id}
+    return error_result(text, **structured)
 
 
 RESULT_NOT_SHOWN_FAILURE = "result_not_shown"
@@ -1122,17 +1166,18 @@ async def _finish_shielded(
     failure: str = "",
     progress: CallProgress | None = None,
     removed: dict[str, int] | None = None,
-) -> None:
+) -> bool:
     """Record the outcome, waiting out a locked database (F7): a call that reached the upstream server must
     have its audit row, so the answer waits for it (up to SCOUT_AUDIT_RETRY_SECONDS; after that the record is
-    logged in full as a last resort and the error propagates)."""
+    logged in full as a last resort and the error propagates). Returns whether the call's approval was given back
+    (``execute_finish``)."""
     deadline = time.monotonic() + float(settings.SCOUT_AUDIT_RETRY_SECONDS)
     pause = 0.1
     with anyio.CancelScope(shield=True):
         while True:
             try:
                 renewed = progress is not None and progress.session_renewed
-                await run_orm(
+                return await run_orm(
                     execute_finish,
                     plan,
                     result,
@@ -1141,7 +1186,6 @@ async def _finish_shielded(
                     session_renewed=renewed,
                     removed=removed or {},
                 )
-                return
             except Exception as exc:
                 if not database_busy(exc) or time.monotonic() + pause > deadline:
                     logger.error(

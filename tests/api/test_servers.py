@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from catalog.models import SyncRun
 from tests.api.conftest import api_db, error_of, give_perms, make_token
 
 pytestmark = api_db
@@ -149,7 +150,7 @@ def test_archived_server_is_never_synced_again(api, catalog, operator):
 
 
 @pytest.mark.slow
-def test_trigger_sync_returns_its_run(api, catalog, operator):
+def test_trigger_sync_returns_its_run(api, catalog, operator, owner):
     command = str(Path(sys.executable).parent / "mcp-server-time")  # installed from requirements.txt
     created = api.post(
         "servers/", token=operator, json={**TIME_SERVER, "command": command, "args": ["--local-timezone", "UTC"]}
@@ -164,6 +165,8 @@ def test_trigger_sync_returns_its_run(api, catalog, operator):
     assert api.get("servers/time/", token=operator).json()["tool_count"] == run["added"]
     listed = api.get(f"sync-runs/?source={body['trigger']}", token=operator).json()
     assert [r["id"] for r in listed["results"]] == [run["id"]]
+    # opsux11: the person the token acts for asked for it (their home's "Your recent actions" lists it).
+    assert SyncRun.objects.get(pk=run["id"]).started_by == owner
 
 
 def test_server_limited_token_sees_only_its_servers(api, catalog, owner):

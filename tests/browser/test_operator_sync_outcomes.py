@@ -147,3 +147,34 @@ def test_a_failing_server_on_home_leads_to_what_to_do_about_it(browser, live_ser
     panel = browser.find_element(By.ID, "sync-failed")
     assert "install it on every machine that runs Scout" in panel.text
     screenshot(browser, "operator-home-what-to-do")
+
+
+def test_retry_sync_on_home_is_listed_in_the_operators_recent_actions_with_its_outcome(
+    browser, live_server, django_user_model
+):
+    """opsux11: a sync the operator asked for ("Retry sync" on the home, "Sync now", a new server) was in no "Your
+    recent actions"; and a killed worker's run, failed in the lists, was left out of the home's failures. Both are on
+    the home now, at 1280 px in the sidebar beside the servers."""
+    from selenium.webdriver.common.by import By
+
+    _failed_server("weather")
+    dead = Server.objects.create(slug="tickets", name="Tickets", transport=Transport.STDIO, command=MISSING_COMMAND)
+    SyncRun.objects.create(
+        server=dead, status=SyncStatus.RUNNING, started_at=timezone.now()
+    )  # no lock: its worker died
+    _operator(django_user_model)
+    admin_login(browser, live_server.url, "op", "pw-op-123")
+    browser.set_window_size(1280, 900)
+    browser.get(f"{live_server.url}/admin/")
+    failing = browser.find_element(By.ID, "failing-weather")
+    click_through(browser, failing.find_element(By.CSS_SELECTOR, "button[type=submit]"))  # a real sync, failing again
+    browser.get(f"{live_server.url}/admin/")
+    screenshot(browser, "operator-home-recent-syncs-1280")
+    recent = browser.find_element(By.ID, "recent-actions").text.split("\n")
+    assert recent[:2] == ["Sync: failed", "weather"], recent
+    click_through(browser, browser.find_element(By.CSS_SELECTOR, "#recent-actions a"))
+    assert "command not found" in browser.find_element(By.ID, "content").text  # the run's page, with its error
+    browser.get(f"{live_server.url}/admin/")
+    home = browser.find_element(By.ID, "operator-home").text
+    assert "Sync failures in the last 7 days: 3" in home and "interrupted: the process running this sync" in home
+    assert browser.execute_script(PAGE_FITS)

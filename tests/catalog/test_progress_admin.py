@@ -117,3 +117,31 @@ def test_needs_staff_login_and_view_permission(client, django_user_model):
         response = client.get(url)
     assert response.status_code == 200 and response.json()["running"] is True
     assert "secret-server" not in response.content.decode()  # counts and times only
+
+
+def test_the_home_the_dashboard_and_a_runs_page_agree_with_the_lists_on_a_killed_workers_run(admin_client):
+    """opsux11: the operator's home counted a killed worker's run as no failure and the dashboard as running while the
+    server and run lists showed it failed; each now reads runs through ``sync_runs_current``. A live sync (its lock
+    held) is running everywhere."""
+    dead = _run(Server.objects.create(slug="dead", name="Dead"), SyncStatus.RUNNING, started_ago=10)
+    live = _run(Server.objects.create(slug="live", name="Live"), SyncStatus.RUNNING, started_ago=10)
+
+    def reset() -> None:
+        SyncRun.objects.filter(pk=dead.pk).update(status=SyncStatus.RUNNING, error="", finished_at=None)
+
+    with _under_way(live.server):
+        home = admin_client.get(reverse("admin:index"))
+        assert home.context["operator_panel"]["failure_count"] == 1
+        assert [run.server.slug for run in home.context["operator_panel"]["failures"]] == ["dead"]
+        reset()
+        figures = admin_client.get("/admin/dashboard/?window=1h").context["figures"]
+        assert figures["syncs"] == {SyncStatus.FAILED: 1, SyncStatus.RUNNING: 1}
+        reset()
+        page = admin_client.get(reverse("admin:catalog_syncrun_change", args=[dead.pk]))
+        assert page.context["original"].status == SyncStatus.FAILED
+        reset()
+        server_page = admin_client.get(reverse("admin:catalog_server_change", args=[dead.server.pk]))
+        (runs,) = [f for f in server_page.context["inline_admin_formsets"] if f.formset.model is SyncRun]
+        assert [form.original.status for form in runs] == [SyncStatus.FAILED]
+        live_page = admin_client.get(reverse("admin:catalog_syncrun_change", args=[live.pk]))
+        assert live_page.context["original"].status == SyncStatus.RUNNING

@@ -20,10 +20,11 @@ from asgiref.sync import sync_to_async
 from django.db import OperationalError, connection, connections
 
 from catalog import connections as kept
-from governance.models import AuditEvent
+from governance.models import ApprovalRequest, AuditEvent, ToolPolicy
 from governance.services.permissions import permission_grant
 from mcpgateway.db import OrmThreads, orm_threads_stop, run_orm
-from mcpgateway.services.execution import ExecutionPlan, execute_finish, execute_prepare
+from mcpgateway.services.execution import ExecutionPlan, call_stopped_meanwhile, execute_finish, execute_prepare
+from tests.governance.conftest import classify
 from tests.governance.factories import ServerFactory, ToolFactory, tenant_token
 
 pytestmark = [
@@ -91,6 +92,37 @@ def test_a_lost_commit_acknowledgement_records_the_outcome_once(superuser, membe
     assert any("running it once more" in record.getMessage() for record in caplog.records)
     (event,) = AuditEvent.objects.filter(event_type="execution")
     assert event.outcome == "success" and event.payload["call_id"] == plan.call_id
+
+
+def test_a_lost_acknowledgement_of_the_checks_new_approval_request_records_it_once(
+    superuser, member, commit_lands_unacknowledged, caplog
+):
+    """opsux11 (opsux10's left item): the check before sending (``call_stopped_meanwhile``) of a call whose tool was
+    classified meanwhile as needing approval opens a request; its commit landed but the acknowledgement was lost, and
+    the re-run found that request and wrote an ``approval.polled`` the call never made. Its approval events now carry
+    the call's id: the re-run that finds one answers the same (the request's approval_id) and writes nothing."""
+    plan = _plan(superuser, member)
+    classify(
+        ToolPolicy.objects.get(tool=plan.tool),
+        actor=superuser,
+        operation_class="write",
+        reversibility="irreversible",
+        risk="high",
+        classification_note="it cancels orders",
+    )
+    caplog.set_level(logging.WARNING, logger="mcpgateway")
+
+    stopped = asyncio.run(run_orm(call_stopped_meanwhile, plan))
+
+    assert len(commit_lands_unacknowledged) == 1  # the check's commit landed, its session ended
+    assert any("running it once more" in record.getMessage() for record in caplog.records)
+    (request,) = ApprovalRequest.objects.filter(tool=plan.tool)
+    assert stopped.failure == "approval_now_required"
+    assert stopped.result.structured_content["approval_id"] == request.approval_id
+    events = AuditEvent.objects.filter(event_type__startswith="approval.").order_by("id")
+    assert [(event.event_type, event.payload.get("call_id")) for event in events] == [
+        ("approval.requested", plan.call_id)
+    ]
 
 
 @pytest.fixture

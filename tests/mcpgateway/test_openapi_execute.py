@@ -21,7 +21,7 @@ from tests.catalog.openapi_service import (
     start_pet_service,
 )
 
-from .conftest import build_index, gateway_db, low_risk, mcp_client, run
+from .conftest import build_index, gateway_db, grant, low_risk, make_user, mcp_client, run
 
 pytestmark = [gateway_db, pytest.mark.slow]
 
@@ -188,6 +188,44 @@ def test_destructive_operation_needs_approval(gateway, pets):
     result = execute(gateway, pets["token"], "pets::deletePet", {"petId": "1"})
     assert result.is_error and result.structured_content["approval_required"] is True
     assert pets["service"].calls() == []
+
+
+def test_an_approval_used_by_a_call_the_gateway_failed_before_sending_is_given_back(
+    gateway, pets, admin_user, monkeypatch
+):
+    """opsux11: a call the gateway itself failed before sending anything (redteam47's catch-all, here a credential
+    httpx cannot write into a header) left its approval used up, as the database's failures no longer do: the agent
+    had to ask an approver again for a call that never ran. Given back, on the record, and the agent told it may
+    call again with the same approval_id; the second call, the credential fixed, runs on it."""
+    from governance.models import ApprovalRequest, AuditEvent
+    from governance.services.approvals import approval_decide, approval_request_create
+    from governance.services.tokens import api_token_verify
+
+    approver = make_user("gw_approver", is_staff=True)
+    grant(admin_user, pets["server"], approver, "discover", "approve")
+    tool, arguments = pets["server"].tools.get(name="deletePet"), {"petId": "1"}
+    request = approval_request_create(principal=api_token_verify(pets["token"]), tool=tool, arguments=arguments)
+    approval_decide(request=request, approver=approver, approve=True, reason="go")
+    call = {"approval_id": request.approval_id}
+
+    monkeypatch.setenv(TOKEN_ENV, "\ufeff" + SECRET_TOKEN)
+    failed = execute(gateway, pets["token"], "pets::deletePet", arguments, **call)
+    assert failed.is_error and pets["service"].calls() == []
+    assert failed.structured_content == {
+        "upstream_failure": "gateway_error", "approval_given_back": True, "approval_id": request.approval_id
+    }  # fmt: skip
+    assert f'with approval_id "{request.approval_id}" runs it' in _text(failed)
+    [audit] = AuditEvent.objects.filter(event_type="execution", tool_ref="pets::deletePet")
+    assert (audit.outcome, audit.payload["failure"], audit.payload["approval_given_back"]) == (
+        "error", "gateway_error", True
+    )  # fmt: skip
+    assert ApprovalRequest.objects.get(pk=request.pk).status == "approved"
+
+    monkeypatch.setenv(TOKEN_ENV, SECRET_TOKEN)
+    again = execute(gateway, pets["token"], "pets::deletePet", arguments, **call)
+    assert not again.is_error, _text(again)
+    assert [(sent.method, sent.raw_path) for sent in pets["service"].calls()] == [("DELETE", "/pets/1")]
+    assert ApprovalRequest.objects.get(pk=request.pk).status == "consumed"
 
 
 def test_service_errors_are_tool_errors_with_status_and_excerpt(gateway, pets):

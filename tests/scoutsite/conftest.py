@@ -10,4 +10,5 @@ def clean_cache():
     cache.clear()
 
 
+from tests.catalog.servers.fixtures import make_server, scripted  # noqa: E402,F401 - shared fixtures
 from tests.governance.conftest import grant, member_token, mutating_tool, server, tool  # noqa: E402,F401 - shared fixtures

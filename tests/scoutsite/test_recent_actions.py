@@ -6,9 +6,10 @@ import pytest
 from django.contrib.auth.models import Group
 from django.urls import reverse
 
-from governance.roles import APPROVERS, CURATORS
+from governance.roles import APPROVERS, CURATORS, OPERATORS
 from governance.services.approvals import approval_decide, approval_request_create
 from search.models import DismissedRequest
+from tests.catalog.servers.fixtures import good_tool
 
 pytestmark = pytest.mark.django_db
 
@@ -96,3 +97,32 @@ def test_a_token_made_for_someone_names_the_token(client, django_user_model, mem
     client.force_login(admin)
     panel = _recent(client)
     assert "API token created" in panel and f">{token.ref}</a>" in panel  # its event on the trail, by the token's id
+
+
+def test_the_syncs_an_operator_started_are_listed_with_their_outcome(client, django_user_model, scripted):
+    """opsux11: "Sync now", "Retry sync" and a new server's first sync were nowhere in the operator's recent actions
+    (no audit event, no admin history): each run they asked for is listed with how it ended, linked to the run."""
+    from catalog.models import Server, SyncRun
+
+    good, _ = scripted({"pages": [[good_tool("alpha")]]}, slug="good")
+    broken, _ = scripted({"pages": [[good_tool("beta")]]}, slug="broken")
+    Server.objects.filter(pk=broken.pk).update(command="/bin/false", args=[])
+    operator = _staff(django_user_model, "ops", OPERATORS)
+    other = _staff(django_user_model, "ops-b", OPERATORS)
+    client.force_login(other)
+    client.post(reverse("admin:catalog_server_changelist"), {"action": "sync_now", "_selected_action": [good.pk]})
+    client.force_login(operator)
+    assert 'id="recent-actions-none"' in _recent(client)  # another operator's sync is not theirs
+
+    client.post(reverse("admin:catalog_server_changelist"), {"action": "sync_now", "_selected_action": [good.pk]})
+    client.post(reverse("admin:catalog_server_sync", args=[broken.pk]))
+    panel = _recent(client)
+    succeeded, failed = (SyncRun.objects.filter(server=server, started_by=operator).get() for server in (good, broken))
+    assert f'Sync: succeeded</span><br>\n        <a href="{_run_url(succeeded)}">good</a>' in panel
+    assert f'Sync: failed</span><br>\n        <a href="{_run_url(failed)}">broken</a>' in panel
+    assert panel.index(">broken<") < panel.index(">good<")  # newest first
+    assert "/bin/false" not in panel  # the error stays on the run's page
+
+
+def _run_url(run) -> str:
+    return reverse("admin:catalog_syncrun_change", args=[run.pk])
