@@ -156,8 +156,6 @@ class ReturnedToolFilter(admin.SimpleListFilter):
 class QueryLogEntryAdmin(PageBoundSearchMixin, ReadOnlyAdmin, admin.ModelAdmin[QueryLogEntry]):
     """Clients' searches (SCOUT_QUERY_LOG); the workbench groups the ones that need a curator."""
 
-    filters_above = True  # in a window of 768-1024 px (templates/admin/change_list.html)
-
     # Short cells (time over two lines, latency with its unit, "degraded" only when it was): every column in view
     # beside both sidebars at 1280 px (the backend is a filter and on the entry's page).
     list_display = ("when", "query_short", "confidence", "returned", "degraded_column", "latency", "asker")
@@ -310,8 +308,6 @@ SHARED_LEARNED_NOTE = "This tool's server is shared by every tenant: a superuser
 class LearnedRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[LearnedRequest]):
     """Requests that led to successful calls. Promote one to a curated example request, or reject it (it is
     then never learned again for that tool). Only curators see these texts: they are other users' words."""
-
-    filters_above = True  # in a window of 768-1024 px (templates/admin/change_list.html)
 
     list_display = ("text", "tool_link", "callers", "calls", "status", "last_seen")
     list_filter = ("status",)
