@@ -75,10 +75,16 @@ class InstallWideAdmin(ReadOnlyAdmin):
 
 @admin.register(IndexGeneration)
 class IndexGenerationAdmin(ProgressAdminMixin, InstallWideAdmin, admin.ModelAdmin[IndexGeneration]):
-    list_display = ("id", "kind", "status", "model_key", "tool_count", "encoded", "reused", "degraded", "started_at")
+    # When each build started comes second, the date over the time: last and on one line, it was scrolled out of
+    # view at 1280 px (the sync runs and tool revisions show theirs the same way).
+    list_display = ("id", "when", "kind", "status", "model_key", "tool_count", "encoded", "reused", "degraded")
     list_filter = ("kind", "status", "degraded")
     list_title = "Index generations — each build of the search index, full or incremental"
     readonly_fields = ["progress_panel", *(f.name for f in IndexGeneration._meta.fields)]
+
+    @admin.display(description="started", ordering="started_at")
+    def when(self, generation: IndexGeneration) -> str:
+        return compact_time(generation.started_at)
 
     def object_title(self, request: HttpRequest, obj: IndexGeneration) -> str:
         return f"Index generation {obj.pk} ({obj.get_kind_display().lower()}, {obj.get_status_display().lower()})"
@@ -156,8 +162,6 @@ class ReturnedToolFilter(admin.SimpleListFilter):
 @admin.register(QueryLogEntry)
 class QueryLogEntryAdmin(PageBoundSearchMixin, ReadOnlyAdmin, admin.ModelAdmin[QueryLogEntry]):
     """Clients' searches (SCOUT_QUERY_LOG); the workbench groups the ones that need a curator."""
-
-    filters_above = True  # in a window of 768-1024 px (templates/admin/change_list.html)
 
     # Short cells (time over two lines, latency with its unit, "degraded" only when it was): every column in view
     # beside both sidebars at 1280 px (the backend is a filter and on the entry's page).
@@ -311,8 +315,6 @@ SHARED_LEARNED_NOTE = "This tool's server is shared by every tenant: a superuser
 class LearnedRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[LearnedRequest]):
     """Requests that led to successful calls. Promote one to a curated example request, or reject it (it is
     then never learned again for that tool). Only curators see these texts: they are other users' words."""
-
-    filters_above = True  # in a window of 768-1024 px (templates/admin/change_list.html)
 
     list_display = ("text", "tool_link", "callers", "calls", "status", "last_seen")
     list_filter = ("status",)

@@ -82,6 +82,7 @@ class SyncRunAdmin(ProgressAdminMixin, ReadOnlyAdmin, admin.ModelAdmin[SyncRun])
     # duration are a filter and the run's page): every column in view beside both sidebars at 1280 px.
     list_display = ("when", "server_column", "status_column", "tool_counts", "short_error")
     list_display_links = ("when",)
+    filters_below = True  # at 768-1024 px, under the rows (scoutsite/static/scout/admin.css), as on the server list
     list_title = "Sync runs — each sync or import: what it added, changed, removed and rejected"
 
     def object_title(self, request: HttpRequest, obj: SyncRun) -> str:
@@ -295,7 +296,6 @@ class SyncRunAdmin(ProgressAdminMixin, ReadOnlyAdmin, admin.ModelAdmin[SyncRun])
 
 @admin.register(ToolRevision)
 class ToolRevisionAdmin(ReadOnlyAdmin, admin.ModelAdmin[ToolRevision]):
-    filters_above = True  # in a window of 768-1024 px (templates/admin/change_list.html)
     list_title = "Tool revisions — every upstream definition a tool has had"
 
     def object_title(self, request: HttpRequest, obj: ToolRevision) -> str:

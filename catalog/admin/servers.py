@@ -286,6 +286,7 @@ class ServerForm(forms.ModelForm):
 @admin.register(Server)
 class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]):
     form = ServerForm
+    filters_below = True  # at 768-1024 px, under the rows: its slug, health and last sync first (admin.css)
     list_display = (
         "slug_column",
         "name_column",

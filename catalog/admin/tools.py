@@ -135,7 +135,6 @@ def return_path(request: HttpRequest) -> str:
 
 @admin.register(Tool)
 class ToolAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Tool]):
-    filters_above = True  # in a window of 768-1024 px (templates/admin/change_list.html)
     form = ToolCurationForm
     list_display = (
         "tool_id_column",

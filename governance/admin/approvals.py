@@ -81,7 +81,6 @@ _OPEN = (ApprovalStatus.PENDING, ApprovalStatus.APPROVED)  # still to decide or 
 
 @admin.register(ApprovalRequest)
 class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[ApprovalRequest]):
-    filters_above = True  # in a window of 768-1024 px (templates/admin/change_list.html)
     # Each row leads with what is asked (the call, then who asked and when further on); Decide comes second so no
     # viewport clips it; six narrow, wrapping columns fit beside both sidebars at 1280 px. The request's opaque id,
     # which the agent quotes, comes last: it led each row, so an approver read ids instead of calls.

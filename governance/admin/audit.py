@@ -122,9 +122,8 @@ class AuditEventAdmin(
         "policy_version",
     )  # time and event over two short lines, who over the agent, ids break at "::" and "_": all in view at 1280 px
     list_display_links = ("when",)
-    # At 768-1024 px the filters go above the rows, and the tenant, approval and policy version columns give way
-    # (they are on each event's page; scoutsite/static/scout/admin.css): at 800 px two columns of eight showed.
-    filters_above = True
+    # At 768-1024 px (the filters above the rows, as on every list) the tenant, approval and policy version columns
+    # give way (they are on each event's page; scoutsite/static/scout/admin.css): at 800 px two columns of eight showed.
     list_filter = (
         "event_type",
         "outcome",

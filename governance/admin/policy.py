@@ -172,8 +172,6 @@ class ToolPolicyAdmin(
     """The policies of the tools of servers the admin may manage (Z12: never another tenant's tool); who classified
     a tool and who holds access to it are named only where the admin may see them."""
 
-    filters_above = True  # in a window of 768-1024 px (templates/admin/change_list.html)
-
     shared_tool_note = (
         "This tool's server is shared by every tenant: only a superuser classifies it, since every tenant's calls "
         "follow its risk class."

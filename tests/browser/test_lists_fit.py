@@ -9,6 +9,8 @@ from governance.principals import principal_for_user
 from governance.roles import CURATORS, OPERATORS
 from governance.services.audit import audit_record
 from governance.services.tokens import api_token_create, api_token_verify
+from search.choices import GenerationKind, GenerationStatus
+from search.models import IndexGeneration
 from tests.governance.factories import ServerFactory, ToolFactory, agent_of, in_days, tenant_with
 
 from .conftest import admin_login, approver_and_tool, learned_by_teachers, screenshot
@@ -220,3 +222,20 @@ def test_the_audit_trail_shows_who_what_which_tool_and_when_at_800(browser, live
         cell = row.find_element("css selector", f".field-{field}")
         assert cell.is_displayed() and cell.rect["x"] + cell.rect["width"] <= 800, field
     assert row.find_element("css selector", ".field-tool_column").text.replace("\n", "") == tool.tool_id
+
+
+def test_the_index_generations_show_when_each_build_started_at_1280_and_800(browser, live_server, django_user_model):
+    """Nine short columns, each header on one line, pushed "Started at", the column that says which build is which,
+    126 px out of the results box at 1280 px (the model key wrapped over three lines to make room)."""
+    curator = django_user_model.objects.create_user(username="cur", password="pw-cur-123", is_staff=True)
+    curator.groups.add(Group.objects.get(name=CURATORS))
+    for kind, reused in ((GenerationKind.FULL, 0), (GenerationKind.INCREMENTAL, 36)):
+        IndexGeneration.objects.create(kind=kind, status=GenerationStatus.READY, model_key="all-MiniLM-L6-v2",
+                                       tool_count=36, encoded=36 - reused, reused=reused)  # fmt: skip
+    admin_login(browser, live_server.url, "cur", "pw-cur-123")
+    for width in (1280, 800):
+        browser.set_window_size(width, 900)
+        browser.get(f"{live_server.url}/admin/search/indexgeneration/")
+        screenshot(browser, f"curator-indexgeneration-{width}")
+        assert len(browser.find_elements("css selector", "#result_list tbody tr")) == 2
+        assert browser.execute_script(FITS), f"index generations: the list scrolls sideways at {width} px"
