@@ -66,6 +66,25 @@ def tokenize(text: str) -> list[str]:
     return tokens
 
 
+def compound_parts(text: str) -> dict[str, frozenset[str]]:
+    """The words ``tokenize`` splits out of a compound, each with the compounds it comes from (``GitHub`` ->
+    ``{"git": {"github"}, "hub": {"github"}}``): a part names something only as its whole does."""
+    parts: dict[str, frozenset[str]] = {}
+    for token_group in _compounds(text):
+        whole, words = token_group
+        for word in words:
+            parts[word] = parts.get(word, frozenset()) | {whole}
+    return parts
+
+
+def _compounds(text: str) -> Iterator[tuple[str, list[str]]]:
+    for chunk in _CHUNK.findall(unicodedata.normalize("NFKC", text)):
+        pieces = _WORD.findall(_CAMEL.sub(" ", chunk))
+        whole = chunk.strip("-_").lower().replace("-", "_")
+        if len(pieces) > 1 and whole:
+            yield whole, [piece.lower() for piece in pieces if piece.lower() != whole]
+
+
 # The texts one request tokenized, and their terms (``request_terms_kept``); None outside a request.
 _request_terms: ContextVar[dict[str, tuple[str, ...]] | None] = ContextVar("scout_request_terms", default=None)
 

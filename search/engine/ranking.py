@@ -11,9 +11,9 @@ from enum import StrEnum
 
 import numpy as np
 
-from ..text import request_terms, unreadable_for_english_model
+from ..text import compound_parts, request_terms, unreadable_for_english_model
 from .dense import DenseIndex, DenseScores, refine_together
-from .intent import READ, VERBS, intent_adjustment, request_operations
+from .intent import DELETE, READ, VERBS, intent_adjustment, request_operations
 from .sparse import SparseIndex, SparseScores
 
 FUSIONS = ("convex", "rrf")
@@ -589,13 +589,14 @@ def rank(
     unread = branches.dense is not None and unreadable_for_english_model(query)
     first_evidence = None
     if candidates:
-        first_evidence = curated_evidence(candidates[0], everything, vector_kinds, learned_terms, calibration)
+        deletes = tool_ops is not None and DELETE in tool_ops[candidates[0].row]
+        first_evidence = curated_evidence(candidates[0], everything, vector_kinds, learned_terms, calibration, deletes)
     terms = branches.sparse.query_terms
     misled = write_before_read(candidates, query, read_only, servers, top_k)
     # A catalog where no visible tool declares an input says nothing about inputs (MetaTool's schemas are all empty).
     if takes_input is not None and not takes_input[branches.visible_rows].any():
         takes_input = None
-    misled = misled or fixed_tool_for_unknown_object(candidates, branches.sparse, takes_input)
+    misled = misled or fixed_tool_for_unknown_object(candidates, branches.sparse, takes_input, query)
     ranking = _cut(candidates, top_k, options, terms, peak, ranking.spread, unread, first_evidence, misled)
     ranking.fusion = _fusion_of(branches, options)
     return ranking
@@ -636,29 +637,38 @@ _READS = frozenset({READ})
 
 
 def fixed_tool_for_unknown_object(
-    candidates: Sequence[Candidate], sparse: SparseScores, takes_input: np.ndarray | None
+    candidates: Sequence[Candidate], sparse: SparseScores, takes_input: np.ndarray | None, query: str = ""
 ) -> bool:
-    """Whether the first tool takes no input and shares no word with the request but its operation verbs
-    (``intent.VERBS``), while the request names something no visible tool has a word for (a file, a name, a
-    thing: a request word with no visible row, ``SparseScores.term_rows``). Such a tool does one fixed thing and
-    cannot be pointed at what the request names: on the demo "read README.md" and "read my emails" were served
-    high with memory::read_graph alone (the whole knowledge graph, no input) on the verb "read" and a cosine of
-    .40 / .33, where no tool reads files or mail; an agent trusts high and calls it. ``answer_confidence`` then
-    serves the answer ``low`` (``misled``), never withheld on it; the ranking stays. Not concerned: a request
-    whose words the catalog knows ("read the knowledge graph"), a first tool that shares a word of what the
-    request acts on ("generate a tiny image": get-tiny-image) or that takes an input ("remember that Carol
+    """Whether the request names something no visible tool has a word for (a request word with no visible row,
+    ``SparseScores.term_rows``: a file, a name, a thing) and the first tool shares no word with it but its
+    operation verbs (``intent.VERBS``) and parts of a compound no visible tool has whole (``text.compound_parts``),
+    while it takes no input or shares such a part. A tool with no input does one fixed thing and cannot be
+    pointed at what the request names: on the demo "read README.md" and "read my emails" were served high with
+    memory::read_graph alone (the whole knowledge graph, no input) on the verb "read". A part of an unknown
+    compound names nothing the request does: "list my GitHub issues" was served high with git::git_branch on
+    "list" and the "git" of "github" (bench/NOTES-agentux23.md). ``answer_confidence`` then serves the answer
+    ``low`` (``misled``), never withheld on it; the ranking stays. Not concerned: a request whose words the
+    catalog knows ("read the knowledge graph"), a first tool that shares a word of what the request acts on
+    ("generate a tiny image": get-tiny-image) or that takes an input and shares only verbs ("remember that Carol
     prefers tea": create_entities takes the entities). Read from the visible rows only (a hidden tool's words
     count for nothing)."""
-    if takes_input is None or not candidates or takes_input[candidates[0].row] or not sparse.term_rows:
+    if not candidates or not sparse.term_rows:
         return False
     row = candidates[0].row
-    unknown = False
+    fixed = takes_input is not None and not takes_input[row]
+    parts = compound_parts(query)
+    known = {term for term, rows in zip(sparse.query_terms, sparse.term_rows, strict=True) if rows is not None}
+    unknown = part_shared = False
     for term, rows in zip(sparse.query_terms, sparse.term_rows, strict=True):
         if rows is None:
             unknown = True
-        elif term not in VERBS and bool((rows == row).any()):
+        elif term in VERBS or not bool((rows == row).any()):
+            continue
+        elif parts.get(term, frozenset()) - known:  # a part of a compound no visible row has whole
+            part_shared = True
+        else:
             return False
-    return unknown
+    return unknown and (fixed or part_shared)
 
 
 def own_vectors(candidates: list[Candidate], dense: DenseScores | None, vector_kinds: Sequence[str] | None) -> None:
@@ -683,13 +693,15 @@ def curated_evidence(
     vector_kinds: Sequence[str] | None,
     learned_terms: Sequence[frozenset[str]] | None,
     calibration: Calibration,
+    deletes: bool = False,
 ) -> float | None:
     """``candidate.evidence`` from its curated text only and from the words that name what the request acts on,
     the best of the request's and its parts' (``everything``): its learned requests' vectors (kind ``learned``:
     each request, the centroid and the sums, ``ToolDoc.vector_rows``), the words it has only from them
     (``learned_terms``) and the request's operation verbs (``intent.VERBS``: "list", "show", "create") left out.
     What ``answer_confidence`` reads as the first tool's own evidence: see there. A tool never taught that
-    shares no operation verb with the request has neither, so this is its ``evidence``, the same number."""
+    shares no operation verb with the request has neither, so this is its ``evidence``, the same number.
+    ``deletes``: the tool's operation is a delete (``intent.tool_operation``), see ``_counted_coverage``."""
     dense = everything[0].dense
     if candidate.evidence is None or dense is None:
         return candidate.evidence
@@ -706,13 +718,15 @@ def curated_evidence(
             cosine = float(branch.dense.sims[curated].max()) if curated else -1.0
         else:
             cosine = float(branch.dense.scores[row])
-        coverage, less = _counted_coverage(branch.sparse, row, words)
+        coverage, less = _counted_coverage(branch.sparse, row, words, deletes)
         uncounted = uncounted or less
         best = max(best, float(calibration.evidence(cosine, coverage)))
     return best if taught or uncounted else candidate.evidence
 
 
-def _counted_coverage(sparse: SparseScores, row: int, learned: frozenset[str]) -> tuple[float, bool]:
+def _counted_coverage(
+    sparse: SparseScores, row: int, learned: frozenset[str], deletes: bool = False
+) -> tuple[float, bool]:
     """``row``'s coverage of the request (``SparseScores.coverage``) less the share of the request's IDF mass of
     the words it matches that do not show it fits: words it has only from learned requests (``learned``), and
     the request's operation verbs when the request names an object the visible tools have words for and ``row``
@@ -720,7 +734,11 @@ def _counted_coverage(sparse: SparseScores, row: int, learned: frozenset[str]) -
     git_branch ("List Git branches") on "list" alone, while "files" and "directory" are words of other tools, and
     its coverage made a cosine of .36 read high on the demo, where no tool lists files. Where the object is words
     no visible tool has (a name, a fact: "remember that Carol prefers tea"), the verb is all a tool can share
-    and it still counts. Whether anything was left out, too."""
+    and it still counts, except for a tool that deletes (``deletes``): what it deletes must already be something,
+    and a delete verb alone does not show it is the tool's kind of thing. "delete my account" was served high with
+    memory::delete_entities on "delete" (cosine .32, coverage .35), where no tool knows accounts; "delete the
+    relation between Alice and Acme" stays high on delete_relations' cosine (.51). Whether anything was left out,
+    too."""
     coverage, mass = float(sparse.coverage[row]), sum(sparse.idf)
     if mass <= 0:
         return coverage, False
@@ -731,7 +749,7 @@ def _counted_coverage(sparse: SparseScores, row: int, learned: frozenset[str]) -
         return term not in learned and rows is not None and bool((rows == row).any())
 
     objects = [(term, rows) for term, _, rows in terms if term not in VERBS and rows is not None]
-    off_object = bool(objects) and not any(has(term, rows) for term, rows in objects)
+    off_object = (bool(objects) or deletes) and not any(has(term, rows) for term, rows in objects)
     left_out = 0.0
     for term, idf, rows in terms:
         if term in learned or (off_object and term in VERBS and has(term, rows)):

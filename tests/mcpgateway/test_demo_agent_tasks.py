@@ -92,7 +92,11 @@ def test_a_request_no_demo_tool_handles_is_not_answered_with_confidence(gateway,
 
     "read README.md" and "read my emails" were answered high with memory::read_graph alone (no input, the whole
     knowledge graph) on the verb "read" (bench/NOTES-agentux22.md): low now; a tool taking no input stays high
-    for a request that names what it does ("read the knowledge graph", "generate a tiny image")."""
+    for a request that names what it does ("read the knowledge graph", "generate a tiny image").
+
+    "delete my account" was answered high with memory::delete_entities on the verb "delete" alone, and "list my
+    GitHub issues" with git::git_branch on "list" and the "git" of "github" (bench/NOTES-agentux23.md): low now;
+    "delete the relation between Alice and Acme" stays high with delete_relations."""
     from catalog.models import Server
     from catalog.services.sync import server_sync
 
@@ -104,7 +108,7 @@ def test_a_request_no_demo_tool_handles_is_not_answered_with_confidence(gateway,
     Command()._curate()
     token = member_on(*Server.objects.all(), index=True).token
     unhandled = ["list files in a directory", "list the files here", "what files are in this folder"]
-    unhandled += ["read README.md", "read my emails"]
+    unhandled += ["read README.md", "read my emails", "delete my account", "list my GitHub issues"]
     reads = {
         "list all entities in memory": {"memory::read_graph", "memory::search_nodes", "memory::open_nodes"},
         "show the commit history of the repo": {"git::git_log"},
@@ -116,6 +120,7 @@ def test_a_request_no_demo_tool_handles_is_not_answered_with_confidence(gateway,
         "which branch am I on": "git::git_branch",
         "read the knowledge graph": "memory::read_graph",
         "generate a tiny image": "everything::get-tiny-image",
+        "delete the relation between Alice and Acme": "memory::delete_relations",
     }
 
     async def main():

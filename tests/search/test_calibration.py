@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from search.engine.dense import DenseIndex
+from search.engine.intent import tool_operation
 from search.engine.ranking import Calibration, Confidence, RankingOptions, answer_confidence, rank, score_branches
 from search.engine.sparse import SparseIndex, weighted_tokens
 from search.text import mostly_foreign_latin, mostly_non_latin
@@ -138,6 +139,26 @@ def _first_of_31(branches, query: str, vector: np.ndarray, **rows: np.ndarray) -
     return ranking.confidence
 
 
+def _first_named_with_its_operation(name: str, query: str) -> Confidence:
+    """``_first_tool_named`` with each tool's operation read from its name (``intent.tool_operation``)."""
+    sparse, dense, vector = _catalog([0.36] + [0.0] * 30)
+    names = [name, "read_files"] + [f"tool{i}" for i in range(2, 31)]
+    sparse = SparseIndex([weighted_tokens({"name": n}, {"name": 1}) for n in names])
+    branches = score_branches(sparse, dense, query, vector, np.ones(31, bool))
+    ops = [tool_operation(n, "") for n in names]
+    return _first_of_31(branches, query, vector, tool_ops=ops)
+
+
+def test_a_deleting_tool_sharing_only_the_requests_verb_is_not_high():
+    # "delete my account" on the demo: memory::delete_entities, high, on the verb "delete" (cosine .32) where no
+    # tool knows accounts. What a tool deletes must already be its kind of thing; the verb does not show that.
+    assert _first_named_with_its_operation("delete_entities", "delete account") is Confidence.LOW
+    assert _first_named_with_its_operation("delete_entities", "delete entities account") is Confidence.HIGH
+    # A create's object is new (a name, a fact): the verb is all it can share, and it counts ("remember that
+    # Carol prefers tea").
+    assert _first_named_with_its_operation("add_entities", "add account") is Confidence.HIGH
+
+
 def test_a_read_request_led_by_a_write_with_a_read_of_its_server_close_behind_is_not_high():
     # "list all entities in memory" on the demo: memory::delete_entities first, high, read_graph and open_nodes
     # (governance's reads: readOnlyHint) close behind. An agent trusts high and deletes.
@@ -153,12 +174,17 @@ def test_a_read_request_led_by_a_write_with_a_read_of_its_server_close_behind_is
 
 
 def _first_takes(
-    query: str, inputs: bool, second: str = "tool1", hidden: bool = False, every_tool_without: bool = False
+    query: str,
+    inputs: bool,
+    second: str = "tool1",
+    hidden: bool = False,
+    every_tool_without: bool = False,
+    first: str = "read_graph",
 ) -> Confidence:
-    """The confidence of ``query``'s answer over 31 tools, tool 0 ``read_graph`` first (cosine .6, taking an input
-    or none), tool 1 named ``second`` (hidden or not), the rest unrelated."""
+    """The confidence of ``query``'s answer over 31 tools, tool 0 ``first`` first (cosine .6, taking an input or
+    none), tool 1 named ``second`` (hidden or not), the rest unrelated."""
     sparse, dense, vector = _catalog([0.6, 0.1] + [0.0] * 29)
-    names = ["read_graph", second] + [f"tool{i}" for i in range(2, 31)]
+    names = [first, second] + [f"tool{i}" for i in range(2, 31)]
     sparse = SparseIndex([weighted_tokens({"name": n}, {"name": 1}) for n in names])
     branches = score_branches(sparse, dense, query, vector, np.arange(31) != (1 if hidden else -1))
     takes_input = np.zeros(31, bool) if every_tool_without else np.arange(31) != (-1 if inputs else 0)
@@ -178,6 +204,17 @@ def test_a_tool_taking_no_input_is_not_high_for_a_thing_no_tool_knows():
     assert _first_takes("read readme", inputs=False, second="open_readme") is Confidence.HIGH  # the catalog knows it
     # A tool the caller may not see changes nothing the caller sees: its words make nothing known.
     assert _first_takes("read readme", inputs=False, second="open_readme", hidden=True) is Confidence.LOW
+
+
+def test_a_tool_sharing_only_a_part_of_a_compound_no_tool_knows_is_not_high():
+    # "list my GitHub issues" on the demo: git::git_branch (it takes the repository's path), high, on "list" and
+    # the "git" that "github" splits into; no tool knows GitHub or issues.
+    first = "list_git_branches"
+    assert _first_takes("list GitHub issues", inputs=True, first=first) is Confidence.LOW
+    assert _first_takes("list git issues", inputs=True, first=first) is Confidence.HIGH  # it names Git itself
+    assert _first_takes("list GitHub", inputs=True, first=first, second="github") is Confidence.HIGH  # known whole
+    # A tool the caller may not see changes nothing the caller sees: its words make nothing known.
+    assert _first_takes("list GitHub", inputs=True, first=first, second="github", hidden=True) is Confidence.LOW
 
 
 def _weak_options() -> RankingOptions:
