@@ -16,6 +16,7 @@ from .choices import OpenAPICredentialKind, OpenAPICredentialPlace, ServerStatus
 from .constants import TOOL_ID_SEPARATOR
 from .definitions import tool_deprecated
 from .egress import EgressRefused, egress_check
+from .fields import OrderedJSONField
 
 
 def validate_namespace(value: str) -> None:
@@ -285,9 +286,10 @@ class Tool(models.Model):
     # Upstream copy: written by sync and import only.
     upstream_title = models.CharField(max_length=500, blank=True)
     description = models.TextField(blank=True)
-    input_schema = models.JSONField(default=dict)
-    output_schema = models.JSONField(null=True, blank=True)
-    annotations = models.JSONField(null=True, blank=True)
+    # Kept as the upstream wrote them, keys in its order (``OrderedJSONField``): a jsonb column reordered them.
+    input_schema = OrderedJSONField(default=dict)
+    output_schema = OrderedJSONField(null=True, blank=True)
+    annotations = OrderedJSONField(null=True, blank=True)
     definition_hash = models.CharField(max_length=64, db_index=True)
     # Outside the definition and its hash (``ToolDefinition.deprecated``): a change is no review, only a reindex.
     upstream_deprecated = models.BooleanField(
@@ -350,7 +352,7 @@ class ToolRevision(models.Model):
 
     tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="revisions")
     definition_hash = models.CharField(max_length=64)
-    definition = models.JSONField(help_text="Canonical definition: name, title, description, schemas, annotations")
+    definition = OrderedJSONField(help_text="Canonical definition: name, title, description, schemas, annotations")
     created_at = models.DateTimeField()
     sync_run = models.ForeignKey("SyncRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
 

@@ -13,6 +13,8 @@ from django.db.models.constants import LOOKUP_SEP
 from django.http import HttpRequest
 from django.utils.dateparse import parse_datetime
 
+from catalog.fields import OrderedJSONField
+
 DATE_PARTS = ("year", "month", "day")
 WIDEST_OFFSET = timedelta(hours=14)  # the widest UTC offset in use; Postgres refuses one past 15:59
 
@@ -98,7 +100,7 @@ class StrictLookupsMixin(RawIdChoicesMixin):
                 field = model._meta.get_field(part)
             except FieldDoesNotExist:
                 break
-            if isinstance(field, models.JSONField):
+            if isinstance(field, models.JSONField | OrderedJSONField):
                 return False
             if isinstance(field, models.DateField) and time_lookup_refused(lookup, value):
                 return False

@@ -139,6 +139,9 @@ class SyncQueuedSerializer(serializers.Serializer):
 
 
 class ToolRevisionSerializer(serializers.ModelSerializer):
+    # Named: DRF maps an OrderedJSONField (a TextField underneath) to a CharField, which would give the dict's repr.
+    definition = serializers.JSONField(read_only=True)
+
     class Meta:
         model = ToolRevision
         fields = ("definition_hash", "definition", "created_at", "sync_run")

@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from catalog.constants import make_tool_id
 from catalog.definitions import ToolDefinition
+from catalog.fields import json_text
 from catalog.models import Server, SyncRun, Tool, ToolRevision
 from catalog.signals import DefinitionChange, catalog_rows_changed, tool_definitions_changed, tools_changed
 
@@ -19,6 +20,9 @@ UPSTREAM_FIELDS = [
     "definition_hash",
     "upstream_deprecated",
 ]
+
+# What an unchanged definition may still move: its deprecated flag, the order of its schemas' and annotations' keys.
+RESTATED_FIELDS = ["upstream_deprecated", "input_schema", "output_schema", "annotations", "last_seen_at"]
 
 
 @dataclass
@@ -67,7 +71,7 @@ def catalog_apply_listing(
         to_create: list[Tool] = []
         to_update: list[Tool] = []
         seen_unchanged: list[int] = []
-        flag_changed: list[Tool] = []
+        restated: list[Tool] = []
         digests: dict[str, str] = {}
         for definition in definitions:
             digest = definition.hash
@@ -96,12 +100,16 @@ def catalog_apply_listing(
                 tool.last_seen_at = now
                 to_update.append(tool)
                 changed_pairs.append((tool, previous))
-            elif tool.upstream_deprecated != definition.deprecated:
-                # Only the deprecated flag moved: not a new definition (no revision, no review), so the run counts it
-                # unchanged, as its page (which lists the revisions it wrote) shows it; search re-reads it all the same.
+            elif tool.upstream_deprecated != definition.deprecated or _keys_reordered(tool, definition):
+                # Only the deprecated flag or the order of keys moved: not a new definition (no revision, no review),
+                # so the run counts it unchanged, as its page (which lists the revisions it wrote) shows it; search
+                # re-reads it all the same. A Postgres row from before catalog 0010 gets its upstream's order here.
                 tool.upstream_deprecated = definition.deprecated
+                tool.input_schema = definition.input_schema
+                tool.output_schema = definition.output_schema
+                tool.annotations = definition.annotations
                 tool.last_seen_at = now
-                flag_changed.append(tool)
+                restated.append(tool)
                 result.unchanged += 1
             else:
                 result.unchanged += 1
@@ -109,7 +117,8 @@ def catalog_apply_listing(
 
         Tool.objects.bulk_create(to_create, batch_size=1000)
         Tool.objects.bulk_update(to_update, [*UPSTREAM_FIELDS, "removed_at", "last_seen_at"], batch_size=1000)
-        Tool.objects.bulk_update(flag_changed, ["upstream_deprecated", "last_seen_at"], batch_size=1000)
+        Tool.objects.bulk_update(restated, RESTATED_FIELDS, batch_size=1000)
+        _restate_revisions(restated)
         if seen_unchanged:
             Tool.objects.filter(pk__in=seen_unchanged).update(last_seen_at=now)
 
@@ -137,13 +146,37 @@ def catalog_apply_listing(
             ]
             tool_definitions_changed.send(sender=Tool, changes=changes)
 
-        result.touched_pks = [tool.pk for tool, _ in changed_pairs] + [tool.pk for tool in flag_changed + gone]
+        result.touched_pks = [tool.pk for tool, _ in changed_pairs] + [tool.pk for tool in restated + gone]
         if result.touched_pks:
             catalog_rows_changed.send(sender=Tool)
         if result.touched_pks and notify:
             touched = list(result.touched_pks)
             transaction.on_commit(lambda: tools_changed.send(sender=Tool, tool_pks=touched))
     return result
+
+
+def _keys_reordered(tool: Tool, definition: ToolDefinition) -> bool:
+    """Whether the stored definition, the same by hash (which sorts keys), lists some object's keys in another order
+    than ``definition``: the upstream reordered them, or a Postgres row from before catalog 0010 lost its order."""
+    return json_text(tool.upstream_definition()) != json_text(definition.canonical())
+
+
+def _restate_revisions(tools: list[Tool]) -> None:
+    """The revision of each tool's current definition, in the order the tool now has (the REST API's revisions)."""
+    if not tools:
+        return
+    by_pk = {tool.pk: tool for tool in tools}
+    hashes = {tool.definition_hash for tool in tools}
+    stale = []
+    for revision in ToolRevision.objects.filter(tool__in=list(by_pk), definition_hash__in=hashes):
+        tool = by_pk[revision.tool_id]
+        definition = tool.upstream_definition()
+        if revision.definition_hash != tool.definition_hash:
+            continue
+        if json_text(revision.definition) != json_text(definition):
+            revision.definition = definition
+            stale.append(revision)
+    ToolRevision.objects.bulk_update(stale, ["definition"], batch_size=1000)
 
 
 def _record_revisions(changed_pairs: list[tuple[Tool, str | None]], *, now, run: SyncRun | None) -> list[ToolRevision]:
