@@ -68,7 +68,7 @@ def test_inspect_and_the_document_keep_the_upstreams_order(gateway, member_on, a
 
 
 def test_a_row_that_lost_its_order_gets_it_back_at_the_next_sync(gateway, member_on, admin_user, tmp_path):
-    """A Postgres row from before catalog 0010 holds jsonb's order: the server's next sync writes the upstream's
+    """A Postgres row from before catalog 0011 holds jsonb's order: the server's next sync writes the upstream's
     again, with no new revision (the definition is the same) and a search document that reads as on SQLite."""
     _lookup(tmp_path, member_on, admin_user)
     jsonb_order = {

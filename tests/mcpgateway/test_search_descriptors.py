@@ -183,7 +183,7 @@ def pinned_result(tools: list[Tool], confidence: Confidence) -> SearchResult:
 
 # sha256 of ``answer_bytes`` of ``pinned_result``, as main's formatting made them before issue 9's changes to it, the
 # same on either database: Postgres' jsonb read the schemas a high answer shows back with their keys by length, then
-# bytes, until schema12 kept them as their JSON text (catalog 0010). A deliberate change to what answers say updates
+# bytes, until schema12 kept them as their JSON text (catalog 0011). A deliberate change to what answers say updates
 # these (the failure shows the new bytes): agentux8 renamed the high answer's "input_schema" to MCP's "inputSchema";
 # agentux13 added the "Server clock: ..." line (the server's note, for the servers whose schemas a high answer shows);
 # agentux15 shortened the why-lines (words and example requests, not the fields they were found in); redteam34 names a
