@@ -18,7 +18,8 @@ is dropped. An image (an image block, or an embedded resource of an image type) 
 SVG shown inline runs its script, so it goes as such an embedded resource does, with a text block saying how many
 images were removed; an image or audio block (or embedded resource) whose bytes are not base64 of its declared
 type (HTML or SVG typed image/png) goes too (``media``), and the call's audit event counts what went. A link
-written in a text (Markdown, HTML) to such a URL points to "#" instead (``_text_links_defanged``).
+written in a text (Markdown, HTML) to such a URL points to "#" instead (``_text_links_defanged``). A block's
+``audience`` annotation goes: what an upstream returns reaches the user and the model alike (``_for_user_and_model``).
 """
 
 from __future__ import annotations
@@ -103,6 +104,7 @@ def result_shown(result: types.CallToolResult, *, tool_id: str) -> tuple[types.C
         else:
             kept.append(block)
     for block in kept:
+        _for_user_and_model(block)
         if _is_link(block) and isinstance(block.get("icons"), list):
             icons = [icon for icon in block["icons"] if not _refused(icon.get("src"), images=True)]
             dropped += len(block["icons"]) - len(icons)
@@ -491,6 +493,19 @@ def _media_refused(block: Any) -> str:
     else:
         return ""
     return "" if base64_bytes_match(media_type(str(kind or "")), data) else what
+
+
+def _for_user_and_model(block: Any) -> None:
+    """``block`` without an ``audience`` annotation (redteam49, T9): MCP lets a block name who a host shows it to, the
+    model alone (``["assistant"]``) or the user alone (``["user"]``), and an upstream's words for the model alone are
+    words the user never reads in the host (an injection that hides), as the user's alone are words the model never
+    weighs (a phishing link it cannot warn about). Every block of an upstream reaches both; its other annotations
+    (``priority``, ``lastModified``) stay, and an annotations object left empty goes."""
+    if not isinstance(block, dict) or not isinstance(block.get("annotations"), dict):
+        return
+    block["annotations"].pop("audience", None)
+    if not block["annotations"]:
+        del block["annotations"]
 
 
 def _as_text(block: dict[str, Any]) -> list[dict[str, Any]]:

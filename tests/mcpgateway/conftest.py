@@ -706,6 +706,16 @@ def mcp_client(gateway: ThreadedUvicorn, token: str, mode: str = LEGACY) -> Clie
     return Client(streamable_http_client(f"{gateway.url}/mcp", http_client=http_client), mode=mode)
 
 
+def execute_once(gateway: ThreadedUvicorn, token: str, tool_id: str, arguments: dict[str, Any] | None = None) -> Any:
+    """The answer to one ``execute_tool`` of ``tool_id`` over HTTP, as the SDK client reads it."""
+
+    async def main() -> Any:
+        async with mcp_client(gateway, token) as client:
+            return await client.call_tool("execute_tool", {"tool_id": tool_id, "arguments": arguments or {}})
+
+    return run(main)
+
+
 @contextmanager
 def uvicorn_lines() -> Iterator[list[str]]:
     """The messages uvicorn's access and error loggers write meanwhile, collected by a handler of this block's own:

@@ -252,6 +252,26 @@ def test_an_approval_is_bound_to_the_requesting_token_not_only_the_user(gateway,
     assert faulty_calls(faulty_call_log, "record_note") == 1
 
 
+def test_an_approval_is_for_the_exact_characters_asked_for_not_a_look_alike_spelling(gateway, setup, faulty_call_log):
+    """redteam49: an approval of "café" written as one code point (NFC) is refused for "café" written as "e" and a
+    combining accent (NFD) or with a zero-width joiner inside: a normalising digest would run, as approved, a call
+    whose bytes the approver never saw (a file name, a key, an address an upstream reads byte for byte)."""
+    from governance.models import ApprovalRequest
+
+    first = _execute(gateway, setup["token"], {"note": "caf\u00e9"})
+    approval_id = first.structured_content["approval_id"]
+    decided = _admin_approve(gateway.url, first.structured_content["approval_url"], "gw_approver")
+    assert decided.status_code == 302
+    for spelling in ("cafe\u0301", "caf\u200d\u00e9", "CAF\u00c9"):
+        other = _execute(gateway, setup["token"], {"note": spelling}, approval_id)
+        assert other.is_error and other.structured_content["approval_rejected"] == "arguments_mismatch", spelling
+    assert faulty_calls(faulty_call_log, "record_note") == 0
+    assert ApprovalRequest.objects.get(approval_id=approval_id).status == "approved"
+    exact = _execute(gateway, setup["token"], {"note": "caf\u00e9"}, approval_id)  # control: as asked, it runs
+    assert not exact.is_error, _text(exact)
+    assert faulty_calls(faulty_call_log, "record_note") == 1
+
+
 def test_an_approved_calls_result_is_never_replayed_to_another_token_by_its_idempotency_key(
     gateway, setup, faulty_call_log
 ):

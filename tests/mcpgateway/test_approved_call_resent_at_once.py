@@ -15,6 +15,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection, transaction
 
+from mcpgateway.models import IdempotencyRecord
 from tests.postgres_locks import until_sessions_wait_on_locks
 
 from .conftest import faulty_calls, gateway_db, grant, make_user
@@ -63,11 +64,30 @@ def test_an_approved_call_sent_twice_at_once_without_a_key_runs_once(
     assert refused["structuredContent"]["approval_rejected"] == "used"
 
 
+def test_an_approved_call_sent_twice_at_once_with_two_keys_runs_once_and_frees_the_refused_key(
+    gateway, member_on, admin_user, faulty_server, faulty_call_log
+):
+    """redteam49, Z9/T17: each copy of the approved call with a key of its own (an agent that retries with a fresh key
+    instead of the same one): two keys claimed, yet one approval runs one call; the other is told it was used, and
+    its key is not kept (sent again it is claimed anew, not answered "still running" or with a stored refusal)."""
+    _needs_postgres()
+    answers = _approved_call_sent_twice(
+        gateway, admin_user, faulty_server, member_on(faulty_server).token, idempotency_key="k-1", second_key="k-2"
+    )
+
+    assert faulty_calls(faulty_call_log, "record_note") == 1
+    assert sorted(bool(a.get("isError")) for a in answers) == [False, True], answers
+    (refused,) = [a for a in answers if a.get("isError")]
+    assert refused["structuredContent"]["approval_rejected"] == "used"
+    assert len(IdempotencyRecord.objects.all()) == 1  # the call that ran keeps its key; the refused one none
+
+
 def _approved_call_sent_twice(
-    gateway, admin_user, faulty_server, token: str, *, idempotency_key: str | None
+    gateway, admin_user, faulty_server, token: str, *, idempotency_key: str | None, second_key: str | None = None
 ) -> list[dict]:
     """The call of the member with ``token`` approved, then sent twice while a lock on the approval's row keeps both
-    inside the gateway (as an approver's page or the sweep may hold it); the two answers."""
+    inside the gateway (as an approver's page or the sweep may hold it); the two answers. The second is sent with
+    ``second_key`` when given, else with the first's key."""
     from governance.models import ApprovalRequest
     from governance.services.approvals import approval_decide, approval_request_create
     from governance.services.tokens import api_token_verify
@@ -83,7 +103,8 @@ def _approved_call_sent_twice(
         call["idempotency_key"] = idempotency_key
     with transaction.atomic():
         ApprovalRequest.objects.select_for_update().get(pk=request.pk)
-        first, repeat = _send(gateway, token, call), _send(gateway, token, call)
+        repeat_call = call if second_key is None else {**call, "idempotency_key": second_key}
+        first, repeat = _send(gateway, token, call), _send(gateway, token, repeat_call)
         until_sessions_wait_on_locks(2, "both calls are inside the gateway")
     return [first.result(timeout=60), repeat.result(timeout=60)]
 

@@ -1,5 +1,6 @@
 """Approvals bound to the exact call (SECURITY-TESTS.md Z9): each bypass is rejected."""
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -283,6 +284,23 @@ def test_deeply_nested_arguments_fail_fast_without_recursion_error(setup):
 def test_big_integers_and_negative_zero_are_preserved_exactly():
     assert arguments_digest({"n": 2**64}) != arguments_digest({"n": 2**64 + 1})
     assert arguments_digest({"z": -0.0}) != arguments_digest({"z": 0.0})
+
+
+def test_the_digest_is_of_the_value_sent_whatever_its_spelling_in_the_request():
+    """redteam49: an approval is for the value the upstream is sent, which the gateway re-serialises from the parsed
+    request: 1 and 1.0 are different values (an integer, a float: sent as written), while 1.0, 1.00 and 10e-1 are one
+    float (sent as 1.0) and an object's key order is no part of its value. So an approval of one spelling covers
+    exactly the others the upstream cannot tell from it, never a different value."""
+
+    def digest(raw: str) -> str:
+        return arguments_digest(json.loads(raw))
+
+    assert digest('{"n": 1}') != digest('{"n": 1.0}')
+    assert digest('{"n": 1.0}') == digest('{"n": 1.00}') == digest('{"n": 10e-1}')
+    assert json.dumps(json.loads('{"n": 10e-1}')) == '{"n": 1.0}'  # what is sent and shown to the approver
+    assert digest('{"a": 1, "b": [2, {"c": 3, "d": 4}]}') == digest('{"b": [2, {"d": 4, "c": 3}], "a": 1}')
+    assert digest('{"b": [1, 2]}') != digest('{"b": [2, 1]}')  # an array's order is its value
+    assert digest('{"s": "caf\\u00e9"}') != digest('{"s": "cafe\\u0301"}')  # no Unicode normalisation
 
 
 def test_tool_without_annotations_needs_approval(mutating_tool):
