@@ -6,6 +6,18 @@ from pathlib import Path
 
 import pytest
 
+# Variables Celery reads from the environment ahead of its configuration (celery.app.utils.Settings): set in the
+# shell that runs the suite, they override REDIS_URL in this process and in every gateway and worker a test starts,
+# so a test's own redis-server is never the broker (tests/mcpgateway/test_broker_outage.py: the outage it makes
+# went unseen, nothing was kept). The suite's broker is REDIS_URL's, or a test's own; these are dropped.
+CELERY_ENV_OVERRIDES = (
+    "CELERY_BROKER_URL",
+    "CELERY_BROKER_READ_URL",
+    "CELERY_BROKER_WRITE_URL",
+    "CELERY_RESULT_BACKEND",
+)
+_dropped_celery_env = [name for name in CELERY_ENV_OVERRIDES if os.environ.pop(name, None) is not None]
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """Passwords hashed quickly (tests/hashers.py); the real hashers stay listed after it, so hashes made the
@@ -13,6 +25,12 @@ def pytest_configure(config: pytest.Config) -> None:
     from django.conf import settings
 
     settings.PASSWORD_HASHERS = ["tests.hashers.QuickPBKDF2PasswordHasher", *settings.PASSWORD_HASHERS]
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    if not _dropped_celery_env:
+        return None
+    return f"ignored {', '.join(_dropped_celery_env)} from the environment: the suite's broker is REDIS_URL's"
 
 
 @pytest.fixture(autouse=True)
