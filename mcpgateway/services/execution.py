@@ -1017,7 +1017,8 @@ async def _execute(
             )
     except CallStopped as stop:
         outcome = AuditOutcome.ERROR if stop.failure in UNSENT_FOR_THE_DATABASE else AuditOutcome.DENIED
-        await _finish_shielded(plan, stop.result, outcome=outcome, failure=stop.failure, progress=progress)
+        if await _finish_shielded(plan, stop.result, outcome=outcome, failure=stop.failure, progress=progress):
+            return _with_approval_given_back(stop.result, plan.approval)
         return stop.result
     except UpstreamCallError as exc:
         logger.warning("execute_tool %s failed upstream: %s", plan.tool.tool_id, exc)
