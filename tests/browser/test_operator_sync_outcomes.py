@@ -177,4 +177,5 @@ def test_retry_sync_on_home_is_listed_in_the_operators_recent_actions_with_its_o
     browser.get(f"{live_server.url}/admin/")
     home = browser.find_element(By.ID, "operator-home").text
     assert "Sync failures in the last 7 days: 3" in home and "interrupted: the process running this sync" in home
+    assert "Never synced" not in home  # opsux12: the killed worker's server reads as a failed first sync
     assert browser.execute_script(PAGE_FITS)

@@ -74,6 +74,28 @@ def test_the_server_list_and_the_sync_run_list_show_a_running_sync_whose_lock_is
         assert run_list() == {"dead": SyncStatus.FAILED, "live": SyncStatus.RUNNING}
 
 
+def test_a_server_whose_last_sync_died_with_its_worker_is_no_longer_never_synced(admin_client):
+    """opsux12: closing a killed worker's run left its server's health alone: the operator saw a failed run in the
+    lists and "Never synced" on the server. A server never synced reads as after a failed first sync (Unavailable,
+    the interruption its last error); one that had synced keeps its status (the dying was Scout's, not the
+    upstream's: its tools stay served) and its page says its last sync was interrupted."""
+    first = Server.objects.create(slug="first", name="First", transport="stdio")
+    worked = Server.objects.create(slug="worked", name="Worked", transport="stdio", last_synced_at=timezone.now())
+    _run(worked, SyncStatus.SUCCESS, started_ago=600, took=5)
+    for server in (first, worked):
+        _run(server, SyncStatus.RUNNING, started_ago=10)
+
+    page = admin_client.get(reverse("admin:catalog_server_changelist")).content.decode()
+    assert "Never synced" not in page and 'white-space:nowrap">Unavailable</span>' in page
+    first.refresh_from_db(), worked.refresh_from_db()
+    assert (first.status, first.last_error) == ("unavailable", "interrupted: the process running this sync stopped")
+    assert (worked.status, worked.last_error) == ("active", "interrupted: the process running this sync stopped")
+    home = admin_client.get(reverse("admin:index")).content.decode()
+    assert "Never synced" not in home
+    worked_page = admin_client.get(reverse("admin:catalog_server_change", args=[worked.pk])).content.decode()
+    assert "interrupted: the process running this sync stopped" in worked_page
+
+
 def _running_sync_shows_its_stage_and_an_estimate(admin_client, listing: SyncRun) -> None:
     snapshot = admin_client.get(_url(listing)).json()
     assert (snapshot["running"], snapshot["stage"], snapshot["total"]) == (True, "listing tools upstream", 0)
