@@ -96,6 +96,7 @@ class SyncRunAdmin(ProgressAdminMixin, ReadOnlyAdmin, admin.ModelAdmin[SyncRun])
         "server",
         "kind",
         "source",
+        "started_by_name",
         "status_badge",
         "progress_panel",
         "started_at",
@@ -233,6 +234,12 @@ class SyncRunAdmin(ProgressAdminMixin, ReadOnlyAdmin, admin.ModelAdmin[SyncRun])
     def duration(self, run: SyncRun) -> str:
         seconds = run.duration_seconds
         return "—" if seconds is None else f"{seconds:.2f}s"
+
+    @admin.display(description="started by")
+    def started_by_name(self, run: SyncRun) -> str:
+        # Who asked for it (Sync now, Retry sync, a new server, the API): "—" for the schedule, a command or a notice.
+        person = run.started_by
+        return "—" if person is None else (person.get_full_name() or person.get_username())
 
     @admin.display(description="source")
     def short_source(self, run: SyncRun) -> str:

@@ -92,8 +92,9 @@ def sync_runs_dead_close(server_pks: Iterable[int]) -> int:
     closed = 0
     for pk in sorted(set(server_pks)):
         with named_lock(server_sync_lock_name(pk), ttl=server_sync_lock_ttl()) as free:
-            if free:
-                closed += _runs_dead_close(pk)
+            if free and (count := _runs_dead_close(pk)):
+                closed += count
+                _server_mark_interrupted(pk)
     return closed
 
 
@@ -112,6 +113,26 @@ def _runs_dead_close(server_pk: int) -> int:
     return SyncRun.objects.filter(server_id=server_pk, kind=SyncKind.SYNC, status=SyncStatus.RUNNING).update(
         status=SyncStatus.FAILED, error=DIED, finished_at=timezone.now()
     )
+
+
+def _server_mark_interrupted(server_pk: int) -> None:
+    """The server's last sync died with its process (opsux12): its page says so (``last_error``) rather than only the
+    run's, and a server never synced before reads as a failed first sync does (Unavailable), not "Never synced". A
+    server that had synced keeps its status: the dying was Scout's, not the upstream's (as an internal error during a
+    sync), and its tools stay with its callers until the next sync says otherwise."""
+    latest = SyncRun.objects.filter(server_id=server_pk).order_by("-started_at", "-id").values("status", "error")
+    if latest.first() != {"status": SyncStatus.FAILED, "error": DIED}:
+        return  # a later run (which closed this one, under the lock) says how the server is
+    with transaction.atomic():
+        current = Server.objects.select_for_update().filter(pk=server_pk).values("status", "last_synced_at").first()
+        if current is None or current["status"] in OPERATOR_STOPPED_STATUSES:
+            return
+        server = Server.objects.filter(pk=server_pk)
+        if current["status"] == ServerStatus.ACTIVE and current["last_synced_at"] is None:
+            server.update(status=ServerStatus.UNAVAILABLE, last_error=DIED)
+            catalog_rows_changed.send(sender=Server)
+        else:
+            server.update(last_error=DIED)
 
 
 def _sync_locked(server: Server, trigger: str, started_by_id: int | None) -> SyncRun:

@@ -821,6 +821,7 @@ def execute_finish(
     failure: str = "",
     session_renewed: bool = False,
     removed: dict[str, int] | None = None,
+    unsent: bool = False,
 ) -> bool:
     """Record the outcome: the idempotency record (kept for an unknown outcome, freed when nothing ran), the
     approval given back when nothing of the call was sent (``_never_sent``), and the audit event (``session_renewed``:
@@ -828,13 +829,14 @@ def execute_finish(
     transaction, run once more when its connection was lost (a sent call whose outcome is not written is unaudited,
     its key "running" for the TTL), unless the first run's commit landed and only its acknowledgement was lost.
     ``removed``: what the output policy took out of the answer (links, images, audio), counted in the event.
+    ``unsent``: the upstream's refusal came before anything of the call was sent (``_never_sent``).
     Returns whether the approval was given back."""
     from governance.services.approvals import approval_give_back
 
     if running_again() and (recorded := _outcome_recorded(plan)) is not None:
         return bool(recorded.get("approval_given_back"))
     given_back = False
-    if plan.approval is not None and _never_sent(failure, outcome):
+    if plan.approval is not None and _never_sent(failure, outcome, unsent=unsent):
         given_back = approval_give_back(request=plan.approval)
     if plan.idempotency is not None:
         if outcome in (AuditOutcome.ERROR, AuditOutcome.DENIED) and failure:
@@ -871,11 +873,14 @@ def execute_finish(
     return given_back
 
 
-def _never_sent(failure: str, outcome: str) -> bool:
+def _never_sent(failure: str, outcome: str, *, unsent: bool = False) -> bool:
     """Whether nothing of a failed call reached the tool's server, so an approval it used may be given back: the
-    database kept it from being sent, or the gateway failed before sending it (outcome "error"; once sending began
-    the outcome is "unknown": the call may have run, and its approval stays used)."""
-    return failure in UNSENT_FOR_THE_DATABASE or (failure == GATEWAY_ERROR and outcome == AuditOutcome.ERROR)
+    database kept it from being sent, the gateway failed before sending it (outcome "error"; once sending began
+    the outcome is "unknown": the call may have run, and its approval stays used), or the upstream's side refused
+    it before sending began (``unsent``: a full bulkhead, a backoff, an open circuit, a refused configuration)."""
+    if failure in UNSENT_FOR_THE_DATABASE:
+        return True
+    return outcome == AuditOutcome.ERROR and (failure == GATEWAY_ERROR or unsent)
 
 
 def _outcome_recorded(plan: ExecutionPlan) -> dict[str, Any] | None:
@@ -1017,7 +1022,8 @@ async def _execute(
             )
     except CallStopped as stop:
         outcome = AuditOutcome.ERROR if stop.failure in UNSENT_FOR_THE_DATABASE else AuditOutcome.DENIED
-        await _finish_shielded(plan, stop.result, outcome=outcome, failure=stop.failure, progress=progress)
+        if await _finish_shielded(plan, stop.result, outcome=outcome, failure=stop.failure, progress=progress):
+            return _with_approval_given_back(stop.result, plan.approval)
         return stop.result
     except UpstreamCallError as exc:
         logger.warning("execute_tool %s failed upstream: %s", plan.tool.tool_id, exc)
@@ -1034,7 +1040,11 @@ async def _execute(
             text.format(timeout=timeout, retry_in=exc.retry_in, share=share), upstream_failure=exc.kind
         )
         outcome = AuditOutcome.UNKNOWN if exc.outcome == "unknown" else AuditOutcome.ERROR
-        await _finish_shielded(plan, result, outcome=outcome, failure=exc.kind, progress=progress)
+        # Refused before anything left (busy, backoff, circuit open, config): its approval is given back. Never once
+        # sending began, even for an "error" (a session the server no longer knew, a connection refused).
+        unsent = exc.outcome == "error" and not progress.sent
+        if await _finish_shielded(plan, result, outcome=outcome, failure=exc.kind, progress=progress, unsent=unsent):
+            return _with_approval_given_back(result, plan.approval)
         return result
     except anyio.get_cancelled_exc_class():
         # Never sent: nothing ran, so the key is freed for the retry. Sent: it may have run upstream.
@@ -1166,6 +1176,7 @@ async def _finish_shielded(
     failure: str = "",
     progress: CallProgress | None = None,
     removed: dict[str, int] | None = None,
+    unsent: bool = False,
 ) -> bool:
     """Record the outcome, waiting out a locked database (F7): a call that reached the upstream server must
     have its audit row, so the answer waits for it (up to SCOUT_AUDIT_RETRY_SECONDS; after that the record is
@@ -1185,6 +1196,7 @@ async def _finish_shielded(
                     failure=failure,
                     session_renewed=renewed,
                     removed=removed or {},
+                    unsent=unsent,
                 )
             except Exception as exc:
                 if not database_busy(exc) or time.monotonic() + pause > deadline:

@@ -174,7 +174,13 @@ def test_retry_sync_on_home_is_listed_in_the_operators_recent_actions_with_its_o
     assert recent[:2] == ["Sync: failed", "weather"], recent
     click_through(browser, browser.find_element(By.CSS_SELECTOR, "#recent-actions a"))
     assert "command not found" in browser.find_element(By.ID, "content").text  # the run's page, with its error
+    # opsux12: the run's page says who asked for it.
+    started_by = browser.find_element(By.CSS_SELECTOR, ".field-started_by_name")
+    assert started_by.text.split("\n") == ["Started by:", "op"], started_by.text
+    screenshot(browser, "operator-syncrun-started-by-1280")
+    assert browser.execute_script(PAGE_FITS)
     browser.get(f"{live_server.url}/admin/")
     home = browser.find_element(By.ID, "operator-home").text
     assert "Sync failures in the last 7 days: 3" in home and "interrupted: the process running this sync" in home
+    assert "Never synced" not in home  # opsux12: the killed worker's server reads as a failed first sync
     assert browser.execute_script(PAGE_FITS)

@@ -1,6 +1,7 @@
 """The admin's progress endpoint for sync runs: the stage and an estimate while running, the duration
 or the error after, and who may read it."""
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -72,6 +73,44 @@ def test_the_server_list_and_the_sync_run_list_show_a_running_sync_whose_lock_is
     SyncRun.objects.filter(pk=dead.pk).update(status=SyncStatus.RUNNING, error="")  # dead again: the run list alone
     with _under_way(live.server):
         assert run_list() == {"dead": SyncStatus.FAILED, "live": SyncStatus.RUNNING}
+
+
+def test_a_server_whose_last_sync_died_with_its_worker_is_no_longer_never_synced(admin_client):
+    """opsux12: closing a killed worker's run left its server's health alone: the operator saw a failed run in the
+    lists and "Never synced" on the server. A server never synced reads as after a failed first sync (Unavailable,
+    the interruption its last error); one that had synced keeps its status (the dying was Scout's, not the
+    upstream's: its tools stay served) and its page says its last sync was interrupted."""
+    first = Server.objects.create(slug="first", name="First", transport="stdio")
+    worked = Server.objects.create(slug="worked", name="Worked", transport="stdio", last_synced_at=timezone.now())
+    _run(worked, SyncStatus.SUCCESS, started_ago=600, took=5)
+    for server in (first, worked):
+        _run(server, SyncStatus.RUNNING, started_ago=10)
+
+    page = admin_client.get(reverse("admin:catalog_server_changelist")).content.decode()
+    assert "Never synced" not in page and 'white-space:nowrap">Unavailable</span>' in page
+    first.refresh_from_db(), worked.refresh_from_db()
+    assert (first.status, first.last_error) == ("unavailable", "interrupted: the process running this sync stopped")
+    assert (worked.status, worked.last_error) == ("active", "interrupted: the process running this sync stopped")
+    home = admin_client.get(reverse("admin:index")).content.decode()
+    assert "Never synced" not in home
+    worked_page = admin_client.get(reverse("admin:catalog_server_change", args=[worked.pk])).content.decode()
+    assert "interrupted: the process running this sync stopped" in worked_page
+
+
+def test_a_runs_page_says_who_started_it(admin_client, django_user_model):
+    """opsux12: ``started_by`` (opsux11) was stored and listed in the person's own recent actions, but the run's page
+    did not say who asked for the sync; a run nobody asked for (the schedule, a command) says no one."""
+    person = django_user_model.objects.create_user(username="ops-ann", first_name="Ann", last_name="Lee")
+    server = Server.objects.create(slug="s", name="S")
+    asked = _run(server, SyncStatus.SUCCESS, started_ago=60, took=1, started_by=person, source="admin")
+    scheduled = _run(server, SyncStatus.SUCCESS, started_ago=30, took=1, source="beat")
+
+    def started_by(run: SyncRun) -> str:
+        page = admin_client.get(reverse("admin:catalog_syncrun_change", args=[run.pk])).content.decode()
+        return re.search(r"<label>Started by:</label>\s*<div class=\"readonly\">([^<]*)</div>", page).group(1)
+
+    assert started_by(asked) == "Ann Lee"
+    assert started_by(scheduled) == "—"
 
 
 def _running_sync_shows_its_stage_and_an_estimate(admin_client, listing: SyncRun) -> None:

@@ -8,7 +8,11 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from .conftest import faulty_calls, gateway_db, mcp_client, run
+from governance.models import ApprovalRequest, AuditEvent
+from governance.services.approvals import approval_decide, approval_request_create
+from governance.services.tokens import api_token_verify
+
+from .conftest import faulty_calls, gateway_db, grant, make_user, mcp_client, run
 
 pytestmark = [gateway_db, pytest.mark.slow]
 
@@ -131,3 +135,47 @@ async def _async_sleep(seconds: float) -> None:
     import anyio
 
     await anyio.sleep(seconds)
+
+
+def test_an_approval_used_by_a_call_the_open_breaker_refused_is_given_back(
+    gateway, token, faulty_server, admin_user, faulty_call_log
+):
+    """opsux12: a call refused before anything was sent for its server's reason (here the open breaker; a full
+    bulkhead, a backoff, a refused configuration alike) left its approval used up: the agent had to ask an approver
+    again for a call that never ran. Given back, on the record, and the agent told so; the same approval_id runs it
+    once the server is called again."""
+    approver = make_user("gw_approver", is_staff=True)
+    grant(admin_user, faulty_server, approver, "discover", "approve")
+    tool, note = faulty_server.tools.get(name="record_note"), {"note": "ship the release"}
+    request = approval_request_create(principal=api_token_verify(token), tool=tool, arguments=note)
+    approval_decide(request=request, approver=approver, approve=True, reason="go")
+    approved = {"tool_id": "faulty::record_note", "arguments": note, "approval_id": request.approval_id}
+
+    async def blocked_while_open():
+        async with mcp_client(gateway, token) as c:
+            for _ in range(THRESHOLD):
+                await _call(c, "crash")
+            return await c.call_tool("execute_tool", approved)
+
+    blocked = run(blocked_while_open)
+    assert blocked.is_error and blocked.structured_content == {
+        "upstream_failure": "circuit_open", "approval_given_back": True, "approval_id": request.approval_id
+    }  # fmt: skip
+    assert f'with approval_id "{request.approval_id}" runs it' in _text(blocked)
+    assert faulty_calls(faulty_call_log, "record_note") == 0
+    (event,) = AuditEvent.objects.filter(event_type="execution", tool_ref="faulty::record_note")
+    assert (event.outcome, event.payload["failure"], event.payload["approval_given_back"]) == (
+        "error", "circuit_open", True
+    )  # fmt: skip
+    assert ApprovalRequest.objects.get(pk=request.pk).status == "approved"
+
+    time.sleep(COOLDOWN + 0.2)  # the cool-down passes (a wait, not a timed assertion)
+
+    async def the_probe_runs_it():
+        async with mcp_client(gateway, token) as c:
+            return await c.call_tool("execute_tool", approved)
+
+    ran = run(the_probe_runs_it)
+    assert not ran.is_error, _text(ran)
+    assert faulty_calls(faulty_call_log, "record_note") == 1
+    assert ApprovalRequest.objects.get(pk=request.pk).status == "consumed"

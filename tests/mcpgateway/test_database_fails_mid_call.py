@@ -132,7 +132,12 @@ def test_an_approved_call_the_database_kept_from_being_sent_gets_its_approval_ba
             "the note's check before sending met the refusal and its outcome waits for the database",
         )
     result = waiting.result(timeout=60)
-    assert result["isError"] is True and result["structuredContent"] == {"service_busy": True}, result
+    # opsux12: the answer says the approval is not used up (it said only "busy": the agent asked an approver again).
+    assert result["isError"] is True and result["structuredContent"] == {
+        "service_busy": True, "approval_given_back": True, "approval_id": request.approval_id
+    }, result  # fmt: skip
+    text = result["content"][0]["text"]
+    assert text.startswith("Scout's database is busy") and f'with approval_id "{request.approval_id}" runs it' in text
     assert faulty_calls(faulty_call_log, "record_note") == 0
     (event,) = _wait_for(lambda: _executions("faulty::record_note"), "an audit event for the note not sent")
     assert event.outcome == "error" and event.payload["failure"] == "database_busy"
