@@ -50,14 +50,10 @@ def tokenize(text: str) -> list[str]:
     Compound words are kept whole as well as split (``GitHub`` -> ``github git hub``, ``list_files`` ->
     ``list_files list files``), so an exact tool name and its parts both match.
     """
-    text = unicodedata.normalize("NFKC", text)
     tokens: list[str] = []
-    for chunk in _CHUNK.findall(text):
-        parts = _WORD.findall(_CAMEL.sub(" ", chunk))
-        if len(parts) > 1:
-            whole = chunk.strip("-_").lower().replace("-", "_")
-            if whole:
-                tokens.append(whole)
+    for whole, parts in _chunks(text):
+        if whole:
+            tokens.append(whole)
         for raw in parts:
             word = raw.lower()
             if word in STOPWORDS or (len(word) == 1 and word.isascii()):
@@ -70,19 +66,20 @@ def compound_parts(text: str) -> dict[str, frozenset[str]]:
     """The words ``tokenize`` splits out of a compound, each with the compounds it comes from (``GitHub`` ->
     ``{"git": {"github"}, "hub": {"github"}}``): a part names something only as its whole does."""
     parts: dict[str, frozenset[str]] = {}
-    for token_group in _compounds(text):
-        whole, words = token_group
-        for word in words:
-            parts[word] = parts.get(word, frozenset()) | {whole}
+    for whole, pieces in _chunks(text):
+        for word in (piece.lower() for piece in pieces) if whole else ():
+            if word != whole:
+                parts[word] = parts.get(word, frozenset()) | {whole}
     return parts
 
 
-def _compounds(text: str) -> Iterator[tuple[str, list[str]]]:
+def _chunks(text: str) -> Iterator[tuple[str, list[str]]]:
+    """Each chunk of ``text`` (a word or identifier) as its compound whole (lower case, ``-`` as ``_``; "" for a
+    chunk of one word) and its parts as written (split on ``_ - .`` and camelCase): what ``tokenize`` and
+    ``compound_parts`` read."""
     for chunk in _CHUNK.findall(unicodedata.normalize("NFKC", text)):
-        pieces = _WORD.findall(_CAMEL.sub(" ", chunk))
-        whole = chunk.strip("-_").lower().replace("-", "_")
-        if len(pieces) > 1 and whole:
-            yield whole, [piece.lower() for piece in pieces if piece.lower() != whole]
+        parts = _WORD.findall(_CAMEL.sub(" ", chunk))
+        yield (chunk.strip("-_").lower().replace("-", "_") if len(parts) > 1 else ""), parts
 
 
 # The texts one request tokenized, and their terms (``request_terms_kept``); None outside a request.
