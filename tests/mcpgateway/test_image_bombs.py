@@ -12,9 +12,8 @@ import pytest
 from governance.choices import AuditEventType
 from governance.models import AuditEvent
 from mcpgateway.services.media import JPEG_SEGMENTS_READ, TIFF_ENTRIES_READ, base64_bytes_match
-from tests.catalog.servers.fixtures import good_tool
 
-from .conftest import drop_index, execute_once, gateway_db, scripted_read_tool
+from .conftest import gateway_db, scripted_answer
 
 BIG, SMALL = 65_500, 100  # 4.3 billion pixels; ten thousand
 
@@ -123,12 +122,7 @@ def test_an_upstreams_image_claiming_more_pixels_than_a_decoder_takes_is_removed
     embedded["resource"]["blob"] = _b64(jpeg(BIG))
     fine = [{"type": "image", "mimeType": kind, "data": _b64(build(SMALL))} for kind, build in BOMBS.items()]
     result = {"content": [{"type": "text", "text": "photos"}, *bombs, embedded, *fine]}
-    token, log = scripted_read_tool(
-        tmp_path, "photos", good_tool("fetch"), result, member_on=member_on, admin_user=admin_user
-    )
-    drop_index()
-    answer = execute_once(gateway, token, "photos::fetch")
-    assert len(log.read_text().splitlines()) == 1
+    answer = scripted_answer(gateway, tmp_path, "photos::fetch", result, member_on=member_on, admin_user=admin_user)
     assert not answer.is_error, answer
     images = [(block.mime_type, block.data) for block in answer.content if block.type == "image"]
     assert images == [(block["mimeType"], block["data"]) for block in fine]
