@@ -56,11 +56,36 @@ def _png(data: bytes) -> bool:
     return _fits(int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big"))
 
 
+# Data sub-blocks (and the empty ones ending them) skipped before a GIF's first image, in its extensions (a frame's
+# control, a loop count, XMP, comments): a real file has a few dozen; a megabyte of one-byte sub-blocks or of empty
+# extensions would cost a Python loop per byte or two. Past it: refused.
+GIF_SUB_BLOCKS_READ = 10_000
+
+
 def _gif(data: bytes) -> bool:
-    """A GIF, of at most MAX_IMAGE_PIXELS by its logical screen size."""
+    """A GIF, of at most MAX_IMAGE_PIXELS by its logical screen size and by its first image's extent: a first frame
+    larger than the screen enlarges the canvas in browsers and Pillow alike (redteam50: a 1 x 1 screen whose frame
+    says 65,535 x 65,535 passed)."""
     if not data.startswith((b"GIF87a", b"GIF89a")):
         return False
-    return _fits(int.from_bytes(data[6:8], "little"), int.from_bytes(data[8:10], "little"))
+    if not _fits(int.from_bytes(data[6:8], "little"), int.from_bytes(data[8:10], "little")):
+        return False
+    at = 13 + (3 << ((data[10] & 7) + 1) if len(data) > 10 and data[10] & 0x80 else 0)  # after the global colours
+    budget = GIF_SUB_BLOCKS_READ
+    while at < len(data) and data[at] == 0x21:  # an extension: its label, then sub-blocks to an empty one
+        at += 2
+        while at < len(data):
+            budget -= 1
+            if budget < 0:
+                return False
+            if not data[at]:
+                break
+            at += 1 + data[at]
+        at += 1
+    if at + 9 > len(data) or data[at] != 0x2C:  # no image (cut short, the trailer): nothing to decode
+        return True
+    left, top, width, height = (int.from_bytes(data[at + n : at + n + 2], "little") for n in (1, 3, 5, 7))
+    return _fits(left + width, top + height)
 
 
 # The markers of a JPEG frame header (SOF0-SOF15 but DHT, JPG and DAC) and of a hierarchical one's size (DHP).

@@ -11,7 +11,7 @@ import pytest
 
 from governance.choices import AuditEventType
 from governance.models import AuditEvent
-from mcpgateway.services.media import JPEG_SEGMENTS_READ, TIFF_ENTRIES_READ, base64_bytes_match
+from mcpgateway.services.media import GIF_SUB_BLOCKS_READ, JPEG_SEGMENTS_READ, TIFF_ENTRIES_READ, base64_bytes_match
 
 from .conftest import gateway_db, scripted_answer
 
@@ -68,7 +68,17 @@ def avif(side: int) -> bytes:
     return b"\x00\x00\x00\x1cftypavif\x00\x00\x00\x00avifmif1miaf" + meta
 
 
+def gif_frame(side: int) -> bytes:
+    """A GIF whose logical screen is 1 x 1 (what redteam48 read), with a global palette, a frame's control extension
+    and a comment before a first image of ``side`` squared."""
+    head = b"GIF89a\x01\x00\x01\x00\x80\x00\x00" + b"\x00\x00\x00\xff\xff\xff"
+    extensions = b"\x21\xf9\x04\x00\x00\x00\x00\x00" + b"\x21\xfe\x03abc\x02de\x00"
+    image = b"\x2c\x00\x00\x00\x00" + side.to_bytes(2, "little") * 2 + b"\x00\x02\x02\x44\x01\x00\x3b"
+    return head + extensions + image
+
+
 BOMBS = {
+    "image/gif": gif_frame,
     "image/jpeg": jpeg,
     "image/webp": webp_extended,
     "image/bmp": bmp,
@@ -98,6 +108,18 @@ def test_a_jpeg_frame_after_metadata_or_stray_bytes_is_read_and_a_segment_flood_
     assert base64_bytes_match("image/jpeg", _b64(b"\xff\xd8\xff" + b"\xff" * 1_000_000))
 
 
+def test_a_gif_frame_is_read_after_its_extensions_and_a_flood_of_them_is_refused():
+    assert not base64_bytes_match("image/gif", _b64(gif_frame(BIG)))
+    at_an_offset = gif_frame(SMALL).replace(b"\x2c\x00\x00\x00\x00", b"\x2c\xff\xff\xff\xff")
+    assert not base64_bytes_match("image/gif", _b64(at_an_offset))  # a small frame far out enlarges the canvas
+    head = b"GIF89a\x01\x00\x01\x00\x00\x00\x00"
+    flood = head + b"\x21\xfe" + b"\x01a" * GIF_SUB_BLOCKS_READ + b"\x00" + gif_frame(SMALL)[13 + 6 :]
+    assert not base64_bytes_match("image/gif", _b64(flood))
+    empty_extensions = head + b"\x21\xfe\x00" * GIF_SUB_BLOCKS_READ + gif_frame(SMALL)[13 + 6 :]
+    assert not base64_bytes_match("image/gif", _b64(empty_extensions))
+    assert base64_bytes_match("image/gif", _b64(head + b"\x21\xfe\x01a\x00" * 100 + gif_frame(SMALL)[13 + 6 :]))
+
+
 def test_overlapping_tiff_directories_are_read_within_a_budget():
     """A chain of directories 4 bytes apart, each listing 65,535 entries over the same megabyte: 20,000 of them
     would be 1.3 billion entries read."""
@@ -116,7 +138,8 @@ def test_overlapping_tiff_directories_are_read_within_a_budget():
 def test_an_upstreams_image_claiming_more_pixels_than_a_decoder_takes_is_removed_and_audited(
     gateway, member_on, admin_user, tmp_path
 ):
-    """Before: every bomb below reached the caller as it came; only the PNG of redteam48's rule went."""
+    """Before: every bomb below reached the caller as it came (the GIF's screen says 1 x 1, its frame 65,500 squared;
+    only a PNG or GIF screen was read)."""
     bombs = [{"type": "image", "mimeType": kind, "data": _b64(build(BIG))} for kind, build in BOMBS.items()]
     embedded = {"type": "resource", "resource": {"uri": "https://example.com/a.jpg", "mimeType": "image/jpeg"}}
     embedded["resource"]["blob"] = _b64(jpeg(BIG))
