@@ -837,7 +837,7 @@ def execute_finish(
         return bool(recorded.get("approval_given_back"))
     given_back = False
     if plan.approval is not None and _never_sent(failure, outcome, unsent=unsent):
-        given_back = approval_give_back(request=plan.approval)
+        given_back = approval_give_back(request=plan.approval, principal=plan.principal)
     if plan.idempotency is not None:
         if outcome in (AuditOutcome.ERROR, AuditOutcome.DENIED) and failure:
             IdempotencyRecord.objects.filter(pk=plan.idempotency.pk).delete()  # nothing ran: the key may be reused
