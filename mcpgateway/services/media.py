@@ -158,12 +158,20 @@ def _bmp(data: bytes) -> bool:
     return data.startswith(b"BM") and _dib_fits(data, 14)
 
 
+# Directory entries an icon may list: a real one has a handful to a few dozen (an image per size, 16 to 256, and per
+# colour depth); 65,535 entries pointing at one small image are a megabyte that cost a Python loop of 65,535 turns per
+# image (media2: the slowest of these readers). More than this many is no icon to pass on.
+ICON_ENTRIES_READ = 1_000
+
+
 def _icon(data: bytes) -> bool:
     """An icon or cursor, each of whose images (a PNG or a bitmap, at the offset its directory entry gives) claims at
     most MAX_IMAGE_PIXELS: the directory's own sizes stop at 256, the images' headers do not."""
     if not data.startswith((b"\x00\x00\x01\x00", b"\x00\x00\x02\x00")):
         return False
     count = int.from_bytes(data[4:6], "little")
+    if count > ICON_ENTRIES_READ:
+        return False
     for entry in range(6, min(6 + 16 * count, len(data) - 15), 16):
         at = int.from_bytes(data[entry + 12 : entry + 16], "little")
         if not (_png(data[at : at + 24]) if data[at : at + 4] == b"\x89PNG" else _dib_fits(data, at)):
@@ -205,25 +213,40 @@ def _tiff(data: bytes) -> bool:
     return True
 
 
+# Boxes read in each of an AVIF's two walks (the top-level boxes up to ``meta``, the ``ispe`` boxes in it): a real
+# file has a handful of each (libavif's 73 test files: meta second, at most 4 ispe, a grid's tiles sharing one); a
+# megabyte of 8-byte top-level boxes or of 20-byte ispe boxes would cost a Python loop of 125,000 or 50,000 turns per
+# image. 4,000 leaves room for a grid of 63 x 63 tiles each with its own. More than this many is no image to pass on.
+AVIF_BOXES_READ = 4_000
+
+
 def _avif(data: bytes) -> bool:
     """An AVIF (an ISO media file of brand avif or avis), none of whose image spatial extents (``ispe`` boxes: every
     image item's size, which a decoder allocates) claims more than MAX_IMAGE_PIXELS."""
     if not _iso_media(b"avif", b"avis")(data):
         return False
-    start, end = _top_level_box(data, b"meta")
-    at = data.find(b"ispe", start, end)
+    meta = _top_level_box(data, b"meta")
+    if meta is None:
+        return False
+    start, end = meta
+    at, budget = data.find(b"ispe", start, end), AVIF_BOXES_READ
     while at >= 0:
+        budget -= 1
+        if budget < 0:
+            return False
         if not _fits(int.from_bytes(data[at + 8 : at + 12], "big"), int.from_bytes(data[at + 12 : at + 16], "big")):
             return False
         at = data.find(b"ispe", at + 4, end)
     return True
 
 
-def _top_level_box(data: bytes, kind: bytes) -> tuple[int, int]:
+def _top_level_box(data: bytes, kind: bytes) -> tuple[int, int] | None:
     """Where the first top-level box of type ``kind`` of an ISO media file lies in ``data`` (as far as the bytes go);
-    (0, 0) when there is none."""
+    (0, 0) when there is none; None when more than AVIF_BOXES_READ boxes come before it."""
     at = 0
-    while at + 8 <= len(data):
+    for _ in range(AVIF_BOXES_READ + 1):
+        if at + 8 > len(data):
+            return 0, 0
         size, found = int.from_bytes(data[at : at + 4], "big"), data[at + 4 : at + 8]
         if size == 1:  # a 64-bit size follows the type
             size = int.from_bytes(data[at + 8 : at + 16], "big")
@@ -232,9 +255,9 @@ def _top_level_box(data: bytes, kind: bytes) -> tuple[int, int]:
         if found == kind:
             return at, min(at + size, len(data))
         if size < 8:
-            break
+            return 0, 0
         at += size
-    return 0, 0
+    return None
 
 
 # Raster images only: an SVG is a document that can carry script (a host opening it, or inlining it, runs it).

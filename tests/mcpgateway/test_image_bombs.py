@@ -11,7 +11,14 @@ import pytest
 
 from governance.choices import AuditEventType
 from governance.models import AuditEvent
-from mcpgateway.services.media import GIF_SUB_BLOCKS_READ, JPEG_SEGMENTS_READ, TIFF_ENTRIES_READ, base64_bytes_match
+from mcpgateway.services.media import (
+    AVIF_BOXES_READ,
+    GIF_SUB_BLOCKS_READ,
+    ICON_ENTRIES_READ,
+    JPEG_SEGMENTS_READ,
+    TIFF_ENTRIES_READ,
+    base64_bytes_match,
+)
 
 from .conftest import gateway_db, scripted_answer
 
@@ -55,17 +62,22 @@ def tiff(side: int) -> bytes:
     return b"II*\x00\x08\x00\x00\x00" + directory + b"\x00\x00\x00\x00"
 
 
-def icon_of_png(side: int) -> bytes:
-    """An icon whose directory says 256 x 256 (its largest) and whose one image, a PNG, says ``side`` squared."""
+def icon_of_png(side: int, *, entries: int = 1) -> bytes:
+    """An icon whose directory's ``entries`` say 256 x 256 (its largest) and point at one image, a PNG that says
+    ``side`` squared."""
     png = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + side.to_bytes(4, "big") * 2
-    entry = b"\x00\x00\x00\x00\x01\x00\x20\x00" + len(png).to_bytes(4, "little") + (22).to_bytes(4, "little")
-    return b"\x00\x00\x01\x00\x01\x00" + entry + png
+    at = 6 + 16 * entries  # after the directory
+    entry = b"\x00\x00\x00\x00\x01\x00\x20\x00" + len(png).to_bytes(4, "little") + at.to_bytes(4, "little")
+    return b"\x00\x00\x01\x00" + entries.to_bytes(2, "little") + entry * entries + png
 
 
-def avif(side: int) -> bytes:
+def avif(side: int, *, sizes: int = 1, boxes_before: int = 0) -> bytes:
+    """An AVIF whose ``meta`` holds ``sizes`` ispe boxes of ``side`` squared, after its ftyp and ``boxes_before``
+    empty top-level boxes."""
     ispe = b"\x00\x00\x00\x14ispe\x00\x00\x00\x00" + side.to_bytes(4, "big") * 2
-    meta = (8 + len(ispe)).to_bytes(4, "big") + b"meta" + ispe
-    return b"\x00\x00\x00\x1cftypavif\x00\x00\x00\x00avifmif1miaf" + meta
+    meta = (8 + len(ispe) * sizes).to_bytes(4, "big") + b"meta" + ispe * sizes
+    ftyp = b"\x00\x00\x00\x1cftypavif\x00\x00\x00\x00avifmif1miaf"
+    return ftyp + b"\x00\x00\x00\x08free" * boxes_before + meta
 
 
 def gif_frame(side: int) -> bytes:
@@ -131,6 +143,22 @@ def test_overlapping_tiff_directories_are_read_within_a_budget():
         data[at + 2 + 12 * 65_535 : at + 6 + 12 * 65_535] = (at + step).to_bytes(4, "little")
     assert TIFF_ENTRIES_READ < 65_536 * 2
     assert not base64_bytes_match("image/tiff", _b64(bytes(data)))
+
+
+def test_an_icons_directory_is_read_within_a_budget():
+    """media2: an icon listing 65,535 entries over one small image (a megabyte) passed after 127 times a 1 MB base64
+    decode, the slowest of these readers. Real icons list a handful (idle.ico: 7)."""
+    assert base64_bytes_match("image/x-icon", _b64(icon_of_png(SMALL, entries=ICON_ENTRIES_READ)))
+    assert not base64_bytes_match("image/x-icon", _b64(icon_of_png(SMALL, entries=ICON_ENTRIES_READ + 1)))
+    assert not base64_bytes_match("image/x-icon", _b64(icon_of_png(SMALL, entries=65_535)))
+
+
+def test_an_avifs_boxes_are_read_within_a_budget():
+    """media2: an AVIF of 50,000 ispe boxes passed after 59 times a 1 MB base64 decode; a megabyte of empty top-level
+    boxes before its meta cost as much (media3). Real AVIFs (libavif's test files) have up to 4 ispe, meta second."""
+    assert base64_bytes_match("image/avif", _b64(avif(SMALL, sizes=AVIF_BOXES_READ, boxes_before=AVIF_BOXES_READ - 1)))
+    assert not base64_bytes_match("image/avif", _b64(avif(SMALL, sizes=AVIF_BOXES_READ + 1)))
+    assert not base64_bytes_match("image/avif", _b64(avif(SMALL, boxes_before=AVIF_BOXES_READ)))
 
 
 @gateway_db
