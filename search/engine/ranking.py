@@ -759,7 +759,14 @@ def _counted_coverage(
     and a delete verb alone does not show it is the tool's kind of thing. "delete my account" was served high with
     memory::delete_entities on "delete" (cosine .32, coverage .35), where no tool knows accounts; "delete the
     relation between Alice and Acme" stays high on delete_relations' cosine (.51). Whether anything was left out,
-    too."""
+    too.
+
+    A delete by its words (``intent.tool_operation``), not by governance's destructive class (an irreversible
+    write): that class holds what cannot be taken back, sends and payments too (the demo's simulate-research-query,
+    whose text "sends an elicitation request"), whose object is new, as a create's is; and it holds every tool
+    without annotations (the MCP default), which would leave the verb out for every create of such a server. Measured
+    (bench/NOTES-agentux24.md): with the class, no answer moved on the demo or on Apify and LiveMCPBench+MCPVerse,
+    and one MetaTool-test answer, right first, went from high to low."""
     coverage, mass = float(sparse.coverage[row]), sum(sparse.idf)
     if mass <= 0:
         return coverage, False
