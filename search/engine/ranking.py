@@ -592,9 +592,8 @@ def rank(
         deletes = tool_ops is not None and DELETE in tool_ops[candidates[0].row]
         first_evidence = curated_evidence(candidates[0], everything, vector_kinds, learned_terms, calibration, deletes)
     terms = branches.sparse.query_terms
-    misled = write_before_read(candidates, query, read_only, servers, top_k) or change_asked_of_a_read(
-        candidates, query, read_only
-    )
+    misled = write_before_read(candidates, query, read_only, servers, top_k)
+    misled = misled or change_asked_of_a_read(candidates, query, read_only)
     # A catalog where no visible tool declares an input says nothing about inputs (MetaTool's schemas are all empty).
     if takes_input is not None and not takes_input[branches.visible_rows].any():
         takes_input = None
