@@ -764,7 +764,7 @@ def _counted_coverage(
     write): that class holds what cannot be taken back, sends and payments too (the demo's simulate-research-query,
     whose text "sends an elicitation request"), whose object is new, as a create's is; and it holds every tool
     without annotations (the MCP default), which would leave the verb out for every create of such a server. Measured
-    (bench/NOTES-agentux24.md): with the class, no answer moved on the demo or on Apify and LiveMCPBench+MCPVerse,
+    (bench/NOTES-agentux24.md): with the class, no answer moved on the demo, Apify, LiveMCPBench+MCPVerse or ETOM,
     and one MetaTool-test answer, right first, went from high to low."""
     coverage, mass = float(sparse.coverage[row]), sum(sparse.idf)
     if mass <= 0:
