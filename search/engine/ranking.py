@@ -13,7 +13,7 @@ import numpy as np
 
 from ..text import compound_parts, request_terms, unreadable_for_english_model
 from .dense import DenseIndex, DenseScores, refine_together
-from .intent import DELETE, READ, VERBS, intent_adjustment, request_operations
+from .intent import DELETE, READ, UPDATE, VERBS, intent_adjustment, request_operations
 from .sparse import SparseIndex, SparseScores
 
 FUSIONS = ("convex", "rrf")
@@ -524,8 +524,8 @@ def rank(
     ``curated_evidence``. ``deprecated``: whether each row's upstream marks it deprecated, for
     ``_apply_deprecated``. ``vectors``: the vector table the dense scores index (each tool's first vector is its
     document's), for ``_apply_cluster``. ``read_only``: whether governance classes each row as a read
-    (``ToolDoc.read_only``), for ``write_before_read``. ``takes_input``: whether each row's input schema has
-    a property (``ToolDoc.parameters``), for ``fixed_tool_for_unknown_object``.
+    (``ToolDoc.read_only``), for ``write_before_read`` and ``change_asked_of_a_read``. ``takes_input``: whether
+    each row's input schema has a property (``ToolDoc.parameters``), for ``fixed_tool_for_unknown_object``.
 
     With approximate dense scores (an int8 table, see engine/dense.py) each pass also names the tools
     whose exact score could change its answer; they are re-scored exactly (the request's and its parts' in
@@ -593,6 +593,7 @@ def rank(
         first_evidence = curated_evidence(candidates[0], everything, vector_kinds, learned_terms, calibration, deletes)
     terms = branches.sparse.query_terms
     misled = write_before_read(candidates, query, read_only, servers, top_k)
+    misled = misled or change_asked_of_a_read(candidates, query, read_only)
     # A catalog where no visible tool declares an input says nothing about inputs (MetaTool's schemas are all empty).
     if takes_input is not None and not takes_input[branches.visible_rows].any():
         takes_input = None
@@ -634,6 +635,25 @@ def write_before_read(
 
 
 _READS = frozenset({READ})
+
+
+def change_asked_of_a_read(candidates: Sequence[Candidate], query: str, read_only: np.ndarray | None) -> bool:
+    """Whether a request that names only changes to what exists (``request_operations`` within update and delete:
+    "delete", "edit", "clear", "cancel") has first a tool governance classes as a read (``ToolDoc.read_only``). A
+    read changes nothing: on the demo "erase my history" and "clear the logs" were served high with git::git_log,
+    "edit the commit message" and "delete the last commit" with git::git_show, "update the knowledge graph" with
+    memory::read_graph, where no visible tool does what was asked (bench/NOTES-agentux24.md). Not creates or runs:
+    a read computes or makes what a request "adds" or "generates" ("add 3 and 4": get-sum; "generate a tiny image").
+    ``answer_confidence`` then serves the answer ``low``; the ranking stays. The class is governance's, as for
+    ``write_before_read``: a catalog without annotations has no reads and never meets the rule. Read from the first
+    candidate only, a visible tool."""
+    if read_only is None or not candidates or not read_only[candidates[0].row]:
+        return False
+    wanted = request_operations(query)
+    return bool(wanted) and wanted <= _CHANGES
+
+
+_CHANGES = frozenset({UPDATE, DELETE})
 
 
 def fixed_tool_for_unknown_object(
@@ -738,7 +758,14 @@ def _counted_coverage(
     and a delete verb alone does not show it is the tool's kind of thing. "delete my account" was served high with
     memory::delete_entities on "delete" (cosine .32, coverage .35), where no tool knows accounts; "delete the
     relation between Alice and Acme" stays high on delete_relations' cosine (.51). Whether anything was left out,
-    too."""
+    too.
+
+    A delete by its words (``intent.tool_operation``), not by governance's destructive class (an irreversible
+    write): that class holds what cannot be taken back, sends and payments too (the demo's simulate-research-query,
+    whose text "sends an elicitation request"), whose object is new, as a create's is; and it holds every tool
+    without annotations (the MCP default), which would leave the verb out for every create of such a server. Measured
+    (bench/NOTES-agentux24.md): with the class, no answer moved on the demo, Apify, LiveMCPBench+MCPVerse or ETOM,
+    and one MetaTool-test answer, right first, went from high to low."""
     coverage, mass = float(sparse.coverage[row]), sum(sparse.idf)
     if mass <= 0:
         return coverage, False
@@ -1249,7 +1276,8 @@ def answer_confidence(
     (bench/NOTES-agentux20.md).
 
     ``misled`` (``write_before_read``): the request names only reads and a tool governance does not class as a
-    read leads one of its server's reads that fits about as well; or (``fixed_tool_for_unknown_object``) the
+    read leads one of its server's reads that fits about as well; or (``change_asked_of_a_read``) it names only
+    updates and deletes and a tool governance classes as a read leads; or (``fixed_tool_for_unknown_object``) the
     first tool takes no input while the request names something no visible tool has a word for; served ``low``,
     never withheld on it.
     """
@@ -1283,7 +1311,8 @@ def _cut(
     misled: bool = False,
 ) -> Ranking:
     """``first_evidence``: the first candidate's own evidence as ``answer_confidence`` reads it
-    (``curated_evidence``); ``misled``: ``write_before_read``."""
+    (``curated_evidence``); ``misled``: ``write_before_read``, ``change_asked_of_a_read`` or
+    ``fixed_tool_for_unknown_object``."""
     if not candidates:
         return Ranking([], Confidence.NONE, 0, terms, peak=peak, spread=spread, unread=unread)
     # Judge by the best candidate the second stage saw, not only the first: with a long, multi-step

@@ -96,7 +96,10 @@ def test_a_request_no_demo_tool_handles_is_not_answered_with_confidence(gateway,
 
     "delete my account" was answered high with memory::delete_entities on the verb "delete" alone, and "list my
     GitHub issues" with git::git_branch on "list" and the "git" of "github" (bench/NOTES-agentux23.md): low now;
-    "delete the relation between Alice and Acme" stays high with delete_relations."""
+    "delete the relation between Alice and Acme" stays high with delete_relations.
+
+    "erase my history" was answered high with git::git_log, "edit the commit message" and "delete the last commit"
+    with git::git_show: reads (readOnlyHint) that change nothing (bench/NOTES-agentux24.md); low now."""
     from catalog.models import Server
     from catalog.services.sync import server_sync
 
@@ -109,6 +112,7 @@ def test_a_request_no_demo_tool_handles_is_not_answered_with_confidence(gateway,
     token = member_on(*Server.objects.all(), index=True).token
     unhandled = ["list files in a directory", "list the files here", "what files are in this folder"]
     unhandled += ["read README.md", "read my emails", "delete my account", "list my GitHub issues"]
+    unhandled += ["erase my history", "edit the commit message", "delete the last commit"]
     reads = {
         "list all entities in memory": {"memory::read_graph", "memory::search_nodes", "memory::open_nodes"},
         "show the commit history of the repo": {"git::git_log"},

@@ -173,6 +173,20 @@ def test_a_read_request_led_by_a_write_with_a_read_of_its_server_close_behind_is
     assert _first_a_write("list entities", reads=[1], servers=[0, 0], hidden=1) is Confidence.HIGH
 
 
+def test_a_change_asked_of_a_tool_governance_classes_as_a_read_is_not_high():
+    # "erase my history" on the demo: git::git_log first, high; "edit the commit message": git::git_show (both
+    # readOnlyHint). A read changes nothing: no visible tool does what was asked, and an agent trusts high.
+    assert _first_a_write("delete entities", reads=[0], servers=[0, 1]) is Confidence.LOW
+    assert _first_a_write("edit entities", reads=[0], servers=[0, 1]) is Confidence.LOW
+    assert _first_a_write("delete entities", reads=[], servers=[0, 1]) is Confidence.HIGH  # not known to read only
+    assert _first_a_write("delete entities", reads=[1], servers=[0, 1]) is Confidence.HIGH  # the read is second
+    # A read computes or makes what a create asks for ("add 3 and 4": get-sum), and a read may be asked for.
+    assert _first_a_write("add entities", reads=[0], servers=[0, 1]) is Confidence.HIGH
+    assert _first_a_write("list entities", reads=[0], servers=[0, 1]) is Confidence.HIGH
+    assert _first_a_write("delete entities then list them", reads=[0], servers=[0, 1]) is Confidence.HIGH
+    assert _first_a_write("entities", reads=[0], servers=[0, 1]) is Confidence.HIGH  # no operation named
+
+
 def _first_takes(
     query: str,
     inputs: bool,
