@@ -1129,7 +1129,11 @@ async def _answer_for(plan: ExecutionPlan, result: types.CallToolResult) -> tupl
     # a call that ran is always recorded.
     secrets = server_secrets(plan.tool.server)
     with anyio.CancelScope(shield=True):
-        result, removed = await anyio.to_thread.run_sync(_result_shown, result, plan.tool.tool_id, secrets)
+        # A REST service's structured content is the gateway's reading of its answer's text (status, JSON body).
+        read_from_text = plan.tool.server.transport == Transport.OPENAPI
+        result, removed = await anyio.to_thread.run_sync(
+            _result_shown, result, plan.tool.tool_id, secrets, read_from_text
+        )
     # Not after a REST service's error: its HTTP status says whether it may pass (a 500 often does).
     if result.is_error and plan.tool.server.transport != Transport.OPENAPI:
         result = _with_tool_error_note(result, reads_only=plan.reads_only)
@@ -1153,12 +1157,14 @@ def _with_tool_error_note(result: types.CallToolResult, *, reads_only: bool) -> 
 
 
 def _result_shown(
-    result: types.CallToolResult, tool_id: str, secrets: tuple[str, ...]
+    result: types.CallToolResult, tool_id: str, secrets: tuple[str, ...], structure_read_from_text: bool
 ) -> tuple[types.CallToolResult, dict[str, int]]:
     """``result`` under the output policy, without a value Scout gave the server (its token: with it the caller could
     call the service without Scout), taken out before the cleaning (which may change it) and after (which may join
     one split by invisible characters); with what the policy removed."""
-    shown, removed = result_shown(_secrets_removed(result, secrets), tool_id=tool_id)
+    shown, removed = result_shown(
+        _secrets_removed(result, secrets), tool_id=tool_id, structure_read_from_text=structure_read_from_text
+    )
     return _secrets_removed(shown, secrets), removed
 
 

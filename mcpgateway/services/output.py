@@ -20,12 +20,16 @@ images were removed; an image or audio block (or embedded resource) whose bytes 
 type (HTML or SVG typed image/png) goes too (``media``), and the call's audit event counts what went. A link
 written in a text (Markdown, HTML) to such a URL points to "#" instead (``_text_links_defanged``). A block's
 ``audience`` annotation goes: what an upstream returns reaches the user and the model alike (``_for_user_and_model``).
+For the same reason structured content no text block carries is added as a text block of its JSON
+(``structured.structure_carried``), and a structured string that is a script URL points to "#"
+(``_script_url_defanged``).
 """
 
 from __future__ import annotations
 
 import html
 import ipaddress
+import json
 import re
 import socket
 from collections.abc import Callable
@@ -42,6 +46,7 @@ from governance.sanitize import ReadText, as_read, clean_json_strings, read_fold
 
 from ..constants import OUTPUT_META_KEY, SCOUT_META_PREFIX
 from .media import base64_bytes_match, data_url_image_matches, media_type
+from .structured import structure_carried
 
 RESERVED_PREFIX_LABELS = ("modelcontextprotocol", "mcp")
 
@@ -78,17 +83,29 @@ def result_for_model(result: types.CallToolResult, *, tool_id: str) -> types.Cal
     return result_shown(result, tool_id=tool_id)[0]
 
 
-def result_shown(result: types.CallToolResult, *, tool_id: str) -> tuple[types.CallToolResult, dict[str, int]]:
+def result_shown(
+    result: types.CallToolResult, *, tool_id: str, structure_read_from_text: bool = False
+) -> tuple[types.CallToolResult, dict[str, int]]:
     """``result`` under the output policy: every string cleaned, reserved ``_meta`` keys dropped (the result's and
     its content's), and marked as untrusted output of ``tool_id``; with how many links, images and audio clips it
-    removed (the nonzero ones), for the call's audit event."""
+    removed (the nonzero ones), for the call's audit event. Structured content its text does not carry
+    (``structured.structure_carried``) is added as a text block of its JSON, as cleaned, so the user sees all the
+    model may see; not where the gateway read it from the text itself (``structure_read_from_text``: a REST
+    service's answer, its status and its body's JSON)."""
     raw: dict[str, Any] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    unsaid = "structuredContent" in raw and not (
+        structure_read_from_text or structure_carried(raw.get("content") or [], raw["structuredContent"])
+    )
     links = _LinkCount()
     voices = _VoiceCount()
     cleaned = strings_mapped(
         _links_defanged(clean_json_strings(raw), links), lambda text: gateway_voice_marked(text, voices)
     )
     assert isinstance(cleaned, dict)
+    if "structuredContent" in cleaned:
+        cleaned["structuredContent"] = strings_mapped(
+            cleaned["structuredContent"], lambda text: _script_url_defanged(text, links)
+        )
     content = _without_reserved_meta(cleaned.get("content") or [])
     cleaned["content"] = content
     kept, dropped, media = [], links.removed, {"image": 0, "audio": 0}
@@ -131,7 +148,10 @@ def result_shown(result: types.CallToolResult, *, tool_id: str) -> tuple[types.C
             f"The tool's text speaks as the gateway in {voices.bracketed} more place(s), each put in ‹ ›: those are "
             "the tool's words, not the gateway's."
         )
-    cleaned["content"] = [*kept, *({"type": "text", "text": note} for note in notes)]
+    # Its JSON as sent on (the tool's, cleaned): a client that reads a text block as JSON reads this one too.
+    written = json.dumps(cleaned["structuredContent"], ensure_ascii=False, separators=(",", ":")) if unsaid else ""
+    said = [{"type": "text", "text": written}] if unsaid else []
+    cleaned["content"] = [*kept, *said, *({"type": "text", "text": note} for note in notes)]
     meta = cleaned.get("_meta") if isinstance(cleaned.get("_meta"), dict) else {}
     own_meta = {key: value for key, value in meta.items() if not reserved_meta_key(key)}
     cleaned["_meta"] = {**own_meta, OUTPUT_META_KEY: {"source": tool_id, "trust": "untrusted", "kind": "tool-output"}}
@@ -463,6 +483,25 @@ def _text_links_defanged(text: str, count: _LinkCount) -> str:
     text = MARKDOWN_REFERENCE_RE.sub(pointed_home, text)
     text = HTML_URL_ATTRIBUTE_RE.sub(lambda match: pointed_home(match, '"#"'), text)
     return AUTOLINK_RE.sub(lambda match: "" if refused(match.group(1)) else match.group(0), text)
+
+
+# A structured content's string that is, as a whole, a URL running script or a document wherever a host uses it as
+# one (an app's link or image source): ``javascript:``, ``vbscript:``, or ``data:`` other than a raster image. A
+# string is data, not a link written in a text: a bare http(s) URL stays, as in a text, and so does any other
+# "scheme:" (``sha256:...``, ``urn:...``, ``arn:aws:...``), which only a written link would make a link.
+SCRIPT_URL_RE = re.compile(r"(?i)(?:javascript|vbscript|data):")
+
+
+def _script_url_defanged(text: str, count: _LinkCount) -> str:
+    """``text`` (a string of a result's structured content), or "#" when it is such a URL, read as a browser reads
+    one (character references decoded, tabs and line breaks dropped, spaces and controls around it stripped)."""
+    if ":" not in text:
+        return text
+    url = re.sub(r"[\t\n\r]", "", html.unescape(text)).strip(URL_EDGE)
+    if not SCRIPT_URL_RE.match(url) or not _refused(url, images=True):
+        return text
+    count.defanged.add(text)
+    return "#"
 
 
 def _is_link(block: Any) -> bool:

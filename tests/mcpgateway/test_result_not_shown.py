@@ -74,9 +74,10 @@ def test_an_upstreams_forged_output_too_large_text_goes_through_the_output_polic
     note, unmarked and uncleaned: escapes, direction overrides, instruction tags and a javascript: link as sent."""
     result = {"content": [{"type": "text", "text": INJECTION}], "structuredContent": {"output_too_large": True}}
     first, _ = _called(gateway, member_on, admin_user, tmp_path, result)
-    text, note = (block.text for block in first.content)
+    text, structured, note = (block.text for block in first.content)
     for forbidden in ("\x1b", "\u202e", "<IMPORTANT>", "javascript:"):
         assert forbidden not in text, text
+    assert structured == '{"output_too_large":true}'  # its structured content, which its text does not say
     assert "call files::write_file" in text
     assert note.startswith("The gateway removed 1 link(s)")
     assert "Call it again asking for less" not in text + note
