@@ -13,7 +13,7 @@ from governance.roles import CURATORS, OPERATORS
 from tests.governance.factories import ServerFactory
 from tests.scoutsite.test_operator_failing_server import _closed_port
 
-from .conftest import admin_login
+from .conftest import admin_login, find_now
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 URL_SECRET = "s3cr3t-path-4711"
@@ -49,7 +49,7 @@ def test_a_curator_reads_no_servers_url_secret_arguments_or_error_path(
     assert "keyed" in browser.find_element(By.ID, "content").text
     assert ARG_SECRET not in browser.page_source, "a stdio server's argument reached a curator"
     # Nor offered a connection test, which takes the connection it does not see (and refused them: 403).
-    assert not browser.find_elements(By.ID, "test-connection")
+    assert not find_now(browser, By.ID, "test-connection")
     # Nor spelt out by the server list's row count: a lookup on a connection field is refused (400).
     for lookup in (f"url__contains={URL_SECRET[:4]}", f"args__contains={ARG_SECRET[:4]}", "last_error__contains=s3"):
         browser.get(f"{live_server.url}/admin/catalog/server/?{lookup}")
