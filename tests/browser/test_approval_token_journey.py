@@ -20,8 +20,9 @@ def test_from_a_pending_approval_to_its_token_and_revoke_it(browser, live_server
     tool = request.getfixturevalue("mutating_tool")
     pending = approval_request_create(principal=principal, tool=tool, arguments={"name": "repo"})
     django_user_model.objects.create_superuser(username="root", email=None, password="pw-root-123")
-    admin_login(browser, live_server.url, "root", "pw-root-123")
-    browser.get(f"{live_server.url}/admin/governance/approvalrequest/{pending.pk}/decide/")
+    admin_login(
+        browser, live_server.url, "root", "pw-root-123", path=f"/admin/governance/approvalrequest/{pending.pk}/decide/"
+    )
     related = browser.find_element(By.ID, "approval-related")
     screenshot(browser, "approval-related-links")
     click_through(browser, related.find_element(By.PARTIAL_LINK_TEXT, "The API token"))

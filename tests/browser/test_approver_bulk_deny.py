@@ -26,8 +26,7 @@ def test_an_approver_denies_the_ticked_calls_with_one_reason(browser, live_serve
         for n in range(3)
     ]
     browser.set_window_size(width, 900)
-    admin_login(browser, live_server.url, "appr", "pw-appr-123")
-    browser.get(f"{live_server.url}/admin/governance/approvalrequest/")
+    admin_login(browser, live_server.url, "appr", "pw-appr-123", path="/admin/governance/approvalrequest/")
     boxes = browser.find_elements(By.CSS_SELECTOR, "#result_list input.action-select")
     assert len(boxes) == 3 and browser.execute_script(NO_SIDEWAYS)
     for box in boxes[:2]:  # the newest two: old-2 and old-1
@@ -58,8 +57,7 @@ def test_deny_selected_without_a_reason_is_stopped_in_the_browser(browser, live_
 
     tool = approver_and_tool(django_user_model, member, server="github", tool="delete_branch")
     approval_request_create(principal=principal_for_user(member), tool=tool, arguments={"branch": "old"})
-    admin_login(browser, live_server.url, "appr", "pw-appr-123")
-    browser.get(f"{live_server.url}/admin/governance/approvalrequest/")
+    admin_login(browser, live_server.url, "appr", "pw-appr-123", path="/admin/governance/approvalrequest/")
     browser.find_element(By.CSS_SELECTOR, "#result_list input.action-select").click()
     browser.execute_script("window.scoutSamePage = true;")  # gone if the form is sent and a new page loads
     browser.find_element(By.CSS_SELECTOR, "#bulk-deny button").click()

@@ -74,7 +74,7 @@ def test_approver_denies_with_a_reason_then_approves_a_call_that_runs(
     assert first.structured_content["approval_required"] is True
     first_id = first.structured_content["approval_id"]
 
-    admin_login(browser, gateway.url, "gw_approver", "pw-gw_approver-123")
+    admin_login(browser, gateway.url, "gw_approver", "pw-gw_approver-123", form=True)
     assert browser.find_element(By.CSS_SELECTOR, "#pending-approvals strong").text == "1"  # the header count
     home = browser.find_element(By.ID, "approver-home")
     assert "Approvals waiting for you: 1" in home.text and TOOL in home.text

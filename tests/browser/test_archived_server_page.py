@@ -46,8 +46,7 @@ def test_a_disabled_servers_page_opens_with_how_to_turn_it_back_on(browser, live
     server = ServerFactory(slug="paused", status=ServerStatus.DISABLED)
     operator = django_user_model.objects.create_user(username="op", password="pw-op-123", is_staff=True)
     operator.groups.add(Group.objects.get(name=OPERATORS))
-    admin_login(browser, live_server.url, "op", "pw-op-123")
-    browser.get(f"{live_server.url}/admin/catalog/server/{server.pk}/change/")
+    admin_login(browser, live_server.url, "op", "pw-op-123", path=f"/admin/catalog/server/{server.pk}/change/")
     banner = browser.find_element(By.ID, "server-stopped")
     assert banner.text.startswith("Disabled Its tools are hidden from clients and it is not synced"), banner.text
     assert "set its status back to Active (Health, below) and save" in banner.text

@@ -38,7 +38,7 @@ def test_curator_attaches_an_example_request_and_sees_it_in_the_preview(
     browser.get(f"{live_server.url}/")  # the landing page: each role's way in and the MCP URL
     assert browser.find_element(By.ID, "mcp-url").text.endswith("/mcp")
     screenshot(browser, "landing")
-    admin_login(browser, live_server.url, "curator", "pw-curator-123")
+    admin_login(browser, live_server.url, "curator", "pw-curator-123", form=True)
     home = browser.find_element(By.ID, "curator-home")
     assert "Search workbench" in home.text and "without example requests" in home.text
     screenshot(browser, "curator-home")

@@ -38,8 +38,7 @@ def test_a_curator_reads_no_servers_url_secret_arguments_or_error_path(
         person = django_user_model.objects.create_user(username=name, password=f"pw-{name}-123", is_staff=True)
         person.groups.add(Group.objects.get(name=role))
 
-    admin_login(browser, live_server.url, "cur", "pw-cur-123")
-    browser.get(f"{live_server.url}/admin/catalog/server/{hosted.pk}/change/")
+    admin_login(browser, live_server.url, "cur", "pw-cur-123", path=f"/admin/catalog/server/{hosted.pk}/change/")
     page = browser.page_source
     assert "hosted" in browser.find_element(By.ID, "content").text
     assert URL_SECRET not in page, "the URL's secret path reached a curator"
@@ -56,8 +55,7 @@ def test_a_curator_reads_no_servers_url_secret_arguments_or_error_path(
         assert "Bad Request (400)" in browser.page_source and "hosted" not in browser.page_source, lookup
 
     browser.delete_all_cookies()
-    admin_login(browser, live_server.url, "op", "pw-op-123")
-    browser.get(f"{live_server.url}/admin/catalog/server/{hosted.pk}/change/")
+    admin_login(browser, live_server.url, "op", "pw-op-123", path=f"/admin/catalog/server/{hosted.pk}/change/")
     assert URL_SECRET in browser.find_element(By.ID, "sync-failed").text  # the operator's own connection
     assert browser.find_element(By.NAME, "url").get_attribute("value").endswith(f"/s/{URL_SECRET}/mcp")
     browser.get(f"{live_server.url}/admin/catalog/server/{keyed.pk}/change/")
@@ -84,8 +82,7 @@ def test_a_tenant_operator_reads_no_shared_servers_connection_but_their_own_serv
                                 url="https://own.example/mcp/own-path-4711")  # fmt: skip
     ServerTenant.objects.create(server=own, tenant=Tenant.objects.get(slug="tenant-a"))
 
-    admin_login(browser, live_server.url, *OPERATOR_A)
-    browser.get(f"{live_server.url}/admin/catalog/server/{shared.pk}/change/")
+    admin_login(browser, live_server.url, *OPERATOR_A, path=f"/admin/catalog/server/{shared.pk}/change/")
     assert "shared-srv" in browser.find_element(By.ID, "content").text
     assert URL_SECRET not in browser.page_source, "a shared server's secret reached a tenant's operator"
     assert "https://mcp.example/…" in browser.find_element(By.ID, "sync-failed").text

@@ -44,8 +44,7 @@ def test_curator_finds_a_tool_agents_never_got_teaches_it_and_sees_it_found(
     )
     logged_search(member, files["write_file"], called=files["write_file"], query="save this text as todo.txt")
 
-    admin_login(browser, live_server.url, "curator", "pw-curator-123")
-    browser.get(f"{live_server.url}/admin/search/workbench/")
+    admin_login(browser, live_server.url, "curator", "pw-curator-123", path="/admin/search/workbench/")
     click_through(browser, browser.find_element(By.ID, "show-unfound-tools"))
     row = browser.find_element(By.CSS_SELECTOR, '#never-returned tr.unfound-tool[data-tool-id="files::move_file"]')
     first = browser.find_element(By.CSS_SELECTOR, "#never-returned tr.unfound-tool")

@@ -153,8 +153,7 @@ def test_a_long_request_reads_in_a_few_lines_beside_the_tools_it_returned(browse
     request = "find last quarter's revenue report for the EMEA region and email the summary to the finance team"
     returned = [LoggedResult(tool_id=f"reports-{n}::export_quarterly_revenue_{n}", score=0.3) for n in range(8)]
     _withheld(member, request, returned)
-    admin_login(browser, live_server.url, "curator", "pw-curator-123")
-    browser.get(f"{live_server.url}/admin/search/workbench/")
+    admin_login(browser, live_server.url, "curator", "pw-curator-123", path="/admin/search/workbench/")
     text = browser.find_element(By.CSS_SELECTOR, "tr.request-group td strong")
     screenshot(browser, "curator-workbench-long-request")
     lines = browser.execute_script(

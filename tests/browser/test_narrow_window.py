@@ -33,8 +33,7 @@ def _open_at_800(browser, live_server, login: tuple[str, str], path: str, *, nav
     from selenium.webdriver.common.by import By
 
     browser.set_window_size(800, 900)
-    admin_login(browser, live_server.url, *login)
-    browser.get(f"{live_server.url}{path}")
+    admin_login(browser, live_server.url, *login, path=f"{path}")
     if navigation:
         assert browser.find_element(By.ID, "nav-sidebar").is_displayed()
     else:

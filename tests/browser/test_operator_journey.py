@@ -102,7 +102,7 @@ def test_operator_registers_grants_syncs_and_releases_a_changed_tool(
     member = make_user("gw_member")
     token = make_token(member)
 
-    admin_login(browser, gateway.url, "gw_operator", "pw-gw_operator-123")
+    admin_login(browser, gateway.url, "gw_operator", "pw-gw_operator-123", form=True)
     assert "Servers: 0" in browser.find_element(By.ID, "operator-home").text
     screenshot(browser, "operator-home-empty")
 
@@ -178,7 +178,7 @@ def test_operator_registers_grants_syncs_and_releases_a_changed_tool(
     assert not find_now(browser, By.ID, "raw-token")
     # The superuser issues it: the user picked by autocomplete, the raw token shown once with client configs.
     browser.delete_all_cookies()
-    admin_login(browser, gateway.url, "gw_admin", "pw-gw_admin-123")
+    admin_login(browser, gateway.url, "gw_admin", "pw-gw_admin-123", form=True)
     issue_for_member()
     raw = browser.find_element(By.ID, "raw-token").text
     assert raw.startswith("scout_") and f"Bearer {raw}" in browser.find_element(By.ID, "config-1").text

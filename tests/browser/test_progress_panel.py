@@ -46,8 +46,9 @@ def test_generation_page_follows_a_running_build(browser, live_server, admin_use
     try:
         assert pauses[0].wait(120)
         generation = IndexGeneration.objects.get()
-        admin_login(browser, live_server.url, "admin", "password")
-        browser.get(f"{live_server.url}/admin/search/indexgeneration/{generation.pk}/change/")
+        admin_login(
+            browser, live_server.url, "admin", "password", path=f"/admin/search/indexgeneration/{generation.pk}/change/"
+        )
         text = browser.find_element(By.CSS_SELECTOR, ".scout-progress-text")
         done, total = seen[0]
         WebDriverWait(browser, 30, POLL).until(lambda _: f"{done} of {total} texts" in text.text)

@@ -33,8 +33,7 @@ def test_an_operator_is_offered_no_other_tenants_group(browser, live_server, sha
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    admin_login(browser, live_server.url, *OPERATOR_A)
-    browser.get(f"{live_server.url}/admin/catalog/server/{shared_server.pk}/change/")
+    admin_login(browser, live_server.url, *OPERATOR_A, path=f"/admin/catalog/server/{shared_server.pk}/change/")
     page = browser.find_element("tag name", "body").text
     assert "alpha-team" in page and "bravo-team" not in page
     browser.execute_script("document.getElementById('group_grants-group').scrollIntoView()")
