@@ -8,12 +8,18 @@ import os
 
 from django.conf import settings as _settings
 from django.core.asgi import get_asgi_application
+from django.core.exceptions import ImproperlyConfigured
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scoutsite.settings")
 if not _settings.configured:  # this process serves: its connections get the lock/statement timeouts (F7)
     os.environ.setdefault("SCOUT_DB_SERVING", "1")
 
 django_application = get_asgi_application()
+
+from scoutsite.checks import scout_check_errors  # noqa: E402
+
+if errors := scout_check_errors():  # a configuration that cannot work stops the start, saying why
+    raise ImproperlyConfigured("\n".join(errors))
 
 from scoutsite.tracing import tracing_configure  # noqa: E402
 

@@ -10,6 +10,7 @@ from celery.signals import (
     task_failure,
     task_retry,
     task_success,
+    worker_init,
     worker_process_init,
     worker_ready,
 )
@@ -38,6 +39,16 @@ def _one_line_messages(logger: logging.Logger, **kwargs: object) -> None:
     for handler in logger.handlers:
         handler.addFilter(SdkRecordsPerSite())  # an upstream's malformed messages, at most ten a minute a place
         handler.addFilter(OneLineMessages())
+
+
+@worker_init.connect
+def _refuse_a_configuration_that_cannot_work(**kwargs: object) -> None:
+    """Scout's system checks (scoutsite/checks.py), which the worker does not run otherwise: a broker other than
+    REDIS_URL's stops it at start, saying why. SystemExit, as Celery's signals log and swallow an Exception."""
+    from scoutsite.checks import scout_check_errors
+
+    if errors := scout_check_errors():
+        raise SystemExit("\n".join(errors))
 
 
 @worker_process_init.connect

@@ -10,6 +10,7 @@ import pytest
 # shell that runs the suite, they override REDIS_URL in this process and in every gateway and worker a test starts,
 # so a test's own redis-server is never the broker (tests/mcpgateway/test_broker_outage.py: the outage it makes
 # went unseen, nothing was kept). The suite's broker is REDIS_URL's, or a test's own; these are dropped.
+# (A production start refuses them unless they name REDIS_URL's Redis: scoutsite/checks.py.)
 CELERY_ENV_OVERRIDES = (
     "CELERY_BROKER_URL",
     "CELERY_BROKER_READ_URL",

@@ -116,23 +116,29 @@ def _runs_dead_close(server_pk: int) -> int:
 
 
 def _server_mark_interrupted(server_pk: int) -> None:
-    """The server's last sync died with its process (opsux12): its page says so (``last_error``) rather than only the
-    run's, and a server never synced before reads as a failed first sync does (Unavailable), not "Never synced". A
-    server that had synced keeps its status: the dying was Scout's, not the upstream's (as an internal error during a
-    sync), and its tools stay with its callers until the next sync says otherwise."""
+    """The server's last sync died with its process (opsux12): marked as after Scout's own failure
+    (``_server_mark_scouts_failure``), unless a later run (which closed this one, under the lock) says how it is."""
     latest = SyncRun.objects.filter(server_id=server_pk).order_by("-started_at", "-id").values("status", "error")
-    if latest.first() != {"status": SyncStatus.FAILED, "error": DIED}:
-        return  # a later run (which closed this one, under the lock) says how the server is
+    if latest.first() == {"status": SyncStatus.FAILED, "error": DIED}:
+        _server_mark_scouts_failure(server_pk, error=DIED)
+
+
+def _server_mark_scouts_failure(server_pk: int, *, error: str) -> None:
+    """The server's last sync failed for Scout's reason, not the upstream's (its process died, an internal error):
+    its page says so (``last_error``) rather than only the run's, and a server never synced before reads as a failed
+    first sync does (Unavailable), not "Never synced" (opsux12, mend1). A server that had synced keeps its status:
+    its tools stay with its callers until the next sync says otherwise."""
+    error = storable(error)[:MAX_ERROR_CHARS]
     with transaction.atomic():
         current = Server.objects.select_for_update().filter(pk=server_pk).values("status", "last_synced_at").first()
         if current is None or current["status"] in OPERATOR_STOPPED_STATUSES:
             return
         server = Server.objects.filter(pk=server_pk)
         if current["status"] == ServerStatus.ACTIVE and current["last_synced_at"] is None:
-            server.update(status=ServerStatus.UNAVAILABLE, last_error=DIED)
+            server.update(status=ServerStatus.UNAVAILABLE, last_error=error)
             catalog_rows_changed.send(sender=Server)
         else:
-            server.update(last_error=DIED)
+            server.update(last_error=error)
 
 
 def _sync_locked(server: Server, trigger: str, started_by_id: int | None) -> SyncRun:
@@ -155,7 +161,7 @@ def _sync_locked(server: Server, trigger: str, started_by_id: int | None) -> Syn
         logger.warning("sync of %s failed: %s. What to do: %s", server.slug, exc, next_step)
         return run
     except BaseException as exc:  # an interrupt (Ctrl-C) too: a run never stays "running"
-        sync_run_finish(run, error=_run_error("listing tools", exc))
+        _failed_inside(server, run, _run_error("listing tools", exc))
         raise
     try:
         definitions, rejections, mentioned = normalize_listing(
@@ -169,11 +175,18 @@ def _sync_locked(server: Server, trigger: str, started_by_id: int | None) -> Syn
         # Names listed but rejected are kept, not tombstoned: a bad new version must not lose the tool.
         result = catalog_apply_listing(server=server, definitions=definitions, keep_names=mentioned, run=run)
     except BaseException as exc:
-        sync_run_finish(run, error=_run_error("saving the listing", exc))
+        _failed_inside(server, run, _run_error("saving the listing", exc))
         raise
     sync_run_finish(run, result=result, rejections=rejections)
     _server_mark_synced(server, warning=run.error)
     return run
+
+
+def _failed_inside(server: Server, run: SyncRun, error: str) -> None:
+    """A sync that Scout itself failed (an internal error, an interrupt): the run failed with ``error`` and the server
+    marked so, or a never-synced server read "Never synced" with nothing to say why (mend1)."""
+    sync_run_finish(run, error=error)
+    _server_mark_scouts_failure(server.pk, error=run.error)
 
 
 def _run_error(doing: str, exc: BaseException) -> str:

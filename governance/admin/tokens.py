@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.http import urlencode
 
-from catalog.admin.display import compact_time
+from catalog.admin.display import breakable_name, compact_time
 from catalog.admin.lookups import StrictLookupsMixin
 from catalog.admin.titles import TitledAdminMixin
 from catalog.choices import ServerStatus
@@ -146,8 +146,7 @@ def scopes_text(scopes: list[str], *, for_agent: bool = False) -> str:
 class ApiTokenAdmin(TitledAdminMixin, PeopleChoicesMixin, StrictLookupsMixin, admin.ModelAdmin[ApiToken]):
     list_display = (
         "name",
-        "user",
-        "agent",
+        "user_column",
         "tenant",
         "scopes_display",
         "display_prefix",
@@ -190,6 +189,16 @@ class ApiTokenAdmin(TitledAdminMixin, PeopleChoicesMixin, StrictLookupsMixin, ad
         if not request.user.is_superuser:
             qs = rows_of_people_for(request, qs.filter(tenant_q(principal_for_user(request.user), "tenant")))
         return with_person_visible(request, with_person_visible(request, qs, "created_by"), "revoked_by")
+
+    @admin.display(description="user", ordering="user__username")
+    def user_column(self, obj: ApiToken) -> str:
+        # The person and, under them, the agent, as the audit trail and the approval inbox say it; names wrap only
+        # between their parts (breakable_name): "overflow-wrap: anywhere" split "adm|in" at 800 px, and a long name
+        # in a column of its own beside a long agent's pushed the last column out of view.
+        person = breakable_name(str(obj.user))
+        if not obj.agent_id:
+            return person
+        return format_html('{}<br><small class="token-agent">via {}</small>', person, breakable_name(str(obj.agent)))
 
     @admin.display(description="scopes")
     def scopes_display(self, obj: ApiToken) -> str:

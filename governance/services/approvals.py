@@ -664,13 +664,19 @@ def approval_consume(*, approval_id: object, principal: Principal, tool: Tool, a
     raise error
 
 
-def approval_give_back(*, request: ApprovalRequest) -> bool:
-    """An approval used by a call that was then never sent (the database failed in the check just before sending):
-    approved again, for the same call to use before its expiry, as if it had not been used. Only the use it was
-    consumed by is undone (its ``consumed_at``). Returns whether it was given back."""
+def approval_give_back(*, request: ApprovalRequest, principal: Principal) -> bool:
+    """An approval used by ``principal``'s call that was then never sent (the database failed in the check just
+    before sending, the upstream's side refused it): approved again, for the same call to use before its expiry, as
+    if it had not been used. Only the use it was consumed by is undone (its ``consumed_at``). Unless the requester
+    lost access meanwhile (redteam50, Z6): a revocation voids open approvals, not one in use, so it is voided now, as
+    the revocation would have (``approval.expired``, ``requester_lost_access``); given back, it was usable again once
+    access came back. Returns whether it was given back."""
     given = ApprovalRequest.objects.filter(
         pk=request.pk, status=ApprovalStatus.CONSUMED, consumed_at=request.consumed_at
     ).update(status=ApprovalStatus.APPROVED, consumed_at=None)
+    if given and not tool_executable_by(principal=principal, tool_pk=request.tool_id):
+        _expire(request, reason="requester_lost_access")
+        return False
     return bool(given)
 
 

@@ -837,7 +837,7 @@ def execute_finish(
         return bool(recorded.get("approval_given_back"))
     given_back = False
     if plan.approval is not None and _never_sent(failure, outcome, unsent=unsent):
-        given_back = approval_give_back(request=plan.approval)
+        given_back = approval_give_back(request=plan.approval, principal=plan.principal)
     if plan.idempotency is not None:
         if outcome in (AuditOutcome.ERROR, AuditOutcome.DENIED) and failure:
             IdempotencyRecord.objects.filter(pk=plan.idempotency.pk).delete()  # nothing ran: the key may be reused
@@ -877,7 +877,8 @@ def _never_sent(failure: str, outcome: str, *, unsent: bool = False) -> bool:
     """Whether nothing of a failed call reached the tool's server, so an approval it used may be given back: the
     database kept it from being sent, the gateway failed before sending it (outcome "error"; once sending began
     the outcome is "unknown": the call may have run, and its approval stays used), or the upstream's side refused
-    it before sending began (``unsent``: a full bulkhead, a backoff, an open circuit, a refused configuration)."""
+    it or its client cancelled it before sending began (``unsent``: a full bulkhead, a backoff, an open circuit, a
+    refused configuration, a disconnect or an MCP cancellation while it waited for a slot or a connection)."""
     if failure in UNSENT_FOR_THE_DATABASE:
         return True
     return outcome == AuditOutcome.ERROR and (failure == GATEWAY_ERROR or unsent)
@@ -1052,9 +1053,9 @@ async def _execute(
             await _finish_shielded(
                 plan, interrupted_result(), outcome=AuditOutcome.UNKNOWN, failure="interrupted", progress=progress
             )
-        else:
+        else:  # nobody waits for an answer, but the approval it used is given back: the same call may come again
             result = error_result("The call was cancelled before it reached the tool's server.")
-            await _finish_shielded(plan, result, outcome=AuditOutcome.ERROR, failure="cancelled")
+            await _finish_shielded(plan, result, outcome=AuditOutcome.ERROR, failure="cancelled", unsent=True)
         raise
     except Exception as exc:  # anything else on the way (a bug, a library's unforeseen error): audited, key settled
         # The exception's type only: its message may quote an argument or a credential.

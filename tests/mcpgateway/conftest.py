@@ -716,6 +716,22 @@ def execute_once(gateway: ThreadedUvicorn, token: str, tool_id: str, arguments: 
     return run(main)
 
 
+def scripted_answer(
+    gateway: ThreadedUvicorn, tmp_path: Path, tool_id: str, result: dict[str, Any], *, member_on: Any, admin_user: Any
+) -> Any:
+    """The answer to one ``execute_tool`` of ``tool_id`` ("slug::name") over HTTP, by a new member, on a scripted
+    stdio upstream (``scripted_read_tool``) answering ``result``, with no index (the tool listed directly); the
+    upstream is asserted to have been called exactly once."""
+    from tests.catalog.servers.fixtures import good_tool
+
+    slug, name = tool_id.split("::")
+    token, log = scripted_read_tool(tmp_path, slug, good_tool(name), result, member_on=member_on, admin_user=admin_user)
+    drop_index()
+    answer = execute_once(gateway, token, tool_id)
+    assert len(log.read_text().splitlines()) == 1
+    return answer
+
+
 @contextmanager
 def uvicorn_lines() -> Iterator[list[str]]:
     """The messages uvicorn's access and error loggers write meanwhile, collected by a handler of this block's own:

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.catalog.servers.fixtures import good_tool
-
-from .conftest import drop_index, execute_once, gateway_db, scripted_read_tool
+from .conftest import gateway_db, scripted_answer
 
 pytestmark = [gateway_db, pytest.mark.slow]
 
@@ -38,12 +36,7 @@ RESULT = {
 def test_an_upstreams_content_reaches_user_and_model_alike(gateway, member_on, admin_user, tmp_path):
     """Before: each block reached the caller with its audience, so a host honouring it showed the injection to the
     model only and the sign-in text to the user only."""
-    token, log = scripted_read_tool(
-        tmp_path, "orders", good_tool("lookup"), RESULT, member_on=member_on, admin_user=admin_user
-    )
-    drop_index()
-    result = execute_once(gateway, token, "orders::lookup")
-    assert len(log.read_text().splitlines()) == 1
+    result = scripted_answer(gateway, tmp_path, "orders::lookup", RESULT, member_on=member_on, admin_user=admin_user)
     assert not result.is_error, result
     blocks = [block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content]
     assert [block["type"] for block in blocks] == ["text", "text", "text", "resource_link", "resource"]

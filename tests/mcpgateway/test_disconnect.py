@@ -65,6 +65,25 @@ def _execute(gateway, token: str, arguments: dict[str, Any]) -> dict[str, Any]:
     return rpc_result(raw_post(gateway, body, token=token))["result"]
 
 
+def _approved_note(admin_user, faulty_server, token: str) -> tuple[Any, Any, dict[str, Any]]:
+    """An approver, the token's request to run record_note they approved, and the execute_tool call that uses it."""
+    from governance.services.approvals import approval_decide, approval_request_create
+    from governance.services.tokens import api_token_verify
+
+    approver = make_user("gw_approver", is_staff=True)
+    grant(admin_user, faulty_server, approver, "discover", "approve")
+    arguments = {"note": "ship the release"}
+    request = approval_request_create(
+        principal=api_token_verify(token), tool=faulty_server.tools.get(name="record_note"), arguments=arguments
+    )
+    approval_decide(request=request, approver=approver, approve=True, reason="go")
+    return (
+        approver,
+        request,
+        {"tool_id": "faulty::record_note", "arguments": arguments, "approval_id": request.approval_id},
+    )
+
+
 def test_a_call_cut_off_after_it_was_sent_is_audited_as_unknown_and_its_retry_is_told(gateway, token, faulty_call_log):
     from mcpgateway.models import IdempotencyRecord
 
@@ -145,17 +164,10 @@ def test_an_approved_keyless_call_cut_off_after_it_ran_needs_a_new_approval_to_r
     breaks before the answer. Re-sent with its approval it is refused as used, never run twice; re-sent without,
     it asks for a new approval, which an approver must grant before it runs again."""
     from governance.models import ApprovalRequest
-    from governance.services.approvals import approval_decide, approval_request_create
-    from governance.services.tokens import api_token_verify
+    from governance.services.approvals import approval_decide
 
-    approver = make_user("gw_approver", is_staff=True)
-    grant(admin_user, faulty_server, approver, "discover", "approve")
-    arguments = {"note": "ship the release"}
-    request = approval_request_create(
-        principal=api_token_verify(token), tool=faulty_server.tools.get(name="record_note"), arguments=arguments
-    )
-    approval_decide(request=request, approver=approver, approve=True, reason="go")
-    call = {"tool_id": "faulty::record_note", "arguments": arguments, "approval_id": request.approval_id}
+    approver, request, call = _approved_note(admin_user, faulty_server, token)
+    arguments = call["arguments"]
 
     sock = _open_call(gateway, token, call)
     _wait_for(lambda: faulty_calls(faulty_call_log, "record_note") == 1, "the upstream ran the call")
@@ -173,3 +185,35 @@ def test_an_approved_keyless_call_cut_off_after_it_ran_needs_a_new_approval_to_r
     approval_decide(request=fresh, approver=approver, approve=True, reason="again")
     again = _execute(gateway, token, {**call, "approval_id": fresh.approval_id})
     assert again["isError"] is False and faulty_calls(faulty_call_log, "record_note") == 2
+
+
+def test_an_approval_used_by_a_call_cut_off_before_it_was_sent_is_given_back(
+    gateway, token, admin_user, faulty_server, faulty_call_log, settings
+):
+    """mend1: an approved call waiting for its server's only slot when its client disconnected left its approval used
+    up, though nothing was sent: the approver's decision was lost, the agent had to ask again. Given back as for the
+    other calls never sent (on the record, ``approval_given_back``); the same approval_id then runs the call."""
+    from governance.models import ApprovalRequest
+
+    _, request, call = _approved_note(admin_user, faulty_server, token)
+
+    settings.SCOUT_MCP_MAX_CALLS_PER_SERVER = 1  # a hang holds the only slot: the approved call waits for it
+    holder = _open_call(gateway, token, {"tool_id": "faulty::hang", "arguments": {}})
+    _wait_for(lambda: faulty_calls(faulty_call_log, "hang") == 1, "the hang holds the slot")
+    waiting = _open_call(gateway, token, call)
+    _wait_for(lambda: ApprovalRequest.objects.get(pk=request.pk).status == "consumed", "the call used its approval")
+    _drop(waiting)
+
+    (event,) = _wait_for(lambda: _executions("faulty::record_note"), "an audit event for the dropped call")
+    assert (event.outcome, event.payload["failure"], event.payload.get("approval_given_back")) == (
+        "error", "cancelled", True
+    )  # fmt: skip
+    assert ApprovalRequest.objects.get(pk=request.pk).status == "approved"
+    assert faulty_calls(faulty_call_log, "record_note") == 0
+
+    _drop(holder)
+    _wait_for(lambda: _executions("faulty::hang"), "an audit event for the dropped hang")
+    ran = _execute(gateway, token, call)
+    assert ran.get("isError") is not True, ran
+    assert faulty_calls(faulty_call_log, "record_note") == 1
+    assert ApprovalRequest.objects.get(pk=request.pk).status == "consumed"
