@@ -39,6 +39,11 @@ def browser_binaries() -> tuple[str, str]:
 
 
 WINDOW = (1280, 900)
+# Seconds a lookup waits for its element to appear (selenium's implicit wait). An empty answer waits all of it: a
+# check that something is absent asks ``find_now`` instead.
+IMPLICIT_WAIT = 5
+# Seconds between the checks of a wait (selenium's default, 0.5, left each page change up to half a second idle).
+POLL = 0.05
 
 
 def _start_chromium(chromium: str, driver: str) -> Any:
@@ -75,7 +80,7 @@ def _as_new(session: Any) -> None:
     session.get("about:blank")
     session.execute_cdp_cmd("Network.clearBrowserCookies", {})
     session.set_window_size(*WINDOW)
-    session.implicitly_wait(5)
+    session.implicitly_wait(IMPLICIT_WAIT)
 
 
 _CHROMIUM: dict[str, Any] = {}
@@ -98,7 +103,7 @@ def browser(browser_binaries, _chromium) -> Iterator[object]:
 
     if "session" not in _chromium:
         _chromium["session"] = _start_chromium(*browser_binaries)
-        _chromium["session"].implicitly_wait(5)
+        _chromium["session"].implicitly_wait(IMPLICIT_WAIT)
     session = _chromium["session"]
     yield session
     try:
@@ -115,20 +120,38 @@ def screenshot(browser, name: str) -> Path:
     return path
 
 
-def admin_login(browser, base_url: str, username: str, password: str) -> None:
+def admin_login(
+    browser, base_url: str, username: str, password: str, *, path: str = "/admin/", form: bool = False
+) -> None:
+    """Signed in as ``username``, on ``path`` (the admin's home, where the sign-in page leads). ``form``: through the
+    sign-in page, as a person does (the operator's, approver's and curator's journeys). Otherwise the browser is
+    given the session cookie a sign-in with these credentials makes (Django's test client: the same password check,
+    ``user_logged_in`` and session row) and opens ``path``: two page loads and a POST fewer for each other test."""
+    from selenium.common.exceptions import TimeoutException
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
 
+    if not form:
+        from django.conf import settings
+        from django.test import Client
+
+        client = Client()
+        assert client.login(username=username, password=password), "login failed"
+        cookie = {"name": settings.SESSION_COOKIE_NAME, "value": client.cookies[settings.SESSION_COOKIE_NAME].value}
+        browser.execute_cdp_cmd("Network.setCookie", {**cookie, "url": base_url, "path": "/", "httpOnly": True})
+        browser.get(f"{base_url}{path}")
+        assert "/admin/login/" not in browser.current_url, "login failed: the session cookie was not accepted"
+        return
     browser.get(f"{base_url}/admin/login/")
     browser.find_element(By.NAME, "username").send_keys(username)
     browser.find_element(By.NAME, "password").send_keys(password)
-    from selenium.common.exceptions import TimeoutException
-    from selenium.webdriver.support.ui import WebDriverWait
-
     browser.find_element(By.CSS_SELECTOR, "input[type=submit], button[type=submit]").click()
     try:  # the click only starts the POST: wait for the navigation (a loaded machine takes a while)
-        WebDriverWait(browser, 30).until(lambda driver: "/admin/login/" not in driver.current_url)
+        WebDriverWait(browser, 30, POLL).until(lambda driver: "/admin/login/" not in driver.current_url)
     except TimeoutException:
         raise AssertionError("login failed") from None
+    if path != "/admin/":
+        browser.get(f"{base_url}{path}")
 
 
 def click_through(browser, element, timeout: float = 30, *, at: tuple[int, int] | None = None) -> None:
@@ -153,7 +176,7 @@ def click_through(browser, element, timeout: float = 30, *, at: tuple[int, int] 
             return True
         return False
 
-    WebDriverWait(browser, timeout).until(replaced)
+    WebDriverWait(browser, timeout, POLL).until(replaced)
 
 
 def approver_and_tool(django_user_model, member, *, server: str, tool: str):
@@ -200,7 +223,22 @@ def wait_for(browser, css: str, timeout: float = 30):
     from selenium.webdriver.support import expected_conditions as EC
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(browser, timeout).until(EC.presence_of_element_located((By.CSS_SELECTOR, css)))
+    return WebDriverWait(browser, timeout, POLL).until(EC.presence_of_element_located((By.CSS_SELECTOR, css)))
+
+
+def find_now(browser, by: str, value: str, *, within=None) -> list:
+    """The elements matching (``within`` an element, or the page) once the page has loaded, without the implicit
+    wait: an empty answer, what a check that something is absent expects, waited all of it (5 s each)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(browser, 30, POLL).until(
+        lambda driver: driver.execute_script("return document.readyState") == "complete"
+    )
+    browser.implicitly_wait(0)
+    try:
+        return (within or browser).find_elements(by, value)
+    finally:
+        browser.implicitly_wait(IMPLICIT_WAIT)
 
 
 @dataclass

@@ -6,7 +6,7 @@ import pytest
 from governance.services.approvals import approval_request_create
 from tests.governance.conftest import grant, member_token, mutating_tool, server  # noqa: F401 - fixtures
 
-from .conftest import admin_login, click_through, screenshot
+from .conftest import admin_login, click_through, find_now, screenshot
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -20,13 +20,14 @@ def test_from_a_pending_approval_to_its_token_and_revoke_it(browser, live_server
     tool = request.getfixturevalue("mutating_tool")
     pending = approval_request_create(principal=principal, tool=tool, arguments={"name": "repo"})
     django_user_model.objects.create_superuser(username="root", email=None, password="pw-root-123")
-    admin_login(browser, live_server.url, "root", "pw-root-123")
-    browser.get(f"{live_server.url}/admin/governance/approvalrequest/{pending.pk}/decide/")
+    admin_login(
+        browser, live_server.url, "root", "pw-root-123", path=f"/admin/governance/approvalrequest/{pending.pk}/decide/"
+    )
     related = browser.find_element(By.ID, "approval-related")
     screenshot(browser, "approval-related-links")
     click_through(browser, related.find_element(By.PARTIAL_LINK_TEXT, "The API token"))
     assert f"/admin/governance/apitoken/{token.pk}/change/" in browser.current_url
-    assert not browser.find_elements(By.NAME, "_save")  # a saved token's fields are read-only
+    assert not find_now(browser, By.NAME, "_save")  # a saved token's fields are read-only
     assert browser.find_element(By.CSS_SELECTOR, "#content h1").text == f"API token {token.name}"  # not "Change …"
     revoke, activity = (
         browser.find_element(By.CSS_SELECTOR, css) for css in ("#token-revoke button", "#token-activity")

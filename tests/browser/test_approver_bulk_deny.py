@@ -8,7 +8,7 @@ from governance.choices import ApprovalStatus
 from governance.models import ApprovalRequest
 from governance.principals import principal_for_user
 
-from .conftest import admin_login, approver_and_tool, click_through, screenshot
+from .conftest import POLL, admin_login, approver_and_tool, click_through, find_now, screenshot
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 NO_SIDEWAYS = "return document.documentElement.scrollWidth <= document.documentElement.clientWidth;"
@@ -26,8 +26,7 @@ def test_an_approver_denies_the_ticked_calls_with_one_reason(browser, live_serve
         for n in range(3)
     ]
     browser.set_window_size(width, 900)
-    admin_login(browser, live_server.url, "appr", "pw-appr-123")
-    browser.get(f"{live_server.url}/admin/governance/approvalrequest/")
+    admin_login(browser, live_server.url, "appr", "pw-appr-123", path="/admin/governance/approvalrequest/")
     boxes = browser.find_elements(By.CSS_SELECTOR, "#result_list input.action-select")
     assert len(boxes) == 3 and browser.execute_script(NO_SIDEWAYS)
     for box in boxes[:2]:  # the newest two: old-2 and old-1
@@ -58,18 +57,17 @@ def test_deny_selected_without_a_reason_is_stopped_in_the_browser(browser, live_
 
     tool = approver_and_tool(django_user_model, member, server="github", tool="delete_branch")
     approval_request_create(principal=principal_for_user(member), tool=tool, arguments={"branch": "old"})
-    admin_login(browser, live_server.url, "appr", "pw-appr-123")
-    browser.get(f"{live_server.url}/admin/governance/approvalrequest/")
+    admin_login(browser, live_server.url, "appr", "pw-appr-123", path="/admin/governance/approvalrequest/")
     browser.find_element(By.CSS_SELECTOR, "#result_list input.action-select").click()
     browser.execute_script("window.scoutSamePage = true;")  # gone if the form is sent and a new page loads
     browser.find_element(By.CSS_SELECTOR, "#bulk-deny button").click()
     # The box is focused by the browser's check (a sent form loads a page where nothing is focused).
-    WebDriverWait(browser, 30).until(
+    WebDriverWait(browser, 30, POLL).until(
         lambda b: b.execute_script("return document.activeElement && document.activeElement.id;") == "bulk-deny-reason"
     )
     assert browser.execute_script("return window.scoutSamePage === true;")
     assert browser.find_element(By.CSS_SELECTOR, "#result_list input.action-select").is_selected()  # the tick kept
-    assert not browser.find_elements(By.CSS_SELECTOR, "ul.messagelist li")  # no answer from the server
+    assert not find_now(browser, By.CSS_SELECTOR, "ul.messagelist li")  # no answer from the server
     assert ApprovalRequest.objects.get().status == ApprovalStatus.PENDING
 
 
@@ -92,8 +90,8 @@ def test_no_select_all_box_over_rows_none_of_which_can_be_ticked(browser, live_s
         browser.get(f"{live_server.url}/admin/governance/approvalrequest/?status__exact=denied")
         assert len(browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr")) == 1
         screenshot(browser, f"approver-inbox-decided-only-{width}")
-        assert not browser.find_elements(By.CSS_SELECTOR, "#result_list #action-toggle, #result_list .action-select")
-        assert not browser.find_elements(By.ID, "bulk-deny")
+        assert not find_now(browser, By.CSS_SELECTOR, "#result_list #action-toggle, #result_list .action-select")
+        assert not find_now(browser, By.ID, "bulk-deny")
         browser.get(f"{live_server.url}/admin/governance/approvalrequest/")  # the one waiting: it can be ticked
         assert len(browser.find_elements(By.CSS_SELECTOR, "#result_list .action-select")) == 1
         assert len(browser.find_elements(By.CSS_SELECTOR, "#result_list #action-toggle")) == 1  # (800 px: cards)

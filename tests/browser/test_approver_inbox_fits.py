@@ -33,8 +33,7 @@ def test_the_inbox_gives_the_call_and_who_asked_room_at_1280(browser, live_serve
         arguments = {"party": n + 2, "time": "19:30", "note": LONG, "path": f"/bookings/{n}.json"}
         approval_request_create(principal=principal, tool=tool, arguments=arguments)
     browser.set_window_size(1280, 900)
-    admin_login(browser, live_server.url, "appr", "pw-appr-123")
-    browser.get(f"{live_server.url}/admin/governance/approvalrequest/")
+    admin_login(browser, live_server.url, "appr", "pw-appr-123", path="/admin/governance/approvalrequest/")
     assert len(browser.find_elements("css selector", "#result_list tbody tr")) == 2
     shot = os.environ.get("SCOUT_SCREENSHOT_TAG")
     if shot:

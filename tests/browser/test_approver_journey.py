@@ -12,7 +12,7 @@ from django.contrib.auth.models import Group
 from governance.roles import APPROVERS
 from tests.mcpgateway.conftest import MODERN, faulty_calls, grant, make_token, make_user, mcp_client, run
 
-from .conftest import admin_login, click_through, screenshot
+from .conftest import admin_login, click_through, find_now, screenshot
 from .gateway_fixtures import *  # noqa: F403 - live gateway fixtures
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -74,7 +74,7 @@ def test_approver_denies_with_a_reason_then_approves_a_call_that_runs(
     assert first.structured_content["approval_required"] is True
     first_id = first.structured_content["approval_id"]
 
-    admin_login(browser, gateway.url, "gw_approver", "pw-gw_approver-123")
+    admin_login(browser, gateway.url, "gw_approver", "pw-gw_approver-123", form=True)
     assert browser.find_element(By.CSS_SELECTOR, "#pending-approvals strong").text == "1"  # the header count
     home = browser.find_element(By.ID, "approver-home")
     assert "Approvals waiting for you: 1" in home.text and TOOL in home.text
@@ -86,7 +86,7 @@ def test_approver_denies_with_a_reason_then_approves_a_call_that_runs(
     screenshot(browser, "approver-inbox")
     # ... with its filters open (no navigation sidebar on the inbox), and nothing scrolls sideways: not the page, not
     # the results table.
-    assert not browser.find_elements(By.ID, "nav-sidebar")
+    assert not find_now(browser, By.ID, "nav-sidebar")
     assert browser.find_element(By.ID, "changelist-filter").is_displayed()
     assert _no_sideways_scroll(browser, "#changelist .results") and _no_sideways_scroll(browser, "html")
     assert _right_edge_visible(browser, browser.find_element(By.CSS_SELECTOR, "#result_list td.field-requester_column"))

@@ -10,7 +10,7 @@ from catalog.models import Server
 from governance.roles import OPERATORS
 from tests.governance.factories import ServerFactory
 
-from .conftest import admin_login, click_through, screenshot
+from .conftest import admin_login, click_through, find_now, screenshot
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -37,7 +37,7 @@ def test_an_archived_servers_page_opens_with_it_and_restores_it(browser, live_se
     assert "Restored 1 server(s)." in browser.find_element(By.CSS_SELECTOR, ".messagelist").text
     assert Server.objects.get(pk=server.pk).status == ServerStatus.ACTIVE
     browser.get(f"{live_server.url}/admin/catalog/server/{server.pk}/change/")
-    assert not browser.find_elements(By.ID, "server-stopped")
+    assert not find_now(browser, By.ID, "server-stopped")
 
 
 def test_a_disabled_servers_page_opens_with_how_to_turn_it_back_on(browser, live_server, django_user_model):
@@ -46,9 +46,8 @@ def test_a_disabled_servers_page_opens_with_how_to_turn_it_back_on(browser, live
     server = ServerFactory(slug="paused", status=ServerStatus.DISABLED)
     operator = django_user_model.objects.create_user(username="op", password="pw-op-123", is_staff=True)
     operator.groups.add(Group.objects.get(name=OPERATORS))
-    admin_login(browser, live_server.url, "op", "pw-op-123")
-    browser.get(f"{live_server.url}/admin/catalog/server/{server.pk}/change/")
+    admin_login(browser, live_server.url, "op", "pw-op-123", path=f"/admin/catalog/server/{server.pk}/change/")
     banner = browser.find_element(By.ID, "server-stopped")
     assert banner.text.startswith("Disabled Its tools are hidden from clients and it is not synced"), banner.text
     assert "set its status back to Active (Health, below) and save" in banner.text
-    assert not browser.find_elements(By.ID, "server-restore")
+    assert not find_now(browser, By.ID, "server-restore")

@@ -27,8 +27,7 @@ def test_a_tested_new_server_is_saved_and_synced_from_the_test_page(browser, liv
     operator = django_user_model.objects.create_user(username="op", password="pw-op-123", is_staff=True)
     operator.groups.add(Group.objects.get(name=OPERATORS))
     browser.set_window_size(800, 900)
-    admin_login(browser, live_server.url, "op", "pw-op-123")
-    browser.get(f"{live_server.url}/admin/catalog/server/add/")
+    admin_login(browser, live_server.url, "op", "pw-op-123", path="/admin/catalog/server/add/")
     fields = {"slug": "clock", "name": "Clock", "command": sys.executable, "args": json.dumps(args)}
     for name, value in fields.items():
         box = browser.find_element(By.NAME, name)

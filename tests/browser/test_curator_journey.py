@@ -10,7 +10,7 @@ from django.contrib.auth.models import Group
 from governance.roles import CURATORS
 from search.services import index_rebuild
 
-from .conftest import admin_login, click_through, screenshot, wait_for
+from .conftest import POLL, admin_login, click_through, find_now, screenshot, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 REQUEST = "let the landlord know the rent is late"
@@ -38,7 +38,7 @@ def test_curator_attaches_an_example_request_and_sees_it_in_the_preview(
     browser.get(f"{live_server.url}/")  # the landing page: each role's way in and the MCP URL
     assert browser.find_element(By.ID, "mcp-url").text.endswith("/mcp")
     screenshot(browser, "landing")
-    admin_login(browser, live_server.url, "curator", "pw-curator-123")
+    admin_login(browser, live_server.url, "curator", "pw-curator-123", form=True)
     home = browser.find_element(By.ID, "curator-home")
     assert "Search workbench" in home.text and "without example requests" in home.text
     screenshot(browser, "curator-home")
@@ -70,9 +70,9 @@ def test_curator_attaches_an_example_request_and_sees_it_in_the_preview(
     query = browser.find_element(By.NAME, "query")
     assert query.get_attribute("value") == ""
     # "autofocus" is applied at a rendering update, which may come after the page's load event.
-    WebDriverWait(browser, 30).until(lambda driver: driver.switch_to.active_element == query)
+    WebDriverWait(browser, 30, POLL).until(lambda driver: driver.switch_to.active_element == query)
     assert query.get_attribute("placeholder") == f"a request a user would make for {tool.tool_id}"
-    assert not browser.find_elements(By.CSS_SELECTOR, ".errorlist")
+    assert not find_now(browser, By.CSS_SELECTOR, ".errorlist")
     screenshot(browser, "curator-preview-for-tool")
     click_through(browser, browser.find_element(By.CSS_SELECTOR, "#preview-tool-examples a"))
     assert browser.find_element(By.NAME, "query").get_attribute("value") == REQUEST

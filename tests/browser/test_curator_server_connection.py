@@ -13,7 +13,7 @@ from governance.roles import CURATORS, OPERATORS
 from tests.governance.factories import ServerFactory
 from tests.scoutsite.test_operator_failing_server import _closed_port
 
-from .conftest import admin_login
+from .conftest import admin_login, find_now
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 URL_SECRET = "s3cr3t-path-4711"
@@ -38,8 +38,7 @@ def test_a_curator_reads_no_servers_url_secret_arguments_or_error_path(
         person = django_user_model.objects.create_user(username=name, password=f"pw-{name}-123", is_staff=True)
         person.groups.add(Group.objects.get(name=role))
 
-    admin_login(browser, live_server.url, "cur", "pw-cur-123")
-    browser.get(f"{live_server.url}/admin/catalog/server/{hosted.pk}/change/")
+    admin_login(browser, live_server.url, "cur", "pw-cur-123", path=f"/admin/catalog/server/{hosted.pk}/change/")
     page = browser.page_source
     assert "hosted" in browser.find_element(By.ID, "content").text
     assert URL_SECRET not in page, "the URL's secret path reached a curator"
@@ -49,15 +48,14 @@ def test_a_curator_reads_no_servers_url_secret_arguments_or_error_path(
     assert "keyed" in browser.find_element(By.ID, "content").text
     assert ARG_SECRET not in browser.page_source, "a stdio server's argument reached a curator"
     # Nor offered a connection test, which takes the connection it does not see (and refused them: 403).
-    assert not browser.find_elements(By.ID, "test-connection")
+    assert not find_now(browser, By.ID, "test-connection")
     # Nor spelt out by the server list's row count: a lookup on a connection field is refused (400).
     for lookup in (f"url__contains={URL_SECRET[:4]}", f"args__contains={ARG_SECRET[:4]}", "last_error__contains=s3"):
         browser.get(f"{live_server.url}/admin/catalog/server/?{lookup}")
         assert "Bad Request (400)" in browser.page_source and "hosted" not in browser.page_source, lookup
 
     browser.delete_all_cookies()
-    admin_login(browser, live_server.url, "op", "pw-op-123")
-    browser.get(f"{live_server.url}/admin/catalog/server/{hosted.pk}/change/")
+    admin_login(browser, live_server.url, "op", "pw-op-123", path=f"/admin/catalog/server/{hosted.pk}/change/")
     assert URL_SECRET in browser.find_element(By.ID, "sync-failed").text  # the operator's own connection
     assert browser.find_element(By.NAME, "url").get_attribute("value").endswith(f"/s/{URL_SECRET}/mcp")
     browser.get(f"{live_server.url}/admin/catalog/server/{keyed.pk}/change/")
@@ -84,8 +82,7 @@ def test_a_tenant_operator_reads_no_shared_servers_connection_but_their_own_serv
                                 url="https://own.example/mcp/own-path-4711")  # fmt: skip
     ServerTenant.objects.create(server=own, tenant=Tenant.objects.get(slug="tenant-a"))
 
-    admin_login(browser, live_server.url, *OPERATOR_A)
-    browser.get(f"{live_server.url}/admin/catalog/server/{shared.pk}/change/")
+    admin_login(browser, live_server.url, *OPERATOR_A, path=f"/admin/catalog/server/{shared.pk}/change/")
     assert "shared-srv" in browser.find_element(By.ID, "content").text
     assert URL_SECRET not in browser.page_source, "a shared server's secret reached a tenant's operator"
     assert "https://mcp.example/…" in browser.find_element(By.ID, "sync-failed").text

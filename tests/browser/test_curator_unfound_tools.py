@@ -10,7 +10,7 @@ from governance.roles import CURATORS
 from search.services import index_rebuild
 from tests.search.factories import logged_search
 
-from .conftest import admin_login, click_through, screenshot, wait_for
+from .conftest import admin_login, click_through, find_now, screenshot, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 REQUEST = "tidy my downloads into the archive"
@@ -44,14 +44,13 @@ def test_curator_finds_a_tool_agents_never_got_teaches_it_and_sees_it_found(
     )
     logged_search(member, files["write_file"], called=files["write_file"], query="save this text as todo.txt")
 
-    admin_login(browser, live_server.url, "curator", "pw-curator-123")
-    browser.get(f"{live_server.url}/admin/search/workbench/")
+    admin_login(browser, live_server.url, "curator", "pw-curator-123", path="/admin/search/workbench/")
     click_through(browser, browser.find_element(By.ID, "show-unfound-tools"))
     row = browser.find_element(By.CSS_SELECTOR, '#never-returned tr.unfound-tool[data-tool-id="files::move_file"]')
     first = browser.find_element(By.CSS_SELECTOR, "#never-returned tr.unfound-tool")
     assert first.get_attribute("data-tool-id").startswith("files::")  # the searched server's tools come first
     assert "Filesystem" in row.text and "Add an example request" in row.text
-    assert not browser.find_elements(By.CSS_SELECTOR, '#never-returned tr[data-tool-id="files::list_directory"]')
+    assert not find_now(browser, By.CSS_SELECTOR, '#never-returned tr[data-tool-id="files::list_directory"]')
     assert "show what is in my downloads folder" not in browser.page_source  # no one's words on this page
     screenshot(browser, "curator-unfound-tools")
 

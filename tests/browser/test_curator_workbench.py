@@ -13,7 +13,7 @@ from search.engine.ranking import Confidence
 from search.services import index_rebuild
 from search.usage import query_log_record
 
-from .conftest import admin_login, click_through, screenshot, wait_for
+from .conftest import admin_login, click_through, find_now, screenshot, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 WITHHELD = "ping my landlord about the rent"
@@ -68,7 +68,7 @@ def test_curator_attaches_a_withheld_request_and_sees_it_found(
     click_through(browser, row.find_element(By.CSS_SELECTOR, "button[type=submit]"))
     message = browser.find_element(By.CSS_SELECTOR, "ul.messagelist li.success").text
     assert "mail::send_email" in message and "searchable now" in message
-    assert not browser.find_elements(By.CSS_SELECTOR, "tr.request-group")  # handled, with its paraphrases
+    assert not find_now(browser, By.CSS_SELECTOR, "tr.request-group")  # handled, with its paraphrases
     assert browser.find_element(By.ID, "workbench-empty")
     screenshot(browser, "curator-workbench-attached")
 
@@ -123,7 +123,7 @@ def test_curator_dismisses_a_request_no_tool_should_serve_and_restores_it(browse
     message = browser.find_element(By.CSS_SELECTOR, "ul.messagelist li.success").text
     assert message.startswith(f"Dismissed “{flight}”: no tool should serve it.")
     assert browser.current_url.endswith("?reason=withheld")  # back to the list the curator was working through
-    assert not browser.find_elements(By.CSS_SELECTOR, f'tr.request-group[data-text="{flight}"]')
+    assert not find_now(browser, By.CSS_SELECTOR, f'tr.request-group[data-text="{flight}"]')
     assert browser.find_elements(By.CSS_SELECTOR, f'tr.request-group[data-text="{WITHHELD}"]')
 
     browser.get(f"{live_server.url}/admin/")
@@ -153,8 +153,7 @@ def test_a_long_request_reads_in_a_few_lines_beside_the_tools_it_returned(browse
     request = "find last quarter's revenue report for the EMEA region and email the summary to the finance team"
     returned = [LoggedResult(tool_id=f"reports-{n}::export_quarterly_revenue_{n}", score=0.3) for n in range(8)]
     _withheld(member, request, returned)
-    admin_login(browser, live_server.url, "curator", "pw-curator-123")
-    browser.get(f"{live_server.url}/admin/search/workbench/")
+    admin_login(browser, live_server.url, "curator", "pw-curator-123", path="/admin/search/workbench/")
     text = browser.find_element(By.CSS_SELECTOR, "tr.request-group td strong")
     screenshot(browser, "curator-workbench-long-request")
     lines = browser.execute_script(

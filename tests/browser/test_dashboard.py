@@ -16,8 +16,7 @@ def test_dashboard_charts_render(browser, live_server, django_user_model, member
     operator = django_user_model.objects.create_user(username="operator", password="pw-operator-123", is_staff=True)
     operator.user_permissions.add(Permission.objects.get(codename="view_server", content_type__app_label="catalog"))
     seed_traffic(member)
-    admin_login(browser, live_server.url, "operator", "pw-operator-123")
-    browser.get(f"{live_server.url}/admin/dashboard/?window=1h")
+    admin_login(browser, live_server.url, "operator", "pw-operator-123", path="/admin/dashboard/?window=1h")
     charts = browser.execute_script(
         "return Object.fromEntries(Object.entries(window.scoutDashboardCharts || {}).map("
         "([id, c]) => [id, c.data.datasets.reduce((n, d) => n + d.data.filter(v => v).length, 0)]))"
@@ -58,8 +57,7 @@ def test_status_doughnuts_colour_and_name_each_status_as_its_badge(browser, live
     up = ServerFactory(slug="up")
     for server, status in ((down, SyncStatus.FAILED), (up, SyncStatus.SUCCESS), (up, SyncStatus.SUCCESS)):
         SyncRun.objects.create(server=server, status=status, started_at=timezone.now())
-    admin_login(browser, live_server.url, "root", "pw-root-123")
-    browser.get(f"{live_server.url}/admin/dashboard/")
+    admin_login(browser, live_server.url, "root", "pw-root-123", path="/admin/dashboard/")
     drawn = browser.execute_script(
         """const css = getComputedStyle(document.documentElement);
         const named = {ok: css.getPropertyValue('--scout-ok').trim(), bad: css.getPropertyValue('--scout-bad').trim()};
@@ -79,8 +77,7 @@ def test_status_doughnuts_colour_and_name_each_status_as_its_badge(browser, live
 
 def test_an_empty_dashboard_says_what_would_fill_each_chart(browser, live_server, django_user_model):
     django_user_model.objects.create_superuser(username="root", email=None, password="pw-root-123")
-    admin_login(browser, live_server.url, "root", "pw-root-123")
-    browser.get(f"{live_server.url}/admin/dashboard/")
+    admin_login(browser, live_server.url, "root", "pw-root-123", path="/admin/dashboard/")
     assert (
         browser.execute_script("return window.scoutDashboardCharts && Object.keys(window.scoutDashboardCharts).length")
         == 0
@@ -113,8 +110,7 @@ def test_operator_opens_the_pending_approvals_count_and_reaches_the_server_to_gr
         permission_grant(actor=superuser, target=tool, action=action, holder=member)
     waiting = approval_request_create(principal=principal_for_user(member), tool=tool, arguments={"amount": 5})
 
-    admin_login(browser, live_server.url, "operator", "pw-operator-123")
-    browser.get(f"{live_server.url}/admin/dashboard/")
+    admin_login(browser, live_server.url, "operator", "pw-operator-123", path="/admin/dashboard/")
     count = browser.find_element(By.CSS_SELECTOR, "#tile-pending-approvals a")
     assert count.text == "1"
     click_through(browser, count)

@@ -12,7 +12,7 @@ from search.choices import LearnedStatus
 from search.models import LearnedRequest
 from tests.governance.factories import ServerFactory, ToolFactory
 
-from .conftest import admin_login, click_through, learned_by_teachers, screenshot
+from .conftest import admin_login, click_through, find_now, learned_by_teachers, screenshot
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -45,7 +45,7 @@ def test_curator_promotes_and_rejects_learned_requests_from_the_tool_page(browse
     click_through(browser, _decide_link(browser, wrong.text))
     click_through(browser, browser.find_element(By.NAME, "_reject"))
     assert "1 rejected" in browser.find_element(By.CSS_SELECTOR, "ul.messagelist").text
-    assert not browser.find_elements(By.ID, "tool-learned-waiting")  # nothing waits any more
+    assert not find_now(browser, By.ID, "tool-learned-waiting")  # nothing waits any more
     right.refresh_from_db()
     wrong.refresh_from_db()
     assert (right.status, wrong.status) == (LearnedStatus.PROMOTED, LearnedStatus.REJECTED)

@@ -49,8 +49,7 @@ def test_the_curators_learned_requests_fit_at_1280(browser, live_server, django_
     tool = ToolFactory(server=ServerFactory(slug="github-enterprise-production"), name="list_repository_collaborators")
     text = "who can push to the release branch of the payments service repository and since when"
     learned_by_teachers(tool, text, 3, key="k1")
-    admin_login(browser, live_server.url, "cur", "pw-cur-123")
-    browser.get(f"{live_server.url}/admin/search/learnedrequest/")
+    admin_login(browser, live_server.url, "cur", "pw-cur-123", path="/admin/search/learnedrequest/")
     assert browser.find_elements("css selector", "#result_list tbody tr")
     screenshot(browser, "curator-learnedrequest-list")
     assert browser.execute_script(FITS), "learned requests: the list scrolls sideways at 1280 px"
@@ -71,8 +70,7 @@ def test_the_query_log_fits_at_1280(browser, live_server, django_user_model, mem
         backend="embedded",
         latency_ms=52.75,
     )
-    admin_login(browser, live_server.url, "cur", "pw-cur-123")
-    browser.get(f"{live_server.url}/admin/search/querylogentry/")
+    admin_login(browser, live_server.url, "cur", "pw-cur-123", path="/admin/search/querylogentry/")
     row = browser.find_element("css selector", "#result_list tbody tr")
     assert "53 ms" in row.text and "degraded" in row.text  # the unit; "degraded" said in words, not as an icon
     screenshot(browser, "curator-querylog-list")
@@ -92,8 +90,7 @@ def test_the_operators_sync_runs_fit_at_1280(browser, live_server, django_user_m
     SyncRun.objects.create(server=server, status=SyncStatus.SUCCESS, source="admin", started_at=now, added=10)
     SyncRun.objects.create(server=server, status=SyncStatus.PARTIAL, source="beat", started_at=now, changed=1,
                            unchanged=8, rejected=1, error="1 tool rejected: inputSchema is not an object")  # fmt: skip
-    admin_login(browser, live_server.url, "op", "pw-op-123")
-    browser.get(f"{live_server.url}/admin/catalog/syncrun/")
+    admin_login(browser, live_server.url, "op", "pw-op-123", path="/admin/catalog/syncrun/")
     counts = [cell.text for cell in browser.find_elements("css selector", "#result_list td.field-tool_counts")]
     assert sorted(counts) == ["1 changed · 1 rejected · 8 unchanged", "10 added"]
     screenshot(browser, "operator-syncrun-list")
@@ -139,8 +136,7 @@ def test_the_approval_inbox_fits_at_1280_whatever_the_ids_letters(browser, live_
     tool = approver_and_tool(django_user_model, member, server="memory", tool="create_entities")
     request = approval_request_create(principal=principal_for_user(member), tool=tool, arguments={"name": "bob"})
     ApprovalRequest.objects.filter(pk=request.pk).update(approval_id="apr_WMWMWMWMWMWMWMWMWMWMWM")
-    admin_login(browser, live_server.url, "appr", "pw-appr-123")
-    browser.get(f"{live_server.url}/admin/governance/approvalrequest/")
+    admin_login(browser, live_server.url, "appr", "pw-appr-123", path="/admin/governance/approvalrequest/")
     assert browser.find_elements("css selector", "#result_list tbody tr")
     screenshot(browser, "approver-inbox-wide-id")
     assert browser.execute_script(FITS), "approval inbox: the list scrolls sideways at 1280 px"
@@ -159,8 +155,7 @@ def test_the_tool_revisions_fit_at_1280(browser, live_server, django_user_model,
     tool = {"server": "github-enterprise-production", "name": "list_repository_collaborators_with_permissions"}
     dump.write_text(json.dumps({**tool, "description": "List who may push."}) + "\n")
     catalog_import_file(path=dump)
-    admin_login(browser, live_server.url, "cur", "pw-cur-123")
-    browser.get(f"{live_server.url}/admin/catalog/toolrevision/")
+    admin_login(browser, live_server.url, "cur", "pw-cur-123", path="/admin/catalog/toolrevision/")
     row = browser.find_element("css selector", "#result_list tbody tr")
     assert "p.m." not in row.text and "a.m." not in row.text and "Import from file" in row.text
     screenshot(browser, "curator-toolrevision-list")

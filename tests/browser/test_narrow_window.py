@@ -15,7 +15,7 @@ from search.engine.ranking import Confidence
 from search.usage import LoggedResult, query_log_record
 from tests.governance.factories import ServerFactory, agent_of, in_days
 
-from .conftest import admin_login, approver_and_tool, screenshot
+from .conftest import admin_login, approver_and_tool, find_now, screenshot
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 NO_SIDEWAYS = "return document.documentElement.scrollWidth <= document.documentElement.clientWidth;"
@@ -33,12 +33,11 @@ def _open_at_800(browser, live_server, login: tuple[str, str], path: str, *, nav
     from selenium.webdriver.common.by import By
 
     browser.set_window_size(800, 900)
-    admin_login(browser, live_server.url, *login)
-    browser.get(f"{live_server.url}{path}")
+    admin_login(browser, live_server.url, *login, path=f"{path}")
     if navigation:
         assert browser.find_element(By.ID, "nav-sidebar").is_displayed()
     else:
-        assert not browser.find_elements(By.ID, "nav-sidebar")
+        assert not find_now(browser, By.ID, "nav-sidebar")
 
 
 def test_the_approval_inbox_shows_each_call_at_800_px(browser, live_server, django_user_model, member):
@@ -241,7 +240,7 @@ def test_the_operators_lists_put_their_filters_above_and_fit_at_800_px(browser, 
         browser.get(f"{live_server.url}/admin/{page}/")
         screenshot(browser, f"operator-{page.split('/')[1]}-800")
         first = browser.find_element(By.CSS_SELECTOR, "#result_list tbody tr")
-        for filters in browser.find_elements(By.ID, "changelist-filter"):  # (the agents have none)
+        for filters in find_now(browser, By.ID, "changelist-filter"):  # (the agents have none)
             assert filters.rect["y"] + filters.rect["height"] <= first.rect["y"], f"{page}: the filters beside the rows"
         results = browser.find_element(By.CSS_SELECTOR, "#changelist .results")
         scrolls = browser.execute_script("return arguments[0].scrollWidth - arguments[0].clientWidth;", results)

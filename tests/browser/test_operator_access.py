@@ -101,8 +101,13 @@ def test_access_given_on_the_tool_form_reaches_the_members_mcp_client(browser, g
 def test_an_operator_cannot_give_themselves_approve(browser, gateway, operator, faulty_server):
     from selenium.webdriver.support.ui import Select
 
-    admin_login(browser, gateway.url, "gw_operator", "pw-gw_operator-123")
-    browser.get(f"{gateway.url}/admin/catalog/server/{faulty_server.pk}/change/")
+    admin_login(
+        browser,
+        gateway.url,
+        "gw_operator",
+        "pw-gw_operator-123",
+        path=f"/admin/catalog/server/{faulty_server.pk}/change/",
+    )
     _autocomplete(browser, "#user_grants-0 .select2-selection", "gw_operator")
     Select(browser.find_element("name", "user_grants-0-permission")).select_by_visible_text("approve")
     click_through(browser, browser.find_element("name", "_save"))

@@ -43,8 +43,7 @@ def test_an_operator_sees_the_failing_server_and_retries_it_from_home(
     operator = django_user_model.objects.create_user(username="op", password="pw-op-123", is_staff=True)
     operator.groups.add(Group.objects.get(name=OPERATORS))
 
-    admin_login(browser, live_server.url, "op", "pw-op-123")
-    browser.get(f"{live_server.url}/admin/")
+    admin_login(browser, live_server.url, "op", "pw-op-123", path="/admin/")
     failing = browser.find_element(By.ID, "failing-zz-payments")
     assert "failing since" in failing.text and "connection refused or unreachable" in failing.text
     first_row = browser.find_element(By.CSS_SELECTOR, "#operator-home tbody tr")

@@ -15,7 +15,7 @@ from governance.roles import OPERATORS
 from mcpgateway.constants import UNKNOWN_TOOL_MESSAGE
 from tests.mcpgateway.conftest import FAULTY_SERVER, make_token, make_user, mcp_client, run, unknown_tool_text
 
-from .conftest import admin_login, click_through, screenshot, wait_for
+from .conftest import POLL, admin_login, click_through, find_now, screenshot, wait_for
 from .gateway_fixtures import *  # noqa: F403 - live gateway fixtures
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -83,8 +83,10 @@ def _autocomplete(browser, selection_css: str, text: str) -> None:
             return False
         return True
 
-    WebDriverWait(browser, 30).until(click_option)
-    WebDriverWait(browser, 30).until(lambda driver: text in driver.find_element(By.CSS_SELECTOR, selection_css).text)
+    WebDriverWait(browser, 30, POLL).until(click_option)
+    WebDriverWait(browser, 30, POLL).until(
+        lambda driver: text in driver.find_element(By.CSS_SELECTOR, selection_css).text
+    )
 
 
 def test_operator_registers_grants_syncs_and_releases_a_changed_tool(
@@ -100,7 +102,7 @@ def test_operator_registers_grants_syncs_and_releases_a_changed_tool(
     member = make_user("gw_member")
     token = make_token(member)
 
-    admin_login(browser, gateway.url, "gw_operator", "pw-gw_operator-123")
+    admin_login(browser, gateway.url, "gw_operator", "pw-gw_operator-123", form=True)
     assert "Servers: 0" in browser.find_element(By.ID, "operator-home").text
     screenshot(browser, "operator-home-empty")
 
@@ -173,10 +175,10 @@ def test_operator_registers_grants_syncs_and_releases_a_changed_tool(
 
     issue_for_member()
     assert "only a superuser issues a token for someone else" in browser.find_element(By.ID, "content").text
-    assert not browser.find_elements(By.ID, "raw-token")
+    assert not find_now(browser, By.ID, "raw-token")
     # The superuser issues it: the user picked by autocomplete, the raw token shown once with client configs.
     browser.delete_all_cookies()
-    admin_login(browser, gateway.url, "gw_admin", "pw-gw_admin-123")
+    admin_login(browser, gateway.url, "gw_admin", "pw-gw_admin-123", form=True)
     issue_for_member()
     raw = browser.find_element(By.ID, "raw-token").text
     assert raw.startswith("scout_") and f"Bearer {raw}" in browser.find_element(By.ID, "config-1").text

@@ -22,8 +22,7 @@ def test_a_new_server_leads_to_its_access_sections(browser, live_server, django_
     operator = django_user_model.objects.create_user(username="op", password="pw-op-123", is_staff=True)
     operator.groups.add(Group.objects.get(name=OPERATORS))
     browser.set_window_size(800, 900)
-    admin_login(browser, live_server.url, "op", "pw-op-123")
-    browser.get(f"{live_server.url}/admin/catalog/server/add/")
+    admin_login(browser, live_server.url, "op", "pw-op-123", path="/admin/catalog/server/add/")
     for name, value in (("slug", "clock"), ("name", "Clock"), ("command", TIME_SERVER)):
         browser.find_element(By.NAME, name).send_keys(value)
     click_through(browser, browser.find_element(By.NAME, "_save"))

@@ -115,8 +115,7 @@ def test_the_dashboards_status_slices_lead_to_the_failing_runs_and_servers(brows
         server=healthy, status=SyncStatus.SUCCESS, started_at=timezone.now() - timezone.timedelta(days=3)
     )
     _operator(django_user_model)
-    admin_login(browser, live_server.url, "op", "pw-op-123")
-    browser.get(f"{live_server.url}/admin/dashboard/")
+    admin_login(browser, live_server.url, "op", "pw-op-123", path="/admin/dashboard/")
     assert browser.find_element(By.ID, "chart-syncs-links").text == "Failed: 1"  # the 3-day-old run is not in 24 h
     assert browser.find_element(By.ID, "chart-servers-links").text == "Active: 1 · Unavailable: 1"
     screenshot(browser, "operator-dashboard-status-links")
@@ -139,8 +138,7 @@ def test_a_failing_server_on_home_leads_to_what_to_do_about_it(browser, live_ser
 
     _failed_server("weather")
     _operator(django_user_model)
-    admin_login(browser, live_server.url, "op", "pw-op-123")
-    browser.get(f"{live_server.url}/admin/")
+    admin_login(browser, live_server.url, "op", "pw-op-123", path="/admin/")
     failing = browser.find_element(By.ID, "failing-weather")
     click_through(browser, failing.find_element(By.LINK_TEXT, "What to do about it"))
     assert browser.current_url.endswith("#sync-failed")

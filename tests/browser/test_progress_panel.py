@@ -12,7 +12,7 @@ from search import encoder as encoder_module
 from search.models import IndexGeneration
 from search.services import index_rebuild
 
-from .conftest import admin_login, screenshot
+from .conftest import POLL, admin_login, screenshot
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -46,11 +46,12 @@ def test_generation_page_follows_a_running_build(browser, live_server, admin_use
     try:
         assert pauses[0].wait(120)
         generation = IndexGeneration.objects.get()
-        admin_login(browser, live_server.url, "admin", "password")
-        browser.get(f"{live_server.url}/admin/search/indexgeneration/{generation.pk}/change/")
+        admin_login(
+            browser, live_server.url, "admin", "password", path=f"/admin/search/indexgeneration/{generation.pk}/change/"
+        )
         text = browser.find_element(By.CSS_SELECTOR, ".scout-progress-text")
         done, total = seen[0]
-        WebDriverWait(browser, 30).until(lambda _: f"{done} of {total} texts" in text.text)
+        WebDriverWait(browser, 30, POLL).until(lambda _: f"{done} of {total} texts" in text.text)
         assert "left" in text.text and "encoding" in text.text
         assert browser.find_element(By.CSS_SELECTOR, ".scout-progress-bar").is_displayed()
         screenshot(browser, "admin-index-build-running")
@@ -59,11 +60,11 @@ def test_generation_page_follows_a_running_build(browser, live_server, admin_use
         assert pauses[1].wait(120)
         done, total = seen[1]
         # The same element, so the page was not reloaded: the poll rewrote it.
-        WebDriverWait(browser, 30).until(lambda _: f"{done} of {total} texts" in text.text)
+        WebDriverWait(browser, 30, POLL).until(lambda _: f"{done} of {total} texts" in text.text)
         screenshot(browser, "admin-index-build-running-later")
 
         resumes[1].set()
-        WebDriverWait(browser, 30).until(lambda _: text.text.startswith("ready in"))
+        WebDriverWait(browser, 30, POLL).until(lambda _: text.text.startswith("ready in"))
         assert not browser.find_element(By.CSS_SELECTOR, ".scout-progress-bar").is_displayed()
         screenshot(browser, "admin-index-build-finished")
     finally:

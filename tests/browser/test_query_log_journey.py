@@ -32,8 +32,7 @@ def test_query_log_journey(browser, live_server, django_user_model, superuser, m
                              degraded=False, backend="embedded", latency_ms=9)  # fmt: skip
     assert search_outcome_record(principal=principal, tool=send, outcome=SearchOutcomeKind.SUCCESS) is not None
 
-    admin_login(browser, live_server.url, "cur", "pw-cur-123")
-    browser.get(f"{live_server.url}/admin/search/querylogentry/")
+    admin_login(browser, live_server.url, "cur", "pw-cur-123", path="/admin/search/querylogentry/")
     row = next(row for row in browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr") if REQUEST in row.text)
     click_through(browser, row.find_element(By.CSS_SELECTOR, "th a, td a"))
     assert f"/admin/search/querylogentry/{entry.pk}/change/" in browser.current_url

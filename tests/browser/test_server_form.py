@@ -25,8 +25,7 @@ def test_only_the_chosen_transports_fields_show(browser, live_server, django_use
     settings.SCOUT_UPSTREAM_ALLOWED_HOSTS = ["mcp.example.com"]  # the HTTP server registered below
 
     django_user_model.objects.create_superuser(username="root", email=None, password="pw-root-123")
-    admin_login(browser, live_server.url, "root", "pw-root-123")
-    browser.get(f"{live_server.url}/admin/catalog/server/add/")
+    admin_login(browser, live_server.url, "root", "pw-root-123", path="/admin/catalog/server/add/")
     assert _shown(browser, "command") and _shown(browser, "args")  # stdio, the default
     assert not _shown(browser, "url") and not _shown(browser, "header_env") and not _shown(browser, "base_url")
     openapi_section = browser.find_element(By.CSS_SELECTOR, ".form-row.field-base_url").find_element(
@@ -70,8 +69,7 @@ def test_a_tenant_operator_opens_the_form_on_a_transport_they_can_add(browser, l
     operator = django_user_model.objects.create_user(username="op-a", password="pw-op-a-123", is_staff=True)
     operator.groups.add(Group.objects.get(name=OPERATORS))
     tenant_with("tenant-a", operator)
-    admin_login(browser, live_server.url, "op-a", "pw-op-a-123")
-    browser.get(f"{live_server.url}/admin/catalog/server/add/")
+    admin_login(browser, live_server.url, "op-a", "pw-op-a-123", path="/admin/catalog/server/add/")
     transport = Select(browser.find_element(By.NAME, "transport"))
     assert transport.first_selected_option.get_attribute("value") == "http"
     assert "stdio" not in [option.get_attribute("value") for option in transport.options]
@@ -100,8 +98,7 @@ def test_a_tenant_operator_registers_a_server_without_choosing_their_only_tenant
     operator.groups.add(Group.objects.get(name=OPERATORS))
     tenant = tenant_with("tenant-a", operator)
     tenant_with("tenant-b")  # another tenant, not theirs: not offered
-    admin_login(browser, live_server.url, "op-a", "pw-op-a-123")
-    browser.get(f"{live_server.url}/admin/catalog/server/add/")
+    admin_login(browser, live_server.url, "op-a", "pw-op-a-123", path="/admin/catalog/server/add/")
     choice = Select(browser.find_element(By.NAME, "tenancy-0-tenant"))
     assert [option.text for option in choice.options] == ["tenant-a"]
     browser.find_element(By.NAME, "name").send_keys("Payments")

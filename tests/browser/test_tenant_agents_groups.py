@@ -8,7 +8,7 @@ from django.contrib.auth.models import Group, Permission
 from governance.models import ServerGroupObjectPermission
 from tests.governance.factories import agent_of
 
-from .conftest import OPERATOR_A, admin_login, screenshot
+from .conftest import OPERATOR_A, POLL, admin_login, screenshot
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -33,15 +33,14 @@ def test_an_operator_is_offered_no_other_tenants_group(browser, live_server, sha
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    admin_login(browser, live_server.url, *OPERATOR_A)
-    browser.get(f"{live_server.url}/admin/catalog/server/{shared_server.pk}/change/")
+    admin_login(browser, live_server.url, *OPERATOR_A, path=f"/admin/catalog/server/{shared_server.pk}/change/")
     page = browser.find_element("tag name", "body").text
     assert "alpha-team" in page and "bravo-team" not in page
     browser.execute_script("document.getElementById('group_grants-group').scrollIntoView()")
     browser.find_element(By.CSS_SELECTOR, "#group_grants-1 .select2-selection").click()
     browser.find_element(By.CSS_SELECTOR, ".select2-container--open .select2-search__field").send_keys("team")
     # The list is drawn again when each AJAX answer lands: an option read as it is replaced is read again.
-    options = WebDriverWait(browser, 30, ignored_exceptions=(StaleElementReferenceException,)).until(
+    options = WebDriverWait(browser, 30, POLL, ignored_exceptions=(StaleElementReferenceException,)).until(
         lambda driver: [
             option.text
             for option in driver.find_elements(By.CSS_SELECTOR, ".select2-results__option")

@@ -11,7 +11,7 @@ from governance.models import Agent, ApiToken, ServerUserObjectPermission, ToolU
 from governance.services.tokens import api_token_create
 from tests.governance.factories import ToolFactory
 
-from .conftest import OPERATOR_A, admin_login, click_through, screenshot
+from .conftest import OPERATOR_A, admin_login, click_through, find_now, screenshot
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -83,7 +83,7 @@ def test_an_operator_reads_no_other_tenants_people_on_shared_pages(browser, live
     click_through(browser, browser.find_element("link text", "sam-shared laptop"))
     page = _body(browser)
     assert "someone in another tenant" in page and "op-bravo" not in page
-    assert not browser.find_elements("name", "created_by")  # read-only, not a choice
+    assert not find_now(browser, "name", "created_by")  # read-only, not a choice
     browser.execute_script("window.scrollTo(0, document.body.scrollHeight)")
     screenshot(browser, "tenant-a-operator-shared-token")
 

@@ -28,8 +28,9 @@ def test_an_operator_raises_a_tools_risk_and_says_why(browser, live_server, djan
     operator = django_user_model.objects.create_user(username="op", password="pw-op-123456", is_staff=True)
     operator.groups.add(Group.objects.get(name=OPERATORS))
 
-    admin_login(browser, live_server.url, "op", "pw-op-123456")
-    browser.get(f"{live_server.url}/admin/governance/toolpolicy/{policy.pk}/change/")
+    admin_login(
+        browser, live_server.url, "op", "pw-op-123456", path=f"/admin/governance/toolpolicy/{policy.pk}/change/"
+    )
     Select(browser.find_element(By.NAME, "risk_class")).select_by_visible_text("Critical")
     note = browser.find_element(By.NAME, "classification_note")
     note.clear()
