@@ -39,8 +39,6 @@ RECOVERY_DEADLINE = 120.0  # the test gives up waiting for the kept tasks to run
 SETUP = f"""
 import django, json, sys
 django.setup()
-from django.core.management import call_command
-call_command("migrate", verbosity=0)
 from tests.mcpgateway.conftest import build_index, grant, make_token, make_user, sync_server
 admin = make_user("gw_admin", is_staff=True, is_superuser=True, email="admin@example.com")
 member = make_user("gw_member")

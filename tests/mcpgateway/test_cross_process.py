@@ -41,7 +41,7 @@ from governance.services.tokens import api_token_create
 call_command("catalog_import", "--no-index", "{listing}")
 admin = get_user_model().objects.create_superuser(username="root", email=None, password=None)
 server = Server.objects.get(slug="ledger")
-for name in ("alice", "bob"):
+for name in ("alice", "bob", "carol", "dave"):
     user = get_user_model().objects.create_user(username=name)
     for action in ("discover", "execute"):
         permission_grant(actor=admin, target=server, action=action, holder=user)
@@ -117,6 +117,17 @@ class Site:
         return self.manage("shell", "-c", code)
 
     def start_worker(self) -> Worker:
+        return self.start_workers(1)[0]
+
+    def start_workers(self, count: int) -> list[Worker]:
+        """``count`` workers started at once (each loads Django and the model on its own core), then each waited for
+        until it listens."""
+        started = [self._spawn_worker() for _ in range(count)]
+        for worker in started:
+            self._wait_listening(worker)
+        return started
+
+    def _spawn_worker(self) -> Worker:
         port = free_port()
         log = open(self.root / f"worker-{port}.log", "w")  # noqa: SIM115 - closed with the process
         process = subprocess.Popen(
@@ -128,12 +139,15 @@ class Site:
         )
         worker = Worker(url=f"http://127.0.0.1:{port}", process=process, log=log)
         self.workers.append(worker)
+        return worker
+
+    def _wait_listening(self, worker: Worker) -> None:
         for _ in range(600):  # poll until the worker listens
-            if process.poll() is not None:
-                pytest.fail(f"worker exited: {(self.root / f'worker-{port}.log').read_text()[-3000:]}")
+            if worker.process.poll() is not None:
+                pytest.fail(f"worker exited: {Path(worker.log.name).read_text()[-3000:]}")
             try:
                 httpx.get(f"{worker.url}/mcp", timeout=2)
-                return worker
+                return
             except httpx.TransportError:
                 time.sleep(0.1)
         pytest.fail("worker did not start")
@@ -151,7 +165,8 @@ class Site:
 
 
 def ledger_site(root: Path, **env: str) -> tuple[Site, dict[str, str]]:
-    """A migrated SQLite site with the ledger server, alice and bob (extra ``env``), and their raw tokens by name."""
+    """A migrated SQLite site with the ledger server and four people, alice, bob, carol and dave, each granted it
+    (extra ``env``), and their raw tokens by name."""
     site = Site(root)
     site.env.update(env)
     (root / "v1.jsonl").write_text(listing_line("Look up an account in the ledger.") + "\n")
@@ -165,16 +180,18 @@ def two_worker_site(root: Path, **env: str) -> Iterator[tuple[Site, dict[str, st
     """``ledger_site`` served by two gateway workers."""
     site, tokens = ledger_site(root, **env)
     try:
-        site.start_worker()
-        site.start_worker()
+        site.start_workers(2)
         yield site, tokens
     finally:
         site.stop()
 
 
-@pytest.fixture
-def site(tmp_path: Path) -> Iterator[tuple[Site, dict[str, str]]]:
-    with two_worker_site(tmp_path) as built:
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Site, dict[str, str]]]:
+    """One two-worker site for the module: each test changes only its own people (alice and bob; carol and dave),
+    and what one test does to the tool leaves the other's checks as they were (the token test only asks whether a
+    search is answered)."""
+    with two_worker_site(tmp_path_factory.mktemp("cross-process")) as built:
         yield built
 
 
@@ -236,11 +253,11 @@ def test_changes_from_other_processes_are_seen_by_every_worker_on_the_next_reque
 REVOKE_TOKEN = """
 from governance.models import ApiToken
 from governance.services.tokens import api_token_revoke
-api_token_revoke(token=ApiToken.objects.get(name="alice"))
+api_token_revoke(token=ApiToken.objects.get(name="carol"))
 """
 DEACTIVATE = """
 from django.contrib.auth import get_user_model
-user = get_user_model().objects.get(username="bob")
+user = get_user_model().objects.get(username="dave")
 user.is_active = False
 user.save()
 """
@@ -256,14 +273,14 @@ def test_a_token_kept_by_every_worker_is_refused_by_all_on_the_next_request(site
     process is a 401 in every worker on the very next request."""
     site, tokens = site
     workers = site.workers
-    alice, bob = tokens["alice"], tokens["bob"]
+    carol, dave = tokens["carol"], tokens["dave"]
     for _ in range(2):  # the second round is served from each worker's kept tokens
-        assert [search_status(w, alice) for w in workers] == [200, 200]
-        assert [search_status(w, bob) for w in workers] == [200, 200]
+        assert [search_status(w, carol) for w in workers] == [200, 200]
+        assert [search_status(w, dave) for w in workers] == [200, 200]
 
     site.shell(REVOKE_TOKEN)
-    assert [search_status(w, alice) for w in workers] == [401, 401]
-    assert [search_status(w, bob) for w in workers] == [200, 200]
+    assert [search_status(w, carol) for w in workers] == [401, 401]
+    assert [search_status(w, dave) for w in workers] == [200, 200]
 
     site.shell(DEACTIVATE)
-    assert [search_status(w, bob) for w in workers] == [401, 401]
+    assert [search_status(w, dave) for w in workers] == [401, 401]

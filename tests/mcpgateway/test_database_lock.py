@@ -32,7 +32,7 @@ from django.db import OperationalError, connection, transaction
 
 from mcpgateway.db import THREADS as ORM_THREADS
 
-from .conftest import FAULTY_SERVER, MODERN, faulty_calls, free_port, modern_request, rpc_result
+from .conftest import FAULTY_SERVER, MODERN, faulty_calls, free_port, migrated_sqlite, modern_request, rpc_result
 from .test_disconnect import _wait_for
 
 pytestmark = pytest.mark.slow
@@ -43,8 +43,6 @@ BUSY_RETRY = "database busy; recording the outcome again"  # the gateway's log l
 SETUP = f"""
 import django, json, sys
 django.setup()
-from django.core.management import call_command
-call_command("migrate", verbosity=0)
 from tests.mcpgateway.conftest import grant, make_token, make_user, sync_server
 admin = make_user("gw_admin", is_staff=True, is_superuser=True)
 member = make_user("gw_member")
@@ -56,8 +54,10 @@ print(json.dumps({{"token": make_token(member, ["discover", "execute", "api"])}}
 
 
 class Gateway:
-    """A gateway of its own: ``setup`` (a script run first, without Redis: it migrates and creates the people,
-    printing a JSON object last, e.g. the member's token) then uvicorn in a subprocess."""
+    """A gateway of its own: ``setup`` (a script run first, without Redis, on a migrated database: it creates the
+    people, printing a JSON object last, e.g. the member's token) then uvicorn in a subprocess. The SQLite file is a
+    copy of the session's migrated one (``migrated_sqlite``); a Postgres database is made migrated by its caller
+    (``_migrated_postgres``)."""
 
     def __init__(self, tmp_path: Path, database: dict[str, str] | None = None, setup: str = SETUP, **env: str) -> None:
         self.database = tmp_path / "scout.sqlite3"
@@ -86,6 +86,8 @@ class Gateway:
 
     def start(self) -> None:
         setup_env = {key: value for key, value in self.env.items() if key != "REDIS_URL"}  # tasks run in-process
+        if "DATABASE_URL" not in self.env:
+            migrated_sqlite(self.database, setup_env)
         setup = subprocess.run(
             [sys.executable, "-c", self.setup], cwd=ROOT, env=setup_env, capture_output=True, text=True, timeout=300
         )
@@ -295,15 +297,49 @@ class _ConnectionPeak:
         self._connection.close()
 
 
-@contextmanager
-def _own_postgres_gateway(tmp_path: Path, **env: str) -> Iterator[tuple[Gateway, str]]:
-    """A gateway of its own on a Postgres database of its own (``env``: more of its settings), and that database's
-    URL."""
+# A Postgres database migrated once per test session, copied (CREATE DATABASE ... TEMPLATE) for each gateway of its
+# own: a fresh migrate cost each gateway's start some 5 s of CPU for the same tables.
+_POSTGRES_TEMPLATE: dict[str, str] = {}
+
+
+def _drop_database(name: str) -> None:
     import psycopg
 
-    name = f"scout_f7_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(_postgres_url("postgres"), autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _migrated_postgres(name: str) -> None:
+    """Create the Postgres database ``name``, migrated: a copy of the session's template, migrated at first use."""
+    import atexit
+
+    import psycopg
+
+    if "name" not in _POSTGRES_TEMPLATE:
+        template = f"scout_f7_template_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(_postgres_url("postgres"), autocommit=True) as admin:
+            admin.execute(f'CREATE DATABASE "{template}"')
+        atexit.register(_drop_database, template)
+        env = {key: value for key, value in os.environ.items() if key not in ("REDIS_URL", "TESTING")}
+        env.update(DATABASE_URL=_postgres_url(template), SECRET_KEY="migrate-only", PYTHONPATH=str(ROOT))
+        subprocess.run(
+            [sys.executable, str(ROOT / "manage.py"), "migrate", "--verbosity", "0"],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            timeout=300,
+        )
+        _POSTGRES_TEMPLATE["name"] = template
+    with psycopg.connect(_postgres_url("postgres"), autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{_POSTGRES_TEMPLATE["name"]}"')
+
+
+@contextmanager
+def _own_postgres_gateway(tmp_path: Path, **env: str) -> Iterator[tuple[Gateway, str]]:
+    """A gateway of its own on a migrated Postgres database of its own (``env``: more of its settings), and that
+    database's URL."""
+    name = f"scout_f7_{uuid.uuid4().hex[:12]}"
+    _migrated_postgres(name)
     url = _postgres_url(name)
     gateway = Gateway(tmp_path, {"DATABASE_URL": url}, **env)
     try:
@@ -311,8 +347,7 @@ def _own_postgres_gateway(tmp_path: Path, **env: str) -> Iterator[tuple[Gateway,
         yield gateway, url
     finally:
         gateway.stop()
-        with psycopg.connect(_postgres_url("postgres"), autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        _drop_database(name)
 
 
 @pytest.fixture

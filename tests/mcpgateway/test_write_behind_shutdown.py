@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import signal
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -12,19 +14,19 @@ from .test_cross_process import search_status, two_worker_site
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
-COUNT = """
-from governance.models import AuditEvent
-from search.models import QueryLogEntry
-print("ROWS", QueryLogEntry.objects.count(),
-      AuditEvent.objects.filter(event_type="discovery", payload__meta_tool="tool_search").count())
-"""
 SEARCHES_PER_WORKER = 3
 
 
 def rows(site) -> tuple[int, int]:
-    line = next(line for line in site.shell(COUNT).splitlines() if line.startswith("ROWS "))
-    query_log, audit = line.split()[1:]
-    return int(query_log), int(audit)
+    """The query-log rows and the tool_search discovery audit rows in the site's SQLite file (read directly: a
+    ``manage.py shell`` for it started Django twice a test)."""
+    with closing(sqlite3.connect(site.env["SQLITE_PATH"])) as database:
+        (query_log,) = database.execute("SELECT count(*) FROM search_querylogentry").fetchone()
+        (audit,) = database.execute(
+            "SELECT count(*) FROM governance_auditevent WHERE event_type = 'discovery' "
+            "AND json_extract(payload, '$.meta_tool') = 'tool_search'"
+        ).fetchone()
+    return query_log, audit
 
 
 def test_a_normal_shutdown_writes_every_queued_discovery_record(tmp_path: Path):
