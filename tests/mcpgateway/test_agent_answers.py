@@ -15,6 +15,7 @@ import pytest
 from mcpgateway.management.commands.demo import Command
 
 from .conftest import (
+    LEGACY,
     PROTOCOL_MODES,
     build_index,
     classify_low_risk,
@@ -57,8 +58,26 @@ def _property_schema(tool_id: str, *path: str) -> str:
     return json.dumps(node, separators=(",", ":"), ensure_ascii=False)
 
 
-@pytest.mark.parametrize("mode", PROTOCOL_MODES)
-def test_invalid_arguments_give_the_schema_of_what_is_wrong_only(gateway, world, mode):
+def test_what_an_agent_reads_in_search_answers_and_after_a_wrong_call_on_one_curated_world(gateway, world, subtests):
+    """One synced and curated world (mcp-server-git and server-memory, indexed: most of each check's time when each
+    had its own) for every check below, each judged on its own (a subtest). None changes what another sees: the
+    searches only read, and every call is refused before it runs or fails upstream having changed nothing. The
+    searches come first, on the world as set up; the calls' answers are checked in both protocol modes, the
+    searches in the SDK client's default (legacy), as before."""
+    checks = [
+        (_the_memory_step_of_a_request_is_among_the_first_five, [LEGACY]),
+        (_a_search_answer_says_why_in_words_and_examples_only, [LEGACY]),
+        (_invalid_arguments_give_the_schema_of_what_is_wrong_only, PROTOCOL_MODES),
+        (_a_missing_property_is_answered_with_the_note_on_its_server, PROTOCOL_MODES),
+        (_an_error_the_tool_reported_says_whether_calling_again_can_help, PROTOCOL_MODES),
+    ]
+    for check, modes in checks:
+        for mode in modes:
+            with subtests.test(check.__name__.strip("_"), mode=mode):
+                check(gateway, world, mode)
+
+
+def _invalid_arguments_give_the_schema_of_what_is_wrong_only(gateway, world, mode):
     repo = world["repo"]
     calls = [
         ("git::git_log", {"repo_path": repo, "max_count": "3"}),  # a wrong type
@@ -99,8 +118,7 @@ def test_invalid_arguments_give_the_schema_of_what_is_wrong_only(gateway, world,
     assert '"entityType"' not in text_of(nested)
 
 
-@pytest.mark.parametrize("mode", PROTOCOL_MODES)
-def test_a_missing_property_is_answered_with_the_note_on_its_server(gateway, world, mode):
+def _a_missing_property_is_answered_with_the_note_on_its_server(gateway, world, mode):
     """mcp-server-git's repo_path has no description ({"type":"string"}): which repository it names is only in the
     operator's note on the server, which a model that called without searching never read. A wrong value of a
     property the model did give needs no such note."""
@@ -122,8 +140,7 @@ def test_a_missing_property_is_answered_with_the_note_on_its_server(gateway, wor
     assert "Server git" not in text_of(mistyped)
 
 
-@pytest.mark.parametrize("mode", PROTOCOL_MODES)
-def test_an_error_the_tool_reported_says_whether_calling_again_can_help(gateway, world, mode):
+def _an_error_the_tool_reported_says_whether_calling_again_can_help(gateway, world, mode):
     """git_branch refuses a branch type it does not know (a read); server-memory refuses observations for an entity
     it does not hold (a write). Each answer keeps the tool's own message and says the same call fails again."""
 
@@ -153,12 +170,12 @@ def test_an_error_the_tool_reported_says_whether_calling_again_can_help(gateway,
     assert write.content[-1].text.endswith("Only its message can say whether it changed anything before it failed.")
 
 
-def test_the_memory_step_of_a_request_is_among_the_first_five(gateway, world):
+def _the_memory_step_of_a_request_is_among_the_first_five(gateway, world, mode):
     """ "... and remember that ..." is a step of its own (it was read as one request, and its git words won all five
     places), and remembering asks for a write: a tool that stores comes before one that looks up."""
 
     async def main():
-        async with mcp_client(gateway, world["token"]) as client:
+        async with mcp_client(gateway, world["token"], mode=mode) as client:
             return await client.call_tool(
                 "tool_search", {"query": "show the latest commits and remember that Bob reviewed them"}
             )
@@ -168,13 +185,13 @@ def test_the_memory_step_of_a_request_is_among_the_first_five(gateway, world):
     assert "memory::search_nodes" not in found[: found.index("memory::create_entities")], found
 
 
-def test_a_search_answer_says_why_in_words_and_examples_only(gateway, world):
+def _a_search_answer_says_why_in_words_and_examples_only(gateway, world, mode):
     """The "why:" lines named the fields each word was found in ("commits — in purpose, parameters, example
     request"), about 17 tokens a match: the model sees the name, summary and schema those fields are. A word of the
     quoted example request is not said again, and closeness in meaning only when nothing else is."""
 
     async def main():
-        async with mcp_client(gateway, world["token"]) as client:
+        async with mcp_client(gateway, world["token"], mode=mode) as client:
             return await client.call_tool("tool_search", {"query": "show me the latest commits"})
 
     text = text_of(run(main))

@@ -37,8 +37,7 @@ def text_of(result: Any) -> str:
     return "".join(block.text for block in result.content if getattr(block, "type", "") == "text")
 
 
-@pytest.mark.parametrize("mode", PROTOCOL_MODES)
-def test_lists_the_meta_tools_with_descriptions_for_models(gateway, world, mode):
+def _lists_the_meta_tools_with_descriptions_for_models(gateway, world, mode):
     async def main():
         async with mcp_client(gateway, world["token"], mode=mode) as client:
             return (await client.list_tools()).tools
@@ -60,8 +59,7 @@ def test_lists_the_meta_tools_with_descriptions_for_models(gateway, world, mode)
     assert "not via groups" in tools["tool_search"].input_schema["properties"]["scope"]["description"]
 
 
-@pytest.mark.parametrize("mode", PROTOCOL_MODES)
-def test_search_then_execute_against_the_time_server(gateway, world, mode):
+def _search_then_execute_against_the_time_server(gateway, world, mode):
     async def main():
         async with mcp_client(gateway, world["token"], mode=mode) as client:
             found = await client.call_tool("tool_search", {"query": "what is the current time in a timezone"})
@@ -87,13 +85,13 @@ def test_search_then_execute_against_the_time_server(gateway, world, mode):
     assert json.loads(text_of(ran))["timezone"] == "Europe/Paris"
 
 
-def test_execute_returns_a_clean_upstream_result_unchanged_but_marked_as_tool_output(gateway, world, http_upstream):
+def _execute_returns_a_clean_upstream_result_unchanged_but_marked_as_tool_output(gateway, world, mode):
     async def gateway_call():
-        async with mcp_client(gateway, world["token"], mode=MODERN) as client:
+        async with mcp_client(gateway, world["token"], mode=mode) as client:
             return await client.call_tool("execute_tool", {"tool_id": "calc::add", "arguments": {"a": 2, "b": 40}})
 
     async def direct_call():
-        async with Client(streamable_http_client(f"{http_upstream.url}/mcp", http_client=httpx2.AsyncClient())) as c:
+        async with Client(streamable_http_client(world["calc"].url, http_client=httpx2.AsyncClient())) as c:
             return await c.call_tool("add", {"a": 2, "b": 40})
 
     via_gateway, direct = run(gateway_call), run(direct_call)
@@ -110,9 +108,9 @@ def test_execute_returns_a_clean_upstream_result_unchanged_but_marked_as_tool_ou
     assert via_gateway.structured_content == {"result": 42}
 
 
-def test_inspect_returns_full_definitions(gateway, world):
+def _inspect_returns_full_definitions(gateway, world, mode):
     async def main():
-        async with mcp_client(gateway, world["token"]) as client:
+        async with mcp_client(gateway, world["token"], mode=mode) as client:
             return await client.call_tool("tool_inspect", {"tool_ids": ["time::convert_time", "calc::add"]})
 
     result = run(main)
@@ -183,9 +181,9 @@ def test_invalid_arguments_name_the_path_and_never_reach_upstream(gateway, world
     assert not AuditEvent.objects.filter(event_type="execution", outcome="success", tool__tool_id="calc::add").exists()
 
 
-def test_search_edge_cases_are_bounded(gateway, world):
+def _search_edge_cases_are_bounded(gateway, world, mode):
     async def main():
-        async with mcp_client(gateway, world["token"], mode=MODERN) as client:
+        async with mcp_client(gateway, world["token"], mode=mode) as client:
             results = {}
             for label, args in {
                 "empty": {"query": "   "},
@@ -208,14 +206,14 @@ def test_search_edge_cases_are_bounded(gateway, world):
     assert len(results["huge_k"].structured_content["matches"]) <= 20
 
 
-def test_a_clamped_top_k_is_said_in_the_answer(gateway, world):
+def _a_clamped_top_k_is_said_in_the_answer(gateway, world, mode):
     """top_k outside 1-20 is clamped, and the answer says so (a line under the first, and ``notes``), without
     echoing the number asked for; an answer within the limits has no such line and no such note (the note on
     matches shown without their schema may follow)."""
     from mcpgateway.services.discovery import SCHEMAS_CUT, TOP_K_CAPPED, TOP_K_RAISED
 
     async def main():
-        async with mcp_client(gateway, world["token"], mode=MODERN) as client:
+        async with mcp_client(gateway, world["token"], mode=mode) as client:
             return {
                 top_k: await client.call_tool("tool_search", {"query": "current time", "top_k": top_k})
                 for top_k in (987_654_321, 21, 20, 0)
@@ -267,13 +265,13 @@ def test_client_meta_identity_is_ignored(gateway, world):
     assert "x" not in event.delegation_chain
 
 
-def test_an_unknown_tool_id_is_a_tool_error_the_model_reads_and_an_unknown_meta_tool_a_protocol_error(gateway, world):
+def _an_unknown_tool_id_is_a_tool_error_the_model_reads_and_an_unknown_meta_tool_a_protocol_error(gateway, world, mode):
     """MCP: a tool's own failure (here, a tool_id argument naming no tool) is a result with isError, which hosts
     hand to the model so it can correct itself; an unknown name in tools/call is a JSON-RPC error. Neither echoes
     the id."""
 
     async def main():
-        async with mcp_client(gateway, world["token"]) as client:
+        async with mcp_client(gateway, world["token"], mode=mode) as client:
             executed = await client.call_tool("execute_tool", {"tool_id": "nope::<script>", "arguments": {}})
             inspected = await client.call_tool("tool_inspect", {"tool_ids": ["nope::<script>"]})
             with pytest.raises(MCPError) as caught:
@@ -314,3 +312,28 @@ def test_execute_against_the_git_server(gateway, member_on, tmp_path):
     result = run(main)
     assert not result.is_error, text_of(result)
     assert "README.md" in text_of(result)
+
+
+# Checks that change nothing another reads (listings, searches, inspections, unknown ids; the successful calls
+# last: a call after a search that returned the tool teaches the tool that request, and writes the one execution
+# event the audit checks below look for): one world for all of them
+# (test_what_a_member_of_time_calc_and_memory_reads_on_one_world).
+READ_ONLY_CHECKS = [
+    (_lists_the_meta_tools_with_descriptions_for_models, PROTOCOL_MODES),
+    (_inspect_returns_full_definitions, [LEGACY]),
+    (_search_edge_cases_are_bounded, [MODERN]),
+    (_a_clamped_top_k_is_said_in_the_answer, [MODERN]),
+    (_an_unknown_tool_id_is_a_tool_error_the_model_reads_and_an_unknown_meta_tool_a_protocol_error, [LEGACY]),
+    (_search_then_execute_against_the_time_server, PROTOCOL_MODES),
+    (_execute_returns_a_clean_upstream_result_unchanged_but_marked_as_tool_output, [MODERN]),
+]
+
+
+def test_what_a_member_of_time_calc_and_memory_reads_on_one_world(gateway, world, subtests):
+    """Every check of READ_ONLY_CHECKS on one synced, indexed world (time, calc and memory: its setup and the time
+    server's start were most of each check's time when each had its own), each judged on its own (a subtest), in
+    the protocol modes it ran in before."""
+    for check, modes in READ_ONLY_CHECKS:
+        for mode in modes:
+            with subtests.test(check.__name__.strip("_"), mode=mode):
+                check(gateway, world, mode)

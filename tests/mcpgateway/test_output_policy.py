@@ -14,6 +14,7 @@ from mcpgateway.constants import OUTPUT_META_KEY
 from tests.catalog.servers.fixtures import good_tool, scripted_result
 
 from .conftest import (
+    LEGACY,
     MODERN,
     PROTOCOL_MODES,
     build_index,
@@ -64,8 +65,7 @@ def _marked(result: Any, tool_id: str) -> bool:
     return (result.meta or {}).get(OUTPUT_META_KEY) == {"source": tool_id, "trust": "untrusted", "kind": "tool-output"}
 
 
-@pytest.mark.parametrize("mode", PROTOCOL_MODES)
-def test_execute_tool_returns_text_structured_content_and_errors_cleaned_and_marked(gateway, token, mode):
+def _execute_tool_returns_text_structured_content_and_errors_cleaned_and_marked(gateway, token, mode):
     async def main():
         async with mcp_client(gateway, token, mode=mode) as client:
             return [
@@ -82,11 +82,11 @@ def test_execute_tool_returns_text_structured_content_and_errors_cleaned_and_mar
         assert _marked(result, f"faulty::{name}")
 
 
-def test_a_repeated_idempotency_key_returns_the_cleaned_result(gateway, token):
+def _a_repeated_idempotency_key_returns_the_cleaned_result(gateway, token, mode):
     call = {"tool_id": "faulty::hostile", "arguments": {}, "idempotency_key": "h-1"}
 
     async def main():
-        async with mcp_client(gateway, token, mode=MODERN) as client:
+        async with mcp_client(gateway, token, mode=mode) as client:
             return await client.call_tool("execute_tool", call), await client.call_tool("execute_tool", call)
 
     first, repeat = run(main)
@@ -107,14 +107,14 @@ def test_directly_listed_tools_return_cleaned_output(gateway, token):
     assert _marked(result, "faulty::hostile")
 
 
-def test_links_other_than_to_public_web_hosts_are_dropped_and_said_to_be(gateway, token):
+def _links_other_than_to_public_web_hosts_are_dropped_and_said_to_be(gateway, token, mode):
     """C1-27: a link to ``javascript:``, ``file:``, ``data:`` (in any case, with a tab inside), to the cloud metadata
     address or to loopback (spelt as a number, or as a name) is taken out of the result the model reads, and so is
     such an icon of a link kept (an inline image stays); a text block says how many were removed. Web links to
     public hosts pass unchanged."""
 
     async def main():
-        async with mcp_client(gateway, token, mode=MODERN) as client:
+        async with mcp_client(gateway, token, mode=mode) as client:
             return await client.call_tool("execute_tool", {"tool_id": "faulty::links", "arguments": {}})
 
     result = run(main)
@@ -149,22 +149,22 @@ WRITTEN_LINKS_SHOWN = (
 )
 
 
-def _pinged(gateway, token: str, text: str) -> Any:
+def _pinged(gateway, token: str, mode: str, text: str) -> Any:
     """The real upstream's ``ping`` answer to ``text`` (it says the text back), over HTTP."""
 
     async def main():
-        async with mcp_client(gateway, token) as client:
+        async with mcp_client(gateway, token, mode=mode) as client:
             arguments = {"text": text}
             return await client.call_tool("execute_tool", {"tool_id": "faulty::ping", "arguments": arguments})
 
     return run(main)
 
 
-def test_links_written_in_a_text_to_anything_but_public_web_hosts_point_nowhere(gateway, token):
+def _links_written_in_a_text_to_anything_but_public_web_hosts_point_nowhere(gateway, token, mode):
     """A link a tool writes in its text (Markdown, HTML) is shown by a host as a link, and copied by a model into its
     answer, as a resource link is: one to a script, a local file, inline data or an internal address points to "#"
     and the result says how many did (T9, C1-27)."""
-    result = _pinged(gateway, token, WRITTEN_LINKS)
+    result = _pinged(gateway, token, mode, WRITTEN_LINKS)
     assert not result.is_error
     texts = _texts(result)
     assert texts[0] == WRITTEN_LINKS_SHOWN
@@ -172,14 +172,14 @@ def test_links_written_in_a_text_to_anything_but_public_web_hosts_point_nowhere(
     assert "removed 6 link(s)" in texts[-1]
 
 
-def test_internal_links_spelt_as_only_a_browser_reads_them_are_dropped(gateway, token):
+def _internal_links_spelt_as_only_a_browser_reads_them_are_dropped(gateway, token, mode):
     """C1-27, T10: loopback, the metadata address and a private network spelt as a browser reads them but Python's
     URL parser does not (a backslash before "@", ideographic or fullwidth full stops, circled or fullwidth letters,
     percent-encoded host, NAT64, SIIT, IPv4-compatible, site-local) are dropped like their plain spellings; a public
     IDN host stays."""
 
     async def main():
-        async with mcp_client(gateway, token, mode=MODERN) as client:
+        async with mcp_client(gateway, token, mode=mode) as client:
             return await client.call_tool("execute_tool", {"tool_id": "faulty::links_spelt", "arguments": {}})
 
     result = run(main)
@@ -191,8 +191,7 @@ def test_internal_links_spelt_as_only_a_browser_reads_them_are_dropped(gateway, 
     ]
 
 
-@pytest.mark.parametrize("mode", PROTOCOL_MODES)
-def test_an_upstreams_reserved_meta_keys_never_reach_the_client(gateway, token, mode):
+def _an_upstreams_reserved_meta_keys_never_reach_the_client(gateway, token, mode):
     """An upstream's own ``_meta`` keys pass; keys MCP reserves (its serverInfo, any ``dev.mcp/`` key) and a forged
     Scout marker are dropped: the client sees Scout's marker, not the upstream's claim."""
 
@@ -209,13 +208,13 @@ def test_an_upstreams_reserved_meta_keys_never_reach_the_client(gateway, token, 
     assert (meta.get("io.modelcontextprotocol/serverInfo") or {}).get("version") != "forged"
 
 
-def test_reserved_meta_keys_are_dropped_inside_content_and_under_2025_06_18_prefixes(gateway, token):
+def _reserved_meta_keys_are_dropped_inside_content_and_under_2025_06_18_prefixes(gateway, token, mode):
     """A forged Scout marker (trust: trusted) and MCP's reserved keys in a content block's or an embedded resource's
     ``_meta`` passed, and so did the prefixes MCP 2025-06-18 reserves (``modelcontextprotocol.io/``,
     ``tools.mcp.com/``): all dropped; the tool's own keys stay."""
 
     async def main():
-        async with mcp_client(gateway, token, mode=MODERN) as client:
+        async with mcp_client(gateway, token, mode=mode) as client:
             return await client.call_tool("execute_tool", {"tool_id": "faulty::reserved_meta_nested", "arguments": {}})
 
     result = run(main)
@@ -228,13 +227,13 @@ def test_reserved_meta_keys_are_dropped_inside_content_and_under_2025_06_18_pref
         assert meta == {"com.example/trace": "t-1"}
 
 
-def test_an_embedded_resource_under_a_uri_no_link_may_have_loses_the_uri(gateway, token):
+def _an_embedded_resource_under_a_uri_no_link_may_have_loses_the_uri(gateway, token, mode):
     """C1-27: an embedded resource passed its URI unchecked (``file:``, ``javascript:``, the metadata address),
     which a host shows and may open like a link. Its URI now goes as a link's would: its text stays, as a text
     block; a binary one goes; one on a public web host passes unchanged."""
 
     async def main():
-        async with mcp_client(gateway, token, mode=MODERN) as client:
+        async with mcp_client(gateway, token, mode=mode) as client:
             return await client.call_tool("execute_tool", {"tool_id": "faulty::embedded", "arguments": {}})
 
     result = run(main)
@@ -252,12 +251,12 @@ def test_an_embedded_resource_under_a_uri_no_link_may_have_loses_the_uri(gateway
     assert not [text for text in ("file:", "javascript", "169.254", "c2vjcmv0") if text in serialized]
 
 
-def test_an_inline_svg_icon_is_dropped_and_an_inline_raster_image_kept(gateway, token):
+def _an_inline_svg_icon_is_dropped_and_an_inline_raster_image_kept(gateway, token, mode):
     """C1-27: an icon inline as ``data:image/svg+xml`` passed as an image, but an SVG is a document that can carry
     script; in any case, with a tab inside its type or a space after it, it is now dropped. PNG and JPEG stay."""
 
     async def main():
-        async with mcp_client(gateway, token, mode=MODERN) as client:
+        async with mcp_client(gateway, token, mode=mode) as client:
             return await client.call_tool("execute_tool", {"tool_id": "faulty::svg_icons", "arguments": {}})
 
     result = run(main)
@@ -274,14 +273,14 @@ def test_an_inline_svg_icon_is_dropped_and_an_inline_raster_image_kept(gateway, 
     assert "onload" not in serialized and "image/svg" not in serialized and "phn2zy" not in serialized
 
 
-def test_an_svg_image_is_dropped_and_a_raster_image_kept(gateway, token):
+def _an_svg_image_is_dropped_and_a_raster_image_kept(gateway, token, mode):
     """C1-27: an image block (or an embedded image resource of a web page) typed ``image/svg+xml`` passed as it
     came; a host shows an image block inline, as it would an icon, and an SVG is a document that can carry script.
     It now goes, in any spelling of its type, as an inline SVG icon does: an SVG's source text stays as plain text,
     a binary goes; a text block says how many images were removed. PNG images stay."""
 
     async def main():
-        async with mcp_client(gateway, token, mode=MODERN) as client:
+        async with mcp_client(gateway, token, mode=mode) as client:
             return await client.call_tool("execute_tool", {"tool_id": "faulty::images", "arguments": {}})
 
     result = run(main)
@@ -303,7 +302,7 @@ def test_an_svg_image_is_dropped_and_a_raster_image_kept(gateway, token):
     assert "svg+xml" not in serialized and "s\\tvg" not in serialized and "phn2zy" not in serialized
 
 
-def test_images_and_audio_whose_bytes_are_not_of_their_declared_type_are_removed_and_audited(gateway, token):
+def _images_and_audio_whose_bytes_are_not_of_their_declared_type_are_removed_and_audited(gateway, token, mode):
     """C1-27 (redteam48): an image typed image/png or image/gif whose bytes were an HTML page with script, an SVG or
     no base64 at all, a PNG or GIF whose header claims 10^10 pixels (a decoder's bomb), audio typed audio/wav or
     text/html holding a page, the same as embedded resources and an inline icon, all passed as they came: a host
@@ -312,7 +311,7 @@ def test_images_and_audio_whose_bytes_are_not_of_their_declared_type_are_removed
     call's audit event counts them; images and audio that are what they say stay (base64 broken into lines too)."""
 
     async def main():
-        async with mcp_client(gateway, token, mode=MODERN) as client:
+        async with mcp_client(gateway, token, mode=mode) as client:
             return await client.call_tool("execute_tool", {"tool_id": "faulty::mismatched_media", "arguments": {}})
 
     result = run(main)
@@ -580,13 +579,41 @@ PRIVATE_NAMES_SHOWN = (
 )
 
 
-def test_links_to_names_only_a_private_network_answers_for_point_nowhere(gateway, token):
+def _links_to_names_only_a_private_network_answers_for_point_nowhere(gateway, token, mode):
     """C1-27, T10: a link to a name only the reader's own network resolves reaches inside it as a private address
     does (GCE's metadata server is ``http://metadata/``), but only addresses and ``localhost`` were refused: these
     links reached the model and the host as written. A single-label name and the private-use suffixes now point to
     "#", over HTTP from a real upstream's text (the same rule as a resource link's)."""
-    result = _pinged(gateway, token, PRIVATE_NAMES)
+    result = _pinged(gateway, token, mode, PRIVATE_NAMES)
     assert not result.is_error
     texts = _texts(result)
     assert texts[0] == PRIVATE_NAMES_SHOWN
     assert "removed 6 link(s)" in texts[-1]
+
+
+# Checks that call the faulty server's tools (each answers the same whatever was called before) and read one call's
+# own audit event: one world for all of them (test_what_a_member_of_faulty_is_returned_on_one_world).
+READ_ONLY_CHECKS = [
+    (_execute_tool_returns_text_structured_content_and_errors_cleaned_and_marked, PROTOCOL_MODES),
+    (_a_repeated_idempotency_key_returns_the_cleaned_result, [MODERN]),
+    (_links_other_than_to_public_web_hosts_are_dropped_and_said_to_be, [MODERN]),
+    (_links_written_in_a_text_to_anything_but_public_web_hosts_point_nowhere, [LEGACY]),
+    (_internal_links_spelt_as_only_a_browser_reads_them_are_dropped, [MODERN]),
+    (_an_upstreams_reserved_meta_keys_never_reach_the_client, PROTOCOL_MODES),
+    (_reserved_meta_keys_are_dropped_inside_content_and_under_2025_06_18_prefixes, [MODERN]),
+    (_an_embedded_resource_under_a_uri_no_link_may_have_loses_the_uri, [MODERN]),
+    (_an_inline_svg_icon_is_dropped_and_an_inline_raster_image_kept, [MODERN]),
+    (_an_svg_image_is_dropped_and_a_raster_image_kept, [MODERN]),
+    (_images_and_audio_whose_bytes_are_not_of_their_declared_type_are_removed_and_audited, [MODERN]),
+    (_links_to_names_only_a_private_network_answers_for_point_nowhere, [LEGACY]),
+]
+
+
+def test_what_a_member_of_faulty_is_returned_on_one_world(gateway, token, subtests):
+    """Every check of READ_ONLY_CHECKS on one synced world (faulty: its setup and the faulty server's start were most
+    of each check's time when each had its own), each judged on its own (a subtest), in the protocol modes it ran in
+    before."""
+    for check, modes in READ_ONLY_CHECKS:
+        for mode in modes:
+            with subtests.test(check.__name__.strip("_"), mode=mode):
+                check(gateway, token, mode)
