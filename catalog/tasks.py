@@ -33,6 +33,20 @@ def sync_server(server_pk: int, trigger: str = "task", started_by_id: int | None
     return run.pk
 
 
+def sync_server_asked(server: Server, trigger: str, started_by_id: int | None) -> None:
+    """Queue a sync of ``server`` that a person asked for (admin, REST). With tasks in-process
+    (CELERY_TASK_ALWAYS_EAGER, the embedded default and the demo) it runs here, in their request: Scout's own failure
+    in it (an internal error, not the upstream's) is recorded on its run and the server (catalog.services.sync), and
+    logged here with its traceback rather than raised, so the request answers as for any failed sync, not with an
+    error (mend1, mend2)."""
+    try:
+        sync_server.delay(server.pk, trigger, started_by_id)
+    except Exception:
+        if not sync_server.app.conf.task_always_eager:
+            raise
+        logger.exception("sync of %s failed inside Scout", server.slug)
+
+
 @shared_task(ignore_result=True)
 def sync_all_servers() -> int:
     """Queue one sync per live, non-disabled server (the beat reconcile). Returns how many were queued.

@@ -1,7 +1,6 @@
 """Servers: health at a glance, the last runs, and "Sync now"."""
 
 import json
-import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -61,8 +60,6 @@ from .filters import held_q, tool_count_annotations
 from .lookups import StrictLookupsMixin
 from .readonly import ReadOnlyMixin
 from .titles import TitledAdminMixin
-
-logger = logging.getLogger(__name__)
 
 RECENT_RUNS_SHOWN = 10
 # Under a failed (or not run) last sync of a server no sync ever succeeded for, where its last good sync's time goes.
@@ -615,7 +612,7 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
 
     def _queue_sync(self, request: HttpRequest, servers: list[Server]) -> tuple[int, list[str]]:
         try:
-            from catalog.tasks import sync_server
+            from catalog.tasks import sync_server_asked
         except ImportError as exc:  # the sync task may not be deployed yet; say so instead of failing
             self.message_user(request, f"Sync is not available: {exc}", messages.ERROR)
             return 0, []
@@ -624,14 +621,7 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
             if server.transport == Transport.IMPORTED:
                 skipped.append(server.slug)
                 continue
-            try:
-                sync_server.delay(server.pk, "admin", request.user.pk)  # theirs: listed in their recent actions
-            except Exception:
-                if not sync_server.app.conf.task_always_eager:
-                    raise
-                # Scout's own failure in a sync run in this request: its run and the server say so (catalog.services
-                # .sync) and the operator is told as for any failed sync, not with an error page; the traceback logged.
-                logger.exception("sync of %s failed inside Scout", server.slug)
+            sync_server_asked(server, "admin", request.user.pk)  # theirs: listed in their recent actions
             queued += 1
         return queued, skipped
 

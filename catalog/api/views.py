@@ -1,5 +1,6 @@
 """Servers (list, register, edit, archive, sync) and sync runs, for operators with catalog model permissions."""
 
+import functools
 import uuid
 
 from django.db import transaction
@@ -16,7 +17,7 @@ from catalog.models import Server, SyncRun
 from catalog.scope import server_claim, server_fields_locked, server_scope_q, servers_fields_locked, tool_count_q
 from catalog.services.servers import server_archive, server_create, server_update
 from catalog.services.sync import sync_runs_current
-from catalog.tasks import sync_server
+from catalog.tasks import sync_server_asked
 
 from .params import param_choice
 from .serializers import (
@@ -169,8 +170,9 @@ class ServerSync(generics.GenericAPIView):
         # A unique trigger names the run the task will create, so the caller can find it (a worker reports
         # no result: the task ignores results).
         trigger = f"api:{uuid.uuid4().hex}"
-        sync_server.delay_on_commit(server.pk, trigger, request.user.pk)  # theirs: in their home's recent actions
-        # Outside a transaction the callback ran already; with in-process tasks the run exists now.
+        # Theirs: in their home's recent actions. Outside a transaction the callback runs now; with in-process tasks
+        # the run exists by the next line, failed with its reason if Scout itself failed it (mend2).
+        transaction.on_commit(functools.partial(sync_server_asked, server, trigger, request.user.pk))
         run = SyncRun.objects.filter(server=server, source=trigger).first()
         body = {
             "trigger": trigger,

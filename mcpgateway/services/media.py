@@ -182,9 +182,13 @@ def _icon(data: bytes) -> bool:
 # TIFF tags of an image's width and length, and the sizes of the types a size is written in (SHORT, LONG).
 _TIFF_SIZE_TAGS = (256, 257)
 _TIFF_TYPES = {3: 2, 4: 4}
-# Directory entries read in one TIFF: directories may overlap, and a chain of them each listing 65,535 entries over
-# the same bytes would cost time quadratic in the size. One past this many is no image to pass on.
-TIFF_ENTRIES_READ = 65_536
+# Directory entries read in one TIFF, all its directories together (each charged its entries and one for itself): a
+# real directory has tens (libtiff's 35 test files and Python's: 11 to 25, in 1 to 5 directories), and libtiff refuses
+# one of more than 4,096 as no directory at all. Directories may overlap, so without a cap a chain of them each
+# listing 65,535 entries over the same bytes would cost time quadratic in the size, and a megabyte of one directory's
+# entries cost 8 to 35 times a 1 MB base64 decode (media3), the slowest of these readers. 4,096 leaves room for
+# some 150 pages of 25 tags. Past it: refused, no image to pass on.
+TIFF_ENTRIES_READ = 4_096
 
 
 def _tiff(data: bytes) -> bool:
