@@ -10,7 +10,7 @@ import json
 
 from django.conf import settings
 from django.contrib import admin, messages
-from django.db.models import QuerySet, TextField
+from django.db.models import Exists, OuterRef, QuerySet, TextField
 from django.db.models.functions import Cast
 from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import reverse
@@ -25,7 +25,7 @@ from catalog.admin.lookups import StrictLookupsMixin
 from catalog.admin.progress import ProgressAdminMixin
 from catalog.admin.readonly import ReadOnlyMixin
 from catalog.admin.titles import TitledAdminMixin
-from catalog.models import Server, Tool
+from catalog.models import Server, Tool, ToolExample
 from catalog.progress import progress_snapshot
 from governance.admin.access import ToolAdmin as GovernanceToolAdmin
 from governance.admin.approvals import ApprovalRequestAdmin as GovernanceApprovalRequestAdmin
@@ -311,13 +311,28 @@ FROM_TOOL_PAGE = "_from_tool"  # a learned request opened from its tool's page: 
 SHARED_LEARNED_NOTE = "This tool's server is shared by every tenant: a superuser promotes or rejects what it learned."
 
 
+class ToDecideFilter(admin.SimpleListFilter):
+    """The learned requests a curator is asked to decide (``learned_to_decide``): the home page's and the tool page's
+    "to decide" counts lead here and count these same rows. "Learned" alone also lists those whose words are already
+    an example request of their tool, so the home's 1 opened a list of 2 (adminux32)."""
+
+    title = "decision"
+    parameter_name = "to_decide"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        return [("yes", "To decide (not already an example request)")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        return learned_to_decide(queryset) if self.value() == "yes" else queryset
+
+
 @admin.register(LearnedRequest)
 class LearnedRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[LearnedRequest]):
     """Requests that led to successful calls. Promote one to a curated example request, or reject it (it is
     then never learned again for that tool). Only curators see these texts: they are other users' words."""
 
-    list_display = ("text", "tool_link", "callers", "calls", "status", "last_seen")
-    list_filter = ("status",)
+    list_display = ("text", "tool_link", "callers", "calls", "status_column", "last_seen")
+    list_filter = (ToDecideFilter, "status")
     search_fields = ("text", "tool__tool_id")
     list_select_related = ("tool",)
     # What a curator decides on first; the key (a hash) and the row id say nothing to them.
@@ -334,7 +349,10 @@ class LearnedRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin
         # Learned on the servers this curator may manage only (Z12: learning stays inside one tenant's space).
         managed = Server.objects.filter(servers_visible_to_operator(user=request.user)).values("pk")
         shown = person_shown(viewer=request.user, field="decided_by", name="decided_by__username")
-        return super().get_queryset(request).filter(tool__server__in=managed).annotate(decider=shown)
+        # Words a curator already made an example request of the tool: nothing left to decide (its status says so).
+        curated = ToolExample.objects.filter(tool=OuterRef("tool"), text__iexact=OuterRef("text"))
+        queryset = super().get_queryset(request).filter(tool__server__in=managed)
+        return queryset.annotate(decider=shown, already_example=Exists(curated))
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -404,6 +422,12 @@ class LearnedRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin
         # The tool's page, to read what it does before promoting words to it (rows are of tools the curator manages).
         url = reverse("admin:catalog_tool_change", args=[obj.tool_id])
         return format_html('<a href="{}">{}</a>', url, breakable_id(obj.tool.tool_id))
+
+    @admin.display(description="status", ordering="status")
+    def status_column(self, obj: LearnedRequest) -> str:
+        if obj.status == LearnedStatus.LEARNED and getattr(obj, "already_example", False):
+            return format_html('{} <span class="quiet">· already an example request</span>', obj.get_status_display())
+        return obj.get_status_display()
 
     @admin.display(description="decided by")
     def decider(self, obj: LearnedRequest) -> str:

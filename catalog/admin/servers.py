@@ -64,11 +64,15 @@ from .titles import TitledAdminMixin
 RECENT_RUNS_SHOWN = 10
 # Under a failed (or not run) last sync of a server no sync ever succeeded for, where its last good sync's time goes.
 NEVER_SUCCEEDED = "never synced successfully"
-# Breaker state -> (a status whose colour fits, label).
+# Breaker state -> (a status whose colour fits, label, what it means for calls: "flowing" alone read as jargon).
 BREAKER_BADGES = {
-    breaker.CLOSED: (ServerStatus.ACTIVE, "flowing"),
-    breaker.HALF_OPEN: (ServerStatus.DEGRADED, "probing"),
-    breaker.OPEN: (ServerStatus.UNAVAILABLE, "breaker open"),
+    breaker.CLOSED: (ServerStatus.ACTIVE, "flowing", "Calls reach the server."),
+    breaker.HALF_OPEN: (ServerStatus.DEGRADED, "probing", "After failed calls, one trial call at a time reaches it."),
+    breaker.OPEN: (
+        ServerStatus.UNAVAILABLE,
+        "breaker open",
+        "Calls fail at once without reaching the server, after several failed in a row; it is tried again shortly.",
+    ),
 }
 # How a server is started or reached: a hosted server's URL often carries its secret in the path, an argument a key,
 # and the variable names say where the secrets are. Shown to who may change servers (operators), never to a reader of
@@ -507,8 +511,8 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
         if server.status in SERVER_STATUS_HIDES_TOOLS:
             return "—"
         state = breaker.breaker_state(server.pk)
-        colour_key, label = BREAKER_BADGES[state]
-        return badge(colour_key, label)
+        colour_key, label, meaning = BREAKER_BADGES[state]
+        return format_html('<span title="{}">{}</span>', meaning, badge(colour_key, label))
 
     # Both break where a reader would, and a long run of letters anywhere: one long slug hid the health and last sync.
     slug_column = breakable_column("slug", description="slug")

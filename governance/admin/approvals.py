@@ -142,8 +142,12 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
             row.call = calls.get(row.approval_id)
             row.decidable = row.pk in decidable and row.requester_may_execute
         changelist.decidable_count = sum(row.decidable for row in rows)
+        dropped = set()
         if not changelist.decidable_count:  # no select-all box over rows none of which can be ticked
-            changelist.list_display = [name for name in changelist.list_display if name != "action_checkbox"]
+            dropped.add("action_checkbox")
+        if not any(row.status == ApprovalStatus.PENDING for row in rows):
+            dropped.add("decide_link")  # an approver's history: no "Decide" column empty on every row
+        changelist.list_display = [name for name in changelist.list_display if name not in dropped]
         return changelist
 
     def get_actions(self, request):

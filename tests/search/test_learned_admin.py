@@ -229,3 +229,21 @@ def test_a_learned_request_already_an_example_of_its_tool_is_no_decision_to_ask_
     assert "mail the team the agenda" in listed and "send an email to bob" not in listed
     assert client.get(reverse("admin:index")).context["curator_panel"]["learned_count"] == 2  # k2 and k3
     assert client.get(reverse("admin:catalog_tool_change", args=[other.pk])).context["learned_waiting_count"] == 1
+
+
+def test_the_homes_to_decide_count_opens_a_list_of_as_many(client, django_user_model):
+    """The home said "Learned requests to decide: 1" and its link listed 2: "learned" also held a request whose words
+    were already an example request of its tool (adminux32). The link lists the rows it counts; the list marks the
+    other one as already an example."""
+    tool = ToolFactory(server=ServerFactory(slug="git"), name="git_log")
+    tool.examples.create(text="show me the latest commits")
+    LearnedRequest.objects.create(tool=tool, text="Show me the latest commits", key="k1", principal_count=1)
+    LearnedRequest.objects.create(tool=tool, text="who committed last", key="k2", principal_count=1)
+    client.force_login(_curator(django_user_model))
+    home = client.get(reverse("admin:index"))
+    link = home.content.decode().split('id="learned-to-decide" href="', 1)[1].split('"', 1)[0].replace("&amp;", "&")
+    listed = client.get(link)
+    assert [row.text for row in listed.context["cl"].result_list] == ["who committed last"]
+    assert home.context["curator_panel"]["learned_count"] == 1
+    everything = client.get(reverse("admin:search_learnedrequest_changelist")).content.decode()
+    assert everything.count("already an example request</span>") == 1

@@ -40,3 +40,18 @@ def test_the_history_is_titled_as_the_approvers_and_says_what_it_holds_while_emp
     assert asked[0].approval_id in listed and asked[1].approval_id not in listed and NONE_YET not in listed
     inbox = client.get(INBOX).content.decode()
     assert "<h1>Approval requests — pending first" in inbox and "Your decisions" not in inbox
+
+
+def test_the_history_has_no_decide_column_while_the_inbox_keeps_it(
+    client, approver, asked, member_token, mutating_tool
+):
+    # adminux32: "Your decisions" showed a "Decide" header over a column empty on every row (all decided).
+    approval_decide(request=asked[0], approver=approver, approve=True, reason="")
+    approval_decide(request=asked[1], approver=approver, approve=False, reason="not on a Friday")
+    client.force_login(approver)
+    history = client.get(HISTORY)
+    assert "decide_link" not in history.context["cl"].list_display
+    assert 'class="column-decide_link' not in history.content.decode()
+    asked_again = approval_request_create(principal=member_token[2], tool=mutating_tool, arguments={"path": "/x"})
+    inbox = client.get(INBOX).content.decode()
+    assert 'class="column-decide_link' in inbox and f"{asked_again.pk}/decide/" in inbox
