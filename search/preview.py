@@ -242,7 +242,8 @@ def _example_line(closest: str, terms: list) -> str:
     if words and not elsewhere:
         return f"{line}, words {', '.join(words)}"
     if elsewhere:
-        return f"2 example requests: “{closest}” closest in meaning; another has the words {', '.join(elsewhere)}"
+        noun = "word" if len(elsewhere) == 1 else "words"
+        return f"2 example requests: “{closest}” closest in meaning; another has the {noun} {', '.join(elsewhere)}"
     return line
 
 

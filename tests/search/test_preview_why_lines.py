@@ -29,7 +29,7 @@ def test_words_only_another_example_request_holds_say_two_matched():
     why = {"fields": {"example request": ["latest", "branch"]}, "closest": "example",
            "example_request": "show me the latest commits"}  # fmt: skip
     assert _example_lines(why) == [
-        "2 example requests: “show me the latest commits” closest in meaning; another has the words branch"
+        "2 example requests: “show me the latest commits” closest in meaning; another has the word branch"
     ]
 
 
