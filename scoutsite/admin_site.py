@@ -242,6 +242,9 @@ OWN_EVENT_TYPES = (
     "entitlement.changed",
 )
 
+# An approver's decision reads as what they did, beside the tool and whose call it was.
+DECISION_WORDS = {"approval.approved": "Approved:", "approval.denied": "Denied:"}
+
 
 def recent_actions(user) -> list[dict[str, Any]]:
     """This person's latest actions, newest first (``HOME_ROWS``), from Scout's own records: the audit events of their
@@ -267,8 +270,13 @@ def recent_actions(user) -> list[dict[str, Any]]:
     decisions = f"{reverse('admin:governance_approvalrequest_changelist')}?decided=me"
     for event in events.order_by("-created_at", "-id")[:HOME_ROWS]:
         payload = audit_payload_shown(event, viewer=user)
+        what = event.get_event_type_display()
         if event.event_type in GRANT_EVENTS:
             target = grant_change_text(event.event_type, payload)
+        elif event.event_type in DECISION_WORDS:  # "Approved: <tool> for <person>", not "Approval approved <tool>"
+            what = DECISION_WORDS[event.event_type]
+            requester = payload.get("requester", "") if isinstance(payload, dict) else ""
+            target = f"{event.tool_ref or event.approval_ref} for {requester}" if requester else event.tool_ref
         else:  # a token's event names the token (tok-<id>); one naming nothing is linked by what it was
             token = payload.get("token", "") if isinstance(payload, dict) else ""
             target = event.tool_ref or event.target_server or event.approval_ref or str(token)
@@ -276,7 +284,7 @@ def recent_actions(user) -> list[dict[str, Any]]:
             url = reverse("admin:governance_auditevent_change", args=[event.pk])
         else:  # an approver who may not read the trail reads their decisions in the inbox
             url = decisions if event.event_type.startswith("approval.") else None
-        rows.append({"when": event.created_at, "what": event.get_event_type_display(), "target": target, "url": url})
+        rows.append({"when": event.created_at, "what": what, "target": target, "url": url})
     for entry in LogEntry.objects.filter(user=user).select_related("content_type")[:HOME_ROWS]:
         url = None if entry.action_flag == DELETION else entry.get_admin_url() or None
         what = flag_words.get(entry.action_flag) or entry.get_change_message() or "Changed"

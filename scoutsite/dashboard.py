@@ -134,6 +134,7 @@ def dashboard_figures(*, window: Window, now: datetime | None = None, user=None)
     syncs = Counter(runs.values_list("status", flat=True))
     return {
         "window": window.key,
+        "window_label": window.label,  # the bar charts' axis: calls in the last hour
         "labels": [moment.isoformat() for moment in buckets],
         "ticks": [_tick(window, moment) for moment in buckets],
         "time_zone": timezone.get_current_timezone_name(),

@@ -33,7 +33,7 @@ from .backends import Match, SearchResult
 from .models import IndexGeneration
 from .selectors import indexable_tools
 from .services import TOP_K_MAX, TOP_K_MIN, SearchQueryError, tool_search, vector_cache_scope
-from .text import function_word
+from .text import function_word, tokenize
 
 PREVIEW_PERMISSION = "catalog.view_tool"  # who may preview: anyone who may read the catalog in the admin
 AS_USER_PERMISSION = "auth.view_user"  # previewing as someone else reveals what they see
@@ -213,18 +213,38 @@ def why_lines(match: Match, *, learned_shown: bool = True) -> list[str]:
     """why_matched as short plain lines for the template (which escapes them). Function words ("about", "de") are
     left out, as on the MCP why-lines: they matched but are no reason a curator can act on."""
     why = _seen_by(match.why_matched or {}, learned_shown=learned_shown)
+    closest_example = why.get("example_request") if why.get("closest") == "example" else None
     lines = []
     for label, terms in (why.get("fields") or {}).items():
         words = [str(term) for term in terms if not function_word(str(term))]
-        if words:
+        if words and not (closest_example and label == EXAMPLE_LABEL):
             lines.append(f"{label}: {', '.join(words)}")
-    if why.get("closest") == "learned":
+    if closest_example:
+        lines.append(_example_line(closest_example, (why.get("fields") or {}).get(EXAMPLE_LABEL, [])))
+    elif why.get("closest") == "learned":
         lines.append("closest vector: requests that led to this tool (learned from usage)")
     elif why.get("closest"):
         lines.append(f"closest vector: {why['closest']}")
-    if why.get("example_request"):
-        lines.append(f"example request: {why['example_request']}")
     return lines  # intent and demotion: among the score's parts
+
+
+EXAMPLE_LABEL = "example request"
+
+
+def _example_line(closest: str, terms: list) -> str:
+    """One line for the example requests that matched, where the preview said "example request" twice, once for
+    its words and once for its text (adminux33): the words of the one closest in meaning are named with it, and
+    words only other example requests hold say there were two of them (or more)."""
+    words = [str(term) for term in terms if not function_word(str(term))]
+    own = set(tokenize(closest))
+    elsewhere = [word for word in words if word not in own]
+    line = f"example request “{closest}”: closest in meaning"
+    if words and not elsewhere:
+        return f"{line}, words {', '.join(words)}"
+    if elsewhere:
+        noun = "word" if len(elsewhere) == 1 else "words"
+        return f"2 example requests: “{closest}” closest in meaning; another has the {noun} {', '.join(elsewhere)}"
+    return line
 
 
 # Fields a curator writes (the rest come from the upstream server).

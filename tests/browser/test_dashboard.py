@@ -40,6 +40,12 @@ def test_dashboard_charts_render(browser, live_server, django_user_model, member
         "const c = window.scoutDashboardCharts['chart-traffic']; return [c.data.labels, c.options.scales.x.title.text];"
     )
     assert all(re.fullmatch(r"[0-2]\d:[0-5]\d", label) for label in axis[0]) and axis[1] == "time (UTC)", axis
+    # The calls charts name their unit and period (adminux33: "Top tools" had an axis of 0..1 and no unit).
+    titles = browser.execute_script(
+        "const c = window.scoutDashboardCharts;"
+        "return ['chart-tools', 'chart-failures'].map(id => c[id].options.scales.x.title.text);"
+    )
+    assert titles == ["successful calls in the last hour", "failed calls in the last hour"], titles
     screenshot(browser, "operator-dashboard")
 
 

@@ -39,7 +39,9 @@ def test_an_approvers_decision_is_listed_and_leads_to_their_decisions(
     request = approval_request_create(principal=principal, tool=mutating_tool, arguments={"name": "x"})
     approval_decide(request=request, approver=approver, approve=True, reason="fine")
     panel = _recent(client)
-    assert "Approval approved" in panel and mutating_tool.tool_id in panel
+    # It reads as what the approver did (adminux33: it read "Approval approved <tool>"), with whose call it was.
+    assert "Approval approved" not in panel
+    assert "Approved:" in panel and f"{mutating_tool.tool_id} for {principal.user.get_username()}" in panel
     # The approver reads no audit trail: their decisions are in the inbox, under "decided by me".
     assert f'href="{reverse("admin:governance_approvalrequest_changelist")}?decided=me"' in panel
     assert "Approval requested" not in panel  # the requester's agent's doing, not the approver's

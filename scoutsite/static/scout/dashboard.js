@@ -38,13 +38,16 @@
     },
     options: {scales: {y: {beginAtZero: true}}},
   });
-  const bars = (id, pairs, color) => draw(id, {
+  // The count axis names its unit and period: it read 0..1 with nothing to say what was counted.
+  const bars = (id, pairs, color, unit) => draw(id, {
     type: "bar",
     data: {labels: pairs.map((p) => p[0]), datasets: [{label: "calls", data: pairs.map((p) => p[1]), backgroundColor: color}]},
-    options: {indexAxis: "y", plugins: {legend: {display: false}}, scales: {x: {beginAtZero: true, ticks: {precision: 0}}}},
+    options: {indexAxis: "y", plugins: {legend: {display: false}}, scales: {x: {
+      beginAtZero: true, ticks: {precision: 0}, title: {display: true, text: unit + " in the " + figures.window_label},
+    }}},
   });
-  bars("chart-tools", figures.top_tools, colors[2]);
-  bars("chart-failures", figures.failures_by_server, colors[1]);
+  bars("chart-tools", figures.top_tools, colors[2], "successful calls");
+  bars("chart-failures", figures.failures_by_server, colors[1], "failed calls");
   // A bar leads where the link under the chart does (the same order): those calls in the audit trail.
   const failureLinks = document.querySelectorAll("#chart-failures-links a");
   if (drawn["chart-failures"] && failureLinks.length) {
