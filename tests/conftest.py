@@ -26,6 +26,13 @@ def pytest_configure(config: pytest.Config) -> None:
     from django.conf import settings
 
     settings.PASSWORD_HASHERS = ["tests.hashers.QuickPBKDF2PasswordHasher", *settings.PASSWORD_HASHERS]
+    # Postgres: a commit returns without waiting for its WAL to reach the disk (synchronous_commit=off). Other sessions
+    # see it just the same; only a crash of the server could lose the last commits, and no test database outlives
+    # one. Transactional tests commit every write: 4 ms each on a loaded disk, 0.07 ms without the wait.
+    database = settings.DATABASES["default"]
+    if database["ENGINE"] == "django.db.backends.postgresql":
+        options = database.setdefault("OPTIONS", {})
+        options["options"] = f"{options.get('options', '')} -c synchronous_commit=off".strip()
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:

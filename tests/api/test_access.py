@@ -2,11 +2,10 @@
 
 from datetime import timedelta
 
-import httpx
 import pytest
 from django.utils import timezone
 
-from tests.api.conftest import api_db, error_of, make_token, session_cookies
+from tests.api.conftest import api_db, error_of, http, make_token, session_cookies
 
 pytestmark = api_db
 
@@ -20,7 +19,7 @@ def test_anonymous_is_401_with_challenge(api, catalog):
 
 @pytest.mark.parametrize("header", ["Bearer scout_not-a-real-token", "Bearer", "Bearer a b", "Bearer tok\u00e9n"])
 def test_bad_tokens_are_one_401(api, catalog, header):
-    response = httpx.get(f"{api.base}/api/v1/tools/", headers={"Authorization": header.encode("utf-8")})
+    response = http("GET", f"{api.base}/api/v1/tools/", headers={"Authorization": header.encode("utf-8")})
     assert response.status_code == 401
     assert error_of(response) == {"code": "authentication_failed", "message": "Invalid or expired token.", "fields": {}}
 
@@ -57,14 +56,14 @@ def test_session_reads_and_writes_with_csrf(api, catalog, member):
     member.is_staff = True  # a session comes from the admin's sign-in
     member.save()
     cookies = session_cookies(member)
-    listed = httpx.get(f"{api.base}/api/v1/tools/", cookies=cookies)
+    listed = http("GET", f"{api.base}/api/v1/tools/", cookies=cookies)
     assert listed.status_code == 200 and listed.json()["count"] == 1
     body = {"name": "from the browser", "scopes": ["api"], "expires_at": _in_a_month()}
-    refused = httpx.post(f"{api.base}/api/v1/tokens/", cookies=cookies, json=body)
+    refused = http("POST", f"{api.base}/api/v1/tokens/", cookies=cookies, json=body)
     assert refused.status_code == 403
     assert "CSRF" in error_of(refused)["message"]
-    created = httpx.post(
-        f"{api.base}/api/v1/tokens/", cookies=cookies, json=body, headers={"X-CSRFToken": cookies["csrftoken"]}
+    created = http(
+        "POST", f"{api.base}/api/v1/tokens/", cookies=cookies, json=body, headers={"X-CSRFToken": cookies["csrftoken"]}
     )
     assert created.status_code == 201, created.text
 
@@ -80,12 +79,12 @@ def test_a_session_whose_person_is_no_longer_staff_is_refused(api, catalog, memb
     cookies = session_cookies(member)
     csrf = {"X-CSRFToken": cookies["csrftoken"]}
     body = {"name": "kept", "scopes": ["api", "discover", "execute", "approve"], "expires_at": _in_a_month()}
-    assert httpx.get(f"{api.base}/api/v1/tools/", cookies=cookies).status_code == 200
+    assert http("GET", f"{api.base}/api/v1/tools/", cookies=cookies).status_code == 200
     member.is_staff = False
     member.save()
-    assert httpx.get(f"{api.base}/admin/", cookies=cookies).status_code == 302  # the admin: to the sign-in page
-    listed = httpx.get(f"{api.base}/api/v1/tools/", cookies=cookies)
-    minted = httpx.post(f"{api.base}/api/v1/tokens/", cookies=cookies, json=body, headers=csrf)
+    assert http("GET", f"{api.base}/admin/", cookies=cookies).status_code == 302  # the admin: to the sign-in page
+    listed = http("GET", f"{api.base}/api/v1/tools/", cookies=cookies)
+    minted = http("POST", f"{api.base}/api/v1/tokens/", cookies=cookies, json=body, headers=csrf)
     assert (listed.status_code, minted.status_code) == (401, 401)
     assert "list_issues" not in listed.text and not ApiToken.objects.filter(name="kept").exists()
 
@@ -163,17 +162,18 @@ def test_a_spoofed_forwarded_for_header_does_not_escape_the_anonymous_limit(api,
     cache.clear()
     settings.SCOUT_API_ANON_RATE = "3/minute"
     spoofed = [
-        httpx.get(f"{api.base}/api/v1/no-such-thing/", headers={"X-Forwarded-For": f"203.0.113.{n}"}) for n in range(5)
+        http("GET", f"{api.base}/api/v1/no-such-thing/", headers={"X-Forwarded-For": f"203.0.113.{n}"})
+        for n in range(5)
     ]
     assert [response.status_code for response in spoofed] == [404, 404, 404, 429, 429]
-    assert httpx.get(f"{api.base}/api/v1/no-such-thing/").status_code == 429  # the same client, the same budget
+    assert http("GET", f"{api.base}/api/v1/no-such-thing/").status_code == 429  # the same client, the same budget
 
     cache.clear()
     settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": 1}
 
     def through_the_proxy(client: str, claimed: str) -> int:
         forwarded = {"X-Forwarded-For": f"{claimed}, {client}"}
-        return httpx.get(f"{api.base}/api/v1/no-such-thing/", headers=forwarded).status_code
+        return http("GET", f"{api.base}/api/v1/no-such-thing/", headers=forwarded).status_code
 
     assert [through_the_proxy("198.51.100.7", f"10.0.0.{n}") for n in range(4)] == [404, 404, 404, 429]
     assert through_the_proxy("198.51.100.8", "10.0.0.1") == 404  # another client behind the proxy: its own budget

@@ -3,10 +3,9 @@ pages served with their assets from this server (no CDN)."""
 
 import re
 
-import httpx
 from openapi_spec_validator import validate
 
-from tests.api.conftest import api_db
+from tests.api.conftest import api_db, http
 
 pytestmark = api_db
 
@@ -34,7 +33,7 @@ def api_routes() -> set[str]:
 
 
 def test_schema_is_valid_and_complete(api):
-    response = httpx.get(f"{api.base}/api/v1/schema/", params={"format": "json"})
+    response = http("GET", f"{api.base}/api/v1/schema/", params={"format": "json"})
     assert response.status_code == 200
     schema = response.json()
     validate(schema)  # raises on an invalid OpenAPI document
@@ -51,10 +50,10 @@ def test_schema_is_valid_and_complete(api):
 
 def test_docs_pages_are_served_without_a_cdn(api):
     for page in ("docs/", "redoc/"):
-        response = httpx.get(f"{api.base}/api/v1/{page}")
+        response = http("GET", f"{api.base}/api/v1/{page}")
         assert response.status_code == 200
         assets = re.findall(r'(?:src|href)="([^"]+\.(?:js|css))"', response.text)
         assert assets, page
         for asset in assets:
             assert asset.startswith("/static/drf_spectacular_sidecar/"), asset
-            assert httpx.get(f"{api.base}{asset}").status_code == 200, asset
+            assert http("GET", f"{api.base}{asset}").status_code == 200, asset

@@ -8,7 +8,7 @@ from datetime import timedelta
 import httpx
 from django.utils import timezone
 
-from tests.api.conftest import api_db, make_token, session_cookies
+from tests.api.conftest import api_db, http, make_token, session_cookies
 
 pytestmark = api_db
 
@@ -16,7 +16,7 @@ pytestmark = api_db
 def _mint(api, cookies, expires_at) -> httpx.Response:
     body = {"name": "forever", "scopes": ["api", "discover"], "expires_at": expires_at.isoformat()}
     headers = {"X-CSRFToken": cookies["csrftoken"]}
-    return httpx.post(f"{api.base}/api/v1/tokens/", cookies=cookies, headers=headers, json=body, timeout=30)
+    return http("POST", f"{api.base}/api/v1/tokens/", cookies=cookies, headers=headers, json=body, timeout=30)
 
 
 def test_an_expiry_past_the_limit_is_refused_when_the_token_is_made(api, owner, settings):

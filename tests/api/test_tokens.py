@@ -92,14 +92,13 @@ def test_token_cannot_mint_more_than_itself(api, member):
 
 
 def test_session_may_mint_any_scopes(api, member):
-    import httpx
-
-    from tests.api.conftest import session_cookies
+    from tests.api.conftest import http, session_cookies
 
     member.is_staff = True  # a session comes from the admin's sign-in
     member.save()
     cookies = session_cookies(member)
-    response = httpx.post(
+    response = http(
+        "POST",
         f"{api.base}/api/v1/tokens/",
         cookies=cookies,
         headers={"X-CSRFToken": cookies["csrftoken"]},
