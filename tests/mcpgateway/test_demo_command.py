@@ -13,8 +13,18 @@ from governance.principals import principal_for_user
 from governance.services.tokens import api_token_verify
 from mcpgateway.services import gateway_search
 
-from .conftest import MODERN, NODE_BIN, free_port, modern_request, rpc_result
-from .test_database_lock import GRANT_TABLES, POSTGRES, TableLock, _postgres_url
+from .conftest import (
+    MODERN,
+    NODE_BIN,
+    POSTGRES,
+    drop_postgres_database,
+    free_port,
+    migrated_postgres,
+    modern_request,
+    postgres_url,
+    rpc_result,
+)
+from .test_database_lock import GRANT_TABLES, TableLock
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -160,7 +170,8 @@ def test_make_demo_runs_without_debug_unless_the_developer_asks(asked, debug):
 )
 def test_the_demo_serves_on_postgres_with_the_web_process_database_timeouts(tmp_path):
     """`manage.py demo` serves the way `make run` does: its server's Postgres connections give up on a lock
-    after SCOUT_DB_LOCK_TIMEOUT, so a call meeting locked grant tables is answered "busy" instead of hanging."""
+    after SCOUT_DB_LOCK_TIMEOUT, so a call meeting locked grant tables is answered "busy" instead of hanging.
+    Its database starts as a copy of the session's migrated one: the demo's own migrate finds nothing to do."""
     import subprocess
     import sys
     import time
@@ -168,13 +179,11 @@ def test_the_demo_serves_on_postgres_with_the_web_process_database_timeouts(tmp_
     from concurrent.futures import ThreadPoolExecutor
 
     import httpx
-    import psycopg
     from django.conf import settings
 
     name = f"scout_demo_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(_postgres_url("postgres"), autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    url, port = _postgres_url(name), free_port()
+    migrated_postgres(name)
+    url, port = postgres_url(name), free_port()
     base = f"http://127.0.0.1:{port}"
     env = {key: value for key, value in os.environ.items() if key not in ("REDIS_URL", "TESTING", "DEBUG")}
     env.update(DATABASE_URL=url, SECRET_KEY="demo-test-only-not-a-secret", SCOUT_PUBLIC_URL=base, CI="1")
@@ -235,8 +244,7 @@ def test_the_demo_serves_on_postgres_with_the_web_process_database_timeouts(tmp_
     finally:
         demo.terminate()
         demo.wait(30)
-        with psycopg.connect(_postgres_url("postgres"), autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop_postgres_database(name)
 
 
 def test_make_run_links_name_the_port_it_serves_on_unless_the_public_url_is_set(monkeypatch):
