@@ -263,3 +263,46 @@ def test_make_run_links_name_the_port_it_serves_on_unless_the_public_url_is_set(
     assert "SCOUT_PUBLIC_URL=http://127.0.0.1:8799 " in run_line("PORT=8799")
     monkeypatch.setenv("SCOUT_PUBLIC_URL", "https://scout.example.com")
     assert "SCOUT_PUBLIC_URL=https://scout.example.com " in run_line("PORT=8799")
+
+
+def test_a_newcomers_demo_migrates_its_empty_database_itself(tmp_path):
+    """`make demo` on a fresh clone: the demo's own migrate makes the tables (the other demo tests start on a
+    migrated database). Interrupted once its logins exist, before it syncs anything."""
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    from django.conf import settings
+
+    database = tmp_path / "scout.sqlite3"
+    env = {key: value for key, value in os.environ.items() if key not in ("DATABASE_URL", "REDIS_URL", "TESTING")}
+    env.update(SQLITE_PATH=str(database), SECRET_KEY="demo-test-only-not-a-secret", DEBUG="")
+    demo = subprocess.Popen(
+        [sys.executable, "manage.py", "demo", "--no-serve", "--data-dir", str(tmp_path / "var")],
+        cwd=settings.BASE_DIR,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+
+    def admin_exists() -> bool:
+        try:
+            with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as reader:
+                return reader.execute("SELECT 1 FROM auth_user WHERE username = 'admin'").fetchone() is not None
+        except sqlite3.OperationalError:  # no file or no table yet
+            return False
+
+    try:
+        deadline = time.monotonic() + 300
+        while not admin_exists():
+            assert demo.poll() is None and time.monotonic() < deadline, demo.communicate()[0][-3000:]
+            time.sleep(0.05)
+        demo.send_signal(signal.SIGINT)
+        printed = demo.communicate(timeout=120)[0].decode()
+    finally:
+        demo.kill()
+        demo.wait(30)
+    assert demo.returncode == 130, printed[-3000:]
+    assert "interrupted before the demo was ready; nothing is served" in printed
