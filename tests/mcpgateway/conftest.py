@@ -62,6 +62,17 @@ def free_port() -> int:
 REDIS_SERVER = shutil.which("redis-server")
 
 
+def manage_migrate(env: dict[str, str]) -> None:
+    """``manage.py migrate`` in a process of its own, on the database ``env`` names (a throwaway secret key)."""
+    subprocess.run(
+        [sys.executable, str(REPO / "manage.py"), "migrate", "--verbosity", "0"],
+        cwd=REPO,
+        env={**env, "SECRET_KEY": "migrate-only"},
+        check=True,
+        timeout=300,
+    )
+
+
 # A SQLite database migrated once per test session, copied for each site of processes the tests start (the
 # cross-process workers, `make run WORKERS=2`): a fresh `manage.py migrate` cost each some 4.5 s of CPU (40 s and more
 # on a loaded machine) for the same tables.
@@ -79,18 +90,52 @@ def migrated_sqlite(target: Path, env: dict[str, str]) -> None:
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
         template = folder / "scout.sqlite3"
         migrate_env = {key: value for key, value in env.items() if key not in ("DATABASE_URL", "SECRET_KEY_FILE")}
-        migrate_env.update(SQLITE_PATH=str(template), SECRET_KEY="migrate-only")
-        subprocess.run(
-            [sys.executable, str(REPO / "manage.py"), "migrate", "--verbosity", "0"],
-            cwd=REPO,
-            env=migrate_env,
-            check=True,
-            timeout=300,
-        )
+        manage_migrate({**migrate_env, "SQLITE_PATH": str(template)})
         with closing(sqlite3.connect(template)) as database:  # all of it in the one file copied
             database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         _MIGRATED_SQLITE["template"] = template
     shutil.copyfile(_MIGRATED_SQLITE["template"], target)
+
+
+POSTGRES = os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://"))
+
+
+def postgres_url(database: str) -> str:
+    """DATABASE_URL's server, database ``database``."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    return urlunsplit(urlsplit(os.environ["DATABASE_URL"])._replace(path=f"/{database}"))
+
+
+# A Postgres database migrated once per test session, copied (CREATE DATABASE ... TEMPLATE) for each process of its
+# own (gateways, the demo): a fresh migrate cost each one's start some 5 s of CPU for the same tables.
+_POSTGRES_TEMPLATE: dict[str, str] = {}
+
+
+def drop_postgres_database(name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(postgres_url("postgres"), autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def migrated_postgres(name: str) -> None:
+    """Create the Postgres database ``name``, migrated: a copy of the session's template, migrated at first use."""
+    import atexit
+    import uuid
+
+    import psycopg
+
+    if "name" not in _POSTGRES_TEMPLATE:
+        template = f"scout_f7_template_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(postgres_url("postgres"), autocommit=True) as admin:
+            admin.execute(f'CREATE DATABASE "{template}"')
+        atexit.register(drop_postgres_database, template)
+        env = {key: value for key, value in os.environ.items() if key not in ("REDIS_URL", "TESTING")}
+        manage_migrate({**env, "DATABASE_URL": postgres_url(template), "PYTHONPATH": str(REPO)})
+        _POSTGRES_TEMPLATE["name"] = template
+    with psycopg.connect(postgres_url("postgres"), autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{_POSTGRES_TEMPLATE["name"]}"')
 
 
 class ThrowawayRedis:

@@ -32,7 +32,19 @@ from django.db import OperationalError, connection, transaction
 
 from mcpgateway.db import THREADS as ORM_THREADS
 
-from .conftest import FAULTY_SERVER, MODERN, faulty_calls, free_port, migrated_sqlite, modern_request, rpc_result
+from .conftest import (
+    FAULTY_SERVER,
+    MODERN,
+    POSTGRES,
+    drop_postgres_database,
+    faulty_calls,
+    free_port,
+    migrated_postgres,
+    migrated_sqlite,
+    modern_request,
+    postgres_url,
+    rpc_result,
+)
 from .test_disconnect import _wait_for
 
 pytestmark = pytest.mark.slow
@@ -57,7 +69,7 @@ class Gateway:
     """A gateway of its own: ``setup`` (a script run first, without Redis, on a migrated database: it creates the
     people, printing a JSON object last, e.g. the member's token) then uvicorn in a subprocess. The SQLite file is a
     copy of the session's migrated one (``migrated_sqlite``); a Postgres database is made migrated by its caller
-    (``_migrated_postgres``)."""
+    (``migrated_postgres``)."""
 
     def __init__(self, tmp_path: Path, database: dict[str, str] | None = None, setup: str = SETUP, **env: str) -> None:
         self.database = tmp_path / "scout.sqlite3"
@@ -228,7 +240,6 @@ def test_a_locked_database_gives_a_clear_busy_error_loses_no_audit_and_recovers(
 
 # --- Postgres: LOCK TABLE past the serving connections' lock_timeout / statement_timeout ---------------------
 
-POSTGRES = os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://"))
 on_postgres = pytest.mark.skipif(
     not POSTGRES,
     reason="LOCK TABLE and the lock/statement timeouts are Postgres's: runs when DATABASE_URL is Postgres (CI); "
@@ -244,12 +255,6 @@ GRANT_TABLES = (
     "governance_serveruserobjectpermission",
     "governance_servergroupobjectpermission",
 )
-
-
-def _postgres_url(database: str) -> str:
-    from urllib.parse import urlsplit, urlunsplit
-
-    return urlunsplit(urlsplit(os.environ["DATABASE_URL"])._replace(path=f"/{database}"))
 
 
 class TableLock:
@@ -297,57 +302,20 @@ class _ConnectionPeak:
         self._connection.close()
 
 
-# A Postgres database migrated once per test session, copied (CREATE DATABASE ... TEMPLATE) for each gateway of its
-# own: a fresh migrate cost each gateway's start some 5 s of CPU for the same tables.
-_POSTGRES_TEMPLATE: dict[str, str] = {}
-
-
-def _drop_database(name: str) -> None:
-    import psycopg
-
-    with psycopg.connect(_postgres_url("postgres"), autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def _migrated_postgres(name: str) -> None:
-    """Create the Postgres database ``name``, migrated: a copy of the session's template, migrated at first use."""
-    import atexit
-
-    import psycopg
-
-    if "name" not in _POSTGRES_TEMPLATE:
-        template = f"scout_f7_template_{uuid.uuid4().hex[:12]}"
-        with psycopg.connect(_postgres_url("postgres"), autocommit=True) as admin:
-            admin.execute(f'CREATE DATABASE "{template}"')
-        atexit.register(_drop_database, template)
-        env = {key: value for key, value in os.environ.items() if key not in ("REDIS_URL", "TESTING")}
-        env.update(DATABASE_URL=_postgres_url(template), SECRET_KEY="migrate-only", PYTHONPATH=str(ROOT))
-        subprocess.run(
-            [sys.executable, str(ROOT / "manage.py"), "migrate", "--verbosity", "0"],
-            cwd=ROOT,
-            env=env,
-            check=True,
-            timeout=300,
-        )
-        _POSTGRES_TEMPLATE["name"] = template
-    with psycopg.connect(_postgres_url("postgres"), autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{_POSTGRES_TEMPLATE["name"]}"')
-
-
 @contextmanager
 def _own_postgres_gateway(tmp_path: Path, **env: str) -> Iterator[tuple[Gateway, str]]:
     """A gateway of its own on a migrated Postgres database of its own (``env``: more of its settings), and that
     database's URL."""
     name = f"scout_f7_{uuid.uuid4().hex[:12]}"
-    _migrated_postgres(name)
-    url = _postgres_url(name)
+    migrated_postgres(name)
+    url = postgres_url(name)
     gateway = Gateway(tmp_path, {"DATABASE_URL": url}, **env)
     try:
         gateway.start()
         yield gateway, url
     finally:
         gateway.stop()
-        _drop_database(name)
+        drop_postgres_database(name)
 
 
 @pytest.fixture
@@ -516,7 +484,7 @@ def test_postgres_lock_timeout_and_statement_timeout_both_mean_busy():
     from catalog.dbbusy import database_busy
 
     errors: list[OperationalError] = []
-    with TableLock(_postgres_url(connection.settings_dict["NAME"]), "governance_auditevent"):
+    with TableLock(postgres_url(connection.settings_dict["NAME"]), "governance_auditevent"):
         for setting, statement in (
             ("SET LOCAL lock_timeout = 100", "SELECT count(*) FROM governance_auditevent"),
             ("SET LOCAL statement_timeout = 100", "SELECT pg_sleep(5)"),

@@ -13,8 +13,18 @@ from governance.principals import principal_for_user
 from governance.services.tokens import api_token_verify
 from mcpgateway.services import gateway_search
 
-from .conftest import MODERN, NODE_BIN, free_port, modern_request, rpc_result
-from .test_database_lock import GRANT_TABLES, POSTGRES, TableLock, _postgres_url
+from .conftest import (
+    MODERN,
+    NODE_BIN,
+    POSTGRES,
+    drop_postgres_database,
+    free_port,
+    migrated_postgres,
+    modern_request,
+    postgres_url,
+    rpc_result,
+)
+from .test_database_lock import GRANT_TABLES, TableLock
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -160,7 +170,8 @@ def test_make_demo_runs_without_debug_unless_the_developer_asks(asked, debug):
 )
 def test_the_demo_serves_on_postgres_with_the_web_process_database_timeouts(tmp_path):
     """`manage.py demo` serves the way `make run` does: its server's Postgres connections give up on a lock
-    after SCOUT_DB_LOCK_TIMEOUT, so a call meeting locked grant tables is answered "busy" instead of hanging."""
+    after SCOUT_DB_LOCK_TIMEOUT, so a call meeting locked grant tables is answered "busy" instead of hanging.
+    Its database starts as a copy of the session's migrated one: the demo's own migrate finds nothing to do."""
     import subprocess
     import sys
     import time
@@ -168,13 +179,11 @@ def test_the_demo_serves_on_postgres_with_the_web_process_database_timeouts(tmp_
     from concurrent.futures import ThreadPoolExecutor
 
     import httpx
-    import psycopg
     from django.conf import settings
 
     name = f"scout_demo_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(_postgres_url("postgres"), autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    url, port = _postgres_url(name), free_port()
+    migrated_postgres(name)
+    url, port = postgres_url(name), free_port()
     base = f"http://127.0.0.1:{port}"
     env = {key: value for key, value in os.environ.items() if key not in ("REDIS_URL", "TESTING", "DEBUG")}
     env.update(DATABASE_URL=url, SECRET_KEY="demo-test-only-not-a-secret", SCOUT_PUBLIC_URL=base, CI="1")
@@ -235,8 +244,7 @@ def test_the_demo_serves_on_postgres_with_the_web_process_database_timeouts(tmp_
     finally:
         demo.terminate()
         demo.wait(30)
-        with psycopg.connect(_postgres_url("postgres"), autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop_postgres_database(name)
 
 
 def test_make_run_links_name_the_port_it_serves_on_unless_the_public_url_is_set(monkeypatch):
@@ -255,3 +263,46 @@ def test_make_run_links_name_the_port_it_serves_on_unless_the_public_url_is_set(
     assert "SCOUT_PUBLIC_URL=http://127.0.0.1:8799 " in run_line("PORT=8799")
     monkeypatch.setenv("SCOUT_PUBLIC_URL", "https://scout.example.com")
     assert "SCOUT_PUBLIC_URL=https://scout.example.com " in run_line("PORT=8799")
+
+
+def test_a_newcomers_demo_migrates_its_empty_database_itself(tmp_path):
+    """`make demo` on a fresh clone: the demo's own migrate makes the tables (the other demo tests start on a
+    migrated database). Interrupted once its logins exist, before it syncs anything."""
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    from django.conf import settings
+
+    database = tmp_path / "scout.sqlite3"
+    env = {key: value for key, value in os.environ.items() if key not in ("DATABASE_URL", "REDIS_URL", "TESTING")}
+    env.update(SQLITE_PATH=str(database), SECRET_KEY="demo-test-only-not-a-secret", DEBUG="")
+    demo = subprocess.Popen(
+        [sys.executable, "manage.py", "demo", "--no-serve", "--data-dir", str(tmp_path / "var")],
+        cwd=settings.BASE_DIR,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+
+    def admin_exists() -> bool:
+        try:
+            with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as reader:
+                return reader.execute("SELECT 1 FROM auth_user WHERE username = 'admin'").fetchone() is not None
+        except sqlite3.OperationalError:  # no file or no table yet
+            return False
+
+    try:
+        deadline = time.monotonic() + 300
+        while not admin_exists():
+            assert demo.poll() is None and time.monotonic() < deadline, demo.communicate()[0][-3000:]
+            time.sleep(0.05)
+        demo.send_signal(signal.SIGINT)
+        printed = demo.communicate(timeout=120)[0].decode()
+    finally:
+        demo.kill()
+        demo.wait(30)
+    assert demo.returncode == 130, printed[-3000:]
+    assert "interrupted before the demo was ready; nothing is served" in printed

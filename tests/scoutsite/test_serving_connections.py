@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from scoutsite.middleware import serving_connections_text
-from tests.mcpgateway.test_database_lock import ORM_THREADS, POSTGRES, _own_postgres_gateway, _wait_for
+from tests.mcpgateway.conftest import POSTGRES
+from tests.mcpgateway.test_database_lock import ORM_THREADS, _own_postgres_gateway, _wait_for
 
 on_postgres = pytest.mark.skipif(
     not POSTGRES, reason="max_connections is Postgres's: runs when DATABASE_URL is Postgres"
