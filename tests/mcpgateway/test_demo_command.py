@@ -304,5 +304,8 @@ def test_a_newcomers_demo_migrates_its_empty_database_itself(tmp_path):
     finally:
         demo.kill()
         demo.wait(30)
-    assert demo.returncode == 130, printed[-3000:]
-    assert "interrupted before the demo was ready; nothing is served" in printed
+    # Interrupted (130) as a rule; a demo that got through its syncs before the signal came (a fast machine, a slow
+    # poll) exits 0: either way its own migrate made the tables its logins are in.
+    assert demo.returncode in (0, 130), printed[-3000:]
+    if demo.returncode == 130:
+        assert "interrupted before the demo was ready; nothing is served" in printed
