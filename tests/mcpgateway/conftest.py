@@ -306,6 +306,15 @@ def gateway(live_gateway: ThreadedUvicorn, transactional_db, settings) -> Thread
     asyncio.run_coroutine_threadsafe(mcp_server.pool.close_all(), live_gateway.loop).result(10)
 
 
+def run_checks(subtests: Any, checks: list[tuple[Callable[..., None], list[str]]], *world: Any) -> None:
+    """Each check of ``checks`` (a function and the protocol modes it runs in) on one shared world, each judged on
+    its own: a subtest named after the check, per mode."""
+    for check, modes in checks:
+        for mode in modes:
+            with subtests.test(check.__name__.strip("_"), mode=mode):
+                check(*world, mode)
+
+
 def run(make: Callable[[], Awaitable[T]]) -> T:
     """Run async client code from a (sync) test."""
     return anyio.run(make)

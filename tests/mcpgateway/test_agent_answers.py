@@ -23,6 +23,7 @@ from .conftest import (
     gateway_db,
     mcp_client,
     run,
+    run_checks,
 )
 
 pytestmark = [gateway_db, pytest.mark.slow]
@@ -71,10 +72,7 @@ def test_what_an_agent_reads_in_search_answers_and_after_a_wrong_call_on_one_cur
         (_a_missing_property_is_answered_with_the_note_on_its_server, PROTOCOL_MODES),
         (_an_error_the_tool_reported_says_whether_calling_again_can_help, PROTOCOL_MODES),
     ]
-    for check, modes in checks:
-        for mode in modes:
-            with subtests.test(check.__name__.strip("_"), mode=mode):
-                check(gateway, world, mode)
+    run_checks(subtests, checks, gateway, world)
 
 
 def _invalid_arguments_give_the_schema_of_what_is_wrong_only(gateway, world, mode):

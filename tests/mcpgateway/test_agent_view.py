@@ -19,6 +19,7 @@ from .conftest import (
     make_user,
     mcp_client,
     run,
+    run_checks,
 )
 
 pytestmark = [gateway_db, pytest.mark.slow]
@@ -655,7 +656,4 @@ def test_what_a_member_of_calc_and_faulty_reads_on_one_world(gateway, token, sub
     """Every check of READ_ONLY_CHECKS on one synced, indexed world (calc and faulty: its setup and the faulty
     server's start were most of each check's time when each had its own), each judged on its own (a subtest), in
     the protocol modes it ran in before."""
-    for check, modes in READ_ONLY_CHECKS:
-        for mode in modes:
-            with subtests.test(check.__name__.strip("_"), mode=mode):
-                check(gateway, token, mode)
+    run_checks(subtests, READ_ONLY_CHECKS, gateway, token)

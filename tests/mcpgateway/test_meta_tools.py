@@ -21,6 +21,7 @@ from .conftest import (
     gateway_db,
     mcp_client,
     run,
+    run_checks,
 )
 
 pytestmark = [gateway_db, pytest.mark.slow]
@@ -333,7 +334,4 @@ def test_what_a_member_of_time_calc_and_memory_reads_on_one_world(gateway, world
     """Every check of READ_ONLY_CHECKS on one synced, indexed world (time, calc and memory: its setup and the time
     server's start were most of each check's time when each had its own), each judged on its own (a subtest), in
     the protocol modes it ran in before."""
-    for check, modes in READ_ONLY_CHECKS:
-        for mode in modes:
-            with subtests.test(check.__name__.strip("_"), mode=mode):
-                check(gateway, world, mode)
+    run_checks(subtests, READ_ONLY_CHECKS, gateway, world)

@@ -23,6 +23,7 @@ from .conftest import (
     gateway_db,
     mcp_client,
     run,
+    run_checks,
     scripted_read_tool,
     sync_scripted_server,
 )
@@ -613,7 +614,4 @@ def test_what_a_member_of_faulty_is_returned_on_one_world(gateway, token, subtes
     """Every check of READ_ONLY_CHECKS on one synced world (faulty: its setup and the faulty server's start were most
     of each check's time when each had its own), each judged on its own (a subtest), in the protocol modes it ran in
     before."""
-    for check, modes in READ_ONLY_CHECKS:
-        for mode in modes:
-            with subtests.test(check.__name__.strip("_"), mode=mode):
-                check(gateway, token, mode)
+    run_checks(subtests, READ_ONLY_CHECKS, gateway, token)
