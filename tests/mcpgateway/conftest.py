@@ -308,7 +308,9 @@ def gateway(live_gateway: ThreadedUvicorn, transactional_db, settings) -> Thread
 
 def run_checks(subtests: Any, checks: list[tuple[Callable[..., None], list[str]]], *world: Any) -> None:
     """Each check of ``checks`` (a function and the protocol modes it runs in) on one shared world, each judged on
-    its own: a subtest named after the check, per mode."""
+    its own: a subtest named after the check, per mode. An empty list, or a check with no mode, is refused: the
+    test would pass having checked nothing."""
+    assert checks and all(modes for _, modes in checks), "run_checks was given nothing to run"
     for check, modes in checks:
         for mode in modes:
             with subtests.test(check.__name__.strip("_"), mode=mode):
