@@ -119,6 +119,19 @@ def drop_postgres_database(name: str) -> None:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+TEMPLATE_PREFIX = "scout_f7_template_"
+
+
+def drop_templates_of_ended_sessions(admin: Any) -> None:
+    """Drop the templates a killed test session left (its ``atexit`` never ran): those named after a process that
+    is gone. Sessions running beside this one keep theirs."""
+    rows = admin.execute("SELECT datname FROM pg_database WHERE datname LIKE %s", [TEMPLATE_PREFIX + "%"]).fetchall()
+    for (name,) in rows:
+        pid = name.removeprefix(TEMPLATE_PREFIX).split("_")[0]
+        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 def migrated_postgres(name: str) -> None:
     """Create the Postgres database ``name``, migrated: a copy of the session's template, migrated at first use."""
     import atexit
@@ -127,8 +140,9 @@ def migrated_postgres(name: str) -> None:
     import psycopg
 
     if "name" not in _POSTGRES_TEMPLATE:
-        template = f"scout_f7_template_{uuid.uuid4().hex[:12]}"
+        template = f"{TEMPLATE_PREFIX}{os.getpid()}_{uuid.uuid4().hex[:12]}"
         with psycopg.connect(postgres_url("postgres"), autocommit=True) as admin:
+            drop_templates_of_ended_sessions(admin)
             admin.execute(f'CREATE DATABASE "{template}"')
         atexit.register(drop_postgres_database, template)
         env = {key: value for key, value in os.environ.items() if key not in ("REDIS_URL", "TESTING")}
