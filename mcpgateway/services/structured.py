@@ -16,18 +16,35 @@ from typing import Any
 
 def structure_carried(content: list[Any], structured: Any) -> bool:
     """Whether the text blocks of ``content`` (a result's, parsed JSON) carry ``structured``: one of them is its
-    JSON, or, the Python SDK's result of a tool returning a plain value (``{"result": value}``), the text blocks are
-    that value said as the SDK says it (``said_as_texts``)."""
+    JSON, or the JSON of the one value it names (``_one_named_value``), or, the Python SDK's result of a tool
+    returning a plain value (``{"result": value}``), the text blocks are that value said as the SDK says it
+    (``said_as_texts``)."""
     texts = [block["text"] for block in content if _is_text(block)]
     wanted = _canonical(structured)
     if wanted is None:
         return False
     if any(_canonical(_parsed(text)) == wanted for text in texts):
         return True
+    named = _canonical(_one_named_value(structured))  # server-memory's {"entities": [...]} beside the list's JSON
+    if named not in (None, "null") and any(_canonical(_parsed(text)) == named for text in texts):
+        return True
     if isinstance(structured, dict) and list(structured) == ["result"]:
         said = said_as_texts(structured["result"])
         return len(said) == len(texts) and all(map(_says, texts, said))
     return False
+
+
+def _one_named_value(structured: Any) -> Any:
+    """The value of ``structured`` when it is an object of one key, a short identifier, and the value an array or an
+    object: an output schema must describe an object, so a tool answering a list names it (server-memory's
+    create_entities: ``{"entities": [...]}``, its text the list's JSON). Anything else: None. The key is the one
+    word the text does not say; an identifier of at most 32 characters, it cannot carry a sentence."""
+    if not (isinstance(structured, dict) and len(structured) == 1):
+        return None
+    [(key, value)] = structured.items()
+    if isinstance(key, str) and key.isidentifier() and key.isascii() and len(key) <= 32:
+        return value if isinstance(value, (list, dict)) else None
+    return None
 
 
 def said_as_texts(value: Any) -> list[Any]:

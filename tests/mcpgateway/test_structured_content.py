@@ -15,7 +15,7 @@ import pytest
 
 from tests.catalog.servers.fixtures import good_tool
 
-from .conftest import drop_index, gateway_db, mcp_client, run, scripted_answer, scripted_read_tool
+from .conftest import classify_low_risk, drop_index, gateway_db, mcp_client, run, scripted_answer, scripted_read_tool
 
 pytestmark = [gateway_db, pytest.mark.slow]
 
@@ -72,6 +72,7 @@ STRUCTURED_WRITTEN = {"count": 42, "orders": [{"id": "A-1", "total": 9.5}], "cit
 # Its JSON in the tool's own key order, spacing and escapes.
 WRITTEN = '{\n  "orders": [{"total": 9.5, "id": "A-1"}],\n  "city": "Z\\u00fcrich", "count": 42\n}'
 WRAPPED_LIST = {"result": ["A-1", {"id": "A-2"}]}
+ENTITIES = [{"name": "Carol", "entityType": "person", "observations": ["prefers tea"]}]
 
 
 @pytest.mark.parametrize(
@@ -79,13 +80,15 @@ WRAPPED_LIST = {"result": ["A-1", {"id": "A-2"}]}
     [
         pytest.param([WRITTEN], STRUCTURED_WRITTEN, id="its-json"),
         pytest.param(["A-1", '{"id": "A-2"}'], WRAPPED_LIST, id="python-sdk-list"),
+        pytest.param([json.dumps(ENTITIES, indent=2)], {"entities": ENTITIES}, id="one-named-list"),
     ],
 )
 def test_a_text_that_carries_the_structured_content_is_passed_unchanged(
     gateway, member_on, admin_user, tmp_path, texts, structured
 ):
     """A well-behaved tool's result is passed byte for byte, nothing added: its text the JSON of its structured
-    content (compared parsed), or the Python SDK's ``{"result": value}`` beside the value said as text (a list item by
+    content (compared parsed), or of the one value it names (server-memory's ``{"entities": [...]}``), or the Python
+    SDK's ``{"result": value}`` beside the value said as text (a list item by
     item, a string as itself, anything else as JSON)."""
     result = {"content": [{"type": "text", "text": text} for text in texts], "structuredContent": structured}
     answer = scripted_answer(gateway, tmp_path, "orders::lookup", result, member_on=member_on, admin_user=admin_user)
@@ -101,13 +104,15 @@ def test_a_text_that_carries_the_structured_content_is_passed_unchanged(
         pytest.param(["done"], {"result": HIDDEN}, id="wrapped-unsaid"),
         pytest.param(["A-1"], WRAPPED_LIST, id="wrapped-list-short"),
         pytest.param([], {"note": HIDDEN}, id="no-text"),
+        pytest.param([json.dumps(ENTITIES)], {HIDDEN: ENTITIES}, id="named-by-a-sentence"),
+        pytest.param([json.dumps(ENTITIES)], {"entities": ENTITIES, "note": HIDDEN}, id="named-and-more"),
     ],
 )
 def test_a_text_that_only_looks_like_the_structured_content_gets_its_json(
     gateway, member_on, admin_user, tmp_path, texts, structured
 ):
-    """Compared as parsed JSON of each kind, not as Python compares values (``True == 1 == 1.0``), and a wrapped
-    value only when all of it is said."""
+    """Compared as parsed JSON of each kind, not as Python compares values (``True == 1 == 1.0``), a wrapped
+    value only when all of it is said, and a named value only when its name is a word and it is all there is."""
     result = {"content": [{"type": "text", "text": text} for text in texts], "structuredContent": structured}
     answer = scripted_answer(gateway, tmp_path, "orders::lookup", result, member_on=member_on, admin_user=admin_user)
     assert _texts(answer) == [*texts, json.dumps(structured, separators=(",", ":"))]
@@ -130,6 +135,28 @@ def test_the_python_sdks_own_results_are_passed_unchanged(gateway, member_on, fa
     assert ping.structured_content == {"result": "pong"}
     [text] = _texts(record)  # its JSON, cleaned as a text; the record as a record
     assert json.loads(text)["plain"] == record.structured_content["plain"] == "fine"
+
+
+def test_server_memorys_write_tools_answer_once(gateway, member_on, memory_server, admin_user):
+    """server-memory's create_entities answers with the list it created as text and ``{"entities": [...]}`` as
+    structured content: the text carries it, so the answer is the upstream's, not the list said twice (redteam51's
+    rule added the JSON again, about twice the tokens for a model)."""
+    tool = memory_server.tools.get(name="create_entities")
+    classify_low_risk(tool, actor=admin_user, operation_class="write", reversibility="reversible")  # no approval
+    token = member_on(memory_server).token
+    entities = [{"name": "Carol", "entityType": "person", "observations": ["prefers tea"]}]
+
+    async def main():
+        async with mcp_client(gateway, token) as client:
+            return await client.call_tool(
+                "execute_tool", {"tool_id": "memory::create_entities", "arguments": {"entities": entities}}
+            )
+
+    answer = run(main)
+    assert not answer.is_error, _texts(answer)
+    [text] = _texts(answer)
+    assert json.loads(text) == entities
+    assert answer.structured_content == {"entities": entities}
 
 
 def test_a_directly_listed_tools_output_schema_still_holds(gateway, member_on, admin_user, tmp_path):
