@@ -37,9 +37,8 @@ def _shown(value) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def test_links_in_a_definition_to_anything_but_public_web_hosts_point_nowhere(gateway, member_on, tmp_path):
-    server = sync_scripted_server(tmp_path, "weather", _listing())
-    token = member_on(server, index=True).token
+def _searched_and_inspected(gateway, token: str):
+    """The weather tool as tool_search (for its words) and tool_inspect answer it."""
 
     async def answers():
         async with mcp_client(gateway, token) as client:
@@ -47,7 +46,25 @@ def test_links_in_a_definition_to_anything_but_public_web_hosts_point_nowhere(ga
             inspected = await client.call_tool("tool_inspect", {"tool_ids": ["weather::weather_report"]})
             return found, inspected
 
-    found, inspected = run(answers)
+    return run(answers)
+
+
+def _listed_without_an_index(gateway, token: str):
+    """The weather tool as the direct listing gives it, the index dropped (the visible tools are listed directly)."""
+    drop_index()
+
+    async def listed():
+        async with mcp_client(gateway, token) as client:
+            return (await client.list_tools()).tools
+
+    [tool] = [tool for tool in run(listed) if tool.name.startswith("weather")]
+    return tool
+
+
+def test_links_in_a_definition_to_anything_but_public_web_hosts_point_nowhere(gateway, member_on, tmp_path):
+    server = sync_scripted_server(tmp_path, "weather", _listing())
+    token = member_on(server, index=True).token
+    found, inspected = _searched_and_inspected(gateway, token)
     assert [match["tool_id"] for match in found.structured_content["matches"]] == ["weather::weather_report"]
     for result in (found, inspected):
         text = _shown(result.structured_content) + "".join(block.text for block in result.content)
@@ -57,13 +74,7 @@ def test_links_in_a_definition_to_anything_but_public_web_hosts_point_nowhere(ga
     assert "[Docs](https://docs.example.com/weather)" in shown  # a public link stays
     assert "[help](#)" in shown  # an annotation's texts, a list of them too
 
-    drop_index()  # no index: the visible tools are listed directly
-
-    async def listed():
-        async with mcp_client(gateway, token) as client:
-            return (await client.list_tools()).tools
-
-    [tool] = [tool for tool in run(listed) if tool.name.startswith("weather")]
+    tool = _listed_without_an_index(gateway, token)
     text = _shown(tool.model_dump(mode="json"))
     assert not [refused for refused in REFUSED if refused in text], text
     assert "https://docs.example.com/weather" in text
@@ -100,24 +111,10 @@ def test_a_schemas_other_texts_reach_the_model_as_its_descriptions_do(gateway, m
     the gateway's voice in an example reached the model on every path a definition does."""
     server = sync_scripted_server(tmp_path, "weather", _schema_notes_listing())
     token = member_on(server, index=True).token
-
-    async def answers():
-        async with mcp_client(gateway, token) as client:
-            found = await client.call_tool("tool_search", {"query": "weather report for a city", "top_k": 3})
-            inspected = await client.call_tool("tool_inspect", {"tool_ids": ["weather::weather_report"]})
-            return found, inspected
-
-    found, inspected = run(answers)
+    found, inspected = _searched_and_inspected(gateway, token)
     [match] = found.structured_content["matches"]
     [tool] = inspected.structured_content["tools"]
-    drop_index()  # no index: the visible tools are listed directly
-
-    async def listed():
-        async with mcp_client(gateway, token) as client:
-            return (await client.list_tools()).tools
-
-    [direct] = [tool for tool in run(listed) if tool.name.startswith("weather")]
-    direct = direct.model_dump(mode="json", by_alias=True)
+    direct = _listed_without_an_index(gateway, token).model_dump(mode="json", by_alias=True)
     schemas = {
         "search": match["inputSchema"],
         "inspect": tool["inputSchema"],
