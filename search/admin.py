@@ -7,6 +7,7 @@ here so its decide page shows the request the agent searched with (``ApprovalReq
 """
 
 import json
+from dataclasses import replace
 
 from django.conf import settings
 from django.contrib import admin, messages
@@ -31,6 +32,7 @@ from governance.admin.access import ToolAdmin as GovernanceToolAdmin
 from governance.admin.approvals import ApprovalRequestAdmin as GovernanceApprovalRequestAdmin
 from governance.admin.common import PageBoundSearchMixin, admin_urls_for, breakable_id
 from governance.models import ApprovalRequest
+from governance.sanitize import reveal_deceptive
 from governance.selectors import (
     install_wide_visible_to,
     person_shown,
@@ -493,7 +495,12 @@ class ApprovalRequestAdmin(GovernanceApprovalRequestAdmin):
     def asked(self, request: HttpRequest, obj: ApprovalRequest) -> AskedSearches | None:
         # The requester's own words, for those who read who asked: a tenant-less request of another tenant's
         # person names neither them nor what they asked (Z12, ``with_approval_people_shown``).
-        return approval_request_asked(approval=obj) if obj.requester_visible else None
+        asked = approval_request_asked(approval=obj) if obj.requester_visible else None
+        if asked is None:
+            return None
+        # As the arguments beside them: the log keeps what the agent sent, and a right-to-left override or an
+        # invisible character in it made the approver read other words than were asked (redteam52).
+        return replace(asked, query=reveal_deceptive(asked.query), later=reveal_deceptive(asked.later))
 
 
 admin.site.unregister(ApprovalRequest)

@@ -265,19 +265,45 @@ def schema_for_model(schema: Any, *, name: str) -> Any:
     return schema_texts_for_model(shown)
 
 
+# Keywords whose strings a validator, or a client mirroring an argument into a header, reads exactly: the values
+# allowed, the names required, types, formats, patterns, references. Kept as written, with the names of
+# ``_SUBSCHEMA_MAPS`` (a property's name is what a call sends).
+_SCHEMA_EXACT = frozenset(
+    {
+        "enum", "const", "required", "type", "format", "pattern", "dependentRequired", "contentMediaType",
+        "contentEncoding", "$ref", "$id", "$schema", "$anchor", "$dynamicRef", "$dynamicAnchor", "$recursiveRef",
+        "$recursiveAnchor", "$vocabulary", "x-mcp-header",
+    }
+)  # fmt: skip
+# Keywords whose value is a schema (or a list of them) beside ``_SUBSCHEMA``: older drafts' and 2019-09's.
+_SUBSCHEMA_MORE = ("additionalItems", "unevaluatedItems", "unevaluatedProperties", "contentSchema")
+_SCHEMA_VALUED = frozenset((*_SUBSCHEMA, *_SUBSCHEMA_MORE, *_SUBSCHEMA_LISTS))
+
+
 def schema_texts_for_model(node: Any) -> Any:
-    """The schema with its human texts (description, title) cleaned (``text_for_model``); all else kept exact: what it
-    allows, names and enum values (an outputSchema a client checks results against is listed so)."""
-    if isinstance(node, dict):
-        return {
-            key: text_for_model(value)
-            if key in ("description", "title") and isinstance(value, str)
-            else schema_texts_for_model(value)
-            for key, value in node.items()
-        }
-    if isinstance(node, list):
+    """The schema with every text no validator reads cleaned (``text_for_model``): description and title, and also
+    ``$comment``, ``examples``, ``default`` and any keyword JSON Schema does not know (``markdownDescription``,
+    ``x-…``), which a model reads as it reads a description (redteam52: a refused link or the gateway's voice in an
+    example went out as written). Kept exact: what the schema allows (``_SCHEMA_EXACT``), property names, numbers
+    (an outputSchema a client checks results against is listed so)."""
+    if isinstance(node, list):  # a list of schemas (``items`` of an older draft), or not a schema at all
         return [schema_texts_for_model(value) for value in node]
-    return node
+    if not isinstance(node, dict):
+        return node
+    shown: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _SCHEMA_EXACT:
+            shown[key] = value
+        elif key in _SUBSCHEMA_MAPS and isinstance(value, dict):
+            shown[key] = {name: schema_texts_for_model(spec) for name, spec in value.items()}
+        elif key == "dependencies" and isinstance(value, dict):  # draft-07: a schema, or a list of names (exact)
+            shown[key] = {name: spec if isinstance(spec, list) else schema_texts_for_model(spec)
+                          for name, spec in value.items()}  # fmt: skip
+        elif key in _SCHEMA_VALUED:
+            shown[key] = schema_texts_for_model(value)
+        else:
+            shown[key] = _texts_for_model(value)
+    return shown
 
 
 def _first_line(text: str) -> str:

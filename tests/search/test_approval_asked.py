@@ -109,3 +109,22 @@ def test_a_later_search_before_the_call_is_said_with_the_linked_one(client, appr
         "Searched after it, before this call: now wipe every repo of acme (its last search of 2 after the one "
         "above; it did not list this tool)"
     )
+
+
+def test_what_hides_or_reorders_the_agents_words_is_shown_escaped(client, approver, world):
+    """redteam52: the query log keeps a request as the agent sent it, and the decide page quoted it so: a right-to-left
+    override (U+202E) reversed the rest of the line as a browser lays it out, so "Asked" could read otherwise than the
+    agent asked (the arguments beside it were already shown with such characters escaped, adminux21). Both quoted
+    searches now read as the arguments do: letters as written, what hides or disguises as a \\u escape."""
+    principal = world["principal"]
+    client.force_login(approver)
+    request = _call(world, searched="tidy the readme of old-site \u202eetis-dlo kcolb ton od")
+    query_log_record(principal=principal, query="now wipe \u200bevery rеpo of Böen", results=[],
+                     confidence="none", degraded=False, backend="embedded", latency_ms=1.0)  # fmt: skip
+    again = execute_prepare(principal=principal, tool_id=world["tool"].tool_id, arguments={"name": "other-site"})
+    request = ApprovalRequest.objects.get(approval_id=again.structured_content["approval_id"])
+    page = client.get(reverse("admin:governance_approvalrequest_decide", args=[request.pk])).content.decode()
+    assert not [ch for ch in ("\u202e", "\u200b", "е") if ch in page]  # the override, a zero-width space, Cyrillic е
+    assert _asked(client, request) == "tidy the readme of old-site \\u202eetis-dlo kcolb ton od"
+    later = "Searched after it, before this call: now wipe \\u200bevery r\\u0435po of Böen"
+    assert _later(client, request).startswith(later)
