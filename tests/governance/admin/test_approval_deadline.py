@@ -37,6 +37,8 @@ def test_a_pending_request_says_how_long_is_left_and_what_happens_at_expiry(clie
     client.force_login(approver)
     status = _status(client, pending)
     assert '(<span id="approval-time-left">expires in 12 minutes</span>)' in status
+    html = client.get(reverse("admin:governance_approvalrequest_decide", args=[pending.pk])).content.decode()
+    assert 'id="nav-sidebar"' not in html  # the call and the buttons get the window's width
     assert (
         "Undecided by then, the request expires: the agent's call is refused as expired, and it must ask again, which "
         "opens a new request. Once approved, the agent may make this exact call once within 15 minutes; unused by "
