@@ -391,7 +391,9 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
                     # What was decided, as the inbox leads with it (the call, who asked); the opaque id after it.
                     call = f"{approval_call(obj)} ({obj.approval_id})"
                     if approve:
-                        text = f"Approved {call}: the agent may now make this exact call once."
+                        # Until when, as the page said it would be: the approval's own life starts now.
+                        until = f"{timezone.localtime(obj.expires_at):%Y-%m-%d %H:%M}, {time_left(obj.expires_at)}"
+                        text = f"Approved {call}: the agent may now make this exact call once, before {until}."
                     else:
                         text = f"Denied {call}: the agent is told your reason."
                     messages.success(request, format_html("{} {}", text, _next_waiting(request, obj)))

@@ -67,3 +67,20 @@ def test_the_last_minute_is_not_shown_as_none_left_and_an_expired_request_has_no
     status = _status(client, pending)
     assert "undecided, expired" in status
     assert "approval-time-left" not in status and "approval-expiry" not in status  # nothing left to count down
+
+
+def test_the_home_row_and_the_approval_message_say_the_time_left(client, approver, pending):
+    """The approver's home lists the waiting requests newest first: each says when it lapses, so the one about to
+    expire is not taken for one with a day left. Approved, the message says until when the agent may make the call."""
+    ApprovalRequest.objects.filter(pk=pending.pk).update(expires_at=timezone.now() + timedelta(minutes=7, seconds=30))
+    RiskClass.objects.filter(name=pending.risk_class).update(approval_ttl=timedelta(minutes=20, seconds=30))
+    client.force_login(approver)
+    home = client.get(reverse("admin:index")).content.decode().split('id="approver-home"')[1].split("</section>")[0]
+    assert '<small class="expires">expires in 7\xa0minutes</small>' in home
+    response = client.post(
+        reverse("admin:governance_approvalrequest_decide", args=[pending.pk]), {"_approve": "1"}, follow=True
+    )
+    [message] = [str(m) for m in response.context["messages"]]
+    pending.refresh_from_db()
+    until = f"{timezone.localtime(pending.expires_at):%Y-%m-%d %H:%M}, expires in 20\xa0minutes"
+    assert f"the agent may now make this exact call once, before {until}." in message
