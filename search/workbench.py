@@ -384,6 +384,15 @@ def _link_called(groups: list[RequestGroup], *, user) -> None:
         group.called = sorted(followed.values(), key=lambda call: -call.count)
 
 
+def search_then_called(entry: QueryLogEntry, *, user) -> list[FollowingCall]:
+    """What the agent called next after one logged search, as the workbench names it (``_link_called``): for the
+    search's page in the query log, whose table of returned tools says "not called" of a tool found by rephrasing."""
+    alone = RequestGroup(key="", text=entry.query, latest=entry.created_at)
+    alone.asked = [(entry.principal_key, entry.created_at, entry.pk)]
+    _link_called([alone], user=user)
+    return alone.called
+
+
 def workbench_reason(entry: QueryLogEntry, *, user) -> str:
     """Why the workbench lists this search for ``user`` ("withheld", "low", "unfollowed"), or "" when it does not:
     answered with confidence and followed by a call, emptied by the caller's own filters or access, its words

@@ -113,3 +113,18 @@ def test_another_tenants_tool_is_never_named(client, curator, member):
     client.force_login(curator)
     row = _row(client, WITHHELD)
     assert 'class="called"' not in row  # (the log's own record of what it returned is listed as it always was)
+
+
+def test_the_searchs_page_in_the_query_log_names_the_call_too(client, curator, member, remember):
+    """The log's entry said "not called" of every tool a low-confidence search returned, though the agent called one
+    of them after asking again in other words: it names that call, as the workbench does."""
+    low = _search(member, WITHHELD, Confidence.LOW, tools=[remember])
+    _search(member, REPHRASED, Confidence.HIGH, tools=[remember])
+    _call(member, remember)
+    client.force_login(curator)
+    html = client.get(reverse("admin:search_querylogentry_change", args=[low.pk])).content.decode()
+    called = unescape(html.split('<div class="then-called">', 1)[1].split("</div>", 1)[0])
+    page = reverse("admin:catalog_tool_change", args=[remember.pk])
+    link = f'<a class="then-called-tool" href="{page}">{remember.tool_id}</a>'
+    assert called == f"{link}: succeeded ×1, after searching “{REPHRASED}”"
+    assert "not called" in html.split('id="ranked-tools"', 1)[1]  # this search's own results were not called
