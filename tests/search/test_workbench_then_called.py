@@ -6,7 +6,6 @@ from datetime import timedelta
 from html import unescape
 
 import pytest
-from django.contrib.auth.models import Permission
 from django.urls import reverse
 
 from governance.models import ServerTenant
@@ -20,14 +19,6 @@ pytestmark = [pytest.mark.django_db]
 WORKBENCH = "search_workbench"
 WITHHELD = "jot down that Dana drinks green tea"
 REPHRASED = "remember that Dana likes green tea"
-
-
-@pytest.fixture
-def curator(django_user_model):
-    user = django_user_model.objects.create_user(username="curator", is_staff=True)
-    for app, codename in (("catalog", "view_tool"), ("catalog", "change_tool"), ("search", "view_querylogentry")):
-        user.user_permissions.add(Permission.objects.get(codename=codename, content_type__app_label=app))
-    return user
 
 
 @pytest.fixture

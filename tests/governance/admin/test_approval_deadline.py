@@ -9,17 +9,14 @@ from django.urls import reverse
 from django.utils import timezone
 
 from governance.models import ApprovalRequest, RiskClass
-from governance.services.approvals import approval_decide, approval_request_create
+from governance.services.approvals import approval_decide
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def pending(member_token, approver, grant, server, mutating_tool):
-    _, _, principal = member_token
-    grant(principal.user, server, "discover", "execute")
-    grant(approver, server, "approve")
-    return approval_request_create(principal=principal, tool=mutating_tool, arguments={"name": "repo"})
+def pending(pending_approval):
+    return pending_approval
 
 
 def _status(client, request) -> str:
