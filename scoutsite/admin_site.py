@@ -401,7 +401,7 @@ def _workbench_waiting(user) -> dict[str, int] | None:
 
 
 def _approver_panel(request: HttpRequest, waiting: list) -> dict[str, Any]:
-    from governance.admin.approvals import arguments_line
+    from governance.admin.approvals import arguments_line, time_left
     from governance.admin.common import breakable_id
     from governance.selectors import approval_requests_for_approver
 
@@ -411,6 +411,7 @@ def _approver_panel(request: HttpRequest, waiting: list) -> dict[str, Any]:
     for row in rows:  # as the inbox shows it: wrapped after "::" and "_" in the narrow column, not letter by letter
         row.tool_shown = breakable_id(row.tool.tool_id)
         row.arguments_shown = arguments_line(row)  # two calls of one tool by one person told apart before a click
+        row.time_left = time_left(row.expires_at)  # the one about to lapse told apart from the one asked first
     return {"count": len(waiting), "rows": rows}
 
 

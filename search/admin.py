@@ -189,11 +189,16 @@ class QueryLogEntryAdmin(PageBoundSearchMixin, ReadOnlyAdmin, admin.ModelAdmin[Q
     # The returned tools as a ranked table (each linked where the reader may open it, with the calls that followed),
     # not the logged JSON.
     readonly_fields = [
-        {"user": "asker", "token_ref": "token", "results": "ranked_tools", "degraded": "degraded_answer"}.get(
-            f.name, f.name
-        )
+        shown
         for f in QueryLogEntry._meta.fields
         if f.name != "principal_key"
+        for shown in {
+            "user": ["asker"],
+            "token_ref": ["token"],
+            # What the agent called next, beside the returned tools: one found by rephrasing is "not called" there.
+            "results": ["ranked_tools", "then_called"],
+            "degraded": ["degraded_answer"],
+        }.get(f.name, [f.name])
     ]
     fields = readonly_fields
     change_form_template = "admin/search/querylogentry/change_form.html"
@@ -271,6 +276,35 @@ class QueryLogEntryAdmin(PageBoundSearchMixin, ReadOnlyAdmin, admin.ModelAdmin[Q
             "tool's calibrated relevance (0 to 1), which the confidence comes from; the order also weighs the words, "
             "the operation and the server (the search preview shows each part).</div>",
             body,
+        )
+
+    @admin.display(description="what the agent called next")
+    def then_called(self, obj: QueryLogEntry) -> str:
+        """The tool the same caller called next, from this search or from its next one, its rephrasing
+        (``search_then_called``): only a tool the reader may manage, linked where they may open it."""
+        from .workbench import search_then_called
+
+        reader = getattr(obj, "reader", None)
+        if reader is None:
+            return "—"
+        calls = search_then_called(obj, user=reader.user)
+        if not calls:
+            return "— (no call of a tool you manage followed it, nor its next search)"
+        urls = admin_urls_for(reader, Tool.objects.filter(tool_id__in=[call.tool_id for call in calls]))
+        urls = {tool.tool_id: url for tool, url in urls.items()}
+        return format_html_join(
+            "",
+            '<div class="then-called">{}: {}{}</div>',
+            (
+                (
+                    format_html('<a class="then-called-tool" href="{}">{}</a>', urls[call.tool_id], call.tool_id)
+                    if urls.get(call.tool_id)
+                    else call.tool_id,
+                    call.outcomes_shown,
+                    format_html(", after searching “{}”", call.after) if call.after else "",
+                )
+                for call in calls
+            ),
         )
 
     @admin.display(description="when", ordering="created_at")

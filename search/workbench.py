@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from functools import cached_property
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
@@ -37,7 +38,7 @@ from catalog.services.curation import tool_curation_update
 from governance.cache import visibility_version
 from governance.selectors import person_shown, servers_shaped_by, servers_visible_to_operator
 
-from .choices import EmptyAnswerReason
+from .choices import EmptyAnswerReason, SearchOutcomeKind
 from .engine.ranking import Confidence
 from .grouping import Grouper, group_words, similar, wordings
 from .models import DismissedRequest, IndexGeneration, QueryLogEntry, SearchOutcome
@@ -71,6 +72,8 @@ class RequestGroup:
     tool_ids: list[str] = field(default_factory=list)
     returned: list[tuple[str, str]] = field(default_factory=list)  # (tool_id, its admin page or "")
     texts: list[str] = field(default_factory=list)  # every request's words, newest first
+    asked: list[tuple[str, datetime, int]] = field(default_factory=list)  # (who, when, pk) of each, newest first
+    called: list[FollowingCall] = field(default_factory=list)  # what the agents called next (``_link_called``)
 
     @cached_property
     def wordings(self) -> list[tuple[str, int]]:
@@ -84,6 +87,26 @@ class RequestGroup:
     @property
     def wordings_more(self) -> int:
         return max(0, len(self.wordings) - WORDINGS_SHOWN)
+
+
+@dataclass
+class FollowingCall:
+    """A tool the agents called after a group's requests (``_link_called``): how often, how those calls ended, and
+    the search the query log linked them to when it was a later one (its words), not the group's own request."""
+
+    tool_id: str
+    url: str  # the tool's admin page
+    curatable: bool  # the reader may attach requests to it (a shared server's tool is a superuser's)
+    count: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)  # outcome shown -> how many
+    after: str = ""
+
+    @property
+    def outcomes_shown(self) -> str:
+        return ", ".join(f"{outcome.lower()} ×{count}" for outcome, count in self.outcomes.items())
+
+
+CALLS_READ_PER_GROUP = 20  # a group's newest requests whose following calls are looked up
 
 
 MAX_ID_DIGITS = 18  # a bigint's ids: 2**63 - 1 has 19 digits
@@ -204,6 +227,8 @@ def workbench_groups(
             groups[cluster] = group
         group.count += 1
         group.texts.append(entry.query)
+        if returned:
+            group.asked.append((entry.principal_key, entry.created_at, entry.pk))
         setattr(group, kind, getattr(group, kind) + 1)
         for result in entry.results if returned else ():
             if result.get("tool_id") not in group.tool_ids:
@@ -224,7 +249,7 @@ def _seed_dismissals(grouper: Grouper, dismissals: list[tuple[str, str]]) -> set
 def _gap_entries(*, days: int, user, returned: bool = False) -> QuerySet[QueryLogEntry]:
     """The newest ``MAX_ENTRIES`` logged requests ``user`` may read that need a curator (``workbench_groups``)."""
     followed = Exists(SearchOutcome.objects.filter(entry=OuterRef("pk")))
-    fields = ("query", "created_at", "confidence", "tenant_id", *(("results",) if returned else ()))
+    fields = ("query", "created_at", "confidence", "tenant_id", *(("results", "principal_key") if returned else ()))
     return (
         _recent(days=days, user=user)
         .exclude(empty_reason__in=NOT_GAPS)
@@ -299,6 +324,73 @@ def _link_returned(groups: list[RequestGroup], *, user) -> None:
             (tool_id, reverse("admin:catalog_tool_change", args=[pks[tool_id]]) if tool_id in pks else "")
             for tool_id in group.tool_ids
         ]
+
+
+def _link_called(groups: list[RequestGroup], *, user) -> None:
+    """What the agents called next after each group's requests: for each request (its group's newest
+    ``CALLS_READ_PER_GROUP``), the first call the query log linked to it or to the same caller's (user, token and
+    agent) next search, its rephrasing, within SCOUT_QUERY_LINK_WINDOW_SECONDS: a call of a tool the request returned,
+    or of one the agent found by asking again in other words (a withheld request returned no tool to link a call to).
+    A call after a search beyond that one is another step of the task, not this request's. Only tools of servers
+    ``user`` may manage (another tenant's tool is not named, Z12), and searches ``user`` may read."""
+    asked = {(key, at, pk) for group in groups for key, at, pk in group.asked[:CALLS_READ_PER_GROUP]}
+    if not asked:
+        return
+    window = timedelta(seconds=settings.SCOUT_QUERY_LINK_WINDOW_SECONDS)
+    readable = query_log_visible_to(user=user)
+    searches: dict[str, list[tuple[datetime, int, str]]] = {}  # each caller's searches in the window, oldest first
+    for key, at, pk, query in (
+        readable.filter(
+            principal_key__in={key for key, _, _ in asked},
+            created_at__gte=min(at for _, at, _ in asked),
+            created_at__lte=max(at for _, at, _ in asked) + window,
+        )
+        .order_by("created_at", "id")
+        .values_list("principal_key", "created_at", "pk", "query")
+    ):
+        searches.setdefault(key, []).append((at, pk, query))
+    rephrased: dict[int, tuple[int, str]] = {}  # a request's pk -> its caller's next search (pk, words)
+    for rows in searches.values():
+        for (_, pk, _), (_, next_pk, words) in zip(rows, rows[1:], strict=False):
+            rephrased[pk] = (next_pk, words)
+    linked = {pk for _, _, pk in asked} | {next_pk for next_pk, _ in rephrased.values()}
+    managed = Server.objects.filter(servers_visible_to_operator(user=user)).values("pk")
+    first_call: dict[int, tuple] = {}  # a search's pk -> its first linked call
+    for entry_pk, *call in (
+        SearchOutcome.objects.filter(entry__in=linked, tool__server__in=managed, tool__removed_at__isnull=True)
+        .order_by("created_at", "id")
+        .values_list("entry_id", "created_at", "tool_id", "tool__tool_id", "tool__server_id", "outcome")
+    ):
+        first_call.setdefault(entry_pk, tuple(call))
+    shaped = set(Server.objects.filter(servers_shaped_by(user=user)).values_list("pk", flat=True))
+    for group in groups:
+        followed: dict[str, FollowingCall] = {}
+        for _, at, pk in group.asked[:CALLS_READ_PER_GROUP]:
+            next_pk, words = rephrased.get(pk, (None, ""))
+            own, later = first_call.get(pk), first_call.get(next_pk)
+            # Its own call if it had one (a low-confidence answer acted on), else the rephrasing's, in the window.
+            chosen, after = (own, "") if own else (later, words)
+            if chosen is None or chosen[0] > at + window:
+                continue
+            _, tool_pk, tool_id, server_pk, outcome = chosen
+            call = followed.get(tool_id)
+            if call is None:
+                url = reverse("admin:catalog_tool_change", args=[tool_pk])
+                call = followed[tool_id] = FollowingCall(tool_id=tool_id, url=url, curatable=server_pk in shaped)
+            call.count += 1
+            shown = SearchOutcomeKind(outcome).label
+            call.outcomes[shown] = call.outcomes.get(shown, 0) + 1
+            call.after = call.after or after  # in which words the agent found it, when not in this request's
+        group.called = sorted(followed.values(), key=lambda call: -call.count)
+
+
+def search_then_called(entry: QueryLogEntry, *, user) -> list[FollowingCall]:
+    """What the agent called next after one logged search, as the workbench names it (``_link_called``): for the
+    search's page in the query log, whose table of returned tools says "not called" of a tool found by rephrasing."""
+    alone = RequestGroup(key="", text=entry.query, latest=entry.created_at)
+    alone.asked = [(entry.principal_key, entry.created_at, entry.pk)]
+    _link_called([alone], user=user)
+    return alone.called
 
 
 def workbench_reason(entry: QueryLogEntry, *, user) -> str:
@@ -434,6 +526,7 @@ def workbench_view(request: HttpRequest) -> HttpResponse:
     waiting = workbench_groups(reason=reason, user=request.user) if reason != "dismissed" else []
     groups = waiting[:MAX_GROUPS]
     _link_returned(groups, user=request.user)
+    _link_called(groups, user=request.user)
     context = {
         **admin.site.each_context(request),
         "opts": QueryLogEntry._meta,

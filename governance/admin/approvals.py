@@ -15,6 +15,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.http import urlencode
 from django.utils.text import Truncator
+from django.utils.timesince import timesince, timeuntil
 
 from catalog.admin.display import breakable_name
 from catalog.admin.lookups import StrictLookupsMixin
@@ -22,7 +23,7 @@ from catalog.admin.readonly import ReadOnlyMixin
 from catalog.admin.titles import TitledAdminMixin
 
 from ..choices import ApprovalStatus
-from ..models import ApprovalRequest, AuditEvent
+from ..models import ApprovalRequest, AuditEvent, ToolPolicy
 from ..sanitize import reveal_deceptive
 from ..selectors import (
     approval_calls,
@@ -277,9 +278,10 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
             if obj.expires_at <= timezone.now():
                 return format_html('{}<br><small class="expires">expired, undecided</small>', obj.get_status_display())
             return format_html(
-                '{}<br><small class="expires">decide before <span class="scout-time">{}</span></small>',
+                '{}<br><small class="expires">decide before <span class="scout-time">{}</span> ({})</small>',
                 obj.get_status_display(),
                 timezone.localtime(obj.expires_at).strftime("%Y-%m-%d %H:%M"),
+                time_left(obj.expires_at),
             )
         if obj.decided_by_id is None:
             return obj.get_status_display()
@@ -389,7 +391,9 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
                     # What was decided, as the inbox leads with it (the call, who asked); the opaque id after it.
                     call = f"{approval_call(obj)} ({obj.approval_id})"
                     if approve:
-                        text = f"Approved {call}: the agent may now make this exact call once."
+                        # Until when, as the page said it would be: the approval's own life starts now.
+                        until = f"{timezone.localtime(obj.expires_at):%Y-%m-%d %H:%M}, {time_left(obj.expires_at)}"
+                        text = f"Approved {call}: the agent may now make this exact call once, before {until}."
                     else:
                         text = f"Denied {call}: the agent is told your reason."
                     messages.success(request, format_html("{} {}", text, _next_waiting(request, obj)))
@@ -399,6 +403,9 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
         lost_access = can_decide and not approval_requester_may_execute(request=obj)
         context = {
             **self.admin_site.each_context(request),
+            # No navigation sidebar, as on the inbox: an approver's holds one link, and at 800 px it left the call and
+            # the buttons three fifths of the window (adminux34).
+            "is_nav_sidebar_enabled": False,
             "opts": self.opts,
             "obj": obj,
             "form": form,
@@ -417,6 +424,9 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
             "hold_reasons": approval_hold_reasons(request=obj),
             "annotations": _pre(json.dumps(obj.tool.annotations or {}, indent=2, sort_keys=True)),
             "can_decide": can_decide,
+            # How long is left, beside the absolute time, and what happens then: "decide before 21:47" alone left
+            # the approver to work out the minutes, and not whether an undecided request stays or lapses.
+            "deadline": deadline(obj),
             "lost_access": lost_access,
             "reason_missing": reason_missing,  # a denial without a reason: the box is marked, what was typed kept
             "related": self._related_links(request, obj),
@@ -481,6 +491,39 @@ _NOT_DENIED = {
     "forbidden": "not yours to decide",
     "self_approval": "asked by you",
 }
+
+
+def time_left(when, *, now=None) -> str:
+    """``when`` from now as an approver reads a deadline: "expires in 12 minutes", "expires in 23 hours, 59 minutes";
+    "expires in less than a minute" (Django's "0 minutes" read as expired); "expired 5 minutes ago" once past."""
+    now = now or timezone.now()
+    if when <= now:
+        return f"expired {timesince(when, now, depth=1)} ago"
+    if (when - now).total_seconds() < 60:
+        return "expires in less than a minute"
+    return f"expires in {timeuntil(when, now, depth=2)}"
+
+
+def deadline(obj: ApprovalRequest) -> dict[str, str]:
+    """The decide page's deadline: ``left`` (``time_left``) and ``then``, what happens when it passes, for a request
+    still open (pending or approved); {} for the others."""
+    now = timezone.now()
+    if obj.status == ApprovalStatus.PENDING and obj.expires_at > now:
+        # The approval's life is its tool's risk class's, read when it is approved (``approval_decide``).
+        ttl = ToolPolicy.objects.filter(tool_id=obj.tool_id).values_list("risk_class__approval_ttl", flat=True).first()
+        use = f" within {timeuntil(now + ttl, now, depth=2)}" if ttl else ""
+        return {
+            "left": time_left(obj.expires_at, now=now),
+            "then": "Undecided by then, the request expires: the agent's call is refused as expired, and it must ask "
+            f"again, which opens a new request. Once approved, the agent may make this exact call once{use}; "
+            "unused by then, the approval expires too.",
+        }
+    if obj.status == ApprovalStatus.APPROVED and obj.expires_at > now:
+        return {
+            "left": time_left(obj.expires_at, now=now),
+            "then": "Unused by then, the approval expires: the agent's call is refused and it must ask again.",
+        }
+    return {}
 
 
 def _use_before(obj: ApprovalRequest):

@@ -183,7 +183,9 @@ class ToolPolicyAdmin(
     # Held comes second, the operation over its reversibility in one column, tool ids break at "::" and "_": at 800 px
     # beside the navigation, "held" was past the table's edge and ids broke letter by letter; every column is now in
     # view at 800 and 1280 px.
-    list_display = ("tool_column", "held_column", "risk_class", "operation_column", "by_admin")
+    # Whether its calls wait for an approver under its risk class (what an operator reads the list for), and who set
+    # the class in words: a boolean's red cross on every row Scout classified from the hints read as 36 errors.
+    list_display = ("tool_column", "held_column", "risk_column", "operation_column", "by_admin")
     list_display_links = ("tool_column",)
     list_filter = (
         "operation_class",
@@ -246,9 +248,16 @@ class ToolPolicyAdmin(
             "{}<br><small>{}</small>", obj.get_operation_class_display(), obj.get_reversibility_display().lower()
         )
 
-    @admin.display(description="set by admin", boolean=True, ordering="classified_by_admin")
-    def by_admin(self, obj: ToolPolicy) -> bool:
-        return obj.classified_by_admin
+    @admin.display(description="risk class", ordering="risk_class__rank")
+    def risk_column(self, obj: ToolPolicy):
+        approval = "approval: every call" if obj.needs_approval else "approval: none"
+        return format_html('{}<br><small class="approval-rule">{}</small>', obj.risk_class, approval)
+
+    @admin.display(description="set by", ordering="classified_by_admin")
+    def by_admin(self, obj: ToolPolicy):
+        if obj.classified_by_admin:
+            return "an admin"
+        return format_html('<span class="quiet" title="{}">its hints</span>', "Scout's default from the server's hints")
 
     def object_title(self, request, obj: ToolPolicy) -> str:
         return f"Policy of {obj.tool.tool_id}"

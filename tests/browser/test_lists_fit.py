@@ -180,7 +180,7 @@ def test_the_tool_policies_show_every_column_at_800_and_1280(browser, live_serve
         row = browser.find_element("xpath", "//table[@id='result_list']//tr[.//a[contains(., 'trigger')]]")
         browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", row)
         screenshot(browser, f"operator-toolpolicy-list-{width}")
-        for field in ("tool_column", "held_column", "risk_class", "operation_column", "by_admin"):
+        for field in ("tool_column", "held_column", "risk_column", "operation_column", "by_admin"):
             cell = row.find_element("css selector", f".field-{field}")
             assert cell.is_displayed() and cell.rect["x"] + cell.rect["width"] <= width, (width, field)
         held = row.find_element("css selector", ".field-held_column .s-held")  # a badge, not a green tick

@@ -120,3 +120,15 @@ def tenant_receiver():
     """A second endpoint like ``receiver``: a tenant's own approval webhook."""
     with _receiving() as endpoint:
         yield endpoint
+
+
+@pytest.fixture
+def pending_approval(member_token, approver, grant, server, mutating_tool):
+    """A call of ``mutating_tool`` (high risk: it waits) by ``member_token``'s principal, pending, which ``approver``
+    may decide."""
+    from governance.services.approvals import approval_request_create
+
+    _, _, principal = member_token
+    grant(principal.user, server, "discover", "execute")
+    grant(approver, server, "approve")
+    return approval_request_create(principal=principal, tool=mutating_tool, arguments={"name": "repo"})

@@ -149,3 +149,14 @@ def small_catalog_create() -> dict[str, object]:
         )
     add_examples(tools["get_alerts"], "is there a storm warning near me")
     return tools
+
+
+@pytest.fixture
+def curator(django_user_model):
+    """A curator as the workbench needs one: may change tools and read the query log (no tenant)."""
+    from django.contrib.auth.models import Permission
+
+    user = django_user_model.objects.create_user(username="curator", is_staff=True)
+    for app, codename in (("catalog", "view_tool"), ("catalog", "change_tool"), ("search", "view_querylogentry")):
+        user.user_permissions.add(Permission.objects.get(codename=codename, content_type__app_label=app))
+    return user

@@ -21,15 +21,6 @@ def _perm(app: str, codename: str) -> Permission:
     return Permission.objects.get(codename=codename, content_type__app_label=app)
 
 
-@pytest.fixture
-def curator(django_user_model):
-    user = django_user_model.objects.create_user(username="curator", is_staff=True)
-    user.user_permissions.add(
-        _perm("catalog", "view_tool"), _perm("catalog", "change_tool"), _perm("search", "view_querylogentry")
-    )
-    return user
-
-
 def _log(user, query, confidence=Confidence.HIGH, tools=()):
     return query_log_record(
         principal=principal_for_user(user),

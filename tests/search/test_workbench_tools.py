@@ -21,14 +21,6 @@ pytestmark = [pytest.mark.django_db]
 PAGE = "search_workbench_tools"
 
 
-@pytest.fixture
-def curator(django_user_model):
-    user = django_user_model.objects.create_user(username="curator", is_staff=True)
-    for app, codename in (("catalog", "view_tool"), ("catalog", "change_tool"), ("search", "view_querylogentry")):
-        user.user_permissions.add(Permission.objects.get(codename=codename, content_type__app_label=app))
-    return user
-
-
 def test_lists_the_tools_no_search_returned_busiest_server_first_and_those_never_called(client, curator, member):
     busy, quiet = ServerFactory(slug="files"), ServerFactory(slug="weather")
     read, stat, write = (ToolFactory(server=busy, name=name) for name in ("read_file", "stat_file", "write_file"))

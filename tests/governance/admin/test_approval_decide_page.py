@@ -12,14 +12,12 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def pending(member_token, approver, grant, server, mutating_tool):
-    _, _, principal = member_token
-    grant(principal.user, server, "discover", "execute")
-    grant(approver, server, "approve")
+def pending(pending_approval, mutating_tool):
+    # What the page reads of the tool live (its definition hash, which the request keeps, is not recomputed).
     mutating_tool.description = "Deletes a repository <b>forever</b>."
     mutating_tool.annotations = {"destructiveHint": True}
     mutating_tool.save()
-    return approval_request_create(principal=principal, tool=mutating_tool, arguments={"name": "repo"})
+    return pending_approval
 
 
 def test_request_page_shows_the_tool_and_risk_and_decides(client, approver, pending):
