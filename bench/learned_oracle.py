@@ -18,7 +18,6 @@ Replays --learn-from as scout_eval does (``served.served_setup``), then reads ev
   wrong; 1-NN misses it too).
 """
 
-import argparse
 import json
 import os
 import sys
@@ -33,7 +32,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scoutsite.settings")
 django.setup()
 
 import numpy as np  # noqa: E402
-from served import places, served_rankings, served_setup  # noqa: E402
+from served import learning_parser, places, served_rankings, served_setup  # noqa: E402
 
 from search.engine.snapshot import IndexSnapshot  # noqa: E402
 from search.evaluation import _with, doc_vectors, load_queries  # noqa: E402
@@ -61,11 +60,7 @@ def place(scores: dict[str, float], right: str) -> int | None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--catalog", type=Path, required=True)
-    parser.add_argument("--learn-from", type=Path, required=True)
-    parser.add_argument("--queries", type=Path, required=True)
-    parser.add_argument("--dump", type=Path)
+    parser = learning_parser()
     args = parser.parse_args()
     snapshot, tests, vectors_for, options, parts_for = served_setup([args.catalog], [args.queries], [args.learn_from])
     docs = snapshot.docs
