@@ -15,7 +15,7 @@ Replays --learn-from as scout_eval does (``served.served_setup``), then reads ev
   wording with the other tool: label noise / overlap); the right tool's nearest learned request is closer than the
   first tool's, and the miss is fixed by the dense branch alone (BM25), by learned requests weighed as curated text
   (the cap / example weight), or neither; the first tool's nearest learned request is closer (the evidence points
-  wrong; 1-NN misses it too).
+  wrong; 1-NN misses it too). With each cause, which part of the fused score gives the first tool most of its lead.
 """
 
 import json
@@ -57,6 +57,19 @@ def tool_scores(sims: np.ndarray, owners: np.ndarray, tools: list[str], k: int |
 def place(scores: dict[str, float], right: str) -> int | None:
     order = sorted(scores, key=lambda t: -scores[t])
     return order.index(right) + 1 if right in order else None
+
+
+PARTS = ("bm25", "dense", "intent", "server", "name", "deprecated", "cluster")
+
+
+def lead_by(snapshot, ranking, right: str) -> str:
+    """Which part of the fused score (``Candidate.*_part``) gives the first candidate most of its lead over the
+    right tool's ("unranked": the right tool is not a candidate)."""
+    first = ranking.candidates[0]
+    theirs = next((c for c in ranking.candidates if snapshot.docs[c.row].tool_id == right), None)
+    if theirs is None:
+        return "unranked"
+    return max(PARTS, key=lambda p: getattr(first, f"{p}_part") - getattr(theirs, f"{p}_part"))
 
 
 def main() -> None:
@@ -135,6 +148,8 @@ def main() -> None:
         else:
             cause = "first nearer: the evidence points wrong"
         tally[f"{miss} {cause}"] += 1
+        lead = lead_by(snapshot, ranking, right)
+        tally[f"{miss} {cause}, the first tool's lead mostly {lead}"] += 1
         tally[f"{miss} right nearer"] += own is not None and (theirs is None or own > theirs)
         tally[f"{miss} documents >= .6"] += first is not None and float(doc_vecs[right] @ doc_vecs[first]) >= 0.6
         for name in ("dense", "uncapped"):
@@ -146,6 +161,7 @@ def main() -> None:
                 "first": first,
                 "miss": miss,
                 "cause": cause,
+                "lead": lead,
                 "rank": rank,
                 "right_learned_cos": own,
                 "first_learned_cos": theirs,
