@@ -13,7 +13,6 @@ requests that were learned, which these tools have none of. Prints the tallies; 
 learn query.
 """
 
-import argparse
 import json
 import os
 import sys
@@ -29,7 +28,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scoutsite.settings")
 django.setup()
 
 from django.conf import settings  # noqa: E402
-from served import places, served_rankings  # noqa: E402
+from served import learning_parser, places, served_rankings  # noqa: E402
 
 from search.backends.ranked import ranking_options  # noqa: E402
 from search.encoder import encoder_get, model_key  # noqa: E402
@@ -55,11 +54,7 @@ def bucket(rank: int | None) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--catalog", type=Path, required=True)
-    parser.add_argument("--learn-from", type=Path, required=True)
-    parser.add_argument("--queries", type=Path, required=True)
-    parser.add_argument("--dump", type=Path)
+    parser = learning_parser()
     args = parser.parse_args()
     docs = load_catalogs([args.catalog])
     known = {d.tool_id for d in docs}

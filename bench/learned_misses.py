@@ -18,7 +18,6 @@ served above the one a replayed request then called loses S times how far that r
 is above ``--passed-threshold`` (scaled to 0..1).
 """
 
-import argparse
 import json
 import os
 import sys
@@ -35,7 +34,7 @@ django.setup()
 
 import numpy as np  # noqa: E402
 from django.conf import settings  # noqa: E402
-from served import places, served_rankings  # noqa: E402
+from served import learning_parser, places, served_rankings  # noqa: E402
 
 from search.backends.ranked import ranking_options  # noqa: E402
 from search.documents import LEARNED_OVER_CURATED  # noqa: E402
@@ -58,11 +57,7 @@ from search.usage import learned_key, learned_normalise  # noqa: E402
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--catalog", type=Path, required=True)
-    parser.add_argument("--learn-from", type=Path, required=True)
-    parser.add_argument("--queries", type=Path, required=True)
-    parser.add_argument("--dump", type=Path)
+    parser = learning_parser()
     parser.add_argument("--contest", type=float, default=None, help="experiment: see ``contested``")
     parser.add_argument("--contest-factor", type=float, default=0.5)
     parser.add_argument("--mix-when", type=float, default=None, help="experiment: BM25 share --mix-weight when ...")

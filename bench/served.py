@@ -1,5 +1,6 @@
 """The rankings scout_eval serves, for the bench scripts that read them request by request."""
 
+import argparse
 from collections.abc import Iterator
 from dataclasses import replace
 from functools import partial
@@ -25,6 +26,17 @@ from search.evaluation import (
     one_pass_parts,
     served_parts,
 )
+
+
+def learning_parser() -> argparse.ArgumentParser:
+    """The learning scripts' arguments: a catalog, a labelled traffic file replayed first, the requests to read,
+    and where to write each miss's facts (``--dump``, one JSON line each)."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--catalog", type=Path, required=True)
+    parser.add_argument("--learn-from", type=Path, required=True)
+    parser.add_argument("--queries", type=Path, required=True)
+    parser.add_argument("--dump", type=Path)
+    return parser
 
 
 def served_setup(catalogs: list[Path], query_files: list[Path], learn_from: list[Path] | None = None):
