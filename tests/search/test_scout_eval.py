@@ -208,7 +208,7 @@ def test_eval_command_on_a_small_catalog(tmp_path, capsys, settings):
     served_with = ranking_options("convex")  # the figures are for the options the gateway serves with
     for option in ("withhold_threshold", "withhold_peak", "withhold_spread", "withhold_flat_threshold"):
         assert report[option] == getattr(served_with, option)
-    for option in ("confidence_threshold", "confidence_evidence", "name_share"):
+    for option in ("confidence_threshold", "confidence_evidence", "confidence_lead", "name_share"):
         assert report[option] == getattr(served_with, option)
     table = capsys.readouterr().out
     assert "hybrid:convex" in table and "== small/names" in table and "served hit@5" in table

@@ -139,6 +139,13 @@ class Command(ProgressCommand):
             help="low confidence below this best calibrated score (default SCOUT_SEARCH_CONFIDENCE_THRESHOLD)",
         )
 
+        parser.add_argument(
+            "--confidence-lead",
+            type=float,
+            default=None,
+            help="low when the first tool leads the next of its step by less than this fused score (0: off)",
+        )
+
     def handle(self, *args: Any, **opts: Any) -> None:  # noqa: C901 - a linear script
         fusion = opts["fusion"] or settings.SCOUT_SEARCH_FUSION
         started = time.monotonic()
@@ -181,6 +188,7 @@ class Command(ProgressCommand):
                 opts["withhold_flat_threshold"], settings.SCOUT_SEARCH_WITHHOLD_FLAT_THRESHOLD
             ),
             confidence_threshold=_given(opts["confidence_threshold"], settings.SCOUT_SEARCH_CONFIDENCE_THRESHOLD),
+            confidence_lead=_given(opts["confidence_lead"], RankingOptions.confidence_lead),
             name_share=settings.SCOUT_SEARCH_NAME_SHARE,
             cluster_share=settings.SCOUT_SEARCH_CLUSTER_SHARE,
             intent=not opts["no_intent"],
@@ -224,6 +232,7 @@ class Command(ProgressCommand):
             "withhold_flat_threshold": options.withhold_flat_threshold,
             "confidence_threshold": options.confidence_threshold,
             "confidence_evidence": options.confidence_evidence,
+            "confidence_lead": options.confidence_lead,
             "name_share": options.name_share,
             "cluster_share": options.cluster_share,
             "model": model_key(),
