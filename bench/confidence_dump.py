@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -32,9 +33,9 @@ def main() -> None:
     from django.conf import settings
 
     from search import evaluation
+    from search.backends.ranked import ranking_options
     from search.encoder import encoder_get, model_key
     from search.engine import ranking as ranking_module
-    from search.engine.ranking import RankingOptions
     from search.engine.snapshot import IndexSnapshot
 
     parser = argparse.ArgumentParser()
@@ -51,24 +52,12 @@ def main() -> None:
     vectors = evaluation.doc_vectors(docs, cache.vectors)
     query_vectors = cache.vectors([q.text for q in queries])
     parts_for = partial(evaluation.one_pass_parts, encoder) if encoder.one_pass else None
-    options = RankingOptions(
-        fusion="convex",
-        bm25_weight=settings.SCOUT_SEARCH_BM25_WEIGHT,
-        withhold_threshold=settings.SCOUT_SEARCH_WITHHOLD_THRESHOLD,
-        withhold_peak=settings.SCOUT_SEARCH_WITHHOLD_PEAK,
-        withhold_spread=settings.SCOUT_SEARCH_WITHHOLD_SPREAD,
-        withhold_flat_threshold=settings.SCOUT_SEARCH_WITHHOLD_FLAT_THRESHOLD,
-        confidence_threshold=settings.SCOUT_SEARCH_CONFIDENCE_THRESHOLD,
-        name_share=settings.SCOUT_SEARCH_NAME_SHARE,
-        cluster_share=settings.SCOUT_SEARCH_CLUSTER_SHARE,
-        confidence_lead=0.0,  # the answers before ``ranking.undecided``, whose lead the dump records
-    )
+    # The gateway's options, the answers before ``ranking.undecided`` (whose lead the dump records).
+    options = replace(ranking_options("convex"), confidence_lead=0.0)
     snapshot = IndexSnapshot(docs, vectors, generation="eval")
     if args.learn_from:
         learn, _ = evaluation.load_queries(args.learn_from, {d.tool_id for d in docs})
         learned = evaluation.learn_replay(snapshot, learn, cache.vectors, options, parts_for=parts_for)
-        from dataclasses import replace
-
         docs = [replace(doc, **learned.get(doc.pk, {})) for doc in docs]
         snapshot = IndexSnapshot(docs, evaluation.doc_vectors(docs, cache.vectors), generation="eval+learned")
 
