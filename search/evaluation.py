@@ -541,7 +541,10 @@ def score_served(query: EvalQuery, ranking: Ranking, ranked_ids: list[str], tall
     those served low (``low_hit@1``, ...): how far an agent may trust ``high``. Those hit figures count
     single-tool requests and no-tool requests (an answer served to a request no tool fits is a miss: the demo's
     "send an email to my boss" answered high with memory tools); multi-step requests have no one right tool.
-    ``_score_label`` adds the same calibration among answerable requests alone."""
+    ``_score_label`` adds the same calibration among answerable requests alone.
+
+    And the trade-off a rule moving answers between high and low makes (``_score_precision``): the precision
+    and recall of each label on the first served tool."""
     served = ranked_ids[: ranking.cut]
     score_query(query, served, ranking.abstained, tally)
     tally.add("low_confidence", float(ranking.confidence is Confidence.LOW))
@@ -556,6 +559,20 @@ def score_served(query: EvalQuery, ranking: Ranking, ranked_ids: list[str], tall
     rank = _first_hit(query, served) if query.kind == "single" else None
     for k in CALIBRATION_KS:
         tally.add(f"{served_as}_hit@{k}", float(rank is not None and rank <= k))
+    _score_precision(served_as, rank == 1, tally)
+
+
+def _score_precision(served_as: str, right: bool, tally: Tally) -> None:
+    """For an answer served ``high`` or ``low`` to a single-tool or no-tool request, whether its first tool is
+    ``right`` (a no-tool request's never is). ``high_precision``: the share of the answers served high whose first
+    tool is right (the same number as ``high_hit@1``, named for the trade-off); ``high_recall``: the share of the
+    answers whose first tool is right that were served high (a right first tool served low costs an agent a schema
+    check). ``low_precision`` and ``low_recall`` alike; the two recalls add up to 1. A rule that moves answers
+    from high to low changes these four and no served hit figure (nothing is withheld)."""
+    tally.add(f"{served_as}_precision", float(right))
+    if right:
+        for label in ("high", "low"):
+            tally.add(f"{label}_recall", float(served_as == label))
 
 
 def _score_label(query: EvalQuery, ranking: Ranking, ranked_ids: list[str], served: list[str], tally: Tally) -> None:

@@ -101,6 +101,9 @@ class RankingOptions:
     # ``high`` also needs the first tool's own evidence (``Calibration.evidence``, from its curated text and the
     # request's words other than its operation verbs: ``curated_evidence``) at least this: see ``answer_confidence``.
     confidence_evidence: float = 0.4
+    # ``high`` also needs the first tool to lead the next of its step by at least this fused score (convex fusion only):
+    # see ``undecided``.
+    confidence_lead: float = 0.01
     # False: report that it would withhold but keep the ranking, uncut (the curator preview shows why).
     enforce_abstention: bool = True
     dynamic_cut: bool = True
@@ -598,6 +601,8 @@ def rank(
     if takes_input is not None and not takes_input[branches.visible_rows].any():
         takes_input = None
     misled = misled or fixed_tool_for_unknown_object(candidates, branches.sparse, takes_input, query)
+    # Convex fusion only: RRF's fused values encode ranks (a lead says which branch ranked first, not by how much).
+    misled = misled or (fusion == "convex" and undecided(candidates, options.confidence_lead))
     ranking = _cut(candidates, top_k, options, terms, peak, ranking.spread, unread, first_evidence, misled)
     ranking.fusion = _fusion_of(branches, options)
     return ranking
@@ -689,6 +694,23 @@ def fixed_tool_for_unknown_object(
         else:
             return False
     return unknown and (fixed or part_shared)
+
+
+def undecided(candidates: Sequence[Candidate], lead: float) -> bool:
+    """Whether the first candidate leads the next one of its step (``Candidate.step``: the same part of the request)
+    by less than ``lead`` fused score: the ranking has not chosen between them, and the first is right about as often
+    as the second. ``answer_confidence`` then serves the answer ``low`` (``misled``), never withheld on it; the
+    ranking stays, and the agent, told to check the schemas, picks between the two. Such near ties (under .01) are a
+    fifth to a quarter of the wrong first tools served high on LiveMCPBench+MCPVerse and ETOM and one in twenty on
+    MetaTool, against 0-2.4% of the right ones, often a sibling of the same server: LiveMCPBench's "Show me all the
+    column names from the 'WeatherStats' sheet" led by excel_describe_sheets .006 ahead of excel_read_sheet, the one
+    wanted (bench/NOTES-agentux25.md). A demoted candidate (``_apply_negatives``) is not a rival. Read from the
+    candidates only, which are visible tools."""
+    if lead <= 0 or not candidates:
+        return False
+    first = candidates[0]
+    rival = next((c for c in candidates[1:] if c.step == first.step and not c.demoted), None)
+    return rival is not None and first.score - rival.score < lead
 
 
 def own_vectors(candidates: list[Candidate], dense: DenseScores | None, vector_kinds: Sequence[str] | None) -> None:
@@ -1278,8 +1300,15 @@ def answer_confidence(
     ``misled`` (``write_before_read``): the request names only reads and a tool governance does not class as a
     read leads one of its server's reads that fits about as well; or (``change_asked_of_a_read``) it names only
     updates and deletes and a tool governance classes as a read leads; or (``fixed_tool_for_unknown_object``) the
-    first tool takes no input while the request names something no visible tool has a word for; served ``low``,
-    never withheld on it.
+    first tool takes no input while the request names something no visible tool has a word for; or (``undecided``)
+    the first tool leads the next of its step by less than ``confidence_lead`` fused score; served ``low``, never
+    withheld on it.
+
+    ``undecided`` chosen on LiveMCPBench+MCPVerse and MetaTool's learn file (``scout_eval``'s ``high_precision`` /
+    ``high_recall``): .382 / .867 -> .448 / .867 and .709 / .812 -> .718 / .805 (.0075 took fewer wrong first tools
+    for the same right ones, .0125 more right ones). Held out: MetaTool-test .722 / .802 -> .729 / .798, ETOM .913 /
+    .987 -> .928 / .974, Apify .745 / .953 -> .741 / .930 (one right first tool of 43), ToolBench .778 / 1.0 ->
+    .875 / 1.0 (bench/NOTES-agentux25.md).
     """
     stands_out = peak is not None and peak >= options.withhold_peak
     stands_out = stands_out or (spread is not None and spread >= options.withhold_spread)
@@ -1312,7 +1341,7 @@ def _cut(
 ) -> Ranking:
     """``first_evidence``: the first candidate's own evidence as ``answer_confidence`` reads it
     (``curated_evidence``); ``misled``: ``write_before_read``, ``change_asked_of_a_read`` or
-    ``fixed_tool_for_unknown_object``."""
+    ``fixed_tool_for_unknown_object`` or ``undecided``."""
     if not candidates:
         return Ranking([], Confidence.NONE, 0, terms, peak=peak, spread=spread, unread=unread)
     # Judge by the best candidate the second stage saw, not only the first: with a long, multi-step

@@ -3,13 +3,15 @@ fits" only when nothing visible is related, and a hidden tool that changes none 
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mcpgateway.services.discovery import LOW_CONFIDENCE, NO_TOOL_FITS
 
-from .conftest import PROTOCOL_MODES, build_index, gateway_db, mcp_client, run
+from .conftest import PROTOCOL_MODES, build_index, gateway_db, mcp_client, run, sync_scripted_server
 
 pytestmark = [gateway_db, pytest.mark.slow]
 HIDDEN = "calc::rotate_payroll_encryption_keys"
@@ -127,3 +129,23 @@ def test_a_match_on_the_catalog_peak_alone_is_low_not_high(gateway, demo_catalog
     assert LOW_CONFIDENCE in text_of(answers[mail])
     clear = answers[remember].structured_content
     assert clear["confidence"] == "high" and clear["matches"][0]["tool_id"] == "memory::create_entities"
+
+
+def test_a_near_tie_between_two_tools_is_low_not_high(gateway, member_on, tmp_path):
+    """server-filesystem's listing (tests/mcpgateway/servers/filesystem_tools.json), served by a real scripted stdio
+    upstream. "What is the size of the file ./e1.txt?" ranks list_directory_with_sizes and get_file_info (the tool
+    that answers it) within .004 of each other: the ranking has not chosen between them, and the answer was served
+    high, so an agent called the first. A near tie is the commonest wrong first tool served high on the public sets
+    (``ranking.undecided``, bench/NOTES-agentux25.md): it is served low, both tools there to check. A first tool
+    well ahead of the next keeps high."""
+    listing = json.loads((Path(__file__).parent / "servers" / "filesystem_tools.json").read_text())
+    token = member_on(sync_scripted_server(tmp_path, "filesystem", {"pages": [listing]}), index=True).token
+    tied, clear = "What is the size of the file ./e1.txt?", "show me the files in /tmp and their sizes"
+    answers = _answers(gateway, token, [tied, clear])
+    weak = answers[tied].structured_content
+    assert weak["confidence"] == "low" and not weak["abstained"]
+    found = [match["tool_id"] for match in weak["matches"]]
+    assert set(found[:2]) == {"filesystem::list_directory_with_sizes", "filesystem::get_file_info"}  # ranked as before
+    assert LOW_CONFIDENCE in text_of(answers[tied])
+    strong = answers[clear].structured_content
+    assert strong["confidence"] == "high" and strong["matches"][0]["tool_id"] == "filesystem::list_directory_with_sizes"

@@ -96,6 +96,26 @@ def test_high_needs_the_first_tools_own_evidence():
     assert answer_confidence(0.9, 0.3, options) is Confidence.HIGH  # no dense branch: the best score decides
 
 
+def test_a_first_tool_the_ranking_has_not_chosen_over_the_next_is_not_high():
+    # Two tools as close to the request (cosines .80 and .795, the rest far below): the first's fused lead over the
+    # second is under ``confidence_lead``, so the answer is low, the ranking unchanged; a clear lead stays high.
+    lead = RankingOptions().confidence_lead
+    tied = _rank([0.8, 0.795] + [0.1] * 30)
+    assert [c.row for c in tied.kept[:2]] == [0, 1] and tied.candidates[0].score - tied.candidates[1].score < lead
+    assert tied.candidates[0].calibrated >= RankingOptions().confidence_threshold
+    assert tied.confidence is Confidence.LOW and not tied.abstained
+    ahead = _rank([0.8, 0.77] + [0.1] * 30)
+    assert ahead.candidates[0].score - ahead.candidates[1].score >= lead
+    assert ahead.confidence is Confidence.HIGH
+    # A hidden rival is no rival: the answer is the one of a catalog without it.
+    hidden = _rank([0.8, 0.795] + [0.1] * 30, np.array([True, False] + [True] * 30))
+    alone = _rank([0.8] + [0.1] * 30)
+    assert hidden.confidence is alone.confidence is Confidence.HIGH
+    assert [(c.row, c.calibrated) for c in hidden.kept] == [(0, alone.kept[0].calibrated)] + [
+        (c.row + 1, c.calibrated) for c in alone.kept[1:]
+    ]
+
+
 def _first_tool_named(name: str, query: str) -> Confidence:
     """The confidence of ``query``'s answer over 31 tools: one named ``name`` (its cosine .36, above the rest's 0, a
     small catalog's peak), one ``read_files``, the others ``tool<i>``."""

@@ -129,6 +129,11 @@ def test_served_figures_calibrate_the_confidence():
     assert summary["high_hit@1"] == pytest.approx(1 / 3) and summary["high_hit@5"] == pytest.approx(2 / 3)
     assert summary["low_hit@1"] == 1.0 and summary["low_hit@5"] == 1.0
     assert "withheld_hit@1" not in summary
+    # Precision and recall of each label on the first tool: of the 3 served high, 1 is right first; of the 2
+    # right first (the withheld one not served), 1 was served high and 1 low.
+    assert summary["high_precision"] == pytest.approx(1 / 3) and summary["low_precision"] == 1.0
+    assert summary["high_recall"] == 0.5 and summary["low_recall"] == 0.5
+    assert "withheld_precision" not in summary and "withheld_recall" not in summary
     # The same among answerable requests alone, with each label's requests counted by kind.
     by_kind = {
         kind: tuple(summary[f"answers_{label}_{kind}"] for label in ("high", "low", "withheld"))
@@ -203,12 +208,28 @@ def test_eval_command_on_a_small_catalog(tmp_path, capsys, settings):
     served_with = ranking_options("convex")  # the figures are for the options the gateway serves with
     for option in ("withhold_threshold", "withhold_peak", "withhold_spread", "withhold_flat_threshold"):
         assert report[option] == getattr(served_with, option)
-    for option in ("confidence_threshold", "confidence_evidence", "name_share"):
+    for option in ("confidence_threshold", "confidence_evidence", "confidence_lead", "name_share"):
         assert report[option] == getattr(served_with, option)
     table = capsys.readouterr().out
     assert "hybrid:convex" in table and "== small/names" in table and "served hit@5" in table
     assert "served high/low/withh." in table and "served high_hit@1" in table
+    assert "served high_precision" in table and "served low_recall" in table
     assert "withhold below" not in table  # the curve is printed only when asked for
+    # Both names served high and right first: high is precise and holds every right first tool.
+    for mode in ("bm25", "dense", "convex", "rrf"):
+        served = overall[mode]["served"]
+        assert (served["high_precision"], served["high_recall"], served["low_recall"]) == (1.0, 1.0, 0.0)
+        assert "low_precision" not in served  # nothing served low
+
+    # Every answer low: the same first tools, so the same hit figures, now all right first tools served low.
+    call_command(
+        "scout_eval", "--catalog", str(catalog), "--queries", str(queries), "--json", str(out),
+        "--confidence-threshold", "1.01",
+    )  # fmt: skip
+    low = json.loads(out.read_text())["groups"]["all"]["convex"]["served"]
+    assert low["hit@1"] == overall["convex"]["served"]["hit@1"] and low["answers_high"] == 0
+    assert (low["low_precision"], low["low_recall"], low["high_recall"]) == (1.0, 1.0, 0.0)
+    assert "high_precision" not in low
 
     # The curve at each threshold is what a run with that threshold withholds.
     for threshold in (0.3, 0.6):

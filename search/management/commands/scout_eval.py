@@ -7,8 +7,10 @@ the SCOUT_SEARCH_FUSION setting, is marked as "hybrid"), overall, per source and
 figures, then the same figures as served (``served`` in --json: what a caller gets for top_k 10, where a
 withheld answer is a miss, with the share of low-confidence answers, and the confidence's calibration: how
 many answers were served high, low and withheld, and Hit@1 and Hit@5 among the high and among the low
-ones, then the same among answerable requests alone: each label's requests by kind, and Hit@1 / Hit@5 of the
-single-tool ones served high, low, and of the ranking behind those withheld). ``withhold_curve`` in --json (and
+ones, the precision and recall of high and of low on the first tool (``high_precision``: right first among
+the answers served high; ``high_recall``: served high among the answers right first), then the same among
+answerable requests alone: each label's requests by kind, and Hit@1 / Hit@5 of the single-tool ones served
+high, low, and of the ranking behind those withheld). ``withhold_curve`` in --json (and
 in the table with --withhold-curve): the shares of answerable and no-tool requests each withhold threshold would
 withhold, so one run shows the whole trade-off. With ``--equivalence`` (sets of interchangeable tools, as in
 equivalence-etom.jsonl) each group is also scored leniently, as the group ``lenient:<group>``: a tool in the
@@ -55,6 +57,9 @@ SERVED_METRICS = {
     "any": ["low_confidence"],
     # The confidence's calibration (search.evaluation.score_served): how far an agent may trust "high".
     "calibrated": ["high_hit@1", "high_hit@5", "low_hit@1", "low_hit@5"],
+    # Its trade-off (search.evaluation._score_precision): of the answers served high, the share right first; of the
+    # answers right first, the share served high; the same for low.
+    "precision": ["high_precision", "high_recall", "low_precision", "low_recall"],
 }
 # The same among answerable requests alone (search.evaluation._score_label), printed where a mode has them.
 LABEL_METRICS = [
@@ -134,6 +139,13 @@ class Command(ProgressCommand):
             help="low confidence below this best calibrated score (default SCOUT_SEARCH_CONFIDENCE_THRESHOLD)",
         )
 
+        parser.add_argument(
+            "--confidence-lead",
+            type=float,
+            default=None,
+            help="low when the first tool leads the next of its step by less than this fused score (0: off)",
+        )
+
     def handle(self, *args: Any, **opts: Any) -> None:  # noqa: C901 - a linear script
         fusion = opts["fusion"] or settings.SCOUT_SEARCH_FUSION
         started = time.monotonic()
@@ -176,6 +188,7 @@ class Command(ProgressCommand):
                 opts["withhold_flat_threshold"], settings.SCOUT_SEARCH_WITHHOLD_FLAT_THRESHOLD
             ),
             confidence_threshold=_given(opts["confidence_threshold"], settings.SCOUT_SEARCH_CONFIDENCE_THRESHOLD),
+            confidence_lead=_given(opts["confidence_lead"], RankingOptions.confidence_lead),
             name_share=settings.SCOUT_SEARCH_NAME_SHARE,
             cluster_share=settings.SCOUT_SEARCH_CLUSTER_SHARE,
             intent=not opts["no_intent"],
@@ -219,6 +232,7 @@ class Command(ProgressCommand):
             "withhold_flat_threshold": options.withhold_flat_threshold,
             "confidence_threshold": options.confidence_threshold,
             "confidence_evidence": options.confidence_evidence,
+            "confidence_lead": options.confidence_lead,
             "name_share": options.name_share,
             "cluster_share": options.cluster_share,
             "model": model_key(),
@@ -306,7 +320,7 @@ def render_table(report: dict, curve: bool = False) -> str:
                     + "".join(_kind_answers_cell(data.get(m), kind) for m in MODES)
                 )
         for kind, metrics in SERVED_METRICS.items():
-            if kind not in ("any", "calibrated") and not counts.get(kind, 0):
+            if kind not in ("any", "calibrated", "precision") and not counts.get(kind, 0):
                 continue
             lines += [_served_row(data, metric) for metric in metrics]
         present = {metric for m in MODES for metric in data.get(m, {}).get("served", {})}
