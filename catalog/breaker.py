@@ -6,6 +6,12 @@ connections, crashes, protocol errors: a tool's own ``isError`` result is not on
 for ``SCOUT_UPSTREAM_BREAKER_COOLDOWN`` seconds. Then it is half-open: one call goes through as a probe while
 the others keep failing fast; the probe's success closes it, its failure opens it again for a new cool-down.
 
+A timeout is the caller's own failure, not the server's: a slow tool, or arguments that make one slow, time out for
+whoever sends them while the server answers everyone else. So timeouts count toward a breaker of that caller on that
+server (``caller_breaker_for``), which refuses that caller alone; what fails for every caller (a crash, a refused or
+broken connection, a protocol error) counts toward the server's. One person calling a slow tool (one hidden from
+others among them) until it timed out cut the server off for every other person (redteam53).
+
 The state lives in the process that calls the server (the gateway's upstream pool): with several workers each
 has its own breaker, so a failing server is cut off by each worker after its own N failures. ``/metrics``
 shows the worst state over live workers; the admin shows the state of the worker that served the page.
@@ -16,6 +22,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 
@@ -78,6 +85,7 @@ class CircuitBreaker:
 
 _lock = threading.Lock()
 _breakers: dict[int, CircuitBreaker] = {}
+_caller_breakers: dict[tuple[int, Any], CircuitBreaker] = {}
 
 
 def breaker_for(server_pk: int) -> CircuitBreaker:
@@ -86,13 +94,35 @@ def breaker_for(server_pk: int) -> CircuitBreaker:
         return _breakers.setdefault(server_pk, CircuitBreaker())
 
 
+def caller_breaker_for(server_pk: int, caller: Any) -> CircuitBreaker:
+    """This process's breaker of one caller (a person's key) on a server, counting that caller's timeouts only: a
+    fresh closed one, kept only once it counts a failure (``caller_breaker_failed``), so a process keeps one per
+    caller whose calls time out, not one per caller and server it ever served."""
+    with _lock:
+        return _caller_breakers.get((server_pk, caller)) or CircuitBreaker()
+
+
+def caller_breaker_failed(server_pk: int, caller: Any, breaker: CircuitBreaker, now: float) -> None:
+    with _lock:  # the one kept, if another call of the caller's failed first
+        _caller_breakers.setdefault((server_pk, caller), breaker).failed(now)
+
+
+def caller_breaker_succeeded(server_pk: int, caller: Any, breaker: CircuitBreaker) -> None:
+    with _lock:
+        breaker.succeeded()
+        _caller_breakers.pop((server_pk, caller), None)  # closed, nothing counted: a fresh one is the same
+
+
 def breaker_forget(server_pk: int | None = None) -> None:
-    """Drop one server's breaker (its configuration changed: give it a fresh start), or all of them."""
+    """Drop one server's breakers, its callers' too (its configuration changed: give it a fresh start), or all."""
     with _lock:
         if server_pk is None:
             _breakers.clear()
+            _caller_breakers.clear()
         else:
             _breakers.pop(server_pk, None)
+            for key in [key for key in _caller_breakers if key[0] == server_pk]:
+                del _caller_breakers[key]
 
 
 def breaker_state(server_pk: int) -> str:

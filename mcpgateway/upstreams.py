@@ -11,7 +11,8 @@ ended before a call is sent (a process that exited while idle, an HTTP server th
 SCOUT_UPSTREAM_IDLE_PROBE_SECONDS idle) is reopened at once and the call sent to the new one, as is one an HTTP server
 no longer knows (it answered the call 404 under the session's id: it restarted, and did not take the call).
 A circuit breaker per server (``catalog.breaker``) sits in front of all of it: after N consecutive failures of
-the server calls fail fast for a cool-down, then one probe decides whether it closes again.
+the server calls fail fast for a cool-down, then one probe decides whether it closes again; a caller's calls that time
+out count against that caller's own breaker on the server, never everyone's.
 Nothing else is retried here: a call that failed mid-way may have had effects upstream, so the caller decides.
 """
 
@@ -33,7 +34,15 @@ from anyio.abc import TaskGroup
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from catalog.breaker import LEVELS, CircuitBreaker, breaker_for, breaker_forget
+from catalog.breaker import (
+    LEVELS,
+    CircuitBreaker,
+    breaker_for,
+    breaker_forget,
+    caller_breaker_failed,
+    caller_breaker_for,
+    caller_breaker_succeeded,
+)
 from catalog.choices import Transport
 from catalog.egress import EgressTarget
 from catalog.openapi import openapi_call, openapi_target
@@ -299,8 +308,13 @@ class UpstreamPool:
         sent). ``caller`` (a person's key) has a share of the server's slots: ``_take_slot``.
         """
         connection = self._connection(server)
-        breaker = breaker_for(server.pk)
-        wait = breaker.admit(time.monotonic())
+        breaker, own = breaker_for(server.pk), caller_breaker_for(server.pk, caller)
+        now = time.monotonic()
+        wait = own.admit(now)
+        if wait is None:
+            wait = breaker.admit(now)
+            if wait is not None:
+                own.settled()  # its probe, if it was one, tested nothing
         if wait is not None:
             UPSTREAM_BREAKER_REJECTED.labels(server=server.slug).inc()
             seconds = max(1, math.ceil(wait))
@@ -314,15 +328,24 @@ class UpstreamPool:
         try:
             result = await self._call(connection, tool_name, arguments, timeout, progress, tool, recheck, caller)
         except UpstreamCallError as exc:
-            if exc.kind in BREAKER_FAILURE_KINDS:
+            if exc.kind == "timeout" and exc.outcome == "unknown":
+                # Sent, and not answered in time: this caller's call (its tool, its arguments), not the server's
+                # failure. Counted against the caller alone (``catalog.breaker``, redteam53).
+                caller_breaker_failed(server.pk, caller, own, time.monotonic())
+                breaker.settled()
+            elif exc.kind in BREAKER_FAILURE_KINDS:
                 self._breaker_failed(breaker, server)
+                own.settled()
             else:
                 breaker.settled()
+                own.settled()
             raise
         except BaseException:  # cancelled by the caller: says nothing about the server
             breaker.settled()
+            own.settled()
             raise
         breaker.succeeded()
+        caller_breaker_succeeded(server.pk, caller, own)
         UPSTREAM_BREAKER_STATE.labels(server=server.slug).set(LEVELS[breaker.state])
         return result
 

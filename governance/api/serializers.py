@@ -7,10 +7,12 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from catalog.api.serializers import ToolRevisionSerializer
 from catalog.models import Tool
 from catalog.services.phrases import MAX_PHRASE_CHARS, MAX_PHRASES
 from governance.choices import ApprovalStatus, AuditEventType, AuditOutcome
 from governance.models import ApiToken, ApprovalRequest, AuditEvent
+from governance.modeltext import definition_for_model, text_for_model, texts_for_model
 from governance.selectors import audit_payload_shown, delegation_chain_shown
 
 
@@ -18,7 +20,38 @@ def _policy(tool: Tool):
     return getattr(tool, "policy", None)
 
 
-class ToolSerializer(serializers.ModelSerializer):
+# A tool's texts on its REST pages, upstream's (the description, the definition) and curators' alike. A person reviewing
+# a definition reads it as written; a token acting for an agent reads what the MCP path shows a model (redteam53, T9):
+# the REST search's low-confidence answer sends an agent to ``tools/{tool_id}/`` for the input schema.
+MODEL_TEXTS = ("display_title", "description", "purpose")
+MODEL_TEXT_TREES = ("hold", "curation")
+
+
+def tool_page_for_model(data: dict) -> dict:
+    """A tool's page (list row, detail, a revision) with every text cleaned as the MCP path cleans it
+    (``governance.modeltext``); ids, hashes, times, classes and the definition's name as written."""
+    shown = dict(data)
+    for key in MODEL_TEXTS:
+        if isinstance(shown.get(key), str):
+            shown[key] = text_for_model(shown[key])
+    for key in MODEL_TEXT_TREES:
+        if key in shown:
+            shown[key] = texts_for_model(shown[key])
+    if "definition" in shown:
+        shown["definition"] = definition_for_model(shown["definition"])
+    return shown
+
+
+class ForModel:
+    """A serializer whose rows a token acting for an agent reads as a model is shown them (``tool_page_for_model``):
+    the view says so in its context (``for_model``)."""
+
+    def to_representation(self, instance) -> dict:
+        data = super().to_representation(instance)
+        return tool_page_for_model(data) if self.context.get("for_model") else data
+
+
+class ToolSerializer(ForModel, serializers.ModelSerializer):
     server = serializers.CharField(source="server.slug", read_only=True)
     display_title = serializers.CharField(read_only=True)
     risk = serializers.SerializerMethodField()
@@ -143,6 +176,10 @@ class ToolDetailSerializer(ToolSerializer):
 
     def get_revision_count(self, tool: Tool) -> int:
         return tool.revisions.count()
+
+
+class ToolRevisionShownSerializer(ForModel, ToolRevisionSerializer):
+    """A tool's revision (``ToolRevisionSerializer``), its definition cleaned for a token acting for an agent."""
 
 
 class ApprovalSerializer(serializers.ModelSerializer):

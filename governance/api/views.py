@@ -10,7 +10,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from catalog.api.params import param_choice
-from catalog.api.serializers import ToolRevisionSerializer
 from catalog.models import Server, Tool, ToolRevision
 from catalog.services.phrases import tool_curate
 from governance.constants import SCOPE_APPROVE, SCOPE_DISCOVER
@@ -49,10 +48,17 @@ from .serializers import (
     CurationSerializer,
     DenialSerializer,
     ToolDetailSerializer,
+    ToolRevisionShownSerializer,
     ToolSerializer,
 )
 
 TOOL_ID = OpenApiParameter("tool_id", str, OpenApiParameter.PATH, description="server::name, exactly")
+
+
+def for_model(request: Request) -> bool:
+    """Whether the caller is a token acting for an agent, which reads a tool's texts as a model is shown them
+    (``tool_page_for_model``), not as the upstream wrote them."""
+    return request_principal(request).agent_id is not None
 
 
 def visible_tool(request: Request, tool_id: str) -> Tool:
@@ -74,6 +80,9 @@ class ToolList(generics.ListAPIView):
     def get_queryset(self) -> QuerySet[Tool]:
         return tools_filter(tools_for_api(principal=request_principal(self.request)), self.request.query_params)
 
+    def get_serializer_context(self) -> dict:
+        return {**super().get_serializer_context(), "for_model": for_model(self.request)}
+
     @extend_schema(
         summary="List the tools you may see",
         parameters=[
@@ -94,17 +103,21 @@ class ToolDetail(generics.GenericAPIView):
 
     @extend_schema(summary="Read a tool: definition, policy, hold status, curation", parameters=[TOOL_ID])
     def get(self, request: Request, tool_id: str) -> Response:
-        return Response(ToolDetailSerializer(visible_tool(request, tool_id)).data)
+        tool = visible_tool(request, tool_id)
+        return Response(ToolDetailSerializer(tool, context={"for_model": for_model(request)}).data)
 
 
 class ToolRevisionList(generics.ListAPIView):
     no_model_perms = {"GET": "visible_tool and revisions_for_api: only a tool the caller may discover"}
     required_scopes = (SCOPE_DISCOVER,)
-    serializer_class = ToolRevisionSerializer
+    serializer_class = ToolRevisionShownSerializer
 
     def get_queryset(self) -> QuerySet[ToolRevision]:
         tool = visible_tool(self.request, self.kwargs["tool_id"])
         return revisions_for_api(principal=request_principal(self.request), tool=tool)
+
+    def get_serializer_context(self) -> dict:
+        return {**super().get_serializer_context(), "for_model": for_model(self.request)}
 
     @extend_schema(summary="A tool's upstream definitions, newest first", parameters=[TOOL_ID])
     def get(self, request: Request, *args, **kwargs) -> Response:
@@ -132,7 +145,8 @@ class ToolCuration(generics.GenericAPIView):
         fields = dict(data.validated_data)
         title, purpose = fields.pop("title", None), fields.pop("purpose", None)
         tool_curate(tool=tool, title=title, purpose=purpose, phrases=fields)
-        return Response(ToolDetailSerializer(visible_tool(request, tool_id)).data)
+        tool = visible_tool(request, tool_id)
+        return Response(ToolDetailSerializer(tool, context={"for_model": for_model(request)}).data)
 
 
 # --- approvals ------------------------------------------------------------------------------------

@@ -23,8 +23,15 @@ from catalog.definitions import tool_deprecated
 from catalog.models import Tool
 from governance.cache import visibility_row_read_once, visibility_row_token
 from governance.choices import AuditEventType, AuditOutcome, OperationClass, Reversibility
+from governance.modeltext import (
+    SUBSCHEMA,
+    SUBSCHEMA_LISTS,
+    SUBSCHEMA_MAPS,
+    schema_texts_for_model,
+    text_for_model,
+    texts_for_model,
+)
 from governance.principals import Principal
-from governance.sanitize import clean_for_model
 from governance.selectors import (
     Permission,
     ToolNotFound,
@@ -43,7 +50,6 @@ from search.usage import search_observe
 
 from ..constants import MAX_INSPECT_IDS, MAX_TOOL_ID_CHARS, SERVER_NOT_SERVING_WHY
 from ..selectors import tool_not_serving_for_client_name
-from .output import gateway_voice_marked, strings_mapped, text_links_defanged
 
 logger = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)  # a no-op until scoutsite.tracing configures OpenTelemetry
@@ -129,14 +135,6 @@ def tool_ids_close_to(*, principal: Principal, typed: list[str], permission: Per
 # --- presentation -------------------------------------------------------------------------------
 
 
-def text_for_model(text: str) -> str:
-    """A definition's text (an upstream's, or a curator's) as a model is shown it: ``clean_for_model``, and a link
-    written in it to anything but a public web host pointing to "#", as in a tool's result (T9): a host renders an
-    answer's text as Markdown, and a model copies a link it read into its own answer. A claim to be a note of the
-    gateway's is said as the tool's (``gateway_voice_marked``)."""
-    return gateway_voice_marked(text_links_defanged(clean_for_model(text))) if text else ""
-
-
 def _policy_fields(tool: Tool) -> tuple[str, str]:
     policy = getattr(tool, "policy", None)
     if policy is None:
@@ -156,7 +154,7 @@ def tool_hints(tool: Tool) -> dict[str, Any]:
     upstream's other hints as it declared them, every text in them cleaned (``text_for_model``). Empty for a tool
     that declares none and that Scout classifies as MCP assumes of such a tool (a destructive write)."""
     declared = tool.annotations if isinstance(tool.annotations, dict) else {}
-    hints = {key: _texts_for_model(value) for key, value in declared.items() if key not in POLICY_HINTS}
+    hints = {key: texts_for_model(value) for key, value in declared.items() if key not in POLICY_HINTS}
     policy = getattr(tool, "policy", None)
     if policy is None:
         return hints
@@ -172,16 +170,6 @@ def tool_hints(tool: Tool) -> dict[str, Any]:
     return hints
 
 
-def _texts_for_model(value: Any) -> Any:
-    """``value`` (parsed JSON) with ``text_for_model`` applied to every string in it (an annotation of a list of texts
-    too); keys kept."""
-    return strings_mapped(value, text_for_model)
-
-
-# JSON Schema keywords whose value is a schema, a list of schemas, or a map of names to schemas.
-_SUBSCHEMA = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames")
-_SUBSCHEMA_LISTS = ("anyOf", "allOf", "oneOf", "prefixItems")
-_SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 # Keywords that exist in only one of the JSON Schema drafts in use (draft-07, 2020-12): a schema with any of
 # them keeps its "$schema" (MCP reads a schema without one as 2020-12).
 _DIALECT_BOUND = re.compile(
@@ -217,11 +205,11 @@ def _compact(node: Any, name: str | None) -> Any:
     for key, value in node.items():
         if key == "title" and isinstance(value, str) and name and _restates(value, name):
             continue
-        if key in _SUBSCHEMA_MAPS and isinstance(value, dict):
+        if key in SUBSCHEMA_MAPS and isinstance(value, dict):
             value = {child: _compact(spec, child) for child, spec in value.items()}
-        elif key in _SUBSCHEMA_LISTS and isinstance(value, list):
+        elif key in SUBSCHEMA_LISTS and isinstance(value, list):
             value = [_compact(spec, name) for spec in value]  # a branch restates the same name
-        elif key in _SUBSCHEMA and isinstance(value, dict | list):
+        elif key in SUBSCHEMA and isinstance(value, dict | list):
             value = [_compact(spec, None) for spec in value] if isinstance(value, list) else _compact(value, None)
         shown[key] = value
     return _plain_optional(shown)
@@ -263,47 +251,6 @@ def schema_for_model(schema: Any, *, name: str) -> Any:
     if "$schema" in shown and not _DIALECT_BOUND.search(compact_json(shown)):
         del shown["$schema"]
     return schema_texts_for_model(shown)
-
-
-# Keywords whose strings a validator, or a client mirroring an argument into a header, reads exactly: the values
-# allowed, the names required, types, formats, patterns, references. Kept as written, with the names of
-# ``_SUBSCHEMA_MAPS`` (a property's name is what a call sends).
-_SCHEMA_EXACT = frozenset(
-    {
-        "enum", "const", "required", "type", "format", "pattern", "dependentRequired", "contentMediaType",
-        "contentEncoding", "$ref", "$id", "$schema", "$anchor", "$dynamicRef", "$dynamicAnchor", "$recursiveRef",
-        "$recursiveAnchor", "$vocabulary", "x-mcp-header",
-    }
-)  # fmt: skip
-# Keywords whose value is a schema (or a list of them) beside ``_SUBSCHEMA``: older drafts' and 2019-09's.
-_SUBSCHEMA_MORE = ("additionalItems", "unevaluatedItems", "unevaluatedProperties", "contentSchema")
-_SCHEMA_VALUED = frozenset((*_SUBSCHEMA, *_SUBSCHEMA_MORE, *_SUBSCHEMA_LISTS))
-
-
-def schema_texts_for_model(node: Any) -> Any:
-    """The schema with every text no validator reads cleaned (``text_for_model``): description and title, and also
-    ``$comment``, ``examples``, ``default`` and any keyword JSON Schema does not know (``markdownDescription``,
-    ``x-…``), which a model reads as it reads a description (redteam52: a refused link or the gateway's voice in an
-    example went out as written). Kept exact: what the schema allows (``_SCHEMA_EXACT``), property names, numbers
-    (an outputSchema a client checks results against is listed so)."""
-    if isinstance(node, list):  # a list of schemas (``items`` of an older draft), or not a schema at all
-        return [schema_texts_for_model(value) for value in node]
-    if not isinstance(node, dict):
-        return node
-    shown: dict[str, Any] = {}
-    for key, value in node.items():
-        if key in _SCHEMA_EXACT:
-            shown[key] = value
-        elif key in _SUBSCHEMA_MAPS and isinstance(value, dict):
-            shown[key] = {name: schema_texts_for_model(spec) for name, spec in value.items()}
-        elif key == "dependencies" and isinstance(value, dict):  # draft-07: a schema, or a list of names (exact)
-            shown[key] = {name: spec if isinstance(spec, list) else schema_texts_for_model(spec)
-                          for name, spec in value.items()}  # fmt: skip
-        elif key in _SCHEMA_VALUED:
-            shown[key] = schema_texts_for_model(value)
-        else:
-            shown[key] = _texts_for_model(value)
-    return shown
 
 
 def _first_line(text: str) -> str:

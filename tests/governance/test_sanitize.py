@@ -199,13 +199,13 @@ def test_a_word_folded_alone_reads_as_read_folded_reads_it_for_every_character()
 
 
 def test_folding_a_word_builds_neither_table():
-    """Importing the output policy built ``read_folded``'s and ``as_read``'s tables (some 0.5 s of CPU) in every
-    process that imports it, each ``manage.py`` command and worker; they are built at the gateway's warm-up or first
-    use only."""
+    """Importing the texts a model is shown (the output policy's) built ``read_folded``'s and ``as_read``'s tables
+    (some 0.5 s of CPU) in every process that imports it, each ``manage.py`` command and worker; they are built at the
+    gateway's warm-up or first use only."""
+    from governance import modeltext
     from governance.sanitize import _as_read_table, _read_folded_table
-    from mcpgateway.services import output
 
     _as_read_table.cache_clear()
     _read_folded_table.cache_clear()
-    assert output._folded("шлюз", "ゲートウェイ", "passerelle") == "(?:passerelle|ケートウェイ|шлюз)"
+    assert modeltext._folded("шлюз", "ゲートウェイ", "passerelle") == "(?:passerelle|ケートウェイ|шлюз)"
     assert _as_read_table.cache_info().currsize == 0 and _read_folded_table.cache_info().currsize == 0

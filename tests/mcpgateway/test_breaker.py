@@ -12,7 +12,7 @@ from governance.models import ApprovalRequest, AuditEvent
 from governance.services.approvals import approval_decide, approval_request_create
 from governance.services.tokens import api_token_verify
 
-from .conftest import faulty_calls, gateway_db, grant, make_user, mcp_client, run
+from .conftest import faulty_calls, gateway_db, grant, make_token, make_user, mcp_client, run
 
 pytestmark = [gateway_db, pytest.mark.slow]
 
@@ -179,3 +179,36 @@ def test_an_approval_used_by_a_call_the_open_breaker_refused_is_given_back(
     assert not ran.is_error, _text(ran)
     assert faulty_calls(faulty_call_log, "record_note") == 1
     assert ApprovalRequest.objects.get(pk=request.pk).status == "consumed"
+
+
+def test_one_persons_calls_that_time_out_never_cut_the_server_off_for_another(
+    gateway, admin_user, faulty_server, faulty_call_log, settings
+):
+    """redteam53 (T13/Z4): a call's timeout counted as a failure of the server, so one person calling a slow tool
+    (``hang``, hidden from the other person) until their calls timed out opened the breaker for everyone: another
+    person's ``ping``, on a tool of their own, was refused ``circuit_open`` for the cool-down, again after each
+    failed probe, without the server failing at all. A timeout is the caller's own (their arguments, their tool):
+    it opens only that person's breaker on the server; what fails for every caller (a crash, a refused connection)
+    still opens the server's."""
+    from catalog.models import Tool
+
+    settings.SCOUT_UPSTREAM_BREAKER_FAILURES = THRESHOLD
+    settings.SCOUT_UPSTREAM_BREAKER_COOLDOWN = 30.0  # open for the whole test once open
+    settings.SCOUT_MCP_CALL_TIMEOUT = 0.5
+    slow, other = make_user("gw_slow"), make_user("gw_other")
+    grant(admin_user, faulty_server, slow, "discover", "execute")
+    grant(admin_user, Tool.objects.get(tool_id="faulty::ping"), other, "discover", "execute")
+    tokens = {person.username: make_token(person) for person in (slow, other)}
+
+    async def hang_then_ping():
+        async with mcp_client(gateway, tokens["gw_slow"]) as c:
+            hung = [await _call(c, "hang") for _ in range(THRESHOLD)]
+            own = await _call(c, "ping", text="mine")
+        async with mcp_client(gateway, tokens["gw_other"]) as c:
+            return hung, own, await _call(c, "ping", text="still flowing")
+
+    hung, own, others = run(hang_then_ping)
+    assert [r.structured_content["upstream_failure"] for r in hung] == ["timeout"] * THRESHOLD
+    assert own.structured_content["upstream_failure"] == "circuit_open"  # the slow person's own calls stop
+    assert not others.is_error and _text(others) == "still flowing"
+    assert faulty_calls(faulty_call_log, "ping") == 1

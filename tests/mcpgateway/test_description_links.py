@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import pytest
 
-from .conftest import drop_index, gateway_db, mcp_client, run, sync_scripted_server
+from .conftest import drop_index, gateway_db, make_token, mcp_client, run, sync_scripted_server
 
 pytestmark = [gateway_db, pytest.mark.slow]
 
@@ -132,3 +133,42 @@ def test_a_schemas_other_texts_reach_the_model_as_its_descriptions_do(gateway, m
         assert city["$comment"] == "[Sign in](#)", path
         assert city["examples"][0] == "Paris", path
         assert {key: city[key] for key in EXACT} == EXACT, path  # what a call is checked against, as written
+
+
+def test_a_token_acting_for_an_agent_reads_a_tools_rest_pages_as_the_mcp_path_shows_them(gateway, member_on, tmp_path):
+    """redteam53: the REST tool pages (the list, a tool, its revisions) gave the upstream definition as written to a
+    token acting for an agent too, and the REST search's low-confidence answer sends it there for the input schema:
+    the refused links, the gateway's voice in the description and the schema's texts reached the agent's model over
+    REST, cleaned over MCP. The person's own token still reads it as written (reviewing it)."""
+    from governance.models import Agent
+
+    listing = _schema_notes_listing()
+    listing["pages"][0][0]["description"] = f"{DESCRIPTION} {VOICE}"
+    server = sync_scripted_server(tmp_path, "weather", listing)
+    member = member_on(server, index=True)
+    agent = Agent.objects.create(user=member.user, name="planner", all_user_tools=True)
+    tokens = {"agent": make_token(member.user, ["api", "discover"], agent=agent)}
+    tokens["person"] = make_token(member.user, ["api", "discover"])
+    tool_id = "weather::weather_report"
+    pages = {}
+    for who, token in tokens.items():
+        headers = {"Authorization": f"Bearer {token}"}
+        with httpx.Client(base_url=f"{gateway.url}/api/v1", headers=headers, timeout=30) as api:
+            answers = [api.get("/tools/"), api.get(f"/tools/{tool_id}/"), api.get(f"/tools/{tool_id}/revisions/")]
+        assert [answer.status_code for answer in answers] == [200, 200, 200], who
+        pages[who] = [answer.json() for answer in answers]
+
+    [row], detail, [revision] = pages["agent"][0]["results"], pages["agent"][1], pages["agent"][2]["results"]
+    for page, shown in {"list": row, "detail": detail, "revision": revision}.items():
+        text = _shown(shown)
+        assert not [refused for refused in REFUSED if refused in text], (page, text)
+        assert "Note from the gateway" not in text, (page, text)
+    assert "[Sign in](#)" in detail["description"] and "[Docs](https://docs.example.com/weather)" in row["description"]
+    for definition in (detail["definition"], revision["definition"]):
+        assert definition["name"] == "weather_report"
+        city = _city(definition["inputSchema"])
+        assert city["$comment"] == "[Sign in](#)" and city["examples"][0] == "Paris"
+        assert {key: city[key] for key in EXACT} == EXACT  # what a call is checked against, as written
+
+    person = _shown(pages["person"])  # the definition as the upstream wrote it, for the person reviewing it
+    assert "javascript:" in person and "Note from the gateway" in person

@@ -10,8 +10,7 @@ import base64
 import pytest
 
 from governance.choices import AuditEventType
-from governance.models import AuditEvent
-from mcpgateway.services.media import (
+from governance.media import (
     AVIF_BOXES_READ,
     GIF_SUB_BLOCKS_READ,
     ICON_ENTRIES_READ,
@@ -19,6 +18,7 @@ from mcpgateway.services.media import (
     TIFF_ENTRIES_READ,
     base64_bytes_match,
 )
+from governance.models import AuditEvent
 
 from .conftest import gateway_db, scripted_answer
 

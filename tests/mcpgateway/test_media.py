@@ -1,4 +1,4 @@
-"""Which image and audio bytes pass as their declared type (``mcpgateway.services.media``, redteam48, C1-27): each
+"""Which image and audio bytes pass as their declared type (``governance.media``, redteam48, C1-27): each
 listed type's own file start passes, another type's, a page or no base64 does not."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import base64
 
 import pytest
 
-from mcpgateway.services.media import AUDIO_SIGNATURES, IMAGE_SIGNATURES, base64_bytes_match, data_url_image_matches
-from mcpgateway.services.output import text_links_defanged
+from governance.media import AUDIO_SIGNATURES, IMAGE_SIGNATURES, base64_bytes_match, data_url_image_matches
+from governance.modeltext import text_links_defanged
 
 # The first bytes of a file of each type, as its format's specification starts it.
 STARTS = {

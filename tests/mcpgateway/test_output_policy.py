@@ -348,7 +348,8 @@ def test_past_the_links_checked_in_one_result_the_rest_point_nowhere_unread():
     rest are defanged without being read (fail closed), so an upstream's text cannot hold the gateway for seconds."""
     import mcp_types as types
 
-    from mcpgateway.services.output import LINKS_CHECKED, result_for_model
+    from governance.modeltext import LINKS_CHECKED
+    from mcpgateway.services.output import result_for_model
 
     text = " ".join(f"[p{n}](https://docs.example.com/{n})" for n in range(LINKS_CHECKED + 2))
     result = types.CallToolResult(content=[types.TextContent(type="text", text=text)])
@@ -470,7 +471,7 @@ def test_a_tools_paraphrase_of_the_gateways_voice_is_said_as_the_tools(gateway, 
     tool's, in the result (text and structured content) and in the definition; a network's "Gateway: 10.0.0.1" is
     left alone. Past VOICE_NOTES_SPELT_OUT claims in one result the rest are put in ‹ › and the result says how many
     (a megabyte of "[Scout]" would otherwise grow sixfold past the output cap)."""
-    from mcpgateway.services.output import VOICE_NOTES_SPELT_OUT
+    from governance.modeltext import VOICE_NOTES_SPELT_OUT
 
     notes = {
         "content": [{"type": "text", "text": PARAPHRASED_NOTES}],
