@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+import re2
 from bm25s.stopwords import (
     STOPWORDS_DUTCH,
     STOPWORDS_EN,
@@ -225,3 +226,27 @@ def _similarity(matcher: difflib.SequenceMatcher[str], candidate: str) -> float:
     if matcher.real_quick_ratio() < 0.75 or matcher.quick_ratio() < 0.75:  # cheap upper bounds first
         return 0.0
     return matcher.ratio()
+
+
+# A request's quoted spans: "...", `...`, “...”, and '...' opened outside a word (not the "'s" of "Apple's").
+# On RE2: the request is untrusted text.
+_QUOTED = re2.compile(
+    r'"([^"\n]{1,200})"|`([^`\n]{1,200})`|\x{201c}([^\x{201d}\n]{1,200})\x{201d}|(?:^|[^\pL\pN_])\'([^\'\n]{1,200})\''
+)
+_QUOTES = "\"`'\u201c"
+
+
+def quoted_only_terms(text: str) -> frozenset[str]:
+    """The words (``tokenize``) the request says only inside quotes: the values it gives a tool (a title, a file
+    name, a folder, an id: 'Create a folder named "Q2 Reports" inside the "Finance" folder'), not what it asks for.
+    A word it also says outside quotes is not among them. A request that opens with a quote is read from its first
+    word (its opening quote is not a value's)."""
+    text = text.strip().lstrip(_QUOTES)
+    if not any(quote in text for quote in _QUOTES):
+        return frozenset()
+    inside: set[str] = set()
+    for match in _QUOTED.finditer(text):
+        inside.update(tokenize(next((group for group in match.groups() if group), "")))
+    if not inside:
+        return frozenset()
+    return frozenset(inside.difference(tokenize(_QUOTED.sub(" ", text))))
