@@ -9,7 +9,7 @@ from django.conf import settings
 from catalog.cachesafe import cache_call
 from catalog.models import Server
 from catalog.outbox import outbox_send as _outbox_send
-from catalog.services.sync import server_list_syncable, server_sync
+from catalog.services.sync import server_list_syncable, server_sync, sync_runs_dead_close
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +89,12 @@ def request_resync(server_pk: int) -> bool:
         return False
     sync_server.apply_async_on_commit((server_pk, "list_changed"), countdown=debounce)
     return True
+
+
+@shared_task(ignore_result=True)
+def close_dead_sync_runs() -> int:
+    """Close as failed the sync runs whose process died (a worker killed mid-sync); returns how many."""
+    return sync_runs_dead_close()
 
 
 @shared_task(name="catalog.tasks.outbox_send", ignore_result=True)

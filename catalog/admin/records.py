@@ -15,7 +15,6 @@ from catalog.advice import sync_failed_next
 from catalog.choices import ServerStatus, SyncStatus
 from catalog.models import SyncRun, Tool, ToolRevision
 from catalog.progress import progress_snapshot
-from catalog.services.sync import sync_runs_current
 from catalog.urltext import url_paths_cut
 
 from .display import (
@@ -113,11 +112,6 @@ class SyncRunAdmin(ProgressAdminMixin, ReadOnlyAdmin, admin.ModelAdmin[SyncRun])
     )
     readonly_fields = (*fields, "what_next")
 
-    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> Any:
-        # A run whose worker was killed is listed failed, as its page and the API show it.
-        sync_runs_current(self.get_queryset(request))
-        return super().changelist_view(request, extra_context)
-
     def get_fields(self, request: HttpRequest, obj: SyncRun | None = None) -> Sequence[str]:
         fields = self.fields
         if obj is not None and obj.status != SyncStatus.RUNNING:
@@ -186,8 +180,6 @@ class SyncRunAdmin(ProgressAdminMixin, ReadOnlyAdmin, admin.ModelAdmin[SyncRun])
 
     def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> SyncRun | None:
         run = super().get_object(request, object_id, from_field)
-        if run is not None and run.status == SyncStatus.RUNNING:  # its page and progress: failed if its worker died
-            run = sync_runs_current(self.get_queryset(request).filter(pk=run.pk)).get()
         if run is not None:
             run.error = error_shown(run, errors_cut_for(request))  # shown only: a read-only page never saves it
         return run

@@ -42,7 +42,7 @@ from catalog.openapi import BINDING_KEY
 from catalog.scope import server_fields_locked
 from catalog.services.openapi_documents import server_openapi_document_get, server_openapi_document_set
 from catalog.services.servers import server_archive, server_restore, server_upstream_hosts_check
-from catalog.services.sync import server_openapi_preview, sync_runs_current
+from catalog.services.sync import server_openapi_preview
 from catalog.upstream import UpstreamError, list_tools
 from catalog.urltext import url_paths_cut
 
@@ -93,7 +93,7 @@ class RecentRunsFormSet(BaseInlineFormSet):
 
     def get_queryset(self) -> QuerySet:
         if not hasattr(self, "_recent"):
-            self._recent = sync_runs_current(super().get_queryset())[:RECENT_RUNS_SHOWN]  # a dead worker's: failed
+            self._recent = super().get_queryset()[:RECENT_RUNS_SHOWN]
             len(self._recent)  # fills the result cache: later indexing reads it instead of querying
         return self._recent
 
@@ -458,11 +458,6 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
             # An alternative is a server already registered: no "+" popup to register a new server from this field.
             formfield.widget.can_add_related = False
         return formfield
-
-    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> Any:
-        # A last sync whose worker was killed is badged failed, not running (as its run's page and the API say).
-        sync_runs_current(SyncRun.objects.filter(server__in=self.get_queryset(request).values("pk")))
-        return super().changelist_view(request, extra_context)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Server]:
         latest_run = SyncRun.objects.filter(server=OuterRef("pk")).order_by("-started_at", "-id")

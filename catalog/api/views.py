@@ -16,7 +16,6 @@ from catalog.choices import ServerStatus, SyncStatus
 from catalog.models import Server, SyncRun
 from catalog.scope import server_claim, server_fields_locked, server_scope_q, servers_fields_locked, tool_count_q
 from catalog.services.servers import server_archive, server_create, server_update
-from catalog.services.sync import sync_runs_current
 from catalog.tasks import sync_server_asked
 
 from .params import param_choice
@@ -182,10 +181,8 @@ class ServerSync(generics.GenericAPIView):
 
 
 def _runs_for_request(request: Request) -> QuerySet[SyncRun]:
-    """Sync runs of the servers the caller may see (file imports' runs have no server: not listed here), a run whose
-    worker died shown failed (closed first)."""
-    runs = SyncRun.objects.filter(server__in=Server.objects.filter(server_scope_q(request))).select_related("server")
-    return sync_runs_current(runs)
+    """Sync runs of the servers the caller may see (file imports' runs have no server: not listed here)."""
+    return SyncRun.objects.filter(server__in=Server.objects.filter(server_scope_q(request))).select_related("server")
 
 
 class SyncRunList(generics.ListAPIView):

@@ -5,7 +5,6 @@ from collections.abc import Iterable
 
 from django.conf import settings
 from django.db import DatabaseError, transaction
-from django.db.models import QuerySet
 from django.utils import timezone
 
 from catalog import openapi, upstream
@@ -84,11 +83,16 @@ def _counted(run: SyncRun) -> SyncRun:
     return run
 
 
-def sync_runs_dead_close(server_pks: Iterable[int]) -> int:
-    """Close the sync runs of these servers still "running" whose process died (a worker killed mid-sync), so the
-    admin and the API stop showing them as under way; returns how many (pages read runs through
-    ``sync_runs_current``, which calls this). A sync holds its server's lock, renewed, until its run is closed: a lock
-    this can take means no sync of that server is under way."""
+def sync_runs_dead_close(server_pks: Iterable[int] | None = None) -> int:
+    """Close the sync runs still "running" whose process died (a worker killed mid-sync), of these servers or of all,
+    as failed, so the admin and the API stop showing them as under way; returns how many. A sync holds its server's
+    lock, renewed, until its run is closed: a lock this can take means no sync of that server is under way.
+
+    Called by the beat every lock TTL (``catalog.tasks.close_dead_sync_runs``), by a serving process that runs syncs
+    in-process as it starts, and by the next sync of the server; never by a page or an API read, which only read."""
+    if server_pks is None:
+        running = SyncRun.objects.filter(kind=SyncKind.SYNC, status=SyncStatus.RUNNING, server__isnull=False)
+        server_pks = running.order_by().values_list("server_id", flat=True).distinct()
     closed = 0
     for pk in sorted(set(server_pks)):
         with named_lock(server_sync_lock_name(pk), ttl=server_sync_lock_ttl()) as free:
@@ -96,16 +100,6 @@ def sync_runs_dead_close(server_pks: Iterable[int]) -> int:
                 closed += count
                 _server_mark_interrupted(pk)
     return closed
-
-
-def sync_runs_current(runs: QuerySet[SyncRun]) -> QuerySet[SyncRun]:
-    """``runs`` as they stand: the syncs among them still "running" whose process died (a worker killed mid-sync)
-    closed as failed first (``sync_runs_dead_close``). Every page, count and API that shows or counts a run
-    "running" reads its runs through this, so none calls under way a run another calls failed (the run list, the
-    server list, the dashboard's and the home's counts, a run's page and its progress)."""
-    running = runs.filter(kind=SyncKind.SYNC, status=SyncStatus.RUNNING, server__isnull=False)
-    sync_runs_dead_close(running.order_by().values_list("server_id", flat=True).distinct())
-    return runs.all()  # a fresh copy: never a result read before the close
 
 
 def _runs_dead_close(server_pk: int) -> int:
