@@ -43,9 +43,12 @@ def server_list_syncable() -> list[int]:
     )
 
 
-def server_sync(*, server_pk: int, trigger: str = "manual", started_by_id: int | None = None) -> SyncRun:
+def server_sync(
+    *, server_pk: int, trigger: str = "manual", started_by_id: int | None = None, run_pk: int | None = None
+) -> SyncRun:
     """Fetch ``server_pk``'s complete tools/list and reconcile the catalog with it. Returns the SyncRun, recorded as
-    started by the user ``started_by_id`` when a person asked for it (their home's recent actions list it).
+    started by the user ``started_by_id`` when a person asked for it (their home's recent actions list it): the run
+    ``run_pk`` recorded queued when it was asked for (``sync_run_queue``), if it still is, else a new one.
 
     Never two runs for one server at once: a run that finds the lock taken is recorded SKIPPED, as is a
     disabled or imported server. The whole listing is fetched before anything is written, so a failure
@@ -57,19 +60,20 @@ def server_sync(*, server_pk: int, trigger: str = "manual", started_by_id: int |
     it). Unexpected errors (database) are recorded on the run and re-raised.
     """
     server = Server.objects.get(pk=server_pk)
+    asked = {"started_by_id": started_by_id, "queued_pk": run_pk}
     if server.status in OPERATOR_STOPPED_STATUSES:
         reason = f"server is {server.status}"
-        return _counted(sync_run_skip(server=server, source=trigger, reason=reason, started_by_id=started_by_id))
+        return _counted(sync_run_skip(server=server, source=trigger, reason=reason, **asked))
     if server.transport == Transport.IMPORTED:
         reason = "imported server: no live connection to sync"
-        return _counted(sync_run_skip(server=server, source=trigger, reason=reason, started_by_id=started_by_id))
+        return _counted(sync_run_skip(server=server, source=trigger, reason=reason, **asked))
     with named_lock(server_sync_lock_name(server.pk), ttl=server_sync_lock_ttl(), renewed=True) as acquired:
         if not acquired:
             reason = "another sync of this server is running"
-            return _counted(sync_run_skip(server=server, source=trigger, reason=reason, started_by_id=started_by_id))
+            return _counted(sync_run_skip(server=server, source=trigger, reason=reason, **asked))
         with SYNC_SECONDS.time():
             try:
-                return _counted(_sync_locked(server, trigger, started_by_id))
+                return _counted(_sync_locked(server, trigger, **asked))
             except DatabaseError:
                 # Deleted meanwhile, the server took its run along: writing its tools or closing the run then fails
                 # (IntegrityError, an update of no row). A sync of no server, not an error.
@@ -135,9 +139,11 @@ def _server_mark_scouts_failure(server_pk: int, *, error: str) -> None:
             server.update(last_error=error)
 
 
-def _sync_locked(server: Server, trigger: str, started_by_id: int | None) -> SyncRun:
+def _sync_locked(server: Server, trigger: str, *, started_by_id: int | None, queued_pk: int | None) -> SyncRun:
     _runs_dead_close(server.pk)
-    run = sync_run_start(kind=SyncKind.SYNC, server=server, source=trigger, started_by_id=started_by_id)
+    run = sync_run_start(
+        kind=SyncKind.SYNC, server=server, source=trigger, started_by_id=started_by_id, queued_pk=queued_pk
+    )
     refused: list[dict[str, str]] = []
     refused_names: set[str] = set()
     try:
