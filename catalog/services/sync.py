@@ -14,6 +14,7 @@ from catalog.definitions import ToolDefinition, normalize_listing
 from catalog.locks import named_lock
 from catalog.metrics import SYNC_SECONDS, SYNCS
 from catalog.models import Server, SyncRun
+from catalog.secrets import secrets_removed, server_secrets
 from catalog.services.apply import catalog_apply_listing
 from catalog.services.runs import MAX_ERROR_CHARS, storable, sync_run_finish, sync_run_skip, sync_run_start
 from catalog.signals import catalog_rows_changed
@@ -21,6 +22,8 @@ from catalog.signals import catalog_rows_changed
 logger = logging.getLogger(__name__)
 
 DIED = "interrupted: the process running this sync stopped"
+# Of an internal error's message, what a failed run keeps (its first line): the reason, not a dump.
+ERROR_MESSAGE_CHARS = 300
 
 
 def server_sync_lock_ttl() -> int:
@@ -67,19 +70,24 @@ def server_sync(
     if server.transport == Transport.IMPORTED:
         reason = "imported server: no live connection to sync"
         return _counted(sync_run_skip(server=server, source=trigger, reason=reason, **asked))
-    with named_lock(server_sync_lock_name(server.pk), ttl=server_sync_lock_ttl(), renewed=True) as acquired:
-        if not acquired:
-            reason = "another sync of this server is running"
-            return _counted(sync_run_skip(server=server, source=trigger, reason=reason, **asked))
-        with SYNC_SECONDS.time():
-            try:
-                return _counted(_sync_locked(server, trigger, **asked))
-            except DatabaseError:
-                # Deleted meanwhile, the server took its run along: writing its tools or closing the run then fails
-                # (IntegrityError, an update of no row). A sync of no server, not an error.
-                if Server.objects.filter(pk=server.pk).exists():
-                    raise
-                raise Server.DoesNotExist(f"server {server.pk} was deleted while it synced") from None
+    run: SyncRun | None = None
+    try:
+        with named_lock(server_sync_lock_name(server.pk), ttl=server_sync_lock_ttl(), renewed=True) as acquired:
+            if not acquired:
+                reason = "another sync of this server is running"
+                return _counted(sync_run_skip(server=server, source=trigger, reason=reason, **asked))
+            _runs_dead_close(server.pk)
+            run = sync_run_start(kind=SyncKind.SYNC, server=server, source=trigger, **asked)
+            with SYNC_SECONDS.time():
+                return _counted(_sync_locked(server, run))
+    except Exception as exc:
+        # Deleted meanwhile, the server took its run along: writing its tools or closing the run then fails
+        # (IntegrityError, an update of no row). A sync of no server, not an error.
+        if isinstance(exc, DatabaseError) and not Server.objects.filter(pk=server.pk).exists():
+            raise Server.DoesNotExist(f"server {server.pk} was deleted while it synced") from None
+        if run is None:
+            _failed_to_start(server, trigger, error=exc, **asked)
+        raise
 
 
 def _counted(run: SyncRun) -> SyncRun:
@@ -139,11 +147,22 @@ def _server_mark_scouts_failure(server_pk: int, *, error: str) -> None:
             server.update(last_error=error)
 
 
-def _sync_locked(server: Server, trigger: str, *, started_by_id: int | None, queued_pk: int | None) -> SyncRun:
-    _runs_dead_close(server.pk)
-    run = sync_run_start(
-        kind=SyncKind.SYNC, server=server, source=trigger, started_by_id=started_by_id, queued_pk=queued_pk
-    )
+def _failed_to_start(
+    server: Server, trigger: str, *, error: BaseException, started_by_id: int | None, queued_pk: int | None
+) -> None:
+    """Scout failed before the sync had its run (its lock, the database): a failed run with the reason all the same
+    (the queued one when it was asked for, else a new one), as for a failure later on, not only the worker's log
+    (mend3). When that fails too (the database is down), the log is all there is."""
+    try:
+        run = sync_run_start(
+            kind=SyncKind.SYNC, server=server, source=trigger, started_by_id=started_by_id, queued_pk=queued_pk
+        )
+        _failed_inside(server, run, _run_error(server, "starting", error))
+    except Exception:
+        logger.warning("sync of %s: its failure could not be recorded on a run", server.slug, exc_info=True)
+
+
+def _sync_locked(server: Server, run: SyncRun) -> SyncRun:
     refused: list[dict[str, str]] = []
     refused_names: set[str] = set()
     try:
@@ -161,8 +180,9 @@ def _sync_locked(server: Server, trigger: str, *, started_by_id: int | None, que
         logger.warning("sync of %s failed: %s. What to do: %s", server.slug, exc, next_step)
         return run
     except BaseException as exc:  # an interrupt (Ctrl-C) too: a run never stays "running"
-        _failed_inside(server, run, _run_error("listing tools", exc))
+        _failed_inside(server, run, _run_error(server, "listing tools", exc))
         raise
+    doing = "saving the listing"
     try:
         definitions, rejections, mentioned = normalize_listing(
             raw_tools, max_bytes=settings.SCOUT_MAX_TOOL_DEFINITION_BYTES
@@ -174,11 +194,14 @@ def _sync_locked(server: Server, trigger: str, *, started_by_id: int | None, que
         run.save(update_fields=["progress_total"])
         # Names listed but rejected are kept, not tombstoned: a bad new version must not lose the tool.
         result = catalog_apply_listing(server=server, definitions=definitions, keep_names=mentioned, run=run)
+        # Its end too: a failure recording the outcome left the run "running" (closed later as a dead worker's) or
+        # "success" with the server not marked, the reason only in the worker's log (mend3).
+        doing = "recording the outcome"
+        sync_run_finish(run, result=result, rejections=rejections)
+        _server_mark_synced(server, warning=run.error)
     except BaseException as exc:
-        _failed_inside(server, run, _run_error("saving the listing", exc))
+        _failed_inside(server, run, _run_error(server, doing, exc))
         raise
-    sync_run_finish(run, result=result, rejections=rejections)
-    _server_mark_synced(server, warning=run.error)
     return run
 
 
@@ -189,10 +212,17 @@ def _failed_inside(server: Server, run: SyncRun, error: str) -> None:
     _server_mark_scouts_failure(server.pk, error=run.error)
 
 
-def _run_error(doing: str, exc: BaseException) -> str:
-    if isinstance(exc, Exception):
-        return f"internal error while {doing}: {type(exc).__name__}: {exc}"
-    return f"interrupted while {doing} ({type(exc).__name__})"  # KeyboardInterrupt, SystemExit
+def _run_error(server: Server, doing: str, exc: BaseException) -> str:
+    """What a run Scout itself failed says, shown on its page, the server's and the API: the exception's type and the
+    first line of its message, without a value the server is given from the environment or its URL's path (a
+    database's message goes on with its context and the rows' values; the traceback is the log's)."""
+    if not isinstance(exc, Exception):
+        return f"interrupted while {doing} ({type(exc).__name__})"  # KeyboardInterrupt, SystemExit
+    message = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+    if server.url:
+        message = message.replace(server.url, upstream.safe_url(server.url))
+    message = secrets_removed(message, server_secrets(server))[:ERROR_MESSAGE_CHARS]
+    return f"internal error while {doing}: {type(exc).__name__}" + (f": {message}" if message else "")
 
 
 def _server_mark_synced(server: Server, *, warning: str) -> None:
