@@ -197,8 +197,9 @@ def _sync_locked(server: Server, run: SyncRun) -> SyncRun:
         # Its end too: a failure recording the outcome left the run "running" (closed later as a dead worker's) or
         # "success" with the server not marked, the reason only in the worker's log (mend3).
         doing = "recording the outcome"
-        sync_run_finish(run, result=result, rejections=rejections)
-        _server_mark_synced(server, warning=run.error)
+        with transaction.atomic():  # both or neither: the run never reads "success" for a moment, then failed
+            sync_run_finish(run, result=result, rejections=rejections)
+            _server_mark_synced(server, warning=run.error)
     except BaseException as exc:
         _failed_inside(server, run, _run_error(server, doing, exc))
         raise
