@@ -46,6 +46,8 @@ class SyncKind(models.TextChoices):
 
 
 class SyncStatus(models.TextChoices):
+    # Asked for and handed to the broker: a worker has not started it yet (it then runs this same run).
+    QUEUED = "queued", "Queued"
     RUNNING = "running", "Running"
     SUCCESS = "success", "Succeeded"
     PARTIAL = "partial", "Succeeded with rejected tools"

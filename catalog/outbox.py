@@ -116,6 +116,13 @@ def outbox_record(
     outbox_sender_start()
 
 
+def outbox_holds(task_id: str) -> bool:
+    """Whether the task ``task_id`` is kept here, waiting for the broker (not yet sent)."""
+    from catalog.models import QueuedTask
+
+    return QueuedTask.objects.filter(task_id=task_id).exists()
+
+
 def outbox_send() -> int:
     """Send every kept task whose turn it is, oldest first, until the broker refuses one. Returns how many were
     sent; the rest stay for the next attempt."""

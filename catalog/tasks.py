@@ -1,15 +1,19 @@
 """Catalog background jobs: sync one server, reconcile all, debounced re-sync on tools/list_changed."""
 
+import functools
 import logging
 import time
 
 from celery import shared_task
 from django.conf import settings
+from django.db import transaction
 
 from catalog.cachesafe import cache_call
-from catalog.models import Server
+from catalog.models import Server, SyncRun
+from catalog.outbox import outbox_holds
 from catalog.outbox import outbox_send as _outbox_send
-from catalog.services.sync import server_list_syncable, server_sync
+from catalog.services.runs import sync_run_finish, sync_run_queue, sync_run_queued_note
+from catalog.services.sync import server_list_syncable, server_sync, sync_runs_dead_close
 
 logger = logging.getLogger(__name__)
 
@@ -17,34 +21,60 @@ RESYNC_MARKER_PREFIX = "catalog:resync-pending:"
 BEAT_MARKER_PREFIX = "catalog:beat-sync:"
 # A queued countdown must stay under the broker's visibility timeout or Redis redelivers the task.
 VISIBILITY_MARGIN_SECONDS = 60
+# On a run queued while the broker (Redis) is down: no worker has it yet; the outbox sends it once Redis is back.
+BROKER_DOWN_NOTE = (
+    "waiting for the broker: Redis did not take the task, so no worker has it yet; Scout keeps it and sends it once"
+    " Redis answers again (checked every SCOUT_BROKER_RETRY_SECONDS and every minute by the beat)"
+)
 
 
 # Acknowledged once it ends: a worker killed mid-sync leaves it with the broker, which delivers it again after the
 # visibility timeout (by then the dead run's lock has expired, its TTL being far shorter).
 @shared_task(ignore_result=True, acks_late=True)
-def sync_server(server_pk: int, trigger: str = "task", started_by_id: int | None = None) -> int | None:
-    """Sync one server (for the user ``started_by_id`` who asked, if one did); returns the SyncRun pk (None if the
-    server was deleted meanwhile)."""
+def sync_server(
+    server_pk: int, trigger: str = "task", started_by_id: int | None = None, run_pk: int | None = None
+) -> int | None:
+    """Sync one server (for the user ``started_by_id`` who asked, if one did), as the run ``run_pk`` recorded queued
+    when it was asked for (``sync_server_asked``); returns the SyncRun pk (None if the server was deleted meanwhile)."""
     try:
-        run = server_sync(server_pk=server_pk, trigger=trigger, started_by_id=started_by_id)
+        run = server_sync(server_pk=server_pk, trigger=trigger, started_by_id=started_by_id, run_pk=run_pk)
     except Server.DoesNotExist:
         logger.info("sync of server %s skipped: it no longer exists", server_pk)
         return None
     return run.pk
 
 
-def sync_server_asked(server: Server, trigger: str, started_by_id: int | None) -> None:
-    """Queue a sync of ``server`` that a person asked for (admin, REST). With tasks in-process
-    (CELERY_TASK_ALWAYS_EAGER, the embedded default and the demo) it runs here, in their request: Scout's own failure
-    in it (an internal error, not the upstream's) is recorded on its run and the server (catalog.services.sync), and
-    logged here with its traceback rather than raised, so the request answers as for any failed sync, not with an
-    error (mend1, mend2)."""
+def sync_server_asked(server: Server, trigger: str, started_by_id: int | None) -> SyncRun | None:
+    """Queue a sync of ``server`` that a person asked for (admin, REST).
+
+    With a worker (REDIS_URL) its run is recorded queued now and returned, and the task, sent once the caller's
+    transaction commits, carries on with that run: the caller has a run to show and follow at once (mend3). A task the
+    broker refuses is kept by the outbox (catalog/outbox.py) and its run says so while it waits; any other refusal
+    fails the run with its reason and is raised.
+
+    With tasks in-process (CELERY_TASK_ALWAYS_EAGER, the embedded default and the demo) it runs here, in their request,
+    and None is returned (its run exists once this returns): Scout's own failure in it (an internal error, not the
+    upstream's) is recorded on its run and the server (catalog.services.sync), and logged here with its traceback
+    rather than raised, so the request answers as for any failed sync, not with an error (mend1, mend2)."""
+    if not sync_server.app.conf.task_always_eager:
+        run = sync_run_queue(server=server, source=trigger, started_by_id=started_by_id)
+        transaction.on_commit(functools.partial(_queued_send, run))
+        return run
     try:
         sync_server.delay(server.pk, trigger, started_by_id)
     except Exception:
-        if not sync_server.app.conf.task_always_eager:
-            raise
         logger.exception("sync of %s failed inside Scout", server.slug)
+    return None
+
+
+def _queued_send(run: SyncRun) -> None:
+    try:
+        result = sync_server.delay(run.server_id, run.source, run.started_by_id, run.pk)
+    except Exception as exc:
+        sync_run_finish(run, error=f"not queued: the broker refused the task ({type(exc).__name__})")
+        raise
+    if outbox_holds(result.id):
+        sync_run_queued_note(run, BROKER_DOWN_NOTE)
 
 
 @shared_task(ignore_result=True)
@@ -89,6 +119,12 @@ def request_resync(server_pk: int) -> bool:
         return False
     sync_server.apply_async_on_commit((server_pk, "list_changed"), countdown=debounce)
     return True
+
+
+@shared_task(ignore_result=True)
+def close_dead_sync_runs() -> int:
+    """Close as failed the sync runs whose process died (a worker killed mid-sync); returns how many."""
+    return sync_runs_dead_close()
 
 
 @shared_task(name="catalog.tasks.outbox_send", ignore_result=True)

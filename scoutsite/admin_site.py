@@ -300,14 +300,13 @@ def recent_actions(user) -> list[dict[str, Any]]:
 
 def _syncs_started(user) -> list[dict[str, Any]]:
     """The latest syncs this person asked for (the admin's "Sync now" and "Retry sync", a new server's first sync, the
-    REST API), of servers they still manage, each with its outcome as the run list shows it (a run whose worker died:
-    failed, ``sync_runs_current``), and why one did not run."""
+    REST API), of servers they still manage, each with its outcome as the run list shows it, and why one did not
+    run."""
     from catalog.choices import SyncStatus
     from catalog.models import SyncRun
-    from catalog.services.sync import sync_runs_current
 
     mine = SyncRun.objects.filter(started_by=user, server__in=_managed_servers(user).values("pk"))
-    runs = sync_runs_current(mine).select_related("server")[:HOME_ROWS]
+    runs = mine.select_related("server")[:HOME_ROWS]
     may_read_runs = user.has_perm("catalog.view_syncrun")
     rows = []
     for run in runs:
@@ -444,14 +443,12 @@ def _operator_panel(request: HttpRequest) -> dict[str, Any]:
     from catalog.admin.records import error_shown, errors_cut_for
     from catalog.admin.servers import tool_count_links
     from catalog.models import SyncRun
-    from catalog.services.sync import sync_runs_current
     from catalog.urltext import url_paths_cut
 
     user = request.user
     cut = errors_cut_for(request)  # a shared server's errors repeat its URL, a superuser's to read (redteam42)
-    # A run whose worker died is a failure here too, as in the run list: closed before anything below reads runs.
     recent = SyncRun.objects.filter(started_at__gte=timezone.now() - FAILURE_WINDOW)
-    recent = sync_runs_current(recent.filter(server__in=_managed_servers(user).values("pk")))
+    recent = recent.filter(server__in=_managed_servers(user).values("pk"))
 
     # Counted as the server list counts them, each number a link to those tools in the tool list. Those needing
     # attention first: by slug alone, a failing server past the 30th was not on the page at all.

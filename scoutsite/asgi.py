@@ -4,6 +4,7 @@ The Starlette lifespan runs the MCP SDK's session manager and the gateway's upst
 (``make run``) serves both from one process.
 """
 
+import logging
 import os
 
 from django.conf import settings as _settings
@@ -53,8 +54,28 @@ async def lifespan(app: Starlette):
     import anyio
 
     await anyio.to_thread.run_sync(serving_connections_log)  # the REST bound is per process: say what that means
+    await anyio.to_thread.run_sync(_dead_sync_runs_close)
     async with gateway_lifespan(mcp_server):
         yield
+
+
+def _dead_sync_runs_close() -> None:
+    """Where syncs run in-process (no worker, so no beat to close them), those a previous run of this process left
+    "running" when it stopped are closed as failed now: a page never closes them (mend3). A database not migrated
+    yet or unreachable is the health checks' to report: this never stops a process from serving."""
+    from django.db import connection
+
+    from catalog.services.sync import sync_runs_dead_close
+    from scoutsite.celery import app as celery_app
+
+    if not celery_app.conf.task_always_eager:
+        return  # the beat's (catalog.tasks.close_dead_sync_runs)
+    try:
+        sync_runs_dead_close()
+    except Exception:  # noqa: BLE001 - see above
+        logging.getLogger("scout.sync").warning("could not close dead sync runs at start", exc_info=True)
+    finally:
+        connection.close()  # this thread's, not kept open
 
 
 # A token in any page's address is refused and kept out of the access log (TokenInAddressGuard).

@@ -1,4 +1,5 @@
-"""A real database outage for one block: this process's new connections log in as a Postgres role allowed none."""
+"""A real database outage for one block: this process's new connections log in as a Postgres role allowed none; or
+the database refusing one kind of write (a trigger), as a full disk or a revoked grant would."""
 
 from __future__ import annotations
 
@@ -28,3 +29,27 @@ def connections_refused() -> Iterator[None]:
         connection.close()
         with connection.cursor() as cursor:
             cursor.execute(f'DROP ROLE "{role}"')
+
+
+@contextmanager
+def writes_refused(name: str, event: str, message: str) -> Iterator[None]:
+    """Within the block the database refuses ``event`` (SQL, e.g. ``INSERT ON catalog_tool`` or ``UPDATE OF
+    last_synced_at ON catalog_server``) with ``message``, through a trigger called ``name``, dropped on the way out (a
+    committed test leaves the schema as it is). Postgres and SQLite."""
+    table = event.rsplit(" ON ", 1)[1]
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            raising = f"BEGIN RAISE EXCEPTION '{message}'; END"
+            cursor.execute(f"CREATE FUNCTION {name}() RETURNS trigger AS $$ {raising} $$ LANGUAGE plpgsql")
+            cursor.execute(f"CREATE TRIGGER {name} BEFORE {event} FOR EACH ROW EXECUTE FUNCTION {name}()")
+        else:
+            cursor.execute(f"CREATE TRIGGER {name} BEFORE {event} BEGIN SELECT RAISE(ABORT, '{message}'); END")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            if connection.vendor == "postgresql":
+                cursor.execute(f"DROP TRIGGER {name} ON {table}")
+                cursor.execute(f"DROP FUNCTION {name}()")
+            else:
+                cursor.execute(f"DROP TRIGGER {name}")

@@ -29,6 +29,7 @@ STATUS_COLOURS = {
     SyncStatus.SUCCESS: "#2e7d32",
     SyncStatus.PARTIAL: "#ef6c00",
     SyncStatus.FAILED: "#c62828",
+    SyncStatus.QUEUED: "#5c6bc0",
     SyncStatus.RUNNING: "#1565c0",
     SyncStatus.SKIPPED: "#757575",
     "live": "#2e7d32",

@@ -15,7 +15,6 @@ from catalog.advice import sync_failed_next
 from catalog.choices import ServerStatus, SyncStatus
 from catalog.models import SyncRun, Tool, ToolRevision
 from catalog.progress import progress_snapshot
-from catalog.services.sync import sync_runs_current
 from catalog.urltext import url_paths_cut
 
 from .display import (
@@ -69,6 +68,10 @@ def error_cell(error: str) -> str:
     return breakable_id((error[:120] + "…") if len(error) > 120 else error, text=True)
 
 
+# A run not ended yet: its page shows its progress and polls it.
+UNDER_WAY = (SyncStatus.QUEUED, SyncStatus.RUNNING)
+
+
 class ReadOnlyAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin):
     """Records written by services only: viewable, never added, changed or deleted here."""
 
@@ -113,14 +116,9 @@ class SyncRunAdmin(ProgressAdminMixin, ReadOnlyAdmin, admin.ModelAdmin[SyncRun])
     )
     readonly_fields = (*fields, "what_next")
 
-    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> Any:
-        # A run whose worker was killed is listed failed, as its page and the API show it.
-        sync_runs_current(self.get_queryset(request))
-        return super().changelist_view(request, extra_context)
-
     def get_fields(self, request: HttpRequest, obj: SyncRun | None = None) -> Sequence[str]:
         fields = self.fields
-        if obj is not None and obj.status != SyncStatus.RUNNING:
+        if obj is not None and obj.status not in UNDER_WAY:
             # Progress is for a run under way: a finished one's said "success in 2 s" above "Duration: 1.67s"
             # (adminux33), its status, duration and error each on their own row already.
             fields = tuple(name for name in fields if name != "progress_panel")
@@ -144,9 +142,9 @@ class SyncRunAdmin(ProgressAdminMixin, ReadOnlyAdmin, admin.ModelAdmin[SyncRun])
         )
 
     def progress_snapshot_for(self, obj: SyncRun) -> dict:
-        running = obj.status == SyncStatus.RUNNING
+        running = obj.status in UNDER_WAY  # queued too: its page follows it until it ends
         typical = None
-        if running and obj.server_id:
+        if obj.status == SyncStatus.RUNNING and obj.server_id:
             # A sync waits on one upstream call: the last good run of the same server is the best guess.
             last = (
                 SyncRun.objects.filter(server_id=obj.server_id, status=SyncStatus.SUCCESS, finished_at__isnull=False)
@@ -158,11 +156,17 @@ class SyncRunAdmin(ProgressAdminMixin, ReadOnlyAdmin, admin.ModelAdmin[SyncRun])
         return progress_snapshot(
             obj,
             running=running,
-            stage="applying tools" if obj.progress_total else "listing tools upstream",
+            stage=self._stage(obj),
             unit="tools",
             error=obj.error if obj.status == SyncStatus.FAILED else "",
             typical_seconds=typical,
         )
+
+    @staticmethod
+    def _stage(run: SyncRun) -> str:
+        if run.status == SyncStatus.QUEUED:
+            return "queued: waiting for a worker"
+        return "applying tools" if run.progress_total else "listing tools upstream"
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, run: SyncRun) -> str:
@@ -186,8 +190,6 @@ class SyncRunAdmin(ProgressAdminMixin, ReadOnlyAdmin, admin.ModelAdmin[SyncRun])
 
     def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> SyncRun | None:
         run = super().get_object(request, object_id, from_field)
-        if run is not None and run.status == SyncStatus.RUNNING:  # its page and progress: failed if its worker died
-            run = sync_runs_current(self.get_queryset(request).filter(pk=run.pk)).get()
         if run is not None:
             run.error = error_shown(run, errors_cut_for(request))  # shown only: a read-only page never saves it
         return run

@@ -42,7 +42,7 @@ from catalog.openapi import BINDING_KEY
 from catalog.scope import server_fields_locked
 from catalog.services.openapi_documents import server_openapi_document_get, server_openapi_document_set
 from catalog.services.servers import server_archive, server_restore, server_upstream_hosts_check
-from catalog.services.sync import server_openapi_preview, sync_runs_current
+from catalog.services.sync import server_openapi_preview
 from catalog.upstream import UpstreamError, list_tools
 from catalog.urltext import url_paths_cut
 
@@ -93,7 +93,7 @@ class RecentRunsFormSet(BaseInlineFormSet):
 
     def get_queryset(self) -> QuerySet:
         if not hasattr(self, "_recent"):
-            self._recent = sync_runs_current(super().get_queryset())[:RECENT_RUNS_SHOWN]  # a dead worker's: failed
+            self._recent = super().get_queryset()[:RECENT_RUNS_SHOWN]
             len(self._recent)  # fills the result cache: later indexing reads it instead of querying
         return self._recent
 
@@ -396,19 +396,19 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
             return  # _queue_sync said why
         from catalog.tasks import sync_server
 
-        run = SyncRun.objects.filter(server=server).first() if sync_server.app.conf.task_always_eager else None
-        level, outcome = self._sync_outcome(request, server, run, first=first)
+        # In-process, it has run by now; else its run is queued for a worker (None: Scout failed before it had one).
+        run = SyncRun.objects.filter(server=server).first() if sync_server.app.conf.task_always_eager else queued[0]
+        if run is None or run.status == SyncStatus.QUEUED:
+            level, outcome = messages.INFO, self._sync_queued_message(request, server, run, first=first)
+        else:
+            level, outcome = self._sync_outcome(request, server, run, first=first)
         if first:
             outcome = format_html("{} {}", outcome, self.access_note(server))
         self.message_user(request, outcome, level)
 
-    def _sync_outcome(
-        self, request: HttpRequest, server: Server, run: SyncRun | None, *, first: bool
-    ) -> tuple[int, str]:
+    def _sync_outcome(self, request: HttpRequest, server: Server, run: SyncRun, *, first: bool) -> tuple[int, str]:
         """How the sync went, linking where its details and what to do are: its run (for who may read runs), else
         the server's page (which shows the last error and what to do)."""
-        if run is None:
-            return messages.INFO, self._sync_queued_message(request, server, first=first)
         if request.user.has_perm("catalog.view_syncrun"):
             details = format_html('<a href="{}">its run</a>', reverse("admin:catalog_syncrun_change", args=[run.pk]))
         else:
@@ -458,11 +458,6 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
             # An alternative is a server already registered: no "+" popup to register a new server from this field.
             formfield.widget.can_add_related = False
         return formfield
-
-    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> Any:
-        # A last sync whose worker was killed is badged failed, not running (as its run's page and the API say).
-        sync_runs_current(SyncRun.objects.filter(server__in=self.get_queryset(request).values("pk")))
-        return super().changelist_view(request, extra_context)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Server]:
         latest_run = SyncRun.objects.filter(server=OuterRef("pk")).order_by("-started_at", "-id")
@@ -610,23 +605,25 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
         else:
             queued, skipped = self._queue_sync(request, servers)
             if queued:
-                self.message_user(request, f"Sync queued for {queued} server(s).", messages.SUCCESS)
+                self.message_user(request, f"Sync queued for {len(queued)} server(s).", messages.SUCCESS)
         if skipped:
             self.message_user(request, f"Not synced (imported, no live connection): {', '.join(skipped)}.")
 
-    def _queue_sync(self, request: HttpRequest, servers: list[Server]) -> tuple[int, list[str]]:
+    def _queue_sync(self, request: HttpRequest, servers: list[Server]) -> tuple[list[SyncRun | None], list[str]]:
+        """Sync each server; returns, for each one synced, its run when queued for a worker (None when it ran
+        in-process), and the slugs of those not synced (imported)."""
         try:
             from catalog.tasks import sync_server_asked
         except ImportError as exc:  # the sync task may not be deployed yet; say so instead of failing
             self.message_user(request, f"Sync is not available: {exc}", messages.ERROR)
-            return 0, []
-        queued, skipped = 0, []
+            return [], []
+        queued: list[SyncRun | None] = []
+        skipped: list[str] = []
         for server in servers:
             if server.transport == Transport.IMPORTED:
                 skipped.append(server.slug)
                 continue
-            sync_server_asked(server, "admin", request.user.pk)  # theirs: listed in their recent actions
-            queued += 1
+            queued.append(sync_server_asked(server, "admin", request.user.pk))  # theirs: in their recent actions
         return queued, skipped
 
     def get_urls(self) -> list:
@@ -741,20 +738,20 @@ class ServerAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin[Server]
         }
         return TemplateResponse(request, "admin/catalog/server/openapi_preview.html", context)
 
-    def _sync_queued_message(self, request: HttpRequest, server: Server, *, first: bool = False) -> str:
-        """What follows "Sync now" or a new server: a worker runs it a moment later, so the page shown next may not
-        list its run yet. Who may read runs gets the way to follow it (the run list narrowed to this server, newest
-        first)."""
+    def _sync_queued_message(
+        self, request: HttpRequest, server: Server, run: SyncRun | None, *, first: bool = False
+    ) -> str:
+        """What follows "Sync now" or a new server: a worker runs it a moment later. Its run is recorded queued at
+        once (mend3): who may read runs gets a link to it, whose page shows its progress until it ends."""
         sync = "First sync" if first else "Sync"
-        if not request.user.has_perm("catalog.view_syncrun"):
+        if run is None or not request.user.has_perm("catalog.view_syncrun"):
             return f"{sync} of {server.slug} queued."
-        runs = f"{reverse('admin:catalog_syncrun_changelist')}?{urlencode({'server': server.slug})}"
         return format_html(
-            '{} of {} queued: follow it in <a id="queued-sync-runs" href="{}">its sync runs</a>, where its run shows '
-            "(with its progress on its page) once a worker starts it.",
+            '{} of {} queued: follow it on <a id="queued-sync-run" href="{}">its run</a>, which shows its progress'
+            " until it ends.",
             sync,
             server.slug,
-            runs,
+            reverse("admin:catalog_syncrun_change", args=[run.pk]),
         )
 
     def sync_view(self, request: HttpRequest, object_id: int) -> HttpResponse:

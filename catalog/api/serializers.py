@@ -84,6 +84,7 @@ class ServerCreateSerializer(ServerWriteSerializer):
 class SyncRunSerializer(serializers.ModelSerializer):
     server = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     duration_seconds = serializers.FloatField(read_only=True, allow_null=True)
+    url = serializers.HyperlinkedIdentityField(view_name="syncrun-detail", help_text="Where to follow the run")
 
     def to_representation(self, instance: SyncRun) -> dict:
         data = super().to_representation(instance)
@@ -106,6 +107,7 @@ class SyncRunSerializer(serializers.ModelSerializer):
         model = SyncRun
         fields = (
             "id",
+            "url",
             "server",
             "kind",
             "source",
@@ -135,7 +137,9 @@ class AgentSyncRunSerializer(SyncRunSerializer):
 
 class SyncQueuedSerializer(serializers.Serializer):
     trigger = serializers.CharField(help_text="The run's source; filter /sync-runs/?source= with it")
-    sync_run = SyncRunSerializer(allow_null=True, help_text="The run, when it already exists (in-process tasks)")
+    sync_run = SyncRunSerializer(
+        allow_null=True, help_text="The run: queued for a worker (follow it at its url), or already ended in-process"
+    )
 
 
 class ToolRevisionSerializer(serializers.ModelSerializer):

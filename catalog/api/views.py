@@ -1,6 +1,5 @@
 """Servers (list, register, edit, archive, sync) and sync runs, for operators with catalog model permissions."""
 
-import functools
 import uuid
 
 from django.db import transaction
@@ -16,7 +15,6 @@ from catalog.choices import ServerStatus, SyncStatus
 from catalog.models import Server, SyncRun
 from catalog.scope import server_claim, server_fields_locked, server_scope_q, servers_fields_locked, tool_count_q
 from catalog.services.servers import server_archive, server_create, server_update
-from catalog.services.sync import sync_runs_current
 from catalog.tasks import sync_server_asked
 
 from .params import param_choice
@@ -167,13 +165,13 @@ class ServerSync(generics.GenericAPIView):
     @extend_schema(summary="Queue a sync of the server", request=None, responses={202: SyncQueuedSerializer})
     def post(self, request: Request, slug: str) -> Response:
         server = _server(request, slug)
-        # A unique trigger names the run the task will create, so the caller can find it (a worker reports
-        # no result: the task ignores results).
+        # A unique trigger names the run, so the caller can also find it by source.
         trigger = f"api:{uuid.uuid4().hex}"
-        # Theirs: in their home's recent actions. Outside a transaction the callback runs now; with in-process tasks
-        # the run exists by the next line, failed with its reason if Scout itself failed it (mend2).
-        transaction.on_commit(functools.partial(sync_server_asked, server, trigger, request.user.pk))
-        run = SyncRun.objects.filter(server=server, source=trigger).first()
+        # Theirs: in their home's recent actions. With a worker the run is queued now, and the worker carries it on
+        # (mend3); with in-process tasks it has run by the next line, failed with its reason if Scout itself failed
+        # it (mend2).
+        run = sync_server_asked(server, trigger, request.user.pk)
+        run = run or SyncRun.objects.filter(server=server, source=trigger).first()
         body = {
             "trigger": trigger,
             "sync_run": sync_run_serializer(request)(run, context={"request": request}).data if run else None,
@@ -182,10 +180,8 @@ class ServerSync(generics.GenericAPIView):
 
 
 def _runs_for_request(request: Request) -> QuerySet[SyncRun]:
-    """Sync runs of the servers the caller may see (file imports' runs have no server: not listed here), a run whose
-    worker died shown failed (closed first)."""
-    runs = SyncRun.objects.filter(server__in=Server.objects.filter(server_scope_q(request))).select_related("server")
-    return sync_runs_current(runs)
+    """Sync runs of the servers the caller may see (file imports' runs have no server: not listed here)."""
+    return SyncRun.objects.filter(server__in=Server.objects.filter(server_scope_q(request))).select_related("server")
 
 
 class SyncRunList(generics.ListAPIView):
@@ -199,7 +195,7 @@ class SyncRunList(generics.ListAPIView):
         summary="List sync runs, newest first",
         parameters=[
             OpenApiParameter("server", str, description="server slug"),
-            OpenApiParameter("status", str, description="running, success, partial, failed, skipped"),
+            OpenApiParameter("status", str, description="queued, running, success, partial, failed, skipped"),
             OpenApiParameter("source", str, description="e.g. the trigger a sync request returned"),
         ],
     )

@@ -15,15 +15,53 @@ def storable(text: str) -> str:
     return text.replace("\x00", "\ufffd")
 
 
+def sync_run_queue(*, server: Server, source: str, started_by_id: int | None = None) -> SyncRun:
+    """Record a sync asked for and queued for a worker, so the caller has its run at once: QUEUED until the worker
+    starts it (``sync_run_start`` / ``sync_run_skip`` with its pk), which then carries on with this same run."""
+    return SyncRun.objects.create(
+        kind=SyncKind.SYNC,
+        server=server,
+        source=source[:500],
+        status=SyncStatus.QUEUED,
+        started_at=timezone.now(),
+        started_by_id=started_by_id,
+    )
+
+
+def sync_run_queued_note(run: SyncRun, note: str) -> None:
+    """Say on a run still queued why no worker has it yet (the broker refused it; the outbox keeps it)."""
+    SyncRun.objects.filter(pk=run.pk, status=SyncStatus.QUEUED).update(error=storable(note)[:MAX_ERROR_CHARS])
+
+
+def _queued_take(queued_pk: int | None, server: Server, **fields: object) -> SyncRun | None:
+    """The queued run ``queued_pk`` of ``server``, updated with ``fields``, if it was still queued: taken once (a task
+    delivered twice, or run after the run was closed, finds it taken and records a run of its own)."""
+    if queued_pk is None:
+        return None
+    if not SyncRun.objects.filter(pk=queued_pk, server=server, status=SyncStatus.QUEUED).update(**fields):
+        return None
+    return SyncRun.objects.get(pk=queued_pk)
+
+
 def sync_run_start(
-    *, kind: SyncKind, server: Server | None = None, source: str = "", started_by_id: int | None = None
+    *,
+    kind: SyncKind,
+    server: Server | None = None,
+    source: str = "",
+    started_by_id: int | None = None,
+    queued_pk: int | None = None,
 ) -> SyncRun:
+    """A run under way: the queued run ``queued_pk`` (``sync_run_queue``) now running, else a new one."""
+    now = timezone.now()
+    running = {"status": SyncStatus.RUNNING, "started_at": now, "error": ""}  # a note while it waited: gone
+    if server is not None and (run := _queued_take(queued_pk, server, **running)):
+        return run
     return SyncRun.objects.create(
         kind=kind,
         server=server,
         source=source[:500],
         status=SyncStatus.RUNNING,
-        started_at=timezone.now(),
+        started_at=now,
         started_by_id=started_by_id,
     )
 
@@ -68,9 +106,15 @@ def sync_run_finish(
     return run
 
 
-def sync_run_skip(*, server: Server, source: str, reason: str, started_by_id: int | None = None) -> SyncRun:
-    """Record a sync that did not run (the server is disabled, or another run holds its lock)."""
+def sync_run_skip(
+    *, server: Server, source: str, reason: str, started_by_id: int | None = None, queued_pk: int | None = None
+) -> SyncRun:
+    """Record a sync that did not run (the server is disabled, or another run holds its lock): the queued run
+    ``queued_pk`` closed so, else a new one."""
     now = timezone.now()
+    skipped = {"status": SyncStatus.SKIPPED, "started_at": now, "finished_at": now, "error": reason[:MAX_ERROR_CHARS]}
+    if run := _queued_take(queued_pk, server, **skipped):
+        return run
     return SyncRun.objects.create(
         kind=SyncKind.SYNC,
         server=server,

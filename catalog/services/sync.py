@@ -5,7 +5,6 @@ from collections.abc import Iterable
 
 from django.conf import settings
 from django.db import DatabaseError, transaction
-from django.db.models import QuerySet
 from django.utils import timezone
 
 from catalog import openapi, upstream
@@ -15,6 +14,7 @@ from catalog.definitions import ToolDefinition, normalize_listing
 from catalog.locks import named_lock
 from catalog.metrics import SYNC_SECONDS, SYNCS
 from catalog.models import Server, SyncRun
+from catalog.secrets import secrets_removed, server_secrets
 from catalog.services.apply import catalog_apply_listing
 from catalog.services.runs import MAX_ERROR_CHARS, storable, sync_run_finish, sync_run_skip, sync_run_start
 from catalog.signals import catalog_rows_changed
@@ -22,6 +22,8 @@ from catalog.signals import catalog_rows_changed
 logger = logging.getLogger(__name__)
 
 DIED = "interrupted: the process running this sync stopped"
+# Of an internal error's message, what a failed run keeps (its first line): the reason, not a dump.
+ERROR_MESSAGE_CHARS = 300
 
 
 def server_sync_lock_ttl() -> int:
@@ -44,9 +46,12 @@ def server_list_syncable() -> list[int]:
     )
 
 
-def server_sync(*, server_pk: int, trigger: str = "manual", started_by_id: int | None = None) -> SyncRun:
+def server_sync(
+    *, server_pk: int, trigger: str = "manual", started_by_id: int | None = None, run_pk: int | None = None
+) -> SyncRun:
     """Fetch ``server_pk``'s complete tools/list and reconcile the catalog with it. Returns the SyncRun, recorded as
-    started by the user ``started_by_id`` when a person asked for it (their home's recent actions list it).
+    started by the user ``started_by_id`` when a person asked for it (their home's recent actions list it): the run
+    ``run_pk`` recorded queued when it was asked for (``sync_run_queue``), if it still is, else a new one.
 
     Never two runs for one server at once: a run that finds the lock taken is recorded SKIPPED, as is a
     disabled or imported server. The whole listing is fetched before anything is written, so a failure
@@ -58,25 +63,31 @@ def server_sync(*, server_pk: int, trigger: str = "manual", started_by_id: int |
     it). Unexpected errors (database) are recorded on the run and re-raised.
     """
     server = Server.objects.get(pk=server_pk)
+    asked = {"started_by_id": started_by_id, "queued_pk": run_pk}
     if server.status in OPERATOR_STOPPED_STATUSES:
         reason = f"server is {server.status}"
-        return _counted(sync_run_skip(server=server, source=trigger, reason=reason, started_by_id=started_by_id))
+        return _counted(sync_run_skip(server=server, source=trigger, reason=reason, **asked))
     if server.transport == Transport.IMPORTED:
         reason = "imported server: no live connection to sync"
-        return _counted(sync_run_skip(server=server, source=trigger, reason=reason, started_by_id=started_by_id))
-    with named_lock(server_sync_lock_name(server.pk), ttl=server_sync_lock_ttl(), renewed=True) as acquired:
-        if not acquired:
-            reason = "another sync of this server is running"
-            return _counted(sync_run_skip(server=server, source=trigger, reason=reason, started_by_id=started_by_id))
-        with SYNC_SECONDS.time():
-            try:
-                return _counted(_sync_locked(server, trigger, started_by_id))
-            except DatabaseError:
-                # Deleted meanwhile, the server took its run along: writing its tools or closing the run then fails
-                # (IntegrityError, an update of no row). A sync of no server, not an error.
-                if Server.objects.filter(pk=server.pk).exists():
-                    raise
-                raise Server.DoesNotExist(f"server {server.pk} was deleted while it synced") from None
+        return _counted(sync_run_skip(server=server, source=trigger, reason=reason, **asked))
+    run: SyncRun | None = None
+    try:
+        with named_lock(server_sync_lock_name(server.pk), ttl=server_sync_lock_ttl(), renewed=True) as acquired:
+            if not acquired:
+                reason = "another sync of this server is running"
+                return _counted(sync_run_skip(server=server, source=trigger, reason=reason, **asked))
+            _runs_dead_close(server.pk)
+            run = sync_run_start(kind=SyncKind.SYNC, server=server, source=trigger, **asked)
+            with SYNC_SECONDS.time():
+                return _counted(_sync_locked(server, run))
+    except Exception as exc:
+        # Deleted meanwhile, the server took its run along: writing its tools or closing the run then fails
+        # (IntegrityError, an update of no row). A sync of no server, not an error.
+        if isinstance(exc, DatabaseError) and not Server.objects.filter(pk=server.pk).exists():
+            raise Server.DoesNotExist(f"server {server.pk} was deleted while it synced") from None
+        if run is None:
+            _failed_to_start(server, trigger, error=exc, **asked)
+        raise
 
 
 def _counted(run: SyncRun) -> SyncRun:
@@ -84,11 +95,16 @@ def _counted(run: SyncRun) -> SyncRun:
     return run
 
 
-def sync_runs_dead_close(server_pks: Iterable[int]) -> int:
-    """Close the sync runs of these servers still "running" whose process died (a worker killed mid-sync), so the
-    admin and the API stop showing them as under way; returns how many (pages read runs through
-    ``sync_runs_current``, which calls this). A sync holds its server's lock, renewed, until its run is closed: a lock
-    this can take means no sync of that server is under way."""
+def sync_runs_dead_close(server_pks: Iterable[int] | None = None) -> int:
+    """Close the sync runs still "running" whose process died (a worker killed mid-sync), of these servers or of all,
+    as failed, so the admin and the API stop showing them as under way; returns how many. A sync holds its server's
+    lock, renewed, until its run is closed: a lock this can take means no sync of that server is under way.
+
+    Called by the beat every lock TTL (``catalog.tasks.close_dead_sync_runs``), by a serving process that runs syncs
+    in-process as it starts, and by the next sync of the server; never by a page or an API read, which only read."""
+    if server_pks is None:
+        running = SyncRun.objects.filter(kind=SyncKind.SYNC, status=SyncStatus.RUNNING, server__isnull=False)
+        server_pks = running.order_by().values_list("server_id", flat=True).distinct()
     closed = 0
     for pk in sorted(set(server_pks)):
         with named_lock(server_sync_lock_name(pk), ttl=server_sync_lock_ttl()) as free:
@@ -96,16 +112,6 @@ def sync_runs_dead_close(server_pks: Iterable[int]) -> int:
                 closed += count
                 _server_mark_interrupted(pk)
     return closed
-
-
-def sync_runs_current(runs: QuerySet[SyncRun]) -> QuerySet[SyncRun]:
-    """``runs`` as they stand: the syncs among them still "running" whose process died (a worker killed mid-sync)
-    closed as failed first (``sync_runs_dead_close``). Every page, count and API that shows or counts a run
-    "running" reads its runs through this, so none calls under way a run another calls failed (the run list, the
-    server list, the dashboard's and the home's counts, a run's page and its progress)."""
-    running = runs.filter(kind=SyncKind.SYNC, status=SyncStatus.RUNNING, server__isnull=False)
-    sync_runs_dead_close(running.order_by().values_list("server_id", flat=True).distinct())
-    return runs.all()  # a fresh copy: never a result read before the close
 
 
 def _runs_dead_close(server_pk: int) -> int:
@@ -141,9 +147,22 @@ def _server_mark_scouts_failure(server_pk: int, *, error: str) -> None:
             server.update(last_error=error)
 
 
-def _sync_locked(server: Server, trigger: str, started_by_id: int | None) -> SyncRun:
-    _runs_dead_close(server.pk)
-    run = sync_run_start(kind=SyncKind.SYNC, server=server, source=trigger, started_by_id=started_by_id)
+def _failed_to_start(
+    server: Server, trigger: str, *, error: BaseException, started_by_id: int | None, queued_pk: int | None
+) -> None:
+    """Scout failed before the sync had its run (its lock, the database): a failed run with the reason all the same
+    (the queued one when it was asked for, else a new one), as for a failure later on, not only the worker's log
+    (mend3). When that fails too (the database is down), the log is all there is."""
+    try:
+        run = sync_run_start(
+            kind=SyncKind.SYNC, server=server, source=trigger, started_by_id=started_by_id, queued_pk=queued_pk
+        )
+        _failed_inside(server, run, _run_error(server, "starting", error))
+    except Exception:
+        logger.warning("sync of %s: its failure could not be recorded on a run", server.slug, exc_info=True)
+
+
+def _sync_locked(server: Server, run: SyncRun) -> SyncRun:
     refused: list[dict[str, str]] = []
     refused_names: set[str] = set()
     try:
@@ -161,8 +180,9 @@ def _sync_locked(server: Server, trigger: str, started_by_id: int | None) -> Syn
         logger.warning("sync of %s failed: %s. What to do: %s", server.slug, exc, next_step)
         return run
     except BaseException as exc:  # an interrupt (Ctrl-C) too: a run never stays "running"
-        _failed_inside(server, run, _run_error("listing tools", exc))
+        _failed_inside(server, run, _run_error(server, "listing tools", exc))
         raise
+    doing = "saving the listing"
     try:
         definitions, rejections, mentioned = normalize_listing(
             raw_tools, max_bytes=settings.SCOUT_MAX_TOOL_DEFINITION_BYTES
@@ -174,11 +194,15 @@ def _sync_locked(server: Server, trigger: str, started_by_id: int | None) -> Syn
         run.save(update_fields=["progress_total"])
         # Names listed but rejected are kept, not tombstoned: a bad new version must not lose the tool.
         result = catalog_apply_listing(server=server, definitions=definitions, keep_names=mentioned, run=run)
+        # Its end too: a failure recording the outcome left the run "running" (closed later as a dead worker's) or
+        # "success" with the server not marked, the reason only in the worker's log (mend3).
+        doing = "recording the outcome"
+        with transaction.atomic():  # both or neither: the run never reads "success" for a moment, then failed
+            sync_run_finish(run, result=result, rejections=rejections)
+            _server_mark_synced(server, warning=run.error)
     except BaseException as exc:
-        _failed_inside(server, run, _run_error("saving the listing", exc))
+        _failed_inside(server, run, _run_error(server, doing, exc))
         raise
-    sync_run_finish(run, result=result, rejections=rejections)
-    _server_mark_synced(server, warning=run.error)
     return run
 
 
@@ -189,10 +213,17 @@ def _failed_inside(server: Server, run: SyncRun, error: str) -> None:
     _server_mark_scouts_failure(server.pk, error=run.error)
 
 
-def _run_error(doing: str, exc: BaseException) -> str:
-    if isinstance(exc, Exception):
-        return f"internal error while {doing}: {type(exc).__name__}: {exc}"
-    return f"interrupted while {doing} ({type(exc).__name__})"  # KeyboardInterrupt, SystemExit
+def _run_error(server: Server, doing: str, exc: BaseException) -> str:
+    """What a run Scout itself failed says, shown on its page, the server's and the API: the exception's type and the
+    first line of its message, without a value the server is given from the environment or its URL's path (a
+    database's message goes on with its context and the rows' values; the traceback is the log's)."""
+    if not isinstance(exc, Exception):
+        return f"interrupted while {doing} ({type(exc).__name__})"  # KeyboardInterrupt, SystemExit
+    message = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+    if server.url:
+        message = message.replace(server.url, upstream.safe_url(server.url))
+    message = secrets_removed(message, server_secrets(server))[:ERROR_MESSAGE_CHARS]
+    return f"internal error while {doing}: {type(exc).__name__}" + (f": {message}" if message else "")
 
 
 def _server_mark_synced(server: Server, *, warning: str) -> None:

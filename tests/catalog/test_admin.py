@@ -240,16 +240,18 @@ def test_sync_button_left_to_a_worker_says_queued_and_where_to_follow_it(admin_c
     server, _ = scripted({"pages": [[good_tool("gamma")]]}, slug="scripted")
     celery_app.conf.task_always_eager = False  # a worker runs tasks (the celery_eager fixture restores it)
     response = admin_client.post(reverse("admin:catalog_server_sync", args=[server.pk]), follow=True)
-    assert not SyncRun.objects.filter(server=server).exists()  # nothing ran in this process
+    # Nothing ran in this process; its run is recorded queued at once (mend3), for the worker to carry on.
+    [run] = SyncRun.objects.filter(server=server)
+    assert (run.status, run.source) == (SyncStatus.QUEUED, "admin")
     [message] = _messages(response)
-    assert message.startswith("Sync of scripted queued: follow it in")
-    # The way to follow it: the run list narrowed to this server.
-    runs = re.search(r'<a id="queued-sync-runs" href="([^"]+)">its sync runs</a>', message)
-    assert runs.group(1) == f"{reverse('admin:catalog_syncrun_changelist')}?server=scripted"
+    assert message.startswith("Sync of scripted queued: follow it on")
+    # The way to follow it: its run's page.
+    link = re.search(r'<a id="queued-sync-run" href="([^"]+)">its run</a>', message)
+    assert link.group(1) == reverse("admin:catalog_syncrun_change", args=[run.pk])
     chosen = {"action": "sync_now", "_selected_action": [server.pk]}  # the list's action, likewise
     response = admin_client.post(reverse("admin:catalog_server_changelist"), chosen, follow=True)
     assert _messages(response) == ["Sync queued for 1 server(s)."]
-    assert not SyncRun.objects.filter(server=server).exists()
+    assert list(SyncRun.objects.filter(server=server).values_list("status", flat=True)) == [SyncStatus.QUEUED] * 2
 
 
 @pytest.mark.parametrize(

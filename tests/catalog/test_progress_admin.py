@@ -13,6 +13,7 @@ from catalog.choices import SyncKind, SyncStatus
 from catalog.locks import named_lock
 from catalog.models import Server, SyncRun
 from catalog.services.sync import server_sync_lock_name
+from catalog.tasks import close_dead_sync_runs
 
 pytestmark = pytest.mark.django_db
 
@@ -42,17 +43,20 @@ def test_running_sync_shows_its_stage_and_an_estimate_from_the_last_good_run(adm
         _running_sync_shows_its_stage_and_an_estimate(admin_client, listing)
 
 
-def test_a_running_sync_whose_lock_is_free_shows_failed(admin_client):
-    """opsux10: no live sync holds the server's lock, so the run died with its process (a killed worker)."""
+def test_a_running_sync_whose_lock_is_free_shows_failed_once_the_beat_closes_it(admin_client):
+    """opsux10: no live sync holds the server's lock, so the run died with its process (a killed worker). The beat
+    closes it (mend3: its progress poll, a GET, no longer writes)."""
     dead = _run(Server.objects.create(slug="s", name="S"), SyncStatus.RUNNING, started_ago=10)
+    assert admin_client.get(_url(dead)).json()["status"] == "running"
+    assert close_dead_sync_runs() == 1
     snapshot = admin_client.get(_url(dead)).json()
     assert (snapshot["running"], snapshot["status"]) == (False, "failed"), snapshot
     assert snapshot["error"] == "interrupted: the process running this sync stopped"
 
 
 def test_the_server_list_and_the_sync_run_list_show_a_running_sync_whose_lock_is_free_failed(admin_client):
-    """adminux30: the operator's lists close a killed worker's run through opsux10's rule, as the progress poll does;
-    a run whose server's lock is held (a live sync) stays running."""
+    """adminux30: a killed worker's run is failed in the operator's lists once the beat has closed it through
+    opsux10's rule (mend3: not the lists themselves); a run whose server's lock is held (a live sync) stays running."""
     dead = _run(Server.objects.create(slug="dead", name="Dead"), SyncStatus.RUNNING, started_ago=10)
     live = _run(Server.objects.create(slug="live", name="Live"), SyncStatus.RUNNING, started_ago=10)
 
@@ -65,14 +69,11 @@ def test_the_server_list_and_the_sync_run_list_show_a_running_sync_whose_lock_is
         return {run.server.slug: run.status for run in page.context["cl"].result_list}
 
     with _under_way(live.server):
+        assert close_dead_sync_runs() == 1
         assert server_list() == {"dead": SyncStatus.FAILED, "live": SyncStatus.RUNNING}
         assert run_list() == {"dead": SyncStatus.FAILED, "live": SyncStatus.RUNNING}
     dead.refresh_from_db()
     assert dead.error == "interrupted: the process running this sync stopped"
-
-    SyncRun.objects.filter(pk=dead.pk).update(status=SyncStatus.RUNNING, error="")  # dead again: the run list alone
-    with _under_way(live.server):
-        assert run_list() == {"dead": SyncStatus.FAILED, "live": SyncStatus.RUNNING}
 
 
 def test_a_server_whose_last_sync_died_with_its_worker_is_no_longer_never_synced(admin_client):
@@ -86,6 +87,7 @@ def test_a_server_whose_last_sync_died_with_its_worker_is_no_longer_never_synced
     for server in (first, worked):
         _run(server, SyncStatus.RUNNING, started_ago=10)
 
+    assert close_dead_sync_runs() == 2
     page = admin_client.get(reverse("admin:catalog_server_changelist")).content.decode()
     assert "Never synced" not in page and 'white-space:nowrap">Unavailable</span>' in page
     first.refresh_from_db(), worked.refresh_from_db()
@@ -161,25 +163,20 @@ def test_needs_staff_login_and_view_permission(client, django_user_model):
 
 def test_the_home_the_dashboard_and_a_runs_page_agree_with_the_lists_on_a_killed_workers_run(admin_client):
     """opsux11: the operator's home counted a killed worker's run as no failure and the dashboard as running while the
-    server and run lists showed it failed; each now reads runs through ``sync_runs_current``. A live sync (its lock
-    held) is running everywhere."""
+    server and run lists showed it failed; the beat closes it (mend3: no page writes), and every page reads the same
+    runs. A live sync (its lock held) is running everywhere."""
     dead = _run(Server.objects.create(slug="dead", name="Dead"), SyncStatus.RUNNING, started_ago=10)
     live = _run(Server.objects.create(slug="live", name="Live"), SyncStatus.RUNNING, started_ago=10)
 
-    def reset() -> None:
-        SyncRun.objects.filter(pk=dead.pk).update(status=SyncStatus.RUNNING, error="", finished_at=None)
-
     with _under_way(live.server):
+        assert close_dead_sync_runs() == 1
         home = admin_client.get(reverse("admin:index"))
         assert home.context["operator_panel"]["failure_count"] == 1
         assert [run.server.slug for run in home.context["operator_panel"]["failures"]] == ["dead"]
-        reset()
         figures = admin_client.get("/admin/dashboard/?window=1h").context["figures"]
         assert figures["syncs"] == {SyncStatus.FAILED: 1, SyncStatus.RUNNING: 1}
-        reset()
         page = admin_client.get(reverse("admin:catalog_syncrun_change", args=[dead.pk]))
         assert page.context["original"].status == SyncStatus.FAILED
-        reset()
         server_page = admin_client.get(reverse("admin:catalog_server_change", args=[dead.server.pk]))
         (runs,) = [f for f in server_page.context["inline_admin_formsets"] if f.formset.model is SyncRun]
         assert [form.original.status for form in runs] == [SyncStatus.FAILED]

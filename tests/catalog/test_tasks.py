@@ -13,7 +13,7 @@ from django.conf import settings as django_settings
 from catalog.cachesafe import shared_cache
 from catalog.choices import ServerStatus, SyncStatus, Transport
 from catalog.models import SyncRun, Tool
-from catalog.tasks import beat_marker, request_resync, sync_all_servers, sync_server
+from catalog.tasks import beat_marker, close_dead_sync_runs, request_resync, sync_all_servers, sync_server
 from scoutsite import celery_app
 from search.selectors import tool_docs_load
 from tests.catalog.servers.fixtures import BIN_DIR, good_tool
@@ -363,7 +363,7 @@ def test_a_sync_whose_worker_is_killed_shows_failed_once_its_renewed_lock_runs_o
     """opsux10: SIGKILL of the worker mid-sync left its run "running" in the admin's progress and the API until a
     next sync took the lock, after the lock's TTL (connect + list timeouts + 5 minutes). The live sync now renews a
     short lock (SCOUT_SYNC_LOCK_SECONDS, 3 s here) and stays "running" past it; once its worker is dead the lock runs
-    out and the run's progress poll closes it as failed."""
+    out and the beat closes it as failed (``close_dead_sync_runs``: mend3, not the progress poll, a GET)."""
     from django.urls import reverse
 
     from catalog.services.sync import DIED
@@ -391,6 +391,7 @@ def test_a_sync_whose_worker_is_killed_shows_failed_once_its_renewed_lock_runs_o
             worker.kill()  # SIGKILL: no shutdown, nothing closes the run
             worker.wait(10)
         for _ in range(300):
+            close_dead_sync_runs()  # the beat's, every SCOUT_SYNC_LOCK_SECONDS
             if (shown := progress())["status"] != SyncStatus.RUNNING:
                 break
             time.sleep(0.2)

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from catalog.tasks import BROKER_DOWN_NOTE
 from tests.celery_worker import WORKER_TESTS, WORKER_TESTS_REASON, celery_worker
 
 from .conftest import FAULTY_SERVER, REDIS_SERVER, ThrowawayRedis, faulty_calls, free_port
@@ -203,13 +204,18 @@ def test_tasks_queued_while_the_broker_is_down_are_kept_and_run_once_it_is_back(
     assert "governance.tasks.notify_approval_requested" in kept, kept
     assert "search.tasks.flush_learned_index" in kept, kept
     assert "search.tasks.reindex_tools" in kept, kept
-    assert site.sync_status(during) is None and site.webhook.approval_ids == []
+    # mend3: the sync's run exists at once, queued, saying why no worker has it yet.
+    assert site.rows("SELECT status, error FROM catalog_syncrun WHERE source = ?", during) == [
+        ("queued", BROKER_DOWN_NOTE)
+    ]
+    assert site.webhook.approval_ids == []
     assert faulty_calls(gateway.call_log, "record_note") == 0  # held for approval, not run
 
     site.redis.start()  # empty: what was in Redis before is gone; the kept tasks are not
     back = time.monotonic()
     sent = _wait_for("the kept tasks", lambda: not site.kept())
     _wait_for("the sync asked for during the outage", lambda: site.sync_status(during) == "success")
+    assert site.rows("SELECT status, error FROM catalog_syncrun WHERE source = ?", during) == [("success", "")]
     _wait_for("the approval webhook", lambda: approval_id in site.webhook.approval_ids)
     _wait_for("the learned-request reindex", lambda: _unindexed_learned(site) == 0)
     # Two index generations published from the kept tasks: the curated tool's reindex and the learned batch.

@@ -11,6 +11,8 @@
   }
 
   function describe(s) {
+    // A sync queued for a worker: no stage or estimate yet, only how long it has waited.
+    if (s.status === "queued") return s.stage + " (queued " + seconds(s.elapsed_seconds) + " ago)";
     if (s.running) {
       var text = s.stage;
       if (s.total > 0) {

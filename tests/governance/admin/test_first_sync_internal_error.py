@@ -3,10 +3,10 @@ its last error empty: the operator saw nothing had happened. The run is failed w
 as after a failed first sync (Unavailable, the reason its last error) on its list, its page and the home."""
 
 import pytest
-from django.db import connection
 from django.urls import reverse
 
 from catalog.models import Server, SyncRun
+from tests.db_refusal import writes_refused
 from tests.governance.admin.test_server_form import _form, _messages, operator  # noqa: F401 - the operator fixture
 
 # Committed, as a real request is: the first sync's message is added once the new server is committed.
@@ -17,26 +17,9 @@ REFUSED = "the disk is full"
 
 @pytest.fixture
 def tools_refused():
-    """The database refuses every new tool (a full disk, a revoked grant): a failure of Scout's, not the upstream's.
-    A trigger, dropped after the test (a committed test leaves the schema as it is)."""
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute(
-                f"CREATE FUNCTION mend1_refuse() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION '{REFUSED}'; END $$ "
-                "LANGUAGE plpgsql"
-            )
-            cursor.execute("CREATE TRIGGER mend1_refuse BEFORE INSERT ON catalog_tool EXECUTE FUNCTION mend1_refuse()")
-        else:
-            cursor.execute(
-                f"CREATE TRIGGER mend1_refuse BEFORE INSERT ON catalog_tool BEGIN SELECT RAISE(ABORT, '{REFUSED}'); END"
-            )
-    yield
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute("DROP TRIGGER mend1_refuse ON catalog_tool")
-            cursor.execute("DROP FUNCTION mend1_refuse()")
-        else:
-            cursor.execute("DROP TRIGGER mend1_refuse")
+    """The database refuses every new tool (a full disk, a revoked grant): a failure of Scout's, not the upstream's."""
+    with writes_refused("mend1_refuse", "INSERT ON catalog_tool", REFUSED):
+        yield
 
 
 def test_a_first_sync_failed_by_an_internal_error_is_shown_failed_with_its_reason(client, operator, tools_refused):  # noqa: F811
