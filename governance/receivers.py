@@ -77,14 +77,39 @@ def _lock_people_leaving(sender, *, instance, action: str, pk_set, **kwargs) -> 
     elif pk_set is not None:
         rows_lock(people.filter(pk__in=pk_set))
     else:
-        rows_lock(_members_of(instance))
+        members = _members_of(instance)
+        rows_lock(members)
+        instance._scout_leaving = list(members.values_list("pk", flat=True))  # gone by post_clear
+
+
+def _void_approvals_of_people_leaving(sender, *, instance, action: str, pk_set, **kwargs) -> None:
+    """People left a group or a tenant (from either side, or all of its members at once): their open approvals for
+    tools they may no longer execute are void now, as a revoked grant's are (Z6), not at the sweep's next run (an
+    approval outlived a membership taken and given back meanwhile, redteam54)."""
+    if action not in ("post_remove", "post_clear"):
+        return
+    from .services.approvals import approvals_void_for_people
+
+    if isinstance(instance, get_user_model()):
+        approvals_void_for_people(user_pks=[instance.pk])
+    else:
+        approvals_void_for_people(user_pks=pk_set if pk_set is not None else getattr(instance, "_scout_leaving", ()))
 
 
 def _lock_members_of_deleted(sender, *, instance, **kwargs) -> None:
     """A group or tenant deleted: its members leave it with its grants (by cascade, which sends no m2m signal)."""
     from .services.permissions import rows_lock
 
-    rows_lock(_members_of(instance))
+    members = _members_of(instance)
+    rows_lock(members)
+    instance._scout_leaving = list(members.values_list("pk", flat=True))
+
+
+def _void_approvals_of_members_of_deleted(sender, *, instance, **kwargs) -> None:
+    """A group or tenant deleted: its members' approvals it gave the access for are void now (as on leaving it)."""
+    from .services.approvals import approvals_void_for_people
+
+    approvals_void_for_people(user_pks=getattr(instance, "_scout_leaving", ()))
 
 
 def _lock_agent_of_deleted_grant(sender, *, instance: AgentGrant, **kwargs) -> None:
@@ -161,8 +186,14 @@ def connect() -> None:
     # Memberships that may carry an approve right: leaving one waits for a decision under way (approval_decide).
     for through in (user_model.groups.through, Tenant.members.through):
         m2m_changed.connect(_lock_people_leaving, sender=through, dispatch_uid=f"governance-lock-{through.__name__}")
+        m2m_changed.connect(
+            _void_approvals_of_people_leaving, sender=through, dispatch_uid=f"governance-void-{through.__name__}"
+        )
     for model in (Group, Tenant):
         pre_delete.connect(_lock_members_of_deleted, sender=model, dispatch_uid=f"governance-lock-{model.__name__}")
+        post_delete.connect(
+            _void_approvals_of_members_of_deleted, sender=model, dispatch_uid=f"governance-void-{model.__name__}"
+        )
     pre_delete.connect(_lock_agent_of_deleted_grant, sender=AgentGrant, dispatch_uid="governance-lock-AgentGrant")
     pre_save.connect(_lock_server_moving, sender=ServerTenant, dispatch_uid="governance-lock-ServerTenant-save")
     pre_delete.connect(_lock_server_moving, sender=ServerTenant, dispatch_uid="governance-lock-ServerTenant-delete")

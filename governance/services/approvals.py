@@ -11,6 +11,7 @@ import math
 import re
 import secrets
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, timedelta
 from typing import Any
@@ -517,10 +518,29 @@ def approval_expire_stale() -> int:
     # A page at a time: each page leaves the open set (expired, or decided meanwhile), so this ends.
     while page := list(timed_out[:EXPIRE_PAGE]):
         expired += approvals_expire(ApprovalRequest.objects.filter(pk__in=page), reason="timed_out")
+    return expired + _expire_lost_access(open_requests)
+
+
+def approvals_void_for_people(*, user_pks: Iterable[int]) -> int:
+    """Expire the pending and approved requests of these people that they may no longer use (they left a group or a
+    tenant, or it was deleted), each audited as the sweep does, at once: left to the sweep (every five minutes), an
+    approval outlived a membership taken and given back meanwhile, and ran (redteam54, Z6). Returns how many."""
+    pks = list(user_pks)
+    if not pks:
+        return 0
+    open_requests = ApprovalRequest.objects.filter(
+        status__in=[ApprovalStatus.PENDING, ApprovalStatus.APPROVED], requester_id__in=pks
+    )
+    return _expire_lost_access(open_requests)
+
+
+def _expire_lost_access(open_requests: QuerySet[ApprovalRequest]) -> int:
+    """Expire those of ``open_requests`` whose requester may no longer execute the tool, but those of a server only
+    not serving for now (``SERVER_STATUSES_THAT_PASS``: judged again once it is back). Returns how many."""
     # A page at a time, each judged in a fixed number of queries (``approval_requests_usable``, uncached: this
     # decides) and expired in one update: one ORM query per request took minutes for a large backlog.
     rows = open_requests.select_related("requester").only("token", "tool", "requester").order_by("pk")
-    after = 0
+    expired, after = 0, 0
     while page := list(rows.filter(pk__gt=after)[:EXPIRE_PAGE]):
         usable = approval_requests_usable(requests=page)
         lost = [request.pk for request in page if request.pk not in usable]

@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.urls import reverse
 
-from governance.models import ToolUserObjectPermission
+from governance.models import ToolGroupObjectPermission, ToolUserObjectPermission
 from governance.principals import principal_for_user
 from governance.roles import OPERATORS
 from governance.services.approvals import approval_request_create
@@ -190,7 +190,9 @@ def test_requests_that_wait_for_no_one_are_not_counted_as_waiting(
         permission_grant(actor=superuser, target=tool, action=action, holder=callers)
     outsider.groups.add(callers)
     lost = approval_request_create(principal=principal_for_user(outsider), tool=tool, arguments={"n": 1})
-    outsider.groups.remove(callers)  # lost access by leaving a group: the request stays pending, unusable
+    # Lost access by a grant deleted outside the service (leaving the group would void the request at once): the
+    # request stays pending, unusable, until the sweep.
+    ToolGroupObjectPermission.objects.filter(group=callers).delete()
     expired = _ask(member, tool, n=2)
     expired.expires_at = timezone.now() - timedelta(minutes=1)
     expired.save(update_fields=["expires_at"])

@@ -6,7 +6,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from governance.models import ServerTenant, ServerUserObjectPermission
+from governance.cache import visibility_invalidate
+from governance.models import ServerTenant, ServerUserObjectPermission, Tenant
 from governance.principals import principal_for_user
 from governance.services.approvals import approval_request_create
 from governance.services.tokens import api_token_create, api_token_verify
@@ -104,7 +105,10 @@ def test_a_tenants_people_asking_by_session_are_judged_in_their_tenant(
     client.force_login(approver)
     page = client.get(INBOX).content.decode()
     assert page.count('class="scout-button"') == 2 and LOST not in page
-    acme.members.remove(leaves)
+    # Left by a shell's delete of the membership row, which sends no signal (leaving through the manager voids the
+    # request at once, redteam54): the request stays pending, judged unusable in the tenant as it stands.
+    Tenant.members.through.objects.filter(tenant=acme, user=leaves).delete()
+    visibility_invalidate()
     assert client.get(INBOX).content.decode().count(LOST) == 1
 
 

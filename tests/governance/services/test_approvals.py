@@ -554,3 +554,37 @@ def test_a_request_asked_with_a_token_revoked_or_expired_since_is_not_usable(set
     with pytest.raises(ApprovalError) as exc:
         approval_decide(request=asked["expired"], approver=approver, approve=True, reason="ok")
     assert exc.value.code == "requester_lost_access"
+
+
+def test_leaving_a_tenant_or_a_group_deleted_voids_the_requests_it_gave_access_for_at_once(
+    approver, grant, server, mutating_tool, django_user_model
+):
+    """redteam54 (Z6): access lost by leaving a tenant (or a group, tests/mcpgateway/test_approval_attacks.py) or by
+    the group's deletion voids the requester's open requests then, audited, as a revoked grant does; left to the
+    sweep, an approval outlived a membership taken and given back meanwhile. Whoever keeps access keeps theirs."""
+    from django.contrib.auth.models import Group
+
+    from governance.models import ServerTenant
+    from governance.principals import principal_for_user
+    from tests.governance.factories import tenant_with
+
+    acme = tenant_with("acme", approver)
+    ServerTenant.objects.create(server=server, tenant=acme)
+    grant(approver, server, "approve")
+    stays, leaves, grouped = (django_user_model.objects.create_user(username=n) for n in ("stays", "leaves", "grouped"))
+    acme.members.add(stays, leaves, grouped)
+    callers = Group.objects.create(name="callers")
+    grouped.groups.add(callers)
+    for holder in (stays, leaves, callers):
+        grant(holder, server, "discover", "execute")
+    asked = {
+        person: approved_request(principal_for_user(person), mutating_tool, approver)
+        for person in (stays, leaves, grouped)
+    }
+    acme.members.remove(leaves)
+    callers.delete()
+    for person, request in asked.items():
+        request.refresh_from_db()
+        assert request.status == (ApprovalStatus.APPROVED if person is stays else ApprovalStatus.EXPIRED), person
+    for person in (leaves, grouped):
+        assert _expiries(asked[person]) == [("system", "requester_lost_access", "approved", person.username)]
