@@ -198,6 +198,11 @@ class QueryLogEntryAdmin(PageBoundSearchMixin, ReadOnlyAdmin, admin.ModelAdmin[Q
             # What the agent called next, beside the returned tools: one found by rephrasing is "not called" there.
             "results": ["ranked_tools", "then_called"],
             "degraded": ["degraded_answer"],
+            # Its unit in the value ("80 ms"), not "Latency ms: 79.66"; the row id is the page's address, not a fact
+            # about the search; why nothing was returned is said in the returned tools' place ("none: …").
+            "latency_ms": ["latency"],
+            "id": [],
+            "empty_reason": [],
         }.get(f.name, [f.name])
     ]
     fields = readonly_fields
@@ -413,6 +418,7 @@ class LearnedRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin
             curatable = self._shaped(request).filter(pk=learned.tool.server_id).exists()
             extra_context = {
                 "subtitle": learned.text,
+                "hide_history": True,  # a decision is written on its tool's history (``log_change``), never here
                 "breadcrumb": str(learned),  # its words (the heading names its tool), as the curator read it listed
                 "may_decide": may_change and curatable,
                 "shared_note": "" if curatable else SHARED_LEARNED_NOTE,

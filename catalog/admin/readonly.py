@@ -16,3 +16,9 @@ class ReadOnlyMixin:
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    def render_change_form(self, request: HttpRequest, context: dict, *args: Any, **kwargs: Any):
+        # No "History" button (templates/admin/change_form_object_tools.html): nobody changes such a record in the
+        # admin, so its history page could only ever say it has none.
+        context["hide_history"] = True
+        return super().render_change_form(request, context, *args, **kwargs)  # type: ignore[misc]
