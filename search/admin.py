@@ -24,7 +24,7 @@ from catalog.admin.display import compact_time
 from catalog.admin.history import tool_history_note
 from catalog.admin.lookups import StrictLookupsMixin
 from catalog.admin.progress import ProgressAdminMixin
-from catalog.admin.readonly import ReadOnlyMixin
+from catalog.admin.readonly import ReadOnlyMixin, fields_shown
 from catalog.admin.titles import TitledAdminMixin
 from catalog.models import Server, Tool, ToolExample
 from catalog.progress import progress_snapshot
@@ -89,17 +89,16 @@ class IndexGenerationAdmin(ProgressAdminMixin, InstallWideAdmin, admin.ModelAdmi
     # tools it reindexed by name, not "Tool pks: [1, 10]"; the progress line says the texts encoded, the title its id.
     readonly_fields = [
         "progress_panel",
-        *(
-            shown
-            for f in IndexGeneration._meta.fields
-            for shown in {
+        *fields_shown(
+            IndexGeneration,
+            {
                 "id": [],
                 "degraded": ["degraded_answer"],
                 "tool_pks": ["tools_reindexed"],
                 "progress_done": [],
                 "progress_total": [],
-            }.get(f.name, [f.name])
-        ),
+            },
+        ),  # fmt: skip
     ]
     fields = readonly_fields
 
@@ -248,11 +247,10 @@ class QueryLogEntryAdmin(PageBoundSearchMixin, ReadOnlyAdmin, admin.ModelAdmin[Q
     # may be another tenant's (Z12). The principal key (user id, token, agent name) is for linking, never shown.
     # The returned tools as a ranked table (each linked where the reader may open it, with the calls that followed),
     # not the logged JSON.
-    readonly_fields = [
-        shown
-        for f in QueryLogEntry._meta.fields
-        if f.name != "principal_key"
-        for shown in {
+    readonly_fields = fields_shown(
+        QueryLogEntry,
+        {
+            "principal_key": [],
             "user": ["asker"],
             "token_ref": ["token"],
             # What the agent called next, beside the returned tools: one found by rephrasing is "not called" there.
@@ -263,8 +261,8 @@ class QueryLogEntryAdmin(PageBoundSearchMixin, ReadOnlyAdmin, admin.ModelAdmin[Q
             "latency_ms": ["latency"],
             "id": [],
             "empty_reason": [],
-        }.get(f.name, [f.name])
-    ]
+        },
+    )
     fields = readonly_fields
     change_form_template = "admin/search/querylogentry/change_form.html"
 
