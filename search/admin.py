@@ -24,7 +24,7 @@ from catalog.admin.display import compact_time
 from catalog.admin.history import tool_history_note
 from catalog.admin.lookups import StrictLookupsMixin
 from catalog.admin.progress import ProgressAdminMixin
-from catalog.admin.readonly import ReadOnlyMixin
+from catalog.admin.readonly import ReadOnlyMixin, fields_shown
 from catalog.admin.titles import TitledAdminMixin
 from catalog.models import Server, Tool, ToolExample
 from catalog.progress import progress_snapshot
@@ -42,7 +42,7 @@ from governance.selectors import (
 )
 
 from .backends import BACKENDS
-from .choices import GenerationStatus, LearnedStatus
+from .choices import GenerationKind, GenerationStatus, LearnedStatus
 from .models import IndexGeneration, LearnedRequest, QueryLogEntry, SearchEvent
 from .selectors import learned_to_decide
 from .usage import (
@@ -75,18 +75,77 @@ class InstallWideAdmin(ReadOnlyAdmin):
         return install_wide_visible_to(user=request.user)
 
 
+TOOLS_REINDEXED_SHOWN = 50  # a generation's page names this many of the tools it reindexed, then counts the rest
+
+
 @admin.register(IndexGeneration)
 class IndexGenerationAdmin(ProgressAdminMixin, InstallWideAdmin, admin.ModelAdmin[IndexGeneration]):
     # When each build started comes second, the date over the time: last and on one line, it was scrolled out of
     # view at 1280 px (the sync runs and tool revisions show theirs the same way).
-    list_display = ("id", "when", "kind", "status", "model_key", "tool_count", "encoded", "reused", "degraded")
+    list_display = ("id", "when", "kind", "status", "model_key", "tool_count", "encoded", "reused", "degraded_column")
     list_filter = ("kind", "status", "degraded")
     list_title = "Index generations — each build of the search index, full or incremental"
-    readonly_fields = ["progress_panel", *(f.name for f in IndexGeneration._meta.fields)]
+    # A build in words: whether it ran degraded as "no" (Django's red cross on every build read as ten errors), the
+    # tools it reindexed by name, not "Tool pks: [1, 10]"; the progress line says the texts encoded, the title its id.
+    readonly_fields = [
+        "progress_panel",
+        *fields_shown(
+            IndexGeneration,
+            {
+                "id": [],
+                "degraded": ["degraded_answer"],
+                "tool_pks": ["tools_reindexed"],
+                "progress_done": [],
+                "progress_total": [],
+            },
+        ),  # fmt: skip
+    ]
+    fields = readonly_fields
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field=None):
+        generation = super().get_object(request, object_id, from_field)
+        if generation is not None:
+            generation.reader = request  # whose page it is: ``tools_reindexed`` links the tools they may open
+        return generation
 
     @admin.display(description="started", ordering="started_at")
     def when(self, generation: IndexGeneration) -> str:
         return compact_time(generation.started_at)
+
+    @admin.display(description="degraded", ordering="degraded", empty_value="")
+    def degraded_column(self, generation: IndexGeneration) -> str:
+        return "degraded" if generation.degraded else ""  # said where it was; a full build is the normal case
+
+    @admin.display(description="degraded")
+    def degraded_answer(self, generation: IndexGeneration) -> str:
+        if generation.degraded:
+            return "yes: the model was unavailable, so no new vectors were computed"
+        return "no"
+
+    @admin.display(description="tools reindexed")
+    def tools_reindexed(self, generation: IndexGeneration) -> str:
+        """The tools an incremental build reindexed (changed, added or removed), each linked where the reader may open
+        it; a full rebuild's are every tool."""
+        if generation.tool_pks is None:
+            if generation.kind == GenerationKind.FULL:
+                return "every tool (a full rebuild)"
+            return "—" if generation.status == GenerationStatus.BUILDING else "not recorded"
+        tools = list(Tool.objects.filter(pk__in=generation.tool_pks[:TOOLS_REINDEXED_SHOWN]).order_by("tool_id"))
+        urls = admin_urls_for(generation.reader, tools) if hasattr(generation, "reader") else {}
+        names = format_html_join(
+            ", ",
+            "{}",
+            ((format_html('<a href="{}">{}</a>', urls[tool], tool.tool_id) if tool in urls else tool.tool_id,)
+             for tool in tools),
+        )  # fmt: skip
+        gone = min(len(generation.tool_pks), TOOLS_REINDEXED_SHOWN) - len(tools)
+        more = len(generation.tool_pks) - TOOLS_REINDEXED_SHOWN
+        return format_html(
+            "{}{}{}",
+            names,
+            f"{', ' if tools else ''}{gone} no longer in the catalog" if gone > 0 else "",
+            f" and {more} more" if more > 0 else "",
+        )
 
     def object_title(self, request: HttpRequest, obj: IndexGeneration) -> str:
         return f"Index generation {obj.pk} ({obj.get_kind_display().lower()}, {obj.get_status_display().lower()})"
@@ -188,18 +247,22 @@ class QueryLogEntryAdmin(PageBoundSearchMixin, ReadOnlyAdmin, admin.ModelAdmin[Q
     # may be another tenant's (Z12). The principal key (user id, token, agent name) is for linking, never shown.
     # The returned tools as a ranked table (each linked where the reader may open it, with the calls that followed),
     # not the logged JSON.
-    readonly_fields = [
-        shown
-        for f in QueryLogEntry._meta.fields
-        if f.name != "principal_key"
-        for shown in {
+    readonly_fields = fields_shown(
+        QueryLogEntry,
+        {
+            "principal_key": [],
             "user": ["asker"],
             "token_ref": ["token"],
             # What the agent called next, beside the returned tools: one found by rephrasing is "not called" there.
             "results": ["ranked_tools", "then_called"],
             "degraded": ["degraded_answer"],
-        }.get(f.name, [f.name])
-    ]
+            # Its unit in the value ("80 ms"), not "Latency ms: 79.66"; the row id is the page's address, not a fact
+            # about the search; why nothing was returned is said in the returned tools' place ("none: …").
+            "latency_ms": ["latency"],
+            "id": [],
+            "empty_reason": [],
+        },
+    )
     fields = readonly_fields
     change_form_template = "admin/search/querylogentry/change_form.html"
 
@@ -413,6 +476,7 @@ class LearnedRequestAdmin(TitledAdminMixin, StrictLookupsMixin, admin.ModelAdmin
             curatable = self._shaped(request).filter(pk=learned.tool.server_id).exists()
             extra_context = {
                 "subtitle": learned.text,
+                "hide_history": True,  # a decision is written on its tool's history (``log_change``), never here
                 "breadcrumb": str(learned),  # its words (the heading names its tool), as the curator read it listed
                 "may_decide": may_change and curatable,
                 "shared_note": "" if curatable else SHARED_LEARNED_NOTE,

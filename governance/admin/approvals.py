@@ -253,7 +253,9 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
             return "no longer usable: requester lost access"
         return "yes"
 
-    @admin.display(description="request id", ordering="created_at")
+    # Not sortable: an opaque id orders nothing. Ordered by when it was asked, the model's newest-first order marked
+    # this column sorted, although the rows come pending first (``get_ordering``, which Django does not mark).
+    @admin.display(description="request id")
     def request_column(self, obj: ApprovalRequest):
         return format_html('<small class="approval-id">{}</small>', obj.approval_id)
 
@@ -268,7 +270,9 @@ class ApprovalRequestAdmin(ReadOnlyMixin, TitledAdminMixin, StrictLookupsMixin, 
             arguments_line(obj),
         )
 
-    @admin.display(description="status", ordering="status")
+    # Sorted by it, the rows come as they do unsorted, pending first (the other way, last), not in the alphabetical
+    # order of the statuses' names.
+    @admin.display(description="status", ordering="pending_first")
     def status_column(self, obj: ApprovalRequest):
         usable = self.usable(obj)
         if usable and usable != "yes":

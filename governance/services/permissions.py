@@ -128,6 +128,15 @@ def permission_grant(
     return grant
 
 
+def permission_held(*, target: Server | Tool, action: Action, holder: AbstractBaseUser | Group) -> bool:
+    """Whether ``holder`` has a grant of its own of ``action`` on ``target``: the row ``permission_grant`` would
+    find (not one through a group, nor a server's for one of its tools)."""
+    model = _grant_model(target, holder)
+    holder_field = "group" if isinstance(holder, Group) else "user"
+    permission = permission_for(target=target, action=action)
+    return model.objects.filter(**{holder_field: holder, "permission": permission, "content_object": target}).exists()
+
+
 def permission_revoke(
     *, actor: AbstractBaseUser, target: Server | Tool, action: Action, holder: AbstractBaseUser | Group
 ) -> bool:

@@ -46,6 +46,13 @@ def test_dashboard_charts_render(browser, live_server, django_user_model, member
         "return ['chart-tools', 'chart-failures'].map(id => c[id].options.scales.x.title.text);"
     )
     assert titles == ["successful calls in the last hour", "failed calls in the last hour"], titles
+    # The searches' latency reads beside the calls' (25 ms beside 250 ms): on a linear axis its bar was a tenth of
+    # theirs (in the demo, 100 ms beside 4,000 ms: a line along the axis).
+    search, call = browser.execute_script(
+        "const c = window.scoutDashboardCharts['chart-latency'];"
+        "return [0, 1].map(i => c.getDatasetMeta(i).data[0].height);"
+    )
+    assert search >= call / 4, (search, call)
     screenshot(browser, "operator-dashboard")
 
 
@@ -99,7 +106,8 @@ def test_operator_opens_the_pending_approvals_count_and_reaches_the_server_to_gr
     browser, live_server, django_user_model, superuser, member
 ):
     """The count was a number an operator could not open: it now lists what waits and who may decide it, and a
-    request no one may decide leads to its server's page, where approve is granted."""
+    request no one may decide leads to its server's page, where approve is granted. At 800 px each request is a card
+    (as a table, "who may decide" was past the window's edge)."""
     from django.contrib.auth.models import Group
     from selenium.webdriver.common.by import By
 
@@ -111,7 +119,7 @@ def test_operator_opens_the_pending_approvals_count_and_reaches_the_server_to_gr
 
     operator = django_user_model.objects.create_user(username="operator", password="pw-operator-123", is_staff=True)
     operator.groups.add(Group.objects.get(name=OPERATORS))
-    tool = ToolFactory(server=ServerFactory(slug="billing"), name="refund", annotations=None)
+    tool = ToolFactory(server=ServerFactory(slug="billing"), name="refund_customer_payment", annotations=None)
     for action in ("discover", "execute"):  # one who may call it: a request of anyone else waits for no one
         permission_grant(actor=superuser, target=tool, action=action, holder=member)
     waiting = approval_request_create(principal=principal_for_user(member), tool=tool, arguments={"amount": 5})
@@ -121,8 +129,19 @@ def test_operator_opens_the_pending_approvals_count_and_reaches_the_server_to_gr
     assert count.text == "1"
     click_through(browser, count)
     row = browser.find_element(By.CSS_SELECTOR, f'#waiting-approvals tr[data-approval-id="{waiting.approval_id}"]')
-    assert "billing::refund" in row.text and "No one" in row.text
+    assert "billing::refund_customer_payment" in row.text and "No one" in row.text
     screenshot(browser, "operator-approvals-waiting")
+    browser.set_window_size(800, 900)
+    deciders = row.find_element(By.CSS_SELECTOR, "td.deciders")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", deciders)
+    screenshot(browser, "operator-approvals-waiting-800")
+    assert browser.execute_script(
+        "return document.documentElement.scrollWidth <= document.documentElement.clientWidth;"
+    ), "the waiting approvals scroll sideways at 800 px"
+    assert deciders.rect["x"] >= 0 and deciders.rect["x"] + deciders.rect["width"] <= 800
+    label = "return getComputedStyle(arguments[0], '::before').content;"
+    assert browser.execute_script(label, deciders) == '"Who may decide: "'  # the card names each line
+    browser.set_window_size(1280, 900)
     click_through(browser, row.find_element(By.PARTIAL_LINK_TEXT, "give approve on billing"))
     assert browser.find_element(By.CSS_SELECTOR, "#content h1, #content h2").text == "Server billing"
 

@@ -9,6 +9,7 @@ from django.contrib.auth.models import Group
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils import timezone
 
 from governance.choices import AuditEventType
 from governance.models import ApprovalRequest, AuditEvent
@@ -304,3 +305,39 @@ def test_custom_page_breadcrumbs_name_the_navigation_group_of_the_page(page, cli
     [entry] = [entry for entry in group["models"] if entry["admin_url"] == belongs_to]
     if page not in ("dashboard", "search_workbench", "search_preview"):  # then the list or page it belongs to
         assert _crumbs(html)[2] == entry["name"], _crumbs(html)
+
+
+def test_a_record_only_services_write_has_no_history_button(client, superuser, member):
+    """A logged search, an audit event, a sync run, an approval ...: nobody changes them in the admin, so their
+    History page could only say "This object doesn't have a change history". Their pages offer no such button; a
+    server's page, changed in the admin, keeps it."""
+    from django.contrib import admin
+
+    from catalog.admin.readonly import ReadOnlyMixin
+    from catalog.choices import SyncStatus
+    from catalog.models import SyncRun, Tool
+    from search.models import LearnedRequest
+
+    _seed_every_kind(superuser, member)
+    server = ServerFactory(slug="clock")
+    SyncRun.objects.create(server=server, status=SyncStatus.SUCCESS, started_at=timezone.now())
+    LearnedRequest.objects.create(tool=Tool.objects.get(tool_id="mail::send_email"), text="mail it", key="k1")
+    client.force_login(superuser)
+    read_only = [
+        (model, model_admin)
+        for model, model_admin in admin.site._registry.items()
+        if isinstance(model_admin, ReadOnlyMixin) or model is LearnedRequest
+    ]
+    checked = []
+    for model, model_admin in read_only:
+        obj = model_admin.get_queryset(client.get(reverse("admin:index")).wsgi_request).first()
+        if obj is None:
+            continue
+        info = model._meta.app_label, model._meta.model_name
+        page = client.get(reverse("admin:{}_{}_change".format(*info), args=[obj.pk]), follow=True)
+        assert page.status_code == 200, model._meta.label
+        assert "historylink" not in page.content.decode(), f"{model._meta.label}: a History button"
+        checked.append(model._meta.model_name)
+    assert {"querylogentry", "auditevent", "syncrun", "learnedrequest"} <= set(checked), checked
+    html = client.get(reverse("admin:catalog_server_change", args=[server.pk])).content.decode()
+    assert f'href="{reverse("admin:catalog_server_history", args=[server.pk])}" class="historylink"' in html

@@ -104,6 +104,42 @@ def test_demo_runs_again_over_an_example_request_listed_twice():
     assert tool.purpose == "Show the history of recent commits."
 
 
+def test_a_demo_start_over_its_own_set_up_writes_no_grant_and_no_curation_again():
+    """`make demo` again changes nothing of what the last start set up, and writes nothing for it: every start
+    audited each grant again ("approver already had approve on git", 12 rows a start) and curated every tool again
+    (a new curation time and an index update for each). The first start's grants are audited, once."""
+    from catalog.models import ToolExample
+    from governance.choices import AuditEventType
+    from governance.models import AuditEvent
+    from governance.roles import APPROVERS
+    from mcpgateway.management.commands.demo import Command
+    from tests.governance.factories import ServerFactory, ToolFactory
+
+    demo = Command()
+    demo._login("admin", superuser=True)
+    demo._login("approver", superuser=False, role=APPROVERS)
+    servers = [ServerFactory(slug="git"), ServerFactory(slug="memory")]
+    log = ToolFactory(server=servers[0], name="git_log")
+    create = ToolFactory(server=servers[1], name="create_entities")
+    ToolExample.objects.create(tool=create, text="keep a note about a new project and who owns it")  # retired
+    demo._grant(servers)
+    demo._curate()
+    grants = list(AuditEvent.objects.filter(event_type=AuditEventType.GRANT).values_list("payload", flat=True))
+    assert len(grants) == 6 and all(payload["changed"] for payload in grants)
+    first = {tool.pk: tool.curated_at for tool in (log, create) if not tool.refresh_from_db()}
+    assert all(first.values())
+    events = AuditEvent.objects.count()
+
+    demo._grant(servers)
+    demo._curate()
+    assert AuditEvent.objects.count() == events
+    for tool in (log, create):
+        tool.refresh_from_db()
+        assert tool.curated_at == first[tool.pk], tool.tool_id
+    assert not create.examples.filter(text__startswith="keep a note").exists()
+    assert create.negative_examples.filter(text="who works at a company").exists()
+
+
 def test_ctrl_c_while_the_demo_sets_up_ends_it_with_a_line_and_serves_nothing(tmp_path, monkeypatch):
     """Ctrl-C during the demo's sync printed a KeyboardInterrupt traceback through the SDK and anyio's frames."""
     from django.core.management.base import CommandError

@@ -195,3 +195,20 @@ def test_an_entry_page_says_degraded_in_words_not_with_an_error_cross(client, dj
         html = client.get(reverse("admin:search_querylogentry_change", args=[entry.pk])).content.decode()
         row = html.split("Degraded:</label>", 1)[1].split("</div>", 1)[0]
         assert said in row and "icon-" not in row
+
+
+def test_an_entry_page_reads_as_a_search_not_as_a_database_row(client, django_user_model, member):
+    """A search's page says how long it took with its unit ("80 ms", not "Latency ms: 79.66"), not its row id, and
+    has no History button: nobody changes a logged search, so its history page could only say it has none."""
+    query_log_record(principal=principal_for_user(member), query="book a flight", confidence="none", degraded=False,
+                     results=[], backend="embedded", latency_ms=79.66)  # fmt: skip
+    curator = django_user_model.objects.create_user(username="cur", is_staff=True)
+    curator.groups.add(Group.objects.get(name=CURATORS))
+    client.force_login(curator)
+    entry = QueryLogEntry.objects.get()
+    html = client.get(reverse("admin:search_querylogentry_change", args=[entry.pk])).content.decode()
+    labels = re.findall(r"<label>([^<]*):</label>", html)
+    assert "Latency" in labels and "Latency ms" not in labels and "ID" not in labels and "Empty reason" not in labels
+    assert html.split("Latency:</label>", 1)[1].split("</div>", 1)[0].split(">")[-1].strip() == "80 ms"
+    assert "(none: withheld: no tool fits" in html  # why nothing was returned, in the returned tools' place
+    assert "historylink" not in html and reverse("admin:search_querylogentry_history", args=[entry.pk]) not in html

@@ -276,10 +276,11 @@ class Command(ProgressCommand):
 
     def _grant(self, servers: list[Server]) -> None:
         """Agents see only what is granted, superusers included: both demo logins may use the demo servers;
-        the approver (not the admin, who makes the calls) may approve them."""
+        the approver (not the admin, who makes the calls) may approve them. Only what is not granted yet: granted
+        again on each start, every grant was audited again ("approver already had approve on git", 12 rows a start)."""
         from django.contrib.auth.models import Group
 
-        from governance.services.permissions import permission_grant
+        from governance.services.permissions import permission_grant, permission_held
 
         admin = get_user_model().objects.get(username=DEMO_USERNAME)
         approver = get_user_model().objects.get(username=APPROVER_USERNAME)
@@ -287,9 +288,9 @@ class Command(ProgressCommand):
         admin.groups.add(group)
         approver.groups.add(group)
         for server in servers:
-            for action in ("discover", "execute"):
-                permission_grant(actor=admin, target=server, action=action, holder=group)
-            permission_grant(actor=admin, target=server, action="approve", holder=approver)
+            for action, holder in (("discover", group), ("execute", group), ("approve", approver)):
+                if not permission_held(target=server, action=action, holder=holder):
+                    permission_grant(actor=admin, target=server, action=action, holder=holder)
 
     def _register_servers(self, var: Path) -> list[Server]:
         bin_dir = Path(sys.executable).parent
@@ -354,24 +355,27 @@ class Command(ProgressCommand):
         from catalog.models import Tool, ToolExample, ToolNegativeExample
         from catalog.services.curation import tool_curation_update
 
+        # The tools whose phrases this start changed: only those are curated again (and reindexed). Said changed on
+        # every start, each curated tool got a new curation time and an index update of its own (15 a start).
+        changed = set()
         for tool_id, text in DEMO_RETIRED_EXAMPLES:
-            ToolExample.objects.filter(tool__tool_id=tool_id, text=text).delete()
-        for tool_id, purpose, examples in DEMO_CURATION:
-            tool = Tool.objects.filter(tool_id=tool_id).first()
-            if tool is None:
-                continue
-            for text in examples:  # not get_or_create: a curator may have listed one twice in an older version
-                if not ToolExample.objects.filter(tool=tool, text=text).exists():
-                    ToolExample.objects.create(tool=tool, text=text)
-            tool_curation_update(tool=tool, purpose=purpose, phrases_changed=True)
+            if ToolExample.objects.filter(tool__tool_id=tool_id, text=text).delete()[0]:
+                changed.add(tool_id)
         for tool_id, texts in DEMO_NEGATIVES:
-            tool = Tool.objects.filter(tool_id=tool_id).first()
-            if tool is None:
-                continue
-            for text in texts:
-                if not ToolNegativeExample.objects.filter(tool=tool, text=text).exists():
-                    ToolNegativeExample.objects.create(tool=tool, text=text)
-            tool_curation_update(tool=tool, phrases_changed=True)
+            for tool in Tool.objects.filter(tool_id=tool_id):
+                for text in texts:
+                    if not ToolNegativeExample.objects.filter(tool=tool, text=text).exists():
+                        ToolNegativeExample.objects.create(tool=tool, text=text)
+                        changed.add(tool_id)
+        purposes = {tool_id: purpose for tool_id, purpose, _ in DEMO_CURATION}
+        for tool_id, _, examples in DEMO_CURATION:
+            for tool in Tool.objects.filter(tool_id=tool_id):
+                for text in examples:  # not get_or_create: a curator may have listed one twice in an older version
+                    if not ToolExample.objects.filter(tool=tool, text=text).exists():
+                        ToolExample.objects.create(tool=tool, text=text)
+                        changed.add(tool_id)
+        for tool in Tool.objects.filter(tool_id__in={*purposes, *changed}):
+            tool_curation_update(tool=tool, purpose=purposes.get(tool.tool_id), phrases_changed=tool.tool_id in changed)
 
     def _demo_repository(self, path: Path) -> Path:
         if not (path / ".git").exists():

@@ -1,5 +1,6 @@
 """The approver inbox over the Django test client: approver decides; requester and others are refused."""
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -185,3 +186,29 @@ def test_inbox_rows_name_the_agent_that_asked(client, approver, pending):
     html = client.get(reverse("admin:governance_approvalrequest_changelist")).content.decode()
     row = html.split(pending.approval_id, 1)[1].split("</tr>", 1)[0]
     assert 'member<br><small class="asking-agent">via triage-agent</small>' in row
+
+
+def _header_classes(html: str) -> dict[str, str]:
+    """Each column's header classes, by its field name."""
+    return {name: classes for classes, name in re.findall(r'<th scope="col" class="([^"]*column-(\w+)[^"]*)"', html)}
+
+
+def test_the_inbox_marks_no_column_sorted_and_sorts_status_pending_first(client, approver, pending, member_token):
+    """Rows come pending first, which no column says: "request id" was marked sorted (an opaque id, marked by the
+    model's newest-first order behind it) and is not sortable now. Sorted by status, the rows come pending first
+    too, not in the statuses' alphabetical order (denied before pending)."""
+    _, _, principal = member_token
+    done = approval_request_create(principal=principal, tool=pending.tool, arguments={"other": 1})
+    ApprovalRequest.objects.filter(pk=done.pk).update(status=ApprovalStatus.DENIED)  # the newer one, decided
+    client.force_login(approver)
+    inbox = reverse("admin:governance_approvalrequest_changelist")
+    html = client.get(inbox).content.decode()
+    headers = _header_classes(html)
+    assert not [name for name, classes in headers.items() if "sorted" in classes.split()], headers
+    assert "sortable" not in headers["request_column"], headers
+    assert html.index(pending.approval_id) < html.index(done.approval_id)
+    status_header = html.split("column-status_column", 1)[1].split("</th>", 1)[0]
+    (sort,) = re.findall(r'href="(\?o=[^"]+)"', status_header)
+    body = client.get(inbox + sort.replace("&amp;", "&")).content.decode()
+    assert _header_classes(body)["status_column"].split()[-2:] == ["sorted", "ascending"]
+    assert body.index(pending.approval_id) < body.index(done.approval_id)
