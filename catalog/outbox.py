@@ -123,6 +123,13 @@ def outbox_holds(task_id: str) -> bool:
     return QueuedTask.objects.filter(task_id=task_id).exists()
 
 
+def outbox_held_args(name: str) -> list[Any]:
+    """The arguments of every task named ``name`` kept here, waiting for the broker."""
+    from catalog.models import QueuedTask
+
+    return list(QueuedTask.objects.filter(name=name).values_list("args", flat=True))
+
+
 def outbox_send() -> int:
     """Send every kept task whose turn it is, oldest first, until the broker refuses one. Returns how many were
     sent; the rest stay for the next attempt."""

@@ -3,16 +3,18 @@
 import functools
 import logging
 import time
+from datetime import timedelta
 
 from celery import shared_task
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from catalog.cachesafe import cache_call
 from catalog.models import Server, SyncRun
-from catalog.outbox import outbox_holds
+from catalog.outbox import outbox_held_args, outbox_holds
 from catalog.outbox import outbox_send as _outbox_send
-from catalog.services.runs import sync_run_finish, sync_run_queue, sync_run_queued_note
+from catalog.services.runs import sync_run_finish, sync_run_queue, sync_run_queued_note, sync_runs_unclaimed_close
 from catalog.services.sync import server_list_syncable, server_sync, sync_runs_dead_close
 
 logger = logging.getLogger(__name__)
@@ -123,8 +125,30 @@ def request_resync(server_pk: int) -> bool:
 
 @shared_task(ignore_result=True)
 def close_dead_sync_runs() -> int:
-    """Close as failed the sync runs whose process died (a worker killed mid-sync); returns how many."""
-    return sync_runs_dead_close()
+    """Close as failed the sync runs whose process died (a worker killed mid-sync), and the queued runs no worker took
+    (their task lost by the broker: ``queued_runs_unclaimed_close``); returns how many."""
+    return sync_runs_dead_close() + queued_runs_unclaimed_close()
+
+
+def queued_unclaimed_seconds() -> int:
+    """How long a queued run may wait for a worker before it is taken for lost: past the broker's visibility timeout
+    and its restore interval (a task a worker received and died holding is delivered again by then), plus a margin."""
+    options = settings.CELERY_BROKER_TRANSPORT_OPTIONS
+    visibility = int(options.get("visibility_timeout", 3600))
+    return visibility + int(options.get("unacked_restore_interval", 10)) + VISIBILITY_MARGIN_SECONDS
+
+
+def queued_runs_unclaimed_close() -> int:
+    """Close as failed the runs queued longer than ``queued_unclaimed_seconds`` that no worker took: the broker lost
+    their task (Redis restarted without persistence, its queue flushed) or no worker has been running. Never one whose
+    task the outbox still keeps (Redis down: sent once it is back). Its reason tells the operator to ask again."""
+    bound = queued_unclaimed_seconds()
+    held = {args[3] for args in outbox_held_args(sync_server.name) if len(args) > 3 and isinstance(args[3], int)}
+    error = (
+        f"not run: no worker took this sync within {bound // 60} min of its queueing (the broker lost the task, or no"
+        " worker is running); ask for the sync again"
+    )
+    return sync_runs_unclaimed_close(queued_before=timezone.now() - timedelta(seconds=bound), held=held, error=error)
 
 
 @shared_task(name="catalog.tasks.outbox_send", ignore_result=True)

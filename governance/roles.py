@@ -40,6 +40,9 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
         "catalog.view_tool",
         "catalog.view_syncrun",
         "catalog.view_toolrevision",
+        # Watch the index as they watch syncs: each build, whether it ran degraded or failed (read-only; while the
+        # install has tenants only a superuser reads it, search.admin.InstallWideAdmin).
+        "search.view_indexgeneration",
         *(f"governance.{verb}_{model}" for model in _GRANTS for verb in ("view", "add", "delete")),
         *(
             f"governance.{verb}_{model}"

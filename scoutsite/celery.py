@@ -102,7 +102,8 @@ def setup_periodic_tasks(sender: Celery, **kwargs: object) -> None:
         # (An expired approval is refused when used whether or not this has run.)
         (300, "governance.tasks.expire_approvals", "governance: expire approvals"),
         # Close the sync runs whose worker died once their lock has run out (SCOUT_SYNC_LOCK_SECONDS), checked that
-        # often, so pages stop calling them running: a page or an API read never writes (mend3).
+        # often, so pages stop calling them running: a page or an API read never writes (mend3). And the runs queued
+        # past the visibility timeout that no worker took, their task lost by the broker (mend4).
         (max(3, settings.SCOUT_SYNC_LOCK_SECONDS), "catalog.tasks.close_dead_sync_runs", "catalog: close dead runs"),
         # Send tasks kept while the broker was down that no running process is sending (catalog/outbox.py, F4).
         (60, "catalog.tasks.outbox_send", "catalog: send kept tasks"),

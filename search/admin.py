@@ -130,21 +130,19 @@ class IndexGenerationAdmin(ProgressAdminMixin, InstallWideAdmin, admin.ModelAdmi
             if generation.kind == GenerationKind.FULL:
                 return "every tool (a full rebuild)"
             return "—" if generation.status == GenerationStatus.BUILDING else "not recorded"
-        tools = list(Tool.objects.filter(pk__in=generation.tool_pks[:TOOLS_REINDEXED_SHOWN]).order_by("tool_id"))
-        urls = admin_urls_for(generation.reader, tools) if hasattr(generation, "reader") else {}
-        names = format_html_join(
-            ", ",
-            "{}",
-            ((format_html('<a href="{}">{}</a>', urls[tool], tool.tool_id) if tool in urls else tool.tool_id,)
-             for tool in tools),
-        )  # fmt: skip
-        gone = min(len(generation.tool_pks), TOOLS_REINDEXED_SHOWN) - len(tools)
+        found = list(Tool.objects.filter(pk__in=generation.tool_pks[:TOOLS_REINDEXED_SHOWN]).order_by("tool_id"))
+        # Named only where the reader may open the tool (its admin's permission and rows): the others are counted.
+        urls = admin_urls_for(generation.reader, found) if hasattr(generation, "reader") else {}
+        tools = [tool for tool in found if tool in urls]
+        gone = min(len(generation.tool_pks), TOOLS_REINDEXED_SHOWN) - len(found)
         more = len(generation.tool_pks) - TOOLS_REINDEXED_SHOWN
+        parts = [format_html('<a href="{}">{}</a>', urls[tool], tool.tool_id) for tool in tools]
+        if len(found) > len(tools):
+            parts.append(f"{len(found) - len(tools)} you may not open")
+        if gone > 0:
+            parts.append(f"{gone} no longer in the catalog")
         return format_html(
-            "{}{}{}",
-            names,
-            f"{', ' if tools else ''}{gone} no longer in the catalog" if gone > 0 else "",
-            f" and {more} more" if more > 0 else "",
+            "{}{}", format_html_join(", ", "{}", ((part,) for part in parts)), f" and {more} more" if more > 0 else ""
         )
 
     def object_title(self, request: HttpRequest, obj: IndexGeneration) -> str:

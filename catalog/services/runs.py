@@ -1,5 +1,7 @@
 """SyncRun bookkeeping shared by sync and import."""
 
+from datetime import datetime
+
 from django.utils import timezone
 
 from catalog.choices import SyncKind, SyncStatus
@@ -31,6 +33,16 @@ def sync_run_queue(*, server: Server, source: str, started_by_id: int | None = N
 def sync_run_queued_note(run: SyncRun, note: str) -> None:
     """Say on a run still queued why no worker has it yet (the broker refused it; the outbox keeps it)."""
     SyncRun.objects.filter(pk=run.pk, status=SyncStatus.QUEUED).update(error=storable(note)[:MAX_ERROR_CHARS])
+
+
+def sync_runs_unclaimed_close(*, queued_before: datetime, held: set[int], error: str) -> int:
+    """Close as failed, with ``error``, the runs still queued since before ``queued_before`` that no worker took (its
+    task lost by the broker), except those in ``held`` (their task is still kept, waiting for the broker). A worker
+    that takes one meanwhile wins (one conditional UPDATE each way, ``_queued_take``). Returns how many."""
+    unclaimed = SyncRun.objects.filter(status=SyncStatus.QUEUED, started_at__lt=queued_before).exclude(pk__in=held)
+    return unclaimed.update(
+        status=SyncStatus.FAILED, error=storable(error)[:MAX_ERROR_CHARS], finished_at=timezone.now()
+    )
 
 
 def _queued_take(queued_pk: int | None, server: Server, **fields: object) -> SyncRun | None:
