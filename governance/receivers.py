@@ -9,6 +9,7 @@ from django.db import transaction
 from django.db.models.signals import m2m_changed, post_delete, post_save, pre_delete, pre_save
 from django.dispatch import receiver
 
+from catalog.choices import ServerStatus
 from catalog.models import Server, Tool
 from catalog.signals import catalog_rows_changed, tool_definitions_changed, tools_changed
 
@@ -47,6 +48,21 @@ def on_tool_saved(sender, *, instance: Tool, created: bool, raw: bool = False, *
 
         tool_definition_review(tool=instance, revision=instance.revisions.first(), previous_hash=None)
     visibility_invalidate()
+    if not created and (not instance.enabled or instance.removed_at is not None):
+        # Disabled or removed: its open approvals are void now, not at the sweep (re-enabled, one ran again: Z6).
+        from .services.approvals import approvals_void_for_tools
+
+        approvals_void_for_tools(tool_pks=[instance.pk])
+
+
+def _void_approvals_of_server_retired(sender, *, instance: Server, raw: bool = False, **kwargs) -> None:
+    """A server disabled or archived: the open approvals for its tools are void now, as for a tool disabled (Z6,
+    redteam55). A server only not serving for now (degraded, unavailable) keeps them, as the sweep does."""
+    if raw or instance.status not in (ServerStatus.DISABLED, ServerStatus.ARCHIVED):
+        return
+    from .services.approvals import approvals_void_for_tools
+
+    approvals_void_for_tools(tool_pks=Tool.objects.filter(server=instance).values_list("pk", flat=True))
 
 
 def _invalidate(sender, **kwargs) -> None:
@@ -110,6 +126,57 @@ def _void_approvals_of_members_of_deleted(sender, *, instance, **kwargs) -> None
     from .services.approvals import approvals_void_for_people
 
     approvals_void_for_people(user_pks=getattr(instance, "_scout_leaving", ()))
+
+
+def _void_approvals_of_entitlement_lost(sender, *, instance, action: str, pk_set, **kwargs) -> None:
+    """People or groups taken out of an entitlement (from either side): the approvals of the people it reached, for
+    tools that require it, are void now if they may no longer use them (Z6, redteam55)."""
+    if action not in ("post_remove", "post_clear"):
+        return
+    from .services.approvals import approvals_void_for_people, approvals_void_for_tools
+
+    if isinstance(instance, Entitlement):
+        approvals_void_for_tools(
+            tool_pks=Tool.objects.filter(policy__required_entitlements=instance).values_list("pk", flat=True)
+        )
+    elif isinstance(instance, Group):
+        approvals_void_for_people(user_pks=_members_of(instance).values_list("pk", flat=True))
+    else:
+        approvals_void_for_people(user_pks=[instance.pk])
+
+
+def _void_approvals_of_entitlement_required(sender, *, instance, action: str, pk_set, **kwargs) -> None:
+    """A tool's policy came to require an entitlement (from either side): approvals for it of people without it are
+    void now (Z6, redteam55)."""
+    if action != "post_add":
+        return
+    from .services.approvals import approvals_void_for_tools
+
+    policies = [instance.pk] if isinstance(instance, ToolPolicy) else pk_set
+    approvals_void_for_tools(tool_pks=ToolPolicy.objects.filter(pk__in=policies).values_list("tool_id", flat=True))
+
+
+def _void_approvals_of_agent_narrowed(sender, *, instance: Agent | AgentGrant, raw: bool = False, **kwargs) -> None:
+    """An agent changed, or one of its grants changed or deleted: its person's approvals that it (or an agent below
+    it) may no longer use are void now (Z6, redteam55)."""
+    if raw:
+        return
+    from .services.approvals import approvals_void_for_people
+
+    agent = instance if isinstance(instance, Agent) else Agent.objects.filter(pk=instance.agent_id).first()
+    if agent is not None:
+        approvals_void_for_people(
+            user_pks=[agent.user_id, *ApiToken.objects.filter(agent=agent).values_list("user_id", flat=True)]
+        )
+
+
+def _void_approvals_of_person_deactivated(sender, *, instance, raw: bool = False, **kwargs) -> None:
+    """A person made inactive: their open approvals are void now, not at the sweep (reactivated, one ran again)."""
+    if raw or instance.is_active:
+        return
+    from .services.approvals import approvals_void_for_people
+
+    approvals_void_for_people(user_pks=[instance.pk])
 
 
 def _lock_agent_of_deleted_grant(sender, *, instance: AgentGrant, **kwargs) -> None:
@@ -194,6 +261,25 @@ def connect() -> None:
         post_delete.connect(
             _void_approvals_of_members_of_deleted, sender=model, dispatch_uid=f"governance-void-{model.__name__}"
         )
+    # Entitlements lost or newly required, an agent narrowed: approvals that no longer hold are void at once.
+    for through in (Entitlement.users.through, Entitlement.groups.through):
+        m2m_changed.connect(
+            _void_approvals_of_entitlement_lost, sender=through, dispatch_uid=f"governance-void-{through.__name__}"
+        )
+    m2m_changed.connect(
+        _void_approvals_of_entitlement_required,
+        sender=ToolPolicy.required_entitlements.through,
+        dispatch_uid="governance-void-required-entitlements",
+    )
+    post_save.connect(_void_approvals_of_person_deactivated, sender=user_model, dispatch_uid="governance-void-user")
+    post_save.connect(_void_approvals_of_server_retired, sender=Server, dispatch_uid="governance-void-Server")
+    for model in (Agent, AgentGrant):
+        post_save.connect(
+            _void_approvals_of_agent_narrowed, sender=model, dispatch_uid=f"governance-void-save-{model.__name__}"
+        )
+    post_delete.connect(
+        _void_approvals_of_agent_narrowed, sender=AgentGrant, dispatch_uid="governance-void-delete-AgentGrant"
+    )
     pre_delete.connect(_lock_agent_of_deleted_grant, sender=AgentGrant, dispatch_uid="governance-lock-AgentGrant")
     pre_save.connect(_lock_server_moving, sender=ServerTenant, dispatch_uid="governance-lock-ServerTenant-save")
     pre_delete.connect(_lock_server_moving, sender=ServerTenant, dispatch_uid="governance-lock-ServerTenant-delete")

@@ -522,16 +522,24 @@ def approval_expire_stale() -> int:
 
 
 def approvals_void_for_people(*, user_pks: Iterable[int]) -> int:
-    """Expire the pending and approved requests of these people that they may no longer use (they left a group or a
-    tenant, or it was deleted), each audited as the sweep does, at once: left to the sweep (every five minutes), an
-    approval outlived a membership taken and given back meanwhile, and ran (redteam54, Z6). Returns how many."""
+    """Expire the pending and approved requests of these people that they may no longer use (they left a group, a
+    tenant or an entitlement, one was deleted, or an agent of theirs was narrowed), each audited as the sweep does, at
+    once: left to the sweep (every five minutes), an approval outlived a membership taken and given back meanwhile,
+    and ran (redteam54, Z6). Returns how many."""
     pks = list(user_pks)
-    if not pks:
-        return 0
-    open_requests = ApprovalRequest.objects.filter(
-        status__in=[ApprovalStatus.PENDING, ApprovalStatus.APPROVED], requester_id__in=pks
-    )
-    return _expire_lost_access(open_requests)
+    return _expire_lost_access(_open_requests().filter(requester_id__in=pks)) if pks else 0
+
+
+def approvals_void_for_tools(*, tool_pks: Iterable[int]) -> int:
+    """Expire the pending and approved requests for these tools that their requesters may no longer use (the tools
+    were held, or came to require an entitlement), each audited as the sweep does, at once (redteam55, Z6): as
+    ``approvals_void_for_people``. Returns how many."""
+    pks = list(tool_pks)
+    return _expire_lost_access(_open_requests().filter(tool_id__in=pks)) if pks else 0
+
+
+def _open_requests() -> QuerySet[ApprovalRequest]:
+    return ApprovalRequest.objects.filter(status__in=[ApprovalStatus.PENDING, ApprovalStatus.APPROVED])
 
 
 def _expire_lost_access(open_requests: QuerySet[ApprovalRequest]) -> int:

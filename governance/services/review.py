@@ -25,6 +25,7 @@ from governance.models import ServerTenant, ToolPolicy, ToolReview
 from governance.principals import principal_for_user
 from governance.sanitize import definition_text, suspicious_markers
 from governance.selectors import policy_version_current, server_tenant_id, tool_shaped_by
+from governance.services.approvals import approvals_void_for_tools
 from governance.services.audit import audit_event_build, audit_record, audit_record_many
 from governance.services.policy import (
     SHARED_TOOL_REFUSED,
@@ -142,6 +143,7 @@ def tool_definitions_review(*, changes: Sequence[DefinitionChange]) -> list[Tool
     ToolReview.objects.bulk_create(reviews, batch_size=BATCH_SIZE)
     _audit_holds(reviews)
     visibility_invalidate()
+    _void_approvals_of_held(reviews)
     return [policies[tool.pk] for tool in tools]
 
 
@@ -349,7 +351,14 @@ def tools_hold_for_signal(*, tool_pks: Collection[int], marker: str) -> list[int
     _audit_holds(reviews)
     if reviews:
         visibility_invalidate()
+    _void_approvals_of_held(reviews)
     return [review.tool_id for review in reviews]
+
+
+def _void_approvals_of_held(reviews: list[ToolReview]) -> None:
+    """Open approvals for tools just held are void now, not at the sweep's next run: released before it (the
+    definition back, or a curator's accept), an approval asked before the hold ran again (Z6, redteam55)."""
+    approvals_void_for_tools(tool_pks=[review.tool_id for review in reviews])
 
 
 def _audit_holds(reviews: list[ToolReview]) -> None:
