@@ -143,7 +143,10 @@ def tool_definitions_review(*, changes: Sequence[DefinitionChange]) -> list[Tool
     ToolReview.objects.bulk_create(reviews, batch_size=BATCH_SIZE)
     _audit_holds(reviews)
     visibility_invalidate()
-    _void_approvals_of_held(reviews)
+    # A tool seen for the first time (its policy made just now) has no approval to void: not a query per server of
+    # an import or a first sync.
+    first_seen = {policy.tool_id for policy in created}
+    _void_approvals_of_held([review for review in reviews if review.tool_id not in first_seen])
     return [policies[tool.pk] for tool in tools]
 
 
