@@ -158,8 +158,8 @@ def _void_approvals_of_entitlement_required(sender, *, instance, action: str, pk
 
 def _void_approvals_of_agent_narrowed(sender, *, instance: Agent | AgentGrant, raw: bool = False, **kwargs) -> None:
     """An agent changed, or one of its grants changed or deleted: its person's approvals that it (or an agent below
-    it) may no longer use are void now (Z6, redteam55)."""
-    if raw:
+    it) may no longer use are void now (Z6, redteam55). A new agent or grant takes nothing away."""
+    if raw or kwargs.get("created"):
         return
     from .services.approvals import approvals_void_for_people
 
