@@ -319,6 +319,24 @@ def test_eval_command_rejects_bad_files(tmp_path):
         call_command("scout_eval", "--catalog", str(bad), "--queries", str(bad))
 
 
+@pytest.mark.parametrize(
+    ("option", "value", "says"),
+    [
+        ("--confidence-lead", "-0.1", "must be 0 or more"),
+        ("--withhold-threshold", "nan", "must be 0 or more"),
+        ("--confidence-threshold", "high", "not a number"),
+        ("--limit", "0", "must be 1 or more"),
+        ("--sample", "-5", "must be 1 or more"),
+    ],
+)
+def test_eval_command_refuses_a_knob_out_of_range_by_name(tmp_path, option, value, says):
+    # A negative lead was silently "off" and a limit of 0 said "nothing to evaluate": each now names its option.
+    with pytest.raises(CommandError, match=f"argument {option}: .*{says}"):
+        call_command(
+            "scout_eval", "--catalog", str(tmp_path / "c.jsonl"), "--queries", str(tmp_path / "q.jsonl"), option, value
+        )
+
+
 @pytest.fixture
 def eval_dir() -> Path:
     path = Path(os.environ.get("SCOUT_EVAL_DIR") or Path(settings.BASE_DIR).parent / "shared" / "eval")

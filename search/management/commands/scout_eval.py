@@ -17,6 +17,7 @@ equivalence-etom.jsonl) each group is also scored leniently, as the group ``leni
 same set as a relevant one counts as relevant; the strict groups stay as they are.
 """
 
+import argparse
 import json
 import time
 from dataclasses import replace
@@ -83,8 +84,10 @@ class Command(ProgressCommand):
         parser.add_argument("--catalog", action="append", required=True, type=Path, help="catalog JSONL (repeat)")
         parser.add_argument("--queries", action="append", required=True, type=Path, help="queries JSONL (repeat)")
         parser.add_argument("--fusion", choices=FUSIONS, default=None, help="the fusion reported as hybrid")
-        parser.add_argument("--limit", type=int, default=None, help="only the first N queries (after sampling)")
-        parser.add_argument("--sample", type=int, default=None, help="a random sample of N queries")
+        parser.add_argument(
+            "--limit", type=_positive_int, default=None, help="only the first N queries (after sampling)"
+        )
+        parser.add_argument("--sample", type=_positive_int, default=None, help="a random sample of N queries")
         parser.add_argument("--seed", type=int, default=0, help="seed for --sample")
         parser.add_argument("--json", type=Path, default=None, help="write every figure as JSON here")
         parser.add_argument("--no-intent", action="store_true", help="disable operation-intent re-ranking")
@@ -105,25 +108,25 @@ class Command(ProgressCommand):
         )
         parser.add_argument(
             "--withhold-threshold",
-            type=float,
+            type=_non_negative,
             default=None,
             help="answer withheld below this best calibrated score (default SCOUT_SEARCH_WITHHOLD_THRESHOLD)",
         )
         parser.add_argument(
             "--withhold-peak",
-            type=float,
+            type=_non_negative,
             default=None,
             help="... and when the request's peak is below this (default SCOUT_SEARCH_WITHHOLD_PEAK)",
         )
         parser.add_argument(
             "--withhold-spread",
-            type=float,
+            type=_non_negative,
             default=None,
             help="... and when the request's spread is below this (default SCOUT_SEARCH_WITHHOLD_SPREAD)",
         )
         parser.add_argument(
             "--withhold-flat-threshold",
-            type=float,
+            type=_non_negative,
             default=None,
             help="withhold threshold where a flat spread was measured (default SCOUT_SEARCH_WITHHOLD_FLAT_THRESHOLD)",
         )
@@ -134,14 +137,14 @@ class Command(ProgressCommand):
         )
         parser.add_argument(
             "--confidence-threshold",
-            type=float,
+            type=_non_negative,
             default=None,
             help="low confidence below this best calibrated score (default SCOUT_SEARCH_CONFIDENCE_THRESHOLD)",
         )
 
         parser.add_argument(
             "--confidence-lead",
-            type=float,
+            type=_non_negative,
             default=None,
             help="low when the first tool leads the next of its step by less than this fused score (0: off)",
         )
@@ -269,6 +272,27 @@ class Command(ProgressCommand):
                 f"from {summary['queries']} replayed queries"
             )
         return [replace(doc, **learned.get(doc.pk, {})) for doc in docs], summary
+
+
+def _non_negative(text: str) -> float:
+    """A score or share: a negative one would silently mean "never" (a lead of -1 is always met), so it is refused."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value >= 0:  # NaN too
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {text}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {text}")
+    return value
 
 
 def _given(value: float | None, default: float) -> float:
