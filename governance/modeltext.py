@@ -463,6 +463,54 @@ def schema_texts_for_model(node: Any) -> Any:
     return shown
 
 
+def schema_exact_texts(node: Any) -> list[str]:
+    """The texts ``schema_texts_for_model`` keeps as written though a model reads them: the strings of what the schema
+    allows (``_SCHEMA_EXACT``) and the names of ``SUBSCHEMA_MAPS``, at any depth."""
+    if isinstance(node, list):
+        return [text for value in node for text in schema_exact_texts(value)]
+    if not isinstance(node, dict):
+        return []
+    texts: list[str] = []
+    for key, value in node.items():
+        if key in _SCHEMA_EXACT:
+            texts += _strings_in(value)
+        elif key in SUBSCHEMA_MAPS and isinstance(value, dict):
+            for name, spec in value.items():
+                texts += [name, *schema_exact_texts(spec)]
+        elif key == "dependencies" and isinstance(value, dict):
+            for name, spec in value.items():
+                texts += [name, *(_strings_in(spec) if isinstance(spec, list) else schema_exact_texts(spec))]
+        elif key in _SCHEMA_VALUED:
+            texts += schema_exact_texts(value)
+    return texts
+
+
+def _strings_in(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [text for key, item in value.items() for text in (key, *_strings_in(item))]
+    if isinstance(value, list):
+        return [text for item in value for text in _strings_in(item)]
+    return []
+
+
+def definition_exact_texts_read_otherwise(definition: Any) -> bool:
+    """Whether a text of the definition's schemas kept as written (``schema_exact_texts``: an enum or const value, a
+    property's name) would be shown a model otherwise were it a description: the gateway's voice or a refused link
+    (``text_for_model`` past ``clean_for_model``, whose hidden characters and tags the screen holds already, and whose
+    line endings and Unicode forms are no one's voice). It cannot be cleaned without changing what a call must send,
+    so the tool is held (redteam57)."""
+    if not isinstance(definition, dict):
+        return False
+    for key in ("inputSchema", "outputSchema"):
+        for text in schema_exact_texts(definition.get(key)):
+            cleaned = clean_for_model(text) if text else ""
+            if text_for_model(cleaned) != cleaned:  # clean_for_model gives the same text again
+                return True
+    return False
+
+
 def definition_for_model(definition: Any) -> Any:
     """A stored upstream definition (a tool's, a revision's: name, title, description, schemas, annotations) as a
     model is shown its parts: the schemas' texts by ``schema_texts_for_model``, every other text by
