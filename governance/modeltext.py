@@ -496,18 +496,18 @@ def _strings_in(value: Any) -> list[str]:
 
 
 def definition_exact_texts_read_otherwise(definition: Any) -> bool:
-    """Whether a text of the definition's schemas kept as written (``schema_exact_texts``: an enum or const value, a
-    property's name) would be shown a model otherwise were it a description: the gateway's voice or a refused link
-    (``text_for_model`` past ``clean_for_model``, whose hidden characters and tags the screen holds already, and whose
-    line endings and Unicode forms are no one's voice). It cannot be cleaned without changing what a call must send,
-    so the tool is held (redteam57)."""
+    """Whether a text of the definition kept as written (its name, and ``schema_exact_texts`` of its schemas: an enum
+    or const value, a property's name) would be shown a model otherwise were it a description: the gateway's voice or
+    a refused link (``text_for_model`` past ``clean_for_model``, whose hidden characters and tags the screen holds
+    already, and whose line endings and Unicode forms are no one's voice). It cannot be cleaned without changing what
+    a call must send, so the tool is held (redteam57)."""
     if not isinstance(definition, dict):
         return False
-    for key in ("inputSchema", "outputSchema"):
-        for text in schema_exact_texts(definition.get(key)):
-            cleaned = clean_for_model(text) if text else ""
-            if text_for_model(cleaned) != cleaned:  # clean_for_model gives the same text again
-                return True
+    texts = [definition.get("name"), *schema_exact_texts(definition.get("inputSchema"))]
+    for text in [*texts, *schema_exact_texts(definition.get("outputSchema"))]:
+        cleaned = clean_for_model(text) if isinstance(text, str) else ""
+        if text_for_model(cleaned) != cleaned:  # clean_for_model gives the same text again
+            return True
     return False
 
 
