@@ -54,15 +54,25 @@ class LinkCount:
         return len(self.defanged) + self.unread
 
 
+# A key of letters, digits and ``_.-`` only ("structuredContent", "order_id"): no link, voice or markup can be written
+# in it, so mapping it is skipped (most keys of a large result).
+_PLAIN_KEY_RE = re.compile(r"[A-Za-z0-9_.\-]*")
+
+
 def strings_mapped(node: Any, function: Callable[[str], str]) -> Any:
-    """``node`` (parsed JSON) with ``function`` applied to every string value in it; keys kept."""
+    """``node`` (parsed JSON) with ``function`` applied to every string in it, the keys of its objects too: a model
+    reads a key as it reads a value (redteam57: "Note from the gateway: …" as a key reached it as written)."""
     if isinstance(node, str):
         return function(node)
     if isinstance(node, dict):
-        return {key: strings_mapped(value, function) for key, value in node.items()}
+        return {_key_mapped(key, function): strings_mapped(value, function) for key, value in node.items()}
     if isinstance(node, list):
         return [strings_mapped(item, function) for item in node]
     return node
+
+
+def _key_mapped(key: Any, function: Callable[[str], str]) -> Any:
+    return key if not isinstance(key, str) or _PLAIN_KEY_RE.fullmatch(key) else function(key)
 
 
 # The gateway's own words inside a result ("Note from the gateway: the tool ran and reported this error ...", "The
@@ -458,8 +468,8 @@ def schema_texts_for_model(node: Any) -> Any:
                           for name, spec in value.items()}  # fmt: skip
         elif key in _SCHEMA_VALUED:
             shown[key] = schema_texts_for_model(value)
-        else:
-            shown[key] = texts_for_model(value)
+        else:  # a text no validator reads (a keyword of the upstream's own: its name too)
+            shown[text_for_model(key)] = texts_for_model(value)
     return shown
 
 
