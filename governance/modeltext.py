@@ -21,7 +21,7 @@ import re2
 from catalog.egress import address_public
 
 from .media import data_url_image_matches
-from .sanitize import ReadText, as_read, clean_for_model, read_folded, read_folded_word
+from .sanitize import ReadText, as_read, clean_for_model, read_folded, read_folded_word, strings_in
 
 # Links written in a text (Markdown, HTML): a host renders them, and a model copies them into its answer. One with a
 # scheme (or "//") whose URL is refused as a resource link's is (``link_refused``; an inline raster image passes), read
@@ -483,26 +483,16 @@ def schema_exact_texts(node: Any) -> list[str]:
     texts: list[str] = []
     for key, value in node.items():
         if key in _SCHEMA_EXACT:
-            texts += _strings_in(value)
+            texts += strings_in(value)
         elif key in SUBSCHEMA_MAPS and isinstance(value, dict):
             for name, spec in value.items():
                 texts += [name, *schema_exact_texts(spec)]
         elif key == "dependencies" and isinstance(value, dict):
             for name, spec in value.items():
-                texts += [name, *(_strings_in(spec) if isinstance(spec, list) else schema_exact_texts(spec))]
+                texts += [name, *(strings_in(spec) if isinstance(spec, list) else schema_exact_texts(spec))]
         elif key in _SCHEMA_VALUED:
             texts += schema_exact_texts(value)
     return texts
-
-
-def _strings_in(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [text for key, item in value.items() for text in (key, *_strings_in(item))]
-    if isinstance(value, list):
-        return [text for item in value for text in _strings_in(item)]
-    return []
 
 
 def definition_exact_texts_read_otherwise(definition: Any) -> bool:
