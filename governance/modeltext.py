@@ -21,7 +21,7 @@ import re2
 from catalog.egress import address_public
 
 from .media import data_url_image_matches
-from .sanitize import ReadText, as_read, clean_for_model, read_folded, read_folded_word
+from .sanitize import ReadText, as_read, clean_for_model, read_folded, read_folded_word, strings_in
 
 # Links written in a text (Markdown, HTML): a host renders them, and a model copies them into its answer. One with a
 # scheme (or "//") whose URL is refused as a resource link's is (``link_refused``; an inline raster image passes), read
@@ -54,15 +54,25 @@ class LinkCount:
         return len(self.defanged) + self.unread
 
 
+# A key of letters, digits and ``_.-`` only ("structuredContent", "order_id"): no link, voice or markup can be written
+# in it, so mapping it is skipped (most keys of a large result).
+_PLAIN_KEY_RE = re.compile(r"[A-Za-z0-9_.\-]*")
+
+
 def strings_mapped(node: Any, function: Callable[[str], str]) -> Any:
-    """``node`` (parsed JSON) with ``function`` applied to every string value in it; keys kept."""
+    """``node`` (parsed JSON) with ``function`` applied to every string in it, the keys of its objects too: a model
+    reads a key as it reads a value (redteam57: "Note from the gateway: …" as a key reached it as written)."""
     if isinstance(node, str):
         return function(node)
     if isinstance(node, dict):
-        return {key: strings_mapped(value, function) for key, value in node.items()}
+        return {_key_mapped(key, function): strings_mapped(value, function) for key, value in node.items()}
     if isinstance(node, list):
         return [strings_mapped(item, function) for item in node]
     return node
+
+
+def _key_mapped(key: Any, function: Callable[[str], str]) -> Any:
+    return key if not isinstance(key, str) or _PLAIN_KEY_RE.fullmatch(key) else function(key)
 
 
 # The gateway's own words inside a result ("Note from the gateway: the tool ran and reported this error ...", "The
@@ -458,9 +468,47 @@ def schema_texts_for_model(node: Any) -> Any:
                           for name, spec in value.items()}  # fmt: skip
         elif key in _SCHEMA_VALUED:
             shown[key] = schema_texts_for_model(value)
-        else:
-            shown[key] = texts_for_model(value)
+        else:  # a text no validator reads (a keyword of the upstream's own: its name too)
+            shown[text_for_model(key)] = texts_for_model(value)
     return shown
+
+
+def schema_exact_texts(node: Any) -> list[str]:
+    """The texts ``schema_texts_for_model`` keeps as written though a model reads them: the strings of what the schema
+    allows (``_SCHEMA_EXACT``) and the names of ``SUBSCHEMA_MAPS``, at any depth."""
+    if isinstance(node, list):
+        return [text for value in node for text in schema_exact_texts(value)]
+    if not isinstance(node, dict):
+        return []
+    texts: list[str] = []
+    for key, value in node.items():
+        if key in _SCHEMA_EXACT:
+            texts += strings_in(value)
+        elif key in SUBSCHEMA_MAPS and isinstance(value, dict):
+            for name, spec in value.items():
+                texts += [name, *schema_exact_texts(spec)]
+        elif key == "dependencies" and isinstance(value, dict):
+            for name, spec in value.items():
+                texts += [name, *(strings_in(spec) if isinstance(spec, list) else schema_exact_texts(spec))]
+        elif key in _SCHEMA_VALUED:
+            texts += schema_exact_texts(value)
+    return texts
+
+
+def definition_exact_texts_read_otherwise(definition: Any) -> bool:
+    """Whether a text of the definition kept as written (its name, and ``schema_exact_texts`` of its schemas: an enum
+    or const value, a property's name) would be shown a model otherwise were it a description: the gateway's voice or
+    a refused link (``text_for_model`` past ``clean_for_model``, whose hidden characters and tags the screen holds
+    already, and whose line endings and Unicode forms are no one's voice). It cannot be cleaned without changing what
+    a call must send, so the tool is held (redteam57)."""
+    if not isinstance(definition, dict):
+        return False
+    texts = [definition.get("name"), *schema_exact_texts(definition.get("inputSchema"))]
+    for text in [*texts, *schema_exact_texts(definition.get("outputSchema"))]:
+        cleaned = clean_for_model(text) if isinstance(text, str) else ""
+        if text_for_model(cleaned) != cleaned:  # clean_for_model gives the same text again
+            return True
+    return False
 
 
 def definition_for_model(definition: Any) -> Any:

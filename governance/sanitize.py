@@ -546,6 +546,11 @@ def suspicious_markers(text: str) -> list[str]:
 
 def definition_text(definition: dict) -> str:
     """Every string in a tool definition (titles, descriptions, schema texts, enum values), one per line."""
+    return "\n".join(strings_in(definition))
+
+
+def strings_in(node: object) -> list[str]:
+    """Every string in ``node`` (parsed JSON), the keys of its objects too, in document order."""
     parts: list[str] = []
 
     def walk(node: object) -> None:
@@ -560,8 +565,8 @@ def definition_text(definition: dict) -> str:
             for value in node:
                 walk(value)
 
-    walk(definition)
-    return "\n".join(parts)
+    walk(node)
+    return parts
 
 
 # --- text a person reviews -------------------------------------------------------------------------------

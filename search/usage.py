@@ -61,6 +61,23 @@ _WORD_RE = re.compile(r"[A-Z]?[a-z]{2,}(?:[A-Z][a-z]{2,})*|[A-Za-z]|[A-Z]{2,8}|\
 # 3+ characters split by single spaces or hyphens, each group too short for _TOKEN_RUN_RE (redteam38). RE2: untrusted.
 _GROUPED_RUN_RE = re2.compile(r"[A-Za-z0-9_+/=]{3,}(?:[ \-][A-Za-z0-9_+/=]{3,})+")
 _LICENSE_GROUP_RE = re.compile(r"[A-Z0-9]{4,8}")
+# Secrets whose characters may read as words (redteam57), each masked whole: a link's query and fragment values (where
+# signed links, reset codes and magic-link tokens travel; the address and the parameters' names stay), a value after a
+# credential's name and ":" or "=" ("api-key: …", "password=…") or after "Bearer" (with a digit or punctuation: "the
+# Bearer token" stays), and a key behind a prefix its issuer gives every key (gitleaks' rules: Stripe, OpenAI,
+# Anthropic, GitHub, GitLab, Slack, npm, Hugging Face, PyPI, Shopify, DigitalOcean, AWS, Google). RE2: untrusted text.
+_URL_RE = re2.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s<>\"'`]+")
+_URL_PARAM_RE = re2.compile(r"([?&#;][^=&#?;\s]*=)[^&#;\s]+")
+_NAMED_SECRET_RE = re2.compile(
+    r"(?i)(\b(?:api[-_ ]?key|apikey|access[-_ ]?key|secret(?:[-_ ]?key)?|client[-_ ]?secret|private[-_ ]?key"
+    r"|(?:access[-_ ]?|auth[-_ ]?|refresh[-_ ]?|api[-_ ]?)?token|password|passwd|pwd|passphrase)\s*[:=]\s*)"
+    r"[^\s<&#;][^\s&#;]*"
+)
+_BEARER_RE = re2.compile(r"(\b[Bb]earer\s+)([A-Za-z0-9_\-.~+/=]*[0-9_\-.~+/=][A-Za-z0-9_\-.~+/=]*)")
+_KEY_PREFIX_RE = re2.compile(
+    r"\b(?:[spr]k_(?:live|test)_|whsec_|sk-|gh[pousr]_|github_pat_|glpat-|gldt-|glrt-|xox[abposre]-|xapp-|npm_|hf_"
+    r"|pypi-|shpat_|shpss_|shpca_|dop_v1_|AKIA|ASIA|AIza|ya29\.)[A-Za-z0-9_\-.]{8,}"
+)
 # Chinese and Japanese numerals (一三八零零一三八零零零 is a telephone number, 五千 an amount): masked in a
 # run of two or more (or beside a digit), since one alone is also an ordinary word ("一下", "a little"). 〇 is a
 # numeral already.
@@ -89,7 +106,8 @@ def teacher_key(principal: Principal) -> str:
 
 
 def query_redact(text: str) -> str:
-    """``text`` with e-mail addresses, long tokens and every digit masked (the ``redacted`` log mode). The text is
+    """``text`` with e-mail addresses, long tokens, secrets in links, after a credential's name or behind a key's known
+    prefix, and every digit masked (the ``redacted`` log mode). The text is
     first read as a person reads it: invisible characters (zero-width, soft hyphen, bidi controls) dropped, HTML
     character references (``&commat;``, ``&#64;``) and percent-escapes (``%40``) decoded and compatibility forms
     folded (NFKC), so ``alice\u200b@example.com`` or a full-width ``＠`` is masked as ``@`` is, and a numeral of any
@@ -97,6 +115,10 @@ def query_redact(text: str) -> str:
     text = unquote(html.unescape(_visible(text)))
     # A letter numeral (Ⅻ, ⅳ) before NFKC makes it Latin letters ("XII"), no longer a numeral.
     text = unicodedata.normalize("NFKC", "".join("#" if unicodedata.category(ch) == "Nl" else ch for ch in text))
+    text = _URL_RE.sub(lambda url: _URL_PARAM_RE.sub(lambda param: param.group(1) + "<value>", url.group()), text)
+    text = _NAMED_SECRET_RE.sub(lambda named: named.group(1) + "<token>", text)
+    text = _BEARER_RE.sub(lambda bearer: bearer.group(1) + "<token>", text)
+    text = _KEY_PREFIX_RE.sub("<token>", text)
     text = _EMAIL_RE.sub("<email>", _visible(text))
     text = _GROUPED_RUN_RE.sub(_groups_masked, text)
     text = _TOKEN_RUN_RE.sub(_token_masked, text)

@@ -22,6 +22,7 @@ from catalog.signals import DefinitionChange
 from governance.cache import visibility_invalidate
 from governance.choices import AuditEventType, AuditOutcome, ReviewKind, ReviewStatus
 from governance.models import ServerTenant, ToolPolicy, ToolReview
+from governance.modeltext import definition_exact_texts_read_otherwise
 from governance.principals import principal_for_user
 from governance.sanitize import definition_text, suspicious_markers
 from governance.selectors import policy_version_current, server_tenant_id, tool_shaped_by
@@ -35,6 +36,9 @@ from governance.services.policy import (
     tool_policy_ensure,
 )
 
+# A schema's enum or const value or property name, kept as written for the call, that a model would be shown otherwise
+# were it a description: the gateway's voice, a refused link (``definition_exact_texts_read_otherwise``).
+SCHEMA_VALUE_MARKER = "schema-value-for-model"
 BATCH_SIZE = 500
 # Shadowing (T8): a new tool with the name of another server's tool whose description contains the other's (at
 # least this share of the shorter text's characters match, ``_copy_share``) is held naming the original, unless
@@ -294,7 +298,10 @@ def _hold_decide(*, policy: ToolPolicy, change: DefinitionChange, original: Tool
     """Set the policy's hold fields for the new definition; the unsaved ToolReview when it is held. ``original``:
     the other server's tool this new one copies (``_originals_copied``), named in the marker."""
     tool = change.tool
-    markers = suspicious_markers(definition_text(_definition_of(tool, change.revision)))
+    definition = _definition_of(tool, change.revision)
+    markers = suspicious_markers(definition_text(definition))
+    if definition_exact_texts_read_otherwise(definition):
+        markers.append(SCHEMA_VALUE_MARKER)
     if original is not None:
         markers.append(f"{NEAR_COPY_MARKER}{original.tool_id}")
     new_hash = tool.definition_hash

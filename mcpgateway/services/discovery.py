@@ -154,7 +154,7 @@ def tool_hints(tool: Tool) -> dict[str, Any]:
     upstream's other hints as it declared them, every text in them cleaned (``text_for_model``). Empty for a tool
     that declares none and that Scout classifies as MCP assumes of such a tool (a destructive write)."""
     declared = tool.annotations if isinstance(tool.annotations, dict) else {}
-    hints = {key: texts_for_model(value) for key, value in declared.items() if key not in POLICY_HINTS}
+    hints = texts_for_model({key: value for key, value in declared.items() if key not in POLICY_HINTS})
     policy = getattr(tool, "policy", None)
     if policy is None:
         return hints

@@ -91,6 +91,29 @@ def test_the_redacted_log_masks_cjk_numerals_letter_numerals_and_keys_written_in
     assert _logged_redacted(gateway, world, settings, list(written)) == list(written.values())
 
 
+def test_the_redacted_log_masks_secrets_in_urls_after_a_key_word_and_behind_a_known_prefix(gateway, world, settings):
+    """Privacy (redteam57): the redacted mode masked a secret only when its characters did not read as words, so a
+    link's query or fragment value ("?token=orangebanana", "#access_token=abc-def-ghi", "?password=hunter"), a value
+    after "api-key:" or "Bearer", and a key behind a well-known prefix ("sk_test_AbcDefGhiJkl", "glpat-xyzw-abcd-efgh",
+    "xoxp-abc-def-ghijklmnop") were stored, and shown to curators, as written. Each is masked now; a link's address
+    and its parameters' names, and ordinary words after "key" or "token", stay."""
+    written = {
+        "add totals from https://example.com/cb?token=orangebanana&user=alice": (
+            "add totals from https://example.com/cb?token=<value>&user=<value>"
+        ),
+        "add sums of https://example.com/#access_token=abc-def-ghi&token_type=bearer": (
+            "add sums of https://example.com/#access_token=<value>&token_type=<value>"
+        ),
+        "add rows of https://db.example.com/x?password=hunter": "add rows of https://db.example.com/x?password=<value>",
+        "add with api-key: qwerty-asdfgh-zxcvbn-poiuyt now": "add with api-key: <token> now",
+        "add using Bearer abc.def.ghi": "add using Bearer <token>",
+        "add with key sk_test_AbcDefGhiJkl and glpat-xyzw-abcd-efgh": "add with key <token> and <token>",
+        "add token xoxp-abc-def-ghijklmnop totals": "add token <token> totals",
+        "add the key figures and token counts": "add the key figures and token counts",
+    }
+    assert _logged_redacted(gateway, world, settings, list(written)) == list(written.values())
+
+
 def _logged_redacted(gateway, world, settings, queries: list[str], *then: tuple[str, dict]) -> list[str]:
     """The query log's rows, oldest first, after alice searched ``queries`` (then made the calls ``then``) over HTTP
     with SCOUT_QUERY_LOG=redacted."""
