@@ -11,8 +11,9 @@ ended before a call is sent (a process that exited while idle, an HTTP server th
 SCOUT_UPSTREAM_IDLE_PROBE_SECONDS idle) is reopened at once and the call sent to the new one, as is one an HTTP server
 no longer knows (it answered the call 404 under the session's id: it restarted, and did not take the call).
 A circuit breaker per server (``catalog.breaker``) sits in front of all of it: after N consecutive failures of
-the server calls fail fast for a cool-down, then one probe decides whether it closes again; a caller's calls that time
-out count against that caller's own breaker on the server, never everyone's.
+the server calls fail fast for a cool-down, then one probe decides whether it closes again; a caller's calls that fail
+once sent (timed out, crashed, reset, 5xx) count against that caller's own breaker on the server, and the server's opens
+only when several callers' have (``catalog.breaker``).
 Nothing else is retried here: a call that failed mid-way may have had effects upstream, so the caller decides.
 """
 
@@ -328,13 +329,17 @@ class UpstreamPool:
         try:
             result = await self._call(connection, tool_name, arguments, timeout, progress, tool, recheck, caller)
         except UpstreamCallError as exc:
-            if exc.kind == "timeout" and exc.outcome == "unknown":
-                # Sent, and not answered in time: this caller's call (its tool, its arguments), not the server's
-                # failure. Counted against the caller alone (``catalog.breaker``, redteam53).
-                caller_breaker_failed(server.pk, caller, own, time.monotonic())
+            if exc.kind in BREAKER_FAILURE_KINDS and exc.outcome == "unknown":
+                # Sent, then failed (a timeout, a crash or reset mid-call, a 5xx): maybe for this caller's tool or
+                # arguments. Counted against the caller; the server's opens when several callers' have (redteam56).
+                opened = breaker.opened_count
                 breaker.settled()
+                caller_breaker_failed(server.pk, caller, own, time.monotonic())
+                self._breaker_counted(breaker, server, opened)
             elif exc.kind in BREAKER_FAILURE_KINDS:
-                self._breaker_failed(breaker, server)
+                opened = breaker.opened_count
+                breaker.failed(time.monotonic())
+                self._breaker_counted(breaker, server, opened)
                 own.settled()
             else:
                 breaker.settled()
@@ -350,9 +355,9 @@ class UpstreamPool:
         return result
 
     @staticmethod
-    def _breaker_failed(breaker: CircuitBreaker, server: Server) -> None:
-        opened = breaker.opened_count
-        breaker.failed(time.monotonic())
+    def _breaker_counted(breaker: CircuitBreaker, server: Server, opened: int) -> None:
+        """A failure was counted: the metrics and log, when it opened the server's breaker (``opened``: its count
+        of openings before)."""
         if breaker.opened_count != opened:
             UPSTREAM_BREAKER_OPENED.labels(server=server.slug).inc()
             logger.warning("upstream %s is failing: circuit breaker open", server.slug)
