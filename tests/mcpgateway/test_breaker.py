@@ -346,3 +346,34 @@ def test_one_persons_arguments_an_http_upstream_answers_5xx_never_cut_it_off_and
     assert _failures(failing) == ["protocol"] * THRESHOLD
     assert _failures([blocked]) == ["circuit_open"]
     assert calls == ["unavailable"] * THRESHOLD + ["Ann", "Bo"] + ["unavailable"] * THRESHOLD  # Cy never sent
+
+
+def test_one_persons_crashes_hold_back_only_their_own_restart(
+    gateway, admin_user, faulty_server, faulty_call_log, settings, monkeypatch
+):
+    """redteam56 (Low, T13/F2): the restart backoff after a crash mid-call was the server's, so the person whose input
+    crashed it made everyone wait it out: past the connect timeout, another person's call was refused ``backoff``
+    unsent (with the defaults after eight crashes in a row, which that person's own breaker now spaces out but does
+    not stop). The backoff after a sent call failed is its caller's: their next call waits it out (F2), another
+    person's call starts the server at once. The base is raised so the wait is far past the connect timeout."""
+    from catalog.models import Tool
+    from mcpgateway import upstreams
+
+    monkeypatch.setattr(upstreams, "RESTART_BACKOFF_BASE", 600.0)
+    settings.SCOUT_MCP_RESTART_BACKOFF_MAX = 600
+    settings.SCOUT_UPSTREAM_CONNECT_TIMEOUT = 60.0  # a start on a loaded machine; far below the backoff
+    tokens = _tokens(admin_user, Tool.objects.get(tool_id="faulty::echo_json"), "gw_attacker", "gw_bystander")
+
+    def echo(client: Any, value: Any) -> Any:
+        return client.call_tool("execute_tool", {"tool_id": "faulty::echo_json", "arguments": {"value": value}})
+
+    async def main():
+        async with mcp_client(gateway, tokens["gw_attacker"]) as a, mcp_client(gateway, tokens["gw_bystander"]) as b:
+            crashed = await echo(a, EXIT_ON)
+            answered = await echo(b, "after the crash")
+            return crashed, answered, await echo(a, "again")
+
+    crashed, answered, held = run(main)
+    assert _failures([crashed, answered, held]) == ["closed", "answered", "backoff"]
+    assert _text(answered) == '"after the crash"'
+    assert faulty_calls(faulty_call_log, "echo_json") == 2  # the held call was never sent
