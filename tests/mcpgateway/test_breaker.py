@@ -298,15 +298,11 @@ def failing_for_one(loopback_upstreams) -> Any:
                 calls.append(message["params"]["arguments"].get("name"))
                 if message["params"]["arguments"].get("name") != "unavailable":
                     return False
-                self.send_response(503)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
+                self.empty(503)
                 return True
 
             def do_GET(self):  # noqa: N802 - no standalone event stream
-                self.send_response(405)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
+                self.empty(405)
 
         with serve_front(FailingForOne) as url:
             yield url, calls
