@@ -409,7 +409,7 @@ class UpstreamPool:
             # Starting a cold server is bounded by the connect timeout; the call itself by ``timeout``.
             starts = connection.starts
             deadline = time.monotonic() + settings.SCOUT_UPSTREAM_CONNECT_TIMEOUT
-            await self._crash_backoff(connection, caller, deadline)
+            waited = await self._crash_backoff(connection, caller, deadline) or waited
             session = await self._session(connection, deadline)
             if (waited or connection.starts != starts) and recheck is not None:
                 await recheck()
@@ -565,12 +565,13 @@ class UpstreamPool:
         return connection
 
     @staticmethod
-    async def _crash_backoff(connection: _Connection, caller: Any, deadline: float) -> None:
+    async def _crash_backoff(connection: _Connection, caller: Any, deadline: float) -> bool:
         """Wait out ``caller``'s own backoff after calls of theirs crashed the session (``mark_crashed``), or refuse
-        the call unsent when it ends past ``deadline``; outside the connection's lock, which others' calls take."""
+        the call unsent when it ends past ``deadline``; outside the connection's lock, which others' calls take.
+        Whether it waited (the call's authorization is then checked again before it is sent)."""
         wait = connection.crashed_by.get(caller, (0, 0.0))[1] - time.monotonic()
         if wait <= 0:
-            return
+            return False
         if wait >= deadline - time.monotonic():
             raise UpstreamCallError(
                 f"{connection.server.slug}: this person's last call failed there; their next may go in {wait:.1f}s",
@@ -578,6 +579,7 @@ class UpstreamPool:
                 outcome="error",
             )
         await anyio.sleep(wait)
+        return True
 
     async def _session(self, connection: _Connection, deadline: float) -> UpstreamSession:
         if self._task_group is None:

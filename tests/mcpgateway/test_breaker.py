@@ -57,7 +57,7 @@ def _admin_badge(client: Any, admin_user: Any) -> str:
 
 
 def test_failures_open_the_breaker_which_fails_fast_then_probes_and_closes(
-    gateway, token, faulty_server, faulty_call_log, client, admin_user
+    gateway, token, faulty_server, faulty_call_log, client, admin_user, settings
 ):
     """A server failing for everyone: once two people's calls have failed THRESHOLD times each (each person's own
     breaker opens first, ``catalog.breaker``), the server's opens, and a third person's call fails fast too."""
@@ -68,14 +68,16 @@ def test_failures_open_the_breaker_which_fails_fast_then_probes_and_closes(
         grant(admin_user, faulty_server, person, "discover", "execute")
     others = {person.username: make_token(person) for person in (second, third)}
 
+    settings.SCOUT_UPSTREAM_BREAKER_COOLDOWN = cooldown = 5.0  # the third person's call comes within it when loaded
+
     async def crash_until_open():
-        crashes = []
-        for crasher in (token, others["gw_second"]):
-            async with mcp_client(gateway, crasher) as c:
-                crashes += [await _call(c, "crash") for _ in range(THRESHOLD)]
-        async with mcp_client(gateway, others["gw_third"]) as c:
-            blocked = await _call(c, "ping", text="blocked")
-        return crashes, blocked
+        async with (
+            mcp_client(gateway, token) as first,
+            mcp_client(gateway, others["gw_second"]) as second,
+            mcp_client(gateway, others["gw_third"]) as third,
+        ):
+            crashes = [await _call(c, "crash") for c in (first, second) for _ in range(THRESHOLD)]
+            return crashes, await _call(third, "ping", text="blocked")
 
     crashes, blocked = run(crash_until_open)
     assert all(r.is_error and r.structured_content["upstream_failure"] == "closed" for r in crashes)
@@ -92,7 +94,7 @@ def test_failures_open_the_breaker_which_fails_fast_then_probes_and_closes(
     assert _breaker_metric(client, "scout_upstream_breaker_opened_total") >= 1
     assert _breaker_metric(client, "scout_upstream_breaker_rejected_total") >= 1
 
-    time.sleep(COOLDOWN + 0.2)  # the cool-down passes (a wait, not a timed assertion)
+    time.sleep(cooldown + 0.2)  # the cool-down passes (a wait, not a timed assertion)
 
     async def probe_and_after():
         async with mcp_client(gateway, others["gw_third"]) as c:
