@@ -298,7 +298,7 @@ class UpstreamPool:
         breaker_forget()
 
     def stats(self) -> dict[str, dict[str, Any]]:
-        """Per server: whether a session is open, how often it was started, consecutive failures."""
+        """Per server: whether a session is open, how often it was started, failed starts in a row."""
         return {
             c.server.slug: {"open": c.session is not None, "starts": c.starts, "failures": c.failures}
             for c in self._connections.values()
