@@ -6,11 +6,14 @@ connections, crashes, protocol errors: a tool's own ``isError`` result is not on
 for ``SCOUT_UPSTREAM_BREAKER_COOLDOWN`` seconds. Then it is half-open: one call goes through as a probe while
 the others keep failing fast; the probe's success closes it, its failure opens it again for a new cool-down.
 
-A timeout is the caller's own failure, not the server's: a slow tool, or arguments that make one slow, time out for
-whoever sends them while the server answers everyone else. So timeouts count toward a breaker of that caller on that
-server (``caller_breaker_for``), which refuses that caller alone; what fails for every caller (a crash, a refused or
-broken connection, a protocol error) counts toward the server's. One person calling a slow tool (one hidden from
-others among them) until it timed out cut the server off for every other person (redteam53).
+Who failed: a call that failed after it was sent (no answer in time, the process exiting or the connection reset
+mid-call, a 5xx answer, an error in place of its result) may have failed for its own tool or arguments, while the
+server answers everyone else: a slow tool, or the one input a server's bug exits on. So such a failure counts toward
+a breaker of that caller on that server (``caller_breaker_for``), which refuses that caller alone; the server's breaker
+opens once a second caller's own breaker has opened within the window (``CALLERS_TO_OPEN``): failing for several
+people, the server is failing. What fails before a call is sent (the server cannot be reached, started or spoken to)
+counts toward the server's breaker as before. One person calling a slow tool until it timed out (redteam53), or
+sending the input that crashed a shared server or made it answer 503 (redteam56), cut it off for every other person.
 
 The state lives in the process that calls the server (the gateway's upstream pool): with several workers each
 has its own breaker, so a failing server is cut off by each worker after its own N failures. ``/metrics``
@@ -83,6 +86,10 @@ class CircuitBreaker:
         self.opened_count += 1
 
 
+# Callers whose own breakers opened on a server within the window (SCOUT_UPSTREAM_BREAKER_WINDOW) that open the
+# server's: two, so one caller, however often their calls fail, never cuts the server off for anyone else.
+CALLERS_TO_OPEN = 2
+
 _lock = threading.Lock()
 _breakers: dict[int, CircuitBreaker] = {}
 _caller_breakers: dict[tuple[int, Any], CircuitBreaker] = {}
@@ -103,8 +110,23 @@ def caller_breaker_for(server_pk: int, caller: Any) -> CircuitBreaker:
 
 
 def caller_breaker_failed(server_pk: int, caller: Any, breaker: CircuitBreaker, now: float) -> None:
-    with _lock:  # the one kept, if another call of the caller's failed first
-        _caller_breakers.setdefault((server_pk, caller), breaker).failed(now)
+    """A call of ``caller`` failed after it was sent: it counts toward the caller's own breaker; when that opens and
+    another caller's opened within the window too, the server's opens (``CALLERS_TO_OPEN``)."""
+    window = float(settings.SCOUT_UPSTREAM_BREAKER_WINDOW)
+    with _lock:
+        own = _caller_breakers.setdefault((server_pk, caller), breaker)  # the one kept, if another call failed first
+        opened = own.opened_count
+        own.failed(now)
+        if own.opened_count == opened:
+            return
+        out = sum(
+            1
+            for (pk, _), other in _caller_breakers.items()
+            if pk == server_pk and other.state != CLOSED and now - other.opened_at <= window
+        )
+        server = _breakers.setdefault(server_pk, CircuitBreaker())
+        if out >= CALLERS_TO_OPEN and server.state != OPEN:
+            server._open(now)
 
 
 def caller_breaker_succeeded(server_pk: int, caller: Any, breaker: CircuitBreaker) -> None:

@@ -6,13 +6,15 @@ One ``UpstreamPool`` per gateway process, running inside the ASGI lifespan. Each
 left in the same task. Calls are bounded three ways: a per-server bulkhead (calls in flight in this process: the
 slots and each person's share of them are not shared between gateway processes), a per-call timeout (default
 30 s, capped at 120 s) and an output cap. A session that dies (process crash, connection
-closed) is torn down and reopened on the next call after a backoff that doubles per consecutive failure; one found
+closed) is torn down and reopened on the next call; the caller whose call it died in waits a backoff that doubles per
+consecutive such failure of theirs, and a server that fails to start holds every call back the same way; one found
 ended before a call is sent (a process that exited while idle, an HTTP server that no longer accepts connections after
 SCOUT_UPSTREAM_IDLE_PROBE_SECONDS idle) is reopened at once and the call sent to the new one, as is one an HTTP server
 no longer knows (it answered the call 404 under the session's id: it restarted, and did not take the call).
 A circuit breaker per server (``catalog.breaker``) sits in front of all of it: after N consecutive failures of
-the server calls fail fast for a cool-down, then one probe decides whether it closes again; a caller's calls that time
-out count against that caller's own breaker on the server, never everyone's.
+the server calls fail fast for a cool-down, then one probe decides whether it closes again; a caller's calls that fail
+once sent (timed out, crashed, reset, 5xx) count against that caller's own breaker on the server, and the server's opens
+only when several callers' have (``catalog.breaker``).
 Nothing else is retried here: a call that failed mid-way may have had effects upstream, so the caller decides.
 """
 
@@ -155,8 +157,11 @@ class _Connection:
     lock: anyio.Lock = field(default_factory=anyio.Lock)
     session: UpstreamSession | None = None
     closing: anyio.Event | None = None
-    failures: int = 0
+    failures: int = 0  # failed starts in a row, and when the next start may go (``mark_dead``)
     retry_at: float = 0.0
+    # Per caller, calls of theirs in a row that failed once sent and took the session with it, and when their next
+    # call may go (``mark_crashed``).
+    crashed_by: dict[Any, tuple[int, float]] = field(default_factory=dict)
     starts: int = 0
     used_at: float = 0.0  # when a call last finished on the session (or it opened): ``_still_there`` after a while
     # An OpenAPI service's checked address, reused by its calls for a while: (allow-list, address, until when).
@@ -188,13 +193,28 @@ class _Connection:
             self.callers[caller] = left
 
     def mark_dead(self) -> None:
-        if self.closing is not None:
-            self.closing.set()
-        self.session = None
+        """The server failed to start or be spoken to: no new session for anyone before its backoff."""
+        self.close_session()
         self.failures += 1
-        self.retry_at = time.monotonic() + min(
-            RESTART_BACKOFF_BASE * 2 ** (self.failures - 1), settings.SCOUT_MCP_RESTART_BACKOFF_MAX
-        )
+        self.retry_at = time.monotonic() + _backoff(self.failures)
+
+    def mark_crashed(self, caller: Any) -> None:
+        """A call of ``caller`` failed once sent and the session with it (the process exited, the stream broke):
+        maybe for their arguments. The next call opens a new session at once; ``caller``'s own calls wait a backoff
+        that doubles while theirs keep failing (redteam56: it was everyone's, so one person's input that crashed a
+        server held every other person's calls back, refused ``backoff`` past the connect timeout)."""
+        self.close_session()
+        failures = self.crashed_by.get(caller, (0, 0.0))[0] + 1
+        self.crashed_by[caller] = (failures, time.monotonic() + _backoff(failures))
+
+    def answered(self, caller: Any) -> None:
+        self.failures = 0
+        self.crashed_by.pop(caller, None)
+
+
+def _backoff(failures: int) -> float:
+    """Seconds before the next try after ``failures`` in a row: doubling from RESTART_BACKOFF_BASE, up to the cap."""
+    return min(RESTART_BACKOFF_BASE * 2 ** (failures - 1), settings.SCOUT_MCP_RESTART_BACKOFF_MAX)
 
 
 def _share() -> int:
@@ -278,7 +298,7 @@ class UpstreamPool:
         breaker_forget()
 
     def stats(self) -> dict[str, dict[str, Any]]:
-        """Per server: whether a session is open, how often it was started, consecutive failures."""
+        """Per server: whether a session is open, how often it was started, failed starts in a row."""
         return {
             c.server.slug: {"open": c.session is not None, "starts": c.starts, "failures": c.failures}
             for c in self._connections.values()
@@ -328,13 +348,17 @@ class UpstreamPool:
         try:
             result = await self._call(connection, tool_name, arguments, timeout, progress, tool, recheck, caller)
         except UpstreamCallError as exc:
-            if exc.kind == "timeout" and exc.outcome == "unknown":
-                # Sent, and not answered in time: this caller's call (its tool, its arguments), not the server's
-                # failure. Counted against the caller alone (``catalog.breaker``, redteam53).
-                caller_breaker_failed(server.pk, caller, own, time.monotonic())
+            if exc.kind in BREAKER_FAILURE_KINDS and exc.outcome == "unknown":
+                # Sent, then failed (a timeout, a crash or reset mid-call, a 5xx): maybe for this caller's tool or
+                # arguments. Counted against the caller; the server's opens when several callers' have (redteam56).
+                opened = breaker.opened_count
                 breaker.settled()
+                caller_breaker_failed(server.pk, caller, own, time.monotonic())
+                self._breaker_counted(breaker, server, opened)
             elif exc.kind in BREAKER_FAILURE_KINDS:
-                self._breaker_failed(breaker, server)
+                opened = breaker.opened_count
+                breaker.failed(time.monotonic())
+                self._breaker_counted(breaker, server, opened)
                 own.settled()
             else:
                 breaker.settled()
@@ -350,9 +374,9 @@ class UpstreamPool:
         return result
 
     @staticmethod
-    def _breaker_failed(breaker: CircuitBreaker, server: Server) -> None:
-        opened = breaker.opened_count
-        breaker.failed(time.monotonic())
+    def _breaker_counted(breaker: CircuitBreaker, server: Server, opened: int) -> None:
+        """A failure was counted: the metrics and log, when it opened the server's breaker (``opened``: its count
+        of openings before)."""
         if breaker.opened_count != opened:
             UPSTREAM_BREAKER_OPENED.labels(server=server.slug).inc()
             logger.warning("upstream %s is failing: circuit breaker open", server.slug)
@@ -384,7 +408,9 @@ class UpstreamPool:
                 return await self._call_openapi(connection, tool_name, arguments, timeout, tool, progress)
             # Starting a cold server is bounded by the connect timeout; the call itself by ``timeout``.
             starts = connection.starts
-            session = await self._session(connection, time.monotonic() + settings.SCOUT_UPSTREAM_CONNECT_TIMEOUT)
+            deadline = time.monotonic() + settings.SCOUT_UPSTREAM_CONNECT_TIMEOUT
+            waited = await self._crash_backoff(connection, caller, deadline) or waited
+            session = await self._session(connection, deadline)
             if (waited or connection.starts != starts) and recheck is not None:
                 await recheck()
             if progress is not None:
@@ -399,7 +425,7 @@ class UpstreamPool:
                     return output_too_large(f"over {answer_cap()} bytes", settings.SCOUT_MCP_MAX_OUTPUT_BYTES)
                 if exc.kind in ("closed", "refused", "protocol", "error"):
                     # The session is unusable (process gone, stream broken): reopen it on the next call.
-                    connection.mark_dead()
+                    connection.mark_crashed(caller)
                 elif exc.kind == "timeout" and server.transport == Transport.HTTP:
                     # The SDK keeps resuming a call's event stream (a GET per second) until the answer comes,
                     # for ever after Scout gave up on it: only closing the session stops it. The next call
@@ -409,7 +435,7 @@ class UpstreamPool:
                     connection.mark_dead()
                     raise UpstreamCallError(str(exc), kind=exc.kind, outcome="error") from exc
                 raise UpstreamCallError(str(exc), kind=exc.kind, outcome="unknown") from exc
-            connection.failures = 0
+            connection.answered(caller)
             return capped_result(result, settings.SCOUT_MCP_MAX_OUTPUT_BYTES)
         finally:
             connection.used_at = time.monotonic()
@@ -537,6 +563,23 @@ class UpstreamPool:
             )
             self._connections[server.pk] = connection
         return connection
+
+    @staticmethod
+    async def _crash_backoff(connection: _Connection, caller: Any, deadline: float) -> bool:
+        """Wait out ``caller``'s own backoff after calls of theirs crashed the session (``mark_crashed``), or refuse
+        the call unsent when it ends past ``deadline``; outside the connection's lock, which others' calls take.
+        Whether it waited (the call's authorization is then checked again before it is sent)."""
+        wait = connection.crashed_by.get(caller, (0, 0.0))[1] - time.monotonic()
+        if wait <= 0:
+            return False
+        if wait >= deadline - time.monotonic():
+            raise UpstreamCallError(
+                f"{connection.server.slug}: this person's last call failed there; their next may go in {wait:.1f}s",
+                kind="backoff",
+                outcome="error",
+            )
+        await anyio.sleep(wait)
+        return True
 
     async def _session(self, connection: _Connection, deadline: float) -> UpstreamSession:
         if self._task_group is None:

@@ -458,9 +458,16 @@ def _idempotency_claim(
     if existing is None:  # expired and removed between the two statements
         return None, error_result("idempotency_key is busy; retry in a moment", idempotency_conflict=True)
     if existing.tool_ref != tool.tool_id or existing.arguments_digest != digest:
-        return None, error_result(
-            "idempotency_key was already used for a different call (other tool or arguments); use a new key",
-            idempotency_mismatch=True,
+        # Another call, refused unsent: on the record as every refusal is (redteam56); a repeat of the same call is not
+        # a new one and writes nothing.
+        return None, _denied(
+            principal,
+            tool,
+            "idempotency_mismatch",
+            error_result(
+                "idempotency_key was already used for a different call (other tool or arguments); use a new key",
+                idempotency_mismatch=True,
+            ),
         )
     if existing.status == IdempotencyStatus.RUNNING and existing.created_at < now - _longest_call():
         # No live process can still be running it (every call is bounded by the timeout cap): its process

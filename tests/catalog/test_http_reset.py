@@ -31,9 +31,7 @@ def resetting_upstream(loopback_upstreams) -> Iterator[tuple[str, list[str]]]:
                     return False
                 calls.append(json.dumps(message["params"]["arguments"], sort_keys=True))
                 if message["params"]["arguments"].get("name") == "unavailable":
-                    self.send_response(503)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
+                    self.empty(503)
                     return True
                 if message["params"]["arguments"].get("name") != "crash":
                     return False
@@ -47,9 +45,7 @@ def resetting_upstream(loopback_upstreams) -> Iterator[tuple[str, list[str]]]:
                 return True
 
             def do_GET(self):  # noqa: N802 - no standalone event stream
-                self.send_response(405)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
+                self.empty(405)
 
         with serve_front(Resetting) as url:
             yield url, calls

@@ -156,3 +156,32 @@ def test_a_tool_reclassified_to_need_approval_while_a_call_waits_is_not_sent_wit
     (event,) = _wait_for(lambda: _executions("faulty::ping"), "an audit event for the stopped call")
     assert event.outcome == "denied" and event.payload["failure"] == "approval_now_required"
     assert not IdempotencyRecord.objects.filter(key="p").exists()  # nothing ran: the key is free again
+
+
+def test_a_grant_revoked_while_a_call_waits_out_its_persons_crash_backoff_stops_it_before_it_is_sent(
+    gateway, member_on, admin_user, faulty_server, faulty_call_log, settings, monkeypatch
+):
+    """redteam56: a person whose call crashed the server waits their own restart backoff before their next call is
+    sent (``UpstreamPool._crash_backoff``), on a live session another person's call may have started: that wait is
+    one too, so access taken away during it stops the call unsent."""
+    from mcpgateway import upstreams
+    from mcpgateway.models import IdempotencyRecord
+
+    from .test_breaker import EXIT_ON
+
+    monkeypatch.setattr(upstreams, "RESTART_BACKOFF_BASE", 20.0)  # past the other person's start on a loaded machine
+    settings.SCOUT_UPSTREAM_CONNECT_TIMEOUT = 60.0
+    member, token = member_on(faulty_server)
+    crashed = _send(gateway, token, {"tool_id": "faulty::echo_json", "arguments": {"value": EXIT_ON}}).result(60)
+    assert crashed["structuredContent"]["upstream_failure"] == "closed"
+    other = make_user("gw_other")
+    grant(admin_user, faulty_server, other, "discover", "execute")
+    started = _send(gateway, make_token(other), {"tool_id": "faulty::ping", "arguments": {"text": "restarted"}})
+    assert started.result(60)["content"][0]["text"] == "restarted"  # another person's call started it at once
+    waiting = _send(gateway, token, {"tool_id": "faulty::ping", "arguments": {"text": "late"}, "idempotency_key": "p"})
+    _wait_for(lambda: IdempotencyRecord.objects.filter(key="p").exists(), "the ping was authorized")
+    _revoke_grant(token, admin=admin_user, member=member, server=faulty_server)
+
+    result = waiting.result(timeout=60)
+    assert result["structuredContent"] == {"access_changed": True}
+    assert faulty_calls(faulty_call_log, "ping") == 1  # the other person's: the member's never ran

@@ -11,12 +11,14 @@ from prometheus_client.parser import text_string_to_metric_families
 from governance.models import ApprovalRequest, AuditEvent
 from governance.services.approvals import approval_decide, approval_request_create
 from governance.services.tokens import api_token_verify
+from tests.catalog.servers.http_mcp import SessionFront, serve_front, serve_http
 
-from .conftest import faulty_calls, gateway_db, grant, make_token, make_user, mcp_client, run
+from .conftest import faulty_calls, gateway_db, grant, make_token, make_user, mcp_client, run, sync_server
 
 pytestmark = [gateway_db, pytest.mark.slow]
 
 THRESHOLD = 3
+EXIT_ON = "exit-on-this"  # the value of echo_json's that makes the faulty server exit (servers/faulty_server.py)
 COOLDOWN = 1.0
 
 
@@ -55,22 +57,34 @@ def _admin_badge(client: Any, admin_user: Any) -> str:
 
 
 def test_failures_open_the_breaker_which_fails_fast_then_probes_and_closes(
-    gateway, token, faulty_call_log, client, admin_user
+    gateway, token, faulty_server, faulty_call_log, client, admin_user, settings
 ):
+    """A server failing for everyone: once two people's calls have failed THRESHOLD times each (each person's own
+    breaker opens first, ``catalog.breaker``), the server's opens, and a third person's call fails fast too."""
     from governance.models import AuditEvent
 
+    second, third = make_user("gw_second"), make_user("gw_third")
+    for person in (second, third):
+        grant(admin_user, faulty_server, person, "discover", "execute")
+    others = {person.username: make_token(person) for person in (second, third)}
+
+    settings.SCOUT_UPSTREAM_BREAKER_COOLDOWN = cooldown = 5.0  # the third person's call comes within it when loaded
+
     async def crash_until_open():
-        async with mcp_client(gateway, token) as c:
-            crashes = [await _call(c, "crash") for _ in range(THRESHOLD)]
-            blocked = await _call(c, "ping", text="blocked")
-            return crashes, blocked
+        async with (
+            mcp_client(gateway, token) as first,
+            mcp_client(gateway, others["gw_second"]) as second,
+            mcp_client(gateway, others["gw_third"]) as third,
+        ):
+            crashes = [await _call(c, "crash") for c in (first, second) for _ in range(THRESHOLD)]
+            return crashes, await _call(third, "ping", text="blocked")
 
     crashes, blocked = run(crash_until_open)
     assert all(r.is_error and r.structured_content["upstream_failure"] == "closed" for r in crashes)
     # Open: the next call fails fast with a clear error and never reaches the server.
     assert blocked.is_error and blocked.structured_content["upstream_failure"] == "circuit_open"
     assert "the tool's server is failing; scout stopped calling it for" in _text(blocked).lower()
-    assert faulty_calls(faulty_call_log, "crash") == THRESHOLD
+    assert faulty_calls(faulty_call_log, "crash") == 2 * THRESHOLD
     assert faulty_calls(faulty_call_log, "ping") == 0
     # Nothing ran, so its audit row says error (not unknown).
     assert AuditEvent.objects.filter(tool_ref="faulty::ping", outcome="error").count() == 1
@@ -80,10 +94,10 @@ def test_failures_open_the_breaker_which_fails_fast_then_probes_and_closes(
     assert _breaker_metric(client, "scout_upstream_breaker_opened_total") >= 1
     assert _breaker_metric(client, "scout_upstream_breaker_rejected_total") >= 1
 
-    time.sleep(COOLDOWN + 0.2)  # the cool-down passes (a wait, not a timed assertion)
+    time.sleep(cooldown + 0.2)  # the cool-down passes (a wait, not a timed assertion)
 
     async def probe_and_after():
-        async with mcp_client(gateway, token) as c:
+        async with mcp_client(gateway, others["gw_third"]) as c:
             return await _call(c, "ping", text="probe"), await _call(c, "ping", text="after")
 
     probe, after = run(probe_and_after)
@@ -212,3 +226,152 @@ def test_one_persons_calls_that_time_out_never_cut_the_server_off_for_another(
     assert own.structured_content["upstream_failure"] == "circuit_open"  # the slow person's own calls stop
     assert not others.is_error and _text(others) == "still flowing"
     assert faulty_calls(faulty_call_log, "ping") == 1
+
+
+def _tokens(admin_user: Any, target: Any, *usernames: str) -> dict[str, str]:
+    """New people who may discover and execute ``target``, each with a token."""
+    people = [make_user(username) for username in usernames]
+    for person in people:
+        grant(admin_user, target, person, "discover", "execute")
+    return {person.username: make_token(person) for person in people}
+
+
+def _failures(results: list[Any]) -> list[str]:
+    return [(r.structured_content or {}).get("upstream_failure", "answered") for r in results]
+
+
+def test_one_persons_arguments_that_crash_a_stdio_server_never_cut_it_off_for_another(
+    gateway, admin_user, faulty_server, faulty_call_log, settings
+):
+    """redteam56 (T13/L3/Z4): a crash mid-call counted as the server's failure whoever's arguments caused it, so one
+    person sending the one input that makes a shared stdio server exit (here echo_json's ``EXIT_ON``, a tool both
+    people use) opened its breaker, and the other person's echo_json was refused ``circuit_open`` for the cool-down
+    though the server answered it. A failure of a call that was sent is its caller's: it opens that person's own
+    breaker; the server's opens when a second person's does (the test above)."""
+    from catalog.models import Tool
+
+    settings.SCOUT_UPSTREAM_BREAKER_FAILURES = THRESHOLD
+    settings.SCOUT_UPSTREAM_BREAKER_COOLDOWN = 30.0  # open for the whole test once open
+    settings.SCOUT_MCP_RESTART_BACKOFF_MAX = 0.5
+    tokens = _tokens(admin_user, Tool.objects.get(tool_id="faulty::echo_json"), "gw_attacker", "gw_bystander")
+
+    def echo(client: Any, value: Any) -> Any:
+        return client.call_tool("execute_tool", {"tool_id": "faulty::echo_json", "arguments": {"value": value}})
+
+    async def main():
+        async with mcp_client(gateway, tokens["gw_attacker"]) as a, mcp_client(gateway, tokens["gw_bystander"]) as b:
+            crashes = [await echo(a, EXIT_ON) for _ in range(THRESHOLD + 1)]
+            answers = [await echo(b, n) for n in range(2)]
+            for n in range(2, 4):  # the attacker goes on: still refused alone
+                crashes.append(await echo(a, EXIT_ON))
+                answers.append(await echo(b, n))
+            return crashes, answers
+
+    crashes, answers = run(main)
+    assert _failures(crashes) == ["closed"] * THRESHOLD + ["circuit_open"] * 3
+    assert _failures(answers) == ["answered"] * 4
+    assert [_text(r) for r in answers] == ["0", "1", "2", "3"]
+    assert faulty_calls(faulty_call_log, "echo_json") == THRESHOLD + 4  # the refused crashes reached nothing
+
+
+@pytest.fixture
+def failing_for_one(loopback_upstreams) -> Any:
+    """A real Streamable HTTP MCP server behind a front that answers a call of ``greet`` for "unavailable" 503 (an
+    upstream bug one input triggers) and hands every other request on; ``calls`` records each tools/call."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp_types import ToolAnnotations
+
+    upstream = MCPServer("greeter")
+
+    @upstream.tool(annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, openWorldHint=False))
+    def greet(name: str) -> str:
+        """Greet someone by name."""
+        return f"Hello, {name}!"
+
+    calls: list[str] = []
+    with serve_http(upstream) as real:
+
+        class FailingForOne(SessionFront):
+            real_url = real.url
+
+            def answered(self, message: dict) -> bool:
+                if message.get("method") != "tools/call":
+                    return False
+                calls.append(message["params"]["arguments"].get("name"))
+                if message["params"]["arguments"].get("name") != "unavailable":
+                    return False
+                self.empty(503)
+                return True
+
+            def do_GET(self):  # noqa: N802 - no standalone event stream
+                self.empty(405)
+
+        with serve_front(FailingForOne) as url:
+            yield url, calls
+
+
+def test_one_persons_arguments_an_http_upstream_answers_5xx_never_cut_it_off_and_a_server_failing_all_still_opens(
+    gateway, admin_user, failing_for_one, settings
+):
+    """redteam56 over a real HTTP upstream: one person's calls it answers 503 (their input) open that person's breaker
+    alone, and another person's calls are answered; once a second person's calls fail too, the server's breaker opens
+    and a third person's call fails fast, unsent."""
+    from catalog.models import Tool
+
+    url, calls = failing_for_one
+    settings.SCOUT_UPSTREAM_BREAKER_FAILURES = THRESHOLD
+    settings.SCOUT_UPSTREAM_BREAKER_COOLDOWN = 30.0
+    sync_server(slug="greeter", transport="http", url=url)
+    tokens = _tokens(admin_user, Tool.objects.get(tool_id="greeter::greet"), "gw_attacker", "gw_bystander", "gw_third")
+
+    def greet(client: Any, name: str) -> Any:
+        return client.call_tool("execute_tool", {"tool_id": "greeter::greet", "arguments": {"name": name}})
+
+    async def main():
+        async with (
+            mcp_client(gateway, tokens["gw_attacker"]) as a,
+            mcp_client(gateway, tokens["gw_bystander"]) as b,
+            mcp_client(gateway, tokens["gw_third"]) as c,
+        ):
+            attacks = [await greet(a, "unavailable") for _ in range(THRESHOLD + 1)]
+            answered = [await greet(b, "Ann"), await greet(c, "Bo")]
+            failing = [await greet(b, "unavailable") for _ in range(THRESHOLD)]  # now failing for a second person
+            return attacks, answered, failing, await greet(c, "Cy")
+
+    attacks, answered, failing, blocked = run(main)
+    assert _failures(attacks) == ["protocol"] * THRESHOLD + ["circuit_open"], [_text(r) for r in attacks]
+    assert [_text(r) for r in answered] == ["Hello, Ann!", "Hello, Bo!"]
+    assert _failures(failing) == ["protocol"] * THRESHOLD
+    assert _failures([blocked]) == ["circuit_open"]
+    assert calls == ["unavailable"] * THRESHOLD + ["Ann", "Bo"] + ["unavailable"] * THRESHOLD  # Cy never sent
+
+
+def test_one_persons_crashes_hold_back_only_their_own_restart(
+    gateway, admin_user, faulty_server, faulty_call_log, settings, monkeypatch
+):
+    """redteam56 (Low, T13/F2): the restart backoff after a crash mid-call was the server's, so the person whose input
+    crashed it made everyone wait it out: past the connect timeout, another person's call was refused ``backoff``
+    unsent (with the defaults after eight crashes in a row, which that person's own breaker now spaces out but does
+    not stop). The backoff after a sent call failed is its caller's: their next call waits it out (F2), another
+    person's call starts the server at once. The base is raised so the wait is far past the connect timeout."""
+    from catalog.models import Tool
+    from mcpgateway import upstreams
+
+    monkeypatch.setattr(upstreams, "RESTART_BACKOFF_BASE", 600.0)
+    settings.SCOUT_MCP_RESTART_BACKOFF_MAX = 600
+    settings.SCOUT_UPSTREAM_CONNECT_TIMEOUT = 60.0  # a start on a loaded machine; far below the backoff
+    tokens = _tokens(admin_user, Tool.objects.get(tool_id="faulty::echo_json"), "gw_attacker", "gw_bystander")
+
+    def echo(client: Any, value: Any) -> Any:
+        return client.call_tool("execute_tool", {"tool_id": "faulty::echo_json", "arguments": {"value": value}})
+
+    async def main():
+        async with mcp_client(gateway, tokens["gw_attacker"]) as a, mcp_client(gateway, tokens["gw_bystander"]) as b:
+            crashed = await echo(a, EXIT_ON)
+            answered = await echo(b, "after the crash")
+            return crashed, answered, await echo(a, "again")
+
+    crashed, answered, held = run(main)
+    assert _failures([crashed, answered, held]) == ["closed", "answered", "backoff"]
+    assert _text(answered) == '"after the crash"'
+    assert faulty_calls(faulty_call_log, "echo_json") == 2  # the held call was never sent

@@ -216,3 +216,33 @@ def test_two_new_keys_of_one_person_sent_at_once_keep_no_more_than_the_limit(gat
     refused = [result for result in results if result.is_error]
     assert [result.structured_content for result in refused] == [{"too_many_idempotency_keys": True}]
     assert faulty_calls(faulty_call_log, "record_note") == 1
+
+
+def test_a_key_reused_for_another_call_is_refused_on_the_record(gateway, token, faulty_call_log):
+    """redteam56 (Low, T15/C1-25): a call refused because its idempotency_key had been used for a different call
+    (another tool, or the same tool with other arguments) never ran and left no trace: every other refusal of an
+    execute_tool call of a tool the caller may run writes a denied execution event. It is written now, once per
+    refused call; a plain repeat of the key (the same call, answered from its record) writes none."""
+    from governance.models import AuditEvent
+
+    async def main():
+        async with mcp_client(gateway, token, mode=MODERN) as client:
+            first = await _call(client, "order-18", "hello")
+            repeat = await _call(client, "order-18", "hello")
+            other_args = await _call(client, "order-18", "goodbye")
+            other_tool = await client.call_tool(
+                "execute_tool", {"tool_id": "faulty::ping", "arguments": {}, "idempotency_key": "order-18"}
+            )
+            return first, repeat, other_args, other_tool
+
+    first, repeat, other_args, other_tool = run(main)
+    assert not first.is_error and repeat.model_dump() == first.model_dump()
+    assert other_args.structured_content == {"idempotency_mismatch": True}
+    assert other_tool.structured_content == {"idempotency_mismatch": True}
+    assert faulty_calls(faulty_call_log, "record_note") == 1 and faulty_calls(faulty_call_log, "ping") == 0
+    refused = AuditEvent.objects.filter(event_type="execution", outcome="denied")
+    assert sorted((e.tool_ref, e.payload["reason"]) for e in refused) == [
+        ("faulty::ping", "idempotency_mismatch"),
+        (TOOL, "idempotency_mismatch"),
+    ]
+    assert AuditEvent.objects.filter(event_type="execution", tool_ref=TOOL).count() == 2  # the run and the refusal

@@ -145,6 +145,12 @@ class SessionFront(Front):
     def do_DELETE(self):  # noqa: N802
         self.forward(None)
 
+    def empty(self, status: int) -> None:
+        """Answer ``status`` with no body (a 503, a 405 for a GET where there is no standalone event stream)."""
+        self.send_response(status)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
     def answer(self, content_type: str, text: str) -> None:
         body = text.encode()
         self.send_response(200)

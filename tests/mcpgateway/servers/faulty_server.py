@@ -28,6 +28,7 @@ from mcp_types import (
 
 server = MCPServer("faulty")
 WIRE = os.dup(1)  # the protocol's stdout, kept before the SDK points fd 1 at stderr while it serves
+EXIT_ON = "exit-on-this"  # echo_json's value that makes the process exit mid-call
 READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
 
 
@@ -60,6 +61,9 @@ def ping(text: str = "pong") -> str:
 def echo_json(value: Any = None) -> str:
     """Answer with the JSON text of the value as this server received it (what a number became on the way)."""
     _log("echo_json")
+    if value == EXIT_ON:  # a bug one input triggers: the process exits mid-call, for this caller's arguments only
+        sys.stdout.flush()
+        os._exit(1)
     return json.dumps(value)
 
 
