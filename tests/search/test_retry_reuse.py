@@ -74,37 +74,26 @@ def _old_path(encoder, query, visible):
     return backend_get().search(SearchRequest(**{**request.__dict__, "parts": again}))
 
 
-def _visible(small_catalog):
-    return frozenset(t.pk for t in small_catalog.values() if t.server.slug != "files")
-
-
-def test_a_withheld_request_without_parts_is_encoded_once_and_searched_once(
-    encoder, small_catalog, reindex, model_calls
+@pytest.mark.parametrize(
+    ("query", "parts", "counts"),
+    [
+        # The request and its implied step in one model call (two before: the request, then the step), and no
+        # second search (before: searched again with the same vectors, both encoded alone already).
+        (ONE_STEP, 0, {"model": 1, "searches": 1}),
+        # The request's pass with its implied step, then its parts alone: two model calls (three before).
+        (THREE_STEPS, 3, {"model": 2, "searches": 2}),
+    ],
+)
+def test_a_withheld_request_encodes_again_only_its_pooled_parts(
+    encoder, small_catalog, reindex, model_calls, query, parts, counts
 ):
     reindex(index_rebuild)
-    visible = _visible(small_catalog)
-    assert not request_part_spans(ONE_STEP) and implied_steps(ONE_STEP) == [WRITE_STEP]
-    served = tool_search(query=ONE_STEP, visible=visible, top_k=5)
+    visible = frozenset(t.pk for t in small_catalog.values() if t.server.slug != "files")
+    assert len(request_part_spans(query)) == parts and implied_steps(query) == [WRITE_STEP]
+    served = tool_search(query=query, visible=visible, top_k=5)
     assert served.confidence is Confidence.NONE
-    # The request and its implied step in one model call (two before: the request, then the step), and no
-    # second search (before: both encoded again, a third call, and searched again with the same vectors).
-    assert model_calls == {"model": 1, "searches": 1}
+    assert model_calls == counts
     query_cache().clear()
-    assert _answer(tool_search(query=ONE_STEP, visible=visible, top_k=5, enforce_abstention=False)) == _answer(
-        _old_path(encoder, ONE_STEP, visible)
-    )
-
-
-def test_a_withheld_request_with_parts_encodes_only_its_parts_again(encoder, small_catalog, reindex, model_calls):
-    reindex(index_rebuild)
-    visible = _visible(small_catalog)
-    parts = request_part_spans(THREE_STEPS)
-    assert len(parts) == 3 and implied_steps(THREE_STEPS) == [WRITE_STEP]
-    served = tool_search(query=THREE_STEPS, visible=visible, top_k=5)
-    assert served.confidence is Confidence.NONE
-    # The request's pass with its implied step, then its parts alone: two model calls (three before).
-    assert model_calls == {"model": 2, "searches": 2}
-    query_cache().clear()
-    assert _answer(tool_search(query=THREE_STEPS, visible=visible, top_k=5, enforce_abstention=False)) == _answer(
-        _old_path(encoder, THREE_STEPS, visible)
+    assert _answer(tool_search(query=query, visible=visible, top_k=5, enforce_abstention=False)) == _answer(
+        _old_path(encoder, query, visible)
     )
