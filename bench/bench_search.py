@@ -1,7 +1,8 @@
 """In-process search speed and memory at 2k, 10k and 100k tools (a benchmark script, not a test).
 
     .venv/bin/python bench/bench_search.py [--sizes 2000,10000,100000] [--queries 300] [--json PATH]
-    .venv/bin/python bench/bench_search.py --sizes 100000 --tool-vectors public  # the realistic variant
+    .venv/bin/python bench/bench_search.py --sizes 100000 --tool-vectors realistic  # every tool's own vectors
+    .venv/bin/python bench/bench_search.py --sizes 100000 --tool-vectors realistic --fill-only  # encode, resumable
     make bench-search
 
 Each size runs in its own child process, so the memory figure is that of one search process: Django,
@@ -40,8 +41,13 @@ The scan's cost does not depend on the values, but the answers do: against rando
 multi-step request is withheld by its first search, so tool_search encodes its parts alone and searches again
 (a second model call and scan; ``retried`` counts them). ``--tool-vectors public`` is a realistic variant
 beside the target's catalog: the public tools' own model vectors (encoded once into scout_eval's cache,
-SCOUT_SEARCH_EVAL_CACHE_DIR) and their copies' vectors near their source's (``public_vectors``). The target
-is the random catalog's ratio; report both. ``ratio_p95_cpu`` is the ratio with CPU times (p95 of
+SCOUT_SEARCH_EVAL_CACHE_DIR) and their copies' vectors near their source's (``public_vectors``).
+``--tool-vectors realistic`` gives every tool, copies included (each on its own renamed server, its description
+perturbed: distinct texts), its own texts' model vectors, encoded once and kept under var/bench-vectors (outside
+git; ``realistic_vectors``): the first fill takes hours on 2 cores, so ``--fill-only`` encodes into the cache and
+stops, resumable (``--encode-budget`` caps the texts a run encodes); a tool whose texts are not all cached yet
+is served as ``public`` serves a copy, and the run says how many were. The target is the random catalog's
+ratio; report both. ``ratio_p95_cpu`` is the ratio with CPU times (p95 of
 tool_search's process CPU over p95 of the encode's), steadier than wall times on a busy machine.
 
 Threads: one torch thread and one BLAS thread (SCOUT_SEARCH_TORCH_THREADS / SCOUT_SEARCH_BLAS_THREADS,
@@ -65,6 +71,8 @@ TARGETS = {10_000: 1.5, 100_000: 2.0}
 MEMORY_TARGET_MB = 1024
 UPDATE_TARGET = 1.1  # a sync's new snapshot: at most 1.1x the time to encode the changed tools
 COPY_NOISE = 0.2  # --tool-vectors public: noise norm on a copy's vectors (cosine .98 to its source, see public_vectors)
+REALISTIC_CACHE = ROOT / "var" / "bench-vectors"  # --tool-vectors realistic: text -> model vector, outside git
+FILL_CHUNK = 1024  # texts encoded between two saves of the realistic cache (a stopped fill loses at most these)
 
 
 def _setup_process() -> None:
@@ -207,7 +215,6 @@ def public_vectors(docs, encoder, noise: float, seed: int = 11):
     from django.conf import settings
 
     from search.encoder import model_key
-    from search.engine.snapshot import DocVectors
     from search.evaluation import EmbeddingCache, doc_vectors
 
     base, _ = base_docs()
@@ -226,12 +233,73 @@ def public_vectors(docs, encoder, noise: float, seed: int = 11):
         if position < len(base):  # the public tool itself
             result[doc.pk] = own
             continue
-        pairs = doc.dense_texts()
-        block = own.vectors[np.minimum(np.arange(len(pairs)), len(own.vectors) - 1)].astype(np.float32)
-        block += rng.standard_normal(block.shape, dtype=np.float32) * np.float32(noise / np.sqrt(block.shape[1]))
-        block /= np.linalg.norm(block, axis=1, keepdims=True)
-        result[doc.pk] = DocVectors(block, tuple(kind for kind, _ in pairs), tuple(t for _, t in pairs), None)
+        result[doc.pk] = _noisy(own, doc.dense_texts(), rng, noise)
     return result
+
+
+def _noisy(own, pairs, rng, noise: float):
+    """A copy's vectors from its source's (``own``: DocVectors), each with Gaussian noise of norm ``noise``."""
+    import numpy as np
+
+    from search.engine.snapshot import DocVectors
+
+    block = own.vectors[np.minimum(np.arange(len(pairs)), len(own.vectors) - 1)].astype(np.float32)
+    block += rng.standard_normal(block.shape, dtype=np.float32) * np.float32(noise / np.sqrt(block.shape[1]))
+    block /= np.linalg.norm(block, axis=1, keepdims=True)
+    return DocVectors(block, tuple(kind for kind, _ in pairs), tuple(t for _, t in pairs), None)
+
+
+def realistic_cache(encoder):
+    """The realistic catalog's vectors on disk (sha256 of a text -> its model vector), shared by every run."""
+    from search.evaluation import EmbeddingCache
+
+    return EmbeddingCache(REALISTIC_CACHE, encoder.key, encoder.encode)
+
+
+def realistic_fill(docs, encoder, budget: int | None, no_progress: bool = True) -> int:
+    """Encode the dense texts of ``docs`` not cached yet (at most ``budget``; None: all), in order (the public
+    tools first, then each round of copies), saved every FILL_CHUNK texts: stopped at any moment, the next run
+    goes on from there. Returns the texts encoded."""
+    cache = realistic_cache(encoder)
+    missing = list(dict.fromkeys(t for doc in docs for _, t in doc.dense_texts() if cache.key(t) not in cache.index))
+    missing = missing[:budget] if budget is not None else missing
+    started = time.perf_counter()
+    for start in range(0, len(missing), FILL_CHUNK):
+        cache.vectors(missing[start : start + FILL_CHUNK])
+        done = start + len(missing[start : start + FILL_CHUNK])
+        if not no_progress or done == len(missing) or (start // FILL_CHUNK) % 5 == 0:
+            rate = done / max(time.perf_counter() - started, 1e-9)
+            print(f"realistic vectors: {done} of {len(missing)} texts encoded ({rate:.1f}/s)", file=sys.stderr)
+    return len(missing)
+
+
+def realistic_vectors(docs, encoder, budget: int | None, noise: float, seed: int = 11):
+    """Each tool's own texts' model vectors (``--tool-vectors realistic``): ``synthetic_docs`` makes every copy
+    distinct (its own server, a perturbed description), and each text is encoded by the real model once, kept
+    under REALISTIC_CACHE. Texts not cached yet are encoded first, up to ``budget``. A tool whose texts are still
+    not all cached takes its source's vectors with noise (as ``public_vectors``). Returns (vectors, tools with
+    their own vectors, texts encoded in this run)."""
+    import numpy as np
+
+    from search.engine.snapshot import DocVectors
+
+    encoded = realistic_fill(docs, encoder, budget)
+    cache = realistic_cache(encoder)
+    base, _ = base_docs()
+    rng = np.random.default_rng(seed)
+    result, own = {}, 0
+    for position, doc in enumerate(docs):
+        pairs = doc.dense_texts()
+        keys = [cache.key(t) for _, t in pairs]
+        if all(k in cache.index for k in keys):
+            rows = cache.matrix[[cache.index[k] for k in keys]].astype(np.float32)
+            result[doc.pk] = DocVectors(rows, tuple(k for k, _ in pairs), tuple(t for _, t in pairs), None)
+            own += 1
+        elif position >= len(base):  # a copy a later fill will encode: its source (a public tool) with noise
+            result[doc.pk] = _noisy(result[docs[position % len(base)].pk], pairs, rng, noise)
+        else:
+            raise SystemExit("realistic vectors: the public tools are not all encoded yet (run with --fill-only)")
+    return result, own, encoded
 
 
 def synthetic_changes(docs, count: int, seed: int = 13):
@@ -326,6 +394,7 @@ def run_size(
     changes: float = 0.01,
     tool_vectors: str = "random",
     copy_noise: float = COPY_NOISE,
+    encode_budget: int | None = None,
 ) -> dict:
     import gc
 
@@ -345,8 +414,11 @@ def run_size(
     encoder = encoder_get()
     rss_model, _ = rss_mb()
     docs, catalog_origin = synthetic_docs(size)
+    own_vectors, realistic_encoded = 0, 0
     if tool_vectors == "public":
         vectors = public_vectors(docs, encoder, copy_noise)
+    elif tool_vectors == "realistic":
+        vectors, own_vectors, realistic_encoded = realistic_vectors(docs, encoder, encode_budget, copy_noise)
     else:
         vectors = random_vectors(docs, encoder.dim)
     n_vectors = sum(len(v.vectors) for v in vectors.values())
@@ -386,6 +458,7 @@ def run_size(
     # (search.services.tool_search): with one-pass parts, the one call of encode_queries on a multi-step
     # request's path (a single-step request is encoded through it). Counted, not changed.
     retries, retried, first_only_ms, first_only_cpu_ms = [0], 0, [], []
+    model_calls, retried_calls = [], []  # model calls per tool_search: all requests, the retried ones
     encode_queries = encoder.encode_queries
 
     def counted(*args, **kwargs):
@@ -404,9 +477,10 @@ def run_size(
             request = SearchRequest(query=query, visible=visible, top_k=5, fusion="convex", query_vector=vector)
             backend.search(request)
             c2, t2 = time.process_time(), time.perf_counter()
-            before = retries[0]
+            before, batches = retries[0], encoder.batcher.batches
             result = tool_search(query=query, visible=visible, top_k=5)
             c3, t3 = time.process_time(), time.perf_counter()
+            calls = encoder.batcher.batches - batches  # model calls on tool_search's path (the micro-batcher's)
             parts = request_parts(query)
             needed = t1 - t0
             if parts:  # encode(), not encode_queries(): that one's cache would serve tool_search later
@@ -419,6 +493,9 @@ def run_size(
             degraded += int(result.degraded)
             again = bool(parts) and encoder.one_pass and retries[0] > before
             retried += int(again)
+            model_calls.append(calls)
+            if again:
+                retried_calls.append(calls)
             if not again:  # the requests served from their first search
                 first_only_ms.append((t3 - t2) * 1000)
                 first_only_cpu_ms.append((c3 - c2) * 1000)
@@ -476,6 +553,8 @@ def run_size(
         "queries": len(encode_ms),
         "degraded": degraded,
         "retried": retried,
+        "model_calls_per_request": statistics.fmean(model_calls) if model_calls else 0.0,
+        "model_calls_per_retried_request": statistics.fmean(retried_calls) if retried_calls else 0.0,
         # The same ratios over the requests not searched again (what the p95 would be without the retry).
         "ratio_p95_first_search": percentile(first_only_ms, 0.95) / encode["p95"],
         "ratio_p95_cpu_first_search": percentile(first_only_cpu_ms, 0.95) / percentile(cpu_ms["encode"], 0.95),
@@ -490,6 +569,9 @@ def run_size(
         "tool_vectors": (
             f"public tools' model vectors, copies with noise {copy_noise} (see public_vectors)"
             if tool_vectors == "public"
+            else f"each tool's own texts' model vectors ({own_vectors} of {size} tools; the rest their source's "
+            f"with noise {copy_noise}; {realistic_encoded} texts encoded by this run; see realistic_vectors)"
+            if tool_vectors == "realistic"
             else "random unit vectors (see docstring)"
         )
         + "; queries encoded by the real model",
@@ -578,6 +660,10 @@ def print_table(rows: list[dict]) -> None:
                 f"requests' p95 / p95 encode: {r['ratio_p95_first_search']:.2f}x (CPU "
                 f"{r['ratio_p95_cpu_first_search']:.2f}x)"
             )
+            print(
+                f"{r['tools']:>7} tools: model calls per tool_search (mean): {r['model_calls_per_request']:.2f}; "
+                f"per retried request: {r['model_calls_per_retried_request']:.2f}"
+            )
 
 
 def main() -> int:
@@ -598,9 +684,20 @@ def main() -> int:
     )
     parser.add_argument(
         "--tool-vectors",
-        choices=("random", "public"),
+        choices=("random", "public", "realistic"),
         default="random",
-        help="random unit vectors (the target's catalog), or the public tools' model vectors with noisy copies",
+        help="random unit vectors (the target's catalog), the public tools' model vectors with noisy copies, or "
+        "every tool's own texts' model vectors (cached under var/bench-vectors)",
+    )
+    parser.add_argument(
+        "--encode-budget",
+        type=int,
+        help="--tool-vectors realistic: texts a run may encode into the cache (default: all not cached yet)",
+    )
+    parser.add_argument(
+        "--fill-only",
+        action="store_true",
+        help="--tool-vectors realistic: encode the largest size's texts into the cache, then stop (resumable)",
     )
     parser.add_argument(
         "--copy-noise", type=float, default=COPY_NOISE, help="--tool-vectors public: the copies' noise norm"
@@ -610,16 +707,32 @@ def main() -> int:
     if args.child:
         _setup_process()
         row = run_size(
-            args.child, args.queries, args.warmup, args.no_progress, args.changes, args.tool_vectors, args.copy_noise
+            args.child,
+            args.queries,
+            args.warmup,
+            args.no_progress,
+            args.changes,
+            args.tool_vectors,
+            args.copy_noise,
+            args.encode_budget,
         )
         print(json.dumps(row))
         return 0
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    if args.tool_vectors == "realistic":  # encoded here, once: the workers then only read the cache
+        _setup_process()
+        from search.encoder import encoder_get
+
+        realistic_fill(synthetic_docs(max(sizes))[0], encoder_get(), args.encode_budget, args.no_progress)
+        if args.fill_only:
+            return 0
     rows = []
-    for size in (int(s) for s in args.sizes.split(",") if s.strip()):
+    for size in sizes:
         print(f"bench: {size} tools ...", file=sys.stderr, flush=True)
         command = [sys.executable, __file__, "--child", str(size), "--queries", str(args.queries)]
         command += ["--warmup", str(args.warmup), "--changes", str(args.changes)]
         command += ["--tool-vectors", args.tool_vectors, "--copy-noise", str(args.copy_noise)]
+        command += ["--encode-budget", "0"] if args.tool_vectors == "realistic" else []  # filled above
         command += ["--no-progress"] if args.no_progress else []
         # Only the first child shows progress on stderr (the others ran beside it, as workers do).
         children = [

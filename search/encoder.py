@@ -149,29 +149,44 @@ class Encoder:
             items = [(texts[i], ()) for i in missing]
             fresh = self.batcher.encode(items)
             for position, i in enumerate(missing):
-                vector = fresh[position][0]
-                vector.setflags(write=False)  # shared by every later hit: nobody may change it
-                _query_cache.put((self.key, scope, texts[i]), vector)
-                result[i] = vector
+                result[i] = self._kept(scope, texts[i], fresh[position][0])
         if not texts:
             return np.zeros((0, self.dim), np.float32)
         return np.stack(result)
 
-    def encode_request(self, query: str, parts: Sequence[Part], scope: str = "") -> np.ndarray:
-        """The request's vector (row 0) and its parts' (``request_part_spans(query)``; rows 1..).
+    def encode_request(
+        self, query: str, parts: Sequence[Part], scope: str = "", implied: Sequence[str] = ()
+    ) -> np.ndarray:
+        """The request's vector (row 0), its parts' (``request_part_spans(query)``; rows 1..) and then those of
+        ``implied`` (the steps it implies, ``decompose.implied_steps``), encoded alone: one model call for
+        whatever the cache of recent request vectors lacks.
 
         With ``one_pass`` the part vectors are pooled from the request's own model pass (one encode per
         request instead of one per text), cached together under the request (in ``scope``, as
         ``encode_queries``); otherwise each text is encoded on its own, through ``encode_queries``."""
         if not parts or not self.one_pass:
-            return self.encode_queries([query, *(part.text for part in parts)], scope)
+            return self.encode_queries([query, *(part.text for part in parts), *implied], scope)
         key = (f"{self.key}+parts", scope, f"{query}\x00{[part.spans for part in parts]}")
         vectors = _query_cache.get(key)
-        if vectors is None:
-            vectors = self.batcher.encode([(query, tuple(parts))])[0]
-            vectors.setflags(write=False)
-            _query_cache.put(key, vectors)
-        return vectors
+        alone = [_query_cache.get((self.key, scope, text)) for text in implied]
+        items = [(text, ()) for text, vector in zip(implied, alone, strict=True) if vector is None]
+        if vectors is None or items:
+            fresh = iter(self.batcher.encode(items if vectors is not None else [(query, tuple(parts)), *items]))
+            if vectors is None:
+                vectors = next(fresh)
+                vectors.setflags(write=False)
+                _query_cache.put(key, vectors)
+            alone = [
+                vector if vector is not None else self._kept(scope, text, next(fresh)[0])
+                for text, vector in zip(implied, alone, strict=True)
+            ]
+        return np.vstack([vectors, *alone]) if implied else vectors
+
+    def _kept(self, scope: str, text: str, vector: np.ndarray) -> np.ndarray:
+        """``vector`` (``text`` encoded alone) kept for later requests in ``scope``, read-only."""
+        vector.setflags(write=False)  # shared by every later hit: nobody may change it
+        _query_cache.put((self.key, scope, text), vector)
+        return vector
 
     def encode_requests(self, requests: Sequence[tuple[str, Sequence[Part]]]) -> list[np.ndarray]:
         """Per (request, parts): the request's vector and its parts' (the micro-batcher's model call).

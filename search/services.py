@@ -23,7 +23,7 @@ from .backends import IndexedTool, Match, RequestMemo, SearchRequest, SearchResu
 from .choices import GenerationKind, GenerationStatus, SearchEventKind
 from .documents import TOPIC_SPREAD, ToolDoc, topic_spread_held
 from .encoder import EncoderUnavailable, encoder_get, model_key
-from .engine.decompose import Part, request_part_spans, with_implied_steps
+from .engine.decompose import Part, implied_steps, request_part_spans, with_implied_steps
 from .engine.ranking import FUSIONS, Confidence
 from .engine.snapshot import DocVectors
 from .events import search_event_record
@@ -111,23 +111,17 @@ def vector_cache_scope(user) -> str:
     return f"u{user.pk}"
 
 
-def _encode_query(query: str, parts: list[Part], scope: str) -> tuple[np.ndarray | None, list[np.ndarray | None]]:
-    """The request's vector and its parts' vectors, in one model call; Nones when the model is unavailable."""
+def _encode_query(
+    query: str, parts: list[Part], implied: list[str], scope: str
+) -> tuple[np.ndarray | None, list[np.ndarray | None], list[np.ndarray]]:
+    """The request's vector, its parts' and its implied steps' (encoded alone), in one model call; Nones (and no
+    implied vectors) when the model is unavailable."""
     try:
-        vectors = encoder_get().encode_request(query, parts, scope)
+        vectors = encoder_get().encode_request(query, parts, scope, implied)
     except EncoderUnavailable as exc:
         search_event_record(kind=SearchEventKind.MODEL_UNAVAILABLE, detail=str(exc))
-        return None, [None] * len(parts)
-    return vectors[0], list(vectors[1:])
-
-
-def _with_implied_steps(query: str, vector: np.ndarray | None, steps: list, scope: str) -> list:
-    """The request's steps and the steps it implies (``decompose.with_implied_steps``); its own steps alone when the
-    model went away since the request was encoded."""
-    try:
-        return with_implied_steps(query, vector, steps, lambda implied: encoder_get().encode_queries(implied, scope))
-    except EncoderUnavailable:
-        return steps
+        return None, [None] * len(parts), []
+    return vectors[0], list(vectors[1 : 1 + len(parts)]), list(vectors[1 + len(parts) :])
 
 
 @request_terms_kept()  # the request's texts are tokenized once, and forgotten when it ends
@@ -166,10 +160,9 @@ def tool_search(
         search_event_record(kind=SearchEventKind.INDEX_NOT_READY, detail=f"backend {backend.name}: no index yet")
         return SearchResult([], index_ready=False, backend=backend.name)
     parts = request_part_spans(cleaned)
-    vector, part_vectors = _encode_query(cleaned, parts, cache_scope)
+    vector, part_vectors, implied = _encode_query(cleaned, parts, implied_steps(cleaned), cache_scope)
     own = [(part.text, part_vector) for part, part_vector in zip(parts, part_vectors, strict=True)]
-    steps = _with_implied_steps(cleaned, vector, own, cache_scope)
-    texts = [text for text, _ in steps]
+    steps = with_implied_steps(cleaned, vector, own, lambda _texts: implied)  # encoded above, with the request
     request = SearchRequest(
         query=cleaned,
         visible=visible,
@@ -182,17 +175,20 @@ def tool_search(
         memo=RequestMemo() if steps else None,  # the retry below reuses the request's own scores
     )
     result = backend.search(request)
-    if steps and vector is not None and result.confidence is Confidence.NONE and encoder_get().one_pass:
+    if parts and vector is not None and result.confidence is Confidence.NONE and encoder_get().one_pass:
         # Parts pooled from their request's pass score lower than parts encoded alone, and rank worse where
         # the evidence is weakest: an answer that would be withheld is the one the parts encoded alone give
         # (as without SCOUT_SEARCH_ONE_PASS_PARTS). Any other answer is served from the one pass (issue 9:
-        # one model run per request on the request's path).
+        # one model run per request on the request's path). Only the pooled vectors are asked for again: the
+        # request's and its implied steps' were encoded alone already, so a request without parts (a single
+        # step and the steps it implies) would be searched again with the very vectors it was searched with.
         try:
-            alone = encoder_get().encode_queries(texts, cache_scope)
+            alone = encoder_get().encode_queries([part.text for part in parts], cache_scope)
         except EncoderUnavailable:
             alone = None  # the model went away since the first pass: that answer stands
         if alone is not None:
-            result = backend.search(replace(request, parts=tuple(zip(texts, alone, strict=True))))
+            again = [(part.text, part_vector) for part, part_vector in zip(parts, alone, strict=True)]
+            result = backend.search(replace(request, parts=(*again, *steps[len(parts) :])))
     if result.degraded and vector is not None and not result.degraded_reason:
         search_event_record(kind=SearchEventKind.VECTORS_MISSING, detail="index has no vectors: BM25 only")
     return result
