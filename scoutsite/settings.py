@@ -154,6 +154,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "scoutsite.middleware.api_answers_never_cached",  # around every /api/ answer, the refusals below included
     "scoutsite.middleware.refuse_nul_characters",  # before anything reads a query, a form or the session
     "scoutsite.middleware.limit_api_requests",  # before the session: a refused request opens no connection
     "scoutsite.middleware.memo_per_request",  # around the views and their rendering
