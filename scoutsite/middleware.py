@@ -6,8 +6,26 @@ from collections.abc import Callable
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.utils.cache import add_never_cache_headers
 
 logger = logging.getLogger("scout.serving")
+
+
+def api_answers_never_cached(
+    get_response: Callable[[HttpRequest], HttpResponse],
+) -> Callable[[HttpRequest], HttpResponse]:
+    """Every answer under /api/ is marked never to be kept (``Cache-Control: no-store, private``, as ``admin_view``
+    marks every admin page): they are a person's data (an approval's exact arguments, the audit trail, their tokens),
+    which a browser's disk cache kept for the next user of the computer, and a proxy told to cache could serve on."""
+
+    def middleware(request: HttpRequest) -> HttpResponse:
+        response = get_response(request)
+        if request.path_info.startswith("/api/"):
+            add_never_cache_headers(response)
+        return response
+
+    return middleware
+
 
 NUL_MESSAGE = "A request's address and form fields may not hold a NUL character."
 FORM_CONTENT_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")

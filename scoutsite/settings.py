@@ -154,6 +154,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "scoutsite.middleware.api_answers_never_cached",  # around every /api/ answer, the refusals below included
     "scoutsite.middleware.refuse_nul_characters",  # before anything reads a query, a form or the session
     "scoutsite.middleware.limit_api_requests",  # before the session: a refused request opens no connection
     "scoutsite.middleware.memo_per_request",  # around the views and their rendering
@@ -470,6 +471,9 @@ SCOUT_PUBLIC_URL = env_str("SCOUT_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("
 # Served over https (the public URL says so): the admin's session and CSRF cookies are never sent over plain http,
 # where anyone on the network reads a staff session (an approver's, an operator's). SCOUT_SECURE_COOKIES overrides.
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("SCOUT_SECURE_COOKIES", SCOUT_PUBLIC_URL.startswith("https://"))
+# Where signing in leads when its ``next`` is refused (another host, ``//host``, ``javascript:``): the admin's home, not
+# Django's default /accounts/profile/, which Scout does not serve.
+LOGIN_REDIRECT_URL = "admin:index"
 # Approvers hear of new requests by e-mail (Django's mail settings below) and, if set, by a webhook: a JSON
 # POST signed with X-Scout-Signature: t=<unix seconds>,v1=HMAC-SHA256(secret, "<t>.<body>"). A tenant may name its
 # own (the environment variables on governance.Tenant); this one gets shared requests and those of tenants without
