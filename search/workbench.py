@@ -333,10 +333,11 @@ def _link_called(groups: list[RequestGroup], *, user) -> None:
     agent) next search, its rephrasing, within SCOUT_QUERY_LINK_WINDOW_SECONDS: a call of a tool the request returned,
     or of one the agent found by asking again in other words (a withheld request returned no tool to link a call to).
     An agent that rephrased more than once (the demo's "keep in mind…", "remember…", then "store a note about a
-    person" and the call) is followed up to ``REPHRASINGS_READ`` searches on, to the first that led to a call; such a
-    call counts only for a tool the request itself returned: otherwise it is another step of the task ("order a pizza",
-    "book a flight", then "show the latest commits" and a git call). Only tools of servers ``user`` may manage
-    (another tenant's tool is not named, Z12), and searches ``user`` may read."""
+    person" and the call) is followed up to ``REPHRASINGS_READ`` searches on, to the first that led to a call. A
+    rephrasing's call counts only for a tool the request itself returned (a withheld request, which returned none:
+    its next search's call): otherwise it is another step of the task ("book a flight", low-confidence with memory
+    and git tools, then "show the latest commits" and a git_log call, was credited with it). Only tools of servers
+    ``user`` may manage (another tenant's tool is not named, Z12), and searches ``user`` may read."""
     asked = {(key, at, pk) for group in groups for key, at, pk in group.asked[:CALLS_READ_PER_GROUP]}
     if not asked:
         return
@@ -391,14 +392,14 @@ def _link_called(groups: list[RequestGroup], *, user) -> None:
 
 
 def _rephrasings_call(later: list[tuple[int, str]], first_call: dict[int, tuple], returned: set[str]):
-    """The call the first of the ``later`` searches that led to one led to, and that search's words: the next
-    search's whatever its tool (a withheld request returned none), a search further on only of a tool the request
-    returned. (None, "") when there is none."""
+    """The call the first of the ``later`` searches that led to one led to, and that search's words, if it is of a
+    tool the request ``returned``; a withheld request returned none to check: its next search's call, whatever the
+    tool. (None, "") when there is none."""
     for hop, (pk, words) in enumerate(later):
         call = first_call.get(pk)
         if call is None:
             continue
-        return (call, words) if hop == 0 or call[2] in returned else (None, "")
+        return (call, words) if (call[2] in returned if returned else hop == 0) else (None, "")
     return None, ""
 
 

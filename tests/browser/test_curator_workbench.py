@@ -172,7 +172,8 @@ def test_curator_attaches_a_request_the_agent_rephrased_twice_to_the_tool_it_the
 ):
     """The demo's agent asked "keep in mind…" and "remember…" (low confidence both), then "store a note about a
     person", and called memory::create_entities (waiting for approval). The first request's row said nothing of that
-    call (only the next search's call counted): it now names it, and one click attaches the request to it."""
+    call (only the next search's call counted): it now names it, and one click attaches the request to it. A call of a
+    tool a low-confidence request did not return is another task's, and no longer offered for it."""
     from selenium.webdriver.common.by import By
 
     from catalog.models import ToolExample
@@ -188,7 +189,18 @@ def test_curator_attaches_a_request_the_agent_rephrased_twice_to_the_tool_it_the
             results=[LoggedResult(tool_id=remember.tool_id, score=0.4)], backend="embedded", latency_ms=9,
         )  # fmt: skip
     search_outcome_record(principal=principal_for_user(member), tool=remember, outcome="pending_approval")
+    # Then another task: a low-confidence "book a flight" (memory tools), the latest commits and a git_log call.
+    git_log = ToolFactory(server=ServerFactory(slug="git"), name="git_log")
+    for query, confidence, tool in (("book a flight to Lisbon", Confidence.LOW, remember),
+                                    ("show the latest commits", Confidence.HIGH, git_log)):  # fmt: skip
+        query_log_record(
+            principal=principal_for_user(member), query=query, confidence=confidence, degraded=False,
+            results=[LoggedResult(tool_id=tool.tool_id, score=0.4)], backend="embedded", latency_ms=9,
+        )  # fmt: skip
+    search_outcome_record(principal=principal_for_user(member), tool=git_log, outcome="success")
     admin_login(browser, live_server.url, "curator", "pw-curator-123", path="/admin/search/workbench/?reason=low")
+    flight = browser.find_element(By.CSS_SELECTOR, 'tr.request-group[data-text="book a flight to Lisbon"]')
+    assert not find_now(browser, By.CSS_SELECTOR, ".called", within=flight)  # it offered "Attach to git::git_log"
     row = browser.find_element(By.CSS_SELECTOR, f'tr.request-group[data-text="{first}"]')
     called = row.find_element(By.CSS_SELECTOR, ".called-tool")
     assert called.get_attribute("data-tool") == "memory::create_entities"

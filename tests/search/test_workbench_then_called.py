@@ -126,8 +126,8 @@ def test_a_request_rephrased_twice_names_the_call_of_a_tool_it_returned_and_no_l
 ):
     """The demo's agent asked "keep in mind…" and "remember…" (both low-confidence), then "store a note about a
     person", and called memory::create_entities: the first request was credited nothing, as only the next search's
-    call counted. A call further on counts for a tool the request returned; another tool's is a later step of the
-    task ("order a pizza", "book a flight", then the latest commits and a git call)."""
+    call counted. A rephrasing's call counts for a tool the request returned; another tool's is a later step of the
+    task ("order a pizza", "book a flight", then the latest commits and a git call: the flight was credited with it)."""
     git_log = ToolFactory(server=ServerFactory(slug="git"), name="git_log")
     first = "keep in mind that Dana drinks green tea"
     _search(member, first, Confidence.LOW, tools=[remember])
@@ -144,3 +144,5 @@ def test_a_request_rephrased_twice_names_the_call_of_a_tool_it_returned_and_no_l
     assert f'data-tool="{remember.tool_id}"' in row
     assert '<span class="called-after">after searching “store a note about a person”</span>' in row
     assert 'class="called"' not in _row(client, pizza)
+    # Nor for the flight, right before it: a low-confidence answer listed tools, and git_log was not one of them.
+    assert 'class="called"' not in _row(client, "book a flight to Lisbon")
