@@ -38,8 +38,17 @@ def _share(part: int, whole: int) -> float | None:
     return round(part / whole, 3) if whole else None
 
 
-@dataclass
-class BackendTraffic:
+@dataclass(kw_only=True)
+class Timed:
+    latency: list[float] = field(default_factory=list, repr=False)  # ms, one per search or call
+
+    @property
+    def latency_ms(self) -> dict[str, float | None]:
+        return percentiles(self.latency)
+
+
+@dataclass(kw_only=True)
+class BackendTraffic(Timed):
     """The searches one backend answered: how many, how sure, and how fast."""
 
     backend: str
@@ -47,7 +56,6 @@ class BackendTraffic:
     withheld: int = 0
     low: int = 0
     degraded: int = 0
-    latency: list[float] = field(default_factory=list, repr=False)
 
     @property
     def withheld_share(self) -> float | None:
@@ -57,13 +65,9 @@ class BackendTraffic:
     def low_share(self) -> float | None:
         return _share(self.low, self.searches)
 
-    @property
-    def latency_ms(self) -> dict[str, float | None]:
-        return percentiles(self.latency)
 
-
-@dataclass
-class ServerTraffic:
+@dataclass(kw_only=True)
+class ServerTraffic(Timed):
     """One managed server's part in the searches (answers listing its tools) and in the calls that followed."""
 
     server: Server
@@ -73,7 +77,6 @@ class ServerTraffic:
     after_search: Counter = field(default_factory=Counter)  # calls linked to a search, by outcome
     calls: int = 0  # every call of its tools (the audit trail)
     failed: int = 0
-    latency: list[float] = field(default_factory=list, repr=False)
 
     @property
     def low_share(self) -> float | None:
@@ -88,10 +91,6 @@ class ServerTraffic:
         """How those calls ended, in words: "2 succeeded, 1 waiting for approval"."""
         labels = dict(SearchOutcomeKind.choices)
         return ", ".join(f"{n} {labels.get(kind, kind).lower()}" for kind, n in self.after_search.most_common())
-
-    @property
-    def latency_ms(self) -> dict[str, float | None]:
-        return percentiles(self.latency)
 
 
 @dataclass
@@ -121,7 +120,8 @@ def search_traffic_for(*, user, since: datetime) -> SearchTraffic:
     count = 0
     for backend, confidence, degraded, latency_ms, empty_reason, results in read:
         count += 1
-        row = backends.setdefault(backend or UNRECORDED_BACKEND, BackendTraffic(backend or UNRECORDED_BACKEND))
+        name = backend or UNRECORDED_BACKEND
+        row = backends.setdefault(name, BackendTraffic(backend=name))
         row.searches += 1
         row.withheld += confidence == "none"
         row.low += confidence == "low"
