@@ -34,6 +34,11 @@ def test_operator_opens_the_searches_tile_and_reads_each_backend_and_server(
     assert "/admin/governance/auditevent/" in browser.current_url and "faulty%3A%3A" in browser.current_url
     assert "1 audit event" in browser.find_element(By.ID, "changelist").text
     browser.back()
+    # The navigation leads here too, beside the dashboard (an operator looking for searches reads the sidebar).
+    nav = browser.find_element(By.CSS_SELECTOR, '#nav-sidebar a[href="/admin/searches/"]')
+    assert nav.text == "Searches"
+    current = browser.find_elements(By.CSS_SELECTOR, "#nav-sidebar tr.current-model")
+    assert [row.text for row in current] == ["Searches"]  # not the dashboard too
     screenshot(browser, "operator-searches-1280")
     # At 800 px beside the navigation, each server is a card of labelled lines: nothing past the window's edge.
     browser.set_window_size(800, 900)

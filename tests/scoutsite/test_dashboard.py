@@ -156,7 +156,7 @@ def test_search_tiles_lead_to_those_searches_in_the_query_log(client, django_use
     client.force_login(operator)
     html = client.get("/admin/dashboard/?window=1h").content.decode()
     for tile in ("tile-searches", "tile-withheld", "tile-low"):
-        assert _tile_link(html, tile) == "/admin/dashboard/searches/?window=1h", tile
+        assert _tile_link(html, tile) == "/admin/searches/?window=1h", tile
 
 
 def test_a_search_tile_of_none_is_no_link_to_an_empty_query_log(client, django_user_model, member):
