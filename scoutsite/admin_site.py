@@ -54,7 +54,11 @@ EXTRA_PAGES = {
         ("Search workbench", "search_workbench", ("catalog.change_tool", "search.view_querylogentry")),
         ("Search preview", "search_preview", ("catalog.view_tool",)),
     ],
-    "Servers & sync": [("Dashboard", "dashboard", ("catalog.view_server",))],
+    "Servers & sync": [
+        ("Dashboard", "dashboard", ("catalog.view_server",)),
+        # What agents' searches returned and cost: the operator's only view of them (the query log is the curators').
+        ("Searches", "dashboard_searches", ("catalog.view_server",)),
+    ],
 }
 
 

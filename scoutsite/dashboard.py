@@ -12,7 +12,6 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-import numpy as np
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
@@ -24,6 +23,7 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 
+from search.traffic import percentiles, search_traffic_for
 from search.workbench import WORKBENCH_DAYS
 
 DASHBOARD_PERMISSION = "catalog.view_server"  # operators (and anyone who may read the server list)
@@ -70,13 +70,6 @@ def _tick(window: Window, moment: datetime) -> str:
 
 def _bucket_index(moment: datetime, start: datetime, window: Window, count: int) -> int:
     return min(count - 1, max(0, int((moment - start) / window.bucket)))
-
-
-def _percentiles(values: list[float]) -> dict[str, float | None]:
-    if not values:
-        return {"p50": None, "p95": None, "p99": None}
-    p50, p95, p99 = np.percentile(np.asarray(values, dtype=float), [50, 95, 99])
-    return {"p50": round(float(p50), 1), "p95": round(float(p95), 1), "p99": round(float(p99), 1)}
 
 
 def dashboard_figures(*, window: Window, now: datetime | None = None, user=None) -> dict:
@@ -139,8 +132,8 @@ def dashboard_figures(*, window: Window, now: datetime | None = None, user=None)
         "searches": searches,
         "executions": executions,
         "execution_failures": failures_over_time,
-        "search_latency_ms": _percentiles(search_latency),
-        "execute_latency_ms": _percentiles(execute_latency),
+        "search_latency_ms": percentiles(search_latency),
+        "execute_latency_ms": percentiles(execute_latency),
         "search_total": total_searches,
         "withheld_rate": round(confidence["none"] / total_searches, 3) if total_searches else None,
         "low_rate": round(confidence["low"] / total_searches, 3) if total_searches else None,
@@ -261,6 +254,7 @@ def dashboard_view(request: HttpRequest) -> HttpResponse:
     context = {
         "approvals_url": _approvals_url(request),
         "log_urls": _query_log_urls(request, now - window.span),
+        "searches_url": f"{reverse('dashboard_searches')}?{urlencode({'window': window.key})}",
         **admin.site.each_context(request),
         "title": "Operations dashboard",
         "window": window,
@@ -394,6 +388,35 @@ def dashboard_approvals_view(request: HttpRequest) -> HttpResponse:
     return render(request, "admin/dashboard_approvals.html", context)
 
 
+def dashboard_searches_view(request: HttpRequest) -> HttpResponse:
+    """The searches of the window per backend and per server the person manages: counts, latency, withheld and
+    low-confidence shares, and the calls that followed (search.traffic). Operators may not read the query log (other
+    people's words); this page is how they see what searching costs and returns."""
+    _check(request)
+    window = _window(request)
+    since = timezone.now() - window.span
+    context = {
+        **admin.site.each_context(request),
+        "title": "Searches by backend and server",
+        "window": window,
+        "windows": WINDOWS.values(),
+        "traffic": search_traffic_for(user=request.user, since=since),
+        "log_urls": _query_log_urls(request, since),
+        "calls_url": _calls_url(request, since),
+    }
+    return render(request, "admin/dashboard_searches.html", context)
+
+
+def _calls_url(request: HttpRequest, since: datetime) -> str | None:
+    """The window's calls in the audit trail (a server's: add ``tool_ref__startswith``), for those who may read it."""
+    from governance.models import AuditEvent
+
+    if not admin.site.get_model_admin(AuditEvent).has_view_permission(request):
+        return None
+    narrowed = {"event_type__exact": "execution", "created_at__gte": since.isoformat()}
+    return f"{reverse('admin:governance_auditevent_changelist')}?{urlencode(narrowed)}"
+
+
 def dashboard_data_view(request: HttpRequest) -> JsonResponse:
     _check(request)
     return JsonResponse(dashboard_figures(window=_window(request), user=request.user))
@@ -404,5 +427,7 @@ def urls() -> list:
     return [
         path("admin/dashboard/", admin.site.admin_view(dashboard_view), name="dashboard"),
         path("admin/dashboard/approvals/", admin.site.admin_view(dashboard_approvals_view), name="dashboard_approvals"),
+        # Not under dashboard/: the navigation marks an entry current when its address starts the page's (both were).
+        path("admin/searches/", admin.site.admin_view(dashboard_searches_view), name="dashboard_searches"),
         path("admin/dashboard/data.json", admin.site.admin_view(dashboard_data_view), name="dashboard_data"),
     ]

@@ -107,6 +107,7 @@ class FollowingCall:
 
 
 CALLS_READ_PER_GROUP = 20  # a group's newest requests whose following calls are looked up
+REPHRASINGS_READ = 3  # a request's caller's later searches read for the call it led to (``_link_called``)
 
 
 MAX_ID_DIGITS = 18  # a bigint's ids: 2**63 - 1 has 19 digits
@@ -331,29 +332,35 @@ def _link_called(groups: list[RequestGroup], *, user) -> None:
     ``CALLS_READ_PER_GROUP``), the first call the query log linked to it or to the same caller's (user, token and
     agent) next search, its rephrasing, within SCOUT_QUERY_LINK_WINDOW_SECONDS: a call of a tool the request returned,
     or of one the agent found by asking again in other words (a withheld request returned no tool to link a call to).
-    A call after a search beyond that one is another step of the task, not this request's. Only tools of servers
+    An agent that rephrased more than once (the demo's "keep in mind…", "remember…", then "store a note about a
+    person" and the call) is followed up to ``REPHRASINGS_READ`` searches on, to the first that led to a call. A
+    rephrasing's call counts only for a tool the request itself returned (a withheld request, which returned none:
+    its next search's call): otherwise it is another step of the task ("book a flight", low-confidence with memory
+    and git tools, then "show the latest commits" and a git_log call, was credited with it). Only tools of servers
     ``user`` may manage (another tenant's tool is not named, Z12), and searches ``user`` may read."""
     asked = {(key, at, pk) for group in groups for key, at, pk in group.asked[:CALLS_READ_PER_GROUP]}
     if not asked:
         return
     window = timedelta(seconds=settings.SCOUT_QUERY_LINK_WINDOW_SECONDS)
     readable = query_log_visible_to(user=user)
-    searches: dict[str, list[tuple[datetime, int, str]]] = {}  # each caller's searches in the window, oldest first
-    for key, at, pk, query in (
+    searches: dict[str, list[tuple[int, str, list]]] = {}  # each caller's searches in the window, oldest first
+    for key, pk, query, results in (
         readable.filter(
             principal_key__in={key for key, _, _ in asked},
             created_at__gte=min(at for _, at, _ in asked),
             created_at__lte=max(at for _, at, _ in asked) + window,
         )
         .order_by("created_at", "id")
-        .values_list("principal_key", "created_at", "pk", "query")
+        .values_list("principal_key", "pk", "query", "results")
     ):
-        searches.setdefault(key, []).append((at, pk, query))
-    rephrased: dict[int, tuple[int, str]] = {}  # a request's pk -> its caller's next search (pk, words)
+        searches.setdefault(key, []).append((pk, query, results))
+    returned: dict[int, set[str]] = {}  # a request's pk -> the tool ids it returned
+    rephrased: dict[int, list[tuple[int, str]]] = {}  # a request's pk -> its caller's next searches (pk, words)
     for rows in searches.values():
-        for (_, pk, _), (_, next_pk, words) in zip(rows, rows[1:], strict=False):
-            rephrased[pk] = (next_pk, words)
-    linked = {pk for _, _, pk in asked} | {next_pk for next_pk, _ in rephrased.values()}
+        for index, (pk, _, results) in enumerate(rows):
+            returned[pk] = {result.get("tool_id") for result in results if isinstance(result, dict)}
+            rephrased[pk] = [(later, words) for later, words, _ in rows[index + 1 : index + 1 + REPHRASINGS_READ]]
+    linked = {pk for _, _, pk in asked} | {later for rows in rephrased.values() for later, _ in rows}
     managed = Server.objects.filter(servers_visible_to_operator(user=user)).values("pk")
     first_call: dict[int, tuple] = {}  # a search's pk -> its first linked call
     for entry_pk, *call in (
@@ -366,10 +373,10 @@ def _link_called(groups: list[RequestGroup], *, user) -> None:
     for group in groups:
         followed: dict[str, FollowingCall] = {}
         for _, at, pk in group.asked[:CALLS_READ_PER_GROUP]:
-            next_pk, words = rephrased.get(pk, (None, ""))
-            own, later = first_call.get(pk), first_call.get(next_pk)
-            # Its own call if it had one (a low-confidence answer acted on), else the rephrasing's, in the window.
-            chosen, after = (own, "") if own else (later, words)
+            # Its own call if it had one (a low-confidence answer acted on), else a rephrasing's, in the window.
+            chosen, after = first_call.get(pk), ""
+            if chosen is None:
+                chosen, after = _rephrasings_call(rephrased.get(pk, []), first_call, returned.get(pk, set()))
             if chosen is None or chosen[0] > at + window:
                 continue
             _, tool_pk, tool_id, server_pk, outcome = chosen
@@ -382,6 +389,18 @@ def _link_called(groups: list[RequestGroup], *, user) -> None:
             call.outcomes[shown] = call.outcomes.get(shown, 0) + 1
             call.after = call.after or after  # in which words the agent found it, when not in this request's
         group.called = sorted(followed.values(), key=lambda call: -call.count)
+
+
+def _rephrasings_call(later: list[tuple[int, str]], first_call: dict[int, tuple], returned: set[str]):
+    """The call the first of the ``later`` searches that led to one led to, and that search's words, if it is of a
+    tool the request ``returned``; a withheld request returned none to check: its next search's call, whatever the
+    tool. (None, "") when there is none."""
+    for hop, (pk, words) in enumerate(later):
+        call = first_call.get(pk)
+        if call is None:
+            continue
+        return (call, words) if (call[2] in returned if returned else hop == 0) else (None, "")
+    return None, ""
 
 
 def search_then_called(entry: QueryLogEntry, *, user) -> list[FollowingCall]:

@@ -165,3 +165,47 @@ def test_a_long_request_reads_in_a_few_lines_beside_the_tools_it_returned(browse
     latest = browser.find_element(By.CSS_SELECTOR, "tr.request-group td.latest")
     assert browser.execute_script(LINES_OF_TEXT, latest) == 1
     assert browser.execute_script("return document.documentElement.scrollWidth <= document.documentElement.clientWidth")
+
+
+def test_curator_attaches_a_request_the_agent_rephrased_twice_to_the_tool_it_then_called(
+    browser, live_server, curator, member
+):
+    """The demo's agent asked "keep in mind…" and "remember…" (low confidence both), then "store a note about a
+    person", and called memory::create_entities (waiting for approval). The first request's row said nothing of that
+    call (only the next search's call counted): it now names it, and one click attaches the request to it. A call of a
+    tool a low-confidence request did not return is another task's, and no longer offered for it."""
+    from selenium.webdriver.common.by import By
+
+    from catalog.models import ToolExample
+    from search.usage import LoggedResult, search_outcome_record
+    from tests.governance.factories import ServerFactory, ToolFactory
+
+    remember = ToolFactory(server=ServerFactory(slug="memory"), name="create_entities")
+    first = "keep in mind that Dana drinks green tea"
+    for query, confidence in ((first, Confidence.LOW), ("remember that Dana likes green tea", Confidence.LOW),
+                              ("store a note about a person", Confidence.HIGH)):  # fmt: skip
+        query_log_record(
+            principal=principal_for_user(member), query=query, confidence=confidence, degraded=False,
+            results=[LoggedResult(tool_id=remember.tool_id, score=0.4)], backend="embedded", latency_ms=9,
+        )  # fmt: skip
+    search_outcome_record(principal=principal_for_user(member), tool=remember, outcome="pending_approval")
+    # Then another task: a low-confidence "book a flight" (memory tools), the latest commits and a git_log call.
+    git_log = ToolFactory(server=ServerFactory(slug="git"), name="git_log")
+    for query, confidence, tool in (("book a flight to Lisbon", Confidence.LOW, remember),
+                                    ("show the latest commits", Confidence.HIGH, git_log)):  # fmt: skip
+        query_log_record(
+            principal=principal_for_user(member), query=query, confidence=confidence, degraded=False,
+            results=[LoggedResult(tool_id=tool.tool_id, score=0.4)], backend="embedded", latency_ms=9,
+        )  # fmt: skip
+    search_outcome_record(principal=principal_for_user(member), tool=git_log, outcome="success")
+    admin_login(browser, live_server.url, "curator", "pw-curator-123", path="/admin/search/workbench/?reason=low")
+    flight = browser.find_element(By.CSS_SELECTOR, 'tr.request-group[data-text="book a flight to Lisbon"]')
+    assert not find_now(browser, By.CSS_SELECTOR, ".called", within=flight)  # it offered "Attach to git::git_log"
+    row = browser.find_element(By.CSS_SELECTOR, f'tr.request-group[data-text="{first}"]')
+    called = row.find_element(By.CSS_SELECTOR, ".called-tool")
+    assert called.get_attribute("data-tool") == "memory::create_entities"
+    assert "waiting for approval ×1" in called.text and "after searching “store a note about a person”" in called.text
+    screenshot(browser, "curator-workbench-rephrased-twice")
+    click_through(browser, called.find_element(By.CSS_SELECTOR, "form.attach-called button"))
+    assert "memory::create_entities" in browser.find_element(By.CSS_SELECTOR, "ul.messagelist li.success").text
+    assert list(ToolExample.objects.filter(tool=remember).values_list("text", flat=True)) == [first]

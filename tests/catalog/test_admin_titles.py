@@ -172,6 +172,7 @@ def test_custom_pages_have_one_heading_in_their_title(client, superuser, member)
     pending = ApprovalRequest.objects.get()
     pages = {
         reverse("dashboard"): "Operations dashboard",
+        reverse("dashboard_searches"): "Searches by backend and server",
         reverse("search_workbench"): "Search workbench",
         reverse("search_preview"): "Search preview",
         reverse("admin:governance_approvalrequest_decide", args=[pending.pk]): (

@@ -119,3 +119,30 @@ def test_the_searchs_page_in_the_query_log_names_the_call_too(client, curator, m
     link = f'<a class="then-called-tool" href="{page}">{remember.tool_id}</a>'
     assert called == f"{link}: succeeded ×1, after searching “{REPHRASED}”"
     assert "not called" in html.split('id="ranked-tools"', 1)[1]  # this search's own results were not called
+
+
+def test_a_request_rephrased_twice_names_the_call_of_a_tool_it_returned_and_no_later_step(
+    client, curator, member, remember
+):
+    """The demo's agent asked "keep in mind…" and "remember…" (both low-confidence), then "store a note about a
+    person", and called memory::create_entities: the first request was credited nothing, as only the next search's
+    call counted. A rephrasing's call counts for a tool the request returned; another tool's is a later step of the
+    task ("order a pizza", "book a flight", then the latest commits and a git call: the flight was credited with it)."""
+    git_log = ToolFactory(server=ServerFactory(slug="git"), name="git_log")
+    first = "keep in mind that Dana drinks green tea"
+    _search(member, first, Confidence.LOW, tools=[remember])
+    _search(member, REPHRASED, Confidence.LOW, tools=[remember])
+    _search(member, "store a note about a person", Confidence.HIGH, tools=[remember])
+    _call(member, remember, "pending_approval")
+    pizza = "order a pizza to the office"
+    _search(member, pizza, Confidence.LOW, tools=[remember])
+    _search(member, "book a flight to Lisbon", Confidence.LOW, tools=[remember])
+    _search(member, "show the latest commits", Confidence.HIGH, tools=[git_log])
+    _call(member, git_log)
+    client.force_login(curator)
+    row = _row(client, first)
+    assert f'data-tool="{remember.tool_id}"' in row
+    assert '<span class="called-after">after searching “store a note about a person”</span>' in row
+    assert 'class="called"' not in _row(client, pizza)
+    # Nor for the flight, right before it: a low-confidence answer listed tools, and git_log was not one of them.
+    assert 'class="called"' not in _row(client, "book a flight to Lisbon")
