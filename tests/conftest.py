@@ -33,6 +33,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if database["ENGINE"] == "django.db.backends.postgresql":
         options = database.setdefault("OPTIONS", {})
         options["options"] = f"{options.get('options', '')} -c synchronous_commit=off".strip()
+    # A document text is run through the model once a session, not again after each test's emptied database.
+    from tests import vector_memo
+
+    vector_memo.install()
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
