@@ -33,6 +33,16 @@ def pytest_configure(config: pytest.Config) -> None:
     if database["ENGINE"] == "django.db.backends.postgresql":
         options = database.setdefault("OPTIONS", {})
         options["options"] = f"{options.get('options', '')} -c synchronous_commit=off".strip()
+    # A document text is run through the model once a session, not again after each test's emptied database.
+    from tests import vector_memo
+
+    vector_memo.install()
+    # pytest-django's live server keeps each request thread's database connection (tests/live_server.py).
+    from django.test.testcases import LiveServerThread
+
+    from tests.live_server import KeptConnectionsWSGIServer
+
+    LiveServerThread.server_class = KeptConnectionsWSGIServer
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
@@ -92,6 +102,13 @@ def django_db_setup(django_db_setup) -> Iterator[None]:
     TransactionTestCase._fixture_teardown = fixture_teardown
     yield
     TransactionTestCase._fixture_teardown = flush
+
+
+@pytest.fixture(scope="session")
+def live_server(django_db_setup, live_server):
+    """pytest-django's, set up after the test database and so stopped before it is dropped: its request threads keep
+    their connections until then (tests/live_server.py)."""
+    return live_server
 
 
 @pytest.fixture(autouse=True)
