@@ -63,3 +63,41 @@ def test_addresses_of_one_ipv6_network_share_one_budget(live_server, settings):
     with httpx.Client(timeout=30) as client:
         other = _sign_in(client, base, PASSWORD, **{"X-Forwarded-For": "2001:db8:1:3::10"})
         assert other.status_code == 302 and "sessionid" in client.cookies  # another network: its own budget
+
+
+def _password_change(client: httpx.Client, base: str, old: str) -> httpx.Response:
+    page = client.get(f"{base}/admin/password_change/")
+    csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+    form = {
+        "csrfmiddlewaretoken": csrf,
+        "old_password": old,
+        "new_password1": "N3w-pass-phrase!",
+        "new_password2": "N3w-pass-phrase!",
+    }
+    return client.post(
+        f"{base}/admin/password_change/", data=form, headers={"Referer": f"{base}/admin/password_change/"}
+    )
+
+
+def test_password_change_attempts_are_limited_per_person_before_the_old_password_is_checked(live_server, settings):
+    """The password change form checks the old password with no limit (redteam58): a stolen session could guess the
+    password, to reuse it elsewhere, at one hasher run per attempt. Attempts are now counted per person at the sign-in
+    rate; past it the page answers 429 and checks nothing, from whatever address."""
+    user = get_user_model().objects.create_user("op", password=PASSWORD, is_staff=True)
+    settings.SCOUT_ADMIN_LOGIN_RATE = "3/minute"
+    base = live_server.url
+    with httpx.Client(timeout=30) as client:
+        assert _sign_in(client, base, PASSWORD).status_code == 302
+        settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": 1}  # each guess from a new address
+        guesses = []
+        for n in range(3):
+            client.headers["X-Forwarded-For"] = f"198.51.100.{n + 20}"
+            guesses.append(_password_change(client, base, f"guess-{n}"))
+        assert [guess.status_code for guess in guesses] == [200, 200, 200]
+        assert all("Your old password was entered incorrectly" in guess.text for guess in guesses)
+        client.headers["X-Forwarded-For"] = "203.0.113.9"
+        refused = _password_change(client, base, PASSWORD)  # the right old password, past the limit: not checked
+        assert refused.status_code == 429 and int(refused.headers["retry-after"]) > 0
+        assert "Too many password change attempts" in refused.text
+    user.refresh_from_db()
+    assert user.check_password(PASSWORD), "the password was changed past the limit"
