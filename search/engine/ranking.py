@@ -5,7 +5,7 @@ are computed over them, and ties break on the tool id, so a hidden tool changes 
 """
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -529,7 +529,7 @@ def rank(
     read_only: np.ndarray | None = None,
     takes_input: np.ndarray | None = None,
     needs: Sequence[frozenset[str]] | None = None,
-    gives: Sequence[frozenset[str]] | None = None,
+    gives: Callable[[int], frozenset[str]] | None = None,
 ) -> Ranking:
     """Rank the visible rows. ``clauses``: branches of the request's parts (a multi-step request); a tool
     then scores by the best of the whole request and each part (parts slightly discounted). ``servers``: a
@@ -541,7 +541,7 @@ def rank(
     document's), for ``_apply_cluster``. ``read_only``: whether governance classes each row as a read
     (``ToolDoc.read_only``), for ``write_before_read`` and ``change_asked_of_a_read``. ``takes_input``: whether
     each row's input schema has a property (``ToolDoc.parameters``), for ``fixed_tool_for_unknown_object``.
-    ``needs`` (each row's required identifiers' words, ``producers.needed_identifiers``) and ``gives`` (each row's
+    ``needs`` (each row's required identifiers' words, ``producers.needed_identifiers``) and ``gives`` (a row's
     name and description words, ``producers.produced_words``): for ``_apply_producers``.
 
     With approximate dense scores (an int8 table, see engine/dense.py) each pass also names the tools
@@ -1162,7 +1162,7 @@ def _apply_producers(
     query: str,
     servers: np.ndarray,
     needs: Sequence[frozenset[str]],
-    gives: Sequence[frozenset[str]],
+    gives: Callable[[int], frozenset[str]],
     tie_keys: np.ndarray,
     options: RankingOptions,
 ) -> None:
@@ -1182,7 +1182,7 @@ def _apply_producers(
         for other in candidates:
             if other is consumer or servers[other.row] != servers[consumer.row]:
                 continue
-            if needs[other.row] & wanted or not gives[other.row] & wanted:
+            if needs[other.row] & wanted or not gives(other.row) & wanted:
                 continue
             lift = min(options.producer_share * consumer.score, consumer.score - _BELOW - other.score)
             if lift > lifts.get(other.row, 0.0):

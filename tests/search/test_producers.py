@@ -57,7 +57,7 @@ def ranked(query: str, share: float, rows: list[int] | None = None, steps: int =
         servers=SERVERS,
         clauses=[branches() for _ in range(steps)] if steps > 1 else (),
         needs=NEEDS,
-        gives=GIVES,
+        gives=GIVES.__getitem__,
     )
 
 
