@@ -141,6 +141,8 @@ def rank_request(
             deprecated=snapshot.deprecated,
             read_only=snapshot.read_only,
             takes_input=snapshot.takes_input,
+            needs=snapshot.needs,
+            gives=snapshot.gives,
             vector_kinds=leg.vectors.kinds if leg else None,
             learned_terms=snapshot.learned_terms,
             vectors=leg.vectors if leg else None,

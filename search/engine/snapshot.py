@@ -5,7 +5,7 @@ half-visible: they see the old snapshot or the new one.
 """
 
 import bisect
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -17,6 +17,7 @@ from ..text import name_words, tokenize
 from .decompose import is_implied
 from .dense import DenseIndex
 from .intent import tool_operation
+from .producers import needed_identifiers, produced_words
 from .ranking import Branches, Calibration, Ranking, RankingOptions, rank, score_branches
 from .sparse import SparseIndex, learned_tokens, weighted_tokens
 
@@ -96,6 +97,8 @@ class IndexSnapshot:
         self.deprecated = np.asarray([d.deprecated for d in self.docs], bool)
         self.read_only = np.asarray([d.read_only for d in self.docs], bool)
         self.takes_input = np.asarray([bool(d.parameters) for d in self.docs], bool)
+        self.needs = [needed_identifiers(d.parameters) for d in self.docs]
+        self.gives = self._gives_cached()
         self.negative_terms = [_negative_terms(d) for d in self.docs]
         self.learned_terms = [_learned_terms(d, weights) for d in self.docs]
         self.dense: DenseIndex | None = None
@@ -161,6 +164,7 @@ class IndexSnapshot:
         names: list[frozenset[str]] = [_NO_TERMS] * len(order)
         negative_terms: list[frozenset[str]] = [_NO_TERMS] * len(order)
         learned_terms: list[frozenset[str]] = [_NO_TERMS] * len(order)
+        needs: list[frozenset[str]] = [_NO_TERMS] * len(order)
         weights = ToolSearchIndex.weights()
         for old, new in zip(kept.tolist(), kept_to.tolist(), strict=True):
             merged[new] = self.docs[old]
@@ -168,12 +172,14 @@ class IndexSnapshot:
             names[new] = self.name_words[old]
             negative_terms[new] = self.negative_terms[old]
             learned_terms[new] = self.learned_terms[old]
+            needs[new] = self.needs[old]
         for doc, row in zip(incoming, added_rows, strict=True):
             merged[row] = doc
             tool_ops[row] = tool_operation(doc.name, doc.purpose or doc.description, doc.read_only)
             names[row] = name_words(doc.name)
             negative_terms[row] = _negative_terms(doc)
             learned_terms[row] = _learned_terms(doc, weights)
+            needs[row] = needed_identifiers(doc.parameters)
         snapshot.docs = tuple(merged)
         snapshot._set_server_codes()
         snapshot.tool_ops, snapshot.negative_terms, snapshot.name_words = tool_ops, negative_terms, names
@@ -187,6 +193,7 @@ class IndexSnapshot:
         snapshot.takes_input[kept_to] = self.takes_input[kept]
         snapshot.takes_input[added_rows] = [bool(doc.parameters) for doc in incoming]
         snapshot.learned_terms = learned_terms
+        snapshot.needs, snapshot.gives = needs, snapshot._gives_cached()
         snapshot.pks = pks[order]
         snapshot._row_of_pk = _row_lookup(snapshot.pks)
         snapshot.tie_keys = self._merged_tie_keys(kept, kept_to, incoming, added_rows)
@@ -238,6 +245,18 @@ class IndexSnapshot:
 
     def __len__(self) -> int:
         return len(self.docs)
+
+    def _gives_cached(self) -> Callable[[int], frozenset[str]]:
+        """``producers.produced_words`` of a row, computed when ranking first asks (only for the candidates of a
+        server one of whose first tools needs an identifier): kept for every row it would be some 2.6 kB a tool,
+        260 MB at 100k tools (issue 9's 1 GB a process). This snapshot's rows; a few thousand kept."""
+        docs = self.docs
+
+        @lru_cache(maxsize=4096)
+        def gives(row: int) -> frozenset[str]:
+            return produced_words(docs[row].name, docs[row].description)
+
+        return gives
 
     def _set_server_codes(self) -> None:
         """A number per row, the same for the tools of one server (ranking's server share). Set with the
@@ -325,6 +344,8 @@ class IndexSnapshot:
             deprecated=self.deprecated,
             read_only=self.read_only,
             takes_input=self.takes_input,
+            needs=self.needs,
+            gives=self.gives,
             vector_kinds=self.dense.kinds if self.dense is not None else None,
             learned_terms=self.learned_terms,
             vectors=self.dense,
