@@ -99,7 +99,9 @@ def test_a_request_no_demo_tool_handles_is_not_answered_with_confidence(gateway,
     "delete the relation between Alice and Acme" stays high with delete_relations.
 
     "erase my history" was answered high with git::git_log, "edit the commit message" and "delete the last commit"
-    with git::git_show: reads (readOnlyHint) that change nothing (bench/NOTES-agentux24.md); low now."""
+    with git::git_show: reads (readOnlyHint) that change nothing (bench/NOTES-agentux24.md); low now. So were "undo my
+    last commit" and "revert the last commit" (git_show), and "forget everything you know about Dana" with
+    memory::open_nodes (``ranking._TAKE_BACK``); delete_entities, which would forget, is among the matches."""
     from catalog.models import Server
     from catalog.services.sync import server_sync
 
@@ -113,6 +115,7 @@ def test_a_request_no_demo_tool_handles_is_not_answered_with_confidence(gateway,
     unhandled = ["list files in a directory", "list the files here", "what files are in this folder"]
     unhandled += ["read README.md", "read my emails", "delete my account", "list my GitHub issues"]
     unhandled += ["erase my history", "edit the commit message", "delete the last commit"]
+    unhandled += ["undo my last commit", "revert the last commit", "forget everything you know about Dana"]
     reads = {
         "list all entities in memory": {"memory::read_graph", "memory::search_nodes", "memory::open_nodes"},
         "show the commit history of the repo": {"git::git_log"},
@@ -142,6 +145,7 @@ def test_a_request_no_demo_tool_handles_is_not_answered_with_confidence(gateway,
         answer = answers[query]
         shown = [match["tool_id"] for match in answer["matches"] if "inputSchema" in match]
         assert answer["confidence"] == "high" and tool_id in shown[:2], (query, shown)
+    assert "memory::delete_entities" in [match["tool_id"] for match in answers[unhandled[-1]]["matches"]]
     for query, tools in reads.items():
         answer = answers[query]
         first = answer["matches"][0]["tool_id"]
