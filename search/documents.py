@@ -19,7 +19,7 @@ from governance.choices import OperationClass
 from governance.classification import classification_derive
 
 from .indexes import ToolSearchIndex
-from .text import first_sentence, split_identifier, without_sample_values
+from .text import first_sentence, split_identifier
 
 MAX_PARAMETERS = 40
 MAX_ENUM_VALUES = 12
@@ -84,8 +84,7 @@ class ToolDoc:
             "server_description": self.server_description,
             "purpose": self.purpose,
             "description": self.description,
-            # Sample values say what an input looks like, not what the tool is for (``without_sample_values``).
-            "parameters": without_sample_values("\n".join(self.parameters)),
+            "parameters": "\n".join(self.parameters),
             "keywords": "\n".join(self.keywords),
             "verbs": " ".join(self.verbs),
             "entities": " ".join(self.entities),

@@ -170,21 +170,6 @@ def unreadable_for_english_model(text: str) -> bool:
     return mostly_non_latin(text) or mostly_foreign_latin(text)
 
 
-# A parenthesised list of sample values ("(e.g., 'America/New_York', 'Europe/London')", "(for example 42)").
-# On RE2: the text is an upstream's.
-_SAMPLE_VALUES = re2.compile(r"(?i)\((?:e\.\s?g\.?|eg\.|for example|for instance)[,:]?\s[^()]{0,300}\)")
-
-
-def without_sample_values(text: str) -> str:
-    """``text`` without its parenthesised sample values: what a parameter's value looks like, not what the tool is
-    for. mcp-server-time's convert_time names 'Asia/Tokyo' as a sample target time zone, get_current_time only
-    'America/New_York' and 'Europe/London': "what time is it in Tokyo" led with convert_time, high, on the word
-    "tokyo" (bench/NOTES-agentux26.md)."""
-    if "(" not in text:
-        return text
-    return _SAMPLE_VALUES.sub("", text)
-
-
 def first_sentence(text: str, limit: int = 300) -> str:
     text = text.strip()
     if not text:

@@ -149,18 +149,3 @@ def test_a_near_tie_between_two_tools_is_low_not_high(gateway, member_on, tmp_pa
     assert LOW_CONFIDENCE in text_of(answers[tied])
     strong = answers[clear].structured_content
     assert strong["confidence"] == "high" and strong["matches"][0]["tool_id"] == "filesystem::list_directory_with_sizes"
-
-
-def test_a_sample_value_in_an_input_is_not_what_the_tool_is_for(gateway, people):
-    """mcp-server-time, uncurated, over stdio (with the calc server). convert_time's target_timezone names
-    'Asia/Tokyo' as a sample value ("(e.g., 'Asia/Tokyo', 'America/San_Francisco')"), get_current_time's only
-    'America/New_York' and 'Europe/London': "what time is it in Tokyo" led with convert_time, high, on the word
-    "tokyo" (its why said so). A sample says what an input looks like, not what the tool serves
-    (``text.without_sample_values``, bench/NOTES-agentux26.md). A time the request gives to convert still leads
-    with convert_time."""
-    now, convert = "what time is it in Tokyo", "convert 3pm Paris time to Tokyo time"
-    answers = _answers(gateway, people["member"], [now, convert])
-    matches = answers[now].structured_content["matches"]
-    assert matches[0]["tool_id"] == "time::get_current_time", [match["tool_id"] for match in matches]
-    assert not any("tokyo" in why for match in matches for why in match["why_matched"]), matches
-    assert answers[convert].structured_content["matches"][0]["tool_id"] == "time::convert_time"
