@@ -661,21 +661,33 @@ _READS = frozenset({READ})
 
 def change_asked_of_a_read(candidates: Sequence[Candidate], query: str, read_only: np.ndarray | None) -> bool:
     """Whether a request that names only changes to what exists (``request_operations`` within update and delete:
-    "delete", "edit", "clear", "cancel") has first a tool governance classes as a read (``ToolDoc.read_only``). A
-    read changes nothing: on the demo "erase my history" and "clear the logs" were served high with git::git_log,
-    "edit the commit message" and "delete the last commit" with git::git_show, "update the knowledge graph" with
-    memory::read_graph, where no visible tool does what was asked (bench/NOTES-agentux24.md). Not creates or runs:
+    "delete", "edit", "clear", "cancel"; and ``_TAKE_BACK``'s "undo", "forget") has first a tool governance classes
+    as a read (``ToolDoc.read_only``). A read changes nothing: on the demo "erase my history" and "clear the logs"
+    were served high with git::git_log, "edit the commit message" and "delete the last commit" with git::git_show,
+    "update the knowledge graph" with memory::read_graph, where no visible tool does what was asked
+    (bench/NOTES-agentux24.md). Not creates or runs:
     a read computes or makes what a request "adds" or "generates" ("add 3 and 4": get-sum; "generate a tiny image").
     ``answer_confidence`` then serves the answer ``low``; the ranking stays. The class is governance's, as for
     ``write_before_read``: a catalog without annotations has no reads and never meets the rule. Read from the first
     candidate only, a visible tool."""
     if read_only is None or not candidates or not read_only[candidates[0].row]:
         return False
-    wanted = request_operations(query)
+    wanted = request_operations(query) | _taken_back(query)
     return bool(wanted) and wanted <= _CHANGES
 
 
 _CHANGES = frozenset({UPDATE, DELETE})
+# Words that ask to take back what exists, read by ``change_asked_of_a_read`` only (confidence): on the demo "undo my
+# last commit" and "revert the last commit" were served high with git::git_show, "forget everything you know about
+# Dana" with memory::open_nodes, reads all (bench/NOTES-agentux26.md). Not intent verbs: the ranking reads those
+# lists, and "forget" there was dropped (bench/NOTES-agentux17.md).
+_TAKE_BACK = {"undo": UPDATE, "revert": UPDATE, "forget": DELETE, "wipe": DELETE}
+
+
+def _taken_back(query: str, limit: int = 12) -> frozenset[str]:
+    """The operations ``_TAKE_BACK``'s words name among the first ``limit`` words of a request (as
+    ``request_operations``)."""
+    return frozenset(_TAKE_BACK[term] for term in request_terms(query)[:limit] if term in _TAKE_BACK)
 
 
 def fixed_tool_for_unknown_object(

@@ -99,7 +99,16 @@ def test_a_request_no_demo_tool_handles_is_not_answered_with_confidence(gateway,
     "delete the relation between Alice and Acme" stays high with delete_relations.
 
     "erase my history" was answered high with git::git_log, "edit the commit message" and "delete the last commit"
-    with git::git_show: reads (readOnlyHint) that change nothing (bench/NOTES-agentux24.md); low now."""
+    with git::git_show: reads (readOnlyHint) that change nothing (bench/NOTES-agentux24.md); low now. So were "undo my
+    last commit" and "revert the last commit" (git_show), and "forget everything you know about Dana" with
+    memory::open_nodes (``ranking._TAKE_BACK``); delete_entities, which would forget, is among the matches.
+
+    From an agent's sweep of the demo (bench/NOTES-agentux26.md), each with the tool it now gets first: "what time is
+    it in Tokyo" led with convert_time, high (the 'Asia/Tokyo' of its sample values, and no "now" in either time
+    tool's text); "what day of the week is it" with search_nodes (get_current_time gives the day of the week);
+    "keep in mind that Dana drinks green tea" with git_reset (its curated "the files keep their changes"); "what
+    files did I change but not commit yet" with git_show, high (its example "what did the latest commit
+    change")."""
     from catalog.models import Server
     from catalog.services.sync import server_sync
 
@@ -113,6 +122,13 @@ def test_a_request_no_demo_tool_handles_is_not_answered_with_confidence(gateway,
     unhandled = ["list files in a directory", "list the files here", "what files are in this folder"]
     unhandled += ["read README.md", "read my emails", "delete my account", "list my GitHub issues"]
     unhandled += ["erase my history", "edit the commit message", "delete the last commit"]
+    unhandled += ["undo my last commit", "revert the last commit", "forget everything you know about Dana"]
+    first = {
+        "what time is it in Tokyo": ("time::get_current_time", "high"),
+        "what day of the week is it": ("time::get_current_time", "high"),
+        "keep in mind that Dana drinks green tea": ("memory::create_entities", None),  # low: its fit is weak
+        "what files did I change but not commit yet": ("git::git_status", None),  # low: git_show a near second
+    }
     reads = {
         "list all entities in memory": {"memory::read_graph", "memory::search_nodes", "memory::open_nodes"},
         "show the commit history of the repo": {"git::git_log"},
@@ -131,7 +147,7 @@ def test_a_request_no_demo_tool_handles_is_not_answered_with_confidence(gateway,
         async with mcp_client(gateway, token) as client:
             return {
                 query: (await client.call_tool("tool_search", {"query": query})).structured_content
-                for query in dict.fromkeys([*unhandled, *handled, *reads])
+                for query in dict.fromkeys([*unhandled, *handled, *reads, *first])
             }
 
     answers = run(main)
@@ -142,6 +158,11 @@ def test_a_request_no_demo_tool_handles_is_not_answered_with_confidence(gateway,
         answer = answers[query]
         shown = [match["tool_id"] for match in answer["matches"] if "inputSchema" in match]
         assert answer["confidence"] == "high" and tool_id in shown[:2], (query, shown)
+    assert "memory::delete_entities" in [match["tool_id"] for match in answers[unhandled[-1]]["matches"]]
+    for query, (tool_id, confidence) in first.items():
+        answer = answers[query]
+        assert answer["matches"][0]["tool_id"] == tool_id, (query, answer["matches"][:2])
+        assert confidence in (None, answer["confidence"]), (query, answer["confidence"])
     for query, tools in reads.items():
         answer = answers[query]
         first = answer["matches"][0]["tool_id"]

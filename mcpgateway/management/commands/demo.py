@@ -101,7 +101,9 @@ DEMO_CURATION = [
     (
         "git::git_status",
         "Show which files in the working tree are modified, staged or untracked: what is not committed yet.",
-        [],
+        # agentux26: "what files did I change but not commit yet" led with git_show, high, on its example "what did
+        # the latest commit change": git status answers what I changed, and had no example in users' words.
+        ["what have I changed since the last commit"],
     ),
     # agentux17: upstream's "Adds file contents to the staging area", "Switches branches" and "Delete multiple
     # entities ..." share no word with "stage README.md", "switch to the feature-x branch" or "forget everything about
@@ -115,7 +117,9 @@ DEMO_CURATION = [
     ),
     (
         "git::git_reset",
-        "Unstage: take every staged change out of the staging area again (the files keep their changes).",
+        # agentux26: "(the files keep their changes)" made "keep in mind that Dana drinks green tea" lead with
+        # git_reset on "keep", a word users say for remembering.
+        "Unstage: take every staged change out of the staging area again (the changes stay in the files).",
         [],
     ),
     (
@@ -132,6 +136,20 @@ DEMO_CURATION = [
     (
         "memory::delete_observations",
         "Remove single facts about a person, organisation or project that are no longer true.",
+        [],
+    ),
+    # agentux26: upstream's "Get current time in a specific timezones" and "Convert time between timezones" say
+    # neither "now" nor a city: "what time is it in Tokyo" was a near tie between them (convert_time first). The
+    # current time comes with its day of the week (its outputSchema's day_of_week). Its purpose alone left convert_time
+    # first: convert_time's sample target zone 'Asia/Tokyo' is a word of its (bench/NOTES-agentux26.md).
+    (
+        "time::get_current_time",
+        "Tell what time and day of the week it is now in a city or time zone.",
+        ["what time is it now in some city"],
+    ),
+    (
+        "time::convert_time",
+        "Convert a given clock time from one time zone to another.",
         [],
     ),
     # "what is 17 plus 25" was low with get-sum 4th, and "add two numbers" served memory::add_observations and
