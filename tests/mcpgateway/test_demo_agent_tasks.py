@@ -123,7 +123,7 @@ def test_a_request_no_demo_tool_handles_is_not_answered_with_confidence(gateway,
     unhandled += ["read README.md", "read my emails", "delete my account", "list my GitHub issues"]
     unhandled += ["erase my history", "edit the commit message", "delete the last commit"]
     unhandled += ["undo my last commit", "revert the last commit", "forget everything you know about Dana"]
-    first = {
+    first_tool = {
         "what time is it in Tokyo": ("time::get_current_time", "high"),
         "what day of the week is it": ("time::get_current_time", "high"),
         "keep in mind that Dana drinks green tea": ("memory::create_entities", None),  # low: its fit is weak
@@ -147,7 +147,7 @@ def test_a_request_no_demo_tool_handles_is_not_answered_with_confidence(gateway,
         async with mcp_client(gateway, token) as client:
             return {
                 query: (await client.call_tool("tool_search", {"query": query})).structured_content
-                for query in dict.fromkeys([*unhandled, *handled, *reads, *first])
+                for query in dict.fromkeys([*unhandled, *handled, *reads, *first_tool])
             }
 
     answers = run(main)
@@ -159,7 +159,7 @@ def test_a_request_no_demo_tool_handles_is_not_answered_with_confidence(gateway,
         shown = [match["tool_id"] for match in answer["matches"] if "inputSchema" in match]
         assert answer["confidence"] == "high" and tool_id in shown[:2], (query, shown)
     assert "memory::delete_entities" in [match["tool_id"] for match in answers[unhandled[-1]]["matches"]]
-    for query, (tool_id, confidence) in first.items():
+    for query, (tool_id, confidence) in first_tool.items():
         answer = answers[query]
         assert answer["matches"][0]["tool_id"] == tool_id, (query, answer["matches"][:2])
         assert confidence in (None, answer["confidence"]), (query, answer["confidence"])
