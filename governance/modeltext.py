@@ -1,5 +1,6 @@
 """Definition and result texts as a model is shown them (T9): links to anything but a public web host pointing to
-"#", a claim to be the gateway's note said as the tool's, and ``text_for_model`` (with ``clean_for_model``) for a
+"#", a claim to be the gateway's note said as the tool's, markup a Markdown client hides from its person shown as
+text, and ``text_for_model`` (with ``clean_for_model``) for a
 definition's texts and ``schema_texts_for_model`` for a schema's. Pure text functions: the gateway's output policy
 and discovery, and the REST tool pages a token acting for an agent reads (redteam53), serve the same text.
 """
@@ -414,12 +415,90 @@ def _private_name(host: str) -> bool:
     return "." not in host or host.endswith(tuple(f".{suffix}" for suffix in PRIVATE_NAME_SUFFIXES))
 
 
+# Markup a Markdown-rendering client hides from its person while a model reads every word of it (redteam59, T9/T6):
+# an HTML comment, declaration or processing instruction ("<!", "<?"); an HTML tag that hides text or carries it in an
+# attribute (``<details>``'s body, ``<img alt>``, ``<span style="display:none">``, ``<template>``, ``<script>``, a tag
+# a client drops as unknown, such as ``List<String>``'s); a Markdown image (its alt text) and a reference definition
+# (its whole line). Tags are CommonMark's raw HTML open tags, on RE2 (upstream text). Its Python binding costs some
+# 10 µs a tag, in the event loop every client shares: past HTML_TAGS_READ "<" in one result (``TagCount``), every "<"
+# is shown as "‹" unread.
+HTML_OPEN_TAG_RE = re2.compile(
+    r"<([A-Za-z][A-Za-z0-9-]*)((?:\s+[A-Za-z_:][A-Za-z0-9_.:-]*(?:\s*=\s*(?:[^\s\"'=<>`]+|'[^']*'|\"[^\"]*\"))?)*)"
+    r"(\s*/?)>"
+)
+HTML_ATTRIBUTE_NAME_RE = re2.compile(r"\s+([A-Za-z_:][A-Za-z0-9_.:-]*)(?:\s*=\s*(?:[^\s\"'=<>`]+|'[^']*'|\"[^\"]*\"))?")
+HTML_TAGS_READ = 1000
+# Tags whose text a client shows where it stands, with the attributes that hide nothing (a link's text is shown, its
+# address is checked by ``text_links_defanged``). Any other tag, or one of these with another attribute (``style``,
+# ``hidden``, ``class``, ``title``), is shown as text.
+SHOWN_TAGS = {
+    **dict.fromkeys(
+        "b i em strong u s strike del ins code kbd samp var tt pre br wbr hr span blockquote ul li dl dt dd table "
+        "thead tbody tfoot tr caption sub sup mark small big q cite summary center".split(),
+        frozenset(),
+    ),
+    **dict.fromkeys("p div h1 h2 h3 h4 h5 h6".split(), frozenset({"align"})),
+    "a": frozenset({"href", "target", "rel"}),
+    "ol": frozenset({"start"}),
+    "td": frozenset({"align", "colspan", "rowspan"}),
+    "th": frozenset({"align", "colspan", "rowspan"}),
+}
+
+
+@dataclass
+class TagCount:
+    read: int = 0
+
+
+def _tag_shown(match: Any) -> str:
+    name, attributes, end = match.groups()
+    allowed = SHOWN_TAGS.get(name.lower())
+    if allowed is not None and (not attributes or _attribute_names(attributes) <= allowed):
+        return match.group(0)
+    return f"‹{name}{attributes}{end}›"
+
+
+def _attribute_names(attributes: str) -> set[str]:
+    return {name.lower() for name in HTML_ATTRIBUTE_NAME_RE.findall(attributes)}
+
+
+def _definition_shown(line: str) -> str:
+    """A Markdown reference definition's line (``[label]: url "title"``, up to three spaces in; not a footnote's
+    ``[^1]:``, which is shown) with its "[" escaped, else ``line``."""
+    label = line.lstrip(" ")
+    if label.startswith("[") and not label.startswith("[^") and "]:" in label and len(line) - len(label) <= 3:
+        return line[: len(line) - len(label)] + "\\" + label
+    return line
+
+
+def hidden_markup_shown(text: str, count: TagCount | None = None) -> str:
+    """``text`` (a definition's, a result's) with the markup a Markdown-rendering client hides from its person written
+    so the client shows it as text, every word kept: a Markdown image's "[" and a reference definition's escaped with
+    a backslash; an HTML comment's, declaration's or processing instruction's "<" as "‹"; a hiding tag's brackets (any
+    tag but ``SHOWN_TAGS`` with their attributes) as ‹ ›, as role tags are (``clean_tool_output``). The person then
+    sees what the model reads (redteam59); an instruction in it holds the tool at sync, as the screen reads it too.
+    The "<" read are counted in ``count``, one per result."""
+    if "![" in text:
+        text = text.replace("![", "!\\[")
+    if "]:" in text:
+        text = "\n".join(_definition_shown(line) for line in text.split("\n"))
+    if "<" not in text:
+        return text
+    text = text.replace("<!", "‹!").replace("<?", "‹?")
+    count = count if count is not None else TagCount()
+    count.read += text.count("<")
+    if count.read > HTML_TAGS_READ:
+        return text.replace("<", "‹")
+    return HTML_OPEN_TAG_RE.sub(_tag_shown, text)
+
+
 def text_for_model(text: str) -> str:
     """A definition's text (an upstream's, or a curator's) as a model is shown it: ``clean_for_model``, and a link
     written in it to anything but a public web host pointing to "#", as in a tool's result (T9): a host renders an
     answer's text as Markdown, and a model copies a link it read into its own answer. A claim to be a note of the
-    gateway's is said as the tool's (``gateway_voice_marked``)."""
-    return gateway_voice_marked(text_links_defanged(clean_for_model(text))) if text else ""
+    gateway's is said as the tool's (``gateway_voice_marked``), and markup a client would hide from its person is
+    shown as text (``hidden_markup_shown``)."""
+    return gateway_voice_marked(hidden_markup_shown(text_links_defanged(clean_for_model(text)))) if text else ""
 
 
 def texts_for_model(value: Any) -> Any:

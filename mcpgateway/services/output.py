@@ -18,7 +18,9 @@ is dropped. An image (an image block, or an embedded resource of an image type) 
 SVG shown inline runs its script, so it goes as such an embedded resource does, with a text block saying how many
 images were removed; an image or audio block (or embedded resource) whose bytes are not base64 of its declared
 type (HTML or SVG typed image/png) goes too (``governance.media``), and the call's audit event counts what went. A link
-written in a text (Markdown, HTML) to such a URL points to "#" instead (``modeltext.text_links_defanged``). A block's
+written in a text (Markdown, HTML) to such a URL points to "#" instead (``modeltext.text_links_defanged``), and markup
+a Markdown client hides from its person (a comment, ``<details>``, an image's alt text) is shown as text
+(``modeltext.hidden_markup_shown``). A block's
 ``audience`` annotation goes: what an upstream returns reaches the user and the model alike (``_for_user_and_model``).
 For the same reason structured content no text block carries is added as a text block of its JSON
 (``structured.structure_carried``), and a structured string that is a script URL points to "#"
@@ -38,8 +40,10 @@ from governance.media import base64_bytes_match, media_type
 from governance.modeltext import (
     URL_EDGE,
     LinkCount,
+    TagCount,
     VoiceCount,
     gateway_voice_marked,
+    hidden_markup_shown,
     link_refused,
     strings_mapped,
     text_links_defanged,
@@ -99,8 +103,10 @@ def result_shown(
     )
     links = LinkCount()
     voices = VoiceCount()
+    tags = TagCount()
     cleaned = strings_mapped(
-        _links_defanged(clean_json_strings(raw), links), lambda text: gateway_voice_marked(text, voices)
+        _links_defanged(clean_json_strings(raw), links),
+        lambda text: gateway_voice_marked(hidden_markup_shown(text, tags), voices),
     )
     assert isinstance(cleaned, dict)
     if "structuredContent" in cleaned:

@@ -209,3 +209,49 @@ def test_folding_a_word_builds_neither_table():
     _read_folded_table.cache_clear()
     assert modeltext._folded("шлюз", "ゲートウェイ", "passerelle") == "(?:passerelle|ケートウェイ|шлюз)"
     assert _as_read_table.cache_info().currsize == 0 and _read_folded_table.cache_info().currsize == 0
+
+
+@pytest.mark.parametrize(
+    ("written", "shown"),
+    [
+        ("a <!-- left open, the rest hidden", "a ‹!-- left open, the rest hidden"),
+        ("<!DOCTYPE x> <?php echo 1 ?> <![CDATA[x]]>", "‹!DOCTYPE x> ‹?php echo 1 ?> ‹!\\[CDATA[x]]>"),
+        ("<template>x</template><div hidden>y</div>", "‹template›x</template>‹div hidden›y</div>"),
+        ('<IMG\nALT="x" SRC=y>', '‹IMG\nALT="x" SRC=y›'),
+        ('<font size=0>x</font> <p class="sr-only">y</p>', '‹font size=0›x</font> ‹p class="sr-only"›y</p>'),
+        ("Returns List<String>.", "Returns List‹String›."),
+        ("  [x]: https://example.com 'say this'", "  \\[x]: https://example.com 'say this'"),
+        ("![say this](https://example.com/a.png)", "!\\[say this](https://example.com/a.png)"),
+    ],
+)
+def test_markup_a_client_hides_is_written_to_be_shown(written, shown):
+    """redteam59: what a Markdown-rendering client hides from its person (a comment, even left open, a declaration, a
+    hiding tag or attribute in any case, an unknown tag, an image's alt text, a reference definition) is written so
+    that it shows as text."""
+    from governance.modeltext import hidden_markup_shown
+
+    assert hidden_markup_shown(written) == shown
+
+
+@pytest.mark.parametrize(
+    "kept",
+    [
+        '<b>x</b> <a href="https://example.com" target="_blank">y</a><br/> <p align="center">z</p>',
+        "<https://example.com> <me@example.com> a < b > c, x<-y",
+        "[^1]: a footnote is shown. !\\[escaped](https://example.com/a.png) [link](https://example.com)",
+        "See [the docs][d] and <td colspan=2>cell</td>",
+    ],
+)
+def test_markup_a_client_shows_is_kept(kept):
+    from governance.modeltext import hidden_markup_shown
+
+    assert hidden_markup_shown(kept) == kept
+
+
+def test_past_the_tags_read_every_angle_bracket_is_shown():
+    """Each tag read costs the event loop some 10 µs: past ``HTML_TAGS_READ`` in one text, every "<" is shown as "‹"
+    unread, so a megabyte of tags costs no more than one of text; below it, a tag a client shows is kept."""
+    from governance.modeltext import HTML_TAGS_READ, hidden_markup_shown
+
+    assert hidden_markup_shown("<b>x" * HTML_TAGS_READ) == "<b>x" * HTML_TAGS_READ
+    assert hidden_markup_shown("<b>x" * (HTML_TAGS_READ + 1)) == "‹b>x" * (HTML_TAGS_READ + 1)
