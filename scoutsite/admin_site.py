@@ -107,17 +107,9 @@ class ScoutAdminSite(admin.AdminSite):
 
         seconds = max(1, round(wait or 1))
         messages.error(request, f"Too many password change attempts. Try again in {seconds} seconds.")
-        context = {
-            **self.each_context(request),
-            "title": "Password change",
-            "subtitle": None,
-            "form": AdminPasswordChangeForm(request.user),  # empty: nothing typed is shown again
-        }
-        request.current_app = self.name
+        context = {"title": "Password change", "form": AdminPasswordChangeForm(request.user)}
         template = self.password_change_template or "registration/password_change_form.html"
-        response = TemplateResponse(request, template, context, status=429)
-        response["Retry-After"] = str(seconds)
-        return response
+        return self._refused(request, template, context, seconds)
 
     def _login_refused(self, request: HttpRequest, *, wait: float | None) -> HttpResponse:
         from django.contrib.admin.forms import AdminAuthenticationForm  # imports the user model: not at module level
@@ -125,16 +117,20 @@ class ScoutAdminSite(admin.AdminSite):
         seconds = max(1, round(wait or 1))
         messages.error(request, f"Too many sign-in attempts from your address. Try again in {seconds} seconds.")
         context = {
-            **self.each_context(request),
             "title": "Log in",
-            "subtitle": None,
             "app_path": request.get_full_path(),
             "username": request.user.get_username(),
-            "form": AdminAuthenticationForm(request),  # empty: nothing typed is shown again
+            "form": AdminAuthenticationForm(request),
             REDIRECT_FIELD_NAME: reverse("admin:index", current_app=self.name),
         }
+        return self._refused(request, self.login_template or "admin/login.html", context, seconds)
+
+    def _refused(self, request: HttpRequest, template: str, context: dict[str, Any], seconds: int) -> HttpResponse:
+        """The page of a form refused past its rate: 429 with Retry-After, its form empty (nothing typed is shown
+        again), the message saying when to try again."""
         request.current_app = self.name
-        response = TemplateResponse(request, self.login_template or "admin/login.html", context, status=429)
+        context = {**self.each_context(request), "subtitle": None, **context}
+        response = TemplateResponse(request, template, context, status=429)
         response["Retry-After"] = str(seconds)
         return response
 
