@@ -346,6 +346,73 @@ def test_one_persons_arguments_an_http_upstream_answers_5xx_never_cut_it_off_and
     assert calls == ["unavailable"] * THRESHOLD + ["Ann", "Bo"] + ["unavailable"] * THRESHOLD  # Cy never sent
 
 
+@pytest.fixture
+def missing_for_one(loopback_upstreams) -> Any:
+    """A real Streamable HTTP MCP server behind a front that answers a call of ``greet`` for "missing" HTTP 404 under
+    its session id (a front that routes by the resource asked for, or a server that answers a thing it cannot find
+    404), on every session, and hands every other request on; ``calls`` records each tools/call."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp_types import ToolAnnotations
+
+    upstream = MCPServer("greeter")
+
+    @upstream.tool(annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, openWorldHint=False))
+    def greet(name: str) -> str:
+        """Greet someone by name."""
+        return f"Hello, {name}!"
+
+    calls: list[str] = []
+    with serve_http(upstream) as real:
+
+        class MissingForOne(SessionFront):
+            real_url = real.url
+
+            def answered(self, message: dict) -> bool:
+                if message.get("method") != "tools/call":
+                    return False
+                calls.append(message["params"]["arguments"].get("name"))
+                if message["params"]["arguments"].get("name") != "missing":
+                    return False
+                self.empty(404)
+                return True
+
+            def do_GET(self):  # noqa: N802 - no standalone event stream
+                self.empty(405)
+
+        with serve_front(MissingForOne) as url:
+            yield url, calls
+
+
+def test_one_persons_arguments_an_http_upstream_answers_404_on_a_new_session_too_never_cut_it_off(
+    gateway, admin_user, missing_for_one, settings
+):
+    """redteam60 (T13/L3/Z4): a call answered 404 under its session is sent once more on a new session (upstream11); a
+    404 there too was counted as the server's failure (``session_gone``, as if it could not be spoken to) and set its
+    restart backoff for everyone. So one person sending the one input a front answers 404 opened the shared server's
+    breaker alone, as the 503 of redteam56 did, and another person's call was refused ``circuit_open`` unsent. The
+    new session answered its start: the 404 is this call's, counted toward its caller's own breaker and backoff."""
+    from catalog.models import Tool
+
+    url, calls = missing_for_one
+    settings.SCOUT_UPSTREAM_BREAKER_FAILURES = THRESHOLD
+    settings.SCOUT_UPSTREAM_BREAKER_COOLDOWN = 30.0
+    sync_server(slug="greeter", transport="http", url=url)
+    tokens = _tokens(admin_user, Tool.objects.get(tool_id="greeter::greet"), "gw_attacker", "gw_bystander")
+
+    def greet(client: Any, name: str) -> Any:
+        return client.call_tool("execute_tool", {"tool_id": "greeter::greet", "arguments": {"name": name}})
+
+    async def main():
+        async with mcp_client(gateway, tokens["gw_attacker"]) as a, mcp_client(gateway, tokens["gw_bystander"]) as b:
+            attacks = [await greet(a, "missing") for _ in range(THRESHOLD + 1)]
+            return attacks, await greet(b, "Ann")
+
+    attacks, answered = run(main)
+    assert _failures(attacks) == ["session_gone"] * THRESHOLD + ["circuit_open"], [_text(r) for r in attacks]
+    assert _text(answered) == "Hello, Ann!", _text(answered)
+    assert calls == ["missing"] * (2 * THRESHOLD) + ["Ann"]  # each sent on two sessions; the fourth never sent
+
+
 def test_one_persons_crashes_hold_back_only_their_own_restart(
     gateway, admin_user, faulty_server, faulty_call_log, settings, monkeypatch
 ):
