@@ -274,6 +274,42 @@ def test_one_persons_arguments_that_crash_a_stdio_server_never_cut_it_off_for_an
     assert faulty_calls(faulty_call_log, "echo_json") == THRESHOLD + 4  # the refused crashes reached nothing
 
 
+def test_one_person_crashing_a_server_through_two_agents_tokens_is_still_one_person(
+    gateway, admin_user, faulty_server, faulty_call_log, settings
+):
+    """redteam60 (T13/L3/Z4): the server's breaker opens once two people's own have (redteam56). One person with two
+    agents, each with its own token, opening both "own" breakers would count as two people and cut the shared server
+    off alone: the caller is the person (``pool.call(caller=user.pk)``), so their second token is refused as the
+    first is, and another person's calls are answered."""
+    from catalog.models import Tool
+    from governance.models import Agent
+
+    settings.SCOUT_UPSTREAM_BREAKER_FAILURES = THRESHOLD
+    settings.SCOUT_UPSTREAM_BREAKER_COOLDOWN = 30.0
+    settings.SCOUT_MCP_RESTART_BACKOFF_MAX = 0.5
+    tokens = _tokens(admin_user, Tool.objects.get(tool_id="faulty::echo_json"), "gw_attacker", "gw_bystander")
+    attacker = api_token_verify(tokens["gw_attacker"]).user
+    second = make_token(attacker, agent=Agent.objects.create(user=attacker, name="second", all_user_tools=True))
+
+    def echo(client: Any, value: Any) -> Any:
+        return client.call_tool("execute_tool", {"tool_id": "faulty::echo_json", "arguments": {"value": value}})
+
+    async def main():
+        async with (
+            mcp_client(gateway, tokens["gw_attacker"]) as a,
+            mcp_client(gateway, second) as a2,
+            mcp_client(gateway, tokens["gw_bystander"]) as b,
+        ):
+            first = [await echo(a, EXIT_ON) for _ in range(THRESHOLD)]
+            other = [await echo(a2, EXIT_ON) for _ in range(THRESHOLD)]
+            return first, other, [await echo(b, n) for n in range(2)]
+
+    first, other, answers = run(main)
+    assert _failures(first) == ["closed"] * THRESHOLD
+    assert _failures(other) == ["circuit_open"] * THRESHOLD  # the same person's breaker, whichever token
+    assert [_text(r) for r in answers] == ["0", "1"]
+
+
 @pytest.fixture
 def failing_for_one(loopback_upstreams) -> Any:
     """A real Streamable HTTP MCP server behind a front that answers a call of ``greet`` for "unavailable" 503 (an
