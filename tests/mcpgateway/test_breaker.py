@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -310,10 +312,11 @@ def test_one_person_crashing_a_server_through_two_agents_tokens_is_still_one_per
     assert [_text(r) for r in answers] == ["0", "1"]
 
 
-@pytest.fixture
-def failing_for_one(loopback_upstreams) -> Any:
-    """A real Streamable HTTP MCP server behind a front that answers a call of ``greet`` for "unavailable" 503 (an
-    upstream bug one input triggers) and hands every other request on; ``calls`` records each tools/call."""
+@contextmanager
+def _greeter_failing_for(name: str, status: int) -> Iterator[tuple[str, list[str]]]:
+    """A real Streamable HTTP MCP server behind a front that answers a call of ``greet`` for ``name`` with ``status``
+    and no body (an upstream bug one input triggers) and hands every other request on; yields its URL and ``calls``,
+    each tools/call's name."""
     from mcp.server.mcpserver import MCPServer
     from mcp_types import ToolAnnotations
 
@@ -334,9 +337,9 @@ def failing_for_one(loopback_upstreams) -> Any:
                 if message.get("method") != "tools/call":
                     return False
                 calls.append(message["params"]["arguments"].get("name"))
-                if message["params"]["arguments"].get("name") != "unavailable":
+                if message["params"]["arguments"].get("name") != name:
                     return False
-                self.empty(503)
+                self.empty(status)
                 return True
 
             def do_GET(self):  # noqa: N802 - no standalone event stream
@@ -344,6 +347,13 @@ def failing_for_one(loopback_upstreams) -> Any:
 
         with serve_front(FailingForOne) as url:
             yield url, calls
+
+
+@pytest.fixture
+def failing_for_one(loopback_upstreams) -> Any:
+    """The greeter behind a front answering ``greet`` for "unavailable" 503."""
+    with _greeter_failing_for("unavailable", 503) as served:
+        yield served
 
 
 def test_one_persons_arguments_an_http_upstream_answers_5xx_never_cut_it_off_and_a_server_failing_all_still_opens(
@@ -384,39 +394,10 @@ def test_one_persons_arguments_an_http_upstream_answers_5xx_never_cut_it_off_and
 
 @pytest.fixture
 def missing_for_one(loopback_upstreams) -> Any:
-    """A real Streamable HTTP MCP server behind a front that answers a call of ``greet`` for "missing" HTTP 404 under
-    its session id (a front that routes by the resource asked for, or a server that answers a thing it cannot find
-    404), on every session, and hands every other request on; ``calls`` records each tools/call."""
-    from mcp.server.mcpserver import MCPServer
-    from mcp_types import ToolAnnotations
-
-    upstream = MCPServer("greeter")
-
-    @upstream.tool(annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, openWorldHint=False))
-    def greet(name: str) -> str:
-        """Greet someone by name."""
-        return f"Hello, {name}!"
-
-    calls: list[str] = []
-    with serve_http(upstream) as real:
-
-        class MissingForOne(SessionFront):
-            real_url = real.url
-
-            def answered(self, message: dict) -> bool:
-                if message.get("method") != "tools/call":
-                    return False
-                calls.append(message["params"]["arguments"].get("name"))
-                if message["params"]["arguments"].get("name") != "missing":
-                    return False
-                self.empty(404)
-                return True
-
-            def do_GET(self):  # noqa: N802 - no standalone event stream
-                self.empty(405)
-
-        with serve_front(MissingForOne) as url:
-            yield url, calls
+    """The greeter behind a front answering ``greet`` for "missing" HTTP 404 under its session id, on every session (a
+    front that routes by the resource asked for, or a server that answers a thing it cannot find 404)."""
+    with _greeter_failing_for("missing", 404) as served:
+        yield served
 
 
 def test_one_persons_arguments_an_http_upstream_answers_404_on_a_new_session_too_never_cut_it_off(
