@@ -348,9 +348,10 @@ class UpstreamPool:
         try:
             result = await self._call(connection, tool_name, arguments, timeout, progress, tool, recheck, caller)
         except UpstreamCallError as exc:
-            if exc.kind in BREAKER_FAILURE_KINDS and exc.outcome == "unknown":
-                # Sent, then failed (a timeout, a crash or reset mid-call, a 5xx): maybe for this caller's tool or
-                # arguments. Counted against the caller; the server's opens when several callers' have (redteam56).
+            if exc.kind in BREAKER_FAILURE_KINDS and (exc.outcome == "unknown" or exc.kind == "session_gone"):
+                # Sent, then failed (a timeout, a crash or reset mid-call, a 5xx, a 404 on a session just opened):
+                # maybe for this caller's tool or arguments. Counted against the caller; the server's opens when
+                # several callers' have (redteam56, redteam60).
                 opened = breaker.opened_count
                 breaker.settled()
                 caller_breaker_failed(server.pk, caller, own, time.monotonic())
@@ -431,8 +432,11 @@ class UpstreamPool:
                     # for ever after Scout gave up on it: only closing the session stops it. The next call
                     # opens a new one, without a backoff (the server answered; a call was slow).
                     connection.close_session()
-                if exc.kind == "session_gone":  # on a new session too: the server did not take the call
-                    connection.mark_dead()
+                if exc.kind == "session_gone":
+                    # On a new session too, one the server had just opened: it did not take this call, maybe for its
+                    # arguments (a front answering 404 for one input). The caller's backoff, not everyone's
+                    # (redteam60: one person's input set every person's restart backoff and opened the breaker).
+                    connection.mark_crashed(caller)
                     raise UpstreamCallError(str(exc), kind=exc.kind, outcome="error") from exc
                 raise UpstreamCallError(str(exc), kind=exc.kind, outcome="unknown") from exc
             connection.answered(caller)

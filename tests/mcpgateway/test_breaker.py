@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -274,10 +276,47 @@ def test_one_persons_arguments_that_crash_a_stdio_server_never_cut_it_off_for_an
     assert faulty_calls(faulty_call_log, "echo_json") == THRESHOLD + 4  # the refused crashes reached nothing
 
 
-@pytest.fixture
-def failing_for_one(loopback_upstreams) -> Any:
-    """A real Streamable HTTP MCP server behind a front that answers a call of ``greet`` for "unavailable" 503 (an
-    upstream bug one input triggers) and hands every other request on; ``calls`` records each tools/call."""
+def test_one_person_crashing_a_server_through_two_agents_tokens_is_still_one_person(
+    gateway, admin_user, faulty_server, faulty_call_log, settings
+):
+    """redteam60 (T13/L3/Z4): the server's breaker opens once two people's own have (redteam56). One person with two
+    agents, each with its own token, opening both "own" breakers would count as two people and cut the shared server
+    off alone: the caller is the person (``pool.call(caller=user.pk)``), so their second token is refused as the
+    first is, and another person's calls are answered."""
+    from catalog.models import Tool
+    from governance.models import Agent
+
+    settings.SCOUT_UPSTREAM_BREAKER_FAILURES = THRESHOLD
+    settings.SCOUT_UPSTREAM_BREAKER_COOLDOWN = 30.0
+    settings.SCOUT_MCP_RESTART_BACKOFF_MAX = 0.5
+    tokens = _tokens(admin_user, Tool.objects.get(tool_id="faulty::echo_json"), "gw_attacker", "gw_bystander")
+    attacker = api_token_verify(tokens["gw_attacker"]).user
+    second = make_token(attacker, agent=Agent.objects.create(user=attacker, name="second", all_user_tools=True))
+
+    def echo(client: Any, value: Any) -> Any:
+        return client.call_tool("execute_tool", {"tool_id": "faulty::echo_json", "arguments": {"value": value}})
+
+    async def main():
+        async with (
+            mcp_client(gateway, tokens["gw_attacker"]) as a,
+            mcp_client(gateway, second) as a2,
+            mcp_client(gateway, tokens["gw_bystander"]) as b,
+        ):
+            first = [await echo(a, EXIT_ON) for _ in range(THRESHOLD)]
+            other = [await echo(a2, EXIT_ON) for _ in range(THRESHOLD)]
+            return first, other, [await echo(b, n) for n in range(2)]
+
+    first, other, answers = run(main)
+    assert _failures(first) == ["closed"] * THRESHOLD
+    assert _failures(other) == ["circuit_open"] * THRESHOLD  # the same person's breaker, whichever token
+    assert [_text(r) for r in answers] == ["0", "1"]
+
+
+@contextmanager
+def _greeter_failing_for(name: str, status: int) -> Iterator[tuple[str, list[str]]]:
+    """A real Streamable HTTP MCP server behind a front that answers a call of ``greet`` for ``name`` with ``status``
+    and no body (an upstream bug one input triggers) and hands every other request on; yields its URL and ``calls``,
+    each tools/call's name."""
     from mcp.server.mcpserver import MCPServer
     from mcp_types import ToolAnnotations
 
@@ -298,9 +337,9 @@ def failing_for_one(loopback_upstreams) -> Any:
                 if message.get("method") != "tools/call":
                     return False
                 calls.append(message["params"]["arguments"].get("name"))
-                if message["params"]["arguments"].get("name") != "unavailable":
+                if message["params"]["arguments"].get("name") != name:
                     return False
-                self.empty(503)
+                self.empty(status)
                 return True
 
             def do_GET(self):  # noqa: N802 - no standalone event stream
@@ -308,6 +347,13 @@ def failing_for_one(loopback_upstreams) -> Any:
 
         with serve_front(FailingForOne) as url:
             yield url, calls
+
+
+@pytest.fixture
+def failing_for_one(loopback_upstreams) -> Any:
+    """The greeter behind a front answering ``greet`` for "unavailable" 503."""
+    with _greeter_failing_for("unavailable", 503) as served:
+        yield served
 
 
 def test_one_persons_arguments_an_http_upstream_answers_5xx_never_cut_it_off_and_a_server_failing_all_still_opens(
@@ -344,6 +390,44 @@ def test_one_persons_arguments_an_http_upstream_answers_5xx_never_cut_it_off_and
     assert _failures(failing) == ["protocol"] * THRESHOLD
     assert _failures([blocked]) == ["circuit_open"]
     assert calls == ["unavailable"] * THRESHOLD + ["Ann", "Bo"] + ["unavailable"] * THRESHOLD  # Cy never sent
+
+
+@pytest.fixture
+def missing_for_one(loopback_upstreams) -> Any:
+    """The greeter behind a front answering ``greet`` for "missing" HTTP 404 under its session id, on every session (a
+    front that routes by the resource asked for, or a server that answers a thing it cannot find 404)."""
+    with _greeter_failing_for("missing", 404) as served:
+        yield served
+
+
+def test_one_persons_arguments_an_http_upstream_answers_404_on_a_new_session_too_never_cut_it_off(
+    gateway, admin_user, missing_for_one, settings
+):
+    """redteam60 (T13/L3/Z4): a call answered 404 under its session is sent once more on a new session (upstream11); a
+    404 there too was counted as the server's failure (``session_gone``, as if it could not be spoken to) and set its
+    restart backoff for everyone. So one person sending the one input a front answers 404 opened the shared server's
+    breaker alone, as the 503 of redteam56 did, and another person's call was refused ``circuit_open`` unsent. The
+    new session answered its start: the 404 is this call's, counted toward its caller's own breaker and backoff."""
+    from catalog.models import Tool
+
+    url, calls = missing_for_one
+    settings.SCOUT_UPSTREAM_BREAKER_FAILURES = THRESHOLD
+    settings.SCOUT_UPSTREAM_BREAKER_COOLDOWN = 30.0
+    sync_server(slug="greeter", transport="http", url=url)
+    tokens = _tokens(admin_user, Tool.objects.get(tool_id="greeter::greet"), "gw_attacker", "gw_bystander")
+
+    def greet(client: Any, name: str) -> Any:
+        return client.call_tool("execute_tool", {"tool_id": "greeter::greet", "arguments": {"name": name}})
+
+    async def main():
+        async with mcp_client(gateway, tokens["gw_attacker"]) as a, mcp_client(gateway, tokens["gw_bystander"]) as b:
+            attacks = [await greet(a, "missing") for _ in range(THRESHOLD + 1)]
+            return attacks, await greet(b, "Ann")
+
+    attacks, answered = run(main)
+    assert _failures(attacks) == ["session_gone"] * THRESHOLD + ["circuit_open"], [_text(r) for r in attacks]
+    assert _text(answered) == "Hello, Ann!", _text(answered)
+    assert calls == ["missing"] * (2 * THRESHOLD) + ["Ann"]  # each sent on two sessions; the fourth never sent
 
 
 def test_one_persons_crashes_hold_back_only_their_own_restart(

@@ -109,3 +109,39 @@ def test_fallbacks_are_read_by_who_may_read_the_whole_install(client, world, sup
 def test_refuses_who_may_not_open_the_dashboard(client, django_user_model):
     client.force_login(django_user_model.objects.create_user(username="staff", is_staff=True))
     assert client.get(reverse("dashboard_searches")).status_code == 403
+
+
+def test_past_the_rows_it_reads_every_figure_is_of_the_same_newest_searches(client, world, monkeypatch):
+    """redteam60 (Low, robustness): past ``MAX_ROWS`` searches the page counted its tools listed in the newest
+    ``MAX_ROWS`` only, but the calls linked to searches in every search of the period: a server read "called after a
+    search" more often than any search listed it. Here the page reads the two newest of tenant A's three searches;
+    the call is linked to the oldest."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from search import traffic
+    from search.models import QueryLogEntry
+
+    now = timezone.now()
+    for minutes, words in ((30, "zq alpha listed"), (20, "zq alpha unsure"), (10, "zq alpha withheld")):
+        QueryLogEntry.objects.filter(query=words).update(created_at=now - timedelta(minutes=minutes))
+    monkeypatch.setattr(traffic, "MAX_ROWS", 2)
+    client.force_login(world["operator"])
+    html = client.get(reverse("dashboard_searches"), {"window": "1h"}).content.decode()
+    assert 'id="searches-truncated"' in html
+    listed, first, low, after = _rows(html, "server")["alpha-srv"].split()[1:5]
+    assert (listed, first, after) == ("0", "0", "0"), _rows(html, "server")
+
+
+def test_an_approver_is_refused_and_an_unknown_period_is_the_last_24_hours(client, world, django_user_model):
+    from governance.roles import APPROVERS
+
+    approver = django_user_model.objects.create_user(username="appr", is_staff=True)
+    approver.groups.add(Group.objects.get(name=APPROVERS))
+    client.force_login(approver)
+    assert client.get(reverse("dashboard_searches")).status_code == 403
+    client.force_login(world["operator"])
+    for window in ("bogus", "", "7d' OR 1=1", "1H"):
+        page = client.get(reverse("dashboard_searches"), {"window": window})
+        assert page.status_code == 200 and "in the last 24 hours" in page.content.decode(), window
