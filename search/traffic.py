@@ -116,10 +116,13 @@ def search_traffic_for(*, user, since: datetime) -> SearchTraffic:
     servers = {slug: ServerTraffic(server=server) for slug, server in managed.items()}
     empty: Counter = Counter()
     latency: list[float] = []
-    read = rows.values_list("backend", "confidence", "degraded", "latency_ms", "empty_reason", "results")[:MAX_ROWS]
+    # One row past the bound says whether any were left out (a window of exactly MAX_ROWS is whole).
+    read = rows.values_list("backend", "confidence", "degraded", "latency_ms", "empty_reason", "results")
     count = 0
-    for backend, confidence, degraded, latency_ms, empty_reason, results in read:
+    for backend, confidence, degraded, latency_ms, empty_reason, results in read[: MAX_ROWS + 1]:
         count += 1
+        if count > MAX_ROWS:
+            break
         name = backend or UNRECORDED_BACKEND
         row = backends.setdefault(name, BackendTraffic(backend=name))
         row.searches += 1
@@ -135,13 +138,13 @@ def search_traffic_for(*, user, since: datetime) -> SearchTraffic:
     calls_truncated = _count_calls(servers, audit, since)
     labels = dict(EmptyAnswerReason.choices)
     return SearchTraffic(
-        searches=count,
+        searches=min(count, MAX_ROWS),
         latency_ms=percentiles(latency),
         backends=sorted(backends.values(), key=lambda row: -row.searches),
         empty=[(labels.get(reason, reason), n) for reason, n in empty.most_common()],
         servers=sorted(servers.values(), key=lambda row: (-row.listed, -row.calls, row.server.slug)),
         fallbacks=_fallbacks(user, since),
-        truncated=count == MAX_ROWS or calls_truncated,
+        truncated=count > MAX_ROWS or calls_truncated,
     )
 
 
@@ -180,10 +183,12 @@ def _count_calls(servers: dict[str, ServerTraffic], audit: QuerySet | None, sinc
     events = (audit if audit is not None else AuditEvent.objects.all()).filter(
         event_type="execution", created_at__gte=since
     )
-    read = events.order_by("-created_at").values_list("tool_ref", "outcome", "payload")[:MAX_ROWS]
+    read = events.order_by("-created_at").values_list("tool_ref", "outcome", "payload")[: MAX_ROWS + 1]
     count = 0
     for tool_ref, outcome, payload in read:
         count += 1
+        if count > MAX_ROWS:
+            break
         row = servers.get((tool_ref or "").split("::", 1)[0])
         if row is None:
             continue
@@ -191,7 +196,7 @@ def _count_calls(servers: dict[str, ServerTraffic], audit: QuerySet | None, sinc
         row.failed += outcome in ("error", "unknown")
         if isinstance(payload, dict) and isinstance(payload.get("duration_ms"), int | float):
             row.latency.append(float(payload["duration_ms"]))
-    return count == MAX_ROWS
+    return count > MAX_ROWS
 
 
 def _fallbacks(user, since: datetime) -> list[tuple[str, int]] | None:

@@ -132,6 +132,11 @@ def test_past_the_rows_it_reads_every_figure_is_of_the_same_newest_searches(clie
     assert 'id="searches-truncated"' in html
     listed, first, low, after = _rows(html, "server")["alpha-srv"].split()[1:5]
     assert (listed, first, after) == ("0", "0", "0"), _rows(html, "server")
+    # A window of exactly the rows read left nothing out, and says nothing was.
+    monkeypatch.setattr(traffic, "MAX_ROWS", 3)
+    html = client.get(reverse("dashboard_searches"), {"window": "1h"}).content.decode()
+    assert 'id="searches-truncated"' not in html
+    assert "1 (1 succeeded)" in _rows(html, "server")["alpha-srv"], _rows(html, "server")
 
 
 def test_an_approver_is_refused_and_an_unknown_period_is_the_last_24_hours(client, world, django_user_model):
