@@ -399,7 +399,10 @@ def _rephrasings_call(later: list[tuple[int, str]], first_call: dict[int, tuple]
         call = first_call.get(pk)
         if call is None:
             continue
-        return (call, words) if (call[2] in returned if returned else hop == 0) else (None, "")
+        # The first call found decides: a tool the request returned, or (a withheld request returned none) the call
+        # that followed its very next search.
+        credited = call[2] in returned if returned else hop == 0
+        return (call, words) if credited else (None, "")
     return None, ""
 
 
